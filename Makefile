@@ -1,0 +1,111 @@
+# ml-dev-env front door. Every target is a one-line call of `mlenv` (or the test tools)
+# and bootstraps .venv on its own from nothing.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+MLENV := $(VENV)/bin/mlenv
+CLUSTER ?= local
+MODE ?= rdma
+NODES ?=
+POD ?= 0
+# CPU torch for the local venv only: the pod image brings its own CUDA torch.
+TORCH_PIN ?= torch==2.13.0
+export TORCH_EXTENSIONS_DIR ?= $(HOME)/.cache/mlenv/torch_extensions
+export DS_ACCELERATOR ?= cpu
+export MPLBACKEND ?= Agg
+
+NODES_FLAG := $(if $(NODES),--nodes $(NODES),)
+DRY_FLAG := $(if $(DRY_RUN),--dry-run $(DRY_RUN),)
+
+.PHONY: help venv system-deps demo test lint typecheck unit validate render render-all \
+        list-clusters acceptance deploy-cluster sync-multi-node shell status-cluster logs \
+        clean-cluster launch build-image port-forward bench clean
+
+help:
+	@echo "make demo | make test | make validate | make render CLUSTER=x MODE=rdma|tcp | make list-clusters"
+	@echo "make deploy-cluster CLUSTER=x MODE=rdma [NODES=N] [DRY_RUN=client|server] | make sync-multi-node | make shell"
+
+# The venv is rebuilt when pyproject.toml changes.
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH_PIN)"
+	$(PY) -m pip install -q -e '.[dev]' numpy matplotlib
+	$(PY) -m pip install -q --no-build-isolation deepspeed
+	@touch $@
+
+venv: $(VENV)/.installed
+
+# Tools the integration tier needs (sshd, pdsh, iproute2, shellcheck). Installed only
+# when missing and we are root with apt; otherwise those tests skip with the reason.
+system-deps:
+	@bash scripts/dev/system-deps.sh
+
+demo: venv
+	$(MLENV) validate
+	$(MLENV) render --all --check
+	@echo "manifests: k8s/<cluster>/<mode>/ (regenerate with 'make render-all')"
+	$(MLENV) acceptance --local --nproc 2 --profile quick --report-dir reports/demo
+
+lint: venv
+	$(VENV)/bin/ruff check mlenv tests benchmarks
+
+typecheck: venv
+	$(VENV)/bin/mypy
+
+unit: venv
+	$(VENV)/bin/pytest -q tests/unit tests/cli
+
+test: venv system-deps lint typecheck
+	$(MLENV) validate
+	$(MLENV) render --all --check
+	$(VENV)/bin/pytest -q tests
+
+validate: venv
+	$(MLENV) validate
+
+render: venv
+	$(MLENV) render $(CLUSTER) --mode $(MODE) $(NODES_FLAG)
+
+render-all: venv
+	$(MLENV) render --all
+
+list-clusters: venv
+	$(MLENV) list-clusters
+
+acceptance: venv
+	$(MLENV) acceptance --local --nproc $(or $(NPROC),2) --profile $(or $(PROFILE),quick)
+
+deploy-cluster: venv
+	$(MLENV) deploy $(CLUSTER) --mode $(MODE) $(NODES_FLAG) $(DRY_FLAG)
+
+sync-multi-node: venv
+	$(MLENV) sync $(CLUSTER)
+
+shell: venv
+	$(MLENV) shell $(CLUSTER) --pod $(POD)
+
+status-cluster: venv
+	$(MLENV) status $(CLUSTER)
+
+logs: venv
+	$(MLENV) logs $(CLUSTER) --pod $(POD)
+
+port-forward: venv
+	$(MLENV) port-forward $(CLUSTER)
+
+launch: venv
+	$(MLENV) launch $(CLUSTER) $(SCRIPT)
+
+clean-cluster: venv
+	$(MLENV) teardown $(CLUSTER) $(if $(PURGE),--purge,)
+
+build-image: venv
+	$(MLENV) build $(CLUSTER)
+
+bench: venv
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache reports acceptance-report

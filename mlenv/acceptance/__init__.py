@@ -1,0 +1,1 @@
+"""The acceptance workload: checks, verdict and reports (torch/deepspeed imported lazily)."""

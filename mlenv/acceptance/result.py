@@ -1,0 +1,66 @@
+"""The one result shape every check produces (see docs/contracts.md).
+
+Stdlib only, so reports and verdicts can be computed without torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+class Status(str, Enum):
+    """Per-check status. FAIL: below the bar. ERROR: the check itself could not finish."""
+
+    PASS = "PASS"
+    WARN = "WARN"
+    FAIL = "FAIL"
+    ERROR = "ERROR"
+    SKIP = "SKIP"
+
+
+class Verdict(str, Enum):
+    """The run's verdict."""
+
+    PASS = "PASS"
+    FAIL = "FAIL"
+    ERROR = "ERROR"
+
+
+@dataclass
+class CheckResult:
+    """One check at one scope (a rank, a node, the world or a link between nodes)."""
+
+    name: str
+    status: Status
+    scope: str = "rank"  # rank | node | world | link
+    node: str | None = None
+    rank: int | None = None
+    metrics: dict[str, float] = field(default_factory=dict)
+    reasons: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict in the results contract's key order."""
+        d = asdict(self)
+        d["status"] = self.status.value
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> CheckResult:
+        """Inverse of :meth:`to_dict`; raises KeyError/ValueError on a malformed entry."""
+        return cls(
+            name=str(d["name"]),
+            status=Status(d["status"]),
+            scope=str(d.get("scope", "rank")),
+            node=d.get("node"),
+            rank=d.get("rank"),
+            metrics={str(k): float(v) for k, v in dict(d.get("metrics", {})).items()},
+            reasons=[str(r) for r in d.get("reasons", [])],
+            details=dict(d.get("details", {})),
+            duration_s=float(d.get("duration_s", 0.0)),
+        )

@@ -1,0 +1,1 @@
+"""mlenv.cluster."""

@@ -1,0 +1,12 @@
+"""Cluster configs: load YAML with line numbers, validate (schema + semantic rules), build models.
+
+Public API (implemented in ``mlenv.config.loader``):
+
+- ``load(name_or_path, root=None) -> Cluster``: a cluster name (``clusters/<name>.yaml``
+  under ``root``, default ``$MLENV_ROOT`` or the cwd) or a file path; raises
+  ``ConfigError`` with every diagnostic of that file, ``InputError`` if not found.
+- ``load_all(root=None) -> list[Cluster]``: every ``clusters/*.yaml``; one ``ConfigError``
+  with the diagnostics of all files.
+- ``cluster_files(root=None) -> list[Path]``: the example/config files, sorted.
+- ``mode_warnings(cluster, mode) -> list[str]``: e.g. RDMA requested on a TCP-only cluster.
+"""

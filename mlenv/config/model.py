@@ -1,0 +1,180 @@
+"""Typed, frozen models of a cluster config, built right after validation.
+
+Renderers and the cluster layer read these, never raw YAML. Every field has a safe
+default so a minimal config stays minimal; the defaults live here and in the JSON
+Schema (``clusters/cluster.schema.json``) and the two must agree (a unit test checks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+Mode = Literal["rdma", "tcp"]
+StorageMode = Literal["rwx", "volumeClaimTemplates"]
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    """``cluster:`` — identity of the target cluster."""
+
+    name: str  # DNS-1123 label; also the app.kubernetes.io/instance label value
+    namespace: str
+    api: str = ""  # API server host or URL; deploy preflight compares it with `oc whoami --show-server`
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class Storage:
+    """``storage:`` — shared RWX PVCs, or per-pod volumeClaimTemplates."""
+
+    mode: StorageMode = "volumeClaimTemplates"
+    class_rwx: str = ""  # "" = cluster default storage class
+    class_rwo: str = ""
+    workspace_size: str = "100Gi"
+    datasets_size: str = "500Gi"
+
+
+@dataclass(frozen=True)
+class ExtendedResource:
+    """A device-plugin resource requested per pod, e.g. ``rdma/rdma_shared_device_a: 1``."""
+
+    name: str
+    count: int = 1
+
+
+@dataclass(frozen=True)
+class Rdma:
+    """``network.rdma:`` — InfiniBand / RoCE settings that become NCCL_IB_* variables."""
+
+    enabled: bool = False
+    devices: tuple[str, ...] = ()  # HCA names (mlx5_6, …); empty with auto_devices
+    auto_devices: bool = False  # `devices: auto`: each pod discovers its own HCAs at init
+    interfaces: tuple[str, ...] = ()  # pod interfaces on the RDMA networks (net1, …)
+    gid_index: int = 3
+    gdr_level: int = 5  # NCCL_NET_GDR_LEVEL
+    cross_nic: int = 0  # NCCL_CROSS_NIC
+    ib_timeout: int = 22  # NCCL_IB_TIMEOUT
+    min_nchannels: int = 0  # NCCL_MIN_NCHANNELS; 0 = leave to NCCL
+    resources: tuple[ExtendedResource, ...] = ()  # device-plugin resources per pod
+    networks: tuple[str, ...] = ()  # Multus NetworkAttachmentDefinition names ([ns/]name)
+    allow_tcp_fallback: bool = True  # deploy may fall back to TCP when RDMA prerequisites miss
+
+
+@dataclass(frozen=True)
+class Tcp:
+    """``network.tcp:`` — socket transport settings."""
+
+    interface_exclude: tuple[str, ...] = ("lo", "docker0")  # becomes NCCL_SOCKET_IFNAME=^lo,docker0
+    p2p_level: str = "NVL"  # NCCL_P2P_LEVEL
+
+
+@dataclass(frozen=True)
+class Security:
+    """``security:`` — service account and the SCC it may use."""
+
+    service_account: str = "ml-dev-sa"
+    requires_privileged_scc: bool = False  # only when the config demands it
+    ipc_lock: bool = True  # RDMA memory registration needs CAP_IPC_LOCK
+
+
+@dataclass(frozen=True)
+class Gpus:
+    """``gpus:`` — accelerators per node and the default node count."""
+
+    per_node: int = 8
+    type: str = ""  # e.g. "H100-80GB"; picks the acceptance baseline
+    default_nodes: int = 2
+
+
+@dataclass(frozen=True)
+class ResourceList:
+    """CPU and memory quantities (Kubernetes quantity strings)."""
+
+    cpu: str | None = None
+    memory: str | None = None
+
+
+@dataclass(frozen=True)
+class Resources:
+    """``resources:`` — container requests and limits besides GPUs/RDMA."""
+
+    requests: ResourceList = field(default_factory=ResourceList)
+    limits: ResourceList = field(default_factory=ResourceList)
+
+
+@dataclass(frozen=True)
+class Nccl:
+    """``nccl:`` — debug level and extra NCCL_* variables passed through verbatim."""
+
+    debug: str = "WARN"
+    extra_env: tuple[tuple[str, str], ...] = ()  # sorted (name, value) pairs
+
+
+@dataclass(frozen=True)
+class ImageBuild:
+    """``image.build:`` — where the BuildConfig takes the Dockerfile from."""
+
+    git_uri: str = "https://github.com/ml-dev-env/ml-dev-env.git"
+    git_ref: str = "main"
+    dockerfile_path: str = "Dockerfile"
+
+
+@dataclass(frozen=True)
+class Image:
+    """``image:`` — the pod image; by default the ImageStream tag the BuildConfig produces."""
+
+    ref: str = ""  # "" = image-registry.openshift-image-registry.svc:5000/<ns>/ml-dev-env:latest
+    pull_policy: str = "IfNotPresent"
+    build: ImageBuild = field(default_factory=ImageBuild)
+
+
+@dataclass(frozen=True)
+class DevTools:
+    """``dev_tools:`` — which authenticated dev services to expose through Routes."""
+
+    vscode: bool = False
+    jupyter: bool = False
+    tensorboard: bool = False
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A validated cluster config. ``source`` is the file it came from (None if built in code)."""
+
+    cluster: ClusterInfo
+    gpu_nodes: tuple[str, ...] = ()  # nodes.gpu_nodes: pin to these (empty = any GPU node)
+    storage: Storage = field(default_factory=Storage)
+    rdma: Rdma = field(default_factory=Rdma)
+    tcp: Tcp = field(default_factory=Tcp)
+    security: Security = field(default_factory=Security)
+    gpus: Gpus = field(default_factory=Gpus)
+    resources: Resources = field(default_factory=Resources)
+    nccl: Nccl = field(default_factory=Nccl)
+    image: Image = field(default_factory=Image)
+    shm_size: str = "64Gi"  # /dev/shm size limit (memory-backed emptyDir)
+    ssh_port: int = 2222  # launcher sshd port inside pods (non-root can't bind 22)
+    master_port: int = 29500
+    dev_tools: DevTools = field(default_factory=DevTools)
+    notes: str = ""
+    source: Path | None = None
+
+    @property
+    def name(self) -> str:
+        """The cluster's name (``cluster.name``)."""
+        return self.cluster.name
+
+    @property
+    def namespace(self) -> str:
+        """The namespace everything is deployed into."""
+        return self.cluster.namespace
+
+    def effective_mode(self, requested: Mode) -> Mode:
+        """MODE=rdma on a cluster with ``rdma.enabled: false`` falls back to TCP.
+
+        The caller (validation / CLI) emits the warning; this only decides.
+        """
+        if requested == "rdma" and not self.rdma.enabled:
+            return "tcp"
+        return requested

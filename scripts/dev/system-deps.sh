@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Install the system tools the integration tier uses, only when missing and only as
+# root with apt. Never fails the build: tests that need a missing tool skip with why.
+set -u
+need=()
+command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
+command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
+command -v pdsh >/dev/null 2>&1 || need+=(pdsh)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+  echo "system-deps: missing ${need[*]} (not root or no apt): the tests that need them will skip" >&2
+  exit 0
+fi
+echo "system-deps: installing ${need[*]}"
+export DEBIAN_FRONTEND=noninteractive
+{ apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}"; } >/tmp/mlenv-system-deps.log 2>&1 \
+  || echo "system-deps: apt-get failed (see /tmp/mlenv-system-deps.log): dependent tests will skip" >&2
+exit 0
