@@ -30,10 +30,27 @@ VERB_MODULES = (
 app = typer.Typer(
     name="mlenv",
     help="ml-dev-env: cluster YAML in, multi-node DeepSpeed on OpenShift and an acceptance verdict out.",
-    no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
 )
+
+
+
+@app.callback(invoke_without_command=True)
+def _root(
+    ctx: typer.Context,
+    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+) -> None:
+    """ml-dev-env: cluster YAML in, multi-node DeepSpeed on OpenShift and an acceptance verdict out."""
+    if version:
+        from mlenv import __version__
+
+        typer.echo(__version__)
+        raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        typer.echo(ctx.get_help())
+        raise typer.Exit(0)
+
 
 for _verb in VERB_MODULES:
     try:
