@@ -1,0 +1,83 @@
+"""``python -m mlenv.pod init|launch|run-torchrun|preflight`` (runs inside the pods).
+
+Exit codes follow docs/contracts.md: 0 ok, 1 acceptance FAIL, 2 bad input, 3 ERROR.
+This is the pod side's boundary, so errors become one message here, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from mlenv.errors import EXIT_ERROR, MlenvError
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m mlenv.pod", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="verb", required=True)
+
+    i = sub.add_parser("init", help="every pod: hostfile, .deepspeed_env, RDMA checks, sshd")
+    i.add_argument("--foreground", action="store_true", help="exec sshd in the foreground (container entry)")
+    i.add_argument("--no-sshd", action="store_true", help="write files only (ssh-less clusters)")
+    i.add_argument("--sysfs-root", default="/sys", help=argparse.SUPPRESS)
+    i.add_argument("--allow-low-memlock", action="store_true", help="warn instead of failing on a low ulimit -l")
+
+    def job_args(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--profile", choices=("quick", "full"), default=None, help="acceptance profile")
+        p.add_argument("--report-dir", default=None, help="default /workspace/results/<run-id>")
+        p.add_argument("--run-id", default=None, help="default: UTC timestamp")
+        p.add_argument("--module", "-m", default=None, help="run a module instead of a script")
+        p.add_argument("script", nargs=argparse.REMAINDER, help="SCRIPT [ARGS…]; none: the acceptance suite")
+
+    la = sub.add_parser("launch", help="pod 0: preflight, then DeepSpeed across every pod")
+    la.add_argument("--torchrun", action="store_true", help="print the ssh-less per-pod commands instead")
+    la.add_argument("--deadline", type=float, default=120.0, help="preflight deadline in seconds")
+    la.add_argument("--no-preflight", action="store_true", help=argparse.SUPPRESS)
+    job_args(la)
+
+    tr = sub.add_parser("run-torchrun", help="every pod: torchrun with the shared static rendezvous")
+    job_args(tr)
+
+    pf = sub.add_parser("preflight", help="check that every peer resolves and its sshd answers")
+    pf.add_argument("--deadline", type=float, default=60.0)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse ``argv`` and run one verb; returns the exit code."""
+    args = _parser().parse_args(argv)
+    # Imported here so '--help' stays cheap and argparse errors come first.
+    from mlenv.pod import runtime
+
+    env = dict(os.environ)
+    try:
+        if args.verb == "init":
+            return runtime.init(env, start_sshd=not args.no_sshd, foreground=args.foreground,
+                                sysfs_root=args.sysfs_root, strict_memlock=not args.allow_low_memlock)
+        script = list(args.script)
+        if script and script[0] == "--":
+            script = script[1:]
+        if args.verb == "launch":
+            return runtime.do_launch(env, script=script, module=args.module, torchrun=args.torchrun,
+                                     deadline_s=args.deadline, profile=args.profile,
+                                     report_dir=args.report_dir, run_id=args.run_id,
+                                     skip_preflight=args.no_preflight)
+        if args.verb == "run-torchrun":
+            return runtime.run_torchrun(env, script=script, module=args.module, profile=args.profile,
+                                        report_dir=args.report_dir, run_id=args.run_id)
+        return runtime.do_preflight(env, args.deadline)
+    except MlenvError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except OSError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    # argparse itself exits 2 on bad flags, which is EXIT_INPUT already.
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""What this pod is: its rank, its peers and its settings, read from the environment.
+
+The StatefulSet sets these variables (table in docs/contracts.md); everything here is
+pure so it can be unit-tested with a plain dict instead of ``os.environ``.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mlenv.errors import InputError
+
+_ORDINAL = re.compile(r"-(\d+)$")
+
+
+def node_rank(env: Mapping[str, str], hostname: str | None = None) -> int:
+    """This pod's ordinal: ``MLENV_POD_INDEX`` when set, else the hostname's ``-<n>`` suffix.
+
+    Raises InputError when neither gives a non-negative integer.
+    """
+    raw = env.get("MLENV_POD_INDEX", "").strip()
+    if raw:
+        if not raw.isdigit():
+            raise InputError(
+                f"MLENV_POD_INDEX={raw!r}: expected a non-negative integer "
+                "(the apps.kubernetes.io/pod-index label)"
+            )
+        return int(raw)
+    name = hostname if hostname is not None else env.get("MLENV_POD_NAME") or socket.gethostname()
+    m = _ORDINAL.search(name)
+    if not m:
+        raise InputError(
+            f"cannot tell this pod's rank: MLENV_POD_INDEX is empty and the hostname {name!r} "
+            "has no '-<ordinal>' suffix (expected e.g. ml-dev-env-0)"
+        )
+    return int(m.group(1))
+
+
+def _int(env: Mapping[str, str], key: str, default: int | None, minimum: int = 0) -> int:
+    raw = env.get(key, "").strip()
+    if not raw:
+        if default is None:
+            raise InputError(f"{key} is not set: expected an integer >= {minimum}")
+        return default
+    if not raw.lstrip("-").isdigit() or int(raw) < minimum:
+        raise InputError(f"{key}={raw!r}: expected an integer >= {minimum}")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class PodEnv:
+    """The settings every ``mlenv.pod`` verb works from."""
+
+    namespace: str
+    statefulset: str
+    headless: str
+    nnodes: int
+    rank: int
+    gpus_per_node: int  # 0: not given, detect
+    network_mode: str  # "tcp" | "rdma"
+    rdma_devices: str  # "", "auto" or a comma list
+    ssh_port: int
+    ssh_dir: str
+    master_addr: str
+    master_port: int
+
+    def pod_dns(self, i: int) -> str:
+        """The stable DNS name of pod ``i`` (docs/contracts.md, "Pod DNS")."""
+        return f"{self.statefulset}-{i}.{self.headless}.{self.namespace}.svc"
+
+    @property
+    def hosts(self) -> list[str]:
+        """Every pod's DNS name, in rank order."""
+        return [self.pod_dns(i) for i in range(self.nnodes)]
+
+
+def pod_env(env: Mapping[str, str], hostname: str | None = None) -> PodEnv:
+    """Build a :class:`PodEnv` from ``env``; raises InputError naming the bad variable."""
+    namespace = env.get("MLENV_NAMESPACE", "").strip()
+    if not namespace:
+        raise InputError("MLENV_NAMESPACE is not set: expected the pod's namespace (downward API)")
+    sts = env.get("MLENV_STATEFULSET", "").strip() or "ml-dev-env"
+    headless = env.get("MLENV_HEADLESS_SERVICE", "").strip() or "ml-dev-env-headless"
+    nnodes = _int(env, "MLENV_NNODES", None, minimum=1)
+    rank = node_rank(env, hostname)
+    if rank >= nnodes:
+        raise InputError(f"node rank {rank} is not below MLENV_NNODES={nnodes}")
+    mode = env.get("MLENV_NETWORK_MODE", "").strip() or "tcp"
+    if mode not in ("tcp", "rdma"):
+        raise InputError(f"MLENV_NETWORK_MODE={mode!r}: expected 'tcp' or 'rdma'")
+    ssh_port = _int(env, "MLENV_SSH_PORT", 2222, minimum=1)
+    master_port = _int(env, "MASTER_PORT", 29500, minimum=1)
+    for key, port in (("MLENV_SSH_PORT", ssh_port), ("MASTER_PORT", master_port)):
+        if port > 65535:
+            raise InputError(f"{key}={port}: expected a TCP port (1-65535)")
+    pe = PodEnv(
+        namespace=namespace,
+        statefulset=sts,
+        headless=headless,
+        nnodes=nnodes,
+        rank=rank,
+        gpus_per_node=_int(env, "MLENV_GPUS_PER_NODE", 0),
+        network_mode=mode,
+        rdma_devices=env.get("MLENV_RDMA_DEVICES", "").strip(),
+        ssh_port=ssh_port,
+        ssh_dir=env.get("MLENV_SSH_DIR", "").strip() or "/etc/mlenv/ssh",
+        master_addr="",
+        master_port=master_port,
+    )
+    master = env.get("MASTER_ADDR", "").strip() or pe.pod_dns(0)
+    return PodEnv(**{**pe.__dict__, "master_addr": master})

@@ -1,0 +1,216 @@
+"""The verbs of ``python -m mlenv.pod``: init, launch, run-torchrun, preflight."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from mlenv.errors import EXIT_OK, InfraError, InputError
+from mlenv.pod import dsenv, hostfile, launch, preflight, rdma, ssh
+from mlenv.pod.env import PodEnv, pod_env
+
+
+def say(msg: str) -> None:
+    """Progress for the pod log / the user's terminal (stderr, prefixed)."""
+    print(f"mlenv.pod: {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where ``pod init`` writes and the other verbs read."""
+
+    home: str
+    state_dir: str
+
+    @property
+    def hostfile(self) -> str:
+        return os.path.join(self.state_dir, "hostfile")
+
+    @property
+    def deepspeed_env(self) -> str:
+        return os.path.join(self.home, ".deepspeed_env")
+
+    @property
+    def env_file(self) -> str:
+        """Everything forwarded plus this pod's own values, as ``export`` lines."""
+        return os.path.join(self.state_dir, "env.sh")
+
+    @property
+    def node_env(self) -> str:
+        """Only the per-pod values (NCCL_IB_HCA from discovery), ``KEY=value`` lines."""
+        return os.path.join(self.state_dir, "node.env")
+
+    @property
+    def ssh(self) -> ssh.SshPaths:
+        return ssh.SshPaths(self.state_dir)
+
+
+def paths_from(env: Mapping[str, str]) -> Paths:
+    """HOME (else the passwd home, else /tmp) and MLENV_STATE_DIR (else ``$HOME/.mlenv``)."""
+    home = env.get("HOME") or os.path.expanduser("~")
+    if not home or home == "/" or not os.access(home, os.W_OK):
+        home = env.get("TMPDIR", "/tmp")
+    return Paths(home=home, state_dir=env.get("MLENV_STATE_DIR") or os.path.join(home, ".mlenv"))
+
+
+def read_node_env(path: str) -> dict[str, str]:
+    """The per-pod values ``init`` discovered ({} when none)."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            return dsenv.parse(f.read())
+    except OSError:
+        return {}
+
+
+def host_patterns(pe: PodEnv) -> list[str]:
+    """ssh Host patterns that cover every pod's DNS name."""
+    base = f"*.{pe.headless}.{pe.namespace}.svc"
+    return [base, f"{base}.cluster.local"]
+
+
+def init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bool = False,
+         sysfs_root: str = "/sys", strict_memlock: bool = True) -> int:
+    """Prepare this pod: hostfile, env files, RDMA checks, ssh; start (or exec) sshd."""
+    pe = pod_env(env)
+    p = paths_from(env)
+    os.makedirs(p.state_dir, mode=0o700, exist_ok=True)
+    slots = hostfile.slots_per_node(pe.gpus_per_node, hostfile.count_gpus(env), env)
+    hostfile.write_text(p.hostfile, hostfile.render_hostfile(pe.hosts, slots))
+    say(f"node rank {pe.rank} of {pe.nnodes}; hostfile {p.hostfile} ({slots} slot(s) per node)")
+
+    node_vars: dict[str, str] = {}
+    if pe.network_mode == "rdma":
+        problem = rdma.check_memlock()
+        if problem:
+            if strict_memlock:
+                raise InfraError(problem)
+            say(f"warning: {problem}")
+        if pe.rdma_devices == "auto":
+            hca = rdma.discover_hca(env, sysfs_root)
+            node_vars["NCCL_IB_HCA"] = ",".join(hca)
+            say(f"RDMA devices (auto): NCCL_IB_HCA={node_vars['NCCL_IB_HCA']}")
+    hostfile.write_text(p.node_env, dsenv.render(node_vars))
+
+    forwarded = dsenv.select(env, per_pod_hca=bool(node_vars))
+    hostfile.write_text(p.deepspeed_env, dsenv.render(forwarded))
+    hostfile.write_text(p.env_file, dsenv.render_env_file({**forwarded, **node_vars}))
+    say(f"{p.deepspeed_env}: {len(forwarded)} variable(s) for remote ranks")
+
+    if not start_sshd:
+        return EXIT_OK
+    secret = ssh.read_secret(pe.ssh_dir)
+    note = ssh.ensure_passwd_entry(p.home)
+    if note:
+        say(note)
+    ssh.install(p.ssh, secret, pe.ssh_port, host_patterns(pe), node_vars, ssh.current_user())
+    ssh.check_config(p.ssh)
+    if foreground:
+        argv = ssh.sshd_argv(p.ssh, foreground=True)
+        say(f"exec sshd on port {pe.ssh_port}")
+        os.execv(argv[0], argv)
+    ssh.start_daemon(p.ssh)
+    say(f"sshd listening on port {pe.ssh_port}")
+    return EXIT_OK
+
+
+def _job(script: list[str], module: str | None, report_dir: str, profile: str | None) -> launch.Job:
+    if module:
+        return launch.Job(module, script, module=True, local_rank_flag=module != launch.ACCEPTANCE_MODULE)
+    if script:
+        return launch.Job(script[0], script[1:])
+    return launch.acceptance_job(report_dir, profile, [])
+
+
+def _report_dir(env: Mapping[str, str], report_dir: str | None, run_id: str) -> str:
+    if report_dir:
+        return report_dir
+    return os.path.join(env.get("MLENV_WORKSPACE", "/workspace"), "results", run_id)
+
+
+def run_preflight(pe: PodEnv, hosts: list[str], deadline_s: float) -> None:
+    """Raise InfraError naming each peer whose name or sshd is missing at the deadline."""
+    res = preflight.preflight([preflight.Peer(h, pe.ssh_port) for h in hosts], deadline_s=deadline_s)
+    missing = [r for r in res if not r.ok]
+    if missing:
+        raise InfraError(
+            f"preflight: {len(missing)} of {len(hosts)} peer(s) missing after {deadline_s:g} s:\n  "
+            + "\n  ".join(r.describe() for r in missing)
+        )
+    say(f"preflight: all {len(hosts)} peer(s) answer on port {pe.ssh_port}")
+
+
+def do_launch(env: Mapping[str, str], *, script: list[str], module: str | None, torchrun: bool,
+              deadline_s: float, profile: str | None, report_dir: str | None, run_id: str | None,
+              skip_preflight: bool = False) -> int:
+    """pod-0 only: preflight, then the DeepSpeed launcher (or print the torchrun commands)."""
+    pe = pod_env(env)
+    if pe.rank != 0:
+        raise InputError(
+            f"'launch' runs on pod 0 only (this is node rank {pe.rank}); "
+            f"open a shell in {pe.statefulset}-0 ('make shell') and launch there"
+        )
+    p = paths_from(env)
+    rid = run_id or launch.new_run_id()
+    rdir = _report_dir(env, report_dir, rid)
+    job = _job(script, module, rdir, profile)
+    if torchrun:
+        slots = hostfile.slots_per_node(pe.gpus_per_node, hostfile.count_gpus(env), env)
+        say("ssh-less path: run this in every pod i (node rank i), e.g. through 'oc exec':")
+        fixed = ["--run-id", rid, "--report-dir", rdir]
+        print(" ".join(["python", "-m", "mlenv.pod", "run-torchrun", *fixed,
+                        *(["--profile", profile] if profile else []),
+                        *(["--module", module] if module else []), *script]))
+        say(f"equivalent torchrun for node 0: {' '.join(launch.torchrun_argv(job, pe.nnodes, 0, slots, pe.master_addr, pe.master_port))}")
+        return EXIT_OK
+    hosts = [h for h, _ in hostfile.parse_hostfile(p.hostfile)]
+    if len(hosts) != pe.nnodes:
+        say(f"warning: {p.hostfile} lists {len(hosts)} host(s) but MLENV_NNODES={pe.nnodes}")
+    if not os.path.isfile(p.ssh.client_config):
+        raise InputError(f"{p.ssh.client_config} is missing: run 'python -m mlenv.pod init' first")
+    if not skip_preflight:
+        run_preflight(pe, hosts, deadline_s)
+    if not job.module and not os.path.exists(job.target):
+        raise InputError(f"{job.target}: no such script (relative to {os.getcwd()})")
+    argv = launch.deepspeed_argv(job, p.hostfile, pe.master_addr, pe.master_port, pe.ssh_port)
+    say(f"run id {rid}; launching on {len(hosts)} node(s)")
+    rc = launch.run(argv, launch.deepspeed_env(env, p.ssh.client_config))
+    return _finish(rc, rdir if job.target == launch.ACCEPTANCE_MODULE or report_dir else None)
+
+
+def _finish(rc: int, report_dir: str | None) -> int:
+    code, note = launch.map_exit(rc)
+    if note:
+        say(note)
+    if report_dir:
+        summary = launch.results_summary(report_dir)
+        say(summary or f"no results.json in {report_dir}")
+    return code
+
+
+def run_torchrun(env: Mapping[str, str], *, script: list[str], module: str | None,
+                 profile: str | None, report_dir: str | None, run_id: str | None) -> int:
+    """The ssh-less path: torchrun in this pod, joining the static rendezvous on pod-0."""
+    pe = pod_env(env)
+    p = paths_from(env)
+    if not run_id and not report_dir and not script and not module:
+        raise InputError("run-torchrun: pass the same --run-id (or --report-dir) in every pod")
+    rid = run_id or launch.new_run_id()
+    rdir = _report_dir(env, report_dir, rid)
+    job = _job(script, module, rdir, profile)
+    slots = hostfile.slots_per_node(pe.gpus_per_node, hostfile.count_gpus(env), env)
+    child_env = {**env, **read_node_env(p.node_env)}
+    argv = launch.torchrun_argv(job, pe.nnodes, pe.rank, slots, pe.master_addr, pe.master_port)
+    say(f"torchrun node {pe.rank}/{pe.nnodes}, {slots} proc(s), rendezvous {pe.master_addr}:{pe.master_port}")
+    rc = launch.run(argv, child_env)
+    return _finish(rc, rdir if pe.rank == 0 and job.target == launch.ACCEPTANCE_MODULE else None)
+
+
+def do_preflight(env: Mapping[str, str], deadline_s: float) -> int:
+    """Check every host of the hostfile (any pod may run this)."""
+    pe = pod_env(env)
+    hosts = [h for h, _ in hostfile.parse_hostfile(paths_from(env).hostfile)]
+    run_preflight(pe, hosts, deadline_s)
+    return EXIT_OK
+
