@@ -1,8 +1,9 @@
 """Two-node (or N-node) "pods" on one Linux machine with network namespaces.
 
-See :mod:`tests.integration.harness.netns`.
+See :mod:`harness.netns`. Importable as ``harness`` because pytest puts
+``tests/integration/`` on sys.path (rootdir-relative "prepend" import mode).
 """
 
-from tests.integration.harness.netns import Cluster, HarnessUnavailable, unavailable_reason
+from harness.netns import Cluster, HarnessUnavailable, unavailable_reason
 
 __all__ = ["Cluster", "HarnessUnavailable", "unavailable_reason"]
