@@ -1,0 +1,107 @@
+"""Pod launch figures: netns harness setup/teardown, a 2-node DeepSpeed run, and how the
+launch preflight scales with the number of peers (peers simulated by local listeners).
+
+Run: .venv/bin/python benchmarks/bench_preflight.py [--skip-harness]
+The harness part needs root, sshd and pdsh; it is skipped with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+
+
+def bench_preflight(n: int, repeats: int = 5) -> tuple[float, float]:
+    """Median seconds to preflight ``n`` answering peers, and with 1 of them dead (1 s deadline)."""
+    from mlenv.pod.preflight import Peer, preflight
+
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        socks.append(s)
+    peers = [Peer("127.0.0.1", s.getsockname()[1]) for s in socks]
+    try:
+        ok = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            res = preflight(peers, deadline_s=30)
+            ok.append(time.perf_counter() - t0)
+            assert all(r.ok for r in res)
+        dead_port = socks[-1].getsockname()[1]
+        socks[-1].close()
+        t0 = time.perf_counter()
+        res = preflight(peers[:-1] + [Peer("127.0.0.1", dead_port)], deadline_s=1.0, interval_s=0.25)
+        one_dead = time.perf_counter() - t0
+        assert not res[-1].ok
+    finally:
+        for s in socks:
+            s.close()
+    return statistics.median(ok), one_dead
+
+
+def bench_harness(runs: int = 3) -> dict[str, float]:
+    """Setup/teardown medians and one 2-node x 1-rank DeepSpeed gloo job's wall time."""
+    from harness import Cluster, unavailable_reason
+
+    why = unavailable_reason()
+    if why:
+        print(f"harness: skipped ({why})")
+        return {}
+    setups, teardowns, jobs = [], [], []
+    job = str(ROOT / "tests" / "integration" / "jobs" / "allreduce_hosts.py")
+    pod = [sys.executable, "-m", "mlenv.pod"]
+    for k in range(runs):
+        with tempfile.TemporaryDirectory(prefix="mlenv-bench-") as d:
+            c = Cluster(2, d)
+            c.setup()
+            try:
+                setups.append(c.setup_s)
+                t0 = time.perf_counter()
+                for i in range(2):
+                    r = c.run(i, [*pod, "init"], c.env(i))
+                    assert r.returncode == 0, r.stdout
+                init_s = time.perf_counter() - t0
+                t0 = time.perf_counter()
+                r = c.run(0, [*pod, "launch", "--deadline", "20", job, "--out", os.path.join(d, "o.json")],
+                          c.env(0), timeout=300)
+                assert r.returncode == 0, r.stdout[-2000:]
+                jobs.append(time.perf_counter() - t0)
+                print(f"harness run {k}: setup {c.setup_s:.2f} s, init x2 {init_s:.2f} s, "
+                      f"launch {jobs[-1]:.2f} s", flush=True)
+            finally:
+                c.teardown()
+                teardowns.append(c.teardown_s)
+    return {"setup_s": statistics.median(setups), "teardown_s": statistics.median(teardowns),
+            "launch_2x1_s": statistics.median(jobs)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--skip-harness", action="store_true")
+    args = ap.parse_args()
+    out: dict[str, object] = {}
+    for n in (64, 512):
+        ok_s, dead_s = bench_preflight(n)
+        out[f"preflight_{n}"] = {"all_up_s": round(ok_s, 4), "one_dead_1s_deadline_s": round(dead_s, 3)}
+        print(f"preflight {n} peers: all up {ok_s * 1000:.1f} ms (median of 5); "
+              f"1 dead with 1 s deadline {dead_s:.2f} s", flush=True)
+    if not args.skip_harness:
+        out["harness"] = {k: round(v, 3) for k, v in bench_harness().items()}
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
