@@ -40,8 +40,15 @@ class RunContext:
         return self.device.startswith("cuda")
 
     def opt(self, check: str, key: str, default: Any) -> Any:
-        """Option ``key`` of check ``check``, or ``default``."""
-        return self.options.get(check, {}).get(key, default)
+        """Option ``key`` of check ``check``, or ``default``.
+
+        Looks in ``options[check]`` first, then in the options of the check's family
+        (``collectives`` for ``collectives.all_reduce``), which is how profiles are keyed.
+        """
+        own = self.options.get(check, {})
+        if key in own:
+            return own[key]
+        return self.options.get(check.split(".", 1)[0], {}).get(key, default)
 
 
 class Check(ABC):

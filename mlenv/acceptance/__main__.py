@@ -1,0 +1,197 @@
+"""``python -m mlenv.acceptance``: run the suite on this rank (torchrun, DeepSpeed, or alone).
+
+Exit codes (rank 0): 0 PASS, 1 FAIL, 2 bad flags/options/baseline, 3 ERROR. Other
+ranks exit 0 unless they fail to start. ``MLENV_ACCEPTANCE_PLUGINS`` (comma-separated
+module names) imports extra check modules, e.g. site-specific checks or test probes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from mlenv.acceptance import baselines, console, dist, profiles
+from mlenv.acceptance.base import Check, RunContext, registry
+from mlenv.acceptance.reports import RunMeta, finalize
+from mlenv.acceptance.reports.document import ALL_FILES, RESULTS_JSONL, now_iso
+from mlenv.acceptance.reports.jsonl import JsonlWriter
+from mlenv.acceptance.result import CheckResult
+from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InputError, MlenvError
+
+# The order checks run in: cheap and informative first, the long training run last.
+ORDER = ("environment", "compute", "memory", "collectives", "training")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the entry's flags (``--local_rank`` from the DeepSpeed launcher is accepted and ignored)."""
+    p = argparse.ArgumentParser(prog="python -m mlenv.acceptance", description=__doc__)
+    p.add_argument("--profile", default="quick", choices=profiles.profile_names())
+    p.add_argument("--checks", default="", help="comma list of check names or families (default: all)")
+    p.add_argument("--report-dir", default="acceptance-report")
+    p.add_argument("--baseline", default=None, help="baseline file or GPU model (default: by device)")
+    p.add_argument("--deadline", type=float, default=None, help="per-check deadline in seconds")
+    p.add_argument("--options", default=None, help="JSON/YAML file {check: {key: value}} over the profile")
+    p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def load_checks() -> None:
+    """Import the shipped checks and any plugin modules (filling the registry)."""
+    importlib.import_module("mlenv.acceptance.checks")
+    for mod in filter(None, (m.strip() for m in os.environ.get("MLENV_ACCEPTANCE_PLUGINS", "").split(","))):
+        importlib.import_module(mod)
+
+
+def _order_key(name: str) -> tuple[int, str]:
+    fam = name.split(".", 1)[0]
+    return (ORDER.index(fam) if fam in ORDER else len(ORDER), name)
+
+
+def select_checks(spec: str) -> list[type[Check]]:
+    """Checks named by ``spec`` (names or family prefixes), in run order. InputError if unknown."""
+    reg = registry()
+    if not spec.strip():
+        return [reg[n] for n in sorted(reg, key=_order_key)]
+    chosen: list[str] = []
+    for want in (s.strip() for s in spec.split(",") if s.strip()):
+        hits = [n for n in reg if n == want or n.startswith(want + ".")]
+        if not hits:
+            raise InputError(f"--checks: unknown check {want!r} (known: {', '.join(sorted(reg, key=_order_key))})")
+        chosen += [h for h in hits if h not in chosen]
+    return [reg[n] for n in sorted(chosen, key=_order_key)]
+
+
+def _env_summary(results: list[CheckResult], backend: str) -> dict[str, object]:
+    for r in results:
+        if r.name == "environment" and r.rank == 0 and r.details:
+            d = r.details
+            return {"torch": d.get("torch"), "cuda": d.get("cuda"), "nccl": d.get("nccl"),
+                    "deepspeed": d.get("deepspeed"), "driver": d.get("driver"),
+                    "gpus": sorted({str(g) for x in results if x.name == "environment"
+                                    for g in x.details.get("gpu_models", [])}),
+                    "nccl_env": d.get("nccl_env", {})}
+    from mlenv.acceptance.checks.environment import versions
+
+    return {**versions(), "gpus": [], "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
+            "backend": backend}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the suite; returns the exit code (rank 0: the verdict's)."""
+    args = parse_args(argv)
+    try:
+        overrides = profiles.load_options_file(args.options) if args.options else {}
+        options = profiles.resolve(args.profile, overrides)
+        if args.baseline:
+            baselines.resolve(args.baseline, [])  # fail fast on a bad file, before any rendezvous
+        load_checks()
+        checks = select_checks(args.checks)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_INPUT
+    deadline = float(args.deadline or profiles.DEADLINES[args.profile])
+    report_dir = Path(args.report_dir)
+    env = dist.read_launch_env()
+    host = dist.hostname()
+    try:
+        backend, device = dist.init_process_group(deadline)
+        hosts = dist.all_gather_hosts(host)
+    except Exception as e:  # a peer that never joins shows up here as a rendezvous timeout
+        msg = str(e) if isinstance(e, MlenvError) else f"start-up failed: {type(e).__name__}: {e}"
+        print(f"error: rank {env.rank} ({host}): {msg}", file=sys.stderr, flush=True)
+        if env.rank == 0:
+            _startup_report(args, report_dir, env, host, deadline, msg)
+        return EXIT_ERROR
+    node_rank, nnodes = dist.node_layout(hosts, env)
+    ctx = RunContext(rank=env.rank, world_size=env.world_size, local_rank=env.local_rank,
+                     local_world_size=env.local_world_size, node_rank=node_rank, nnodes=nnodes, host=host,
+                     backend=backend, device=device, profile=args.profile, options=options,
+                     deadline_s=deadline, report_dir=report_dir)
+    from mlenv.acceptance.runner import Runner, install_signal_handlers
+
+    chan = dist.SideChannel(env.master_addr, env.master_port, f"mlenv/{env.restart}")
+    chan.start_heartbeat(env.rank)
+    install_signal_handlers(chan, env.rank)
+    world = {"nodes": nnodes, "ranks": env.world_size, "backend": backend, "device": "cuda" if ctx.is_cuda else "cpu",
+             "hosts": hosts}
+    meta = RunMeta(run_id=time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6], started=now_iso(),
+                   profile=args.profile, checks=[c.name for c in checks], world=world,
+                   baseline_spec=args.baseline, deadline_s=deadline)
+    writer: JsonlWriter | None = None
+    if env.rank == 0:
+        report_dir.mkdir(parents=True, exist_ok=True)
+        for f in ALL_FILES:  # a stale report from an earlier run must never be read as this one's
+            (report_dir / f).unlink(missing_ok=True)
+        meta.write(report_dir)
+        writer = JsonlWriter(report_dir / RESULTS_JSONL)
+        print(f"[acceptance] {len(checks)} check(s), {env.world_size} rank(s) on {nnodes} node(s), "
+              f"{backend}/{world['device']}, profile {args.profile}, deadline {deadline:g} s per check", flush=True)
+
+    def emit(r: CheckResult) -> None:
+        assert writer is not None
+        writer.append(r)
+        console.print_check(r)
+
+    stale = float(os.environ.get("MLENV_HEARTBEAT_STALE_S", "15"))
+    runner = Runner(ctx, chan, hosts, checks, emit if env.rank == 0 else None, stale_s=stale)
+    try:
+        outcome = runner.run()
+    except Exception as e:  # rank 0 gone (store unreachable) or a bug: this rank cannot go on
+        print(f"error: rank {env.rank} ({host}): {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        os._exit(EXIT_ERROR)
+    chan.stop()
+    if env.rank != 0:
+        sys.stdout.flush()
+        # After an abort the group is suspect: leave without a teardown that could block.
+        if outcome.aborted:
+            os._exit(EXIT_OK)
+        _destroy()
+        return EXIT_OK
+    assert writer is not None
+    writer.close()
+    meta.env = _env_summary(outcome.results, backend)
+    meta.write(report_dir)
+    try:
+        doc = finalize(report_dir, meta, outcome.results, notes=outcome.notes)
+    except InputError as e:
+        print(f"error: {e}", file=sys.stderr, flush=True)
+        os._exit(EXIT_INPUT)
+    print(console.verdict_block(doc, str(report_dir)), flush=True)
+    code = {"PASS": EXIT_OK, "FAIL": EXIT_FAIL}.get(doc["verdict"], EXIT_ERROR)
+    if outcome.aborted:
+        sys.stderr.flush()
+        os._exit(code)
+    _destroy()
+    return code
+
+
+def _startup_report(args: argparse.Namespace, report_dir: Path, env: dist.LaunchEnv, host: str,
+                    deadline: float, msg: str) -> None:
+    """Rank 0 could not start the group: still leave a results.json saying why (ERROR)."""
+    world = {"nodes": env.nnodes or 1, "ranks": env.world_size, "backend": None, "device": None, "hosts": [host]}
+    meta = RunMeta(run_id=uuid.uuid4().hex[:12], started=now_iso(), profile=args.profile, checks=[],
+                   world=world, baseline_spec=args.baseline, deadline_s=deadline)
+    try:
+        doc = finalize(report_dir, meta, [], notes=[f"start-up failed on rank 0 ({host}): {msg}"], plots=False)
+        print(console.verdict_block(doc, str(report_dir)), flush=True)
+    except Exception as e:  # the report is best effort here; the exit code already says ERROR
+        print(f"error: cannot write the report: {e}", file=sys.stderr)
+
+
+def _destroy() -> None:
+    try:
+        import torch.distributed as dist
+
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    except Exception:  # leaving anyway
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

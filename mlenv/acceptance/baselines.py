@@ -1,0 +1,231 @@
+"""Baselines: expected values and pass rules per GPU model, read from YAML (data, not code).
+
+A baseline file::
+
+    model: H100 80GB
+    match: ["H100 80GB", "H100-80GB"]        # substrings of the GPU name / gpus.type
+    expected:                               # what a healthy device measures
+      - {check: compute.matmul, metric: tflops_bf16, value: 795, source: "…"}
+    rules:                                  # the bar; ops from a fixed table, no eval
+      - {check: compute.matmul, metric: tflops_bf16, op: ">=", value: 700, source: "…", scope: rank}
+    outliers: {warn_frac: 0.2, fail_frac: 0.5}   # optional
+
+Every number carries a ``source`` note. A malformed file raises InputError naming the
+file, line and what was expected (the CLI exits 2).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from mlenv.errors import InputError
+
+OPS: dict[str, Callable[[float, float], bool]] = {
+    ">=": operator.ge,
+    "<=": operator.le,
+    ">": operator.gt,
+    "<": operator.lt,
+    "==": operator.eq,
+}
+SCOPES = ("rank", "node", "world", "link", "intra", "inter")
+
+
+@dataclass(frozen=True)
+class Expected:
+    """What a healthy device measures for one metric, and where that number comes from."""
+
+    check: str
+    metric: str
+    value: float
+    source: str
+
+
+@dataclass(frozen=True)
+class Rule:
+    """``metric op value`` must hold for every result of ``check`` (at ``scope``, if set)."""
+
+    check: str
+    metric: str
+    op: str
+    value: float
+    source: str
+    scope: str | None = None
+
+    def holds(self, measured: float) -> bool:
+        """Apply the rule's operator from the fixed table."""
+        return OPS[self.op](measured, self.value)
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """A parsed baseline file."""
+
+    model: str
+    path: str
+    match: tuple[str, ...] = ()
+    expected: tuple[Expected, ...] = ()
+    rules: tuple[Rule, ...] = ()
+    outliers: dict[str, float] = field(default_factory=dict)
+
+
+def builtin_dir() -> Path:
+    """The directory of the baselines shipped with the package."""
+    return Path(str(resources.files("mlenv") / "data" / "baselines"))
+
+
+class _Doc:
+    """Walks a composed YAML node tree, raising InputError with file:line on a mismatch."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def fail(self, node: Any, where: str, expected: str) -> InputError:
+        line = node.start_mark.line + 1 if node is not None else 1
+        col = node.start_mark.column + 1 if node is not None else 1
+        return InputError(f"{self.path}:{line}:{col}: {where}: expected {expected}")
+
+    def mapping(self, node: Any, where: str) -> dict[str, tuple[Any, Any]]:
+        import yaml
+
+        if not isinstance(node, yaml.MappingNode):
+            raise self.fail(node, where, "a mapping")
+        return {str(k.value): (k, v) for k, v in node.value}
+
+    def seq(self, node: Any, where: str) -> list[Any]:
+        import yaml
+
+        if not isinstance(node, yaml.SequenceNode):
+            raise self.fail(node, where, "a list")
+        return list(node.value)
+
+    def string(self, node: Any, where: str) -> str:
+        import yaml
+
+        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str" or not str(node.value).strip():
+            raise self.fail(node, where, "a non-empty string")
+        return str(node.value)
+
+    def number(self, node: Any, where: str) -> float:
+        import yaml
+
+        if isinstance(node, yaml.ScalarNode) and node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+            try:
+                return float(yaml.safe_load(node.value))
+            except (TypeError, ValueError):
+                pass
+        raise self.fail(node, where, "a number")
+
+    def keys(self, m: dict[str, tuple[Any, Any]], node: Any, where: str,
+             required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
+        for k in required:
+            if k not in m:
+                raise self.fail(node, where, f"key {k!r} (required: {', '.join(required)})")
+        for k, (knode, _) in m.items():
+            if k not in required and k not in optional:
+                raise self.fail(knode, f"{where}.{k}", f"one of the keys {', '.join(required + optional)}")
+
+
+def load(path: str | Path) -> Baseline:
+    """Parse and check a baseline file. Raises InputError (exit 2) on any problem."""
+    import yaml
+
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"{p}: cannot read baseline: {e}") from None
+    try:
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else f"{p}:1:1"
+        raise InputError(f"{where}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
+    d = _Doc(str(p))
+    if root is None:
+        raise InputError(f"{p}:1:1: (root): expected a mapping with keys model, expected, rules; the file is empty")
+    top = d.mapping(root, "(root)")
+    d.keys(top, root, "(root)", ("model", "rules"), ("match", "expected", "outliers"))
+    model = d.string(top["model"][1], "model")
+    match: list[str] = []
+    if "match" in top:
+        for i, n in enumerate(d.seq(top["match"][1], "match")):
+            match.append(d.string(n, f"match[{i}]"))
+    expected: list[Expected] = []
+    if "expected" in top:
+        for i, n in enumerate(d.seq(top["expected"][1], "expected")):
+            w = f"expected[{i}]"
+            m = d.mapping(n, w)
+            d.keys(m, n, w, ("check", "metric", "value", "source"))
+            expected.append(Expected(d.string(m["check"][1], f"{w}.check"), d.string(m["metric"][1], f"{w}.metric"),
+                                     d.number(m["value"][1], f"{w}.value"), d.string(m["source"][1], f"{w}.source")))
+    rules: list[Rule] = []
+    for i, n in enumerate(d.seq(top["rules"][1], "rules")):
+        w = f"rules[{i}]"
+        m = d.mapping(n, w)
+        d.keys(m, n, w, ("check", "metric", "op", "value", "source"), ("scope",))
+        op_node = m["op"][1]
+        op = str(getattr(op_node, "value", ""))
+        if op not in OPS or getattr(op_node, "tag", "") != "tag:yaml.org,2002:str":
+            raise d.fail(op_node, f"{w}.op", f"one of {', '.join(OPS)} (got {op!r})")
+        scope = None
+        if "scope" in m:
+            scope = d.string(m["scope"][1], f"{w}.scope")
+            if scope not in SCOPES:
+                raise d.fail(m["scope"][1], f"{w}.scope", f"one of {', '.join(SCOPES)} (got {scope!r})")
+        rules.append(Rule(d.string(m["check"][1], f"{w}.check"), d.string(m["metric"][1], f"{w}.metric"), op,
+                          d.number(m["value"][1], f"{w}.value"), d.string(m["source"][1], f"{w}.source"), scope))
+    outliers: dict[str, float] = {}
+    if "outliers" in top:
+        om = d.mapping(top["outliers"][1], "outliers")
+        d.keys(om, top["outliers"][1], "outliers", (), ("warn_frac", "fail_frac", "min_z"))
+        for k, (_, v) in om.items():
+            outliers[k] = d.number(v, f"outliers.{k}")
+    return Baseline(model=model, path=str(p), match=tuple(match), expected=tuple(expected),
+                    rules=tuple(rules), outliers=outliers)
+
+
+def builtin() -> list[Baseline]:
+    """Every baseline shipped with the package."""
+    return [load(p) for p in sorted(builtin_dir().glob("*.yaml"))]
+
+
+def _norm(s: str) -> str:
+    return "".join(ch for ch in s.lower() if ch.isalnum())
+
+
+def find_for_device(names: list[str]) -> Baseline | None:
+    """The shipped baseline whose ``match`` (or model) occurs in one of the device names.
+
+    Names are GPU names (``NVIDIA H100 80GB HBM3``), ``gpus.type`` values, or ``cpu``.
+    Comparison ignores case, spaces and punctuation; the longest match wins so
+    ``H100 80GB`` is not mistaken for ``H100``.
+    """
+    best: tuple[int, Baseline] | None = None
+    for b in builtin():
+        for pat in (b.model, *b.match):
+            np_ = _norm(pat)
+            if np_ and any(np_ in _norm(n) or _norm(n) == np_ for n in names):
+                if best is None or len(np_) > best[0]:
+                    best = (len(np_), b)
+    return best[1] if best else None
+
+
+def resolve(spec: str | None, device_names: list[str]) -> Baseline | None:
+    """``--baseline FILE|MODEL`` or, without it, the match for the devices (None: no baseline).
+
+    Raises InputError for a named model that no shipped baseline matches.
+    """
+    if spec:
+        if Path(spec).exists() or spec.endswith((".yaml", ".yml")):
+            return load(spec)
+        b = find_for_device([spec])
+        if b is None:
+            known = ", ".join(x.model for x in builtin())
+            raise InputError(f"--baseline {spec!r}: neither a file nor a known GPU model (known: {known})")
+        return b
+    return find_for_device(device_names) if device_names else None

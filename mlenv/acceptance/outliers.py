@@ -1,0 +1,113 @@
+"""Outliers relative to peers: robust median/MAD over ranks and over nodes.
+
+Independent of any baseline, so a slow GPU or a bad node shows even on an unknown GPU
+model. Each rank's value is compared with the median of its *peers* (leave-one-out,
+so two ranks are compared with each other); it is flagged when it is worse by more
+than ``warn_frac`` (WARN) or ``fail_frac`` (FAIL) in the metric's bad direction and,
+with enough peers to estimate the spread (≥ 3), also more than ``min_z`` robust
+z-scores away. Node aggregates are the median of each node's ranks.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+
+from mlenv.acceptance.result import CheckResult, Status
+
+DEFAULTS: dict[str, float] = {"warn_frac": 0.2, "fail_frac": 0.5, "min_z": 3.5}
+
+# Metrics where higher is better / lower is better, by suffix or prefix; metrics in
+# neither list (counts, losses, versions) are not compared across peers.
+_HIGHER = ("tflops", "gbps", "samples_per_s")
+_LOWER_SUFFIX = ("_ms",)
+
+
+def direction(metric: str) -> int:
+    """+1 if higher is better, -1 if lower is better, 0 if not compared across peers."""
+    if metric.endswith(_LOWER_SUFFIX):
+        return -1
+    if any(metric.startswith(p) or metric.endswith(p) or f"_{p}" in metric for p in _HIGHER):
+        return 1
+    return 0
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One value that is worse than its peers."""
+
+    check: str
+    metric: str
+    level: str  # "rank" | "node"
+    rank: int | None
+    node: str | None
+    value: float
+    reference: float  # the peers' median
+    frac: float  # how much worse, as a fraction of the reference
+    severity: Status  # WARN | FAIL
+
+    def who(self) -> str:
+        """``rank 1 (host)`` or ``node host``."""
+        if self.level == "rank":
+            return f"rank {self.rank} ({self.node})" if self.node else f"rank {self.rank}"
+        return f"node {self.node}"
+
+    def reason(self) -> str:
+        """A sentence naming the check, who, the value and by how much."""
+        word = "below" if direction(self.metric) > 0 else "above"
+        return (f"{self.check}: {self.who()} is an outlier: {self.metric} = {self.value:.4g}, "
+                f"{100 * self.frac:.0f}% {word} its peers' median {self.reference:.4g}")
+
+
+def _mad(xs: list[float]) -> float:
+    m = statistics.median(xs)
+    return statistics.median(abs(x - m) for x in xs)
+
+
+def _flag(values: list[tuple[int | None, str | None, float]], check: str, metric: str,
+          level: str, cfg: dict[str, float]) -> list[Finding]:
+    sign = direction(metric)
+    out: list[Finding] = []
+    if sign == 0 or len(values) < 2:
+        return out
+    for i, (rank, node, x) in enumerate(values):
+        peers = [v for j, (_, _, v) in enumerate(values) if j != i]
+        ref = statistics.median(peers)
+        if ref == 0:
+            continue
+        worse = (ref - x) / abs(ref) if sign > 0 else (x - ref) / abs(ref)
+        if worse <= cfg["warn_frac"]:
+            continue
+        if len(peers) >= 3:
+            mad = _mad(peers)
+            # 0.6745 makes MAD comparable to a standard deviation for normal data.
+            if mad > 0 and 0.6745 * abs(x - ref) / mad < cfg["min_z"]:
+                continue
+        sev = Status.FAIL if worse > cfg["fail_frac"] else Status.WARN
+        out.append(Finding(check, metric, level, rank, node, x, ref, worse, sev))
+    return out
+
+
+def find(results: list[CheckResult], config: dict[str, float] | None = None) -> list[Finding]:
+    """Outliers among rank-scope results (per rank, and per node when there are ≥ 2 nodes)."""
+    cfg = {**DEFAULTS, **(config or {})}
+    by_metric: dict[tuple[str, str], list[CheckResult]] = {}
+    for r in results:
+        if r.scope != "rank" or r.status in (Status.ERROR, Status.SKIP):
+            continue
+        for m in r.metrics:
+            by_metric.setdefault((r.name, m), []).append(r)
+    findings: list[Finding] = []
+    for (check, metric), rs in sorted(by_metric.items()):
+        vals = [(r.rank, r.node, r.metrics[metric]) for r in rs]
+        findings += _flag(vals, check, metric, "rank", cfg)
+        per_node: dict[str, list[float]] = {}
+        for r in rs:
+            if r.node is not None:
+                per_node.setdefault(r.node, []).append(r.metrics[metric])
+        if len(per_node) >= 2:
+            agg: list[tuple[int | None, str | None, float]] = [
+                (None, n, statistics.median(v)) for n, v in sorted(per_node.items())
+            ]
+            findings += _flag(agg, check, metric, "node", cfg)
+    return findings

@@ -1,0 +1,291 @@
+"""Run the checks on every rank under deadlines; gather results on rank 0 via the store.
+
+Per check, every rank: apply injected faults (tests only), run setup/run/teardown in a
+worker thread bounded by the deadline, post its results under ``res/<i>/<rank>``.
+Rank 0 waits (up to the deadline) for every rank's post, turns each rank that never
+posted into an ERROR naming the rank and its host (dead: heartbeat stopped; hung:
+heartbeat alive), writes results.jsonl line by line, prints a console line, and posts
+``go/<i>``: go on, or abort with a reason when the process group can no longer be
+trusted. The other ranks wait for that decision, so all agree on what runs next.
+A SIGTERM (the launcher stops every rank once one exits) is turned into a report too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import FrameType
+
+from mlenv.acceptance import faults
+from mlenv.acceptance.base import Check, RunContext
+from mlenv.acceptance.dist import HeartbeatWatch, SideChannel
+from mlenv.acceptance.result import CheckResult, Status
+
+# Words in an exception that mean the process group itself failed (peer gone, timeout),
+# not that the check found a problem: after one, later collectives cannot be trusted.
+_DIST_FAILURE_WORDS = ("timed out", "timeout", "connection closed", "connection reset", "broken pipe",
+                       "peer", "nccl", "gloo", "process group", "socket")
+
+
+class Terminated(BaseException):
+    """SIGTERM/SIGINT arrived (a BaseException so no check's ``except Exception`` eats it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(f"signal {signum}")
+        self.signum = signum
+
+
+@dataclass
+class Outcome:
+    """What rank 0 gathered (other ranks: empty), and why the run stopped early if it did."""
+
+    results: list[CheckResult] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    aborted: bool = False
+
+
+def is_dist_failure(e: BaseException) -> bool:
+    """True when ``e`` looks like a failed collective / peer, not a check's own finding."""
+    try:
+        import torch.distributed as dist
+
+        if isinstance(e, dist.DistError):
+            return True
+    except ImportError:  # pragma: no cover - torch is always there when checks run
+        pass
+    text = f"{type(e).__name__} {e}".lower()
+    return any(w in text for w in _DIST_FAILURE_WORDS)
+
+
+class Runner:
+    """Runs ``checks`` in order on this rank; rank 0 also gathers and reports."""
+
+    def __init__(self, ctx: RunContext, chan: SideChannel, hosts: list[str], checks: list[type[Check]],
+                 emit: Callable[[CheckResult], None] | None = None, stale_s: float = 15.0,
+                 poll_s: float = 0.05) -> None:
+        self.ctx = ctx
+        self.chan = chan
+        self.hosts = hosts
+        self.checks = checks
+        self.emit = emit or (lambda r: None)
+        self.stale_s = stale_s
+        self.poll_s = poll_s
+        self.watch = HeartbeatWatch(chan, ctx.world_size, stale_s) if ctx.rank == 0 else None
+        self._posted: dict[int, list[CheckResult]] = {}
+
+    # -- one check on this rank -------------------------------------------------------
+
+    def _error(self, name: str, reason: str, details: dict[str, object] | None = None,
+               rank: int | None = None) -> CheckResult:
+        r = self.ctx.rank if rank is None else rank
+        return CheckResult(name=name, status=Status.ERROR, scope="rank", node=self.hosts[r], rank=r,
+                           reasons=[reason], details=dict(details or {}))
+
+    def _apply_faults(self, name: str) -> None:
+        rank, node = self.ctx.rank, self.ctx.node_rank
+        if faults.active("kill", rank=rank, node_rank=node, check=name) is not None:
+            os._exit(1)  # hard, like a segfault or the OOM killer: no cleanup, no report
+        if faults.active("hang", rank=rank, node_rank=node, check=name) is not None:
+            while True:  # like a wedged driver: alive (heartbeat beats) but never reports
+                time.sleep(3600)
+
+    def run_one(self, cls: type[Check]) -> tuple[list[CheckResult], bool]:
+        """Run one check here under the deadline: (results, process group broken?)."""
+        box: dict[str, object] = {}
+        name = cls.name
+
+        def body() -> None:
+            check = cls()
+            try:
+                check.setup(self.ctx)
+                box["results"] = check.run(self.ctx)
+            except BaseException as e:  # anything a check raises is the check's ERROR
+                box["exc"] = e
+                box["tb"] = traceback.format_exc()
+            finally:
+                try:
+                    check.teardown(self.ctx)
+                except Exception as e:
+                    box.setdefault("exc", e)
+                    box.setdefault("tb", traceback.format_exc())
+
+        t0 = time.monotonic()
+        th = threading.Thread(target=body, name=f"check-{name}", daemon=True)
+        th.start()
+        # Join in short steps: a long join would delay the SIGTERM handler.
+        while th.is_alive() and time.monotonic() - t0 < self.ctx.deadline_s:
+            th.join(0.1)
+        dt = time.monotonic() - t0
+        if th.is_alive():
+            return [self._error(name, f"{name} did not finish within the deadline of {self.ctx.deadline_s:g} s "
+                                      f"on rank {self.ctx.rank} ({self.ctx.host})")], True
+        exc = box.get("exc")
+        if isinstance(exc, BaseException):
+            broke = is_dist_failure(exc)
+            kind = "collective failed" if broke else "check raised"
+            r = self._error(name, f"{name} {kind} on rank {self.ctx.rank} ({self.ctx.host}): "
+                                  f"{type(exc).__name__}: {exc}", {"traceback": str(box.get("tb", ""))})
+            r.duration_s = dt
+            return [r], broke
+        results = list(box.get("results") or [])  # type: ignore[call-overload]
+        for r in results:
+            if r.scope == "rank":
+                r.rank = self.ctx.rank if r.rank is None else r.rank
+                r.node = self.ctx.host if r.node is None else r.node
+            if not r.duration_s:
+                r.duration_s = dt
+        return results, False
+
+    # -- rank 0: gather -----------------------------------------------------------------
+
+    def _collect(self, i: int, pending: set[int]) -> None:
+        for r in sorted(pending):
+            raw = self.chan.get_now(f"res/{i}/{r}")
+            if raw is not None:
+                self._posted[r] = [CheckResult.from_dict(d) for d in json.loads(raw)]
+                pending.discard(r)
+
+    def gather(self, i: int, name: str, started: float) -> tuple[list[CheckResult], list[int]]:
+        """Every rank's results of check ``i``; ranks that never posted become ERRORs.
+
+        Returns (results in rank order, ranks that never posted).
+        """
+        assert self.watch is not None
+        pending = set(range(self.ctx.world_size)) - set(self._posted)
+        end = max(started + self.ctx.deadline_s, time.monotonic() + 1.0)
+        dead: list[int] = []
+        while pending:
+            self._collect(i, pending)
+            self.watch.poll()
+            dead = self.watch.stale(sorted(pending))
+            if not pending or set(dead) >= pending or time.monotonic() >= end:
+                break
+            time.sleep(self.poll_s)
+        out: list[CheckResult] = []
+        for r in range(self.ctx.world_size):
+            if r in self._posted:
+                out += self._posted[r]
+            elif r in dead:
+                out.append(self._error(name, f"rank {r} ({self.hosts[r]}) died during {name}: no result and no "
+                                             f"heartbeat for {self.stale_s:g} s (process killed or crashed)", rank=r))
+            else:
+                out.append(self._error(name, f"rank {r} ({self.hosts[r]}) did not report {name} within the "
+                                             f"deadline of {self.ctx.deadline_s:g} s (hung: alive but stuck)", rank=r))
+        return out, sorted(pending)
+
+    def _dead_after_signal(self, pending: set[int], window_s: float = 3.0) -> list[int]:
+        """Ranks (of ``pending``) that are gone without saying so, sampled over ``window_s``.
+
+        A rank the launcher terminated posts ``term/<rank>`` from its handler; a rank that
+        crashed or was killed posts nothing and its heartbeat stops.
+        """
+        watch = HeartbeatWatch(self.chan, self.ctx.world_size, window_s)
+        end = time.monotonic() + window_s + 0.2
+        while time.monotonic() < end:
+            watch.poll()
+            time.sleep(0.1)
+        stale = watch.stale(sorted(pending))
+        return [r for r in stale if self.chan.get_now(f"term/{r}") is None]
+
+    # -- the loop -------------------------------------------------------------------------
+
+    def run(self) -> Outcome:
+        """Run every check; rank 0 returns the gathered results."""
+        out = Outcome()
+        i = -1
+        try:
+            for i, cls in enumerate(self.checks):
+                self._posted = {}
+                started = time.monotonic()
+                self._apply_faults(cls.name)
+                own, broke = self.run_one(cls)
+                if self.ctx.rank != 0:
+                    self.chan.set(f"res/{i}/{self.ctx.rank}", json.dumps([r.to_dict() for r in own]))
+                    go = self.chan.wait_for(f"go/{i}", self.ctx.deadline_s + 60.0, self.poll_s)
+                    if go is None or go.startswith("abort"):
+                        out.aborted = True
+                        return out
+                    continue
+                self._posted[0] = own
+                results, missing = self.gather(i, cls.name, started)
+                for r in results:
+                    self.emit(r)
+                out.results += results
+                reason = ""
+                if missing:
+                    who = ", ".join(f"rank {r} ({self.hosts[r]})" for r in missing)
+                    reason = f"{who} lost during {cls.name}"
+                elif broke or any(r.status == Status.ERROR and "collective failed" in " ".join(r.reasons)
+                                  for r in results):
+                    reason = f"a collective failed during {cls.name}"
+                self.chan.set(f"go/{i}", f"abort:{reason}" if reason else "go")
+                if reason:
+                    out.aborted = True
+                    out.notes.append(f"run stopped after {cls.name}: {reason}; the process group cannot be trusted")
+                    self._skip_rest(out, i + 1, reason)
+                    return out
+        except Terminated as t:
+            if self.ctx.rank != 0:
+                raise
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # finish the report; the launcher waits 30 s
+            name = self.checks[i].name if 0 <= i < len(self.checks) else "start-up"
+            pending = set(range(1, self.ctx.world_size)) - set(self._posted)
+            try:
+                self._collect(i, pending)
+                dead = self._dead_after_signal(pending)
+            except Exception:  # the store itself is gone: name nobody rather than guess
+                dead = []
+            got: list[CheckResult] = list(self._posted.get(0, [])) or [
+                self._error(name, f"rank 0 ({self.hosts[0]}) was stopped by signal {t.signum} during {name} "
+                                  "(launchers stop every rank once one exits)")]
+            for k in range(1, self.ctx.world_size):
+                if k in self._posted:
+                    got += self._posted[k]
+                elif k in dead:
+                    got.append(self._error(name, f"rank {k} ({self.hosts[k]}) died during {name} "
+                                                     "(exited or killed without reporting)", rank=k))
+                else:
+                    got.append(self._error(name, f"rank {k} ({self.hosts[k]}) was stopped during {name} "
+                                                     "before reporting", rank=k))
+            for res in got:
+                self.emit(res)
+            out.results += got
+            who = ", ".join(f"rank {k} ({self.hosts[k]})" for k in dead)
+            reason = f"{who} died during {name}" if dead else f"the launcher stopped the run during {name}"
+            out.aborted = True
+            out.notes.append(f"run terminated (signal {t.signum}): {reason}")
+            self._skip_rest(out, i + 1, reason)
+        return out
+
+    def _skip_rest(self, out: Outcome, start: int, reason: str) -> None:
+        for cls in self.checks[start:]:
+            r = CheckResult(name=cls.name, status=Status.SKIP, scope="world", reasons=[f"not run: {reason}"])
+            self.emit(r)
+            out.results.append(r)
+
+
+def install_signal_handlers(chan: SideChannel | None, rank: int) -> None:
+    """SIGTERM/SIGINT → :class:`Terminated` on rank 0; other ranks say so, then exit.
+
+    The ``term/<rank>`` marker lets rank 0 tell a rank the launcher stopped from one
+    that died on its own.
+    """
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        if rank == 0:
+            raise Terminated(signum)
+        try:
+            if chan is not None:
+                chan.set(f"term/{rank}", str(signum))
+        except Exception:  # the store is gone with rank 0: nothing to tell
+            pass
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)

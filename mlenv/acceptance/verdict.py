@@ -1,0 +1,127 @@
+"""The verdict: baseline rules, missing metrics and peer outliers applied to the results.
+
+Pure: results and a baseline in, updated results, verdict and reasons out. ERROR wins
+over FAIL (the test could not finish, so the cluster was not judged) and is never PASS.
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlenv.acceptance import outliers
+from mlenv.acceptance.baselines import Baseline, Rule
+from mlenv.acceptance.result import CheckResult, Status, Verdict
+
+_RANK = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.FAIL: 2, Status.ERROR: 3}
+
+
+@dataclass
+class Judgement:
+    """What :func:`judge` decided."""
+
+    verdict: Verdict
+    reasons: list[str]
+    results: list[CheckResult]
+    findings: list[outliers.Finding] = field(default_factory=list)
+    expected: list[dict[str, Any]] = field(default_factory=list)  # measured vs expected, for reports
+
+
+def where(r: CheckResult) -> str:
+    """``rank 3 (host)``, ``node host``, ``world`` … for reasons."""
+    if r.scope == "rank":
+        return f"rank {r.rank} ({r.node})" if r.node else f"rank {r.rank}"
+    if r.scope == "node":
+        return f"node {r.node}"
+    group = r.details.get("group") if isinstance(r.details, dict) else None
+    return f"{r.scope} ({group})" if group else r.scope
+
+
+def _raise(r: CheckResult, status: Status, reason: str) -> None:
+    if _RANK[status] > _RANK[r.status]:
+        r.status = status
+    if reason not in r.reasons:
+        r.reasons.append(reason)
+
+
+def _matches(rule: Rule, r: CheckResult) -> bool:
+    return fnmatch.fnmatchcase(r.name, rule.check) and (rule.scope is None or rule.scope == r.scope)
+
+
+def _by_how_much(rule: Rule, x: float) -> str:
+    if rule.value == 0:
+        return f"off by {x - rule.value:.4g}"
+    pct = 100 * abs(x - rule.value) / abs(rule.value)
+    return f"{pct:.0f}% {'below' if x < rule.value else 'above'} the bar"
+
+
+def apply_rules(results: list[CheckResult], baseline: Baseline) -> None:
+    """Mark results FAIL where a rule does not hold or its metric is missing (in place)."""
+    for rule in baseline.rules:
+        for r in results:
+            if not _matches(rule, r) or r.status in (Status.ERROR, Status.SKIP):
+                continue
+            if rule.metric not in r.metrics:
+                _raise(r, Status.FAIL, f"{r.name} {where(r)}: metric {rule.metric} is missing "
+                                       f"(baseline {baseline.model} expects {rule.op} {rule.value:g})")
+                continue
+            x = r.metrics[rule.metric]
+            if not rule.holds(x):
+                _raise(r, Status.FAIL, f"{r.name} {where(r)}: {rule.metric} = {x:.4g}, expected {rule.op} "
+                                       f"{rule.value:g} ({_by_how_much(rule, x)}; {rule.source})")
+
+
+def compare_expected(results: list[CheckResult], baseline: Baseline) -> list[dict[str, Any]]:
+    """Median measured value next to each expected value (a report table, not a rule)."""
+    rows: list[dict[str, Any]] = []
+    for e in baseline.expected:
+        vals = [r.metrics[e.metric] for r in results
+                if fnmatch.fnmatchcase(r.name, e.check) and e.metric in r.metrics]
+        rows.append({"check": e.check, "metric": e.metric, "expected": e.value, "source": e.source,
+                     "measured": statistics.median(vals) if vals else None})
+    return rows
+
+
+def judge(results: list[CheckResult], baseline: Baseline | None = None,
+          outlier_config: dict[str, float] | None = None, notes: list[str] | None = None) -> Judgement:
+    """Apply rules and outliers to a copy of ``results`` and decide the verdict.
+
+    ``notes`` are run-level reasons (e.g. "rank 0 died before the end") that make the
+    verdict ERROR by themselves.
+    """
+    rs = copy.deepcopy(results)
+    if baseline is not None:
+        apply_rules(rs, baseline)
+    cfg = {**(baseline.outliers if baseline else {}), **(outlier_config or {})}
+    findings = outliers.find(rs, cfg)
+    reasons: list[str] = list(notes or [])
+    for f in findings:
+        if f.level == "rank":
+            for r in rs:
+                if r.name == f.check and r.scope == "rank" and r.rank == f.rank:
+                    _raise(r, f.severity, f.reason())
+        else:
+            reasons.append(f"{f.severity.value}: {f.reason()}")
+    for r in rs:
+        if r.status in (Status.FAIL, Status.ERROR, Status.WARN):
+            why = "; ".join(r.reasons) or "no reason given"
+            reasons.append(f"{r.status.value}: {r.name} {where(r)}: {why}")
+    worst = max((_RANK[r.status] for r in rs), default=None)
+    node_fail = any(f.level == "node" and f.severity == Status.FAIL for f in findings)
+    if notes or worst == 3:
+        verdict = Verdict.ERROR
+    elif worst is None:
+        verdict = Verdict.ERROR
+        reasons.append("ERROR: no check produced a result")
+    elif worst == 2 or node_fail:
+        verdict = Verdict.FAIL
+    else:
+        verdict = Verdict.PASS
+    # ERROR reasons first: they say why the rest may be missing.
+    order = {"ERROR": 0, "FAIL": 1, "WARN": 2}
+    reasons.sort(key=lambda s: order.get(s.split(":", 1)[0], -1))
+    expected = compare_expected(rs, baseline) if baseline else []
+    return Judgement(verdict, reasons, rs, findings, expected)
