@@ -9,4 +9,11 @@ Public API (implemented in ``mlenv.config.loader``):
   with the diagnostics of all files.
 - ``cluster_files(root=None) -> list[Path]``: the example/config files, sorted.
 - ``mode_warnings(cluster, mode) -> list[str]``: e.g. RDMA requested on a TCP-only cluster.
+- ``check_file(path) -> (Cluster | None, list[Diagnostic])``: validate without raising.
+- ``resolve(name_or_path, root=None) -> Path``: a cluster name or file path → the file.
 """
+
+from mlenv.config.loader import check_file, cluster_files, load, load_all, mode_warnings, resolve
+from mlenv.config.model import Cluster
+
+__all__ = ["Cluster", "check_file", "cluster_files", "load", "load_all", "mode_warnings", "resolve"]

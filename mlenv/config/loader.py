@@ -1,0 +1,284 @@
+"""Load cluster configs: read, parse with positions, validate (schema + rules), build models.
+
+Public entry points are re-exported by :mod:`mlenv.config`. Nothing here prints or
+exits: problems are raised as :class:`~mlenv.errors.ConfigError` (every diagnostic of
+every file at once) or :class:`~mlenv.errors.InputError` (no such cluster/file).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+from pathlib import Path
+from typing import Any
+
+from mlenv.config.model import (
+    Cluster,
+    ClusterInfo,
+    DevTools,
+    ExtendedResource,
+    Gpus,
+    Image,
+    ImageBuild,
+    Mode,
+    Nccl,
+    Rdma,
+    ResourceList,
+    Resources,
+    Security,
+    Storage,
+    Tcp,
+)
+from mlenv.config.rules import semantic_diagnostics, split_list
+from mlenv.config.schema import schema_diagnostics
+from mlenv.config.yamlpos import parse
+from mlenv.errors import ConfigError, Diagnostic, InputError
+
+CLUSTERS_DIR = "clusters"
+
+
+def _root(root: str | os.PathLike[str] | None) -> Path:
+    if root is not None:
+        return Path(root)
+    return Path(os.environ.get("MLENV_ROOT") or os.getcwd())
+
+
+def cluster_files(root: str | os.PathLike[str] | None = None) -> list[Path]:
+    """Every ``clusters/*.yaml`` (and ``*.yml``) under ``root``, sorted by name."""
+    d = _root(root) / CLUSTERS_DIR
+    if not d.is_dir():
+        return []
+    return sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def resolve(name_or_path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> Path:
+    """A cluster name (``clusters/<name>.yaml``) or a file path → the file.
+
+    Raises:
+        InputError: neither an existing file nor a known cluster name (with a did-you-mean).
+    """
+    text = os.fspath(name_or_path)
+    p = Path(text)
+    if p.is_file():
+        return p
+    looks_like_path = os.sep in text or "/" in text or p.suffix in (".yaml", ".yml")
+    if looks_like_path:
+        raise InputError(f"{text}: no such file")
+    files = cluster_files(root)
+    for f in files:
+        if f.stem == text:
+            return f
+    names = [f.stem for f in files]
+    close = difflib.get_close_matches(text, names, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    known = ", ".join(names) if names else f"none: no {CLUSTERS_DIR}/*.yaml under {_root(root)}"
+    raise InputError(f"unknown cluster '{text}'{hint}; known clusters: {known}")
+
+
+def check_file(path: Path) -> tuple[Cluster | None, list[Diagnostic]]:
+    """Validate one file without raising: the model (None on any error) and all diagnostics.
+
+    Diagnostics include warnings (``severity == "warning"``), which do not prevent a model.
+    """
+    file = str(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        return None, [Diagnostic(file, 0, 0, "", f"cannot read: {e.strerror or e}")]
+    parsed = parse(raw, file)
+    if parsed.data is None:
+        return None, parsed.diagnostics
+    diags = list(parsed.diagnostics)
+    diags += schema_diagnostics(parsed, file)
+    diags += semantic_diagnostics(parsed, file)
+    diags.sort(key=lambda d: (d.line, d.col, d.path, d.message))
+    if any(d.severity == "error" for d in diags):
+        return None, diags
+    return build(parsed.data, source=path), diags
+
+
+def load(name_or_path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> Cluster:
+    """Load and validate one cluster config.
+
+    Args:
+        name_or_path: a cluster name (``clusters/<name>.yaml`` under ``root``) or a file path.
+        root: directory holding ``clusters/``; default ``$MLENV_ROOT`` or the cwd.
+
+    Raises:
+        InputError: no such file or cluster.
+        ConfigError: the file is invalid; carries every diagnostic of the file.
+    """
+    cluster, diags = check_file(resolve(name_or_path, root))
+    if cluster is None:
+        raise ConfigError([d for d in diags if d.severity == "error"] or diags)
+    return cluster
+
+
+def load_all(root: str | os.PathLike[str] | None = None) -> list[Cluster]:
+    """Load every ``clusters/*.yaml``; one ConfigError with the diagnostics of all files.
+
+    Also refuses two files declaring the same ``cluster.name`` (their manifests would
+    land in the same ``k8s/<name>/`` folder).
+    """
+    clusters: list[Cluster] = []
+    errors: list[Diagnostic] = []
+    for f in cluster_files(root):
+        cluster, diags = check_file(f)
+        errors += [d for d in diags if d.severity == "error"]
+        if cluster is not None:
+            clusters.append(cluster)
+    errors += duplicate_names(clusters)
+    if errors:
+        raise ConfigError(errors)
+    return clusters
+
+
+def duplicate_names(clusters: list[Cluster]) -> list[Diagnostic]:
+    """A diagnostic for each cluster whose ``cluster.name`` an earlier file already used."""
+    first: dict[str, Cluster] = {}
+    out: list[Diagnostic] = []
+    for c in clusters:
+        if c.name in first:
+            out.append(
+                Diagnostic(
+                    str(c.source), 0, 0, "cluster.name",
+                    f"cluster name '{c.name}' is also used by {first[c.name].source}",
+                )
+            )
+        else:
+            first[c.name] = c
+    return out
+
+
+def mode_warnings(cluster: Cluster, mode: str) -> list[str]:
+    """Warnings for deploying ``cluster`` in ``mode`` (``rdma`` | ``tcp``).
+
+    Raises:
+        InputError: ``mode`` is neither ``rdma`` nor ``tcp``.
+    """
+    if mode not in ("rdma", "tcp"):
+        raise InputError(f"unknown mode {mode!r}: expected rdma or tcp")
+    m: Mode = "rdma" if mode == "rdma" else "tcp"
+    if cluster.effective_mode(m) != m:
+        where = f" ({cluster.source})" if cluster.source else ""
+        return [
+            f"cluster '{cluster.name}'{where} has network.rdma.enabled: false, so MODE=rdma "
+            "falls back to TCP: NCCL runs over sockets (NCCL_IB_DISABLE=1), no RDMA devices, "
+            "Multus networks or IPC_LOCK are requested. Set network.rdma.enabled: true with "
+            "devices and interfaces once the cluster has an RDMA fabric."
+        ]
+    return []
+
+
+# --- model building (data already validated) ------------------------------------------
+
+
+def _default(cls: type, name: str) -> Any:
+    """The declared default of a dataclass field (model.py is the one place defaults live)."""
+    for f in dataclasses.fields(cls):
+        if f.name == name:
+            return f.default
+    raise KeyError(name)
+
+
+def _d(data: dict[str, Any], key: str) -> dict[str, Any]:
+    v = data.get(key)
+    return v if isinstance(v, dict) else {}
+
+
+def _strs(value: Any) -> tuple[str, ...]:
+    return tuple(split_list(value) or ())
+
+
+def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
+    """The frozen :class:`Cluster` for schema- and rule-valid ``data``, defaults filled in."""
+    c = _d(data, "cluster")
+    storage = _d(data, "storage")
+    net = _d(data, "network")
+    rdma = _d(net, "rdma")
+    tcp = _d(net, "tcp")
+    sec = _d(data, "security")
+    gpus = _d(data, "gpus")
+    res = _d(data, "resources")
+    nccl = _d(data, "nccl")
+    image = _d(data, "image")
+    ib = _d(image, "build")
+    tools = _d(data, "dev_tools")
+
+    rd, td, sd, gd, nd = Rdma(), Tcp(), Storage(), Gpus(), Nccl()
+    raw_devices = rdma.get("devices", [])
+    auto = isinstance(raw_devices, str) and raw_devices.strip() == "auto"
+    exclude = split_list(tcp["interface_exclude"]) if "interface_exclude" in tcp else list(td.interface_exclude)
+    if isinstance(tcp.get("interface_exclude"), str) and exclude and exclude[0].startswith("^"):
+        exclude[0] = exclude[0][1:]
+
+    def rl(d: dict[str, Any]) -> ResourceList:
+        def q(v: Any) -> str | None:
+            return None if v is None else str(v)
+
+        return ResourceList(cpu=q(d.get("cpu")), memory=q(d.get("memory")))
+
+    return Cluster(
+        cluster=ClusterInfo(
+            name=c["name"],
+            namespace=c["namespace"],
+            api=c.get("api", ""),
+            description=c.get("description", ""),
+        ),
+        gpu_nodes=tuple(_d(data, "nodes").get("gpu_nodes", ())),
+        storage=Storage(
+            mode=storage.get("mode", sd.mode),
+            class_rwx=storage.get("class_rwx", sd.class_rwx),
+            class_rwo=storage.get("class_rwo", sd.class_rwo),
+            workspace_size=storage.get("workspace_size", sd.workspace_size),
+            datasets_size=storage.get("datasets_size", sd.datasets_size),
+        ),
+        rdma=Rdma(
+            enabled=rdma.get("enabled", rd.enabled),
+            devices=() if auto else _strs(raw_devices),
+            auto_devices=auto,
+            interfaces=_strs(rdma.get("interfaces", [])),
+            gid_index=int(rdma.get("gid_index", rd.gid_index)),
+            gdr_level=int(rdma.get("gdr_level", rd.gdr_level)),
+            cross_nic=rdma.get("cross_nic", rd.cross_nic),
+            ib_timeout=rdma.get("ib_timeout", rd.ib_timeout),
+            min_nchannels=rdma.get("min_nchannels", rd.min_nchannels),
+            resources=tuple(
+                ExtendedResource(name=k, count=v) for k, v in sorted(rdma.get("resources", {}).items())
+            ),
+            networks=tuple(rdma.get("networks", ())),
+            allow_tcp_fallback=rdma.get("allow_tcp_fallback", rd.allow_tcp_fallback),
+        ),
+        tcp=Tcp(interface_exclude=tuple(exclude or ()), p2p_level=tcp.get("p2p_level", td.p2p_level)),
+        security=Security(
+            service_account=sec.get("service_account", Security().service_account),
+            requires_privileged_scc=sec.get("requires_privileged_scc", Security().requires_privileged_scc),
+            ipc_lock=sec.get("ipc_lock", Security().ipc_lock),
+        ),
+        gpus=Gpus(
+            per_node=gpus.get("per_node", gd.per_node),
+            type=gpus.get("type", gd.type),
+            default_nodes=gpus.get("default_nodes", gd.default_nodes),
+        ),
+        resources=Resources(requests=rl(_d(res, "requests")), limits=rl(_d(res, "limits"))),
+        nccl=Nccl(
+            debug=nccl.get("debug", nd.debug),
+            extra_env=tuple(sorted((k, str(v)) for k, v in nccl.get("env", {}).items())),
+        ),
+        image=Image(
+            ref=image.get("ref", Image().ref),
+            pull_policy=image.get("pull_policy", Image().pull_policy),
+            build=ImageBuild(
+                git_uri=ib.get("git_uri", ImageBuild().git_uri),
+                git_ref=ib.get("git_ref", ImageBuild().git_ref),
+                dockerfile_path=ib.get("dockerfile_path", ImageBuild().dockerfile_path),
+            ),
+        ),
+        shm_size=data.get("shm_size", _default(Cluster, "shm_size")),
+        ssh_port=data.get("ssh_port", _default(Cluster, "ssh_port")),
+        master_port=data.get("master_port", _default(Cluster, "master_port")),
+        dev_tools=DevTools(**{f.name: tools.get(f.name, f.default) for f in dataclasses.fields(DevTools)}),
+        notes=data.get("notes", _default(Cluster, "notes")),
+        source=source,
+    )

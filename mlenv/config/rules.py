@@ -1,0 +1,289 @@
+"""Semantic rules the JSON Schema cannot express: names, quantities, cross-field consistency.
+
+They run even when the schema found errors (so one run reports everything) and
+therefore read the raw data defensively: a value of the wrong type was already
+reported by the schema and is simply skipped here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from mlenv.config.model import Cluster
+from mlenv.config.yamlpos import JsonPath, Parsed, format_path
+from mlenv.errors import Diagnostic
+
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Kubernetes resource.Quantity: a non-negative decimal with a binary-SI, decimal-SI or
+# exponent suffix (apimachinery/pkg/api/resource/quantity.go).
+_QUANTITY = re.compile(
+    r"^(?P<num>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suf>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?$"
+)
+_SUFFIX = {
+    "": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
+    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+}
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")  # Linux IFNAMSIZ is 16 with the NUL
+_HCA = re.compile(r"^[A-Za-z0-9_.-]+$")
+_DEFAULT_PORTS = {
+    f.name: f.default for f in dataclasses.fields(Cluster) if f.name in ("ssh_port", "master_port")
+}
+# NCCL variables that structured keys already set; setting them twice would be ambiguous.
+RESERVED_NCCL = {
+    "NCCL_DEBUG": "nccl.debug",
+    "NCCL_IB_DISABLE": "network.rdma.enabled and the deploy mode",
+    "NCCL_IB_HCA": "network.rdma.devices",
+    "NCCL_IB_GID_INDEX": "network.rdma.gid_index",
+    "NCCL_NET_GDR_LEVEL": "network.rdma.gdr_level",
+    "NCCL_CROSS_NIC": "network.rdma.cross_nic",
+    "NCCL_IB_TIMEOUT": "network.rdma.ib_timeout",
+    "NCCL_MIN_NCHANNELS": "network.rdma.min_nchannels",
+    "NCCL_SOCKET_IFNAME": "network.rdma.interfaces / network.tcp.interface_exclude",
+    "NCCL_P2P_LEVEL": "network.tcp.p2p_level",
+}
+
+
+def parse_quantity(text: str) -> Decimal | None:
+    """A Kubernetes quantity as a Decimal in base units, or None when it is not one."""
+    m = _QUANTITY.match(text)
+    if not m:
+        return None
+    suf = m.group("suf") or ""
+    try:
+        num = Decimal(m.group("num"))
+    except InvalidOperation:
+        return None
+    if suf[:1] in ("e", "E"):
+        return num * (Decimal(10) ** int(suf[1:]))
+    return num * _SUFFIX[suf]
+
+
+def split_list(value: Any) -> list[str] | None:
+    """A comma string (``"mlx5_6, mlx5_7"``) or a list → list of names; None if neither."""
+    if isinstance(value, str):
+        return [p.strip() for p in value.split(",") if p.strip()]
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return [v.strip() for v in value]
+    return None
+
+
+def _get(data: Any, *path: str) -> Any:
+    for p in path:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(p)
+    return data
+
+
+class _Rules:
+    def __init__(self, parsed: Parsed, file: str) -> None:
+        self.parsed = parsed
+        self.data = parsed.data
+        self.file = file
+        self.out: list[Diagnostic] = []
+
+    def err(self, path: JsonPath, message: str, hint: str = "", *, key: bool = False) -> None:
+        pos = self.parsed.pos(path, key=key)
+        self.out.append(Diagnostic(self.file, pos.line, pos.col, format_path(path), message, hint))
+
+    # --- names -------------------------------------------------------------------------
+
+    def label(self, path: JsonPath, what: str) -> None:
+        value = _get(self.data, *[str(p) for p in path])
+        if not isinstance(value, str):
+            return
+        if len(value) > 63:
+            self.err(path, f"{what} {value[:20]!r}... is {len(value)} characters; a DNS-1123 label has at most 63")
+        elif not _LABEL.match(value):
+            self.err(
+                path,
+                f"{what} {value!r} is not a DNS-1123 label (lowercase letters, digits and '-', starting and ending with a letter or digit)",
+                _fix_hint(value),
+            )
+
+    def subdomain(self, path: JsonPath, value: Any, what: str) -> None:
+        if not isinstance(value, str):
+            return
+        if len(value) > 253:
+            self.err(path, f"{what} is {len(value)} characters; a DNS-1123 subdomain has at most 253")
+        elif not _SUBDOMAIN.match(value) or any(len(p) > 63 for p in value.split(".")):
+            self.err(
+                path,
+                f"{what} {value!r} is not a DNS-1123 subdomain (lowercase letters, digits, '-' and '.')",
+                _fix_hint(value),
+            )
+
+    # --- quantities ----------------------------------------------------------------------
+
+    def quantity(self, path: JsonPath, *, positive: bool = True) -> Decimal | None:
+        value = _get(self.data, *[str(p) for p in path])
+        if value is None or isinstance(value, bool):
+            return None
+        if isinstance(value, (int, float)):
+            value = str(value)
+        if not isinstance(value, str):
+            return None
+        q = parse_quantity(value.strip())
+        if q is None:
+            self.err(
+                path,
+                f"{value!r} is not a Kubernetes quantity (e.g. 100Gi, 512Mi, 8, 500m)",
+                _quantity_hint(value),
+            )
+            return None
+        if positive and q <= 0:
+            self.err(path, f"{value!r} must be greater than zero")
+            return None
+        return q
+
+    # --- the rules ---------------------------------------------------------------------
+
+    def run(self) -> list[Diagnostic]:
+        if not isinstance(self.data, dict):
+            return self.out
+        self.label(("cluster", "name"), "cluster name")
+        self.label(("cluster", "namespace"), "namespace")
+        self.subdomain(("security", "service_account"), _get(self.data, "security", "service_account"), "service account")
+        nodes = _get(self.data, "nodes", "gpu_nodes")
+        if isinstance(nodes, list):
+            for i, n in enumerate(nodes):
+                self.subdomain(("nodes", "gpu_nodes", i), n, "node name")
+        for key in ("workspace_size", "datasets_size"):
+            self.quantity(("storage", key))
+        self.quantity(("shm_size",))
+        self.resources()
+        self.rdma()
+        self.tcp()
+        self.gpus()
+        self.nccl_env()
+        ssh, master = self.data.get("ssh_port", _DEFAULT_PORTS["ssh_port"]), self.data.get(
+            "master_port", _DEFAULT_PORTS["master_port"]
+        )
+        if isinstance(ssh, int) and ssh == master and not isinstance(ssh, bool):
+            key = "master_port" if "master_port" in self.data else "ssh_port"
+            self.err((key,), f"ssh_port and master_port are both {ssh}; they must differ")
+        return self.out
+
+    def resources(self) -> None:
+        got: dict[str, dict[str, Decimal | None]] = {}
+        for kind in ("requests", "limits"):
+            got[kind] = {r: self.quantity(("resources", kind, r)) for r in ("cpu", "memory")}
+        for r in ("cpu", "memory"):
+            req, lim = got["requests"][r], got["limits"][r]
+            if req is not None and lim is not None and req > lim:
+                self.err(
+                    ("resources", "requests", r),
+                    f"request {_get(self.data, 'resources', 'requests', r)!r} is above the limit {_get(self.data, 'resources', 'limits', r)!r}",
+                )
+
+    def rdma(self) -> None:
+        rdma = _get(self.data, "network", "rdma")
+        if not isinstance(rdma, dict):
+            return
+        base: JsonPath = ("network", "rdma")
+        raw_devices = rdma.get("devices", [])
+        auto = isinstance(raw_devices, str) and raw_devices.strip() == "auto"
+        devices = [] if auto else split_list(raw_devices)
+        interfaces = split_list(rdma.get("interfaces", []))
+        if devices is not None:
+            self._names((*base, "devices"), raw_devices, devices, _HCA, "device", "an HCA name like mlx5_6")
+        if interfaces is not None:
+            self._names((*base, "interfaces"), rdma.get("interfaces"), interfaces, _IFNAME, "interface", "at most 15 characters, no spaces or '/'")
+        for key, lo, hi in (("gid_index", 0, 255), ("gdr_level", 0, 5)):
+            v = rdma.get(key)
+            if isinstance(v, str) and v.isdigit() and not lo <= int(v) <= hi:
+                self.err((*base, key), f"expected an integer from {lo} to {hi}, got {v!r}")
+        nets = rdma.get("networks")
+        if isinstance(nets, list):
+            for i, n in enumerate(nets):
+                if isinstance(n, str):
+                    parts = n.split("/")
+                    if len(parts) > 2 or not all(_LABEL.match(p) and len(p) <= 63 for p in parts):
+                        self.err(
+                            (*base, "networks", i),
+                            f"network {n!r} is not a NetworkAttachmentDefinition name ('name' or 'namespace/name', DNS-1123 labels)",
+                            _fix_hint(n),
+                        )
+        if rdma.get("enabled") is not True:
+            return
+        if devices is not None and not auto and not devices:
+            self.err(
+                (*base, "devices") if "devices" in rdma else base,
+                "RDMA is enabled but no devices are listed",
+                "list the HCAs (e.g. mlx5_6,mlx5_7) or write 'devices: auto'",
+                key="devices" not in rdma,
+            )
+        elif devices and interfaces is not None and len(interfaces) != len(devices):
+            self.err(
+                (*base, "interfaces") if "interfaces" in rdma else base,
+                f"{len(interfaces)} interface(s) for {len(devices)} RDMA device(s); list one interface per device, in the same order",
+                key="interfaces" not in rdma,
+            )
+
+    def _names(self, path: JsonPath, raw: Any, names: list[str], rx: re.Pattern[str], what: str, expected: str) -> None:
+        seen: set[str] = set()
+        for i, n in enumerate(names):
+            p = (*path, i) if isinstance(raw, list) else path
+            if not rx.match(n):
+                self.err(p, f"{what} name {n!r} is not valid ({expected})")
+            elif n in seen:
+                self.err(p, f"{what} {n!r} is listed twice")
+            seen.add(n)
+
+    def tcp(self) -> None:
+        raw = _get(self.data, "network", "tcp", "interface_exclude")
+        names = split_list(raw)
+        if names is None:
+            return
+        if isinstance(raw, str) and names and names[0].startswith("^"):
+            names[0] = names[0][1:]  # legacy "^lo,docker0": NCCL's exclusion prefix
+        self._names(("network", "tcp", "interface_exclude"), raw, names, _IFNAME, "interface", "at most 15 characters, no spaces or '/'")
+
+    def gpus(self) -> None:
+        nodes = _get(self.data, "nodes", "gpu_nodes")
+        default = _get(self.data, "gpus", "default_nodes")
+        if isinstance(nodes, list) and nodes and isinstance(default, int) and not isinstance(default, bool):
+            if default > len(nodes):
+                self.err(
+                    ("gpus", "default_nodes"),
+                    f"default_nodes is {default} but nodes.gpu_nodes lists only {len(nodes)} node(s); one pod runs per node",
+                )
+
+    def nccl_env(self) -> None:
+        env = _get(self.data, "nccl", "env")
+        if not isinstance(env, dict):
+            return
+        for name in env:
+            if name in RESERVED_NCCL:
+                self.err(
+                    ("nccl", "env", name),
+                    f"{name} is set from {RESERVED_NCCL[name]}; set it there instead",
+                    key=True,
+                )
+
+
+def _fix_hint(value: str) -> str:
+    fixed = re.sub(r"[^a-z0-9.-]+", "-", value.lower()).strip("-.")
+    return f"did you mean '{fixed}'?" if fixed and fixed != value else ""
+
+
+def _quantity_hint(value: str) -> str:
+    m = re.match(r"^\s*([0-9.]+)\s*([KMGTPE])i?B\s*$", value, re.IGNORECASE)
+    if m:
+        return f"did you mean '{m.group(1)}{m.group(2).upper()}i'?"
+    m = re.match(r"^\s*([0-9.]+)\s+(\S+)\s*$", value)
+    if m:
+        return f"did you mean '{m.group(1)}{m.group(2)}'? (no space)"
+    return ""
+
+
+def semantic_diagnostics(parsed: Parsed, file: str) -> list[Diagnostic]:
+    """Every semantic-rule violation in ``parsed.data`` (see module docstring)."""
+    return _Rules(parsed, file).run()

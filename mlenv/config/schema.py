@@ -1,0 +1,167 @@
+"""The JSON Schema of a cluster config, and its errors turned into located diagnostics.
+
+The schema is package data (``mlenv/config/cluster.schema.json``) so an installed
+mlenv validates without the repository; ``clusters/cluster.schema.json`` links to it
+for editors.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import json
+from importlib import resources
+from typing import Any
+
+from mlenv.config.yamlpos import JsonPath, Parsed, format_path
+from mlenv.errors import Diagnostic
+
+SCHEMA_FILE = "cluster.schema.json"
+
+_TYPE_WORDS = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "object": "a mapping",
+    "array": "a list",
+    "null": "null",
+}
+
+
+@functools.cache
+def schema() -> dict[str, Any]:
+    """The parsed cluster config schema (cached)."""
+    text = resources.files("mlenv.config").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
+    loaded: dict[str, Any] = json.loads(text)
+    return loaded
+
+
+@functools.cache
+def _validator() -> Any:
+    # jsonschema is imported here, not at module import, to keep `mlenv --help` fast.
+    import jsonschema  # type: ignore[import-untyped]  # no stubs in the venv
+
+    cls = jsonschema.Draft202012Validator
+    return cls(schema())
+
+
+def describe(value: Any) -> str:
+    """How a YAML value reads in a message: its kind and (short) text."""
+    if value is None:
+        return "null (an empty value)"
+    if isinstance(value, bool):
+        return f"boolean {str(value).lower()}"
+    if isinstance(value, int):
+        return f"integer {value}"
+    if isinstance(value, float):
+        return f"number {value}"
+    if isinstance(value, str):
+        shown = value if len(value) <= 40 else value[:37] + "..."
+        return f"string {shown!r}"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return f"a {type(value).__name__} value"
+
+
+def _types(t: str | list[str]) -> str:
+    names = [t] if isinstance(t, str) else list(t)
+    words = [_TYPE_WORDS.get(n, n) for n in names if n != "null"]
+    return " or ".join(words) if words else "null"
+
+
+def _sub_schema(path: JsonPath) -> dict[str, Any] | None:
+    """The schema node that describes the value at ``path`` (properties only)."""
+    node: dict[str, Any] = schema()
+    for part in path:
+        if isinstance(part, int):
+            items = node.get("items")
+            if not isinstance(items, dict):
+                return None
+            node = items
+            continue
+        props = node.get("properties", {})
+        if part in props:
+            node = props[part]
+        elif isinstance(node.get("additionalProperties"), dict):
+            node = node["additionalProperties"]
+        else:
+            return None
+    return node
+
+
+def _close(word: str, choices: list[str]) -> str:
+    match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f"did you mean '{match[0]}'?" if match else ""
+
+
+def schema_diagnostics(parsed: Parsed, file: str) -> list[Diagnostic]:
+    """Every schema violation of ``parsed.data``, located and worded for humans."""
+    out: list[Diagnostic] = []
+    for error in _validator().iter_errors(parsed.data):
+        out.extend(_translate(error, parsed, file))
+    # jsonschema's order follows the schema; humans read files top to bottom.
+    out.sort(key=lambda d: (d.line, d.col, d.path, d.message))
+    return out
+
+
+def _translate(error: Any, parsed: Parsed, file: str) -> list[Diagnostic]:
+    path: JsonPath = tuple(error.absolute_path)
+    validator: str = error.validator
+    value = error.instance
+    sub: dict[str, Any] = error.schema if isinstance(error.schema, dict) else {}
+
+    def diag(p: JsonPath, message: str, hint: str = "", *, key: bool = False) -> Diagnostic:
+        pos = parsed.pos(p, key=key)
+        return Diagnostic(file, pos.line, pos.col, format_path(p), message, hint)
+
+    if validator == "additionalProperties" and isinstance(value, dict):
+        known = sorted(sub.get("properties", {}))
+        extras = [k for k in value if k not in known]
+        where = format_path(path) or "the top level"
+        return [
+            diag(
+                (*path, k),
+                f"unknown key '{k}' (allowed under {where}: {', '.join(known)})",
+                _close(str(k), known),
+                key=True,
+            )
+            for k in extras
+        ]
+    if validator == "required":
+        missing = [r for r in error.validator_value if isinstance(value, dict) and r not in value]
+        where = format_path(path) or "the top level"
+        return [diag(path, f"missing required key '{m}' under {where}", key=True) for m in missing]
+    if validator == "type":
+        expected = sub.get("x-expected") or _types(error.validator_value)
+        return [diag(path, f"expected {expected}, got {describe(value)}")]
+    if validator == "enum":
+        allowed = [str(v) for v in error.validator_value]
+        hint = _close(str(value), allowed) if isinstance(value, str) else ""
+        return [diag(path, f"expected one of {', '.join(allowed)}, got {describe(value)}", hint)]
+    if validator in ("minimum", "maximum"):
+        parent = _sub_schema(path) or {}
+        lo, hi = parent.get("minimum"), parent.get("maximum")
+        if lo is not None and hi is not None:
+            want = f"from {lo} to {hi}"
+        else:
+            want = f">= {lo}" if lo is not None else f"<= {hi}"
+        return [diag(path, f"expected an integer {want}, got {describe(value)}")]
+    if validator == "pattern":
+        if "propertyNames" in error.schema_path:
+            # The error sits on the mapping; the offending key is the instance.
+            expected = sub.get("x-expected", f"a name matching {error.validator_value}")
+            return [diag((*path, value), f"invalid key {value!r}: expected {expected}", key=True)]
+        expected = sub.get("x-expected") or (_sub_schema(path) or {}).get(
+            "x-expected", f"a string matching {error.validator_value}"
+        )
+        return [diag(path, f"expected {expected}, got {describe(value)}")]
+    if validator == "uniqueItems":
+        seen: set[str] = set()
+        for i, item in enumerate(value):
+            if repr(item) in seen:
+                return [diag((*path, i), f"{describe(item)} is listed twice")]
+            seen.add(repr(item))
+    return [diag(path, str(error.message))]

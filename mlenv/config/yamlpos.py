@@ -1,0 +1,225 @@
+"""Parse YAML into plain data plus the source position of every key and value.
+
+PyYAML's ``safe_load`` forgets where things came from; we compose the node graph
+(which keeps marks) and build the data ourselves, so every diagnostic can say
+``file:line:col``. Building it ourselves also lets us refuse duplicate keys (PyYAML
+silently keeps the last one) and bound alias expansion (a "billion laughs" document
+composes into a few nodes but expands into billions).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from mlenv.errors import Diagnostic
+
+# A config is a few hundred lines; 1 MiB is generous and keeps a stray log file or
+# disk image from being parsed at all.
+MAX_BYTES = 1 << 20
+# Upper bound on values built while expanding aliases; a 512-node config is ~1.5k.
+MAX_NODES = 100_000
+
+JsonPath = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Pos:
+    """1-based line and column."""
+
+    line: int
+    col: int
+
+
+@dataclass
+class Parsed:
+    """Result of :func:`parse`: the data (None on failure), positions and diagnostics."""
+
+    data: Any = None
+    # path → position of the value; key_pos: path → position of the mapping key naming it
+    value_pos: dict[JsonPath, Pos] = field(default_factory=dict)
+    key_pos: dict[JsonPath, Pos] = field(default_factory=dict)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+
+    def pos(self, path: JsonPath, *, key: bool = False) -> Pos:
+        """Best position for ``path``: its key (if asked and known), its value, else the nearest parent."""
+        p = path
+        while True:
+            if key and p in self.key_pos:
+                return self.key_pos[p]
+            if p in self.value_pos:
+                return self.value_pos[p]
+            if not p:
+                return Pos(1, 1)
+            p = p[:-1]
+
+
+def format_path(path: JsonPath) -> str:
+    """``("network", "rdma", "devices", 1)`` → ``network.rdma.devices[1]``.
+
+    Keys that are not plain identifiers (``rdma/rdma_shared_device_a``) are quoted:
+    ``network.rdma.resources["rdma/rdma_shared_device_a"]``.
+    """
+    out = ""
+    for part in path:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.replace("_", "a").replace("-", "a").isalnum() and part[:1].isalpha():
+            out += f".{part}" if out else part
+        else:
+            out += '["' + part.replace('"', '\\"') + '"]'
+    return out
+
+
+class _TooBig(Exception):
+    pass
+
+
+class _Builder:
+    """Builds Python data from composed nodes, recording positions as it goes."""
+
+    def __init__(self, file: str, out: Parsed) -> None:
+        self.file = file
+        self.out = out
+        self.count = 0
+        self.constructor = yaml.constructor.SafeConstructor()
+
+    def _pos(self, node: yaml.Node) -> Pos:
+        return Pos(node.start_mark.line + 1, node.start_mark.column + 1)
+
+    def _diag(self, node: yaml.Node, path: JsonPath, message: str, hint: str = "") -> None:
+        p = self._pos(node)
+        self.out.diagnostics.append(
+            Diagnostic(self.file, p.line, p.col, format_path(path), message, hint)
+        )
+
+    def build(self, node: yaml.Node, path: JsonPath) -> Any:
+        self.count += 1
+        if self.count > MAX_NODES:
+            raise _TooBig
+        self.out.value_pos.setdefault(path, self._pos(node))
+        if isinstance(node, yaml.MappingNode):
+            return self._mapping(node, path)
+        if isinstance(node, yaml.SequenceNode):
+            return [self.build(child, (*path, i)) for i, child in enumerate(node.value)]
+        try:
+            return self.constructor.construct_object(node, deep=True)
+        except yaml.YAMLError as e:
+            self._diag(node, path, f"cannot read this value: {getattr(e, 'problem', None) or e}")
+            return None
+
+    def _pairs(self, node: yaml.MappingNode) -> list[tuple[yaml.Node, yaml.Node]]:
+        """Key/value node pairs with YAML merge keys (``<<: *base``) expanded, explicit keys last."""
+        merged: list[tuple[yaml.Node, yaml.Node]] = []
+        own: list[tuple[yaml.Node, yaml.Node]] = []
+        for k, v in node.value:
+            if k.tag == "tag:yaml.org,2002:merge":
+                sources = v.value if isinstance(v, yaml.SequenceNode) else [v]
+                for src in sources:
+                    if isinstance(src, yaml.MappingNode):
+                        merged.extend(self._pairs(src))
+                    else:
+                        self._diag(src, (), "a merge key (<<) needs a mapping or a list of mappings")
+            else:
+                own.append((k, v))
+        # Explicit keys override merged ones, as YAML 1.1 merge specifies.
+        own_keys = {k.value for k, _ in own if isinstance(k, yaml.ScalarNode)}
+        return [(k, v) for k, v in merged if k.value not in own_keys] + own
+
+    def _mapping(self, node: yaml.MappingNode, path: JsonPath) -> dict[str, Any]:
+        result: dict[str, Any] = {}
+        seen: dict[str, Pos] = {}
+        for knode, vnode in self._pairs(node):
+            if not isinstance(knode, yaml.ScalarNode):
+                self._diag(knode, path, "a key must be a plain string, not a list or mapping")
+                continue
+            key_obj = self.constructor.construct_object(knode, deep=True)
+            if key_obj is None or isinstance(key_obj, (bool, int, float)):
+                # `yes:`/`1:`/`null:` as keys are YAML 1.1 surprises; keep the text as written.
+                key = knode.value
+            else:
+                key = str(key_obj)
+            kpath = (*path, key)
+            kp = self._pos(knode)
+            if key in seen:
+                first = seen[key]
+                self._diag(
+                    knode,
+                    kpath,
+                    f"duplicate key '{key}' (first defined at line {first.line})",
+                    "YAML keeps only the last one; remove one of them",
+                )
+                continue
+            seen[key] = kp
+            self.out.key_pos[kpath] = kp
+            result[key] = self.build(vnode, kpath)
+        return result
+
+
+def parse(raw: bytes, file: str) -> Parsed:
+    """Parse one YAML document, never raising: problems become diagnostics.
+
+    Refuses input over :data:`MAX_BYTES`, non-UTF-8 (binary) content, several
+    documents, duplicate keys and alias expansion beyond :data:`MAX_NODES`.
+    """
+    out = Parsed()
+
+    def fail(message: str, line: int = 1, col: int = 1, hint: str = "") -> Parsed:
+        out.diagnostics.append(Diagnostic(file, line, col, "", message, hint))
+        out.data = None
+        return out
+
+    if len(raw) > MAX_BYTES:
+        return fail(
+            f"file is too large ({len(raw)} bytes; a cluster config is at most {MAX_BYTES} bytes)",
+            hint="is this the right file?",
+        )
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        before = raw[: e.start]
+        line = before.count(b"\n") + 1
+        col = e.start - (before.rfind(b"\n") + 1) + 1
+        return fail(
+            f"not UTF-8 text (byte 0x{raw[e.start]:02x} at offset {e.start}); is this a binary file?",
+            line,
+            col,
+        )
+    if "\x00" in text:
+        i = text.index("\x00")
+        line = text.count("\n", 0, i) + 1
+        return fail("contains a NUL character; is this a binary file?", line, i - (text.rfind("\n", 0, i) + 1) + 1)
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        problem = e.problem or e.context or "invalid YAML"
+        if mark is None:
+            return fail(f"not valid YAML: {problem}")
+        return fail(f"not valid YAML: {problem}", mark.line + 1, mark.column + 1)
+    except yaml.YAMLError as e:
+        return fail(f"not valid YAML: {e}")
+    if node is None:
+        return fail(
+            "file is empty: expected a mapping with at least 'cluster: {name, namespace}'"
+        )
+    if not isinstance(node, yaml.MappingNode):
+        kind = "a list" if isinstance(node, yaml.SequenceNode) else "a single value"
+        p = node.start_mark
+        return fail(
+            f"expected a mapping (key: value lines) at the top level, got {kind}",
+            p.line + 1,
+            p.column + 1,
+        )
+    builder = _Builder(file, out)
+    try:
+        out.data = builder.build(node, ())
+    except _TooBig:
+        return fail(
+            f"document expands to more than {MAX_NODES} values through aliases (an alias bomb?)"
+        )
+    except RecursionError:
+        return fail("document is nested too deeply (recursive aliases?)")
+    return out
