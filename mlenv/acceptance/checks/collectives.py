@@ -1,0 +1,361 @@
+"""collectives.<op>: bandwidth sweeps with a data check, in the nccl-tests manner.
+
+One check per op (all_reduce, all_gather, reduce_scatter, all_to_all, broadcast), each
+swept from ``min_bytes`` to ``max_bytes`` by ``factor`` (``ctx.opt("collectives", …)``).
+Per size: fill the inputs with rank-dependent known values, run the op once and count
+the output elements that differ from the exact expected values (small integers in
+fp32, so the sums are exact on every backend), then ``warmup`` untimed and ``iters``
+timed calls. The time of a size is the maximum over the group's ranks of each rank's
+mean per-call time; algbw/busbw follow :mod:`mlenv.acceptance.busbw`.
+
+Groups: the world; with more than one node also one group per node (scope ``intra``)
+and one group per local rank across the nodes (scope ``inter``). Every rank creates
+the same groups in the same order (``torch.distributed.new_group`` is collective over
+the default group), derived from the node layout all ranks gathered. Each group's
+lowest rank returns the group's result and prints its table.
+
+Deadline: the runner creates the process group with ``timeout = ctx.deadline_s``, so a
+gloo collective whose peer never arrives raises after the deadline. NCCL only raises
+in the calling thread when ``TORCH_NCCL_BLOCKING_WAIT=1`` is set before
+``init_process_group`` (otherwise its watchdog aborts the whole process, which the
+runner would see as a dead rank): :func:`nccl_deadline_env` lists what to set. On top
+of that, the sweep stops early (WARN, with the size it stopped at) when the next,
+larger size would not finish within the deadline at the speed measured so far; every
+rank of a group takes that decision from the same all-reduced figures, so no rank is
+left waiting in a collective the others skipped.
+
+Fault: ``corrupt`` with an explicit ``check=collectives…`` key adds 1 to the first
+element this rank contributes, so the data check must count wrong elements. (A bare
+``corrupt:rank=N`` is the quorum's fault and leaves collectives alone; broadcast
+contributions come from rank 0 only, so there only a corrupt root shows.)
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import MutableMapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mlenv.acceptance import faults
+from mlenv.acceptance.base import Check, RunContext, register
+from mlenv.acceptance.busbw import (
+    Row,
+    bandwidth,
+    format_table,
+    redop_of,
+    size_sweep,
+    summarize,
+)
+from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.timing import measure
+
+FAMILY = "collectives"
+ELEM_SIZE = 4  # float32
+DTYPE_NAME = "float"  # nccl-tests' name for float32
+PATTERN = 7  # period of the position-dependent part of the test values
+_EXACT_LIMIT = 2**23  # keep every value an exactly representable fp32 integer
+
+_UNSUPPORTED_HINTS = ("not supported", "unsupported", "does not support", "not implemented")
+
+
+def nccl_deadline_env() -> dict[str, str]:
+    """Environment to set (``setdefault``) before ``init_process_group`` with NCCL.
+
+    ``TORCH_NCCL_BLOCKING_WAIT=1`` makes a collective that outlives the process group
+    timeout raise in the calling thread (the check becomes ERROR, the runner keeps
+    what was measured); ``TORCH_NCCL_ASYNC_ERROR_HANDLING=1`` lets the watchdog tear
+    the communicator down instead of leaving it hung.
+    """
+    return {"TORCH_NCCL_BLOCKING_WAIT": "1", "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+
+
+def apply_nccl_deadline_env(environ: MutableMapping[str, str]) -> None:
+    """``setdefault`` every variable of :func:`nccl_deadline_env` in ``environ``."""
+    for k, v in nccl_deadline_env().items():
+        environ.setdefault(k, v)
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """One communicator to sweep: its scope, member ranks (sorted) and a label."""
+
+    scope: str  # world | intra | inter
+    ranks: tuple[int, ...]
+    label: str
+
+
+def plan_groups(layout: Sequence[tuple[int, int, str]]) -> list[GroupSpec]:
+    """The groups to measure, in the order every rank must create them.
+
+    ``layout[r]`` is rank r's (node_rank, local_rank, host). Always the world; with
+    more than one node also one ``intra`` group per node (ascending node rank) and one
+    ``inter`` group per local rank (ascending), each only when it has two or more ranks.
+    """
+    world = GroupSpec("world", tuple(range(len(layout))), "world")
+    nodes = sorted({n for n, _, _ in layout})
+    if len(nodes) < 2:
+        return [world]
+    out = [world]
+    for node in nodes:
+        ranks = tuple(r for r, (n, _, _) in enumerate(layout) if n == node)
+        if len(ranks) > 1:
+            host = layout[ranks[0]][2]
+            out.append(GroupSpec("intra", ranks, f"node {node} ({host})"))
+    for local in sorted({lr for _, lr, _ in layout}):
+        ranks = tuple(r for r, (_, lr, _) in enumerate(layout) if lr == local)
+        if len(ranks) > 1:
+            out.append(GroupSpec("inter", ranks, f"local rank {local} across nodes"))
+    return out
+
+
+# The default group a cached subgroup belongs to, and the subgroup; recreating groups
+# for each of the five ops would build (and, on NCCL, initialise) them five times.
+_GROUPS: dict[tuple[int, ...], tuple[Any, Any]] = {}
+
+
+def _new_group(ranks: tuple[int, ...]) -> Any:
+    import torch.distributed as dist
+
+    world = dist.group.WORLD
+    if len(ranks) == dist.get_world_size():
+        return world
+    hit = _GROUPS.get(ranks)
+    if hit is not None and hit[0] is world:
+        return hit[1]
+    g = dist.new_group(list(ranks))
+    _GROUPS[ranks] = (world, g)
+    return g
+
+
+def _buffers(op: str, count: int, grank: int, n: int, dev: Any) -> tuple[Any, Any, Any]:
+    """(input, output, expected output) of ``op`` for ``count`` elements on group rank ``grank``.
+
+    ``count`` is nccl-tests' count: the largest buffer's elements. In-place ops return
+    the same tensor as input and output.
+    """
+    import torch
+
+    f32 = torch.float32
+    if op == "all_reduce":
+        pos = torch.arange(count, device=dev) % PATTERN
+        buf = (pos + (grank + 1)).to(f32)
+        expected = (pos * n + n * (n + 1) // 2).to(f32)
+        return buf, buf, expected
+    if op == "broadcast":
+        pos = torch.arange(count, device=dev) % PATTERN
+        expected = (pos + 1).to(f32)
+        buf = expected.clone() if grank == 0 else torch.full((count,), -1.0, device=dev)
+        return buf, buf, expected
+    chunk = count // n
+    if op == "all_gather":
+        inp = (torch.arange(chunk, device=dev) % PATTERN + grank * PATTERN).to(f32)
+        idx = torch.arange(count, device=dev)
+        expected = ((idx // chunk) * PATTERN + (idx % chunk) % PATTERN).to(f32)
+        return inp, torch.empty(count, device=dev), expected
+    if op == "reduce_scatter":
+        inp = (torch.arange(count, device=dev) % PATTERN + (grank + 1)).to(f32)
+        pos = (torch.arange(chunk, device=dev) + grank * chunk) % PATTERN
+        expected = (pos * n + n * (n + 1) // 2).to(f32)
+        return inp, torch.empty(chunk, device=dev), expected
+    if op == "all_to_all":
+        idx = torch.arange(count, device=dev)
+        block, pos = idx // chunk, (idx % chunk) % PATTERN
+        # input chunk d goes to rank d; output chunk s came from rank s
+        inp = (((grank * n + block) * PATTERN + pos) % _EXACT_LIMIT).to(f32)
+        expected = (((block * n + grank) * PATTERN + pos) % _EXACT_LIMIT).to(f32)
+        return inp, torch.empty(count, device=dev), expected
+    raise ValueError(f"unknown collective {op!r}")
+
+
+def _call(op: str, inp: Any, out: Any, group: Any, root: int) -> None:
+    import torch.distributed as dist
+
+    if op == "all_reduce":
+        dist.all_reduce(inp, group=group)
+    elif op == "broadcast":
+        dist.broadcast(inp, src=root, group=group)
+    elif op == "all_gather":
+        # torch 2.13 renamed the tensor variants (*_single); older releases lack them.
+        fn = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        fn(out, inp, group=group)
+    elif op == "reduce_scatter":
+        fn = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        fn(out, inp, group=group)
+    elif op == "all_to_all":
+        dist.all_to_all_single(out, inp, group=group)
+    else:
+        raise ValueError(f"unknown collective {op!r}")
+
+
+@dataclass
+class _Sweep:
+    rows: list[Row]
+    wrong_sizes: list[int]
+    stopped_before: int | None
+
+
+def _sweep(
+    op: str, spec: GroupSpec, group: Any, ctx: RunContext, sizes: list[int], *,
+    iters: int, warmup: int, corrupt: bool, t0: float,
+) -> _Sweep:
+    import torch
+    import torch.distributed as dist
+
+    n = len(spec.ranks)
+    grank = spec.ranks.index(ctx.rank)
+    dev = torch.device(ctx.device)
+    # The root is group rank 0; broadcast's ``src`` is a global rank.
+    root = spec.ranks[0]
+    out = _Sweep([], [], None)
+    for size in sizes:
+        count = size // ELEM_SIZE
+        inp, res, expected = _buffers(op, count, grank, n, dev)
+        if corrupt:
+            inp.view(-1)[0] += 1.0
+        _call(op, inp, res, group, root)
+        wrong_local = int((res != expected).sum().item())
+
+        def once(inp: Any = inp, res: Any = res) -> None:
+            _call(op, inp, res, group, root)
+
+        t = measure(once, device=ctx.device, iters=iters, warmup=warmup)
+        # max over ranks of the mean time and of the elapsed check time; sum of wrong
+        stats = torch.tensor([t.mean_s, time.perf_counter() - t0], dtype=torch.float64, device=dev)
+        dist.all_reduce(stats, op=dist.ReduceOp.MAX, group=group)
+        wrong = torch.tensor([wrong_local], dtype=torch.int64, device=dev)
+        dist.all_reduce(wrong, group=group)
+        sec, elapsed, nwrong = float(stats[0].item()), float(stats[1].item()), int(wrong.item())
+        bw = bandwidth(op, size, sec, n)
+        out.rows.append(Row(size, count, DTYPE_NAME, redop_of(op),
+                            0 if op == "broadcast" else -1, sec * 1e6,
+                            bw.algbw_gbps, bw.busbw_gbps, nwrong))
+        if nwrong:
+            out.wrong_sizes.append(size)
+        del inp, res, expected
+        nxt = [s for s in sizes if s > size]
+        # Projected cost of the next size: bandwidth-bound, so time grows with size.
+        if nxt and elapsed + sec * (nxt[0] / size) * (iters + warmup + 1) > ctx.deadline_s:
+            out.stopped_before = nxt[0]
+            break
+    return out
+
+
+class CollectiveCheck(Check):
+    """Shared sweep of one collective op; subclasses name the op."""
+
+    op: str
+
+    def run(self, ctx: RunContext) -> list[CheckResult]:
+        """Sweep the op on every planned group; group leaders return the results."""
+        import torch
+        import torch.distributed as dist
+
+        t0 = time.perf_counter()
+        gpu = ctx.is_cuda
+        min_b = int(ctx.opt(self.name, "min_bytes", 1024))
+        max_b = int(ctx.opt(self.name, "max_bytes", 2**30 if gpu else 4 * 2**20))
+        factor = int(ctx.opt(self.name, "factor", 2 if gpu else 4))
+        iters = int(ctx.opt(self.name, "iters", 20 if gpu else 5))
+        warmup = int(ctx.opt(self.name, "warmup", 5 if gpu else 2))
+        fault = faults.active("corrupt", rank=ctx.rank, node_rank=ctx.node_rank, check=self.name)
+        corrupt = fault is not None and fault.get("check", "").startswith(FAMILY)
+
+        layout: list[Any] = [None] * ctx.world_size
+        dist.all_gather_object(layout, (ctx.node_rank, ctx.local_rank, ctx.host))
+        plan = plan_groups([(int(a), int(b), str(c)) for a, b, c in layout])
+        groups = [_new_group(spec.ranks) for spec in plan]  # all ranks, same order
+        results: list[CheckResult] = []
+        for spec, group in zip(plan, groups, strict=True):
+            if ctx.rank not in spec.ranks:
+                continue
+            ts = time.perf_counter()
+            sizes = size_sweep(min_b, max_b, factor, elem_size=ELEM_SIZE,
+                               nranks=len(spec.ranks), op=self.op)
+            try:
+                sw = _sweep(self.op, spec, group, ctx, sizes, iters=iters, warmup=warmup,
+                            corrupt=corrupt, t0=t0)
+            except (RuntimeError, NotImplementedError) as e:
+                # Every member of the group gets the same refusal from the same backend.
+                if not any(h in str(e).lower() for h in _UNSUPPORTED_HINTS):
+                    raise
+                if ctx.rank == spec.ranks[0]:
+                    results.append(CheckResult(
+                        name=self.name, status=Status.SKIP, scope=spec.scope,
+                        node=ctx.host if spec.scope == "intra" else None,
+                        reasons=[f"{self.op} is not supported by {ctx.backend}: {e}"],
+                        details={"group": spec.label, "ranks": list(spec.ranks)},
+                        duration_s=time.perf_counter() - ts))
+                continue
+            if ctx.rank == spec.ranks[0]:
+                results.append(self._result(ctx, spec, sw, time.perf_counter() - ts, torch))
+        return results
+
+    def _result(self, ctx: RunContext, spec: GroupSpec, sw: _Sweep, dur: float,
+                torch: Any) -> CheckResult:
+        title = (f"{self.name} {spec.scope}: {spec.label}, {len(spec.ranks)} ranks, "
+                 f"{ctx.backend}, torch {torch.__version__}")
+        table = format_table(sw.rows, title)
+        print(table, flush=True)  # rank 0 / group leader prints, as nccl-tests does
+        metrics = summarize(sw.rows)
+        reasons = [
+            f"{self.name} ({spec.scope}, {spec.label}): {r.wrong} wrong elements at "
+            f"{r.size} bytes" for r in sw.rows if r.wrong
+        ]
+        status = Status.FAIL if reasons else Status.PASS
+        if sw.stopped_before is not None:
+            reasons.append(
+                f"{self.name} ({spec.scope}): sweep stopped before {sw.stopped_before} bytes: "
+                f"it would not finish within the deadline of {ctx.deadline_s:g} s")
+            if status is Status.PASS:
+                status = Status.WARN
+        return CheckResult(
+            name=self.name, status=status, scope=spec.scope,
+            node=ctx.host if spec.scope == "intra" else None, rank=None,
+            metrics=metrics, reasons=reasons,
+            details={"group": spec.label, "ranks": list(spec.ranks), "table": table,
+                     "rows": [r.__dict__ for r in sw.rows], "dtype": DTYPE_NAME,
+                     "backend": ctx.backend, "wrong_sizes": sw.wrong_sizes,
+                     "time": "max over ranks of the mean per-call time"},
+            duration_s=dur,
+        )
+
+
+@register
+class AllReduceCheck(CollectiveCheck):
+    """all_reduce bandwidth sweep (busbw factor 2(n−1)/n)."""
+
+    name = "collectives.all_reduce"
+    op = "all_reduce"
+
+
+@register
+class AllGatherCheck(CollectiveCheck):
+    """all_gather (into one tensor) bandwidth sweep (busbw factor (n−1)/n)."""
+
+    name = "collectives.all_gather"
+    op = "all_gather"
+
+
+@register
+class ReduceScatterCheck(CollectiveCheck):
+    """reduce_scatter (tensor variant) bandwidth sweep (busbw factor (n−1)/n)."""
+
+    name = "collectives.reduce_scatter"
+    op = "reduce_scatter"
+
+
+@register
+class AllToAllCheck(CollectiveCheck):
+    """all_to_all_single bandwidth sweep (busbw factor (n−1)/n)."""
+
+    name = "collectives.all_to_all"
+    op = "all_to_all"
+
+
+@register
+class BroadcastCheck(CollectiveCheck):
+    """broadcast from the group's first rank (busbw factor 1)."""
+
+    name = "collectives.broadcast"
+    op = "broadcast"

@@ -1,0 +1,226 @@
+"""compute.matmul (per-device throughput) and compute.quorum (cross-rank correctness).
+
+matmul: square GEMMs timed with CUDA events (GPU) or perf_counter (CPU) after a
+warm-up, best of N samples; bf16, fp16 and tf32 (fp32 with ``allow_tf32``) on a GPU,
+fp32 on CPU. 2·n³ floating-point operations per multiply.
+
+quorum: every rank multiplies the same seeded integer-valued matrices in fp32 with
+TF32 off. Every product and partial sum is an integer far below 2²⁴, so any correct
+device and any summation order give bitwise the same result; the checksums are
+all-gathered and a rank that disagrees with the majority is named (silent data
+corruption). Rank 0 also computes the exact result in float64 on the CPU, which
+breaks ties (two ranks, one bad) and catches a world that agrees on a wrong answer.
+
+Faults (``mlenv.acceptance.faults``): ``slow`` stretches matmul's timed samples by
+``factor``; ``corrupt`` perturbs this rank's quorum result before the checksum.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mlenv.acceptance import faults
+from mlenv.acceptance.base import Check, RunContext, register
+from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.timing import measure, stretch_factor
+
+QUORUM_SEED = 20240917
+# Entries in [-QUORUM_RANGE, QUORUM_RANGE]: n·R² must stay below 2**24 for exactness.
+QUORUM_RANGE = 4
+QUORUM_MAX_N = (2**24) // (QUORUM_RANGE * QUORUM_RANGE)
+
+
+def matmul_tflops(n: int, seconds: float) -> float:
+    """TFLOPS of one n×n by n×n multiply (2·n³ operations) taking ``seconds``."""
+    if seconds <= 0.0:
+        raise ValueError(f"time must be positive, got {seconds}")
+    return 2.0 * n**3 / seconds / 1e12
+
+
+@dataclass(frozen=True)
+class QuorumOutcome:
+    """The majority checksum and the ranks that disagree with it."""
+
+    majority: str
+    agreeing: int
+    disagreeing: tuple[int, ...]
+    matches_reference: bool | None  # None when no reference was given
+
+
+def quorum(digests: Sequence[str], reference: str | None = None) -> QuorumOutcome:
+    """Which ranks disagree with the majority of ``digests`` (index = rank).
+
+    The majority is the most common checksum. A tie (two ranks, one bad) is broken in
+    favour of the checksum equal to ``reference`` (the exact result), then of the one
+    rank 0 holds, so the outcome never depends on dict ordering.
+    Raises ValueError on an empty list.
+    """
+    if not digests:
+        raise ValueError("no checksums to compare")
+    counts = Counter(digests)
+    top = max(counts.values())
+    tied = [d for d, c in counts.items() if c == top]
+    if len(tied) == 1:
+        majority = tied[0]
+    elif reference is not None and reference in tied:
+        majority = reference
+    else:
+        majority = min(tied, key=lambda d: digests.index(d))
+    bad = tuple(r for r, d in enumerate(digests) if d != majority)
+    return QuorumOutcome(
+        majority=majority,
+        agreeing=counts[majority],
+        disagreeing=bad,
+        matches_reference=None if reference is None else majority == reference,
+    )
+
+
+def quorum_reasons(
+    outcome: QuorumOutcome, digests: Sequence[str], hosts: Sequence[str]
+) -> list[str]:
+    """One human line per disagreeing rank (rank, host, checksums), plus a world-wide one."""
+    n = len(digests)
+    out = [
+        f"rank {r} ({hosts[r]}): matmul checksum {digests[r][:12]} differs from the "
+        f"majority {outcome.majority[:12]} ({outcome.agreeing}/{n} ranks): silent data corruption"
+        for r in outcome.disagreeing
+    ]
+    if outcome.matches_reference is False:
+        out.append(
+            f"the majority checksum {outcome.majority[:12]} ({outcome.agreeing}/{n} ranks) "
+            "differs from the exact float64 reference: the ranks agree on a wrong result"
+        )
+    return out
+
+
+def _digest(t: Any) -> str:
+    return hashlib.sha256(t.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
+
+
+def _dtypes(ctx: RunContext) -> list[tuple[str, Any, bool]]:
+    """(metric suffix, torch dtype, allow_tf32) per measured precision on this device."""
+    import torch
+
+    if ctx.is_cuda:
+        return [("bf16", torch.bfloat16, False), ("fp16", torch.float16, False),
+                ("tf32", torch.float32, True)]
+    return [("fp32", torch.float32, False)]
+
+
+@register
+class MatmulCheck(Check):
+    """Per-device GEMM throughput in TFLOPS."""
+
+    name = "compute.matmul"
+    description = "matmul TFLOPS per device (bf16/fp16/tf32 on GPU, fp32 on CPU)"
+
+    def run(self, ctx: RunContext) -> list[CheckResult]:
+        """Time square multiplies per precision; one rank-scope result."""
+        import torch
+
+        t_start = time.perf_counter()
+        n = int(ctx.opt(self.name, "n", 8192 if ctx.is_cuda else 512))
+        iters = int(ctx.opt(self.name, "iters", 20 if ctx.is_cuda else 5))
+        warmup = int(ctx.opt(self.name, "warmup", 5 if ctx.is_cuda else 2))
+        # A single 8192³ GEMM is ~1 ms on an H100: several per sample keep event
+        # overhead out of the figure; on CPU one multiply is already milliseconds.
+        inner = int(ctx.opt(self.name, "inner", 10 if ctx.is_cuda else 1))
+        stretch = stretch_factor(
+            faults.active("slow", rank=ctx.rank, node_rank=ctx.node_rank, check=self.name)
+        )
+        dev = torch.device(ctx.device)
+        metrics: dict[str, float] = {}
+        timings: dict[str, Any] = {}
+        prev_tf32 = torch.backends.cuda.matmul.allow_tf32 if ctx.is_cuda else False
+        try:
+            for suffix, dtype, tf32 in _dtypes(ctx):
+                if ctx.is_cuda:
+                    torch.backends.cuda.matmul.allow_tf32 = tf32
+                a = torch.randn(n, n, device=dev, dtype=dtype)
+                b = torch.randn(n, n, device=dev, dtype=dtype)
+                c = torch.empty(n, n, device=dev, dtype=dtype)
+
+                def gemm(a: Any = a, b: Any = b, c: Any = c) -> None:
+                    torch.matmul(a, b, out=c)
+
+                t = measure(gemm, device=ctx.device, iters=iters, warmup=warmup,
+                            inner=inner, stretch=stretch)
+                metrics[f"tflops_{suffix}"] = matmul_tflops(n, t.best_s)
+                timings[suffix] = t.describe()
+                del a, b, c
+        finally:
+            if ctx.is_cuda:
+                torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+        return [
+            CheckResult(
+                name=self.name, status=Status.PASS, scope="rank", node=ctx.host, rank=ctx.rank,
+                metrics=metrics,
+                details={"shape": [n, n, n], "iterations": iters, "warmup": warmup,
+                         "inner": inner, "timing": timings, "device": ctx.device,
+                         **({"slow_fault_factor": stretch} if stretch > 1.0 else {})},
+                duration_s=time.perf_counter() - t_start,
+            )
+        ]
+
+
+@register
+class QuorumCheck(Check):
+    """Cross-rank agreement on one exactly-representable matmul."""
+
+    name = "compute.quorum"
+    description = "every rank multiplies the same seeded inputs; disagreeing ranks are named"
+
+    def run(self, ctx: RunContext) -> list[CheckResult]:
+        """All ranks compute and all-gather a checksum; rank 0 returns the world result."""
+        import torch
+        import torch.distributed as dist
+
+        t_start = time.perf_counter()
+        # Its own key, not "n": the family's "n" (8192 in the full profile) would make
+        # rank 0's float64 CPU reference take minutes.
+        n = int(ctx.opt(self.name, "quorum_n", 1024 if ctx.is_cuda else 256))
+        if not 1 <= n <= QUORUM_MAX_N:
+            raise ValueError(f"compute.quorum: quorum_n={n} must be in 1..{QUORUM_MAX_N}")
+        gen = torch.Generator().manual_seed(QUORUM_SEED)
+        a64 = torch.randint(-QUORUM_RANGE, QUORUM_RANGE + 1, (n, n), generator=gen).double()
+        b64 = torch.randint(-QUORUM_RANGE, QUORUM_RANGE + 1, (n, n), generator=gen).double()
+        dev = torch.device(ctx.device)
+        prev_tf32 = torch.backends.cuda.matmul.allow_tf32 if ctx.is_cuda else False
+        try:
+            if ctx.is_cuda:
+                torch.backends.cuda.matmul.allow_tf32 = False  # TF32 would round the sums
+            c = torch.matmul(a64.float().to(dev), b64.float().to(dev))
+        finally:
+            if ctx.is_cuda:
+                torch.backends.cuda.matmul.allow_tf32 = prev_tf32
+        if faults.active("corrupt", rank=ctx.rank, node_rank=ctx.node_rank, check=self.name):
+            c[0, 0] += 1.0  # one flipped value is what silent corruption looks like
+        mine = (_digest(c), ctx.host)
+        gathered: list[Any] = [None] * ctx.world_size
+        dist.all_gather_object(gathered, mine)
+        if ctx.rank != 0:
+            return []
+        digests = [str(g[0]) for g in gathered]
+        hosts = [str(g[1]) for g in gathered]
+        reference = _digest(torch.matmul(a64, b64).float())
+        outcome = quorum(digests, reference)
+        reasons = quorum_reasons(outcome, digests, hosts)
+        return [
+            CheckResult(
+                name=self.name,
+                status=Status.FAIL if reasons else Status.PASS,
+                scope="world", node=None, rank=None,
+                metrics={"disagreeing_ranks": float(len(outcome.disagreeing))},
+                reasons=reasons,
+                details={"shape": [n, n, n], "seed": QUORUM_SEED, "dtype": "float32",
+                         "checksums": {str(r): d for r, d in enumerate(digests)},
+                         "hosts": hosts, "reference": reference,
+                         "disagreeing": list(outcome.disagreeing)},
+                duration_s=time.perf_counter() - t_start,
+            )
+        ]

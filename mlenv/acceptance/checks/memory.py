@@ -1,0 +1,70 @@
+"""memory.copy: per-device copy bandwidth.
+
+A device-to-device ``copy_`` of one large buffer on a GPU, a large tensor copy in host
+memory on CPU. Bandwidth counts bytes read plus bytes written (2 × buffer) per copy,
+the convention of the CUDA ``bandwidthTest`` and STREAM's Copy kernel; best of N
+samples after a warm-up. The ``slow`` fault stretches the samples like compute's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from mlenv.acceptance import faults
+from mlenv.acceptance.base import Check, RunContext, register
+from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.timing import measure, stretch_factor
+
+
+def copy_gbps(nbytes: int, seconds: float) -> float:
+    """GB/s (10⁹ B/s) of copying ``nbytes`` (read once, written once) in ``seconds``."""
+    if seconds <= 0.0:
+        raise ValueError(f"time must be positive, got {seconds}")
+    return 2.0 * nbytes / seconds / 1e9
+
+
+@register
+class CopyCheck(Check):
+    """Copy bandwidth of this rank's device."""
+
+    name = "memory.copy"
+    description = "device-to-device copy bandwidth (GPU) or large host-memory copy (CPU)"
+
+    def run(self, ctx: RunContext) -> list[CheckResult]:
+        """Time ``dst.copy_(src)`` of a large buffer; one rank-scope result."""
+        import torch
+
+        t_start = time.perf_counter()
+        nbytes = int(ctx.opt(self.name, "bytes", 1024 * 2**20 if ctx.is_cuda else 64 * 2**20))
+        iters = int(ctx.opt(self.name, "iters", 20 if ctx.is_cuda else 5))
+        warmup = int(ctx.opt(self.name, "warmup", 3 if ctx.is_cuda else 1))
+        inner = int(ctx.opt(self.name, "inner", 5 if ctx.is_cuda else 1))
+        if nbytes < 4:
+            raise ValueError(f"memory.copy: bytes={nbytes} must be at least 4")
+        stretch = stretch_factor(
+            faults.active("slow", rank=ctx.rank, node_rank=ctx.node_rank, check=self.name)
+        )
+        count = nbytes // 4
+        dev = torch.device(ctx.device)
+        # Fill the source so pages are really mapped and the copy reads real memory.
+        src = torch.ones(count, dtype=torch.float32, device=dev)
+        dst = torch.empty_like(src)
+
+        def copy(src: Any = src, dst: Any = dst) -> None:
+            dst.copy_(src)
+
+        t = measure(copy, device=ctx.device, iters=iters, warmup=warmup, inner=inner,
+                    stretch=stretch)
+        moved = count * 4
+        return [
+            CheckResult(
+                name=self.name, status=Status.PASS, scope="rank", node=ctx.host, rank=ctx.rank,
+                metrics={"copy_gbps": copy_gbps(moved, t.best_s)},
+                details={"bytes": moved, "iterations": iters, "warmup": warmup,
+                         "timing": t.describe(), "device": ctx.device,
+                         "kind": "device-to-device" if ctx.is_cuda else "host memory",
+                         **({"slow_fault_factor": stretch} if stretch > 1.0 else {})},
+                duration_s=time.perf_counter() - t_start,
+            )
+        ]

@@ -1,0 +1,131 @@
+"""Timing of device work: CUDA events on a GPU, ``perf_counter`` on CPU.
+
+Every measurement runs ``warmup`` untimed repetitions first (allocator, cuBLAS
+heuristics, gloo connections), then ``iters`` timed samples of ``inner`` calls each.
+Throughput checks report the best sample (the device's capability, least disturbed by
+the OS); collectives report the mean, as nccl-tests does.
+
+torch is imported inside the functions that need it; the statistics are pure.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Per-call durations in seconds of one measurement, one entry per sample."""
+
+    samples: tuple[float, ...]
+    inner: int  # calls per sample; every sample is already divided by it
+    method: str  # "cuda-events" | "perf_counter"
+
+    @property
+    def best_s(self) -> float:
+        """The fastest sample's seconds per call."""
+        return min(self.samples)
+
+    @property
+    def mean_s(self) -> float:
+        """The mean seconds per call over the samples."""
+        return statistics.fmean(self.samples)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready summary for a result's ``details``."""
+        return {
+            "method": self.method,
+            "samples": len(self.samples),
+            "inner": self.inner,
+            "best_s": self.best_s,
+            "mean_s": self.mean_s,
+        }
+
+
+def stretch_factor(fault: dict[str, str] | None) -> float:
+    """The ``factor`` of an injected ``slow`` fault (1.0 without one).
+
+    Raises ValueError when the factor is not a number of at least 1, so a typo in
+    MLENV_FAULT is loud instead of silently testing nothing.
+    """
+    if fault is None:
+        return 1.0
+    raw = fault.get("factor", "4")
+    try:
+        f = float(raw)
+    except ValueError:
+        raise ValueError(f"MLENV_FAULT slow: factor={raw!r} is not a number") from None
+    if f < 1.0:
+        raise ValueError(f"MLENV_FAULT slow: factor={raw!r} must be >= 1")
+    return f
+
+
+def measure(
+    fn: Callable[[], object],
+    *,
+    device: str,
+    iters: int,
+    warmup: int,
+    inner: int = 1,
+    stretch: float = 1.0,
+) -> Timing:
+    """Time ``fn`` on ``device`` ("cpu" or "cuda:<i>").
+
+    ``fn`` must launch its work on the current CUDA stream (or run it synchronously on
+    CPU). ``stretch`` > 1 (the ``slow`` fault) sleeps ``(stretch - 1) × elapsed`` inside
+    each sample, so the sample really takes that long and the rank becomes a genuine
+    throughput outlier rather than a relabelled one.
+    """
+    if iters < 1 or inner < 1 or warmup < 0:
+        raise ValueError(f"iters={iters}, inner={inner} must be >= 1 and warmup={warmup} >= 0")
+    if device.startswith("cuda"):
+        return _measure_cuda(fn, iters=iters, warmup=warmup, inner=inner, stretch=stretch)
+    return _measure_cpu(fn, iters=iters, warmup=warmup, inner=inner, stretch=stretch)
+
+
+def _measure_cpu(
+    fn: Callable[[], object], *, iters: int, warmup: int, inner: int, stretch: float
+) -> Timing:
+    for _ in range(warmup):
+        fn()
+    samples: list[float] = []
+    for _ in range(iters):
+        t0 = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        elapsed = time.perf_counter() - t0
+        if stretch > 1.0:
+            time.sleep((stretch - 1.0) * elapsed)
+            elapsed = time.perf_counter() - t0
+        samples.append(elapsed / inner)
+    return Timing(tuple(samples), inner, "perf_counter")
+
+
+def _measure_cuda(
+    fn: Callable[[], object], *, iters: int, warmup: int, inner: int, stretch: float
+) -> Timing:
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples: list[float] = []
+    for _ in range(iters):
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        start.record()
+        for _ in range(inner):
+            fn()
+        end.record()
+        end.synchronize()
+        elapsed = start.elapsed_time(end) / 1e3  # events report milliseconds
+        if stretch > 1.0:
+            # The GPU work is already done: the stretch is host time, added honestly.
+            time.sleep((stretch - 1.0) * elapsed)
+            elapsed *= stretch
+        samples.append(elapsed / inner)
+    return Timing(tuple(samples), inner, "cuda-events")
