@@ -122,12 +122,16 @@ class _Doc:
 
     def keys(self, m: dict[str, tuple[Any, Any]], node: Any, where: str,
              required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
+        import difflib
+
+        for k, (knode, _) in m.items():  # unknown keys first: a typo also makes a key "missing"
+            if k not in required and k not in optional:
+                close = difflib.get_close_matches(k, required + optional, n=1)
+                hint = f" (did you mean {close[0]!r}?)" if close else ""
+                raise self.fail(knode, f"{where}.{k}", f"one of the keys {', '.join(required + optional)}{hint}")
         for k in required:
             if k not in m:
                 raise self.fail(node, where, f"key {k!r} (required: {', '.join(required)})")
-        for k, (knode, _) in m.items():
-            if k not in required and k not in optional:
-                raise self.fail(knode, f"{where}.{k}", f"one of the keys {', '.join(required + optional)}")
 
 
 def load(path: str | Path) -> Baseline:

@@ -1,0 +1,90 @@
+"""Baseline files: the shipped ones parse; a broken one gives file:line and what was expected."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mlenv.acceptance import baselines
+from mlenv.errors import InputError
+
+GOOD = """model: Test
+rules:
+  - {check: compute.matmul, metric: tflops_fp32, op: ">=", value: 1.5, source: "s"}
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "b.yaml"
+    p.write_text(text)
+    return p
+
+
+def test_shipped_baselines_parse_with_a_source_for_every_number() -> None:
+    models = {b.model for b in baselines.builtin()}
+    assert {"H100 80GB", "H200", "A100 80GB", "CPU"} <= models
+    for b in baselines.builtin():
+        assert b.rules
+        assert all(x.source.strip() for x in (*b.rules, *b.expected))
+
+
+def test_pick_by_gpu_name_and_type() -> None:
+    assert baselines.find_for_device(["NVIDIA H100 80GB HBM3"]).model == "H100 80GB"  # type: ignore[union-attr]
+    assert baselines.find_for_device(["H200"]).model == "H200"  # type: ignore[union-attr]
+    assert baselines.find_for_device(["NVIDIA A100-SXM4-80GB"]).model == "A100 80GB"  # type: ignore[union-attr]
+    assert baselines.find_for_device(["Some Future GPU"]) is None
+    assert baselines.resolve("H100-80GB", []).model == "H100 80GB"  # type: ignore[union-attr]
+    with pytest.raises(InputError, match="neither a file nor a known GPU model"):
+        baselines.resolve("Z9000", [])
+
+
+def test_good_file(tmp_path: Path) -> None:
+    b = baselines.load(_write(tmp_path, GOOD))
+    assert b.rules[0].op == ">=" and b.rules[0].value == 1.5
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        (GOOD.replace('">="', '"=>"'), ':3:54: rules[0].op: expected one of >=, <=, >, <, == (got \'=>\')'),
+        (GOOD.replace("value: 1.5", "value: fast"), ":3:67: rules[0].value: expected a number"),
+        (GOOD.replace(', source: "s"', ""), ":3:5: rules[0]: expected key 'source'"),
+        (GOOD.replace("op:", "opp:"), ":3:50: rules[0].opp: expected one of the keys check, metric, op, value, source, scope (did you mean 'op'?)"),
+        ("model: X\nrules: {a: 1}\n", ":2:8: rules: expected a list"),
+        ("model: [\n", ":2:1: invalid YAML"),
+        ("", ":1:1: (root): expected a mapping"),
+        (GOOD.replace('op: ">="', 'op: ">=", scope: galaxy'), ":3:"),
+    ],
+)
+def test_broken_file_names_file_line_and_expectation(tmp_path: Path, text: str, message: str) -> None:
+    p = _write(tmp_path, text)
+    with pytest.raises(InputError) as e:
+        baselines.load(p)
+    assert str(e.value).startswith(str(p) + ":")
+    assert message in str(e.value)
+
+
+def test_cli_broken_baseline_exits_2_without_traceback(tmp_path: Path) -> None:
+    from mlenv.cli.app import app
+
+    p = _write(tmp_path, GOOD.replace('">="', '"~"'))
+    res = CliRunner().invoke(app, ["acceptance", "--local", "--baseline", str(p), "--report-dir", str(tmp_path / "r")])
+    assert res.exit_code == 2
+    assert f"{p}:3:" in res.output and "rules[0].op: expected one of" in res.output
+    assert "Traceback" not in res.output
+    assert not (tmp_path / "r").exists()  # nothing was launched
+
+
+def test_cli_bad_flags_exit_2(tmp_path: Path) -> None:
+    from mlenv.cli.app import app
+
+    r = CliRunner()
+    assert r.invoke(app, ["acceptance", "--local", "--profile", "huge"]).exit_code == 2
+    assert r.invoke(app, ["acceptance", "--local", "--checks", "nosuch"]).exit_code == 2
+    assert r.invoke(app, ["acceptance"]).exit_code == 2
+    opts = tmp_path / "o.yaml"
+    opts.write_text("compute: [1, 2\n")
+    res = r.invoke(app, ["acceptance", "--local", "--options", str(opts)])
+    assert res.exit_code == 2 and f"{opts}:2:1: invalid YAML" in res.output

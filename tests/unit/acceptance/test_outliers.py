@@ -1,0 +1,50 @@
+"""Outliers relative to peers: direction-aware, per rank and per node, with thresholds."""
+
+from __future__ import annotations
+
+from mlenv.acceptance import outliers
+from mlenv.acceptance.result import CheckResult, Status
+
+
+def _r(rank: int, node: str, **m: float) -> CheckResult:
+    return CheckResult(name="training.step_time", status=Status.PASS, scope="rank", node=node, rank=rank, metrics=m)
+
+
+def test_two_ranks_slow_one_named_lower_is_better() -> None:
+    f = outliers.find([_r(0, "a", p50_ms=100.0), _r(1, "a", p50_ms=400.0)])
+    assert len(f) == 1 and f[0].rank == 1 and f[0].severity == Status.FAIL
+    assert f[0].frac == 3.0 and "300% above" in f[0].reason()
+
+
+def test_only_the_worse_side_is_flagged() -> None:
+    f = outliers.find([_r(0, "a", p50_ms=100.0), _r(1, "a", p50_ms=25.0)])
+    assert [x.rank for x in f] == [0]  # rank 1 is faster: never an outlier
+
+
+def test_warn_between_thresholds_and_config() -> None:
+    rs = [_r(i, "a", p50_ms=100.0) for i in range(4)] + [_r(4, "a", p50_ms=130.0)]
+    f = outliers.find(rs, {"warn_frac": 0.2, "fail_frac": 0.5, "min_z": 0.0})
+    assert [(x.rank, x.severity) for x in f] == [(4, Status.WARN)]
+    assert outliers.find(rs, {"warn_frac": 0.4}) == []
+
+
+def test_noise_within_spread_not_flagged() -> None:
+    rs = [_r(i, "a", p50_ms=v) for i, v in enumerate((100.0, 60.0, 140.0, 90.0, 130.0))]
+    assert outliers.find(rs) == []
+
+
+def test_bad_node_named_from_node_medians() -> None:
+    rs = [_r(i, f"n{i // 2}", p50_ms=100.0) for i in range(6)]
+    rs[4].metrics["p50_ms"] = rs[5].metrics["p50_ms"] = 300.0
+    f = [x for x in outliers.find(rs) if x.level == "node"]
+    assert [(x.node, x.severity) for x in f] == [("n2", Status.FAIL)]
+    assert f[0].reason().startswith("training.step_time: node n2 is an outlier")
+
+
+def test_direction_table() -> None:
+    assert outliers.direction("tflops_bf16") == 1
+    assert outliers.direction("copy_gbps") == 1
+    assert outliers.direction("samples_per_s_per_rank") == 1
+    assert outliers.direction("p99_ms") == -1
+    assert outliers.direction("gpu_count") == 0
+    assert outliers.direction("loss_first") == 0
