@@ -1,0 +1,73 @@
+"""``mlenv list-clusters``: one line per cluster config with what it can do."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from mlenv.cli._common import guarded, repo_root
+from mlenv.errors import ConfigError, InputError
+
+if TYPE_CHECKING:  # the model module is light, but keep --help free of config imports
+    from mlenv.config.model import Cluster
+
+
+def rows(clusters: list[Cluster]) -> list[tuple[str, ...]]:
+    """Table rows (header first) for ``clusters``."""
+    out: list[tuple[str, ...]] = [("NAME", "MODES", "NODES x GPUS", "STORAGE", "DESCRIPTION")]
+    for c in clusters:
+        modes = "rdma,tcp" if c.rdma.enabled else "tcp"
+        gpu = f" {c.gpus.type}" if c.gpus.type else ""
+        out.append(
+            (
+                c.name,
+                modes,
+                f"{c.gpus.default_nodes} x {c.gpus.per_node}{gpu}",
+                c.storage.mode,
+                c.cluster.description,
+            )
+        )
+    return out
+
+
+def format_table(table: list[tuple[str, ...]]) -> str:
+    """Left-aligned columns separated by two spaces; the last column is not padded."""
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
+    lines = []
+    for r in table:
+        cells = [cell.ljust(w) for cell, w in zip(r[:-1], widths, strict=True)] + [r[-1]]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+@guarded
+def list_clusters() -> None:
+    """List every clusters/*.yaml: name, modes it supports (rdma|tcp), nodes x GPUs, storage.
+
+    Invalid configs are reported on stderr after the table (exit 2).
+    """
+    from mlenv.config.loader import check_file, cluster_files
+
+    root = Path(repo_root())
+    files = cluster_files(root)
+    if not files:
+        raise InputError(f"no cluster configs found: {root / 'clusters'}/*.yaml")
+    good: list[Cluster] = []
+    errors = []
+    for f in files:
+        cluster, diags = check_file(f)
+        if cluster is None:
+            errors += [d for d in diags if d.severity == "error"]
+        else:
+            good.append(cluster)
+    if good:
+        typer.echo(format_table(rows(good)))
+    if errors:
+        raise ConfigError(errors)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``mlenv list-clusters`` to ``app``."""
+    app.command("list-clusters")(list_clusters)
