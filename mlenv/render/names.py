@@ -1,0 +1,75 @@
+"""Fixed object names, labels and in-pod paths of a deployment (docs/contracts.md).
+
+Names are not configurable: one deployment per namespace keeps DNS names, hostfiles
+and teardown selectors simple; the ``app.kubernetes.io/instance`` label carries the
+cluster. Readers elsewhere (cluster layer, pod runtime docs) use the same values.
+"""
+
+from __future__ import annotations
+
+from mlenv.config.model import Cluster
+
+APP = "ml-dev-env"
+STATEFULSET = "ml-dev-env"
+HEADLESS_SERVICE = "ml-dev-env-headless"
+SSH_SECRET = "ml-dev-env-ssh"
+DEVTOOLS_SECRET = "ml-dev-env-devtools"  # created by `mlenv deploy`, never rendered
+DEV_POD = "ml-dev-env-dev"
+DEV_WORKSPACE_PVC = "ml-dev-env-dev-workspace"  # dev Pod's own RWO claim in per-pod mode
+WORKSPACE_PVC = "ml-dev-env-workspace"
+DATASETS_PVC = "ml-dev-env-datasets"
+IMAGE_STREAM = "ml-dev-env"
+BUILD_CONFIG = "ml-dev-env"
+SCC_ROLEBINDING = "ml-dev-env-scc"
+
+WORKSPACE_DIR = "/workspace"
+DATASETS_DIR = "/datasets"
+SSH_DIR = "/etc/mlenv/ssh"
+SHM_DIR = "/dev/shm"
+POD_INIT = "/opt/ml-dev-env/scripts/pod-init.sh"
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+
+# Annotation keys carrying free text from the config (description, notes) so a reviewer
+# sees them on the objects; they are also what the injection tests push hostile text into.
+ANNOTATION_DESCRIPTION = "ml-dev-env.io/description"
+ANNOTATION_NOTES = "ml-dev-env.io/notes"
+
+
+def scc_name(cluster: Cluster) -> str:
+    """The RDMA-mode SCC: cluster-scoped, so the cluster name keeps it unique."""
+    return f"ml-dev-env-{cluster.name}-rdma"
+
+
+def scc_role_name(cluster: Cluster) -> str:
+    """The ClusterRole granting ``use`` on :func:`scc_name`."""
+    return f"{scc_name(cluster)}-use"
+
+
+def default_image(cluster: Cluster) -> str:
+    """Image the pods run: ``image.ref`` or the ImageStream tag the BuildConfig pushes."""
+    if cluster.image.ref:
+        return cluster.image.ref
+    return f"image-registry.openshift-image-registry.svc:5000/{cluster.namespace}/{IMAGE_STREAM}:latest"
+
+
+def master_addr(cluster: Cluster) -> str:
+    """DNS name of pod 0 through the headless Service (the rendezvous host)."""
+    return f"{STATEFULSET}-0.{HEADLESS_SERVICE}.{cluster.namespace}.svc"
+
+
+def selector_labels(cluster: Cluster, component: str) -> dict[str, str]:
+    """The immutable subset used in selectors (StatefulSet, Services)."""
+    return {
+        "app.kubernetes.io/name": APP,
+        "app.kubernetes.io/instance": cluster.name,
+        "app.kubernetes.io/component": component,
+    }
+
+
+def labels(cluster: Cluster, component: str) -> dict[str, str]:
+    """The ``app.kubernetes.io/*`` labels every rendered object carries."""
+    return {
+        **selector_labels(cluster, component),
+        "app.kubernetes.io/part-of": APP,
+        "app.kubernetes.io/managed-by": "mlenv",
+    }

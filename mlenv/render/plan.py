@@ -1,0 +1,248 @@
+"""``render_cluster``: a Cluster model in, the manifests ``deploy`` would apply out (pure).
+
+Simple kinds come from templates (``mlenv/data/templates/``); the StatefulSet and the
+dev Pod are built in Python (``mlenv.render.workload``). Nothing here touches files or
+a cluster; validation (``mlenv.render.validate``) and writing (``mlenv.render.write``)
+are separate steps.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from mlenv.config.model import Cluster, Mode
+from mlenv.errors import InputError
+from mlenv.render import names
+from mlenv.render.templating import render_template
+from mlenv.render.workload import (
+    DEV_TOOLS,
+    TENSORBOARD_TLS_SECRET,
+    dev_pod,
+    enabled_dev_tools,
+    statefulset,
+    text_annotations,
+)
+
+PRIVILEGED_SCC_ROLE = "system:openshift:scc:privileged"
+# Volume types the pods use; the SCC allows these and nothing else. "projected" is the
+# service-account token volume the kubelet adds to every pod.
+SCC_VOLUMES = ["emptyDir", "persistentVolumeClaim", "projected", "secret"]
+
+# Apply order: identities and permissions first, then the image, storage, networking,
+# workloads, and the Routes that point at them.
+KIND_ORDER = [
+    "ServiceAccount",
+    "SecurityContextConstraints",
+    "ClusterRole",
+    "RoleBinding",
+    "ImageStream",
+    "BuildConfig",
+    "PersistentVolumeClaim",
+    "Service",
+    "StatefulSet",
+    "Pod",
+    "Route",
+]
+
+
+def resolve_nodes(cluster: Cluster, nodes: int | None) -> int:
+    """Pod count: ``nodes`` or ``gpus.default_nodes``; InputError if it cannot be scheduled."""
+    n = cluster.gpus.default_nodes if nodes is None else nodes
+    if n < 1:
+        raise InputError(f"--nodes must be at least 1, got {n}")
+    if cluster.gpu_nodes and n > len(cluster.gpu_nodes):
+        # required anti-affinity + node pinning: pod n+1 would stay Pending forever
+        raise InputError(
+            f"--nodes {n} exceeds the {len(cluster.gpu_nodes)} pinned nodes.gpu_nodes of "
+            f"cluster {cluster.name!r} (one pod per node)"
+        )
+    return n
+
+
+def _service_account(cluster: Cluster) -> dict[str, Any]:
+    annotations = text_annotations(cluster)
+    if cluster.dev_tools.tensorboard:
+        # lets oauth-proxy use this service account as an OAuth client for the Route
+        ref = {
+            "kind": "OAuthRedirectReference",
+            "apiVersion": "v1",
+            "reference": {"kind": "Route", "name": "ml-dev-env-tensorboard"},
+        }
+        annotations["serviceaccounts.openshift.io/oauth-redirectreference.tensorboard"] = json.dumps(
+            ref, sort_keys=True
+        )
+    return render_template(
+        "serviceaccount.yaml.j2",
+        "ServiceAccount",
+        name=cluster.security.service_account,
+        namespace=cluster.namespace,
+        labels=names.labels(cluster, "worker"),
+        annotations=annotations,
+    )
+
+
+def _rdma_security(cluster: Cluster) -> list[dict[str, Any]]:
+    lab = names.labels(cluster, "security")
+    out: list[dict[str, Any]] = []
+    if cluster.security.requires_privileged_scc:
+        role = PRIVILEGED_SCC_ROLE
+    else:
+        out.append(
+            render_template(
+                "securitycontextconstraints-rdma.yaml.j2",
+                "SecurityContextConstraints",
+                name=names.scc_name(cluster),
+                labels=lab,
+                annotations={
+                    "kubernetes.io/description": (
+                        f"ml-dev-env RDMA pods of {cluster.name}: restricted-v2 plus "
+                        + ("IPC_LOCK" if cluster.security.ipc_lock else "no added capability")
+                    )
+                },
+                allowed_capabilities=["IPC_LOCK"] if cluster.security.ipc_lock else [],
+                volumes=SCC_VOLUMES,
+            )
+        )
+        role = names.scc_role_name(cluster)
+        out.append(
+            render_template(
+                "clusterrole-scc.yaml.j2", "ClusterRole", name=role, labels=lab, scc=names.scc_name(cluster)
+            )
+        )
+    out.append(
+        render_template(
+            "rolebinding-scc.yaml.j2",
+            "RoleBinding",
+            name=names.SCC_ROLEBINDING,
+            namespace=cluster.namespace,
+            labels=lab,
+            cluster_role=role,
+            service_account=cluster.security.service_account,
+        )
+    )
+    return out
+
+
+def _image(cluster: Cluster) -> list[dict[str, Any]]:
+    lab = names.labels(cluster, "build")
+    b = cluster.image.build
+    return [
+        render_template(
+            "imagestream.yaml.j2", "ImageStream", name=names.IMAGE_STREAM, namespace=cluster.namespace, labels=lab
+        ),
+        render_template(
+            "buildconfig.yaml.j2",
+            "BuildConfig",
+            name=names.BUILD_CONFIG,
+            namespace=cluster.namespace,
+            labels=lab,
+            git_uri=b.git_uri,
+            git_ref=b.git_ref,
+            dockerfile_path=b.dockerfile_path,
+            output_tag=f"{names.IMAGE_STREAM}:latest",
+        ),
+    ]
+
+
+def _pvcs(cluster: Cluster) -> list[dict[str, Any]]:
+    st = cluster.storage
+    lab = names.labels(cluster, "storage")
+    if st.mode == "rwx":
+        claims = [
+            (names.WORKSPACE_PVC, "ReadWriteMany", st.class_rwx, st.workspace_size),
+            (names.DATASETS_PVC, "ReadWriteMany", st.class_rwx, st.datasets_size),
+        ]
+    else:
+        # workers get theirs from volumeClaimTemplates; the dev Pod needs its own
+        claims = [(names.DEV_WORKSPACE_PVC, "ReadWriteOnce", st.class_rwo, st.workspace_size)]
+    return [
+        render_template(
+            "persistentvolumeclaim.yaml.j2",
+            "PersistentVolumeClaim",
+            name=name,
+            namespace=cluster.namespace,
+            labels=lab,
+            access_mode=mode,
+            storage_class=sc,
+            size=size,
+        )
+        for name, mode, sc, size in claims
+    ]
+
+
+def _services(cluster: Cluster) -> list[dict[str, Any]]:
+    out = [
+        render_template(
+            "service-headless.yaml.j2",
+            "Service",
+            name=names.HEADLESS_SERVICE,
+            namespace=cluster.namespace,
+            labels=names.labels(cluster, "worker"),
+            selector=names.selector_labels(cluster, "worker"),
+            ssh_port=cluster.ssh_port,
+            master_port=cluster.master_port,
+        )
+    ]
+    for tool in enabled_dev_tools(cluster):
+        suffix, port_name, port, _ = DEV_TOOLS[tool]
+        annotations: dict[str, str] = {}
+        if tool == "tensorboard":
+            # the service CA issues oauth-proxy's serving certificate into this Secret
+            annotations["service.beta.openshift.io/serving-cert-secret-name"] = TENSORBOARD_TLS_SECRET
+        out.append(
+            render_template(
+                "service-devtool.yaml.j2",
+                "Service",
+                name=f"ml-dev-env-{suffix}",
+                namespace=cluster.namespace,
+                labels=names.labels(cluster, "dev"),
+                annotations=annotations,
+                selector=names.selector_labels(cluster, "dev"),
+                port_name=port_name,
+                port=port,
+            )
+        )
+    return out
+
+
+def _routes(cluster: Cluster) -> list[dict[str, Any]]:
+    out = []
+    for tool in enabled_dev_tools(cluster):
+        suffix, port_name, _, termination = DEV_TOOLS[tool]
+        out.append(
+            render_template(
+                "route.yaml.j2",
+                "Route",
+                name=f"ml-dev-env-{suffix}",
+                namespace=cluster.namespace,
+                labels=names.labels(cluster, "dev"),
+                service=f"ml-dev-env-{suffix}",
+                port_name=port_name,
+                termination=termination,
+            )
+        )
+    return out
+
+
+def render_cluster(cluster: Cluster, mode: Mode, nodes: int | None = None) -> list[dict[str, Any]]:
+    """Every manifest for ``cluster`` in ``mode`` with ``nodes`` pods, in apply order.
+
+    The effective mode is ``cluster.effective_mode(mode)`` (rdma on a TCP-only cluster
+    renders TCP; the caller prints ``mlenv.config.mode_warnings``). Raises InputError
+    for a node count that cannot be scheduled. Pure: same input, same output.
+    """
+    n = resolve_nodes(cluster, nodes)
+    eff = cluster.effective_mode(mode)
+    manifests: list[dict[str, Any]] = [_service_account(cluster)]
+    if eff == "rdma":
+        manifests += _rdma_security(cluster)
+    manifests += _image(cluster)
+    manifests += _pvcs(cluster)
+    manifests += _services(cluster)
+    manifests.append(statefulset(cluster, mode, n))
+    manifests.append(dev_pod(cluster, mode))
+    manifests += _routes(cluster)
+    order = {k: i for i, k in enumerate(KIND_ORDER)}
+    # stable sort keeps the within-kind order above
+    return sorted(manifests, key=lambda m: order[m["kind"]])

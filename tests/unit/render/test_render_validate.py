@@ -1,0 +1,106 @@
+"""Manifest validation: Kubernetes OpenAPI (kubernetes-validate, strict) and our OpenShift schemas."""
+
+from __future__ import annotations
+
+import copy
+import json
+from importlib import resources
+
+import pytest
+from render_fixtures import rdma_cluster, tcp_cluster
+
+from mlenv.config.model import DevTools, Security
+from mlenv.errors import InputError
+from mlenv.render.plan import render_cluster
+from mlenv.render.validate import OPENSHIFT_SCHEMAS, manifest_errors, validate_manifests
+
+VARIANTS = [
+    (rdma_cluster(), "rdma"),
+    (rdma_cluster(security=Security(requires_privileged_scc=True)), "rdma"),
+    (rdma_cluster(dev_tools=DevTools(vscode=True, jupyter=True, tensorboard=True)), "rdma"),
+    (rdma_cluster(), "tcp"),
+    (tcp_cluster(), "tcp"),
+]
+
+
+@pytest.mark.parametrize("cluster,mode", VARIANTS)
+def test_rendered_manifests_are_valid(cluster, mode):
+    ms = render_cluster(cluster, mode)
+    validate_manifests(ms)
+    assert all(manifest_errors(m) == [] for m in ms)
+
+
+def _find(ms, kind):
+    return copy.deepcopy(next(m for m in ms if m["kind"] == kind))
+
+
+def test_unknown_field_in_a_kubernetes_kind_is_named():
+    sts = _find(render_cluster(rdma_cluster(), "rdma"), "StatefulSet")
+    sts["spec"]["template"]["spec"]["containers"][0]["comand"] = ["x"]
+    errs = manifest_errors(sts)
+    assert len(errs) == 1
+    assert errs[0].startswith("StatefulSet/ml-dev-env: spec.template.spec.containers[0]: ")
+    assert "comand" in errs[0]
+
+
+def test_wrong_type_is_named_with_its_path():
+    sts = _find(render_cluster(rdma_cluster(), "rdma"), "StatefulSet")
+    sts["spec"]["replicas"] = "two"
+    errs = manifest_errors(sts)
+    assert errs and errs[0].startswith("StatefulSet/ml-dev-env: spec.replicas: ")
+
+
+@pytest.mark.parametrize(
+    "kind,mutate,path",
+    [
+        ("SecurityContextConstraints", lambda m: m.update(allowHostNetwork="yes"), "allowHostNetwork"),
+        ("SecurityContextConstraints", lambda m: m.pop("volumes"), "(root)"),
+        ("SecurityContextConstraints", lambda m: m.update(spec={}), "(root)"),
+        ("SecurityContextConstraints", lambda m: m["runAsUser"].update(type="Sometimes"), "runAsUser.type"),
+        ("Route", lambda m: m["spec"]["tls"].update(termination="plain"), "spec.tls.termination"),
+        ("Route", lambda m: m["spec"].pop("to"), "spec"),
+        ("Route", lambda m: m["spec"]["tls"].update(insecureEdgeTerminationPolicy="Maybe"),
+         "spec.tls.insecureEdgeTerminationPolicy"),
+        ("ImageStream", lambda m: m["spec"].update(lookup=True), "spec"),
+        ("BuildConfig", lambda m: m["spec"]["strategy"].update(type="Podman"), "spec.strategy.type"),
+        ("BuildConfig", lambda m: m["spec"]["source"]["git"].pop("uri"), "spec.source.git"),
+    ],
+)
+def test_openshift_schemas_are_strict(kind, mutate, path):
+    c = rdma_cluster(dev_tools=DevTools(vscode=True))
+    m = _find(render_cluster(c, "rdma"), kind)
+    mutate(m)
+    errs = manifest_errors(m)
+    assert errs, f"{kind} mutation not caught"
+    assert any(e.split(": ")[1] == path for e in errs), errs
+
+
+def test_all_errors_reported_at_once_as_input_error():
+    ms = copy.deepcopy(render_cluster(tcp_cluster(), "tcp"))
+    for m in ms:
+        if m["kind"] == "StatefulSet":
+            m["spec"]["replicas"] = -1.5
+        if m["kind"] == "Route":
+            m["spec"]["tls"]["termination"] = "none"
+    with pytest.raises(InputError) as e:
+        validate_manifests(ms, "clusters/tcp-lab.yaml (mode tcp)")
+    msg = str(e.value)
+    assert "clusters/tcp-lab.yaml (mode tcp)" in msg
+    assert "StatefulSet/ml-dev-env: spec.replicas" in msg
+    assert msg.count("Route/") == 3  # every Route, not just the first
+    assert e.value.exit_code == 2
+
+
+def test_unknown_kind_has_no_schema():
+    errs = manifest_errors({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})
+    assert errs == ["Widget/w: no schema for apiVersion 'example.com/v1' kind 'Widget'"]
+
+
+@pytest.mark.parametrize("fname", sorted(OPENSHIFT_SCHEMAS.values()))
+def test_openshift_schema_files_are_valid_draft_2020_12(fname):
+    import jsonschema
+
+    schema = json.loads(resources.files("mlenv.render").joinpath("schemas", fname).read_text())
+    jsonschema.Draft202012Validator.check_schema(schema)
+    assert schema["additionalProperties"] is False
+    assert {"apiVersion", "kind", "metadata"} <= set(schema["required"])
