@@ -1,0 +1,67 @@
+"""``mlenv deploy``: validate → render → preflight → ssh Secret → apply → wait."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, cast
+
+import typer
+
+from mlenv.cli._clusterctx import check_mode, load_config
+from mlenv.cli._common import err, guarded
+from mlenv.errors import InputError
+
+
+@guarded
+def deploy(
+    cluster: Annotated[str, typer.Argument(help="Cluster name (clusters/<name>.yaml) or config file.")],
+    mode: Annotated[str, typer.Option("--mode", help="rdma or tcp.")] = "rdma",
+    nodes: Annotated[int | None, typer.Option("--nodes", help="Pod count (default: gpus.default_nodes).")] = None,
+    dry_run: Annotated[str | None, typer.Option("--dry-run", help="client: print the plan; server: server-side dry run.")] = None,
+    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for all pods Ready.")] = 900.0,
+    no_fallback: Annotated[bool, typer.Option("--no-fallback", help="Fail instead of falling back to TCP when RDMA prerequisites miss.")] = False,
+) -> None:
+    """Deploy a cluster config: preflight explains what is missing before anything is applied.
+
+    Exit 0 deployed (or unchanged), 2 invalid config/flags, 3 cluster unreachable,
+    preflight failure or pods not Ready by the deadline (with the reasons).
+    """
+    import yaml
+
+    from mlenv.cluster.deploy import DeployOptions
+    from mlenv.cluster.deploy import deploy as run_deploy
+    from mlenv.config import mode_warnings
+
+    check_mode(mode)
+    if dry_run not in (None, "client", "server"):
+        raise InputError(f"--dry-run must be client or server, got {dry_run!r}")
+    if timeout <= 0:
+        raise InputError(f"--timeout must be positive, got {timeout:g}")
+    cfg = load_config(cluster)
+    m = cast(Literal["rdma", "tcp"], mode)
+    for w in mode_warnings(cfg, m):
+        err(f"warning: {w}")
+    opts = DeployOptions(mode=m, nodes=nodes, timeout=timeout, no_fallback=no_fallback,
+                         dry_run=cast(Literal["client", "server"] | None, dry_run))
+    if dry_run == "client":
+        rep = run_deploy(cfg, opts, None)
+        typer.echo(yaml.safe_dump_all(rep.manifests, sort_keys=False), nl=False)
+        err(f"plan: {len(rep.manifests)} object(s) for {cfg.name} ({rep.mode}, {rep.nodes} "
+            "node(s)); nothing was sent to a cluster (--dry-run client)")
+        return
+    from mlenv.cluster.connect import connect
+
+    with connect() as client:
+        rep = run_deploy(cfg, opts, client, say=typer.echo)
+    if dry_run == "server":
+        typer.echo(f"server dry run ok: {len(rep.applied)} object(s) accepted; nothing changed")
+    elif rep.unchanged:
+        typer.echo(f"unchanged: {cfg.name} is already deployed as configured "
+                   f"({rep.ready}/{rep.nodes} pods Ready, {rep.mode})")
+    else:
+        typer.echo(f"deployed {cfg.name}: {rep.ready}/{rep.nodes} pods Ready ({rep.mode} mode"
+                   + (", fell back from rdma" if rep.fallback_reasons else "") + ")")
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``deploy`` to the app."""
+    app.command("deploy")(deploy)

@@ -1,0 +1,36 @@
+"""``mlenv port-forward``: the enabled dev tools of the dev Pod on localhost."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from mlenv.cli._clusterctx import load_config
+from mlenv.cli._common import guarded
+from mlenv.errors import InputError
+
+
+@guarded
+def port_forward(
+    cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
+) -> None:
+    """Forward each enabled dev tool's port (127.0.0.1 only) from ml-dev-env-dev."""
+    from mlenv.cluster.connect import connect
+    from mlenv.render.workload import DEV_TOOLS, enabled_dev_tools
+
+    cfg = load_config(cluster)
+    tools = enabled_dev_tools(cfg)
+    if not tools:
+        raise InputError(f"cluster {cfg.name} enables no dev_tools (vscode, jupyter, tensorboard)")
+    ports = [(DEV_TOOLS[t][2], DEV_TOOLS[t][2]) for t in tools]
+    for t, (lp, _) in zip(tools, ports, strict=True):
+        typer.echo(f"{t}: https://127.0.0.1:{lp}" if t == "tensorboard" else f"{t}: http://127.0.0.1:{lp}")
+    with connect() as client:
+        rc = client.port_forward("ml-dev-env-dev", cfg.namespace, ports)
+    raise typer.Exit(rc)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``port-forward`` to the app."""
+    app.command("port-forward")(port_forward)

@@ -1,0 +1,30 @@
+"""``mlenv shell``: an interactive shell in a worker pod (pod-0 by default)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from mlenv.cli._clusterctx import load_config, worker_pod
+from mlenv.cli._common import guarded
+
+
+@guarded
+def shell(
+    cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
+    pod: Annotated[int, typer.Option("--pod", help="Pod index.")] = 0,
+) -> None:
+    """Open bash in ml-dev-env-<pod> (then ./launch_deepspeed.sh from /workspace)."""
+    from mlenv.cluster.connect import connect
+
+    cfg = load_config(cluster)
+    name = worker_pod(pod)
+    with connect() as client:
+        rc = client.interactive(name, cfg.namespace, ["bash", "-l"])
+    raise typer.Exit(rc)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``shell`` to the app."""
+    app.command("shell")(shell)

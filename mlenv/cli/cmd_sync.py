@@ -1,0 +1,42 @@
+"""``mlenv sync``: copy workspace/ into every pod, verify checksums; ``--watch`` re-syncs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from mlenv.cli._clusterctx import load_config, workspace_dir
+from mlenv.cli._common import guarded
+from mlenv.errors import InputError
+
+
+@guarded
+def sync(
+    cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
+    watch: Annotated[bool, typer.Option("--watch", help="Re-sync whenever workspace/ changes (Ctrl-C stops).")] = False,
+    interval: Annotated[float, typer.Option("--interval", help="Seconds between change checks with --watch.")] = 1.0,
+    max_rounds: Annotated[int | None, typer.Option("--max-rounds", help="Stop --watch after this many checks.")] = None,
+    local: Annotated[str | None, typer.Option("--dir", help="Local tree (default: workspace/).")] = None,
+) -> None:
+    """rsync workspace/ to every pod in parallel (once in rwx mode), deletions included,
+    then check every pod holds the same tree (sha256). Exit 3 if any pod differs."""
+    from mlenv.cluster import sync as syncmod
+    from mlenv.cluster.connect import connect
+
+    if interval <= 0:
+        raise InputError(f"--interval must be positive, got {interval:g}")
+    cfg = load_config(cluster)
+    src = local or workspace_dir()
+    with connect() as client:
+        if watch:
+            n = syncmod.watch(cfg, client, src, interval=interval, max_rounds=max_rounds,
+                              say=typer.echo)
+            typer.echo(f"watch ended after {n} sync(s)")
+        else:
+            syncmod.sync(cfg, client, src, say=typer.echo)
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``sync`` to the app."""
+    app.command("sync")(sync)

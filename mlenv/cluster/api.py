@@ -1,0 +1,240 @@
+"""The ``Cluster`` interface: every side effect against a live cluster goes through it.
+
+Two implementations: :class:`mlenv.cluster.oc.OcCluster` (openshift-client driving
+``oc``, or ``kubectl`` for the shared verbs) and :class:`mlenv.cluster.fake.FakeCluster`
+(a stateful in-memory fake for tests and benchmarks). Callers receive one injected
+(``cluster: Cluster | None = None``), so nothing is monkeypatched in tests.
+
+Manifests are plain ``dict`` objects exactly as the renderer returns them.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from mlenv.errors import InfraError, InputError
+
+Manifest = dict[str, Any]
+Output = Callable[[str], None]
+ApplyAction = Literal["created", "configured", "unchanged"]
+
+FIELD_MANAGER = "mlenv"
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_COMPONENT = "app.kubernetes.io/component"
+APP_NAME = "ml-dev-env"
+GPU_RESOURCE = "nvidia.com/gpu"
+
+
+def instance_selector(cluster_name: str) -> dict[str, str]:
+    """The labels that select one deployment and nothing else (docs/contracts.md)."""
+    return {LABEL_NAME: APP_NAME, LABEL_INSTANCE: cluster_name}
+
+
+class ApiError(InfraError):
+    """The API server answered with an error status (``code`` is the HTTP status)."""
+
+    code = 500
+
+    def __init__(self, message: str, *, kind: str = "", name: str = "") -> None:
+        self.kind = kind
+        self.name = name
+        super().__init__(message)
+
+
+class NotFound(ApiError):
+    """404: the object (or namespace) does not exist."""
+
+    code = 404
+
+
+class Forbidden(ApiError):
+    """403: the logged-in user may not do this."""
+
+    code = 403
+
+
+class Conflict(ApiError):
+    """409: server-side apply conflict with another field manager."""
+
+    code = 409
+
+    def __init__(self, message: str, *, kind: str = "", name: str = "",
+                 fields: Sequence[tuple[str, str]] = ()) -> None:
+        self.fields = list(fields)  # (field path, owning manager)
+        super().__init__(message, kind=kind, name=name)
+
+
+class Invalid(ApiError, InputError):
+    """422: the object is invalid, e.g. a change to an immutable StatefulSet field."""
+
+    code = 422
+    exit_code = InputError.exit_code
+
+
+class Unreachable(InfraError):
+    """The API server could not be reached (DNS, TCP, TLS, not logged in)."""
+
+
+class KubeconfigError(InputError):
+    """The kubeconfig file named by ``KUBECONFIG`` is missing or unreadable."""
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """Like :class:`subprocess.CompletedProcess`: what an exec in a pod returned."""
+
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str = ""
+    stderr: str = ""
+
+
+class ExecFailed(InfraError):
+    """An exec with ``check=True`` returned non-zero."""
+
+    def __init__(self, pod: str, result: ExecResult) -> None:
+        self.result = result
+        tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
+        super().__init__(f"exec in pod {pod} failed (exit {result.returncode}): "
+                         f"{' '.join(result.args[:3])}…: {tail[0]}")
+
+
+@dataclass(frozen=True)
+class ApplyResult:
+    """One object after server-side apply."""
+
+    kind: str
+    name: str
+    action: ApplyAction
+
+
+@dataclass(frozen=True)
+class Event:
+    """One Kubernetes event about an object (``reason`` like FailedScheduling)."""
+
+    kind: str
+    name: str
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+    count: int = 1
+
+
+@dataclass
+class PodView:
+    """The fields of a pod that status, wait and sync read."""
+
+    name: str
+    phase: str
+    ready: bool
+    restarts: int
+    node: str
+    labels: dict[str, str] = field(default_factory=dict)
+    waiting_reason: str = ""
+
+    @staticmethod
+    def of(pod: Manifest) -> PodView:
+        """Read a pod object as returned by ``get``/``list``."""
+        status = pod.get("status") or {}
+        conds = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
+        cstat = status.get("containerStatuses") or []
+        waiting = ""
+        for cs in cstat:
+            w = (cs.get("state") or {}).get("waiting")
+            if w:
+                waiting = str(w.get("reason", ""))
+        return PodView(
+            name=pod["metadata"]["name"],
+            phase=str(status.get("phase", "Pending")),
+            ready=conds.get("Ready") == "True",
+            restarts=sum(int(cs.get("restartCount", 0)) for cs in cstat),
+            node=str((pod.get("spec") or {}).get("nodeName", "")),
+            labels=dict(pod["metadata"].get("labels") or {}),
+            waiting_reason=waiting,
+        )
+
+
+class Cluster(Protocol):
+    """What mlenv needs from a cluster. Namespaced calls take the namespace explicitly."""
+
+    description: str  # e.g. "oc (openshift-client)", "kubectl (oc not found)", "fake"
+
+    def server(self) -> str:
+        """The API server URL the client is logged in to; raises Unreachable if none."""
+        ...
+
+    def whoami(self) -> str:
+        """The logged-in user; raises Unreachable when not logged in."""
+        ...
+
+    def can_i(self, verb: str, resource: str, namespace: str | None = None) -> bool:
+        """``auth can-i``: may the logged-in user do ``verb`` on ``resource``?"""
+        ...
+
+    def apply(self, manifest: Manifest, namespace: str | None, *,
+              field_manager: str = FIELD_MANAGER, force_conflicts: bool = False,
+              dry_run: bool = False) -> ApplyResult:
+        """Server-side apply one object; raises Conflict (409) or Invalid (422)."""
+        ...
+
+    def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:
+        """One object, or None when it does not exist."""
+        ...
+
+    def list(self, kind: str, namespace: str | None,
+             selector: dict[str, str] | None = None) -> list[Manifest]:
+        """Objects of a kind, filtered by an equality label selector."""
+        ...
+
+    def delete(self, kind: str, name: str, namespace: str | None, *,
+               cascade: Literal["background", "foreground", "orphan"] = "background") -> bool:
+        """Delete one object; False when it did not exist."""
+        ...
+
+    def events(self, namespace: str, kind: str | None = None,
+               name: str | None = None) -> builtins.list[Event]:
+        """Events in a namespace, optionally only those about one object."""
+        ...
+
+    def exec(self, pod: str, namespace: str, argv: Sequence[str], *,
+             stdin: str | None = None, check: bool = True) -> ExecResult:
+        """Run an argument list in a pod; raises ExecFailed when check and non-zero."""
+        ...
+
+    def exec_stream(self, pod: str, namespace: str, argv: Sequence[str], out: Output) -> int:
+        """Run an argument list in a pod, passing output lines to ``out``; returns the exit code."""
+        ...
+
+    def rsync(self, local_dir: str, pod: str, namespace: str, remote_dir: str, *,
+              delete: bool = True, exclude: Sequence[str] = ()) -> None:
+        """Copy the contents of ``local_dir`` to ``remote_dir`` in the pod."""
+        ...
+
+    def logs(self, pod: str, namespace: str, *, follow: bool = False,
+             out: Output | None = None) -> str:
+        """A pod's log (streamed to ``out`` when following)."""
+        ...
+
+    def interactive(self, pod: str, namespace: str, argv: Sequence[str]) -> int:
+        """Run a command with the user's terminal attached (shell); returns the exit code."""
+        ...
+
+    def port_forward(self, pod: str, namespace: str, ports: Sequence[tuple[int, int]]) -> int:
+        """Forward local→pod ports until interrupted; returns the exit code."""
+        ...
+
+    def start_build(self, name: str, namespace: str, out: Output) -> int:
+        """Start a BuildConfig and follow its log; returns the exit code."""
+        ...
+
+    def monotonic(self) -> float:
+        """The clock deadlines are measured against."""
+        ...
+
+    def pause(self, seconds: float) -> None:
+        """Wait between polls (the fake runs its controllers instead of sleeping)."""
+        ...

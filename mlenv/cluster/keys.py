@@ -1,0 +1,91 @@
+"""Per-deployment ssh keys for the DeepSpeed launcher, kept in Secret ``ml-dev-env-ssh``.
+
+The key pair (launcher → pods) and the sshd host key are generated with ``ssh-keygen``
+in a private temporary directory that is removed at once: they exist only in memory and
+in the Secret, never in the repo or the image. ``ensure_ssh_secret`` creates the Secret
+once and keeps it across re-deploys, so pods keep trusting each other after a rollout.
+"""
+
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from mlenv.cluster.api import FIELD_MANAGER, Cluster, Manifest
+from mlenv.errors import InfraError
+
+SECRET_NAME = "ml-dev-env-ssh"
+KEY_FILES = ("id_ed25519", "id_ed25519.pub", "ssh_host_ed25519_key", "ssh_host_ed25519_key.pub")
+
+
+def generate_keys(comment: str) -> dict[str, bytes]:
+    """A fresh ed25519 client key pair and host key pair, as Secret file name → bytes."""
+    exe = shutil.which("ssh-keygen")
+    if exe is None:
+        raise InfraError("ssh-keygen not found: install openssh-client to deploy "
+                         "(it generates the per-deployment launcher keys)")
+    with tempfile.TemporaryDirectory(prefix="mlenv-keys-") as tmp:
+        out: dict[str, bytes] = {}
+        for stem in ("id_ed25519", "ssh_host_ed25519_key"):
+            path = Path(tmp) / stem
+            proc = subprocess.run([exe, "-q", "-t", "ed25519", "-N", "", "-C", comment,
+                                   "-f", str(path)], capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise InfraError(f"ssh-keygen failed: {proc.stderr.strip()}")
+            out[stem] = path.read_bytes()
+            out[f"{stem}.pub"] = path.with_suffix(".pub").read_bytes()
+    return out
+
+
+def secret_manifest(namespace: str, labels: dict[str, str], files: dict[str, bytes]) -> Manifest:
+    """The Secret object holding the four key files."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": SECRET_NAME, "namespace": namespace, "labels": dict(labels)},
+        "type": "Opaque",
+        "data": {k: base64.b64encode(files[k]).decode() for k in KEY_FILES},
+    }
+
+
+def ensure_ssh_secret(client: Cluster, namespace: str, labels: dict[str, str], comment: str,
+                      *, dry_run: bool = False) -> str:
+    """Create the Secret unless it exists; returns "created", "kept" or "would create"."""
+    live = client.get("Secret", SECRET_NAME, namespace)
+    if live is not None:
+        missing = [k for k in KEY_FILES if k not in (live.get("data") or {})]
+        if not missing:
+            return "kept"
+    files = generate_keys(comment)
+    client.apply(secret_manifest(namespace, labels, files), namespace,
+                 field_manager=FIELD_MANAGER, dry_run=dry_run, force_conflicts=True)
+    return "would create" if dry_run else "created"
+
+
+DEVTOOLS_SECRET = "ml-dev-env-devtools"
+DEVTOOLS_KEYS = ("code-server-password", "jupyter-token", "oauth-cookie-secret")
+
+
+def ensure_devtools_secret(client: Cluster, namespace: str, labels: dict[str, str], *,
+                           dry_run: bool = False) -> str:
+    """Create the dev-tools credentials Secret once (code-server password, Jupyter token,
+    oauth-proxy cookie secret); returns "created", "kept" or "would create"."""
+    import secrets
+
+    live = client.get("Secret", DEVTOOLS_SECRET, namespace)
+    if live is not None and all(k in (live.get("data") or {}) for k in DEVTOOLS_KEYS):
+        return "kept"
+    # oauth-proxy wants a 16/24/32-byte cookie secret: 32 hex characters
+    values = {"code-server-password": secrets.token_urlsafe(24),
+              "jupyter-token": secrets.token_urlsafe(24),
+              "oauth-cookie-secret": secrets.token_hex(16)}
+    client.apply({"apiVersion": "v1", "kind": "Secret",
+                  "metadata": {"name": DEVTOOLS_SECRET, "namespace": namespace,
+                               "labels": dict(labels)},
+                  "type": "Opaque",
+                  "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}},
+                 namespace, field_manager=FIELD_MANAGER, dry_run=dry_run, force_conflicts=True)
+    return "would create" if dry_run else "created"
