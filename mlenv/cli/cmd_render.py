@@ -61,7 +61,8 @@ def render(
         return
     for d, files in planned:
         write_tree(files, d)
-        typer.echo(f"wrote {len(files)} files to {d}")
+        shown = d.relative_to(root) if d.is_relative_to(root) else d
+        typer.echo(f"wrote {len(files)} files to {shown}/")
 
 
 def register(app: typer.Typer) -> None:

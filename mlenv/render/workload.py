@@ -36,6 +36,11 @@ def enabled_dev_tools(cluster: Cluster) -> list[str]:
     return [t for t in DEV_TOOLS if getattr(cluster.dev_tools, t)]
 
 
+def cpu_only(cluster: Cluster) -> bool:
+    """``gpus.type: cpu``: per_node counts CPU ranks, so no ``nvidia.com/gpu`` is requested."""
+    return cluster.gpus.type.lower() == "cpu"
+
+
 def text_annotations(cluster: Cluster) -> dict[str, str]:
     """Free-text config fields as annotations (empty ones left out)."""
     out: dict[str, str] = {}
@@ -80,7 +85,7 @@ def _resources(cluster: Cluster, eff: Mode) -> dict[str, Any]:
         limits["memory"] = lm.memory
     # extended resources must appear in limits, and requests must equal limits
     extended: dict[str, Any] = {}
-    if cluster.gpus.per_node > 0:
+    if cluster.gpus.per_node > 0 and not cpu_only(cluster):
         extended[GPU_RESOURCE] = cluster.gpus.per_node
     if eff == "rdma":
         for res in cluster.rdma.resources:

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 from render_fixtures import by_kind, env_of, one, rdma_cluster, tcp_cluster
 
-from mlenv.config.model import DevTools, Rdma, Security, Storage
+from mlenv.config.model import DevTools, Gpus, Rdma, Security, Storage
 from mlenv.errors import InputError
 from mlenv.render import names
 from mlenv.render.plan import render_cluster
@@ -311,3 +311,10 @@ def test_apply_order():
 def test_render_is_pure_and_deterministic():
     c = rdma_cluster(rdma=Rdma(enabled=True, auto_devices=True, networks=("n",)))
     assert render_cluster(c, "rdma") == render_cluster(c, "rdma")
+
+
+def test_cpu_type_requests_no_gpu():
+    c = tcp_cluster(gpus=Gpus(per_node=2, type="cpu", default_nodes=2))
+    w = _worker(render_cluster(c, "tcp"))
+    assert "nvidia.com/gpu" not in w["resources"].get("limits", {})
+    assert env_of(w)["MLENV_GPUS_PER_NODE"] == "2"  # CPU ranks per pod

@@ -1,0 +1,130 @@
+"""`mlenv render` through the Typer app, on a copy of the example clusters."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from mlenv.cli.app import app
+from mlenv.config import load_all
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A repo-like root holding copies of the example cluster files."""
+    (tmp_path / "clusters").mkdir()
+    for f in sorted((REPO / "clusters").glob("*.yaml")):
+        shutil.copy(f, tmp_path / "clusters" / f.name)
+    if not any((tmp_path / "clusters").iterdir()):
+        pytest.skip("no example clusters/*.yaml in the repository yet")
+    return tmp_path
+
+
+def _run(root: Path, *args: str):
+    return CliRunner().invoke(app, ["render", *args], env={"MLENV_ROOT": str(root)})
+
+
+def _any_cluster(root: Path, rdma: bool | None = None) -> str:
+    for c in load_all(root):
+        if rdma is None or c.rdma.enabled == rdma:
+            return c.name
+    pytest.skip("no example cluster of that kind")
+
+
+def test_render_one_cluster_both_modes(root):
+    name = _any_cluster(root)
+    res = _run(root, name)
+    assert res.exit_code == 0, res.output
+    for mode in ("rdma", "tcp"):
+        d = root / "k8s" / name / mode
+        assert f"to k8s/{name}/{mode}/" in res.stdout
+        kust = yaml.safe_load((d / "kustomization.yaml").read_text())
+        assert kust["resources"] and all((d / f).is_file() for f in kust["resources"])
+
+
+def test_render_one_mode_and_nodes(root):
+    name = _any_cluster(root, rdma=False)
+    res = _run(root, name, "--mode", "tcp", "--nodes", "1")
+    assert res.exit_code == 0, res.output
+    assert not (root / "k8s" / name / "rdma").exists()
+    sts = yaml.safe_load((root / "k8s" / name / "tcp" / "statefulset.yaml").read_text())
+    assert sts["spec"]["replicas"] == 1
+
+
+def test_rdma_on_tcp_cluster_warns_and_renders_tcp(root):
+    name = _any_cluster(root, rdma=False)
+    res = _run(root, name, "--mode", "rdma")
+    assert res.exit_code == 0, res.output
+    assert "warning:" in res.stderr and "rdma" in res.stderr.lower()
+    sts = yaml.safe_load((root / "k8s" / name / "rdma" / "statefulset.yaml").read_text())
+    env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["MLENV_NETWORK_MODE"] == "tcp"
+
+
+def test_out_dir(root, tmp_path):
+    name = _any_cluster(root)
+    out = tmp_path / "elsewhere"
+    res = _run(root, name, "--mode", "tcp", "--out", str(out))
+    assert res.exit_code == 0, res.output
+    assert (out / name / "tcp" / "statefulset.yaml").is_file()
+    assert not (root / "k8s").exists()
+
+
+def test_all_then_check_then_stale(root):
+    res = _run(root, "--all")
+    assert res.exit_code == 0, res.output
+    names = [c.name for c in load_all(root)]
+    assert res.stdout.count("wrote ") == 2 * len(names)
+    res = _run(root, "--all", "--check")
+    assert res.exit_code == 0, res.output
+    assert "up to date" in res.stdout
+
+    target = root / "k8s" / names[0] / "tcp" / "statefulset.yaml"
+    target.write_text(target.read_text().replace("replicas:", "replicas: 99 #"))
+    extra = root / "k8s" / names[-1] / "rdma" / "configmap.yaml"
+    extra.write_text("# stray\n")
+    before = target.read_bytes()
+    res = _run(root, "--all", "--check")
+    assert res.exit_code == 1
+    assert f"stale: {target} (differs)" in res.stderr
+    assert f"stale: {extra} (extra)" in res.stderr
+    assert "mlenv render --all" in res.stderr
+    assert target.read_bytes() == before, "--check never writes"
+
+
+@pytest.mark.parametrize(
+    "args,expect",
+    [
+        (["--mode", "infiniband", "X"], "--mode must be one of rdma, tcp"),
+        ([], "exactly one of CLUSTER or --all"),
+        (["--all", "X"], "exactly one of CLUSTER or --all"),
+        (["--all", "--nodes", "2"], "--nodes applies to one cluster"),
+        (["no-such-cluster"], "no-such-cluster"),
+        (["X", "--nodes", "0"], "--nodes must be at least 1"),
+    ],
+)
+def test_bad_flags_exit_2_without_traceback(root, args, expect):
+    args = [_any_cluster(root) if a == "X" else a for a in args]
+    res = _run(root, *args)
+    assert res.exit_code == 2, res.output
+    assert expect in res.stderr
+    assert "Traceback" not in res.output
+    assert not (root / "k8s").exists(), "nothing is written on bad input"
+
+
+def test_invalid_config_exit_2_with_location(root):
+    bad = root / "clusters" / "broken.yaml"
+    bad.write_text("cluster:\n  name: broken\n  namespace: ns\ngpus:\n  per_nodes: 4\n")
+    res = _run(root, "broken")
+    assert res.exit_code == 2
+    assert "broken.yaml:5:" in res.stderr
+    assert "Traceback" not in res.output
+    res = _run(root, "--all")
+    assert res.exit_code == 2
+    assert not (root / "k8s").exists(), "one bad file stops --all before anything is written"
