@@ -199,7 +199,7 @@ class _Rules:
         for key, lo, hi in (("gid_index", 0, 255), ("gdr_level", 0, 5)):
             v = rdma.get(key)
             if isinstance(v, str) and v.isdigit() and not lo <= int(v) <= hi:
-                self.err((*base, key), f"expected an integer from {lo} to {hi}, got {v!r}")
+                self.err((*base, key), f"expected an integer from {lo} to {hi}, got string {v!r}")
         nets = rdma.get("networks")
         if isinstance(nets, list):
             for i, n in enumerate(nets):
@@ -279,7 +279,7 @@ def _quantity_hint(value: str) -> str:
     if m:
         return f"did you mean '{m.group(1)}{m.group(2).upper()}i'?"
     m = re.match(r"^\s*([0-9.]+)\s+(\S+)\s*$", value)
-    if m:
+    if m and parse_quantity(m.group(1) + m.group(2)) is not None:
         return f"did you mean '{m.group(1)}{m.group(2)}'? (no space)"
     return ""
 

@@ -93,6 +93,9 @@ def _sub_schema(path: JsonPath) -> dict[str, Any] | None:
 
 
 def _close(word: str, choices: list[str]) -> str:
+    for c in choices:  # `warn` for `WARN`: the schema is case-sensitive, people are not
+        if c.lower() == word.lower():
+            return f"did you mean '{c}'?"
     match = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return f"did you mean '{match[0]}'?" if match else ""
 
@@ -101,6 +104,10 @@ def schema_diagnostics(parsed: Parsed, file: str) -> list[Diagnostic]:
     """Every schema violation of ``parsed.data``, located and worded for humans."""
     out: list[Diagnostic] = []
     for error in _validator().iter_errors(parsed.data):
+        path = tuple(error.absolute_path)
+        # A value YAML could not construct was reported already; its stand-in None is not news.
+        if any(path[: len(u)] == u for u in parsed.unreadable):
+            continue
         out.extend(_translate(error, parsed, file))
     # jsonschema's order follows the schema; humans read files top to bottom.
     out.sort(key=lambda d: (d.line, d.col, d.path, d.message))
@@ -162,6 +169,7 @@ def _translate(error: Any, parsed: Parsed, file: str) -> list[Diagnostic]:
         seen: set[str] = set()
         for i, item in enumerate(value):
             if repr(item) in seen:
-                return [diag((*path, i), f"{describe(item)} is listed twice")]
+                shown = repr(item) if isinstance(item, str) else describe(item)
+                return [diag((*path, i), f"{shown} is listed twice")]
             seen.add(repr(item))
     return [diag(path, str(error.message))]

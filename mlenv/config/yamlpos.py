@@ -42,6 +42,8 @@ class Parsed:
     value_pos: dict[JsonPath, Pos] = field(default_factory=dict)
     key_pos: dict[JsonPath, Pos] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    # paths whose value could not be constructed (reported; stood in for by None)
+    unreadable: list[JsonPath] = field(default_factory=list)
 
     def pos(self, path: JsonPath, *, key: bool = False) -> Pos:
         """Best position for ``path``: its key (if asked and known), its value, else the nearest parent."""
@@ -108,6 +110,7 @@ class _Builder:
             return self.constructor.construct_object(node, deep=True)
         except yaml.YAMLError as e:
             self._diag(node, path, f"cannot read this value: {getattr(e, 'problem', None) or e}")
+            self.out.unreadable.append(path)
             return None
 
     def _pairs(self, node: yaml.MappingNode) -> list[tuple[yaml.Node, yaml.Node]]:
@@ -195,10 +198,17 @@ def parse(raw: bytes, file: str) -> Parsed:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
-        problem = e.problem or e.context or "invalid YAML"
+        problem = ", ".join(p for p in (e.context, e.problem) if p) or "invalid YAML"
+        hint = ""
+        if e.context_mark is not None and mark is not None and e.context_mark.line != mark.line:
+            hint = f"the construct started at line {e.context_mark.line + 1}"
+        if "'\\t'" in problem:
+            hint = "indent with spaces: YAML does not allow tabs"
+        elif "another document" in problem:
+            hint = "a cluster config is one document: remove the '---' separator"
         if mark is None:
             return fail(f"not valid YAML: {problem}")
-        return fail(f"not valid YAML: {problem}", mark.line + 1, mark.column + 1)
+        return fail(f"not valid YAML: {problem}", mark.line + 1, mark.column + 1, hint)
     except yaml.YAMLError as e:
         return fail(f"not valid YAML: {e}")
     if node is None:

@@ -1,0 +1,96 @@
+"""Generate ``docs/config-reference.md`` from the JSON Schema: ``python -m mlenv.config.docs``.
+
+The schema is the single source of key names, types, defaults and descriptions; a
+unit test fails when the committed page differs from this output.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from mlenv.config.schema import schema
+
+HEADER = """\
+# Cluster config reference
+
+<!-- Generated from mlenv/config/cluster.schema.json by `python -m mlenv.config.docs`;
+     do not edit by hand. -->
+
+One YAML file per cluster under `clusters/`, validated by `mlenv validate` against
+[`clusters/cluster.schema.json`](../clusters/cluster.schema.json) (JSON Schema draft
+2020-12; unknown keys are errors) plus the semantic rules listed at the end. Start
+each file with `# yaml-language-server: $schema=./cluster.schema.json` for editor
+completion. Lists of names (`devices`, `interfaces`, `interface_exclude`) may be
+written as a YAML list or a comma-separated string (`mlx5_6,mlx5_7`).
+"""
+
+RULES = """\
+## Rules beyond the schema
+
+- `cluster.name` and `cluster.namespace` are DNS-1123 labels (at most 63 characters);
+  `security.service_account` and every `nodes.gpu_nodes` entry are DNS-1123 subdomains;
+  `network.rdma.networks` entries are `name` or `namespace/name`.
+- Sizes (`storage.*_size`, `shm_size`) and `resources` are Kubernetes quantities
+  (`100Gi`, `512Mi`, `8`, `500m`); sizes are above zero; a request is not above its limit.
+- With `network.rdma.enabled: true`: `devices` is listed or `auto`, and unless `auto`
+  there are as many `interfaces` as `devices`; no device or interface twice;
+  interface names have at most 15 characters.
+- `gpus.default_nodes` is at most the number of `nodes.gpu_nodes` when those are listed.
+- `nccl.env` may not set variables that other keys control (NCCL_IB_HCA, NCCL_DEBUG, …).
+- `ssh_port` and `master_port` differ.
+- Deploying with MODE=rdma on a cluster with `network.rdma.enabled: false` falls back to
+  TCP with a warning.
+"""
+
+
+def _type(node: dict[str, Any]) -> str:
+    t = node.get("type", "")
+    names = [t] if isinstance(t, str) else list(t)
+    words = {"object": "mapping", "array": "list", "null": "null"}
+    out = " \\| ".join(words.get(n, n) for n in names)
+    if "enum" in node:
+        out += ": " + " \\| ".join(f"`{v}`" for v in node["enum"])
+    return out
+
+
+def _default(node: dict[str, Any]) -> str:
+    if "default" not in node:
+        return "required"
+    d = node["default"]
+    if isinstance(d, dict) and node.get("properties"):
+        return "—"  # a section: its keys carry the defaults
+    return f"`{json.dumps(d)}`"
+
+
+def _rows(node: dict[str, Any], prefix: str, out: list[str]) -> None:
+    for key, sub in node.get("properties", {}).items():
+        path = f"{prefix}.{key}" if prefix else key
+        desc = str(sub.get("description", "")).replace("|", "\\|").replace("\n", " ")
+        out.append(f"| `{path}` | {_type(sub)} | {_default(sub)} | {desc} |")
+        if sub.get("properties"):
+            _rows(sub, path, out)
+
+
+def render() -> str:
+    """The Markdown reference page for the current schema."""
+    s = schema()
+    lines = [HEADER, f"{s.get('description', '')}\n", "## Keys\n"]
+    lines.append("| key | type | default | description |")
+    lines.append("|---|---|---|---|")
+    rows: list[str] = []
+    _rows(s, "", rows)
+    lines.extend(rows)
+    lines.append("")
+    lines.append(RULES)
+    return "\n".join(lines)
+
+
+def main() -> None:
+    """Print the page on stdout."""
+    sys.stdout.write(render())
+
+
+if __name__ == "__main__":
+    main()
