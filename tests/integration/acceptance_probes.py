@@ -1,0 +1,39 @@
+"""A test-only check for the framework's fault tests, loaded via MLENV_ACCEPTANCE_PLUGINS.
+
+``probe.allreduce`` does a real all_reduce (so a missing peer blocks it, as a real
+collective would), then times a little local work and reports it as ``probe_ms``,
+stretched by ``MLENV_FAULT=slow``'s factor.
+"""
+
+from __future__ import annotations
+
+import time
+
+from mlenv.acceptance import faults
+from mlenv.acceptance.base import Check, RunContext, register
+from mlenv.acceptance.result import CheckResult, Status
+
+
+@register
+class ProbeAllReduce(Check):
+    """all_reduce of ones; the sum must equal the world size."""
+
+    name = "probe.allreduce"
+
+    def run(self, ctx: RunContext) -> list[CheckResult]:
+        import torch
+        import torch.distributed as dist
+
+        x = torch.ones(1024)
+        dist.all_reduce(x)  # untimed: the first collective's wait for peers is not this rank's speed
+        ok = bool((x == ctx.world_size).all())
+        a = torch.ones(128, 128)
+        t0 = time.perf_counter()
+        for _ in range(20):
+            a = (a @ a) / 128.0
+        dt = time.perf_counter() - t0
+        slow = faults.active("slow", rank=ctx.rank, node_rank=ctx.node_rank, check=self.name)
+        if slow:
+            dt *= float(slow.get("factor", "4"))
+        return [CheckResult(name=self.name, status=Status.PASS if ok else Status.FAIL, scope="rank",
+                            metrics={"probe_ms": 1000 * dt})]

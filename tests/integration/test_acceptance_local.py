@@ -1,0 +1,60 @@
+"""The local suite end to end: `mlenv acceptance --local` through the DeepSpeed launcher."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+ROOT = Path(__file__).resolve().parents[2]
+MLENV = [sys.executable, "-m", "mlenv"]
+
+
+def run_local(tmp_path: Path, *args: str, fault: str = "", timeout: float = 240,
+              extra_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """Run `mlenv acceptance --local --nproc 2` with small sizes; returns (process, report dir)."""
+    opts = tmp_path / "options.yaml"
+    opts.write_text(
+        "compute: {n: 256, iters: 3, warmup: 1}\n"
+        "memory: {bytes: 4194304, iters: 3}\n"
+        "collectives: {min_bytes: 1024, max_bytes: 65536, factor: 8, iters: 3, warmup: 1}\n"
+        "training: {model: resnet18, steps: 6, batch_size: 4}\n")
+    report = tmp_path / "report"
+    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'tests' / 'integration'}{os.pathsep}{ROOT}",
+               TORCH_EXTENSIONS_DIR=os.environ.get("TORCH_EXTENSIONS_DIR",
+                                                   str(Path.home() / ".cache/mlenv/torch_extensions")),
+               DS_ACCELERATOR="cpu", MLENV_FAULT=fault, **(extra_env or {}))
+    p = subprocess.run([*MLENV, "acceptance", "--local", "--nproc", "2", "--profile", "quick",
+                        "--report-dir", str(report), "--options", str(opts), *args],
+                       capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp_path)
+    return p, report
+
+
+def test_local_suite_passes_with_every_report(tmp_path: Path) -> None:
+    p, report = run_local(tmp_path)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0, out[-4000:]
+    assert "verdict: PASS" in p.stdout
+    doc = json.loads((report / "results.json").read_text())
+    assert doc["verdict"] == "PASS" and doc["world"]["ranks"] == 2 and doc["world"]["backend"] == "gloo"
+    names = {c["name"] for c in doc["checks"]}
+    from mlenv.acceptance.checks import MISSING
+
+    for fam in ("environment", "compute", "memory", "collectives", "training"):
+        if fam in MISSING:
+            continue
+        assert any(n == fam or n.startswith(fam + ".") for n in names), (fam, names)
+    env_ranks = sorted(c["rank"] for c in doc["checks"] if c["name"] == "environment")
+    assert env_ranks == [0, 1]
+    lines = (report / "results.jsonl").read_text().splitlines()
+    assert len(lines) == len(doc["checks"])
+    cases = ET.parse(report / "junit.xml").getroot().findall("testsuite/testcase")
+    assert len(cases) == len(doc["checks"])
+    assert (report / "summary.md").read_text().startswith("# Acceptance: PASS")
+    assert (report / "tflops.png").exists()
