@@ -1,0 +1,93 @@
+"""`mlenv validate` through the Typer app: exit codes 0/2, every error, never a traceback."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from mlenv.cli.app import app
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "tests" / "data" / "bad-configs"
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A repo-like root with copies of the example clusters."""
+    shutil.copytree(REPO / "clusters", tmp_path / "clusters", symlinks=False)
+    return tmp_path
+
+
+def _run(root: Path, *args: str) -> Result:
+    return CliRunner().invoke(app, ["validate", *args], env={"MLENV_ROOT": str(root)})
+
+
+def test_all_examples_ok(root: Path) -> None:
+    r = _run(root)
+    n = len(list((root / "clusters").glob("*.yaml")))
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip() == f"ok: {n} file(s)"
+
+
+def test_by_name_and_by_path(root: Path) -> None:
+    r = _run(root, "local", str(root / "clusters" / "barcelona.yaml"))
+    assert r.exit_code == 0 and r.stdout.strip() == "ok: 2 file(s)"
+
+
+def test_every_error_of_every_file(root: Path) -> None:
+    bad = [CORPUS / "many-errors.yaml", CORPUS / "unknown-nested-key.yaml"]
+    r = _run(root, "local", *map(str, bad))
+    assert r.exit_code == 2
+    lines = r.stderr.strip().splitlines()
+    expected = []
+    for b in bad:
+        expected += [f"{CORPUS}/{line}" for line in b.with_suffix(".expected").read_text().splitlines()]
+    assert lines[:-1] == expected
+    assert lines[-1] == f"{len(expected)} error(s) in 2 of 3 file(s)"
+    assert "Traceback" not in r.output
+
+
+def test_no_args_reports_bad_file_in_clusters(root: Path) -> None:
+    shutil.copy(CORPUS / "storage-mode-enum.yaml", root / "clusters" / "zz-bad.yaml")
+    r = _run(root)
+    assert r.exit_code == 2
+    assert f"{root}/clusters/zz-bad.yaml:5:9: storage.mode: expected one of rwx" in r.stderr
+    assert r.stderr.strip().endswith("1 error(s) in 1 of 5 file(s)")
+
+
+def test_duplicate_cluster_names(root: Path) -> None:
+    shutil.copy(root / "clusters" / "local.yaml", root / "clusters" / "local-copy.yaml")
+    r = _run(root)
+    assert r.exit_code == 2
+    assert "cluster.name: cluster name 'local' is also used by" in r.stderr
+
+
+@pytest.mark.parametrize("case", ["binary", "empty", "not-yaml", "top-level-list", "python-tag"])
+def test_hostile_input_no_traceback(root: Path, case: str) -> None:
+    r = _run(root, str(CORPUS / f"{case}.yaml"))
+    assert r.exit_code == 2
+    assert "Traceback" not in r.output and "internal error" not in r.output
+    assert r.stderr.startswith(f"{CORPUS}/{case}.yaml:")
+
+
+def test_huge_file(root: Path, tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"notes: " + b"x" * (2 << 20) + b"\n")
+    r = _run(root, str(big))
+    assert r.exit_code == 2
+    assert r.stderr.startswith(f"{big}:1:1: file is too large")
+
+
+def test_unknown_name(root: Path) -> None:
+    r = _run(root, "barcelna")
+    assert r.exit_code == 2
+    assert "unknown cluster 'barcelna' (did you mean 'barcelona'?)" in r.stderr
+
+
+def test_no_configs(tmp_path: Path) -> None:
+    r = _run(tmp_path)
+    assert r.exit_code == 2
+    assert "no cluster configs found" in r.stderr
