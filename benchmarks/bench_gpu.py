@@ -1,0 +1,115 @@
+"""GPU figures of the compute and memory checks against plain torch on the same device.
+
+Needs CUDA; on a machine without it, prints why and exits 0 (so ``make bench`` still
+runs the CPU benchmarks). For each precision (bf16, fp16, tf32) it measures the
+``compute.matmul`` check at its default shape and the best plain ``torch.matmul``
+figure it can find on this device (square shapes 4096…16384, CUDA events, warm-up,
+best of N), and reports check / best (target ≥ 97 %). Then ``memory.copy`` against a
+plain ``Tensor.copy_`` loop of the same buffer.
+
+    python benchmarks/bench_gpu.py [--n 8192] [--iters 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+TARGET = 0.97
+SHAPES = (4096, 8192, 12288, 16384)
+
+
+def _plain_matmul_tflops(n: int, dtype: Any, tf32: bool, iters: int) -> float:
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    a = torch.randn(n, n, device="cuda", dtype=dtype)
+    b = torch.randn(n, n, device="cuda", dtype=dtype)
+    for _ in range(5):
+        torch.matmul(a, b)
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(iters):
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(10):
+            torch.matmul(a, b)
+        e.record()
+        e.synchronize()
+        best = min(best, s.elapsed_time(e) / 1e3 / 10)
+    return 2.0 * n**3 / best / 1e12
+
+
+def _plain_copy_gbps(nbytes: int, iters: int) -> float:
+    import torch
+
+    src = torch.ones(nbytes // 4, device="cuda")
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(iters):
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        for _ in range(5):
+            dst.copy_(src)
+        e.record()
+        e.synchronize()
+        best = min(best, s.elapsed_time(e) / 1e3 / 5)
+    return 2.0 * (nbytes // 4 * 4) / best / 1e9
+
+
+def main() -> int:
+    """Measure, print a Markdown table; exit 1 when a matmul figure misses 97 %."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=8192, help="the check's matmul shape")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--copy-mb", type=int, default=1024)
+    a = ap.parse_args()
+
+    import torch
+
+    if not torch.cuda.is_available():
+        print("bench_gpu: skipped: no CUDA device on this machine (torch "
+              f"{torch.__version__}); run it where a GPU is present")
+        return 0
+    from mlenv.acceptance.base import RunContext
+    from mlenv.acceptance.checks.compute import MatmulCheck
+    from mlenv.acceptance.checks.memory import CopyCheck
+
+    torch.cuda.set_device(0)
+    name = torch.cuda.get_device_name(0)
+    ctx = RunContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0,
+                     nnodes=1, host="localhost", backend="nccl", device="cuda:0",
+                     options={"compute": {"n": a.n, "iters": a.iters},
+                              "memory": {"bytes": a.copy_mb * 2**20, "iters": a.iters}})
+    (mm,) = MatmulCheck().run(ctx)
+    print(f"\n{name}, torch {torch.__version__}, CUDA {torch.version.cuda}\n")
+    print(f"| precision | compute.matmul (TFLOPS, n={a.n}) | best plain torch.matmul "
+          "(TFLOPS, shape) | check / best |")
+    print("|---|---:|---:|---:|")
+    worst = 1.0
+    for suffix, dtype, tf32 in (("bf16", torch.bfloat16, False), ("fp16", torch.float16, False),
+                                ("tf32", torch.float32, True)):
+        plain = {n: _plain_matmul_tflops(n, dtype, tf32, a.iters) for n in SHAPES}
+        best_n = max(plain, key=lambda n: plain[n])
+        ratio = mm.metrics[f"tflops_{suffix}"] / plain[best_n]
+        worst = min(worst, ratio)
+        print(f"| {suffix} | {mm.metrics[f'tflops_{suffix}']:.1f} | {plain[best_n]:.1f} "
+              f"({best_n}) | {ratio:.3f} |")
+    torch.backends.cuda.matmul.allow_tf32 = False
+    (cp,) = CopyCheck().run(ctx)
+    plain_copy = _plain_copy_gbps(a.copy_mb * 2**20, a.iters)
+    print(f"\nmemory.copy: {cp.metrics['copy_gbps']:.0f} GB/s (read + write, {a.copy_mb} MiB); "
+          f"plain copy_ loop: {plain_copy:.0f} GB/s; ratio {cp.metrics['copy_gbps'] / plain_copy:.3f}")
+    ok = worst >= TARGET
+    print(f"\nworst matmul ratio {worst:.3f} ({'meets' if ok else 'MISSES'} the 97 % target)")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
