@@ -150,6 +150,7 @@ class FakeCluster:
         self.builds: dict[str, dict[str, Any]] = {}  # BuildConfig name → rc/log
         self.calls: list[list[str]] = []  # exec/interactive/port-forward/build history
         self.default_storage_class = "standard"
+        self.rsync_failures: list[str] = []  # pods where rsync "succeeds" but copies nothing
 
     # -- test setup -------------------------------------------------------------------
 
@@ -758,6 +759,8 @@ class FakeCluster:
         obj = self._running_pod(pod, namespace)
         self._require("create", "pods/exec")
         self.calls.append(["rsync", pod, local_dir, remote_dir])
+        if pod in self.rsync_failures:
+            return
         vid, rel = self._volume_for(obj, remote_dir.rstrip("/"))
         vol = self.volumes.setdefault(vid, {})
         pre = f"{rel}/" if rel else ""

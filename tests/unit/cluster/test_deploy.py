@@ -1,0 +1,134 @@
+"""deploy against the fake with the real renderer and the example configs."""
+
+from __future__ import annotations
+
+import dataclasses
+import subprocess
+import sys
+
+import pytest
+
+from mlenv.cluster import treehash
+from mlenv.cluster.deploy import DeployOptions, DeployTimeout, PreflightFailed, deploy
+from mlenv.cluster.keys import KEY_FILES, SECRET_NAME
+from mlenv.cluster.ops import teardown
+from mlenv.cluster.sync import SyncMismatch, sync
+
+
+def test_rdma_deploy_then_redeploy_is_unchanged(barcelona, fake_for) -> None:
+    fake = fake_for(barcelona)
+    rep = deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
+    assert rep.mode == "rdma" and rep.ready == rep.nodes == barcelona.gpus.default_nodes
+    secret = fake.get("Secret", SECRET_NAME, barcelona.namespace)
+    assert sorted(secret["data"]) == sorted(KEY_FILES)
+    again = deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
+    assert again.unchanged and again.ssh_secret == "kept"
+    assert fake.get("Secret", SECRET_NAME, barcelona.namespace)["data"] == secret["data"]
+
+
+def test_missing_rdma_prerequisites_fall_back_to_tcp_or_fail(barcelona, fake_for) -> None:
+    fake = fake_for(barcelona, rdma=False)  # no RDMA resources, no Multus networks
+    said: list[str] = []
+    rep = deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake, say=said.append)
+    assert rep.mode == "tcp" and rep.fallback_reasons
+    assert any("FALLING BACK TO TCP" in s for s in said)
+    assert any("NetworkAttachmentDefinition" in r for r in rep.fallback_reasons)
+    sts = fake.get("StatefulSet", "ml-dev-env", barcelona.namespace)
+    env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["NCCL_IB_DISABLE"] == "1"
+    strict = fake_for(barcelona, rdma=False)
+    with pytest.raises(PreflightFailed, match="fallback is off") as e:
+        deploy(barcelona, DeployOptions(mode="rdma", no_fallback=True), strict)
+    assert e.value.exit_code == 3
+    assert strict.list("StatefulSet", barcelona.namespace) == []  # nothing half-applied
+
+
+def test_preflight_explains_everything_before_applying(barcelona, fake_for) -> None:
+    fake = fake_for(barcelona)
+    fake.server_url = "https://api.elsewhere.example:6443"
+    with pytest.raises(PreflightFailed, match="cluster.api") as e:
+        deploy(barcelona, DeployOptions(mode="tcp"), fake)
+    assert e.value.exit_code == 2
+    fake = fake_for(barcelona)
+    node = fake.objects[f"Node||{barcelona.gpu_nodes[0]}"]
+    node["status"]["conditions"][0]["status"] = "False"
+    node2 = fake.objects[f"Node||{barcelona.gpu_nodes[1]}"]
+    node2["status"]["allocatable"]["nvidia.com/gpu"] = "1"
+    with pytest.raises(PreflightFailed) as e:
+        deploy(barcelona, DeployOptions(mode="tcp"), fake)
+    msg = str(e.value)
+    assert "is not Ready" in msg and "allocatable nvidia.com/gpu" in msg
+    assert fake.list("ServiceAccount", barcelona.namespace) == []
+
+
+def test_immutable_change_recreates_statefulset_and_keeps_pvcs(barcelona, fake_for) -> None:
+    fake = fake_for(barcelona)
+    deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
+    pvcs = {p["metadata"]["name"] for p in fake.list("PersistentVolumeClaim", barcelona.namespace)}
+    uid = fake.get("StatefulSet", "ml-dev-env", barcelona.namespace)["metadata"]["uid"]
+    bigger = dataclasses.replace(barcelona, storage=dataclasses.replace(
+        barcelona.storage, workspace_size="400Gi"))
+    said: list[str] = []
+    rep = deploy(bigger, DeployOptions(mode="rdma", timeout=60), fake, say=said.append)
+    assert rep.recreated == ["ml-dev-env"]
+    assert any("immutable field(s) changed (volumeClaimTemplates)" in s for s in said)
+    assert fake.get("StatefulSet", "ml-dev-env", barcelona.namespace)["metadata"]["uid"] != uid
+    assert pvcs <= {p["metadata"]["name"] for p in fake.list("PersistentVolumeClaim", barcelona.namespace)}
+
+
+def test_pending_pods_time_out_with_reasons(barcelona, fake_for) -> None:
+    fake = fake_for(barcelona)
+    fake.image_pull_failures = [barcelona.image.ref or
+                                f"image-registry.openshift-image-registry.svc:5000/{barcelona.namespace}/ml-dev-env:latest"]
+    with pytest.raises(DeployTimeout, match="Failed to pull image"):
+        deploy(barcelona, DeployOptions(mode="rdma", timeout=20), fake)
+
+
+def test_teardown_only_touches_this_instance(barcelona, local_cfg, fake_for) -> None:
+    fake = fake_for(barcelona)
+    deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
+    other = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "keep", "labels": {
+        "app.kubernetes.io/name": "ml-dev-env", "app.kubernetes.io/instance": "other"}}}
+    fake.apply(other, barcelona.namespace)
+    teardown(barcelona, fake)
+    ns = barcelona.namespace
+    assert fake.list("StatefulSet", ns) == [] and fake.list("Pod", ns) == []
+    assert fake.get("ConfigMap", "keep", ns) is not None
+    assert fake.list("PersistentVolumeClaim", ns)  # kept, incl. volumeClaimTemplate ones
+    teardown(barcelona, fake, purge=True)
+    assert fake.list("PersistentVolumeClaim", ns) == []
+
+
+def test_sync_fans_out_honours_deletions_and_verifies(barcelona, tmp_path, fake_for) -> None:
+    fake = fake_for(barcelona)
+    deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (ws / "a.py").write_text("print(1)\n")
+    (ws / "sub" / "b.json").write_text("{}")
+    rep = sync(barcelona, fake, str(ws))
+    assert rep.copied == rep.verified == ["ml-dev-env-0", "ml-dev-env-1"]
+    fake.write_pod_file("ml-dev-env-1", barcelona.namespace, "/workspace/results/r1/x", b"keep")
+    (ws / "a.py").unlink()
+    sync(barcelona, fake, str(ws))
+    files = fake.pod_files("ml-dev-env-1", barcelona.namespace, "/workspace")
+    assert "a.py" not in files and files["results/r1/x"] == b"keep"
+    fake.write_pod_file("ml-dev-env-0", barcelona.namespace, "/workspace/stray", b"x")
+    fake.calls.clear()
+    with pytest.raises(SyncMismatch, match="ml-dev-env-0"):
+        # a pod whose copy goes wrong is caught by the checksum, not trusted
+        fake.rsync_failures = ["ml-dev-env-0"]
+        sync(barcelona, fake, str(ws))
+
+
+def test_in_pod_tree_script_matches_local_digest(tmp_path) -> None:
+    (tmp_path / "d" / "__pycache__").mkdir(parents=True)
+    (tmp_path / "results").mkdir()
+    (tmp_path / "d" / "x.txt").write_bytes(b"abc")
+    (tmp_path / "d" / "__pycache__" / "x.pyc").write_bytes(b"zz")
+    (tmp_path / "results" / "r.json").write_bytes(b"{}")
+    (tmp_path / "top.sh").write_bytes(b"#!/bin/sh\n")
+    out = subprocess.run([sys.executable, "-c", treehash.SCRIPT, str(tmp_path)],
+                         capture_output=True, text=True, check=True).stdout.strip()
+    assert out == treehash.digest_files(treehash.local_files(str(tmp_path)))
+    assert out.startswith("2 ")
