@@ -1,0 +1,38 @@
+"""Helpers for CLI tests of the cluster verbs: a fake-cluster state file injected through
+``MLENV_FAKE_CLUSTER`` (the factory hook in ``mlenv.cluster.connect``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from typer.testing import CliRunner, Result
+
+from mlenv.cli.app import app
+from mlenv.cluster.fake import FakeCluster
+from mlenv.config import load
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def fake_state(tmp_path: Path, cluster: str = "barcelona", *, rdma: bool = True) -> Path:
+    """Write a fake that satisfies the example cluster's preflight; returns the state path."""
+    cfg = load(cluster, ROOT)
+    names = list(cfg.gpu_nodes) or [f"gpu-{i}" for i in range(cfg.gpus.default_nodes)]
+    fake = FakeCluster.typical(cfg.namespace, names, gpus=cfg.gpus.per_node,
+                               resources={r.name: r.count for r in cfg.rdma.resources} if rdma else None,
+                               networks=cfg.rdma.networks if rdma else ())
+    for sc in {cfg.storage.class_rwx, cfg.storage.class_rwo} - {""}:
+        fake.add_storage_class(sc)
+    if cfg.cluster.api:
+        fake.server_url = cfg.cluster.api if "://" in cfg.cluster.api else f"https://{cfg.cluster.api}"
+    path = tmp_path / "fake-cluster.json"
+    fake.save(str(path))
+    return path
+
+
+def run(args: list[str], state: Path | None, monkeypatch) -> Result:  # type: ignore[no-untyped-def]
+    """Invoke ``mlenv ARGS`` with the repo as root and the fake injected."""
+    monkeypatch.setenv("MLENV_ROOT", str(ROOT))
+    if state is not None:
+        monkeypatch.setenv("MLENV_FAKE_CLUSTER", str(state))
+    return CliRunner().invoke(app, args)

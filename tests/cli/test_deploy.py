@@ -1,0 +1,70 @@
+"""``mlenv deploy`` through CliRunner against the fake cluster."""
+
+from __future__ import annotations
+
+import yaml
+from _fakeenv import fake_state, run
+
+from mlenv.cluster.fake import FakeCluster
+
+
+def test_dry_run_client_prints_the_plan_without_a_cluster(monkeypatch) -> None:
+    monkeypatch.delenv("MLENV_FAKE_CLUSTER", raising=False)
+    monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")  # must not be read
+    r = run(["deploy", "barcelona", "--mode", "rdma", "--dry-run", "client"], None, monkeypatch)
+    assert r.exit_code == 0, r.output
+    docs = [d for d in yaml.safe_load_all(r.stdout) if d]
+    assert [d["kind"] for d in docs].count("StatefulSet") == 1
+
+
+def test_deploy_then_unchanged_then_status(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path)
+    r = run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert "deployed barcelona: 2/2 pods Ready (rdma mode)" in r.output
+    r = run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch)
+    assert r.exit_code == 0 and "unchanged: barcelona" in r.output
+    r = run(["status", "barcelona"], state, monkeypatch)
+    assert r.exit_code == 0
+    assert "ml-dev-env-0" in r.output and "workspace-ml-dev-env-1" in r.output
+
+
+def test_server_dry_run_changes_nothing(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path)
+    r = run(["deploy", "barcelona", "--dry-run", "server"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert FakeCluster.load(str(state)).list("StatefulSet", "ml-dev-env") == []
+
+
+def test_faults_are_one_line_with_exit_codes(tmp_path, monkeypatch) -> None:
+    r = run(["deploy", "no-such-cluster"], None, monkeypatch)
+    assert r.exit_code == 2 and "Traceback" not in r.output
+    r = run(["deploy", "barcelona", "--dry-run", "sideways"], None, monkeypatch)
+    assert r.exit_code == 2 and "--dry-run must be client or server" in r.output
+    state = fake_state(tmp_path)
+    fake = FakeCluster.load(str(state))
+    fake.reachable = False
+    fake.save(str(state))
+    r = run(["deploy", "barcelona"], state, monkeypatch)
+    assert r.exit_code == 3 and "Unable to connect to the server" in r.output
+    monkeypatch.delenv("MLENV_FAKE_CLUSTER")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
+    r = run(["status", "barcelona"], None, monkeypatch)
+    assert r.exit_code == 2 and "kubeconfig" in r.output and "Traceback" not in r.output
+
+
+def test_no_fallback_exits_3_with_reasons_and_applies_nothing(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path, rdma=False)
+    r = run(["deploy", "barcelona", "--no-fallback"], state, monkeypatch)
+    assert r.exit_code == 3
+    assert "rdma/rdma_shared_device_a" in r.output and "nothing was applied" in r.output
+    assert FakeCluster.load(str(state)).list("ServiceAccount", "ml-dev-env") == []
+
+
+def test_forbidden_is_reported(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path)
+    fake = FakeCluster.load(str(state))
+    fake.denied = ["create statefulsets"]
+    fake.save(str(state))
+    r = run(["deploy", "barcelona"], state, monkeypatch)
+    assert r.exit_code == 3 and "may not create statefulsets" in r.output

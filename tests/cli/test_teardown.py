@@ -1,0 +1,21 @@
+"""``mlenv teardown`` deletes this instance's objects; PVCs only with --purge."""
+
+from __future__ import annotations
+
+from _fakeenv import fake_state, run
+
+from mlenv.cluster.fake import FakeCluster
+
+
+def test_teardown_keeps_pvcs_unless_purge(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path)
+    assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
+    r = run(["teardown", "barcelona"], state, monkeypatch)
+    assert r.exit_code == 0 and "PVCs kept" in r.output
+    fake = FakeCluster.load(str(state))
+    assert fake.list("StatefulSet", "ml-dev-env") == [] and fake.list("Pod", "ml-dev-env") == []
+    assert {p["metadata"]["name"] for p in fake.list("PersistentVolumeClaim", "ml-dev-env")} >= {
+        "workspace-ml-dev-env-0", "datasets-ml-dev-env-1"}
+    r = run(["teardown", "barcelona", "--purge"], state, monkeypatch)
+    assert r.exit_code == 0
+    assert FakeCluster.load(str(state)).list("PersistentVolumeClaim", "ml-dev-env") == []
