@@ -225,12 +225,17 @@ def _routes(cluster: Cluster) -> list[dict[str, Any]]:
     return out
 
 
-def render_cluster(cluster: Cluster, mode: Mode, nodes: int | None = None) -> list[dict[str, Any]]:
+def render_cluster(
+    cluster: Cluster, mode: Mode, nodes: int | None = None, *, validate: bool = True
+) -> list[dict[str, Any]]:
     """Every manifest for ``cluster`` in ``mode`` with ``nodes`` pods, in apply order.
 
     The effective mode is ``cluster.effective_mode(mode)`` (rdma on a TCP-only cluster
-    renders TCP; the caller prints ``mlenv.config.mode_warnings``). Raises InputError
-    for a node count that cannot be scheduled. Pure: same input, same output.
+    renders TCP; the caller prints ``mlenv.config.mode_warnings``). With ``validate``
+    (the default, so ``deploy`` can never apply an unchecked plan) every manifest is
+    checked against the Kubernetes/OpenShift schemas. Raises InputError for a node count
+    that cannot be scheduled or a manifest that fails validation. Pure: same input, same
+    output, no files or network.
     """
     n = resolve_nodes(cluster, nodes)
     eff = cluster.effective_mode(mode)
@@ -245,4 +250,9 @@ def render_cluster(cluster: Cluster, mode: Mode, nodes: int | None = None) -> li
     manifests += _routes(cluster)
     order = {k: i for i, k in enumerate(KIND_ORDER)}
     # stable sort keeps the within-kind order above
-    return sorted(manifests, key=lambda m: order[m["kind"]])
+    manifests.sort(key=lambda m: order[m["kind"]])
+    if validate:
+        from mlenv.render.validate import validate_manifests
+
+        validate_manifests(manifests, f"cluster {cluster.name!r} (mode {mode})")
+    return manifests

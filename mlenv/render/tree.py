@@ -30,8 +30,8 @@ def out_dir(root: Path, cluster: Cluster, mode: Mode) -> Path:
 
 def render_tree(cluster: Cluster, mode: Mode, nodes: int | None = None) -> dict[str, str]:
     """Render, validate (InputError if invalid) and serialise: file name → content."""
-    manifests = render_cluster(cluster, mode, nodes)
     src = source_label(cluster)
+    manifests = render_cluster(cluster, mode, nodes, validate=False)
     validate_manifests(manifests, f"{src} (mode {mode})")
     regen = f"mlenv render {cluster.name} --mode {mode}" + (f" --nodes {nodes}" if nodes is not None else "")
     return render_files(manifests, header(src, regen))

@@ -104,3 +104,11 @@ def test_openshift_schema_files_are_valid_draft_2020_12(fname):
     jsonschema.Draft202012Validator.check_schema(schema)
     assert schema["additionalProperties"] is False
     assert {"apiVersion", "kind", "metadata"} <= set(schema["required"])
+
+
+def test_render_cluster_validates_by_default():
+    """deploy calls render_cluster directly: a bad plan must raise before anything is applied."""
+    c = rdma_cluster(ssh_port="2222")  # a model built in code with the wrong type
+    with pytest.raises(InputError, match=r"StatefulSet/ml-dev-env: spec\.template\.spec\.containers\[0\]\.ports\[0\]\.containerPort"):
+        render_cluster(c, "rdma")
+    assert render_cluster(c, "rdma", validate=False)  # the raw plan is still inspectable
