@@ -112,3 +112,21 @@ def test_render_cluster_validates_by_default():
     with pytest.raises(InputError, match=r"StatefulSet/ml-dev-env: spec\.template\.spec\.containers\[0\]\.ports\[0\]\.containerPort"):
         render_cluster(c, "rdma")
     assert render_cluster(c, "rdma", validate=False)  # the raw plan is still inspectable
+
+
+@pytest.mark.parametrize("cluster,mode", VARIANTS[:1] + VARIANTS[-1:])
+def test_agrees_with_kubernetes_validate_itself(cluster, mode):
+    """Our cached validator uses kubernetes-validate's schema files; its own validate() agrees."""
+    import kubernetes_validate
+
+    from mlenv.render.validate import K8S_VERSION
+
+    k8s = [m for m in render_cluster(cluster, mode) if (m["apiVersion"], m["kind"]) not in OPENSHIFT_SCHEMAS]
+    assert {m["kind"] for m in k8s} >= {"StatefulSet", "Service", "Pod", "ServiceAccount"}
+    for m in k8s:
+        kubernetes_validate.validate(m, K8S_VERSION, strict=True)
+    bad = copy.deepcopy(next(m for m in k8s if m["kind"] == "StatefulSet"))
+    bad["spec"]["template"]["spec"]["containers"][0]["comand"] = ["x"]
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(bad, K8S_VERSION, strict=True)
+    assert manifest_errors(bad)
