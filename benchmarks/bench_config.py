@@ -10,7 +10,8 @@ Measures, in this process:
   validate+render   — load + mlenv.render.plan.render_cluster(mode=rdma, 512 pods), when
                       the render package is present
 and in fresh processes:
-  mlenv --help      — wall time of `python -m mlenv.cli.app --help`, best and median of N
+  mlenv --help      — wall time of `python -m mlenv.cli.app --help`, best and median of N,
+                      also with TYPER_USE_RICH=0 (Typer's help without rich formatting)
   mlenv validate    — wall time of `mlenv validate FILE` on the 512-node config
 
 Run: .venv/bin/python benchmarks/bench_config.py [--repeat N]
@@ -19,6 +20,7 @@ Run: .venv/bin/python benchmarks/bench_config.py [--repeat N]
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
 import subprocess
@@ -50,10 +52,10 @@ def write_config(tmp: Path) -> Path:
     return path
 
 
-def wall(cmd: list[str]) -> float:
+def wall(cmd: list[str], env: dict[str, str] | None = None) -> float:
     """Seconds one subprocess takes (it must succeed)."""
     t = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, cwd=REPO)
+    subprocess.run(cmd, check=True, capture_output=True, cwd=REPO, env={**os.environ, **(env or {})})
     return time.perf_counter() - t
 
 
@@ -101,6 +103,12 @@ def main() -> None:
 
         helps = [wall([sys.executable, "-m", "mlenv.cli.app", "--help"]) for _ in range(args.repeat)]
         print(f"mlenv --help: best {min(helps) * 1e3:.0f} ms, median {statistics.median(helps) * 1e3:.0f} ms (n={len(helps)})")
+        # Same without rich help formatting (what `rich_markup_mode=None` on the app does).
+        plain = [
+            wall([sys.executable, "-m", "mlenv.cli.app", "--help"], {"TYPER_USE_RICH": "0"})
+            for _ in range(args.repeat)
+        ]
+        print(f"mlenv --help without rich: best {min(plain) * 1e3:.0f} ms, median {statistics.median(plain) * 1e3:.0f} ms (n={len(plain)})")
         runs = [wall([sys.executable, "-m", "mlenv.cli.app", "validate", str(cfg)]) for _ in range(5)]
         print(f"mlenv validate <512-node file> (fresh process): best {min(runs) * 1e3:.0f} ms, median {statistics.median(runs) * 1e3:.0f} ms")
 
