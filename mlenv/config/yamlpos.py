@@ -211,6 +211,9 @@ def parse(raw: bytes, file: str) -> Parsed:
         return fail(f"not valid YAML: {problem}", mark.line + 1, mark.column + 1, hint)
     except yaml.YAMLError as e:
         return fail(f"not valid YAML: {e}")
+    except RecursionError:
+        # PyYAML's composer recurses once per nesting level.
+        return fail("document is nested too deeply for a cluster config")
     if node is None:
         return fail(
             "file is empty: expected a mapping with at least 'cluster: {name, namespace}'"

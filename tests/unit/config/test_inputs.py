@@ -58,6 +58,12 @@ def test_recursive_alias() -> None:
     assert "nested too deeply" in msg or "alias bomb" in msg
 
 
+def test_deep_nesting() -> None:
+    assert _one(b"a: " + b"[" * 50000 + b"]" * 50000) == (
+        "f.yaml:1:1: document is nested too deeply for a cluster config"
+    )
+
+
 def test_aliases_and_merge_keys_work(check: Check) -> None:
     text = BASE + (
         "limits_base: &lim {cpu: '4', memory: 8Gi}\n"
