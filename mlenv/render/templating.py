@@ -43,6 +43,8 @@ def tojson(value: Any) -> str:
     indicator. JSON writes characters beyond U+FFFF as surrogate pairs, which YAML
     decodes as two lone surrogates; those become YAML's ``\\UXXXXXXXX`` escape instead.
     """
+    if isinstance(value, jinja2.Undefined):
+        str(value)  # StrictUndefined raises UndefinedError naming the missing variable
     return _SURROGATE_PAIR.sub(_pair_to_yaml, json.dumps(value, ensure_ascii=True, sort_keys=True))
 
 
