@@ -18,7 +18,7 @@ export MPLBACKEND ?= Agg
 NODES_FLAG := $(if $(NODES),--nodes $(NODES),)
 DRY_FLAG := $(if $(DRY_RUN),--dry-run $(DRY_RUN),)
 
-.PHONY: help venv system-deps demo test lint typecheck unit validate render render-all \
+.PHONY: help venv system-deps demo test lint typecheck lint-image unit validate render render-all \
         list-clusters acceptance deploy-cluster sync-multi-node shell status-cluster logs \
         clean-cluster launch build-image port-forward bench clean
 
@@ -54,10 +54,14 @@ lint: venv
 typecheck: venv
 	$(VENV)/bin/mypy
 
+# hadolint for the Dockerfile, shellcheck for scripts/ and workspace/ shell entry points.
+lint-image: venv system-deps
+	bash scripts/dev/lint-image.sh
+
 unit: venv
 	$(VENV)/bin/pytest -q tests/unit tests/cli
 
-test: venv system-deps lint typecheck
+test: venv system-deps lint typecheck lint-image
 	$(MLENV) validate
 	$(MLENV) render --all --check
 	$(VENV)/bin/pytest -q tests
