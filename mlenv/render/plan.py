@@ -242,7 +242,10 @@ def render_cluster(
     manifests: list[dict[str, Any]] = [_service_account(cluster)]
     if eff == "rdma":
         manifests += _rdma_security(cluster)
-    manifests += _image(cluster)
+    if not cluster.image.ref:
+        # with an explicit image.ref the pods never use the ImageStream tag, and the
+        # BuildConfig's ConfigChange trigger would start a pointless build
+        manifests += _image(cluster)
     manifests += _pvcs(cluster)
     manifests += _services(cluster)
     manifests.append(statefulset(cluster, mode, n))

@@ -296,7 +296,10 @@ def test_image_build():
     assert one(ms, "ImageStream")["metadata"]["name"] == "ml-dev-env"
     assert _worker(ms)["image"] == f"image-registry.openshift-image-registry.svc:5000/{c.namespace}/ml-dev-env:latest"
     ext = replace(c, image=replace(c.image, ref="quay.io/me/img:1"))
-    assert _worker(render_cluster(ext, "rdma"))["image"] == "quay.io/me/img:1"
+    ext_ms = render_cluster(ext, "rdma")
+    assert _worker(ext_ms)["image"] == "quay.io/me/img:1"
+    assert one(ext_ms, "Pod")["spec"]["containers"][0]["image"] == "quay.io/me/img:1"
+    assert not by_kind(ext_ms, "BuildConfig") and not by_kind(ext_ms, "ImageStream")
 
 
 def test_apply_order():
