@@ -75,6 +75,27 @@ def format_path(path: JsonPath) -> str:
     return out
 
 
+# PyYAML's scanner is quadratic in the nesting of flow collections ([[[[...), and a
+# real config nests a few levels; refuse deep flow nesting before handing it over.
+MAX_FLOW_DEPTH = 64
+
+
+def _flow_depth(text: str) -> int:
+    """Deepest ``[``/``{`` nesting, counting brackets anywhere (even inside strings).
+
+    Deliberately an over-estimate: quote tracking could be fooled into hiding a bomb,
+    and no real config has 64 unmatched brackets.
+    """
+    depth = deepest = 0
+    for ch in text:
+        if ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
 class _TooBig(Exception):
     pass
 
@@ -194,6 +215,8 @@ def parse(raw: bytes, file: str) -> Parsed:
         i = text.index("\x00")
         line = text.count("\n", 0, i) + 1
         return fail("contains a NUL character; is this a binary file?", line, i - (text.rfind("\n", 0, i) + 1) + 1)
+    if _flow_depth(text) > MAX_FLOW_DEPTH:
+        return fail("document is nested too deeply for a cluster config")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.MarkedYAMLError as e:
