@@ -17,15 +17,19 @@ from mlenv.acceptance.result import CheckResult, Status
 
 DEFAULTS: dict[str, float] = {"warn_frac": 0.2, "fail_frac": 0.5, "min_z": 3.5}
 
-# Metrics where higher is better / lower is better, by suffix or prefix; metrics in
-# neither list (counts, losses, versions) are not compared across peers.
+# Metrics where higher is better / lower is better; metrics in neither (counts, losses,
+# tail percentiles) are not compared across peers. Times are compared by their median
+# only (p90/p99 of a short run are noise), and never a communication phase: a fast rank
+# waits longer for its slow peer, so its comm time is high for the peer's fault.
 _HIGHER = ("tflops", "gbps", "samples_per_s")
-_LOWER_SUFFIX = ("_ms",)
+_NOT_COMPARED_PREFIX = ("comm_", "wait_")
 
 
 def direction(metric: str) -> int:
     """+1 if higher is better, -1 if lower is better, 0 if not compared across peers."""
-    if metric.endswith(_LOWER_SUFFIX):
+    if metric.endswith("_ms"):
+        if metric.startswith(_NOT_COMPARED_PREFIX) or metric.endswith(("p90_ms", "p99_ms")):
+            return 0
         return -1
     if any(metric.startswith(p) or metric.endswith(p) or f"_{p}" in metric for p in _HIGHER):
         return 1

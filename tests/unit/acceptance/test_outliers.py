@@ -45,6 +45,9 @@ def test_direction_table() -> None:
     assert outliers.direction("tflops_bf16") == 1
     assert outliers.direction("copy_gbps") == 1
     assert outliers.direction("samples_per_s_per_rank") == 1
-    assert outliers.direction("p99_ms") == -1
+    assert outliers.direction("p50_ms") == -1
+    assert outliers.direction("compute_p50_ms") == -1
+    assert outliers.direction("p99_ms") == 0  # tails of a short run are noise
+    assert outliers.direction("comm_p50_ms") == 0  # a fast rank waits for its slow peer
     assert outliers.direction("gpu_count") == 0
     assert outliers.direction("loss_first") == 0
