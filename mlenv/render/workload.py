@@ -36,26 +36,6 @@ def enabled_dev_tools(cluster: Cluster) -> list[str]:
     return [t for t in DEV_TOOLS if getattr(cluster.dev_tools, t)]
 
 
-def multus_networks(cluster: Cluster) -> str:
-    """Value of the Multus annotation for ``network.rdma.networks``.
-
-    With one interface name per network, the JSON form pins each attachment to its
-    interface (net1 on rail 1, …) so NCCL_SOCKET_IFNAME names what the pod really has;
-    otherwise the short ``ns/name,…`` form lets Multus number them.
-    """
-    r = cluster.rdma
-    if not r.interfaces or len(r.interfaces) != len(r.networks):
-        return ",".join(r.networks)
-    items: list[dict[str, str]] = []
-    for net, ifname in zip(r.networks, r.interfaces, strict=True):
-        ns, _, name = net.rpartition("/")
-        item = {"name": name, "interface": ifname}
-        if ns:
-            item["namespace"] = ns
-        items.append(item)
-    return json.dumps(items, sort_keys=True, separators=(",", ":"))
-
-
 def cpu_only(cluster: Cluster) -> bool:
     """``gpus.type: cpu``: per_node counts CPU ranks, so no ``nvidia.com/gpu`` is requested."""
     return cluster.gpus.type.lower() == "cpu"
@@ -212,7 +192,7 @@ def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
     }
     template_annotations = text_annotations(cluster)
     if eff == "rdma" and cluster.rdma.networks:
-        template_annotations[MULTUS_ANNOTATION] = multus_networks(cluster)
+        template_annotations[MULTUS_ANNOTATION] = ",".join(cluster.rdma.networks)
     template_meta: dict[str, Any] = {"labels": names.labels(cluster, component)}
     if template_annotations:
         template_meta["annotations"] = template_annotations
