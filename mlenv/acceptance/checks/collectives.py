@@ -128,43 +128,57 @@ def _new_group(ranks: tuple[int, ...]) -> Any:
     return g
 
 
+def _pattern(k: int, dev: Any, offset: int = 0) -> Any:
+    """fp32 ``[(offset + j) % PATTERN for j in range(k)]``, built without int64 indices.
+
+    An ``arange(count)`` in int64 would need 8 bytes per element (16 GiB for an 8 GiB
+    float32 sweep point): tiling a 7-element period keeps every temporary at fp32 size.
+    """
+    import torch
+
+    period = torch.arange(PATTERN, dtype=torch.float32, device=dev)
+    reps = (offset % PATTERN + k) // PATTERN + 1
+    return period.repeat(reps)[offset % PATTERN: offset % PATTERN + k].contiguous()
+
+
 def _buffers(op: str, count: int, grank: int, n: int, dev: Any) -> tuple[Any, Any, Any]:
     """(input, output, expected output) of ``op`` for ``count`` elements on group rank ``grank``.
 
     ``count`` is nccl-tests' count: the largest buffer's elements. In-place ops return
-    the same tensor as input and output.
+    the same tensor as input and output. Every value is a small integer, exact in fp32,
+    so sums are exact in any reduction order.
     """
     import torch
 
-    f32 = torch.float32
+    total = n * (n + 1) // 2  # sum over ranks of (grank + 1)
     if op == "all_reduce":
-        pos = torch.arange(count, device=dev) % PATTERN
-        buf = (pos + (grank + 1)).to(f32)
-        expected = (pos * n + n * (n + 1) // 2).to(f32)
+        buf = _pattern(count, dev).add_(grank + 1)
+        expected = _pattern(count, dev).mul_(n).add_(total)
         return buf, buf, expected
     if op == "broadcast":
-        pos = torch.arange(count, device=dev) % PATTERN
-        expected = (pos + 1).to(f32)
+        expected = _pattern(count, dev).add_(1)
         buf = expected.clone() if grank == 0 else torch.full((count,), -1.0, device=dev)
         return buf, buf, expected
     chunk = count // n
+    blocks = torch.arange(n, dtype=torch.float32, device=dev).view(n, 1)
     if op == "all_gather":
-        inp = (torch.arange(chunk, device=dev) % PATTERN + grank * PATTERN).to(f32)
-        idx = torch.arange(count, device=dev)
-        expected = ((idx // chunk) * PATTERN + (idx % chunk) % PATTERN).to(f32)
+        inp = _pattern(chunk, dev).add_(grank * PATTERN)
+        expected = _pattern(chunk, dev).repeat(n).view(n, chunk).add_(blocks * PATTERN).view(-1)
         return inp, torch.empty(count, device=dev), expected
     if op == "reduce_scatter":
-        inp = (torch.arange(count, device=dev) % PATTERN + (grank + 1)).to(f32)
-        pos = (torch.arange(chunk, device=dev) + grank * chunk) % PATTERN
-        expected = (pos * n + n * (n + 1) // 2).to(f32)
+        inp = _pattern(count, dev).add_(grank + 1)
+        expected = _pattern(chunk, dev, offset=grank * chunk).mul_(n).add_(total)
         return inp, torch.empty(chunk, device=dev), expected
     if op == "all_to_all":
-        idx = torch.arange(count, device=dev)
-        block, pos = idx // chunk, (idx % chunk) % PATTERN
         # input chunk d goes to rank d; output chunk s came from rank s
-        inp = (((grank * n + block) * PATTERN + pos) % _EXACT_LIMIT).to(f32)
-        expected = (((block * n + grank) * PATTERN + pos) % _EXACT_LIMIT).to(f32)
-        return inp, torch.empty(count, device=dev), expected
+        base_in = torch.tensor([((grank * n + d) * PATTERN) % _EXACT_LIMIT for d in range(n)],
+                               dtype=torch.float32, device=dev).view(n, 1)
+        base_out = torch.tensor([((s * n + grank) * PATTERN) % _EXACT_LIMIT for s in range(n)],
+                                dtype=torch.float32, device=dev).view(n, 1)
+        inp = _pattern(chunk, dev).repeat(n).view(n, chunk).add_(base_in).remainder_(_EXACT_LIMIT)
+        expected = (_pattern(chunk, dev).repeat(n).view(n, chunk).add_(base_out)
+                    .remainder_(_EXACT_LIMIT))
+        return inp.view(-1), torch.empty(count, device=dev), expected.view(-1)
     raise ValueError(f"unknown collective {op!r}")
 
 
