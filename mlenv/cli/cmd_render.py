@@ -51,6 +51,11 @@ def render(
 
     if check:
         stale = [p for d, files in planned for p in check_tree(files, d)]
+        if all_ and out_root.is_dir():
+            # a tree left behind by a deleted or renamed cluster config
+            known = {c.name for c in clusters}
+            stale += [f"{d}/ (extra: no clusters/*.yaml renders it)"
+                      for d in sorted(out_root.iterdir()) if d.is_dir() and d.name not in known]
         if stale:
             for p in stale:
                 err(f"stale: {p}")

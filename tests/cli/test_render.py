@@ -97,6 +97,13 @@ def test_all_then_check_then_stale(root):
     assert "mlenv render --all" in res.stderr
     assert target.read_bytes() == before, "--check never writes"
 
+    shutil.rmtree(root / "k8s")
+    assert _run(root, "--all").exit_code == 0
+    (root / "clusters" / f"{names[0]}.yaml").rename(root / "clusters" / "gone.txt")
+    res = _run(root, "--all", "--check")
+    assert res.exit_code == 1
+    assert f"stale: {root / 'k8s' / names[0]}/ (extra" in res.stderr
+
 
 @pytest.mark.parametrize(
     "args,expect",
