@@ -1,4 +1,4 @@
-"""A small real-process world for the measurement checks: N spawned ranks, gloo, TCP.
+"""A small real-process world for the measurement checks: N spawned ranks, gloo or NCCL.
 
 Each rank initialises ``torch.distributed`` (gloo, timeout = deadline) the way the
 runner does, builds a RunContext (``nnodes`` fake nodes named ``node<i>``, ranks laid
@@ -28,6 +28,7 @@ class WorldSpec:
     env: dict[str, str] = field(default_factory=dict)
     deadline_s: float = 60.0
     hang_ranks: tuple[int, ...] = ()  # these ranks sleep instead of running the checks
+    backend: str = "gloo"  # "nccl": one GPU per rank, cuda:<rank>
 
 
 def _free_port() -> int:
@@ -48,13 +49,20 @@ def _worker(rank: int, spec: WorldSpec, port: int, out: str) -> None:
     from mlenv.acceptance.checks import collectives, compute, memory  # noqa: F401 - registers
 
     torch.set_num_threads(1)  # two cores shared by every rank
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+    device = "cpu"
+    if spec.backend == "nccl":
+        from mlenv.acceptance.checks.collectives import apply_nccl_deadline_env
+
+        apply_nccl_deadline_env(os.environ)
+        torch.cuda.set_device(rank)
+        device = f"cuda:{rank}"
+    dist.init_process_group(spec.backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=spec.nprocs, timeout=timedelta(seconds=spec.deadline_s))
     per_node = spec.nprocs // spec.nnodes
     node = rank // per_node
     ctx = RunContext(rank=rank, world_size=spec.nprocs, local_rank=rank % per_node,
                      local_world_size=per_node, node_rank=node, nnodes=spec.nnodes,
-                     host=f"node{node}", backend="gloo", device="cpu", options=spec.options,
+                     host=f"node{node}", backend=spec.backend, device=device, options=spec.options,
                      deadline_s=spec.deadline_s)
     record: dict[str, Any] = {"results": [], "error": None, "elapsed_s": 0.0}
     t0 = time.monotonic()

@@ -160,3 +160,11 @@ def test_a_collective_past_the_deadline_raises_instead_of_hanging(tmp_path: Path
     assert "timed out" in err.lower() or "timeout" in err.lower(), err
     assert deadline <= records[0]["elapsed_s"] < deadline + 10
     assert time.monotonic() - t0 < 60
+
+
+def test_a_world_of_one_skips_collectives_but_still_computes(tmp_path: Path) -> None:
+    got = _by_name(run_world(WorldSpec(1, ["compute.quorum", "collectives.all_reduce"],
+                                       options=SMALL), tmp_path))
+    assert got[("compute.quorum", "world", 0)]["status"] == "PASS"
+    r = got[("collectives.all_reduce", "world", 0)]
+    assert r["status"] == "SKIP" and r["metrics"] == {} and "one rank" in r["reasons"][0]

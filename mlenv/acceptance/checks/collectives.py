@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from mlenv.acceptance import faults
@@ -284,6 +284,15 @@ class CollectiveCheck(Check):
             if ctx.rank not in spec.ranks:
                 continue
             ts = time.perf_counter()
+            if len(spec.ranks) < 2:
+                # Only a world of one gets here (plan_groups drops 1-rank subgroups):
+                # no byte crosses a link, and busbw would be 0 by the formula.
+                if ctx.rank == spec.ranks[0]:
+                    results.append(CheckResult(
+                        name=self.name, status=Status.SKIP, scope=spec.scope,
+                        reasons=[f"{self.name}: one rank, no inter-rank traffic to measure"],
+                        details={"group": spec.label, "ranks": list(spec.ranks)}))
+                continue
             sizes = size_sweep(min_b, max_b, factor, elem_size=ELEM_SIZE,
                                nranks=len(spec.ranks), op=self.op)
             try:
@@ -328,7 +337,7 @@ class CollectiveCheck(Check):
             node=ctx.host if spec.scope == "intra" else None, rank=None,
             metrics=metrics, reasons=reasons,
             details={"group": spec.label, "ranks": list(spec.ranks), "table": table,
-                     "rows": [r.__dict__ for r in sw.rows], "dtype": DTYPE_NAME,
+                     "rows": [asdict(r) for r in sw.rows], "dtype": DTYPE_NAME,
                      "backend": ctx.backend, "wrong_sizes": sw.wrong_sizes,
                      "time": "max over ranks of the mean per-call time"},
             duration_s=dur,
