@@ -168,3 +168,19 @@ def test_a_world_of_one_skips_collectives_but_still_computes(tmp_path: Path) -> 
     assert got[("compute.quorum", "world", 0)]["status"] == "PASS"
     r = got[("collectives.all_reduce", "world", 0)]
     assert r["status"] == "SKIP" and r["metrics"] == {} and "one rank" in r["reasons"][0]
+
+
+def test_sweep_stops_early_rather_than_overrunning_the_deadline(tmp_path: Path) -> None:
+    deadline = 4.0
+    opts = {"collectives": {"min_bytes": 2**20, "max_bytes": 2**30, "factor": 4, "iters": 20,
+                            "warmup": 2}}
+    (rank0, rank1) = run_world(WorldSpec(2, ["collectives.all_reduce"], options=opts,
+                                         deadline_s=deadline), tmp_path)
+    assert rank0["error"] is None and rank1["error"] is None
+    (r,) = rank0["results"]
+    assert r["status"] == "WARN" and r["metrics"]["wrong_elements"] == 0.0
+    sizes = [row["size"] for row in r["details"]["rows"]]
+    assert sizes[0] == 2**20 and sizes[-1] < 2**30
+    assert r["reasons"][-1].endswith("would not finish within its share of the 4 s deadline")
+    assert f"stopped before {sizes[-1] * 4} bytes" in r["reasons"][-1]
+    assert rank0["elapsed_s"] < deadline

@@ -20,7 +20,8 @@ in the calling thread when ``TORCH_NCCL_BLOCKING_WAIT=1`` is set before
 ``init_process_group`` (otherwise its watchdog aborts the whole process, which the
 runner would see as a dead rank): :func:`nccl_deadline_env` lists what to set. On top
 of that, the sweep stops early (WARN, with the size it stopped at) when the next,
-larger size would not finish within the deadline at the speed measured so far; every
+larger size would not finish within its phase's share of 80 % of the deadline at the
+speed measured so far; every
 rank of a group takes that decision from the same all-reduced figures, so no rank is
 left waiting in a collective the others skipped.
 
@@ -54,6 +55,9 @@ FAMILY = "collectives"
 ELEM_SIZE = 4  # float32
 DTYPE_NAME = "float"  # nccl-tests' name for float32
 PATTERN = 7  # period of the position-dependent part of the test values
+# Of the per-check deadline, the part sweeps may plan to use: the rest is margin for
+# buffer set-up, the data checks and the runner's gather.
+DEADLINE_SHARE = 0.8
 _EXACT_LIMIT = 2**23  # keep every value an exactly representable fp32 integer
 
 _UNSUPPORTED_HINTS = ("not supported", "unsupported", "does not support", "not implemented")
@@ -211,7 +215,7 @@ class _Sweep:
 
 def _sweep(
     op: str, spec: GroupSpec, group: Any, ctx: RunContext, sizes: list[int], *,
-    iters: int, warmup: int, corrupt: bool, t0: float,
+    iters: int, warmup: int, corrupt: bool, t0: float, budget_s: float,
 ) -> _Sweep:
     import torch
     import torch.distributed as dist
@@ -249,7 +253,7 @@ def _sweep(
         del inp, res, expected
         nxt = [s for s in sizes if s > size]
         # Projected cost of the next size: bandwidth-bound, so time grows with size.
-        if nxt and elapsed + sec * (nxt[0] / size) * (iters + warmup + 1) > ctx.deadline_s:
+        if nxt and elapsed + sec * (nxt[0] / size) * (iters + warmup + 1) > budget_s:
             out.stopped_before = nxt[0]
             break
     return out
@@ -279,6 +283,10 @@ class CollectiveCheck(Check):
         dist.all_gather_object(layout, (ctx.node_rank, ctx.local_rank, ctx.host))
         plan = plan_groups([(int(a), int(b), str(c)) for a, b, c in layout])
         groups = [_new_group(spec.ranks) for spec in plan]  # all ranks, same order
+        # Phases run one after the other (world, then intra, then inter groups), so each
+        # may use its share of the deadline; the shares come from the plan every rank
+        # shares, so the members of a group always agree on when to stop.
+        phases = [sc for sc in ("world", "intra", "inter") if any(g.scope == sc for g in plan)]
         results: list[CheckResult] = []
         for spec, group in zip(plan, groups, strict=True):
             if ctx.rank not in spec.ranks:
@@ -296,8 +304,10 @@ class CollectiveCheck(Check):
             sizes = size_sweep(min_b, max_b, factor, elem_size=ELEM_SIZE,
                                nranks=len(spec.ranks), op=self.op)
             try:
+                budget = DEADLINE_SHARE * ctx.deadline_s * (
+                    (phases.index(spec.scope) + 1) / len(phases))
                 sw = _sweep(self.op, spec, group, ctx, sizes, iters=iters, warmup=warmup,
-                            corrupt=corrupt, t0=t0)
+                            corrupt=corrupt, t0=t0, budget_s=budget)
             except (RuntimeError, NotImplementedError) as e:
                 # Every member of the group gets the same refusal from the same backend.
                 if not any(h in str(e).lower() for h in _UNSUPPORTED_HINTS):
@@ -329,7 +339,7 @@ class CollectiveCheck(Check):
         if sw.stopped_before is not None:
             reasons.append(
                 f"{self.name} ({spec.scope}): sweep stopped before {sw.stopped_before} bytes: "
-                f"it would not finish within the deadline of {ctx.deadline_s:g} s")
+                f"it would not finish within its share of the {ctx.deadline_s:g} s deadline")
             if status is Status.PASS:
                 status = Status.WARN
         return CheckResult(
