@@ -7,9 +7,9 @@ and apply the same busbw factor, so the only difference is the check's own overh
 (buffer filling, the data check, the stats all-reduce — all outside its timed region).
 Per size the two run back to back ``--repeats`` times in alternating order (paired
 samples, because the machine is shared); the table shows the best of each and the
-median of the paired ratios. Target: within 5 % at ≥ 16 MB.
+median of the paired ratios, which is what the 5 % target (at ≥ 16 MB) is judged on.
 
-    python benchmarks/bench_collectives.py [--max-mb 64] [--iters 10] [--repeats 3]
+    python benchmarks/bench_collectives.py [--max-mb 64] [--iters 10] [--repeats 15]
 """
 
 from __future__ import annotations
@@ -98,12 +98,17 @@ def _worker(rank: int, port: int, opts: dict[str, Any], out: str) -> None:
 
 
 def main() -> int:
-    """Run the comparison, print a Markdown table, exit 1 when a large size misses 5 %."""
+    """Run the comparison, print a Markdown table, exit 1 when a large size misses 5 %.
+
+    The verdict uses the median of the paired ratios: on a shared machine a burst of
+    other work hits one side of one pair, which moves a best-vs-best ratio but not
+    the median of many back-to-back pairs.
+    """
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--max-mb", type=int, default=64)
     ap.add_argument("--iters", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, default=15)
     a = ap.parse_args()
     sizes = [2**20 * 4**k for k in range(8) if 4**k <= a.max_mb]
     opts = {"sizes": sizes, "factor": 4, "iters": a.iters, "warmup": a.warmup,
@@ -134,10 +139,11 @@ def main() -> int:
         best = max(c) / max(b)
         paired = statistics.median(x / y for x, y in zip(c, b, strict=True))
         if size >= LARGE:
-            worst = max(worst, abs(1.0 - best))
+            worst = max(worst, abs(1.0 - paired))
         print(f"| {size / 2**20:g} MiB | {max(c):.3f} | {max(b):.3f} | {best:.3f} | {paired:.3f} |")
     verdict = "within" if worst <= TARGET else "OUTSIDE"
-    print(f"\nlargest deviation at >= 16 MiB: {worst * 100:.1f} % ({verdict} the 5 % target)")
+    print(f"\nlargest deviation of the paired median at >= 16 MiB: {worst * 100:.1f} % "
+          f"({verdict} the 5 % target)")
     return 0 if worst <= TARGET else 1
 
 
