@@ -28,10 +28,13 @@ class ProbeAllReduce(Check):
         dist.all_reduce(x)  # untimed: the first collective's wait for peers is not this rank's speed
         ok = bool((x == ctx.world_size).all())
         a = torch.ones(128, 128)
-        t0 = time.perf_counter()
-        for _ in range(20):
-            a = (a @ a) / 128.0
-        dt = time.perf_counter() - t0
+        samples = []
+        for _ in range(5):  # best of 5: other processes on a shared box only ever add time
+            t0 = time.perf_counter()
+            for _ in range(20):
+                a = (a @ a) / 128.0
+            samples.append(time.perf_counter() - t0)
+        dt = min(samples)
         slow = faults.active("slow", rank=ctx.rank, node_rank=ctx.node_rank, check=self.name)
         if slow:
             dt *= float(slow.get("factor", "4"))
