@@ -115,6 +115,14 @@ def init_process_group(deadline_s: float) -> tuple[str, str]:
     if torch.cuda.is_available():
         torch.cuda.set_device(local_rank % max(torch.cuda.device_count(), 1))
         backend, device = "nccl", f"cuda:{torch.cuda.current_device()}"
+        # Must precede init: without blocking wait / async error handling, a hung NCCL
+        # collective is killed by torch's watchdog (process dies) instead of raising in
+        # the check, and the runner could not report it as ERROR with the rank named.
+        import os
+
+        from mlenv.acceptance.checks.collectives import apply_nccl_deadline_env
+
+        apply_nccl_deadline_env(os.environ)
     else:
         backend, device = "gloo", "cpu"
     try:
