@@ -87,11 +87,66 @@ def bench_harness(runs: int = 3) -> dict[str, float]:
             "launch_2x1_s": statistics.median(jobs)}
 
 
+def bench_suite(slots: int, options: str | None, runs: int = 1) -> dict[str, object]:
+    """Wall time of ``pod launch`` running the acceptance suite on 2 pods × ``slots`` ranks.
+
+    ``options``: an options file (``--options``) over the quick profile, or None for the
+    profile as shipped. Also returns the per-check durations of the last run (rank 0's
+    view: the slowest rank of each check).
+    """
+    from harness import Cluster, unavailable_reason
+
+    why = unavailable_reason()
+    if why:
+        print(f"harness suite: skipped ({why})")
+        return {}
+    pod = [sys.executable, "-m", "mlenv.pod"]
+    walls: list[float] = []
+    per_check: dict[str, float] = {}
+    for _ in range(runs):
+        with tempfile.TemporaryDirectory(prefix="mlenv-bench-") as d:
+            c = Cluster(2, d)
+            c.setup()
+            try:
+                env = [c.env(i, {"MLENV_CPU_SLOTS": str(slots)}) for i in range(2)]
+                for i in range(2):
+                    r = c.run(i, [*pod, "init"], env[i])
+                    assert r.returncode == 0, r.stdout
+                rdir = os.path.join(d, "report")
+                extra = ["--", "--options", options] if options else []
+                t0 = time.perf_counter()
+                r = c.run(0, [*pod, "launch", "--deadline", "20", "--profile", "quick", "--report-dir", rdir,
+                              *extra], env[0], timeout=600)
+                walls.append(time.perf_counter() - t0)
+                doc = json.loads(Path(rdir, "results.json").read_text())
+                assert r.returncode == 0 and doc["verdict"] == "PASS", r.stdout[-3000:]
+                per_check = {}
+                for chk in doc["checks"]:
+                    per_check[chk["name"]] = max(per_check.get(chk["name"], 0.0), float(chk.get("duration_s") or 0))
+            finally:
+                c.teardown()
+        label = "small options" if options else "quick profile"
+        print(f"suite 2 x {slots} ({label}): {walls[-1]:.1f} s; " +
+              ", ".join(f"{k} {v:.1f}" for k, v in per_check.items()), flush=True)
+    return {"wall_s": statistics.median(walls), "runs": len(walls),
+            "per_check_s": {k: round(v, 2) for k, v in per_check.items()}}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-harness", action="store_true")
+    ap.add_argument("--suite-only", action="store_true", help="only the 2-node acceptance-suite runs")
+    ap.add_argument("--suite-runs", type=int, default=1)
     args = ap.parse_args()
     out: dict[str, object] = {}
+    if args.suite_only:
+        small = str(ROOT / "tests" / "integration" / "harness" / "acceptance_small.json")
+        for slots in (1, 2):
+            for opts in (None, small):
+                key = f"suite_2x{slots}_{'small' if opts else 'quick'}"
+                out[key] = bench_suite(slots, opts, args.suite_runs)
+        print(json.dumps(out))
+        return 0
     for n in (64, 512):
         ok_s, dead_s = bench_preflight(n)
         out[f"preflight_{n}"] = {"all_up_s": round(ok_s, 4), "one_dead_1s_deadline_s": round(dead_s, 3)}

@@ -1,10 +1,10 @@
 """Example multi-node DeepSpeed training script (copy it and make it yours).
 
 Run on pod-0:  ./launch_deepspeed.sh train_multi_node.py --model resnet18 --steps 100
-Each rank builds one of the package's models (written in ``mlenv.acceptance.models``,
-no torchvision needed), trains it with ZeRO-2 from ``ds_config.json`` on synthetic data
-(or ``--data fashion_mnist|cifar10 --data-dir /datasets/...``) and rank 0 prints
-throughput and the loss trend.
+Each rank builds one of the package's models (``mlenv.acceptance.models``: resnet18,
+resnet50, gpt; no torchvision needed), trains it with ZeRO-2 from ``ds_config.json`` on
+synthetic data (or ``--data fashionmnist|cifar10 --data-dir /datasets/<name>``), and
+rank 0 prints throughput and the loss trend (``--out FILE`` also writes them as JSON).
 """
 
 from __future__ import annotations
@@ -14,44 +14,78 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 
-def parse_args() -> argparse.Namespace:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The script's flags (``--local_rank`` comes from the DeepSpeed launcher)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="resnet18", help="resnet18 | resnet50 | gpt")
     ap.add_argument("--steps", type=int, default=100)
-    ap.add_argument("--data", default="synthetic", help="synthetic | fashion_mnist | cifar10")
-    ap.add_argument("--data-dir", default="/datasets")
+    ap.add_argument("--data", default="synthetic", help="synthetic | fashionmnist | cifar10")
+    ap.add_argument("--data-dir", default="/datasets", help="folder holding the real dataset's files")
+    ap.add_argument("--image-size", type=int, default=None, help="resize images (synthetic default: 32 px)")
+    ap.add_argument("--micro-batch", type=int, default=None, help="override train_micro_batch_size_per_gpu")
     ap.add_argument("--ds-config", default=str(Path(__file__).with_name("ds_config.json")))
-    ap.add_argument("--local_rank", type=int, default=int(os.environ.get("LOCAL_RANK", "0")),
+    ap.add_argument("--out", default=None, help="rank 0 writes a JSON summary here")
+    ap.add_argument("--local_rank", "--local-rank", type=int, default=int(os.environ.get("LOCAL_RANK", "0")),
                     help="set by the DeepSpeed launcher")
-    return ap.parse_args()
+    return ap.parse_args(argv)
 
 
-def main() -> int:
-    args = parse_args()
+def resolve_config(config: dict[str, Any], cuda: bool, bf16_ok: bool, micro_batch: int | None) -> dict[str, Any]:
+    """``ds_config.json`` made concrete for this machine.
+
+    ``"bf16": {"enabled": "auto"}`` would reach DeepSpeed as a truthy string, so it is
+    decided here: bf16 on GPUs that support it, fp32 otherwise. On CPU ranks (local
+    tests) the optimizer is torch's AdamW, so no DeepSpeed extension gets compiled.
+    """
+    cfg = json.loads(json.dumps(config))  # a deep copy
+    bf16 = cfg.setdefault("bf16", {})
+    if bf16.get("enabled") == "auto":
+        bf16["enabled"] = bool(cuda and bf16_ok)
+    if not cuda:
+        cfg.get("optimizer", {}).setdefault("params", {})["torch_adam"] = True
+    if micro_batch is not None:
+        cfg["train_micro_batch_size_per_gpu"] = micro_batch
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Train for ``--steps`` steps on every rank; rank 0 reports."""
+    args = parse_args(argv)
     import deepspeed
     import torch
-    from mlenv.acceptance.data import build_dataset
+
+    from mlenv.acceptance.data import build_dataset, canonical_name
     from mlenv.acceptance.models import build_model
+    from mlenv.errors import InputError
+
+    cuda = torch.cuda.is_available()
+    config = resolve_config(json.loads(Path(args.ds_config).read_text()), cuda,
+                            cuda and torch.cuda.is_bf16_supported(), args.micro_batch)
+    micro = int(config["train_micro_batch_size_per_gpu"])
+    try:
+        data = canonical_name(args.data)
+        # Synthetic samples are made from their index: size them to the run. A real
+        # dataset is used whole.
+        dataset = build_dataset(data, model=args.model, root=args.data_dir,
+                                size=micro * args.steps if data == "synthetic" else None,
+                                image_size=args.image_size)
+        model = build_model(args.model, num_classes=dataset.num_classes, in_shape=dataset.sample_shape)
+    except InputError as e:
+        print(f"error: {e}", flush=True)
+        return 2
 
     deepspeed.init_distributed()
     rank = torch.distributed.get_rank()
     world = torch.distributed.get_world_size()
-    cuda = torch.cuda.is_available()
     device = torch.device("cuda", args.local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-
-    config = json.loads(Path(args.ds_config).read_text())
-    if not cuda:  # bf16 "auto" is for GPUs; CPU ranks (local tests) train in fp32
-        config["bf16"] = {"enabled": False}
-    micro = int(config["train_micro_batch_size_per_gpu"])
-
-    dataset = build_dataset(args.data, model=args.model, root=args.data_dir, size=micro * args.steps)
-    model = build_model(args.model, num_classes=dataset.num_classes, in_shape=dataset.sample_shape)
     engine, _, loader, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                                 training_data=dataset, config=config)
+    dtype = torch.bfloat16 if config["bf16"].get("enabled") else torch.float32
     loss_fn = torch.nn.CrossEntropyLoss()
     losses: list[float] = []
     t0 = time.perf_counter()
@@ -59,8 +93,10 @@ def main() -> int:
     while step < args.steps:
         for x, y in loader:
             x, y = x.to(device), y.to(device)
+            if x.is_floating_point():
+                x = x.to(dtype)  # token ids (the GPT) stay integers
             out = engine(x)
-            loss = loss_fn(out.reshape(-1, out.shape[-1]), y.reshape(-1))
+            loss = loss_fn(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
             engine.backward(loss)
             engine.step()
             losses.append(float(loss.item()))
@@ -71,8 +107,12 @@ def main() -> int:
     if rank == 0:
         w = max(1, len(losses) // 10)
         first, last = sum(losses[:w]) / w, sum(losses[-w:]) / w
+        rate = step * micro * world / elapsed
         print(f"{args.model}: {step} steps on {world} rank(s) in {elapsed:.1f} s, "
-              f"{step * micro * world / elapsed:.1f} samples/s; loss {first:.3f} -> {last:.3f}")
+              f"{rate:.1f} samples/s; loss {first:.3f} -> {last:.3f}", flush=True)
+        if args.out:
+            Path(args.out).write_text(json.dumps({"model": args.model, "steps": step, "world": world,
+                                                  "samples_per_s": rate, "losses": losses}))
     return 0
 
 

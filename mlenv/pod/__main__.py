@@ -28,7 +28,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--report-dir", default=None, help="default /workspace/results/<run-id>")
         p.add_argument("--run-id", default=None, help="default: UTC timestamp")
         p.add_argument("--module", "-m", default=None, help="run a module instead of a script")
-        p.add_argument("script", nargs=argparse.REMAINDER, help="SCRIPT [ARGS…]; none: the acceptance suite")
+        p.add_argument("script", nargs=argparse.REMAINDER, help="SCRIPT [ARGS…]; none: the acceptance suite "
+                       "(then '-- --checks … --options FILE' are passed to it)")
 
     la = sub.add_parser("launch", help="pod 0: preflight, then DeepSpeed across every pod")
     la.add_argument("--torchrun", action="store_true", help="print the ssh-less per-pod commands instead")

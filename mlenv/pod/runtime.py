@@ -118,9 +118,10 @@ def init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bool = 
 def _job(script: list[str], module: str | None, report_dir: str, profile: str | None) -> launch.Job:
     if module:
         return launch.Job(module, script, module=True, local_rank_flag=module != launch.ACCEPTANCE_MODULE)
-    if script:
+    if script and not script[0].startswith("-"):
         return launch.Job(script[0], script[1:])
-    return launch.acceptance_job(report_dir, profile, [])
+    # No script: the acceptance suite; options after '--' (e.g. --checks, --options) are its own.
+    return launch.acceptance_job(report_dir, profile, script)
 
 
 def _report_dir(env: Mapping[str, str], report_dir: str | None, run_id: str) -> str:

@@ -88,3 +88,15 @@ def test_torchrun_commands_are_printed(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 0
     assert "run-torchrun --run-id r7 --report-dir /workspace/results/r7 --profile quick" in out.out
     assert "--node-rank 0" in out.err
+
+
+def test_options_after_double_dash_go_to_the_acceptance_suite() -> None:
+    from mlenv.pod.__main__ import _parser
+
+    script = _parser().parse_args(["launch", "--profile", "quick", "--", "--checks", "compute",
+                                   "--options", "o.json"]).script
+    job = runtime._job(script[1:], None, "/r", "quick")
+    assert job.module and job.target == launch.ACCEPTANCE_MODULE and not job.local_rank_flag
+    assert job.args == ["--report-dir", "/r", "--profile", "quick", "--checks", "compute", "--options", "o.json"]
+    user = runtime._job(["train.py", "--steps", "2"], None, "/r", "quick")
+    assert (user.target, user.args, user.module) == ("train.py", ["--steps", "2"], False)
