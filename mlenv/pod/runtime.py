@@ -162,7 +162,8 @@ def do_launch(env: Mapping[str, str], *, script: list[str], module: str | None, 
         fixed = ["--run-id", rid, "--report-dir", rdir]
         print(" ".join(["python", "-m", "mlenv.pod", "run-torchrun", *fixed,
                         *(["--profile", profile] if profile else []),
-                        *(["--module", module] if module else []), *script]))
+                        *(["--module", module] if module else []),
+                        *(["--"] if script and script[0].startswith("-") else []), *script]))
         say(f"equivalent torchrun for node 0: {' '.join(launch.torchrun_argv(job, pe.nnodes, 0, slots, pe.master_addr, pe.master_port))}")
         return EXIT_OK
     hosts = [h for h, _ in hostfile.parse_hostfile(p.hostfile)]

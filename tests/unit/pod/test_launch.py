@@ -100,3 +100,16 @@ def test_options_after_double_dash_go_to_the_acceptance_suite() -> None:
     assert job.args == ["--report-dir", "/r", "--profile", "quick", "--checks", "compute", "--options", "o.json"]
     user = runtime._job(["train.py", "--steps", "2"], None, "/r", "quick")
     assert (user.target, user.args, user.module) == ("train.py", ["--steps", "2"], False)
+
+
+def test_printed_torchrun_command_keeps_suite_options_after_double_dash(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from mlenv.pod.__main__ import _parser
+
+    code = runtime.do_launch({**ENV, "MLENV_POD_INDEX": "0", "HOME": str(tmp_path)}, script=["--checks", "compute"],
+                             module=None, torchrun=True, deadline_s=1, profile=None, report_dir=None, run_id="r8")
+    printed = capsys.readouterr().out.split()
+    assert code == 0 and printed[-3:] == ["--", "--checks", "compute"]
+    # The printed command parses, and the options reach the suite in that pod.
+    args = _parser().parse_args(printed[3:])
+    assert args.verb == "run-torchrun" and args.script == ["--", "--checks", "compute"]
