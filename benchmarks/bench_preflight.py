@@ -2,6 +2,8 @@
 launch preflight scales with the number of peers (peers simulated by local listeners).
 
 Run: .venv/bin/python benchmarks/bench_preflight.py [--skip-harness]
+     .venv/bin/python benchmarks/bench_preflight.py --suite-only [--suite-runs N]
+       (the acceptance suite launched by ``pod launch`` on 2 × 1 and 2 × 2 ranks)
 The harness part needs root, sshd and pdsh; it is skipped with the reason otherwise.
 """
 
