@@ -1,0 +1,512 @@
+"""The training check: a real DeepSpeed run on every rank, with loss trend and stragglers.
+
+Each rank trains the same model (ResNet-18/50 or a small GPT, see
+:mod:`mlenv.acceptance.models`) with ``deepspeed.initialize`` (ZeRO stage from the
+options, default 2) on its shard of a dataset (:mod:`mlenv.acceptance.data`), reusing
+the process group the runner already started.
+
+Results:
+
+* ``training.step_time`` (scope rank, every rank): ``p50_ms``/``p90_ms``/``p99_ms`` of
+  the whole step, ``samples_per_s`` of this rank, and the split of the median step into
+  ``compute_p50_ms`` (forward + backward autograd, this rank's own work),
+  ``comm_p50_ms`` (gradient reduction after autograd, which includes *waiting for the
+  slowest peer*) and ``optimizer_p50_ms``.
+* ``training.deepspeed`` (scope world, from rank 0): global and per-rank samples/s,
+  ``loss_first``/``loss_last`` (means of the first and last ``loss_window`` steps,
+  averaged over ranks), ``loss_drop_frac``, ``step_time_p50_ms``. FAIL when the loss
+  does not drop by ``min_loss_drop``; stragglers make it WARN (``straggler_status``).
+
+Why stragglers are judged on compute time, not step time: in synchronous data parallel
+every rank waits for the slowest one in the gradient all-reduce, so all ranks report
+the *same* step time and a slow rank cannot be told apart from its victims. Its own
+compute (forward + backward, which need no communication while ZeRO's reduce bucket
+holds the whole model, DeepSpeed's default 5e8 elements) is what stands out, while the
+victims show the time as ``comm``. The autograd end is caught with a gradient hook on
+every parameter, so the split needs no change to DeepSpeed.
+
+torch and deepspeed are imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlenv.acceptance import faults
+from mlenv.acceptance.base import Check, RunContext, register
+from mlenv.acceptance.result import CheckResult, Status
+from mlenv.errors import InputError
+
+FAMILY = "training"
+WORLD_CHECK = "training.deepspeed"
+RANK_CHECK = "training.step_time"
+
+DEFAULTS: dict[str, Any] = {
+    "model": "resnet18",
+    "steps": 8,  # timed steps
+    "warmup_steps": 2,  # untimed steps first (allocator, gloo/NCCL connections); their losses count
+    "batch_size": 8,  # per rank
+    "zero_stage": 2,
+    "dataset": "synthetic",
+    "data_dir": "",
+    "image_size": 0,  # 0: 16 px on CPU, 224 px on GPU (synthetic); native size for real datasets
+    "lr": 1e-3,
+    "loss_window": 3,
+    "min_loss_drop": 0.05,
+    "straggler_factor": 1.5,
+    "straggler_status": "WARN",
+    "max_batches": 16,  # distinct batches pre-built on the device and cycled
+    "seq_len": 64,
+    "vocab_size": 256,
+    "seed": 0,
+}
+
+
+# --------------------------------------------------------------------------- pure logic
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) with linear interpolation (numpy's default)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    if not 0.0 <= q <= 100.0:
+        raise ValueError(f"percentile q={q} outside 0..100")
+    xs = sorted(values)
+    pos = (len(xs) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def step_percentiles_ms(step_s: Sequence[float]) -> dict[str, float]:
+    """``p50_ms``/``p90_ms``/``p99_ms`` of step durations given in seconds."""
+    return {f"p{q}_ms": 1e3 * percentile(step_s, q) for q in (50, 90, 99)}
+
+
+@dataclass(frozen=True)
+class LossTrend:
+    """Mean loss of the first and last window and the relative drop between them."""
+
+    first: float
+    last: float
+    window: int
+
+    @property
+    def drop_frac(self) -> float:
+        """(first − last) / first; negative when the loss rose."""
+        return (self.first - self.last) / self.first if self.first else 0.0
+
+
+def loss_trend(losses: Sequence[float], window: int) -> LossTrend:
+    """Compare the mean of the first ``window`` losses with the mean of the last ``window``.
+
+    The window shrinks to half the run when the run is short, so the two windows
+    never overlap. Raises ValueError with fewer than 2 losses or a non-finite one.
+    """
+    if len(losses) < 2:
+        raise ValueError(f"need at least 2 steps to see a loss trend, got {len(losses)}")
+    bad = [i for i, x in enumerate(losses) if not math.isfinite(x)]
+    if bad:
+        raise ValueError(f"loss is not finite at step(s) {bad[:5]}")
+    w = max(1, min(window, len(losses) // 2))
+    return LossTrend(statistics.fmean(losses[:w]), statistics.fmean(losses[-w:]), w)
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """A rank whose median compute time is ``ratio`` × its peers' median."""
+
+    rank: int
+    host: str
+    value_ms: float
+    peers_ms: float
+
+    @property
+    def ratio(self) -> float:
+        """value / peers' median."""
+        return self.value_ms / self.peers_ms if self.peers_ms else math.inf
+
+    def reason(self) -> str:
+        """A sentence naming the rank, host and numbers."""
+        return (f"straggler: rank {self.rank} ({self.host}) median compute time {self.value_ms:.1f} ms "
+                f"is {self.ratio:.2f}x its peers' median {self.peers_ms:.1f} ms")
+
+
+def find_stragglers(per_rank_ms: Sequence[tuple[int, str, float]], factor: float) -> list[Straggler]:
+    """Ranks whose median time exceeds ``factor`` × the median of the *other* ranks.
+
+    Leave-one-out, because with two ranks the median of all ranks is the midpoint:
+    a rank 3× slower than its peer would be only 1.5× that midpoint.
+    """
+    if factor <= 1.0:
+        raise ValueError(f"straggler_factor must be > 1, got {factor}")
+    out: list[Straggler] = []
+    for i, (rank, host, ms) in enumerate(per_rank_ms):
+        peers = [v for j, (_, _, v) in enumerate(per_rank_ms) if j != i]
+        if not peers:
+            continue
+        ref = statistics.median(peers)
+        if ms > factor * ref:
+            out.append(Straggler(rank, host, ms, ref))
+    return out
+
+
+def ds_config(*, batch_size: int, zero_stage: int, lr: float, precision: str) -> dict[str, Any]:
+    """The DeepSpeed config the check trains with (built in code, no file to go stale).
+
+    ``precision``: ``bf16`` | ``fp16`` | ``fp32``. The optimizer is DeepSpeed's
+    ``AdamW`` with ``torch_adam`` so no extension needs compiling on the pod.
+    """
+    if zero_stage not in (0, 1, 2, 3):
+        raise InputError(f"training: zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
+    if precision not in ("bf16", "fp16", "fp32"):
+        raise InputError(f"training: precision must be bf16, fp16 or fp32, got {precision!r}")
+    return {
+        "train_micro_batch_size_per_gpu": batch_size,
+        "gradient_accumulation_steps": 1,
+        "optimizer": {"type": "AdamW", "params": {"lr": lr, "weight_decay": 0.0, "torch_adam": True}},
+        "zero_optimization": {"stage": zero_stage, "overlap_comm": False},
+        "bf16": {"enabled": precision == "bf16"},
+        "fp16": {"enabled": precision == "fp16", "initial_scale_power": 12},
+        "gradient_clipping": 1.0,
+        "steps_per_print": 10**9,  # DeepSpeed's own step logging would interleave with ours
+        "wall_clock_breakdown": False,
+    }
+
+
+# --------------------------------------------------------------------------- training
+
+
+@dataclass
+class TrainRecord:
+    """What one rank measured: one entry per step (warm-up steps included, flagged)."""
+
+    losses: list[float] = field(default_factory=list)
+    step_s: list[float] = field(default_factory=list)
+    compute_s: list[float] = field(default_factory=list)
+    comm_s: list[float] = field(default_factory=list)
+    optimizer_s: list[float] = field(default_factory=list)
+    warmup: int = 0
+    batch_size: int = 0
+    precision: str = "fp32"
+    zero_stage: int = 2
+    params: int = 0
+
+    def timed(self, series: list[float]) -> list[float]:
+        """The entries of ``series`` after the warm-up steps."""
+        return series[self.warmup:]
+
+
+class _Clock:
+    """Marks points in a step: CUDA events on a GPU (no sync inside the step), else perf_counter."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        if cuda:
+            import torch
+
+            self._ev = {k: torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                        for k in ("start", "fwd", "grads", "bwd", "end")}
+        self._t: dict[str, float] = {}
+
+    def mark(self, name: str) -> None:
+        if self.cuda:
+            self._ev[name].record()
+        else:
+            self._t[name] = time.perf_counter()
+
+    def fwd_s(self) -> float:
+        """Seconds since ``start`` up to ``fwd`` (on a GPU: after the caller synchronised)."""
+        if self.cuda:
+            return float(self._ev["start"].elapsed_time(self._ev["fwd"])) / 1e3
+        return self._t["fwd"] - self._t["start"]
+
+    def spans(self) -> dict[str, float]:
+        """Seconds of forward, autograd, gradient reduction, optimizer and the whole step."""
+        if self.cuda:
+            self._ev["end"].synchronize()
+            e = self._ev
+            t = {k: e["start"].elapsed_time(e[k]) / 1e3 for k in e}
+            t["start"] = 0.0
+        else:
+            t = self._t
+        return {"fwd": t["fwd"] - t["start"], "compute": t["grads"] - t["start"],
+                "comm": t["bwd"] - t["grads"], "optimizer": t["end"] - t["bwd"], "step": t["end"] - t["start"]}
+
+
+def pick_precision(cuda: bool) -> str:
+    """bf16 on a GPU that supports it, fp16 on older GPUs, fp32 on CPU."""
+    if not cuda:
+        return "fp32"
+    import torch
+
+    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
+
+
+def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int = 8, warmup_steps: int = 2,
+              batch_size: int = 8, zero_stage: int = 2, lr: float = 1e-3, device: str = "cpu",
+              rank: int = 0, world_size: int = 1, precision: str = "", slow_factor: float = 1.0,
+              max_batches: int = 16, seed: int = 0, log: Callable[[str], None] | None = None) -> TrainRecord:
+    """Train ``model_name`` with DeepSpeed for ``warmup_steps + steps`` steps and time each.
+
+    Needs an initialised ``torch.distributed`` process group (the runner's, or
+    ``deepspeed.init_distributed()`` in a script); DeepSpeed reuses it. ``dataset``
+    (default: synthetic data for the model, see :func:`mlenv.acceptance.data.build_dataset`)
+    is sharded by rank; ``max_batches`` distinct batches are built on the device up
+    front and cycled, so data loading is not what gets timed. ``slow_factor`` > 1 makes
+    this rank's compute that many times slower (the ``slow`` fault).
+
+    Returns this rank's :class:`TrainRecord`. Raises InputError for bad options.
+    """
+    import deepspeed
+    import torch
+
+    from mlenv.acceptance.data import build_dataset
+    from mlenv.acceptance.models import build_model, count_parameters, is_image_model
+
+    if steps < 1 or warmup_steps < 0 or batch_size < 1 or max_batches < 1:
+        raise InputError(f"training: need steps >= 1, warmup_steps >= 0, batch_size >= 1, max_batches >= 1; "
+                         f"got {steps}, {warmup_steps}, {batch_size}, {max_batches}")
+    cuda = device.startswith("cuda")
+    precision = precision or pick_precision(cuda)
+    total = warmup_steps + steps
+    n_batches = min(total, max_batches)
+    if dataset is None:
+        dataset = build_dataset("synthetic", model=model_name, size=n_batches * batch_size * world_size, seed=seed)
+    n = len(dataset)
+    if n < batch_size:
+        raise InputError(f"training: dataset has {n} samples, fewer than batch_size {batch_size}")
+
+    torch.manual_seed(seed)  # same initial weights everywhere (DeepSpeed also broadcasts rank 0's)
+    model = build_model(model_name, num_classes=dataset.num_classes, in_shape=dataset.sample_shape)
+    image = is_image_model(model_name)
+    dev = torch.device(device)
+    if cuda and image:
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # NHWC for tensor cores
+    batches = []
+    for b in range(n_batches):
+        # Each rank takes its own consecutive slice: rank r of step b reads samples
+        # [(b·world + r)·B, …) modulo the dataset, so ranks never train on the same data.
+        start = (b * world_size + rank) * batch_size
+        x, y = dataset.get_batch([(start + j) % n for j in range(batch_size)])
+        x = x.to(dev)
+        if cuda and image:
+            x = x.contiguous(memory_format=torch.channels_last)
+        batches.append((x, y.to(dev)))
+
+    engine, _, _, _ = deepspeed.initialize(
+        model=model, model_parameters=[p for p in model.parameters() if p.requires_grad],
+        config=ds_config(batch_size=batch_size, zero_stage=zero_stage, lr=lr, precision=precision),
+        dist_init_required=False)
+    in_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    clock = _Clock(cuda)
+    params = [p for p in engine.module.parameters() if p.requires_grad]
+    for p in params:
+        # Fires as each gradient is produced; the last call marks the end of autograd.
+        p.register_hook(lambda _g: clock.mark("grads"))
+    rec = TrainRecord(warmup=warmup_steps, batch_size=batch_size, precision=precision,
+                      zero_stage=zero_stage, params=count_parameters(model))
+    est_bwd_s = 0.0
+    try:
+        for step in range(total):
+            x, y = batches[step % n_batches]
+            if in_dtype is not None and x.is_floating_point():
+                x = x.to(in_dtype)
+            if cuda:
+                torch.cuda.synchronize(dev)
+            clock.mark("start")
+            out = engine(x)
+            loss = loss_fn(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
+            clock.mark("fwd")
+            slept = 0.0
+            if slow_factor > 1.0:
+                # A genuinely slower device: this rank's forward and backward each take
+                # ``slow_factor`` × as long, so peers really wait for it in the reduction.
+                if cuda:
+                    torch.cuda.synchronize(dev)
+                slept = (slow_factor - 1.0) * (clock.fwd_s() + est_bwd_s)
+                time.sleep(slept)
+            engine.backward(loss)
+            clock.mark("bwd")
+            engine.step()
+            clock.mark("end")
+            if cuda:
+                torch.cuda.synchronize(dev)
+            t = clock.spans()
+            # The stretch must scale the *unstretched* backward, or it would compound.
+            est_bwd_s = max(0.0, t["compute"] - t["fwd"] - slept)
+            rec.losses.append(float(loss.detach().float().item()))
+            rec.step_s.append(t["step"])
+            rec.compute_s.append(t["compute"])
+            rec.comm_s.append(t["comm"])
+            rec.optimizer_s.append(t["optimizer"])
+            if log is not None:
+                log(f"step {step}: loss {rec.losses[-1]:.4f} step {1e3 * t['step']:.1f} ms")
+    finally:
+        engine.destroy()
+    return rec
+
+
+# --------------------------------------------------------------------------- the check
+
+
+def _opt(ctx: RunContext, key: str) -> Any:
+    return ctx.opt(WORLD_CHECK, key, DEFAULTS[key])
+
+
+def _num(ctx: RunContext, key: str, kind: type[int] | type[float]) -> Any:
+    raw = _opt(ctx, key)
+    try:
+        return kind(raw)
+    except (TypeError, ValueError):
+        raise InputError(f"training option {key}: expected a {kind.__name__}, got {raw!r}") from None
+
+
+@register
+class TrainingCheck(Check):
+    """DeepSpeed training run: throughput, step-time percentiles, loss trend, stragglers."""
+
+    name = WORLD_CHECK
+    description = "DeepSpeed ZeRO training of a ResNet or GPT: samples/s, step times, loss drop, stragglers"
+
+    def __init__(self) -> None:
+        self._threads: int | None = None
+
+    def setup(self, ctx: RunContext) -> None:
+        """On CPU, split the cores between the local ranks so they do not oversubscribe."""
+        if not ctx.is_cuda:
+            import torch
+
+            self._threads = torch.get_num_threads()
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, ctx.local_world_size)))
+
+    def teardown(self, ctx: RunContext) -> None:
+        """Restore the thread count and release cached GPU memory for the next check."""
+        import torch
+
+        if self._threads is not None:
+            torch.set_num_threads(self._threads)
+        if ctx.is_cuda:
+            torch.cuda.empty_cache()
+
+    def run(self, ctx: RunContext) -> list[CheckResult]:
+        """Train on every rank; every rank returns its step times, rank 0 also the world result."""
+        import torch.distributed as dist
+
+        from mlenv.acceptance.data import build_dataset
+        from mlenv.acceptance.models import MODELS, is_image_model
+        from mlenv.acceptance.timing import stretch_factor
+
+        t0 = time.monotonic()
+        model = str(_opt(ctx, "model"))
+        if model not in MODELS:
+            raise InputError(f"training option model: {model!r} is not one of {', '.join(MODELS)}")
+        steps, warmup, batch = _num(ctx, "steps", int), _num(ctx, "warmup_steps", int), _num(ctx, "batch_size", int)
+        max_batches, seed = _num(ctx, "max_batches", int), _num(ctx, "seed", int)
+        image_size = _num(ctx, "image_size", int) or None
+        dataset_name = str(_opt(ctx, "dataset"))
+        if image_size is None and dataset_name == "synthetic":
+            # ImageNet size where it is affordable; 16 px keeps the 2-rank CPU quick run near 15 s.
+            image_size = 224 if ctx.is_cuda else 16
+        n_batches = min(warmup + steps, max_batches)
+        dataset = build_dataset(dataset_name, model=model, root=str(_opt(ctx, "data_dir")),
+                                size=n_batches * batch * ctx.world_size if dataset_name == "synthetic" else None,
+                                image_size=image_size if is_image_model(model) else None,
+                                seq_len=_num(ctx, "seq_len", int), vocab_size=_num(ctx, "vocab_size", int),
+                                seed=seed)
+        slow = stretch_factor(faults.active("slow", rank=ctx.rank, node_rank=ctx.node_rank, check=FAMILY))
+        rec = train_one(model, dataset=dataset, steps=steps, warmup_steps=warmup, batch_size=batch,
+                        zero_stage=_num(ctx, "zero_stage", int), lr=_num(ctx, "lr", float), device=ctx.device,
+                        rank=ctx.rank, world_size=ctx.world_size, slow_factor=slow,
+                        max_batches=max_batches, seed=seed)
+        own = rank_result(rec, ctx, slow)
+        own.duration_s = time.monotonic() - t0
+        # Every rank's record goes to rank 0 over the process group (the check's own
+        # collective, under the group's deadline); the runner gathers results separately.
+        gathered: list[Any] = [None] * ctx.world_size
+        dist.all_gather_object(gathered, {"rank": ctx.rank, "host": ctx.host, "rec": rec})
+        if ctx.rank != 0:
+            return [own]
+        world = world_result(
+            [(g["rank"], g["host"], g["rec"]) for g in gathered],
+            model=model, dataset=dataset_name, loss_window=_num(ctx, "loss_window", int),
+            min_loss_drop=_num(ctx, "min_loss_drop", float),
+            straggler_factor=_num(ctx, "straggler_factor", float),
+            straggler_status=str(_opt(ctx, "straggler_status")))
+        world.duration_s = time.monotonic() - t0
+        return [own, world]
+
+
+def rank_result(rec: TrainRecord, ctx: RunContext, slow_factor: float = 1.0) -> CheckResult:
+    """This rank's ``training.step_time`` entry from its record."""
+    steps = rec.timed(rec.step_s)
+    metrics = step_percentiles_ms(steps)
+    metrics["samples_per_s"] = rec.batch_size / statistics.median(steps)
+    metrics["compute_p50_ms"] = 1e3 * statistics.median(rec.timed(rec.compute_s))
+    metrics["comm_p50_ms"] = 1e3 * statistics.median(rec.timed(rec.comm_s))
+    metrics["optimizer_p50_ms"] = 1e3 * statistics.median(rec.timed(rec.optimizer_s))
+    details: dict[str, Any] = {"steps": len(steps), "warmup_steps": rec.warmup, "batch_size": rec.batch_size,
+                               "step_ms": [round(1e3 * s, 3) for s in steps]}
+    if slow_factor > 1.0:
+        details["injected_slow_factor"] = slow_factor
+    return CheckResult(name=RANK_CHECK, status=Status.PASS, scope="rank", node=ctx.host, rank=ctx.rank,
+                       metrics=metrics, details=details)
+
+
+def world_result(records: Sequence[tuple[int, str, TrainRecord]], *, model: str, dataset: str, loss_window: int,
+                 min_loss_drop: float, straggler_factor: float, straggler_status: str = "WARN") -> CheckResult:
+    """The ``training.deepspeed`` entry from every rank's record (pure; runs on rank 0).
+
+    Throughput: ranks step in lockstep, so the global rate is world × batch over the
+    median of the ranks' median step times. Loss: the per-step mean over ranks.
+    """
+    if straggler_status not in ("WARN", "FAIL"):
+        raise InputError(f"training option straggler_status: expected WARN or FAIL, got {straggler_status!r}")
+    world = len(records)
+    first = records[0][2]
+    step_p50_s = statistics.median(statistics.median(r.timed(r.step_s)) for _, _, r in records)
+    global_sps = sum(r.batch_size for _, _, r in records) / step_p50_s
+    n_steps = min(len(r.losses) for _, _, r in records)
+    mean_losses = [statistics.fmean(r.losses[i] for _, _, r in records) for i in range(n_steps)]
+    metrics: dict[str, float] = {"samples_per_s": global_sps, "samples_per_s_per_rank": global_sps / world,
+                                 "step_time_p50_ms": 1e3 * step_p50_s}
+    reasons: list[str] = []
+    status = Status.PASS
+    try:
+        trend = loss_trend(mean_losses, loss_window)
+    except ValueError as e:
+        trend = None
+        status = Status.FAIL
+        reasons.append(f"training: {e}")
+    if trend is not None:
+        metrics.update(loss_first=trend.first, loss_last=trend.last, loss_drop_frac=trend.drop_frac)
+        if trend.drop_frac < min_loss_drop:
+            status = Status.FAIL
+            reasons.append(f"loss did not decrease enough: mean of the first {trend.window} steps {trend.first:.4f}, "
+                           f"of the last {trend.window} steps {trend.last:.4f}, a drop of "
+                           f"{100 * trend.drop_frac:.1f}% (needed >= {100 * min_loss_drop:.1f}%)")
+    per_rank = [(rk, host, 1e3 * statistics.median(r.timed(r.compute_s))) for rk, host, r in records]
+    stragglers = find_stragglers(per_rank, straggler_factor)
+    for s in stragglers:
+        reasons.append(s.reason())
+    if stragglers and status == Status.PASS:
+        status = Status(straggler_status)
+    details: dict[str, Any] = {
+        "model": model, "dataset": dataset, "world_size": world, "batch_size_per_rank": first.batch_size,
+        "zero_stage": first.zero_stage, "precision": first.precision, "parameters": first.params,
+        "warmup_steps": first.warmup, "timed_steps": len(first.timed(first.step_s)),
+        "loss_per_step": [round(x, 5) for x in mean_losses],
+        "compute_p50_ms_per_rank": {str(rk): round(ms, 3) for rk, _, ms in per_rank},
+        "stragglers": [{"rank": s.rank, "host": s.host, "compute_p50_ms": s.value_ms, "ratio": s.ratio}
+                       for s in stragglers],
+        "straggler_factor": straggler_factor, "min_loss_drop": min_loss_drop,
+    }
+    return CheckResult(name=WORLD_CHECK, status=status, scope="world", metrics=metrics, reasons=reasons,
+                       details=details)

@@ -1,0 +1,126 @@
+"""Pure logic of the training check: percentiles, loss trend, stragglers, world verdict."""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+import pytest
+
+from mlenv.acceptance.checks.training import (
+    WORLD_CHECK,
+    TrainRecord,
+    ds_config,
+    find_stragglers,
+    loss_trend,
+    percentile,
+    step_percentiles_ms,
+    world_result,
+)
+from mlenv.acceptance.result import Status
+from mlenv.errors import InputError
+
+
+@pytest.mark.parametrize("q", [0, 10, 50, 90, 99, 100])
+def test_percentile_matches_numpy_linear(q: float) -> None:
+    xs = [0.3, 0.1, 0.9, 0.4, 0.25, 0.7, 0.05]
+    assert percentile(xs, q) == pytest.approx(float(np.percentile(xs, q)))
+
+
+def test_step_percentiles_are_in_milliseconds() -> None:
+    steps = [0.010, 0.011, 0.012, 0.013, 0.100]
+    got = step_percentiles_ms(steps)
+    assert got["p50_ms"] == pytest.approx(12.0)
+    assert got["p90_ms"] == pytest.approx(1e3 * float(np.percentile(steps, 90)))
+    assert got["p50_ms"] < got["p90_ms"] < got["p99_ms"] <= 100.0
+    with pytest.raises(ValueError):
+        percentile([], 50)
+
+
+def test_loss_trend_windows() -> None:
+    t = loss_trend([2.0, 1.8, 1.6, 1.4, 1.2, 1.0], window=2)
+    assert (t.first, t.last, t.window) == (pytest.approx(1.9), pytest.approx(1.1), 2)
+    assert t.drop_frac == pytest.approx((1.9 - 1.1) / 1.9)
+    # A short run shrinks the window so first and last never overlap.
+    assert loss_trend([3.0, 1.0, 2.0], window=5).window == 1
+    with pytest.raises(ValueError, match="not finite at step"):
+        loss_trend([1.0, float("nan"), 0.5], 1)
+
+
+def test_stragglers_are_judged_against_their_peers() -> None:
+    # Two ranks, one 3x slower: the all-ranks median is the midpoint (ratio 1.5), the
+    # leave-one-out median names it clearly (ratio 3).
+    got = find_stragglers([(0, "a", 100.0), (1, "b", 300.0)], 1.5)
+    assert [(s.rank, s.host, s.ratio) for s in got] == [(1, "b", pytest.approx(3.0))]
+    assert "rank 1 (b)" in got[0].reason() and "3.00x" in got[0].reason()
+    assert find_stragglers([(0, "a", 100.0), (1, "b", 120.0), (2, "c", 95.0)], 1.5) == []
+    eight = [(r, f"h{r // 4}", 50.0 + r) for r in range(8)] + [(8, "h2", 90.0)]
+    assert [s.rank for s in find_stragglers(eight, 1.5)] == [8]
+    with pytest.raises(ValueError):
+        find_stragglers(eight, 1.0)
+
+
+def _rec(losses: list[float], compute_ms: float, step_ms: float = 200.0, warmup: int = 2) -> TrainRecord:
+    n = len(losses)
+    return TrainRecord(losses=losses, step_s=[step_ms / 1e3] * n, compute_s=[compute_ms / 1e3] * n,
+                       comm_s=[0.01] * n, optimizer_s=[0.02] * n, warmup=warmup, batch_size=8)
+
+
+def test_world_result_passes_when_loss_drops() -> None:
+    falling = [2.3, 2.1, 1.9, 1.7, 1.5, 1.3, 1.1, 0.9]
+    res = world_result([(0, "a", _rec(falling, 100.0)), (1, "b", _rec(falling, 105.0))], model="resnet18",
+                       dataset="synthetic", loss_window=2, min_loss_drop=0.05, straggler_factor=1.5)
+    assert res.name == WORLD_CHECK and res.status == Status.PASS and res.scope == "world"
+    assert res.metrics["samples_per_s"] == pytest.approx(16 / 0.2)
+    assert res.metrics["samples_per_s_per_rank"] == pytest.approx(8 / 0.2)
+    assert res.metrics["step_time_p50_ms"] == pytest.approx(200.0)
+    assert res.metrics["loss_first"] == pytest.approx(2.2)
+    assert res.metrics["loss_last"] == pytest.approx(1.0)
+    assert res.metrics["loss_drop_frac"] == pytest.approx(1.2 / 2.2)
+    assert res.details["loss_per_step"] == falling
+
+
+def test_world_result_fails_on_flat_loss_and_names_the_numbers() -> None:
+    flat = [2.30, 2.31, 2.29, 2.30, 2.30, 2.28]
+    res = world_result([(0, "a", _rec(flat, 100.0))], model="gpt", dataset="synthetic", loss_window=2,
+                       min_loss_drop=0.05, straggler_factor=1.5)
+    assert res.status == Status.FAIL
+    assert "first 2 steps 2.3050" in res.reasons[0] and "last 2 steps 2.2900" in res.reasons[0]
+    assert "needed >= 5.0%" in res.reasons[0]
+
+
+def test_world_result_averages_loss_over_ranks() -> None:
+    a, b = [2.0, 2.0, 1.0, 1.0], [4.0, 4.0, 3.0, 3.0]
+    res = world_result([(0, "a", _rec(a, 10.0, warmup=0)), (1, "b", _rec(b, 10.0, warmup=0))], model="resnet18",
+                       dataset="synthetic", loss_window=2, min_loss_drop=0.05, straggler_factor=1.5)
+    assert res.metrics["loss_first"] == pytest.approx(3.0) and res.metrics["loss_last"] == pytest.approx(2.0)
+
+
+@pytest.mark.parametrize("status", ["WARN", "FAIL"])
+def test_world_result_names_the_straggler(status: str) -> None:
+    falling = [2.0, 1.8, 1.6, 1.4, 1.2, 1.0]
+    recs = [(0, "node-a", _rec(falling, 100.0)), (1, "node-b", _rec(falling, 310.0)),
+            (2, "node-c", _rec(falling, 98.0))]
+    res = world_result(recs, model="resnet18", dataset="synthetic", loss_window=2, min_loss_drop=0.05,
+                       straggler_factor=1.5, straggler_status=status)
+    assert res.status == Status(status)
+    assert len(res.reasons) == 1 and "rank 1 (node-b)" in res.reasons[0]
+    assert res.details["stragglers"][0]["rank"] == 1
+    median_peers = statistics.median([100.0, 98.0])
+    assert res.details["stragglers"][0]["ratio"] == pytest.approx(310.0 / median_peers)
+    with pytest.raises(InputError, match="straggler_status"):
+        world_result(recs, model="resnet18", dataset="synthetic", loss_window=2, min_loss_drop=0.05,
+                     straggler_factor=1.5, straggler_status="ERROR")
+
+
+def test_ds_config_follows_options() -> None:
+    cfg = ds_config(batch_size=16, zero_stage=1, lr=0.01, precision="bf16")
+    assert cfg["train_micro_batch_size_per_gpu"] == 16 and cfg["zero_optimization"]["stage"] == 1
+    assert cfg["bf16"]["enabled"] and not cfg["fp16"]["enabled"]
+    assert cfg["optimizer"]["params"]["lr"] == 0.01
+    fp32 = ds_config(batch_size=8, zero_stage=2, lr=1e-3, precision="fp32")
+    assert not fp32["bf16"]["enabled"] and not fp32["fp16"]["enabled"]
+    with pytest.raises(InputError, match="zero_stage"):
+        ds_config(batch_size=8, zero_stage=4, lr=1e-3, precision="fp32")
+    with pytest.raises(InputError, match="precision"):
+        ds_config(batch_size=8, zero_stage=2, lr=1e-3, precision="fp8")
