@@ -30,6 +30,15 @@ RUN apt-get update \
 # independent of the GPU generation it lands on.
 RUN python -m pip install --no-cache-dir "deepspeed==${DEEPSPEED_VERSION}"
 
+# Dev tools the renderer can expose (dev_tools: in the config), always authenticated:
+# code-server (password from Secret ml-dev-env-devtools); jupyter and tensorboard come
+# with the NGC base. Pinned release tarball over TLS (no checksum pinned yet: a known
+# gap); bump together with docs/deploy.md.
+ARG CODE_SERVER_VERSION=4.93.1
+RUN curl -fsSL "https://github.com/coder/code-server/releases/download/v${CODE_SERVER_VERSION}/code-server-${CODE_SERVER_VERSION}-linux-amd64.tar.gz" \
+      | tar -xz -C /opt \
+ && ln -s "/opt/code-server-${CODE_SERVER_VERSION}-linux-amd64/bin/code-server" /usr/local/bin/code-server
+
 WORKDIR ${MLENV_HOME}
 COPY pyproject.toml README.md ./
 COPY mlenv ./mlenv
