@@ -43,7 +43,6 @@ from mlenv.acceptance.base import Check, RunContext, register
 from mlenv.acceptance.result import CheckResult, Status
 from mlenv.errors import InputError
 
-FAMILY = "training"
 WORLD_CHECK = "training.deepspeed"
 RANK_CHECK = "training.step_time"
 
@@ -369,6 +368,49 @@ def _num(ctx: RunContext, key: str, kind: type[int] | type[float]) -> Any:
         raise InputError(f"training option {key}: expected a {kind.__name__}, got {raw!r}") from None
 
 
+def validate_options(options: dict[str, Any]) -> None:
+    """Check the training options (``{key: value}``) before anything is launched.
+
+    Meant for the entry point / CLI, so a typo is exit 2 up front instead of an ERROR
+    from every rank minutes later. Raises InputError naming the option and what was
+    expected; the dataset files themselves are read (and checked) by the ranks.
+    """
+    from mlenv.acceptance.data import canonical_name
+    from mlenv.acceptance.models import MODELS, is_image_model
+
+    unknown = sorted(set(options) - set(DEFAULTS))
+    if unknown:
+        raise InputError(f"training: unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(DEFAULTS))})")
+    merged = {**DEFAULTS, **options}
+    if merged["model"] not in MODELS:
+        raise InputError(f"training option model: {merged['model']!r} is not one of {', '.join(MODELS)}")
+    for key, kind in (("steps", int), ("warmup_steps", int), ("batch_size", int), ("zero_stage", int),
+                      ("image_size", int), ("max_batches", int), ("seq_len", int), ("vocab_size", int),
+                      ("seed", int), ("loss_window", int), ("lr", float), ("min_loss_drop", float),
+                      ("straggler_factor", float)):
+        v = merged[key]
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not float(v).is_integer()):
+            raise InputError(f"training option {key}: expected {'an integer' if kind is int else 'a number'}, "
+                             f"got {v!r}")
+    for key in ("steps", "batch_size", "max_batches", "seq_len", "loss_window"):
+        if merged[key] < 1:
+            raise InputError(f"training option {key}: must be >= 1, got {merged[key]}")
+    if merged["steps"] + merged["warmup_steps"] < 2:
+        raise InputError("training: need at least 2 steps (warmup_steps + steps) to see a loss trend")
+    if merged["straggler_factor"] <= 1:
+        raise InputError(f"training option straggler_factor: must be > 1, got {merged['straggler_factor']}")
+    if merged["straggler_status"] not in ("WARN", "FAIL"):
+        raise InputError(f"training option straggler_status: expected WARN or FAIL, got {merged['straggler_status']!r}")
+    ds_config(batch_size=1, zero_stage=int(merged["zero_stage"]), lr=float(merged["lr"]), precision="fp32")
+    dataset = canonical_name(str(merged["dataset"]))
+    if dataset != "synthetic":
+        if not is_image_model(str(merged["model"])):
+            raise InputError(f"training: dataset {dataset} holds images; model {merged['model']} needs tokens "
+                             f"(use dataset synthetic)")
+        if not str(merged["data_dir"]):
+            raise InputError(f"training: dataset {dataset} needs the option data_dir")
+
+
 @register
 class TrainingCheck(Check):
     """DeepSpeed training run: throughput, step-time percentiles, loss trend, stragglers."""
@@ -401,13 +443,12 @@ class TrainingCheck(Check):
         import torch.distributed as dist
 
         from mlenv.acceptance.data import build_dataset
-        from mlenv.acceptance.models import MODELS, is_image_model
+        from mlenv.acceptance.models import is_image_model
         from mlenv.acceptance.timing import stretch_factor
 
         t0 = time.monotonic()
+        validate_options({k: _opt(ctx, k) for k in DEFAULTS})
         model = str(_opt(ctx, "model"))
-        if model not in MODELS:
-            raise InputError(f"training option model: {model!r} is not one of {', '.join(MODELS)}")
         steps, warmup, batch = _num(ctx, "steps", int), _num(ctx, "warmup_steps", int), _num(ctx, "batch_size", int)
         max_batches, seed = _num(ctx, "max_batches", int), _num(ctx, "seed", int)
         image_size = _num(ctx, "image_size", int) or None
@@ -421,7 +462,7 @@ class TrainingCheck(Check):
                                 image_size=image_size if is_image_model(model) else None,
                                 seq_len=_num(ctx, "seq_len", int), vocab_size=_num(ctx, "vocab_size", int),
                                 seed=seed)
-        slow = stretch_factor(faults.active("slow", rank=ctx.rank, node_rank=ctx.node_rank, check=FAMILY))
+        slow = stretch_factor(faults.active("slow", rank=ctx.rank, node_rank=ctx.node_rank, check=WORLD_CHECK))
         rec = train_one(model, dataset=dataset, steps=steps, warmup_steps=warmup, batch_size=batch,
                         zero_stage=_num(ctx, "zero_stage", int), lr=_num(ctx, "lr", float), device=ctx.device,
                         rank=ctx.rank, world_size=ctx.world_size, slow_factor=slow,

@@ -124,3 +124,34 @@ def test_ds_config_follows_options() -> None:
         ds_config(batch_size=8, zero_stage=4, lr=1e-3, precision="fp32")
     with pytest.raises(InputError, match="precision"):
         ds_config(batch_size=8, zero_stage=2, lr=1e-3, precision="fp8")
+
+
+def test_validate_options_accepts_the_profiles() -> None:
+    from mlenv.acceptance.checks.training import validate_options
+    from mlenv.acceptance.profiles import PROFILES
+
+    for prof in PROFILES.values():
+        validate_options(dict(prof["training"]))
+    validate_options({"model": "gpt", "seq_len": 32})
+    validate_options({"dataset": "fashion_mnist", "data_dir": "/datasets/fm"})
+
+
+@pytest.mark.parametrize(("opts", "message"), [
+    ({"model": "vit"}, "model: 'vit' is not one of"),
+    ({"stepz": 3}, "unknown option(s) stepz"),
+    ({"steps": "ten"}, "steps: expected an integer, got 'ten'"),
+    ({"lr": True}, "lr: expected a number"),
+    ({"batch_size": 0}, "batch_size: must be >= 1"),
+    ({"zero_stage": 5}, "zero_stage must be 0, 1, 2 or 3"),
+    ({"dataset": "imagenet"}, "unknown dataset 'imagenet'"),
+    ({"dataset": "cifar10"}, "needs the option data_dir"),
+    ({"dataset": "cifar10", "data_dir": "/d", "model": "gpt"}, "needs tokens"),
+    ({"straggler_factor": 1.0}, "straggler_factor: must be > 1"),
+    ({"straggler_status": "PASS"}, "expected WARN or FAIL"),
+])
+def test_validate_options_rejects(opts: dict[str, object], message: str) -> None:
+    from mlenv.acceptance.checks.training import validate_options
+
+    with pytest.raises(InputError) as e:
+        validate_options(opts)
+    assert message in str(e.value)
