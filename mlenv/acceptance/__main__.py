@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 from mlenv.acceptance import baselines, console, dist, profiles
 from mlenv.acceptance.base import Check, RunContext, registry
@@ -66,6 +67,18 @@ def select_checks(spec: str) -> list[type[Check]]:
     return [reg[n] for n in sorted(chosen, key=_order_key)]
 
 
+def validate_selected_options(checks: list[type[Check]], options: dict[str, Any]) -> None:
+    """Reject bad options of the selected checks before any rendezvous (InputError → exit 2).
+
+    Without this a typo in, say, the training dataset would surface minutes later as an
+    ERROR from every rank instead of a clear input error up front.
+    """
+    if any(c.name.startswith("training") for c in checks):
+        from mlenv.acceptance.checks.training import validate_options
+
+        validate_options(dict(options.get("training", {})))
+
+
 def _env_summary(results: list[CheckResult], backend: str) -> dict[str, object]:
     for r in results:
         if r.name == "environment" and r.rank == 0 and r.details:
@@ -91,6 +104,7 @@ def main(argv: list[str] | None = None) -> int:
             baselines.resolve(args.baseline, [])  # fail fast on a bad file, before any rendezvous
         load_checks()
         checks = select_checks(args.checks)
+        validate_selected_options(checks, options)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INPUT

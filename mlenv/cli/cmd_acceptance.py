@@ -76,14 +76,16 @@ def launch_env(nproc: int, gpus: int) -> dict[str, str]:
 def _validate(profile: str, checks: str, baseline: str | None, options: Path | None) -> int:
     """Check flags and files before launching anything; returns the number of checks."""
     from mlenv.acceptance import baselines, profiles
-    from mlenv.acceptance.__main__ import load_checks, select_checks
+    from mlenv.acceptance.__main__ import load_checks, select_checks, validate_selected_options
 
     overrides = profiles.load_options_file(options) if options else {}
-    profiles.resolve(profile, overrides)
+    resolved = profiles.resolve(profile, overrides)
     if baseline:
         baselines.resolve(baseline, [])
     load_checks()
-    return len(select_checks(checks))
+    selected = select_checks(checks)
+    validate_selected_options(selected, resolved)
+    return len(selected)
 
 
 def recover(report_dir: Path, launcher_rc: int) -> dict[str, Any]:

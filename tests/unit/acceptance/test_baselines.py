@@ -88,3 +88,26 @@ def test_cli_bad_flags_exit_2(tmp_path: Path) -> None:
     opts.write_text("compute: [1, 2\n")
     res = r.invoke(app, ["acceptance", "--local", "--options", str(opts)])
     assert res.exit_code == 2 and f"{opts}:2:1: invalid YAML" in res.output
+
+
+def test_cli_bad_training_option_exits_2_before_launch(tmp_path: Path) -> None:
+    """A typo in the training options is an input error up front, not ERROR from every rank."""
+    from mlenv.cli.app import app
+
+    opts = tmp_path / "opts.json"
+    opts.write_text('{"training": {"dataset": "imagenet"}}')
+    res = CliRunner().invoke(
+        app, ["acceptance", "--local", "--checks", "training", "--options", str(opts),
+              "--report-dir", str(tmp_path / "r")]
+    )
+    assert res.exit_code == 2
+    assert "dataset" in res.output and "Traceback" not in res.output
+    assert not (tmp_path / "r" / "results.json").exists()  # nothing was launched
+
+
+def test_entry_bad_training_option_exits_2(tmp_path: Path) -> None:
+    from mlenv.acceptance.__main__ import main
+
+    opts = tmp_path / "opts.json"
+    opts.write_text('{"training": {"zero_stage": 7}}')
+    assert main(["--checks", "training", "--options", str(opts), "--report-dir", str(tmp_path / "r")]) == 2
