@@ -177,10 +177,12 @@ def register(app: typer.Typer) -> None:
         results_json = report_dir / RESULTS_JSON
         if results_json.exists():
             doc = json.loads(results_json.read_text(encoding="utf-8"))
+            # Rank 0 already printed the full verdict block: one closing line is enough.
+            typer.echo(f"verdict: {doc['verdict']} (reports in {report_dir})")
         elif (report_dir / "results.jsonl").exists() or (report_dir / "run.json").exists():
-            doc = recover(report_dir, rc)
+            doc = recover(report_dir, rc)  # rank 0 died: only this process can tell the verdict
+            typer.echo(console.verdict_block(doc, str(report_dir)))
         else:
             raise InfraError(f"the suite produced no report in {report_dir} (launcher exit {rc}); see the output above")
-        typer.echo(console.verdict_block(doc, str(report_dir)))
         typer.echo(f"wall time: {wall:.1f} s")
         raise typer.Exit({"PASS": EXIT_OK, "FAIL": EXIT_FAIL}.get(doc["verdict"], EXIT_ERROR))
