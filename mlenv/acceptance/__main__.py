@@ -113,14 +113,14 @@ def main(argv: list[str] | None = None) -> int:
     env = dist.read_launch_env()
     host = dist.hostname()
     try:
-        backend, device = dist.init_process_group(deadline)
-        hosts = dist.all_gather_hosts(host)
-    except Exception as e:  # a peer that never joins shows up here as a rendezvous timeout
+        backend, device, hosts = dist.init_process_group(deadline, env, host)
+    except Exception as e:  # a peer that never joins is named here (dist.rendezvous)
         msg = str(e) if isinstance(e, MlenvError) else f"start-up failed: {type(e).__name__}: {e}"
         print(f"error: rank {env.rank} ({host}): {msg}", file=sys.stderr, flush=True)
         if env.rank == 0:
             _startup_report(args, report_dir, env, host, deadline, msg)
-        return EXIT_ERROR
+        return EXIT_INPUT if isinstance(e, InputError) else EXIT_ERROR
+    options = profiles.resolve(args.profile, overrides, device)  # GPU sizes once the device is known
     node_rank, nnodes = dist.node_layout(hosts, env)
     ctx = RunContext(rank=env.rank, world_size=env.world_size, local_rank=env.local_rank,
                      local_world_size=env.local_world_size, node_rank=node_rank, nnodes=nnodes, host=host,

@@ -8,6 +8,8 @@ A baseline file::
       - {check: compute.matmul, metric: tflops_bf16, value: 795, source: "…"}
     rules:                                  # the bar; ops from a fixed table, no eval
       - {check: compute.matmul, metric: tflops_bf16, op: ">=", value: 700, source: "…", scope: rank}
+      - {check: training.deepspeed, metric: samples_per_s_per_rank, op: ">=", value: 2000,
+         when: {model: resnet50, batch_size_per_rank: 256}, source: "…"}  # only for that setup
     outliers: {warn_frac: 0.2, fail_frac: 0.5}   # optional
 
 Every number carries a ``source`` note. A malformed file raises InputError naming the
@@ -16,6 +18,7 @@ file, line and what was expected (the CLI exits 2).
 
 from __future__ import annotations
 
+import fnmatch
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,6 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from mlenv.acceptance.result import CheckResult
 from mlenv.errors import InputError
 
 OPS: dict[str, Callable[[float, float], bool]] = {
@@ -35,19 +39,51 @@ OPS: dict[str, Callable[[float, float], bool]] = {
 SCOPES = ("rank", "node", "world", "link", "intra", "inter")
 
 
+Scalar = str | float | bool
+
+
+def _same(a: object, b: Scalar) -> bool:
+    if isinstance(b, bool) or isinstance(a, bool):
+        return a is b
+    if isinstance(b, float) and isinstance(a, int | float):
+        return float(a) == b
+    return a == b
+
+
+class _Applies:
+    """Which results a baseline entry is about: check glob, scope, and ``when`` conditions.
+
+    ``when`` compares result details (``{model: resnet50, batch_size_per_rank: 256}``):
+    a published throughput figure only means something for the setup it was measured in.
+    """
+
+    check: str
+    scope: str | None
+    when: tuple[tuple[str, Scalar], ...]
+
+    def applies_to(self, r: CheckResult) -> bool:
+        """True when ``r`` is a result this entry speaks about."""
+        if not fnmatch.fnmatchcase(r.name, self.check) or (self.scope is not None and self.scope != r.scope):
+            return False
+        details = r.details if isinstance(r.details, dict) else {}
+        return all(k in details and _same(details[k], v) for k, v in self.when)
+
+
 @dataclass(frozen=True)
-class Expected:
+class Expected(_Applies):
     """What a healthy device measures for one metric, and where that number comes from."""
 
     check: str
     metric: str
     value: float
     source: str
+    scope: str | None = None
+    when: tuple[tuple[str, Scalar], ...] = ()
 
 
 @dataclass(frozen=True)
-class Rule:
-    """``metric op value`` must hold for every result of ``check`` (at ``scope``, if set)."""
+class Rule(_Applies):
+    """``metric op value`` must hold for every result the entry applies to."""
 
     check: str
     metric: str
@@ -55,6 +91,7 @@ class Rule:
     value: float
     source: str
     scope: str | None = None
+    when: tuple[tuple[str, Scalar], ...] = ()
 
     def holds(self, measured: float) -> bool:
         """Apply the rule's operator from the fixed table."""
@@ -120,6 +157,31 @@ class _Doc:
                 pass
         raise self.fail(node, where, "a number")
 
+    def scalar(self, node: Any, where: str) -> Scalar:
+        import yaml
+
+        if isinstance(node, yaml.ScalarNode):
+            if node.tag == "tag:yaml.org,2002:str":
+                return str(node.value)
+            if node.tag == "tag:yaml.org,2002:bool":
+                return bool(yaml.safe_load(node.value))
+            if node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+                return self.number(node, where)
+        raise self.fail(node, where, "a string, number or boolean")
+
+    def applies(self, m: dict[str, tuple[Any, Any]], where: str) -> dict[str, Any]:
+        """The ``check`` / ``scope`` / ``when`` keys of an entry, checked."""
+        scope = None
+        if "scope" in m:
+            scope = self.string(m["scope"][1], f"{where}.scope")
+            if scope not in SCOPES:
+                raise self.fail(m["scope"][1], f"{where}.scope", f"one of {', '.join(SCOPES)} (got {scope!r})")
+        when: list[tuple[str, Scalar]] = []
+        if "when" in m:
+            for k, (_, v) in self.mapping(m["when"][1], f"{where}.when").items():
+                when.append((k, self.scalar(v, f"{where}.when.{k}")))
+        return {"check": self.string(m["check"][1], f"{where}.check"), "scope": scope, "when": tuple(when)}
+
     def keys(self, m: dict[str, tuple[Any, Any]], node: Any, where: str,
              required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
         import difflib
@@ -164,25 +226,21 @@ def load(path: str | Path) -> Baseline:
         for i, n in enumerate(d.seq(top["expected"][1], "expected")):
             w = f"expected[{i}]"
             m = d.mapping(n, w)
-            d.keys(m, n, w, ("check", "metric", "value", "source"))
-            expected.append(Expected(d.string(m["check"][1], f"{w}.check"), d.string(m["metric"][1], f"{w}.metric"),
-                                     d.number(m["value"][1], f"{w}.value"), d.string(m["source"][1], f"{w}.source")))
+            d.keys(m, n, w, ("check", "metric", "value", "source"), ("scope", "when"))
+            expected.append(Expected(**d.applies(m, w), metric=d.string(m["metric"][1], f"{w}.metric"),
+                                     value=d.number(m["value"][1], f"{w}.value"),
+                                     source=d.string(m["source"][1], f"{w}.source")))
     rules: list[Rule] = []
     for i, n in enumerate(d.seq(top["rules"][1], "rules")):
         w = f"rules[{i}]"
         m = d.mapping(n, w)
-        d.keys(m, n, w, ("check", "metric", "op", "value", "source"), ("scope",))
+        d.keys(m, n, w, ("check", "metric", "op", "value", "source"), ("scope", "when"))
         op_node = m["op"][1]
         op = str(getattr(op_node, "value", ""))
         if op not in OPS or getattr(op_node, "tag", "") != "tag:yaml.org,2002:str":
             raise d.fail(op_node, f"{w}.op", f"one of {', '.join(OPS)} (got {op!r})")
-        scope = None
-        if "scope" in m:
-            scope = d.string(m["scope"][1], f"{w}.scope")
-            if scope not in SCOPES:
-                raise d.fail(m["scope"][1], f"{w}.scope", f"one of {', '.join(SCOPES)} (got {scope!r})")
-        rules.append(Rule(d.string(m["check"][1], f"{w}.check"), d.string(m["metric"][1], f"{w}.metric"), op,
-                          d.number(m["value"][1], f"{w}.value"), d.string(m["source"][1], f"{w}.source"), scope))
+        rules.append(Rule(**d.applies(m, w), metric=d.string(m["metric"][1], f"{w}.metric"), op=op,
+                          value=d.number(m["value"][1], f"{w}.value"), source=d.string(m["source"][1], f"{w}.source")))
     outliers: dict[str, float] = {}
     if "outliers" in top:
         om = d.mapping(top["outliers"][1], "outliers")

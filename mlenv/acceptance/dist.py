@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from mlenv.errors import InfraError
+from mlenv.errors import InfraError, InputError
 
 HEARTBEAT_PERIOD_S = 0.5
+# How much longer than rank 0 the other ranks wait at start-up for rank 0's word.
+ABORT_GRACE_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -102,45 +104,131 @@ def node_layout(hosts: list[str], env: LaunchEnv) -> tuple[int, int]:
     return node_rank, max(nnodes, node_rank + 1)
 
 
-def init_process_group(deadline_s: float) -> tuple[str, str]:
-    """Start the default process group; returns (backend, device).
+def select_device() -> tuple[str, str]:
+    """(backend, device) for this rank: nccl on its own GPU when CUDA is present, else gloo/cpu.
 
-    nccl when CUDA is present, else gloo; the group's timeout is the per-check
-    deadline so a collective with a missing peer raises instead of waiting forever.
+    Raises InputError when the local rank has no GPU of its own (more ranks than GPUs).
     """
     import torch
+
+    if not torch.cuda.is_available():
+        return "gloo", "cpu"
+    local_rank = _env_int("LOCAL_RANK") or 0
+    ngpu = torch.cuda.device_count()
+    if local_rank >= ngpu:
+        # Wrapping around would put two ranks on one GPU, which NCCL refuses with an
+        # obscure error minutes later; more ranks than GPUs is a launch mistake.
+        raise InputError(f"local rank {local_rank} has no GPU of its own: this node has {ngpu} visible CUDA "
+                         f"device(s) (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); "
+                         f"launch at most {ngpu} rank(s) per node")
+    torch.cuda.set_device(local_rank)
+    # Must precede init: without blocking wait / async error handling, a hung NCCL
+    # collective is killed by torch's watchdog (process dies) instead of raising in
+    # the check, and the runner could not report it as ERROR with the rank named.
+    from mlenv.acceptance.checks.collectives import apply_nccl_deadline_env
+
+    apply_nccl_deadline_env(os.environ)
+    return "nccl", f"cuda:{local_rank}"
+
+
+def _never_joined(missing: list[int], hosts: dict[int, str], env: LaunchEnv, waited_s: float) -> str:
+    """``rank 2, 3 (node 1: host-b) never joined …``: missing ranks with the node they belong to.
+
+    The node of a rank is ``rank // local_world_size`` (launchers give every node the
+    same number of ranks); its host is known when any other rank of that node joined.
+    """
+    per = max(env.local_world_size, 1)
+    by_node: dict[int, list[int]] = {}
+    for r in missing:
+        by_node.setdefault(r // per, []).append(r)
+    parts = []
+    for node, ranks in sorted(by_node.items()):
+        known = sorted({h for r, h in hosts.items() if r // per == node})
+        where = f"node {node}: {', '.join(known)}" if known else f"node {node}: no rank of it joined"
+        parts.append(f"{'ranks' if len(ranks) > 1 else 'rank'} {', '.join(map(str, ranks))} ({where})")
+    return f"{'; '.join(parts)} never joined the run within {waited_s:g} s (not started, or cannot reach " \
+           f"{env.master_addr}:{env.master_port})"
+
+
+def rendezvous(env: LaunchEnv, host: str, timeout_s: float, poll_s: float = 0.05,
+               failure: InputError | None = None) -> tuple[Any, list[str]]:
+    """Join the run's TCPStore, say hello, and wait for every rank's hello: (store, hosts).
+
+    The store is made here rather than by ``env://`` so that a rank that never joins
+    is *named*: torch's own rendezvous only says "1/2 workers joined". Rank 0 hosts it
+    (under torchrun the agent already does, and everyone is a client). Raises InfraError
+    naming the ranks (and their node) that never joined within ``timeout_s``; the other
+    ranks learn of it through the store and raise too. With ``failure`` (this rank cannot
+    take part), it is posted for the others to report, then raised here.
+    """
+    from torch.distributed import TCPStore  # type: ignore[attr-defined]
+
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    try:
+        store = TCPStore(env.master_addr, env.master_port, is_master=env.rank == 0 and not agent,
+                         timeout=timedelta(seconds=timeout_s), wait_for_workers=False)
+    except Exception as e:  # no server: rank 0 (or the agent) is not there
+        raise InfraError(f"cannot reach the run's rendezvous store at {env.master_addr}:{env.master_port} "
+                         f"(rank 0 not started or unreachable): {e}") from e
+    prefix = f"mlenv/{env.restart}/hello"
+    keys = [f"{prefix}/{r}" for r in range(env.world_size)]
+    abort_key = f"{prefix}/abort"
+    if failure is not None:
+        store.set(abort_key, f"rank {env.rank} ({host}): {failure}")
+        raise failure
+    store.set(keys[env.rank], host)
+    # Rank 0 decides; the others wait a little longer so they hear its verdict (which
+    # names the missing ranks) rather than racing it to the same conclusion.
+    end = time.monotonic() + timeout_s + (0.0 if env.rank == 0 else ABORT_GRACE_S)
+    try:
+        while not store.check(keys):
+            if store.check([abort_key]):
+                store.set(f"{prefix}/ack/{env.rank}", "1")
+                raise InfraError(bytes(store.get(abort_key)).decode())
+            if time.monotonic() >= end:
+                joined = {r: bytes(store.get(k)).decode() for r, k in enumerate(keys) if store.check([k])}
+                msg = _never_joined([r for r in range(env.world_size) if r not in joined], joined, env, timeout_s)
+                if env.rank == 0:
+                    store.set(abort_key, msg)
+                    _wait_for_acks(store, prefix, [r for r in joined if r != 0], ABORT_GRACE_S)
+                raise InfraError(msg)
+            time.sleep(poll_s)
+    except InfraError:
+        raise
+    except Exception as e:  # the store went away under us: rank 0 (its host) ended
+        raise InfraError(f"lost the run's rendezvous store at {env.master_addr}:{env.master_port} while "
+                         f"waiting for the other ranks (rank 0 ended?): {e}") from e
+    return store, [bytes(store.get(k)).decode() for k in keys]
+
+
+def _wait_for_acks(store: Any, prefix: str, ranks: list[int], timeout_s: float) -> None:
+    """Give the ranks that joined a moment to read the abort before rank 0's store goes away."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end and not store.check([f"{prefix}/ack/{r}" for r in ranks]):
+        time.sleep(0.05)
+
+
+def init_process_group(deadline_s: float, env: LaunchEnv, host: str) -> tuple[str, str, list[str]]:
+    """Choose the device, rendezvous, start the default process group: (backend, device, hosts).
+
+    The group's timeout is the per-check deadline so a collective with a missing peer
+    raises instead of waiting forever. Raises InputError (more ranks than GPUs) or
+    InfraError (a rank never joined, the group could not start).
+    """
     import torch.distributed as dist
 
-    local_rank = _env_int("LOCAL_RANK") or 0
-    if torch.cuda.is_available():
-        torch.cuda.set_device(local_rank % max(torch.cuda.device_count(), 1))
-        backend, device = "nccl", f"cuda:{torch.cuda.current_device()}"
-        # Must precede init: without blocking wait / async error handling, a hung NCCL
-        # collective is killed by torch's watchdog (process dies) instead of raising in
-        # the check, and the runner could not report it as ERROR with the rank named.
-        import os
-
-        from mlenv.acceptance.checks.collectives import apply_nccl_deadline_env
-
-        apply_nccl_deadline_env(os.environ)
-    else:
-        backend, device = "gloo", "cpu"
     try:
-        dist.init_process_group(
-            backend=backend, init_method="env://", timeout=timedelta(seconds=deadline_s)
-        )
+        backend, device = select_device()
+    except InputError as e:
+        rendezvous(env, host, deadline_s, failure=e)  # tell the others why this rank is not coming
+        raise
+    store, hosts = rendezvous(env, host, deadline_s)
+    try:
+        dist.init_process_group(backend=backend, store=store, rank=env.rank, world_size=env.world_size,
+                                timeout=timedelta(seconds=deadline_s))
     except Exception as e:  # rendezvous failures are infrastructure, not the user's input
         raise InfraError(f"cannot start the process group ({backend}): {e}") from e
-    return backend, device
-
-
-def all_gather_hosts(host: str) -> list[str]:
-    """Every rank's host name, in rank order (one collective, at start-up only)."""
-    import torch.distributed as dist
-
-    out: list[Any] = [None] * dist.get_world_size()
-    dist.all_gather_object(out, host)
-    return [str(h) for h in out]
+    return backend, device, hosts
 
 
 class SideChannel:

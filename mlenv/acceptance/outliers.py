@@ -6,6 +6,10 @@ so two ranks are compared with each other); it is flagged when it is worse by mo
 than ``warn_frac`` (WARN) or ``fail_frac`` (FAIL) in the metric's bad direction and,
 with enough peers to estimate the spread (≥ 3), also more than ``min_z`` robust
 z-scores away. Node aggregates are the median of each node's ranks.
+
+Links are compared the same way: each node's intra-node collective groups against the
+other nodes' (NVLink/PCIe inside a node), and each inter-node group (one per local
+rank: a rail) against the other rails, on the bus bandwidth at the largest size.
 """
 
 from __future__ import annotations
@@ -22,6 +26,10 @@ DEFAULTS: dict[str, float] = {"warn_frac": 0.2, "fail_frac": 0.5, "min_z": 3.5}
 # only (p90/p99 of a short run are noise), and never a communication phase: a fast rank
 # waits longer for its slow peer, so its comm time is high for the peer's fault.
 _HIGHER = ("tflops", "gbps", "samples_per_s")
+# The link figure groups are compared on: bandwidth at the largest message, where the
+# fabric rather than latency decides (the sweep's peak would repeat the same finding).
+LINK_METRIC = "busbw_gbps_large"
+LINK_SCOPES = ("intra", "inter")
 _NOT_COMPARED_PREFIX = ("comm_", "wait_")
 
 
@@ -42,18 +50,20 @@ class Finding:
 
     check: str
     metric: str
-    level: str  # "rank" | "node"
+    level: str  # "rank" | "node" | "intra" | "inter" (a collective group of that scope)
     rank: int | None
-    node: str | None
+    node: str | None  # the host, or the group's label for "intra" / "inter"
     value: float
     reference: float  # the peers' median
     frac: float  # how much worse, as a fraction of the reference
     severity: Status  # WARN | FAIL
 
     def who(self) -> str:
-        """``rank 1 (host)`` or ``node host``."""
+        """``rank 1 (host)``, ``node host`` or ``intra-node group node 1 (host)``."""
         if self.level == "rank":
             return f"rank {self.rank} ({self.node})" if self.node else f"rank {self.rank}"
+        if self.level in LINK_SCOPES:
+            return f"{self.level}-node group {self.node}"
         return f"node {self.node}"
 
     def reason(self) -> str:
@@ -92,8 +102,26 @@ def _flag(values: list[tuple[int | None, str | None, float]], check: str, metric
     return out
 
 
+def group_label(r: CheckResult) -> str | None:
+    """The collective group a link-scope result measured (``node 1 (host)``…), if any."""
+    g = r.details.get("group") if isinstance(r.details, dict) else None
+    return str(g) if g is not None else None
+
+
+def _link_findings(results: list[CheckResult], cfg: dict[str, float]) -> list[Finding]:
+    by_check: dict[tuple[str, str], list[CheckResult]] = {}
+    for r in results:
+        if r.scope in LINK_SCOPES and r.status not in (Status.ERROR, Status.SKIP) and LINK_METRIC in r.metrics:
+            by_check.setdefault((r.scope, r.name), []).append(r)
+    out: list[Finding] = []
+    for (scope, check), rs in sorted(by_check.items()):
+        out += _flag([(None, group_label(r), r.metrics[LINK_METRIC]) for r in rs], check, LINK_METRIC, scope, cfg)
+    return out
+
+
 def find(results: list[CheckResult], config: dict[str, float] | None = None) -> list[Finding]:
-    """Outliers among rank-scope results (per rank, and per node when there are ≥ 2 nodes)."""
+    """Outliers among rank-scope results (per rank, and per node when there are ≥ 2 nodes),
+    and among the intra-node and inter-node collective groups (links)."""
     cfg = {**DEFAULTS, **(config or {})}
     by_metric: dict[tuple[str, str], list[CheckResult]] = {}
     for r in results:
@@ -114,4 +142,4 @@ def find(results: list[CheckResult], config: dict[str, float] | None = None) -> 
                 (None, n, statistics.median(v)) for n, v in sorted(per_node.items())
             ]
             findings += _flag(agg, check, metric, "node", cfg)
-    return findings
+    return findings + _link_findings(results, cfg)

@@ -103,6 +103,13 @@ class Runner:
         def body() -> None:
             check = cls()
             try:
+                if self.ctx.is_cuda:
+                    # The current CUDA device is per thread: without this every check
+                    # thread would run its events, syncs and object collectives on
+                    # cuda:0 whatever this rank's device is.
+                    import torch
+
+                    torch.cuda.set_device(torch.device(self.ctx.device))
                 check.setup(self.ctx)
                 box["results"] = check.run(self.ctx)
             except BaseException as e:  # anything a check raises is the check's ERROR

@@ -83,7 +83,7 @@ def measure(
     if iters < 1 or inner < 1 or warmup < 0:
         raise ValueError(f"iters={iters}, inner={inner} must be >= 1 and warmup={warmup} >= 0")
     if device.startswith("cuda"):
-        return _measure_cuda(fn, iters=iters, warmup=warmup, inner=inner, stretch=stretch)
+        return _measure_cuda(fn, device=device, iters=iters, warmup=warmup, inner=inner, stretch=stretch)
     return _measure_cpu(fn, iters=iters, warmup=warmup, inner=inner, stretch=stretch)
 
 
@@ -106,21 +106,26 @@ def _measure_cpu(
 
 
 def _measure_cuda(
-    fn: Callable[[], object], *, iters: int, warmup: int, inner: int, stretch: float
+    fn: Callable[[], object], *, device: str, iters: int, warmup: int, inner: int, stretch: float
 ) -> Timing:
     import torch
 
+    # Events and syncs name the device's current stream explicitly: the current device
+    # is per thread, and timing cuda:0's stream while the work runs on cuda:3 would
+    # measure nothing.
+    dev = torch.device(device)
+    stream = torch.cuda.current_stream(dev)
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
+    torch.cuda.synchronize(dev)
     samples: list[float] = []
     for _ in range(iters):
         start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-        start.record()
+        start.record(stream)
         for _ in range(inner):
             fn()
-        end.record()
+        end.record(stream)
         end.synchronize()
         elapsed = start.elapsed_time(end) / 1e3  # events report milliseconds
         if stretch > 1.0:

@@ -7,7 +7,6 @@ over FAIL (the test could not finish, so the cluster was not judged) and is neve
 from __future__ import annotations
 
 import copy
-import fnmatch
 import statistics
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,10 +46,6 @@ def _raise(r: CheckResult, status: Status, reason: str) -> None:
         r.reasons.append(reason)
 
 
-def _matches(rule: Rule, r: CheckResult) -> bool:
-    return fnmatch.fnmatchcase(r.name, rule.check) and (rule.scope is None or rule.scope == r.scope)
-
-
 def _by_how_much(rule: Rule, x: float) -> str:
     if rule.value == 0:
         return f"off by {x - rule.value:.4g}"
@@ -62,7 +57,7 @@ def apply_rules(results: list[CheckResult], baseline: Baseline) -> None:
     """Mark results FAIL where a rule does not hold or its metric is missing (in place)."""
     for rule in baseline.rules:
         for r in results:
-            if not _matches(rule, r) or r.status in (Status.ERROR, Status.SKIP):
+            if not rule.applies_to(r) or r.status in (Status.ERROR, Status.SKIP):
                 continue
             if rule.metric not in r.metrics:
                 _raise(r, Status.FAIL, f"{r.name} {where(r)}: metric {rule.metric} is missing "
@@ -78,9 +73,9 @@ def compare_expected(results: list[CheckResult], baseline: Baseline) -> list[dic
     """Median measured value next to each expected value (a report table, not a rule)."""
     rows: list[dict[str, Any]] = []
     for e in baseline.expected:
-        vals = [r.metrics[e.metric] for r in results
-                if fnmatch.fnmatchcase(r.name, e.check) and e.metric in r.metrics]
+        vals = [r.metrics[e.metric] for r in results if e.applies_to(r) and e.metric in r.metrics]
         rows.append({"check": e.check, "metric": e.metric, "expected": e.value, "source": e.source,
+                     "scope": e.scope, "when": dict(e.when),
                      "measured": statistics.median(vals) if vals else None})
     return rows
 
@@ -102,6 +97,10 @@ def judge(results: list[CheckResult], baseline: Baseline | None = None,
         if f.level == "rank":
             for r in rs:
                 if r.name == f.check and r.scope == "rank" and r.rank == f.rank:
+                    _raise(r, f.severity, f.reason())
+        elif f.level in outliers.LINK_SCOPES:
+            for r in rs:
+                if r.name == f.check and r.scope == f.level and outliers.group_label(r) == f.node:
                     _raise(r, f.severity, f.reason())
         else:
             reasons.append(f"{f.severity.value}: {f.reason()}")

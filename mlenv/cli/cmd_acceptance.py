@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -147,6 +148,9 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--deadline: expected seconds > 0, got {deadline}")
         n_checks = _validate(profile, checks, baseline, options)
         gpus = _gpu_count()
+        if gpus and nproc > gpus:
+            raise InputError(f"--nproc {nproc}: this machine has {gpus} GPU(s) and each rank needs its own; "
+                             f"use --nproc {gpus} or fewer")
         n = nproc or gpus or 2
         dl = deadline or profiles.DEADLINES[profile]
         report_dir.mkdir(parents=True, exist_ok=True)
@@ -159,7 +163,7 @@ def register(app: typer.Typer) -> None:
         suite += ["--baseline", baseline] if baseline else []
         suite += ["--options", str(options.resolve())] if options else []
         cmd = build_command(n, gpus, dist.free_port(), report_dir.resolve(), suite)
-        err(f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed: {' '.join(cmd)}")
+        err(f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed: {shlex.join(cmd)}")
         # Worst case: every check runs into its deadline (the suite itself aborts sooner).
         budget = n_checks * dl + STARTUP_SLACK_S
         t0 = time.monotonic()

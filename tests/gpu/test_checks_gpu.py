@@ -51,9 +51,11 @@ def ctx() -> Iterator[object]:
 def test_matmul_reports_three_gpu_precisions_with_cuda_events(ctx: object) -> None:
     from mlenv.acceptance.checks.compute import MatmulCheck
 
-    before = torch.backends.cuda.matmul.allow_tf32
+    m = torch.backends.cuda.matmul
+    switch = "fp32_precision" if hasattr(m, "fp32_precision") else "allow_tf32"
+    before = getattr(m, switch)
     (r,) = MatmulCheck().run(ctx)  # type: ignore[arg-type]
-    assert torch.backends.cuda.matmul.allow_tf32 == before  # the check restores the switch
+    assert getattr(m, switch) == before  # the check restores the switch
     assert set(r.metrics) == {"tflops_bf16", "tflops_fp16", "tflops_tf32"}
     assert all(v > 0 for v in r.metrics.values())
     assert {t["method"] for t in r.details["timing"].values()} == {"cuda-events"}

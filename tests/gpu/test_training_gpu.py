@@ -21,7 +21,9 @@ pytestmark = [pytest.mark.gpu,
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
+# One process group for the module: DeepSpeed caches its groups from the first one it
+# sees (as a real training process, which trains once, never notices).
+@pytest.fixture(scope="module")
 def one_gpu_group() -> Iterator[None]:
     import torch.distributed as dist
 
@@ -59,10 +61,13 @@ def test_mixed_precision_training_on_one_gpu(one_gpu_group: None, model: str) ->
 
 def test_training_check_on_every_local_gpu(tmp_path: Path) -> None:
     n = torch.cuda.device_count()
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MLENV_FAULT="")
+    # Prepend, not replace: the GPU machine may bring DeepSpeed on its own PYTHONPATH.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+               MLENV_FAULT="")
     cmd = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", str(n), "--master_port", "29861",
            "--module", "mlenv.acceptance", "--checks", "training", "--report-dir", str(tmp_path)]
     p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
+    assert (tmp_path / "results.json").exists(), (p.returncode, (p.stdout + p.stderr)[-3000:])
     doc = json.loads((tmp_path / "results.json").read_text())
     (world,) = [c for c in doc["checks"] if c["name"] == "training.deepspeed"]
     assert world["status"] == "PASS", (world, (p.stdout + p.stderr)[-3000:])

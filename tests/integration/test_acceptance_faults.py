@@ -71,11 +71,6 @@ def test_slow_rank_named_as_outlier(tmp_path: Path) -> None:
 
 
 def test_corrupted_rank_named_by_quorum(tmp_path: Path) -> None:
-    from mlenv.acceptance.base import registry
-    from mlenv.acceptance.checks import MISSING  # noqa: F401 - fills the registry
-
-    if "compute.quorum" not in registry():
-        pytest.skip("compute.quorum is not in this build")
     p, report = run_local(tmp_path, "--checks", "compute.quorum", fault="corrupt:rank=1")
     assert p.returncode == 1, (p.stdout + p.stderr)[-4000:]
     doc = _doc(report)
@@ -117,3 +112,42 @@ def test_dead_rank_named_by_heartbeat_without_a_launcher(tmp_path: Path) -> None
     assert any(f"rank 1 ({HOST}) died during probe.allreduce: no result and no heartbeat" in r
                for r in doc["reasons"]), doc["reasons"]
     assert wall < 60  # found by the heartbeat, long before the 60 s deadline
+
+
+def _rank_alone(rank: int, world: int, per_node: int, port: int, report: Path, deadline: float) -> \
+        subprocess.Popen[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+               WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank % per_node),
+               LOCAL_WORLD_SIZE=str(per_node), OMP_NUM_THREADS="1", MLENV_FAULT="")
+    cmd = [sys.executable, "-m", "mlenv.acceptance", "--checks", "environment", "--report-dir", str(report),
+           "--deadline", str(deadline)]
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_ranks_that_never_join_are_named_with_their_node_within_the_deadline(tmp_path: Path) -> None:
+    """World of 4 on 2 nodes × 2; rank 3 (node 1) is never started: rank 0 names it and its host."""
+    from mlenv.acceptance.dist import free_port
+
+    port, report = free_port(), tmp_path / "report"
+    t0 = time.monotonic()
+    procs = [_rank_alone(r, 4, 2, port, report, 6.0) for r in (0, 1, 2)]
+    outs = [p.communicate(timeout=90)[0] for p in procs]
+    wall = time.monotonic() - t0
+    assert [p.returncode for p in procs] == [3, 3, 3], outs
+    doc = _doc(report)
+    assert doc["verdict"] == "ERROR"
+    want = f"rank 3 (node 1: {HOST}) never joined the run within 6 s"
+    assert any(want in r for r in doc["reasons"]), doc["reasons"]
+    # the ranks that did join learn why from rank 0 instead of timing out on their own
+    assert all(want in o for o in outs[1:]), outs
+    assert wall < 45  # start-up + one deadline
+
+
+def test_a_rank_whose_rank_0_never_starts_says_so_and_exits_3(tmp_path: Path) -> None:
+    from mlenv.acceptance.dist import free_port
+
+    p = _rank_alone(1, 2, 1, free_port(), tmp_path / "report", 3.0)
+    out = p.communicate(timeout=90)[0]
+    assert p.returncode == 3, out
+    assert "cannot reach the run's rendezvous store at 127.0.0.1" in out and "rank 0 not started" in out
+    assert not (tmp_path / "report" / "results.json").exists()  # only rank 0 writes reports

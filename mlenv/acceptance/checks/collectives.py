@@ -262,6 +262,11 @@ def _sweep(
     return out
 
 
+def _nodes_in(spec: GroupSpec, ctx: RunContext) -> int:
+    """How many nodes a group spans: 1 inside a node, one per rank across nodes (a rail)."""
+    return {"intra": 1, "world": ctx.nnodes}.get(spec.scope, len(spec.ranks))
+
+
 class CollectiveCheck(Check):
     """Shared sweep of one collective op; subclasses name the op."""
 
@@ -349,7 +354,7 @@ class CollectiveCheck(Check):
             name=self.name, status=status, scope=spec.scope,
             node=ctx.host if spec.scope == "intra" else None, rank=None,
             metrics=metrics, reasons=reasons,
-            details={"group": spec.label, "ranks": list(spec.ranks), "table": table,
+            details={"group": spec.label, "ranks": list(spec.ranks), "nodes": _nodes_in(spec, ctx), "table": table,
                      "rows": [asdict(r) for r in sw.rows], "dtype": DTYPE_NAME,
                      "backend": ctx.backend, "wrong_sizes": sw.wrong_sizes,
                      "time": "max over ranks of the mean per-call time"},

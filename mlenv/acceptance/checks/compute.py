@@ -1,7 +1,7 @@
 """compute.matmul (per-device throughput) and compute.quorum (cross-rank correctness).
 
 matmul: square GEMMs timed with CUDA events (GPU) or perf_counter (CPU) after a
-warm-up, best of N samples; bf16, fp16 and tf32 (fp32 with ``allow_tf32``) on a GPU,
+warm-up, best of N samples; bf16, fp16 and tf32 (fp32 with TF32 allowed) on a GPU,
 fp32 on CPU. 2·n³ floating-point operations per multiply.
 
 quorum: every rank multiplies the same seeded integer-valued matrices in fp32 with
@@ -20,7 +20,8 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +113,33 @@ def _dtypes(ctx: RunContext) -> list[tuple[str, Any, bool]]:
     return [("fp32", torch.float32, False)]
 
 
+@contextmanager
+def matmul_tf32(enabled: bool) -> Iterator[None]:
+    """Let fp32 CUDA matmuls use TF32 (or forbid it) inside the block, then restore.
+
+    torch >= 2.9 has ``fp32_precision``; mixing it with the legacy ``allow_tf32`` flag
+    raises once anything in the process used the new one, so the new API wins where
+    it exists.
+    """
+    import torch
+
+    m = torch.backends.cuda.matmul
+    if hasattr(m, "fp32_precision"):
+        prev_p = m.fp32_precision
+        m.fp32_precision = "tf32" if enabled else "ieee"
+        try:
+            yield
+        finally:
+            m.fp32_precision = prev_p
+        return
+    prev = m.allow_tf32
+    m.allow_tf32 = enabled
+    try:
+        yield
+    finally:
+        m.allow_tf32 = prev
+
+
 @register
 class MatmulCheck(Check):
     """Per-device GEMM throughput in TFLOPS."""
@@ -136,11 +164,8 @@ class MatmulCheck(Check):
         dev = torch.device(ctx.device)
         metrics: dict[str, float] = {}
         timings: dict[str, Any] = {}
-        prev_tf32 = torch.backends.cuda.matmul.allow_tf32 if ctx.is_cuda else False
-        try:
-            for suffix, dtype, tf32 in _dtypes(ctx):
-                if ctx.is_cuda:
-                    torch.backends.cuda.matmul.allow_tf32 = tf32
+        for suffix, dtype, tf32 in _dtypes(ctx):
+            with matmul_tf32(tf32) if ctx.is_cuda else nullcontext():
                 a = torch.randn(n, n, device=dev, dtype=dtype)
                 b = torch.randn(n, n, device=dev, dtype=dtype)
                 c = torch.empty(n, n, device=dev, dtype=dtype)
@@ -153,9 +178,6 @@ class MatmulCheck(Check):
                 metrics[f"tflops_{suffix}"] = matmul_tflops(n, t.best_s)
                 timings[suffix] = t.describe()
                 del a, b, c
-        finally:
-            if ctx.is_cuda:
-                torch.backends.cuda.matmul.allow_tf32 = prev_tf32
         return [
             CheckResult(
                 name=self.name, status=Status.PASS, scope="rank", node=ctx.host, rank=ctx.rank,
@@ -190,14 +212,8 @@ class QuorumCheck(Check):
         a64 = torch.randint(-QUORUM_RANGE, QUORUM_RANGE + 1, (n, n), generator=gen).double()
         b64 = torch.randint(-QUORUM_RANGE, QUORUM_RANGE + 1, (n, n), generator=gen).double()
         dev = torch.device(ctx.device)
-        prev_tf32 = torch.backends.cuda.matmul.allow_tf32 if ctx.is_cuda else False
-        try:
-            if ctx.is_cuda:
-                torch.backends.cuda.matmul.allow_tf32 = False  # TF32 would round the sums
+        with matmul_tf32(False) if ctx.is_cuda else nullcontext():  # TF32 would round the sums
             c = torch.matmul(a64.float().to(dev), b64.float().to(dev))
-        finally:
-            if ctx.is_cuda:
-                torch.backends.cuda.matmul.allow_tf32 = prev_tf32
         if faults.active("corrupt", rank=ctx.rank, node_rank=ctx.node_rank, check=self.name):
             c[0, 0] += 1.0  # one flipped value is what silent corruption looks like
         mine = (_digest(c), ctx.host)

@@ -286,8 +286,6 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
     model = build_model(model_name, num_classes=dataset.num_classes, in_shape=dataset.sample_shape)
     image = is_image_model(model_name)
     dev = torch.device(device)
-    if cuda and image:
-        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # NHWC for tensor cores
     batches = []
     for b in range(n_batches):
         # Each rank takes its own consecutive slice: rank r of step b reads samples
@@ -296,9 +294,17 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
         x, y = dataset.get_batch([(start + j) % n for j in range(batch_size)])
         x = x.to(dev)
         if cuda and image:
+            # NHWC inputs make cuDNN pick channels_last convolutions (tensor-core friendly).
+            # The weights stay NCHW on purpose: DeepSpeed broadcasts and flattens half
+            # precision parameters through ``view(torch.uint8)``, which refuses the
+            # non-unit last stride of a channels_last weight (seen with 0.19.8 on an H100),
+            # and ZeRO stages 1-2 turn them into contiguous views of a flat buffer anyway.
             x = x.contiguous(memory_format=torch.channels_last)
         batches.append((x, y.to(dev)))
 
+    # DeepSpeed asserts LOCAL_RANK is set; launchers set it, a script that made its own
+    # one-process group (benchmarks, notebooks) does not. The device index is the answer.
+    os.environ.setdefault("LOCAL_RANK", str(dev.index or 0))
     engine, _, _, _ = deepspeed.initialize(
         model=model, model_parameters=[p for p in model.parameters() if p.requires_grad],
         config=ds_config(batch_size=batch_size, zero_stage=zero_stage, lr=lr, precision=precision),
@@ -480,7 +486,8 @@ class TrainingCheck(Check):
             model=model, dataset=dataset_name, loss_window=_num(ctx, "loss_window", int),
             min_loss_drop=_num(ctx, "min_loss_drop", float),
             straggler_factor=_num(ctx, "straggler_factor", float),
-            straggler_status=str(_opt(ctx, "straggler_status")))
+            straggler_status=str(_opt(ctx, "straggler_status")),
+            image_size=image_size if is_image_model(model) else None)
         world.duration_s = time.monotonic() - t0
         return [own, world]
 
@@ -502,7 +509,8 @@ def rank_result(rec: TrainRecord, ctx: RunContext, slow_factor: float = 1.0) -> 
 
 
 def world_result(records: Sequence[tuple[int, str, TrainRecord]], *, model: str, dataset: str, loss_window: int,
-                 min_loss_drop: float, straggler_factor: float, straggler_status: str = "WARN") -> CheckResult:
+                 min_loss_drop: float, straggler_factor: float, straggler_status: str = "WARN",
+                 image_size: int | None = None) -> CheckResult:
     """The ``training.deepspeed`` entry from every rank's record (pure; runs on rank 0).
 
     Throughput: ranks step in lockstep, so the global rate is world × batch over the
@@ -540,7 +548,8 @@ def world_result(records: Sequence[tuple[int, str, TrainRecord]], *, model: str,
     if stragglers and status == Status.PASS:
         status = Status(straggler_status)
     details: dict[str, Any] = {
-        "model": model, "dataset": dataset, "world_size": world, "batch_size_per_rank": first.batch_size,
+        "model": model, "dataset": dataset, "image_size": image_size, "world_size": world,
+        "batch_size_per_rank": first.batch_size,
         "zero_stage": first.zero_stage, "precision": first.precision, "parameters": first.params,
         "warmup_steps": first.warmup, "timed_steps": len(first.timed(first.step_s)),
         "loss_per_step": [round(x, 5) for x in mean_losses],

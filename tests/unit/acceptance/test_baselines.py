@@ -51,7 +51,9 @@ def test_good_file(tmp_path: Path) -> None:
         (GOOD.replace('">="', '"=>"'), ':3:54: rules[0].op: expected one of >=, <=, >, <, == (got \'=>\')'),
         (GOOD.replace("value: 1.5", "value: fast"), ":3:67: rules[0].value: expected a number"),
         (GOOD.replace(', source: "s"', ""), ":3:5: rules[0]: expected key 'source'"),
-        (GOOD.replace("op:", "opp:"), ":3:50: rules[0].opp: expected one of the keys check, metric, op, value, source, scope (did you mean 'op'?)"),
+        (GOOD.replace("op:", "opp:"), ":3:50: rules[0].opp: expected one of the keys check, metric, op, value, source, scope, when (did you mean 'op'?)"),
+        (GOOD.replace('op: ">="', 'op: ">=", when: [resnet50]'), ":3:66: rules[0].when: expected a mapping"),
+        (GOOD.replace('op: ">="', 'op: ">=", when: {model: [a, b]}'), ":3:74: rules[0].when.model: expected a string, number or boolean"),
         ("model: X\nrules: {a: 1}\n", ":2:8: rules: expected a list"),
         ("model: [\n", ":2:1: invalid YAML"),
         ("", ":1:1: (root): expected a mapping"),
@@ -111,3 +113,45 @@ def test_entry_bad_training_option_exits_2(tmp_path: Path) -> None:
     opts = tmp_path / "opts.json"
     opts.write_text('{"training": {"zero_stage": 7}}')
     assert main(["--checks", "training", "--options", str(opts), "--report-dir", str(tmp_path / "r")]) == 2
+
+
+WHEN = """model: Test
+expected:
+  - {check: training.deepspeed, metric: samples_per_s_per_rank, value: 2800, source: "published",
+     when: {model: resnet50, batch_size_per_rank: 256}}
+  - {check: collectives.all_reduce, metric: busbw_gbps_large, value: 400, source: "nvlink", when: {nodes: 1}}
+rules:
+  - {check: training.deepspeed, metric: samples_per_s_per_rank, op: ">=", value: 2000, source: "70%",
+     when: {model: resnet50, batch_size_per_rank: 256}}
+"""
+
+
+def _training(model: str, batch: int, sps: float) -> object:
+    from mlenv.acceptance.result import CheckResult, Status
+
+    return CheckResult(name="training.deepspeed", status=Status.PASS, scope="world",
+                       metrics={"samples_per_s_per_rank": sps},
+                       details={"model": model, "batch_size_per_rank": batch})
+
+
+def test_when_limits_rules_and_expected_values_to_the_setup_they_were_measured_in(tmp_path: Path) -> None:
+    from mlenv.acceptance.result import CheckResult, Status, Verdict
+    from mlenv.acceptance.verdict import judge
+
+    b = baselines.load(_write(tmp_path, WHEN))
+    assert b.rules[0].when == (("model", "resnet50"), ("batch_size_per_rank", 256.0))
+    # A ResNet-18 quick run at 900 samples/s is neither judged nor compared with 2800 …
+    quick = judge([_training("resnet18", 8, 900.0)], b)  # type: ignore[list-item]
+    assert quick.verdict == Verdict.PASS
+    assert quick.expected[0]["measured"] is None and quick.expected[0]["when"] == {
+        "model": "resnet50", "batch_size_per_rank": 256.0}
+    # … while the published setup below the bar fails, by how much named.
+    slow = judge([_training("resnet50", 256, 1500.0)], b)  # type: ignore[list-item]
+    assert slow.verdict == Verdict.FAIL
+    assert "samples_per_s_per_rank = 1500, expected >= 2000 (25% below the bar; 70%)" in slow.reasons[0]
+    assert slow.expected[0]["measured"] == 1500.0
+    # Inside one node vs across nodes: only the single-node group meets the NVLink figure.
+    groups = [CheckResult(name="collectives.all_reduce", status=Status.PASS, scope=scope,
+                          metrics={"busbw_gbps_large": bw}, details={"nodes": nodes})
+              for scope, nodes, bw in (("world", 2, 40.0), ("intra", 1, 380.0), ("inter", 2, 45.0))]
+    assert judge(groups, b).expected[1]["measured"] == 380.0

@@ -82,4 +82,4 @@ def test_expected_table_uses_median() -> None:
     b = Baseline(model="M", path="p", expected=(Expected("memory.copy", "copy_gbps", 10.0, "spec"),), rules=())
     j = judge([_rank("memory.copy", r, copy_gbps=v) for r, v in enumerate((8.0, 9.0, 10.0))], b)
     assert j.expected == [{"check": "memory.copy", "metric": "copy_gbps", "expected": 10.0, "source": "spec",
-                           "measured": 9.0}]
+                           "scope": None, "when": {}, "measured": 9.0}]

@@ -1,0 +1,50 @@
+"""Profiles per device, the never-joined message, and the TF32 switch (pure, no ranks)."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlenv.acceptance import dist, profiles
+from mlenv.errors import InputError
+
+
+def test_gpu_ranks_get_sizes_that_measure_the_device_and_the_options_file_still_wins() -> None:
+    cpu = profiles.resolve("quick")
+    gpu = profiles.resolve("quick", device="cuda:3")
+    assert cpu["compute"]["n"] == 512 and cpu["memory"]["bytes"] == 32 * 2**20
+    assert gpu["compute"]["n"] == 8192 and gpu["memory"]["bytes"] == 2**30
+    assert gpu["training"]["model"] == "resnet50" and gpu["collectives"]["max_bytes"] == 256 * 2**20
+    # the full profile's GPU training is the published ResNet-50 setup the baselines quote
+    full = profiles.resolve("full", device="cuda:0")["training"]
+    assert (full["model"], full["batch_size"], full["image_size"]) == ("resnet50", 256, 224)
+    mine = profiles.resolve("quick", {"compute": {"n": 1024}}, device="cuda:0")
+    assert mine["compute"]["n"] == 1024 and mine["compute"]["iters"] == 10
+    assert profiles.PROFILES["quick"]["compute"]["n"] == 512  # resolving never edits the table
+    with pytest.raises(InputError, match="unknown profile 'fast'"):
+        profiles.resolve("fast", device="cuda:0")
+
+
+def _env(world: int, per_node: int) -> dist.LaunchEnv:
+    return dist.LaunchEnv(rank=0, world_size=world, local_rank=0, local_world_size=per_node,
+                          master_addr="pod-0.svc", master_port=29500, node_rank=None, nnodes=None, restart=0)
+
+
+def test_never_joined_names_ranks_with_their_node_and_its_host_when_known() -> None:
+    msg = dist._never_joined([3, 4, 5], {0: "pod-0", 1: "pod-0", 2: "pod-1"}, _env(6, 2), 30.0)
+    assert msg == ("rank 3 (node 1: pod-1); ranks 4, 5 (node 2: no rank of it joined) never joined the run "
+                   "within 30 s (not started, or cannot reach pod-0.svc:29500)")
+
+
+def test_tf32_switch_is_set_inside_and_restored_after() -> None:
+    torch = pytest.importorskip("torch")
+    from mlenv.acceptance.checks.compute import matmul_tf32
+
+    m = torch.backends.cuda.matmul
+    name = "fp32_precision" if hasattr(m, "fp32_precision") else "allow_tf32"
+    before = getattr(m, name)
+    with matmul_tf32(True):
+        assert getattr(m, name) in ("tf32", True)
+        with matmul_tf32(False):
+            assert getattr(m, name) in ("ieee", False)
+        assert getattr(m, name) in ("tf32", True)
+    assert getattr(m, name) == before
