@@ -23,11 +23,13 @@ def render(
     """Render validated manifests into k8s/<cluster>/<mode>/ (one file per kind + kustomization.yaml).
 
     Everything is rendered and validated before anything is written. Exit 0 ok, 1 stale
-    tree (--check), 2 invalid config/flags/manifests.
+    tree (--check), 2 invalid config/flags/manifests or an output folder that is not a
+    writable directory, 3 a write that fails midway (disk full, I/O error).
     """
     from mlenv.config import loader
+    from mlenv.errors import Diagnostic, InfraError
     from mlenv.render.tree import MODES, out_dir, render_tree
-    from mlenv.render.write import check_tree, write_tree
+    from mlenv.render.write import check_tree, unwritable_reason, write_tree
 
     if all_ == (cluster is not None):
         raise InputError("give exactly one of CLUSTER or --all")
@@ -37,17 +39,28 @@ def render(
         raise InputError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
     modes = MODES if mode is None else (mode,)  # type: ignore[assignment]
     root = Path(repo_root())
-    clusters = loader.load_all(root) if all_ else [loader.load(cluster or "", root)]
+    warnings: list[Diagnostic] = []
+    if all_:
+        clusters = loader.load_all(root, warnings=warnings)
+    else:
+        clusters = [loader.load(cluster or "", root, warnings=warnings)]
+    for w in warnings:
+        err(w.format())
     out_root = out if out is not None else root / "k8s"
 
     # render + validate everything first: a bad manifest must leave the tree untouched
     planned = []
     for c in clusters:
         for m in modes:
-            if not all_:
-                for w in loader.mode_warnings(c, m):
-                    err(f"warning: {w}")
+            # also under --all: a silent TCP fallback in k8s/<c>/rdma/ would surprise a deploy
+            for text in loader.mode_warnings(c, m):
+                err(f"warning: {text}")
             planned.append((out_dir(out_root, c, m), render_tree(c, m, nodes)))
+    flag = "--out" if out is not None else "output folder"
+    for d, _ in planned:
+        why = unwritable_reason(d, writing=not check)
+        if why is not None:
+            raise InputError(f"{flag} {out_root}: cannot write {d}: {why}")
 
     if check:
         stale = [p for d, files in planned for p in check_tree(files, d)]
@@ -65,7 +78,10 @@ def render(
         typer.echo(f"{len(planned)} manifest tree(s) up to date under {out_root}")
         return
     for d, files in planned:
-        write_tree(files, d)
+        try:
+            write_tree(files, d)
+        except OSError as e:
+            raise InfraError(f"cannot write {e.filename or d}: {e.strerror or e}") from None
         shown = d.relative_to(root) if d.is_relative_to(root) else d
         typer.echo(f"wrote {len(files)} files to {shown}/")
 

@@ -33,10 +33,14 @@ RULES = """\
   `security.service_account` and every `nodes.gpu_nodes` entry are DNS-1123 subdomains;
   `network.rdma.networks` entries are `name` or `namespace/name`.
 - Sizes (`storage.*_size`, `shm_size`) and `resources` are Kubernetes quantities
-  (`100Gi`, `512Mi`, `8`, `500m`); sizes are above zero; a request is not above its limit.
+  (`100Gi`, `512Mi`, `8`, `500m`; no surrounding spaces, at most 2^63-1 base units);
+  sizes are above zero; a request is not above its limit.
+- Every name and pattern must match the whole value: a trailing newline (`"demo\\n"`,
+  `gid_index: "3\\n"`) is an error. Quoted numbers (`gid_index: "3"`) are ASCII digits.
 - With `network.rdma.enabled: true`: `devices` is listed or `auto`, and unless `auto`
   there are as many `interfaces` as `devices`; no device or interface twice;
-  interface names have at most 15 characters.
+  interface names have at most 15 characters. Neither `resources` nor `networks` set
+  is a warning (not an error): the pods would get no RDMA device and no Multus network.
 - `gpus.default_nodes` is at most the number of `nodes.gpu_nodes` when those are listed.
 - `nccl.env` may not set variables that other keys control (NCCL_IB_HCA, NCCL_DEBUG, …).
 - `ssh_port` and `master_port` differ.

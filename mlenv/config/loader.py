@@ -32,7 +32,7 @@ from mlenv.config.model import (
 )
 from mlenv.config.rules import semantic_diagnostics, split_list
 from mlenv.config.schema import schema_diagnostics
-from mlenv.config.yamlpos import parse
+from mlenv.config.yamlpos import MAX_BYTES, Pos, parse, too_large
 from mlenv.errors import ConfigError, Diagnostic, InputError
 
 CLUSTERS_DIR = "clusters"
@@ -76,16 +76,32 @@ def resolve(name_or_path: str | os.PathLike[str], root: str | os.PathLike[str] |
     raise InputError(f"unknown cluster '{text}'{hint}; known clusters: {known}")
 
 
+def _read(path: Path) -> bytes | Diagnostic:
+    """The file's bytes, or why not; never more than MAX_BYTES + 1 bytes are read.
+
+    A multi-GB file (or a device) is refused from its size, without reading it.
+    """
+    file = str(path)
+    try:
+        with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_BYTES:
+                return too_large(file, size)
+            # st_size is 0 for pipes and devices: read one byte past the cap to notice.
+            return f.read(MAX_BYTES + 1)
+    except OSError as e:
+        return Diagnostic(file, 0, 0, "", f"cannot read: {e.strerror or e}")
+
+
 def check_file(path: Path) -> tuple[Cluster | None, list[Diagnostic]]:
     """Validate one file without raising: the model (None on any error) and all diagnostics.
 
     Diagnostics include warnings (``severity == "warning"``), which do not prevent a model.
     """
     file = str(path)
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        return None, [Diagnostic(file, 0, 0, "", f"cannot read: {e.strerror or e}")]
+    raw = _read(path)
+    if isinstance(raw, Diagnostic):
+        return None, [raw]
     parsed = parse(raw, file)
     if parsed.data is None:
         return None, parsed.diagnostics
@@ -98,12 +114,19 @@ def check_file(path: Path) -> tuple[Cluster | None, list[Diagnostic]]:
     return build(parsed.data, source=path), diags
 
 
-def load(name_or_path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> Cluster:
+def load(
+    name_or_path: str | os.PathLike[str],
+    root: str | os.PathLike[str] | None = None,
+    *,
+    warnings: list[Diagnostic] | None = None,
+) -> Cluster:
     """Load and validate one cluster config.
 
     Args:
         name_or_path: a cluster name (``clusters/<name>.yaml`` under ``root``) or a file path.
         root: directory holding ``clusters/``; default ``$MLENV_ROOT`` or the cwd.
+        warnings: if given, the file's warning diagnostics are appended to it (the
+            caller decides whether to show them; they never prevent loading).
 
     Raises:
         InputError: no such file or cluster.
@@ -112,20 +135,26 @@ def load(name_or_path: str | os.PathLike[str], root: str | os.PathLike[str] | No
     cluster, diags = check_file(resolve(name_or_path, root))
     if cluster is None:
         raise ConfigError([d for d in diags if d.severity == "error"] or diags)
+    if warnings is not None:
+        warnings += [d for d in diags if d.severity == "warning"]
     return cluster
 
 
-def load_all(root: str | os.PathLike[str] | None = None) -> list[Cluster]:
+def load_all(
+    root: str | os.PathLike[str] | None = None, *, warnings: list[Diagnostic] | None = None
+) -> list[Cluster]:
     """Load every ``clusters/*.yaml``; one ConfigError with the diagnostics of all files.
 
     Also refuses two files declaring the same ``cluster.name`` (their manifests would
-    land in the same ``k8s/<name>/`` folder).
+    land in the same ``k8s/<name>/`` folder). ``warnings`` as for :func:`load`.
     """
     clusters: list[Cluster] = []
     errors: list[Diagnostic] = []
     for f in cluster_files(root):
         cluster, diags = check_file(f)
         errors += [d for d in diags if d.severity == "error"]
+        if warnings is not None:
+            warnings += [d for d in diags if d.severity == "warning"]
         if cluster is not None:
             clusters.append(cluster)
     errors += duplicate_names(clusters)
@@ -140,15 +169,28 @@ def duplicate_names(clusters: list[Cluster]) -> list[Diagnostic]:
     out: list[Diagnostic] = []
     for c in clusters:
         if c.name in first:
+            pos = _name_pos(c.source)
             out.append(
                 Diagnostic(
-                    str(c.source), 0, 0, "cluster.name",
+                    str(c.source), pos.line, pos.col, "cluster.name",
                     f"cluster name '{c.name}' is also used by {first[c.name].source}",
                 )
             )
         else:
             first[c.name] = c
     return out
+
+
+def _name_pos(source: Path | None) -> Pos:
+    """Where ``cluster.name`` is written in ``source`` (1:1 if it cannot be told).
+
+    Re-parses the file: this runs only for the rare duplicate, and keeps source
+    positions out of the frozen model.
+    """
+    raw = _read(source) if source is not None else None
+    if not isinstance(raw, bytes):
+        return Pos(1, 1)
+    return parse(raw, str(source)).pos(("cluster", "name"))
 
 
 def mode_warnings(cluster: Cluster, mode: str) -> list[str]:

@@ -16,12 +16,14 @@ from mlenv.config.model import Cluster
 from mlenv.config.yamlpos import JsonPath, Parsed, format_path
 from mlenv.errors import Diagnostic
 
-_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+# Every pattern ends in \Z, not $: Python's $ also matches before a trailing newline,
+# so "demo\n" would pass as a name and become a folder and a manifest name.
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?\Z")
+_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*\Z")
 # Kubernetes resource.Quantity: a non-negative decimal with a binary-SI, decimal-SI or
 # exponent suffix (apimachinery/pkg/api/resource/quantity.go).
 _QUANTITY = re.compile(
-    r"^(?P<num>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suf>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?$"
+    r"^(?P<num>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suf>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?\Z"
 )
 _SUFFIX = {
     "": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
@@ -30,8 +32,12 @@ _SUFFIX = {
     "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
     "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
 }
-_IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}$")  # Linux IFNAMSIZ is 16 with the NUL
-_HCA = re.compile(r"^[A-Za-z0-9_.-]+$")
+_IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}\Z")  # Linux IFNAMSIZ is 16 with the NUL
+_HCA = re.compile(r"^[A-Za-z0-9_.-]+\Z")
+# A quoted integer such as gid_index: "3"; ASCII only (str.isdigit() also accepts "²").
+_DIGITS = re.compile(r"[0-9]+")
+# Kubernetes caps every quantity at 2^63-1 base units (apimachinery resource.Quantity).
+MAX_QUANTITY = Decimal(2**63 - 1)
 _DEFAULT_PORTS = {
     f.name: f.default for f in dataclasses.fields(Cluster) if f.name in ("ssh_port", "master_port")
 }
@@ -51,18 +57,28 @@ RESERVED_NCCL = {
 
 
 def parse_quantity(text: str) -> Decimal | None:
-    """A Kubernetes quantity as a Decimal in base units, or None when it is not one."""
+    """A Kubernetes quantity as a Decimal in base units, or None when it is not one.
+
+    A well-formed quantity too large to compute (``1e999999999``) comes back as
+    ``Decimal("Infinity")``: callers compare it with :data:`MAX_QUANTITY`.
+    """
     m = _QUANTITY.match(text)
     if not m:
         return None
     suf = m.group("suf") or ""
     try:
         num = Decimal(m.group("num"))
+        if suf[:1] in ("e", "E"):
+            exp = suf[1:]
+            # int() of a 5000-digit exponent raises; any exponent this long overflows anyway.
+            if len(exp.lstrip("+-").lstrip("0")) > 6:
+                return Decimal("Infinity") if not exp.startswith("-") else Decimal(0)
+            return num * (Decimal(10) ** int(exp))
+        return num * _SUFFIX[suf]
     except InvalidOperation:
         return None
-    if suf[:1] in ("e", "E"):
-        return num * (Decimal(10) ** int(suf[1:]))
-    return num * _SUFFIX[suf]
+    except ArithmeticError:  # decimal.Overflow: the exponent is beyond Decimal's range
+        return Decimal("Infinity")
 
 
 def split_list(value: Any) -> list[str] | None:
@@ -89,9 +105,12 @@ class _Rules:
         self.file = file
         self.out: list[Diagnostic] = []
 
-    def err(self, path: JsonPath, message: str, hint: str = "", *, key: bool = False) -> None:
+    def err(self, path: JsonPath, message: str, hint: str = "", *, key: bool = False, severity: str = "error") -> None:
         pos = self.parsed.pos(path, key=key)
-        self.out.append(Diagnostic(self.file, pos.line, pos.col, format_path(path), message, hint))
+        self.out.append(Diagnostic(self.file, pos.line, pos.col, format_path(path), message, hint, severity))
+
+    def warn(self, path: JsonPath, message: str, hint: str = "", *, key: bool = False) -> None:
+        self.err(path, message, hint, key=key, severity="warning")
 
     # --- names -------------------------------------------------------------------------
 
@@ -130,13 +149,18 @@ class _Rules:
             value = str(value)
         if not isinstance(value, str):
             return None
-        q = parse_quantity(value.strip())
+        # Not stripped: Kubernetes refuses " 8Gi ", and the value is rendered as written.
+        q = parse_quantity(value)
         if q is None:
             self.err(
                 path,
                 f"{value!r} is not a Kubernetes quantity (e.g. 100Gi, 512Mi, 8, 500m)",
                 _quantity_hint(value),
             )
+            return None
+        if q > MAX_QUANTITY:
+            shown = value if len(value) <= 40 else value[:37] + "..."
+            self.err(path, f"{shown!r} is too large for a Kubernetes quantity (at most 2^63-1 base units)")
             return None
         if positive and q <= 0:
             self.err(path, f"{value!r} must be greater than zero")
@@ -198,8 +222,13 @@ class _Rules:
             self._names((*base, "interfaces"), rdma.get("interfaces"), interfaces, _IFNAME, "interface", "at most 15 characters, no spaces or '/'")
         for key, lo, hi in (("gid_index", 0, 255), ("gdr_level", 0, 5)):
             v = rdma.get(key)
-            if isinstance(v, str) and v.isdigit() and not lo <= int(v) <= hi:
-                self.err((*base, key), f"expected an integer from {lo} to {hi}, got string {v!r}")
+            # Other strings are the schema's pattern error; here only the range of digit strings.
+            if isinstance(v, str) and _DIGITS.fullmatch(v):
+                digits = v.lstrip("0") or "0"
+                if len(digits) > 6:  # never int() an arbitrarily long string
+                    self.err((*base, key), f"expected an integer from {lo} to {hi}, got a string of {len(v)} digits")
+                elif not lo <= int(digits) <= hi:
+                    self.err((*base, key), f"expected an integer from {lo} to {hi}, got string {v!r}")
         nets = rdma.get("networks")
         if isinstance(nets, list):
             for i, n in enumerate(nets):
@@ -213,6 +242,16 @@ class _Rules:
                         )
         if rdma.get("enabled") is not True:
             return
+        if not rdma.get("resources") and not rdma.get("networks"):
+            # Valid (host networking, devices exposed some other way) but usually a mistake:
+            # the pods would get neither an RDMA device nor a Multus attachment.
+            self.warn(
+                (*base, "enabled"),
+                "RDMA is enabled but neither network.rdma.resources nor network.rdma.networks is set, "
+                "so the pods request no RDMA device and no Multus network",
+                "add the device-plugin resource, e.g. 'rdma/rdma_shared_device_a: 1', "
+                "and the NetworkAttachmentDefinition names",
+            )
         if devices is not None and not auto and not devices:
             self.err(
                 (*base, "devices") if "devices" in rdma else base,
@@ -280,7 +319,9 @@ def _quantity_hint(value: str) -> str:
         return f"did you mean '{m.group(1)}{m.group(2).upper()}i'?"
     m = re.match(r"^\s*([0-9.]+)\s+(\S+)\s*$", value)
     if m and parse_quantity(m.group(1) + m.group(2)) is not None:
-        return f"did you mean '{m.group(1)}{m.group(2)}'? (no space)"
+        return f"did you mean '{m.group(1)}{m.group(2)}', without the space?"
+    if value != value.strip() and parse_quantity(value.strip()) is not None:
+        return f"did you mean '{value.strip()}', without the surrounding spaces?"
     return ""
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import functools
 import json
+import re
 from importlib import resources
 from typing import Any
 
@@ -38,11 +39,45 @@ def schema() -> dict[str, Any]:
 
 
 @functools.cache
+def python_pattern(pattern: str) -> re.Pattern[str]:
+    r"""A JSON Schema (ECMA-262) ``pattern`` compiled with ECMA's meaning of ``$``.
+
+    In ECMA-262 (no ``m`` flag) ``$`` matches only at the end of the input; in Python
+    it also matches before a trailing newline, so jsonschema's ``re.search`` would let
+    ``"300\n"`` through ``^[0-9]+$``. Every ``$`` outside a character class becomes ``\Z``;
+    the schema file itself stays plain ECMA for editors.
+    """
+    out: list[str] = []
+    i, in_class = 0, False
+    while i < len(pattern):
+        ch = pattern[i]
+        if ch == "\\":
+            out.append(pattern[i : i + 2])
+            i += 2
+            continue
+        if in_class:
+            in_class = ch != "]"
+        elif ch == "[":
+            in_class = True
+        elif ch == "$":
+            ch = r"\Z"
+        out.append(ch)
+        i += 1
+    return re.compile("".join(out))
+
+
+@functools.cache
 def _validator() -> Any:
     # jsonschema is imported here, not at module import, to keep `mlenv --help` fast.
     import jsonschema  # type: ignore[import-untyped]  # no stubs in the venv
 
-    cls = jsonschema.Draft202012Validator
+    def pattern(validator: Any, patrn: str, instance: Any, _schema: Any) -> Any:
+        if validator.is_type(instance, "string") and not python_pattern(patrn).search(instance):
+            yield jsonschema.ValidationError(f"{instance!r} does not match {patrn!r}")
+
+    cls = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+        jsonschema.Draft202012Validator, {"pattern": pattern}
+    )
     return cls(schema())
 
 

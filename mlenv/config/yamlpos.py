@@ -9,6 +9,8 @@ composes into a few nodes but expands into billions).
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,7 +73,9 @@ def format_path(path: JsonPath) -> str:
         elif part.replace("_", "a").replace("-", "a").isalnum() and part[:1].isalpha():
             out += f".{part}" if out else part
         else:
-            out += '["' + part.replace('"', '\\"') + '"]'
+            # JSON string syntax escapes quotes and control characters: a key holding a
+            # newline must not split the one-line diagnostic.
+            out += "[" + json.dumps(part, ensure_ascii=False) + "]"
     return out
 
 
@@ -98,6 +102,25 @@ def _flow_depth(text: str) -> int:
 
 class _TooBig(Exception):
     pass
+
+
+# PyYAML's constructors for explicit tags (`!!int abc`, `!!timestamp foo`, `!!bool maybe`,
+# `!!float -`) raise plain Python errors, not YAMLError; all of them are the user's input.
+_CONSTRUCT_ERRORS = (yaml.YAMLError, ValueError, TypeError, AttributeError, OverflowError, LookupError)
+_YAML_TAG = "tag:yaml.org,2002:"
+
+
+def _unreadable(node: yaml.Node, error: Exception) -> str:
+    """Why a scalar could not be built, in YAML terms (never a Python exception text)."""
+    if isinstance(error, yaml.YAMLError):
+        return str(getattr(error, "problem", None) or error)
+    tag = "!!" + node.tag[len(_YAML_TAG):] if node.tag.startswith(_YAML_TAG) else node.tag
+    text = str(node.value)
+    if tag == "!!int" and re.fullmatch(r"[-+]?[0-9_]+", text):
+        # Python refuses to convert integers of more than 4300 digits.
+        return f"an integer of {len(text)} characters is too large"
+    shown = text if len(text) <= 40 else text[:37] + "..."
+    return f"{shown!r} is not a valid {tag}"
 
 
 class _Builder:
@@ -129,8 +152,8 @@ class _Builder:
             return [self.build(child, (*path, i)) for i, child in enumerate(node.value)]
         try:
             return self.constructor.construct_object(node, deep=True)
-        except yaml.YAMLError as e:
-            self._diag(node, path, f"cannot read this value: {getattr(e, 'problem', None) or e}")
+        except _CONSTRUCT_ERRORS as e:
+            self._diag(node, path, f"cannot read this value: {_unreadable(node, e)}")
             self.out.unreadable.append(path)
             return None
 
@@ -159,7 +182,11 @@ class _Builder:
             if not isinstance(knode, yaml.ScalarNode):
                 self._diag(knode, path, "a key must be a plain string, not a list or mapping")
                 continue
-            key_obj = self.constructor.construct_object(knode, deep=True)
+            try:
+                key_obj = self.constructor.construct_object(knode, deep=True)
+            except _CONSTRUCT_ERRORS as e:
+                self._diag(knode, path, f"cannot read this key: {_unreadable(knode, e)}")
+                continue
             if key_obj is None or isinstance(key_obj, (bool, int, float)):
                 # `yes:`/`1:`/`null:` as keys are YAML 1.1 surprises; keep the text as written.
                 key = knode.value
@@ -182,6 +209,15 @@ class _Builder:
         return result
 
 
+def too_large(file: str, size: int) -> Diagnostic:
+    """The diagnostic for a file over :data:`MAX_BYTES` (``size`` as known, maybe a lower bound)."""
+    return Diagnostic(
+        file, 1, 1, "",
+        f"file is too large ({size} bytes; a cluster config is at most {MAX_BYTES} bytes)",
+        "is this the right file?",
+    )
+
+
 def parse(raw: bytes, file: str) -> Parsed:
     """Parse one YAML document, never raising: problems become diagnostics.
 
@@ -196,10 +232,8 @@ def parse(raw: bytes, file: str) -> Parsed:
         return out
 
     if len(raw) > MAX_BYTES:
-        return fail(
-            f"file is too large ({len(raw)} bytes; a cluster config is at most {MAX_BYTES} bytes)",
-            hint="is this the right file?",
-        )
+        out.diagnostics.append(too_large(file, len(raw)))
+        return out
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as e:

@@ -7,6 +7,7 @@ order ``render_cluster`` returns, and nothing time- or host-dependent is written
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -63,6 +64,27 @@ def _generated(path: Path) -> bool:
             return f.readline().startswith(HEADER_PREFIX)
     except (OSError, UnicodeDecodeError):
         return False
+
+
+def unwritable_reason(out_dir: Path, *, writing: bool = True) -> str | None:
+    """Why ``out_dir`` cannot be created or written into, or None if it looks fine.
+
+    Checked before anything is written, so a bad ``--out`` fails with one clear line
+    instead of a half-written set of trees. Looks at the deepest existing ancestor;
+    ``writing=False`` (``--check`` only reads) skips the permission test.
+    """
+    p = out_dir
+    while not p.exists():
+        if p.is_symlink():
+            return f"{p} is a dangling symbolic link"
+        if p.parent == p:
+            return None
+        p = p.parent
+    if not p.is_dir():
+        return f"{p} exists and is not a directory"
+    if writing and not os.access(p, os.W_OK | os.X_OK):
+        return f"{p} is not writable"
+    return None
 
 
 def write_tree(files: dict[str, str], out_dir: Path) -> list[Path]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -21,8 +22,7 @@ def root(tmp_path: Path) -> Path:
     (tmp_path / "clusters").mkdir()
     for f in sorted((REPO / "clusters").glob("*.yaml")):
         shutil.copy(f, tmp_path / "clusters" / f.name)
-    if not any((tmp_path / "clusters").iterdir()):
-        pytest.skip("no example clusters/*.yaml in the repository yet")
+    assert any((tmp_path / "clusters").iterdir()), "the repository ships example clusters/*.yaml"
     return tmp_path
 
 
@@ -34,7 +34,7 @@ def _any_cluster(root: Path, rdma: bool | None = None) -> str:
     for c in load_all(root):
         if rdma is None or c.rdma.enabled == rdma:
             return c.name
-    pytest.skip("no example cluster of that kind")
+    raise AssertionError(f"the examples include a cluster with rdma.enabled={rdma}")
 
 
 def test_render_one_cluster_both_modes(root):
@@ -81,6 +81,9 @@ def test_all_then_check_then_stale(root):
     assert res.exit_code == 0, res.output
     names = [c.name for c in load_all(root)]
     assert res.stdout.count("wrote ") == 2 * len(names)
+    for name in names:
+        for mode in ("rdma", "tcp"):
+            assert f"to k8s/{name}/{mode}/\n" in res.stdout
     res = _run(root, "--all", "--check")
     assert res.exit_code == 0, res.output
     assert "up to date" in res.stdout
@@ -135,3 +138,88 @@ def test_invalid_config_exit_2_with_location(root):
     res = _run(root, "--all")
     assert res.exit_code == 2
     assert not (root / "k8s").exists(), "one bad file stops --all before anything is written"
+
+
+def test_all_warns_about_every_tcp_fallback(root):
+    tcp_only = [c.name for c in load_all(root) if not c.rdma.enabled]
+    assert tcp_only, "the examples include TCP-only clusters"
+    for args in (["--all"], ["--all", "--check"]):
+        res = _run(root, *args)
+        warnings = [line for line in res.stderr.splitlines() if "falls back to TCP" in line]
+        assert [w.split("'")[1] for w in warnings] == tcp_only, res.stderr
+        assert all(w.startswith("warning: ") for w in warnings)
+        assert "falls back" not in res.stdout
+
+
+def test_config_warnings_are_printed(root):
+    (root / "clusters" / "bare.yaml").write_text(
+        "cluster: {name: bare, namespace: ns}\nnetwork:\n  rdma:\n    enabled: true\n    devices: auto\n"
+    )
+    res = _run(root, "bare", "--mode", "rdma")
+    assert res.exit_code == 0, res.output
+    assert "bare.yaml:4:14: warning: network.rdma.enabled: RDMA is enabled but neither" in res.stderr
+    res = _run(root, "--all")
+    assert res.exit_code == 0, res.output
+    assert res.stderr.count("RDMA is enabled but neither") == 1
+
+
+@pytest.mark.parametrize("check", [False, True])
+def test_out_is_a_file_exit_2(root, tmp_path, check):
+    afile = tmp_path / "afile"
+    afile.write_text("not a folder\n")
+    name = _any_cluster(root)
+    res = _run(root, name, "--mode", "tcp", "--out", str(afile), *(["--check"] if check else []))
+    assert res.exit_code == 2, res.output
+    errors = [line for line in res.stderr.splitlines() if not line.startswith("warning:")]
+    assert errors == [f"error: --out {afile}: cannot write {afile}/{name}/tcp: {afile} exists and is not a directory"]
+    assert afile.read_text() == "not a folder\n"
+
+
+def test_k8s_subfolder_is_a_file_exit_2(root):
+    name = _any_cluster(root)
+    (root / "k8s").mkdir()
+    (root / "k8s" / name).write_text("")
+    res = _run(root, name, "--mode", "tcp")
+    assert res.exit_code == 2, res.output
+    assert f"error: output folder {root / 'k8s'}: cannot write {root / 'k8s' / name / 'tcp'}: " in res.stderr
+    assert "internal error" not in res.output
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into any folder")
+def test_out_not_writable_exit_2(root, tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        res = _run(root, _any_cluster(root), "--out", str(ro))
+    finally:
+        ro.chmod(0o700)
+    assert res.exit_code == 2, res.output
+    assert f"{ro} is not writable" in res.stderr
+
+
+def test_write_failing_midway_is_exit_3(root, tmp_path):
+    # The folder passes the up-front check, but one file cannot be written.
+    name = _any_cluster(root)
+    blocked = tmp_path / "out" / name / "tcp" / "statefulset.yaml"
+    blocked.mkdir(parents=True)
+    res = _run(root, name, "--mode", "tcp", "--out", str(tmp_path / "out"))
+    assert res.exit_code == 3, res.output
+    assert f"error: cannot write {blocked}: Is a directory" in res.stderr
+    assert "internal error" not in res.output and "Traceback" not in res.output
+
+
+def test_make_demo_renders_and_uses_the_default_rank_count():
+    """`make demo` writes every example's tree (printing where) and lets --nproc default."""
+    lines = (REPO / "Makefile").read_text().splitlines()
+    start = lines.index("demo: venv")
+    recipe = []
+    for line in lines[start + 1:]:
+        if not line.startswith("\t"):
+            break
+        recipe.append(line.strip())
+    assert "$(MLENV) render --all" in recipe
+    assert not any("--check" in r for r in recipe)
+    assert not any("<cluster>" in r for r in recipe), "no placeholder: render prints the real folders"
+    (acceptance,) = [r for r in recipe if " acceptance " in r]
+    assert "--nproc" not in acceptance

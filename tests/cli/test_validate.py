@@ -62,10 +62,17 @@ def test_duplicate_cluster_names(root: Path) -> None:
     shutil.copy(root / "clusters" / "local.yaml", root / "clusters" / "local-copy.yaml")
     r = _run(root)
     assert r.exit_code == 2
-    assert "cluster.name: cluster name 'local' is also used by" in r.stderr
+    # files are read in name order: local-copy.yaml first, so local.yaml is the duplicate
+    later, first = root / "clusters" / "local.yaml", root / "clusters" / "local-copy.yaml"
+    line = later.read_text().splitlines().index("  name: local") + 1
+    assert f"{later}:{line}:9: cluster.name: cluster name 'local' is also used by {first}" in r.stderr
 
 
-@pytest.mark.parametrize("case", ["binary", "empty", "not-yaml", "top-level-list", "python-tag"])
+@pytest.mark.parametrize(
+    "case",
+    ["binary", "empty", "not-yaml", "top-level-list", "python-tag", "tag-int-invalid", "tag-timestamp-invalid",
+     "key-tag-invalid", "rdma-gid-superscript", "rdma-gid-5000-digits", "int-5000-digits", "shm-size-overflow"],
+)
 def test_hostile_input_no_traceback(root: Path, case: str) -> None:
     r = _run(root, str(CORPUS / f"{case}.yaml"))
     assert r.exit_code == 2
@@ -91,3 +98,12 @@ def test_no_configs(tmp_path: Path) -> None:
     r = _run(tmp_path)
     assert r.exit_code == 2
     assert "no cluster configs found" in r.stderr
+
+
+def test_warnings_are_printed_but_do_not_fail(root: Path) -> None:
+    f = root / "clusters" / "bare-rdma.yaml"
+    f.write_text("cluster: {name: bare, namespace: ns}\nnetwork:\n  rdma:\n    enabled: true\n    devices: auto\n")
+    r = _run(root, "bare-rdma")
+    assert r.exit_code == 0, r.output
+    assert r.stderr.startswith(f"{f}:4:14: warning: network.rdma.enabled: RDMA is enabled but neither")
+    assert r.stdout.strip() == "ok: 1 file(s)"

@@ -143,7 +143,7 @@ def test_load_all_reports_every_file_and_duplicate_names(tmp_path: Path) -> None
     d.mkdir()
     ok = "cluster:\n  name: same\n  namespace: ns\n"
     (d / "a.yaml").write_text(ok)
-    (d / "b.yaml").write_text(ok)
+    (d / "b.yaml").write_text("# the copy\ncluster:\n  namespace: ns\n  name:   same\n")
     (d / "c.yaml").write_text("cluster: {name: c, namespace: ns}\ngpus: {per_node: 0}\n")
     (d / "d.yaml").write_text("- not a mapping\n")
     with pytest.raises(ConfigError) as info:
@@ -151,6 +151,8 @@ def test_load_all_reports_every_file_and_duplicate_names(tmp_path: Path) -> None
     assert [(Path(x.file).name, x.path) for x in info.value.diagnostics] == [
         ("c.yaml", "gpus.per_node"), ("d.yaml", ""), ("b.yaml", "cluster.name"),
     ]
+    # the duplicate points at where b.yaml writes the name, not at 0:0
+    assert info.value.diagnostics[-1].format() == f"{d / 'b.yaml'}:4:11: cluster.name: cluster name 'same' is also used by {d / 'a.yaml'}"
 
 
 def test_mode_warnings() -> None:

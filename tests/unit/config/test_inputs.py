@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
+
+import pytest
+import yaml
 
 from mlenv.config import check_file
 from mlenv.config.yamlpos import MAX_BYTES, MAX_NODES, format_path, parse
@@ -103,3 +107,47 @@ def test_format_path() -> None:
     assert format_path(("network", "rdma", "devices", 1)) == "network.rdma.devices[1]"
     assert format_path(("r", "rdma/x")) == 'r["rdma/x"]'
     assert format_path(("nccl", "env", "NCCL_ALGO")) == "nccl.env.NCCL_ALGO"
+
+
+def test_huge_file_is_refused_from_its_size_without_reading_it(tmp_path: Path) -> None:
+    big = tmp_path / "big.yaml"
+    size = 64 * MAX_BYTES
+    with big.open("wb") as f:
+        f.truncate(size)  # sparse: costs no disk
+    tracemalloc.start()
+    try:
+        cluster, diags = check_file(big)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert cluster is None
+    assert [d.format() for d in diags] == [
+        f"{big}:1:1: file is too large ({size} bytes; a cluster config is at most {MAX_BYTES} bytes) "
+        "(is this the right file?)"
+    ]
+    assert peak < 2 * MAX_BYTES, f"read {peak} bytes of a {size}-byte file"
+
+
+def test_format_path_keeps_one_line() -> None:
+    assert format_path(("nccl", "env", "NCCL_ALGO\n")) == 'nccl.env["NCCL_ALGO\\n"]'
+    assert format_path(("r", 'a"b')) == 'r["a\\"b"]'
+
+
+def test_bad_explicit_tags_are_located(check: Check) -> None:
+    _, diags = check(BASE + "notes: !!float x\n!!int 1.5: a\ngpus: {per_node: !!bool maybe}\n")
+    assert [d.format().split(": ", 1)[1] for d in diags] == [
+        "notes: cannot read this value: 'x' is not a valid !!float",
+        "cannot read this key: '1.5' is not a valid !!int",
+        "gpus.per_node: cannot read this value: 'maybe' is not a valid !!bool",
+    ]
+
+
+_TAGS = sorted("!!" + t.rsplit(":", 1)[-1] for t in yaml.SafeLoader.yaml_constructors if t)
+
+
+@pytest.mark.parametrize("tag", _TAGS)
+def test_every_safe_tag_with_junk_gives_diagnostics_not_exceptions(tag: str) -> None:
+    for junk in ("abc", "-", "+", "maybe", "0x", "2001-13-45", "9" * 5000, "''"):
+        for text in (f"notes: {tag} {junk}\n", f"{tag} {junk}: 1\n"):
+            parsed = parse((BASE + text).encode(), "f.yaml")  # must not raise
+            assert all(d.line >= 4 for d in parsed.diagnostics), parsed.diagnostics

@@ -10,7 +10,9 @@ from mlenv.config.rules import parse_quantity, split_list
 
 from .conftest import BASE, Check, messages
 
-RDMA = BASE + "network:\n  rdma:\n    enabled: true\n"
+RDMA_BARE = BASE + "network:\n  rdma:\n    enabled: true\n"
+# With a device-plugin resource, so rule tests see no "no RDMA device" warning.
+RDMA = RDMA_BARE + "    resources: {rdma/rdma_shared_device_a: 1}\n"
 
 
 @pytest.mark.parametrize(
@@ -121,7 +123,7 @@ def test_nccl_env(check: Check) -> None:
 
 def test_resources_and_networks(check: Check) -> None:
     c, d = check(
-        RDMA + "    devices: auto\n    resources: {openshift.io/mlnx: 2, rdma/a: 1}\n"
+        RDMA_BARE + "    devices: auto\n    resources: {openshift.io/mlnx: 2, rdma/a: 1}\n"
         "    networks: [rail-1, ns-2/rail-2]\n"
     )
     assert d == [] and c is not None
@@ -138,3 +140,84 @@ def test_all_errors_of_a_file_at_once(check: Check) -> None:
     )
     assert [x.path for x in d] == ["cluster.name", "cluster.namespace", "storage.mode", "shm_size", "gpus.per_node", "ssh_port"]
     assert [x.line for x in d] == [2, 3, 5, 6, 8, 9]
+
+
+@pytest.mark.parametrize(
+    ("text", "value"),
+    [("1e999999999", Decimal("Infinity")), ("1e" + "9" * 5000, Decimal("Infinity")),
+     ("9" * 5000 + "e999999", Decimal("Infinity")), ("1e-" + "9" * 5000, Decimal(0))],
+)
+def test_quantity_beyond_decimal_range_never_raises(text: str, value: Decimal) -> None:
+    assert parse_quantity(text) == value
+
+
+def test_quantity_above_the_kubernetes_cap(check: Check) -> None:
+    _, d = check(BASE + f"shm_size: '{2**63}'\nstorage:\n  workspace_size: '{2**63 - 1}'\n")
+    assert messages(d) == [
+        f"shm_size: '{2**63}' is too large for a Kubernetes quantity (at most 2^63-1 base units)"
+    ]
+
+
+@pytest.mark.parametrize("key", ["gid_index", "gdr_level"])
+@pytest.mark.parametrize("value", ['"3\\n"', '"\\n3"', '"3 "', '"٣"', '"³"', '"+3"'])
+def test_quoted_numbers_are_ascii_digits_only(check: Check, key: str, value: str) -> None:
+    c, d = check(RDMA + f"    devices: auto\n    {key}: {value}\n")
+    assert c is None
+    assert [x.path for x in d if x.severity == "error"] == [f"network.rdma.{key}"]
+
+
+def test_quoted_numbers_keep_working(check: Check) -> None:
+    c, d = check(RDMA + '    devices: auto\n    gid_index: "003"\n    gdr_level: "0000002"\n')
+    assert d == [] and c is not None
+    assert (c.rdma.gid_index, c.rdma.gdr_level) == (3, 2)
+
+
+@pytest.mark.parametrize(
+    ("rdma", "warned"),
+    [
+        ("    devices: auto\n", True),
+        ("    devices: auto\n    resources: {}\n    networks: []\n", True),
+        ("    devices: auto\n    networks: [rail-1]\n", False),
+        ("    devices: auto\n    resources: {rdma/a: 1}\n", False),
+    ],
+)
+def test_rdma_without_device_or_network_warns(check: Check, rdma: str, warned: bool) -> None:
+    c, d = check(RDMA_BARE + rdma)
+    assert c is not None, "a warning never blocks the config"
+    assert [x.severity for x in d] == (["warning"] if warned else [])
+    if warned:
+        assert d[0].format().endswith(
+            "c.yaml:6:14: warning: network.rdma.enabled: RDMA is enabled but neither network.rdma.resources "
+            "nor network.rdma.networks is set, so the pods request no RDMA device and no Multus network "
+            "(add the device-plugin resource, e.g. 'rdma/rdma_shared_device_a: 1', and the "
+            "NetworkAttachmentDefinition names)"
+        )
+
+
+def test_rdma_disabled_never_warns(check: Check) -> None:
+    c, d = check(BASE + "network:\n  rdma:\n    enabled: false\n")
+    assert c is not None and d == []
+
+
+def test_schema_patterns_use_ecma_end_of_input() -> None:
+    from mlenv.config.schema import python_pattern, schema
+
+    assert python_pattern("^[0-9]+$").search("300\n") is None
+    assert python_pattern("^[0-9]+$").search("300")
+    assert python_pattern(r"^a\$[$]$").search("a$$")  # escaped and in-class $ stay literal
+    # every pattern of the schema refuses a trailing newline after a value it accepts
+    patterns: list[str] = []
+
+    def walk(node: object) -> None:
+        if isinstance(node, dict):
+            if isinstance(node.get("pattern"), str):
+                patterns.append(node["pattern"])
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(schema())
+    assert len(patterns) >= 4
+    assert all(r"\Z" in python_pattern(p).pattern and "$" not in python_pattern(p).pattern for p in patterns)

@@ -212,8 +212,44 @@ def test_privileged_only_when_the_config_demands_it():
     assert _worker(ms)["securityContext"] == {"privileged": True}
     assert not by_kind(ms, "SecurityContextConstraints")
     assert one(ms, "RoleBinding")["roleRef"]["name"] == "system:openshift:scc:privileged"
-    for m in render_cluster(rdma_cluster(), "rdma") + render_cluster(tcp_cluster(), "tcp"):
-        assert "privileged" not in str(m.get("spec", "")).replace("system:openshift:scc:privileged", "")
+    unprivileged = render_cluster(rdma_cluster(), "rdma") + render_cluster(tcp_cluster(), "tcp")
+    sccs = by_kind(unprivileged, "SecurityContextConstraints")
+    assert sccs, "the RDMA render has an SCC whose fields this test inspects"
+    for scc in sccs:
+        # An SCC has no spec: its grants are top-level fields.
+        assert scc["allowPrivilegedContainer"] is False
+        assert scc["allowPrivilegeEscalation"] is False
+        assert set(scc["allowedCapabilities"]) <= {"IPC_LOCK"}
+        assert not scc.get("defaultAddCapabilities")
+        assert scc["requiredDropCapabilities"] == ["ALL"]
+        assert scc["runAsUser"]["type"] != "RunAsAny"
+    for m in unprivileged:
+        assert not _grants_privilege(m), f"{m['kind']}/{m['metadata']['name']}: {_grants_privilege(m)}"
+
+
+def _grants_privilege(obj: object, path: str = "") -> list[str]:
+    """Paths in a manifest that ask for privilege: privileged/allowPrivileged*: true, the privileged SCC."""
+    found: list[str] = []
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            if "rivilege" in str(k) and v is True:
+                found.append(f"{path}.{k}")
+            found += _grants_privilege(v, f"{path}.{k}")
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            found += _grants_privilege(v, f"{path}[{i}]")
+    elif isinstance(obj, str) and obj.endswith("scc:privileged"):
+        found.append(path)
+    return found
+
+
+def test_grants_privilege_sees_the_privileged_render():
+    # the helper above must recognise the grants of the config that demands them
+    ms = render_cluster(rdma_cluster(security=Security(requires_privileged_scc=True)), "rdma")
+    found = [p for m in ms for p in _grants_privilege(m)]
+    assert any(p.endswith("securityContext.privileged") for p in found)
+    assert any(p.endswith("roleRef.name") for p in found)
+    assert _grants_privilege({"allowPrivilegedContainer": True}) == [".allowPrivilegedContainer"]
 
 
 def test_worker_env_contract():

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from importlib import resources
+from pathlib import Path
 
 import pytest
 from render_fixtures import rdma_cluster, tcp_cluster
@@ -12,7 +14,12 @@ from render_fixtures import rdma_cluster, tcp_cluster
 from mlenv.config.model import DevTools, Security
 from mlenv.errors import InputError
 from mlenv.render.plan import render_cluster
-from mlenv.render.validate import OPENSHIFT_SCHEMAS, manifest_errors, validate_manifests
+from mlenv.render.validate import (
+    K8S_VERSION,
+    OPENSHIFT_SCHEMAS,
+    manifest_errors,
+    validate_manifests,
+)
 
 VARIANTS = [
     (rdma_cluster(), "rdma"),
@@ -119,8 +126,6 @@ def test_agrees_with_kubernetes_validate_itself(cluster, mode):
     """Our cached validator uses kubernetes-validate's schema files; its own validate() agrees."""
     import kubernetes_validate
 
-    from mlenv.render.validate import K8S_VERSION
-
     k8s = [m for m in render_cluster(cluster, mode) if (m["apiVersion"], m["kind"]) not in OPENSHIFT_SCHEMAS]
     assert {m["kind"] for m in k8s} >= {"StatefulSet", "Service", "Pod", "ServiceAccount"}
     for m in k8s:
@@ -130,3 +135,11 @@ def test_agrees_with_kubernetes_validate_itself(cluster, mode):
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(bad, K8S_VERSION, strict=True)
     assert manifest_errors(bad)
+
+
+def test_dependency_floor_ships_the_pinned_schemas():
+    """kubernetes-validate X.Y.0 is the first release with the vX.Y schemas: the floor must reach K8S_VERSION."""
+    # a regex, not tomllib: the package supports Python 3.10
+    text = (Path(__file__).resolve().parents[3] / "pyproject.toml").read_text()
+    (floor,) = re.findall(r'"kubernetes-validate>=([0-9.]+)[",]', text)
+    assert tuple(map(int, floor.split(".")))[:2] >= tuple(map(int, K8S_VERSION.split(".")))[:2], floor

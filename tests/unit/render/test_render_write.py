@@ -8,7 +8,7 @@ from render_fixtures import rdma_cluster, tcp_cluster
 from mlenv.config.model import DevTools
 from mlenv.render.plan import render_cluster
 from mlenv.render.tree import render_tree
-from mlenv.render.write import check_tree, write_tree
+from mlenv.render.write import check_tree, unwritable_reason, write_tree
 
 
 def test_one_file_per_kind_and_kustomization(tmp_path):
@@ -67,3 +67,14 @@ def test_nodes_flag_is_in_the_regenerate_hint():
     files = render_tree(rdma_cluster(), "rdma", nodes=3)
     assert "# Regenerate: mlenv render barcelona --mode rdma --nodes 3\n" in files["statefulset.yaml"]
     assert yaml.safe_load(files["statefulset.yaml"])["spec"]["replicas"] == 3
+
+
+def test_unwritable_reason(tmp_path):
+    assert unwritable_reason(tmp_path / "new" / "deeper") is None
+    afile = tmp_path / "afile"
+    afile.write_text("")
+    assert unwritable_reason(afile) == f"{afile} exists and is not a directory"
+    assert unwritable_reason(afile / "x" / "y") == f"{afile} exists and is not a directory"
+    dangling = tmp_path / "link"
+    dangling.symlink_to(tmp_path / "missing")
+    assert unwritable_reason(dangling / "x") == f"{dangling} is a dangling symbolic link"
