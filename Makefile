@@ -5,7 +5,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 MLENV := $(VENV)/bin/mlenv
-CLUSTER ?= local
+# The cluster the cluster targets act on: CLUSTER=x, else the last one `mlenv deploy`
+# deployed from this checkout (.mlenv/current-cluster, git-ignored), else local.
+CLUSTER ?= $(or $(shell cat .mlenv/current-cluster 2>/dev/null),local)
 MODE ?= rdma
 NODES ?=
 POD ?= 0
@@ -24,7 +26,7 @@ DRY_FLAG := $(if $(DRY_RUN),--dry-run $(DRY_RUN),)
 
 help:
 	@echo "make demo | make test | make validate | make render CLUSTER=x MODE=rdma|tcp | make list-clusters"
-	@echo "make deploy-cluster CLUSTER=x MODE=rdma [NODES=N] [DRY_RUN=client|server] | make sync-multi-node | make shell"
+	@echo "make deploy-cluster CLUSTER=x MODE=rdma [NODES=N] [DRY_RUN=client|server] | make sync-multi-node [WATCH=1] | make shell"
 
 # The venv is rebuilt when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -44,9 +46,8 @@ system-deps:
 
 demo: venv
 	$(MLENV) validate
-	$(MLENV) render --all --check
-	@echo "manifests: k8s/<cluster>/<mode>/ (regenerate with 'make render-all')"
-	$(MLENV) acceptance --local --nproc 2 --profile quick --report-dir reports/demo
+	$(MLENV) render --all
+	$(MLENV) acceptance --local --profile quick --report-dir reports/demo
 
 lint: venv
 	$(VENV)/bin/ruff check mlenv tests benchmarks
@@ -85,7 +86,7 @@ deploy-cluster: venv
 	$(MLENV) deploy $(CLUSTER) --mode $(MODE) $(NODES_FLAG) $(DRY_FLAG)
 
 sync-multi-node: venv
-	$(MLENV) sync $(CLUSTER)
+	$(MLENV) sync $(CLUSTER) $(if $(WATCH),--watch,)
 
 shell: venv
 	$(MLENV) shell $(CLUSTER) --pod $(POD)
@@ -100,7 +101,7 @@ port-forward: venv
 	$(MLENV) port-forward $(CLUSTER)
 
 launch: venv
-	$(MLENV) launch $(CLUSTER) $(SCRIPT)
+	$(MLENV) launch $(CLUSTER) $(if $(TORCHRUN),--torchrun,) $(SCRIPT)
 
 clean-cluster: venv
 	$(MLENV) teardown $(CLUSTER) $(if $(PURGE),--purge,)

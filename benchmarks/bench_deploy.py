@@ -4,7 +4,8 @@ Usage: python benchmarks/bench_deploy.py [--repeat N]
 
 Times (median of N runs, wall clock):
 - plan: render + validate the 64-node config (clusters/large-h200.yaml), both modes;
-- deploy: plan + preflight + ssh keys + apply + wait against a fresh fake of 64 nodes
+- deploy: plan + preflight + ssh keys + server-side dry run + apply + wait against a
+  fresh fake of 64 nodes
   (the fake's controllers run in virtual time, so this is mlenv's own cost);
 - sync: copy a generated tree of F files to P pods (per-pod volumes) and verify the
   checksum in every pod, for a grid of F × P.
@@ -68,7 +69,7 @@ def main() -> None:
         print(f"plan {mode}: {len(plan(cfg, mode, None))} objects, {t * 1e3:.1f} ms")
     t = timed(lambda: deploy(cfg, DeployOptions(mode="rdma", timeout=600), fake_for(cfg, nodes)),
               args.repeat)
-    print(f"deploy rdma (plan+preflight+keys+apply+wait, fake, {nodes} pods): {t * 1e3:.0f} ms")
+    print(f"deploy rdma (plan+preflight+keys+dry run+apply+wait, fake, {nodes} pods): {t * 1e3:.0f} ms")
     fake = fake_for(cfg, nodes)
     deploy(cfg, DeployOptions(mode="rdma", timeout=600), fake)
     t = timed(lambda: deploy(cfg, DeployOptions(mode="rdma", timeout=600), fake), args.repeat)

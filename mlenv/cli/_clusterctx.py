@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from mlenv.cli._common import repo_root
+from mlenv.cli._common import err, repo_root
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.errors import InputError
+
+if TYPE_CHECKING:
+    from mlenv.cluster.api import Cluster
 
 MODES = ("rdma", "tcp")
 
@@ -34,3 +41,35 @@ def worker_pod(index: int) -> str:
 def workspace_dir() -> str:
     """The local ``workspace/`` tree sync copies."""
     return str(Path(repo_root()) / "workspace")
+
+
+@contextmanager
+def cluster_client() -> Iterator[Cluster]:
+    """The cluster for one command; a client notice (kubectl instead of oc) goes to
+    stderr once."""
+    from mlenv.cluster.connect import connect
+
+    with connect(notice=err) as client:
+        yield client
+
+
+STATE_ENV = "MLENV_STATE_DIR"
+CURRENT_FILE = "current-cluster"
+
+
+def state_dir() -> Path:
+    """Where per-checkout state lives: ``.mlenv/`` at the repo root (git-ignored), or
+    ``MLENV_STATE_DIR``."""
+    return Path(os.environ.get(STATE_ENV) or Path(repo_root()) / ".mlenv")
+
+
+def remember_cluster(cluster: str) -> None:
+    """Record the last deployed cluster (as the user named it) in ``.mlenv/current-cluster``;
+    the Makefile reads it when ``CLUSTER`` is not given, so ``make sync-multi-node`` after
+    ``make deploy-cluster CLUSTER=x`` targets x. Failing to write it only warns."""
+    path = state_dir() / CURRENT_FILE
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(cluster + "\n", encoding="utf-8")
+    except OSError as e:
+        err(f"warning: could not record the current cluster in {path}: {e.strerror}")

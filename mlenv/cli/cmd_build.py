@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import load_config
+from mlenv.cli._clusterctx import cluster_client, load_config
 from mlenv.cli._common import guarded
 from mlenv.errors import EXIT_ERROR
 
@@ -16,10 +16,9 @@ def build(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
 ) -> None:
     """Build the pod image from the Dockerfile (BuildConfig ml-dev-env → ImageStream tag)."""
-    from mlenv.cluster.connect import connect
 
     cfg = load_config(cluster)
-    with connect() as client:
+    with cluster_client() as client:
         rc = client.start_build("ml-dev-env", cfg.namespace, typer.echo)
     if rc != 0:
         typer.echo(f"error: build of ml-dev-env failed (exit {rc})", err=True)

@@ -1,4 +1,4 @@
-"""``mlenv deploy``: validate → render → preflight → ssh Secret → apply → wait."""
+"""``mlenv deploy``: validate → render → preflight → dry run → ssh Secret → apply → wait."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Annotated, Literal, cast
 
 import typer
 
-from mlenv.cli._clusterctx import check_mode, load_config
+from mlenv.cli._clusterctx import check_mode, cluster_client, load_config, remember_cluster
 from mlenv.cli._common import err, guarded
 from mlenv.errors import InputError
 
@@ -20,14 +20,16 @@ def deploy(
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for all pods Ready.")] = 900.0,
     no_fallback: Annotated[bool, typer.Option("--no-fallback", help="Fail instead of falling back to TCP when RDMA prerequisites miss.")] = False,
 ) -> None:
-    """Deploy a cluster config: preflight explains what is missing before anything is applied.
+    """Deploy a cluster config: preflight explains what is missing and a server-side dry
+    run checks every object before anything is applied.
 
     Exit 0 deployed (or unchanged), 2 invalid config/flags, 3 cluster unreachable,
-    preflight failure or pods not Ready by the deadline (with the reasons).
+    preflight failure, dry run refused or pods not Ready by the deadline (with the reasons).
+    A real deploy records the cluster in .mlenv/current-cluster for the Makefile.
     """
     import yaml
 
-    from mlenv.cluster.deploy import DeployOptions
+    from mlenv.cluster.deploy import DeployOptions, DeployTimeout
     from mlenv.cluster.deploy import deploy as run_deploy
     from mlenv.config import mode_warnings
 
@@ -48,13 +50,19 @@ def deploy(
         err(f"plan: {len(rep.manifests)} object(s) for {cfg.name} ({rep.mode}, {rep.nodes} "
             "node(s)); nothing was sent to a cluster (--dry-run client)")
         return
-    from mlenv.cluster.connect import connect
-
-    with connect() as client:
-        rep = run_deploy(cfg, opts, client, say=typer.echo)
+    with cluster_client() as client:
+        try:
+            rep = run_deploy(cfg, opts, client, say=typer.echo)
+        except DeployTimeout:
+            remember_cluster(cluster)  # applied, just not Ready: status/teardown target it
+            raise
     if dry_run == "server":
-        typer.echo(f"server dry run ok: {len(rep.applied)} object(s) accepted; nothing changed")
-    elif rep.unchanged:
+        typer.echo(f"server dry run ok: {len(rep.applied)} object(s) accepted"
+                   + (f"; would recreate {', '.join(rep.recreated)}" if rep.recreated else "")
+                   + "; nothing changed")
+        return
+    remember_cluster(cluster)
+    if rep.unchanged:
         typer.echo(f"unchanged: {cfg.name} is already deployed as configured "
                    f"({rep.ready}/{rep.nodes} pods Ready, {rep.mode})")
     else:

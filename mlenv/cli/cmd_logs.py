@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import load_config, worker_pod
+from mlenv.cli._clusterctx import cluster_client, load_config, worker_pod
 from mlenv.cli._common import guarded
 
 
@@ -17,10 +17,9 @@ def logs(
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream until interrupted.")] = False,
 ) -> None:
     """Print (or follow) the log of ml-dev-env-<pod>."""
-    from mlenv.cluster.connect import connect
 
     cfg = load_config(cluster)
-    with connect() as client:
+    with cluster_client() as client:
         client.logs(worker_pod(pod), cfg.namespace, follow=follow, out=typer.echo)
 
 

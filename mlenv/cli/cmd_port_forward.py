@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import load_config
+from mlenv.cli._clusterctx import cluster_client, load_config
 from mlenv.cli._common import guarded
 from mlenv.errors import InputError
 
@@ -16,7 +16,6 @@ def port_forward(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
 ) -> None:
     """Forward each enabled dev tool's port (127.0.0.1 only) from ml-dev-env-dev."""
-    from mlenv.cluster.connect import connect
     from mlenv.render.workload import DEV_TOOLS, enabled_dev_tools
 
     cfg = load_config(cluster)
@@ -26,7 +25,7 @@ def port_forward(
     ports = [(DEV_TOOLS[t][2], DEV_TOOLS[t][2]) for t in tools]
     for t, (lp, _) in zip(tools, ports, strict=True):
         typer.echo(f"{t}: https://127.0.0.1:{lp}" if t == "tensorboard" else f"{t}: http://127.0.0.1:{lp}")
-    with connect() as client:
+    with cluster_client() as client:
         rc = client.port_forward("ml-dev-env-dev", cfg.namespace, ports)
     raise typer.Exit(rc)
 

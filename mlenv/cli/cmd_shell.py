@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import load_config, worker_pod
+from mlenv.cli._clusterctx import cluster_client, load_config, worker_pod
 from mlenv.cli._common import guarded
 
 
@@ -16,11 +16,10 @@ def shell(
     pod: Annotated[int, typer.Option("--pod", help="Pod index.")] = 0,
 ) -> None:
     """Open bash in ml-dev-env-<pod> (then ./launch_deepspeed.sh from /workspace)."""
-    from mlenv.cluster.connect import connect
 
     cfg = load_config(cluster)
     name = worker_pod(pod)
-    with connect() as client:
+    with cluster_client() as client:
         rc = client.interactive(name, cfg.namespace, ["bash", "-l"])
     raise typer.Exit(rc)
 

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import load_config
+from mlenv.cli._clusterctx import cluster_client, load_config
 from mlenv.cli._common import guarded
 
 
@@ -15,11 +15,10 @@ def status(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
 ) -> None:
     """Show the deployment's pods (node, readiness, restarts) and PVCs."""
-    from mlenv.cluster.connect import connect
     from mlenv.cluster.ops import status as read_status
 
     cfg = load_config(cluster)
-    with connect() as client:
+    with cluster_client() as client:
         rep = read_status(cfg, client)
     typer.echo(f"{cfg.name} in {cfg.namespace}: statefulset ml-dev-env {rep.ready}/{rep.desired} Ready")
     if not rep.pods:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import load_config, workspace_dir
+from mlenv.cli._clusterctx import cluster_client, load_config, workspace_dir
 from mlenv.cli._common import guarded
 from mlenv.errors import InputError
 
@@ -18,23 +18,26 @@ def sync(
     interval: Annotated[float, typer.Option("--interval", help="Seconds between change checks with --watch.")] = 1.0,
     max_rounds: Annotated[int | None, typer.Option("--max-rounds", help="Stop --watch after this many checks.")] = None,
     local: Annotated[str | None, typer.Option("--dir", help="Local tree (default: workspace/).")] = None,
+    timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds each copy and checksum may take (default: MLENV_EXEC_TIMEOUT or 600).")] = None,
 ) -> None:
     """rsync workspace/ to every pod in parallel (once in rwx mode), deletions included,
-    then check every pod holds the same tree (sha256). Exit 3 if any pod differs."""
+    then check every pod holds the same tree (sha256). Exit 3 if any pod differs or a
+    copy outlives --timeout."""
     from mlenv.cluster import sync as syncmod
-    from mlenv.cluster.connect import connect
 
     if interval <= 0:
         raise InputError(f"--interval must be positive, got {interval:g}")
+    if timeout is not None and timeout <= 0:
+        raise InputError(f"--timeout must be positive, got {timeout:g}")
     cfg = load_config(cluster)
     src = local or workspace_dir()
-    with connect() as client:
+    with cluster_client() as client:
         if watch:
             n = syncmod.watch(cfg, client, src, interval=interval, max_rounds=max_rounds,
-                              say=typer.echo)
+                              timeout=timeout, say=typer.echo)
             typer.echo(f"watch ended after {n} sync(s)")
         else:
-            syncmod.sync(cfg, client, src, say=typer.echo)
+            syncmod.sync(cfg, client, src, timeout=timeout, say=typer.echo)
 
 
 def register(app: typer.Typer) -> None:

@@ -6,8 +6,8 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import load_config
-from mlenv.cli._common import guarded
+from mlenv.cli._clusterctx import cluster_client, load_config
+from mlenv.cli._common import err, guarded
 
 
 @guarded
@@ -16,17 +16,20 @@ def teardown(
     purge: Annotated[bool, typer.Option("--purge", help="Also delete the PVCs (workspace and datasets data).")] = False,
 ) -> None:
     """Delete everything labelled app.kubernetes.io/instance=<cluster>, name=ml-dev-env.
-    PVCs (volumeClaimTemplate ones too) are kept unless --purge."""
-    from mlenv.cluster.connect import connect
+    PVCs (volumeClaimTemplate ones too) are kept unless --purge. Cluster-scoped objects
+    you may not delete (the RDMA SCC, its ClusterRole) are named as left behind."""
     from mlenv.cluster.ops import teardown as run_teardown
 
     cfg = load_config(cluster)
-    with connect() as client:
-        deleted = run_teardown(cfg, client, purge=purge)
-    for d in deleted:
+    with cluster_client() as client:
+        rep = run_teardown(cfg, client, purge=purge)
+    for d in rep.deleted:
         typer.echo(f"deleted {d}")
-    typer.echo(f"teardown of {cfg.name}: {len(deleted)} object(s) deleted"
-               + ("" if purge else "; PVCs kept (--purge deletes them)"))
+    for left in rep.left:
+        err(f"warning: left behind: {left}")
+    typer.echo(f"teardown of {cfg.name}: {len(rep.deleted)} object(s) deleted"
+               + ("" if purge else "; PVCs kept (--purge deletes them)")
+               + (f"; {len(rep.left)} left behind (see above)" if rep.left else ""))
 
 
 def register(app: typer.Typer) -> None:

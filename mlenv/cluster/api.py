@@ -11,6 +11,7 @@ Manifests are plain ``dict`` objects exactly as the renderer returns them.
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -27,6 +28,35 @@ LABEL_INSTANCE = "app.kubernetes.io/instance"
 LABEL_COMPONENT = "app.kubernetes.io/component"
 APP_NAME = "ml-dev-env"
 GPU_RESOURCE = "nvidia.com/gpu"
+
+# Seconds an exec or rsync may take before it is killed (MLENV_EXEC_TIMEOUT overrides it);
+# NO_TIMEOUT lets a call run as long as it needs (launch streams a whole training run).
+DEFAULT_EXEC_TIMEOUT = 600.0
+NO_TIMEOUT = math.inf
+
+CLUSTER_SCOPED_KINDS = frozenset({
+    "Node", "Namespace", "Project", "StorageClass", "SecurityContextConstraints",
+    "ClusterRole", "ClusterRoleBinding", "PersistentVolume",
+})
+# Kinds only an OpenShift API serves; a plain Kubernetes API answers "no such resource type".
+OPENSHIFT_KINDS = frozenset({
+    "Route", "BuildConfig", "Build", "ImageStream", "ImageStreamTag", "DeploymentConfig",
+    "SecurityContextConstraints", "Project",
+})
+_PLURALS = {"SecurityContextConstraints": "securitycontextconstraints",
+            "Endpoints": "endpoints", "Ingress": "ingresses", "NetworkPolicy": "networkpolicies"}
+
+
+def plural(kind: str) -> str:
+    """The API resource name of a kind: ``StatefulSet`` → ``statefulsets``."""
+    return _PLURALS.get(kind, f"{kind.lower()}s")
+
+
+def resource_for(kind: str, api_version: str = "v1") -> str:
+    """``auth can-i`` resource for a kind, group-qualified outside the core group
+    (``routes.route.openshift.io``) so the answer does not depend on discovery."""
+    group = api_version.split("/")[0] if "/" in api_version else ""
+    return f"{plural(kind)}.{group}" if group else plural(kind)
 
 
 def instance_selector(cluster_name: str) -> dict[str, str]:
@@ -91,6 +121,14 @@ class ExecResult:
     returncode: int
     stdout: str = ""
     stderr: str = ""
+
+
+class ExecTimeout(InfraError):
+    """An exec or rsync did not finish within its timeout and was killed."""
+
+    def __init__(self, what: str, pod: str, seconds: float) -> None:
+        super().__init__(f"{what} in pod {pod} did not finish within {seconds:g} s and was "
+                         "stopped (raise the limit with --timeout or MLENV_EXEC_TIMEOUT)")
 
 
 class ExecFailed(InfraError):
@@ -171,8 +209,10 @@ class Cluster(Protocol):
         """The logged-in user; raises Unreachable when not logged in."""
         ...
 
-    def can_i(self, verb: str, resource: str, namespace: str | None = None) -> bool:
-        """``auth can-i``: may the logged-in user do ``verb`` on ``resource``?"""
+    def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
+              as_user: str | None = None) -> bool:
+        """``auth can-i``: may the logged-in user (or ``as_user``, impersonated) do ``verb``
+        on ``resource``? Raises Forbidden when the user may not impersonate ``as_user``."""
         ...
 
     def apply(self, manifest: Manifest, namespace: str | None, *,
@@ -201,17 +241,24 @@ class Cluster(Protocol):
         ...
 
     def exec(self, pod: str, namespace: str, argv: Sequence[str], *,
-             stdin: str | None = None, check: bool = True) -> ExecResult:
-        """Run an argument list in a pod; raises ExecFailed when check and non-zero."""
+             stdin: str | None = None, check: bool = True,
+             timeout: float | None = None) -> ExecResult:
+        """Run an argument list in a pod; raises ExecFailed when check and non-zero, and
+        ExecTimeout after ``timeout`` seconds (None: the client's default, NO_TIMEOUT: none)."""
         ...
 
-    def exec_stream(self, pod: str, namespace: str, argv: Sequence[str], out: Output) -> int:
-        """Run an argument list in a pod, passing output lines to ``out``; returns the exit code."""
+    def exec_stream(self, pod: str, namespace: str, argv: Sequence[str], out: Output, *,
+                    timeout: float | None = None) -> int:
+        """Run an argument list in a pod, passing output lines to ``out``; returns the exit
+        code. No limit unless ``timeout`` is given (a stream is usually a whole job)."""
         ...
 
     def rsync(self, local_dir: str, pod: str, namespace: str, remote_dir: str, *,
-              delete: bool = True, exclude: Sequence[str] = ()) -> None:
-        """Copy the contents of ``local_dir`` to ``remote_dir`` in the pod."""
+              delete: bool = True, exclude: Sequence[str] = (),
+              timeout: float | None = None) -> None:
+        """Copy the contents of ``local_dir`` to ``remote_dir`` in the pod. ``exclude`` holds
+        rsync patterns: ``/x`` only at the top of the tree, ``x`` at any depth; excluded
+        paths are neither copied nor deleted. ExecTimeout as for :meth:`exec`."""
         ...
 
     def logs(self, pod: str, namespace: str, *, follow: bool = False,

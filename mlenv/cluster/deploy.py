@@ -1,7 +1,11 @@
-"""``deploy``: plan → preflight → ssh Secret → server-side apply → wait for Ready pods.
+"""``deploy``: plan → preflight → server-side dry run → ssh Secret → apply → wait.
 
-Nothing is applied unless the whole plan rendered and validated and preflight found no
-blocking problem. Progress goes to the ``say`` callback; only the CLI prints.
+Nothing is applied unless the whole plan rendered and validated, preflight found no
+blocking problem, and a server-side dry run of every object (the Secrets included)
+was accepted: a Forbidden, Conflict or 422 found there applies nothing. Objects the API
+cannot update in place (immutable StatefulSet fields, a bare Pod's spec) are deleted
+and recreated, after saying so; ``--dry-run server`` reports "would recreate" instead.
+Progress goes to the ``say`` callback; only the CLI prints.
 """
 
 from __future__ import annotations
@@ -12,14 +16,19 @@ from typing import Any, Literal
 
 from mlenv.cluster import keys
 from mlenv.cluster.api import (
+    CLUSTER_SCOPED_KINDS,
     FIELD_MANAGER,
     LABEL_COMPONENT,
+    ApiError,
     ApplyResult,
     Cluster,
+    Forbidden,
     Invalid,
     Manifest,
     PodView,
     instance_selector,
+    plural,
+    resource_for,
 )
 from mlenv.cluster.preflight import PreflightReport, Problem, run_preflight
 from mlenv.config.model import Cluster as ClusterConfig
@@ -30,6 +39,12 @@ Renderer = Callable[[ClusterConfig, Mode, "int | None"], list[Manifest]]
 Say = Callable[[str], None]
 STATEFULSET = "ml-dev-env"
 POLL_S = 2.0
+DELETE_WAIT_S = 120.0
+RECREATABLE = ("StatefulSet", "Pod")
+# How the API server words a 422 for a field it cannot update in place.
+IMMUTABLE_MARKERS = ("pod updates may not change fields",
+                     "updates to statefulset spec for fields other than",
+                     "field is immutable")
 
 
 class PreflightFailed(InfraError):
@@ -40,6 +55,18 @@ class PreflightFailed(InfraError):
         self.exit_code = 2 if any(p.input for p in problems) else 3
         lines = "\n".join(f"  - {p.message}" for p in problems)
         super().__init__(f"preflight failed, nothing was applied:\n{lines}")
+
+
+class DryRunRejected(InfraError):
+    """The server-side dry run refused objects of the plan; nothing was applied.
+    Exit 2 when every refusal is a 422 (the plan is invalid), else 3."""
+
+    def __init__(self, rejections: list[tuple[str, ApiError]]) -> None:
+        self.rejections = rejections
+        self.exit_code = 2 if all(isinstance(e, Invalid) for _, e in rejections) else 3
+        lines = "\n".join(f"  - {ref}: {e}" for ref, e in rejections)
+        super().__init__(f"the server-side dry run refused {len(rejections)} object(s), "
+                         f"nothing was applied:\n{lines}")
 
 
 class DeployTimeout(InfraError):
@@ -69,7 +96,8 @@ class DeployReport:
     preflight: PreflightReport | None = None
     applied: list[ApplyResult] = field(default_factory=list)
     ssh_secret: str = ""
-    recreated: list[str] = field(default_factory=list)
+    recreated: list[str] = field(default_factory=list)  # "statefulset/x", "pod/y" (or would be)
+    skipped: list[str] = field(default_factory=list)  # cluster-scoped objects left as they are
     ready: int = 0
 
     @property
@@ -165,73 +193,178 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: Cluster | None, *,
         mode = "tcp"
         manifests = plan(cfg, mode, opts.nodes, render)
         pre = run_preflight(cfg, mode, nodes, manifests, client)
+        for note in pre.notes:
+            say(f"preflight (tcp): note: {note}")
         rep.mode, rep.manifests = mode, manifests
     rep.preflight = pre
     if pre.blocking:
         raise PreflightFailed(pre.blocking)
     say(f"preflight: ok ({pre.user} on {pre.server}, namespace {cfg.namespace})")
+    leave = set(pre.skip)
+    todo = [m for m in manifests if (m["kind"], m["metadata"]["name"]) not in leave]
+    rep.skipped = [f"{k.lower()}/{n}" for k, n in pre.skip]  # the preflight notes say why
+    secrets = _planned_secrets(cfg, manifests, client, rep)
     server_dry = opts.dry_run == "server"
-    labels = {**instance_selector(cfg.name), "app.kubernetes.io/part-of": "ml-dev-env",
-              "app.kubernetes.io/managed-by": "mlenv", LABEL_COMPONENT: "ssh"}
-    rep.ssh_secret = keys.ensure_ssh_secret(client, cfg.namespace, labels,
-                                            f"mlenv@{cfg.name}", dry_run=server_dry)
-    if any(m.get("kind") == "Pod" and any(
-            (e.get("valueFrom") or {}).get("secretKeyRef", {}).get("name") == keys.DEVTOOLS_SECRET
-            for c in (m.get("spec") or {}).get("containers") or [] for e in c.get("env") or [])
-           for m in manifests) or _mounts_devtools_secret(manifests):
-        keys.ensure_devtools_secret(client, cfg.namespace, {**labels, LABEL_COMPONENT: "dev"},
-                                    dry_run=server_dry)
-    _apply_all(cfg, manifests, client, rep, server_dry, say)
+    recreate = dry_run_plan(cfg, secrets + todo, client, rep, say, report=server_dry)
     if server_dry:
         return rep
+    say(f"server-side dry run: {len(secrets) + len(todo)} object(s) accepted; applying")
+    for secret in secrets:
+        client.apply(secret, cfg.namespace, field_manager=FIELD_MANAGER, force_conflicts=True)
+        say(f"secret/{secret['metadata']['name']} created")
+    _apply_all(cfg, todo, client, rep, recreate, say)
     rep.ready = wait_ready(cfg, nodes, client, opts.timeout, say)
     return rep
 
 
-def _mounts_devtools_secret(manifests: list[Manifest]) -> bool:
+def _needs_devtools_secret(manifests: list[Manifest]) -> bool:
     for m in manifests:
-        for v in ((m.get("spec") or {}).get("volumes") or []):
+        spec = m.get("spec") or {}
+        for v in spec.get("volumes") or []:
             if (v.get("secret") or {}).get("secretName") == keys.DEVTOOLS_SECRET:
                 return True
+        if m.get("kind") == "Pod" and any(
+                (e.get("valueFrom") or {}).get("secretKeyRef", {}).get("name") == keys.DEVTOOLS_SECRET
+                for c in spec.get("containers") or [] for e in c.get("env") or []):
+            return True
     return False
 
 
-def _apply_all(cfg: ClusterConfig, manifests: list[Manifest], client: Cluster,
-               rep: DeployReport, dry_run: bool, say: Say) -> None:
+def _planned_secrets(cfg: ClusterConfig, manifests: list[Manifest], client: Cluster,
+                     rep: DeployReport) -> list[Manifest]:
+    """The Secrets deploy creates (none when complete ones exist: keys are kept)."""
+    labels = {**instance_selector(cfg.name), "app.kubernetes.io/part-of": "ml-dev-env",
+              "app.kubernetes.io/managed-by": "mlenv", LABEL_COMPONENT: "ssh"}
+    out = []
+    ssh = keys.planned_ssh_secret(client, cfg.namespace, labels, f"mlenv@{cfg.name}")
+    rep.ssh_secret = "kept" if ssh is None else "created"
+    if ssh is not None:
+        out.append(ssh)
+    if _needs_devtools_secret(manifests):
+        dev = keys.planned_devtools_secret(client, cfg.namespace,
+                                           {**labels, LABEL_COMPONENT: "dev"})
+        if dev is not None:
+            out.append(dev)
+    return out
+
+
+def _scope(cfg: ClusterConfig, m: Manifest) -> str | None:
+    return None if m.get("kind") in CLUSTER_SCOPED_KINDS else cfg.namespace
+
+
+def _ref(m: Manifest) -> str:
+    return f"{str(m['kind']).lower()}/{m['metadata']['name']}"
+
+
+def _immutable(e: Invalid) -> bool:
+    low = str(e).lower()
+    return any(marker in low for marker in IMMUTABLE_MARKERS)
+
+
+def _sa_created_here(m: Manifest, objs: list[Manifest], client: Cluster, ns: str) -> str:
+    """The service account a Pod runs as when this deploy creates it ("" otherwise): the
+    API's admission rejects even a dry-run Pod whose service account does not exist yet."""
+    sa = str((m.get("spec") or {}).get("serviceAccountName", ""))
+    planned = any(o.get("kind") == "ServiceAccount" and o["metadata"]["name"] == sa for o in objs)
+    if sa and planned and client.get("ServiceAccount", sa, ns) is None:
+        return sa
+    return ""
+
+
+def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: Cluster,
+                 rep: DeployReport, say: Say, *, report: bool) -> dict[str, str]:
+    """Server-side dry-run apply of every object. Collects every refusal and raises
+    DryRunRejected when there is one; returns the objects to recreate (ref → why).
+    With ``report`` (``--dry-run server``) each result is said and recorded."""
     ns = cfg.namespace
-    for m in manifests:
-        name = m["metadata"]["name"]
-        if m.get("kind") == "StatefulSet":
-            live = client.get("StatefulSet", name, ns)
+    recreate: dict[str, str] = {}
+    rejected: list[tuple[str, ApiError]] = []
+    for m in objs:
+        kind, name, ref = str(m["kind"]), m["metadata"]["name"], _ref(m)
+        if kind == "StatefulSet":
+            live = client.get(kind, name, ns)
             changed = immutable_changes(live, m) if live is not None else []
             if changed:
-                _recreate(client, ns, name, changed, rep, dry_run, say)
-        scope = None if m.get("kind") in ("SecurityContextConstraints", "ClusterRole") else ns
+                recreate[ref] = f"immutable field(s) changed ({', '.join(changed)})"
+                continue
+        if kind == "Pod":
+            sa = _sa_created_here(m, objs, client, ns)
+            if sa:
+                say(f"{ref}: not in the server-side dry run: its service account {sa} is "
+                    "created by this deploy (admission looks it up)")
+                continue
         try:
-            res = client.apply(m, scope, field_manager=FIELD_MANAGER, dry_run=dry_run)
+            res = client.apply(m, _scope(cfg, m), field_manager=FIELD_MANAGER, dry_run=True,
+                               force_conflicts=kind == "Secret")
         except Invalid as e:
-            if m.get("kind") != "StatefulSet" or name in rep.recreated:
+            if kind in RECREATABLE and _immutable(e):
+                recreate[ref] = ("its spec changed in fields a Pod cannot update in place"
+                                 if kind == "Pod" else "the API refuses the update in place")
+            else:
+                rejected.append((ref, e))
+            continue
+        except ApiError as e:  # Forbidden, Conflict, NotFound (no such kind or namespace)
+            rejected.append((ref, e))
+            continue
+        if report:
+            if kind == "Secret":
+                rep.ssh_secret = "would create" if name == keys.SECRET_NAME else rep.ssh_secret
+                say(f"{ref} would be created (server dry run)")
+            else:
+                rep.applied.append(res)
+                say(f"{ref} {res.action} (server dry run)")
+    for ref in recreate:  # recreating deletes first: that must be allowed too
+        m = next(o for o in objs if _ref(o) == ref)
+        kind = str(m["kind"])
+        if not client.can_i("delete", resource_for(kind, str(m.get("apiVersion", "v1"))), ns):
+            rejected.append((ref, Forbidden(f"it must be deleted and recreated, and "
+                                            f"{client.whoami()} may not delete {plural(kind)}",
+                                            kind=kind)))
+    if rejected:
+        raise DryRunRejected(rejected)
+    if report:
+        for ref, why in recreate.items():
+            rep.recreated.append(ref)
+            say(f"{ref}: {why}: would delete and recreate it (server dry run: nothing changed)")
+    return recreate
+
+
+def _apply_all(cfg: ClusterConfig, manifests: list[Manifest], client: Cluster,
+               rep: DeployReport, recreate: dict[str, str], say: Say) -> None:
+    for m in manifests:
+        kind, name, ref = str(m["kind"]), m["metadata"]["name"], _ref(m)
+        if ref in recreate:
+            _recreate(client, kind, cfg.namespace, name, recreate[ref], say)
+            rep.recreated.append(ref)
+        try:
+            res = client.apply(m, _scope(cfg, m), field_manager=FIELD_MANAGER)
+        except Invalid as e:
+            if kind not in RECREATABLE or ref in rep.recreated or not _immutable(e):
                 raise
-            # the live object differs in a way our comparison did not see: trust the 422
-            _recreate(client, ns, name, [str(e)], rep, dry_run, say)
-            res = client.apply(m, scope, field_manager=FIELD_MANAGER, dry_run=dry_run)
+            # the live object changed after the dry run: trust the 422
+            _recreate(client, kind, cfg.namespace, name, "the API refuses the update in place",
+                      say)
+            rep.recreated.append(ref)
+            res = client.apply(m, _scope(cfg, m), field_manager=FIELD_MANAGER)
         rep.applied.append(res)
-        say(f"{m['kind'].lower()}/{name} {res.action}" + (" (server dry run)" if dry_run else ""))
+        say(f"{ref} {res.action}")
 
 
-def _recreate(client: Cluster, ns: str, name: str, changed: list[str], rep: DeployReport,
-              dry_run: bool, say: Say) -> None:
-    say(f"statefulset/{name}: immutable field(s) changed ({', '.join(changed)}): "
-        "deleting and recreating it; pods are replaced, PVCs are kept")
-    rep.recreated.append(name)
-    if dry_run:
-        return
-    # foreground: the pods go with it (orphan=false) before the new one takes their names
-    client.delete("StatefulSet", name, ns, cascade="foreground")
-    deadline = client.monotonic() + 120
-    while client.get("StatefulSet", name, ns) is not None:
+def _recreate(client: Cluster, kind: str, ns: str, name: str, why: str, say: Say) -> None:
+    if kind == "StatefulSet":
+        say(f"statefulset/{name}: {why}: deleting and recreating it; pods are replaced, "
+            "PVCs are kept")
+        # foreground: the pods go with it before the new one takes their names
+        client.delete(kind, name, ns, cascade="foreground")
+    else:
+        say(f"{kind.lower()}/{name}: {why}: deleting and recreating it (a bare {kind} "
+            "cannot be updated in place; what runs in it restarts)")
+        client.delete(kind, name, ns)
+    deadline = client.monotonic() + DELETE_WAIT_S
+    while client.get(kind, name, ns) is not None:
         if client.monotonic() > deadline:
-            raise DeployTimeout(f"statefulset/{name} was not deleted within 120 s")
+            raise DeployTimeout(f"{kind.lower()}/{name} was not deleted within "
+                                f"{DELETE_WAIT_S:g} s")
         client.pause(1.0)
 
 

@@ -9,7 +9,13 @@ depend on, the way the real API server and controllers do:
 - server-side apply per field manager: fields another manager owns with a different
   value are a 409 conflict unless forced; fields a manager stops applying go away;
 - immutable StatefulSet fields (selector, volumeClaimTemplates, serviceName,
-  podManagementPolicy) → 422 with the API server's message;
+  podManagementPolicy) and Pod spec fields (everything but container images,
+  activeDeadlineSeconds and added tolerations) → 422 with the API server's message;
+- permissions: ``denied`` lists "verb resource" pairs (``create securitycontextconstraints``);
+  server-side apply needs ``create`` for a new object and ``patch`` for an existing one;
+  ``can_i(..., as_user=<service account>)`` answers "use SCC" from the live RoleBindings;
+- with ``openshift=False`` the OpenShift-only kinds (Route, BuildConfig, ImageStream, SCC…)
+  do not exist: get/list/apply/delete answer NotFound as a plain Kubernetes API does;
 - a StatefulSet controller creating pods ``<sts>-<i>`` (and PVCs from
   volumeClaimTemplates, which survive pod and StatefulSet deletion), SCC admission for
   pods that add capabilities, PVC binding through storage classes, a scheduler that
@@ -18,7 +24,10 @@ depend on, the way the real API server and controllers do:
   Running/Ready over controller "ticks" (:meth:`pause` runs one), and when they cannot,
   they stay Pending with the events the real components would emit;
 - exec and rsync against an in-memory filesystem per volume (PVC-backed volumes are
-  shared by every pod that mounts the claim, as RWX storage is).
+  shared by every pod that mounts the claim, as RWX storage is). rsync follows rsync's
+  pattern rules (``/x`` at the top only, ``x`` at any depth, excluded paths neither copied
+  nor deleted); exec answers the tree checksum and scripted responses, per pod if wanted,
+  including one that hangs until the call's timeout.
 
 State round-trips through JSON (:meth:`save`/:meth:`load`) so CLI tests can inject it
 with ``MLENV_FAKE_CLUSTER=<state.json>`` across separate command invocations.
@@ -29,32 +38,38 @@ from __future__ import annotations
 import base64
 import builtins
 import copy
+import fnmatch
 import json
+import math
 import os
 from collections.abc import Sequence
 from typing import Any, Literal
 
 from mlenv.cluster import treehash
 from mlenv.cluster.api import (
+    CLUSTER_SCOPED_KINDS,
+    DEFAULT_EXEC_TIMEOUT,
     FIELD_MANAGER,
+    OPENSHIFT_KINDS,
     ApiError,
     ApplyResult,
     Conflict,
     Event,
     ExecFailed,
     ExecResult,
+    ExecTimeout,
     Forbidden,
     Invalid,
     Manifest,
     NotFound,
     Output,
     Unreachable,
+    plural,
 )
+from mlenv.errors import InfraError
 
-CLUSTER_SCOPED = frozenset({
-    "Node", "Namespace", "Project", "StorageClass", "SecurityContextConstraints",
-    "ClusterRole", "ClusterRoleBinding", "PersistentVolume",
-})
+CLUSTER_SCOPED = CLUSTER_SCOPED_KINDS
+SUBRESOURCES = ("exec", "log", "portforward", "status", "attach")
 STS_IMMUTABLE = ("selector", "volumeClaimTemplates", "serviceName", "podManagementPolicy")
 GPU = "nvidia.com/gpu"
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
@@ -114,6 +129,52 @@ def _content(obj: Manifest) -> Manifest:
     return o
 
 
+def _pod_update_forbidden(old: Manifest, new: Manifest) -> bool:
+    """True when a Pod spec change touches a field the API server refuses to update."""
+    def view(spec: Manifest) -> Manifest:
+        s = copy.deepcopy(spec)
+        for key in ("containers", "initContainers"):
+            for c in s.get(key) or []:
+                c.pop("image", None)
+        for f in ("activeDeadlineSeconds", "tolerations"):
+            s.pop(f, None)
+        return s
+
+    if view(old) != view(new):
+        return True
+    kept = new.get("tolerations") or []
+    return any(t not in kept for t in old.get("tolerations") or [])
+
+
+def _rsync_excluded(rel: str, patterns: Sequence[str]) -> bool:
+    """rsync's exclude rules: ``/p`` matches the top-level entry only, ``p`` any path
+    component at any depth (a matched directory takes its subtree with it), ``p/`` only
+    directories."""
+    parts = rel.split("/")
+    for pat in patterns:
+        dirs_only = pat.endswith("/")
+        pat = pat.rstrip("/")
+        candidates = parts[:-1] if dirs_only else parts
+        if pat.startswith("/"):
+            if candidates[:1] and fnmatch.fnmatchcase(candidates[0], pat[1:]):
+                return True
+        elif any(fnmatch.fnmatchcase(p, pat) for p in candidates):
+            return True
+    return False
+
+
+def _read_tree(root: str) -> dict[str, bytes]:
+    """Every file under ``root`` (relative path → content), nothing filtered: the fake's
+    rsync must apply its own exclude rules, not the checksum's."""
+    out: dict[str, bytes] = {}
+    for d, _dirs, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            with open(p, "rb") as fh:
+                out[os.path.relpath(p, root).replace(os.sep, "/")] = fh.read()
+    return out
+
+
 def _quantity(v: Any) -> float:
     """Kubernetes quantity → number (enough for counts and simple CPU/memory values)."""
     s = str(v)
@@ -131,7 +192,8 @@ class FakeCluster:
     description = "fake (in-memory)"
 
     def __init__(self, *, server: str = "https://api.fake.example:6443",
-                 user: str | None = "developer", openshift: bool = True) -> None:
+                 user: str | None = "developer", openshift: bool = True,
+                 exec_timeout: float = DEFAULT_EXEC_TIMEOUT) -> None:
         self.server_url = server
         self.user = user  # None = not logged in
         self.reachable = True
@@ -146,7 +208,10 @@ class FakeCluster:
         self.denied: list[str] = []  # "verb resource" pairs the user may not do
         self.image_pull_failures: list[str] = []
         self.unready_pods: list[str] = []  # pods that run but never pass readiness
-        self.exec_responses: dict[str, dict[str, Any]] = {}  # argv prefix → rc/stdout
+        # argv prefix → {"rc", "stdout", "stderr", "hang"}; per pod first, then for any pod
+        self.exec_responses: dict[str, dict[str, Any]] = {}
+        self.pod_exec_responses: dict[str, dict[str, dict[str, Any]]] = {}
+        self.exec_timeout = exec_timeout
         self.builds: dict[str, dict[str, Any]] = {}  # BuildConfig name → rc/log
         self.calls: list[list[str]] = []  # exec/interactive/port-forward/build history
         self.default_storage_class = "standard"
@@ -235,9 +300,15 @@ class FakeCluster:
             raise Unreachable("not logged in: oc login first (fake)")
 
     def _require(self, verb: str, resource: str) -> None:
-        if f"{verb} {resource}" in self.denied:
+        if not self.can_i(verb, resource):
             raise Forbidden(f'{resource} is forbidden: User "{self.user}" cannot {verb} '
                             f"resource \"{resource}\" (fake)")
+
+    def _served(self, kind: str) -> None:
+        """NotFound for kinds this API does not serve (OpenShift kinds on plain Kubernetes)."""
+        if not self.openshift and kind in OPENSHIFT_KINDS:
+            raise NotFound(f'the server doesn\'t have a resource type "{plural(kind)}" (fake)',
+                           kind=kind)
 
     def _ns_exists(self, namespace: str) -> bool:
         return _key("Namespace", None, namespace) in self.objects
@@ -289,10 +360,28 @@ class FakeCluster:
         assert self.user is not None
         return self.user
 
-    def can_i(self, verb: str, resource: str, namespace: str | None = None) -> bool:
-        """False for the ``"verb resource"`` pairs listed in ``denied``."""
+    def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
+              as_user: str | None = None) -> bool:
+        """False for the ``"verb resource"`` pairs listed in ``denied`` (API group and
+        resource name ignored). As a service account, "use SCC" is answered from the live
+        SCC and RoleBindings; ``"impersonate serviceaccounts"`` in ``denied`` → Forbidden."""
         self._check_reachable()
-        return f"{verb} {resource}" not in self.denied
+        base, _, sub = resource.partition("/")
+        base = base.split(".")[0]
+        if as_user is not None:
+            if "impersonate serviceaccounts" in self.denied:
+                raise Forbidden(f'serviceaccounts "{as_user}" is forbidden: User "{self.user}" '
+                                'cannot impersonate resource "serviceaccounts" (fake)')
+            if verb == "use" and base == "securitycontextconstraints" and sub:
+                _, _, rest = as_user.partition("system:serviceaccount:")
+                ns, _, sa = rest.partition(":")
+                scc = self.objects.get(_key("SecurityContextConstraints", None, sub))
+                return scc is not None and self._sa_may_use(sub, as_user, ns, sa, scc)
+            return True
+        if sub in SUBRESOURCES:
+            return f"{verb} {base}/{sub}" not in self.denied
+        return f"{verb} {base}" not in self.denied and \
+            (not sub or f"{verb} {base}/{sub}" not in self.denied)
 
     # -- Cluster: objects -------------------------------------------------------------
 
@@ -305,13 +394,14 @@ class FakeCluster:
         name = (manifest.get("metadata") or {}).get("name", "")
         if not kind or not name or not manifest.get("apiVersion"):
             raise Invalid("object has no apiVersion, kind or metadata.name", kind=kind, name=name)
-        if kind == "Project" or (kind == "SecurityContextConstraints" and not self.openshift):
+        if kind == "Project" or (kind in OPENSHIFT_KINDS and not self.openshift):
             raise NotFound(f'no matches for kind "{kind}"', kind=kind, name=name)
-        self._require("create", kind.lower())
         ns = None if kind in CLUSTER_SCOPED else (namespace or manifest["metadata"].get("namespace"))
         if kind not in CLUSTER_SCOPED and (not ns or not self._ns_exists(ns)):
             raise NotFound(f'namespaces "{ns}" not found', kind=kind, name=name)
         k = _key(kind, ns, name)
+        # server-side apply is a PATCH: creating needs create, changing an existing one patch
+        self._require("patch" if k in self.objects else "create", plural(kind))
         config = copy.deepcopy(manifest)
         config.get("metadata", {}).pop("namespace", None)
         mine = _flatten(config)
@@ -363,6 +453,14 @@ class FakeCluster:
                     "'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' "
                     f"and 'minReadySeconds' are forbidden (changed: {', '.join(changed)})",
                     kind=kind, name=name)
+        if old is not None and kind == "Pod" and _pod_update_forbidden(
+                old.get("spec") or {}, merged.get("spec") or {}):
+            raise Invalid(
+                f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change fields '
+                "other than `spec.containers[*].image`,`spec.initContainers[*].image`,"
+                "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing "
+                "tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if "
+                "it was previously negative)", kind=kind, name=name)
         if dry_run:
             return ApplyResult(kind, name, "created" if old is None else "configured")
         self.managers[k] = owners
@@ -374,7 +472,8 @@ class FakeCluster:
     def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:
         """A deep copy of one object, or None."""
         self._check_reachable()
-        self._require("get", kind.lower())
+        self._served(kind)
+        self._require("get", plural(kind))
         if kind == "Project":
             kind = "Namespace"
         obj = self.objects.get(_key(kind, namespace, name))
@@ -384,7 +483,8 @@ class FakeCluster:
              selector: dict[str, str] | None = None) -> list[Manifest]:
         """Objects of a kind in a namespace (all namespaces for None) matching the selector."""
         self._check_reachable()
-        self._require("list", kind.lower())
+        self._served(kind)
+        self._require("list", plural(kind))
         out = []
         for k, obj in sorted(self.objects.items()):
             okind, ons, _ = k.split("|", 2)
@@ -400,7 +500,8 @@ class FakeCluster:
                cascade: Literal["background", "foreground", "orphan"] = "background") -> bool:
         """Delete an object; dependents too unless orphaned. PVCs are never dependents."""
         self._check_reachable()
-        self._require("delete", kind.lower())
+        self._served(kind)
+        self._require("delete", plural(kind))
         k = _key(kind, namespace, name)
         obj = self.objects.pop(k, None)
         self.managers.pop(k, None)
@@ -722,12 +823,15 @@ class FakeCluster:
         self.volumes.setdefault(vid, {})[rel] = base64.b64encode(data).decode()
 
     def exec(self, pod: str, namespace: str, argv: Sequence[str], *,
-             stdin: str | None = None, check: bool = True) -> ExecResult:
-        """Run the commands the fake understands: the tree checksum and scripted ones."""
+             stdin: str | None = None, check: bool = True,
+             timeout: float | None = None) -> ExecResult:
+        """Run the commands the fake understands: the tree checksum and scripted ones
+        (``pod_exec_responses[pod]`` before ``exec_responses``, longest prefix first)."""
         obj = self._running_pod(pod, namespace)
         self._require("create", "pods/exec")
         args = tuple(argv)
         self.calls.append(["exec", pod, *args])
+        limit = self.exec_timeout if timeout is None else timeout
         if len(args) == 4 and args[:2] == ("python3", "-c") and args[2] == treehash.SCRIPT:
             vid, rel = self._volume_for(obj, args[3].rstrip("/"))
             pre = f"{rel}/" if rel else ""
@@ -737,25 +841,39 @@ class FakeCluster:
         else:
             res = ExecResult(args, 127, "", f"exec: \"{args[0] if args else ''}\": executable "
                              "file not found in $PATH (fake)")
-            for prefix, resp in sorted(self.exec_responses.items(), key=lambda x: -len(x[0])):
-                if " ".join(args).startswith(prefix):
-                    res = ExecResult(args, int(resp.get("rc", 0)), str(resp.get("stdout", "")),
-                                     str(resp.get("stderr", "")))
-                    break
+            line = " ".join(args)
+            for table in (self.pod_exec_responses.get(pod, {}), self.exec_responses):
+                match = [(p, r) for p, r in table.items() if line.startswith(p)]
+                if not match:
+                    continue
+                _, resp = max(match, key=lambda x: len(x[0]))
+                if resp.get("hang"):
+                    if math.isinf(limit):
+                        raise InfraError(f"fake: exec in {pod} hangs and has no timeout: "
+                                         "it would never return")
+                    self.clock += limit
+                    raise ExecTimeout(f"exec of {' '.join(args[:3])}", pod, limit)
+                res = ExecResult(args, int(resp.get("rc", 0)), str(resp.get("stdout", "")),
+                                 str(resp.get("stderr", "")))
+                break
         if check and res.returncode != 0:
             raise ExecFailed(pod, res)
         return res
 
-    def exec_stream(self, pod: str, namespace: str, argv: Sequence[str], out: Output) -> int:
-        """Like :meth:`exec`, passing each output line to ``out``."""
-        res = self.exec(pod, namespace, argv, check=False)
+    def exec_stream(self, pod: str, namespace: str, argv: Sequence[str], out: Output, *,
+                    timeout: float | None = None) -> int:
+        """Like :meth:`exec` (no limit unless ``timeout``), passing each line to ``out``."""
+        res = self.exec(pod, namespace, argv, check=False,
+                        timeout=math.inf if timeout is None else timeout)
         for line in (res.stdout + res.stderr).splitlines():
             out(line)
         return res.returncode
 
     def rsync(self, local_dir: str, pod: str, namespace: str, remote_dir: str, *,
-              delete: bool = True, exclude: Sequence[str] = ()) -> None:
-        """Copy a local tree into the pod's volume; ``delete`` removes files not in it."""
+              delete: bool = True, exclude: Sequence[str] = (),
+              timeout: float | None = None) -> None:
+        """Copy a local tree into the pod's volume with rsync's exclude semantics;
+        ``delete`` removes files not in it (excluded ones are protected, as in rsync)."""
         obj = self._running_pod(pod, namespace)
         self._require("create", "pods/exec")
         self.calls.append(["rsync", pod, local_dir, remote_dir])
@@ -764,11 +882,11 @@ class FakeCluster:
         vid, rel = self._volume_for(obj, remote_dir.rstrip("/"))
         vol = self.volumes.setdefault(vid, {})
         pre = f"{rel}/" if rel else ""
-        files = {f"{pre}{p}": d for p, d in treehash.local_files(local_dir).items()
-                 if p.split("/")[0] not in exclude}
+        files = {f"{pre}{p}": d for p, d in _read_tree(local_dir).items()
+                 if not _rsync_excluded(p, exclude)}
         if delete:
             for p in [p for p in vol if p.startswith(pre) and p not in files
-                      and not treehash.excluded(p[len(pre):])]:
+                      and not _rsync_excluded(p[len(pre):], exclude)]:
                 del vol[p]
         for p, d in files.items():
             vol[p] = base64.b64encode(d).decode()

@@ -2,8 +2,9 @@
 
 The key pair (launcher → pods) and the sshd host key are generated with ``ssh-keygen``
 in a private temporary directory that is removed at once: they exist only in memory and
-in the Secret, never in the repo or the image. ``ensure_ssh_secret`` creates the Secret
-once and keeps it across re-deploys, so pods keep trusting each other after a rollout.
+in the Secret, never in the repo or the image. Deploy creates the Secret once
+(:func:`planned_ssh_secret` is None when a complete one exists) and keeps it across
+re-deploys, so pods keep trusting each other after a rollout.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from mlenv.cluster.api import FIELD_MANAGER, Cluster, Manifest
+from mlenv.cluster.api import Cluster, Manifest
 from mlenv.errors import InfraError
 
 SECRET_NAME = "ml-dev-env-ssh"
@@ -51,41 +52,37 @@ def secret_manifest(namespace: str, labels: dict[str, str], files: dict[str, byt
     }
 
 
-def ensure_ssh_secret(client: Cluster, namespace: str, labels: dict[str, str], comment: str,
-                      *, dry_run: bool = False) -> str:
-    """Create the Secret unless it exists; returns "created", "kept" or "would create"."""
+def planned_ssh_secret(client: Cluster, namespace: str, labels: dict[str, str],
+                       comment: str) -> Manifest | None:
+    """The ssh Secret to create (fresh keys), or None when a complete one exists (kept).
+
+    Deploy dry-runs it with the rest of the plan before applying anything.
+    """
     live = client.get("Secret", SECRET_NAME, namespace)
-    if live is not None:
-        missing = [k for k in KEY_FILES if k not in (live.get("data") or {})]
-        if not missing:
-            return "kept"
-    files = generate_keys(comment)
-    client.apply(secret_manifest(namespace, labels, files), namespace,
-                 field_manager=FIELD_MANAGER, dry_run=dry_run, force_conflicts=True)
-    return "would create" if dry_run else "created"
+    if live is not None and all(k in (live.get("data") or {}) for k in KEY_FILES):
+        return None
+    return secret_manifest(namespace, labels, generate_keys(comment))
 
 
 DEVTOOLS_SECRET = "ml-dev-env-devtools"
 DEVTOOLS_KEYS = ("code-server-password", "jupyter-token", "oauth-cookie-secret")
 
 
-def ensure_devtools_secret(client: Cluster, namespace: str, labels: dict[str, str], *,
-                           dry_run: bool = False) -> str:
-    """Create the dev-tools credentials Secret once (code-server password, Jupyter token,
-    oauth-proxy cookie secret); returns "created", "kept" or "would create"."""
+def planned_devtools_secret(client: Cluster, namespace: str,
+                            labels: dict[str, str]) -> Manifest | None:
+    """The dev-tools credentials Secret to create (code-server password, Jupyter token,
+    oauth-proxy cookie secret), or None when a complete one exists."""
     import secrets
 
     live = client.get("Secret", DEVTOOLS_SECRET, namespace)
     if live is not None and all(k in (live.get("data") or {}) for k in DEVTOOLS_KEYS):
-        return "kept"
+        return None
     # oauth-proxy wants a 16/24/32-byte cookie secret: 32 hex characters
     values = {"code-server-password": secrets.token_urlsafe(24),
               "jupyter-token": secrets.token_urlsafe(24),
               "oauth-cookie-secret": secrets.token_hex(16)}
-    client.apply({"apiVersion": "v1", "kind": "Secret",
-                  "metadata": {"name": DEVTOOLS_SECRET, "namespace": namespace,
-                               "labels": dict(labels)},
-                  "type": "Opaque",
-                  "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}},
-                 namespace, field_manager=FIELD_MANAGER, dry_run=dry_run, force_conflicts=True)
-    return "would create" if dry_run else "created"
+    return {"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": DEVTOOLS_SECRET, "namespace": namespace,
+                         "labels": dict(labels)},
+            "type": "Opaque",
+            "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}}

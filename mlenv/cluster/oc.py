@@ -13,23 +13,29 @@ binary with :mod:`subprocess` because openshift-client captures output until exi
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
+import math
 import os
 import shutil
 import subprocess
+import threading
 import time
 from collections.abc import Sequence
 from typing import Literal
 
 from mlenv.cluster import treehash
 from mlenv.cluster.api import (
+    DEFAULT_EXEC_TIMEOUT,
     FIELD_MANAGER,
+    NO_TIMEOUT,
     ApiError,
     ApplyResult,
     Conflict,
     Event,
     ExecFailed,
     ExecResult,
+    ExecTimeout,
     Forbidden,
     Invalid,
     KubeconfigError,
@@ -66,6 +72,21 @@ def check_kubeconfig() -> None:
                                   f"{e.strerror}") from None
 
 
+# Server-populated fields that differ between two reads of an object the apply did not change.
+_VOLATILE_META = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid")
+
+
+def comparable(obj: Manifest) -> Manifest:
+    """An object without the server bookkeeping a dry-run apply returns fresh (managedFields
+    timestamps) or leaves untouched (resourceVersion): what remains is what apply changes."""
+    o = json.loads(json.dumps(obj))
+    meta = o.get("metadata") or {}
+    for f in _VOLATILE_META:
+        meta.pop(f, None)
+    o.pop("status", None)
+    return dict(o)
+
+
 def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraError:
     """Turn an ``oc``/``kubectl`` error message into the matching exception."""
     msg = stderr.strip().splitlines()[-1] if stderr.strip() else "command failed"
@@ -89,7 +110,8 @@ def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraErr
 class OcCluster:
     """The real cluster, reached through openshift-client and the ``oc`` binary."""
 
-    def __init__(self, binary: str | None = None) -> None:
+    def __init__(self, binary: str | None = None, *,
+                 exec_timeout: float = DEFAULT_EXEC_TIMEOUT) -> None:
         check_kubeconfig()
         oc, kubectl = shutil.which("oc"), shutil.which("kubectl")
         chosen = binary or oc or kubectl
@@ -97,28 +119,48 @@ class OcCluster:
             raise InfraError("neither oc nor kubectl is on PATH: install the OpenShift client "
                              "(https://mirror.openshift.com/pub/openshift-v4/clients/ocp/)")
         self.binary = chosen
+        self.exec_timeout = exec_timeout
         self.is_oc = os.path.basename(chosen).startswith("oc")
         self.description = ("oc (openshift-client)" if self.is_oc else
                             f"kubectl at {chosen} (oc not found: openshift-client drives kubectl "
                             "for the shared verbs; `build` needs oc)")
+        # The CLI prints this once per command: a silent switch of client would surprise.
+        self.notice = "" if self.is_oc else (
+            f"notice: oc not found on PATH: using kubectl ({chosen}) for the verbs it shares "
+            "with oc (sync copies through a tar stream; `build` needs oc)")
 
     # -- plumbing ---------------------------------------------------------------------
 
+    def _limit(self, timeout: float | None) -> float:
+        return self.exec_timeout if timeout is None else timeout
+
     def _run(self, verb: str, args: Sequence[str], *, stdin: str | None = None,
-             namespace: str | None = None) -> tuple[int, str, str]:
+             namespace: str | None = None,
+             timeout: float = NO_TIMEOUT) -> tuple[int, str, str, bool]:
+        """Invoke ``oc VERB [--namespace=NS] ARGS`` through openshift-client.
+
+        The namespace goes through openshift-client's project context, which places it right
+        after the verb: appended after ARGS it would land behind ``exec POD --`` in the
+        container's argv. Returns (rc, stdout, stderr, timed_out).
+        """
         import openshift_client as oc
 
         cmd = list(args) + [f"--request-timeout={REQUEST_TIMEOUT}"] if verb not in (
             "exec", "rsync", "whoami", "config") else list(args)
-        if namespace:
-            cmd += ["-n", namespace]
-        with oc.client_path(self.binary):
-            r = oc.invoke(verb, cmd, stdin_str=stdin, no_namespace=True, auto_raise=False)
-        return int(r.status()), str(r.out()), str(r.err())
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(oc.client_path(self.binary))
+            if namespace:
+                stack.enter_context(oc.project(namespace))
+            if math.isfinite(timeout):
+                stack.enter_context(oc.timeout(timeout))
+            r = oc.invoke(verb, cmd, stdin_str=stdin, no_namespace=not namespace,
+                          auto_raise=False)
+        timed_out = any(bool(getattr(a, "timeout", False)) for a in r.actions())
+        return int(r.status()), str(r.out()), str(r.err()), timed_out
 
     def _ok(self, verb: str, args: Sequence[str], *, stdin: str | None = None,
             namespace: str | None = None, kind: str = "", name: str = "") -> str:
-        rc, out, err = self._run(verb, args, stdin=stdin, namespace=namespace)
+        rc, out, err, _ = self._run(verb, args, stdin=stdin, namespace=namespace)
         if rc != 0:
             raise classify(err or out, kind, name)
         return out
@@ -144,12 +186,15 @@ class OcCluster:
             return self._ok("whoami", []).strip()
         return self._ok("auth", ["whoami", "-o", "jsonpath={.status.userInfo.username}"]).strip()
 
-    def can_i(self, verb: str, resource: str, namespace: str | None = None) -> bool:
-        """``auth can-i VERB RESOURCE``."""
-        rc, out, err = self._run("auth", ["can-i", verb, resource], namespace=namespace)
+    def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
+              as_user: str | None = None) -> bool:
+        """``auth can-i VERB RESOURCE [--as=USER]``."""
+        args = ["can-i", verb, resource] + ([f"--as={as_user}"] if as_user else [])
+        rc, out, err, _ = self._run("auth", args, namespace=namespace)
         if rc != 0 and out.strip() != "no":
             e = classify(err)
-            if isinstance(e, Unreachable):
+            # impersonating a service account needs its own permission: say so, not "no"
+            if isinstance(e, Unreachable) or (as_user and isinstance(e, Forbidden)):
                 raise e
         return out.strip().startswith("yes")
 
@@ -158,7 +203,8 @@ class OcCluster:
     def apply(self, manifest: Manifest, namespace: str | None, *,
               field_manager: str = FIELD_MANAGER, force_conflicts: bool = False,
               dry_run: bool = False) -> ApplyResult:
-        """``apply --server-side``; the action comes from comparing resourceVersions."""
+        """``apply --server-side``; the action comes from comparing with the live object
+        (resourceVersions for a real apply; content for a dry run, which bumps nothing)."""
         kind, name = manifest["kind"], manifest["metadata"]["name"]
         before = self.get(kind, name, namespace)
         args = ["--server-side", f"--field-manager={field_manager}", "-o", "json", "-f", "-"]
@@ -171,8 +217,11 @@ class OcCluster:
         if before is None:
             return ApplyResult(kind, name, "created")
         after = json.loads(out) if out.strip() else {}
-        same = (after.get("metadata") or {}).get("resourceVersion") == \
-            before["metadata"].get("resourceVersion")
+        if dry_run:
+            same = comparable(after) == comparable(before)
+        else:
+            same = (after.get("metadata") or {}).get("resourceVersion") == \
+                before["metadata"].get("resourceVersion")
         return ApplyResult(kind, name, "unchanged" if same else "configured")
 
     def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:
@@ -221,10 +270,15 @@ class OcCluster:
     # -- pods -------------------------------------------------------------------------
 
     def exec(self, pod: str, namespace: str, argv: Sequence[str], *,
-             stdin: str | None = None, check: bool = True) -> ExecResult:
-        """``exec [-i] POD -- ARGV``, captured."""
+             stdin: str | None = None, check: bool = True,
+             timeout: float | None = None) -> ExecResult:
+        """``exec --namespace=NS [-i] POD -- ARGV``, captured, killed after ``timeout``."""
         args = (["-i"] if stdin is not None else []) + [pod, "--", *argv]
-        rc, out, err = self._run("exec", args, stdin=stdin, namespace=namespace)
+        limit = self._limit(timeout)
+        rc, out, err, timed_out = self._run("exec", args, stdin=stdin, namespace=namespace,
+                                            timeout=limit)
+        if timed_out:
+            raise ExecTimeout(f"exec of {' '.join(list(argv)[:3])}", pod, limit)
         res = ExecResult(tuple(argv), rc, out, err)
         if rc != 0 and ("error from server" in err.lower() or "unable to connect" in err.lower()):
             raise classify(err, "Pod", pod)
@@ -232,32 +286,63 @@ class OcCluster:
             raise ExecFailed(pod, res)
         return res
 
-    def exec_stream(self, pod: str, namespace: str, argv: Sequence[str], out: Output) -> int:
+    def exec_stream(self, pod: str, namespace: str, argv: Sequence[str], out: Output, *,
+                    timeout: float | None = None) -> int:
         """``exec POD -- ARGV`` with output streamed line by line; the exit code passes through."""
         proc = subprocess.Popen([*self._base(namespace), "exec", pod, "--", *argv],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            out(line.rstrip("\n"))
-        return proc.wait()
+        fired = threading.Event()
+
+        def kill() -> None:
+            fired.set()
+            proc.kill()
+
+        timer = threading.Timer(timeout, kill) if timeout is not None and \
+            math.isfinite(timeout) else None
+        if timer is not None:
+            timer.daemon = True
+            timer.start()
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                out(line.rstrip("\n"))
+            rc = proc.wait()
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if fired.is_set():
+            raise ExecTimeout(f"exec of {' '.join(list(argv)[:3])}", pod, float(timeout or 0))
+        return rc
 
     def rsync(self, local_dir: str, pod: str, namespace: str, remote_dir: str, *,
-              delete: bool = True, exclude: Sequence[str] = ()) -> None:
-        """``oc rsync DIR/ POD:REMOTE --delete``; with kubectl a tar stream plus a prune."""
+              delete: bool = True, exclude: Sequence[str] = (),
+              timeout: float | None = None) -> None:
+        """``oc rsync DIR/ POD:REMOTE --delete``; with kubectl a tar stream plus a prune
+        (which leaves the same paths alone as :mod:`~mlenv.cluster.treehash` skips)."""
+        limit = self._limit(timeout)
         if self.is_oc:
             args = [f"{local_dir.rstrip('/')}/", f"{pod}:{remote_dir}", "--no-perms"]
             args += ["--delete"] if delete else []
             args += [f"--exclude={x}" for x in exclude]
-            self._ok("rsync", args, namespace=namespace, kind="Pod", name=pod)
+            rc, out, err, timed_out = self._run("rsync", args, namespace=namespace,
+                                                timeout=limit)
+            if timed_out:
+                raise ExecTimeout(f"rsync of {local_dir}", pod, limit)
+            if rc != 0:
+                raise classify(err or out, "Pod", pod)
             return
         files = sorted(treehash.local_files(local_dir))
         if delete:
-            self.exec(pod, namespace, ["python3", "-c", _PRUNE, remote_dir], stdin=json.dumps(files))
+            self.exec(pod, namespace, ["python3", "-c", _PRUNE, remote_dir],
+                      stdin=json.dumps(files), timeout=limit)
         tar = subprocess.run(["tar", "-C", local_dir, "-cf", "-", *files], capture_output=True,
                              check=True)
-        proc = subprocess.run([*self._base(namespace), "exec", "-i", pod, "--", "tar", "-C",
-                               remote_dir, "-xf", "-"], input=tar.stdout, capture_output=True,
-                              check=False)
+        try:
+            proc = subprocess.run([*self._base(namespace), "exec", "-i", pod, "--", "tar", "-C",
+                                   remote_dir, "-xf", "-"], input=tar.stdout, capture_output=True,
+                                  check=False, timeout=None if math.isinf(limit) else limit)
+        except subprocess.TimeoutExpired:
+            raise ExecTimeout(f"copy (tar stream) of {local_dir}", pod, limit) from None
         if proc.returncode != 0:
             raise classify(proc.stderr.decode(errors="replace"), "Pod", pod)
 

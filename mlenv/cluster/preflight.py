@@ -3,17 +3,35 @@
 Problems come in two kinds: ``blocking`` ones stop the deploy in any mode (wrong API
 server, missing namespace, nodes, storage classes, permissions) and ``rdma`` ones only
 stop RDMA mode, which may then fall back to TCP (see :mod:`mlenv.cluster.deploy`).
+
+Permissions are derived from the plan: every kind it holds must be creatable and
+patchable (server-side apply is a PATCH). Cluster-scoped objects (the RDMA SCC and its
+ClusterRole) are usually an admin's: when one already exists as planned and the user may
+not patch it, deploy leaves it alone (``skip``); when it is missing or differs and the
+user may not create/patch it, that is a problem naming the file an admin should apply.
 """
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlparse
 
-from mlenv.cluster.api import GPU_RESOURCE, ApiError, Cluster, Forbidden, Manifest, NotFound
+from mlenv.cluster.api import (
+    CLUSTER_SCOPED_KINDS,
+    GPU_RESOURCE,
+    ApiError,
+    Cluster,
+    Forbidden,
+    Manifest,
+    NotFound,
+    plural,
+    resource_for,
+)
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.config.model import Mode
+from mlenv.render.write import file_name
 
 
 @dataclass(frozen=True)
@@ -33,6 +51,7 @@ class PreflightReport:
     server: str = ""
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    skip: list[tuple[str, str]] = field(default_factory=list)  # (kind, name) left as they are
 
     @property
     def blocking(self) -> list[Problem]:
@@ -92,10 +111,10 @@ def run_preflight(cfg: ClusterConfig, mode: Mode, nodes: int, manifests: list[Ma
         add(Problem("blocking", f"namespace {ns!r} does not exist (or you cannot see it): "
                     f"`oc new-project {ns}` or ask an admin"))
         return rep
-    for verb, res in (("create", "statefulsets"), ("create", "services"),
-                      ("create", "secrets"), ("create", "pods/exec")):
-        if not client.can_i(verb, res, ns):
-            add(Problem("blocking", f"user {rep.user} may not {verb} {res} in namespace {ns}"))
+    _check_permissions(ns, manifests, client, rep)
+    unserved = _check_cluster_scoped(cfg, mode, manifests, client, rep)
+    if "SecurityContextConstraints" not in unserved:
+        _check_scc_use(ns, manifests, client, rep)
     _check_nodes(cfg, mode, nodes, client, rep)
     if mode == "rdma":
         for net in cfg.rdma.networks:
@@ -109,18 +128,6 @@ def run_preflight(cfg: ClusterConfig, mode: Mode, nodes: int, manifests: list[Ma
             if not found:
                 add(Problem("rdma", f"Multus NetworkAttachmentDefinition {nns or ns}/{name} "
                             f"is missing ({why})"))
-        for m in manifests:
-            if m.get("kind") == "SecurityContextConstraints":
-                scc = m["metadata"]["name"]
-                try:
-                    exists = client.get("SecurityContextConstraints", scc, None) is not None
-                except NotFound:
-                    exists = False
-                    rep.notes.append("the API has no SecurityContextConstraints (not OpenShift)")
-                if not exists and not client.can_i("create", "securitycontextconstraints"):
-                    add(Problem("rdma", f"SCC {scc} (IPC_LOCK for RDMA) does not exist and "
-                                f"{rep.user} may not create it: ask a cluster admin to apply "
-                                f"k8s/{cfg.name}/rdma/ once"))
     st = cfg.storage
     classes = [st.class_rwx] if st.mode == "rwx" else [st.class_rwo]
     for sc in sorted({c for c in classes if c}):
@@ -130,6 +137,165 @@ def run_preflight(cfg: ClusterConfig, mode: Mode, nodes: int, manifests: list[Ma
         except Forbidden:
             rep.notes.append(f"cannot read storage classes (forbidden): {sc!r} not checked")
     return rep
+
+
+def _kinds(manifests: list[Manifest]) -> dict[str, str]:
+    """kind → apiVersion of every kind in the plan, in plan order."""
+    out: dict[str, str] = {}
+    for m in manifests:
+        out.setdefault(str(m.get("kind", "")), str(m.get("apiVersion", "v1")))
+    return out
+
+
+def _check_permissions(ns: str, manifests: list[Manifest], client: Cluster,
+                       rep: PreflightReport) -> None:
+    """create + patch for every namespaced kind of the plan (and the ssh Secret), exec."""
+    kinds = _kinds(manifests)
+    kinds.setdefault("Secret", "v1")  # the per-deployment ssh key Secret
+    questions = [(kind, verb, resource_for(kind, api_version))
+                 for kind, api_version in kinds.items()
+                 if kind not in CLUSTER_SCOPED_KINDS  # _check_cluster_scoped: maybe an admin's
+                 for verb in ("create", "patch")] + [("", "create", "pods/exec")]
+    # one `auth can-i` process each: ask them side by side
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda q: client.can_i(q[1], q[2], ns), questions))
+    for (kind, verb, res), ok in zip(questions, answers, strict=True):
+        if ok:
+            continue
+        if not kind:
+            rep.problems.append(Problem("blocking", f"user {rep.user} may not {verb} {res} in "
+                                        f"namespace {ns} (sync and launch run through exec)"))
+            continue
+        names = sorted(m["metadata"]["name"] for m in manifests if m.get("kind") == kind)
+        rep.problems.append(Problem(
+            "blocking", f"user {rep.user} may not {verb} {plural(kind)} in namespace {ns}"
+            + (f" (the plan has {', '.join(names)})" if names else "")))
+
+
+def _covers(live: object, planned: object) -> bool:
+    """Every field the plan sets has that value in the live object (server defaults and
+    omitted empty values do not count as differences)."""
+    if isinstance(planned, dict):
+        if not isinstance(live, dict):
+            return not planned
+        return all(_covers(live.get(k), v) for k, v in planned.items())
+    if isinstance(planned, list):
+        if not isinstance(live, list):
+            return not planned
+        return len(live) == len(planned) and all(_covers(a, b) for a, b in zip(live, planned, strict=False))
+    if planned is None:
+        return live in (None, [], {}, "")
+    return live == planned
+
+
+def matches_plan(live: Manifest, planned: Manifest) -> bool:
+    """True when applying ``planned`` over ``live`` would change nothing it sets."""
+    want = {k: v for k, v in planned.items() if k != "metadata"}
+    meta = planned.get("metadata") or {}
+    want["metadata"] = {k: meta[k] for k in ("labels", "annotations") if k in meta}
+    return _covers(live, want)
+
+
+def _check_cluster_scoped(cfg: ClusterConfig, mode: Mode, manifests: list[Manifest],
+                          client: Cluster, rep: PreflightReport) -> set[str]:
+    """The plan's cluster-scoped objects: exist as planned, or may be created/patched.
+    Returns the kinds the API does not serve (their objects are skipped)."""
+    unserved: set[str] = set()
+    severity: Literal["blocking", "rdma"] = "rdma" if mode == "rdma" else "blocking"
+    for m in manifests:
+        kind, name = str(m.get("kind", "")), m["metadata"]["name"]
+        if kind not in CLUSTER_SCOPED_KINDS:
+            continue
+        res = resource_for(kind, str(m.get("apiVersion", "v1")))
+        hint = (f"ask a cluster admin to apply k8s/{cfg.name}/{mode}/{file_name(kind)} "
+                f"(oc apply --server-side -f k8s/{cfg.name}/{mode}/{file_name(kind)})")
+        try:
+            live = client.get(kind, name, None)
+        except NotFound:
+            if kind == "SecurityContextConstraints":
+                rep.notes.append(f"the API has no SecurityContextConstraints (not OpenShift): "
+                                 f"{plural(kind)}/{name} is not applied")
+                rep.skip.append((kind, name))
+                unserved.add(kind)
+                continue
+            live = None
+        except Forbidden:
+            if client.can_i("create", res) and client.can_i("patch", res):
+                continue  # unreadable but ours to apply
+            # neither readable nor writable: only an admin can have put it there, and the
+            # wait step names an SCC denial if they have not
+            rep.skip.append((kind, name))
+            rep.notes.append(f"{rep.user} may not read, create or patch {plural(kind)}/{name}: "
+                             f"left to a cluster admin ({hint}); if pods stay Pending with a "
+                             "security context constraint denial, that is still to be done")
+            continue
+        if live is None:
+            if not client.can_i("create", res):
+                rep.problems.append(Problem(severity, f"{kind} {name} does not exist and "
+                                            f"{rep.user} may not create it: {hint}"))
+            continue
+        if client.can_i("patch", res):
+            continue  # apply keeps it as planned (a no-op when it already is)
+        if matches_plan(live, m):
+            rep.skip.append((kind, name))
+            rep.notes.append(f"{plural(kind)}/{name} exists as planned and {rep.user} may not "
+                             "patch it: left as it is")
+        else:
+            rep.problems.append(Problem(severity, f"{kind} {name} differs from the plan and "
+                                        f"{rep.user} may not patch it: {hint}"))
+    return unserved
+
+
+def _check_scc_use(ns: str, manifests: list[Manifest], client: Cluster,
+                   rep: PreflightReport) -> None:
+    """The pods' service account may use the plan's SCC, now or once the plan's RoleBinding
+    is applied (asked as the service account: ``auth can-i --as=system:serviceaccount:…``)."""
+    sccs = [m["metadata"]["name"] for m in manifests
+            if m.get("kind") == "SecurityContextConstraints"]
+    sas = sorted({str(((m.get("spec") or {}).get("template") or {}).get("spec", {})
+                      .get("serviceAccountName", "default"))
+                  for m in manifests if m.get("kind") == "StatefulSet"})
+    for scc in sccs:
+        for sa in sas:
+            user = f"system:serviceaccount:{ns}:{sa}"
+            try:
+                ok = client.can_i("use", f"securitycontextconstraints/{scc}", ns, as_user=user)
+            except Forbidden:
+                rep.notes.append(f"cannot ask as {user} (impersonation forbidden): whether it "
+                                 f"may use SCC {scc} is not checked")
+                continue
+            if ok:
+                continue
+            grant = _granting_binding(manifests, ns, sa, scc)
+            if grant:
+                rep.notes.append(f"service account {sa} may not use SCC {scc} yet: "
+                                 f"rolebinding/{grant} of this plan grants it")
+            else:
+                rep.problems.append(Problem(
+                    "rdma", f"service account {ns}/{sa} may not use SCC {scc} and the plan does "
+                    f"not grant it: ask a cluster admin (oc adm policy add-scc-to-user {scc} "
+                    f"-z {sa} -n {ns})"))
+
+
+def _granting_binding(manifests: list[Manifest], ns: str, sa: str, scc: str) -> str:
+    """Name of a RoleBinding in the plan giving ``sa`` a (Cluster)Role of the plan that
+    may ``use`` ``scc``; "" when none does."""
+    roles = {(m["kind"], m["metadata"]["name"]): m for m in manifests
+             if m.get("kind") in ("Role", "ClusterRole")}
+    for m in manifests:
+        if m.get("kind") != "RoleBinding":
+            continue
+        if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa
+                   and s.get("namespace", ns) == ns for s in m.get("subjects") or []):
+            continue
+        ref = m.get("roleRef") or {}
+        role = roles.get((str(ref.get("kind", "")), str(ref.get("name", ""))))
+        for rule in (role or {}).get("rules") or []:
+            if "use" in (rule.get("verbs") or []) and \
+                    "securitycontextconstraints" in (rule.get("resources") or []) and \
+                    scc in (rule.get("resourceNames") or [scc]):
+                return str(m["metadata"]["name"])
+    return ""
 
 
 def _check_nodes(cfg: ClusterConfig, mode: Mode, nodes: int, client: Cluster,

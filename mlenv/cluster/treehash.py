@@ -12,14 +12,17 @@ import hashlib
 import os
 from collections.abc import Iterable, Mapping
 
-# Paths never synced nor compared: results are written in the pods, caches by Python.
-EXCLUDE_DIRS = ("results", "__pycache__", ".git")
+# Paths never synced nor compared: ``results/`` at the top of the tree (runs write there
+# in the pods; a ``results`` folder deeper down is ordinary content) and caches at any
+# depth. As rsync patterns: a leading "/" anchors at the top, a bare name matches at any
+# depth. ``excluded``, ``SCRIPT`` and the kubectl prune step follow the same rules, so the
+# checksum never compares a path the copy skipped.
+RSYNC_EXCLUDES = ("/results", "__pycache__", ".git")
 
 # Kept dependency-free and short: it runs with the pod image's python3.
 SCRIPT = r"""
 import hashlib, os, sys
 root = sys.argv[1]
-skip = {"results", "__pycache__", ".git"}
 entries = []
 for d, dirs, files in os.walk(root):
     dirs[:] = sorted(x for x in dirs if not (d == root and x == "results") and x not in ("__pycache__", ".git"))

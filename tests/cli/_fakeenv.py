@@ -35,4 +35,8 @@ def run(args: list[str], state: Path | None, monkeypatch) -> Result:  # type: ig
     monkeypatch.setenv("MLENV_ROOT", str(ROOT))
     if state is not None:
         monkeypatch.setenv("MLENV_FAKE_CLUSTER", str(state))
+        # `deploy` records the current cluster: next to the fake, never in the repo
+        monkeypatch.setenv("MLENV_STATE_DIR", str(state.parent / ".mlenv"))
+    else:
+        monkeypatch.setenv("MLENV_STATE_DIR", str(ROOT / ".pytest_cache" / "mlenv-state"))
     return CliRunner().invoke(app, args)

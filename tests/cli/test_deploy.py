@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import yaml
-from _fakeenv import fake_state, run
+from _fakeenv import ROOT, fake_state, run
 
 from mlenv.cluster.fake import FakeCluster
 
@@ -68,3 +68,51 @@ def test_forbidden_is_reported(tmp_path, monkeypatch) -> None:
     fake.save(str(state))
     r = run(["deploy", "barcelona"], state, monkeypatch)
     assert r.exit_code == 3 and "may not create statefulsets" in r.output
+
+
+def test_deploy_records_the_current_cluster_for_the_makefile(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path)
+    current = tmp_path / ".mlenv" / "current-cluster"
+    assert run(["deploy", "barcelona", "--dry-run", "server"], state, monkeypatch).exit_code == 0
+    assert not current.exists()  # a dry run deploys nothing
+    assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
+    assert current.read_text() == "barcelona\n"
+
+
+def test_server_dry_run_reports_what_it_would_recreate(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path)
+    assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
+    cfg = (ROOT / "clusters" / "barcelona.yaml").read_text()
+    changed = tmp_path / "barcelona.yaml"
+    changed.write_text(cfg.replace("  vscode: true", "  vscode: true\n  jupyter: true"))
+    r = run(["deploy", str(changed), "--dry-run", "server"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert "pod/ml-dev-env-dev: its spec changed in fields a Pod cannot update in place: " \
+           "would delete and recreate it" in r.stdout
+    assert r.stdout.rstrip().endswith("would recreate pod/ml-dev-env-dev; nothing changed")
+
+
+def test_exec_timeout_setting_is_validated(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("MLENV_EXEC_TIMEOUT", "soon")
+    r = run(["status", "barcelona"], fake_state(tmp_path), monkeypatch)
+    assert r.exit_code == 2
+    assert r.stderr.strip() == "error: MLENV_EXEC_TIMEOUT=soon: expected a positive number of seconds"
+
+
+def test_missing_oc_is_announced_once_on_stderr(tmp_path, monkeypatch) -> None:
+    import sys
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    kubectl = bindir / "kubectl"  # answers every call with exit 0 and no output
+    kubectl.write_text(f"#!{sys.executable}\nimport sys\nsys.exit(0)\n")
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    monkeypatch.delenv("MLENV_FAKE_CLUSTER", raising=False)
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    r = run(["status", "barcelona"], None, monkeypatch)
+    assert r.exit_code == 0, r.output
+    notices = [line for line in r.stderr.splitlines() if "oc not found" in line]
+    assert notices == [f"notice: oc not found on PATH: using kubectl ({kubectl}) for the verbs "
+                       "it shares with oc (sync copies through a tar stream; `build` needs oc)"]
+    assert "oc not found" not in r.stdout

@@ -1,4 +1,4 @@
-"""``mlenv launch`` execs the pod-0 launcher and passes its exit code through."""
+"""``mlenv launch``: pod-0 through exec, streamed; ``--torchrun`` runs in every pod at once."""
 
 from __future__ import annotations
 
@@ -6,14 +6,80 @@ from _fakeenv import fake_state, run
 
 from mlenv.cluster.fake import FakeCluster
 
+RUN_TORCHRUN = "python -m mlenv.pod run-torchrun"
 
-def test_launch_streams_and_passes_exit_code(tmp_path, monkeypatch) -> None:
+
+def deployed(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
     state = fake_state(tmp_path)
     assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
-    fake = FakeCluster.load(str(state))
+    return state, FakeCluster.load(str(state))
+
+
+def test_launch_streams_and_passes_exit_code(tmp_path, monkeypatch) -> None:
+    state, fake = deployed(tmp_path, monkeypatch)
     fake.exec_responses["python -m mlenv.pod launch"] = {"rc": 1, "stdout": "rank 0 ok\nverdict FAIL\n"}
     fake.save(str(state))
     r = run(["launch", "barcelona", "train.py", "--", "--epochs", "1"], state, monkeypatch)
     assert r.exit_code == 1 and "verdict FAIL" in r.output
     calls = FakeCluster.load(str(state)).calls
     assert ["exec", "ml-dev-env-0", "python", "-m", "mlenv.pod", "launch", "train.py", "--epochs", "1"] in calls
+
+
+def test_acceptance_options_reach_the_suite_behind_a_double_dash(tmp_path, monkeypatch) -> None:
+    state, fake = deployed(tmp_path, monkeypatch)
+    fake.exec_responses["python -m mlenv.pod launch"] = {"rc": 0}
+    fake.save(str(state))
+    r = run(["launch", "barcelona", "--", "--checks", "compute"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert ["exec", "ml-dev-env-0", *"python -m mlenv.pod launch -- --checks compute".split()] \
+        in FakeCluster.load(str(state)).calls
+
+
+def test_torchrun_starts_every_pod_with_one_run_id_and_returns_pod0s_code(tmp_path, monkeypatch) -> None:
+    state, fake = deployed(tmp_path, monkeypatch)
+    fake.pod_exec_responses = {
+        "ml-dev-env-0": {RUN_TORCHRUN: {"rc": 1, "stdout": "torchrun node 0/2\nverdict FAIL\n"}},
+        "ml-dev-env-1": {RUN_TORCHRUN: {"rc": 0, "stdout": "torchrun node 1/2\n"}}}
+    fake.save(str(state))
+    r = run(["launch", "barcelona", "--torchrun", "train.py", "--", "--epochs", "1"], state, monkeypatch)
+    assert r.exit_code == 1, r.output
+    assert "verdict FAIL" in r.stdout and "torchrun node 1/2" not in r.stdout  # pod-0 streamed
+    runs = [c for c in FakeCluster.load(str(state)).calls if c[:6] == ["exec", c[1], "python", "-m",
+                                                                      "mlenv.pod", "run-torchrun"]]
+    assert sorted(c[1] for c in runs) == ["ml-dev-env-0", "ml-dev-env-1"]
+    argv0, argv1 = (c[2:] for c in sorted(runs))
+    assert argv0 == argv1  # the same run id in every pod: one static rendezvous
+    assert argv0[4] == "--run-id" and argv0[6:] == ["train.py", "--epochs", "1"]
+
+
+def test_torchrun_maps_codes_and_names_a_failing_pod(tmp_path, monkeypatch) -> None:
+    state, fake = deployed(tmp_path, monkeypatch)
+    fake.pod_exec_responses = {"ml-dev-env-0": {RUN_TORCHRUN: {"rc": 0}},
+                               "ml-dev-env-1": {RUN_TORCHRUN: {"rc": 3, "stderr": "rank 1 crashed\n"}}}
+    fake.save(str(state))
+    r = run(["launch", "barcelona", "--torchrun"], state, monkeypatch)
+    assert r.exit_code == 0 and "warning: ml-dev-env-1 exited 3: rank 1 crashed" in r.stderr
+    fake.pod_exec_responses["ml-dev-env-0"] = {RUN_TORCHRUN: {"rc": 137}}
+    fake.save(str(state))
+    r = run(["launch", "barcelona", "--torchrun"], state, monkeypatch)
+    assert r.exit_code == 3 and "exited with status 137" in r.stderr
+
+
+def test_torchrun_timeout_is_exit_3_with_one_line(tmp_path, monkeypatch) -> None:
+    state, fake = deployed(tmp_path, monkeypatch)
+    fake.exec_responses[RUN_TORCHRUN] = {"hang": True}
+    fake.save(str(state))
+    r = run(["launch", "barcelona", "--torchrun", "--timeout", "5"], state, monkeypatch)
+    assert r.exit_code == 3
+    assert r.stderr.strip().splitlines() == [
+        "error: exec of python -m mlenv.pod in pod ml-dev-env-0 did not finish within 5 s and "
+        "was stopped (raise the limit with --timeout or MLENV_EXEC_TIMEOUT)"]
+
+
+def test_torchrun_needs_every_pod_running(tmp_path, monkeypatch) -> None:
+    state, fake = deployed(tmp_path, monkeypatch)
+    fake.delete("Pod", "ml-dev-env-1", "ml-dev-env")  # the controller recreates it on its next tick
+    fake.save(str(state))
+    r = run(["launch", "barcelona", "--torchrun"], state, monkeypatch)
+    assert r.exit_code == 3 and "1/2 pods Running" in r.output and "Traceback" not in r.output
+    assert not [c for c in FakeCluster.load(str(state)).calls if "run-torchrun" in c]

@@ -19,3 +19,17 @@ def test_teardown_keeps_pvcs_unless_purge(tmp_path, monkeypatch) -> None:
     r = run(["teardown", "barcelona", "--purge"], state, monkeypatch)
     assert r.exit_code == 0
     assert FakeCluster.load(str(state)).list("PersistentVolumeClaim", "ml-dev-env") == []
+
+
+def test_teardown_names_what_it_had_to_leave_behind(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path)
+    assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
+    fake = FakeCluster.load(str(state))
+    fake.denied = ["delete securitycontextconstraints"]
+    fake.save(str(state))
+    r = run(["teardown", "barcelona"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert ("warning: left behind: securitycontextconstraints/ml-dev-env-barcelona-rdma: you may "
+            "not delete it") in r.stderr
+    assert "1 left behind (see above)" in r.stdout
+    assert "deleted clusterrole/ml-dev-env-barcelona-rdma-use" in r.stdout

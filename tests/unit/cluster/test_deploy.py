@@ -70,7 +70,7 @@ def test_immutable_change_recreates_statefulset_and_keeps_pvcs(barcelona, fake_f
         barcelona.storage, workspace_size="400Gi"))
     said: list[str] = []
     rep = deploy(bigger, DeployOptions(mode="rdma", timeout=60), fake, say=said.append)
-    assert rep.recreated == ["ml-dev-env"]
+    assert rep.recreated == ["statefulset/ml-dev-env"]
     assert any("immutable field(s) changed (volumeClaimTemplates)" in s for s in said)
     assert fake.get("StatefulSet", "ml-dev-env", barcelona.namespace)["metadata"]["uid"] != uid
     assert pvcs <= {p["metadata"]["name"] for p in fake.list("PersistentVolumeClaim", barcelona.namespace)}

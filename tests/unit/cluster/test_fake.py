@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from mlenv.cluster.api import Conflict, Invalid, NotFound
+from mlenv.cluster.api import Conflict, ExecTimeout, Forbidden, Invalid, NotFound
 from mlenv.cluster.fake import FakeCluster
 
 
@@ -130,3 +130,98 @@ def test_state_round_trips_through_json(fake: FakeCluster, tmp_path) -> None:
     back = FakeCluster.load(path)
     assert back.pod_files("ml-dev-env-0", "ns", "/workspace") == {"a.txt": b"hi"}
     assert back.list("Pod", "ns") == fake.list("Pod", "ns")
+
+
+def dev_pod(env: str = "a", image: str = "img:1", tolerations: list | None = None) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dev"},
+            "spec": {"containers": [{"name": "dev", "image": image,
+                                     "env": [{"name": "X", "value": env}]}],
+                     "tolerations": tolerations or []}}
+
+
+def test_pod_spec_is_immutable_except_what_the_api_allows(fake: FakeCluster) -> None:
+    fake.apply(dev_pod(), "ns")
+    assert fake.apply(dev_pod(image="img:2"), "ns").action == "configured"  # images may change
+    tol = [{"key": "gpu", "operator": "Exists"}]
+    assert fake.apply(dev_pod(image="img:2", tolerations=tol), "ns").action == "configured"
+    with pytest.raises(Invalid, match="pod updates may not change fields"):
+        fake.apply(dev_pod(image="img:2"), "ns")  # removing a toleration
+    with pytest.raises(Invalid, match="pod updates may not change fields"):
+        fake.apply(dev_pod(env="b", image="img:2", tolerations=tol), "ns")
+    with pytest.raises(Invalid):
+        fake.apply(dev_pod(env="b"), "ns", dry_run=True)  # a dry run is refused the same way
+
+
+def test_plain_kubernetes_does_not_serve_openshift_kinds() -> None:
+    kube = FakeCluster(openshift=False)
+    kube.add_namespace("ns")
+    for kind in ("Route", "BuildConfig", "ImageStream", "SecurityContextConstraints"):
+        with pytest.raises(NotFound, match="doesn't have a resource type"):
+            kube.list(kind, "ns")
+        with pytest.raises(NotFound):
+            kube.get(kind, "x", "ns")
+    assert kube.list("StatefulSet", "ns") == []
+
+
+def test_apply_needs_create_for_new_and_patch_for_existing(fake: FakeCluster) -> None:
+    scc = {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints",
+           "metadata": {"name": "s"}, "allowedCapabilities": ["IPC_LOCK"]}
+    fake.apply(scc, None, field_manager="admin")
+    fake.denied = ["create securitycontextconstraints", "patch securitycontextconstraints"]
+    assert not fake.can_i("patch", "securitycontextconstraints.security.openshift.io")
+    with pytest.raises(Forbidden, match="cannot patch"):
+        fake.apply(scc, None)  # unchanged, still a PATCH the user may not send
+    with pytest.raises(Forbidden, match="cannot create"):
+        fake.apply({**scc, "metadata": {"name": "t"}}, None)
+
+
+def test_can_i_as_service_account_follows_rolebindings(fake: FakeCluster) -> None:
+    scc = {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints",
+           "metadata": {"name": "s"}}
+    sa = "system:serviceaccount:ns:sa"
+    assert not fake.can_i("use", "securitycontextconstraints/s", "ns", as_user=sa)  # no SCC
+    fake.apply(scc, None)
+    assert not fake.can_i("use", "securitycontextconstraints/s", "ns", as_user=sa)
+    fake.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "use-s"}, "rules": [{"verbs": ["use"], "resources": [
+                    "securitycontextconstraints"], "resourceNames": ["s"]}]}, None)
+    fake.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                "metadata": {"name": "b"}, "roleRef": {"kind": "ClusterRole", "name": "use-s"},
+                "subjects": [{"kind": "ServiceAccount", "name": "sa"}]}, "ns")
+    assert fake.can_i("use", "securitycontextconstraints/s", "ns", as_user=sa)
+    fake.denied = ["impersonate serviceaccounts"]
+    with pytest.raises(Forbidden, match="impersonate"):
+        fake.can_i("use", "securitycontextconstraints/s", "ns", as_user=sa)
+
+
+def test_rsync_follows_rsync_exclude_rules(fake: FakeCluster, tmp_path) -> None:
+    fake.apply(sts(replicas=1), "ns")
+    ticks(fake)
+    for rel in ("a.py", "results/top.json", "x/results/deep.json", "x/__pycache__/c.pyc"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(rel)
+    fake.write_pod_file("ml-dev-env-0", "ns", "/workspace/results/run/keep", b"k")
+    fake.write_pod_file("ml-dev-env-0", "ns", "/workspace/stale.py", b"s")
+    fake.rsync(str(tmp_path), "ml-dev-env-0", "ns", "/workspace",
+               exclude=["/results", "__pycache__"])
+    files = set(fake.pod_files("ml-dev-env-0", "ns", "/workspace"))
+    # /results: only the top-level one is skipped (and protected from --delete)
+    assert files == {"a.py", "x/results/deep.json", "results/run/keep"}
+    fake.rsync(str(tmp_path), "ml-dev-env-0", "ns", "/workspace", exclude=["results"])
+    assert "x/results/deep.json" in fake.pod_files("ml-dev-env-0", "ns", "/workspace")  # protected
+    fake.volumes.clear()
+    fake.rsync(str(tmp_path), "ml-dev-env-0", "ns", "/workspace", exclude=["results"])
+    assert "x/results/deep.json" not in fake.pod_files("ml-dev-env-0", "ns", "/workspace")
+
+
+def test_exec_answers_per_pod_and_hangs_until_the_timeout(fake: FakeCluster) -> None:
+    fake.apply(sts(replicas=2), "ns")
+    ticks(fake)
+    fake.exec_responses["job"] = {"rc": 0, "stdout": "ok"}
+    fake.pod_exec_responses["ml-dev-env-1"] = {"job": {"rc": 3, "stderr": "boom"}}
+    assert fake.exec("ml-dev-env-0", "ns", ["job"]).stdout == "ok"
+    assert fake.exec("ml-dev-env-1", "ns", ["job"], check=False).returncode == 3
+    fake.exec_responses["slow"] = {"hang": True}
+    with pytest.raises(ExecTimeout, match="within 5 s"):
+        fake.exec("ml-dev-env-0", "ns", ["slow"], timeout=5)
+    assert ["exec", "ml-dev-env-1", "job"] in fake.calls

@@ -1,0 +1,161 @@
+"""The exact command lines OcCluster builds, against fake ``oc``/``kubectl`` binaries on
+PATH that record their argv (no cluster, no monkeypatching of mlenv code)."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from mlenv.cluster import treehash
+from mlenv.cluster.api import ExecTimeout, Forbidden
+from mlenv.cluster.oc import _PRUNE, OcCluster
+
+NS = "team-a"
+CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}}
+
+
+def live_cm(data: str, rv: str = "5", when: str = "2024-01-01T00:00:00Z") -> str:
+    return json.dumps({**CM, "data": {"a": data}, "metadata": {
+        "name": "c", "namespace": NS, "resourceVersion": rv, "uid": "u1", "generation": 1,
+        "creationTimestamp": "2024-01-01T00:00:00Z",
+        "managedFields": [{"manager": "mlenv", "operation": "Apply", "time": when}]}})
+
+
+@pytest.fixture
+def oc(fake_bin) -> OcCluster:  # type: ignore[no-untyped-def]
+    fake_bin.install("oc")
+    client = OcCluster()
+    assert client.is_oc and client.notice == ""
+    return client
+
+
+def test_exec_puts_the_namespace_before_the_argv(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+    fake_bin.respond([{"match": ["exec"], "stdout": "hi\n"}])
+    res = oc.exec("ml-dev-env-0", NS, ["python3", "-c", "print(1)", "-n", "x"])
+    assert res.stdout == "hi\n"
+    # before the fix the flag was appended after the argv: `exec POD -- ARGV -n NS`
+    assert fake_bin.calls() == [["exec", f"--namespace={NS}", "ml-dev-env-0", "--",
+                                 "python3", "-c", "print(1)", "-n", "x"]]
+
+
+def test_exec_with_stdin_and_the_verbs_that_stream(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+    oc.exec("p", NS, ["sh", "-c", "cat"], stdin="data")
+    lines: list[str] = []
+    assert oc.exec_stream("p", NS, ["python", "-m", "mlenv.pod", "launch"], lines.append) == 0
+    oc.logs("p", NS, follow=True, out=lines.append)
+    rec = fake_bin.records()
+    assert rec[0]["argv"] == ["exec", f"--namespace={NS}", "-i", "p", "--", "sh", "-c", "cat"]
+    assert rec[0]["stdin"] == "data"
+    assert rec[1]["argv"] == ["-n", NS, "exec", "p", "--", "python", "-m", "mlenv.pod", "launch"]
+    assert rec[2]["argv"] == ["-n", NS, "logs", "-f", "p"]
+
+
+def test_apply_is_server_side_with_the_field_manager(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+    fake_bin.respond([{"match": ["get"], "stdout": ""},
+                      {"match": ["apply"], "stdout": live_cm("1", rv="1")}])
+    assert oc.apply(CM, NS).action == "created"
+    get, apply = fake_bin.records()
+    assert get["argv"] == ["get", f"--namespace={NS}", "ConfigMap", "c", "-o", "json",
+                           "--ignore-not-found", "--request-timeout=30s"]
+    assert apply["argv"] == ["apply", f"--namespace={NS}", "--server-side",
+                             "--field-manager=mlenv", "-o", "json", "-f", "-",
+                             "--request-timeout=30s"]
+    assert json.loads(str(apply["stdin"])) == CM
+
+
+def test_apply_cluster_scoped_has_no_namespace_and_flags_pass_through(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+    scc = {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints",
+           "metadata": {"name": "s"}}
+    oc.apply(scc, None, field_manager="other", force_conflicts=True, dry_run=True)
+    assert fake_bin.calls()[-1] == ["apply", "--server-side", "--field-manager=other", "-o",
+                                    "json", "-f", "-", "--force-conflicts", "--dry-run=server",
+                                    "--request-timeout=30s"]
+
+
+def test_dry_run_apply_compares_content_not_resource_version(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+    # a server-side dry run bumps no resourceVersion: equal versions do not mean unchanged
+    fake_bin.respond([{"match": ["get"], "stdout": live_cm("1")},
+                      {"match": ["apply"], "stdout": live_cm("2")}])
+    assert oc.apply(CM, NS, dry_run=True).action == "configured"
+    # fresh managedFields timestamps alone are not a change
+    fake_bin.respond([{"match": ["get"], "stdout": live_cm("1")},
+                      {"match": ["apply"], "stdout": live_cm("1", when="2025-06-01T00:00:00Z")}])
+    assert oc.apply(CM, NS, dry_run=True).action == "unchanged"
+    # a real apply still reads the resourceVersion
+    fake_bin.respond([{"match": ["get"], "stdout": live_cm("1")},
+                      {"match": ["apply"], "stdout": live_cm("1", rv="6")}])
+    assert oc.apply(CM, NS).action == "configured"
+
+
+def test_get_list_delete_logs_and_can_i(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+    fake_bin.respond([{"match": ["get", "Pod"], "stdout": json.dumps({"items": [{"metadata": {"name": "p"}}]})},
+                      {"match": ["delete"], "stdout": "statefulset.apps/x\n"},
+                      {"match": ["logs"], "stdout": "l1\nl2\n"},
+                      {"match": ["can-i", "--as=system:serviceaccount:team-a:sa"], "rc": 1,
+                       "stdout": "no\n"},
+                      {"match": ["can-i"], "stdout": "yes\n"}])
+    assert [p["metadata"]["name"] for p in oc.list("Pod", NS, {"b": "2", "a": "1"})] == ["p"]
+    assert oc.delete("StatefulSet", "x", NS, cascade="foreground") is True
+    assert oc.logs("p", NS) == "l1\nl2\n"
+    assert oc.can_i("create", "routes.route.openshift.io", NS) is True
+    assert oc.can_i("use", "securitycontextconstraints/s", NS,
+                    as_user="system:serviceaccount:team-a:sa") is False
+    assert fake_bin.calls() == [
+        ["get", f"--namespace={NS}", "Pod", "-o", "json", "-l", "a=1,b=2", "--request-timeout=30s"],
+        ["delete", f"--namespace={NS}", "StatefulSet", "x", "--cascade=foreground",
+         "--ignore-not-found", "--wait=false", "-o", "name", "--request-timeout=30s"],
+        ["logs", f"--namespace={NS}", "p", "--request-timeout=30s"],
+        ["auth", f"--namespace={NS}", "can-i", "create", "routes.route.openshift.io",
+         "--request-timeout=30s"],
+        ["auth", f"--namespace={NS}", "can-i", "use", "securitycontextconstraints/s",
+         "--as=system:serviceaccount:team-a:sa", "--request-timeout=30s"],
+    ]
+
+
+def test_can_i_as_a_service_account_says_when_impersonation_is_forbidden(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+    fake_bin.respond([{"match": ["can-i"], "rc": 1, "stderr":
+                       'Error from server (Forbidden): serviceaccounts "sa" is forbidden: User '
+                       '"dev" cannot impersonate resource "serviceaccounts"\n'}])
+    with pytest.raises(Forbidden, match="impersonate"):
+        oc.can_i("use", "securitycontextconstraints/s", NS, as_user="system:serviceaccount:team-a:sa")
+
+
+def test_rsync_anchors_results_at_the_top(oc, fake_bin, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    oc.rsync(str(tmp_path), "p", NS, "/workspace", exclude=treehash.RSYNC_EXCLUDES)
+    assert fake_bin.calls() == [["rsync", f"--namespace={NS}", f"{tmp_path}/", "p:/workspace",
+                                 "--no-perms", "--delete", "--exclude=/results",
+                                 "--exclude=__pycache__", "--exclude=.git"]]
+
+
+def test_exec_and_rsync_time_out_with_one_line(fake_bin, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fake_bin.install("oc")
+    oc = OcCluster(exec_timeout=0.3)
+    fake_bin.respond([{"match": ["exec"], "sleep": 30}, {"match": ["rsync"], "sleep": 30}])
+    t = time.monotonic()
+    with pytest.raises(ExecTimeout, match=r"did not finish within 0\.3 s") as e:
+        oc.exec("p", NS, ["sleep", "1000"])
+    assert "\n" not in str(e.value) and e.value.exit_code == 3
+    with pytest.raises(ExecTimeout, match="rsync"):
+        oc.rsync(str(tmp_path), "p", NS, "/workspace", timeout=0.3)
+    assert time.monotonic() - t < 10  # killed, not waited for
+
+
+def test_kubectl_fallback_uses_the_same_namespace_order(fake_bin, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = fake_bin.install("kubectl")
+    client = OcCluster()
+    assert not client.is_oc and "oc not found" in client.notice and path in client.notice
+    (tmp_path / "ws" / "results").mkdir(parents=True)
+    (tmp_path / "ws" / "a.py").write_text("x")
+    (tmp_path / "ws" / "results" / "r.json").write_text("{}")
+    client.exec("p", NS, ["true"])
+    client.rsync(str(tmp_path / "ws"), "p", NS, "/workspace")
+    rec = fake_bin.records()
+    assert [r["tool"] for r in rec] == ["kubectl"] * 3
+    assert rec[0]["argv"] == ["exec", f"--namespace={NS}", "p", "--", "true"]
+    assert rec[1]["argv"] == ["exec", f"--namespace={NS}", "-i", "p", "--", "python3", "-c",
+                              _PRUNE, "/workspace"]
+    assert json.loads(str(rec[1]["stdin"])) == ["a.py"]  # top-level results/ is never copied
+    assert rec[2]["argv"] == ["-n", NS, "exec", "-i", "p", "--", "tar", "-C", "/workspace",
+                              "-xf", "-"]
