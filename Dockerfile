@@ -5,7 +5,7 @@
 # Pinned: bump together with docs/deploy.md. 24.08 = CUDA 12.6, torch 2.5, Python 3.10.
 FROM nvcr.io/nvidia/pytorch:24.08-py3
 
-ARG DEEPSPEED_VERSION=0.15.4
+ARG DEEPSPEED_VERSION=0.19.8
 ENV DEBIAN_FRONTEND=noninteractive \
     PIP_NO_CACHE_DIR=1 \
     PYTHONUNBUFFERED=1 \

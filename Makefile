@@ -13,6 +13,8 @@ NODES ?=
 POD ?= 0
 # CPU torch for the local venv only: the pod image brings its own CUDA torch.
 TORCH_PIN ?= torch==2.13.0
+# The DeepSpeed the tests prove is the one the image ships (Dockerfile DEEPSPEED_VERSION).
+DEEPSPEED_PIN ?= deepspeed==0.19.8
 export TORCH_EXTENSIONS_DIR ?= $(HOME)/.cache/mlenv/torch_extensions
 export DS_ACCELERATOR ?= cpu
 export MPLBACKEND ?= Agg
@@ -34,7 +36,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
 	$(PY) -m pip install -q -e '.[dev]' numpy matplotlib
-	$(PY) -m pip install -q --no-build-isolation deepspeed
+	$(PY) -m pip install -q --no-build-isolation "$(DEEPSPEED_PIN)"
 	@touch $@
 
 venv: $(VENV)/.installed

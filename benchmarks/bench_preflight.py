@@ -53,6 +53,36 @@ def bench_preflight(n: int, repeats: int = 5) -> tuple[float, float]:
     return statistics.median(ok), one_dead
 
 
+def bench_black_holed(n: int, deadline_s: float = 1.0) -> float:
+    """Seconds to preflight ``n`` peers that drop SYNs (a listener with a full accept queue)."""
+    from mlenv.pod.preflight import Peer, preflight
+
+    srv = socket.socket()
+    srv.bind(("0.0.0.0", 0))
+    srv.listen(0)
+    port = srv.getsockname()[1]
+    fill = []
+    for _ in range(3):  # the queue holds one; the others stay in SYN_SENT
+        c = socket.socket()
+        c.setblocking(False)
+        try:
+            c.connect(("127.0.0.1", port))
+        except BlockingIOError:
+            pass
+        fill.append(c)
+    try:
+        peers = [Peer(f"127.0.{k // 250}.{k % 250 + 2}", port) for k in range(n)]
+        t0 = time.perf_counter()
+        res = preflight(peers, deadline_s=deadline_s, interval_s=0.25)
+        took = time.perf_counter() - t0
+        assert not any(r.ok for r in res)
+    finally:
+        for c in fill:
+            c.close()
+        srv.close()
+    return took
+
+
 def bench_harness(runs: int = 3) -> dict[str, float]:
     """Setup/teardown medians and one 2-node x 1-rank DeepSpeed gloo job's wall time."""
     from harness import Cluster, unavailable_reason
@@ -103,6 +133,7 @@ def bench_suite(slots: int, options: str | None, runs: int = 1) -> dict[str, obj
         print(f"harness suite: skipped ({why})")
         return {}
     pod = [sys.executable, "-m", "mlenv.pod"]
+    baseline = str(ROOT / "tests" / "integration" / "harness" / "baseline_harness.yaml")
     walls: list[float] = []
     per_check: dict[str, float] = {}
     for _ in range(runs):
@@ -115,7 +146,8 @@ def bench_suite(slots: int, options: str | None, runs: int = 1) -> dict[str, obj
                     r = c.run(i, [*pod, "init"], env[i])
                     assert r.returncode == 0, r.stdout
                 rdir = os.path.join(d, "report")
-                extra = ["--", "--options", options] if options else []
+                # The harness baseline: peer-outlier bars for ranks sharing two cores.
+                extra = ["--", *(["--options", options] if options else []), "--baseline", baseline]
                 t0 = time.perf_counter()
                 r = c.run(0, [*pod, "launch", "--deadline", "20", "--profile", "quick", "--report-dir", rdir,
                               *extra], env[0], timeout=600)
@@ -151,9 +183,12 @@ def main() -> int:
         return 0
     for n in (64, 512):
         ok_s, dead_s = bench_preflight(n)
-        out[f"preflight_{n}"] = {"all_up_s": round(ok_s, 4), "one_dead_1s_deadline_s": round(dead_s, 3)}
+        hole_s = bench_black_holed(n)
+        out[f"preflight_{n}"] = {"all_up_s": round(ok_s, 4), "one_dead_1s_deadline_s": round(dead_s, 3),
+                                 "all_black_holed_1s_deadline_s": round(hole_s, 3)}
         print(f"preflight {n} peers: all up {ok_s * 1000:.1f} ms (median of 5); "
-              f"1 dead with 1 s deadline {dead_s:.2f} s", flush=True)
+              f"1 dead with 1 s deadline {dead_s:.2f} s; all dropping SYNs, 1 s deadline {hole_s:.2f} s",
+              flush=True)
     if not args.skip_harness:
         out["harness"] = {k: round(v, 3) for k, v in bench_harness().items()}
     print(json.dumps(out))

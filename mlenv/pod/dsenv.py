@@ -88,3 +88,32 @@ def render_env_file(variables: Mapping[str, str]) -> str:
         return "'" + v.replace("'", "'\"'\"'") + "'"
 
     return "".join(f"export {k}={q(v)}\n" for k, v in variables.items() if _KEY.match(k))
+
+
+def launch_file(init_vars: Mapping[str, str], launch_env: Mapping[str, str], *, per_pod_hca: bool,
+                user_file_text: str = "") -> str:
+    """The ``.deepspeed_env`` text for one launch, later sources winning.
+
+    1. ``init_vars``: what ``pod init`` selected from the pod's environment;
+    2. the forwarded variables of ``launch_env`` (the user's shell on pod-0), so an
+       ``NCCL_*``/``MLENV_*`` changed there reaches every rank; a variable only init
+       saw is kept (set it to an empty value to blank it);
+    3. ``user_file_text``: a ``./.deepspeed_env`` in the launch directory, line for line
+       and unchecked, as DeepSpeed itself reads that file after ``~/.deepspeed_env``.
+
+    Per-pod values are never taken from pod-0 (see :func:`select`). Raises InputError
+    on a value of 1. or 2. that cannot travel intact.
+    """
+    merged = {**init_vars, **select(launch_env, per_pod_hca=per_pod_hca)}
+    for k in PER_POD | ({"NCCL_IB_HCA"} if per_pod_hca else set()):
+        merged.pop(k, None)
+    text = render(dict(sorted(merged.items())))
+    # DeepSpeed splits every line on '=' and stops with a traceback on a line without one.
+    extra = []
+    for no, line in enumerate(user_file_text.splitlines(), 1):
+        if not line.strip():
+            continue
+        if "=" not in line:
+            raise InputError(f"./.deepspeed_env:{no}: expected KEY=value, got {line!r}")
+        extra.append(f"{line}\n")
+    return text + "".join(extra)

@@ -2,18 +2,30 @@
 
 Everything is built as an argument list (never a shell string); the launchers are run
 as ``python -m …`` of this interpreter so PATH on the pod does not matter.
+
+One shell is not ours to avoid: DeepSpeed's pdsh runner pastes the job into one command
+line that every node's login shell runs (``cd CWD; python -u -m
+deepspeed.launcher.launch … SCRIPT ARGS``), quoting only arguments that contain a space
+(in double quotes, where ``$`` `` ` `` ``\\`` stay live) and nothing else; pdsh
+itself replaces ``%h``/``%n``/``%u``. Quoting on our side would reach the script
+verbatim whenever DeepSpeed launches locally instead, so words that the remote shell
+would change are rejected (exit 2) before anything starts.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK
+from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InfraError, InputError
+from mlenv.pod.ssh import NSS_VARS
 
 ACCEPTANCE_MODULE = "mlenv.acceptance"
 
@@ -30,9 +42,88 @@ class Job:
     local_rank_flag: bool = True
 
 
+_RUN_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+# What a word may hold to reach the remote command unchanged without quotes (the set
+# DeepSpeed itself leaves unquoted in its exports).
+_BARE = re.compile(r"^[\w@%+=:,./-]+$")
+_PDSH_ESCAPES = re.compile(r"%[hnu%]")
+
+
 def new_run_id() -> str:
     """A sortable, unique-enough id for the results directory (UTC time)."""
     return time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+
+
+def check_run_id(run_id: str) -> str:
+    """``run_id`` when it is a plain name (``[A-Za-z0-9._-]+``), else InputError."""
+    if not _RUN_ID.match(run_id) or run_id in (".", ".."):
+        raise InputError(
+            f"--run-id {run_id!r}: use letters, digits, '.', '_' and '-' only (it names a "
+            "directory and travels through the remote shell)"
+        )
+    return run_id
+
+
+def remote_word_problem(word: str, quoted_if_spaced: bool = True) -> str | None:
+    """Why ``word`` would not reach the remote command intact under DeepSpeed's pdsh runner.
+
+    ``quoted_if_spaced``: DeepSpeed double-quotes this word when it holds a space (true
+    for the script's arguments, not for the script path or the working directory).
+    Returns None when the word is safe.
+    """
+    if word == "":
+        return "is empty, and the remote shell would drop it"
+    if any(ord(c) < 32 or ord(c) == 127 for c in word):
+        return "contains a control character (tab, newline, …)"
+    if _PDSH_ESCAPES.search(word):
+        return "contains %h, %n, %u or %%, which pdsh replaces on every node"
+    if quoted_if_spaced and " " in word:
+        live = sorted(set(word) & set("$`\\"))
+        if live:
+            return (f"contains {' '.join(live)} beside a space: DeepSpeed wraps such an argument in "
+                    "double quotes, where these still expand")
+        return None
+    if not _BARE.match(word):
+        odd = "".join(sorted({c for c in word if not _BARE.match(c)}))
+        return f"contains {odd!r}, which the remote shell would interpret (DeepSpeed does not quote it)"
+    return None
+
+
+def check_remote_job(job: Job, cwd: str, python: str = sys.executable) -> None:
+    """Raise InputError naming every word of ``job`` that the remote shell would change."""
+    words: list[tuple[str, str, bool]] = [
+        ("the working directory", cwd, False),
+        ("the Python interpreter path", python, False),
+        ("the module" if job.module else "the script path", job.target, False),
+    ]
+    for i, a in enumerate(job.args):
+        prev = job.args[i - 1] if i else ""
+        label = f"the value of {prev}" if prev.startswith("-") and not a.startswith("-") else f"argument {i + 1}"
+        words.append((label, a, True))
+    problems = [f"{what} {word!r} {why}" for what, word, quoted in words
+                if (why := remote_word_problem(word, quoted)) is not None]
+    if problems:
+        raise InputError(
+            "the DeepSpeed launcher runs the job through a shell on every node and would change it:\n  "
+            + "\n  ".join(problems)
+            + "\n(rename or move the file, or pass such values in a file, e.g. the suite's --options FILE)"
+        )
+
+
+def require_tools(env: Mapping[str, str], tools: Sequence[str] = ("pdsh", "ssh")) -> None:
+    """InfraError unless every launcher tool is on the job's PATH.
+
+    The DeepSpeed runner only says ``launcher 'pdsh' not installed`` and exits 1, which
+    the contract would read as an acceptance FAIL.
+    """
+    path = env.get("PATH", os.defpath)
+    missing = [t for t in tools if shutil.which(t, path=path) is None]
+    if missing:
+        raise InfraError(
+            f"{' and '.join(missing)} not found on PATH ({path}): the DeepSpeed multi-node launcher "
+            "needs pdsh and the ssh client in the image (openssh-client, pdsh); on clusters without "
+            "them use the ssh-less path, 'launch --torchrun'"
+        )
 
 
 def acceptance_job(report_dir: str, profile: str | None, extra: list[str]) -> Job:
@@ -44,15 +135,18 @@ def acceptance_job(report_dir: str, profile: str | None, extra: list[str]) -> Jo
 
 
 def deepspeed_argv(job: Job, hostfile: str, master_addr: str, master_port: int, ssh_port: int,
-                   python: str = sys.executable) -> list[str]:
+                   python: str = sys.executable, user: str | None = None) -> list[str]:
     """The DeepSpeed launcher command for ``job`` over every host of ``hostfile``.
 
     ``--no_ssh_check``: our preflight already proved every sshd answers, and the
-    launcher's own check ignores our ssh client config.
+    launcher's own check ignores our ssh client config. ``user``: the login name pdsh
+    uses on every node (``-l``), the same one each pod's sshd admits.
     """
     argv = [python, "-u", "-m", "deepspeed.launcher.runner", "--hostfile", hostfile,
             "--launcher", "pdsh", "--master_addr", master_addr, "--master_port", str(master_port),
             "--ssh_port", str(ssh_port), "--no_ssh_check"]
+    if user:
+        argv += ["--launcher_args", f"-l {user}"]
     if job.module:
         argv.append("--module")
     if not job.local_rank_flag:
@@ -60,16 +154,37 @@ def deepspeed_argv(job: Job, hostfile: str, master_addr: str, master_port: int, 
     return argv + [job.target, *job.args]
 
 
-def deepspeed_env(base: Mapping[str, str], ssh_client_config: str) -> dict[str, str]:
-    """The launcher's environment: pdsh's ssh gets our client config via ``-F``.
+def deepspeed_env(base: Mapping[str, str], ssh_client_config: str, ds_env_file: str | None = None,
+                  node_vars: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The launcher's environment.
 
-    ssh reads ``~/.ssh`` from the passwd home, which a random UID may not have; the
-    launcher appends ``-p <port>`` to PDSH_SSH_ARGS_APPEND itself.
+    - pdsh's ssh gets our client config via ``-F`` (ssh reads ``~/.ssh`` from the passwd
+      home, which a random UID may not have); pdsh splits PDSH_SSH_ARGS_APPEND on blanks
+      with no quoting, so a path with whitespace is InputError. The launcher appends
+      ``-p <port>`` itself.
+    - ``DS_ENV_FILE``: the absolute path of the ``.deepspeed_env`` written for this
+      launch. DeepSpeed otherwise reads only ``~/.deepspeed_env`` and
+      ``./.deepspeed_env``, and ``pod init`` writes under ``$TMPDIR`` when HOME is not
+      writable.
+    - this pod's nss_wrapper variables from ``node_vars`` (pdsh and ssh refuse a UID
+      they cannot look up), and no NCCL_IB_HCA when it is per pod: the launcher would
+      export pod-0's value (CUDA accelerator: every ``NCCL*``) over each pod's own.
     """
+    if re.search(r"\s", ssh_client_config):
+        raise InputError(
+            f"{ssh_client_config}: pdsh passes '-F <path>' to ssh split on blanks, so the state "
+            "directory (MLENV_STATE_DIR, else $HOME/.mlenv) must not contain whitespace"
+        )
+    node = dict(node_vars or {})
     env = dict(base)
+    env.update({k: v for k, v in node.items() if k in NSS_VARS})
+    if "NCCL_IB_HCA" in node:
+        env.pop("NCCL_IB_HCA", None)
     extra = f"-F {ssh_client_config}"
     env["PDSH_SSH_ARGS_APPEND"] = f"{env.get('PDSH_SSH_ARGS_APPEND', '')} {extra}".strip()
     env["PDSH_RCMD_TYPE"] = "ssh"
+    if ds_env_file:
+        env["DS_ENV_FILE"] = os.path.abspath(ds_env_file)
     return env
 
 
@@ -84,17 +199,32 @@ def torchrun_argv(job: Job, nnodes: int, node_rank: int, nproc_per_node: int, ma
     return argv + [job.target, *job.args]
 
 
-def map_exit(rc: int) -> tuple[int, str]:
+def map_exit(rc: int, acceptance: bool, verdict: str | None = None) -> tuple[int, str]:
     """The job's exit status mapped to the contract, with a note for anything unusual.
 
-    0/1/2/3 pass through (the acceptance suite already speaks the contract); a signal
-    or any other code means the job crashed, which is ERROR (3), never FAIL.
+    A signal or an unknown status is ERROR (3), never FAIL. DeepSpeed's runner (and
+    torchrun, for any failed rank) exits 1 on its own errors too (pdsh missing, a bad
+    hostfile, a crashed rank), so 1 means FAIL only for the acceptance suite and only
+    when this run's ``results.json`` says FAIL (``verdict``). A user script's 0 and 2
+    (bad input, as ``workspace/train_multi_node.py`` reports it) pass through; any
+    other status is ERROR: only the acceptance suite can judge the cluster.
     """
-    if rc in (EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_ERROR):
-        return rc, ""
+    if rc == EXIT_OK:
+        return EXIT_OK, ""
     if rc < 0:
         return EXIT_ERROR, f"the job was killed by signal {-rc}"
-    return EXIT_ERROR, f"the job exited with status {rc} (crash or launcher failure)"
+    if acceptance:
+        if verdict == "FAIL":
+            return EXIT_FAIL, ""
+        if rc == EXIT_INPUT and verdict is None:
+            return EXIT_INPUT, ""
+        if rc == EXIT_ERROR or verdict == "ERROR":
+            return EXIT_ERROR, ""
+        what = f"verdict {verdict}" if verdict else "no results.json from this run"
+        return EXIT_ERROR, f"the job exited with status {rc} and {what}: ERROR (crash or launcher failure)"
+    if rc == EXIT_INPUT:
+        return EXIT_INPUT, ""
+    return EXIT_ERROR, f"the job exited with status {rc}: ERROR (a user script's failure is never a FAIL verdict)"
 
 
 def run(argv: list[str], env: Mapping[str, str]) -> int:
@@ -111,10 +241,22 @@ def run(argv: list[str], env: Mapping[str, str]) -> int:
             return proc.wait()
 
 
+def fresh_verdict(report_dir: str, since: float) -> str | None:
+    """``verdict`` of ``report_dir/results.json`` when this run wrote it (modified at or after ``since``)."""
+    path = os.path.join(report_dir, "results.json")
+    try:
+        if os.stat(path).st_mtime < since - 1.0:  # mtime granularity of some filesystems
+            return None
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    v = doc.get("verdict") if isinstance(doc, dict) else None
+    return v if isinstance(v, str) else None
+
+
 def results_summary(report_dir: str) -> str | None:
     """``verdict`` and reasons from ``report_dir/results.json`` when the job wrote one."""
-    import json
-
     path = os.path.join(report_dir, "results.json")
     try:
         with open(path, encoding="utf-8") as f:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shlex
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mlenv.errors import EXIT_OK, InfraError, InputError
@@ -30,7 +32,13 @@ class Paths:
 
     @property
     def deepspeed_env(self) -> str:
+        """Rewritten by every launch; the launcher reads it through ``DS_ENV_FILE``."""
         return os.path.join(self.home, ".deepspeed_env")
+
+    @property
+    def forward_env(self) -> str:
+        """What ``init`` selected from the pod's environment: the base every launch merges onto."""
+        return os.path.join(self.state_dir, "forward.env")
 
     @property
     def env_file(self) -> str:
@@ -39,7 +47,7 @@ class Paths:
 
     @property
     def node_env(self) -> str:
-        """Only the per-pod values (NCCL_IB_HCA from discovery), ``KEY=value`` lines."""
+        """Only the per-pod values (NCCL_IB_HCA from discovery, nss_wrapper's), ``KEY=value`` lines."""
         return os.path.join(self.state_dir, "node.env")
 
     @property
@@ -71,8 +79,15 @@ def host_patterns(pe: PodEnv) -> list[str]:
 
 
 def init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bool = False,
-         sysfs_root: str = "/sys", strict_memlock: bool = True) -> int:
-    """Prepare this pod: hostfile, env files, RDMA checks, ssh; start (or exec) sshd."""
+         sysfs_root: str = "/sys", strict_memlock: bool = True,
+         memlock_check: Callable[[], str | None] = rdma.check_memlock,
+         passwd_path: str = "/etc/passwd", group_path: str = "/etc/group",
+         start: Callable[[ssh.SshPaths, Mapping[str, str]], None] = ssh.start_daemon) -> int:
+    """Prepare this pod: hostfile, env files, RDMA checks, ssh; start (or exec) sshd.
+
+    ``memlock_check``, ``passwd_path``/``group_path`` and ``start`` are injectable for
+    tests (the real limit, the real /etc files, a real background sshd).
+    """
     pe = pod_env(env)
     p = paths_from(env)
     os.makedirs(p.state_dir, mode=0o700, exist_ok=True)
@@ -82,7 +97,7 @@ def init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bool = 
 
     node_vars: dict[str, str] = {}
     if pe.network_mode == "rdma":
-        problem = rdma.check_memlock()
+        problem = memlock_check()
         if problem:
             if strict_memlock:
                 raise InfraError(problem)
@@ -91,27 +106,38 @@ def init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bool = 
             hca = rdma.discover_hca(env, sysfs_root)
             node_vars["NCCL_IB_HCA"] = ",".join(hca)
             say(f"RDMA devices (auto): NCCL_IB_HCA={node_vars['NCCL_IB_HCA']}")
+
+    secret: dict[str, str] = {}
+    ident = ssh.Identity(ssh.current_user())
+    if start_sshd:
+        secret = ssh.read_secret(pe.ssh_dir)
+        ident = ssh.ensure_passwd_entry(
+            p.home, passwd_path, state_dir=p.state_dir, group_path=group_path,
+            nss_lib=ssh.find_nss_wrapper(env.get("MLENV_NSS_WRAPPER_LIB", "").strip()),
+            preload=env.get("LD_PRELOAD", ""))
+        if ident.note:
+            say(ident.note)
+        node_vars.update(ident.env)
     hostfile.write_text(p.node_env, dsenv.render(node_vars))
 
-    forwarded = dsenv.select(env, per_pod_hca=bool(node_vars))
+    per_pod_hca = "NCCL_IB_HCA" in node_vars
+    forwarded = dsenv.select(env, per_pod_hca=per_pod_hca)
+    hostfile.write_text(p.forward_env, dsenv.render(forwarded))
     hostfile.write_text(p.deepspeed_env, dsenv.render(forwarded))
     hostfile.write_text(p.env_file, dsenv.render_env_file({**forwarded, **node_vars}))
     say(f"{p.deepspeed_env}: {len(forwarded)} variable(s) for remote ranks")
 
     if not start_sshd:
         return EXIT_OK
-    secret = ssh.read_secret(pe.ssh_dir)
-    note = ssh.ensure_passwd_entry(p.home)
-    if note:
-        say(note)
-    ssh.install(p.ssh, secret, pe.ssh_port, host_patterns(pe), node_vars, ssh.current_user())
-    ssh.check_config(p.ssh)
+    ssh.install(p.ssh, secret, pe.ssh_port, host_patterns(pe), node_vars, ident.user)
+    daemon_env = ssh.sshd_env(env, ident)
+    ssh.check_config(p.ssh, daemon_env)
     if foreground:
         argv = ssh.sshd_argv(p.ssh, foreground=True)
-        say(f"exec sshd on port {pe.ssh_port}")
-        os.execv(argv[0], argv)
-    ssh.start_daemon(p.ssh)
-    say(f"sshd listening on port {pe.ssh_port}")
+        say(f"exec sshd on port {pe.ssh_port} (admits {ident.user})")
+        os.execve(argv[0], argv, daemon_env)
+    start(p.ssh, daemon_env)
+    say(f"sshd listening on port {pe.ssh_port} (admits {ident.user})")
     return EXIT_OK
 
 
@@ -153,36 +179,57 @@ def do_launch(env: Mapping[str, str], *, script: list[str], module: str | None, 
             f"open a shell in {pe.statefulset}-0 ('make shell') and launch there"
         )
     p = paths_from(env)
-    rid = run_id or launch.new_run_id()
+    rid = launch.check_run_id(run_id) if run_id else launch.new_run_id()
     rdir = _report_dir(env, report_dir, rid)
     job = _job(script, module, rdir, profile)
     if torchrun:
         slots = hostfile.slots_per_node(pe.gpus_per_node, hostfile.count_gpus(env), env)
         say("ssh-less path: run this in every pod i (node rank i), e.g. through 'oc exec':")
         fixed = ["--run-id", rid, "--report-dir", rdir]
-        print(" ".join(["python", "-m", "mlenv.pod", "run-torchrun", *fixed,
-                        *(["--profile", profile] if profile else []),
-                        *(["--module", module] if module else []),
-                        *(["--"] if script and script[0].startswith("-") else []), *script]))
-        say(f"equivalent torchrun for node 0: {' '.join(launch.torchrun_argv(job, pe.nnodes, 0, slots, pe.master_addr, pe.master_port))}")
+        print(shlex.join(["python", "-m", "mlenv.pod", "run-torchrun", *fixed,
+                          *(["--profile", profile] if profile else []),
+                          *(["--module", module] if module else []),
+                          *(["--"] if script and script[0].startswith("-") else []), *script]))
+        node0 = launch.torchrun_argv(job, pe.nnodes, 0, slots, pe.master_addr, pe.master_port)
+        say(f"equivalent torchrun for node 0: {shlex.join(node0)}")
         return EXIT_OK
     hosts = [h for h, _ in hostfile.parse_hostfile(p.hostfile)]
     if len(hosts) != pe.nnodes:
         say(f"warning: {p.hostfile} lists {len(hosts)} host(s) but MLENV_NNODES={pe.nnodes}")
     if not os.path.isfile(p.ssh.client_config):
         raise InputError(f"{p.ssh.client_config} is missing: run 'python -m mlenv.pod init' first")
-    if not skip_preflight:
-        run_preflight(pe, hosts, deadline_s)
     if not job.module and not os.path.exists(job.target):
         raise InputError(f"{job.target}: no such script (relative to {os.getcwd()})")
-    argv = launch.deepspeed_argv(job, p.hostfile, pe.master_addr, pe.master_port, pe.ssh_port)
+    launch.check_remote_job(job, os.getcwd())
+    node_vars = read_node_env(p.node_env)
+    launcher_env = launch.deepspeed_env(env, p.ssh.client_config, p.deepspeed_env, node_vars)
+    launch.require_tools(launcher_env)
+    hostfile.write_text(p.deepspeed_env, launch_deepspeed_env(env, p, node_vars))
+    if not skip_preflight:
+        run_preflight(pe, hosts, deadline_s)
+    argv = launch.deepspeed_argv(job, p.hostfile, pe.master_addr, pe.master_port, pe.ssh_port,
+                                 user=ssh.current_user())
     say(f"run id {rid}; launching on {len(hosts)} node(s)")
-    rc = launch.run(argv, launch.deepspeed_env(env, p.ssh.client_config))
-    return _finish(rc, rdir if job.target == launch.ACCEPTANCE_MODULE or report_dir else None)
+    started = time.time()
+    rc = launch.run(argv, launcher_env)
+    acceptance = job.target == launch.ACCEPTANCE_MODULE
+    return _finish(rc, rdir if acceptance or report_dir else None, acceptance, started)
 
 
-def _finish(rc: int, report_dir: str | None) -> int:
-    code, note = launch.map_exit(rc)
+def launch_deepspeed_env(env: Mapping[str, str], p: Paths, node_vars: Mapping[str, str]) -> str:
+    """This launch's ``.deepspeed_env``: init's selection, then the launch shell's, then ``./.deepspeed_env``."""
+    base = read_node_env(p.forward_env)
+    user_text = ""
+    local = os.path.abspath(".deepspeed_env")
+    if os.path.isfile(local) and os.path.realpath(local) != os.path.realpath(p.deepspeed_env):
+        with open(local, encoding="utf-8") as f:
+            user_text = f.read()
+    return dsenv.launch_file(base, env, per_pod_hca="NCCL_IB_HCA" in node_vars, user_file_text=user_text)
+
+
+def _finish(rc: int, report_dir: str | None, acceptance: bool, started: float) -> int:
+    verdict = launch.fresh_verdict(report_dir, started) if report_dir and acceptance else None
+    code, note = launch.map_exit(rc, acceptance, verdict)
     if note:
         say(note)
     if report_dir:
@@ -198,15 +245,18 @@ def run_torchrun(env: Mapping[str, str], *, script: list[str], module: str | Non
     p = paths_from(env)
     if not run_id and not report_dir and not script and not module:
         raise InputError("run-torchrun: pass the same --run-id (or --report-dir) in every pod")
-    rid = run_id or launch.new_run_id()
+    rid = launch.check_run_id(run_id) if run_id else launch.new_run_id()
     rdir = _report_dir(env, report_dir, rid)
     job = _job(script, module, rdir, profile)
     slots = hostfile.slots_per_node(pe.gpus_per_node, hostfile.count_gpus(env), env)
     child_env = {**env, **read_node_env(p.node_env)}
     argv = launch.torchrun_argv(job, pe.nnodes, pe.rank, slots, pe.master_addr, pe.master_port)
     say(f"torchrun node {pe.rank}/{pe.nnodes}, {slots} proc(s), rendezvous {pe.master_addr}:{pe.master_port}")
+    started = time.time()
     rc = launch.run(argv, child_env)
-    return _finish(rc, rdir if pe.rank == 0 and job.target == launch.ACCEPTANCE_MODULE else None)
+    acceptance = job.target == launch.ACCEPTANCE_MODULE
+    # Only pod-0 holds the report (rank 0 writes it); elsewhere the exit status alone.
+    return _finish(rc, rdir if pe.rank == 0 and acceptance else None, acceptance, started)
 
 
 def do_preflight(env: Mapping[str, str], deadline_s: float) -> int:

@@ -8,6 +8,8 @@ command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v pdsh >/dev/null 2>&1 || need+=(pdsh)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+# nss_wrapper: the random-UID harness test's read-only /etc/passwd variant (the image has it too).
+compgen -G '/usr/lib/*/libnss_wrapper.so*' >/dev/null || need+=(libnss-wrapper)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "system-deps: missing ${need[*]} (not root or no apt): the tests that need them will skip" >&2

@@ -1,19 +1,27 @@
 """Pod-0 launches across "pods" on the netns harness: real sshd, pdsh, DeepSpeed launcher, gloo.
 
-Needs root and openssh/pdsh/iproute2; skips with the reason otherwise.
+Needs root and openssh/pdsh/iproute2; skips with the reason otherwise. Every pod lives
+in its own network namespace, so the fixed ports (sshd 2222, rendezvous 29500) cannot
+collide with anything on the machine; namespace and bridge names carry a random tag.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
+import shutil
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from harness import Cluster, unavailable_reason
+from harness import Cluster, HarnessUnavailable, unavailable_reason
+
+from mlenv.pod.ssh import find_nss_wrapper
 
 pytestmark = pytest.mark.integration
 
@@ -21,8 +29,25 @@ _REASON = unavailable_reason()
 needs_harness = pytest.mark.skipif(_REASON is not None, reason=f"netns harness: {_REASON}")
 JOB = str(Path(__file__).parent / "jobs" / "allreduce_hosts.py")
 POD = [sys.executable, "-m", "mlenv.pod"]
-# Small sizes over the quick profile keep the harness runs short (training keeps quick's).
+# Small sizes over the quick profile keep the harness runs short, training included.
 SMALL = str(Path(__file__).parent / "harness" / "acceptance_small.json")
+# cpu.yaml's correctness rules with peer-outlier bars for ranks sharing two cores (see the file).
+BASELINE = str(Path(__file__).parent / "harness" / "baseline_harness.yaml")
+SUITE = ["--options", SMALL, "--baseline", BASELINE]
+# An OpenShift-style random UID/GID with no passwd entry on this machine.
+RANDOM_UID = (1000680000, 1000680000)
+# The image's own user (Dockerfile: useradd --uid 1001 … mlenv) that a random UID must not borrow.
+IMAGE_USER_LINE = "mlenv:x:1001:0::/home/mlenv:/bin/bash\n"
+
+
+def _setup(c: Cluster) -> Cluster:
+    # The probe in unavailable_reason() passed, but the full setup can still be refused
+    # (a veth or bridge the kernel will not create): that is a skip, not a test error.
+    try:
+        c.setup()
+    except HarnessUnavailable as e:
+        pytest.skip(f"netns harness: {e}")
+    return c
 
 
 @pytest.fixture
@@ -31,11 +56,11 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
 
     def make(slots: int, extra: dict[str, str] | None = None) -> Cluster:
         c = Cluster(2, str(tmp_path))
-        c.setup()
         made.append(c)
+        _setup(c)
         for i in range(c.n):
             r = c.run(i, [*POD, "init"], c.env(i, {"MLENV_CPU_SLOTS": str(slots), **(extra or {})}),
-                  timeout=60)
+                      timeout=60)
             assert r.returncode == 0, r.stdout
         return c
 
@@ -44,8 +69,10 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
         c.teardown()
 
 
-def _launch(c: Cluster, args: list[str], slots: int, timeout: float = 150) -> tuple[int, str]:
-    r = c.run(0, [*POD, "launch", *args], c.env(0, {"MLENV_CPU_SLOTS": str(slots)}), timeout=timeout)
+def _launch(c: Cluster, args: list[str], slots: int, timeout: float = 150,
+            extra: dict[str, str] | None = None) -> tuple[int, str]:
+    env = c.env(0, {"MLENV_CPU_SLOTS": str(slots), **(extra or {})})
+    r = c.run(0, [*POD, "launch", *args], env, timeout=timeout)
     return r.returncode, r.stdout
 
 
@@ -54,7 +81,9 @@ def _launch(c: Cluster, args: list[str], slots: int, timeout: float = 150) -> tu
 def test_deepspeed_job_spans_both_pods(cluster: Callable[..., Cluster], tmp_path: Path, slots: int) -> None:
     c = cluster(slots)
     out = tmp_path / "hosts.json"
-    code, log = _launch(c, ["--deadline", "20", JOB, "--out", str(out)], slots)
+    # NCCL_IB_HCA is set in the launching shell only (not at init): launch rewrites
+    # .deepspeed_env, so every rank on both pods must see it.
+    code, log = _launch(c, ["--deadline", "20", JOB, "--out", str(out)], slots, extra={"NCCL_IB_HCA": "mlx5_9"})
     assert code == 0, log[-3000:]
     doc = json.loads(out.read_text())
     world = 2 * slots
@@ -62,13 +91,14 @@ def test_deepspeed_job_spans_both_pods(cluster: Callable[..., Cluster], tmp_path
     # Ranks are laid out node by node; each rank ran in its own pod with the forwarded env.
     assert [r["host"] for r in doc["ranks"]] == [f"ml-dev-env-{i // slots}" for i in range(world)]
     assert all(r["ds_accel"] == "cpu" and r["ns"] == "mlenv-test" for r in doc["ranks"])
+    assert all(r["hca"] == "mlx5_9" for r in doc["ranks"]), doc["ranks"]
 
 
 @needs_harness
 def test_preflight_names_the_pod_whose_sshd_is_down(cluster: Callable[..., Cluster]) -> None:
     c = cluster(1)
     pid_file = os.path.join(c.pods[1].dir, "home", ".mlenv", "ssh", "sshd.pid")
-    r = c.run(1, ["sh", "-c", f'kill "$(cat {pid_file})"'], c.env(1))
+    r = c.run(1, ["sh", "-c", f'kill "$(cat {shlex.quote(pid_file)})"'], c.env(1))
     assert r.returncode == 0, r.stdout
     t0 = time.monotonic()
     code, log = _launch(c, ["--deadline", "3", JOB, "--out", "/dev/null"], 1)
@@ -76,21 +106,38 @@ def test_preflight_names_the_pod_whose_sshd_is_down(cluster: Callable[..., Clust
     assert code == 3, log
     assert "ml-dev-env-1.ml-dev-env-headless.mlenv-test.svc: port 2222 does not answer" in log
     assert "ml-dev-env-0." not in log.split("missing after")[1]
-    assert elapsed < 3 + 2 + 5  # deadline + one connect timeout + interpreter start-up
+    assert elapsed < 3 + 5  # the deadline bounds the preflight; the rest is interpreter start-up
 
 
 @needs_harness
-def test_torchrun_path_without_ssh(cluster: Callable[..., Cluster], tmp_path: Path) -> None:
-    c = cluster(2)
-    out = tmp_path / "hosts.json"
-    procs = [c.popen(i, [*POD, "run-torchrun", "--run-id", "t1", JOB, "--out", str(out)],
-                     c.env(i, {"MLENV_CPU_SLOTS": "2"}), stdout=open(tmp_path / f"tr{i}.log", "w"),
-                     stderr=__import__("subprocess").STDOUT) for i in range(2)]
-    codes = [p.wait(timeout=150) for p in procs]
-    logs = [(tmp_path / f"tr{i}.log").read_text() for i in range(2)]
-    assert codes == [0, 0], logs
-    doc = json.loads(out.read_text())
-    assert [r["host"] for r in doc["ranks"]] == ["ml-dev-env-0"] * 2 + ["ml-dev-env-1"] * 2
+def test_acceptance_suite_on_the_torchrun_path_without_ssh(cluster: Callable[..., Cluster], tmp_path: Path) -> None:
+    # The ssh-less path: 'run-torchrun' started in each pod with one run id, no sshd used.
+    # Each pod gets its own MLENV_WORKSPACE, so the report can only be found where rank 0 ran.
+    c = cluster(1)
+    run_id = "tr1"
+    ws = [tmp_path / f"ws{i}" for i in range(2)]
+    logs = [tmp_path / f"tr{i}.log" for i in range(2)]
+    procs = []
+    for i in range(2):
+        env = c.env(i, {"MLENV_CPU_SLOTS": "1", "MLENV_WORKSPACE": str(ws[i])})
+        with open(logs[i], "w", encoding="utf-8") as log:
+            procs.append(c.popen(i, [*POD, "run-torchrun", "--run-id", run_id, "--profile", "quick", "--", *SUITE],
+                                 env, stdout=log, stderr=subprocess.STDOUT))
+    codes = [p.wait(timeout=240) for p in procs]
+    texts = [f.read_text() for f in logs]
+    assert codes == [0, 0], [t[-3000:] for t in texts]
+    report = ws[0] / "results" / run_id / "results.json"
+    assert report.is_file() and not (ws[1] / "results" / run_id).exists()
+    doc = json.loads(report.read_text())
+    assert doc["verdict"] == "PASS" and doc["world"]["hosts"] == ["ml-dev-env-0", "ml-dev-env-1"]
+    # Both nodes' checks are in pod-0's report, each attributed to the pod it ran in.
+    nodes = {chk["node"] for chk in doc["checks"] if chk.get("rank") is not None}
+    assert nodes == {"ml-dev-env-0", "ml-dev-env-1"}
+    for chk in doc["checks"]:
+        if chk.get("rank") is not None:
+            assert chk["node"] == f"ml-dev-env-{chk['rank']}", chk
+    names = {chk["name"] for chk in doc["checks"]}
+    assert {"compute.matmul", "collectives.all_reduce", "training.deepspeed"} <= names
 
 
 @needs_harness
@@ -99,11 +146,9 @@ def test_acceptance_suite_passes_and_attributes_nodes(cluster: Callable[..., Clu
                                                       slots: int) -> None:
     c = cluster(slots)
     rdir = tmp_path / "report"
-    # 2 x 1: the whole quick suite (DeepSpeed training included). 2 x 2: four CPU ranks
-    # on a 2-core machine make training slow, so that run covers every other family.
-    picked = ["--checks", "environment,compute,memory,collectives"] if slots == 2 else []
-    code, log = _launch(c, ["--deadline", "20", "--profile", "quick", "--report-dir", str(rdir), "--",
-                            "--options", SMALL, *picked], slots, 240)
+    # The whole quick suite, training included, at the harness's small sizes.
+    code, log = _launch(c, ["--deadline", "20", "--profile", "quick", "--report-dir", str(rdir), "--", *SUITE],
+                        slots, 300)
     doc = json.loads((rdir / "results.json").read_text())
     assert code == 0 and doc["verdict"] == "PASS", log[-4000:]
     world = 2 * slots
@@ -115,9 +160,10 @@ def test_acceptance_suite_passes_and_attributes_nodes(cluster: Callable[..., Clu
     for chk in per_rank:
         assert chk["node"] == f"ml-dev-env-{chk['rank'] // slots}", chk
     names = {chk["name"] for chk in doc["checks"]}
-    assert {"environment", "compute.matmul", "collectives.all_reduce"} <= names
-    if slots == 1:
-        assert {"training.deepspeed", "training.step_time"} <= names
+    assert {"environment", "compute.matmul", "collectives.all_reduce", "training.deepspeed",
+            "training.step_time"} <= names
+    steps = [chk for chk in per_rank if chk["name"] == "training.step_time"]
+    assert sorted(chk["rank"] for chk in steps) == list(range(world))
 
 
 @needs_harness
@@ -127,10 +173,8 @@ def test_node_killed_mid_run_is_error_naming_it(cluster: Callable[..., Cluster],
     c = cluster(1, {"MLENV_HEARTBEAT_STALE_S": "5"})
     rdir = tmp_path / "report"
     env = c.env(0, {"MLENV_CPU_SLOTS": "1"})
-    import subprocess
-
     p = c.popen(0, [*POD, "launch", "--deadline", "20", "--profile", "quick", "--report-dir", str(rdir), "--",
-                    "--options", SMALL], env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                    *SUITE], env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     # Wait until the first result line is written, then end all of node 1 (its PID 1:
     # sshd, the ranks, everything), like a node lost mid-run.
     jsonl = rdir / "results.jsonl"
@@ -149,3 +193,76 @@ def test_node_killed_mid_run_is_error_naming_it(cluster: Callable[..., Cluster],
     # ... and what was measured before the kill is kept, in results.json and results.jsonl.
     assert any(chk["status"] == "PASS" for chk in doc["checks"])
     assert jsonl.read_text().strip()
+
+
+# --------------------------------------------------------------------------- a random UID
+
+
+@pytest.fixture
+def open_root() -> Iterator[Path]:
+    """A harness root every UID can traverse (pytest's own tmp tree is root-only, 0700)."""
+    d = Path(tempfile.mkdtemp(prefix="mlenv-uid-"))
+    d.chmod(0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _uid_modes() -> list[object]:
+    nss = pytest.mark.skipif(find_nss_wrapper() is None, reason="libnss-wrapper not installed")
+    return ["passwd-writable", pytest.param("nss-wrapper", marks=nss)]
+
+
+@needs_harness
+@pytest.mark.skipif(shutil.which("setpriv") is None, reason="setpriv (util-linux) not installed")
+@pytest.mark.parametrize("mode", _uid_modes())
+def test_init_and_launch_as_a_random_uid_with_no_writable_home(open_root: Path, mode: str) -> None:
+    """OpenShift's restricted SCC: an unknown UID, HOME not writable, the Secret readable via fsGroup.
+
+    ``passwd-writable``: /etc/passwd is a group-writable copy holding the image's ``mlenv``
+    (UID 1001) line, so init appends an entry of the UID's own. ``nss-wrapper``: the same
+    copy read-only, so init serves the entry through nss_wrapper instead.
+    """
+    uid, gid = RANDOM_UID
+    c = Cluster(2, str(open_root))
+    _setup(c)
+    try:
+        # Stand-in for fsGroup: the Secret's files belong to root and the pod's group.
+        os.chmod(c.secret_dir, 0o750)
+        os.chown(c.secret_dir, 0, gid)
+        for f in os.listdir(c.secret_dir):
+            os.chown(os.path.join(c.secret_dir, f), 0, gid)
+            os.chmod(os.path.join(c.secret_dir, f), 0o440)
+        out_dir = open_root / "out"
+        out_dir.mkdir()
+        os.chown(out_dir, uid, gid)
+        envs = []
+        for i, pod in enumerate(c.pods):
+            passwd = Path(pod.dir) / "passwd"
+            passwd.write_text(Path("/etc/passwd").read_text() + IMAGE_USER_LINE)
+            passwd.chmod(0o666 if mode == "passwd-writable" else 0o644)
+            c.bind_file(i, str(passwd), "/etc/passwd")
+            c.expose_path(i, sys.executable)
+            tmp = Path(pod.dir) / "tmp"
+            tmp.mkdir()
+            os.chown(tmp, uid, gid)
+            home = os.stat(os.path.join(pod.dir, "home"))
+            assert home.st_uid == 0 and not home.st_mode & 0o022  # HOME is not writable by the pod's UID
+            envs.append(c.env(i, {"TMPDIR": str(tmp), "TORCH_EXTENSIONS_DIR": str(tmp / "ext")}))
+        for i in range(2):
+            r = c.run(i, [*POD, "init"], envs[i], timeout=60, user=RANDOM_UID)
+            assert r.returncode == 0, r.stdout
+            assert f"admits mlenv-{uid}" in r.stdout, r.stdout
+            assert ("nss_wrapper" in r.stdout) == (mode == "nss-wrapper"), r.stdout
+        out = out_dir / "hosts.json"
+        env0 = {**envs[0], "NCCL_IB_HCA": "mlx5_5"}
+        r = c.run(0, [*POD, "launch", "--deadline", "20", JOB, "--out", str(out)], env0, timeout=150,
+                  user=RANDOM_UID)
+        assert r.returncode == 0, r.stdout[-4000:]
+        doc = json.loads(out.read_text())
+        assert [x["host"] for x in doc["ranks"]] == ["ml-dev-env-0", "ml-dev-env-1"]
+        # .deepspeed_env lives under $TMPDIR here (HOME is not writable): it still reached
+        # the remote rank, with the value the launching shell had.
+        assert all(x["ns"] == "mlenv-test" and x["ds_accel"] == "cpu" and x["hca"] == "mlx5_5"
+                   for x in doc["ranks"]), doc["ranks"]
+    finally:
+        c.teardown()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -144,8 +145,8 @@ class Cluster:
         _ip("addr", "add", f"{addr}/24", "dev", peer, ns=ns)
         _ip("link", "set", peer, "up", ns=ns)
         hostname = f"{self.statefulset}-{i}"
-        script = (f"mount --bind {d}/hosts /etc/hosts && hostname {hostname} "
-                  "&& mkdir -p /run/sshd && exec sleep infinity")
+        script = (f"mount --bind {shlex.quote(os.path.join(d, 'hosts'))} /etc/hosts "
+                  f"&& hostname {shlex.quote(hostname)} && mkdir -p /run/sshd && exec sleep infinity")
         proc = subprocess.Popen(
             ["ip", "netns", "exec", ns, "unshare", "--mount", "--uts", "--pid", "--fork",
              "--mount-proc", "--propagation", "private", "sh", "-c", script],
@@ -198,18 +199,24 @@ class Cluster:
         return env
 
     def popen(self, i: int, argv: Sequence[str], env: Mapping[str, str], cwd: str | None = None,
-              **kw: object) -> subprocess.Popen[str]:
-        """Start ``argv`` inside pod ``i`` (all its namespaces)."""
+              user: tuple[int, int] | None = None, **kw: object) -> subprocess.Popen[str]:
+        """Start ``argv`` inside pod ``i`` (all its namespaces).
+
+        ``user``: ``(uid, gid)`` to run as, with no supplementary groups, like a pod under
+        OpenShift's random UID (the harness itself is root).
+        """
         pod = self.pods[i]
+        drop = ([] if user is None else
+                ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", "--"])
         # --wd: entering the mount namespace would otherwise leave us in the target's cwd (/).
         full = ["nsenter", "-t", str(pod.pid1), "--mount", "--uts", "--net", "--pid",
-                f"--wd={cwd or self.root}", "--", *argv]
+                f"--wd={cwd or self.root}", "--", *drop, *argv]
         return subprocess.Popen(full, env=dict(env), text=True, **kw)  # type: ignore[call-overload]
 
     def run(self, i: int, argv: Sequence[str], env: Mapping[str, str], timeout: float = 120,
-            cwd: str | None = None) -> subprocess.CompletedProcess[str]:
+            cwd: str | None = None, user: tuple[int, int] | None = None) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` in pod ``i`` to completion, capturing output."""
-        p = self.popen(i, argv, env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        p = self.popen(i, argv, env, cwd=cwd, user=user, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         try:
             out, _ = p.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -217,6 +224,36 @@ class Cluster:
             out, _ = p.communicate()
             return subprocess.CompletedProcess(p.args, 124, out, "")
         return subprocess.CompletedProcess(p.args, p.returncode, out, "")
+
+    def bind_file(self, i: int, src: str, dst: str) -> None:
+        """Bind-mount ``src`` over ``dst`` in pod ``i``'s own mount namespace (e.g. /etc/passwd)."""
+        r = self.run(i, ["mount", "--bind", src, dst], dict(os.environ), timeout=20)
+        if r.returncode != 0:
+            raise HarnessUnavailable(f"pod {i}: mount --bind {src} {dst}: {r.stdout.strip()}")
+
+    def expose_path(self, i: int, path: str) -> None:
+        """Make ``path`` reachable by any UID inside pod ``i`` without touching the host.
+
+        A developer's interpreter often lives under a directory only root may search
+        (pyenv in /root). For each such ancestor, pod ``i``'s mount namespace gets a 0755
+        tmpfs over it holding just the bind-mounted branch that leads to ``path``.
+        """
+        target = os.path.realpath(path)
+        parts = target.strip("/").split("/")
+        for depth in range(len(parts) - 1):
+            ancestor = "/" + "/".join(parts[:depth])
+            r = self.run(i, ["sh", "-c", f"stat -c %a {shlex.quote(ancestor)}"], dict(os.environ), timeout=20)
+            if r.returncode != 0 or int(r.stdout.strip(), 8) & 0o001:
+                continue
+            branch = os.path.join(ancestor, parts[depth])
+            stash = os.path.join(self.root, f"stash{i}-{depth}")
+            os.makedirs(stash, exist_ok=True)
+            q = shlex.quote
+            script = (f"mount --bind {q(branch)} {q(stash)} && mount -t tmpfs -o mode=0755 tmpfs {q(ancestor)} "
+                      f"&& mkdir {q(branch)} && mount --move {q(stash)} {q(branch)}")
+            r = self.run(i, ["sh", "-c", script], dict(os.environ), timeout=20)
+            if r.returncode != 0:
+                raise HarnessUnavailable(f"pod {i}: cannot expose {target}: {r.stdout.strip()}")
 
     def kill_pod(self, i: int) -> None:
         """End every process of pod ``i`` at once (SIGKILL to its PID 1)."""

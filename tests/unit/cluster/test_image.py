@@ -66,3 +66,10 @@ def test_dockerfile_pins_base_and_runs_non_root_under_random_uid() -> None:
         assert pkg in DOCKERFILE
     assert 'ENTRYPOINT ["/opt/ml-dev-env/scripts/pod-init.sh"]' in DOCKERFILE
     assert "ssh_host_" in DOCKERFILE  # host keys removed: they come from the Secret
+
+
+def test_the_venv_tests_the_deepspeed_the_image_ships() -> None:
+    image = re.search(r"^ARG DEEPSPEED_VERSION=(\S+)$", DOCKERFILE, re.M)
+    venv = re.search(r"^DEEPSPEED_PIN \?= deepspeed==(\S+)$", (ROOT / "Makefile").read_text(), re.M)
+    assert image and venv, "DEEPSPEED_VERSION (Dockerfile) and DEEPSPEED_PIN (Makefile) must both be pinned"
+    assert image.group(1) == venv.group(1)

@@ -71,3 +71,29 @@ def test_env_file_is_shell_safe() -> None:
     out = subprocess.run(["sh", "-c", dsenv.render_env_file(values) + 'printf "%s|%s" "$A" "$B"'],
                          capture_output=True, text=True, check=True).stdout
     assert out == "it's $HOME `x`|two\nlines"
+
+
+def test_launch_file_precedence_init_then_launch_shell_then_local_file() -> None:
+    init_vars = {"MLENV_A": "init", "NCCL_DEBUG": "WARN", "PATH": "/init/bin"}
+    shell = {"NCCL_DEBUG": "INFO", "MLENV_B": "shell", "PATH": "/shell/bin", "HOME": "/h", "MLENV_POD_INDEX": "0"}
+    text = dsenv.launch_file(init_vars, shell, per_pod_hca=False, user_file_text="NCCL_DEBUG=TRACE\n\nX=$HOME/y\n")
+    got = dsenv.parse(text)
+    # The shell's NCCL_*/MLENV_* changes win over init's; a variable only init saw is kept;
+    # ./.deepspeed_env lines come last (DeepSpeed reads that file after ~/.deepspeed_env).
+    assert got["MLENV_A"] == "init" and got["MLENV_B"] == "shell" and got["PATH"] == "/shell/bin"
+    assert got["X"] == "$HOME/y" and "HOME" not in got and "MLENV_POD_INDEX" not in got
+    lines = text.splitlines()
+    assert lines.index("NCCL_DEBUG=INFO") < lines.index("NCCL_DEBUG=TRACE") and "" not in lines
+
+
+def test_launch_file_never_forwards_a_per_pod_hca() -> None:
+    text = dsenv.launch_file({"NCCL_IB_HCA": "mlx5_0"}, {"NCCL_IB_HCA": "mlx5_1"}, per_pod_hca=True)
+    assert "NCCL_IB_HCA" not in dsenv.parse(text)
+    assert dsenv.parse(dsenv.launch_file({}, {"NCCL_IB_HCA": "mlx5_1"}, per_pod_hca=False))["NCCL_IB_HCA"] == "mlx5_1"
+
+
+def test_launch_file_rejects_what_cannot_travel() -> None:
+    with pytest.raises(InputError, match="NCCL_DEBUG contains '\\$'"):
+        dsenv.launch_file({}, {"NCCL_DEBUG": "$X"}, per_pod_hca=False)
+    with pytest.raises(InputError, match=r"\./\.deepspeed_env:2: expected KEY=value"):
+        dsenv.launch_file({}, {}, per_pod_hca=False, user_file_text="A=1\nnonsense\n")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from mlenv.errors import InputError
+from mlenv.errors import InfraError, InputError
 from mlenv.pod import launch, runtime
 
 ENV = {"MLENV_NAMESPACE": "ns", "MLENV_NNODES": "2", "MLENV_SSH_PORT": "2022", "MASTER_PORT": "29511"}
@@ -53,11 +53,126 @@ def test_pdsh_gets_our_ssh_config() -> None:
     assert env["PDSH_SSH_ARGS_APPEND"] == "-v -F /s/ssh_config" and env["PDSH_RCMD_TYPE"] == "ssh"
 
 
-@pytest.mark.parametrize("rc,code,note", [(0, 0, ""), (1, 1, ""), (2, 2, ""), (3, 3, ""),
-                                          (-9, 3, "signal 9"), (137, 3, "status 137")])
-def test_exit_mapping(rc: int, code: int, note: str) -> None:
-    got, msg = launch.map_exit(rc)
+def test_launcher_env_names_the_env_file_and_carries_this_pods_identity() -> None:
+    node = {"NCCL_IB_HCA": "mlx5_3", "LD_PRELOAD": "/l/libnss_wrapper.so", "NSS_WRAPPER_PASSWD": "/s/passwd",
+            "NSS_WRAPPER_GROUP": "/s/group"}
+    env = launch.deepspeed_env({"NCCL_IB_HCA": "mlx5_0", "PATH": "/bin"}, "/s/ssh_config", "rel/.deepspeed_env", node)
+    # DeepSpeed reads only ~/.deepspeed_env and ./.deepspeed_env unless DS_ENV_FILE names the file.
+    assert env["DS_ENV_FILE"] == os.path.abspath("rel/.deepspeed_env")
+    # pdsh and ssh must find our UID (nss_wrapper); pod-0's per-pod HCA must not be exported.
+    assert env["LD_PRELOAD"] == "/l/libnss_wrapper.so" and env["NSS_WRAPPER_PASSWD"] == "/s/passwd"
+    assert "NCCL_IB_HCA" not in env
+
+
+def test_deepspeed_reads_the_env_file_ds_env_file_names(tmp_path: Path) -> None:
+    # Pins the DeepSpeed behaviour launch relies on: an absolute DS_ENV_FILE is the file read.
+    code = ("import os; from deepspeed.launcher import runner as r; "
+            "print({os.path.join(p, r.DEEPSPEED_ENVIRONMENT_NAME) for p in r.DEEPSPEED_ENVIRONMENT_PATHS})")
+    f = str(tmp_path / "x.env")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "DS_ENV_FILE": f}, capture_output=True,
+                         text=True, check=True).stdout
+    assert out.strip().splitlines()[-1] == repr({f})
+
+
+def test_a_state_dir_with_whitespace_is_refused_for_pdsh() -> None:
+    with pytest.raises(InputError, match="whitespace"):
+        launch.deepspeed_env({}, "/home/a b/.mlenv/ssh/ssh_config")
+
+
+def test_pdsh_logs_in_as_the_name_sshd_admits() -> None:
+    from deepspeed.launcher.runner import parse_args
+
+    argv = launch.deepspeed_argv(launch.Job("t.py"), "hf", "m", 1, 2, user="mlenv-1000680000")
+    assert parse_args(argv[4:]).launcher_args == "-l mlenv-1000680000"
+
+
+@pytest.mark.parametrize("rc,acceptance,verdict,code,note", [
+    (0, True, "PASS", 0, ""), (1, True, "FAIL", 1, ""), (2, True, None, 2, ""), (3, True, "ERROR", 3, ""),
+    # DeepSpeed's runner exits 1 itself (pdsh missing, bad hostfile, a crashed rank):
+    # without this run's results.json saying FAIL, that is an ERROR.
+    (1, True, None, 3, "no results.json"), (1, True, "ERROR", 3, ""), (1, True, "PASS", 3, "verdict PASS"),
+    (-9, True, None, 3, "signal 9"), (137, True, None, 3, "status 137"),
+    # A user script: 0 and 2 (bad input) pass through, anything else is ERROR, never FAIL.
+    (0, False, None, 0, ""), (2, False, None, 2, ""), (1, False, None, 3, "status 1"), (3, False, None, 3, ""),
+    (-15, False, None, 3, "signal 15"),
+])
+def test_exit_mapping(rc: int, acceptance: bool, verdict: str | None, code: int, note: str) -> None:
+    got, msg = launch.map_exit(rc, acceptance, verdict)
     assert got == code and note in msg
+
+
+def test_fresh_verdict_ignores_a_report_older_than_the_run(tmp_path: Path) -> None:
+    import json
+    import time
+
+    (tmp_path / "results.json").write_text(json.dumps({"verdict": "FAIL"}))
+    assert launch.fresh_verdict(str(tmp_path), time.time()) == "FAIL"
+    os.utime(tmp_path / "results.json", (time.time() - 3600, time.time() - 3600))
+    assert launch.fresh_verdict(str(tmp_path), time.time()) is None
+    assert launch.fresh_verdict(str(tmp_path / "none"), 0) is None
+
+
+@pytest.mark.parametrize("run_id", ["a;b", "x y", "../up", "..", "$(id)", ""])
+def test_bad_run_ids_are_refused(run_id: str) -> None:
+    with pytest.raises(InputError, match="--run-id"):
+        launch.check_run_id(run_id)
+
+
+def test_run_id_is_checked_on_every_verb(tmp_path: Path) -> None:
+    env = {**os.environ, **ENV, "MLENV_POD_INDEX": "0", "HOME": str(tmp_path)}
+    for verb in (["launch", "--torchrun"], ["run-torchrun"]):
+        r = subprocess.run([sys.executable, "-m", "mlenv.pod", *verb, "--run-id", "x;rm -rf ~"], env=env,
+                           capture_output=True, text=True, check=False)
+        assert r.returncode == 2 and "--run-id" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("word,quoted,bad", [
+    ("--lr=1e-3", True, None), ("/workspace/results/r1", True, None), ("a b", True, None),
+    ('say "hi" there', True, None), ("résumé.txt", True, None),
+    ("a;b", True, "';'"), ("$HOME", True, "'$'"), ("a $HOME", True, "$"), ("~/x", True, "'~'"),
+    ("*.py", True, "'*'"), ("a	b", True, "control"), ("", True, "empty"), ("50%n", True, "pdsh"),
+    ("a b", False, "' '"), ("it's", True, "\"'\""),
+])
+def test_remote_word_problem(word: str, quoted: bool, bad: str | None) -> None:
+    got = launch.remote_word_problem(word, quoted)
+    if bad is None:
+        assert got is None
+    else:
+        assert got is not None and bad in got
+
+
+def test_launch_refuses_words_the_remote_shell_would_change_before_preflight(tmp_path: Path) -> None:
+    home = _initialised_home(tmp_path)
+    script = tmp_path / "train.py"
+    script.write_text("")
+    env = {**ENV, "MLENV_POD_INDEX": "0", "HOME": str(home), "PATH": os.environ["PATH"]}
+    with pytest.raises(InputError) as e:
+        runtime.do_launch(env, script=[str(script), "--tag", "a;b", "--note", "x `id`"], module=None,
+                          torchrun=False, deadline_s=0.5, profile=None, report_dir=None, run_id=None)
+    assert "the value of --tag 'a;b'" in str(e.value) and "the value of --note 'x `id`'" in str(e.value)
+    with pytest.raises(InputError, match="the value of --report-dir .*rep;x"):
+        runtime.do_launch(env, script=[], module=None, torchrun=False, deadline_s=0.5, profile=None,
+                          report_dir=str(tmp_path / "rep;x"), run_id=None)
+
+
+def _initialised_home(tmp_path: Path) -> Path:
+    """What 'pod init' leaves behind as far as 'launch' reads it before running anything."""
+    home = tmp_path / "home"
+    (home / ".mlenv" / "ssh").mkdir(parents=True)
+    (home / ".mlenv" / "hostfile").write_text("a slots=1\nb slots=1\n")
+    (home / ".mlenv" / "ssh" / "ssh_config").write_text("")
+    return home
+
+
+def test_launch_without_pdsh_is_an_infra_error_not_a_fail(tmp_path: Path) -> None:
+    home = _initialised_home(tmp_path)
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    env = {**ENV, "MLENV_POD_INDEX": "0", "HOME": str(home), "PATH": str(empty)}
+    with pytest.raises(InfraError) as e:
+        runtime.do_launch(env, script=[], module=None, torchrun=False, deadline_s=0.5, profile=None,
+                          report_dir=None, run_id=None)
+    assert e.value.exit_code == 3 and "pdsh and ssh not found" in str(e.value) and "--torchrun" in str(e.value)
 
 
 def test_launch_refuses_off_pod_zero() -> None:
@@ -79,6 +194,20 @@ def test_cli_launch_without_init_is_a_clear_input_error(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-m", "mlenv.pod", "launch"], env=env, capture_output=True, text=True,
                        check=False)
     assert r.returncode == 2 and "hostfile" in r.stderr and "pod init" in r.stderr
+
+
+def test_printed_torchrun_command_is_shell_quoted(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import shlex
+
+    rdir = str(tmp_path / "my results")
+    code = runtime.do_launch({**ENV, "MLENV_POD_INDEX": "0", "HOME": str(tmp_path)}, script=[], module=None,
+                             torchrun=True, deadline_s=1, profile=None, report_dir=rdir, run_id="r9")
+    out = capsys.readouterr()
+    assert code == 0
+    words = shlex.split(out.out.strip())
+    assert words[words.index("--report-dir") + 1] == rdir
+    node0 = shlex.split(out.err.split("equivalent torchrun for node 0: ")[1].splitlines()[0])
+    assert node0[node0.index("--report-dir") + 1] == rdir
 
 
 def test_torchrun_commands_are_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

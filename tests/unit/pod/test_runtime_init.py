@@ -1,0 +1,86 @@
+"""``runtime.init`` end to end in RDMA mode: per-pod HCA discovery, memlock, sshd config."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from mlenv.errors import InfraError
+from mlenv.pod import dsenv, runtime, ssh
+
+from .test_rdma import DEVS, fake_sysfs
+from .test_ssh_init import make_secret, needs_ssh
+
+
+def rdma_env(tmp_path: Path, secret: Path) -> dict[str, str]:
+    home = tmp_path / "home"
+    home.mkdir(exist_ok=True)
+    return {"HOME": str(home), "PATH": "/usr/bin:/bin", "MLENV_NAMESPACE": "ns", "MLENV_NNODES": "2",
+            "MLENV_POD_INDEX": "1", "MLENV_SSH_DIR": str(secret), "MLENV_NETWORK_MODE": "rdma",
+            "MLENV_RDMA_DEVICES": "auto", "PCIDEVICE_OPENSHIFT_IO_MLX_RDMA": "0000:3c:00.1,0000:3b:00.1",
+            # pod-0's own value in its shell: must never reach the other pods
+            "NCCL_IB_HCA": "mlx5_0", "NCCL_DEBUG": "INFO"}
+
+
+@needs_ssh
+def test_rdma_auto_init_gives_each_pod_its_own_hca_through_sshd(tmp_path: Path) -> None:
+    secret = make_secret(tmp_path / "secret")
+    env = rdma_env(tmp_path, secret)
+    started: list[tuple[ssh.SshPaths, Mapping[str, str]]] = []
+    code = runtime.init(env, sysfs_root=fake_sysfs(tmp_path / "sys", DEVS), memlock_check=lambda: None,
+                        start=lambda paths, daemon_env: started.append((paths, daemon_env)))
+    assert code == 0
+    p = runtime.paths_from(env)
+    # This pod's devices, in the plugin's order, in node.env and env.sh ...
+    assert runtime.read_node_env(p.node_env)["NCCL_IB_HCA"] == "mlx5_7,mlx5_6"
+    assert "export NCCL_IB_HCA='mlx5_7,mlx5_6'" in Path(p.env_file).read_text()
+    # ... but not in what the launcher forwards from pod-0 to everyone ...
+    fwd = dsenv.parse(Path(p.deepspeed_env).read_text())
+    assert "NCCL_IB_HCA" not in fwd and fwd["NCCL_DEBUG"] == "INFO"
+    assert "NCCL_IB_HCA" not in dsenv.parse(Path(p.forward_env).read_text())
+    # ... so it reaches this pod's ranks through its own sshd, which accepts the config.
+    cfg = Path(p.ssh.sshd_config).read_text()
+    assert 'SetEnv "NCCL_IB_HCA=mlx5_7,mlx5_6"' in cfg
+    r = subprocess.run([ssh.sshd_binary(), "-T", "-f", p.ssh.sshd_config], capture_output=True, text=True, check=True)
+    assert "setenv NCCL_IB_HCA=mlx5_7,mlx5_6" in r.stdout
+    assert [s[0] for s in started] == [p.ssh]
+    # A launch from this shell later must not forward pod-0's NCCL_IB_HCA either.
+    text = runtime.launch_deepspeed_env(env, p, runtime.read_node_env(p.node_env))
+    assert "NCCL_IB_HCA" not in dsenv.parse(text)
+
+
+def test_low_memlock_in_rdma_mode_is_an_error_before_anything_starts(tmp_path: Path) -> None:
+    env = rdma_env(tmp_path, tmp_path / "no-secret")
+    started: list[object] = []
+    msg = "RDMA mode: locked-memory limit (ulimit -l) is 64 KiB (hard 64 KiB) …"
+    with pytest.raises(InfraError) as e:
+        runtime.init(env, memlock_check=lambda: msg, start=lambda *a: started.append(a))
+    assert e.value.exit_code == 3 and "ulimit -l" in str(e.value)
+    assert not started and not os.path.exists(runtime.paths_from(env).node_env)
+
+
+def test_low_memlock_is_a_warning_when_allowed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    env = rdma_env(tmp_path, tmp_path / "no-secret")
+    code = runtime.init(env, start_sshd=False, strict_memlock=False, sysfs_root=fake_sysfs(tmp_path / "sys", DEVS),
+                        memlock_check=lambda: "RDMA mode: locked-memory limit too low")
+    assert code == 0 and "warning: RDMA mode: locked-memory limit too low" in capsys.readouterr().err
+
+
+def test_the_cli_turns_a_low_memlock_into_exit_3(tmp_path: Path) -> None:
+    # The real limit of this process, lowered so the check must fail (prlimit in the child).
+    import resource
+    import sys
+
+    env = {**os.environ, **rdma_env(tmp_path, tmp_path / "no-secret")}
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_MEMLOCK, (65536, 65536)); "
+            "from mlenv.pod.__main__ import main; sys.exit(main(['init', '--no-sshd']))")
+    hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)[1]
+    if hard != resource.RLIM_INFINITY and hard < 65536:
+        pytest.skip("hard memlock limit below 64 KiB here")
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert r.returncode == 3, r.stderr
+    assert "locked-memory limit" in r.stderr and "Traceback" not in r.stderr
