@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the system tools the integration tier uses, only when missing and only as
-# root with apt. Never fails the build: tests that need a missing tool skip with why.
+# root with apt. Never fails by itself: tests that need a missing tool skip with why (the
+# image lint in lint-image.sh is the exception under make/CI: it fails without its linters).
 set -u
 need=()
 command -v sshd >/dev/null 2>&1 || [ -x /usr/sbin/sshd ] || need+=(openssh-server)
@@ -12,7 +13,8 @@ command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 compgen -G '/usr/lib/*/libnss_wrapper.so*' >/dev/null || need+=(libnss-wrapper)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
-  echo "system-deps: missing ${need[*]} (not root or no apt): the tests that need them will skip" >&2
+  echo "system-deps: missing ${need[*]} (not root or no apt): the tests that need them will skip," \
+       "and make test's image lint fails without shellcheck (MLENV_SKIP_IMAGE_LINT=1 opts out)" >&2
   exit 0
 fi
 echo "system-deps: installing ${need[*]}"
