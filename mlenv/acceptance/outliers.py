@@ -102,12 +102,6 @@ def _flag(values: list[tuple[int | None, str | None, float]], check: str, metric
     return out
 
 
-def group_label(r: CheckResult) -> str | None:
-    """The collective group a link-scope result measured (``node 1 (host)``…), if any."""
-    g = r.details.get("group") if isinstance(r.details, dict) else None
-    return str(g) if g is not None else None
-
-
 def _link_findings(results: list[CheckResult], cfg: dict[str, float]) -> list[Finding]:
     by_check: dict[tuple[str, str], list[CheckResult]] = {}
     for r in results:
@@ -115,7 +109,7 @@ def _link_findings(results: list[CheckResult], cfg: dict[str, float]) -> list[Fi
             by_check.setdefault((r.scope, r.name), []).append(r)
     out: list[Finding] = []
     for (scope, check), rs in sorted(by_check.items()):
-        out += _flag([(None, group_label(r), r.metrics[LINK_METRIC]) for r in rs], check, LINK_METRIC, scope, cfg)
+        out += _flag([(None, r.group, r.metrics[LINK_METRIC]) for r in rs], check, LINK_METRIC, scope, cfg)
     return out
 
 

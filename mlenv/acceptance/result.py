@@ -44,6 +44,12 @@ class CheckResult:
     details: dict[str, Any] = field(default_factory=dict)
     duration_s: float = 0.0
 
+    @property
+    def group(self) -> str | None:
+        """The collective group a world/intra/inter result measured (``details.group``), if any."""
+        g = self.details.get("group") if isinstance(self.details, dict) else None
+        return str(g) if g is not None else None
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict in the results contract's key order."""
         d = asdict(self)

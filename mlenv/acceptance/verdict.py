@@ -35,8 +35,7 @@ def where(r: CheckResult) -> str:
         return f"rank {r.rank} ({r.node})" if r.node else f"rank {r.rank}"
     if r.scope == "node":
         return f"node {r.node}"
-    group = r.details.get("group") if isinstance(r.details, dict) else None
-    return f"{r.scope} ({group})" if group else r.scope
+    return f"{r.scope} ({r.group})" if r.group else r.scope
 
 
 def _raise(r: CheckResult, status: Status, reason: str) -> None:
@@ -100,7 +99,7 @@ def judge(results: list[CheckResult], baseline: Baseline | None = None,
                     _raise(r, f.severity, f.reason())
         elif f.level in outliers.LINK_SCOPES:
             for r in rs:
-                if r.name == f.check and r.scope == f.level and outliers.group_label(r) == f.node:
+                if r.name == f.check and r.scope == f.level and r.group == f.node:
                     _raise(r, f.severity, f.reason())
         else:
             reasons.append(f"{f.severity.value}: {f.reason()}")

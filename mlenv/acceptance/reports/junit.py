@@ -14,8 +14,7 @@ def testcase_name(r: CheckResult) -> str:
         return f"rank {r.rank} @ {r.node}" if r.node else f"rank {r.rank}"
     if r.scope == "node":
         return f"node {r.node}"
-    group = r.details.get("group") if isinstance(r.details, dict) else None
-    return f"{r.scope} {group}" if group else r.scope
+    return f"{r.scope} {r.group}" if r.group else r.scope
 
 
 def _metrics_text(r: CheckResult) -> str:
