@@ -241,27 +241,33 @@ def run(argv: list[str], env: Mapping[str, str]) -> int:
             return proc.wait()
 
 
-def fresh_verdict(report_dir: str, since: float) -> str | None:
-    """``verdict`` of ``report_dir/results.json`` when this run wrote it (modified at or after ``since``)."""
+def _read_results(report_dir: str, since: float | None = None) -> dict[str, object] | None:
+    """``report_dir/results.json`` as a dict, or None when absent, unreadable or (with
+    ``since``) written before this run started."""
     path = os.path.join(report_dir, "results.json")
     try:
-        if os.stat(path).st_mtime < since - 1.0:  # mtime granularity of some filesystems
+        if since is not None and os.stat(path).st_mtime < since - 1.0:  # mtime granularity of some filesystems
             return None
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
     except (OSError, ValueError):
         return None
-    v = doc.get("verdict") if isinstance(doc, dict) else None
+    return doc if isinstance(doc, dict) else None
+
+
+def fresh_verdict(report_dir: str, since: float) -> str | None:
+    """``verdict`` of ``report_dir/results.json`` when this run wrote it (modified at or after ``since``)."""
+    doc = _read_results(report_dir, since)
+    v = doc.get("verdict") if doc else None
     return v if isinstance(v, str) else None
 
 
 def results_summary(report_dir: str) -> str | None:
     """``verdict`` and reasons from ``report_dir/results.json`` when the job wrote one."""
-    path = os.path.join(report_dir, "results.json")
-    try:
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
+    doc = _read_results(report_dir)
+    if doc is None:
         return None
-    reasons = "; ".join(str(r) for r in doc.get("reasons", [])[:5])
+    path = os.path.join(report_dir, "results.json")
+    raw = doc.get("reasons")
+    reasons = "; ".join(str(r) for r in (raw if isinstance(raw, list) else [])[:5])
     return f"verdict {doc.get('verdict')} ({path})" + (f": {reasons}" if reasons else "")
