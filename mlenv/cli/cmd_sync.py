@@ -1,4 +1,6 @@
-"""``mlenv sync``: copy workspace/ into every pod, verify checksums; ``--watch`` re-syncs."""
+"""``mlenv sync``: copy workspace/ into every pod (adds and updates only), verify every file
+arrived; ``--delete`` also removes pod files gone locally (never results/, checkpoints/ or
+dot-files); ``--dry-run`` lists what would change; ``--watch`` re-syncs."""
 
 from __future__ import annotations
 
@@ -19,25 +21,32 @@ def sync(
     max_rounds: Annotated[int | None, typer.Option("--max-rounds", help="Stop --watch after this many checks.")] = None,
     local: Annotated[str | None, typer.Option("--dir", help="Local tree (default: workspace/).")] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds each copy and checksum may take (default: MLENV_EXEC_TIMEOUT or 600).")] = None,
+    delete: Annotated[bool, typer.Option("--delete", help="Also delete pod files removed locally (never results/, checkpoints/, dot-files or caches).")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be added, updated (and with --delete, deleted) per pod; change nothing.")] = False,
 ) -> None:
-    """rsync workspace/ to every pod in parallel (once in rwx mode), deletions included,
-    then check every pod holds the same tree (sha256). Exit 3 if any pod differs or a
-    copy outlives --timeout."""
+    """Copy workspace/ to every pod in parallel (once in rwx mode), adding and updating
+    files only: what a pod wrote under /workspace is never deleted unless --delete says
+    so. Then check every local file is in every pod (sha256). Exit 3 if a file is missing
+    or differs, or a copy outlives --timeout."""
     from mlenv.cluster import sync as syncmod
 
     if interval <= 0:
         raise InputError(f"--interval must be positive, got {interval:g}")
     if timeout is not None and timeout <= 0:
         raise InputError(f"--timeout must be positive, got {timeout:g}")
+    if watch and dry_run:
+        raise InputError("--dry-run and --watch do not go together (a dry run changes nothing "
+                         "to watch)")
     cfg = load_config(cluster)
     src = local or workspace_dir()
     with cluster_client() as client:
         if watch:
             n = syncmod.watch(cfg, client, src, interval=interval, max_rounds=max_rounds,
-                              timeout=timeout, say=typer.echo)
+                              timeout=timeout, delete=delete, say=typer.echo)
             typer.echo(f"watch ended after {n} sync(s)")
         else:
-            syncmod.sync(cfg, client, src, timeout=timeout, say=typer.echo)
+            syncmod.sync(cfg, client, src, timeout=timeout, delete=delete, dry_run=dry_run,
+                         say=typer.echo)
 
 
 def register(app: typer.Typer) -> None:

@@ -254,11 +254,11 @@ class Cluster(Protocol):
         ...
 
     def rsync(self, local_dir: str, pod: str, namespace: str, remote_dir: str, *,
-              delete: bool = True, exclude: Sequence[str] = (),
-              timeout: float | None = None) -> None:
-        """Copy the contents of ``local_dir`` to ``remote_dir`` in the pod. ``exclude`` holds
-        rsync patterns: ``/x`` only at the top of the tree, ``x`` at any depth; excluded
-        paths are neither copied nor deleted. ExecTimeout as for :meth:`exec`."""
+              exclude: Sequence[str] = (), timeout: float | None = None) -> None:
+        """Copy the contents of ``local_dir`` to ``remote_dir`` in the pod, adding and
+        updating files only: no client deletes (``sync --delete`` removes an explicit,
+        protected list through exec). ``exclude`` holds rsync patterns: ``/x`` only at the
+        top of the tree, ``x`` at any depth. ExecTimeout as for :meth:`exec`."""
         ...
 
     def logs(self, pod: str, namespace: str, *, follow: bool = False,

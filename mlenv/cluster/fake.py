@@ -39,6 +39,7 @@ import base64
 import builtins
 import copy
 import fnmatch
+import hashlib
 import json
 import math
 import os
@@ -838,6 +839,9 @@ class FakeCluster:
             files = [(p[len(pre):], base64.b64decode(d))
                      for p, d in self.volumes.get(vid, {}).items() if p.startswith(pre)]
             res = ExecResult(args, 0, treehash.digest_files(files) + "\n")
+        elif len(args) == 4 and args[:2] == ("python3", "-c") and args[2] in (
+                treehash.LIST_SCRIPT, treehash.REMOVE_SCRIPT):
+            res = self._tree_script(obj, args[2], args[3], stdin)
         else:
             res = ExecResult(args, 127, "", f"exec: \"{args[0] if args else ''}\": executable "
                              "file not found in $PATH (fake)")
@@ -860,6 +864,26 @@ class FakeCluster:
             raise ExecFailed(pod, res)
         return res
 
+    def _tree_script(self, obj: Manifest, script: str, root: str,
+                     stdin: str | None) -> ExecResult:
+        """What LIST_SCRIPT / REMOVE_SCRIPT do in a real pod, on the fake's volume."""
+        vid, rel = self._volume_for(obj, root.rstrip("/"))
+        vol = self.volumes.setdefault(vid, {})
+        pre = f"{rel}/" if rel else ""
+        args = ("python3", "-c", script, root)
+        if script == treehash.LIST_SCRIPT:
+            listing = {p[len(pre):]: hashlib.sha256(base64.b64decode(d)).hexdigest()
+                       for p, d in vol.items() if p.startswith(pre)
+                       and not any(x in ("__pycache__", ".git") for x in p[len(pre):].split("/")[:-1])}
+            return ExecResult(args, 0, json.dumps(listing, sort_keys=True))
+        n = 0
+        for rp in json.loads(stdin or "[]"):
+            if rp.startswith("/") or ".." in rp.split("/"):
+                continue
+            if vol.pop(f"{pre}{rp}", None) is not None:
+                n += 1
+        return ExecResult(args, 0, f"{n}\n")
+
     def exec_stream(self, pod: str, namespace: str, argv: Sequence[str], out: Output, *,
                     timeout: float | None = None) -> int:
         """Like :meth:`exec` (no limit unless ``timeout``), passing each line to ``out``."""
@@ -870,10 +894,9 @@ class FakeCluster:
         return res.returncode
 
     def rsync(self, local_dir: str, pod: str, namespace: str, remote_dir: str, *,
-              delete: bool = True, exclude: Sequence[str] = (),
-              timeout: float | None = None) -> None:
-        """Copy a local tree into the pod's volume with rsync's exclude semantics;
-        ``delete`` removes files not in it (excluded ones are protected, as in rsync)."""
+              exclude: Sequence[str] = (), timeout: float | None = None) -> None:
+        """Copy a local tree into the pod's volume with rsync's exclude semantics, adding
+        and updating only (as the real clients do: nothing in the pod is deleted)."""
         obj = self._running_pod(pod, namespace)
         self._require("create", "pods/exec")
         self.calls.append(["rsync", pod, local_dir, remote_dir])
@@ -884,10 +907,6 @@ class FakeCluster:
         pre = f"{rel}/" if rel else ""
         files = {f"{pre}{p}": d for p, d in _read_tree(local_dir).items()
                  if not _rsync_excluded(p, exclude)}
-        if delete:
-            for p in [p for p in vol if p.startswith(pre) and p not in files
-                      and not _rsync_excluded(p[len(pre):], exclude)]:
-                del vol[p]
         for p, d in files.items():
             vol[p] = base64.b64encode(d).decode()
 

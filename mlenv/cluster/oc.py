@@ -5,7 +5,10 @@ openshift-client drives the ``oc`` binary; when ``oc`` is missing we point it at
 auth can-i) and say so in :attr:`OcCluster.description`. OpenShift-only verbs have a
 kubectl path (rsync through a tar stream) or a clear error (start-build).
 
-Commands are argument lists; manifests go through stdin as JSON, never through a shell.
+Commands are argument lists built by :mod:`mlenv.argv`: every name is validated for its
+kind and positional names stand after ``--``, so no config value or file name can become
+an option (``--kubeconfig=FILE`` would run that kubeconfig's exec plugin). Manifests go
+through stdin as JSON, never through a shell.
 Streaming verbs (exec for launch, logs -f, rsh, port-forward, build logs) run the same
 binary with :mod:`subprocess` because openshift-client captures output until exit.
 """
@@ -22,8 +25,9 @@ import subprocess
 import threading
 import time
 from collections.abc import Sequence
-from typing import Literal
+from typing import IO, Literal
 
+from mlenv import argv
 from mlenv.cluster import treehash
 from mlenv.cluster.api import (
     DEFAULT_EXEC_TIMEOUT,
@@ -48,17 +52,21 @@ from mlenv.errors import InfraError
 
 REQUEST_TIMEOUT = "30s"
 
-# Runs in the pod on the kubectl path: delete files under ROOT not in the JSON list on stdin.
-_PRUNE = r"""
-import json, os, sys
-root = sys.argv[1]; keep = set(json.load(sys.stdin)); skip = {"__pycache__", ".git"}
-for d, dirs, files in os.walk(root):
-    dirs[:] = [x for x in dirs if x not in skip and not (d == root and x == "results")]
-    for f in files:
-        rel = os.path.relpath(os.path.join(d, f), root)
-        if rel not in keep:
-            os.remove(os.path.join(d, f))
-"""
+def _feed(pipe: IO[bytes], data: bytes) -> None:
+    """Write ``data`` to a child's stdin and close it (in a thread: the child's stdout is
+    read at the same time, so neither side blocks on a full pipe)."""
+    try:
+        pipe.write(data)
+    except BrokenPipeError:
+        pass
+    finally:
+        pipe.close()
+
+
+def _resource_ref(ref: str) -> str:
+    """``auth can-i`` takes ``RESOURCE`` or ``RESOURCE/NAME`` (e.g. ``scc/NAME``)."""
+    kind, _, nm = ref.partition("/")
+    return argv.resource(kind) + (f"/{argv.name(kind, nm)}" if nm else "")
 
 
 def check_kubeconfig() -> None:
@@ -134,19 +142,30 @@ class OcCluster:
     def _limit(self, timeout: float | None) -> float:
         return self.exec_timeout if timeout is None else timeout
 
-    def _run(self, verb: str, args: Sequence[str], *, stdin: str | None = None,
-             namespace: str | None = None,
-             timeout: float = NO_TIMEOUT) -> tuple[int, str, str, bool]:
-        """Invoke ``oc VERB [--namespace=NS] ARGS`` through openshift-client.
+    def _run(self, verb: str, options: Sequence[str], names: Sequence[str] = (), *,
+             stdin: str | None = None, namespace: str | None = None,
+             timeout: float = NO_TIMEOUT, raw: Sequence[str] | None = None,
+             ) -> tuple[int, str, str, bool]:
+        """Invoke ``oc VERB [--namespace=NS] OPTIONS… -- NAMES…`` through openshift-client.
 
+        ``names`` must already be validated (:mod:`mlenv.argv`); they go after ``--``.
+        ``raw`` replaces OPTIONS/NAMES for the two verbs whose argv has its own shape
+        (``exec POD -- ARGV`` and ``rsync SRC DST``), built by :mod:`mlenv.argv` too.
         The namespace goes through openshift-client's project context, which places it right
         after the verb: appended after ARGS it would land behind ``exec POD --`` in the
         container's argv. Returns (rc, stdout, stderr, timed_out).
         """
         import openshift_client as oc
 
-        cmd = list(args) + [f"--request-timeout={REQUEST_TIMEOUT}"] if verb not in (
-            "exec", "rsync", "whoami", "config") else list(args)
+        if namespace:
+            argv.name("Namespace", namespace)
+        if raw is not None:
+            cmd = list(raw)
+        else:
+            opts = argv.options_before(options)
+            if verb not in ("whoami", "config"):
+                opts.append(f"--request-timeout={REQUEST_TIMEOUT}")
+            cmd = argv.kube(verb, opts, names)[1:]
         with contextlib.ExitStack() as stack:
             stack.enter_context(oc.client_path(self.binary))
             if namespace:
@@ -158,15 +177,16 @@ class OcCluster:
         timed_out = any(bool(getattr(a, "timeout", False)) for a in r.actions())
         return int(r.status()), str(r.out()), str(r.err()), timed_out
 
-    def _ok(self, verb: str, args: Sequence[str], *, stdin: str | None = None,
-            namespace: str | None = None, kind: str = "", name: str = "") -> str:
-        rc, out, err, _ = self._run(verb, args, stdin=stdin, namespace=namespace)
+    def _ok(self, verb: str, options: Sequence[str], names: Sequence[str] = (), *,
+            stdin: str | None = None, namespace: str | None = None, kind: str = "",
+            name: str = "") -> str:
+        rc, out, err, _ = self._run(verb, options, names, stdin=stdin, namespace=namespace)
         if rc != 0:
             raise classify(err or out, kind, name)
         return out
 
     def _base(self, namespace: str | None) -> list[str]:
-        return [self.binary] + (["-n", namespace] if namespace else [])
+        return [self.binary] + (["-n", argv.name("Namespace", namespace)] if namespace else [])
 
     # -- identity ---------------------------------------------------------------------
 
@@ -174,8 +194,8 @@ class OcCluster:
         """``oc whoami --show-server`` (kubectl: the current context's server)."""
         if self.is_oc:
             return self._ok("whoami", ["--show-server"]).strip()
-        out = self._ok("config", ["view", "--minify", "-o",
-                                  "jsonpath={.clusters[0].cluster.server}"]).strip()
+        out = self._ok("config", ["--minify", "--output=jsonpath={.clusters[0].cluster.server}"],
+                       ["view"]).strip()
         if not out:
             raise Unreachable("kubectl has no current context: set KUBECONFIG or log in")
         return out
@@ -184,13 +204,16 @@ class OcCluster:
         """``oc whoami`` (kubectl: ``auth whoami``)."""
         if self.is_oc:
             return self._ok("whoami", []).strip()
-        return self._ok("auth", ["whoami", "-o", "jsonpath={.status.userInfo.username}"]).strip()
+        return self._ok("auth", ["--output=jsonpath={.status.userInfo.username}"],
+                        ["whoami"]).strip()
 
     def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
               as_user: str | None = None) -> bool:
         """``auth can-i VERB RESOURCE [--as=USER]``."""
-        args = ["can-i", verb, resource] + ([f"--as={as_user}"] if as_user else [])
-        rc, out, err, _ = self._run("auth", args, namespace=namespace)
+        opts = [f"--as={argv.user(as_user)}"] if as_user else []
+        rc, out, err, _ = self._run("auth", opts, ["can-i", argv.verb(verb),
+                                                   _resource_ref(resource)],
+                                    namespace=namespace)
         if rc != 0 and out.strip() != "no":
             e = classify(err)
             # impersonating a service account needs its own permission: say so, not "no"
@@ -205,9 +228,9 @@ class OcCluster:
               dry_run: bool = False) -> ApplyResult:
         """``apply --server-side``; the action comes from comparing with the live object
         (resourceVersions for a real apply; content for a dry run, which bumps nothing)."""
-        kind, name = manifest["kind"], manifest["metadata"]["name"]
+        kind, name = manifest["kind"], argv.name(manifest["kind"], manifest["metadata"]["name"])
         before = self.get(kind, name, namespace)
-        args = ["--server-side", f"--field-manager={field_manager}", "-o", "json", "-f", "-"]
+        args = ["--server-side", f"--field-manager={field_manager}", "--output=json", "--filename=-"]
         if force_conflicts:
             args.append("--force-conflicts")
         if dry_run:
@@ -226,7 +249,8 @@ class OcCluster:
 
     def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:
         """``get KIND NAME -o json --ignore-not-found``."""
-        out = self._ok("get", [kind, name, "-o", "json", "--ignore-not-found"],
+        out = self._ok("get", ["--output=json", "--ignore-not-found"],
+                       [argv.resource(kind), argv.name(kind, name)],
                        namespace=namespace, kind=kind, name=name)
         if not out.strip():
             return None
@@ -236,31 +260,32 @@ class OcCluster:
     def list(self, kind: str, namespace: str | None,
              selector: dict[str, str] | None = None) -> builtins.list[Manifest]:
         """``get KIND -l k=v,… -o json``."""
-        args = [kind, "-o", "json"]
+        opts = ["--output=json"]
         if selector:
-            args += ["-l", ",".join(f"{k}={v}" for k, v in sorted(selector.items()))]
-        out = self._ok("get", args, namespace=namespace, kind=kind)
+            opts.append(f"--selector={argv.selector(selector)}")
+        out = self._ok("get", opts, [argv.resource(kind)], namespace=namespace, kind=kind)
         items: builtins.list[Manifest] = json.loads(out).get("items", []) if out.strip() else []
         return items
 
     def delete(self, kind: str, name: str, namespace: str | None, *,
                cascade: Literal["background", "foreground", "orphan"] = "background") -> bool:
         """``delete KIND NAME --cascade=… --ignore-not-found``."""
-        out = self._ok("delete", [kind, name, f"--cascade={cascade}", "--ignore-not-found",
-                                  "--wait=false", "-o", "name"],
+        out = self._ok("delete", [f"--cascade={cascade}", "--ignore-not-found", "--wait=false",
+                                  "--output=name"], [argv.resource(kind), argv.name(kind, name)],
                        namespace=namespace, kind=kind, name=name)
         return bool(out.strip())
 
     def events(self, namespace: str, kind: str | None = None,
                name: str | None = None) -> builtins.list[Event]:
         """``get events`` filtered by involved object, oldest first."""
-        sel = []
+        sel = {}
         if kind:
-            sel.append(f"involvedObject.kind={kind}")
+            sel["involvedObject.kind"] = argv.resource(kind)
         if name:
-            sel.append(f"involvedObject.name={name}")
-        args = ["events", "-o", "json"] + (["--field-selector", ",".join(sel)] if sel else [])
-        items = json.loads(self._ok("get", args, namespace=namespace) or "{}").get("items", [])
+            sel["involvedObject.name"] = argv.name(kind or "object", name)
+        opts = ["--output=json"] + ([f"--field-selector={argv.field_selector(sel)}"] if sel else [])
+        items = json.loads(self._ok("get", opts, ["events"], namespace=namespace)
+                           or "{}").get("items", [])
         items.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
         return [Event(str((e.get("involvedObject") or {}).get("kind", "")),
                       str((e.get("involvedObject") or {}).get("name", "")),
@@ -269,27 +294,27 @@ class OcCluster:
 
     # -- pods -------------------------------------------------------------------------
 
-    def exec(self, pod: str, namespace: str, argv: Sequence[str], *,
+    def exec(self, pod: str, namespace: str, command: Sequence[str], *,
              stdin: str | None = None, check: bool = True,
              timeout: float | None = None) -> ExecResult:
         """``exec --namespace=NS [-i] POD -- ARGV``, captured, killed after ``timeout``."""
-        args = (["-i"] if stdin is not None else []) + [pod, "--", *argv]
+        raw = argv.kube_exec(pod, command, ["-i"] if stdin is not None else [])[1:]
         limit = self._limit(timeout)
-        rc, out, err, timed_out = self._run("exec", args, stdin=stdin, namespace=namespace,
-                                            timeout=limit)
+        rc, out, err, timed_out = self._run("exec", (), stdin=stdin, namespace=namespace,
+                                            timeout=limit, raw=raw)
         if timed_out:
-            raise ExecTimeout(f"exec of {' '.join(list(argv)[:3])}", pod, limit)
-        res = ExecResult(tuple(argv), rc, out, err)
+            raise ExecTimeout(f"exec of {' '.join(list(command)[:3])}", pod, limit)
+        res = ExecResult(tuple(command), rc, out, err)
         if rc != 0 and ("error from server" in err.lower() or "unable to connect" in err.lower()):
             raise classify(err, "Pod", pod)
         if check and rc != 0:
             raise ExecFailed(pod, res)
         return res
 
-    def exec_stream(self, pod: str, namespace: str, argv: Sequence[str], out: Output, *,
+    def exec_stream(self, pod: str, namespace: str, command: Sequence[str], out: Output, *,
                     timeout: float | None = None) -> int:
         """``exec POD -- ARGV`` with output streamed line by line; the exit code passes through."""
-        proc = subprocess.Popen([*self._base(namespace), "exec", pod, "--", *argv],
+        proc = subprocess.Popen([*self._base(namespace), *argv.kube_exec(pod, command)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         fired = threading.Event()
 
@@ -311,38 +336,57 @@ class OcCluster:
             if timer is not None:
                 timer.cancel()
         if fired.is_set():
-            raise ExecTimeout(f"exec of {' '.join(list(argv)[:3])}", pod, float(timeout or 0))
+            raise ExecTimeout(f"exec of {' '.join(list(command)[:3])}", pod, float(timeout or 0))
         return rc
 
     def rsync(self, local_dir: str, pod: str, namespace: str, remote_dir: str, *,
-              delete: bool = True, exclude: Sequence[str] = (),
-              timeout: float | None = None) -> None:
-        """``oc rsync DIR/ POD:REMOTE --delete``; with kubectl a tar stream plus a prune
-        (which leaves the same paths alone as :mod:`~mlenv.cluster.treehash` skips)."""
+              exclude: Sequence[str] = (), timeout: float | None = None) -> None:
+        """Copy ``local_dir`` into ``POD:REMOTE``, adding and updating files only.
+
+        oc: ``oc rsync --no-perms --exclude=… -- DIR/ POD:REMOTE`` (never ``--delete``:
+        deletions are :mod:`~mlenv.cluster.sync`'s explicit, protected list). kubectl: a
+        tar stream whose file names reach ``tar`` NUL-separated on stdin
+        (``--null --verbatim-files-from --files-from=-``), so a file named
+        ``--checkpoint-action=exec=…`` is a file, not an option, and 30,000 files do not
+        overflow the argument list.
+        """
         limit = self._limit(timeout)
+        argv.abs_path(remote_dir, "remote directory")
         if self.is_oc:
-            args = [f"{local_dir.rstrip('/')}/", f"{pod}:{remote_dir}", "--no-perms"]
-            args += ["--delete"] if delete else []
-            args += [f"--exclude={x}" for x in exclude]
-            rc, out, err, timed_out = self._run("rsync", args, namespace=namespace,
-                                                timeout=limit)
+            opts = ["--no-perms", *(f"--exclude={x}" for x in exclude)]
+            src = f"{os.path.abspath(local_dir).rstrip('/')}/"
+            raw = argv.kube("rsync", opts, [src, f"{argv.name('Pod', pod)}:{remote_dir}"])[1:]
+            rc, out, err, timed_out = self._run("rsync", (), namespace=namespace,
+                                                timeout=limit, raw=raw)
             if timed_out:
                 raise ExecTimeout(f"rsync of {local_dir}", pod, limit)
             if rc != 0:
                 raise classify(err or out, "Pod", pod)
             return
-        files = sorted(treehash.local_files(local_dir))
-        if delete:
-            self.exec(pod, namespace, ["python3", "-c", _PRUNE, remote_dir],
-                      stdin=json.dumps(files), timeout=limit)
-        tar = subprocess.run(["tar", "-C", local_dir, "-cf", "-", *files], capture_output=True,
-                             check=True)
+        names = sorted(treehash.local_files(local_dir))
+        listing = b"".join(n.encode() + b"\0" for n in names)
+        tar = ["tar", "--create", "--file=-", f"--directory={os.path.abspath(local_dir)}",
+               "--null", "--verbatim-files-from", "--files-from=-"]
+        remote = [*self._base(namespace), *argv.kube_exec(
+            pod, ["tar", "-x", "-f", "-", "-C", remote_dir], ["-i"])]
         try:
-            proc = subprocess.run([*self._base(namespace), "exec", "-i", pod, "--", "tar", "-C",
-                                   remote_dir, "-xf", "-"], input=tar.stdout, capture_output=True,
-                                  check=False, timeout=None if math.isinf(limit) else limit)
+            with subprocess.Popen(tar, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE) as packer:
+                assert packer.stdin is not None and packer.stdout is not None
+                feeder = threading.Thread(target=_feed, args=(packer.stdin, listing),
+                                          daemon=True)
+                feeder.start()
+                proc = subprocess.run(remote, stdin=packer.stdout, capture_output=True,
+                                      check=False, timeout=None if math.isinf(limit) else limit)
+                packer.stdout.close()
+                feeder.join()
+                tar_err = packer.stderr.read() if packer.stderr else b""
+                tar_rc = packer.wait()
         except subprocess.TimeoutExpired:
             raise ExecTimeout(f"copy (tar stream) of {local_dir}", pod, limit) from None
+        if tar_rc != 0:
+            raise InfraError(f"tar of {local_dir} failed: "
+                             f"{tar_err.decode(errors='replace').strip()[-300:]}")
         if proc.returncode != 0:
             raise classify(proc.stderr.decode(errors="replace"), "Pod", pod)
 
@@ -350,12 +394,14 @@ class OcCluster:
              out: Output | None = None) -> str:
         """``logs POD [-f]``."""
         if not follow:
-            text = self._ok("logs", [pod], namespace=namespace, kind="Pod", name=pod)
+            text = self._ok("logs", [], [argv.name("Pod", pod)], namespace=namespace,
+                            kind="Pod", name=pod)
             if out is not None:
                 for line in text.splitlines():
                     out(line)
             return text
-        proc = subprocess.Popen([*self._base(namespace), "logs", "-f", pod],
+        proc = subprocess.Popen([*self._base(namespace), *argv.kube("logs", ["-f"],
+                                                                    [argv.name("Pod", pod)])],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
         for line in proc.stdout:
@@ -365,23 +411,28 @@ class OcCluster:
             raise InfraError(f"logs -f {pod} ended with exit {proc.returncode}")
         return ""
 
-    def interactive(self, pod: str, namespace: str, argv: Sequence[str]) -> int:
-        """``oc rsh`` / ``kubectl exec -it`` with the terminal attached."""
-        verb = ["rsh", pod] if self.is_oc else ["exec", "-it", pod, "--"]
-        return subprocess.call([*self._base(namespace), *verb, *argv])
+    def interactive(self, pod: str, namespace: str, command: Sequence[str]) -> int:
+        """``oc rsh POD CMD`` / ``kubectl exec -it POD -- CMD`` with the terminal attached."""
+        if self.is_oc:  # rsh: the (validated) pod name, then the command
+            line = ["rsh", argv.name("Pod", pod), *command]
+        else:
+            line = argv.kube_exec(pod, command, ["-it"])
+        return subprocess.call([*self._base(namespace), *line])
 
     def port_forward(self, pod: str, namespace: str, ports: Sequence[tuple[int, int]]) -> int:
         """``port-forward pod/POD L:R …`` on localhost only, until interrupted."""
-        return subprocess.call([*self._base(namespace), "port-forward", "--address", "127.0.0.1",
-                                f"pod/{pod}", *(f"{a}:{b}" for a, b in ports)])
+        return subprocess.call([*self._base(namespace), *argv.kube(
+            "port-forward", ["--address=127.0.0.1"],
+            [f"pod/{argv.name('Pod', pod)}", *(argv.port_pair(a, b) for a, b in ports)])])
 
     def start_build(self, name: str, namespace: str, out: Output) -> int:
         """``oc start-build NAME --follow --wait``."""
+        argv.name("BuildConfig", name)
         if not self.is_oc:
             raise InfraError("build needs oc: BuildConfigs are OpenShift objects (kubectl found)")
-        proc = subprocess.Popen([*self._base(namespace), "start-build", name, "--follow",
-                                 "--wait"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
+        proc = subprocess.Popen([*self._base(namespace), *argv.kube(
+            "start-build", ["--follow", "--wait"], [argv.name("BuildConfig", name)])],
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
         for line in proc.stdout:
             out(line.rstrip("\n"))

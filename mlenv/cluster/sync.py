@@ -1,18 +1,28 @@
-"""``sync``: copy ``workspace/`` into every pod in parallel and prove they all match.
+"""``sync``: copy ``workspace/`` into every pod in parallel, and prove every file arrived.
 
 In ``rwx`` mode every pod mounts the same claim, so one copy (to pod-0) is enough; in
-per-pod mode each pod gets its own. ``--delete`` semantics: files removed locally are
-removed in the pods (the top-level ``results/`` is never touched: runs write there). Afterwards the
-tree checksum (:mod:`mlenv.cluster.treehash`) is computed in each pod through exec and
-compared with the local one.
+per-pod mode each pod gets its own.
+
+Sync never deletes by default: it adds and updates files, and whatever a pod wrote under
+``/workspace`` (checkpoints, hostfiles, results, a file edited in the pod) survives, as it
+did in the ml-dev-env project this tool succeeds. ``delete=True`` (``mlenv sync --delete``)
+also removes pod files that are gone locally, but never the protected paths
+(:func:`~mlenv.cluster.treehash.protected`: top-level ``results/`` and ``checkpoints/``,
+dot-files and dot-directories, caches), and only after the copy succeeded. ``dry_run``
+lists what would change, per pod, and changes nothing.
+
+The plan and the check both come from a listing of the pod's tree (path → sha256,
+:data:`~mlenv.cluster.treehash.LIST_SCRIPT` run through exec), so the oc and kubectl
+clients behave the same and the fake cluster can model it faithfully.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from mlenv.cluster import treehash
 from mlenv.cluster.api import Cluster
@@ -25,57 +35,133 @@ Say = Callable[[str], None]
 
 
 class SyncMismatch(InfraError):
-    """After the copy, some pod's tree differs from the local one."""
+    """After the copy, some pod lacks a local file or holds a different version of it."""
+
+
+@dataclass
+class PodPlan:
+    """What a sync changes in one pod (relative paths)."""
+
+    pod: str
+    add: list[str] = field(default_factory=list)
+    update: list[str] = field(default_factory=list)
+    delete: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)  # in the pod only, left alone
+
+    def summary(self) -> str:
+        """``ml-dev-env-0: 2 added, 1 updated, 0 deleted, 3 kept``."""
+        return (f"{self.pod}: {len(self.add)} added, {len(self.update)} updated, "
+                f"{len(self.delete)} deleted, {len(self.kept)} kept (only in the pod)")
 
 
 @dataclass
 class SyncReport:
-    """Which pods were copied to and which were verified."""
+    """Which pods were copied to and verified, and what changed in each."""
 
     copied: list[str]
     verified: list[str]
     digest: str
+    plans: list[PodPlan] = field(default_factory=list)
+    dry_run: bool = False
+
+
+def _listing(client: Cluster, cfg: ClusterConfig, pod: str,
+             timeout: float | None) -> dict[str, str]:
+    res = client.exec(pod, cfg.namespace, ["python3", "-c", treehash.LIST_SCRIPT, REMOTE_DIR],
+                      timeout=timeout)
+    try:
+        data = json.loads(res.stdout or "{}")
+    except json.JSONDecodeError:
+        raise InfraError(f"{pod}: the tree listing printed no JSON: "
+                         f"{res.stdout.strip()[:200]!r}") from None
+    if not isinstance(data, dict):
+        raise InfraError(f"{pod}: the tree listing is not a mapping")
+    return {str(k): str(v) for k, v in data.items()}
+
+
+def plan_pod(pod: str, local: dict[str, str], remote: dict[str, str], *,
+             delete: bool) -> PodPlan:
+    """Compare local and pod listings (path → sha256) into a :class:`PodPlan`."""
+    out = PodPlan(pod)
+    for rel in sorted(local):
+        if rel not in remote:
+            out.add.append(rel)
+        elif remote[rel] != local[rel]:
+            out.update.append(rel)
+    for rel in sorted(set(remote) - set(local)):
+        if treehash.excluded(rel):
+            continue  # never synced, never compared (results/, caches)
+        if delete and not treehash.protected(rel):
+            out.delete.append(rel)
+        else:
+            out.kept.append(rel)
+    return out
 
 
 def sync(cfg: ClusterConfig, client: Cluster, local_dir: str, *, workers: int = 8,
-         timeout: float | None = None, say: Say = lambda _m: None) -> SyncReport:
-    """Copy ``local_dir`` to every Running worker pod and verify the checksums.
+         timeout: float | None = None, delete: bool = False, dry_run: bool = False,
+         say: Say = lambda _m: None) -> SyncReport:
+    """Copy ``local_dir`` to every Running worker pod and verify every file arrived.
 
-    ``timeout`` bounds each rsync and checksum exec (None: the client's default);
-    raises ExecTimeout, SyncMismatch, or InfraError when no pod runs.
+    ``delete`` removes pod files gone locally (protected paths never); ``dry_run`` only
+    plans and says what would change. ``timeout`` bounds each copy and exec (None: the
+    client's default); raises ExecTimeout, SyncMismatch, or InfraError when no pod runs.
     """
     if not os.path.isdir(local_dir):
         raise InputError(f"{local_dir}: not a directory (expected the workspace/ tree)")
     pods = [p for p in worker_pods(cfg, client) if p.phase == "Running"]
     if not pods:
         raise InfraError(f"no running pods of {cfg.name} in {cfg.namespace}: deploy first")
-    targets = pods[:1] if cfg.storage.mode == "rwx" else pods
-    excl = list(treehash.RSYNC_EXCLUDES)
+    targets = [p.name for p in (pods[:1] if cfg.storage.mode == "rwx" else pods)]
+    files = treehash.local_files(local_dir)
+    local = treehash.sha256_files(files)
+    want = treehash.digest_files(files)
+    pool_size = max(1, min(workers, len(pods)))
 
-    def copy(pod: str) -> str:
-        client.rsync(local_dir, pod, cfg.namespace, REMOTE_DIR, delete=True, exclude=excl,
-                     timeout=timeout)
-        return pod
+    def plan(pod: str) -> PodPlan:
+        return plan_pod(pod, local, _listing(client, cfg, pod, timeout), delete=delete)
 
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(targets)))) as pool:
-        copied = list(pool.map(copy, [p.name for p in targets]))
-    say(f"copied {local_dir} to {', '.join(copied)}" +
-        (" (shared rwx volume)" if cfg.storage.mode == "rwx" else ""))
-    want = treehash.digest_files(treehash.local_files(local_dir))
+    with ThreadPoolExecutor(max_workers=pool_size) as pool:
+        plans = list(pool.map(plan, targets))
+    shared = " (shared rwx volume)" if cfg.storage.mode == "rwx" else ""
+    if dry_run:
+        for pl in plans:
+            say(f"dry run: {pl.summary()}{shared}")
+            for mark, paths in (("+", pl.add), ("~", pl.update), ("-", pl.delete)):
+                for rel in paths:
+                    say(f"  {mark} {rel}")
+        return SyncReport([], [], want, plans, dry_run=True)
 
-    def check(pod: str) -> tuple[str, str]:
-        res = client.exec(pod, cfg.namespace, ["python3", "-c", treehash.SCRIPT, REMOTE_DIR],
-                          timeout=timeout)
-        return pod, res.stdout.strip()
+    def copy(pl: PodPlan) -> str:
+        if pl.add or pl.update:
+            client.rsync(local_dir, pl.pod, cfg.namespace, REMOTE_DIR,
+                         exclude=list(treehash.RSYNC_EXCLUDES), timeout=timeout)
+        # delete only after the copy succeeded: a failed copy must not leave fewer files
+        if pl.delete:
+            client.exec(pl.pod, cfg.namespace,
+                        ["python3", "-c", treehash.REMOVE_SCRIPT, REMOTE_DIR],
+                        stdin=json.dumps(pl.delete), timeout=timeout)
+        return pl.pod
 
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(pods)))) as pool:
+    with ThreadPoolExecutor(max_workers=pool_size) as pool:
+        copied = list(pool.map(copy, plans))
+    for pl in plans:
+        say(pl.summary() + shared)
+
+    def check(pod: str) -> tuple[str, list[str]]:
+        remote = _listing(client, cfg, pod, timeout)
+        return pod, [rel for rel, h in sorted(local.items()) if remote.get(rel) != h]
+
+    with ThreadPoolExecutor(max_workers=pool_size) as pool:
         got = list(pool.map(check, [p.name for p in pods]))
-    bad = [f"{pod}: {d or 'no output'}" for pod, d in got if d != want]
+    bad = [f"{pod}: {len(missing)} file(s) missing or different: {', '.join(missing[:5])}"
+           + (" …" if len(missing) > 5 else "") for pod, missing in got if missing]
     if bad:
-        raise SyncMismatch(f"workspace differs after sync (local {want}):\n"
+        raise SyncMismatch(f"workspace incomplete after sync (local {want}):\n"
                            + "\n".join(f"  - {b}" for b in bad))
-    say(f"verified {len(got)} pod(s): {want.split()[0]} files, sha256 {want.split()[1][:16]}…")
-    return SyncReport(copied, [p for p, _ in got], want)
+    say(f"verified {len(got)} pod(s): all {want.split()[0]} local files present "
+        f"(sha256 {want.split()[1][:16]}…)")
+    return SyncReport(copied, [p for p, _ in got], want, plans)
 
 
 def tree_mtimes(root: str) -> dict[str, tuple[int, int]]:
@@ -96,7 +182,8 @@ def tree_mtimes(root: str) -> dict[str, tuple[int, int]]:
 
 def watch(cfg: ClusterConfig, client: Cluster, local_dir: str, *, interval: float = 1.0,
           max_rounds: int | None = None, sleep: Callable[[float], None] | None = None,
-          timeout: float | None = None, say: Say = lambda _m: None) -> int:
+          timeout: float | None = None, delete: bool = False,
+          say: Say = lambda _m: None) -> int:
     """Re-sync whenever the tree changes; returns the number of syncs (Ctrl-C stops it).
 
     ``sleep`` is injectable so a test can change the tree between polls without waiting.
@@ -110,7 +197,7 @@ def watch(cfg: ClusterConfig, client: Cluster, local_dir: str, *, interval: floa
     while max_rounds is None or rounds < max_rounds:
         now = tree_mtimes(local_dir)
         if now != last:
-            sync(cfg, client, local_dir, timeout=timeout, say=say)
+            sync(cfg, client, local_dir, timeout=timeout, delete=delete, say=say)
             syncs += 1
             last = now
         rounds += 1

@@ -1,9 +1,11 @@
-"""The tree checksum ``sync`` compares across pods.
+"""The tree listings and checksums ``sync`` plans and verifies with.
 
-``SCRIPT`` runs inside each pod (``python3 -c SCRIPT ROOT``) and prints one hex
-digest; :func:`digest_files` computes the same digest from an in-memory mapping (the
-fake's pod filesystem, or a local tree read by :func:`local_files`). A unit test runs
-the real script over a real directory and checks the two agree.
+``LIST_SCRIPT`` runs inside each pod (``python3 -c LIST_SCRIPT ROOT``) and prints path →
+sha256 of every file; ``sync`` compares it with :func:`local_files` to plan additions,
+updates and (only with ``--delete``) removals, and again afterwards to verify that every
+local file arrived. ``SCRIPT`` prints one digest over a tree (:func:`digest_files`
+computes the same from memory). Unit tests run the real scripts over real directories
+and check they agree with the in-memory functions the fake cluster uses.
 """
 
 from __future__ import annotations
@@ -70,3 +72,59 @@ def local_files(root: str) -> dict[str, bytes]:
             with open(p, "rb") as fh:
                 out[rel] = fh.read()
     return out
+
+
+# ``sync`` plans from a listing of the pod's tree, the same way for oc and kubectl: the
+# copy adds and updates only, and a deletion (``sync --delete``) is an explicit list of
+# paths, computed here where the protection rules live, never a mirror of the local tree.
+LIST_SCRIPT = r"""
+import hashlib, json, os, sys
+root = sys.argv[1]
+out = {}
+for d, dirs, files in os.walk(root):
+    dirs[:] = sorted(x for x in dirs if x not in ("__pycache__", ".git"))
+    for f in files:
+        p = os.path.join(d, f)
+        if os.path.islink(p) or not os.path.isfile(p):
+            continue
+        h = hashlib.sha256()
+        with open(p, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        out[os.path.relpath(p, root).replace(os.sep, "/")] = h.hexdigest()
+json.dump(out, sys.stdout, sort_keys=True)
+"""
+
+# Removes exactly the relative paths on stdin (a JSON list) under ROOT, refusing any path
+# that is absolute or climbs out; prints how many went. Nothing else is touched.
+REMOVE_SCRIPT = r"""
+import json, os, sys
+root = os.path.realpath(sys.argv[1]); n = 0
+for rel in json.load(sys.stdin):
+    p = os.path.realpath(os.path.join(root, rel))
+    if rel.startswith("/") or not p.startswith(root + os.sep):
+        continue
+    try:
+        os.remove(p); n += 1
+    except FileNotFoundError:
+        pass
+print(n)
+"""
+
+# What `sync --delete` never deletes in a pod, whatever the local tree says: run output
+# and checkpoints at the top of the tree, dot-files and dot-directories at any depth
+# (editor state, .cache, .deepspeed_env, ssh material), and caches.
+PROTECTED_TOP = ("results", "checkpoints")
+
+
+def protected(rel: str) -> bool:
+    """True for pod paths ``sync --delete`` must leave alone (see :data:`PROTECTED_TOP`)."""
+    parts = rel.split("/")
+    if len(parts) > 1 and parts[0] in PROTECTED_TOP:
+        return True
+    return any(p.startswith(".") or p == "__pycache__" for p in parts)
+
+
+def sha256_files(files: Mapping[str, bytes]) -> dict[str, str]:
+    """Relative path → sha256 hex, as ``LIST_SCRIPT`` prints it."""
+    return {rel: hashlib.sha256(data).hexdigest() for rel, data in files.items()}

@@ -51,7 +51,7 @@ import json, os, sys, time
 argv = sys.argv[1:]
 # read stdin only where the real tool would (apply -f -, exec -i): an inherited terminal
 # or pipe must not block the fake
-stdin = sys.stdin.read() if ("-" in argv or "-i" in argv) and sys.stdin else ""
+stdin = sys.stdin.read() if ("--filename=-" in argv or "-i" in argv) and sys.stdin else ""
 with open(os.environ["FAKEBIN_LOG"], "a", encoding="utf-8") as fh:
     fh.write(json.dumps({"tool": os.path.basename(sys.argv[0]), "argv": argv, "stdin": stdin}) + "\n")
 with open(os.environ["FAKEBIN_RESPONSES"], encoding="utf-8") as fh:

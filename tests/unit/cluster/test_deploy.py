@@ -99,7 +99,7 @@ def test_teardown_only_touches_this_instance(barcelona, local_cfg, fake_for) -> 
     assert fake.list("PersistentVolumeClaim", ns) == []
 
 
-def test_sync_fans_out_honours_deletions_and_verifies(barcelona, tmp_path, fake_for) -> None:
+def test_sync_fans_out_keeps_pod_files_and_verifies(barcelona, tmp_path, fake_for) -> None:
     fake = fake_for(barcelona)
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     ws = tmp_path / "ws"
@@ -112,13 +112,58 @@ def test_sync_fans_out_honours_deletions_and_verifies(barcelona, tmp_path, fake_
     (ws / "a.py").unlink()
     sync(barcelona, fake, str(ws))
     files = fake.pod_files("ml-dev-env-1", barcelona.namespace, "/workspace")
-    assert "a.py" not in files and files["results/r1/x"] == b"keep"
+    # i10: a plain sync never deletes (upstream's sync did not): a.py stays in the pod
+    assert files["a.py"] == b"print(1)\n" and files["results/r1/x"] == b"keep"
     fake.write_pod_file("ml-dev-env-0", barcelona.namespace, "/workspace/stray", b"x")
+    (ws / "sub" / "b.json").write_text('{"changed": 1}')
     fake.calls.clear()
-    with pytest.raises(SyncMismatch, match="ml-dev-env-0"):
-        # a pod whose copy goes wrong is caught by the checksum, not trusted
+    with pytest.raises(SyncMismatch, match="ml-dev-env-0.*sub/b.json"):
+        # a pod whose copy goes wrong is caught by the check, not trusted
         fake.rsync_failures = ["ml-dev-env-0"]
         sync(barcelona, fake, str(ws))
+
+
+def test_i10_2_sync_delete_spares_results_checkpoints_and_dotfiles(barcelona, tmp_path,
+                                                                    fake_for) -> None:
+    fake = fake_for(barcelona)
+    deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
+    ns, pod = barcelona.namespace, "ml-dev-env-0"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.py").write_text("a")
+    (ws / "gone.py").write_text("g")
+    sync(barcelona, fake, str(ws))
+    for path in ("results/r/x.json", "checkpoints/step1.pt", ".cache/z", "sub/.hostfile",
+                 "old/stale.py"):
+        fake.write_pod_file(pod, ns, f"/workspace/{path}", b"pod")
+    (ws / "gone.py").unlink()
+    rep = sync(barcelona, fake, str(ws), delete=True)
+    files = fake.pod_files(pod, ns, "/workspace")
+    assert "gone.py" not in files and "old/stale.py" not in files
+    for kept in ("results/r/x.json", "checkpoints/step1.pt", ".cache/z", "sub/.hostfile", "a.py"):
+        assert kept in files, kept
+    plan = rep.plans[0]
+    assert plan.delete == ["gone.py", "old/stale.py"]
+    assert {"checkpoints/step1.pt", ".cache/z", "sub/.hostfile"} <= set(plan.kept)
+
+
+def test_i10_2_sync_dry_run_lists_and_changes_nothing(barcelona, tmp_path, fake_for) -> None:
+    fake = fake_for(barcelona)
+    deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
+    ns, pod = barcelona.namespace, "ml-dev-env-0"
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.py").write_text("a")
+    sync(barcelona, fake, str(ws))
+    (ws / "a.py").write_text("a2")
+    (ws / "new.py").write_text("n")
+    fake.write_pod_file(pod, ns, "/workspace/pod-only.txt", b"p")
+    before = fake.pod_files(pod, ns, "/workspace")
+    said: list[str] = []
+    rep = sync(barcelona, fake, str(ws), delete=True, dry_run=True, say=said.append)
+    assert fake.pod_files(pod, ns, "/workspace") == before
+    assert rep.dry_run and rep.copied == []
+    assert "  + new.py" in said and "  ~ a.py" in said and "  - pod-only.txt" in said
 
 
 def test_in_pod_tree_script_matches_local_digest(tmp_path) -> None:

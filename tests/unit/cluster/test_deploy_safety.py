@@ -254,7 +254,8 @@ def test_rwx_copies_once_and_checks_every_pod(fake_for, tmp_path) -> None:
     fake.calls.clear()
     rep = sync(cfg, fake, str(ws))
     assert [c[:2] for c in fake.calls if c[0] == "rsync"] == [["rsync", "ml-dev-env-0"]]
-    checks = [c[1] for c in fake.calls if c[0] == "exec"]
+    # one listing to plan the copy (pod-0 holds the shared volume), then one check per pod
+    checks = [c[1] for c in fake.calls if c[0] == "exec"][1:]
     assert checks == [f"ml-dev-env-{i}" for i in range(cfg.gpus.default_nodes)]
     assert rep.copied == ["ml-dev-env-0"] and rep.verified == checks
 

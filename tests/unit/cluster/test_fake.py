@@ -205,10 +205,8 @@ def test_rsync_follows_rsync_exclude_rules(fake: FakeCluster, tmp_path) -> None:
     fake.rsync(str(tmp_path), "ml-dev-env-0", "ns", "/workspace",
                exclude=["/results", "__pycache__"])
     files = set(fake.pod_files("ml-dev-env-0", "ns", "/workspace"))
-    # /results: only the top-level one is skipped (and protected from --delete)
-    assert files == {"a.py", "x/results/deep.json", "results/run/keep"}
-    fake.rsync(str(tmp_path), "ml-dev-env-0", "ns", "/workspace", exclude=["results"])
-    assert "x/results/deep.json" in fake.pod_files("ml-dev-env-0", "ns", "/workspace")  # protected
+    # /results: only the top-level one is skipped; the copy deletes nothing (stale.py stays)
+    assert files == {"a.py", "x/results/deep.json", "results/run/keep", "stale.py"}
     fake.volumes.clear()
     fake.rsync(str(tmp_path), "ml-dev-env-0", "ns", "/workspace", exclude=["results"])
     assert "x/results/deep.json" not in fake.pod_files("ml-dev-env-0", "ns", "/workspace")

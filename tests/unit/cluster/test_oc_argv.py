@@ -10,7 +10,7 @@ import pytest
 
 from mlenv.cluster import treehash
 from mlenv.cluster.api import ExecTimeout, Forbidden
-from mlenv.cluster.oc import _PRUNE, OcCluster
+from mlenv.cluster.oc import OcCluster
 
 NS = "team-a"
 CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}}
@@ -49,7 +49,7 @@ def test_exec_with_stdin_and_the_verbs_that_stream(oc, fake_bin) -> None:  # typ
     assert rec[0]["argv"] == ["exec", f"--namespace={NS}", "-i", "p", "--", "sh", "-c", "cat"]
     assert rec[0]["stdin"] == "data"
     assert rec[1]["argv"] == ["-n", NS, "exec", "p", "--", "python", "-m", "mlenv.pod", "launch"]
-    assert rec[2]["argv"] == ["-n", NS, "logs", "-f", "p"]
+    assert rec[2]["argv"] == ["-n", NS, "logs", "-f", "--", "p"]
 
 
 def test_apply_is_server_side_with_the_field_manager(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
@@ -57,10 +57,10 @@ def test_apply_is_server_side_with_the_field_manager(oc, fake_bin) -> None:  # t
                       {"match": ["apply"], "stdout": live_cm("1", rv="1")}])
     assert oc.apply(CM, NS).action == "created"
     get, apply = fake_bin.records()
-    assert get["argv"] == ["get", f"--namespace={NS}", "ConfigMap", "c", "-o", "json",
-                           "--ignore-not-found", "--request-timeout=30s"]
+    assert get["argv"] == ["get", f"--namespace={NS}", "--output=json", "--ignore-not-found",
+                           "--request-timeout=30s", "--", "ConfigMap", "c"]
     assert apply["argv"] == ["apply", f"--namespace={NS}", "--server-side",
-                             "--field-manager=mlenv", "-o", "json", "-f", "-",
+                             "--field-manager=mlenv", "--output=json", "--filename=-",
                              "--request-timeout=30s"]
     assert json.loads(str(apply["stdin"])) == CM
 
@@ -69,9 +69,9 @@ def test_apply_cluster_scoped_has_no_namespace_and_flags_pass_through(oc, fake_b
     scc = {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints",
            "metadata": {"name": "s"}}
     oc.apply(scc, None, field_manager="other", force_conflicts=True, dry_run=True)
-    assert fake_bin.calls()[-1] == ["apply", "--server-side", "--field-manager=other", "-o",
-                                    "json", "-f", "-", "--force-conflicts", "--dry-run=server",
-                                    "--request-timeout=30s"]
+    assert fake_bin.calls()[-1] == ["apply", "--server-side", "--field-manager=other",
+                                    "--output=json", "--filename=-", "--force-conflicts",
+                                    "--dry-run=server", "--request-timeout=30s"]
 
 
 def test_dry_run_apply_compares_content_not_resource_version(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
@@ -103,14 +103,15 @@ def test_get_list_delete_logs_and_can_i(oc, fake_bin) -> None:  # type: ignore[n
     assert oc.can_i("use", "securitycontextconstraints/s", NS,
                     as_user="system:serviceaccount:team-a:sa") is False
     assert fake_bin.calls() == [
-        ["get", f"--namespace={NS}", "Pod", "-o", "json", "-l", "a=1,b=2", "--request-timeout=30s"],
-        ["delete", f"--namespace={NS}", "StatefulSet", "x", "--cascade=foreground",
-         "--ignore-not-found", "--wait=false", "-o", "name", "--request-timeout=30s"],
-        ["logs", f"--namespace={NS}", "p", "--request-timeout=30s"],
-        ["auth", f"--namespace={NS}", "can-i", "create", "routes.route.openshift.io",
-         "--request-timeout=30s"],
-        ["auth", f"--namespace={NS}", "can-i", "use", "securitycontextconstraints/s",
-         "--as=system:serviceaccount:team-a:sa", "--request-timeout=30s"],
+        ["get", f"--namespace={NS}", "--output=json", "--selector=a=1,b=2",
+         "--request-timeout=30s", "--", "Pod"],
+        ["delete", f"--namespace={NS}", "--cascade=foreground", "--ignore-not-found",
+         "--wait=false", "--output=name", "--request-timeout=30s", "--", "StatefulSet", "x"],
+        ["logs", f"--namespace={NS}", "--request-timeout=30s", "--", "p"],
+        ["auth", f"--namespace={NS}", "--request-timeout=30s", "--", "can-i", "create",
+         "routes.route.openshift.io"],
+        ["auth", f"--namespace={NS}", "--as=system:serviceaccount:team-a:sa",
+         "--request-timeout=30s", "--", "can-i", "use", "securitycontextconstraints/s"],
     ]
 
 
@@ -122,11 +123,12 @@ def test_can_i_as_a_service_account_says_when_impersonation_is_forbidden(oc, fak
         oc.can_i("use", "securitycontextconstraints/s", NS, as_user="system:serviceaccount:team-a:sa")
 
 
-def test_rsync_anchors_results_at_the_top(oc, fake_bin, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_rsync_anchors_results_at_the_top_and_never_deletes(oc, fake_bin, tmp_path) -> None:  # type: ignore[no-untyped-def]
     oc.rsync(str(tmp_path), "p", NS, "/workspace", exclude=treehash.RSYNC_EXCLUDES)
-    assert fake_bin.calls() == [["rsync", f"--namespace={NS}", f"{tmp_path}/", "p:/workspace",
-                                 "--no-perms", "--delete", "--exclude=/results",
-                                 "--exclude=__pycache__", "--exclude=.git"]]
+    # i10: no --delete, ever (sync deletes an explicit protected list, only when asked)
+    assert fake_bin.calls() == [["rsync", f"--namespace={NS}", "--no-perms",
+                                 "--exclude=/results", "--exclude=__pycache__",
+                                 "--exclude=.git", "--", f"{tmp_path}/", "p:/workspace"]]
 
 
 def test_exec_and_rsync_time_out_with_one_line(fake_bin, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -152,10 +154,9 @@ def test_kubectl_fallback_uses_the_same_namespace_order(fake_bin, tmp_path) -> N
     client.exec("p", NS, ["true"])
     client.rsync(str(tmp_path / "ws"), "p", NS, "/workspace")
     rec = fake_bin.records()
-    assert [r["tool"] for r in rec] == ["kubectl"] * 3
+    assert [r["tool"] for r in rec] == ["kubectl"] * 2
     assert rec[0]["argv"] == ["exec", f"--namespace={NS}", "p", "--", "true"]
-    assert rec[1]["argv"] == ["exec", f"--namespace={NS}", "-i", "p", "--", "python3", "-c",
-                              _PRUNE, "/workspace"]
-    assert json.loads(str(rec[1]["stdin"])) == ["a.py"]  # top-level results/ is never copied
-    assert rec[2]["argv"] == ["-n", NS, "exec", "-i", "p", "--", "tar", "-C", "/workspace",
-                              "-xf", "-"]
+    # no prune step before (or after) the copy: the kubectl path only adds and updates
+    assert rec[1]["argv"] == ["-n", NS, "exec", "-i", "p", "--", "tar", "-x", "-f", "-", "-C",
+                              "/workspace"]
+    assert "a.py" in str(rec[1]["stdin"]) and "r.json" not in str(rec[1]["stdin"])

@@ -1,0 +1,164 @@
+"""The one builder of argument lists that reach ``oc``/``kubectl`` (and later ssh/sbatch).
+
+No value from a config, a CLI argument or a file name may become an option or code. Two
+rules make that impossible rather than unlikely:
+
+1. Every name is validated for its kind before it is placed in an argv
+   (:func:`name`): Kubernetes names are DNS-1123 subdomains or labels, so nothing that
+   starts with ``-`` or holds a space, quote, ``$``, ``;`` or newline can pass.
+2. Positional names go after ``--`` (:func:`kube`), so even a name that slipped past (1)
+   is a name to ``kubectl``/``oc``, never a flag such as ``--kubeconfig=FILE`` (whose exec
+   plugin would run any command on the operator's machine).
+
+``exec`` is the one verb where ``--`` cannot protect the pod name: kubectl's first ``--``
+starts the container's command. There the pod name is validated (rule 1) and stands
+before the ``--`` (:func:`kube_exec`).
+
+Stdlib only: the pod runtime and the Slurm/hosts paths import it too.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+
+from mlenv.errors import InputError
+
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+# Resource words as `kubectl get` takes them: Kind, plural, kind.group, group/version forms.
+_RESOURCE = re.compile(r"[A-Za-z][A-Za-z0-9]*(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+                       r"(/[A-Za-z0-9][A-Za-z0-9.:-]*)?")
+# Label keys: optional DNS-subdomain prefix + "/" + name of [A-Za-z0-9._-], 63 at most.
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+# Service-account user names for `auth can-i --as=`.
+_SA_USER = re.compile(r"system:serviceaccount:[a-z0-9][-a-z0-9]*:[a-z0-9][-a-z0-9.]*")
+_VERB = re.compile(r"\*|[a-z]+(-[a-z]+)*")
+
+# Kinds whose names are DNS-1123 labels (63 chars); every other kind: subdomain (253).
+LABEL_KINDS = frozenset({"namespace", "service", "route", "statefulset", "container"})
+
+
+class UnsafeArgument(InputError):
+    """A value would not be a plain name on a command line (exit 2)."""
+
+
+def _show(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def name(kind: str, value: str) -> str:
+    """``value`` if it is a valid Kubernetes name for ``kind``; UnsafeArgument otherwise."""
+    k = kind.lower().rsplit(".", 1)[0] if "." in kind else kind.lower()
+    if not isinstance(value, str) or not value:
+        raise UnsafeArgument(f"{kind} name {_show(value)}: expected a non-empty name")
+    if k in LABEL_KINDS:
+        ok, rule, limit = _LABEL.fullmatch(value), "a DNS-1123 label", 63
+    else:
+        ok, rule, limit = _SUBDOMAIN.fullmatch(value), "a DNS-1123 subdomain", 253
+    if not ok or len(value) > limit:
+        raise UnsafeArgument(
+            f"{kind} name {_show(value)} is not {rule} (lower-case letters, digits, '-'"
+            f"{'' if k in LABEL_KINDS else ', ' + repr('.')}; at most {limit} characters; "
+            "starting and ending with a letter or digit): refused before it reaches a "
+            "command line")
+    return value
+
+
+def resource(word: str) -> str:
+    """A resource word (``StorageClass``, ``pods``, ``rolebindings.rbac.authorization.k8s.io``)."""
+    if not isinstance(word, str) or not _RESOURCE.fullmatch(word) or len(word) > 253:
+        raise UnsafeArgument(f"resource type {_show(word)} is not a Kubernetes resource name")
+    return word
+
+
+def verb(word: str) -> str:
+    """An RBAC verb for ``auth can-i`` (``get``, ``create``, ``use``, ``*``)."""
+    if not isinstance(word, str) or not _VERB.fullmatch(word) or len(word) > 63:
+        raise UnsafeArgument(f"RBAC verb {_show(word)} is not a plain verb")
+    return word
+
+
+def user(value: str) -> str:
+    """A service-account user for ``--as=`` (``system:serviceaccount:NS:NAME``)."""
+    if not isinstance(value, str) or not _SA_USER.fullmatch(value) or len(value) > 400:
+        raise UnsafeArgument(f"--as user {_show(value)} is not system:serviceaccount:NS:NAME")
+    return value
+
+
+def label_key(key: str) -> str:
+    """A label key: ``[prefix/]name`` by the Kubernetes rules."""
+    prefix, _, nm = key.rpartition("/") if isinstance(key, str) else ("", "", "")
+    if (not nm or len(nm) > 63 or not _LABEL_NAME.fullmatch(nm)
+            or (prefix and (len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)))):
+        raise UnsafeArgument(f"label key {_show(key)} is not [prefix/]name")
+    return key
+
+
+def label_value(value: str) -> str:
+    """A label value: empty, or up to 63 of ``[A-Za-z0-9._-]`` starting and ending alphanumeric."""
+    if not isinstance(value, str) or len(value) > 63 or (value and not _LABEL_NAME.fullmatch(value)):
+        raise UnsafeArgument(f"label value {_show(value)} is not a valid label value")
+    return value
+
+
+def selector(labels: Mapping[str, str]) -> str:
+    """``k=v,k2=v2`` for ``-l``, every key and value validated (sorted: stable argv)."""
+    return ",".join(f"{label_key(k)}={label_value(v)}" for k, v in sorted(labels.items()))
+
+
+def field_selector(pairs: Mapping[str, str]) -> str:
+    """``involvedObject.kind=Pod,…`` for ``--field-selector``; values are names or kinds."""
+    out = []
+    for k, v in sorted(pairs.items()):
+        if not re.fullmatch(r"[A-Za-z][A-Za-z0-9.]*", k):
+            raise UnsafeArgument(f"field selector key {_show(k)} is not a field path")
+        if not re.fullmatch(r"[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?", v):
+            raise UnsafeArgument(f"field selector value {_show(v)} is not a plain name")
+        out.append(f"{k}={v}")
+    return ",".join(out)
+
+
+def port_pair(local: int, remote: int) -> str:
+    """``LOCAL:REMOTE`` for port-forward, both real port numbers."""
+    for p in (local, remote):
+        if isinstance(p, bool) or not isinstance(p, int) or not 0 < p < 65536:
+            raise UnsafeArgument(f"port {_show(p)} is not a port number (1-65535)")
+    return f"{local}:{remote}"
+
+
+def abs_path(value: str, what: str = "path") -> str:
+    """An absolute POSIX path in a pod, without control characters or ``..`` segments."""
+    if (not isinstance(value, str) or not value.startswith("/") or "\x00" in value
+            or any(ord(c) < 32 or ord(c) == 127 for c in value)
+            or ".." in value.split("/")):
+        raise UnsafeArgument(f"{what} {_show(value)} is not an absolute path without '..' "
+                             "or control characters")
+    return value
+
+
+def options_before(args: Iterable[str]) -> list[str]:
+    """Options as given, checked to be options (``-x`` / ``--x[=v]``): the caller's own
+    constants, never user values, so a mistake here is a programming error."""
+    out = list(args)
+    for a in out:
+        if not a.startswith("-") or a == "--":
+            raise ValueError(f"not an option: {a!r} (positionals go after '--')")
+    return out
+
+
+def kube(verb_word: str, options: Sequence[str], positionals: Sequence[str] = ()) -> list[str]:
+    """``VERB OPTIONS… -- POSITIONALS…`` (the binary and any namespace come from the caller).
+
+    Options are the code's own constants (or built by the validators above); positionals
+    are validated names. ``--`` makes kubectl/oc read every positional as a name even if
+    a validator were ever loosened.
+    """
+    return [verb_word, *options_before(options), *(["--", *positionals] if positionals else [])]
+
+
+def kube_exec(pod: str, command: Sequence[str], options: Sequence[str] = ()) -> list[str]:
+    """``exec OPTIONS… POD -- COMMAND…``: kubectl's first ``--`` starts the command, so the
+    pod name stands before it, validated."""
+    return ["exec", *options_before(options), name("Pod", pod), "--", *command]

@@ -1,0 +1,169 @@
+"""i9.1: no name can become an option or code on the operator's machine.
+
+Every value in ``tests/data/hostile/argv-names.txt`` is pushed into every name position
+of every :class:`~mlenv.cluster.oc.OcCluster` method, with a fake ``oc`` (and ``kubectl``)
+on PATH that records each argv: each must be refused with :class:`UnsafeArgument`
+(exit 2) before any process starts. With valid names, every recorded argv has ``--``
+before its positional names (``exec``: the validated pod name before the command's ``--``).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from mlenv import argv
+from mlenv.argv import UnsafeArgument
+from mlenv.cluster.oc import OcCluster
+
+CORPUS = Path(__file__).resolve().parents[2] / "data" / "hostile" / "argv-names.txt"
+
+
+def hostile() -> list[str]:
+    out = []
+    for line in CORPUS.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#") or not line:
+            continue
+        out.append(ast.literal_eval('"' + line.replace('"', '\\"') + '"'))
+    return out
+
+
+HOSTILE = hostile()
+CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
+
+# Every method, with one hostile value placed in one name position at a time.
+Call = Callable[[OcCluster, str], object]
+CALLS: dict[str, Call] = {
+    "get.name": lambda c, v: c.get("StorageClass", v, None),
+    "get.kind": lambda c, v: c.get(v, "x", None),
+    "get.namespace": lambda c, v: c.get("Pod", "x", v),
+    "list.kind": lambda c, v: c.list(v, "ns"),
+    "list.selector_value": lambda c, v: c.list("Pod", "ns", {"app": v}),
+    "list.selector_key": lambda c, v: c.list("Pod", "ns", {v: "x"}),
+    "delete.name": lambda c, v: c.delete("PersistentVolumeClaim", v, "ns"),
+    "delete.namespace": lambda c, v: c.delete("Pod", "x", v),
+    "apply.name": lambda c, v: c.apply({**CM, "metadata": {"name": v}}, "ns"),
+    "apply.namespace": lambda c, v: c.apply(CM, v),
+    "events.name": lambda c, v: c.events("ns", "Pod", v),
+    "can_i.verb": lambda c, v: c.can_i(v, "pods", "ns"),
+    "can_i.resource_name": lambda c, v: c.can_i("use", f"securitycontextconstraints/{v}", "ns"),
+    "can_i.as": lambda c, v: c.can_i("use", "pods", "ns", as_user=v),
+    "exec.pod": lambda c, v: c.exec(v, "ns", ["true"]),
+    "exec.namespace": lambda c, v: c.exec("p", v, ["true"]),
+    "exec_stream.pod": lambda c, v: c.exec_stream(v, "ns", ["true"], lambda _l: None),
+    "logs.pod": lambda c, v: c.logs(v, "ns"),
+    "logs_follow.pod": lambda c, v: c.logs(v, "ns", follow=True),
+    "interactive.pod": lambda c, v: c.interactive(v, "ns", ["bash"]),
+    "port_forward.pod": lambda c, v: c.port_forward(v, "ns", [(8080, 8080)]),
+    "start_build.name": lambda c, v: c.start_build(v, "ns", lambda _l: None),
+    "rsync.pod": lambda c, v: c.rsync("/nonexistent-dir", v, "ns", "/workspace"),
+    "rsync.remote": lambda c, v: c.rsync("/nonexistent-dir", "p", "ns", v),
+}
+
+
+# Values from the corpus that are legitimate in one position (RBAC's "*" verb, a Kind or
+# group/version resource word, label values with dots and capitals): they still reach the
+# command line only after `--` or inside `--selector=`, never as an option of their own.
+LEGIT = {
+    "can_i.verb": {"*"},
+    "get.kind": {"UPPER", "a/b"},
+    "list.kind": {"UPPER", "a/b"},
+    "list.selector_value": {"UPPER", "a_b", "a..b", ""},
+    "list.selector_key": {"UPPER", "a_b", "a..b", "a/b"},
+}
+
+
+@pytest.mark.parametrize("tool", ["oc", "kubectl"])
+@pytest.mark.parametrize("site", sorted(CALLS))
+def test_i9_1_every_call_site_refuses_every_hostile_name(site: str, tool: str, fake_bin,  # type: ignore[no-untyped-def]
+                                                         tmp_path) -> None:
+    fake_bin.install(tool)
+    client = OcCluster()
+    for value in HOSTILE:
+        if site == "rsync.remote" and value.startswith("/"):
+            continue  # an absolute path is a valid remote dir; '..'/control chars are not
+        if value in LEGIT.get(site, ()):
+            continue
+        with pytest.raises(UnsafeArgument) as e:
+            CALLS[site](client, value)
+        assert e.value.exit_code == 2
+    assert fake_bin.calls() == [], f"{site}: a process started for a hostile name"
+    assert not Path("/tmp/mlenv-pwned").exists()
+
+
+def test_i9_1_storage_class_option_shaped_name_never_becomes_an_option(fake_bin) -> None:  # type: ignore[no-untyped-def]
+    # the audit's case: `get StorageClass --kubeconfig=FILE` loaded FILE's exec plugin
+    fake_bin.install("oc")
+    client = OcCluster()
+    with pytest.raises(UnsafeArgument, match="StorageClass name '--kubeconfig=/tmp/k'"):
+        client.get("StorageClass", "--kubeconfig=/tmp/k", None)
+    assert fake_bin.calls() == []
+    client.get("StorageClass", "fast-rwx", None)
+    assert fake_bin.calls() == [["get", "--output=json", "--ignore-not-found",
+                                 "--request-timeout=30s", "--", "StorageClass", "fast-rwx"]]
+
+
+def _positionals_after_dashdash(call: list[str]) -> bool:
+    if "--" not in call:
+        return all(a.startswith("-") for a in call[1:])  # options only (apply -f -, whoami)
+    head = call[:call.index("--")]
+    if call[0] == "exec" or (call[0].startswith("-") and "exec" in head):
+        return True  # exec POD -- CMD: the pod name is validated, checked below
+    return all(a.startswith("-") for a in head[1:] if a not in ("exec",))
+
+
+def test_i9_1_valid_names_put_double_dash_before_positionals(fake_bin, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    fake_bin.install("oc")
+    c = OcCluster()
+    (tmp_path / "ws").mkdir()
+    c.get("StorageClass", "fast", None)
+    c.list("Pod", "ns", {"app.kubernetes.io/instance": "a"})
+    c.delete("Pod", "p", "ns")
+    c.apply(CM, "ns")
+    c.events("ns", "Pod", "p")
+    c.can_i("use", "securitycontextconstraints/s", "ns", as_user="system:serviceaccount:ns:sa")
+    c.exec("p", "ns", ["--not-an-oc-flag"])
+    c.exec_stream("p", "ns", ["true"], lambda _l: None)
+    c.logs("p", "ns")
+    c.logs("p", "ns", follow=True)
+    c.port_forward("p", "ns", [(1, 2)])
+    c.start_build("b", "ns", lambda _l: None)
+    c.rsync(str(tmp_path / "ws"), "p", "ns", "/workspace")
+    calls = fake_bin.calls()
+    assert len(calls) == 14  # apply = get + apply
+    for call in calls:
+        words = [w for w in call if not w.startswith("--namespace=")]
+        if words[:2] == ["-n", "ns"]:
+            words = words[2:]
+        assert _positionals_after_dashdash(words), call
+    execs = [c for c in calls if "exec" in c]
+    # the container command keeps its own flags: they follow the pod name and `--`
+    assert execs[0][-3:] == ["p", "--", "--not-an-oc-flag"]
+
+
+@pytest.mark.parametrize("kind,value,ok", [
+    ("Namespace", "team-a", True), ("Namespace", "a.b", False),  # labels have no dots
+    ("Service", "x" * 63, True), ("Service", "x" * 64, False),
+    ("PersistentVolumeClaim", "a.b-c", True), ("Pod", "a" * 253, True), ("Pod", "a" * 254, False),
+    ("StorageClass", "gp3-csi", True), ("StorageClass", "--dry-run=none", False),
+])
+def test_i9_1_names_follow_the_rules_of_their_kind(kind: str, value: str, ok: bool) -> None:
+    if ok:
+        assert argv.name(kind, value) == value
+    else:
+        with pytest.raises(UnsafeArgument, match=kind):
+            argv.name(kind, value)
+
+
+def test_i9_1_builders_reject_programming_mistakes() -> None:
+    # options are the code's own constants: a bare word among them is a bug, caught loudly
+    with pytest.raises(ValueError, match="positionals go after"):
+        argv.kube("get", ["--output=json", "pods"], [])
+    assert argv.kube("get", ["--output=json"], ["pods"]) == ["get", "--output=json", "--", "pods"]
+    with pytest.raises(UnsafeArgument):
+        argv.port_pair(0, 80)
+    with pytest.raises(UnsafeArgument):
+        argv.selector({"app": "a,b=c"})

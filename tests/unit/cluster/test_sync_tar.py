@@ -1,0 +1,106 @@
+"""i9.2: the kubectl path's tar stream, against a faithful stand-in for the pod.
+
+The fake ``kubectl`` on PATH runs what a pod would: ``exec … -- tar -x -f - -C /workspace``
+is a real GNU tar extracting into a folder that plays the pod's /workspace, and
+``exec … -- python3 -c SCRIPT /workspace`` runs the real script over that folder. So the
+file names travel exactly as they would: through our local tar, the stream, and tar in
+the pod.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mlenv.cluster import treehash
+from mlenv.cluster.oc import OcCluster
+
+POD_KUBECTL = r'''
+import os, subprocess, sys
+argv = sys.argv[1:]
+root = os.environ["FAKE_POD_ROOT"]
+cmd = argv[argv.index("--") + 1:]
+cmd = [a.replace("/workspace", root + "/workspace") for a in cmd]
+with open(os.environ["FAKE_POD_LOG"], "a") as fh:
+    fh.write(repr(argv[:argv.index("--")]) + "\n")
+if cmd and cmd[0] == "python3":
+    cmd[0] = sys.executable
+sys.exit(subprocess.call(cmd, cwd=root))
+'''
+
+
+@pytest.fixture
+def pod(tmp_path, monkeypatch) -> Path:  # type: ignore[no-untyped-def]
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "kubectl"
+    exe.write_text(f"#!{sys.executable}\n{POD_KUBECTL}")
+    exe.chmod(0o755)
+    root = tmp_path / "pod"
+    (root / "workspace").mkdir(parents=True)
+    monkeypatch.setenv("PATH", f"{bindir}:/usr/bin:/bin")
+    monkeypatch.setenv("FAKE_POD_ROOT", str(root))
+    monkeypatch.setenv("FAKE_POD_LOG", str(tmp_path / "log"))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    return root / "workspace"
+
+
+def test_i9_2_option_shaped_file_names_are_files_not_tar_options(pod, tmp_path,  # type: ignore[no-untyped-def]
+                                                                 monkeypatch) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    monkeypatch.chdir(ws)  # where a hijacked local tar would run its --checkpoint-action
+    evil = ["--checkpoint=1", "--checkpoint-action=exec=touch PWNED",
+            "--to-command=touch PWNED2", "-T", "--use-compress-program=touch PWNED3"]
+    for name in evil:
+        (ws / name).write_text(name)
+    (ws / "sub").mkdir()
+    (ws / "sub" / "--files-from=x").write_text("y")
+    client = OcCluster()
+    assert not client.is_oc
+    client.rsync(str(ws), "ml-dev-env-0", "ns", "/workspace")
+    for name in evil:
+        assert (pod / name).read_text() == name
+    assert (pod / "sub" / "--files-from=x").read_text() == "y"
+    pwned = [p for p in tmp_path.rglob("PWNED*")]
+    assert pwned == [], f"a file name ran a command: {pwned}"
+
+
+def test_i9_2_thirty_thousand_files_do_not_overflow_the_argument_list(pod, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    ws = tmp_path / "ws"
+    n = 0
+    for d in range(150):
+        sub = ws / f"dir-{d:03d}-with-a-long-enough-name-to-fill-argv"
+        sub.mkdir(parents=True)
+        for f in range(200):
+            (sub / f"file-{f:03d}-also-with-a-long-name.txt").write_bytes(b"x")
+            n += 1
+    assert n == 30_000
+    OcCluster().rsync(str(ws), "ml-dev-env-0", "ns", "/workspace")
+    got = sum(len(files) for _d, _s, files in os.walk(pod))
+    assert got == n
+
+
+def test_i10_2_list_and_remove_scripts_agree_with_the_planner(tmp_path) -> None:
+    root = tmp_path / "w"
+    for rel in ("a.py", "results/r.json", ".cache/x", "sub/b.txt", "__pycache__/c.pyc"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(rel.encode())
+    out = subprocess.run([sys.executable, "-c", treehash.LIST_SCRIPT, str(root)],
+                         capture_output=True, text=True, check=True).stdout
+    listing = json.loads(out)
+    assert "__pycache__/c.pyc" not in listing
+    files = {rel: rel.encode() for rel in ("a.py", "results/r.json", ".cache/x", "sub/b.txt")}
+    assert listing == treehash.sha256_files(files)
+    # the remover takes exactly its list, and nothing that climbs out of the root
+    (tmp_path / "outside").write_text("keep")
+    rm = subprocess.run([sys.executable, "-c", treehash.REMOVE_SCRIPT, str(root)],
+                        input=json.dumps(["sub/b.txt", "../outside", "/etc/passwd"]),
+                        capture_output=True, text=True, check=True)
+    assert rm.stdout.strip() == "1"
+    assert not (root / "sub" / "b.txt").exists() and (tmp_path / "outside").exists()
