@@ -268,7 +268,7 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
             api=c.get("api", ""),
             description=c.get("description", ""),
         ),
-        gpu_nodes=tuple(_d(data, "nodes").get("gpu_nodes", ())),
+        gpu_nodes=tuple(_d(data, "nodes").get("gpu_nodes") or ()),
         storage=Storage(
             mode=storage.get("mode", sd.mode),
             class_rwx=storage.get("class_rwx", sd.class_rwx),
@@ -283,11 +283,11 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
             interfaces=_strs(rdma.get("interfaces", [])),
             gid_index=int(rdma.get("gid_index", rd.gid_index)),
             gdr_level=int(rdma.get("gdr_level", rd.gdr_level)),
-            cross_nic=rdma.get("cross_nic", rd.cross_nic),
-            ib_timeout=rdma.get("ib_timeout", rd.ib_timeout),
-            min_nchannels=rdma.get("min_nchannels", rd.min_nchannels),
+            cross_nic=int(rdma.get("cross_nic", rd.cross_nic)),
+            ib_timeout=int(rdma.get("ib_timeout", rd.ib_timeout)),
+            min_nchannels=int(rdma.get("min_nchannels", rd.min_nchannels)),
             resources=tuple(
-                ExtendedResource(name=k, count=v) for k, v in sorted(rdma.get("resources", {}).items())
+                ExtendedResource(name=k, count=int(v)) for k, v in sorted(rdma.get("resources", {}).items())
             ),
             networks=tuple(rdma.get("networks", ())),
             allow_tcp_fallback=rdma.get("allow_tcp_fallback", rd.allow_tcp_fallback),
@@ -299,9 +299,9 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
             ipc_lock=sec.get("ipc_lock", Security().ipc_lock),
         ),
         gpus=Gpus(
-            per_node=gpus.get("per_node", gd.per_node),
+            per_node=int(gpus.get("per_node", gd.per_node)),
             type=gpus.get("type", gd.type),
-            default_nodes=gpus.get("default_nodes", gd.default_nodes),
+            default_nodes=int(gpus.get("default_nodes", gd.default_nodes)),
         ),
         resources=Resources(requests=rl(_d(res, "requests")), limits=rl(_d(res, "limits"))),
         nccl=Nccl(
@@ -318,8 +318,8 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
             ),
         ),
         shm_size=data.get("shm_size", _default(Cluster, "shm_size")),
-        ssh_port=data.get("ssh_port", _default(Cluster, "ssh_port")),
-        master_port=data.get("master_port", _default(Cluster, "master_port")),
+        ssh_port=int(data.get("ssh_port", _default(Cluster, "ssh_port"))),
+        master_port=int(data.get("master_port", _default(Cluster, "master_port"))),
         dev_tools=DevTools(**{f.name: tools.get(f.name, f.default) for f in dataclasses.fields(DevTools)}),
         notes=data.get("notes", _default(Cluster, "notes")),
         source=source,

@@ -187,13 +187,27 @@ class _Rules:
         self.tcp()
         self.gpus()
         self.nccl_env()
-        ssh, master = self.data.get("ssh_port", _DEFAULT_PORTS["ssh_port"]), self.data.get(
-            "master_port", _DEFAULT_PORTS["master_port"]
-        )
-        if isinstance(ssh, int) and ssh == master and not isinstance(ssh, bool):
+        self.quoted_integers()
+        ssh, master = (_as_int(self.data.get(k, _DEFAULT_PORTS[k])) for k in ("ssh_port", "master_port"))
+        if ssh is not None and ssh == master:
             key = "master_port" if "master_port" in self.data else "ssh_port"
             self.err((key,), f"ssh_port and master_port are both {ssh}; they must differ")
         return self.out
+
+    def quoted_integers(self) -> None:
+        """The range of every quoted integer (``cross_nic: "1"``, as upstream ml-dev-env
+        writes every NCCL knob). The schema accepts ASCII digit strings for each integer
+        key and checks numbers' ranges; other strings are its pattern error."""
+        for path, lo, hi in _INT_KNOBS:
+            for where, v in _resolve(self.data, path):
+                if not (isinstance(v, str) and _DIGITS.fullmatch(v)):
+                    continue
+                want = f"from {lo} to {hi}" if hi is not None else f"of at least {lo}"
+                digits = v.lstrip("0") or "0"
+                if len(digits) > 6:  # never int() an arbitrarily long string
+                    self.err(where, f"expected an integer {want}, got a string of {len(v)} digits")
+                elif (lo is not None and int(digits) < lo) or (hi is not None and int(digits) > hi):
+                    self.err(where, f"expected an integer {want}, got string {v!r}")
 
     def resources(self) -> None:
         got: dict[str, dict[str, Decimal | None]] = {}
@@ -220,15 +234,6 @@ class _Rules:
             self._names((*base, "devices"), raw_devices, devices, _HCA, "device", "an HCA name like mlx5_6")
         if interfaces is not None:
             self._names((*base, "interfaces"), rdma.get("interfaces"), interfaces, _IFNAME, "interface", "at most 15 characters, no spaces or '/'")
-        for key, lo, hi in (("gid_index", 0, 255), ("gdr_level", 0, 5)):
-            v = rdma.get(key)
-            # Other strings are the schema's pattern error; here only the range of digit strings.
-            if isinstance(v, str) and _DIGITS.fullmatch(v):
-                digits = v.lstrip("0") or "0"
-                if len(digits) > 6:  # never int() an arbitrarily long string
-                    self.err((*base, key), f"expected an integer from {lo} to {hi}, got a string of {len(v)} digits")
-                elif not lo <= int(digits) <= hi:
-                    self.err((*base, key), f"expected an integer from {lo} to {hi}, got string {v!r}")
         nets = rdma.get("networks")
         if isinstance(nets, list):
             for i, n in enumerate(nets):
@@ -287,8 +292,8 @@ class _Rules:
 
     def gpus(self) -> None:
         nodes = _get(self.data, "nodes", "gpu_nodes")
-        default = _get(self.data, "gpus", "default_nodes")
-        if isinstance(nodes, list) and nodes and isinstance(default, int) and not isinstance(default, bool):
+        default = _as_int(_get(self.data, "gpus", "default_nodes"))
+        if isinstance(nodes, list) and nodes and default is not None:
             if default > len(nodes):
                 self.err(
                     ("gpus", "default_nodes"),
@@ -306,6 +311,53 @@ class _Rules:
                     f"{name} is set from {RESERVED_NCCL[name]}; set it there instead",
                     key=True,
                 )
+
+
+def _int_knobs() -> list[tuple[tuple[str, ...], int | None, int | None]]:
+    """(path, minimum, maximum) of every integer key in the schema ('*' = any map key)."""
+    from mlenv.config.schema import schema
+
+    out: list[tuple[tuple[str, ...], int | None, int | None]] = []
+
+    def walk(node: Any, path: tuple[str, ...]) -> None:
+        if not isinstance(node, dict):
+            return
+        t = node.get("type")
+        if t == "integer" or (isinstance(t, list) and "integer" in t):
+            out.append((path, node.get("minimum"), node.get("maximum")))
+        for k, v in (node.get("properties") or {}).items():
+            walk(v, (*path, k))
+        if isinstance(node.get("additionalProperties"), dict):
+            walk(node["additionalProperties"], (*path, "*"))
+
+    walk(schema(), ())
+    return out
+
+
+_INT_KNOBS = _int_knobs()
+
+
+def _resolve(data: Any, path: tuple[str, ...]) -> list[tuple[JsonPath, Any]]:
+    """The (location, value) pairs at ``path`` in ``data``; '*' walks every key of a map."""
+    found: list[tuple[JsonPath, Any]] = [((), data)]
+    for part in path:
+        nxt: list[tuple[JsonPath, Any]] = []
+        for where, node in found:
+            if not isinstance(node, dict):
+                continue
+            keys = list(node) if part == "*" else [part] if part in node else []
+            nxt.extend(((*where, k), node[k]) for k in keys)
+        found = nxt
+    return found
+
+
+def _as_int(v: Any) -> int | None:
+    """An int or an ASCII digit string (at most 6 digits) as int; None otherwise."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str) and _DIGITS.fullmatch(v) and len(v) <= 6:
+        return int(v)
+    return None
 
 
 def _fix_hint(value: str) -> str:
