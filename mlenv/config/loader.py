@@ -99,6 +99,12 @@ def check_file(path: Path) -> tuple[Cluster | None, list[Diagnostic]]:
     Diagnostics include warnings (``severity == "warning"``), which do not prevent a model.
     """
     file = str(path)
+    if not path.name.isprintable():
+        # i9.11: the file name is written into the header of every rendered manifest and
+        # script; a newline there would inject lines into them
+        return None, [Diagnostic(repr(file)[1:-1], 0, 0, "",
+                                 "the config file name contains a control character (newline, "
+                                 "tab, ...): rename the file")]
     raw = _read(path)
     if isinstance(raw, Diagnostic):
         return None, [raw]

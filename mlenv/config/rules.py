@@ -175,6 +175,12 @@ class _Rules:
         self.label(("cluster", "name"), "cluster name")
         self.label(("cluster", "namespace"), "namespace")
         self.subdomain(("security", "service_account"), _get(self.data, "security", "service_account"), "service account")
+        self.service_account()
+        for key in ("class_rwx", "class_rwo"):
+            sc = _get(self.data, "storage", key)
+            if sc != "":  # "" = the cluster's default storage class
+                self.subdomain(("storage", key), sc, "storage class")
+        self.image()
         nodes = _get(self.data, "nodes", "gpu_nodes")
         if isinstance(nodes, list):
             for i, n in enumerate(nodes):
@@ -208,6 +214,40 @@ class _Rules:
                     self.err(where, f"expected an integer {want}, got a string of {len(v)} digits")
                 elif (lo is not None and int(digits) < lo) or (hi is not None and int(digits) > hi):
                     self.err(where, f"expected an integer {want}, got string {v!r}")
+
+    def service_account(self) -> None:
+        """i9.5: the namespace's built-in service accounts are shared by every pod there:
+        labelling, granting an SCC to or deleting one of them affects the neighbours."""
+        sa = _get(self.data, "security", "service_account")
+        if isinstance(sa, str) and sa in BUILTIN_SERVICE_ACCOUNTS:
+            self.err(("security", "service_account"),
+                     f"{sa!r} is a built-in service account of every namespace; mlenv labels, "
+                     "grants an SCC to and on teardown deletes its service account, which would "
+                     "affect every pod that runs as it",
+                     "use a dedicated one, e.g. 'ml-dev-sa' (the default)")
+
+    def image(self) -> None:
+        """i9.11: image refs and build sources reach the registry, git and BuildConfigs."""
+        ref = _get(self.data, "image", "ref")
+        if isinstance(ref, str) and ref and not _IMAGE_REF.fullmatch(ref):
+            self.err(("image", "ref"), f"{_short(ref)} is not an image reference "
+                     "(registry/name[:tag][@sha256:digest], no spaces or control characters)")
+        uri = _get(self.data, "image", "build", "git_uri")
+        if isinstance(uri, str) and uri and not _GIT_URI.fullmatch(uri):
+            self.err(("image", "build", "git_uri"),
+                     f"{_short(uri)} is not an https://, ssh:// or git@host:path repository URL",
+                     "other transports (ext::, file://, a path, an option) can run commands or read "
+                     "the builder's files")
+        ref_ = _get(self.data, "image", "build", "git_ref")
+        if isinstance(ref_, str) and ref_ and not _git_ref_ok(ref_):
+            self.err(("image", "build", "git_ref"),
+                     f"{_short(ref_)} is not a git branch, tag or commit name (letters, digits "
+                     "and ._/+-, not starting with '-', no '..')")
+        path = _get(self.data, "image", "build", "dockerfile_path")
+        if isinstance(path, str) and path and not _dockerfile_ok(path):
+            self.err(("image", "build", "dockerfile_path"),
+                     f"{_short(path)} is not a relative path inside the repository (no leading "
+                     "'/', no '..' segment, no control characters)")
 
     def resources(self) -> None:
         got: dict[str, dict[str, Decimal | None]] = {}
@@ -245,6 +285,13 @@ class _Rules:
                             f"network {n!r} is not a NetworkAttachmentDefinition name ('name' or 'namespace/name', DNS-1123 labels)",
                             _fix_hint(n),
                         )
+        res = rdma.get("resources")
+        if isinstance(res, dict):
+            for key in res:
+                if key in ("nvidia.com/gpu", "amd.com/gpu") or key.endswith("/gpu"):
+                    self.err((*base, "resources", key),
+                             f"{key} is the GPU resource: set gpus.per_node instead (here it would "
+                             "silently override it)", key=True)
         if rdma.get("enabled") is not True:
             return
         if not rdma.get("resources") and not rdma.get("networks"):
@@ -304,13 +351,62 @@ class _Rules:
         env = _get(self.data, "nccl", "env")
         if not isinstance(env, dict):
             return
-        for name in env:
+        for name, value in env.items():
+            # i9.11: the pod refuses these (mlenv/pod/dsenv.py) and would crash-loop in init:
+            # the DeepSpeed launcher writes each value into a double-quoted shell export.
+            if isinstance(value, str):
+                bad = _ENV_UNSAFE.search(value)
+                if bad:
+                    self.err(("nccl", "env", name),
+                             f"value contains {_char(bad.group(0))}, which cannot reach remote "
+                             "ranks intact (the launcher writes KEY=\"value\" shell exports); "
+                             "pods would fail in 'pod init'")
+                elif value != value.strip():
+                    self.err(("nccl", "env", name),
+                             "value has leading or trailing whitespace, which the launcher strips")
             if name in RESERVED_NCCL:
                 self.err(
                     ("nccl", "env", name),
                     f"{name} is set from {RESERVED_NCCL[name]}; set it there instead",
                     key=True,
                 )
+
+
+BUILTIN_SERVICE_ACCOUNTS = ("default", "builder", "deployer", "pipeline")
+# An image reference as the OCI distribution grammar has it: [domain[:port]/]name
+# components[:tag][@sha256:digest]. No whitespace, control characters or leading '-'.
+_NAME_COMP = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_DOMAIN = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
+_IMAGE_REF = re.compile(rf"(?:{_DOMAIN}/)?{_NAME_COMP}(?:/{_NAME_COMP})*"
+                        r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?")
+_GIT_URI = re.compile(
+    r"(https://[A-Za-z0-9.-]+(:[0-9]+)?/[A-Za-z0-9._~%/+-]+"
+    r"|ssh://([A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+(:[0-9]+)?/[A-Za-z0-9._~%/+-]+"
+    r"|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._~/+-]+)")
+_ENV_UNSAFE = re.compile(r"[\x00-\x1f\x7f\"'$`\\]")
+
+
+def _char(c: str) -> str:
+    return {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(
+        c, repr(c) if c.isprintable() else f"control character {ord(c):#04x}")
+
+
+def _short(v: str) -> str:
+    return repr(v) if len(v) <= 60 else repr(v[:57] + "...")
+
+
+def _git_ref_ok(ref: str) -> bool:
+    """A branch, tag or commit: git check-ref-format's rules, restricted to the characters
+    real refs use (a ref reaches the BuildConfig and git on the builder), no leading '-'."""
+    return (re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._/+-]*", ref) is not None
+            and not ref.endswith((".", "/", ".lock")) and ".." not in ref and "//" not in ref
+            and len(ref) <= 255)
+
+
+def _dockerfile_ok(path: str) -> bool:
+    """A relative path inside the build context, in the characters real paths use."""
+    return (re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9._/+-]*", path) is not None
+            and ".." not in path.split("/") and len(path) <= 1024)
 
 
 def _int_knobs() -> list[tuple[tuple[str, ...], int | None, int | None]]:
