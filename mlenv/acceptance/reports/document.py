@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,6 +22,14 @@ SUMMARY_MD = "summary.md"
 PLOT_BUSBW = "busbw.png"
 PLOT_TFLOPS = "tflops.png"
 ALL_FILES = (RUN_META, RESULTS_JSON, RESULTS_JSONL, JUNIT_XML, SUMMARY_MD, PLOT_BUSBW, PLOT_TFLOPS)
+
+
+def wall_seconds(started: str, finished: str) -> float | None:
+    """Seconds between two ISO timestamps (the run's wall time), None when unreadable."""
+    try:
+        return max(0.0, (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds())
+    except (TypeError, ValueError):
+        return None
 
 
 def now_iso() -> str:
@@ -114,7 +123,10 @@ def finalize(report_dir: Path, meta: RunMeta, results: list[CheckResult], notes:
         j.reasons.append("note: no baseline for this device; judged against peers only")
     doc = build_document(meta, j, baseline)
     write_json(report_dir / RESULTS_JSON, doc)
-    (report_dir / JUNIT_XML).write_text(to_junit(j.results, doc["verdict"], doc["reasons"]), encoding="utf-8")
+    hosts = meta.world.get("hosts") or []
+    junit = to_junit(j.results, doc["verdict"], doc["reasons"], wall_s=wall_seconds(meta.started, doc["finished"]),
+                     timestamp=meta.started, hostname=str(hosts[0]) if hosts else socket.gethostname())
+    (report_dir / JUNIT_XML).write_text(junit, encoding="utf-8")
     made: list[str] = []
     if plots:
         from mlenv.acceptance.reports.plots import plot_busbw, plot_tflops

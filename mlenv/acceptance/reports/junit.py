@@ -1,4 +1,11 @@
-"""JUnit XML: one testcase per check and scope, so any CI shows the run check by check."""
+"""JUnit XML: one testcase per check and scope, so any CI shows the run check by check.
+
+The verdict itself is a testcase too (``acceptance`` / ``verdict``, failing or erroring
+with its reasons): CI pages show testcases and hide ``<properties>``. The suite's
+``time`` is the run's wall time (checks overlap across ranks and the training check
+has several results, so summing durations over-counts), with ``timestamp`` and
+``hostname`` as the JUnit schema has them.
+"""
 
 from __future__ import annotations
 
@@ -21,16 +28,31 @@ def _metrics_text(r: CheckResult) -> str:
     return "\n".join(f"{k} = {v:g}" for k, v in sorted(r.metrics.items()))
 
 
-def to_junit(results: list[CheckResult], verdict: str, reasons: list[str], suite: str = "mlenv-acceptance") -> str:
-    """The JUnit XML document (a ``testsuites`` root with one ``testsuite``)."""
+VERDICT_CLASS = "acceptance"
+VERDICT_NAME = "verdict"
+
+
+def to_junit(results: list[CheckResult], verdict: str, reasons: list[str], suite: str = "mlenv-acceptance",
+             wall_s: float | None = None, timestamp: str | None = None, hostname: str | None = None) -> str:
+    """The JUnit XML document (a ``testsuites`` root with one ``testsuite``).
+
+    ``wall_s`` is the run's wall time (start to report); without it the longest
+    check duration stands in, never the sum.
+    """
     counts = {s: sum(1 for r in results if r.status == s) for s in Status}
-    total_time = sum(r.duration_s for r in results)
-    root = ET.Element("testsuites", name=suite, tests=str(len(results)),
-                      failures=str(counts[Status.FAIL]), errors=str(counts[Status.ERROR]),
-                      skipped=str(counts[Status.SKIP]), time=f"{total_time:.3f}")
-    ts = ET.SubElement(root, "testsuite", name=suite, tests=str(len(results)),
-                       failures=str(counts[Status.FAIL]), errors=str(counts[Status.ERROR]),
-                       skipped=str(counts[Status.SKIP]), time=f"{total_time:.3f}")
+    failures = counts[Status.FAIL] + (verdict == "FAIL")
+    errors = counts[Status.ERROR] + (verdict not in ("PASS", "FAIL"))
+    total_time = wall_s if wall_s is not None else max((r.duration_s for r in results), default=0.0)
+    tests = str(len(results) + 1)
+    common = {"tests": tests, "failures": str(failures), "errors": str(errors),
+              "skipped": str(counts[Status.SKIP]), "time": f"{total_time:.3f}"}
+    root = ET.Element("testsuites", {"name": suite, **common})
+    suite_attrs = {"name": suite, **common}
+    if timestamp:
+        suite_attrs["timestamp"] = timestamp
+    if hostname:
+        suite_attrs["hostname"] = hostname
+    ts = ET.SubElement(root, "testsuite", suite_attrs)
     props = ET.SubElement(ts, "properties")
     ET.SubElement(props, "property", name="verdict", value=verdict)
     for i, reason in enumerate(reasons):
@@ -51,5 +73,20 @@ def to_junit(results: list[CheckResult], verdict: str, reasons: list[str], suite
             out = "WARN: " + msg + ("\n" + out if out else "")
         if out:
             ET.SubElement(tc, "system-out").text = out
+    _verdict_case(ts, verdict, reasons, total_time)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _verdict_case(ts: ET.Element, verdict: str, reasons: list[str], wall_s: float) -> None:
+    """The verdict as the suite's last testcase, failing (FAIL) or erroring (ERROR) with its reasons."""
+    tc = ET.SubElement(ts, "testcase", classname=VERDICT_CLASS, name=VERDICT_NAME, time=f"{wall_s:.3f}")
+    text = "\n".join(reasons)
+    first = (reasons[0] if reasons else "").removeprefix(f"{verdict}: ")  # "verdict FAIL: …", not "FAIL: FAIL: …"
+    if verdict == "FAIL":
+        ET.SubElement(tc, "failure", message=f"verdict FAIL: {first}" if first else "verdict FAIL",
+                      type="FAIL").text = text
+    elif verdict != "PASS":
+        ET.SubElement(tc, "error", message=f"verdict {verdict}: {first}" if first else f"verdict {verdict}",
+                      type=verdict).text = text
+    ET.SubElement(tc, "system-out").text = f"verdict: {verdict}" + (f"\n{text}" if text else "")

@@ -36,11 +36,12 @@ def test_junit_one_testcase_per_check_and_scope_with_failure_and_error() -> None
     root = ET.fromstring(to_junit(RESULTS, "ERROR", ["ERROR: x"]))
     suite = root.find("testsuite")
     assert suite is not None
-    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("5", "1", "1", "1")
+    # five results and the verdict's own testcase (an ERROR verdict counts as an error)
+    assert (suite.get("tests"), suite.get("failures"), suite.get("errors"), suite.get("skipped")) == ("6", "1", "2", "1")
     cases = suite.findall("testcase")
     assert [(c.get("classname"), c.get("name")) for c in cases] == [
         ("compute.matmul", "rank 0 @ h0"), ("compute.matmul", "rank 1 @ h1"), ("collectives.all_reduce", "world"),
-        ("collectives.all_reduce", "intra node h0"), ("training.deepspeed", "world")]
+        ("collectives.all_reduce", "intra node h0"), ("training.deepspeed", "world"), ("acceptance", "verdict")]
     fail = cases[1].find("failure")
     assert fail is not None and fail.get("message") == "80% below peers" and "tflops_fp32 = 0.1" in (fail.text or "")
     error = cases[2].find("error")
