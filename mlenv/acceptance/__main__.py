@@ -146,10 +146,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[acceptance] {len(checks)} check(s), {env.world_size} rank(s) on {nnodes} node(s), "
               f"{backend}/{world['device']}, profile {args.profile}, deadline {deadline:g} s per check", flush=True)
 
-    def emit(r: CheckResult) -> None:
+    live = console.LiveJudge(meta, baseline_spec=args.baseline)
+
+    def emit(results: list[CheckResult]) -> None:
         assert writer is not None
-        writer.append(r)
-        console.print_check(r)
+        for r in results:  # results.jsonl keeps what was measured; the verdict judges it again
+            writer.append(r)
+        live.show(results)
 
     stale = float(os.environ.get("MLENV_HEARTBEAT_STALE_S", "15"))
     runner = Runner(ctx, chan, hosts, checks, emit if env.rank == 0 else None, stale_s=stale)
@@ -171,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     meta.env = _env_summary(outcome.results, backend)
     meta.write(report_dir)
     try:
-        doc = finalize(report_dir, meta, outcome.results, notes=outcome.notes)
+        doc = finalize(report_dir, meta, outcome.results, notes=outcome.notes, baseline=live.baseline)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         os._exit(EXIT_INPUT)

@@ -1,18 +1,29 @@
-"""Console lines as checks finish (rank 0 only), and the closing verdict block."""
+"""Console lines as checks finish (rank 0 only), and the closing verdict block.
+
+A check's line is printed from the results *as the verdict will judge them*
+(:func:`mlenv.acceptance.verdict.judge_check`, the same rules and peer comparison), so
+the status a person watches is the one the verdict uses: a GPU that measures fine but
+below its baseline reads FAIL live, not PASS-then-FAIL.
+"""
 
 from __future__ import annotations
 
 import sys
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
+from mlenv.acceptance import baselines
 from mlenv.acceptance.result import CheckResult
-from mlenv.acceptance.verdict import where
+from mlenv.acceptance.verdict import judge_check, one_line, reason_text, where
+
+if TYPE_CHECKING:
+    from mlenv.acceptance.reports.document import RunMeta
 
 
 def check_line(r: CheckResult, max_metrics: int = 4) -> str:
     """``  PASS  compute.matmul        rank 0 (host)  tflops_fp32=0.41  (1.2 s)``."""
     metrics = "  ".join(f"{k}={v:.4g}" for k, v in sorted(r.metrics.items())[:max_metrics])
-    why = f"  — {'; '.join(r.reasons)}" if r.reasons else ""
+    text = reason_text(r)
+    why = f"  — {text}" if text else ""
     return f"  {r.status.value:<5} {r.name:<28} {where(r):<24} {metrics}  ({r.duration_s:.1f} s){why}"
 
 
@@ -23,9 +34,54 @@ def print_check(r: CheckResult, out: TextIO | None = None) -> None:
     stream.flush()
 
 
+def print_note(line: str, out: TextIO | None = None) -> None:
+    """A run-level finding as it is known (a node outlier), in the verdict's own words."""
+    stream = out or sys.stdout
+    stream.write(f"[acceptance]   {one_line(line)}\n")
+    stream.flush()
+
+
+class LiveJudge:
+    """Judges each check's results as they arrive, with the baseline the verdict will use.
+
+    The baseline is picked the way :func:`mlenv.acceptance.reports.finalize` picks it
+    (``--baseline``, else by the GPU names the environment check recorded, which runs
+    first), and handed to ``finalize`` afterwards so both use the very same one.
+    """
+
+    def __init__(self, meta: RunMeta, baseline_spec: str | None = None, out: TextIO | None = None) -> None:
+        self.meta = meta
+        self.spec = baseline_spec
+        self.out = out
+        self.seen: list[CheckResult] = []
+        self.baseline: baselines.Baseline | None = None
+        self._resolved = False
+
+    def _baseline(self) -> baselines.Baseline | None:
+        from mlenv.acceptance.reports.document import device_names
+
+        # Resolve once the environment check has named the devices (or at once when it
+        # was not selected: then finalize has no more to go on either).
+        has_env = any(r.name == "environment" for r in self.seen)
+        if not self._resolved and (has_env or self.spec or "environment" not in self.meta.checks):
+            self.baseline = baselines.resolve(self.spec, device_names(self.meta, self.seen))
+            self._resolved = True
+        return self.baseline
+
+    def show(self, results: list[CheckResult]) -> list[CheckResult]:
+        """Print one line per result with the status the verdict will give it; returns them."""
+        self.seen += results
+        judged, extra = judge_check(results, self._baseline())
+        for r in judged:
+            print_check(r, self.out)
+        for line in extra:
+            print_note(line, self.out)
+        return judged
+
+
 def verdict_block(doc: dict[str, Any], report_dir: str) -> str:
-    """The verdict, its reasons and where the reports are."""
+    """The verdict, its reasons (one line each: stacks stay in results.json) and where the reports are."""
     lines = [f"verdict: {doc['verdict']}"]
-    lines += [f"  - {r}" for r in doc.get("reasons", [])]
+    lines += [f"  - {one_line(str(r))}" for r in doc.get("reasons", [])]
     lines.append(f"reports: {report_dir}/ (results.json, results.jsonl, junit.xml, summary.md)")
     return "\n".join(lines)

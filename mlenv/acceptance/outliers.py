@@ -66,11 +66,15 @@ class Finding:
             return f"{self.level}-node group {self.node}"
         return f"node {self.node}"
 
-    def reason(self) -> str:
-        """A sentence naming the check, who, the value and by how much."""
+    def short_reason(self) -> str:
+        """The value and by how much, for a result that already names its check and where."""
         word = "below" if direction(self.metric) > 0 else "above"
-        return (f"{self.check}: {self.who()} is an outlier: {self.metric} = {self.value:.4g}, "
+        return (f"is an outlier: {self.metric} = {self.value:.4g}, "
                 f"{100 * self.frac:.0f}% {word} its peers' median {self.reference:.4g}")
+
+    def reason(self) -> str:
+        """A sentence naming the check, who, the value and by how much (run-level lines)."""
+        return f"{self.check}: {self.who()} {self.short_reason()}"
 
 
 def _mad(xs: list[float]) -> float:

@@ -6,7 +6,8 @@ Rank 0 waits (up to the deadline) for every rank's post, turns each rank that ne
 posted into an ERROR naming the rank and its host (dead: heartbeat stopped; hung:
 heartbeat alive), writes results.jsonl line by line, prints a console line, and posts
 ``go/<i>``: go on, or abort with a reason when the process group can no longer be
-trusted. The other ranks wait for that decision, so all agree on what runs next.
+trusted or the environment check found a GPU that another job holds (nothing measured
+on it would be this node's figure; the rest is SKIP "not measured: GPU 0 (host) busy"). The other ranks wait for that decision, so all agree on what runs next.
 A SIGTERM (the launcher stops every rank once one exits) is turned into a report too.
 """
 
@@ -67,13 +68,15 @@ class Runner:
     """Runs ``checks`` in order on this rank; rank 0 also gathers and reports."""
 
     def __init__(self, ctx: RunContext, chan: SideChannel, hosts: list[str], checks: list[type[Check]],
-                 emit: Callable[[CheckResult], None] | None = None, stale_s: float = 15.0,
+                 emit: Callable[[list[CheckResult]], None] | None = None, stale_s: float = 15.0,
                  poll_s: float = 0.05) -> None:
         self.ctx = ctx
         self.chan = chan
         self.hosts = hosts
         self.checks = checks
-        self.emit = emit or (lambda r: None)
+        # Called once per check with every rank's results, so the caller can judge
+        # them together (peer outliers need all ranks) before printing a line.
+        self.emit = emit or (lambda rs: None)
         self.stale_s = stale_s
         self.poll_s = poll_s
         self.watch = HeartbeatWatch(chan, ctx.world_size, stale_s) if ctx.rank == 0 else None
@@ -136,8 +139,12 @@ class Runner:
         if isinstance(exc, BaseException):
             broke = is_dist_failure(exc)
             kind = "collective failed" if broke else "check raised"
+            # The reason is one line (a CUDA/NCCL message runs to many); the whole
+            # message and the stack stay in the details, i.e. results.json and the log.
+            first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
             r = self._error(name, f"{name} {kind} on rank {self.ctx.rank} ({self.ctx.host}): "
-                                  f"{type(exc).__name__}: {exc}", {"traceback": str(box.get("tb", ""))})
+                                  f"{type(exc).__name__}: {first}",
+                            {"traceback": str(box.get("tb", "")), "message": str(exc)})
             r.duration_s = dt
             return [r], broke
         results = list(box.get("results") or [])  # type: ignore[call-overload]
@@ -221,9 +228,15 @@ class Runner:
                     continue
                 self._posted[0] = own
                 results, missing = self.gather(i, cls.name, started)
-                for r in results:
-                    self.emit(r)
+                self.emit(results)
                 out.results += results
+                busy = busy_reason(results)
+                if busy and not missing and not broke:
+                    # Not a broken group: the other ranks leave cleanly, nothing is measured.
+                    self.chan.set(f"go/{i}", f"abort:{busy}")
+                    out.aborted = True
+                    self._skip_rest(out, i + 1, busy, prefix="not measured")
+                    return out
                 reason = ""
                 if missing:
                     who = ", ".join(f"rank {r} ({self.hosts[r]})" for r in missing)
@@ -260,8 +273,7 @@ class Runner:
                 else:
                     got.append(self._error(name, f"rank {k} ({self.hosts[k]}) was stopped during {name} "
                                                      "before reporting", rank=k))
-            for res in got:
-                self.emit(res)
+            self.emit(got)
             out.results += got
             who = ", ".join(f"rank {k} ({self.hosts[k]})" for k in dead)
             reason = f"{who} died during {name}" if dead else f"the launcher stopped the run during {name}"
@@ -270,11 +282,26 @@ class Runner:
             self._skip_rest(out, i + 1, reason)
         return out
 
-    def _skip_rest(self, out: Outcome, start: int, reason: str) -> None:
+    def _skip_rest(self, out: Outcome, start: int, reason: str, prefix: str = "not run") -> None:
         for cls in self.checks[start:]:
-            r = CheckResult(name=cls.name, status=Status.SKIP, scope="world", reasons=[f"not run: {reason}"])
-            self.emit(r)
+            r = CheckResult(name=cls.name, status=Status.SKIP, scope="world", reasons=[f"{prefix}: {reason}"])
+            self.emit([r])
             out.results.append(r)
+
+
+def busy_reason(results: list[CheckResult]) -> str:
+    """``GPU 0 (host) busy; GPU 3 (host2) busy`` from results that found a busy GPU, or ''.
+
+    The environment check sets ``details['gpu_busy']`` (see checks/environment.py).
+    """
+    seen: list[str] = []
+    for r in results:
+        b = r.details.get("gpu_busy") if isinstance(r.details, dict) else None
+        if isinstance(b, dict):
+            label = f"GPU {b.get('index')} ({r.node or r.rank}) busy"
+            if label not in seen:
+                seen.append(label)
+    return "; ".join(seen)
 
 
 def install_signal_handlers(chan: SideChannel | None, rank: int) -> None:

@@ -53,19 +53,56 @@ def _by_how_much(rule: Rule, x: float) -> str:
 
 
 def apply_rules(results: list[CheckResult], baseline: Baseline) -> None:
-    """Mark results FAIL where a rule does not hold or its metric is missing (in place)."""
+    """Mark results FAIL where a rule does not hold or its metric is missing (in place).
+
+    The reason says only what is wrong: the result already carries its check and
+    where, and :func:`reason_line` puts them in front once.
+    """
     for rule in baseline.rules:
         for r in results:
             if not rule.applies_to(r) or r.status in (Status.ERROR, Status.SKIP):
                 continue
             if rule.metric not in r.metrics:
-                _raise(r, Status.FAIL, f"{r.name} {where(r)}: metric {rule.metric} is missing "
+                _raise(r, Status.FAIL, f"metric {rule.metric} is missing "
                                        f"(baseline {baseline.model} expects {rule.op} {rule.value:g})")
                 continue
             x = r.metrics[rule.metric]
             if not rule.holds(x):
-                _raise(r, Status.FAIL, f"{r.name} {where(r)}: {rule.metric} = {x:.4g}, expected {rule.op} "
+                _raise(r, Status.FAIL, f"{rule.metric} = {x:.4g}, expected {rule.op} "
                                        f"{rule.value:g} ({_by_how_much(rule, x)}; {rule.source})")
+
+
+def bare_reason(r: CheckResult, reason: str) -> str:
+    """``reason`` without a leading ``<check> <where>:`` / ``<check>:`` (older results carry one)."""
+    for prefix in (f"{r.name} {where(r)}: ", f"{r.name}: "):
+        if reason.startswith(prefix):
+            return reason[len(prefix):]
+    return reason
+
+
+def one_line(text: str) -> str:
+    """The first line of ``text``: a multi-line exception message or stack stays in the details."""
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    if len(lines) <= 1:
+        return text.strip()
+    return f"{lines[0].strip()} (+{len(lines) - 1} more line(s) in results.json)"
+
+
+def reason_text(r: CheckResult) -> str:
+    """A result's reasons, each once, without prefixes, on one line (the console and the verdict)."""
+    return "; ".join(one_line(bare_reason(r, x)) for x in r.reasons)
+
+
+def reason_line(r: CheckResult) -> str:
+    """``FAIL: compute.matmul rank 0 (vm): tflops_bf16 = 340.6, expected >= 700 …``: the prefix once.
+
+    A reason that already names its check (``rank 1 (h) died during compute.matmul``,
+    written by the runner) gets only the status in front.
+    """
+    why = reason_text(r) or "no reason given"
+    if r.name in why:
+        return f"{r.status.value}: {why}"
+    return f"{r.status.value}: {r.name} {where(r)}: {why}"
 
 
 def compare_expected(results: list[CheckResult], baseline: Baseline) -> list[dict[str, Any]]:
@@ -79,6 +116,42 @@ def compare_expected(results: list[CheckResult], baseline: Baseline) -> list[dic
     return rows
 
 
+def judge_in_place(rs: list[CheckResult], baseline: Baseline | None,
+                   outlier_config: dict[str, float] | None = None) -> list[outliers.Finding]:
+    """Apply rules and peer outliers to ``rs`` (in place); return every outlier finding.
+
+    Both the live console line of one check and the final verdict come from this one
+    function: rules and outliers only compare results of the same check, so judging one
+    check's results as they arrive gives those results exactly the status the verdict
+    over the whole run gives them.
+    """
+    if baseline is not None:
+        apply_rules(rs, baseline)
+    cfg = {**(baseline.outliers if baseline else {}), **(outlier_config or {})}
+    findings = outliers.find(rs, cfg)
+    for f in findings:
+        if f.level == "rank":
+            for r in rs:
+                if r.name == f.check and r.scope == "rank" and r.rank == f.rank:
+                    _raise(r, f.severity, f.short_reason())
+        elif f.level in outliers.LINK_SCOPES:
+            for r in rs:
+                if r.name == f.check and r.scope == f.level and r.group == f.node:
+                    _raise(r, f.severity, f.short_reason())
+    return findings
+
+
+def judge_check(results: list[CheckResult], baseline: Baseline | None = None,
+                outlier_config: dict[str, float] | None = None) -> tuple[list[CheckResult], list[str]]:
+    """One check's results as the verdict will judge them (copies), and run-level lines
+    (node outliers) they add: what the live console prints."""
+    rs = copy.deepcopy(results)
+    findings = judge_in_place(rs, baseline, outlier_config)
+    extra = [f"{f.severity.value}: {f.reason()}" for f in findings
+             if f.level not in ("rank", *outliers.LINK_SCOPES)]
+    return rs, extra
+
+
 def judge(results: list[CheckResult], baseline: Baseline | None = None,
           outlier_config: dict[str, float] | None = None, notes: list[str] | None = None) -> Judgement:
     """Apply rules and outliers to a copy of ``results`` and decide the verdict.
@@ -87,26 +160,14 @@ def judge(results: list[CheckResult], baseline: Baseline | None = None,
     verdict ERROR by themselves.
     """
     rs = copy.deepcopy(results)
-    if baseline is not None:
-        apply_rules(rs, baseline)
-    cfg = {**(baseline.outliers if baseline else {}), **(outlier_config or {})}
-    findings = outliers.find(rs, cfg)
-    reasons: list[str] = list(notes or [])
+    findings = judge_in_place(rs, baseline, outlier_config)
+    reasons: list[str] = [one_line(n) for n in (notes or [])]
     for f in findings:
-        if f.level == "rank":
-            for r in rs:
-                if r.name == f.check and r.scope == "rank" and r.rank == f.rank:
-                    _raise(r, f.severity, f.reason())
-        elif f.level in outliers.LINK_SCOPES:
-            for r in rs:
-                if r.name == f.check and r.scope == f.level and r.group == f.node:
-                    _raise(r, f.severity, f.reason())
-        else:
+        if f.level not in ("rank", *outliers.LINK_SCOPES):
             reasons.append(f"{f.severity.value}: {f.reason()}")
     for r in rs:
         if r.status in (Status.FAIL, Status.ERROR, Status.WARN):
-            why = "; ".join(r.reasons) or "no reason given"
-            reasons.append(f"{r.status.value}: {r.name} {where(r)}: {why}")
+            reasons.append(reason_line(r))
     worst = max((_RANK[r.status] for r in rs), default=None)
     node_fail = any(f.level == "node" and f.severity == Status.FAIL for f in findings)
     if notes or worst == 3:

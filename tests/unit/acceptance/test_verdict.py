@@ -23,8 +23,10 @@ def test_rule_below_bar_fails_and_names_rank_and_amount() -> None:
     assert j.verdict == Verdict.FAIL
     assert j.results[0].status == Status.PASS
     assert j.results[1].status == Status.FAIL
-    reason = j.results[1].reasons[0]
-    assert "rank 1 (host0)" in reason and "600" in reason and ">= 700" in reason and "14% below" in reason
+    # the result's reason says what is wrong; the verdict line says which check and where, once
+    assert j.results[1].reasons == ["tflops_bf16 = 600, expected >= 700 (14% below the bar; 85% of 795)"]
+    assert j.reasons == ["FAIL: compute.matmul rank 1 (host0): tflops_bf16 = 600, expected >= 700 "
+                         "(14% below the bar; 85% of 795)"]
 
 
 def test_missing_metric_is_fail() -> None:
@@ -73,7 +75,8 @@ def test_outlier_rank_named_without_baseline() -> None:
     assert j.verdict == Verdict.FAIL
     bad = [r for r in j.results if r.status == Status.FAIL]
     assert [r.rank for r in bad] == [4]
-    assert "rank 4 (host2) is an outlier" in bad[0].reasons[0] and "80% below" in bad[0].reasons[0]
+    assert "is an outlier" in bad[0].reasons[0] and "80% below" in bad[0].reasons[0]
+    assert any(x.startswith("FAIL: compute.matmul rank 4 (host2): is an outlier") for x in j.reasons), j.reasons
 
 
 def test_expected_table_uses_median() -> None:
