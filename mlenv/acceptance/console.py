@@ -71,7 +71,10 @@ class LiveJudge:
     def show(self, results: list[CheckResult]) -> list[CheckResult]:
         """Print one line per result with the status the verdict will give it; returns them."""
         self.seen += results
-        judged, extra = judge_check(results, self._baseline())
+        try:
+            judged, extra = judge_check(results, self._baseline())
+        except Exception as e:  # a console line must never cost the run: print as measured
+            judged, extra = results, [f"note: not judged live ({type(e).__name__}: {e}); the verdict decides"]
         for r in judged:
             print_check(r, self.out)
         for line in extra:

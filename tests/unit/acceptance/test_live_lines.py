@@ -105,3 +105,12 @@ def test_i12_3_reasons_are_written_once_with_their_prefix() -> None:
     line = reason_line(died)
     assert line == "ERROR: rank 1 (vm) died during compute.matmul: no result and no heartbeat for 15 s"
     assert line.count("compute.matmul") == 1 and line.count("rank 1 (vm)") == 1
+
+
+def test_i12_3_a_live_judging_error_never_costs_the_run(tmp_path: Path) -> None:
+    out = io.StringIO()
+    meta = _meta(tmp_path / "missing.yaml")
+    live = LiveJudge(meta, baseline_spec=str(tmp_path / "missing.yaml"), out=out)  # unreadable baseline
+    shown = live.show(_measured()[1])
+    assert [r.status for r in shown] == [Status.PASS]
+    assert "not judged live (InputError" in out.getvalue()
