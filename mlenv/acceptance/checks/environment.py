@@ -126,7 +126,10 @@ def judge_use(g: GpuUse, apps: list[tuple[int, float, str]], ours: Callable[[int
     g.other_mib = max(0.0, g.used_mib - sum(m for _, m in mine))
     limit = min(BUSY_MEM_GIB * 1024, BUSY_MEM_FRAC * g.total_mib)
     held = g.other_mib > limit
-    hot = g.util_pct is not None and g.util_pct >= BUSY_UTIL_PCT
+    # Utilisation is per GPU, not per process: when every process listed on it is ours
+    # (a check that just ran), the load is ours too and the GPU is not busy.
+    only_ours = bool(mine) and not others
+    hot = g.util_pct is not None and g.util_pct >= BUSY_UTIL_PCT and not only_ours
     if held or hot:
         g.busy = True
         pids = ", ".join(str(p) for p in g.other_pids)

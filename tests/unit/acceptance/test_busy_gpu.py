@@ -50,7 +50,8 @@ def test_i12_4_gpu_held_by_another_process_is_busy_and_named_in_one_line() -> No
 
 
 def test_i12_4_our_own_processes_never_make_a_gpu_busy() -> None:
-    assert [g.busy for g in _usage("own-only")] == [False, False]
+    own = _usage("own-only")
+    assert [g.busy for g in own] == [False, False] and own[0].util_pct == 88  # our load, our memory
     # the same GPUs with those PIDs not ours: 30 GiB held by someone else is busy
     other = envcheck.gpu_usage(_smi("own-only"), ours=lambda pid: False)
     assert other is not None and all(g.busy for g in other)
