@@ -16,15 +16,15 @@ def port_forward(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
 ) -> None:
     """Forward each enabled dev tool's port (127.0.0.1 only) from ml-dev-env-dev."""
-    from mlenv.render.workload import DEV_TOOLS, enabled_dev_tools
+    from mlenv.render.workload import forward_ports
 
     cfg = load_config(cluster)
-    tools = enabled_dev_tools(cfg)
+    tools = forward_ports(cfg)  # the tools' own ports, not their oauth-proxies (see there)
     if not tools:
         raise InputError(f"cluster {cfg.name} enables no dev_tools (vscode, jupyter, tensorboard)")
-    ports = [(DEV_TOOLS[t][2], DEV_TOOLS[t][2]) for t in tools]
-    for t, (lp, _) in zip(tools, ports, strict=True):
-        typer.echo(f"{t}: https://127.0.0.1:{lp}" if t == "tensorboard" else f"{t}: http://127.0.0.1:{lp}")
+    ports = [(port, port) for _, port, _ in tools]
+    for t, port, scheme in tools:
+        typer.echo(f"{t}: {scheme}://127.0.0.1:{port}")
     with cluster_client() as client:
         rc = client.port_forward("ml-dev-env-dev", cfg.namespace, ports)
     raise typer.Exit(rc)

@@ -26,9 +26,11 @@ from mlenv.config.model import (
     Rdma,
     ResourceList,
     Resources,
+    Scheduling,
     Security,
     Storage,
     Tcp,
+    Toleration,
 )
 from mlenv.config.rules import semantic_diagnostics, split_list
 from mlenv.config.schema import schema_diagnostics
@@ -303,6 +305,8 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
             service_account=sec.get("service_account", Security().service_account),
             requires_privileged_scc=sec.get("requires_privileged_scc", Security().requires_privileged_scc),
             ipc_lock=sec.get("ipc_lock", Security().ipc_lock),
+            network_policy=sec.get("network_policy", Security().network_policy),
+            allow_from_namespaces=tuple(sec.get("allow_from_namespaces") or ()),
         ),
         gpus=Gpus(
             per_node=int(gpus.get("per_node", gd.per_node)),
@@ -327,6 +331,21 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
         ssh_port=int(data.get("ssh_port", _default(Cluster, "ssh_port"))),
         master_port=int(data.get("master_port", _default(Cluster, "master_port"))),
         dev_tools=DevTools(**{f.name: tools.get(f.name, f.default) for f in dataclasses.fields(DevTools)}),
+        scheduling=_scheduling(_d(data, "scheduling")),
         notes=data.get("notes", _default(Cluster, "notes")),
         source=source,
+    )
+
+
+def _scheduling(sched: dict[str, Any]) -> Scheduling:
+    """``scheduling:``; an unset (or null) key stays None so the renderer applies the GPU default."""
+    tols = sched.get("tolerations")
+    sel = sched.get("node_selector")
+    return Scheduling(
+        tolerations=None if tols is None else tuple(
+            Toleration(key=t.get("key", ""), operator=t.get("operator", "Equal"), value=t.get("value", ""),
+                       effect=t.get("effect", ""), toleration_seconds=t.get("tolerationSeconds"))
+            for t in tols
+        ),
+        node_selector=None if sel is None else tuple(sorted((k, str(v)) for k, v in sel.items())),
     )

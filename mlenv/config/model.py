@@ -77,6 +77,8 @@ class Security:
     service_account: str = "ml-dev-sa"
     requires_privileged_scc: bool = False  # only when the config demands it
     ipc_lock: bool = True  # RDMA memory registration needs CAP_IPC_LOCK
+    network_policy: bool = True  # render NetworkPolicies (i9.7)
+    allow_from_namespaces: tuple[str, ...] = ()  # extra namespaces that may reach dev-tool ports
 
 
 @dataclass(frozen=True)
@@ -126,7 +128,7 @@ class Image:
     """``image:`` — the pod image; by default the ImageStream tag the BuildConfig produces."""
 
     ref: str = ""  # "" = image-registry.openshift-image-registry.svc:5000/<ns>/ml-dev-env:latest
-    pull_policy: str = "IfNotPresent"
+    pull_policy: str = ""  # "" = derived from the reference (Always for mutable tags)
     build: ImageBuild = field(default_factory=ImageBuild)
 
 
@@ -137,6 +139,26 @@ class DevTools:
     vscode: bool = False
     jupyter: bool = False
     tensorboard: bool = False
+    auth: str = "oauth-proxy"  # "oauth-proxy" (OpenShift) | "token" (Secret via env, no OAuth)
+
+
+@dataclass(frozen=True)
+class Toleration:
+    """One Kubernetes toleration (``scheduling.tolerations`` item)."""
+
+    key: str = ""
+    operator: str = "Equal"
+    value: str = ""
+    effect: str = ""
+    toleration_seconds: int | None = None
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """``scheduling:`` — tolerations and node selector of the GPU pods; None = the GPU defaults."""
+
+    tolerations: tuple[Toleration, ...] | None = None
+    node_selector: tuple[tuple[str, str], ...] | None = None  # sorted (label, value) pairs
 
 
 @dataclass(frozen=True)
@@ -157,6 +179,7 @@ class Cluster:
     ssh_port: int = 2222  # launcher sshd port inside pods (non-root can't bind 22)
     master_port: int = 29500
     dev_tools: DevTools = field(default_factory=DevTools)
+    scheduling: Scheduling = field(default_factory=Scheduling)
     notes: str = ""
     source: Path | None = None
 

@@ -78,6 +78,12 @@ def pod_env(cluster: Cluster, mode: Mode, nodes: int) -> list[dict[str, Any]]:
         {"name": "MLENV_SSH_DIR", "value": names.SSH_DIR},
         {"name": "MASTER_ADDR", "value": names.master_addr(cluster)},
         {"name": "MASTER_PORT", "value": str(cluster.master_port)},
+        # i10.4: the names upstream ml-dev-env's training scripts read. NODE_RANK is not
+        # here: the pod init derives it from MLENV_POD_INDEX.
+        {"name": "POD_IP", **_field("status.podIP")},
+        {"name": "GPUS_PER_NODE", "value": str(cluster.gpus.per_node)},
+        {"name": "LOCAL_WORLD_SIZE", "value": str(cluster.gpus.per_node)},
+        {"name": "WORLD_SIZE", "value": str(nodes * cluster.gpus.per_node)},
     ]
     env += [{"name": k, "value": v} for k, v in nccl_env(cluster, mode).items()]
     return env

@@ -17,11 +17,15 @@ from mlenv.render import names
 from mlenv.render.templating import render_template
 from mlenv.render.workload import (
     DEV_TOOLS,
-    TENSORBOARD_TLS_SECRET,
     dev_pod,
     enabled_dev_tools,
+    exposed_dev_tools,
+    oauth,
+    route_termination,
+    service_port,
     statefulset,
     text_annotations,
+    tls_secret,
 )
 
 PRIVILEGED_SCC_ROLE = "system:openshift:scc:privileged"
@@ -29,7 +33,8 @@ PRIVILEGED_SCC_ROLE = "system:openshift:scc:privileged"
 # service-account token volume the kubelet adds to every pod.
 SCC_VOLUMES = ["emptyDir", "persistentVolumeClaim", "projected", "secret"]
 
-# Apply order: identities and permissions first, then the image, storage, networking,
+# Apply order: identities and permissions first, then the image, storage, networking
+# (the NetworkPolicies before the pods they guard, so no pod ever runs unguarded),
 # workloads, and the Routes that point at them.
 KIND_ORDER = [
     "ServiceAccount",
@@ -40,6 +45,7 @@ KIND_ORDER = [
     "BuildConfig",
     "PersistentVolumeClaim",
     "Service",
+    "NetworkPolicy",
     "StatefulSet",
     "Pod",
     "Route",
@@ -62,14 +68,15 @@ def resolve_nodes(cluster: Cluster, nodes: int | None) -> int:
 
 def _service_account(cluster: Cluster) -> dict[str, Any]:
     annotations = text_annotations(cluster)
-    if cluster.dev_tools.tensorboard:
-        # lets oauth-proxy use this service account as an OAuth client for the Route
+    for tool in enabled_dev_tools(cluster) if oauth(cluster) else []:
+        # lets each oauth-proxy use this service account as an OAuth client for its Route
+        suffix = DEV_TOOLS[tool][0]
         ref = {
             "kind": "OAuthRedirectReference",
             "apiVersion": "v1",
-            "reference": {"kind": "Route", "name": "ml-dev-env-tensorboard"},
+            "reference": {"kind": "Route", "name": f"ml-dev-env-{suffix}"},
         }
-        annotations["serviceaccounts.openshift.io/oauth-redirectreference.tensorboard"] = json.dumps(
+        annotations[f"serviceaccounts.openshift.io/oauth-redirectreference.{suffix}"] = json.dumps(
             ref, sort_keys=True
         )
     return render_template(
@@ -83,7 +90,8 @@ def _service_account(cluster: Cluster) -> dict[str, Any]:
 
 
 def _rdma_security(cluster: Cluster) -> list[dict[str, Any]]:
-    lab = names.labels(cluster, "security")
+    # cluster-scoped: the namespace label says whose they are (teardown selects on it)
+    lab = {**names.labels(cluster, "security"), names.LABEL_NAMESPACE: cluster.namespace}
     out: list[dict[str, Any]] = []
     if cluster.security.requires_privileged_scc:
         role = PRIVILEGED_SCC_ROLE
@@ -184,12 +192,13 @@ def _services(cluster: Cluster) -> list[dict[str, Any]]:
             master_port=cluster.master_port,
         )
     ]
-    for tool in enabled_dev_tools(cluster):
-        suffix, port_name, port, _ = DEV_TOOLS[tool]
+    for tool in exposed_dev_tools(cluster):
+        suffix, port_name, _, _ = DEV_TOOLS[tool]
+        port = service_port(cluster, tool)
         annotations: dict[str, str] = {}
-        if tool == "tensorboard":
+        if oauth(cluster):
             # the service CA issues oauth-proxy's serving certificate into this Secret
-            annotations["service.beta.openshift.io/serving-cert-secret-name"] = TENSORBOARD_TLS_SECRET
+            annotations["service.beta.openshift.io/serving-cert-secret-name"] = tls_secret(tool)
         out.append(
             render_template(
                 "service-devtool.yaml.j2",
@@ -208,8 +217,9 @@ def _services(cluster: Cluster) -> list[dict[str, Any]]:
 
 def _routes(cluster: Cluster) -> list[dict[str, Any]]:
     out = []
-    for tool in enabled_dev_tools(cluster):
-        suffix, port_name, _, termination = DEV_TOOLS[tool]
+    for tool in exposed_dev_tools(cluster):
+        suffix, port_name, _, _ = DEV_TOOLS[tool]
+        termination = route_termination(cluster, tool)
         out.append(
             render_template(
                 "route.yaml.j2",
@@ -220,6 +230,66 @@ def _routes(cluster: Cluster) -> list[dict[str, Any]]:
                 service=f"ml-dev-env-{suffix}",
                 port_name=port_name,
                 termination=termination,
+            )
+        )
+    return out
+
+
+# The OpenShift router's namespace (openshift-ingress) carries the first label; with
+# OVN-Kubernetes, host-network routers are matched by the second (on the host-network
+# policy group). Plain Kubernetes has no such convention: name the ingress controller's
+# namespace in security.allow_from_namespaces.
+ROUTER_NAMESPACE_SELECTORS = [
+    {"network.openshift.io/policy-group": "ingress"},
+    {"policy-group.network.openshift.io/ingress": ""},
+]
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace since k8s 1.21
+
+
+def _network_policies(cluster: Cluster) -> list[dict[str, Any]]:
+    """i9.7: ingress to this deployment's pods only from its own pods (sshd, rendezvous,
+    NCCL: NCCL's data ports are ephemeral, so every port), and to the dev-tool ports also
+    from the router and ``security.allow_from_namespaces``.
+
+    NetworkPolicies add up: a pod selected by any policy admits the union of their rules,
+    so the dev-tool policy only widens the dev Pod's tool ports. Traffic from the node
+    (kubelet probes, ``port-forward``) is always allowed by NetworkPolicy semantics.
+    """
+    if not cluster.security.network_policy:
+        return []
+    # name + instance: every pod of this deployment (workers and the dev Pod), no other
+    instance = {k: v for k, v in names.selector_labels(cluster, "dev").items()
+                if k != "app.kubernetes.io/component"}
+    out = [
+        render_template(
+            "networkpolicy.yaml.j2",
+            "NetworkPolicy",
+            name="ml-dev-env-instance",
+            namespace=cluster.namespace,
+            labels=names.labels(cluster, "security"),
+            pod_selector=instance,
+            ingress=[{"from": [{"podSelector": {"matchLabels": instance}}]}],
+        )
+    ]
+    tools = exposed_dev_tools(cluster)
+    if tools:
+        peers: list[dict[str, Any]] = [
+            {"namespaceSelector": {"matchLabels": sel}} for sel in ROUTER_NAMESPACE_SELECTORS
+        ]
+        peers += [
+            {"namespaceSelector": {"matchLabels": {NAMESPACE_NAME_LABEL: ns}}}
+            for ns in cluster.security.allow_from_namespaces
+        ]
+        ports = [{"protocol": "TCP", "port": service_port(cluster, t)} for t in tools]
+        out.append(
+            render_template(
+                "networkpolicy.yaml.j2",
+                "NetworkPolicy",
+                name="ml-dev-env-devtools",
+                namespace=cluster.namespace,
+                labels=names.labels(cluster, "security"),
+                pod_selector=names.selector_labels(cluster, "dev"),
+                ingress=[{"from": peers, "ports": ports}],
             )
         )
     return out
@@ -248,6 +318,7 @@ def render_cluster(
         manifests += _image(cluster)
     manifests += _pvcs(cluster)
     manifests += _services(cluster)
+    manifests += _network_policies(cluster)
     manifests.append(statefulset(cluster, mode, n))
     manifests.append(dev_pod(cluster, mode))
     manifests += _routes(cluster)

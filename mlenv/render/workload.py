@@ -10,25 +10,75 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mlenv.config.model import Cluster, Mode
+from mlenv.config.model import Cluster, Mode, Toleration
+from mlenv.errors import InputError
 from mlenv.render import names
 from mlenv.render.env import pod_env
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
 GPU_RESOURCE = "nvidia.com/gpu"
 MULTUS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
-# OpenShift's oauth-proxy authenticates TensorBoard (which has no auth of its own)
-# against the cluster's OAuth server; pinned to a tag for reproducible manifests.
-OAUTH_PROXY_IMAGE = "quay.io/openshift/origin-oauth-proxy:4.16"
-TENSORBOARD_TLS_SECRET = "ml-dev-env-tensorboard-tls"  # issued by the service CA
+# OpenShift's oauth-proxy authenticates the dev tools (with dev_tools.auth: oauth-proxy)
+# against the cluster's OAuth server. Pinned by digest (i9.13): a tag can be re-pushed, a
+# digest cannot. Digest of quay.io/openshift/origin-oauth-proxy as pinned by
+# opendatahub-io's components/origin-oauth-proxy image; re-pin with
+# `skopeo inspect docker://quay.io/openshift/origin-oauth-proxy:<tag>` when bumping.
+OAUTH_PROXY_IMAGE = (
+    "quay.io/openshift/origin-oauth-proxy@sha256:1ece77d14a685ef2397c3a327844eea45ded00c95471e9e333e35ef3860b1895"
+)
+# Secret volumes are written by the kubelet owned by root, group = the pod's fsGroup when it
+# has one (OpenShift's restricted SCCs always assign one) and root (0) otherwise. 0440 is
+# readable in both cases, never by "other": the pod's UID always has group 0 (the image's
+# user and OpenShift's random UID both run with GID 0; we never set runAsGroup) or the
+# fsGroup. 0400 (owner = root only) was unreadable by a non-root UID without fsGroup
+# (i9.9). The pod init copies the private keys into a 0700 dir with mode 0600 (sshd's rule).
+SECRET_MODE = 0o440
 
-# dev tool -> (service/route suffix, port name, service port, route TLS termination)
-DEV_TOOLS: dict[str, tuple[str, str, int, str]] = {
-    "vscode": ("vscode", "vscode", 8080, "edge"),
-    "jupyter": ("jupyter", "jupyter", 8888, "edge"),
-    # oauth-proxy serves TLS itself (service-CA cert), so the router re-encrypts
-    "tensorboard": ("tensorboard", "tensorboard", 8443, "reencrypt"),
+# dev tool -> (service/route suffix, port name, oauth-proxy port, upstream port). With
+# dev_tools.auth: oauth-proxy the tool listens on 127.0.0.1:<upstream> and its
+# oauth-proxy sidecar serves TLS on <proxy port> (the router re-encrypts); with
+# dev_tools.auth: token code-server and Jupyter listen on <upstream> themselves (edge TLS).
+DEV_TOOLS: dict[str, tuple[str, str, int, int]] = {
+    "vscode": ("vscode", "vscode", 8444, 8080),
+    "jupyter": ("jupyter", "jupyter", 8445, 8888),
+    "tensorboard": ("tensorboard", "tensorboard", 8443, 6006),
 }
+# GPU scheduling defaults (i10.6): the taint the NVIDIA GPU operator / cloud GPU pools put on
+# GPU nodes, and the label GPU feature discovery sets on them.
+GPU_TOLERATION: dict[str, Any] = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
+
+
+def oauth(cluster: Cluster) -> bool:
+    """True when the dev tools sit behind OpenShift oauth-proxy (``dev_tools.auth``)."""
+    return cluster.dev_tools.auth == "oauth-proxy"
+
+
+def exposed_dev_tools(cluster: Cluster) -> list[str]:
+    """Enabled dev tools that get a Service and Route (TensorBoard with token auth does not:
+    it has no auth of its own, so it stays on loopback behind ``mlenv port-forward``)."""
+    return [t for t in enabled_dev_tools(cluster) if oauth(cluster) or t != "tensorboard"]
+
+
+def service_port(cluster: Cluster, tool: str) -> int:
+    """The dev Pod port the tool's Service (and Route) targets."""
+    _, _, proxy, upstream = DEV_TOOLS[tool]
+    return proxy if oauth(cluster) else upstream
+
+
+def route_termination(cluster: Cluster, tool: str) -> str:
+    """``reencrypt`` to an oauth-proxy (it serves a service-CA certificate), else ``edge``."""
+    return "reencrypt" if oauth(cluster) else "edge"
+
+
+def forward_ports(cluster: Cluster) -> list[tuple[str, int, str]]:
+    """(tool, dev Pod port, URL scheme) for ``mlenv port-forward``: the tools' own ports.
+
+    The loopback upstreams, not the oauth-proxies: OAuth's redirect goes to the Route host,
+    so a proxy cannot log anyone in through localhost. Port-forward needs the
+    ``pods/portforward`` right in the namespace, which already grants as much as the tools.
+    """
+    return [(t, DEV_TOOLS[t][3], "http") for t in enabled_dev_tools(cluster)]
 
 
 def enabled_dev_tools(cluster: Cluster) -> list[str]:
@@ -69,6 +119,61 @@ def _container_security(cluster: Cluster, eff: Mode) -> dict[str, Any]:
 def _pod_security() -> dict[str, Any]:
     # no runAsUser: the SCC assigns one from the namespace range (restricted-v2 style)
     return {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+
+
+def pull_policy(cluster: Cluster, image: str) -> str:
+    """``image.pull_policy`` when set; else ``Always`` for a mutable reference (tag
+    ``latest`` or no tag, and no digest: the node's cached copy may be stale) and
+    ``IfNotPresent`` for a digest or another (pinned) tag."""
+    if cluster.image.pull_policy:
+        return cluster.image.pull_policy
+    if "@" in image:
+        return "IfNotPresent"
+    last = image.rsplit("/", 1)[-1]  # a registry host:port is not a tag
+    tag = last.split(":", 1)[1] if ":" in last else ""
+    return "Always" if tag in ("", "latest") else "IfNotPresent"
+
+
+def _toleration(t: Toleration) -> dict[str, Any]:
+    if t.operator == "Exists" and t.value:
+        # the API server refuses it; say which config key instead of a server error
+        raise InputError(f"scheduling.tolerations: key {t.key!r} has operator Exists and a value "
+                         f"({t.value!r}); Exists takes no value")
+    out: dict[str, Any] = {"operator": t.operator}
+    if t.key:
+        out["key"] = t.key
+    if t.value:
+        out["value"] = t.value
+    if t.effect:
+        out["effect"] = t.effect
+    if t.toleration_seconds is not None:
+        out["tolerationSeconds"] = t.toleration_seconds
+    return out
+
+
+def _scheduling(cluster: Cluster) -> dict[str, Any]:
+    """``tolerations`` / ``nodeSelector`` of a GPU pod (i10.6): the config's, else the defaults.
+
+    The default node selector only applies when ``nodes.gpu_nodes`` pins no nodes: pinned
+    nodes were chosen by name, and a missing feature-discovery label on them must not
+    leave the pods Pending.
+    """
+    sched = cluster.scheduling
+    out: dict[str, Any] = {}
+    gpu = not cpu_only(cluster)  # no GPU defaults for `gpus.type: cpu`: no GPU nodes needed
+    if sched.tolerations is None:
+        tolerations = [dict(GPU_TOLERATION)] if gpu else []
+    else:
+        tolerations = [_toleration(t) for t in sched.tolerations]
+    if sched.node_selector is None:
+        selector = dict(GPU_NODE_SELECTOR) if gpu and not cluster.gpu_nodes else {}
+    else:
+        selector = dict(sched.node_selector)
+    if tolerations:
+        out["tolerations"] = tolerations
+    if selector:
+        out["nodeSelector"] = selector
+    return out
 
 
 def _resources(cluster: Cluster, eff: Mode) -> dict[str, Any]:
@@ -152,8 +257,8 @@ def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
     ]
     volumes: list[dict[str, Any]] = [
         _shm_volume(cluster),
-        # 0400: sshd refuses host keys readable by others
-        {"name": "ssh", "secret": {"secretName": names.SSH_SECRET, "defaultMode": 0o400}},
+        # SECRET_MODE: readable by the pod's UID with or without an fsGroup (i9.9)
+        {"name": "ssh", "secret": {"secretName": names.SSH_SECRET, "defaultMode": SECRET_MODE}},
     ]
     claim_templates: list[dict[str, Any]] = []
     if st.mode == "rwx":
@@ -169,10 +274,11 @@ def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
                     "spec": _claim_spec("ReadWriteOnce", st.class_rwo, size),
                 }
             )
+    image = names.default_image(cluster)
     container: dict[str, Any] = {
         "name": "worker",
-        "image": names.default_image(cluster),
-        "imagePullPolicy": cluster.image.pull_policy,
+        "image": image,
+        "imagePullPolicy": pull_policy(cluster, image),
         "command": [names.POD_INIT],
         "env": pod_env(cluster, mode, nodes),
         "ports": [
@@ -185,6 +291,24 @@ def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
             "initialDelaySeconds": 5,
             "periodSeconds": 5,
             "failureThreshold": 3,
+        },
+        # i10.6: restart a pod whose sshd is gone (the launcher cannot reach it), and never a
+        # busy one. A TCP connect is completed by the kernel from the listen backlog, so
+        # it succeeds however loaded the CPUs, GPUs or sshd itself are; it fails only
+        # when nothing listens on the port. An HTTP or exec probe would need a process
+        # to be scheduled and answer in time, which a saturated node may not do.
+        # 10 misses 30 s apart (5 minutes) before a restart; the startup probe gives
+        # pod init up to 10 minutes before liveness starts counting.
+        "startupProbe": {
+            "tcpSocket": {"port": "ssh"},
+            "periodSeconds": 10,
+            "failureThreshold": 60,
+        },
+        "livenessProbe": {
+            "tcpSocket": {"port": "ssh"},
+            "periodSeconds": 30,
+            "timeoutSeconds": 10,
+            "failureThreshold": 10,
         },
         "resources": _resources(cluster, eff),
         "securityContext": _container_security(cluster, eff),
@@ -205,7 +329,11 @@ def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
             "metadata": template_meta,
             "spec": {
                 "serviceAccountName": cluster.security.service_account,
+                # i9.9: nothing in a worker talks to the API server; without this every
+                # shell (and every training script) there could act as the service account
+                "automountServiceAccountToken": False,
                 "affinity": _affinity(cluster, component),
+                **_scheduling(cluster),
                 "securityContext": _pod_security(),
                 "containers": [container],
                 "volumes": volumes,
@@ -237,87 +365,139 @@ def _tool_security() -> dict[str, Any]:
     }
 
 
+def _oauth_proxy(cluster: Cluster, tool: str, sar: dict[str, str]) -> dict[str, Any]:
+    """The oauth-proxy sidecar in front of ``tool`` (listening on loopback)."""
+    suffix, port_name, port, upstream = DEV_TOOLS[tool]
+    return {
+        "name": f"oauth-proxy-{suffix}",
+        "image": OAUTH_PROXY_IMAGE,
+        "imagePullPolicy": "IfNotPresent",  # pinned by digest
+        "args": [
+            "--provider=openshift",
+            f"--https-address=:{port}",
+            "--http-address=",
+            f"--upstream=http://127.0.0.1:{upstream}",
+            f"--openshift-service-account={cluster.security.service_account}",
+            f"--openshift-sar={json.dumps({'namespace': cluster.namespace, **sar}, sort_keys=True)}",
+            "--tls-cert=/etc/tls/private/tls.crt",
+            "--tls-key=/etc/tls/private/tls.key",
+            # a file path, not the value: argv is world-readable in /proc (i9.8)
+            "--cookie-secret-file=/etc/oauth/cookie/cookie_secret",
+        ],
+        "ports": [{"name": port_name, "containerPort": port, "protocol": "TCP"}],
+        "securityContext": _tool_security(),
+        "volumeMounts": [
+            {"name": f"{suffix}-tls", "mountPath": "/etc/tls/private", "readOnly": True},
+            {"name": "oauth-cookie", "mountPath": "/etc/oauth/cookie", "readOnly": True},
+            # i9.9: the SA token only here (oauth-proxy is an OAuth client as the SA and
+            # posts SubjectAccessReviews with it); the pod does not automount it
+            {"name": "oauth-sa-token", "mountPath": SA_TOKEN_DIR, "readOnly": True},
+        ],
+    }
+
+
+# code-server and Jupyter are a shell in the pod: only users who could exec into it anyway
+# get in. TensorBoard only shows results: users who may get pods in the namespace.
+_EXEC_SAR = {"resource": "pods", "subresource": "exec", "verb": "create"}
+_VIEW_SAR = {"resource": "pods", "verb": "get"}
+SA_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+
 def _dev_tool_containers(cluster: Cluster, image: str, mounts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
-    ws = [m for m in mounts if m["name"] == "workspace"]
+    # copies: a dict shared between containers would be written as a YAML anchor/alias
+    ws = [dict(m) for m in mounts if m["name"] == "workspace"]
+    proxied = oauth(cluster)
+    # behind oauth-proxy the tools listen on loopback only: the proxy is the one way in
+    host = "127.0.0.1" if proxied else "0.0.0.0"  # noqa: S104 - token auth, NetworkPolicy
+    policy = pull_policy(cluster, image)
     if cluster.dev_tools.vscode:
-        _, port_name, port, _ = DEV_TOOLS["vscode"]
-        out.append(
-            {
-                "name": "code-server",
-                "image": image,
-                "imagePullPolicy": cluster.image.pull_policy,
-                "command": ["code-server"],
-                # password auth from the Secret deploy creates; never --auth none
-                "args": ["--bind-addr", f"0.0.0.0:{port}", "--auth", "password",
-                         "--disable-telemetry", names.WORKSPACE_DIR],
-                "env": [_secret_env("PASSWORD", "code-server-password")],
-                "ports": [{"name": port_name, "containerPort": port, "protocol": "TCP"}],
-                "securityContext": _tool_security(),
-                "volumeMounts": ws,
-            }
-        )
+        _, port_name, _, port = DEV_TOOLS["vscode"]
+        vscode: dict[str, Any] = {
+            "name": "code-server",
+            "image": image,
+            "imagePullPolicy": policy,
+            "command": ["code-server"],
+            "args": ["--bind-addr", f"{host}:{port}", "--auth", "none" if proxied else "password",
+                     "--disable-telemetry", names.WORKSPACE_DIR],
+            "securityContext": _tool_security(),
+            "volumeMounts": [dict(m) for m in ws],
+        }
+        if not proxied:
+            # code-server reads $PASSWORD itself: the value never reaches argv (i9.8)
+            vscode["env"] = [_secret_env("PASSWORD", "code-server-password")]
+            vscode["ports"] = [{"name": port_name, "containerPort": port, "protocol": "TCP"}]
+        out.append(vscode)
+        if proxied:
+            out.append(_oauth_proxy(cluster, "vscode", _EXEC_SAR))
     if cluster.dev_tools.jupyter:
-        _, port_name, port, _ = DEV_TOOLS["jupyter"]
-        out.append(
-            {
-                "name": "jupyter",
-                "image": image,
-                "imagePullPolicy": cluster.image.pull_policy,
-                "command": ["jupyter", "lab"],
-                # $(JUPYTER_TOKEN) is expanded by the kubelet from env, no shell involved
-                "args": ["--ip=0.0.0.0", f"--port={port}", "--no-browser",
-                         "--ServerApp.token=$(JUPYTER_TOKEN)",
-                         f"--ServerApp.root_dir={names.WORKSPACE_DIR}"],
-                "env": [_secret_env("JUPYTER_TOKEN", "jupyter-token")],
-                "ports": [{"name": port_name, "containerPort": port, "protocol": "TCP"}],
-                "securityContext": _tool_security(),
-                "volumeMounts": ws,
-            }
-        )
+        _, port_name, _, port = DEV_TOOLS["jupyter"]
+        jupyter: dict[str, Any] = {
+            "name": "jupyter",
+            "image": image,
+            "imagePullPolicy": policy,
+            "command": ["jupyter", "lab"],
+            "args": [f"--ip={host}", f"--port={port}", "--no-browser",
+                     f"--ServerApp.root_dir={names.WORKSPACE_DIR}"],
+            "securityContext": _tool_security(),
+            "volumeMounts": [dict(m) for m in ws],
+        }
+        if proxied:
+            # oauth-proxy authenticated the user; an empty token turns Jupyter's own login
+            # off (it listens on loopback, so only the proxy reaches it), and the proxy
+            # passes the Route's Host header, which a loopback Jupyter refuses unless told
+            jupyter["args"] = [*jupyter["args"], "--ServerApp.token=", "--ServerApp.allow_remote_access=True"]
+        else:
+            # Jupyter Server reads $JUPYTER_TOKEN itself: the token never reaches argv
+            # (i9.8: argv is world-readable in /proc and shown by `ps`)
+            jupyter["env"] = [_secret_env("JUPYTER_TOKEN", "jupyter-token")]
+            jupyter["ports"] = [{"name": port_name, "containerPort": port, "protocol": "TCP"}]
+        out.append(jupyter)
+        if proxied:
+            out.append(_oauth_proxy(cluster, "jupyter", _EXEC_SAR))
     if cluster.dev_tools.tensorboard:
-        _, port_name, port, _ = DEV_TOOLS["tensorboard"]
-        sar = json.dumps({"namespace": cluster.namespace, "resource": "pods", "verb": "get"},
-                         sort_keys=True)
         out.append(
             {
                 "name": "tensorboard",
                 "image": image,
-                "imagePullPolicy": cluster.image.pull_policy,
+                "imagePullPolicy": policy,
                 "command": ["tensorboard"],
-                # loopback only: the oauth-proxy beside it is the one way in
+                # loopback only in both modes: it has no auth of its own
                 "args": ["--logdir", f"{names.WORKSPACE_DIR}/results", "--host", "127.0.0.1",
-                         "--port", "6006"],
+                         "--port", str(DEV_TOOLS["tensorboard"][3])],
                 "securityContext": _tool_security(),
-                "volumeMounts": ws,
+                "volumeMounts": [dict(m) for m in ws],
             }
         )
-        out.append(
-            {
-                "name": "oauth-proxy",
-                "image": OAUTH_PROXY_IMAGE,
-                "imagePullPolicy": "IfNotPresent",
-                "args": [
-                    "--provider=openshift",
-                    f"--https-address=:{port}",
-                    "--http-address=",
-                    "--upstream=http://127.0.0.1:6006",
-                    f"--openshift-service-account={cluster.security.service_account}",
-                    # only users who may get pods in this namespace see TensorBoard
-                    f"--openshift-sar={sar}",
-                    "--tls-cert=/etc/tls/private/tls.crt",
-                    "--tls-key=/etc/tls/private/tls.key",
-                    "--cookie-secret-file=/etc/oauth/cookie/cookie_secret",
-                ],
-                "ports": [{"name": port_name, "containerPort": port, "protocol": "TCP"}],
-                "securityContext": _tool_security(),
-                "volumeMounts": [
-                    {"name": "tensorboard-tls", "mountPath": "/etc/tls/private", "readOnly": True},
-                    {"name": "oauth-cookie", "mountPath": "/etc/oauth/cookie", "readOnly": True},
-                ],
-            }
-        )
+        if proxied:
+            out.append(_oauth_proxy(cluster, "tensorboard", _VIEW_SAR))
     return out
+
+
+def tls_secret(tool: str) -> str:
+    """Secret the service CA issues the tool's oauth-proxy serving certificate into."""
+    return f"ml-dev-env-{DEV_TOOLS[tool][0]}-tls"
+
+
+def _sa_token_volume() -> dict[str, Any]:
+    """The service-account token, CA and namespace the kubelet would automount, as an
+    explicit projected volume that only the oauth-proxy containers mount (i9.9)."""
+    return {
+        "name": "oauth-sa-token",
+        "projected": {
+            "defaultMode": 0o444,  # the token file is the pod's own; any UID of the pod reads it
+            "sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                # OpenShift adds the service CA to its automounted token volume too
+                {"configMap": {"name": "openshift-service-ca.crt", "optional": True,
+                               "items": [{"key": "service-ca.crt", "path": "service-ca.crt"}]}},
+                {"downwardAPI": {"items": [{"path": "namespace",
+                                            "fieldRef": {"apiVersion": "v1",
+                                                         "fieldPath": "metadata.namespace"}}]}},
+            ],
+        },
+    }
 
 
 def dev_pod(cluster: Cluster, mode: Mode) -> dict[str, Any]:
@@ -339,12 +519,17 @@ def dev_pod(cluster: Cluster, mode: Mode) -> dict[str, Any]:
     else:
         volumes.append({"name": "workspace", "persistentVolumeClaim": {"claimName": names.DEV_WORKSPACE_PVC}})
     mounts.append({"name": "dshm", "mountPath": names.SHM_DIR})
-    if cluster.dev_tools.tensorboard:
+    proxied = [t for t in enabled_dev_tools(cluster) if oauth(cluster)]
+    for tool in proxied:
+        volumes.append({"name": f"{DEV_TOOLS[tool][0]}-tls",
+                        "secret": {"secretName": tls_secret(tool), "defaultMode": SECRET_MODE}})
+    if proxied:
         volumes += [
-            {"name": "tensorboard-tls", "secret": {"secretName": TENSORBOARD_TLS_SECRET}},
             {"name": "oauth-cookie", "secret": {"secretName": names.DEVTOOLS_SECRET,
+                                                 "defaultMode": SECRET_MODE,
                                                  "items": [{"key": "oauth-cookie-secret",
                                                             "path": "cookie_secret"}]}},
+            _sa_token_volume(),
         ]
     env = [
         {"name": "MLENV_CLUSTER", "value": cluster.name},
@@ -355,7 +540,7 @@ def dev_pod(cluster: Cluster, mode: Mode) -> dict[str, Any]:
     main: dict[str, Any] = {
         "name": "dev",
         "image": image,
-        "imagePullPolicy": cluster.image.pull_policy,
+        "imagePullPolicy": pull_policy(cluster, image),
         # an idle shell host: `mlenv shell` / `oc rsh` land here
         "command": ["sleep", "infinity"],
         "env": env,
@@ -375,6 +560,10 @@ def dev_pod(cluster: Cluster, mode: Mode) -> dict[str, Any]:
         "metadata": meta,
         "spec": {
             "serviceAccountName": cluster.security.service_account,
+            # i9.9: the token is not automounted: a shell here must not hold the SA's
+            # rights. Only oauth-proxy needs it, and gets it from an explicit projected
+            # volume mounted into its container alone.
+            "automountServiceAccountToken": False,
             "securityContext": _pod_security(),
             "containers": [main, *_dev_tool_containers(cluster, image, mounts)],
             "volumes": volumes,
