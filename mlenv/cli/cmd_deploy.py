@@ -19,6 +19,7 @@ def deploy(
     dry_run: Annotated[str | None, typer.Option("--dry-run", help="client: print the plan; server: server-side dry run.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for all pods Ready.")] = 900.0,
     no_fallback: Annotated[bool, typer.Option("--no-fallback", help="Fail instead of falling back to TCP when RDMA prerequisites miss.")] = False,
+    take_over: Annotated[bool, typer.Option("--take-over", help="Overwrite objects in the namespace that belong to another deployment (or were not created by mlenv); refused otherwise.")] = False,
 ) -> None:
     """Deploy a cluster config: preflight explains what is missing and a server-side dry
     run checks every object before anything is applied.
@@ -43,6 +44,7 @@ def deploy(
     for w in mode_warnings(cfg, m):
         err(f"warning: {w}")
     opts = DeployOptions(mode=m, nodes=nodes, timeout=timeout, no_fallback=no_fallback,
+                         take_over=take_over,
                          dry_run=cast(Literal["client", "server"] | None, dry_run))
     if dry_run == "client":
         rep = run_deploy(cfg, opts, None)

@@ -227,7 +227,8 @@ class Cluster(Protocol):
 
     def list(self, kind: str, namespace: str | None,
              selector: dict[str, str] | None = None) -> list[Manifest]:
-        """Objects of a kind, filtered by an equality label selector."""
+        """Objects of a kind, filtered by an equality label selector; ``namespace`` None
+        means cluster-scoped kinds, or every namespace for a namespaced kind."""
         ...
 
     def delete(self, kind: str, name: str, namespace: str | None, *,

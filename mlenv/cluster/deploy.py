@@ -10,6 +10,7 @@ Progress goes to the ``say`` callback; only the CLI prints.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -30,7 +31,7 @@ from mlenv.cluster.api import (
     plural,
     resource_for,
 )
-from mlenv.cluster.preflight import PreflightReport, Problem, run_preflight
+from mlenv.cluster.preflight import PreflightReport, Problem, foreign_objects, run_preflight
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.config.model import Mode
 from mlenv.errors import InfraError, InputError
@@ -41,6 +42,9 @@ STATEFULSET = "ml-dev-env"
 POLL_S = 2.0
 DELETE_WAIT_S = 120.0
 RECREATABLE = ("StatefulSet", "Pod")
+# Set on objects this deploy created (never on adopted ones); teardown deletes only those.
+ANNOTATION_CREATED = "ml-dev-env.io/created-by"
+APPLY_TRIES = 3
 # How the API server words a 422 for a field it cannot update in place.
 IMMUTABLE_MARKERS = ("pod updates may not change fields",
                      "updates to statefulset spec for fields other than",
@@ -73,6 +77,23 @@ class DeployTimeout(InfraError):
     """Pods were not all Ready by the deadline; the message carries the reasons."""
 
 
+class DeployIncomplete(InfraError):
+    """An apply failed after others succeeded (retried first): the message lists exactly
+    what is now applied, what was deleted and not restored, and the command that restores
+    or removes it (exit 3)."""
+
+    def __init__(self, cause: Exception, done: list[str], pending: list[str],
+                 restore: str, remove: str) -> None:
+        lines = [f"deploy stopped half-way: {cause}", "now applied:"]
+        lines += [f"  - {d}" for d in done] or ["  (nothing)"]
+        if pending:
+            lines.append("not applied:")
+            lines += [f"  - {p}" for p in pending]
+        lines.append(f"to finish it: {restore}")
+        lines.append(f"to remove what was applied: {remove}")
+        super().__init__("\n".join(lines))
+
+
 @dataclass
 class DeployOptions:
     """What the user asked for."""
@@ -82,6 +103,7 @@ class DeployOptions:
     dry_run: Literal["client", "server"] | None = None
     timeout: float = 900.0
     no_fallback: bool = False
+    take_over: bool = False  # overwrite objects labelled for another instance (or unlabelled)
 
 
 @dataclass
@@ -199,22 +221,88 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: Cluster | None, *,
     rep.preflight = pre
     if pre.blocking:
         raise PreflightFailed(pre.blocking)
-    say(f"preflight: ok ({pre.user} on {pre.server}, namespace {cfg.namespace})")
     leave = set(pre.skip)
     todo = [m for m in manifests if (m["kind"], m["metadata"]["name"]) not in leave]
+    _check_ownership(cfg, todo, client, opts.take_over, say)
+    say(f"preflight: ok ({pre.user} on {pre.server}, namespace {cfg.namespace})")
     rep.skipped = [f"{k.lower()}/{n}" for k, n in pre.skip]  # the preflight notes say why
-    secrets = _planned_secrets(cfg, manifests, client, rep)
+    secrets = _planned_secrets(cfg, manifests, client, rep, say)
+    todo = [mark_created(m, client, _scope(cfg, m)) for m in todo]
+    secrets = [mark_created(m, client, cfg.namespace) for m in secrets]
     server_dry = opts.dry_run == "server"
     recreate = dry_run_plan(cfg, secrets + todo, client, rep, say, report=server_dry)
     if server_dry:
         return rep
     say(f"server-side dry run: {len(secrets) + len(todo)} object(s) accepted; applying")
-    for secret in secrets:
-        client.apply(secret, cfg.namespace, field_manager=FIELD_MANAGER, force_conflicts=True)
-        say(f"secret/{secret['metadata']['name']} created")
-    _apply_all(cfg, todo, client, rep, recreate, say)
+    done: list[str] = []
+    try:
+        for secret in secrets:
+            _apply_retrying(client, secret, cfg.namespace, say, force=True)
+            done.append(f"secret/{secret['metadata']['name']}: created")
+            say(f"secret/{secret['metadata']['name']} created")
+        _apply_all(cfg, todo, client, rep, recreate, say, done)
+    except (ApiError, InfraError) as e:
+        applied = {d.split(":", 1)[0] for d in done}
+        pending = [_ref(m) for m in secrets + todo if _ref(m) not in applied]
+        raise DeployIncomplete(
+            e, done, pending,
+            restore=f"mlenv deploy {cfg.name} --mode {mode}" + (
+                f" --nodes {opts.nodes}" if opts.nodes else "") + " (re-runs the same plan)",
+            remove=f"mlenv teardown {cfg.name} (deletes only what mlenv created)") from e
     rep.ready = wait_ready(cfg, nodes, client, opts.timeout, say)
     return rep
+
+
+def _check_ownership(cfg: ClusterConfig, todo: list[Manifest], client: Cluster,
+                     take_over: bool, say: Say) -> None:
+    """i9.4: refuse to overwrite live objects of another instance unless ``take_over``."""
+    names = {keys.SECRET_NAME, keys.DEVTOOLS_SECRET}
+    probes = todo + [{"kind": "Secret", "metadata": {"name": n}} for n in sorted(names)]
+    foreign = foreign_objects(cfg, probes, client)
+    if not foreign:
+        return
+    if take_over:
+        for f in foreign:
+            say(f"take-over: {f}: overwriting it (--take-over)")
+        return
+    raise PreflightFailed([Problem(
+        "blocking",
+        f"{len(foreign)} object(s) this deploy would overwrite in namespace {cfg.namespace} "
+        "are not this deployment's:\n" + "\n".join(f"      {f}" for f in foreign)
+        + "\n    deploy into another namespace, tear the other one down, or pass "
+        "--take-over to overwrite them (their owner's pods are replaced)", input=True)])
+
+
+def mark_created(m: Manifest, client: Cluster, namespace: str | None) -> Manifest:
+    """``m`` with the created-by annotation when this deploy creates it (or an earlier
+    mlenv deploy did): server-side apply would drop the annotation if a later apply left
+    it out, so it is re-applied as long as the live object has it. An object that existed
+    without it (a pre-created ServiceAccount) is adopted and never marked."""
+    live = client.get(str(m["kind"]), str(m["metadata"]["name"]), namespace)
+    if live is not None and ANNOTATION_CREATED not in (
+            (live.get("metadata") or {}).get("annotations") or {}):
+        return m
+    out = json.loads(json.dumps(m))
+    out["metadata"].setdefault("annotations", {})[ANNOTATION_CREATED] = "mlenv"
+    return dict(out)
+
+
+def _apply_retrying(client: Cluster, m: Manifest, namespace: str | None, say: Say, *,
+                    force: bool = False) -> ApplyResult:
+    """Apply, retrying a failure that is not the plan's fault (not 422, not 403) twice
+    with a growing pause: a flaky API must not leave a half-applied namespace."""
+    for attempt in range(1, APPLY_TRIES + 1):
+        try:
+            return client.apply(m, namespace, field_manager=FIELD_MANAGER,
+                                force_conflicts=force)
+        except (Invalid, Forbidden):
+            raise
+        except (ApiError, InfraError) as e:
+            if attempt == APPLY_TRIES:
+                raise
+            say(f"{_ref(m)}: apply failed ({e}); retrying ({attempt}/{APPLY_TRIES - 1})")
+            client.pause(2.0 * attempt)
+    raise AssertionError("unreachable")
 
 
 def _needs_devtools_secret(manifests: list[Manifest]) -> bool:
@@ -231,11 +319,17 @@ def _needs_devtools_secret(manifests: list[Manifest]) -> bool:
 
 
 def _planned_secrets(cfg: ClusterConfig, manifests: list[Manifest], client: Cluster,
-                     rep: DeployReport) -> list[Manifest]:
-    """The Secrets deploy creates (none when complete ones exist: keys are kept)."""
+                     rep: DeployReport, say: Say = lambda _m: None) -> list[Manifest]:
+    """The Secrets deploy creates (none when complete ones of this instance exist: keys
+    are kept; an empty or foreign one is regenerated, and that is said)."""
     labels = {**instance_selector(cfg.name), "app.kubernetes.io/part-of": "ml-dev-env",
               "app.kubernetes.io/managed-by": "mlenv", LABEL_COMPONENT: "ssh"}
     out = []
+    for name, wanted in ((keys.SECRET_NAME, keys.KEY_FILES),
+                         (keys.DEVTOOLS_SECRET, keys.DEVTOOLS_KEYS)):
+        why = keys.why_not_reusable(client.get("Secret", name, cfg.namespace), wanted, labels)
+        if why:
+            say(f"secret/{name}: not reusable ({why}): generating new values")
     ssh = keys.planned_ssh_secret(client, cfg.namespace, labels, f"mlenv@{cfg.name}")
     rep.ssh_secret = "kept" if ssh is None else "created"
     if ssh is not None:
@@ -330,22 +424,31 @@ def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: Cluster,
 
 
 def _apply_all(cfg: ClusterConfig, manifests: list[Manifest], client: Cluster,
-               rep: DeployReport, recreate: dict[str, str], say: Say) -> None:
+               rep: DeployReport, recreate: dict[str, str], say: Say,
+               done: list[str] | None = None) -> None:
+    """Apply in order; ``done`` collects "ref: action" lines (a deleted-for-recreate
+    object that could not be re-applied is listed as deleted) for the failure report."""
+    done = [] if done is None else done
     for m in manifests:
         kind, name, ref = str(m["kind"]), m["metadata"]["name"], _ref(m)
         if ref in recreate:
             _recreate(client, kind, cfg.namespace, name, recreate[ref], say)
             rep.recreated.append(ref)
+            done.append(f"{ref}: DELETED to be recreated, not yet re-applied")
         try:
-            res = client.apply(m, _scope(cfg, m), field_manager=FIELD_MANAGER)
+            res = _apply_retrying(client, m, _scope(cfg, m), say)
         except Invalid as e:
             if kind not in RECREATABLE or ref in rep.recreated or not _immutable(e):
                 raise
             # the live object changed after the dry run: trust the 422
-            _recreate(client, kind, cfg.namespace, name, "the API refuses the update in place",
-                      say)
+            _recreate(client, kind, cfg.namespace, name,
+                      "the API refuses the update in place", say)
             rep.recreated.append(ref)
-            res = client.apply(m, _scope(cfg, m), field_manager=FIELD_MANAGER)
+            done.append(f"{ref}: DELETED to be recreated, not yet re-applied")
+            res = _apply_retrying(client, m, _scope(cfg, m), say)
+        if done and done[-1].startswith(f"{ref}: DELETED"):
+            done.pop()
+        done.append(f"{ref}: {'recreated' if ref in rep.recreated else res.action}")
         rep.applied.append(res)
         say(f"{ref} {res.action}")
 

@@ -217,6 +217,9 @@ class FakeCluster:
         self.calls: list[list[str]] = []  # exec/interactive/port-forward/build history
         self.default_storage_class = "standard"
         self.rsync_failures: list[str] = []  # pods where rsync "succeeds" but copies nothing
+        # "Kind/name" → how many more (non-dry-run) applies of it fail with a server error,
+        # as a flaky API or an admission webhook timing out would
+        self.apply_failures: dict[str, int] = {}
 
     # -- test setup -------------------------------------------------------------------
 
@@ -401,6 +404,11 @@ class FakeCluster:
         if kind not in CLUSTER_SCOPED and (not ns or not self._ns_exists(ns)):
             raise NotFound(f'namespaces "{ns}" not found', kind=kind, name=name)
         k = _key(kind, ns, name)
+        if not dry_run and self.apply_failures.get(f"{kind}/{name}", 0) > 0:
+            self.apply_failures[f"{kind}/{name}"] -= 1
+            raise ApiError(f"Internal error occurred: failed calling webhook for {kind} "
+                           f"{name}: context deadline exceeded (fake, injected)",
+                           kind=kind, name=name)
         # server-side apply is a PATCH: creating needs create, changing an existing one patch
         self._require("patch" if k in self.objects else "create", plural(kind))
         config = copy.deepcopy(manifest)

@@ -59,9 +59,36 @@ def planned_ssh_secret(client: Cluster, namespace: str, labels: dict[str, str],
     Deploy dry-runs it with the rest of the plan before applying anything.
     """
     live = client.get("Secret", SECRET_NAME, namespace)
-    if live is not None and all(k in (live.get("data") or {}) for k in KEY_FILES):
+    if reusable(live, KEY_FILES, labels):
         return None
     return secret_manifest(namespace, labels, generate_keys(comment))
+
+
+def reusable(live: Manifest | None, keys: tuple[str, ...], labels: dict[str, str]) -> bool:
+    """True when a live Secret can be kept: every key present and non-empty, and labelled
+    for this instance (i9.8: an empty value, or another deployment's keys, is never
+    reused; deploy regenerates the Secret instead and says so)."""
+    if live is None:
+        return False
+    data = live.get("data") or {}
+    if not all(isinstance(data.get(k), str) and data[k].strip() for k in keys):
+        return False
+    have = (live.get("metadata") or {}).get("labels") or {}
+    return all(have.get(k) == v for k, v in labels.items()
+               if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance"))
+
+
+def why_not_reusable(live: Manifest | None, keys: tuple[str, ...],
+                     labels: dict[str, str]) -> str:
+    """Why :func:`reusable` said no, for the deploy log ("" when it said yes or none exists)."""
+    if live is None or reusable(live, keys, labels):
+        return ""
+    data = live.get("data") or {}
+    missing = [k for k in keys if not (isinstance(data.get(k), str) and data[k].strip())]
+    if missing:
+        return f"key(s) missing or empty: {', '.join(missing)}"
+    owner = ((live.get("metadata") or {}).get("labels") or {}).get("app.kubernetes.io/instance")
+    return f"labelled for instance {owner!r}" if owner else "not labelled as mlenv's"
 
 
 DEVTOOLS_SECRET = "ml-dev-env-devtools"
@@ -75,7 +102,7 @@ def planned_devtools_secret(client: Cluster, namespace: str,
     import secrets
 
     live = client.get("Secret", DEVTOOLS_SECRET, namespace)
-    if live is not None and all(k in (live.get("data") or {}) for k in DEVTOOLS_KEYS):
+    if reusable(live, DEVTOOLS_KEYS, labels):
         return None
     # oauth-proxy wants a 16/24/32-byte cookie secret: 32 hex characters
     values = {"code-server-password": secrets.token_urlsafe(24),

@@ -30,6 +30,7 @@ from typing import IO, Literal
 from mlenv import argv
 from mlenv.cluster import treehash
 from mlenv.cluster.api import (
+    CLUSTER_SCOPED_KINDS,
     DEFAULT_EXEC_TIMEOUT,
     FIELD_MANAGER,
     NO_TIMEOUT,
@@ -261,6 +262,8 @@ class OcCluster:
              selector: dict[str, str] | None = None) -> builtins.list[Manifest]:
         """``get KIND -l k=v,… -o json``."""
         opts = ["--output=json"]
+        if namespace is None and kind not in CLUSTER_SCOPED_KINDS:
+            opts.append("--all-namespaces")  # as the fake and the protocol mean None
         if selector:
             opts.append(f"--selector={argv.selector(selector)}")
         out = self._ok("get", opts, [argv.resource(kind)], namespace=namespace, kind=kind)

@@ -76,9 +76,67 @@ def _cluster_scoped_names(cfg: ClusterConfig) -> dict[str, list[str]]:
     return out
 
 
+ANNOTATION_CREATED = "ml-dev-env.io/created-by"  # set by deploy on what it created
+LABEL_NAMESPACE = "ml-dev-env.io/namespace"  # on cluster-scoped objects: whose they are
+
+
+def created_by_mlenv(obj: Manifest) -> bool:
+    """True for objects deploy created. Objects from before the marker existed have fixed
+    mlenv names and count as created, except a ServiceAccount: its name comes from the
+    config and users pre-create it (upstream told them to), so unmarked it is adopted."""
+    meta = obj.get("metadata") or {}
+    if ANNOTATION_CREATED in (meta.get("annotations") or {}):
+        return True
+    return obj.get("kind") != "ServiceAccount"
+
+
+def _pvcs_in_use_by_others(cfg: ClusterConfig, client: Cluster) -> dict[str, str]:
+    """claim name → the pod of another instance (or no instance) that mounts it."""
+    out: dict[str, str] = {}
+    for pod in client.list("Pod", cfg.namespace):
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if labels.get(LABEL_INSTANCE) == cfg.name and labels.get(
+                "app.kubernetes.io/name") == "ml-dev-env":
+            continue
+        for v in (pod.get("spec") or {}).get("volumes") or []:
+            claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
+            if claim:
+                out[str(claim)] = str(pod["metadata"]["name"])
+    return out
+
+
+def _bound_elsewhere(client: Cluster, cfg: ClusterConfig, role: str) -> list[str]:
+    """RoleBindings that are not this deployment's and grant ``role`` (a ClusterRole):
+    deleting the role (and its SCC) would break their pods' next admission."""
+    try:
+        bindings = client.list("RoleBinding", None)
+        scope = ""
+    except Forbidden:
+        bindings, scope = client.list("RoleBinding", cfg.namespace), " (this namespace only)"
+    out = []
+    for b in bindings:
+        meta = b.get("metadata") or {}
+        ref = b.get("roleRef") or {}
+        if ref.get("kind") != "ClusterRole" or ref.get("name") != role:
+            continue
+        labels = meta.get("labels") or {}
+        if meta.get("namespace") == cfg.namespace and labels.get(LABEL_INSTANCE) == cfg.name:
+            continue
+        out.append(f"rolebinding {meta.get('namespace')}/{meta.get('name')}{scope}")
+    return out
+
+
 def teardown(cfg: ClusterConfig, client: Cluster, *, purge: bool = False) -> TeardownReport:
-    """Delete every object labelled with this deployment's instance and name; PVCs only
-    with ``purge`` (including the ones volumeClaimTemplates created).
+    """Delete what this deployment created, nothing else.
+
+    - Namespaced objects labelled with this instance, and only those deploy created
+      (:func:`created_by_mlenv`); an adopted ServiceAccount keeps existing, with mlenv's
+      labels released.
+    - Cluster-scoped objects (RDMA SCC, ClusterRole) only when they carry this namespace's
+      label too and no RoleBinding of another deployment still grants them; one named
+      the old way (without the namespace) is left, with why.
+    - PVCs (including the volumeClaimTemplate ones) only with ``purge``, and never one a
+      pod of another instance mounts.
 
     Kinds the API does not serve (Route, BuildConfig, ImageStream, SCC on plain
     Kubernetes) are skipped. Cluster-scoped objects the user may not list or delete are
@@ -90,8 +148,14 @@ def teardown(cfg: ClusterConfig, client: Cluster, *, purge: bool = False) -> Tea
 
     def drop(kind: str, objs: list[Manifest], ns: str | None) -> None:
         for o in objs:
-            if client.delete(kind, o["metadata"]["name"], ns, cascade="foreground"):
-                rep.deleted.append(f"{kind.lower()}/{o['metadata']['name']}")
+            name = o["metadata"]["name"]
+            if not created_by_mlenv(o):
+                _release(client, o, ns)
+                rep.left.append(f"{kind.lower()}/{name}: kept (it existed before mlenv "
+                                "adopted it); mlenv's labels removed")
+                continue
+            if client.delete(kind, name, ns, cascade="foreground"):
+                rep.deleted.append(f"{kind.lower()}/{name}")
 
     for kind in TEARDOWN_KINDS:
         try:
@@ -111,10 +175,26 @@ def teardown(cfg: ClusterConfig, client: Cluster, *, purge: bool = False) -> Tea
             what = ", ".join(f"{plural(kind)}/{n}" for n in names) or f"any {plural(kind)}"
             rep.left.append(f"{what}: you may not list {plural(kind)} (cluster-scoped); if this "
                             "deployment created them, ask a cluster admin to delete them "
-                            f"(oc delete {plural(kind)} -l {LABEL_INSTANCE}={cfg.name})")
+                            f"(oc delete {plural(kind)} -l {LABEL_INSTANCE}={cfg.name},"
+                            f"{LABEL_NAMESPACE}={cfg.namespace})")
             continue
         for o in objs:
             name = o["metadata"]["name"]
+            labels = o["metadata"].get("labels") or {}
+            if labels.get(LABEL_NAMESPACE) != cfg.namespace:
+                if LABEL_NAMESPACE not in labels:
+                    rep.left.append(
+                        f"{plural(kind)}/{name}: kept: named before mlenv put the namespace in "
+                        f"cluster-scoped names, so a deployment of {cfg.name!r} in another "
+                        "namespace may use it; delete it once none does "
+                        f"(oc delete {plural(kind)} {name})")
+                continue  # another namespace's deployment of the same cluster name
+            role = name if kind == "ClusterRole" else f"{name}-use"
+            users = _bound_elsewhere(client, cfg, role)
+            if users:
+                rep.left.append(f"{plural(kind)}/{name}: kept: still granted by "
+                                + ", ".join(users))
+                continue
             try:
                 if client.delete(kind, name, None):
                     rep.deleted.append(f"{kind.lower()}/{name}")
@@ -123,6 +203,23 @@ def teardown(cfg: ClusterConfig, client: Cluster, *, purge: bool = False) -> Tea
                                 "(cluster-scoped): ask a cluster admin to "
                                 f"(oc delete {plural(kind)} {name})")
     if purge:
-        drop("PersistentVolumeClaim", client.list("PersistentVolumeClaim", cfg.namespace, sel),
+        busy = _pvcs_in_use_by_others(cfg, client)
+        claims = client.list("PersistentVolumeClaim", cfg.namespace, sel)
+        for c in claims:
+            n = c["metadata"]["name"]
+            if n in busy:
+                rep.left.append(f"persistentvolumeclaim/{n}: kept: pod {busy[n]} of another "
+                                "deployment mounts it")
+        drop("PersistentVolumeClaim", [c for c in claims if c["metadata"]["name"] not in busy],
              cfg.namespace)
     return rep
+
+
+def _release(client: Cluster, obj: Manifest, ns: str | None) -> None:
+    """Give an adopted object back: a server-side apply of nothing under mlenv's field
+    manager removes exactly the fields mlenv set (its labels), nothing another owner set."""
+    from mlenv.cluster.api import FIELD_MANAGER
+
+    bare = {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj["kind"],
+            "metadata": {"name": obj["metadata"]["name"]}}
+    client.apply(bare, ns, field_manager=FIELD_MANAGER)

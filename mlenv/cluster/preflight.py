@@ -341,3 +341,44 @@ def _check_nodes(cfg: ClusterConfig, mode: Mode, nodes: int, client: Cluster,
             lacking = sorted(n["metadata"]["name"] for n in usable if n not in have)
             add(Problem("rdma", f"{len(have)} node(s) offer {r.count} allocatable {r.name}, "
                         f"{nodes} needed" + (f" (lacking: {', '.join(lacking)})" if lacking else "")))
+
+
+# The objects deploy applies have fixed names (docs/contracts.md), so a second config
+# deployed into the same namespace would silently take over the first one's StatefulSet,
+# dev Pod, Secrets and claims. Before anything is applied, every planned object that is
+# already there must be this instance's.
+ADOPTABLE = ("ServiceAccount",)  # users pre-create the service account (upstream's notes did)
+
+
+def foreign_objects(cfg: ClusterConfig, planned: list[Manifest],
+                    client: Cluster) -> list[str]:
+    """One line per live object the plan would overwrite that is not this instance's
+    (another instance's label, or no mlenv label at all): "kind/name: whose"."""
+    out: list[str] = []
+    for m in planned:
+        kind, name = str(m["kind"]), str(m["metadata"]["name"])
+        scoped = kind in CLUSTER_SCOPED_KINDS
+        try:
+            live = client.get(kind, name, None if scoped else cfg.namespace)
+        except (NotFound, Forbidden):
+            continue  # unserved kind, or unreadable: the permission checks speak for it
+        if live is None:
+            continue
+        labels = (live.get("metadata") or {}).get("labels") or {}
+        owner = labels.get("app.kubernetes.io/instance")
+        ours = labels.get("app.kubernetes.io/name") == "ml-dev-env" and owner == cfg.name
+        if scoped:
+            ns_label = labels.get("ml-dev-env.io/namespace")
+            ours = ours and ns_label in (None, cfg.namespace)
+        if ours:
+            continue
+        if owner is None and kind in ADOPTABLE:
+            continue  # a pre-created service account is adopted, never deleted (teardown)
+        if owner is not None:
+            whose = f"belongs to instance {owner!r}" + (
+                f" of namespace {labels.get('ml-dev-env.io/namespace')!r}"
+                if scoped and labels.get("ml-dev-env.io/namespace") else "")
+        else:
+            whose = "was not created by mlenv (no app.kubernetes.io/instance label)"
+        out.append(f"{kind.lower()}/{name}: {whose}")
+    return out

@@ -35,8 +35,23 @@ ANNOTATION_DESCRIPTION = "ml-dev-env.io/description"
 ANNOTATION_NOTES = "ml-dev-env.io/notes"
 
 
+# Cluster-scoped objects (the RDMA SCC and its ClusterRole) carry the namespace of the
+# deployment that owns them: two teams may deploy configs with the same cluster name
+# into two namespaces, and one's teardown must never delete what the other's pods use.
+LABEL_NAMESPACE = "ml-dev-env.io/namespace"
+# Set by `mlenv deploy` on the objects it created (never on ones that existed before and
+# were adopted, such as a pre-created ServiceAccount); teardown deletes only these.
+ANNOTATION_CREATED = "ml-dev-env.io/created-by"
+
+
 def scc_name(cluster: Cluster) -> str:
-    """The RDMA-mode SCC: cluster-scoped, so the cluster name keeps it unique."""
+    """The RDMA-mode SCC: cluster-scoped, so namespace and cluster name keep it unique
+    (a namespace label is at most 63 characters, a cluster name too: 143 at most)."""
+    return f"ml-dev-env-{cluster.namespace}-{cluster.name}-rdma"
+
+
+def legacy_scc_name(cluster: Cluster) -> str:
+    """The SCC name before it carried the namespace (teardown recognises, never deletes it)."""
     return f"ml-dev-env-{cluster.name}-rdma"
 
 

@@ -116,3 +116,22 @@ def test_missing_oc_is_announced_once_on_stderr(tmp_path, monkeypatch) -> None:
     assert notices == [f"notice: oc not found on PATH: using kubectl ({kubectl}) for the verbs "
                        "it shares with oc (sync copies through a tar stream; `build` needs oc)"]
     assert "oc not found" not in r.stdout
+
+
+def test_i9_4_take_over_flag_through_the_cli(tmp_path, monkeypatch) -> None:
+    from mlenv.cluster.fake import FakeCluster
+
+    state = fake_state(tmp_path)
+    fake = FakeCluster.load(str(state))
+    fake.apply({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {
+        "name": "ml-dev-env", "labels": {"app": "ml-dev-env-multi"}},
+        "spec": {"serviceName": "ml-dev-env", "selector": {"matchLabels": {"app": "x"}},
+                 "template": {"metadata": {"labels": {"app": "x"}},
+                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}},
+        "ml-dev-env", field_manager="kubectl")
+    fake.save(str(state))
+    r = run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch)
+    assert r.exit_code == 2, r.output
+    assert "statefulset/ml-dev-env: was not created by mlenv" in r.output
+    r = run(["deploy", "barcelona", "--timeout", "60", "--take-over"], state, monkeypatch)
+    assert r.exit_code == 0, r.output

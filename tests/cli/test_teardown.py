@@ -29,7 +29,7 @@ def test_teardown_names_what_it_had_to_leave_behind(tmp_path, monkeypatch) -> No
     fake.save(str(state))
     r = run(["teardown", "barcelona"], state, monkeypatch)
     assert r.exit_code == 0, r.output
-    assert ("warning: left behind: securitycontextconstraints/ml-dev-env-barcelona-rdma: you may "
+    assert ("warning: left behind: securitycontextconstraints/ml-dev-env-ml-dev-env-barcelona-rdma: you may "
             "not delete it") in r.stderr
     assert "1 left behind (see above)" in r.stdout
-    assert "deleted clusterrole/ml-dev-env-barcelona-rdma-use" in r.stdout
+    assert "deleted clusterrole/ml-dev-env-ml-dev-env-barcelona-rdma-use" in r.stdout

@@ -107,7 +107,7 @@ def test_scc_use_is_asked_as_the_service_account(barcelona, fake_for) -> None:
     deploy(barcelona, DeployOptions(mode="rdma", dry_run="server"), fake, say=said.append)
     assert any("rolebinding/ml-dev-env-scc of this plan grants it" in s for s in said)
     with pytest.raises(PreflightFailed, match=r"service account ml-dev-env/ml-dev-sa may not use "
-                       r"SCC ml-dev-env-barcelona-rdma and the plan does not grant it"):
+                       r"SCC ml-dev-env-ml-dev-env-barcelona-rdma and the plan does not grant it"):
         deploy(strict(barcelona), DeployOptions(mode="rdma"), fake, render=without_binding)
     fake.denied = ["impersonate serviceaccounts"]
     said.clear()
@@ -188,7 +188,9 @@ def test_teardown_on_plain_kubernetes_skips_openshift_kinds(barcelona) -> None:
     kube = FakeCluster(openshift=False)
     kube.add_namespace(barcelona.namespace)
     for kind, name in (("ConfigMap", "a"), ("ServiceAccount", "ml-dev-sa"), ("Secret", "s")):
-        kube.apply(labelled(kind, name), barcelona.namespace)
+        obj = labelled(kind, name)
+        obj["metadata"]["annotations"] = {"ml-dev-env.io/created-by": "mlenv"}
+        kube.apply(obj, barcelona.namespace)
     rep = teardown(barcelona, kube)
     assert sorted(rep.deleted) == ["configmap/a", "secret/s", "serviceaccount/ml-dev-sa"]
     assert set(rep.absent_kinds) >= {"Route", "BuildConfig", "ImageStream",
@@ -203,9 +205,9 @@ def test_teardown_names_the_cluster_scoped_objects_it_must_leave(barcelona, fake
     rep = teardown(barcelona, fake)
     assert fake.list("StatefulSet", barcelona.namespace) == []
     assert len(rep.left) == 2
-    assert rep.left[0].startswith("securitycontextconstraints/ml-dev-env-barcelona-rdma: you "
+    assert rep.left[0].startswith("securitycontextconstraints/ml-dev-env-ml-dev-env-barcelona-rdma: you "
                                   "may not list")
-    assert rep.left[1].startswith("clusterroles/ml-dev-env-barcelona-rdma-use: you may not delete")
+    assert rep.left[1].startswith("clusterroles/ml-dev-env-ml-dev-env-barcelona-rdma-use: you may not delete")
 
 
 def test_sync_copies_a_nested_results_folder_and_verifies_it(barcelona, fake_for, tmp_path) -> None:
@@ -267,7 +269,7 @@ def test_unreadable_admin_objects_are_left_to_the_admin(barcelona, fake_for) -> 
     said: list[str] = []
     rep = deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake, say=said.append)
     assert rep.mode == "rdma" and rep.ready == rep.nodes
-    assert "securitycontextconstraints/ml-dev-env-barcelona-rdma" in rep.skipped
+    assert "securitycontextconstraints/ml-dev-env-ml-dev-env-barcelona-rdma" in rep.skipped
     assert any("may not read, create or patch securitycontextconstraints/" in s for s in said)
 
 
