@@ -30,14 +30,28 @@ RUN apt-get update \
 # independent of the GPU generation it lands on.
 RUN python -m pip install --no-cache-dir "deepspeed==${DEEPSPEED_VERSION}"
 
-# Dev tools the renderer can expose (dev_tools: in the config), always authenticated:
-# code-server (password from Secret ml-dev-env-devtools); jupyter and tensorboard come
-# with the NGC base. Pinned release tarball over TLS (no checksum pinned yet: a known
-# gap); bump together with docs/deploy.md.
-ARG CODE_SERVER_VERSION=4.93.1
-RUN curl -fsSL "https://github.com/coder/code-server/releases/download/v${CODE_SERVER_VERSION}/code-server-${CODE_SERVER_VERSION}-linux-amd64.tar.gz" \
-      | tar -xz -C /opt \
+# Dev tools the renderer can expose (dev_tools: in the config): code-server here; jupyter
+# and tensorboard come with the NGC base. They listen on 127.0.0.1 behind an oauth-proxy
+# sidecar, or (dev_tools.auth: token) take their password/token from Secret
+# ml-dev-env-devtools through the environment (docs/rendering.md). The release tarball is
+# checked against a pinned sha256 before anything is unpacked (i9.13): a tag or asset
+# re-pushed upstream, or a tampered mirror, fails the build instead of landing in the image.
+# An empty checksum fails too (no silent unverified download). Bump version and checksum
+# together (sha256 of code-server-<v>-linux-amd64.tar.gz from the release page), and
+# docs/deploy.md.
+ARG CODE_SERVER_VERSION=4.96.4
+ARG CODE_SERVER_SHA256=b3f9025d00f2cdf61caf83945ef7225d4a3eb576c4c007e45868f45713e39c8e
+RUN test -n "${CODE_SERVER_SHA256}" || { echo "CODE_SERVER_SHA256 is empty: refusing an unverified download" >&2; exit 1; } \
+ && curl -fsSL -o /tmp/code-server.tar.gz \
+      "https://github.com/coder/code-server/releases/download/v${CODE_SERVER_VERSION}/code-server-${CODE_SERVER_VERSION}-linux-amd64.tar.gz" \
+ && echo "${CODE_SERVER_SHA256}  /tmp/code-server.tar.gz" | sha256sum --check --strict - \
+ && tar -xzf /tmp/code-server.tar.gz -C /opt \
+ && rm -f /tmp/code-server.tar.gz \
  && ln -s "/opt/code-server-${CODE_SERVER_VERSION}-linux-amd64/bin/code-server" /usr/local/bin/code-server
+
+# debugpy: `make dev-session` attaches a remote debugger to a rank on port 5678 (issue 10).
+ARG DEBUGPY_VERSION=1.8.22
+RUN python -m pip install --no-cache-dir "debugpy==${DEBUGPY_VERSION}"
 
 WORKDIR ${MLENV_HOME}
 COPY pyproject.toml README.md ./

@@ -73,3 +73,37 @@ def test_the_venv_tests_the_deepspeed_the_image_ships() -> None:
     venv = re.search(r"^DEEPSPEED_PIN \?= deepspeed==(\S+)$", (ROOT / "Makefile").read_text(), re.M)
     assert image and venv, "DEEPSPEED_VERSION (Dockerfile) and DEEPSPEED_PIN (Makefile) must both be pinned"
     assert image.group(1) == venv.group(1)
+
+
+def test_i9_13_code_server_download_is_sha256_verified_and_fails_closed() -> None:
+    version = re.search(r"^ARG CODE_SERVER_VERSION=(\S+)$", DOCKERFILE, re.M)
+    digest = re.search(r"^ARG CODE_SERVER_SHA256=([0-9a-f]*)$", DOCKERFILE, re.M)
+    assert version and digest and len(digest.group(1)) == 64, "pin the release and its sha256"
+    run = DOCKERFILE[DOCKERFILE.index("ARG CODE_SERVER_SHA256"):]
+    run = run[: run.index("\n\n")]
+    # downloaded to a file, checked, and only then unpacked: never curl | tar
+    assert "| tar" not in run
+    assert run.index("sha256sum --check") < run.index("tar -x")
+    assert 'test -n "${CODE_SERVER_SHA256}"' in run  # an emptied ARG fails the build
+
+
+def test_i9_13_oauth_proxy_pinned_by_digest() -> None:
+    from mlenv.render.workload import OAUTH_PROXY_IMAGE
+
+    assert re.fullmatch(r"quay\.io/openshift/origin-oauth-proxy@sha256:[0-9a-f]{64}", OAUTH_PROXY_IMAGE)
+
+
+def test_i9_13_dockerignore_keeps_local_state_out_of_the_build_context() -> None:
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    for path in (".git", ".venv", ".mlenv", "reports", "k8s", "tests", ".pytest_cache", ".mypy_cache"):
+        assert path in ignored, path
+    # nothing the Dockerfile copies is excluded
+    copied = re.findall(r"^COPY (.+) \S+$", DOCKERFILE, re.M)
+    for src in " ".join(copied).split():
+        assert src not in ignored and src.rstrip("/") not in ignored, src
+
+
+def test_image_ships_debugpy_for_dev_session() -> None:
+    assert re.search(r"^ARG DEBUGPY_VERSION=\d+\.\d+\.\d+$", DOCKERFILE, re.M)
+    assert '"debugpy==${DEBUGPY_VERSION}"' in DOCKERFILE
