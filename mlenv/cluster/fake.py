@@ -234,7 +234,9 @@ class FakeCluster:
         alloc.update({k: str(v) for k, v in (resources or {}).items()})
         self._store({
             "apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            # the NVIDIA GPU operator's feature discovery labels every GPU node so
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(
+                {"nvidia.com/gpu.present": "true"} if gpus > 0 else {})}},
             "status": {"allocatable": alloc, "capacity": dict(alloc), "conditions": [
                 {"type": "Ready", "status": "True" if ready else "False"}]},
         }, None)

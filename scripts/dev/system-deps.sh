@@ -11,7 +11,10 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 # nss_wrapper: the random-UID harness test's read-only /etc/passwd variant (the image has it too).
 compgen -G '/usr/lib/*/libnss_wrapper.so*' >/dev/null || need+=(libnss-wrapper)
-[ ${#need[@]} -eq 0 ] && exit 0
+# sshd -t refuses to run without its privilege-separation directory, which Debian's
+# service unit (not the package) creates; containers have no unit, so make it here.
+privsep() { [ "$(id -u)" = 0 ] && mkdir -p /run/sshd 2>/dev/null; return 0; }
+[ ${#need[@]} -eq 0 ] && { privsep; exit 0; }
 if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "system-deps: missing ${need[*]} (not root or no apt): the tests that need them will skip," \
        "and make test's image lint fails without shellcheck (MLENV_SKIP_IMAGE_LINT=1 opts out)" >&2
@@ -21,4 +24,5 @@ echo "system-deps: installing ${need[*]}"
 export DEBIAN_FRONTEND=noninteractive
 { apt-get update -qq && apt-get install -y -qq --no-install-recommends "${need[@]}"; } >/tmp/mlenv-system-deps.log 2>&1 \
   || echo "system-deps: apt-get failed (see /tmp/mlenv-system-deps.log): dependent tests will skip" >&2
+privsep
 exit 0
