@@ -398,7 +398,9 @@ def _oauth_proxy(cluster: Cluster, tool: str, sar: dict[str, str]) -> dict[str, 
 
 # code-server and Jupyter are a shell in the pod: only users who could exec into it anyway
 # get in. TensorBoard only shows results: users who may get pods in the namespace.
-_EXEC_SAR = {"resource": "pods", "subresource": "exec", "verb": "create"}
+# oauth-proxy posts these to OpenShift's SubjectAccessReview API (authorization.openshift.io),
+# whose attributes have no "subresource" field: a subresource is written "pods/exec".
+_EXEC_SAR = {"resource": "pods/exec", "verb": "create"}
 _VIEW_SAR = {"resource": "pods", "verb": "get"}
 SA_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 

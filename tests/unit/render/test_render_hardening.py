@@ -144,7 +144,7 @@ def test_i9_8_oauth_proxy_in_front_of_every_tool() -> None:
         assert f"--upstream=http://127.0.0.1:{upstream}" in proxy["args"]
         sars[tool] = next(a for a in proxy["args"] if a.startswith("--openshift-sar="))
     # code-server and Jupyter are a shell in the pod: exec rights; TensorBoard: view rights
-    assert '"subresource": "exec"' in sars["vscode"] and '"subresource": "exec"' in sars["jupyter"]
+    assert '"resource": "pods/exec"' in sars["vscode"] and '"resource": "pods/exec"' in sars["jupyter"]
     assert "exec" not in sars["tensorboard"]
     assert containers["code-server"]["args"][containers["code-server"]["args"].index("--auth") + 1] == "none"
     assert "env" not in containers["code-server"] and "env" not in containers["jupyter"]
