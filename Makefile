@@ -19,8 +19,11 @@ export TORCH_EXTENSIONS_DIR ?= $(HOME)/.cache/mlenv/torch_extensions
 export DS_ACCELERATOR ?= cpu
 export MPLBACKEND ?= Agg
 
-NODES_FLAG := $(if $(NODES),--nodes $(NODES),)
-DRY_FLAG := $(if $(DRY_RUN),--dry-run $(DRY_RUN),)
+# i9.12: every variable that reaches a recipe goes through q: one single-quoted shell
+# word, so CLUSTER='x; rm -rf ~' is a (bad) cluster name, never a command.
+q = '$(subst ','\'',$(1))'
+NODES_FLAG = $(if $(NODES),--nodes $(call q,$(NODES)),)
+DRY_FLAG = $(if $(DRY_RUN),--dry-run $(call q,$(DRY_RUN)),)
 
 .PHONY: help venv system-deps demo test lint typecheck lint-image unit validate render render-all \
         list-clusters acceptance deploy-cluster sync-multi-node shell status-cluster logs \
@@ -73,7 +76,7 @@ validate: venv
 	$(MLENV) validate
 
 render: venv
-	$(MLENV) render $(CLUSTER) --mode $(MODE) $(NODES_FLAG)
+	$(MLENV) render $(call q,$(CLUSTER)) --mode $(call q,$(MODE)) $(NODES_FLAG)
 
 render-all: venv
 	$(MLENV) render --all
@@ -82,34 +85,34 @@ list-clusters: venv
 	$(MLENV) list-clusters
 
 acceptance: venv
-	$(MLENV) acceptance --local --nproc $(or $(NPROC),2) --profile $(or $(PROFILE),quick)
+	$(MLENV) acceptance --local --nproc $(call q,$(or $(NPROC),2)) --profile $(call q,$(or $(PROFILE),quick))
 
 deploy-cluster: venv
-	$(MLENV) deploy $(CLUSTER) --mode $(MODE) $(NODES_FLAG) $(DRY_FLAG)
+	$(MLENV) deploy $(call q,$(CLUSTER)) --mode $(call q,$(MODE)) $(NODES_FLAG) $(DRY_FLAG)
 
 sync-multi-node: venv
-	$(MLENV) sync $(CLUSTER) $(if $(WATCH),--watch,)
+	$(MLENV) sync $(call q,$(CLUSTER)) $(if $(WATCH),--watch,)
 
 shell: venv
-	$(MLENV) shell $(CLUSTER) --pod $(POD)
+	$(MLENV) shell $(call q,$(CLUSTER)) --pod $(call q,$(POD))
 
 status-cluster: venv
-	$(MLENV) status $(CLUSTER)
+	$(MLENV) status $(call q,$(CLUSTER))
 
 logs: venv
-	$(MLENV) logs $(CLUSTER) --pod $(POD)
+	$(MLENV) logs $(call q,$(CLUSTER)) --pod $(call q,$(POD))
 
 port-forward: venv
-	$(MLENV) port-forward $(CLUSTER)
+	$(MLENV) port-forward $(call q,$(CLUSTER))
 
 launch: venv
-	$(MLENV) launch $(CLUSTER) $(if $(TORCHRUN),--torchrun,) $(SCRIPT)
+	$(MLENV) launch $(call q,$(CLUSTER)) $(if $(TORCHRUN),--torchrun,) $(if $(SCRIPT),$(call q,$(SCRIPT)),)
 
 clean-cluster: venv
-	$(MLENV) teardown $(CLUSTER) $(if $(PURGE),--purge,)
+	$(MLENV) teardown $(call q,$(CLUSTER)) $(if $(PURGE),--purge,)
 
 build-image: venv
-	$(MLENV) build $(CLUSTER)
+	$(MLENV) build $(call q,$(CLUSTER))
 
 bench: venv
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

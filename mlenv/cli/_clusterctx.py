@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -63,13 +64,31 @@ def state_dir() -> Path:
     return Path(os.environ.get(STATE_ENV) or Path(repo_root()) / ".mlenv")
 
 
-def remember_cluster(cluster: str) -> None:
-    """Record the last deployed cluster (as the user named it) in ``.mlenv/current-cluster``;
-    the Makefile reads it when ``CLUSTER`` is not given, so ``make sync-multi-node`` after
-    ``make deploy-cluster CLUSTER=x`` targets x. Failing to write it only warns."""
+_SAFE_REF = re.compile(r"[A-Za-z0-9._/-]+")
+
+
+def remember_cluster(cfg: ClusterConfig) -> None:
+    """Record the last deployed cluster in ``.mlenv/current-cluster``; the Makefile reads it
+    when ``CLUSTER`` is not given, so ``make sync-multi-node`` after ``make deploy-cluster
+    CLUSTER=x`` targets x. Failing to write it only warns.
+
+    i9.12: what is stored is the validated ``cluster.name`` when ``clusters/<name>.yaml`` is
+    this config, else the config's absolute path if it is plain (letters, digits, ``._/-``);
+    never the raw argument, which reaches a shell through make.
+    """
     path = state_dir() / CURRENT_FILE
+    own = Path(repo_root()) / "clusters" / f"{cfg.name}.yaml"
+    src = Path(cfg.source).resolve() if cfg.source else None
+    if src is None or (own.exists() and own.resolve() == src):
+        value = cfg.name
+    elif _SAFE_REF.fullmatch(str(src)):
+        value = str(src)
+    else:
+        err(f"warning: not recording {src!r} as the current cluster (its path has characters "
+            "a Makefile cannot pass safely): pass CLUSTER=... to make")
+        return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(cluster + "\n", encoding="utf-8")
+        path.write_text(value + "\n", encoding="utf-8")
     except OSError as e:
         err(f"warning: could not record the current cluster in {path}: {e.strerror}")

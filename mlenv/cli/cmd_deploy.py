@@ -56,14 +56,14 @@ def deploy(
         try:
             rep = run_deploy(cfg, opts, client, say=typer.echo)
         except DeployTimeout:
-            remember_cluster(cluster)  # applied, just not Ready: status/teardown target it
+            remember_cluster(cfg)  # applied, just not Ready: status/teardown target it
             raise
     if dry_run == "server":
         typer.echo(f"server dry run ok: {len(rep.applied)} object(s) accepted"
                    + (f"; would recreate {', '.join(rep.recreated)}" if rep.recreated else "")
                    + "; nothing changed")
         return
-    remember_cluster(cluster)
+    remember_cluster(cfg)
     if rep.unchanged:
         typer.echo(f"unchanged: {cfg.name} is already deployed as configured "
                    f"({rep.ready}/{rep.nodes} pods Ready, {rep.mode})")

@@ -135,3 +135,20 @@ def test_i9_4_take_over_flag_through_the_cli(tmp_path, monkeypatch) -> None:
     assert "statefulset/ml-dev-env: was not created by mlenv" in r.output
     r = run(["deploy", "barcelona", "--timeout", "60", "--take-over"], state, monkeypatch)
     assert r.exit_code == 0, r.output
+
+
+def test_i9_12_current_cluster_stores_the_name_or_a_plain_path(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path)
+    current = tmp_path / ".mlenv" / "current-cluster"
+    # by path to clusters/barcelona.yaml: the name is stored, not the argument
+    r = run(["deploy", str(ROOT / "clusters" / "barcelona.yaml"), "--timeout", "60"], state,
+            monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert current.read_text() == "barcelona\n"
+    # a copy elsewhere with shell characters in its path is not recorded at all
+    odd = tmp_path / "my $(x) dir"
+    odd.mkdir()
+    (odd / "barcelona.yaml").write_text((ROOT / "clusters" / "barcelona.yaml").read_text())
+    r = run(["deploy", str(odd / "barcelona.yaml"), "--timeout", "60"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert "not recording" in r.stderr and current.read_text() == "barcelona\n"

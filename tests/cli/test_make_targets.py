@@ -35,15 +35,48 @@ def dry(checkout: Path, *args: str) -> list[str]:
 
 
 def test_cluster_targets_follow_the_last_deploy(checkout: Path) -> None:
-    assert dry(checkout, "sync-multi-node") == [".venv/bin/mlenv sync local"]
+    assert dry(checkout, "sync-multi-node") == [".venv/bin/mlenv sync 'local'"]
     (checkout / ".mlenv").mkdir()
     (checkout / ".mlenv" / "current-cluster").write_text("barcelona\n")
-    assert dry(checkout, "sync-multi-node") == [".venv/bin/mlenv sync barcelona"]
-    assert dry(checkout, "status-cluster") == [".venv/bin/mlenv status barcelona"]
-    assert dry(checkout, "sync-multi-node", "CLUSTER=nerc-tcp") == [".venv/bin/mlenv sync nerc-tcp"]
+    assert dry(checkout, "sync-multi-node") == [".venv/bin/mlenv sync 'barcelona'"]
+    assert dry(checkout, "status-cluster") == [".venv/bin/mlenv status 'barcelona'"]
+    assert dry(checkout, "sync-multi-node", "CLUSTER=nerc-tcp") == [".venv/bin/mlenv sync 'nerc-tcp'"]
 
 
 def test_watch_and_torchrun_variables(checkout: Path) -> None:
-    assert dry(checkout, "sync-multi-node", "WATCH=1") == [".venv/bin/mlenv sync local --watch"]
+    assert dry(checkout, "sync-multi-node", "WATCH=1") == [".venv/bin/mlenv sync 'local' --watch"]
     assert dry(checkout, "launch", "TORCHRUN=1", "SCRIPT=train.py") == [
-        ".venv/bin/mlenv launch local --torchrun train.py"]
+        ".venv/bin/mlenv launch 'local' --torchrun 'train.py'"]
+
+
+HOSTILE_MAKE_VALUES = ["x; touch PWNED", "$(touch PWNED)", "`touch PWNED`", "a'b; touch PWNED",
+                       "x && touch PWNED", "--kubeconfig=/tmp/k"]
+
+
+@pytest.mark.parametrize("value", HOSTILE_MAKE_VALUES)
+def test_i9_12_makefile_passes_cluster_as_one_word(checkout: Path, value: str) -> None:
+    """Real make, a recording stand-in for mlenv: the value arrives as one argv word and
+    no command in it runs (before the fix `$(CLUSTER)` was pasted into bash unquoted)."""
+    import json
+    import sys
+
+    log = checkout / "argv.jsonl"
+    fake = checkout / ".venv" / "bin" / "mlenv"
+    fake.parent.mkdir(parents=True, exist_ok=True)
+    fake.write_text(f"#!{sys.executable}\nimport json, sys\n"
+                    f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n")
+    fake.chmod(0o755)
+    for target, extra in (("sync-multi-node", []), ("shell", [f"POD={value}"]),
+                          ("launch", [f"SCRIPT={value}"]), ("deploy-cluster", [f"MODE={value}"])):
+        subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
+                        str(checkout), target, f"CLUSTER={value}", *extra],
+                       capture_output=True, text=True, check=False,
+                       env={**os.environ, "MAKEFLAGS": "", "MAKELEVEL": ""})
+    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    assert len(calls) == 4
+    # make expands `$(...)` on its own command line as a make variable (empty here): still
+    # one word, and nothing reaches the shell as code
+    want = "" if value.startswith("$(") else value
+    assert [c[1] for c in calls] == [want] * 4
+    assert calls[1][-1] == want and calls[2][-1] == want and calls[3][3] == want
+    assert not list(checkout.rglob("PWNED"))
