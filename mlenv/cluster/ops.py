@@ -19,7 +19,7 @@ from mlenv.errors import InputError
 
 # Every kind the plan or deploy can create, in delete order: workloads first so pods
 # stop before the objects they use go away. PVCs come last and only with --purge.
-TEARDOWN_KINDS = ("StatefulSet", "Pod", "Route", "Service", "BuildConfig", "ImageStream",
+TEARDOWN_KINDS = ("StatefulSet", "Pod", "Route", "Service", "NetworkPolicy", "BuildConfig", "ImageStream",
                   "RoleBinding", "ServiceAccount", "Secret", "ConfigMap")
 CLUSTER_KINDS = ("SecurityContextConstraints", "ClusterRole")
 

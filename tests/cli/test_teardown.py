@@ -33,3 +33,13 @@ def test_teardown_names_what_it_had_to_leave_behind(tmp_path, monkeypatch) -> No
             "not delete it") in r.stderr
     assert "1 left behind (see above)" in r.stdout
     assert "deleted clusterrole/ml-dev-env-ml-dev-env-barcelona-rdma-use" in r.stdout
+
+
+def test_i9_7_deploy_applies_network_policies_and_teardown_removes_them(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path, "nerc-tcp")
+    r = run(["deploy", "nerc-tcp", "--mode", "tcp", "--timeout", "60"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    names = {p["metadata"]["name"] for p in FakeCluster.load(str(state)).list("NetworkPolicy", "ml-dev-env")}
+    assert names == {"ml-dev-env-instance", "ml-dev-env-devtools"}  # nerc-tcp enables jupyter
+    assert run(["teardown", "nerc-tcp"], state, monkeypatch).exit_code == 0
+    assert FakeCluster.load(str(state)).list("NetworkPolicy", "ml-dev-env") == []
