@@ -251,7 +251,9 @@ def test_i10_6_scheduling_keys_validated(tmp_path: Path) -> None:
     assert c.scheduling.node_selector == (("nvidia.com/gpu.product", "NVIDIA-H100-80GB-HBM3"),)
     for bad in ("  node_selector: {'bad key!': x}\n", "  node_selector: {a: true}\n",
                 "  tolerations: [{key: k, operator: Maybe}]\n", "  tolerations: [{key: k, colour: red}]\n",
-                "  node_selector: {a: 'has space'}\n"):
+                "  node_selector: {a: 'has space'}\n",
+                "  tolerations: [{key: k, operator: Exists, value: v}]\n",  # the API server refuses it
+                "  tolerations: [{key: k, effect: Sometimes}]\n"):
         f.write_text("cluster: {name: x, namespace: y}\nscheduling:\n" + bad)
         with pytest.raises(ConfigError, match="scheduling"):
             load(f)
