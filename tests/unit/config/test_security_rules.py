@@ -1,0 +1,70 @@
+"""Named regression tests for the config side of issue 9 (the corpus in
+tests/data/bad-configs/ holds the exact messages; these say which item each guards)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from mlenv.config import check_file
+
+ROOT = Path(__file__).resolve().parents[3]
+BASE = yaml.safe_load((ROOT / "clusters" / "local.yaml").read_text())
+
+
+def errors_for(tmp_path: Path, patch: dict, name: str = "c.yaml") -> list[str]:
+    data = {**BASE, **patch}
+    f = tmp_path / name
+    f.write_text(yaml.safe_dump(data))
+    _, diags = check_file(f)
+    return [d.format() for d in diags if d.severity == "error"]
+
+
+@pytest.mark.parametrize("sa", ["default", "builder", "deployer", "pipeline"])
+def test_i9_5_builtin_service_accounts_are_refused(tmp_path: Path, sa: str) -> None:
+    errs = errors_for(tmp_path, {"security": {"service_account": sa}})
+    assert len(errs) == 1 and "built-in service account" in errs[0]
+
+
+@pytest.mark.parametrize("value", ["a$b", "a`b`", "a\\b", 'a"b', "a'b", "a\nb", " lead"])
+def test_i9_11_nccl_env_values_the_pod_refuses_are_refused_by_validate(tmp_path: Path,
+                                                                        value: str) -> None:
+    errs = errors_for(tmp_path, {"nccl": {"env": {"NCCL_ALGO": value}}})
+    assert len(errs) == 1 and "nccl.env.NCCL_ALGO" in errs[0]
+
+
+def test_i9_11_gpu_resource_under_rdma_resources_is_refused(tmp_path: Path) -> None:
+    errs = errors_for(tmp_path, {"network": {"rdma": {"enabled": False, "resources": {
+        "nvidia.com/gpu": 8}}}})
+    assert len(errs) == 1 and "set gpus.per_node instead" in errs[0]
+
+
+@pytest.mark.parametrize("key,value", [
+    ("ref", "quay.io/a/b:1\nkind: Secret"), ("ref", "-quay.io/a"), ("ref", "a b"),
+])
+def test_i9_11_bad_image_refs_are_refused(tmp_path: Path, key: str, value: str) -> None:
+    assert errors_for(tmp_path, {"image": {key: value}})
+
+
+@pytest.mark.parametrize("build,field", [
+    ({"git_uri": "ext::sh -c id"}, "git_uri"), ({"git_uri": "file:///etc"}, "git_uri"),
+    ({"git_uri": "--upload-pack=id"}, "git_uri"), ({"git_ref": "--upload-pack=id"}, "git_ref"),
+    ({"git_ref": "main..evil"}, "git_ref"), ({"dockerfile_path": "../../etc/passwd"}, "dockerfile_path"),
+    ({"dockerfile_path": "/etc/passwd"}, "dockerfile_path"),
+])
+def test_i9_11_hostile_build_sources_are_refused(tmp_path: Path, build: dict, field: str) -> None:
+    errs = errors_for(tmp_path, {"image": {"build": build}})
+    assert errs and f"image.build.{field}" in errs[0]
+
+
+def test_i9_11_good_build_sources_pass(tmp_path: Path) -> None:
+    assert errors_for(tmp_path, {"image": {"ref": "nvcr.io/nvidia/pytorch:25.01-py3", "build": {
+        "git_uri": "https://github.com/org/repo.git", "git_ref": "release/1.2",
+        "dockerfile_path": "docker/Dockerfile"}}}) == []
+
+
+def test_i9_11_newline_in_the_config_file_name_is_refused(tmp_path: Path) -> None:
+    errs = errors_for(tmp_path, {}, name="evil\nname.yaml")
+    assert len(errs) == 1 and "control character" in errs[0]
