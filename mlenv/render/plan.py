@@ -235,13 +235,17 @@ def _routes(cluster: Cluster) -> list[dict[str, Any]]:
     return out
 
 
-# The OpenShift router's namespace (openshift-ingress) carries the first label; with
-# OVN-Kubernetes, host-network routers are matched by the second (on the host-network
-# policy group). Plain Kubernetes has no such convention: name the ingress controller's
-# namespace in security.allow_from_namespaces.
+# Traffic from the OpenShift router. Since OpenShift 4.7 the namespace selector label
+# `policy-group.network.openshift.io/ingress: ""` matches the Ingress Controller's traffic
+# whether it runs on the cluster network or the host network (bare-metal GPU clusters
+# usually publish the router with HostNetwork); `network.openshift.io/policy-group: ingress`
+# is the legacy label on openshift-ingress that OpenShift still honours but documents as
+# removable (OpenShift 4.7 release notes, "Network policy supports selecting host network
+# Ingress Controllers"). Both are listed (peers are ORed). Plain Kubernetes has no such
+# convention: name the ingress controller's namespace in security.allow_from_namespaces.
 ROUTER_NAMESPACE_SELECTORS = [
-    {"network.openshift.io/policy-group": "ingress"},
-    {"policy-group.network.openshift.io/ingress": ""},
+    {"network.openshift.io/policy-group": "ingress"},  # legacy
+    {"policy-group.network.openshift.io/ingress": ""},  # current, host-network routers too
 ]
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace since k8s 1.21
 

@@ -72,6 +72,38 @@ def test_i9_7_network_policy_admits_only_this_instances_pods_and_the_router() ->
     assert not other_labels.items() >= instance.items()
 
 
+_EXAMPLES = [*load_all(REPO), *(load(f) for f in sorted((REPO / "tests/data/upstream").glob("*.yaml")))]
+
+
+@pytest.mark.parametrize("mode", ["rdma", "tcp"])
+@pytest.mark.parametrize("cluster", _EXAMPLES, ids=lambda c: c.name)
+def test_i9_7_every_example_cluster_renders_its_network_policy(cluster: Cluster, mode: str) -> None:
+    """clusters/*.yaml and upstream's configs, both modes: every pod the render creates is
+    guarded by the instance policy, whose only peers are this instance's pods."""
+    ms = render_cluster(cluster, mode)  # type: ignore[arg-type]
+    pols = {p["metadata"]["name"]: p for p in by_kind(ms, "NetworkPolicy")}
+    inst = pols["ml-dev-env-instance"]
+    assert inst["metadata"]["namespace"] == cluster.namespace
+    selector = inst["spec"]["podSelector"]["matchLabels"]
+    assert selector == {"app.kubernetes.io/name": "ml-dev-env", "app.kubernetes.io/instance": cluster.name}
+    assert inst["spec"]["ingress"] == [{"from": [{"podSelector": {"matchLabels": selector}}]}]
+    for m in ms:
+        if m["kind"] in ("StatefulSet", "Pod"):
+            labels = (m["spec"]["template"]["metadata"] if m["kind"] == "StatefulSet" else m["metadata"])["labels"]
+            assert labels.items() >= selector.items(), m["kind"]
+    # the dev-tool policy exists exactly when a dev tool is exposed, and admits only its ports
+    dev = pols.get("ml-dev-env-devtools")
+    services = {s["metadata"]["name"] for s in by_kind(ms, "Service")} - {names.HEADLESS_SERVICE}
+    assert (dev is not None) == bool(services)
+    if dev is not None:
+        [rule] = dev["spec"]["ingress"]
+        assert rule["ports"] and all(set(peer) == {"namespaceSelector"} for peer in rule["from"])
+        svc_ports = {p["targetPort"] if isinstance(p.get("targetPort"), int) else p["port"]
+                     for s in by_kind(ms, "Service") if s["metadata"]["name"] in services
+                     for p in s["spec"]["ports"]}
+        assert {p["port"] for p in rule["ports"]} == svc_ports
+
+
 def test_i9_7_network_policy_applies_before_the_pods_and_is_in_the_kustomization() -> None:
     ms = render_cluster(rdma_cluster(), "rdma")
     kinds = [m["kind"] for m in ms]
@@ -292,6 +324,20 @@ def test_i10_6_pull_policy_always_for_mutable_tags(ref: str, explicit: str, want
         for ct in _containers(one(ms, kind)):
             if ct["image"] == image:
                 assert ct["imagePullPolicy"] == want, (kind, ct["name"])
+
+
+def test_i10_6_pull_policy_default_through_the_loader(tmp_path: Path) -> None:
+    """The loader leaves image.pull_policy unset unless the config names one, so the
+    derived default applies to configs and an explicit value still wins."""
+    f = tmp_path / "x.yaml"
+    for image, want in (("{ref: 'quay.io/a/b:latest'}", "Always"), ("{ref: 'quay.io/a/b'}", "Always"),
+                        ("{ref: 'quay.io/a/b:1.2'}", "IfNotPresent"),
+                        ("{ref: 'quay.io/a/b:latest', pull_policy: IfNotPresent}", "IfNotPresent"),
+                        ("{}", "Always")):  # the ImageStream's :latest
+        f.write_text(f"cluster: {{name: x, namespace: y}}\nimage: {image}\n")
+        c = load(f)
+        worker = _pod_spec(render_cluster(c, "tcp"), "StatefulSet")["containers"][0]
+        assert worker["imagePullPolicy"] == want, image
 
 
 # --- i10.4 upstream env names ---------------------------------------------------------------
