@@ -14,15 +14,18 @@ would change are rejected (exit 2) before anything starts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TextIO
 
 from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InfraError, InputError
 from mlenv.pod.ssh import NSS_VARS
@@ -227,18 +230,63 @@ def map_exit(rc: int, acceptance: bool, verdict: str | None = None) -> tuple[int
     return EXIT_ERROR, f"the job exited with status {rc}: ERROR (a user script's failure is never a FAIL verdict)"
 
 
-def run(argv: list[str], env: Mapping[str, str]) -> int:
-    """Run ``argv`` with output streaming straight through; returns its exit status."""
-    proc = subprocess.Popen(argv, env=dict(env))
+# pdsh's line when ssh to a host fails or the connection drops (ssh's own exit 255; a
+# rank's non-zero exit shows its own code and is the job's business, not a lost peer).
+_PDSH_LOST = re.compile(r"pdsh@[^:\s]+: ([^:\s]+): ssh exited with exit code 255")
+
+
+class PeerLost(InfraError):
+    """A peer's ssh connection failed mid-launch (exit 3): the job was stopped."""
+
+
+def run(argv: list[str], env: Mapping[str, str], *, out: TextIO | None = None) -> int:
+    """Run ``argv`` in its own process group, its output passed through line by line;
+    returns its exit status.
+
+    i9.10: when pdsh reports that ssh to a host exited 255 (host down, sshd frozen — the
+    ssh client config's ServerAlive probes notice within ~30 s — or unreachable), the
+    ranks elsewhere would wait for it in their first collective for torch's 30-minute
+    default. The whole group is stopped at once and PeerLost names the host.
+    """
+    sink = out or sys.stdout
+    proc = subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, errors="replace",
+                            start_new_session=True)
+    assert proc.stdout is not None
+    lost = ""
     try:
+        for line in proc.stdout:
+            sink.write(line)
+            sink.flush()
+            m = _PDSH_LOST.search(line)
+            if m:
+                lost = m.group(1)
+                break
+        if lost:
+            _stop_group(proc, signal.SIGTERM)
+            raise PeerLost(f"launch stopped: lost {lost} (ssh to it exited 255: the host is "
+                           "down, its sshd frozen, or the network to it broke); the ranks on "
+                           "the other hosts were stopped instead of waiting for it")
         return proc.wait()
     except KeyboardInterrupt:
         # The launcher's own SIGINT handler stops the remote ranks; give it time to.
-        try:
-            return proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            return proc.wait()
+        _stop_group(proc, signal.SIGINT)
+        return proc.wait()
+    finally:
+        proc.stdout.close()
+
+
+def _stop_group(proc: subprocess.Popen[str], sig: int, grace_s: float = 15.0) -> None:
+    """Signal the launcher's process group, then kill it if it outlives ``grace_s``."""
+    try:
+        os.killpg(proc.pid, sig)
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    except ProcessLookupError:
+        pass
 
 
 def _read_results(report_dir: str, since: float | None = None) -> dict[str, object] | None:

@@ -1,5 +1,10 @@
 """Before launching, make sure every peer is there: its name resolves and its sshd answers.
 
+"Answers" means the server speaks: for an ssh peer the probe reads the ``SSH-2.0-…``
+banner, because a TCP connect alone is completed by the peer's kernel from the listen
+backlog even when sshd is frozen (SIGSTOP, a hung node filesystem) — such a peer passed
+the old check and the launch then hung for minutes (i9.10).
+
 Peers are checked concurrently and re-checked until a deadline, because pods of a
 Parallel StatefulSet come up in any order; what is still missing at the deadline is
 named, so the user sees "ml-dev-env-3 …: connection refused" instead of a pdsh hang.
@@ -30,10 +35,12 @@ _GRACE_S = 0.05
 
 @dataclass(frozen=True)
 class Peer:
-    """A host and the TCP port that must answer on it."""
+    """A host and the TCP port that must answer on it; ``banner`` is what the server must
+    send first (``b"SSH-"`` for sshd; empty: a completed connect is enough)."""
 
     host: str
     port: int
+    banner: bytes = b""
 
 
 @dataclass
@@ -52,6 +59,9 @@ class PeerStatus:
             what = "DNS name does not resolve"
         elif self.stage == "pending":
             what = "not checked"
+        elif self.stage == "banner":
+            what = (f"port {self.peer.port} accepts connections but the server does not "
+                    "answer (frozen or not sshd)")
         else:
             what = f"port {self.peer.port} does not answer"
         return f"{self.peer.host}: {what} ({self.error}; {self.attempts} attempt(s))"
@@ -91,10 +101,38 @@ def check_once(peer: Peer, end: float, connect_timeout_s: float = 2.0,
             with socket.socket(family, stype, proto) as s:
                 s.settimeout(min(connect_timeout_s, left))
                 s.connect(addr)
+                if peer.banner:
+                    pr.stage = "banner"
+                    return _read_banner(s, peer.banner, end, connect_timeout_s)
             return "ok", ""
         except OSError as e:
             last = "timed out" if isinstance(e, TimeoutError) else (e.strerror or str(e))
     return "connect", last
+
+
+def _read_banner(s: socket.socket, want: bytes, end: float,
+                 timeout_s: float) -> tuple[str, str]:
+    """Read the server's first line, never past ``end``; ("ok", "") when it starts with
+    ``want``. sshd sends its version line first, within milliseconds when alive."""
+    got = b""
+    limit = time.monotonic() + timeout_s
+    while b"\n" not in got and len(got) < 256:
+        left = min(end, limit) - time.monotonic()
+        if left <= 0:
+            return "banner", f"no {want.decode(errors='replace')!r} banner within {timeout_s:g} s"
+        s.settimeout(left)
+        try:
+            chunk = s.recv(256)
+        except TimeoutError:
+            continue  # loop ends on the time check above
+        except OSError as e:
+            return "banner", e.strerror or str(e)
+        if not chunk:
+            return "banner", "connection closed before the banner"
+        got += chunk
+    if got.startswith(want):
+        return "ok", ""
+    return "banner", f"unexpected greeting {got[:40]!r}"
 
 
 class _DaemonPool:

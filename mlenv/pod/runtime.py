@@ -158,7 +158,8 @@ def _report_dir(env: Mapping[str, str], report_dir: str | None, run_id: str) -> 
 
 def run_preflight(pe: PodEnv, hosts: list[str], deadline_s: float) -> None:
     """Raise InfraError naming each peer whose name or sshd is missing at the deadline."""
-    res = preflight.preflight([preflight.Peer(h, pe.ssh_port) for h in hosts], deadline_s=deadline_s)
+    res = preflight.preflight([preflight.Peer(h, pe.ssh_port, b"SSH-") for h in hosts],
+                              deadline_s=deadline_s)
     missing = [r for r in res if not r.ok]
     if missing:
         raise InfraError(

@@ -16,6 +16,7 @@ namespaces and links are really gone so the next setup starts clean.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shlex
@@ -28,6 +29,29 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 TOOLS = ("ip", "unshare", "nsenter", "ssh", "ssh-keygen", "pdsh", "mount")
+
+
+def run_bounded(p: subprocess.Popen[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Wait for ``p`` (started with ``start_new_session=True``) and its output, never much
+    past ``timeout``: on expiry its whole process group is killed, and if a descendant
+    that left the group still holds the pipe, the pipe is abandoned rather than read to
+    EOF (i9.10: ``communicate()`` after ``kill()`` blocked on a grandchild's stdout)."""
+    try:
+        out, _ = p.communicate(timeout=timeout)
+        return subprocess.CompletedProcess(p.args, p.returncode, out, "")
+    except subprocess.TimeoutExpired:
+        pass
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(p.pid, signal.SIGKILL)
+    p.kill()
+    try:
+        out, _ = p.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        if p.stdout is not None:
+            p.stdout.close()
+        p.wait()
+        out = ""
+    return subprocess.CompletedProcess(p.args, 124, out or "", "")
 
 
 class HarnessUnavailable(RuntimeError):
@@ -216,14 +240,9 @@ class Cluster:
     def run(self, i: int, argv: Sequence[str], env: Mapping[str, str], timeout: float = 120,
             cwd: str | None = None, user: tuple[int, int] | None = None) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` in pod ``i`` to completion, capturing output."""
-        p = self.popen(i, argv, env, cwd=cwd, user=user, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        try:
-            out, _ = p.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-            return subprocess.CompletedProcess(p.args, 124, out, "")
-        return subprocess.CompletedProcess(p.args, p.returncode, out, "")
+        p = self.popen(i, argv, env, cwd=cwd, user=user, stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, start_new_session=True)
+        return run_bounded(p, timeout)
 
     def bind_file(self, i: int, src: str, dst: str) -> None:
         """Bind-mount ``src`` over ``dst`` in pod ``i``'s own mount namespace (e.g. /etc/passwd)."""
