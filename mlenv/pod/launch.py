@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
+import queue
 import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -181,8 +184,9 @@ def deepspeed_env(base: Mapping[str, str], ssh_client_config: str, ds_env_file: 
     node = dict(node_vars or {})
     env = dict(base)
     env.update({k: v for k, v in node.items() if k in NSS_VARS})
-    if "NCCL_IB_HCA" in node:
-        env.pop("NCCL_IB_HCA", None)
+    for k in node:
+        if k.startswith("NCCL_"):  # per pod (HCA discovery, i10.7's interface filter)
+            env.pop(k, None)
     extra = f"-F {ssh_client_config}"
     env["PDSH_SSH_ARGS_APPEND"] = f"{env.get('PDSH_SSH_ARGS_APPEND', '')} {extra}".strip()
     env["PDSH_RCMD_TYPE"] = "ssh"
@@ -236,44 +240,73 @@ _PDSH_LOST = re.compile(r"pdsh@[^:\s]+: ([^:\s]+): ssh exited with exit code 255
 
 
 class PeerLost(InfraError):
-    """A peer's ssh connection failed mid-launch (exit 3): the job was stopped."""
+    """A peer's ssh connection failed mid-launch and the job did not end (exit 3)."""
 
 
-def run(argv: list[str], env: Mapping[str, str], *, out: TextIO | None = None) -> int:
+# How long a job may go on after pdsh lost a host before the launch is stopped: the
+# acceptance suite's rank 0 notices a dead rank by its heartbeat (15 s) and writes an
+# ERROR report naming it, which must not be cut short; a user script that would wait for
+# the lost rank forever is stopped after this.
+LOST_GRACE_ENV = "MLENV_PEER_LOST_GRACE_S"
+LOST_GRACE_S = 60.0
+
+
+def run(argv: list[str], env: Mapping[str, str], *, out: TextIO | None = None,
+        lost_grace_s: float | None = None) -> int:
     """Run ``argv`` in its own process group, its output passed through line by line;
     returns its exit status.
 
     i9.10: when pdsh reports that ssh to a host exited 255 (host down, sshd frozen — the
     ssh client config's ServerAlive probes notice within ~30 s — or unreachable), the
     ranks elsewhere would wait for it in their first collective for torch's 30-minute
-    default. The whole group is stopped at once and PeerLost names the host.
+    default. The job gets ``lost_grace_s`` (``MLENV_PEER_LOST_GRACE_S``, default 60) to
+    end by itself — the acceptance suite writes its ERROR report naming the dead rank in
+    that time — then its whole group is stopped and PeerLost names the host.
     """
     sink = out or sys.stdout
+    grace = lost_grace_s if lost_grace_s is not None else float(
+        env.get(LOST_GRACE_ENV) or LOST_GRACE_S)
     proc = subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, errors="replace",
                             start_new_session=True)
     assert proc.stdout is not None
-    lost = ""
-    try:
+    lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+
+    def pump() -> None:
+        assert proc.stdout is not None
         for line in proc.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, name="mlenv-launch-output", daemon=True).start()
+    lost, stop_at = "", math.inf
+    try:
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, min(stop_at - time.monotonic(), 1.0)))
+            except queue.Empty:
+                if time.monotonic() >= stop_at:
+                    _stop_group(proc, signal.SIGTERM)
+                    raise PeerLost(
+                        f"launch stopped: lost {lost} (ssh to it exited 255: the host is "
+                        "down, its sshd frozen, or the network to it broke) and the job had "
+                        f"not ended {grace:g} s later; the ranks on the other hosts were "
+                        "stopped instead of waiting for it") from None
+                continue
+            if line is None:
+                return proc.wait()
             sink.write(line)
             sink.flush()
             m = _PDSH_LOST.search(line)
-            if m:
-                lost = m.group(1)
-                break
-        if lost:
-            _stop_group(proc, signal.SIGTERM)
-            raise PeerLost(f"launch stopped: lost {lost} (ssh to it exited 255: the host is "
-                           "down, its sshd frozen, or the network to it broke); the ranks on "
-                           "the other hosts were stopped instead of waiting for it")
-        return proc.wait()
+            if m and not lost:
+                lost, stop_at = m.group(1), time.monotonic() + grace
+                sink.write(f"mlenv: lost {lost} (ssh exited 255); stopping the launch in "
+                           f"{grace:g} s unless the job ends first\n")
+                sink.flush()
     except KeyboardInterrupt:
         # The launcher's own SIGINT handler stops the remote ranks; give it time to.
         _stop_group(proc, signal.SIGINT)
         return proc.wait()
-    finally:
-        proc.stdout.close()
 
 
 def _stop_group(proc: subprocess.Popen[str], sig: int, grace_s: float = 15.0) -> None:

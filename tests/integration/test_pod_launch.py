@@ -110,6 +110,27 @@ def test_preflight_names_the_pod_whose_sshd_is_down(cluster: Callable[..., Clust
 
 
 @needs_harness
+def test_i9_10_preflight_names_the_pod_whose_sshd_is_frozen(cluster: Callable[..., Cluster]) -> None:
+    """SIGSTOP, not kill: the kernel still completes the TCP connect, only the banner is
+    missing. Before the banner check this passed preflight and the launch hung."""
+    c = cluster(1)
+    pid_file = shlex.quote(os.path.join(c.pods[1].dir, "home", ".mlenv", "ssh", "sshd.pid"))
+    r = c.run(1, ["sh", "-c", f'kill -STOP "$(cat {pid_file})"'], c.env(1))
+    assert r.returncode == 0, r.stdout
+    try:
+        t0 = time.monotonic()
+        code, log = _launch(c, ["--deadline", "3", JOB, "--out", "/dev/null"], 1)
+        elapsed = time.monotonic() - t0
+    finally:
+        c.run(1, ["sh", "-c", f'kill -CONT "$(cat {pid_file})"'], c.env(1))
+    assert code == 3, log
+    assert ("ml-dev-env-1.ml-dev-env-headless.mlenv-test.svc: port 2222 accepts connections "
+            "but the server does not answer") in log
+    assert "ml-dev-env-0." not in log.split("missing after")[1]
+    assert elapsed < 3 + 5
+
+
+@needs_harness
 def test_acceptance_suite_on_the_torchrun_path_without_ssh(cluster: Callable[..., Cluster], tmp_path: Path) -> None:
     # The ssh-less path: 'run-torchrun' started in each pod with one run id, no sshd used.
     # Each pod gets its own MLENV_WORKSPACE, so the report can only be found where rank 0 ran.

@@ -92,7 +92,7 @@ def test_i9_10_launch_stops_when_pdsh_loses_a_host(tmp_path: Path) -> None:
     t = time.monotonic()
     with pytest.raises(launch.PeerLost, match="lost ml-dev-env-1") as e:
         launch.run([sys.executable, "-c", LAUNCHER, str(pidfile), line], dict(os.environ),
-                   out=out)
+                   out=out, lost_grace_s=1.0)
     assert time.monotonic() - t < 20 and e.value.exit_code == 3
     assert line in out.getvalue()
     child = int(pidfile.read_text())
@@ -100,6 +100,17 @@ def test_i9_10_launch_stops_when_pdsh_loses_a_host(tmp_path: Path) -> None:
     while _alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(child), "the launcher's children outlived the stop"
+
+
+def test_i9_10_a_job_that_ends_within_the_grace_keeps_its_own_exit_code() -> None:
+    # the acceptance suite's rank 0 writes its ERROR report after a peer is lost: that
+    # must finish, and its exit code (3) is the launch's
+    script = ("import sys, time; print('pdsh@ml-dev-env-0: ml-dev-env-1: ssh exited with "
+              "exit code 255', flush=True); time.sleep(0.5); sys.exit(3)")
+    out = io.StringIO()
+    assert launch.run([sys.executable, "-c", script], dict(os.environ), out=out,
+                      lost_grace_s=30) == 3
+    assert "stopping the launch in 30 s unless the job ends first" in out.getvalue()
 
 
 def test_i9_10_a_rank_failing_is_not_a_lost_peer(tmp_path: Path) -> None:
