@@ -13,30 +13,34 @@ rejected with the variable's name rather than silently mangled.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from mlenv.errors import InputError
 
+# GPUS_PER_NODE, LOCAL_WORLD_SIZE, WORLD_SIZE: static names upstream ml-dev-env's scripts
+# read (i10.4), the same in every pod; an ssh session does not see the pod's own env.
 FORWARD_EXACT = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR",
-                 "OMP_NUM_THREADS", "MASTER_PORT")
+                 "OMP_NUM_THREADS", "MASTER_PORT", "GPUS_PER_NODE", "LOCAL_WORLD_SIZE", "WORLD_SIZE")
 FORWARD_PREFIXES = ("NCCL_", "MLENV_", "CUDA_", "UCX_", "GLOO_", "TORCH_")
 # Per-pod values: forwarding pod-0's copy would give every node pod-0's identity or
 # devices. CUDA_VISIBLE_DEVICES is set per rank by the launcher itself.
 PER_POD = frozenset({"MLENV_POD_INDEX", "MLENV_POD_NAME", "MLENV_NODE_RANK", "CUDA_VISIBLE_DEVICES",
-                     "MLENV_IB_HCA"})
+                     "MLENV_IB_HCA", "NODE_RANK", "POD_IP"})
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNSAFE = re.compile(r'[\n\r"$`\\]')
 
 
-def select(env: Mapping[str, str], *, per_pod_hca: bool) -> dict[str, str]:
+def select(env: Mapping[str, str], *, per_pod_hca: bool, node_keys: Collection[str] = ()) -> dict[str, str]:
     """The variables of ``env`` to forward, sorted by name.
 
     ``per_pod_hca``: NCCL_IB_HCA was discovered per pod (``devices: auto``), so pod-0's
-    value must not be forwarded; each pod's sshd sets its own instead.
+    value must not be forwarded; each pod's sshd sets its own instead. ``node_keys``:
+    any other variable this pod's init set for itself (e.g. NCCL_SOCKET_IFNAME filtered
+    to the interfaces the pod has, i10.7), kept out for the same reason.
     """
     out: dict[str, str] = {}
     for k in sorted(env):
-        if k in PER_POD or (per_pod_hca and k == "NCCL_IB_HCA"):
+        if k in PER_POD or k in node_keys or (per_pod_hca and k == "NCCL_IB_HCA"):
             continue
         if k in FORWARD_EXACT or k.startswith(FORWARD_PREFIXES):
             out[k] = env[k]
@@ -91,7 +95,7 @@ def render_env_file(variables: Mapping[str, str]) -> str:
 
 
 def launch_file(init_vars: Mapping[str, str], launch_env: Mapping[str, str], *, per_pod_hca: bool,
-                user_file_text: str = "") -> str:
+                user_file_text: str = "", node_keys: Collection[str] = ()) -> str:
     """The ``.deepspeed_env`` text for one launch, later sources winning.
 
     1. ``init_vars``: what ``pod init`` selected from the pod's environment;
@@ -104,8 +108,8 @@ def launch_file(init_vars: Mapping[str, str], launch_env: Mapping[str, str], *, 
     Per-pod values are never taken from pod-0 (see :func:`select`). Raises InputError
     on a value of 1. or 2. that cannot travel intact.
     """
-    merged = {**init_vars, **select(launch_env, per_pod_hca=per_pod_hca)}
-    for k in PER_POD | ({"NCCL_IB_HCA"} if per_pod_hca else set()):
+    merged = {**init_vars, **select(launch_env, per_pod_hca=per_pod_hca, node_keys=node_keys)}
+    for k in PER_POD | set(node_keys) | ({"NCCL_IB_HCA"} if per_pod_hca else set()):
         merged.pop(k, None)
     text = render(dict(sorted(merged.items())))
     # DeepSpeed splits every line on '=' and stops with a traceback on a line without one.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mlenv.errors import InputError
@@ -112,3 +112,27 @@ def pod_env(env: Mapping[str, str], hostname: str | None = None) -> PodEnv:
     )
     master = env.get("MASTER_ADDR", "").strip() or pe.pod_dns(0)
     return PodEnv(**{**pe.__dict__, "master_addr": master})
+
+
+def pod_ip(env: Mapping[str, str], hostname: str | None = None,
+           resolve: Callable[[str], str] = socket.gethostbyname) -> str | None:
+    """This pod's address: ``POD_IP`` (downward API ``status.podIP``), else what the
+    hostname resolves to (``hostname -i``; a pod's /etc/hosts maps it to the pod IP),
+    else None. Upstream ml-dev-env's scripts read ``POD_IP`` (i10.4)."""
+    raw = env.get("POD_IP", "").strip()
+    if raw:
+        return raw
+    try:
+        return resolve(hostname if hostname is not None else socket.gethostname())
+    except (OSError, UnicodeError):
+        return None
+
+
+def upstream_vars(env: Mapping[str, str], rank: int, hostname: str | None = None,
+                  resolve: Callable[[str], str] = socket.gethostbyname) -> dict[str, str]:
+    """The per-pod upstream names: ``NODE_RANK`` (the pod index) and ``POD_IP`` when known."""
+    out = {"NODE_RANK": str(rank)}
+    ip = pod_ip(env, hostname, resolve)
+    if ip:
+        out["POD_IP"] = ip
+    return out

@@ -10,8 +10,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from mlenv.errors import EXIT_OK, InfraError, InputError
-from mlenv.pod import dsenv, hostfile, launch, preflight, rdma, ssh
-from mlenv.pod.env import PodEnv, pod_env
+from mlenv.pod import dsenv, hostfile, interfaces, launch, preflight, rdma, ssh
+from mlenv.pod.env import PodEnv, pod_env, upstream_vars
 
 
 def say(msg: str) -> None:
@@ -95,7 +95,10 @@ def init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bool = 
     hostfile.write_text(p.hostfile, hostfile.render_hostfile(pe.hosts, slots))
     say(f"node rank {pe.rank} of {pe.nnodes}; hostfile {p.hostfile} ({slots} slot(s) per node)")
 
-    node_vars: dict[str, str] = {}
+    # i10.4: upstream's per-pod names; each pod's sshd sets its own (never pod-0's).
+    node_vars: dict[str, str] = upstream_vars(env, pe.rank)
+    if "POD_IP" not in node_vars:
+        say("warning: POD_IP is not set and the hostname does not resolve; POD_IP stays unset")
     if pe.network_mode == "rdma":
         problem = memlock_check()
         if problem:
@@ -106,6 +109,13 @@ def init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bool = 
             hca = rdma.discover_hca(env, sysfs_root)
             node_vars["NCCL_IB_HCA"] = ",".join(hca)
             say(f"RDMA devices (auto): NCCL_IB_HCA={node_vars['NCCL_IB_HCA']}")
+        # i10.7: keep only the configured interfaces (and listed HCAs) this pod has.
+        pod_name = env.get("MLENV_POD_NAME", "").strip() or f"{pe.statefulset}-{pe.rank}"
+        found = interfaces.check(env, pod_name, sysfs_root, hca_names=interfaces.ib_names(sysfs_root))
+        node_vars.update(found.env)
+        for line in found.lines():
+            say(f"interfaces: {line}")
+        say(f"interfaces: status in {interfaces.write_status(p.state_dir, found)}")
 
     secret: dict[str, str] = {}
     ident = ssh.Identity(ssh.current_user())
@@ -121,7 +131,7 @@ def init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bool = 
     hostfile.write_text(p.node_env, dsenv.render(node_vars))
 
     per_pod_hca = "NCCL_IB_HCA" in node_vars
-    forwarded = dsenv.select(env, per_pod_hca=per_pod_hca)
+    forwarded = dsenv.select(env, per_pod_hca=per_pod_hca, node_keys=node_vars)
     hostfile.write_text(p.forward_env, dsenv.render(forwarded))
     hostfile.write_text(p.deepspeed_env, dsenv.render(forwarded))
     hostfile.write_text(p.env_file, dsenv.render_env_file({**forwarded, **node_vars}))
@@ -225,7 +235,8 @@ def launch_deepspeed_env(env: Mapping[str, str], p: Paths, node_vars: Mapping[st
     if os.path.isfile(local) and os.path.realpath(local) != os.path.realpath(p.deepspeed_env):
         with open(local, encoding="utf-8") as f:
             user_text = f.read()
-    return dsenv.launch_file(base, env, per_pod_hca="NCCL_IB_HCA" in node_vars, user_file_text=user_text)
+    return dsenv.launch_file(base, env, per_pod_hca="NCCL_IB_HCA" in node_vars, user_file_text=user_text,
+                             node_keys=node_vars)
 
 
 def _finish(rc: int, report_dir: str | None, acceptance: bool, started: float) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from collections.abc import Mapping
@@ -44,7 +45,8 @@ def test_rdma_auto_init_gives_each_pod_its_own_hca_through_sshd(tmp_path: Path) 
     assert "NCCL_IB_HCA" not in dsenv.parse(Path(p.forward_env).read_text())
     # ... so it reaches this pod's ranks through its own sshd, which accepts the config.
     cfg = Path(p.ssh.sshd_config).read_text()
-    assert 'SetEnv "NCCL_IB_HCA=mlx5_7,mlx5_6"' in cfg
+    setenv = [line for line in cfg.splitlines() if line.startswith("SetEnv ")]
+    assert len(setenv) == 1 and '"NCCL_IB_HCA=mlx5_7,mlx5_6"' in setenv[0] and '"NODE_RANK=1"' in setenv[0]
     r = subprocess.run([ssh.sshd_binary(), "-T", "-f", p.ssh.sshd_config], capture_output=True, text=True, check=True)
     assert "setenv NCCL_IB_HCA=mlx5_7,mlx5_6" in r.stdout
     assert [s[0] for s in started] == [p.ssh]
@@ -84,3 +86,32 @@ def test_the_cli_turns_a_low_memlock_into_exit_3(tmp_path: Path) -> None:
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     assert r.returncode == 3, r.stderr
     assert "locked-memory limit" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_i10_7_init_exports_only_present_interfaces_per_pod(tmp_path: Path) -> None:
+    root = Path(fake_sysfs(tmp_path / "sys", {"mlx5_0": "0000:0c:00.0"}))
+    for n in ("lo", "eth0", "net2"):
+        (root / "class" / "net" / n).mkdir(parents=True)
+    env = {**rdma_env(tmp_path, tmp_path / "no-secret"), "MLENV_RDMA_DEVICES": "mlx5_0,mlx5_1",
+           "NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_SOCKET_IFNAME": "net1,net2,net3,net4", "POD_IP": "10.128.0.7"}
+    assert runtime.init(env, start_sshd=False, sysfs_root=str(root), memlock_check=lambda: None) == 0
+    p = runtime.paths_from(env)
+    node = runtime.read_node_env(p.node_env)
+    assert node["NCCL_SOCKET_IFNAME"] == "net2" and node["NCCL_IB_HCA"] == "mlx5_0"
+    assert node["NODE_RANK"] == "1" and node["POD_IP"] == "10.128.0.7"
+    # pod-0's unfiltered list is never forwarded over each pod's own.
+    fwd = dsenv.parse(Path(p.deepspeed_env).read_text())
+    assert not {"NCCL_SOCKET_IFNAME", "NCCL_IB_HCA", "NODE_RANK", "POD_IP"} & set(fwd)
+    text = runtime.launch_deepspeed_env(env, p, node)
+    assert "NCCL_SOCKET_IFNAME" not in dsenv.parse(text)
+    doc = json.loads((Path(p.state_dir) / "interfaces.json").read_text())
+    assert doc["checks"][0]["present"] == ["net2"] and doc["checks"][0]["missing"] == ["net1", "net3", "net4"]
+
+
+def test_i10_7_init_fails_when_no_configured_interface_exists(tmp_path: Path) -> None:
+    root = tmp_path / "sys"
+    (root / "class" / "net" / "eth0").mkdir(parents=True)
+    env = {**rdma_env(tmp_path, tmp_path / "no-secret"), "MLENV_POD_NAME": "ml-dev-env-1",
+           "MLENV_RDMA_DEVICES": "mlx5_0", "NCCL_SOCKET_IFNAME": "net1,net2"}
+    with pytest.raises(InfraError, match=r"pod ml-dev-env-1: RDMA mode: NCCL_SOCKET_IFNAME=net1,net2: none"):
+        runtime.init(env, start_sshd=False, sysfs_root=str(root), memlock_check=lambda: None)
