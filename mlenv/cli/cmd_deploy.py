@@ -28,11 +28,10 @@ def deploy(
     preflight failure, dry run refused or pods not Ready by the deadline (with the reasons).
     A real deploy records the cluster in .mlenv/current-cluster for the Makefile.
     """
-    import yaml
-
     from mlenv.cluster.deploy import DeployOptions, DeployTimeout
     from mlenv.cluster.deploy import deploy as run_deploy
     from mlenv.config import mode_warnings
+    from mlenv.render.write import dump_all
 
     check_mode(mode)
     if dry_run not in (None, "client", "server"):
@@ -48,7 +47,7 @@ def deploy(
                          dry_run=cast(Literal["client", "server"] | None, dry_run))
     if dry_run == "client":
         rep = run_deploy(cfg, opts, None)
-        typer.echo(yaml.safe_dump_all(rep.manifests, sort_keys=False), nl=False)
+        typer.echo(dump_all(rep.manifests, sort_keys=False), nl=False)
         err(f"plan: {len(rep.manifests)} object(s) for {cfg.name} ({rep.mode}, {rep.nodes} "
             "node(s)); nothing was sent to a cluster (--dry-run client)")
         return

@@ -24,8 +24,22 @@ def header(source: str, regenerate: str) -> str:
     return f"{HEADER_PREFIX} from {source} — do not edit\n# Regenerate: {regenerate}\n"
 
 
+class NoAliasDumper(yaml.SafeDumper):
+    """A SafeDumper that writes every value out: a renderer that shares one dict (the
+    same volume mount in two containers) would otherwise get ``&id001`` anchors and
+    ``*id001`` aliases, and a reviewer reading k8s/ sees ``*id001`` instead of the mount."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump_all(docs: list[dict[str, Any]], **kw: Any) -> str:
+    """``yaml.safe_dump_all`` without anchors or aliases (see :class:`NoAliasDumper`)."""
+    return str(yaml.dump_all(docs, Dumper=NoAliasDumper, **kw))
+
+
 def _dump(docs: list[dict[str, Any]]) -> str:
-    return yaml.safe_dump_all(
+    return dump_all(
         docs,
         sort_keys=True,
         default_flow_style=False,
