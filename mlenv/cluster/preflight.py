@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlparse
 
+from mlenv import argv
+from mlenv.argv import UnsafeArgument
 from mlenv.cluster.api import (
     CLUSTER_SCOPED_KINDS,
     GPU_RESOURCE,
@@ -129,8 +131,16 @@ def run_preflight(cfg: ClusterConfig, mode: Mode, nodes: int, manifests: list[Ma
                 add(Problem("rdma", f"Multus NetworkAttachmentDefinition {nns or ns}/{name} "
                             f"is missing ({why})"))
     st = cfg.storage
-    classes = [st.class_rwx] if st.mode == "rwx" else [st.class_rwo]
-    for sc in sorted({c for c in classes if c}):
+    field_of = {st.class_rwx: "storage.class_rwx"} if st.mode == "rwx" else \
+        {st.class_rwo: "storage.class_rwo"}
+    for sc in sorted(c for c in field_of if c):
+        # i9.1, defence in depth: the schema refuses such names too, but a name that
+        # reached here unchecked must never become an argv word (`--kubeconfig=FILE`).
+        try:
+            argv.name("StorageClass", sc)
+        except UnsafeArgument as e:
+            add(Problem("blocking", f"{field_of[sc]}: {e}", input=True))
+            continue
         try:
             if client.get("StorageClass", sc, None) is None:
                 add(Problem("blocking", f"storage class {sc!r} does not exist", input=True))

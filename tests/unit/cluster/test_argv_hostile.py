@@ -17,7 +17,9 @@ import pytest
 
 from mlenv import argv
 from mlenv.argv import UnsafeArgument
+from mlenv.cluster.fake import FakeCluster
 from mlenv.cluster.oc import OcCluster
+from mlenv.config.model import Cluster as ClusterConfig
 
 CORPUS = Path(__file__).resolve().parents[2] / "data" / "hostile" / "argv-names.txt"
 
@@ -167,3 +169,30 @@ def test_i9_1_builders_reject_programming_mistakes() -> None:
         argv.port_pair(0, 80)
     with pytest.raises(UnsafeArgument):
         argv.selector({"app": "a,b=c"})
+
+
+@pytest.mark.parametrize("value", ["--kubeconfig=/tmp/k", "-n", "a;b", "$(id)"])
+def test_i9_1_preflight_refuses_a_hostile_storage_class_before_any_lookup(
+        value: str, barcelona: ClusterConfig, fake_for: Callable[..., FakeCluster],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # defence in depth: the schema refuses these, but preflight must not pass one to a
+    # client even when a config object was built without the loader
+    from dataclasses import replace
+
+    from mlenv.cluster.preflight import run_preflight
+
+    cfg = replace(barcelona, storage=replace(barcelona.storage, class_rwo=value))
+    fake = fake_for(barcelona)
+    looked_up: list[tuple[str, str]] = []
+    real_get = fake.get
+
+    def get(kind: str, name: str, ns: str | None) -> object:
+        looked_up.append((kind, name))
+        return real_get(kind, name, ns)
+
+    monkeypatch.setattr(fake, "get", get)
+    rep = run_preflight(cfg, "rdma", 1, [], fake)
+    bad = [p for p in rep.blocking if "storage.class_rwo" in p.message]
+    assert len(bad) == 1 and bad[0].input and repr(value) in bad[0].message
+    assert ("StorageClass", value) not in looked_up
+    assert ("Namespace", cfg.namespace) in looked_up  # the rest of preflight still ran
