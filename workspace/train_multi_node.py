@@ -26,7 +26,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--data-dir", default="/datasets", help="folder holding the real dataset's files")
     ap.add_argument("--image-size", type=int, default=None, help="resize images (synthetic default: 32 px)")
     ap.add_argument("--micro-batch", type=int, default=None, help="override train_micro_batch_size_per_gpu")
-    ap.add_argument("--ds-config", default=str(Path(__file__).with_name("ds_config.json")))
+    # --deepspeed_config / --deepspeed: what upstream ml-dev-env's form
+    # (./launch_deepspeed.sh train_multi_node.py ds_config.json) passes, i10.4.
+    ap.add_argument("--ds-config", "--deepspeed_config", "--deepspeed-config", dest="ds_config",
+                    default=str(Path(__file__).with_name("ds_config.json")))
+    ap.add_argument("--deepspeed", action="store_true", help="accepted for DeepSpeed's convention; always on")
     ap.add_argument("--out", default=None, help="rank 0 writes a JSON summary here")
     ap.add_argument("--local_rank", "--local-rank", type=int, default=int(os.environ.get("LOCAL_RANK", "0")),
                     help="set by the DeepSpeed launcher")

@@ -35,6 +35,9 @@ def _parser() -> argparse.ArgumentParser:
     la.add_argument("--torchrun", action="store_true", help="print the ssh-less per-pod commands instead")
     la.add_argument("--deadline", type=float, default=120.0, help="preflight deadline in seconds")
     la.add_argument("--no-preflight", action="store_true", help=argparse.SUPPRESS)
+    la.add_argument("--upstream-form", action="store_true",
+                    help="recognise upstream ml-dev-env's 'SCRIPT [DS_CONFIG] [HOSTFILE] [ARGS…]' "
+                    "(workspace/launch_deepspeed.sh sets it; rule in docs/pod-launch.md)")
     job_args(la)
 
     tr = sub.add_parser("run-torchrun", help="every pod: torchrun with the shared static rendezvous")
@@ -60,10 +63,19 @@ def main(argv: list[str] | None = None) -> int:
         if script and script[0] == "--":
             script = script[1:]
         if args.verb == "launch":
+            hostfile_path = None
+            if args.upstream_form and not args.module:
+                from mlenv.pod import positional
+
+                form = positional.parse(script)
+                script, hostfile_path = form.words, form.hostfile
+                if form.ds_config or form.hostfile:
+                    runtime.say(f"upstream form: DS config {form.ds_config or '-'}, hostfile "
+                                f"{form.hostfile or '-'}; script arguments {script[1:]}")
             return runtime.do_launch(env, script=script, module=args.module, torchrun=args.torchrun,
                                      deadline_s=args.deadline, profile=args.profile,
                                      report_dir=args.report_dir, run_id=args.run_id,
-                                     skip_preflight=args.no_preflight)
+                                     skip_preflight=args.no_preflight, hostfile_path=hostfile_path)
         if args.verb == "run-torchrun":
             return runtime.run_torchrun(env, script=script, module=args.module, profile=args.profile,
                                         report_dir=args.report_dir, run_id=args.run_id)

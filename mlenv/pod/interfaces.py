@@ -27,8 +27,19 @@ STATUS_FILE = "interfaces.json"
 
 def net_interfaces(sysfs_root: str = "/sys",
                    fallback: Callable[[], Sequence[tuple[int, str]]] = socket.if_nameindex) -> list[str]:
-    """This pod's network interface names: ``<sysfs_root>/class/net``, else (no sysfs,
-    e.g. a restricted mount) the kernel's index through ``socket.if_nameindex``."""
+    """This pod's network interface names.
+
+    For the real root (``/sys``) the kernel's index of this process's network namespace
+    (``socket.if_nameindex``) comes first: ``/sys/class/net`` shows the namespace of
+    whoever mounted sysfs, which is the pod's own in a container but not in every
+    sandbox (the netns test harness). An injected root (tests, a copied tree) is read
+    as ``<sysfs_root>/class/net``, falling back to the index when it is unreadable.
+    """
+    if sysfs_root == "/sys":
+        try:
+            return sorted(name for _, name in fallback())
+        except OSError:
+            pass
     try:
         return sorted(os.listdir(os.path.join(sysfs_root, "class", "net")))
     except OSError:

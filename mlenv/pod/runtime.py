@@ -181,8 +181,12 @@ def run_preflight(pe: PodEnv, hosts: list[str], deadline_s: float) -> None:
 
 def do_launch(env: Mapping[str, str], *, script: list[str], module: str | None, torchrun: bool,
               deadline_s: float, profile: str | None, report_dir: str | None, run_id: str | None,
-              skip_preflight: bool = False) -> int:
-    """pod-0 only: preflight, then the DeepSpeed launcher (or print the torchrun commands)."""
+              skip_preflight: bool = False, hostfile_path: str | None = None) -> int:
+    """pod-0 only: preflight, then the DeepSpeed launcher (or print the torchrun commands).
+
+    ``hostfile_path``: a hostfile given in upstream's positional form, used instead of
+    the one ``init`` wrote.
+    """
     pe = pod_env(env)
     if pe.rank != 0:
         raise InputError(
@@ -204,9 +208,10 @@ def do_launch(env: Mapping[str, str], *, script: list[str], module: str | None, 
         node0 = launch.torchrun_argv(job, pe.nnodes, 0, slots, pe.master_addr, pe.master_port)
         say(f"equivalent torchrun for node 0: {shlex.join(node0)}")
         return EXIT_OK
-    hosts = [h for h, _ in hostfile.parse_hostfile(p.hostfile)]
+    hf = hostfile_path or p.hostfile
+    hosts = [h for h, _ in hostfile.parse_hostfile(hf)]
     if len(hosts) != pe.nnodes:
-        say(f"warning: {p.hostfile} lists {len(hosts)} host(s) but MLENV_NNODES={pe.nnodes}")
+        say(f"warning: {hf} lists {len(hosts)} host(s) but MLENV_NNODES={pe.nnodes}")
     if not os.path.isfile(p.ssh.client_config):
         raise InputError(f"{p.ssh.client_config} is missing: run 'python -m mlenv.pod init' first")
     if not job.module and not os.path.exists(job.target):
@@ -218,7 +223,7 @@ def do_launch(env: Mapping[str, str], *, script: list[str], module: str | None, 
     hostfile.write_text(p.deepspeed_env, launch_deepspeed_env(env, p, node_vars))
     if not skip_preflight:
         run_preflight(pe, hosts, deadline_s)
-    argv = launch.deepspeed_argv(job, p.hostfile, pe.master_addr, pe.master_port, pe.ssh_port,
+    argv = launch.deepspeed_argv(job, os.path.abspath(hf), pe.master_addr, pe.master_port, pe.ssh_port,
                                  user=ssh.current_user())
     say(f"run id {rid}; launching on {len(hosts)} node(s)")
     started = time.time()

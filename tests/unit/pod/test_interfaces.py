@@ -81,6 +81,10 @@ def test_listed_hcas_filtered_when_infiniband_sysfs_exists(tmp_path: Path) -> No
     assert interfaces.ib_names(str(tmp_path / "nothing")) is None
 
 
+def test_real_root_uses_the_kernel_index_of_this_namespace() -> None:
+    assert interfaces.net_interfaces("/sys", fallback=lambda: [(2, "net1"), (1, "lo")]) == ["lo", "net1"]
+
+
 def test_fallback_when_sysfs_is_not_readable(tmp_path: Path) -> None:
     names = interfaces.net_interfaces(str(tmp_path / "no-sys"), fallback=lambda: [(1, "lo"), (2, "net2")])
     assert names == ["lo", "net2"]
