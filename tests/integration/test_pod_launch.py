@@ -287,3 +287,60 @@ def test_init_and_launch_as_a_random_uid_with_no_writable_home(open_root: Path, 
                    for x in doc["ranks"]), doc["ranks"]
     finally:
         c.teardown()
+
+
+# --------------------------------------------------------------------------- upstream habits
+
+UPSTREAM_JOB = str(Path(__file__).parent / "jobs" / "upstream_env.py")
+LAUNCH_DEEPSPEED = str(Path(__file__).resolve().parents[2] / "workspace" / "launch_deepspeed.sh")
+
+
+@needs_harness
+def test_i10_4_upstream_positional_form_on_the_harness(cluster: Callable[..., Cluster], tmp_path: Path) -> None:
+    """``./launch_deepspeed.sh SCRIPT DS_CONFIG HOSTFILE ARGS`` as upstream's users type it:
+    the script gets ``--deepspeed --deepspeed_config``, and every rank sees the upstream
+    env names with its own pod's NODE_RANK and POD_IP (no POD_IP in the env here: the
+    hostname fallback)."""
+    static = {"GPUS_PER_NODE": "1", "LOCAL_WORLD_SIZE": "1", "WORLD_SIZE": "2"}
+    c = cluster(1, static)
+    cfg = tmp_path / "ds_config.json"
+    cfg.write_text('{"train_micro_batch_size_per_gpu": 1}\n')
+    hosts = tmp_path / "myhosts"
+    hosts.write_text((Path(c.pods[0].dir) / "home" / ".mlenv" / "hostfile").read_text())
+    out = tmp_path / "seen.json"
+    env = c.env(0, {"MLENV_CPU_SLOTS": "1", "MLENV_PYTHON": sys.executable, **static})
+    r = c.run(0, [LAUNCH_DEEPSPEED, "--deadline", "20", UPSTREAM_JOB, str(cfg), str(hosts), "--out", str(out)],
+              env, timeout=150)
+    assert r.returncode == 0, r.stdout[-3000:]
+    assert f"hostfile {hosts}" in r.stdout
+    doc = json.loads(out.read_text())
+    assert doc["world"] == 2
+    for i, seen in enumerate(doc["ranks"]):
+        assert seen["host"] == f"ml-dev-env-{i}" and seen["config"] == str(cfg), seen
+        assert seen["NODE_RANK"] == str(i) and seen["POD_IP"] == c.pods[i].address, seen
+        assert seen["GPUS_PER_NODE"] == "1" and seen["WORLD_SIZE"] == "2", seen
+
+
+@needs_harness
+def test_i10_7_missing_interfaces_filtered_on_the_harness(tmp_path: Path) -> None:
+    """RDMA-mode init in a real network namespace: of the configured names, the pod's
+    own veth is kept and ``net9`` is dropped and named; none present is exit 3."""
+    c = Cluster(1, str(tmp_path))
+    _setup(c)
+    try:
+        veth = f"v{c.tag}0p"
+        env = c.env(0, {"MLENV_NETWORK_MODE": "rdma", "MLENV_RDMA_DEVICES": "mlx5_0",
+                        "NCCL_SOCKET_IFNAME": f"{veth},net9", "MLENV_STATE_DIR": str(tmp_path / "state")})
+        r = c.run(0, [*POD, "init", "--no-sshd", "--allow-low-memlock"], env, timeout=60)
+        assert r.returncode == 0, r.stdout
+        assert f"NCCL_SOCKET_IFNAME: configured {veth},net9; present {veth}; missing net9" in r.stdout
+        node = (tmp_path / "state" / "node.env").read_text()
+        assert f"NCCL_SOCKET_IFNAME={veth}\n" in node
+        doc = json.loads((tmp_path / "state" / "interfaces.json").read_text())
+        assert doc["checks"][0]["missing"] == ["net9"] and veth in doc["interfaces"]
+        r = c.run(0, [*POD, "init", "--no-sshd", "--allow-low-memlock"],
+                  {**env, "NCCL_SOCKET_IFNAME": "net8,net9"}, timeout=60)
+        assert r.returncode == 3, r.stdout
+        assert "pod ml-dev-env-0: RDMA mode: NCCL_SOCKET_IFNAME=net8,net9: none of them exists" in r.stdout
+    finally:
+        c.teardown()
