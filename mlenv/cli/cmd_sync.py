@@ -1,5 +1,5 @@
 """``mlenv sync``: copy workspace/ into every pod (adds and updates only), verify every file
-arrived; ``--delete`` also removes pod files gone locally (never results/, checkpoints/ or
+arrived; ``--delete`` also removes pod files gone locally (never results/, checkpoints or
 dot-files); ``--dry-run`` lists what would change; ``--watch`` re-syncs."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ def sync(
     max_rounds: Annotated[int | None, typer.Option("--max-rounds", help="Stop --watch after this many checks.")] = None,
     local: Annotated[str | None, typer.Option("--dir", help="Local tree (default: workspace/).")] = None,
     timeout: Annotated[float | None, typer.Option("--timeout", help="Seconds each copy and checksum may take (default: MLENV_EXEC_TIMEOUT or 600).")] = None,
-    delete: Annotated[bool, typer.Option("--delete", help="Also delete pod files removed locally (never results/, checkpoints/, dot-files or caches).")] = False,
+    delete: Annotated[bool, typer.Option("--delete", help="Also delete pod files removed locally (never results/, checkpoint*/global_step* paths, .ckpt/.pt/.pth/.safetensors files, dot-files or caches).")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be added, updated (and with --delete, deleted) per pod; change nothing.")] = False,
 ) -> None:
     """Copy workspace/ to every pod in parallel (once in rwx mode), adding and updating

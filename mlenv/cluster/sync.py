@@ -7,8 +7,9 @@ Sync never deletes by default: it adds and updates files, and whatever a pod wro
 ``/workspace`` (checkpoints, hostfiles, results, a file edited in the pod) survives, as it
 did in the ml-dev-env project this tool succeeds. ``delete=True`` (``mlenv sync --delete``)
 also removes pod files that are gone locally, but never the protected paths
-(:func:`~mlenv.cluster.treehash.protected`: top-level ``results/`` and ``checkpoints/``,
-dot-files and dot-directories, caches), and only after the copy succeeded. ``dry_run``
+(:func:`~mlenv.cluster.treehash.protected`: the top-level ``results/``; checkpoints at
+any depth: ``checkpoint*``/``global_step*`` paths and ``.ckpt``/``.pt``/``.pth``/
+``.safetensors`` files; dot-files and dot-directories; caches), and only after the copy succeeded. ``dry_run``
 lists what would change, per pod, and changes nothing.
 
 The plan and the check both come from a listing of the pod's tree (path → sha256,

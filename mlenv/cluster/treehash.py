@@ -111,10 +111,15 @@ for rel in json.load(sys.stdin):
 print(n)
 """
 
-# What `sync --delete` never deletes in a pod, whatever the local tree says: run output
-# and checkpoints at the top of the tree, dot-files and dot-directories at any depth
-# (editor state, .cache, .deepspeed_env, ssh material), and caches.
-PROTECTED_TOP = ("results", "checkpoints")
+# What `sync --delete` never deletes in a pod, whatever the local tree says: run output at
+# the top of the tree; checkpoints wherever a training script put them (a `checkpoints/`
+# or `checkpoint-500/` folder, DeepSpeed's `global_step*/`, weight files): losing one costs
+# hours of GPU time, keeping a stale one costs disk, so the rule errs on keeping; and
+# dot-files and dot-directories at any depth (editor state, .cache, .deepspeed_env, ssh
+# material) and caches.
+PROTECTED_TOP = ("results",)
+PROTECTED_PREFIXES = ("checkpoint", "global_step")  # any path component, any case
+PROTECTED_SUFFIXES = (".ckpt", ".pt", ".pth", ".safetensors")
 
 
 def protected(rel: str) -> bool:
@@ -122,7 +127,10 @@ def protected(rel: str) -> bool:
     parts = rel.split("/")
     if len(parts) > 1 and parts[0] in PROTECTED_TOP:
         return True
-    return any(p.startswith(".") or p == "__pycache__" for p in parts)
+    if parts[-1].lower().endswith(PROTECTED_SUFFIXES):
+        return True
+    return any(p.startswith(".") or p == "__pycache__"
+               or p.lower().startswith(PROTECTED_PREFIXES) for p in parts)
 
 
 def sha256_files(files: Mapping[str, bytes]) -> dict[str, str]:

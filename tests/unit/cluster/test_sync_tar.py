@@ -17,8 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from mlenv.cluster import sync as syncmod
 from mlenv.cluster import treehash
+from mlenv.cluster.api import PodView
 from mlenv.cluster.oc import OcCluster
+from mlenv.config.model import Cluster as ClusterConfig
 
 POD_KUBECTL = r'''
 import os, subprocess, sys
@@ -35,7 +38,7 @@ sys.exit(subprocess.call(cmd, cwd=root))
 
 
 @pytest.fixture
-def pod(tmp_path, monkeypatch) -> Path:  # type: ignore[no-untyped-def]
+def pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     bindir = tmp_path / "bin"
     bindir.mkdir()
     exe = bindir / "kubectl"
@@ -86,7 +89,7 @@ def test_i9_2_thirty_thousand_files_do_not_overflow_the_argument_list(pod, tmp_p
     assert got == n
 
 
-def test_i10_2_list_and_remove_scripts_agree_with_the_planner(tmp_path) -> None:
+def test_i10_2_list_and_remove_scripts_agree_with_the_planner(tmp_path: Path) -> None:
     root = tmp_path / "w"
     for rel in ("a.py", "results/r.json", ".cache/x", "sub/b.txt", "__pycache__/c.pyc"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -104,3 +107,64 @@ def test_i10_2_list_and_remove_scripts_agree_with_the_planner(tmp_path) -> None:
                         capture_output=True, text=True, check=True)
     assert rm.stdout.strip() == "1"
     assert not (root / "sub" / "b.txt").exists() and (tmp_path / "outside").exists()
+
+
+def test_i10_2_kubectl_path_keeps_pod_files_and_deletes_only_when_asked(
+        pod: Path, tmp_path: Path, barcelona: ClusterConfig,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The whole sync (plan listing, tar copy, verify, remove list) through kubectl."""
+    # one pod, reached only through the fake kubectl (worker_pods' `get` is not under test)
+    monkeypatch.setattr(syncmod, "worker_pods", lambda _cfg, _client: [
+        PodView("ml-dev-env-0", "Running", True, 0, "gpu-0")])
+    client = OcCluster()
+    assert not client.is_oc
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.py").write_text("a")
+    (ws / "gone.py").write_text("g")
+    (ws / "--checkpoint-action=exec=touch PWNED").write_text("x")
+    syncmod.sync(barcelona, client, str(ws))
+    assert (pod / "gone.py").read_text() == "g"
+    assert (pod / "--checkpoint-action=exec=touch PWNED").read_text() == "x"
+    # what the pod wrote itself
+    for rel in ("results/r.json", "checkpoints/step1.pt", ".cache/z", "sub/.hostfile", "hostfile"):
+        (pod / rel).parent.mkdir(parents=True, exist_ok=True)
+        (pod / rel).write_text("pod")
+    (ws / "a.py").write_text("a2")
+    (ws / "gone.py").unlink()
+    rep = syncmod.sync(barcelona, client, str(ws))  # default: adds and updates only
+    assert (pod / "a.py").read_text() == "a2"
+    for rel in ("gone.py", "results/r.json", "checkpoints/step1.pt", ".cache/z",
+                "sub/.hostfile", "hostfile"):
+        assert (pod / rel).exists(), f"{rel} was deleted by a sync without --delete"
+    assert rep.plans[0].delete == [] and "hostfile" in rep.plans[0].kept
+
+    said: list[str] = []
+    before = sorted(str(p.relative_to(pod)) for p in pod.rglob("*"))
+    rep = syncmod.sync(barcelona, client, str(ws), delete=True, dry_run=True, say=said.append)
+    assert sorted(str(p.relative_to(pod)) for p in pod.rglob("*")) == before
+    assert "  - gone.py" in said and "  - hostfile" in said
+    assert not any("results" in s or "checkpoints" in s or ".cache" in s for s in said)
+
+    syncmod.sync(barcelona, client, str(ws), delete=True)
+    assert not (pod / "gone.py").exists() and not (pod / "hostfile").exists()
+    for rel in ("results/r.json", "checkpoints/step1.pt", ".cache/z", "sub/.hostfile", "a.py",
+                "--checkpoint-action=exec=touch PWNED"):
+        assert (pod / rel).exists(), f"{rel} was deleted by --delete"
+    assert list(tmp_path.rglob("PWNED")) == []
+
+
+@pytest.mark.parametrize("rel,keep", [
+    ("results/run1/x.json", True), ("checkpoints/step1/m.bin", True),
+    ("out/checkpoint-500/optimizer.bin", True), ("out/Checkpoint_best", True),
+    ("save/global_step100/mp_rank_00_model_states.pt", True), ("model.ckpt", True),
+    ("w/model.safetensors", True), ("w/final.pth", True), (".cache/z", True),
+    ("sub/.hostfile", True), ("a/__pycache__/m.pyc", True),
+    ("gone.py", False), ("hostfile", False), ("sub/results/r.json", False),
+    ("data/train.jsonl", False), ("notes-on-checkpoints.md", False),
+])
+def test_i10_2_delete_protects_results_checkpoints_and_dotfiles(rel: str, keep: bool) -> None:
+    assert treehash.protected(rel) is keep
+    plan = syncmod.plan_pod("p", {}, {rel: "h"}, delete=True)
+    # results/ at the top is neither copied nor compared: never planned at all
+    assert (rel in plan.delete) is (not keep)
