@@ -344,3 +344,27 @@ def test_i10_7_missing_interfaces_filtered_on_the_harness(tmp_path: Path) -> Non
         assert "pod ml-dev-env-0: RDMA mode: NCCL_SOCKET_IFNAME=net8,net9: none of them exists" in r.stdout
     finally:
         c.teardown()
+
+
+@needs_harness
+def test_i9_10_launch_with_a_peer_frozen_after_preflight_stops_naming_it(cluster: Callable[..., Cluster]) -> None:
+    """sshd of node 1 frozen after preflight (simulated: preflight skipped): pdsh's ssh
+    gives up after ConnectTimeout (10 s) with 255, and the launch ends with exit 3 naming
+    the host instead of waiting in the rendezvous for torch's 30-minute default."""
+    c = cluster(1)
+    pid_file = shlex.quote(os.path.join(c.pods[1].dir, "home", ".mlenv", "ssh", "sshd.pid"))
+    r = c.run(1, ["sh", "-c", f'kill -STOP "$(cat {pid_file})"'], c.env(1))
+    assert r.returncode == 0, r.stdout
+    try:
+        t0 = time.monotonic()
+        code, log = _launch(c, ["--no-preflight", JOB, "--out", "/dev/null"], 1, timeout=120,
+                            extra={"MLENV_PEER_LOST_GRACE_S": "5"})
+        elapsed = time.monotonic() - t0
+    finally:
+        c.run(1, ["sh", "-c", f'kill -CONT "$(cat {pid_file})"'], c.env(1))
+    assert code == 3, log[-3000:]
+    # pdsh names the host by its short name (the part before the first dot).
+    assert "error: launch stopped: lost ml-dev-env-1 " in log, log[-3000:]
+    assert "lost ml-dev-env-0" not in log
+    # ConnectTimeout 10 s + grace 5 s + stopping the group (15 s at most) + start-up.
+    assert elapsed < 10 + 5 + 15 + 15, elapsed
