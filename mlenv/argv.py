@@ -34,6 +34,7 @@ _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 # Service-account user names for `auth can-i --as=`.
 _SA_USER = re.compile(r"system:serviceaccount:[a-z0-9][-a-z0-9]*:[a-z0-9][-a-z0-9.]*")
 _VERB = re.compile(r"\*|[a-z]+(-[a-z]+)*")
+_COMMAND_WORD = re.compile(r"[a-z]+(-[a-z]+)*")
 
 # Kinds whose names are DNS-1123 labels (63 chars); every other kind: subdomain (253).
 LABEL_KINDS = frozenset({"namespace", "service", "route", "statefulset", "container"})
@@ -148,14 +149,22 @@ def options_before(args: Iterable[str]) -> list[str]:
     return out
 
 
-def kube(verb_word: str, options: Sequence[str], positionals: Sequence[str] = ()) -> list[str]:
-    """``VERB OPTIONS… -- POSITIONALS…`` (the binary and any namespace come from the caller).
+def kube(command: str, options: Sequence[str], positionals: Sequence[str] = ()) -> list[str]:
+    """``COMMAND… OPTIONS… -- POSITIONALS…`` (the binary and any namespace come from the caller).
 
     Options are the code's own constants (or built by the validators above); positionals
     are validated names. ``--`` makes kubectl/oc read every positional as a name even if
     a validator were ever loosened.
+
+    ``command`` is a command path: one word (``get``) or a verb and its subcommand
+    (``auth can-i``, ``auth whoami``, ``config view``). The subcommand must stand before
+    ``--``: cobra (kubectl's and oc's parser) looks for subcommand words only up to
+    ``--``, so ``auth -- can-i …`` would run ``auth`` itself ("unknown command").
     """
-    return [verb_word, *options_before(options), *(["--", *positionals] if positionals else [])]
+    words = command.split()
+    if not words or not all(_COMMAND_WORD.fullmatch(w) for w in words):
+        raise ValueError(f"not a command path: {command!r}")
+    return [*words, *options_before(options), *(["--", *positionals] if positionals else [])]
 
 
 def kube_exec(pod: str, command: Sequence[str], options: Sequence[str] = ()) -> list[str]:

@@ -147,7 +147,8 @@ class OcCluster:
              stdin: str | None = None, namespace: str | None = None,
              timeout: float = NO_TIMEOUT, raw: Sequence[str] | None = None,
              ) -> tuple[int, str, str, bool]:
-        """Invoke ``oc VERB [--namespace=NS] OPTIONS… -- NAMES…`` through openshift-client.
+        """Invoke ``oc VERB [--namespace=NS] [SUBCOMMAND] OPTIONS… -- NAMES…`` through
+        openshift-client (``verb`` may be a command path such as ``auth can-i``).
 
         ``names`` must already be validated (:mod:`mlenv.argv`); they go after ``--``.
         ``raw`` replaces OPTIONS/NAMES for the two verbs whose argv has its own shape
@@ -164,9 +165,10 @@ class OcCluster:
             cmd = list(raw)
         else:
             opts = argv.options_before(options)
-            if verb not in ("whoami", "config"):
+            if verb.split()[0] not in ("whoami", "config"):
                 opts.append(f"--request-timeout={REQUEST_TIMEOUT}")
-            cmd = argv.kube(verb, opts, names)[1:]
+            cmd = argv.kube(verb, opts, names)
+            verb, cmd = cmd[0], cmd[1:]  # a subcommand word stays before "--"
         with contextlib.ExitStack() as stack:
             stack.enter_context(oc.client_path(self.binary))
             if namespace:
@@ -195,8 +197,8 @@ class OcCluster:
         """``oc whoami --show-server`` (kubectl: the current context's server)."""
         if self.is_oc:
             return self._ok("whoami", ["--show-server"]).strip()
-        out = self._ok("config", ["--minify", "--output=jsonpath={.clusters[0].cluster.server}"],
-                       ["view"]).strip()
+        out = self._ok("config view",
+                       ["--minify", "--output=jsonpath={.clusters[0].cluster.server}"]).strip()
         if not out:
             raise Unreachable("kubectl has no current context: set KUBECONFIG or log in")
         return out
@@ -205,15 +207,13 @@ class OcCluster:
         """``oc whoami`` (kubectl: ``auth whoami``)."""
         if self.is_oc:
             return self._ok("whoami", []).strip()
-        return self._ok("auth", ["--output=jsonpath={.status.userInfo.username}"],
-                        ["whoami"]).strip()
+        return self._ok("auth whoami", ["--output=jsonpath={.status.userInfo.username}"]).strip()
 
     def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
               as_user: str | None = None) -> bool:
         """``auth can-i VERB RESOURCE [--as=USER]``."""
         opts = [f"--as={argv.user(as_user)}"] if as_user else []
-        rc, out, err, _ = self._run("auth", opts, ["can-i", argv.verb(verb),
-                                                   _resource_ref(resource)],
+        rc, out, err, _ = self._run("auth can-i", opts, [argv.verb(verb), _resource_ref(resource)],
                                     namespace=namespace)
         if rc != 0 and out.strip() != "no":
             e = classify(err)

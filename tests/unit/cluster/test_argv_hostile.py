@@ -108,19 +108,35 @@ def test_i9_1_storage_class_option_shaped_name_never_becomes_an_option(fake_bin)
                                  "--request-timeout=30s", "--", "StorageClass", "fast-rwx"]]
 
 
-def _positionals_after_dashdash(call: list[str]) -> bool:
-    if "--" not in call:
-        return all(a.startswith("-") for a in call[1:])  # options only (apply -f -, whoami)
-    head = call[:call.index("--")]
-    if call[0] == "exec" or (call[0].startswith("-") and "exec" in head):
-        return True  # exec POD -- CMD: the pod name is validated, checked below
-    return all(a.startswith("-") for a in head[1:] if a not in ("exec",))
+# cobra (the parser of kubectl and oc) finds subcommands only among the words before
+# `--` (its stripFlags stops there) and pflag hands everything after `--` to the command
+# as arguments. This models both, for the commands and flags mlenv uses.
+SUBCOMMANDS = {"auth": {"can-i", "whoami"}, "config": {"view"}}
+VALUE_FLAGS = {"-n"}  # short flags that take the next word; ours are otherwise --x=v or bool
 
 
-def test_i9_1_valid_names_put_double_dash_before_positionals(fake_bin, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    fake_bin.install("oc")
-    c = OcCluster()
-    (tmp_path / "ws").mkdir()
+def cobra(call: list[str]) -> tuple[list[str], list[str], list[str]]:
+    """(command path, positionals before ``--``, arguments after ``--``) for one argv."""
+    head, after = (call[:call.index("--")], call[call.index("--") + 1:]) if "--" in call \
+        else (call, [])
+    words, i = [], 0
+    while i < len(head):
+        w = head[i]
+        i += 2 if w in VALUE_FLAGS else 1
+        if not w.startswith("-"):
+            words.append(w)
+    path = words[:1]
+    if len(words) > 1 and words[1] in SUBCOMMANDS.get(words[0], ()):
+        path.append(words[1])
+    return path, words[len(path):], after
+
+
+def _walk_with_valid_names(c: OcCluster, ws: Path) -> list[list[str]]:
+    """The command path each call must resolve to, calling every method once."""
+    want: list[list[str]] = []
+    c.server()
+    c.whoami()
+    want += [["whoami"], ["whoami"]] if c.is_oc else [["config", "view"], ["auth", "whoami"]]
     c.get("StorageClass", "fast", None)
     c.list("Pod", "ns", {"app.kubernetes.io/instance": "a"})
     c.delete("Pod", "p", "ns")
@@ -132,18 +148,44 @@ def test_i9_1_valid_names_put_double_dash_before_positionals(fake_bin, tmp_path)
     c.logs("p", "ns")
     c.logs("p", "ns", follow=True)
     c.port_forward("p", "ns", [(1, 2)])
-    c.start_build("b", "ns", lambda _l: None)
-    c.rsync(str(tmp_path / "ws"), "p", "ns", "/workspace")
+    want += [["get"], ["get"], ["delete"], ["get"], ["apply"], ["get"], ["auth", "can-i"],
+             ["exec"], ["exec"], ["logs"], ["logs"], ["port-forward"]]
+    if c.is_oc:
+        c.start_build("b", "ns", lambda _l: None)
+        want.append(["start-build"])
+    c.rsync(str(ws), "p", "ns", "/workspace")
+    want.append(["rsync"] if c.is_oc else ["exec"])
+    return want
+
+
+@pytest.mark.parametrize("tool", ["oc", "kubectl"])
+def test_i9_1_valid_names_put_double_dash_before_positionals(tool: str, fake_bin,  # type: ignore[no-untyped-def]
+                                                             tmp_path) -> None:
+    fake_bin.install(tool)
+    fake_bin.respond([{"match": ["view"], "stdout": "https://api.example:6443"}])
+    c = OcCluster()
+    (tmp_path / "ws").mkdir()
+    want = _walk_with_valid_names(c, tmp_path / "ws")
     calls = fake_bin.calls()
-    assert len(calls) == 14  # apply = get + apply
-    for call in calls:
-        words = [w for w in call if not w.startswith("--namespace=")]
-        if words[:2] == ["-n", "ns"]:
-            words = words[2:]
-        assert _positionals_after_dashdash(words), call
-    execs = [c for c in calls if "exec" in c]
+    assert len(calls) == len(want)
+    for call, path in zip(calls, want, strict=True):
+        got, before, _after = cobra(call)
+        # the whole command path resolves (a subcommand after `--` would not) ...
+        assert got == path, call
+        # ... and no positional stands before `--`, except exec's validated pod name
+        assert before == (["p"] if path == ["exec"] else []), call
+    execs = [c for c in calls if cobra(c)[0] == ["exec"]]
     # the container command keeps its own flags: they follow the pod name and `--`
     assert execs[0][-3:] == ["p", "--", "--not-an-oc-flag"]
+
+
+def test_i9_1_auth_subcommand_before_double_dash() -> None:
+    # `auth -- can-i use pods` would run `auth` with arguments: "unknown command"
+    line = argv.kube("auth can-i", ["--as=system:serviceaccount:a:b"], ["use", "pods"])
+    assert line == ["auth", "can-i", "--as=system:serviceaccount:a:b", "--", "use", "pods"]
+    assert cobra(line) == (["auth", "can-i"], [], ["use", "pods"])
+    with pytest.raises(ValueError, match="command path"):
+        argv.kube("auth --as=x", [], [])
 
 
 @pytest.mark.parametrize("kind,value,ok", [

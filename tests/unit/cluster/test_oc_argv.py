@@ -108,10 +108,10 @@ def test_get_list_delete_logs_and_can_i(oc, fake_bin) -> None:  # type: ignore[n
         ["delete", f"--namespace={NS}", "--cascade=foreground", "--ignore-not-found",
          "--wait=false", "--output=name", "--request-timeout=30s", "--", "StatefulSet", "x"],
         ["logs", f"--namespace={NS}", "--request-timeout=30s", "--", "p"],
-        ["auth", f"--namespace={NS}", "--request-timeout=30s", "--", "can-i", "create",
+        ["auth", f"--namespace={NS}", "can-i", "--request-timeout=30s", "--", "create",
          "routes.route.openshift.io"],
-        ["auth", f"--namespace={NS}", "--as=system:serviceaccount:team-a:sa",
-         "--request-timeout=30s", "--", "can-i", "use", "securitycontextconstraints/s"],
+        ["auth", f"--namespace={NS}", "can-i", "--as=system:serviceaccount:team-a:sa",
+         "--request-timeout=30s", "--", "use", "securitycontextconstraints/s"],
     ]
 
 
