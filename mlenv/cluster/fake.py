@@ -168,12 +168,27 @@ def _read_tree(root: str) -> dict[str, bytes]:
     """Every file under ``root`` (relative path → content), nothing filtered: the fake's
     rsync must apply its own exclude rules, not the checksum's."""
     out: dict[str, bytes] = {}
-    for d, _dirs, files in os.walk(root):
-        for f in files:
+    for d, dirs, files in os.walk(root):
+        for f in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]:
             p = os.path.join(d, f)
+            rel = os.path.relpath(p, root).replace(os.sep, "/")
+            if os.path.islink(p):  # rsync -a and tar copy a link as a link
+                out[rel] = _LINK + os.readlink(p).encode()
+                continue
             with open(p, "rb") as fh:
-                out[os.path.relpath(p, root).replace(os.sep, "/")] = fh.read()
+                out[rel] = fh.read()
     return out
+
+
+# How the fake's volumes hold a symbolic link: a marker no real file content starts with.
+_LINK = b"\0mlenv-fake-symlink\0"
+
+
+def _listed(data: bytes) -> str:
+    """One LIST_SCRIPT value: sha256 of a file, ``symlink:TARGET`` of a link."""
+    if data.startswith(_LINK):
+        return treehash.LINK_PREFIX + data[len(_LINK):].decode()
+    return hashlib.sha256(data).hexdigest()
 
 
 def _quantity(v: Any) -> float:
@@ -882,7 +897,7 @@ class FakeCluster:
         pre = f"{rel}/" if rel else ""
         args = ("python3", "-c", script, root)
         if script == treehash.LIST_SCRIPT:
-            listing = {p[len(pre):]: hashlib.sha256(base64.b64decode(d)).hexdigest()
+            listing = {p[len(pre):]: _listed(base64.b64decode(d))
                        for p, d in vol.items() if p.startswith(pre)
                        and not any(x in ("__pycache__", ".git") for x in p[len(pre):].split("/")[:-1])}
             return ExecResult(args, 0, json.dumps(listing, sort_keys=True))

@@ -366,7 +366,7 @@ class OcCluster:
             if rc != 0:
                 raise classify(err or out, "Pod", pod)
             return
-        names = sorted(treehash.local_files(local_dir))
+        names = sorted(treehash.local_listing(local_dir))  # links go as links, like oc rsync
         listing = b"".join(n.encode() + b"\0" for n in names)
         tar = ["tar", "--create", "--file=-", f"--directory={os.path.abspath(local_dir)}",
                "--null", "--verbatim-files-from", "--files-from=-"]

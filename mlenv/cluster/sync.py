@@ -114,9 +114,8 @@ def sync(cfg: ClusterConfig, client: Cluster, local_dir: str, *, workers: int = 
     if not pods:
         raise InfraError(f"no running pods of {cfg.name} in {cfg.namespace}: deploy first")
     targets = [p.name for p in (pods[:1] if cfg.storage.mode == "rwx" else pods)]
-    files = treehash.local_files(local_dir)
-    local = treehash.sha256_files(files)
-    want = treehash.digest_files(files)
+    local = treehash.local_listing(local_dir)
+    want = treehash.listing_digest(local)
     pool_size = max(1, min(workers, len(pods)))
 
     def plan(pod: str) -> PodPlan:

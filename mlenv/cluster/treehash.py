@@ -1,7 +1,7 @@
 """The tree listings and checksums ``sync`` plans and verifies with.
 
 ``LIST_SCRIPT`` runs inside each pod (``python3 -c LIST_SCRIPT ROOT``) and prints path →
-sha256 of every file; ``sync`` compares it with :func:`local_files` to plan additions,
+sha256 of every file; ``sync`` compares it with :func:`local_listing` to plan additions,
 updates and (only with ``--delete``) removals, and again afterwards to verify that every
 local file arrived. ``SCRIPT`` prints one digest over a tree (:func:`digest_files`
 computes the same from memory). Unit tests run the real scripts over real directories
@@ -77,15 +77,23 @@ def local_files(root: str) -> dict[str, bytes]:
 # ``sync`` plans from a listing of the pod's tree, the same way for oc and kubectl: the
 # copy adds and updates only, and a deletion (``sync --delete``) is an explicit list of
 # paths, computed here where the protection rules live, never a mirror of the local tree.
+# A symbolic link is copied as a link (oc rsync's -a and tar both keep it), so both
+# listings record it as ``symlink:TARGET``, never by the content it points to (which may
+# be missing, or outside the tree): same rule here and in :func:`local_listing`.
+LINK_PREFIX = "symlink:"
+
 LIST_SCRIPT = r"""
 import hashlib, json, os, sys
 root = sys.argv[1]
 out = {}
 for d, dirs, files in os.walk(root):
     dirs[:] = sorted(x for x in dirs if x not in ("__pycache__", ".git"))
-    for f in files:
+    for f in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]:
         p = os.path.join(d, f)
-        if os.path.islink(p) or not os.path.isfile(p):
+        if os.path.islink(p):
+            out[os.path.relpath(p, root).replace(os.sep, "/")] = "symlink:" + os.readlink(p)
+            continue
+        if not os.path.isfile(p):
             continue
         h = hashlib.sha256()
         with open(p, "rb") as fh:
@@ -131,6 +139,36 @@ def protected(rel: str) -> bool:
         return True
     return any(p.startswith(".") or p == "__pycache__"
                or p.lower().startswith(PROTECTED_PREFIXES) for p in parts)
+
+
+def local_listing(root: str) -> dict[str, str]:
+    """Relative path → sha256 (or ``symlink:TARGET``) of the local tree, excluded paths
+    left out: what :data:`LIST_SCRIPT` prints for the same tree in a pod."""
+    out: dict[str, str] = {}
+    for d, dirs, files in os.walk(root):
+        dirs.sort()
+        for f in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]:
+            p = os.path.join(d, f)
+            rel = os.path.relpath(p, root).replace(os.sep, "/")
+            if excluded(rel):
+                continue
+            if os.path.islink(p):
+                out[rel] = LINK_PREFIX + os.readlink(p)
+            elif os.path.isfile(p):
+                h = hashlib.sha256()
+                with open(p, "rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(block)
+                out[rel] = h.hexdigest()
+    return out
+
+
+def listing_digest(listing: Mapping[str, str]) -> str:
+    """``"<count> <sha256>"`` over a listing, for the one-line summary of a sync."""
+    t = hashlib.sha256()
+    for rel, h in sorted(listing.items()):
+        t.update(rel.encode() + b"\0" + h.encode() + b"\n")
+    return f"{len(listing)} {t.hexdigest()}"
 
 
 def sha256_files(files: Mapping[str, bytes]) -> dict[str, str]:

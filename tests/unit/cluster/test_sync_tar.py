@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -20,6 +21,8 @@ import pytest
 from mlenv.cluster import sync as syncmod
 from mlenv.cluster import treehash
 from mlenv.cluster.api import PodView
+from mlenv.cluster.deploy import DeployOptions, deploy
+from mlenv.cluster.fake import FakeCluster
 from mlenv.cluster.oc import OcCluster
 from mlenv.config.model import Cluster as ClusterConfig
 
@@ -168,3 +171,42 @@ def test_i10_2_delete_protects_results_checkpoints_and_dotfiles(rel: str, keep: 
     plan = syncmod.plan_pod("p", {}, {rel: "h"}, delete=True)
     # results/ at the top is neither copied nor compared: never planned at all
     assert (rel in plan.delete) is (not keep)
+
+
+def _tree_with_links(ws: Path) -> None:
+    (ws / "d").mkdir(parents=True)
+    (ws / "a.py").write_text("a")
+    (ws / "d" / "x").write_text("x")
+    (ws / "link.py").symlink_to("a.py")
+    (ws / "dl").symlink_to("d")
+    (ws / "dangling").symlink_to("no-such-file")
+
+
+def test_sync_copies_symlinks_as_links_and_verifies_them(
+        pod: Path, tmp_path: Path, barcelona: ClusterConfig,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # oc rsync -a and tar keep a link a link; the check once hashed the local target and
+    # skipped links in the pod, so any symlink in workspace/ failed every sync (exit 3)
+    monkeypatch.setattr(syncmod, "worker_pods", lambda _cfg, _client: [
+        PodView("ml-dev-env-0", "Running", True, 0, "gpu-0")])
+    ws = tmp_path / "ws"
+    _tree_with_links(ws)
+    rep = syncmod.sync(barcelona, OcCluster(), str(ws))
+    assert os.readlink(pod / "link.py") == "a.py" and os.readlink(pod / "dl") == "d"
+    assert os.readlink(pod / "dangling") == "no-such-file"
+    assert rep.verified == ["ml-dev-env-0"]
+    listing = json.loads(subprocess.run([sys.executable, "-c", treehash.LIST_SCRIPT, str(pod)],
+                                        capture_output=True, text=True, check=True).stdout)
+    assert listing == treehash.local_listing(str(ws))
+    assert listing["dl"] == "symlink:d" and "dl/x" not in listing
+
+
+def test_fake_cluster_models_symlinks_like_the_pod(barcelona: ClusterConfig, tmp_path: Path,
+                                                   fake_for: Callable[..., FakeCluster]) -> None:
+    fake = fake_for(barcelona)
+    deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
+    ws = tmp_path / "ws"
+    _tree_with_links(ws)
+    rep = syncmod.sync(barcelona, fake, str(ws))
+    assert rep.verified and all(not p.add for p in syncmod.sync(
+        barcelona, fake, str(ws), dry_run=True).plans)
