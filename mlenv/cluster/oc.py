@@ -416,7 +416,10 @@ class OcCluster:
 
     def interactive(self, pod: str, namespace: str, command: Sequence[str]) -> int:
         """``oc rsh POD CMD`` / ``kubectl exec -it POD -- CMD`` with the terminal attached."""
-        if self.is_oc:  # rsh: the (validated) pod name, then the command
+        # rsh parses flags only before the pod name (cobra SetInterspersed(false)): the
+        # validated pod name comes first and ends the options; a `--` there would reach the
+        # shell as its first argument
+        if self.is_oc:
             line = ["rsh", argv.name("Pod", pod), *command]
         else:
             line = argv.kube_exec(pod, command, ["-it"])
