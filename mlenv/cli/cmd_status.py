@@ -28,6 +28,8 @@ def status(
         for p in rep.pods:
             typer.echo(f"{p.name:<24} {(p.waiting_reason or p.phase):<10} "
                        f"{'yes' if p.ready else 'no':<6} {p.restarts:<9} {p.node or '-'}")
+    for pod, line in sorted(rep.interfaces.items()):
+        typer.echo(f"{pod}: RDMA interfaces: {line}")
     if rep.pvcs:
         typer.echo(f"{'PVC':<40} {'STATUS':<8} SIZE")
         for name, phase, size in rep.pvcs:

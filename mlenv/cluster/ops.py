@@ -15,7 +15,7 @@ from mlenv.cluster.api import (
     plural,
 )
 from mlenv.config.model import Cluster as ClusterConfig
-from mlenv.errors import InputError
+from mlenv.errors import InfraError, InputError
 
 # Every kind the plan or deploy can create, in delete order: workloads first so pods
 # stop before the objects they use go away. PVCs come last and only with --purge.
@@ -32,6 +32,53 @@ class StatusReport:
     desired: int = 0
     ready: int = 0
     pvcs: list[tuple[str, str, str]] = field(default_factory=list)  # name, phase, size
+    # pod → one line on its RDMA interfaces (from <state>/interfaces.json, i10.7)
+    interfaces: dict[str, str] = field(default_factory=dict)
+
+
+# Runs in a pod with the pod's own environment: the same state-dir rule pod init wrote by.
+READ_INTERFACES = (
+    "import os; from mlenv.pod.runtime import paths_from; "
+    "p = os.path.join(paths_from(os.environ).state_dir, 'interfaces.json'); "
+    "print(open(p).read() if os.path.exists(p) else '')")
+
+
+def _interface_line(doc: dict[str, object]) -> str:
+    parts = []
+    checks = doc.get("checks")
+    for chk in checks if isinstance(checks, list) else []:
+        if not isinstance(chk, dict):
+            continue
+        missing = chk.get("missing") or []
+        parts.append(f"{chk.get('variable')}: present {','.join(chk.get('present') or []) or '-'}"
+                     + (f", MISSING {','.join(missing)}" if missing else ""))
+    return "; ".join(parts) or "no interface checks recorded"
+
+
+def _interfaces(cfg: ClusterConfig, client: Cluster, pods: list[PodView]) -> dict[str, str]:
+    """What each Running pod's init found of the configured RDMA interfaces; pods that
+    cannot be asked (exec refused, older image) are left out, never an error."""
+    import json as _json
+
+    out: dict[str, str] = {}
+    for p in pods:
+        if p.phase != "Running":
+            continue
+        try:
+            res = client.exec(p.name, cfg.namespace, ["python3", "-c", READ_INTERFACES],
+                              check=False, timeout=15)
+        except (InfraError, InputError):
+            continue
+        text = res.stdout.strip()
+        if res.returncode != 0 or not text:
+            continue
+        try:
+            doc = _json.loads(text)
+        except ValueError:
+            continue
+        if isinstance(doc, dict):
+            out[p.name] = _interface_line(doc)
+    return out
 
 
 def status(cfg: ClusterConfig, client: Cluster) -> StatusReport:
@@ -49,6 +96,8 @@ def status(cfg: ClusterConfig, client: Cluster) -> StatusReport:
             "storage", "")
         rep.pvcs.append((pvc["metadata"]["name"], str((pvc.get("status") or {}).get("phase", "")),
                          str(size)))
+    if cfg.rdma.enabled:
+        rep.interfaces = _interfaces(cfg, client, rep.pods)
     return rep
 
 
