@@ -367,7 +367,7 @@ class OcCluster:
                 raise classify(err or out, "Pod", pod)
             return
         names = sorted(treehash.local_listing(local_dir))  # links go as links, like oc rsync
-        listing = b"".join(n.encode() + b"\0" for n in names)
+        listing = b"".join(os.fsencode(n) + b"\0" for n in names)  # any bytes
         tar = ["tar", "--create", "--file=-", f"--directory={os.path.abspath(local_dir)}",
                "--null", "--verbatim-files-from", "--files-from=-"]
         remote = [*self._base(namespace), *argv.kube_exec(

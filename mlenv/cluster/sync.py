@@ -129,7 +129,7 @@ def sync(cfg: ClusterConfig, client: Cluster, local_dir: str, *, workers: int = 
             say(f"dry run: {pl.summary()}{shared}")
             for mark, paths in (("+", pl.add), ("~", pl.update), ("-", pl.delete)):
                 for rel in paths:
-                    say(f"  {mark} {rel}")
+                    say(f"  {mark} {treehash.shown(rel)}")
         return SyncReport([], [], want, plans, dry_run=True)
 
     def copy(pl: PodPlan) -> str:
@@ -154,7 +154,8 @@ def sync(cfg: ClusterConfig, client: Cluster, local_dir: str, *, workers: int = 
 
     with ThreadPoolExecutor(max_workers=pool_size) as pool:
         got = list(pool.map(check, [p.name for p in pods]))
-    bad = [f"{pod}: {len(missing)} file(s) missing or different: {', '.join(missing[:5])}"
+    bad = [f"{pod}: {len(missing)} file(s) missing or different: "
+           f"{', '.join(treehash.shown(m) for m in missing[:5])}"
            + (" …" if len(missing) > 5 else "") for pod, missing in got if missing]
     if bad:
         raise SyncMismatch(f"workspace incomplete after sync (local {want}):\n"

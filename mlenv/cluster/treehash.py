@@ -167,8 +167,16 @@ def listing_digest(listing: Mapping[str, str]) -> str:
     """``"<count> <sha256>"`` over a listing, for the one-line summary of a sync."""
     t = hashlib.sha256()
     for rel, h in sorted(listing.items()):
-        t.update(rel.encode() + b"\0" + h.encode() + b"\n")
+        t.update(rel.encode("utf-8", "surrogateescape") + b"\0" + h.encode() + b"\n")
     return f"{len(listing)} {t.hexdigest()}"
+
+
+def shown(rel: str) -> str:
+    """A path as one printable line: as is when it is, else its escaped repr (a newline or
+    an undecodable byte in a file name must not break, or crash, the listing)."""
+    if rel.isprintable() and not any("\udc80" <= c <= "\udcff" for c in rel):
+        return rel
+    return ascii(rel)
 
 
 def sha256_files(files: Mapping[str, bytes]) -> dict[str, str]:

@@ -210,3 +210,26 @@ def test_fake_cluster_models_symlinks_like_the_pod(barcelona: ClusterConfig, tmp
     rep = syncmod.sync(barcelona, fake, str(ws))
     assert rep.verified and all(not p.add for p in syncmod.sync(
         barcelona, fake, str(ws), dry_run=True).plans)
+
+
+def test_sync_non_utf8_and_newline_file_names(pod: Path, tmp_path: Path,
+                                               barcelona: ClusterConfig,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # names are bytes on Linux: the NUL-separated list must carry any of them, unchanged
+    monkeypatch.setattr(syncmod, "worker_pods", lambda _cfg, _client: [
+        PodView("ml-dev-env-0", "Running", True, 0, "gpu-0")])
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    odd = [b"caf\xe9.txt", b"new\nline.py", b"tab\there", b" lead-space"]
+    for raw in odd:
+        with open(os.path.join(os.fsencode(ws), raw), "wb") as fh:
+            fh.write(raw)
+    said: list[str] = []
+    syncmod.sync(barcelona, OcCluster(), str(ws), dry_run=True, say=said.append)
+    assert "  + 'caf\\udce9.txt'" in said and "  + 'new\\nline.py'" in said
+    assert all(line.isprintable() for line in said)
+    rep = syncmod.sync(barcelona, OcCluster(), str(ws))
+    assert rep.verified == ["ml-dev-env-0"]
+    for raw in odd:
+        with open(os.path.join(os.fsencode(pod), raw), "rb") as fh:
+            assert fh.read() == raw
