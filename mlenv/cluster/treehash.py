@@ -104,13 +104,20 @@ json.dump(out, sys.stdout, sort_keys=True)
 """
 
 # Removes exactly the relative paths on stdin (a JSON list) under ROOT, refusing any path
-# that is absolute or climbs out; prints how many went. Nothing else is touched.
+# that is absolute or climbs out; prints how many went. Nothing else is touched. Only the
+# folder is resolved, never the entry itself: removing a link removes the link, not the
+# file it points to (a checkpoint, or something outside the tree); a folder is left alone.
 REMOVE_SCRIPT = r"""
 import json, os, sys
 root = os.path.realpath(sys.argv[1]); n = 0
 for rel in json.load(sys.stdin):
-    p = os.path.realpath(os.path.join(root, rel))
-    if rel.startswith("/") or not p.startswith(root + os.sep):
+    head, name = os.path.split(rel)
+    parent = os.path.realpath(os.path.join(root, head))
+    if (rel.startswith("/") or name in ("", ".", "..")
+            or not (parent == root or parent.startswith(root + os.sep))):
+        continue
+    p = os.path.join(parent, name)
+    if os.path.isdir(p) and not os.path.islink(p):
         continue
     try:
         os.remove(p); n += 1

@@ -233,3 +233,31 @@ def test_sync_non_utf8_and_newline_file_names(pod: Path, tmp_path: Path,
     for raw in odd:
         with open(os.path.join(os.fsencode(pod), raw), "rb") as fh:
             assert fh.read() == raw
+
+
+def test_i10_2_delete_removes_a_link_never_its_target(pod: Path, tmp_path: Path,
+                                                      barcelona: ClusterConfig,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    # the remover once resolved the whole path: deleting a link deleted what it pointed
+    # to (a checkpoint, a file outside the tree); it must resolve the folder only
+    monkeypatch.setattr(syncmod, "worker_pods", lambda _cfg, _client: [
+        PodView("ml-dev-env-0", "Running", True, 0, "gpu-0")])
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.py").write_text("a")
+    (ws / "latest.py").symlink_to("a.py")
+    (ws / "best").symlink_to("checkpoints/best.pt")
+    (ws / "dl").symlink_to("sub")
+    (ws / "sub").mkdir()
+    (ws / "sub" / "x").write_text("x")
+    syncmod.sync(barcelona, OcCluster(), str(ws))
+    (pod / "checkpoints").mkdir()
+    (pod / "checkpoints" / "best.pt").write_text("weights")
+    for rel in ("latest.py", "best", "dl"):
+        (ws / rel).unlink()
+    syncmod.sync(barcelona, OcCluster(), str(ws), delete=True)
+    for rel in ("latest.py", "best", "dl"):
+        assert not os.path.lexists(pod / rel), rel
+    assert (pod / "a.py").read_text() == "a"
+    assert (pod / "checkpoints" / "best.pt").read_text() == "weights"
+    assert (pod / "sub" / "x").read_text() == "x"
