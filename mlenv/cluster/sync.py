@@ -4,8 +4,9 @@ In ``rwx`` mode every pod mounts the same claim, so one copy (to pod-0) is enoug
 per-pod mode each pod gets its own.
 
 Sync never deletes by default: it adds and updates files, and whatever a pod wrote under
-``/workspace`` (checkpoints, hostfiles, results, a file edited in the pod) survives, as it
-did in the ml-dev-env project this tool succeeds. ``delete=True`` (``mlenv sync --delete``)
+``/workspace`` that is not in the local tree (checkpoints, hostfiles, results) survives, as
+it did in the ml-dev-env project this tool succeeds; a file in both becomes the local
+version (``dry_run`` lists it as an update first). ``delete=True`` (``mlenv sync --delete``)
 also removes pod files that are gone locally, but never the protected paths
 (:func:`~mlenv.cluster.treehash.protected`: the top-level ``results/``; checkpoints at
 any depth: ``checkpoint*``/``global_step*`` paths and ``.ckpt``/``.pt``/``.pth``/
