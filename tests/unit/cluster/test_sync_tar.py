@@ -261,3 +261,21 @@ def test_i10_2_delete_removes_a_link_never_its_target(pod: Path, tmp_path: Path,
     assert (pod / "a.py").read_text() == "a"
     assert (pod / "checkpoints" / "best.pt").read_text() == "weights"
     assert (pod / "sub" / "x").read_text() == "x"
+
+
+def test_sync_excludes_what_rsync_excludes_files_too(barcelona: ClusterConfig, tmp_path: Path,
+                                                     fake_for: Callable[..., FakeCluster]) -> None:
+    # rsync's `.git` / `/results` patterns match files as well as folders: a submodule's
+    # `.git` file was skipped by the copy but expected by the check (every sync exit 3)
+    fake = fake_for(barcelona)
+    deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
+    ws = tmp_path / "ws"
+    (ws / "repo").mkdir(parents=True)
+    (ws / "repo" / ".git").write_text("gitdir: ../../.git/modules/repo\n")
+    (ws / "repo" / "train.py").write_text("t")
+    (ws / "results").write_text("a file, not the folder")
+    rep = syncmod.sync(barcelona, fake, str(ws))
+    assert rep.verified and rep.digest.startswith("1 ")
+    for rel in ("repo/.git", "results", "x/__pycache__"):
+        assert treehash.excluded(rel), rel
+    assert not treehash.excluded("sub/results")
