@@ -25,13 +25,21 @@ q = '$(subst ','\'',$(1))'
 NODES_FLAG = $(if $(NODES),--nodes $(call q,$(NODES)),)
 DRY_FLAG = $(if $(DRY_RUN),--dry-run $(call q,$(DRY_RUN)),)
 
-.PHONY: help venv system-deps demo test lint typecheck lint-image unit validate render render-all \
-        list-clusters acceptance deploy-cluster sync-multi-node shell status-cluster logs \
-        clean-cluster launch build-image port-forward bench clean
+SYNC_FLAGS = $(if $(DELETE),--delete,) $(if $(SYNC_DRY_RUN),--dry-run,)
+FILE ?=
 
-help:
-	@echo "make demo | make test | make validate | make render CLUSTER=x MODE=rdma|tcp | make list-clusters"
-	@echo "make deploy-cluster CLUSTER=x MODE=rdma [NODES=N] [DRY_RUN=client|server] | make sync-multi-node [WATCH=1] | make shell"
+.PHONY: help venv system-deps demo test lint typecheck lint-image unit validate render render-all \
+        list-clusters acceptance deploy-cluster deploy-cluster-dry-run sync-multi-node sync-once \
+        shell status-cluster logs clean-cluster launch build-image port-forward bench clean \
+        deploy dev-session vscode jupyter gpu-info shell-multi-node build status \
+        deploy-multi-node clean-multi-node status-multi-node sync-code
+
+# `make help` lists every target from its `## ` comment, so the list cannot drift from
+# the targets (a test checks each target has one).
+help: ## this list
+	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-22s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@echo "Variables: CLUSTER=<name> (default: the last one deployed from here, else local) MODE=rdma|tcp"
+	@echo "  NODES=N POD=N DRY_RUN=client|server WATCH=1 DELETE=1 SYNC_DRY_RUN=1 PURGE=1 FILE=script.py"
 
 # The venv is rebuilt when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -42,80 +50,119 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --no-build-isolation "$(DEEPSPEED_PIN)"
 	@touch $@
 
-venv: $(VENV)/.installed
+venv: $(VENV)/.installed ## set up .venv (torch CPU, DeepSpeed, dev tools)
 
 # Tools the integration tier needs (sshd, pdsh, iproute2, shellcheck). Installed only
 # when missing and we are root with apt; otherwise those tests skip with the reason.
-system-deps:
+system-deps: ## install the integration tier's system tools (sshd, pdsh, iproute2, shellcheck) when root
 	@bash scripts/dev/system-deps.sh
 
-demo: venv
+demo: venv ## validate + render every example, then the acceptance suite on this machine
 	$(MLENV) validate
 	$(MLENV) render --all
 	$(MLENV) acceptance --local --profile quick --report-dir reports/demo
 
-lint: venv
+lint: venv ## ruff
 	$(VENV)/bin/ruff check mlenv tests benchmarks
 
-typecheck: venv
+typecheck: venv ## mypy --strict
 	$(VENV)/bin/mypy
 
 # hadolint for the Dockerfile, shellcheck for scripts/ and workspace/ shell entry points.
-lint-image: venv system-deps
+lint-image: venv system-deps ## hadolint + shellcheck for the Dockerfile and shell entry points
 	bash scripts/dev/lint-image.sh
 
-unit: venv
+unit: venv ## the fast loop (~30 s): unit and CLI tests
 	$(VENV)/bin/pytest -q tests/unit tests/cli
 
-test: venv system-deps lint typecheck lint-image
+test: venv system-deps lint typecheck lint-image ## everything CI runs: lint, types, validate, render --check, all tests
 	$(MLENV) validate
 	$(MLENV) render --all --check
 	$(VENV)/bin/pytest -q tests
 
-validate: venv
+validate: venv ## every clusters/*.yaml, all errors at once
 	$(MLENV) validate
 
-render: venv
+render: venv ## k8s/$(CLUSTER)/$(MODE)/ from the config
 	$(MLENV) render $(call q,$(CLUSTER)) --mode $(call q,$(MODE)) $(NODES_FLAG)
 
-render-all: venv
+render-all: venv ## every cluster, both modes
 	$(MLENV) render --all
 
-list-clusters: venv
+list-clusters: venv ## name, modes and nodes of every clusters/*.yaml
 	$(MLENV) list-clusters
 
-acceptance: venv
+acceptance: venv ## the acceptance suite on this machine (NPROC=2 PROFILE=quick)
 	$(MLENV) acceptance --local --nproc $(call q,$(or $(NPROC),2)) --profile $(call q,$(or $(PROFILE),quick))
 
-deploy-cluster: venv
+deploy-cluster: venv ## validate, render, preflight, dry run, apply, wait (NODES=N DRY_RUN=client|server)
 	$(MLENV) deploy $(call q,$(CLUSTER)) --mode $(call q,$(MODE)) $(NODES_FLAG) $(DRY_FLAG)
 
-sync-multi-node: venv
-	$(MLENV) sync $(call q,$(CLUSTER)) $(if $(WATCH),--watch,)
+sync-multi-node: venv ## workspace/ into every pod, adds/updates only (WATCH=1 DELETE=1 SYNC_DRY_RUN=1)
+	$(MLENV) sync $(call q,$(CLUSTER)) $(if $(WATCH),--watch,) $(SYNC_FLAGS)
 
-shell: venv
+shell: venv ## bash in pod POD (default 0)
 	$(MLENV) shell $(call q,$(CLUSTER)) --pod $(call q,$(POD))
 
-status-cluster: venv
+status-cluster: venv ## pods, readiness, PVCs, RDMA interfaces
 	$(MLENV) status $(call q,$(CLUSTER))
 
-logs: venv
+logs: venv ## log of pod POD
 	$(MLENV) logs $(call q,$(CLUSTER)) --pod $(call q,$(POD))
 
-port-forward: venv
+port-forward: venv ## dev tools of the dev Pod on 127.0.0.1
 	$(MLENV) port-forward $(call q,$(CLUSTER))
 
-launch: venv
+launch: venv ## SCRIPT=… (default: acceptance) across the pods (TORCHRUN=1: ssh-less)
 	$(MLENV) launch $(call q,$(CLUSTER)) $(if $(TORCHRUN),--torchrun,) $(if $(SCRIPT),$(call q,$(SCRIPT)),)
 
-clean-cluster: venv
+clean-cluster: venv ## delete what mlenv created (PVCs only with PURGE=1)
 	$(MLENV) teardown $(call q,$(CLUSTER)) $(if $(PURGE),--purge,)
 
-build-image: venv
+build-image: venv ## oc start-build of the pod image
 	$(MLENV) build $(call q,$(CLUSTER))
 
-bench: venv
+bench: venv ## every benchmarks/bench_*.py
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
-clean:
+clean: ## remove the local .venv, caches and reports (not the cluster: see clean-cluster)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache reports acceptance-report
+
+# -- upstream ml-dev-env's dev loop and target names (docs/deploy.md "Coming from ml-dev-env")
+
+deploy: venv ## single-node dev environment: one pod with the configured GPUs (upstream `make deploy`)
+	$(MLENV) deploy $(call q,$(CLUSTER)) --mode $(call q,$(MODE)) --nodes 1
+
+deploy-cluster-dry-run: venv ## the plan, printed, nothing sent (upstream name)
+	$(MLENV) deploy $(call q,$(CLUSTER)) --mode $(call q,$(MODE)) $(NODES_FLAG) --dry-run client
+
+sync-once: venv ## one sync of workspace/ (upstream name)
+	$(MLENV) sync $(call q,$(CLUSTER)) $(SYNC_FLAGS)
+
+sync-code: venv ## keep syncing on every change (upstream name)
+	$(MLENV) sync $(call q,$(CLUSTER)) --watch $(SYNC_FLAGS)
+
+# Watch + sync in the background, the debugger port forwarded in the foreground; with
+# FILE=x.py, x.py starts in pod POD under debugpy, waiting for your IDE on 127.0.0.1:5678.
+dev-session: venv ## sync --watch + port-forward 5678 (+ FILE under debugpy) (upstream `make dev-session`)
+	$(MLENV) sync $(call q,$(CLUSTER))
+	$(if $(FILE),$(MLENV) shell $(call q,$(CLUSTER)) --pod $(call q,$(POD)) -- sh -c 'nohup python -m debugpy --listen 127.0.0.1:5678 --wait-for-client "/workspace/$$1" >/tmp/mlenv-debugpy.log 2>&1 &' debugpy $(call q,$(FILE)),)
+	@set -m; $(MLENV) sync $(call q,$(CLUSTER)) --watch & watcher=$$!; \
+	trap 'kill $$watcher 2>/dev/null' EXIT INT TERM; \
+	$(MLENV) port-forward $(call q,$(CLUSTER)) --debug --pod $(call q,$(POD))
+
+vscode: venv ## the code-server URL and how to sign in (upstream name)
+	$(MLENV) url $(call q,$(CLUSTER)) vscode
+
+jupyter: venv ## the Jupyter URL and how to sign in (upstream name)
+	$(MLENV) url $(call q,$(CLUSTER)) jupyter
+
+gpu-info: venv ## nvidia-smi on every pod, one table (upstream name)
+	$(MLENV) gpu-info $(call q,$(CLUSTER))
+
+shell-multi-node: shell ## alias of shell (pod 0) (upstream name)
+build: build-image ## alias of build-image (upstream name)
+status: status-cluster ## alias of status-cluster (upstream name)
+status-multi-node: status-cluster ## alias of status-cluster (upstream name)
+deploy-multi-node: deploy-cluster ## alias of deploy-cluster (upstream name)
+clean-multi-node: clean-cluster ## alias of clean-cluster (upstream name)

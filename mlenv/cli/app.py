@@ -25,6 +25,7 @@ VERB_MODULES = (
     "launch",
     "teardown",
     "build",
+    "devloop",
 )
 
 app = typer.Typer(

@@ -1,4 +1,4 @@
-"""``mlenv shell``: an interactive shell in a worker pod (pod-0 by default)."""
+"""``mlenv shell``: an interactive shell (or one command) in a worker pod (pod-0 by default)."""
 
 from __future__ import annotations
 
@@ -13,14 +13,16 @@ from mlenv.cli._common import guarded
 @guarded
 def shell(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
+    command: Annotated[list[str] | None, typer.Argument(help="Command to run instead of a login shell (after --).")] = None,
     pod: Annotated[int, typer.Option("--pod", help="Pod index.")] = 0,
 ) -> None:
-    """Open bash in ml-dev-env-<pod> (then ./launch_deepspeed.sh from /workspace)."""
+    """Open bash in ml-dev-env-<pod> (then ./launch_deepspeed.sh from /workspace), or run
+    COMMAND there with the terminal attached: `mlenv shell x -- nvidia-smi topo -m`."""
 
     cfg = load_config(cluster)
     name = worker_pod(pod)
     with cluster_client() as client:
-        rc = client.interactive(name, cfg.namespace, ["bash", "-l"])
+        rc = client.interactive(name, cfg.namespace, list(command or ["bash", "-l"]))
     raise typer.Exit(rc)
 
 

@@ -80,3 +80,50 @@ def test_i9_12_makefile_passes_cluster_as_one_word(checkout: Path, value: str) -
     assert [c[1] for c in calls] == [want] * 4
     assert calls[1][-1] == want and calls[2][-1] == want and calls[3][3] == want
     assert not list(checkout.rglob("PWNED"))
+
+
+def _targets() -> list[str]:
+    import re
+
+    text = (ROOT / "Makefile").read_text()
+    return sorted({m.group(1) for m in re.finditer(r"^([a-z][a-z0-9-]*):", text, re.M)})
+
+
+def test_i10_5_make_help_lists_every_target(checkout: Path) -> None:
+    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
+                          str(checkout), "help"], capture_output=True, text=True, check=True,
+                         env={**os.environ, "MAKEFLAGS": "", "MAKELEVEL": ""}).stdout
+    listed = {line.split()[1] for line in out.splitlines() if line.strip().startswith("make ")}
+    targets = set(_targets())
+    assert {"unit", "test", "demo", "dev-session", "gpu-info"} <= targets
+    assert targets == listed, f"not in make help: {sorted(targets - listed)}"
+
+
+@pytest.mark.parametrize("target,extra,want", [
+    ("deploy", [], [".venv/bin/mlenv deploy 'local' --mode 'rdma' --nodes 1"]),
+    ("deploy-cluster-dry-run", [], [".venv/bin/mlenv deploy 'local' --mode 'rdma' --dry-run client"]),
+    ("sync-once", [], [".venv/bin/mlenv sync 'local'"]),
+    ("sync-once", ["DELETE=1", "SYNC_DRY_RUN=1"], [".venv/bin/mlenv sync 'local' --delete --dry-run"]),
+    ("sync-code", [], [".venv/bin/mlenv sync 'local' --watch"]),
+    ("vscode", [], [".venv/bin/mlenv url 'local' vscode"]),
+    ("jupyter", [], [".venv/bin/mlenv url 'local' jupyter"]),
+    ("gpu-info", [], [".venv/bin/mlenv gpu-info 'local'"]),
+    ("shell-multi-node", [], [".venv/bin/mlenv shell 'local' --pod '0'"]),
+    ("build", [], [".venv/bin/mlenv build 'local'"]),
+    ("status", [], [".venv/bin/mlenv status 'local'"]),
+    ("deploy-multi-node", [], [".venv/bin/mlenv deploy 'local' --mode 'rdma'"]),
+    ("clean-multi-node", [], [".venv/bin/mlenv teardown 'local'"]),
+])
+def test_i10_5_upstream_targets_map_to_mlenv_verbs(checkout: Path, target: str, extra: list[str],
+                                                   want: list[str]) -> None:
+    assert dry(checkout, target, *extra) == want
+
+
+def test_i10_5_dev_session_syncs_watches_and_forwards_the_debug_port(checkout: Path) -> None:
+    lines = dry(checkout, "dev-session", "FILE=train.py")
+    assert lines[0] == ".venv/bin/mlenv sync 'local'"
+    assert lines[1].startswith(".venv/bin/mlenv shell 'local' --pod '0' -- sh -c 'nohup python -m "
+                               "debugpy --listen 127.0.0.1:5678 --wait-for-client")
+    assert lines[1].endswith("debugpy 'train.py'")
+    assert any("mlenv sync 'local' --watch &" in x for x in lines)
+    assert lines[-1] == ".venv/bin/mlenv port-forward 'local' --debug --pod '0'"

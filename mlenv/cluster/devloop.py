@@ -1,0 +1,95 @@
+"""The dev loop's read-only helpers: dev-tool URLs from the Routes, and every pod's GPUs.
+
+They back ``mlenv url`` and ``mlenv gpu-info`` (``make vscode`` / ``make jupyter`` /
+``make gpu-info``, the upstream ml-dev-env targets).
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from mlenv.cluster.api import Cluster
+from mlenv.cluster.deploy import worker_pods
+from mlenv.cluster.keys import DEVTOOLS_SECRET
+from mlenv.config.model import Cluster as ClusterConfig
+from mlenv.errors import InfraError, InputError
+
+GPU_QUERY = ["nvidia-smi", "--query-gpu=index,name,memory.used,memory.total,utilization.gpu",
+             "--format=csv,noheader,nounits"]
+
+
+@dataclass(frozen=True)
+class ToolUrl:
+    """Where a dev tool answers and what lets a person in."""
+
+    tool: str
+    url: str
+    auth: str
+
+
+def tool_url(cfg: ClusterConfig, client: Cluster, tool: str) -> ToolUrl:
+    """The Route URL of an enabled dev tool, with how it is authenticated (never a secret
+    value: the command that reads it)."""
+    from mlenv.render.workload import DEV_TOOLS, enabled_dev_tools, oauth
+
+    if tool not in DEV_TOOLS:
+        raise InputError(f"unknown dev tool {tool!r}: one of {', '.join(DEV_TOOLS)}")
+    if tool not in enabled_dev_tools(cfg):
+        raise InputError(f"cluster {cfg.name} does not enable dev_tools.{tool}: set it to true "
+                         "and re-deploy")
+    route = f"ml-dev-env-{DEV_TOOLS[tool][0]}"
+    live = client.get("Route", route, cfg.namespace)
+    if live is None:
+        raise InfraError(f"route/{route} not found in {cfg.namespace}: deploy first "
+                         f"(mlenv deploy {cfg.name}); with dev_tools.auth: token, TensorBoard has "
+                         f"no Route: mlenv port-forward {cfg.name}")
+    host = str((live.get("spec") or {}).get("host", ""))
+    if not host:
+        raise InfraError(f"route/{route} has no host yet (the router has not admitted it)")
+    if oauth(cfg):
+        auth = "sign in with your OpenShift account (oauth-proxy)"
+    else:
+        key = {"vscode": "code-server-password", "jupyter": "jupyter-token"}.get(tool, "")
+        auth = (f"{'password' if tool == 'vscode' else 'token'}: oc extract "
+                f"secret/{DEVTOOLS_SECRET} -n {cfg.namespace} --keys={key} --to=-")
+    return ToolUrl(tool, f"https://{host}", auth)
+
+
+@dataclass(frozen=True)
+class GpuRow:
+    """One GPU of one pod (or one line saying why a pod could not be read)."""
+
+    pod: str
+    index: str = ""
+    name: str = ""
+    mem_used_mib: str = ""
+    mem_total_mib: str = ""
+    util_pct: str = ""
+    error: str = ""
+
+
+def gpu_table(cfg: ClusterConfig, client: Cluster, *, workers: int = 16) -> list[GpuRow]:
+    """``nvidia-smi`` on every Running worker pod at once, one row per GPU."""
+    pods = [p.name for p in worker_pods(cfg, client) if p.phase == "Running"]
+    if not pods:
+        raise InfraError(f"no running pods of {cfg.name} in {cfg.namespace}: deploy first")
+
+    def ask(pod: str) -> list[GpuRow]:
+        try:
+            res = client.exec(pod, cfg.namespace, GPU_QUERY, check=False, timeout=30)
+        except InfraError as e:
+            return [GpuRow(pod, error=str(e).splitlines()[0])]
+        if res.returncode != 0:
+            why = (res.stderr or res.stdout).strip().splitlines()
+            return [GpuRow(pod, error=f"nvidia-smi exit {res.returncode}: "
+                                      f"{why[-1] if why else 'no output'}")]
+        rows = []
+        for line in res.stdout.splitlines():
+            cols = [c.strip() for c in line.split(",")]
+            if len(cols) == 5:
+                rows.append(GpuRow(pod, *cols))
+        return rows or [GpuRow(pod, error="nvidia-smi listed no GPU")]
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(pods)))) as pool:
+        return [row for rows in pool.map(ask, pods) for row in rows]
