@@ -212,7 +212,7 @@ def test_write_failing_midway_is_exit_3(root, tmp_path):
 def test_make_demo_renders_and_uses_the_default_rank_count():
     """`make demo` writes every example's tree (printing where) and lets --nproc default."""
     lines = (REPO / "Makefile").read_text().splitlines()
-    start = lines.index("demo: venv")
+    start = next(i for i, x in enumerate(lines) if x.startswith("demo: venv"))
     recipe = []
     for line in lines[start + 1:]:
         if not line.startswith("\t"):
