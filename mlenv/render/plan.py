@@ -90,6 +90,11 @@ def _service_account(cluster: Cluster) -> dict[str, Any]:
 
 
 def _rdma_security(cluster: Cluster) -> list[dict[str, Any]]:
+    if not cluster.security.requires_privileged_scc and not cluster.security.ipc_lock:
+        # i10.7: the RDMA SCC is restricted-v2 plus IPC_LOCK; without IPC_LOCK it would add
+        # nothing, and asking a non-admin to create it only forced a TCP fallback. The pods
+        # run under restricted-v2 (device-plugin resources and Multus need no SCC).
+        return []
     # cluster-scoped: the namespace label says whose they are (teardown selects on it)
     lab = {**names.labels(cluster, "security"), names.LABEL_NAMESPACE: cluster.namespace}
     out: list[dict[str, Any]] = []

@@ -223,3 +223,17 @@ def test_i9_8_empty_or_foreign_secret_is_regenerated(barcelona, fake_for) -> Non
     assert any(f"secret/{SECRET_NAME}: not reusable (key(s) missing or empty" in s for s in said)
     data = fake.get("Secret", SECRET_NAME, ns)["data"]
     assert all(base64.b64decode(v) for v in data.values())
+
+
+def test_i10_7_no_scc_when_it_would_add_nothing_so_non_admins_keep_rdma(fake_for, tmp_path) -> None:
+    # upstream's barcelona: RDMA on, ipc_lock false, not privileged
+    up = load(ROOT / "tests" / "data" / "upstream" / "barcelona.yaml")
+    assert up.rdma.enabled and not up.security.ipc_lock
+    kinds = {m["kind"] for m in plan(up, "rdma", None)}
+    assert not kinds & {"SecurityContextConstraints", "ClusterRole", "RoleBinding"}
+    fake = fake_for(up)
+    fake.denied = ["create securitycontextconstraints", "patch securitycontextconstraints",
+                   "create clusterroles", "patch clusterroles"]
+    said: list[str] = []
+    rep = deploy(up, DeployOptions(mode="rdma", timeout=60), fake, say=said.append)
+    assert rep.mode == "rdma" and not rep.fallback_reasons, said
