@@ -26,6 +26,7 @@ VERB_MODULES = (
     "teardown",
     "build",
     "devloop",
+    "discover",
 )
 
 app = typer.Typer(

@@ -256,10 +256,14 @@ class FakeCluster:
                 {"type": "Ready", "status": "True" if ready else "False"}]},
         }, None)
 
-    def add_storage_class(self, name: str, *, default: bool = False) -> None:
+    def add_storage_class(self, name: str, *, default: bool = False,
+                          provisioner: str = "fake.csi") -> None:
         """Add a StorageClass (PVCs naming a missing class stay Pending)."""
+        meta: dict[str, Any] = {"name": name}
+        if default:  # the annotation a real cluster marks its default class with
+            meta["annotations"] = {"storageclass.kubernetes.io/is-default-class": "true"}
         self._store({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                     "metadata": {"name": name}, "provisioner": "fake.csi"}, None)
+                     "metadata": meta, "provisioner": provisioner}, None)
         if default:
             self.default_storage_class = name
 

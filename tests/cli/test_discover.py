@@ -1,0 +1,92 @@
+"""i10.8: ``mlenv discover`` writes a starting config from a live cluster (the fake, with
+the objects a real GPU cluster carries: GPU-operator labels, RDMA device-plugin resources,
+Multus networks, a default RWO class and a CephFS RWX class)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from _fakeenv import run
+
+from mlenv.cluster.fake import FakeCluster
+from mlenv.config import check_file
+
+NS = "team-llm"
+
+
+def cluster_state(tmp_path: Path) -> Path:
+    fake = FakeCluster.typical(NS, ["gpu-b", "gpu-a"], gpus=8,
+                               resources={"rdma/rdma_shared_device_a": 1000},
+                               networks=["roce-rail-1", "roce-rail-2"],
+                               storage_classes=("ocs-storagecluster-ceph-rbd",))
+    fake.add_storage_class("ocs-storagecluster-cephfs",
+                           provisioner="openshift-storage.cephfs.csi.ceph.com")
+    fake.add_node("infra-0", gpus=0)       # not a GPU node
+    fake.add_node("gpu-down", gpus=8, ready=False)
+    for k, obj in fake.objects.items():
+        if k.startswith("Node|") and obj["metadata"]["name"].startswith("gpu-"):
+            obj["metadata"]["labels"].update({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+                                              "nvidia.com/gpu.count": "8"})
+    state = tmp_path / "fake.json"
+    fake.save(str(state))
+    return state
+
+
+def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    r = tmp_path / "repo"
+    (r / "clusters").mkdir(parents=True)
+    monkeypatch.setattr("_fakeenv.ROOT", r)
+    return r
+
+
+def test_i10_8_discover_writes_valid_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = cluster_state(tmp_path)
+    r = root(tmp_path, monkeypatch)
+    res = run(["discover", "newcluster", "--namespace", NS], state, monkeypatch)
+    assert res.exit_code == 0, res.output
+    path = r / "clusters" / "newcluster.yaml"
+    cfg, diags = check_file(path)
+    assert cfg is not None, diags
+    assert list(cfg.gpu_nodes) == ["gpu-a", "gpu-b"]          # sorted; infra and NotReady left out
+    assert cfg.gpus.per_node == 8
+    assert cfg.gpus.type == "NVIDIA-H100-80GB-HBM3"
+    assert cfg.rdma.enabled
+    assert {x.name: x.count for x in cfg.rdma.resources} == {"rdma/rdma_shared_device_a": 1}
+    assert list(cfg.rdma.networks) == [f"{NS}/roce-rail-1", f"{NS}/roce-rail-2"]
+    assert cfg.storage.class_rwx == "ocs-storagecluster-cephfs"
+    assert cfg.storage.class_rwo == "ocs-storagecluster-ceph-rbd"
+    assert "gpu-down is not Ready" in path.read_text()
+    assert run(["validate", str(path)], None, monkeypatch).exit_code == 0
+
+
+def test_i10_8_discover_refuses_overwrite_and_dry_run_prints(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    state = cluster_state(tmp_path)
+    r = root(tmp_path, monkeypatch)
+    path = r / "clusters" / "newcluster.yaml"
+    path.write_text("mine\n")
+    res = run(["discover", "newcluster", "--namespace", NS], state, monkeypatch)
+    assert res.exit_code == 2 and "--force" in res.output
+    assert path.read_text() == "mine\n"
+    res = run(["discover", "newcluster", "--namespace", NS, "--dry-run"], state, monkeypatch)
+    assert res.exit_code == 0 and "rdma/rdma_shared_device_a" in res.output
+    assert path.read_text() == "mine\n"
+    res = run(["discover", "newcluster", "--namespace", NS, "--force"], state, monkeypatch)
+    assert res.exit_code == 0, res.output
+    assert check_file(path)[0] is not None
+
+
+def test_i10_8_discover_tcp_cluster_without_gpus_still_valid(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = FakeCluster.typical(NS, [], storage_classes=("standard",))
+    fake.add_node("cpu-0", gpus=0)
+    state = tmp_path / "fake.json"
+    fake.save(str(state))
+    r = root(tmp_path, monkeypatch)
+    res = run(["discover", "plain", "-n", NS], state, monkeypatch)
+    assert res.exit_code == 0, res.output
+    cfg, diags = check_file(r / "clusters" / "plain.yaml")
+    assert cfg is not None, diags
+    assert not cfg.rdma.enabled and list(cfg.gpu_nodes) == []
+    assert run(["discover", "Bad;name", "-n", NS], state, monkeypatch).exit_code == 2
