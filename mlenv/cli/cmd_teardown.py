@@ -14,6 +14,8 @@ from mlenv.cli._common import err, guarded
 def teardown(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
     purge: Annotated[bool, typer.Option("--purge", help="Also delete the PVCs (workspace and datasets data).")] = False,
+    legacy: Annotated[bool, typer.Option("--legacy", help="Remove upstream ml-dev-env's objects instead (listed first).")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="With --legacy: no confirmation prompt.")] = False,
 ) -> None:
     """Delete everything labelled app.kubernetes.io/instance=<cluster>, name=ml-dev-env.
     PVCs (volumeClaimTemplate ones too) are kept unless --purge. Cluster-scoped objects
@@ -21,6 +23,11 @@ def teardown(
     from mlenv.cluster.ops import teardown as run_teardown
 
     cfg = load_config(cluster)
+    if legacy:
+        from mlenv.cli.cmd_legacy import teardown_legacy
+
+        teardown_legacy(cfg, purge=purge, yes=yes)
+        return
     with cluster_client() as client:
         rep = run_teardown(cfg, client, purge=purge)
     for d in rep.deleted:

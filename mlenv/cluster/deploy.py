@@ -195,6 +195,10 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: Cluster | None, *,
         return rep
     if client is None:
         raise InputError("no cluster connection (internal: client is None)")
+    from mlenv.cluster import legacy  # i10.3: say what happens to upstream ml-dev-env's objects
+
+    for line in legacy.deploy_notice(cfg, legacy.find(client, cfg.namespace)):
+        say(line)
     pre = run_preflight(cfg, mode, nodes, manifests, client)
     for note in pre.notes:
         say(f"preflight: note: {note}")

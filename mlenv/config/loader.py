@@ -283,6 +283,8 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
             class_rwo=storage.get("class_rwo", sd.class_rwo),
             workspace_size=storage.get("workspace_size", sd.workspace_size),
             datasets_size=storage.get("datasets_size", sd.datasets_size),
+            workspace_claim=(storage.get("existing_claims") or {}).get("workspace", ""),
+            datasets_claim=(storage.get("existing_claims") or {}).get("datasets", ""),
         ),
         rdma=Rdma(
             enabled=rdma.get("enabled", rd.enabled),

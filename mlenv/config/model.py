@@ -34,6 +34,10 @@ class Storage:
     class_rwo: str = ""
     workspace_size: str = "100Gi"
     datasets_size: str = "500Gi"
+    # i10.3: claims that already exist (upstream's ml-dev-workspace / ml-datasets): mounted,
+    # never rendered, so a migration keeps its data; "" = create ours
+    workspace_claim: str = ""
+    datasets_claim: str = ""
 
 
 @dataclass(frozen=True)

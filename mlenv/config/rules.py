@@ -185,6 +185,10 @@ class _Rules:
         if isinstance(nodes, list):
             for i, n in enumerate(nodes):
                 self.subdomain(("nodes", "gpu_nodes", i), n, "node name")
+        for key in ("workspace", "datasets"):
+            claim = _get(self.data, "storage", "existing_claims", key)
+            if claim is not None:
+                self.subdomain(("storage", "existing_claims", key), claim, "claim name")
         for key in ("workspace_size", "datasets_size"):
             self.quantity(("storage", key))
         self.quantity(("shm_size",))

@@ -169,6 +169,13 @@ def _pvcs(cluster: Cluster) -> list[dict[str, Any]]:
     else:
         # workers get theirs from volumeClaimTemplates; the dev Pod needs its own
         claims = [(names.DEV_WORKSPACE_PVC, "ReadWriteOnce", st.class_rwo, st.workspace_size)]
+    # i10.3: an existing claim named in the config is mounted, never created
+    skip = set()
+    if st.workspace_claim:
+        skip.add(names.WORKSPACE_PVC if st.mode == "rwx" else names.DEV_WORKSPACE_PVC)
+    if st.datasets_claim:
+        skip.add(names.DATASETS_PVC)
+    claims = [c for c in claims if c[0] not in skip]
     return [
         render_template(
             "persistentvolumeclaim.yaml.j2",

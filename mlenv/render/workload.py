@@ -262,9 +262,9 @@ def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
     ]
     claim_templates: list[dict[str, Any]] = []
     if st.mode == "rwx":
-        volumes += [
-            {"name": "workspace", "persistentVolumeClaim": {"claimName": names.WORKSPACE_PVC}},
-            {"name": "datasets", "persistentVolumeClaim": {"claimName": names.DATASETS_PVC}},
+        volumes += [  # existing claims (i10.3) keep a migrated namespace's data
+            {"name": "workspace", "persistentVolumeClaim": {"claimName": st.workspace_claim or names.WORKSPACE_PVC}},
+            {"name": "datasets", "persistentVolumeClaim": {"claimName": st.datasets_claim or names.DATASETS_PVC}},
         ]
     else:
         for vol, size in (("workspace", st.workspace_size), ("datasets", st.datasets_size)):
@@ -512,14 +512,19 @@ def dev_pod(cluster: Cluster, mode: Mode) -> dict[str, Any]:
     image = names.default_image(cluster)
     mounts: list[dict[str, Any]] = [{"name": "workspace", "mountPath": names.WORKSPACE_DIR}]
     volumes: list[dict[str, Any]] = [_shm_volume(cluster)]
-    if cluster.storage.mode == "rwx":
+    st = cluster.storage
+    if st.mode == "rwx":
         mounts.append({"name": "datasets", "mountPath": names.DATASETS_DIR})
-        volumes += [
-            {"name": "workspace", "persistentVolumeClaim": {"claimName": names.WORKSPACE_PVC}},
-            {"name": "datasets", "persistentVolumeClaim": {"claimName": names.DATASETS_PVC}},
+        volumes += [  # existing claims (i10.3) keep a migrated namespace's data
+            {"name": "workspace", "persistentVolumeClaim": {"claimName": st.workspace_claim or names.WORKSPACE_PVC}},
+            {"name": "datasets", "persistentVolumeClaim": {"claimName": st.datasets_claim or names.DATASETS_PVC}},
         ]
     else:
-        volumes.append({"name": "workspace", "persistentVolumeClaim": {"claimName": names.DEV_WORKSPACE_PVC}})
+        volumes.append({"name": "workspace", "persistentVolumeClaim": {
+            "claimName": st.workspace_claim or names.DEV_WORKSPACE_PVC}})
+        if st.datasets_claim:  # upstream's dev pod mounted its datasets claim too
+            mounts.append({"name": "datasets", "mountPath": names.DATASETS_DIR})
+            volumes.append({"name": "datasets", "persistentVolumeClaim": {"claimName": st.datasets_claim}})
     mounts.append({"name": "dshm", "mountPath": names.SHM_DIR})
     proxied = [t for t in enabled_dev_tools(cluster) if oauth(cluster)]
     for tool in proxied:

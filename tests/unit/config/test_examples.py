@@ -86,6 +86,8 @@ def test_schema_strict_and_documented() -> None:
 _RENAMES = {
     ("nodes", "gpu_nodes"): ("gpu_nodes",),
     ("nccl", "env"): ("nccl", "extra_env"),
+    ("storage", "existing_claims", "workspace"): ("storage", "workspace_claim"),
+    ("storage", "existing_claims", "datasets"): ("storage", "datasets_claim"),
 }
 
 
