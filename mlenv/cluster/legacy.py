@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlenv.cluster.api import Cluster, Forbidden, Manifest, NotFound
+from mlenv.cluster.api import ApiError, Cluster, Manifest
 from mlenv.config.model import Cluster as ClusterConfig
 
 LEGACY_APP_LABELS = frozenset({"ml-dev-env-multi", "ml-dev-env"})
@@ -57,12 +57,13 @@ def _legacy(kind: str, obj: Manifest) -> str:
 
 def find(client: Cluster, namespace: str) -> list[LegacyObject]:
     """Upstream ml-dev-env objects in ``namespace``, in removal order. Kinds this user may
-    not list (or this API server does not serve, e.g. Route off OpenShift) are skipped."""
+    not list (or this API server does not serve, e.g. Route off OpenShift) are skipped:
+    detection informs a deploy, it must never be what breaks one."""
     out: list[LegacyObject] = []
     for kind in KINDS:
         try:
             objs = client.list(kind, namespace)
-        except (Forbidden, NotFound):
+        except ApiError:
             continue
         for obj in objs:
             why = _legacy(kind, obj)
