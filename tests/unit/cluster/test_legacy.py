@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT / "tests" / "cli"))
 from _fakeenv import fake_state, run  # noqa: E402
 
 NS = "ml-dev-env"
-UPSTREAM = yaml.safe_load((ROOT / "tests/data/upstream/legacy-objects.yaml").read_text())
+UPSTREAM = yaml.safe_load((ROOT / "tests/data/upstream-objects/legacy-objects.yaml").read_text())
 
 
 def with_upstream(fake: FakeCluster, ns: str = NS) -> None:
