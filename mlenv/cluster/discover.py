@@ -14,7 +14,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mlenv.cluster.api import Cluster, Manifest
+from mlenv.cluster.api import Cluster
+from mlenv.cluster.preflight import node_ready
 
 GPU = "nvidia.com/gpu"
 PRODUCT_LABEL = "nvidia.com/gpu.product"
@@ -52,11 +53,6 @@ def _int(v: object) -> int:
         return 0
 
 
-def _ready(node: Manifest) -> bool:
-    return any(c.get("type") == "Ready" and c.get("status") == "True"
-               for c in (node.get("status") or {}).get("conditions") or [])
-
-
 def discover(client: Cluster, name: str, namespace: str) -> Discovered:
     """Read nodes, NetworkAttachmentDefinitions and StorageClasses through ``client``."""
     d = Discovered(name=name, namespace=namespace, api=client.server().removeprefix("https://"))
@@ -69,7 +65,7 @@ def discover(client: Cluster, name: str, namespace: str) -> Discovered:
         n = _int(alloc.get(GPU, 0)) or _int(labels.get(COUNT_LABEL, 0))
         if n <= 0:
             continue
-        if not _ready(node):
+        if not node_ready(node):
             d.notes.append(f"GPU node {meta.get('name')} is not Ready: left out")
             continue
         d.gpu_nodes.append(str(meta.get("name")))

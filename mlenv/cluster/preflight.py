@@ -85,7 +85,8 @@ def _quantity(v: object) -> float:
         return 0.0
 
 
-def _ready(node: Manifest) -> bool:
+def node_ready(node: Manifest) -> bool:
+    """True when a Node's Ready condition is True."""
     conds = (node.get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
 
@@ -331,7 +332,7 @@ def _check_nodes(cfg: ClusterConfig, mode: Mode, nodes: int, client: Cluster,
     usable = []
     for node in objs:
         name = node["metadata"]["name"]
-        if not _ready(node):
+        if not node_ready(node):
             if cfg.gpu_nodes:
                 add(Problem("blocking", f"node {name} is not Ready"))
             continue
