@@ -41,12 +41,14 @@ Say = Callable[[str], None]
 STATEFULSET = "ml-dev-env"
 POLL_S = 2.0
 DELETE_WAIT_S = 120.0
-RECREATABLE = ("StatefulSet", "Pod")
+# A RoleBinding's roleRef is immutable too: an RDMA deployment from before SCC names carried
+# the namespace points its binding at the old ClusterRole, and the upgrade re-points it.
+RECREATABLE = ("StatefulSet", "Pod", "RoleBinding")
 # Set on objects this deploy created (never on adopted ones); teardown deletes only those.
 ANNOTATION_CREATED = "ml-dev-env.io/created-by"
 APPLY_TRIES = 3
 # How the API server words a 422 for a field it cannot update in place.
-IMMUTABLE_MARKERS = ("pod updates may not change fields",
+IMMUTABLE_MARKERS = ("pod updates may not change fields", "cannot change roleref",
                      "updates to statefulset spec for fields other than",
                      "field is immutable")
 
@@ -397,7 +399,8 @@ def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: Cluster,
         except Invalid as e:
             if kind in RECREATABLE and _immutable(e):
                 recreate[ref] = ("its spec changed in fields a Pod cannot update in place"
-                                 if kind == "Pod" else "the API refuses the update in place")
+                                 if kind == "Pod" else "its roleRef changed" if
+                                 kind == "RoleBinding" else "the API refuses the update in place")
             else:
                 rejected.append((ref, e))
             continue
@@ -463,6 +466,10 @@ def _recreate(client: Cluster, kind: str, ns: str, name: str, why: str, say: Say
             "PVCs are kept")
         # foreground: the pods go with it before the new one takes their names
         client.delete(kind, name, ns, cascade="foreground")
+    elif kind == "RoleBinding":
+        say(f"rolebinding/{name}: {why}: deleting and recreating it (its roleRef cannot "
+            "change in place; running pods keep the SCC they were admitted with)")
+        client.delete(kind, name, ns)
     else:
         say(f"{kind.lower()}/{name}: {why}: deleting and recreating it (a bare {kind} "
             "cannot be updated in place; what runs in it restarts)")

@@ -483,6 +483,11 @@ class FakeCluster:
                     "'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' "
                     f"and 'minReadySeconds' are forbidden (changed: {', '.join(changed)})",
                     kind=kind, name=name)
+        if old is not None and kind in ("RoleBinding", "ClusterRoleBinding") and \
+                old.get("roleRef") != merged.get("roleRef"):
+            raise Invalid(
+                f'{kind}.rbac.authorization.k8s.io "{name}" is invalid: roleRef: Invalid '
+                f"value: {merged.get('roleRef')!r}: cannot change roleRef", kind=kind, name=name)
         if old is not None and kind == "Pod" and _pod_update_forbidden(
                 old.get("spec") or {}, merged.get("spec") or {}):
             raise Invalid(

@@ -237,3 +237,23 @@ def test_i10_7_no_scc_when_it_would_add_nothing_so_non_admins_keep_rdma(fake_for
     said: list[str] = []
     rep = deploy(up, DeployOptions(mode="rdma", timeout=60), fake, say=said.append)
     assert rep.mode == "rdma" and not rep.fallback_reasons, said
+
+
+def test_i9_3_upgrade_from_the_old_scc_name_re_points_the_role_binding(barcelona, fake_for) -> None:
+    # a deployment made before SCC names carried the namespace: its RoleBinding grants the
+    # old ClusterRole, and roleRef is immutable (422 "cannot change roleRef")
+    fake = fake_for(barcelona)
+    ns = barcelona.namespace
+    deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
+    rb = fake.get("RoleBinding", "ml-dev-env-scc", ns)
+    fake.delete("RoleBinding", "ml-dev-env-scc", ns)
+    rb["roleRef"]["name"] = "ml-dev-env-barcelona-rdma-use"
+    for k in ("uid", "resourceVersion", "creationTimestamp"):
+        rb["metadata"].pop(k, None)
+    fake.apply(rb, ns)
+    said: list[str] = []
+    rep = deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake, say=said.append)
+    assert "rolebinding/ml-dev-env-scc" in rep.recreated
+    assert fake.get("RoleBinding", "ml-dev-env-scc", ns)["roleRef"]["name"] == \
+        "ml-dev-env-ml-dev-env-barcelona-rdma-use"
+    assert any("its roleRef cannot change in place" in s for s in said)
