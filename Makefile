@@ -7,7 +7,15 @@ PY := $(VENV)/bin/python
 MLENV := $(VENV)/bin/mlenv
 # The cluster the cluster targets act on: CLUSTER=x, else the last one `mlenv deploy`
 # deployed from this checkout (.mlenv/current-cluster, git-ignored), else local.
-CLUSTER ?= $(or $(shell cat .mlenv/current-cluster 2>/dev/null),local)
+# i9.12: the file is read back as untrusted: only a first line that is a DNS-1123 label
+# (what mlenv/cli/_clusterctx.py writes) is used; anything else is ignored with a warning.
+CURRENT_CLUSTER := $(shell head -n1 .mlenv/current-cluster 2>/dev/null | grep -xE '[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?')
+ifeq ($(origin CLUSTER)$(CURRENT_CLUSTER),undefined)
+ifneq ($(wildcard .mlenv/current-cluster),)
+$(warning ignoring .mlenv/current-cluster: not a cluster name (a DNS-1123 label))
+endif
+endif
+CLUSTER ?= $(or $(CURRENT_CLUSTER),local)
 MODE ?= rdma
 NODES ?=
 POD ?= 0

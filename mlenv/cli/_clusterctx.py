@@ -64,7 +64,9 @@ def state_dir() -> Path:
     return Path(os.environ.get(STATE_ENV) or Path(repo_root()) / ".mlenv")
 
 
-_SAFE_REF = re.compile(r"[A-Za-z0-9._/-]+")
+# A Kubernetes object name segment (DNS-1123 label): what `cluster.name` is, and all the
+# state file may hold. The Makefile applies the same pattern when it reads the file.
+_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 
 
 def remember_cluster(cfg: ClusterConfig) -> None:
@@ -72,23 +74,41 @@ def remember_cluster(cfg: ClusterConfig) -> None:
     when ``CLUSTER`` is not given, so ``make sync-multi-node`` after ``make deploy-cluster
     CLUSTER=x`` targets x. Failing to write it only warns.
 
-    i9.12: what is stored is the validated ``cluster.name`` when ``clusters/<name>.yaml`` is
-    this config, else the config's absolute path if it is plain (letters, digits, ``._/-``);
-    never the raw argument, which reaches a shell through make.
+    i9.12: what is stored is the validated ``cluster.name``, never the raw argument (which
+    reaches a shell through make). A name means ``clusters/<name>.yaml``, so a config
+    deployed from anywhere else is not recorded: storing its name would point the next
+    ``make teardown`` at a different config.
     """
     path = state_dir() / CURRENT_FILE
     own = Path(repo_root()) / "clusters" / f"{cfg.name}.yaml"
     src = Path(cfg.source).resolve() if cfg.source else None
-    if src is None or (own.exists() and own.resolve() == src):
-        value = cfg.name
-    elif _SAFE_REF.fullmatch(str(src)):
-        value = str(src)
-    else:
-        err(f"warning: not recording {src!r} as the current cluster (its path has characters "
-            "a Makefile cannot pass safely): pass CLUSTER=... to make")
+    if not _NAME.fullmatch(cfg.name):  # validated already; never write anything else
+        return
+    if src is not None and not (own.exists() and own.resolve() == src):
+        err(f"warning: not recording {str(src)!r} as the current cluster (it is not "
+            f"clusters/{cfg.name}.yaml): pass CLUSTER=... to make")
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(value + "\n", encoding="utf-8")
+        path.write_text(cfg.name + "\n", encoding="utf-8")
     except OSError as e:
         err(f"warning: could not record the current cluster in {path}: {e.strerror}")
+
+
+def current_cluster() -> str | None:
+    """The cluster name ``.mlenv/current-cluster`` records, or None when there is none.
+
+    The file is read back as untrusted: anything but one DNS-1123 label (a hand edit, a
+    file from an older mlenv that stored the raw argument) is ignored with a warning.
+    """
+    path = state_dir() / CURRENT_FILE
+    try:
+        raw = path.read_bytes()[:256]
+    except OSError:
+        return None
+    text = raw.decode("utf-8", errors="replace")
+    name = text[:-1] if text.endswith("\n") else text
+    if _NAME.fullmatch(name):
+        return name
+    err(f"warning: ignoring {path}: {text[:64]!r} is not a cluster name (a DNS-1123 label)")
+    return None

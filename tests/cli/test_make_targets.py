@@ -127,3 +127,34 @@ def test_i10_5_dev_session_syncs_watches_and_forwards_the_debug_port(checkout: P
     assert lines[1].endswith("debugpy 'train.py'")
     assert any("mlenv sync 'local' --watch &" in x for x in lines)
     assert lines[-1] == ".venv/bin/mlenv port-forward 'local' --debug --pod '0'"
+
+
+@pytest.mark.parametrize("content", ["x; touch PWNED\n", "$(touch PWNED)\n", "../clusters/a\n",
+                                     "Barcelona\n", "/abs/path/barcelona.yaml\n", "\n"])
+def test_i9_12_corrupt_current_cluster_file_is_ignored_with_a_warning(checkout: Path,
+                                                                      content: str) -> None:
+    """The state file is read back as untrusted: only a DNS-1123 label is used (before the
+    fix make pasted whatever it held, e.g. the raw path argument, into every recipe)."""
+    (checkout / ".mlenv").mkdir()
+    (checkout / ".mlenv" / "current-cluster").write_text(content)
+    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
+                          str(checkout), "-n", "status-cluster"], capture_output=True, text=True,
+                         check=True, env={**os.environ, "MAKEFLAGS": "", "MAKELEVEL": ""})
+    assert ".venv/bin/mlenv status 'local'" in out.stdout
+    assert "ignoring .mlenv/current-cluster: not a cluster name" in out.stderr
+    assert not (checkout / "PWNED").exists()
+
+
+@pytest.mark.parametrize("content,want", [("barcelona\n", "barcelona"), ("nerc-tcp", "nerc-tcp"),
+                                          ("x; rm -rf ~\n", None), ("a\nb\n", None),
+                                          ("a" * 64 + "\n", None), ("\xff\xfe", None)])
+def test_i9_12_current_cluster_is_read_back_validated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str],
+                                                      content: str, want: str | None) -> None:
+    from mlenv.cli._clusterctx import current_cluster
+
+    monkeypatch.setenv("MLENV_STATE_DIR", str(tmp_path))
+    assert current_cluster() is None  # no file: nothing recorded, no warning
+    (tmp_path / "current-cluster").write_bytes(content.encode("latin-1"))
+    assert current_cluster() == want
+    assert ("warning: ignoring" in capsys.readouterr().err) == (want is None)
