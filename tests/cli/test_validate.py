@@ -107,3 +107,25 @@ def test_warnings_are_printed_but_do_not_fail(root: Path) -> None:
     assert r.exit_code == 0, r.output
     assert r.stderr.startswith(f"{f}:4:14: warning: network.rdma.enabled: RDMA is enabled but neither")
     assert r.stdout.strip() == "ok: 1 file(s)"
+
+
+UPSTREAM = REPO / "tests" / "data" / "upstream"
+UPSTREAM_CASES = sorted(UPSTREAM.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("mode", ["rdma", "tcp"])
+@pytest.mark.parametrize("case", UPSTREAM_CASES, ids=[c.stem for c in UPSTREAM_CASES])
+def test_i10_1_upstream_config_validates_and_renders_through_the_cli(root: Path, tmp_path: Path,
+                                                                     case: Path, mode: str) -> None:
+    """The four upstream ml-dev-env configs, verbatim, through `mlenv validate` and
+    `mlenv render` (before the fix: exit 2 on the quoted NCCL knobs and empty gpu_nodes)."""
+    r = _run(root, str(case))
+    assert r.exit_code == 0, r.output
+    assert r.stdout.strip() == "ok: 1 file(s)" and "error" not in r.stderr
+    out = tmp_path / "k8s"
+    r = CliRunner().invoke(app, ["render", str(case), "--mode", mode, "--out", str(out)],
+                           env={"MLENV_ROOT": str(root)})
+    assert r.exit_code == 0, r.output
+    name = {"template": "my-cluster"}.get(case.stem, case.stem)
+    written = sorted(p.name for p in (out / name / mode).iterdir())
+    assert {"statefulset.yaml", "service.yaml", "networkpolicy.yaml"} <= set(written), written
