@@ -181,6 +181,7 @@ class _Rules:
             if sc != "":  # "" = the cluster's default storage class
                 self.subdomain(("storage", key), sc, "storage class")
         self.image()
+        self.free_text()
         nodes = _get(self.data, "nodes", "gpu_nodes")
         if isinstance(nodes, list):
             for i, n in enumerate(nodes):
@@ -252,6 +253,26 @@ class _Rules:
             self.err(("image", "build", "dockerfile_path"),
                      f"{_short(path)} is not a relative path inside the repository (no leading "
                      "'/', no '..' segment, no control characters)")
+
+    def free_text(self) -> None:
+        """i9.11: the free-text fields reach a terminal (``list-clusters``, deploy's
+        output) and rendered annotations. Text is fine; a control character (an ANSI escape
+        that rewrites the screen, a NUL, a carriage return) or a bidi override that makes
+        the text read differently from what it is, is not. ``notes`` may span lines."""
+        api = _get(self.data, "cluster", "api")
+        if isinstance(api, str) and api and not _API.fullmatch(api):
+            self.err(("cluster", "api"), f"{_short(api)} is not an API server host or URL "
+                     "(host[:port] or https://host[:port], no spaces or control characters)")
+        for path, multiline in ((("cluster", "description"), False), (("gpus", "type"), False),
+                                (("notes",), True)):
+            v = _get(self.data, *path)
+            if not isinstance(v, str):
+                continue
+            bad = (_TEXT_UNSAFE_ML if multiline else _TEXT_UNSAFE).search(v)
+            if bad:
+                self.err(path, f"text contains {_char(bad.group(0))}; free text may not carry "
+                         "control characters or bidi overrides"
+                         + ("" if multiline else ", and is one line"))
 
     def resources(self) -> None:
         got: dict[str, dict[str, Decimal | None]] = {}
@@ -388,11 +409,17 @@ _GIT_URI = re.compile(
     r"|ssh://([A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+(:[0-9]+)?/[A-Za-z0-9._~%/+-]+"
     r"|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._~/+-]+)")
 _ENV_UNSAFE = re.compile(r"[\x00-\x1f\x7f\"'$`\\]")
+# C0/C1 controls, DEL and the bidi embedding/override/isolate characters (U+202A-202E,
+# U+2066-2069): what makes text on a terminal or in a review differ from its bytes.
+_TEXT_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_TEXT_UNSAFE_ML = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_API = re.compile(rf"(?:https://)?{_DOMAIN}/?")
 
 
 def _char(c: str) -> str:
     return {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(
-        c, repr(c) if c.isprintable() else f"control character {ord(c):#04x}")
+        c, repr(c) if c.isprintable() else f"control character {ord(c):#04x}" if ord(c) < 0x100
+        else f"the invisible formatting character U+{ord(c):04X}")
 
 
 def _short(v: str) -> str:

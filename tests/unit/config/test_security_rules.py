@@ -68,3 +68,34 @@ def test_i9_11_good_build_sources_pass(tmp_path: Path) -> None:
 def test_i9_11_newline_in_the_config_file_name_is_refused(tmp_path: Path) -> None:
     errs = errors_for(tmp_path, {}, name="evil\nname.yaml")
     assert len(errs) == 1 and "control character" in errs[0]
+
+
+@pytest.mark.parametrize("key", ["class_rwx", "class_rwo"])
+@pytest.mark.parametrize("value", ["--kubeconfig=/tmp/k", "-n", "Fast_SSD", "a b"])
+def test_i9_11_storage_class_names_must_be_dns_subdomains(tmp_path: Path, key: str,
+                                                          value: str) -> None:
+    errs = errors_for(tmp_path, {"storage": {**BASE.get("storage", {}), key: value}})
+    assert len(errs) == 1 and f"storage.{key}" in errs[0]
+
+
+@pytest.mark.parametrize("path,value", [
+    (("cluster", "description"), "ok\x1b[2Jwiped"), (("cluster", "description"), "two\nlines"),
+    (("gpus", "type"), "H100\rH200"), (("notes",), "fine\n\u202eevil"), (("notes",), "nul\x00"),
+    (("cluster", "api"), "api.example.com; id"), (("cluster", "api"), "file:///etc/passwd"),
+])
+def test_i9_11_free_text_control_characters_are_refused(tmp_path: Path, path: tuple[str, ...],
+                                                       value: str) -> None:
+    """Free text reaches terminals (list-clusters, deploy) and annotations: an ANSI escape
+    or a bidi override would make what a reviewer sees differ from what is there."""
+    patch: dict = {path[0]: {**BASE.get(path[0], {}), path[1]: value}} if len(path) == 2 \
+        else {path[0]: value}
+    errs = errors_for(tmp_path, patch)
+    assert len(errs) == 1 and ".".join(path) in errs[0]
+
+
+def test_i9_11_free_text_that_is_just_text_passes(tmp_path: Path) -> None:
+    assert errors_for(tmp_path, {
+        "cluster": {**BASE["cluster"], "api": "https://api.x.example.com:6443",
+                    "description": "NERC Barcelona cluster with H100 GPUs — ünïcode ok"},
+        "gpus": {**BASE.get("gpus", {}), "type": "NVIDIA H100 80GB HBM3"},
+        "notes": "line one\n\tline two\n"}) == []
