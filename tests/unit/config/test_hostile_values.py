@@ -62,7 +62,7 @@ def string_fields() -> list[tuple[str, ...]]:
 
 
 def inject(path: tuple[str, ...], value: str, base: str = "local") -> dict[str, Any]:
-    data = copy.deepcopy(BASES[base])
+    data: dict[str, Any] = copy.deepcopy(BASES[base])
     node = data
     for i, part in enumerate(path):
         last = i == len(path) - 1
