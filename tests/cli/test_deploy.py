@@ -137,7 +137,7 @@ def test_i9_4_take_over_flag_through_the_cli(tmp_path, monkeypatch) -> None:
     assert r.exit_code == 0, r.output
 
 
-def test_i9_12_current_cluster_stores_the_name_or_a_plain_path(tmp_path, monkeypatch) -> None:
+def test_i9_12_current_cluster_stores_the_name_not_the_path(tmp_path, monkeypatch) -> None:
     state = fake_state(tmp_path)
     current = tmp_path / ".mlenv" / "current-cluster"
     # by path to clusters/barcelona.yaml: the name is stored, not the argument
