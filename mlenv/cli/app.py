@@ -27,6 +27,9 @@ VERB_MODULES = (
     "build",
     "devloop",
     "discover",
+    "bundle",
+    "history",
+    "compare",
 )
 
 app = typer.Typer(
