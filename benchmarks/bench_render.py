@@ -55,8 +55,8 @@ def main() -> int:
 
     from mlenv.config import load
     from mlenv.render.plan import render_cluster
+    from mlenv.render.serialize import header, render_files
     from mlenv.render.validate import validate_manifests
-    from mlenv.render.write import header, render_files
 
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)

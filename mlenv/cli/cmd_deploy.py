@@ -31,7 +31,7 @@ def deploy(
     from mlenv.cluster.deploy import DeployOptions, DeployTimeout
     from mlenv.cluster.deploy import deploy as run_deploy
     from mlenv.config import mode_warnings
-    from mlenv.render.write import dump_all
+    from mlenv.render.serialize import dump_all
 
     check_mode(mode)
     if dry_run not in (None, "client", "server"):

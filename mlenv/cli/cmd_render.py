@@ -28,8 +28,8 @@ def render(
     """
     from mlenv.config import loader
     from mlenv.errors import Diagnostic, InfraError
+    from mlenv.generated import stale_paths, unwritable_reason, write_tree
     from mlenv.render.tree import MODES, out_dir, render_tree
-    from mlenv.render.write import check_tree, unwritable_reason, write_tree
 
     if all_ == (cluster is not None):
         raise InputError("give exactly one of CLUSTER or --all")
@@ -63,12 +63,7 @@ def render(
             raise InputError(f"{flag} {out_root}: cannot write {d}: {why}")
 
     if check:
-        stale = [p for d, files in planned for p in check_tree(files, d)]
-        if all_ and out_root.is_dir():
-            # a tree left behind by a deleted or renamed cluster config
-            known = {c.name for c in clusters}
-            stale += [f"{d}/ (extra: no clusters/*.yaml renders it)"
-                      for d in sorted(out_root.iterdir()) if d.is_dir() and d.name not in known]
+        stale = stale_paths(planned, out_root, {c.name for c in clusters} if all_ else None)
         if stale:
             for p in stale:
                 err(f"stale: {p}")

@@ -33,7 +33,7 @@ from mlenv.cluster.api import (
 )
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.config.model import Mode
-from mlenv.render.write import file_name
+from mlenv.render.serialize import file_name
 
 
 @dataclass(frozen=True)

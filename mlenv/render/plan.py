@@ -2,7 +2,7 @@
 
 Simple kinds come from templates (``mlenv/data/templates/``); the StatefulSet and the
 dev Pod are built in Python (``mlenv.render.workload``). Nothing here touches files or
-a cluster; validation (``mlenv.render.validate``) and writing (``mlenv.render.write``)
+a cluster; validation (``mlenv.render.validate``) and serialising (``mlenv.render.serialize``; writing is ``mlenv.generated``'s)
 are separate steps.
 """
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from mlenv.config.model import Cluster, Mode
 from mlenv.render.plan import render_cluster
+from mlenv.render.serialize import header, render_files
 from mlenv.render.validate import validate_manifests
-from mlenv.render.write import header, render_files
 
 MODES: tuple[Mode, ...] = ("rdma", "tcp")
 

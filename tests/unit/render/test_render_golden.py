@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from mlenv.config import cluster_files, load
+from mlenv.generated import check_tree
 from mlenv.render.tree import MODES, out_dir, render_tree
-from mlenv.render.write import check_tree
 
 REPO = Path(__file__).resolve().parents[3]
 FILES = cluster_files(REPO)

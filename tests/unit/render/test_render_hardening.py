@@ -15,8 +15,8 @@ from mlenv.config.model import Cluster, DevTools, Gpus, Image, Scheduling, Secur
 from mlenv.errors import ConfigError, InputError
 from mlenv.render import names
 from mlenv.render.plan import KIND_ORDER, render_cluster
+from mlenv.render.serialize import render_files
 from mlenv.render.workload import DEV_TOOLS, GPU_NODE_SELECTOR, GPU_TOLERATION, pull_policy
-from mlenv.render.write import render_files
 
 REPO = Path(__file__).resolve().parents[3]
 

@@ -6,9 +6,9 @@ import yaml
 from render_fixtures import rdma_cluster, tcp_cluster
 
 from mlenv.config.model import DevTools
+from mlenv.generated import check_tree, unwritable_reason, write_tree
 from mlenv.render.plan import render_cluster
 from mlenv.render.tree import render_tree
-from mlenv.render.write import check_tree, unwritable_reason, write_tree
 
 
 def test_one_file_per_kind_and_kustomization(tmp_path):
