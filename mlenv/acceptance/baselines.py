@@ -11,6 +11,8 @@ A baseline file::
       - {check: training.deepspeed, metric: samples_per_s_per_rank, op: ">=", value: 2000,
          when: {model: resnet50, batch_size_per_rank: 256}, source: "…"}  # only for that setup
     outliers: {warn_frac: 0.2, fail_frac: 0.5}   # optional
+    tolerances:                             # optional: `mlenv compare` regression bar per metric
+      - {check: compute.matmul, metric: tflops_bf16, value: 0.05, source: "…"}  # default 0.10
 
 Every number carries a ``source`` note. A malformed file raises InputError naming the
 file, line and what was expected (the CLI exits 2).
@@ -99,6 +101,16 @@ class Rule(_Applies):
 
 
 @dataclass(frozen=True)
+class Tolerance:
+    """How much worse than an earlier run ``metric`` may get before ``mlenv compare`` calls it a regression."""
+
+    check: str  # a glob, like rules
+    metric: str
+    value: float  # a fraction: 0.1 = 10 %
+    source: str
+
+
+@dataclass(frozen=True)
 class Baseline:
     """A parsed baseline file."""
 
@@ -108,6 +120,7 @@ class Baseline:
     expected: tuple[Expected, ...] = ()
     rules: tuple[Rule, ...] = ()
     outliers: dict[str, float] = field(default_factory=dict)
+    tolerances: tuple[Tolerance, ...] = ()
 
 
 def builtin_dir() -> Path:
@@ -215,7 +228,7 @@ def load(path: str | Path) -> Baseline:
     if root is None:
         raise InputError(f"{p}:1:1: (root): expected a mapping with keys model, expected, rules; the file is empty")
     top = d.mapping(root, "(root)")
-    d.keys(top, root, "(root)", ("model", "rules"), ("match", "expected", "outliers"))
+    d.keys(top, root, "(root)", ("model", "rules"), ("match", "expected", "outliers", "tolerances"))
     model = d.string(top["model"][1], "model")
     match: list[str] = []
     if "match" in top:
@@ -247,8 +260,19 @@ def load(path: str | Path) -> Baseline:
         d.keys(om, top["outliers"][1], "outliers", (), ("warn_frac", "fail_frac", "min_z"))
         for k, (_, v) in om.items():
             outliers[k] = d.number(v, f"outliers.{k}")
+    tolerances: list[Tolerance] = []
+    for i, n in enumerate(d.seq(top["tolerances"][1], "tolerances") if "tolerances" in top else []):
+        w = f"tolerances[{i}]"
+        m = d.mapping(n, w)
+        d.keys(m, n, w, ("check", "metric", "value", "source"))
+        if d.number(m["value"][1], f"{w}.value") < 0:
+            raise d.fail(m["value"][1], f"{w}.value", "a fraction >= 0 (0.1 = 10 %)")
+        tolerances.append(Tolerance(check=d.string(m["check"][1], f"{w}.check"),
+                                    metric=d.string(m["metric"][1], f"{w}.metric"),
+                                    value=d.number(m["value"][1], f"{w}.value"),
+                                    source=d.string(m["source"][1], f"{w}.source")))
     return Baseline(model=model, path=str(p), match=tuple(match), expected=tuple(expected),
-                    rules=tuple(rules), outliers=outliers)
+                    rules=tuple(rules), outliers=outliers, tolerances=tuple(tolerances))
 
 
 def builtin() -> list[Baseline]:
