@@ -8,6 +8,7 @@ import typer
 
 from mlenv.cli._clusterctx import cluster_client, load_config
 from mlenv.cli._common import guarded
+from mlenv.contract import BUILD_CONFIG
 from mlenv.errors import EXIT_ERROR
 
 
@@ -19,7 +20,7 @@ def build(
 
     cfg = load_config(cluster)
     with cluster_client() as client:
-        rc = client.start_build("ml-dev-env", cfg.namespace, typer.echo)
+        rc = client.start_build(BUILD_CONFIG, cfg.namespace, typer.echo)
     if rc != 0:
         typer.echo(f"error: build of ml-dev-env failed (exit {rc})", err=True)
         raise typer.Exit(EXIT_ERROR)

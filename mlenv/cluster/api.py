@@ -16,6 +16,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from mlenv.contract import APP as APP_NAME
+from mlenv.contract import LABEL_COMPONENT as LABEL_COMPONENT
+from mlenv.contract import LABEL_INSTANCE as LABEL_INSTANCE
+from mlenv.contract import LABEL_NAME as LABEL_NAME
 from mlenv.errors import InfraError, InputError
 
 Manifest = dict[str, Any]
@@ -23,10 +27,6 @@ Output = Callable[[str], None]
 ApplyAction = Literal["created", "configured", "unchanged"]
 
 FIELD_MANAGER = "mlenv"
-LABEL_NAME = "app.kubernetes.io/name"
-LABEL_INSTANCE = "app.kubernetes.io/instance"
-LABEL_COMPONENT = "app.kubernetes.io/component"
-APP_NAME = "ml-dev-env"
 GPU_RESOURCE = "nvidia.com/gpu"
 
 # Seconds an exec or rsync may take before it is killed (MLENV_EXEC_TIMEOUT overrides it);
@@ -107,6 +107,11 @@ class Invalid(ApiError, InputError):
 
 class Unreachable(InfraError):
     """The API server could not be reached (DNS, TCP, TLS, not logged in)."""
+
+
+class NotLoggedIn(Unreachable):
+    """No kubeconfig context to use, or the server refused the credentials (exit 3, with
+    the ``oc login`` hint first)."""
 
 
 class KubeconfigError(InputError):
@@ -263,8 +268,8 @@ class Cluster(Protocol):
         ...
 
     def logs(self, pod: str, namespace: str, *, follow: bool = False,
-             out: Output | None = None) -> str:
-        """A pod's log (streamed to ``out`` when following)."""
+             out: Output | None = None, tail: int | None = None) -> str:
+        """A pod's log (streamed to ``out`` when following); ``tail``: only the last N lines."""
         ...
 
     def interactive(self, pod: str, namespace: str, argv: Sequence[str]) -> int:

@@ -34,11 +34,11 @@ from mlenv.cluster.api import (
 from mlenv.cluster.preflight import PreflightReport, Problem, foreign_objects, run_preflight
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.config.model import Mode
+from mlenv.contract import APP, LABEL_MANAGED_BY, LABEL_PART_OF, MANAGED_BY, STATEFULSET
 from mlenv.errors import InfraError, InputError
 
 Renderer = Callable[[ClusterConfig, Mode, "int | None"], list[Manifest]]
 Say = Callable[[str], None]
-STATEFULSET = "ml-dev-env"
 POLL_S = 2.0
 DELETE_WAIT_S = 120.0
 # A RoleBinding's roleRef is immutable too: an RDMA deployment from before SCC names carried
@@ -328,8 +328,8 @@ def _planned_secrets(cfg: ClusterConfig, manifests: list[Manifest], client: Clus
                      rep: DeployReport, say: Say = lambda _m: None) -> list[Manifest]:
     """The Secrets deploy creates (none when complete ones of this instance exist: keys
     are kept; an empty or foreign one is regenerated, and that is said)."""
-    labels = {**instance_selector(cfg.name), "app.kubernetes.io/part-of": "ml-dev-env",
-              "app.kubernetes.io/managed-by": "mlenv", LABEL_COMPONENT: "ssh"}
+    labels = {**instance_selector(cfg.name), LABEL_PART_OF: APP,
+              LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: "ssh"}
     out = []
     for name, wanted in ((keys.SECRET_NAME, keys.KEY_FILES),
                          (keys.DEVTOOLS_SECRET, keys.DEVTOOLS_KEYS)):

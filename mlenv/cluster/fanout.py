@@ -12,8 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mlenv.cluster.api import NO_TIMEOUT, Cluster, ExecResult, Output
-from mlenv.cluster.deploy import STATEFULSET, worker_pods
+from mlenv.cluster.deploy import worker_pods
 from mlenv.config.model import Cluster as ClusterConfig
+from mlenv.contract import STATEFULSET
 from mlenv.errors import InfraError, MlenvError
 
 

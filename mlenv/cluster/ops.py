@@ -15,6 +15,7 @@ from mlenv.cluster.api import (
     plural,
 )
 from mlenv.config.model import Cluster as ClusterConfig
+from mlenv.contract import APP, LABEL_NAME, STATEFULSET
 from mlenv.errors import InfraError, InputError
 
 # Every kind the plan or deploy can create, in delete order: workloads first so pods
@@ -85,7 +86,7 @@ def status(cfg: ClusterConfig, client: Cluster) -> StatusReport:
     """Read the deployment's state."""
     sel = instance_selector(cfg.name)
     rep = StatusReport()
-    sts = client.get("StatefulSet", "ml-dev-env", cfg.namespace)
+    sts = client.get("StatefulSet", STATEFULSET, cfg.namespace)
     if sts is not None:
         rep.desired = int((sts.get("spec") or {}).get("replicas", 0))
         rep.ready = int((sts.get("status") or {}).get("readyReplicas", 0))
@@ -144,8 +145,7 @@ def _pvcs_in_use_by_others(cfg: ClusterConfig, client: Cluster) -> dict[str, str
     out: dict[str, str] = {}
     for pod in client.list("Pod", cfg.namespace):
         labels = (pod.get("metadata") or {}).get("labels") or {}
-        if labels.get(LABEL_INSTANCE) == cfg.name and labels.get(
-                "app.kubernetes.io/name") == "ml-dev-env":
+        if labels.get(LABEL_INSTANCE) == cfg.name and labels.get(LABEL_NAME) == APP:
             continue
         for v in (pod.get("spec") or {}).get("volumes") or []:
             claim = (v.get("persistentVolumeClaim") or {}).get("claimName")

@@ -33,6 +33,7 @@ from mlenv.cluster.api import (
 )
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.config.model import Mode
+from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME
 from mlenv.render.serialize import file_name
 
 
@@ -376,8 +377,8 @@ def foreign_objects(cfg: ClusterConfig, planned: list[Manifest],
         if live is None:
             continue
         labels = (live.get("metadata") or {}).get("labels") or {}
-        owner = labels.get("app.kubernetes.io/instance")
-        ours = labels.get("app.kubernetes.io/name") == "ml-dev-env" and owner == cfg.name
+        owner = labels.get(LABEL_INSTANCE)
+        ours = labels.get(LABEL_NAME) == APP and owner == cfg.name
         if scoped:
             ns_label = labels.get("ml-dev-env.io/namespace")
             ours = ours and ns_label in (None, cfg.namespace)

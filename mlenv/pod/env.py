@@ -11,6 +11,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from mlenv.contract import STATEFULSET
 from mlenv.errors import InputError
 
 _ORDINAL = re.compile(r"-(\d+)$")
@@ -82,7 +83,7 @@ def pod_env(env: Mapping[str, str], hostname: str | None = None) -> PodEnv:
     namespace = env.get("MLENV_NAMESPACE", "").strip()
     if not namespace:
         raise InputError("MLENV_NAMESPACE is not set: expected the pod's namespace (downward API)")
-    sts = env.get("MLENV_STATEFULSET", "").strip() or "ml-dev-env"
+    sts = env.get("MLENV_STATEFULSET", "").strip() or STATEFULSET
     headless = env.get("MLENV_HEADLESS_SERVICE", "").strip() or "ml-dev-env-headless"
     nnodes = _int(env, "MLENV_NNODES", None, minimum=1)
     rank = node_rank(env, hostname)

@@ -9,17 +9,25 @@ from __future__ import annotations
 
 from mlenv.config.model import Cluster
 
-APP = "ml-dev-env"
-STATEFULSET = "ml-dev-env"
-HEADLESS_SERVICE = "ml-dev-env-headless"
+# Re-exported (``X as X``) so the render layer keeps importing them from here.
+from mlenv.contract import APP as APP
+from mlenv.contract import BUILD_CONFIG as BUILD_CONFIG
+from mlenv.contract import HEADLESS_SERVICE as HEADLESS_SERVICE
+from mlenv.contract import IMAGE_STREAM as IMAGE_STREAM
+from mlenv.contract import LABEL_COMPONENT as LABEL_COMPONENT
+from mlenv.contract import LABEL_INSTANCE as LABEL_INSTANCE
+from mlenv.contract import LABEL_MANAGED_BY as LABEL_MANAGED_BY
+from mlenv.contract import LABEL_NAME as LABEL_NAME
+from mlenv.contract import LABEL_PART_OF as LABEL_PART_OF
+from mlenv.contract import MANAGED_BY as MANAGED_BY
+from mlenv.contract import STATEFULSET as STATEFULSET
+
 SSH_SECRET = "ml-dev-env-ssh"
 DEVTOOLS_SECRET = "ml-dev-env-devtools"  # created by `mlenv deploy`, never rendered
 DEV_POD = "ml-dev-env-dev"
 DEV_WORKSPACE_PVC = "ml-dev-env-dev-workspace"  # dev Pod's own RWO claim in per-pod mode
 WORKSPACE_PVC = "ml-dev-env-workspace"
 DATASETS_PVC = "ml-dev-env-datasets"
-IMAGE_STREAM = "ml-dev-env"
-BUILD_CONFIG = "ml-dev-env"
 SCC_ROLEBINDING = "ml-dev-env-scc"
 
 WORKSPACE_DIR = "/workspace"
@@ -75,9 +83,9 @@ def master_addr(cluster: Cluster) -> str:
 def selector_labels(cluster: Cluster, component: str) -> dict[str, str]:
     """The immutable subset used in selectors (StatefulSet, Services)."""
     return {
-        "app.kubernetes.io/name": APP,
-        "app.kubernetes.io/instance": cluster.name,
-        "app.kubernetes.io/component": component,
+        LABEL_NAME: APP,
+        LABEL_INSTANCE: cluster.name,
+        LABEL_COMPONENT: component,
     }
 
 
@@ -85,6 +93,6 @@ def labels(cluster: Cluster, component: str) -> dict[str, str]:
     """The ``app.kubernetes.io/*`` labels every rendered object carries."""
     return {
         **selector_labels(cluster, component),
-        "app.kubernetes.io/part-of": APP,
-        "app.kubernetes.io/managed-by": "mlenv",
+        LABEL_PART_OF: APP,
+        LABEL_MANAGED_BY: MANAGED_BY,
     }

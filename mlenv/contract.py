@@ -1,0 +1,63 @@
+"""The contracts every layer shares, in one stdlib-only module (docs/contracts.md).
+
+Fixed object names and label keys of a deployment, the exit codes and how a verdict maps
+to one, and the results document (``results.json``) a run leaves behind: read by the CLI,
+by ``mlenv.pod launch`` inside pod-0 and by the records of past runs. Stdlib only, like
+``mlenv.errors``: the pod image's Python imports it too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK
+
+__all__ = [
+    "APP", "EXIT_ERROR", "EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "LABEL_COMPONENT", "LABEL_INSTANCE",
+    "LABEL_MANAGED_BY", "LABEL_NAME", "LABEL_PART_OF", "MANAGED_BY", "RESULTS_JSON", "RESULTS_JSONL",
+    "STATEFULSET", "exit_for_verdict", "read_results",
+]
+
+# --- names (not configurable: one deployment per namespace) ---------------------------
+APP = "ml-dev-env"  # app.kubernetes.io/name and part-of; also upstream ml-dev-env's prefix
+STATEFULSET = "ml-dev-env"
+HEADLESS_SERVICE = "ml-dev-env-headless"
+IMAGE_STREAM = "ml-dev-env"
+BUILD_CONFIG = "ml-dev-env"
+MANAGED_BY = "mlenv"
+
+# --- label keys ---------------------------------------------------------------------------
+LABEL_NAME = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"  # carries cluster.name
+LABEL_COMPONENT = "app.kubernetes.io/component"
+LABEL_PART_OF = "app.kubernetes.io/part-of"
+LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+
+# --- results of a run ---------------------------------------------------------------------
+RESULTS_JSON = "results.json"  # the verdict document rank 0 (or the CLI's recovery) writes
+RESULTS_JSONL = "results.jsonl"  # one line per result as measured, kept through crashes
+
+_VERDICT_EXIT = {"PASS": EXIT_OK, "FAIL": EXIT_FAIL}
+
+
+def exit_for_verdict(verdict: object) -> int:
+    """0 PASS, 1 FAIL, 3 for ERROR and anything else (a missing or unknown verdict is never a pass)."""
+    return _VERDICT_EXIT.get(verdict, EXIT_ERROR) if isinstance(verdict, str) else EXIT_ERROR
+
+
+def read_results(report_dir: str | Path, since: float | None = None) -> dict[str, Any] | None:
+    """``report_dir/results.json`` as a dict, or None when absent, unreadable, not an object,
+    or (with ``since``, a ``time.time()``) written before that moment: a report left by an
+    earlier run must never be taken for this one's."""
+    path = os.path.join(report_dir, RESULTS_JSON)
+    try:
+        if since is not None and os.stat(path).st_mtime < since - 1.0:  # coarse mtime on some filesystems
+            return None
+        with open(path, encoding="utf-8") as f:
+            doc = json.load(f)
+    except (OSError, ValueError):
+        return None
+    return doc if isinstance(doc, dict) else None
