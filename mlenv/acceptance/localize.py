@@ -1,0 +1,305 @@
+"""Find the slow node or the slow link between two nodes in a few rounds (pure logic).
+
+The measuring side (``mlenv/acceptance/checks/localize.py``) runs a round: every pair
+of the round at once, each pair disjoint from the others, and returns one figure per
+pair (GB/s between the two nodes). This module plans the rounds and judges them; it
+never touches a network, so the plan for 64 or 512 nodes is computed with a fake
+``measure`` by exactly the code that runs on a cluster.
+
+Plan:
+
+- Round 1 pairs every node with its neighbour, ``(0, 1), (2, 3), …`` (with an odd
+  count the last node waits). Two or three nodes are special: two give one pair and
+  nothing to compare it with (*ambiguous*, said so); three are measured pair by pair
+  (three rounds), because any two of their pairs share a node.
+- A pair is **slow** when its figure is below ``(1 - slow_frac)`` of the reference: the
+  figure of a healthy pair, taken as the upper quartile of every figure measured so far
+  (so up to a quarter of the pairs may be slow without moving it), or the
+  ``expected_gbps`` the caller gives.
+- A node is **good** once it was in one fast pair (the pair moved data at full speed,
+  so neither end nor the link between them is slow). A node with no fast pair is **slow**
+  once it was slow with two different good partners; a slow pair of two good nodes is a
+  **slow link** (cable, port, switch path between exactly those two).
+- Next round: every node still in doubt (in a slow pair, or not yet measured) is paired
+  with a good node it has not been measured with, one good node per doubtful node; when
+  good nodes run short, doubtful nodes are paired with each other. So one slow node or
+  one slow link is found in two rounds for any even N (three for odd N, when the waiting
+  node is the slow one), not N - 1.
+- Bounds: ``max_rounds`` (default ``max(3, ceil(log2 N))``) and ``deadline_s``: a round
+  starts only when the time left is at least the longest round so far. Whatever is not
+  resolved then is reported as suspects (*inconclusive*), never guessed.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Pair = tuple[int, int]
+Measure = Callable[[Sequence[Pair]], Mapping[Pair, float]]
+
+# Outcomes of a localization.
+NOBODY = "nobody"  # every pair is fast: no node and no link is slow
+FOUND = "found"  # one or more slow nodes and/or links named
+AMBIGUOUS = "ambiguous"  # two nodes: one pair, nothing to tell node from link (or from normal)
+INCONCLUSIVE = "inconclusive"  # suspects left when the rounds or the deadline ran out
+
+DEFAULT_SLOW_FRAC = 0.5
+REFERENCE_QUANTILE = 0.75
+
+
+def default_max_rounds(n: int) -> int:
+    """The round budget for ``n`` nodes: 1 for two, else ``max(3, ceil(log2 n))``."""
+    if n <= 2:
+        return 1
+    return max(3, math.ceil(math.log2(n)))
+
+
+def norm(a: int, b: int) -> Pair:
+    """A pair with the lower node first."""
+    return (a, b) if a < b else (b, a)
+
+
+def reference(figures: Sequence[float]) -> float | None:
+    """The figure of a healthy pair: the upper quartile of ``figures`` (None below two)."""
+    if len(figures) < 2:
+        return None
+    xs = sorted(figures)
+    return xs[int(REFERENCE_QUANTILE * (len(xs) - 1) + 0.5)]
+
+
+@dataclass
+class Round:
+    """One round: what was measured, against what, and who is in doubt afterwards."""
+
+    index: int
+    pairs: list[Pair]
+    figures: dict[Pair, float]
+    reference_gbps: float | None
+    slow_pairs: list[Pair]
+    good: list[int]
+    suspects: list[int]
+    duration_s: float
+
+    def to_dict(self, names: Sequence[str] | None = None) -> dict[str, Any]:
+        """JSON-ready, with node names when given (``results.json`` details)."""
+        def nm(i: int) -> str | int:
+            return names[i] if names else i
+
+        return {
+            "round": self.index,
+            "pairs": [{"nodes": [nm(a), nm(b)], "gbps": self.figures[(a, b)],
+                       "slow": (a, b) in self.slow_pairs} for a, b in self.pairs],
+            "reference_gbps": self.reference_gbps,
+            "good": [nm(i) for i in self.good],
+            "suspects": [nm(i) for i in self.suspects],
+            "duration_s": round(self.duration_s, 3),
+        }
+
+
+@dataclass
+class Localization:
+    """What the rounds found, with every round kept for the report."""
+
+    n: int
+    outcome: str
+    slow_nodes: list[int] = field(default_factory=list)
+    slow_links: list[Pair] = field(default_factory=list)
+    suspects: list[int] = field(default_factory=list)
+    rounds: list[Round] = field(default_factory=list)
+    reference_gbps: float | None = None
+    bar_gbps: float | None = None
+    figures: dict[Pair, float] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    def worst_figure(self, node: int) -> float | None:
+        """The lowest figure measured with ``node`` in the pair."""
+        xs = [v for p, v in self.figures.items() if node in p]
+        return min(xs) if xs else None
+
+    def to_dict(self, names: Sequence[str] | None = None) -> dict[str, Any]:
+        """JSON-ready summary and rounds."""
+        def nm(i: int) -> str | int:
+            return names[i] if names else i
+
+        return {
+            "outcome": self.outcome, "nodes": self.n,
+            "slow_nodes": [nm(i) for i in self.slow_nodes],
+            "slow_links": [[nm(a), nm(b)] for a, b in self.slow_links],
+            "suspects": [nm(i) for i in self.suspects],
+            "reference_gbps": self.reference_gbps, "bar_gbps": self.bar_gbps,
+            "rounds": [r.to_dict(names) for r in self.rounds], "notes": list(self.notes),
+        }
+
+
+@dataclass
+class _State:
+    n: int
+    figures: dict[Pair, float] = field(default_factory=dict)
+
+    def judge(self, ref: float | None, slow_frac: float) -> tuple[set[Pair], set[int], set[int], set[Pair]]:
+        """(slow pairs, good nodes, slow nodes, slow links) from every figure so far."""
+        if ref is None:
+            return set(), set(), set(), set()
+        bar = (1.0 - slow_frac) * ref
+        slow = {p for p, v in self.figures.items() if v < bar}
+        good = {x for p in self.figures if p not in slow for x in p}
+        bad: set[int] = set()
+        for x in range(self.n):
+            if x in good:
+                continue
+            partners = {a if b == x else b for a, b in slow if x in (a, b)}
+            if len(partners & good) >= 2:
+                bad.add(x)
+        links = {p for p in slow if p[0] in good and p[1] in good}
+        return slow, good, bad, links
+
+
+def first_round(n: int) -> list[Pair]:
+    """Neighbours: ``(0, 1), (2, 3), …``; an odd last node waits."""
+    return [(i, i + 1) for i in range(0, n - 1, 2)]
+
+
+def next_round(n: int, measured: set[Pair], good: set[int], doubtful: Sequence[int]) -> list[Pair]:
+    """Disjoint pairs for the doubtful nodes: a good partner each where one is left, else each other.
+
+    Never a pair measured before (its figure is known).
+    """
+    used: set[int] = set()
+    out: list[Pair] = []
+    pool = sorted(good)
+    for x in doubtful:
+        if x in used:
+            continue
+        partner = next((g for g in pool if g not in used and norm(x, g) not in measured), None)
+        if partner is None:
+            partner = next((y for y in doubtful if y != x and y not in used and norm(x, y) not in measured), None)
+        if partner is None:
+            continue
+        used |= {x, partner}
+        out.append(norm(x, partner))
+    return out
+
+
+def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
+             expected_gbps: float | None = None, max_rounds: int | None = None,
+             deadline_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> Localization:
+    """Run rounds of ``measure`` over ``n`` nodes until the slow nodes/links are named.
+
+    ``measure(pairs)`` measures every pair of one round at once and returns GB/s per
+    pair (every pair it was given). Raises ValueError on ``n < 2``, a bad ``slow_frac``
+    or a ``measure`` that leaves a pair out or returns a negative figure.
+    """
+    if n < 2:
+        raise ValueError(f"localization needs at least two nodes, got {n}")
+    if not 0.0 < slow_frac < 1.0:
+        raise ValueError(f"slow_frac must be between 0 and 1, got {slow_frac}")
+    budget = max_rounds if max_rounds is not None else default_max_rounds(n)
+    st = _State(n)
+    loc = Localization(n=n, outcome=NOBODY)
+    t0 = clock()
+    longest = 0.0
+    if n == 3:  # any two pairs share a node: measure all three, one per round
+        plan: list[list[Pair]] = [[(0, 1)], [(0, 2)], [(1, 2)]]
+        budget = max(budget, 3)
+    else:
+        plan = [first_round(n)]
+    pairs = plan.pop(0)
+    while pairs:
+        if len(loc.rounds) >= budget:
+            loc.notes.append(f"stopped after {budget} round(s) (the round budget for {n} nodes)")
+            break
+        if deadline_s is not None and loc.rounds and clock() - t0 + longest > deadline_s:
+            loc.notes.append(f"stopped after {len(loc.rounds)} round(s): another round would not finish "
+                             f"within the {deadline_s:g} s deadline")
+            break
+        ts = clock()
+        got = dict(measure(list(pairs)))
+        dur = clock() - ts
+        longest = max(longest, dur)
+        figs: dict[Pair, float] = {}
+        for p in pairs:
+            v = got.get(p)
+            if v is None or not math.isfinite(v) or v < 0:
+                raise ValueError(f"measure returned no usable figure for pair {p}: {v!r}")
+            figs[p] = float(v)
+        st.figures.update(figs)
+        ref = expected_gbps if expected_gbps is not None else reference(list(st.figures.values()))
+        slow, good, bad, links = st.judge(ref, slow_frac)
+        explained = good | bad
+        doubtful = [x for x in range(n) if x not in explained]
+        loc.rounds.append(Round(len(loc.rounds) + 1, list(pairs), figs, ref, sorted(p for p in pairs if p in slow),
+                                sorted(good), [x for x in doubtful if any(x in p for p in st.figures)], dur))
+        loc.reference_gbps, loc.slow_nodes, loc.slow_links = ref, sorted(bad), sorted(links)
+        loc.bar_gbps = None if ref is None else (1.0 - slow_frac) * ref
+        if plan:
+            pairs = plan.pop(0)
+        else:
+            pairs = next_round(n, set(st.figures), good, doubtful) if doubtful else []
+    loc.figures = dict(st.figures)
+    _conclude(loc, st, slow_frac)
+    return loc
+
+
+def _conclude(loc: Localization, st: _State, slow_frac: float) -> None:
+    n = loc.n
+    ref = loc.reference_gbps
+    slow, good, bad, _ = st.judge(ref, slow_frac)
+    loc.suspects = [x for x in range(n) if x not in good and x not in bad]
+    if n == 2:
+        (p, v), = st.figures.items()
+        if ref is None:
+            loc.outcome = AMBIGUOUS
+            loc.notes.append(f"two nodes give one pair ({v:.4g} GB/s) and nothing to compare it with: "
+                             "a third node (or an expected figure) is needed to tell a slow node from a slow link")
+            loc.suspects = [0, 1]
+            return
+        if p in slow:
+            loc.outcome = AMBIGUOUS
+            loc.notes.append(f"the only pair is slow ({v:.4g} GB/s, bar {loc.bar_gbps:.4g}): node 0, node 1 or the "
+                             "link between them; a third node is needed to tell which")
+            loc.suspects = [0, 1]
+            return
+    if loc.slow_nodes or loc.slow_links:
+        loc.outcome = FOUND
+        if loc.suspects:
+            loc.notes.append(f"also unresolved: {len(loc.suspects)} node(s) still in doubt")
+        return
+    if loc.suspects:
+        loc.outcome = INCONCLUSIVE
+        if not good and st.figures and all(p in slow for p in st.figures):
+            loc.notes.append("every pair measured is below the bar: the fabric as a whole (or the bar), "
+                             "not one node or link")
+        return
+    loc.outcome = NOBODY
+
+
+@dataclass
+class SimulatedFabric:
+    """A fake fabric for planning (benchmarks, unit tests), not a measurement.
+
+    Every pair moves ``healthy_gbps``; a slow node caps every pair it is in at its
+    factor, a slow link only its own pair; ``noise`` (a fraction) varies each figure
+    deterministically by pair and round. ``calls`` counts rounds measured.
+    """
+
+    healthy_gbps: float = 10.0
+    slow_nodes: Mapping[int, float] = field(default_factory=dict)  # node -> factor (0.05 = 5 % of healthy)
+    slow_links: Mapping[Pair, float] = field(default_factory=dict)  # normalised pair -> factor
+    noise: float = 0.0
+    calls: int = 0
+
+    def figure(self, p: Pair, salt: int = 0) -> float:
+        """The figure pair ``p`` would measure (in round ``salt``)."""
+        a, b = p
+        f = min(self.slow_nodes.get(a, 1.0), self.slow_nodes.get(b, 1.0)) * self.slow_links.get(norm(a, b), 1.0)
+        # A fixed pseudo-random wobble in [-noise, +noise]: reproducible without a RNG seed.
+        wobble = ((a * 7919 + b * 104729 + salt * 1299709) % 2001) / 1000.0 - 1.0
+        return self.healthy_gbps * f * (1.0 + self.noise * wobble)
+
+    def __call__(self, pairs: Sequence[Pair]) -> dict[Pair, float]:
+        self.calls += 1
+        return {p: self.figure(p, self.calls) for p in pairs}

@@ -1,0 +1,163 @@
+"""fabric.localize planning and judging, against a simulated fabric (SimulatedFabric is a fake:
+the real measurement is proven in tests/integration/test_localize.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from mlenv.acceptance import localize as L
+from mlenv.acceptance.localize import SimulatedFabric, localize
+
+
+def _disjoint(pairs: Sequence[L.Pair]) -> bool:
+    nodes = [x for p in pairs for x in p]
+    return len(nodes) == len(set(nodes))
+
+
+def _check_rounds(loc: L.Localization) -> None:
+    for r in loc.rounds:
+        assert _disjoint(r.pairs), r.pairs
+        assert set(r.figures) == set(r.pairs)
+
+
+def test_one_slow_node_named_in_two_rounds_for_8() -> None:
+    fab = SimulatedFabric(slow_nodes={5: 0.05})
+    loc = localize(8, fab)
+    assert loc.outcome == L.FOUND and loc.slow_nodes == [5] and loc.slow_links == []
+    assert len(loc.rounds) == 2 <= 3
+    _check_rounds(loc)
+    # round 1 flags the pair (4, 5); round 2 re-pairs 4 and 5 with known-good nodes
+    assert loc.rounds[0].slow_pairs == [(4, 5)] and loc.rounds[0].suspects == [4, 5]
+    assert all(p[0] not in (4, 5) or p[1] not in (4, 5) for p in loc.rounds[1].pairs)
+    assert {x for p in loc.rounds[1].pairs for x in p} >= {4, 5}
+    assert loc.rounds[-1].suspects == []
+
+
+def test_slow_link_only_between_two_nodes_names_the_pair() -> None:
+    loc = localize(8, SimulatedFabric(slow_links={(2, 3): 0.1}))
+    assert loc.outcome == L.FOUND and loc.slow_links == [(2, 3)] and loc.slow_nodes == []
+    assert len(loc.rounds) == 2
+    _check_rounds(loc)
+
+
+def test_slow_link_across_round_one_pairs_is_not_seen_and_nobody_is_named() -> None:
+    # Round 1 pairs (0,1),(2,3): the link 1-2 is never on the plan, so nothing is slow here.
+    loc = localize(4, SimulatedFabric(slow_links={(1, 2): 0.1}))
+    assert loc.outcome == L.NOBODY and len(loc.rounds) == 1
+
+
+def test_nothing_slow_names_nobody_in_one_round() -> None:
+    loc = localize(8, SimulatedFabric())
+    assert loc.outcome == L.NOBODY and loc.slow_nodes == [] and loc.slow_links == [] and loc.suspects == []
+    assert len(loc.rounds) == 1 and len(loc.rounds[0].pairs) == 4
+
+
+@pytest.mark.parametrize("slow", range(7))
+def test_odd_n_every_node_can_be_the_slow_one(slow: int) -> None:
+    loc = localize(7, SimulatedFabric(slow_nodes={slow: 0.05}))
+    assert loc.outcome == L.FOUND and loc.slow_nodes == [slow], loc.to_dict()
+    _check_rounds(loc)
+    # the waiting node (6) needs a third round when it is the slow one
+    assert len(loc.rounds) <= 3
+
+
+@pytest.mark.parametrize("slow", range(3))
+def test_three_nodes_measured_pair_by_pair(slow: int) -> None:
+    loc = localize(3, SimulatedFabric(slow_nodes={slow: 0.05}))
+    assert loc.outcome == L.FOUND and loc.slow_nodes == [slow]
+    assert len(loc.rounds) == 3
+    link = localize(3, SimulatedFabric(slow_links={(0, 2): 0.05}))
+    assert link.outcome == L.FOUND and link.slow_links == [(0, 2)] and link.slow_nodes == []
+
+
+def test_two_nodes_are_ambiguous_and_say_so() -> None:
+    loc = localize(2, SimulatedFabric(slow_nodes={1: 0.05}))
+    assert loc.outcome == L.AMBIGUOUS and loc.suspects == [0, 1] and len(loc.rounds) == 1
+    assert "third node" in loc.notes[0]
+    # with an expected figure: fast is nobody, slow is still ambiguous (node 0, node 1 or the link)
+    assert localize(2, SimulatedFabric(), expected_gbps=10.0).outcome == L.NOBODY
+    slow = localize(2, SimulatedFabric(slow_links={(0, 1): 0.1}), expected_gbps=10.0)
+    assert slow.outcome == L.AMBIGUOUS and "link between them" in slow.notes[0]
+
+
+@pytest.mark.parametrize("n", [4, 5, 8, 9, 16])
+def test_noise_alone_names_nobody_and_does_not_hide_a_slow_node(n: int) -> None:
+    assert localize(n, SimulatedFabric(noise=0.2)).outcome == L.NOBODY
+    for slow in range(n):
+        loc = localize(n, SimulatedFabric(noise=0.2, slow_nodes={slow: 0.1}))
+        assert loc.slow_nodes == [slow], (n, slow, loc.to_dict())
+
+
+def test_two_slow_nodes_in_one_pair_take_a_third_round() -> None:
+    loc = localize(8, SimulatedFabric(slow_nodes={2: 0.05, 3: 0.05}))
+    assert loc.outcome == L.FOUND and loc.slow_nodes == [2, 3] and len(loc.rounds) == 3
+
+
+def test_slow_node_and_slow_link_together() -> None:
+    loc = localize(16, SimulatedFabric(slow_nodes={9: 0.05}, slow_links={(4, 5): 0.2}))
+    assert loc.slow_nodes == [9] and loc.slow_links == [(4, 5)] and len(loc.rounds) == 2
+
+
+def test_round_budget_leaves_suspects_inconclusive() -> None:
+    loc = localize(8, SimulatedFabric(slow_nodes={5: 0.05}), max_rounds=1)
+    assert loc.outcome == L.INCONCLUSIVE and loc.suspects == [4, 5]
+    assert "round budget" in loc.notes[0]
+
+
+def test_deadline_stops_before_a_round_that_would_not_fit() -> None:
+    now = [0.0]
+
+    def clock() -> float:
+        return now[0]
+
+    fab = SimulatedFabric(slow_nodes={5: 0.05})
+
+    def slow_measure(pairs: Sequence[L.Pair]) -> dict[L.Pair, float]:
+        now[0] += 10.0  # every round takes 10 s
+        return fab(pairs)
+
+    loc = localize(8, slow_measure, deadline_s=15.0, clock=clock)
+    assert len(loc.rounds) == 1 and loc.outcome == L.INCONCLUSIVE and loc.suspects == [4, 5]
+    assert "15 s deadline" in loc.notes[0]
+    assert localize(8, slow_measure, deadline_s=25.0, clock=clock).slow_nodes == [5]
+
+
+def test_everything_below_an_expected_figure_blames_the_fabric_not_a_node() -> None:
+    loc = localize(8, SimulatedFabric(healthy_gbps=1.0), expected_gbps=10.0)
+    assert loc.outcome == L.INCONCLUSIVE and loc.slow_nodes == [] and loc.slow_links == []
+    assert any("fabric as a whole" in n for n in loc.notes)
+
+
+def test_bad_input_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least two"):
+        localize(1, SimulatedFabric())
+    with pytest.raises(ValueError, match="slow_frac"):
+        localize(4, SimulatedFabric(), slow_frac=1.5)
+    with pytest.raises(ValueError, match="no usable figure"):
+        localize(4, lambda pairs: {pairs[0]: 1.0})
+    with pytest.raises(ValueError, match="no usable figure"):
+        localize(4, lambda pairs: {p: float("nan") for p in pairs})
+
+
+def test_every_round_is_recorded_with_names() -> None:
+    loc = localize(4, SimulatedFabric(slow_nodes={3: 0.05}))
+    doc = loc.to_dict(["a", "b", "c", "d"])
+    assert doc["outcome"] == "found" and doc["slow_nodes"] == ["d"]
+    assert [r["round"] for r in doc["rounds"]] == [1, 2]
+    first = doc["rounds"][0]
+    assert first["pairs"][1]["nodes"] == ["c", "d"] and first["pairs"][1]["slow"] is True
+    assert first["suspects"] == ["c", "d"] and first["reference_gbps"] == pytest.approx(10.0)
+
+
+@pytest.mark.parametrize("n", [64, 512])
+def test_large_plans_stay_logarithmic(n: int) -> None:
+    budget = L.default_max_rounds(n)
+    for fab in (SimulatedFabric(slow_nodes={n - 1: 0.05}), SimulatedFabric(slow_links={(10, 11): 0.1}),
+                SimulatedFabric(slow_nodes={i: 0.05 for i in range(0, n, 9)}, noise=0.1)):
+        loc = localize(n, fab)
+        assert loc.outcome == L.FOUND and len(loc.rounds) <= budget, loc.to_dict()
+        _check_rounds(loc)
+    assert budget == {64: 6, 512: 9}[n]
+    assert L.default_max_rounds(8) == 3
