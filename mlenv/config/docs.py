@@ -46,6 +46,17 @@ RULES = """\
 - `ssh_port` and `master_port` differ.
 - Deploying with MODE=rdma on a cluster with `network.rdma.enabled: false` falls back to
   TCP with a warning.
+- `platform: slurm` needs `slurm.partition` and `slurm.shared_dir`. `partition`, `account`,
+  `qos` and `constraint` are plain words (letters, digits, `_`, `.`, `-`, not starting with
+  `-`); `time_limit` parses as a Slurm time and is not zero; `shared_dir` (and
+  `hosts.shared_dir`) is an absolute path without `..`, spaces or shell metacharacters;
+  `python` is a command name or an absolute path; `container_image` is an image reference or
+  an absolute `.sqsh` path; `container_mounts` entries are `SRC:DST[:ro|:rw]` absolute paths.
+- `platform: hosts` needs `nodes.gpu_nodes` (host 0 is the head); `hosts.ssh_user` is a user
+  name, `hosts.ssh_key` an absolute or `~/` path.
+- Keys for another platform are warnings, not errors: a `slurm:` or `hosts:` section under a
+  different platform, and on `slurm`/`hosts` the pod-only keys (`storage`, `security`,
+  `dev_tools`, `scheduling`, `resources`, `shm_size`, `ssh_port`, `image.ref`).
 """
 
 

@@ -19,6 +19,7 @@ from mlenv.config.model import (
     DevTools,
     ExtendedResource,
     Gpus,
+    Hosts,
     Image,
     ImageBuild,
     Mode,
@@ -28,6 +29,7 @@ from mlenv.config.model import (
     Resources,
     Scheduling,
     Security,
+    Slurm,
     Storage,
     Tcp,
     Toleration,
@@ -335,7 +337,33 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
         dev_tools=DevTools(**{f.name: tools.get(f.name, f.default) for f in dataclasses.fields(DevTools)}),
         scheduling=_scheduling(_d(data, "scheduling")),
         notes=data.get("notes", _default(Cluster, "notes")),
+        platform=data.get("platform", _default(Cluster, "platform")),
+        slurm=_slurm(_d(data, "slurm")),
+        hosts=_hosts(_d(data, "hosts")),
         source=source,
+    )
+
+
+def _slurm(s: dict[str, Any]) -> Slurm:
+    """``slurm:`` with the model's defaults for unset keys."""
+    d = Slurm()
+    return Slurm(
+        partition=s.get("partition", d.partition), account=s.get("account", d.account),
+        qos=s.get("qos", d.qos), time_limit=str(s.get("time_limit", d.time_limit)),
+        constraint=s.get("constraint", d.constraint), exclusive=s.get("exclusive", d.exclusive),
+        gpus_flag=s.get("gpus_flag", d.gpus_flag), container_image=s.get("container_image", d.container_image),
+        container_mounts=tuple(s.get("container_mounts") or ()), shared_dir=s.get("shared_dir", d.shared_dir),
+        python=s.get("python", d.python),
+    )
+
+
+def _hosts(h: dict[str, Any]) -> Hosts:
+    """``hosts:`` with the model's defaults for unset keys."""
+    d = Hosts()
+    return Hosts(
+        ssh_user=h.get("ssh_user", d.ssh_user), ssh_port=int(h.get("ssh_port", d.ssh_port)),
+        ssh_key=h.get("ssh_key", d.ssh_key), shared_dir=h.get("shared_dir", d.shared_dir),
+        python=h.get("python", d.python),
     )
 
 

@@ -13,6 +13,8 @@ from typing import Literal
 
 Mode = Literal["rdma", "tcp"]
 StorageMode = Literal["rwx", "volumeClaimTemplates"]
+Platform = Literal["openshift", "kubernetes", "slurm", "hosts"]
+GpusFlag = Literal["gpus-per-node", "gres", "none"]
 
 
 @dataclass(frozen=True)
@@ -166,6 +168,34 @@ class Scheduling:
 
 
 @dataclass(frozen=True)
+class Slurm:
+    """``slurm:`` — how ``platform: slurm`` submits (every value is checked, then shell-quoted)."""
+
+    partition: str = ""  # required on platform: slurm
+    account: str = ""
+    qos: str = ""
+    time_limit: str = "01:00:00"
+    constraint: str = ""
+    exclusive: bool = True
+    gpus_flag: GpusFlag = "gpus-per-node"
+    container_image: str = ""  # "" = the nodes' own Python; set = srun --container-image (pyxis)
+    container_mounts: tuple[str, ...] = ()
+    shared_dir: str = ""  # required on platform: slurm
+    python: str = "python3"
+
+
+@dataclass(frozen=True)
+class Hosts:
+    """``hosts:`` — plain machines over ssh (``platform: hosts``); ``nodes.gpu_nodes`` lists them."""
+
+    ssh_user: str = ""  # "" = the current user
+    ssh_port: int = 22
+    ssh_key: str = ""  # "" = ssh's own defaults
+    shared_dir: str = ""  # "" = copy workspace/ out and results back over ssh
+    python: str = "python3"
+
+
+@dataclass(frozen=True)
 class Cluster:
     """A validated cluster config. ``source`` is the file it came from (None if built in code)."""
 
@@ -185,6 +215,9 @@ class Cluster:
     dev_tools: DevTools = field(default_factory=DevTools)
     scheduling: Scheduling = field(default_factory=Scheduling)
     notes: str = ""
+    platform: Platform = "openshift"
+    slurm: Slurm = field(default_factory=Slurm)
+    hosts: Hosts = field(default_factory=Hosts)
     source: Path | None = None
 
     @property

@@ -199,11 +199,102 @@ class _Rules:
         self.gpus()
         self.nccl_env()
         self.quoted_integers()
+        self.platform()
         ssh, master = (_as_int(self.data.get(k, _DEFAULT_PORTS[k])) for k in ("ssh_port", "master_port"))
         if ssh is not None and ssh == master:
             key = "master_port" if "master_port" in self.data else "ssh_port"
             self.err((key,), f"ssh_port and master_port are both {ssh}; they must differ")
         return self.out
+
+    # --- platforms (issue 13) ------------------------------------------------------------
+
+    def platform(self) -> None:
+        """``slurm:``/``hosts:`` values reach batch scripts and ssh command lines: each is
+        checked here (and quoted there). Keys meant for another platform are warnings."""
+        plat = self.data.get("platform", "openshift")
+        if not isinstance(plat, str):
+            return
+        for section in ("slurm", "hosts"):
+            if section in self.data and plat != section:
+                self.warn((section,), f"'{section}:' applies to platform: {section}, but this config's "
+                          f"platform is {plat}: it is ignored", f"set 'platform: {section}' or remove the section",
+                          key=True)
+        if plat in ("slurm", "hosts"):
+            for key, why in _K8S_ONLY.items():
+                if key in self.data:
+                    self.warn((key,), f"'{key}' is {why}; platform {plat} ignores it", key=True)
+            ref = _get(self.data, "image", "ref")
+            if isinstance(ref, str) and ref:
+                where = "slurm.container_image" if plat == "slurm" else "the hosts' own Python"
+                self.warn(("image", "ref"), f"image.ref is the pods' image; platform {plat} ignores it "
+                          f"(use {where})")
+        self.slurm(plat == "slurm")
+        self.hosts(plat == "hosts")
+
+    def slurm(self, active: bool) -> None:
+        s = _get(self.data, "slurm")
+        s = s if isinstance(s, dict) else {}
+        base: JsonPath = ("slurm",)
+        for key in ("partition", "shared_dir"):
+            if active and not s.get(key):
+                self.err((*base, key) if key in s else ((*base,) if "slurm" in self.data else ("platform",)),
+                         f"slurm.{key} is required on platform: slurm",
+                         "the partition to submit to" if key == "partition"
+                         else "a filesystem every node sees, e.g. /shared/mlenv", key=key not in s)
+        for key in ("partition", "account", "qos", "constraint"):
+            v = s.get(key)
+            if isinstance(v, str) and v and not _SLURM_WORD.fullmatch(v):
+                self.err((*base, key), f"{_short(v)} is not a plain Slurm name (letters, digits, '_', '.', "
+                         "'-', not starting with '-', at most 64 characters)")
+        tl = s.get("time_limit")
+        if isinstance(tl, str):
+            minutes = slurm_minutes(tl)
+            if minutes is None:
+                self.err((*base, "time_limit"), f"{_short(tl)} is not a Slurm time (minutes, MM:SS, HH:MM:SS, "
+                         "D-HH, D-HH:MM or D-HH:MM:SS)")
+            elif minutes <= 0:
+                self.err((*base, "time_limit"), f"{_short(tl)} is zero: the job could not run")
+        self._abs_path((*base, "shared_dir"), s.get("shared_dir"))
+        self._python((*base, "python"), s.get("python"))
+        img = s.get("container_image")
+        if isinstance(img, str) and img and not (_IMAGE_REF.fullmatch(img) or _sqsh_ok(img)):
+            self.err((*base, "container_image"), f"{_short(img)} is not an image reference or an absolute "
+                     "path to a .sqsh file (no spaces, commas or shell metacharacters)")
+        mounts = s.get("container_mounts")
+        if isinstance(mounts, list):
+            for i, m in enumerate(mounts):
+                if isinstance(m, str) and not _mount_ok(m):
+                    self.err((*base, "container_mounts", i), f"{_short(m)} is not a mount 'SRC:DST[:ro|:rw]' "
+                             "of absolute paths (no spaces, commas or shell metacharacters)")
+
+    def hosts(self, active: bool) -> None:
+        h = _get(self.data, "hosts")
+        h = h if isinstance(h, dict) else {}
+        base: JsonPath = ("hosts",)
+        nodes = _get(self.data, "nodes", "gpu_nodes")
+        if active and not (isinstance(nodes, list) and nodes):
+            self.err(("nodes", "gpu_nodes") if isinstance(_get(self.data, "nodes"), dict) else ("platform",),
+                     "platform: hosts needs the hosts listed in nodes.gpu_nodes (host 0 is the head)")
+        user = h.get("ssh_user")
+        if isinstance(user, str) and user and not _USER.fullmatch(user):
+            self.err((*base, "ssh_user"), f"{_short(user)} is not a user name (lower-case letters, digits, "
+                     "'_', '-', not starting with '-')")
+        key = h.get("ssh_key")
+        if isinstance(key, str) and key and not _KEY_PATH.fullmatch(key):
+            self.err((*base, "ssh_key"), f"{_short(key)} is not an absolute or ~/ path (letters, digits, "
+                     "'_', '.', '/', '+', '-'; no spaces or shell metacharacters)")
+        self._abs_path((*base, "shared_dir"), h.get("shared_dir"))
+        self._python((*base, "python"), h.get("python"))
+
+    def _abs_path(self, path: JsonPath, v: Any) -> None:
+        if isinstance(v, str) and v and not _abs_path_ok(v):
+            self.err(path, f"{_short(v)} is not an absolute path (letters, digits, '_', '.', '/', '+', '-'; "
+                     "no '..', spaces or shell metacharacters)")
+
+    def _python(self, path: JsonPath, v: Any) -> None:
+        if isinstance(v, str) and not (_COMMAND.fullmatch(v) or _abs_path_ok(v)):
+            self.err(path, f"{_short(v)} is not a command name (python3) or an absolute path to an "
+                     "interpreter (no spaces, options or shell metacharacters)")
 
     def quoted_integers(self) -> None:
         """The range of every quoted integer (``cross_nic: "1"``, as upstream ml-dev-env
@@ -414,6 +505,59 @@ _ENV_UNSAFE = re.compile(r"[\x00-\x1f\x7f\"'$`\\]")
 _TEXT_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _TEXT_UNSAFE_ML = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _API = re.compile(rf"(?:https://)?{_DOMAIN}/?")
+
+
+# Keys only the Kubernetes/OpenShift renderer reads, and what they are.
+_K8S_ONLY = {
+    "storage": "the pods' volumes", "security": "the pods' service account and SCC",
+    "dev_tools": "the dev tools' Routes", "scheduling": "the pods' tolerations and node selector",
+    "resources": "the containers' requests and limits", "shm_size": "the pods' /dev/shm size",
+    "ssh_port": "the pods' launcher sshd port",
+}
+_SLURM_WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+_COMMAND = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
+_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+_PATH_CHARS = r"[A-Za-z0-9_./+-]*"
+_KEY_PATH = re.compile(r"(/|~/)" + _PATH_CHARS)
+_SLURM_TIME = re.compile(
+    r"(?:(?P<d>[0-9]{1,4})-(?P<dh>[0-9]{1,2})(?::(?P<dm>[0-9]{1,2})(?::(?P<ds>[0-9]{1,2}))?)?"
+    r"|(?P<h>[0-9]{1,3}):(?P<hm>[0-9]{1,2}):(?P<hs>[0-9]{1,2})"
+    r"|(?P<m>[0-9]{1,6})(?::(?P<ms>[0-9]{1,2}))?)")
+
+
+def slurm_minutes(text: str) -> float | None:
+    """A Slurm ``--time`` value in minutes (``UNLIMITED``/``INFINITE`` → inf), or None if it is
+    not one. Forms as sbatch(1) lists them: minutes, minutes:seconds, hours:minutes:seconds,
+    days-hours, days-hours:minutes, days-hours:minutes:seconds."""
+    if text in ("UNLIMITED", "INFINITE", "unlimited", "infinite"):
+        return float("inf")
+    m = _SLURM_TIME.fullmatch(text)
+    if not m:
+        return None
+    g = {k: int(v) for k, v in m.groupdict().items() if v is not None}
+    if any(g.get(k, 0) > 59 for k in ("dm", "ds", "hm", "hs", "ms")) or g.get("dh", 0) > 23:
+        return None
+    if "d" in g:
+        return g["d"] * 1440 + g["dh"] * 60 + g.get("dm", 0) + g.get("ds", 0) / 60
+    if "h" in g:
+        return g["h"] * 60 + g["hm"] + g["hs"] / 60
+    return g["m"] + g.get("ms", 0) / 60
+
+
+def _abs_path_ok(v: str) -> bool:
+    return (v.startswith("/") and re.fullmatch(_PATH_CHARS, v) is not None
+            and ".." not in v.split("/") and len(v) <= 1024)
+
+
+def _sqsh_ok(v: str) -> bool:
+    return _abs_path_ok(v) and v.endswith(".sqsh")
+
+
+def _mount_ok(v: str) -> bool:
+    parts = v.split(":")
+    if len(parts) == 3 and parts[2] in ("ro", "rw"):
+        parts = parts[:2]
+    return len(parts) in (1, 2) and all(_abs_path_ok(p) for p in parts)
 
 
 def _char(c: str) -> str:
