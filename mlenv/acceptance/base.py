@@ -8,12 +8,16 @@ from rank 0 only. The runner gathers all ranks' results on rank 0 under a deadli
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
+from mlenv.acceptance import faults
+from mlenv.acceptance.options import CheckOptions
 from mlenv.acceptance.result import CheckResult
+
+OptT = TypeVar("OptT", bound=CheckOptions)
 
 
 @dataclass
@@ -30,7 +34,9 @@ class RunContext:
     backend: str  # "nccl" | "gloo"
     device: str  # "cuda:<local_rank>" | "cpu"
     profile: str = "quick"  # "quick" | "full"
-    options: dict[str, Any] = field(default_factory=dict)  # per-check options, keyed by check name
+    # Option overrides {check or family: {option: value}} over the profile (the options
+    # file, already merged with the profile by the entry point; see options_of).
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     deadline_s: float = 120.0  # per-check deadline; collectives use it as their timeout
     report_dir: Path = Path("acceptance-report")
 
@@ -39,16 +45,29 @@ class RunContext:
         """True when this rank drives a CUDA device."""
         return self.device.startswith("cuda")
 
-    def opt(self, check: str, key: str, default: Any) -> Any:
-        """Option ``key`` of check ``check``, or ``default``.
+    def options_of(self, cls: type[OptT], check: str) -> OptT:
+        """The typed options of ``check`` (declared by ``cls``) for this rank's device and profile.
 
-        Looks in ``options[check]`` first, then in the options of the check's family
-        (``collectives`` for ``collectives.all_reduce``), which is how profiles are keyed.
+        Resolved by :func:`mlenv.acceptance.profiles.options_for`: the check's CPU or GPU
+        defaults, the profile, then ``options`` (keyed by check name or family). Raises
+        InputError for an unknown option or a wrong value.
         """
-        own = self.options.get(check, {})
-        if key in own:
-            return own[key]
-        return self.options.get(check.split(".", 1)[0], {}).get(key, default)
+        from mlenv.acceptance.profiles import options_for
+
+        fam = check.split(".", 1)[0]
+        siblings = tuple(k for name, c in _REGISTRY.items() if name.split(".", 1)[0] == fam
+                         for k in c.Options.keys())
+        got = options_for(cls, check, profile=self.profile, cuda=self.is_cuda, overrides=self.options,
+                          family_keys=siblings)
+        assert isinstance(got, cls)
+        return got
+
+    def fault(self, kind: str, check: str) -> dict[str, str] | None:
+        """The parameters of an injected fault of ``kind`` for ``check`` on this rank, or None.
+
+        The one way checks and the runner ask :mod:`mlenv.acceptance.faults` (``MLENV_FAULT``).
+        """
+        return faults.active(kind, rank=self.rank, node_rank=self.node_rank, check=check)
 
 
 class Check(ABC):
@@ -56,6 +75,9 @@ class Check(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
+    # The check's options (mlenv.acceptance.options): a frozen dataclass of option(...)
+    # fields with CPU and GPU defaults; read them with ctx.options_of(TheOptions, self.name).
+    Options: ClassVar[type[CheckOptions]] = CheckOptions
 
     def setup(self, ctx: RunContext) -> None:  # noqa: B027 - optional hook
         """Prepare (allocate buffers, build models). Default: nothing."""
@@ -76,6 +98,7 @@ def register(cls: C) -> C:
     """Class decorator: add a check to the registry under ``cls.name``."""
     if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
         raise ValueError(f"duplicate check name {cls.name!r}")
+    cls.Options.specs()  # a malformed options declaration fails at import, not mid-run
     _REGISTRY[cls.name] = cls
     return cls
 
@@ -86,3 +109,8 @@ def registry() -> dict[str, type[Check]]:
 
 
 CheckFactory = Callable[[], Check]
+
+
+def option_classes() -> dict[str, type[CheckOptions]]:
+    """Each registered check's options class by check name (for validating an options layer)."""
+    return {name: cls.Options for name, cls in _REGISTRY.items()}

@@ -6,12 +6,15 @@ Kinds in use: ``kill`` (the process exits hard before the check), ``hang`` (it s
 forever before the check), ``slow`` (the check's timed work is stretched by
 ``factor``), ``corrupt`` (the compute result is perturbed). ``rank`` is the global
 rank, ``node`` the node rank, ``check`` a check-name prefix; omitted keys match all.
-Stdlib only.
+Checks and the runner ask through :meth:`mlenv.acceptance.base.RunContext.fault`, which
+fills in this rank and node. Stdlib only.
 """
 
 from __future__ import annotations
 
 import os
+
+KINDS = ("kill", "hang", "slow", "corrupt")
 
 
 def _parse(spec: str) -> list[tuple[str, dict[str, str]]]:
@@ -31,7 +34,13 @@ def _parse(spec: str) -> list[tuple[str, dict[str, str]]]:
 
 
 def active(kind: str, *, rank: int, node_rank: int = 0, check: str = "") -> dict[str, str] | None:
-    """The parameters of an injected fault of ``kind`` matching this rank/check, or None."""
+    """The parameters of an injected fault of ``kind`` matching this rank/check, or None.
+
+    Raises ValueError for a ``kind`` not in :data:`KINDS` (a typo in a check would
+    otherwise test nothing, silently).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"unknown fault kind {kind!r} (known: {', '.join(KINDS)})")
     spec = os.environ.get("MLENV_FAULT", "")
     if not spec:
         return None

@@ -1,54 +1,68 @@
-"""Profiles: per-check option dicts for ``quick`` (CI, laptops) and ``full`` (sign-off).
+"""Profiles: the option values each run changes from the checks' own defaults.
 
-Checks read these with ``ctx.opt(check, key, default)``; an options file (JSON or
-YAML, ``{check: {key: value}}``) is merged over the profile. ``quick`` keeps the whole
-two-CPU-rank suite under about a minute.
+The defaults themselves live with each check (its options dataclass,
+:mod:`mlenv.acceptance.options`): ``quick`` (CI, laptops; the whole two-CPU-rank suite
+in about a minute) is the checks' defaults, ``full`` (sign-off) overrides sizes and
+iterations. A profile's ``overrides`` apply on every device, ``cuda_overrides`` on top
+of them on a GPU rank. An options file (``--options FILE``, YAML or JSON
+``{check or family: {option: value}}``) is merged over the profile.
+
+Adding a check needs no edit here unless a profile should run it with other values
+than its defaults.
 """
 
 from __future__ import annotations
 
-import copy
-import json
-from pathlib import Path
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
+from mlenv.acceptance.options import (
+    CheckOptions,
+    OptionLayer,
+    build,
+    load_file,
+    merge,
+    validate,
+)
 from mlenv.errors import InputError
 
-PROFILES: dict[str, dict[str, dict[str, Any]]] = {
-    "quick": {
-        "compute": {"n": 512, "iters": 5, "warmup": 2},
-        "memory": {"bytes": 32 * 2**20, "iters": 5},
-        "collectives": {"min_bytes": 1024, "max_bytes": 4 * 2**20, "factor": 4, "iters": 5, "warmup": 2},
-        "training": {"model": "resnet18", "steps": 8, "batch_size": 8, "zero_stage": 2,
-                     "dataset": "synthetic", "data_dir": ""},
-    },
-    "full": {
-        "compute": {"n": 8192, "iters": 50, "warmup": 10},
-        "memory": {"bytes": 1024 * 2**20, "iters": 20},
-        "collectives": {"min_bytes": 8, "max_bytes": 8 * 2**30, "factor": 2, "iters": 20, "warmup": 5},
-        "training": {"model": "resnet50", "steps": 100, "batch_size": 64, "zero_stage": 2,
-                     "dataset": "synthetic", "data_dir": ""},
-    },
-}
+Overrides = dict[str, dict[str, Any]]
 
-# What each profile changes on a GPU rank: sizes that measure the device, not launch
-# overhead or the cache (a 512³ GEMM is launch-bound at tens of TFLOPS on an H100, a
-# 32 MiB copy fits in its 50 MB L2). Full-profile training is the published ResNet-50
-# setup (batch 256 per GPU, 224 px) that the GPU baselines' throughput figure refers to.
-CUDA_OVERRIDES: dict[str, dict[str, dict[str, Any]]] = {
-    "quick": {
-        "compute": {"n": 8192, "iters": 10, "warmup": 3},
-        "memory": {"bytes": 1024 * 2**20, "iters": 10},
-        "collectives": {"min_bytes": 1024, "max_bytes": 256 * 2**20, "factor": 4, "iters": 10, "warmup": 3},
-        "training": {"model": "resnet50", "steps": 20, "warmup_steps": 5, "batch_size": 64},
-    },
-    "full": {
-        "training": {"batch_size": 256, "image_size": 224, "warmup_steps": 10},
-    },
+
+@dataclass(frozen=True)
+class Profile:
+    """A named run: its per-check deadline and the option values it changes (every check runs)."""
+
+    name: str
+    help: str
+    deadline_s: float  # per-check deadline; --deadline overrides
+    overrides: Overrides = field(default_factory=dict)
+    cuda_overrides: Overrides = field(default_factory=dict)
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile("quick", "CI and laptops: the checks' defaults", deadline_s=120.0),
+        Profile(
+            "full", "sign-off: large sweeps and the published ResNet-50 training setup", deadline_s=900.0,
+            overrides={
+                "compute": {"n": 8192, "iters": 50, "warmup": 10},
+                "memory": {"bytes": 1024 * 2**20, "iters": 20},
+                "collectives": {"min_bytes": 8, "max_bytes": 8 * 2**30, "factor": 2, "iters": 20, "warmup": 5},
+                "training": {"model": "resnet50", "steps": 100, "batch_size": 64},
+            },
+            # The published ResNet-50 setup (batch 256 per GPU, 224 px) that the GPU
+            # baselines' throughput figure refers to.
+            cuda_overrides={"training": {"batch_size": 256, "image_size": 224, "warmup_steps": 10}},
+        ),
+    )
 }
 
 # Per-check deadline (seconds) each profile defaults to; --deadline overrides.
-DEADLINES: dict[str, float] = {"quick": 120.0, "full": 900.0}
+DEADLINES: dict[str, float] = {name: p.deadline_s for name, p in PROFILES.items()}
 
 
 def profile_names() -> list[str]:
@@ -56,50 +70,72 @@ def profile_names() -> list[str]:
     return sorted(PROFILES)
 
 
-def _check_options_doc(doc: Any, path: str) -> dict[str, dict[str, Any]]:
-    if doc is None:
-        return {}
-    if not isinstance(doc, dict):
-        raise InputError(f"{path}:1: expected a mapping of check name to options, got {type(doc).__name__}")
-    out: dict[str, dict[str, Any]] = {}
-    for k, v in doc.items():
-        if not isinstance(v, dict):
-            raise InputError(f"{path}: {k}: expected a mapping of option name to value, got {type(v).__name__}")
-        out[str(k)] = dict(v)
-    return out
-
-
-def load_options_file(path: str | Path) -> dict[str, dict[str, Any]]:
-    """Read an options file (JSON or YAML). Raises InputError naming the file and line."""
-    import yaml
-
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"{p}: cannot read options file: {e}") from None
-    try:
-        doc = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"{p}:{e.lineno}:{e.colno}: invalid JSON: {e.msg}") from None
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark is not None else str(p)
-        raise InputError(f"{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
-    return _check_options_doc(doc, str(p))
-
-
-def resolve(profile: str, overrides: dict[str, dict[str, Any]] | None = None,
-            device: str = "cpu") -> dict[str, dict[str, Any]]:
-    """The option dicts of ``profile`` on ``device`` ("cpu" | "cuda[:i]"), ``overrides`` merged last.
-
-    Precedence, lowest first: the profile, its GPU sizes (on CUDA), the options file.
-    """
+def get(profile: str) -> Profile:
+    """The profile called ``profile``; InputError naming the known ones."""
     if profile not in PROFILES:
         raise InputError(f"unknown profile {profile!r} (expected one of: {', '.join(profile_names())})")
-    opts = copy.deepcopy(PROFILES[profile])
-    layers = [CUDA_OVERRIDES.get(profile, {})] if device.startswith("cuda") else []
-    for layer in [*layers, overrides or {}]:
-        for check, kv in layer.items():
-            opts.setdefault(check, {}).update(kv)
-    return opts
+    return PROFILES[profile]
+
+
+def load_options_file(path: str | os.PathLike[str]) -> OptionLayer:
+    """Read an options file (YAML or JSON) with the strict reader; InputError names file:line:col."""
+    return load_file(path)
+
+
+def resolve(profile: str, overrides: Mapping[str, Mapping[str, Any]] | None = None,
+            device: str = "cpu") -> OptionLayer:
+    """The override layers of ``profile`` on ``device`` ("cpu" | "cuda[:i]"), ``overrides`` merged last.
+
+    Precedence, lowest first: the checks' defaults (applied by :func:`options_for`), the
+    profile, its GPU overrides (on CUDA), the options file. The result keeps where each
+    value of the options file came from. Every section and value is validated against
+    every registered check (:func:`validate_options`): InputError, located.
+    """
+    layer = _layers(profile, device, overrides)
+    validate_options(layer, registered_options())
+    return layer
+
+
+def _layers(profile: str, device: str, overrides: Mapping[str, Mapping[str, Any]] | None) -> OptionLayer:
+    p = get(profile)
+    layers: list[Mapping[str, Mapping[str, Any]]] = [p.overrides]
+    if device.startswith("cuda"):
+        layers.append(p.cuda_overrides)
+    layers.append(overrides or {})
+    return merge(layers)
+
+
+def options_for(cls: type[CheckOptions], check: str, *, profile: str, cuda: bool,
+                overrides: Mapping[str, Mapping[str, Any]] | None = None,
+                family_keys: tuple[str, ...] = ()) -> CheckOptions:
+    """The one place a check's typed options are made: defaults → profile → GPU overrides → ``overrides``.
+
+    ``overrides`` may already hold the profile's values (what :func:`resolve` returns):
+    applying the profile again under them changes nothing. Raises InputError, located.
+    """
+    layer = _layers(profile, "cuda" if cuda else "cpu", overrides)
+    return build(cls, check, layer, cuda=cuda, family_keys=family_keys)
+
+
+def registered_options() -> dict[str, type[CheckOptions]]:
+    """Options class of every check: the shipped ones and ``MLENV_ACCEPTANCE_PLUGINS`` modules."""
+    import importlib
+
+    from mlenv.acceptance.base import option_classes
+
+    importlib.import_module("mlenv.acceptance.checks")
+    for mod in filter(None, (m.strip() for m in os.environ.get("MLENV_ACCEPTANCE_PLUGINS", "").split(","))):
+        try:
+            importlib.import_module(mod)
+        except ImportError:
+            continue  # the entry point names a plugin it cannot import when it loads the checks
+    return option_classes()
+
+
+def validate_options(layer: Mapping[str, Mapping[str, Any]], checks: Mapping[str, type[CheckOptions]]) -> None:
+    """Every section of ``layer`` names a check or family and every check's options build.
+
+    ``checks`` maps each registered check to its options class. Raises InputError
+    (``file:line:col: section.option: what is wrong`` where the value came from a file).
+    """
+    validate(layer, checks)

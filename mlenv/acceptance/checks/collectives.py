@@ -1,7 +1,7 @@
 """collectives.<op>: bandwidth sweeps with a data check, in the nccl-tests manner.
 
 One check per op (all_reduce, all_gather, reduce_scatter, all_to_all, broadcast), each
-swept from ``min_bytes`` to ``max_bytes`` by ``factor`` (``ctx.opt("collectives", …)``).
+swept from ``min_bytes`` to ``max_bytes`` by ``factor`` (:class:`CollectiveOptions`).
 Per size: fill the inputs with rank-dependent known values, run the op once and count
 the output elements that differ from the exact expected values (small integers in
 fp32, so the sums are exact on every backend), then ``warmup`` untimed and ``iters``
@@ -38,7 +38,6 @@ from collections.abc import MutableMapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mlenv.acceptance import faults
 from mlenv.acceptance.base import Check, RunContext, register
 from mlenv.acceptance.busbw import (
     Row,
@@ -48,6 +47,7 @@ from mlenv.acceptance.busbw import (
     size_sweep,
     summarize,
 )
+from mlenv.acceptance.options import CheckOptions, at_least, option
 from mlenv.acceptance.result import CheckResult, Status
 from mlenv.acceptance.timing import measure
 
@@ -267,10 +267,29 @@ def _nodes_in(spec: GroupSpec, ctx: RunContext) -> int:
     return {"intra": 1, "world": ctx.nnodes}.get(spec.scope, len(spec.ranks))
 
 
+@dataclass(frozen=True)
+class CollectiveOptions(CheckOptions):
+    """Options of every collectives.<op> sweep (set them for all with the ``collectives`` family)."""
+
+    min_bytes: int = option(1024, help="smallest message of the sweep, in bytes")
+    max_bytes: int = option(4 * 2**20, cuda=256 * 2**20, help="largest message of the sweep, in bytes")
+    factor: int = option(4, help="each size is the previous one times this")
+    iters: int = option(5, cuda=10, help="timed calls per size (their mean counts)")
+    warmup: int = option(2, cuda=3, help="untimed calls per size first")
+
+    def problems(self) -> list[tuple[str, str]]:
+        """A sweep that goes up from a positive size."""
+        out = at_least(self, 1, "min_bytes", "iters") + at_least(self, 2, "factor") + at_least(self, 0, "warmup")
+        if self.max_bytes < self.min_bytes:
+            out.append(("max_bytes", f"must be >= min_bytes ({self.min_bytes}), got {self.max_bytes}"))
+        return out
+
+
 class CollectiveCheck(Check):
     """Shared sweep of one collective op; subclasses name the op."""
 
     op: str
+    Options = CollectiveOptions
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """Sweep the op on every planned group; group leaders return the results."""
@@ -278,13 +297,9 @@ class CollectiveCheck(Check):
         import torch.distributed as dist
 
         t0 = time.perf_counter()
-        gpu = ctx.is_cuda
-        min_b = int(ctx.opt(self.name, "min_bytes", 1024))
-        max_b = int(ctx.opt(self.name, "max_bytes", 2**30 if gpu else 4 * 2**20))
-        factor = int(ctx.opt(self.name, "factor", 2 if gpu else 4))
-        iters = int(ctx.opt(self.name, "iters", 20 if gpu else 5))
-        warmup = int(ctx.opt(self.name, "warmup", 5 if gpu else 2))
-        fault = faults.active("corrupt", rank=ctx.rank, node_rank=ctx.node_rank, check=self.name)
+        o = ctx.options_of(CollectiveOptions, self.name)
+        min_b, max_b, factor, iters, warmup = o.min_bytes, o.max_bytes, o.factor, o.iters, o.warmup
+        fault = ctx.fault("corrupt", self.name)
         corrupt = fault is not None and fault.get("check", "").startswith(FAMILY)
 
         layout: list[Any] = [None] * ctx.world_size

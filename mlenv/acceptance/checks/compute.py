@@ -25,8 +25,8 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from mlenv.acceptance import faults
 from mlenv.acceptance.base import Check, RunContext, register
+from mlenv.acceptance.options import CheckOptions, at_least, option
 from mlenv.acceptance.result import CheckResult, Status
 from mlenv.acceptance.timing import measure, stretch_factor
 
@@ -140,27 +140,53 @@ def matmul_tf32(enabled: bool) -> Iterator[None]:
         m.allow_tf32 = prev
 
 
+@dataclass(frozen=True)
+class MatmulOptions(CheckOptions):
+    """Options of compute.matmul (a 512³ GEMM is launch-bound on a GPU: 8192³ measures the device)."""
+
+    n: int = option(512, cuda=8192, help="matrix size: n×n by n×n multiplies")
+    iters: int = option(5, cuda=10, help="timed samples (the best one counts)")
+    warmup: int = option(2, cuda=3, help="untimed multiplies first")
+    # A single 8192³ GEMM is ~1 ms on an H100: several per sample keep event overhead
+    # out of the figure; on CPU one multiply is already milliseconds.
+    inner: int = option(1, cuda=10, help="multiplies per timed sample")
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Sizes and counts must be positive (warm-up may be 0)."""
+        return at_least(self, 1, "n", "iters", "inner") + at_least(self, 0, "warmup")
+
+
+@dataclass(frozen=True)
+class QuorumOptions(CheckOptions):
+    """Options of compute.quorum."""
+
+    # Its own name, not "n": the family's "n" (8192 in the full profile) would make
+    # rank 0's float64 CPU reference take minutes.
+    quorum_n: int = option(256, cuda=1024, help=f"matrix size of the agreement multiply (1..{QUORUM_MAX_N})")
+
+    def problems(self) -> list[tuple[str, str]]:
+        """The size keeps every sum exact in fp32."""
+        if not 1 <= self.quorum_n <= QUORUM_MAX_N:
+            return [("quorum_n", f"must be in 1..{QUORUM_MAX_N} (exact in fp32), got {self.quorum_n}")]
+        return []
+
+
 @register
 class MatmulCheck(Check):
     """Per-device GEMM throughput in TFLOPS."""
 
     name = "compute.matmul"
     description = "matmul TFLOPS per device (bf16/fp16/tf32 on GPU, fp32 on CPU)"
+    Options = MatmulOptions
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """Time square multiplies per precision; one rank-scope result."""
         import torch
 
         t_start = time.perf_counter()
-        n = int(ctx.opt(self.name, "n", 8192 if ctx.is_cuda else 512))
-        iters = int(ctx.opt(self.name, "iters", 20 if ctx.is_cuda else 5))
-        warmup = int(ctx.opt(self.name, "warmup", 5 if ctx.is_cuda else 2))
-        # A single 8192³ GEMM is ~1 ms on an H100: several per sample keep event
-        # overhead out of the figure; on CPU one multiply is already milliseconds.
-        inner = int(ctx.opt(self.name, "inner", 10 if ctx.is_cuda else 1))
-        stretch = stretch_factor(
-            faults.active("slow", rank=ctx.rank, node_rank=ctx.node_rank, check=self.name)
-        )
+        o = ctx.options_of(MatmulOptions, self.name)
+        n, iters, warmup, inner = o.n, o.iters, o.warmup, o.inner
+        stretch = stretch_factor(ctx.fault("slow", self.name))
         dev = torch.device(ctx.device)
         metrics: dict[str, float] = {}
         timings: dict[str, Any] = {}
@@ -196,6 +222,7 @@ class QuorumCheck(Check):
 
     name = "compute.quorum"
     description = "every rank multiplies the same seeded inputs; disagreeing ranks are named"
+    Options = QuorumOptions
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """All ranks compute and all-gather a checksum; rank 0 returns the world result."""
@@ -203,18 +230,14 @@ class QuorumCheck(Check):
         import torch.distributed as dist
 
         t_start = time.perf_counter()
-        # Its own key, not "n": the family's "n" (8192 in the full profile) would make
-        # rank 0's float64 CPU reference take minutes.
-        n = int(ctx.opt(self.name, "quorum_n", 1024 if ctx.is_cuda else 256))
-        if not 1 <= n <= QUORUM_MAX_N:
-            raise ValueError(f"compute.quorum: quorum_n={n} must be in 1..{QUORUM_MAX_N}")
+        n = ctx.options_of(QuorumOptions, self.name).quorum_n
         gen = torch.Generator().manual_seed(QUORUM_SEED)
         a64 = torch.randint(-QUORUM_RANGE, QUORUM_RANGE + 1, (n, n), generator=gen).double()
         b64 = torch.randint(-QUORUM_RANGE, QUORUM_RANGE + 1, (n, n), generator=gen).double()
         dev = torch.device(ctx.device)
         with matmul_tf32(False) if ctx.is_cuda else nullcontext():  # TF32 would round the sums
             c = torch.matmul(a64.float().to(dev), b64.float().to(dev))
-        if faults.active("corrupt", rank=ctx.rank, node_rank=ctx.node_rank, check=self.name):
+        if ctx.fault("corrupt", self.name):
             c[0, 0] += 1.0  # one flipped value is what silent corruption looks like
         mine = (_digest(c), ctx.host)
         gathered: list[Any] = [None] * ctx.world_size

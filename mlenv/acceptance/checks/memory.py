@@ -9,10 +9,11 @@ samples after a warm-up. The ``slow`` fault stretches the samples like compute's
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
-from mlenv.acceptance import faults
 from mlenv.acceptance.base import Check, RunContext, register
+from mlenv.acceptance.options import CheckOptions, at_least, option
 from mlenv.acceptance.result import CheckResult, Status
 from mlenv.acceptance.timing import measure, stretch_factor
 
@@ -24,27 +25,36 @@ def copy_gbps(nbytes: int, seconds: float) -> float:
     return 2.0 * nbytes / seconds / 1e9
 
 
+@dataclass(frozen=True)
+class CopyOptions(CheckOptions):
+    """Options of memory.copy (on a GPU the buffer must not fit the L2 cache: 50 MB on an H100)."""
+
+    bytes: int = option(32 * 2**20, cuda=1024 * 2**20, help="buffer size in bytes (copied whole)")
+    iters: int = option(5, cuda=10, help="timed samples (the best one counts)")
+    warmup: int = option(1, cuda=3, help="untimed copies first")
+    inner: int = option(1, cuda=5, help="copies per timed sample")
+
+    def problems(self) -> list[tuple[str, str]]:
+        """At least one float32; positive counts (warm-up may be 0)."""
+        return at_least(self, 4, "bytes") + at_least(self, 1, "iters", "inner") + at_least(self, 0, "warmup")
+
+
 @register
 class CopyCheck(Check):
     """Copy bandwidth of this rank's device."""
 
     name = "memory.copy"
     description = "device-to-device copy bandwidth (GPU) or large host-memory copy (CPU)"
+    Options = CopyOptions
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """Time ``dst.copy_(src)`` of a large buffer; one rank-scope result."""
         import torch
 
         t_start = time.perf_counter()
-        nbytes = int(ctx.opt(self.name, "bytes", 1024 * 2**20 if ctx.is_cuda else 64 * 2**20))
-        iters = int(ctx.opt(self.name, "iters", 20 if ctx.is_cuda else 5))
-        warmup = int(ctx.opt(self.name, "warmup", 3 if ctx.is_cuda else 1))
-        inner = int(ctx.opt(self.name, "inner", 5 if ctx.is_cuda else 1))
-        if nbytes < 4:
-            raise ValueError(f"memory.copy: bytes={nbytes} must be at least 4")
-        stretch = stretch_factor(
-            faults.active("slow", rank=ctx.rank, node_rank=ctx.node_rank, check=self.name)
-        )
+        o = ctx.options_of(CopyOptions, self.name)
+        nbytes, iters, warmup, inner = o.bytes, o.iters, o.warmup, o.inner
+        stretch = stretch_factor(ctx.fault("slow", self.name))
         count = nbytes // 4
         dev = torch.device(ctx.device)
         # Fill the source so pages are really mapped and the copy reads real memory.

@@ -34,37 +34,76 @@ import math
 import os
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlenv.acceptance import faults
 from mlenv.acceptance.base import Check, RunContext, register
+from mlenv.acceptance.options import CheckOptions, at_least, build, option
 from mlenv.acceptance.result import CheckResult, Status
 from mlenv.errors import InputError
 
 WORLD_CHECK = "training.deepspeed"
 RANK_CHECK = "training.step_time"
 
-DEFAULTS: dict[str, Any] = {
-    "model": "resnet18",
-    "steps": 8,  # timed steps
-    "warmup_steps": 2,  # untimed steps first (allocator, gloo/NCCL connections); their losses count
-    "batch_size": 8,  # per rank
-    "zero_stage": 2,
-    "dataset": "synthetic",
-    "data_dir": "",
-    "image_size": 0,  # 0: 16 px on CPU, 224 px on GPU (synthetic); native size for real datasets
-    "lr": 1e-3,
-    "loss_window": 3,
-    "min_loss_drop": 0.05,
-    "straggler_factor": 1.5,
-    "straggler_status": "WARN",
-    "max_batches": 16,  # distinct batches pre-built on the device and cycled
-    "seq_len": 64,
-    "vocab_size": 256,
-    "seed": 0,
-}
+
+
+@dataclass(frozen=True)
+class TrainingOptions(CheckOptions):
+    """Options of training.deepspeed (set them with the ``training`` family).
+
+    On a GPU the defaults are a ResNet-50 run large enough to measure the device; on a
+    CPU a ResNet-18 on 16 px images keeps the two-rank quick run near 15 s.
+    """
+
+    model: str = option("resnet18", cuda="resnet50", help="resnet18, resnet50 or gpt")
+    steps: int = option(8, cuda=20, help="timed steps")
+    warmup_steps: int = option(2, cuda=5, help="untimed steps first (allocator, gloo/NCCL connections); "
+                                               "their losses count")
+    batch_size: int = option(8, cuda=64, help="samples per rank per step")
+    zero_stage: int = option(2, help="DeepSpeed ZeRO stage (0..3)")
+    dataset: str = option("synthetic", help="synthetic, or a dataset of mlenv.acceptance.data read from data_dir")
+    data_dir: str = option("", help="folder of the dataset (real datasets only)")
+    image_size: int = option(0, help="0: 16 px on CPU, 224 px on GPU (synthetic); native size for real datasets")
+    lr: float = option(1e-3, help="learning rate")
+    loss_window: int = option(3, help="steps averaged at the start and at the end to judge the loss trend")
+    min_loss_drop: float = option(0.05, help="FAIL when the loss drops by less than this fraction")
+    straggler_factor: float = option(1.5, help="a rank whose compute time is this many times the median straggles")
+    straggler_status: str = option("WARN", help="what a straggler makes the result: WARN or FAIL")
+    max_batches: int = option(16, help="distinct batches pre-built on the device and cycled")
+    seq_len: int = option(64, help="tokens per sample (gpt)")
+    vocab_size: int = option(256, help="vocabulary size (gpt)")
+    seed: int = option(0, help="seed of the model and synthetic data")
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Model, dataset and the numbers DeepSpeed and the judge need (checked before launch)."""
+        from mlenv.acceptance.data import canonical_name
+        from mlenv.acceptance.models import MODELS, is_image_model
+
+        out: list[tuple[str, str]] = []
+        if self.model not in MODELS:
+            out.append(("model", f"{self.model!r} is not one of {', '.join(MODELS)}"))
+        out += at_least(self, 1, "steps", "batch_size", "max_batches", "seq_len", "loss_window")
+        out += at_least(self, 0, "warmup_steps", "image_size")
+        if self.steps + self.warmup_steps < 2:
+            out.append(("steps", "need at least 2 steps (warmup_steps + steps) to see a loss trend"))
+        if self.zero_stage not in (0, 1, 2, 3):
+            out.append(("zero_stage", f"must be 0, 1, 2 or 3, got {self.zero_stage}"))
+        if self.straggler_factor <= 1:
+            out.append(("straggler_factor", f"must be > 1, got {self.straggler_factor}"))
+        if self.straggler_status not in ("WARN", "FAIL"):
+            out.append(("straggler_status", f"expected WARN or FAIL, got {self.straggler_status!r}"))
+        try:
+            dataset = canonical_name(self.dataset)
+        except InputError as e:
+            return [*out, ("dataset", str(e))]
+        if dataset != "synthetic":
+            if not is_image_model(self.model):
+                out.append(("dataset", f"dataset {dataset} holds images; model {self.model} needs tokens "
+                                       "(use dataset synthetic)"))
+            if not self.data_dir:
+                out.append(("dataset", f"dataset {dataset} needs the option data_dir"))
+        return out
 
 
 # --------------------------------------------------------------------------- pure logic
@@ -362,59 +401,14 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
 # --------------------------------------------------------------------------- the check
 
 
-def _opt(ctx: RunContext, key: str) -> Any:
-    return ctx.opt(WORLD_CHECK, key, DEFAULTS[key])
+def validate_options(options: Mapping[str, Any], *, cuda: bool = False) -> TrainingOptions:
+    """The training options of ``{key: value}`` over the defaults; InputError naming what is wrong.
 
-
-def _num(ctx: RunContext, key: str, kind: type[int] | type[float]) -> Any:
-    raw = _opt(ctx, key)
-    try:
-        return kind(raw)
-    except (TypeError, ValueError):
-        raise InputError(f"training option {key}: expected a {kind.__name__}, got {raw!r}") from None
-
-
-def validate_options(options: dict[str, Any]) -> None:
-    """Check the training options (``{key: value}``) before anything is launched.
-
-    Meant for the entry point / CLI, so a typo is exit 2 up front instead of an ERROR
-    from every rank minutes later. Raises InputError naming the option and what was
-    expected; the dataset files themselves are read (and checked) by the ranks.
+    The entry point validates every check's options the same way before anything is
+    launched (:func:`mlenv.acceptance.profiles.validate_options`); this is the training
+    part alone, for tests and callers that hold only these.
     """
-    from mlenv.acceptance.data import canonical_name
-    from mlenv.acceptance.models import MODELS, is_image_model
-
-    unknown = sorted(set(options) - set(DEFAULTS))
-    if unknown:
-        raise InputError(f"training: unknown option(s) {', '.join(unknown)} (known: {', '.join(sorted(DEFAULTS))})")
-    merged = {**DEFAULTS, **options}
-    if merged["model"] not in MODELS:
-        raise InputError(f"training option model: {merged['model']!r} is not one of {', '.join(MODELS)}")
-    for key, kind in (("steps", int), ("warmup_steps", int), ("batch_size", int), ("zero_stage", int),
-                      ("image_size", int), ("max_batches", int), ("seq_len", int), ("vocab_size", int),
-                      ("seed", int), ("loss_window", int), ("lr", float), ("min_loss_drop", float),
-                      ("straggler_factor", float)):
-        v = merged[key]
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not float(v).is_integer()):
-            raise InputError(f"training option {key}: expected {'an integer' if kind is int else 'a number'}, "
-                             f"got {v!r}")
-    for key in ("steps", "batch_size", "max_batches", "seq_len", "loss_window"):
-        if merged[key] < 1:
-            raise InputError(f"training option {key}: must be >= 1, got {merged[key]}")
-    if merged["steps"] + merged["warmup_steps"] < 2:
-        raise InputError("training: need at least 2 steps (warmup_steps + steps) to see a loss trend")
-    if merged["straggler_factor"] <= 1:
-        raise InputError(f"training option straggler_factor: must be > 1, got {merged['straggler_factor']}")
-    if merged["straggler_status"] not in ("WARN", "FAIL"):
-        raise InputError(f"training option straggler_status: expected WARN or FAIL, got {merged['straggler_status']!r}")
-    ds_config(batch_size=1, zero_stage=int(merged["zero_stage"]), lr=float(merged["lr"]), precision="fp32")
-    dataset = canonical_name(str(merged["dataset"]))
-    if dataset != "synthetic":
-        if not is_image_model(str(merged["model"])):
-            raise InputError(f"training: dataset {dataset} holds images; model {merged['model']} needs tokens "
-                             f"(use dataset synthetic)")
-        if not str(merged["data_dir"]):
-            raise InputError(f"training: dataset {dataset} needs the option data_dir")
+    return build(TrainingOptions, WORLD_CHECK, {"training": dict(options)}, cuda=cuda)
 
 
 @register
@@ -423,6 +417,7 @@ class TrainingCheck(Check):
 
     name = WORLD_CHECK
     description = "DeepSpeed ZeRO training of a ResNet or GPT: samples/s, step times, loss drop, stragglers"
+    Options = TrainingOptions
 
     def __init__(self) -> None:
         self._threads: int | None = None
@@ -453,24 +448,24 @@ class TrainingCheck(Check):
         from mlenv.acceptance.timing import stretch_factor
 
         t0 = time.monotonic()
-        validate_options({k: _opt(ctx, k) for k in DEFAULTS})
-        model = str(_opt(ctx, "model"))
-        steps, warmup, batch = _num(ctx, "steps", int), _num(ctx, "warmup_steps", int), _num(ctx, "batch_size", int)
-        max_batches, seed = _num(ctx, "max_batches", int), _num(ctx, "seed", int)
-        image_size = _num(ctx, "image_size", int) or None
-        dataset_name = str(_opt(ctx, "dataset"))
+        o = ctx.options_of(TrainingOptions, WORLD_CHECK)
+        model = o.model
+        steps, warmup, batch = o.steps, o.warmup_steps, o.batch_size
+        max_batches, seed = o.max_batches, o.seed
+        image_size = o.image_size or None
+        dataset_name = o.dataset
         if image_size is None and dataset_name == "synthetic":
             # ImageNet size where it is affordable; 16 px keeps the 2-rank CPU quick run near 15 s.
             image_size = 224 if ctx.is_cuda else 16
         n_batches = min(warmup + steps, max_batches)
-        dataset = build_dataset(dataset_name, model=model, root=str(_opt(ctx, "data_dir")),
+        dataset = build_dataset(dataset_name, model=model, root=o.data_dir,
                                 size=n_batches * batch * ctx.world_size if dataset_name == "synthetic" else None,
                                 image_size=image_size if is_image_model(model) else None,
-                                seq_len=_num(ctx, "seq_len", int), vocab_size=_num(ctx, "vocab_size", int),
+                                seq_len=o.seq_len, vocab_size=o.vocab_size,
                                 seed=seed)
-        slow = stretch_factor(faults.active("slow", rank=ctx.rank, node_rank=ctx.node_rank, check=WORLD_CHECK))
+        slow = stretch_factor(ctx.fault("slow", WORLD_CHECK))
         rec = train_one(model, dataset=dataset, steps=steps, warmup_steps=warmup, batch_size=batch,
-                        zero_stage=_num(ctx, "zero_stage", int), lr=_num(ctx, "lr", float), device=ctx.device,
+                        zero_stage=o.zero_stage, lr=o.lr, device=ctx.device,
                         rank=ctx.rank, world_size=ctx.world_size, slow_factor=slow,
                         max_batches=max_batches, seed=seed)
         own = rank_result(rec, ctx, slow)
@@ -483,10 +478,9 @@ class TrainingCheck(Check):
             return [own]
         world = world_result(
             [(g["rank"], g["host"], g["rec"]) for g in gathered],
-            model=model, dataset=dataset_name, loss_window=_num(ctx, "loss_window", int),
-            min_loss_drop=_num(ctx, "min_loss_drop", float),
-            straggler_factor=_num(ctx, "straggler_factor", float),
-            straggler_status=str(_opt(ctx, "straggler_status")),
+            model=model, dataset=dataset_name, loss_window=o.loss_window,
+            min_loss_drop=o.min_loss_drop, straggler_factor=o.straggler_factor,
+            straggler_status=o.straggler_status,
             image_size=image_size if is_image_model(model) else None)
         world.duration_s = time.monotonic() - t0
         return [own, world]

@@ -9,17 +9,23 @@ from mlenv.errors import InputError
 
 
 def test_gpu_ranks_get_sizes_that_measure_the_device_and_the_options_file_still_wins() -> None:
-    cpu = profiles.resolve("quick")
-    gpu = profiles.resolve("quick", device="cuda:3")
-    assert cpu["compute"]["n"] == 512 and cpu["memory"]["bytes"] == 32 * 2**20
-    assert gpu["compute"]["n"] == 8192 and gpu["memory"]["bytes"] == 2**30
-    assert gpu["training"]["model"] == "resnet50" and gpu["collectives"]["max_bytes"] == 256 * 2**20
+    from mlenv.acceptance.base import RunContext
+    from mlenv.acceptance.checks.compute import MatmulOptions
+    from mlenv.acceptance.checks.training import TrainingOptions
+
+    def ctx(profile: str, device: str, overrides: dict[str, dict[str, int]] | None = None) -> RunContext:
+        return RunContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, nnodes=1,
+                          host="h", backend="gloo", device=device, profile=profile,
+                          options=profiles.resolve(profile, overrides, device))
+
+    assert ctx("quick", "cpu").options_of(MatmulOptions, "compute.matmul").n == 512
+    assert ctx("quick", "cuda:3").options_of(MatmulOptions, "compute.matmul").n == 8192
     # the full profile's GPU training is the published ResNet-50 setup the baselines quote
-    full = profiles.resolve("full", device="cuda:0")["training"]
-    assert (full["model"], full["batch_size"], full["image_size"]) == ("resnet50", 256, 224)
-    mine = profiles.resolve("quick", {"compute": {"n": 1024}}, device="cuda:0")
-    assert mine["compute"]["n"] == 1024 and mine["compute"]["iters"] == 10
-    assert profiles.PROFILES["quick"]["compute"]["n"] == 512  # resolving never edits the table
+    full = ctx("full", "cuda:0").options_of(TrainingOptions, "training.deepspeed")
+    assert (full.model, full.batch_size, full.image_size) == ("resnet50", 256, 224)
+    mine = ctx("quick", "cuda:0", {"compute": {"n": 1024}}).options_of(MatmulOptions, "compute.matmul")
+    assert mine.n == 1024 and mine.iters == 10
+    assert "compute" not in profiles.PROFILES["quick"].overrides  # resolving never edits the table
     with pytest.raises(InputError, match="unknown profile 'fast'"):
         profiles.resolve("fast", device="cuda:0")
 

@@ -131,18 +131,20 @@ def test_validate_options_accepts_the_profiles() -> None:
     from mlenv.acceptance.profiles import PROFILES
 
     for prof in PROFILES.values():
-        validate_options(dict(prof["training"]))
+        validate_options(dict(prof.overrides.get("training", {})))
+        validate_options({**prof.overrides.get("training", {}), **prof.cuda_overrides.get("training", {})},
+                         cuda=True)
     validate_options({"model": "gpt", "seq_len": 32})
     validate_options({"dataset": "fashion_mnist", "data_dir": "/datasets/fm"})
 
 
 @pytest.mark.parametrize(("opts", "message"), [
     ({"model": "vit"}, "model: 'vit' is not one of"),
-    ({"stepz": 3}, "unknown option(s) stepz"),
+    ({"stepz": 3}, "training.stepz: unknown option (did you mean 'steps'?)"),
     ({"steps": "ten"}, "steps: expected an integer, got 'ten'"),
     ({"lr": True}, "lr: expected a number"),
     ({"batch_size": 0}, "batch_size: must be >= 1"),
-    ({"zero_stage": 5}, "zero_stage must be 0, 1, 2 or 3"),
+    ({"zero_stage": 5}, "zero_stage: must be 0, 1, 2 or 3"),
     ({"dataset": "imagenet"}, "unknown dataset 'imagenet'"),
     ({"dataset": "cifar10"}, "needs the option data_dir"),
     ({"dataset": "cifar10", "data_dir": "/d", "model": "gpt"}, "needs tokens"),
