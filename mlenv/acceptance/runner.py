@@ -23,7 +23,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
-from mlenv.acceptance import faults
 from mlenv.acceptance.base import Check, RunContext
 from mlenv.acceptance.dist import HeartbeatWatch, SideChannel
 from mlenv.acceptance.result import CheckResult, Status
@@ -91,10 +90,9 @@ class Runner:
                            reasons=[reason], details=dict(details or {}))
 
     def _apply_faults(self, name: str) -> None:
-        rank, node = self.ctx.rank, self.ctx.node_rank
-        if faults.active("kill", rank=rank, node_rank=node, check=name) is not None:
+        if self.ctx.fault("kill", name) is not None:
             os._exit(1)  # hard, like a segfault or the OOM killer: no cleanup, no report
-        if faults.active("hang", rank=rank, node_rank=node, check=name) is not None:
+        if self.ctx.fault("hang", name) is not None:
             while True:  # like a wedged driver: alive (heartbeat beats) but never reports
                 time.sleep(3600)
 
