@@ -22,10 +22,12 @@ from mlenv.acceptance.reports import RunMeta, finalize
 from mlenv.acceptance.reports.document import ALL_FILES, RESULTS_JSONL, now_iso
 from mlenv.acceptance.reports.jsonl import JsonlWriter
 from mlenv.acceptance.result import CheckResult
-from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InputError, MlenvError
+from mlenv.contract import exit_for_verdict
+from mlenv.errors import EXIT_ERROR, EXIT_INPUT, EXIT_OK, InputError, MlenvError
 
 # The order checks run in: cheap and informative first, the long training run last.
-ORDER = ("environment", "compute", "memory", "collectives", "training")
+ORDER = ("environment", "compute", "memory", "collectives", "fabric", "training")
+LOCALIZE = "fabric.localize"  # --localize runs it whatever --checks says
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -37,6 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--baseline", default=None, help="baseline file or GPU model (default: by device)")
     p.add_argument("--deadline", type=float, default=None, help="per-check deadline in seconds")
     p.add_argument("--options", default=None, help="JSON/YAML file {check: {key: value}} over the profile")
+    p.add_argument("--localize", action="store_true",
+                   help=f"run {LOCALIZE} (name the slow node or link) even when no earlier check asks for it")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -99,11 +103,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         overrides = profiles.load_options_file(args.options) if args.options else {}
+        if args.localize:  # the flag wins over an options file's mode
+            overrides.setdefault(LOCALIZE, {})["mode"] = "always"
         options = profiles.resolve(args.profile, overrides)
         if args.baseline:
             baselines.resolve(args.baseline, [])  # fail fast on a bad file, before any rendezvous
         load_checks()
         checks = select_checks(args.checks)
+        if args.localize and LOCALIZE not in [c.name for c in checks]:
+            checks = sorted([*checks, registry()[LOCALIZE]], key=lambda c: _order_key(c.name))
         validate_selected_options(checks, options)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
@@ -113,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dist.read_launch_env()
     host = dist.hostname()
     try:
-        backend, device, hosts = dist.init_process_group(deadline, env, host)
+        backend, device, hosts = dist.init_process_group(deadline, env, host, nccl_log_dir=report_dir / "nccl")
     except Exception as e:  # a peer that never joins is named here (dist.rendezvous)
         msg = str(e) if isinstance(e, MlenvError) else f"start-up failed: {type(e).__name__}: {e}"
         print(f"error: rank {env.rank} ({host}): {msg}", file=sys.stderr, flush=True)
@@ -179,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr, flush=True)
         os._exit(EXIT_INPUT)
     print(console.verdict_block(doc, str(report_dir)), flush=True)
-    code = {"PASS": EXIT_OK, "FAIL": EXIT_FAIL}.get(doc["verdict"], EXIT_ERROR)
+    code = exit_for_verdict(doc["verdict"])
     if outcome.aborted:
         sys.stderr.flush()
         os._exit(code)

@@ -15,7 +15,6 @@ would change are rejected (exit 2) before anything starts.
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 import os
 import queue
@@ -30,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from mlenv.contract import RESULTS_JSON, read_results
 from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InfraError, InputError
 from mlenv.pod.ssh import NSS_VARS
 
@@ -322,33 +322,19 @@ def _stop_group(proc: subprocess.Popen[str], sig: int, grace_s: float = 15.0) ->
         pass
 
 
-def _read_results(report_dir: str, since: float | None = None) -> dict[str, object] | None:
-    """``report_dir/results.json`` as a dict, or None when absent, unreadable or (with
-    ``since``) written before this run started."""
-    path = os.path.join(report_dir, "results.json")
-    try:
-        if since is not None and os.stat(path).st_mtime < since - 1.0:  # mtime granularity of some filesystems
-            return None
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
-        return None
-    return doc if isinstance(doc, dict) else None
-
-
 def fresh_verdict(report_dir: str, since: float) -> str | None:
     """``verdict`` of ``report_dir/results.json`` when this run wrote it (modified at or after ``since``)."""
-    doc = _read_results(report_dir, since)
+    doc = read_results(report_dir, since)
     v = doc.get("verdict") if doc else None
     return v if isinstance(v, str) else None
 
 
 def results_summary(report_dir: str) -> str | None:
     """``verdict`` and reasons from ``report_dir/results.json`` when the job wrote one."""
-    doc = _read_results(report_dir)
+    doc = read_results(report_dir)
     if doc is None:
         return None
-    path = os.path.join(report_dir, "results.json")
+    path = os.path.join(report_dir, RESULTS_JSON)
     raw = doc.get("reasons")
     reasons = "; ".join(str(r) for r in (raw if isinstance(raw, list) else [])[:5])
     return f"verdict {doc.get('verdict')} ({path})" + (f": {reasons}" if reasons else "")
