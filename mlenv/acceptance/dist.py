@@ -15,6 +15,7 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from mlenv.errors import InfraError, InputError
@@ -208,12 +209,16 @@ def _wait_for_acks(store: Any, prefix: str, ranks: list[int], timeout_s: float) 
         time.sleep(0.05)
 
 
-def init_process_group(deadline_s: float, env: LaunchEnv, host: str) -> tuple[str, str, list[str]]:
+def init_process_group(deadline_s: float, env: LaunchEnv, host: str,
+                       nccl_log_dir: Path | None = None) -> tuple[str, str, list[str]]:
     """Choose the device, rendezvous, start the default process group: (backend, device, hosts).
 
     The group's timeout is the per-check deadline so a collective with a missing peer
     raises instead of waiting forever. Raises InputError (more ranks than GPUs) or
-    InfraError (a rank never joined, the group could not start).
+    InfraError (a rank never joined, the group could not start). With NCCL and
+    ``nccl_log_dir``, NCCL's log is captured there (``NCCL_DEBUG=INFO`` into
+    ``rank<R>.<host>.<pid>.log``, the console keeping what the user's NCCL_DEBUG showed)
+    before NCCL first reads its variables: the ``fabric.transport`` check reads it.
     """
     import torch.distributed as dist
 
@@ -222,6 +227,10 @@ def init_process_group(deadline_s: float, env: LaunchEnv, host: str) -> tuple[st
     except InputError as e:
         rendezvous(env, host, deadline_s, failure=e)  # tell the others why this rank is not coming
         raise
+    if backend == "nccl" and nccl_log_dir is not None:
+        from mlenv.acceptance import ncclcapture
+
+        ncclcapture.start(os.environ, nccl_log_dir, env.rank, host)
     store, hosts = rendezvous(env, host, deadline_s)
     try:
         dist.init_process_group(backend=backend, store=store, rank=env.rank, world_size=env.world_size,
