@@ -28,6 +28,12 @@ def _metrics_text(r: CheckResult) -> str:
     return "\n".join(f"{k} = {v:g}" for k, v in sorted(r.metrics.items()))
 
 
+def evidence_lines(r: CheckResult) -> list[str]:
+    """``details.evidence`` (a list of lines) of a result, or []."""
+    ev = r.details.get("evidence") if isinstance(r.details, dict) else None
+    return [str(x) for x in ev] if isinstance(ev, list) else []
+
+
 VERDICT_CLASS = "acceptance"
 VERDICT_NAME = "verdict"
 
@@ -71,6 +77,10 @@ def to_junit(results: list[CheckResult], verdict: str, reasons: list[str], suite
         out = _metrics_text(r)
         if r.status == Status.WARN:
             out = "WARN: " + msg + ("\n" + out if out else "")
+        evidence = evidence_lines(r)
+        if evidence:  # the lines a tool printed that the status rests on (fabric.transport: NCCL's)
+            head = msg if r.status == Status.PASS and msg else ""
+            out = "\n".join(x for x in (head, out, "evidence:", *evidence) if x)
         if out:
             ET.SubElement(tc, "system-out").text = out
     _verdict_case(ts, verdict, reasons, total_time)

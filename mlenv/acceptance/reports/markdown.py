@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from mlenv.acceptance.reports.junit import testcase_name
-from mlenv.acceptance.result import CheckResult
+from mlenv.acceptance.reports.junit import evidence_lines, testcase_name
+from mlenv.acceptance.result import CheckResult, Status
+
+EVIDENCE_BLOCKS = 8  # results whose evidence lines summary.md shows (the rest: results.json)
 
 
 def _fmt_metrics(m: dict[str, float], limit: int = 6) -> str:
@@ -43,6 +46,7 @@ def to_markdown(doc: dict[str, Any], results: list[CheckResult], plots: list[str
         lines.append(f"| {r.name} | {_cell(testcase_name(r))} | {r.status.value} | "
                      f"{_cell(_fmt_metrics(r.metrics))} | {_cell('; '.join(r.reasons))} | {r.duration_s:.2f} |")
     lines.append("")
+    lines += _evidence(results)
     expected = doc.get("expected") or []
     if expected:
         lines += ["## Against the baseline", "", "| check | metric | measured (median) | expected | % | source |",
@@ -55,3 +59,20 @@ def to_markdown(doc: dict[str, Any], results: list[CheckResult], plots: list[str
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     return "\n".join(lines)
+
+
+def _evidence(results: list[CheckResult]) -> list[str]:
+    """``## Evidence``: the lines a result rests on (``details.evidence``), worst results first."""
+    with_ev = [r for r in results if evidence_lines(r)]
+    if not with_ev:
+        return []
+    order = {Status.ERROR: 0, Status.FAIL: 1, Status.WARN: 2}
+    with_ev.sort(key=lambda r: order.get(r.status, 3))
+    out = ["## Evidence", ""]
+    for r in with_ev[:EVIDENCE_BLOCKS]:
+        ev = evidence_lines(r)
+        fence = "`" * max(3, 1 + max((len(run) for x in ev for run in re.findall(r"`+", x)), default=0))
+        out += [f"**{r.name}** {_cell(testcase_name(r))}: {r.status.value}", "", f"{fence}text", *ev, fence, ""]
+    if len(with_ev) > EVIDENCE_BLOCKS:
+        out += [f"(+{len(with_ev) - EVIDENCE_BLOCKS} more result(s) with evidence in results.json)", ""]
+    return out

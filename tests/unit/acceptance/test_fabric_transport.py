@@ -159,3 +159,23 @@ def test_skip_result_from_rank_0_only() -> None:
     assert r.status == Status.SKIP and r.scope == "world" and "backend gloo" in r.reasons[0]
     ctx.rank = 1
     assert fabric.FabricTransport().run(ctx) == []
+
+
+def test_evidence_reaches_summary_and_junit() -> None:
+    import xml.etree.ElementTree as ET
+
+    from mlenv.acceptance.reports.junit import to_junit
+    from mlenv.acceptance.reports.markdown import to_markdown
+
+    bad = _result("h100-1rank-no-ib-socket-fallback.log", RDMA_ENV)
+    bad.rank = 2
+    good = _result("handmade-ib-roce-gdr.log", RDMA_ENV, host="ml-dev-env-0")
+    good.rank = 0
+    md = to_markdown({"verdict": "FAIL", "reasons": []}, [good, bad], [])
+    ev = md.split("## Evidence", 1)[1]
+    assert ev.index("rank 2 @ ml-dev-env-1: FAIL") < ev.index("rank 0 @ ml-dev-env-0: PASS")  # worst first
+    assert "vm:414:414 [0] NCCL INFO NET/IB : No device found." in ev
+    root = ET.fromstring(to_junit([good, bad], "FAIL", []))
+    outs = {tc.get("name"): tc.findtext("system-out") or "" for tc in root.iter("testcase")}
+    assert outs["rank 0 @ ml-dev-env-0"].startswith("NET/IB on mlx5_0:1/RoCE")  # a PASS says what it used
+    assert "NCCL INFO Using network Socket" in outs["rank 2 @ ml-dev-env-1"]
