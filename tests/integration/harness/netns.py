@@ -274,6 +274,45 @@ class Cluster:
             if r.returncode != 0:
                 raise HarnessUnavailable(f"pod {i}: cannot expose {target}: {r.stdout.strip()}")
 
+    # -- traffic control (additive: slow a pod's link or one path, like a bad NIC or cable) --
+
+    def veths(self, i: int) -> tuple[str, str]:
+        """Pod ``i``'s veth pair: (the bridge side, in the host; the pod side, in its namespace)."""
+        return f"v{self.tag}{i}h", f"v{self.tag}{i}p"
+
+    def _tc(self, i: int, *args: str, inside: bool) -> None:
+        dev = self.veths(i)[1 if inside else 0]
+        argv = (["ip", "netns", "exec", self.pods[i].netns] if inside else []) + ["tc", *args]
+        argv = [dev if a == "{dev}" else a for a in argv]
+        r = subprocess.run(argv, capture_output=True, text=True, check=False)
+        if r.returncode != 0:
+            raise HarnessUnavailable(f"{' '.join(argv)}: {r.stderr.strip()}")
+
+    def shape_pod(self, i: int, rate: str = "20mbit") -> None:
+        """Slow every link of pod ``i``: a ``tbf`` rate limit on both ends of its veth (both directions)."""
+        for inside in (False, True):
+            self._tc(i, "qdisc", "add", "dev", "{dev}", "root", "tbf", "rate", rate, "burst", "32kbit",
+                     "latency", "50ms", inside=inside)
+
+    def shape_path(self, i: int, j: int, rate: str = "20mbit") -> None:
+        """Slow only what pod ``i`` sends to pod ``j``: ``htb`` on ``i``'s veth, a ``u32`` filter on
+        ``j``'s address steering into a ``rate`` class; everything else goes to an unlimited class."""
+        self._tc(i, "qdisc", "add", "dev", "{dev}", "root", "handle", "1:", "htb", "default", "20", inside=True)
+        self._tc(i, "class", "add", "dev", "{dev}", "parent", "1:", "classid", "1:10", "htb", "rate", rate,
+                 "burst", "32kbit", inside=True)
+        self._tc(i, "class", "add", "dev", "{dev}", "parent", "1:", "classid", "1:20", "htb", "rate", "100gbit",
+                 inside=True)
+        self._tc(i, "filter", "add", "dev", "{dev}", "protocol", "ip", "parent", "1:", "prio", "1", "u32",
+                 "match", "ip", "dst", f"{self.pods[j].address}/32", "flowid", "1:10", inside=True)
+
+    def unshape(self, i: int) -> None:
+        """Remove any shaping of pod ``i`` (both ends of its veth); no error when there is none."""
+        for inside in (False, True):
+            dev = self.veths(i)[1 if inside else 0]
+            argv = (["ip", "netns", "exec", self.pods[i].netns] if inside else []) + [
+                "tc", "qdisc", "del", "dev", dev, "root"]
+            subprocess.run(argv, capture_output=True, check=False)
+
     def kill_pod(self, i: int) -> None:
         """End every process of pod ``i`` at once (SIGKILL to its PID 1)."""
         pod = self.pods[i]

@@ -3,12 +3,18 @@ the real measurement is proven in tests/integration/test_localize.py)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
 from mlenv.acceptance import localize as L
+from mlenv.acceptance.baselines import Baseline, load
+from mlenv.acceptance.checks import localize as LC
 from mlenv.acceptance.localize import SimulatedFabric, localize
+from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.verdict import where
 
 
 def _disjoint(pairs: Sequence[L.Pair]) -> bool:
@@ -161,3 +167,77 @@ def test_large_plans_stay_logarithmic(n: int) -> None:
         _check_rounds(loc)
     assert budget == {64: 6, 512: 9}[n]
     assert L.default_max_rounds(8) == 3
+
+
+# -- the check's judgement side (pure: results in, results out) ------------------------------
+
+def _coll(scope: str, busbw: float, wrong: float = 0.0, nodes: int = 4, status: str = "PASS") -> CheckResult:
+    return CheckResult(name="collectives.all_reduce", status=Status(status), scope=scope,
+                       metrics={"busbw_gbps_large": busbw, "wrong_elements": wrong},
+                       details={"group": "world" if scope == "world" else "local rank 0 across nodes",
+                                "nodes": nodes})
+
+
+def _baseline(tmp_path: Path) -> Baseline:
+    f = tmp_path / "b.yaml"
+    f.write_text("model: t\nmatch: []\nrules:\n"
+                 "  - {check: collectives.all_reduce, metric: busbw_gbps_large, op: '>=', value: 10, scope: world,"
+                 " source: test bar}\n"
+                 "  - {check: 'collectives.*', metric: wrong_elements, op: '==', value: 0, source: exact}\n")
+    return load(f)
+
+
+def test_trigger_on_a_multi_node_collective_below_its_bar(tmp_path: Path) -> None:
+    b = _baseline(tmp_path)
+    (why,) = LC.triggers([_coll("world", 2.0)], b, nodes=4)
+    assert why.startswith("FAIL: collectives.all_reduce world") and "busbw_gbps_large = 2" in why
+    assert LC.triggers([_coll("world", 20.0)], b, nodes=4) == []
+    # wrong data is a correctness finding, not a slow link; one node has no link to localize
+    assert LC.triggers([_coll("world", 20.0, wrong=3.0)], b, nodes=4) == []
+    assert LC.triggers([_coll("world", 2.0)], b, nodes=1) == []
+    # a world group inside one node (nodes=1) is not a multi-node collective
+    assert LC.triggers([_coll("world", 2.0, nodes=1)], b, nodes=4) == []
+
+
+def test_trigger_on_a_node_or_rail_outlier_but_not_on_a_compute_one() -> None:
+    def rank(r: int, node: str, name: str, **m: float) -> CheckResult:
+        return CheckResult(name=name, status=Status.PASS, scope="rank", rank=r, node=node, metrics=m)
+
+    slow_comm = [rank(i, f"h{i}", "training.deepspeed", samples_per_s=1.0 if i == 2 else 10.0) for i in range(4)]
+    why = LC.triggers(slow_comm, None, nodes=4)
+    assert any("node h2" in w for w in why), why
+    slow_gemm = [rank(i, f"h{i}", "compute.matmul", tflops_fp32=1.0 if i == 2 else 10.0) for i in range(4)]
+    assert LC.triggers(slow_gemm, None, nodes=4) == []
+    rails = [CheckResult(name="collectives.all_reduce", status=Status.PASS, scope="inter",
+                         metrics={"busbw_gbps_large": 1.0 if i == 3 else 10.0},
+                         details={"group": f"local rank {i} across nodes"}) for i in range(4)]
+    assert any("local rank 3" in w for w in LC.triggers(rails, None, nodes=4))
+
+
+def test_results_name_the_node_and_the_link_with_every_round() -> None:
+    names = [f"host-{i}" for i in range(8)]
+    loc = localize(8, SimulatedFabric(slow_nodes={5: 0.05}, slow_links={(0, 1): 0.1}))
+    rs = LC.results_of(loc, names, ["requested (--localize)"], {"bytes": 1}, 1.0)
+    node = next(r for r in rs if r.scope == "node")
+    link = next(r for r in rs if r.scope == "link")
+    assert node.status == link.status == Status.FAIL and node.node == "host-5"
+    assert "check host-5's NIC" in node.reasons[0]
+    assert link.group == "host-0 <-> host-1" and where(link) == "link (host-0 <-> host-1)"
+    assert "cable/port/switch path between host-0 and host-1" in link.reasons[0]
+    for r in rs:
+        assert [x["round"] for x in r.details["rounds"]] == [1, 2] and r.details["trigger"] == ["requested (--localize)"]
+    assert len(json.dumps([r.to_dict() for r in rs])) > 0  # JSON-ready
+
+
+def test_results_nobody_passes_and_ambiguous_warns() -> None:
+    ok = LC.results_of(localize(4, SimulatedFabric()), list("abcd"), [], {}, 0.1)
+    assert [(r.status, r.scope) for r in ok] == [(Status.PASS, "world")]
+    assert ok[0].reasons[0].startswith("no slow node or link")
+    two = LC.results_of(localize(2, SimulatedFabric()), ["a", "b"], [], {}, 0.1)
+    assert two[0].status == Status.WARN and "ambiguous" in two[0].reasons[0] and "third node" in two[0].reasons[0]
+
+
+def test_options_are_checked() -> None:
+    assert LC.LocalizeOptions().problems() == []
+    bad = LC.LocalizeOptions(mode="sometimes", slow_frac=1.0, iters=0)
+    assert {k for k, _ in bad.problems()} == {"mode", "slow_frac", "iters"}

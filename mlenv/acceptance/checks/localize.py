@@ -1,0 +1,301 @@
+"""fabric.localize: name the slow node, or the slow link between two nodes, pair by pair.
+
+Runs when a multi-node collective was below its bar or a node/rail was an outlier
+earlier in the run (``mode: auto``, the default), always with ``mode: always``
+(``mlenv acceptance --localize`` / ``python -m mlenv.acceptance --localize``), never
+with ``mode: off``. The plan and the judgement are :mod:`mlenv.acceptance.localize`;
+this module measures.
+
+A round: rank 0 decides the node pairs (disjoint), broadcasts them, and every pair
+measures at once: the first rank of each node (its leader) runs a 2-rank ``all_reduce``
+of ``bytes`` with the other node's leader in a process group of its own (``new_group``,
+created by every rank in the same order, cached), ``warmup`` untimed calls then
+``iters`` timed ones; the pair's figure is ``bytes / time`` in GB/s (for two ranks the
+all_reduce bus bandwidth equals its algorithm bandwidth), the time being the slower
+member's mean. The figures come back to rank 0 with ``all_gather_object``.
+
+Auto trigger (rank 0): the results already written to ``results.jsonl`` are judged the
+way the verdict judges them (same baseline, same peer comparison); a world or inter-node
+collective that is FAIL/WARN on a bandwidth figure (or whose sweep stopped for time),
+a node outlier in a collectives/training check, or an inter-node (rail) outlier
+triggers localization. Rank 0 broadcasts the decision, so every rank agrees.
+
+Deadline: rounds stop when the next would not fit in ``DEADLINE_SHARE`` of the check's
+deadline (at the speed of the longest round so far); inside a round each pair cuts its
+timed calls to what fits in the time rank 0 gave the round. Fault ``slow:node=N``
+(``check=fabric.localize``) stretches node N's leader's timed calls: a genuinely slow
+node for tests that cannot shape a real link.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from mlenv.acceptance import localize as plan
+from mlenv.acceptance.base import Check, RunContext, register
+from mlenv.acceptance.options import CheckOptions, at_least, option
+from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.timing import measure, stretch_factor
+
+NAME = "fabric.localize"
+MODES = ("auto", "always", "off")
+DEADLINE_SHARE = 0.8
+_DONE = "done"
+
+
+@dataclass(frozen=True)
+class LocalizeOptions(CheckOptions):
+    """Options of fabric.localize."""
+
+    mode: str = option("auto", help="auto: only after a multi-node collective below its bar or a node/rail "
+                                    "outlier; always: every run (--localize); off: never")
+    bytes: int = option(2**20, cuda=64 * 2**20, help="bytes each pair all-reduces per call")
+    iters: int = option(5, cuda=10, help="timed calls per pair (fewer when a slow pair would overrun the round)")
+    warmup: int = option(1, cuda=3, help="untimed calls per pair first")
+    slow_frac: float = option(plan.DEFAULT_SLOW_FRAC, help="a pair is slow below (1 - slow_frac) of a healthy "
+                                                           "pair's figure")
+    expected_gbps: float = option(0.0, help="a healthy pair's GB/s to judge against (0: the upper quartile of "
+                                            "the pairs measured)")
+
+    def problems(self) -> list[tuple[str, str]]:
+        """A known mode, at least one float32 and one timed call, slow_frac strictly between 0 and 1."""
+        out = at_least(self, 4, "bytes") + at_least(self, 1, "iters") + at_least(self, 0, "warmup", "expected_gbps")
+        if self.mode not in MODES:
+            out.append(("mode", f"must be one of {', '.join(MODES)}, got {self.mode!r}"))
+        if not 0.0 < self.slow_frac < 1.0:
+            out.append(("slow_frac", f"must be between 0 and 1 (exclusive), got {self.slow_frac}"))
+        return out
+
+
+def _leaders(layout: list[tuple[int, int, str]]) -> list[tuple[int, str]]:
+    """(rank, host) of each node's first rank, in node order."""
+    seen: dict[int, tuple[int, str]] = {}
+    for rank, (node, _, host) in enumerate(layout):
+        seen.setdefault(node, (rank, host))
+    return [seen[k] for k in sorted(seen)]
+
+
+def triggers(results: list[CheckResult], baseline: Any = None, nodes: int = 2) -> list[str]:
+    """Why localization should run, from results judged as the verdict judges them ([] = no need).
+
+    Bandwidth-related only: a collective that delivered wrong data is a correctness
+    finding, not a slow link.
+    """
+    from mlenv.acceptance.verdict import judge, reason_line
+
+    if nodes < 2:
+        return []
+    j = judge(results, baseline)
+    out: list[str] = []
+    for r in j.results:
+        if not r.name.startswith("collectives.") or r.status not in (Status.FAIL, Status.WARN):
+            continue
+        spans = r.scope == "inter" or (r.scope == "world" and int(r.details.get("nodes", nodes) or 0) > 1)
+        text = " ".join(r.reasons)
+        if spans and ("gbps" in text or "sweep stopped" in text):
+            out.append(reason_line(r))
+    for f in j.findings:
+        if f.level == "node" and f.check.split(".", 1)[0] in ("collectives", "training"):
+            out.append(f"{f.severity.value}: {f.reason()}")
+        elif f.level == "inter":
+            out.append(f"{f.severity.value}: {f.reason()}")
+    return out
+
+
+def earlier_triggers(ctx: RunContext) -> list[str]:
+    """Rank 0: :func:`triggers` over this run's ``results.jsonl`` so far, with the run's baseline."""
+    from mlenv.acceptance import baselines
+    from mlenv.acceptance.reports.document import RESULTS_JSONL, RunMeta, device_names
+    from mlenv.acceptance.reports.jsonl import read_partial
+
+    results, _ = read_partial(ctx.report_dir / RESULTS_JSONL)
+    meta = RunMeta.read(ctx.report_dir)
+    baseline = None
+    if meta is not None:
+        try:
+            baseline = baselines.resolve(meta.baseline_spec, device_names(meta, results))
+        except Exception:  # validated at start-up; without it the peers still judge
+            baseline = None
+    return triggers(results, baseline, ctx.nnodes)
+
+
+def _pair_group(ranks: tuple[int, int]) -> Any:
+    """The process group of two leaders (collective over the default group: every rank calls it)."""
+    from mlenv.acceptance.checks.collectives import _new_group
+
+    return _new_group(ranks)
+
+
+def _measure_pair(ctx: RunContext, group: Any, nbytes: int, iters: int, warmup: int,
+                  budget_s: float, stretch: float) -> float:
+    """This leader's share of one pair: the pair's GB/s (both members return the same figure)."""
+    import torch
+    import torch.distributed as dist
+
+    dev = torch.device(ctx.device)
+    buf = torch.ones(max(1, nbytes // 4), dtype=torch.float32, device=dev)
+
+    def once() -> None:
+        dist.all_reduce(buf, group=group)
+
+    # One call, timed, agreed between the two: how many timed calls fit in the budget.
+    first = measure(once, device=ctx.device, iters=1, warmup=0, stretch=stretch).mean_s
+    agreed = torch.tensor([first], dtype=torch.float64, device=dev)
+    dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=group)
+    per_call = max(float(agreed.item()), 1e-9)
+    fit = int(budget_s / per_call) - 1
+    n_iter = max(1, min(iters, fit))
+    n_warm = max(0, min(warmup - 1, fit - n_iter))
+    t = measure(once, device=ctx.device, iters=n_iter, warmup=n_warm, stretch=stretch)
+    sec = torch.tensor([t.mean_s], dtype=torch.float64, device=dev)
+    dist.all_reduce(sec, op=dist.ReduceOp.MAX, group=group)
+    return nbytes / max(float(sec.item()), 1e-12) / 1e9
+
+
+def _round(ctx: RunContext, leaders: list[tuple[int, str]], pairs: list[tuple[int, int]], nbytes: int,
+           iters: int, warmup: int, budget_s: float) -> dict[tuple[int, int], float]:
+    """Every rank: measure one round (pairs of node indices); the figures, on every rank."""
+    import torch.distributed as dist
+
+    groups = [_pair_group(tuple(sorted((leaders[a][0], leaders[b][0])))) for a, b in pairs]  # type: ignore[arg-type]
+    mine: tuple[tuple[int, int], float] | None = None
+    for (a, b), g in zip(pairs, groups, strict=True):
+        if ctx.rank in (leaders[a][0], leaders[b][0]):
+            node = a if ctx.rank == leaders[a][0] else b
+            stretch = _stretch(ctx, node)
+            mine = ((a, b), _measure_pair(ctx, g, nbytes, iters, warmup, budget_s, stretch))
+    got: list[Any] = [None] * ctx.world_size
+    dist.all_gather_object(got, mine)
+    return {tuple(p): float(v) for p, v in (x for x in got if x is not None)}  # type: ignore[misc]
+
+
+def _stretch(ctx: RunContext, node: int) -> float:
+    """The ``slow`` fault's factor for this leader (node index ``node``), only when aimed at this check."""
+    from mlenv.acceptance import faults
+
+    fault = faults.active("slow", rank=ctx.rank, node_rank=node, check=NAME)
+    return stretch_factor(fault) if fault is not None and fault.get("check", "").startswith("fabric") else 1.0
+
+
+def _bcast(obj: Any, ctx: RunContext) -> Any:
+    import torch.distributed as dist
+
+    box = [obj if ctx.rank == 0 else None]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+@register
+class LocalizeCheck(Check):
+    """Pairwise bandwidth between nodes in rounds: the slow node or link, by name."""
+
+    name = NAME
+    description = "pairwise all_reduce between disjoint node pairs, re-pairing suspects with good nodes"
+    Options = LocalizeOptions
+
+    def run(self, ctx: RunContext) -> list[CheckResult]:
+        """Decide (rank 0, broadcast), then measure rounds until the plan is done."""
+        import torch.distributed as dist
+
+        t0 = time.monotonic()
+        o = ctx.options_of(LocalizeOptions, NAME)
+        mode = o.mode
+        layout: list[Any] = [None] * ctx.world_size
+        dist.all_gather_object(layout, (ctx.node_rank, ctx.local_rank, ctx.host))
+        leaders = _leaders([(int(a), int(b), str(c)) for a, b, c in layout])
+        names = [h for _, h in leaders]
+        n = len(leaders)
+        if n < 2:
+            return self._skip(ctx, "one node: no link between nodes to localize")
+        if mode == "off":
+            return self._skip(ctx, "mode off")
+        why: list[str] = ["requested (--localize)"] if mode == "always" else []
+        if mode == "auto":
+            why = _bcast(earlier_triggers(ctx) if ctx.rank == 0 else None, ctx)
+            if not why:
+                return self._skip(ctx, "not needed: no multi-node collective below its bar and no node or rail "
+                                       "outlier (run with --localize to measure anyway)")
+        nbytes, iters, warmup, slow_frac = o.bytes, o.iters, o.warmup, o.slow_frac
+        expected = o.expected_gbps or None
+        deadline = DEADLINE_SHARE * ctx.deadline_s - (time.monotonic() - t0)
+        if ctx.rank != 0:
+            while True:
+                msg = _bcast(None, ctx)
+                if msg == _DONE:
+                    return []
+                pairs, budget = msg
+                _round(ctx, leaders, [tuple(p) for p in pairs], nbytes, iters, warmup, budget)  # type: ignore[misc]
+        rounds_t0 = time.monotonic()
+
+        def measure_round(pairs: Any) -> dict[tuple[int, int], float]:
+            left = deadline - (time.monotonic() - rounds_t0)
+            budget = max(0.5, left / 2)  # a round may use half of what is left
+            _bcast((list(pairs), budget), ctx)
+            return _round(ctx, leaders, list(pairs), nbytes, iters, warmup, budget)
+
+        try:
+            loc = plan.localize(n, measure_round, slow_frac=slow_frac,
+                                expected_gbps=expected,
+                                deadline_s=deadline)
+        finally:
+            _bcast(_DONE, ctx)
+        return results_of(loc, names, why, {"bytes": nbytes, "iters": iters, "warmup": warmup,
+                                            "backend": ctx.backend, "slow_frac": slow_frac},
+                          time.monotonic() - t0)
+
+    def _skip(self, ctx: RunContext, reason: str) -> list[CheckResult]:
+        if ctx.rank != 0:
+            return []
+        return [CheckResult(name=NAME, status=Status.SKIP, scope="world", reasons=[reason])]
+
+
+def _fmt(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:.3g}"
+
+
+def results_of(loc: plan.Localization, names: list[str], why: list[str], setup: dict[str, Any],
+               duration_s: float) -> list[CheckResult]:
+    """The check's results: a FAIL per slow node (scope node) and per slow link (scope link),
+    else one world result: PASS (nobody), WARN (ambiguous / inconclusive). Every result
+    carries every round in its details."""
+    details = {**loc.to_dict(names), "trigger": why, **setup}
+    ref, bar = _fmt(loc.reference_gbps), _fmt(loc.bar_gbps)
+    out: list[CheckResult] = []
+    for x in loc.slow_nodes:
+        pairs = [(p, v) for p, v in loc.figures.items() if x in p]
+        seen = ", ".join(f"{names[p[1] if p[0] == x else p[0]]} {v:.3g}" for p, v in sorted(pairs))
+        out.append(CheckResult(
+            name=NAME, status=Status.FAIL, scope="node", node=names[x],
+            metrics={"pair_gbps_min": min(v for _, v in pairs), "reference_gbps": loc.reference_gbps or 0.0},
+            reasons=[f"slow node: every pair with it is below {bar} GB/s (with {seen} GB/s; healthy pairs "
+                     f"{ref} GB/s): check {names[x]}'s NIC, its link speed, port and cable"],
+            details=dict(details), duration_s=duration_s))
+    for a, b in loc.slow_links:
+        v = loc.figures[(a, b)]
+        out.append(CheckResult(
+            name=NAME, status=Status.FAIL, scope="link", node=None,
+            metrics={"pair_gbps": v, "reference_gbps": loc.reference_gbps or 0.0},
+            reasons=[f"slow link: {v:.3g} GB/s between {names[a]} and {names[b]} (bar {bar}, healthy pairs "
+                     f"{ref} GB/s) while each is fast with other nodes: check the cable/port/switch path "
+                     f"between {names[a]} and {names[b]}"],
+            details={**details, "group": f"{names[a]} <-> {names[b]}"}, duration_s=duration_s))
+    if out:
+        return out
+    rounds = len(loc.rounds)
+    metrics = {"reference_gbps": loc.reference_gbps} if loc.reference_gbps is not None else {}
+    if loc.outcome == plan.NOBODY:
+        low = min(loc.figures.values())
+        return [CheckResult(
+            name=NAME, status=Status.PASS, scope="world", metrics={**metrics, "pair_gbps_min": low},
+            reasons=[f"no slow node or link: all {len(loc.figures)} pair(s) at or above {bar} GB/s "
+                     f"(lowest {low:.3g}, healthy {ref}) in {rounds} round(s)"],
+            details=details, duration_s=duration_s)]
+    who = ", ".join(names[i] for i in loc.suspects) or "none"
+    notes = "; ".join(loc.notes)
+    head = ("ambiguous" if loc.outcome == plan.AMBIGUOUS else "inconclusive")
+    return [CheckResult(
+        name=NAME, status=Status.WARN, scope="world", metrics=metrics,
+        reasons=[f"{head} after {rounds} round(s): suspects {who}" + (f" ({notes})" if notes else "")],
+        details=details, duration_s=duration_s)]

@@ -1,0 +1,172 @@
+"""fabric.localize for real: four "hosts" on the netns harness, links slowed with tc.
+
+Each host is a network namespace with its own veth on a shared bridge; one rank of
+``python -m mlenv.acceptance`` per host (gloo over the veths), rendezvous on host 0, as
+the StatefulSet's pods would run it. Shaping is Linux traffic control, so the bytes
+really cross a slow link: ``tbf`` on both ends of a host's veth (a slow NIC), or ``htb``
+with a ``u32`` destination filter on one host's veth (one slow path between two hosts).
+The report must name that host, that pair, or nobody. Needs root and iproute2 (tc);
+skips with the reason otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import Cluster, HarnessUnavailable, unavailable_reason
+from harness.netns import run_bounded
+
+pytestmark = pytest.mark.integration
+
+_REASON = unavailable_reason()
+needs_harness = pytest.mark.skipif(_REASON is not None, reason=f"netns harness: {_REASON}")
+ROOT = Path(__file__).resolve().parents[2]
+HOSTS = 4
+# Small messages: a healthy veth moves 256 KiB in well under a millisecond, 20 mbit/s
+# takes about 0.1 s, so the difference is two orders of magnitude and a round is short.
+OPTIONS = {"fabric.localize": {"bytes": 262144, "iters": 3, "warmup": 1},
+           "collectives": {"min_bytes": 1024, "max_bytes": 262144, "factor": 16, "iters": 3, "warmup": 1}}
+# A bar for the automatic trigger: an order of magnitude under an unshaped 4-host all_reduce
+# on this harness and an order above one through a 20 mbit/s host (a threshold, not a figure).
+BASELINE = """model: CPU (netns harness, localize)
+match: []
+rules:
+  - {check: collectives.all_reduce, metric: busbw_gbps_large, op: ">=", value: 0.02, scope: world,
+     source: "netns harness bar for the localize trigger"}
+  - {check: "collectives.*", metric: wrong_elements, op: "==", value: 0, source: "exact data"}
+"""
+
+
+@pytest.fixture(scope="module")
+def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    c = Cluster(HOSTS, str(tmp_path_factory.mktemp("localize")))
+    try:
+        c.setup()
+    except HarnessUnavailable as e:
+        pytest.skip(f"netns harness: {e}")
+    try:
+        yield c
+    finally:
+        c.teardown()
+
+
+def _suite(c: Cluster, report: Path, *args: str, timeout: float = 90) -> tuple[dict[str, Any], str, float]:
+    """One rank per host; returns (results.json, rank 0's output, wall seconds)."""
+    opts = report.parent / f"{report.name}-options.json"
+    opts.write_text(json.dumps(OPTIONS))
+    procs = []
+    t0 = time.monotonic()
+    for i in range(c.n):
+        env = c.env(i, {"RANK": str(i), "WORLD_SIZE": str(c.n), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
+                        "NODE_RANK": str(i), "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"})
+        argv = [sys.executable, "-m", "mlenv.acceptance", "--checks", "fabric.localize", "--deadline", "60",
+                "--report-dir", str(report), "--options", str(opts), *args]
+        procs.append(c.popen(i, argv, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             start_new_session=True))
+    outs = [run_bounded(p, timeout) for p in procs]
+    wall = time.monotonic() - t0
+    log = outs[0].stdout
+    assert (report / "results.json").exists(), "\n".join(o.stdout[-2000:] for o in outs)
+    return json.loads((report / "results.json").read_text()), log, wall
+
+
+def _loc(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    return [c for c in doc["checks"] if c["name"] == "fabric.localize"]
+
+
+def _rounds(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    rounds: list[dict[str, Any]] = entry["details"]["rounds"]
+    for r in rounds:  # every round is recorded: disjoint pairs, a figure each
+        nodes = [n for p in r["pairs"] for n in p["nodes"]]
+        assert len(nodes) == len(set(nodes)) and all(p["gbps"] > 0 for p in r["pairs"])
+    return rounds
+
+
+@needs_harness
+def test_no_shaping_names_nobody(hosts: Cluster, tmp_path: Path) -> None:
+    doc, log, wall = _suite(hosts, tmp_path / "report", "--localize")
+    (entry,) = _loc(doc)
+    assert entry["status"] == "PASS" and entry["scope"] == "world", entry
+    assert entry["details"]["outcome"] == "nobody" and entry["details"]["trigger"] == ["requested (--localize)"]
+    assert len(_rounds(entry)) == 1
+    assert "no slow node or link" in log
+    print(f"[measured] 4 hosts, no shaping: {len(_rounds(entry))} round(s), suite wall {wall:.1f} s")
+
+
+@needs_harness
+def test_slow_host_is_named(hosts: Cluster, tmp_path: Path) -> None:
+    hosts.shape_pod(2, "20mbit")
+    try:
+        doc, log, wall = _suite(hosts, tmp_path / "report", "--localize")
+    finally:
+        hosts.unshape(2)
+    (entry,) = _loc(doc)
+    assert entry["status"] == "FAIL" and entry["scope"] == "node" and entry["node"] == "ml-dev-env-2", entry
+    assert entry["details"]["slow_nodes"] == ["ml-dev-env-2"] and entry["details"]["slow_links"] == []
+    rounds = _rounds(entry)
+    assert len(rounds) == 2 and rounds[0]["suspects"] == ["ml-dev-env-2", "ml-dev-env-3"]
+    assert doc["verdict"] == "FAIL" and any("ml-dev-env-2" in r and "slow node" in r for r in doc["reasons"])
+    assert "FAIL  fabric.localize" in log and "node ml-dev-env-2" in log
+    cases = ET.parse(tmp_path / "report" / "junit.xml").getroot().findall("testsuite/testcase")
+    assert any(c.get("classname") == "fabric.localize" and c.get("name") == "node ml-dev-env-2"
+               and c.find("failure") is not None for c in cases)
+    assert "| fabric.localize | node ml-dev-env-2 | FAIL |" in (tmp_path / "report" / "summary.md").read_text()
+    print(f"[measured] 4 hosts, host 2 at 20 mbit/s: {len(rounds)} round(s), suite wall {wall:.1f} s, "
+          f"pairs {[(p['nodes'], round(p['gbps'], 4)) for r in rounds for p in r['pairs']]}")
+
+
+@needs_harness
+def test_collective_below_its_bar_triggers_localization_by_itself(hosts: Cluster, tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline.yaml"
+    baseline.write_text(BASELINE)
+    hosts.shape_pod(1, "20mbit")
+    try:
+        doc, log, wall = _suite(hosts, tmp_path / "report", "--checks", "collectives.all_reduce,fabric.localize",
+                                "--baseline", str(baseline))
+    finally:
+        hosts.unshape(1)
+    ar = [c for c in doc["checks"] if c["name"] == "collectives.all_reduce" and c["scope"] == "world"]
+    assert [c["status"] for c in ar] == ["FAIL"], ar  # the world group, below its bar
+    (entry,) = _loc(doc)
+    assert entry["status"] == "FAIL" and entry["node"] == "ml-dev-env-1", entry
+    (why,) = entry["details"]["trigger"]
+    assert why.startswith("FAIL: collectives.all_reduce world") and "busbw_gbps_large" in why
+    print(f"[measured] 4 hosts, host 1 at 20 mbit/s, auto trigger: {len(_rounds(entry))} round(s), "
+          f"suite wall {wall:.1f} s")
+
+
+@needs_harness
+def test_nothing_below_its_bar_skips_localization(hosts: Cluster, tmp_path: Path) -> None:
+    baseline = tmp_path / "baseline.yaml"
+    baseline.write_text(BASELINE)
+    doc, _, _ = _suite(hosts, tmp_path / "report", "--checks", "collectives.all_reduce,fabric.localize",
+                       "--baseline", str(baseline))
+    (entry,) = _loc(doc)
+    assert entry["status"] == "SKIP" and "not needed" in entry["reasons"][0], entry
+    assert doc["verdict"] == "PASS"
+
+
+@needs_harness
+def test_slow_path_between_two_hosts_names_the_pair(hosts: Cluster, tmp_path: Path) -> None:
+    hosts.shape_path(0, 1, "20mbit")  # only what host 0 sends to host 1
+    try:
+        doc, log, wall = _suite(hosts, tmp_path / "report", "--localize")
+    finally:
+        hosts.unshape(0)
+    (entry,) = _loc(doc)
+    assert entry["status"] == "FAIL" and entry["scope"] == "link", entry
+    assert entry["details"]["slow_links"] == [["ml-dev-env-0", "ml-dev-env-1"]] and entry["details"]["slow_nodes"] == []
+    assert entry["details"]["group"] == "ml-dev-env-0 <-> ml-dev-env-1"
+    assert len(_rounds(entry)) == 2
+    assert any("cable/port/switch path between ml-dev-env-0 and ml-dev-env-1" in r for r in doc["reasons"])
+    print(f"[measured] 4 hosts, path 0->1 at 20 mbit/s: {len(_rounds(entry))} round(s), suite wall {wall:.1f} s")
+
+
