@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from mlenv.acceptance import baselines, console, dist, profiles
+from mlenv.acceptance import baselines, console, dist, history, profiles
 from mlenv.acceptance.base import Check, RunContext, registry
 from mlenv.acceptance.reports import RunMeta, finalize
 from mlenv.acceptance.reports.document import ALL_FILES, RESULTS_JSONL, now_iso
@@ -39,6 +39,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--baseline", default=None, help="baseline file or GPU model (default: by device)")
     p.add_argument("--deadline", type=float, default=None, help="per-check deadline in seconds")
     p.add_argument("--options", default=None, help="JSON/YAML file {check: {key: value}} over the profile")
+    p.add_argument("--history-dir", default=None,
+                   help="history root: <dir>/<cluster>/history.jsonl (default $MLENV_HISTORY_DIR, else ./reports)")
     p.add_argument("--localize", action="store_true",
                    help=f"run {LOCALIZE} (name the slow node or link) even when no earlier check asks for it")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
@@ -149,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         report_dir.mkdir(parents=True, exist_ok=True)
         for f in ALL_FILES:  # a stale report from an earlier run must never be read as this one's
             (report_dir / f).unlink(missing_ok=True)
+        history.clear_stale(report_dir)
         meta.write(report_dir)
         writer = JsonlWriter(report_dir / RESULTS_JSONL)
         print(f"[acceptance] {len(checks)} check(s), {env.world_size} rank(s) on {nnodes} node(s), "
@@ -187,6 +190,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr, flush=True)
         os._exit(EXIT_INPUT)
     print(console.verdict_block(doc, str(report_dir)), flush=True)
+    root = Path(args.history_dir) if args.history_dir else history.default_root()
+    for line in history.after_run(report_dir, doc, root):
+        print(f"[acceptance] {line}", flush=True)
     code = exit_for_verdict(doc["verdict"])
     if outcome.aborted:
         sys.stderr.flush()

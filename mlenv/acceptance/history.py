@@ -1,0 +1,301 @@
+"""Run history: one JSON line per acceptance run, per cluster (docs/acceptance.md, "History").
+
+``<root>/<cluster>/history.jsonl``, where ``<root>`` is ``$MLENV_HISTORY_DIR`` or
+``reports/`` under the working directory (``mlenv`` uses the repository root), and a
+``--local`` run's cluster is ``local`` (a pod's is ``$MLENV_CLUSTER``). Appends take an
+exclusive ``fcntl.flock`` and write the whole line in one ``O_APPEND`` write, so runs
+finishing together neither lose nor tear lines. The run's own line is also written to
+``record.json`` in its report folder, so a run folder names its cluster.
+
+Stdlib only (pods and reviewers' machines read it without torch).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import fnmatch
+import json
+import os
+import re
+import statistics
+from pathlib import Path
+from typing import Any
+
+from mlenv.acceptance.outliers import direction
+from mlenv.acceptance.result import CheckResult, Status
+from mlenv.errors import InputError
+
+HISTORY_SCHEMA = 1
+HISTORY_FILE = "history.jsonl"
+RECORD_FILE = "record.json"
+LOCAL_CLUSTER = "local"
+NOT_PRESENT = "not present"
+_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# Scopes a headline figure is taken from: one GPU (rank) or all of them (world). Node,
+# intra/inter-node group and link results are judged by the verdict, not trended.
+_HEADLINE_SCOPES = ("rank", "world")
+
+
+def check_cluster_name(name: str) -> str:
+    """``name`` if it is a DNS-1123 label (as cluster names are), else InputError: it becomes a path."""
+    if not isinstance(name, str) or len(name) > 63 or not _LABEL.fullmatch(name):
+        raise InputError(f"cluster {name!r}: expected a cluster name (a DNS-1123 label: lower-case letters, "
+                         "digits and '-', at most 63 characters)")
+    return name
+
+
+def default_root(base: str | os.PathLike[str] | None = None) -> Path:
+    """``$MLENV_HISTORY_DIR``, else ``<base or cwd>/reports``."""
+    env = os.environ.get("MLENV_HISTORY_DIR", "").strip()
+    if env:
+        return Path(env)
+    return Path(base if base is not None else os.getcwd()) / "reports"
+
+
+def current_cluster(environ: dict[str, str] | None = None) -> str:
+    """The cluster a run in this process belongs to: ``$MLENV_CLUSTER`` (set in pods), else ``local``."""
+    name = (environ if environ is not None else os.environ).get("MLENV_CLUSTER", "").strip()
+    if name and _LABEL.fullmatch(name) and len(name) <= 63:
+        return name
+    return LOCAL_CLUSTER
+
+
+def history_path(root: Path, cluster: str) -> Path:
+    """``<root>/<cluster>/history.jsonl`` (cluster checked: it is a path component)."""
+    return root / check_cluster_name(cluster) / HISTORY_FILE
+
+
+# -- what a line holds ---------------------------------------------------------------
+
+
+# The figure each shipped check is trended on (metric globs); a check not listed here
+# (a plugin, a newer check) is trended on every rate or median time it reports.
+HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
+    "compute.matmul": ("tflops_*",),
+    "memory.copy": ("copy_gbps",),
+    "collectives.*": ("busbw_gbps_large",),
+    "training.deepspeed": ("samples_per_s",),
+    "training.step_time": ("p50_ms",),
+    "compute.quorum": (),
+    "environment": (),
+}
+
+
+def is_headline(check: str, metric: str, scope: str) -> bool:
+    """A figure worth a trend: per GPU (median over ranks) or for the world, see HEADLINE_METRICS."""
+    if scope not in _HEADLINE_SCOPES:
+        return False
+    for pattern, metrics in HEADLINE_METRICS.items():
+        if fnmatch.fnmatchcase(check, pattern):
+            return any(fnmatch.fnmatchcase(metric, m) for m in metrics)
+    return direction(metric) != 0 and not metric.endswith("_max")
+
+
+def headline(results: list[CheckResult]) -> dict[str, dict[str, float]]:
+    """``{check: {metric: median}}`` over the PASS/WARN/FAIL results of rank or world scope."""
+    vals: dict[tuple[str, str], list[float]] = {}
+    for r in results:
+        if r.status in (Status.ERROR, Status.SKIP):
+            continue
+        for m, v in r.metrics.items():
+            if is_headline(r.name, m, r.scope):
+                vals.setdefault((r.name, m), []).append(float(v))
+    out: dict[str, dict[str, float]] = {}
+    for (check, metric), xs in sorted(vals.items()):
+        out.setdefault(check, {})[metric] = round(statistics.median(xs), 6)
+    return out
+
+
+def hca_firmware(ibv_devinfo: object) -> dict[str, str]:
+    """``{hca_id: fw_ver}`` from ``ibv_devinfo`` output."""
+    out: dict[str, str] = {}
+    hca = None
+    for line in str(ibv_devinfo or "").splitlines():
+        key, _, val = line.strip().partition(":")
+        if key == "hca_id":
+            hca = val.strip()
+        elif key == "fw_ver" and hca:
+            out[hca] = val.strip()
+    return out
+
+
+def _text(v: object) -> str:
+    if v is None or v == "" or v == [] or v == {}:
+        return NOT_PRESENT
+    if isinstance(v, list):
+        return ", ".join(str(x) for x in v)
+    if isinstance(v, dict):
+        return ", ".join(f"{k}: {x}" for k, x in sorted(v.items()))
+    return str(v)
+
+
+VERSION_KEYS = ("driver", "cuda", "nccl", "torch", "deepspeed", "python", "gpu_models", "vbios", "hca_firmware")
+
+
+def node_versions(results: list[CheckResult]) -> dict[str, dict[str, str]]:
+    """Per node (host): the versions its ``environment`` results recorded, ``not present`` where none.
+
+    Node-wide tools (driver, ibv_devinfo) run on one rank per node; the other ranks' values
+    fill in what it lacks, and ranks of one node that disagree are all listed (``a | b``).
+    """
+    seen: dict[str, dict[str, list[str]]] = {}
+    for r in sorted((r for r in results if r.name == "environment"), key=lambda r: r.rank or 0):
+        d = r.details if isinstance(r.details, dict) else {}
+        node = str(r.node or d.get("host") or f"rank {r.rank}")
+        vals = {k: d.get(k) for k in VERSION_KEYS}
+        vals["gpu_models"] = sorted({str(g) for g in d.get("gpu_models") or []})
+        vals["vbios"] = d.get("vbios") or d.get("vbios_version")
+        vals["hca_firmware"] = hca_firmware(d.get("ibv_devinfo"))
+        slot = seen.setdefault(node, {k: [] for k in VERSION_KEYS})
+        for k, v in vals.items():
+            t = _text(v)
+            if t != NOT_PRESENT and t not in slot[k]:
+                slot[k].append(t)
+    return {node: {k: " | ".join(v) if v else NOT_PRESENT for k, v in slot.items()} for node, slot in sorted(seen.items())}
+
+
+def make_record(doc: dict[str, Any], results: list[CheckResult], cluster: str, report_dir: Path,
+                config_sha256: str | None = None) -> dict[str, Any]:
+    """The history line of a run from its results document (the contract in docs/acceptance.md)."""
+    world = doc.get("world") or {}
+    return {
+        "schema_version": HISTORY_SCHEMA,
+        "run_id": doc.get("run_id"),
+        "cluster": check_cluster_name(cluster),
+        "started": doc.get("started"),
+        "finished": doc.get("finished"),
+        "verdict": doc.get("verdict"),
+        "profile": doc.get("profile"),
+        "baseline": doc.get("baseline"),
+        "config_sha256": config_sha256,
+        "world": {k: world.get(k) for k in ("nodes", "ranks", "backend", "device")},
+        "checks": sorted({r.name for r in results}),
+        "versions": node_versions(results),
+        "metrics": headline(results),
+        "report_dir": str(report_dir.resolve()),
+    }
+
+
+# -- the file --------------------------------------------------------------------------
+
+
+def encode(record: dict[str, Any]) -> bytes:
+    """One line: compact JSON, ASCII only (a newline in a value is escaped, never a line break)."""
+    return (json.dumps(record, ensure_ascii=True, separators=(",", ":"), allow_nan=False) + "\n").encode("ascii")
+
+
+def append(path: Path, record: dict[str, Any]) -> None:
+    """Append ``record`` as one line under an exclusive lock; fsynced before returning.
+
+    A line cut short by an earlier crash is closed with a newline first, so it stays one
+    unreadable line and never swallows this one.
+    """
+    data = encode(record)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":
+                data = b"\n" + data
+            view = memoryview(data)
+            while view:
+                n = os.write(fd, view)
+                view = view[n:]
+            os.fsync(fd)
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def read(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every readable line of a history file (file order) and a note per unreadable one."""
+    records: list[dict[str, Any]] = []
+    notes: list[str] = []
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return records, notes
+    except OSError as e:
+        raise InputError(f"{path}: cannot read history: {e.strerror or e}") from None
+    for i, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            rec = None
+        if not isinstance(rec, dict) or not isinstance(rec.get("run_id"), str):
+            notes.append(f"{path.name}:{i}: unreadable line skipped")
+            continue
+        records.append(rec)
+    return records, notes
+
+
+def newest_first(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Sorted by start time, newest first (file order breaks ties: later lines are newer)."""
+    indexed = list(enumerate(records))
+    indexed.sort(key=lambda t: (str(t[1].get("started") or ""), t[0]), reverse=True)
+    return [r for _, r in indexed]
+
+
+def record_run(report_dir: Path, doc: dict[str, Any], results: list[CheckResult], cluster: str, root: Path,
+               config_sha256: str | None = None) -> tuple[Path, dict[str, Any]]:
+    """Append this run to its cluster's history and write ``record.json``; returns (history file, line)."""
+    rec = make_record(doc, results, cluster, report_dir, config_sha256)
+    path = history_path(root, cluster)
+    append(path, rec)
+    (report_dir / RECORD_FILE).write_bytes(encode(rec))
+    return path, rec
+
+
+def find_run(root: Path, run_id: str) -> dict[str, Any] | None:
+    """The history line of ``run_id`` in any cluster's history under ``root`` (newest wins)."""
+    hit: dict[str, Any] | None = None
+    if not root.is_dir():
+        return None
+    for f in sorted(root.glob(f"*/{HISTORY_FILE}")):
+        for rec in read(f)[0]:
+            if rec.get("run_id") == run_id:
+                hit = rec
+    return hit
+
+
+def clear_stale(report_dir: Path) -> None:
+    """Remove an earlier run's record.json and trend PNGs from a report folder being reused."""
+    (report_dir / RECORD_FILE).unlink(missing_ok=True)
+    for p in report_dir.glob("trend-*.png"):
+        p.unlink(missing_ok=True)
+
+
+def after_run(report_dir: Path, doc: dict[str, Any], root: Path, cluster: str | None = None,
+              plots: bool = True) -> list[str]:
+    """Record a finished run: history line, record.json, trend PNGs linked from summary.md.
+
+    Best effort: returns lines to print (where the history went, or why it could not be
+    written); a history problem never changes the verdict or the exit code.
+    """
+    name = cluster or current_cluster()
+    try:
+        results = [CheckResult.from_dict(c) for c in doc.get("checks", [])]
+        path, rec = record_run(report_dir, doc, results, name, root)
+    except (OSError, ValueError, KeyError, TypeError, InputError) as e:
+        return [f"note: run not added to the history: {e}"]
+    out = [f"history: run {rec['run_id']} appended to {path}"]
+    if not plots:
+        return out
+    try:
+        from mlenv.acceptance.reports.trend import TRENDS_HEADING, plot_trends, summary_section
+
+        records, _ = read(path)
+        made = plot_trends(records, rec, report_dir, name)
+        summary = report_dir / "summary.md"
+        if summary.is_file():
+            text = summary.read_text(encoding="utf-8")
+            text = text.split(TRENDS_HEADING, 1)[0].rstrip("\n") + "\n"  # once, also when called again
+            summary.write_text(text + summary_section(name, path, made, len(records)), encoding="utf-8")
+    except Exception as e:  # a plot must never cost the run its report
+        out.append(f"note: trend plots not drawn: {type(e).__name__}: {e}")
+    return out

@@ -1,0 +1,78 @@
+"""Trend PNGs: one headline metric over a cluster's run history, linked from summary.md.
+
+One file per headline metric (``trend-<check>-<metric>.png``): the median over ranks of
+each run, in start order, the point's colour its verdict, this run's point ringed.
+matplotlib (Agg backend) is imported only inside :func:`plot_trends`.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+TREND_PREFIX = "trend-"
+TRENDS_HEADING = "\n## Trends on cluster "
+MAX_RUNS = 50  # the newest runs a plot shows; older ones stay in history.jsonl
+_COLOURS = {"PASS": "tab:green", "FAIL": "tab:red", "ERROR": "tab:orange"}
+
+
+def trend_file(check: str, metric: str) -> str:
+    """``trend-compute.matmul-tflops_fp32.png`` (anything odd in a name becomes ``_``)."""
+    return TREND_PREFIX + re.sub(r"[^A-Za-z0-9._-]+", "_", f"{check}-{metric}") + ".png"
+
+
+def series(records: list[dict[str, Any]], check: str, metric: str) -> list[tuple[str, str, float, str]]:
+    """(run id, started, value, verdict) of every record holding ``check``/``metric``, oldest first."""
+    pts: list[tuple[str, str, float, str]] = []
+    for rec in sorted(records, key=lambda r: str(r.get("started") or "")):
+        m = rec.get("metrics")
+        v = m.get(check, {}).get(metric) if isinstance(m, dict) and isinstance(m.get(check), dict) else None
+        if isinstance(v, int | float) and not isinstance(v, bool):
+            pts.append((str(rec.get("run_id")), str(rec.get("started") or ""), float(v), str(rec.get("verdict"))))
+    return pts[-MAX_RUNS:]
+
+
+def plot_trends(records: list[dict[str, Any]], current: dict[str, Any], out_dir: Path, cluster: str) -> list[str]:
+    """Draw a trend PNG per headline metric of ``current`` (a history line); returns the file names."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    made: list[str] = []
+    metrics = current.get("metrics") if isinstance(current.get("metrics"), dict) else {}
+    for check, ms in sorted((metrics or {}).items()):
+        if not isinstance(ms, dict):
+            continue
+        for metric in sorted(ms):
+            pts = series(records, check, metric)
+            if not pts:
+                continue
+            fig, ax = plt.subplots(figsize=(7, 3.5))
+            xs = list(range(1, len(pts) + 1))
+            ax.plot(xs, [p[2] for p in pts], color="0.6", linewidth=1, zorder=1)
+            ax.scatter(xs, [p[2] for p in pts], c=[_COLOURS.get(p[3], "tab:gray") for p in pts], zorder=2)
+            for x, p in zip(xs, pts, strict=True):
+                if p[0] == current.get("run_id"):
+                    ax.scatter([x], [p[2]], s=160, facecolors="none", edgecolors="black", zorder=3)
+            ax.set_xticks(xs)
+            ax.set_xticklabels([p[1][5:16].replace("T", "\n") for p in pts], fontsize=7)
+            ax.set_ylabel(metric)
+            ax.set_title(f"{check} {metric} on {cluster} (median over ranks; green PASS, red FAIL)", fontsize=9)
+            ax.grid(True, alpha=0.3)
+            fig.tight_layout()
+            name = trend_file(check, metric)
+            fig.savefig(out_dir / name, dpi=90)
+            plt.close(fig)
+            made.append(name)
+    return made
+
+
+def summary_section(cluster: str, history_file: Path, files: list[str], runs: int) -> str:
+    """The Markdown appended to summary.md: where the history is, and each trend PNG."""
+    lines = [f"{TRENDS_HEADING}`{cluster}`", "",
+             f"{runs} run(s) in `{history_file}`; `mlenv history {cluster}` lists them, "
+             "`mlenv compare RUN_A RUN_B` compares two.", ""]
+    lines += [f"![{f}]({f})" for f in files]
+    return "\n".join(lines) + "\n"
