@@ -46,6 +46,11 @@ def test_local_suite_passes_with_every_report(tmp_path: Path) -> None:
     names = {c["name"] for c in doc["checks"]}
     for fam in ("environment", "compute", "memory", "collectives", "training"):
         assert any(n == fam or n.startswith(fam + ".") for n in names), (fam, names)
+    # gloo on CPU: no NCCL, so no network transport to prove; said so, not silently passed
+    (fab,) = [c for c in doc["checks"] if c["name"] == "fabric.transport"]
+    assert fab["status"] == "SKIP" and fab["scope"] == "world"
+    assert fab["reasons"][0].startswith("backend gloo (CPU): NCCL is not in use"), fab
+    assert not (report / "nccl").exists()  # nothing captured where NCCL never ran
     env_ranks = sorted(c["rank"] for c in doc["checks"] if c["name"] == "environment")
     assert env_ranks == [0, 1]
     lines = (report / "results.jsonl").read_text().splitlines()
