@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from mlenv.acceptance.result import CheckResult
+from mlenv.acceptance.yamlfile import parse_strict
 from mlenv.errors import InputError
 
 OPS: dict[str, Callable[[float, float], bool]] = {
@@ -218,6 +219,10 @@ def load(path: str | Path) -> Baseline:
         text = p.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"{p}: cannot read baseline: {e}") from None
+    # The strict reader of cluster configs first: a duplicated key (which yaml.compose
+    # would keep twice and the walk below would read as the last one), an unreadable value
+    # or a second document is a located error, the same as in a cluster config.
+    parse_strict(text.encode("utf-8"), str(p), "baseline")
     try:
         root = yaml.compose(text, Loader=yaml.SafeLoader)
     except yaml.YAMLError as e:

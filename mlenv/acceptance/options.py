@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, get_type_hints
 
+from mlenv.acceptance.yamlfile import read_strict
 from mlenv.errors import InputError
 
 T = TypeVar("T")
@@ -303,38 +304,3 @@ def load_file(path: str | os.PathLike[str]) -> OptionLayer:
             layer.where[(section, key)] = f"{file}:{vpos.line}:{vpos.col}"
             layer.key_where[(section, key)] = f"{file}:{kpos.line}:{kpos.col}"
     return layer
-
-
-def read_strict(path: Path, what: str) -> tuple[Any, Any]:
-    """(data, positions) of a YAML/JSON file read with :func:`mlenv.config.yamlpos.parse`.
-
-    ``(None, None)`` for a file with nothing but comments or blank lines. Raises
-    InputError naming the file, line and column for anything the strict reader refuses
-    (duplicate keys included); ``what`` names the file's kind in the messages.
-    """
-    from mlenv.config.yamlpos import MAX_BYTES, parse
-
-    file = str(path)
-    try:
-        with path.open("rb") as f:
-            raw = f.read(MAX_BYTES + 1)
-    except OSError as e:
-        raise InputError(f"{file}: cannot read {what}: {e.strerror or e}") from None
-    if not any(line.strip() and not line.lstrip().startswith(b"#") and line.strip() != b"---"
-               for line in raw.splitlines()):
-        return None, None
-    if path.suffix == ".json":
-        # JSON allows tabs as whitespace, YAML's indentation does not; a tab inside a JSON
-        # string is invalid anyway, so spaces change nothing else (columns included).
-        raw = raw.replace(b"\t", b" ")
-    parsed = parse(raw, file)
-    errors = [d for d in parsed.diagnostics if d.severity == "error"]
-    if errors:
-        d = errors[0]
-        msg = d.message.replace("cluster config", what)
-        if msg.startswith("not valid YAML: "):
-            msg = "invalid YAML: " + msg[len("not valid YAML: "):]
-        more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-        what_path = f"{d.path}: " if d.path else ""
-        raise InputError(f"{file}:{d.line}:{d.col}: {what_path}{msg}{more}" + (f" ({d.hint})" if d.hint else ""))
-    return parsed.data, parsed
