@@ -179,3 +179,10 @@ def test_evidence_reaches_summary_and_junit() -> None:
     outs = {tc.get("name"): tc.findtext("system-out") or "" for tc in root.iter("testcase")}
     assert outs["rank 0 @ ml-dev-env-0"].startswith("NET/IB on mlx5_0:1/RoCE")  # a PASS says what it used
     assert "NCCL INFO Using network Socket" in outs["rank 2 @ ml-dev-env-1"]
+
+
+def test_docs_state_the_capture_settings_the_code_uses() -> None:
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "acceptance.md").read_text(encoding="utf-8")
+    assert f"NCCL_DEBUG_SUBSYS={nccllog.DEFAULT_SUBSYS}" in doc
+    assert f"{fabric.PROBE_BYTES // 2**20} MiB all_reduce" in doc
+    assert "rank<R>.<host>.%p.log" in doc and "## fabric.transport" in doc
