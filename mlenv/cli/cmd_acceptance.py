@@ -15,7 +15,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._common import err, guarded
+from mlenv.cli._common import err, guarded, repo_root
 from mlenv.errors import InputError
 
 
@@ -33,9 +33,13 @@ def register(app: typer.Typer) -> None:
         baseline: Annotated[str | None, typer.Option("--baseline", help="Baseline file or GPU model (default: by device).")] = None,
         deadline: Annotated[float, typer.Option("--deadline", help="Per-check deadline in seconds (default: by profile).")] = 0.0,
         options: Annotated[Path | None, typer.Option("--options", help="JSON/YAML {check: {key: value}} over the profile.")] = None,
+        localize: Annotated[bool, typer.Option("--localize", help="Also run fabric.localize: name the slow node or link "
+                                                                  "between nodes, pair by pair.")] = False,
+        bundle: Annotated[bool, typer.Option("--bundle", help="Also write the run's sign-off bundle "
+                                                              "(see mlenv bundle).")] = False,
     ) -> None:
         """Run the acceptance suite and print the verdict (0 PASS, 1 FAIL, 2 bad input, 3 ERROR)."""
-        from mlenv.acceptance import console, dist, local, profiles
+        from mlenv.acceptance import console, dist, history, local, profiles
         from mlenv.contract import exit_for_verdict
 
         if not local_:
@@ -45,7 +49,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--nproc: expected a positive number, got {nproc}")
         if deadline < 0:
             raise InputError(f"--deadline: expected seconds > 0, got {deadline}")
-        n_checks = local.validate(profile, checks, baseline, options)
+        n_checks = local.validate(profile, checks, baseline, options) + int(localize)
         gpus = local.gpu_count()
         if gpus and nproc > gpus:
             raise InputError(f"--nproc {nproc}: this machine has {gpus} GPU(s) and each rank needs its own; "
@@ -57,6 +61,9 @@ def register(app: typer.Typer) -> None:
         suite += ["--checks", checks] if checks else []
         suite += ["--baseline", baseline] if baseline else []
         suite += ["--options", str(options.resolve())] if options else []
+        suite += ["--localize"] if localize else []
+        history_root = history.default_root(repo_root())
+        suite += ["--history-dir", str(history_root.resolve())]
         cmd = local.build_command(n, gpus, dist.free_port(), report_dir.resolve(), suite)
         err(f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed: {shlex.join(cmd)}")
         # Worst case: every check runs into its deadline (the suite itself aborts sooner).
@@ -65,7 +72,13 @@ def register(app: typer.Typer) -> None:
                               on_timeout=lambda b: err(f"the suite did not end within {b:.0f} s: stopping it"))
         if run.recovered:  # rank 0 died: only this process can tell the verdict
             typer.echo(console.verdict_block(run.doc, str(report_dir)))
+            for line in history.after_run(report_dir, run.doc, history_root, history.LOCAL_CLUSTER):
+                err(line)
         else:  # rank 0 already printed the full verdict block: one closing line is enough
             typer.echo(f"verdict: {run.doc['verdict']} (reports in {report_dir})")
         typer.echo(f"wall time: {run.wall_s:.1f} s")
+        if bundle:
+            from mlenv.cli.cmd_bundle import make_bundle
+
+            typer.echo(f"bundle: {make_bundle(report_dir)[0]}")
         raise typer.Exit(exit_for_verdict(run.doc.get("verdict")))

@@ -12,6 +12,7 @@ skips with the reason otherwise.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -170,3 +171,18 @@ def test_slow_path_between_two_hosts_names_the_pair(hosts: Cluster, tmp_path: Pa
     print(f"[measured] 4 hosts, path 0->1 at 20 mbit/s: {len(_rounds(entry))} round(s), suite wall {wall:.1f} s")
 
 
+
+
+def test_cli_localize_flag_reaches_the_suite(tmp_path: Path) -> None:
+    """``mlenv acceptance --local --localize``: the check runs though --checks does not name it
+    (one machine is one node: nothing between nodes to localize, said so)."""
+    report = tmp_path / "report"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), DS_ACCELERATOR="cpu", MPLBACKEND="Agg")
+    p = subprocess.run([sys.executable, "-m", "mlenv", "acceptance", "--local", "--nproc", "2", "--localize",
+                        "--checks", "memory.copy", "--report-dir", str(report)],
+                       capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+    doc = json.loads((report / "results.json").read_text())
+    (entry,) = _loc(doc)
+    assert entry["status"] == "SKIP" and entry["reasons"] == ["one node: no link between nodes to localize"]
+    assert "fabric.localize" in p.stdout
