@@ -186,3 +186,19 @@ def test_cli_localize_flag_reaches_the_suite(tmp_path: Path) -> None:
     (entry,) = _loc(doc)
     assert entry["status"] == "SKIP" and entry["reasons"] == ["one node: no link between nodes to localize"]
     assert "fabric.localize" in p.stdout
+
+
+def test_slow_node_fault_without_root(tmp_path: Path) -> None:
+    """Where the netns harness cannot run: four real gloo ranks as four "nodes" on loopback,
+    node 2's leader stretched by the ``slow`` fault (its timed calls really take 20x)."""
+    from checks_harness import WorldSpec, run_world
+
+    spec = WorldSpec(nprocs=4, nnodes=4, checks=["fabric.localize"], deadline_s=60,
+                     options={"fabric.localize": {"mode": "always", "bytes": 65536, "iters": 3}},
+                     env={"MLENV_FAULT": "slow:node=2,factor=20,check=fabric.localize"})
+    records = run_world(spec, tmp_path)
+    assert all(r["error"] is None for r in records), records
+    (entry,) = records[0]["results"]
+    assert entry["status"] == "FAIL" and entry["node"] == "node2", entry
+    assert len(entry["details"]["rounds"]) == 2
+    assert all(r["results"] == [] for r in records[1:])  # rank 0 reports for the world
