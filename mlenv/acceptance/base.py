@@ -54,11 +54,7 @@ class RunContext:
         """
         from mlenv.acceptance.profiles import options_for
 
-        fam = check.split(".", 1)[0]
-        siblings = tuple(k for name, c in _REGISTRY.items() if name.split(".", 1)[0] == fam
-                         for k in c.Options.keys())
-        got = options_for(cls, check, profile=self.profile, cuda=self.is_cuda, overrides=self.options,
-                          family_keys=siblings)
+        got = options_for(cls, check, profile=self.profile, cuda=self.is_cuda, overrides=self.options)
         assert isinstance(got, cls)
         return got
 

@@ -22,6 +22,7 @@ from mlenv.acceptance.options import (
     CheckOptions,
     OptionLayer,
     build,
+    family,
     load_file,
     merge,
     validate,
@@ -106,15 +107,19 @@ def _layers(profile: str, device: str, overrides: Mapping[str, Mapping[str, Any]
 
 
 def options_for(cls: type[CheckOptions], check: str, *, profile: str, cuda: bool,
-                overrides: Mapping[str, Mapping[str, Any]] | None = None,
-                family_keys: tuple[str, ...] = ()) -> CheckOptions:
+                overrides: Mapping[str, Mapping[str, Any]] | None = None) -> CheckOptions:
     """The one place a check's typed options are made: defaults → profile → GPU overrides → ``overrides``.
 
     ``overrides`` may already hold the profile's values (what :func:`resolve` returns):
-    applying the profile again under them changes nothing. Raises InputError, located.
+    applying the profile again under them changes nothing. A family section may hold
+    options of the family's other registered checks. Raises InputError, located.
     """
+    from mlenv.acceptance.base import option_classes
+
+    fam = family(check)
+    siblings = [k for name, c in option_classes().items() if family(name) == fam for k in c.keys()]
     layer = _layers(profile, "cuda" if cuda else "cpu", overrides)
-    return build(cls, check, layer, cuda=cuda, family_keys=family_keys)
+    return build(cls, check, layer, cuda=cuda, family_keys=siblings)
 
 
 def registered_options() -> dict[str, type[CheckOptions]]:
