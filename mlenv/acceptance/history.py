@@ -168,6 +168,8 @@ def make_record(doc: dict[str, Any], results: list[CheckResult], cluster: str, r
         "profile": doc.get("profile"),
         "baseline": doc.get("baseline"),
         "config_sha256": config_sha256,
+        # where the suite ran: "pod" (MLENV_CLUSTER set by the StatefulSet) or "local" (this machine)
+        "origin": "pod" if os.environ.get("MLENV_CLUSTER", "").strip() else "local",
         "world": {k: world.get(k) for k in ("nodes", "ranks", "backend", "device")},
         "checks": sorted({r.name for r in results}),
         "versions": node_versions(results),
