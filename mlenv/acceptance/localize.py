@@ -13,8 +13,9 @@ Plan:
   nothing to compare it with (*ambiguous*, said so); three are measured pair by pair
   (three rounds), because any two of their pairs share a node.
 - A pair is **slow** when its figure is below ``(1 - slow_frac)`` of the reference: the
-  figure of a healthy pair, taken as the upper quartile of every figure measured so far
-  (so up to a quarter of the pairs may be slow without moving it), or the
+  figure of a healthy pair, taken as the upper quartile of the survey's figures (round 1,
+  where every node is in at most one pair, so up to a quarter of its pairs may be slow
+  without moving it; later rounds pair suspects on purpose and are not used), or the
   ``expected_gbps`` the caller gives.
 - A node is **good** once it was in one fast pair (the pair moved data at full speed,
   so neither end nor the link between them is slow). A node with no fast pair is **slow**
@@ -208,6 +209,10 @@ def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
     else:
         plan = [first_round(n)]
     pairs = plan.pop(0)
+    # The reference comes from the survey (round 1; all three pairs of three nodes) only:
+    # later rounds pair suspects on purpose, and their figures would drag it down.
+    survey: list[float] = []
+    surveying = True
     while pairs:
         if len(loc.rounds) >= budget:
             loc.notes.append(f"stopped after {budget} round(s) (the round budget for {n} nodes)")
@@ -227,7 +232,9 @@ def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
                 raise ValueError(f"measure returned no usable figure for pair {p}: {v!r}")
             figs[p] = float(v)
         st.figures.update(figs)
-        ref = expected_gbps if expected_gbps is not None else reference(list(st.figures.values()))
+        if surveying:
+            survey += figs.values()
+        ref = expected_gbps if expected_gbps is not None else reference(survey)
         slow, good, bad, links = st.judge(ref, slow_frac)
         explained = good | bad
         doubtful = [x for x in range(n) if x not in explained]
@@ -238,6 +245,7 @@ def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
         if plan:
             pairs = plan.pop(0)
         else:
+            surveying = False
             pairs = next_round(n, set(st.figures), good, doubtful) if doubtful else []
     loc.figures = dict(st.figures)
     _conclude(loc, st, slow_frac)

@@ -241,3 +241,11 @@ def test_options_are_checked() -> None:
     assert LC.LocalizeOptions().problems() == []
     bad = LC.LocalizeOptions(mode="sometimes", slow_frac=1.0, iters=0)
     assert {k for k, _ in bad.problems()} == {"mode", "slow_frac", "iters"}
+
+
+def test_half_the_nodes_slow_still_named_the_reference_comes_from_round_one() -> None:
+    # 4 nodes, 0 and 1 slow: later rounds pair suspects on purpose (mostly slow figures);
+    # judging them against a reference that included those would call the slow level healthy.
+    loc = localize(4, SimulatedFabric(slow_nodes={0: 0.05, 1: 0.05}))
+    assert loc.outcome == L.FOUND and loc.slow_nodes == [0, 1] and len(loc.rounds) == 3
+    assert {r.reference_gbps for r in loc.rounds} == {10.0}
