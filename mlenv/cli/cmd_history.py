@@ -1,0 +1,94 @@
+"""``mlenv history CLUSTER``: a cluster's acceptance runs, newest first (``-o json`` for tools).
+
+Reads ``reports/<cluster>/history.jsonl`` under the repository root (or
+``$MLENV_HISTORY_DIR``); a ``--local`` run's cluster is ``local``. Exit 0, or 2 for a
+bad cluster name, output format or unreadable history.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from mlenv.cli._common import err, guarded, repo_root
+from mlenv.errors import InputError
+
+
+def _metrics(rec: dict[str, Any]) -> str:
+    m = rec.get("metrics")
+    if not isinstance(m, dict):
+        return ""
+    parts = []
+    for check, ms in sorted(m.items()):
+        if isinstance(ms, dict):
+            parts += [f"{check.rsplit('.', 1)[-1]}.{k}={v:.4g}" for k, v in sorted(ms.items())
+                      if isinstance(v, int | float)]
+    return " ".join(parts)
+
+
+def _versions(rec: dict[str, Any]) -> str:
+    """``torch 2.4.0, driver 550.54`` over every node (values that differ between nodes are all shown)."""
+    v = rec.get("versions")
+    if not isinstance(v, dict):
+        return ""
+    out = []
+    for key in ("torch", "driver", "cuda", "nccl"):
+        vals = sorted({str(n.get(key)) for n in v.values() if isinstance(n, dict) and n.get(key) not in
+                       (None, "not present")})
+        if vals:
+            out.append(f"{key} {'/'.join(vals)}")
+    return ", ".join(out)
+
+
+def table(records: list[dict[str, Any]]) -> str:
+    """Rows: run id, started, verdict, profile, ranks, config sha256 (12), versions, headline metrics."""
+    head = ("RUN", "STARTED", "VERDICT", "PROFILE", "RANKS", "CONFIG", "VERSIONS", "HEADLINE METRICS (median)")
+    rows = []
+    for r in records:
+        world = r.get("world") if isinstance(r.get("world"), dict) else {}
+        rows.append((str(r.get("run_id")), str(r.get("started") or ""), str(r.get("verdict")),
+                     str(r.get("profile") or ""), str((world or {}).get("ranks") or ""),
+                     str(r.get("config_sha256") or "-")[:12], _versions(r), _metrics(r)))
+    widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head) - 1)]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+                     for row in [head, *rows])
+
+
+@guarded
+def history_cmd(
+    cluster: Annotated[str, typer.Argument(help="Cluster name (`local` for mlenv acceptance --local runs).")],
+    output: Annotated[str, typer.Option("-o", "--output", help="table | json")] = "table",
+    limit: Annotated[int, typer.Option("--limit", help="Newest N runs (0: all).")] = 0,
+    history_dir: Annotated[Path | None, typer.Option("--history-dir", help="History root (default $MLENV_HISTORY_DIR, "
+                                                                          "else reports/ in the repository).")] = None,
+) -> None:
+    """List a cluster's acceptance runs, newest first."""
+    from mlenv.acceptance import history
+
+    if output not in ("table", "json"):
+        raise InputError(f"-o/--output must be table or json, got {output!r}")
+    if limit < 0:
+        raise InputError(f"--limit: expected 0 or more, got {limit}")
+    root = history_dir or history.default_root(repo_root())
+    path = history.history_path(root, cluster)
+    records, notes = history.read(path)
+    for n in notes:
+        err(f"note: {n}")
+    records = history.newest_first(records)
+    if limit:
+        records = records[:limit]
+    if output == "json":
+        typer.echo(json.dumps(records, indent=2))
+        return
+    if not records:
+        err(f"no runs recorded for cluster {cluster!r} ({path})")
+        return
+    typer.echo(table(records))
+
+
+def register(app: typer.Typer) -> None:
+    """Add ``history`` to the app."""
+    app.command("history")(history_cmd)
