@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mlenv.acceptance.base import Check, RunContext, register
+from mlenv.acceptance.options import CheckOptions, option
 from mlenv.acceptance.result import CheckResult, Status
 
 TOOL_TIMEOUT_S = 20.0
@@ -35,6 +36,28 @@ TOOL_TIMEOUT_S = 20.0
 BUSY_MEM_GIB = 2.0
 BUSY_MEM_FRAC = 0.10
 BUSY_UTIL_PCT = 50.0
+
+
+@dataclass(frozen=True)
+class EnvironmentOptions(CheckOptions):
+    """When this rank's GPU counts as held by another job (the thresholds above)."""
+
+    busy_mem_gib: float = option(BUSY_MEM_GIB, help="GiB other processes may hold on the GPU before it is busy")
+    busy_mem_frac: float = option(BUSY_MEM_FRAC, help="fraction of its memory other processes may hold "
+                                                      "(the smaller of the two limits counts)")
+    busy_util_pct: float = option(BUSY_UTIL_PCT, help="utilisation (%) before any check ran that makes it busy "
+                                                      "(above 100: never)")
+
+    def problems(self) -> list[tuple[str, str]]:
+        """Positive limits; a fraction is at most 1."""
+        out = [(k, f"must be > 0, got {getattr(self, k)}") for k in ("busy_mem_gib", "busy_mem_frac", "busy_util_pct")
+               if getattr(self, k) <= 0]
+        if self.busy_mem_frac > 1:
+            out.append(("busy_mem_frac", f"must be at most 1, got {self.busy_mem_frac}"))
+        return out
+
+
+DEFAULT_LIMITS = EnvironmentOptions()
 QUERY_GPUS = ["nvidia-smi", "--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu",
               "--format=csv,noheader,nounits"]
 QUERY_APPS = ["nvidia-smi", "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv,noheader,nounits"]
@@ -115,7 +138,8 @@ def _gib(mib: float) -> str:
     return f"{mib / 1024:.1f}".removesuffix(".0") + " GiB"
 
 
-def judge_use(g: GpuUse, apps: list[tuple[int, float, str]], ours: Callable[[int], bool]) -> GpuUse:
+def judge_use(g: GpuUse, apps: list[tuple[int, float, str]], ours: Callable[[int], bool],
+              limits: EnvironmentOptions = DEFAULT_LIMITS) -> GpuUse:
     """Fill ``other_*`` and ``busy`` of ``g`` from the compute apps on it."""
     mine = [(pid, mib) for pid, mib, uuid in apps if uuid == g.uuid and ours(pid)]
     others = [(pid, mib) for pid, mib, uuid in apps if uuid == g.uuid and not ours(pid)]
@@ -124,12 +148,12 @@ def judge_use(g: GpuUse, apps: list[tuple[int, float, str]], ours: Callable[[int
     # memory.used is the truth (it also counts processes nvidia-smi cannot list from a
     # container); subtract what our own processes are listed with.
     g.other_mib = max(0.0, g.used_mib - sum(m for _, m in mine))
-    limit = min(BUSY_MEM_GIB * 1024, BUSY_MEM_FRAC * g.total_mib)
+    limit = min(limits.busy_mem_gib * 1024, limits.busy_mem_frac * g.total_mib)
     held = g.other_mib > limit
     # Utilisation is per GPU, not per process: when every process listed on it is ours
     # (a check that just ran), the load is ours too and the GPU is not busy.
     only_ours = bool(mine) and not others
-    hot = g.util_pct is not None and g.util_pct >= BUSY_UTIL_PCT and not only_ours
+    hot = g.util_pct is not None and g.util_pct >= limits.busy_util_pct and not only_ours
     if held or hot:
         g.busy = True
         pids = ", ".join(str(p) for p in g.other_pids)
@@ -145,7 +169,7 @@ def judge_use(g: GpuUse, apps: list[tuple[int, float, str]], ours: Callable[[int
 
 
 def gpu_usage(runner: ToolRunner | None = None, ours: Callable[[int], bool] = is_our_process,
-              missing: list[str] | None = None) -> list[GpuUse] | None:
+              missing: list[str] | None = None, limits: EnvironmentOptions = DEFAULT_LIMITS) -> list[GpuUse] | None:
     """Every GPU's use by other processes, or None when nvidia-smi is absent or fails.
 
     ``runner`` runs a command and returns its stdout (tests feed recorded output).
@@ -156,7 +180,7 @@ def gpu_usage(runner: ToolRunner | None = None, ours: Callable[[int], bool] = is
     if text is None:
         return None
     apps = parse_apps(run(QUERY_APPS, miss) or "")
-    return [judge_use(g, apps, ours) for g in parse_gpus(text)]
+    return [judge_use(g, apps, ours, limits) for g in parse_gpus(text)]
 
 
 def my_gpu(gpus: list[GpuUse], local_device: int, own_uuid: str | None = None,
@@ -231,7 +255,7 @@ def busy_gpu(ctx: RunContext, runner: ToolRunner | None = None, ours: Callable[[
     """(this rank's GPU if another job holds it, every GPU seen): only on a CUDA rank."""
     if not ctx.is_cuda:
         return None, []
-    gpus = gpu_usage(runner, ours, missing)
+    gpus = gpu_usage(runner, ours, missing, ctx.options_of(EnvironmentOptions, "environment"))
     if not gpus:
         return None, []
     index = int(ctx.device.split(":", 1)[1]) if ":" in ctx.device else ctx.local_rank
@@ -278,6 +302,7 @@ class Environment(Check):
 
     name = "environment"
     description = "versions, GPUs, driver, NCCL settings, topology and RDMA devices"
+    Options = EnvironmentOptions
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """One rank-scope result per rank; metrics: gpu_count. ERROR when this rank's GPU is busy."""

@@ -243,3 +243,19 @@ def test_faults_are_asked_through_the_context(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.delenv("MLENV_FAULT")
     assert ctx.fault("kill", "compute.matmul") is None
     assert faults.KINDS == ("kill", "hang", "slow", "corrupt")
+
+
+def test_the_busy_gpu_thresholds_are_options_of_the_environment_check() -> None:
+    from mlenv.acceptance.checks import environment as envcheck
+
+    def held_3gib() -> envcheck.GpuUse:  # 3 GiB of 80 held by a process that is not ours
+        return envcheck.GpuUse(index=0, uuid="GPU-a", used_mib=3072, total_mib=81920, util_pct=0.0)
+
+    apps = [(4242, 3072.0, "GPU-a")]
+    default = _ctx("cuda:0").options_of(envcheck.EnvironmentOptions, "environment")
+    assert envcheck.judge_use(held_3gib(), apps, lambda pid: False, default).busy
+    roomy = _ctx("cuda:0", {"environment": {"busy_mem_gib": 4}}).options_of(envcheck.EnvironmentOptions,
+                                                                             "environment")
+    assert roomy.busy_mem_gib == 4.0 and not envcheck.judge_use(held_3gib(), apps, lambda pid: False, roomy).busy
+    with pytest.raises(InputError, match="environment.busy_mem_frac: must be at most 1, got 10"):
+        profiles.resolve("quick", {"environment": {"busy_mem_frac": 10}})
