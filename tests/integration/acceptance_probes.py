@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 
-from mlenv.acceptance import faults
 from mlenv.acceptance.base import Check, RunContext, register
 from mlenv.acceptance.result import CheckResult, Status
 
@@ -35,7 +34,7 @@ class ProbeAllReduce(Check):
                 a = (a @ a) / 128.0
             samples.append(time.perf_counter() - t0)
         dt = min(samples)
-        slow = faults.active("slow", rank=ctx.rank, node_rank=ctx.node_rank, check=self.name)
+        slow = ctx.fault("slow", self.name)
         if slow:
             dt *= float(slow.get("factor", "4"))
         return [CheckResult(name=self.name, status=Status.PASS if ok else Status.FAIL, scope="rank",
