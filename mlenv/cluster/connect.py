@@ -37,11 +37,13 @@ def exec_timeout() -> float:
 
 
 @contextmanager
-def connect(notice: Callable[[str], None] | None = None) -> Iterator[Cluster]:
+def connect(notice: Callable[[str], None] | None = None, *, kubeconfig: str | None = None,
+            context: str | None = None) -> Iterator[Cluster]:
     """Yield the cluster client for one command (the fake's state is saved on exit).
 
     ``notice`` receives, once, anything the user should know about the client chosen
-    (the kubectl fallback when ``oc`` is missing).
+    (the kubectl fallback when ``oc`` is missing). ``kubeconfig``/``context`` go to every
+    ``oc``/``kubectl`` call (the fake has neither).
     """
     limit = exec_timeout()
     path = os.environ.get(FAKE_ENV)
@@ -60,7 +62,7 @@ def connect(notice: Callable[[str], None] | None = None) -> Iterator[Cluster]:
         return
     from mlenv.cluster.oc import OcCluster
 
-    client = OcCluster(exec_timeout=limit)
+    client = OcCluster(exec_timeout=limit, kubeconfig=kubeconfig, context=context)
     if client.notice and notice is not None:
         notice(client.notice)
     yield client

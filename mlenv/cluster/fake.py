@@ -945,12 +945,15 @@ class FakeCluster:
             vol[p] = base64.b64encode(d).decode()
 
     def logs(self, pod: str, namespace: str, *, follow: bool = False,
-             out: Output | None = None) -> str:
-        """The fake container log: the events of the pod, one per line."""
+             out: Output | None = None, tail: int | None = None) -> str:
+        """The fake container log: the events of the pod, one per line (the last ``tail``)."""
         self._check_reachable()
         if _key("Pod", namespace, pod) not in self.objects:
             raise NotFound(f'pods "{pod}" not found', kind="Pod", name=pod)
-        text = "".join(f"[fake] {e.reason}: {e.message}\n" for e in self.events(namespace, "Pod", pod))
+        lines = [f"[fake] {e.reason}: {e.message}\n" for e in self.events(namespace, "Pod", pod)]
+        text = "".join(lines if tail is None else lines[len(lines) - tail:] if tail else [])
+        self.calls.append(["logs", pod, *(["-f"] if follow else []),
+                           *([f"--tail={tail}"] if tail is not None else [])])
         if out is not None:
             for line in text.splitlines():
                 out(line)
