@@ -171,3 +171,57 @@ def kube_exec(pod: str, command: Sequence[str], options: Sequence[str] = ()) -> 
     """``exec OPTIONS… POD -- COMMAND…``: kubectl's first ``--`` starts the command, so the
     pod name stands before it, validated."""
     return ["exec", *options_before(options), name("Pod", pod), "--", *command]
+
+
+# -- client-wide flags (i16: kubectl habits) -------------------------------------------
+# kubeconfig context names are free-form in the file; what `oc login` writes looks like
+# `team-a/api-x-example-com:6443/alice`. Allowed: letters, digits and . _ : / @ + = -,
+# never a leading '-', at most 253 characters.
+_CONTEXT = re.compile(r"[A-Za-z0-9_.:/@+=][A-Za-z0-9_.:/@+=-]*")
+
+
+def context_name(value: str) -> str:
+    """A kubeconfig context name for ``--context=`` (no option shape, no spaces or
+    control characters)."""
+    if not isinstance(value, str) or len(value) > 253 or not _CONTEXT.fullmatch(value):
+        raise UnsafeArgument(f"--context {_show(value)} is not a kubeconfig context name "
+                             "(letters, digits and . _ : / @ + = -, not starting with '-')")
+    return value
+
+
+def local_path(value: str, what: str = "path") -> str:
+    """A local file path for an ``--opt=PATH`` flag: non-empty, no control characters, not
+    option-shaped (a leading ``-`` is refused even though ``=`` would keep it a value)."""
+    if (not isinstance(value, str) or not value or value.startswith("-") or len(value) > 4096
+            or any(ord(c) < 32 or ord(c) == 127 for c in value)):
+        raise UnsafeArgument(f"{what} {_show(value)} is not a plain file path (empty, starts "
+                             "with '-' or holds control characters)")
+    return value
+
+
+def request_timeout(seconds: float) -> str:
+    """``--request-timeout=…`` for a limit in seconds (kubectl takes a Go duration; whole
+    milliseconds keep fractions such as 2.5 s exact)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
+            or not 0 < seconds < 86400 or seconds != seconds:
+        raise UnsafeArgument(f"request timeout {_show(seconds)} is not a number of seconds "
+                             "between 0 and 86400")
+    return f"--request-timeout={max(1, round(seconds * 1000))}ms"
+
+
+def client_flags(kubeconfig: str | None = None, context: str | None = None) -> list[str]:
+    """The flags every ``oc``/``kubectl`` call of one command carries (``--kubeconfig``,
+    ``--context``), validated, in ``--flag=VALUE`` form so a value is never read as a flag."""
+    out = []
+    if kubeconfig:
+        out.append(f"--kubeconfig={local_path(kubeconfig, '--kubeconfig')}")
+    if context:
+        out.append(f"--context={context_name(context)}")
+    return out
+
+
+def count(value: int, what: str = "count") -> int:
+    """A non-negative whole number for a numeric flag (``--tail=N``)."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise UnsafeArgument(f"{what} {_show(value)} is not a whole number of 0 or more")
+    return value

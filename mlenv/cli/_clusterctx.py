@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import os
 import re
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlenv.cli._common import err, repo_root
+from mlenv.cli._common import SETTINGS, debug, err, note, repo_root
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.errors import InputError
 
@@ -20,10 +22,26 @@ MODES = ("rdma", "tcp")
 
 
 def load_config(name_or_path: str) -> ClusterConfig:
-    """Load and validate a cluster config (ConfigError/InputError → exit 2 at the boundary)."""
+    """Load and validate a cluster config (ConfigError/InputError → exit 2 at the boundary).
+
+    ``-n/--namespace`` (i16) replaces ``cluster.namespace``, validated as the config's own
+    would be (a DNS-1123 label)."""
+    import dataclasses
+
+    from mlenv import argv
     from mlenv.config import load
 
-    return load(name_or_path, Path(repo_root()))
+    cfg = load(name_or_path, Path(repo_root()))
+    ns = SETTINGS.namespace
+    if ns is not None and ns != cfg.namespace:
+        try:
+            argv.name("Namespace", ns)
+        except argv.UnsafeArgument:
+            raise InputError(f"-n/--namespace {ns!r} is not a namespace name (a DNS-1123 "
+                             "label: lower-case letters, digits and '-', at most 63 "
+                             "characters, starting and ending with a letter or digit)") from None
+        cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, namespace=ns))
+    return cfg
 
 
 def check_mode(mode: str) -> None:
@@ -44,13 +62,73 @@ def workspace_dir() -> str:
     return str(Path(repo_root()) / "workspace")
 
 
+API_TIMEOUT_ENV = "MLENV_API_TIMEOUT_S"
+DEFAULT_API_TIMEOUT = 10.0
+
+
+def api_timeout() -> float:
+    """Seconds the API server has to answer the reachability probe: ``--request-timeout``,
+    else ``MLENV_API_TIMEOUT_S``, else 10 (InputError when not a positive number)."""
+    if SETTINGS.request_timeout is not None:
+        if not 0 < SETTINGS.request_timeout < 86400:
+            raise InputError(f"--request-timeout must be between 0 and 86400 seconds, got "
+                             f"{SETTINGS.request_timeout:g}")
+        return SETTINGS.request_timeout
+    raw = os.environ.get(API_TIMEOUT_ENV, "")
+    if not raw:
+        return DEFAULT_API_TIMEOUT
+    try:
+        value = float(raw)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < 86400:
+        raise InputError(f"{API_TIMEOUT_ENV}={raw}: expected a number of seconds between 0 "
+                         "and 86400")
+    return value
+
+
+def _say_progress(msg: str) -> None:
+    """The "contacting <server>…" notice (from a timer thread): on a terminal it is erased
+    once the server answers or the error replaces it."""
+    if not SETTINGS.quiet:
+        sys.stderr.write(msg + ("" if sys.stderr.isatty() else "\n"))
+        sys.stderr.flush()
+
+
+def _clear_progress() -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\033[K")
+        sys.stderr.flush()
+
+
 @contextmanager
 def cluster_client() -> Iterator[Cluster]:
-    """The cluster for one command; a client notice (kubectl instead of oc) goes to
-    stderr once."""
+    """The cluster for one command.
+
+    i16: before the verb does anything, the real client probes the API server (one
+    request, :func:`api_timeout` seconds): unreachable, hanging or not logged in is one
+    line and exit 3 for every verb, never a verb's own failure (``launch`` would report
+    kubectl's exit 1 as an acceptance FAIL). ``--kubeconfig``/``--context`` reach every
+    oc/kubectl call; ``--verbose`` prints each command line. A client notice (kubectl
+    instead of oc) goes to stderr once, after the server answered.
+    """
     from mlenv.cluster.connect import connect
 
-    with connect(notice=err) as client:
+    timeout = api_timeout()
+    opts = {k: v for k, v in (("kubeconfig", SETTINGS.kubeconfig),
+                              ("context", SETTINGS.context)) if v}
+    with connect(notice=None, **opts) as client:
+        probe = getattr(client, "probe", None)
+        if probe is not None:  # the real client; the fake has nothing to probe
+            if SETTINGS.verbose:
+                client.trace = debug  # type: ignore[attr-defined]
+            try:
+                probe(timeout, _say_progress)
+            finally:
+                _clear_progress()
+            notice = getattr(client, "notice", "")
+            if notice:
+                note(notice)
         yield client
 
 

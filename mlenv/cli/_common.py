@@ -6,6 +6,7 @@ import functools
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import ParamSpec, TypeVar
 
 import typer
@@ -56,8 +57,49 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
 
 
 def repo_root() -> str:
-    """Directory holding ``clusters/`` (MLENV_ROOT, else the current directory)."""
-    return os.environ.get("MLENV_ROOT", os.getcwd())
+    """Directory holding ``clusters/``: ``MLENV_ROOT`` when set, else the nearest folder
+    from the current one upward that has a ``clusters/`` folder (as git finds ``.git``),
+    else the current directory."""
+    env = os.environ.get("MLENV_ROOT")
+    if env:
+        return env
+    cwd = os.getcwd()
+    here = cwd
+    while True:
+        if os.path.isdir(os.path.join(here, "clusters")):
+            return here
+        parent = os.path.dirname(here)
+        if parent == here:
+            return cwd
+        here = parent
+
+
+@dataclass
+class Settings:
+    """The global options of one command (``mlenv [OPTIONS] VERB [OPTIONS]``): set by the
+    root callback, then by the same options given after the verb (those win)."""
+
+    namespace: str | None = None
+    context: str | None = None
+    kubeconfig: str | None = None
+    request_timeout: float | None = None
+    quiet: bool = False
+    verbose: bool = False
+
+
+SETTINGS = Settings()
+
+
+def note(msg: str) -> None:
+    """A notice or progress line on stderr; ``--quiet`` drops it (errors and warnings stay)."""
+    if not SETTINGS.quiet:
+        err(msg)
+
+
+def debug(msg: str) -> None:
+    """A line only ``--verbose`` shows (the oc/kubectl command lines run)."""
+    if SETTINGS.verbose and not SETTINGS.quiet:
+        err(msg)
 
 
 def stdout_is_tty() -> bool:

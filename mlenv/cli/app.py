@@ -10,6 +10,17 @@ import importlib
 
 import typer
 
+from mlenv.cli._globals import (
+    ContextOpt,
+    KubeconfigOpt,
+    NamespaceOpt,
+    QuietOpt,
+    TimeoutOpt,
+    VerboseOpt,
+    reset,
+    with_globals,
+)
+
 # Order here is the order in `mlenv --help`.
 VERB_MODULES = (
     "validate",
@@ -30,6 +41,7 @@ VERB_MODULES = (
     "bundle",
     "history",
     "compare",
+    "help",  # help [VERB], completion bash|zsh|fish
 )
 
 app = typer.Typer(
@@ -39,16 +51,29 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
     # Plain help formatting: rich markup costs ~0.1 s of start-up for `mlenv --help`.
     rich_markup_mode=None,
+    # kubectl habit: -h is --help, for the app and every verb
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
-
 
 
 @app.callback(invoke_without_command=True)
 def _root(
     ctx: typer.Context,
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+    namespace: NamespaceOpt = None,
+    context: ContextOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    request_timeout: TimeoutOpt = None,
+    quiet: QuietOpt = False,
+    verbose: VerboseOpt = False,
 ) -> None:
-    """ml-dev-env: cluster YAML in, multi-node DeepSpeed on OpenShift and an acceptance verdict out."""
+    """ml-dev-env: cluster YAML in, multi-node DeepSpeed on OpenShift and an acceptance verdict out.
+
+    Global options go before or after the verb (`mlenv status x -n team-b`); see
+    `mlenv help VERB`.
+    """
+    reset(namespace=namespace, context=context, kubeconfig=kubeconfig,
+          request_timeout=request_timeout, quiet=quiet, verbose=verbose)
     if version:
         from mlenv import __version__
 
@@ -67,6 +92,12 @@ for _verb in VERB_MODULES:
             raise
         continue
     _mod.register(app)
+
+# i16: the global options after the verb too (defined once in mlenv/cli/_globals.py)
+for _info in app.registered_commands:
+    if _info.callback is not None:
+        _name = _info.name or _info.callback.__name__.replace("_", "-")
+        _info.callback = with_globals(_name, _info.callback)
 
 
 def main() -> None:

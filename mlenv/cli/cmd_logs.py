@@ -8,6 +8,7 @@ import typer
 
 from mlenv.cli._clusterctx import cluster_client, load_config, worker_pod
 from mlenv.cli._common import guarded
+from mlenv.errors import InputError
 
 
 @guarded
@@ -15,12 +16,15 @@ def logs(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
     pod: Annotated[int, typer.Option("--pod", help="Pod index.")] = 0,
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream until interrupted.")] = False,
+    tail: Annotated[int | None, typer.Option("--tail", help="Only the last N lines (then follow, with -f).")] = None,
 ) -> None:
-    """Print (or follow) the log of ml-dev-env-<pod>."""
+    """Print (or follow) the log of ml-dev-env-<pod>, as `kubectl logs [-f] [--tail N]`."""
 
+    if tail is not None and tail < 0:
+        raise InputError(f"--tail must be 0 or more, got {tail}")
     cfg = load_config(cluster)
     with cluster_client() as client:
-        client.logs(worker_pod(pod), cfg.namespace, follow=follow, out=typer.echo)
+        client.logs(worker_pod(pod), cfg.namespace, follow=follow, out=typer.echo, tail=tail)
 
 
 def register(app: typer.Typer) -> None:

@@ -40,9 +40,9 @@ def port_forward(
     wanted = [_port_pair(p) for p in port or []] + ([(DEBUG_PORT, DEBUG_PORT)] if debug else [])
     if wanted:
         target = worker_pod(pod)
-        for a, b in wanted:
-            typer.echo(f"127.0.0.1:{a} -> {target}:{b}")
-        with cluster_client() as client:
+        with cluster_client() as client:  # the ports are announced once the server answers
+            for a, b in wanted:
+                typer.echo(f"127.0.0.1:{a} -> {target}:{b}")
             rc = client.port_forward(target, cfg.namespace, wanted)
         raise typer.Exit(rc)
     tools = forward_ports(cfg)  # the tools' own ports, not their oauth-proxies (see there)
@@ -50,9 +50,9 @@ def port_forward(
         raise InputError(f"cluster {cfg.name} enables no dev_tools (vscode, jupyter, "
                          f"tensorboard); for a debugger use: mlenv port-forward {cfg.name} --debug")
     ports = [(p, p) for _, p, _ in tools]
-    for t, p, scheme in tools:
-        typer.echo(f"{t}: {scheme}://127.0.0.1:{p}")
     with cluster_client() as client:
+        for t, p, scheme in tools:
+            typer.echo(f"{t}: {scheme}://127.0.0.1:{p}")
         rc = client.port_forward("ml-dev-env-dev", cfg.namespace, ports)
     raise typer.Exit(rc)
 

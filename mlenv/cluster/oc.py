@@ -20,11 +20,12 @@ import contextlib
 import json
 import math
 import os
+import shlex
 import shutil
 import subprocess
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import IO, Literal
 
 from mlenv import argv
@@ -46,12 +47,16 @@ from mlenv.cluster.api import (
     KubeconfigError,
     Manifest,
     NotFound,
+    NotLoggedIn,
     Output,
     Unreachable,
 )
 from mlenv.errors import InfraError
 
 REQUEST_TIMEOUT = "30s"
+# What `kubectl config view --minify` says when there is no kubeconfig or no current context.
+_NO_CONTEXT = ("current-context must exist", "current-context is not set")
+LOGIN_HINT = "run `oc login <server>` (or `kubectl config use-context`) or set KUBECONFIG"
 
 def _feed(pipe: IO[bytes], data: bytes) -> None:
     """Write ``data`` to a child's stdin and close it (in a thread: the child's stdout is
@@ -70,15 +75,46 @@ def _resource_ref(ref: str) -> str:
     return argv.resource(kind) + (f"/{argv.name(kind, nm)}" if nm else "")
 
 
-def check_kubeconfig() -> None:
-    """Every file named by ``KUBECONFIG`` must exist and be readable (exit 2 otherwise)."""
-    for path in [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]:
+def check_kubeconfig(flag: str | None = None) -> None:
+    """The ``--kubeconfig`` file, else every file named by ``KUBECONFIG``, must exist and be
+    readable (exit 2 otherwise): kubectl would silently use an empty config instead."""
+    paths = [(flag, "--kubeconfig")] if flag else [
+        (p, "from KUBECONFIG") for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    for path, origin in paths:
         try:
             with open(path, "rb") as fh:
                 fh.read(1)
         except OSError as e:
-            raise KubeconfigError(f"kubeconfig {path} (from KUBECONFIG) is unreadable: "
+            raise KubeconfigError(f"kubeconfig {path} ({origin}) is unreadable: "
                                   f"{e.strerror}") from None
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    """The last non-empty line of a client's stderr, without klog's ``E1122 …`` prefix
+    noise, shortened: error messages stay one line."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    last = lines[-1] if lines else "no answer"
+    last = last.removeprefix("error: ").removeprefix("Error: ")
+    return last if len(last) <= limit else last[:limit - 3] + "..."
+
+
+def unreachable_reason(stderr: str, timed_out: bool, timeout: float) -> str | None:
+    """Why a probe of the API server failed, in words, or None when the server answered
+    (a 403 on /version still proves it is there)."""
+    low = stderr.lower()
+    if timed_out or any(s in low for s in ("context deadline exceeded", "client.timeout",
+                                           "i/o timeout", "tls handshake timeout")):
+        return (f"no answer within {timeout:g} s (raise the limit with MLENV_API_TIMEOUT_S or "
+                "--request-timeout)")
+    if "connection refused" in low or "was refused" in low:
+        return "connection refused"
+    if "no such host" in low:
+        return "no such host (DNS)"
+    if "x509" in low or "certificate" in low:
+        return f"TLS certificate not trusted: {_one_line(stderr)}"
+    if "unable to connect" in low or "connection reset" in low or " eof" in low:
+        return _one_line(stderr)
+    return None
 
 
 # Server-populated fields that differ between two reads of an object the apply did not change.
@@ -101,6 +137,7 @@ def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraErr
     msg = stderr.strip().splitlines()[-1] if stderr.strip() else "command failed"
     low = stderr.lower()
     if ("unable to connect to the server" in low or "connection refused" in low
+            or ("connection to the server" in low and "was refused" in low)
             or "no such host" in low or "you must be logged in" in low
             or "unauthorized" in low or "i/o timeout" in low):
         return Unreachable(msg)
@@ -120,8 +157,14 @@ class OcCluster:
     """The real cluster, reached through openshift-client and the ``oc`` binary."""
 
     def __init__(self, binary: str | None = None, *,
-                 exec_timeout: float = DEFAULT_EXEC_TIMEOUT) -> None:
-        check_kubeconfig()
+                 exec_timeout: float = DEFAULT_EXEC_TIMEOUT, kubeconfig: str | None = None,
+                 context: str | None = None) -> None:
+        # i16: --kubeconfig/--context reach every call (captured and streamed) as
+        # `--flag=VALUE`, validated by mlenv.argv
+        self._flags = argv.client_flags(kubeconfig, context)
+        check_kubeconfig(kubeconfig)
+        # --verbose: each command line, as run, goes here (stderr)
+        self.trace: Callable[[str], None] | None = None
         oc, kubectl = shutil.which("oc"), shutil.which("kubectl")
         chosen = binary or oc or kubectl
         if chosen is None:
@@ -146,6 +189,7 @@ class OcCluster:
     def _run(self, verb: str, options: Sequence[str], names: Sequence[str] = (), *,
              stdin: str | None = None, namespace: str | None = None,
              timeout: float = NO_TIMEOUT, raw: Sequence[str] | None = None,
+             request_timeout: float | None = None,
              ) -> tuple[int, str, str, bool]:
         """Invoke ``oc VERB [--namespace=NS] [SUBCOMMAND] OPTIONS… -- NAMES…`` through
         openshift-client (``verb`` may be a command path such as ``auth can-i``).
@@ -166,9 +210,14 @@ class OcCluster:
         else:
             opts = argv.options_before(options)
             if verb.split()[0] not in ("whoami", "config"):
-                opts.append(f"--request-timeout={REQUEST_TIMEOUT}")
+                opts.append(argv.request_timeout(request_timeout) if request_timeout
+                            else f"--request-timeout={REQUEST_TIMEOUT}")
             cmd = argv.kube(verb, opts, names)
             verb, cmd = cmd[0], cmd[1:]  # a subcommand word stays before "--"
+        cmd = [*self._flags, *cmd]  # `--flag=VALUE` right after the verb, before any "--"
+        if self.trace is not None:
+            self.trace(shlex.join([self.binary, verb,
+                                   *([f"--namespace={namespace}"] if namespace else []), *cmd]))
         with contextlib.ExitStack() as stack:
             stack.enter_context(oc.client_path(self.binary))
             if namespace:
@@ -189,7 +238,64 @@ class OcCluster:
         return out
 
     def _base(self, namespace: str | None) -> list[str]:
-        return [self.binary] + (["-n", argv.name("Namespace", namespace)] if namespace else [])
+        return [self.binary, *self._flags] + (
+            ["-n", argv.name("Namespace", namespace)] if namespace else [])
+
+    def _popen_trace(self, cmd: Sequence[str]) -> None:
+        if self.trace is not None:
+            self.trace(shlex.join(cmd))
+
+    # -- reachability (i16) -----------------------------------------------------------
+
+    def probe(self, timeout: float, say: Output | None = None, *,
+              slow_after: float = 2.0) -> str:
+        """Make sure the API server answers before a verb starts; return its URL.
+
+        One request (``get --raw=/version``, ``--request-timeout`` = ``timeout``) instead of
+        each verb meeting a dead server on its own: a refused connection, a server that
+        accepts and never answers, or no kubeconfig at all become one line and exit 3
+        (NotLoggedIn says how to log in first). After ``slow_after`` seconds without an
+        answer ``say`` gets "contacting <server>…". A server that answers anything, even
+        403, is reachable.
+        """
+        rc, out, err, _ = self._run("config view", [
+            "--minify", "--output=jsonpath={.clusters[0].cluster.server}"])
+        server = out.strip()
+        if rc != 0:
+            low = err.lower()
+            if "context" in low and "does not exist" in low:
+                raise KubeconfigError(_one_line(err))
+            if not any(s in low for s in _NO_CONTEXT):
+                raise KubeconfigError(f"the kubeconfig cannot be read: {_one_line(err)}")
+            if not os.environ.get("KUBERNETES_SERVICE_HOST"):  # in a pod: its account
+                where = "--kubeconfig" if any(f.startswith("--kubeconfig=") for f in
+                                              self._flags) else \
+                    os.environ.get("KUBECONFIG") or "~/.kube/config"
+                raise NotLoggedIn(f"not logged in: {LOGIN_HINT} (no current context in "
+                                  f"{where})")
+            server = "the in-cluster API server"
+        server = server or "the default API server (localhost:8080)"
+        timer = None
+        if say is not None and timeout > slow_after:
+            timer = threading.Timer(slow_after, say, args=(f"contacting {server}…",))
+            timer.daemon = True
+            timer.start()
+        try:
+            rc, out, err, timed_out = self._run("get", ["--raw=/version"],
+                                                request_timeout=timeout, timeout=timeout + 5)
+        finally:
+            if timer is not None:
+                timer.cancel()
+        if rc == 0:
+            return server
+        low = err.lower()
+        if "unauthorized" in low or "must be logged in" in low:
+            raise NotLoggedIn(f"not logged in to {server} (the credentials were refused): "
+                              f"{LOGIN_HINT}")
+        why = unreachable_reason(err, timed_out, timeout)
+        if why is not None:
+            raise Unreachable(f"cannot reach the API server {server}: {why}")
+        return server
 
     # -- identity ---------------------------------------------------------------------
 
@@ -317,8 +423,9 @@ class OcCluster:
     def exec_stream(self, pod: str, namespace: str, command: Sequence[str], out: Output, *,
                     timeout: float | None = None) -> int:
         """``exec POD -- ARGV`` with output streamed line by line; the exit code passes through."""
-        proc = subprocess.Popen([*self._base(namespace), *argv.kube_exec(pod, command)],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cmdline = [*self._base(namespace), *argv.kube_exec(pod, command)]
+        self._popen_trace(cmdline)
+        proc = subprocess.Popen(cmdline, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         fired = threading.Event()
 
         def kill() -> None:
@@ -394,18 +501,20 @@ class OcCluster:
             raise classify(proc.stderr.decode(errors="replace"), "Pod", pod)
 
     def logs(self, pod: str, namespace: str, *, follow: bool = False,
-             out: Output | None = None) -> str:
-        """``logs POD [-f]``."""
+             out: Output | None = None, tail: int | None = None) -> str:
+        """``logs POD [-f] [--tail=N]``."""
+        opts = [] if tail is None else [f"--tail={argv.count(tail, '--tail')}"]
         if not follow:
-            text = self._ok("logs", [], [argv.name("Pod", pod)], namespace=namespace,
+            text = self._ok("logs", opts, [argv.name("Pod", pod)], namespace=namespace,
                             kind="Pod", name=pod)
             if out is not None:
                 for line in text.splitlines():
                     out(line)
             return text
-        proc = subprocess.Popen([*self._base(namespace), *argv.kube("logs", ["-f"],
-                                                                    [argv.name("Pod", pod)])],
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        cmdline = [*self._base(namespace),
+                   *argv.kube("logs", ["-f", *opts], [argv.name("Pod", pod)])]
+        self._popen_trace(cmdline)
+        proc = subprocess.Popen(cmdline, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
         for line in proc.stdout:
             if out is not None:
@@ -423,13 +532,16 @@ class OcCluster:
             line = ["rsh", argv.name("Pod", pod), *command]
         else:
             line = argv.kube_exec(pod, command, ["-it"])
+        self._popen_trace([*self._base(namespace), *line])
         return subprocess.call([*self._base(namespace), *line])
 
     def port_forward(self, pod: str, namespace: str, ports: Sequence[tuple[int, int]]) -> int:
         """``port-forward pod/POD L:R …`` on localhost only, until interrupted."""
-        return subprocess.call([*self._base(namespace), *argv.kube(
+        line = [*self._base(namespace), *argv.kube(
             "port-forward", ["--address=127.0.0.1"],
-            [f"pod/{argv.name('Pod', pod)}", *(argv.port_pair(a, b) for a, b in ports)])])
+            [f"pod/{argv.name('Pod', pod)}", *(argv.port_pair(a, b) for a, b in ports)])]
+        self._popen_trace(line)
+        return subprocess.call(line)
 
     def start_build(self, name: str, namespace: str, out: Output) -> int:
         """``oc start-build NAME --follow --wait``."""
