@@ -51,6 +51,11 @@ def render(
     # render + validate everything first: a bad manifest must leave the tree untouched
     planned = []
     for c in clusters:
+        if c.platform in ("slurm", "hosts"):  # issue 13: slurm/<name>/, hosts/<name>/ beside k8s/
+            from mlenv.render.platforms import planned as platform_planned
+
+            planned.append(platform_planned(root, c, out, nodes))
+            continue
         for m in modes:
             # also under --all: a silent TCP fallback in k8s/<c>/rdma/ would surprise a deploy
             for text in loader.mode_warnings(c, m):
