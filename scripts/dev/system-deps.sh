@@ -11,6 +11,11 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 # nss_wrapper: the random-UID harness test's read-only /etc/passwd variant (the image has it too).
 compgen -G '/usr/lib/*/libnss_wrapper.so*' >/dev/null || need+=(libnss-wrapper)
+# Slurm (issue 13): the integration tests start a real controller and slurmd's under a temp dir.
+command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ] || need+=(slurmctld)
+command -v slurmd >/dev/null 2>&1 || [ -x /usr/sbin/slurmd ] || need+=(slurmd)
+command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || need+=(munge)
+command -v sbatch >/dev/null 2>&1 || need+=(slurm-client)
 # sshd -t refuses to run without its privilege-separation directory, which Debian's
 # service unit (not the package) creates; containers have no unit, so make it here.
 privsep() { [ "$(id -u)" = 0 ] && mkdir -p /run/sshd 2>/dev/null; return 0; }
