@@ -12,7 +12,8 @@ of ``bytes`` with the other node's leader in a process group of its own (``new_g
 created by every rank in the same order, cached), ``warmup`` untimed calls then
 ``iters`` timed ones; the pair's figure is ``bytes / time`` in GB/s (for two ranks the
 all_reduce bus bandwidth equals its algorithm bandwidth), the time being the slower
-member's mean. The figures come back to rank 0 with ``all_gather_object``.
+member's best call (a slow link is slow on every call; a rank that lost its core for a
+moment only on some). The figures come back to rank 0 with ``all_gather_object``.
 
 Auto trigger (rank 0): the results already written to ``results.jsonl`` are judged the
 way the verdict judges them (same baseline, same peer comparison); a world or inter-node
@@ -57,7 +58,7 @@ class LocalizeOptions(CheckOptions):
     slow_frac: float = option(plan.DEFAULT_SLOW_FRAC, help="a pair is slow below (1 - slow_frac) of a healthy "
                                                            "pair's figure")
     expected_gbps: float = option(0.0, help="a healthy pair's GB/s to judge against (0: the upper quartile of "
-                                            "the pairs measured)")
+                                            "round 1's pairs)")
 
     def problems(self) -> list[tuple[str, str]]:
         """A known mode, at least one float32 and one timed call, slow_frac strictly between 0 and 1."""
@@ -149,7 +150,9 @@ def _measure_pair(ctx: RunContext, group: Any, nbytes: int, iters: int, warmup: 
     n_iter = max(1, min(iters, fit))
     n_warm = max(0, min(warmup - 1, fit - n_iter))
     t = measure(once, device=ctx.device, iters=n_iter, warmup=n_warm, stretch=stretch)
-    sec = torch.tensor([t.mean_s], dtype=torch.float64, device=dev)
+    # The best sample: a link that is slow is slow on every call, while a rank that lost
+    # its core for a moment (a busy host) is slow on some; the slower member's best counts.
+    sec = torch.tensor([t.best_s], dtype=torch.float64, device=dev)
     dist.all_reduce(sec, op=dist.ReduceOp.MAX, group=group)
     return nbytes / max(float(sec.item()), 1e-12) / 1e9
 
