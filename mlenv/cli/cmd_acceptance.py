@@ -10,6 +10,7 @@ Exit: 0 PASS, 1 FAIL, 2 bad flags/config/baseline, 3 ERROR.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -17,6 +18,21 @@ import typer
 
 from mlenv.cli._common import err, guarded, repo_root
 from mlenv.errors import InputError
+
+
+def _report_dir_usable(report_dir: Path, prepare: Callable[[Path], None]) -> None:
+    """i16: an unusable ``--report-dir`` (a file, a folder we may not write, a dangling
+    link) is bad input: exit 2 and one line, as ``render --out``, before anything runs."""
+    from mlenv.generated import unwritable_reason
+
+    why = unwritable_reason(report_dir)
+    try:
+        if why is None:
+            prepare(report_dir)
+    except OSError as e:
+        why = f"{e.filename or report_dir}: {e.strerror or e}"
+    if why is not None:
+        raise InputError(f"--report-dir {report_dir}: cannot write reports there: {why}")
 
 
 def register(app: typer.Typer) -> None:
@@ -56,7 +72,7 @@ def register(app: typer.Typer) -> None:
                              f"use --nproc {gpus} or fewer")
         n = nproc or gpus or 2
         dl = deadline or profiles.DEADLINES[profile]
-        local.prepare_report_dir(report_dir)
+        _report_dir_usable(report_dir, local.prepare_report_dir)
         suite = ["--profile", profile, "--report-dir", str(report_dir.resolve()), "--deadline", str(dl)]
         suite += ["--checks", checks] if checks else []
         suite += ["--baseline", baseline] if baseline else []
