@@ -140,9 +140,8 @@ class OptionLayer(dict[str, Section]):
     the key; a layer built in code (a profile, a test) has no positions.
     """
 
-    def __init__(self, data: Mapping[str, Mapping[str, Any]] | None = None, *, source: str = "") -> None:
+    def __init__(self, data: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         super().__init__({str(k): dict(v) for k, v in (data or {}).items()})
-        self.source = source
         self.where: dict[tuple[str, str], str] = {}
         self.key_where: dict[tuple[str, str], str] = {}
         self.section_where: dict[str, str] = {}
@@ -153,7 +152,7 @@ class OptionLayer(dict[str, Section]):
             table = self.key_where if of_key else self.where
             if (section, key) in table:
                 return table[(section, key)]
-        return self.section_where.get(section, self.source)
+        return self.section_where.get(section, "")
 
 
 def merge(layers: Iterable[Mapping[str, Mapping[str, Any]]]) -> OptionLayer:
@@ -162,17 +161,15 @@ def merge(layers: Iterable[Mapping[str, Mapping[str, Any]]]) -> OptionLayer:
     for layer in layers:
         for section, kv in layer.items():
             out.setdefault(section, {}).update(kv)
-            if isinstance(layer, OptionLayer):
-                if section in layer.section_where:
-                    out.section_where.setdefault(section, layer.section_where[section])
-                for key in kv:
-                    for src, dst in ((layer.where, out.where), (layer.key_where, out.key_where)):
-                        if (section, key) in src:
-                            dst[(section, key)] = src[(section, key)]
-                        else:
-                            dst.pop((section, key), None)
-        if isinstance(layer, OptionLayer) and layer.source:
-            out.source = out.source or layer.source
+            located = layer if isinstance(layer, OptionLayer) else OptionLayer()
+            if section in located.section_where:
+                out.section_where.setdefault(section, located.section_where[section])
+            for key in kv:  # a value's position is the position of the layer it came from
+                for src, dst in ((located.where, out.where), (located.key_where, out.key_where)):
+                    if (section, key) in src:
+                        dst[(section, key)] = src[(section, key)]
+                    else:
+                        dst.pop((section, key), None)
     return out
 
 
@@ -283,7 +280,7 @@ def load_file(path: str | os.PathLike[str]) -> OptionLayer:
     p = Path(path)
     file = str(p)
     data, parsed = read_strict(p, "options file")
-    layer = OptionLayer(source=f"{file}:1:1")
+    layer = OptionLayer()
     if data is None:
         return layer
     if not isinstance(data, dict):

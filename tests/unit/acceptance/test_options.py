@@ -259,3 +259,13 @@ def test_the_busy_gpu_thresholds_are_options_of_the_environment_check() -> None:
     assert roomy.busy_mem_gib == 4.0 and not envcheck.judge_use(held_3gib(), apps, lambda pid: False, roomy).busy
     with pytest.raises(InputError, match="environment.busy_mem_frac: must be at most 1, got 10"):
         profiles.resolve("quick", {"environment": {"busy_mem_frac": 10}})
+
+
+def test_a_value_keeps_the_position_of_the_layer_it_came_from(tmp_path: Path) -> None:
+    first = profiles.load_options_file(_write(tmp_path, "compute:\n  n: 64\n  iters: 2\n", "a.yaml"))
+    merged = options.merge([first, {"compute": {"n": 32}}])
+    assert merged == {"compute": {"n": 32, "iters": 2}}
+    assert ("compute", "n") not in merged.where and merged.where[("compute", "iters")].endswith("a.yaml:3:10")
+    # a rule broken by a value no file gave is reported without a file position
+    with pytest.raises(InputError, match=r"^options: collectives\.all_gather\.max_bytes: must be >= min_bytes"):
+        profiles.resolve("quick", {"collectives": {"min_bytes": 2**30}})
