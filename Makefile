@@ -6,7 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 MLENV := $(VENV)/bin/mlenv
 # The cluster the cluster targets act on: CLUSTER=x, else the last one `mlenv deploy`
-# deployed from this checkout (.mlenv/current-cluster, git-ignored), else local.
+# deployed from this checkout (.mlenv/current-cluster, git-ignored). i16: with neither, a
+# cluster target stops and says how to pick one; it never falls back to `local`.
 # i9.12: the file is read back as untrusted: only a first line that is a DNS-1123 label
 # (what mlenv/cli/_clusterctx.py writes) is used; anything else is ignored with a warning.
 CURRENT_CLUSTER := $(shell head -n1 .mlenv/current-cluster 2>/dev/null | grep -xE '[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?')
@@ -15,7 +16,11 @@ ifneq ($(wildcard .mlenv/current-cluster),)
 $(warning ignoring .mlenv/current-cluster: not a cluster name (a DNS-1123 label))
 endif
 endif
-CLUSTER ?= $(or $(CURRENT_CLUSTER),local)
+CLUSTER ?= $(CURRENT_CLUSTER)
+CLUSTER_NAMES := $(basename $(notdir $(wildcard clusters/*.yaml)))
+# $(C): the cluster as one quoted word, or stop when none was given or recorded (i16).
+need_cluster = $(if $(CLUSTER),,$(error no cluster was deployed from this checkout (no .mlenv/current-cluster) and CLUSTER is not set: pick one with `make $@ CLUSTER=<name>`$(if $(CLUSTER_NAMES), (clusters/: $(CLUSTER_NAMES)),)))
+C = $(need_cluster)$(call q,$(CLUSTER))
 MODE ?= rdma
 NODES ?=
 POD ?= 0
@@ -46,7 +51,7 @@ FILE ?=
 # the targets (a test checks each target has one).
 help: ## this list
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-22s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "Variables: CLUSTER=<name> (default: the last one deployed from here, else local) MODE=rdma|tcp"
+	@echo "Variables: CLUSTER=<name> (default: the last one deployed from here; render: local) MODE=rdma|tcp"
 	@echo "  NODES=N POD=N DRY_RUN=client|server WATCH=1 DELETE=1 SYNC_DRY_RUN=1 PURGE=1 FILE=script.py"
 
 # The venv is rebuilt when pyproject.toml changes.
@@ -91,8 +96,8 @@ test: venv system-deps lint typecheck lint-image ## everything CI runs: lint, ty
 validate: venv ## every clusters/*.yaml, all errors at once
 	$(MLENV) validate
 
-render: venv ## k8s/$(CLUSTER)/$(MODE)/ from the config
-	$(MLENV) render $(call q,$(CLUSTER)) --mode $(call q,$(MODE)) $(NODES_FLAG)
+render: venv ## k8s/$(CLUSTER)/$(MODE)/ from the config (CLUSTER default: local)
+	$(MLENV) render $(call q,$(or $(CLUSTER),local)) --mode $(call q,$(MODE)) $(NODES_FLAG)
 
 render-all: venv ## every cluster, both modes
 	$(MLENV) render --all
@@ -104,31 +109,31 @@ acceptance: venv ## the acceptance suite on this machine (NPROC=2 PROFILE=quick)
 	$(MLENV) acceptance --local --nproc $(call q,$(or $(NPROC),2)) --profile $(call q,$(or $(PROFILE),quick))
 
 deploy-cluster: venv ## validate, render, preflight, dry run, apply, wait (NODES=N DRY_RUN=client|server)
-	$(MLENV) deploy $(call q,$(CLUSTER)) --mode $(call q,$(MODE)) $(NODES_FLAG) $(DRY_FLAG)
+	$(MLENV) deploy $(C) --mode $(call q,$(MODE)) $(NODES_FLAG) $(DRY_FLAG)
 
 sync-multi-node: venv ## workspace/ into every pod, adds/updates only (WATCH=1 DELETE=1 SYNC_DRY_RUN=1)
-	$(MLENV) sync $(call q,$(CLUSTER)) $(if $(WATCH),--watch,) $(SYNC_FLAGS)
+	$(MLENV) sync $(C) $(if $(WATCH),--watch,) $(SYNC_FLAGS)
 
 shell: venv ## bash in pod POD (default 0)
-	$(MLENV) shell $(call q,$(CLUSTER)) --pod $(call q,$(POD))
+	$(MLENV) shell $(C) --pod $(call q,$(POD))
 
 status-cluster: venv ## pods, readiness, PVCs, RDMA interfaces
-	$(MLENV) status $(call q,$(CLUSTER))
+	$(MLENV) status $(C)
 
 logs: venv ## log of pod POD
-	$(MLENV) logs $(call q,$(CLUSTER)) --pod $(call q,$(POD))
+	$(MLENV) logs $(C) --pod $(call q,$(POD))
 
 port-forward: venv ## dev tools of the dev Pod on 127.0.0.1
-	$(MLENV) port-forward $(call q,$(CLUSTER))
+	$(MLENV) port-forward $(C)
 
 launch: venv ## SCRIPT=… (default: acceptance) across the pods (TORCHRUN=1: ssh-less)
-	$(MLENV) launch $(call q,$(CLUSTER)) $(if $(TORCHRUN),--torchrun,) $(if $(SCRIPT),$(call q,$(SCRIPT)),)
+	$(MLENV) launch $(C) $(if $(TORCHRUN),--torchrun,) $(if $(SCRIPT),$(call q,$(SCRIPT)),)
 
 clean-cluster: venv ## delete what mlenv created (PVCs only with PURGE=1)
-	$(MLENV) teardown $(call q,$(CLUSTER)) $(if $(PURGE),--purge,)
+	$(MLENV) teardown $(C) $(if $(PURGE),--purge,)
 
 build-image: venv ## oc start-build of the pod image
-	$(MLENV) build $(call q,$(CLUSTER))
+	$(MLENV) build $(C)
 
 bench: venv ## every benchmarks/bench_*.py
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
@@ -139,34 +144,34 @@ clean: ## remove the local .venv, caches and reports (not the cluster: see clean
 # -- upstream ml-dev-env's dev loop and target names (docs/deploy.md "Coming from ml-dev-env")
 
 deploy: venv ## single-node dev environment: one pod with the configured GPUs (upstream `make deploy`)
-	$(MLENV) deploy $(call q,$(CLUSTER)) --mode $(call q,$(MODE)) --nodes 1
+	$(MLENV) deploy $(C) --mode $(call q,$(MODE)) --nodes 1
 
 deploy-cluster-dry-run: venv ## the plan, printed, nothing sent (upstream name)
-	$(MLENV) deploy $(call q,$(CLUSTER)) --mode $(call q,$(MODE)) $(NODES_FLAG) --dry-run client
+	$(MLENV) deploy $(C) --mode $(call q,$(MODE)) $(NODES_FLAG) --dry-run client
 
 sync-once: venv ## one sync of workspace/ (upstream name)
-	$(MLENV) sync $(call q,$(CLUSTER)) $(SYNC_FLAGS)
+	$(MLENV) sync $(C) $(SYNC_FLAGS)
 
 sync-code: venv ## keep syncing on every change (upstream name)
-	$(MLENV) sync $(call q,$(CLUSTER)) --watch $(SYNC_FLAGS)
+	$(MLENV) sync $(C) --watch $(SYNC_FLAGS)
 
 # Watch + sync in the background, the debugger port forwarded in the foreground; with
 # FILE=x.py, x.py starts in pod POD under debugpy, waiting for your IDE on 127.0.0.1:5678.
 dev-session: venv ## sync --watch + port-forward 5678 (+ FILE under debugpy) (upstream `make dev-session`)
-	$(MLENV) sync $(call q,$(CLUSTER))
-	$(if $(FILE),$(MLENV) shell $(call q,$(CLUSTER)) --pod $(call q,$(POD)) -- sh -c 'nohup python -m debugpy --listen 127.0.0.1:5678 --wait-for-client "/workspace/$$1" >/tmp/mlenv-debugpy.log 2>&1 &' debugpy $(call q,$(FILE)),)
-	@set -m; $(MLENV) sync $(call q,$(CLUSTER)) --watch & watcher=$$!; \
+	$(MLENV) sync $(C)
+	$(if $(FILE),$(MLENV) shell $(C) --pod $(call q,$(POD)) -- sh -c 'nohup python -m debugpy --listen 127.0.0.1:5678 --wait-for-client "/workspace/$$1" >/tmp/mlenv-debugpy.log 2>&1 &' debugpy $(call q,$(FILE)),)
+	@set -m; $(MLENV) sync $(C) --watch & watcher=$$!; \
 	trap 'kill $$watcher 2>/dev/null' EXIT INT TERM; \
-	$(MLENV) port-forward $(call q,$(CLUSTER)) --debug --pod $(call q,$(POD))
+	$(MLENV) port-forward $(C) --debug --pod $(call q,$(POD))
 
 vscode: venv ## the code-server URL and how to sign in (upstream name)
-	$(MLENV) url $(call q,$(CLUSTER)) vscode
+	$(MLENV) url $(C) vscode
 
 jupyter: venv ## the Jupyter URL and how to sign in (upstream name)
-	$(MLENV) url $(call q,$(CLUSTER)) jupyter
+	$(MLENV) url $(C) jupyter
 
 gpu-info: venv ## nvidia-smi on every pod, one table (upstream name)
-	$(MLENV) gpu-info $(call q,$(CLUSTER))
+	$(MLENV) gpu-info $(C)
 
 shell-multi-node: shell ## alias of shell (pod 0) (upstream name)
 build: build-image ## alias of build-image (upstream name)

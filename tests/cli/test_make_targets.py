@@ -34,8 +34,42 @@ def dry(checkout: Path, *args: str) -> list[str]:
     return [" ".join(line.split()) for line in out.stdout.splitlines() if "mlenv" in line]
 
 
+def dry_fails(checkout: Path, *args: str) -> str:
+    """``make -n`` that must stop: its stderr."""
+    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
+                          str(checkout), "-n", *args], capture_output=True, text=True,
+                         env={**os.environ, "MAKEFLAGS": "", "MAKELEVEL": ""})
+    assert out.returncode != 0 and "mlenv" not in out.stdout, out.stdout
+    return out.stderr
+
+
+NO_CLUSTER = ("no cluster was deployed from this checkout (no .mlenv/current-cluster) and "
+              "CLUSTER is not set: pick one with `make {target} CLUSTER=<name>`")
+
+
+@pytest.mark.parametrize("target", ["shell", "sync-multi-node", "status-cluster", "logs",
+                                    "port-forward", "launch", "clean-cluster", "build-image",
+                                    "deploy-cluster", "deploy", "dev-session", "gpu-info",
+                                    "vscode", "status", "shell-multi-node"])
+def test_i16_no_cluster_deployed_and_none_given_stops_and_says_how(checkout: Path,
+                                                                   target: str) -> None:
+    """Before any deploy, with no CLUSTER: a cluster target says so instead of acting on
+    `local` (it did: `make shell` opened a shell in local's namespace)."""
+    (checkout / "clusters").mkdir()
+    for name in ("barcelona", "local"):
+        (checkout / "clusters" / f"{name}.yaml").write_text("")
+    err = dry_fails(checkout, target)
+    alias = {"status": "status-cluster", "shell-multi-node": "shell"}.get(target, target)
+    assert NO_CLUSTER.format(target=alias) + " (clusters/: barcelona local)" in err
+    assert dry_fails(checkout, target, "CLUSTER=")  # an empty CLUSTER is none too
+
+
+def test_render_still_defaults_to_local(checkout: Path) -> None:
+    assert dry(checkout, "render") == [".venv/bin/mlenv render 'local' --mode 'rdma'"]
+
+
 def test_cluster_targets_follow_the_last_deploy(checkout: Path) -> None:
-    assert dry(checkout, "sync-multi-node") == [".venv/bin/mlenv sync 'local'"]
+    assert NO_CLUSTER.format(target="sync-multi-node") in dry_fails(checkout, "sync-multi-node")
     (checkout / ".mlenv").mkdir()
     (checkout / ".mlenv" / "current-cluster").write_text("barcelona\n")
     assert dry(checkout, "sync-multi-node") == [".venv/bin/mlenv sync 'barcelona'"]
@@ -44,8 +78,9 @@ def test_cluster_targets_follow_the_last_deploy(checkout: Path) -> None:
 
 
 def test_watch_and_torchrun_variables(checkout: Path) -> None:
-    assert dry(checkout, "sync-multi-node", "WATCH=1") == [".venv/bin/mlenv sync 'local' --watch"]
-    assert dry(checkout, "launch", "TORCHRUN=1", "SCRIPT=train.py") == [
+    assert dry(checkout, "sync-multi-node", "WATCH=1", "CLUSTER=local") == [
+        ".venv/bin/mlenv sync 'local' --watch"]
+    assert dry(checkout, "launch", "TORCHRUN=1", "SCRIPT=train.py", "CLUSTER=local") == [
         ".venv/bin/mlenv launch 'local' --torchrun 'train.py'"]
 
 
@@ -72,11 +107,15 @@ def test_i9_12_makefile_passes_cluster_as_one_word(checkout: Path, value: str) -
                         str(checkout), target, f"CLUSTER={value}", *extra],
                        capture_output=True, text=True, check=False,
                        env={**os.environ, "MAKEFLAGS": "", "MAKELEVEL": ""})
-    calls = [json.loads(line) for line in log.read_text().splitlines()]
+    calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+    assert not list(checkout.rglob("PWNED"))
+    if value.startswith("$("):  # make expands it to an empty CLUSTER: every target stops (i16)
+        assert calls == []
+        return
     assert len(calls) == 4
     # make expands `$(...)` on its own command line as a make variable (empty here): still
     # one word, and nothing reaches the shell as code
-    want = "" if value.startswith("$(") else value
+    want = value
     assert [c[1] for c in calls] == [want] * 4
     assert calls[1][-1] == want and calls[2][-1] == want and calls[3][3] == want
     assert not list(checkout.rglob("PWNED"))
@@ -116,11 +155,11 @@ def test_i10_5_make_help_lists_every_target(checkout: Path) -> None:
 ])
 def test_i10_5_upstream_targets_map_to_mlenv_verbs(checkout: Path, target: str, extra: list[str],
                                                    want: list[str]) -> None:
-    assert dry(checkout, target, *extra) == want
+    assert dry(checkout, target, "CLUSTER=local", *extra) == want
 
 
 def test_i10_5_dev_session_syncs_watches_and_forwards_the_debug_port(checkout: Path) -> None:
-    lines = dry(checkout, "dev-session", "FILE=train.py")
+    lines = dry(checkout, "dev-session", "FILE=train.py", "CLUSTER=local")
     assert lines[0] == ".venv/bin/mlenv sync 'local'"
     assert lines[1].startswith(".venv/bin/mlenv shell 'local' --pod '0' -- sh -c 'nohup python -m "
                                "debugpy --listen 127.0.0.1:5678 --wait-for-client")
@@ -139,9 +178,10 @@ def test_i9_12_corrupt_current_cluster_file_is_ignored_with_a_warning(checkout: 
     (checkout / ".mlenv" / "current-cluster").write_text(content)
     out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
                           str(checkout), "-n", "status-cluster"], capture_output=True, text=True,
-                         check=True, env={**os.environ, "MAKEFLAGS": "", "MAKELEVEL": ""})
-    assert ".venv/bin/mlenv status 'local'" in out.stdout
+                         check=False, env={**os.environ, "MAKEFLAGS": "", "MAKELEVEL": ""})
+    assert out.returncode != 0 and "mlenv" not in out.stdout  # i16: no fallback to local
     assert "ignoring .mlenv/current-cluster: not a cluster name" in out.stderr
+    assert NO_CLUSTER.format(target="status-cluster") in out.stderr
     assert not (checkout / "PWNED").exists()
 
 
