@@ -37,7 +37,7 @@ def render(
         raise InputError("--nodes applies to one cluster; it cannot be combined with --all")
     if mode is not None and mode not in MODES:
         raise InputError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
-    modes = MODES if mode is None else (mode,)  # type: ignore[assignment]
+    modes = MODES if mode is None else (mode,)
     root = Path(repo_root())
     warnings: list[Diagnostic] = []
     if all_:

@@ -69,7 +69,7 @@ def python_pattern(pattern: str) -> re.Pattern[str]:
 @functools.cache
 def _validator() -> Any:
     # jsonschema is imported here, not at module import, to keep `mlenv --help` fast.
-    import jsonschema  # type: ignore[import-untyped]  # no stubs in the venv
+    import jsonschema
 
     def pattern(validator: Any, patrn: str, instance: Any, _schema: Any) -> Any:
         if validator.is_type(instance, "string") and not python_pattern(patrn).search(instance):

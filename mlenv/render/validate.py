@@ -48,7 +48,7 @@ def _k8s_registry() -> Any:
 
 @functools.cache
 def _validator(api_version: str, kind: str) -> Any:
-    import jsonschema  # type: ignore[import-untyped]  # stubs optional (types-jsonschema)
+    import jsonschema
 
     key = (api_version, kind)
     if key in OPENSHIFT_SCHEMAS:
