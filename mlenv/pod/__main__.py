@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     try:
         if args.verb == "init":
-            return runtime.init(env, start_sshd=not args.no_sshd, foreground=args.foreground,
+            return runtime.verb_init(env, start_sshd=not args.no_sshd, foreground=args.foreground,
                                 sysfs_root=args.sysfs_root, strict_memlock=not args.allow_low_memlock)
         script = list(args.script)
         if script and script[0] == "--":
@@ -72,14 +72,14 @@ def main(argv: list[str] | None = None) -> int:
                 if form.ds_config or form.hostfile:
                     runtime.say(f"upstream form: DS config {form.ds_config or '-'}, hostfile "
                                 f"{form.hostfile or '-'}; script arguments {script[1:]}")
-            return runtime.do_launch(env, script=script, module=args.module, torchrun=args.torchrun,
+            return runtime.verb_launch(env, script=script, module=args.module, torchrun=args.torchrun,
                                      deadline_s=args.deadline, profile=args.profile,
                                      report_dir=args.report_dir, run_id=args.run_id,
                                      skip_preflight=args.no_preflight, hostfile_path=hostfile_path)
         if args.verb == "run-torchrun":
-            return runtime.run_torchrun(env, script=script, module=args.module, profile=args.profile,
+            return runtime.verb_run_torchrun(env, script=script, module=args.module, profile=args.profile,
                                         report_dir=args.report_dir, run_id=args.run_id)
-        return runtime.do_preflight(env, args.deadline)
+        return runtime.verb_preflight(env, args.deadline)
     except MlenvError as e:
         print(f"error: {e}", file=sys.stderr)
         return e.exit_code

@@ -1,4 +1,11 @@
-"""The verbs of ``python -m mlenv.pod``: init, launch, run-torchrun, preflight."""
+"""The pod runtime: the verbs of ``python -m mlenv.pod`` and the pod layout they share.
+
+One naming scheme: ``python -m mlenv.pod <verb>`` runs :func:`verb_<verb>` (``init`` →
+:func:`verb_init`, ``run-torchrun`` → :func:`verb_run_torchrun`); each returns the exit
+code. Everything else here is a helper of those verbs. The module keeps its name because
+``mlenv status`` runs ``from mlenv.pod.runtime import paths_from`` inside pods whose image
+may be older than the CLI.
+"""
 
 from __future__ import annotations
 
@@ -78,7 +85,7 @@ def host_patterns(pe: PodEnv) -> list[str]:
     return [base, f"{base}.cluster.local"]
 
 
-def init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bool = False,
+def verb_init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bool = False,
          sysfs_root: str = "/sys", strict_memlock: bool = True,
          memlock_check: Callable[[], str | None] = rdma.check_memlock,
          passwd_path: str = "/etc/passwd", group_path: str = "/etc/group",
@@ -166,7 +173,7 @@ def _report_dir(env: Mapping[str, str], report_dir: str | None, run_id: str) -> 
     return os.path.join(env.get("MLENV_WORKSPACE", "/workspace"), "results", run_id)
 
 
-def run_preflight(pe: PodEnv, hosts: list[str], deadline_s: float) -> None:
+def check_peers(pe: PodEnv, hosts: list[str], deadline_s: float) -> None:
     """Raise InfraError naming each peer whose name or sshd is missing at the deadline."""
     res = preflight.preflight([preflight.Peer(h, pe.ssh_port, b"SSH-") for h in hosts],
                               deadline_s=deadline_s)
@@ -179,7 +186,7 @@ def run_preflight(pe: PodEnv, hosts: list[str], deadline_s: float) -> None:
     say(f"preflight: all {len(hosts)} peer(s) answer on port {pe.ssh_port}")
 
 
-def do_launch(env: Mapping[str, str], *, script: list[str], module: str | None, torchrun: bool,
+def verb_launch(env: Mapping[str, str], *, script: list[str], module: str | None, torchrun: bool,
               deadline_s: float, profile: str | None, report_dir: str | None, run_id: str | None,
               skip_preflight: bool = False, hostfile_path: str | None = None) -> int:
     """pod-0 only: preflight, then the DeepSpeed launcher (or print the torchrun commands).
@@ -222,7 +229,7 @@ def do_launch(env: Mapping[str, str], *, script: list[str], module: str | None, 
     launch.require_tools(launcher_env)
     hostfile.write_text(p.deepspeed_env, launch_deepspeed_env(env, p, node_vars))
     if not skip_preflight:
-        run_preflight(pe, hosts, deadline_s)
+        check_peers(pe, hosts, deadline_s)
     argv = launch.deepspeed_argv(job, os.path.abspath(hf), pe.master_addr, pe.master_port, pe.ssh_port,
                                  user=ssh.current_user())
     say(f"run id {rid}; launching on {len(hosts)} node(s)")
@@ -255,7 +262,7 @@ def _finish(rc: int, report_dir: str | None, acceptance: bool, started: float) -
     return code
 
 
-def run_torchrun(env: Mapping[str, str], *, script: list[str], module: str | None,
+def verb_run_torchrun(env: Mapping[str, str], *, script: list[str], module: str | None,
                  profile: str | None, report_dir: str | None, run_id: str | None) -> int:
     """The ssh-less path: torchrun in this pod, joining the static rendezvous on pod-0."""
     pe = pod_env(env)
@@ -276,10 +283,10 @@ def run_torchrun(env: Mapping[str, str], *, script: list[str], module: str | Non
     return _finish(rc, rdir if pe.rank == 0 and acceptance else None, acceptance, started)
 
 
-def do_preflight(env: Mapping[str, str], deadline_s: float) -> int:
+def verb_preflight(env: Mapping[str, str], deadline_s: float) -> int:
     """Check every host of the hostfile (any pod may run this)."""
     pe = pod_env(env)
     hosts = [h for h, _ in hostfile.parse_hostfile(paths_from(env).hostfile)]
-    run_preflight(pe, hosts, deadline_s)
+    check_peers(pe, hosts, deadline_s)
     return EXIT_OK
 

@@ -147,11 +147,11 @@ def test_launch_refuses_words_the_remote_shell_would_change_before_preflight(tmp
     script.write_text("")
     env = {**ENV, "MLENV_POD_INDEX": "0", "HOME": str(home), "PATH": os.environ["PATH"]}
     with pytest.raises(InputError) as e:
-        runtime.do_launch(env, script=[str(script), "--tag", "a;b", "--note", "x `id`"], module=None,
+        runtime.verb_launch(env, script=[str(script), "--tag", "a;b", "--note", "x `id`"], module=None,
                           torchrun=False, deadline_s=0.5, profile=None, report_dir=None, run_id=None)
     assert "the value of --tag 'a;b'" in str(e.value) and "the value of --note 'x `id`'" in str(e.value)
     with pytest.raises(InputError, match="the value of --report-dir .*rep;x"):
-        runtime.do_launch(env, script=[], module=None, torchrun=False, deadline_s=0.5, profile=None,
+        runtime.verb_launch(env, script=[], module=None, torchrun=False, deadline_s=0.5, profile=None,
                           report_dir=str(tmp_path / "rep;x"), run_id=None)
 
 
@@ -170,14 +170,14 @@ def test_launch_without_pdsh_is_an_infra_error_not_a_fail(tmp_path: Path) -> Non
     empty.mkdir()
     env = {**ENV, "MLENV_POD_INDEX": "0", "HOME": str(home), "PATH": str(empty)}
     with pytest.raises(InfraError) as e:
-        runtime.do_launch(env, script=[], module=None, torchrun=False, deadline_s=0.5, profile=None,
+        runtime.verb_launch(env, script=[], module=None, torchrun=False, deadline_s=0.5, profile=None,
                           report_dir=None, run_id=None)
     assert e.value.exit_code == 3 and "pdsh and ssh not found" in str(e.value) and "--torchrun" in str(e.value)
 
 
 def test_launch_refuses_off_pod_zero() -> None:
     with pytest.raises(InputError, match="pod 0 only .*node rank 1"):
-        runtime.do_launch({**ENV, "MLENV_POD_INDEX": "1"}, script=[], module=None, torchrun=False,
+        runtime.verb_launch({**ENV, "MLENV_POD_INDEX": "1"}, script=[], module=None, torchrun=False,
                           deadline_s=1, profile=None, report_dir=None, run_id=None)
 
 
@@ -200,7 +200,7 @@ def test_printed_torchrun_command_is_shell_quoted(tmp_path: Path, capsys: pytest
     import shlex
 
     rdir = str(tmp_path / "my results")
-    code = runtime.do_launch({**ENV, "MLENV_POD_INDEX": "0", "HOME": str(tmp_path)}, script=[], module=None,
+    code = runtime.verb_launch({**ENV, "MLENV_POD_INDEX": "0", "HOME": str(tmp_path)}, script=[], module=None,
                              torchrun=True, deadline_s=1, profile=None, report_dir=rdir, run_id="r9")
     out = capsys.readouterr()
     assert code == 0
@@ -211,7 +211,7 @@ def test_printed_torchrun_command_is_shell_quoted(tmp_path: Path, capsys: pytest
 
 
 def test_torchrun_commands_are_printed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = runtime.do_launch({**ENV, "MLENV_POD_INDEX": "0", "HOME": str(tmp_path)}, script=[], module=None,
+    code = runtime.verb_launch({**ENV, "MLENV_POD_INDEX": "0", "HOME": str(tmp_path)}, script=[], module=None,
                              torchrun=True, deadline_s=1, profile="quick", report_dir=None, run_id="r7")
     out = capsys.readouterr()
     assert code == 0
@@ -235,7 +235,7 @@ def test_printed_torchrun_command_keeps_suite_options_after_double_dash(tmp_path
                                                                          capsys: pytest.CaptureFixture[str]) -> None:
     from mlenv.pod.__main__ import _parser
 
-    code = runtime.do_launch({**ENV, "MLENV_POD_INDEX": "0", "HOME": str(tmp_path)}, script=["--checks", "compute"],
+    code = runtime.verb_launch({**ENV, "MLENV_POD_INDEX": "0", "HOME": str(tmp_path)}, script=["--checks", "compute"],
                              module=None, torchrun=True, deadline_s=1, profile=None, report_dir=None, run_id="r8")
     printed = capsys.readouterr().out.split()
     assert code == 0 and printed[-3:] == ["--", "--checks", "compute"]

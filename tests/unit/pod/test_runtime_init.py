@@ -1,4 +1,4 @@
-"""``runtime.init`` end to end in RDMA mode: per-pod HCA discovery, memlock, sshd config."""
+"""``runtime.verb_init`` end to end in RDMA mode: per-pod HCA discovery, memlock, sshd config."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_rdma_auto_init_gives_each_pod_its_own_hca_through_sshd(tmp_path: Path) 
     secret = make_secret(tmp_path / "secret")
     env = rdma_env(tmp_path, secret)
     started: list[tuple[ssh.SshPaths, Mapping[str, str]]] = []
-    code = runtime.init(env, sysfs_root=fake_sysfs(tmp_path / "sys", DEVS), memlock_check=lambda: None,
+    code = runtime.verb_init(env, sysfs_root=fake_sysfs(tmp_path / "sys", DEVS), memlock_check=lambda: None,
                         start=lambda paths, daemon_env: started.append((paths, daemon_env)))
     assert code == 0
     p = runtime.paths_from(env)
@@ -60,14 +60,14 @@ def test_low_memlock_in_rdma_mode_is_an_error_before_anything_starts(tmp_path: P
     started: list[object] = []
     msg = "RDMA mode: locked-memory limit (ulimit -l) is 64 KiB (hard 64 KiB) …"
     with pytest.raises(InfraError) as e:
-        runtime.init(env, memlock_check=lambda: msg, start=lambda *a: started.append(a))
+        runtime.verb_init(env, memlock_check=lambda: msg, start=lambda *a: started.append(a))
     assert e.value.exit_code == 3 and "ulimit -l" in str(e.value)
     assert not started and not os.path.exists(runtime.paths_from(env).node_env)
 
 
 def test_low_memlock_is_a_warning_when_allowed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     env = rdma_env(tmp_path, tmp_path / "no-secret")
-    code = runtime.init(env, start_sshd=False, strict_memlock=False, sysfs_root=fake_sysfs(tmp_path / "sys", DEVS),
+    code = runtime.verb_init(env, start_sshd=False, strict_memlock=False, sysfs_root=fake_sysfs(tmp_path / "sys", DEVS),
                         memlock_check=lambda: "RDMA mode: locked-memory limit too low")
     assert code == 0 and "warning: RDMA mode: locked-memory limit too low" in capsys.readouterr().err
 
@@ -94,7 +94,7 @@ def test_i10_7_init_exports_only_present_interfaces_per_pod(tmp_path: Path) -> N
         (root / "class" / "net" / n).mkdir(parents=True)
     env = {**rdma_env(tmp_path, tmp_path / "no-secret"), "MLENV_RDMA_DEVICES": "mlx5_0,mlx5_1",
            "NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_SOCKET_IFNAME": "net1,net2,net3,net4", "POD_IP": "10.128.0.7"}
-    assert runtime.init(env, start_sshd=False, sysfs_root=str(root), memlock_check=lambda: None) == 0
+    assert runtime.verb_init(env, start_sshd=False, sysfs_root=str(root), memlock_check=lambda: None) == 0
     p = runtime.paths_from(env)
     node = runtime.read_node_env(p.node_env)
     assert node["NCCL_SOCKET_IFNAME"] == "net2" and node["NCCL_IB_HCA"] == "mlx5_0"
@@ -114,4 +114,4 @@ def test_i10_7_init_fails_when_no_configured_interface_exists(tmp_path: Path) ->
     env = {**rdma_env(tmp_path, tmp_path / "no-secret"), "MLENV_POD_NAME": "ml-dev-env-1",
            "MLENV_RDMA_DEVICES": "mlx5_0", "NCCL_SOCKET_IFNAME": "net1,net2"}
     with pytest.raises(InfraError, match=r"pod ml-dev-env-1: RDMA mode: NCCL_SOCKET_IFNAME=net1,net2: none"):
-        runtime.init(env, start_sshd=False, sysfs_root=str(root), memlock_check=lambda: None)
+        runtime.verb_init(env, start_sshd=False, sysfs_root=str(root), memlock_check=lambda: None)

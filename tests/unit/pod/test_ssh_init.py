@@ -33,7 +33,7 @@ def test_init_writes_everything_and_sshd_accepts_the_config(tmp_path: Path) -> N
     env = {"HOME": str(home), "MLENV_NAMESPACE": "ns", "MLENV_NNODES": "2", "MLENV_POD_INDEX": "0",
            "MLENV_SSH_DIR": str(secret), "MLENV_SSH_PORT": "2345", "PATH": "/usr/bin:/bin",
            "NCCL_DEBUG": "INFO", "MLENV_CPU_SLOTS": "2"}
-    assert runtime.init(env, start_sshd=False) == 0
+    assert runtime.verb_init(env, start_sshd=False) == 0
     p = runtime.paths_from(env)
     assert Path(p.hostfile).read_text() == (
         "ml-dev-env-0.ml-dev-env-headless.ns.svc slots=2\nml-dev-env-1.ml-dev-env-headless.ns.svc slots=2\n")
