@@ -196,11 +196,12 @@ def test_slow_node_fault_without_root(tmp_path: Path) -> None:
     from checks_harness import WorldSpec, run_world
 
     spec = WorldSpec(nprocs=4, nnodes=4, checks=["fabric.localize"], deadline_s=60,
-                     options={"fabric.localize": {"mode": "always", "bytes": 65536, "iters": 3}},
-                     env={"MLENV_FAULT": "slow:node=2,factor=20,check=fabric.localize"})
+                     options={"fabric.localize": {"mode": "always", "bytes": 262144, "iters": 5, "slow_frac": 0.8}},
+                     env={"MLENV_FAULT": "slow:node=2,factor=50,check=fabric.localize"})
     records = run_world(spec, tmp_path)
     assert all(r["error"] is None for r in records), records
-    (entry,) = records[0]["results"]
-    assert entry["status"] == "FAIL" and entry["node"] == "node2", entry
+    results = records[0]["results"]
+    assert [(r["status"], r["scope"], r["node"]) for r in results] == [("FAIL", "node", "node2")], results
+    entry = results[0]
     assert len(entry["details"]["rounds"]) == 2
     assert all(r["results"] == [] for r in records[1:])  # rank 0 reports for the world

@@ -232,11 +232,18 @@ class LocalizeCheck(Check):
                 _round(ctx, leaders, [tuple(p) for p in pairs], nbytes, iters, warmup, budget)  # type: ignore[misc]
         rounds_t0 = time.monotonic()
 
+        rounds_done = [0]
+
         def measure_round(pairs: Any) -> dict[tuple[int, int], float]:
             left = deadline - (time.monotonic() - rounds_t0)
             budget = max(0.5, left / 2)  # a round may use half of what is left
             _bcast((list(pairs), budget), ctx)
-            return _round(ctx, leaders, list(pairs), nbytes, iters, warmup, budget)
+            got = _round(ctx, leaders, list(pairs), nbytes, iters, warmup, budget)
+            rounds_done[0] += 1
+            # Rank 0 prints each round as it ends, as the collectives print their tables.
+            print(f"[{NAME}] round {rounds_done[0]}: " + ", ".join(
+                f"{names[a]}<->{names[b]} {got[(a, b)]:.4g}" for a, b in pairs) + " GB/s", flush=True)
+            return got
 
         try:
             loc = plan.localize(n, measure_round, slow_frac=slow_frac,
