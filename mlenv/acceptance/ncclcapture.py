@@ -10,6 +10,7 @@ the user's own ``NCCL_DEBUG`` would have printed (WARN lines at the config's def
 
 from __future__ import annotations
 
+import glob
 import os
 import sys
 import threading
@@ -41,12 +42,17 @@ def start(environ: MutableMapping[str, str], log_dir: Path, rank: int, host: str
           echo_to: TextIO | None = None, poll_s: float = 0.5) -> Capture:
     """Set the NCCL_DEBUG* variables of this rank, make the folder, start the console echo."""
     global _ACTIVE
-    plan = nccllog.capture_plan(environ, str(log_dir), rank, host)
+    plan = nccllog.capture_plan(environ, str(log_dir.absolute()), rank, host)
     for k, v in plan.set_env.items():
         environ[k] = v
     path = Path(nccllog.expand_pattern(plan.file_pattern, _nccl_hostname(), os.getpid()))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        if not plan.user_file:  # this rank's logs from earlier runs in the same folder (other pids)
+            stem = path.name.rsplit(".", 2)[0]  # rank<R>.<host>
+            for old in path.parent.glob(f"{glob.escape(stem)}.*.log"):
+                if old.name != path.name and old.name[len(stem) + 1:-len(".log")].isdigit():
+                    old.unlink(missing_ok=True)
     except OSError:
         pass  # NCCL then prints to stdout; the check reports that the log is missing
     cap = Capture(path, plan)

@@ -161,9 +161,15 @@ def test_echo_copies_only_what_the_users_level_printed(tmp_path: Path) -> None:
 
 def test_start_sets_the_environment_and_makes_the_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ncclcapture, "_ACTIVE", None)
+    (tmp_path / "nccl").mkdir()
+    stale = tmp_path / "nccl" / "rank2.pod-0.999999.log"  # this rank, an earlier run
+    other = tmp_path / "nccl" / "rank1.pod-0.999999.log"  # another rank's: not ours to remove
+    stale.write_text("old")
+    other.write_text("old")
     env = {"NCCL_DEBUG": "WARN"}
     err = io.StringIO()
     cap = ncclcapture.start(env, tmp_path / "nccl", 2, "pod-0", echo_to=err, poll_s=60)
     assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_FILE"].endswith("/nccl/rank2.pod-0.%p.log")
     assert cap.path.parent.is_dir() and cap.path.name.startswith("rank2.pod-0.")
-    assert ncclcapture.active() is cap
+    assert ncclcapture.active() is cap and cap.path.is_absolute()
+    assert not stale.exists() and other.exists()
