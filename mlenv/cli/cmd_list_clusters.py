@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from mlenv.cli._common import guarded, repo_root
+from mlenv.cli._output import OutputOpt, check_format, emit
 from mlenv.errors import ConfigError, InputError
 
 if TYPE_CHECKING:  # the model module is light, but keep --help free of config imports
@@ -42,14 +43,25 @@ def format_table(table: list[tuple[str, ...]]) -> str:
     return "\n".join(lines)
 
 
+def docs(clusters: list[Cluster]) -> list[dict[str, Any]]:
+    """The table's content as plain data (``-o json|yaml``)."""
+    return [{"name": c.name, "file": str(c.source) if c.source else None,
+             "namespace": c.namespace, "modes": ["rdma", "tcp"] if c.rdma.enabled else ["tcp"],
+             "nodes": c.gpus.default_nodes, "gpus_per_node": c.gpus.per_node,
+             "gpu_type": c.gpus.type, "storage": c.storage.mode,
+             "description": c.cluster.description} for c in clusters]
+
+
 @guarded
-def list_clusters() -> None:
+def list_clusters(output: OutputOpt = None) -> None:
     """List every clusters/*.yaml: name, modes it supports (rdma|tcp), nodes x GPUs, storage.
 
-    Invalid configs are reported on stderr after the table (exit 2).
+    Invalid configs are reported on stderr after the table (exit 2). -o json|yaml prints
+    the valid ones as one document.
     """
     from mlenv.config.loader import check_file, cluster_files
 
+    check_format(output)
     root = Path(repo_root())
     files = cluster_files(root)
     if not files:
@@ -62,7 +74,9 @@ def list_clusters() -> None:
             errors += [d for d in diags if d.severity == "error"]
         else:
             good.append(cluster)
-    if good:
+    if output is not None:
+        emit(docs(good), output)
+    elif good:
         typer.echo(format_table(rows(good)))
     if errors:
         raise ConfigError(errors)

@@ -175,8 +175,12 @@ def _bound_elsewhere(client: Cluster, cfg: ClusterConfig, role: str) -> list[str
     return out
 
 
-def teardown(cfg: ClusterConfig, client: Cluster, *, purge: bool = False) -> TeardownReport:
+def teardown(cfg: ClusterConfig, client: Cluster, *, purge: bool = False,
+             dry_run: bool = False) -> TeardownReport:
     """Delete what this deployment created, nothing else.
+
+    ``dry_run`` (i16): read and decide exactly as a real teardown, change nothing;
+    ``deleted`` then lists what would be deleted, ``left`` what would be kept.
 
     - Namespaced objects labelled with this instance, and only those deploy created
       (:func:`created_by_mlenv`); an adopted ServiceAccount keeps existing, with mlenv's
@@ -198,12 +202,17 @@ def teardown(cfg: ClusterConfig, client: Cluster, *, purge: bool = False) -> Tea
     def drop(kind: str, objs: list[Manifest], ns: str | None) -> None:
         for o in objs:
             name = o["metadata"]["name"]
+            owners = {f"{r.get('kind', '').lower()}/{r.get('name')}"
+                      for r in o["metadata"].get("ownerReferences") or []}
+            if dry_run and owners & set(rep.deleted):
+                continue  # goes with its owner (foreground cascade), as in a real teardown
             if not created_by_mlenv(o):
-                _release(client, o, ns)
+                if not dry_run:
+                    _release(client, o, ns)
                 rep.left.append(f"{kind.lower()}/{name}: kept (it existed before mlenv "
                                 "adopted it); mlenv's labels removed")
                 continue
-            if client.delete(kind, name, ns, cascade="foreground"):
+            if dry_run or client.delete(kind, name, ns, cascade="foreground"):
                 rep.deleted.append(f"{kind.lower()}/{name}")
 
     for kind in TEARDOWN_KINDS:
@@ -245,7 +254,9 @@ def teardown(cfg: ClusterConfig, client: Cluster, *, purge: bool = False) -> Tea
                                 + ", ".join(users))
                 continue
             try:
-                if client.delete(kind, name, None):
+                if dry_run and not client.can_i("delete", plural(kind)):
+                    raise Forbidden(f"may not delete {plural(kind)}", kind=kind, name=name)
+                if dry_run or client.delete(kind, name, None):
                     rep.deleted.append(f"{kind.lower()}/{name}")
             except Forbidden:
                 rep.left.append(f"{plural(kind)}/{name}: you may not delete it "
