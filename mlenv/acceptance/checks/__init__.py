@@ -6,6 +6,14 @@ collectives, fabric, training), not by import order.
 
 from __future__ import annotations
 
-from mlenv.acceptance.checks import collectives, compute, environment, fabric, localize, memory, training
+from mlenv.acceptance.checks import (
+    collectives,
+    compute,
+    environment,
+    fabric,
+    localize,
+    memory,
+    training,
+)
 
 __all__ = ["collectives", "compute", "environment", "fabric", "localize", "memory", "training"]
