@@ -186,3 +186,14 @@ def test_docs_state_the_capture_settings_the_code_uses() -> None:
     assert f"NCCL_DEBUG_SUBSYS={nccllog.DEFAULT_SUBSYS}" in doc
     assert f"{fabric.PROBE_BYTES // 2**20} MiB all_reduce" in doc
     assert "rank<R>.<host>.%p.log" in doc and "## fabric.transport" in doc
+
+
+def test_rdma_sharp_plugin_network_counts_as_ib() -> None:
+    # The nccl-rdma-sharp plugin names its network "IBext_v8" (channel lines "via NET/IBext_v8/0",
+    # format seen in NVIDIA/nccl#1814); it is verbs on IB/RoCE, so rdma mode accepts it.
+    text = ("h:1:1 [0] NCCL INFO Using network IBext_v8\n"
+            "h:1:1 [0] NCCL INFO Channel 00/0 : 18[2] -> 34[2] [receive] via NET/IBext_v8/0/GDRDMA\n")
+    j = fabric.judge(nccllog.parse(text), fabric.expectation(RDMA_ENV), "h", 2)
+    assert j.status == Status.PASS and j.reasons[0].startswith("NET/IBext_v8 on HCAs not printed")
+    no_gdr = text.replace("/GDRDMA", "")
+    assert fabric.judge(nccllog.parse(no_gdr), fabric.expectation(RDMA_ENV), "h", 2).status == Status.FAIL
