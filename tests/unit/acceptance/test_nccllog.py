@@ -71,8 +71,10 @@ def test_older_channel_format_with_bus_ids_and_sharp_devices() -> None:
     # and SHARP builds append "/SHARP" to a device (net_ib "[%d]%s:%d/%s%s").
     text = ("h:1:1 [0] NCCL INFO Channel 00/0 : 0[7000] -> 8[7000] [send] via NET/IB/0/GDRDMA/Shared\n"
             "h:1:1 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB/SHARP [1]mlx5_3:1/IB ; OOB ib0:10.0.0.1<0>\n")
+    text += "a-b:9:9 [1] NCCL INFO Channel 01 : 3[c7000] -> 1[87000] [receive] via NET/IB/5/GDRDMA\n"  # 2.12: no /conn
     log = nccllog.parse(text)
     assert log.channels[0].gdr and log.channels[0].shared and log.channels[0].dst == 8
+    assert (log.channels[1].channel, log.channels[1].src, log.channels[1].dev, log.channels[1].gdr) == (1, 3, 5, True)
     assert [d.label() for d in log.ib_devices] == ["mlx5_0:1/IB", "mlx5_3:1/IB"] and log.ib_devices[0].sharp
 
 
