@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from mlenv.acceptance import console
 from mlenv.acceptance import localize as plan
 from mlenv.acceptance.base import Check, RunContext, register
 from mlenv.acceptance.options import CheckOptions, at_least, option
@@ -171,7 +172,7 @@ def _round(ctx: RunContext, leaders: list[tuple[int, str]], pairs: list[tuple[in
             mine = ((a, b), _measure_pair(ctx, g, nbytes, iters, warmup, budget_s, stretch))
     got: list[Any] = [None] * ctx.world_size
     dist.all_gather_object(got, mine)
-    return {tuple(p): float(v) for p, v in (x for x in got if x is not None)}  # type: ignore[misc]
+    return {tuple(p): float(v) for p, v in (x for x in got if x is not None)}
 
 
 def _stretch(ctx: RunContext, node: int) -> float:
@@ -229,7 +230,7 @@ class LocalizeCheck(Check):
                 if msg == _DONE:
                     return []
                 pairs, budget = msg
-                _round(ctx, leaders, [tuple(p) for p in pairs], nbytes, iters, warmup, budget)  # type: ignore[misc]
+                _round(ctx, leaders, [tuple(p) for p in pairs], nbytes, iters, warmup, budget)
         rounds_t0 = time.monotonic()
 
         rounds_done = [0]
@@ -240,9 +241,9 @@ class LocalizeCheck(Check):
             _bcast((list(pairs), budget), ctx)
             got = _round(ctx, leaders, list(pairs), nbytes, iters, warmup, budget)
             rounds_done[0] += 1
-            # Rank 0 prints each round as it ends, as the collectives print their tables.
-            print(f"[{NAME}] round {rounds_done[0]}: " + ", ".join(
-                f"{names[a]}<->{names[b]} {got[(a, b)]:.4g}" for a, b in pairs) + " GB/s", flush=True)
+            # Rank 0's console shows each round as it ends, as the collectives show their tables.
+            console.print_note(f"{NAME} round {rounds_done[0]}: " + ", ".join(
+                f"{names[a]}<->{names[b]} {got[(a, b)]:.4g}" for a, b in pairs) + " GB/s")
             return got
 
         try:
