@@ -19,7 +19,7 @@ def nccl_env(cluster: Cluster, mode: Mode) -> dict[str, str]:
     timeouts from ``network.rdma``; ``NCCL_IB_HCA`` is left out with ``devices: auto``
     because each pod's init finds its own HCAs (names differ per node).
     TCP: IB off, bootstrap/data sockets on every interface except the excluded ones.
-    ``nccl.extra_env`` is applied last and wins: it is the documented escape hatch.
+    ``nccl.env`` (``extra_env`` in the model) is applied last and wins: it is the documented escape hatch.
     Returns an insertion-ordered dict (deterministic output).
     """
     eff = cluster.effective_mode(mode)
