@@ -260,10 +260,11 @@ class IfSpec:
         return hit != self.exclude
 
     def describe(self) -> str:
-        """``every interface except lo, docker0 (prefixes)`` for reasons."""
+        """``any name except those starting with lo, docker0`` for reasons."""
         names = ", ".join(f"{n}:{p}" if p >= 0 else n for n, p in self.entries) or "(none)"
-        how = "exact names" if self.exact else "prefixes"
-        return f"every one except {names} ({how})" if self.exclude else f"{names} ({how})"
+        if self.exclude:
+            return f"any name except {names}" if self.exact else f"any name except those starting with {names}"
+        return f"exactly {names}" if self.exact else f"names starting with {names}"
 
 
 def parse_if_list(value: str) -> IfSpec:

@@ -160,8 +160,8 @@ def _judge_rdma(log: NcclLog, exp: Expectation, host: str, net: str, metrics: di
         if outside:
             out.status = Status.FAIL
             out.reasons.append(
-                f"NCCL used HCA {', '.join(d.label() for d in outside)}, outside the configured "
-                f"{exp.hcas_from}={exp.hcas.raw} ({exp.hcas.describe()}): NCCL_IB_HCA did not reach this "
+                f"NCCL used HCA {', '.join(d.label() for d in outside)}, outside the configured list "
+                f"{exp.hcas.raw} ({exp.hcas_from}: {exp.hcas.describe()}): NCCL_IB_HCA did not reach this "
                 f"rank or names other devices; check the pod's NCCL_IB_HCA and the devices allocated on {host}")
     if exp.gdr:
         chans = log.net_channels(net)
@@ -203,7 +203,7 @@ def _judge_tcp(log: NcclLog, exp: Expectation, host: str, net: str, nnodes: int,
     for s in log.socket_ifs:
         if exp.socket_ifname is not None and not exp.socket_ifname.matches(s.name):
             bad.append(f"{s.name} ({s.address}), which NCCL_SOCKET_IFNAME={exp.socket_ifname.raw} excludes "
-                       f"({exp.socket_ifname.describe()})")
+                       f"(it allows {exp.socket_ifname.describe()})")
         elif s.name.startswith("lo") and nnodes > 1:
             bad.append(f"{s.name} ({s.address}), the loopback interface, which cannot reach another node")
     if bad:

@@ -59,7 +59,8 @@ def test_rdma_on_listed_hcas_with_gdr_passes_and_says_what_was_used() -> None:
 def test_hca_outside_the_configured_list_fails() -> None:
     r = _result("handmade-ib-unlisted-hca.log", RDMA_ENV)
     assert r.status == Status.FAIL
-    assert "NCCL used HCA mlx5_bond_0:1/RoCE, outside the configured network.rdma.devices" in r.reasons[0]
+    assert ("NCCL used HCA mlx5_bond_0:1/RoCE, outside the configured list mlx5_0,mlx5_1 (network.rdma.devices "
+            "(MLENV_RDMA_DEVICES): names starting with mlx5_0, mlx5_1)") in r.reasons[0]
     assert "ml-dev-env-1" in r.reasons[0]
 
 

@@ -107,8 +107,9 @@ def test_if_list_matches_like_nccl(value: str, name: str, port: int, selected: b
 
 
 def test_if_spec_describe() -> None:
-    assert nccllog.parse_if_list("^lo,docker0").describe() == "every one except lo, docker0 (prefixes)"
-    assert nccllog.parse_if_list("=mlx5_0:1").describe() == "mlx5_0:1 (exact names)"
+    assert nccllog.parse_if_list("^lo,docker0").describe() == "any name except those starting with lo, docker0"
+    assert nccllog.parse_if_list("=mlx5_0:1").describe() == "exactly mlx5_0:1"
+    assert nccllog.parse_if_list("mlx5_0,mlx5_1").describe() == "names starting with mlx5_0, mlx5_1"
 
 
 def test_capture_plan_default_config_keeps_warn_on_the_console() -> None:
