@@ -8,14 +8,14 @@ from typing import Annotated
 import typer
 
 from mlenv.cli._clusterctx import cluster_client
-from mlenv.cli._common import guarded, repo_root
+from mlenv.cli._common import SETTINGS, guarded, repo_root
 from mlenv.errors import InputError
 
 
 @guarded
 def discover(
     name: Annotated[str, typer.Argument(help="Cluster name: the file is clusters/NAME.yaml.")],
-    namespace: Annotated[str, typer.Option("--namespace", "-n", help="Namespace to deploy into.")] = "ml-dev-env",
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Namespace to deploy into (default: ml-dev-env).")] = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the config, write nothing.")] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
@@ -25,6 +25,8 @@ def discover(
     from mlenv.cluster.discover import render_discovered
     from mlenv.config import check_file
 
+    # `mlenv -n NS discover NAME` (the global option before the verb) means the same
+    namespace = namespace or SETTINGS.namespace or "ml-dev-env"
     dns = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
     for what, v in (("NAME", name), ("--namespace", namespace)):
         if not dns.match(v):

@@ -90,3 +90,16 @@ def test_i10_8_discover_tcp_cluster_without_gpus_still_valid(tmp_path: Path,
     assert cfg is not None, diags
     assert not cfg.rdma.enabled and list(cfg.gpu_nodes) == []
     assert run(["discover", "Bad;name", "-n", NS], state, monkeypatch).exit_code == 2
+
+
+def test_i16_discover_takes_the_global_namespace_before_the_verb(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    state = cluster_state(tmp_path)
+    root(tmp_path, monkeypatch)
+    for args in (["-n", NS, "discover", "newcluster", "--dry-run"],
+                 ["discover", "newcluster", "-n", NS, "--dry-run"]):
+        res = run(args, state, monkeypatch)
+        assert res.exit_code == 0, res.output
+        assert f"namespace: {NS}" in res.stdout.replace('"', "")
+    res = run(["discover", "newcluster", "--dry-run"], state, monkeypatch)
+    assert "namespace: ml-dev-env" in res.stdout.replace('"', "")
