@@ -83,3 +83,14 @@ def test_torchrun_needs_every_pod_running(tmp_path, monkeypatch) -> None:
     r = run(["launch", "barcelona", "--torchrun"], state, monkeypatch)
     assert r.exit_code == 3 and "1/2 pods Running" in r.output and "Traceback" not in r.output
     assert not [c for c in FakeCluster.load(str(state)).calls if "run-torchrun" in c]
+
+
+def test_i16_launch_before_deploy_is_exit_3_never_a_fail(tmp_path, monkeypatch) -> None:
+    """kubectl exec of a missing pod exits 1, which launch would have passed on as an
+    acceptance FAIL: pod-0 is checked first."""
+    state = fake_state(tmp_path)
+    r = run(["launch", "barcelona"], state, monkeypatch)
+    assert r.exit_code == 3, r.output
+    assert r.stderr.strip() == ("error: pod ml-dev-env-0 in ml-dev-env is not there: nothing "
+                                "was launched (mlenv status barcelona; mlenv deploy barcelona)")
+    assert not [c for c in FakeCluster.load(str(state)).calls if c[0] == "exec"]
