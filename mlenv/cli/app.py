@@ -38,6 +38,7 @@ VERB_MODULES = (
     "build",
     "devloop",
     "discover",
+    "secrets",
     "bundle",
     "history",
     "compare",
@@ -85,13 +86,9 @@ def _root(
 
 
 for _verb in VERB_MODULES:
-    try:
-        _mod = importlib.import_module(f"mlenv.cli.cmd_{_verb}")
-    except ModuleNotFoundError as _e:  # a verb not written yet must not break the others
-        if _e.name != f"mlenv.cli.cmd_{_verb}":
-            raise
-        continue
-    _mod.register(app)
+    # no ModuleNotFoundError catch: a renamed or missing verb module must fail loudly
+    # (tests/cli/test_verbs.py), not vanish from `mlenv --help`
+    importlib.import_module(f"mlenv.cli.cmd_{_verb}").register(app)
 
 # i16: the global options after the verb too (defined once in mlenv/cli/_globals.py)
 for _info in app.registered_commands:

@@ -324,12 +324,29 @@ def _needs_devtools_secret(manifests: list[Manifest]) -> bool:
     return False
 
 
+def secret_labels(cfg: ClusterConfig) -> dict[str, str]:
+    """Labels of the Secrets deploy creates: a Secret made elsewhere (a GitOps tool applying
+    ``mlenv secrets`` output) with these labels is this instance's and is kept."""
+    return {**instance_selector(cfg.name), LABEL_PART_OF: APP,
+            LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: "ssh"}
+
+
+def secrets_for_gitops(cfg: ClusterConfig, manifests: list[Manifest]) -> list[Manifest]:
+    """Fresh Secrets a rendered tree needs but does not contain (the ssh keys, and the
+    dev-tools credentials when a rendered object refers to them), for a GitOps tool to
+    seal and apply beside ``k8s/<cluster>/<mode>/`` (``mlenv secrets``)."""
+    labels = secret_labels(cfg)
+    out = [keys.secret_manifest(cfg.namespace, labels, keys.generate_keys(f"mlenv@{cfg.name}"))]
+    if _needs_devtools_secret(manifests):
+        out.append(keys.devtools_secret_manifest(cfg.namespace, {**labels, LABEL_COMPONENT: "dev"}))
+    return out
+
+
 def _planned_secrets(cfg: ClusterConfig, manifests: list[Manifest], client: Cluster,
                      rep: DeployReport, say: Say = lambda _m: None) -> list[Manifest]:
     """The Secrets deploy creates (none when complete ones of this instance exist: keys
     are kept; an empty or foreign one is regenerated, and that is said)."""
-    labels = {**instance_selector(cfg.name), LABEL_PART_OF: APP,
-              LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: "ssh"}
+    labels = secret_labels(cfg)
     out = []
     for name, wanted in ((keys.SECRET_NAME, keys.KEY_FILES),
                          (keys.DEVTOOLS_SECRET, keys.DEVTOOLS_KEYS)):

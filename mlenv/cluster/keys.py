@@ -99,11 +99,16 @@ def planned_devtools_secret(client: Cluster, namespace: str,
                             labels: dict[str, str]) -> Manifest | None:
     """The dev-tools credentials Secret to create (code-server password, Jupyter token,
     oauth-proxy cookie secret), or None when a complete one exists."""
-    import secrets
-
     live = client.get("Secret", DEVTOOLS_SECRET, namespace)
     if reusable(live, DEVTOOLS_KEYS, labels):
         return None
+    return devtools_secret_manifest(namespace, labels)
+
+
+def devtools_secret_manifest(namespace: str, labels: dict[str, str]) -> Manifest:
+    """A dev-tools credentials Secret with fresh random values."""
+    import secrets
+
     # oauth-proxy wants a 16/24/32-byte cookie secret: 32 hex characters
     values = {"code-server-password": secrets.token_urlsafe(24),
               "jupyter-token": secrets.token_urlsafe(24),

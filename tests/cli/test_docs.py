@@ -87,7 +87,8 @@ def test_every_shown_mlenv_command_exists_with_its_flags(c: tuple[str, int, str]
         words = words[:-1]
     assert words, f"{doc}:{line}: `{cmd}`: mlenv has no such verb"
     text = _help(words)
-    flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[a-zA-Z])\b", cmd))
+    own = cmd.split(" -- ", 1)[0]  # after `--` the flags are the script's, not mlenv's
+    flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[a-zA-Z])\b", own))
     missing = sorted(f for f in flags if f not in text)
     assert not missing, f"{doc}:{line}: `{cmd}`: `mlenv {' '.join(words)}` has no {', '.join(missing)}"
 
