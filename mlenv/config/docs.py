@@ -67,7 +67,22 @@ def _type(node: dict[str, Any]) -> str:
     out = " \\| ".join(words.get(n, n) for n in names)
     if "enum" in node:
         out += ": " + " \\| ".join(f"`{v}`" for v in node["enum"])
-    return out
+    return out + _bounds(node)
+
+
+def _bounds(node: dict[str, Any]) -> str:
+    """The schema's ranges and lengths, so the reference says what validate enforces."""
+    parts = []
+    lo, hi = node.get("minimum"), node.get("maximum")
+    if "exclusiveMinimum" in node:
+        parts.append(f"> {node['exclusiveMinimum']}" + (f", ≤ {hi}" if hi is not None else ""))
+    elif lo is not None or hi is not None:
+        parts.append(f"{'' if lo is None else lo}…{'' if hi is None else hi}")
+    if "minLength" in node or "maxLength" in node:
+        parts.append(f"length {node.get('minLength', 0)}…{node.get('maxLength', '')}")
+    if "minItems" in node or "maxItems" in node:
+        parts.append(f"{node.get('minItems', 0)}…{node.get('maxItems', '')} items")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _default(node: dict[str, Any]) -> str:
