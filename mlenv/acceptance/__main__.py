@@ -16,7 +16,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from mlenv.acceptance import baselines, console, dist, history, profiles
+from mlenv.acceptance import baselines, console, dist, history, profiles, ranklog
 from mlenv.acceptance.base import Check, RunContext, registry
 from mlenv.acceptance.reports import RunMeta, finalize
 from mlenv.acceptance.reports.document import ALL_FILES, RESULTS_JSONL, now_iso
@@ -122,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
     report_dir = Path(args.report_dir)
     env = dist.read_launch_env()
     host = dist.hostname()
+    ranklog.start(report_dir, env.rank, host)  # logs/rank<R>.<host>.log, for the sign-off bundle
     try:
         backend, device, hosts = dist.init_process_group(deadline, env, host, nccl_log_dir=report_dir / "nccl")
     except Exception as e:  # a peer that never joins is named here (dist.rendezvous)

@@ -174,7 +174,7 @@ def build(report_dir: Path, out: Path | None = None, *, cluster: str = LOCAL_CLU
         "config": config_index,
         "deployment": deployment if deployment is not None else LOCAL_DEPLOYMENT,
         "baseline": baseline_index(baseline, archived_baseline),
-        "versions": node_versions(results),
+        "versions": node_versions(results, doc),
         "logs": logs or "none in the report folder",
         "left_out": notes,
     }

@@ -132,14 +132,21 @@ def _text(v: object) -> str:
 VERSION_KEYS = ("driver", "cuda", "nccl", "torch", "deepspeed", "python", "gpu_models", "vbios", "hca_firmware")
 
 
-def node_versions(results: list[CheckResult]) -> dict[str, dict[str, str]]:
+def node_versions(results: list[CheckResult], doc: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
     """Per node (host): the versions its ``environment`` results recorded, ``not present`` where none.
 
     Node-wide tools (driver, ibv_devinfo) run on one rank per node; the other ranks' values
     fill in what it lacks, and ranks of one node that disagree are all listed (``a | b``).
+    A run without the environment check has rank 0's versions only (``doc['env']``).
     """
     seen: dict[str, dict[str, list[str]]] = {}
-    for r in sorted((r for r in results if r.name == "environment"), key=lambda r: r.rank or 0):
+    envs = [r for r in results if r.name == "environment"]
+    if not envs and doc is not None and isinstance(doc.get("env"), dict):
+        world = doc.get("world") if isinstance(doc.get("world"), dict) else {}
+        hosts = (world or {}).get("hosts") or ["rank 0"]
+        envs = [CheckResult("environment", Status.PASS, "rank", str(hosts[0]), 0,
+                            details={**doc["env"], "gpu_models": doc["env"].get("gpus") or []})]
+    for r in sorted(envs, key=lambda r: r.rank or 0):
         d = r.details if isinstance(r.details, dict) else {}
         node = str(r.node or d.get("host") or f"rank {r.rank}")
         vals = {k: d.get(k) for k in VERSION_KEYS}
@@ -172,7 +179,7 @@ def make_record(doc: dict[str, Any], results: list[CheckResult], cluster: str, r
         "origin": "pod" if os.environ.get("MLENV_CLUSTER", "").strip() else "local",
         "world": {k: world.get(k) for k in ("nodes", "ranks", "backend", "device")},
         "checks": sorted({r.name for r in results}),
-        "versions": node_versions(results),
+        "versions": node_versions(results, doc),
         "metrics": headline(results),
         "report_dir": str(report_dir.resolve()),
     }

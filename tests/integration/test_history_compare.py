@@ -50,6 +50,11 @@ def test_second_run_with_a_slow_rank_is_a_regression_naming_that_rank(tmp_path: 
     penv = dict(os.environ, PYTHONPATH=str(ROOT), **env)
     v = subprocess.run([*MLENV, "bundle", "verify", str(bundle)], capture_output=True, text=True, env=penv, timeout=60)
     assert v.returncode == 0, v.stdout + v.stderr
+    index = json.loads(subprocess.run(["tar", "-xzOf", str(bundle), "--wildcards", "*/bundle.json"],
+                                      capture_output=True, check=True).stdout)
+    # each rank's own log is in it
+    assert {f"run/logs/rank0.{HOST}.log", f"run/logs/rank1.{HOST}.log"} <= set(index["logs"])
+    assert index["deployment"]["deployed"] is False and index["versions"][HOST]["torch"] != "not present", index
 
     # compare by run id (from the history): exit 1, the slowed rank named
     c = subprocess.run([*MLENV, "compare", ids[0], ids[1]], capture_output=True, text=True, env=penv, timeout=60)

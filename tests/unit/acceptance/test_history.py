@@ -156,3 +156,12 @@ def test_after_run_never_raises_on_an_unwritable_history(tmp_path: Path) -> None
     blocker.write_text("a file where the folder should be")
     lines = history.after_run(tmp_path, doc_for(results()), blocker, cluster="local")
     assert len(lines) == 1 and lines[0].startswith("note: run not added to the history:")
+
+
+def test_versions_without_the_environment_check_come_from_rank_0s_env() -> None:
+    rs = [r for r in results() if r.name != "environment"]
+    doc = doc_for(rs)
+    doc["env"] = {"torch": "2.13.0", "cuda": None, "nccl": None, "deepspeed": "0.19.8", "driver": None, "gpus": []}
+    v = history.node_versions(rs, doc)
+    assert list(v) == ["h0"] and v["h0"]["torch"] == "2.13.0" and v["h0"]["cuda"] == "not present"
+    assert history.node_versions(rs) == {}
