@@ -98,8 +98,29 @@ def size_sweep(
 
 
 @dataclass(frozen=True)
+class Measured:
+    """One variant (out-of-place or in-place) of one size: nccl-tests' four columns."""
+
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+    wrong: int
+
+
+OUT_OF_PLACE = "out-of-place"
+IN_PLACE = "in-place"
+
+
+@dataclass(frozen=True)
 class Row:
-    """One line of the nccl-tests table."""
+    """One line of the nccl-tests table.
+
+    ``time_us`` … ``wrong`` are the headline variant (``variant``): out-of-place where
+    torch.distributed has one, else in-place (all_reduce and broadcast are in-place
+    only in torch). ``out_of_place`` / ``in_place`` hold each variant that was measured
+    (None: torch has no such call, printed ``N/A``); a row built without them stands
+    for its headline variant only.
+    """
 
     size: int  # bytes
     count: int  # elements
@@ -110,6 +131,31 @@ class Row:
     algbw_gbps: float
     busbw_gbps: float
     wrong: int
+    variant: str = OUT_OF_PLACE
+    out_of_place: Measured | None = None
+    in_place: Measured | None = None
+
+    @classmethod
+    def of(cls, size: int, count: int, dtype: str, redop: str, root: int,
+           out_of_place: Measured | None, in_place: Measured | None) -> Row:
+        """A row from its measured variants; the headline is out-of-place when there is one."""
+        head, variant = (out_of_place, OUT_OF_PLACE) if out_of_place is not None else (in_place, IN_PLACE)
+        if head is None:
+            raise ValueError("a row needs at least one measured variant")
+        return cls(size, count, dtype, redop, root, head.time_us, head.algbw_gbps, head.busbw_gbps,
+                   head.wrong, variant, out_of_place, in_place)
+
+    def variants(self) -> tuple[Measured | None, Measured | None]:
+        """(out-of-place, in-place) as the full table prints them."""
+        if self.out_of_place is None and self.in_place is None:
+            head = Measured(self.time_us, self.algbw_gbps, self.busbw_gbps, self.wrong)
+            return (head, None) if self.variant == OUT_OF_PLACE else (None, head)
+        return self.out_of_place, self.in_place
+
+    @property
+    def total_wrong(self) -> int:
+        """Wrong elements over every measured variant."""
+        return sum(m.wrong for m in self.variants() if m is not None)
 
 
 def redop_of(op: str) -> str:
@@ -126,7 +172,8 @@ _HEAD = (
 
 
 def format_table(rows: Sequence[Row], title: str = "") -> str:
-    """The rows in nccl-tests' column layout, header first (``title`` as a comment line)."""
+    """The headline variant of each row in nccl-tests' column layout, header first (``title``
+    as a comment line): ``details.table``. The printed form is :func:`format_nccl_tests`."""
     lines = [f"# {title}"] if title else []
     lines.append(_HEAD)
     for r in rows:
@@ -137,17 +184,72 @@ def format_table(rows: Sequence[Row], title: str = "") -> str:
     return "\n".join(lines)
 
 
+_NA = "N/A"
+_FULL_HEAD = (
+    f"#{'':>51} {'out-of-place':^31} {'in-place':^31}".rstrip() + "\n"
+    f"#{'size':>11} {'count':>13} {'type':>9} {'redop':>7} {'root':>7} "
+    f"{'time':>8} {'algbw':>7} {'busbw':>7} {'#wrong':>6} {'time':>8} {'algbw':>7} {'busbw':>7} {'#wrong':>6}\n"
+    f"#{'(B)':>11} {'(elements)':>13} {'':>9} {'':>7} {'':>7} "
+    f"{'(us)':>8} {'(GB/s)':>7} {'(GB/s)':>7} {'':>6} {'(us)':>8} {'(GB/s)':>7} {'(GB/s)':>7} {'':>6}"
+)
+
+
+def _cols(m: Measured | None) -> str:
+    if m is None:
+        return f"{_NA:>8} {_NA:>7} {_NA:>7} {_NA:>6}"
+    return f"{m.time_us:>8.2f} {m.algbw_gbps:>7.2f} {m.busbw_gbps:>7.2f} {m.wrong:>6}"
+
+
+def avg_busbw(rows: Sequence[Row]) -> float:
+    """nccl-tests' ``# Avg bus bandwidth``: the mean busbw over every size and measured variant.
+
+    Raises ValueError on an empty sweep.
+    """
+    vals = [m.busbw_gbps for r in rows for m in r.variants() if m is not None]
+    if not vals:
+        raise ValueError("no sizes were measured")
+    return sum(vals) / len(vals)
+
+
+def footer(rows: Sequence[Row]) -> str:
+    """nccl-tests' closing lines: out-of-bounds (wrong) values and the average bus bandwidth."""
+    wrong = sum(r.total_wrong for r in rows)
+    return (f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}\n"
+            f"# Avg bus bandwidth    : {avg_busbw(rows):g}")
+
+
+def format_nccl_tests(rows: Sequence[Row], title: str = "") -> str:
+    """The table as nccl-tests prints it: out-of-place and in-place columns (``N/A`` where
+    torch.distributed has no such call), then the ``# Out of bounds values`` and
+    ``# Avg bus bandwidth`` footer, so scripts written for nccl-tests' output read it."""
+    lines = [f"# {title}"] if title else []
+    lines.append(_FULL_HEAD)
+    for r in rows:
+        oop, ip = r.variants()
+        lines.append(f"{r.size:>12} {r.count:>13} {r.dtype:>9} {r.redop:>7} {r.root:>7} {_cols(oop)} {_cols(ip)}")
+    if rows:
+        lines.append(footer(rows))
+    return "\n".join(lines)
+
+
 def summarize(rows: Sequence[Row]) -> dict[str, float]:
-    """The per-op metrics: busbw/algbw maximum, busbw at the largest size, wrong elements.
+    """The per-op metrics: busbw/algbw maximum and busbw at the largest size (headline
+    variant), nccl-tests' average busbw (every size and variant), wrong elements of the
+    headline variant and, where a second (in-place) variant was measured, of that one.
 
     Raises ValueError on an empty sweep (a check that measured nothing must not pass).
     """
     if not rows:
         raise ValueError("no sizes were measured")
     largest = max(rows, key=lambda r: r.size)
-    return {
+    out = {
         "busbw_gbps_max": max(r.busbw_gbps for r in rows),
         "algbw_gbps_max": max(r.algbw_gbps for r in rows),
         "busbw_gbps_large": largest.busbw_gbps,
+        "busbw_gbps_avg": avg_busbw(rows),
         "wrong_elements": float(sum(r.wrong for r in rows)),
     }
+    second = [r.in_place for r in rows if r.out_of_place is not None and r.in_place is not None]
+    if second:  # both variants measured: the in-place column's wrong elements on their own
+        out["wrong_elements_in_place"] = float(sum(m.wrong for m in second))
+    return out

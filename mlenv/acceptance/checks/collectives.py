@@ -33,15 +33,18 @@ contributions come from rank 0 only, so there only a corrupt root shows.)
 
 from __future__ import annotations
 
+import os
 import time
-from collections.abc import MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from mlenv.acceptance.base import Check, RunContext, register
 from mlenv.acceptance.busbw import (
+    Measured,
     Row,
     bandwidth,
+    format_nccl_tests,
     format_table,
     redop_of,
     size_sweep,
@@ -145,12 +148,25 @@ def _pattern(k: int, dev: Any, offset: int = 0) -> Any:
     return period.repeat(reps)[offset % PATTERN: offset % PATTERN + k].contiguous()
 
 
-def _buffers(op: str, count: int, grank: int, n: int, dev: Any) -> tuple[Any, Any, Any]:
+# The variants torch.distributed has a call for, out-of-place first (nccl-tests' column
+# order): all_reduce and broadcast only work in place, all_to_all_single only out of place;
+# all_gather / reduce_scatter run in place when the input is the output's own chunk (or the
+# output the input's), as nccl-tests' in-place columns do.
+VARIANTS: dict[str, tuple[bool, ...]] = {
+    "all_reduce": (True,), "broadcast": (True,), "all_to_all": (False,),
+    "all_gather": (False, True), "reduce_scatter": (False, True),
+}
+
+
+def _buffers(op: str, count: int, grank: int, n: int, dev: Any,
+             in_place: bool = False) -> tuple[Any, Any, Any]:
     """(input, output, expected output) of ``op`` for ``count`` elements on group rank ``grank``.
 
     ``count`` is nccl-tests' count: the largest buffer's elements. In-place ops return
-    the same tensor as input and output. Every value is a small integer, exact in fp32,
-    so sums are exact in any reduction order.
+    the same tensor as input and output; ``in_place`` all_gather takes its input from
+    the output's own chunk and in-place reduce_scatter writes into the input's own
+    chunk (views of one buffer). Every value is a small integer, exact in fp32, so sums
+    are exact in any reduction order.
     """
     import torch
 
@@ -165,14 +181,19 @@ def _buffers(op: str, count: int, grank: int, n: int, dev: Any) -> tuple[Any, An
         return buf, buf, expected
     chunk = count // n
     blocks = torch.arange(n, dtype=torch.float32, device=dev).view(n, 1)
+    mine = slice(grank * chunk, (grank + 1) * chunk)
     if op == "all_gather":
-        inp = _pattern(chunk, dev).add_(grank * PATTERN)
         expected = _pattern(chunk, dev).repeat(n).view(n, chunk).add_(blocks * PATTERN).view(-1)
+        if in_place:
+            out = torch.empty(count, device=dev)
+            out[mine] = _pattern(chunk, dev).add_(grank * PATTERN)
+            return out[mine], out, expected
+        inp = _pattern(chunk, dev).add_(grank * PATTERN)
         return inp, torch.empty(count, device=dev), expected
     if op == "reduce_scatter":
         inp = _pattern(count, dev).add_(grank + 1)
         expected = _pattern(chunk, dev, offset=grank * chunk).mul_(n).add_(total)
-        return inp, torch.empty(chunk, device=dev), expected
+        return inp, inp[mine] if in_place else torch.empty(chunk, device=dev), expected
     if op == "all_to_all":
         # input chunk d goes to rank d; output chunk s came from rank s
         base_in = torch.tensor([((grank * n + d) * PATTERN) % _EXACT_LIMIT for d in range(n)],
@@ -213,6 +234,24 @@ class _Sweep:
     stopped_before: int | None
 
 
+def _variant(op: str, count: int, grank: int, n: int, dev: Any, in_place: bool, group: Any, root: int,
+             *, corrupt: bool, device: str, iters: int, warmup: int) -> tuple[int, float]:
+    """Data check then timing of one variant of one size: (wrong elements here, mean seconds)."""
+    inp, res, expected = _buffers(op, count, grank, n, dev, in_place)
+    if corrupt:
+        inp.view(-1)[0] += 1.0
+    _call(op, inp, res, group, root)
+    wrong_local = int((res != expected).sum().item())
+    # Free the reference before timing: the timed loop should touch the same memory
+    # as a bare loop of the op (at 1–4 MiB an extra buffer competes for the cache).
+    del expected
+
+    def once(inp: Any = inp, res: Any = res) -> None:
+        _call(op, inp, res, group, root)
+
+    return wrong_local, measure(once, device=device, iters=iters, warmup=warmup).mean_s
+
+
 def _sweep(
     op: str, spec: GroupSpec, group: Any, ctx: RunContext, sizes: list[int], *,
     iters: int, warmup: int, corrupt: bool, t0: float, budget_s: float,
@@ -228,38 +267,93 @@ def _sweep(
     out = _Sweep([], [], None)
     for size in sizes:
         count = size // ELEM_SIZE
-        inp, res, expected = _buffers(op, count, grank, n, dev)
-        if corrupt:
-            inp.view(-1)[0] += 1.0
-        _call(op, inp, res, group, root)
-        wrong_local = int((res != expected).sum().item())
-        # Free the reference before timing: the timed loop should touch the same memory
-        # as a bare loop of the op (at 1–4 MiB an extra buffer competes for the cache).
-        del expected
-
-        def once(inp: Any = inp, res: Any = res) -> None:
-            _call(op, inp, res, group, root)
-
-        t = measure(once, device=ctx.device, iters=iters, warmup=warmup)
-        # max over ranks of the mean time and of the elapsed check time; sum of wrong
-        stats = torch.tensor([t.mean_s, time.perf_counter() - t0], dtype=torch.float64, device=dev)
-        dist.all_reduce(stats, op=dist.ReduceOp.MAX, group=group)
-        wrong = torch.tensor([wrong_local], dtype=torch.int64, device=dev)
-        dist.all_reduce(wrong, group=group)
-        sec, elapsed, nwrong = float(stats[0].item()), float(stats[1].item()), int(wrong.item())
-        bw = bandwidth(op, size, sec, n)
-        out.rows.append(Row(size, count, DTYPE_NAME, redop_of(op),
-                            0 if op == "broadcast" else -1, sec * 1e6,
-                            bw.algbw_gbps, bw.busbw_gbps, nwrong))
-        if nwrong:
+        measured: dict[bool, Measured] = {}
+        spent = 0.0
+        for in_place in VARIANTS[op]:
+            wrong_local, mean_s = _variant(op, count, grank, n, dev, in_place, group, root, corrupt=corrupt,
+                                           device=ctx.device, iters=iters, warmup=warmup)
+            # max over ranks of the mean time and of the elapsed check time; sum of wrong
+            stats = torch.tensor([mean_s, time.perf_counter() - t0], dtype=torch.float64, device=dev)
+            dist.all_reduce(stats, op=dist.ReduceOp.MAX, group=group)
+            wrong = torch.tensor([wrong_local], dtype=torch.int64, device=dev)
+            dist.all_reduce(wrong, group=group)
+            sec, elapsed, nwrong = float(stats[0].item()), float(stats[1].item()), int(wrong.item())
+            bw = bandwidth(op, size, sec, n)
+            measured[in_place] = Measured(sec * 1e6, bw.algbw_gbps, bw.busbw_gbps, nwrong)
+            spent += sec
+        row = Row.of(size, count, DTYPE_NAME, redop_of(op), 0 if op == "broadcast" else -1,
+                     measured.get(False), measured.get(True))
+        out.rows.append(row)
+        if row.total_wrong:
             out.wrong_sizes.append(size)
-        del inp, res
         nxt = [s for s in sizes if s > size]
         # Projected cost of the next size: bandwidth-bound, so time grows with size.
-        if nxt and elapsed + sec * (nxt[0] / size) * (iters + warmup + 1) > budget_s:
+        if nxt and elapsed + spent * (nxt[0] / size) * (iters + warmup + 1) > budget_s:
             out.stopped_before = nxt[0]
             break
     return out
+
+
+# A sweep that reached this size measured "large messages": the baselines' busbw bars per
+# fabric hold from here (``when: {large_messages: true}``); a shorter sweep is reported only.
+LARGE_BYTES = 64 * 2**20
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """What a group's traffic crossed, for the baselines' bars (``details.fabric``).
+
+    ``fabric``: ``nvlink`` (NCCL inside one node), ``rdma`` (NCCL across nodes, IB or
+    RoCE), ``socket`` (NCCL across nodes over TCP), ``gloo`` (CPU ranks, TCP), or
+    ``unknown`` (NCCL across nodes, nothing configured and no NCCL log). Across nodes it
+    is what the pod's config asks for, so a run that fell back to TCP is held to the
+    RDMA bar; ``fallback`` says so outright when NCCL's own log shows sockets.
+    """
+
+    fabric: str
+    why: str
+    observed: str | None = None  # NCCL's "Using network X" (this rank's log), when captured
+    fallback: str | None = None
+
+
+def fabric_of(backend: str, nodes: int, env: Mapping[str, str], observed: str | None) -> Fabric:
+    """The fabric of a group spanning ``nodes`` nodes (pure).
+
+    ``env``: the pod's environment (``MLENV_NETWORK_MODE``, ``NCCL_IB_DISABLE``,
+    ``NCCL_IB_HCA``, read as fabric.transport reads them); ``observed``: the network
+    NCCL's log names for this process (None when not captured).
+    """
+    if backend != "nccl":
+        return Fabric("gloo", f"backend {backend}: TCP between the processes")
+    if nodes <= 1:
+        return Fabric("nvlink", "inside one node: NCCL's NVLink/NVSwitch (P2P) path", observed)
+    from mlenv.acceptance.checks.fabric import expectation
+
+    exp = expectation(env)
+    used_rdma = observed is not None and observed.upper().startswith("IB")
+    if exp.mode == "rdma":
+        fallback = None
+        if observed is not None and not used_rdma:
+            fallback = (f"rdma mode ({exp.mode_from}) but NCCL used NET/{observed}: traffic fell back to TCP "
+                        f"sockets, so the busbw is not the fabric's (see fabric.transport)")
+        return Fabric("rdma", f"across nodes, {exp.mode_from}", observed, fallback)
+    if exp.mode == "tcp":
+        return Fabric("socket", f"across nodes, {exp.mode_from}", observed)
+    if observed is not None:
+        return Fabric("rdma" if used_rdma else "socket",
+                      f"across nodes, no mode configured; NCCL used NET/{observed}", observed)
+    return Fabric("unknown", f"across nodes; {exp.mode_from} and no NCCL log captured")
+
+
+def observed_network(backend: str) -> str | None:
+    """The network this process's captured NCCL log names (None: gloo, or no log)."""
+    if backend != "nccl":
+        return None
+    from mlenv.acceptance import ncclcapture
+    from mlenv.acceptance.checks.fabric import read_log
+
+    cap = ncclcapture.active()
+    return read_log(cap.path).network if cap is not None else None
 
 
 def _nodes_in(spec: GroupSpec, ctx: RunContext) -> int:
@@ -271,11 +365,12 @@ def _nodes_in(spec: GroupSpec, ctx: RunContext) -> int:
 class CollectiveOptions(CheckOptions):
     """Options of every collectives.<op> sweep (set them for all with the ``collectives`` family)."""
 
-    min_bytes: int = option(1024, help="smallest message of the sweep, in bytes")
-    max_bytes: int = option(4 * 2**20, cuda=256 * 2**20, help="largest message of the sweep, in bytes")
-    factor: int = option(4, help="each size is the previous one times this")
-    iters: int = option(5, cuda=10, help="timed calls per size (their mean counts)")
-    warmup: int = option(2, cuda=3, help="untimed calls per size first")
+    min_bytes: int = option(1024, help="smallest message of the sweep, in bytes (nccl-tests -b)")
+    max_bytes: int = option(4 * 2**20, cuda=256 * 2**20,
+                            help="largest message of the sweep, in bytes (nccl-tests -e)")
+    factor: int = option(4, help="each size is the previous one times this (nccl-tests -f)")
+    iters: int = option(5, cuda=10, help="timed calls per size (their mean counts; nccl-tests -n)")
+    warmup: int = option(2, cuda=3, help="untimed calls per size first (nccl-tests -w)")
 
     def problems(self) -> list[tuple[str, str]]:
         """A sweep that goes up from a positive size."""
@@ -352,13 +447,23 @@ class CollectiveCheck(Check):
         title = (f"{self.name} {spec.scope}: {spec.label}, {len(spec.ranks)} ranks, "
                  f"{ctx.backend}, torch {torch.__version__}")
         table = format_table(sw.rows, title)
-        print(table, flush=True)  # rank 0 / group leader prints, as nccl-tests does
+        printed = format_nccl_tests(sw.rows, title)
+        print(printed, flush=True)  # rank 0 / group leader prints, as nccl-tests does
         metrics = summarize(sw.rows)
-        reasons = [
-            f"{self.name} ({spec.scope}, {spec.label}): {r.wrong} wrong elements at "
-            f"{r.size} bytes" for r in sw.rows if r.wrong
-        ]
+        reasons: list[str] = []
+        for r in sw.rows:
+            if r.wrong:
+                reasons.append(f"{self.name} ({spec.scope}, {spec.label}): {r.wrong} wrong elements at "
+                               f"{r.size} bytes")
+            if r.out_of_place is not None and r.in_place is not None and r.in_place.wrong:
+                reasons.append(f"{self.name} ({spec.scope}, {spec.label}): {r.in_place.wrong} wrong elements at "
+                               f"{r.size} bytes in place")
         status = Status.FAIL if reasons else Status.PASS
+        nodes = _nodes_in(spec, ctx)
+        fab = fabric_of(ctx.backend, nodes, os.environ, observed_network(ctx.backend))
+        if fab.fallback:
+            reasons.append(f"{self.name} ({spec.scope}, {spec.label}): {fab.fallback}")
+            status = Status.FAIL
         if sw.stopped_before is not None:
             reasons.append(
                 f"{self.name} ({spec.scope}): sweep stopped before {sw.stopped_before} bytes: "
@@ -369,9 +474,11 @@ class CollectiveCheck(Check):
             name=self.name, status=status, scope=spec.scope,
             node=ctx.host if spec.scope == "intra" else None, rank=None,
             metrics=metrics, reasons=reasons,
-            details={"group": spec.label, "ranks": list(spec.ranks), "nodes": _nodes_in(spec, ctx), "table": table,
-                     "rows": [asdict(r) for r in sw.rows], "dtype": DTYPE_NAME,
+            details={"group": spec.label, "ranks": list(spec.ranks), "nodes": nodes, "table": table,
+                     "nccl_tests": printed, "rows": [asdict(r) for r in sw.rows], "dtype": DTYPE_NAME,
                      "backend": ctx.backend, "wrong_sizes": sw.wrong_sizes,
+                     "fabric": fab.fabric, "fabric_from": fab.why, "nccl_network": fab.observed,
+                     "large_messages": bool(sw.rows) and sw.rows[-1].size >= LARGE_BYTES,
                      "time": "max over ranks of the mean per-call time"},
             duration_s=dur,
         )

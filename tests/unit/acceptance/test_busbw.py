@@ -89,7 +89,7 @@ def test_table_has_nccl_tests_columns_and_one_line_per_size() -> None:
 def test_summary_takes_max_large_and_sums_wrong() -> None:
     m = summarize(_rows())
     assert m == {"busbw_gbps_max": 0.31, "algbw_gbps_max": 0.41, "busbw_gbps_large": 0.29,
-                 "wrong_elements": 3.0}
+                 "busbw_gbps_avg": pytest.approx((0.08 + 0.31 + 0.29) / 3), "wrong_elements": 3.0}
     with pytest.raises(ValueError, match="no sizes"):
         summarize([])
 
