@@ -225,3 +225,75 @@ def count(value: int, what: str = "count") -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise UnsafeArgument(f"{what} {_show(value)} is not a whole number of 0 or more")
     return value
+
+
+# -- Slurm and plain hosts (issue 13) ---------------------------------------------------
+# Slurm's tools parse options with getopt_long, which ends them at '--' too; the values
+# they carry are validated per kind first, as for kubectl.
+SLURM_COMMANDS = frozenset({"sbatch", "squeue", "sacct", "scancel", "scontrol", "sinfo", "srun"})
+_SLURM_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+_SLURM_NODE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,252})")
+_JOB_ID = re.compile(r"[0-9]{1,12}")
+_SSH_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+
+
+def slurm_name(value: str, what: str = "Slurm name") -> str:
+    """A partition, account, QOS or job name: letters, digits, ``_ . -``, not starting with ``-``."""
+    if not isinstance(value, str) or not _SLURM_NAME.fullmatch(value):
+        raise UnsafeArgument(f"{what} {_show(value)} is not a plain Slurm name (letters, digits, "
+                             "'_', '.', '-', not starting with '-')")
+    return value
+
+
+def slurm_node(value: str) -> str:
+    """A node (host) name as Slurm and ssh take it."""
+    if not isinstance(value, str) or not _SLURM_NODE.fullmatch(value):
+        raise UnsafeArgument(f"node name {_show(value)} is not a host name (letters, digits, '-', "
+                             "'_', '.', not starting with '-')")
+    return value
+
+
+def job_id(value: str | int) -> str:
+    """A Slurm job id (digits only)."""
+    text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(text, str) or not _JOB_ID.fullmatch(text):
+        raise UnsafeArgument(f"Slurm job id {_show(value)} is not a number")
+    return text
+
+
+def slurm(command: str, options: Sequence[str] = (), positionals: Sequence[str] = ()) -> list[str]:
+    """``COMMAND OPTIONS… -- POSITIONALS…`` for a Slurm client (``sbatch``, ``squeue``, …).
+
+    Options are the code's own ``--flag=VALUE`` words (values from the validators above);
+    positionals (a job id, a script path and its arguments, scontrol's words) stand after
+    ``--``, so none can be read as an option.
+    """
+    if command not in SLURM_COMMANDS:
+        raise ValueError(f"not a Slurm command: {command!r}")
+    return [command, *options_before(options), *(["--", *positionals] if positionals else [])]
+
+
+def ssh_user(value: str) -> str:
+    """A login name for ``ssh -l``."""
+    if not isinstance(value, str) or not _SSH_USER.fullmatch(value):
+        raise UnsafeArgument(f"ssh user {_show(value)} is not a user name")
+    return value
+
+
+def ssh(host: str, remote: Sequence[str], *, user: str = "", port: int = 22, key: str = "",
+        options: Sequence[str] = ()) -> list[str]:
+    """``ssh OPTIONS… [-l USER] [-p PORT] [-i KEY] -- HOST REMOTE…`` with the host validated.
+
+    ssh joins the remote words with spaces into one shell command line on the host, so
+    each word is shell-quoted here: a remote argument stays one argument there.
+    """
+    import shlex
+
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
+        raise UnsafeArgument(f"ssh port {_show(port)} is not a port number (1-65535)")
+    argv = ["ssh", *options_before(options), "-p", str(port)]
+    if user:
+        argv += ["-l", ssh_user(user)]
+    if key:
+        argv += ["-i", local_path(key, "ssh key")]
+    return [*argv, "--", slurm_node(host), *(shlex.quote(w) for w in remote)]

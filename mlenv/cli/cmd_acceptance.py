@@ -49,12 +49,19 @@ def register(app: typer.Typer) -> None:
         baseline: Annotated[str | None, typer.Option("--baseline", help="Baseline file or GPU model (default: by device).")] = None,
         deadline: Annotated[float, typer.Option("--deadline", help="Per-check deadline in seconds (default: by profile).")] = 0.0,
         options: Annotated[Path | None, typer.Option("--options", help="JSON/YAML {check: {key: value}} over the profile.")] = None,
+        cluster: Annotated[str | None, typer.Option("--cluster", help="Run on this config's Slurm or hosts platform "
+                                                                  "(submit, wait, verdict, reports to reports/<cluster>/<run-id>/).")] = None,
         localize: Annotated[bool, typer.Option("--localize", help="Also run fabric.localize: name the slow node or link "
                                                                   "between nodes, pair by pair.")] = False,
         bundle: Annotated[bool, typer.Option("--bundle", help="Also write the run's sign-off bundle "
                                                               "(see mlenv bundle).")] = False,
     ) -> None:
         """Run the acceptance suite and print the verdict (0 PASS, 1 FAIL, 2 bad input, 3 ERROR)."""
+        if cluster is not None:  # issue 13: platform slurm / hosts
+            from mlenv.platforms.verbs import acceptance_cli
+
+            raise typer.Exit(acceptance_cli(cluster, profile=profile, checks=checks, baseline=baseline,
+                                            options=options, deadline=deadline, say=typer.echo))
         from mlenv.acceptance import console, dist, history, local, profiles
         from mlenv.contract import exit_for_verdict
 

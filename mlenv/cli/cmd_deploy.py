@@ -39,6 +39,11 @@ def deploy(
     if timeout <= 0:
         raise InputError(f"--timeout must be positive, got {timeout:g}")
     cfg = load_config(cluster)
+    if cfg.platform in ("slurm", "hosts"):  # issue 13: sbatch the acceptance job / preflight the hosts
+        from mlenv.platforms.verbs import deploy as platform_deploy
+
+        platform_deploy(cfg, nodes=nodes, say=typer.echo, warn=err)
+        return
     m = cast(Literal["rdma", "tcp"], mode)
     for w in mode_warnings(cfg, m):
         err(f"warning: {w}")

@@ -23,6 +23,11 @@ def logs(
     if tail is not None and tail < 0:
         raise InputError(f"--tail must be 0 or more, got {tail}")
     cfg = load_config(cluster)
+    if cfg.platform in ("slurm", "hosts"):  # issue 13: the job's output file
+        from mlenv.platforms.verbs import logs as platform_logs
+
+        platform_logs(cfg, tail=tail, say=typer.echo)
+        return
     with cluster_client() as client:
         client.logs(worker_pod(pod), cfg.namespace, follow=follow, out=typer.echo, tail=tail)
 

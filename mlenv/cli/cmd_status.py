@@ -26,6 +26,11 @@ def status(
 
     check_format(output)
     cfg = load_config(cluster)
+    if cfg.platform in ("slurm", "hosts"):  # issue 13: the job's state and its nodes'
+        from mlenv.platforms.verbs import status as platform_status
+
+        platform_status(cfg, say=typer.echo)
+        return
     with cluster_client() as client:
         rep = read_status(cfg, client)
     if output is not None:

@@ -38,6 +38,11 @@ def sync(
         raise InputError("--dry-run and --watch do not go together (a dry run changes nothing "
                          "to watch)")
     cfg = load_config(cluster)
+    if cfg.platform in ("slurm", "hosts"):  # issue 13: workspace/ to shared_dir (or every host)
+        from mlenv.platforms.verbs import sync as platform_sync
+
+        platform_sync(cfg, say=typer.echo)
+        return
     src = local or workspace_dir()
     with cluster_client() as client:
         if watch:

@@ -31,6 +31,11 @@ def teardown(
                          "--legacy lists what it would remove and asks first (answer no to "
                          "change nothing)" if legacy else
                          f"--dry-run: not for platform {cfg.platform} (nothing to list)")
+    if cfg.platform in ("slurm", "hosts"):  # issue 13: scancel the recorded job
+        from mlenv.platforms.verbs import teardown as platform_teardown
+
+        platform_teardown(cfg, say=typer.echo)
+        return
     if legacy:
         from mlenv.cli.cmd_legacy import teardown_legacy
 

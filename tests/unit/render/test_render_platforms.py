@@ -82,7 +82,7 @@ def test_held_out_directives_and_environment() -> None:
     text = render_slurm(load(HELD_OUT))["acceptance.sbatch"]
     assert _directives(text) == [
         "--job-name=mlenv-acceptance-held-out-slurm", "--partition=gpu", "--account=ml-team", "--qos=high",
-        "--constraint=h100", "--nodes=2", "--ntasks-per-node=1", "--time=02:00:00", "--exclusive",
+        "--constraint=h100", "--nodes=2", "--ntasks-per-node=1", "--no-requeue", "--time=02:00:00", "--exclusive",
         "--gpus-per-node=8", "--output=/shared/mlenv/results/%x-%j.out"]
     # the same NCCL variables a pod gets, and the Slurm-given rendezvous
     for line in ("export NCCL_IB_HCA=mlx5_0,mlx5_1", "export NCCL_SOCKET_IFNAME=ib0,ib1", "export NCCL_ALGO=Ring",

@@ -1,0 +1,146 @@
+"""``platform: hosts``: plain machines over ssh (``nodes.gpu_nodes``; host 0 is the head).
+
+Preflight asks every host over ssh, in parallel, for its Python, torch and DeepSpeed
+versions and its GPU count, and names each host that does not answer (before anything
+is launched) or differs. The launch is the same shape as on Slurm: one torchrun per host
+(``--nnodes H --node_rank I``), static rendezvous on host 0; the environment (NCCL_*,
+MLENV_*) is passed as ``env K=V …`` words, each one quoted by :func:`mlenv.argv.ssh`.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from mlenv import argv
+from mlenv.config.model import Cluster
+from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_OK, InfraError, InputError
+
+Say = Callable[[str], None]
+SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "StrictHostKeyChecking=accept-new",
+               "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3")
+PROBE = ("import json, sys\n"
+         "out = {'python': sys.version.split()[0]}\n"
+         "try:\n import torch; out['torch'] = torch.__version__; out['gpus'] = torch.cuda.device_count()\n"
+         "except Exception as e: out['torch'] = 'missing: %s' % e\n"
+         "try:\n import deepspeed; out['deepspeed'] = deepspeed.__version__\n"
+         "except Exception: out['deepspeed'] = None\n"
+         "print(json.dumps(out))\n")
+
+
+def ssh_words(cluster: Cluster, host: str, remote: list[str]) -> list[str]:
+    """The ssh argv reaching ``host`` as the config says (user, port, key)."""
+    h = cluster.hosts
+    key = str(Path(h.ssh_key).expanduser()) if h.ssh_key else ""
+    return argv.ssh(host, remote, user=h.ssh_user, port=h.ssh_port, key=key, options=SSH_OPTIONS)
+
+
+def hosts_of(cluster: Cluster, nodes: int | None) -> list[str]:
+    n = nodes if nodes is not None else len(cluster.gpu_nodes)
+    if not 1 <= n <= len(cluster.gpu_nodes):
+        raise InputError(f"--nodes {n}: nodes.gpu_nodes lists {len(cluster.gpu_nodes)} host(s)")
+    return [argv.slurm_node(h) for h in cluster.gpu_nodes[:n]]
+
+
+def _probe(cluster: Cluster, host: str, timeout: float) -> dict[str, Any] | str:
+    words = ssh_words(cluster, host, [cluster.hosts.python, "-c", PROBE])
+    try:
+        r = subprocess.run(words, capture_output=True, text=True, timeout=timeout, check=False,
+                           stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return f"no answer over ssh within {timeout:g} s"
+    except FileNotFoundError:
+        raise InfraError("ssh: not found (install openssh-client)") from None
+    if r.returncode == 255:
+        last = (r.stderr.strip().splitlines() or ["ssh failed"])[-1]
+        return f"ssh unreachable: {last}"
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        return f"{cluster.hosts.python} failed: {last}"
+    try:
+        d: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
+        return d
+    except (ValueError, IndexError):
+        return f"unexpected probe output: {r.stdout.strip()[:200]!r}"
+
+
+def preflight(cluster: Cluster, *, say: Say, nodes: int | None = None, timeout: float = 20.0) -> list[str]:
+    """Every host answers over ssh with the same Python/torch/DeepSpeed and enough GPUs;
+    InfraError (exit 3) naming each host that does not, before anything is launched."""
+    hosts = hosts_of(cluster, nodes)
+    with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
+        found = dict(zip(hosts, pool.map(lambda h: _probe(cluster, h, timeout), hosts), strict=True))
+    problems = [f"host {h}: {v}" for h, v in found.items() if isinstance(v, str)]
+    ok = {h: v for h, v in found.items() if isinstance(v, dict)}
+    for key in ("python", "torch", "deepspeed"):
+        seen = {str(v.get(key)) for v in ok.values()}
+        if len(seen) > 1:
+            problems.append(f"{key} differs: " + ", ".join(f"{h} {v.get(key)}" for h, v in ok.items()))
+    if cluster.gpus.type.lower() != "cpu":
+        for h, v in ok.items():
+            if int(v.get("gpus") or 0) < cluster.gpus.per_node:
+                problems.append(f"host {h}: {v.get('gpus')} GPU(s), gpus.per_node is {cluster.gpus.per_node}")
+    if problems:
+        raise InfraError("preflight: " + "; ".join(problems) + ": nothing was launched")
+    for h, v in ok.items():
+        say(f"preflight: host {h}: python {v['python']}, torch {v['torch']}, deepspeed {v.get('deepspeed')}, "
+            f"{v.get('gpus', 0)} GPU(s)")
+    return hosts
+
+
+def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = None, profile: str = "quick",
+               suite_args: list[str] | None = None, timeout_s: float = 3600.0) -> int:
+    """Preflight, one torchrun per host over ssh, wait, judge, copy back; the exit code."""
+    from mlenv.acceptance import console
+    from mlenv.platforms.slurm import judge_report, new_run_id
+    from mlenv.render.env import nccl_env
+    from mlenv.render.platforms import mode_of
+
+    hosts = preflight(cluster, say=say, nodes=nodes)
+    rid = new_run_id()
+    argv.slurm_name(profile, "profile")
+    if not cluster.hosts.shared_dir:
+        raise InputError(f"{cluster.source}: hosts.shared_dir is empty: copying reports back over ssh is "
+                         "not implemented yet; set a filesystem every host sees")
+    report = Path(cluster.hosts.shared_dir) / "results" / rid
+    env = {**nccl_env(cluster, mode_of(cluster)), "MLENV_PLATFORM": "hosts", "MLENV_CLUSTER": cluster.name,
+           "MLENV_NNODES": str(len(hosts)), "MLENV_GPUS_PER_NODE": str(cluster.gpus.per_node),
+           "PYTHONUNBUFFERED": "1"}
+    if cluster.gpus.type.lower() == "cpu":
+        env.update(DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
+    procs = []
+    t0 = time.monotonic()
+    for i, h in enumerate(hosts):
+        remote = ["env", *(f"{k}={v}" for k, v in env.items()), cluster.hosts.python, "-m", "torch.distributed.run",
+                  f"--nnodes={len(hosts)}", f"--node_rank={i}", f"--nproc_per_node={cluster.gpus.per_node}",
+                  f"--master_addr={hosts[0]}", f"--master_port={cluster.master_port}", "--max_restarts=0",
+                  "-m", "mlenv.acceptance", "--profile", profile, "--report-dir", str(report),
+                  *(suite_args or [])]
+        procs.append(subprocess.Popen(ssh_words(cluster, h, remote), stdin=subprocess.DEVNULL,
+                                      start_new_session=True))
+    say(f"launched run {rid} on {', '.join(hosts)} ({len(hosts)} x {cluster.gpus.per_node} rank(s)); "
+        f"reports: {report}")
+    lost: list[str] = []
+    for h, p in zip(hosts, procs, strict=True):
+        left = max(1.0, timeout_s - (time.monotonic() - t0))
+        try:
+            rc = p.wait(timeout=left)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            rc = -9
+        if rc == 255:
+            lost.append(f"{h} (ssh connection lost)")
+    forced = f"host {', '.join(lost)} during the run" if lost else None
+    doc = judge_report(report, rid, forced_error=forced,
+                       fallback_why=f"the run on {', '.join(hosts)} ended before rank 0 wrote results.json")
+    dest = root / "reports" / cluster.name / rid
+    if report.is_dir():
+        shutil.copytree(report, dest, dirs_exist_ok=True, symlinks=True)
+    say(console.verdict_block(doc, str(dest)))
+    return {"PASS": EXIT_OK, "FAIL": EXIT_FAIL}.get(str(doc.get("verdict")), EXIT_ERROR)

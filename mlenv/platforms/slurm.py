@@ -1,0 +1,456 @@
+"""``platform: slurm``: submit the rendered batch script, follow the job, judge, copy reports.
+
+Only the real Slurm clients are used (``sbatch``, ``squeue``, ``scontrol``, ``scancel``,
+``sinfo``; ``sacct`` when accounting exists), each argv from :func:`mlenv.argv.slurm`.
+A job that Slurm ends (time limit, node failure, preemption, cancel) is ERROR naming the
+node(s), never PASS, whatever rank 0 managed to write; what the ranks measured before is
+kept (``results.jsonl`` → the report).
+
+State: ``.mlenv/slurm/<cluster>.json`` under the repository root records the last
+submission (job id, run id, report folder) for ``status``/``logs``/``teardown``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from mlenv import argv
+from mlenv.config.model import Cluster
+from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_OK, InfraError, InputError
+
+Say = Callable[[str], None]
+
+ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING",
+          "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "STOPPED"}
+# Terminal states in which Slurm, not the suite, ended the job.
+KILLED = {"TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "CANCELLED"}
+BAD_NODE = re.compile(r"DOWN|DRAIN|FAIL|NOT_RESPONDING|UNKNOWN|\*")
+_KV = re.compile(r"(\w+)=(.*?)(?= \w+=|$)")
+STARTUP_SLACK_S = 180.0
+
+
+def _run(words: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(words, capture_output=True, text=True, timeout=timeout, check=False,
+                              stdin=subprocess.DEVNULL)
+    except FileNotFoundError:
+        raise InfraError(f"{words[0]}: not found; is this a Slurm login node (slurm-client installed, "
+                         "SLURM_CONF or /etc/slurm/slurm.conf set)?") from None
+    except subprocess.TimeoutExpired:
+        raise InfraError(f"{words[0]} did not answer within {timeout:g} s (slurmctld unreachable?)") from None
+
+
+def _check(r: subprocess.CompletedProcess[str]) -> str:
+    if r.returncode != 0:
+        msg = (r.stderr or r.stdout).strip().splitlines()
+        raise InfraError(f"{r.args[0]} failed (exit {r.returncode}): {msg[-1] if msg else 'no output'}")
+    return r.stdout
+
+
+def parse_record(line: str) -> dict[str, str]:
+    """One ``scontrol -o`` record (``Key=value Key=value with spaces …``) as a dict."""
+    return {m.group(1): m.group(2) for m in _KV.finditer(line.strip())}
+
+
+# --- where a config value is written (for located exit-2 errors) -----------------------
+
+
+def where(cluster: Cluster, *path: str) -> str:
+    """``file:line:col: dotted.path`` of a key of ``cluster``'s config (the file if unknown)."""
+    from mlenv.config.yamlpos import parse
+
+    dotted = ".".join(path)
+    if cluster.source is None:
+        return dotted
+    try:
+        pos = parse(Path(cluster.source).read_bytes(), str(cluster.source)).pos(path)
+        return f"{cluster.source}:{pos.line}:{pos.col}: {dotted}"
+    except OSError:
+        return f"{cluster.source}: {dotted}"
+
+
+# --- reading the cluster ---------------------------------------------------------------
+
+
+def hostnames(nodelist: str) -> list[str]:
+    """``ml-dev-env-[0-1]`` → the host names (``scontrol show hostnames``)."""
+    if not nodelist or nodelist in ("(null)", "None"):
+        return []
+    if not re.fullmatch(r"[A-Za-z0-9_.,\[\]-]+", nodelist):
+        raise InfraError(f"unexpected node list from Slurm: {nodelist!r}")
+    out = _check(_run(argv.slurm("scontrol", [], ["show", "hostnames", nodelist])))
+    return [h for h in out.split() if h]
+
+
+def nodes_info(names: list[str]) -> dict[str, dict[str, str]]:
+    """``scontrol show node`` records of ``names`` (validated), by name."""
+    if not names:
+        return {}
+    r = _run(argv.slurm("scontrol", ["--oneliner"], ["show", "node", ",".join(argv.slurm_node(n) for n in names)]))
+    out = {}
+    for line in r.stdout.splitlines():
+        rec = parse_record(line)
+        if "NodeName" in rec:
+            out[rec["NodeName"]] = rec
+    return out
+
+
+def partition_nodes(cluster: Cluster) -> dict[str, tuple[str, str]]:
+    """Every node of the config's partition: name → (state, reason). InputError (exit 2,
+    located at ``slurm.partition``) when the partition does not exist."""
+    part = argv.slurm_name(cluster.slurm.partition, "partition")
+    r = _run(argv.slurm("scontrol", ["--oneliner"], ["show", "partition", part]))
+    if r.returncode != 0 or "PartitionName=" not in r.stdout:
+        known = _run(argv.slurm("sinfo", ["--noheader", "--format=%R"]))
+        names = sorted(set(known.stdout.split())) if known.returncode == 0 else []
+        if known.returncode != 0 and not names:
+            _check(r)  # the controller itself is unreachable: exit 3, not a config error
+        raise InputError(f"{where(cluster, 'slurm', 'partition')}: partition {part!r} does not exist on this "
+                         f"Slurm cluster" + (f" (partitions: {', '.join(names)})" if names else ""))
+    rec = parse_record(r.stdout.splitlines()[0])
+    names = hostnames(rec.get("Nodes", ""))
+    info = nodes_info(names)
+    return {n: (info.get(n, {}).get("State", "UNKNOWN"), info.get(n, {}).get("Reason", "")) for n in names}
+
+
+def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
+    """Before submitting: the partition exists, and the nodes the job needs are usable.
+
+    Returns the nodes that will be asked for (``--nodelist``) or the usable ones.
+    Raises InputError (unknown partition, exit 2) or InfraError (drained/down nodes, exit 3),
+    naming each node and its reason.
+    """
+    states = partition_nodes(cluster)
+    wanted = list(cluster.gpu_nodes[:nodes]) if cluster.gpu_nodes else list(states)
+    missing = [n for n in wanted if n not in states]
+    if missing:
+        raise InputError(f"{where(cluster, 'nodes', 'gpu_nodes')}: node(s) {', '.join(missing)} are not in "
+                         f"partition {cluster.slurm.partition!r} ({', '.join(states) or 'no nodes'})")
+    bad = {n: states[n] for n in wanted if BAD_NODE.search(states[n][0])}
+    usable = [n for n in wanted if n not in bad]
+    if bad and (cluster.gpu_nodes or len(usable) < nodes):
+        lines = [f"{n} is {describe(s)}" + (f" ({_reason(why)})" if _reason(why) else "") for n, (s, why) in bad.items()]
+        raise InfraError(f"preflight: {'; '.join(lines)}: the job needs {nodes} node(s) of partition "
+                         f"{cluster.slurm.partition!r} and was not submitted (resume with: scontrol update "
+                         f"NodeName=NODE State=RESUME)")
+    for n in wanted:
+        say(f"preflight: node {n}: {states[n][0].lower()}")
+    return usable
+
+
+def describe(state: str) -> str:
+    """A node state in words: ``IDLE+DRAIN`` → drained, ``DOWN*`` → down, ``IDLE*`` → not responding."""
+    s = state.upper()
+    words = []
+    if "DOWN" in s:
+        words.append("down")
+    if "DRAIN" in s:
+        words.append("draining" if ("ALLOC" in s or "MIX" in s) else "drained")
+    if "FAIL" in s:
+        words.append("failing")
+    if "NOT_RESPONDING" in s or s.endswith("*"):
+        words.append("not responding")
+    return " and ".join(words) or state.lower()
+
+
+def _reason(why: str) -> str:
+    """A node's Reason without Slurm's ``[user@time]`` suffix."""
+    return re.sub(r"\s*\[[^\]]*@[^\]]*\]$", "", why or "").strip() if why not in (None, "(null)") else ""
+
+
+# --- submit, follow, judge -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Submission:
+    """What ``deploy``/``acceptance`` submitted (recorded in ``.mlenv/slurm/<cluster>.json``)."""
+
+    cluster: str
+    job_id: str
+    run_id: str
+    report_dir: str
+    script: str
+    submitted: float
+
+
+def state_file(root: Path, cluster: Cluster) -> Path:
+    return root / ".mlenv" / "slurm" / f"{cluster.name}.json"
+
+
+def last_submission(root: Path, cluster: Cluster) -> Submission:
+    """The recorded submission; InputError when there is none."""
+    f = state_file(root, cluster)
+    try:
+        d = json.loads(f.read_text(encoding="utf-8"))
+        sub = Submission(**d)
+        argv.job_id(sub.job_id)
+        return sub
+    except FileNotFoundError:
+        raise InputError(f"no Slurm job recorded for {cluster.name} (run: mlenv deploy {cluster.name})") from None
+    except (OSError, ValueError, TypeError, argv.UnsafeArgument) as e:
+        raise InputError(f"{f}: unreadable job record ({e}); run mlenv deploy {cluster.name} again") from None
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+
+
+def submit(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = None, profile: str = "quick",
+           suite_args: list[str] | None = None, run_id: str | None = None) -> Submission:
+    """Preflight, render, ``sbatch`` the acceptance script; the job id is recorded."""
+    from mlenv.render.platforms import node_count, render_slurm
+
+    n = node_count(cluster, nodes)
+    rid = run_id or new_run_id()
+    argv.slurm_name(rid, "run id")
+    argv.slurm_name(profile, "profile")
+    preflight(cluster, n, say)
+    shared = Path(cluster.slurm.shared_dir)
+    jobs = shared / ".mlenv" / "jobs" / rid
+    try:
+        (shared / "results").mkdir(parents=True, exist_ok=True)
+        jobs.mkdir(parents=True, exist_ok=True)
+        script = jobs / "acceptance.sbatch"
+        script.write_text(render_slurm(cluster, nodes)["acceptance.sbatch"], encoding="utf-8")
+    except OSError as e:
+        raise InfraError(f"slurm.shared_dir {shared}: {e.strerror or e} (it must be a filesystem this "
+                         "machine and every node see)") from None
+    words = argv.slurm("sbatch", ["--parsable", f"--export=ALL,MLENV_RUN_ID={rid},MLENV_PROFILE={profile}"],
+                       [str(script), *(suite_args or [])])
+    out = _check(_run(words, timeout=60)).strip()
+    job = argv.job_id(out.split(";")[0])
+    sub = Submission(cluster.name, job, rid, str(shared / "results" / rid), str(script), time.time())
+    f = state_file(root, cluster)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps(asdict(sub), indent=2) + "\n", encoding="utf-8")
+    say(f"submitted job {job} to partition {cluster.slurm.partition} ({n} node(s) x {cluster.gpus.per_node} "
+        f"rank(s)), run {rid}; reports: {sub.report_dir}")
+    return sub
+
+
+def job_info(job: str) -> dict[str, str] | None:
+    """The job's ``scontrol show job`` record; then ``sacct``'s; None when Slurm forgot it."""
+    r = _run(argv.slurm("scontrol", ["--oneliner"], ["show", "job", argv.job_id(job)]))
+    if r.returncode == 0 and "JobState=" in r.stdout:
+        return parse_record(r.stdout.splitlines()[0])
+    acct = _run(argv.slurm("sacct", ["--noheader", "--parsable2", f"--jobs={argv.job_id(job)}",
+                                     "--format=JobID,State,ExitCode,NodeList,Reason"]))
+    for line in acct.stdout.splitlines() if acct.returncode == 0 else []:
+        parts = line.split("|")
+        if len(parts) >= 4 and parts[0] == job:
+            return {"JobId": job, "JobState": parts[1].split()[0], "ExitCode": parts[2], "NodeList": parts[3],
+                    "Reason": parts[4] if len(parts) > 4 else ""}
+    return None
+
+
+def _state(info: dict[str, str] | None) -> str:
+    return (info or {}).get("JobState", "UNKNOWN").split()[0]
+
+
+def bad_nodes(nodes: list[str]) -> list[str]:
+    """``node (STATE: reason)`` for each of ``nodes`` that is down, drained or not responding."""
+    out = []
+    for n, rec in nodes_info(nodes).items():
+        st = rec.get("State", "")
+        if BAD_NODE.search(st):
+            why = _reason(rec.get("Reason", ""))
+            out.append(f"{n} ({describe(st)}" + (f": {why}" if why else "") + ")")
+    return out
+
+
+@dataclass
+class Outcome:
+    """How the job ended, as :func:`follow` saw it."""
+
+    state: str
+    info: dict[str, str]
+    failed_nodes: list[str]
+    waited_s: float
+
+
+def follow(sub: Submission, say: Say, *, timeout_s: float, poll_s: float = 1.0) -> Outcome:
+    """Wait for the job to end, saying each state change and each new result. A node of the
+    job that goes down or stops responding ends the wait at once (the job is cancelled and
+    the node named); past ``timeout_s`` the job is cancelled too."""
+    t0 = time.monotonic()
+    last, seen = "", -1
+    nodes: list[str] = []
+    jsonl = Path(sub.report_dir) / "results.jsonl"
+    while True:
+        info = job_info(sub.job_id) or {}
+        state = _state(info)
+        if info.get("NodeList") and not nodes:
+            nodes = hostnames(info["NodeList"])
+        if state != last:
+            where_ = f" on {', '.join(nodes)}" if nodes else ""
+            reason = info.get("Reason", "")
+            say(f"job {sub.job_id}: {state}{where_}" + (f" ({reason})" if reason not in ("", "None") else ""))
+            last = state
+        n = _lines(jsonl)
+        if n != seen and n > 0:
+            say(f"job {sub.job_id}: {n} result(s) so far in {jsonl}")
+        seen = n
+        if state not in ACTIVE:
+            failed = bad_nodes(nodes) if state in KILLED or state == "FAILED" else []
+            return Outcome(state, info, failed, time.monotonic() - t0)
+        if state == "RUNNING" and nodes:
+            failed = bad_nodes(nodes)
+            if failed:
+                say(f"job {sub.job_id}: node {', '.join(failed)} while the job runs: cancelling it")
+                cancel(sub.job_id)
+                return Outcome("NODE_FAIL", info, failed, time.monotonic() - t0)
+        if time.monotonic() - t0 > timeout_s:
+            say(f"job {sub.job_id}: not finished within {timeout_s:.0f} s: cancelling it")
+            cancel(sub.job_id)
+            return Outcome("TIMEOUT", info, [], time.monotonic() - t0)
+        time.sleep(poll_s)
+
+
+def _lines(p: Path) -> int:
+    try:
+        with p.open("rb") as f:
+            return sum(1 for _ in f)
+    except OSError:
+        return 0
+
+
+def cancel(job: str) -> None:
+    """``scancel -- JOB``."""
+    _check(_run(argv.slurm("scancel", [], [argv.job_id(job)])))
+
+
+def judge(cluster: Cluster, sub: Submission, out: Outcome) -> dict[str, Any]:
+    """The results document of the run: rank 0's when the job ended by itself; otherwise
+    ERROR naming what Slurm did and where, built from what was measured (results.jsonl)."""
+    killed = out.state in KILLED or bool(out.failed_nodes)
+    where_ = f" on node {', '.join(out.failed_nodes)}" if out.failed_nodes else (
+        f" on {out.info.get('NodeList')}" if out.info.get("NodeList") else "")
+    reason = out.info.get("Reason", "")
+    why = (f"Slurm ended job {sub.job_id} ({out.state}{'' if reason in ('', 'None') else ': ' + reason}){where_}"
+           if killed else f"job {sub.job_id} ended {out.state} (exit {out.info.get('ExitCode', '?')}) before rank 0 "
+           "wrote results.json")
+    return judge_report(Path(sub.report_dir), sub.run_id, forced_error=why if killed else None, fallback_why=why)
+
+
+def judge_report(report: Path, run_id: str, *, forced_error: str | None, fallback_why: str) -> dict[str, Any]:
+    """Rank 0's ``results.json`` unless ``forced_error`` says the run was ended from outside;
+    then (or when rank 0 wrote nothing) ERROR with that reason, from ``results.jsonl``."""
+    from mlenv.acceptance.reports import RunMeta, finalize
+    from mlenv.acceptance.reports.document import RESULTS_JSON, RESULTS_JSONL, now_iso
+    from mlenv.acceptance.reports.jsonl import read_partial
+
+    results_json = report / RESULTS_JSON
+    if results_json.exists() and forced_error is None:
+        doc: dict[str, Any] = json.loads(results_json.read_text(encoding="utf-8"))
+        return doc
+    why = forced_error or fallback_why
+    report.mkdir(parents=True, exist_ok=True)
+    results, notes = read_partial(report / RESULTS_JSONL)
+    meta = RunMeta.read(report) or RunMeta(run_id=run_id, started=now_iso(), profile="", checks=[],
+                                           world={"nodes": None, "ranks": None, "hosts": []})
+    missing = [c for c in meta.checks if c not in {r.name for r in results}]
+    why += f"; {len(results)} result(s) kept from results.jsonl"
+    if missing:
+        why += f"; not measured: {', '.join(missing)}"
+    return finalize(report, meta, results, notes=[why, *notes], plots=False)
+
+
+def copy_back(root: Path, cluster: Cluster, sub: Submission, info: dict[str, str]) -> Path:
+    """The report folder (and the job's output) into ``reports/<cluster>/<run-id>/``."""
+    dest = root / "reports" / cluster.name / sub.run_id
+    src = Path(sub.report_dir)
+    if src.is_dir():
+        shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=True)
+    dest.mkdir(parents=True, exist_ok=True)
+    out = info.get("StdOut", "")
+    if out and os.path.isfile(out):
+        shutil.copyfile(out, dest / "job.out")
+    return dest
+
+
+def time_limit_s(cluster: Cluster) -> float:
+    from mlenv.config.rules import slurm_minutes
+
+    m = slurm_minutes(cluster.slurm.time_limit) or 60.0
+    return m * 60.0
+
+
+def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = None, profile: str = "quick",
+               suite_args: list[str] | None = None, timeout_s: float | None = None) -> tuple[dict[str, Any], int, Path]:
+    """Submit, wait with progress, judge, copy the reports back: (document, exit code, reports)."""
+    sub = submit(cluster, root, say, nodes=nodes, profile=profile, suite_args=suite_args)
+    limit = timeout_s if timeout_s is not None else min(time_limit_s(cluster) + STARTUP_SLACK_S, 7 * 86400)
+    out = follow(sub, say, timeout_s=limit)
+    doc = judge(cluster, sub, out)
+    dest = copy_back(root, cluster, sub, out.info)
+    code = {"PASS": EXIT_OK, "FAIL": EXIT_FAIL}.get(str(doc.get("verdict")), EXIT_ERROR)
+    return doc, code, dest
+
+
+# --- the other verbs -------------------------------------------------------------------
+
+
+def status_lines(cluster: Cluster, root: Path) -> list[str]:
+    """The recorded job's state and each of its nodes' (``squeue``/``scontrol``/``sacct``)."""
+    sub = last_submission(root, cluster)
+    info = job_info(sub.job_id)
+    if info is None:
+        return [f"job {sub.job_id} (run {sub.run_id}): no longer known to Slurm; reports: {sub.report_dir}"]
+    nodes = hostnames(info.get("NodeList", ""))
+    lines = [f"job {sub.job_id} (run {sub.run_id}): {_state(info)}"
+             + (f" ({info['Reason']})" if info.get("Reason") not in (None, "", "None") else "")
+             + f", partition {info.get('Partition', cluster.slurm.partition)}, elapsed {info.get('RunTime', '?')}"
+             + f", exit {info.get('ExitCode', '?')}"]
+    for n, rec in nodes_info(nodes).items():
+        lines.append(f"  node {n}: {rec.get('State', '?')}"
+                     + (f" ({rec['Reason']})" if rec.get("Reason") not in (None, "", "(null)") else ""))
+    lines.append(f"  reports: {sub.report_dir}")
+    return lines
+
+
+def log_text(cluster: Cluster, root: Path, tail: int | None = None) -> str:
+    """The job's output file (on the shared filesystem)."""
+    sub = last_submission(root, cluster)
+    info = job_info(sub.job_id) or {}
+    path = info.get("StdOut") or str(Path(cluster.slurm.shared_dir) / "results"
+                                      / f"mlenv-acceptance-{cluster.name}-{sub.job_id}.out")
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise InfraError(f"job {sub.job_id}: cannot read its output {path}: {e.strerror or e}") from None
+    if tail is not None:
+        text = "".join(text.splitlines(keepends=True)[-tail:]) if tail else ""
+    return text
+
+
+def teardown(cluster: Cluster, root: Path) -> str:
+    """``scancel`` the recorded job if it is still queued or running."""
+    sub = last_submission(root, cluster)
+    st = _state(job_info(sub.job_id))
+    if st in ACTIVE:
+        cancel(sub.job_id)
+        return f"cancelled job {sub.job_id} ({st.lower()}); reports so far: {sub.report_dir}"
+    return f"job {sub.job_id} already ended ({st.lower()}); nothing to cancel"
+
+
+def sync(cluster: Cluster, root: Path) -> str:
+    """``workspace/`` → ``<shared_dir>/workspace`` (adds and updates; never deletes)."""
+    src = root / "workspace"
+    dest = Path(cluster.slurm.shared_dir) / "workspace"
+    if not src.is_dir():
+        raise InputError(f"no workspace/ folder under {root}")
+    try:
+        shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=True)
+    except (OSError, shutil.Error) as e:
+        raise InfraError(f"sync to {dest}: {e}") from None
+    return f"synced {src} -> {dest}"

@@ -1,0 +1,278 @@
+"""A real Slurm cluster on this machine: munged, slurmctld and one slurmd per compute host.
+
+Two shapes, same class:
+
+- ``SlurmCluster(root)``: one host, the machine itself (NodeName = ``hostname``);
+- ``SlurmCluster(root, pods=netns.Cluster(2, ...))``: the controller on this machine and
+  one slurmd in each network-namespace "host" of the netns harness (NodeName = that
+  host's hostname, ``ml-dev-env-<i>``), reached over the harness's bridge, to which this
+  machine gets an address (``<subnet>.1``).
+
+Everything lives under ``root`` (key, state, spool, logs, ``slurm.conf``); clients find it
+through ``SLURM_CONF`` (:meth:`env`). Daemons are Debian's ``slurmctld``/``slurmd``/``munged``
+run as root with ``proctrack/linuxproc`` (no cgroups in a container), CPU-only nodes and no
+accounting database (``sacct`` has nothing; ``scontrol show job`` keeps finished jobs for
+``MinJobAge``). Only processes this class started are stopped, by their pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+DAEMONS = ("munged", "slurmctld", "slurmd", "slurmstepd")
+CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "srun")
+
+
+def _sbin(name: str) -> str | None:
+    return shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.path.exists(p)), None)
+
+
+def unavailable_reason() -> str | None:
+    """Why a real Slurm cluster cannot start here (None: it can)."""
+    if os.geteuid() != 0:
+        return "the Slurm harness runs slurmd/slurmctld as root"
+    missing = [d for d in DAEMONS if _sbin(d) is None] + [c for c in CLIENTS if shutil.which(c) is None]
+    if missing:
+        return (f"Slurm/munge not installed ({', '.join(missing)} missing; scripts/dev/system-deps.sh "
+                "installs slurmctld slurmd munge slurm-client with apt)")
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class SlurmCluster:
+    """A running (after :meth:`start`) Slurm cluster; see the module docstring."""
+
+    root: str
+    pods: Any = None  # harness.netns.Cluster (already set up) or None: the machine itself
+    partition: str = "debug"
+    cpus: int = 2
+    slurmd_timeout_s: int = 10
+    nodes: list[str] = field(default_factory=list)
+    addrs: list[str] = field(default_factory=list)
+    _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    _slurmd: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
+    _pidfiles: list[str] = field(default_factory=list)
+    start_s: float = 0.0
+
+    @property
+    def conf(self) -> str:
+        return os.path.join(self.root, "slurm.conf")
+
+    def env(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        """This process's environment with ``SLURM_CONF`` pointing at the cluster."""
+        env = {**os.environ, "SLURM_CONF": self.conf}
+        env.update(extra or {})
+        return env
+
+    def run(self, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+        """A Slurm client command against this cluster (from the controller host)."""
+        return subprocess.run(list(argv), env=self.env(), capture_output=True, text=True, timeout=timeout,
+                              check=False)
+
+    # --- start --------------------------------------------------------------------------
+
+    def start(self, timeout: float = 40.0) -> None:
+        t0 = time.monotonic()
+        for d in ("munge", "state", "spool", "log"):
+            os.makedirs(os.path.join(self.root, d), exist_ok=True)
+        os.chmod(os.path.join(self.root, "munge"), 0o700)
+        key = os.path.join(self.root, "munge", "munge.key")
+        with open(key, "wb") as f:
+            f.write(os.urandom(1024))
+        os.chmod(key, 0o400)
+        sock = os.path.join(self.root, "munge", "munge.sock")
+        pid = os.path.join(self.root, "munge", "munged.pid")
+        r = subprocess.run([_sbin("munged") or "munged", f"--key-file={key}", f"--socket={sock}",
+                            f"--pid-file={pid}", f"--log-file={os.path.join(self.root, 'log', 'munged.log')}",
+                            f"--seed-file={os.path.join(self.root, 'munge', 'seed')}", "--force"],
+                           capture_output=True, text=True, check=False)
+        if r.returncode != 0:
+            raise RuntimeError(f"munged: {r.stderr.strip()}")
+        self._pidfiles.append(pid)
+        host = socket.gethostname()
+        if self.pods is None:
+            self.nodes, self.addrs, ctl_addr = [host], [""], ""
+        else:
+            net = self.pods._subnet()
+            ctl_addr = f"{net}.1"
+            subprocess.run(["ip", "addr", "add", f"{ctl_addr}/24", "dev", self.pods.bridge], check=True,
+                           capture_output=True)
+            self.nodes = [p.hostname for p in self.pods.pods]
+            self.addrs = [p.address for p in self.pods.pods]
+        self._write_conf(host, ctl_addr, sock)
+        ctld_pid = os.path.join(self.root, "slurmctld.pid")
+        r = subprocess.run([_sbin("slurmctld") or "slurmctld", "-i", "-f", self.conf], env=self.env(),
+                           capture_output=True, text=True, check=False)
+        if r.returncode != 0:
+            raise RuntimeError(f"slurmctld: {r.stderr.strip()}")
+        self._pidfiles.append(ctld_pid)
+        for i, name in enumerate(self.nodes):
+            os.makedirs(os.path.join(self.root, "spool", name), exist_ok=True)
+            if self.pods is not None:
+                self._cgroupfs(i)
+            self.start_slurmd(i)
+        self.wait_idle(timeout)
+        self.start_s = time.monotonic() - t0
+
+    def _write_conf(self, host: str, ctl_addr: str, sock: str) -> None:
+        r = self.root
+        ctl = f"{host}({ctl_addr})" if ctl_addr else host
+        lines = [
+            "ClusterName=mlenvtest", f"SlurmctldHost={ctl}", "SlurmUser=root", "SlurmdUser=root",
+            f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port() if self.pods is None else 6818}",
+            "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={sock}",
+            f"StateSaveLocation={r}/state", f"SlurmdSpoolDir={r}/spool/%n",
+            f"SlurmctldPidFile={r}/slurmctld.pid", f"SlurmdPidFile={r}/spool/%n/slurmd.pid",
+            f"SlurmctldLogFile={r}/log/slurmctld.log", f"SlurmdLogFile={r}/log/slurmd-%n.log",
+            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",
+            "ReturnToService=2", "SchedulerType=sched/backfill", "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_CPU", "JobCompType=jobcomp/none",
+            "AccountingStorageType=accounting_storage/none", "JobAcctGatherType=jobacct_gather/none",
+            f"SlurmdTimeout={self.slurmd_timeout_s}", "SlurmctldTimeout=10", "MessageTimeout=5",
+            "InactiveLimit=0", "KillWait=5", "MinJobAge=600", "HealthCheckInterval=0",
+        ]
+        for name, addr in zip(self.nodes, self.addrs, strict=True):
+            lines.append(f"NodeName={name}" + (f" NodeAddr={addr}" if addr else "") + f" CPUs={self.cpus} State=UNKNOWN")
+        lines.append(f"PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE")
+        with open(self.conf, "w", encoding="utf-8") as f:
+            f.write("\n".join(lines) + "\n")
+
+    def _cgroupfs(self, i: int) -> None:
+        """``ip netns exec`` gives the host a fresh /sys without cgroups, and slurmd refuses to
+        start without them: mount the machine's v1 controllers (and the v2 tree) again there."""
+        script = ("set -e; mount -t tmpfs -o mode=0755 cgroup /sys/fs/cgroup; "
+                  "for c in cpu cpuacct cpuset memory devices freezer pids; do "
+                  "mkdir -p /sys/fs/cgroup/$c; mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c || true; done; "
+                  "mkdir -p /sys/fs/cgroup/systemd; mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd || true; "
+                  "mkdir -p /sys/fs/cgroup/unified; mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified || true")
+        r = self.pods.run(i, ["sh", "-c", script], dict(os.environ), timeout=20)
+        if r.returncode != 0:
+            raise RuntimeError(f"{self.nodes[i]}: cannot mount cgroups: {r.stdout.strip()}")
+
+    def start_slurmd(self, i: int) -> None:
+        """Start node ``i``'s slurmd (again, after :meth:`kill_slurmd`)."""
+        name = self.nodes[i]
+        argv = [_sbin("slurmd") or "slurmd", "-D", "-N", name, "-f", self.conf]
+        if self.pods is None:
+            p = subprocess.Popen(argv, env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 start_new_session=True)
+        else:
+            p = self.pods.popen(i, argv, self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        self._procs.append(p)
+        self._slurmd[i] = p
+
+    def node_states(self) -> dict[str, str]:
+        r = self.run("sinfo", "-h", "-N", "-o", "%N %T")
+        out = {}
+        for line in r.stdout.splitlines():
+            parts = line.split()
+            if len(parts) == 2:
+                out[parts[0]] = parts[1]
+        return out
+
+    def wait_idle(self, timeout: float = 40.0) -> None:
+        end = time.monotonic() + timeout
+        states: dict[str, str] = {}
+        while time.monotonic() < end:
+            states = self.node_states()
+            if len(states) == len(self.nodes) and all(s == "idle" for s in states.values()):
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"Slurm nodes not idle within {timeout:g} s: {states}; see {self.root}/log")
+
+    # --- faults -------------------------------------------------------------------------
+
+    def slurmd_pid(self, i: int) -> int | None:
+        """Host-side pid of node ``i``'s slurmd (its process, found by our own Popen's child)."""
+        p = self._slurmd.get(i)
+        if p is None or p.poll() is not None:
+            return None
+        if self.pods is None:
+            return p.pid
+        # nsenter forks into the pod's PID namespace: the slurmd is its child
+        return next((pid for pid in _children(p.pid) if _comm(pid) == "slurmd"), None)
+
+    def kill_slurmd(self, i: int) -> None:
+        """SIGKILL node ``i``'s slurmd only (its running job steps stay, as on a real crash)."""
+        pid = self.slurmd_pid(i)
+        if pid is None:
+            raise RuntimeError(f"no slurmd of {self.nodes[i]} is running")
+        os.kill(pid, signal.SIGKILL)
+
+    def set_node(self, node: str, state: str, reason: str = "mlenv test") -> None:
+        r = self.run("scontrol", "update", f"NodeName={node}", f"State={state}", f"Reason={reason}")
+        if r.returncode != 0:
+            raise RuntimeError(f"scontrol update {node} {state}: {r.stderr.strip()}")
+
+    # --- stop ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Cancel every job, stop our daemons (by pid) and drop the bridge address."""
+        with contextlib.suppress(Exception):
+            self.run("scancel", "--user=root", timeout=10)
+        for pf in reversed(self._pidfiles):
+            with contextlib.suppress(OSError, ValueError):
+                with open(pf, encoding="ascii") as f:
+                    os.kill(int(f.read().strip()), signal.SIGTERM)
+        for p in self._procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=10)
+            if p.poll() is None:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)
+        if self.pods is None:
+            # job steps left by a killed slurmd run in this namespace: end them by their pid
+            for pid in _pids_named("slurmstepd", self.conf):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
+                out += [int(x) for x in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
+def _pids_named(comm: str, marker: str) -> list[int]:
+    """Processes called ``comm`` whose environment names ``marker`` (our SLURM_CONF): ours only."""
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit() and _comm(int(d)) == comm:
+            try:
+                with open(f"/proc/{d}/environ", "rb") as f:
+                    if marker.encode() in f.read():
+                        out.append(int(d))
+            except OSError:
+                continue
+    return out

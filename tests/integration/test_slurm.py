@@ -1,0 +1,192 @@
+"""Issue 13 on a real Slurm cluster: one controller (this machine) and two compute hosts
+(network namespaces of the netns harness, one slurmd each, NodeName = the host's name,
+CPU-only), munge shared. Every command is the real one: ``mlenv`` in a subprocess, which
+runs ``sbatch``/``scontrol``/``scancel``/``sinfo``; the job runs the rendered
+``acceptance.sbatch`` as 2 nodes x 2 CPU ranks (torchrun per node, gloo).
+
+The cluster starts once for the module (about 1 s); the tests run in file order.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness import netns
+from harness import slurm as slurm_harness
+
+pytestmark = pytest.mark.integration
+
+MLENV = [sys.executable, "-m", "mlenv"]
+CLUSTER = "slurm-harness"
+# The netns harness's noise-tolerant CPU baseline and small sizes (see the files' headers).
+BASELINE = str(Path(__file__).parent / "harness" / "baseline_harness.yaml")
+SMALL = str(Path(__file__).parent / "harness" / "acceptance_small.json")
+
+
+def _skip_reason() -> str | None:
+    return slurm_harness.unavailable_reason() or netns.unavailable_reason()
+
+
+def config(shared: Path, partition: str = "debug", extra: str = "") -> str:
+    return (f"cluster:\n  name: {CLUSTER}\n  namespace: unused\nplatform: slurm\n"
+            f"slurm:\n  partition: {partition}\n  time_limit: \"00:10:00\"\n  exclusive: false\n"
+            f"  gpus_flag: none\n  shared_dir: {shared}\n  python: {sys.executable}\n"
+            "network:\n  tcp:\n    interface_exclude: lo\n"
+            "gpus:\n  per_node: 2\n  type: cpu\n  default_nodes: 2\n" + extra)
+
+
+class Env:
+    def __init__(self, root: Path, sl: slurm_harness.SlurmCluster) -> None:
+        self.root, self.slurm = root, sl
+        self.shared = root / "shared"
+
+    def mlenv(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+        env = self.slurm.env({"MLENV_ROOT": str(self.root), "OMP_NUM_THREADS": "1",
+                              "MLENV_BASELINE": BASELINE, "MLENV_OPTIONS": SMALL})
+        return subprocess.run([*MLENV, *args], env=env, capture_output=True, text=True, timeout=timeout,
+                              cwd=self.root, check=False)
+
+    def record(self) -> dict[str, str]:
+        return dict(json.loads((self.root / ".mlenv" / "slurm" / f"{CLUSTER}.json").read_text()))
+
+    def wait_job_end(self, job: str, timeout: float) -> str:
+        end = time.monotonic() + timeout
+        state = ""
+        while time.monotonic() < end:
+            r = self.slurm.run("scontrol", "-o", "show", "job", job)
+            state = next((w.split("=", 1)[1] for w in r.stdout.split() if w.startswith("JobState=")), "")
+            if state and state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
+                return state
+            time.sleep(1)
+        raise AssertionError(f"job {job} still {state} after {timeout:g} s")
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    why = _skip_reason()
+    if why:
+        pytest.skip(why)
+    root = tmp_path_factory.mktemp("slurm")
+    (root / "clusters").mkdir()
+    (root / "shared").mkdir()
+    (root / "clusters" / f"{CLUSTER}.yaml").write_text(config(root / "shared"))
+    pods = netns.Cluster(2, str(root / "pods"))
+    pods.setup()
+    sl = slurm_harness.SlurmCluster(str(root / "slurmd"), pods=pods)
+    try:
+        sl.start()
+        yield Env(root, sl)
+    finally:
+        sl.stop()
+        pods.teardown()
+
+
+def test_unknown_partition_is_exit_2_with_the_config_location(env: Env, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(config(env.shared, partition="gpu-nope"))
+    r = env.mlenv("deploy", str(bad))
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{bad}:6:14: slurm.partition: partition 'gpu-nope' does not exist" in r.stderr
+    assert "(partitions: debug)" in r.stderr and "submitted" not in r.stdout
+
+
+def test_drained_node_is_named_by_preflight_before_submitting(env: Env) -> None:
+    node = env.slurm.nodes[1]
+    env.slurm.set_node(node, "DRAIN", "bad DIMM")
+    try:
+        r = env.mlenv("deploy", CLUSTER)
+    finally:
+        env.slurm.set_node(node, "RESUME")
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert f"{node} is drained" in r.stderr and "bad DIMM" in r.stderr and "not submitted" in r.stderr
+    jobs = env.slurm.run("squeue", "-h", "-o", "%i")
+    assert jobs.stdout.strip() == ""
+
+
+def test_deploy_status_logs_run_the_rendered_acceptance_sbatch_2x2_to_pass(env: Env) -> None:
+    t0 = time.monotonic()
+    r = env.mlenv("deploy", CLUSTER)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = env.record()
+    assert f"submitted job {rec['job_id']}" in r.stdout
+    # the submitted script is the one `mlenv render` writes
+    rendered = env.mlenv("render", CLUSTER, "--out", str(env.root / "out"))
+    assert rendered.returncode == 0, rendered.stderr
+    assert Path(rec["script"]).read_text() == (env.root / "out" / CLUSTER / "acceptance.sbatch").read_text()
+    st = env.mlenv("status", CLUSTER)
+    assert st.returncode == 0 and f"job {rec['job_id']}" in st.stdout, st.stdout + st.stderr
+    state = env.wait_job_end(rec["job_id"], timeout=240)
+    wall = time.monotonic() - t0
+    assert state == "COMPLETED", env.mlenv("logs", CLUSTER).stdout
+    report = env.shared / "results" / rec["run_id"]
+    assert Path(rec["report_dir"]) == report
+    doc = json.loads((report / "results.json").read_text())
+    assert doc["verdict"] == "PASS", doc["reasons"]
+    assert doc["world"]["nodes"] == 2 and doc["world"]["ranks"] == 4
+    assert sorted(set(doc["world"]["hosts"])) == sorted(env.slurm.nodes)
+    st = env.mlenv("status", CLUSTER)
+    assert "COMPLETED" in st.stdout and all(f"node {n}: IDLE" in st.stdout for n in env.slurm.nodes), st.stdout
+    logs = env.mlenv("logs", CLUSTER, "--tail", "40")
+    assert logs.returncode == 0 and "verdict: PASS" in logs.stdout
+    print(f"\nslurm 2x2 CPU ranks, quick profile: submit -> COMPLETED in {wall:.1f} s")
+
+
+def test_teardown_cancels_the_job(env: Env) -> None:
+    r = env.mlenv("deploy", CLUSTER)
+    assert r.returncode == 0, r.stderr
+    job = env.record()["job_id"]
+    r = env.mlenv("teardown", CLUSTER)
+    assert r.returncode == 0 and f"cancelled job {job}" in r.stdout, r.stdout + r.stderr
+    assert env.wait_job_end(job, timeout=30) == "CANCELLED"
+    r = env.mlenv("teardown", CLUSTER)
+    assert r.returncode == 0 and "already ended (cancelled)" in r.stdout
+
+
+def test_slurmd_killed_mid_job_is_error_naming_the_node(env: Env) -> None:
+    node = env.slurm.nodes[1]
+    out: dict[str, subprocess.CompletedProcess[str]] = {}
+
+    def run() -> None:
+        out["r"] = env.mlenv("acceptance", "--cluster", CLUSTER, timeout=300)
+
+    before = set((env.shared / "results").glob("*/results.jsonl"))
+    th = threading.Thread(target=run)
+    th.start()
+    # wait until the ranks have measured something, then kill that node's slurmd
+    end = time.monotonic() + 180
+    jsonl: Path | None = None
+    while time.monotonic() < end and jsonl is None:
+        for p in set((env.shared / "results").glob("*/results.jsonl")) - before:
+            if p.stat().st_size > 0:
+                jsonl = p
+        time.sleep(0.5)
+    assert jsonl is not None, "no results appeared"
+    killed = time.monotonic()
+    env.slurm.kill_slurmd(1)
+    th.join(timeout=120)
+    took = time.monotonic() - killed
+    try:
+        assert not th.is_alive(), "mlenv acceptance did not end after the node failed"
+        r = out["r"]
+        assert r.returncode == 3, r.stdout + r.stderr
+        assert "verdict: ERROR" in r.stdout and node in r.stdout, r.stdout
+        # SlurmdTimeout (10 s) + detection: well within the per-check deadline
+        assert took < 60, f"the node failure took {took:.0f} s to reach the verdict"
+        doc = json.loads((jsonl.parent / "results.json").read_text())
+        assert doc["verdict"] == "ERROR" and any(node in x for x in doc["reasons"])
+        assert doc["checks"], "the partial results were not kept"
+        copied = env.root / "reports" / CLUSTER / jsonl.parent.name / "results.json"
+        assert copied.is_file()
+    finally:
+        env.slurm.start_slurmd(1)
+        with contextlib.suppress(RuntimeError):  # ReturnToService=2 may have resumed it already
+            env.slurm.set_node(node, "RESUME")
