@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 from mlenv.cli._common import SETTINGS, debug, err, note, repo_root
 from mlenv.config.model import Cluster as ClusterConfig
-from mlenv.errors import InputError
+from mlenv.errors import InfraError, InputError
 
 if TYPE_CHECKING:
     from mlenv.cluster.api import Cluster
@@ -130,6 +130,21 @@ def cluster_client() -> Iterator[Cluster]:
             if notice:
                 note(notice)
         yield client
+
+
+def require_running(client: Cluster, namespace: str, pod: str, cluster: str) -> None:
+    """InfraError (exit 3, one line) unless ``pod`` exists and is Running.
+
+    i16: for the verbs that hand the terminal to ``kubectl exec``/``rsh``/``port-forward``
+    (launch, shell, port-forward), whose own failure is exit 1 plus client chatter: a
+    missing pod must not read as the remote command's (or an acceptance run's) exit 1.
+    """
+    obj = client.get("Pod", pod, namespace)
+    phase = str(((obj or {}).get("status") or {}).get("phase", "Pending"))
+    if obj is None or phase != "Running":
+        raise InfraError(f"pod {pod} in {namespace} is "
+                         + ("not there" if obj is None else phase)
+                         + f": nothing was started (mlenv status {cluster}; mlenv deploy {cluster})")
 
 
 STATE_ENV = "MLENV_STATE_DIR"

@@ -12,9 +12,9 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import cluster_client, load_config
+from mlenv.cli._clusterctx import cluster_client, load_config, require_running
 from mlenv.cli._common import err, guarded
-from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InfraError, InputError
+from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InputError
 
 POD = ["python", "-m", "mlenv.pod"]
 
@@ -66,13 +66,7 @@ def launch(
         else:
             # i16: kubectl's own failure (no such pod, pod not running) exits 1, which
             # would read as an acceptance FAIL: pod-0 must be Running first (else exit 3)
-            pod0 = client.get("Pod", "ml-dev-env-0", cfg.namespace)
-            phase = str(((pod0 or {}).get("status") or {}).get("phase", "Pending"))
-            if pod0 is None or phase != "Running":
-                raise InfraError(
-                    f"pod ml-dev-env-0 in {cfg.namespace} is "
-                    + ("not there" if pod0 is None else phase)
-                    + f": nothing was launched (mlenv status {cfg.name}; mlenv deploy {cfg.name})")
+            require_running(client, cfg.namespace, "ml-dev-env-0", cfg.name)
             rc = client.exec_stream("ml-dev-env-0", cfg.namespace, pod_argv("launch", args),
                                     typer.echo, timeout=timeout)
     code, note = map_exit(rc)

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import cluster_client, load_config, worker_pod
+from mlenv.cli._clusterctx import cluster_client, load_config, require_running, worker_pod
 from mlenv.cli._common import guarded
 from mlenv.errors import InputError
 
@@ -41,6 +41,7 @@ def port_forward(
     if wanted:
         target = worker_pod(pod)
         with cluster_client() as client:  # the ports are announced once the server answers
+            require_running(client, cfg.namespace, target, cfg.name)
             for a, b in wanted:
                 typer.echo(f"127.0.0.1:{a} -> {target}:{b}")
             rc = client.port_forward(target, cfg.namespace, wanted)
@@ -51,6 +52,7 @@ def port_forward(
                          f"tensorboard); for a debugger use: mlenv port-forward {cfg.name} --debug")
     ports = [(p, p) for _, p, _ in tools]
     with cluster_client() as client:
+        require_running(client, cfg.namespace, "ml-dev-env-dev", cfg.name)
         for t, p, scheme in tools:
             typer.echo(f"{t}: {scheme}://127.0.0.1:{p}")
         rc = client.port_forward("ml-dev-env-dev", cfg.namespace, ports)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import cluster_client, load_config, worker_pod
+from mlenv.cli._clusterctx import cluster_client, load_config, require_running, worker_pod
 from mlenv.cli._common import guarded
 
 
@@ -22,6 +22,7 @@ def shell(
     cfg = load_config(cluster)
     name = worker_pod(pod)
     with cluster_client() as client:
+        require_running(client, cfg.namespace, name, cfg.name)  # else kubectl's exit 1
         rc = client.interactive(name, cfg.namespace, list(command or ["bash", "-l"]))
     raise typer.Exit(rc)
 

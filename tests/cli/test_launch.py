@@ -92,5 +92,5 @@ def test_i16_launch_before_deploy_is_exit_3_never_a_fail(tmp_path, monkeypatch) 
     r = run(["launch", "barcelona"], state, monkeypatch)
     assert r.exit_code == 3, r.output
     assert r.stderr.strip() == ("error: pod ml-dev-env-0 in ml-dev-env is not there: nothing "
-                                "was launched (mlenv status barcelona; mlenv deploy barcelona)")
+                                "was started (mlenv status barcelona; mlenv deploy barcelona)")
     assert not [c for c in FakeCluster.load(str(state)).calls if c[0] == "exec"]
