@@ -171,12 +171,14 @@ def test_slurmd_killed_mid_job_is_error_naming_the_node(env: Env) -> None:
         time.sleep(0.5)
     assert jsonl is not None, "no results appeared"
     killed = time.monotonic()
+    print(f"\nfirst results after {killed - (end - 180):.1f} s; killing slurmd of {node}")
     env.slurm.kill_slurmd(1)
     th.join(timeout=120)
     took = time.monotonic() - killed
     try:
         assert not th.is_alive(), "mlenv acceptance did not end after the node failed"
         r = out["r"]
+        print(f"verdict {took:.1f} s after the kill:\n{r.stdout[-1500:]}")
         assert r.returncode == 3, r.stdout + r.stderr
         assert "verdict: ERROR" in r.stdout and node in r.stdout, r.stdout
         # SlurmdTimeout (10 s) + detection: well within the per-check deadline
