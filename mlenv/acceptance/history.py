@@ -53,7 +53,7 @@ def default_root(base: str | os.PathLike[str] | None = None) -> Path:
 
 
 def current_cluster(environ: dict[str, str] | None = None) -> str:
-    """The cluster a run in this process belongs to: ``$MLENV_CLUSTER`` (set in pods), else ``local``."""
+    """The cluster a run in this process belongs to: ``$MLENV_CLUSTER`` (pods, Slurm jobs), else ``local``."""
     name = (environ if environ is not None else os.environ).get("MLENV_CLUSTER", "").strip()
     if name and _LABEL.fullmatch(name) and len(name) <= 63:
         return name
@@ -175,8 +175,8 @@ def make_record(doc: dict[str, Any], results: list[CheckResult], cluster: str, r
         "profile": doc.get("profile"),
         "baseline": doc.get("baseline"),
         "config_sha256": config_sha256,
-        # where the suite ran: "pod" (MLENV_CLUSTER set by the StatefulSet) or "local" (this machine)
-        "origin": "pod" if os.environ.get("MLENV_CLUSTER", "").strip() else "local",
+        # where the suite ran: "cluster" (MLENV_CLUSTER set: a pod, a Slurm job) or "local" (this machine)
+        "origin": "cluster" if os.environ.get("MLENV_CLUSTER", "").strip() else "local",
         "world": {k: world.get(k) for k in ("nodes", "ranks", "backend", "device")},
         "checks": sorted({r.name for r in results}),
         "versions": node_versions(results, doc),

@@ -64,20 +64,30 @@ def deployment_for(cluster: str, root: Path, modes: tuple[str, ...] | None) -> \
     except (ConfigError, InputError) as e:
         deployment["note"] = f"{shown} does not validate, so nothing was rendered to compare: {e}"
         return (shown, data), deployment, files
-    for mode in modes or MODES:
-        d = out_dir(root / "k8s", c, mode)  # type: ignore[arg-type]
-        tree: dict[str, Any] = {"mode": mode, "dir": f"k8s/{c.name}/{mode}", "present": d.is_dir(), "files": []}
+    trees: list[tuple[str, Path, dict[str, str]]] = []
+    if getattr(c, "platform", "openshift") in ("slurm", "hosts"):  # scripts under slurm/<name>/, hosts/<name>/
+        from mlenv.render.platforms import planned
+
+        d, fresh = planned(root, c)
+        trees.append((str(c.platform), d, fresh))
+        deployment["note"] = deployment["note"].replace(f"k8s/{cluster}/<mode>/", f"{c.platform}/{c.name}/")
+    else:
+        for mode in modes or MODES:
+            d = out_dir(root / "k8s", c, mode)  # type: ignore[arg-type]
+            trees.append((mode, d, render_tree(c, mode) if d.is_dir() else {}))  # type: ignore[arg-type]
+    for label, d, fresh in trees:
+        rel = d.relative_to(root).as_posix() if d.is_relative_to(root) else str(d)
+        tree: dict[str, Any] = {"mode": label, "dir": rel, "present": d.is_dir(), "files": []}
         deployment["trees"].append(tree)
         if not d.is_dir():
             tree["matches_render"] = False
             continue
-        fresh = render_tree(c, mode)  # type: ignore[arg-type]
         on_disk = {p.name: p for p in sorted(d.iterdir()) if p.is_file() and not p.is_symlink()}
         for name in sorted(set(on_disk) | set(fresh)):
             entry: dict[str, Any] = {"name": name}
             if name in on_disk:
                 content = on_disk[name].read_bytes()
-                arc = f"deployed/{mode}/{name}"
+                arc = f"deployed/{label}/{name}"
                 files[arc] = content
                 entry.update(path=arc, sha256=sha256_bytes(content))
                 want = fresh.get(name)

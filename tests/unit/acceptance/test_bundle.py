@@ -214,3 +214,25 @@ def test_unknown_cluster_named_on_the_command_line_exits_2(tmp_path: Path) -> No
     assert r.exit_code == 2 and "unknown cluster 'nope'" in r.stderr
     r = CliRunner().invoke(app, ["bundle", str(report), "--cluster", "../../etc"], env={"MLENV_ROOT": str(REPO)})
     assert r.exit_code == 2 and "expected a cluster name" in r.stderr
+
+
+def test_slurm_cluster_bundle_holds_its_scripts_compared_with_a_fresh_render(tmp_path: Path) -> None:
+    """A platform: slurm cluster has sbatch scripts under slurm/<name>/ instead of k8s/ manifests."""
+    from mlenv.config import load
+    from mlenv.render.platforms import planned, write_platform
+
+    root = tmp_path / "repo"
+    (root / "clusters").mkdir(parents=True)
+    shutil.copy(REPO / "tests/data/platforms/cpu-slurm.yaml", root / "clusters" / "cpu-slurm.yaml")
+    c = load("cpu-slurm", root)
+    d, fresh = planned(root, c)
+    write_platform(fresh, d)
+    first = sorted(fresh)[0]
+    (d / first).write_text((d / first).read_text() + "\n# edited by hand\n")
+    (config, dep, files) = deployment_for(c.name, root, None)
+    (tree,) = dep["trees"]
+    assert tree["mode"] == "slurm" and tree["dir"] == f"slurm/{c.name}" and tree["matches_render"] is False
+    states = {f["name"]: f["state"] for f in tree["files"]}
+    assert states.pop(first) == "differs" and set(states.values()) == {"matches"}
+    assert set(files) == {f"deployed/slurm/{n}" for n in fresh}
+    assert f"slurm/{c.name}/" in dep["note"]
