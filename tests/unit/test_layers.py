@@ -33,11 +33,14 @@ MAY_IMPORT: dict[str, set[str]] = {
     # Also inside pods; reads options/baselines with the config layer's strict YAML loader
     # and counts GPUs like pod-init does.
     "acceptance": {"errors", "contract", "config", "pod"},
-    "testing": {"config", "render", "errors", "contract", "argv", "cluster"},
+    # Test support, not in the wheel: the fake cluster, fake kubectl, fake_mlenv (runs the CLI).
+    "testing": {"config", "render", "errors", "contract", "argv", "cluster", "cli"},
     "cli": {"*"},
     "__init__": set(),
     "__main__": {"cli"},
 }
+# Temporary (i11.3): the shim re-exporting the fake for work in flight; the lead removes both.
+IMPORT_EXCEPTIONS = {("mlenv/cluster/fake.py", "mlenv.testing.fakecluster")}
 
 # Third-party packages each layer may import at all (stdlib is always fine).
 THIRD_PARTY: dict[str, set[str]] = {
@@ -66,7 +69,7 @@ HEAVY_OK_PREFIXES = ("mlenv/acceptance/", "mlenv/render/", "mlenv/config/schema.
 # ranks' console (rank 0 prints the live lines and the verdict, as nccl-tests does).
 MAY_PRINT = ("mlenv/cli/", "mlenv/pod/__main__.py", "mlenv/pod/runtime.py", "mlenv/acceptance/__main__.py",
              "mlenv/acceptance/console.py", "mlenv/acceptance/checks/collectives.py",
-             "mlenv/config/docs.py")
+             "mlenv/config/docs.py", "mlenv/testing/kubectl_cli.py", "mlenv/testing/fake_mlenv.py")
 PRINT_CALLS = {"print", "typer.echo", "click.echo", "sys.stdout.write", "sys.stderr.write"}
 
 # Who may start processes: the cluster client and key generation, the pod runtime, the
@@ -132,7 +135,8 @@ def test_imports_follow_the_layering(m: Module) -> None:
     bad = []
     for line, mod, _ in _imports(m):
         parts = mod.split(".")
-        if parts[0] != "mlenv" or len(parts) < 2 or "*" in allowed:
+        if parts[0] != "mlenv" or len(parts) < 2 or "*" in allowed \
+                or (m.path, mod) in IMPORT_EXCEPTIONS:
             continue
         target = parts[1]
         if target != m.layer and target not in allowed:

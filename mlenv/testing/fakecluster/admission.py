@@ -1,0 +1,137 @@
+"""Admission in the fake: RBAC (``denied`` pairs, ``auth can-i``, service accounts and
+SCCs from live RoleBindings), the kinds a plain Kubernetes API does not serve, SCC
+admission of pod specs, and the fields the API server refuses to update."""
+
+from __future__ import annotations
+
+import copy
+
+from mlenv.cluster.api import OPENSHIFT_KINDS, Forbidden, Invalid, Manifest, NotFound, plural
+from mlenv.testing.fakecluster.state import FakeState, _key
+
+SUBRESOURCES = ("exec", "log", "portforward", "status", "attach")
+STS_IMMUTABLE = ("selector", "volumeClaimTemplates", "serviceName", "podManagementPolicy")
+
+
+def _pod_update_forbidden(old: Manifest, new: Manifest) -> bool:
+    """True when a Pod spec change touches a field the API server refuses to update."""
+    def view(spec: Manifest) -> Manifest:
+        s = copy.deepcopy(spec)
+        for key in ("containers", "initContainers"):
+            for c in s.get(key) or []:
+                c.pop("image", None)
+        for f in ("activeDeadlineSeconds", "tolerations"):
+            s.pop(f, None)
+        return s
+
+    if view(old) != view(new):
+        return True
+    kept = new.get("tolerations") or []
+    return any(t not in kept for t in old.get("tolerations") or [])
+
+
+class Admission(FakeState):
+    """Who may do what, and which updates the API server refuses."""
+
+    def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
+              as_user: str | None = None) -> bool:
+        """False for the ``"verb resource"`` pairs listed in ``denied`` (API group and
+        resource name ignored). As a service account, "use SCC" is answered from the live
+        SCC and RoleBindings; ``"impersonate serviceaccounts"`` in ``denied`` → Forbidden."""
+        self._check_reachable()
+        base, _, sub = resource.partition("/")
+        base = base.split(".")[0]
+        if as_user is not None:
+            if "impersonate serviceaccounts" in self.denied:
+                raise Forbidden(f'serviceaccounts "{as_user}" is forbidden: User "{self.user}" '
+                                'cannot impersonate resource "serviceaccounts" (fake)')
+            if verb == "use" and base == "securitycontextconstraints" and sub:
+                _, _, rest = as_user.partition("system:serviceaccount:")
+                ns, _, sa = rest.partition(":")
+                scc = self.objects.get(_key("SecurityContextConstraints", None, sub))
+                return scc is not None and self._sa_may_use(sub, as_user, ns, sa, scc)
+            return True
+        if sub in SUBRESOURCES:
+            return f"{verb} {base}/{sub}" not in self.denied
+        return f"{verb} {base}" not in self.denied and \
+            (not sub or f"{verb} {base}/{sub}" not in self.denied)
+
+    def _require(self, verb: str, resource: str) -> None:
+        if not self.can_i(verb, resource):
+            raise Forbidden(f'{resource} is forbidden: User "{self.user}" cannot {verb} '
+                            f"resource \"{resource}\" (fake)")
+
+    def _served(self, kind: str) -> None:
+        """NotFound for kinds this API does not serve (OpenShift kinds on plain Kubernetes)."""
+        if not self.openshift and kind in OPENSHIFT_KINDS:
+            raise NotFound(f'the server doesn\'t have a resource type "{plural(kind)}" (fake)',
+                           kind=kind)
+
+    def _refuse_update(self, kind: str, name: str, old: Manifest, merged: Manifest) -> None:
+        """Invalid (422) for an update the API server refuses, with its message."""
+        if old is not None and kind == "StatefulSet":
+            changed = [f for f in STS_IMMUTABLE
+                       if (old.get("spec") or {}).get(f) != (merged.get("spec") or {}).get(f)]
+            if changed:
+                raise Invalid(
+                    f'StatefulSet.apps "{name}" is invalid: spec: Forbidden: updates to '
+                    "statefulset spec for fields other than 'replicas', 'ordinals', "
+                    "'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' "
+                    f"and 'minReadySeconds' are forbidden (changed: {', '.join(changed)})",
+                    kind=kind, name=name)
+        if old is not None and kind in ("RoleBinding", "ClusterRoleBinding") and \
+                old.get("roleRef") != merged.get("roleRef"):
+            raise Invalid(
+                f'{kind}.rbac.authorization.k8s.io "{name}" is invalid: roleRef: Invalid '
+                f"value: {merged.get('roleRef')!r}: cannot change roleRef", kind=kind, name=name)
+        if old is not None and kind == "Pod" and _pod_update_forbidden(
+                old.get("spec") or {}, merged.get("spec") or {}):
+            raise Invalid(
+                f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change fields '
+                "other than `spec.containers[*].image`,`spec.initContainers[*].image`,"
+                "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing "
+                "tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if "
+                "it was previously negative)", kind=kind, name=name)
+
+    def _scc_denial(self, pspec: Manifest, ns: str) -> str:
+        """Why SCC admission rejects a pod spec ("" when admitted), as OpenShift says it."""
+        if not self.openshift:
+            return ""
+        caps: set[str] = set()
+        privileged = False
+        for c in pspec.get("containers") or []:
+            sc = c.get("securityContext") or {}
+            caps |= set((sc.get("capabilities") or {}).get("add") or [])
+            privileged = privileged or bool(sc.get("privileged"))
+        if not caps and not privileged:
+            return ""  # the restricted SCC admits it
+        sa = pspec.get("serviceAccountName", "default")
+        for k, scc in self.objects.items():
+            if not k.startswith("SecurityContextConstraints|"):
+                continue
+            allowed = set(scc.get("allowedCapabilities") or [])
+            if not caps <= allowed or (privileged and not scc.get("allowPrivilegedContainer")):
+                continue
+            if self._sa_may_use(scc["metadata"]["name"], f"system:serviceaccount:{ns}:{sa}",
+                                ns, sa, scc):
+                return ""
+        return ("unable to validate against any security context constraint: "
+                f"[capabilities.add: Invalid value: {sorted(caps)}: capability may not be added]")
+
+    def _sa_may_use(self, scc_name: str, user: str, ns: str, sa: str, scc: Manifest) -> bool:
+        if user in (scc.get("users") or []):
+            return True
+        for k, rb in self.objects.items():
+            if not k.startswith(f"RoleBinding|{ns}|"):
+                continue
+            if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa
+                       for s in rb.get("subjects") or []):
+                continue
+            ref = rb.get("roleRef") or {}
+            role = self.objects.get(_key(ref.get("kind", "Role"), ns, ref.get("name", "")))
+            for rule in (role or {}).get("rules") or []:
+                if "use" in (rule.get("verbs") or []) and \
+                        "securitycontextconstraints" in (rule.get("resources") or []) and \
+                        scc_name in (rule.get("resourceNames") or [scc_name]):
+                    return True
+        return False

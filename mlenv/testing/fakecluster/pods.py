@@ -1,0 +1,244 @@
+"""What the fake does inside pods: an in-memory filesystem per volume (PVC-backed volumes
+are shared by every pod that mounts the claim, as RWX storage is); exec of the tree
+checksum, listing and removal scripts and of scripted responses (per pod first, longest
+prefix first, one that hangs until the call's timeout); rsync with rsync's exclude rules
+(``/x`` at the top only, ``x`` at any depth, excluded paths neither copied nor deleted);
+logs (the pod's events), interactive sessions, port-forwards and builds, recorded in
+``calls``."""
+
+from __future__ import annotations
+
+import base64
+import fnmatch
+import hashlib
+import json
+import math
+import os
+from collections.abc import Sequence
+
+from mlenv.cluster import treehash
+from mlenv.cluster.api import (
+    ApiError,
+    ExecFailed,
+    ExecResult,
+    ExecTimeout,
+    Manifest,
+    NotFound,
+    Output,
+)
+from mlenv.errors import InfraError
+from mlenv.testing.fakecluster.controllers import Controllers
+from mlenv.testing.fakecluster.state import _key
+
+
+def _rsync_excluded(rel: str, patterns: Sequence[str]) -> bool:
+    """rsync's exclude rules: ``/p`` matches the top-level entry only, ``p`` any path
+    component at any depth (a matched directory takes its subtree with it), ``p/`` only
+    directories."""
+    parts = rel.split("/")
+    for pat in patterns:
+        dirs_only = pat.endswith("/")
+        pat = pat.rstrip("/")
+        candidates = parts[:-1] if dirs_only else parts
+        if pat.startswith("/"):
+            if candidates[:1] and fnmatch.fnmatchcase(candidates[0], pat[1:]):
+                return True
+        elif any(fnmatch.fnmatchcase(p, pat) for p in candidates):
+            return True
+    return False
+
+
+def _read_tree(root: str) -> dict[str, bytes]:
+    """Every file under ``root`` (relative path → content), nothing filtered: the fake's
+    rsync must apply its own exclude rules, not the checksum's."""
+    out: dict[str, bytes] = {}
+    for d, dirs, files in os.walk(root):
+        for f in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]:
+            p = os.path.join(d, f)
+            rel = os.path.relpath(p, root).replace(os.sep, "/")
+            if os.path.islink(p):  # rsync -a and tar copy a link as a link
+                out[rel] = _LINK + os.readlink(p).encode()
+                continue
+            with open(p, "rb") as fh:
+                out[rel] = fh.read()
+    return out
+
+
+# How the fake's volumes hold a symbolic link: a marker no real file content starts with.
+_LINK = b"\0mlenv-fake-symlink\0"
+
+
+def _listed(data: bytes) -> str:
+    """One LIST_SCRIPT value: sha256 of a file, ``symlink:TARGET`` of a link."""
+    if data.startswith(_LINK):
+        return treehash.LINK_PREFIX + data[len(_LINK):].decode()
+    return hashlib.sha256(data).hexdigest()
+
+
+class Pods(Controllers):
+    """exec, rsync, logs and the other pod verbs of :class:`mlenv.cluster.api.Cluster`."""
+
+    def _running_pod(self, pod: str, namespace: str) -> Manifest:
+        self._check_reachable()
+        obj = self.objects.get(_key("Pod", namespace, pod))
+        if obj is None:
+            raise NotFound(f'pods "{pod}" not found', kind="Pod", name=pod)
+        if (obj.get("status") or {}).get("phase") != "Running":
+            raise ApiError(f"pod {pod} is not running (phase "
+                           f"{(obj.get('status') or {}).get('phase')}): cannot exec into it",
+                           kind="Pod", name=pod)
+        return obj
+
+    def _volume_for(self, pod: Manifest, path: str) -> tuple[str, str]:
+        """(volume id, path inside that volume) for an absolute path in the pod."""
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        vols = {v["name"]: v for v in pod["spec"].get("volumes") or []}
+        best = ("", "/")
+        for c in pod["spec"].get("containers") or []:
+            for m in c.get("volumeMounts") or []:
+                mp = m["mountPath"].rstrip("/") or "/"
+                if (path == mp or path.startswith(mp + "/")) and len(mp) > len(best[1]):
+                    best = (m["name"], mp)
+        vname, mp = best
+        rel = path[len(mp):].strip("/") if mp != "/" else path.strip("/")
+        claim = (vols.get(vname, {}).get("persistentVolumeClaim") or {}).get("claimName")
+        vid = f"pvc:{ns}/{claim}" if claim else f"pod:{ns}/{name}:{mp}"
+        return vid, rel
+
+    def pod_files(self, pod: str, namespace: str, root: str) -> dict[str, bytes]:
+        """The files under ``root`` in a pod (relative path → content); for tests too."""
+        vid, rel = self._volume_for(self._running_pod(pod, namespace), root.rstrip("/"))
+        pre = f"{rel}/" if rel else ""
+        return {p[len(pre):]: base64.b64decode(d) for p, d in self.volumes.get(vid, {}).items()
+                if p.startswith(pre)}
+
+    def write_pod_file(self, pod: str, namespace: str, path: str, data: bytes) -> None:
+        """Create a file in a pod (as a process in it would)."""
+        vid, rel = self._volume_for(self._running_pod(pod, namespace), path)
+        self.volumes.setdefault(vid, {})[rel] = base64.b64encode(data).decode()
+
+    def exec(self, pod: str, namespace: str, argv: Sequence[str], *,
+             stdin: str | None = None, check: bool = True,
+             timeout: float | None = None) -> ExecResult:
+        """Run the commands the fake understands: the tree checksum and scripted ones
+        (``pod_exec_responses[pod]`` before ``exec_responses``, longest prefix first)."""
+        obj = self._running_pod(pod, namespace)
+        self._require("create", "pods/exec")
+        args = tuple(argv)
+        self.calls.append(["exec", pod, *args])
+        limit = self.exec_timeout if timeout is None else timeout
+        if len(args) == 4 and args[:2] == ("python3", "-c") and args[2] == treehash.SCRIPT:
+            vid, rel = self._volume_for(obj, args[3].rstrip("/"))
+            pre = f"{rel}/" if rel else ""
+            files = [(p[len(pre):], base64.b64decode(d))
+                     for p, d in self.volumes.get(vid, {}).items() if p.startswith(pre)]
+            res = ExecResult(args, 0, treehash.digest_files(files) + "\n")
+        elif len(args) == 4 and args[:2] == ("python3", "-c") and args[2] in (
+                treehash.LIST_SCRIPT, treehash.REMOVE_SCRIPT):
+            res = self._tree_script(obj, args[2], args[3], stdin)
+        else:
+            res = ExecResult(args, 127, "", f"exec: \"{args[0] if args else ''}\": executable "
+                             "file not found in $PATH (fake)")
+            line = " ".join(args)
+            for table in (self.pod_exec_responses.get(pod, {}), self.exec_responses):
+                match = [(p, r) for p, r in table.items() if line.startswith(p)]
+                if not match:
+                    continue
+                _, resp = max(match, key=lambda x: len(x[0]))
+                if resp.get("hang"):
+                    if math.isinf(limit):
+                        raise InfraError(f"fake: exec in {pod} hangs and has no timeout: "
+                                         "it would never return")
+                    self.clock += limit
+                    raise ExecTimeout(f"exec of {' '.join(args[:3])}", pod, limit)
+                res = ExecResult(args, int(resp.get("rc", 0)), str(resp.get("stdout", "")),
+                                 str(resp.get("stderr", "")))
+                break
+        if check and res.returncode != 0:
+            raise ExecFailed(pod, res)
+        return res
+
+    def _tree_script(self, obj: Manifest, script: str, root: str,
+                     stdin: str | None) -> ExecResult:
+        """What LIST_SCRIPT / REMOVE_SCRIPT do in a real pod, on the fake's volume."""
+        vid, rel = self._volume_for(obj, root.rstrip("/"))
+        vol = self.volumes.setdefault(vid, {})
+        pre = f"{rel}/" if rel else ""
+        args = ("python3", "-c", script, root)
+        if script == treehash.LIST_SCRIPT:
+            listing = {p[len(pre):]: _listed(base64.b64decode(d))
+                       for p, d in vol.items() if p.startswith(pre)
+                       and not any(x in ("__pycache__", ".git") for x in p[len(pre):].split("/")[:-1])}
+            return ExecResult(args, 0, json.dumps(listing, sort_keys=True))
+        n = 0
+        for rp in json.loads(stdin or "[]"):
+            if rp.startswith("/") or ".." in rp.split("/"):
+                continue
+            if vol.pop(f"{pre}{rp}", None) is not None:
+                n += 1
+        return ExecResult(args, 0, f"{n}\n")
+
+    def exec_stream(self, pod: str, namespace: str, argv: Sequence[str], out: Output, *,
+                    timeout: float | None = None) -> int:
+        """Like :meth:`exec` (no limit unless ``timeout``), passing each line to ``out``."""
+        res = self.exec(pod, namespace, argv, check=False,
+                        timeout=math.inf if timeout is None else timeout)
+        for line in (res.stdout + res.stderr).splitlines():
+            out(line)
+        return res.returncode
+
+    def rsync(self, local_dir: str, pod: str, namespace: str, remote_dir: str, *,
+              exclude: Sequence[str] = (), timeout: float | None = None) -> None:
+        """Copy a local tree into the pod's volume with rsync's exclude semantics, adding
+        and updating only (as the real clients do: nothing in the pod is deleted)."""
+        obj = self._running_pod(pod, namespace)
+        self._require("create", "pods/exec")
+        self.calls.append(["rsync", pod, local_dir, remote_dir])
+        if pod in self.rsync_failures:
+            return
+        vid, rel = self._volume_for(obj, remote_dir.rstrip("/"))
+        vol = self.volumes.setdefault(vid, {})
+        pre = f"{rel}/" if rel else ""
+        files = {f"{pre}{p}": d for p, d in _read_tree(local_dir).items()
+                 if not _rsync_excluded(p, exclude)}
+        for p, d in files.items():
+            vol[p] = base64.b64encode(d).decode()
+
+    def logs(self, pod: str, namespace: str, *, follow: bool = False,
+             out: Output | None = None, tail: int | None = None) -> str:
+        """The fake container log: the events of the pod, one per line (the last ``tail``)."""
+        self._check_reachable()
+        if _key("Pod", namespace, pod) not in self.objects:
+            raise NotFound(f'pods "{pod}" not found', kind="Pod", name=pod)
+        lines = [f"[fake] {e.reason}: {e.message}\n" for e in self.events(namespace, "Pod", pod)]
+        text = "".join(lines if tail is None else lines[len(lines) - tail:] if tail else [])
+        self.calls.append(["logs", pod, *(["-f"] if follow else []),
+                           *([f"--tail={tail}"] if tail is not None else [])])
+        if out is not None:
+            for line in text.splitlines():
+                out(line)
+        return text
+
+    def interactive(self, pod: str, namespace: str, argv: Sequence[str]) -> int:
+        """Record an interactive session (there is no terminal in a fake)."""
+        self._running_pod(pod, namespace)
+        self.calls.append(["interactive", pod, *argv])
+        return 0
+
+    def port_forward(self, pod: str, namespace: str, ports: Sequence[tuple[int, int]]) -> int:
+        """Record a port-forward and return as if interrupted at once."""
+        self._running_pod(pod, namespace)
+        self.calls.append(["port-forward", pod, *(f"{a}:{b}" for a, b in ports)])
+        return 0
+
+    def start_build(self, name: str, namespace: str, out: Output) -> int:
+        """Run the scripted build of a BuildConfig that must exist."""
+        self._check_reachable()
+        if _key("BuildConfig", namespace, name) not in self.objects:
+            raise NotFound(f'buildconfigs.build.openshift.io "{name}" not found',
+                           kind="BuildConfig", name=name)
+        self.calls.append(["start-build", name])
+        b = self.builds.get(name, {"rc": 0, "log": f"build {name}-1 started\nPush successful\n"})
+        for line in str(b["log"]).splitlines():
+            out(line)
+        return int(b["rc"])

@@ -1,0 +1,228 @@
+"""The fake's object store as the API server serves it: server-side apply with field
+managers (conflicts, forced takeover, fields a manager stops applying go away, an apply
+that changes nothing changes nothing), get, list with an equality label selector,
+delete with owner-reference cascades, and events."""
+
+from __future__ import annotations
+
+import builtins
+import copy
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from mlenv.cluster.api import (
+    FIELD_MANAGER,
+    OPENSHIFT_KINDS,
+    ApiError,
+    ApplyResult,
+    Conflict,
+    Event,
+    Invalid,
+    Manifest,
+    NotFound,
+    plural,
+)
+from mlenv.testing.fakecluster.admission import Admission
+from mlenv.testing.fakecluster.state import CLUSTER_SCOPED, _key
+
+SERVER_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
+
+
+def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """Leaf paths of a dict; lists are atomic (as SSA treats lists without merge keys)."""
+    if isinstance(obj, dict) and obj:
+        out: dict[str, Any] = {}
+        for k, v in obj.items():
+            out.update(_flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix: obj}
+
+
+def _merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    out = copy.deepcopy(base)
+    for k, v in top.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _merge(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _unflatten(path: str, value: Any) -> dict[str, Any]:
+    out: Any = value
+    for part in reversed(path.split(".")):
+        out = {part: out}
+    return dict(out)
+
+
+def _drop_paths(obj: dict[str, Any], paths: Sequence[str]) -> dict[str, Any]:
+    out = copy.deepcopy(obj)
+    for p in paths:
+        parts = p.split(".")
+        cur: Any = out
+        for part in parts[:-1]:
+            cur = cur.get(part) if isinstance(cur, dict) else None
+        if isinstance(cur, dict):
+            cur.pop(parts[-1], None)
+    return out
+
+
+def _content(obj: Manifest) -> Manifest:
+    """An object without server-populated metadata and status, for change detection."""
+    o = copy.deepcopy(obj)
+    for f in SERVER_META:
+        o.get("metadata", {}).pop(f, None)
+    o.pop("status", None)
+    return o
+
+
+class ObjectStore(Admission):
+    """Identity and the object verbs of :class:`mlenv.cluster.api.Cluster`."""
+
+    def server(self) -> str:
+        """The fake's API server URL."""
+        self._check_reachable()
+        return self.server_url
+
+    def whoami(self) -> str:
+        """The fake's logged-in user."""
+        self._check_reachable()
+        assert self.user is not None
+        return self.user
+
+    def apply(self, manifest: Manifest, namespace: str | None, *,
+              field_manager: str = FIELD_MANAGER, force_conflicts: bool = False,
+              dry_run: bool = False) -> ApplyResult:
+        """Server-side apply with field ownership, conflicts and immutable fields."""
+        self._check_reachable()
+        kind = manifest.get("kind", "")
+        name = (manifest.get("metadata") or {}).get("name", "")
+        if not kind or not name or not manifest.get("apiVersion"):
+            raise Invalid("object has no apiVersion, kind or metadata.name", kind=kind, name=name)
+        if kind == "Project" or (kind in OPENSHIFT_KINDS and not self.openshift):
+            raise NotFound(f'no matches for kind "{kind}"', kind=kind, name=name)
+        ns = None if kind in CLUSTER_SCOPED else (namespace or manifest["metadata"].get("namespace"))
+        if kind not in CLUSTER_SCOPED and (not ns or not self._ns_exists(ns)):
+            raise NotFound(f'namespaces "{ns}" not found', kind=kind, name=name)
+        k = _key(kind, ns, name)
+        if not dry_run and self.apply_failures.get(f"{kind}/{name}", 0) > 0:
+            self.apply_failures[f"{kind}/{name}"] -= 1
+            raise ApiError(f"Internal error occurred: failed calling webhook for {kind} "
+                           f"{name}: context deadline exceeded (fake, injected)",
+                           kind=kind, name=name)
+        # server-side apply is a PATCH: creating needs create, changing an existing one patch
+        self._require("patch" if k in self.objects else "create", plural(kind))
+        config = copy.deepcopy(manifest)
+        config.get("metadata", {}).pop("namespace", None)
+        mine = _flatten(config)
+        owners = copy.deepcopy(self.managers.get(k, {}))
+        conflicts: list[tuple[str, str]] = []
+        for mgr, cfg in owners.items():
+            if mgr == field_manager:
+                continue
+            theirs = _flatten(cfg)
+            clash = [p for p in mine if p in theirs and theirs[p] != mine[p]]
+            if clash and not force_conflicts:
+                conflicts += [(p, mgr) for p in clash]
+            elif clash:
+                owners[mgr] = _drop_paths(cfg, clash)
+        if conflicts:
+            detail = "; ".join(f'conflict with "{m}": .{p}' for p, m in conflicts)
+            raise Conflict(f"Apply failed with {len(conflicts)} conflict(s): {detail}",
+                           kind=kind, name=name, fields=conflicts)
+        old = self.objects.get(k)
+        # fields no apply manager set (scheduler's nodeName, controller defaults) stay,
+        # as they belong to other managers on a real server
+        previous: Manifest = {}
+        for cfg in self.managers.get(k, {}).values():
+            previous = _merge(previous, cfg)
+        applied_paths = set(_flatten(previous))
+        kept: Manifest = {}
+        if old is not None:
+            foreign = {p: v for p, v in _flatten(_content(old)).items()
+                       if p not in applied_paths and not p.startswith("metadata.namespace")}
+            for p, v in foreign.items():
+                kept = _merge(kept, _unflatten(p, v))
+        owners[field_manager] = config
+        merged: Manifest = kept
+        for mgr in sorted(owners, key=lambda m: m == field_manager):
+            merged = _merge(merged, owners[mgr])
+        if ns is not None:
+            merged.setdefault("metadata", {})["namespace"] = ns
+        if old is not None and _content(old) == _content(merged):
+            if not dry_run:
+                self.managers[k] = owners
+            return ApplyResult(kind, name, "unchanged")
+        if old is not None:
+            self._refuse_update(kind, name, old, merged)
+        if dry_run:
+            return ApplyResult(kind, name, "created" if old is None else "configured")
+        self.managers[k] = owners
+        self._store(merged, ns)
+        if kind == "PersistentVolumeClaim":
+            self.objects[k].setdefault("status", {"phase": "Pending"})
+        return ApplyResult(kind, name, "created" if old is None else "configured")
+
+
+    def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:
+        """A deep copy of one object, or None."""
+        self._check_reachable()
+        self._served(kind)
+        self._require("get", plural(kind))
+        if kind == "Project":
+            kind = "Namespace"
+        obj = self.objects.get(_key(kind, namespace, name))
+        return copy.deepcopy(obj) if obj is not None else None
+
+    def list(self, kind: str, namespace: str | None,
+             selector: dict[str, str] | None = None) -> list[Manifest]:
+        """Objects of a kind in a namespace (all namespaces for None) matching the selector."""
+        self._check_reachable()
+        self._served(kind)
+        self._require("list", plural(kind))
+        out = []
+        for k, obj in sorted(self.objects.items()):
+            okind, ons, _ = k.split("|", 2)
+            if okind != kind or (namespace is not None and kind not in CLUSTER_SCOPED
+                                 and ons != namespace):
+                continue
+            labels = obj["metadata"].get("labels") or {}
+            if all(labels.get(lk) == lv for lk, lv in (selector or {}).items()):
+                out.append(copy.deepcopy(obj))
+        return out
+
+    def delete(self, kind: str, name: str, namespace: str | None, *,
+               cascade: Literal["background", "foreground", "orphan"] = "background") -> bool:
+        """Delete an object; dependents too unless orphaned. PVCs are never dependents."""
+        self._check_reachable()
+        self._served(kind)
+        self._require("delete", plural(kind))
+        k = _key(kind, namespace, name)
+        obj = self.objects.pop(k, None)
+        self.managers.pop(k, None)
+        if obj is None:
+            return False
+        uid = obj["metadata"]["uid"]
+        if kind == "Namespace":
+            for ok in [x for x in self.objects if x.split("|")[1] == name]:
+                del self.objects[ok]
+        if cascade != "orphan":
+            for ok, o in list(self.objects.items()):
+                refs = o["metadata"].get("ownerReferences") or []
+                if any(r.get("uid") == uid for r in refs):
+                    okind, ons, oname = ok.split("|", 2)
+                    self.delete(okind, oname, ons or None)
+        if kind == "PersistentVolumeClaim":
+            self.volumes.pop(f"pvc:{namespace}/{name}", None)
+        if kind == "Pod":
+            for vid in [v for v in self.volumes if v.startswith(f"pod:{namespace}/{name}:")]:
+                del self.volumes[vid]
+        return True
+
+    def events(self, namespace: str, kind: str | None = None,
+               name: str | None = None) -> builtins.list[Event]:
+        """Recorded events, filtered by involved object."""
+        self._check_reachable()
+        return [Event(e["kind"], e["name"], e["type"], e["reason"], e["message"], e["count"])
+                for e in self.event_log if e["namespace"] == namespace
+                and (kind is None or e["kind"] == kind) and (name is None or e["name"] == name)]
