@@ -97,6 +97,8 @@ def run_files(report_dir: Path) -> tuple[list[Path], list[str]]:
             rel = p.relative_to(report_dir).as_posix()
             if p.is_symlink():
                 notes.append(f"left out {rel}: a link")
+            elif _unsafe(rel):
+                notes.append(f"left out {rel.encode('unicode_escape').decode('ascii')}: {_unsafe(rel)}")
             elif name.startswith(ARCHIVE_PREFIX) and name.endswith(".tar.gz") or name.endswith(".tmp"):
                 continue
             elif p.is_file():
@@ -266,6 +268,15 @@ def _open(path: Path) -> tarfile.TarFile:
         raise BundleError(f"not a readable .tar.gz archive ({type(e).__name__}: {e})") from None
 
 
+def manifest_sha256(path: Path) -> str | None:
+    """sha256 of the bundle's MANIFEST: the one figure to send a reviewer through a second channel."""
+    try:
+        data = read_member(path, MANIFEST, missing_ok=True)
+    except BundleError:
+        return None
+    return sha256_bytes(data) if data is not None else None
+
+
 def verify(path: Path) -> list[str]:
     """Problems with the bundle at ``path`` (empty: every file matches MANIFEST, nothing extra).
 
@@ -303,6 +314,8 @@ def verify(path: Path) -> list[str]:
         if not mt or _unsafe(mt.group(2)):
             problems.append(f"tampered: {MANIFEST} line {i} is not '<sha256>  <path>'")
             continue
+        if mt.group(2) in listed:
+            problems.append(f"tampered: {MANIFEST} lists {mt.group(2)} twice")
         listed[mt.group(2)] = mt.group(1)
     for rel, want in sorted(listed.items()):
         got = digests.get(rel)

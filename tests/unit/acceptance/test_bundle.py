@@ -236,3 +236,19 @@ def test_slurm_cluster_bundle_holds_its_scripts_compared_with_a_fresh_render(tmp
     assert states.pop(first) == "differs" and set(states.values()) == {"matches"}
     assert set(files) == {f"deployed/slurm/{n}" for n in fresh}
     assert f"slurm/{c.name}/" in dep["note"]
+
+
+def test_manifest_digest_is_printed_and_odd_names_stay_out(tmp_path: Path) -> None:
+    report = make_report(tmp_path / "report")
+    (report / "bad\nname.log").write_text("x")
+    path, index = bundle.build(report)
+    assert "left out bad\\nname.log: control character in the name" in index["left_out"]
+    assert bundle.verify(path) == []
+    digest = bundle.manifest_sha256(path)
+    assert digest and len(digest) == 64
+    r = CliRunner().invoke(app, ["bundle", "verify", str(path)])
+    assert r.exit_code == 0 and f"MANIFEST sha256: {digest}" in r.stdout
+    top = bundle.top_dir("20260101-000000-abc123")
+    manifest = members(path)[f"{top}/MANIFEST"].decode()
+    twice = rewrite(path, tmp_path / "twice.tar.gz", {"MANIFEST": (manifest + manifest.splitlines()[0] + "\n").encode()})
+    assert bundle.verify(twice)[0].startswith("tampered: MANIFEST lists ")
