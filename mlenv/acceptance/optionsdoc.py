@@ -1,7 +1,7 @@
 """The options table of docs/acceptance.md, generated from the checks' declarations.
 
-``python -m mlenv.acceptance.optionsdoc`` prints the block; ``--write FILE`` replaces it
-between the markers in FILE. A unit test fails when the committed block is stale.
+``python -m mlenv.acceptance.optionsdoc --write docs/acceptance.md`` replaces the block
+between the markers. A unit test fails when the committed block is stale.
 """
 
 from __future__ import annotations
@@ -84,15 +84,11 @@ def committed_block(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Print the block, or write it into ``--write FILE``."""
+    """Replace the block in ``--write FILE`` (docs/acceptance.md); returns the exit code."""
     p = argparse.ArgumentParser(prog="python -m mlenv.acceptance.optionsdoc", description=__doc__)
-    p.add_argument("--write", type=Path, default=None, help="file whose options-table block to replace")
+    p.add_argument("--write", type=Path, required=True, help="file whose options-table block to replace")
     args = p.parse_args(argv)
-    block = render()
-    if args.write is None:
-        sys.stdout.write(block)
-        return 0
-    args.write.write_text(replace_block(args.write.read_text(encoding="utf-8"), block), encoding="utf-8")
+    args.write.write_text(replace_block(args.write.read_text(encoding="utf-8"), render()), encoding="utf-8")
     return 0
 
 
