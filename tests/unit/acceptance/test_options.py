@@ -269,3 +269,31 @@ def test_a_value_keeps_the_position_of_the_layer_it_came_from(tmp_path: Path) ->
     # a rule broken by a value no file gave is reported without a file position
     with pytest.raises(InputError, match=r"^options: collectives\.all_gather\.max_bytes: must be >= min_bytes"):
         profiles.resolve("quick", {"collectives": {"min_bytes": 2**30}})
+
+
+def test_the_checks_run_with_the_typed_options_of_their_context(tmp_path: Path) -> None:
+    """A real one-rank gloo world: what a check measures is what its options say."""
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    from mlenv.acceptance.checks.compute import MatmulCheck, QuorumCheck
+    from mlenv.acceptance.checks.memory import CopyCheck
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        ctx = RunContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, nnodes=1,
+                         host="h", backend="gloo", device="cpu",
+                         options={"compute": {"n": 48, "iters": 2, "warmup": 0, "quorum_n": 40},
+                                  "memory.copy": {"bytes": 4096, "iters": 2}})
+        (matmul,) = MatmulCheck().run(ctx)
+        assert matmul.details["shape"] == [48, 48, 48] and matmul.details["iterations"] == 2
+        assert matmul.details["warmup"] == 0 and matmul.details["inner"] == 1  # the CPU default
+        (quorum,) = QuorumCheck().run(ctx)
+        assert quorum.details["shape"] == [40, 40, 40] and quorum.status.value == "PASS"
+        (copy,) = CopyCheck().run(ctx)
+        assert copy.details["bytes"] == 4096 and copy.details["warmup"] == 1
+        ctx.options = {"memory": {"byte": 4096}}
+        with pytest.raises(InputError, match="memory.byte: unknown option \\(did you mean 'bytes'\\?\\)"):
+            CopyCheck().run(ctx)
+    finally:
+        dist.destroy_process_group()
