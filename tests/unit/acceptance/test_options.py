@@ -297,3 +297,43 @@ def test_the_checks_run_with_the_typed_options_of_their_context(tmp_path: Path) 
             CopyCheck().run(ctx)
     finally:
         dist.destroy_process_group()
+
+
+PLUGIN = '''
+from dataclasses import dataclass
+
+from mlenv.acceptance.base import Check, register
+from mlenv.acceptance.options import CheckOptions, option
+
+
+@dataclass(frozen=True)
+class SiteOptions(CheckOptions):
+    rounds: int = option(1, cuda=3, help="rounds")
+
+
+@register
+class SiteCheck(Check):
+    name = "site.probe"
+    Options = SiteOptions
+
+    def run(self, ctx):
+        return []
+'''
+
+
+def test_a_plugin_checks_options_are_resolved_and_refused_like_a_shipped_ones(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from mlenv.acceptance import base
+
+    (tmp_path / "site_plugin_i11.py").write_text(PLUGIN, encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))  # the plugin registers into a copy
+    monkeypatch.delitem(sys.modules, "site_plugin_i11", raising=False)
+    monkeypatch.setenv("MLENV_ACCEPTANCE_PLUGINS", "site_plugin_i11")
+    layer = profiles.resolve("quick", {"site": {"rounds": 5}}, device="cuda:0")
+    site = base.registry()["site.probe"]
+    assert _ctx("cuda:0", dict(layer)).options_of(site.Options, "site.probe").to_dict() == {"rounds": 5}
+    assert _ctx("cuda:0").options_of(site.Options, "site.probe").to_dict() == {"rounds": 3}
+    with pytest.raises(InputError, match="^options: site.probe.round: unknown option \\(did you mean 'rounds'\\?\\)"):
+        profiles.resolve("quick", {"site.probe": {"round": 5}})
+    sys.modules.pop("site_plugin_i11", None)
