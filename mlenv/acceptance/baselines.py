@@ -280,6 +280,18 @@ def load(path: str | Path) -> Baseline:
                     rules=tuple(rules), outliers=outliers, tolerances=tuple(tolerances))
 
 
+def bar_for(baseline: Baseline | None, r: CheckResult, metric: str) -> Rule | None:
+    """The floor ``metric`` of ``r`` is held to: the highest ``>=``/``>`` rule that applies to
+    it (check, scope and ``when``, e.g. the busbw bar of the result's ``details.fabric``), or None.
+
+    What a plot draws as "the baseline's bar"; the verdict applies every rule itself.
+    """
+    if baseline is None:
+        return None
+    floors = [x for x in baseline.rules if x.metric == metric and x.op in (">=", ">") and x.applies_to(r)]
+    return max(floors, key=lambda x: x.value, default=None)
+
+
 def builtin() -> list[Baseline]:
     """Every baseline shipped with the package."""
     return [load(p) for p in sorted(builtin_dir().glob("*.yaml"))]

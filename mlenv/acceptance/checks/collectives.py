@@ -296,7 +296,15 @@ def _sweep(
 
 # A sweep that reached this size measured "large messages": the baselines' busbw bars per
 # fabric hold from here (``when: {large_messages: true}``); a shorter sweep is reported only.
+# NCCL: 64 MiB, where busbw has reached its plateau on NVLink and InfiniBand (the GPU
+# default sweep ends at 256 MiB); gloo: the CPU default sweep's last size (4 MiB).
 LARGE_BYTES = 64 * 2**20
+LARGE_BYTES_GLOO = 4 * 2**20
+
+
+def large_messages(backend: str, largest: int) -> bool:
+    """Whether a sweep whose largest measured size is ``largest`` bytes reached large messages."""
+    return largest >= (LARGE_BYTES if backend == "nccl" else LARGE_BYTES_GLOO)
 
 
 @dataclass(frozen=True)
@@ -478,7 +486,7 @@ class CollectiveCheck(Check):
                      "nccl_tests": printed, "rows": [asdict(r) for r in sw.rows], "dtype": DTYPE_NAME,
                      "backend": ctx.backend, "wrong_sizes": sw.wrong_sizes,
                      "fabric": fab.fabric, "fabric_from": fab.why, "nccl_network": fab.observed,
-                     "large_messages": bool(sw.rows) and sw.rows[-1].size >= LARGE_BYTES,
+                     "large_messages": bool(sw.rows) and large_messages(ctx.backend, sw.rows[-1].size),
                      "time": "max over ranks of the mean per-call time"},
             duration_s=dur,
         )

@@ -15,7 +15,13 @@ from mlenv.acceptance.busbw import (
     format_table,
     summarize,
 )
-from mlenv.acceptance.checks.collectives import LARGE_BYTES, VARIANTS, CollectiveOptions, fabric_of
+from mlenv.acceptance.checks.collectives import (
+    LARGE_BYTES,
+    VARIANTS,
+    CollectiveOptions,
+    fabric_of,
+    large_messages,
+)
 
 
 def _ag_rows() -> list[Row]:
@@ -130,9 +136,11 @@ def test_rdma_config_with_nccl_on_sockets_is_a_fallback() -> None:
     assert "MLENV_NETWORK_MODE=rdma" in f.fallback
 
 
-def test_large_messages_threshold_is_below_the_gpu_default_sweep() -> None:
-    assert CollectiveOptions.defaults(cuda=True)["max_bytes"] >= LARGE_BYTES
-    assert CollectiveOptions.defaults(cuda=False)["max_bytes"] < LARGE_BYTES
+def test_default_sweeps_reach_large_messages_and_small_ones_do_not() -> None:
+    assert large_messages("nccl", CollectiveOptions.defaults(cuda=True)["max_bytes"])
+    assert large_messages("gloo", CollectiveOptions.defaults(cuda=False)["max_bytes"])
+    assert not large_messages("nccl", LARGE_BYTES - 4) and large_messages("nccl", LARGE_BYTES)
+    assert not large_messages("gloo", 262144)  # the harness's short sweeps are reported, not barred
 
 
 @pytest.mark.parametrize("op", ["all_gather", "reduce_scatter"])
