@@ -35,7 +35,7 @@ def where(r: CheckResult) -> str:
         return f"rank {r.rank} ({r.node})" if r.node else f"rank {r.rank}"
     if r.scope == "node":
         return f"node {r.node}"
-    return f"{r.scope} ({r.group})" if r.group else r.scope
+    return f"{r.scope} ({r.group})" if r.group and r.group != r.scope else r.scope  # not "world (world)"
 
 
 def _raise(r: CheckResult, status: Status, reason: str) -> None:
