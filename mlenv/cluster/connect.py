@@ -1,8 +1,11 @@
 """How the CLI gets a :class:`~mlenv.cluster.api.Cluster`.
 
-``MLENV_FAKE_CLUSTER=<state.json>`` selects the in-memory fake, loaded from that file
-and saved back when the command ends, so CLI tests (and demos without a cluster) can
-run several commands against one fake. Otherwise the real ``oc``/``kubectl`` client.
+:func:`connect` builds the client for one command through a factory. The one production
+code installs is :func:`oc_client`, the real ``oc``/``kubectl`` client; there is no
+environment switch to a fake. Tests install their own factory: in process with
+:func:`use_factory`, or around a whole ``mlenv`` process with
+``python -m mlenv.testing.fake_mlenv STATE.json -- ARGS…`` (the fake cluster and that
+entry point live in :mod:`mlenv.testing`, which the wheel does not ship).
 ``MLENV_EXEC_TIMEOUT`` (seconds) bounds each exec and rsync (default
 :data:`~mlenv.cluster.api.DEFAULT_EXEC_TIMEOUT`).
 """
@@ -12,13 +15,27 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
 
 from mlenv.cluster.api import DEFAULT_EXEC_TIMEOUT, Cluster
 from mlenv.errors import InputError
 
-FAKE_ENV = "MLENV_FAKE_CLUSTER"
 TIMEOUT_ENV = "MLENV_EXEC_TIMEOUT"
+
+
+@dataclass(frozen=True)
+class ClientOptions:
+    """What one command asks of its cluster client."""
+
+    exec_timeout: float  # seconds per exec/rsync
+    exec_timeout_set: bool  # MLENV_EXEC_TIMEOUT was given (else the client's own default)
+    kubeconfig: str | None = None
+    context: str | None = None
+
+
+# Opens the client for one command and closes it when the command ends.
+ClusterFactory = Callable[[ClientOptions], AbstractContextManager[Cluster]]
 
 
 def exec_timeout() -> float:
@@ -37,32 +54,47 @@ def exec_timeout() -> float:
 
 
 @contextmanager
+def oc_client(opts: ClientOptions) -> Iterator[Cluster]:
+    """The real client: :class:`~mlenv.cluster.oc.OcCluster` (``oc``, else ``kubectl``)."""
+    from mlenv.cluster.oc import OcCluster
+
+    yield OcCluster(exec_timeout=opts.exec_timeout, kubeconfig=opts.kubeconfig,
+                    context=opts.context)
+
+
+_factory: ClusterFactory = oc_client
+
+
+def set_factory(factory: ClusterFactory | None) -> ClusterFactory:
+    """Make ``factory`` build every client from now on (None: the real one again);
+    returns the factory it replaces."""
+    global _factory
+    previous, _factory = _factory, factory or oc_client
+    return previous
+
+
+@contextmanager
+def use_factory(factory: ClusterFactory) -> Iterator[None]:
+    """``with use_factory(f):`` every :func:`connect` inside builds its client with ``f``."""
+    previous = set_factory(factory)
+    try:
+        yield
+    finally:
+        set_factory(previous)
+
+
+@contextmanager
 def connect(notice: Callable[[str], None] | None = None, *, kubeconfig: str | None = None,
             context: str | None = None) -> Iterator[Cluster]:
-    """Yield the cluster client for one command (the fake's state is saved on exit).
+    """Yield the cluster client for one command, built by the installed factory.
 
     ``notice`` receives, once, anything the user should know about the client chosen
     (the kubectl fallback when ``oc`` is missing). ``kubeconfig``/``context`` go to every
-    ``oc``/``kubectl`` call (the fake has neither).
+    ``oc``/``kubectl`` call.
     """
-    limit = exec_timeout()
-    path = os.environ.get(FAKE_ENV)
-    if path:
-        from mlenv.cluster.fake import FakeCluster
-
-        if not os.path.isfile(path):
-            raise InputError(f"{FAKE_ENV}={path}: no such fake-cluster state file")
-        fake = FakeCluster.load(path)
-        if os.environ.get(TIMEOUT_ENV):
-            fake.exec_timeout = limit
-        try:
-            yield fake
-        finally:
-            fake.save(path)
-        return
-    from mlenv.cluster.oc import OcCluster
-
-    client = OcCluster(exec_timeout=limit, kubeconfig=kubeconfig, context=context)
-    if client.notice and notice is not None:
-        notice(client.notice)
-    yield client
+    opts = ClientOptions(exec_timeout(), bool(os.environ.get(TIMEOUT_ENV)), kubeconfig, context)
+    with _factory(opts) as client:
+        said = str(getattr(client, "notice", "") or "")
+        if said and notice is not None:
+            notice(said)
+        yield client

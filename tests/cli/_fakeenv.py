@@ -1,5 +1,5 @@
-"""Helpers for CLI tests of the cluster verbs: a fake-cluster state file injected through
-``MLENV_FAKE_CLUSTER`` (the factory hook in ``mlenv.cluster.connect``)."""
+"""Helpers for CLI tests of the cluster verbs: a fake-cluster state file, injected for one
+CliRunner invocation through the client factory (``mlenv.cluster.connect.use_factory``)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,10 @@ from pathlib import Path
 from typer.testing import CliRunner, Result
 
 from mlenv.cli.app import app
-from mlenv.cluster.fake import FakeCluster
+from mlenv.cluster.connect import use_factory
 from mlenv.config import load
+from mlenv.testing.fakecluster import FakeCluster
+from mlenv.testing.fakecluster.session import state_file
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,12 +33,13 @@ def fake_state(tmp_path: Path, cluster: str = "barcelona", *, rdma: bool = True)
 
 
 def run(args: list[str], state: Path | None, monkeypatch) -> Result:  # type: ignore[no-untyped-def]
-    """Invoke ``mlenv ARGS`` with the repo as root and the fake injected."""
+    """Invoke ``mlenv ARGS`` with the repo as root and, with a ``state``, the fake as the
+    cluster (without one, the real client: whatever ``kubectl`` is on PATH)."""
     monkeypatch.setenv("MLENV_ROOT", str(ROOT))
-    if state is not None:
-        monkeypatch.setenv("MLENV_FAKE_CLUSTER", str(state))
-        # `deploy` records the current cluster: next to the fake, never in the repo
-        monkeypatch.setenv("MLENV_STATE_DIR", str(state.parent / ".mlenv"))
-    else:
+    if state is None:
         monkeypatch.setenv("MLENV_STATE_DIR", str(ROOT / ".pytest_cache" / "mlenv-state"))
-    return CliRunner().invoke(app, args)
+        return CliRunner().invoke(app, args)
+    # `deploy` records the current cluster: next to the fake, never in the repo
+    monkeypatch.setenv("MLENV_STATE_DIR", str(state.parent / ".mlenv"))
+    with use_factory(state_file(state)):
+        return CliRunner().invoke(app, args)

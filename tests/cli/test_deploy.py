@@ -9,7 +9,6 @@ from mlenv.cluster.fake import FakeCluster
 
 
 def test_dry_run_client_prints_the_plan_without_a_cluster(monkeypatch) -> None:
-    monkeypatch.delenv("MLENV_FAKE_CLUSTER", raising=False)
     monkeypatch.setenv("KUBECONFIG", "/nonexistent/kubeconfig")  # must not be read
     r = run(["deploy", "barcelona", "--mode", "rdma", "--dry-run", "client"], None, monkeypatch)
     assert r.exit_code == 0, r.output
@@ -47,7 +46,6 @@ def test_faults_are_one_line_with_exit_codes(tmp_path, monkeypatch) -> None:
     fake.save(str(state))
     r = run(["deploy", "barcelona"], state, monkeypatch)
     assert r.exit_code == 3 and "Unable to connect to the server" in r.output
-    monkeypatch.delenv("MLENV_FAKE_CLUSTER")
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing-kubeconfig"))
     r = run(["status", "barcelona"], None, monkeypatch)
     assert r.exit_code == 2 and "kubeconfig" in r.output and "Traceback" not in r.output
@@ -108,7 +106,6 @@ def test_missing_oc_is_announced_once_on_stderr(tmp_path, monkeypatch) -> None:
     kubectl.write_text(f"#!{sys.executable}\nimport sys\nsys.exit(0)\n")
     kubectl.chmod(0o755)
     monkeypatch.setenv("PATH", str(bindir))
-    monkeypatch.delenv("MLENV_FAKE_CLUSTER", raising=False)
     monkeypatch.delenv("KUBECONFIG", raising=False)
     r = run(["status", "barcelona"], None, monkeypatch)
     assert r.exit_code == 0, r.output

@@ -1,5 +1,5 @@
 """Every cluster verb against an API server that is not there (i16), through the REAL
-``oc``/``kubectl`` client binary on PATH (no fake: ``MLENV_FAKE_CLUSTER`` is unset):
+``oc``/``kubectl`` client binary on PATH (no fake: the CLI's own client factory):
 
 - a closed port (connection refused),
 - a black-hole listener this test starts (accepts TCP, never answers: TLS never starts),
