@@ -12,6 +12,7 @@ and kubeconfig by :mod:`mlenv.argv`.
 
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 from collections.abc import Callable
@@ -64,6 +65,35 @@ def reset(**values: Any) -> None:
     SETTINGS.verbose = bool(values.get("verbose"))
 
 
+def cluster_names(incomplete: str) -> list[str]:
+    """Shell completion for a CLUSTER argument: the names in ``clusters/``, then config
+    files when the word looks like a path."""
+    from pathlib import Path
+
+    from mlenv.cli._common import repo_root
+
+    names = sorted(p.stem for p in (Path(repo_root()) / "clusters").glob("*.yaml"))
+    return [n for n in names if n.startswith(incomplete)]
+
+
+def _complete_clusters(p: inspect.Parameter) -> inspect.Parameter:
+    """A ``cluster`` argument without its own completion completes cluster names."""
+    from typing import get_args, get_origin
+
+    from typer.models import ArgumentInfo
+
+    if p.name != "cluster" or get_origin(p.annotation) is not Annotated:
+        return p
+    base, *extras = get_args(p.annotation)
+    infos = [e for e in extras if isinstance(e, ArgumentInfo)]
+    if len(infos) != 1 or infos[0].autocompletion is not None or infos[0].shell_complete:
+        return p
+    info = copy.copy(infos[0])
+    info.autocompletion = cluster_names
+    new = [info if e is infos[0] else e for e in extras]
+    return p.replace(annotation=Annotated[(base, *new)])
+
+
 def with_globals(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` with the global options appended to its signature; given after the verb,
     they override the root's."""
@@ -84,7 +114,7 @@ def with_globals(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
                 setattr(SETTINGS, _OPTIONS[k][1], value)
         return fn(*args, **kwargs)
 
-    params = list(sig.parameters.values())
+    params = [_complete_clusters(p) for p in sig.parameters.values()]
     wrapper.__signature__ = sig.replace(parameters=[*params, *extra])  # type: ignore[attr-defined]
     wrapper.__annotations__ = {**{p.name: p.annotation for p in params},
                                **{p.name: p.annotation for p in extra},

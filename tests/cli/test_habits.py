@@ -210,6 +210,8 @@ def test_bash_completion_completes_verbs_and_options(tmp_path) -> None:
 
     assert "status" in complete("mlenv", "sta")
     assert {"--namespace", "--output"} <= set(complete("mlenv", "status", "x", "--"))
+    assert complete("mlenv", "status", "b") == ["barcelona"]  # cluster names from clusters/
+    assert set(complete("mlenv", "shell", "''")) == {p.stem for p in (ROOT / "clusters").glob("*.yaml")}
 
 
 def test_teardown_dry_run_lists_and_deletes_nothing(tmp_path, monkeypatch) -> None:
