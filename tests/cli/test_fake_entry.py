@@ -104,3 +104,19 @@ def test_make_targets_run_against_the_fake_through_the_mlenv_variable(
     assert r.returncode == 0, r.stdout + r.stderr
     assert "ml-dev-env-0" in r.stdout and "workspace-ml-dev-env-1" in r.stdout
     assert FakeCluster.load(str(state)).get("StatefulSet", "ml-dev-env", NS) is not None
+
+
+def test_the_wheel_leaves_mlenv_testing_out() -> None:
+    """pyproject's package discovery, as setuptools runs it for the wheel (building one
+    here would write build/ into the shared checkout): mlenv.testing is not a package of
+    the distribution, every product package is."""
+    tomllib = pytest.importorskip("tomllib")
+    from setuptools import find_packages
+
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "packages"]["find"]
+    shipped = set(find_packages(str(ROOT), include=find["include"], exclude=find["exclude"]))
+    assert not {p for p in shipped if p == "mlenv.testing" or p.startswith("mlenv.testing.")}
+    assert {"mlenv", "mlenv.cli", "mlenv.cluster", "mlenv.pod", "mlenv.acceptance"} <= shipped
+    every = set(find_packages(str(ROOT), include=find["include"]))
+    assert {"mlenv.testing", "mlenv.testing.fakecluster"} <= every  # the exclusion bites
