@@ -281,8 +281,8 @@ def ssh_user(value: str) -> str:
 
 
 def ssh(host: str, remote: Sequence[str], *, user: str = "", port: int = 22, key: str = "",
-        options: Sequence[str] = ()) -> list[str]:
-    """``ssh OPTIONS… [-l USER] [-p PORT] [-i KEY] -- HOST REMOTE…`` with the host validated.
+        options: Sequence[str] = (), config: str = "") -> list[str]:
+    """``ssh OPTIONS… -p PORT [-F CONFIG] [-l USER] [-i KEY] -- HOST REMOTE…``, host validated.
 
     ssh joins the remote words with spaces into one shell command line on the host, so
     each word is shell-quoted here: a remote argument stays one argument there.
@@ -292,6 +292,8 @@ def ssh(host: str, remote: Sequence[str], *, user: str = "", port: int = 22, key
     if isinstance(port, bool) or not isinstance(port, int) or not 0 < port < 65536:
         raise UnsafeArgument(f"ssh port {_show(port)} is not a port number (1-65535)")
     argv = ["ssh", *options_before(options), "-p", str(port)]
+    if config:
+        argv += ["-F", local_path(config, "ssh config")]
     if user:
         argv += ["-l", ssh_user(user)]
     if key:

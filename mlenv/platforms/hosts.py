@@ -10,6 +10,7 @@ MLENV_*) is passed as ``env K=V …`` words, each one quoted by :func:`mlenv.arg
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import time
@@ -23,8 +24,8 @@ from mlenv.config.model import Cluster
 from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_OK, InfraError, InputError
 
 Say = Callable[[str], None]
-SSH_OPTIONS = ("-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "StrictHostKeyChecking=accept-new",
-               "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3")
+SSH_OPTIONS = ("-oBatchMode=yes", "-oConnectTimeout=5", "-oStrictHostKeyChecking=accept-new",
+               "-oServerAliveInterval=5", "-oServerAliveCountMax=3")
 PROBE = ("import json, sys\n"
          "out = {'python': sys.version.split()[0]}\n"
          "try:\n import torch; out['torch'] = torch.__version__; out['gpus'] = torch.cuda.device_count()\n"
@@ -38,7 +39,9 @@ def ssh_words(cluster: Cluster, host: str, remote: list[str]) -> list[str]:
     """The ssh argv reaching ``host`` as the config says (user, port, key)."""
     h = cluster.hosts
     key = str(Path(h.ssh_key).expanduser()) if h.ssh_key else ""
-    return argv.ssh(host, remote, user=h.ssh_user, port=h.ssh_port, key=key, options=SSH_OPTIONS)
+    # MLENV_SSH_CONFIG: an ssh_config file for these hosts (jump hosts, known_hosts file, ...)
+    return argv.ssh(host, remote, user=h.ssh_user, port=h.ssh_port, key=key, options=SSH_OPTIONS,
+                    config=os.environ.get("MLENV_SSH_CONFIG", ""))
 
 
 def hosts_of(cluster: Cluster, nodes: int | None) -> list[str]:
@@ -114,6 +117,9 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
            "PYTHONUNBUFFERED": "1"}
     if cluster.gpus.type.lower() == "cpu":
         env.update(DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
+    for k in ("TORCH_EXTENSIONS_DIR",):  # DeepSpeed op cache, when the caller set one
+        if os.environ.get(k):
+            env[k] = os.environ[k]
     procs = []
     t0 = time.monotonic()
     for i, h in enumerate(hosts):

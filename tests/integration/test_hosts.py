@@ -1,0 +1,124 @@
+"""Issue 13, ``platform: hosts``: the suite over real sshd on two netns hosts.
+
+This machine is the head (it runs ``mlenv``); each netns host runs an sshd that accepts
+a key made for the test. ``nodes.gpu_nodes`` lists the hosts' addresses (this machine
+reaches them over the harness's bridge, to which it gets ``<subnet>.1``). ssh reads
+``MLENV_SSH_CONFIG`` (a known_hosts file under the test's temp dir, so root's own is not
+touched). Tests run in file order: PASS first, then a host whose sshd is stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from harness import netns
+
+pytestmark = pytest.mark.integration
+
+CLUSTER = "hosts-harness"
+BASELINE = str(Path(__file__).parent / "harness" / "baseline_harness.yaml")
+SMALL = str(Path(__file__).parent / "harness" / "acceptance_small.json")
+
+
+class Env:
+    def __init__(self, root: Path, pods: netns.Cluster, sshd: list[subprocess.Popen[str]]) -> None:
+        self.root, self.pods, self.sshd = root, pods, sshd
+
+    def mlenv(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "MLENV_ROOT": str(self.root), "MLENV_SSH_CONFIG": str(self.root / "ssh_config"),
+               "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/mlenv/torch_extensions")),
+               "OMP_NUM_THREADS": "1"}
+        return subprocess.run([sys.executable, "-m", "mlenv", *args], env=env, capture_output=True, text=True,
+                              timeout=timeout, cwd=self.root, check=False)
+
+
+def _sshd_config(root: Path, pods: netns.Cluster) -> Path:
+    f = root / "sshd_config"
+    f.write_text(f"Port 22\nListenAddress 0.0.0.0\nHostKey {pods.secret_dir}/ssh_host_ed25519_key\n"
+                 f"AuthorizedKeysFile {root}/authorized_keys\nPermitRootLogin prohibit-password\n"
+                 "StrictModes no\nUsePAM no\nPidFile none\nPasswordAuthentication no\n")
+    return f
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    why = netns.unavailable_reason()
+    if why:
+        pytest.skip(why)
+    root = tmp_path_factory.mktemp("hosts")
+    pods = netns.Cluster(2, str(root / "pods"))
+    pods.setup()
+    sshd: list[subprocess.Popen[str]] = []
+    try:
+        subprocess.run(["ip", "addr", "add", f"{pods._subnet()}.1/24", "dev", pods.bridge], check=True,
+                       capture_output=True)
+        netns.keypair(str(root / "id"))
+        (root / "authorized_keys").write_text((root / "id.pub").read_text())
+        (root / "ssh_config").write_text(f"UserKnownHostsFile {root}/known_hosts\nStrictHostKeyChecking no\n"
+                                         "LogLevel ERROR\n")
+        cfg = _sshd_config(root, pods)
+        sshd_bin = "/usr/sbin/sshd"
+        for i in range(2):
+            sshd.append(pods.popen(i, [sshd_bin, "-D", "-e", "-f", str(cfg)], dict(os.environ),
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+        (root / "clusters").mkdir()
+        (root / "shared").mkdir()
+        addrs = [p.address for p in pods.pods]
+        (root / "clusters" / f"{CLUSTER}.yaml").write_text(
+            f"cluster:\n  name: {CLUSTER}\n  namespace: unused\nplatform: hosts\n"
+            f"nodes:\n  gpu_nodes: [{addrs[0]}, {addrs[1]}]\n"
+            f"hosts:\n  ssh_user: root\n  ssh_key: {root}/id\n  shared_dir: {root}/shared\n"
+            f"  python: {sys.executable}\n"
+            "network:\n  tcp:\n    interface_exclude: lo\ngpus:\n  per_node: 2\n  type: cpu\n  default_nodes: 2\n")
+        e = Env(root, pods, sshd)
+        end = time.monotonic() + 20
+        while time.monotonic() < end:
+            r = e.mlenv("deploy", CLUSTER, timeout=60)
+            if r.returncode == 0:
+                break
+            time.sleep(0.5)
+        yield e
+    finally:
+        for p in sshd:
+            if p.poll() is None:
+                os.killpg(p.pid, 9)
+                p.wait(timeout=10)
+        pods.teardown()
+
+
+def test_hosts_preflight_and_acceptance_2x2_pass(env: Env) -> None:
+    r = env.mlenv("deploy", CLUSTER)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for p in env.pods.pods:
+        assert f"preflight: host {p.address}: python" in r.stdout
+    t0 = time.monotonic()
+    r = env.mlenv("acceptance", "--cluster", CLUSTER, "--baseline", BASELINE, "--options", SMALL)
+    wall = time.monotonic() - t0
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "verdict: PASS" in r.stdout
+    runs = list((env.root / "reports" / CLUSTER).iterdir())
+    assert len(runs) == 1
+    doc = json.loads((runs[0] / "results.json").read_text())
+    assert doc["verdict"] == "PASS" and doc["world"]["nodes"] == 2 and doc["world"]["ranks"] == 4
+    assert sorted(set(doc["world"]["hosts"])) == [p.hostname for p in env.pods.pods]
+    print(f"\nhosts 2x2 CPU ranks over ssh, quick profile (small sizes): {wall:.1f} s")
+
+
+def test_host_with_ssh_down_is_named_before_launch(env: Env) -> None:
+    victim = env.pods.pods[1]
+    os.killpg(env.sshd[1].pid, 9)
+    env.sshd[1].wait(timeout=10)
+    before = set((env.root / "shared").glob("results/*")) if (env.root / "shared" / "results").exists() else set()
+    r = env.mlenv("acceptance", "--cluster", CLUSTER, "--baseline", BASELINE, "--options", SMALL, timeout=60)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert f"host {victim.address}: ssh unreachable" in r.stderr and "nothing was launched" in r.stderr
+    assert f"host {env.pods.pods[0].address}" not in r.stderr
+    after = set((env.root / "shared").glob("results/*")) if (env.root / "shared" / "results").exists() else set()
+    assert after == before, "a run was started"
