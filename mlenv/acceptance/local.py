@@ -9,14 +9,16 @@ results gathered so far are kept, the verdict is ERROR).
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, TextIO
 
 from mlenv.contract import EXIT_ERROR, read_results
 from mlenv.errors import InfraError
@@ -103,7 +105,7 @@ def recover(report_dir: Path, launcher_rc: int) -> dict[str, Any]:
     return finalize(report_dir, meta, results, notes=[why, *notes])
 
 
-def stop(proc: subprocess.Popen[bytes]) -> None:
+def stop(proc: subprocess.Popen[str]) -> None:
     """End the launcher's whole process group (we started it in its own session)."""
     for sig, wait in ((signal.SIGTERM, 35.0), (signal.SIGKILL, 5.0)):
         try:
@@ -137,13 +139,60 @@ def prepare_report_dir(report_dir: Path) -> None:
         (report_dir / f).unlink(missing_ok=True)
 
 
+# DeepSpeed's own logger lines: "[2026-11-24 00:05:58,600] [INFO] [launch.py:152:main] ...".
+# INFO/DEBUG chatter goes to launcher.log only (unless --verbose); WARNING and up still show.
+_DS_CHATTER = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\] \[(?:INFO|DEBUG)\] ")
+LAUNCHER_LOG = "launcher.log"
+
+
+# The launcher warns that our deliberately absent hostfile is absent: expected, not news.
+_EXPECTED_WARNING = "Unable to find hostfile, will proceed with training with local resources only"
+
+
+def shown(line: str, verbose: bool) -> bool:
+    """Whether a launcher output line reaches the console (it always reaches launcher.log)."""
+    return verbose or not (_DS_CHATTER.match(line) or _EXPECTED_WARNING in line)
+
+
+def _pump(stream: IO[str], log: IO[str], out: TextIO, verbose: bool, stamp: bool) -> None:
+    """Copy the launcher's output: everything to the log, the non-chatter to ``out``;
+    ``stamp`` (not a terminal: CI logs) prefixes each console line with the wall time."""
+    for line in stream:
+        log.write(line)
+        log.flush()
+        if shown(line, verbose):
+            out.write(f"{time.strftime('%H:%M:%S')} {line}" if stamp else line)
+            out.flush()
+
+
+def first_run_notice(gpus: int, env: dict[str, str]) -> str | None:
+    """The one-time DeepSpeed CPU op build, said before the silence it causes."""
+    if gpus:
+        return None
+    root = Path(env.get("TORCH_EXTENSIONS_DIR", ""))
+    if root and any(root.glob("deepspeed_shm_comm/*.so")):
+        return None
+    return "building DeepSpeed's CPU communication op (first run on this machine only, ~30 s)…"
+
+
 def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: float,
-              on_timeout: Any = None) -> LocalRun:
+              on_timeout: Any = None, *, verbose: bool = False, out: TextIO | None = None) -> LocalRun:
     """Start the launcher in its own session, wait at most ``budget_s``, then read (or recover)
-    the report. InfraError when no report at all was produced."""
+    the report. InfraError when no report at all was produced.
+
+    The launcher's output goes to ``report_dir/launcher.log`` in full and to ``out``
+    (default stdout) without DeepSpeed's INFO chatter unless ``verbose``; lines carry a
+    timestamp when ``out`` is not a terminal."""
+    console = out or sys.stdout
     t0 = time.monotonic()
     timed_out = False
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
+    log = (report_dir / LAUNCHER_LOG).open("w", encoding="utf-8")
+    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace")
+    assert proc.stdout is not None
+    pump = threading.Thread(target=_pump, args=(proc.stdout, log, console, verbose, not console.isatty()),
+                            daemon=True)
+    pump.start()
     try:
         rc = proc.wait(timeout=budget_s)
     except subprocess.TimeoutExpired:
@@ -155,10 +204,15 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
     except KeyboardInterrupt:
         stop(proc)
         raise
+    finally:
+        # a rank that left the process group may still hold the pipe: never wait for it long
+        pump.join(timeout=10)
+        log.close()
     wall = time.monotonic() - t0
     doc = read_results(report_dir)
     if doc is not None:
         return LocalRun(doc, False, wall, timed_out)
     if (report_dir / "results.jsonl").exists() or (report_dir / "run.json").exists():
         return LocalRun(recover(report_dir, rc), True, wall, timed_out)
-    raise InfraError(f"the suite produced no report in {report_dir} (launcher exit {rc}); see the output above")
+    raise InfraError(f"the suite produced no report in {report_dir} (launcher exit {rc}); see the output above "
+                     f"and {report_dir / LAUNCHER_LOG}")

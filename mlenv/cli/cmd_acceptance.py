@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._common import err, guarded, repo_root
+from mlenv.cli._common import SETTINGS, err, guarded, note, repo_root
 from mlenv.errors import InputError
 
 
@@ -91,7 +91,11 @@ def register(app: typer.Typer) -> None:
         err(f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed: {shlex.join(cmd)}")
         # Worst case: every check runs into its deadline (the suite itself aborts sooner).
         budget = n_checks * dl + local.STARTUP_SLACK_S
-        run = local.run_local(cmd, local.launch_env(n, gpus), report_dir, budget,
+        env = local.launch_env(n, gpus)
+        first = local.first_run_notice(gpus, env)
+        if first:
+            note(first)
+        run = local.run_local(cmd, env, report_dir, budget, verbose=SETTINGS.verbose,
                               on_timeout=lambda b: err(f"the suite did not end within {b:.0f} s: stopping it"))
         if run.recovered:  # rank 0 died: only this process can tell the verdict
             typer.echo(console.verdict_block(run.doc, str(report_dir)))
