@@ -9,6 +9,7 @@ below its baseline reads FAIL live, not PASS-then-FAIL.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from mlenv.acceptance import baselines
@@ -82,9 +83,26 @@ class LiveJudge:
         return judged
 
 
+_REPORT_FILES = ("results.json", "results.jsonl", "junit.xml", "summary.md")
+
+
+def report_files(report_dir: str) -> list[str]:
+    """The report files to name: those of :data:`_REPORT_FILES` in ``report_dir``, then every
+    PNG there (busbw.png, tflops.png, trend-*.png); the fixed list when the folder is not
+    on this machine (a pod's, named from outside)."""
+    d = Path(report_dir)
+    if not d.is_dir():
+        return list(_REPORT_FILES)
+    try:
+        pngs = sorted(p.name for p in d.iterdir() if p.suffix == ".png" and p.is_file())
+    except OSError:
+        pngs = []
+    return [f for f in _REPORT_FILES if (d / f).is_file()] + pngs
+
+
 def verdict_block(doc: dict[str, Any], report_dir: str) -> str:
     """The verdict, its reasons (one line each: stacks stay in results.json) and where the reports are."""
     lines = [f"verdict: {doc['verdict']}"]
     lines += [f"  - {one_line(str(r))}" for r in doc.get("reasons", [])]
-    lines.append(f"reports: {report_dir}/ (results.json, results.jsonl, junit.xml, summary.md)")
+    lines.append(f"reports: {report_dir}/ ({', '.join(report_files(report_dir)) or 'none written'})")
     return "\n".join(lines)

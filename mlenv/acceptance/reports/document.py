@@ -129,13 +129,19 @@ def finalize(report_dir: Path, meta: RunMeta, results: list[CheckResult], notes:
     (report_dir / JUNIT_XML).write_text(junit, encoding="utf-8")
     made: list[str] = []
     if plots:
+        from mlenv.acceptance.history import current_cluster
         from mlenv.acceptance.reports.plots import plot_busbw, plot_tflops
 
+        try:
+            cluster: str | None = current_cluster()
+        except Exception:  # a plot title must never cost the report
+            cluster = None
+        titles = {"cluster": cluster, "run_id": meta.run_id, "world": meta.world}
         for fn, name in ((plot_busbw, PLOT_BUSBW), (plot_tflops, PLOT_TFLOPS)):
             try:
-                if fn(j.results, report_dir / name) is not None:
+                if fn(j.results, report_dir / name, baseline, titles) is not None:
                     made.append(name)
             except Exception as e:  # a plot must never cost the report
                 doc["reasons"].append(f"note: plot {name} not drawn: {type(e).__name__}: {e}")
-    (report_dir / SUMMARY_MD).write_text(to_markdown(doc, j.results, made), encoding="utf-8")
+    (report_dir / SUMMARY_MD).write_text(to_markdown(doc, j.results, made, baseline), encoding="utf-8")
     return doc

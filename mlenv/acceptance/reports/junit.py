@@ -21,7 +21,8 @@ def testcase_name(r: CheckResult) -> str:
         return f"rank {r.rank} @ {r.node}" if r.node else f"rank {r.rank}"
     if r.scope == "node":
         return f"node {r.node}"
-    return f"{r.scope} {r.group}" if r.group else r.scope
+    # the world group is labelled "world": "world", not "world world"
+    return f"{r.scope} {r.group}" if r.group and r.group != r.scope else r.scope
 
 
 def _metrics_text(r: CheckResult) -> str:

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+import statistics
+from typing import TYPE_CHECKING, Any
 
 from mlenv.acceptance.reports.junit import evidence_lines, testcase_name
+from mlenv.acceptance.reports.units import hosts_text, human_bytes
 from mlenv.acceptance.result import CheckResult, Status
+
+if TYPE_CHECKING:
+    from mlenv.acceptance.baselines import Baseline
 
 EVIDENCE_BLOCKS = 8  # results whose evidence lines summary.md shows (the rest: results.json)
 
@@ -21,8 +26,10 @@ def _cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
-def to_markdown(doc: dict[str, Any], results: list[CheckResult], plots: list[str]) -> str:
-    """Render the summary; ``plots`` are file names relative to the report directory."""
+def to_markdown(doc: dict[str, Any], results: list[CheckResult], plots: list[str],
+                baseline: Baseline | None = None) -> str:
+    """Render the summary; ``plots`` are file names relative to the report directory;
+    ``baseline`` (the one the verdict used) names the busbw bar under each collectives table."""
     world = doc.get("world", {})
     env = doc.get("env", {})
     lines = [
@@ -32,7 +39,7 @@ def to_markdown(doc: dict[str, Any], results: list[CheckResult], plots: list[str
         f"profile `{doc.get('profile', '')}`, baseline `{doc.get('baseline') or 'none (outliers only)'}`.",
         "",
         f"World: {world.get('nodes')} node(s), {world.get('ranks')} rank(s), backend "
-        f"{world.get('backend')}, device {world.get('device')}; hosts: {', '.join(world.get('hosts', []))}.",
+        f"{world.get('backend')}, device {world.get('device')}; hosts: {hosts_text(world.get('hosts') or [])}.",
         "",
         f"Environment: torch {env.get('torch')}, CUDA {env.get('cuda')}, NCCL {env.get('nccl')}, "
         f"DeepSpeed {env.get('deepspeed')}, GPUs: {', '.join(env.get('gpus', [])) or 'none'}.",
@@ -46,6 +53,7 @@ def to_markdown(doc: dict[str, Any], results: list[CheckResult], plots: list[str
         lines.append(f"| {r.name} | {_cell(testcase_name(r))} | {r.status.value} | "
                      f"{_cell(_fmt_metrics(r.metrics))} | {_cell('; '.join(r.reasons))} | {r.duration_s:.2f} |")
     lines.append("")
+    lines += collectives_section(results, baseline)
     lines += _evidence(results)
     expected = doc.get("expected") or []
     if expected:
@@ -75,4 +83,82 @@ def _evidence(results: list[CheckResult]) -> list[str]:
         out += [f"**{r.name}** {_cell(testcase_name(r))}: {r.status.value}", "", f"{fence}text", *ev, fence, ""]
     if len(with_ev) > EVIDENCE_BLOCKS:
         out += [f"(+{len(with_ev) - EVIDENCE_BLOCKS} more result(s) with evidence in results.json)", ""]
+    return out
+
+
+def _row_dicts(r: CheckResult) -> list[dict[str, Any]]:
+    rows = r.details.get("rows") if isinstance(r.details, dict) else None
+    return [x for x in rows if isinstance(x, dict) and "size" in x] if isinstance(rows, list) else []
+
+
+def _variant_cells(m: Any) -> list[str]:
+    if not isinstance(m, dict):
+        return ["N/A"] * 4
+    return [f"{m.get('time_us', 0):.1f}", f"{m.get('algbw_gbps', 0):.3g}", f"{m.get('busbw_gbps', 0):.3g}",
+            str(m.get("wrong", 0))]
+
+
+def size_table(r: CheckResult) -> list[str]:
+    """The per-size table of one collectives result, nccl-tests' columns, sizes in KiB/MiB."""
+    rows = _row_dicts(r)
+    if not rows:
+        return []
+    out = ["| size | count | out-of-place time (us) | algbw (GB/s) | busbw (GB/s) | #wrong "
+           "| in-place time (us) | algbw (GB/s) | busbw (GB/s) | #wrong |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for x in rows:
+        oop, ip = x.get("out_of_place"), x.get("in_place")
+        if oop is None and ip is None:  # a row with its headline variant only
+            head = {k: x.get(k) for k in ("time_us", "algbw_gbps", "busbw_gbps", "wrong")}
+            oop, ip = (None, head) if x.get("variant") == "in-place" else (head, None)
+        out.append(f"| {human_bytes(float(x['size']))} | {x.get('count', '')} | "
+                   + " | ".join(_variant_cells(oop) + _variant_cells(ip)) + " |")
+    return out
+
+
+def collectives_section(results: list[CheckResult], baseline: Baseline | None = None) -> list[str]:
+    """``## Collectives``: per op, the world group's per-size table with nccl-tests' footer
+    figures and the bar it is held to; intra/inter groups as one line each of min/median/max
+    busbw over the groups (64 nodes make 64 intra groups per op: no table each)."""
+    from mlenv.acceptance.baselines import bar_for
+
+    coll = [r for r in results if r.name.startswith("collectives.") and _row_dicts(r)]
+    if not coll:
+        return []
+    out = ["## Collectives", ""]
+    for name in sorted({r.name for r in coll}):
+        mine = [r for r in coll if r.name == name]
+        for r in (x for x in mine if x.scope == "world"):
+            d = r.details
+            fabric = f", fabric {d['fabric']}" if d.get("fabric") else ""
+            out += [f"### {name} (world, {len(d.get('ranks') or [])} ranks{fabric}): {r.status.value}", ""]
+            out += size_table(r)
+            foot = []
+            if "busbw_gbps_avg" in r.metrics:
+                foot.append(f"Avg bus bandwidth: {r.metrics['busbw_gbps_avg']:.4g} GB/s")
+            if "wrong_elements" in r.metrics:
+                wrong = r.metrics["wrong_elements"] + r.metrics.get("wrong_elements_in_place", 0.0)
+                foot.append(f"out of bounds values: {wrong:g} {'OK' if wrong == 0 else 'FAILED'}")
+            bar = bar_for(baseline, r, "busbw_gbps_large")
+            if bar is not None:
+                foot.append(f"bar: busbw_gbps_large {bar.op} {bar.value:g} GB/s ({_cell(bar.source)})")
+            elif d.get("fabric"):
+                foot.append("no busbw bar for this fabric and sweep (reported only)")
+            out += ["", "; ".join(foot) + ".", ""] if foot else [""]
+        for scope in ("intra", "inter"):
+            groups = [r for r in mine if r.scope == scope and "busbw_gbps_large" in r.metrics]
+            if not groups:
+                continue
+            vals = sorted(r.metrics["busbw_gbps_large"] for r in groups)
+            worst = min(groups, key=lambda r: r.metrics["busbw_gbps_large"])
+            bar = bar_for(baseline, worst, "busbw_gbps_large")
+            below = [r for r in groups if bar is not None and not bar.holds(r.metrics["busbw_gbps_large"])]
+            text = (f"- {name} {scope}: {len(groups)} group(s), busbw at the largest size min "
+                    f"{vals[0]:.4g} / median {statistics.median(vals):.4g} / max {vals[-1]:.4g} GB/s; "
+                    f"lowest: {_cell(worst.group or '?')}")
+            if bar is not None:
+                text += f"; bar {bar.op} {bar.value:g}: {len(below)} below"
+            out.append(text)
+        if any(r.scope in ("intra", "inter") for r in mine):
+            out.append("")
     return out
