@@ -76,6 +76,24 @@ def cluster_names(incomplete: str) -> list[str]:
     return [n for n in names if n.startswith(incomplete)]
 
 
+def _option_strings(p: inspect.Parameter) -> list[str]:
+    """The option strings (``--namespace``, ``-n``) a typer parameter declares; a verb's
+    own option keeps its spelling and meaning, the global one of that spelling is left out."""
+    from typing import get_args, get_origin
+
+    from typer.models import OptionInfo
+
+    if get_origin(p.annotation) is not Annotated:
+        return []
+    infos = [e for e in get_args(p.annotation)[1:] if isinstance(e, OptionInfo)]
+    if not infos:
+        return []
+    info = infos[0]
+    decls = [d for d in (info.default, *(info.param_decls or ()))
+             if isinstance(d, str) and d.startswith("-")]
+    return decls or [f"--{p.name.replace('_', '-')}"]
+
+
 def _complete_clusters(p: inspect.Parameter) -> inspect.Parameter:
     """A ``cluster`` argument without its own completion completes cluster names."""
     from typing import get_args, get_origin
@@ -97,9 +115,12 @@ def _complete_clusters(p: inspect.Parameter) -> inspect.Parameter:
 def with_globals(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     """``fn`` with the global options appended to its signature; given after the verb,
     they override the root's."""
-    wanted = {k: v for k, v in _OPTIONS.items()
-              if (name in CLUSTER_VERBS or not v[2]) and k not in _OWN.get(name, set())}
     sig = inspect.signature(fn, eval_str=True)
+    taken = {d for p in sig.parameters.values() for d in _option_strings(p)}
+    wanted = {k: v for k, v in _OPTIONS.items()
+              if (name in CLUSTER_VERBS or not v[2]) and k not in _OWN.get(name, set())
+              and not taken & set(_option_strings(inspect.Parameter(
+                  k, inspect.Parameter.KEYWORD_ONLY, annotation=v[0])))}
     if any(k in sig.parameters for k in wanted):  # already wrapped
         return fn
     extra = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=ann,

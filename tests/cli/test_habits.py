@@ -10,8 +10,10 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Annotated
 
 import pytest
+import typer
 import yaml
 from _fakeenv import ROOT, fake_state, run
 
@@ -280,3 +282,19 @@ def test_mlenv_is_found_from_any_folder_of_the_checkout(tmp_path) -> None:
     r = subprocess.run([sys.executable, "-m", "mlenv", "list-clusters"], cwd=tmp_path, env=env,
                        capture_output=True, text=True)
     assert r.returncode == 2 and "no cluster configs found" in r.stderr
+
+
+def test_a_verbs_own_option_keeps_its_spelling() -> None:
+    """A verb added later with its own -v (or -n, -o…) keeps it: the global of the same
+    spelling is not added to that verb."""
+    import inspect
+
+    from mlenv.cli._globals import with_globals
+
+    params = inspect.signature(with_globals("status", verb)).parameters
+    assert "g_verbose" not in params and {"g_quiet", "g_namespace", "g_context"} <= set(params)
+    assert "g_namespace" not in inspect.signature(with_globals("validate", verb)).parameters
+
+
+def verb(cluster: str, version: Annotated[bool, typer.Option("--version-info", "-v")] = False) -> None:
+    """A verb with its own -v (for test_a_verbs_own_option_keeps_its_spelling)."""
