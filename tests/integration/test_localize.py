@@ -37,12 +37,13 @@ HOSTS = 4
 # 20 % of a healthy one (slow_frac 0.8); the shaped links are about 1 % of it.
 OPTIONS = {"fabric.localize": {"bytes": 262144, "iters": 5, "warmup": 1, "slow_frac": 0.8},
            "collectives": {"min_bytes": 1024, "max_bytes": 262144, "factor": 16, "iters": 3, "warmup": 1}}
-# A bar for the automatic trigger: an order of magnitude under an unshaped 4-host all_reduce
-# on this harness and an order above one through a 20 mbit/s host (a threshold, not a figure).
+# A bar for the automatic trigger (a threshold, not a measured figure): a 4-host all_reduce
+# through a 20 mbit/s host reaches a bus bandwidth of at most 1.5 x 2.5 MB/s = 0.004 GB/s,
+# an unshaped one several times the bar even on the loaded two cores.
 BASELINE = """model: CPU (netns harness, localize)
 match: []
 rules:
-  - {check: collectives.all_reduce, metric: busbw_gbps_large, op: ">=", value: 0.02, scope: world,
+  - {check: collectives.all_reduce, metric: busbw_gbps_large, op: ">=", value: 0.01, scope: world,
      source: "netns harness bar for the localize trigger"}
   - {check: "collectives.*", metric: wrong_elements, op: "==", value: 0, source: "exact data"}
 """
@@ -177,11 +178,12 @@ def test_slow_path_between_two_hosts_names_the_pair(hosts: Cluster, tmp_path: Pa
 
 def test_cli_localize_flag_reaches_the_suite(tmp_path: Path) -> None:
     """``mlenv acceptance --local --localize``: the check runs though --checks does not name it
-    (one machine is one node: nothing between nodes to localize, said so)."""
+    (one machine is one node: nothing between nodes to localize, said so). Only the
+    environment check besides: no figure that a loaded machine could make an outlier."""
     report = tmp_path / "report"
     env = dict(os.environ, PYTHONPATH=str(ROOT), DS_ACCELERATOR="cpu", MPLBACKEND="Agg")
     p = subprocess.run([sys.executable, "-m", "mlenv", "acceptance", "--local", "--nproc", "2", "--localize",
-                        "--checks", "memory.copy", "--report-dir", str(report)],
+                        "--checks", "environment", "--report-dir", str(report)],
                        capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     doc = json.loads((report / "results.json").read_text())
