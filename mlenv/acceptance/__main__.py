@@ -8,25 +8,22 @@ module names) imports extra check modules, e.g. site-specific checks or test pro
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import sys
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 from mlenv.acceptance import baselines, console, dist, history, profiles, ranklog
-from mlenv.acceptance.base import Check, RunContext, registry
+from mlenv.acceptance.base import RunContext, registry
 from mlenv.acceptance.reports import RunMeta, finalize
 from mlenv.acceptance.reports.document import ALL_FILES, RESULTS_JSONL, now_iso
 from mlenv.acceptance.reports.jsonl import JsonlWriter
 from mlenv.acceptance.result import CheckResult
+from mlenv.acceptance.selection import ORDER, load_checks, order_key, select_checks  # noqa: F401 - ORDER re-exported
 from mlenv.contract import exit_for_verdict
 from mlenv.errors import EXIT_ERROR, EXIT_INPUT, EXIT_OK, InputError, MlenvError
 
-# The order checks run in: cheap and informative first, the long training run last.
-ORDER = ("environment", "compute", "memory", "collectives", "fabric", "training")
 LOCALIZE = "fabric.localize"  # --localize runs it whatever --checks says
 
 
@@ -45,44 +42,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help=f"run {LOCALIZE} (name the slow node or link) even when no earlier check asks for it")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
-
-
-def load_checks() -> None:
-    """Import the shipped checks and any plugin modules (filling the registry)."""
-    importlib.import_module("mlenv.acceptance.checks")
-    for mod in filter(None, (m.strip() for m in os.environ.get("MLENV_ACCEPTANCE_PLUGINS", "").split(","))):
-        importlib.import_module(mod)
-
-
-def _order_key(name: str) -> tuple[int, str]:
-    fam = name.split(".", 1)[0]
-    return (ORDER.index(fam) if fam in ORDER else len(ORDER), name)
-
-
-def select_checks(spec: str) -> list[type[Check]]:
-    """Checks named by ``spec`` (names or family prefixes), in run order. InputError if unknown."""
-    reg = registry()
-    if not spec.strip():
-        return [reg[n] for n in sorted(reg, key=_order_key)]
-    chosen: list[str] = []
-    for want in (s.strip() for s in spec.split(",") if s.strip()):
-        hits = [n for n in reg if n == want or n.startswith(want + ".")]
-        if not hits:
-            raise InputError(f"--checks: unknown check {want!r} (known: {', '.join(sorted(reg, key=_order_key))})")
-        chosen += [h for h in hits if h not in chosen]
-    return [reg[n] for n in sorted(chosen, key=_order_key)]
-
-
-def validate_selected_options(checks: list[type[Check]], options: dict[str, Any]) -> None:
-    """Reject bad options of the selected checks before any rendezvous (InputError → exit 2).
-
-    Without this a typo in, say, the training dataset would surface minutes later as an
-    ERROR from every rank instead of a clear input error up front.
-    """
-    if any(c.name.startswith("training") for c in checks):
-        from mlenv.acceptance.checks.training import validate_options
-
-        validate_options(dict(options.get("training", {})))
 
 
 def _env_summary(results: list[CheckResult], backend: str) -> dict[str, object]:
@@ -113,8 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         load_checks()
         checks = select_checks(args.checks)
         if args.localize and LOCALIZE not in [c.name for c in checks]:
-            checks = sorted([*checks, registry()[LOCALIZE]], key=lambda c: _order_key(c.name))
-        validate_selected_options(checks, options)
+            checks = sorted([*checks, registry()[LOCALIZE]], key=lambda c: order_key(c.name))
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INPUT

@@ -75,16 +75,14 @@ def launch_env(nproc: int, gpus: int) -> dict[str, str]:
 def validate(profile: str, checks: str, baseline: str | None, options: Path | None) -> int:
     """Check flags and files before launching anything; returns the number of checks."""
     from mlenv.acceptance import baselines, profiles
-    from mlenv.acceptance.__main__ import load_checks, select_checks, validate_selected_options
+    from mlenv.acceptance.selection import load_checks, select_checks
 
     overrides = profiles.load_options_file(options) if options else {}
-    resolved = profiles.resolve(profile, overrides)
+    profiles.resolve(profile, overrides)  # every check's options, typed and located (InputError)
     if baseline:
         baselines.resolve(baseline, [])
     load_checks()
-    selected = select_checks(checks)
-    validate_selected_options(selected, resolved)
-    return len(selected)
+    return len(select_checks(checks))
 
 
 def recover(report_dir: Path, launcher_rc: int) -> dict[str, Any]:

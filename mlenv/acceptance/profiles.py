@@ -127,9 +127,10 @@ def registered_options() -> dict[str, type[CheckOptions]]:
     import importlib
 
     from mlenv.acceptance.base import option_classes
+    from mlenv.acceptance.selection import plugin_modules
 
     importlib.import_module("mlenv.acceptance.checks")
-    for mod in filter(None, (m.strip() for m in os.environ.get("MLENV_ACCEPTANCE_PLUGINS", "").split(","))):
+    for mod in plugin_modules():
         try:
             importlib.import_module(mod)
         except ImportError:

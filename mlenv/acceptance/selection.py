@@ -1,0 +1,52 @@
+"""Which checks a run executes, and in what order: the check registry's front door.
+
+Checks register themselves (``@register`` in :mod:`mlenv.acceptance.base`) when their
+module is imported; :func:`load_checks` imports the shipped ones and any
+``MLENV_ACCEPTANCE_PLUGINS`` modules, :func:`select_checks` turns ``--checks`` into the
+ordered list. Used by the entry point on every rank and by the local runner before it
+launches anything.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+from mlenv.acceptance.base import Check, registry
+from mlenv.errors import InputError
+
+# The order checks run in: cheap and informative first, the long training run last.
+ORDER = ("environment", "compute", "memory", "collectives", "fabric", "training")
+PLUGINS_ENV = "MLENV_ACCEPTANCE_PLUGINS"
+
+
+def plugin_modules() -> list[str]:
+    """Module names from ``MLENV_ACCEPTANCE_PLUGINS`` (comma-separated)."""
+    return [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
+
+
+def load_checks() -> None:
+    """Import the shipped checks and any plugin modules (filling the registry)."""
+    importlib.import_module("mlenv.acceptance.checks")
+    for mod in plugin_modules():
+        importlib.import_module(mod)
+
+
+def order_key(name: str) -> tuple[int, str]:
+    """Sort key of a check name: its family's place in :data:`ORDER`, then the name."""
+    fam = name.split(".", 1)[0]
+    return (ORDER.index(fam) if fam in ORDER else len(ORDER), name)
+
+
+def select_checks(spec: str) -> list[type[Check]]:
+    """Checks named by ``spec`` (names or family prefixes), in run order. InputError if unknown."""
+    reg = registry()
+    if not spec.strip():
+        return [reg[n] for n in sorted(reg, key=order_key)]
+    chosen: list[str] = []
+    for want in (s.strip() for s in spec.split(",") if s.strip()):
+        hits = [n for n in reg if n == want or n.startswith(want + ".")]
+        if not hits:
+            raise InputError(f"--checks: unknown check {want!r} (known: {', '.join(sorted(reg, key=order_key))})")
+        chosen += [h for h in hits if h not in chosen]
+    return [reg[n] for n in sorted(chosen, key=order_key)]
