@@ -1,0 +1,58 @@
+"""Issue 13: a job Slurm ends is ERROR naming the node, never PASS, whatever rank 0 wrote;
+the results measured before are kept. (The report functions are the real ones; only the
+job's end is given here: tests/integration/test_slurm.py kills a real slurmd.)"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mlenv.acceptance.reports.jsonl import JsonlWriter
+from mlenv.acceptance.result import CheckResult, Status
+from mlenv.config import load
+from mlenv.platforms.slurm import KILLED, Outcome, Submission, judge
+
+REPO = Path(__file__).resolve().parents[3]
+CPU = REPO / "tests" / "data" / "platforms" / "cpu-slurm.yaml"
+
+
+def _sub(tmp: Path) -> Submission:
+    return Submission("cpu-slurm", "41", "run-1", str(tmp / "results" / "run-1"), str(tmp / "a.sbatch"), 0.0)
+
+
+def _measured(report: Path) -> None:
+    report.mkdir(parents=True)
+    w = JsonlWriter(report / "results.jsonl")
+    w.append(CheckResult(name="compute.matmul", status=Status.PASS, node="n1", rank=0, metrics={"tflops_fp32": 1.0}))
+    w.close()
+
+
+@pytest.mark.parametrize("state", sorted(KILLED))
+def test_a_job_slurm_ended_is_error_even_if_rank_0_wrote_pass(state: str, tmp_path: Path) -> None:
+    sub = _sub(tmp_path)
+    report = Path(sub.report_dir)
+    _measured(report)
+    (report / "results.json").write_text(json.dumps({"verdict": "PASS", "reasons": [], "checks": []}))
+    doc = judge(load(CPU), sub, Outcome(state, {"NodeList": "n[1-2]", "Reason": "NodeDown"}, ["n2 (down)"], 1.0))
+    assert doc["verdict"] == "ERROR"
+    assert doc["reasons"][0].startswith(f"Slurm ended job 41 ({state}: NodeDown) on node n2 (down)")
+    assert [c["name"] for c in doc["checks"]] == ["compute.matmul"]  # what was measured is kept
+    assert json.loads((report / "results.json").read_text())["verdict"] == "ERROR"
+
+
+def test_completed_job_keeps_rank_0s_verdict(tmp_path: Path) -> None:
+    sub = _sub(tmp_path)
+    report = Path(sub.report_dir)
+    report.mkdir(parents=True)
+    (report / "results.json").write_text(json.dumps({"verdict": "FAIL", "reasons": ["x"], "checks": []}))
+    assert judge(load(CPU), sub, Outcome("COMPLETED", {}, [], 1.0))["verdict"] == "FAIL"
+
+
+def test_failed_job_without_results_json_is_error_from_what_was_measured(tmp_path: Path) -> None:
+    sub = _sub(tmp_path)
+    _measured(Path(sub.report_dir))
+    doc = judge(load(CPU), sub, Outcome("FAILED", {"ExitCode": "1:0"}, [], 1.0))
+    assert doc["verdict"] == "ERROR"
+    assert doc["reasons"][0].startswith("job 41 ended FAILED (exit 1:0) before rank 0 wrote results.json")
