@@ -18,8 +18,9 @@ moment only on some). The figures come back to rank 0 with ``all_gather_object``
 Auto trigger (rank 0): the results already written to ``results.jsonl`` are judged the
 way the verdict judges them (same baseline, same peer comparison); a world or inter-node
 collective that is FAIL/WARN on a bandwidth figure (or whose sweep stopped for time),
-a node outlier in a collectives/training check, or an inter-node (rail) outlier
-triggers localization. Rank 0 broadcasts the decision, so every rank agrees.
+a node outlier on a collectives figure (a rank-scope collectives check, e.g. a plugin's),
+or an inter-node (rail) outlier triggers localization. A slow node in compute, memory or
+training is the node's own, not a link's, and does not (training runs later anyway). Rank 0 broadcasts the decision, so every rank agrees.
 
 Deadline: rounds stop when the next would not fit in ``DEADLINE_SHARE`` of the check's
 deadline (at the speed of the longest round so far); inside a round each pair cuts its
@@ -99,7 +100,7 @@ def triggers(results: list[CheckResult], baseline: Any = None, nodes: int = 2) -
         if spans and ("gbps" in text or "sweep stopped" in text):
             out.append(reason_line(r))
     for f in j.findings:
-        if f.level == "node" and f.check.split(".", 1)[0] in ("collectives", "training"):
+        if f.level == "node" and f.check.startswith("collectives."):
             out.append(f"{f.severity.value}: {f.reason()}")
         elif f.level == "inter":
             out.append(f"{f.severity.value}: {f.reason()}")

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from mlenv.acceptance import localize as L
+from mlenv.acceptance import outliers
 from mlenv.acceptance.baselines import Baseline, load
 from mlenv.acceptance.checks import localize as LC
 from mlenv.acceptance.localize import SimulatedFabric, localize
@@ -203,9 +204,12 @@ def test_trigger_on_a_node_or_rail_outlier_but_not_on_a_compute_one() -> None:
     def rank(r: int, node: str, name: str, **m: float) -> CheckResult:
         return CheckResult(name=name, status=Status.PASS, scope="rank", rank=r, node=node, metrics=m)
 
-    slow_comm = [rank(i, f"h{i}", "training.deepspeed", samples_per_s=1.0 if i == 2 else 10.0) for i in range(4)]
-    why = LC.triggers(slow_comm, None, nodes=4)
+    # a rank-scope collectives check (a site plugin's point-to-point test, say) with one slow node
+    slow_p2p = [rank(i, f"h{i}", "collectives.p2p", p2p_gbps=1.0 if i == 2 else 10.0) for i in range(4)]
+    why = LC.triggers(slow_p2p, None, nodes=4)
     assert any("node h2" in w for w in why), why
+    slow_train = [rank(i, f"h{i}", "training.step_time", compute_ms=100.0 if i == 2 else 10.0) for i in range(4)]
+    assert outliers.find(slow_train) and LC.triggers(slow_train, None, nodes=4) == []
     slow_gemm = [rank(i, f"h{i}", "compute.matmul", tflops_fp32=1.0 if i == 2 else 10.0) for i in range(4)]
     assert LC.triggers(slow_gemm, None, nodes=4) == []
     rails = [CheckResult(name="collectives.all_reduce", status=Status.PASS, scope="inter",
