@@ -141,7 +141,8 @@ def collectives_section(results: list[CheckResult], baseline: Baseline | None = 
                 foot.append(f"out of bounds values: {wrong:g} {'OK' if wrong == 0 else 'FAILED'}")
             bar = bar_for(baseline, r, "busbw_gbps_large")
             if bar is not None:
-                foot.append(f"bar: busbw_gbps_large {bar.op} {bar.value:g} GB/s ({_cell(bar.source)})")
+                src = bar.source if len(bar.source) <= 100 else bar.source[:99] + "…"
+                foot.append(f"bar: busbw_gbps_large {bar.op} {bar.value:g} GB/s at the largest size ({_cell(src)})")
             elif d.get("fabric"):
                 foot.append("no busbw bar for this fabric and sweep (reported only)")
             out += ["", "; ".join(foot) + ".", ""] if foot else [""]

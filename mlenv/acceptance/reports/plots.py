@@ -87,10 +87,13 @@ class Line:
 
 @dataclass(frozen=True)
 class Bar:
-    """A baseline floor drawn as a dashed horizontal line."""
+    """A baseline floor drawn as a dashed horizontal line, over ``x0``..``x1`` when given
+    (the busbw bars hold for large messages only: from there to the largest size)."""
 
     value: float
     label: str
+    x0: float | None = None
+    x1: float | None = None
 
 
 @dataclass
@@ -148,7 +151,7 @@ def size_ticks(sizes: list[float], limit: int = MAX_SIZE_TICKS) -> tuple[list[fl
 def _bar_label(bar: Any, r: CheckResult) -> str:
     fabric = r.details.get("fabric") if isinstance(r.details, dict) else None
     where = ", ".join(x for x in (str(fabric) if fabric else "", r.scope) if x)
-    return f"bar {bar.op} {bar.value:g} GB/s ({where})"
+    return f"bar {bar.op} {bar.value:g} GB/s, large messages ({where})"
 
 
 def _aggregate(label: str, series: list[list[tuple[float, float]]]) -> Line:
@@ -166,6 +169,7 @@ def busbw_plot(results: list[CheckResult], baseline: Baseline | None = None,
                meta: dict[str, Any] | None = None) -> Plot | None:
     """What the busbw figure shows (pure); None when no collectives result has rows."""
     from mlenv.acceptance.baselines import bar_for
+    from mlenv.acceptance.checks.collectives import large_messages
 
     coll = [(r, busbw_series(r)) for r in results if r.name.startswith("collectives.")]
     coll = [(r, s) for r, s in coll if s]
@@ -187,13 +191,13 @@ def busbw_plot(results: list[CheckResult], baseline: Baseline | None = None,
                 for r, s in group:
                     label = scope if r.group in (None, scope) or scope == "world" else f"{scope}: {r.group}"
                     panel.lines.append(Line(label, [x for x, _ in s], [y for _, y in s]))
-            for r, _ in group:
+            for r, s in group:
                 bar = bar_for(baseline, r, BAR_METRIC)
-                if bar is not None:
-                    b = Bar(bar.value, _bar_label(bar, r))
-                    if (b.value, b.label) not in seen_bars:
-                        seen_bars.add((b.value, b.label))
-                        panel.bars.append(b)
+                if bar is not None and (bar.value, _bar_label(bar, r)) not in seen_bars:
+                    seen_bars.add((bar.value, _bar_label(bar, r)))
+                    backend = str(r.details.get("backend", "")) if isinstance(r.details, dict) else ""
+                    large = [x for x, _ in s if large_messages(backend, int(x))] or [s[-1][0]]
+                    panel.bars.append(Bar(bar.value, _bar_label(bar, r), large[0], large[-1]))
         sizes += [x for ln in panel.lines for x in ln.xs]
         panels.append(panel)
     ticks, labels = size_ticks(sizes)
@@ -274,8 +278,12 @@ def plot_busbw(results: list[CheckResult], out: Path, baseline: Baseline | None 
             if ln.low is not None and ln.high is not None:
                 ax.fill_between(ln.xs, ln.low, ln.high, alpha=0.2, color=drawn.get_color())
         for i, bar in enumerate(panel.bars):
-            ax.axhline(bar.value, color="black", linestyle=_BAR_STYLES[i % len(_BAR_STYLES)], linewidth=1,
-                       label=bar.label)
+            style = _BAR_STYLES[i % len(_BAR_STYLES)]
+            if bar.x0 is not None and bar.x1 is not None:  # a little past the sizes it holds for (log axis)
+                ax.hlines(bar.value, bar.x0 / 1.4, bar.x1 * 1.4, colors="black", linestyles=style, linewidth=1.5,
+                          label=bar.label)
+            else:
+                ax.axhline(bar.value, color="black", linestyle=style, linewidth=1, label=bar.label)
         ax.set_xscale("log", base=2)
         ax.set_xticks(spec.xticks)
         ax.set_xticklabels(spec.xticklabels, fontsize=8)

@@ -31,7 +31,8 @@ def _coll(op: str, scope: str, group: str, peak: float, **details: Any) -> Check
     rows = [{"size": s, "busbw_gbps": peak * s / (s + 2**20)} for s in SIZES]
     return CheckResult(name=f"collectives.{op}", status=Status.PASS, scope=scope,
                        metrics={"busbw_gbps_large": rows[-1]["busbw_gbps"]},
-                       details={"group": group, "rows": rows, "large_messages": True, **details})
+                       details={"group": group, "rows": rows, "large_messages": True, "backend": "nccl",
+                                **details})
 
 
 def _scale_results() -> list[CheckResult]:
@@ -81,7 +82,10 @@ def test_512_ranks_aggregate_groups_into_median_and_band_with_the_bars_per_fabri
     assert intra.low[-1] == pytest.approx(100.0 * SIZES[-1] / (SIZES[-1] + 2**20))
     # the nvlink bar (intra) and the rdma rail bar (inter); the world across nodes has none
     assert sorted((bar.value, bar.label) for bar in ar.bars) == [
-        (16.0, "bar >= 16 GB/s (rdma, inter)"), (250.0, "bar >= 250 GB/s (nvlink, intra)")]
+        (16.0, "bar >= 16 GB/s, large messages (rdma, inter)"),
+        (250.0, "bar >= 250 GB/s, large messages (nvlink, intra)")]
+    # drawn over the sizes it holds for: 64 MiB (NCCL's large messages) to the largest
+    assert {(bar.x0, bar.x1) for bar in ar.bars} == {(64.0 * 2**20, 256.0 * 2**20)}
 
 
 def test_few_groups_get_a_line_each_and_no_baseline_draws_no_bar() -> None:

@@ -43,7 +43,7 @@ def test_summary_has_the_per_size_table_with_both_variants_footer_and_bar() -> N
             "| in-place time (us) | algbw (GB/s) | busbw (GB/s) | #wrong |") in md
     assert "| 1 KiB | 256 | 2.0 | 0.5 | 0.25 | 0 | 2.0 | 0.5 | 0.25 | 0 |" in md
     assert "| 4 MiB | 1048576 |" in md
-    assert "Avg bus bandwidth: 0.25 GB/s; out of bounds values: 0 OK; bar: busbw_gbps_large >= 0.01 GB/s" in md
+    assert "Avg bus bandwidth: 0.25 GB/s; out of bounds values: 0 OK; bar: busbw_gbps_large >= 0.01 GB/s at the largest size" in md
     # a headline-only row fills the out-of-place columns and says N/A for the other
     assert "| 64 KiB | 16384 | 65.5 | 1 | 1 | 0 | N/A | N/A | N/A | N/A |" in md
     assert collectives_section([CheckResult(name="compute.matmul", status=Status.PASS, scope="rank")]) == []
