@@ -21,10 +21,10 @@ import time
 from pathlib import Path
 
 from mlenv.cluster.deploy import DeployOptions, deploy, plan
-from mlenv.cluster.fake import FakeCluster
 from mlenv.cluster.sync import sync
 from mlenv.config import load
 from mlenv.config.model import Cluster
+from mlenv.testing.fakecluster import FakeCluster
 
 ROOT = Path(__file__).resolve().parents[1]
 

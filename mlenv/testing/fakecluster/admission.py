@@ -56,10 +56,12 @@ class Admission(FakeState):
         return f"{verb} {base}" not in self.denied and \
             (not sub or f"{verb} {base}/{sub}" not in self.denied)
 
-    def _require(self, verb: str, resource: str) -> None:
+    def _require(self, verb: str, resource: str, kind: str = "", name: str = "") -> None:
+        """Forbidden (403) naming the object, as the API server words it, unless allowed."""
         if not self.can_i(verb, resource):
-            raise Forbidden(f'{resource} is forbidden: User "{self.user}" cannot {verb} '
-                            f"resource \"{resource}\" (fake)")
+            what = f'{resource} "{name}"' if name else resource
+            raise Forbidden(f'{what} is forbidden: User "{self.user}" cannot {verb} '
+                            f"resource \"{resource}\" (fake)", kind=kind, name=name)
 
     def _served(self, kind: str) -> None:
         """NotFound for kinds this API does not serve (OpenShift kinds on plain Kubernetes)."""

@@ -123,7 +123,7 @@ class Pods(Controllers):
         """Run the commands the fake understands: the tree checksum and scripted ones
         (``pod_exec_responses[pod]`` before ``exec_responses``, longest prefix first)."""
         obj = self._running_pod(pod, namespace)
-        self._require("create", "pods/exec")
+        self._require("create", "pods/exec", "Pod", pod)
         args = tuple(argv)
         self.calls.append(["exec", pod, *args])
         limit = self.exec_timeout if timeout is None else timeout
@@ -192,7 +192,7 @@ class Pods(Controllers):
         """Copy a local tree into the pod's volume with rsync's exclude semantics, adding
         and updating only (as the real clients do: nothing in the pod is deleted)."""
         obj = self._running_pod(pod, namespace)
-        self._require("create", "pods/exec")
+        self._require("create", "pods/exec", "Pod", pod)
         self.calls.append(["rsync", pod, local_dir, remote_dir])
         if pod in self.rsync_failures:
             return

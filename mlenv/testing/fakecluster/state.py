@@ -8,12 +8,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Sequence
-from typing import Any, Self
+from typing import Any, TypeVar
 
 from mlenv.cluster.api import CLUSTER_SCOPED_KINDS, DEFAULT_EXEC_TIMEOUT, Manifest, Unreachable
 
 CLUSTER_SCOPED = CLUSTER_SCOPED_KINDS
 GPU = "nvidia.com/gpu"
+_F = TypeVar("_F", bound="FakeState")  # typing.Self needs Python 3.11
 
 def _key(kind: str, namespace: str | None, name: str) -> str:
     ns = "" if kind in CLUSTER_SCOPED else (namespace or "")
@@ -89,9 +90,9 @@ class FakeState:
                     namespace)
 
     @classmethod
-    def typical(cls, namespace: str, nodes: Sequence[str], *, gpus: int = 8,
+    def typical(cls: type[_F], namespace: str, nodes: Sequence[str], *, gpus: int = 8,
                 resources: dict[str, int] | None = None, networks: Sequence[str] = (),
-                storage_classes: Sequence[str] = ("standard",)) -> Self:
+                storage_classes: Sequence[str] = ("standard",)) -> _F:
         """A logged-in OpenShift-like fake with a namespace, GPU nodes, networks and storage."""
         fake = cls()
         fake.add_namespace(namespace)
@@ -111,7 +112,7 @@ class FakeState:
         return json.dumps(self.__dict__, sort_keys=True)
 
     @classmethod
-    def from_json(cls, text: str) -> Self:
+    def from_json(cls: type[_F], text: str) -> _F:
         """Rebuild a fake from :meth:`to_json` output."""
         fake = cls()
         fake.__dict__.update(json.loads(text))
@@ -125,7 +126,7 @@ class FakeState:
         os.replace(tmp, path)
 
     @classmethod
-    def load(cls, path: str) -> Self:
+    def load(cls: type[_F], path: str) -> _F:
         """Read a state file written by :meth:`save`."""
         with open(path, encoding="utf-8") as fh:
             return cls.from_json(fh.read())

@@ -111,7 +111,7 @@ class ObjectStore(Admission):
                            f"{name}: context deadline exceeded (fake, injected)",
                            kind=kind, name=name)
         # server-side apply is a PATCH: creating needs create, changing an existing one patch
-        self._require("patch" if k in self.objects else "create", plural(kind))
+        self._require("patch" if k in self.objects else "create", plural(kind), kind, name)
         config = copy.deepcopy(manifest)
         config.get("metadata", {}).pop("namespace", None)
         mine = _flatten(config)
@@ -168,7 +168,7 @@ class ObjectStore(Admission):
         """A deep copy of one object, or None."""
         self._check_reachable()
         self._served(kind)
-        self._require("get", plural(kind))
+        self._require("get", plural(kind), kind, name)
         if kind == "Project":
             kind = "Namespace"
         obj = self.objects.get(_key(kind, namespace, name))
@@ -179,7 +179,7 @@ class ObjectStore(Admission):
         """Objects of a kind in a namespace (all namespaces for None) matching the selector."""
         self._check_reachable()
         self._served(kind)
-        self._require("list", plural(kind))
+        self._require("list", plural(kind), kind)
         out = []
         for k, obj in sorted(self.objects.items()):
             okind, ons, _ = k.split("|", 2)
@@ -196,7 +196,7 @@ class ObjectStore(Admission):
         """Delete an object; dependents too unless orphaned. PVCs are never dependents."""
         self._check_reachable()
         self._served(kind)
-        self._require("delete", plural(kind))
+        self._require("delete", plural(kind), kind, name)
         k = _key(kind, namespace, name)
         obj = self.objects.pop(k, None)
         self.managers.pop(k, None)

@@ -7,7 +7,7 @@ import copy
 import pytest
 
 from mlenv.cluster.api import Conflict, ExecTimeout, Forbidden, Invalid, NotFound
-from mlenv.cluster.fake import FakeCluster
+from mlenv.testing.fakecluster import FakeCluster
 
 
 def sts(replicas: int = 2, vct_size: str = "1Gi", caps: list[str] | None = None) -> dict:
