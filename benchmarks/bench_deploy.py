@@ -41,7 +41,7 @@ def fake_for(cfg: Cluster, nodes: int) -> FakeCluster:
     return fake
 
 
-def timed(fn, repeat: int) -> float:  # type: ignore[no-untyped-def]
+def timed(fn, repeat: int) -> float:
     samples = []
     for _ in range(repeat):
         t = time.perf_counter()
@@ -65,7 +65,7 @@ def main() -> None:
     nodes = cfg.gpus.default_nodes
     print(f"config: {cfg.name}, {nodes} nodes x {cfg.gpus.per_node} GPUs, storage {cfg.storage.mode}")
     for mode in ("rdma", "tcp"):
-        t = timed(lambda m=mode: plan(cfg, m, None), args.repeat)  # type: ignore[misc]
+        t = timed(lambda m=mode: plan(cfg, m, None), args.repeat)
         print(f"plan {mode}: {len(plan(cfg, mode, None))} objects, {t * 1e3:.1f} ms")
     t = timed(lambda: deploy(cfg, DeployOptions(mode="rdma", timeout=600), fake_for(cfg, nodes)),
               args.repeat)
@@ -86,7 +86,7 @@ def main() -> None:
                 c = dataclasses.replace(per_pod, gpu_nodes=per_pod.gpu_nodes[:pods] if per_pod.gpu_nodes else ())
                 f = fake_for(c, pods)
                 deploy(c, DeployOptions(mode="rdma", nodes=pods, timeout=600), f)
-                row.append(timed(lambda c=c, f=f, tmp=tmp: sync(c, f, tmp), args.repeat))  # type: ignore[misc]
+                row.append(timed(lambda c=c, f=f, tmp=tmp: sync(c, f, tmp), args.repeat))
         print(f"{files:>6} " + " ".join(f"{t * 1e3:>8.0f}" for t in row))
 
 

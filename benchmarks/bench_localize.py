@@ -92,8 +92,8 @@ def simulate() -> list[dict[str, Any]]:
 def harness(repeats: int) -> list[dict[str, Any]]:
     """The real check on four netns hosts; rounds, the check's time and the suite's wall time."""
     sys.path.insert(0, str(ROOT / "tests" / "integration"))
-    from harness import Cluster, unavailable_reason  # type: ignore[import-not-found]
-    from harness.netns import run_bounded  # type: ignore[import-not-found]
+    from harness import Cluster, unavailable_reason
+    from harness.netns import run_bounded
 
     why = unavailable_reason()
     if why:

@@ -32,7 +32,7 @@ def fake_state(tmp_path: Path, cluster: str = "barcelona", *, rdma: bool = True)
     return path
 
 
-def run(args: list[str], state: Path | None, monkeypatch) -> Result:  # type: ignore[no-untyped-def]
+def run(args: list[str], state: Path | None, monkeypatch) -> Result:
     """Invoke ``mlenv ARGS`` with the repo as root and, with a ``state``, the fake as the
     cluster (without one, the real client: whatever ``kubectl`` is on PATH)."""
     monkeypatch.setenv("MLENV_ROOT", str(ROOT))

@@ -9,7 +9,7 @@ from mlenv.cluster.devloop import GPU_QUERY
 from mlenv.cluster.fake import FakeCluster
 
 
-def deployed(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+def deployed(tmp_path, monkeypatch):
     state = fake_state(tmp_path)
     assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
     return state

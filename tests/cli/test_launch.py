@@ -9,7 +9,7 @@ from mlenv.cluster.fake import FakeCluster
 RUN_TORCHRUN = "python -m mlenv.pod run-torchrun"
 
 
-def deployed(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+def deployed(tmp_path, monkeypatch):
     state = fake_state(tmp_path)
     assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
     return state, FakeCluster.load(str(state))

@@ -14,7 +14,7 @@ from mlenv.cli.app import app
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _acceptance(report_dir: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def _acceptance(report_dir: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("MLENV_ROOT", str(ROOT))
     return CliRunner().invoke(app, ["acceptance", "--local", "--checks", "environment",
                                     "--report-dir", str(report_dir)])

@@ -38,7 +38,7 @@ def test_sync_before_deploy_is_a_clear_error(tmp_path, monkeypatch) -> None:
     assert r.exit_code == 3 and "deploy first" in r.output
 
 
-def _deployed_with_workspace(tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+def _deployed_with_workspace(tmp_path, monkeypatch):
     state = fake_state(tmp_path)
     assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
     ws = tmp_path / "ws"

@@ -28,7 +28,7 @@ NS = os.environ.get("MLENV_LIVE_NAMESPACE", "default")
 
 
 @pytest.fixture(scope="module")
-def live():  # type: ignore[no-untyped-def]
+def live():
     if not os.environ.get("KUBECONFIG"):
         pytest.skip("KUBECONFIG is not set: no live cluster for this tier")
     if not (shutil.which("oc") or shutil.which("kubectl")):
@@ -43,18 +43,18 @@ def live():  # type: ignore[no-untyped-def]
     return client
 
 
-def local_in(ns: str, name: str = "local"):  # type: ignore[no-untyped-def]
+def local_in(ns: str, name: str = "local"):
     cfg = load("local", ROOT)
     return dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, name=name,
                                                                 namespace=ns))
 
 
-def test_identity_and_server(live) -> None:  # type: ignore[no-untyped-def]
+def test_identity_and_server(live) -> None:
     assert live.server().startswith("https://")
     assert live.whoami()
 
 
-def test_server_side_dry_run_of_a_configmap(live) -> None:  # type: ignore[no-untyped-def]
+def test_server_side_dry_run_of_a_configmap(live) -> None:
     cm = {"apiVersion": "v1", "kind": "ConfigMap",
           "metadata": {"name": "mlenv-live-probe", "namespace": NS}, "data": {"a": "1"}}
     before = live.get("ConfigMap", "mlenv-live-probe", NS)
@@ -64,7 +64,7 @@ def test_server_side_dry_run_of_a_configmap(live) -> None:  # type: ignore[no-un
     assert live.get("ConfigMap", "mlenv-live-probe", NS) == before  # nothing changed
 
 
-def test_server_side_dry_run_of_the_local_plan(live) -> None:  # type: ignore[no-untyped-def]
+def test_server_side_dry_run_of_the_local_plan(live) -> None:
     cfg = local_in(NS)
     served = []
     for m in plan(cfg, "tcp", None):
@@ -94,7 +94,7 @@ def test_server_side_dry_run_of_the_local_plan(live) -> None:  # type: ignore[no
     assert {k: v is None for k, v in after.items()} == {k: v is None for k, v in before.items()}
 
 
-def test_teardown_selects_only_its_own_instance(live) -> None:  # type: ignore[no-untyped-def]
+def test_teardown_selects_only_its_own_instance(live) -> None:
     name = f"mlenv-live-absent-{uuid.uuid4().hex[:8]}"
     sel = instance_selector(name)
     for kind in TEARDOWN_KINDS:

@@ -210,7 +210,7 @@ def test_cifar10_refuses_pickled_code(tmp_path: Path) -> None:
 
     class Evil:
         def __reduce__(self) -> tuple[object, tuple[str, str]]:
-            return (Path.write_text, (str(marker), "boom"))  # type: ignore[return-value]
+            return (Path.write_text, (str(marker), "boom"))
 
     (tmp_path / "data_batch_1").write_bytes(pickle.dumps({b"data": Evil(), b"labels": []}))
     with pytest.raises(InputError, match="refusing to load pathlib"):

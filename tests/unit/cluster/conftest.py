@@ -41,7 +41,7 @@ def local_cfg() -> ClusterConfig:
 
 
 @pytest.fixture(name="fake_for")
-def fake_for_fixture():  # type: ignore[no-untyped-def]
+def fake_for_fixture():
     """The :func:`fake_for` factory, as a fixture."""
     return fake_for
 

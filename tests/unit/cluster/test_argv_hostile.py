@@ -80,7 +80,7 @@ LEGIT = {
 
 @pytest.mark.parametrize("tool", ["oc", "kubectl"])
 @pytest.mark.parametrize("site", sorted(CALLS))
-def test_i9_1_every_call_site_refuses_every_hostile_name(site: str, tool: str, fake_bin,  # type: ignore[no-untyped-def]
+def test_i9_1_every_call_site_refuses_every_hostile_name(site: str, tool: str, fake_bin,
                                                          tmp_path) -> None:
     fake_bin.install(tool)
     client = OcCluster()
@@ -96,7 +96,7 @@ def test_i9_1_every_call_site_refuses_every_hostile_name(site: str, tool: str, f
     assert not Path("/tmp/mlenv-pwned").exists()
 
 
-def test_i9_1_storage_class_option_shaped_name_never_becomes_an_option(fake_bin) -> None:  # type: ignore[no-untyped-def]
+def test_i9_1_storage_class_option_shaped_name_never_becomes_an_option(fake_bin) -> None:
     # the audit's case: `get StorageClass --kubeconfig=FILE` loaded FILE's exec plugin
     fake_bin.install("oc")
     client = OcCluster()
@@ -159,7 +159,7 @@ def _walk_with_valid_names(c: OcCluster, ws: Path) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("tool", ["oc", "kubectl"])
-def test_i9_1_valid_names_put_double_dash_before_positionals(tool: str, fake_bin,  # type: ignore[no-untyped-def]
+def test_i9_1_valid_names_put_double_dash_before_positionals(tool: str, fake_bin,
                                                              tmp_path) -> None:
     fake_bin.install(tool)
     fake_bin.respond([{"match": ["view"], "stdout": "https://api.example:6443"}])

@@ -29,7 +29,7 @@ NON_ADMIN = ["create securitycontextconstraints", "patch securitycontextconstrai
              "create clusterroles", "patch clusterroles"]
 
 
-def admin_applies(fake: FakeCluster, cfg, kinds=("SecurityContextConstraints", "ClusterRole"),  # type: ignore[no-untyped-def]
+def admin_applies(fake: FakeCluster, cfg, kinds=("SecurityContextConstraints", "ClusterRole"),
                   change=None) -> list[str]:
     """What a cluster admin does once: apply the plan's cluster-scoped objects."""
     names = []
@@ -48,7 +48,7 @@ def nothing_applied(fake: FakeCluster, ns: str) -> bool:
             and fake.list("StatefulSet", ns) == [] and fake.list("Route", ns) == [])
 
 
-def strict(cfg):  # type: ignore[no-untyped-def]
+def strict(cfg):
     return dataclasses.replace(cfg, rdma=dataclasses.replace(cfg.rdma, allow_tcp_fallback=False))
 
 
@@ -68,7 +68,7 @@ def test_non_admin_rdma_deploy_leaves_the_admins_scc_alone(barcelona, fake_for) 
 
 @pytest.mark.parametrize("case", ["missing", "differs"])
 def test_non_admin_without_the_scc_fails_in_preflight_with_the_file_to_apply(
-        case, barcelona, fake_for) -> None:  # type: ignore[no-untyped-def]
+        case, barcelona, fake_for) -> None:
     fake = fake_for(barcelona)
     if case == "differs":
         admin_applies(fake, barcelona, change=lambda m: m.update(allowedCapabilities=["NET_RAW"])
@@ -99,7 +99,7 @@ def test_permissions_come_from_every_kind_in_the_plan(barcelona, fake_for) -> No
 
 
 def test_scc_use_is_asked_as_the_service_account(barcelona, fake_for) -> None:
-    def without_binding(cfg, mode, nodes):  # type: ignore[no-untyped-def]
+    def without_binding(cfg, mode, nodes):
         return [m for m in plan(cfg, mode, nodes) if m["kind"] != "RoleBinding"]
 
     fake = fake_for(barcelona)
@@ -130,7 +130,7 @@ def test_a_conflict_in_the_dry_run_applies_nothing(barcelona, fake_for) -> None:
 
 
 def test_an_invalid_object_in_the_dry_run_is_exit_2_and_applies_nothing(barcelona, fake_for) -> None:
-    def broken(cfg, mode, nodes):  # type: ignore[no-untyped-def]
+    def broken(cfg, mode, nodes):
         return [*plan(cfg, mode, nodes), {"kind": "ConfigMap", "metadata": {"name": "x"}}]
 
     fake = fake_for(barcelona)

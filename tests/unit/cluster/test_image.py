@@ -49,7 +49,7 @@ def bare_checkout(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     ({"MAKELEVEL": "1"}, 1, "Set MLENV_SKIP_IMAGE_LINT=1 to skip on purpose"),  # make test
     ({"CI": "1", "MLENV_SKIP_IMAGE_LINT": "1"}, 0, "skipped on purpose"),
 ])
-def test_missing_linters_fail_under_ci_and_make(bare_checkout, extra, rc, says) -> None:  # type: ignore[no-untyped-def]
+def test_missing_linters_fail_under_ci_and_make(bare_checkout, extra, rc, says) -> None:
     root, env = bare_checkout
     proc = subprocess.run([shutil.which("bash") or "bash", str(root / "scripts/dev/lint-image.sh")],
                           env={**env, **extra}, capture_output=True, text=True, check=False)

@@ -24,14 +24,14 @@ def live_cm(data: str, rv: str = "5", when: str = "2024-01-01T00:00:00Z") -> str
 
 
 @pytest.fixture
-def oc(fake_bin) -> OcCluster:  # type: ignore[no-untyped-def]
+def oc(fake_bin) -> OcCluster:
     fake_bin.install("oc")
     client = OcCluster()
     assert client.is_oc and client.notice == ""
     return client
 
 
-def test_exec_puts_the_namespace_before_the_argv(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+def test_exec_puts_the_namespace_before_the_argv(oc, fake_bin) -> None:
     fake_bin.respond([{"match": ["exec"], "stdout": "hi\n"}])
     res = oc.exec("ml-dev-env-0", NS, ["python3", "-c", "print(1)", "-n", "x"])
     assert res.stdout == "hi\n"
@@ -40,7 +40,7 @@ def test_exec_puts_the_namespace_before_the_argv(oc, fake_bin) -> None:  # type:
                                  "python3", "-c", "print(1)", "-n", "x"]]
 
 
-def test_exec_with_stdin_and_the_verbs_that_stream(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+def test_exec_with_stdin_and_the_verbs_that_stream(oc, fake_bin) -> None:
     oc.exec("p", NS, ["sh", "-c", "cat"], stdin="data")
     lines: list[str] = []
     assert oc.exec_stream("p", NS, ["python", "-m", "mlenv.pod", "launch"], lines.append) == 0
@@ -52,7 +52,7 @@ def test_exec_with_stdin_and_the_verbs_that_stream(oc, fake_bin) -> None:  # typ
     assert rec[2]["argv"] == ["-n", NS, "logs", "-f", "--", "p"]
 
 
-def test_apply_is_server_side_with_the_field_manager(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+def test_apply_is_server_side_with_the_field_manager(oc, fake_bin) -> None:
     fake_bin.respond([{"match": ["get"], "stdout": ""},
                       {"match": ["apply"], "stdout": live_cm("1", rv="1")}])
     assert oc.apply(CM, NS).action == "created"
@@ -65,7 +65,7 @@ def test_apply_is_server_side_with_the_field_manager(oc, fake_bin) -> None:  # t
     assert json.loads(str(apply["stdin"])) == CM
 
 
-def test_apply_cluster_scoped_has_no_namespace_and_flags_pass_through(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+def test_apply_cluster_scoped_has_no_namespace_and_flags_pass_through(oc, fake_bin) -> None:
     scc = {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints",
            "metadata": {"name": "s"}}
     oc.apply(scc, None, field_manager="other", force_conflicts=True, dry_run=True)
@@ -74,7 +74,7 @@ def test_apply_cluster_scoped_has_no_namespace_and_flags_pass_through(oc, fake_b
                                     "--dry-run=server", "--request-timeout=30s"]
 
 
-def test_dry_run_apply_compares_content_not_resource_version(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+def test_dry_run_apply_compares_content_not_resource_version(oc, fake_bin) -> None:
     # a server-side dry run bumps no resourceVersion: equal versions do not mean unchanged
     fake_bin.respond([{"match": ["get"], "stdout": live_cm("1")},
                       {"match": ["apply"], "stdout": live_cm("2")}])
@@ -89,7 +89,7 @@ def test_dry_run_apply_compares_content_not_resource_version(oc, fake_bin) -> No
     assert oc.apply(CM, NS).action == "configured"
 
 
-def test_get_list_delete_logs_and_can_i(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+def test_get_list_delete_logs_and_can_i(oc, fake_bin) -> None:
     fake_bin.respond([{"match": ["get", "Pod"], "stdout": json.dumps({"items": [{"metadata": {"name": "p"}}]})},
                       {"match": ["delete"], "stdout": "statefulset.apps/x\n"},
                       {"match": ["logs"], "stdout": "l1\nl2\n"},
@@ -115,7 +115,7 @@ def test_get_list_delete_logs_and_can_i(oc, fake_bin) -> None:  # type: ignore[n
     ]
 
 
-def test_can_i_as_a_service_account_says_when_impersonation_is_forbidden(oc, fake_bin) -> None:  # type: ignore[no-untyped-def]
+def test_can_i_as_a_service_account_says_when_impersonation_is_forbidden(oc, fake_bin) -> None:
     fake_bin.respond([{"match": ["can-i"], "rc": 1, "stderr":
                        'Error from server (Forbidden): serviceaccounts "sa" is forbidden: User '
                        '"dev" cannot impersonate resource "serviceaccounts"\n'}])
@@ -123,7 +123,7 @@ def test_can_i_as_a_service_account_says_when_impersonation_is_forbidden(oc, fak
         oc.can_i("use", "securitycontextconstraints/s", NS, as_user="system:serviceaccount:team-a:sa")
 
 
-def test_rsync_anchors_results_at_the_top_and_never_deletes(oc, fake_bin, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_rsync_anchors_results_at_the_top_and_never_deletes(oc, fake_bin, tmp_path) -> None:
     oc.rsync(str(tmp_path), "p", NS, "/workspace", exclude=treehash.RSYNC_EXCLUDES)
     # i10: no --delete, ever (sync deletes an explicit protected list, only when asked)
     assert fake_bin.calls() == [["rsync", f"--namespace={NS}", "--no-perms",
@@ -131,7 +131,7 @@ def test_rsync_anchors_results_at_the_top_and_never_deletes(oc, fake_bin, tmp_pa
                                  "--exclude=.git", "--", f"{tmp_path}/", "p:/workspace"]]
 
 
-def test_exec_and_rsync_time_out_with_one_line(fake_bin, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_exec_and_rsync_time_out_with_one_line(fake_bin, tmp_path) -> None:
     fake_bin.install("oc")
     oc = OcCluster(exec_timeout=0.3)
     fake_bin.respond([{"match": ["exec"], "sleep": 30}, {"match": ["rsync"], "sleep": 30}])
@@ -144,7 +144,7 @@ def test_exec_and_rsync_time_out_with_one_line(fake_bin, tmp_path) -> None:  # t
     assert time.monotonic() - t < 10  # killed, not waited for
 
 
-def test_kubectl_fallback_uses_the_same_namespace_order(fake_bin, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_kubectl_fallback_uses_the_same_namespace_order(fake_bin, tmp_path) -> None:
     path = fake_bin.install("kubectl")
     client = OcCluster()
     assert not client.is_oc and "oc not found" in client.notice and path in client.notice

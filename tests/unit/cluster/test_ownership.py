@@ -29,7 +29,7 @@ def in_namespace(cfg: ClusterConfig, ns: str, name: str | None = None) -> Cluste
     return dataclasses.replace(cfg, cluster=info)
 
 
-def uid(fake, kind: str, name: str, ns: str | None) -> str:  # type: ignore[no-untyped-def]
+def uid(fake, kind: str, name: str, ns: str | None) -> str:
     return str(fake.get(kind, name, ns)["metadata"]["uid"])
 
 

@@ -56,7 +56,7 @@ def pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root / "workspace"
 
 
-def test_i9_2_option_shaped_file_names_are_files_not_tar_options(pod, tmp_path,  # type: ignore[no-untyped-def]
+def test_i9_2_option_shaped_file_names_are_files_not_tar_options(pod, tmp_path,
                                                                  monkeypatch) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -77,7 +77,7 @@ def test_i9_2_option_shaped_file_names_are_files_not_tar_options(pod, tmp_path, 
     assert pwned == [], f"a file name ran a command: {pwned}"
 
 
-def test_i9_2_thirty_thousand_files_do_not_overflow_the_argument_list(pod, tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_i9_2_thirty_thousand_files_do_not_overflow_the_argument_list(pod, tmp_path) -> None:
     ws = tmp_path / "ws"
     n = 0
     for d in range(150):

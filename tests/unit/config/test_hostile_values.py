@@ -130,7 +130,7 @@ def test_i9_11_hostile_value_in_field_is_refused_or_harmless(field: tuple[str, .
         accepted += 1
         for mode in ("tcp",) if base == "local" else ("rdma",):  # barcelona's own mode
             try:
-                objs = render_cluster(cluster, mode, None)  # type: ignore[arg-type]
+                objs = render_cluster(cluster, mode, None)
             except InputError:
                 continue  # a located exit-2 error at render time is fine
             words = _commands(objs)
