@@ -122,7 +122,9 @@ def test_slow_host_is_named(hosts: Cluster, tmp_path: Path) -> None:
     cases = ET.parse(tmp_path / "report" / "junit.xml").getroot().findall("testsuite/testcase")
     assert any(c.get("classname") == "fabric.localize" and c.get("name") == "node ml-dev-env-2"
                and c.find("failure") is not None for c in cases)
-    assert "| fabric.localize | node ml-dev-env-2 | FAIL |" in (tmp_path / "report" / "summary.md").read_text()
+    summary = (tmp_path / "report" / "summary.md").read_text()
+    assert "| fabric.localize | node ml-dev-env-2 | FAIL |" in summary
+    assert "round 1: ml-dev-env-0<->ml-dev-env-1" in summary and "ml-dev-env-2<->ml-dev-env-3" in summary
     print(f"[measured] 4 hosts, host 2 at 20 mbit/s: {len(rounds)} round(s), suite wall {wall:.1f} s, "
           f"pairs {[(p['nodes'], round(p['gbps'], 4)) for r in rounds for p in r['pairs']]}")
 

@@ -263,6 +263,20 @@ class LocalizeCheck(Check):
         return [CheckResult(name=NAME, status=Status.SKIP, scope="world", reasons=[reason])]
 
 
+def evidence(loc: plan.Localization, names: list[str]) -> list[str]:
+    """One line per round (every pair's GB/s, the slow ones marked, who is in doubt after it):
+    ``details.evidence``, which summary.md's Evidence section and JUnit's system-out show."""
+    out: list[str] = []
+    for r in loc.rounds:
+        pairs = ", ".join(f"{names[a]}<->{names[b]} {r.figures[(a, b)]:.4g} GB/s"
+                          f"{' SLOW' if (a, b) in r.slow_pairs else ''}" for a, b in r.pairs)
+        bar = "" if r.reference_gbps is None else f" (healthy {r.reference_gbps:.4g}, slow below " \
+            f"{(loc.bar_gbps or 0.0):.4g})"
+        doubt = ", ".join(names[i] for i in r.suspects) or "none"
+        out.append(f"round {r.index}: {pairs}{bar}; in doubt after it: {doubt}")
+    return out
+
+
 def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
@@ -272,7 +286,7 @@ def results_of(loc: plan.Localization, names: list[str], why: list[str], setup: 
     """The check's results: a FAIL per slow node (scope node) and per slow link (scope link),
     else one world result: PASS (nobody), WARN (ambiguous / inconclusive). Every result
     carries every round in its details."""
-    details = {**loc.to_dict(names), "trigger": why, **setup}
+    details = {**loc.to_dict(names), "trigger": why, **setup, "evidence": evidence(loc, names)}
     ref, bar = _fmt(loc.reference_gbps), _fmt(loc.bar_gbps)
     out: list[CheckResult] = []
     for x in loc.slow_nodes:

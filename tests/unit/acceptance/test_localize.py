@@ -230,6 +230,10 @@ def test_results_name_the_node_and_the_link_with_every_round() -> None:
     assert "cable/port/switch path between host-0 and host-1" in link.reasons[0]
     for r in rs:
         assert [x["round"] for x in r.details["rounds"]] == [1, 2] and r.details["trigger"] == ["requested (--localize)"]
+        # every round, every pair's figure, as the evidence summary.md and JUnit show
+        ev = r.details["evidence"]
+        assert len(ev) == 2 and ev[0].startswith("round 1: host-0<->host-1 1 GB/s SLOW, host-2<->host-3 10 GB/s")
+        assert "host-4<->host-5 0.5 GB/s SLOW" in ev[0] and ev[1].endswith("in doubt after it: none")
     assert len(json.dumps([r.to_dict() for r in rs])) > 0  # JSON-ready
 
 
