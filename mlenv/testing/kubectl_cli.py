@@ -5,8 +5,9 @@ state file, answered the way ``kubectl`` answers.
 It exists for the client contract suite (tests/unit/cluster/test_client_contract.py):
 the same scenario runs against ``FakeCluster`` directly and against ``OcCluster`` driving
 this program, so the fake cannot drift from the client. Run it as a script
-(``python -m mlenv.testing.kubectl_cli``) through a small ``kubectl`` wrapper on PATH;
-``FAKE_KUBECTL_STATE`` names the state file.
+(``python -m mlenv.testing.kubectl_cli``) through a small ``kubectl`` (or ``oc``: it also
+answers ``oc whoami [--show-server]``) wrapper on PATH; ``FAKE_KUBECTL_STATE`` names the
+state file.
 
 Answers follow kubectl: JSON for ``--output=json``, ``List`` objects for lists,
 ``kind.group/name`` for ``--output=name``, ``yes``/``no`` with exit 0/1 for
@@ -73,6 +74,7 @@ _OPTIONS: dict[str, dict[str, bool]] = {
     "config view": {"--minify": False, "--output": True},
     "logs": {"--tail": True, "-f": False},
     "exec": {"-i": False},
+    "whoami": {"--show-server": False},  # oc only: kubectl has `auth whoami`
 }
 _EVERYWHERE = {"--namespace": True, "--request-timeout": True, "--kubeconfig": True,
                "--context": True}
@@ -206,6 +208,11 @@ def run(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]) -
         if "--minify" not in opts or opts.get("--output") != SERVER_JSONPATH or names:
             raise Unsupported("config view other than --minify with the server jsonpath")
         out(fake.server_url)  # kubectl reads the kubeconfig: no API call, no reachability
+        return 0
+    if c == "whoami":  # oc: the user, or with --show-server the server (from the kubeconfig)
+        if names:
+            raise Unsupported("whoami takes no names")
+        out((fake.server_url if "--show-server" in opts else fake.whoami()) + "\n")
         return 0
     if c == "auth whoami":
         _need(call, "--output", WHOAMI_JSONPATH)

@@ -72,15 +72,14 @@ def direct() -> Side:
     return Side(fake, edit)
 
 
-@pytest.fixture
-def fake_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """``kubectl`` on an otherwise empty PATH: a wrapper running mlenv.testing.kubectl_cli
-    against ``state.json``."""
+def _install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, binary: str) -> Path:
+    """``BINARY`` (kubectl or oc) on an otherwise empty PATH: a wrapper running
+    mlenv.testing.kubectl_cli against ``state.json``."""
     state = tmp_path / "state.json"
     _base().save(str(state))
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    exe = bindir / "kubectl"
+    exe = bindir / binary
     exe.write_text(f'#!/bin/sh\nexec {sys.executable} -m mlenv.testing.kubectl_cli "$@"\n')
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", str(bindir))
@@ -90,17 +89,33 @@ def fake_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def through_kubectl(fake_kubectl: Path) -> Side:
+def fake_kubectl(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    return _install(tmp_path, monkeypatch, "kubectl")
+
+
+def _over(state: Path, is_oc: bool) -> Side:
     client = OcCluster()
-    assert not client.is_oc  # kubectl: the shared verbs, as on a plain Kubernetes host
+    assert client.is_oc == is_oc
 
     @contextmanager
     def edit() -> Iterator[FakeCluster]:
-        fake = FakeCluster.load(str(fake_kubectl))
+        fake = FakeCluster.load(str(state))
         yield fake
-        fake.save(str(fake_kubectl))
+        fake.save(str(state))
 
     return Side(client, edit)
+
+
+@pytest.fixture
+def through_kubectl(fake_kubectl: Path) -> Side:
+    """The client as on a plain Kubernetes host: kubectl, the verbs it shares with oc."""
+    return _over(fake_kubectl, is_oc=False)
+
+
+@pytest.fixture
+def through_oc(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Side:
+    """The client as on OpenShift (the default): oc (whoami, whoami --show-server)."""
+    return _over(_install(tmp_path, monkeypatch, "oc"), is_oc=True)
 
 
 def outcome(step: Callable[[], Any]) -> Any:
@@ -119,6 +134,7 @@ def scenario(side: Side) -> list[tuple[str, Any]]:
         out.append((what, outcome(fn)))
 
     step("whoami", c.whoami)
+    step("server", c.server)
     step("apply new", lambda: c.apply(cm("c", {"a": "1"}), NS).action)
     step("apply again", lambda: c.apply(cm("c", {"a": "1"}), NS).action)
     step("apply changed", lambda: c.apply(cm("c", {"a": "2"}), NS).action)
@@ -167,6 +183,7 @@ def scenario(side: Side) -> list[tuple[str, Any]]:
 
 EXPECTED: list[tuple[str, Any]] = [
     ("whoami", "developer"),
+    ("server", "https://api.fake.example:6443"),
     ("apply new", "created"),
     ("apply again", "unchanged"),
     ("apply changed", "configured"),
@@ -207,8 +224,10 @@ def test_the_fake_gives_the_written_down_results(direct: Side) -> None:
     assert scenario(direct) == EXPECTED
 
 
-def test_the_client_over_the_fake_kubectl_gives_the_same_results(through_kubectl: Side) -> None:
-    assert scenario(through_kubectl) == EXPECTED
+@pytest.mark.parametrize("which", ["through_kubectl", "through_oc"])
+def test_the_client_over_the_fake_binary_gives_the_same_results(
+        which: str, request: pytest.FixtureRequest) -> None:
+    assert scenario(request.getfixturevalue(which)) == EXPECTED
 
 
 @pytest.mark.parametrize("which", ["direct", "through_kubectl"])
