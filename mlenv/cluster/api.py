@@ -1,8 +1,10 @@
 """The ``Cluster`` interface: every side effect against a live cluster goes through it.
 
 Two implementations: :class:`mlenv.cluster.oc.OcCluster` (openshift-client driving
-``oc``, or ``kubectl`` for the shared verbs) and :class:`mlenv.cluster.fake.FakeCluster`
-(a stateful in-memory fake for tests and benchmarks). Callers receive one injected
+``oc``, or ``kubectl`` for the shared verbs) and
+:class:`mlenv.testing.fakecluster.FakeCluster` (a stateful in-memory fake for tests and
+benchmarks, not shipped; tests/unit/cluster/test_client_contract.py keeps the two
+agreeing). Callers receive one injected
 (``cluster: Cluster | None = None``), so nothing is monkeypatched in tests.
 
 Manifests are plain ``dict`` objects exactly as the renderer returns them.
