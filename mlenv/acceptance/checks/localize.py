@@ -218,7 +218,16 @@ class LocalizeCheck(Check):
             return self._skip(ctx, "mode off")
         why: list[str] = ["requested (--localize)"] if mode == "always" else []
         if mode == "auto":
-            why = _bcast(earlier_triggers(ctx) if ctx.rank == 0 else None, ctx)
+            decided: tuple[list[str], str] = ([], "")
+            if ctx.rank == 0:
+                try:
+                    decided = (earlier_triggers(ctx), "")
+                except Exception as e:  # never leave the other ranks waiting in the broadcast
+                    decided = ([], f"{type(e).__name__}: {e}")
+            why, problem = _bcast(decided, ctx)
+            if problem:
+                return self._skip(ctx, f"not run: the earlier results could not be judged ({problem}); "
+                                       "--localize measures anyway")
             if not why:
                 return self._skip(ctx, "not needed: no multi-node collective below its bar and no node or rail "
                                        "outlier (run with --localize to measure anyway)")
