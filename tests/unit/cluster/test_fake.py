@@ -7,6 +7,7 @@ import copy
 import pytest
 
 from mlenv.cluster.api import Conflict, ExecTimeout, Forbidden, Invalid, NotFound
+from mlenv.errors import InputError
 from mlenv.testing.fakecluster import FakeCluster
 
 
@@ -223,3 +224,29 @@ def test_exec_answers_per_pod_and_hangs_until_the_timeout(fake: FakeCluster) -> 
     with pytest.raises(ExecTimeout, match="within 5 s"):
         fake.exec("ml-dev-env-0", "ns", ["slow"], timeout=5)
     assert ["exec", "ml-dev-env-1", "job"] in fake.calls
+
+
+def test_connect_builds_the_client_with_the_installed_factory_and_restores_the_real_one(
+        fake: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    from collections.abc import Iterator
+    from contextlib import contextmanager
+
+    from mlenv.cluster import connect as conn
+
+    seen: list[conn.ClientOptions] = []
+
+    @contextmanager
+    def factory(opts: conn.ClientOptions) -> Iterator[FakeCluster]:
+        seen.append(opts)
+        yield fake
+
+    monkeypatch.setenv("MLENV_EXEC_TIMEOUT", "7.5")
+    with conn.use_factory(factory):
+        with conn.connect(kubeconfig="/k", context="ctx") as client:
+            assert client is fake
+    assert seen == [conn.ClientOptions(7.5, True, "/k", "ctx")]
+    assert conn.set_factory(None) is conn.oc_client  # restored on leaving the block
+    monkeypatch.setenv("MLENV_EXEC_TIMEOUT", "-1")
+    with conn.use_factory(factory), pytest.raises(InputError, match="MLENV_EXEC_TIMEOUT=-1"):
+        with conn.connect():
+            pass
