@@ -99,12 +99,11 @@ def triggers(results: list[CheckResult], baseline: Any = None, nodes: int = 2) -
         text = " ".join(r.reasons)
         if spans and ("gbps" in text or "sweep stopped" in text):
             out.append(reason_line(r))
-    for f in j.findings:
-        if f.level == "node" and f.check.startswith("collectives."):
-            out.append(f"{f.severity.value}: {f.reason()}")
-        elif f.level == "inter":
-            out.append(f"{f.severity.value}: {f.reason()}")
-    return out
+    # A rail (inter group) outlier is already on its result's status and reasons above;
+    # a node outlier is a run-level finding only.
+    out += [f"{f.severity.value}: {f.reason()}" for f in j.findings
+            if f.level == "node" and f.check.startswith("collectives.")]
+    return list(dict.fromkeys(out))
 
 
 def earlier_triggers(ctx: RunContext) -> list[str]:
