@@ -258,9 +258,15 @@ class OcCluster:
         answer ``say`` gets "contacting <server>…". A server that answers anything, even
         403, is reachable.
         """
-        rc, out, err, _ = self._run("config view", [
-            "--minify", "--output=jsonpath={.clusters[0].cluster.server}"])
+        # a local read; only a wrapper that contacts the server (gcloud's version-picking
+        # kubectl) takes seconds here: bounded, generously
+        view_limit = max(30.0, timeout + 5)
+        rc, out, err, stuck = self._run("config view", [
+            "--minify", "--output=jsonpath={.clusters[0].cluster.server}"], timeout=view_limit)
         server = out.strip()
+        if stuck:
+            raise Unreachable(f"{self.binary} config view did not answer within "
+                              f"{view_limit:g} s")
         if rc != 0:
             low = err.lower()
             if "context" in low and "does not exist" in low:

@@ -26,7 +26,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = shutil.which("oc") or shutil.which("kubectl")
-pytestmark = pytest.mark.skipif(CLIENT is None, reason="needs a real oc or kubectl client on PATH")
+needs_client = pytest.mark.skipif(CLIENT is None, reason="needs a real oc or kubectl client on PATH")
 
 # Every verb that talks to a cluster, with arguments that would otherwise work.
 VERBS = [
@@ -131,6 +131,28 @@ def _run_all(env: dict[str, str]) -> list[tuple[list[str], subprocess.CompletedP
     return results
 
 
+def _run_all_in_process(env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+                        ) -> list[tuple[list[str], subprocess.CompletedProcess[str], float]]:
+    """The same verbs through CliRunner, one after the other (no Python start-up per verb:
+    the cases where the client answers at once); the client is still the real binary."""
+    from typer.testing import CliRunner
+
+    from mlenv.cli.app import app
+
+    for k in [k for k in os.environ if k.startswith("MLENV_") or k in ("KUBECONFIG",
+                                                                          "KUBERNETES_SERVICE_HOST")]:
+        monkeypatch.delenv(k)
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    out = []
+    for args in VERBS:
+        t0 = time.monotonic()
+        r = CliRunner().invoke(app, args)
+        out.append((args, subprocess.CompletedProcess(args, r.exit_code, r.stdout, r.stderr),
+                    time.monotonic() - t0))
+    return out
+
+
 def _check_one_line(args: list[str], r: subprocess.CompletedProcess[str], server: str) -> None:
     what = " ".join(args)
     assert r.returncode == 3, f"{what}: exit {r.returncode}\n{r.stderr}"
@@ -143,15 +165,18 @@ def _check_one_line(args: list[str], r: subprocess.CompletedProcess[str], server
     assert r.stdout == "", f"{what}: printed {r.stdout!r} before failing"
 
 
-def test_refused_connection_is_exit_3_and_one_line_for_every_verb(tmp_path, closed_port) -> None:
+@needs_client
+def test_refused_connection_is_exit_3_and_one_line_for_every_verb(tmp_path, closed_port,
+                                                                  monkeypatch) -> None:
     server = f"https://127.0.0.1:{closed_port}"
     env = _env(tmp_path, _kubeconfig(tmp_path / "kc", server), timeout=5)
-    for args, r, wall in _run_all(env):
+    for args, r, wall in _run_all_in_process(env, monkeypatch):
         _check_one_line(args, r, server)
         assert "connection refused" in r.stderr
         assert wall < 60, f"{' '.join(args)} took {wall:.1f} s on a refused connection"
 
 
+@needs_client
 def test_hanging_server_is_exit_3_within_the_timeout_for_every_verb(tmp_path, black_hole) -> None:
     server = f"https://127.0.0.1:{black_hole}"
     timeout = 1.5
@@ -164,6 +189,7 @@ def test_hanging_server_is_exit_3_within_the_timeout_for_every_verb(tmp_path, bl
         assert wall < 60, f"{' '.join(args)} took {wall:.1f} s against a silent server"
 
 
+@needs_client
 def test_slow_server_says_contacting_after_2_s_then_fails(tmp_path, black_hole) -> None:
     server = f"https://127.0.0.1:{black_hole}"
     env = _env(tmp_path, _kubeconfig(tmp_path / "kc", server), timeout=3)
@@ -173,9 +199,10 @@ def test_slow_server_says_contacting_after_2_s_then_fails(tmp_path, black_hole) 
     assert wall >= 3
 
 
-def test_no_kubeconfig_gives_the_login_hint_first_for_every_verb(tmp_path) -> None:
+@needs_client
+def test_no_kubeconfig_gives_the_login_hint_first_for_every_verb(tmp_path, monkeypatch) -> None:
     env = _env(tmp_path, None, timeout=5)  # empty HOME: no ~/.kube/config either
-    for args, r, _ in _run_all(env):
+    for args, r, _ in _run_all_in_process(env, monkeypatch):
         assert r.returncode == 3, f"{args}: {r.stderr}"
         lines = r.stderr.splitlines()
         assert len(lines) == 1, f"{args}: {r.stderr!r}"
@@ -183,6 +210,7 @@ def test_no_kubeconfig_gives_the_login_hint_first_for_every_verb(tmp_path) -> No
         assert "localhost:8080" not in r.stderr
 
 
+@needs_client
 def test_request_timeout_flag_and_env_are_validated(tmp_path, closed_port) -> None:
     server = f"https://127.0.0.1:{closed_port}"
     env = _env(tmp_path, _kubeconfig(tmp_path / "kc", server), timeout=5)
@@ -195,6 +223,7 @@ def test_request_timeout_flag_and_env_are_validated(tmp_path, closed_port) -> No
     assert r.returncode == 2 and "--request-timeout" in r.stderr
 
 
+@needs_client
 def test_unreadable_kubeconfig_flag_is_exit_2(tmp_path) -> None:
     env = _env(tmp_path, None, timeout=5)
     r, _ = _mlenv(["status", "barcelona", "--kubeconfig", str(tmp_path / "missing")], env)
@@ -203,8 +232,57 @@ def test_unreadable_kubeconfig_flag_is_exit_2(tmp_path) -> None:
                                 "unreadable: No such file or directory")
 
 
+@needs_client
 def test_unknown_context_is_exit_2_naming_it(tmp_path, closed_port) -> None:
     env = _env(tmp_path, _kubeconfig(tmp_path / "kc", f"https://127.0.0.1:{closed_port}"), 5)
     r, _ = _mlenv(["status", "barcelona", "--context", "nope"], env)
     assert r.returncode == 2, r.stderr
     assert len(r.stderr.splitlines()) == 1 and "nope" in r.stderr
+
+
+# -- what the probe makes of the client's answers (a stand-in kubectl that answers the
+#    probe with a given stderr, as kubectl 1.32 prints them) -------------------------------
+
+_STANDIN = """#!{python}
+import sys
+argv = sys.argv[1:]
+if "view" in argv:
+    print("https://api.example.test:6443", end="")
+elif "--raw=/version" in argv:
+    sys.stderr.write({stderr!r})
+    sys.exit({rc})
+"""
+
+
+@pytest.mark.parametrize("stderr,rc,want", [
+    ("Unable to connect to the server: dial tcp: lookup api.example.test on 10.0.0.2:53: "
+     "no such host\n", 1,
+     "error: cannot reach the API server https://api.example.test:6443: no such host (DNS)"),
+    ("Unable to connect to the server: tls: failed to verify certificate: x509: certificate "
+     "signed by unknown authority\n", 1,
+     "error: cannot reach the API server https://api.example.test:6443: TLS certificate not "
+     "trusted: Unable to connect to the server: tls: failed to verify certificate: x509: "
+     "certificate signed by unknown authority"),
+    ("error: You must be logged in to the server (Unauthorized)\n", 1,
+     "error: not logged in to https://api.example.test:6443 (the credentials were refused): "
+     "run `oc login <server>` (or `kubectl config use-context`) or set KUBECONFIG"),
+    ('Error from server (Forbidden): forbidden: User "system:anonymous" cannot get path '
+     '"/version"\n', 1, None),  # the server answered: reachable, the verb goes on
+])
+def test_probe_answers_become_one_line(tmp_path, monkeypatch, stderr: str, rc: int,
+                                       want: str | None) -> None:
+    from _fakeenv import run
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "kubectl"
+    exe.write_text(_STANDIN.format(python=sys.executable, stderr=stderr, rc=rc))
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    r = run(["-q", "status", "barcelona"], None, monkeypatch)
+    if want is None:
+        assert r.exit_code == 0, r.output
+        return
+    assert r.exit_code == 3, r.output
+    assert r.stderr.splitlines() == [want]
