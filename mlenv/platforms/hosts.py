@@ -150,3 +150,51 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
         shutil.copytree(report, dest, dirs_exist_ok=True, symlinks=True)
     say(console.verdict_block(doc, str(dest)))
     return {"PASS": EXIT_OK, "FAIL": EXIT_FAIL}.get(str(doc.get("verdict")), EXIT_ERROR)
+
+
+def status_lines(cluster: Cluster) -> list[str]:
+    """Each host: reachable over ssh with its versions, or why not (nothing is started)."""
+    hosts = hosts_of(cluster, None)
+    with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
+        found = list(pool.map(lambda h: _probe(cluster, h, 20.0), hosts))
+    lines = []
+    for i, (h, v) in enumerate(zip(hosts, found, strict=True)):
+        head = " (head)" if i == 0 else ""
+        if isinstance(v, str):
+            lines.append(f"host {h}{head}: {v}")
+        else:
+            lines.append(f"host {h}{head}: up, python {v['python']}, torch {v['torch']}, "
+                         f"deepspeed {v.get('deepspeed')}, {v.get('gpus', 0)} GPU(s)")
+    return lines
+
+
+def sync(cluster: Cluster, root: Path) -> str:
+    """``workspace/`` to ``<shared_dir>/workspace`` through host 0, or to ``~/mlenv-workspace``
+    on every host without a shared folder: a tar stream over ssh (adds and updates only)."""
+    import tarfile
+
+    src = root / "workspace"
+    if not src.is_dir():
+        raise InputError(f"no workspace/ folder under {root}")
+    hosts = hosts_of(cluster, None)
+    shared = cluster.hosts.shared_dir
+    dest = f"{shared.rstrip('/')}/workspace" if shared else "mlenv-workspace"
+    targets = hosts[:1] if shared else hosts
+    for h in targets:
+        r = subprocess.run(ssh_words(cluster, h, ["mkdir", "-p", "--", dest]), capture_output=True, text=True,
+                           timeout=60, check=False, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise InfraError(f"sync: host {h}: mkdir {dest}: {(r.stderr.strip().splitlines() or ['failed'])[-1]}")
+        p = subprocess.Popen(ssh_words(cluster, h, ["tar", "-x", "-f", "-", "-C", dest]), stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        assert p.stdin is not None
+        try:
+            with tarfile.open(fileobj=p.stdin, mode="w|") as tar:
+                for child in sorted(src.iterdir()):
+                    tar.add(str(child), arcname=child.name)
+        except BrokenPipeError:
+            pass  # tar on the host ended early: its message comes below
+        _, err = p.communicate(timeout=600)  # closes our end of the stream
+        if p.returncode != 0:
+            raise InfraError(f"sync: host {h}: tar: {(err.decode(errors='replace').strip().splitlines() or ['failed'])[-1]}")
+    return f"synced {src} -> {dest} on {', '.join(targets)}"

@@ -27,8 +27,7 @@ def _root() -> Path:
 
 
 def _hosts_pending(verb: str) -> None:
-    raise InputError(f"mlenv {verb} on platform: hosts is not implemented yet; render writes "
-                     "hosts/<cluster>/hostfile and launch-plan.json")
+    raise InputError(f"mlenv {verb} on platform: hosts is not implemented yet")
 
 
 def deploy(cfg: Cluster, *, nodes: int | None, say: Say, warn: Say) -> None:
@@ -47,7 +46,11 @@ def deploy(cfg: Cluster, *, nodes: int | None, say: Say, warn: Say) -> None:
 
 def status(cfg: Cluster, *, say: Say) -> None:
     if cfg.platform == "hosts":
-        _hosts_pending("status")
+        from mlenv.platforms import hosts
+
+        for line in hosts.status_lines(cfg):
+            say(line)
+        return
     from mlenv.platforms import slurm
 
     for line in slurm.status_lines(cfg, _root()):
@@ -56,7 +59,7 @@ def status(cfg: Cluster, *, say: Say) -> None:
 
 def logs(cfg: Cluster, *, tail: int | None, say: Say) -> None:
     if cfg.platform == "hosts":
-        _hosts_pending("logs")
+        _hosts_pending("logs (the run streams to the terminal; each rank's log is in the report's logs/)")
     from mlenv.platforms import slurm
 
     say(slurm.log_text(cfg, _root(), tail).rstrip("\n"))
@@ -64,7 +67,9 @@ def logs(cfg: Cluster, *, tail: int | None, say: Say) -> None:
 
 def teardown(cfg: Cluster, *, say: Say) -> None:
     if cfg.platform == "hosts":
-        _hosts_pending("teardown")
+        say(f"{cfg.name}: platform hosts leaves nothing running: acceptance runs in the foreground "
+            "(Ctrl-C ends it and its ssh sessions)")
+        return
     from mlenv.platforms import slurm
 
     say(slurm.teardown(cfg, _root()))
@@ -72,7 +77,10 @@ def teardown(cfg: Cluster, *, say: Say) -> None:
 
 def sync(cfg: Cluster, *, say: Say) -> None:
     if cfg.platform == "hosts":
-        _hosts_pending("sync")
+        from mlenv.platforms import hosts
+
+        say(hosts.sync(cfg, _root()))
+        return
     from mlenv.platforms import slurm
 
     say(slurm.sync(cfg, _root()))

@@ -111,6 +111,20 @@ def test_hosts_preflight_and_acceptance_2x2_pass(env: Env) -> None:
     print(f"\nhosts 2x2 CPU ranks over ssh, quick profile (small sizes): {wall:.1f} s")
 
 
+def test_hosts_sync_status_teardown(env: Env) -> None:
+    (env.root / "workspace" / "sub").mkdir(parents=True)
+    (env.root / "workspace" / "sub" / "it's a file.py").write_text("print(1)\n")
+    r = env.mlenv("sync", CLUSTER)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (env.root / "shared" / "workspace" / "sub" / "it's a file.py").read_text() == "print(1)\n"
+    r = env.mlenv("status", CLUSTER)
+    assert r.returncode == 0, r.stderr
+    for p in env.pods.pods:
+        assert f"host {p.address}" in r.stdout and "up, python" in r.stdout
+    r = env.mlenv("teardown", CLUSTER)
+    assert r.returncode == 0 and "leaves nothing running" in r.stdout
+
+
 def test_host_with_ssh_down_is_named_before_launch(env: Env) -> None:
     victim = env.pods.pods[1]
     os.killpg(env.sshd[1].pid, 9)
@@ -122,3 +136,5 @@ def test_host_with_ssh_down_is_named_before_launch(env: Env) -> None:
     assert f"host {env.pods.pods[0].address}" not in r.stderr
     after = set((env.root / "shared").glob("results/*")) if (env.root / "shared" / "results").exists() else set()
     assert after == before, "a run was started"
+    r = env.mlenv("status", CLUSTER)
+    assert f"host {victim.address}: ssh unreachable" in r.stdout
