@@ -519,6 +519,17 @@ def pending_reasons(cfg: ClusterConfig, client: Cluster, pods: list[PodView]) ->
     return out
 
 
+def _latest_warnings(cfg: ClusterConfig, client: Cluster) -> dict[str, str]:
+    """Pod name → reason of its latest Warning event (FailedScheduling, FailedMount,
+    FailedCreatePodSandBox…), one events call per poll: a Pending pod with no container
+    yet has no waiting reason of its own, and "Pending" alone tells nobody anything."""
+    out: dict[str, str] = {}
+    for ev in client.events(cfg.namespace, "Pod"):
+        if ev.type == "Warning":
+            out[ev.name] = ev.reason
+    return out
+
+
 def worker_pods(cfg: ClusterConfig, client: Cluster) -> list[PodView]:
     """The StatefulSet's pods, ordered by index."""
     sel = {**instance_selector(cfg.name), LABEL_COMPONENT: "worker"}
@@ -530,16 +541,19 @@ def worker_pods(cfg: ClusterConfig, client: Cluster) -> list[PodView]:
 def wait_ready(cfg: ClusterConfig, nodes: int, client: Cluster, timeout: float,
                say: Say) -> int:
     """Poll until ``nodes`` worker pods are Ready; DeployTimeout with reasons at the deadline."""
-    deadline = client.monotonic() + timeout
+    start = client.monotonic()
+    deadline = start + timeout
     last = ""
     while True:
         pods = worker_pods(cfg, client)
         ready = sum(p.ready for p in pods)
+        why = _latest_warnings(cfg, client) if ready < len(pods) else {}
         line = f"waiting: {ready}/{nodes} pods Ready " + " ".join(
-            f"{p.name}={'Ready' if p.ready else p.waiting_reason or p.phase}" for p in pods
+            f"{p.name}={'Ready' if p.ready else p.waiting_reason or why.get(p.name) or p.phase}" for p in pods
         ) if pods else f"waiting: 0/{nodes} pods Ready (none created yet)"
         if line != last:
-            say(line)
+            # the state changed: say it, with the time spent so far (a stuck pull shows)
+            say(f"{line} ({client.monotonic() - start:.0f} s)")
             last = line
         if ready >= nodes and len(pods) >= nodes:
             return ready

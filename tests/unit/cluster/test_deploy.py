@@ -177,3 +177,21 @@ def test_in_pod_tree_script_matches_local_digest(tmp_path) -> None:
                          capture_output=True, text=True, check=True).stdout.strip()
     assert out == treehash.digest_files(treehash.local_files(str(tmp_path)))
     assert out.startswith("2 ")
+
+
+def test_waiting_lines_name_why_a_pending_pod_waits(barcelona, fake_for) -> None:
+    """i16: while waiting, a Pending pod shows its latest Warning (FailedScheduling), not
+    just "Pending", and each line carries the time spent so far."""
+    from mlenv.cluster.deploy import wait_ready
+
+    fake = fake_for(barcelona)
+    deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
+    sts = fake.get("StatefulSet", "ml-dev-env", barcelona.namespace)
+    sts["spec"]["replicas"] = len(barcelona.gpu_nodes) + 1  # one pod more than pinned nodes
+    fake.apply(sts, barcelona.namespace, force_conflicts=True)
+    said: list[str] = []
+    with pytest.raises(DeployTimeout):
+        wait_ready(barcelona, len(barcelona.gpu_nodes) + 1, fake, 10, said.append)
+    extra = f"ml-dev-env-{len(barcelona.gpu_nodes)}"
+    assert any(f"{extra}=FailedScheduling" in s for s in said), said
+    assert all(s.rstrip().endswith(" s)") for s in said)
