@@ -125,7 +125,8 @@ def main(argv: list[str] | None = None) -> int:
         live.show(results)
 
     stale = float(os.environ.get("MLENV_HEARTBEAT_STALE_S", "15"))
-    runner = Runner(ctx, chan, hosts, checks, emit if env.rank == 0 else None, stale_s=stale)
+    runner = Runner(ctx, chan, hosts, checks, emit if env.rank == 0 else None, stale_s=stale,
+                    progress=(lambda m: print(f"[acceptance]   {m}", flush=True)) if env.rank == 0 else None)
     try:
         outcome = runner.run()
     except Exception as e:  # rank 0 gone (store unreachable) or a bug: this rank cannot go on

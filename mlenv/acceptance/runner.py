@@ -68,7 +68,8 @@ class Runner:
 
     def __init__(self, ctx: RunContext, chan: SideChannel, hosts: list[str], checks: list[type[Check]],
                  emit: Callable[[list[CheckResult]], None] | None = None, stale_s: float = 15.0,
-                 poll_s: float = 0.05) -> None:
+                 poll_s: float = 0.05, progress: Callable[[str], None] | None = None,
+                 progress_every_s: float = 30.0) -> None:
         self.ctx = ctx
         self.chan = chan
         self.hosts = hosts
@@ -76,6 +77,10 @@ class Runner:
         # Called once per check with every rank's results, so the caller can judge
         # them together (peer outliers need all ranks) before printing a line.
         self.emit = emit or (lambda rs: None)
+        # Rank 0's "still running" lines for long checks (training runs for minutes and
+        # would otherwise look hung); None elsewhere.
+        self.progress = progress
+        self.progress_every_s = progress_every_s
         self.stale_s = stale_s
         self.poll_s = poll_s
         self.watch = HeartbeatWatch(chan, ctx.world_size, stale_s) if ctx.rank == 0 else None
@@ -127,8 +132,13 @@ class Runner:
         th = threading.Thread(target=body, name=f"check-{name}", daemon=True)
         th.start()
         # Join in short steps: a long join would delay the SIGTERM handler.
+        said = t0
         while th.is_alive() and time.monotonic() - t0 < self.ctx.deadline_s:
             th.join(0.1)
+            now = time.monotonic()
+            if self.progress is not None and now - said >= self.progress_every_s and th.is_alive():
+                self.progress(f"… {name} still running ({now - t0:.0f} s of its {self.ctx.deadline_s:g} s deadline)")
+                said = now
         dt = time.monotonic() - t0
         if th.is_alive():
             return [self._error(name, f"{name} did not finish within the deadline of {self.ctx.deadline_s:g} s "
