@@ -20,6 +20,10 @@ def shell(
     COMMAND there with the terminal attached: `mlenv shell x -- nvidia-smi topo -m`."""
 
     cfg = load_config(cluster)
+    if cfg.platform in ("slurm", "hosts"):  # issue 13: srun --pty on a node / ssh to host --pod
+        from mlenv.platforms.verbs import shell as platform_shell
+
+        raise typer.Exit(platform_shell(cfg, command=list(command or []), node=pod))
     name = worker_pod(pod)
     with cluster_client() as client:
         require_running(client, cfg.namespace, name, cfg.name)  # else kubectl's exit 1

@@ -198,3 +198,15 @@ def sync(cluster: Cluster, root: Path) -> str:
         if p.returncode != 0:
             raise InfraError(f"sync: host {h}: tar: {(err.decode(errors='replace').strip().splitlines() or ['failed'])[-1]}")
     return f"synced {src} -> {dest} on {', '.join(targets)}"
+
+
+def shell_argv(cluster: Cluster, command: list[str], host: int = 0, tty: bool = False) -> list[str]:
+    """``ssh [-t] … -- HOST [COMMAND…]``: a login shell (or COMMAND) on host ``host``."""
+    hosts = hosts_of(cluster, None)
+    if not 0 <= host < len(hosts):
+        raise InputError(f"--pod {host}: nodes.gpu_nodes lists {len(hosts)} host(s)")
+    h = cluster.hosts
+    key = str(Path(h.ssh_key).expanduser()) if h.ssh_key else ""
+    opts = [*SSH_OPTIONS, *(["-t"] if tty else [])]
+    return argv.ssh(hosts[host], command, user=h.ssh_user, port=h.ssh_port, key=key, options=opts,
+                    config=os.environ.get("MLENV_SSH_CONFIG", ""))

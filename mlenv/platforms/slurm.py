@@ -454,3 +454,23 @@ def sync(cluster: Cluster, root: Path) -> str:
     except (OSError, shutil.Error) as e:
         raise InfraError(f"sync to {dest}: {e}") from None
     return f"synced {src} -> {dest}"
+
+
+def shell_argv(cluster: Cluster, command: list[str], node: int = 0, tty: bool = False) -> list[str]:
+    """``srun [--pty] --nodes=1 --ntasks=1 --partition=… [--nodelist=NODE] -- COMMAND…``:
+    a shell (or COMMAND) on one node of the partition, under the config's account/QOS."""
+    s = cluster.slurm
+    opts = ["--pty"] if tty else []
+    opts += ["--nodes=1", "--ntasks=1", f"--partition={argv.slurm_name(s.partition, 'partition')}"]
+    if s.account:
+        opts.append(f"--account={argv.slurm_name(s.account, 'account')}")
+    if s.qos:
+        opts.append(f"--qos={argv.slurm_name(s.qos, 'qos')}")
+    if cluster.gpu_nodes:
+        if not 0 <= node < len(cluster.gpu_nodes):
+            raise InputError(f"--pod {node}: nodes.gpu_nodes lists {len(cluster.gpu_nodes)} node(s)")
+        opts.append(f"--nodelist={argv.slurm_node(cluster.gpu_nodes[node])}")
+    elif node:
+        raise InputError("--pod N needs nodes.gpu_nodes (which node is N?); without it the shell runs on "
+                         "any free node of the partition")
+    return argv.slurm("srun", opts, command or ["bash", "-l"])

@@ -126,3 +126,26 @@ def acceptance_cli(cluster: str, *, profile: str, checks: str, baseline: str | N
     args += ["--options", str(options.resolve())] if options else []
     args += ["--deadline", str(deadline)] if deadline else []
     return acceptance(cfg, nodes=None, profile=profile, suite_args=args, say=say)
+
+
+def shell(cfg: Cluster, *, command: list[str], node: int) -> int:
+    """slurm: ``srun --pty`` on one node of the partition; hosts: ssh to host ``node``.
+    The terminal stays attached; the command's exit status is returned."""
+    import subprocess
+    import sys
+
+    tty = sys.stdin.isatty() and sys.stdout.isatty()
+    if cfg.platform == "hosts":
+        from mlenv.platforms import hosts
+
+        words = hosts.shell_argv(cfg, command, node, tty)
+    else:
+        from mlenv.platforms import slurm
+
+        words = slurm.shell_argv(cfg, command, node, tty)
+    try:
+        return subprocess.call(words)
+    except FileNotFoundError:
+        from mlenv.errors import InfraError
+
+        raise InfraError(f"{words[0]}: not found") from None

@@ -123,6 +123,9 @@ def test_hosts_sync_status_teardown(env: Env) -> None:
         assert f"host {p.address}" in r.stdout and "up, python" in r.stdout
     r = env.mlenv("teardown", CLUSTER)
     assert r.returncode == 0 and "leaves nothing running" in r.stdout
+    r = env.mlenv("shell", CLUSTER, "--pod", "1", "--", "sh", "-c", 'hostname; printf %s "$1"', "x", "$(id);y")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout == f"{env.pods.pods[1].hostname}\n$(id);y"
 
 
 def test_host_with_ssh_down_is_named_before_launch(env: Env) -> None:

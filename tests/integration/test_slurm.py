@@ -139,6 +139,14 @@ def test_deploy_status_logs_run_the_rendered_acceptance_sbatch_2x2_to_pass(env: 
     print(f"\nslurm 2x2 CPU ranks, quick profile: submit -> COMPLETED in {wall:.1f} s")
 
 
+def test_shell_runs_a_command_on_a_node_through_srun(env: Env) -> None:
+    r = env.mlenv("shell", CLUSTER, "--", "printf", "%s|%s", "$(id);x", "two words")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout == "$(id);x|two words"
+    r = env.mlenv("shell", CLUSTER, "--", "sh", "-c", "hostname; exit 7")
+    assert r.returncode == 7 and r.stdout.strip() in env.slurm.nodes
+
+
 def test_teardown_cancels_the_job(env: Env) -> None:
     r = env.mlenv("deploy", CLUSTER)
     assert r.returncode == 0, r.stderr
