@@ -34,6 +34,7 @@ contributions come from rank 0 only, so there only a corrupt root shows.)
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass
@@ -311,9 +312,10 @@ def large_messages(backend: str, largest: int) -> bool:
 class Fabric:
     """What a group's traffic crossed, for the baselines' bars (``details.fabric``).
 
-    ``fabric``: ``nvlink`` (NCCL inside one node), ``rdma`` (NCCL across nodes, IB or
-    RoCE), ``socket`` (NCCL across nodes over TCP), ``gloo`` (CPU ranks, TCP), or
-    ``unknown`` (NCCL across nodes, nothing configured and no NCCL log). Across nodes it
+    ``fabric``: ``nvlink`` / ``pcie`` (NCCL inside one node, by ``nvidia-smi topo -m``),
+    ``rdma`` (NCCL across nodes, IB or RoCE), ``socket`` (NCCL across nodes over TCP),
+    ``gloo`` (CPU ranks, TCP), or ``unknown`` (nothing tells: no topology inside a node;
+    across nodes nothing configured and no NCCL log). Across nodes it
     is what the pod's config asks for, so a run that fell back to TCP is held to the
     RDMA bar; ``fallback`` says so outright when NCCL's own log shows sockets.
     """
@@ -324,17 +326,50 @@ class Fabric:
     fallback: str | None = None
 
 
-def fabric_of(backend: str, nodes: int, env: Mapping[str, str], observed: str | None) -> Fabric:
+_NV_CELL = re.compile(r"^NV\d+$")
+
+
+def intra_link(topo: str | None) -> str:
+    """``nvlink`` when ``nvidia-smi topo -m`` shows an NV# link between two GPUs, ``pcie``
+    when it lists two or more GPUs and none, ``unknown`` without a readable matrix (pure)."""
+    if not topo:
+        return "unknown"
+    # matrix rows start at the line's start ("GPU0\t X \tNV18…"); the header row is indented
+    rows = [ln.split() for ln in topo.splitlines() if re.match(r"GPU\d+\s", ln)]
+    if len(rows) < 2:
+        return "unknown"
+    return "nvlink" if any(_NV_CELL.match(c) for r in rows for c in r[1:]) else "pcie"
+
+
+_TOPO: list[str | None] = []
+
+
+def gpu_topology() -> str | None:
+    """``nvidia-smi topo -m`` of this node (asked once per process; None when unavailable)."""
+    if not _TOPO:
+        from mlenv.acceptance.checks.environment import run_tool
+
+        _TOPO.append(run_tool(["nvidia-smi", "topo", "-m"], []))
+    return _TOPO[0]
+
+
+def fabric_of(backend: str, nodes: int, env: Mapping[str, str], observed: str | None,
+              topo: str | None = None) -> Fabric:
     """The fabric of a group spanning ``nodes`` nodes (pure).
 
     ``env``: the pod's environment (``MLENV_NETWORK_MODE``, ``NCCL_IB_DISABLE``,
     ``NCCL_IB_HCA``, read as fabric.transport reads them); ``observed``: the network
-    NCCL's log names for this process (None when not captured).
+    NCCL's log names for this process (None when not captured); ``topo``: ``nvidia-smi
+    topo -m`` (inside one node: NVLink or PCIe).
     """
     if backend != "nccl":
         return Fabric("gloo", f"backend {backend}: TCP between the processes")
     if nodes <= 1:
-        return Fabric("nvlink", "inside one node: NCCL's NVLink/NVSwitch (P2P) path", observed)
+        link = intra_link(topo)
+        why = {"nvlink": "inside one node, GPUs joined by NVLink (nvidia-smi topo -m shows NV#)",
+               "pcie": "inside one node, no NVLink between the GPUs (nvidia-smi topo -m shows none): PCIe",
+               "unknown": "inside one node; nvidia-smi topo -m unavailable, so NVLink is not known"}[link]
+        return Fabric(link, why, observed)
     from mlenv.acceptance.checks.fabric import expectation
 
     exp = expectation(env)
@@ -468,7 +503,8 @@ class CollectiveCheck(Check):
                                f"{r.size} bytes in place")
         status = Status.FAIL if reasons else Status.PASS
         nodes = _nodes_in(spec, ctx)
-        fab = fabric_of(ctx.backend, nodes, os.environ, observed_network(ctx.backend))
+        topo = gpu_topology() if ctx.backend == "nccl" and nodes <= 1 else None
+        fab = fabric_of(ctx.backend, nodes, os.environ, observed_network(ctx.backend), topo)
         if fab.fallback:
             reasons.append(f"{self.name} ({spec.scope}, {spec.label}): {fab.fallback}")
             status = Status.FAIL

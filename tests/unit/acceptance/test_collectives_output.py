@@ -20,6 +20,7 @@ from mlenv.acceptance.checks.collectives import (
     VARIANTS,
     CollectiveOptions,
     fabric_of,
+    intra_link,
     large_messages,
 )
 
@@ -125,8 +126,31 @@ def test_size_options_say_which_nccl_tests_flag_they_are() -> None:
 def test_fabric_comes_from_the_pods_config_then_nccls_log(
     backend: str, nodes: int, env: dict[str, str], observed: str | None, fabric: str
 ) -> None:
-    f = fabric_of(backend, nodes, env, observed)
+    f = fabric_of(backend, nodes, env, observed, NVLINK_TOPO)
     assert f.fabric == fabric and f.fallback is None and f.why
+
+
+# Hand-written in the layout nvidia-smi topo -m prints (tab-separated, header row indented,
+# legend after a blank line): 4 SXM GPUs on NVSwitch, and 2 PCIe GPUs on one host bridge.
+NVLINK_TOPO = ("\tGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+               "GPU0\t X \tNV18\tNV18\tNV18\tPXB\t0-55\t0\t\tN/A\n"
+               "GPU1\tNV18\t X \tNV18\tNV18\tSYS\t0-55\t0\t\tN/A\n"
+               "GPU2\tNV18\tNV18\t X \tNV18\tSYS\t56-111\t1\t\tN/A\n"
+               "GPU3\tNV18\tNV18\tNV18\t X \tSYS\t56-111\t1\t\tN/A\n"
+               "NIC0\tPXB\tSYS\tSYS\tSYS\t X \n\nLegend:\n\n  X    = Self\n"
+               "  NV#  = Connection traversing a bonded set of # NVLinks\n")
+PCIE_TOPO = ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
+             "GPU0\t X \tPHB\t0-31\t0\nGPU1\tPHB\t X \t0-31\t0\n\nLegend:\n\n  X    = Self\n"
+             "  NV#  = Connection traversing a bonded set of # NVLinks\n")
+
+
+def test_inside_a_node_nvlink_is_read_from_the_topology_not_assumed() -> None:
+    assert intra_link(NVLINK_TOPO) == "nvlink"
+    assert intra_link(PCIE_TOPO) == "pcie"  # the legend's "NV#" line is no GPU link
+    assert intra_link(None) == intra_link("") == intra_link("\tGPU0\nGPU0\t X \n") == "unknown"
+    assert fabric_of("nccl", 1, {}, None, PCIE_TOPO).fabric == "pcie"  # no NVLink bar for a PCIe box
+    unknown = fabric_of("nccl", 1, {}, None, None)
+    assert unknown.fabric == "unknown" and "nvidia-smi topo -m unavailable" in unknown.why
 
 
 def test_rdma_config_with_nccl_on_sockets_is_a_fallback() -> None:
