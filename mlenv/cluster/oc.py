@@ -133,8 +133,15 @@ def comparable(obj: Manifest) -> Manifest:
 
 
 def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraError:
-    """Turn an ``oc``/``kubectl`` error message into the matching exception."""
-    msg = stderr.strip().splitlines()[-1] if stderr.strip() else "command failed"
+    """Turn an ``oc``/``kubectl`` error message into the matching exception.
+
+    The message is kubectl's own ``error: …`` / ``Error from server …`` line when there is
+    one (after a 409 the last line is advice, "See https://…#conflicts", and the error line
+    names the other manager and the field), else the last line."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    head = next((ln for ln in lines if ln.lower().startswith(("error:", "error from server"))),
+                None)
+    msg = head or (lines[-1] if lines else "command failed")
     low = stderr.lower()
     if ("unable to connect to the server" in low or "connection refused" in low
             or ("connection to the server" in low and "was refused" in low)

@@ -243,13 +243,9 @@ def test_errors_name_what_they_are_about(which: str, request: pytest.FixtureRequ
         c.apply(sts("s2"), NS)
 
 
-@pytest.mark.parametrize("which", [
-    "direct",
-    pytest.param("through_kubectl", marks=pytest.mark.xfail(strict=True, reason=(
-        "client drift found by this suite: OcCluster's classify() keeps the LAST stderr "
-        "line, and after a 409 kubectl's last line is its advice ('See https://…#conflicts'), "
-        "so the Conflict no longer names the manager or the field (mlenv/cluster/oc.py)"))),
-])
+# Found by this suite (classify() kept kubectl's last line, its advice after a 409); fixed
+# in mlenv/cluster/oc.py: the `error: …` line is kept.
+@pytest.mark.parametrize("which", ["direct", "through_kubectl"])
 def test_a_conflict_names_the_other_manager_and_the_field(
         which: str, request: pytest.FixtureRequest) -> None:
     side: Side = request.getfixturevalue(which)
