@@ -52,11 +52,6 @@ _OPTIONS: dict[str, tuple[Any, str, bool]] = {
     "g_quiet": (QuietOpt, "quiet", False),
     "g_verbose": (VerboseOpt, "verbose", False),
 }
-# a verb's own option of the same spelling keeps its meaning (discover -n: the namespace
-# the new config deploys into)
-_OWN = {"discover": {"g_namespace"}}
-
-
 def reset(**values: Any) -> None:
     """Start a command: every setting from the root options (or its default)."""
     for f in ("namespace", "context", "kubeconfig", "request_timeout"):
@@ -66,12 +61,14 @@ def reset(**values: Any) -> None:
 
 
 def cluster_names(incomplete: str) -> list[str]:
-    """Shell completion for a CLUSTER argument: the names in ``clusters/``, then config
-    files when the word looks like a path."""
+    """Shell completion for a CLUSTER argument: the names in ``clusters/``; nothing for a
+    word that looks like a path, so the shell completes file names instead."""
     from pathlib import Path
 
     from mlenv.cli._common import repo_root
 
+    if "/" in incomplete or incomplete.startswith("."):
+        return []
     names = sorted(p.stem for p in (Path(repo_root()) / "clusters").glob("*.yaml"))
     return [n for n in names if n.startswith(incomplete)]
 
@@ -118,7 +115,8 @@ def with_globals(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     sig = inspect.signature(fn, eval_str=True)
     taken = {d for p in sig.parameters.values() for d in _option_strings(p)}
     wanted = {k: v for k, v in _OPTIONS.items()
-              if (name in CLUSTER_VERBS or not v[2]) and k not in _OWN.get(name, set())
+              if (name in CLUSTER_VERBS or not v[2])
+              # a verb's own option of that spelling keeps its meaning (discover -n)
               and not taken & set(_option_strings(inspect.Parameter(
                   k, inspect.Parameter.KEYWORD_ONLY, annotation=v[0])))}
     if any(k in sig.parameters for k in wanted):  # already wrapped

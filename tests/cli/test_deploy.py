@@ -5,7 +5,7 @@ from __future__ import annotations
 import yaml
 from _fakeenv import ROOT, fake_state, run
 
-from mlenv.cluster.fake import FakeCluster
+from mlenv.testing.fakecluster import FakeCluster
 
 
 def test_dry_run_client_prints_the_plan_without_a_cluster(monkeypatch) -> None:
@@ -116,7 +116,7 @@ def test_missing_oc_is_announced_once_on_stderr(tmp_path, monkeypatch) -> None:
 
 
 def test_i9_4_take_over_flag_through_the_cli(tmp_path, monkeypatch) -> None:
-    from mlenv.cluster.fake import FakeCluster
+    from mlenv.testing.fakecluster import FakeCluster
 
     state = fake_state(tmp_path)
     fake = FakeCluster.load(str(state))

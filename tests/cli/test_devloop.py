@@ -6,7 +6,7 @@ from __future__ import annotations
 from _fakeenv import fake_state, run
 
 from mlenv.cluster.devloop import GPU_QUERY
-from mlenv.cluster.fake import FakeCluster
+from mlenv.testing.fakecluster import FakeCluster
 
 
 def deployed(tmp_path, monkeypatch):

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from _fakeenv import run
 
-from mlenv.cluster.fake import FakeCluster
 from mlenv.config import check_file
+from mlenv.testing.fakecluster import FakeCluster
 
 NS = "team-llm"
 

@@ -17,7 +17,7 @@ import typer
 import yaml
 from _fakeenv import ROOT, fake_state, run
 
-from mlenv.cluster.fake import FakeCluster
+from mlenv.testing.fakecluster import FakeCluster
 
 # -- a recording stand-in for the client binary (argv checks only; the real kubectl is
 #    exercised by test_unreachable.py) -------------------------------------------------
@@ -213,6 +213,7 @@ def test_bash_completion_completes_verbs_and_options(tmp_path) -> None:
     assert "status" in complete("mlenv", "sta")
     assert {"--namespace", "--output"} <= set(complete("mlenv", "status", "x", "--"))
     assert complete("mlenv", "status", "b") == ["barcelona"]  # cluster names from clusters/
+    assert complete("mlenv", "status", "clusters/") == []  # a path: the shell's file names
     assert set(complete("mlenv", "shell", "''")) == {p.stem for p in (ROOT / "clusters").glob("*.yaml")}
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from _fakeenv import fake_state, run
 
-from mlenv.cluster.fake import FakeCluster
+from mlenv.testing.fakecluster import FakeCluster
 
 
 def test_shell_opens_in_the_chosen_pod(tmp_path, monkeypatch) -> None:

@@ -13,8 +13,8 @@ def test_status_without_deployment(tmp_path, monkeypatch) -> None:
 def test_i10_7_status_shows_each_pods_rdma_interfaces(tmp_path, monkeypatch) -> None:
     import json
 
-    from mlenv.cluster.fake import FakeCluster
     from mlenv.cluster.ops import READ_INTERFACES
+    from mlenv.testing.fakecluster import FakeCluster
 
     state = fake_state(tmp_path)
     assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0

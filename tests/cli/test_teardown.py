@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from _fakeenv import fake_state, run
 
-from mlenv.cluster.fake import FakeCluster
+from mlenv.testing.fakecluster import FakeCluster
 
 
 def test_teardown_keeps_pvcs_unless_purge(tmp_path, monkeypatch) -> None:
