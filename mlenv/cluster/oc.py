@@ -281,9 +281,9 @@ class OcCluster:
             if not any(s in low for s in _NO_CONTEXT):
                 raise KubeconfigError(f"the kubeconfig cannot be read: {_one_line(err)}")
             if not os.environ.get("KUBERNETES_SERVICE_HOST"):  # in a pod: its account
-                where = "--kubeconfig" if any(f.startswith("--kubeconfig=") for f in
-                                              self._flags) else \
-                    os.environ.get("KUBECONFIG") or "~/.kube/config"
+                flag = [f.removeprefix("--kubeconfig=") for f in self._flags
+                        if f.startswith("--kubeconfig=")]
+                where = flag[0] if flag else os.environ.get("KUBECONFIG") or "~/.kube/config"
                 raise NotLoggedIn(f"not logged in: {LOGIN_HINT} (no current context in "
                                   f"{where})")
             server = "the in-cluster API server"

@@ -286,3 +286,15 @@ def test_probe_answers_become_one_line(tmp_path, monkeypatch, stderr: str, rc: i
         return
     assert r.exit_code == 3, r.output
     assert r.stderr.splitlines() == [want]
+
+
+@needs_client
+def test_kubeconfig_without_a_context_names_the_file(tmp_path) -> None:
+    empty = tmp_path / "empty-kubeconfig"
+    empty.write_text("apiVersion: v1\nkind: Config\n")
+    env = _env(tmp_path, None, timeout=5)
+    r, _ = _mlenv(["status", "barcelona", "--kubeconfig", str(empty)], env)
+    assert r.returncode == 3
+    assert r.stderr.splitlines() == [
+        "error: not logged in: run `oc login <server>` (or `kubectl config use-context`) or "
+        f"set KUBECONFIG (no current context in {empty})"]
