@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 from harness import netns
+from harness import slurm as slurm_harness
 
 pytestmark = pytest.mark.integration
 
@@ -66,6 +67,7 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         cfg = _sshd_config(root, pods)
         sshd_bin = "/usr/sbin/sshd"
         for i in range(2):
+            slurm_harness.private_shm(pods, i)  # each host its own /dev/shm, as real machines
             sshd.append(pods.popen(i, [sshd_bin, "-D", "-e", "-f", str(cfg)], dict(os.environ),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         (root / "clusters").mkdir()

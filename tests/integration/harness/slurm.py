@@ -60,7 +60,7 @@ class SlurmCluster:
     pods: Any = None  # harness.netns.Cluster (already set up) or None: the machine itself
     partition: str = "debug"
     cpus: int = 2
-    slurmd_timeout_s: int = 10
+    slurmd_timeout_s: int = 20  # a loaded 2-core machine answers pings late; 10 s flagged healthy nodes
     nodes: list[str] = field(default_factory=list)
     addrs: list[str] = field(default_factory=list)
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -124,6 +124,7 @@ class SlurmCluster:
             os.makedirs(os.path.join(self.root, "spool", name), exist_ok=True)
             if self.pods is not None:
                 self._cgroupfs(i)
+                private_shm(self.pods, i)
             self.start_slurmd(i)
         self.wait_idle(timeout)
         self.start_s = time.monotonic() - t0
@@ -142,7 +143,7 @@ class SlurmCluster:
             "ReturnToService=2", "SchedulerType=sched/backfill", "SelectType=select/cons_tres",
             "SelectTypeParameters=CR_CPU", "JobCompType=jobcomp/none",
             "AccountingStorageType=accounting_storage/none", "JobAcctGatherType=jobacct_gather/none",
-            f"SlurmdTimeout={self.slurmd_timeout_s}", "SlurmctldTimeout=10", "MessageTimeout=5",
+            f"SlurmdTimeout={self.slurmd_timeout_s}", "SlurmctldTimeout=10", "MessageTimeout=10",
             "InactiveLimit=0", "KillWait=5", "MinJobAge=600", "HealthCheckInterval=0",
         ]
         for name, addr in zip(self.nodes, self.addrs, strict=True):
@@ -243,6 +244,17 @@ class SlurmCluster:
             for pid in _pids_named("slurmstepd", self.conf):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+
+
+def private_shm(pods: Any, i: int) -> None:
+    """Give netns host ``i`` its own /dev/shm, as a real machine has. The hosts otherwise
+    share this machine's: DeepSpeed's CPU all-reduce names its buffers after MASTER_ADDR,
+    MASTER_PORT and the local rank, so local rank 0 of both hosts opened the same buffer
+    and the training check hung now and then."""
+    r = pods.run(i, ["mount", "-t", "tmpfs", "-o", "mode=1777,size=2g", "tmpfs", "/dev/shm"], dict(os.environ),
+                 timeout=20)
+    if r.returncode != 0:
+        raise RuntimeError(f"host {i}: cannot mount a private /dev/shm: {r.stdout.strip()}")
 
 
 def _children(pid: int) -> list[int]:
