@@ -8,24 +8,29 @@ never touches a network, so the plan for 64 or 512 nodes is computed with a fake
 
 Plan:
 
-- Round 1 pairs every node with its neighbour, ``(0, 1), (2, 3), …`` (with an odd
-  count the last node waits). Two or three nodes are special: two give one pair and
-  nothing to compare it with (*ambiguous*, said so); three are measured pair by pair
-  (three rounds), because any two of their pairs share a node.
+- Survey rounds follow a round-robin schedule (:func:`survey_schedule`: every pair once,
+  each round disjoint); round 1 pairs every node with its neighbour, ``(0, 1), (2, 3), …``
+  (with an odd count the last node waits). Two nodes give one pair and nothing to
+  compare it with (*ambiguous*, said so).
 - A pair is **slow** when its figure is below ``(1 - slow_frac)`` of the reference: the
-  figure of a healthy pair, taken as the upper quartile of the survey's figures (round 1,
-  where every node is in at most one pair, so up to a quarter of its pairs may be slow
-  without moving it; later rounds pair suspects on purpose and are not used), or the
+  figure of a healthy pair, taken as the upper quartile of the survey rounds' figures
+  (every node is in at most one pair of a round, so up to a quarter of them may be slow
+  without moving it; targeted rounds pair suspects on purpose and are not used), or the
   ``expected_gbps`` the caller gives.
 - A node is **good** once it was in one fast pair (the pair moved data at full speed,
   so neither end nor the link between them is slow). A node with no fast pair is **slow**
   once it was slow with two different good partners; a slow pair of two good nodes is a
   **slow link** (cable, port, switch path between exactly those two).
-- Next round: every node still in doubt (in a slow pair, or not yet measured) is paired
-  with a good node it has not been measured with, one good node per doubtful node; when
-  good nodes run short, doubtful nodes are paired with each other. So one slow node or
-  one slow link is found in two rounds for any even N (three for odd N, when the waiting
-  node is the slow one), not N - 1.
+- Next round, when a node is in doubt (in a slow pair, or not yet measured): a targeted
+  round pairs each with a good node it has not been measured with, one good node per
+  doubtful node; when good nodes run short, doubtful nodes are paired with each other.
+  So one slow node, or one slow link on the survey's first round, is found in two
+  rounds for any even N (three for odd N when the waiting node is the slow one), not
+  N - 1. When nothing is slow and nobody is in doubt, the survey goes on with pairs not
+  measured yet (a link slow only between two nodes shows only when they are paired),
+  until the round budget: a healthy run measures ``budget × N/2`` distinct pairs (all of
+  them for four nodes) and names nobody. Once something is named and nobody is left in
+  doubt, it stops.
 - Bounds: ``max_rounds`` (default ``max(3, ceil(log2 N))``) and ``deadline_s``: a round
   starts only when the time left is at least the longest round so far. Whatever is not
   resolved then is reported as suspects (*inconclusive*), never guessed.
@@ -35,7 +40,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -164,6 +169,52 @@ def first_round(n: int) -> list[Pair]:
     return [(i, i + 1) for i in range(0, n - 1, 2)]
 
 
+def survey_schedule(n: int) -> Iterator[list[Pair]]:
+    """Every pair of ``n`` nodes once, in rounds of disjoint pairs (lazily: a run needs a few).
+
+    Round 1 pairs neighbours, ``(0, 1), (2, 3), …``; round 2 the other neighbours,
+    ``(1, 2), (3, 4), …, (n-1, 0)``: together the ring a ring all_reduce in node order
+    uses. Then the rounds of a round-robin tournament (the circle method: node 0 fixed,
+    the others rotating, a bye when ``n`` is odd) without the pairs already planned; a
+    pair left out of its round that way is carried into the next round where both its
+    nodes are free.
+    """
+    first = first_round(n)
+    yield first
+    second = sorted({norm(i, (i + 1) % n) for i in range(1, n, 2)} - set(first)) if n > 2 else []
+    if second:
+        yield second
+    seen = set(first) | set(second)
+    m = n + n % 2
+    rest = list(range(1, m))
+    carry: list[Pair] = []
+    for r in range(m - 1):
+        arr = [0, *rest[r:], *rest[:r]]
+        fresh = [p for p in (norm(arr[i], arr[m - 1 - i]) for i in range(m // 2)) if p[1] < n and p not in seen]
+        seen.update(fresh)
+        now, used, later = _pack(fresh, carry)
+        carry = later
+        if now:
+            yield now
+    while carry:
+        now, _, carry = _pack([], carry)
+        yield now
+
+
+def _pack(fresh: list[Pair], carry: list[Pair]) -> tuple[list[Pair], set[int], list[Pair]]:
+    """A round of ``fresh`` (disjoint already) plus whatever of ``carry`` fits: (round, nodes used, left over)."""
+    used = {x for p in fresh for x in p}
+    now = list(fresh)
+    later: list[Pair] = []
+    for p in carry:
+        if p[0] in used or p[1] in used:
+            later.append(p)
+        else:
+            used.update(p)
+            now.append(p)
+    return sorted(now), used, later
+
+
 def next_round(n: int, measured: set[Pair], good: set[int], doubtful: Sequence[int]) -> list[Pair]:
     """Disjoint pairs for the doubtful nodes: a good partner each where one is left, else each other.
 
@@ -203,19 +254,16 @@ def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
     loc = Localization(n=n, outcome=NOBODY)
     t0 = clock()
     longest = 0.0
-    if n == 3:  # any two pairs share a node: measure all three, one per round
-        plan: list[list[Pair]] = [[(0, 1)], [(0, 2)], [(1, 2)]]
-        budget = max(budget, 3)
-    else:
-        plan = [first_round(n)]
-    pairs = plan.pop(0)
-    # The reference comes from the survey (round 1; all three pairs of three nodes) only:
-    # later rounds pair suspects on purpose, and their figures would drag it down.
+    schedule = survey_schedule(n)
+    # The reference comes from survey rounds only (every node in at most one pair each):
+    # targeted rounds pair suspects on purpose, and their figures would drag it down.
     survey: list[float] = []
     surveying = True
+    pairs = next(schedule)
     while pairs:
         if len(loc.rounds) >= budget:
-            loc.notes.append(f"stopped after {budget} round(s) (the round budget for {n} nodes)")
+            if not surveying:  # nodes were still in doubt; a survey that used its rounds is done
+                loc.notes.append(f"stopped after {budget} round(s) (the round budget for {n} nodes)")
             break
         if deadline_s is not None and loc.rounds and clock() - t0 + longest > deadline_s:
             loc.notes.append(f"stopped after {len(loc.rounds)} round(s): another round would not finish "
@@ -242,11 +290,20 @@ def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
                                 sorted(good), [x for x in doubtful if any(x in p for p in st.figures)], dur))
         loc.reference_gbps, loc.slow_nodes, loc.slow_links = ref, sorted(bad), sorted(links)
         loc.bar_gbps = None if ref is None else (1.0 - slow_frac) * ref
-        if plan:
-            pairs = plan.pop(0)
-        else:
+        if ref is None or not (doubtful or bad or links):
+            # Nothing to judge yet, or nothing found: survey pairs not measured so far
+            # (a slow link between two nodes shows only when they are paired).
+            surveying = True
+            pairs = []
+            for planned in schedule:
+                pairs = [p for p in planned if p not in st.figures]
+                if pairs:
+                    break
+        elif doubtful:
             surveying = False
-            pairs = next_round(n, set(st.figures), good, doubtful) if doubtful else []
+            pairs = next_round(n, set(st.figures), good, doubtful)
+        else:  # found, and nobody left in doubt
+            pairs = []
     loc.figures = dict(st.figures)
     _conclude(loc, st, slow_frac)
     return loc
@@ -283,6 +340,7 @@ def _conclude(loc: Localization, st: _State, slow_frac: float) -> None:
                              "not one node or link")
         return
     loc.outcome = NOBODY
+    loc.notes.append(f"{len(st.figures)} of {n * (n - 1) // 2} node pairs measured, none slow")
 
 
 @dataclass

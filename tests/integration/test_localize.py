@@ -100,7 +100,8 @@ def test_no_shaping_names_nobody(hosts: Cluster, tmp_path: Path) -> None:
     (entry,) = _loc(doc)
     assert entry["status"] == "PASS" and entry["scope"] == "world", entry
     assert entry["details"]["outcome"] == "nobody" and entry["details"]["trigger"] == ["requested (--localize)"]
-    assert len(_rounds(entry)) == 1
+    rounds = _rounds(entry)  # four hosts: the survey measures all six pairs before naming nobody
+    assert len(rounds) == 3 and len({tuple(p["nodes"]) for r in rounds for p in r["pairs"]}) == 6
     assert "no slow node or link" in log
     print(f"[measured] 4 hosts, no shaping: {len(_rounds(entry))} round(s), suite wall {wall:.1f} s")
 
@@ -161,21 +162,27 @@ def test_nothing_below_its_bar_skips_localization(hosts: Cluster, tmp_path: Path
 
 
 @needs_harness
-def test_slow_path_between_two_hosts_names_the_pair(hosts: Cluster, tmp_path: Path) -> None:
-    hosts.shape_path(0, 1, "20mbit")  # only what host 0 sends to host 1
+@pytest.mark.parametrize("src,dst", [(0, 1), (2, 1)])
+def test_slow_path_between_two_hosts_names_the_pair(hosts: Cluster, tmp_path: Path, src: int, dst: int) -> None:
+    """(0, 1) is a round-1 pair: its two ends are re-paired with others in round 2. (1, 2)
+    is not: round 1 finds nothing, and the survey's round 2 (the other ring neighbours)
+    meets it between two nodes already known good."""
+    hosts.shape_path(src, dst, "20mbit")  # only what host src sends to host dst
     try:
         doc, log, wall = _suite(hosts, tmp_path / "report", "--localize")
     finally:
-        hosts.unshape(0)
+        hosts.unshape(src)
+    a, b = sorted((src, dst))
     (entry,) = _loc(doc)
     assert entry["status"] == "FAIL" and entry["scope"] == "link", entry
-    assert entry["details"]["slow_links"] == [["ml-dev-env-0", "ml-dev-env-1"]] and entry["details"]["slow_nodes"] == []
-    assert entry["details"]["group"] == "ml-dev-env-0 <-> ml-dev-env-1"
-    assert len(_rounds(entry)) == 2
-    assert any("cable/port/switch path between ml-dev-env-0 and ml-dev-env-1" in r for r in doc["reasons"])
-    print(f"[measured] 4 hosts, path 0->1 at 20 mbit/s: {len(_rounds(entry))} round(s), suite wall {wall:.1f} s")
-
-
+    assert entry["details"]["slow_links"] == [[f"ml-dev-env-{a}", f"ml-dev-env-{b}"]]
+    assert entry["details"]["slow_nodes"] == []
+    assert entry["details"]["group"] == f"ml-dev-env-{a} <-> ml-dev-env-{b}"
+    rounds = _rounds(entry)
+    assert len(rounds) == 2 and rounds[0]["suspects"] == ([f"ml-dev-env-{a}", f"ml-dev-env-{b}"] if b == a + 1 and a % 2 == 0
+                                                          else [])
+    assert any(f"cable/port/switch path between ml-dev-env-{a} and ml-dev-env-{b}" in r for r in doc["reasons"])
+    print(f"[measured] 4 hosts, path {src}->{dst} at 20 mbit/s: {len(rounds)} round(s), suite wall {wall:.1f} s")
 
 
 def test_cli_localize_flag_reaches_the_suite(tmp_path: Path) -> None:

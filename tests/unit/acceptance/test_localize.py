@@ -49,16 +49,37 @@ def test_slow_link_only_between_two_nodes_names_the_pair() -> None:
     _check_rounds(loc)
 
 
-def test_slow_link_across_round_one_pairs_is_not_seen_and_nobody_is_named() -> None:
-    # Round 1 pairs (0,1),(2,3): the link 1-2 is never on the plan, so nothing is slow here.
-    loc = localize(4, SimulatedFabric(slow_links={(1, 2): 0.1}))
-    assert loc.outcome == L.NOBODY and len(loc.rounds) == 1
+def test_slow_link_between_round_one_pairs_is_found_by_the_survey() -> None:
+    # Round 1 pairs (0,1),(2,3),…: the links 1-2 or 0-2 are not on it; with nothing found,
+    # the survey goes on with pairs not measured yet: the other ring neighbours in round
+    # 2 (both ends already good: a link at once), the rest of the round robin after that.
+    loc = localize(8, SimulatedFabric(slow_links={(1, 2): 0.1}))
+    assert loc.outcome == L.FOUND and loc.slow_links == [(1, 2)] and loc.slow_nodes == []
+    assert len(loc.rounds) == 2
+    _check_rounds(loc)
+    far = localize(4, SimulatedFabric(slow_links={(0, 2): 0.1}))
+    assert far.slow_links == [(0, 2)] and len(far.rounds) == 3
 
 
-def test_nothing_slow_names_nobody_in_one_round() -> None:
+def test_nothing_slow_surveys_new_pairs_up_to_the_budget_and_names_nobody() -> None:
     loc = localize(8, SimulatedFabric())
     assert loc.outcome == L.NOBODY and loc.slow_nodes == [] and loc.slow_links == [] and loc.suspects == []
-    assert len(loc.rounds) == 1 and len(loc.rounds[0].pairs) == 4
+    assert len(loc.rounds) == 3 and [len(r.pairs) for r in loc.rounds][:2] == [4, 4]  # the whole ring first
+    measured = [p for r in loc.rounds for p in r.pairs]
+    assert len(measured) == len(set(measured)) and loc.notes == [f"{len(measured)} of 28 node pairs measured, none slow"]
+    assert len(localize(4, SimulatedFabric()).figures) == 6  # four nodes: every pair
+
+
+def test_survey_schedule_is_every_pair_once_in_disjoint_rounds() -> None:
+    for n in range(2, 20):
+        sch = list(L.survey_schedule(n))
+        assert sch[0] == L.first_round(n)
+        if n > 2:  # the other ring neighbours next: (1, 2), (3, 4), … and (n-1, 0) when n is even
+            ring = {L.norm(i, (i + 1) % n) for i in range(n)}
+            assert set(sch[0]) | set(sch[1]) == ring - ({(0, n - 1)} if n % 2 else set())
+        assert all(_disjoint(r) for r in sch)
+        flat = [p for r in sch for p in r]
+        assert len(flat) == len(set(flat)) == n * (n - 1) // 2
 
 
 @pytest.mark.parametrize("slow", range(7))
