@@ -323,7 +323,8 @@ def results_of(loc: plan.Localization, names: list[str], why: list[str], setup: 
         low = min(loc.figures.values())
         return [CheckResult(
             name=NAME, status=Status.PASS, scope="world", metrics={**metrics, "pair_gbps_min": low},
-            reasons=[f"no slow node or link: all {len(loc.figures)} pair(s) at or above {bar} GB/s "
+            reasons=[f"no slow node or link: all {len(loc.figures)} of {loc.n * (loc.n - 1) // 2} pair(s) at or "
+                     f"above {bar} GB/s "
                      f"(lowest {low:.3g}, healthy {ref}) in {rounds} round(s)"],
             details=details, duration_s=duration_s)]
     who = ", ".join(names[i] for i in loc.suspects) or "none"
