@@ -9,7 +9,7 @@ placements above), the pairs measured in all, and whether every fault was named.
 
 ``--harness`` (root, iproute2) also runs the real check on the four-host netns harness
 (tests/integration/harness): no shaping, one host at 20 mbit/s (tbf), one path at 20
-mbit/s (htb + u32), each ``--repeats`` times, and reports rounds, the check's own time
+mbit/s (htb + u32) in a round-1 pair and one not, each ``--repeats`` times, and reports rounds, the check's own time
 and the whole suite's wall time (four ``python -m mlenv.acceptance`` processes).
 
     python benchmarks/bench_localize.py [--harness] [--repeats 3] [--json out.json]
@@ -115,6 +115,7 @@ def harness(repeats: int) -> list[dict[str, Any]]:
                 ("no shaping", lambda: None),
                 ("host 2 at 20 mbit/s (tbf)", lambda: c.shape_pod(2, "20mbit")),
                 ("path 0->1 at 20 mbit/s (htb+u32)", lambda: c.shape_path(0, 1, "20mbit")),
+                ("path 2->1 at 20 mbit/s (htb+u32), not a round-1 pair", lambda: c.shape_path(2, 1, "20mbit")),
             ]
             for name, shape in cases:
                 walls, checks, rounds, named = [], [], [], set()
