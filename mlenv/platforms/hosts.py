@@ -102,30 +102,30 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     """Preflight, one torchrun per host over ssh, wait, judge, copy back; the exit code."""
     from mlenv.acceptance import console
     from mlenv.platforms.slurm import judge_report, new_run_id
-    from mlenv.render.env import nccl_env
-    from mlenv.render.platforms import mode_of
+    from mlenv.render.platforms import launch_plan
 
     hosts = preflight(cluster, say=say, nodes=nodes)
+    plan = launch_plan(cluster, len(hosts))  # what `mlenv render` writes to hosts/<cluster>/launch-plan.json
     rid = new_run_id()
     argv.slurm_name(profile, "profile")
     if not cluster.hosts.shared_dir:
         raise InputError(f"{cluster.source}: hosts.shared_dir is empty: copying reports back over ssh is "
                          "not implemented yet; set a filesystem every host sees")
     report = Path(cluster.hosts.shared_dir) / "results" / rid
-    env = {**nccl_env(cluster, mode_of(cluster)), "MLENV_PLATFORM": "hosts", "MLENV_CLUSTER": cluster.name,
-           "MLENV_NNODES": str(len(hosts)), "MLENV_GPUS_PER_NODE": str(cluster.gpus.per_node),
+    env = {**plan["env"], "MLENV_PLATFORM": "hosts", "MLENV_CLUSTER": cluster.name,
+           "MLENV_NNODES": str(len(hosts)), "MLENV_GPUS_PER_NODE": str(plan["ranks_per_host"]),
            "PYTHONUNBUFFERED": "1"}
-    if cluster.gpus.type.lower() == "cpu":
+    if plan["device"] == "cpu":
         env.update(DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
     for k in ("TORCH_EXTENSIONS_DIR",):  # DeepSpeed op cache, when the caller set one
         if os.environ.get(k):
             env[k] = os.environ[k]
     procs = []
     t0 = time.monotonic()
-    for i, h in enumerate(hosts):
-        remote = ["env", *(f"{k}={v}" for k, v in env.items()), cluster.hosts.python, "-m", "torch.distributed.run",
-                  f"--nnodes={len(hosts)}", f"--node_rank={i}", f"--nproc_per_node={cluster.gpus.per_node}",
-                  f"--master_addr={hosts[0]}", f"--master_port={cluster.master_port}", "--max_restarts=0",
+    for i, h in enumerate(plan["hosts"]):
+        remote = ["env", *(f"{k}={v}" for k, v in env.items()), plan["python"], "-m", "torch.distributed.run",
+                  f"--nnodes={len(plan['hosts'])}", f"--node_rank={i}", f"--nproc_per_node={plan['ranks_per_host']}",
+                  f"--master_addr={plan['master_addr']}", f"--master_port={plan['master_port']}", "--max_restarts=0",
                   "-m", "mlenv.acceptance", "--profile", profile, "--report-dir", str(report),
                   *(suite_args or [])]
         procs.append(subprocess.Popen(ssh_words(cluster, h, remote), stdin=subprocess.DEVNULL,
