@@ -132,16 +132,7 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
                                       start_new_session=True))
     say(f"launched run {rid} on {', '.join(hosts)} ({len(hosts)} x {cluster.gpus.per_node} rank(s)); "
         f"reports: {report}")
-    lost: list[str] = []
-    for h, p in zip(hosts, procs, strict=True):
-        left = max(1.0, timeout_s - (time.monotonic() - t0))
-        try:
-            rc = p.wait(timeout=left)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            rc = -9
-        if rc == 255:
-            lost.append(f"{h} (ssh connection lost)")
+    lost = _wait_all(hosts, procs, timeout_s - (time.monotonic() - t0), say)
     forced = f"host {', '.join(lost)} during the run" if lost else None
     doc = judge_report(report, rid, forced_error=forced,
                        fallback_why=f"the run on {', '.join(hosts)} ended before rank 0 wrote results.json")
@@ -210,3 +201,31 @@ def shell_argv(cluster: Cluster, command: list[str], host: int = 0, tty: bool = 
     opts = [*SSH_OPTIONS, *(["-t"] if tty else [])]
     return argv.ssh(hosts[host], command, user=h.ssh_user, port=h.ssh_port, key=key, options=opts,
                     config=os.environ.get("MLENV_SSH_CONFIG", ""))
+
+
+LOST_GRACE_S = 60.0  # after a host is lost, how long the others may take to write the report
+
+
+def _wait_all(hosts: list[str], procs: list[subprocess.Popen[bytes]], timeout_s: float, say: Say) -> list[str]:
+    """Wait for every host's ssh session; the hosts whose connection was lost (ssh exit 255).
+
+    Watched together: a lost host is said at once, and the others then get
+    :data:`LOST_GRACE_S` to finish (rank 0 writes the ERROR report naming the dead ranks)
+    before their sessions are ended. Past ``timeout_s`` every session is ended.
+    """
+    end = time.monotonic() + max(1.0, timeout_s)
+    lost: list[str] = []
+    while any(p.poll() is None for p in procs) and time.monotonic() < end:
+        for h, p in zip(hosts, procs, strict=True):
+            if p.returncode == 255 and not any(x.startswith(h + " ") for x in lost):
+                lost.append(f"{h} (ssh connection lost)")
+                say(f"host {h}: ssh connection lost during the run")
+                end = min(end, time.monotonic() + LOST_GRACE_S)
+        time.sleep(0.5)
+    for h, p in zip(hosts, procs, strict=True):
+        if p.poll() is None:
+            p.kill()
+            p.wait(timeout=10)
+        elif p.returncode == 255 and not any(x.startswith(h + " ") for x in lost):
+            lost.append(f"{h} (ssh connection lost)")
+    return lost
