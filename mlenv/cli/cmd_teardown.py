@@ -37,7 +37,7 @@ def teardown(
         platform_teardown(cfg, say=typer.echo)
         return
     if legacy:
-        from mlenv.cli.cmd_legacy import teardown_legacy
+        from mlenv.cli._legacy import teardown_legacy
 
         teardown_legacy(cfg, purge=purge, yes=yes)
         return

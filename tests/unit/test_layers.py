@@ -39,8 +39,6 @@ MAY_IMPORT: dict[str, set[str]] = {
     "__init__": set(),
     "__main__": {"cli"},
 }
-# Temporary (i11.3): the shim re-exporting the fake for work in flight; the lead removes both.
-IMPORT_EXCEPTIONS = {("mlenv/cluster/fake.py", "mlenv.testing.fakecluster")}
 
 # Third-party packages each layer may import at all (stdlib is always fine).
 THIRD_PARTY: dict[str, set[str]] = {
@@ -135,8 +133,7 @@ def test_imports_follow_the_layering(m: Module) -> None:
     bad = []
     for line, mod, _ in _imports(m):
         parts = mod.split(".")
-        if parts[0] != "mlenv" or len(parts) < 2 or "*" in allowed \
-                or (m.path, mod) in IMPORT_EXCEPTIONS:
+        if parts[0] != "mlenv" or len(parts) < 2 or "*" in allowed:
             continue
         target = parts[1]
         if target != m.layer and target not in allowed:

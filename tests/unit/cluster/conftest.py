@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from mlenv.cluster.fake import FakeCluster
 from mlenv.config import load
 from mlenv.config.model import Cluster as ClusterConfig
+from mlenv.testing.fakecluster import FakeCluster
 
 ROOT = Path(__file__).resolve().parents[3]
 

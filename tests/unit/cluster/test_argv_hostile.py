@@ -17,9 +17,9 @@ import pytest
 
 from mlenv import argv
 from mlenv.argv import UnsafeArgument
-from mlenv.cluster.fake import FakeCluster
 from mlenv.cluster.oc import OcCluster
 from mlenv.config.model import Cluster as ClusterConfig
+from mlenv.testing.fakecluster import FakeCluster
 
 CORPUS = Path(__file__).resolve().parents[2] / "data" / "hostile" / "argv-names.txt"
 

@@ -17,11 +17,11 @@ from mlenv.cluster.deploy import (
     deploy,
     plan,
 )
-from mlenv.cluster.fake import FakeCluster
 from mlenv.cluster.keys import SECRET_NAME
 from mlenv.cluster.ops import teardown
 from mlenv.cluster.sync import sync, watch
 from mlenv.config import load
+from mlenv.testing.fakecluster import FakeCluster
 
 from .conftest import ROOT
 

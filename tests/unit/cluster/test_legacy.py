@@ -13,11 +13,11 @@ import pytest
 import yaml
 
 from mlenv.cluster import legacy
-from mlenv.cluster.fake import FakeCluster
 from mlenv.config import load
 from mlenv.render import names
 from mlenv.render.plan import _pvcs
 from mlenv.render.workload import dev_pod
+from mlenv.testing.fakecluster import FakeCluster
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "tests" / "cli"))

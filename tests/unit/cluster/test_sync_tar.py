@@ -22,9 +22,9 @@ from mlenv.cluster import sync as syncmod
 from mlenv.cluster import treehash
 from mlenv.cluster.api import PodView
 from mlenv.cluster.deploy import DeployOptions, deploy
-from mlenv.cluster.fake import FakeCluster
 from mlenv.cluster.oc import OcCluster
 from mlenv.config.model import Cluster as ClusterConfig
+from mlenv.testing.fakecluster import FakeCluster
 
 POD_KUBECTL = r'''
 import os, subprocess, sys
