@@ -78,8 +78,9 @@ demo: venv ## validate + render every example, then the acceptance suite on this
 lint: venv ## ruff
 	$(VENV)/bin/ruff check mlenv tests benchmarks
 
-typecheck: venv ## mypy --strict
+typecheck: venv ## mypy --strict on mlenv/, then tests/ and benchmarks/ (tests/mypy.ini)
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --config-file tests/mypy.ini tests benchmarks
 
 # hadolint for the Dockerfile, shellcheck for scripts/ and workspace/ shell entry points.
 lint-image: venv system-deps ## hadolint + shellcheck for the Dockerfile and shell entry points

@@ -121,7 +121,7 @@ def main() -> int:
         ratios = [c / q for c, q in zip(check[p], plain[p], strict=True)]
         ratio = statistics.median(ratios)
         worst = min(worst, ratio)
-        best_n = max(sweep[p], key=lambda n, p=p: sweep[p][n])
+        best_n = max(sweep[p], key=sweep[p].__getitem__)
         best = sweep[p][best_n]
         print(f"| {p} | {statistics.median(check[p]):.1f} | {statistics.median(plain[p]):.1f} | {ratio:.3f} | "
               f"{best:.1f} ({best_n}) | {statistics.median(check[p]) / best:.3f} |")

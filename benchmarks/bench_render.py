@@ -15,6 +15,7 @@ Run: .venv/bin/python benchmarks/bench_render.py [--repeat N]
 from __future__ import annotations
 
 import argparse
+import functools
 import platform
 import statistics
 import subprocess
@@ -64,11 +65,11 @@ def main() -> int:
         stages: dict[str, list[float]] = {k: [] for k in ("load", "render", "validate", "serialise", "total")}
         for _ in range(args.repeat + 1):
             t_load, cluster = _timed(lambda: load(path))
-            t_render, manifests = _timed(lambda c=cluster: render_cluster(c, "rdma", validate=False))
-            t_val, _ = _timed(lambda m=manifests: validate_manifests(m))
-            t_ser, files = _timed(lambda m=manifests: render_files(m, header("clusters/bench-512.yaml", "-")))
-            for k, v in zip(stages, (t_load, t_render, t_val, t_ser, t_load + t_render + t_val + t_ser), strict=True):
-                stages[k].append(v)
+            t_render, manifests = _timed(functools.partial(render_cluster, cluster, "rdma", validate=False))
+            t_val, _ = _timed(functools.partial(validate_manifests, manifests))
+            t_ser, files = _timed(functools.partial(render_files, manifests, header("clusters/bench-512.yaml", "-")))
+            for k, t in zip(stages, (t_load, t_render, t_val, t_ser, t_load + t_render + t_val + t_ser), strict=True):
+                stages[k].append(t)
         sts = yaml.safe_load(files["statefulset.yaml"])
         assert sts["spec"]["replicas"] == NODES
         assert len(sts["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][

@@ -73,8 +73,8 @@ def main() -> int:
                                     "--report-dir", str(root / f"local{i}"), *SUITE], env, str(root))
                 print(f"local --nproc 4 run {i + 1}: {dt:.1f} s, {v}, exit {rc}")
                 times["local"].append(dt)
-            for k, v in times.items():
-                print(f"{k}: median {statistics.median(v):.1f} s (min {min(v):.1f}, max {max(v):.1f}) over {runs} runs")
+            for k, ts in times.items():
+                print(f"{k}: median {statistics.median(ts):.1f} s (min {min(ts):.1f}, max {max(ts):.1f}) over {runs} runs")
         finally:
             sl.stop()
             pods.teardown()

@@ -23,7 +23,7 @@ HOST = socket.gethostname()
 DEADLINE = 12.0
 
 
-def _doc(report: Path) -> dict:  # type: ignore[type-arg]
+def _doc(report: Path) -> dict:
     return json.loads((report / "results.json").read_text())
 
 

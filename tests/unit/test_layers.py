@@ -102,9 +102,9 @@ MODULES = _modules()
 def _imports(m: Module) -> list[tuple[int, str, bool]]:
     """(line, module, at module level) for every import in ``m``."""
     top = {id(n) for n in m.tree.body}
-    for n in m.tree.body:  # `if TYPE_CHECKING:` / try blocks at module level count as module level
-        if isinstance(n, (ast.If, ast.Try)):
-            top |= {id(x) for x in ast.walk(n)}
+    for stmt in m.tree.body:  # `if TYPE_CHECKING:` / try blocks at module level count as module level
+        if isinstance(stmt, (ast.If, ast.Try)):
+            top |= {id(x) for x in ast.walk(stmt)}
     found = []
     for n in ast.walk(m.tree):
         if isinstance(n, ast.Import):

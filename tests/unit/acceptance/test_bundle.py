@@ -72,12 +72,12 @@ def rewrite(src: Path, dst: Path, change: dict[str, bytes | None], add: list[tar
 
 
 @pytest.fixture()
-def built(tmp_path: Path) -> tuple[Path, dict]:  # type: ignore[type-arg]
+def built(tmp_path: Path) -> tuple[Path, dict]:
     report = make_report(tmp_path / "report")
     return bundle.build(report, baseline=baselines.load(baselines.builtin_dir() / "cpu.yaml"))
 
 
-def test_bundle_holds_every_report_file_logs_and_a_manifest_of_their_sha256(built: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
+def test_bundle_holds_every_report_file_logs_and_a_manifest_of_their_sha256(built: tuple[Path, dict]) -> None:
     path, index = built
     assert path.name == "mlenv-bundle-20260101-000000-abc123.tar.gz"
     m = members(path)
@@ -106,14 +106,14 @@ def test_bundle_holds_every_report_file_logs_and_a_manifest_of_their_sha256(buil
     assert j["versions"]["h1"]["driver"] == "not present" and j["versions"]["h1"]["vbios"] == "not present"
 
 
-def test_an_untouched_bundle_verifies_and_the_cli_says_ok(built: tuple[Path, dict]) -> None:  # type: ignore[type-arg]
+def test_an_untouched_bundle_verifies_and_the_cli_says_ok(built: tuple[Path, dict]) -> None:
     path, _ = built
     assert bundle.verify(path) == []
     r = CliRunner().invoke(app, ["bundle", "verify", str(path)])
     assert r.exit_code == 0 and "OK" in r.stdout
 
 
-def test_a_tampered_file_is_named_and_exits_1(built: tuple[Path, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+def test_a_tampered_file_is_named_and_exits_1(built: tuple[Path, dict], tmp_path: Path) -> None:
     path, _ = built
     doc = json.loads(members(path)[f"{bundle.top_dir('20260101-000000-abc123')}/run/results.json"])
     doc["verdict"] = "PASS"
@@ -126,7 +126,7 @@ def test_a_tampered_file_is_named_and_exits_1(built: tuple[Path, dict], tmp_path
     assert "tampered: run/results.json" in r.stderr and "does NOT verify" in r.stderr and "Traceback" not in r.output
 
 
-def test_missing_and_extra_files_are_named(built: tuple[Path, dict], tmp_path: Path) -> None:  # type: ignore[type-arg]
+def test_missing_and_extra_files_are_named(built: tuple[Path, dict], tmp_path: Path) -> None:
     path, _ = built
     top = bundle.top_dir("20260101-000000-abc123")
     extra = tarfile.TarInfo(f"{top}/run/fix.sh")
@@ -139,7 +139,7 @@ def test_missing_and_extra_files_are_named(built: tuple[Path, dict], tmp_path: P
 
 
 @pytest.mark.parametrize("kind", ["symlink", "hardlink", "absolute", "dotdot", "device", "duplicate"])
-def test_hostile_entries_are_refused(built: tuple[Path, dict], tmp_path: Path, kind: str) -> None:  # type: ignore[type-arg]
+def test_hostile_entries_are_refused(built: tuple[Path, dict], tmp_path: Path, kind: str) -> None:
     path, _ = built
     top = bundle.top_dir("20260101-000000-abc123")
     ti = tarfile.TarInfo(f"{top}/run/evil")

@@ -87,7 +87,7 @@ def test_i12_4_rank_finds_its_own_gpu_by_uuid_or_visible_devices() -> None:
     # CPU ranks and machines without nvidia-smi are never busy
     assert envcheck.busy_gpu(_ctx("cpu"), _smi("busy")) == (None, [])
     missing: list[str] = []
-    assert envcheck.gpu_usage(lambda argv, miss: miss.append(argv[0]) or None, missing=missing) is None
+    assert envcheck.gpu_usage(lambda argv, miss: miss.append(argv[0]), missing=missing) is None
     assert missing == ["nvidia-smi"]
 
 

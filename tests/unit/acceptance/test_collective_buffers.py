@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -9,7 +11,7 @@ torch = pytest.importorskip("torch")
 from mlenv.acceptance.checks.collectives import _buffers, _pattern  # noqa: E402
 
 
-def _simulate(op: str, inputs: list[object], n: int) -> list[object]:
+def _simulate(op: str, inputs: list[Any], n: int) -> list[Any]:
     """What each rank's output must be, computed the obvious way on the CPU."""
     if op == "all_reduce":
         return [sum(inputs)] * n

@@ -7,6 +7,7 @@ import gzip
 import pickle
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -24,7 +25,7 @@ from mlenv.acceptance.data import (  # noqa: E402
 from mlenv.errors import InputError  # noqa: E402
 
 
-def write_idx(path: Path, arr: np.ndarray, *, gz: bool = False, code: int = 0x08) -> Path:
+def write_idx(path: Path, arr: Any, *, gz: bool = False, code: int = 0x08) -> Path:
     """An idx-ubyte file exactly as the MNIST/FashionMNIST distribution writes it."""
     head = struct.pack(">HBB", 0, code, arr.ndim) + struct.pack(f">{arr.ndim}I", *arr.shape)
     blob = head + arr.astype(np.uint8).tobytes()
@@ -32,7 +33,7 @@ def write_idx(path: Path, arr: np.ndarray, *, gz: bool = False, code: int = 0x08
     return path
 
 
-def write_fashion(root: Path, n: int, prefix: str = "train", gz: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def write_fashion(root: Path, n: int, prefix: str = "train", gz: bool = True) -> tuple[Any, Any]:
     rng = np.random.default_rng(1)
     images = rng.integers(0, 256, (n, 28, 28), dtype=np.uint8)
     labels = rng.integers(0, 10, n, dtype=np.uint8)
@@ -42,7 +43,7 @@ def write_fashion(root: Path, n: int, prefix: str = "train", gz: bool = True) ->
     return images, labels
 
 
-def write_cifar_batch(path: Path, n: int, seed: int) -> tuple[np.ndarray, list[int]]:
+def write_cifar_batch(path: Path, n: int, seed: int) -> tuple[Any, list[int]]:
     """A CIFAR-10 python batch: dict with byte keys, data uint8 [N, 3072], labels a list."""
     rng = np.random.default_rng(seed)
     data = rng.integers(0, 256, (n, 3072), dtype=np.uint8)

@@ -12,7 +12,7 @@ import pytest
 
 from mlenv.acceptance import nccllog
 from mlenv.acceptance.checks import fabric
-from mlenv.acceptance.result import Status
+from mlenv.acceptance.result import CheckResult, Status
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nccl"
 RDMA_ENV = {"MLENV_NETWORK_MODE": "rdma", "MLENV_RDMA_DEVICES": "mlx5_0,mlx5_1", "NCCL_IB_DISABLE": "0",
@@ -22,7 +22,7 @@ TCP_ENV = {"MLENV_NETWORK_MODE": "tcp", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFN
            "NCCL_P2P_LEVEL": "NVL"}
 
 
-def _result(name: str, env: dict[str, str], host: str = "ml-dev-env-1", nnodes: int = 2) -> fabric.CheckResult:
+def _result(name: str, env: dict[str, str], host: str = "ml-dev-env-1", nnodes: int = 2) -> CheckResult:
     log = nccllog.parse((DATA / name).read_text())
     return fabric.result_for(log, fabric.expectation(env), host, nnodes, str(DATA / name))
 

@@ -37,7 +37,7 @@ def results() -> list[CheckResult]:
     ]
 
 
-def doc_for(rs: list[CheckResult], run_id: str = "r1", started: str = "2026-01-01T00:00:00+00:00") -> dict:  # type: ignore[type-arg]
+def doc_for(rs: list[CheckResult], run_id: str = "r1", started: str = "2026-01-01T00:00:00+00:00") -> dict:
     return {"run_id": run_id, "started": started, "finished": started, "verdict": "PASS", "profile": "quick",
             "baseline": "CPU (x)", "world": {"nodes": 2, "ranks": 2, "backend": "nccl", "device": "cuda",
                                              "hosts": ["h0", "h1"]},

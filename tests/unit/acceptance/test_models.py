@@ -30,8 +30,8 @@ def test_resnet_logits_shape(name: str, shape: tuple[int, int, int], classes: in
 def test_small_images_get_the_cifar_stem_and_large_the_imagenet_stem() -> None:
     small = build_model("resnet18", 10, (3, 32, 32))
     large = build_model("resnet18", 10, (3, 224, 224))
-    assert small.stem[0].kernel_size == (3, 3) and small.stem[0].stride == (1, 1)  # type: ignore[index]
-    assert large.stem[0].kernel_size == (7, 7) and large.stem[0].stride == (2, 2)  # type: ignore[index]
+    assert small.stem[0].kernel_size == (3, 3) and small.stem[0].stride == (1, 1)  # type: ignore[index,union-attr]
+    assert large.stem[0].kernel_size == (7, 7) and large.stem[0].stride == (2, 2)  # type: ignore[index,union-attr]
 
 
 def test_gpt_forward_backward_and_weight_tying() -> None:

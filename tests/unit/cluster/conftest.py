@@ -109,7 +109,7 @@ class FakeBin:
 
     def calls(self) -> list[list[str]]:
         """Every argv the fake tools were called with, oldest first."""
-        return [c["argv"] for c in self.records()]
+        return [list(c["argv"]) for c in self.records()]  # type: ignore[call-overload]
 
     def records(self) -> list[dict[str, object]]:
         """Every call with tool, argv and stdin."""

@@ -16,7 +16,7 @@ SLURM = BASE + "platform: slurm\nslurm:\n  partition: gpu\n  shared_dir: /shared
 HOSTS = BASE + "platform: hosts\nnodes:\n  gpu_nodes: [node-a, node-b]\n"
 
 
-def warnings(diags: list) -> list[str]:  # type: ignore[type-arg]
+def warnings(diags: list) -> list[str]:
     return [f"{d.line}:{d.path}: {d.message}" for d in diags if d.severity == "warning"]
 
 

@@ -12,6 +12,7 @@ import pytest
 
 from mlenv.errors import InfraError, InputError
 from mlenv.pod import dsenv, runtime, ssh
+from mlenv.pod.env import pod_env
 
 
 def make_secret(d: Path) -> Path:
@@ -41,7 +42,7 @@ def test_init_writes_everything_and_sshd_accepts_the_config(tmp_path: Path) -> N
     assert fwd["NCCL_DEBUG"] == "INFO" and "MLENV_POD_INDEX" not in fwd and "HOME" not in fwd
 
     sp = ssh.SshPaths(p.state_dir)
-    ssh.install(sp, ssh.read_secret(str(secret)), 2345, runtime.host_patterns(runtime.pod_env(env)),
+    ssh.install(sp, ssh.read_secret(str(secret)), 2345, runtime.host_patterns(pod_env(env)),
                 {"NCCL_IB_HCA": "mlx5_2"}, ssh.current_user())
     for f in (sp.host_key, sp.identity, sp.authorized_keys, sp.sshd_config):
         assert stat.S_IMODE(os.stat(f).st_mode) == 0o600

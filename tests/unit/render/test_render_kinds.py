@@ -312,7 +312,7 @@ def test_no_dev_tools_no_routes():
 
 def test_dev_pod_requests_no_gpu_and_has_a_workspace():
     for c, mode in ((rdma_cluster(), "rdma"), (tcp_cluster(), "tcp")):
-        ms = render_cluster(c, mode)
+        ms = render_cluster(c, mode)  # type: ignore[arg-type]
         pod = one(ms, "Pod")
         assert pod["metadata"]["name"] == names.DEV_POD
         assert "nvidia.com/gpu" not in str(pod["spec"]["containers"])
