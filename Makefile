@@ -28,7 +28,9 @@ POD ?= 0
 TORCH_PIN ?= torch==2.13.0
 # The DeepSpeed the tests prove is the one the image ships (Dockerfile DEEPSPEED_VERSION).
 DEEPSPEED_PIN ?= deepspeed==0.19.8
-export TORCH_EXTENSIONS_DIR ?= $(HOME)/.cache/mlenv/torch_extensions
+# DeepSpeed's CPU op is built once per venv (it links that venv's torch): one cache folder
+# per venv, outside the checkout, so two checkouts never rebuild over each other's lock.
+export TORCH_EXTENSIONS_DIR ?= $(HOME)/.cache/mlenv/torch_extensions/$(subst /,_,$(abspath $(VENV)))
 export DS_ACCELERATOR ?= cpu
 export MPLBACKEND ?= Agg
 

@@ -59,6 +59,13 @@ def build_command(nproc: int, gpus: int, port: int, report_dir: Path, suite_args
             *suite_args]
 
 
+def extensions_dir() -> str:
+    """Where DeepSpeed builds its CPU op: outside the checkout (it survives a clean clone) and
+    one folder per Python environment, since the op links that environment's torch and two
+    venvs sharing a folder rebuild over each other's lock (the Makefile uses the same path)."""
+    return str(Path.home() / ".cache" / "mlenv" / "torch_extensions" / sys.prefix.replace("/", "_"))
+
+
 def launch_env(nproc: int, gpus: int) -> dict[str, str]:
     """The ranks' environment: CPU accelerator without GPUs, extension cache outside the checkout."""
     env = dict(os.environ)
@@ -66,7 +73,7 @@ def launch_env(nproc: int, gpus: int) -> dict[str, str]:
         env["DS_ACCELERATOR"] = "cpu"
         # N ranks on C cores: more threads than cores makes every rank slower.
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
-    env.setdefault("TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache" / "mlenv" / "torch_extensions"))
+    env.setdefault("TORCH_EXTENSIONS_DIR", extensions_dir())
     env.setdefault("MPLBACKEND", "Agg")
     env["PYTHONUNBUFFERED"] = "1"
     return env
