@@ -16,7 +16,7 @@ from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.errors import InfraError, InputError
 
 if TYPE_CHECKING:
-    from mlenv.cluster.api import Cluster
+    from mlenv.cluster.api import ClusterClient
 
 MODES = ("rdma", "tcp")
 
@@ -102,7 +102,7 @@ def _clear_progress() -> None:
 
 
 @contextmanager
-def cluster_client() -> Iterator[Cluster]:
+def cluster_client() -> Iterator[ClusterClient]:
     """The cluster for one command.
 
     i16: before the verb does anything, the real client probes the API server (one
@@ -132,7 +132,7 @@ def cluster_client() -> Iterator[Cluster]:
         yield client
 
 
-def require_running(client: Cluster, namespace: str, pod: str, cluster: str) -> None:
+def require_running(client: ClusterClient, namespace: str, pod: str, cluster: str) -> None:
     """InfraError (exit 3, one line) unless ``pod`` exists and is Running.
 
     i16: for the verbs that hand the terminal to ``kubectl exec``/``rsh``/``port-forward``

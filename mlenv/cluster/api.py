@@ -1,11 +1,11 @@
-"""The ``Cluster`` interface: every side effect against a live cluster goes through it.
+"""The ``ClusterClient`` interface: every side effect against a live cluster goes through it.
 
 Two implementations: :class:`mlenv.cluster.oc.OcCluster` (openshift-client driving
 ``oc``, or ``kubectl`` for the shared verbs) and
 :class:`mlenv.testing.fakecluster.FakeCluster` (a stateful in-memory fake for tests and
 benchmarks, not shipped; tests/unit/cluster/test_client_contract.py keeps the two
 agreeing). Callers receive one injected
-(``cluster: Cluster | None = None``), so nothing is monkeypatched in tests.
+(``cluster: ClusterClient | None = None``), so nothing is monkeypatched in tests.
 
 Manifests are plain ``dict`` objects exactly as the renderer returns them.
 """
@@ -203,7 +203,7 @@ class PodView:
         )
 
 
-class Cluster(Protocol):
+class ClusterClient(Protocol):
     """What mlenv needs from a cluster. Namespaced calls take the namespace explicitly."""
 
     description: str  # e.g. "oc (openshift-client)", "kubectl (oc not found)", "fake"

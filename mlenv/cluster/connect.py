@@ -1,4 +1,4 @@
-"""How the CLI gets a :class:`~mlenv.cluster.api.Cluster`.
+"""How the CLI gets a :class:`~mlenv.cluster.api.ClusterClient`.
 
 :func:`connect` builds the client for one command through a factory. The one production
 code installs is :func:`oc_client`, the real ``oc``/``kubectl`` client; there is no
@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
-from mlenv.cluster.api import DEFAULT_EXEC_TIMEOUT, Cluster
+from mlenv.cluster.api import DEFAULT_EXEC_TIMEOUT, ClusterClient
 from mlenv.errors import InputError
 
 TIMEOUT_ENV = "MLENV_EXEC_TIMEOUT"
@@ -35,7 +35,7 @@ class ClientOptions:
 
 
 # Opens the client for one command and closes it when the command ends.
-ClusterFactory = Callable[[ClientOptions], AbstractContextManager[Cluster]]
+ClusterFactory = Callable[[ClientOptions], AbstractContextManager[ClusterClient]]
 
 
 def exec_timeout() -> float:
@@ -54,7 +54,7 @@ def exec_timeout() -> float:
 
 
 @contextmanager
-def oc_client(opts: ClientOptions) -> Iterator[Cluster]:
+def oc_client(opts: ClientOptions) -> Iterator[ClusterClient]:
     """The real client: :class:`~mlenv.cluster.oc.OcCluster` (``oc``, else ``kubectl``)."""
     from mlenv.cluster.oc import OcCluster
 
@@ -85,7 +85,7 @@ def use_factory(factory: ClusterFactory) -> Iterator[None]:
 
 @contextmanager
 def connect(notice: Callable[[str], None] | None = None, *, kubeconfig: str | None = None,
-            context: str | None = None) -> Iterator[Cluster]:
+            context: str | None = None) -> Iterator[ClusterClient]:
     """Yield the cluster client for one command, built by the installed factory.
 
     ``notice`` receives, once, anything the user should know about the client chosen

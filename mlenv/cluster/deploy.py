@@ -22,7 +22,7 @@ from mlenv.cluster.api import (
     LABEL_COMPONENT,
     ApiError,
     ApplyResult,
-    Cluster,
+    ClusterClient,
     Forbidden,
     Invalid,
     Manifest,
@@ -183,7 +183,7 @@ def immutable_changes(live: Manifest, planned: Manifest) -> list[str]:
     return changed
 
 
-def deploy(cfg: ClusterConfig, opts: DeployOptions, client: Cluster | None, *,
+def deploy(cfg: ClusterConfig, opts: DeployOptions, client: ClusterClient | None, *,
            render: Renderer | None = None, say: Say = lambda _m: None) -> DeployReport:
     """Deploy a cluster config. ``client`` may be None only for ``dry_run="client"``."""
     requested: Mode = opts.mode
@@ -259,7 +259,7 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: Cluster | None, *,
     return rep
 
 
-def _check_ownership(cfg: ClusterConfig, todo: list[Manifest], client: Cluster,
+def _check_ownership(cfg: ClusterConfig, todo: list[Manifest], client: ClusterClient,
                      take_over: bool, say: Say) -> None:
     """i9.4: refuse to overwrite live objects of another instance unless ``take_over``."""
     names = {keys.SECRET_NAME, keys.DEVTOOLS_SECRET}
@@ -279,7 +279,7 @@ def _check_ownership(cfg: ClusterConfig, todo: list[Manifest], client: Cluster,
         "--take-over to overwrite them (their owner's pods are replaced)", input=True)])
 
 
-def mark_created(m: Manifest, client: Cluster, namespace: str | None) -> Manifest:
+def mark_created(m: Manifest, client: ClusterClient, namespace: str | None) -> Manifest:
     """``m`` with the created-by annotation when this deploy creates it (or an earlier
     mlenv deploy did): server-side apply would drop the annotation if a later apply left
     it out, so it is re-applied as long as the live object has it. An object that existed
@@ -293,7 +293,7 @@ def mark_created(m: Manifest, client: Cluster, namespace: str | None) -> Manifes
     return dict(out)
 
 
-def _apply_retrying(client: Cluster, m: Manifest, namespace: str | None, say: Say, *,
+def _apply_retrying(client: ClusterClient, m: Manifest, namespace: str | None, say: Say, *,
                     force: bool = False) -> ApplyResult:
     """Apply, retrying a failure that is not the plan's fault (not 422, not 403) twice
     with a growing pause: a flaky API must not leave a half-applied namespace."""
@@ -342,7 +342,7 @@ def secrets_for_gitops(cfg: ClusterConfig, manifests: list[Manifest]) -> list[Ma
     return out
 
 
-def _planned_secrets(cfg: ClusterConfig, manifests: list[Manifest], client: Cluster,
+def _planned_secrets(cfg: ClusterConfig, manifests: list[Manifest], client: ClusterClient,
                      rep: DeployReport, say: Say = lambda _m: None) -> list[Manifest]:
     """The Secrets deploy creates (none when complete ones of this instance exist: keys
     are kept; an empty or foreign one is regenerated, and that is said)."""
@@ -378,7 +378,7 @@ def _immutable(e: Invalid) -> bool:
     return any(marker in low for marker in IMMUTABLE_MARKERS)
 
 
-def _sa_created_here(m: Manifest, objs: list[Manifest], client: Cluster, ns: str) -> str:
+def _sa_created_here(m: Manifest, objs: list[Manifest], client: ClusterClient, ns: str) -> str:
     """The service account a Pod runs as when this deploy creates it ("" otherwise): the
     API's admission rejects even a dry-run Pod whose service account does not exist yet."""
     sa = str((m.get("spec") or {}).get("serviceAccountName", ""))
@@ -388,7 +388,7 @@ def _sa_created_here(m: Manifest, objs: list[Manifest], client: Cluster, ns: str
     return ""
 
 
-def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: Cluster,
+def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient,
                  rep: DeployReport, say: Say, *, report: bool) -> dict[str, str]:
     """Server-side dry-run apply of every object. Collects every refusal and raises
     DryRunRejected when there is one; returns the objects to recreate (ref → why).
@@ -447,7 +447,7 @@ def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: Cluster,
     return recreate
 
 
-def _apply_all(cfg: ClusterConfig, manifests: list[Manifest], client: Cluster,
+def _apply_all(cfg: ClusterConfig, manifests: list[Manifest], client: ClusterClient,
                rep: DeployReport, recreate: dict[str, str], say: Say,
                done: list[str] | None = None) -> None:
     """Apply in order; ``done`` collects "ref: action" lines (a deleted-for-recreate
@@ -477,7 +477,7 @@ def _apply_all(cfg: ClusterConfig, manifests: list[Manifest], client: Cluster,
         say(f"{ref} {res.action}")
 
 
-def _recreate(client: Cluster, kind: str, ns: str, name: str, why: str, say: Say) -> None:
+def _recreate(client: ClusterClient, kind: str, ns: str, name: str, why: str, say: Say) -> None:
     if kind == "StatefulSet":
         say(f"statefulset/{name}: {why}: deleting and recreating it; pods are replaced, "
             "PVCs are kept")
@@ -499,7 +499,7 @@ def _recreate(client: Cluster, kind: str, ns: str, name: str, why: str, say: Say
         client.pause(1.0)
 
 
-def pending_reasons(cfg: ClusterConfig, client: Cluster, pods: list[PodView]) -> list[str]:
+def pending_reasons(cfg: ClusterConfig, client: ClusterClient, pods: list[PodView]) -> list[str]:
     """Why pods are not Ready, from their events and the StatefulSet's (latest first)."""
     out: list[str] = []
     for ev in client.events(cfg.namespace, "StatefulSet", STATEFULSET):
@@ -519,7 +519,7 @@ def pending_reasons(cfg: ClusterConfig, client: Cluster, pods: list[PodView]) ->
     return out
 
 
-def _latest_warnings(cfg: ClusterConfig, client: Cluster) -> dict[str, str]:
+def _latest_warnings(cfg: ClusterConfig, client: ClusterClient) -> dict[str, str]:
     """Pod name → reason of its latest Warning event (FailedScheduling, FailedMount,
     FailedCreatePodSandBox…), one events call per poll: a Pending pod with no container
     yet has no waiting reason of its own, and "Pending" alone tells nobody anything."""
@@ -530,7 +530,7 @@ def _latest_warnings(cfg: ClusterConfig, client: Cluster) -> dict[str, str]:
     return out
 
 
-def worker_pods(cfg: ClusterConfig, client: Cluster) -> list[PodView]:
+def worker_pods(cfg: ClusterConfig, client: ClusterClient) -> list[PodView]:
     """The StatefulSet's pods, ordered by index."""
     sel = {**instance_selector(cfg.name), LABEL_COMPONENT: "worker"}
     pods = [PodView.of(p) for p in client.list("Pod", cfg.namespace, sel)]
@@ -538,7 +538,7 @@ def worker_pods(cfg: ClusterConfig, client: Cluster) -> list[PodView]:
                   if p.name.rsplit("-", 1)[-1].isdigit() else 1 << 30)
 
 
-def wait_ready(cfg: ClusterConfig, nodes: int, client: Cluster, timeout: float,
+def wait_ready(cfg: ClusterConfig, nodes: int, client: ClusterClient, timeout: float,
                say: Say) -> int:
     """Poll until ``nodes`` worker pods are Ready; DeployTimeout with reasons at the deadline."""
     start = client.monotonic()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from mlenv.cluster.api import Cluster
+from mlenv.cluster.api import ClusterClient
 from mlenv.cluster.deploy import worker_pods
 from mlenv.cluster.keys import DEVTOOLS_SECRET
 from mlenv.config.model import Cluster as ClusterConfig
@@ -28,7 +28,7 @@ class ToolUrl:
     auth: str
 
 
-def tool_url(cfg: ClusterConfig, client: Cluster, tool: str) -> ToolUrl:
+def tool_url(cfg: ClusterConfig, client: ClusterClient, tool: str) -> ToolUrl:
     """The Route URL of an enabled dev tool, with how it is authenticated (never a secret
     value: the command that reads it)."""
     from mlenv.render.workload import DEV_TOOLS, enabled_dev_tools, oauth
@@ -69,7 +69,7 @@ class GpuRow:
     error: str = ""
 
 
-def gpu_table(cfg: ClusterConfig, client: Cluster, *, workers: int = 16) -> list[GpuRow]:
+def gpu_table(cfg: ClusterConfig, client: ClusterClient, *, workers: int = 16) -> list[GpuRow]:
     """``nvidia-smi`` on every Running worker pod at once, one row per GPU."""
     pods = [p.name for p in worker_pods(cfg, client) if p.phase == "Running"]
     if not pods:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from mlenv.cluster.api import Cluster
+from mlenv.cluster.api import ClusterClient
 from mlenv.cluster.preflight import node_ready
 
 GPU = "nvidia.com/gpu"
@@ -53,7 +53,7 @@ def _int(v: object) -> int:
         return 0
 
 
-def discover(client: Cluster, name: str, namespace: str) -> Discovered:
+def discover(client: ClusterClient, name: str, namespace: str) -> Discovered:
     """Read nodes, NetworkAttachmentDefinitions and StorageClasses through ``client``."""
     d = Discovered(name=name, namespace=namespace, api=client.server().removeprefix("https://"))
     counts: list[int] = []
@@ -140,7 +140,7 @@ def to_yaml(d: Discovered) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_discovered(client: Cluster, name: str, namespace: str) -> str:
+def render_discovered(client: ClusterClient, name: str, namespace: str) -> str:
     """discover + to_yaml."""
     return to_yaml(discover(client, name, namespace))
 

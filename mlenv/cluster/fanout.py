@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from mlenv.cluster.api import NO_TIMEOUT, Cluster, ExecResult, Output
+from mlenv.cluster.api import NO_TIMEOUT, ClusterClient, ExecResult, Output
 from mlenv.cluster.deploy import worker_pods
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.contract import STATEFULSET
@@ -46,7 +46,7 @@ def _tail(res: ExecResult) -> str:
     return lines[-1] if lines else ""
 
 
-def run_everywhere(cfg: ClusterConfig, client: Cluster, argv: Sequence[str], out: Output, *,
+def run_everywhere(cfg: ClusterConfig, client: ClusterClient, argv: Sequence[str], out: Output, *,
                    timeout: float | None = None) -> FanOutReport:
     """Start ``argv`` in every worker pod in parallel through exec; stream pod 0 to ``out``.
 

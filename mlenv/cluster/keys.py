@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from mlenv.cluster.api import Cluster, Manifest
+from mlenv.cluster.api import ClusterClient, Manifest
 from mlenv.errors import InfraError
 
 SECRET_NAME = "ml-dev-env-ssh"
@@ -52,7 +52,7 @@ def secret_manifest(namespace: str, labels: dict[str, str], files: dict[str, byt
     }
 
 
-def planned_ssh_secret(client: Cluster, namespace: str, labels: dict[str, str],
+def planned_ssh_secret(client: ClusterClient, namespace: str, labels: dict[str, str],
                        comment: str) -> Manifest | None:
     """The ssh Secret to create (fresh keys), or None when a complete one exists (kept).
 
@@ -95,7 +95,7 @@ DEVTOOLS_SECRET = "ml-dev-env-devtools"
 DEVTOOLS_KEYS = ("code-server-password", "jupyter-token", "oauth-cookie-secret")
 
 
-def planned_devtools_secret(client: Cluster, namespace: str,
+def planned_devtools_secret(client: ClusterClient, namespace: str,
                             labels: dict[str, str]) -> Manifest | None:
     """The dev-tools credentials Secret to create (code-server password, Jupyter token,
     oauth-proxy cookie secret), or None when a complete one exists."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlenv.cluster.api import ApiError, Cluster, Manifest
+from mlenv.cluster.api import ApiError, ClusterClient, Manifest
 from mlenv.config.model import Cluster as ClusterConfig
 
 LEGACY_APP_LABELS = frozenset({"ml-dev-env-multi", "ml-dev-env"})
@@ -55,7 +55,7 @@ def _legacy(kind: str, obj: Manifest) -> str:
     return ""
 
 
-def find(client: Cluster, namespace: str) -> list[LegacyObject]:
+def find(client: ClusterClient, namespace: str) -> list[LegacyObject]:
     """Upstream ml-dev-env objects in ``namespace``, in removal order. Kinds this user may
     not list (or this API server does not serve, e.g. Route off OpenShift) are skipped:
     detection informs a deploy, it must never be what breaks one."""
@@ -93,7 +93,7 @@ def deploy_notice(cfg: ClusterConfig, objs: list[LegacyObject]) -> list[str]:
     return lines
 
 
-def remove(client: Cluster, namespace: str, objs: list[LegacyObject], *,
+def remove(client: ClusterClient, namespace: str, objs: list[LegacyObject], *,
            purge: bool) -> tuple[list[str], list[str]]:
     """Delete ``objs`` (PVCs only with ``purge``); returns (deleted, kept) refs."""
     deleted: list[str] = []

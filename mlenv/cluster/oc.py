@@ -1,4 +1,4 @@
-"""OcCluster: the :class:`~mlenv.cluster.api.Cluster` on openshift-client (``oc``).
+"""OcCluster: the :class:`~mlenv.cluster.api.ClusterClient` on openshift-client (``oc``).
 
 openshift-client drives the ``oc`` binary; when ``oc`` is missing we point it at
 ``kubectl`` for the verbs the two share (get, apply, delete, exec, logs, port-forward,

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from mlenv.cluster.api import (
     LABEL_INSTANCE,
-    Cluster,
+    ClusterClient,
     Forbidden,
     Manifest,
     NotFound,
@@ -56,7 +56,7 @@ def _interface_line(doc: dict[str, object]) -> str:
     return "; ".join(parts) or "no interface checks recorded"
 
 
-def _interfaces(cfg: ClusterConfig, client: Cluster, pods: list[PodView]) -> dict[str, str]:
+def _interfaces(cfg: ClusterConfig, client: ClusterClient, pods: list[PodView]) -> dict[str, str]:
     """What each Running pod's init found of the configured RDMA interfaces; pods that
     cannot be asked (exec refused, older image) are left out, never an error."""
     import json as _json
@@ -82,7 +82,7 @@ def _interfaces(cfg: ClusterConfig, client: Cluster, pods: list[PodView]) -> dic
     return out
 
 
-def status(cfg: ClusterConfig, client: Cluster) -> StatusReport:
+def status(cfg: ClusterConfig, client: ClusterClient) -> StatusReport:
     """Read the deployment's state."""
     sel = instance_selector(cfg.name)
     rep = StatusReport()
@@ -140,7 +140,7 @@ def created_by_mlenv(obj: Manifest) -> bool:
     return obj.get("kind") != "ServiceAccount"
 
 
-def _pvcs_in_use_by_others(cfg: ClusterConfig, client: Cluster) -> dict[str, str]:
+def _pvcs_in_use_by_others(cfg: ClusterConfig, client: ClusterClient) -> dict[str, str]:
     """claim name → the pod of another instance (or no instance) that mounts it."""
     out: dict[str, str] = {}
     for pod in client.list("Pod", cfg.namespace):
@@ -154,7 +154,7 @@ def _pvcs_in_use_by_others(cfg: ClusterConfig, client: Cluster) -> dict[str, str
     return out
 
 
-def _bound_elsewhere(client: Cluster, cfg: ClusterConfig, role: str) -> list[str]:
+def _bound_elsewhere(client: ClusterClient, cfg: ClusterConfig, role: str) -> list[str]:
     """RoleBindings that are not this deployment's and grant ``role`` (a ClusterRole):
     deleting the role (and its SCC) would break their pods' next admission."""
     try:
@@ -175,7 +175,7 @@ def _bound_elsewhere(client: Cluster, cfg: ClusterConfig, role: str) -> list[str
     return out
 
 
-def teardown(cfg: ClusterConfig, client: Cluster, *, purge: bool = False,
+def teardown(cfg: ClusterConfig, client: ClusterClient, *, purge: bool = False,
              dry_run: bool = False) -> TeardownReport:
     """Delete what this deployment created, nothing else.
 
@@ -275,7 +275,7 @@ def teardown(cfg: ClusterConfig, client: Cluster, *, purge: bool = False,
     return rep
 
 
-def _release(client: Cluster, obj: Manifest, ns: str | None) -> None:
+def _release(client: ClusterClient, obj: Manifest, ns: str | None) -> None:
     """Give an adopted object back: a server-side apply of nothing under mlenv's field
     manager removes exactly the fields mlenv set (its labels), nothing another owner set."""
     from mlenv.cluster.api import FIELD_MANAGER

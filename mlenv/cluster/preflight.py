@@ -24,7 +24,7 @@ from mlenv.cluster.api import (
     CLUSTER_SCOPED_KINDS,
     GPU_RESOURCE,
     ApiError,
-    Cluster,
+    ClusterClient,
     Forbidden,
     Manifest,
     NotFound,
@@ -97,7 +97,7 @@ def _alloc(node: Manifest, res: str) -> float:
 
 
 def run_preflight(cfg: ClusterConfig, mode: Mode, nodes: int, manifests: list[Manifest],
-                  client: Cluster) -> PreflightReport:
+                  client: ClusterClient) -> PreflightReport:
     """Check the live cluster against the plan; raises only when the API cannot be reached."""
     rep = PreflightReport(user=client.whoami(), server=client.server())
     add = rep.problems.append
@@ -159,7 +159,7 @@ def _kinds(manifests: list[Manifest]) -> dict[str, str]:
     return out
 
 
-def _check_permissions(ns: str, manifests: list[Manifest], client: Cluster,
+def _check_permissions(ns: str, manifests: list[Manifest], client: ClusterClient,
                        rep: PreflightReport) -> None:
     """create + patch for every namespaced kind of the plan (and the ssh Secret), exec."""
     kinds = _kinds(manifests)
@@ -209,7 +209,7 @@ def matches_plan(live: Manifest, planned: Manifest) -> bool:
 
 
 def _check_cluster_scoped(cfg: ClusterConfig, mode: Mode, manifests: list[Manifest],
-                          client: Cluster, rep: PreflightReport) -> set[str]:
+                          client: ClusterClient, rep: PreflightReport) -> set[str]:
     """The plan's cluster-scoped objects: exist as planned, or may be created/patched.
     Returns the kinds the API does not serve (their objects are skipped)."""
     unserved: set[str] = set()
@@ -258,7 +258,7 @@ def _check_cluster_scoped(cfg: ClusterConfig, mode: Mode, manifests: list[Manife
     return unserved
 
 
-def _check_scc_use(ns: str, manifests: list[Manifest], client: Cluster,
+def _check_scc_use(ns: str, manifests: list[Manifest], client: ClusterClient,
                    rep: PreflightReport) -> None:
     """The pods' service account may use the plan's SCC, now or once the plan's RoleBinding
     is applied (asked as the service account: ``auth can-i --as=system:serviceaccount:…``)."""
@@ -310,7 +310,7 @@ def _granting_binding(manifests: list[Manifest], ns: str, sa: str, scc: str) -> 
     return ""
 
 
-def _check_nodes(cfg: ClusterConfig, mode: Mode, nodes: int, client: Cluster,
+def _check_nodes(cfg: ClusterConfig, mode: Mode, nodes: int, client: ClusterClient,
                  rep: PreflightReport) -> None:
     add = rep.problems.append
     per_node = cfg.gpus.per_node
@@ -363,7 +363,7 @@ ADOPTABLE = ("ServiceAccount",)  # users pre-create the service account (upstrea
 
 
 def foreign_objects(cfg: ClusterConfig, planned: list[Manifest],
-                    client: Cluster) -> list[str]:
+                    client: ClusterClient) -> list[str]:
     """One line per live object the plan would overwrite that is not this instance's
     (another instance's label, or no mlenv label at all): "kind/name: whose"."""
     out: list[str] = []

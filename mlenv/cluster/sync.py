@@ -27,7 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mlenv.cluster import treehash
-from mlenv.cluster.api import Cluster
+from mlenv.cluster.api import ClusterClient
 from mlenv.cluster.deploy import worker_pods
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.errors import InfraError, InputError
@@ -67,7 +67,7 @@ class SyncReport:
     dry_run: bool = False
 
 
-def _listing(client: Cluster, cfg: ClusterConfig, pod: str,
+def _listing(client: ClusterClient, cfg: ClusterConfig, pod: str,
              timeout: float | None) -> dict[str, str]:
     res = client.exec(pod, cfg.namespace, ["python3", "-c", treehash.LIST_SCRIPT, REMOTE_DIR],
                       timeout=timeout)
@@ -100,7 +100,7 @@ def plan_pod(pod: str, local: dict[str, str], remote: dict[str, str], *,
     return out
 
 
-def sync(cfg: ClusterConfig, client: Cluster, local_dir: str, *, workers: int = 8,
+def sync(cfg: ClusterConfig, client: ClusterClient, local_dir: str, *, workers: int = 8,
          timeout: float | None = None, delete: bool = False, dry_run: bool = False,
          say: Say = lambda _m: None) -> SyncReport:
     """Copy ``local_dir`` to every Running worker pod and verify every file arrived.
@@ -182,7 +182,7 @@ def tree_mtimes(root: str) -> dict[str, tuple[int, int]]:
     return out
 
 
-def watch(cfg: ClusterConfig, client: Cluster, local_dir: str, *, interval: float = 1.0,
+def watch(cfg: ClusterConfig, client: ClusterClient, local_dir: str, *, interval: float = 1.0,
           max_rounds: int | None = None, sleep: Callable[[float], None] | None = None,
           timeout: float | None = None, delete: bool = False,
           say: Say = lambda _m: None) -> int:

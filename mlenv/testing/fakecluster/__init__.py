@@ -49,6 +49,6 @@ __all__ = ["FakeCluster"]
 
 
 class FakeCluster(Pods):
-    """In-memory fake implementing :class:`mlenv.cluster.api.Cluster` (see package doc)."""
+    """In-memory fake implementing :class:`mlenv.cluster.api.ClusterClient` (see package doc)."""
 
     description = "fake (in-memory)"

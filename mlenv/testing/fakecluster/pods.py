@@ -76,7 +76,7 @@ def _listed(data: bytes) -> str:
 
 
 class Pods(Controllers):
-    """exec, rsync, logs and the other pod verbs of :class:`mlenv.cluster.api.Cluster`."""
+    """exec, rsync, logs and the other pod verbs of :class:`mlenv.cluster.api.ClusterClient`."""
 
     def _running_pod(self, pod: str, namespace: str) -> Manifest:
         self._check_reachable()

@@ -8,7 +8,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from mlenv.cluster.api import Cluster
+from mlenv.cluster.api import ClusterClient
 from mlenv.cluster.connect import ClientOptions, ClusterFactory
 from mlenv.errors import InputError
 from mlenv.testing.fakecluster import FakeCluster
@@ -20,7 +20,7 @@ def state_file(path: str | os.PathLike[str]) -> ClusterFactory:
     where = os.fspath(path)
 
     @contextmanager
-    def factory(opts: ClientOptions) -> Iterator[Cluster]:
+    def factory(opts: ClientOptions) -> Iterator[ClusterClient]:
         if not os.path.isfile(where):
             raise InputError(f"{where}: no such fake-cluster state file")
         fake = FakeCluster.load(where)

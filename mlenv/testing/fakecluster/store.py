@@ -77,7 +77,7 @@ def _content(obj: Manifest) -> Manifest:
 
 
 class ObjectStore(Admission):
-    """Identity and the object verbs of :class:`mlenv.cluster.api.Cluster`."""
+    """Identity and the object verbs of :class:`mlenv.cluster.api.ClusterClient`."""
 
     def server(self) -> str:
         """The fake's API server URL."""

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from mlenv.cluster.api import ApiError, Cluster, Conflict, Invalid, NotFound
+from mlenv.cluster.api import ApiError, ClusterClient, Conflict, Invalid, NotFound
 from mlenv.cluster.oc import OcCluster
 from mlenv.testing import kubectl_cli
 from mlenv.testing.fakecluster import FakeCluster
@@ -51,7 +51,7 @@ def sts(service: str) -> dict[str, Any]:
 class Side:
     """A client and a way to change the cluster behind it as an administrator would."""
 
-    client: Cluster
+    client: ClusterClient
     edit: Callable[[], Any]  # context manager yielding the FakeCluster behind the client
 
 
