@@ -60,7 +60,7 @@ def bench_gpu(steps: int = 50, warmup: int = 15, batch: int = 256) -> dict[str, 
     import torch.distributed as dist
 
     from mlenv.acceptance.checks.training import train_one
-    from mlenv.acceptance.data import build_dataset
+    from mlenv.acceptance.datasets import build_dataset
     from mlenv.acceptance.dist import free_port
 
     if not torch.cuda.is_available():

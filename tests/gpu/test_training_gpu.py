@@ -42,7 +42,7 @@ def one_gpu_group() -> Iterator[None]:
 @pytest.mark.parametrize("model", ["resnet50", "gpt"])
 def test_mixed_precision_training_on_one_gpu(one_gpu_group: None, model: str) -> None:
     from mlenv.acceptance.checks.training import loss_trend, train_one
-    from mlenv.acceptance.data import build_dataset
+    from mlenv.acceptance.datasets import build_dataset
 
     ds = build_dataset("synthetic", model=model, size=8 * 32, image_size=64)
     rec = train_one(model, dataset=ds, steps=12, warmup_steps=3, batch_size=32, zero_stage=2, device="cuda:0",

@@ -2,7 +2,7 @@
 
 Each rank trains the same model (ResNet-18/50 or a small GPT, see
 :mod:`mlenv.acceptance.models`) with ``deepspeed.initialize`` (ZeRO stage from the
-options, default 2) on its shard of a dataset (:mod:`mlenv.acceptance.data`), reusing
+options, default 2) on its shard of a dataset (:mod:`mlenv.acceptance.datasets`), reusing
 the process group the runner already started.
 
 Results:
@@ -62,7 +62,7 @@ class TrainingOptions(CheckOptions):
                                                "their losses count")
     batch_size: int = option(8, cuda=64, help="samples per rank per step")
     zero_stage: int = option(2, help="DeepSpeed ZeRO stage (0..3)")
-    dataset: str = option("synthetic", help="synthetic, or a dataset of mlenv.acceptance.data read from data_dir")
+    dataset: str = option("synthetic", help="synthetic, or a dataset of mlenv.acceptance.datasets read from data_dir")
     data_dir: str = option("", help="folder of the dataset (real datasets only)")
     image_size: int = option(0, help="0: 16 px on CPU, 224 px on GPU (synthetic); native size for real datasets")
     lr: float = option(1e-3, help="learning rate")
@@ -77,7 +77,7 @@ class TrainingOptions(CheckOptions):
 
     def problems(self) -> list[tuple[str, str]]:
         """Model, dataset and the numbers DeepSpeed and the judge need (checked before launch)."""
-        from mlenv.acceptance.data import canonical_name
+        from mlenv.acceptance.datasets import canonical_name
         from mlenv.acceptance.models import MODELS, is_image_model
 
         out: list[tuple[str, str]] = []
@@ -295,7 +295,7 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
 
     Needs an initialised ``torch.distributed`` process group (the runner's, or
     ``deepspeed.init_distributed()`` in a script); DeepSpeed reuses it. ``dataset``
-    (default: synthetic data for the model, see :func:`mlenv.acceptance.data.build_dataset`)
+    (default: synthetic data for the model, see :func:`mlenv.acceptance.datasets.build_dataset`)
     is sharded by rank; ``max_batches`` distinct batches are built on the device up
     front and cycled, so data loading is not what gets timed. ``slow_factor`` > 1 makes
     this rank's compute that many times slower (the ``slow`` fault).
@@ -305,7 +305,7 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
     import deepspeed
     import torch
 
-    from mlenv.acceptance.data import build_dataset
+    from mlenv.acceptance.datasets import build_dataset
     from mlenv.acceptance.models import build_model, count_parameters, is_image_model
 
     if steps < 1 or warmup_steps < 0 or batch_size < 1 or max_batches < 1:
@@ -443,7 +443,7 @@ class TrainingCheck(Check):
         """Train on every rank; every rank returns its step times, rank 0 also the world result."""
         import torch.distributed as dist
 
-        from mlenv.acceptance.data import build_dataset
+        from mlenv.acceptance.datasets import build_dataset
         from mlenv.acceptance.models import is_image_model
         from mlenv.acceptance.timing import stretch_factor
 

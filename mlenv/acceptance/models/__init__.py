@@ -5,7 +5,7 @@ build. Use :func:`build_model`; torch is imported only when it is called.
 
 Example::
 
-    from mlenv.acceptance.data import build_dataset
+    from mlenv.acceptance.datasets import build_dataset
     from mlenv.acceptance.models import build_model
 
     ds = build_dataset("cifar10", model="resnet18", root="/datasets/cifar10")
