@@ -215,6 +215,15 @@ class SlurmCluster:
             raise RuntimeError(f"no slurmd of {self.nodes[i]} is running")
         os.kill(pid, signal.SIGKILL)
 
+    def crash_node(self, i: int) -> None:
+        """Node ``i`` dies: SIGKILL every process of its host (slurmd, slurmstepd, the ranks)
+        but the host's init, so slurmd can be started again afterwards. Killing slurmd alone
+        leaves the job's steps running, and a short job then completes before slurmctld
+        notices the node is gone: a race, not a node failure."""
+        if self.pods is None:
+            raise RuntimeError("crash_node needs the netns hosts")
+        self.pods.run(i, ["sh", "-c", "kill -KILL -1"], dict(os.environ), timeout=20)
+
     def set_node(self, node: str, state: str, reason: str = "mlenv test") -> None:
         r = self.run("scontrol", "update", f"NodeName={node}", f"State={state}", f"Reason={reason}")
         if r.returncode != 0:
