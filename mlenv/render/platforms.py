@@ -119,32 +119,6 @@ def platform_dir(root: Path, cluster: Cluster, out: Path | None = None) -> Path:
     return base / cluster.name
 
 
-def write_platform(files: dict[str, str], d: Path) -> list[Path]:
-    """Write ``files`` into ``d`` (scripts executable); byte-identical across runs."""
-    d.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name, content in files.items():
-        p = d / name
-        with p.open("w", encoding="utf-8", newline="") as f:
-            f.write(content)
-        if name.endswith(".sbatch"):
-            p.chmod(0o755)
-        written.append(p)
-    return written
-
-
-def check_platform(files: dict[str, str], d: Path) -> list[str]:
-    """``path (differs|missing)`` for each file of ``d`` that a fresh render would change."""
-    problems = []
-    for name, content in sorted(files.items()):
-        p = d / name
-        if not p.is_file():
-            problems.append(f"{p} (missing)")
-        elif p.read_bytes() != content.encode("utf-8"):
-            problems.append(f"{p} (differs)")
-    return problems
-
-
 def planned(root: Path, cluster: Cluster, out: Path | None = None, nodes: int | None = None) -> tuple[Path, dict[str, str]]:
     """(folder, files) of a slurm/hosts cluster for ``mlenv render`` (written and checked like k8s/)."""
     return platform_dir(root, cluster, out), render_platform(cluster, nodes)

@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.netns import _children, _comm
+
 DAEMONS = ("munged", "slurmctld", "slurmd", "slurmstepd")
 CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "srun")
 
@@ -264,25 +266,6 @@ def private_shm(pods: Any, i: int) -> None:
                  timeout=20)
     if r.returncode != 0:
         raise RuntimeError(f"host {i}: cannot mount a private /dev/shm: {r.stdout.strip()}")
-
-
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
-    try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children", encoding="ascii") as f:
-                out += [int(x) for x in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm", encoding="ascii") as f:
-            return f.read().strip()
-    except OSError:
-        return ""
 
 
 def _pids_named(comm: str, marker: str) -> list[int]:

@@ -219,14 +219,15 @@ def test_unknown_cluster_named_on_the_command_line_exits_2(tmp_path: Path) -> No
 def test_slurm_cluster_bundle_holds_its_scripts_compared_with_a_fresh_render(tmp_path: Path) -> None:
     """A platform: slurm cluster has sbatch scripts under slurm/<name>/ instead of k8s/ manifests."""
     from mlenv.config import load
-    from mlenv.render.platforms import planned, write_platform
+    from mlenv.generated import write_tree
+    from mlenv.render.platforms import planned
 
     root = tmp_path / "repo"
     (root / "clusters").mkdir(parents=True)
     shutil.copy(REPO / "tests/data/platforms/cpu-slurm.yaml", root / "clusters" / "cpu-slurm.yaml")
     c = load("cpu-slurm", root)
     d, fresh = planned(root, c)
-    write_platform(fresh, d)
+    write_tree(fresh, d)
     first = sorted(fresh)[0]
     (d / first).write_text((d / first).read_text() + "\n# edited by hand\n")
     (config, dep, files) = deployment_for(c.name, root, None)
