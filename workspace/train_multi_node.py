@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     import deepspeed
     import torch
 
-    from mlenv.acceptance.data import build_dataset, canonical_name
+    from mlenv.acceptance.datasets import build_dataset, canonical_name
     from mlenv.acceptance.models import build_model
     from mlenv.errors import InputError
 
