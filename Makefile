@@ -88,7 +88,7 @@ typecheck: venv ## mypy --strict on mlenv/, then tests/ and benchmarks/ (tests/m
 lint-image: venv system-deps ## hadolint + shellcheck for the Dockerfile and shell entry points
 	bash scripts/dev/lint-image.sh
 
-unit: venv ## the fast loop (~30 s): unit and CLI tests
+unit: venv ## the inner loop (a few minutes): unit and CLI tests
 	$(VENV)/bin/pytest -q tests/unit tests/cli
 
 test: venv system-deps lint typecheck lint-image ## everything CI runs: lint, types, validate, render --check, all tests
