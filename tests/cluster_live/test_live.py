@@ -22,7 +22,7 @@ from mlenv.cluster.ops import TEARDOWN_KINDS, teardown
 from mlenv.config import load
 from mlenv.errors import MlenvError
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.xdist_group("cluster-live")]
 ROOT = Path(__file__).resolve().parents[2]
 NS = os.environ.get("MLENV_LIVE_NAMESPACE", "default")
 

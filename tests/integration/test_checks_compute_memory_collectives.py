@@ -18,7 +18,8 @@ from checks_harness import WorldSpec, run_world  # noqa: E402
 
 from mlenv.acceptance.busbw import bus_factor  # noqa: E402
 
-pytestmark = pytest.mark.integration
+# module-scoped worlds: the whole module runs on one worker (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("checks")]
 
 COLLECTIVES = [f"collectives.{op}" for op in
                ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")]
@@ -100,6 +101,7 @@ def test_quorum_names_the_corrupted_rank_and_its_host(corrupt_compute: dict[Any,
     assert reason.startswith("rank 1 (node0)") and "silent data corruption" in reason
 
 
+@pytest.mark.serial  # one rank's rate against the other's
 def test_slow_rank_is_a_real_throughput_outlier(corrupt_compute: dict[Any, Any]) -> None:
     fast = corrupt_compute[("compute.matmul", "rank", 0)]["metrics"]["tflops_fp32"]
     slow = corrupt_compute[("compute.matmul", "rank", 1)]
@@ -149,6 +151,7 @@ def test_two_nodes_measure_world_intra_and_inter_groups(tmp_path: Path) -> None:
     assert world["busbw_gbps"] == pytest.approx(world["algbw_gbps"] * 2 * 3 / 4)
 
 
+@pytest.mark.serial  # elapsed within seconds of a 3 s deadline
 def test_a_collective_past_the_deadline_raises_instead_of_hanging(tmp_path: Path) -> None:
     deadline = 3.0
     spec = WorldSpec(2, ["collectives.all_reduce"], options=SMALL, deadline_s=deadline,
@@ -170,6 +173,7 @@ def test_a_world_of_one_skips_collectives_but_still_computes(tmp_path: Path) -> 
     assert r["status"] == "SKIP" and r["metrics"] == {} and "one rank" in r["reasons"][0]
 
 
+@pytest.mark.serial  # sizes chosen from measured rates against a 4 s deadline
 def test_sweep_stops_early_rather_than_overrunning_the_deadline(tmp_path: Path) -> None:
     deadline = 4.0
     opts = {"collectives": {"min_bytes": 2**20, "max_bytes": 2**30, "factor": 4, "iters": 20,

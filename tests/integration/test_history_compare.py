@@ -22,6 +22,7 @@ pytestmark = pytest.mark.integration
 HOST = socket.gethostname()
 
 
+@pytest.mark.serial  # one run's rates against another's
 def test_second_run_with_a_slow_rank_is_a_regression_naming_that_rank(tmp_path: Path) -> None:
     t0 = time.monotonic()
     hist = tmp_path / "reports"

@@ -25,7 +25,8 @@ import pytest
 from harness import Cluster, HarnessUnavailable, unavailable_reason
 from harness.netns import run_bounded
 
-pytestmark = pytest.mark.integration
+# module-scoped harness: the whole module runs on one worker (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("localize")]
 
 _REASON = unavailable_reason()
 needs_harness = pytest.mark.skipif(_REASON is not None, reason=f"netns harness: {_REASON}")

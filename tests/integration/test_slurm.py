@@ -22,7 +22,8 @@ import pytest
 from harness import netns
 from harness import slurm as slurm_harness
 
-pytestmark = pytest.mark.integration
+# module-scoped harness: the whole module runs on one worker (tests/conftest.py)
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slurm")]
 
 MLENV = [sys.executable, "-m", "mlenv"]
 CLUSTER = "slurm-harness"

@@ -46,6 +46,7 @@ def by_name(doc: dict[str, Any], name: str) -> list[dict[str, Any]]:
     return [c for c in doc["checks"] if c["name"] == name]
 
 
+@pytest.mark.serial  # a healthy run has no straggler: rank against rank
 def test_resnet18_trains_and_passes(tmp_path: Path) -> None:
     doc, log = run_training(tmp_path, 29741)
     (world,) = by_name(doc, "training.deepspeed")
@@ -65,6 +66,7 @@ def test_resnet18_trains_and_passes(tmp_path: Path) -> None:
     assert world["details"]["stragglers"] == []
 
 
+@pytest.mark.serial  # compute and wait times of one rank against the other
 def test_slow_rank_is_named_as_straggler(tmp_path: Path) -> None:
     doc, log = run_training(tmp_path, 29742, fault="slow:rank=1,factor=3")
     (world,) = by_name(doc, "training.deepspeed")
@@ -91,6 +93,7 @@ def _write_learnable_fashion(root: Path, n: int) -> None:
         (root / name).write_bytes(gzip.compress(head + arr.tobytes()))
 
 
+@pytest.mark.serial  # PASS needs no straggler (a loaded core made one WARN)
 def test_gpt_and_fashionmnist_from_files(tmp_path: Path) -> None:
     gpt_doc, log = run_training(tmp_path / "gpt", 29743, {"model": "gpt"})
     (world,) = by_name(gpt_doc, "training.deepspeed")
