@@ -14,7 +14,7 @@ import time
 import uuid
 from pathlib import Path
 
-from mlenv.acceptance import baselines, console, dist, history, profiles, ranklog
+from mlenv.acceptance import baselines, console, history, profiles, ranklog, world
 from mlenv.acceptance.base import RunContext, registry
 from mlenv.acceptance.reports import RunMeta, finalize
 from mlenv.acceptance.reports.document import ALL_FILES, RESULTS_JSONL, now_iso
@@ -78,32 +78,32 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT
     deadline = float(args.deadline or profiles.DEADLINES[args.profile])
     report_dir = Path(args.report_dir)
-    env = dist.read_launch_env()
-    host = dist.hostname()
+    env = world.read_launch_env()
+    host = world.hostname()
     ranklog.start(report_dir, env.rank, host)  # logs/rank<R>.<host>.log, for the sign-off bundle
     try:
-        backend, device, hosts = dist.init_process_group(deadline, env, host, nccl_log_dir=report_dir / "nccl")
-    except Exception as e:  # a peer that never joins is named here (dist.rendezvous)
+        backend, device, hosts = world.init_process_group(deadline, env, host, nccl_log_dir=report_dir / "nccl")
+    except Exception as e:  # a peer that never joins is named here (world.rendezvous)
         msg = str(e) if isinstance(e, MlenvError) else f"start-up failed: {type(e).__name__}: {e}"
         print(f"error: rank {env.rank} ({host}): {msg}", file=sys.stderr, flush=True)
         if env.rank == 0:
             _startup_report(args, report_dir, env, host, deadline, msg)
         return EXIT_INPUT if isinstance(e, InputError) else EXIT_ERROR
     options = profiles.resolve(args.profile, overrides, device)  # GPU sizes once the device is known
-    node_rank, nnodes = dist.node_layout(hosts, env)
+    node_rank, nnodes = world.node_layout(hosts, env)
     ctx = RunContext(rank=env.rank, world_size=env.world_size, local_rank=env.local_rank,
                      local_world_size=env.local_world_size, node_rank=node_rank, nnodes=nnodes, host=host,
                      backend=backend, device=device, profile=args.profile, options=options,
                      deadline_s=deadline, report_dir=report_dir)
     from mlenv.acceptance.runner import Runner, install_signal_handlers
 
-    chan = dist.SideChannel(env.master_addr, env.master_port, f"mlenv/{env.restart}")
+    chan = world.SideChannel(env.master_addr, env.master_port, f"mlenv/{env.restart}")
     chan.start_heartbeat(env.rank)
     install_signal_handlers(chan, env.rank)
-    world = {"nodes": nnodes, "ranks": env.world_size, "backend": backend, "device": "cuda" if ctx.is_cuda else "cpu",
+    layout = {"nodes": nnodes, "ranks": env.world_size, "backend": backend, "device": "cuda" if ctx.is_cuda else "cpu",
              "hosts": hosts}
     meta = RunMeta(run_id=time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6], started=now_iso(),
-                   profile=args.profile, checks=[c.name for c in checks], world=world,
+                   profile=args.profile, checks=[c.name for c in checks], world=layout,
                    baseline_spec=args.baseline, deadline_s=deadline)
     writer: JsonlWriter | None = None
     if env.rank == 0:
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         meta.write(report_dir)
         writer = JsonlWriter(report_dir / RESULTS_JSONL)
         print(f"[acceptance] {len(checks)} check(s), {env.world_size} rank(s) on {nnodes} node(s), "
-              f"{backend}/{world['device']}, profile {args.profile}, deadline {deadline:g} s per check", flush=True)
+              f"{backend}/{layout['device']}, profile {args.profile}, deadline {deadline:g} s per check", flush=True)
 
     live = console.LiveJudge(meta, baseline_spec=args.baseline)
 
@@ -161,12 +161,12 @@ def main(argv: list[str] | None = None) -> int:
     return code
 
 
-def _startup_report(args: argparse.Namespace, report_dir: Path, env: dist.LaunchEnv, host: str,
+def _startup_report(args: argparse.Namespace, report_dir: Path, env: world.LaunchEnv, host: str,
                     deadline: float, msg: str) -> None:
     """Rank 0 could not start the group: still leave a results.json saying why (ERROR)."""
-    world = {"nodes": env.nnodes or 1, "ranks": env.world_size, "backend": None, "device": None, "hosts": [host]}
+    layout = {"nodes": env.nnodes or 1, "ranks": env.world_size, "backend": None, "device": None, "hosts": [host]}
     meta = RunMeta(run_id=uuid.uuid4().hex[:12], started=now_iso(), profile=args.profile, checks=[],
-                   world=world, baseline_spec=args.baseline, deadline_s=deadline)
+                   world=layout, baseline_spec=args.baseline, deadline_s=deadline)
     try:
         doc = finalize(report_dir, meta, [], notes=[f"start-up failed on rank 0 ({host}): {msg}"], plots=False)
         print(console.verdict_block(doc, str(report_dir)), flush=True)

@@ -62,7 +62,7 @@ def register(app: typer.Typer) -> None:
 
             raise typer.Exit(acceptance_cli(cluster, profile=profile, checks=checks, baseline=baseline,
                                             options=options, deadline=deadline, say=typer.echo))
-        from mlenv.acceptance import console, dist, history, local, profiles
+        from mlenv.acceptance import console, history, local, profiles, world
         from mlenv.contract import exit_for_verdict
 
         if not local_:
@@ -87,7 +87,7 @@ def register(app: typer.Typer) -> None:
         suite += ["--localize"] if localize else []
         history_root = history.default_root(repo_root())
         suite += ["--history-dir", str(history_root.resolve())]
-        cmd = local.build_command(n, gpus, dist.free_port(), report_dir.resolve(), suite)
+        cmd = local.build_command(n, gpus, world.free_port(), report_dir.resolve(), suite)
         err(f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed: {shlex.join(cmd)}")
         # Worst case: every check runs into its deadline (the suite itself aborts sooner).
         budget = n_checks * dl + local.STARTUP_SLACK_S

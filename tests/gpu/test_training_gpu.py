@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def one_gpu_group() -> Iterator[None]:
     import torch.distributed as dist
 
-    from mlenv.acceptance.dist import free_port
+    from mlenv.acceptance.world import free_port
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ["MASTER_PORT"] = str(free_port())

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 import multiprocessing as mp
 import os
-import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from mlenv.acceptance.world import free_port
 
 
 @dataclass
@@ -29,12 +30,6 @@ class WorldSpec:
     deadline_s: float = 60.0
     hang_ranks: tuple[int, ...] = ()  # these ranks sleep instead of running the checks
     backend: str = "gloo"  # "nccl": one GPU per rank, cuda:<rank>
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _worker(rank: int, spec: WorldSpec, port: int, out: str) -> None:
@@ -92,7 +87,7 @@ def run_world(spec: WorldSpec, out: Path, timeout_s: float = 120.0) -> list[dict
     killed first) or finishes without writing its record.
     """
     ctx = mp.get_context("spawn")
-    port = _free_port()
+    port = free_port()
     procs = [ctx.Process(target=_worker, args=(r, spec, port, str(out))) for r in range(spec.nprocs)]
     for p in procs:
         p.start()

@@ -5,23 +5,18 @@ from __future__ import annotations
 import json
 import math
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from mlenv.acceptance.world import free_port
+
 pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "workspace" / "train_multi_node.py"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env() -> dict[str, str]:
@@ -35,7 +30,7 @@ def _env() -> dict[str, str]:
 def test_example_training_runs_on_two_ranks_under_the_deepspeed_launcher(tmp_path: Path) -> None:
     out = tmp_path / "summary.json"
     argv = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", "2", "--master_port",
-            str(_free_port()), str(SCRIPT), "--model", "resnet18", "--steps", "3", "--micro-batch", "4",
+            str(free_port()), str(SCRIPT), "--model", "resnet18", "--steps", "3", "--micro-batch", "4",
             "--image-size", "16", "--out", str(out)]
     r = subprocess.run(argv, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]

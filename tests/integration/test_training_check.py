@@ -14,6 +14,8 @@ from typing import Any
 
 import pytest
 
+from mlenv.acceptance.world import free_port
+
 pytest.importorskip("deepspeed")
 np = pytest.importorskip("numpy")
 
@@ -48,7 +50,7 @@ def by_name(doc: dict[str, Any], name: str) -> list[dict[str, Any]]:
 
 @pytest.mark.serial  # a healthy run has no straggler: rank against rank
 def test_resnet18_trains_and_passes(tmp_path: Path) -> None:
-    doc, log = run_training(tmp_path, 29741)
+    doc, log = run_training(tmp_path, free_port())
     (world,) = by_name(doc, "training.deepspeed")
     assert world["status"] == "PASS", (world, log[-3000:])
     assert doc["verdict"] == "PASS", doc["reasons"]
@@ -68,7 +70,7 @@ def test_resnet18_trains_and_passes(tmp_path: Path) -> None:
 
 @pytest.mark.serial  # compute and wait times of one rank against the other
 def test_slow_rank_is_named_as_straggler(tmp_path: Path) -> None:
-    doc, log = run_training(tmp_path, 29742, fault="slow:rank=1,factor=3")
+    doc, log = run_training(tmp_path, free_port(), fault="slow:rank=1,factor=3")
     (world,) = by_name(doc, "training.deepspeed")
     assert world["status"] == "WARN", (world, log[-3000:])
     assert [s["rank"] for s in world["details"]["stragglers"]] == [1]
@@ -95,20 +97,20 @@ def _write_learnable_fashion(root: Path, n: int) -> None:
 
 @pytest.mark.serial  # PASS needs no straggler (a loaded core made one WARN)
 def test_gpt_and_fashionmnist_from_files(tmp_path: Path) -> None:
-    gpt_doc, log = run_training(tmp_path / "gpt", 29743, {"model": "gpt"})
+    gpt_doc, log = run_training(tmp_path / "gpt", free_port(), {"model": "gpt"})
     (world,) = by_name(gpt_doc, "training.deepspeed")
     assert world["status"] == "PASS" and world["details"]["model"] == "gpt", (world, log[-3000:])
 
     data = tmp_path / "fashion"
     data.mkdir()
     _write_learnable_fashion(data, 256)
-    fm_doc, log = run_training(tmp_path / "fm", 29744, {"dataset": "fashionmnist", "data_dir": str(data)})
+    fm_doc, log = run_training(tmp_path / "fm", free_port(), {"dataset": "fashionmnist", "data_dir": str(data)})
     (world,) = by_name(fm_doc, "training.deepspeed")
     assert world["status"] == "PASS" and world["details"]["dataset"] == "fashionmnist", (world, log[-3000:])
 
 
 def test_missing_dataset_is_a_clear_error(tmp_path: Path) -> None:
-    doc, _ = run_training(tmp_path, 29745, {"dataset": "cifar10", "data_dir": str(tmp_path / "absent")})
+    doc, _ = run_training(tmp_path, free_port(), {"dataset": "cifar10", "data_dir": str(tmp_path / "absent")})
     (world,) = by_name(doc, "training.deepspeed")[:1] or by_name(doc, "training.step_time")[:1]
     assert world["status"] == "ERROR"
     assert f"{tmp_path / 'absent'}: CIFAR-10 data directory does not exist" in " ".join(world["reasons"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlenv.acceptance import dist, profiles
+from mlenv.acceptance import profiles, world
 from mlenv.errors import InputError
 
 
@@ -30,13 +30,13 @@ def test_gpu_ranks_get_sizes_that_measure_the_device_and_the_options_file_still_
         profiles.resolve("fast", device="cuda:0")
 
 
-def _env(world: int, per_node: int) -> dist.LaunchEnv:
-    return dist.LaunchEnv(rank=0, world_size=world, local_rank=0, local_world_size=per_node,
-                          master_addr="pod-0.svc", master_port=29500, node_rank=None, nnodes=None, restart=0)
+def _env(size: int, per_node: int) -> world.LaunchEnv:
+    return world.LaunchEnv(rank=0, world_size=size, local_rank=0, local_world_size=per_node,
+                           master_addr="pod-0.svc", master_port=29500, node_rank=None, nnodes=None, restart=0)
 
 
 def test_never_joined_names_ranks_with_their_node_and_its_host_when_known() -> None:
-    msg = dist._never_joined([3, 4, 5], {0: "pod-0", 1: "pod-0", 2: "pod-1"}, _env(6, 2), 30.0)
+    msg = world._never_joined([3, 4, 5], {0: "pod-0", 1: "pod-0", 2: "pod-1"}, _env(6, 2), 30.0)
     assert msg == ("rank 3 (node 1: pod-1); ranks 4, 5 (node 2: no rank of it joined) never joined the run "
                    "within 30 s (not started, or cannot reach pod-0.svc:29500)")
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from mlenv.acceptance.world import free_port
 from mlenv.pod.preflight import Peer, preflight
 
 
@@ -20,14 +21,6 @@ def listener() -> Iterator[int]:
     s.listen(16)
     yield s.getsockname()[1]
     s.close()
-
-
-def free_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = int(s.getsockname()[1])
-    s.close()
-    return port
 
 
 def test_all_present(listener: int) -> None:

@@ -1,4 +1,5 @@
-"""Process-group start-up and the side channel (c10d TCPStore) the runner gathers through.
+"""The world of ranks: who the launcher says we are, the rendezvous, the process group,
+and the side channel (c10d TCPStore) with its heartbeats that the runner gathers through.
 
 Works under torchrun, under the DeepSpeed launcher (RANK/WORLD_SIZE/LOCAL_RANK/... in
 the environment) and as a single process (a world of one on a free local port).
