@@ -16,8 +16,8 @@ from typing import Any
 from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK
 
 __all__ = [
-    "APP", "EXIT_ERROR", "EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "LABEL_COMPONENT", "LABEL_INSTANCE",
-    "LABEL_MANAGED_BY", "LABEL_NAME", "LABEL_PART_OF", "MANAGED_BY", "RESULTS_JSON", "RESULTS_JSONL",
+    "ANNOTATION_CREATED", "APP", "EXIT_ERROR", "EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "LABEL_COMPONENT", "LABEL_INSTANCE",
+    "LABEL_MANAGED_BY", "LABEL_NAME", "LABEL_NAMESPACE", "LABEL_PART_OF", "MANAGED_BY", "RESULTS_JSON", "RESULTS_JSONL",
     "STATEFULSET", "exit_for_verdict", "read_results",
 ]
 
@@ -35,6 +35,13 @@ LABEL_INSTANCE = "app.kubernetes.io/instance"  # carries cluster.name
 LABEL_COMPONENT = "app.kubernetes.io/component"
 LABEL_PART_OF = "app.kubernetes.io/part-of"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
+# Cluster-scoped objects (the RDMA SCC and its ClusterRole) carry the namespace of the
+# deployment that owns them: two teams may deploy configs with the same cluster name
+# into two namespaces, and one's teardown must never delete what the other's pods use.
+LABEL_NAMESPACE = "ml-dev-env.io/namespace"
+# Set by `mlenv deploy` on the objects it created (never on ones that existed before and
+# were adopted, such as a pre-created ServiceAccount); teardown deletes only these.
+ANNOTATION_CREATED = "ml-dev-env.io/created-by"
 
 # --- results of a run ---------------------------------------------------------------------
 RESULTS_JSON = "results.json"  # the verdict document rank 0 (or the CLI's recovery) writes

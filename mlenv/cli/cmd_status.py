@@ -12,7 +12,7 @@ from mlenv.cli._output import OutputOpt, check_format, emit
 from mlenv.contract import STATEFULSET
 
 if TYPE_CHECKING:
-    from mlenv.cluster.ops import StatusReport
+    from mlenv.cluster.status import StatusReport
 
 
 @guarded
@@ -22,7 +22,7 @@ def status(
 ) -> None:
     """Show the deployment's pods (node, readiness, restarts) and PVCs; -o json|yaml for
     one document."""
-    from mlenv.cluster.ops import status as read_status
+    from mlenv.cluster.status import status as read_status
 
     check_format(output)
     cfg = load_config(cluster)

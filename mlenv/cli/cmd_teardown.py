@@ -23,7 +23,7 @@ def teardown(
     PVCs (volumeClaimTemplate ones too) are kept unless --purge. Cluster-scoped objects
     you may not delete (the RDMA SCC, its ClusterRole) are named as left behind.
     --dry-run reads the same objects and decides the same way, and deletes nothing."""
-    from mlenv.cluster.ops import teardown as run_teardown
+    from mlenv.cluster.teardown import teardown as run_teardown
 
     cfg = load_config(cluster)
     if dry_run and (legacy or cfg.platform in ("slurm", "hosts")):

@@ -34,7 +34,14 @@ from mlenv.cluster.api import (
 from mlenv.cluster.preflight import PreflightReport, Problem, foreign_objects, run_preflight
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.config.model import Mode
-from mlenv.contract import APP, LABEL_MANAGED_BY, LABEL_PART_OF, MANAGED_BY, STATEFULSET
+from mlenv.contract import (
+    ANNOTATION_CREATED,
+    APP,
+    LABEL_MANAGED_BY,
+    LABEL_PART_OF,
+    MANAGED_BY,
+    STATEFULSET,
+)
 from mlenv.errors import InfraError, InputError
 
 Renderer = Callable[[ClusterConfig, Mode, "int | None"], list[Manifest]]
@@ -44,8 +51,6 @@ DELETE_WAIT_S = 120.0
 # A RoleBinding's roleRef is immutable too: an RDMA deployment from before SCC names carried
 # the namespace points its binding at the old ClusterRole, and the upgrade re-points it.
 RECREATABLE = ("StatefulSet", "Pod", "RoleBinding")
-# Set on objects this deploy created (never on adopted ones); teardown deletes only those.
-ANNOTATION_CREATED = "ml-dev-env.io/created-by"
 APPLY_TRIES = 3
 # How the API server words a 422 for a field it cannot update in place.
 IMMUTABLE_MARKERS = ("pod updates may not change fields", "cannot change roleref",

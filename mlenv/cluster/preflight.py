@@ -33,7 +33,7 @@ from mlenv.cluster.api import (
 )
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.config.model import Mode
-from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME
+from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME, LABEL_NAMESPACE
 from mlenv.render.serialize import file_name
 
 
@@ -380,7 +380,7 @@ def foreign_objects(cfg: ClusterConfig, planned: list[Manifest],
         owner = labels.get(LABEL_INSTANCE)
         ours = labels.get(LABEL_NAME) == APP and owner == cfg.name
         if scoped:
-            ns_label = labels.get("ml-dev-env.io/namespace")
+            ns_label = labels.get(LABEL_NAMESPACE)
             ours = ours and ns_label in (None, cfg.namespace)
         if ours:
             continue
@@ -388,8 +388,8 @@ def foreign_objects(cfg: ClusterConfig, planned: list[Manifest],
             continue  # a pre-created service account is adopted, never deleted (teardown)
         if owner is not None:
             whose = f"belongs to instance {owner!r}" + (
-                f" of namespace {labels.get('ml-dev-env.io/namespace')!r}"
-                if scoped and labels.get("ml-dev-env.io/namespace") else "")
+                f" of namespace {labels.get(LABEL_NAMESPACE)!r}"
+                if scoped and labels.get(LABEL_NAMESPACE) else "")
         else:
             whose = "was not created by mlenv (no app.kubernetes.io/instance label)"
         out.append(f"{kind.lower()}/{name}: {whose}")

@@ -10,6 +10,7 @@ from __future__ import annotations
 from mlenv.config.model import Cluster
 
 # Re-exported (``X as X``) so the render layer keeps importing them from here.
+from mlenv.contract import ANNOTATION_CREATED as ANNOTATION_CREATED
 from mlenv.contract import APP as APP
 from mlenv.contract import BUILD_CONFIG as BUILD_CONFIG
 from mlenv.contract import HEADLESS_SERVICE as HEADLESS_SERVICE
@@ -18,6 +19,7 @@ from mlenv.contract import LABEL_COMPONENT as LABEL_COMPONENT
 from mlenv.contract import LABEL_INSTANCE as LABEL_INSTANCE
 from mlenv.contract import LABEL_MANAGED_BY as LABEL_MANAGED_BY
 from mlenv.contract import LABEL_NAME as LABEL_NAME
+from mlenv.contract import LABEL_NAMESPACE as LABEL_NAMESPACE
 from mlenv.contract import LABEL_PART_OF as LABEL_PART_OF
 from mlenv.contract import MANAGED_BY as MANAGED_BY
 from mlenv.contract import STATEFULSET as STATEFULSET
@@ -41,15 +43,6 @@ POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 # sees them on the objects; they are also what the injection tests push hostile text into.
 ANNOTATION_DESCRIPTION = "ml-dev-env.io/description"
 ANNOTATION_NOTES = "ml-dev-env.io/notes"
-
-
-# Cluster-scoped objects (the RDMA SCC and its ClusterRole) carry the namespace of the
-# deployment that owns them: two teams may deploy configs with the same cluster name
-# into two namespaces, and one's teardown must never delete what the other's pods use.
-LABEL_NAMESPACE = "ml-dev-env.io/namespace"
-# Set by `mlenv deploy` on the objects it created (never on ones that existed before and
-# were adopted, such as a pre-created ServiceAccount); teardown deletes only these.
-ANNOTATION_CREATED = "ml-dev-env.io/created-by"
 
 
 def scc_name(cluster: Cluster) -> str:

@@ -13,7 +13,7 @@ def test_status_without_deployment(tmp_path, monkeypatch) -> None:
 def test_i10_7_status_shows_each_pods_rdma_interfaces(tmp_path, monkeypatch) -> None:
     import json
 
-    from mlenv.cluster.ops import READ_INTERFACES
+    from mlenv.cluster.status import READ_INTERFACES
     from mlenv.testing.fakecluster import FakeCluster
 
     state = fake_state(tmp_path)
@@ -37,7 +37,7 @@ def test_i10_7_the_in_pod_reader_finds_what_pod_init_wrote(tmp_path) -> None:
     import subprocess
     import sys
 
-    from mlenv.cluster.ops import READ_INTERFACES
+    from mlenv.cluster.status import READ_INTERFACES
 
     (tmp_path / "interfaces.json").write_text('{"pod": "p", "checks": []}')
     out = subprocess.run([sys.executable, "-c", READ_INTERFACES], capture_output=True, text=True,

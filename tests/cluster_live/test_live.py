@@ -18,7 +18,7 @@ import pytest
 
 from mlenv.cluster.api import CLUSTER_SCOPED_KINDS, NotFound, instance_selector
 from mlenv.cluster.deploy import DeployReport, DryRunRejected, dry_run_plan, plan
-from mlenv.cluster.ops import TEARDOWN_KINDS, teardown
+from mlenv.cluster.teardown import TEARDOWN_KINDS, teardown
 from mlenv.config import load
 from mlenv.errors import MlenvError
 

@@ -11,8 +11,8 @@ import pytest
 from mlenv.cluster import treehash
 from mlenv.cluster.deploy import DeployOptions, DeployTimeout, PreflightFailed, deploy
 from mlenv.cluster.keys import KEY_FILES, SECRET_NAME
-from mlenv.cluster.ops import teardown
 from mlenv.cluster.sync import SyncMismatch, sync
+from mlenv.cluster.teardown import teardown
 
 
 def test_rdma_deploy_then_redeploy_is_unchanged(barcelona, fake_for) -> None:

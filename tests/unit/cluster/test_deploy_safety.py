@@ -18,8 +18,8 @@ from mlenv.cluster.deploy import (
     plan,
 )
 from mlenv.cluster.keys import SECRET_NAME
-from mlenv.cluster.ops import teardown
 from mlenv.cluster.sync import sync, watch
+from mlenv.cluster.teardown import teardown
 from mlenv.config import load
 from mlenv.testing.fakecluster import FakeCluster
 

@@ -9,7 +9,6 @@ import dataclasses
 import pytest
 
 from mlenv.cluster.deploy import (
-    ANNOTATION_CREATED,
     DeployIncomplete,
     DeployOptions,
     PreflightFailed,
@@ -17,9 +16,10 @@ from mlenv.cluster.deploy import (
     plan,
 )
 from mlenv.cluster.keys import DEVTOOLS_SECRET, SECRET_NAME
-from mlenv.cluster.ops import teardown
+from mlenv.cluster.teardown import teardown
 from mlenv.config import load
 from mlenv.config.model import Cluster as ClusterConfig
+from mlenv.contract import ANNOTATION_CREATED
 
 from .conftest import ROOT
 

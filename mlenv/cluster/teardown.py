@@ -1,4 +1,4 @@
-"""``status`` and ``teardown``: read and delete what one deployment owns, nothing else."""
+"""``teardown``: delete what one deployment created, nothing else."""
 
 from __future__ import annotations
 
@@ -10,96 +10,18 @@ from mlenv.cluster.api import (
     Forbidden,
     Manifest,
     NotFound,
-    PodView,
     instance_selector,
     plural,
 )
 from mlenv.config.model import Cluster as ClusterConfig
-from mlenv.contract import APP, LABEL_NAME, STATEFULSET
-from mlenv.errors import InfraError, InputError
+from mlenv.contract import ANNOTATION_CREATED, APP, LABEL_NAME, LABEL_NAMESPACE
+from mlenv.errors import InputError
 
 # Every kind the plan or deploy can create, in delete order: workloads first so pods
 # stop before the objects they use go away. PVCs come last and only with --purge.
 TEARDOWN_KINDS = ("StatefulSet", "Pod", "Route", "Service", "NetworkPolicy", "BuildConfig", "ImageStream",
                   "RoleBinding", "ServiceAccount", "Secret", "ConfigMap")
 CLUSTER_KINDS = ("SecurityContextConstraints", "ClusterRole")
-
-
-@dataclass
-class StatusReport:
-    """Pods, StatefulSet readiness and PVCs of one deployment."""
-
-    pods: list[PodView] = field(default_factory=list)
-    desired: int = 0
-    ready: int = 0
-    pvcs: list[tuple[str, str, str]] = field(default_factory=list)  # name, phase, size
-    # pod → one line on its RDMA interfaces (from <state>/interfaces.json, i10.7)
-    interfaces: dict[str, str] = field(default_factory=dict)
-
-
-# Runs in a pod with the pod's own environment: the same state-dir rule pod init wrote by.
-READ_INTERFACES = (
-    "import os; from mlenv.pod.runtime import paths_from; "
-    "p = os.path.join(paths_from(os.environ).state_dir, 'interfaces.json'); "
-    "print(open(p).read() if os.path.exists(p) else '')")
-
-
-def _interface_line(doc: dict[str, object]) -> str:
-    parts = []
-    checks = doc.get("checks")
-    for chk in checks if isinstance(checks, list) else []:
-        if not isinstance(chk, dict):
-            continue
-        missing = chk.get("missing") or []
-        parts.append(f"{chk.get('variable')}: present {','.join(chk.get('present') or []) or '-'}"
-                     + (f", MISSING {','.join(missing)}" if missing else ""))
-    return "; ".join(parts) or "no interface checks recorded"
-
-
-def _interfaces(cfg: ClusterConfig, client: ClusterClient, pods: list[PodView]) -> dict[str, str]:
-    """What each Running pod's init found of the configured RDMA interfaces; pods that
-    cannot be asked (exec refused, older image) are left out, never an error."""
-    import json as _json
-
-    out: dict[str, str] = {}
-    for p in pods:
-        if p.phase != "Running":
-            continue
-        try:
-            res = client.exec(p.name, cfg.namespace, ["python3", "-c", READ_INTERFACES],
-                              check=False, timeout=15)
-        except (InfraError, InputError):
-            continue
-        text = res.stdout.strip()
-        if res.returncode != 0 or not text:
-            continue
-        try:
-            doc = _json.loads(text)
-        except ValueError:
-            continue
-        if isinstance(doc, dict):
-            out[p.name] = _interface_line(doc)
-    return out
-
-
-def status(cfg: ClusterConfig, client: ClusterClient) -> StatusReport:
-    """Read the deployment's state."""
-    sel = instance_selector(cfg.name)
-    rep = StatusReport()
-    sts = client.get("StatefulSet", STATEFULSET, cfg.namespace)
-    if sts is not None:
-        rep.desired = int((sts.get("spec") or {}).get("replicas", 0))
-        rep.ready = int((sts.get("status") or {}).get("readyReplicas", 0))
-    rep.pods = sorted((PodView.of(p) for p in client.list("Pod", cfg.namespace, sel)),
-                      key=lambda p: p.name)
-    for pvc in client.list("PersistentVolumeClaim", cfg.namespace, sel):
-        size = (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}).get(
-            "storage", "")
-        rep.pvcs.append((pvc["metadata"]["name"], str((pvc.get("status") or {}).get("phase", "")),
-                         str(size)))
-    if cfg.rdma.enabled:
-        rep.interfaces = _interfaces(cfg, client, rep.pods)
-    return rep
 
 
 @dataclass
@@ -124,10 +46,6 @@ def _cluster_scoped_names(cfg: ClusterConfig) -> dict[str, list[str]]:
         if m.get("kind") in CLUSTER_KINDS:
             out.setdefault(str(m["kind"]), []).append(str(m["metadata"]["name"]))
     return out
-
-
-ANNOTATION_CREATED = "ml-dev-env.io/created-by"  # set by deploy on what it created
-LABEL_NAMESPACE = "ml-dev-env.io/namespace"  # on cluster-scoped objects: whose they are
 
 
 def created_by_mlenv(obj: Manifest) -> bool:
