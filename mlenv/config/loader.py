@@ -50,10 +50,10 @@ def _root(root: str | os.PathLike[str] | None) -> Path:
 
 def cluster_files(root: str | os.PathLike[str] | None = None) -> list[Path]:
     """Every ``clusters/*.yaml`` (and ``*.yml``) under ``root``, sorted by name."""
-    d = _root(root) / CLUSTERS_DIR
-    if not d.is_dir():
+    folder = _root(root) / CLUSTERS_DIR
+    if not folder.is_dir():
         return []
-    return sorted(p for p in d.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+    return sorted(path for path in folder.iterdir() if path.suffix in (".yaml", ".yml") and path.is_file())
 
 
 def resolve(name_or_path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> Path:
@@ -63,17 +63,17 @@ def resolve(name_or_path: str | os.PathLike[str], root: str | os.PathLike[str] |
         InputError: neither an existing file nor a known cluster name (with a did-you-mean).
     """
     text = os.fspath(name_or_path)
-    p = Path(text)
-    if p.is_file():
-        return p
-    looks_like_path = os.sep in text or "/" in text or p.suffix in (".yaml", ".yml")
+    path = Path(text)
+    if path.is_file():
+        return path
+    looks_like_path = os.sep in text or "/" in text or path.suffix in (".yaml", ".yml")
     if looks_like_path:
         raise InputError(f"{text}: no such file")
     files = cluster_files(root)
-    for f in files:
-        if f.stem == text:
-            return f
-    names = [f.stem for f in files]
+    for candidate in files:
+        if candidate.stem == text:
+            return candidate
+    names = [candidate.stem for candidate in files]
     close = difflib.get_close_matches(text, names, n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     known = ", ".join(names) if names else f"none: no {CLUSTERS_DIR}/*.yaml under {_root(root)}"
@@ -87,12 +87,12 @@ def _read(path: Path) -> bytes | Diagnostic:
     """
     file = str(path)
     try:
-        with path.open("rb") as f:
-            size = os.fstat(f.fileno()).st_size
+        with path.open("rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
             if size > MAX_BYTES:
                 return too_large(file, size)
             # st_size is 0 for pipes and devices: read one byte past the cap to notice.
-            return f.read(MAX_BYTES + 1)
+            return handle.read(MAX_BYTES + 1)
     except OSError as e:
         return Diagnostic(file, 0, 0, "", f"cannot read: {e.strerror or e}")
 
@@ -118,7 +118,7 @@ def check_file(path: Path) -> tuple[Cluster | None, list[Diagnostic]]:
     diags = list(parsed.diagnostics)
     diags += schema_diagnostics(parsed, file)
     diags += semantic_diagnostics(parsed, file)
-    diags.sort(key=lambda d: (d.line, d.col, d.path, d.message))
+    diags.sort(key=lambda diag: (diag.line, diag.col, diag.path, diag.message))
     if any(d.severity == "error" for d in diags):
         return None, diags
     return build(parsed.data, source=path), diags
@@ -144,9 +144,9 @@ def load(
     """
     cluster, diags = check_file(resolve(name_or_path, root))
     if cluster is None:
-        raise ConfigError([d for d in diags if d.severity == "error"] or diags)
+        raise ConfigError([diag for diag in diags if diag.severity == "error"] or diags)
     if warnings is not None:
-        warnings += [d for d in diags if d.severity == "warning"]
+        warnings += [diag for diag in diags if diag.severity == "warning"]
     return cluster
 
 
@@ -160,11 +160,11 @@ def load_all(
     """
     clusters: list[Cluster] = []
     errors: list[Diagnostic] = []
-    for f in cluster_files(root):
-        cluster, diags = check_file(f)
-        errors += [d for d in diags if d.severity == "error"]
+    for path in cluster_files(root):
+        cluster, diags = check_file(path)
+        errors += [diag for diag in diags if diag.severity == "error"]
         if warnings is not None:
-            warnings += [d for d in diags if d.severity == "warning"]
+            warnings += [diag for diag in diags if diag.severity == "warning"]
         if cluster is not None:
             clusters.append(cluster)
     errors += duplicate_names(clusters)
@@ -177,17 +177,17 @@ def duplicate_names(clusters: list[Cluster]) -> list[Diagnostic]:
     """A diagnostic for each cluster whose ``cluster.name`` an earlier file already used."""
     first: dict[str, Cluster] = {}
     out: list[Diagnostic] = []
-    for c in clusters:
-        if c.name in first:
-            pos = _name_pos(c.source)
+    for cluster in clusters:
+        if cluster.name in first:
+            pos = _name_pos(cluster.source)
             out.append(
                 Diagnostic(
-                    str(c.source), pos.line, pos.col, "cluster.name",
-                    f"cluster name '{c.name}' is also used by {first[c.name].source}",
+                    str(cluster.source), pos.line, pos.col, "cluster.name",
+                    f"cluster name '{cluster.name}' is also used by {first[cluster.name].source}",
                 )
             )
         else:
-            first[c.name] = c
+            first[cluster.name] = cluster
     return out
 
 
@@ -211,8 +211,8 @@ def mode_warnings(cluster: Cluster, mode: str) -> list[str]:
     """
     if mode not in ("rdma", "tcp"):
         raise InputError(f"unknown mode {mode!r}: expected rdma or tcp")
-    m: Mode = "rdma" if mode == "rdma" else "tcp"
-    if cluster.effective_mode(m) != m:
+    wanted: Mode = "rdma" if mode == "rdma" else "tcp"
+    if cluster.effective_mode(wanted) != wanted:
         where = f" ({cluster.source})" if cluster.source else ""
         return [
             f"cluster '{cluster.name}'{where} has network.rdma.enabled: false, so MODE=rdma "
@@ -224,158 +224,220 @@ def mode_warnings(cluster: Cluster, mode: str) -> list[str]:
 
 
 # --- model building (data already validated) ------------------------------------------
+# One builder per config section, each filling unset keys from the model's own defaults
+# (model.py is the one place defaults live).
 
 
-def _default(cls: type, name: str) -> Any:
-    """The declared default of a dataclass field (model.py is the one place defaults live)."""
+def _field_default(cls: type, name: str) -> Any:
+    """The declared default of a dataclass field."""
     for f in dataclasses.fields(cls):
         if f.name == name:
             return f.default
     raise KeyError(name)
 
 
-def _d(data: dict[str, Any], key: str) -> dict[str, Any]:
-    v = data.get(key)
-    return v if isinstance(v, dict) else {}
+def _section(data: dict[str, Any], key: str) -> dict[str, Any]:
+    """``data[key]`` when it is a mapping, else an empty one (an absent or null section)."""
+    value = data.get(key)
+    return value if isinstance(value, dict) else {}
 
 
-def _strs(value: Any) -> tuple[str, ...]:
+def _names(value: Any) -> tuple[str, ...]:
+    """A comma string or a list of names as a tuple (empty when neither)."""
     return tuple(split_list(value) or ())
 
 
 def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
     """The frozen :class:`Cluster` for schema- and rule-valid ``data``, defaults filled in."""
-    c = _d(data, "cluster")
-    storage = _d(data, "storage")
-    net = _d(data, "network")
-    rdma = _d(net, "rdma")
-    tcp = _d(net, "tcp")
-    sec = _d(data, "security")
-    gpus = _d(data, "gpus")
-    res = _d(data, "resources")
-    nccl = _d(data, "nccl")
-    image = _d(data, "image")
-    ib = _d(image, "build")
-    tools = _d(data, "dev_tools")
-
-    rd, td, sd, gd, nd = Rdma(), Tcp(), Storage(), Gpus(), Nccl()
-    raw_devices = rdma.get("devices", [])
-    auto = isinstance(raw_devices, str) and raw_devices.strip() == "auto"
-    exclude = split_list(tcp["interface_exclude"]) if "interface_exclude" in tcp else list(td.interface_exclude)
-    if isinstance(tcp.get("interface_exclude"), str) and exclude and exclude[0].startswith("^"):
-        exclude[0] = exclude[0][1:]
-
-    def rl(d: dict[str, Any]) -> ResourceList:
-        def q(v: Any) -> str | None:
-            return None if v is None else str(v)
-
-        return ResourceList(cpu=q(d.get("cpu")), memory=q(d.get("memory")))
-
+    network = _section(data, "network")
     return Cluster(
-        cluster=ClusterInfo(
-            name=c["name"],
-            namespace=c["namespace"],
-            api=c.get("api", ""),
-            description=c.get("description", ""),
-        ),
-        gpu_nodes=tuple(_d(data, "nodes").get("gpu_nodes") or ()),
-        storage=Storage(
-            mode=storage.get("mode", sd.mode),
-            class_rwx=storage.get("class_rwx", sd.class_rwx),
-            class_rwo=storage.get("class_rwo", sd.class_rwo),
-            workspace_size=storage.get("workspace_size", sd.workspace_size),
-            datasets_size=storage.get("datasets_size", sd.datasets_size),
-            workspace_claim=(storage.get("existing_claims") or {}).get("workspace", ""),
-            datasets_claim=(storage.get("existing_claims") or {}).get("datasets", ""),
-        ),
-        rdma=Rdma(
-            enabled=rdma.get("enabled", rd.enabled),
-            devices=() if auto else _strs(raw_devices),
-            auto_devices=auto,
-            interfaces=_strs(rdma.get("interfaces", [])),
-            gid_index=int(rdma.get("gid_index", rd.gid_index)),
-            gdr_level=int(rdma.get("gdr_level", rd.gdr_level)),
-            cross_nic=int(rdma.get("cross_nic", rd.cross_nic)),
-            ib_timeout=int(rdma.get("ib_timeout", rd.ib_timeout)),
-            min_nchannels=int(rdma.get("min_nchannels", rd.min_nchannels)),
-            resources=tuple(
-                ExtendedResource(name=k, count=int(v)) for k, v in sorted(rdma.get("resources", {}).items())
-            ),
-            networks=tuple(rdma.get("networks", ())),
-            allow_tcp_fallback=rdma.get("allow_tcp_fallback", rd.allow_tcp_fallback),
-        ),
-        tcp=Tcp(interface_exclude=tuple(exclude or ()), p2p_level=tcp.get("p2p_level", td.p2p_level)),
-        security=Security(
-            service_account=sec.get("service_account", Security().service_account),
-            requires_privileged_scc=sec.get("requires_privileged_scc", Security().requires_privileged_scc),
-            ipc_lock=sec.get("ipc_lock", Security().ipc_lock),
-            network_policy=sec.get("network_policy", Security().network_policy),
-            allow_from_namespaces=tuple(sec.get("allow_from_namespaces") or ()),
-        ),
-        gpus=Gpus(
-            per_node=int(gpus.get("per_node", gd.per_node)),
-            type=gpus.get("type", gd.type),
-            default_nodes=int(gpus.get("default_nodes", gd.default_nodes)),
-        ),
-        resources=Resources(requests=rl(_d(res, "requests")), limits=rl(_d(res, "limits"))),
-        nccl=Nccl(
-            debug=nccl.get("debug", nd.debug),
-            extra_env=tuple(sorted((k, str(v)) for k, v in nccl.get("env", {}).items())),
-        ),
-        image=Image(
-            ref=image.get("ref", Image().ref),
-            pull_policy=image.get("pull_policy", Image().pull_policy),
-            build=ImageBuild(
-                git_uri=ib.get("git_uri", ImageBuild().git_uri),
-                git_ref=ib.get("git_ref", ImageBuild().git_ref),
-                dockerfile_path=ib.get("dockerfile_path", ImageBuild().dockerfile_path),
-            ),
-        ),
-        shm_size=data.get("shm_size", _default(Cluster, "shm_size")),
-        ssh_port=int(data.get("ssh_port", _default(Cluster, "ssh_port"))),
-        master_port=int(data.get("master_port", _default(Cluster, "master_port"))),
-        dev_tools=DevTools(**{f.name: tools.get(f.name, f.default) for f in dataclasses.fields(DevTools)}),
-        scheduling=_scheduling(_d(data, "scheduling")),
-        notes=data.get("notes", _default(Cluster, "notes")),
-        platform=data.get("platform", _default(Cluster, "platform")),
-        slurm=_slurm(_d(data, "slurm")),
-        hosts=_hosts(_d(data, "hosts")),
+        cluster=_cluster_info(_section(data, "cluster")),
+        gpu_nodes=tuple(_section(data, "nodes").get("gpu_nodes") or ()),
+        storage=_storage(_section(data, "storage")),
+        rdma=_rdma(_section(network, "rdma")),
+        tcp=_tcp(_section(network, "tcp")),
+        security=_security(_section(data, "security")),
+        gpus=_gpus(_section(data, "gpus")),
+        resources=_resources(_section(data, "resources")),
+        nccl=_nccl(_section(data, "nccl")),
+        image=_image(_section(data, "image")),
+        shm_size=data.get("shm_size", _field_default(Cluster, "shm_size")),
+        ssh_port=int(data.get("ssh_port", _field_default(Cluster, "ssh_port"))),
+        master_port=int(data.get("master_port", _field_default(Cluster, "master_port"))),
+        dev_tools=_dev_tools(_section(data, "dev_tools")),
+        scheduling=_scheduling(_section(data, "scheduling")),
+        notes=data.get("notes", _field_default(Cluster, "notes")),
+        platform=data.get("platform", _field_default(Cluster, "platform")),
+        slurm=_slurm(_section(data, "slurm")),
+        hosts=_hosts(_section(data, "hosts")),
         source=source,
     )
 
 
-def _slurm(s: dict[str, Any]) -> Slurm:
+def _cluster_info(section: dict[str, Any]) -> ClusterInfo:
+    """``cluster:``; name and namespace are required by the schema."""
+    return ClusterInfo(
+        name=section["name"],
+        namespace=section["namespace"],
+        api=section.get("api", ""),
+        description=section.get("description", ""),
+    )
+
+
+def _storage(section: dict[str, Any]) -> Storage:
+    """``storage:``; ``existing_claims`` names upstream's claims to reuse."""
+    default = Storage()
+    claims = section.get("existing_claims") or {}
+    return Storage(
+        mode=section.get("mode", default.mode),
+        class_rwx=section.get("class_rwx", default.class_rwx),
+        class_rwo=section.get("class_rwo", default.class_rwo),
+        workspace_size=section.get("workspace_size", default.workspace_size),
+        datasets_size=section.get("datasets_size", default.datasets_size),
+        workspace_claim=claims.get("workspace", ""),
+        datasets_claim=claims.get("datasets", ""),
+    )
+
+
+def _rdma(section: dict[str, Any]) -> Rdma:
+    """``network.rdma:``; ``devices: auto`` leaves the device list to pod init."""
+    default = Rdma()
+    devices = section.get("devices", [])
+    auto = isinstance(devices, str) and devices.strip() == "auto"
+    return Rdma(
+        enabled=section.get("enabled", default.enabled),
+        devices=() if auto else _names(devices),
+        auto_devices=auto,
+        interfaces=_names(section.get("interfaces", [])),
+        gid_index=int(section.get("gid_index", default.gid_index)),
+        gdr_level=int(section.get("gdr_level", default.gdr_level)),
+        cross_nic=int(section.get("cross_nic", default.cross_nic)),
+        ib_timeout=int(section.get("ib_timeout", default.ib_timeout)),
+        min_nchannels=int(section.get("min_nchannels", default.min_nchannels)),
+        resources=tuple(
+            ExtendedResource(name=name, count=int(count))
+            for name, count in sorted(section.get("resources", {}).items())
+        ),
+        networks=tuple(section.get("networks", ())),
+        allow_tcp_fallback=section.get("allow_tcp_fallback", default.allow_tcp_fallback),
+    )
+
+
+def _tcp(section: dict[str, Any]) -> Tcp:
+    """``network.tcp:``; ``interface_exclude`` may be written in NCCL_SOCKET_IFNAME's own
+    exclusion form (``"^lo,docker0"``), whose caret is dropped here."""
+    default = Tcp()
+    if "interface_exclude" in section:
+        exclude = split_list(section["interface_exclude"])
+    else:
+        exclude = list(default.interface_exclude)
+    if isinstance(section.get("interface_exclude"), str) and exclude and exclude[0].startswith("^"):
+        exclude[0] = exclude[0][1:]
+    return Tcp(interface_exclude=tuple(exclude or ()),
+               p2p_level=section.get("p2p_level", default.p2p_level))
+
+
+def _security(section: dict[str, Any]) -> Security:
+    """``security:``."""
+    default = Security()
+    return Security(
+        service_account=section.get("service_account", default.service_account),
+        requires_privileged_scc=section.get("requires_privileged_scc", default.requires_privileged_scc),
+        ipc_lock=section.get("ipc_lock", default.ipc_lock),
+        network_policy=section.get("network_policy", default.network_policy),
+        allow_from_namespaces=tuple(section.get("allow_from_namespaces") or ()),
+    )
+
+
+def _gpus(section: dict[str, Any]) -> Gpus:
+    """``gpus:``."""
+    default = Gpus()
+    return Gpus(
+        per_node=int(section.get("per_node", default.per_node)),
+        type=section.get("type", default.type),
+        default_nodes=int(section.get("default_nodes", default.default_nodes)),
+    )
+
+
+def _resources(section: dict[str, Any]) -> Resources:
+    """``resources:`` requests and limits; quantities are kept as the text written."""
+    return Resources(requests=_resource_list(_section(section, "requests")),
+                     limits=_resource_list(_section(section, "limits")))
+
+
+def _resource_list(section: dict[str, Any]) -> ResourceList:
+    def text(value: Any) -> str | None:
+        return None if value is None else str(value)
+
+    return ResourceList(cpu=text(section.get("cpu")), memory=text(section.get("memory")))
+
+
+def _nccl(section: dict[str, Any]) -> Nccl:
+    """``nccl:``; extra variables sorted by name, their values as strings (upstream quotes numbers)."""
+    return Nccl(
+        debug=section.get("debug", Nccl().debug),
+        extra_env=tuple(sorted((name, str(value)) for name, value in section.get("env", {}).items())),
+    )
+
+
+def _image(section: dict[str, Any]) -> Image:
+    """``image:`` and its ``build:``."""
+    default, build_section, build_default = Image(), _section(section, "build"), ImageBuild()
+    return Image(
+        ref=section.get("ref", default.ref),
+        pull_policy=section.get("pull_policy", default.pull_policy),
+        build=ImageBuild(
+            git_uri=build_section.get("git_uri", build_default.git_uri),
+            git_ref=build_section.get("git_ref", build_default.git_ref),
+            dockerfile_path=build_section.get("dockerfile_path", build_default.dockerfile_path),
+        ),
+    )
+
+
+def _dev_tools(section: dict[str, Any]) -> DevTools:
+    """``dev_tools:``: every field by its own name."""
+    return DevTools(**{f.name: section.get(f.name, f.default) for f in dataclasses.fields(DevTools)})
+
+
+def _slurm(section: dict[str, Any]) -> Slurm:
     """``slurm:`` with the model's defaults for unset keys."""
-    d = Slurm()
+    default = Slurm()
     return Slurm(
-        partition=s.get("partition", d.partition), account=s.get("account", d.account),
-        qos=s.get("qos", d.qos), time_limit=str(s.get("time_limit", d.time_limit)),
-        constraint=s.get("constraint", d.constraint), exclusive=s.get("exclusive", d.exclusive),
-        gpus_flag=s.get("gpus_flag", d.gpus_flag), container_image=s.get("container_image", d.container_image),
-        container_mounts=tuple(s.get("container_mounts") or ()), shared_dir=s.get("shared_dir", d.shared_dir),
-        python=s.get("python", d.python),
+        partition=section.get("partition", default.partition),
+        account=section.get("account", default.account),
+        qos=section.get("qos", default.qos),
+        time_limit=str(section.get("time_limit", default.time_limit)),
+        constraint=section.get("constraint", default.constraint),
+        exclusive=section.get("exclusive", default.exclusive),
+        gpus_flag=section.get("gpus_flag", default.gpus_flag),
+        container_image=section.get("container_image", default.container_image),
+        container_mounts=tuple(section.get("container_mounts") or ()),
+        shared_dir=section.get("shared_dir", default.shared_dir),
+        python=section.get("python", default.python),
     )
 
 
-def _hosts(h: dict[str, Any]) -> Hosts:
+def _hosts(section: dict[str, Any]) -> Hosts:
     """``hosts:`` with the model's defaults for unset keys."""
-    d = Hosts()
+    default = Hosts()
     return Hosts(
-        ssh_user=h.get("ssh_user", d.ssh_user), ssh_port=int(h.get("ssh_port", d.ssh_port)),
-        ssh_key=h.get("ssh_key", d.ssh_key), shared_dir=h.get("shared_dir", d.shared_dir),
-        python=h.get("python", d.python),
+        ssh_user=section.get("ssh_user", default.ssh_user),
+        ssh_port=int(section.get("ssh_port", default.ssh_port)),
+        ssh_key=section.get("ssh_key", default.ssh_key),
+        shared_dir=section.get("shared_dir", default.shared_dir),
+        python=section.get("python", default.python),
     )
 
 
-def _scheduling(sched: dict[str, Any]) -> Scheduling:
+def _scheduling(section: dict[str, Any]) -> Scheduling:
     """``scheduling:``; an unset (or null) key stays None so the renderer applies the GPU default."""
-    tols = sched.get("tolerations")
-    sel = sched.get("node_selector")
+    tolerations = section.get("tolerations")
+    selector = section.get("node_selector")
     return Scheduling(
-        tolerations=None if tols is None else tuple(
+        tolerations=None if tolerations is None else tuple(
             Toleration(key=t.get("key", ""), operator=t.get("operator", "Equal"), value=t.get("value", ""),
                        effect=t.get("effect", ""), toleration_seconds=t.get("tolerationSeconds"))
-            for t in tols
+            for t in tolerations
         ),
-        node_selector=None if sel is None else tuple(sorted((k, str(v)) for k, v in sel.items())),
+        node_selector=None if selector is None else tuple(sorted((k, str(v)) for k, v in selector.items())),
     )
