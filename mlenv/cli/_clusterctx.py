@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 import re
 import sys
@@ -74,17 +73,9 @@ def api_timeout() -> float:
             raise InputError(f"--request-timeout must be between 0 and 86400 seconds, got "
                              f"{SETTINGS.request_timeout:g}")
         return SETTINGS.request_timeout
-    raw = os.environ.get(API_TIMEOUT_ENV, "")
-    if not raw:
-        return DEFAULT_API_TIMEOUT
-    try:
-        value = float(raw)
-    except ValueError:
-        value = math.nan
-    if not 0 < value < 86400:
-        raise InputError(f"{API_TIMEOUT_ENV}={raw}: expected a number of seconds between 0 "
-                         "and 86400")
-    return value
+    from mlenv.cluster.connect import seconds_from_env
+
+    return seconds_from_env(API_TIMEOUT_ENV, DEFAULT_API_TIMEOUT, below=86400)
 
 
 def _say_progress(msg: str) -> None:

@@ -38,19 +38,32 @@ class ClientOptions:
 ClusterFactory = Callable[[ClientOptions], AbstractContextManager[ClusterClient]]
 
 
-def exec_timeout() -> float:
-    """The exec/rsync timeout from ``MLENV_EXEC_TIMEOUT`` (InputError when not a positive
-    number of seconds)."""
-    raw = os.environ.get(TIMEOUT_ENV, "")
+def seconds_from_env(name: str, default: float, *, below: float | None = None) -> float:
+    """Seconds from environment variable ``name``: ``default`` when unset or empty.
+
+    Raises:
+        InputError: not a number, not positive, or (with ``below``) not below it; NaN and
+            infinities are refused too.
+    """
+    raw = os.environ.get(name, "")
     if not raw:
-        return DEFAULT_EXEC_TIMEOUT
+        return default
     try:
         value = float(raw)
     except ValueError:
         value = math.nan
-    if not value > 0:
-        raise InputError(f"{TIMEOUT_ENV}={raw}: expected a positive number of seconds")
+    if below is None:
+        if not 0 < value < math.inf:
+            raise InputError(f"{name}={raw}: expected a positive number of seconds")
+    elif not 0 < value < below:
+        raise InputError(f"{name}={raw}: expected a number of seconds between 0 and {below:g}")
     return value
+
+
+def exec_timeout() -> float:
+    """The exec/rsync timeout from ``MLENV_EXEC_TIMEOUT`` (InputError when not a positive
+    number of seconds)."""
+    return seconds_from_env(TIMEOUT_ENV, DEFAULT_EXEC_TIMEOUT)
 
 
 @contextmanager
