@@ -94,7 +94,7 @@ lint-image: venv system-deps ## hadolint + shellcheck for the Dockerfile and she
 TEST_WORKERS ?= 3
 PYTEST_PARALLEL = $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
-unit: venv ## the inner loop (about 1.5 min on 2 cores): unit and CLI tests, in parallel
+unit: venv ## the inner loop (about a minute on 2 cores): unit and CLI tests, in parallel
 	$(PYTEST_PARALLEL) tests/unit tests/cli
 
 # Two phases: everything but the `serial` tests in parallel, then those alone (they judge

@@ -1,0 +1,69 @@
+"""The two phases of make test (tests/conftest.py): the start order, and serial tests that
+skip, saying why, on an xdist worker but run in the serial phase."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+pytest_plugins = ["pytester"]
+ROOT = Path(__file__).resolve().parents[2]
+CONFTEST = ROOT / "tests" / "conftest.py"
+
+
+def _conftest() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("suite_conftest", CONFTEST)
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_every_long_first_module_exists() -> None:
+    # a renamed module would silently lose its head start
+    missing = [p for p in _conftest().LONG_FIRST if not (ROOT / p).is_file()]
+    assert missing == []
+
+
+def test_integration_starts_first_and_its_long_modules_before_the_rest() -> None:
+    conf = _conftest()
+    ids = ["tests/unit/test_contract.py::t", "tests/cli/test_verbs.py::t",
+           "tests/integration/test_acceptance_local.py::t", "tests/integration/test_pod_launch.py::t",
+           "tests/gpu/test_checks_gpu.py::t"]
+    order = sorted(ids, key=conf._start_rank)
+    assert order == ["tests/integration/test_pod_launch.py::t", "tests/integration/test_acceptance_local.py::t",
+                     "tests/cli/test_verbs.py::t", "tests/unit/test_contract.py::t",
+                     "tests/gpu/test_checks_gpu.py::t"]
+
+
+def _suite(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makeini("[pytest]\nmarkers =\n    serial: alone\n")
+    pytester.makepyfile(test_x="""
+        import pytest
+
+        @pytest.mark.serial
+        def test_judges_ranks():
+            pass
+
+        def test_plain():
+            pass
+    """)
+
+
+def test_a_serial_test_skips_with_its_reason_on_an_xdist_worker(pytester: pytest.Pytester,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    _suite(pytester)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    res = pytester.runpytest_inprocess("-rs")
+    res.assert_outcomes(passed=1, skipped=1)
+    res.stdout.fnmatch_lines(["*serial: judged against wall time or other ranks*pytest -m serial*"])
+
+
+def test_the_serial_phase_runs_it(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    _suite(pytester)
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    pytester.runpytest_inprocess("-m", "serial").assert_outcomes(passed=1, deselected=1)
