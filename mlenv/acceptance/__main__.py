@@ -17,11 +17,11 @@ from pathlib import Path
 from mlenv.acceptance import baselines, console, history, profiles, ranklog, world
 from mlenv.acceptance.base import RunContext, registry
 from mlenv.acceptance.reports import RunMeta, finalize
-from mlenv.acceptance.reports.document import ALL_FILES, RESULTS_JSONL, now_iso
+from mlenv.acceptance.reports.document import ALL_FILES, now_iso
 from mlenv.acceptance.reports.jsonl import JsonlWriter
 from mlenv.acceptance.result import CheckResult
 from mlenv.acceptance.selection import ORDER, load_checks, order_key, select_checks  # noqa: F401 - ORDER re-exported
-from mlenv.contract import exit_for_verdict
+from mlenv.contract import RESULTS_JSONL, exit_for_verdict
 from mlenv.errors import EXIT_ERROR, EXIT_INPUT, EXIT_OK, InputError, MlenvError
 
 LOCALIZE = "fabric.localize"  # --localize runs it whatever --checks says

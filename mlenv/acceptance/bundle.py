@@ -35,6 +35,7 @@ from typing import Any
 from mlenv.acceptance import baselines
 from mlenv.acceptance.history import LOCAL_CLUSTER, node_versions
 from mlenv.acceptance.result import CheckResult
+from mlenv.contract import RESULTS_JSON, read_results
 
 BUNDLE_SCHEMA = 1
 MANIFEST = "MANIFEST"
@@ -142,11 +143,13 @@ def build(report_dir: Path, out: Path | None = None, *, cluster: str = LOCAL_CLU
     path (``deployed/<mode>/<file>``) → content, described by ``deployment`` (see
     :data:`LOCAL_DEPLOYMENT` for a --local run). Raises BundleError without results.json.
     """
+    doc = read_results(report_dir)
+    if doc is None:
+        raise BundleError(f"{report_dir}: no readable {RESULTS_JSON} (absent, not JSON, or not an object)")
     try:
-        doc = json.loads((report_dir / "results.json").read_text(encoding="utf-8"))
         results = [CheckResult.from_dict(c) for c in doc["checks"]]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise BundleError(f"{report_dir}: no readable results.json ({type(e).__name__}: {e})") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise BundleError(f"{report_dir}: no readable {RESULTS_JSON} ({type(e).__name__}: {e})") from None
     run_id = str(doc.get("run_id") or "unknown")
     files, notes = run_files(report_dir)
     entries: dict[str, bytes | Path] = {f"run/{p.relative_to(report_dir).as_posix()}": p for p in files}

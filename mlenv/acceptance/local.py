@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TextIO
 
-from mlenv.contract import EXIT_ERROR, read_results
+from mlenv.contract import EXIT_ERROR, RESULTS_JSONL, read_results
 from mlenv.errors import InfraError
 
 STARTUP_SLACK_S = 120.0  # launcher + torch import + rendezvous, on a busy 2-core machine
@@ -95,7 +95,7 @@ def validate(profile: str, checks: str, baseline: str | None, options: Path | No
 def recover(report_dir: Path, launcher_rc: int) -> dict[str, Any]:
     """Finalise a report from ``results.jsonl`` when rank 0 died before ``results.json``."""
     from mlenv.acceptance.reports import RunMeta, finalize
-    from mlenv.acceptance.reports.document import RESULTS_JSONL, now_iso
+    from mlenv.acceptance.reports.document import now_iso
     from mlenv.acceptance.reports.jsonl import read_partial
 
     results, notes = read_partial(report_dir / RESULTS_JSONL)

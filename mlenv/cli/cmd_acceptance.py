@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"verdict: {run.doc['verdict']} (reports in {report_dir})")
         typer.echo(f"wall time: {run.wall_s:.1f} s")
         if bundle:
-            from mlenv.cli.cmd_bundle import make_bundle
+            from mlenv.signoff import make_bundle
 
-            typer.echo(f"bundle: {make_bundle(report_dir)[0]}")
+            typer.echo(f"bundle: {make_bundle(report_dir, Path(repo_root()))[0]}")
         raise typer.Exit(exit_for_verdict(run.doc.get("verdict")))

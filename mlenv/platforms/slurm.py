@@ -26,6 +26,7 @@ from typing import Any
 
 from mlenv import argv
 from mlenv.config.model import Cluster
+from mlenv.contract import RESULTS_JSONL, read_results
 from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_OK, InfraError, InputError
 
 Say = Callable[[str], None]
@@ -344,14 +345,13 @@ def judge(cluster: Cluster, sub: Submission, out: Outcome) -> dict[str, Any]:
 
 def judge_report(report: Path, run_id: str, *, forced_error: str | None, fallback_why: str) -> dict[str, Any]:
     """Rank 0's ``results.json`` unless ``forced_error`` says the run was ended from outside;
-    then (or when rank 0 wrote nothing) ERROR with that reason, from ``results.jsonl``."""
+    then (or when rank 0 wrote nothing readable) ERROR with that reason, from ``results.jsonl``."""
     from mlenv.acceptance.reports import RunMeta, finalize
-    from mlenv.acceptance.reports.document import RESULTS_JSON, RESULTS_JSONL, now_iso
+    from mlenv.acceptance.reports.document import now_iso
     from mlenv.acceptance.reports.jsonl import read_partial
 
-    results_json = report / RESULTS_JSON
-    if results_json.exists() and forced_error is None:
-        doc: dict[str, Any] = json.loads(results_json.read_text(encoding="utf-8"))
+    doc = read_results(report) if forced_error is None else None
+    if doc is not None:
         return doc
     why = forced_error or fallback_why
     report.mkdir(parents=True, exist_ok=True)

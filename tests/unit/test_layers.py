@@ -26,6 +26,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "config": {"errors", "contract", "argv"},
     "render": {"config", "errors", "contract", "argv"},
     "generated": {"render"},
+    # The sign-off bundle's operator-side parts: the run's cluster, config, deployed trees.
+    "signoff": {"errors", "contract", "config", "render", "acceptance"},
     "platforms": {"config", "render", "errors", "contract", "argv", "generated", "acceptance"},
     "cluster": {"config", "render", "errors", "contract", "argv", "generated"},
     # Runs inside pods from the package alone: never the operator-side layers.
@@ -46,6 +48,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "config": {"yaml", "jsonschema"},
     "render": {"yaml", "jsonschema", "jinja2", "referencing", "kubernetes_validate"},
     "generated": set(),
+    "signoff": set(),
     "platforms": {"yaml", "jinja2"},
     "cluster": {"openshift_client", "yaml"},
     "pod": set(),  # the pod image's Python may have nothing but the stdlib

@@ -109,8 +109,9 @@ def triggers(results: list[CheckResult], baseline: Any = None, nodes: int = 2) -
 def earlier_triggers(ctx: RunContext) -> list[str]:
     """Rank 0: :func:`triggers` over this run's ``results.jsonl`` so far, with the run's baseline."""
     from mlenv.acceptance import baselines
-    from mlenv.acceptance.reports.document import RESULTS_JSONL, RunMeta, device_names
+    from mlenv.acceptance.reports.document import RunMeta, device_names
     from mlenv.acceptance.reports.jsonl import read_partial
+    from mlenv.contract import RESULTS_JSONL
 
     results, _ = read_partial(ctx.report_dir / RESULTS_JSONL)
     meta = RunMeta.read(ctx.report_dir)

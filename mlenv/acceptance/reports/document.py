@@ -13,10 +13,9 @@ from typing import Any
 from mlenv.acceptance import baselines
 from mlenv.acceptance.result import SCHEMA_VERSION, CheckResult
 from mlenv.acceptance.verdict import Judgement, judge
+from mlenv.contract import RESULTS_JSON, RESULTS_JSONL
 
 RUN_META = "run.json"
-RESULTS_JSON = "results.json"
-RESULTS_JSONL = "results.jsonl"
 JUNIT_XML = "junit.xml"
 SUMMARY_MD = "summary.md"
 PLOT_BUSBW = "busbw.png"

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 from mlenv.acceptance import baselines, bundle
 from mlenv.acceptance.result import CheckResult, Status
 from mlenv.cli.app import app
-from mlenv.cli.cmd_bundle import deployment_for, make_bundle
+from mlenv.signoff import deployment_for, make_bundle
 
 REPO = Path(__file__).resolve().parents[3]
 ENV0 = {"host": "h0", "torch": "2.13.0", "cuda": "12.4", "nccl": "2.21.5", "deepspeed": "0.19.8", "python": "3.11.7",
@@ -194,7 +194,7 @@ def test_cluster_bundle_holds_config_and_manifests_compared_with_a_fresh_render(
     (root / "k8s/barcelona/tcp/service.yaml").unlink()
     (root / "k8s/barcelona/tcp/extra.yaml").write_text("kind: ConfigMap\n")
     report = make_report(tmp_path / "report")
-    out, index = make_bundle(report, tmp_path / "b.tar.gz", cluster="barcelona", mode="tcp", root=root)
+    out, index = make_bundle(report, root, tmp_path / "b.tar.gz", cluster="barcelona", mode="tcp")
     (tree,) = index["deployment"]["trees"]
     states = {f["name"]: f["state"] for f in tree["files"]}
     assert (states["statefulset.yaml"], states["service.yaml"], states["extra.yaml"]) == \

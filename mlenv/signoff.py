@@ -1,0 +1,137 @@
+"""The sign-off bundle of a finished run: what goes into it besides the report folder.
+
+``mlenv.acceptance.bundle`` packs and verifies the archive; this module gathers the
+operator-side parts it cannot see from inside the ranks: which cluster the run belongs
+to (its history record), that cluster's config, and each deployed tree compared file by
+file with a fresh render of the config (``matches``, ``differs``, ``not rendered``,
+``missing``: what ``mlenv render --check`` would say). The CLI's ``bundle`` verb and
+``acceptance --bundle`` call :func:`make_bundle`.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from mlenv.contract import RESULTS_JSON, read_results
+from mlenv.errors import InputError
+
+
+def _record(report_dir: Path) -> dict[str, Any]:
+    """The run's history line (record.json) when it belongs to this run, else {}."""
+    from mlenv.acceptance.history import RECORD_FILE
+
+    try:
+        rec = json.loads((report_dir / RECORD_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    doc = read_results(report_dir) or {}
+    return rec if isinstance(rec, dict) and rec.get("run_id") == doc.get("run_id") else {}
+
+
+def deployment_for(cluster: str, root: Path, modes: tuple[str, ...] | None) -> \
+        tuple[tuple[str, bytes], dict[str, Any], dict[str, bytes]]:
+    """(config file, deployment index, archive path → manifest) for a cluster run.
+
+    Each file of ``k8s/<cluster>/<mode>/`` is compared with a fresh render of the config:
+    ``matches``, ``differs``, ``not rendered`` (extra in the tree) or ``missing`` (rendered,
+    not in the tree). A config that does not validate is bundled as it is, unrendered.
+    """
+    from mlenv.acceptance.bundle import sha256_bytes
+    from mlenv.config import loader
+    from mlenv.errors import ConfigError
+    from mlenv.render.tree import MODES, out_dir, render_tree
+
+    path = loader.resolve(cluster, root)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise InputError(f"{path}: cannot read the cluster config: {e.strerror or e}") from None
+    shown = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+    deployment: dict[str, Any] = {
+        "deployed": None,
+        "note": (f"the manifests in k8s/{cluster}/<mode>/ when the bundle was made: mlenv deploy applies what "
+                 "mlenv render produces, and matches_render says whether they equal a fresh render of the "
+                 "bundled config (what `mlenv render --check` checks)"),
+        "trees": [],
+    }
+    files: dict[str, bytes] = {}
+    try:
+        c = loader.load(path, root)
+    except (ConfigError, InputError) as e:
+        deployment["note"] = f"{shown} does not validate, so nothing was rendered to compare: {e}"
+        return (shown, data), deployment, files
+    trees: list[tuple[str, Path, dict[str, str]]] = []
+    if getattr(c, "platform", "openshift") in ("slurm", "hosts"):  # scripts under slurm/<name>/, hosts/<name>/
+        from mlenv.render.platforms import planned
+
+        d, fresh = planned(root, c)
+        trees.append((str(c.platform), d, fresh))
+        deployment["note"] = deployment["note"].replace(f"k8s/{cluster}/<mode>/", f"{c.platform}/{c.name}/")
+    else:
+        for mode in modes or MODES:
+            d = out_dir(root / "k8s", c, mode)  # type: ignore[arg-type]
+            trees.append((mode, d, render_tree(c, mode) if d.is_dir() else {}))  # type: ignore[arg-type]
+    for label, d, fresh in trees:
+        rel = d.relative_to(root).as_posix() if d.is_relative_to(root) else str(d)
+        tree: dict[str, Any] = {"mode": label, "dir": rel, "present": d.is_dir(), "files": []}
+        deployment["trees"].append(tree)
+        if not d.is_dir():
+            tree["matches_render"] = False
+            continue
+        on_disk = {p.name: p for p in sorted(d.iterdir()) if p.is_file() and not p.is_symlink()}
+        for name in sorted(set(on_disk) | set(fresh)):
+            entry: dict[str, Any] = {"name": name}
+            if name in on_disk:
+                content = on_disk[name].read_bytes()
+                arc = f"deployed/{label}/{name}"
+                files[arc] = content
+                entry.update(path=arc, sha256=sha256_bytes(content))
+                want = fresh.get(name)
+                entry["state"] = ("not rendered" if want is None else
+                                  "matches" if want.encode("utf-8") == content else "differs")
+            else:
+                entry["state"] = "missing"
+            tree["files"].append(entry)
+        tree["matches_render"] = all(f["state"] == "matches" for f in tree["files"])
+    return (shown, data), deployment, files
+
+
+def make_bundle(report_dir: Path, root: Path, out: Path | None = None, cluster: str | None = None,
+                mode: str | None = None) -> tuple[Path, dict[str, Any]]:
+    """Bundle the run in ``report_dir`` (``mlenv bundle`` and ``mlenv acceptance --bundle``).
+
+    ``root`` holds ``clusters/`` and the generated trees. A run of a cluster (not
+    ``--local``) includes its config and deployed trees; when the config is not here the
+    bundle says so instead, unless ``cluster`` named it (then a typo is an InputError).
+    """
+    from mlenv.acceptance import bundle
+    from mlenv.acceptance.compare import Run, baseline_of
+    from mlenv.acceptance.history import LOCAL_CLUSTER, check_cluster_name
+
+    if not (report_dir / RESULTS_JSON).is_file():
+        raise InputError(f"{report_dir}: no {RESULTS_JSON} (not a report folder of a finished run)")
+    rec = _record(report_dir)
+    name = check_cluster_name(cluster or str(rec.get("cluster") or LOCAL_CLUSTER))
+    local_run = cluster is None and (not rec or rec.get("origin") == "local")
+    doc = read_results(report_dir)
+    if doc is None:
+        raise InputError(f"{report_dir}/{RESULTS_JSON}: unreadable (not a JSON object)")
+    base = baseline_of(Run(ref=str(report_dir), doc=doc, results=[]))
+    config: tuple[str, bytes] | None = None
+    deployment: dict[str, Any] | None = None
+    files: dict[str, bytes] | None = None
+    if not local_run:
+        try:
+            config, deployment, files = deployment_for(name, root, (mode,) if mode else None)
+        except InputError as e:
+            if cluster is not None:  # asked for by name: a typo must not pass silently
+                raise
+            deployment = {"deployed": None, "trees": [],
+                          "note": f"the run's cluster config is not here, so neither it nor manifests are included: {e}"}
+    try:
+        return bundle.build(report_dir, out, cluster=name, config=config, deployment=deployment,
+                            deployed_files=files, baseline=base)
+    except bundle.BundleError as e:
+        raise InputError(str(e)) from None
