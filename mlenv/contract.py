@@ -18,7 +18,7 @@ from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK
 __all__ = [
     "ANNOTATION_CREATED", "APP", "EXIT_ERROR", "EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "LABEL_COMPONENT", "LABEL_INSTANCE",
     "LABEL_MANAGED_BY", "LABEL_NAME", "LABEL_NAMESPACE", "LABEL_PART_OF", "MANAGED_BY", "RESULTS_JSON", "RESULTS_JSONL",
-    "STATEFULSET", "exit_for_verdict", "read_results",
+    "STATEFULSET", "exit_for_verdict", "pod_name", "read_results",
 ]
 
 # --- names (not configurable: one deployment per namespace) ---------------------------
@@ -28,6 +28,12 @@ HEADLESS_SERVICE = "ml-dev-env-headless"
 IMAGE_STREAM = "ml-dev-env"
 BUILD_CONFIG = "ml-dev-env"
 MANAGED_BY = "mlenv"
+
+
+def pod_name(index: int) -> str:
+    """The StatefulSet's pod ``index`` (Kubernetes names them ``<statefulset>-<ordinal>``)."""
+    return f"{STATEFULSET}-{index}"
+
 
 # --- label keys ---------------------------------------------------------------------------
 LABEL_NAME = "app.kubernetes.io/name"

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from mlenv.cli._common import SETTINGS, debug, err, note, repo_root
 from mlenv.config.model import Cluster as ClusterConfig
+from mlenv.contract import pod_name
 from mlenv.errors import InfraError, InputError
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ def worker_pod(index: int) -> str:
     """StatefulSet pod name for an index (docs/contracts.md)."""
     if index < 0:
         raise InputError(f"--pod must be 0 or more, got {index}")
-    return f"ml-dev-env-{index}"
+    return pod_name(index)
 
 
 def workspace_dir() -> str:

@@ -9,6 +9,7 @@ import typer
 
 from mlenv.cli._clusterctx import cluster_client
 from mlenv.cli._common import SETTINGS, guarded, repo_root
+from mlenv.contract import APP
 from mlenv.errors import InputError
 
 
@@ -25,8 +26,9 @@ def discover(
     from mlenv.cluster.discover import render_discovered
     from mlenv.config import check_file
 
-    # `mlenv -n NS discover NAME` (the global option before the verb) means the same
-    namespace = namespace or SETTINGS.namespace or "ml-dev-env"
+    # `mlenv -n NS discover NAME` (the global option before the verb) means the same; the
+    # default namespace is named after the app, as upstream's was
+    namespace = namespace or SETTINGS.namespace or APP
     dns = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
     for what, v in (("NAME", name), ("--namespace", namespace)):
         if not dns.match(v):

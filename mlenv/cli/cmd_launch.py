@@ -14,6 +14,7 @@ import typer
 
 from mlenv.cli._clusterctx import cluster_client, load_config, require_running
 from mlenv.cli._common import err, guarded
+from mlenv.contract import pod_name
 from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InputError
 
 POD = ["python", "-m", "mlenv.pod"]
@@ -66,8 +67,8 @@ def launch(
         else:
             # i16: kubectl's own failure (no such pod, pod not running) exits 1, which
             # would read as an acceptance FAIL: pod-0 must be Running first (else exit 3)
-            require_running(client, cfg.namespace, "ml-dev-env-0", cfg.name)
-            rc = client.exec_stream("ml-dev-env-0", cfg.namespace, pod_argv("launch", args),
+            require_running(client, cfg.namespace, pod_name(0), cfg.name)
+            rc = client.exec_stream(pod_name(0), cfg.namespace, pod_argv("launch", args),
                                     typer.echo, timeout=timeout)
     code, note = map_exit(rc)
     if note:

@@ -10,6 +10,7 @@ import typer
 from mlenv.cli._clusterctx import cluster_client, load_config, require_running, worker_pod
 from mlenv.cli._common import guarded
 from mlenv.errors import InputError
+from mlenv.render.names import DEV_POD
 
 DEBUG_PORT = 5678  # debugpy's default, upstream ml-dev-env's DEBUG_PORT
 
@@ -52,10 +53,10 @@ def port_forward(
                          f"tensorboard); for a debugger use: mlenv port-forward {cfg.name} --debug")
     ports = [(p, p) for _, p, _ in tools]
     with cluster_client() as client:
-        require_running(client, cfg.namespace, "ml-dev-env-dev", cfg.name)
+        require_running(client, cfg.namespace, DEV_POD, cfg.name)
         for t, p, scheme in tools:
             typer.echo(f"{t}: {scheme}://127.0.0.1:{p}")
-        rc = client.port_forward("ml-dev-env-dev", cfg.namespace, ports)
+        rc = client.port_forward(DEV_POD, cfg.namespace, ports)
     raise typer.Exit(rc)
 
 

@@ -31,14 +31,14 @@ class ToolUrl:
 def tool_url(cfg: ClusterConfig, client: ClusterClient, tool: str) -> ToolUrl:
     """The Route URL of an enabled dev tool, with how it is authenticated (never a secret
     value: the command that reads it)."""
-    from mlenv.render.workload import DEV_TOOLS, enabled_dev_tools, oauth
+    from mlenv.render.workload import DEV_TOOLS, dev_tool_name, enabled_dev_tools, oauth
 
     if tool not in DEV_TOOLS:
         raise InputError(f"unknown dev tool {tool!r}: one of {', '.join(DEV_TOOLS)}")
     if tool not in enabled_dev_tools(cfg):
         raise InputError(f"cluster {cfg.name} does not enable dev_tools.{tool}: set it to true "
                          "and re-deploy")
-    route = f"ml-dev-env-{DEV_TOOLS[tool][0]}"
+    route = dev_tool_name(tool)
     live = client.get("Route", route, cfg.namespace)
     if live is None:
         raise InfraError(f"route/{route} not found in {cfg.namespace}: deploy first "

@@ -17,8 +17,12 @@ from pathlib import Path
 
 from mlenv.cluster.api import ClusterClient, Manifest
 from mlenv.errors import InfraError
+from mlenv.render.names import (
+    DEVTOOLS_SECRET as DEVTOOLS_SECRET,  # re-exported: the Secrets deploy creates
+)
+from mlenv.render.names import SSH_SECRET
 
-SECRET_NAME = "ml-dev-env-ssh"
+SECRET_NAME = SSH_SECRET  # mounted by the StatefulSet (render/names.py)
 KEY_FILES = ("id_ed25519", "id_ed25519.pub", "ssh_host_ed25519_key", "ssh_host_ed25519_key.pub")
 
 
@@ -91,7 +95,6 @@ def why_not_reusable(live: Manifest | None, keys: tuple[str, ...],
     return f"labelled for instance {owner!r}" if owner else "not labelled as mlenv's"
 
 
-DEVTOOLS_SECRET = "ml-dev-env-devtools"
 DEVTOOLS_KEYS = ("code-server-password", "jupyter-token", "oauth-cookie-secret")
 
 

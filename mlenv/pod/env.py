@@ -11,7 +11,7 @@ import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from mlenv.contract import STATEFULSET
+from mlenv.contract import HEADLESS_SERVICE, STATEFULSET
 from mlenv.errors import InputError
 
 _ORDINAL = re.compile(r"-(\d+)$")
@@ -84,7 +84,7 @@ def pod_env(env: Mapping[str, str], hostname: str | None = None) -> PodEnv:
     if not namespace:
         raise InputError("MLENV_NAMESPACE is not set: expected the pod's namespace (downward API)")
     sts = env.get("MLENV_STATEFULSET", "").strip() or STATEFULSET
-    headless = env.get("MLENV_HEADLESS_SERVICE", "").strip() or "ml-dev-env-headless"
+    headless = env.get("MLENV_HEADLESS_SERVICE", "").strip() or HEADLESS_SERVICE
     nnodes = _int(env, "MLENV_NNODES", None, minimum=1)
     rank = node_rank(env, hostname)
     if rank >= nnodes:

@@ -31,6 +31,8 @@ DEV_WORKSPACE_PVC = "ml-dev-env-dev-workspace"  # dev Pod's own RWO claim in per
 WORKSPACE_PVC = "ml-dev-env-workspace"
 DATASETS_PVC = "ml-dev-env-datasets"
 SCC_ROLEBINDING = "ml-dev-env-scc"
+NETWORK_POLICY_INSTANCE = "ml-dev-env-instance"  # the instance's pods reach each other
+NETWORK_POLICY_DEVTOOLS = "ml-dev-env-devtools"  # the router reaches the exposed dev tools
 
 WORKSPACE_DIR = "/workspace"
 DATASETS_DIR = "/datasets"

@@ -18,6 +18,7 @@ from mlenv.render.templating import render_template
 from mlenv.render.workload import (
     DEV_TOOLS,
     dev_pod,
+    dev_tool_name,
     enabled_dev_tools,
     exposed_dev_tools,
     oauth,
@@ -74,7 +75,7 @@ def _service_account(cluster: Cluster) -> dict[str, Any]:
         ref = {
             "kind": "OAuthRedirectReference",
             "apiVersion": "v1",
-            "reference": {"kind": "Route", "name": f"ml-dev-env-{suffix}"},
+            "reference": {"kind": "Route", "name": dev_tool_name(tool)},
         }
         annotations[f"serviceaccounts.openshift.io/oauth-redirectreference.{suffix}"] = json.dumps(
             ref, sort_keys=True
@@ -205,7 +206,7 @@ def _services(cluster: Cluster) -> list[dict[str, Any]]:
         )
     ]
     for tool in exposed_dev_tools(cluster):
-        suffix, port_name, _, _ = DEV_TOOLS[tool]
+        _, port_name, _, _ = DEV_TOOLS[tool]
         port = service_port(cluster, tool)
         annotations: dict[str, str] = {}
         if oauth(cluster):
@@ -215,7 +216,7 @@ def _services(cluster: Cluster) -> list[dict[str, Any]]:
             render_template(
                 "service-devtool.yaml.j2",
                 "Service",
-                name=f"ml-dev-env-{suffix}",
+                name=dev_tool_name(tool),
                 namespace=cluster.namespace,
                 labels=names.labels(cluster, "dev"),
                 annotations=annotations,
@@ -230,16 +231,16 @@ def _services(cluster: Cluster) -> list[dict[str, Any]]:
 def _routes(cluster: Cluster) -> list[dict[str, Any]]:
     out = []
     for tool in exposed_dev_tools(cluster):
-        suffix, port_name, _, _ = DEV_TOOLS[tool]
+        _, port_name, _, _ = DEV_TOOLS[tool]
         termination = route_termination(cluster, tool)
         out.append(
             render_template(
                 "route.yaml.j2",
                 "Route",
-                name=f"ml-dev-env-{suffix}",
+                name=dev_tool_name(tool),
                 namespace=cluster.namespace,
                 labels=names.labels(cluster, "dev"),
-                service=f"ml-dev-env-{suffix}",
+                service=dev_tool_name(tool),
                 port_name=port_name,
                 termination=termination,
             )
@@ -280,7 +281,7 @@ def _network_policies(cluster: Cluster) -> list[dict[str, Any]]:
         render_template(
             "networkpolicy.yaml.j2",
             "NetworkPolicy",
-            name="ml-dev-env-instance",
+            name=names.NETWORK_POLICY_INSTANCE,
             namespace=cluster.namespace,
             labels=names.labels(cluster, "security"),
             pod_selector=instance,
@@ -301,7 +302,7 @@ def _network_policies(cluster: Cluster) -> list[dict[str, Any]]:
             render_template(
                 "networkpolicy.yaml.j2",
                 "NetworkPolicy",
-                name="ml-dev-env-devtools",
+                name=names.NETWORK_POLICY_DEVTOOLS,
                 namespace=cluster.namespace,
                 labels=names.labels(cluster, "security"),
                 pod_selector=names.selector_labels(cluster, "dev"),

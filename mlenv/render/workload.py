@@ -476,9 +476,14 @@ def _dev_tool_containers(cluster: Cluster, image: str, mounts: list[dict[str, An
     return out
 
 
+def dev_tool_name(tool: str) -> str:
+    """The Service and Route of dev tool ``tool`` (e.g. ``ml-dev-env-vscode``)."""
+    return f"{names.APP}-{DEV_TOOLS[tool][0]}"
+
+
 def tls_secret(tool: str) -> str:
     """Secret the service CA issues the tool's oauth-proxy serving certificate into."""
-    return f"ml-dev-env-{DEV_TOOLS[tool][0]}-tls"
+    return f"{dev_tool_name(tool)}-tls"
 
 
 def _sa_token_volume() -> dict[str, Any]:

@@ -9,6 +9,7 @@ that cannot import a module. Changing a rule means changing docs/architecture.md
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,6 +178,35 @@ def test_only_the_runners_start_processes(m: Module) -> None:
     assert not bad, "\n".join(bad)
 
 
+# Object names are typed once: contract.py and render/names.py (and the functions there and
+# in render/workload.py that build them from those constants). cluster/legacy.py names
+# upstream ml-dev-env's own objects, fixed by what upstream created.
+NAMES_AT_HOME = ("mlenv/contract.py", "mlenv/render/names.py", "mlenv/cluster/legacy.py")
+OBJECT_NAME = re.compile(r"^ml-dev-env(-|$)")
+
+
+def _name_literals(m: Module) -> list[tuple[int, str]]:
+    """(line, text) of string literals, and f-strings' leading text, shaped like an object name."""
+    out = []
+    for n in ast.walk(m.tree):
+        if isinstance(n, ast.JoinedStr) and n.values and isinstance(n.values[0], ast.Constant):
+            head = n.values[0].value
+            if isinstance(head, str) and OBJECT_NAME.match(head):
+                out.append((n.lineno, ast.unparse(n)))
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and OBJECT_NAME.match(n.value):
+            out.append((n.lineno, repr(n.value)))
+    return out
+
+
+@pytest.mark.parametrize("m", MODULES, ids=lambda m: m.path)
+def test_object_names_are_typed_in_one_place(m: Module) -> None:
+    if m.path in NAMES_AT_HOME:
+        return
+    bad = [f"{m.path}:{line}: {text}: use the name from mlenv/contract.py or mlenv/render/names.py"
+           for line, text in _name_literals(m)]
+    assert not bad, "\n".join(bad)
+
+
 def test_the_rules_catch_a_violation(tmp_path: Path) -> None:
     """The checks above are not vacuous: a render module importing the cluster layer,
     printing and starting a process is flagged by each of them."""
@@ -190,3 +220,6 @@ def test_the_rules_catch_a_violation(tmp_path: Path) -> None:
         test_only_the_edges_print(m)
     with pytest.raises(AssertionError, match="starts a process"):
         test_only_the_runners_start_processes(m)
+    named = Module("mlenv/cli/cmd_x.py", "cli", ast.parse('POD = "ml-dev-env-0"\nf = lambda i: f"ml-dev-env-{i}"\n'))
+    with pytest.raises(AssertionError, match=r"cmd_x.py:1: 'ml-dev-env-0'(.|\n)*cmd_x.py:2: f'ml-dev-env-"):
+        test_object_names_are_typed_in_one_place(named)
