@@ -27,6 +27,10 @@ LONG_FIRST = (
     "tests/integration/test_pod_workspace.py",
 )
 TIERS = ("tests/integration/", "tests/cli/", "tests/unit/")
+# Every test carries its tier's marker, from its folder, so `-m "not integration"` or
+# `-m unit` selects a tier without each module having to remember to say so.
+TIER_MARKERS = {"tests/unit/": "unit", "tests/cli/": "cli", "tests/integration/": "integration",
+                "tests/gpu/": "gpu", "tests/cluster_live/": "cluster"}
 
 
 def _start_rank(nodeid: str) -> tuple[int, int]:
@@ -39,6 +43,10 @@ def _start_rank(nodeid: str) -> tuple[int, int]:
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # A stable sort: tests of one module keep their order (and their fixtures' reuse).
     items.sort(key=lambda item: _start_rank(item.nodeid))
+    for item in items:
+        tier = next((m for folder, m in TIER_MARKERS.items() if item.nodeid.startswith(folder)), None)
+        if tier:
+            item.add_marker(tier)
     if os.environ.get("PYTEST_XDIST_WORKER"):
         alone = pytest.mark.skip(reason="serial: judged against wall time or other ranks, so it runs "
                                         "alone: pytest -m serial (make test's second phase)")

@@ -39,6 +39,11 @@ def test_integration_starts_first_and_its_long_modules_before_the_rest() -> None
                      "tests/gpu/test_checks_gpu.py::t"]
 
 
+def test_every_test_carries_its_tiers_marker(request: pytest.FixtureRequest) -> None:
+    assert request.node.get_closest_marker("unit") is not None
+    assert request.node.get_closest_marker("integration") is None
+
+
 def _suite(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST.read_text())
     pytester.makeini("[pytest]\nmarkers =\n    serial: alone\n")
