@@ -18,15 +18,14 @@ from mlenv.contract import RESULTS_JSON, read_results
 from mlenv.errors import InputError
 
 
-def _record(report_dir: Path) -> dict[str, Any]:
-    """The run's history line (record.json) when it belongs to this run, else {}."""
+def _record(report_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """The run's history line (record.json) when it belongs to the run ``doc`` describes, else {}."""
     from mlenv.acceptance.history import RECORD_FILE
 
     try:
         rec = json.loads((report_dir / RECORD_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return {}
-    doc = read_results(report_dir) or {}
     return rec if isinstance(rec, dict) and rec.get("run_id") == doc.get("run_id") else {}
 
 
@@ -112,10 +111,10 @@ def make_bundle(report_dir: Path, root: Path, out: Path | None = None, cluster: 
 
     if not (report_dir / RESULTS_JSON).is_file():
         raise InputError(f"{report_dir}: no {RESULTS_JSON} (not a report folder of a finished run)")
-    rec = _record(report_dir)
+    doc = read_results(report_dir)  # read once: _record matches its run id against it
+    rec = _record(report_dir, doc or {})
     name = check_cluster_name(cluster or str(rec.get("cluster") or LOCAL_CLUSTER))
     local_run = cluster is None and (not rec or rec.get("origin") == "local")
-    doc = read_results(report_dir)
     if doc is None:
         raise InputError(f"{report_dir}/{RESULTS_JSON}: unreadable (not a JSON object)")
     base = baseline_of(Run(ref=str(report_dir), doc=doc, results=[]))
