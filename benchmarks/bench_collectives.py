@@ -59,9 +59,9 @@ def _worker(rank: int, port: int, opts: dict[str, Any], out: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from mlenv.acceptance.base import RunContext
-    from mlenv.acceptance.busbw import bus_factor
     from mlenv.acceptance.checks.collectives import AllReduceCheck
+    from mlenv.acceptance.core.base import RunContext
+    from mlenv.acceptance.evidence.busbw import bus_factor
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,

@@ -81,9 +81,9 @@ def main() -> int:
         print("bench_gpu: skipped: no CUDA device on this machine (torch "
               f"{torch.__version__}); run it where a GPU is present")
         return 0
-    from mlenv.acceptance.base import RunContext
     from mlenv.acceptance.checks.compute import MatmulCheck
     from mlenv.acceptance.checks.memory import CopyCheck
+    from mlenv.acceptance.core.base import RunContext
 
     torch.cuda.set_device(0)
     name = torch.cuda.get_device_name(0)

@@ -1,7 +1,7 @@
 """fabric.localize: rounds needed for 4 to 512 nodes, and the real 4-host run's wall time.
 
-Simulated plans run :func:`mlenv.acceptance.localize.localize`, the very code the check
-runs, with :class:`~mlenv.acceptance.localize.SimulatedFabric` (a fake fabric: healthy
+Simulated plans run :func:`mlenv.acceptance.evidence.localize.localize`, the very code the check
+runs, with :class:`~mlenv.acceptance.evidence.localize.SimulatedFabric` (a fake fabric: healthy
 pairs at 10 GB/s, a slow node or link at a fraction of that, optional noise) as the
 ``measure`` function. For each node count and scenario the table gives the rounds
 taken (the worst over every placement of the fault for N <= 64, over 64 spread
@@ -32,14 +32,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from mlenv.acceptance.localize import (  # noqa: E402 - after the path set-up
+from mlenv.acceptance.evidence.localize import (  # noqa: E402 - after the path set-up
     FOUND,
     NOBODY,
     SimulatedFabric,
     default_max_rounds,
     localize,
 )
-from mlenv.acceptance.localize import norm as L_norm  # noqa: E402
+from mlenv.acceptance.evidence.localize import norm as L_norm  # noqa: E402
 
 SIZES = (4, 8, 64, 512)
 

@@ -59,9 +59,9 @@ def bench_gpu(steps: int = 50, warmup: int = 15, batch: int = 256) -> dict[str, 
     import torch
     import torch.distributed as dist
 
+    from mlenv.acceptance.checks.datasets import build_dataset
     from mlenv.acceptance.checks.training import train_one
-    from mlenv.acceptance.datasets import build_dataset
-    from mlenv.acceptance.world import free_port
+    from mlenv.acceptance.run.world import free_port
 
     if not torch.cuda.is_available():
         raise SystemExit("--gpu needs CUDA; none is available here")

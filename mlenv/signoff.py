@@ -1,6 +1,6 @@
 """The sign-off bundle of a finished run: what goes into it besides the report folder.
 
-``mlenv.acceptance.bundle`` packs and verifies the archive; this module gathers the
+``mlenv.acceptance.records.bundle`` packs and verifies the archive; this module gathers the
 operator-side parts it cannot see from inside the ranks: which cluster the run belongs
 to (its history record), that cluster's config, and each deployed tree compared file by
 file with a fresh render of the config (``matches``, ``differs``, ``not rendered``,
@@ -20,7 +20,7 @@ from mlenv.errors import InputError
 
 def _record(report_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
     """The run's history line (record.json) when it belongs to the run ``doc`` describes, else {}."""
-    from mlenv.acceptance.history import RECORD_FILE
+    from mlenv.acceptance.records.history import RECORD_FILE
 
     try:
         rec = json.loads((report_dir / RECORD_FILE).read_text(encoding="utf-8"))
@@ -37,7 +37,7 @@ def deployment_for(cluster: str, root: Path, modes: tuple[str, ...] | None) -> \
     ``matches``, ``differs``, ``not rendered`` (extra in the tree) or ``missing`` (rendered,
     not in the tree). A config that does not validate is bundled as it is, unrendered.
     """
-    from mlenv.acceptance.bundle import sha256_bytes
+    from mlenv.acceptance.records.bundle import sha256_bytes
     from mlenv.config import loader
     from mlenv.errors import ConfigError
     from mlenv.render.tree import MODES, out_dir, render_tree
@@ -105,9 +105,9 @@ def make_bundle(report_dir: Path, root: Path, out: Path | None = None, cluster: 
     ``--local``) includes its config and deployed trees; when the config is not here the
     bundle says so instead, unless ``cluster`` named it (then a typo is an InputError).
     """
-    from mlenv.acceptance import bundle
-    from mlenv.acceptance.compare import Run, baseline_of
-    from mlenv.acceptance.history import LOCAL_CLUSTER, check_cluster_name
+    from mlenv.acceptance.records import bundle
+    from mlenv.acceptance.records.compare import Run, baseline_of
+    from mlenv.acceptance.records.history import LOCAL_CLUSTER, check_cluster_name
 
     if not (report_dir / RESULTS_JSON).is_file():
         raise InputError(f"{report_dir}: no {RESULTS_JSON} (not a report folder of a finished run)")

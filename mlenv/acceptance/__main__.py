@@ -14,13 +14,16 @@ import time
 import uuid
 from pathlib import Path
 
-from mlenv.acceptance import baselines, console, history, profiles, ranklog, world
-from mlenv.acceptance.base import RunContext, registry
-from mlenv.acceptance.reports import RunMeta, finalize
+from mlenv.acceptance.core import profiles
+from mlenv.acceptance.core.base import RunContext, registry
+from mlenv.acceptance.core.result import CheckResult
+from mlenv.acceptance.core.selection import ORDER, load_checks, order_key, select_checks  # noqa: F401 - ORDER re-exported
+from mlenv.acceptance.judging import baselines
+from mlenv.acceptance.records import history
+from mlenv.acceptance.reports import RunMeta, console, finalize
 from mlenv.acceptance.reports.document import ALL_FILES, now_iso
 from mlenv.acceptance.reports.jsonl import JsonlWriter
-from mlenv.acceptance.result import CheckResult
-from mlenv.acceptance.selection import ORDER, load_checks, order_key, select_checks  # noqa: F401 - ORDER re-exported
+from mlenv.acceptance.run import ranklog, world
 from mlenv.contract import RESULTS_JSONL, exit_for_verdict
 from mlenv.errors import EXIT_ERROR, EXIT_INPUT, EXIT_OK, InputError, MlenvError
 
@@ -95,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                      local_world_size=env.local_world_size, node_rank=node_rank, nnodes=nnodes, host=host,
                      backend=backend, device=device, profile=args.profile, options=options,
                      deadline_s=deadline, report_dir=report_dir)
-    from mlenv.acceptance.runner import Runner, install_signal_handlers
+    from mlenv.acceptance.run.runner import Runner, install_signal_handlers
 
     chan = world.SideChannel(env.master_addr, env.master_port, f"mlenv/{env.restart}")
     chan.start_heartbeat(env.rank)

@@ -2,7 +2,7 @@
 
 The DeepSpeed launcher starts N ranks of ``python -m mlenv.acceptance`` (all GPUs when
 present, else N CPU ranks with ``DS_ACCELERATOR=cpu`` and gloo); output streams through.
-This verb only parses flags, calls :mod:`mlenv.acceptance.local` and prints; see there
+This verb only parses flags, calls :mod:`mlenv.acceptance.run.local` and prints; see there
 for the launcher, the process group and the recovery of a report when rank 0 died.
 Exit: 0 PASS, 1 FAIL, 2 bad flags/config/baseline, 3 ERROR.
 """
@@ -62,7 +62,10 @@ def register(app: typer.Typer) -> None:
 
             raise typer.Exit(acceptance_cli(cluster, profile=profile, checks=checks, baseline=baseline,
                                             options=options, deadline=deadline, say=typer.echo))
-        from mlenv.acceptance import console, history, local, profiles, world
+        from mlenv.acceptance.core import profiles
+        from mlenv.acceptance.records import history
+        from mlenv.acceptance.reports import console
+        from mlenv.acceptance.run import local, world
         from mlenv.contract import exit_for_verdict
 
         if not local_:

@@ -46,14 +46,14 @@ def bundle_cmd(
     path, index = make_bundle(report_dir, Path(repo_root()), out, cluster, mode)
     for note in index.get("left_out", []):
         err(f"note: {note}")
-    from mlenv.acceptance.bundle import manifest_sha256
+    from mlenv.acceptance.records.bundle import manifest_sha256
 
     typer.echo(f"bundle: {path} ({index['verdict']}, run {index['run_id']}, cluster {index['cluster']})")
     typer.echo(f"MANIFEST sha256: {manifest_sha256(path)} (send it to the reviewer by a second channel)")
 
 
 def _verify(path: Path) -> None:
-    from mlenv.acceptance.bundle import verify
+    from mlenv.acceptance.records.bundle import verify
 
     if not path.is_file():
         raise InputError(f"{path}: no such file")
@@ -63,7 +63,7 @@ def _verify(path: Path) -> None:
     if problems:
         err(f"{path}: does NOT verify ({len(problems)} problem(s))")
         raise typer.Exit(EXIT_FAIL)
-    from mlenv.acceptance.bundle import manifest_sha256
+    from mlenv.acceptance.records.bundle import manifest_sha256
 
     typer.echo(f"{path}: OK, every file matches its MANIFEST sha256")
     typer.echo(f"MANIFEST sha256: {manifest_sha256(path)} (compare it with the one the sender gave you)")

@@ -32,9 +32,9 @@ def compare_cmd(
                                                                           "$MLENV_HISTORY_DIR, else reports/).")] = None,
 ) -> None:
     """Compare run B with run A; exit 1 when B regressed beyond the tolerance."""
-    from mlenv.acceptance import baselines
-    from mlenv.acceptance.compare import baseline_of, compare, load_run, table
-    from mlenv.acceptance.history import default_root
+    from mlenv.acceptance.judging import baselines
+    from mlenv.acceptance.records.compare import baseline_of, compare, load_run, table
+    from mlenv.acceptance.records.history import default_root
 
     if output not in ("table", "json"):
         raise InputError(f"-o/--output must be table or json, got {output!r}")

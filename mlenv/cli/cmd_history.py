@@ -66,7 +66,7 @@ def history_cmd(
                                                                           "else reports/ in the repository).")] = None,
 ) -> None:
     """List a cluster's acceptance runs, newest first."""
-    from mlenv.acceptance import history
+    from mlenv.acceptance.records import history
 
     if output not in ("table", "json"):
         raise InputError(f"-o/--output must be table or json, got {output!r}")

@@ -100,7 +100,7 @@ def preflight(cluster: Cluster, *, say: Say, nodes: int | None = None, timeout: 
 def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = None, profile: str = "quick",
                suite_args: list[str] | None = None, timeout_s: float = 3600.0) -> int:
     """Preflight, one torchrun per host over ssh, wait, judge, copy back; the exit code."""
-    from mlenv.acceptance import console
+    from mlenv.acceptance.reports import console
     from mlenv.platforms.slurm import judge_report, new_run_id
     from mlenv.render.platforms import launch_plan
 

@@ -93,7 +93,7 @@ def acceptance(cfg: Cluster, *, nodes: int | None, profile: str, suite_args: lis
         from mlenv.platforms import hosts
 
         return hosts.acceptance(cfg, _root(), say, nodes=nodes, profile=profile, suite_args=suite_args)
-    from mlenv.acceptance import console
+    from mlenv.acceptance.reports import console
     from mlenv.platforms import slurm
 
     doc, code, dest = slurm.acceptance(cfg, _root(), say, nodes=nodes, profile=profile, suite_args=suite_args,
@@ -109,7 +109,7 @@ def acceptance_cli(cluster: str, *, profile: str, checks: str, baseline: str | N
     ``--baseline``/``--options`` files must be where every node sees them (the shared
     folder or the same path everywhere); they reach the job as script arguments.
     """
-    from mlenv.acceptance import profiles
+    from mlenv.acceptance.core import profiles
     from mlenv.config import load
 
     cfg = load(cluster, _root())

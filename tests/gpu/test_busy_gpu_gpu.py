@@ -32,7 +32,7 @@ HOLD = ("import sys, time, torch\n"
 
 
 def _ctx() -> object:
-    from mlenv.acceptance.base import RunContext
+    from mlenv.acceptance.core.base import RunContext
 
     return RunContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, nnodes=1,
                       host="gpu", backend="nccl", device="cuda:0")

@@ -29,8 +29,8 @@ pytestmark = [
 def ctx() -> Iterator[object]:
     import torch.distributed as dist
 
-    from mlenv.acceptance.base import RunContext
     from mlenv.acceptance.checks.collectives import apply_nccl_deadline_env
+    from mlenv.acceptance.core.base import RunContext
 
     apply_nccl_deadline_env(os.environ)
     with socket.socket() as s:
@@ -83,8 +83,8 @@ OPS = ["all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast"]
 
 
 def test_collectives_skip_a_world_of_one(ctx: object) -> None:
-    from mlenv.acceptance.base import registry
     from mlenv.acceptance.checks import collectives  # noqa: F401 - registers the ops
+    from mlenv.acceptance.core.base import registry
 
     (r,) = registry()["collectives.all_reduce"]().run(ctx)  # type: ignore[arg-type]
     assert r.status.value == "SKIP" and "one rank" in r.reasons[0]

@@ -29,7 +29,7 @@ import json, os, socket, sys
 from datetime import timedelta
 from pathlib import Path
 import torch, torch.distributed as dist
-from mlenv.acceptance import ncclcapture, nccllog
+from mlenv.acceptance.evidence import ncclcapture, nccllog
 cap = ncclcapture.start(os.environ, Path(sys.argv[1]), 0, "gpu-host")
 with socket.socket() as s:
     s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def one_gpu_group() -> Iterator[None]:
     import torch.distributed as dist
 
-    from mlenv.acceptance.world import free_port
+    from mlenv.acceptance.run.world import free_port
 
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ["MASTER_PORT"] = str(free_port())
@@ -41,8 +41,8 @@ def one_gpu_group() -> Iterator[None]:
 
 @pytest.mark.parametrize("model", ["resnet50", "gpt"])
 def test_mixed_precision_training_on_one_gpu(one_gpu_group: None, model: str) -> None:
+    from mlenv.acceptance.checks.datasets import build_dataset
     from mlenv.acceptance.checks.training import loss_trend, train_one
-    from mlenv.acceptance.datasets import build_dataset
 
     ds = build_dataset("synthetic", model=model, size=8 * 32, image_size=64)
     rec = train_one(model, dataset=ds, steps=12, warmup_steps=3, batch_size=32, zero_stage=2, device="cuda:0",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 
-from mlenv.acceptance.base import Check, RunContext, register
-from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.result import CheckResult, Status
 
 
 @register

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlenv.acceptance.world import free_port
+from mlenv.acceptance.run.world import free_port
 
 
 @dataclass
@@ -40,8 +40,8 @@ def _worker(rank: int, spec: WorldSpec, port: int, out: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from mlenv.acceptance.base import RunContext, registry
     from mlenv.acceptance.checks import collectives, compute, memory  # noqa: F401 - registers
+    from mlenv.acceptance.core.base import RunContext, registry
 
     torch.set_num_threads(1)  # two cores shared by every rank
     device = "cpu"

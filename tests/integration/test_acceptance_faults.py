@@ -91,7 +91,7 @@ def test_broken_baseline_exits_2(tmp_path: Path) -> None:
 
 def test_dead_rank_named_by_heartbeat_without_a_launcher(tmp_path: Path) -> None:
     """Two independent processes (as with one torchrun per pod): nobody stops rank 0."""
-    from mlenv.acceptance.world import free_port
+    from mlenv.acceptance.run.world import free_port
 
     port = free_port()
     report = tmp_path / "report"
@@ -127,7 +127,7 @@ def _rank_alone(rank: int, world: int, per_node: int, port: int, report: Path, d
 
 def test_ranks_that_never_join_are_named_with_their_node_within_the_deadline(tmp_path: Path) -> None:
     """World of 4 on 2 nodes × 2; rank 3 (node 1) is never started: rank 0 names it and its host."""
-    from mlenv.acceptance.world import free_port
+    from mlenv.acceptance.run.world import free_port
 
     port, report = free_port(), tmp_path / "report"
     t0 = time.monotonic()
@@ -145,7 +145,7 @@ def test_ranks_that_never_join_are_named_with_their_node_within_the_deadline(tmp
 
 
 def test_a_rank_whose_rank_0_never_starts_says_so_and_exits_3(tmp_path: Path) -> None:
-    from mlenv.acceptance.world import free_port
+    from mlenv.acceptance.run.world import free_port
 
     p = _rank_alone(1, 2, 1, free_port(), tmp_path / "report", 3.0)
     out = p.communicate(timeout=90)[0]

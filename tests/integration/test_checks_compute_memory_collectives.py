@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).parent))
 from checks_harness import WorldSpec, run_world  # noqa: E402
 
-from mlenv.acceptance.busbw import bus_factor  # noqa: E402
+from mlenv.acceptance.evidence.busbw import bus_factor  # noqa: E402
 
 # module-scoped worlds: the whole module runs on one worker (tests/conftest.py)
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("checks")]

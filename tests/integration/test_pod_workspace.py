@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from mlenv.acceptance.world import free_port
+from mlenv.acceptance.run.world import free_port
 
 pytestmark = pytest.mark.integration
 

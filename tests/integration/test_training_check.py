@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from mlenv.acceptance.world import free_port
+from mlenv.acceptance.run.world import free_port
 
 pytest.importorskip("deepspeed")
 np = pytest.importorskip("numpy")

@@ -70,7 +70,7 @@ HEAVY_OK_PREFIXES = ("mlenv/acceptance/", "mlenv/render/", "mlenv/config/schema.
 # Who may write to the terminal: the CLI, the in-pod entry points, and the acceptance
 # ranks' console (rank 0 prints the live lines and the verdict, as nccl-tests does).
 MAY_PRINT = ("mlenv/cli/", "mlenv/pod/__main__.py", "mlenv/pod/runtime.py", "mlenv/acceptance/__main__.py",
-             "mlenv/acceptance/console.py", "mlenv/acceptance/checks/collectives.py",
+             "mlenv/acceptance/reports/console.py", "mlenv/acceptance/checks/collectives.py",
              "mlenv/config/docs.py", "mlenv/testing/kubectl_cli.py", "mlenv/testing/fake_mlenv.py")
 PRINT_CALLS = {"print", "typer.echo", "click.echo", "sys.stdout.write", "sys.stderr.write"}
 

@@ -6,7 +6,7 @@ Per size: fill the inputs with rank-dependent known values, run the op once and 
 the output elements that differ from the exact expected values (small integers in
 fp32, so the sums are exact on every backend), then ``warmup`` untimed and ``iters``
 timed calls. The time of a size is the maximum over the group's ranks of each rank's
-mean per-call time; algbw/busbw follow :mod:`mlenv.acceptance.busbw`.
+mean per-call time; algbw/busbw follow :mod:`mlenv.acceptance.evidence.busbw`.
 
 Groups: the world; with more than one node also one group per node (scope ``intra``)
 and one group per local rank across the nodes (scope ``inter``). Every rank creates
@@ -40,8 +40,11 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from mlenv.acceptance.base import Check, RunContext, register
-from mlenv.acceptance.busbw import (
+from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.options import CheckOptions, at_least, option
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.core.timing import measure
+from mlenv.acceptance.evidence.busbw import (
     Measured,
     Row,
     bandwidth,
@@ -51,9 +54,6 @@ from mlenv.acceptance.busbw import (
     size_sweep,
     summarize,
 )
-from mlenv.acceptance.options import CheckOptions, at_least, option
-from mlenv.acceptance.result import CheckResult, Status
-from mlenv.acceptance.timing import measure
 
 FAMILY = "collectives"
 ELEM_SIZE = 4  # float32
@@ -392,8 +392,8 @@ def observed_network(backend: str) -> str | None:
     """The network this process's captured NCCL log names (None: gloo, or no log)."""
     if backend != "nccl":
         return None
-    from mlenv.acceptance import ncclcapture
     from mlenv.acceptance.checks.fabric import read_log
+    from mlenv.acceptance.evidence import ncclcapture
 
     cap = ncclcapture.active()
     return read_log(cap.path).network if cap is not None else None

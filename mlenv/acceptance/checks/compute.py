@@ -11,7 +11,7 @@ all-gathered and a rank that disagrees with the majority is named (silent data
 corruption). Rank 0 also computes the exact result in float64 on the CPU, which
 breaks ties (two ranks, one bad) and catches a world that agrees on a wrong answer.
 
-Faults (``mlenv.acceptance.faults``): ``slow`` stretches matmul's timed samples by
+Faults (``mlenv.acceptance.core.faults``): ``slow`` stretches matmul's timed samples by
 ``factor``; ``corrupt`` perturbs this rank's quorum result before the checksum.
 """
 
@@ -25,10 +25,10 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
-from mlenv.acceptance.base import Check, RunContext, register
-from mlenv.acceptance.options import CheckOptions, at_least, option
-from mlenv.acceptance.result import CheckResult, Status
-from mlenv.acceptance.timing import measure, stretch_factor
+from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.options import CheckOptions, at_least, option
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.core.timing import measure, stretch_factor
 
 QUORUM_SEED = 20240917
 # Entries in [-QUORUM_RANGE, QUORUM_RANGE]: n·R² must stay below 2**24 for exactness.

@@ -23,9 +23,9 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from mlenv.acceptance.base import Check, RunContext, register
-from mlenv.acceptance.options import CheckOptions, option
-from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.options import CheckOptions, option
+from mlenv.acceptance.core.result import CheckResult, Status
 
 TOOL_TIMEOUT_S = 20.0
 

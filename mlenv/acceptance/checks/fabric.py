@@ -3,9 +3,9 @@
 A missing device plugin, a wrong GID index or a Multus network that did not attach
 makes NCCL fall back to TCP sockets silently; the run still "passes", at a fraction of
 the speed. Every NCCL rank runs with its log captured into the report folder
-(:mod:`mlenv.acceptance.ncclcapture`); this check runs one small all_reduce on the world
+(:mod:`mlenv.acceptance.evidence.ncclcapture`); this check runs one small all_reduce on the world
 (so a cross-node communicator and its network connections exist even when the check
-runs alone), reads this rank's log (:mod:`mlenv.acceptance.nccllog`) and judges it
+runs alone), reads this rank's log (:mod:`mlenv.acceptance.evidence.nccllog`) and judges it
 against what the pod's environment says was configured:
 
 - the mode: ``MLENV_NETWORK_MODE`` (``rdma``/``tcp``, set by the StatefulSet from the
@@ -33,10 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from mlenv.acceptance import nccllog
-from mlenv.acceptance.base import Check, RunContext, register
-from mlenv.acceptance.nccllog import IfSpec, NcclLog
-from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.evidence import nccllog
+from mlenv.acceptance.evidence.nccllog import IfSpec, NcclLog
 
 NAME = "fabric.transport"
 PROBE_BYTES = 8 * 2**20  # big enough for NCCL to connect its ring/tree channels over the network
@@ -275,7 +275,7 @@ class FabricTransport(Check):
         import torch
         import torch.distributed as dist
 
-        from mlenv.acceptance import ncclcapture
+        from mlenv.acceptance.evidence import ncclcapture
 
         t = torch.ones(PROBE_BYTES // 4, dtype=torch.float32, device=ctx.device)
         dist.all_reduce(t)

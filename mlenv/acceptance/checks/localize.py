@@ -3,7 +3,7 @@
 Runs when a multi-node collective was below its bar or a node/rail was an outlier
 earlier in the run (``mode: auto``, the default), always with ``mode: always``
 (``mlenv acceptance --localize`` / ``python -m mlenv.acceptance --localize``), never
-with ``mode: off``. The plan and the judgement are :mod:`mlenv.acceptance.localize`;
+with ``mode: off``. The plan and the judgement are :mod:`mlenv.acceptance.evidence.localize`;
 this module measures.
 
 A round: rank 0 decides the node pairs (disjoint), broadcasts them, and every pair
@@ -35,12 +35,12 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from mlenv.acceptance import console
-from mlenv.acceptance import localize as plan
-from mlenv.acceptance.base import Check, RunContext, register
-from mlenv.acceptance.options import CheckOptions, at_least, option
-from mlenv.acceptance.result import CheckResult, Status
-from mlenv.acceptance.timing import measure, stretch_factor
+from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.options import CheckOptions, at_least, option
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.core.timing import measure, stretch_factor
+from mlenv.acceptance.evidence import localize as plan
+from mlenv.acceptance.reports import console
 
 NAME = "fabric.localize"
 MODES = ("auto", "always", "off")
@@ -86,7 +86,7 @@ def triggers(results: list[CheckResult], baseline: Any = None, nodes: int = 2) -
     Bandwidth-related only: a collective that delivered wrong data is a correctness
     finding, not a slow link.
     """
-    from mlenv.acceptance.verdict import judge, reason_line
+    from mlenv.acceptance.judging.verdict import judge, reason_line
 
     if nodes < 2:
         return []
@@ -108,7 +108,7 @@ def triggers(results: list[CheckResult], baseline: Any = None, nodes: int = 2) -
 
 def earlier_triggers(ctx: RunContext) -> list[str]:
     """Rank 0: :func:`triggers` over this run's ``results.jsonl`` so far, with the run's baseline."""
-    from mlenv.acceptance import baselines
+    from mlenv.acceptance.judging import baselines
     from mlenv.acceptance.reports.document import RunMeta, device_names
     from mlenv.acceptance.reports.jsonl import read_partial
     from mlenv.contract import RESULTS_JSONL
@@ -178,7 +178,7 @@ def _round(ctx: RunContext, leaders: list[tuple[int, str]], pairs: list[tuple[in
 
 def _stretch(ctx: RunContext, node: int) -> float:
     """The ``slow`` fault's factor for this leader (node index ``node``), only when aimed at this check."""
-    from mlenv.acceptance import faults
+    from mlenv.acceptance.core import faults
 
     fault = faults.active("slow", rank=ctx.rank, node_rank=node, check=NAME)
     return stretch_factor(fault) if fault is not None and fault.get("check", "").startswith("fabric") else 1.0

@@ -12,10 +12,10 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from mlenv.acceptance.base import Check, RunContext, register
-from mlenv.acceptance.options import CheckOptions, at_least, option
-from mlenv.acceptance.result import CheckResult, Status
-from mlenv.acceptance.timing import measure, stretch_factor
+from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.options import CheckOptions, at_least, option
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.core.timing import measure, stretch_factor
 
 
 def copy_gbps(nbytes: int, seconds: float) -> float:

@@ -1,8 +1,8 @@
 """The training check: a real DeepSpeed run on every rank, with loss trend and stragglers.
 
 Each rank trains the same model (ResNet-18/50 or a small GPT, see
-:mod:`mlenv.acceptance.models`) with ``deepspeed.initialize`` (ZeRO stage from the
-options, default 2) on its shard of a dataset (:mod:`mlenv.acceptance.datasets`), reusing
+:mod:`mlenv.acceptance.checks.models`) with ``deepspeed.initialize`` (ZeRO stage from the
+options, default 2) on its shard of a dataset (:mod:`mlenv.acceptance.checks.datasets`), reusing
 the process group the runner already started.
 
 Results:
@@ -38,9 +38,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlenv.acceptance.base import Check, RunContext, register
-from mlenv.acceptance.options import CheckOptions, at_least, build, option
-from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.options import CheckOptions, at_least, build, option
+from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.errors import InputError
 
 WORLD_CHECK = "training.deepspeed"
@@ -77,8 +77,8 @@ class TrainingOptions(CheckOptions):
 
     def problems(self) -> list[tuple[str, str]]:
         """Model, dataset and the numbers DeepSpeed and the judge need (checked before launch)."""
-        from mlenv.acceptance.datasets import canonical_name
-        from mlenv.acceptance.models import MODELS, is_image_model
+        from mlenv.acceptance.checks.datasets import canonical_name
+        from mlenv.acceptance.checks.models import MODELS, is_image_model
 
         out: list[tuple[str, str]] = []
         if self.model not in MODELS:
@@ -295,7 +295,7 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
 
     Needs an initialised ``torch.distributed`` process group (the runner's, or
     ``deepspeed.init_distributed()`` in a script); DeepSpeed reuses it. ``dataset``
-    (default: synthetic data for the model, see :func:`mlenv.acceptance.datasets.build_dataset`)
+    (default: synthetic data for the model, see :func:`mlenv.acceptance.checks.datasets.build_dataset`)
     is sharded by rank; ``max_batches`` distinct batches are built on the device up
     front and cycled, so data loading is not what gets timed. ``slow_factor`` > 1 makes
     this rank's compute that many times slower (the ``slow`` fault).
@@ -305,8 +305,8 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
     import deepspeed
     import torch
 
-    from mlenv.acceptance.datasets import build_dataset
-    from mlenv.acceptance.models import build_model, count_parameters, is_image_model
+    from mlenv.acceptance.checks.datasets import build_dataset
+    from mlenv.acceptance.checks.models import build_model, count_parameters, is_image_model
 
     if steps < 1 or warmup_steps < 0 or batch_size < 1 or max_batches < 1:
         raise InputError(f"training: need steps >= 1, warmup_steps >= 0, batch_size >= 1, max_batches >= 1; "
@@ -405,7 +405,7 @@ def validate_options(options: Mapping[str, Any], *, cuda: bool = False) -> Train
     """The training options of ``{key: value}`` over the defaults; InputError naming what is wrong.
 
     The entry point validates every check's options the same way before anything is
-    launched (:func:`mlenv.acceptance.profiles.validate_options`); this is the training
+    launched (:func:`mlenv.acceptance.core.profiles.validate_options`); this is the training
     part alone, for tests and callers that hold only these.
     """
     return build(TrainingOptions, WORLD_CHECK, {"training": dict(options)}, cuda=cuda)
@@ -443,9 +443,9 @@ class TrainingCheck(Check):
         """Train on every rank; every rank returns its step times, rank 0 also the world result."""
         import torch.distributed as dist
 
-        from mlenv.acceptance.datasets import build_dataset
-        from mlenv.acceptance.models import is_image_model
-        from mlenv.acceptance.timing import stretch_factor
+        from mlenv.acceptance.checks.datasets import build_dataset
+        from mlenv.acceptance.checks.models import is_image_model
+        from mlenv.acceptance.core.timing import stretch_factor
 
         t0 = time.monotonic()
         o = ctx.options_of(TrainingOptions, WORLD_CHECK)

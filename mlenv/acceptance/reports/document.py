@@ -10,9 +10,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mlenv.acceptance import baselines
-from mlenv.acceptance.result import SCHEMA_VERSION, CheckResult
-from mlenv.acceptance.verdict import Judgement, judge
+from mlenv.acceptance.core.result import SCHEMA_VERSION, CheckResult
+from mlenv.acceptance.judging import baselines
+from mlenv.acceptance.judging.verdict import Judgement, judge
 from mlenv.contract import RESULTS_JSON, RESULTS_JSONL
 
 RUN_META = "run.json"
@@ -128,7 +128,7 @@ def finalize(report_dir: Path, meta: RunMeta, results: list[CheckResult], notes:
     (report_dir / JUNIT_XML).write_text(junit, encoding="utf-8")
     made: list[str] = []
     if plots:
-        from mlenv.acceptance.history import current_cluster
+        from mlenv.acceptance.records.history import current_cluster
         from mlenv.acceptance.reports.plots import plot_busbw, plot_tflops
 
         try:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 from typing import IO
 
-from mlenv.acceptance.result import CheckResult
+from mlenv.acceptance.core.result import CheckResult
 
 
 class JsonlWriter:

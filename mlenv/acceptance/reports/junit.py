@@ -12,7 +12,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from typing import Any
 
-from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.core.result import CheckResult, Status
 
 
 def testcase_name(r: CheckResult) -> str:

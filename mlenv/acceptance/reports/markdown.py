@@ -6,12 +6,12 @@ import re
 import statistics
 from typing import TYPE_CHECKING, Any
 
+from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.reports.junit import evidence_lines, testcase_name
 from mlenv.acceptance.reports.units import hosts_text, human_bytes
-from mlenv.acceptance.result import CheckResult, Status
 
 if TYPE_CHECKING:
-    from mlenv.acceptance.baselines import Baseline
+    from mlenv.acceptance.judging.baselines import Baseline
 
 EVIDENCE_BLOCKS = 8  # results whose evidence lines summary.md shows (the rest: results.json)
 
@@ -120,7 +120,7 @@ def collectives_section(results: list[CheckResult], baseline: Baseline | None = 
     """``## Collectives``: per op, the world group's per-size table with nccl-tests' footer
     figures and the bar it is held to; intra/inter groups as one line each of min/median/max
     busbw over the groups (64 nodes make 64 intra groups per op: no table each)."""
-    from mlenv.acceptance.baselines import bar_for
+    from mlenv.acceptance.judging.baselines import bar_for
 
     coll = [r for r in results if r.name.startswith("collectives.") and _row_dicts(r)]
     if not coll:

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mlenv.acceptance.core.result import CheckResult
 from mlenv.acceptance.reports.units import human_bytes
-from mlenv.acceptance.result import CheckResult
 
 if TYPE_CHECKING:
-    from mlenv.acceptance.baselines import Baseline
+    from mlenv.acceptance.judging.baselines import Baseline
 
 _SIZE_KEYS = ("size", "size_bytes", "bytes")
 _BUSBW_KEYS = ("busbw_gbps", "busbw", "oop_busbw", "busbw_oop")
@@ -168,8 +168,8 @@ def _aggregate(label: str, series: list[list[tuple[float, float]]]) -> Line:
 def busbw_plot(results: list[CheckResult], baseline: Baseline | None = None,
                meta: dict[str, Any] | None = None) -> Plot | None:
     """What the busbw figure shows (pure); None when no collectives result has rows."""
-    from mlenv.acceptance.baselines import bar_for
     from mlenv.acceptance.checks.collectives import large_messages
+    from mlenv.acceptance.judging.baselines import bar_for
 
     coll = [(r, busbw_series(r)) for r in results if r.name.startswith("collectives.")]
     coll = [(r, s) for r, s in coll if s]
@@ -222,7 +222,7 @@ class RankPlot:
 def tflops_plot(results: list[CheckResult], baseline: Baseline | None = None,
                 meta: dict[str, Any] | None = None) -> RankPlot | None:
     """What the TFLOPS figure shows (pure); None when no matmul result has a rate."""
-    from mlenv.acceptance.baselines import bar_for
+    from mlenv.acceptance.judging.baselines import bar_for
 
     rows = sorted((r for r in results if r.name == "compute.matmul" and r.metrics and r.rank is not None),
                   key=lambda r: r.rank or 0)

@@ -19,8 +19,8 @@ from pathlib import Path
 def main(argv: list[str]) -> int:
     import torch.distributed as dist
 
-    from mlenv.acceptance.base import RunContext
     from mlenv.acceptance.checks.training import TrainingCheck
+    from mlenv.acceptance.core.base import RunContext
 
     args = [a for a in argv if not a.startswith("--local_rank")]
     out = Path(args[0])

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mlenv.acceptance import baselines
+from mlenv.acceptance.judging import baselines
 from mlenv.errors import InputError
 
 GOOD = """model: Test
@@ -127,7 +127,7 @@ rules:
 
 
 def _training(model: str, batch: int, sps: float) -> object:
-    from mlenv.acceptance.result import CheckResult, Status
+    from mlenv.acceptance.core.result import CheckResult, Status
 
     return CheckResult(name="training.deepspeed", status=Status.PASS, scope="world",
                        metrics={"samples_per_s_per_rank": sps},
@@ -135,8 +135,8 @@ def _training(model: str, batch: int, sps: float) -> object:
 
 
 def test_when_limits_rules_and_expected_values_to_the_setup_they_were_measured_in(tmp_path: Path) -> None:
-    from mlenv.acceptance.result import CheckResult, Status, Verdict
-    from mlenv.acceptance.verdict import judge
+    from mlenv.acceptance.core.result import CheckResult, Status, Verdict
+    from mlenv.acceptance.judging.verdict import judge
 
     b = baselines.load(_write(tmp_path, WHEN))
     assert b.rules[0].when == (("model", "resnet50"), ("batch_size_per_rank", 256.0))

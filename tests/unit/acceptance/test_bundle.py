@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mlenv.acceptance import baselines, bundle
-from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.judging import baselines
+from mlenv.acceptance.records import bundle
 from mlenv.cli.app import app
 from mlenv.signoff import deployment_for, make_bundle
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlenv.acceptance.busbw import (
+from mlenv.acceptance.evidence.busbw import (
     OPS,
     Row,
     bandwidth,

@@ -7,12 +7,12 @@ from typing import Any
 
 import pytest
 
-from mlenv.acceptance import console
-from mlenv.acceptance.base import Check, RunContext
 from mlenv.acceptance.checks import environment as envcheck
-from mlenv.acceptance.result import CheckResult, Status
-from mlenv.acceptance.runner import Runner, busy_reason
-from mlenv.acceptance.verdict import judge
+from mlenv.acceptance.core.base import Check, RunContext
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.judging.verdict import judge
+from mlenv.acceptance.reports import console
+from mlenv.acceptance.run.runner import Runner, busy_reason
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nvidia-smi"
 OURS = {4242, 4243}

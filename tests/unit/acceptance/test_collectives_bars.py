@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from mlenv.acceptance import baselines
-from mlenv.acceptance.result import CheckResult, Status
-from mlenv.acceptance.verdict import judge
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.judging import baselines
+from mlenv.acceptance.judging.verdict import judge
 
 
 def _coll(op: str, scope: str, busbw: float, **details: Any) -> CheckResult:

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from mlenv.acceptance.busbw import (
+from mlenv.acceptance.checks.collectives import (
+    LARGE_BYTES,
+    VARIANTS,
+    CollectiveOptions,
+    fabric_of,
+    intra_link,
+    large_messages,
+)
+from mlenv.acceptance.evidence.busbw import (
     IN_PLACE,
     OUT_OF_PLACE,
     Measured,
@@ -14,14 +22,6 @@ from mlenv.acceptance.busbw import (
     format_nccl_tests,
     format_table,
     summarize,
-)
-from mlenv.acceptance.checks.collectives import (
-    LARGE_BYTES,
-    VARIANTS,
-    CollectiveOptions,
-    fabric_of,
-    intra_link,
-    large_messages,
 )
 
 

@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from mlenv.acceptance import baselines, bundle, history
-from mlenv.acceptance.compare import compare, load_run, tolerance_for
-from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.judging import baselines
+from mlenv.acceptance.records import bundle, history
+from mlenv.acceptance.records.compare import compare, load_run, tolerance_for
 from mlenv.cli.app import app
 
 HOSTS = ["h0"] * 4 + ["h1"] * 4  # 2 nodes x 4 GPUs

@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 np = pytest.importorskip("numpy")
 
-from mlenv.acceptance.datasets import (  # noqa: E402
+from mlenv.acceptance.checks.datasets import (  # noqa: E402
     SyntheticImages,
     SyntheticTokens,
     build_dataset,

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from mlenv.acceptance import nccllog
 from mlenv.acceptance.checks import fabric
-from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.evidence import nccllog
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nccl"
 RDMA_ENV = {"MLENV_NETWORK_MODE": "rdma", "MLENV_RDMA_DEVICES": "mlx5_0,mlx5_1", "NCCL_IB_DISABLE": "0",
@@ -152,7 +152,7 @@ def test_skips_gloo_and_single_node_with_the_reason() -> None:
 
 
 def test_skip_result_from_rank_0_only() -> None:
-    from mlenv.acceptance.base import RunContext
+    from mlenv.acceptance.core.base import RunContext
 
     ctx = RunContext(rank=0, world_size=2, local_rank=0, local_world_size=2, node_rank=0, nnodes=1, host="h",
                      backend="gloo", device="cpu")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from mlenv.acceptance import history
-from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.records import history
 from mlenv.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -89,7 +89,7 @@ def test_current_cluster_is_local_unless_the_pod_says(monkeypatch: pytest.Monkey
 _WRITER = """
 import sys
 from pathlib import Path
-from mlenv.acceptance.history import append
+from mlenv.acceptance.records.history import append
 proc, n, size = int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 for i in range(n):
     append(Path(sys.argv[1]), {"run_id": f"p{proc}-{i}", "pad": str(proc) * size})

@@ -5,9 +5,9 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.reports import RunMeta, finalize
 from mlenv.acceptance.reports.junit import to_junit
-from mlenv.acceptance.result import CheckResult, Status
 
 # A 32 s run: training reports three results that each carry the check's full duration.
 TRAINING = [CheckResult(name="training.deepspeed", status=Status.PASS, scope="world", duration_s=30.8),

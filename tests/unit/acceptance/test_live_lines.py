@@ -5,10 +5,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from mlenv.acceptance.console import LiveJudge
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.judging.verdict import judge, reason_line
 from mlenv.acceptance.reports import RunMeta, finalize
-from mlenv.acceptance.result import CheckResult, Status
-from mlenv.acceptance.verdict import judge, reason_line
+from mlenv.acceptance.reports.console import LiveJudge
 
 BASELINE = """\
 model: Shared GPU
@@ -89,7 +89,7 @@ def test_i12_3_reasons_are_written_once_with_their_prefix() -> None:
     prefix = "compute.matmul rank 0 (vm): "
     rule_fail = CheckResult(name="compute.matmul", status=Status.PASS, scope="rank", node="vm", rank=0,
                             metrics={"tflops_bf16": 340.6})
-    from mlenv.acceptance.baselines import Baseline, Rule
+    from mlenv.acceptance.judging.baselines import Baseline, Rule
 
     b = Baseline(model="M", path="p", rules=(Rule("compute.matmul", "tflops_bf16", ">=", 700.0, "bar"),))
     j = judge([rule_fail], b)

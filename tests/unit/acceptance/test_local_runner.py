@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from mlenv.acceptance import local
+from mlenv.acceptance.run import local
 
 # Real lines from a `mlenv acceptance --local` run (DeepSpeed 0.18 launcher, 2-core sandbox).
 REAL = """\

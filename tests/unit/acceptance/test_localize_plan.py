@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from mlenv.acceptance import localize as L
-from mlenv.acceptance import outliers
-from mlenv.acceptance.baselines import Baseline, load
 from mlenv.acceptance.checks import localize as LC
-from mlenv.acceptance.localize import SimulatedFabric, localize
-from mlenv.acceptance.result import CheckResult, Status
-from mlenv.acceptance.verdict import where
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.evidence import localize as L
+from mlenv.acceptance.evidence import outliers
+from mlenv.acceptance.evidence.localize import SimulatedFabric, localize
+from mlenv.acceptance.judging.baselines import Baseline, load
+from mlenv.acceptance.judging.verdict import where
 
 
 def _disjoint(pairs: Sequence[L.Pair]) -> bool:

@@ -6,7 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from mlenv.acceptance.models import build_model, count_parameters  # noqa: E402
+from mlenv.acceptance.checks.models import build_model, count_parameters  # noqa: E402
 from mlenv.errors import InputError  # noqa: E402
 
 

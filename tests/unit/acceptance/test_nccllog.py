@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from mlenv.acceptance import ncclcapture, nccllog
-from mlenv.acceptance.nccllog import IbDevice, SocketIf
+from mlenv.acceptance.evidence import ncclcapture, nccllog
+from mlenv.acceptance.evidence.nccllog import IbDevice, SocketIf
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "nccl"
 

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from mlenv.acceptance import faults, options, profiles
-from mlenv.acceptance.base import RunContext, option_classes
 from mlenv.acceptance.checks.collectives import CollectiveOptions
 from mlenv.acceptance.checks.compute import MatmulOptions, QuorumOptions
+from mlenv.acceptance.core import faults, options, profiles
+from mlenv.acceptance.core.base import RunContext, option_classes
 from mlenv.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -191,7 +191,7 @@ def test_a_missing_file_is_one_line(tmp_path: Path) -> None:
 
 
 def test_baseline_files_refuse_a_duplicated_key_with_its_location(tmp_path: Path) -> None:
-    from mlenv.acceptance import baselines
+    from mlenv.acceptance.judging import baselines
 
     p = _write(tmp_path, "model: Test\nrules:\n  - {check: compute.matmul, metric: tflops_fp32, op: '>=',\n"
                          "     value: 1.5, value: 150, source: s}\n", "b.yaml")
@@ -302,8 +302,8 @@ def test_the_checks_run_with_the_typed_options_of_their_context(tmp_path: Path) 
 PLUGIN = '''
 from dataclasses import dataclass
 
-from mlenv.acceptance.base import Check, register
-from mlenv.acceptance.options import CheckOptions, option
+from mlenv.acceptance.core.base import Check, register
+from mlenv.acceptance.core.options import CheckOptions, option
 
 
 @dataclass(frozen=True)
@@ -323,7 +323,7 @@ class SiteCheck(Check):
 
 def test_a_plugin_checks_options_are_resolved_and_refused_like_a_shipped_ones(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mlenv.acceptance import base
+    from mlenv.acceptance.core import base
 
     (tmp_path / "site_plugin_i11.py").write_text(PLUGIN, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))

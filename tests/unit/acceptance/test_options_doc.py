@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from mlenv.acceptance import optionsdoc
+from mlenv.acceptance.core import optionsdoc
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "acceptance.md"
 
@@ -14,11 +14,11 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "acceptance.md"
 def test_the_committed_options_table_is_fresh() -> None:
     committed = optionsdoc.committed_block(DOC.read_text(encoding="utf-8"))
     assert committed == optionsdoc.render(), \
-        "regenerate: python -m mlenv.acceptance.optionsdoc --write docs/acceptance.md"
+        "regenerate: python -m mlenv.acceptance.core.optionsdoc --write docs/acceptance.md"
 
 
 def test_every_declared_option_is_in_the_table() -> None:
-    from mlenv.acceptance.base import registry
+    from mlenv.acceptance.core.base import registry
 
     block = optionsdoc.render()
     for name, cls in registry().items():

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from mlenv.acceptance import profiles
-from mlenv.acceptance.base import RunContext, registry
+from mlenv.acceptance.core import profiles
+from mlenv.acceptance.core.base import RunContext, registry
 
 MiB = 2**20
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")

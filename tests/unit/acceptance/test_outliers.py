@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from mlenv.acceptance import outliers
-from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.evidence import outliers
 
 
 def _r(rank: int, node: str, **m: float) -> CheckResult:
@@ -60,7 +60,7 @@ def _link(scope: str, group: str, bw: float, name: str = "collectives.all_reduce
 
 
 def test_slow_intra_node_fabric_named_by_its_node_and_judged() -> None:
-    from mlenv.acceptance.verdict import judge
+    from mlenv.acceptance.judging.verdict import judge
 
     rs = [_link("world", "world", 40.0),
           *[_link("intra", f"node {i} (h{i})", 400.0 + i) for i in range(3)],

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from mlenv.acceptance import baselines
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.judging import baselines
 from mlenv.acceptance.reports.plots import (
     BARS_UP_TO,
     GROUP_LINES_UP_TO,
@@ -20,7 +21,6 @@ from mlenv.acceptance.reports.plots import (
     tflops_plot,
 )
 from mlenv.acceptance.reports.units import human_bytes
-from mlenv.acceptance.result import CheckResult, Status
 
 SIZES = [2**k for k in range(10, 29, 2)]  # 1 KiB .. 256 MiB
 META = {"cluster": "prod-a", "run_id": "20261124-000000-abcdef",

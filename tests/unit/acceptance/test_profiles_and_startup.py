@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from mlenv.acceptance import profiles, world
+from mlenv.acceptance.core import profiles
+from mlenv.acceptance.run import world
 from mlenv.errors import InputError
 
 
 def test_gpu_ranks_get_sizes_that_measure_the_device_and_the_options_file_still_wins() -> None:
-    from mlenv.acceptance.base import RunContext
     from mlenv.acceptance.checks.compute import MatmulOptions
     from mlenv.acceptance.checks.training import TrainingOptions
+    from mlenv.acceptance.core.base import RunContext
 
     def ctx(profile: str, device: str, overrides: dict[str, dict[str, int]] | None = None) -> RunContext:
         return RunContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, nnodes=1,

@@ -6,14 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mlenv.acceptance import ranklog
+from mlenv.acceptance.run import ranklog
 
 ROOT = Path(__file__).resolve().parents[3]
 
 _RANK = """
 import os, sys
 from pathlib import Path
-from mlenv.acceptance import ranklog
+from mlenv.acceptance.run import ranklog
 print(ranklog.start(Path(sys.argv[1]), 3, "pod-1.svc/x y"))
 print("measured 42 TFLOPS")
 print("rank 3 lost its peer", file=sys.stderr)

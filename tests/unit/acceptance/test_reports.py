@@ -6,11 +6,11 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.reports import RunMeta, finalize
 from mlenv.acceptance.reports.jsonl import JsonlWriter, read_partial
 from mlenv.acceptance.reports.junit import to_junit
 from mlenv.acceptance.reports.markdown import to_markdown
-from mlenv.acceptance.result import CheckResult, Status
 
 RESULTS = [
     CheckResult(name="compute.matmul", status=Status.PASS, scope="rank", node="h0", rank=0,

@@ -7,14 +7,14 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict
 from pathlib import Path
 
-from mlenv.acceptance import baselines, console
-from mlenv.acceptance.busbw import Measured, Row, format_nccl_tests, summarize
-from mlenv.acceptance.reports import RunMeta, finalize
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.evidence.busbw import Measured, Row, format_nccl_tests, summarize
+from mlenv.acceptance.judging import baselines
+from mlenv.acceptance.reports import RunMeta, console, finalize
 from mlenv.acceptance.reports.junit import testcase_name as case_name
 from mlenv.acceptance.reports.junit import to_junit
 from mlenv.acceptance.reports.markdown import collectives_section, to_markdown
 from mlenv.acceptance.reports.units import hosts_text
-from mlenv.acceptance.result import CheckResult, Status
 
 
 def _ag(scope: str = "world", group: str = "world", peak: float = 0.5, fabric: str = "gloo") -> CheckResult:

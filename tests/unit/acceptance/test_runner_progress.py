@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 
-from mlenv.acceptance.base import Check, RunContext
-from mlenv.acceptance.result import CheckResult, Status
-from mlenv.acceptance.runner import Runner
+from mlenv.acceptance.core.base import Check, RunContext
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.run.runner import Runner
 
 
 class _Sleeper(Check):

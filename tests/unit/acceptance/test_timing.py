@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from mlenv.acceptance.timing import Timing, measure, stretch_factor
+from mlenv.acceptance.core.timing import Timing, measure, stretch_factor
 
 
 def test_warmup_runs_untimed_then_iters_samples_of_inner_calls() -> None:

@@ -17,7 +17,7 @@ from mlenv.acceptance.checks.training import (
     step_percentiles_ms,
     world_result,
 )
-from mlenv.acceptance.result import Status
+from mlenv.acceptance.core.result import Status
 from mlenv.errors import InputError
 
 
@@ -128,7 +128,7 @@ def test_ds_config_follows_options() -> None:
 
 def test_validate_options_accepts_the_profiles() -> None:
     from mlenv.acceptance.checks.training import validate_options
-    from mlenv.acceptance.profiles import PROFILES
+    from mlenv.acceptance.core.profiles import PROFILES
 
     for prof in PROFILES.values():
         validate_options(dict(prof.overrides.get("training", {})))

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from mlenv.acceptance.baselines import Baseline, Rule
-from mlenv.acceptance.result import CheckResult, Status, Verdict
-from mlenv.acceptance.verdict import judge
+from mlenv.acceptance.core.result import CheckResult, Status, Verdict
+from mlenv.acceptance.judging.baselines import Baseline, Rule
+from mlenv.acceptance.judging.verdict import judge
 
 
 def _rank(name: str, rank: int, **metrics: float) -> CheckResult:
@@ -80,7 +80,7 @@ def test_outlier_rank_named_without_baseline() -> None:
 
 
 def test_expected_table_uses_median() -> None:
-    from mlenv.acceptance.baselines import Expected
+    from mlenv.acceptance.judging.baselines import Expected
 
     b = Baseline(model="M", path="p", expected=(Expected("memory.copy", "copy_gbps", 10.0, "spec"),), rules=())
     j = judge([_rank("memory.copy", r, copy_gbps=v) for r, v in enumerate((8.0, 9.0, 10.0))], b)

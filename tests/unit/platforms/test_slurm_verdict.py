@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.reports.jsonl import JsonlWriter
-from mlenv.acceptance.result import CheckResult, Status
 from mlenv.config import load
 from mlenv.platforms.slurm import KILLED, Outcome, Submission, judge
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from mlenv.acceptance.world import free_port
+from mlenv.acceptance.run.world import free_port
 from mlenv.pod.preflight import Peer, preflight
 
 

@@ -81,8 +81,9 @@ def launch_env(nproc: int, gpus: int) -> dict[str, str]:
 
 def validate(profile: str, checks: str, baseline: str | None, options: Path | None) -> int:
     """Check flags and files before launching anything; returns the number of checks."""
-    from mlenv.acceptance import baselines, profiles
-    from mlenv.acceptance.selection import load_checks, select_checks
+    from mlenv.acceptance.core import profiles
+    from mlenv.acceptance.core.selection import load_checks, select_checks
+    from mlenv.acceptance.judging import baselines
 
     overrides = profiles.load_options_file(options) if options else {}
     profiles.resolve(profile, overrides)  # every check's options, typed and located (InputError)

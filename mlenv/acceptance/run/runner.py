@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType
 
-from mlenv.acceptance.base import Check, RunContext
-from mlenv.acceptance.result import CheckResult, Status
-from mlenv.acceptance.world import HeartbeatWatch, SideChannel
+from mlenv.acceptance.core.base import Check, RunContext
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.run.world import HeartbeatWatch, SideChannel
 
 # Words in an exception that mean the process group itself failed (peer gone, timeout),
 # not that the check found a problem: after one, later collectives cannot be trusted.

@@ -1,7 +1,7 @@
 """Profiles: the option values each run changes from the checks' own defaults.
 
 The defaults themselves live with each check (its options dataclass,
-:mod:`mlenv.acceptance.options`): ``quick`` (CI, laptops; the whole two-CPU-rank suite
+:mod:`mlenv.acceptance.core.options`): ``quick`` (CI, laptops; the whole two-CPU-rank suite
 in about a minute) is the checks' defaults, ``full`` (sign-off) overrides sizes and
 iterations. A profile's ``overrides`` apply on every device, ``cuda_overrides`` on top
 of them on a GPU rank. An options file (``--options FILE``, YAML or JSON
@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlenv.acceptance.options import (
+from mlenv.acceptance.core.options import (
     CheckOptions,
     OptionLayer,
     build,
@@ -114,7 +114,7 @@ def options_for(cls: type[CheckOptions], check: str, *, profile: str, cuda: bool
     applying the profile again under them changes nothing. A family section may hold
     options of the family's other registered checks. Raises InputError, located.
     """
-    from mlenv.acceptance.base import option_classes
+    from mlenv.acceptance.core.base import option_classes
 
     fam = family(check)
     siblings = [k for name, c in option_classes().items() if family(name) == fam for k in c.keys()]
@@ -126,8 +126,8 @@ def registered_options() -> dict[str, type[CheckOptions]]:
     """Options class of every check: the shipped ones and ``MLENV_ACCEPTANCE_PLUGINS`` modules."""
     import importlib
 
-    from mlenv.acceptance.base import option_classes
-    from mlenv.acceptance.selection import plugin_modules
+    from mlenv.acceptance.core.base import option_classes
+    from mlenv.acceptance.core.selection import plugin_modules
 
     importlib.import_module("mlenv.acceptance.checks")
     for mod in plugin_modules():

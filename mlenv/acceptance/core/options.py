@@ -16,7 +16,7 @@ two defaults per option, one for a CPU rank and one for a GPU rank::
             o = ctx.options_of(MatmulOptions, self.name)  # typed, resolved
 
 Where values come from, lowest first: the check's default for the device, the profile's
-overrides (:mod:`mlenv.acceptance.profiles`), its GPU overrides on a CUDA rank, then the
+overrides (:mod:`mlenv.acceptance.core.profiles`), its GPU overrides on a CUDA rank, then the
 user's ``--options`` file. Each layer is a mapping ``{section: {key: value}}`` where a
 section is a check name (``compute.matmul``) or a family (``compute``): a family section
 sets the key on every check of the family that declares it, a check section wins over
@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar, get_type_hints
 
-from mlenv.acceptance.yamlfile import read_strict
+from mlenv.acceptance.core.yamlfile import read_strict
 from mlenv.errors import InputError
 
 T = TypeVar("T")

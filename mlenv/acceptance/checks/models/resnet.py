@@ -8,7 +8,7 @@ FashionMNIST) the ``cifar`` stem replaces the 7×7/2 convolution and max-pool wi
 3×3/1 convolution, the usual choice that keeps 32 px inputs from collapsing to 1×1
 before the last stage.
 
-torch is imported lazily by :func:`mlenv.acceptance.models.build_model`; this module
+torch is imported lazily by :func:`mlenv.acceptance.checks.models.build_model`; this module
 imports it at the top because it is only ever imported from there.
 """
 

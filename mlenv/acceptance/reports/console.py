@@ -1,7 +1,7 @@
 """Console lines as checks finish (rank 0 only), and the closing verdict block.
 
 A check's line is printed from the results *as the verdict will judge them*
-(:func:`mlenv.acceptance.verdict.judge_check`, the same rules and peer comparison), so
+(:func:`mlenv.acceptance.judging.verdict.judge_check`, the same rules and peer comparison), so
 the status a person watches is the one the verdict uses: a GPU that measures fine but
 below its baseline reads FAIL live, not PASS-then-FAIL.
 """
@@ -12,9 +12,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from mlenv.acceptance import baselines
-from mlenv.acceptance.result import CheckResult
-from mlenv.acceptance.verdict import judge_check, one_line, reason_text, where
+from mlenv.acceptance.core.result import CheckResult
+from mlenv.acceptance.judging import baselines
+from mlenv.acceptance.judging.verdict import judge_check, one_line, reason_text, where
 
 if TYPE_CHECKING:
     from mlenv.acceptance.reports.document import RunMeta

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from mlenv.acceptance import faults
-from mlenv.acceptance.options import CheckOptions
-from mlenv.acceptance.result import CheckResult
+from mlenv.acceptance.core import faults
+from mlenv.acceptance.core.options import CheckOptions
+from mlenv.acceptance.core.result import CheckResult
 
 OptT = TypeVar("OptT", bound=CheckOptions)
 
@@ -48,11 +48,11 @@ class RunContext:
     def options_of(self, cls: type[OptT], check: str) -> OptT:
         """The typed options of ``check`` (declared by ``cls``) for this rank's device and profile.
 
-        Resolved by :func:`mlenv.acceptance.profiles.options_for`: the check's CPU or GPU
+        Resolved by :func:`mlenv.acceptance.core.profiles.options_for`: the check's CPU or GPU
         defaults, the profile, then ``options`` (keyed by check name or family). Raises
         InputError for an unknown option or a wrong value.
         """
-        from mlenv.acceptance.profiles import options_for
+        from mlenv.acceptance.core.profiles import options_for
 
         got = options_for(cls, check, profile=self.profile, cuda=self.is_cuda, overrides=self.options)
         assert isinstance(got, cls)
@@ -61,7 +61,7 @@ class RunContext:
     def fault(self, kind: str, check: str) -> dict[str, str] | None:
         """The parameters of an injected fault of ``kind`` for ``check`` on this rank, or None.
 
-        The one way checks and the runner ask :mod:`mlenv.acceptance.faults` (``MLENV_FAULT``).
+        The one way checks and the runner ask :mod:`mlenv.acceptance.core.faults` (``MLENV_FAULT``).
         """
         return faults.active(kind, rank=self.rank, node_rank=self.node_rank, check=check)
 
@@ -71,7 +71,7 @@ class Check(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str] = ""
-    # The check's options (mlenv.acceptance.options): a frozen dataclass of option(...)
+    # The check's options (mlenv.acceptance.core.options): a frozen dataclass of option(...)
     # fields with CPU and GPU defaults; read them with ctx.options_of(TheOptions, self.name).
     Options: ClassVar[type[CheckOptions]] = CheckOptions
 

@@ -1,7 +1,7 @@
 """Capture this rank's NCCL log into the report folder, keeping the console as the user set it.
 
 Called once per rank before the NCCL process group starts (NCCL reads ``NCCL_DEBUG*``
-when it first initialises). :func:`mlenv.acceptance.nccllog.capture_plan` decides the
+when it first initialises). :func:`mlenv.acceptance.evidence.nccllog.capture_plan` decides the
 variables; here they are applied to ``os.environ``, the folder is made (NCCL writes to
 stdout when it cannot open the file), and a daemon thread copies to stderr the lines
 the user's own ``NCCL_DEBUG`` would have printed (WARN lines at the config's default
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from mlenv.acceptance import nccllog
+from mlenv.acceptance.evidence import nccllog
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from mlenv.acceptance import baselines
-from mlenv.acceptance.history import RECORD_FILE, find_run
-from mlenv.acceptance.outliers import direction
-from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.evidence.outliers import direction
+from mlenv.acceptance.judging import baselines
+from mlenv.acceptance.records.history import RECORD_FILE, find_run
 from mlenv.errors import InputError
 
 DEFAULT_TOLERANCE = 0.10
@@ -105,7 +105,7 @@ def _doc_from_bytes(data: bytes, where: str) -> dict[str, Any]:
 
 
 def _from_bundle(path: Path) -> tuple[dict[str, Any], str | None]:
-    from mlenv.acceptance.bundle import BundleError, read_member
+    from mlenv.acceptance.records.bundle import BundleError, read_member
 
     try:
         data = read_member(path, "run/results.json")

@@ -32,9 +32,9 @@ from dataclasses import asdict
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from mlenv.acceptance import baselines
-from mlenv.acceptance.history import LOCAL_CLUSTER, node_versions
-from mlenv.acceptance.result import CheckResult
+from mlenv.acceptance.core.result import CheckResult
+from mlenv.acceptance.judging import baselines
+from mlenv.acceptance.records.history import LOCAL_CLUSTER, node_versions
 from mlenv.contract import RESULTS_JSON, read_results
 
 BUNDLE_SCHEMA = 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
-from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.core.result import CheckResult, Status
 
 DEFAULTS: dict[str, float] = {"warn_frac": 0.2, "fail_frac": 0.5, "min_z": 3.5}
 

@@ -28,8 +28,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from mlenv.acceptance.result import CheckResult
-from mlenv.acceptance.yamlfile import parse_strict
+from mlenv.acceptance.core.result import CheckResult
+from mlenv.acceptance.core.yamlfile import parse_strict
 from mlenv.errors import InputError
 
 OPS: dict[str, Callable[[float, float], bool]] = {

@@ -11,9 +11,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlenv.acceptance import outliers
-from mlenv.acceptance.baselines import Baseline, Rule
-from mlenv.acceptance.result import CheckResult, Status, Verdict
+from mlenv.acceptance.core.result import CheckResult, Status, Verdict
+from mlenv.acceptance.evidence import outliers
+from mlenv.acceptance.judging.baselines import Baseline, Rule
 
 _RANK = {Status.PASS: 0, Status.SKIP: 0, Status.WARN: 1, Status.FAIL: 2, Status.ERROR: 3}
 

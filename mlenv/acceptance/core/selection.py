@@ -1,6 +1,6 @@
 """Which checks a run executes, and in what order: the check registry's front door.
 
-Checks register themselves (``@register`` in :mod:`mlenv.acceptance.base`) when their
+Checks register themselves (``@register`` in :mod:`mlenv.acceptance.core.base`) when their
 module is imported; :func:`load_checks` imports the shipped ones and any
 ``MLENV_ACCEPTANCE_PLUGINS`` modules, :func:`select_checks` turns ``--checks`` into the
 ordered list. Used by the entry point on every rank and by the local runner before it
@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import os
 
-from mlenv.acceptance.base import Check, registry
+from mlenv.acceptance.core.base import Check, registry
 from mlenv.errors import InputError
 
 # The order checks run in: cheap and informative first, the long training run last.

@@ -6,7 +6,7 @@ Kinds in use: ``kill`` (the process exits hard before the check), ``hang`` (it s
 forever before the check), ``slow`` (the check's timed work is stretched by
 ``factor``), ``corrupt`` (the compute result is perturbed). ``rank`` is the global
 rank, ``node`` the node rank, ``check`` a check-name prefix; omitted keys match all.
-Checks and the runner ask through :meth:`mlenv.acceptance.base.RunContext.fault`, which
+Checks and the runner ask through :meth:`mlenv.acceptance.core.base.RunContext.fault`, which
 fills in this rank and node. Stdlib only.
 """
 

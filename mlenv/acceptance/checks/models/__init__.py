@@ -5,8 +5,8 @@ build. Use :func:`build_model`; torch is imported only when it is called.
 
 Example::
 
-    from mlenv.acceptance.datasets import build_dataset
-    from mlenv.acceptance.models import build_model
+    from mlenv.acceptance.checks.datasets import build_dataset
+    from mlenv.acceptance.checks.models import build_model
 
     ds = build_dataset("cifar10", model="resnet18", root="/datasets/cifar10")
     model = build_model("resnet18", num_classes=ds.num_classes, in_shape=ds.sample_shape)
@@ -52,7 +52,7 @@ def build_model(name: str, num_classes: int, in_shape: Sequence[int] | None = No
     if num_classes < 1:
         raise InputError(f"model {name}: num_classes must be >= 1, got {num_classes}")
     if name == "gpt":
-        from mlenv.acceptance.models.gpt import GPT, GPTConfig
+        from mlenv.acceptance.checks.models.gpt import GPT, GPTConfig
 
         shape = tuple(in_shape) if in_shape is not None else (64,)
         if len(shape) != 1:
@@ -64,7 +64,7 @@ def build_model(name: str, num_classes: int, in_shape: Sequence[int] | None = No
             raise InputError(f"model gpt: {e}") from None
         return GPT(cfg)
 
-    from mlenv.acceptance.models.resnet import resnet18, resnet50
+    from mlenv.acceptance.checks.models.resnet import resnet18, resnet50
 
     shape = tuple(in_shape) if in_shape is not None else (3, 224, 224)
     if len(shape) != 3:

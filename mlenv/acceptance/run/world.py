@@ -229,7 +229,7 @@ def init_process_group(deadline_s: float, env: LaunchEnv, host: str,
         rendezvous(env, host, deadline_s, failure=e)  # tell the others why this rank is not coming
         raise
     if backend == "nccl" and nccl_log_dir is not None:
-        from mlenv.acceptance import ncclcapture
+        from mlenv.acceptance.evidence import ncclcapture
 
         ncclcapture.start(os.environ, nccl_log_dir, env.rank, host)
     store, hosts = rendezvous(env, host, deadline_s)

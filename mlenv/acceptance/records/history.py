@@ -21,8 +21,8 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from mlenv.acceptance.outliers import direction
-from mlenv.acceptance.result import CheckResult, Status
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.evidence.outliers import direction
 from mlenv.errors import InputError
 
 HISTORY_SCHEMA = 1
@@ -296,7 +296,7 @@ def after_run(report_dir: Path, doc: dict[str, Any], root: Path, cluster: str | 
     if not plots:
         return out
     try:
-        from mlenv.acceptance.reports.trend import TRENDS_HEADING, plot_trends, summary_section
+        from mlenv.acceptance.records.trend import TRENDS_HEADING, plot_trends, summary_section
 
         records, _ = read(path)
         made = plot_trends(records, rec, report_dir, name)
