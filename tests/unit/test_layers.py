@@ -223,3 +223,176 @@ def test_the_rules_catch_a_violation(tmp_path: Path) -> None:
     named = Module("mlenv/cli/cmd_x.py", "cli", ast.parse('POD = "ml-dev-env-0"\nf = lambda i: f"ml-dev-env-{i}"\n'))
     with pytest.raises(AssertionError, match=r"cmd_x.py:1: 'ml-dev-env-0'(.|\n)*cmd_x.py:2: f'ml-dev-env-"):
         test_object_names_are_typed_in_one_place(named)
+
+
+# -- the acceptance suite's parts ----------------------------------------------------------
+# mlenv/acceptance/<part>/: a part imports only the parts before it in this order (and
+# itself); the modules at mlenv/acceptance/ itself (the entry point, the compatibility
+# names) may import any part. docs/architecture.md "Where things live" says the same.
+ACCEPTANCE_PARTS = ("core", "evidence", "judging", "records", "reports", "checks", "run")
+# Compatibility names at mlenv/acceptance/ for scripts synced into pods: nothing in the
+# package imports them (it imports what they re-export).
+ACCEPTANCE_COMPAT = {"mlenv.acceptance.datasets", "mlenv.acceptance.data", "mlenv.acceptance.models"}
+
+
+def _part(path: str) -> str | None:
+    parts = path.split("/")
+    return parts[2] if parts[:2] == ["mlenv", "acceptance"] and len(parts) > 3 else None
+
+
+def _all_imports(m: Module) -> list[tuple[int, str, list[str]]]:
+    """(line, module, imported names) of every import statement, lazy ones included;
+    relative imports resolved against ``m``'s package."""
+    pkg = m.path.removesuffix(".py").split("/")
+    pkg = pkg[:-1]
+    out = []
+    for n in ast.walk(m.tree):
+        if isinstance(n, ast.Import):
+            out += [(n.lineno, a.name, []) for a in n.names]
+        elif isinstance(n, ast.ImportFrom):
+            base = n.module or ""
+            if n.level:
+                up = pkg[:len(pkg) - (n.level - 1)]
+                base = ".".join(up + ([base] if base else []))
+            out.append((n.lineno, base, [a.name for a in n.names]))
+    return out
+
+
+@pytest.mark.parametrize("m", [m for m in MODULES if m.layer == "acceptance"], ids=lambda m: m.path)
+def test_acceptance_parts_import_only_earlier_parts(m: Module) -> None:
+    me = _part(m.path)
+    bad = []
+    for line, mod, _ in _all_imports(m):
+        s = mod.split(".")
+        if mod in ACCEPTANCE_COMPAT and m.path not in ("mlenv/acceptance/data.py",):
+            bad.append(f"{m.path}:{line}: imports the compatibility name {mod} (import what it re-exports)")
+        if me is None or s[:2] != ["mlenv", "acceptance"]:
+            continue
+        if len(s) < 3 or s[2] not in ACCEPTANCE_PARTS:
+            bad.append(f"{m.path}:{line}: part {me!r} imports {mod}, which is no part of the suite")
+        elif ACCEPTANCE_PARTS.index(s[2]) > ACCEPTANCE_PARTS.index(me):
+            bad.append(f"{m.path}:{line}: part {me!r} imports {mod} (a later part; order: {', '.join(ACCEPTANCE_PARTS)})")
+    assert not bad, "\n".join(bad)
+
+
+def _package_of(dotted: str, root: Path) -> str:
+    """The package that holds ``dotted`` (a module, a package or a name in a module)."""
+    parts = dotted.split(".")
+    while parts and not (root / Path(*parts)).is_dir():
+        parts.pop()
+    return ".".join(parts)
+
+
+@pytest.mark.parametrize("m", MODULES, ids=lambda m: m.path)
+def test_no_module_imports_another_packages_internals(m: Module) -> None:
+    """``_name`` (a module or a name) is internal to its package: only its own package imports it."""
+    own = m.path.rsplit("/", 1)[0].replace("/", ".")
+    bad = []
+    for line, mod, names in _all_imports(m):
+        if not mod.startswith("mlenv"):
+            continue
+        for dotted in [mod] + [f"{mod}.{n}" for n in names]:
+            parts = dotted.split(".")
+            private = [i for i, x in enumerate(parts) if x.startswith("_") and not x.startswith("__")]
+            if private and _package_of(".".join(parts[:private[0] + 1]), PKG.parent) != own:
+                bad.append(f"{m.path}:{line}: imports {dotted}, internal to another package")
+    assert not bad, "\n".join(bad)
+
+
+# -- no import cycles --------------------------------------------------------------------------
+
+
+def import_graph(root: Path, top: str = "mlenv") -> dict[str, set[str]]:
+    """Module → the modules it imports, from every import statement under ``root/top``
+    (lazy ones inside functions included). Importing a package, or a module inside a
+    package the importer is not itself in, counts as importing that package's
+    ``__init__`` too, as Python runs it first."""
+    files: dict[str, Path] = {}
+    for p in sorted((root / top).rglob("*.py")):
+        parts = list(p.relative_to(root).with_suffix("").parts)
+        files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = p
+    graph: dict[str, set[str]] = {name: set() for name in files}
+    for name, p in files.items():
+        is_pkg = p.name == "__init__.py"
+        own = name.split(".") if is_pkg else name.split(".")[:-1]
+        ancestors = {".".join(own[:i]) for i in range(1, len(own) + 1)}
+        mod = Module(p.relative_to(root).as_posix(), "", ast.parse(p.read_text(encoding="utf-8")))
+        for _, target, names in _all_imports(mod):
+            hits = [f"{target}.{n}" for n in names if f"{target}.{n}" in files]
+            if target in files and len(hits) < len(names) or not names:
+                hits.append(target)
+            for hit in hits:
+                if hit not in files:
+                    continue
+                graph[name].add(hit)
+                s = hit.split(".")
+                graph[name] |= {".".join(s[:i]) for i in range(1, len(s))
+                                if ".".join(s[:i]) in files and ".".join(s[:i]) not in ancestors}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (or a module importing itself)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in graph[v]:
+                found.append(sorted(comp))
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10 * len(graph) + 100))
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_cycles() -> None:
+    found = cycles(import_graph(PKG.parent))
+    assert not found, "import cycles (every import counts, lazy ones too):\n" + "\n".join(
+        " ↔ ".join(c) for c in found)
+
+
+def test_the_cycle_detector_catches_a_planted_cycle(tmp_path: Path) -> None:
+    """A cycle through a lazy import and a package ``__init__`` is found; the same tree
+    without the lazy import has none (the detector is not vacuous, nor too eager)."""
+    pkg = tmp_path / "mlenv"
+    (pkg / "a").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a" / "__init__.py").write_text("from mlenv.a import x\n")
+    (pkg / "a" / "x.py").write_text("from mlenv.a import y\n")  # inside its own package: no __init__ edge
+    (pkg / "a" / "y.py").write_text("X = 1\n")
+    (pkg / "b.py").write_text("from mlenv.a.y import X\n")
+    assert cycles(import_graph(tmp_path)) == []
+    (pkg / "a" / "y.py").write_text("X = 1\n\ndef f():\n    from mlenv import b\n    return b\n")
+    assert cycles(import_graph(tmp_path)) == [["mlenv.a", "mlenv.a.x", "mlenv.a.y", "mlenv.b"]]
+
+
+def test_every_shipped_check_module_is_in_the_registry() -> None:
+    """A check module that registers checks but is missing from registry.SHIPPED would never run."""
+    reg = next(m for m in MODULES if m.path == "mlenv/acceptance/core/registry.py")
+    shipped = next(ast.literal_eval(n.value) for n in reg.tree.body
+                   if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "SHIPPED" for t in n.targets))
+    registering = {m.path.removesuffix(".py").replace("/", ".") for m in MODULES
+                   if m.path.startswith("mlenv/acceptance/checks/") and "@register" in ast.unparse(m.tree)}
+    assert registering and registering == set(shipped), f"registering: {sorted(registering)}; SHIPPED: {sorted(shipped)}"

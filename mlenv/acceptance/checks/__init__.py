@@ -1,19 +1,10 @@
-"""The shipped checks; importing this package registers every one of them.
+"""The shipped checks, one module per family, and what training uses (``models/``, ``datasets``).
 
-Order of execution is decided by the entry point (environment, compute, memory,
-collectives, fabric, training), not by import order.
+Importing this package registers nothing: :data:`mlenv.acceptance.core.registry.SHIPPED`
+lists the check modules and :func:`mlenv.acceptance.core.registry.load` imports them, so
+the framework and the checks never import each other in a circle. Order of execution is
+decided by :mod:`mlenv.acceptance.core.selection` (environment, compute, memory,
+collectives, fabric, training), not by import order. May import ``core``, ``evidence``,
+``judging``, ``records``, ``reports``, ``mlenv.errors``, ``mlenv.contract``; torch and
+DeepSpeed only inside the functions that measure.
 """
-
-from __future__ import annotations
-
-from mlenv.acceptance.checks import (
-    collectives,
-    compute,
-    environment,
-    fabric,
-    localize,
-    memory,
-    training,
-)
-
-__all__ = ["collectives", "compute", "environment", "fabric", "localize", "memory", "training"]

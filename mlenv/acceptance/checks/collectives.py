@@ -50,6 +50,7 @@ from mlenv.acceptance.evidence.busbw import (
     bandwidth,
     format_nccl_tests,
     format_table,
+    large_messages,
     redop_of,
     size_sweep,
     summarize,
@@ -293,19 +294,6 @@ def _sweep(
             out.stopped_before = nxt[0]
             break
     return out
-
-
-# A sweep that reached this size measured "large messages": the baselines' busbw bars per
-# fabric hold from here (``when: {large_messages: true}``); a shorter sweep is reported only.
-# NCCL: 64 MiB, where busbw has reached its plateau on NVLink and InfiniBand (the GPU
-# default sweep ends at 256 MiB); gloo: the CPU default sweep's last size (4 MiB).
-LARGE_BYTES = 64 * 2**20
-LARGE_BYTES_GLOO = 4 * 2**20
-
-
-def large_messages(backend: str, largest: int) -> bool:
-    """Whether a sweep whose largest measured size is ``largest`` bytes reached large messages."""
-    return largest >= (LARGE_BYTES if backend == "nccl" else LARGE_BYTES_GLOO)
 
 
 @dataclass(frozen=True)

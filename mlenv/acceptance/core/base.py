@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
-from mlenv.acceptance.core import faults
+from mlenv.acceptance.core import faults, profiles
+from mlenv.acceptance.core import registry as _registry
 from mlenv.acceptance.core.options import CheckOptions
 from mlenv.acceptance.core.result import CheckResult
 
@@ -52,9 +53,7 @@ class RunContext:
         defaults, the profile, then ``options`` (keyed by check name or family). Raises
         InputError for an unknown option or a wrong value.
         """
-        from mlenv.acceptance.core.profiles import options_for
-
-        got = options_for(cls, check, profile=self.profile, cuda=self.is_cuda, overrides=self.options)
+        got = profiles.options_for(cls, check, profile=self.profile, cuda=self.is_cuda, overrides=self.options)
         assert isinstance(got, cls)
         return got
 
@@ -100,7 +99,7 @@ def register(cls: C) -> C:
 
 
 def registry() -> dict[str, type[Check]]:
-    """All registered checks by name (importing ``mlenv.acceptance.checks`` fills it)."""
+    """All registered checks by name (:func:`mlenv.acceptance.core.registry.load` fills it)."""
     return dict(_REGISTRY)
 
 
@@ -110,3 +109,7 @@ CheckFactory = Callable[[], Check]
 def option_classes() -> dict[str, type[CheckOptions]]:
     """Each registered check's options class by check name (for validating an options layer)."""
     return {name: cls.Options for name, cls in _REGISTRY.items()}
+
+
+# profiles (which base imports) reads the options classes through the registry module.
+_registry.use_store(option_classes)

@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from mlenv.acceptance.core import registry
 from mlenv.acceptance.core.options import (
     CheckOptions,
     OptionLayer,
@@ -114,28 +115,17 @@ def options_for(cls: type[CheckOptions], check: str, *, profile: str, cuda: bool
     applying the profile again under them changes nothing. A family section may hold
     options of the family's other registered checks. Raises InputError, located.
     """
-    from mlenv.acceptance.core.base import option_classes
-
     fam = family(check)
-    siblings = [k for name, c in option_classes().items() if family(name) == fam for k in c.keys()]
+    siblings = [k for name, c in registry.option_classes().items() if family(name) == fam for k in c.keys()]
     layer = _layers(profile, "cuda" if cuda else "cpu", overrides)
     return build(cls, check, layer, cuda=cuda, family_keys=siblings)
 
 
 def registered_options() -> dict[str, type[CheckOptions]]:
     """Options class of every check: the shipped ones and ``MLENV_ACCEPTANCE_PLUGINS`` modules."""
-    import importlib
-
-    from mlenv.acceptance.core.base import option_classes
-    from mlenv.acceptance.core.selection import plugin_modules
-
-    importlib.import_module("mlenv.acceptance.checks")
-    for mod in plugin_modules():
-        try:
-            importlib.import_module(mod)
-        except ImportError:
-            continue  # the entry point names a plugin it cannot import when it loads the checks
-    return option_classes()
+    # A plugin that cannot be imported is skipped: the entry point names it when it loads the checks.
+    registry.load(skip_missing_plugins=True)
+    return registry.option_classes()
 
 
 def validate_options(layer: Mapping[str, Mapping[str, Any]], checks: Mapping[str, type[CheckOptions]]) -> None:

@@ -1,7 +1,7 @@
 """Which checks a run executes, and in what order: the check registry's front door.
 
 Checks register themselves (``@register`` in :mod:`mlenv.acceptance.core.base`) when their
-module is imported; :func:`load_checks` imports the shipped ones and any
+module is imported; :func:`load_checks` imports the ones :mod:`.registry` lists and any
 ``MLENV_ACCEPTANCE_PLUGINS`` modules, :func:`select_checks` turns ``--checks`` into the
 ordered list. Used by the entry point on every rank and by the local runner before it
 launches anything.
@@ -9,27 +9,18 @@ launches anything.
 
 from __future__ import annotations
 
-import importlib
-import os
-
+from mlenv.acceptance.core import registry as _registry
 from mlenv.acceptance.core.base import Check, registry
+from mlenv.acceptance.core.registry import PLUGINS_ENV, plugin_modules  # noqa: F401 - their old home
 from mlenv.errors import InputError
 
 # The order checks run in: cheap and informative first, the long training run last.
 ORDER = ("environment", "compute", "memory", "collectives", "fabric", "training")
-PLUGINS_ENV = "MLENV_ACCEPTANCE_PLUGINS"
-
-
-def plugin_modules() -> list[str]:
-    """Module names from ``MLENV_ACCEPTANCE_PLUGINS`` (comma-separated)."""
-    return [m.strip() for m in os.environ.get(PLUGINS_ENV, "").split(",") if m.strip()]
 
 
 def load_checks() -> None:
     """Import the shipped checks and any plugin modules (filling the registry)."""
-    importlib.import_module("mlenv.acceptance.checks")
-    for mod in plugin_modules():
-        importlib.import_module(mod)
+    _registry.load()
 
 
 def order_key(name: str) -> tuple[int, str]:

@@ -168,7 +168,7 @@ def _aggregate(label: str, series: list[list[tuple[float, float]]]) -> Line:
 def busbw_plot(results: list[CheckResult], baseline: Baseline | None = None,
                meta: dict[str, Any] | None = None) -> Plot | None:
     """What the busbw figure shows (pure); None when no collectives result has rows."""
-    from mlenv.acceptance.checks.collectives import large_messages
+    from mlenv.acceptance.evidence.busbw import large_messages
     from mlenv.acceptance.judging.baselines import bar_for
 
     coll = [(r, busbw_series(r)) for r in results if r.name.startswith("collectives.")]

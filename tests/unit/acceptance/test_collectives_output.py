@@ -5,15 +5,14 @@ from __future__ import annotations
 import pytest
 
 from mlenv.acceptance.checks.collectives import (
-    LARGE_BYTES,
     VARIANTS,
     CollectiveOptions,
     fabric_of,
     intra_link,
-    large_messages,
 )
 from mlenv.acceptance.evidence.busbw import (
     IN_PLACE,
+    LARGE_BYTES,
     OUT_OF_PLACE,
     Measured,
     Row,
@@ -21,6 +20,7 @@ from mlenv.acceptance.evidence.busbw import (
     footer,
     format_nccl_tests,
     format_table,
+    large_messages,
     summarize,
 )
 
