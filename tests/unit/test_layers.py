@@ -396,3 +396,58 @@ def test_every_shipped_check_module_is_in_the_registry() -> None:
     registering = {m.path.removesuffix(".py").replace("/", ".") for m in MODULES
                    if m.path.startswith("mlenv/acceptance/checks/") and "@register" in ast.unparse(m.tree)}
     assert registering and registering == set(shipped), f"registering: {sorted(registering)}; SHIPPED: {sorted(shipped)}"
+
+
+# -- no function over 80 lines -------------------------------------------------------------
+MAX_FUNCTION_LINES = 80
+# Functions longer than that when the rule came in (i21). This list may only shrink: split
+# a function and remove it here; a new entry is refused by test_the_long_function_list_only_shrinks.
+LONG_FUNCTIONS_ALLOWED: dict[str, int] = {
+    "mlenv/acceptance/checks/training.py::train_one": 109,
+    "mlenv/render/workload.py::statefulset": 106,
+    "mlenv/acceptance/__main__.py::main": 100,
+    "mlenv/cluster/teardown.py::teardown": 98,
+    "mlenv/testing/kubectl_cli.py::run": 81,
+}
+
+
+def function_lengths(m: Module) -> dict[str, int]:
+    """``path::Qualified.name`` → lines from ``def`` to its last line, for every function
+    (methods and nested functions too, each on its own)."""
+    out: dict[str, int] = {}
+
+    def walk(node: ast.AST, prefix: str) -> None:
+        for n in ast.iter_child_nodes(node):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                out[f"{m.path}::{prefix}{n.name}"] = (n.end_lineno or n.lineno) - n.lineno + 1
+                walk(n, f"{prefix}{n.name}.")
+            elif isinstance(n, ast.ClassDef):
+                walk(n, f"{prefix}{n.name}.")
+
+    walk(m.tree, "")
+    return out
+
+
+@pytest.mark.parametrize("m", MODULES, ids=lambda m: m.path)
+def test_no_function_over_80_lines(m: Module) -> None:
+    bad = [f"{name}: {n} lines (at most {MAX_FUNCTION_LINES}; split it)"
+           for name, n in function_lengths(m).items()
+           if n > MAX_FUNCTION_LINES and n > LONG_FUNCTIONS_ALLOWED.get(name, 0)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_long_function_list_only_shrinks() -> None:
+    """Every allowed entry still exists and is still long (else remove it), and the list
+    never grows past the functions it started with."""
+    lengths = {k: v for m in MODULES for k, v in function_lengths(m).items()}
+    stale = [f"{name}: now {lengths.get(name, 'gone')} lines: remove it from LONG_FUNCTIONS_ALLOWED"
+             for name in LONG_FUNCTIONS_ALLOWED if lengths.get(name, 0) <= MAX_FUNCTION_LINES]
+    assert not stale, "\n".join(stale)
+    assert len(LONG_FUNCTIONS_ALLOWED) <= 5 and all(v <= 109 for v in LONG_FUNCTIONS_ALLOWED.values())
+
+
+def test_the_length_rule_catches_a_long_function() -> None:
+    body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
+    m = Module("mlenv/config/long.py", "config", ast.parse(f"def f():\n{body}"))
+    with pytest.raises(AssertionError, match=r"long.py::f: 81 lines"):
+        test_no_function_over_80_lines(m)
