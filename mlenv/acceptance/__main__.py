@@ -13,9 +13,11 @@ import sys
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from mlenv.acceptance.core import profiles
-from mlenv.acceptance.core.base import RunContext, registry
+from mlenv.acceptance.core.base import Check, RunContext, registry
+from mlenv.acceptance.core.options import OptionLayer
 from mlenv.acceptance.core.result import CheckResult
 from mlenv.acceptance.core.selection import ORDER, load_checks, order_key, select_checks  # noqa: F401 - ORDER re-exported
 from mlenv.acceptance.judging import baselines
@@ -26,6 +28,9 @@ from mlenv.acceptance.reports.jsonl import JsonlWriter
 from mlenv.acceptance.run import ranklog, world
 from mlenv.contract import RESULTS_JSONL, exit_for_verdict
 from mlenv.errors import EXIT_ERROR, EXIT_INPUT, EXIT_OK, InputError, MlenvError
+
+if TYPE_CHECKING:
+    from mlenv.acceptance.run.runner import Outcome
 
 LOCALIZE = "fabric.localize"  # --localize runs it whatever --checks says
 
@@ -66,16 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the suite; returns the exit code (rank 0: the verdict's)."""
     args = parse_args(argv)
     try:
-        overrides = profiles.load_options_file(args.options) if args.options else {}
-        if args.localize:  # the flag wins over an options file's mode
-            overrides.setdefault(LOCALIZE, {})["mode"] = "always"
-        options = profiles.resolve(args.profile, overrides)
-        if args.baseline:
-            baselines.resolve(args.baseline, [])  # fail fast on a bad file, before any rendezvous
-        load_checks()
-        checks = select_checks(args.checks)
-        if args.localize and LOCALIZE not in [c.name for c in checks]:
-            checks = sorted([*checks, registry()[LOCALIZE]], key=lambda c: order_key(c.name))
+        overrides, checks = _plan(args)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INPUT
@@ -110,12 +106,7 @@ def main(argv: list[str] | None = None) -> int:
                    baseline_spec=args.baseline, deadline_s=deadline)
     writer: JsonlWriter | None = None
     if env.rank == 0:
-        report_dir.mkdir(parents=True, exist_ok=True)
-        for f in ALL_FILES:  # a stale report from an earlier run must never be read as this one's
-            (report_dir / f).unlink(missing_ok=True)
-        history.clear_stale(report_dir)
-        meta.write(report_dir)
-        writer = JsonlWriter(report_dir / RESULTS_JSONL)
+        writer = _open_report(report_dir, meta)
         print(f"[acceptance] {len(checks)} check(s), {env.world_size} rank(s) on {nnodes} node(s), "
               f"{backend}/{layout['device']}, profile {args.profile}, deadline {deadline:g} s per check", flush=True)
 
@@ -146,6 +137,38 @@ def main(argv: list[str] | None = None) -> int:
     assert writer is not None
     writer.close()
     meta.env = _env_summary(outcome.results, backend)
+    return _judge(args, report_dir, meta, outcome, live)
+
+
+def _plan(args: argparse.Namespace) -> tuple[OptionLayer, list[type[Check]]]:
+    """The options file's overrides and the checks to run; InputError before any rendezvous."""
+    overrides = profiles.load_options_file(args.options) if args.options else {}
+    if args.localize:  # the flag wins over an options file's mode
+        overrides.setdefault(LOCALIZE, {})["mode"] = "always"
+    profiles.resolve(args.profile, overrides)  # validated here; resolved again once the device is known
+    if args.baseline:
+        baselines.resolve(args.baseline, [])  # fail fast on a bad file, before any rendezvous
+    load_checks()
+    checks = select_checks(args.checks)
+    if args.localize and LOCALIZE not in [c.name for c in checks]:
+        checks = sorted([*checks, registry()[LOCALIZE]], key=lambda c: order_key(c.name))
+    return overrides, checks
+
+
+def _open_report(report_dir: Path, meta: RunMeta) -> JsonlWriter:
+    """Rank 0: clear an earlier run's report from ``report_dir``, write the run's metadata,
+    open results.jsonl."""
+    report_dir.mkdir(parents=True, exist_ok=True)
+    for f in ALL_FILES:  # a stale report from an earlier run must never be read as this one's
+        (report_dir / f).unlink(missing_ok=True)
+    history.clear_stale(report_dir)
+    meta.write(report_dir)
+    return JsonlWriter(report_dir / RESULTS_JSONL)
+
+
+def _judge(args: argparse.Namespace, report_dir: Path, meta: RunMeta, outcome: Outcome,
+           live: console.LiveJudge) -> int:
+    """Rank 0 after the last check: the verdict, the reports, the history line; the exit code."""
     meta.write(report_dir)
     try:
         doc = finalize(report_dir, meta, outcome.results, notes=outcome.notes, baseline=live.baseline)

@@ -116,70 +116,15 @@ def teardown(cfg: ClusterConfig, client: ClusterClient, *, purge: bool = False,
     """
     sel = instance_selector(cfg.name)
     rep = TeardownReport()
-
-    def drop(kind: str, objs: list[Manifest], ns: str | None) -> None:
-        for o in objs:
-            name = o["metadata"]["name"]
-            owners = {f"{r.get('kind', '').lower()}/{r.get('name')}"
-                      for r in o["metadata"].get("ownerReferences") or []}
-            if dry_run and owners & set(rep.deleted):
-                continue  # goes with its owner (foreground cascade), as in a real teardown
-            if not created_by_mlenv(o):
-                if not dry_run:
-                    _release(client, o, ns)
-                rep.left.append(f"{kind.lower()}/{name}: kept (it existed before mlenv "
-                                "adopted it); mlenv's labels removed")
-                continue
-            if dry_run or client.delete(kind, name, ns, cascade="foreground"):
-                rep.deleted.append(f"{kind.lower()}/{name}")
-
     for kind in TEARDOWN_KINDS:
         try:
             objs = client.list(kind, cfg.namespace, sel)
         except NotFound:  # e.g. Route on plain Kubernetes: nothing of that kind can exist
             rep.absent_kinds.append(kind)
             continue
-        drop(kind, objs, cfg.namespace)
+        _drop(client, rep, kind, objs, cfg.namespace, dry_run)
     for kind in CLUSTER_KINDS:
-        try:
-            objs = client.list(kind, None, sel)
-        except NotFound:
-            rep.absent_kinds.append(kind)
-            continue
-        except Forbidden:
-            names = _cluster_scoped_names(cfg).get(kind, [])
-            what = ", ".join(f"{plural(kind)}/{n}" for n in names) or f"any {plural(kind)}"
-            rep.left.append(f"{what}: you may not list {plural(kind)} (cluster-scoped); if this "
-                            "deployment created them, ask a cluster admin to delete them "
-                            f"(oc delete {plural(kind)} -l {LABEL_INSTANCE}={cfg.name},"
-                            f"{LABEL_NAMESPACE}={cfg.namespace})")
-            continue
-        for o in objs:
-            name = o["metadata"]["name"]
-            labels = o["metadata"].get("labels") or {}
-            if labels.get(LABEL_NAMESPACE) != cfg.namespace:
-                if LABEL_NAMESPACE not in labels:
-                    rep.left.append(
-                        f"{plural(kind)}/{name}: kept: named before mlenv put the namespace in "
-                        f"cluster-scoped names, so a deployment of {cfg.name!r} in another "
-                        "namespace may use it; delete it once none does "
-                        f"(oc delete {plural(kind)} {name})")
-                continue  # another namespace's deployment of the same cluster name
-            role = name if kind == "ClusterRole" else f"{name}-use"
-            users = _bound_elsewhere(client, cfg, role)
-            if users:
-                rep.left.append(f"{plural(kind)}/{name}: kept: still granted by "
-                                + ", ".join(users))
-                continue
-            try:
-                if dry_run and not client.can_i("delete", plural(kind)):
-                    raise Forbidden(f"may not delete {plural(kind)}", kind=kind, name=name)
-                if dry_run or client.delete(kind, name, None):
-                    rep.deleted.append(f"{kind.lower()}/{name}")
-            except Forbidden:
-                rep.left.append(f"{plural(kind)}/{name}: you may not delete it "
-                                "(cluster-scoped): ask a cluster admin to "
-                                f"(oc delete {plural(kind)} {name})")
+        _drop_cluster_scoped(cfg, client, rep, kind, sel, dry_run)
     if purge:
         busy = _pvcs_in_use_by_others(cfg, client)
         claims = client.list("PersistentVolumeClaim", cfg.namespace, sel)
@@ -188,9 +133,72 @@ def teardown(cfg: ClusterConfig, client: ClusterClient, *, purge: bool = False,
             if n in busy:
                 rep.left.append(f"persistentvolumeclaim/{n}: kept: pod {busy[n]} of another "
                                 "deployment mounts it")
-        drop("PersistentVolumeClaim", [c for c in claims if c["metadata"]["name"] not in busy],
-             cfg.namespace)
+        _drop(client, rep, "PersistentVolumeClaim",
+              [c for c in claims if c["metadata"]["name"] not in busy], cfg.namespace, dry_run)
     return rep
+
+
+def _drop(client: ClusterClient, rep: TeardownReport, kind: str, objs: list[Manifest], ns: str | None,
+          dry_run: bool) -> None:
+    """Delete (or, dry, list) the namespaced ``objs`` mlenv created; release the adopted ones."""
+    for o in objs:
+        name = o["metadata"]["name"]
+        owners = {f"{r.get('kind', '').lower()}/{r.get('name')}"
+                  for r in o["metadata"].get("ownerReferences") or []}
+        if dry_run and owners & set(rep.deleted):
+            continue  # goes with its owner (foreground cascade), as in a real teardown
+        if not created_by_mlenv(o):
+            if not dry_run:
+                _release(client, o, ns)
+            rep.left.append(f"{kind.lower()}/{name}: kept (it existed before mlenv "
+                            "adopted it); mlenv's labels removed")
+            continue
+        if dry_run or client.delete(kind, name, ns, cascade="foreground"):
+            rep.deleted.append(f"{kind.lower()}/{name}")
+
+
+def _drop_cluster_scoped(cfg: ClusterConfig, client: ClusterClient, rep: TeardownReport, kind: str,
+                         sel: dict[str, str], dry_run: bool) -> None:
+    """The cluster-scoped objects of ``kind`` this deployment created and nobody else uses."""
+    try:
+        objs = client.list(kind, None, sel)
+    except NotFound:
+        rep.absent_kinds.append(kind)
+        return
+    except Forbidden:
+        names = _cluster_scoped_names(cfg).get(kind, [])
+        what = ", ".join(f"{plural(kind)}/{n}" for n in names) or f"any {plural(kind)}"
+        rep.left.append(f"{what}: you may not list {plural(kind)} (cluster-scoped); if this "
+                        "deployment created them, ask a cluster admin to delete them "
+                        f"(oc delete {plural(kind)} -l {LABEL_INSTANCE}={cfg.name},"
+                        f"{LABEL_NAMESPACE}={cfg.namespace})")
+        return
+    for o in objs:
+        name = o["metadata"]["name"]
+        labels = o["metadata"].get("labels") or {}
+        if labels.get(LABEL_NAMESPACE) != cfg.namespace:
+            if LABEL_NAMESPACE not in labels:
+                rep.left.append(
+                    f"{plural(kind)}/{name}: kept: named before mlenv put the namespace in "
+                    f"cluster-scoped names, so a deployment of {cfg.name!r} in another "
+                    "namespace may use it; delete it once none does "
+                    f"(oc delete {plural(kind)} {name})")
+            continue  # another namespace's deployment of the same cluster name
+        role = name if kind == "ClusterRole" else f"{name}-use"
+        users = _bound_elsewhere(client, cfg, role)
+        if users:
+            rep.left.append(f"{plural(kind)}/{name}: kept: still granted by "
+                            + ", ".join(users))
+            continue
+        try:
+            if dry_run and not client.can_i("delete", plural(kind)):
+                raise Forbidden(f"may not delete {plural(kind)}", kind=kind, name=name)
+            if dry_run or client.delete(kind, name, None):
+                rep.deleted.append(f"{kind.lower()}/{name}")
+        except Forbidden:
+            rep.left.append(f"{plural(kind)}/{name}: you may not delete it "
+                            "(cluster-scoped): ask a cluster admin to "
+                            f"(oc delete {plural(kind)} {name})")
 
 
 def _release(client: ClusterClient, obj: Manifest, ns: str | None) -> None:

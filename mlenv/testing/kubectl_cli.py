@@ -231,45 +231,11 @@ def run(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]) -
         out(json.dumps({"major": "1", "minor": "30", "gitVersion": "v1.30.0-fake"}))
         return 0
     if c == "get":
-        _need(call, "--output", "json")
-        if len(names) == 1 and names[0] == "events":
-            return _events(fake, call, out)
-        if len(names) == 2:
-            if set(opts) != {"--output", "--ignore-not-found"}:
-                raise Unsupported("get KIND NAME needs exactly --output=json --ignore-not-found")
-            kind = _kind(names[0])
-            obj = fake.get(kind, names[1], _ns(kind, call))
-            if obj is not None:
-                out(json.dumps(obj, indent=4) + "\n")
-            return 0
-        if len(names) != 1 or set(opts) - {"--output", "--all-namespaces", "--selector"}:
-            raise Unsupported("get KIND [--all-namespaces] [--selector=…]")
-        kind = _kind(names[0])
-        every = "--all-namespaces" in opts
-        if every == bool(call.namespace) and kind not in CLUSTER_SCOPED_KINDS:
-            raise Unsupported("a namespaced list needs exactly one of --namespace, --all-namespaces")
-        items = fake.list(kind, None if every else _ns(kind, call),
-                          _selector(opts["--selector"]) if "--selector" in opts else None)
-        out(json.dumps({"apiVersion": "v1", "kind": "List", "items": items,
-                        "metadata": {"resourceVersion": ""}}, indent=4) + "\n")
-        return 0
+        return _get(fake, call, out)
     if c == "apply":
         return _apply(fake, call, stdin, out)
     if c == "delete":
-        if len(names) != 2:
-            raise Unsupported("delete KIND NAME")
-        cascade = _need(call, "--cascade", "background", "foreground", "orphan")
-        _need(call, "--output", "name")
-        _need(call, "--wait", "false")
-        if "--ignore-not-found" not in opts:
-            raise Unsupported("delete without --ignore-not-found")
-        kind = _kind(names[0])
-        before = fake.get(kind, names[1], _ns(kind, call))
-        mode = cast(Literal["background", "foreground", "orphan"], cascade)
-        if fake.delete(kind, names[1], _ns(kind, call), cascade=mode) and before is not None:
-            group = _group(str(before.get("apiVersion", "")))
-            out(f"{kind.lower()}{'.' + group if group else ''}/{names[1]}\n")
-        return 0
+        return _delete(fake, call, out)
     if c == "logs":
         if len(names) != 1 or not call.namespace:
             raise Unsupported("logs --namespace=NS [--tail=N] -- POD")
@@ -282,6 +248,52 @@ def run(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]) -
     if c == "exec":
         return _exec(fake, call, stdin, out)
     raise Unsupported(f"command {c!r}")
+
+
+def _get(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:
+    """``get KIND [NAME]`` and ``get events``, as JSON."""
+    opts, names = call.options, call.positionals
+    _need(call, "--output", "json")
+    if len(names) == 1 and names[0] == "events":
+        return _events(fake, call, out)
+    if len(names) == 2:
+        if set(opts) != {"--output", "--ignore-not-found"}:
+            raise Unsupported("get KIND NAME needs exactly --output=json --ignore-not-found")
+        kind = _kind(names[0])
+        obj = fake.get(kind, names[1], _ns(kind, call))
+        if obj is not None:
+            out(json.dumps(obj, indent=4) + "\n")
+        return 0
+    if len(names) != 1 or set(opts) - {"--output", "--all-namespaces", "--selector"}:
+        raise Unsupported("get KIND [--all-namespaces] [--selector=…]")
+    kind = _kind(names[0])
+    every = "--all-namespaces" in opts
+    if every == bool(call.namespace) and kind not in CLUSTER_SCOPED_KINDS:
+        raise Unsupported("a namespaced list needs exactly one of --namespace, --all-namespaces")
+    items = fake.list(kind, None if every else _ns(kind, call),
+                      _selector(opts["--selector"]) if "--selector" in opts else None)
+    out(json.dumps({"apiVersion": "v1", "kind": "List", "items": items,
+                    "metadata": {"resourceVersion": ""}}, indent=4) + "\n")
+    return 0
+
+
+def _delete(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:
+    """``delete KIND NAME`` with the flags the client always passes."""
+    opts, names = call.options, call.positionals
+    if len(names) != 2:
+        raise Unsupported("delete KIND NAME")
+    cascade = _need(call, "--cascade", "background", "foreground", "orphan")
+    _need(call, "--output", "name")
+    _need(call, "--wait", "false")
+    if "--ignore-not-found" not in opts:
+        raise Unsupported("delete without --ignore-not-found")
+    kind = _kind(names[0])
+    before = fake.get(kind, names[1], _ns(kind, call))
+    mode = cast(Literal["background", "foreground", "orphan"], cascade)
+    if fake.delete(kind, names[1], _ns(kind, call), cascade=mode) and before is not None:
+        group = _group(str(before.get("apiVersion", "")))
+        out(f"{kind.lower()}{'.' + group if group else ''}/{names[1]}\n")
+    return 0
 
 
 def _events(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:

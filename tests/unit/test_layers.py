@@ -405,9 +405,6 @@ MAX_FUNCTION_LINES = 80
 LONG_FUNCTIONS_ALLOWED: dict[str, int] = {
     "mlenv/acceptance/checks/training.py::train_one": 109,
     "mlenv/render/workload.py::statefulset": 106,
-    "mlenv/acceptance/__main__.py::main": 100,
-    "mlenv/cluster/teardown.py::teardown": 98,
-    "mlenv/testing/kubectl_cli.py::run": 81,
 }
 
 
@@ -443,7 +440,7 @@ def test_the_long_function_list_only_shrinks() -> None:
     stale = [f"{name}: now {lengths.get(name, 'gone')} lines: remove it from LONG_FUNCTIONS_ALLOWED"
              for name in LONG_FUNCTIONS_ALLOWED if lengths.get(name, 0) <= MAX_FUNCTION_LINES]
     assert not stale, "\n".join(stale)
-    assert len(LONG_FUNCTIONS_ALLOWED) <= 5 and all(v <= 109 for v in LONG_FUNCTIONS_ALLOWED.values())
+    assert len(LONG_FUNCTIONS_ALLOWED) <= 2 and all(v <= 109 for v in LONG_FUNCTIONS_ALLOWED.values())
 
 
 def test_the_length_rule_catches_a_long_function() -> None:
