@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _plan(args: argparse.Namespace) -> tuple[OptionLayer, list[type[Check]]]:
     """The options file's overrides and the checks to run; InputError before any rendezvous."""
-    overrides = profiles.load_options_file(args.options) if args.options else {}
+    overrides = profiles.load_options_file(args.options) if args.options else OptionLayer()
     if args.localize:  # the flag wins over an options file's mode
         overrides.setdefault(LOCALIZE, {})["mode"] = "always"
     profiles.resolve(args.profile, overrides)  # validated here; resolved again once the device is known

@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING
 from mlenv.cli._common import SETTINGS, debug, err, note, repo_root
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.contract import pod_name
-from mlenv.errors import InfraError, InputError
+from mlenv.errors import InputError
 
 if TYPE_CHECKING:
     from mlenv.cluster.api import ClusterClient
+    from mlenv.platforms.base import Platform, Session
 
 MODES = ("rdma", "tcp")
 
@@ -124,21 +125,6 @@ def cluster_client() -> Iterator[ClusterClient]:
         yield client
 
 
-def require_running(client: ClusterClient, namespace: str, pod: str, cluster: str) -> None:
-    """InfraError (exit 3, one line) unless ``pod`` exists and is Running.
-
-    i16: for the verbs that hand the terminal to ``kubectl exec``/``rsh``/``port-forward``
-    (launch, shell, port-forward), whose own failure is exit 1 plus client chatter: a
-    missing pod must not read as the remote command's (or an acceptance run's) exit 1.
-    """
-    obj = client.get("Pod", pod, namespace)
-    phase = str(((obj or {}).get("status") or {}).get("phase", "Pending"))
-    if obj is None or phase != "Running":
-        raise InfraError(f"pod {pod} in {namespace} is "
-                         + ("not there" if obj is None else phase)
-                         + f": nothing was started (mlenv status {cluster}; mlenv deploy {cluster})")
-
-
 STATE_ENV = "MLENV_STATE_DIR"
 CURRENT_FILE = "current-cluster"
 
@@ -197,3 +183,32 @@ def current_cluster() -> str | None:
         return name
     err(f"warning: ignoring {path}: {text[:64]!r} is not a cluster name (a DNS-1123 label)")
     return None
+
+
+def _confirm(question: str) -> bool:
+    import typer
+
+    try:
+        return bool(typer.confirm(question, default=False))
+    except typer.Abort:  # no terminal to answer from (EOF): the listing is the answer
+        return False
+
+
+def session() -> Session:
+    """What every platform verb gets from the CLI (issue 21): stdout/stderr lines, the
+    cluster client of the global options, the checkout root, the current-cluster record."""
+    import typer
+
+    from mlenv.cli._output import emit
+    from mlenv.platforms.base import Session
+
+    return Session(say=typer.echo, warn=err, root=Path(repo_root()), client=cluster_client,
+                   raw=lambda text: typer.echo(text, nl=False), remember=remember_cluster,
+                   emit=emit, confirm=_confirm)
+
+
+def platform(cfg: ClusterConfig) -> Platform:
+    """The config's platform (the CLI never tests ``cfg.platform`` itself)."""
+    from mlenv.platforms.dispatch import platform_for
+
+    return platform_for(cfg)

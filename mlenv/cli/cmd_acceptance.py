@@ -57,11 +57,9 @@ def register(app: typer.Typer) -> None:
                                                               "(see mlenv bundle).")] = False,
     ) -> None:
         """Run the acceptance suite and print the verdict (0 PASS, 1 FAIL, 2 bad input, 3 ERROR)."""
-        if cluster is not None:  # issue 13: platform slurm / hosts
-            from mlenv.platforms.verbs import acceptance_cli
-
-            raise typer.Exit(acceptance_cli(cluster, profile=profile, checks=checks, baseline=baseline,
-                                            options=options, deadline=deadline, say=typer.echo))
+        if cluster is not None:  # issue 13: the suite as a job of the config's platform
+            raise typer.Exit(_on_platform(cluster, profile=profile, checks=checks, baseline=baseline,
+                                          options=options, deadline=deadline))
         from mlenv.acceptance.core import profiles
         from mlenv.acceptance.records import history
         from mlenv.acceptance.reports import console
@@ -112,3 +110,26 @@ def register(app: typer.Typer) -> None:
 
             typer.echo(f"bundle: {make_bundle(report_dir, Path(repo_root()))[0]}")
         raise typer.Exit(exit_for_verdict(run.doc.get("verdict")))
+
+
+def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | None, options: Path | None,
+                 deadline: float) -> int:
+    """``mlenv acceptance --cluster NAME``: the suite on the config's platform (Slurm, hosts).
+
+    ``--baseline``/``--options`` files must be where every node sees them (the shared
+    folder or the same path everywhere); they reach the job as script arguments.
+    """
+    from mlenv.acceptance.core import profiles
+    from mlenv.cli._clusterctx import load_config, platform, session
+
+    cfg = load_config(cluster)
+    if profile not in profiles.profile_names():
+        raise InputError(f"--profile: expected one of {', '.join(profiles.profile_names())}, got {profile!r}")
+    if deadline < 0:
+        raise InputError(f"--deadline: expected seconds > 0, got {deadline}")
+    args: list[str] = []
+    args += ["--checks", checks] if checks else []
+    args += ["--baseline", str(Path(baseline).resolve()) if Path(baseline).is_file() else baseline] if baseline else []
+    args += ["--options", str(options.resolve())] if options else []
+    args += ["--deadline", str(deadline)] if deadline else []
+    return platform(cfg).acceptance(cfg, session(), profile=profile, suite_args=args)

@@ -6,10 +6,8 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import cluster_client, load_config
+from mlenv.cli._clusterctx import load_config, platform, session
 from mlenv.cli._common import guarded
-from mlenv.contract import BUILD_CONFIG
-from mlenv.errors import EXIT_ERROR
 
 
 @guarded
@@ -19,12 +17,7 @@ def build(
     """Build the pod image from the Dockerfile (BuildConfig ml-dev-env → ImageStream tag)."""
 
     cfg = load_config(cluster)
-    with cluster_client() as client:
-        rc = client.start_build(BUILD_CONFIG, cfg.namespace, typer.echo)
-    if rc != 0:
-        typer.echo(f"error: build of ml-dev-env failed (exit {rc})", err=True)
-        raise typer.Exit(EXIT_ERROR)
-    typer.echo("build finished: image pushed to the ml-dev-env ImageStream")
+    raise typer.Exit(platform(cfg).build(cfg, session()))
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import cluster_client, load_config
+from mlenv.cli._clusterctx import load_config, platform, session
 from mlenv.cli._common import guarded
 
 
@@ -17,13 +17,8 @@ def url(
     tool: Annotated[str, typer.Argument(help="vscode, jupyter or tensorboard.")],
 ) -> None:
     """Print the URL of a dev tool's Route and how it is authenticated."""
-    from mlenv.cluster.devloop import tool_url
-
     cfg = load_config(cluster)
-    with cluster_client() as client:
-        u = tool_url(cfg, client, tool)
-    typer.echo(f"{u.tool}: {u.url}")
-    typer.echo(f"  {u.auth}")
+    platform(cfg).url(cfg, session(), tool=tool)
 
 
 @guarded
@@ -31,20 +26,8 @@ def gpu_info(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
 ) -> None:
     """nvidia-smi on every running pod of the deployment, as one table."""
-    from mlenv.cluster.devloop import gpu_table
-
     cfg = load_config(cluster)
-    with cluster_client() as client:
-        rows = gpu_table(cfg, client)
-    typer.echo(f"{'POD':<20} {'GPU':<4} {'NAME':<28} {'MEM USED/TOTAL MiB':<20} UTIL")
-    for r in rows:
-        if r.error:
-            typer.echo(f"{r.pod:<20} {'-':<4} {r.error}")
-        else:
-            typer.echo(f"{r.pod:<20} {r.index:<4} {r.name[:28]:<28} "
-                       f"{r.mem_used_mib + '/' + r.mem_total_mib:<20} {r.util_pct}%")
-    if any(r.error for r in rows):
-        raise typer.Exit(3)
+    raise typer.Exit(platform(cfg).gpu_info(cfg, session()))
 
 
 def register(app: typer.Typer) -> None:

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import cluster_client
+from mlenv.cli._clusterctx import session
 from mlenv.cli._common import SETTINGS, guarded, repo_root
 from mlenv.contract import APP
 from mlenv.errors import InputError
@@ -23,8 +23,8 @@ def discover(
     """Read GPU nodes, RDMA resources, networks and storage classes; write a starting config."""
     import re
 
-    from mlenv.cluster.discover import render_discovered
     from mlenv.config import check_file
+    from mlenv.platforms.dispatch import platform_named
 
     # `mlenv -n NS discover NAME` (the global option before the verb) means the same; the
     # default namespace is named after the app, as upstream's was
@@ -36,8 +36,7 @@ def discover(
     path = Path(repo_root()) / "clusters" / f"{name}.yaml"
     if path.exists() and not force and not dry_run:
         raise InputError(f"{path} exists: pass --force to overwrite it, or --dry-run to print")
-    with cluster_client() as client:
-        text = render_discovered(client, name, namespace)
+    text = platform_named("openshift").discover(name, session(), namespace=namespace)
     if dry_run:
         typer.echo(text, nl=False)
         return

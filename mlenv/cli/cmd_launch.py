@@ -12,35 +12,12 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import cluster_client, load_config, require_running
-from mlenv.cli._common import err, guarded
-from mlenv.contract import pod_name
-from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InputError
+from mlenv.cli._clusterctx import load_config, platform, session
+from mlenv.cli._common import guarded
+from mlenv.errors import InputError
+from mlenv.platforms.kube import map_exit, new_run_id, pod_argv
 
-POD = ["python", "-m", "mlenv.pod"]
-
-
-def map_exit(rc: int) -> tuple[int, str]:
-    """The pod command already speaks the contract (0/1/2/3); any other status comes from a
-    crash, a signal or exec itself failing, which is ERROR, never FAIL."""
-    if rc in (EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_ERROR):
-        return rc, ""
-    return EXIT_ERROR, f"exited with status {rc} (crash, signal or exec failure): ERROR"
-
-
-def new_run_id() -> str:
-    """One run id shared by every pod (results go to /workspace/results/<id>)."""
-    import time
-
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-
-
-def pod_argv(verb: str, script: list[str], *, run_id: str | None = None) -> list[str]:
-    """``python -m mlenv.pod VERB [--run-id ID] [--] SCRIPT…``; the ``--`` keeps options
-    meant for the acceptance suite (``-- --checks …``) away from the pod's own parser."""
-    argv = [*POD, verb, *(["--run-id", run_id] if run_id else [])]
-    return argv + (["--"] if script and script[0].startswith("-") else []) + script
-
+__all__ = ["launch", "map_exit", "new_run_id", "pod_argv", "register"]  # the helpers moved with the verb
 
 @guarded
 def launch(
@@ -51,29 +28,11 @@ def launch(
 ) -> None:
     """Run SCRIPT (default: the acceptance suite) across the deployment from pod 0 and
     stream its output. Exit 0 ok, 1 acceptance FAIL, 2 bad input, 3 error or crash."""
-    from mlenv.cluster.fanout import run_everywhere
-
     if timeout is not None and timeout <= 0:
         raise InputError(f"--timeout must be positive, got {timeout:g}")
     cfg = load_config(cluster)
-    args = list(script or [])
-    with cluster_client() as client:
-        if torchrun:
-            argv = pod_argv("run-torchrun", args, run_id=new_run_id())
-            rep = run_everywhere(cfg, client, argv, typer.echo, timeout=timeout)
-            for o in rep.failed:
-                err(f"warning: {o.pod} exited {o.returncode}: {o.detail}")
-            rc = rep.returncode
-        else:
-            # i16: kubectl's own failure (no such pod, pod not running) exits 1, which
-            # would read as an acceptance FAIL: pod-0 must be Running first (else exit 3)
-            require_running(client, cfg.namespace, pod_name(0), cfg.name)
-            rc = client.exec_stream(pod_name(0), cfg.namespace, pod_argv("launch", args),
-                                    typer.echo, timeout=timeout)
-    code, note = map_exit(rc)
-    if note:
-        err(f"error: pod ml-dev-env-0: {note}")
-    raise typer.Exit(code)
+    raise typer.Exit(platform(cfg).launch(cfg, session(), script=list(script or []), torchrun=torchrun,
+                                          timeout=timeout))
 
 
 def register(app: typer.Typer) -> None:

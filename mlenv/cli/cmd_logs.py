@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import cluster_client, load_config, worker_pod
+from mlenv.cli._clusterctx import load_config, platform, session, worker_pod
 from mlenv.cli._common import guarded
 from mlenv.errors import InputError
 
@@ -22,14 +22,9 @@ def logs(
 
     if tail is not None and tail < 0:
         raise InputError(f"--tail must be 0 or more, got {tail}")
+    name = worker_pod(pod)
     cfg = load_config(cluster)
-    if cfg.platform in ("slurm", "hosts"):  # issue 13: the job's output file
-        from mlenv.platforms.verbs import logs as platform_logs
-
-        platform_logs(cfg, tail=tail, say=typer.echo)
-        return
-    with cluster_client() as client:
-        client.logs(worker_pod(pod), cfg.namespace, follow=follow, out=typer.echo, tail=tail)
+    platform(cfg).logs(cfg, session(), pod=name, follow=follow, tail=tail)
 
 
 def register(app: typer.Typer) -> None:

@@ -7,10 +7,9 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import cluster_client, load_config, require_running, worker_pod
+from mlenv.cli._clusterctx import load_config, platform, session, worker_pod
 from mlenv.cli._common import guarded
 from mlenv.errors import InputError
-from mlenv.render.names import DEV_POD
 
 DEBUG_PORT = 5678  # debugpy's default, upstream ml-dev-env's DEBUG_PORT
 
@@ -35,29 +34,10 @@ def port_forward(
 ) -> None:
     """Forward each enabled dev tool's port (127.0.0.1 only) from ml-dev-env-dev; with
     --debug or --port, the given ports of worker pod ml-dev-env-<pod> instead."""
-    from mlenv.render.workload import forward_ports
-
     cfg = load_config(cluster)
     wanted = [_port_pair(p) for p in port or []] + ([(DEBUG_PORT, DEBUG_PORT)] if debug else [])
-    if wanted:
-        target = worker_pod(pod)
-        with cluster_client() as client:  # the ports are announced once the server answers
-            require_running(client, cfg.namespace, target, cfg.name)
-            for a, b in wanted:
-                typer.echo(f"127.0.0.1:{a} -> {target}:{b}")
-            rc = client.port_forward(target, cfg.namespace, wanted)
-        raise typer.Exit(rc)
-    tools = forward_ports(cfg)  # the tools' own ports, not their oauth-proxies (see there)
-    if not tools:
-        raise InputError(f"cluster {cfg.name} enables no dev_tools (vscode, jupyter, "
-                         f"tensorboard); for a debugger use: mlenv port-forward {cfg.name} --debug")
-    ports = [(p, p) for _, p, _ in tools]
-    with cluster_client() as client:
-        require_running(client, cfg.namespace, DEV_POD, cfg.name)
-        for t, p, scheme in tools:
-            typer.echo(f"{t}: {scheme}://127.0.0.1:{p}")
-        rc = client.port_forward(DEV_POD, cfg.namespace, ports)
-    raise typer.Exit(rc)
+    target = worker_pod(pod) if wanted else ""
+    raise typer.Exit(platform(cfg).port_forward(cfg, session(), pod=target, ports=wanted))
 
 
 def register(app: typer.Typer) -> None:

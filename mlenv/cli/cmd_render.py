@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from mlenv.cli._clusterctx import platform, session
 from mlenv.cli._common import err, guarded, repo_root
 from mlenv.errors import EXIT_FAIL, InputError
 
@@ -29,7 +30,7 @@ def render(
     from mlenv.config import loader
     from mlenv.errors import Diagnostic, InfraError
     from mlenv.generated import stale_paths, unwritable_reason, write_tree
-    from mlenv.render.tree import MODES, out_dir, render_tree
+    from mlenv.render.tree import MODES
 
     if all_ == (cluster is not None):
         raise InputError("give exactly one of CLUSTER or --all")
@@ -49,18 +50,10 @@ def render(
     out_root = out if out is not None else root / "k8s"
 
     # render + validate everything first: a bad manifest must leave the tree untouched
-    planned = []
-    for c in clusters:
-        if c.platform in ("slurm", "hosts"):  # issue 13: slurm/<name>/, hosts/<name>/ beside k8s/
-            from mlenv.render.platforms import planned as platform_planned
-
-            planned.append(platform_planned(root, c, out, nodes))
-            continue
-        for m in modes:
-            # also under --all: a silent TCP fallback in k8s/<c>/rdma/ would surprise a deploy
-            for text in loader.mode_warnings(c, m):
-                err(f"warning: {text}")
-            planned.append((out_dir(out_root, c, m), render_tree(c, m, nodes)))
+    planned: list[tuple[Path, Any]] = []
+    s = session()
+    for c in clusters:  # k8s/<c>/<mode>/, or slurm/<c>/ and hosts/<c>/ beside it
+        planned += platform(c).render(c, s, modes=modes, nodes=nodes, out=out)
     flag = "--out" if out is not None else "output folder"
     for d, _ in planned:
         why = unwritable_reason(d, writing=not check)

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import load_config
+from mlenv.cli._clusterctx import load_config, platform, session
 from mlenv.cli._common import err, guarded
 from mlenv.errors import InputError
 
@@ -26,8 +26,6 @@ def secrets(
     output: Annotated[str, typer.Option("-o", "--output", help="yaml (multi-document) or json (a v1 List).")] = "yaml",
 ) -> None:
     """Print fresh Secrets (ssh keys, dev-tool credentials) for k8s/<cluster>/<mode>/: seal them, never commit them."""
-    from mlenv.cluster.deploy import secrets_for_gitops
-    from mlenv.render.plan import render_cluster
     from mlenv.render.serialize import dump_all
 
     if mode not in ("rdma", "tcp"):
@@ -35,7 +33,7 @@ def secrets(
     if output not in ("yaml", "json"):
         raise InputError(f"-o/--output must be yaml or json, got {output!r}")
     cfg = load_config(cluster)
-    docs = secrets_for_gitops(cfg, render_cluster(cfg, mode, None, validate=False))  # type: ignore[arg-type]
+    docs = platform(cfg).secrets(cfg, session(), mode=mode)
     if output == "json":
         typer.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}, indent=2, sort_keys=True))
     else:

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import cluster_client, load_config, require_running, worker_pod
+from mlenv.cli._clusterctx import load_config, platform, session, worker_pod
 from mlenv.cli._common import guarded
 
 
@@ -20,15 +20,8 @@ def shell(
     COMMAND there with the terminal attached: `mlenv shell x -- nvidia-smi topo -m`."""
 
     cfg = load_config(cluster)
-    if cfg.platform in ("slurm", "hosts"):  # issue 13: srun --pty on a node / ssh to host --pod
-        from mlenv.platforms.verbs import shell as platform_shell
-
-        raise typer.Exit(platform_shell(cfg, command=list(command or []), node=pod))
     name = worker_pod(pod)
-    with cluster_client() as client:
-        require_running(client, cfg.namespace, name, cfg.name)  # else kubectl's exit 1
-        rc = client.interactive(name, cfg.namespace, list(command or ["bash", "-l"]))
-    raise typer.Exit(rc)
+    raise typer.Exit(platform(cfg).shell(cfg, session(), index=pod, pod=name, command=list(command or [])))
 
 
 def register(app: typer.Typer) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import cluster_client, load_config, workspace_dir
+from mlenv.cli._clusterctx import load_config, platform, session, workspace_dir
 from mlenv.cli._common import guarded
 from mlenv.errors import InputError
 
@@ -28,8 +28,6 @@ def sync(
     files only: what a pod wrote under /workspace is never deleted unless --delete says
     so. Then check every local file is in every pod (sha256). Exit 3 if a file is missing
     or differs, or a copy outlives --timeout."""
-    from mlenv.cluster import sync as syncmod
-
     if interval <= 0:
         raise InputError(f"--interval must be positive, got {interval:g}")
     if timeout is not None and timeout <= 0:
@@ -38,20 +36,8 @@ def sync(
         raise InputError("--dry-run and --watch do not go together (a dry run changes nothing "
                          "to watch)")
     cfg = load_config(cluster)
-    if cfg.platform in ("slurm", "hosts"):  # issue 13: workspace/ to shared_dir (or every host)
-        from mlenv.platforms.verbs import sync as platform_sync
-
-        platform_sync(cfg, say=typer.echo)
-        return
-    src = local or workspace_dir()
-    with cluster_client() as client:
-        if watch:
-            n = syncmod.watch(cfg, client, src, interval=interval, max_rounds=max_rounds,
-                              timeout=timeout, delete=delete, say=typer.echo)
-            typer.echo(f"watch ended after {n} sync(s)")
-        else:
-            syncmod.sync(cfg, client, src, timeout=timeout, delete=delete, dry_run=dry_run,
-                         say=typer.echo)
+    platform(cfg).sync(cfg, session(), src=local or workspace_dir(), watch=watch, interval=interval,
+                       max_rounds=max_rounds, timeout=timeout, delete=delete, dry_run=dry_run)
 
 
 def register(app: typer.Typer) -> None:

@@ -1,7 +1,10 @@
-"""The verbs on platforms other than Kubernetes (issue 13): Slurm (``slurm.py``) and plain
-hosts over ssh (``hosts.py``). ``mlenv/cli`` dispatches here on ``cluster.platform``; every
-command line is built by :mod:`mlenv.argv`."""
+"""Where a config's environment lives, behind one interface (issue 21).
 
-from __future__ import annotations
-
-OFF_KUBERNETES = ("slurm", "hosts")
+``base.py`` holds :class:`Platform`, the Protocol with one method per CLI verb, and
+:class:`PlatformBase` ("not supported" for every verb, exit 2); ``dispatch.py`` maps
+``cluster.platform`` to an implementation. ``kube.py`` is OpenShift and plain Kubernetes,
+using ``mlenv/render`` and ``mlenv/cluster`` as its machinery; ``offkube.py`` is Slurm
+(``slurm.py``: sbatch/squeue/scontrol/scancel/sinfo/sacct) and plain hosts (``hosts.py``:
+ssh). May import config, render, cluster, acceptance (its reports) and the contracts;
+never the CLI. Every command line is built by :mod:`mlenv.argv`.
+"""

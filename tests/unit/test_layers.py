@@ -29,7 +29,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "generated": {"render"},
     # The sign-off bundle's operator-side parts: the run's cluster, config, deployed trees.
     "signoff": {"errors", "contract", "config", "render", "acceptance"},
-    "platforms": {"config", "render", "errors", "contract", "argv", "generated", "acceptance"},
+    # The platform interface (issue 21): Kubernetes through cluster/ and render/, Slurm and hosts.
+    "platforms": {"config", "render", "cluster", "errors", "contract", "argv", "generated", "acceptance"},
     "cluster": {"config", "render", "errors", "contract", "argv", "generated"},
     # Runs inside pods from the package alone: never the operator-side layers.
     "pod": {"errors", "contract", "argv"},
@@ -245,7 +246,7 @@ def _all_imports(m: Module) -> list[tuple[int, str, list[str]]]:
     relative imports resolved against ``m``'s package."""
     pkg = m.path.removesuffix(".py").split("/")
     pkg = pkg[:-1]
-    out = []
+    out: list[tuple[int, str, list[str]]] = []
     for n in ast.walk(m.tree):
         if isinstance(n, ast.Import):
             out += [(n.lineno, a.name, []) for a in n.names]
@@ -448,3 +449,22 @@ def test_the_length_rule_catches_a_long_function() -> None:
     m = Module("mlenv/config/long.py", "config", ast.parse(f"def f():\n{body}"))
     with pytest.raises(AssertionError, match=r"long.py::f: 81 lines"):
         test_no_function_over_80_lines(m)
+
+
+def _platform_tests(tree: ast.Module) -> list[int]:
+    """Lines comparing an ``x.platform`` attribute (``cfg.platform == "slurm"``, ``in (…)``)."""
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Compare)
+            and any(isinstance(e, ast.Attribute) and e.attr == "platform" for e in [n.left, *n.comparators])]
+
+
+@pytest.mark.parametrize("m", [m for m in MODULES if m.layer == "cli"], ids=lambda m: m.path)
+def test_no_cli_verb_tests_a_platform_string(m: Module) -> None:
+    # issue 21: a verb calls platform_for(cfg).<verb>(); the platform decides, not the verb
+    bad = [f"{m.path}:{line}: compares .platform (call the Platform interface instead)"
+           for line in _platform_tests(m.tree)]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_platform_string_rule_catches_a_comparison() -> None:
+    planted = ast.parse('if cfg.platform in ("slurm", "hosts"):\n    pass\nok = cfg.name == "x"\n')
+    assert _platform_tests(planted) == [1]

@@ -1,0 +1,168 @@
+"""The one interface every CLI verb calls (issue 21): :class:`Platform`.
+
+A platform is where a cluster config's environment lives: OpenShift/Kubernetes (the
+manifests of ``mlenv/render`` applied through ``mlenv/cluster``), Slurm (sbatch scripts)
+or plain hosts over ssh. ``mlenv/cli/cmd_<verb>.py`` parses and checks its flags, loads
+the config, asks :func:`mlenv.platforms.dispatch.platform_for` for the config's platform
+and calls the verb's method; it never tests a platform string. A verb a platform does
+not support raises :class:`Unsupported` (one line, exit 2) from :class:`PlatformBase`,
+which every implementation extends, so a new verb is added here once and is "not
+supported" everywhere until a platform implements it.
+
+The CLI hands each call a :class:`Session`: where lines go (stdout, stderr), the cluster
+client factory the global options configured (``--kubeconfig``, ``--context``, timeouts;
+only Kubernetes uses it) and the checkout root. Platforms print only through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from mlenv.errors import InputError
+
+if TYPE_CHECKING:
+    from mlenv.cluster.api import ClusterClient
+    from mlenv.config.model import Cluster
+
+Say = Callable[[str], None]
+
+# Every verb of the interface, in the order docs/architecture.md's table lists them.
+VERBS = ("render", "deploy", "status", "logs", "shell", "sync", "launch", "acceptance",
+         "port-forward", "build", "url", "discover", "gpu-info", "teardown", "secrets")
+
+
+class Unsupported(InputError):
+    """A verb the config's platform does not have: one line naming what to do instead."""
+
+    def __init__(self, verb: str, platform: str, hint: str = "") -> None:
+        super().__init__(f"mlenv {verb}: not supported on platform {platform}" + (f" ({hint})" if hint else ""))
+
+
+def _no_client() -> AbstractContextManager[ClusterClient]:
+    raise InputError("this verb needs no cluster client")
+
+
+@dataclass(frozen=True)
+class Session:
+    """What one CLI call hands the platform: output sinks, the cluster client factory and
+    the checkout root."""
+
+    say: Say
+    warn: Say
+    root: Path
+    # text written as it is (a YAML stream that ends in its own newline, or in nothing)
+    raw: Say = lambda text: None
+    client: Callable[[], AbstractContextManager[ClusterClient]] = _no_client
+    # The current-cluster record (.mlenv/current-cluster) is the CLI's: the platform tells
+    # it what was deployed.
+    remember: Callable[[Cluster], None] = lambda cfg: None
+    emit: Callable[[Any, str], None] = lambda doc, fmt: None
+    # a yes/no question on the terminal (no terminal: False)
+    confirm: Callable[[str], bool] = lambda question: False
+
+
+class Platform(Protocol):
+    """The verbs, one method each. Arguments are already checked by the CLI (ranges,
+    choices); a method raises the typed errors of ``mlenv/errors.py``, returns an exit
+    code where the verb has one, and prints only through ``s``."""
+
+    name: str
+
+    def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
+               out: Path | None) -> list[tuple[Path, Any]]: ...
+
+    def deploy(self, cfg: Cluster, s: Session, *, mode: str, nodes: int | None, dry_run: str | None,
+               timeout: float, no_fallback: bool, take_over: bool) -> None: ...
+
+    def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None: ...
+
+    def logs(self, cfg: Cluster, s: Session, *, pod: str, follow: bool, tail: int | None) -> None: ...
+
+    def shell(self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]) -> int: ...
+
+    def sync(self, cfg: Cluster, s: Session, *, src: str, watch: bool, interval: float,
+             max_rounds: int | None, timeout: float | None, delete: bool, dry_run: bool) -> None: ...
+
+    def launch(self, cfg: Cluster, s: Session, *, script: list[str], torchrun: bool,
+               timeout: float | None) -> int: ...
+
+    def acceptance(self, cfg: Cluster, s: Session, *, profile: str, suite_args: list[str]) -> int: ...
+
+    def port_forward(self, cfg: Cluster, s: Session, *, pod: str, ports: list[tuple[int, int]]) -> int: ...
+
+    def build(self, cfg: Cluster, s: Session) -> int: ...
+
+    def url(self, cfg: Cluster, s: Session, *, tool: str) -> None: ...
+
+    def discover(self, name: str, s: Session, *, namespace: str) -> str: ...
+
+    def gpu_info(self, cfg: Cluster, s: Session) -> int: ...
+
+    def teardown(self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool) -> None: ...
+
+    def secrets(self, cfg: Cluster, s: Session, *, mode: str) -> list[dict[str, Any]]: ...
+
+
+class PlatformBase:
+    """Every verb "not supported" (exit 2, one line): implementations override what they
+    have. ``hints`` maps a verb to what to use instead on this platform."""
+
+    name = "?"
+    hints: dict[str, str] = {}
+
+    def _no(self, verb: str) -> Unsupported:
+        return Unsupported(verb, self.name, self.hints.get(verb, ""))
+
+    def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
+               out: Path | None) -> list[tuple[Path, Any]]:
+        raise self._no("render")
+
+    def deploy(self, cfg: Cluster, s: Session, *, mode: str, nodes: int | None, dry_run: str | None,
+               timeout: float, no_fallback: bool, take_over: bool) -> None:
+        raise self._no("deploy")
+
+    def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None:
+        raise self._no("status")
+
+    def logs(self, cfg: Cluster, s: Session, *, pod: str, follow: bool, tail: int | None) -> None:
+        raise self._no("logs")
+
+    def shell(self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]) -> int:
+        raise self._no("shell")
+
+    def sync(self, cfg: Cluster, s: Session, *, src: str, watch: bool, interval: float,
+             max_rounds: int | None, timeout: float | None, delete: bool, dry_run: bool) -> None:
+        raise self._no("sync")
+
+    def launch(self, cfg: Cluster, s: Session, *, script: list[str], torchrun: bool,
+               timeout: float | None) -> int:
+        raise self._no("launch")
+
+    def acceptance(self, cfg: Cluster, s: Session, *, profile: str, suite_args: list[str]) -> int:
+        raise self._no("acceptance")
+
+    def port_forward(self, cfg: Cluster, s: Session, *, pod: str, ports: list[tuple[int, int]]) -> int:
+        raise self._no("port-forward")
+
+    def build(self, cfg: Cluster, s: Session) -> int:
+        raise self._no("build")
+
+    def url(self, cfg: Cluster, s: Session, *, tool: str) -> None:
+        raise self._no("url")
+
+    def discover(self, name: str, s: Session, *, namespace: str) -> str:
+        raise self._no("discover")
+
+    def gpu_info(self, cfg: Cluster, s: Session) -> int:
+        raise self._no("gpu-info")
+
+    def teardown(self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool,
+                 yes: bool) -> None:
+        raise self._no("teardown")
+
+    def secrets(self, cfg: Cluster, s: Session, *, mode: str) -> list[dict[str, Any]]:
+        raise self._no("secrets")

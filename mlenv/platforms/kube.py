@@ -1,0 +1,317 @@
+"""OpenShift and plain Kubernetes behind :class:`~mlenv.platforms.base.Platform`.
+
+The machinery stays where it was: ``mlenv/render`` turns the config into manifests and
+``mlenv/cluster`` talks to the API server (deploy, status, sync, fan-out, teardown…).
+This module is the verbs' side of it: which client call each verb makes, in what order,
+and what it prints. Every call gets its client from ``s.client()``, which the CLI built
+from the global options and which has already probed the API server.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, cast
+
+from mlenv.contract import BUILD_CONFIG, STATEFULSET, pod_name
+from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InfraError
+from mlenv.platforms.base import PlatformBase, Session
+
+if TYPE_CHECKING:
+    from mlenv.cluster.api import ClusterClient
+    from mlenv.cluster.status import StatusReport
+    from mlenv.config.model import Cluster
+
+POD = ["python", "-m", "mlenv.pod"]
+
+
+def map_exit(rc: int) -> tuple[int, str]:
+    """The pod command already speaks the contract (0/1/2/3); any other status comes from a
+    crash, a signal or exec itself failing, which is ERROR, never FAIL."""
+    if rc in (EXIT_OK, EXIT_FAIL, EXIT_INPUT, EXIT_ERROR):
+        return rc, ""
+    return EXIT_ERROR, f"exited with status {rc} (crash, signal or exec failure): ERROR"
+
+
+def new_run_id() -> str:
+    """One run id shared by every pod (results go to /workspace/results/<id>)."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+
+
+def pod_argv(verb: str, script: list[str], *, run_id: str | None = None) -> list[str]:
+    """``python -m mlenv.pod VERB [--run-id ID] [--] SCRIPT…``; the ``--`` keeps options
+    meant for the acceptance suite (``-- --checks …``) away from the pod's own parser."""
+    argv = [*POD, verb, *(["--run-id", run_id] if run_id else [])]
+    return argv + (["--"] if script and script[0].startswith("-") else []) + script
+
+
+def require_running(client: ClusterClient, namespace: str, pod: str, cluster: str) -> None:
+    """InfraError (exit 3, one line) unless ``pod`` exists and is Running.
+
+    i16: for the verbs that hand the terminal to ``kubectl exec``/``rsh``/``port-forward``
+    (launch, shell, port-forward), whose own failure is exit 1 plus client chatter: a
+    missing pod must not read as the remote command's (or an acceptance run's) exit 1.
+    """
+    obj = client.get("Pod", pod, namespace)
+    phase = str(((obj or {}).get("status") or {}).get("phase", "Pending"))
+    if obj is None or phase != "Running":
+        raise InfraError(f"pod {pod} in {namespace} is "
+                         + ("not there" if obj is None else phase)
+                         + f": nothing was started (mlenv status {cluster}; mlenv deploy {cluster})")
+
+
+def status_doc(name: str, namespace: str, rep: StatusReport) -> dict[str, Any]:
+    """The status report as plain data (``-o json|yaml``)."""
+    return {
+        "cluster": name,
+        "namespace": namespace,
+        "statefulset": {"name": STATEFULSET, "desired": rep.desired, "ready": rep.ready},
+        "pods": [{"name": p.name, "phase": p.phase, "waiting_reason": p.waiting_reason,
+                  "ready": p.ready, "restarts": p.restarts, "node": p.node,
+                  "rdma_interfaces": rep.interfaces.get(p.name)} for p in rep.pods],
+        "pvcs": [{"name": n, "phase": ph, "size": size} for n, ph, size in rep.pvcs],
+    }
+
+
+class KubernetesPlatform(PlatformBase):
+    """``platform: openshift`` and ``platform: kubernetes``: a StatefulSet of pods."""
+
+    hints = {"acceptance": "the suite runs in its pods: mlenv launch NAME; --cluster is for platform "
+                           "slurm or hosts"}
+
+    def __init__(self, name: str = "openshift") -> None:
+        self.name = name
+
+    def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
+               out: Path | None) -> list[tuple[Path, Any]]:
+        from mlenv.config import loader
+        from mlenv.render.tree import out_dir, render_tree
+
+        planned: list[tuple[Path, Any]] = []
+        for mode in modes:
+            m = cast(Literal["rdma", "tcp"], mode)  # checked by the CLI
+            # also under --all: a silent TCP fallback in k8s/<c>/rdma/ would surprise a deploy
+            for text in loader.mode_warnings(cfg, m):
+                s.warn(f"warning: {text}")
+            planned.append((out_dir(out if out is not None else s.root / "k8s", cfg, m),
+                            render_tree(cfg, m, nodes)))
+        return planned
+
+    def deploy(self, cfg: Cluster, s: Session, *, mode: str, nodes: int | None, dry_run: str | None,
+               timeout: float, no_fallback: bool, take_over: bool) -> None:
+        from mlenv.cluster.deploy import DeployOptions, DeployTimeout
+        from mlenv.cluster.deploy import deploy as run_deploy
+        from mlenv.config import mode_warnings
+        from mlenv.render.serialize import dump_all
+
+        m = cast(Literal["rdma", "tcp"], mode)
+        for w in mode_warnings(cfg, m):
+            s.warn(f"warning: {w}")
+        opts = DeployOptions(mode=m, nodes=nodes, timeout=timeout, no_fallback=no_fallback,
+                             take_over=take_over,
+                             dry_run=cast(Literal["client", "server"] | None, dry_run))
+        if dry_run == "client":
+            rep = run_deploy(cfg, opts, None)
+            s.raw(dump_all(rep.manifests, sort_keys=False))
+            s.warn(f"plan: {len(rep.manifests)} object(s) for {cfg.name} ({rep.mode}, {rep.nodes} "
+                   "node(s)); nothing was sent to a cluster (--dry-run client)")
+            return
+        with s.client() as client:
+            try:
+                rep = run_deploy(cfg, opts, client, say=s.say)
+            except DeployTimeout:
+                s.remember(cfg)  # applied, just not Ready: status/teardown target it
+                raise
+        if dry_run == "server":
+            s.say(f"server dry run ok: {len(rep.applied)} object(s) accepted"
+                  + (f"; would recreate {', '.join(rep.recreated)}" if rep.recreated else "")
+                  + "; nothing changed")
+            return
+        s.remember(cfg)
+        if rep.unchanged:
+            s.say(f"unchanged: {cfg.name} is already deployed as configured "
+                  f"({rep.ready}/{rep.nodes} pods Ready, {rep.mode})")
+        else:
+            s.say(f"deployed {cfg.name}: {rep.ready}/{rep.nodes} pods Ready ({rep.mode} mode"
+                  + (", fell back from rdma" if rep.fallback_reasons else "") + ")")
+
+    def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None:
+        from mlenv.cluster.status import status as read_status
+
+        with s.client() as client:
+            rep = read_status(cfg, client)
+        if output is not None:
+            s.emit(status_doc(cfg.name, cfg.namespace, rep), output)
+            return
+        s.say(f"{cfg.name} in {cfg.namespace}: statefulset ml-dev-env {rep.ready}/{rep.desired} Ready")
+        if not rep.pods:
+            s.say("no pods (not deployed? run: mlenv deploy " + cfg.name + ")")
+        else:
+            s.say(f"{'POD':<24} {'PHASE':<10} {'READY':<6} {'RESTARTS':<9} NODE")
+            for p in rep.pods:
+                s.say(f"{p.name:<24} {(p.waiting_reason or p.phase):<10} "
+                      f"{'yes' if p.ready else 'no':<6} {p.restarts:<9} {p.node or '-'}")
+        for pod, line in sorted(rep.interfaces.items()):
+            s.say(f"{pod}: RDMA interfaces: {line}")
+        if rep.pvcs:
+            s.say(f"{'PVC':<40} {'STATUS':<8} SIZE")
+            for name, phase, size in rep.pvcs:
+                s.say(f"{name:<40} {phase:<8} {size}")
+
+    def logs(self, cfg: Cluster, s: Session, *, pod: str, follow: bool, tail: int | None) -> None:
+        with s.client() as client:
+            client.logs(pod, cfg.namespace, follow=follow, out=s.say, tail=tail)
+
+    def shell(self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]) -> int:
+        with s.client() as client:
+            require_running(client, cfg.namespace, pod, cfg.name)  # else kubectl's exit 1
+            return client.interactive(pod, cfg.namespace, command or ["bash", "-l"])
+
+    def sync(self, cfg: Cluster, s: Session, *, src: str, watch: bool, interval: float,
+             max_rounds: int | None, timeout: float | None, delete: bool, dry_run: bool) -> None:
+        from mlenv.cluster import sync as syncmod
+
+        with s.client() as client:
+            if watch:
+                n = syncmod.watch(cfg, client, src, interval=interval, max_rounds=max_rounds,
+                                  timeout=timeout, delete=delete, say=s.say)
+                s.say(f"watch ended after {n} sync(s)")
+            else:
+                syncmod.sync(cfg, client, src, timeout=timeout, delete=delete, dry_run=dry_run,
+                             say=s.say)
+
+    def launch(self, cfg: Cluster, s: Session, *, script: list[str], torchrun: bool,
+               timeout: float | None) -> int:
+        from mlenv.cluster.fanout import run_everywhere
+
+        with s.client() as client:
+            if torchrun:
+                rep = run_everywhere(cfg, client, pod_argv("run-torchrun", script, run_id=new_run_id()),
+                                     s.say, timeout=timeout)
+                for o in rep.failed:
+                    s.warn(f"warning: {o.pod} exited {o.returncode}: {o.detail}")
+                rc = rep.returncode
+            else:
+                # i16: kubectl's own failure (no such pod, pod not running) exits 1, which
+                # would read as an acceptance FAIL: pod-0 must be Running first (else exit 3)
+                require_running(client, cfg.namespace, pod_name(0), cfg.name)
+                rc = client.exec_stream(pod_name(0), cfg.namespace, pod_argv("launch", script),
+                                        s.say, timeout=timeout)
+        code, note = map_exit(rc)
+        if note:
+            s.warn(f"error: pod ml-dev-env-0: {note}")
+        return code
+
+    def port_forward(self, cfg: Cluster, s: Session, *, pod: str, ports: list[tuple[int, int]]) -> int:
+        if ports:
+            with s.client() as client:  # the ports are announced once the server answers
+                require_running(client, cfg.namespace, pod, cfg.name)
+                for a, b in ports:
+                    s.say(f"127.0.0.1:{a} -> {pod}:{b}")
+                return client.port_forward(pod, cfg.namespace, ports)
+        from mlenv.errors import InputError
+        from mlenv.render.names import DEV_POD
+        from mlenv.render.workload import forward_ports
+
+        tools = forward_ports(cfg)  # the tools' own ports, not their oauth-proxies (see there)
+        if not tools:
+            raise InputError(f"cluster {cfg.name} enables no dev_tools (vscode, jupyter, "
+                             f"tensorboard); for a debugger use: mlenv port-forward {cfg.name} --debug")
+        with s.client() as client:
+            require_running(client, cfg.namespace, DEV_POD, cfg.name)
+            for t, p, scheme in tools:
+                s.say(f"{t}: {scheme}://127.0.0.1:{p}")
+            return client.port_forward(DEV_POD, cfg.namespace, [(p, p) for _, p, _ in tools])
+
+    def build(self, cfg: Cluster, s: Session) -> int:
+        with s.client() as client:
+            rc = client.start_build(BUILD_CONFIG, cfg.namespace, s.say)
+        if rc != 0:
+            s.warn(f"error: build of ml-dev-env failed (exit {rc})")
+            return EXIT_ERROR
+        s.say("build finished: image pushed to the ml-dev-env ImageStream")
+        return EXIT_OK
+
+    def url(self, cfg: Cluster, s: Session, *, tool: str) -> None:
+        from mlenv.cluster.devloop import tool_url
+
+        with s.client() as client:
+            u = tool_url(cfg, client, tool)
+        s.say(f"{u.tool}: {u.url}")
+        s.say(f"  {u.auth}")
+
+    def discover(self, name: str, s: Session, *, namespace: str) -> str:
+        from mlenv.cluster.discover import render_discovered
+
+        with s.client() as client:
+            return render_discovered(client, name, namespace)
+
+    def gpu_info(self, cfg: Cluster, s: Session) -> int:
+        from mlenv.cluster.devloop import gpu_table
+
+        with s.client() as client:
+            rows = gpu_table(cfg, client)
+        s.say(f"{'POD':<20} {'GPU':<4} {'NAME':<28} {'MEM USED/TOTAL MiB':<20} UTIL")
+        for r in rows:
+            if r.error:
+                s.say(f"{r.pod:<20} {'-':<4} {r.error}")
+            else:
+                s.say(f"{r.pod:<20} {r.index:<4} {r.name[:28]:<28} "
+                      f"{r.mem_used_mib + '/' + r.mem_total_mib:<20} {r.util_pct}%")
+        return EXIT_ERROR if any(r.error for r in rows) else EXIT_OK
+
+    def teardown(self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool,
+                 yes: bool) -> None:
+        from mlenv.cluster.teardown import teardown as run_teardown
+
+        if legacy:
+            _teardown_legacy(cfg, s, purge=purge, yes=yes)
+            return
+
+        with s.client() as client:
+            rep = run_teardown(cfg, client, purge=purge, dry_run=dry_run)
+        kept = "" if purge else "; PVCs kept (--purge deletes them)"
+        if dry_run:
+            for d in rep.deleted:
+                s.say(f"would delete {d}")
+            for left in rep.left:
+                s.say(f"would keep {left}")
+            s.say(f"teardown of {cfg.name} (dry run): {len(rep.deleted)} object(s) would be "
+                  "deleted" + kept + "; nothing was changed")
+            return
+        for d in rep.deleted:
+            s.say(f"deleted {d}")
+        for left in rep.left:
+            s.warn(f"warning: left behind: {left}")
+        s.say(f"teardown of {cfg.name}: {len(rep.deleted)} object(s) deleted" + kept
+              + (f"; {len(rep.left)} left behind (see above)" if rep.left else ""))
+
+    def secrets(self, cfg: Cluster, s: Session, *, mode: str) -> list[dict[str, Any]]:
+        from mlenv.cluster.deploy import secrets_for_gitops
+        from mlenv.render.plan import render_cluster
+
+        return secrets_for_gitops(cfg, render_cluster(cfg, mode, None, validate=False))  # type: ignore[arg-type]
+
+
+def _teardown_legacy(cfg: Cluster, s: Session, *, purge: bool, yes: bool) -> None:
+    """Upstream ml-dev-env's objects: list, ask (unless ``yes``), delete; PVCs only with
+    ``purge``."""
+    from mlenv.cluster import legacy
+
+    with s.client() as client:
+        objs = legacy.find(client, cfg.namespace)
+        if not objs:
+            s.say(f"no upstream ml-dev-env objects in namespace {cfg.namespace}")
+            return
+        s.say(f"upstream ml-dev-env objects in namespace {cfg.namespace}:")
+        for o in objs:
+            keep = o.kind == "PersistentVolumeClaim" and not purge
+            s.say(f"  {o.ref} ({o.why}){': kept (--purge deletes it and its data)' if keep else ''}")
+        if not yes and not s.confirm("delete the objects listed (not the kept ones)?"):
+            s.say("\nnothing deleted (answer y, or pass --yes)")
+            return
+        deleted, kept = legacy.remove(client, cfg.namespace, objs, purge=purge)
+    for d in deleted:
+        s.say(f"deleted {d}")
+    s.say(f"legacy teardown: {len(deleted)} object(s) deleted"
+          + (f"; {len(kept)} PVC(s) kept (--purge deletes them)" if kept else ""))

@@ -1,0 +1,159 @@
+"""``platform: slurm`` and ``platform: hosts`` behind :class:`~mlenv.platforms.base.Platform`
+(issue 13's verbs). The machinery is ``slurm.py`` (sbatch/squeue/scontrol/scancel/sinfo/
+sacct) and ``hosts.py`` (ssh); this module is what each verb does with it and prints.
+Kubernetes-only verbs (build, url, port-forward, gpu-info, secrets, discover, launch)
+stay "not supported" from :class:`PlatformBase`, with a hint where there is another way.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mlenv.errors import InfraError, InputError
+from mlenv.platforms.base import PlatformBase, Session
+
+if TYPE_CHECKING:
+    from mlenv.config.model import Cluster
+
+_HINTS = {
+    "launch": "the suite runs as a job: mlenv acceptance --cluster NAME",
+    "port-forward": "dev tools are pods of a Kubernetes deployment",
+    "build": "the image is built for OpenShift; use a container image the nodes can run",
+    "url": "dev tools are pods of a Kubernetes deployment",
+    "gpu-info": "mlenv shell NAME -- nvidia-smi",
+    "secrets": "ssh keys and dev-tool credentials are Kubernetes Secrets",
+    "discover": "write clusters/NAME.yaml by hand (docs/platforms.md)",
+}
+
+
+def _render(cfg: Cluster, s: Session, nodes: int | None, out: Path | None) -> list[tuple[Path, Any]]:
+    from mlenv.render.platforms import planned
+
+    return [planned(s.root, cfg, out, nodes)]
+
+
+def _exec(words: list[str]) -> int:
+    """Hand the terminal to ``words`` (srun --pty / ssh -t); its exit status."""
+    try:
+        return subprocess.call(words)
+    except FileNotFoundError:
+        raise InfraError(f"{words[0]}: not found") from None
+
+
+def _teardown_flags(name: str, dry_run: bool, legacy: bool) -> None:
+    if legacy:
+        raise InputError("--legacy removes upstream ml-dev-env's OpenShift objects; "
+                         f"platform {name} has none")
+    if dry_run:
+        raise InputError(f"--dry-run: not for platform {name} (nothing to list)")
+
+
+class SlurmPlatform(PlatformBase):
+    """The acceptance job through sbatch; the job's state, log and cancel."""
+
+    name = "slurm"
+    hints = _HINTS
+
+    def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
+               out: Path | None) -> list[tuple[Path, Any]]:
+        return _render(cfg, s, nodes, out)
+
+    def deploy(self, cfg: Cluster, s: Session, *, mode: str, nodes: int | None, dry_run: str | None,
+               timeout: float, no_fallback: bool, take_over: bool) -> None:
+        """Preflight, then ``sbatch`` the acceptance job and record its id."""
+        from mlenv.platforms import slurm
+
+        sub = slurm.submit(cfg, s.root, s.say, nodes=nodes)
+        s.say(f"follow it with: mlenv status {cfg.name} / mlenv logs {cfg.name}; cancel: mlenv teardown "
+              f"{cfg.name} (job {sub.job_id})")
+
+    def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None:
+        from mlenv.platforms import slurm
+
+        for line in slurm.status_lines(cfg, s.root):
+            s.say(line)
+
+    def logs(self, cfg: Cluster, s: Session, *, pod: str, follow: bool, tail: int | None) -> None:
+        from mlenv.platforms import slurm
+
+        s.say(slurm.log_text(cfg, s.root, tail).rstrip("\n"))
+
+    def shell(self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]) -> int:
+        """``srun --pty`` on one node of the partition; the terminal stays attached."""
+        from mlenv.platforms import slurm
+
+        return _exec(slurm.shell_argv(cfg, command, index, sys.stdin.isatty() and sys.stdout.isatty()))
+
+    def sync(self, cfg: Cluster, s: Session, *, src: str, watch: bool, interval: float,
+             max_rounds: int | None, timeout: float | None, delete: bool, dry_run: bool) -> None:
+        from mlenv.platforms import slurm
+
+        s.say(slurm.sync(cfg, s.root))
+
+    def acceptance(self, cfg: Cluster, s: Session, *, profile: str, suite_args: list[str]) -> int:
+        """Submit, wait with progress, print the verdict, copy the reports back."""
+        from mlenv.acceptance.reports import console
+        from mlenv.platforms import slurm
+
+        doc, code, dest = slurm.acceptance(cfg, s.root, s.say, nodes=None, profile=profile,
+                                           suite_args=suite_args)
+        s.say(console.verdict_block(doc, str(dest)))
+        return code
+
+    def teardown(self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool,
+                 yes: bool) -> None:
+        """``scancel`` the recorded job."""
+        from mlenv.platforms import slurm
+
+        _teardown_flags(self.name, dry_run, legacy)
+        s.say(slurm.teardown(cfg, s.root))
+
+
+class HostsPlatform(PlatformBase):
+    """Plain hosts over ssh: preflight, copy, run in the foreground."""
+
+    name = "hosts"
+    hints = {**_HINTS, "logs": "the run streams to the terminal; each rank's log is in the report's logs/",
+             "gpu-info": "mlenv shell NAME -- nvidia-smi"}
+
+    def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
+               out: Path | None) -> list[tuple[Path, Any]]:
+        return _render(cfg, s, nodes, out)
+
+    def deploy(self, cfg: Cluster, s: Session, *, mode: str, nodes: int | None, dry_run: str | None,
+               timeout: float, no_fallback: bool, take_over: bool) -> None:
+        from mlenv.platforms import hosts
+
+        hosts.preflight(cfg, say=s.say, nodes=nodes)
+
+    def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None:
+        from mlenv.platforms import hosts
+
+        for line in hosts.status_lines(cfg):
+            s.say(line)
+
+    def shell(self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]) -> int:
+        """ssh to host ``index``; the terminal stays attached."""
+        from mlenv.platforms import hosts
+
+        return _exec(hosts.shell_argv(cfg, command, index, sys.stdin.isatty() and sys.stdout.isatty()))
+
+    def sync(self, cfg: Cluster, s: Session, *, src: str, watch: bool, interval: float,
+             max_rounds: int | None, timeout: float | None, delete: bool, dry_run: bool) -> None:
+        from mlenv.platforms import hosts
+
+        s.say(hosts.sync(cfg, s.root))
+
+    def acceptance(self, cfg: Cluster, s: Session, *, profile: str, suite_args: list[str]) -> int:
+        from mlenv.platforms import hosts
+
+        return hosts.acceptance(cfg, s.root, s.say, nodes=None, profile=profile, suite_args=suite_args)
+
+    def teardown(self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool,
+                 yes: bool) -> None:
+        _teardown_flags(self.name, dry_run, legacy)
+        s.say(f"{cfg.name}: platform hosts leaves nothing running: acceptance runs in the foreground "
+              "(Ctrl-C ends it and its ssh sessions)")
