@@ -15,9 +15,7 @@ import typer
 from mlenv.cli._clusterctx import load_config, platform, session
 from mlenv.cli._common import guarded
 from mlenv.errors import InputError
-from mlenv.platforms.kube import map_exit, new_run_id, pod_argv
 
-__all__ = ["launch", "map_exit", "new_run_id", "pod_argv", "register"]  # the helpers moved with the verb
 
 @guarded
 def launch(
