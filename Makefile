@@ -65,7 +65,15 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --no-build-isolation "$(DEEPSPEED_PIN)"
 	@touch $@
 
-venv: $(VENV)/.installed ## set up .venv (torch CPU, DeepSpeed, dev tools)
+# DeepSpeed's CPU op, built once per venv before anything times it: compiled inside a
+# check, it ran past the check's deadline on a fresh 2-core machine, and the killed build
+# left a lock that hung every later DeepSpeed start (mlenv/acceptance/checks/dsops.py).
+DS_OPS := $(TORCH_EXTENSIONS_DIR)/.mlenv-ops-built
+$(DS_OPS): $(VENV)/.installed
+	$(PY) -m mlenv.acceptance.checks.dsops
+	@touch $@
+
+venv: $(VENV)/.installed $(DS_OPS) ## set up .venv (torch CPU, DeepSpeed and its CPU op, dev tools)
 
 # Tools the integration tier needs (sshd, pdsh, iproute2, shellcheck). Installed only
 # when missing and we are root with apt; otherwise those tests skip with the reason.

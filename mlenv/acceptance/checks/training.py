@@ -423,9 +423,15 @@ class TrainingCheck(Check):
         self._threads: int | None = None
 
     def setup(self, ctx: RunContext) -> None:
-        """On CPU, split the cores between the local ranks so they do not oversubscribe."""
+        """On CPU, build DeepSpeed's start op (or name its stale lock) and split the cores
+        between the local ranks so they do not oversubscribe."""
         if not ctx.is_cuda:
             import torch
+
+            from mlenv.acceptance.checks.dsops import build_start_ops
+
+            # A stale lock would otherwise hang DeepSpeed's start until the deadline.
+            build_start_ops()
 
             self._threads = torch.get_num_threads()
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, ctx.local_world_size)))

@@ -1,0 +1,119 @@
+"""DeepSpeed's compiled ops: built once, outside any check's deadline, and a stale lock named.
+
+On the CPU accelerator DeepSpeed compiles a small C++ op (``deepspeed_shm_comm``) the
+first time its communication backend starts, under
+``TORCH_EXTENSIONS_DIR/<op>/``. torch guards that build with a bare ``lock`` file (a
+``FileBaton``: no owner, removed when the build ends). A process killed while building
+(a check past its deadline, scancel, Ctrl-C) leaves the file behind, and every later
+start waits on it for ever: each later run came out ERROR at the training check's
+deadline, on a fresh CI machine as on a Slurm site (issue 24 §3).
+
+So mlenv builds under a lock of its own first, an ``flock`` on
+``TORCH_EXTENSIONS_DIR/.mlenv-build.lock``, which the kernel drops when its holder dies:
+whoever holds it and still finds torch's ``lock`` knows that no mlenv build owns it, and
+says so in one line with the path to remove. ``python -m mlenv.acceptance.checks.dsops``
+builds the ops ahead of time (``make venv`` does, so no test compiles under a deadline).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import sys
+import time
+from pathlib import Path
+
+# The ops DeepSpeed builds at start on the CPU accelerator (deepspeed/comm/torch.py
+# build_shm_op). A GPU accelerator builds none of them at start.
+START_OPS = ("deepspeed_shm_comm",)
+OUR_LOCK = ".mlenv-build.lock"
+# torch creates its lock a moment before ninja starts in the folder: younger is not judged.
+GRACE_S = 30.0
+
+
+class StaleBuildLock(RuntimeError):
+    """torch's build lock of an op is there and no mlenv build holds it."""
+
+
+def extensions_root() -> Path:
+    """The folder torch builds extensions under (``TORCH_EXTENSIONS_DIR`` or torch's default)."""
+    env = os.environ.get("TORCH_EXTENSIONS_DIR")
+    if env:
+        return Path(env)
+    import torch.utils.cpp_extension as cpp
+
+    # torch's own answer; it creates <root>/<name>, so ask for the op's folder and step up.
+    return Path(cpp._get_build_directory(START_OPS[0], verbose=False)).parent
+
+
+def _building_here(folder: Path) -> bool:
+    """Whether a process on this host works in ``folder`` (torch runs ninja there to build)."""
+    target = folder.resolve()
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(proc / "cwd"))
+        except OSError:  # gone, or not ours to read
+            continue
+        if cwd == target or target in cwd.parents:
+            return True
+    return False
+
+
+def stale_locks(root: Path, *, grace_s: float = GRACE_S, poll_s: float = 0.5) -> list[str]:
+    """One line per start op whose torch ``lock`` no build owns (call with our lock held).
+
+    A build outside mlenv (a user's own DeepSpeed script, an older mlenv) does not take our
+    lock: while a process of this host works in the op's folder, or the lock is younger
+    than ``grace_s`` (torch writes it just before it starts ninja), it is waited for.
+    """
+    out = []
+    for name in START_OPS:
+        lock = root / name / "lock"
+        while True:
+            try:
+                age = time.time() - lock.stat().st_mtime
+            except FileNotFoundError:
+                break
+            if age < grace_s or _building_here(lock.parent):
+                time.sleep(poll_s)
+                continue
+            out.append(f"DeepSpeed's build lock {lock} is {age / 60:.0f} min old and no build holds it "
+                       f"(a build was killed): remove that file and run again")
+            break
+    return out
+
+
+def build_start_ops() -> None:
+    """Build (or load) the ops DeepSpeed builds at start, under our lock.
+
+    Raises :class:`StaleBuildLock` when torch's lock of an op is left from a killed build.
+    Processes of one host (and of hosts sharing the folder, where the file system honours
+    ``flock``) build one at a time; the others then load the built op.
+    """
+    root = extensions_root()
+    root.mkdir(parents=True, exist_ok=True)
+    with open(root / OUR_LOCK, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # dropped by the kernel if we die
+        stale = stale_locks(root)
+        if stale:
+            raise StaleBuildLock("; ".join(stale))
+        from deepspeed.comm.torch import build_shm_op
+
+        build_shm_op()  # None on accelerators without the op; builds once, then loads
+
+
+def main() -> int:
+    """Build the start ops now: ``python -m mlenv.acceptance.checks.dsops`` (make venv)."""
+    try:
+        build_start_ops()
+    except StaleBuildLock as e:
+        print(f"mlenv: {e}", file=sys.stderr)
+        return 3
+    print(f"DeepSpeed start ops ready under {extensions_root()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
