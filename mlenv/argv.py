@@ -253,6 +253,118 @@ def slurm_node(value: str) -> str:
     return value
 
 
+def slurm_partitions(value: str) -> str:
+    """One partition or a comma list of them (``gpu-a100,gpu-h100``): sbatch submits to
+    whichever can start the job first. Each is a plain Slurm name."""
+    parts = value.split(",") if isinstance(value, str) else [value]
+    for p in parts:
+        slurm_name(p, "partition")
+    return value
+
+
+# A Slurm --constraint expression (sbatch(1)): features joined by '&' (and), '|' (or),
+# ',' (and, old form), optionally with a count ('*2'), grouped by [...] (matching OR: all
+# nodes get the same one) or (...). The tokens below are all the characters it may hold.
+_FEATURE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:=-]{0,63}(\*[0-9]{1,4})?")
+_CONSTRAINT_TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:=-]*(?:\*[0-9]+)?|[&|,\[\]()]")
+
+
+def slurm_constraint(value: str) -> str:
+    """A ``--constraint`` expression (``a100_80g&ib_hdr``, ``[rack1|rack2]``, ``(a|b)&c``).
+
+    Parsed, not pattern-matched: operands and operators alternate, brackets balance and
+    nest as Slurm allows (no brackets inside ``[...]``). UnsafeArgument otherwise."""
+    def bad(why: str) -> UnsafeArgument:
+        return UnsafeArgument(f"constraint {_show(value)} is not a Slurm constraint expression ({why}; "
+                              "features of letters, digits, '_', '.', ':', '=', '-' joined by '&', '|' "
+                              "or ',', grouped by [...] or (...))")
+    if not isinstance(value, str) or not value or len(value) > 1024:
+        raise bad("empty or too long")
+    pos, tokens = 0, []
+    while pos < len(value):
+        m = _CONSTRAINT_TOKEN.match(value, pos)
+        if not m:
+            raise bad(f"unexpected {value[pos]!r}")
+        tokens.append(m.group(0))
+        pos = m.end()
+    stack: list[str] = []
+    want_operand = True
+    for t in tokens:
+        if t in "[(":
+            if not want_operand or (t == "[" and "[" in stack):
+                raise bad(f"misplaced {t!r}")
+            stack.append(t)
+        elif t in "])":
+            if want_operand or not stack or stack.pop() != {"]": "[", ")": "("}[t]:
+                raise bad(f"unbalanced {t!r}")
+        elif t in "&|,":
+            if want_operand:
+                raise bad(f"misplaced {t!r}")
+            want_operand = True
+        else:
+            if not want_operand or not _FEATURE.fullmatch(t):
+                raise bad(f"misplaced or invalid feature {t!r}")
+            want_operand = False
+    if want_operand or stack:
+        raise bad("incomplete")
+    return value
+
+
+# sbatch long options a site may add through slurm.sbatch_args: value → takes "=VALUE",
+# flag → takes none. Options that other keys set, that change where the job's files go or
+# whose environment it gets (--export, --chdir, --output), that hold or requeue it, or that
+# send it to another cluster are not here: mlenv could no longer follow or judge the job.
+SBATCH_OPTIONS: dict[str, str] = {
+    **dict.fromkeys((
+        "mem", "mem-per-cpu", "mem-per-gpu", "cpus-per-task", "cpus-per-gpu", "gpus-per-task", "gpu-bind",
+        "gpu-freq", "cpu-freq", "comment", "gres", "gres-flags", "network", "licenses", "mail-type",
+        "mail-user", "time-min", "begin", "deadline", "hint", "distribution", "threads-per-core",
+        "cores-per-socket", "sockets-per-node", "ntasks-per-core", "ntasks-per-socket", "switches",
+        "exclude", "prefer", "wckey", "mcs-label", "tmp", "mincpus", "core-spec", "thread-spec",
+        "acctg-freq", "profile", "nice", "priority", "cluster-constraint", "mem-bind", "power",
+        "tres-per-task", "delay-boot", "extra"), "value"),
+    **dict.fromkeys(("overcommit", "spread-job", "use-min-nodes", "contiguous", "oversubscribe"), "flag"),
+}
+# Options other keys own: the key to set instead.
+SBATCH_OWNED = {
+    "partition": "slurm.partition", "account": "slurm.account", "qos": "slurm.qos",
+    "constraint": "slurm.constraint", "reservation": "slurm.reservation", "time": "slurm.time_limit",
+    "exclusive": "slurm.exclusive", "nodes": "gpus.default_nodes (or --nodes)",
+    "nodelist": "nodes.gpu_nodes", "gpus-per-node": "slurm.gpus_flag", "gpus": "slurm.gpus_flag",
+    "job-name": "(mlenv names the job)", "output": "(reports go to slurm.shared_dir)",
+    "error": "(reports go to slurm.shared_dir)", "ntasks-per-node": "(one task per node starts the ranks)",
+    "signal": "(mlenv sets it)", "container-image": "slurm.container_image",
+    "container-mounts": "slurm.container_mounts",
+}
+# A value as sbatch reads it from a '#SBATCH' line: no quote, backslash, '#', '$', '`',
+# ';', '<', '>', '!' or control character; spaces only inside (one quoted word).
+_SBATCH_VALUE = re.compile(r"[A-Za-z0-9_.,:=@+/%*&|()\[\]~][A-Za-z0-9_.,:=@+/%*&|()\[\]~ -]{0,255}")
+
+
+def sbatch_option(arg: str) -> str:
+    """One ``--option[=value]`` of ``slurm.sbatch_args``: an option of :data:`SBATCH_OPTIONS`
+    with a plain value. UnsafeArgument (saying what is allowed) otherwise."""
+    if not isinstance(arg, str) or not arg.startswith("--"):
+        raise UnsafeArgument(f"sbatch argument {_show(arg)} is not a long option '--option[=value]'")
+    opt, eq, val = arg[2:].partition("=")
+    if opt in SBATCH_OWNED:
+        raise UnsafeArgument(f"sbatch option --{opt} is set by mlenv from {SBATCH_OWNED[opt]}, not through "
+                             "sbatch_args")
+    kind = SBATCH_OPTIONS.get(opt)
+    if kind is None:
+        raise UnsafeArgument(f"sbatch option {_show('--' + opt)} is not one mlenv passes through (allowed: "
+                             + ", ".join(sorted(SBATCH_OPTIONS)) + ")")
+    if kind == "flag" and eq:
+        raise UnsafeArgument(f"sbatch option --{opt} takes no value")
+    if kind == "value" and not eq:
+        raise UnsafeArgument(f"sbatch option --{opt} needs a value (--{opt}=VALUE)")
+    if eq and (not _SBATCH_VALUE.fullmatch(val) or val != val.strip()):
+        raise UnsafeArgument(f"sbatch option --{opt}: value {_show(val)} is not plain (letters, digits, "
+                             "spaces inside, and _ . , : = @ + / % * & | ( ) [ ] ~ -; no quotes, '#', '$' or "
+                             "control characters)")
+    return arg
+
+
 def job_id(value: str | int) -> str:
     """A Slurm job id (digits only)."""
     text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value

@@ -30,34 +30,60 @@ RULES = """\
 ## Rules beyond the schema
 
 - `cluster.name` and `cluster.namespace` are DNS-1123 labels (at most 63 characters);
-  `security.service_account` and every `nodes.gpu_nodes` entry are DNS-1123 subdomains;
+  `cluster.namespace` is required on `openshift`/`kubernetes` only (a per-platform rule in
+  the schema). `security.service_account` is a DNS-1123 subdomain, and so is every
+  `nodes.gpu_nodes` entry on `openshift`/`kubernetes`; on `hosts` an entry is a host name
+  (letters, digits, `-`, `_`, `.`: `Lambda-H100-2`, `GPU_Node7`), on `slurm` a host name or a
+  hostlist (`hgx[01-04]`, at most 4096 hosts, no host twice).
   `network.rdma.networks` entries are `name` or `namespace/name`.
 - Sizes (`storage.*_size`, `shm_size`) and `resources` are Kubernetes quantities
   (`100Gi`, `512Mi`, `8`, `500m`; no surrounding spaces, at most 2^63-1 base units);
   sizes are above zero; a request is not above its limit.
 - Every name and pattern must match the whole value: a trailing newline (`"demo\\n"`,
   `gid_index: "3\\n"`) is an error. Quoted numbers (`gid_index: "3"`) are ASCII digits.
-- With `network.rdma.enabled: true`: `devices` is listed or `auto`, and unless `auto`
-  there are as many `interfaces` as `devices`; no device or interface twice;
-  interface names have at most 15 characters. Neither `resources` nor `networks` set
-  is a warning (not an error): the pods would get no RDMA device and no Multus network.
+- With `network.rdma.enabled: true`: `devices` is listed or `auto`, and on
+  `openshift`/`kubernetes`, unless `auto`, there are as many `interfaces` as `devices`
+  (on `slurm`/`hosts` `interfaces` is optional and unpaired); no device or interface twice;
+  interface names have at most 15 characters; `device:port` (`mlx5_0:1`) on `slurm`/`hosts`
+  only. On `openshift`/`kubernetes`, neither `resources` nor `networks` set is a warning
+  (not an error): the pods would get no RDMA device and no Multus network.
 - `gpus.default_nodes` is at most the number of `nodes.gpu_nodes` when those are listed.
-- `nccl.env` may not set variables that other keys control (NCCL_IB_HCA, NCCL_DEBUG, …).
+- `nccl.env` may not set variables that other keys control (NCCL_IB_HCA, NCCL_DEBUG, …),
+  except `NCCL_SOCKET_IFNAME` on `slurm`/`hosts` (interface names, optionally after `^` or `=`).
 - `ssh_port` and `master_port` differ.
 - Deploying with MODE=rdma on a cluster with `network.rdma.enabled: false` falls back to
   TCP with a warning.
-- `platform: slurm` needs `slurm.partition` and `slurm.shared_dir`. `partition`, `account`,
-  `qos` and `constraint` are plain words (letters, digits, `_`, `.`, `-`, not starting with
-  `-`); `time_limit` parses as a Slurm time and is not zero; `shared_dir` (and
-  `hosts.shared_dir`) is an absolute path without `..`, spaces or shell metacharacters;
-  `python` is a command name or an absolute path; `container_image` is an image reference or
-  an absolute `.sqsh` path; `container_mounts` entries are `SRC:DST[:ro|:rw]` absolute paths.
+- `platform: slurm` needs `slurm.partition` and `slurm.shared_dir`. `account`, `qos` and
+  `gpu_type` are plain words (letters, digits, `_`, `.`, `-`, not starting with `-`);
+  `partition` and `reservation` a plain word or a comma list of them; `constraint` is parsed
+  as a Slurm constraint expression (features joined by `&`, `|`, `,`, counts `*N`, groups
+  `[...]`/`(...)`, nothing else); `time_limit` parses as a Slurm time and is not zero;
+  `shared_dir` (and `hosts.shared_dir`) is an absolute path without `..`, spaces or shell
+  metacharacters; `python` is a command name or an absolute path; `container_image` is an
+  image reference, `REGISTRY#IMAGE[:TAG]` or an absolute `.sqsh`/`.sqfs`/`.squashfs` path;
+  `container_mounts` entries are `SRC[:DST[:FLAGS]]` absolute paths, FLAGS enroot mount
+  flags (`ro`, `rw`, `bind`, `rbind`, `private`, `rprivate`, `slave`, `rslave`, `shared`,
+  `rshared`, `nosuid`, `nodev`, `noexec`, `x-create=dir|file|auto`) joined by `+` or `,`
+  (rendered with `+`).
+- `slurm.sbatch_args` entries are `--option[=value]` of this allow-list, each once, the value
+  plain (no quotes, `#`, `$`, `;`, `` ` ``, `\\`, `<`, `>`, `!` or control characters; spaces
+  only inside): ALLOWED. Options that
+  other keys set (`--partition`, `--time`, `--nodelist`, `--gpus-per-node`, …) are refused
+  with the key to use; so is everything else (`--export`, `--chdir`, `--output`, `--wrap`,
+  `--clusters`, `--hold`, …). `--gres` only with `gpus_flag: none`.
 - `platform: hosts` needs `nodes.gpu_nodes` (host 0 is the head); `hosts.ssh_user` is a user
   name, `hosts.ssh_key` an absolute or `~/` path.
 - Keys for another platform are warnings, not errors: a `slurm:` or `hosts:` section under a
   different platform, and on `slurm`/`hosts` the pod-only keys (`storage`, `security`,
   `dev_tools`, `scheduling`, `resources`, `shm_size`, `ssh_port`, `image.ref`).
 """
+
+
+def _rules() -> str:
+    from mlenv.argv import SBATCH_OPTIONS
+
+    allowed = ", ".join(f"`--{o}`" if k == "flag" else f"`--{o}=…`" for o, k in sorted(SBATCH_OPTIONS.items()))
+    return RULES.replace("ALLOWED", allowed)
 
 
 def _type(node: dict[str, Any]) -> str:
@@ -87,7 +113,8 @@ def _bounds(node: dict[str, Any]) -> str:
 
 def _default(node: dict[str, Any]) -> str:
     if "default" not in node:
-        return "required"
+        on = node.get("x-required-on")
+        return f"required on {', '.join(on)}" if on else "required"
     d = node["default"]
     if isinstance(d, dict) and node.get("properties"):
         return "—"  # a section: its keys carry the defaults
@@ -113,7 +140,7 @@ def render() -> str:
     _rows(s, "", rows)
     lines.extend(rows)
     lines.append("")
-    lines.append(RULES)
+    lines.append(_rules())
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from mlenv.config import hostlist
 from mlenv.config.model import (
     Cluster,
     ClusterInfo,
@@ -252,7 +253,7 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
     network = _section(data, "network")
     return Cluster(
         cluster=_cluster_info(_section(data, "cluster")),
-        gpu_nodes=tuple(_section(data, "nodes").get("gpu_nodes") or ()),
+        gpu_nodes=_gpu_nodes(data),
         storage=_storage(_section(data, "storage")),
         rdma=_rdma(_section(network, "rdma")),
         tcp=_tcp(_section(network, "tcp")),
@@ -274,11 +275,20 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
     )
 
 
+def _gpu_nodes(data: dict[str, Any]) -> tuple[str, ...]:
+    """``nodes.gpu_nodes``; on Slurm each hostlist (``hgx[01-04]``) becomes its host names, so
+    every later step (``--nodelist``, preflight, node counts) sees names."""
+    nodes = tuple(_section(data, "nodes").get("gpu_nodes") or ())
+    if data.get("platform") == "slurm":
+        return tuple(hostlist.expand_all(nodes))
+    return nodes
+
+
 def _cluster_info(section: dict[str, Any]) -> ClusterInfo:
-    """``cluster:``; name and namespace are required by the schema."""
+    """``cluster:``; name is required by the schema, namespace too except on slurm/hosts."""
     return ClusterInfo(
         name=section["name"],
-        namespace=section["namespace"],
+        namespace=section.get("namespace", ""),
         api=section.get("api", ""),
         description=section.get("description", ""),
     )
@@ -408,6 +418,9 @@ def _slurm(section: dict[str, Any]) -> Slurm:
         qos=section.get("qos", default.qos),
         time_limit=str(section.get("time_limit", default.time_limit)),
         constraint=section.get("constraint", default.constraint),
+        reservation=section.get("reservation", default.reservation),
+        gpu_type=section.get("gpu_type", default.gpu_type),
+        sbatch_args=tuple(section.get("sbatch_args") or ()),
         exclusive=section.get("exclusive", default.exclusive),
         gpus_flag=section.get("gpus_flag", default.gpus_flag),
         container_image=section.get("container_image", default.container_image),

@@ -22,7 +22,7 @@ class ClusterInfo:
     """``cluster:`` — identity of the target cluster."""
 
     name: str  # DNS-1123 label; also the app.kubernetes.io/instance label value
-    namespace: str
+    namespace: str = ""  # required on openshift/kubernetes (schema); "" on slurm/hosts
     api: str = ""  # API server host or URL; deploy preflight compares it with `oc whoami --show-server`
     description: str = ""
 
@@ -175,7 +175,10 @@ class Slurm:
     account: str = ""
     qos: str = ""
     time_limit: str = "01:00:00"
-    constraint: str = ""
+    constraint: str = ""  # a feature or an expression (a100&ib, [r1|r2]); argv.slurm_constraint
+    reservation: str = ""
+    gpu_type: str = ""  # typed GRES: gpu:TYPE:N; "" = untyped
+    sbatch_args: tuple[str, ...] = ()  # allow-listed --option[=value] (argv.sbatch_option)
     exclusive: bool = True
     gpus_flag: GpusFlag = "gpus-per-node"
     container_image: str = ""  # "" = the nodes' own Python; set = srun --container-image (pyxis)

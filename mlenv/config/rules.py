@@ -12,6 +12,8 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from mlenv import argv
+from mlenv.config import hostlist
 from mlenv.config.model import Cluster
 from mlenv.config.yamlpos import JsonPath, Parsed, format_path
 from mlenv.errors import Diagnostic
@@ -34,6 +36,9 @@ _SUFFIX = {
 }
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}\Z")  # Linux IFNAMSIZ is 16 with the NUL
 _HCA = re.compile(r"^[A-Za-z0-9_.-]+\Z")
+# NCCL_IB_HCA's device:port form (mlx5_0:1); on slurm/hosts only, where the value goes to
+# NCCL as written (pods match device names against /sys/class/infiniband).
+_HCA_PORT = re.compile(r"^[A-Za-z0-9_.-]+(:[0-9]{1,3})?\Z")
 # A quoted integer such as gid_index: "3"; ASCII only (str.isdigit() also accepts "²").
 _DIGITS = re.compile(r"[0-9]+")
 # Kubernetes caps every quantity at 2^63-1 base units (apimachinery resource.Quantity).
@@ -169,6 +174,17 @@ class _Rules:
 
     # --- the rules ---------------------------------------------------------------------
 
+    @property
+    def plat(self) -> str:
+        """The config's platform ('openshift' when unset or not a string: the schema said so)."""
+        p = self.data.get("platform", "openshift") if isinstance(self.data, dict) else "openshift"
+        return p if isinstance(p, str) else "openshift"
+
+    @property
+    def off_k8s(self) -> bool:
+        """slurm or hosts: grammars widen per key where Slurm and ssh take what Kubernetes does not."""
+        return self.plat in ("slurm", "hosts")
+
     def run(self) -> list[Diagnostic]:
         if not isinstance(self.data, dict):
             return self.out
@@ -182,10 +198,7 @@ class _Rules:
                 self.subdomain(("storage", key), sc, "storage class")
         self.image()
         self.free_text()
-        nodes = _get(self.data, "nodes", "gpu_nodes")
-        if isinstance(nodes, list):
-            for i, n in enumerate(nodes):
-                self.subdomain(("nodes", "gpu_nodes", i), n, "node name")
+        self.gpu_nodes()
         for key in ("workspace", "datasets"):
             claim = _get(self.data, "storage", "existing_claims", key)
             if claim is not None:
@@ -205,6 +218,46 @@ class _Rules:
             key = "master_port" if "master_port" in self.data else "ssh_port"
             self.err((key,), f"ssh_port and master_port are both {ssh}; they must differ")
         return self.out
+
+    def gpu_nodes(self) -> None:
+        """Node names per platform: DNS-1123 subdomains on Kubernetes; real host names on
+        hosts (``Lambda-H100-2``, ``GPU_Node7``); those and hostlists (``hgx[01-04]``) on Slurm."""
+        nodes = _get(self.data, "nodes", "gpu_nodes")
+        if not isinstance(nodes, list):
+            return
+        seen: set[str] = set()
+        for i, n in enumerate(nodes):
+            path: JsonPath = ("nodes", "gpu_nodes", i)
+            if not isinstance(n, str):
+                continue
+            if not self.off_k8s:
+                self.subdomain(path, n, "node name")
+                continue
+            if self.plat == "hosts" and not hostlist.HOST.fullmatch(n):
+                self.err(path, f"host name {_short(n)} is not valid (letters, digits, '-', '_', '.', starting "
+                         "and ending with a letter or digit)")
+                continue
+            try:
+                names = hostlist.expand(n)
+            except hostlist.HostlistError as e:
+                self.err(path, f"node {_short(n)}: {e}")
+                continue
+            twice = [x for x in names if x in seen]
+            if twice:
+                self.err(path, f"node {twice[0]} is listed twice" + (f" ({n} expands to it)" if n != twice[0] else ""))
+            seen.update(names)
+
+    def node_count(self) -> int | None:
+        """How many nodes ``nodes.gpu_nodes`` names (hostlists expanded on Slurm); None if unreadable."""
+        nodes = _get(self.data, "nodes", "gpu_nodes")
+        if not isinstance(nodes, list) or not all(isinstance(n, str) for n in nodes):
+            return None
+        if self.plat != "slurm":
+            return len(nodes)
+        try:
+            return len(hostlist.expand_all(nodes))
+        except hostlist.HostlistError:
+            return None
 
     # --- platforms (issue 13) ------------------------------------------------------------
 
@@ -241,11 +294,21 @@ class _Rules:
                          f"slurm.{key} is required on platform: slurm",
                          "the partition to submit to" if key == "partition"
                          else "a filesystem every node sees, e.g. /shared/mlenv", key=key not in s)
-        for key in ("partition", "account", "qos", "constraint"):
+        for key in ("partition", "account", "qos", "reservation", "gpu_type"):
             v = s.get(key)
-            if isinstance(v, str) and v and not _SLURM_WORD.fullmatch(v):
+            # partition and reservation take comma lists (sbatch: the first that can start it)
+            words = v.split(",") if isinstance(v, str) and key in ("partition", "reservation") else [v]
+            if isinstance(v, str) and v and not all(isinstance(w, str) and _SLURM_WORD.fullmatch(w) for w in words):
                 self.err((*base, key), f"{_short(v)} is not a plain Slurm name (letters, digits, '_', '.', "
-                         "'-', not starting with '-', at most 64 characters)")
+                         "'-', not starting with '-', at most 64 characters"
+                         + (", or a comma list of them)" if key in ("partition", "reservation") else ")"))
+        v = s.get("constraint")
+        if isinstance(v, str) and v:
+            try:
+                argv.slurm_constraint(v)
+            except argv.UnsafeArgument as e:
+                self.err((*base, "constraint"), str(e))
+        self.sbatch_args(s)
         tl = s.get("time_limit")
         if isinstance(tl, str):
             minutes = slurm_minutes(tl)
@@ -257,15 +320,42 @@ class _Rules:
         self._abs_path((*base, "shared_dir"), s.get("shared_dir"))
         self._python((*base, "python"), s.get("python"))
         img = s.get("container_image")
-        if isinstance(img, str) and img and not (_IMAGE_REF.fullmatch(img) or _sqsh_ok(img)):
-            self.err((*base, "container_image"), f"{_short(img)} is not an image reference or an absolute "
-                     "path to a .sqsh file (no spaces, commas or shell metacharacters)")
+        if isinstance(img, str) and img and not (_IMAGE_REF.fullmatch(img) or _PYXIS_IMAGE.fullmatch(img)
+                                                 or _sqsh_ok(img)):
+            self.err((*base, "container_image"), f"{_short(img)} is not an image reference ([REGISTRY#]IMAGE"
+                     "[:TAG], e.g. nvcr.io#nvidia/pytorch:24.08-py3) or an absolute path to a squashfs file "
+                     "(.sqsh, .sqfs, .squashfs; no spaces, commas or shell metacharacters)")
         mounts = s.get("container_mounts")
         if isinstance(mounts, list):
             for i, m in enumerate(mounts):
-                if isinstance(m, str) and not _mount_ok(m):
-                    self.err((*base, "container_mounts", i), f"{_short(m)} is not a mount 'SRC:DST[:ro|:rw]' "
-                             "of absolute paths (no spaces, commas or shell metacharacters)")
+                if isinstance(m, str) and not mount_ok(m):
+                    self.err((*base, "container_mounts", i), f"{_short(m)} is not a mount 'SRC[:DST[:FLAGS]]' "
+                             "of absolute paths (FLAGS: " + ", ".join(sorted(MOUNT_FLAGS))
+                             + ", joined by '+' or ','; no spaces or shell metacharacters)")
+
+    def sbatch_args(self, s: dict[str, Any]) -> None:
+        """``slurm.sbatch_args``: allow-listed long options with plain values (argv.sbatch_option);
+        ``--gres`` only when ``gpus_flag: none`` (else two GPU requests would disagree)."""
+        args = s.get("sbatch_args")
+        if not isinstance(args, list):
+            return
+        seen: set[str] = set()
+        for i, a in enumerate(args):
+            if not isinstance(a, str):
+                continue
+            path: JsonPath = ("slurm", "sbatch_args", i)
+            try:
+                argv.sbatch_option(a)
+            except argv.UnsafeArgument as e:
+                self.err(path, str(e))
+                continue
+            opt = a[2:].partition("=")[0]
+            if opt in seen:
+                self.err(path, f"--{opt} is given twice")
+            seen.add(opt)
+            if opt == "gres" and s.get("gpus_flag", "gpus-per-node") != "none":
+                self.err(path, "--gres here and GPUs requested by slurm.gpus_flag would be two requests",
+                         "set 'gpus_flag: none' to write the whole --gres yourself")
 
     def hosts(self, active: bool) -> None:
         h = _get(self.data, "hosts")
@@ -387,7 +477,11 @@ class _Rules:
         devices = [] if auto else split_list(raw_devices)
         interfaces = split_list(rdma.get("interfaces", []))
         if devices is not None:
-            self._names((*base, "devices"), raw_devices, devices, _HCA, "device", "an HCA name like mlx5_6")
+            if self.off_k8s:
+                self._names((*base, "devices"), raw_devices, devices, _HCA_PORT, "device",
+                            "an HCA name like mlx5_6, or device:port like mlx5_0:1")
+            else:
+                self._names((*base, "devices"), raw_devices, devices, _HCA, "device", "an HCA name like mlx5_6")
         if interfaces is not None:
             self._names((*base, "interfaces"), rdma.get("interfaces"), interfaces, _IFNAME, "interface", "at most 15 characters, no spaces or '/'")
         nets = rdma.get("networks")
@@ -410,7 +504,7 @@ class _Rules:
                              "silently override it)", key=True)
         if rdma.get("enabled") is not True:
             return
-        if not rdma.get("resources") and not rdma.get("networks"):
+        if not rdma.get("resources") and not rdma.get("networks") and not self.off_k8s:
             # Valid (host networking, devices exposed some other way) but usually a mistake:
             # the pods would get neither an RDMA device nor a Multus attachment.
             self.warn(
@@ -427,7 +521,9 @@ class _Rules:
                 "list the HCAs (e.g. mlx5_6,mlx5_7) or write 'devices: auto'",
                 key="devices" not in rdma,
             )
-        elif devices and interfaces is not None and len(interfaces) != len(devices):
+        elif devices and interfaces is not None and len(interfaces) != len(devices) and not self.off_k8s:
+            # On Kubernetes each device has its pod interface (Multus); on slurm/hosts the
+            # interfaces are the hosts' bootstrap ones, optional and not paired with devices.
             self.err(
                 (*base, "interfaces") if "interfaces" in rdma else base,
                 f"{len(interfaces)} interface(s) for {len(devices)} RDMA device(s); list one interface per device, in the same order",
@@ -454,13 +550,13 @@ class _Rules:
         self._names(("network", "tcp", "interface_exclude"), raw, names, _IFNAME, "interface", "at most 15 characters, no spaces or '/'")
 
     def gpus(self) -> None:
-        nodes = _get(self.data, "nodes", "gpu_nodes")
+        count = self.node_count()
         default = _as_int(_get(self.data, "gpus", "default_nodes"))
-        if isinstance(nodes, list) and nodes and default is not None:
-            if default > len(nodes):
+        if count and default is not None:
+            if default > count:
                 self.err(
                     ("gpus", "default_nodes"),
-                    f"default_nodes is {default} but nodes.gpu_nodes lists only {len(nodes)} node(s); one pod runs per node",
+                    f"default_nodes is {default} but nodes.gpu_nodes lists only {count} node(s); one pod runs per node",
                 )
 
     def nccl_env(self) -> None:
@@ -468,6 +564,7 @@ class _Rules:
         if not isinstance(env, dict):
             return
         for name, value in env.items():
+            before = len(self.out)
             # i9.11: the pod refuses these (mlenv/pod/dsenv.py) and would crash-loop in init:
             # the DeepSpeed launcher writes each value into a double-quoted shell export.
             if isinstance(value, str):
@@ -480,6 +577,14 @@ class _Rules:
                 elif value != value.strip():
                     self.err(("nccl", "env", name),
                              "value has leading or trailing whitespace, which the launcher strips")
+            if name == "NCCL_SOCKET_IFNAME" and self.off_k8s:
+                # Off Kubernetes nothing else knows the bootstrap interface (bond0, ib0).
+                bad_if = [n for n in (value.lstrip("^=").split(",") if isinstance(value, str) else [])
+                          if not _IFNAME.match(n)]
+                if (bad_if or not isinstance(value, str) or not value) and len(self.out) == before:
+                    self.err(("nccl", "env", name), "NCCL_SOCKET_IFNAME is interface names ('bond0', "
+                             "'ib0,ib1', '^lo,docker0' or '=eth0'), at most 15 characters each")
+                continue
             if name in RESERVED_NCCL:
                 self.err(
                     ("nccl", "env", name),
@@ -505,6 +610,10 @@ _ENV_UNSAFE = re.compile(r"[\x00-\x1f\x7f\"'$`\\]")
 _TEXT_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _TEXT_UNSAFE_ML = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _API = re.compile(rf"(?:https://)?{_DOMAIN}/?")
+# Pyxis/enroot's own form [REGISTRY#]IMAGE[:TAG]: `nvcr.io#nvidia/pytorch:24.08-py3` (without
+# '#' enroot takes the first component for a Docker Hub path).
+_PYXIS_IMAGE = re.compile(rf"{_DOMAIN}#{_NAME_COMP}(?:/{_NAME_COMP})*"
+                          r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?")
 
 
 # Keys only the Kubernetes/OpenShift renderer reads, and what they are.
@@ -550,12 +659,27 @@ def _abs_path_ok(v: str) -> bool:
 
 
 def _sqsh_ok(v: str) -> bool:
-    return _abs_path_ok(v) and v.endswith(".sqsh")
+    return _abs_path_ok(v) and v.endswith((".sqsh", ".sqfs", ".squashfs"))
 
 
-def _mount_ok(v: str) -> bool:
+# enroot/pyxis mount flags (enroot's fstab options that a bind mount takes).
+MOUNT_FLAGS = frozenset({"ro", "rw", "bind", "rbind", "private", "rprivate", "slave", "rslave", "shared",
+                         "rshared", "nosuid", "nodev", "noexec", "x-create=dir", "x-create=file",
+                         "x-create=auto"})
+
+
+def mount_flags(flags: str) -> list[str] | None:
+    """``ro+rbind`` or ``ro,rbind`` → ``[ro, rbind]``; None unless every flag is allowed."""
+    parts = re.split(r"[+,]", flags)
+    return parts if parts and all(p in MOUNT_FLAGS for p in parts) else None
+
+
+def mount_ok(v: str) -> bool:
+    """A pyxis mount ``SRC[:DST[:FLAGS]]`` of absolute paths and allowed flags."""
     parts = v.split(":")
-    if len(parts) == 3 and parts[2] in ("ro", "rw"):
+    if len(parts) == 3:
+        if mount_flags(parts[2]) is None:
+            return False
         parts = parts[:2]
     return len(parts) in (1, 2) and all(_abs_path_ok(p) for p in parts)
 

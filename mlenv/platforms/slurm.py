@@ -54,8 +54,21 @@ def _run(words: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess
 def _check(r: subprocess.CompletedProcess[str]) -> str:
     if r.returncode != 0:
         msg = (r.stderr or r.stdout).strip().splitlines()
-        raise InfraError(f"{r.args[0]} failed (exit {r.returncode}): {msg[-1] if msg else 'no output'}")
+        last = msg[-1] if msg else "no output"
+        raise InfraError(f"{r.args[0]} failed (exit {r.returncode}): {last}{client_hint(r.stderr or r.stdout)}")
     return r.stdout
+
+
+def client_hint(text: str) -> str:
+    """What to do about a Slurm client that could not reach or configure itself ('' if none)."""
+    if re.search(r"configuration source|slurm\.conf|SLURM_CONF", text):
+        return " (no Slurm configuration here: run on a login node, or set SLURM_CONF to the cluster's slurm.conf)"
+    if re.search(r"Unable to contact slurm controller|Unable to establish controller|Connection refused|"
+                 r"Socket timed out", text, re.IGNORECASE):
+        return " (slurmctld does not answer from this machine: check `scontrol ping` and the login node's network)"
+    if "fatal" in text:
+        return " (the Slurm client stopped before asking the controller: check SLURM_CONF and `scontrol ping`)"
+    return ""
 
 
 def parse_record(line: str) -> dict[str, str]:
@@ -107,19 +120,20 @@ def nodes_info(names: list[str]) -> dict[str, dict[str, str]]:
 
 
 def partition_nodes(cluster: Cluster) -> dict[str, tuple[str, str]]:
-    """Every node of the config's partition: name → (state, reason). InputError (exit 2,
-    located at ``slurm.partition``) when the partition does not exist."""
-    part = argv.slurm_name(cluster.slurm.partition, "partition")
-    r = _run(argv.slurm("scontrol", ["--oneliner"], ["show", "partition", part]))
-    if r.returncode != 0 or "PartitionName=" not in r.stdout:
-        known = _run(argv.slurm("sinfo", ["--noheader", "--format=%R"]))
-        names = sorted(set(known.stdout.split())) if known.returncode == 0 else []
-        if known.returncode != 0 and not names:
-            _check(r)  # the controller itself is unreachable: exit 3, not a config error
-        raise InputError(f"{where(cluster, 'slurm', 'partition')}: partition {part!r} does not exist on this "
-                         f"Slurm cluster" + (f" (partitions: {', '.join(names)})" if names else ""))
-    rec = parse_record(r.stdout.splitlines()[0])
-    names = hostnames(rec.get("Nodes", ""))
+    """Every node of the config's partition(s) (a comma list is the union): name → (state,
+    reason). InputError (exit 2, located at ``slurm.partition``) when a partition does not exist."""
+    names: list[str] = []
+    for part in argv.slurm_partitions(cluster.slurm.partition).split(","):
+        r = _run(argv.slurm("scontrol", ["--oneliner"], ["show", "partition", part]))
+        if r.returncode != 0 or "PartitionName=" not in r.stdout:
+            known = _run(argv.slurm("sinfo", ["--noheader", "--format=%R"]))
+            parts = sorted(set(known.stdout.split())) if known.returncode == 0 else []
+            if known.returncode != 0 and not parts:
+                _check(r)  # the controller itself is unreachable: exit 3, not a config error
+            raise InputError(f"{where(cluster, 'slurm', 'partition')}: partition {part!r} does not exist on "
+                             "this Slurm cluster" + (f" (partitions: {', '.join(parts)})" if parts else ""))
+        rec = parse_record(r.stdout.splitlines()[0])
+        names += [n for n in hostnames(rec.get("Nodes", "")) if n not in names]
     info = nodes_info(names)
     return {n: (info.get(n, {}).get("State", "UNKNOWN"), info.get(n, {}).get("Reason", "")) for n in names}
 
@@ -461,11 +475,13 @@ def shell_argv(cluster: Cluster, command: list[str], node: int = 0, tty: bool = 
     a shell (or COMMAND) on one node of the partition, under the config's account/QOS."""
     s = cluster.slurm
     opts = ["--pty"] if tty else []
-    opts += ["--nodes=1", "--ntasks=1", f"--partition={argv.slurm_name(s.partition, 'partition')}"]
+    opts += ["--nodes=1", "--ntasks=1", f"--partition={argv.slurm_partitions(s.partition)}"]
     if s.account:
         opts.append(f"--account={argv.slurm_name(s.account, 'account')}")
     if s.qos:
         opts.append(f"--qos={argv.slurm_name(s.qos, 'qos')}")
+    if s.reservation:
+        opts.append(f"--reservation={','.join(argv.slurm_name(r, 'reservation') for r in s.reservation.split(','))}")
     if cluster.gpu_nodes:
         if not 0 <= node < len(cluster.gpu_nodes):
             raise InputError(f"--pod {node}: nodes.gpu_nodes lists {len(cluster.gpu_nodes)} node(s)")

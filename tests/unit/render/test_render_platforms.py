@@ -117,7 +117,8 @@ def test_a_value_without_the_quote_filter_cannot_render() -> None:
 
 
 SLURM_STRING_FIELDS = ["partition", "account", "qos", "time_limit", "constraint", "container_image",
-                       "shared_dir", "python", "container_mounts"]
+                       "shared_dir", "python", "container_mounts", "reservation", "gpu_type", "sbatch_args"]
+LIST_FIELDS = ("container_mounts", "sbatch_args")
 _META = re.compile(r"[$`;|&<>\n\\'\" ]")
 
 
@@ -127,7 +128,7 @@ def test_hostile_values_are_refused_or_one_quoted_word(key: str, tmp_path: Path)
     accepted = 0
     for i, value in enumerate(hostile_strings()):
         data = json.loads(json.dumps(base))
-        data["slurm"][key] = [value] if key == "container_mounts" else value
+        data["slurm"][key] = [value] if key in LIST_FIELDS else value
         f = tmp_path / f"c{i}.yaml"
         f.write_text(json.dumps(data))
         cluster, diags = check_file(f)
