@@ -17,20 +17,30 @@ if TYPE_CHECKING:  # the model module is light, but keep --help free of config i
 
 def rows(clusters: list[Cluster]) -> list[tuple[str, ...]]:
     """Table rows (header first) for ``clusters``."""
-    out: list[tuple[str, ...]] = [("NAME", "MODES", "NODES x GPUS", "STORAGE", "DESCRIPTION")]
+    out: list[tuple[str, ...]] = [("NAME", "PLATFORM", "MODES", "NODES x GPUS", "STORAGE", "DESCRIPTION")]
     for c in clusters:
         modes = "rdma,tcp" if c.rdma.enabled else "tcp"
         gpu = f" {c.gpus.type}" if c.gpus.type else ""
         out.append(
             (
                 c.name,
+                c.platform,
                 modes,
                 f"{c.gpus.default_nodes} x {c.gpus.per_node}{gpu}",
-                c.storage.mode,
+                # pods' storage means nothing off Kubernetes: the shared folder (or none) does
+                _storage(c),
                 c.cluster.description,
             )
         )
     return out
+
+
+def _storage(c: Cluster) -> str:
+    if c.platform == "slurm":
+        return c.slurm.shared_dir
+    if c.platform == "hosts":
+        return c.hosts.shared_dir or "copied over ssh"
+    return c.storage.mode
 
 
 def format_table(table: list[tuple[str, ...]]) -> str:
@@ -46,15 +56,15 @@ def format_table(table: list[tuple[str, ...]]) -> str:
 def docs(clusters: list[Cluster]) -> list[dict[str, Any]]:
     """The table's content as plain data (``-o json|yaml``)."""
     return [{"name": c.name, "file": str(c.source) if c.source else None,
-             "namespace": c.namespace, "modes": ["rdma", "tcp"] if c.rdma.enabled else ["tcp"],
+             "platform": c.platform, "namespace": c.namespace, "modes": ["rdma", "tcp"] if c.rdma.enabled else ["tcp"],
              "nodes": c.gpus.default_nodes, "gpus_per_node": c.gpus.per_node,
-             "gpu_type": c.gpus.type, "storage": c.storage.mode,
+             "gpu_type": c.gpus.type, "storage": _storage(c),
              "description": c.cluster.description} for c in clusters]
 
 
 @guarded
 def list_clusters(output: OutputOpt = None) -> None:
-    """List every clusters/*.yaml: name, modes it supports (rdma|tcp), nodes x GPUs, storage.
+    """List every clusters/*.yaml: name, platform, modes it supports (rdma|tcp), nodes x GPUs, storage.
 
     Invalid configs are reported on stderr after the table (exit 2). -o json|yaml prints
     the valid ones as one document.

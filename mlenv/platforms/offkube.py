@@ -24,7 +24,8 @@ _HINTS = {
     "build": "the image is built for OpenShift; use a container image the nodes can run",
     "url": "dev tools are pods of a Kubernetes deployment",
     "gpu-info": "mlenv shell NAME -- nvidia-smi",
-    "secrets": "ssh keys and dev-tool credentials are Kubernetes Secrets",
+    "secrets": "Kubernetes Secrets for a GitOps tree; Slurm and hosts jobs use the cluster's own ssh "
+               "and filesystem",
     "discover": "write clusters/NAME.yaml by hand (docs/platforms.md)",
 }
 
@@ -33,6 +34,30 @@ def _render(cfg: Cluster, s: Session, nodes: int | None, out: Path | None) -> li
     from mlenv.render.platforms import planned
 
     return [planned(s.root, cfg, out, nodes)]
+
+
+def deploy_plan(cfg: Cluster, *, nodes: int | None) -> str:
+    """``deploy --dry-run client`` off Kubernetes: the rendered files deploy would use, each
+    under a ``# ==> name <==`` line; pure (no scontrol, no ssh)."""
+    from mlenv.render.platforms import render_platform
+
+    files = render_platform(cfg, nodes)
+    return "".join(f"# ==> {name} <==\n{text}" + ("" if text.endswith("\n") else "\n")
+                   for name, text in files.items())
+
+
+def _dry_run(cfg: Cluster, s: Session, nodes: int | None, dry_run: str | None) -> bool:
+    """issue 24: ``--dry-run client`` prints the plan and sends nothing to Slurm or the
+    hosts; ``--dry-run server`` has no API server to ask. True when the verb is done."""
+    if dry_run == "client":
+        s.raw(deploy_plan(cfg, nodes=nodes))
+        s.warn(f"plan: what mlenv deploy {cfg.name} would submit on platform {cfg.platform}; nothing was "
+               "sent (--dry-run client)")
+        return True
+    if dry_run == "server":
+        raise InputError(f"--dry-run server does not apply on platform {cfg.platform} (there is no API "
+                         "server); --dry-run client prints the plan")
+    return False
 
 
 def _exec(words: list[str]) -> int:
@@ -66,6 +91,8 @@ class SlurmPlatform(PlatformBase):
         """Preflight, then ``sbatch`` the acceptance job and record its id."""
         from mlenv.platforms import slurm
 
+        if _dry_run(cfg, s, nodes, dry_run):
+            return
         sub = slurm.submit(cfg, s.root, s.say, nodes=nodes)
         s.say(f"follow it with: mlenv status {cfg.name} / mlenv logs {cfg.name}; cancel: mlenv teardown "
               f"{cfg.name} (job {sub.job_id})")
@@ -127,6 +154,8 @@ class HostsPlatform(PlatformBase):
                timeout: float, no_fallback: bool, take_over: bool) -> None:
         from mlenv.platforms import hosts
 
+        if _dry_run(cfg, s, nodes, dry_run):
+            return
         hosts.preflight(cfg, say=s.say, nodes=nodes)
 
     def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None:

@@ -17,14 +17,15 @@ def test_table_lists_every_example() -> None:
     r = CliRunner().invoke(app, ["list-clusters"], env={"MLENV_ROOT": str(REPO)})
     assert r.exit_code == 0, r.output
     header, *rows = r.stdout.strip().splitlines()
-    assert header.split() == ["NAME", "MODES", "NODES", "x", "GPUS", "STORAGE", "DESCRIPTION"]
+    assert header.split() == ["NAME", "PLATFORM", "MODES", "NODES", "x", "GPUS", "STORAGE", "DESCRIPTION"]
     clusters = load_all(REPO)
     assert len(rows) == len(clusters)
     for row, c in zip(rows, clusters, strict=True):
         cells = row.split()
         assert cells[0] == c.name
-        assert cells[1] == ("rdma,tcp" if c.rdma.enabled else "tcp")
-        assert cells[2:5] == [str(c.gpus.default_nodes), "x", str(c.gpus.per_node)]
+        assert cells[1] == c.platform
+        assert cells[2] == ("rdma,tcp" if c.rdma.enabled else "tcp")
+        assert cells[3:6] == [str(c.gpus.default_nodes), "x", str(c.gpus.per_node)]
         assert c.storage.mode in cells
         assert row.endswith(c.cluster.description)
 
@@ -37,3 +38,19 @@ def test_invalid_file_is_reported_after_the_table(tmp_path: Path) -> None:
     assert "local" in r.stdout and "broken" not in r.stdout
     assert "broken.yaml:1:1: cluster: missing required key 'namespace' under cluster" in r.stderr
     assert "Traceback" not in r.output
+
+
+def test_slurm_and_hosts_rows_say_their_platform_and_shared_folder(tmp_path: Path) -> None:
+    """Issue 24: a Slurm config is not listed as if it were an OpenShift one."""
+    (tmp_path / "clusters").mkdir()
+    data = REPO / "tests" / "data" / "platforms"
+    for f in ("site-university-gres.yaml", "site-baremetal-lab.yaml"):
+        shutil.copy(data / f, tmp_path / "clusters" / f)
+    r = CliRunner().invoke(app, ["list-clusters"], env={"MLENV_ROOT": str(tmp_path)})
+    assert r.exit_code == 0, r.output
+    rows = {line.split()[0]: line.split() for line in r.stdout.strip().splitlines()[1:]}
+    assert rows["site-university"][1:3] == ["slurm", "tcp"]
+    assert "/scratch/projects/ml/mlenv" in rows["site-university"]
+    assert rows["site-lab"][1] == "hosts" and "volumeClaimTemplates" not in r.stdout
+    r = CliRunner().invoke(app, ["list-clusters", "-o", "json"], env={"MLENV_ROOT": str(tmp_path)})
+    assert '"platform": "slurm"' in r.stdout

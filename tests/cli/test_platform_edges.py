@@ -1,0 +1,92 @@
+"""Issue 24 §4: each verb does the platform's right thing or says in one line that it does
+not apply (exit 2). The Slurm clients on PATH here are tripwires: they record that they
+were called and fail, so a verb that must not talk to Slurm is caught doing so."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from mlenv.cli.app import app
+from mlenv.config import load
+from mlenv.errors import InfraError
+from mlenv.platforms.slurm import _check
+from mlenv.render.platforms import render_slurm
+
+REPO = Path(__file__).resolve().parents[2]
+DATA = REPO / "tests" / "data" / "platforms"
+
+
+@pytest.fixture()
+def root(tmp_path: Path) -> Path:
+    (tmp_path / "clusters").mkdir()
+    for f in ("site-university-gres.yaml", "site-baremetal-lab.yaml"):
+        shutil.copy(DATA / f, tmp_path / "clusters" / f)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("sbatch", "scontrol", "squeue", "sinfo", "srun", "scancel", "sacct", "ssh"):
+        t = bin_dir / tool
+        t.write_text(f"#!/bin/sh\necho {tool} >> {tmp_path}/called\nexit 1\n")
+        t.chmod(0o755)
+    return tmp_path
+
+
+def _env(root: Path) -> dict[str, str]:
+    return {"MLENV_ROOT": str(root), "PATH": f"{root / 'bin'}:{os.environ['PATH']}"}
+
+
+def test_deploy_dry_run_client_on_slurm_prints_the_plan_and_calls_nothing(root: Path) -> None:
+    r = CliRunner().invoke(app, ["deploy", "site-university", "--dry-run", "client"], env=_env(root))
+    assert r.exit_code == 0, r.output
+    assert "# ==> acceptance.sbatch <==" in r.stdout and "#SBATCH --partition=gpu-a100,gpu-a100-long" in r.stdout
+    assert "nothing was sent" in r.stderr
+    assert not (root / "called").exists(), (root / "called").read_text()
+
+
+def test_deploy_dry_run_client_on_hosts_calls_no_ssh(root: Path) -> None:
+    r = CliRunner().invoke(app, ["deploy", "site-lab", "--dry-run", "client"], env=_env(root))
+    assert r.exit_code == 0, r.output
+    assert "Lab-WS-01 slots=2" in r.stdout
+    assert not (root / "called").exists()
+
+
+def test_deploy_dry_run_server_does_not_apply_off_kubernetes(root: Path) -> None:
+    r = CliRunner().invoke(app, ["deploy", "site-university", "--dry-run", "server"], env=_env(root))
+    assert r.exit_code == 2
+    assert "does not apply on platform slurm" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert not (root / "called").exists()
+
+
+@pytest.mark.parametrize("name", ["site-university", "site-lab"])
+def test_secrets_does_not_apply_off_kubernetes(root: Path, name: str) -> None:
+    r = CliRunner().invoke(app, ["secrets", name], env=_env(root))
+    assert r.exit_code == 2
+    assert r.stdout == "" and "mlenv secrets: not supported on platform" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.output
+
+
+def test_sbatch_header_suggests_a_command_that_exists() -> None:
+    text = render_slurm(load(DATA / "site-university-gres.yaml"))["acceptance.sbatch"]
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("#   mlenv acceptance")]
+    words = line[1:].split()[:4]
+    assert words == ["mlenv", "acceptance", "--cluster", "site-university"]
+    r = CliRunner().invoke(app, ["acceptance", "--help"])
+    assert "--cluster" in r.stdout
+
+
+@pytest.mark.parametrize(("stderr", "hint"), [
+    ("scontrol: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
+     "scontrol: fatal: Could not establish a configuration source", "set SLURM_CONF"),
+    ("slurm_load_partitions: Unable to contact slurm controller (connect failure)", "scontrol ping"),
+    ("scontrol: fatal: something else", "check SLURM_CONF"),
+])
+def test_scontrol_fatal_error_has_a_hint(stderr: str, hint: str) -> None:
+    r = subprocess.CompletedProcess(["scontrol", "show", "partition"], 1, "", stderr)
+    with pytest.raises(InfraError) as e:
+        _check(r)
+    assert hint in str(e.value) and str(e.value).startswith("scontrol failed (exit 1): ")
