@@ -25,8 +25,9 @@ DATA = REPO / "tests" / "data" / "platforms"
 @pytest.fixture()
 def root(tmp_path: Path) -> Path:
     (tmp_path / "clusters").mkdir()
-    for f in ("site-university-gres.yaml", "site-baremetal-lab.yaml"):
-        shutil.copy(DATA / f, tmp_path / "clusters" / f)
+    # clusters/<name>.yaml: the CLI finds a config by its file name
+    for f, name in (("site-university-gres.yaml", "site-university"), ("site-baremetal-lab.yaml", "site-lab")):
+        shutil.copy(DATA / f, tmp_path / "clusters" / f"{name}.yaml")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     for tool in ("sbatch", "scontrol", "squeue", "sinfo", "srun", "scancel", "sacct", "ssh"):

@@ -60,7 +60,7 @@ def test_superpod_renders_pyxis_lines() -> None:
 def test_university_typed_gres_constraint_and_partitions() -> None:
     text = render_slurm(load(DATA / "site-university-gres.yaml"))["acceptance.sbatch"]
     lines = text.splitlines()
-    for line in ("#SBATCH --partition=gpu-a100,gpu-a100-long", "#SBATCH '--constraint=a100_80g&[rack1|rack2]'",
+    for line in ("#SBATCH --partition=gpu-a100,gpu-a100-long", "#SBATCH --constraint='a100_80g&[rack1|rack2]'",
                  "#SBATCH --gres=gpu:a100:4", "#SBATCH --gres-flags=enforce-binding"):
         assert line in lines, line
     assert "#SBATCH --exclusive" not in lines
@@ -71,7 +71,7 @@ def test_roce_hostlist_and_squashfs() -> None:
     assert c.gpu_nodes == ("Lambda-H200-1", "Lambda-H200-2", "GPU_Node7") and c.rdma.interfaces == ()
     text = render_slurm(c)["acceptance.sbatch"]
     assert "CONTAINER_IMAGE=/shared/images/pytorch-24.08.sqsh" in text.splitlines()
-    assert "export NCCL_SOCKET_IFNAME=^lo,docker0" in text.splitlines()
+    assert "export NCCL_SOCKET_IFNAME='^lo,docker0'" in text.splitlines()
 
 
 def test_lab_hosts_real_names_and_socket_ifname() -> None:
