@@ -36,11 +36,9 @@ def rows(clusters: list[Cluster]) -> list[tuple[str, ...]]:
 
 
 def _storage(c: Cluster) -> str:
-    if c.platform == "slurm":
-        return c.slurm.shared_dir
-    if c.platform == "hosts":
-        return c.hosts.shared_dir or "copied over ssh"
-    return c.storage.mode
+    from mlenv.cli._clusterctx import platform
+
+    return platform(c).storage_label(c)
 
 
 def format_table(table: list[tuple[str, ...]]) -> str:

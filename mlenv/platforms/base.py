@@ -72,6 +72,10 @@ class Platform(Protocol):
 
     name: str
 
+    def storage_label(self, cfg: Cluster) -> str:
+        """What ``list-clusters`` shows as the config's storage."""
+        ...
+
     def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
                out: Path | None) -> list[tuple[Path, Any]]: ...
 
@@ -113,6 +117,9 @@ class PlatformBase:
 
     name = "?"
     hints: dict[str, str] = {}
+
+    def storage_label(self, cfg: Cluster) -> str:
+        return cfg.storage.mode
 
     def _no(self, verb: str) -> Unsupported:
         return Unsupported(verb, self.name, self.hints.get(verb, ""))

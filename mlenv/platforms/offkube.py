@@ -82,6 +82,10 @@ class SlurmPlatform(PlatformBase):
     name = "slurm"
     hints = _HINTS
 
+    def storage_label(self, cfg: Cluster) -> str:
+        # pods' storage means nothing off Kubernetes: the shared folder does
+        return cfg.slurm.shared_dir
+
     def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
                out: Path | None) -> list[tuple[Path, Any]]:
         return _render(cfg, s, nodes, out)
@@ -145,6 +149,9 @@ class HostsPlatform(PlatformBase):
     name = "hosts"
     hints = {**_HINTS, "logs": "the run streams to the terminal; each rank's log is in the report's logs/",
              "gpu-info": "mlenv shell NAME -- nvidia-smi"}
+
+    def storage_label(self, cfg: Cluster) -> str:
+        return cfg.hosts.shared_dir or "copied over ssh"
 
     def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
                out: Path | None) -> list[tuple[Path, Any]]:
