@@ -165,8 +165,9 @@ def _documented_keys() -> list[tuple[str, int, str]]:
         for i, line in enumerate(doc.read_text(encoding="utf-8").splitlines(), 1):
             for key in re.findall(r"`([a-z_]+(?:\.[a-zA-Z_0-9]+)+)`", line):
                 first = key.split(".")[0]
-                # `training.deepspeed` is a check, `results.json` a file: only schema sections count
-                if first in tops and not re.search(r"\.(json|jsonl|yaml|md|py|sh|xml)$", key):
+                # `training.deepspeed` is a check, `results.json` and `slurm.conf` files: only schema
+                # sections count
+                if first in tops and not re.search(r"\.(json|jsonl|yaml|md|py|sh|xml|conf)$", key):
                     out.append((doc.relative_to(ROOT).as_posix(), i, key))
     return out
 
