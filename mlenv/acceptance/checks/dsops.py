@@ -10,8 +10,10 @@ deadline, on a fresh CI machine as on a Slurm site (issue 24 §3).
 
 So mlenv builds under a lock of its own first, an ``flock`` on
 ``TORCH_EXTENSIONS_DIR/.mlenv-build.lock``, which the kernel drops when its holder dies:
-whoever holds it and still finds torch's ``lock`` knows that no mlenv build owns it, and
-says so in one line with the path to remove. ``python -m mlenv.acceptance.checks.dsops``
+whoever holds it and still finds torch's ``lock``, with no process of the host building
+in the op's folder, knows that the lock is stale. In mlenv's own cache
+(``~/.cache/mlenv/torch_extensions``, where only mlenv's runs build) it removes it and
+says so; in a folder the user chose it stops with one line naming the file to remove. ``python -m mlenv.acceptance.checks.dsops``
 builds the ops ahead of time (``make venv`` does, so no test compiles under a deadline).
 """
 
@@ -21,6 +23,7 @@ import fcntl
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # The ops DeepSpeed builds at start on the CPU accelerator (deepspeed/comm/torch.py
@@ -61,8 +64,8 @@ def _building_here(folder: Path) -> bool:
     return False
 
 
-def stale_locks(root: Path, *, grace_s: float = GRACE_S, poll_s: float = 0.5) -> list[str]:
-    """One line per start op whose torch ``lock`` no build owns (call with our lock held).
+def stale_locks(root: Path, *, grace_s: float = GRACE_S, poll_s: float = 0.5) -> list[tuple[Path, float]]:
+    """(lock, age in s) per start op whose torch ``lock`` no build owns (call with our lock held).
 
     A build outside mlenv (a user's own DeepSpeed script, an older mlenv) does not take our
     lock: while a process of this host works in the op's folder, or the lock is younger
@@ -79,26 +82,41 @@ def stale_locks(root: Path, *, grace_s: float = GRACE_S, poll_s: float = 0.5) ->
             if age < grace_s or _building_here(lock.parent):
                 time.sleep(poll_s)
                 continue
-            out.append(f"DeepSpeed's build lock {lock} is {age / 60:.0f} min old and no build holds it "
-                       f"(a build was killed): remove that file and run again")
+            out.append((lock, age))
             break
     return out
 
 
-def build_start_ops() -> None:
+def mlenv_cache() -> Path:
+    """mlenv's own extension cache (``make venv``, ``--local``, the Slurm job default)."""
+    return Path.home() / ".cache" / "mlenv" / "torch_extensions"
+
+
+def build_start_ops(*, warn: Callable[[str], None] | None = None) -> None:
     """Build (or load) the ops DeepSpeed builds at start, under our lock.
 
-    Raises :class:`StaleBuildLock` when torch's lock of an op is left from a killed build.
-    Processes of one host (and of hosts sharing the folder, where the file system honours
-    ``flock``) build one at a time; the others then load the built op.
+    A stale torch lock (see :func:`stale_locks`) in mlenv's own cache, where only runs of
+    mlenv build, is removed and said through ``warn`` (default stderr); anywhere else
+    (a ``TORCH_EXTENSIONS_DIR`` the user chose) it is not ours to remove:
+    :class:`StaleBuildLock` names it. Processes of one host (and of hosts sharing the
+    folder, where the file system honours ``flock``) build one at a time; the others
+    then load the built op.
     """
+    say = warn or (lambda line: print(line, file=sys.stderr, flush=True))
     root = extensions_root()
     root.mkdir(parents=True, exist_ok=True)
+    ours = mlenv_cache().resolve() in (root.resolve(), *root.resolve().parents)
     with open(root / OUR_LOCK, "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)  # dropped by the kernel if we die
         stale = stale_locks(root)
-        if stale:
-            raise StaleBuildLock("; ".join(stale))
+        if stale and not ours:
+            raise StaleBuildLock("; ".join(
+                f"DeepSpeed's build lock {lock} is {age / 60:.0f} min old and no build holds it "
+                f"(a build was killed): remove that file and run again" for lock, age in stale))
+        for lock, age in stale:
+            lock.unlink(missing_ok=True)
+            say(f"mlenv: removed DeepSpeed's build lock {lock}, {age / 60:.0f} min old, that no build holds "
+                f"(a build was killed); the op is built again")
         from deepspeed.comm.torch import build_shm_op
 
         build_shm_op()  # None on accelerators without the op; builds once, then loads

@@ -119,7 +119,7 @@ def test_a_lock_whose_folder_a_process_of_this_host_works_in_is_waited_for(
     lock = _stale(tmp_path)
     ninja = subprocess.Popen(["sleep", "30"], cwd=lock.parent)
     try:
-        box: dict[str, list[str]] = {}
+        box: dict[str, list[tuple[Path, float]]] = {}
         th = threading.Thread(target=lambda: box.update(out=dsops.stale_locks(tmp_path, poll_s=0.05)))
         th.start()
         th.join(0.5)
@@ -127,7 +127,23 @@ def test_a_lock_whose_folder_a_process_of_this_host_works_in_is_waited_for(
         ninja.kill()
         ninja.wait()
         th.join(10)
-        assert not th.is_alive() and len(box["out"]) == 1 and str(lock) in box["out"][0]
+        assert not th.is_alive() and len(box["out"]) == 1 and box["out"][0][0] == lock
     finally:
         ninja.kill()
         ninja.wait()
+
+
+def test_a_stale_lock_in_mlenvs_own_cache_is_removed_and_said(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only mlenv's runs build in ~/.cache/mlenv/torch_extensions: a dead build's lock there is ours."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    root = tmp_path / ".cache" / "mlenv" / "torch_extensions" / "_venv"
+    root.mkdir(parents=True)
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(root))
+    calls: list[str] = []
+    _no_build(monkeypatch, calls)
+    lock = _stale(root)
+    said: list[str] = []
+    dsops.build_start_ops(warn=said.append)
+    assert not lock.exists() and calls == ["built"]
+    assert len(said) == 1 and str(lock) in said[0] and "10 min old" in said[0]
