@@ -6,11 +6,11 @@ through the real DeepSpeed launcher as the suite runs it; reports global samples
 step-time p50 and the launcher's wall time (DeepSpeed start-up included), median of
 ``--runs``.
 
-GPU mode (``--gpu``, needs CUDA): ResNet-50, 224 px synthetic images, batch 256,
-channels_last inputs, bf16 (fp16 where bf16 is missing), one GPU, one rank, ZeRO stage 2
-(what the full profile's training check runs), through
-:func:`mlenv.acceptance.checks.training.train_one`. Published H100 figures for
-this setup are about 2,600–2,800 img/s.
+GPU mode (``--gpu``, needs CUDA): ResNet-50, 224 px synthetic images, batch 256, one
+GPU, one rank, the check's own setup on one node (torch_autocast bf16, ZeRO-0,
+channels_last) with its plain PyTorch loop beside it, through
+:func:`mlenv.acceptance.checks.training.train_one`: DeepSpeed's and the plain loop's
+samples/s and the stack ratio. ``make bench-gpu`` is the interleaved, paired version.
 
 Run: .venv/bin/python benchmarks/bench_training.py [--runs 3] [--gpu]
 """
@@ -35,7 +35,7 @@ def bench_cpu(runs: int, port: int = 29851) -> dict[str, float]:
     env = dict(os.environ, DS_ACCELERATOR="cpu", LOCAL_SIZE="2", MLENV_FAULT="", PYTHONPATH=str(ROOT),
                TORCH_EXTENSIONS_DIR=os.environ.get("TORCH_EXTENSIONS_DIR",
                                                    str(Path.home() / ".cache/mlenv/torch_extensions")))
-    sps, p50, wall = [], [], []
+    sps, p50, wall, plain, ratio = [], [], [], [], []
     for i in range(runs):
         with tempfile.TemporaryDirectory() as tmp:
             cmd = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", "2", "--master_port",
@@ -49,8 +49,14 @@ def bench_cpu(runs: int, port: int = 29851) -> dict[str, float]:
             (world,) = [c for c in doc["checks"] if c["name"] == "training.deepspeed"]
             sps.append(world["metrics"]["samples_per_s"])
             p50.append(world["metrics"]["step_time_p50_ms"])
-        print(f"run {i}: {sps[-1]:.1f} samples/s, step p50 {p50[-1]:.0f} ms, wall {wall[-1]:.1f} s", flush=True)
+            plain.append(world["metrics"]["plain_samples_per_s_per_rank"])
+            ratio.append(world["metrics"]["stack_ratio"])
+        print(f"run {i}: {sps[-1]:.1f} samples/s ({world['details']['setup']['name']}), step p50 {p50[-1]:.0f} ms, "
+              f"plain loop {plain[-1]:.1f} samples/s per rank, stack ratio {ratio[-1]:.3f}, wall {wall[-1]:.1f} s",
+              flush=True)
     return {"samples_per_s": statistics.median(sps), "step_p50_ms": statistics.median(p50),
+            "plain_samples_per_s_per_rank": statistics.median(plain), "stack_ratio": statistics.median(ratio),
+            "stack_ratio_min": min(ratio), "stack_ratio_max": max(ratio),
             "wall_s": statistics.median(wall), "wall_min_s": min(wall), "wall_max_s": max(wall)}
 
 
@@ -71,11 +77,13 @@ def bench_gpu(steps: int = 50, warmup: int = 15, batch: int = 256) -> dict[str, 
     torch.cuda.set_device(0)
     torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick its fastest kernels
     ds = build_dataset("synthetic", model="resnet50", size=8 * batch, image_size=224)
-    rec = train_one("resnet50", dataset=ds, steps=steps, warmup_steps=warmup, batch_size=batch, zero_stage=2,
+    rec = train_one("resnet50", dataset=ds, steps=steps, warmup_steps=warmup, batch_size=batch,
                     lr=1e-3, device="cuda:0", max_batches=8)
     step = statistics.median(rec.timed(rec.step_s))
+    plain = statistics.median(rec.timed(rec.plain_step_s))
     dist.destroy_process_group()
-    return {"samples_per_s": batch / step, "step_p50_ms": 1e3 * step, "precision": rec.precision,
+    return {"samples_per_s": batch / step, "step_p50_ms": 1e3 * step, "plain_samples_per_s": batch / plain,
+            "stack_ratio": rec.stack_ratio() or 0.0, "setup": str(rec.setup.get("name")),
             "gpu": torch.cuda.get_device_name(0)}
 
 

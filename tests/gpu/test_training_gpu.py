@@ -59,6 +59,23 @@ def test_mixed_precision_training_on_one_gpu(one_gpu_group: None, model: str) ->
     assert statistics.median(steps) > 0
 
 
+def test_fast_setup_trains_beside_its_plain_loop(one_gpu_group: None) -> None:
+    """Issue 27's setup on a real GPU: torch_autocast bf16, ZeRO-0, channels_last applied after
+    initialize (before it, DeepSpeed's broadcast raised), with the plain loop interleaved."""
+    from mlenv.acceptance.checks.training import loss_trend, train_one
+    from mlenv.acceptance.datasets import build_dataset
+
+    if not torch.cuda.is_bf16_supported():
+        pytest.skip("torch_autocast bf16 needs a GPU with bf16")
+    ds = build_dataset("synthetic", model="resnet50", size=4 * 64, image_size=64)
+    rec = train_one("resnet50", dataset=ds, steps=10, warmup_steps=3, batch_size=64, device="cuda:0", max_batches=4)
+    assert rec.setup["name"] == "torch_autocast bf16, ZeRO-0, channels_last"
+    assert loss_trend(rec.losses, 3).drop_frac > 0.05, rec.losses
+    assert len(rec.plain_step_s) == len(rec.step_s)
+    ratio = rec.stack_ratio()
+    assert ratio is not None and 0.3 < ratio < 1.5, ratio
+
+
 def test_training_check_on_every_local_gpu(tmp_path: Path) -> None:
     n = torch.cuda.device_count()
     # Prepend, not replace: the GPU machine may bring DeepSpeed on its own PYTHONPATH.

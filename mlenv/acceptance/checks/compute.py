@@ -119,7 +119,8 @@ def matmul_tf32(enabled: bool) -> Iterator[None]:
 
     torch >= 2.9 has ``fp32_precision``; mixing it with the legacy ``allow_tf32`` flag
     raises once anything in the process used the new one, so the new API wins where
-    it exists.
+    it exists. The plain reference of ``benchmarks/bench_gpu.py`` sets TF32 through this
+    same switch (issue 27: the check and its reference run with the same settings).
     """
     import torch
 
@@ -138,6 +139,41 @@ def matmul_tf32(enabled: bool) -> Iterator[None]:
         yield
     finally:
         m.allow_tf32 = prev
+
+
+def matmul_settings() -> dict[str, Any]:
+    """The fp32 matmul setting in force, recorded beside a figure (the flag of the API in use)."""
+    import torch
+
+    m = torch.backends.cuda.matmul
+    if hasattr(m, "fp32_precision"):
+        return {"fp32_precision": str(m.fp32_precision)}
+    return {"allow_tf32": bool(m.allow_tf32)}
+
+
+def time_matmul(n: int, dtype: Any, *, device: str, iters: int, warmup: int, inner: int, tf32: bool = False,
+                stretch: float = 1.0) -> tuple[float, dict[str, Any]]:
+    """(TFLOPS, timing details) of square ``n``-GEMMs in ``dtype``: the check's measurement, one dtype.
+
+    ``tf32`` lets fp32 use TF32 inside (CUDA). Used by :class:`MatmulCheck` per dtype and
+    by ``benchmarks/bench_gpu.py`` against a plain ``torch.matmul`` loop.
+    """
+    import torch
+
+    cuda = device.startswith("cuda")
+    dev = torch.device(device)
+    with matmul_tf32(tf32) if cuda else nullcontext():
+        a = torch.randn(n, n, device=dev, dtype=dtype)
+        b = torch.randn(n, n, device=dev, dtype=dtype)
+        c = torch.empty(n, n, device=dev, dtype=dtype)
+
+        def gemm(a: Any = a, b: Any = b, c: Any = c) -> None:
+            torch.matmul(a, b, out=c)
+
+        t = measure(gemm, device=device, iters=iters, warmup=warmup, inner=inner, stretch=stretch)
+        settings = matmul_settings() if cuda else {}
+        del a, b, c
+    return matmul_tflops(n, t.best_s), {**t.describe(), **settings}
 
 
 @dataclass(frozen=True)
@@ -181,29 +217,15 @@ class MatmulCheck(Check):
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """Time square multiplies per precision; one rank-scope result."""
-        import torch
-
         t_start = time.perf_counter()
         o = ctx.options_of(MatmulOptions, self.name)
         n, iters, warmup, inner = o.n, o.iters, o.warmup, o.inner
         stretch = stretch_factor(ctx.fault("slow", self.name))
-        dev = torch.device(ctx.device)
         metrics: dict[str, float] = {}
         timings: dict[str, Any] = {}
         for suffix, dtype, tf32 in _dtypes(ctx):
-            with matmul_tf32(tf32) if ctx.is_cuda else nullcontext():
-                a = torch.randn(n, n, device=dev, dtype=dtype)
-                b = torch.randn(n, n, device=dev, dtype=dtype)
-                c = torch.empty(n, n, device=dev, dtype=dtype)
-
-                def gemm(a: Any = a, b: Any = b, c: Any = c) -> None:
-                    torch.matmul(a, b, out=c)
-
-                t = measure(gemm, device=ctx.device, iters=iters, warmup=warmup,
-                            inner=inner, stretch=stretch)
-                metrics[f"tflops_{suffix}"] = matmul_tflops(n, t.best_s)
-                timings[suffix] = t.describe()
-                del a, b, c
+            metrics[f"tflops_{suffix}"], timings[suffix] = time_matmul(
+                n, dtype, device=ctx.device, iters=iters, warmup=warmup, inner=inner, tf32=tf32, stretch=stretch)
         return [
             CheckResult(
                 name=self.name, status=Status.PASS, scope="rank", node=ctx.host, rank=ctx.rank,

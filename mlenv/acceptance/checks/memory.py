@@ -25,6 +25,26 @@ def copy_gbps(nbytes: int, seconds: float) -> float:
     return 2.0 * nbytes / seconds / 1e9
 
 
+def time_copy(nbytes: int, *, device: str, iters: int, warmup: int, inner: int,
+              stretch: float = 1.0) -> tuple[float, int, dict[str, Any]]:
+    """(GB/s, bytes moved, timing details) of ``dst.copy_(src)`` of one ``nbytes`` buffer:
+    the check's measurement (also what ``benchmarks/bench_gpu.py`` puts beside a plain loop)."""
+    import torch
+
+    count = nbytes // 4
+    dev = torch.device(device)
+    # Fill the source so pages are really mapped and the copy reads real memory.
+    src = torch.ones(count, dtype=torch.float32, device=dev)
+    dst = torch.empty_like(src)
+
+    def copy(src: Any = src, dst: Any = dst) -> None:
+        dst.copy_(src)
+
+    t = measure(copy, device=device, iters=iters, warmup=warmup, inner=inner, stretch=stretch)
+    moved = count * 4
+    return copy_gbps(moved, t.best_s), moved, t.describe()
+
+
 @dataclass(frozen=True)
 class CopyOptions(CheckOptions):
     """Options of memory.copy (on a GPU the buffer must not fit the L2 cache: 50 MB on an H100)."""
@@ -49,30 +69,18 @@ class CopyCheck(Check):
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """Time ``dst.copy_(src)`` of a large buffer; one rank-scope result."""
-        import torch
-
         t_start = time.perf_counter()
         o = ctx.options_of(CopyOptions, self.name)
-        nbytes, iters, warmup, inner = o.bytes, o.iters, o.warmup, o.inner
+        iters, warmup = o.iters, o.warmup
         stretch = stretch_factor(ctx.fault("slow", self.name))
-        count = nbytes // 4
-        dev = torch.device(ctx.device)
-        # Fill the source so pages are really mapped and the copy reads real memory.
-        src = torch.ones(count, dtype=torch.float32, device=dev)
-        dst = torch.empty_like(src)
-
-        def copy(src: Any = src, dst: Any = dst) -> None:
-            dst.copy_(src)
-
-        t = measure(copy, device=ctx.device, iters=iters, warmup=warmup, inner=inner,
-                    stretch=stretch)
-        moved = count * 4
+        gbps, moved, timing = time_copy(o.bytes, device=ctx.device, iters=iters, warmup=warmup, inner=o.inner,
+                                        stretch=stretch)
         return [
             CheckResult(
                 name=self.name, status=Status.PASS, scope="rank", node=ctx.host, rank=ctx.rank,
-                metrics={"copy_gbps": copy_gbps(moved, t.best_s)},
+                metrics={"copy_gbps": gbps},
                 details={"bytes": moved, "iterations": iters, "warmup": warmup,
-                         "timing": t.describe(), "device": ctx.device,
+                         "timing": timing, "device": ctx.device,
                          "kind": "device-to-device" if ctx.is_cuda else "host memory",
                          **({"slow_fault_factor": stretch} if stretch > 1.0 else {})},
                 duration_s=time.perf_counter() - t_start,

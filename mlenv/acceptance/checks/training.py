@@ -1,19 +1,34 @@
 """The training check: a real DeepSpeed run on every rank, with loss trend and stragglers.
 
 Each rank trains the same model (ResNet-18/50 or a small GPT, see
-:mod:`mlenv.acceptance.checks.models`) with ``deepspeed.initialize`` (ZeRO stage from the
-options, default 2) on its shard of a dataset (:mod:`mlenv.acceptance.checks.datasets`), reusing
-the process group the runner already started.
+:mod:`mlenv.acceptance.checks.models`) with ``deepspeed.initialize`` on its shard of a dataset
+(:mod:`mlenv.acceptance.checks.datasets`), reusing the process group the runner already started.
+The setup is the fastest one measured on an H100 (shared/gpu-findings.md, issue 27):
+``torch_autocast`` bf16 (fp32 parameters) instead of DeepSpeed's ``bf16`` mode, ZeRO-0 on
+one node (ZeRO-2 across nodes, or the ``zero_stage`` option), and channels_last weights
+applied *after* ``initialize`` where the stage allows it (stage 0 only: stages 1-3 make
+the parameters views of flat buffers). :func:`choose_setup` picks it and the result
+records it (``details.setup``).
+
+Two figures are judged apart, so that a slow GPU and a slow software stack are told
+apart: each rank also runs a **plain PyTorch loop** (the same model, batches, precision
+and optimizer, no DeepSpeed and no communication), interleaved step by step with the
+DeepSpeed run so both see the same clocks and heat. Its samples/s is the hardware figure
+(``plain_samples_per_s_per_rank``, held to the per-GPU-model baseline); DeepSpeed's
+figure is judged as its ratio to it (``stack_ratio``: WARN below ``stack_warn_ratio``,
+FAIL below ``stack_fail_ratio``).
 
 Results:
 
 * ``training.step_time`` (scope rank, every rank): ``p50_ms``/``p90_ms``/``p99_ms`` of
-  the whole step, ``samples_per_s`` of this rank, and the split of the median step into
+  the whole step, ``samples_per_s`` of this rank, ``plain_samples_per_s`` and
+  ``plain_p50_ms`` of its plain loop, ``stack_ratio``, and the split of the median step into
   ``compute_p50_ms`` (forward + backward autograd, this rank's own work),
   ``comm_p50_ms`` (gradient reduction after autograd, which includes *waiting for the
   slowest peer*) and ``optimizer_p50_ms``.
 * ``training.deepspeed`` (scope world, from rank 0): global and per-rank samples/s,
-  ``loss_first``/``loss_last`` (means of the first and last ``loss_window`` steps,
+  ``plain_samples_per_s_per_rank`` (median over ranks), ``stack_ratio`` (median over
+  ranks; the worst rank is named when it is low), ``loss_first``/``loss_last`` (means of the first and last ``loss_window`` steps,
   averaged over ranks), ``loss_drop_frac``, ``step_time_p50_ms``. FAIL when the loss
   does not drop by ``min_loss_drop``; stragglers make it WARN (``straggler_status``).
 
@@ -45,7 +60,7 @@ from mlenv.errors import InputError
 
 WORLD_CHECK = "training.deepspeed"
 RANK_CHECK = "training.step_time"
-
+AUTO_STAGE = -1  # the zero_stage option's "choose by node count"
 
 
 @dataclass(frozen=True)
@@ -61,7 +76,7 @@ class TrainingOptions(CheckOptions):
     warmup_steps: int = option(2, cuda=5, help="untimed steps first (allocator, gloo/NCCL connections); "
                                                "their losses count")
     batch_size: int = option(8, cuda=64, help="samples per rank per step")
-    zero_stage: int = option(2, help="DeepSpeed ZeRO stage (0..3)")
+    zero_stage: int = option(-1, help="DeepSpeed ZeRO stage (0..3); -1: 0 on one node, 2 across nodes")
     dataset: str = option("synthetic", help="synthetic, or a dataset of mlenv.acceptance.datasets read from data_dir")
     data_dir: str = option("", help="folder of the dataset (real datasets only)")
     image_size: int = option(0, help="0: 16 px on CPU, 224 px on GPU (synthetic); native size for real datasets")
@@ -74,6 +89,12 @@ class TrainingOptions(CheckOptions):
     seq_len: int = option(64, help="tokens per sample (gpt)")
     vocab_size: int = option(256, help="vocabulary size (gpt)")
     seed: int = option(0, help="seed of the model and synthetic data")
+    plain_loop: bool = option(True, help="also time a plain PyTorch loop, interleaved: the hardware figure "
+                                         "and the stack ratio")
+    stack_warn_ratio: float = option(0.80, help="WARN when DeepSpeed's samples/s is below this fraction of "
+                                                "the plain loop's")
+    stack_fail_ratio: float = option(0.50, help="FAIL when DeepSpeed's samples/s is below this fraction of "
+                                                "the plain loop's")
 
     def problems(self) -> list[tuple[str, str]]:
         """Model, dataset and the numbers DeepSpeed and the judge need (checked before launch)."""
@@ -87,8 +108,11 @@ class TrainingOptions(CheckOptions):
         out += at_least(self, 0, "warmup_steps", "image_size")
         if self.steps + self.warmup_steps < 2:
             out.append(("steps", "need at least 2 steps (warmup_steps + steps) to see a loss trend"))
-        if self.zero_stage not in (0, 1, 2, 3):
-            out.append(("zero_stage", f"must be 0, 1, 2 or 3, got {self.zero_stage}"))
+        if self.zero_stage not in (AUTO_STAGE, 0, 1, 2, 3):
+            out.append(("zero_stage", f"must be 0, 1, 2 or 3 (or -1: chosen by node count), got {self.zero_stage}"))
+        if not 0 <= self.stack_fail_ratio <= self.stack_warn_ratio <= 1:
+            out.append(("stack_warn_ratio", "need 0 <= stack_fail_ratio <= stack_warn_ratio <= 1, got "
+                                            f"{self.stack_fail_ratio} and {self.stack_warn_ratio}"))
         if self.straggler_factor <= 1:
             out.append(("straggler_factor", f"must be > 1, got {self.straggler_factor}"))
         if self.straggler_status not in ("WARN", "FAIL"):
@@ -195,27 +219,101 @@ def find_stragglers(per_rank_ms: Sequence[tuple[int, str, float]], factor: float
     return out
 
 
-def ds_config(*, batch_size: int, zero_stage: int, lr: float, precision: str) -> dict[str, Any]:
+MIXED = ("torch_autocast", "deepspeed_bf16", "deepspeed_fp16", "none")
+
+
+@dataclass(frozen=True)
+class TrainingSetup:
+    """How the DeepSpeed run trains: recorded in the result, compared by ``mlenv compare``.
+
+    ``precision`` is the compute dtype (bf16, fp16, fp32); ``mixed`` how DeepSpeed gets
+    there: ``torch_autocast`` (fp32 parameters, autocast regions; the fast one on an
+    H100), ``deepspeed_bf16``/``deepspeed_fp16`` (DeepSpeed's own half-precision
+    parameters with fp32 master weights) or ``none`` (fp32).
+    """
+
+    precision: str
+    mixed: str
+    zero_stage: int
+    channels_last: bool
+
+    def __post_init__(self) -> None:
+        if self.precision not in ("bf16", "fp16", "fp32"):
+            raise InputError(f"training: precision must be bf16, fp16 or fp32, got {self.precision!r}")
+        if self.mixed not in MIXED:
+            raise InputError(f"training: mixed precision mode must be one of {', '.join(MIXED)}, got {self.mixed!r}")
+        if self.zero_stage not in (0, 1, 2, 3):
+            raise InputError(f"training: zero_stage must be 0, 1, 2 or 3, got {self.zero_stage}")
+        if self.channels_last and self.zero_stage != 0:
+            # Stages 1-2 make parameters views of a flat buffer ("view size is not compatible
+            # with input tensor's size and stride" on an H100), stage 3 partitions them.
+            raise InputError(f"training: channels_last weights need ZeRO stage 0, not {self.zero_stage}")
+
+    @property
+    def name(self) -> str:
+        """One line: ``torch_autocast bf16, ZeRO-0, channels_last``."""
+        mode = {"torch_autocast": f"torch_autocast {self.precision}", "deepspeed_bf16": "DeepSpeed bf16",
+                "deepspeed_fp16": "DeepSpeed fp16", "none": "fp32"}[self.mixed]
+        return f"{mode}, ZeRO-{self.zero_stage}" + (", channels_last" if self.channels_last else "")
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready, with the one-line name."""
+        return {"precision": self.precision, "mixed": self.mixed, "zero_stage": self.zero_stage,
+                "channels_last": self.channels_last, "name": self.name}
+
+
+def choose_setup(*, cuda: bool, bf16: bool, image_model: bool, nnodes: int,
+                 zero_stage: int = AUTO_STAGE, precision: str = "") -> TrainingSetup:
+    """The setup the check trains with (issue 27; figures in shared/gpu-findings.md).
+
+    * precision: bf16 on a GPU that has it (through ``torch_autocast``: DeepSpeed's
+      ``bf16`` mode ran at 63 % of a plain loop on an H100, autocast at 87-90 %), fp16
+      through DeepSpeed's loss-scaled mode on older GPUs, fp32 on a CPU;
+    * ZeRO stage: ``zero_stage`` when given, else 0 on one node (nothing to shard that
+      pays for itself; stage 2's flat buffers cost 3 points) and 2 across nodes;
+    * channels_last weights for image models where the stage is 0 (applied after
+      ``deepspeed.initialize``, whose broadcast refuses channels_last tensors).
+    """
+    precision = precision or ("fp32" if not cuda else "bf16" if bf16 else "fp16")
+    mixed = {"bf16": "torch_autocast", "fp16": "deepspeed_fp16", "fp32": "none"}.get(precision, "")
+    stage = zero_stage if zero_stage != AUTO_STAGE else (0 if nnodes <= 1 else 2)
+    return TrainingSetup(precision=precision, mixed=mixed, zero_stage=stage,
+                         channels_last=image_model and stage == 0)
+
+
+def ds_config(*, batch_size: int, zero_stage: int, lr: float, precision: str, mixed: str = "",
+              fused: bool = False) -> dict[str, Any]:
     """The DeepSpeed config the check trains with (built in code, no file to go stale).
 
-    ``precision``: ``bf16`` | ``fp16`` | ``fp32``. The optimizer is DeepSpeed's
-    ``AdamW`` with ``torch_adam`` so no extension needs compiling on the pod.
+    ``precision``: ``bf16`` | ``fp16`` | ``fp32``; ``mixed``: how (see
+    :class:`TrainingSetup`; default DeepSpeed's own mode for that precision). The
+    optimizer is DeepSpeed's ``AdamW`` with ``torch_adam`` so no extension needs
+    compiling on the pod; ``fused`` asks torch for its fused kernel (GPU).
     """
     if zero_stage not in (0, 1, 2, 3):
         raise InputError(f"training: zero_stage must be 0, 1, 2 or 3, got {zero_stage}")
     if precision not in ("bf16", "fp16", "fp32"):
         raise InputError(f"training: precision must be bf16, fp16 or fp32, got {precision!r}")
-    return {
+    mixed = mixed or {"bf16": "deepspeed_bf16", "fp16": "deepspeed_fp16", "fp32": "none"}[precision]
+    if mixed not in MIXED or (mixed == "none") != (precision == "fp32"):
+        raise InputError(f"training: mixed precision mode {mixed!r} does not fit precision {precision}")
+    params: dict[str, Any] = {"lr": lr, "weight_decay": 0.0, "torch_adam": True}
+    if fused:
+        params["fused"] = True
+    cfg: dict[str, Any] = {
         "train_micro_batch_size_per_gpu": batch_size,
         "gradient_accumulation_steps": 1,
-        "optimizer": {"type": "AdamW", "params": {"lr": lr, "weight_decay": 0.0, "torch_adam": True}},
+        "optimizer": {"type": "AdamW", "params": params},
         "zero_optimization": {"stage": zero_stage, "overlap_comm": False},
-        "bf16": {"enabled": precision == "bf16"},
-        "fp16": {"enabled": precision == "fp16", "initial_scale_power": 12},
+        "bf16": {"enabled": mixed == "deepspeed_bf16"},
+        "fp16": {"enabled": mixed == "deepspeed_fp16", "initial_scale_power": 12},
         "gradient_clipping": 1.0,
         "steps_per_print": 10**9,  # DeepSpeed's own step logging would interleave with ours
         "wall_clock_breakdown": False,
     }
+    if mixed == "torch_autocast":
+        cfg["torch_autocast"] = {"enabled": True, "dtype": {"bf16": "bfloat16", "fp16": "float16"}[precision]}
+    return cfg
 
 
 # --------------------------------------------------------------------------- training
@@ -223,22 +321,48 @@ def ds_config(*, batch_size: int, zero_stage: int, lr: float, precision: str) ->
 
 @dataclass
 class TrainRecord:
-    """What one rank measured: one entry per step (warm-up steps included, flagged)."""
+    """What one rank measured: one entry per step (warm-up steps included, flagged).
+
+    ``plain_*``: the plain PyTorch loop timed step by step beside the DeepSpeed run
+    (empty when it was not run).
+    """
 
     losses: list[float] = field(default_factory=list)
     step_s: list[float] = field(default_factory=list)
     compute_s: list[float] = field(default_factory=list)
     comm_s: list[float] = field(default_factory=list)
     optimizer_s: list[float] = field(default_factory=list)
+    plain_step_s: list[float] = field(default_factory=list)
+    plain_losses: list[float] = field(default_factory=list)
     warmup: int = 0
     batch_size: int = 0
     precision: str = "fp32"
     zero_stage: int = 2
     params: int = 0
+    setup: dict[str, Any] = field(default_factory=dict)
 
     def timed(self, series: list[float]) -> list[float]:
         """The entries of ``series`` after the warm-up steps."""
         return series[self.warmup:]
+
+    def stack_ratio(self) -> float | None:
+        """DeepSpeed's samples/s over the plain loop's (medians of the timed steps), or None.
+
+        DeepSpeed's step is counted without its gradient-reduction span: with more than one
+        rank that span is the fabric and the wait for the slowest peer (judged by the
+        collectives checks and the straggler rule), which the plain loop, with no
+        communication, does not have. With one rank it is (nearly) zero.
+        """
+        plain = self.timed(self.plain_step_s)
+        if not plain:
+            return None
+        ds = [s - c for s, c in zip(self.timed(self.step_s), self.timed(self.comm_s), strict=True)]
+        return statistics.median(plain) / statistics.median(ds)
+
+    def stack_ratio_whole_step(self) -> float | None:
+        """As :meth:`stack_ratio` with DeepSpeed's whole step (gradient reduction included)."""
+        plain = self.timed(self.plain_step_s)
+        return statistics.median(plain) / statistics.median(self.timed(self.step_s)) if plain else None
 
 
 class _Clock:
@@ -278,6 +402,30 @@ class _Clock:
                 "comm": t["bwd"] - t["grads"], "optimizer": t["end"] - t["bwd"], "step": t["end"] - t["start"]}
 
 
+class _Span:
+    """Start and end of one plain-loop step: CUDA events on a GPU, else perf_counter."""
+
+    def __init__(self, cuda: bool) -> None:
+        self.cuda = cuda
+        if cuda:
+            import torch
+
+            self._ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]  # type: ignore[no-untyped-call]
+        self._t = [0.0, 0.0]
+
+    def mark(self, i: int) -> None:
+        if self.cuda:
+            self._ev[i].record()
+        else:
+            self._t[i] = time.perf_counter()
+
+    def seconds(self) -> float:
+        if self.cuda:
+            self._ev[1].synchronize()
+            return float(self._ev[0].elapsed_time(self._ev[1])) / 1e3
+        return self._t[1] - self._t[0]
+
+
 def pick_precision(cuda: bool) -> str:
     """bf16 on a GPU that supports it, fp16 on older GPUs, fp32 on CPU."""
     if not cuda:
@@ -288,20 +436,30 @@ def pick_precision(cuda: bool) -> str:
 
 
 def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int = 8, warmup_steps: int = 2,
-              batch_size: int = 8, zero_stage: int = 2, lr: float = 1e-3, device: str = "cpu",
-              rank: int = 0, world_size: int = 1, precision: str = "", slow_factor: float = 1.0,
-              max_batches: int = 16, seed: int = 0, log: Callable[[str], None] | None = None) -> TrainRecord:
+              batch_size: int = 8, zero_stage: int = AUTO_STAGE, lr: float = 1e-3, device: str = "cpu",
+              rank: int = 0, world_size: int = 1, nnodes: int = 1, precision: str = "",
+              setup: TrainingSetup | None = None, plain_loop: bool = True, slow_factor: float = 1.0,
+              stack_slow_factor: float = 1.0, max_batches: int = 16, seed: int = 0,
+              log: Callable[[str], None] | None = None) -> TrainRecord:
     """Train ``model_name`` with DeepSpeed for ``warmup_steps + steps`` steps and time each.
 
     Needs an initialised ``torch.distributed`` process group (the runner's, or
     ``deepspeed.init_distributed()`` in a script); DeepSpeed reuses it. ``dataset``
     (default: synthetic data for the model, see :func:`mlenv.acceptance.checks.datasets.build_dataset`)
     is sharded by rank; ``max_batches`` distinct batches are built on the device up
-    front and cycled, so data loading is not what gets timed. ``slow_factor`` > 1 makes
-    this rank's compute that many times slower (the ``slow`` fault).
+    front and cycled, so data loading is not what gets timed. ``setup`` (default:
+    :func:`choose_setup` from ``zero_stage``, ``precision`` and ``nnodes``) says how
+    DeepSpeed trains. With ``plain_loop``, a plain PyTorch loop of the same model (same
+    initial weights, batches, precision, AdamW and clipping; no DeepSpeed, no
+    communication) runs beside it, one step of each in turns (the order alternating), so
+    both see the same clocks and temperature. ``slow_factor`` > 1 makes this rank's
+    compute that many times slower in both (the ``slow`` fault: a slow device);
+    ``stack_slow_factor`` > 1 stretches only DeepSpeed's step (the ``slow_stack`` fault).
 
     Returns this rank's :class:`TrainRecord`. Raises InputError for bad options.
     """
+    import copy
+
     import deepspeed
     import torch
 
@@ -312,7 +470,10 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
         raise InputError(f"training: need steps >= 1, warmup_steps >= 0, batch_size >= 1, max_batches >= 1; "
                          f"got {steps}, {warmup_steps}, {batch_size}, {max_batches}")
     cuda = device.startswith("cuda")
-    precision = precision or pick_precision(cuda)
+    image = is_image_model(model_name)
+    if setup is None:
+        setup = choose_setup(cuda=cuda, bf16=cuda and torch.cuda.is_bf16_supported(), image_model=image,
+                             nnodes=nnodes, zero_stage=zero_stage, precision=precision)
     total = warmup_steps + steps
     n_batches = min(total, max_batches)
     if dataset is None:
@@ -323,8 +484,10 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
 
     torch.manual_seed(seed)  # same initial weights everywhere (DeepSpeed also broadcasts rank 0's)
     model = build_model(model_name, num_classes=dataset.num_classes, in_shape=dataset.sample_shape)
-    image = is_image_model(model_name)
+    # The plain loop starts from the same weights; copied before DeepSpeed touches them.
+    plain_model = copy.deepcopy(model) if plain_loop else None
     dev = torch.device(device)
+    nhwc = image and (cuda or setup.channels_last)
     batches = []
     for b in range(n_batches):
         # Each rank takes its own consecutive slice: rank r of step b reads samples
@@ -332,12 +495,8 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
         start = (b * world_size + rank) * batch_size
         x, y = dataset.get_batch([(start + j) % n for j in range(batch_size)])
         x = x.to(dev)
-        if cuda and image:
+        if nhwc:
             # NHWC inputs make cuDNN pick channels_last convolutions (tensor-core friendly).
-            # The weights stay NCHW on purpose: DeepSpeed broadcasts and flattens half
-            # precision parameters through ``view(torch.uint8)``, which refuses the
-            # non-unit last stride of a channels_last weight (seen with 0.19.8 on an H100),
-            # and ZeRO stages 1-2 turn them into contiguous views of a flat buffer anyway.
             x = x.contiguous(memory_format=torch.channels_last)
         batches.append((x, y.to(dev)))
 
@@ -346,27 +505,44 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
     os.environ.setdefault("LOCAL_RANK", str(dev.index or 0))
     engine, _, _, _ = deepspeed.initialize(
         model=model, model_parameters=[p for p in model.parameters() if p.requires_grad],
-        config=ds_config(batch_size=batch_size, zero_stage=zero_stage, lr=lr, precision=precision),
+        config=ds_config(batch_size=batch_size, zero_stage=setup.zero_stage, lr=lr, precision=setup.precision,
+                         mixed=setup.mixed, fused=cuda),
         dist_init_required=False)
-    in_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    if setup.channels_last:
+        # Only now: DeepSpeed's parameter broadcast in initialize views every parameter as
+        # bytes, which a channels_last weight refuses (its last stride is not 1).
+        engine.module.to(memory_format=torch.channels_last)
+    # DeepSpeed's own half-precision modes hold half parameters and want half inputs;
+    # under torch_autocast (and fp32) the parameters and inputs stay fp32.
+    in_dtype = {"deepspeed_bf16": torch.bfloat16, "deepspeed_fp16": torch.float16}.get(setup.mixed)
     loss_fn = torch.nn.CrossEntropyLoss()
     clock = _Clock(cuda)
     params = [p for p in engine.module.parameters() if p.requires_grad]
     for p in params:
         # Fires as each gradient is produced; the last call marks the end of autograd.
         p.register_hook(lambda _g: clock.mark("grads"))
-    rec = TrainRecord(warmup=warmup_steps, batch_size=batch_size, precision=precision,
-                      zero_stage=zero_stage, params=count_parameters(model))
-    est_bwd_s = 0.0
+    rec = TrainRecord(warmup=warmup_steps, batch_size=batch_size, precision=setup.precision,
+                      zero_stage=setup.zero_stage, params=count_parameters(model), setup=setup.to_dict())
+
+    plain_step: Callable[[Any, Any], tuple[float, float]] | None = None
+    if plain_model is not None:
+        plain_step = _plain_stepper(plain_model, dev, setup, lr=lr, cuda=cuda, slow_factor=slow_factor)
+    cudnn_benchmark = torch.backends.cudnn.benchmark
+    if cuda:
+        torch.backends.cudnn.benchmark = True  # fixed shapes: both loops get cuDNN's fastest kernels
+    est_bwd_s = est_step_s = 0.0
     try:
         for step in range(total):
             x, y = batches[step % n_batches]
-            if in_dtype is not None and x.is_floating_point():
-                x = x.to(in_dtype)
+            if plain_step is not None and step % 2 == 0:
+                plain_s, plain_loss = plain_step(x, y)
+                rec.plain_step_s.append(plain_s)
+                rec.plain_losses.append(plain_loss)
+            xd = x.to(in_dtype) if in_dtype is not None and x.is_floating_point() else x
             if cuda:
                 torch.cuda.synchronize(dev)
             clock.mark("start")
-            out = engine(x)
+            out = engine(xd)
             loss = loss_fn(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
             clock.mark("fwd")
             slept = 0.0
@@ -380,22 +556,88 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
             engine.backward(loss)
             clock.mark("bwd")
             engine.step()
+            stack_slept = 0.0
+            if stack_slow_factor > 1.0 and est_step_s > 0.0:
+                # A slow software stack: only DeepSpeed's step grows, the plain loop's does not.
+                if cuda:
+                    torch.cuda.synchronize(dev)
+                stack_slept = (stack_slow_factor - 1.0) * est_step_s
+                time.sleep(stack_slept)
             clock.mark("end")
             if cuda:
                 torch.cuda.synchronize(dev)
             t = clock.spans()
-            # The stretch must scale the *unstretched* backward, or it would compound.
+            # The stretch must scale the *unstretched* backward and step, or it would compound.
             est_bwd_s = max(0.0, t["compute"] - t["fwd"] - slept)
+            est_step_s = max(0.0, t["step"] - t["comm"] - stack_slept)
             rec.losses.append(float(loss.detach().float().item()))
             rec.step_s.append(t["step"])
             rec.compute_s.append(t["compute"])
             rec.comm_s.append(t["comm"])
             rec.optimizer_s.append(t["optimizer"])
+            if plain_step is not None and step % 2 == 1:
+                plain_s, plain_loss = plain_step(x, y)
+                rec.plain_step_s.append(plain_s)
+                rec.plain_losses.append(plain_loss)
             if log is not None:
                 log(f"step {step}: loss {rec.losses[-1]:.4f} step {1e3 * t['step']:.1f} ms")
     finally:
+        torch.backends.cudnn.benchmark = cudnn_benchmark
         engine.destroy()
     return rec
+
+
+def _plain_stepper(model: Any, dev: Any, setup: TrainingSetup, *, lr: float, cuda: bool,
+                   slow_factor: float) -> Callable[[Any, Any], tuple[float, float]]:
+    """One step of the plain PyTorch loop as a function ``(x, y) -> (seconds, loss)``.
+
+    What a user writes without DeepSpeed, at the setup's precision: ``torch.autocast``
+    for bf16/fp16 (a GradScaler for fp16), channels_last weights for image models where
+    the DeepSpeed run has them, AdamW (fused on a GPU), the same gradient clipping.
+    """
+    import torch
+
+    model.to(dev)
+    if setup.channels_last:
+        model.to(memory_format=torch.channels_last)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=lr, weight_decay=0.0, fused=True if cuda else None)
+    ac_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(setup.precision)
+    scaler = torch.amp.GradScaler(dev.type) if setup.precision == "fp16" else None
+    loss_fn = torch.nn.CrossEntropyLoss()
+    span = _Span(cuda)
+
+    def step(x: Any, y: Any) -> tuple[float, float]:
+        if cuda:
+            torch.cuda.synchronize(dev)
+        span.mark(0)
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast(device_type=dev.type, dtype=ac_dtype or torch.float32, enabled=ac_dtype is not None):
+            out = model(x)
+        loss = loss_fn(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
+        if scaler is not None:
+            scaler.scale(loss).backward()
+        else:
+            loss.backward()
+        if slow_factor > 1.0:
+            # The slow device of the ``slow`` fault: forward and backward take factor × as
+            # long, as in the DeepSpeed loop.
+            if cuda:
+                torch.cuda.synchronize(dev)
+            time.sleep((slow_factor - 1.0) * (time.perf_counter() - t0))
+        if scaler is not None:
+            scaler.unscale_(opt)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        if scaler is not None:
+            scaler.step(opt)
+            scaler.update()
+        else:
+            opt.step()
+        span.mark(1)
+        return span.seconds(), float(loss.detach().float().item())
+
+    return step
 
 
 # --------------------------------------------------------------------------- the check
@@ -470,11 +712,13 @@ class TrainingCheck(Check):
                                 seq_len=o.seq_len, vocab_size=o.vocab_size,
                                 seed=seed)
         slow = stretch_factor(ctx.fault("slow", WORLD_CHECK))
+        stack_slow = stretch_factor(ctx.fault("slow_stack", WORLD_CHECK))
         rec = train_one(model, dataset=dataset, steps=steps, warmup_steps=warmup, batch_size=batch,
                         zero_stage=o.zero_stage, lr=o.lr, device=ctx.device,
-                        rank=ctx.rank, world_size=ctx.world_size, slow_factor=slow,
+                        rank=ctx.rank, world_size=ctx.world_size, nnodes=ctx.nnodes, slow_factor=slow,
+                        stack_slow_factor=stack_slow, plain_loop=o.plain_loop,
                         max_batches=max_batches, seed=seed)
-        own = rank_result(rec, ctx, slow)
+        own = rank_result(rec, ctx, slow, stack_slow)
         own.duration_s = time.monotonic() - t0
         # Every rank's record goes to rank 0 over the process group (the check's own
         # collective, under the group's deadline); the runner gathers results separately.
@@ -487,12 +731,14 @@ class TrainingCheck(Check):
             model=model, dataset=dataset_name, loss_window=o.loss_window,
             min_loss_drop=o.min_loss_drop, straggler_factor=o.straggler_factor,
             straggler_status=o.straggler_status,
-            image_size=image_size if is_image_model(model) else None)
+            image_size=image_size if is_image_model(model) else None,
+            stack_warn_ratio=o.stack_warn_ratio, stack_fail_ratio=o.stack_fail_ratio)
         world.duration_s = time.monotonic() - t0
         return [own, world]
 
 
-def rank_result(rec: TrainRecord, ctx: RunContext, slow_factor: float = 1.0) -> CheckResult:
+def rank_result(rec: TrainRecord, ctx: RunContext, slow_factor: float = 1.0,
+                stack_slow_factor: float = 1.0) -> CheckResult:
     """This rank's ``training.step_time`` entry from its record."""
     steps = rec.timed(rec.step_s)
     metrics = step_percentiles_ms(steps)
@@ -500,21 +746,35 @@ def rank_result(rec: TrainRecord, ctx: RunContext, slow_factor: float = 1.0) -> 
     metrics["compute_p50_ms"] = 1e3 * statistics.median(rec.timed(rec.compute_s))
     metrics["comm_p50_ms"] = 1e3 * statistics.median(rec.timed(rec.comm_s))
     metrics["optimizer_p50_ms"] = 1e3 * statistics.median(rec.timed(rec.optimizer_s))
+    plain = rec.timed(rec.plain_step_s)
+    ratio = rec.stack_ratio()
+    if plain and ratio is not None:
+        metrics["plain_p50_ms"] = 1e3 * statistics.median(plain)
+        metrics["plain_samples_per_s"] = rec.batch_size / statistics.median(plain)
+        metrics["stack_ratio"] = ratio
     details: dict[str, Any] = {"steps": len(steps), "warmup_steps": rec.warmup, "batch_size": rec.batch_size,
-                               "step_ms": [round(1e3 * s, 3) for s in steps]}
+                               "step_ms": [round(1e3 * s, 3) for s in steps],
+                               "plain_step_ms": [round(1e3 * s, 3) for s in plain], "setup": rec.setup}
     if slow_factor > 1.0:
         details["injected_slow_factor"] = slow_factor
+    if stack_slow_factor > 1.0:
+        details["injected_stack_slow_factor"] = stack_slow_factor
     return CheckResult(name=RANK_CHECK, status=Status.PASS, scope="rank", node=ctx.host, rank=ctx.rank,
                        metrics=metrics, details=details)
 
 
 def world_result(records: Sequence[tuple[int, str, TrainRecord]], *, model: str, dataset: str, loss_window: int,
                  min_loss_drop: float, straggler_factor: float, straggler_status: str = "WARN",
-                 image_size: int | None = None) -> CheckResult:
+                 image_size: int | None = None, stack_warn_ratio: float = 0.80,
+                 stack_fail_ratio: float = 0.50) -> CheckResult:
     """The ``training.deepspeed`` entry from every rank's record (pure; runs on rank 0).
 
     Throughput: ranks step in lockstep, so the global rate is world × batch over the
-    median of the ranks' median step times. Loss: the per-step mean over ranks.
+    median of the ranks' median step times. Loss: the per-step mean over ranks. The
+    hardware figure is the median over ranks of the plain loop's samples/s; the stack
+    ratio (DeepSpeed over plain, per rank) is judged on its median over ranks: below
+    ``stack_fail_ratio`` FAIL, below ``stack_warn_ratio`` WARN, naming the setup and the
+    lowest rank.
     """
     if straggler_status not in ("WARN", "FAIL"):
         raise InputError(f"training option straggler_status: expected WARN or FAIL, got {straggler_status!r}")
@@ -547,6 +807,25 @@ def world_result(records: Sequence[tuple[int, str, TrainRecord]], *, model: str,
         reasons.append(s.reason())
     if stragglers and status == Status.PASS:
         status = Status(straggler_status)
+    setup = first.setup or {}
+    ratios = [(rk, host, r.stack_ratio(), r.stack_ratio_whole_step()) for rk, host, r in records]
+    judged = [(rk, host, x) for rk, host, x, _ in ratios if x is not None]
+    if judged:
+        plain_sps = statistics.median(r.batch_size / statistics.median(r.timed(r.plain_step_s))
+                                      for _, _, r in records if r.plain_step_s)
+        ratio = statistics.median(x for _, _, x in judged)
+        metrics.update(plain_samples_per_s_per_rank=plain_sps, stack_ratio=ratio,
+                       stack_ratio_whole_step=statistics.median(w for _, _, _, w in ratios if w is not None))
+        low_rank, low_host, low = min(judged, key=lambda t: t[2])
+        level = Status.FAIL if ratio < stack_fail_ratio else Status.WARN if ratio < stack_warn_ratio else None
+        if level is not None:
+            bar = stack_fail_ratio if level == Status.FAIL else stack_warn_ratio
+            reasons.append(f"the DeepSpeed stack ({setup.get('name', '?')}) reached {100 * ratio:.0f}% of a plain "
+                           f"PyTorch loop on the same devices ({plain_sps:.1f} samples/s per rank), below "
+                           f"{100 * bar:.0f}% (stack_{'fail' if level == Status.FAIL else 'warn'}_ratio); lowest: "
+                           f"rank {low_rank} ({low_host}) at {100 * low:.0f}%")
+            if level == Status.FAIL or status == Status.PASS:
+                status = level
     details: dict[str, Any] = {
         "model": model, "dataset": dataset, "image_size": image_size, "world_size": world,
         "batch_size_per_rank": first.batch_size,
@@ -557,6 +836,9 @@ def world_result(records: Sequence[tuple[int, str, TrainRecord]], *, model: str,
         "stragglers": [{"rank": s.rank, "host": s.host, "compute_p50_ms": s.value_ms, "ratio": s.ratio}
                        for s in stragglers],
         "straggler_factor": straggler_factor, "min_loss_drop": min_loss_drop,
+        "setup": setup, "mixed_precision": setup.get("mixed"),
+        "stack_warn_ratio": stack_warn_ratio, "stack_fail_ratio": stack_fail_ratio,
+        "stack_ratio_per_rank": {str(rk): round(x, 4) for rk, _, x in judged},
     }
     return CheckResult(name=WORLD_CHECK, status=status, scope="world", metrics=metrics, reasons=reasons,
                        details=details)

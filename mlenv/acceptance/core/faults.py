@@ -4,7 +4,9 @@
 ``kill:rank=1,check=collectives`` or ``slow:rank=1,factor=4`` or ``corrupt:rank=1``.
 Kinds in use: ``kill`` (the process exits hard before the check), ``hang`` (it sleeps
 forever before the check), ``slow`` (the check's timed work is stretched by
-``factor``), ``corrupt`` (the compute result is perturbed). ``rank`` is the global
+``factor``), ``slow_stack`` (the training check's DeepSpeed step alone is stretched by
+``factor``, its plain PyTorch reference is not: a slow software stack on a healthy
+device), ``corrupt`` (the compute result is perturbed). ``rank`` is the global
 rank, ``node`` the node rank, ``check`` a check-name prefix; omitted keys match all.
 Checks and the runner ask through :meth:`mlenv.acceptance.core.base.RunContext.fault`, which
 fills in this rank and node. Stdlib only.
@@ -14,7 +16,7 @@ from __future__ import annotations
 
 import os
 
-KINDS = ("kill", "hang", "slow", "corrupt")
+KINDS = ("kill", "hang", "slow", "slow_stack", "corrupt")
 
 
 def _parse(spec: str) -> list[tuple[str, dict[str, str]]]:

@@ -14,8 +14,15 @@ A baseline file::
     tolerances:                             # optional: `mlenv compare` regression bar per metric
       - {check: compute.matmul, metric: tflops_bf16, value: 0.05, source: "…"}  # default 0.10
 
-Every number carries a ``source`` note. A malformed file raises InputError naming the
-file, line and what was expected (the CLI exits 2).
+Every number carries a ``source``: a note, or (what the shipped files use for every
+``expected`` figure) a structured one that says whether the figure was measured or
+published::
+
+    source: {measured: 2026-11-22, machine: "NVIDIA H100 80GB HBM3, torch 2.11.0+cu130", note: "…"}
+    source: {cited: "https://…/conf/nd96isr_h100_v5.conf", note: "Azure's health-check floor …"}
+
+A malformed file raises InputError naming the file, line and what was expected (the CLI
+exits 2).
 """
 
 from __future__ import annotations
@@ -73,6 +80,23 @@ class _Applies:
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """Where a figure comes from: a measurement (date and machine) or a publication (citation)."""
+
+    kind: str  # "measured" | "cited"
+    note: str
+    date: str = ""  # ISO date of the measurement
+    machine: str = ""  # what it was measured on
+    citation: str = ""  # a URL (https) of the published figure
+
+    def text(self) -> str:
+        """One line for reports: ``measured 2026-11-22 on <machine>: <note>`` or ``<note> (<url>)``."""
+        if self.kind == "measured":
+            return f"measured {self.date} on {self.machine}: {self.note}"
+        return f"{self.note} ({self.citation})"
+
+
+@dataclass(frozen=True)
 class Expected(_Applies):
     """What a healthy device measures for one metric, and where that number comes from."""
 
@@ -82,6 +106,7 @@ class Expected(_Applies):
     source: str
     scope: str | None = None
     when: tuple[tuple[str, Scalar], ...] = ()
+    provenance: Provenance | None = None
 
 
 @dataclass(frozen=True)
@@ -95,6 +120,7 @@ class Rule(_Applies):
     source: str
     scope: str | None = None
     when: tuple[tuple[str, Scalar], ...] = ()
+    provenance: Provenance | None = None
 
     def holds(self, measured: float) -> bool:
         """Apply the rule's operator from the fixed table."""
@@ -183,6 +209,38 @@ class _Doc:
                 return self.number(node, where)
         raise self.fail(node, where, "a string, number or boolean")
 
+    def source(self, node: Any, where: str) -> tuple[str, Provenance | None]:
+        """A ``source``: a note, or ``{measured: DATE, machine: …, note: …}`` / ``{cited: URL, note: …}``."""
+        import datetime
+
+        import yaml
+
+        if not isinstance(node, yaml.MappingNode):
+            return self.string(node, where), None
+        m = self.mapping(node, where)
+        if "measured" in m:
+            self.keys(m, node, where, ("measured", "machine", "note"))
+            date_node = m["measured"][1]
+            raw = str(getattr(date_node, "value", ""))
+            try:
+                date = datetime.date.fromisoformat(raw)
+            except ValueError:
+                raise self.fail(date_node, f"{where}.measured", f"the date of the measurement, YYYY-MM-DD "
+                                                                 f"(got {raw!r})") from None
+            prov = Provenance("measured", note=self.string(m["note"][1], f"{where}.note"), date=date.isoformat(),
+                              machine=self.string(m["machine"][1], f"{where}.machine"))
+        elif "cited" in m:
+            self.keys(m, node, where, ("cited", "note"))
+            url = self.string(m["cited"][1], f"{where}.cited")
+            if not url.startswith("https://") or any(c.isspace() for c in url):
+                raise self.fail(m["cited"][1], f"{where}.cited", f"the https:// address of the published figure "
+                                                                 f"(got {url!r})")
+            prov = Provenance("cited", note=self.string(m["note"][1], f"{where}.note"), citation=url)
+        else:
+            raise self.fail(node, where, "a note, or a mapping with 'measured' (date, machine, note) or 'cited' "
+                                         "(URL, note)")
+        return prov.text(), prov
+
     def applies(self, m: dict[str, tuple[Any, Any]], where: str) -> dict[str, Any]:
         """The ``check`` / ``scope`` / ``when`` keys of an entry, checked."""
         scope = None
@@ -245,9 +303,9 @@ def load(path: str | Path) -> Baseline:
             w = f"expected[{i}]"
             m = d.mapping(n, w)
             d.keys(m, n, w, ("check", "metric", "value", "source"), ("scope", "when"))
+            text, prov = d.source(m["source"][1], f"{w}.source")
             expected.append(Expected(**d.applies(m, w), metric=d.string(m["metric"][1], f"{w}.metric"),
-                                     value=d.number(m["value"][1], f"{w}.value"),
-                                     source=d.string(m["source"][1], f"{w}.source")))
+                                     value=d.number(m["value"][1], f"{w}.value"), source=text, provenance=prov))
     rules: list[Rule] = []
     for i, n in enumerate(d.seq(top["rules"][1], "rules")):
         w = f"rules[{i}]"
@@ -257,8 +315,9 @@ def load(path: str | Path) -> Baseline:
         op = str(getattr(op_node, "value", ""))
         if op not in OPS or getattr(op_node, "tag", "") != "tag:yaml.org,2002:str":
             raise d.fail(op_node, f"{w}.op", f"one of {', '.join(OPS)} (got {op!r})")
+        text, prov = d.source(m["source"][1], f"{w}.source")
         rules.append(Rule(**d.applies(m, w), metric=d.string(m["metric"][1], f"{w}.metric"), op=op,
-                          value=d.number(m["value"][1], f"{w}.value"), source=d.string(m["source"][1], f"{w}.source")))
+                          value=d.number(m["value"][1], f"{w}.value"), source=text, provenance=prov))
     outliers: dict[str, float] = {}
     if "outliers" in top:
         om = d.mapping(top["outliers"][1], "outliers")

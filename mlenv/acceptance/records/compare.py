@@ -246,6 +246,10 @@ def compare(a: Run, b: Run, base: baselines.Baseline | None = None,
     if (wa.get("ranks"), wa.get("device")) != (wb.get("ranks"), wb.get("device")):
         notes.append(f"note: the worlds differ ({wa.get('ranks')} {wa.get('device')} rank(s) vs "
                      f"{wb.get('ranks')} {wb.get('device')} rank(s))")
+    sa, sb = training_setup(a), training_setup(b)
+    if sa is not None and sb is not None and sa != sb:
+        notes.append(f"note: the training runs used different setups ({sa} vs {sb}): their training figures "
+                     "are not comparable")
     ia, ib = _index(a), _index(b)
     rows: list[Row] = []
     for key in sorted(set(ia) | set(ib), key=lambda k: (k[0], k[1])):
@@ -262,6 +266,23 @@ def compare(a: Run, b: Run, base: baselines.Baseline | None = None,
             va, vb = ra.metrics.get(metric), rb.metrics.get(metric)
             rows.append(_row(check, where, metric, va, vb, base, default_tolerance))
     return Comparison(a, b, rows, notes)
+
+
+def training_setup(run: Run) -> str | None:
+    """The training setup of ``run``'s ``training.deepspeed`` result as one line, or None (no training).
+
+    Runs from before the setup was recorded (issue 27) name their precision and ZeRO stage.
+    """
+    for r in run.results:
+        if r.name != "training.deepspeed" or not isinstance(r.details, dict):
+            continue
+        setup = r.details.get("setup")
+        if isinstance(setup, dict) and setup.get("name"):
+            return str(setup["name"])
+        if "precision" in r.details or "zero_stage" in r.details:
+            return (f"{r.details.get('precision', '?')}, ZeRO-{r.details.get('zero_stage', '?')} "
+                    "(setup not recorded)")
+    return None
 
 
 def _row(check: str, where: str, metric: str, va: float | None, vb: float | None,

@@ -30,6 +30,68 @@ def test_shipped_baselines_parse_with_a_source_for_every_number() -> None:
         assert all(x.source.strip() for x in b.rules) and all(x.source.strip() for x in b.expected)
 
 
+def test_every_shipped_figure_says_whether_it_was_measured_or_published() -> None:
+    """Issue 27: each expected figure has a structured source, a dated measurement on a named
+    machine or a citation, so a reader can tell a figure we measured from one we read."""
+    import datetime
+
+    for b in baselines.builtin():
+        for e in b.expected:
+            where = f"{b.path}: expected {e.check} {e.metric}"
+            assert e.provenance is not None, f"{where}: source is free text"
+            if e.provenance.kind == "measured":
+                assert datetime.date.fromisoformat(e.provenance.date) <= datetime.date.today(), where
+                assert e.provenance.machine.strip(), where
+                assert e.source.startswith(f"measured {e.provenance.date} on {e.provenance.machine}: "), where
+            else:
+                assert e.provenance.kind == "cited" and e.provenance.citation.startswith("https://"), where
+                assert e.provenance.citation in e.source, where
+    # The published per-SKU floors the issue names are cited, not typed in from memory.
+    h100 = baselines.find_for_device(["NVIDIA H100 80GB HBM3"])
+    assert h100 is not None
+    (nvlink,) = [e for e in h100.expected if e.metric == "busbw_gbps_large"]
+    assert nvlink.value == 460 and nvlink.provenance is not None
+    assert nvlink.provenance.citation.startswith("https://github.com/Azure/azurehpc-health-checks/blob/")
+    assert "380 Gb/s" in nvlink.source and "48 GB/s" in nvlink.source
+
+
+SOURCED = """model: Test
+expected:
+  - {check: compute.matmul, metric: tflops_fp32, value: 2, source: SRC}
+rules:
+  - {check: compute.matmul, metric: tflops_fp32, op: ">=", value: 1.5, source: "s"}
+"""
+
+
+def test_structured_sources_parse(tmp_path: Path) -> None:
+    measured = '{measured: 2026-11-22, machine: "box", note: "n"}'
+    b = baselines.load(_write(tmp_path, SOURCED.replace("SRC", measured)))
+    assert b.expected[0].provenance == baselines.Provenance("measured", note="n", date="2026-11-22", machine="box")
+    assert b.expected[0].source == "measured 2026-11-22 on box: n"
+    cited = '{cited: "https://example.org/x.conf", note: "floor"}'
+    b = baselines.load(_write(tmp_path, SOURCED.replace("SRC", cited)))
+    assert b.expected[0].source == "floor (https://example.org/x.conf)"
+    assert b.expected[0].provenance is not None and b.expected[0].provenance.kind == "cited"
+    # A plain note still works (users' own baselines from before issue 27).
+    assert baselines.load(_write(tmp_path, SOURCED.replace("SRC", '"a note"'))).expected[0].provenance is None
+
+
+@pytest.mark.parametrize(("src", "message"), [
+    ('{measured: 22.11.2026, machine: "box", note: "n"}',
+     ":3:79: expected[0].source.measured: expected the date of the measurement, YYYY-MM-DD (got '22.11.2026')"),
+    ('{measured: 2026-11-22, note: "n"}', ":3:68: expected[0].source: expected key 'machine'"),
+    ('{cited: "see the datasheet", note: "n"}',
+     ":3:76: expected[0].source.cited: expected the https:// address of the published figure"),
+    ('{cited: "https://x.org", note: "n", machine: "m"}', "expected[0].source.machine: expected one of the keys"),
+    ('{guessed: 1}', ":3:68: expected[0].source: expected a note, or a mapping with 'measured'"),
+])
+def test_bad_structured_source_names_the_place(tmp_path: Path, src: str, message: str) -> None:
+    p = _write(tmp_path, SOURCED.replace("SRC", src))
+    with pytest.raises(InputError) as e:
+        baselines.load(p)
+    assert str(e.value).startswith(str(p) + ":") and message in str(e.value)
+
+
 def test_pick_by_gpu_name_and_type() -> None:
     assert baselines.find_for_device(["NVIDIA H100 80GB HBM3"]).model == "H100 80GB"  # type: ignore[union-attr]
     assert baselines.find_for_device(["H200"]).model == "H200"  # type: ignore[union-attr]

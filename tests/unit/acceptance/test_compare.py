@@ -150,3 +150,24 @@ def test_runs_by_id_from_the_history_and_from_a_bundle(tmp_path: Path) -> None:
     for args in (["history", "../etc"], ["history", "barcelona", "-o", "yaml"], ["history", "-x"]):
         r = CliRunner().invoke(app, args, env=env)
         assert r.exit_code == 2 and "Traceback" not in r.output, (args, r.output)
+
+
+def _training_world(setup: dict[str, object] | None, sps: float) -> CheckResult:
+    details: dict[str, object] = {"precision": "bf16", "zero_stage": 2}
+    if setup is not None:
+        details["setup"] = setup
+    return CheckResult("training.deepspeed", Status.PASS, "world", metrics={"samples_per_s": sps}, details=details)
+
+
+def test_compare_says_when_the_training_setups_differ(tmp_path: Path) -> None:
+    """Issue 27: a run with the old DeepSpeed bf16 ZeRO-2 setup against one with torch_autocast
+    ZeRO-0 is no regression or improvement of the cluster: the note says why the figures moved."""
+    fast = {"name": "torch_autocast bf16, ZeRO-0, channels_last", "zero_stage": 0}
+    old = load_run(str(write_run(tmp_path / "a", "run1", [*run_results(1), _training_world(None, 2800.0)])))
+    new = load_run(str(write_run(tmp_path / "b", "run2", [*run_results(1), _training_world(fast, 3600.0)])))
+    again = load_run(str(write_run(tmp_path / "c", "run3", [*run_results(1), _training_world(fast, 3590.0)])))
+    (note,) = compare(old, new).notes
+    assert note == ("note: the training runs used different setups (bf16, ZeRO-2 (setup not recorded) vs "
+                    "torch_autocast bf16, ZeRO-0, channels_last): their training figures are not comparable")
+    assert compare(new, again).notes == []
+    assert "different setups" in compare(old, new).to_dict()["notes"][0]

@@ -19,7 +19,9 @@ from mlenv.acceptance.core.base import RunContext, registry
 MiB = 2**20
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 TRAINING_COMMON: dict[str, Any] = {
-    "zero_stage": 2, "dataset": "synthetic", "data_dir": "", "lr": 0.001, "loss_window": 3,
+    # Issue 27: the stage is chosen by node count (-1: 0 on one node, 2 across nodes), and the
+    # plain-loop reference with its stack-ratio bars is new.
+    "zero_stage": -1, "plain_loop": True, "stack_warn_ratio": 0.8, "stack_fail_ratio": 0.5, "dataset": "synthetic", "data_dir": "", "lr": 0.001, "loss_window": 3,
     "min_loss_drop": 0.05, "straggler_factor": 1.5, "straggler_status": "WARN", "max_batches": 16,
     "seq_len": 64, "vocab_size": 256, "seed": 0,
 }

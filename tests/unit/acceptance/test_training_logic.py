@@ -8,8 +8,11 @@ import numpy as np
 import pytest
 
 from mlenv.acceptance.checks.training import (
+    AUTO_STAGE,
     WORLD_CHECK,
+    TrainingSetup,
     TrainRecord,
+    choose_setup,
     ds_config,
     find_stragglers,
     loss_trend,
@@ -126,6 +129,85 @@ def test_ds_config_follows_options() -> None:
         ds_config(batch_size=8, zero_stage=2, lr=1e-3, precision="fp8")
 
 
+def test_setup_is_the_measured_fast_one_where_it_applies() -> None:
+    """Issue 27: torch_autocast bf16, ZeRO-0 on one node (2 across nodes), channels_last at stage 0."""
+    one = choose_setup(cuda=True, bf16=True, image_model=True, nnodes=1)
+    assert (one.precision, one.mixed, one.zero_stage, one.channels_last) == ("bf16", "torch_autocast", 0, True)
+    assert one.name == "torch_autocast bf16, ZeRO-0, channels_last"
+    many = choose_setup(cuda=True, bf16=True, image_model=True, nnodes=4)
+    assert (many.zero_stage, many.channels_last) == (2, False)  # flat buffers refuse channels_last views
+    assert choose_setup(cuda=True, bf16=True, image_model=True, nnodes=1, zero_stage=3).channels_last is False
+    assert choose_setup(cuda=True, bf16=True, image_model=False, nnodes=1).channels_last is False  # gpt
+    old_gpu = choose_setup(cuda=True, bf16=False, image_model=True, nnodes=1)
+    assert (old_gpu.precision, old_gpu.mixed) == ("fp16", "deepspeed_fp16")
+    cpu = choose_setup(cuda=False, bf16=False, image_model=True, nnodes=1, zero_stage=AUTO_STAGE)
+    assert cpu.name == "fp32, ZeRO-0, channels_last" and cpu.to_dict()["name"] == cpu.name
+    with pytest.raises(InputError, match="channels_last weights need ZeRO stage 0"):
+        TrainingSetup("bf16", "torch_autocast", 2, True)
+
+
+def test_ds_config_for_torch_autocast() -> None:
+    cfg = ds_config(batch_size=256, zero_stage=0, lr=1e-3, precision="bf16", mixed="torch_autocast", fused=True)
+    assert cfg["torch_autocast"] == {"enabled": True, "dtype": "bfloat16"}
+    # DeepSpeed refuses autocast together with its own bf16/fp16 modes.
+    assert not cfg["bf16"]["enabled"] and not cfg["fp16"]["enabled"]
+    assert cfg["optimizer"]["params"]["fused"] is True and cfg["zero_optimization"]["stage"] == 0
+    assert "torch_autocast" not in ds_config(batch_size=8, zero_stage=0, lr=1e-3, precision="fp32")
+    with pytest.raises(InputError, match="does not fit precision"):
+        ds_config(batch_size=8, zero_stage=0, lr=1e-3, precision="fp32", mixed="torch_autocast")
+
+
+def _rec_plain(ds_ms: float, comm_ms: float, plain_ms: float, n: int = 6) -> TrainRecord:
+    losses = [2.0 - 0.1 * i for i in range(n)]
+    return TrainRecord(losses=losses, step_s=[ds_ms / 1e3] * n, compute_s=[0.5 * ds_ms / 1e3] * n,
+                       comm_s=[comm_ms / 1e3] * n, optimizer_s=[0.01] * n, plain_step_s=[plain_ms / 1e3] * n,
+                       warmup=2, batch_size=8,
+                       setup=TrainingSetup("bf16", "torch_autocast", 0, True).to_dict())
+
+
+def test_stack_ratio_leaves_out_the_gradient_reduction() -> None:
+    r = _rec_plain(ds_ms=120.0, comm_ms=20.0, plain_ms=90.0)
+    assert r.stack_ratio() == pytest.approx(90 / 100)
+    assert r.stack_ratio_whole_step() == pytest.approx(90 / 120)
+    assert TrainRecord(step_s=[0.1], comm_s=[0.0]).stack_ratio() is None  # no plain loop ran
+
+
+@pytest.mark.parametrize(("ds_ms", "status", "bar"), [
+    (100.0, Status.PASS, None), (110.0, Status.WARN, "below 80% (stack_warn_ratio)"),
+    (200.0, Status.FAIL, "below 50% (stack_fail_ratio)"),
+])
+def test_world_result_judges_the_stack_against_the_plain_loop(ds_ms: float, status: Status, bar: str | None) -> None:
+    # Plain 80 ms per step on every rank; DeepSpeed (without its 5 ms reduction) slower by ds_ms.
+    recs = [(0, "a", _rec_plain(85.0, 5.0, 80.0)), (1, "b", _rec_plain(ds_ms + 5.0, 5.0, 80.0)),
+            (2, "c", _rec_plain(ds_ms + 5.0, 5.0, 80.0))]
+    res = world_result(recs, model="resnet50", dataset="synthetic", loss_window=2, min_loss_drop=0.05,
+                       straggler_factor=10.0, stack_warn_ratio=0.8, stack_fail_ratio=0.5)
+    assert res.status == status, res.reasons
+    assert res.metrics["plain_samples_per_s_per_rank"] == pytest.approx(8 / 0.080)
+    assert res.metrics["stack_ratio"] == pytest.approx(80 / ds_ms)
+    assert res.details["setup"]["name"] == "torch_autocast bf16, ZeRO-0, channels_last"
+    assert res.details["mixed_precision"] == "torch_autocast"
+    if bar is None:
+        assert res.reasons == []
+    else:
+        (reason,) = res.reasons
+        assert reason.startswith("the DeepSpeed stack (torch_autocast bf16, ZeRO-0, channels_last) reached "
+                                 f"{100 * 80 / ds_ms:.0f}% of a plain PyTorch loop")
+        assert bar in reason and f"lowest: rank 1 (b) at {100 * 80 / ds_ms:.0f}%" in reason
+
+
+def test_a_slow_stack_fails_alone_and_a_flat_loss_still_fails_with_a_healthy_stack() -> None:
+    slow = [(0, "a", _rec_plain(200.0, 0.0, 80.0)), (1, "b", _rec_plain(200.0, 0.0, 80.0))]
+    res = world_result(slow, model="resnet50", dataset="synthetic", loss_window=2, min_loss_drop=0.05,
+                       straggler_factor=1.5)
+    assert res.status == Status.FAIL and len(res.reasons) == 1
+    flat = [(0, "a", TrainRecord(losses=[2.0] * 6, step_s=[0.1] * 6, compute_s=[0.05] * 6, comm_s=[0.0] * 6,
+                                 optimizer_s=[0.01] * 6, plain_step_s=[0.095] * 6, warmup=2, batch_size=8))]
+    res = world_result(flat, model="gpt", dataset="synthetic", loss_window=2, min_loss_drop=0.05,
+                       straggler_factor=1.5)
+    assert res.status == Status.FAIL and "loss did not decrease" in res.reasons[0] and len(res.reasons) == 1
+
+
 def test_validate_options_accepts_the_profiles() -> None:
     from mlenv.acceptance.checks.training import validate_options
     from mlenv.acceptance.core.profiles import PROFILES
@@ -145,6 +227,7 @@ def test_validate_options_accepts_the_profiles() -> None:
     ({"lr": True}, "lr: expected a number"),
     ({"batch_size": 0}, "batch_size: must be >= 1"),
     ({"zero_stage": 5}, "zero_stage: must be 0, 1, 2 or 3"),
+    ({"stack_warn_ratio": 0.4}, "need 0 <= stack_fail_ratio <= stack_warn_ratio <= 1"),
     ({"dataset": "imagenet"}, "unknown dataset 'imagenet'"),
     ({"dataset": "cifar10"}, "needs the option data_dir"),
     ({"dataset": "cifar10", "data_dir": "/d", "model": "gpt"}, "needs tokens"),
