@@ -46,6 +46,7 @@ FILE ?=
 .PHONY: help venv system-deps demo test lint typecheck lint-image unit validate render render-all \
         list-clusters acceptance deploy-cluster deploy-cluster-dry-run sync-multi-node sync-once \
         shell status-cluster logs clean-cluster launch build-image port-forward bench clean \
+        bench-gpu bench-gpu-bundle bench-record \
         deploy dev-session vscode jupyter gpu-info shell-multi-node build status \
         deploy-multi-node clean-multi-node status-multi-node sync-code
 
@@ -162,6 +163,22 @@ build-image: venv ## oc start-build of the pod image
 
 bench: venv ## every benchmarks/bench_*.py
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# i27: the checks against plain PyTorch on one GPU. No `venv` prerequisite: a GPU machine
+# has its own python and torch (and no network); DeepSpeed comes from dist/ wheels built here
+# by bench-gpu-bundle and carried along. Here the venv's python is used when it exists.
+BENCH_OUT ?= bench-gpu-rows.jsonl
+BENCH_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
+BENCH_ROUNDS ?= 3
+BENCH_DOC ?= docs/benchmarks.md
+bench-gpu: ## checks vs plain PyTorch on one GPU, interleaved; rows to BENCH_OUT (no CUDA: says so, exit 0)
+	PYTHON=$(call q,$(BENCH_PY)) bash benchmarks/bench_gpu.sh --out $(call q,$(BENCH_OUT)) --rounds $(call q,$(BENCH_ROUNDS))
+
+bench-gpu-bundle: venv ## dist/ wheels (mlenv, DeepSpeed and its small deps) to carry to a GPU machine
+	bash benchmarks/bench_gpu_bundle.sh $(call q,$(PY))
+
+bench-record: ## append BENCH_OUT's rows (from a GPU machine) to docs/benchmarks.md
+	$(BENCH_PY) benchmarks/bench_gpu.py --record $(call q,$(BENCH_OUT)) --doc $(call q,$(BENCH_DOC))
 
 clean: ## remove the local .venv, caches and reports (not the cluster: see clean-cluster)
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache reports acceptance-report
