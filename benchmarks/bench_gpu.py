@@ -214,8 +214,8 @@ def run(cpu: bool, rounds: int, say: Callable[[str], None]) -> list[dict[str, An
     import torch.distributed as dist
 
     from mlenv.acceptance.checks.compute import time_matmul
-    from mlenv.acceptance.checks.memory import time_copy
     from mlenv.acceptance.checks.datasets import build_dataset
+    from mlenv.acceptance.checks.memory import time_copy
     from mlenv.acceptance.run.world import free_port
 
     cuda = not cpu

@@ -45,6 +45,7 @@ torch and deepspeed are imported inside the functions.
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import statistics
@@ -341,6 +342,19 @@ class TrainRecord:
     params: int = 0
     setup: dict[str, Any] = field(default_factory=dict)
 
+    def add_step(self, loss: float, spans: Mapping[str, float]) -> None:
+        """One DeepSpeed step: its loss and its spans (see ``_Clock.spans``)."""
+        self.losses.append(loss)
+        self.step_s.append(spans["step"])
+        self.compute_s.append(spans["compute"])
+        self.comm_s.append(spans["comm"])
+        self.optimizer_s.append(spans["optimizer"])
+
+    def add_plain(self, seconds: float, loss: float) -> None:
+        """One step of the plain loop."""
+        self.plain_step_s.append(seconds)
+        self.plain_losses.append(loss)
+
     def timed(self, series: list[float]) -> list[float]:
         """The entries of ``series`` after the warm-up steps."""
         return series[self.warmup:]
@@ -458,13 +472,9 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
 
     Returns this rank's :class:`TrainRecord`. Raises InputError for bad options.
     """
-    import copy
-
-    import deepspeed
     import torch
 
-    from mlenv.acceptance.checks.datasets import build_dataset
-    from mlenv.acceptance.checks.models import build_model, count_parameters, is_image_model
+    from mlenv.acceptance.checks.models import count_parameters, is_image_model
 
     if steps < 1 or warmup_steps < 0 or batch_size < 1 or max_batches < 1:
         raise InputError(f"training: need steps >= 1, warmup_steps >= 0, batch_size >= 1, max_batches >= 1; "
@@ -476,18 +486,53 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
                              nnodes=nnodes, zero_stage=zero_stage, precision=precision)
     total = warmup_steps + steps
     n_batches = min(total, max_batches)
+    dev = torch.device(device)
+    torch.manual_seed(seed)  # same initial weights everywhere (DeepSpeed also broadcasts rank 0's)
+    model, batches = _model_and_batches(model_name, dataset, dev, n_batches=n_batches, batch_size=batch_size,
+                                        rank=rank, world_size=world_size, seed=seed,
+                                        nhwc=image and (cuda or setup.channels_last))
+    # The plain loop starts from the same weights: copied before DeepSpeed touches them.
+    plain_step = (_plain_stepper(copy.deepcopy(model), dev, setup, lr=lr, cuda=cuda, slow_factor=slow_factor)
+                  if plain_loop else None)
+    rec = TrainRecord(warmup=warmup_steps, batch_size=batch_size, precision=setup.precision,
+                      zero_stage=setup.zero_stage, params=count_parameters(model), setup=setup.to_dict())
+    engine, ds_step = _ds_stepper(model, dev, setup, batch_size=batch_size, lr=lr, cuda=cuda,
+                                  slow_factor=slow_factor, stack_slow_factor=stack_slow_factor)
+    cudnn_benchmark = torch.backends.cudnn.benchmark
+    if cuda:
+        torch.backends.cudnn.benchmark = True  # fixed shapes: both loops get cuDNN's fastest kernels
+    try:
+        for step in range(total):
+            x, y = batches[step % n_batches]
+            # One step of each in turns, the order alternating, so neither always runs first.
+            if plain_step is not None and step % 2 == 0:
+                rec.add_plain(*plain_step(x, y))
+            loss, t = ds_step(x, y)
+            rec.add_step(loss, t)
+            if plain_step is not None and step % 2 == 1:
+                rec.add_plain(*plain_step(x, y))
+            if log is not None:
+                log(f"step {step}: loss {loss:.4f} step {1e3 * t['step']:.1f} ms")
+    finally:
+        torch.backends.cudnn.benchmark = cudnn_benchmark
+        engine.destroy()
+    return rec
+
+
+def _model_and_batches(model_name: str, dataset: Any, dev: Any, *, n_batches: int, batch_size: int, rank: int,
+                       world_size: int, seed: int, nhwc: bool) -> tuple[Any, list[tuple[Any, Any]]]:
+    """The model and ``n_batches`` distinct batches of this rank's shard, on the device."""
+    import torch
+
+    from mlenv.acceptance.checks.datasets import build_dataset
+    from mlenv.acceptance.checks.models import build_model
+
     if dataset is None:
         dataset = build_dataset("synthetic", model=model_name, size=n_batches * batch_size * world_size, seed=seed)
     n = len(dataset)
     if n < batch_size:
         raise InputError(f"training: dataset has {n} samples, fewer than batch_size {batch_size}")
-
-    torch.manual_seed(seed)  # same initial weights everywhere (DeepSpeed also broadcasts rank 0's)
     model = build_model(model_name, num_classes=dataset.num_classes, in_shape=dataset.sample_shape)
-    # The plain loop starts from the same weights; copied before DeepSpeed touches them.
-    plain_model = copy.deepcopy(model) if plain_loop else None
-    dev = torch.device(device)
-    nhwc = image and (cuda or setup.channels_last)
     batches = []
     for b in range(n_batches):
         # Each rank takes its own consecutive slice: rank r of step b reads samples
@@ -499,6 +544,20 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
             # NHWC inputs make cuDNN pick channels_last convolutions (tensor-core friendly).
             x = x.contiguous(memory_format=torch.channels_last)
         batches.append((x, y.to(dev)))
+    return model, batches
+
+
+def _ds_stepper(model: Any, dev: Any, setup: TrainingSetup, *, batch_size: int, lr: float, cuda: bool,
+                slow_factor: float, stack_slow_factor: float
+                ) -> tuple[Any, Callable[[Any, Any], tuple[float, dict[str, float]]]]:
+    """The DeepSpeed engine and one timed step of it as ``(x, y) -> (loss, spans)``.
+
+    ``slow_factor`` > 1 stretches forward and backward (a slow device), ``stack_slow_factor``
+    > 1 only DeepSpeed's step (a slow software stack); both scale the unstretched times
+    measured on the previous step, so the stretch does not compound.
+    """
+    import deepspeed
+    import torch
 
     # DeepSpeed asserts LOCAL_RANK is set; launchers set it, a script that made its own
     # one-process group (benchmarks, notebooks) does not. The device index is the answer.
@@ -517,74 +576,46 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
     in_dtype = {"deepspeed_bf16": torch.bfloat16, "deepspeed_fp16": torch.float16}.get(setup.mixed)
     loss_fn = torch.nn.CrossEntropyLoss()
     clock = _Clock(cuda)
-    params = [p for p in engine.module.parameters() if p.requires_grad]
-    for p in params:
-        # Fires as each gradient is produced; the last call marks the end of autograd.
-        p.register_hook(lambda _g: clock.mark("grads"))
-    rec = TrainRecord(warmup=warmup_steps, batch_size=batch_size, precision=setup.precision,
-                      zero_stage=setup.zero_stage, params=count_parameters(model), setup=setup.to_dict())
+    for p in engine.module.parameters():
+        if p.requires_grad:
+            # Fires as each gradient is produced; the last call marks the end of autograd.
+            p.register_hook(lambda _g: clock.mark("grads"))
+    est = {"bwd": 0.0, "step": 0.0}
 
-    plain_step: Callable[[Any, Any], tuple[float, float]] | None = None
-    if plain_model is not None:
-        plain_step = _plain_stepper(plain_model, dev, setup, lr=lr, cuda=cuda, slow_factor=slow_factor)
-    cudnn_benchmark = torch.backends.cudnn.benchmark
-    if cuda:
-        torch.backends.cudnn.benchmark = True  # fixed shapes: both loops get cuDNN's fastest kernels
-    est_bwd_s = est_step_s = 0.0
-    try:
-        for step in range(total):
-            x, y = batches[step % n_batches]
-            if plain_step is not None and step % 2 == 0:
-                plain_s, plain_loss = plain_step(x, y)
-                rec.plain_step_s.append(plain_s)
-                rec.plain_losses.append(plain_loss)
-            xd = x.to(in_dtype) if in_dtype is not None and x.is_floating_point() else x
-            if cuda:
-                torch.cuda.synchronize(dev)
-            clock.mark("start")
-            out = engine(xd)
-            loss = loss_fn(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
-            clock.mark("fwd")
-            slept = 0.0
-            if slow_factor > 1.0:
-                # A genuinely slower device: this rank's forward and backward each take
-                # ``slow_factor`` × as long, so peers really wait for it in the reduction.
-                if cuda:
-                    torch.cuda.synchronize(dev)
-                slept = (slow_factor - 1.0) * (clock.fwd_s() + est_bwd_s)
-                time.sleep(slept)
-            engine.backward(loss)
-            clock.mark("bwd")
-            engine.step()
-            stack_slept = 0.0
-            if stack_slow_factor > 1.0 and est_step_s > 0.0:
-                # A slow software stack: only DeepSpeed's step grows, the plain loop's does not.
-                if cuda:
-                    torch.cuda.synchronize(dev)
-                stack_slept = (stack_slow_factor - 1.0) * est_step_s
-                time.sleep(stack_slept)
-            clock.mark("end")
-            if cuda:
-                torch.cuda.synchronize(dev)
-            t = clock.spans()
-            # The stretch must scale the *unstretched* backward and step, or it would compound.
-            est_bwd_s = max(0.0, t["compute"] - t["fwd"] - slept)
-            est_step_s = max(0.0, t["step"] - t["comm"] - stack_slept)
-            rec.losses.append(float(loss.detach().float().item()))
-            rec.step_s.append(t["step"])
-            rec.compute_s.append(t["compute"])
-            rec.comm_s.append(t["comm"])
-            rec.optimizer_s.append(t["optimizer"])
-            if plain_step is not None and step % 2 == 1:
-                plain_s, plain_loss = plain_step(x, y)
-                rec.plain_step_s.append(plain_s)
-                rec.plain_losses.append(plain_loss)
-            if log is not None:
-                log(f"step {step}: loss {rec.losses[-1]:.4f} step {1e3 * t['step']:.1f} ms")
-    finally:
-        torch.backends.cudnn.benchmark = cudnn_benchmark
-        engine.destroy()
-    return rec
+    def sync() -> None:
+        if cuda:
+            torch.cuda.synchronize(dev)
+
+    def step(x: Any, y: Any) -> tuple[float, dict[str, float]]:
+        xd = x.to(in_dtype) if in_dtype is not None and x.is_floating_point() else x
+        sync()
+        clock.mark("start")
+        out = engine(xd)
+        loss = loss_fn(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
+        clock.mark("fwd")
+        slept = stack_slept = 0.0
+        if slow_factor > 1.0:
+            # A genuinely slower device: this rank's forward and backward each take
+            # ``slow_factor`` × as long, so peers really wait for it in the reduction.
+            sync()
+            slept = (slow_factor - 1.0) * (clock.fwd_s() + est["bwd"])
+            time.sleep(slept)
+        engine.backward(loss)
+        clock.mark("bwd")
+        engine.step()
+        if stack_slow_factor > 1.0 and est["step"] > 0.0:
+            # A slow software stack: only DeepSpeed's step grows, the plain loop's does not.
+            sync()
+            stack_slept = (stack_slow_factor - 1.0) * est["step"]
+            time.sleep(stack_slept)
+        clock.mark("end")
+        sync()
+        t = clock.spans()
+        est["bwd"] = max(0.0, t["compute"] - t["fwd"] - slept)
+        est["step"] = max(0.0, t["step"] - t["comm"] - stack_slept)
+        return float(loss.detach().float().item()), t
+
+    return engine, step
 
 
 def _plain_stepper(model: Any, dev: Any, setup: TrainingSetup, *, lr: float, cuda: bool,
