@@ -57,7 +57,9 @@ def test_resnet18_trains_and_passes(tmp_path: Path) -> None:
     m = world["metrics"]
     assert m["loss_last"] < m["loss_first"] and m["loss_drop_frac"] >= world["details"]["min_loss_drop"]
     assert m["samples_per_s"] == pytest.approx(2 * m["samples_per_s_per_rank"])
-    assert world["details"]["zero_stage"] == 2 and world["details"]["precision"] == "fp32"
+    # i27: one node trains at ZeRO-0 (stage 2 is for gradients that cross nodes); fp32 on a CPU.
+    assert world["details"]["zero_stage"] == 0 and world["details"]["precision"] == "fp32"
+    assert world["metrics"]["stack_ratio"] > 0  # the plain loop ran beside it, reported (judged on a GPU)
     assert world["details"]["parameters"] > 11_000_000  # the real ResNet-18, 10 classes
     ranks = by_name(doc, "training.step_time")
     assert sorted(r["rank"] for r in ranks) == [0, 1]

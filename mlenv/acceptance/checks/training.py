@@ -92,10 +92,13 @@ class TrainingOptions(CheckOptions):
     seed: int = option(0, help="seed of the model and synthetic data")
     plain_loop: bool = option(True, help="also time a plain PyTorch loop, interleaved: the hardware figure "
                                          "and the stack ratio")
-    stack_warn_ratio: float = option(0.80, help="WARN when DeepSpeed's samples/s is below this fraction of "
-                                                "the plain loop's")
-    stack_fail_ratio: float = option(0.50, help="FAIL when DeepSpeed's samples/s is below this fraction of "
-                                                "the plain loop's")
+    # Judged on a GPU only: CPU ranks share the cores, so the ratio there measured the
+    # scheduler (75-102 % across three healthy runs on the 2-core CI machine); it is still
+    # reported. Set the bars to judge it anyway.
+    stack_warn_ratio: float = option(0.0, cuda=0.80, help="WARN when DeepSpeed's samples/s is below this "
+                                                          "fraction of the plain loop's (0: not judged)")
+    stack_fail_ratio: float = option(0.0, cuda=0.50, help="FAIL when DeepSpeed's samples/s is below this "
+                                                          "fraction of the plain loop's (0: not judged)")
 
     def problems(self) -> list[tuple[str, str]]:
         """Model, dataset and the numbers DeepSpeed and the judge need (checked before launch)."""
@@ -498,6 +501,13 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
                       zero_stage=setup.zero_stage, params=count_parameters(model), setup=setup.to_dict())
     engine, ds_step = _ds_stepper(model, dev, setup, batch_size=batch_size, lr=lr, cuda=cuda,
                                   slow_factor=slow_factor, stack_slow_factor=stack_slow_factor)
+    def lockstep() -> None:
+        # The plain loop does not communicate: without a barrier after it, a slow rank's
+        # plain step would be waited out inside its peers' next DeepSpeed step (their
+        # gradient reduction), and charged to DeepSpeed. Untimed.
+        if world_size > 1 and torch.distributed.is_initialized():
+            torch.distributed.barrier()
+
     cudnn_benchmark = torch.backends.cudnn.benchmark
     if cuda:
         torch.backends.cudnn.benchmark = True  # fixed shapes: both loops get cuDNN's fastest kernels
@@ -507,10 +517,12 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
             # One step of each in turns, the order alternating, so neither always runs first.
             if plain_step is not None and step % 2 == 0:
                 rec.add_plain(*plain_step(x, y))
+                lockstep()
             loss, t = ds_step(x, y)
             rec.add_step(loss, t)
             if plain_step is not None and step % 2 == 1:
                 rec.add_plain(*plain_step(x, y))
+                lockstep()
             if log is not None:
                 log(f"step {step}: loss {loss:.4f} step {1e3 * t['step']:.1f} ms")
     finally:

@@ -227,7 +227,7 @@ def test_validate_options_accepts_the_profiles() -> None:
     ({"lr": True}, "lr: expected a number"),
     ({"batch_size": 0}, "batch_size: must be >= 1"),
     ({"zero_stage": 5}, "zero_stage: must be 0, 1, 2 or 3"),
-    ({"stack_warn_ratio": 0.4}, "need 0 <= stack_fail_ratio <= stack_warn_ratio <= 1"),
+    ({"stack_warn_ratio": 0.4, "stack_fail_ratio": 0.5}, "need 0 <= stack_fail_ratio <= stack_warn_ratio <= 1"),
     ({"dataset": "imagenet"}, "unknown dataset 'imagenet'"),
     ({"dataset": "cifar10"}, "needs the option data_dir"),
     ({"dataset": "cifar10", "data_dir": "/d", "model": "gpt"}, "needs tokens"),
