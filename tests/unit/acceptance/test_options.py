@@ -242,7 +242,7 @@ def test_faults_are_asked_through_the_context(monkeypatch: pytest.MonkeyPatch) -
         ctx.fault("slo", "compute.matmul")
     monkeypatch.delenv("MLENV_FAULT")
     assert ctx.fault("kill", "compute.matmul") is None
-    assert faults.KINDS == ("kill", "hang", "slow", "corrupt")
+    assert faults.KINDS == ("kill", "hang", "slow", "slow_stack", "corrupt")
 
 
 def test_the_busy_gpu_thresholds_are_options_of_the_environment_check() -> None:
