@@ -25,7 +25,7 @@ FORWARD_PREFIXES = ("NCCL_", "MLENV_", "CUDA_", "UCX_", "GLOO_", "TORCH_")
 # Per-pod values: forwarding pod-0's copy would give every node pod-0's identity or
 # devices. CUDA_VISIBLE_DEVICES is set per rank by the launcher itself.
 PER_POD = frozenset({"MLENV_POD_INDEX", "MLENV_POD_NAME", "MLENV_NODE_RANK", "CUDA_VISIBLE_DEVICES",
-                     "MLENV_IB_HCA", "NODE_RANK", "POD_IP"})
+                     "MLENV_IB_HCA", "NODE_RANK", "POD_IP", "MLENV_NODE_NAME"})
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNSAFE = re.compile(r'[\n\r"$`\\]')
 

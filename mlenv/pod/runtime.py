@@ -104,6 +104,8 @@ def verb_init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bo
 
     # i10.4: upstream's per-pod names; each pod's sshd sets its own (never pod-0's).
     node_vars: dict[str, str] = upstream_vars(env, pe.rank)
+    if env.get("MLENV_NODE_NAME", "").strip():  # i26: the Kubernetes Node, for node verdicts
+        node_vars["MLENV_NODE_NAME"] = env["MLENV_NODE_NAME"].strip()
     if "POD_IP" not in node_vars:
         say("warning: POD_IP is not set and the hostname does not resolve; POD_IP stays unset")
     if pe.network_mode == "rdma":

@@ -64,6 +64,7 @@ def pod_env(cluster: Cluster, mode: Mode, nodes: int) -> list[dict[str, Any]]:
         {"name": "MLENV_NAMESPACE", **_field("metadata.namespace")},
         {"name": "MLENV_POD_NAME", **_field("metadata.name")},
         {"name": "MLENV_POD_INDEX", **_field(f"metadata.labels['{names.POD_INDEX_LABEL}']")},
+        {"name": "MLENV_NODE_NAME", **_field("spec.nodeName")},
         {"name": "MLENV_STATEFULSET", "value": names.STATEFULSET},
         {"name": "MLENV_HEADLESS_SERVICE", "value": names.HEADLESS_SERVICE},
         {"name": "MLENV_NNODES", "value": str(nodes)},

@@ -57,6 +57,7 @@ def test_local_suite_passes_with_every_report(tmp_path: Path) -> None:
     lines = (report / "results.jsonl").read_text().splitlines()
     assert len(lines) == len(doc["checks"])
     cases = ET.parse(report / "junit.xml").getroot().findall("testsuite/testcase")
-    assert len(cases) == len(doc["checks"]) + 1  # one per result, and the verdict's own testcase
+    # one per result, one per node (i26: node verdicts), and the verdict's own testcase
+    assert len(cases) == len(doc["checks"]) + len(doc["node_verdicts"]["nodes"]) + 1
     assert (report / "summary.md").read_text().startswith("# Acceptance: PASS")
     assert (report / "tflops.png").exists()

@@ -275,6 +275,10 @@ def collect(ctx: RunContext) -> dict[str, Any]:
         gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     d["gpu_models"] = gpus
     d["nccl_env"] = {k: v for k, v in sorted(os.environ.items()) if k.startswith("NCCL_")}
+    # The Kubernetes Node this pod runs on (downward API spec.nodeName): node verdicts name it.
+    node_name = os.environ.get("MLENV_NODE_NAME", "").strip()
+    if node_name:
+        d["node_name"] = node_name
     # Only one rank per node runs the node-wide tools: same answer, less noise.
     if ctx.local_rank == 0:
         smi = run_tool(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], missing)

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from mlenv.acceptance.core.result import SCHEMA_VERSION, CheckResult
-from mlenv.acceptance.judging import baselines
+from mlenv.acceptance.judging import baselines, nodeverdicts
 from mlenv.acceptance.judging.verdict import Judgement, judge
 from mlenv.contract import RESULTS_JSON, RESULTS_JSONL
 
@@ -89,6 +89,7 @@ def build_document(meta: RunMeta, j: Judgement, baseline: baselines.Baseline | N
         "world": meta.world,
         "env": meta.env,
         "expected": j.expected,
+        "node_verdicts": nodeverdicts.build(j.results, j.findings, meta.world),
         "checks": [r.to_dict() for r in j.results],
     }
 
@@ -124,7 +125,8 @@ def finalize(report_dir: Path, meta: RunMeta, results: list[CheckResult], notes:
     write_json(report_dir / RESULTS_JSON, doc)
     hosts = meta.world.get("hosts") or []
     junit = to_junit(j.results, doc["verdict"], doc["reasons"], wall_s=wall_seconds(meta.started, doc["finished"]),
-                     timestamp=meta.started, hostname=str(hosts[0]) if hosts else socket.gethostname())
+                     timestamp=meta.started, hostname=str(hosts[0]) if hosts else socket.gethostname(),
+                     nodes=doc["node_verdicts"])
     (report_dir / JUNIT_XML).write_text(junit, encoding="utf-8")
     made: list[str] = []
     if plots:

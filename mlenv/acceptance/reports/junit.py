@@ -40,19 +40,24 @@ VERDICT_NAME = "verdict"
 
 
 def to_junit(results: list[CheckResult], verdict: str, reasons: list[str], suite: str = "mlenv-acceptance",
-             wall_s: float | None = None, timestamp: str | None = None, hostname: str | None = None) -> str:
+             wall_s: float | None = None, timestamp: str | None = None, hostname: str | None = None,
+             nodes: dict[str, Any] | None = None) -> str:
     """The JUnit XML document (a ``testsuites`` root with one ``testsuite``).
 
     ``wall_s`` is the run's wall time (start to report); without it the longest
-    check duration stands in, never the sum.
+    check duration stands in, never the sum. ``nodes`` (results.json's ``node_verdicts``)
+    adds one testcase per node (classname ``node``): FAIL fails, UNKNOWN is skipped
+    (nothing measured it), WARN passes with its findings in ``system-out``.
     """
+    node_list = [n for n in (nodes or {}).get("nodes", []) if isinstance(n, dict)]
     counts = {s: sum(1 for r in results if r.status == s) for s in Status}
-    failures = counts[Status.FAIL] + (verdict == "FAIL")
+    failures = counts[Status.FAIL] + (verdict == "FAIL") + sum(1 for n in node_list if n.get("status") == "FAIL")
     errors = counts[Status.ERROR] + (verdict not in ("PASS", "FAIL"))
+    skipped = counts[Status.SKIP] + sum(1 for n in node_list if n.get("status") == "UNKNOWN")
     total_time = wall_s if wall_s is not None else max((r.duration_s for r in results), default=0.0)
-    tests = str(len(results) + 1)
+    tests = str(len(results) + len(node_list) + 1)
     common = {"tests": tests, "failures": str(failures), "errors": str(errors),
-              "skipped": str(counts[Status.SKIP]), "time": f"{total_time:.3f}"}
+              "skipped": str(skipped), "time": f"{total_time:.3f}"}
     root = ET.Element("testsuites", {"name": suite, **common})
     suite_attrs = {"name": suite, **common}
     if timestamp:
@@ -84,9 +89,34 @@ def to_junit(results: list[CheckResult], verdict: str, reasons: list[str], suite
             out = "\n".join(x for x in (head, out, "evidence:", *evidence) if x)
         if out:
             ET.SubElement(tc, "system-out").text = out
+    for n in node_list:
+        _node_case(ts, n)
     _verdict_case(ts, verdict, reasons, total_time)
     ET.indent(root)
     return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+NODE_CLASS = "node"
+
+
+def node_case_name(n: dict[str, Any]) -> str:
+    """``worker-3 (ml-dev-env-1)``: the node, with its pods/hosts when they differ."""
+    node = str(n.get("node"))
+    others = [str(h) for h in n.get("hosts", []) if str(h) != node]
+    return f"{node} ({', '.join(others)})" if others else node
+
+
+def _node_case(ts: ET.Element, n: dict[str, Any]) -> None:
+    tc = ET.SubElement(ts, "testcase", classname=NODE_CLASS, name=node_case_name(n), time="0.000")
+    act = n.get("action") or {}
+    figures = [f"{f.get('status')}: {f.get('check')}: {f.get('figure')}" for f in n.get("findings", [])
+               if isinstance(f, dict)]
+    head = f"{n.get('status')} ({n.get('severity')}): {act.get('id')}: {act.get('text')}"
+    if n.get("status") == "FAIL":
+        ET.SubElement(tc, "failure", message=head, type="FAIL").text = "\n".join(figures)
+    elif n.get("status") == "UNKNOWN":
+        ET.SubElement(tc, "skipped", message=head)
+    ET.SubElement(tc, "system-out").text = "\n".join([head, *figures])
 
 
 def _verdict_case(ts: ET.Element, verdict: str, reasons: list[str], wall_s: float) -> None:

@@ -45,6 +45,7 @@ def to_markdown(doc: dict[str, Any], results: list[CheckResult], plots: list[str
         f"DeepSpeed {env.get('deepspeed')}, GPUs: {', '.join(env.get('gpus', [])) or 'none'}.",
         "",
     ]
+    lines += nodes_section(doc.get("node_verdicts"))
     if doc.get("reasons"):
         lines += ["## Reasons", ""] + [f"- {_cell(r)}" for r in doc["reasons"]] + [""]
     lines += ["## Checks", "", "| check | scope | status | metrics | reasons | time (s) |",
@@ -67,6 +68,33 @@ def to_markdown(doc: dict[str, Any], results: list[CheckResult], plots: list[str
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
     return "\n".join(lines)
+
+
+def nodes_section(section: Any) -> list[str]:
+    """``## Nodes``: the first table, one row per node (worst first), then slow links."""
+    if not isinstance(section, dict) or not section.get("nodes"):
+        return []
+    order = {"FAIL": 0, "WARN": 1, "UNKNOWN": 2, "PASS": 3}
+    nodes = sorted((n for n in section["nodes"] if isinstance(n, dict)),
+                   key=lambda n: order.get(str(n.get("status")), 4))
+    out = ["## Nodes", "", "| node | pods/hosts | status | severity | action | checks and figures |",
+           "|---|---|---|---|---|---|"]
+    for n in nodes:
+        act = n.get("action") or {}
+        figs = "; ".join(f"{f.get('check')} {f.get('status')}: {f.get('figure')}" for f in n.get("findings", [])
+                         if isinstance(f, dict))
+        hosts = ", ".join(str(h) for h in n.get("hosts", []))
+        out.append(f"| {_cell(str(n.get('node')))} | {_cell(hosts)} | {n.get('status')} | {n.get('severity')} | "
+                   f"`{act.get('id')}`: {_cell(str(act.get('text')))} | "
+                   f"{_cell(figs or ', '.join(n.get('checks', [])) or 'nothing measured it')} |")
+    links = [x for x in section.get("links", []) if isinstance(x, dict)]
+    if links:
+        out += ["", "| link | status | action | figure |", "|---|---|---|---|"]
+        for x in links:
+            act = x.get("action") or {}
+            out.append(f"| {_cell(str(x.get('link')))} | {x.get('status')} | `{act.get('id')}`: "
+                       f"{_cell(str(act.get('text')))} | {_cell(str(x.get('figure')))} |")
+    return [*out, ""]
 
 
 def _evidence(results: list[CheckResult]) -> list[str]:

@@ -1,0 +1,266 @@
+"""Node verdicts (issue 26): one status per node, GPU and link, with the action to take.
+
+Pure and stdlib only: the judged results of a run (and the verdict's node-level outlier
+findings) in, the ``node_verdicts`` section of ``results.json`` out (docs/contracts.md,
+versioned by its own ``version``). Each verdict names the checks and figures behind it,
+a severity, and one action from a small catalogue (:data:`ACTIONS`, docs/acceptance.md
+"Node verdicts"), so an operator (or ``mlenv quarantine``) knows what to do with the node.
+
+A node is the machine a rank ran on: the Kubernetes Node when the pod learnt it through
+the downward API (``MLENV_NODE_NAME`` = ``spec.nodeName``, recorded by the environment
+check), else the host (the Slurm node or plain host; on Kubernetes without it, the
+pod). A node that no check measured is UNKNOWN, never PASS: the environment check only
+records versions, so it counts only when it finds the GPU busy.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.evidence import outliers
+
+VERSION = 1
+
+PASS, WARN, FAIL, UNKNOWN = "PASS", "WARN", "FAIL", "UNKNOWN"
+_STATUS_ORDER = {PASS: 0, UNKNOWN: 1, WARN: 2, FAIL: 3}
+
+# Severity, mildest first, as NVIDIA Health Validation grades a node.
+SEVERITIES = ("none", "info", "warning", "critical", "unknown")
+_SEVERITY_ORDER = {"none": 0, "unknown": 1, "info": 2, "warning": 3, "critical": 4}
+
+
+@dataclass(frozen=True)
+class Action:
+    """One entry of the catalogue: what to do, how bad it is, and whether quarantine applies."""
+
+    id: str
+    severity: str
+    text: str  # a template: {node}, {gpu}, {a}, {b}, {check}
+    quarantine: bool  # the node should leave the scheduler until it passes again
+
+
+# The catalogue (docs/acceptance.md "Actions"): a small fixed set, so scripts can key on ids.
+ACTIONS: dict[str, Action] = {a.id: a for a in (
+    Action("none", "none", "nothing to do", False),
+    Action("recheck", "unknown", "nothing measured {node}: re-run the suite with its ranks (mlenv acceptance)", False),
+    Action("watch", "warning", "watch {node}: re-check it in the next run; quarantine it if it repeats", False),
+    Action("free-gpu", "info", "GPU {gpu} on {node} is held by another process: free it, then re-check", False),
+    Action("reset-gpu", "warning", "reset GPU {gpu} on {node} (nvidia-smi -r -i {gpu} with the node idle), "
+           "then re-check; drain and open a hardware ticket if it fails again", True),
+    Action("check-nccl-net", "warning", "check NCCL_IB_HCA, the GID index and the RDMA device plugin on {node} "
+           "(NCCL did not use the configured fabric)", True),
+    Action("check-nic", "critical", "check {node}'s NIC: link speed and state (ibstat, ethtool), its switch "
+           "port and cable", True),
+    Action("replace-cable", "critical", "reseat or replace the cable between {a} and {b}, or check the switch "
+           "path between them", False),
+    Action("drain", "critical", "drain {node} and open a hardware ticket ({check})", True),
+)}
+
+
+def action_text(action_id: str, **names: Any) -> str:
+    """The catalogue text of ``action_id`` with its names filled in (a missing one reads ``?``)."""
+    template = ACTIONS[action_id].text
+
+    class _Default(dict[str, Any]):
+        def __missing__(self, key: str) -> str:
+            return "?"
+
+    return template.format_map(_Default(names))
+
+
+# Checks that record and do not measure: alone they leave a node UNKNOWN.
+RECORD_ONLY = frozenset({"environment"})
+_FABRIC_NET = "fabric.transport"
+_LOCALIZE = "fabric.localize"
+
+
+def _gpu_of(rank: int | None, hosts: list[str], cuda: bool) -> int | None:
+    """A rank's GPU on its node: its index among that node's ranks (CUDA only)."""
+    if not cuda or rank is None or not 0 <= rank < len(hosts):
+        return None
+    return sum(1 for h in hosts[:rank] if h == hosts[rank])
+
+
+def _figure(r: CheckResult) -> str:
+    """The first reason of a result, one line and short: the figure a drain reason quotes."""
+    text = (r.reasons[0] if r.reasons else "").strip().splitlines()
+    first = text[0] if text else ""
+    return first if len(first) <= 120 else first[:119] + "…"
+
+
+def _action_for(check: str, scope: str, status: str, *, busy: bool, gpu: int | None, whole_node: bool) -> str:
+    if status == WARN:
+        return "watch"
+    if status == "ERROR":
+        return "free-gpu" if busy else "recheck"
+    if check == _FABRIC_NET:
+        return "check-nccl-net"
+    if check == _LOCALIZE and scope == "node":
+        return "check-nic"
+    if gpu is not None and not whole_node:
+        return "reset-gpu"  # one GPU of several (NVIDIA's ladder: reset first, drain if it fails again)
+    return "drain"
+
+
+@dataclass
+class _Finding:
+    check: str
+    scope: str
+    status: str  # FAIL | WARN | ERROR (what the result said)
+    figure: str
+    rank: int | None = None
+    gpu: int | None = None
+    metric: str | None = None
+    value: float | None = None
+    busy: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"check": self.check, "scope": self.scope, "status": self.status,
+                             "figure": self.figure}
+        for k in ("rank", "gpu", "metric", "value"):
+            v = getattr(self, k)
+            if v is not None:
+                d[k] = v
+        return d
+
+
+def _worst_status(findings: list[_Finding], measured: bool) -> str:
+    if any(f.status == FAIL for f in findings):
+        return FAIL
+    if not measured:
+        return UNKNOWN
+    return WARN if findings else PASS
+
+
+def _pick(cands: list[tuple[str, _Finding | None]]) -> tuple[str, _Finding | None]:
+    """The action of the gravest finding (FAIL before WARN, then severity)."""
+    order = {FAIL: 2, "ERROR": 1, WARN: 0}
+    return max(cands, key=lambda c: (order.get(c[1].status, -1) if c[1] else -1,
+                                     _SEVERITY_ORDER[ACTIONS[c[0]].severity]))
+
+
+def build(results: list[CheckResult], findings: list[outliers.Finding], world: dict[str, Any]) -> dict[str, Any]:
+    """The ``node_verdicts`` section for judged ``results`` (the verdict's copies).
+
+    ``findings`` are the verdict's outlier findings (node-level ones become a node's
+    finding); ``world`` is results.json's ``world`` (``hosts`` per rank, ``device``).
+    """
+    raw_hosts = world.get("hosts")
+    hosts = [str(h) for h in raw_hosts] if isinstance(raw_hosts, list) else []
+    cuda = world.get("device") == "cuda"
+    k8s: dict[str, str] = {}
+    for r in results:
+        name = r.details.get("node_name") if r.name == "environment" and isinstance(r.details, dict) else None
+        if r.node and isinstance(name, str) and name:
+            k8s[r.node] = name
+
+    def node_of(host: str) -> str:
+        return k8s.get(host, host)
+
+    order: list[str] = []
+    for h in [*hosts, *(r.node for r in results if r.node and r.scope in ("rank", "node"))]:
+        if h and node_of(h) not in order:
+            order.append(node_of(h))
+    members: dict[str, list[str]] = {n: [] for n in order}
+    for h in dict.fromkeys([*hosts, *k8s]):
+        if node_of(h) in members and h not in members[node_of(h)]:
+            members[node_of(h)].append(h)
+    per: dict[str, list[_Finding]] = {n: [] for n in order}
+    measured: dict[str, set[str]] = {n: set() for n in order}
+    gpu_findings: dict[tuple[str, int], list[_Finding]] = {}
+    gpu_measured: set[tuple[str, int]] = set()
+    links: list[dict[str, Any]] = []
+
+    def hosts_of_ranks(r: CheckResult) -> list[str]:
+        ranks = r.details.get("ranks") if isinstance(r.details, dict) else None
+        out: list[str] = []
+        for x in ranks if isinstance(ranks, list) else []:
+            if isinstance(x, int) and 0 <= x < len(hosts) and hosts[x] not in out:
+                out.append(hosts[x])
+        return out
+
+    for r in results:
+        st = r.status.value
+        where: list[str] = []
+        if r.scope in ("rank", "node") and r.node:
+            where = [r.node]
+        elif r.scope == "intra":
+            where = hosts_of_ranks(r)
+        elif r.scope in ("link", "inter"):
+            if r.status in (Status.FAIL, Status.WARN):
+                ends = ([s.strip() for s in (r.group or "").split("<->")] if r.scope == "link"
+                        else hosts_of_ranks(r))
+                nodes = [node_of(h) for h in ends if h]
+                act = "replace-cable" if r.status == Status.FAIL and len(nodes) == 2 else "watch"
+                names = {"a": nodes[0], "b": nodes[1]} if len(nodes) == 2 else {"node": ", ".join(nodes)}
+                links.append({"link": r.group or r.scope, "scope": r.scope, "nodes": nodes, "status": st,
+                              "checks": [r.name], "figure": _figure(r), "severity": ACTIONS[act].severity,
+                              "action": {"id": act, "text": action_text(act, **names)}})
+            continue
+        if len(where) != 1:
+            continue
+        node = node_of(where[0])
+        if node not in per:
+            continue
+        gpu = _gpu_of(r.rank, hosts, cuda) if r.scope == "rank" else None
+        named = r.details.get("gpu") if isinstance(r.details, dict) else None
+        if isinstance(named, int) and not isinstance(named, bool):  # a check that names the GPU (gpu.dcgm)
+            gpu = named
+        if r.status in (Status.PASS, Status.WARN, Status.FAIL) and r.name not in RECORD_ONLY:
+            measured[node].add(r.name)
+            if gpu is not None:
+                gpu_measured.add((node, gpu))
+        if r.status in (Status.WARN, Status.FAIL, Status.ERROR):
+            busy = isinstance(r.details, dict) and isinstance(r.details.get("gpu_busy"), dict)
+            f = _Finding(r.name, r.scope, st, _figure(r), rank=r.rank, gpu=gpu, busy=busy)
+            per[node].append(f)
+            if gpu is not None:
+                gpu_findings.setdefault((node, gpu), []).append(f)
+    for fd in findings:
+        if fd.level == "node" and fd.node and node_of(fd.node) in per:
+            node = node_of(fd.node)
+            per[node].append(_Finding(fd.check, "node", fd.severity.value, f"{fd.check}: {fd.short_reason()}",
+                                      metric=fd.metric, value=fd.value))
+            measured[node].add(fd.check)
+
+    nodes: list[dict[str, Any]] = []
+    for node in order:
+        fs = per[node]
+        status = _worst_status(fs, bool(measured[node]))
+        gpus_of_node = sorted({g for (n, g) in gpu_measured | set(gpu_findings) if n == node})
+        failing_gpus = {g for (n, g), gf in gpu_findings.items() if n == node and any(f.status == FAIL for f in gf)}
+        # One GPU of several failing is that GPU's (reset it); all of them, the node's (drain it).
+        whole = len(gpus_of_node) <= 1 or failing_gpus >= set(gpus_of_node)
+        if status == PASS:
+            act, why = "none", None
+        elif status == UNKNOWN and not fs:
+            act, why = "recheck", None
+        else:
+            cands = [(_action_for(f.check, f.scope, f.status, busy=f.busy, gpu=f.gpu,
+                                  whole_node=whole), f) for f in fs]
+            act, why = _pick(cands)
+        names = {"node": node, "gpu": why.gpu if why else None, "check": why.check if why else None}
+        entry: dict[str, Any] = {
+            "node": node, "hosts": members[node] or [node],
+            "node_from": "kubernetes" if any(h in k8s for h in members[node]) else "host",
+            "status": status, "severity": ACTIONS[act].severity,
+            "action": {"id": act, "text": action_text(act, **names), "quarantine": ACTIONS[act].quarantine},
+            "checks": sorted(measured[node] | {f.check for f in fs}),
+            "findings": [f.to_dict() for f in fs],
+        }
+        if gpus_of_node:
+            entry["gpus"] = []
+            for g in gpus_of_node:
+                gf = gpu_findings.get((node, g), [])
+                gst = _worst_status(gf, (node, g) in gpu_measured)
+                entry["gpus"].append({"gpu": g, "status": gst, "findings": [f.to_dict() for f in gf]})
+        nodes.append(entry)
+    return {"version": VERSION, "nodes": nodes, "links": links}
+
+
+def worst(section: dict[str, Any]) -> str:
+    """The worst node status of a ``node_verdicts`` section (PASS when it has no node)."""
+    sts = [str(n.get("status")) for n in section.get("nodes", []) if isinstance(n, dict)]
+    return max(sts, key=lambda s: _STATUS_ORDER.get(s, 0), default=PASS)
