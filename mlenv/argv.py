@@ -230,7 +230,7 @@ def count(value: int, what: str = "count") -> int:
 # -- Slurm and plain hosts (issue 13) ---------------------------------------------------
 # Slurm's tools parse options with getopt_long, which ends them at '--' too; the values
 # they carry are validated per kind first, as for kubectl.
-SLURM_COMMANDS = frozenset({"sbatch", "squeue", "sacct", "scancel", "scontrol", "sinfo", "srun"})
+SLURM_COMMANDS = frozenset({"sbatch", "squeue", "sacct", "sacctmgr", "scancel", "scontrol", "sinfo", "srun"})
 _SLURM_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 _SLURM_NODE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,252})")
 _JOB_ID = re.compile(r"[0-9]{1,12}")
@@ -370,6 +370,27 @@ def job_id(value: str | int) -> str:
     text = str(value) if isinstance(value, int) and not isinstance(value, bool) else value
     if not isinstance(text, str) or not _JOB_ID.fullmatch(text):
         raise UnsafeArgument(f"Slurm job id {_show(value)} is not a number")
+    return text
+
+
+# The text of a quarantine note (issue 26): a Kubernetes annotation value and a Slurm
+# drain Reason. "mlenv <run-id>: <check> <figure>": letters, digits and the punctuation a
+# figure needs; never a quote, $, `, backslash, newline or a leading '-'.
+_NOTE = re.compile(r"[A-Za-z0-9_.,:;%=<>()+/'*][A-Za-z0-9 _.,:;%=<>()+/'*-]{0,255}")
+_NOTE_DROP = re.compile(r"[^A-Za-z0-9 _.,:;%=<>()+/'*-]")
+
+
+def note_text(text: str) -> str:
+    """``text`` made fit for :func:`note`: other characters become ``_``, one line, 200 at most."""
+    clean = _NOTE_DROP.sub("_", " ".join(str(text).split()))[:200].strip().lstrip("-")
+    return clean or "_"
+
+
+def note(text: str) -> str:
+    """A quarantine note (annotation value, drain reason), validated."""
+    if not isinstance(text, str) or not _NOTE.fullmatch(text):
+        raise UnsafeArgument(f"note {_show(text)} holds characters outside letters, digits and _ . , : ; % = < > ( ) "
+                             "+ / ' * - (or starts with '-' or a space)")
     return text
 
 

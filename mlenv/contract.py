@@ -48,6 +48,11 @@ LABEL_NAMESPACE = "ml-dev-env.io/namespace"
 # Set by `mlenv deploy` on the objects it created (never on ones that existed before and
 # were adopted, such as a pre-created ServiceAccount); teardown deletes only these.
 ANNOTATION_CREATED = "ml-dev-env.io/created-by"
+# Set by `mlenv quarantine RUN --apply` on a Kubernetes Node that failed a run (issue 26):
+# the label and a NoSchedule taint with this key, the run id and check in the annotation.
+# `mlenv release` removes only what carries its own run id there.
+LABEL_HEALTH = "ml-dev-env.io/health"
+ANNOTATION_QUARANTINE = "ml-dev-env.io/quarantine"
 
 # --- results of a run ---------------------------------------------------------------------
 RESULTS_JSON = "results.json"  # the verdict document rank 0 (or the CLI's recovery) writes

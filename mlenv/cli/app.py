@@ -42,6 +42,7 @@ VERB_MODULES = (
     "bundle",
     "history",
     "compare",
+    "quarantine",  # quarantine RUN, release RUN (issue 26)
     "help",  # help [VERB], completion bash|zsh|fish
 )
 

@@ -16,13 +16,16 @@ import builtins
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mlenv.contract import APP as APP_NAME
 from mlenv.contract import LABEL_COMPONENT as LABEL_COMPONENT
 from mlenv.contract import LABEL_INSTANCE as LABEL_INSTANCE
 from mlenv.contract import LABEL_NAME as LABEL_NAME
 from mlenv.errors import InfraError, InputError
+
+if TYPE_CHECKING:
+    from mlenv.cluster.nodemarks import NodeMarks
 
 Manifest = dict[str, Any]
 Output = Callable[[str], None]
@@ -246,6 +249,11 @@ class ClusterClient(Protocol):
     def events(self, namespace: str, kind: str | None = None,
                name: str | None = None) -> builtins.list[Event]:
         """Events in a namespace, optionally only those about one object."""
+        ...
+
+    def mark_node(self, marks: NodeMarks, *, remove: bool = False) -> None:
+        """Label, annotate and taint a Node for quarantine (``remove``: take the three off),
+        exactly as :meth:`NodeMarks.commands` prints them; Forbidden without ``patch nodes``."""
         ...
 
     def exec(self, pod: str, namespace: str, argv: Sequence[str], *,

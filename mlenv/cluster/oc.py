@@ -20,13 +20,14 @@ import contextlib
 import json
 import math
 import os
+import re
 import shlex
 import shutil
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import IO, Literal
+from typing import IO, TYPE_CHECKING, Literal
 
 from mlenv import argv
 from mlenv.cluster import treehash
@@ -52,6 +53,9 @@ from mlenv.cluster.api import (
     Unreachable,
 )
 from mlenv.errors import InfraError
+
+if TYPE_CHECKING:
+    from mlenv.cluster.nodemarks import NodeMarks
 
 REQUEST_TIMEOUT = "30s"
 # What `kubectl config view --minify` says when there is no kubeconfig or no current context.
@@ -366,6 +370,17 @@ class OcCluster:
             same = (after.get("metadata") or {}).get("resourceVersion") == \
                 before["metadata"].get("resourceVersion")
         return ApplyResult(kind, name, "unchanged" if same else "configured")
+
+    def mark_node(self, marks: NodeMarks, *, remove: bool = False) -> None:
+        """``label`` / ``annotate`` / ``taint`` the Node, the argv :class:`NodeMarks` prints.
+
+        Removing a mark that is already gone is not an error (a re-run of ``release``)."""
+        for words in marks.commands(remove=remove):
+            verb, rest = words[0], words[1:]
+            cut = rest.index("--")
+            rc, out, err, _ = self._run(verb, rest[:cut], rest[cut + 1:])
+            if rc != 0 and not (remove and re.search(r"not found", err or out)):
+                raise classify(err or out, "Node", marks.node)
 
     def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:
         """``get KIND NAME -o json --ignore-not-found``."""

@@ -162,6 +162,78 @@ def test_teardown_cancels_the_job(env: Env) -> None:
     assert r.returncode == 0 and "already ended (cancelled)" in r.stdout
 
 
+def _failed_run(root: Path, run_id: str, nodes: list[str], slow: list[str]) -> Path:
+    """A finished run's report folder whose ``slow`` nodes FAILED a bar (their ranks at
+    0.2 TFLOPS against 0.5): node verdicts built by the suite's own code."""
+    from mlenv.acceptance.core.result import CheckResult, Status
+    from mlenv.acceptance.judging import nodeverdicts
+    from mlenv.acceptance.judging.verdict import judge
+
+    hosts = [n for n in nodes for _ in range(2)]
+    rs = [CheckResult(name="compute.matmul", status=Status.FAIL if h in slow else Status.PASS, scope="rank",
+                      node=h, rank=i, metrics={"tflops_fp32": 0.2 if h in slow else 1.0},
+                      reasons=["tflops_fp32 = 0.2, expected >= 0.5"] if h in slow else [])
+          for i, h in enumerate(hosts)]
+    j = judge(rs)
+    world = {"nodes": len(nodes), "ranks": len(hosts), "device": "cpu", "hosts": hosts}
+    folder = root / run_id
+    folder.mkdir()
+    (folder / "results.json").write_text(json.dumps({
+        "schema_version": 1, "run_id": run_id, "started": "2000-01-01T00:00:00+00:00", "verdict": j.verdict.value,
+        "world": world, "node_verdicts": nodeverdicts.build(j.results, j.findings, world),
+        "checks": [r.to_dict() for r in j.results]}))
+    (folder / "record.json").write_text(json.dumps({"run_id": run_id, "cluster": CLUSTER}))
+    return folder
+
+
+def _node(env: Env, node: str) -> dict[str, str]:
+    r = env.slurm.run("scontrol", "-o", "show", "node", node)
+    return {m.split("=", 1)[0]: m.split("=", 1)[1] for m in r.stdout.split() if "=" in m} | {
+        "Reason": r.stdout.split("Reason=", 1)[1].strip() if "Reason=" in r.stdout else ""}
+
+
+def test_quarantine_drains_failed_nodes_leaves_a_human_drain_alone_and_release_resumes(env: Env, tmp_path: Path) -> None:
+    """i26.2 on real slurmctld: dry run changes nothing; --apply drains the FAILED node with
+    the run id and check as reason; a node an operator drained for another reason is left
+    alone at apply and at release; release --after the deploy test's passing run resumes
+    exactly the node quarantine drained."""
+    env.slurm.wait_idle(90)
+    bad, human = env.slurm.nodes
+    passed = [p.parent for p in (env.root / "reports" / CLUSTER).glob("*/results.json")
+              if json.loads(p.read_text()).get("verdict") == "PASS"]
+    assert passed, "the deploy test's passing run is missing"
+    statuses = {n["node"]: n["status"] for n in json.loads((passed[0] / "results.json").read_text())
+                ["node_verdicts"]["nodes"]}
+    assert statuses == {bad: "PASS", human: "PASS"}  # the real run names the Slurm nodes
+    run = _failed_run(tmp_path, "20261125-090000-q1q1q1", [bad, human], slow=[bad, human])
+    hist = str(tmp_path / "history")
+    env.slurm.set_node(human, "DRAIN", "bad DIMM")
+    try:
+        r = env.mlenv("quarantine", str(run), "--history-dir", hist)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert (f"scontrol -- update NodeName={bad} State=DRAIN 'Reason=mlenv 20261125-090000-q1q1q1: "
+                "compute.matmul") in r.stdout
+        assert "DRAIN" not in _node(env, bad)["State"]  # a dry run changes nothing
+        r = env.mlenv("quarantine", str(run), "--apply", "--history-dir", hist)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"left alone: {human}: already drained by someone else" in r.stderr and "bad DIMM" in r.stderr
+        st = _node(env, bad)
+        assert "DRAIN" in st["State"] and st["Reason"].startswith("mlenv 20261125-090000-q1q1q1: compute.matmul")
+        assert _node(env, human)["Reason"].startswith("bad DIMM")
+        r = env.mlenv("release", str(run), "--after", str(passed[0]), "--history-dir", hist)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"released {bad}" in r.stdout and f"{human}" not in r.stdout
+        assert "DRAIN" not in _node(env, bad)["State"]
+        assert "DRAIN" in _node(env, human)["State"] and _node(env, human)["Reason"].startswith("bad DIMM")
+        events = [json.loads(x)["event"] for x in (tmp_path / "history" / CLUSTER / "quarantine.jsonl")
+                  .read_text().splitlines()]
+        assert events == ["quarantine", "release"]
+    finally:
+        env.slurm.set_node(human, "RESUME")
+        with contextlib.suppress(RuntimeError):
+            env.slurm.set_node(bad, "RESUME")
+
+
 def test_a_node_crashing_mid_job_is_error_naming_the_node(env: Env) -> None:
     env.slurm.wait_idle(90)  # a node flagged by a late ping on a loaded machine comes back
     node = env.slurm.nodes[1]

@@ -31,6 +31,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "signoff": {"errors", "contract", "config", "render", "acceptance"},
     # The platform interface (issue 21): Kubernetes through cluster/ and render/, Slurm and hosts.
     "platforms": {"config", "render", "cluster", "errors", "contract", "argv", "generated", "acceptance"},
+    # Issue 26: quarantine/release of a run's FAILED nodes through the cluster client or Slurm.
+    "quarantine": {"errors", "contract", "argv", "config", "acceptance", "cluster", "platforms"},
     "cluster": {"config", "render", "errors", "contract", "argv", "generated"},
     # Runs inside pods from the package alone: never the operator-side layers.
     "pod": {"errors", "contract", "argv"},
@@ -51,6 +53,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "render": {"yaml", "jsonschema", "jinja2", "referencing", "kubernetes_validate"},
     "generated": set(),
     "signoff": set(),
+    "quarantine": set(),
     "platforms": {"yaml", "jinja2"},
     "cluster": {"openshift_client", "yaml"},
     "pod": set(),  # the pod image's Python may have nothing but the stdlib

@@ -180,6 +180,10 @@ class Controllers(ObjectStore):
         conds = {c["type"]: c["status"] for c in node["status"].get("conditions") or []}
         if conds.get("Ready") != "True":
             return "node(s) were not ready"
+        tolerated = {(t.get("key"), t.get("effect")) for t in pod["spec"].get("tolerations") or []}
+        for t in (node.get("spec") or {}).get("taints") or []:  # i26: a quarantined node takes no pod
+            if t.get("effect") == "NoSchedule" and (t.get("key"), "NoSchedule") not in tolerated:
+                return "node(s) had untolerated taint(s)"
         aff = pod["spec"].get("affinity") or {}
         req = ((aff.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
                or {}).get("nodeSelectorTerms") or []

@@ -22,6 +22,8 @@ from mlenv.cluster.api import (
     NotFound,
     plural,
 )
+from mlenv.cluster.nodemarks import HEALTH_FAIL, TAINT_EFFECT, NodeMarks
+from mlenv.contract import ANNOTATION_QUARANTINE, LABEL_HEALTH
 from mlenv.testing.fakecluster.admission import Admission
 from mlenv.testing.fakecluster.state import CLUSTER_SCOPED, _key
 
@@ -218,6 +220,32 @@ class ObjectStore(Admission):
             for vid in [v for v in self.volumes if v.startswith(f"pod:{namespace}/{name}:")]:
                 del self.volumes[vid]
         return True
+
+    def mark_node(self, marks: NodeMarks, *, remove: bool = False) -> None:
+        """The quarantine label, annotation and taint on a Node (``remove``: off), as
+        ``kubectl label/annotate/taint`` would: Forbidden without ``patch nodes``,
+        NotFound for a node that does not exist."""
+        self._check_reachable()
+        self._require("patch", "nodes", "Node", marks.node)
+        marks.commands(remove=remove)  # the same validation the real client's argv gets
+        k = _key("Node", None, marks.node)
+        if k not in self.objects:
+            raise NotFound(f'nodes "{marks.node}" not found (fake)', kind="Node", name=marks.node)
+        node = copy.deepcopy(self.objects[k])
+        meta = node["metadata"]
+        labels, notes = meta.setdefault("labels", {}), meta.setdefault("annotations", {})
+        taints = [t for t in (node.setdefault("spec", {}).get("taints") or [])
+                  if not (t.get("key") == LABEL_HEALTH and t.get("effect") == TAINT_EFFECT)]
+        if remove:
+            labels.pop(LABEL_HEALTH, None)
+            notes.pop(ANNOTATION_QUARANTINE, None)
+        else:
+            labels[LABEL_HEALTH] = HEALTH_FAIL
+            notes[ANNOTATION_QUARANTINE] = marks.note
+            taints.append({"key": LABEL_HEALTH, "value": HEALTH_FAIL, "effect": TAINT_EFFECT})
+        node["spec"]["taints"] = taints
+        self._store(node, None)
+        self.calls.append(["mark-node", marks.node, "remove" if remove else "add"])
 
     def events(self, namespace: str, kind: str | None = None,
                name: str | None = None) -> builtins.list[Event]:

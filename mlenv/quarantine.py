@@ -1,0 +1,390 @@
+"""``mlenv quarantine RUN`` / ``mlenv release RUN`` (issue 26): hand FAILED nodes to the
+scheduler's own quarantine, dry run first, and undo exactly that.
+
+The plan comes from the run's ``node_verdicts`` (results.json): every FAIL node, with the
+check and figure that failed it in the note ``mlenv <run-id>: <check> <figure>``.
+
+- Kubernetes/OpenShift: label ``ml-dev-env.io/health=fail``, the note in the annotation
+  ``ml-dev-env.io/quarantine``, a ``NoSchedule`` taint with the label's key
+  (:mod:`mlenv.cluster.nodemarks`, run through :meth:`ClusterClient.mark_node`);
+- Slurm: ``scontrol update NodeName=X State=DRAIN Reason="<note>"``
+  (:mod:`mlenv.platforms.slurmnodes`);
+- plain hosts: the list (there is no scheduler to tell).
+
+What ``--apply`` did is written to ``<report dir>/quarantine.json`` and appended to
+``<history root>/<cluster>/quarantine.jsonl``; ``release`` reads the former and undoes
+only what it lists, only on nodes whose mark still carries this run's id (a node someone
+drained or labelled for another reason is left alone, at apply and at release), and only
+for nodes that passed a later run (``--after``) or with ``--force``.
+
+Pure planning plus the calls that change nodes; nothing here prints (the CLI does).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from mlenv import argv
+from mlenv.errors import InputError
+
+if TYPE_CHECKING:
+    from mlenv.cluster.api import ClusterClient
+
+QUARANTINE_FILE = "quarantine.json"
+QUARANTINE_HISTORY = "quarantine.jsonl"
+VERSION = 1
+PLATFORMS = ("kubernetes", "slurm", "hosts")
+
+Say = Callable[[str], None]
+
+
+def now_iso() -> str:
+    """UTC, second precision."""
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+
+
+@dataclass(frozen=True)
+class Target:
+    """One FAILED node of a run and why."""
+
+    node: str
+    hosts: tuple[str, ...]
+    node_from: str  # "kubernetes" | "host"
+    check: str
+    figure: str
+    run_id: str
+
+    @property
+    def note(self) -> str:
+        """``mlenv <run-id>: <check> <figure>``: the annotation and the drain reason."""
+        return argv.note_text(f"mlenv {self.run_id}: {self.check} {self.figure}")
+
+
+@dataclass
+class Run:
+    """A finished run as quarantine reads it."""
+
+    run_id: str
+    started: str
+    report_dir: Path | None
+    doc: dict[str, Any]
+    cluster: str | None
+
+    def verdicts(self) -> list[dict[str, Any]]:
+        """The run's node verdicts (empty for a run written before issue 26)."""
+        sec = self.doc.get("node_verdicts")
+        nodes = sec.get("nodes") if isinstance(sec, dict) else None
+        return [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []
+
+    def node_status(self, node: str) -> str | None:
+        """This run's status of ``node`` (None: the run did not have it)."""
+        for n in self.verdicts():
+            if n.get("node") == node or node in (n.get("hosts") or []):
+                return str(n.get("status"))
+        return None
+
+
+def load_run(ref: str, history_root: Path) -> Run:
+    """A report folder, a results.json, or a run id in the history; InputError (exit 2) otherwise."""
+    from mlenv.acceptance.records import history
+    from mlenv.contract import read_results
+
+    p = Path(ref)
+    folder: Path | None = None
+    if p.is_dir():
+        folder = p
+    elif p.is_file() and p.name.endswith(".json"):
+        folder = p.parent
+    else:
+        rec = history.find_run(history_root, ref)
+        if rec is None:
+            raise InputError(f"{ref}: no such run (neither a report folder, a results.json nor a run id in the "
+                             f"history under {history_root})")
+        folder = Path(str(rec.get("report_dir")))
+    doc = read_results(folder)
+    if doc is None:
+        raise InputError(f"{ref}: no readable results.json in {folder}")
+    cluster = None
+    try:
+        rec = json.loads((folder / history.RECORD_FILE).read_text(encoding="utf-8"))
+        if isinstance(rec, dict) and rec.get("run_id") == doc.get("run_id"):
+            cluster = rec.get("cluster")
+    except (OSError, ValueError):
+        cluster = None
+    run_id = str(doc.get("run_id") or "")
+    if not run_id:
+        raise InputError(f"{ref}: results.json names no run_id")
+    return Run(run_id=run_id, started=str(doc.get("started") or ""), report_dir=folder, doc=doc,
+               cluster=str(cluster) if cluster else None)
+
+
+def targets(run: Run, only: str | None = None) -> list[Target]:
+    """The run's FAILED nodes (``only``: that one node, which must be in the run: InputError)."""
+    verdicts = run.verdicts()
+    if not verdicts and "node_verdicts" not in run.doc:
+        raise InputError(f"run {run.run_id}: results.json has no node_verdicts (written before node verdicts "
+                         "existed); re-run the suite")
+    if only is not None and run.node_status(only) is None:
+        known = ", ".join(str(n.get("node")) for n in verdicts) or "none"
+        raise InputError(f"--node {only}: not a node of run {run.run_id} (its nodes: {known})")
+    out = []
+    for n in verdicts:
+        if n.get("status") != "FAIL":
+            continue
+        if only is not None and only != n.get("node") and only not in (n.get("hosts") or []):
+            continue
+        findings = [f for f in n.get("findings") or [] if isinstance(f, dict) and f.get("status") == "FAIL"]
+        first = findings[0] if findings else {}
+        out.append(Target(node=str(n.get("node")), hosts=tuple(str(h) for h in n.get("hosts") or []),
+                          node_from=str(n.get("node_from") or "host"), check=str(first.get("check") or "?"),
+                          figure=str(first.get("figure") or ""), run_id=run.run_id))
+    return out
+
+
+# --- the commands -----------------------------------------------------------------------
+
+
+def commands(platform: str, t: Target, *, binary: str = "kubectl", remove: bool = False) -> list[str]:
+    """The exact commands for one target, as an operator would type them."""
+    if platform == "kubernetes":
+        from mlenv.cluster.nodemarks import NodeMarks
+
+        return NodeMarks(t.node, t.note).shell_lines(binary, remove=remove)
+    if platform == "slurm":
+        from mlenv.platforms import slurmnodes
+
+        words = slurmnodes.resume_argv(t.node) if remove else slurmnodes.drain_argv(t.node, t.note)
+        return [slurmnodes.shell_line(words)]
+    return [f"# {'put back' if remove else 'take out of the hosts list'}: {t.node} ({t.check}: {t.figure})"]
+
+
+def unusable(platform: str, t: Target) -> str | None:
+    """Why this target cannot be marked on ``platform`` (None: it can)."""
+    if platform == "kubernetes" and t.node_from != "kubernetes":
+        return (f"the run did not record the Kubernetes Node of {', '.join(t.hosts) or t.node} (a pod without "
+                "MLENV_NODE_NAME: deployed before node verdicts); re-run after mlenv deploy")
+    return None
+
+
+# --- records ------------------------------------------------------------------------------
+
+
+@dataclass
+class Record:
+    """``<report dir>/quarantine.json``: what ``--apply`` did to which node, and what release undid."""
+
+    run_id: str
+    cluster: str
+    platform: str
+    nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, report_dir: Path) -> Record | None:
+        """The run's record, None when there is none; InputError when it is unreadable."""
+        path = report_dir / QUARANTINE_FILE
+        if not path.is_file():
+            return None
+        try:
+            d = json.loads(path.read_text(encoding="utf-8"))
+            return cls(run_id=str(d["run_id"]), cluster=str(d["cluster"]), platform=str(d["platform"]),
+                       nodes={str(k): dict(v) for k, v in dict(d["nodes"]).items()})
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise InputError(f"{path}: unreadable quarantine record ({type(e).__name__}: {e})") from None
+
+    def write(self, report_dir: Path) -> Path:
+        """Write atomically."""
+        path = report_dir / QUARANTINE_FILE
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps({"version": VERSION, "run_id": self.run_id, "cluster": self.cluster,
+                                   "platform": self.platform, "nodes": self.nodes}, indent=2) + "\n",
+                       encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+
+def log_event(history_root: Path, cluster: str, event: dict[str, Any]) -> Path:
+    """Append one event line to ``<root>/<cluster>/quarantine.jsonl`` (locked, one write)."""
+    from mlenv.acceptance.records import history
+
+    path = history.history_path(history_root, cluster).with_name(QUARANTINE_HISTORY)
+    history.append(path, event)
+    return path
+
+
+# --- acting -------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """What one quarantine/release did, node by node, for the CLI to print."""
+
+    done: list[str] = field(default_factory=list)  # nodes changed
+    left: list[tuple[str, str]] = field(default_factory=list)  # (node, why it was left alone)
+    lines: list[str] = field(default_factory=list)
+
+
+def _k8s_node(client: ClusterClient, node: str) -> dict[str, Any] | None:
+    return client.get("Node", node, None)
+
+
+def permitted(platform: str, client: ClusterClient | None) -> tuple[bool, str]:
+    """Whether this user may change nodes on ``platform`` (checked before anything is changed)."""
+    if platform == "kubernetes":
+        assert client is not None
+        ok = client.can_i("patch", "nodes")
+        return ok, "" if ok else f"{client.whoami()} may not patch nodes (kubectl auth can-i patch nodes: no)"
+    if platform == "slurm":
+        from mlenv.platforms import slurmnodes
+
+        return slurmnodes.may_update_nodes()
+    return True, ""
+
+
+def apply(run: Run, platform: str, cluster: str, ts: list[Target], *, client: ClusterClient | None,
+          history_root: Path) -> Outcome:
+    """Mark every target (skipping nodes someone else marked), then record what was done."""
+    assert run.report_dir is not None
+    out = Outcome()
+    rec = Record.read(run.report_dir) or Record(run.run_id, cluster, platform)
+    for t in ts:
+        why = unusable(platform, t)
+        prior = rec.nodes.get(t.node, {})
+        if why is None and prior.get("state") == "applied":
+            why = f"already quarantined by this run at {prior.get('applied_at')}"
+        if why is None:
+            why = _foreign_mark(platform, t, client)
+        if why is not None:
+            out.left.append((t.node, why))
+            continue
+        if platform == "kubernetes":
+            from mlenv.cluster.nodemarks import NodeMarks
+
+            assert client is not None
+            client.mark_node(NodeMarks(t.node, t.note))
+        elif platform == "slurm":
+            from mlenv.platforms import slurmnodes
+
+            slurmnodes.run(slurmnodes.drain_argv(t.node, t.note))
+        at = now_iso()
+        rec.nodes[t.node] = {"state": "applied", "note": t.note, "check": t.check, "figure": t.figure,
+                             "hosts": list(t.hosts), "commands": commands(platform, t), "applied_at": at}
+        rec.write(run.report_dir)  # after each node: a failure half-way keeps what was done
+        log_event(history_root, cluster, {"run_id": run.run_id, "cluster": cluster, "platform": platform,
+                                          "node": t.node, "event": "quarantine", "at": at, "note": t.note})
+        out.done.append(t.node)
+    return out
+
+
+def _foreign_mark(platform: str, t: Target, client: ClusterClient | None) -> str | None:
+    """Why a node must be left alone because someone else marked it (None: it is free)."""
+    if platform == "kubernetes":
+        from mlenv.cluster import nodemarks
+
+        assert client is not None
+        node = _k8s_node(client, t.node)
+        if node is None:
+            return "no such Node in the cluster"
+        if nodemarks.marked(node) is not None and not nodemarks.ours(node, t.run_id):
+            return "already carries the ml-dev-env.io/health label, set by someone else or another run"
+        return None
+    if platform == "slurm":
+        from mlenv.platforms import slurmnodes
+
+        st = slurmnodes.node_state(t.node)
+        if st is None:
+            return "Slurm does not know this node"
+        state, reason = st
+        if slurmnodes.drained(state) and not slurmnodes.ours(reason, t.run_id):
+            return f"already drained by someone else (State={state}, Reason={reason})"
+    return None
+
+
+def release(run: Run, platform: str, cluster: str, *, after: Run | None, force: bool, only: str | None,
+            client: ClusterClient | None, history_root: Path, dry_run: bool = False) -> Outcome:
+    """Undo what ``apply`` recorded for this run, node by node, where allowed."""
+    assert run.report_dir is not None
+    rec = Record.read(run.report_dir)
+    if rec is None or not any(v.get("state") == "applied" for v in rec.nodes.values()):
+        raise InputError(f"run {run.run_id}: nothing was quarantined by it (no applied node in "
+                         f"{run.report_dir / QUARANTINE_FILE}); nothing to release")
+    if only is not None and only not in rec.nodes:
+        raise InputError(f"--node {only}: run {run.run_id} quarantined no such node "
+                         f"(it did: {', '.join(sorted(rec.nodes)) or 'none'})")
+    if after is None and not force:
+        raise InputError("release needs --after RUN2 (a later run that measured the node and passed it) or --force")
+    if after is not None and after.started and run.started and after.started <= run.started:
+        raise InputError(f"--after {after.run_id}: started {after.started}, not after run {run.run_id} "
+                         f"({run.started})")
+    out = Outcome()
+    for node, entry in sorted(rec.nodes.items()):
+        if (only is not None and node != only) or entry.get("state") != "applied":
+            continue
+        if after is not None and not force:
+            st = after.node_status(node)
+            if st != "PASS":
+                out.left.append((node, f"run {after.run_id} did not pass it ({st or 'not measured by that run'})"))
+                continue
+        t = Target(node=node, hosts=tuple(entry.get("hosts") or []), node_from="kubernetes",
+                   check=str(entry.get("check")), figure=str(entry.get("figure")), run_id=run.run_id)
+        why = _not_ours_now(platform, t, client)
+        if why is not None:
+            out.left.append((node, why))
+            continue
+        out.lines += commands(platform, t, remove=True)
+        if dry_run:
+            out.done.append(node)
+            continue
+        if platform == "kubernetes":
+            from mlenv.cluster.nodemarks import NodeMarks
+
+            assert client is not None
+            client.mark_node(NodeMarks(t.node, t.note), remove=True)
+        elif platform == "slurm":
+            from mlenv.platforms import slurmnodes
+
+            slurmnodes.run(slurmnodes.resume_argv(node))
+        at = now_iso()
+        why_released = "forced (--force)" if force else f"passed run {after.run_id if after else '?'}"
+        entry.update({"state": "released", "released_at": at, "released_because": why_released})
+        rec.write(run.report_dir)
+        log_event(history_root, cluster, {"run_id": run.run_id, "cluster": cluster, "platform": platform,
+                                          "node": node, "event": "release", "at": at, "because": why_released})
+        out.done.append(node)
+    return out
+
+
+def _not_ours_now(platform: str, t: Target, client: ClusterClient | None) -> str | None:
+    """Why the mark on the node is no longer this run's (someone changed it): left alone."""
+    if platform == "kubernetes":
+        from mlenv.cluster import nodemarks
+
+        assert client is not None
+        node = _k8s_node(client, t.node)
+        if node is None:
+            return "no such Node in the cluster any more"
+        if not nodemarks.ours(node, t.run_id):
+            return "its quarantine annotation is no longer this run's (changed by someone else): left alone"
+        return None
+    if platform == "slurm":
+        from mlenv.platforms import slurmnodes
+
+        st = slurmnodes.node_state(t.node)
+        if st is None:
+            return "Slurm does not know this node any more"
+        state, reason = st
+        if not slurmnodes.drained(state) or not slurmnodes.ours(reason, t.run_id):
+            return f"its drain is no longer this run's (State={state}, Reason={reason}): left alone"
+    return None
+
+
+def platform_of(cfg_platform: str) -> str:
+    """``openshift``/``kubernetes`` configs → kubernetes; slurm; hosts."""
+    if cfg_platform in ("slurm", "hosts"):
+        return cfg_platform
+    return "kubernetes"
