@@ -3,7 +3,7 @@
 Importing this package registers nothing: :data:`mlenv.acceptance.core.registry.SHIPPED`
 lists the check modules and :func:`mlenv.acceptance.core.registry.load` imports them, so
 the framework and the checks never import each other in a circle. Order of execution is
-decided by :mod:`mlenv.acceptance.core.selection` (environment, compute, memory,
+decided by :mod:`mlenv.acceptance.core.selection` (environment, gpu, compute, memory,
 collectives, fabric, training), not by import order. May import ``core``, ``evidence``,
 ``judging``, ``records``, ``reports``, ``mlenv.errors``, ``mlenv.contract``; torch and
 DeepSpeed only inside the functions that measure.

@@ -51,6 +51,7 @@ PROFILES: dict[str, Profile] = {
         Profile(
             "full", "sign-off: large sweeps and the published ResNet-50 training setup", deadline_s=900.0,
             overrides={
+                "gpu.dcgm": {"level": 2},  # DCGM's medium run (minutes); level 3 only by --options
                 "compute": {"n": 8192, "iters": 50, "warmup": 10},
                 "memory": {"bytes": 1024 * 2**20, "iters": 20},
                 "collectives": {"min_bytes": 8, "max_bytes": 8 * 2**30, "factor": 2, "iters": 20, "warmup": 5},

@@ -21,6 +21,7 @@ from mlenv.acceptance.core.options import CheckOptions
 # every module of mlenv/acceptance/checks/ that defines a check is listed).
 SHIPPED = (
     "mlenv.acceptance.checks.environment",
+    "mlenv.acceptance.checks.gpu",
     "mlenv.acceptance.checks.compute",
     "mlenv.acceptance.checks.memory",
     "mlenv.acceptance.checks.collectives",

@@ -15,7 +15,7 @@ from mlenv.acceptance.core.registry import PLUGINS_ENV, plugin_modules  # noqa: 
 from mlenv.errors import InputError
 
 # The order checks run in: cheap and informative first, the long training run last.
-ORDER = ("environment", "compute", "memory", "collectives", "fabric", "training")
+ORDER = ("environment", "gpu", "compute", "memory", "collectives", "fabric", "training")
 
 
 def load_checks() -> None:
