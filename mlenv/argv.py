@@ -376,13 +376,15 @@ def job_id(value: str | int) -> str:
 # The text of a quarantine note (issue 26): a Kubernetes annotation value and a Slurm
 # drain Reason. "mlenv <run-id>: <check> <figure>": letters, digits and the punctuation a
 # figure needs; never a quote, $, `, backslash, newline or a leading '-'.
-_NOTE = re.compile(r"[A-Za-z0-9_.,:;%=<>()+/'*][A-Za-z0-9 _.,:;%=<>()+/'*-]{0,255}")
-_NOTE_DROP = re.compile(r"[^A-Za-z0-9 _.,:;%=<>()+/'*-]")
+_NOTE = re.compile(r"[A-Za-z0-9_.,:;%=<>()+/*][A-Za-z0-9 _.,:;%=<>()+/*-]{0,255}")
+_NOTE_DROP = re.compile(r"[^A-Za-z0-9 _.,:;%=<>()+/*-]")
 
 
 def note_text(text: str) -> str:
     """``text`` made fit for :func:`note`: other characters become ``_``, one line, 200 at most."""
-    clean = _NOTE_DROP.sub("_", " ".join(str(text).split()))[:200].strip().lstrip("-")
+    # an apostrophe ("its peers' median") is dropped, not replaced: the printed command
+    # stays one simply quoted word
+    clean = _NOTE_DROP.sub("_", " ".join(str(text).replace("'", "").split()))[:200].strip().lstrip("-")
     return clean or "_"
 
 
@@ -390,7 +392,7 @@ def note(text: str) -> str:
     """A quarantine note (annotation value, drain reason), validated."""
     if not isinstance(text, str) or not _NOTE.fullmatch(text):
         raise UnsafeArgument(f"note {_show(text)} holds characters outside letters, digits and _ . , : ; % = < > ( ) "
-                             "+ / ' * - (or starts with '-' or a space)")
+                             "+ / * - (or starts with '-' or a space)")
     return text
 
 

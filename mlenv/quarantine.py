@@ -306,7 +306,8 @@ def _foreign_mark(platform: str, t: Target, client: ClusterClient | None) -> str
 
 
 def release(run: Run, platform: str, cluster: str, *, after: Run | None, force: bool, only: str | None,
-            client: ClusterClient | None, history_root: Path, dry_run: bool = False) -> Outcome:
+            client: ClusterClient | None, history_root: Path, dry_run: bool = False,
+            binary: str = "kubectl") -> Outcome:
     """Undo what ``apply`` recorded for this run, node by node, where allowed."""
     assert run.report_dir is not None
     rec = Record.read(run.report_dir)
@@ -336,7 +337,7 @@ def release(run: Run, platform: str, cluster: str, *, after: Run | None, force: 
         if why is not None:
             out.left.append((node, why))
             continue
-        out.lines += commands(platform, t, remove=True)
+        out.lines += commands(platform, t, binary=binary, remove=True)
         if dry_run:
             out.done.append(node)
             continue

@@ -127,7 +127,7 @@ def release_cmd(
     later = q.load_run(after, root) if after else None
     if later is None and not force:
         raise InputError("release needs --after RUN2 (a later run that measured the node and passed it) or --force")
-    name, platform, _ = _where(run, cluster)
+    name, platform, binary = _where(run, cluster)
     if force:
         err(f"warning: --force: releasing run {run.run_id}'s quarantine without a later run that passed the node(s)")
     with _client(platform) as client:
@@ -136,7 +136,7 @@ def release_cmd(
             if not ok:
                 raise InfraError(f"not permitted: {why}; nothing was changed")
         out = q.release(run, platform, name, after=later, force=force, only=node, client=client,
-                        history_root=root, dry_run=dry_run)
+                        history_root=root, dry_run=dry_run, binary=binary)
     for ln in out.lines:
         typer.echo(ln)
     for n, why in out.left:
