@@ -15,7 +15,7 @@ records versions, so it counts only when it finds the GPU busy.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from mlenv.acceptance.core.result import CheckResult, Status
@@ -141,96 +141,110 @@ def _pick(cands: list[tuple[str, _Finding | None]]) -> tuple[str, _Finding | Non
                                      _SEVERITY_ORDER[ACTIONS[c[0]].severity]))
 
 
-def build(results: list[CheckResult], findings: list[outliers.Finding], world: dict[str, Any]) -> dict[str, Any]:
-    """The ``node_verdicts`` section for judged ``results`` (the verdict's copies).
-
-    ``findings`` are the verdict's outlier findings (node-level ones become a node's
-    finding); ``world`` is results.json's ``world`` (``hosts`` per rank, ``device``).
-    """
-    raw_hosts = world.get("hosts")
-    hosts = [str(h) for h in raw_hosts] if isinstance(raw_hosts, list) else []
-    cuda = world.get("device") == "cuda"
+def _kubernetes_nodes(results: list[CheckResult]) -> dict[str, str]:
+    """Host (pod) → the Kubernetes Node the environment check recorded for it (``node_name``)."""
     k8s: dict[str, str] = {}
     for r in results:
         name = r.details.get("node_name") if r.name == "environment" and isinstance(r.details, dict) else None
         if r.node and isinstance(name, str) and name:
             k8s[r.node] = name
+    return k8s
 
-    def node_of(host: str) -> str:
-        return k8s.get(host, host)
 
-    order: list[str] = []
-    for h in [*hosts, *(r.node for r in results if r.node and r.scope in ("rank", "node"))]:
-        if h and node_of(h) not in order:
-            order.append(node_of(h))
-    members: dict[str, list[str]] = {n: [] for n in order}
-    for h in dict.fromkeys([*hosts, *k8s]):
-        if node_of(h) in members and h not in members[node_of(h)]:
-            members[node_of(h)].append(h)
-    per: dict[str, list[_Finding]] = {n: [] for n in order}
-    measured: dict[str, set[str]] = {n: set() for n in order}
-    gpu_findings: dict[tuple[str, int], list[_Finding]] = {}
-    gpu_measured: set[tuple[str, int]] = set()
-    links: list[dict[str, Any]] = []
+@dataclass
+class _Collector:
+    """What the results say per node, GPU and link, gathered by :func:`build`."""
 
-    def hosts_of_ranks(r: CheckResult) -> list[str]:
+    hosts: list[str]
+    cuda: bool
+    k8s: dict[str, str]
+    order: list[str] = field(default_factory=list)
+    members: dict[str, list[str]] = field(default_factory=dict)
+    per: dict[str, list[_Finding]] = field(default_factory=dict)
+    measured: dict[str, set[str]] = field(default_factory=dict)
+    gpu_findings: dict[tuple[str, int], list[_Finding]] = field(default_factory=dict)
+    gpu_measured: set[tuple[str, int]] = field(default_factory=set)
+    links: list[dict[str, Any]] = field(default_factory=list)
+
+    def node_of(self, host: str) -> str:
+        return self.k8s.get(host, host)
+
+    def add_nodes(self, results: list[CheckResult]) -> None:
+        """Every node in the order its hosts first appear, with the hosts (pods) on it."""
+        for h in [*self.hosts, *(r.node for r in results if r.node and r.scope in ("rank", "node"))]:
+            if h and self.node_of(h) not in self.order:
+                self.order.append(self.node_of(h))
+        self.members = {n: [] for n in self.order}
+        for h in dict.fromkeys([*self.hosts, *self.k8s]):
+            if self.node_of(h) in self.members and h not in self.members[self.node_of(h)]:
+                self.members[self.node_of(h)].append(h)
+        self.per = {n: [] for n in self.order}
+        self.measured = {n: set() for n in self.order}
+
+    def hosts_of_ranks(self, r: CheckResult) -> list[str]:
         ranks = r.details.get("ranks") if isinstance(r.details, dict) else None
         out: list[str] = []
         for x in ranks if isinstance(ranks, list) else []:
-            if isinstance(x, int) and 0 <= x < len(hosts) and hosts[x] not in out:
-                out.append(hosts[x])
+            if isinstance(x, int) and 0 <= x < len(self.hosts) and self.hosts[x] not in out:
+                out.append(self.hosts[x])
         return out
 
-    for r in results:
-        st = r.status.value
+    def add_link(self, r: CheckResult) -> None:
+        """A link or inter-node result that failed or warned: a link verdict."""
+        if r.status not in (Status.FAIL, Status.WARN):
+            return
+        ends = ([s.strip() for s in (r.group or "").split("<->")] if r.scope == "link"
+                else self.hosts_of_ranks(r))
+        nodes = [self.node_of(h) for h in ends if h]
+        act = "replace-cable" if r.status == Status.FAIL and len(nodes) == 2 else "watch"
+        names = {"a": nodes[0], "b": nodes[1]} if len(nodes) == 2 else {"node": ", ".join(nodes)}
+        self.links.append({"link": r.group or r.scope, "scope": r.scope, "nodes": nodes, "status": r.status.value,
+                           "checks": [r.name], "figure": _figure(r), "severity": ACTIONS[act].severity,
+                           "action": {"id": act, "text": action_text(act, **names)}})
+
+    def add_result(self, r: CheckResult) -> None:
+        """One judged result: what it measured on its node (and GPU), and its finding if any."""
+        if r.scope in ("link", "inter"):
+            self.add_link(r)
+            return
         where: list[str] = []
         if r.scope in ("rank", "node") and r.node:
             where = [r.node]
         elif r.scope == "intra":
-            where = hosts_of_ranks(r)
-        elif r.scope in ("link", "inter"):
-            if r.status in (Status.FAIL, Status.WARN):
-                ends = ([s.strip() for s in (r.group or "").split("<->")] if r.scope == "link"
-                        else hosts_of_ranks(r))
-                nodes = [node_of(h) for h in ends if h]
-                act = "replace-cable" if r.status == Status.FAIL and len(nodes) == 2 else "watch"
-                names = {"a": nodes[0], "b": nodes[1]} if len(nodes) == 2 else {"node": ", ".join(nodes)}
-                links.append({"link": r.group or r.scope, "scope": r.scope, "nodes": nodes, "status": st,
-                              "checks": [r.name], "figure": _figure(r), "severity": ACTIONS[act].severity,
-                              "action": {"id": act, "text": action_text(act, **names)}})
-            continue
-        if len(where) != 1:
-            continue
-        node = node_of(where[0])
-        if node not in per:
-            continue
-        gpu = _gpu_of(r.rank, hosts, cuda) if r.scope == "rank" else None
+            where = self.hosts_of_ranks(r)
+        if len(where) != 1 or self.node_of(where[0]) not in self.per:
+            return
+        node = self.node_of(where[0])
+        gpu = _gpu_of(r.rank, self.hosts, self.cuda) if r.scope == "rank" else None
         named = r.details.get("gpu") if isinstance(r.details, dict) else None
         if isinstance(named, int) and not isinstance(named, bool):  # a check that names the GPU (gpu.dcgm)
             gpu = named
         if r.status in (Status.PASS, Status.WARN, Status.FAIL) and r.name not in RECORD_ONLY:
-            measured[node].add(r.name)
+            self.measured[node].add(r.name)
             if gpu is not None:
-                gpu_measured.add((node, gpu))
+                self.gpu_measured.add((node, gpu))
         if r.status in (Status.WARN, Status.FAIL, Status.ERROR):
             busy = isinstance(r.details, dict) and isinstance(r.details.get("gpu_busy"), dict)
-            f = _Finding(r.name, r.scope, st, _figure(r), rank=r.rank, gpu=gpu, busy=busy)
-            per[node].append(f)
+            f = _Finding(r.name, r.scope, r.status.value, _figure(r), rank=r.rank, gpu=gpu, busy=busy)
+            self.per[node].append(f)
             if gpu is not None:
-                gpu_findings.setdefault((node, gpu), []).append(f)
-    for fd in findings:
-        if fd.level == "node" and fd.node and node_of(fd.node) in per:
-            node = node_of(fd.node)
-            per[node].append(_Finding(fd.check, "node", fd.severity.value, f"{fd.check}: {fd.short_reason()}",
-                                      metric=fd.metric, value=fd.value))
-            measured[node].add(fd.check)
+                self.gpu_findings.setdefault((node, gpu), []).append(f)
 
-    nodes: list[dict[str, Any]] = []
-    for node in order:
-        fs = per[node]
-        status = _worst_status(fs, bool(measured[node]))
-        gpus_of_node = sorted({g for (n, g) in gpu_measured | set(gpu_findings) if n == node})
-        failing_gpus = {g for (n, g), gf in gpu_findings.items() if n == node and any(f.status == FAIL for f in gf)}
+    def add_outlier(self, fd: outliers.Finding) -> None:
+        """A node-level outlier finding of the verdict becomes that node's finding."""
+        if fd.level == "node" and fd.node and self.node_of(fd.node) in self.per:
+            node = self.node_of(fd.node)
+            self.per[node].append(_Finding(fd.check, "node", fd.severity.value, f"{fd.check}: {fd.short_reason()}",
+                                           metric=fd.metric, value=fd.value))
+            self.measured[node].add(fd.check)
+
+    def entry(self, node: str) -> dict[str, Any]:
+        """One node's verdict: status, severity, action, checks, findings and its GPUs'."""
+        fs = self.per[node]
+        status = _worst_status(fs, bool(self.measured[node]))
+        gpus_of_node = sorted({g for (n, g) in self.gpu_measured | set(self.gpu_findings) if n == node})
+        failing_gpus = {g for (n, g), gf in self.gpu_findings.items()
+                        if n == node and any(f.status == FAIL for f in gf)}
         # One GPU of several failing is that GPU's (reset it); all of them, the node's (drain it).
         whole = len(gpus_of_node) <= 1 or failing_gpus >= set(gpus_of_node)
         if status == PASS:
@@ -238,26 +252,41 @@ def build(results: list[CheckResult], findings: list[outliers.Finding], world: d
         elif status == UNKNOWN and not fs:
             act, why = "recheck", None
         else:
-            cands = [(_action_for(f.check, f.scope, f.status, busy=f.busy, gpu=f.gpu,
-                                  whole_node=whole), f) for f in fs]
-            act, why = _pick(cands)
+            act, why = _pick([(_action_for(f.check, f.scope, f.status, busy=f.busy, gpu=f.gpu,
+                                           whole_node=whole), f) for f in fs])
         names = {"node": node, "gpu": why.gpu if why else None, "check": why.check if why else None}
-        entry: dict[str, Any] = {
-            "node": node, "hosts": members[node] or [node],
-            "node_from": "kubernetes" if any(h in k8s for h in members[node]) else "host",
+        out: dict[str, Any] = {
+            "node": node, "hosts": self.members[node] or [node],
+            "node_from": "kubernetes" if any(h in self.k8s for h in self.members[node]) else "host",
             "status": status, "severity": ACTIONS[act].severity,
             "action": {"id": act, "text": action_text(act, **names), "quarantine": ACTIONS[act].quarantine},
-            "checks": sorted(measured[node] | {f.check for f in fs}),
+            "checks": sorted(self.measured[node] | {f.check for f in fs}),
             "findings": [f.to_dict() for f in fs],
         }
         if gpus_of_node:
-            entry["gpus"] = []
+            out["gpus"] = []
             for g in gpus_of_node:
-                gf = gpu_findings.get((node, g), [])
-                gst = _worst_status(gf, (node, g) in gpu_measured)
-                entry["gpus"].append({"gpu": g, "status": gst, "findings": [f.to_dict() for f in gf]})
-        nodes.append(entry)
-    return {"version": VERSION, "nodes": nodes, "links": links}
+                gf = self.gpu_findings.get((node, g), [])
+                gst = _worst_status(gf, (node, g) in self.gpu_measured)
+                out["gpus"].append({"gpu": g, "status": gst, "findings": [f.to_dict() for f in gf]})
+        return out
+
+
+def build(results: list[CheckResult], findings: list[outliers.Finding], world: dict[str, Any]) -> dict[str, Any]:
+    """The ``node_verdicts`` section for judged ``results`` (the verdict's copies).
+
+    ``findings`` are the verdict's outlier findings (node-level ones become a node's
+    finding); ``world`` is results.json's ``world`` (``hosts`` per rank, ``device``).
+    """
+    raw_hosts = world.get("hosts")
+    c = _Collector(hosts=[str(h) for h in raw_hosts] if isinstance(raw_hosts, list) else [],
+                   cuda=world.get("device") == "cuda", k8s=_kubernetes_nodes(results))
+    c.add_nodes(results)
+    for r in results:
+        c.add_result(r)
+    for fd in findings:
+        c.add_outlier(fd)
+    return {"version": VERSION, "nodes": [c.entry(node) for node in c.order], "links": c.links}
 
 
 def worst(section: dict[str, Any]) -> str:
