@@ -4,12 +4,18 @@ scheduler's own quarantine, dry run first, and undo exactly that.
 The plan comes from the run's ``node_verdicts`` (results.json): every FAIL node, with the
 check and figure that failed it in the note ``mlenv <run-id>: <check> <figure>``.
 
+This module is the platform-neutral half: reading the run, the targets, the records and
+the order of things (permission first, then each node, recorded after each). What a mark
+is on each platform is a :class:`Marker` the platform supplies (``mlenv/platforms``, the
+CLI calls ``platform.quarantine``/``release``):
+
 - Kubernetes/OpenShift: label ``ml-dev-env.io/health=fail``, the note in the annotation
   ``ml-dev-env.io/quarantine``, a ``NoSchedule`` taint with the label's key
-  (:mod:`mlenv.cluster.nodemarks`, run through :meth:`ClusterClient.mark_node`);
+  (``mlenv/platforms/kubenodes.py`` over :mod:`mlenv.cluster.nodemarks`, run through
+  ``ClusterClient.mark_node``);
 - Slurm: ``scontrol update NodeName=X State=DRAIN Reason="<note>"``
-  (:mod:`mlenv.platforms.slurmnodes`);
-- plain hosts: the list (there is no scheduler to tell).
+  (``mlenv/platforms/slurmnodes.py``);
+- plain hosts: the list (:class:`ListMarker`: there is no scheduler to tell).
 
 What ``--apply`` did is written to ``<report dir>/quarantine.json`` and appended to
 ``<history root>/<cluster>/quarantine.jsonl``; ``release`` reads the former and undoes
@@ -17,7 +23,8 @@ only what it lists, only on nodes whose mark still carries this run's id (a node
 drained or labelled for another reason is left alone, at apply and at release), and only
 for nodes that passed a later run (``--after``) or with ``--force``.
 
-Pure planning plus the calls that change nodes; nothing here prints (the CLI does).
+Nothing here prints: lines go to the ``say``/``warn`` callbacks the platform passes on
+from the CLI's session.
 """
 
 from __future__ import annotations
@@ -28,18 +35,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from mlenv import argv
-from mlenv.errors import InputError
-
-if TYPE_CHECKING:
-    from mlenv.cluster.api import ClusterClient
+from mlenv.errors import InfraError, InputError
 
 QUARANTINE_FILE = "quarantine.json"
 QUARANTINE_HISTORY = "quarantine.jsonl"
 VERSION = 1
-PLATFORMS = ("kubernetes", "slurm", "hosts")
 
 Say = Callable[[str], None]
 
@@ -147,29 +150,63 @@ def targets(run: Run, only: str | None = None) -> list[Target]:
     return out
 
 
-# --- the commands -----------------------------------------------------------------------
+# --- what a mark is, per platform ------------------------------------------------------
 
 
-def commands(platform: str, t: Target, *, binary: str = "kubectl", remove: bool = False) -> list[str]:
-    """The exact commands for one target, as an operator would type them."""
-    if platform == "kubernetes":
-        from mlenv.cluster.nodemarks import NodeMarks
+class Marker(Protocol):
+    """How one platform marks a node (the platform builds it; the order is this module's)."""
 
-        return NodeMarks(t.node, t.note).shell_lines(binary, remove=remove)
-    if platform == "slurm":
-        from mlenv.platforms import slurmnodes
+    kind: str  # "kubernetes" | "slurm" | "hosts": recorded as the record's ``platform``
+    acts: bool  # False: nothing to run (hosts), the printed list is the hand-off
 
-        words = slurmnodes.resume_argv(t.node) if remove else slurmnodes.drain_argv(t.node, t.note)
-        return [slurmnodes.shell_line(words)]
-    return [f"# {'put back' if remove else 'take out of the hosts list'}: {t.node} ({t.check}: {t.figure})"]
+    def commands(self, t: Target, *, remove: bool = False) -> list[str]:
+        """The exact commands for one target, as an operator would type them."""
+        ...
+
+    def unusable(self, t: Target) -> str | None:
+        """Why this target cannot be marked here (None: it can)."""
+        ...
+
+    def permitted(self) -> tuple[bool, str]:
+        """Whether this user may change nodes, checked before anything is changed: (ok, why not)."""
+        ...
+
+    def foreign_mark(self, t: Target) -> str | None:
+        """Why the node must be left alone because someone else marked it (None: it is free)."""
+        ...
+
+    def not_ours_now(self, t: Target) -> str | None:
+        """Why the mark on the node is no longer this run's (someone changed it): left alone."""
+        ...
+
+    def mark(self, t: Target, *, remove: bool = False) -> None:
+        """Run :meth:`commands` (``remove``: the ones undoing them)."""
+        ...
 
 
-def unusable(platform: str, t: Target) -> str | None:
-    """Why this target cannot be marked on ``platform`` (None: it can)."""
-    if platform == "kubernetes" and t.node_from != "kubernetes":
-        return (f"the run did not record the Kubernetes Node of {', '.join(t.hosts) or t.node} (a pod without "
-                "MLENV_NODE_NAME: deployed before node verdicts); re-run after mlenv deploy")
-    return None
+class ListMarker:
+    """Plain hosts: no scheduler to tell; the list is the hand-off and nothing is run."""
+
+    kind = "hosts"
+    acts = False
+
+    def commands(self, t: Target, *, remove: bool = False) -> list[str]:
+        return [f"# {'put back' if remove else 'take out of the hosts list'}: {t.node} ({t.check}: {t.figure})"]
+
+    def unusable(self, t: Target) -> str | None:
+        return None
+
+    def permitted(self) -> tuple[bool, str]:
+        return True, ""
+
+    def foreign_mark(self, t: Target) -> str | None:
+        return None
+
+    def not_ours_now(self, t: Target) -> str | None:
+        return None
+
+    def mark(self, t: Target, *, remove: bool = False) -> None:
+        return None
 
 
 # --- records ------------------------------------------------------------------------------
@@ -222,95 +259,42 @@ def log_event(history_root: Path, cluster: str, event: dict[str, Any]) -> Path:
 
 @dataclass
 class Outcome:
-    """What one quarantine/release did, node by node, for the CLI to print."""
+    """What one quarantine/release did, node by node, for the caller to print."""
 
     done: list[str] = field(default_factory=list)  # nodes changed
     left: list[tuple[str, str]] = field(default_factory=list)  # (node, why it was left alone)
     lines: list[str] = field(default_factory=list)
 
 
-def _k8s_node(client: ClusterClient, node: str) -> dict[str, Any] | None:
-    return client.get("Node", node, None)
-
-
-def permitted(platform: str, client: ClusterClient | None) -> tuple[bool, str]:
-    """Whether this user may change nodes on ``platform`` (checked before anything is changed)."""
-    if platform == "kubernetes":
-        assert client is not None
-        ok = client.can_i("patch", "nodes")
-        return ok, "" if ok else f"{client.whoami()} may not patch nodes (kubectl auth can-i patch nodes: no)"
-    if platform == "slurm":
-        from mlenv.platforms import slurmnodes
-
-        return slurmnodes.may_update_nodes()
-    return True, ""
-
-
-def apply(run: Run, platform: str, cluster: str, ts: list[Target], *, client: ClusterClient | None,
-          history_root: Path) -> Outcome:
+def apply(run: Run, marker: Marker, cluster: str, ts: list[Target], *, history_root: Path) -> Outcome:
     """Mark every target (skipping nodes someone else marked), then record what was done."""
     assert run.report_dir is not None
     out = Outcome()
-    rec = Record.read(run.report_dir) or Record(run.run_id, cluster, platform)
+    rec = Record.read(run.report_dir) or Record(run.run_id, cluster, marker.kind)
     for t in ts:
-        why = unusable(platform, t)
+        why = marker.unusable(t)
         prior = rec.nodes.get(t.node, {})
         if why is None and prior.get("state") == "applied":
             why = f"already quarantined by this run at {prior.get('applied_at')}"
         if why is None:
-            why = _foreign_mark(platform, t, client)
+            why = marker.foreign_mark(t)
         if why is not None:
             out.left.append((t.node, why))
             continue
-        if platform == "kubernetes":
-            from mlenv.cluster.nodemarks import NodeMarks
-
-            assert client is not None
-            client.mark_node(NodeMarks(t.node, t.note))
-        elif platform == "slurm":
-            from mlenv.platforms import slurmnodes
-
-            slurmnodes.run(slurmnodes.drain_argv(t.node, t.note))
+        marker.mark(t)
         at = now_iso()
         rec.nodes[t.node] = {"state": "applied", "note": t.note, "check": t.check, "figure": t.figure,
-                             "hosts": list(t.hosts), "commands": commands(platform, t), "applied_at": at}
+                             "hosts": list(t.hosts), "commands": marker.commands(t), "applied_at": at}
         rec.write(run.report_dir)  # after each node: a failure half-way keeps what was done
-        log_event(history_root, cluster, {"run_id": run.run_id, "cluster": cluster, "platform": platform,
+        log_event(history_root, cluster, {"run_id": run.run_id, "cluster": cluster, "platform": marker.kind,
                                           "node": t.node, "event": "quarantine", "at": at, "note": t.note})
         out.done.append(t.node)
     return out
 
 
-def _foreign_mark(platform: str, t: Target, client: ClusterClient | None) -> str | None:
-    """Why a node must be left alone because someone else marked it (None: it is free)."""
-    if platform == "kubernetes":
-        from mlenv.cluster import nodemarks
-
-        assert client is not None
-        node = _k8s_node(client, t.node)
-        if node is None:
-            return "no such Node in the cluster"
-        if nodemarks.marked(node) is not None and not nodemarks.ours(node, t.run_id):
-            return "already carries the ml-dev-env.io/health label, set by someone else or another run"
-        return None
-    if platform == "slurm":
-        from mlenv.platforms import slurmnodes
-
-        st = slurmnodes.node_state(t.node)
-        if st is None:
-            return "Slurm does not know this node"
-        state, reason = st
-        if slurmnodes.drained(state) and not slurmnodes.ours(reason, t.run_id):
-            return f"already drained by someone else (State={state}, Reason={reason})"
-    return None
-
-
-def release(run: Run, platform: str, cluster: str, *, after: Run | None, force: bool, only: str | None,
-            client: ClusterClient | None, history_root: Path, dry_run: bool = False,
-            binary: str = "kubectl") -> Outcome:
-    """Undo what ``apply`` recorded for this run, node by node, where allowed."""
+def _releasable(run: Run, rec: Record | None, *, after: Run | None, force: bool, only: str | None) -> Record:
+    """The run's record when release may go ahead; InputError (exit 2) naming why not."""
     assert run.report_dir is not None
-    rec = Record.read(run.report_dir)
     if rec is None or not any(v.get("state") == "applied" for v in rec.nodes.values()):
         raise InputError(f"run {run.run_id}: nothing was quarantined by it (no applied node in "
                          f"{run.report_dir / QUARANTINE_FILE}); nothing to release")
@@ -322,6 +306,14 @@ def release(run: Run, platform: str, cluster: str, *, after: Run | None, force: 
     if after is not None and after.started and run.started and after.started <= run.started:
         raise InputError(f"--after {after.run_id}: started {after.started}, not after run {run.run_id} "
                          f"({run.started})")
+    return rec
+
+
+def release(run: Run, marker: Marker, cluster: str, *, after: Run | None, force: bool, only: str | None,
+            history_root: Path, dry_run: bool = False) -> Outcome:
+    """Undo what ``apply`` recorded for this run, node by node, where allowed."""
+    assert run.report_dir is not None
+    rec = _releasable(run, Record.read(run.report_dir), after=after, force=force, only=only)
     out = Outcome()
     for node, entry in sorted(rec.nodes.items()):
         if (only is not None and node != only) or entry.get("state") != "applied":
@@ -333,59 +325,85 @@ def release(run: Run, platform: str, cluster: str, *, after: Run | None, force: 
                 continue
         t = Target(node=node, hosts=tuple(entry.get("hosts") or []), node_from="kubernetes",
                    check=str(entry.get("check")), figure=str(entry.get("figure")), run_id=run.run_id)
-        why = _not_ours_now(platform, t, client)
+        why = marker.not_ours_now(t)
         if why is not None:
             out.left.append((node, why))
             continue
-        out.lines += commands(platform, t, binary=binary, remove=True)
+        out.lines += marker.commands(t, remove=True)
         if dry_run:
             out.done.append(node)
             continue
-        if platform == "kubernetes":
-            from mlenv.cluster.nodemarks import NodeMarks
-
-            assert client is not None
-            client.mark_node(NodeMarks(t.node, t.note), remove=True)
-        elif platform == "slurm":
-            from mlenv.platforms import slurmnodes
-
-            slurmnodes.run(slurmnodes.resume_argv(node))
+        marker.mark(t, remove=True)
         at = now_iso()
         why_released = "forced (--force)" if force else f"passed run {after.run_id if after else '?'}"
         entry.update({"state": "released", "released_at": at, "released_because": why_released})
         rec.write(run.report_dir)
-        log_event(history_root, cluster, {"run_id": run.run_id, "cluster": cluster, "platform": platform,
+        log_event(history_root, cluster, {"run_id": run.run_id, "cluster": cluster, "platform": marker.kind,
                                           "node": node, "event": "release", "at": at, "because": why_released})
         out.done.append(node)
     return out
 
 
-def _not_ours_now(platform: str, t: Target, client: ClusterClient | None) -> str | None:
-    """Why the mark on the node is no longer this run's (someone changed it): left alone."""
-    if platform == "kubernetes":
-        from mlenv.cluster import nodemarks
-
-        assert client is not None
-        node = _k8s_node(client, t.node)
-        if node is None:
-            return "no such Node in the cluster any more"
-        if not nodemarks.ours(node, t.run_id):
-            return "its quarantine annotation is no longer this run's (changed by someone else): left alone"
-        return None
-    if platform == "slurm":
-        from mlenv.platforms import slurmnodes
-
-        st = slurmnodes.node_state(t.node)
-        if st is None:
-            return "Slurm does not know this node any more"
-        state, reason = st
-        if not slurmnodes.drained(state) or not slurmnodes.ours(reason, t.run_id):
-            return f"its drain is no longer this run's (State={state}, Reason={reason}): left alone"
-    return None
+# --- the verbs, as every platform runs them ---------------------------------------------
 
 
-def platform_of(cfg_platform: str) -> str:
-    """``openshift``/``kubernetes`` configs → kubernetes; slurm; hosts."""
-    if cfg_platform in ("slurm", "hosts"):
-        return cfg_platform
-    return "kubernetes"
+def quarantine_verb(run: Run, marker: Marker, cluster: str, ts: list[Target], *, apply_them: bool,
+                    only: str | None, history_root: Path, say: Say, warn: Say) -> None:
+    """``mlenv quarantine``: print the commands (dry run), or check permission and apply them.
+
+    Not permitted: the commands are printed for an admin and InfraError (exit 3) is
+    raised, nothing changed."""
+    if not ts:
+        say(f"run {run.run_id}: no FAILED node" + (f" matching --node {only}" if only else "")
+            + "; nothing to quarantine")
+        return
+    lines: list[str] = []
+    for t in ts:
+        why = marker.unusable(t)
+        if why:
+            warn(f"note: {t.node}: {why}")
+            continue
+        lines += marker.commands(t)
+    if not apply_them:
+        say(f"# run {run.run_id} ({cluster}, {marker.kind}): {len(ts)} FAILED node(s); dry run, nothing changed "
+            "(--apply runs these):")
+        for ln in lines:
+            say(ln)
+        return
+    if not marker.acts:
+        for ln in lines:
+            say(ln)
+    ok, why = marker.permitted()
+    if not ok:
+        say(f"# not permitted to change nodes ({why}); commands for an admin to run:")
+        for ln in lines:
+            say(ln)
+        raise InfraError(f"not permitted: {why}; nothing was changed")
+    out = apply(run, marker, cluster, ts, history_root=history_root)
+    for n, why in out.left:
+        warn(f"left alone: {n}: {why}")
+    for n in out.done:
+        say(f"quarantined {n} ({marker.kind}): recorded in {run.report_dir}/{QUARANTINE_FILE}")
+    say(f"quarantine of run {run.run_id}: {len(out.done)} node(s) quarantined, {len(out.left)} left alone")
+
+
+def release_verb(run: Run, marker: Marker, cluster: str, *, after: Run | None, force: bool, only: str | None,
+                 dry_run: bool, history_root: Path, say: Say, warn: Say) -> None:
+    """``mlenv release``: the request checked (exit 2), then permission (unless a dry run,
+    exit 3), then undo node by node."""
+    assert run.report_dir is not None
+    _releasable(run, Record.read(run.report_dir), after=after, force=force, only=only)
+    if not dry_run:
+        ok, why = marker.permitted()
+        if not ok:
+            raise InfraError(f"not permitted: {why}; nothing was changed")
+    out = release(run, marker, cluster, after=after, force=force, only=only, history_root=history_root,
+                  dry_run=dry_run)
+    for ln in out.lines:
+        say(ln)
+    for n, why in out.left:
+        warn(f"kept: {n}: {why}")
+    verb = "would release" if dry_run else "released"
+    for n in out.done:
+        say(f"{verb} {n}")
+    say(f"release of run {run.run_id}: {len(out.done)} node(s) {verb}, {len(out.left)} kept")

@@ -5,23 +5,23 @@ quarantine prints the exact commands that take the run's FAILED nodes out of sch
 records what it did. release undoes exactly that, only for nodes a later run passed
 (``--after``) or with ``--force``. Exit 0 done/printed, 2 bad input (no such run, a node
 not in the run), 3 cluster unreachable or not permitted (the commands are printed for an
-admin).
+admin). The verb finds the run and its cluster; the cluster's platform does the rest
+(``platform.quarantine``/``release``, mlenv/platforms).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from mlenv.cli._clusterctx import load_config, platform, session
 from mlenv.cli._common import err, guarded, repo_root
-from mlenv.errors import InfraError, InputError
+from mlenv.errors import InputError
 
 if TYPE_CHECKING:
-    from mlenv.cluster.api import ClusterClient
+    from mlenv.platforms.base import Platform
     from mlenv.quarantine import Run
 
 
@@ -31,29 +31,18 @@ def _history_root(history_dir: Path | None) -> Path:
     return history_dir or history.default_root(repo_root())
 
 
-def _where(run: Run, cluster: str | None) -> tuple[str, str, str]:
-    """(cluster name, platform, client binary for printed commands)."""
-    from mlenv.quarantine import platform_of
+def _platform(run: Run, cluster: str | None) -> tuple[str, Platform]:
+    """The cluster name and its platform: ``--cluster``'s config, else the one the run's
+    record names. A run on this machine (no cluster, or ``local``, in its record) has no
+    config and no scheduler: the hosts platform (the list)."""
+    from mlenv.acceptance.records.history import LOCAL_CLUSTER
 
-    name = cluster or run.cluster
-    if not name or name == "local":
-        return name or "local", "hosts", ""
-    from mlenv.cli._clusterctx import load_config
+    if cluster is None and (not run.cluster or run.cluster == LOCAL_CLUSTER):
+        from mlenv.platforms.dispatch import platform_named
 
-    cfg = load_config(name)
-    return cfg.name, platform_of(cfg.platform), "oc" if cfg.platform == "openshift" else "kubectl"
-
-
-@contextmanager
-def _client(platform: str) -> Iterator[ClusterClient | None]:
-    if platform != "kubernetes":
-        with nullcontext(None) as none:
-            yield none
-        return
-    from mlenv.cli._clusterctx import cluster_client
-
-    with cluster_client() as c:
-        yield c
+        return LOCAL_CLUSTER, platform_named("hosts")
+    cfg = load_config(cluster or str(run.cluster))
+    return cfg.name, platform(cfg)
 
 
 @guarded
@@ -72,40 +61,8 @@ def quarantine_cmd(
     root = _history_root(history_dir)
     run = q.load_run(run_ref, root)
     ts = q.targets(run, node)
-    name, platform, binary = _where(run, cluster)
-    if not ts:
-        typer.echo(f"run {run.run_id}: no FAILED node" + (f" matching --node {node}" if node else "")
-                   + "; nothing to quarantine")
-        return
-    lines: list[str] = []
-    for t in ts:
-        why = q.unusable(platform, t)
-        if why:
-            err(f"note: {t.node}: {why}")
-            continue
-        lines += q.commands(platform, t, binary=binary)
-    if not apply:
-        typer.echo(f"# run {run.run_id} ({name}, {platform}): {len(ts)} FAILED node(s); dry run, nothing changed "
-                   "(--apply runs these):")
-        for ln in lines:
-            typer.echo(ln)
-        return
-    if platform == "hosts":
-        for ln in lines:
-            typer.echo(ln)
-    with _client(platform) as client:
-        ok, why = q.permitted(platform, client)
-        if not ok:
-            typer.echo(f"# not permitted to change nodes ({why}); commands for an admin to run:")
-            for ln in lines:
-                typer.echo(ln)
-            raise InfraError(f"not permitted: {why}; nothing was changed")
-        out = q.apply(run, platform, name, ts, client=client, history_root=root)
-    for n, why in out.left:
-        err(f"left alone: {n}: {why}")
-    for n in out.done:
-        typer.echo(f"quarantined {n} ({platform}): recorded in {run.report_dir}/{q.QUARANTINE_FILE}")
-    typer.echo(f"quarantine of run {run.run_id}: {len(out.done)} node(s) quarantined, {len(out.left)} left alone")
+    name, p = _platform(run, cluster)
+    p.quarantine(name, session(), run=run, targets=ts, apply=apply, only=node, history_root=root)
 
 
 @guarded
@@ -127,24 +84,10 @@ def release_cmd(
     later = q.load_run(after, root) if after else None
     if later is None and not force:
         raise InputError("release needs --after RUN2 (a later run that measured the node and passed it) or --force")
-    name, platform, binary = _where(run, cluster)
+    name, p = _platform(run, cluster)
     if force:
         err(f"warning: --force: releasing run {run.run_id}'s quarantine without a later run that passed the node(s)")
-    with _client(platform) as client:
-        if not dry_run:
-            ok, why = q.permitted(platform, client)
-            if not ok:
-                raise InfraError(f"not permitted: {why}; nothing was changed")
-        out = q.release(run, platform, name, after=later, force=force, only=node, client=client,
-                        history_root=root, dry_run=dry_run, binary=binary)
-    for ln in out.lines:
-        typer.echo(ln)
-    for n, why in out.left:
-        err(f"kept: {n}: {why}")
-    verb = "would release" if dry_run else "released"
-    for n in out.done:
-        typer.echo(f"{verb} {n}")
-    typer.echo(f"release of run {run.run_id}: {len(out.done)} node(s) {verb}, {len(out.left)} kept")
+    p.release(name, session(), run=run, after=later, force=force, only=node, dry_run=dry_run, history_root=root)
 
 
 def register(app: typer.Typer) -> None:

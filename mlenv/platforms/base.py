@@ -27,12 +27,14 @@ from mlenv.errors import InputError
 if TYPE_CHECKING:
     from mlenv.cluster.api import ClusterClient
     from mlenv.config.model import Cluster
+    from mlenv.quarantine import Run, Target
 
 Say = Callable[[str], None]
 
 # Every verb of the interface, in the order docs/architecture.md's table lists them.
 VERBS = ("render", "deploy", "status", "logs", "shell", "sync", "launch", "acceptance",
-         "port-forward", "build", "url", "discover", "gpu-info", "teardown", "secrets")
+         "port-forward", "build", "url", "discover", "gpu-info", "teardown", "secrets",
+         "quarantine", "release")
 
 
 class Unsupported(InputError):
@@ -110,6 +112,14 @@ class Platform(Protocol):
 
     def secrets(self, cfg: Cluster, s: Session, *, mode: str) -> list[dict[str, Any]]: ...
 
+    # Issue 26: a finished run's FAILED nodes (``targets``) handed to the scheduler, and back.
+    # ``cluster`` is the run's cluster name (a run on this machine has no config: hosts).
+    def quarantine(self, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
+                   only: str | None, history_root: Path) -> None: ...
+
+    def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
+                dry_run: bool, history_root: Path) -> None: ...
+
 
 class PlatformBase:
     """Every verb "not supported" (exit 2, one line): implementations override what they
@@ -173,3 +183,11 @@ class PlatformBase:
 
     def secrets(self, cfg: Cluster, s: Session, *, mode: str) -> list[dict[str, Any]]:
         raise self._no("secrets")
+
+    def quarantine(self, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
+                   only: str | None, history_root: Path) -> None:
+        raise self._no("quarantine")
+
+    def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
+                dry_run: bool, history_root: Path) -> None:
+        raise self._no("release")

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from mlenv.cluster.api import ClusterClient
     from mlenv.cluster.status import StatusReport
     from mlenv.config.model import Cluster
+    from mlenv.quarantine import Run, Target
 
 POD = ["python", "-m", "mlenv.pod"]
 
@@ -291,6 +292,33 @@ class KubernetesPlatform(PlatformBase):
         from mlenv.render.plan import render_cluster
 
         return secrets_for_gitops(cfg, render_cluster(cfg, mode, None, validate=False))  # type: ignore[arg-type]
+
+    @property
+    def binary(self) -> str:
+        """The client an operator types in the commands printed for them."""
+        return "oc" if self.name == "openshift" else "kubectl"
+
+    def quarantine(self, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
+                   only: str | None, history_root: Path) -> None:
+        from mlenv import quarantine as q
+        from mlenv.platforms.kubenodes import KubeMarker
+
+        if not apply or not targets:  # printing the commands reads nothing from the cluster
+            q.quarantine_verb(run, KubeMarker(self.binary), cluster, targets, apply_them=apply, only=only,
+                              history_root=history_root, say=s.say, warn=s.warn)
+            return
+        with s.client() as client:
+            q.quarantine_verb(run, KubeMarker(self.binary, client), cluster, targets, apply_them=True, only=only,
+                              history_root=history_root, say=s.say, warn=s.warn)
+
+    def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
+                dry_run: bool, history_root: Path) -> None:
+        from mlenv import quarantine as q
+        from mlenv.platforms.kubenodes import KubeMarker
+
+        with s.client() as client:  # a dry run too: it reads whose mark each node carries
+            q.release_verb(run, KubeMarker(self.binary, client), cluster, after=after, force=force, only=only,
+                           dry_run=dry_run, history_root=history_root, say=s.say, warn=s.warn)
 
 
 def _teardown_legacy(cfg: Cluster, s: Session, *, purge: bool, yes: bool) -> None:

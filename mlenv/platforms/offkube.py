@@ -17,6 +17,7 @@ from mlenv.platforms.base import PlatformBase, Session
 
 if TYPE_CHECKING:
     from mlenv.config.model import Cluster
+    from mlenv.quarantine import Marker, Run, Target
 
 _HINTS = {
     "launch": "the suite runs as a job: mlenv acceptance --cluster NAME",
@@ -74,6 +75,22 @@ def _teardown_flags(name: str, dry_run: bool, legacy: bool) -> None:
                          f"platform {name} has none")
     if dry_run:
         raise InputError(f"--dry-run: not for platform {name} (nothing to list)")
+
+
+def _quarantine(marker: Marker, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
+                only: str | None, history_root: Path) -> None:
+    from mlenv import quarantine as q
+
+    q.quarantine_verb(run, marker, cluster, targets, apply_them=apply, only=only, history_root=history_root,
+                      say=s.say, warn=s.warn)
+
+
+def _release(marker: Marker, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool,
+             only: str | None, dry_run: bool, history_root: Path) -> None:
+    from mlenv import quarantine as q
+
+    q.release_verb(run, marker, cluster, after=after, force=force, only=only, dry_run=dry_run,
+                   history_root=history_root, say=s.say, warn=s.warn)
 
 
 class SlurmPlatform(PlatformBase):
@@ -142,6 +159,22 @@ class SlurmPlatform(PlatformBase):
         _teardown_flags(self.name, dry_run, legacy)
         s.say(slurm.teardown(cfg, s.root))
 
+    def quarantine(self, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
+                   only: str | None, history_root: Path) -> None:
+        """``scontrol update … State=DRAIN Reason=<note>`` per FAILED node (printed; run with --apply)."""
+        from mlenv.platforms.slurmnodes import SlurmMarker
+
+        _quarantine(SlurmMarker(), cluster, s, run=run, targets=targets, apply=apply, only=only,
+                    history_root=history_root)
+
+    def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
+                dry_run: bool, history_root: Path) -> None:
+        """``scontrol update … State=RESUME`` for the nodes this run drained and still holds."""
+        from mlenv.platforms.slurmnodes import SlurmMarker
+
+        _release(SlurmMarker(), cluster, s, run=run, after=after, force=force, only=only, dry_run=dry_run,
+                 history_root=history_root)
+
 
 class HostsPlatform(PlatformBase):
     """Plain hosts over ssh: preflight, copy, run in the foreground."""
@@ -193,3 +226,18 @@ class HostsPlatform(PlatformBase):
         _teardown_flags(self.name, dry_run, legacy)
         s.say(f"{cfg.name}: platform hosts leaves nothing running: acceptance runs in the foreground "
               "(Ctrl-C ends it and its ssh sessions)")
+
+    def quarantine(self, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
+                   only: str | None, history_root: Path) -> None:
+        """No scheduler to tell: the list of nodes to leave out (recorded with --apply)."""
+        from mlenv.quarantine import ListMarker
+
+        _quarantine(ListMarker(), cluster, s, run=run, targets=targets, apply=apply, only=only,
+                    history_root=history_root)
+
+    def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
+                dry_run: bool, history_root: Path) -> None:
+        from mlenv.quarantine import ListMarker
+
+        _release(ListMarker(), cluster, s, run=run, after=after, force=force, only=only, dry_run=dry_run,
+                 history_root=history_root)

@@ -11,10 +11,14 @@ from __future__ import annotations
 import os
 import pwd
 import shlex
+from typing import TYPE_CHECKING
 
 from mlenv import argv
 from mlenv.errors import InfraError
 from mlenv.platforms.slurm import _check, _run, nodes_info
+
+if TYPE_CHECKING:
+    from mlenv.quarantine import Target
 
 
 def drain_argv(node: str, reason: str) -> list[str]:
@@ -80,3 +84,41 @@ def may_update_nodes() -> tuple[bool, str]:
     if level in ("Administrator", "Operator"):
         return True, f"{me} is a Slurm {level}"
     return False, f"{me} is neither root, the SlurmUser nor a Slurm Operator/Administrator"
+
+
+class SlurmMarker:
+    """The Slurm :class:`mlenv.quarantine.Marker`: drain with the note as reason, resume;
+    a node drained for another reason is left alone."""
+
+    kind = "slurm"
+    acts = True
+
+    def commands(self, t: Target, *, remove: bool = False) -> list[str]:
+        return [shell_line(resume_argv(t.node) if remove else drain_argv(t.node, t.note))]
+
+    def unusable(self, t: Target) -> str | None:
+        return None
+
+    def permitted(self) -> tuple[bool, str]:
+        return may_update_nodes()
+
+    def foreign_mark(self, t: Target) -> str | None:
+        st = node_state(t.node)
+        if st is None:
+            return "Slurm does not know this node"
+        state, reason = st
+        if drained(state) and not ours(reason, t.run_id):
+            return f"already drained by someone else (State={state}, Reason={reason})"
+        return None
+
+    def not_ours_now(self, t: Target) -> str | None:
+        st = node_state(t.node)
+        if st is None:
+            return "Slurm does not know this node any more"
+        state, reason = st
+        if not drained(state) or not ours(reason, t.run_id):
+            return f"its drain is no longer this run's (State={state}, Reason={reason}): left alone"
+        return None
+
+    def mark(self, t: Target, *, remove: bool = False) -> None:
+        run(resume_argv(t.node) if remove else drain_argv(t.node, t.note))

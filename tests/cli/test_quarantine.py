@@ -137,3 +137,38 @@ def test_bad_input_exits_2(tmp_path, monkeypatch) -> None:
     assert r.exit_code == 2 and "no-such-run: no such run" in r.stderr
     r = run(["release", str(rep), "--force", "--history-dir", str(tmp_path / "h")], state, monkeypatch)
     assert r.exit_code == 2 and "nothing was quarantined" in r.stderr
+
+
+def test_a_run_on_this_machine_goes_to_the_hosts_list_without_a_config_or_a_cluster(tmp_path, monkeypatch) -> None:
+    """A run whose record says ``local`` (mlenv acceptance --local) has no config and no
+    scheduler: the hosts platform prints the list, --apply records it, release puts it back;
+    no cluster is contacted (no fake installed: a real client call would fail)."""
+    rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
+    (rep / "record.json").write_text(json.dumps({"run_id": "20261125-090000-aaaaaa", "cluster": "local"}))
+    hist = tmp_path / "h"
+    r = run(["quarantine", str(rep), "--history-dir", str(hist)], None, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert "(local, hosts): 1 FAILED node(s); dry run" in r.stdout
+    assert f"# take out of the hosts list: {NODES[2]} (compute.matmul:" in r.stdout
+    assert not (rep / "quarantine.json").exists()
+    r = run(["quarantine", str(rep), "--apply", "--history-dir", str(hist)], None, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert f"quarantined {NODES[2]} (hosts)" in r.stdout
+    rec = json.loads((rep / "quarantine.json").read_text())
+    assert rec["platform"] == "hosts" and rec["nodes"][NODES[2]]["state"] == "applied"
+    r = run(["release", str(rep), "--force", "--history-dir", str(hist)], None, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert f"# put back: {NODES[2]}" in r.stdout and f"released {NODES[2]}" in r.stdout
+    assert "warning: --force" in r.stderr
+
+
+def test_release_of_a_run_that_quarantined_nothing_is_bad_input_before_any_permission_check(tmp_path,
+                                                                                          monkeypatch) -> None:
+    """Exit 2 (the request is wrong), not 3, even for a user who may not patch nodes."""
+    state = fake_state(tmp_path)
+    rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=3)
+    fake = FakeCluster.load(str(state))
+    fake.denied = ["patch nodes"]
+    fake.save(str(state))
+    r = run(["release", str(rep), "--force", "--history-dir", str(tmp_path / "h")], state, monkeypatch)
+    assert r.exit_code == 2 and "nothing was quarantined" in r.stderr

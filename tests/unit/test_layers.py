@@ -30,9 +30,12 @@ MAY_IMPORT: dict[str, set[str]] = {
     # The sign-off bundle's operator-side parts: the run's cluster, config, deployed trees.
     "signoff": {"errors", "contract", "config", "render", "acceptance"},
     # The platform interface (issue 21): Kubernetes through cluster/ and render/, Slurm and hosts.
-    "platforms": {"config", "render", "cluster", "errors", "contract", "argv", "generated", "acceptance"},
-    # Issue 26: quarantine/release of a run's FAILED nodes through the cluster client or Slurm.
-    "quarantine": {"errors", "contract", "argv", "config", "acceptance", "cluster", "platforms"},
+    # Issue 26: platforms mark nodes for quarantine (their Marker) and run its verbs.
+    "platforms": {"config", "render", "cluster", "errors", "contract", "argv", "generated", "acceptance",
+                  "quarantine"},
+    # Issue 26: quarantine/release of a run's FAILED nodes, platform-neutral: the run, the
+    # targets, the records; what a mark is comes from the platform (a Marker).
+    "quarantine": {"errors", "contract", "argv", "acceptance"},
     "cluster": {"config", "render", "errors", "contract", "argv", "generated"},
     # Runs inside pods from the package alone: never the operator-side layers.
     "pod": {"errors", "contract", "argv"},
