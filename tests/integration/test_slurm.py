@@ -162,9 +162,10 @@ def test_teardown_cancels_the_job(env: Env) -> None:
     assert r.returncode == 0 and "already ended (cancelled)" in r.stdout
 
 
-def _failed_run(root: Path, run_id: str, nodes: list[str], slow: list[str]) -> Path:
+def _failed_run(root: Path, run_id: str, nodes: list[str], slow: list[str],
+                started: str = "2000-01-01T00:00:00+00:00") -> Path:
     """A finished run's report folder whose ``slow`` nodes FAILED a bar (their ranks at
-    0.2 TFLOPS against 0.5): node verdicts built by the suite's own code."""
+    0.2 TFLOPS against 0.5), the others passed: node verdicts built by the suite's own code."""
     from mlenv.acceptance.core.result import CheckResult, Status
     from mlenv.acceptance.judging import nodeverdicts
     from mlenv.acceptance.judging.verdict import judge
@@ -179,7 +180,7 @@ def _failed_run(root: Path, run_id: str, nodes: list[str], slow: list[str]) -> P
     folder = root / run_id
     folder.mkdir()
     (folder / "results.json").write_text(json.dumps({
-        "schema_version": 1, "run_id": run_id, "started": "2000-01-01T00:00:00+00:00", "verdict": j.verdict.value,
+        "schema_version": 1, "run_id": run_id, "started": started, "verdict": j.verdict.value,
         "world": world, "node_verdicts": nodeverdicts.build(j.results, j.findings, world),
         "checks": [r.to_dict() for r in j.results]}))
     (folder / "record.json").write_text(json.dumps({"run_id": run_id, "cluster": CLUSTER}))
@@ -195,17 +196,23 @@ def _node(env: Env, node: str) -> dict[str, str]:
 def test_quarantine_drains_failed_nodes_leaves_a_human_drain_alone_and_release_resumes(env: Env, tmp_path: Path) -> None:
     """i26.2 on real slurmctld: dry run changes nothing; --apply drains the FAILED node with
     the run id and check as reason; a node an operator drained for another reason is left
-    alone at apply and at release; release --after the deploy test's passing run resumes
-    exactly the node quarantine drained."""
+    alone at apply and at release; release --after a later run that passed the node
+    resumes exactly the node quarantine drained."""
     env.slurm.wait_idle(90)
     bad, human = env.slurm.nodes
-    passed = [p.parent for p in (env.root / "reports" / CLUSTER).glob("*/results.json")
+    # the deploy test's run, in its report folder on the shared directory
+    passed = [p.parent for p in (env.shared / "results").glob("*/results.json")
               if json.loads(p.read_text()).get("verdict") == "PASS"]
     assert passed, "the deploy test's passing run is missing"
     statuses = {n["node"]: n["status"] for n in json.loads((passed[0] / "results.json").read_text())
                 ["node_verdicts"]["nodes"]}
-    assert statuses == {bad: "PASS", human: "PASS"}  # the real run names the Slurm nodes
+    # The real run names the Slurm nodes and measured both. Not PASS for both: on this
+    # shared CPU harness a collective outlier WARNs a node of a PASS run now and then, and
+    # release needs PASS, so the later run below is built like the failed one.
+    assert set(statuses) == {bad, human} and set(statuses.values()) <= {"PASS", "WARN"}, statuses
     run = _failed_run(tmp_path, "20261125-090000-q1q1q1", [bad, human], slow=[bad, human])
+    later = _failed_run(tmp_path, "20261125-100000-q2q2q2", [bad, human], slow=[],
+                        started="2000-01-02T00:00:00+00:00")
     hist = str(tmp_path / "history")
     env.slurm.set_node(human, "DRAIN", "bad DIMM")
     try:
@@ -220,7 +227,7 @@ def test_quarantine_drains_failed_nodes_leaves_a_human_drain_alone_and_release_r
         st = _node(env, bad)
         assert "DRAIN" in st["State"] and st["Reason"].startswith("mlenv 20261125-090000-q1q1q1: compute.matmul")
         assert _node(env, human)["Reason"].startswith("bad DIMM")
-        r = env.mlenv("release", str(run), "--after", str(passed[0]), "--history-dir", hist)
+        r = env.mlenv("release", str(run), "--after", str(later), "--history-dir", hist)
         assert r.returncode == 0, r.stdout + r.stderr
         assert f"released {bad}" in r.stdout and f"{human}" not in r.stdout
         assert "DRAIN" not in _node(env, bad)["State"]
