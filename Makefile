@@ -84,7 +84,7 @@ system-deps: ## install the integration tier's system tools (sshd, pdsh, iproute
 demo: venv ## validate + render every example, then the acceptance suite on this machine
 	$(MLENV) validate
 	$(MLENV) render --all
-	$(MLENV) acceptance --local --profile quick --report-dir reports/demo
+	$(MLENV) acceptance --local --profile quick  # each run its own acceptance-report/<run-id>/ (latest: the newest)
 
 lint: venv ## ruff
 	$(VENV)/bin/ruff check mlenv tests benchmarks

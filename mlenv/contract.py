@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import secrets
+import time
 from pathlib import Path
 from typing import Any
 
-from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK
+from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM
 
 __all__ = [
     "ANNOTATION_CREATED", "APP", "EXIT_ERROR", "EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "LABEL_COMPONENT", "LABEL_INSTANCE",
     "LABEL_MANAGED_BY", "LABEL_NAME", "LABEL_NAMESPACE", "LABEL_PART_OF", "MANAGED_BY", "RESULTS_JSON", "RESULTS_JSONL",
-    "STATEFULSET", "exit_for_verdict", "pod_name", "read_results",
+    "STATEFULSET", "exit_for_doc", "exit_for_verdict", "is_run_id", "new_run_id", "pod_name", "read_results",
 ]
 
 # --- names (not configurable: one deployment per namespace) ---------------------------
@@ -60,10 +63,37 @@ RESULTS_JSONL = "results.jsonl"  # one line per result as measured, kept through
 
 _VERDICT_EXIT = {"PASS": EXIT_OK, "FAIL": EXIT_FAIL}
 
+# One run-id format everywhere (issue 23): results.json, the report folder's name, what the
+# CLI prints, the history line, Slurm and hosts runs. UTC time first (sorts by start), then
+# 6 hex digits so two runs started in the same second never share an id.
+RUN_ID_FORMAT = "YYYYMMDD-HHMMSS-xxxxxx"
+_RUN_ID = re.compile(r"^[0-9]{8}-[0-9]{6}-[0-9a-f]{6}$")
 
-def exit_for_verdict(verdict: object) -> int:
-    """0 PASS, 1 FAIL, 3 for ERROR and anything else (a missing or unknown verdict is never a pass)."""
+
+def new_run_id(now: float | None = None) -> str:
+    """A new run id, ``YYYYMMDD-HHMMSS-xxxxxx`` (UTC start time, random suffix)."""
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime(now)) + "-" + secrets.token_hex(3)
+
+
+def is_run_id(text: object) -> bool:
+    """True when ``text`` has the run-id format (a folder named like one names its run)."""
+    return isinstance(text, str) and bool(_RUN_ID.match(text))
+
+
+def exit_for_verdict(verdict: object, interrupted_by: object = None) -> int:
+    """0 PASS, 1 FAIL, INTERRUPTED 130 (SIGINT) or 143 (any other signal, ``interrupted_by``),
+    3 for ERROR and anything else (a missing or unknown verdict is never a pass)."""
+    if verdict == "INTERRUPTED":
+        return EXIT_SIGINT if interrupted_by in (None, "SIGINT") else EXIT_SIGTERM
     return _VERDICT_EXIT.get(verdict, EXIT_ERROR) if isinstance(verdict, str) else EXIT_ERROR
+
+
+def exit_for_doc(doc: dict[str, Any] | None) -> int:
+    """The exit code of a results document (:func:`exit_for_verdict` with its ``interrupted``)."""
+    if not isinstance(doc, dict):
+        return EXIT_ERROR
+    why = doc.get("interrupted")
+    return exit_for_verdict(doc.get("verdict"), why.get("signal") if isinstance(why, dict) else None)
 
 
 def read_results(report_dir: str | Path, since: float | None = None) -> dict[str, Any] | None:

@@ -15,6 +15,10 @@ EXIT_OK = 0
 EXIT_FAIL = 1
 EXIT_INPUT = 2
 EXIT_ERROR = 3
+# A run someone stopped (verdict INTERRUPTED): 128 + the signal, as shells report it; a
+# SIGHUP is reported as a SIGTERM (both mean "the session asked us to stop").
+EXIT_SIGINT = 130
+EXIT_SIGTERM = 143
 
 
 @dataclass(frozen=True)
@@ -66,3 +70,13 @@ class InfraError(MlenvError):
     """Something outside the user's input failed: API unreachable, timeout, tool missing (3)."""
 
     exit_code = EXIT_ERROR
+
+
+class Interrupted(KeyboardInterrupt):
+    """Someone stopped this process with a signal (SIGINT, SIGTERM, SIGHUP): handled like
+    Ctrl-C (a KeyboardInterrupt), with the signal's name and exit code (130 / 143)."""
+
+    def __init__(self, signal_name: str) -> None:
+        super().__init__(signal_name)
+        self.signal_name = signal_name
+        self.exit_code = EXIT_SIGINT if signal_name == "SIGINT" else EXIT_SIGTERM

@@ -98,18 +98,23 @@ def deployment_for(cluster: str, root: Path, modes: tuple[str, ...] | None) -> \
 
 
 def make_bundle(report_dir: Path, root: Path, out: Path | None = None, cluster: str | None = None,
-                mode: str | None = None) -> tuple[Path, dict[str, Any]]:
+                mode: str | None = None, asked: str | None = None) -> tuple[Path, dict[str, Any]]:
     """Bundle the run in ``report_dir`` (``mlenv bundle`` and ``mlenv acceptance --bundle``).
 
     ``root`` holds ``clusters/`` and the generated trees. A run of a cluster (not
     ``--local``) includes its config and deployed trees; when the config is not here the
     bundle says so instead, unless ``cluster`` named it (then a typo is an InputError).
+    ``asked``: the run id the folder must hold (``mlenv bundle RUN_ID``); a folder holding
+    another run than it names is refused either way (``rundir.check_folder``).
     """
     from mlenv.acceptance.records import bundle
     from mlenv.acceptance.records.compare import Run, baseline_of
     from mlenv.acceptance.records.history import LOCAL_CLUSTER, check_cluster_name
 
     if not (report_dir / RESULTS_JSON).is_file():
+        if any((report_dir / f).is_file() for f in ("run.json", "results.jsonl")):
+            raise InputError(f"{report_dir}: the run was never finalised (its processes were killed before the "
+                             f"report was written): run `mlenv finalize {report_dir}` first")
         raise InputError(f"{report_dir}: no {RESULTS_JSON} (not a report folder of a finished run)")
     doc = read_results(report_dir)  # read once: _record matches its run id against it
     rec = _record(report_dir, doc or {})
@@ -117,6 +122,9 @@ def make_bundle(report_dir: Path, root: Path, out: Path | None = None, cluster: 
     local_run = cluster is None and (not rec or rec.get("origin") == "local")
     if doc is None:
         raise InputError(f"{report_dir}/{RESULTS_JSON}: unreadable (not a JSON object)")
+    from mlenv.acceptance.records.rundir import check_folder
+
+    check_folder(report_dir, doc, asked)
     base = baseline_of(Run(ref=str(report_dir), doc=doc, results=[]))
     config: tuple[str, bytes] | None = None
     deployment: dict[str, Any] | None = None

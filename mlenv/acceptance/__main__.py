@@ -1,6 +1,7 @@
 """``python -m mlenv.acceptance``: run the suite on this rank (torchrun, DeepSpeed, or alone).
 
-Exit codes (rank 0): 0 PASS, 1 FAIL, 2 bad flags/options/baseline, 3 ERROR. Other
+Exit codes (rank 0): 0 PASS, 1 FAIL, 2 bad flags/options/baseline, 3 ERROR, 130/143
+INTERRUPTED (SIGINT / SIGTERM or SIGHUP given to the CLI). Other
 ranks exit 0 unless they fail to start. ``MLENV_ACCEPTANCE_PLUGINS`` (comma-separated
 module names) imports extra check modules, e.g. site-specific checks or test probes.
 """
@@ -10,8 +11,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import time
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,7 +25,7 @@ from mlenv.acceptance.reports import RunMeta, console, finalize
 from mlenv.acceptance.reports.document import ALL_FILES, now_iso
 from mlenv.acceptance.reports.jsonl import JsonlWriter
 from mlenv.acceptance.run import ranklog, world
-from mlenv.contract import RESULTS_JSONL, exit_for_verdict
+from mlenv.contract import RESULTS_JSONL, exit_for_doc
 from mlenv.errors import EXIT_ERROR, EXIT_INPUT, EXIT_OK, InputError, MlenvError
 
 if TYPE_CHECKING:
@@ -46,6 +45,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--options", default=None, help="JSON/YAML file {check: {key: value}} over the profile")
     p.add_argument("--history-dir", default=None,
                    help="history root: <dir>/<cluster>/history.jsonl (default $MLENV_HISTORY_DIR, else ./reports)")
+    p.add_argument("--run-id", default=None,
+                   help="this run's id (default $MLENV_RUN_ID, else a new one): results.json and the history carry it")
     p.add_argument("--localize", action="store_true",
                    help=f"run {LOCALIZE} (name the slow node or link) even when no earlier check asks for it")
     p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
@@ -72,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         overrides, checks = _plan(args)
+        run_id = _run_id(args)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_INPUT
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         msg = str(e) if isinstance(e, MlenvError) else f"start-up failed: {type(e).__name__}: {e}"
         print(f"error: rank {env.rank} ({host}): {msg}", file=sys.stderr, flush=True)
         if env.rank == 0:
-            _startup_report(args, report_dir, env, host, deadline, msg)
+            _startup_report(args, run_id, report_dir, env, host, deadline, msg)
         return EXIT_INPUT if isinstance(e, InputError) else EXIT_ERROR
     options = profiles.resolve(args.profile, overrides, device)  # GPU sizes once the device is known
     node_rank, nnodes = world.node_layout(hosts, env)
@@ -101,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     install_signal_handlers(chan, env.rank)
     layout = {"nodes": nnodes, "ranks": env.world_size, "backend": backend, "device": "cuda" if ctx.is_cuda else "cpu",
              "hosts": hosts}
-    meta = RunMeta(run_id=time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6], started=now_iso(),
+    meta = RunMeta(run_id=run_id, started=now_iso(),
                    profile=args.profile, checks=[c.name for c in checks], world=layout,
                    baseline_spec=args.baseline, deadline_s=deadline)
     writer: JsonlWriter | None = None
@@ -171,7 +173,8 @@ def _judge(args: argparse.Namespace, report_dir: Path, meta: RunMeta, outcome: O
     """Rank 0 after the last check: the verdict, the reports, the history line; the exit code."""
     meta.write(report_dir)
     try:
-        doc = finalize(report_dir, meta, outcome.results, notes=outcome.notes, baseline=live.baseline)
+        doc = finalize(report_dir, meta, outcome.results, notes=outcome.notes, baseline=live.baseline,
+                       interrupted=outcome.interrupted)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         os._exit(EXIT_INPUT)
@@ -179,7 +182,7 @@ def _judge(args: argparse.Namespace, report_dir: Path, meta: RunMeta, outcome: O
     root = Path(args.history_dir) if args.history_dir else history.default_root()
     for line in history.after_run(report_dir, doc, root):
         print(f"[acceptance] {line}", flush=True)
-    code = exit_for_verdict(doc["verdict"])
+    code = exit_for_doc(doc)
     if outcome.aborted:
         sys.stderr.flush()
         os._exit(code)
@@ -187,11 +190,21 @@ def _judge(args: argparse.Namespace, report_dir: Path, meta: RunMeta, outcome: O
     return code
 
 
-def _startup_report(args: argparse.Namespace, report_dir: Path, env: world.LaunchEnv, host: str,
+def _run_id(args: argparse.Namespace) -> str:
+    """``--run-id``, else ``$MLENV_RUN_ID`` (Slurm and hosts runs, whose folder is named by it),
+    else a new one: the folder, results.json and the history carry the same id."""
+    from mlenv.contract import new_run_id
+    from mlenv.pod.launch import check_run_id
+
+    given = args.run_id or os.environ.get("MLENV_RUN_ID", "").strip()
+    return check_run_id(given) if given else new_run_id()
+
+
+def _startup_report(args: argparse.Namespace, run_id: str, report_dir: Path, env: world.LaunchEnv, host: str,
                     deadline: float, msg: str) -> None:
     """Rank 0 could not start the group: still leave a results.json saying why (ERROR)."""
     layout = {"nodes": env.nnodes or 1, "ranks": env.world_size, "backend": None, "device": None, "hosts": [host]}
-    meta = RunMeta(run_id=uuid.uuid4().hex[:12], started=now_iso(), profile=args.profile, checks=[],
+    meta = RunMeta(run_id=run_id, started=now_iso(), profile=args.profile, checks=[],
                    world=layout, baseline_spec=args.baseline, deadline_s=deadline)
     try:
         doc = finalize(report_dir, meta, [], notes=[f"start-up failed on rank 0 ({host}): {msg}"], plots=False)

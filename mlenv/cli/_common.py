@@ -11,7 +11,9 @@ from typing import ParamSpec, TypeVar
 
 import typer
 
-from mlenv.errors import EXIT_ERROR, EXIT_INPUT, ConfigError, MlenvError
+from mlenv.errors import EXIT_ERROR, EXIT_INPUT, EXIT_SIGINT, ConfigError, MlenvError
+
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader left
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -20,6 +22,29 @@ R = TypeVar("R")
 def err(msg: str) -> None:
     """Print one line for humans on stderr."""
     typer.echo(msg, err=True)
+
+
+def quiet_stdout() -> None:
+    """Point stdout at /dev/null once its reader has gone (``| head``), so neither later
+    output nor the interpreter's final flush raises BrokenPipeError again."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError):  # no real stdout (CliRunner): nothing to silence
+        pass
+
+
+def echo_out(text: str) -> bool:
+    """Print ``text`` on stdout; False (and stdout silenced) when the reader has gone, so
+    a verb can still exit by its own result rather than by the broken pipe."""
+    try:
+        typer.echo(text)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        quiet_stdout()
+        return False
+    return True
 
 
 def guarded(fn: Callable[P, R]) -> Callable[P, R]:
@@ -44,9 +69,12 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
         except MlenvError as e:
             err(f"error: {e}")
             raise typer.Exit(e.exit_code) from None
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP where a verb turned them into one
             err("interrupted")
-            raise typer.Exit(130) from None
+            raise typer.Exit(getattr(e, "exit_code", EXIT_SIGINT)) from None
+        except BrokenPipeError:  # `mlenv … | head`: the reader left; say nothing more
+            quiet_stdout()
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
         except Exception as e:  # the boundary: nothing unexpected may print a traceback
             if os.environ.get("MLENV_DEBUG") == "1":
                 raise

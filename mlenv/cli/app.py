@@ -40,6 +40,7 @@ VERB_MODULES = (
     "discover",
     "secrets",
     "bundle",
+    "finalize",
     "history",
     "compare",
     "quarantine",  # quarantine RUN, release RUN (issue 26)

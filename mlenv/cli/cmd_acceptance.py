@@ -4,35 +4,40 @@ The DeepSpeed launcher starts N ranks of ``python -m mlenv.acceptance`` (all GPU
 present, else N CPU ranks with ``DS_ACCELERATOR=cpu`` and gloo); output streams through.
 This verb only parses flags, calls :mod:`mlenv.acceptance.run.local` and prints; see there
 for the launcher, the process group and the recovery of a report when rank 0 died.
-Exit: 0 PASS, 1 FAIL, 2 bad flags/config/baseline, 3 ERROR.
+Exit: 0 PASS, 1 FAIL, 2 bad flags/config/baseline, 3 ERROR, 130 INTERRUPTED by Ctrl-C,
+143 INTERRUPTED by SIGTERM or SIGHUP (the run is stopped and its report finalised either way).
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mlenv.cli._common import SETTINGS, err, guarded, note, repo_root
+from mlenv.cli._common import SETTINGS, echo_out, err, guarded, note, repo_root
 from mlenv.errors import InputError
 
+if TYPE_CHECKING:
+    from mlenv.acceptance.records.rundir import Claim
 
-def _report_dir_usable(report_dir: Path, prepare: Callable[[Path], None]) -> None:
-    """i16: an unusable ``--report-dir`` (a file, a folder we may not write, a dangling
-    link) is bad input: exit 2 and one line, as ``render --out``, before anything runs."""
+
+def _claim_report_dir(report_dir: Path, run_id: str) -> Claim:
+    """The run's own folder, claimed before anything runs (issue 23). An unusable
+    ``--report-dir`` (a file, a folder we may not write, a dangling link; i16), one that holds
+    another run's results or one a live run uses is bad input: exit 2 and one line."""
+    from mlenv.acceptance.records import rundir
     from mlenv.generated import unwritable_reason
 
     why = unwritable_reason(report_dir)
-    try:
-        if why is None:
-            prepare(report_dir)
-    except OSError as e:
-        why = f"{e.filename or report_dir}: {e.strerror or e}"
-    if why is not None:
-        raise InputError(f"--report-dir {report_dir}: cannot write reports there: {why}")
+    if why is None:
+        try:
+            return rundir.claim(report_dir, run_id)
+        except OSError as e:
+            why = f"{e.filename or report_dir}: {e.strerror or e}"
+    raise InputError(f"--report-dir {report_dir}: cannot write reports there: {why}")
 
 
 def register(app: typer.Typer) -> None:
@@ -44,7 +49,8 @@ def register(app: typer.Typer) -> None:
         local_: Annotated[bool, typer.Option("--local", help="Run on this machine through the DeepSpeed launcher.")] = False,
         nproc: Annotated[int, typer.Option("--nproc", help="Ranks to start (default: all GPUs, else 2 CPU ranks).")] = 0,
         profile: Annotated[str, typer.Option("--profile", help="quick | full")] = "quick",
-        report_dir: Annotated[Path, typer.Option("--report-dir", help="Where reports go.")] = Path("acceptance-report"),
+        report_dir: Annotated[Path | None, typer.Option("--report-dir", help="This run's own folder, new or empty "
+                                                    "(default: acceptance-report/<run-id>/).")] = None,
         checks: Annotated[str, typer.Option("--checks", help="Comma list of checks or families (default: all).")] = "",
         baseline: Annotated[str | None, typer.Option("--baseline", help="Baseline file or GPU model (default: by device).")] = None,
         deadline: Annotated[float, typer.Option("--deadline", help="Per-check deadline in seconds (default: by profile).")] = 0.0,
@@ -56,15 +62,15 @@ def register(app: typer.Typer) -> None:
         bundle: Annotated[bool, typer.Option("--bundle", help="Also write the run's sign-off bundle "
                                                               "(see mlenv bundle).")] = False,
     ) -> None:
-        """Run the acceptance suite and print the verdict (0 PASS, 1 FAIL, 2 bad input, 3 ERROR)."""
+        """Run the acceptance suite and print the verdict (0 PASS, 1 FAIL, 2 bad input, 3 ERROR,
+        130/143 interrupted)."""
         if cluster is not None:  # issue 13: the suite as a job of the config's platform
             raise typer.Exit(_on_platform(cluster, profile=profile, checks=checks, baseline=baseline,
                                           options=options, deadline=deadline))
         from mlenv.acceptance.core import profiles
-        from mlenv.acceptance.records import history
-        from mlenv.acceptance.reports import console
-        from mlenv.acceptance.run import local, world
-        from mlenv.contract import exit_for_verdict
+        from mlenv.acceptance.records import rundir
+        from mlenv.acceptance.run import local
+        from mlenv.contract import new_run_id
 
         if not local_:
             raise InputError("only --local runs from here; on a cluster run `mlenv launch CLUSTER` "
@@ -80,36 +86,83 @@ def register(app: typer.Typer) -> None:
                              f"use --nproc {gpus} or fewer")
         n = nproc or gpus or 2
         dl = deadline or profiles.DEADLINES[profile]
-        _report_dir_usable(report_dir, local.prepare_report_dir)
-        suite = ["--profile", profile, "--report-dir", str(report_dir.resolve()), "--deadline", str(dl)]
-        suite += ["--checks", checks] if checks else []
-        suite += ["--baseline", baseline] if baseline else []
-        suite += ["--options", str(options.resolve())] if options else []
-        suite += ["--localize"] if localize else []
-        history_root = history.default_root(repo_root())
-        suite += ["--history-dir", str(history_root.resolve())]
-        cmd = local.build_command(n, gpus, world.free_port(), report_dir.resolve(), suite)
-        err(f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed: {shlex.join(cmd)}")
-        # Worst case: every check runs into its deadline (the suite itself aborts sooner).
-        budget = n_checks * dl + local.STARTUP_SLACK_S
-        env = local.launch_env(n, gpus)
-        first = local.first_run_notice(gpus, env)
-        if first:
-            note(first)
-        run = local.run_local(cmd, env, report_dir, budget, verbose=SETTINGS.verbose,
-                              on_timeout=lambda b: err(f"the suite did not end within {b:.0f} s: stopping it"))
-        if run.recovered:  # rank 0 died: only this process can tell the verdict
-            typer.echo(console.verdict_block(run.doc, str(report_dir)))
-            for line in history.after_run(report_dir, run.doc, history_root, history.LOCAL_CLUSTER):
-                err(line)
-        else:  # rank 0 already printed the full verdict block: one closing line is enough
-            typer.echo(f"verdict: {run.doc['verdict']} (reports in {report_dir})")
-        typer.echo(f"wall time: {run.wall_s:.1f} s")
-        if bundle:
-            from mlenv.signoff import make_bundle
+        run_id = new_run_id()
+        per_run = report_dir is None
+        if report_dir is None:
+            report_dir = Path(rundir.DEFAULT_PARENT) / run_id
+        plan = _Plan(n, gpus, dl, n_checks, profile, checks, baseline, options, localize, bundle)
+        claim = _claim_report_dir(report_dir, run_id)
+        try:
+            code = _run(claim, per_run, plan)
+        finally:
+            claim.release()
+        raise typer.Exit(code)
 
-            typer.echo(f"bundle: {make_bundle(report_dir, Path(repo_root()))[0]}")
-        raise typer.Exit(exit_for_verdict(run.doc.get("verdict")))
+
+@dataclass(frozen=True)
+class _Plan:
+    """What the flags decided: ranks, GPUs, the deadline and what the suite runs."""
+
+    n: int
+    gpus: int
+    deadline: float
+    n_checks: int
+    profile: str
+    checks: str
+    baseline: str | None
+    options: Path | None
+    localize: bool
+    bundle: bool
+
+
+def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
+    """Launch the ranks into the claimed folder, wait, print the verdict; the exit code."""
+    from mlenv.acceptance.records import history, rundir
+    from mlenv.acceptance.reports import console
+    from mlenv.acceptance.run import local, world
+    from mlenv.contract import exit_for_doc
+
+    report_dir, run_id = claim.path, claim.run_id
+    if per_run:
+        said = rundir.point_latest(report_dir.parent, run_id)
+        if said:
+            err(said)
+    err(f"run {run_id}: reports in {report_dir}")
+    n, gpus, dl = plan.n, plan.gpus, plan.deadline
+    suite = ["--profile", plan.profile, "--report-dir", str(report_dir.resolve()), "--deadline", str(dl),
+             "--run-id", run_id]
+    suite += ["--checks", plan.checks] if plan.checks else []
+    suite += ["--baseline", plan.baseline] if plan.baseline else []
+    suite += ["--options", str(plan.options.resolve())] if plan.options else []
+    suite += ["--localize"] if plan.localize else []
+    history_root = history.default_root(repo_root())
+    suite += ["--history-dir", str(history_root.resolve())]
+    cmd = local.build_command(n, gpus, world.free_port(), report_dir.resolve(), suite)
+    err(f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed: {shlex.join(cmd)}")
+    # Worst case: every check runs into its deadline (the suite itself aborts sooner).
+    budget = plan.n_checks * dl + local.STARTUP_SLACK_S
+    env = local.launch_env(n, gpus)
+    first = local.first_run_notice(gpus, env)
+    if first:
+        note(first)
+    run = local.run_local(cmd, env, report_dir, budget, verbose=SETTINGS.verbose, run_id=run_id,
+                          on_timeout=lambda b: err(f"the suite did not end within {b:.0f} s: stopping it"),
+                          on_interrupt=lambda sig: err(f"{sig}: stopping the run and finalising its report "
+                                                       f"(further signals are ignored until that is done)"))
+    # Output from here on goes through echo_out: with `| head` the reader may be gone, and
+    # the exit code must still be the verdict's, not a BrokenPipeError's (issue 23).
+    if run.recovered:  # rank 0 died or was stopped: only this process can tell the verdict
+        echo_out(console.verdict_block(run.doc, str(report_dir)))
+        for line in history.after_run(report_dir, run.doc, history_root, history.LOCAL_CLUSTER):
+            err(line)
+    else:  # rank 0 already printed the full verdict block: one closing line is enough
+        echo_out(f"verdict: {run.doc['verdict']} (reports in {report_dir})")
+    echo_out(f"wall time: {run.wall_s:.1f} s")
+    if plan.bundle:
+        from mlenv.signoff import make_bundle
+
+        echo_out(f"bundle: {make_bundle(report_dir, Path(repo_root()))[0]}")
+    return exit_for_doc(run.doc)
 
 
 def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | None, options: Path | None,

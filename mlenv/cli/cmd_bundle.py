@@ -21,7 +21,8 @@ from mlenv.errors import EXIT_FAIL, InputError
 
 @guarded
 def bundle_cmd(
-    target: Annotated[str, typer.Argument(help="RUN_DIR (a report folder), or 'verify'.", metavar="RUN_DIR|verify")],
+    target: Annotated[str, typer.Argument(help="RUN_DIR (a report folder) or a run id from the history, or "
+                                               "'verify'.", metavar="RUN_DIR|RUN_ID|verify")],
     file: Annotated[str | None, typer.Argument(help="With 'verify': the bundle to check.", metavar="[FILE]")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Archive path (default RUN_DIR/mlenv-bundle-<run id>.tar.gz).")] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", help="Cluster whose config and k8s/ tree to include "
@@ -38,18 +39,32 @@ def bundle_cmd(
         raise InputError(f"unexpected argument {file!r}: mlenv bundle RUN_DIR, or mlenv bundle verify FILE")
     if mode is not None and mode not in ("rdma", "tcp"):
         raise InputError(f"--mode must be rdma or tcp, got {mode!r}")
-    report_dir = Path(target)
-    if not report_dir.is_dir():
-        raise InputError(f"{target}: no such report folder")
+    report_dir, asked = _run_folder(target)
     from mlenv.signoff import make_bundle
 
-    path, index = make_bundle(report_dir, Path(repo_root()), out, cluster, mode)
+    path, index = make_bundle(report_dir, Path(repo_root()), out, cluster, mode, asked)
     for note in index.get("left_out", []):
         err(f"note: {note}")
     from mlenv.acceptance.records.bundle import manifest_sha256
 
     typer.echo(f"bundle: {path} ({index['verdict']}, run {index['run_id']}, cluster {index['cluster']})")
     typer.echo(f"MANIFEST sha256: {manifest_sha256(path)} (send it to the reviewer by a second channel)")
+
+
+def _run_folder(target: str) -> tuple[Path, str | None]:
+    """(report folder, the run id it must hold): a folder as given, or a run id's folder from
+    the history (which must still hold that run: an old version reused one folder)."""
+    from mlenv.acceptance.records.history import default_root, find_run
+    from mlenv.contract import is_run_id
+
+    report_dir = Path(target)
+    if report_dir.is_dir():
+        return report_dir, None
+    if is_run_id(target):
+        rec = find_run(default_root(repo_root()), target)
+        if rec is not None and isinstance(rec.get("report_dir"), str):
+            return Path(rec["report_dir"]), target
+    raise InputError(f"{target}: no such report folder (nor a run id in the history)")
 
 
 def _verify(path: Path) -> None:

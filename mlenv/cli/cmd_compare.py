@@ -3,7 +3,9 @@
 A run is a report folder, a results.json, a sign-off bundle or a run id from the
 history. B is worse than A beyond the tolerance (default 10 %, per metric in the
 baseline's ``tolerances:``) → a regression, named with its check, rank/GPU or group,
-even when both runs pass the absolute bar. Exit 0 none, 1 regression, 2 bad input.
+even when both runs pass the absolute bar. Exit 0 none, 1 regression (the one exit 1 that
+is not a FAIL verdict), 2 bad input (also: an INTERRUPTED run without --include-interrupted,
+a folder that no longer holds the run asked for).
 """
 
 from __future__ import annotations
@@ -30,10 +32,19 @@ def compare_cmd(
     all_rows: Annotated[bool, typer.Option("--all", help="Also show metrics that are not judged (counts, tails).")] = False,
     history_dir: Annotated[Path | None, typer.Option("--history-dir", help="Where run ids are looked up (default "
                                                                           "$MLENV_HISTORY_DIR, else reports/).")] = None,
+    include_interrupted: Annotated[bool, typer.Option("--include-interrupted",
+                                                      help="Also compare a run someone stopped (verdict "
+                                                           "INTERRUPTED); refused otherwise.")] = False,
 ) -> None:
     """Compare run B with run A; exit 1 when B regressed beyond the tolerance."""
     from mlenv.acceptance.judging import baselines
-    from mlenv.acceptance.records.compare import baseline_of, compare, load_run, table
+    from mlenv.acceptance.records.compare import (
+        baseline_of,
+        compare,
+        load_run,
+        refuse_interrupted,
+        table,
+    )
     from mlenv.acceptance.records.history import default_root
 
     if output not in ("table", "json"):
@@ -42,6 +53,8 @@ def compare_cmd(
         raise InputError(f"--tolerance: expected a fraction such as 0.1, got {tolerance}")
     root = history_dir or default_root(repo_root())
     a, b = load_run(run_a, root), load_run(run_b, root)
+    if not include_interrupted:
+        refuse_interrupted(a, b)
     base = baselines.resolve(baseline, []) if baseline else baseline_of(b)
     c = compare(a, b, base, tolerance)
     if output == "json":

@@ -57,6 +57,23 @@ def table(records: list[dict[str, Any]]) -> str:
                      for row in [head, *rows])
 
 
+def _known_or_did_you_mean(cluster: str, root: Path) -> None:
+    """A cluster with no history must at least be one we know (``local``, a config in
+    ``clusters/``, a history folder); else exit 2 with the nearest names (``history locl``)."""
+    import difflib
+
+    from mlenv.acceptance.records.history import HISTORY_FILE, LOCAL_CLUSTER
+
+    known = {LOCAL_CLUSTER}
+    known |= {p.stem for p in (Path(repo_root()) / "clusters").glob("*.yaml")}
+    known |= {p.parent.name for p in root.glob(f"*/{HISTORY_FILE}")}
+    if cluster in known:
+        return
+    near = difflib.get_close_matches(cluster, sorted(known), n=3, cutoff=0.6)
+    hint = f"; did you mean {' or '.join(near)}?" if near else f"; known: {', '.join(sorted(known))}"
+    raise InputError(f"cluster {cluster!r}: no such cluster (no clusters/{cluster}.yaml, no runs in {root}){hint}")
+
+
 @guarded
 def history_cmd(
     cluster: Annotated[str, typer.Argument(help="Cluster name (`local` for mlenv acceptance --local runs).")],
@@ -74,10 +91,17 @@ def history_cmd(
         raise InputError(f"--limit: expected 0 or more, got {limit}")
     root = history_dir or history.default_root(repo_root())
     path = history.history_path(root, cluster)
+    if not path.is_file():
+        _known_or_did_you_mean(cluster, root)
     records, notes = history.read(path)
     for n in notes:
         err(f"note: {n}")
-    records = history.newest_first(records)
+    if cluster == history.LOCAL_CLUSTER:  # --local runs' default folders: name the ones a kill left behind
+        from mlenv.acceptance.records.rundir import DEFAULT_PARENT, unfinalised
+
+        for d in unfinalised(Path(repo_root()) / DEFAULT_PARENT):
+            err(f"note: {d}: a run that was never finalised (killed?): mlenv finalize {d}")
+    records = history.newest_first(history.distinct(records))
     if limit:
         records = records[:limit]
     if output == "json":

@@ -112,7 +112,7 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
         raise InputError(f"{cluster.source}: hosts.shared_dir is empty: copying reports back over ssh is "
                          "not implemented yet; set a filesystem every host sees")
     report = Path(cluster.hosts.shared_dir) / "results" / rid
-    env = {**plan["env"], "MLENV_PLATFORM": "hosts", "MLENV_CLUSTER": cluster.name,
+    env = {**plan["env"], "MLENV_PLATFORM": "hosts", "MLENV_CLUSTER": cluster.name, "MLENV_RUN_ID": rid,
            "MLENV_NNODES": str(len(hosts)), "MLENV_GPUS_PER_NODE": str(plan["ranks_per_host"]),
            "PYTHONUNBUFFERED": "1"}
     if plan["device"] == "cpu":

@@ -9,10 +9,10 @@ from the global options and which has already probed the API server.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
+from mlenv import contract
 from mlenv.contract import BUILD_CONFIG, STATEFULSET, pod_name
 from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InfraError
 from mlenv.platforms.base import PlatformBase, Session
@@ -35,8 +35,9 @@ def map_exit(rc: int) -> tuple[int, str]:
 
 
 def new_run_id() -> str:
-    """One run id shared by every pod (results go to /workspace/results/<id>)."""
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    """One run id shared by every pod (results go to /workspace/results/<id>), in the one
+    format of every platform (``mlenv.contract.new_run_id``)."""
+    return contract.new_run_id()
 
 
 def pod_argv(verb: str, script: list[str], *, run_id: str | None = None) -> list[str]:

@@ -18,16 +18,15 @@ import re
 import shutil
 import subprocess
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from mlenv import argv
+from mlenv import argv, contract
 from mlenv.config.model import Cluster
 from mlenv.contract import RESULTS_JSONL, read_results
-from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_OK, InfraError, InputError
+from mlenv.errors import InfraError, InputError
 
 Say = Callable[[str], None]
 
@@ -217,7 +216,8 @@ def last_submission(root: Path, cluster: Cluster) -> Submission:
 
 
 def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6]
+    """The one run-id format of every platform (``mlenv.contract.new_run_id``)."""
+    return contract.new_run_id()
 
 
 def submit(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = None, profile: str = "quick",
@@ -354,12 +354,19 @@ def judge(cluster: Cluster, sub: Submission, out: Outcome) -> dict[str, Any]:
     why = (f"Slurm ended job {sub.job_id} ({out.state}{'' if reason in ('', 'None') else ': ' + reason}){where_}"
            if killed else f"job {sub.job_id} ended {out.state} (exit {out.info.get('ExitCode', '?')}) before rank 0 "
            "wrote results.json")
-    return judge_report(Path(sub.report_dir), sub.run_id, forced_error=why if killed else None, fallback_why=why)
+    # A CANCELLED job with healthy nodes is someone's scancel (mlenv's own cancels are
+    # recorded as TIMEOUT or NODE_FAIL above): INTERRUPTED, not a broken cluster. TIMEOUT,
+    # NODE_FAIL and preemption (PREEMPTED) stay ERROR.
+    scancel = out.state == "CANCELLED" and not out.failed_nodes
+    return judge_report(Path(sub.report_dir), sub.run_id, forced_error=why if killed else None, fallback_why=why,
+                        interrupted="scancel" if scancel else None)
 
 
-def judge_report(report: Path, run_id: str, *, forced_error: str | None, fallback_why: str) -> dict[str, Any]:
+def judge_report(report: Path, run_id: str, *, forced_error: str | None, fallback_why: str,
+                 interrupted: str | None = None) -> dict[str, Any]:
     """Rank 0's ``results.json`` unless ``forced_error`` says the run was ended from outside;
-    then (or when rank 0 wrote nothing readable) ERROR with that reason, from ``results.jsonl``."""
+    then (or when rank 0 wrote nothing readable) ERROR with that reason, from ``results.jsonl``
+    (INTERRUPTED with ``interrupted``, the way someone stopped it)."""
     from mlenv.acceptance.reports import RunMeta, finalize
     from mlenv.acceptance.reports.document import now_iso
     from mlenv.acceptance.reports.jsonl import read_partial
@@ -376,6 +383,8 @@ def judge_report(report: Path, run_id: str, *, forced_error: str | None, fallbac
     why += f"; {len(results)} result(s) kept from results.jsonl"
     if missing:
         why += f"; not measured: {', '.join(missing)}"
+    if interrupted:
+        return finalize(report, meta, results, notes=[], plots=False, interrupted=interrupted)
     return finalize(report, meta, results, notes=[why, *notes], plots=False)
 
 
@@ -407,8 +416,7 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     out = follow(sub, say, timeout_s=limit)
     doc = judge(cluster, sub, out)
     dest = copy_back(root, cluster, sub, out.info)
-    code = {"PASS": EXIT_OK, "FAIL": EXIT_FAIL}.get(str(doc.get("verdict")), EXIT_ERROR)
-    return doc, code, dest
+    return doc, contract.exit_for_doc(doc), dest
 
 
 # --- the other verbs -------------------------------------------------------------------

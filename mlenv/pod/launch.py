@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from mlenv import contract
 from mlenv.contract import RESULTS_JSON, read_results
 from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InfraError, InputError
 from mlenv.pod.ssh import NSS_VARS
@@ -56,8 +57,8 @@ _PDSH_ESCAPES = re.compile(r"%[hnu%]")
 
 
 def new_run_id() -> str:
-    """A sortable, unique-enough id for the results directory (UTC time)."""
-    return time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    """A new run id in the one format of every platform (``mlenv.contract.new_run_id``)."""
+    return contract.new_run_id()
 
 
 def check_run_id(run_id: str) -> str:
@@ -132,9 +133,10 @@ def require_tools(env: Mapping[str, str], tools: Sequence[str] = ("pdsh", "ssh")
         )
 
 
-def acceptance_job(report_dir: str, profile: str | None, extra: list[str]) -> Job:
-    """The default job: the acceptance suite writing its reports to ``report_dir``."""
-    args = ["--report-dir", report_dir]
+def acceptance_job(report_dir: str, profile: str | None, extra: list[str], run_id: str | None = None) -> Job:
+    """The default job: the acceptance suite writing its reports to ``report_dir``; with
+    ``run_id`` the suite's results.json carries the folder's run id."""
+    args = ["--report-dir", report_dir, *(["--run-id", run_id] if run_id else [])]
     if profile:
         args += ["--profile", profile]
     return Job(ACCEPTANCE_MODULE, args + extra, module=True, local_rank_flag=False)

@@ -160,13 +160,14 @@ def verb_init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bo
     return EXIT_OK
 
 
-def _job(script: list[str], module: str | None, report_dir: str, profile: str | None) -> launch.Job:
+def _job(script: list[str], module: str | None, report_dir: str, profile: str | None,
+         run_id: str | None = None) -> launch.Job:
     if module:
         return launch.Job(module, script, module=True, local_rank_flag=module != launch.ACCEPTANCE_MODULE)
     if script and not script[0].startswith("-"):
         return launch.Job(script[0], script[1:])
     # No script: the acceptance suite; options after '--' (e.g. --checks, --options) are its own.
-    return launch.acceptance_job(report_dir, profile, script)
+    return launch.acceptance_job(report_dir, profile, script, run_id)
 
 
 def _report_dir(env: Mapping[str, str], report_dir: str | None, run_id: str) -> str:
@@ -205,7 +206,7 @@ def verb_launch(env: Mapping[str, str], *, script: list[str], module: str | None
     p = paths_from(env)
     rid = launch.check_run_id(run_id) if run_id else launch.new_run_id()
     rdir = _report_dir(env, report_dir, rid)
-    job = _job(script, module, rdir, profile)
+    job = _job(script, module, rdir, profile, rid)
     if torchrun:
         slots = hostfile.slots_per_node(pe.gpus_per_node, hostfile.count_gpus(env), env)
         say("ssh-less path: run this in every pod i (node rank i), e.g. through 'oc exec':")
@@ -273,7 +274,7 @@ def verb_run_torchrun(env: Mapping[str, str], *, script: list[str], module: str 
         raise InputError("run-torchrun: pass the same --run-id (or --report-dir) in every pod")
     rid = launch.check_run_id(run_id) if run_id else launch.new_run_id()
     rdir = _report_dir(env, report_dir, rid)
-    job = _job(script, module, rdir, profile)
+    job = _job(script, module, rdir, profile, rid)
     slots = hostfile.slots_per_node(pe.gpus_per_node, hostfile.count_gpus(env), env)
     child_env = {**env, **read_node_env(p.node_env)}
     argv = launch.torchrun_argv(job, pe.nnodes, pe.rank, slots, pe.master_addr, pe.master_port)

@@ -18,7 +18,7 @@ CLI = Path(app_module.__file__).resolve().parent
 EXPECTED = [
     "validate", "render", "list-clusters", "acceptance", "deploy", "status", "sync", "shell",
     "logs", "port-forward", "launch", "teardown", "build", "url", "gpu-info", "discover",
-    "secrets", "bundle", "history", "compare", "quarantine", "release", "help", "completion",
+    "secrets", "bundle", "finalize", "history", "compare", "quarantine", "release", "help", "completion",
 ]
 
 

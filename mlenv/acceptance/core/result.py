@@ -9,7 +9,10 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-SCHEMA_VERSION = 1
+# 2 (issue 23): the verdict may be INTERRUPTED, with "interrupted": {"signal": NAME}. Every
+# version-1 document is still a version-2 one (nothing removed or renamed), so readers of
+# both need no branch.
+SCHEMA_VERSION = 2
 
 
 class Status(str, Enum):
@@ -23,11 +26,13 @@ class Status(str, Enum):
 
 
 class Verdict(str, Enum):
-    """The run's verdict."""
+    """The run's verdict. INTERRUPTED: someone stopped the run (Ctrl-C, SIGTERM/SIGHUP to the
+    CLI, a user's ``scancel``); what was measured is kept, nothing is judged broken."""
 
     PASS = "PASS"
     FAIL = "FAIL"
     ERROR = "ERROR"
+    INTERRUPTED = "INTERRUPTED"
 
 
 @dataclass

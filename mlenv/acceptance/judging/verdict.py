@@ -153,11 +153,14 @@ def judge_check(results: list[CheckResult], baseline: Baseline | None = None,
 
 
 def judge(results: list[CheckResult], baseline: Baseline | None = None,
-          outlier_config: dict[str, float] | None = None, notes: list[str] | None = None) -> Judgement:
+          outlier_config: dict[str, float] | None = None, notes: list[str] | None = None,
+          interrupted: str | None = None) -> Judgement:
     """Apply rules and outliers to a copy of ``results`` and decide the verdict.
 
     ``notes`` are run-level reasons (e.g. "rank 0 died before the end") that make the
-    verdict ERROR by themselves.
+    verdict ERROR by themselves. ``interrupted`` (a signal name, or ``scancel``): someone
+    stopped the run; the verdict is INTERRUPTED whatever was measured, with what was
+    found kept as reasons.
     """
     rs = copy.deepcopy(results)
     findings = judge_in_place(rs, baseline, outlier_config)
@@ -179,8 +182,12 @@ def judge(results: list[CheckResult], baseline: Baseline | None = None,
         verdict = Verdict.FAIL
     else:
         verdict = Verdict.PASS
+    if interrupted:
+        verdict = Verdict.INTERRUPTED
+        reasons.insert(0, f"INTERRUPTED: the run was stopped by {interrupted}; "
+                          f"{sum(1 for r in rs if r.status != Status.SKIP)} result(s) kept, not a verdict on the cluster")
     # ERROR reasons first: they say why the rest may be missing.
-    order = {"ERROR": 0, "FAIL": 1, "WARN": 2}
-    reasons.sort(key=lambda s: order.get(s.split(":", 1)[0], -1))
+    order = {"INTERRUPTED": -1, "ERROR": 0, "FAIL": 1, "WARN": 2}
+    reasons.sort(key=lambda s: order.get(s.split(":", 1)[0], -0.5))
     expected = compare_expected(rs, baseline) if baseline else []
     return Judgement(verdict, reasons, rs, findings, expected)

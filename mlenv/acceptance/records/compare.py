@@ -121,8 +121,11 @@ def _from_bundle(path: Path) -> tuple[dict[str, Any], str | None]:
     return _doc_from_bytes(data or b"", f"{path}:run/results.json"), cluster
 
 
-def load_run(ref: str, history_root: Path | None = None) -> Run:
-    """The run ``ref`` names: a report folder, a results.json, a bundle, or a run id in the history."""
+def load_run(ref: str, history_root: Path | None = None, asked: str | None = None) -> Run:
+    """The run ``ref`` names: a report folder, a results.json, a bundle, or a run id in the history
+    (``asked``: the run id the folder must hold, when ``ref`` came from the history)."""
+    from mlenv.acceptance.records.rundir import check_folder
+
     p = Path(ref)
     cluster: str | None = None
     if p.is_dir():
@@ -136,6 +139,7 @@ def load_run(ref: str, history_root: Path | None = None) -> Run:
             doc = _doc_from_bytes(p.read_bytes(), str(p))
         except OSError as e:
             raise InputError(f"{p}: cannot read: {e.strerror or e}") from None
+        check_folder(p.parent, doc, asked)
         rec_path = p.parent / RECORD_FILE
         if rec_path.is_file():
             try:
@@ -149,12 +153,22 @@ def load_run(ref: str, history_root: Path | None = None) -> Run:
         if rec is None:
             raise InputError(f"{ref}: neither a report folder, a results.json, a bundle nor a run id in the "
                              f"history ({history_root})")
-        return load_run(str(Path(str(rec.get("report_dir"))) / "results.json"), None)
+        return load_run(str(Path(str(rec.get("report_dir"))) / "results.json"), None, asked=ref)
     try:
         results = [CheckResult.from_dict(c) for c in doc["checks"]]
     except (KeyError, ValueError, TypeError) as e:
         raise InputError(f"{ref}: malformed check entry in results.json ({type(e).__name__}: {e})") from None
     return Run(ref=ref, doc=doc, results=results, cluster=cluster)
+
+
+def refuse_interrupted(*runs: Run) -> None:
+    """InputError (exit 2) when a run was INTERRUPTED: its figures may be cut short, so a
+    "regression" or "no regression" against it would say nothing (``--include-interrupted``
+    compares anyway)."""
+    for run in runs:
+        if run.doc.get("verdict") == "INTERRUPTED":
+            raise InputError(f"{run.ref}: run {run.run_id} was INTERRUPTED (someone stopped it): its figures may be "
+                             "cut short; pass --include-interrupted to compare it anyway")
 
 
 def baseline_of(run: Run) -> baselines.Baseline | None:

@@ -25,7 +25,9 @@ from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.evidence.outliers import direction
 from mlenv.errors import InputError
 
-HISTORY_SCHEMA = 1
+# 2 (issue 23): verdict may be INTERRUPTED. Version-1 lines are read as they are (nothing
+# was removed or renamed).
+HISTORY_SCHEMA = 2
 HISTORY_FILE = "history.jsonl"
 RECORD_FILE = "record.json"
 LOCAL_CLUSTER = "local"
@@ -260,16 +262,37 @@ def record_run(report_dir: Path, doc: dict[str, Any], results: list[CheckResult]
     return path, rec
 
 
+def _brief(rec: dict[str, Any]) -> str:
+    return (f"{rec.get('cluster')}: {rec.get('verdict')}, started {rec.get('started')}, "
+            f"finished {rec.get('finished')}, {rec.get('report_dir')}")
+
+
+def distinct(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``records`` with each run once: the same run recorded twice with the same content (a
+    retried append, a copied history) is one record; two different records with one run id
+    are an InputError (exit 2) listing both, since either could be the truth."""
+    seen: dict[str, dict[str, Any]] = {}
+    out: list[dict[str, Any]] = []
+    for rec in records:
+        rid = str(rec.get("run_id"))
+        first = seen.get(rid)
+        if first is None:
+            seen[rid] = rec
+            out.append(rec)
+        elif first != rec:
+            raise InputError(f"run {rid} is recorded twice with different content: [{_brief(first)}] and "
+                             f"[{_brief(rec)}]; remove the wrong line from the history")
+    return out
+
+
 def find_run(root: Path, run_id: str) -> dict[str, Any] | None:
-    """The history line of ``run_id`` in any cluster's history under ``root`` (newest wins)."""
-    hit: dict[str, Any] | None = None
+    """The history line of ``run_id`` in any cluster's history under ``root`` (InputError when
+    two different lines claim it, see :func:`distinct`)."""
     if not root.is_dir():
         return None
-    for f in sorted(root.glob(f"*/{HISTORY_FILE}")):
-        for rec in read(f)[0]:
-            if rec.get("run_id") == run_id:
-                hit = rec
-    return hit
+    hits = [rec for f in sorted(root.glob(f"*/{HISTORY_FILE}")) for rec in read(f)[0] if rec.get("run_id") == run_id]
+    hits = distinct(hits)
+    return hits[0] if hits else None
 
 
 def clear_stale(report_dir: Path) -> None:

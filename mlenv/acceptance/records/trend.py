@@ -22,10 +22,16 @@ def trend_file(check: str, metric: str) -> str:
     return TREND_PREFIX + re.sub(r"[^A-Za-z0-9._-]+", "_", f"{check}-{metric}") + ".png"
 
 
-def series(records: list[dict[str, Any]], check: str, metric: str) -> list[tuple[str, str, float, str]]:
-    """(run id, started, value, verdict) of every record holding ``check``/``metric``, oldest first."""
+def series(records: list[dict[str, Any]], check: str, metric: str,
+           include_interrupted: bool = False) -> list[tuple[str, str, float, str]]:
+    """(run id, started, value, verdict) of every record holding ``check``/``metric``, oldest first.
+
+    INTERRUPTED runs are left out unless ``include_interrupted``: someone stopped them, so
+    their figures may be cut short and say nothing about the cluster's trend."""
     pts: list[tuple[str, str, float, str]] = []
     for rec in sorted(records, key=lambda r: str(r.get("started") or "")):
+        if rec.get("verdict") == "INTERRUPTED" and not include_interrupted:
+            continue
         m = rec.get("metrics")
         v = m.get(check, {}).get(metric) if isinstance(m, dict) and isinstance(m.get(check), dict) else None
         if isinstance(v, int | float) and not isinstance(v, bool):

@@ -32,8 +32,9 @@ def wall_seconds(started: str, finished: str) -> float | None:
 
 
 def now_iso() -> str:
-    """UTC timestamp, second precision."""
-    return datetime.now(timezone.utc).replace(microsecond=0).isoformat()
+    """UTC timestamp, millisecond precision: the run's wall time (JUnit's suite ``time``) is
+    ``finished - started``, and a run shorter than a second was 0.000 at second precision."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
 @dataclass
@@ -75,9 +76,10 @@ def write_json(path: Path, doc: Any) -> None:
     os.replace(tmp, path)
 
 
-def build_document(meta: RunMeta, j: Judgement, baseline: baselines.Baseline | None) -> dict[str, Any]:
+def build_document(meta: RunMeta, j: Judgement, baseline: baselines.Baseline | None,
+                   interrupted: str | None = None) -> dict[str, Any]:
     """The results document of docs/contracts.md."""
-    return {
+    doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
         "run_id": meta.run_id,
         "started": meta.started,
@@ -92,6 +94,9 @@ def build_document(meta: RunMeta, j: Judgement, baseline: baselines.Baseline | N
         "node_verdicts": nodeverdicts.build(j.results, j.findings, meta.world),
         "checks": [r.to_dict() for r in j.results],
     }
+    if interrupted:
+        doc["interrupted"] = {"signal": interrupted}
+    return doc
 
 
 def device_names(meta: RunMeta, results: list[CheckResult]) -> list[str]:
@@ -106,11 +111,13 @@ def device_names(meta: RunMeta, results: list[CheckResult]) -> list[str]:
 
 
 def finalize(report_dir: Path, meta: RunMeta, results: list[CheckResult], notes: list[str] | None = None,
-             baseline: baselines.Baseline | None = None, plots: bool = True) -> dict[str, Any]:
+             baseline: baselines.Baseline | None = None, plots: bool = True,
+             interrupted: str | None = None) -> dict[str, Any]:
     """Judge ``results`` and write results.json, junit.xml, summary.md and the plots.
 
-    ``baseline`` None means: resolve ``meta.baseline_spec`` or pick by device. Returns
-    the results document.
+    ``baseline`` None means: resolve ``meta.baseline_spec`` or pick by device.
+    ``interrupted``: the signal (or ``scancel``) someone stopped the run with: verdict
+    INTERRUPTED. Returns the results document.
     """
     from mlenv.acceptance.reports.junit import to_junit
     from mlenv.acceptance.reports.markdown import to_markdown
@@ -118,10 +125,10 @@ def finalize(report_dir: Path, meta: RunMeta, results: list[CheckResult], notes:
     notes = list(notes or [])
     if baseline is None:
         baseline = baselines.resolve(meta.baseline_spec, device_names(meta, results))
-    j = judge(results, baseline, notes=notes)
+    j = judge(results, baseline, notes=notes, interrupted=interrupted)
     if baseline is None:
         j.reasons.append("note: no baseline for this device; judged against peers only")
-    doc = build_document(meta, j, baseline)
+    doc = build_document(meta, j, baseline, interrupted)
     write_json(report_dir / RESULTS_JSON, doc)
     hosts = meta.world.get("hosts") or []
     junit = to_junit(j.results, doc["verdict"], doc["reasons"], wall_s=wall_seconds(meta.started, doc["finished"]),

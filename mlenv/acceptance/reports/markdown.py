@@ -26,6 +26,14 @@ def _cell(s: str) -> str:
     return s.replace("|", "\\|").replace("\n", " ")
 
 
+def _accelerator(env: dict[str, Any], world: dict[str, Any]) -> str:
+    """``CUDA 12.4, NCCL 2.21.5`` on GPUs; ``CPU run, gloo`` where there is no CUDA (not
+    "CUDA None, NCCL None", which reads like a broken GPU stack)."""
+    if not env.get("cuda") and world.get("device") != "cuda":
+        return f"CPU run, {world.get('backend') or 'gloo'}"
+    return f"CUDA {env.get('cuda')}, NCCL {env.get('nccl')}"
+
+
 def to_markdown(doc: dict[str, Any], results: list[CheckResult], plots: list[str],
                 baseline: Baseline | None = None) -> str:
     """Render the summary; ``plots`` are file names relative to the report directory;
@@ -41,7 +49,7 @@ def to_markdown(doc: dict[str, Any], results: list[CheckResult], plots: list[str
         f"World: {world.get('nodes')} node(s), {world.get('ranks')} rank(s), backend "
         f"{world.get('backend')}, device {world.get('device')}; hosts: {hosts_text(world.get('hosts') or [])}.",
         "",
-        f"Environment: torch {env.get('torch')}, CUDA {env.get('cuda')}, NCCL {env.get('nccl')}, "
+        f"Environment: torch {env.get('torch')}, {_accelerator(env, world)}, "
         f"DeepSpeed {env.get('deepspeed')}, GPUs: {', '.join(env.get('gpus', [])) or 'none'}.",
         "",
     ]

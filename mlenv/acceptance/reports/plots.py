@@ -115,6 +115,7 @@ class Plot:
     ylabel: str
     xticks: list[float] = field(default_factory=list)
     xticklabels: list[str] = field(default_factory=list)
+    yscale: str = "linear"  # "log" where the values span orders of magnitude (busbw: B to GiB messages)
 
 
 def run_title(what: str, meta: dict[str, Any] | None) -> str:
@@ -201,8 +202,11 @@ def busbw_plot(results: list[CheckResult], baseline: Baseline | None = None,
         sizes += [x for ln in panel.lines for x in ln.xs]
         panels.append(panel)
     ticks, labels = size_ticks(sizes)
+    # busbw grows by about six orders of magnitude from 4 B to 1 GiB: on a linear axis every
+    # small message sits on zero. Log when every value can be drawn there (all > 0).
+    ys = [y for p in panels for ln in p.lines for y in ln.ys] + [b.value for p in panels for b in p.bars]
     return Plot(run_title("Collectives: bus bandwidth vs message size", meta), panels,
-                "message size", "busbw (GB/s)", ticks, labels)
+                "message size", "busbw (GB/s)", ticks, labels, "log" if ys and min(ys) > 0 else "linear")
 
 
 @dataclass
@@ -285,6 +289,7 @@ def plot_busbw(results: list[CheckResult], out: Path, baseline: Baseline | None 
             else:
                 ax.axhline(bar.value, color="black", linestyle=style, linewidth=1, label=bar.label)
         ax.set_xscale("log", base=2)
+        ax.set_yscale(spec.yscale)
         ax.set_xticks(spec.xticks)
         ax.set_xticklabels(spec.xticklabels, fontsize=8)
         ax.minorticks_off()

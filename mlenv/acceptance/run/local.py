@@ -8,6 +8,7 @@ results gathered so far are kept, the verdict is ERROR).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -16,12 +17,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 from typing import IO, Any, TextIO
 
 from mlenv.contract import EXIT_ERROR, RESULTS_JSONL, read_results
-from mlenv.errors import InfraError
+from mlenv.errors import InfraError, Interrupted
 
 STARTUP_SLACK_S = 120.0  # launcher + torch import + rendezvous, on a busy 2-core machine
 
@@ -93,36 +96,95 @@ def validate(profile: str, checks: str, baseline: str | None, options: Path | No
     return len(select_checks(checks))
 
 
-def recover(report_dir: Path, launcher_rc: int) -> dict[str, Any]:
-    """Finalise a report from ``results.jsonl`` when rank 0 died before ``results.json``."""
+def recover(report_dir: Path, launcher_rc: int | None, run_id: str = "unknown",
+            interrupted: str | None = None) -> dict[str, Any]:
+    """Finalise a report from ``results.jsonl`` when rank 0 died before ``results.json``
+    (``launcher_rc`` None: no launcher to ask, ``mlenv finalize`` after a SIGKILL; ``run_id``:
+    the id the run was started with, when run.json is gone too; ``interrupted``: the signal
+    someone stopped the run with, verdict INTERRUPTED)."""
     from mlenv.acceptance.reports import RunMeta, finalize
     from mlenv.acceptance.reports.document import now_iso
     from mlenv.acceptance.reports.jsonl import read_partial
 
     results, notes = read_partial(report_dir / RESULTS_JSONL)
-    meta = RunMeta.read(report_dir) or RunMeta(run_id="unknown", started=now_iso(), profile="", checks=[],
+    meta = RunMeta.read(report_dir) or RunMeta(run_id=run_id, started=now_iso(), profile="", checks=[],
                                               world={"nodes": None, "ranks": None, "hosts": []})
     done = {r.name for r in results}
     missing = [c for c in meta.checks if c not in done]
-    why = (f"the run ended (launcher exit {launcher_rc}) before rank 0 wrote results.json; "
-           f"{len(results)} result(s) kept from results.jsonl")
+    if launcher_rc is None:
+        why = f"the run was not finalised (its processes were killed); {len(results)} result(s) kept from results.jsonl"
+    else:
+        why = (f"the run ended (launcher exit {launcher_rc}) before rank 0 wrote results.json; "
+               f"{len(results)} result(s) kept from results.jsonl")
     if missing:
         why += f"; not measured: {', '.join(missing)}"
-    return finalize(report_dir, meta, results, notes=[why, *notes])
+    return finalize(report_dir, meta, results, notes=[] if interrupted else [why, *notes], interrupted=interrupted)
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
-    """End the launcher's whole process group (we started it in its own session)."""
+    """End the launcher's whole process group (we started it in its own session), then
+    every process left in it: nothing of the run outlives the CLI."""
     for sig, wait in ((signal.SIGTERM, 35.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
-            return
+            break
         try:
             proc.wait(timeout=wait)
-            return
+            break
         except subprocess.TimeoutExpired:
             continue
+    end_group(proc.pid)
+
+
+def end_group(pgid: int, grace_s: float = 10.0) -> None:
+    """Wait up to ``grace_s`` for the processes of group ``pgid`` (ranks still writing the
+    report after the launcher left), then SIGKILL what is left."""
+    end = time.monotonic() + grace_s
+    while True:
+        try:
+            os.killpg(pgid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        if time.monotonic() >= end:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pgid, signal.SIGKILL)
+            return
+        time.sleep(0.1)
+
+
+_SIGNAL_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
+
+
+@contextlib.contextmanager
+def signals_as_interrupts() -> Iterator[None]:
+    """Ctrl-C, SIGTERM and SIGHUP (CI cancelling, ``timeout``, a closed terminal) all raise
+    :class:`Interrupted`, so the run is stopped and finalised whichever arrives. After the
+    first, the three are ignored until the block ends: a second signal must not cut the
+    stopping and finalising short. Only in the main thread (where handlers can be set)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        for s in _SIGNAL_NAMES:
+            signal.signal(s, signal.SIG_IGN)
+        raise Interrupted(_SIGNAL_NAMES.get(signal.Signals(signum), "SIGTERM"))
+
+    old = {s: signal.signal(s, on_signal) for s in _SIGNAL_NAMES}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def _ignore_signals() -> None:
+    """From here on (stopping, finalising) a signal must not cut the run's record short;
+    :func:`signals_as_interrupts` restores the handlers when its block ends."""
+    if threading.current_thread() is threading.main_thread():
+        for s in _SIGNAL_NAMES:
+            signal.signal(s, signal.SIG_IGN)
 
 
 @dataclass
@@ -133,16 +195,7 @@ class LocalRun:
     recovered: bool  # rank 0 died; the document was finalised here from results.jsonl
     wall_s: float
     timed_out: bool
-
-
-def prepare_report_dir(report_dir: Path) -> None:
-    """Create ``report_dir`` and remove an earlier run's report files (never anything else),
-    so an old ``results.json`` is never read as this run's."""
-    from mlenv.acceptance.reports.document import ALL_FILES
-
-    report_dir.mkdir(parents=True, exist_ok=True)
-    for f in ALL_FILES:
-        (report_dir / f).unlink(missing_ok=True)
+    interrupted: str | None = None  # the signal that stopped the run (SIGINT, SIGTERM, SIGHUP)
 
 
 # DeepSpeed's own logger lines: "[2026-11-24 00:05:58,600] [INFO] [launch.py:152:main] ...".
@@ -160,15 +213,18 @@ def shown(line: str, verbose: bool) -> bool:
     return verbose or not (_DS_CHATTER.match(line) or _EXPECTED_WARNING in line)
 
 
-def _pump(stream: IO[str], log: IO[str], out: TextIO, verbose: bool, stamp: bool) -> None:
+def _pump(stream: IO[str], log: IO[str], out: TextIO | None, verbose: bool, stamp: bool) -> None:
     """Copy the launcher's output: everything to the log, the non-chatter to ``out``;
     ``stamp`` (not a terminal: CI logs) prefixes each console line with the wall time."""
     for line in stream:
         log.write(line)
         log.flush()
-        if shown(line, verbose):
-            out.write(f"{time.strftime('%H:%M:%S')} {line}" if stamp else line)
-            out.flush()
+        if out is not None and shown(line, verbose):
+            try:
+                out.write(f"{time.strftime('%H:%M:%S')} {line}" if stamp else line)
+                out.flush()
+            except (BrokenPipeError, ValueError):  # `| head`: the reader left; the log keeps everything
+                out = None
 
 
 def first_run_notice(gpus: int, env: dict[str, str]) -> str | None:
@@ -182,43 +238,73 @@ def first_run_notice(gpus: int, env: dict[str, str]) -> str | None:
 
 
 def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: float,
-              on_timeout: Any = None, *, verbose: bool = False, out: TextIO | None = None) -> LocalRun:
+              on_timeout: Any = None, *, verbose: bool = False, out: TextIO | None = None,
+              run_id: str = "unknown", on_interrupt: Callable[[str], None] | None = None) -> LocalRun:
     """Start the launcher in its own session, wait at most ``budget_s``, then read (or recover)
     the report. InfraError when no report at all was produced.
 
     The launcher's output goes to ``report_dir/launcher.log`` in full and to ``out``
     (default stdout) without DeepSpeed's INFO chatter unless ``verbose``; lines carry a
-    timestamp when ``out`` is not a terminal."""
+    timestamp when ``out`` is not a terminal.
+
+    Ctrl-C, SIGTERM and SIGHUP (``on_interrupt`` is told which) stop the run the same way:
+    the signal's name is left for rank 0 (``rundir.mark_interrupted``), the launcher's group
+    gets SIGTERM (rank 0 finalises the report, verdict INTERRUPTED), and whatever is left
+    of the group when the launcher has gone is killed, so nothing of the run outlives this
+    call. A second signal while that happens is ignored."""
     console = out or sys.stdout
     t0 = time.monotonic()
     timed_out = False
+    interrupted: str | None = None
+    proc: subprocess.Popen[str] | None = None
     log = (report_dir / LAUNCHER_LOG).open("w", encoding="utf-8")
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace")
-    assert proc.stdout is not None
-    pump = threading.Thread(target=_pump, args=(proc.stdout, log, console, verbose, not console.isatty()),
-                            daemon=True)
-    pump.start()
-    try:
-        rc = proc.wait(timeout=budget_s)
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        if on_timeout is not None:
-            on_timeout(budget_s)
-        stop(proc)
-        rc = EXIT_ERROR
-    except KeyboardInterrupt:
-        stop(proc)
-        raise
-    finally:
-        # a rank that left the process group may still hold the pipe: never wait for it long
-        pump.join(timeout=10)
-        log.close()
-    wall = time.monotonic() - t0
-    doc = read_results(report_dir)
-    if doc is not None:
-        return LocalRun(doc, False, wall, timed_out)
-    if (report_dir / "results.jsonl").exists() or (report_dir / "run.json").exists():
-        return LocalRun(recover(report_dir, rc), True, wall, timed_out)
+    pump: threading.Thread | None = None
+    with signals_as_interrupts():
+        try:
+            proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace")
+            assert proc.stdout is not None
+            pump = threading.Thread(target=_pump, args=(proc.stdout, log, console, verbose, not _isatty(console)),
+                                    daemon=True)
+            pump.start()
+            proc.wait(timeout=budget_s)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            if on_timeout is not None:
+                on_timeout(budget_s)
+        except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM or SIGHUP (signals_as_interrupts)
+            interrupted = e.signal_name if isinstance(e, Interrupted) else "SIGINT"
+            if proc is None:
+                log.close()
+                raise
+            from mlenv.acceptance.records.rundir import mark_interrupted
+
+            mark_interrupted(report_dir, interrupted)  # before the SIGTERM: rank 0 reads it
+            if on_interrupt is not None:
+                on_interrupt(interrupted)
+        _ignore_signals()
+        try:
+            if timed_out or interrupted:
+                stop(proc)
+            else:
+                end_group(proc.pid)
+            if pump is not None:  # a rank that left the group may still hold the pipe: never wait long
+                pump.join(timeout=10)
+        finally:
+            log.close()
+        rc = EXIT_ERROR if timed_out else proc.returncode
+        wall = time.monotonic() - t0
+        doc = read_results(report_dir)
+        if doc is not None:
+            return LocalRun(doc, False, wall, timed_out, interrupted)
+        if (report_dir / "results.jsonl").exists() or (report_dir / "run.json").exists():
+            return LocalRun(recover(report_dir, rc, run_id, interrupted), True, wall, timed_out, interrupted)
     raise InfraError(f"the suite produced no report in {report_dir} (launcher exit {rc}); see the output above "
                      f"and {report_dir / LAUNCHER_LOG}")
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (ValueError, OSError):
+        return False

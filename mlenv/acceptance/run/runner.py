@@ -48,6 +48,7 @@ class Outcome:
     results: list[CheckResult] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     aborted: bool = False
+    interrupted: str | None = None  # the signal someone stopped the run with (verdict INTERRUPTED)
 
 
 def is_dist_failure(e: BaseException) -> bool:
@@ -262,33 +263,59 @@ class Runner:
             if self.ctx.rank != 0:
                 raise
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # finish the report; the launcher waits 30 s
-            name = self.checks[i].name if 0 <= i < len(self.checks) else "start-up"
-            pending = set(range(1, self.ctx.world_size)) - set(self._posted)
-            try:
-                self._collect(i, pending)
-                dead = self._dead_after_signal(pending)
-            except Exception:  # the store itself is gone: name nobody rather than guess
-                dead = []
-            got: list[CheckResult] = list(self._posted.get(0, [])) or [
-                self._error(name, f"rank 0 ({self.hosts[0]}) was stopped by signal {t.signum} during {name} "
-                                  "(launchers stop every rank once one exits)")]
-            for k in range(1, self.ctx.world_size):
-                if k in self._posted:
-                    got += self._posted[k]
-                elif k in dead:
-                    got.append(self._error(name, f"rank {k} ({self.hosts[k]}) died during {name} "
-                                                     "(exited or killed without reporting)", rank=k))
-                else:
-                    got.append(self._error(name, f"rank {k} ({self.hosts[k]}) was stopped during {name} "
-                                                     "before reporting", rank=k))
-            self.emit(got)
-            out.results += got
-            who = ", ".join(f"rank {k} ({self.hosts[k]})" for k in dead)
-            reason = f"{who} died during {name}" if dead else f"the launcher stopped the run during {name}"
-            out.aborted = True
-            out.notes.append(f"run terminated (signal {t.signum}): {reason}")
-            self._skip_rest(out, i + 1, reason)
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            self._terminated(out, i, t.signum)
         return out
+
+    def _terminated(self, out: Outcome, i: int, signum: int) -> None:
+        """Rank 0 was stopped during check ``i``: keep what was posted, name who is gone.
+
+        A SIGINT is a person at this rank's terminal; a SIGTERM is the CLI stopping the run
+        (it leaves ``rundir.INTERRUPT_FILE`` first: verdict INTERRUPTED) or the launcher
+        stopping every rank after one exited (ERROR)."""
+        from mlenv.acceptance.records.rundir import interrupted_by
+
+        why = "SIGINT" if signum == signal.SIGINT else interrupted_by(self.ctx.report_dir)
+        out.interrupted = why
+        name = self.checks[i].name if 0 <= i < len(self.checks) else "start-up"
+        pending = set(range(1, self.ctx.world_size)) - set(self._posted)
+        try:
+            self._collect(i, pending)
+            dead = self._dead_after_signal(pending)
+        except Exception:  # the store itself is gone: name nobody rather than guess
+            dead = []
+        got: list[CheckResult] = list(self._posted.get(0, [])) or [
+            self._stopped(name, 0, why) if why else
+            self._error(name, f"rank 0 ({self.hosts[0]}) was stopped by signal {signum} during {name} "
+                              "(launchers stop every rank once one exits)")]
+        for k in range(1, self.ctx.world_size):
+            if k in self._posted:
+                got += self._posted[k]
+            elif k in dead:
+                got.append(self._error(name, f"rank {k} ({self.hosts[k]}) died during {name} "
+                                                 "(exited or killed without reporting)", rank=k))
+            elif why:
+                got.append(self._stopped(name, k, why))
+            else:
+                got.append(self._error(name, f"rank {k} ({self.hosts[k]}) was stopped during {name} "
+                                                 "before reporting", rank=k))
+        self.emit(got)
+        out.results += got
+        who = ", ".join(f"rank {k} ({self.hosts[k]})" for k in dead)
+        if why:
+            reason = f"interrupted by {why} during {name}"
+        else:
+            reason = f"{who} died during {name}" if dead else f"the launcher stopped the run during {name}"
+        out.aborted = True
+        if dead or not why:
+            out.notes.append(f"run terminated (signal {signum}): {reason}")
+        self._skip_rest(out, i + 1, reason)
+
+    def _stopped(self, name: str, rank: int, why: str) -> CheckResult:
+        """A rank stopped on purpose before it reported: not measured, not broken."""
+        return CheckResult(name=name, status=Status.SKIP, scope="rank", node=self.hosts[rank], rank=rank,
+                           reasons=[f"not finished: the run was interrupted ({why}) during {name} "
+                                    f"before rank {rank} ({self.hosts[rank]}) reported"])
 
     def _skip_rest(self, out: Outcome, start: int, reason: str, prefix: str = "not run") -> None:
         for cls in self.checks[start:]:

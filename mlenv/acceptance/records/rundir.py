@@ -1,0 +1,168 @@
+"""A run's own report folder (issue 23): one folder per run, never reused, never overwritten.
+
+By default ``mlenv acceptance --local`` writes to ``acceptance-report/<run-id>/`` and
+points ``acceptance-report/latest`` at it (a symlink for humans: nothing of ours reads
+through it). An explicit ``--report-dir X`` is the run's own folder: :func:`claim`
+refuses it before anything starts when X already holds another run's results or is in
+use by a live run (``.mlenv-run.lock`` holds the pid of the CLI that claimed it). The
+claim is taken with ``O_EXCL``, so two runs started together into one folder cannot both
+win. A folder named like a run id must hold that run: :func:`check_folder` is what
+``compare`` and ``bundle`` ask before they trust a folder.
+
+Stdlib only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlenv.contract import RESULTS_JSON, RESULTS_JSONL, is_run_id
+from mlenv.errors import InputError
+
+DEFAULT_PARENT = "acceptance-report"
+LATEST = "latest"
+LOCK_FILE = ".mlenv-run.lock"
+# Written by the CLI before it stops the ranks because someone stopped it (Ctrl-C,
+# SIGTERM, SIGHUP): rank 0 cannot otherwise tell that SIGTERM from the launcher's own
+# (sent when a rank crashed, which is an ERROR). Holds the signal's name.
+INTERRUPT_FILE = ".interrupted"
+INTERRUPT_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+# What a run leaves in its folder: any of them means the folder belongs to a run already.
+RUN_FILES = (RESULTS_JSON, RESULTS_JSONL, "run.json", "record.json", "junit.xml", "summary.md", "launcher.log")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process: alive
+        return True
+    return True
+
+
+def lock_holder(report_dir: Path) -> int | None:
+    """The pid of the live run that holds ``report_dir``, else None (no lock, or a stale one)."""
+    try:
+        pid = int((report_dir / LOCK_FILE).read_text(encoding="ascii").split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return pid if _pid_alive(pid) else None
+
+
+@dataclass
+class Claim:
+    """A report folder this process holds for one run; :meth:`release` when the run is over."""
+
+    path: Path
+    run_id: str
+
+    def release(self) -> None:
+        """Remove our lock (only ours: a lock naming another pid is left alone)."""
+        lock = self.path / LOCK_FILE
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            if int(lock.read_text(encoding="ascii").split()[0]) == os.getpid():
+                lock.unlink()
+
+
+def mark_interrupted(report_dir: Path, signal_name: str) -> None:
+    """Say, for rank 0, that the run is being stopped on purpose (best effort)."""
+    with contextlib.suppress(OSError):
+        (report_dir / INTERRUPT_FILE).write_text(signal_name + "\n", encoding="ascii")
+
+
+def interrupted_by(report_dir: Path) -> str | None:
+    """The signal name the CLI stopped this run with (:func:`mark_interrupted`), else None."""
+    try:
+        name = (report_dir / INTERRUPT_FILE).read_text(encoding="ascii").strip()
+    except (OSError, ValueError):
+        return None
+    return name if name in INTERRUPT_SIGNALS else None
+
+
+def _refuse(report_dir: Path, why: str) -> InputError:
+    return InputError(f"--report-dir {report_dir}: {why}; choose a new folder (or leave --report-dir out: "
+                      f"each run then gets {DEFAULT_PARENT}/<run-id>/)")
+
+
+def claim(report_dir: Path, run_id: str) -> Claim:
+    """Create (if needed) and lock ``report_dir`` for run ``run_id``; InputError (exit 2) when it
+    holds another run's results or a live run uses it. Never deletes anything."""
+    holder = lock_holder(report_dir)
+    if holder is not None:
+        raise _refuse(report_dir, f"in use by a live run (pid {holder})")
+    found = [f for f in RUN_FILES if (report_dir / f).exists()]
+    if found:
+        raise _refuse(report_dir, f"already holds another run's results ({', '.join(found)})")
+    report_dir.mkdir(parents=True, exist_ok=True)
+    lock = report_dir / LOCK_FILE
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            holder = lock_holder(report_dir)
+            if holder is not None:
+                raise _refuse(report_dir, f"in use by a live run (pid {holder})") from None
+            lock.unlink(missing_ok=True)  # a stale lock of a run that died before writing anything
+            continue
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(f"{os.getpid()} {run_id}\n")
+        return Claim(report_dir, run_id)
+    raise _refuse(report_dir, "another run is claiming it right now")
+
+
+def point_latest(parent: Path, run_id: str) -> str | None:
+    """Point ``parent/latest`` at ``run_id`` (relative symlink, replaced atomically); a note
+    when something that is not our link is in the way (it is left alone)."""
+    link = parent / LATEST
+    if link.exists() and not link.is_symlink():
+        return f"note: {link} is not a link; left as it is"
+    tmp = parent / f".{LATEST}.{os.getpid()}"
+    try:
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(run_id)
+        os.replace(tmp, link)
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        return f"note: {link} not updated: {e.strerror or e}"
+    return None
+
+
+def check_folder(report_dir: Path, doc: dict[str, Any], asked: str | None = None) -> None:
+    """InputError (exit 2) when ``report_dir`` does not hold the run it should: ``asked`` (a run
+    id looked up in the history), or the run its folder name or ``record.json`` names.
+
+    A history line points at a folder; an older version wrote every run to one folder, so
+    the folder may now hold a later run: comparing that would compare the wrong run."""
+    import json
+
+    have = str(doc.get("run_id"))
+    if asked is not None and have != asked:
+        raise InputError(f"{report_dir}: holds run {have}, not run {asked} (the folder was reused by a later "
+                         f"run; the results of run {asked} are gone)")
+    name = report_dir.name
+    if is_run_id(name) and name != have:
+        raise InputError(f"{report_dir}: the folder is named for run {name} but holds run {have}")
+    try:
+        rec = json.loads((report_dir / "record.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    if isinstance(rec, dict) and rec.get("run_id") not in (None, have):
+        raise InputError(f"{report_dir}: record.json names run {rec.get('run_id')} but results.json run {have}")
+
+
+def unfinalised(parent: Path) -> list[Path]:
+    """The run folders under ``parent`` whose run was killed before its report was written
+    (run.json or results.jsonl, no results.json, no live run holding them)."""
+    try:
+        dirs = sorted(d for d in parent.iterdir() if d.is_dir() and not d.is_symlink())
+    except OSError:
+        return []
+    return [d for d in dirs if not (d / RESULTS_JSON).exists() and lock_holder(d) is None
+            and any((d / f).is_file() for f in ("run.json", RESULTS_JSONL))]
