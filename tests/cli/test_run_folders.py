@@ -106,3 +106,47 @@ def test_history_shows_a_run_recorded_twice_once_and_refuses_two_different_recor
     assert r.exit_code == 2, r.output
     assert f"run {B} is recorded twice with different content" in r.stderr
     assert "local: FAIL" in r.stderr and "local: PASS" in r.stderr
+
+
+def test_history_of_an_unknown_cluster_is_exit_2_with_a_did_you_mean(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("MLENV_ROOT", str(ROOT))
+    r = CliRunner().invoke(app, ["history", "locl", "--history-dir", str(tmp_path)])
+    assert r.exit_code == 2, r.output
+    assert "did you mean local?" in r.stderr and len(r.stderr.splitlines()) == 1
+
+
+def _killed_run(d: Path) -> None:
+    """What a SIGKILLed run leaves: run.json and results.jsonl, no results.json."""
+    d.mkdir(parents=True)
+    (d / "run.json").write_text(json.dumps({"run_id": A, "started": "2026-01-01T00:00:00+00:00", "profile": "quick",
+                                            "checks": ["compute.matmul", "memory.copy"],
+                                            "world": {"nodes": 1, "ranks": 1, "backend": "gloo", "device": "cpu",
+                                                      "hosts": ["h"]}}))
+    (d / "results.jsonl").write_text(json.dumps({"name": "compute.matmul", "status": "PASS", "scope": "rank",
+                                                 "node": "h", "rank": 0, "metrics": {"tflops_fp32": 1.0}}) + "\n")
+
+
+def test_a_killed_run_is_named_by_bundle_and_history_and_finalize_finalises_it(tmp_path: Path, monkeypatch) -> None:
+    root = tmp_path / "checkout"
+    (root / "clusters").mkdir(parents=True)
+    run = root / "acceptance-report" / A
+    _killed_run(run)
+    monkeypatch.setenv("MLENV_ROOT", str(root))
+    monkeypatch.setenv("MLENV_HISTORY_DIR", str(tmp_path / "h"))
+    monkeypatch.delenv("MLENV_CLUSTER", raising=False)
+    r = CliRunner().invoke(app, ["bundle", str(run)])
+    assert r.exit_code == 2 and f"run `mlenv finalize {run}` first" in r.stderr, r.output
+    r = CliRunner().invoke(app, ["history", "local"])
+    assert f"note: {run}: a run that was never finalised (killed?): mlenv finalize {run}" in r.stderr, r.output
+    r = CliRunner().invoke(app, ["finalize", str(run)])
+    assert r.exit_code == 0, r.output
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["run_id"] == A and doc["verdict"] == "ERROR"
+    assert "not finalised (its processes were killed)" in doc["reasons"][0] and "not measured: memory.copy" in \
+        doc["reasons"][0]
+    assert [c["name"] for c in doc["checks"]] == ["compute.matmul"]
+    assert (run / "junit.xml").is_file() and (run / "summary.md").is_file()
+    line = json.loads((tmp_path / "h" / "local" / "history.jsonl").read_text())
+    assert line["run_id"] == A and line["verdict"] == "ERROR"
+    r = CliRunner().invoke(app, ["finalize", str(run)])
+    assert r.exit_code == 2 and "already finalised" in r.stderr
