@@ -283,6 +283,7 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
             if on_interrupt is not None:
                 on_interrupt(interrupted)
         _ignore_signals()
+        assert proc is not None  # only a signal before Popen returned leaves it None, and that re-raised
         try:
             if timed_out or interrupted:
                 stop(proc)
