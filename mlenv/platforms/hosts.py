@@ -19,9 +19,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from mlenv import argv
+from mlenv import argv, contract
 from mlenv.config.model import Cluster
-from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_OK, InfraError, InputError
+from mlenv.errors import InfraError, InputError
 
 Say = Callable[[str], None]
 SSH_OPTIONS = ("-oBatchMode=yes", "-oConnectTimeout=5", "-oStrictHostKeyChecking=accept-new",
@@ -140,7 +140,7 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     if report.is_dir():
         shutil.copytree(report, dest, dirs_exist_ok=True, symlinks=True)
     say(console.verdict_block(doc, str(dest)))
-    return {"PASS": EXIT_OK, "FAIL": EXIT_FAIL}.get(str(doc.get("verdict")), EXIT_ERROR)
+    return contract.exit_for_doc(doc)
 
 
 def status_lines(cluster: Cluster) -> list[str]:
