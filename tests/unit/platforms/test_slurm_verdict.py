@@ -56,3 +56,23 @@ def test_failed_job_without_results_json_is_error_from_what_was_measured(tmp_pat
     doc = judge(load(CPU), sub, Outcome("FAILED", {"ExitCode": "1:0"}, [], 1.0))
     assert doc["verdict"] == "ERROR"
     assert doc["reasons"][0].startswith("job 41 ended FAILED (exit 1:0) before rank 0 wrote results.json")
+
+
+def test_a_users_scancel_is_interrupted_and_timeout_node_fail_preemption_stay_error(tmp_path: Path) -> None:
+    """Issue 23 §3: a CANCELLED job on healthy nodes is someone's scancel: INTERRUPTED
+    (exit 143), what was measured kept; Slurm's own endings stay ERROR."""
+    from mlenv.contract import exit_for_doc
+
+    sub = _sub(tmp_path)
+    report = Path(sub.report_dir)
+    _measured(report)
+    doc = judge(load(CPU), sub, Outcome("CANCELLED", {"NodeList": "n[1-2]"}, [], 1.0))
+    assert doc["verdict"] == "INTERRUPTED" and doc["interrupted"] == {"signal": "scancel"}
+    assert doc["reasons"][0].startswith("INTERRUPTED: the run was stopped by scancel; 1 result(s) kept")
+    assert [c["name"] for c in doc["checks"]] == ["compute.matmul"]
+    assert exit_for_doc(doc) == 143
+    for state in ("TIMEOUT", "NODE_FAIL", "PREEMPTED"):
+        (report / "results.json").unlink()
+        doc = judge(load(CPU), sub, Outcome(state, {"NodeList": "n[1-2]"}, [], 1.0))
+        assert doc["verdict"] == "ERROR" and "interrupted" not in doc, state
+        assert exit_for_doc(doc) == 3
