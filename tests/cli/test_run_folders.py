@@ -150,3 +150,35 @@ def test_a_killed_run_is_named_by_bundle_and_history_and_finalize_finalises_it(t
     assert line["run_id"] == A and line["verdict"] == "ERROR"
     r = CliRunner().invoke(app, ["finalize", str(run)])
     assert r.exit_code == 2 and "already finalised" in r.stderr
+
+
+def test_compare_refuses_an_interrupted_run_unless_asked(tmp_path: Path) -> None:
+    """Issue 23 §3: someone stopped the run, so its figures may be cut short."""
+    _run_folder(tmp_path / "a", A, "PASS")
+    _run_folder(tmp_path / "b", B, "INTERRUPTED")
+    r = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
+    assert r.exit_code == 2, r.output
+    assert f"run {B} was INTERRUPTED (someone stopped it)" in r.stderr and "--include-interrupted" in r.stderr
+    assert "regression" not in r.stdout
+    r = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b"), "--include-interrupted"])
+    assert r.exit_code == 0, r.output
+
+
+def test_a_verb_whose_reader_left_exits_141_quietly(tmp_path: Path) -> None:
+    """Issue 23 §6: `mlenv history local | head` with the reader gone: no BrokenPipe traceback,
+    no "internal error", exit 128 + SIGPIPE. The pipe's read end is closed before the verb
+    starts, so its first write fails whatever the timing."""
+    import os
+
+    root = tmp_path / "h"
+    _history(root, *(_rec(f"20260101-0000{i:02d}-aaaaaa", tmp_path, "PASS") for i in range(3)))
+    rd, wr = os.pipe()
+    os.close(rd)
+    try:
+        p = subprocess.run([sys.executable, "-m", "mlenv", "history", "local", "--history-dir", str(root)],
+                           stdout=wr, stderr=subprocess.PIPE, text=True, timeout=120,
+                           env={**os.environ, "PYTHONPATH": str(ROOT), "MLENV_ROOT": str(ROOT)})
+    finally:
+        os.close(wr)
+    assert p.returncode == 141, p.stderr
+    assert p.stderr == ""
