@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -44,3 +46,86 @@ def test_each_default_run_gets_its_own_folder_named_by_its_one_run_id(tmp_path: 
         assert f"run {rid}: reports in acceptance-report/{rid}" in p.stderr
         assert not (d / ".mlenv-run.lock").exists()  # released at the end
     assert os.readlink(parent / "latest") == folders[1].name
+
+
+def _run_processes(marker: str) -> list[str]:
+    """Command lines of the live processes that name ``marker`` (the run's report folder:
+    the launcher and every rank carry it)."""
+    found = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit() or d.name == str(os.getpid()):
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = next((ln for ln in (d / "status").read_text().splitlines() if ln.startswith("State:")), "")
+        except OSError:
+            continue
+        if marker in cmd and "zombie" not in state:
+            found.append(f"{d.name}: {cmd}")
+    return found
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 143), (signal.SIGINT, 130)],
+                         ids=["SIGTERM", "SIGHUP", "SIGINT"])
+def test_a_signal_to_the_cli_stops_the_run_and_finalises_it_as_interrupted(tmp_path: Path, sig: signal.Signals,
+                                                                         code: int) -> None:
+    """Issue 23 §2, §3: what CI cancelling, `timeout` or a closed terminal send is handled like
+    Ctrl-C: the ranks are stopped, the report finalised with verdict INTERRUPTED (exit 130
+    for SIGINT, 143 for SIGTERM/SIGHUP), what was measured kept, the history line written,
+    and nothing of the run still running when the CLI has exited. Rank 1 hangs in the
+    second check, so the signal arrives while rank 0 waits for it."""
+    report = (tmp_path / "report").resolve()
+    env = _env(tmp_path, MLENV_FAULT="hang:rank=1,check=probe", MLENV_ACCEPTANCE_PLUGINS="acceptance_probes")
+    p = subprocess.Popen([*MLENV, "acceptance", "--local", "--nproc", "2", "--checks", "environment,probe",
+                          "--deadline", "120", "--report-dir", str(report)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    try:
+        end = time.monotonic() + 300
+        while time.monotonic() < end and p.poll() is None:
+            jsonl = report / "results.jsonl"
+            if jsonl.is_file() and len(jsonl.read_text().splitlines()) >= 2:  # environment, both ranks
+                break
+            time.sleep(0.5)
+        assert p.poll() is None, "the run ended before the signal"
+        time.sleep(2)  # rank 0 is now waiting for rank 1's probe
+        t0 = time.monotonic()
+        p.send_signal(sig)
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    name = signal.Signals(sig).name
+    assert p.returncode == code, (out + err)[-4000:]
+    assert time.monotonic() - t0 < 90  # stopped, not left to run into its deadline
+    assert f"{name}: stopping the run and finalising its report" in err
+    assert "Traceback" not in out + err
+    doc = json.loads((report / "results.json").read_text())
+    assert doc["verdict"] == "INTERRUPTED" and doc["interrupted"] == {"signal": name}, doc["reasons"]
+    assert doc["reasons"][0].startswith(f"INTERRUPTED: the run was stopped by {name}")
+    assert sorted(c["rank"] for c in doc["checks"] if c["name"] == "environment" and c["status"] == "PASS") == [0, 1]
+    assert (report / "junit.xml").is_file() and (report / "summary.md").is_file()
+    (rec,) = [json.loads(x) for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()]
+    assert rec["run_id"] == doc["run_id"] and rec["verdict"] == "INTERRUPTED"
+    assert not (report / ".mlenv-run.lock").exists()
+    assert _run_processes(str(report)) == []
+
+
+def test_acceptance_whose_reader_left_exits_by_its_verdict_quietly(tmp_path: Path) -> None:
+    """Issue 23 §6: `mlenv acceptance … | head -3`: the run completes and is recorded, and
+    the exit is the verdict's (0), with no BrokenPipe traceback. The pipe's read end is
+    closed before the run starts, so every write to stdout fails."""
+    rd, wr = os.pipe()
+    os.close(rd)
+    try:
+        p = subprocess.run([*MLENV, "acceptance", "--local", "--nproc", "2", "--checks", "environment",
+                            "--report-dir", str(tmp_path / "report")],
+                           stdout=wr, stderr=subprocess.PIPE, text=True, timeout=240, env=_env(tmp_path),
+                           cwd=tmp_path)
+    finally:
+        os.close(wr)
+    assert p.returncode == 0, p.stderr[-4000:]
+    assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr and "internal error" not in p.stderr
+    assert json.loads((tmp_path / "report" / "results.json").read_text())["verdict"] == "PASS"
+    (rec,) = [json.loads(x) for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()]
+    assert rec["verdict"] == "PASS"
