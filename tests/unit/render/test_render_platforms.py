@@ -170,3 +170,21 @@ def test_mlenv_render_writes_and_checks_the_slurm_folder(tmp_path: Path) -> None
     (out / "train.sbatch").write_text("#!/bin/bash\n")
     r = CliRunner().invoke(app, ["render", "--all", "--check"], env=env)
     assert r.exit_code == 1 and "train.sbatch (differs)" in r.output
+
+
+@pytest.mark.parametrize(("given", "job"), [("", "123456789"), ("20260101-000000-abcdef", "7")])
+def test_a_slurm_run_has_the_one_run_id_format_and_the_suite_is_given_it(given: str, job: str) -> None:
+    """Issue 23 §1: a hand-submitted job's run id (no MLENV_RUN_ID) is in the one format, not
+    slurm-<job id>; with MLENV_RUN_ID (mlenv acceptance --cluster) that one. The suite gets it
+    as --run-id, so results.json, the folder and the history carry one id."""
+    from mlenv.contract import is_run_id
+
+    text = render_slurm(load(CPU))["acceptance.sbatch"]
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("RUN_ID=")]
+    r = subprocess.run(["bash", "-c", f'set -euo pipefail; {line}; printf %s "$RUN_ID"'], capture_output=True,
+                       text=True, check=False, env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": job,
+                                                    **({"MLENV_RUN_ID": given} if given else {})})
+    assert r.returncode == 0, r.stderr
+    assert is_run_id(r.stdout), r.stdout
+    assert r.stdout == given if given else r.stdout.endswith(f"-{int(job) % 2 ** 24:06x}")
+    assert '--report-dir "$REPORT_DIR" --run-id "$RUN_ID"' in text
