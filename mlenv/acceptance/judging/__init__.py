@@ -2,6 +2,6 @@
 
 Owns the baseline files' model and lookup (``baselines``: ``{metric, op, value}`` rules
 as data) and the verdict over a run's results (``verdict``: per check, peer comparison,
-the run's PASS/WARN/FAIL/ERROR). May import: ``mlenv.acceptance.core``,
+the run's PASS/FAIL/ERROR, or INTERRUPTED when someone stopped it). May import: ``mlenv.acceptance.core``,
 ``mlenv.acceptance.evidence`` (outlier statistics), ``mlenv.errors``, ``mlenv.contract``.
 """
