@@ -99,8 +99,13 @@ def history_cmd(
     if cluster == history.LOCAL_CLUSTER:  # --local runs' default folders: name the ones a kill left behind
         from mlenv.acceptance.records.rundir import DEFAULT_PARENT, unfinalised
 
-        for d in unfinalised(Path(repo_root()) / DEFAULT_PARENT):
-            err(f"note: {d}: a run that was never finalised (killed?): mlenv finalize {d}")
+        # acceptance --local writes under the folder it was started in: the checkout's, and here
+        seen: set[Path] = set()
+        for parent in (Path(repo_root()) / DEFAULT_PARENT, Path(DEFAULT_PARENT)):
+            if parent.resolve() not in seen:
+                seen.add(parent.resolve())
+                for d in unfinalised(parent):
+                    err(f"note: {d}: a run that was never finalised (killed?): mlenv finalize {d}")
     records = history.newest_first(history.distinct(records))
     if limit:
         records = records[:limit]

@@ -182,3 +182,19 @@ def test_a_verb_whose_reader_left_exits_141_quietly(tmp_path: Path) -> None:
         os.close(wr)
     assert p.returncode == 141, p.stderr
     assert p.stderr == ""
+
+
+def test_history_names_a_killed_run_under_the_folder_it_was_started_in(tmp_path: Path, monkeypatch) -> None:
+    """acceptance --local puts acceptance-report/<run-id>/ under the current folder, which
+    need not be the checkout's root: history local looks there too."""
+    root = tmp_path / "checkout"
+    (root / "clusters").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    _killed_run(elsewhere / "acceptance-report" / A)
+    monkeypatch.setenv("MLENV_ROOT", str(root))
+    monkeypatch.chdir(elsewhere)
+    r = CliRunner().invoke(app, ["history", "local", "--history-dir", str(tmp_path / "h")])
+    assert r.exit_code == 0, r.output
+    run = Path("acceptance-report") / A
+    assert r.stderr.count("never finalised") == 1, r.stderr
+    assert f"note: {run}: a run that was never finalised (killed?): mlenv finalize {run}" in r.stderr
