@@ -63,19 +63,17 @@ def workspace_dir() -> str:
     return str(Path(repo_root()) / "workspace")
 
 
-API_TIMEOUT_ENV = "MLENV_API_TIMEOUT_S"
-DEFAULT_API_TIMEOUT = 10.0
-
-
 def api_timeout() -> float:
-    """Seconds the API server has to answer the reachability probe: ``--request-timeout``,
-    else ``MLENV_API_TIMEOUT_S``, else 10 (InputError when not a positive number)."""
+    """Seconds the API server has to answer each call (the reachability probe and every
+    later get/apply/delete/can-i): ``--request-timeout``, else ``MLENV_API_TIMEOUT_S``,
+    else 10 (InputError when not a positive number)."""
     if SETTINGS.request_timeout is not None:
         if not 0 < SETTINGS.request_timeout < 86400:
             raise InputError(f"--request-timeout must be between 0 and 86400 seconds, got "
                              f"{SETTINGS.request_timeout:g}")
         return SETTINGS.request_timeout
-    from mlenv.cluster.connect import seconds_from_env
+    from mlenv.cluster.api import DEFAULT_API_TIMEOUT
+    from mlenv.cluster.connect import API_TIMEOUT_ENV, seconds_from_env
 
     return seconds_from_env(API_TIMEOUT_ENV, DEFAULT_API_TIMEOUT, below=86400)
 
@@ -101,16 +99,18 @@ def cluster_client() -> Iterator[ClusterClient]:
     i16: before the verb does anything, the real client probes the API server (one
     request, :func:`api_timeout` seconds): unreachable, hanging or not logged in is one
     line and exit 3 for every verb, never a verb's own failure (``launch`` would report
-    kubectl's exit 1 as an acceptance FAIL). ``--kubeconfig``/``--context`` reach every
-    oc/kubectl call; ``--verbose`` prints each command line. A client notice (kubectl
-    instead of oc) goes to stderr once, after the server answered.
+    kubectl's exit 1 as an acceptance FAIL). i22: the same limit bounds every later call,
+    so a server that answers the probe and hangs afterwards is exit 3 within it too.
+    ``--kubeconfig``/``--context`` reach every oc/kubectl call; ``--verbose`` prints each
+    command line. A client notice (kubectl instead of oc) goes to stderr once, after the
+    server answered.
     """
     from mlenv.cluster.connect import connect
 
     timeout = api_timeout()
     opts = {k: v for k, v in (("kubeconfig", SETTINGS.kubeconfig),
                               ("context", SETTINGS.context)) if v}
-    with connect(notice=None, **opts) as client:
+    with connect(notice=None, api_timeout=timeout, **opts) as client:
         probe = getattr(client, "probe", None)
         if probe is not None:  # the real client; the fake has nothing to probe
             if SETTINGS.verbose:

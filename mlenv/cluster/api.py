@@ -38,6 +38,9 @@ GPU_RESOURCE = "nvidia.com/gpu"
 # NO_TIMEOUT lets a call run as long as it needs (launch streams a whole training run).
 DEFAULT_EXEC_TIMEOUT = 600.0
 NO_TIMEOUT = math.inf
+# Seconds the API server has for each other call (get, apply, delete, auth can-i, the
+# reachability probe): MLENV_API_TIMEOUT_S or --request-timeout override it (i22).
+DEFAULT_API_TIMEOUT = 10.0
 
 CLUSTER_SCOPED_KINDS = frozenset({
     "Node", "Namespace", "Project", "StorageClass", "SecurityContextConstraints",
@@ -220,9 +223,11 @@ class ClusterClient(Protocol):
         ...
 
     def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
-              as_user: str | None = None) -> bool:
+              as_user: str | None = None, subresource: str | None = None) -> bool:
         """``auth can-i``: may the logged-in user (or ``as_user``, impersonated) do ``verb``
-        on ``resource``? Raises Forbidden when the user may not impersonate ``as_user``."""
+        on ``resource`` (``RESOURCE`` or ``RESOURCE/NAME``: ``pods/exec`` is a pod named
+        exec, as the API server reads it) or on its ``subresource`` (``--subresource=exec``)?
+        Raises Forbidden when the user may not impersonate ``as_user``."""
         ...
 
     def apply(self, manifest: Manifest, namespace: str | None, *,

@@ -7,7 +7,10 @@ environment switch to a fake. Tests install their own factory: in process with
 ``python -m mlenv.testing.fake_mlenv STATE.json -- ARGS…`` (the fake cluster and that
 entry point live in :mod:`mlenv.testing`, which the wheel does not ship).
 ``MLENV_EXEC_TIMEOUT`` (seconds) bounds each exec and rsync (default
-:data:`~mlenv.cluster.api.DEFAULT_EXEC_TIMEOUT`).
+:data:`~mlenv.cluster.api.DEFAULT_EXEC_TIMEOUT`). ``MLENV_API_TIMEOUT_S`` (or the CLI's
+``--request-timeout``) bounds every other ``oc``/``kubectl`` call, the reachability probe
+included (default :data:`DEFAULT_API_TIMEOUT`): one setting, so an API server that
+answers ``/version`` and hangs elsewhere costs one timeout, not one per call (i22).
 """
 
 from __future__ import annotations
@@ -18,10 +21,11 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 
-from mlenv.cluster.api import DEFAULT_EXEC_TIMEOUT, ClusterClient
+from mlenv.cluster.api import DEFAULT_API_TIMEOUT, DEFAULT_EXEC_TIMEOUT, ClusterClient
 from mlenv.errors import InputError
 
 TIMEOUT_ENV = "MLENV_EXEC_TIMEOUT"
+API_TIMEOUT_ENV = "MLENV_API_TIMEOUT_S"
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,7 @@ class ClientOptions:
     exec_timeout_set: bool  # MLENV_EXEC_TIMEOUT was given (else the client's own default)
     kubeconfig: str | None = None
     context: str | None = None
+    api_timeout: float = DEFAULT_API_TIMEOUT  # seconds per API call (not exec/rsync)
 
 
 # Opens the client for one command and closes it when the command ends.
@@ -72,7 +77,7 @@ def oc_client(opts: ClientOptions) -> Iterator[ClusterClient]:
     from mlenv.cluster.oc import OcCluster
 
     yield OcCluster(exec_timeout=opts.exec_timeout, kubeconfig=opts.kubeconfig,
-                    context=opts.context)
+                    context=opts.context, api_timeout=opts.api_timeout)
 
 
 _factory: ClusterFactory = oc_client
@@ -98,14 +103,19 @@ def use_factory(factory: ClusterFactory) -> Iterator[None]:
 
 @contextmanager
 def connect(notice: Callable[[str], None] | None = None, *, kubeconfig: str | None = None,
-            context: str | None = None) -> Iterator[ClusterClient]:
+            context: str | None = None, api_timeout: float | None = None,
+            ) -> Iterator[ClusterClient]:
     """Yield the cluster client for one command, built by the installed factory.
 
     ``notice`` receives, once, anything the user should know about the client chosen
     (the kubectl fallback when ``oc`` is missing). ``kubeconfig``/``context`` go to every
-    ``oc``/``kubectl`` call.
+    ``oc``/``kubectl`` call; ``api_timeout`` (seconds, default ``MLENV_API_TIMEOUT_S``,
+    else :data:`DEFAULT_API_TIMEOUT`) bounds each of them but exec and rsync.
     """
-    opts = ClientOptions(exec_timeout(), bool(os.environ.get(TIMEOUT_ENV)), kubeconfig, context)
+    limit = api_timeout if api_timeout is not None else \
+        seconds_from_env(API_TIMEOUT_ENV, DEFAULT_API_TIMEOUT, below=86400)
+    opts = ClientOptions(exec_timeout(), bool(os.environ.get(TIMEOUT_ENV)), kubeconfig, context,
+                         limit)
     with _factory(opts) as client:
         said = str(getattr(client, "notice", "") or "")
         if said and notice is not None:

@@ -27,6 +27,7 @@ from mlenv.cluster.api import (
     Invalid,
     Manifest,
     PodView,
+    Unreachable,
     instance_selector,
     plural,
     resource_for,
@@ -37,12 +38,16 @@ from mlenv.config.model import Mode
 from mlenv.contract import (
     ANNOTATION_CREATED,
     APP,
+    LABEL_INSTANCE,
     LABEL_MANAGED_BY,
+    LABEL_NAME,
     LABEL_PART_OF,
     MANAGED_BY,
     STATEFULSET,
+    pod_name,
 )
 from mlenv.errors import InfraError, InputError
+from mlenv.render.names import DEV_POD
 
 Renderer = Callable[[ClusterConfig, Mode, "int | None"], list[Manifest]]
 Say = Callable[[str], None]
@@ -230,6 +235,12 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: ClusterClient | None
             say(f"preflight (tcp): note: {note}")
         rep.mode, rep.manifests = mode, manifests
     rep.preflight = pre
+    neighbours = neighbour_pods(cfg, client)
+    if neighbours:  # i22: ignored everywhere, but someone in the namespace made them
+        say(f"preflight: warning: pod(s) {', '.join(neighbours)} carry the labels of "
+            f"{cfg.name} but are not its StatefulSet's: sync, status, launch and teardown "
+            f"ignore them; the namespace {cfg.namespace} is the trust boundary for the NCCL "
+            "world and the c10d store (docs/security.md)")
     if pre.blocking:
         raise PreflightFailed(pre.blocking)
     leave = set(pre.skip)
@@ -301,12 +312,14 @@ def mark_created(m: Manifest, client: ClusterClient, namespace: str | None) -> M
 def _apply_retrying(client: ClusterClient, m: Manifest, namespace: str | None, say: Say, *,
                     force: bool = False) -> ApplyResult:
     """Apply, retrying a failure that is not the plan's fault (not 422, not 403) twice
-    with a growing pause: a flaky API must not leave a half-applied namespace."""
+    with a growing pause: a flaky API must not leave a half-applied namespace. A server
+    that did not answer at all is not retried (i22: each try would cost the full API
+    timeout again)."""
     for attempt in range(1, APPLY_TRIES + 1):
         try:
             return client.apply(m, namespace, field_manager=FIELD_MANAGER,
                                 force_conflicts=force)
-        except (Invalid, Forbidden):
+        except (Invalid, Forbidden, Unreachable):
             raise
         except (ApiError, InfraError) as e:
             if attempt == APPLY_TRIES:
@@ -535,12 +548,67 @@ def _latest_warnings(cfg: ClusterConfig, client: ClusterClient) -> dict[str, str
     return out
 
 
+def _owned_by(pod: Manifest, uid: str) -> bool:
+    """True when the pod's controller ownerReference is the object with ``uid``."""
+    return any(r.get("uid") == uid and r.get("controller") is True
+               for r in (pod.get("metadata") or {}).get("ownerReferences") or [])
+
+
+def _our_statefulset(cfg: ClusterConfig, client: ClusterClient) -> Manifest | None:
+    """This instance's StatefulSet (its labels name the instance), or None."""
+    sts = client.get("StatefulSet", STATEFULSET, cfg.namespace)
+    labels = ((sts or {}).get("metadata") or {}).get("labels") or {}
+    if sts is None or labels.get(LABEL_INSTANCE) != cfg.name or labels.get(LABEL_NAME) != APP:
+        return None
+    return sts
+
+
+@dataclass(frozen=True)
+class PodSplit:
+    """The pods carrying this instance's labels, sorted by who made them (i22)."""
+
+    workers: list[Manifest]  # the StatefulSet's own, ordered by ordinal
+    dev: list[Manifest]  # the bare dev Pod deploy makes (fixed name, no controller)
+    neighbours: list[Manifest]  # anyone else's: ignored by every verb, named by deploy/status
+
+
+def split_pods(cfg: ClusterConfig, client: ClusterClient) -> PodSplit:
+    """Every pod carrying this instance's labels, split into :class:`PodSplit`.
+
+    i22: labels alone are not ownership: anyone who may create pods in the namespace can
+    put ours on one (and the NetworkPolicy admits such a pod by them). A worker is a pod
+    the StatefulSet controls (its controller ownerReference carries the uid of this
+    instance's StatefulSet) named ``<sts>-<i>`` with ``0 <= i < spec.replicas``; pod names
+    are unique, so a neighbour cannot take one while ours exists."""
+    labelled = client.list("Pod", cfg.namespace, instance_selector(cfg.name))
+    sts = _our_statefulset(cfg, client)
+    uid = str(((sts or {}).get("metadata") or {}).get("uid", ""))
+    replicas = int(((sts or {}).get("spec") or {}).get("replicas", 1))
+    names = {pod_name(i): i for i in range(replicas)} if uid else {}
+    split = PodSplit([], [], [])
+    for p in labelled:
+        meta = p.get("metadata") or {}
+        name = str(meta.get("name", ""))
+        if name in names and _owned_by(p, uid):
+            split.workers.append(p)
+        elif name == DEV_POD and not meta.get("ownerReferences"):
+            split.dev.append(p)
+        else:
+            split.neighbours.append(p)
+    split.workers.sort(key=lambda p: names[str(p["metadata"]["name"])])
+    return split
+
+
 def worker_pods(cfg: ClusterConfig, client: ClusterClient) -> list[PodView]:
-    """The StatefulSet's pods, ordered by index."""
-    sel = {**instance_selector(cfg.name), LABEL_COMPONENT: "worker"}
-    pods = [PodView.of(p) for p in client.list("Pod", cfg.namespace, sel)]
-    return sorted(pods, key=lambda p: int(p.name.rsplit("-", 1)[-1])
-                  if p.name.rsplit("-", 1)[-1].isdigit() else 1 << 30)
+    """The StatefulSet's pods, ordered by index: owned by this instance's StatefulSet
+    (uid) with ordinals ``0..replicas-1``, never a pod that only carries our labels."""
+    return [PodView.of(p) for p in split_pods(cfg, client).workers]
+
+
+def neighbour_pods(cfg: ClusterConfig, client: ClusterClient) -> list[str]:
+    """Names of pods that carry this instance's labels but are neither its StatefulSet's
+    nor the dev Pod deploy made (someone else in the namespace made them; ignored)."""
+    return sorted(str(p["metadata"]["name"]) for p in split_pods(cfg, client).neighbours)
 
 
 def wait_ready(cfg: ClusterConfig, nodes: int, client: ClusterClient, timeout: float,

@@ -33,6 +33,7 @@ from mlenv import argv
 from mlenv.cluster import treehash
 from mlenv.cluster.api import (
     CLUSTER_SCOPED_KINDS,
+    DEFAULT_API_TIMEOUT,
     DEFAULT_EXEC_TIMEOUT,
     FIELD_MANAGER,
     NO_TIMEOUT,
@@ -57,7 +58,11 @@ from mlenv.errors import InfraError
 if TYPE_CHECKING:
     from mlenv.cluster.nodemarks import NodeMarks
 
-REQUEST_TIMEOUT = "30s"
+# A client process past its --request-timeout by this much is killed: kubectl's discovery
+# retries a hanging /api five times (memcache.go), each with the full timeout (i22).
+CALL_SLACK_S = 2.0
+_TIMEOUT_MARKERS = ("context deadline exceeded", "client.timeout", "i/o timeout",
+                    "tls handshake timeout", "awaiting headers")
 # What `kubectl config view --minify` says when there is no kubeconfig or no current context.
 _NO_CONTEXT = ("current-context must exist", "current-context is not set")
 LOGIN_HINT = "run `oc login <server>` (or `kubectl config use-context`) or set KUBECONFIG"
@@ -106,8 +111,7 @@ def unreachable_reason(stderr: str, timed_out: bool, timeout: float) -> str | No
     """Why a probe of the API server failed, in words, or None when the server answered
     (a 403 on /version still proves it is there)."""
     low = stderr.lower()
-    if timed_out or any(s in low for s in ("context deadline exceeded", "client.timeout",
-                                           "i/o timeout", "tls handshake timeout")):
+    if timed_out or any(s in low for s in _TIMEOUT_MARKERS):
         return (f"no answer within {timeout:g} s (raise the limit with MLENV_API_TIMEOUT_S or "
                 "--request-timeout)")
     if "connection refused" in low or "was refused" in low:
@@ -150,7 +154,7 @@ def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraErr
     if ("unable to connect to the server" in low or "connection refused" in low
             or ("connection to the server" in low and "was refused" in low)
             or "no such host" in low or "you must be logged in" in low
-            or "unauthorized" in low or "i/o timeout" in low):
+            or "unauthorized" in low or any(s in low for s in _TIMEOUT_MARKERS)):
         return Unreachable(msg)
     if "is invalid" in low:
         return Invalid(msg, kind=kind, name=name)
@@ -169,7 +173,7 @@ class OcCluster:
 
     def __init__(self, binary: str | None = None, *,
                  exec_timeout: float = DEFAULT_EXEC_TIMEOUT, kubeconfig: str | None = None,
-                 context: str | None = None) -> None:
+                 context: str | None = None, api_timeout: float = DEFAULT_API_TIMEOUT) -> None:
         # i16: --kubeconfig/--context reach every call (captured and streamed) as
         # `--flag=VALUE`, validated by mlenv.argv
         self._flags = argv.client_flags(kubeconfig, context)
@@ -183,6 +187,10 @@ class OcCluster:
                              "(https://mirror.openshift.com/pub/openshift-v4/clients/ocp/)")
         self.binary = chosen
         self.exec_timeout = exec_timeout
+        # i22: every captured call but exec/rsync carries --request-timeout=api_timeout and
+        # its process is killed CALL_SLACK_S later (no 30 s of its own, no retry loop)
+        self.api_timeout = api_timeout
+        self.server_url = ""  # what the probe found; named in every "cannot reach" line
         self.is_oc = os.path.basename(chosen).startswith("oc")
         self.description = ("oc (openshift-client)" if self.is_oc else
                             f"kubectl at {chosen} (oc not found: openshift-client drives kubectl "
@@ -211,6 +219,11 @@ class OcCluster:
         The namespace goes through openshift-client's project context, which places it right
         after the verb: appended after ARGS it would land behind ``exec POD --`` in the
         container's argv. Returns (rc, stdout, stderr, timed_out).
+
+        i22: a call without ``raw`` carries ``--request-timeout`` (``request_timeout``, else
+        the client's ``api_timeout``) and, unless ``timeout`` says otherwise, its process is
+        killed :data:`CALL_SLACK_S` after that: kubectl retries discovery of a hanging
+        ``/api`` five times, each with the full request timeout.
         """
         import openshift_client as oc
 
@@ -220,9 +233,11 @@ class OcCluster:
             cmd = list(raw)
         else:
             opts = argv.options_before(options)
+            limit = request_timeout or self.api_timeout
             if verb.split()[0] not in ("whoami", "config"):
-                opts.append(argv.request_timeout(request_timeout) if request_timeout
-                            else f"--request-timeout={REQUEST_TIMEOUT}")
+                opts.append(argv.request_timeout(limit))
+            if not math.isfinite(timeout):
+                timeout = limit + CALL_SLACK_S
             cmd = argv.kube(verb, opts, names)
             verb, cmd = cmd[0], cmd[1:]  # a subcommand word stays before "--"
         cmd = [*self._flags, *cmd]  # `--flag=VALUE` right after the verb, before any "--"
@@ -243,10 +258,22 @@ class OcCluster:
     def _ok(self, verb: str, options: Sequence[str], names: Sequence[str] = (), *,
             stdin: str | None = None, namespace: str | None = None, kind: str = "",
             name: str = "") -> str:
-        rc, out, err, _ = self._run(verb, options, names, stdin=stdin, namespace=namespace)
-        if rc != 0:
-            raise classify(err or out, kind, name)
+        rc, out, err, stuck = self._run(verb, options, names, stdin=stdin, namespace=namespace)
+        if stuck or rc != 0:
+            raise self._error(err or out, stuck, kind, name)
         return out
+
+    def _error(self, stderr: str, stuck: bool, kind: str = "",
+               name: str = "") -> ApiError | InfraError:
+        """The exception for a failed call; an unreachable or silent server is one line
+        naming it (i22: not kubectl's "Unable to connect to the server: context deadline
+        exceeded", which names nothing)."""
+        e = Unreachable("no answer") if stuck else classify(stderr, kind, name)
+        if type(e) is not Unreachable:
+            return e
+        why = unreachable_reason(stderr, stuck, self.api_timeout) or _one_line(stderr)
+        where = f" {self.server_url}" if self.server_url else ""
+        return Unreachable(f"cannot reach the API server{where}: {why}")
 
     def _base(self, namespace: str | None) -> list[str]:
         return [self.binary, *self._flags] + (
@@ -298,11 +325,14 @@ class OcCluster:
             timer.daemon = True
             timer.start()
         try:
+            # i22: the process is bounded by the same number it says ("no answer within
+            # N s"): N, not N + 5 or kubectl's own retries
             rc, out, err, timed_out = self._run("get", ["--raw=/version"],
-                                                request_timeout=timeout, timeout=timeout + 5)
+                                                request_timeout=timeout, timeout=timeout)
         finally:
             if timer is not None:
                 timer.cancel()
+        self.server_url = server
         if rc == 0:
             return server
         low = err.lower()
@@ -333,13 +363,17 @@ class OcCluster:
         return self._ok("auth whoami", ["--output=jsonpath={.status.userInfo.username}"]).strip()
 
     def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
-              as_user: str | None = None) -> bool:
-        """``auth can-i VERB RESOURCE [--as=USER]``."""
+              as_user: str | None = None, subresource: str | None = None) -> bool:
+        """``auth can-i VERB RESOURCE [--subresource=SUB] [--as=USER]`` (i22: kubectl reads
+        ``pods/exec`` as a pod named exec; a subresource needs the flag)."""
         opts = [f"--as={argv.user(as_user)}"] if as_user else []
-        rc, out, err, _ = self._run("auth can-i", opts, [argv.verb(verb), _resource_ref(resource)],
-                                    namespace=namespace)
-        if rc != 0 and out.strip() != "no":
-            e = classify(err)
+        if subresource:
+            opts.append(f"--subresource={argv.resource(subresource)}")
+        rc, out, err, stuck = self._run("auth can-i", opts,
+                                        [argv.verb(verb), _resource_ref(resource)],
+                                        namespace=namespace)
+        if stuck or (rc != 0 and out.strip() != "no"):
+            e = self._error(err, stuck)
             # impersonating a service account needs its own permission: say so, not "no"
             if isinstance(e, Unreachable) or (as_user and isinstance(e, Forbidden)):
                 raise e
@@ -443,7 +477,7 @@ class OcCluster:
             raise ExecTimeout(f"exec of {' '.join(list(command)[:3])}", pod, limit)
         res = ExecResult(tuple(command), rc, out, err)
         if rc != 0 and ("error from server" in err.lower() or "unable to connect" in err.lower()):
-            raise classify(err, "Pod", pod)
+            raise self._error(err, False, "Pod", pod)
         if check and rc != 0:
             raise ExecFailed(pod, res)
         return res

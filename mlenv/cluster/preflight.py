@@ -168,9 +168,16 @@ def _check_permissions(ns: str, manifests: list[Manifest], client: ClusterClient
                  for kind, api_version in kinds.items()
                  if kind not in CLUSTER_SCOPED_KINDS  # _check_cluster_scoped: maybe an admin's
                  for verb in ("create", "patch")] + [("", "create", "pods/exec")]
+
+    def ask(q: tuple[str, str, str]) -> bool:
+        kind, verb, res = q
+        if not kind:  # i22: the exec subresource, not `can-i create pods/exec` (a pod named exec)
+            return client.can_i(verb, "pods", ns, subresource="exec")
+        return client.can_i(verb, res, ns)
+
     # one `auth can-i` process each: ask them side by side
     with ThreadPoolExecutor(max_workers=8) as pool:
-        answers = list(pool.map(lambda q: client.can_i(q[1], q[2], ns), questions))
+        answers = list(pool.map(ask, questions))
     for (kind, verb, res), ok in zip(questions, answers, strict=True):
         if ok:
             continue

@@ -20,6 +20,8 @@ class StatusReport:
     pvcs: list[tuple[str, str, str]] = field(default_factory=list)  # name, phase, size
     # pod → one line on its RDMA interfaces (from <state>/interfaces.json, i10.7)
     interfaces: dict[str, str] = field(default_factory=dict)
+    # i22: pods that carry this instance's labels but are not its own (ignored, named)
+    neighbours: list[str] = field(default_factory=list)
 
 
 # Runs in a pod with the pod's own environment: the same state-dir rule pod init wrote by.
@@ -75,8 +77,13 @@ def status(cfg: ClusterConfig, client: ClusterClient) -> StatusReport:
     if sts is not None:
         rep.desired = int((sts.get("spec") or {}).get("replicas", 0))
         rep.ready = int((sts.get("status") or {}).get("readyReplicas", 0))
-    rep.pods = sorted((PodView.of(p) for p in client.list("Pod", cfg.namespace, sel)),
-                      key=lambda p: p.name)
+    # i22: the StatefulSet's own pods (ownerReference uid, ordinals) and the dev Pod deploy
+    # made under its fixed name; any other pod with our labels is a neighbour's
+    from mlenv.cluster.deploy import split_pods
+
+    split = split_pods(cfg, client)
+    rep.pods = [PodView.of(p) for p in split.workers + split.dev]
+    rep.neighbours = sorted(str(p["metadata"]["name"]) for p in split.neighbours)
     for pvc in client.list("PersistentVolumeClaim", cfg.namespace, sel):
         size = (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}).get(
             "storage", "")

@@ -108,20 +108,28 @@ def teardown(cfg: ClusterConfig, client: ClusterClient, *, purge: bool = False,
       the old way (without the namespace) is left, with why.
     - PVCs (including the volumeClaimTemplate ones) only with ``purge``, and never one a
       pod of another instance mounts.
+    - Pods only the StatefulSet's own (by ownership and ordinal) and the dev Pod: a pod
+      that merely carries our labels is a namespace neighbour's and is kept (i22).
 
     Kinds the API does not serve (Route, BuildConfig, ImageStream, SCC on plain
     Kubernetes) are skipped. Cluster-scoped objects the user may not list or delete are
     reported in ``left`` by name, for an admin to remove; a Forbidden on a namespaced
     kind raises (exit 3).
     """
+    from mlenv.cluster.deploy import split_pods
+
     sel = instance_selector(cfg.name)
     rep = TeardownReport()
+    split = split_pods(cfg, client)  # i22: read before the StatefulSet (and its uid) goes
+    ours = {str(p["metadata"]["name"]) for p in split.workers + split.dev}
     for kind in TEARDOWN_KINDS:
         try:
             objs = client.list(kind, cfg.namespace, sel)
         except NotFound:  # e.g. Route on plain Kubernetes: nothing of that kind can exist
             rep.absent_kinds.append(kind)
             continue
+        if kind == "Pod":
+            objs = _own_pods(cfg, rep, objs, ours)
         _drop(client, rep, kind, objs, cfg.namespace, dry_run)
     for kind in CLUSTER_KINDS:
         _drop_cluster_scoped(cfg, client, rep, kind, sel, dry_run)
@@ -136,6 +144,20 @@ def teardown(cfg: ClusterConfig, client: ClusterClient, *, purge: bool = False,
         _drop(client, rep, "PersistentVolumeClaim",
               [c for c in claims if c["metadata"]["name"] not in busy], cfg.namespace, dry_run)
     return rep
+
+
+def _own_pods(cfg: ClusterConfig, rep: TeardownReport, objs: list[Manifest],
+              ours: set[str]) -> list[Manifest]:
+    """The pods among ``objs`` (all carrying this instance's labels) that are this
+    deployment's: ``ours``, the StatefulSet's own and the bare dev Pod deploy makes
+    (:func:`~mlenv.cluster.deploy.split_pods`, read before the StatefulSet was deleted).
+    i22: anyone who may create pods in the namespace can put our labels on one; such a
+    pod is a neighbour's, kept and named in ``rep.left``, never deleted."""
+    kept = [o for o in objs if str(o["metadata"]["name"]) not in ours]
+    rep.left += [f"pod/{o['metadata']['name']}: kept: it carries the labels of {cfg.name} but "
+                 "neither its StatefulSet nor deploy made it (a namespace neighbour's; see "
+                 "docs/security.md)" for o in kept]
+    return [o for o in objs if str(o["metadata"]["name"]) in ours]
 
 
 def _drop(client: ClusterClient, rep: TeardownReport, kind: str, objs: list[Manifest], ns: str | None,

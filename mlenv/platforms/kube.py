@@ -47,8 +47,10 @@ def pod_argv(verb: str, script: list[str], *, run_id: str | None = None) -> list
     return argv + (["--"] if script and script[0].startswith("-") else []) + script
 
 
-def require_running(client: ClusterClient, namespace: str, pod: str, cluster: str) -> None:
-    """InfraError (exit 3, one line) unless ``pod`` exists and is Running.
+def require_running(client: ClusterClient, namespace: str, pod: str, cluster: str, *,
+                    owner: Cluster | None = None) -> None:
+    """InfraError (exit 3, one line) unless ``pod`` exists and is Running (and, with
+    ``owner``, is one of that deployment's StatefulSet pods: :func:`require_own_worker`).
 
     i16: for the verbs that hand the terminal to ``kubectl exec``/``rsh``/``port-forward``
     (launch, shell, port-forward), whose own failure is exit 1 plus client chatter: a
@@ -60,6 +62,24 @@ def require_running(client: ClusterClient, namespace: str, pod: str, cluster: st
         raise InfraError(f"pod {pod} in {namespace} is "
                          + ("not there" if obj is None else phase)
                          + f": nothing was started (mlenv status {cluster}; mlenv deploy {cluster})")
+    if owner is not None:
+        require_own_worker(client, owner, pod)
+
+
+def require_own_worker(client: ClusterClient, cfg: Cluster, pod: str) -> None:
+    """InfraError (exit 3) unless ``pod`` belongs to the deployment's StatefulSet (its
+    controller ownerReference, an ordinal below ``replicas``): i22, a pod a namespace
+    neighbour made under our labels (and a free name) gets no shell, job or log reading."""
+    from mlenv.cluster.deploy import worker_pods
+
+    if pod in {p.name for p in worker_pods(cfg, client)}:
+        return
+    if client.get("Pod", pod, cfg.namespace) is None:
+        raise InfraError(f"pod {pod} in {cfg.namespace} is not there (mlenv status "
+                         f"{cfg.name}; mlenv deploy {cfg.name})")
+    raise InfraError(f"pod {pod} in {cfg.namespace} is not a pod of {cfg.name}'s "
+                     "StatefulSet (someone else made it): nothing was started "
+                     f"(mlenv status {cfg.name})")
 
 
 def status_doc(name: str, namespace: str, rep: StatusReport) -> dict[str, Any]:
@@ -72,6 +92,7 @@ def status_doc(name: str, namespace: str, rep: StatusReport) -> dict[str, Any]:
                   "ready": p.ready, "restarts": p.restarts, "node": p.node,
                   "rdma_interfaces": rep.interfaces.get(p.name)} for p in rep.pods],
         "pvcs": [{"name": n, "phase": ph, "size": size} for n, ph, size in rep.pvcs],
+        "neighbours": rep.neighbours,
     }
 
 
@@ -153,6 +174,10 @@ class KubernetesPlatform(PlatformBase):
             for p in rep.pods:
                 s.say(f"{p.name:<24} {(p.waiting_reason or p.phase):<10} "
                       f"{'yes' if p.ready else 'no':<6} {p.restarts:<9} {p.node or '-'}")
+        if rep.neighbours:  # i22: ignored everywhere, named here
+            s.warn(f"warning: pod(s) {', '.join(rep.neighbours)} carry the labels of {cfg.name} "
+                   f"but are not its StatefulSet's: ignored (someone else in namespace "
+                   f"{cfg.namespace} made them; see docs/security.md)")
         for pod, line in sorted(rep.interfaces.items()):
             s.say(f"{pod}: RDMA interfaces: {line}")
         if rep.pvcs:
@@ -162,11 +187,12 @@ class KubernetesPlatform(PlatformBase):
 
     def logs(self, cfg: Cluster, s: Session, *, pod: str, follow: bool, tail: int | None) -> None:
         with s.client() as client:
+            require_own_worker(client, cfg, pod)  # i22: not a neighbour's pod
             client.logs(pod, cfg.namespace, follow=follow, out=s.say, tail=tail)
 
     def shell(self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]) -> int:
         with s.client() as client:
-            require_running(client, cfg.namespace, pod, cfg.name)  # else kubectl's exit 1
+            require_running(client, cfg.namespace, pod, cfg.name, owner=cfg)  # else kubectl's exit 1
             return client.interactive(pod, cfg.namespace, command or ["bash", "-l"])
 
     def sync(self, cfg: Cluster, s: Session, *, src: str, watch: bool, interval: float,
@@ -196,7 +222,7 @@ class KubernetesPlatform(PlatformBase):
             else:
                 # i16: kubectl's own failure (no such pod, pod not running) exits 1, which
                 # would read as an acceptance FAIL: pod-0 must be Running first (else exit 3)
-                require_running(client, cfg.namespace, pod_name(0), cfg.name)
+                require_running(client, cfg.namespace, pod_name(0), cfg.name, owner=cfg)
                 rc = client.exec_stream(pod_name(0), cfg.namespace, pod_argv("launch", script),
                                         s.say, timeout=timeout)
         code, note = map_exit(rc)
@@ -207,7 +233,7 @@ class KubernetesPlatform(PlatformBase):
     def port_forward(self, cfg: Cluster, s: Session, *, pod: str, ports: list[tuple[int, int]]) -> int:
         if ports:
             with s.client() as client:  # the ports are announced once the server answers
-                require_running(client, cfg.namespace, pod, cfg.name)
+                require_running(client, cfg.namespace, pod, cfg.name, owner=cfg)
                 for a, b in ports:
                     s.say(f"127.0.0.1:{a} -> {pod}:{b}")
                 return client.port_forward(pod, cfg.namespace, ports)

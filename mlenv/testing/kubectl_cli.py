@@ -69,7 +69,7 @@ _OPTIONS: dict[str, dict[str, bool]] = {
     "apply": {"--server-side": False, "--field-manager": True, "--output": True,
               "--filename": True, "--force-conflicts": False, "--dry-run": True},
     "delete": {"--cascade": True, "--ignore-not-found": False, "--wait": True, "--output": True},
-    "auth can-i": {"--as": True},
+    "auth can-i": {"--as": True, "--subresource": True},
     "auth whoami": {"--output": True},
     "config view": {"--minify": False, "--output": True},
     "logs": {"--tail": True, "-f": False},
@@ -221,7 +221,8 @@ def run(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]) -
     if c == "auth can-i":
         if len(names) != 2:
             raise Unsupported("auth can-i takes VERB RESOURCE")
-        allowed = fake.can_i(names[0], names[1], call.namespace, as_user=opts.get("--as"))
+        allowed = fake.can_i(names[0], names[1], call.namespace, as_user=opts.get("--as"),
+                             subresource=opts.get("--subresource"))
         out("yes\n" if allowed else "no\n")
         return 0 if allowed else 1
     if c == "get" and "--raw" in opts:

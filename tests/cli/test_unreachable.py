@@ -132,6 +132,7 @@ def _run_all(env: dict[str, str]) -> list[tuple[list[str], subprocess.CompletedP
 
 
 def _run_all_in_process(env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
+                        verbs: list[list[str]] | None = None,
                         ) -> list[tuple[list[str], subprocess.CompletedProcess[str], float]]:
     """The same verbs through CliRunner, one after the other (no Python start-up per verb:
     the cases where the client answers at once); the client is still the real binary."""
@@ -145,7 +146,7 @@ def _run_all_in_process(env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     out = []
-    for args in VERBS:
+    for args in verbs or VERBS:
         t0 = time.monotonic()
         r = CliRunner().invoke(app, args)
         out.append((args, subprocess.CompletedProcess(args, r.exit_code, r.stdout, r.stderr),
@@ -298,3 +299,94 @@ def test_kubeconfig_without_a_context_names_the_file(tmp_path) -> None:
     assert r.stderr.splitlines() == [
         "error: not logged in: run `oc login <server>` (or `kubectl config use-context`) or "
         f"set KUBECONFIG (no current context in {empty})"]
+
+
+# -- i22: a half-up API server ---------------------------------------------------------
+
+def _real_kubectl() -> str | None:
+    """The kubectl the kube tier builds (same minor as its plane), else the machine's."""
+    built = Path.home() / ".cache/mlenv/kube-probe/bin/kubectl"
+    if built.is_file() and os.access(built, os.X_OK):
+        return str(built)
+    return shutil.which("kubectl")
+
+
+KUBECTL = _real_kubectl()
+
+
+@pytest.fixture
+def half_up() -> Iterator[tuple[int, list[str]]]:
+    """An HTTP API server that answers ``GET /version`` and never answers anything else
+    (an apiserver whose etcd is gone: the health endpoints respond, requests hang).
+    Yields its port and the paths it was asked for."""
+    import http.server
+    import json as _json
+    import socketserver
+
+    asked: list[str] = []
+    stop = threading.Event()
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _any(self) -> None:
+            asked.append(self.path)
+            if self.path.split("?")[0] == "/version":
+                body = _json.dumps({"major": "1", "minor": "30",
+                                    "gitVersion": "v1.30.0"}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            stop.wait(600)  # hang: the client's own limit has to end it
+
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = _any
+
+        def log_message(self, *_a: object) -> None:
+            pass
+
+    class Server(socketserver.ThreadingMixIn, socketserver.TCPServer):
+        daemon_threads = True
+        allow_reuse_address = True
+
+    srv = Server(("127.0.0.1", 0), Handler)
+    t = threading.Thread(target=srv.serve_forever, daemon=True)
+    t.start()
+    yield int(srv.server_address[1]), asked
+    stop.set()
+    srv.shutdown()
+    srv.server_close()
+
+
+# `build` with kubectl stops before any server call ("build needs oc"), after the probe.
+HALF_UP_VERBS = [v for v in VERBS if v[0] != "build"]
+
+
+@pytest.mark.skipif(KUBECTL is None, reason="needs a real kubectl (the kube tier's "
+                    "~/.cache/mlenv/kube-probe/bin/kubectl, else one on PATH)")
+def test_half_up_server_every_verb_exits_3_within_the_timeout(tmp_path, half_up, monkeypatch,
+                                                              ) -> None:
+    """/version answers, everything else hangs: before i22 the probe passed and each later
+    call had 30 s of its own (kubectl retried discovery five times): 122-152 s and raw
+    kubectl text. Now every call is bounded by the one setting and the verb is exit 3,
+    one line naming the server, within the timeout plus 5 s (measured in process: no
+    Python start-up in the figure)."""
+    port, asked = half_up
+    server = f"http://127.0.0.1:{port}"
+    timeout = 2.0
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    (bindir / "kubectl").symlink_to(str(KUBECTL))
+    env = _env(tmp_path, _kubeconfig(tmp_path / "kc", server), timeout=timeout)
+    env["PATH"] = f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
+    results = _run_all_in_process(env, monkeypatch, HALF_UP_VERBS)
+    assert any(p.split("?")[0] == "/version" for p in asked)  # the probe was answered
+    assert any(p.split("?")[0] != "/version" for p in asked)  # and a later call hung
+    for args, r, wall in results:
+        what = " ".join(args)
+        assert r.returncode == 3, f"{what}: exit {r.returncode}\n{r.stderr}"
+        errors = _errors(r.stderr)
+        assert len(errors) == 1 and server in errors[0], f"{what}: {r.stderr!r}"
+        assert f"no answer within {timeout:g} s" in errors[0], f"{what}: {r.stderr!r}"
+        assert "memcache" not in r.stderr and "E11" not in r.stderr, f"{what}: {r.stderr!r}"
+        assert wall < timeout + 5, f"{what} took {wall:.1f} s against a half-up server"

@@ -9,7 +9,6 @@ import copy
 from mlenv.cluster.api import OPENSHIFT_KINDS, Forbidden, Invalid, Manifest, NotFound, plural
 from mlenv.testing.fakecluster.state import FakeState, _key
 
-SUBRESOURCES = ("exec", "log", "portforward", "status", "attach")
 STS_IMMUTABLE = ("selector", "volumeClaimTemplates", "serviceName", "podManagementPolicy")
 
 
@@ -34,31 +33,38 @@ class Admission(FakeState):
     """Who may do what, and which updates the API server refuses."""
 
     def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
-              as_user: str | None = None) -> bool:
-        """False for the ``"verb resource"`` pairs listed in ``denied`` (API group and
-        resource name ignored). As a service account, "use SCC" is answered from the live
-        SCC and RoleBindings; ``"impersonate serviceaccounts"`` in ``denied`` → Forbidden."""
+              as_user: str | None = None, subresource: str | None = None) -> bool:
+        """False for the ``"verb resource"`` pairs listed in ``denied`` (API group ignored;
+        a subresource is listed ``"create pods/exec"``). As a service account, "use SCC"
+        is answered from the live SCC and RoleBindings; ``"impersonate serviceaccounts"``
+        in ``denied`` → Forbidden.
+
+        i22, as the real API server reads ``auth can-i``: ``RESOURCE/NAME`` names an
+        object (``pods/exec`` is a pod named exec, answered by the ``pods`` permission);
+        a subresource is asked only with ``subresource`` (``--subresource=exec``)."""
         self._check_reachable()
-        base, _, sub = resource.partition("/")
+        base, _, name = resource.partition("/")
         base = base.split(".")[0]
         if as_user is not None:
             if "impersonate serviceaccounts" in self.denied:
                 raise Forbidden(f'serviceaccounts "{as_user}" is forbidden: User "{self.user}" '
                                 'cannot impersonate resource "serviceaccounts" (fake)')
-            if verb == "use" and base == "securitycontextconstraints" and sub:
+            if verb == "use" and base == "securitycontextconstraints" and name:
                 _, _, rest = as_user.partition("system:serviceaccount:")
                 ns, _, sa = rest.partition(":")
-                scc = self.objects.get(_key("SecurityContextConstraints", None, sub))
-                return scc is not None and self._sa_may_use(sub, as_user, ns, sa, scc)
+                scc = self.objects.get(_key("SecurityContextConstraints", None, name))
+                return scc is not None and self._sa_may_use(name, as_user, ns, sa, scc)
             return True
-        if sub in SUBRESOURCES:
-            return f"{verb} {base}/{sub}" not in self.denied
-        return f"{verb} {base}" not in self.denied and \
-            (not sub or f"{verb} {base}/{sub}" not in self.denied)
+        if subresource:
+            return f"{verb} {base}/{subresource}" not in self.denied
+        return f"{verb} {base}" not in self.denied
 
     def _require(self, verb: str, resource: str, kind: str = "", name: str = "") -> None:
-        """Forbidden (403) naming the object, as the API server words it, unless allowed."""
-        if not self.can_i(verb, resource):
+        """Forbidden (403) naming the object, as the API server words it, unless allowed
+        (``resource`` may be ``pods/exec``: here always the subresource, as a request to
+        it is)."""
+        base, _, sub = resource.partition("/")
+        if not self.can_i(verb, base, subresource=sub or None):
             what = f'{resource} "{name}"' if name else resource
             raise Forbidden(f'{what} is forbidden: User "{self.user}" cannot {verb} '
                             f"resource \"{resource}\" (fake)", kind=kind, name=name)

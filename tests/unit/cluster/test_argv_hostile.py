@@ -105,7 +105,7 @@ def test_i9_1_storage_class_option_shaped_name_never_becomes_an_option(fake_bin)
     assert fake_bin.calls() == []
     client.get("StorageClass", "fast-rwx", None)
     assert fake_bin.calls() == [["get", "--output=json", "--ignore-not-found",
-                                 "--request-timeout=30s", "--", "StorageClass", "fast-rwx"]]
+                                 "--request-timeout=10000ms", "--", "StorageClass", "fast-rwx"]]
 
 
 # cobra (the parser of kubectl and oc) finds subcommands only among the words before

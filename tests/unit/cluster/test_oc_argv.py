@@ -58,10 +58,10 @@ def test_apply_is_server_side_with_the_field_manager(oc, fake_bin) -> None:
     assert oc.apply(CM, NS).action == "created"
     get, apply = fake_bin.records()
     assert get["argv"] == ["get", f"--namespace={NS}", "--output=json", "--ignore-not-found",
-                           "--request-timeout=30s", "--", "ConfigMap", "c"]
+                           "--request-timeout=10000ms", "--", "ConfigMap", "c"]
     assert apply["argv"] == ["apply", f"--namespace={NS}", "--server-side",
                              "--field-manager=mlenv", "--output=json", "--filename=-",
-                             "--request-timeout=30s"]
+                             "--request-timeout=10000ms"]
     assert json.loads(str(apply["stdin"])) == CM
 
 
@@ -71,7 +71,7 @@ def test_apply_cluster_scoped_has_no_namespace_and_flags_pass_through(oc, fake_b
     oc.apply(scc, None, field_manager="other", force_conflicts=True, dry_run=True)
     assert fake_bin.calls()[-1] == ["apply", "--server-side", "--field-manager=other",
                                     "--output=json", "--filename=-", "--force-conflicts",
-                                    "--dry-run=server", "--request-timeout=30s"]
+                                    "--dry-run=server", "--request-timeout=10000ms"]
 
 
 def test_dry_run_apply_compares_content_not_resource_version(oc, fake_bin) -> None:
@@ -104,14 +104,14 @@ def test_get_list_delete_logs_and_can_i(oc, fake_bin) -> None:
                     as_user="system:serviceaccount:team-a:sa") is False
     assert fake_bin.calls() == [
         ["get", f"--namespace={NS}", "--output=json", "--selector=a=1,b=2",
-         "--request-timeout=30s", "--", "Pod"],
+         "--request-timeout=10000ms", "--", "Pod"],
         ["delete", f"--namespace={NS}", "--cascade=foreground", "--ignore-not-found",
-         "--wait=false", "--output=name", "--request-timeout=30s", "--", "StatefulSet", "x"],
-        ["logs", f"--namespace={NS}", "--request-timeout=30s", "--", "p"],
-        ["auth", f"--namespace={NS}", "can-i", "--request-timeout=30s", "--", "create",
+         "--wait=false", "--output=name", "--request-timeout=10000ms", "--", "StatefulSet", "x"],
+        ["logs", f"--namespace={NS}", "--request-timeout=10000ms", "--", "p"],
+        ["auth", f"--namespace={NS}", "can-i", "--request-timeout=10000ms", "--", "create",
          "routes.route.openshift.io"],
         ["auth", f"--namespace={NS}", "can-i", "--as=system:serviceaccount:team-a:sa",
-         "--request-timeout=30s", "--", "use", "securitycontextconstraints/s"],
+         "--request-timeout=10000ms", "--", "use", "securitycontextconstraints/s"],
     ]
 
 
