@@ -151,7 +151,11 @@ def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraErr
                 None)
     msg = head or (lines[-1] if lines else "command failed")
     low = stderr.lower()
-    if ("unable to connect to the server" in low or "connection refused" in low
+    # i22: an answer of the API server is never "unreachable", whatever it quotes (an
+    # admission webhook's "context deadline exceeded" or "dial tcp …: i/o timeout")
+    answered = any(ln.lower().startswith("error from server") for ln in lines)
+    if not answered and (
+            "unable to connect to the server" in low or "connection refused" in low
             or ("connection to the server" in low and "was refused" in low)
             or "no such host" in low or "you must be logged in" in low
             or "unauthorized" in low or any(s in low for s in _TIMEOUT_MARKERS)):

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from mlenv.cluster.api import ApiError, ClusterClient, Conflict, Invalid, NotFound
+from mlenv.cluster.api import ApiError, ClusterClient, Conflict, Invalid, NotFound, Unreachable
 from mlenv.cluster.oc import OcCluster
 from mlenv.testing import kubectl_cli
 from mlenv.testing.fakecluster import FakeCluster
@@ -295,3 +295,19 @@ def test_an_argv_the_fake_kubectl_does_not_understand_fails_loudly(
     r = _kubectl(argv, fake_kubectl)
     assert r.returncode == kubectl_cli.UNSUPPORTED
     assert r.stderr.startswith("fake kubectl: unsupported argv") and json.dumps(argv) in r.stderr
+
+
+# i22.11: "context deadline exceeded" became a sign of a silent server, but an admission
+# webhook that times out says it too, inside an answer of the API server
+# (`Error from server (InternalError): … failed calling webhook …: context deadline
+# exceeded`): that is a server error (deploy retries it), not "cannot reach the API server".
+@pytest.mark.parametrize("which", ["direct", "through_kubectl"])
+def test_a_webhook_timeout_is_a_server_error_not_an_unreachable_server(
+        which: str, request: pytest.FixtureRequest) -> None:
+    side: Side = request.getfixturevalue(which)
+    with side.edit() as fake:
+        fake.apply_failures["ConfigMap/w"] = 1
+    with pytest.raises(ApiError, match="context deadline exceeded") as err:
+        side.client.apply(cm("w", {}), NS)
+    assert not isinstance(err.value, Unreachable) and "cannot reach" not in str(err.value)
+    assert side.client.apply(cm("w", {}), NS).action == "created"  # the retry goes through
