@@ -59,8 +59,11 @@ if TYPE_CHECKING:
     from mlenv.cluster.nodemarks import NodeMarks
 
 # A client process past its --request-timeout by this much is killed: kubectl's discovery
-# retries a hanging /api five times (memcache.go), each with the full timeout (i22).
-CALL_SLACK_S = 2.0
+# retries a hanging /api five times (memcache.go), each with the full timeout (i22). One
+# second outlasts kubectl reporting its own timeout; openshift-client notices the deadline
+# up to a second late (it polls the process), and a verb against a half-up server has
+# the timeout plus 5 s in all, the probe (two client processes) included.
+CALL_SLACK_S = 1.0
 _TIMEOUT_MARKERS = ("context deadline exceeded", "client.timeout", "i/o timeout",
                     "tls handshake timeout", "awaiting headers")
 # What `kubectl config view --minify` says when there is no kubeconfig or no current context.
