@@ -252,7 +252,16 @@ class KubernetesPlatform(PlatformBase):
             return client.port_forward(DEV_POD, cfg.namespace, [(p, p) for _, p, _ in tools])
 
     def build(self, cfg: Cluster, s: Session) -> int:
+        from mlenv.cluster.api import NotFound
+
         with s.client() as client:
+            # i22: one bounded read first. `start-build --follow` streams the build's log,
+            # so it carries no request timeout: against a server that answers the probe
+            # and hangs afterwards it would wait forever, not exit 3 within the timeout
+            if client.get("BuildConfig", BUILD_CONFIG, cfg.namespace) is None:
+                raise NotFound(f'buildconfigs.build.openshift.io "{BUILD_CONFIG}" not found in '
+                               f"{cfg.namespace} (mlenv deploy {cfg.name} first)",
+                               kind="BuildConfig", name=BUILD_CONFIG)
             rc = client.start_build(BUILD_CONFIG, cfg.namespace, s.say)
         if rc != 0:
             s.warn(f"error: build of ml-dev-env failed (exit {rc})")

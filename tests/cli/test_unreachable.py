@@ -132,7 +132,6 @@ def _run_all(env: dict[str, str]) -> list[tuple[list[str], subprocess.CompletedP
 
 
 def _run_all_in_process(env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
-                        verbs: list[list[str]] | None = None,
                         ) -> list[tuple[list[str], subprocess.CompletedProcess[str], float]]:
     """The same verbs through CliRunner, one after the other (no Python start-up per verb:
     the cases where the client answers at once); the client is still the real binary."""
@@ -146,7 +145,7 @@ def _run_all_in_process(env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
     for k, v in env.items():
         monkeypatch.setenv(k, v)
     out = []
-    for args in verbs or VERBS:
+    for args in VERBS:
         t0 = time.monotonic()
         r = CliRunner().invoke(app, args)
         out.append((args, subprocess.CompletedProcess(args, r.exit_code, r.stdout, r.stderr),
@@ -358,10 +357,6 @@ def half_up() -> Iterator[tuple[int, list[str]]]:
     srv.server_close()
 
 
-# `build` with kubectl stops before any server call ("build needs oc"), after the probe.
-HALF_UP_VERBS = [v for v in VERBS if v[0] != "build"]
-
-
 @pytest.mark.skipif(KUBECTL is None, reason="needs a real kubectl (the kube tier's "
                     "~/.cache/mlenv/kube-probe/bin/kubectl, else one on PATH)")
 def test_half_up_server_every_verb_exits_3_within_the_timeout(tmp_path, half_up, monkeypatch,
@@ -379,7 +374,7 @@ def test_half_up_server_every_verb_exits_3_within_the_timeout(tmp_path, half_up,
     (bindir / "kubectl").symlink_to(str(KUBECTL))
     env = _env(tmp_path, _kubeconfig(tmp_path / "kc", server), timeout=timeout)
     env["PATH"] = f"{bindir}{os.pathsep}{os.environ.get('PATH', '')}"
-    results = _run_all_in_process(env, monkeypatch, HALF_UP_VERBS)
+    results = _run_all_in_process(env, monkeypatch)
     assert any(p.split("?")[0] == "/version" for p in asked)  # the probe was answered
     assert any(p.split("?")[0] != "/version" for p in asked)  # and a later call hung
     for args, r, wall in results:
