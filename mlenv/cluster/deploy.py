@@ -570,6 +570,9 @@ class PodSplit:
     workers: list[Manifest]  # the StatefulSet's own, ordered by ordinal
     dev: list[Manifest]  # the bare dev Pod deploy makes (fixed name, no controller)
     neighbours: list[Manifest]  # anyone else's: ignored by every verb, named by deploy/status
+    # the StatefulSet's own past spec.replicas (a scale-down still terminating them): ours,
+    # listed by status and left to the controller, but no worker (sync/launch skip them)
+    leaving: list[Manifest] = field(default_factory=list)
 
 
 def split_pods(cfg: ClusterConfig, client: ClusterClient) -> PodSplit:
@@ -589,13 +592,14 @@ def split_pods(cfg: ClusterConfig, client: ClusterClient) -> PodSplit:
     for p in labelled:
         meta = p.get("metadata") or {}
         name = str(meta.get("name", ""))
-        if name in names and _owned_by(p, uid):
-            split.workers.append(p)
+        if uid and _owned_by(p, uid):
+            (split.workers if name in names else split.leaving).append(p)
         elif name == DEV_POD and not meta.get("ownerReferences"):
             split.dev.append(p)
         else:
             split.neighbours.append(p)
     split.workers.sort(key=lambda p: names[str(p["metadata"]["name"])])
+    split.leaving.sort(key=lambda p: str(p["metadata"]["name"]))
     return split
 
 

@@ -82,7 +82,7 @@ def status(cfg: ClusterConfig, client: ClusterClient) -> StatusReport:
     from mlenv.cluster.deploy import split_pods
 
     split = split_pods(cfg, client)
-    rep.pods = [PodView.of(p) for p in split.workers + split.dev]
+    rep.pods = [PodView.of(p) for p in split.workers + split.leaving + split.dev]
     rep.neighbours = sorted(str(p["metadata"]["name"]) for p in split.neighbours)
     for pvc in client.list("PersistentVolumeClaim", cfg.namespace, sel):
         size = (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}).get(

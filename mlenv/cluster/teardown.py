@@ -121,7 +121,7 @@ def teardown(cfg: ClusterConfig, client: ClusterClient, *, purge: bool = False,
     sel = instance_selector(cfg.name)
     rep = TeardownReport()
     split = split_pods(cfg, client)  # i22: read before the StatefulSet (and its uid) goes
-    ours = {str(p["metadata"]["name"]) for p in split.workers + split.dev}
+    ours = {str(p["metadata"]["name"]) for p in split.workers + split.leaving + split.dev}
     for kind in TEARDOWN_KINDS:
         try:
             objs = client.list(kind, cfg.namespace, sel)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import copy
 
-from mlenv.cluster.deploy import DeployOptions, deploy, neighbour_pods, worker_pods
+from mlenv.cluster.deploy import DeployOptions, deploy, neighbour_pods, split_pods, worker_pods
 from mlenv.cluster.status import status
 from mlenv.cluster.sync import sync
 from mlenv.cluster.teardown import teardown
@@ -72,3 +72,25 @@ def test_a_pod_our_statefulset_does_not_control_is_not_a_worker(local_cfg, fake_
     fake._store(pod, cfg.namespace)
     assert pod_name(0) not in [p.name for p in worker_pods(cfg, fake)]
     assert pod_name(0) in neighbour_pods(cfg, fake)
+
+
+def test_a_pod_of_ours_past_replicas_is_leaving_not_a_neighbour(local_cfg, fake_for) -> None:
+    """A scale-down's pod still terminating: the StatefulSet's own (its uid) past
+    spec.replicas. No worker (sync and launch skip it), no neighbour (no warning that
+    someone else made it), listed by status, not kept by teardown."""
+    cfg, fake = local_cfg, fake_for(local_cfg, rdma=False)
+    deploy(cfg, DeployOptions(mode="tcp", timeout=120), fake)
+    pod = copy.deepcopy(fake.get("Pod", pod_name(0), cfg.namespace))
+    for k in ("uid", "resourceVersion", "creationTimestamp"):
+        pod["metadata"].pop(k, None)
+    pod["metadata"]["name"] = pod_name(7)  # ownerReferences kept: the controller made it
+    fake._store(pod, cfg.namespace)
+    assert split_pods(cfg, fake).leaving[0]["metadata"]["name"] == pod_name(7)
+    assert pod_name(7) not in [p.name for p in worker_pods(cfg, fake)]
+    assert neighbour_pods(cfg, fake) == []
+    rep = status(cfg, fake)
+    assert pod_name(7) in [p.name for p in rep.pods] and rep.neighbours == []
+    said: list[str] = []
+    deploy(cfg, DeployOptions(mode="tcp", timeout=120), fake, say=said.append)
+    assert not [s for s in said if "carry the labels" in s], said
+    assert not [line for line in teardown(cfg, fake).left if line.startswith("pod/")]
