@@ -354,7 +354,11 @@ class OcCluster:
     # -- identity ---------------------------------------------------------------------
 
     def server(self) -> str:
-        """``oc whoami --show-server`` (kubectl: the current context's server)."""
+        """``oc whoami --show-server`` (kubectl: the current context's server); after the
+        probe, the server it found (i22: the same kubeconfig read, so one client process
+        less before a verb's first real call)."""
+        if "://" in self.server_url:
+            return self.server_url
         if self.is_oc:
             return self._ok("whoami", ["--show-server"]).strip()
         out = self._ok("config view",

@@ -102,6 +102,18 @@ def test_exec_keeps_its_own_limit_not_the_api_timeout(silent: OcCluster,
     assert deadlines == [30]
 
 
+def test_after_the_probe_the_server_is_known_without_another_client_call(fake_bin) -> None:
+    """discover and preflight ask for the server; the probe read it from the same
+    kubeconfig a moment before (one client process less in front of a verb)."""
+    fake_bin.install("kubectl")
+    fake_bin.respond([{"match": ["config", "view"], "stdout": SERVER},
+                      {"match": ["--raw=/version"], "stdout": '{"major": "1"}'}])
+    c = OcCluster()
+    assert c.probe(5.0) == SERVER
+    before = len(fake_bin.calls())
+    assert c.server() == SERVER and len(fake_bin.calls()) == before
+
+
 def test_deploy_does_not_retry_a_server_that_did_not_answer() -> None:
     """Each try would cost the whole API timeout again; a server error is still retried
     (tests/unit/cluster/test_ownership.py::test_i9_6_transient_failure_is_retried)."""
