@@ -17,6 +17,7 @@ import typer
 import yaml
 from _fakeenv import ROOT, fake_state, run
 
+from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME, STATEFULSET, pod_name
 from mlenv.testing.fakecluster import FakeCluster
 
 # -- a recording stand-in for the client binary (argv checks only; the real kubectl is
@@ -29,6 +30,10 @@ with open(os.environ["REC_LOG"], "a") as fh:
     fh.write(json.dumps(argv) + "\\n")
 if "view" in argv:
     print("https://api.example.test:6443", end="")
+for answer in json.loads(os.environ.get("REC_ANSWERS") or "[]"):
+    if all(tok in argv for tok in answer["match"]):
+        print(answer["stdout"], end="")
+        break
 """
 
 
@@ -247,7 +252,24 @@ def test_logs_tail(tmp_path, monkeypatch) -> None:
     assert run(["logs", "barcelona", "--tail", "-1"], state, monkeypatch).exit_code == 2
 
 
+def _deployment_answers(cluster: str, pods: int) -> str:
+    """REC_ANSWERS: the recorder answers with a StatefulSet of ``cluster`` and its pods
+    (i22: logs, shell, launch first check that the pod is one of the StatefulSet's own)."""
+    owner = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": STATEFULSET,
+              "uid": "sts-uid", "controller": True}]
+    labels = {LABEL_NAME: APP, LABEL_INSTANCE: cluster}
+    sts = {"kind": "StatefulSet", "metadata": {"name": STATEFULSET, "uid": "sts-uid",
+                                               "labels": labels},
+           "spec": {"replicas": pods}}
+    items = [{"kind": "Pod", "metadata": {"name": pod_name(i), "labels": labels,
+                                          "ownerReferences": owner},
+              "status": {"phase": "Running"}} for i in range(pods)]
+    return json.dumps([{"match": ["StatefulSet", STATEFULSET], "stdout": json.dumps(sts)},
+                       {"match": ["Pod"], "stdout": json.dumps({"items": items})}])
+
+
 def test_logs_tail_and_follow_reach_kubectl(monkeypatch, recorder) -> None:
+    monkeypatch.setenv("REC_ANSWERS", _deployment_answers("barcelona", 2))
     r = run(["logs", "barcelona", "--tail", "20", "-f"], None, monkeypatch)
     assert r.exit_code == 0, r.output
     assert _calls(recorder)[-1] == ["-n", "ml-dev-env", "logs", "-f", "--tail=20", "--",
