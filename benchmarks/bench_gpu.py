@@ -130,7 +130,8 @@ def plain_training_sps(model_name: str, dataset: Any, *, device: str, batch: int
 
     cuda = device.startswith("cuda")
     torch.manual_seed(0)
-    model = build_model(model_name, num_classes=dataset.num_classes, in_shape=dataset.sample_shape).to(device)
+    # Any: torch's stubs lack Module.to(memory_format=...), which exists at run time.
+    model: Any = build_model(model_name, num_classes=dataset.num_classes, in_shape=dataset.sample_shape).to(device)
     image = is_image_model(model_name)
     fmt = torch.channels_last if image else torch.contiguous_format
     model = model.to(memory_format=fmt)

@@ -48,7 +48,7 @@ def test_cpu_path_measures_every_figure_interleaved(cpu_rows: tuple[list[dict[st
     for r in rows:
         assert set(r) == set(bench_gpu.ROW_KEYS)
         assert r["rounds"] == 2 and r["deepspeed"] == __import__("deepspeed").__version__
-        assert r["torch"] == torch.__version__ and r["device"].startswith("CPU (")  # type: ignore[union-attr]
+        assert r["torch"] == torch.__version__ and str(r["device"]).startswith("CPU (")
         lo, mid, hi = float(r["ratio_min"]), float(r["ratio_median"]), float(r["ratio_max"])  # type: ignore[arg-type]
         assert 0 < lo <= mid <= hi, r
         # Real measurements: the median of two paired ratios is their mean, and the ratio of
