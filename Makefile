@@ -63,18 +63,22 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
 	$(PY) -m pip install -q -e '.[dev]' numpy matplotlib
-	$(PY) -m pip install -q --no-build-isolation "$(DEEPSPEED_PIN)"
+	$(DS_INSTALL) "$(DEEPSPEED_PIN)"
 	@touch $@
 
-# DeepSpeed's CPU op, built once per venv before anything times it: compiled inside a
-# check, it ran past the check's deadline on a fresh 2-core machine, and the killed build
-# left a lock that hung every later DeepSpeed start (mlenv/acceptance/checks/dsops.py).
-DS_OPS := $(TORCH_EXTENSIONS_DIR)/.mlenv-ops-built
-$(DS_OPS): $(VENV)/.installed
-	$(PY) -m mlenv.acceptance.checks.dsops
+# DeepSpeed's CPU op (deepspeed_shm_comm) is compiled into the DeepSpeed install
+# (DS_BUILD_SHM_COMM=1), not by torch's JIT at each process's first start: the JIT took
+# a bare lock and re-ran ninja in every process, a build killed there (a check past its
+# deadline) left the lock behind, and processes of different environments rebuilt it
+# over each other during the tests (mlenv/acceptance/checks/dsops.py). --no-cache-dir: a
+# DeepSpeed wheel pip built earlier without the op would otherwise be reused.
+DS_INSTALL = DS_BUILD_OPS=0 DS_BUILD_SHM_COMM=1 DS_ACCELERATOR=cpu $(PY) -m pip install -q --no-cache-dir --no-build-isolation
+# A venv made before that gets its DeepSpeed rebuilt once (dsops --installed says whether).
+$(VENV)/.ds-ops: $(VENV)/.installed
+	$(PY) -m mlenv.acceptance.checks.dsops --installed || $(DS_INSTALL) --force-reinstall --no-deps "$(DEEPSPEED_PIN)"
 	@touch $@
 
-venv: $(VENV)/.installed $(DS_OPS) ## set up .venv (torch CPU, DeepSpeed and its CPU op, dev tools)
+venv: $(VENV)/.installed $(VENV)/.ds-ops ## set up .venv (torch CPU, DeepSpeed and its CPU op, dev tools)
 
 # Tools the integration tier needs (sshd, pdsh, iproute2, shellcheck). Installed only
 # when missing and we are root with apt; otherwise those tests skip with the reason.

@@ -13,8 +13,12 @@ So mlenv builds under a lock of its own first, an ``flock`` on
 whoever holds it and still finds torch's ``lock``, with no process of the host building
 in the op's folder, knows that the lock is stale. In mlenv's own cache
 (``~/.cache/mlenv/torch_extensions``, where only mlenv's runs build) it removes it and
-says so; in a folder the user chose it stops with one line naming the file to remove. ``python -m mlenv.acceptance.checks.dsops``
-builds the ops ahead of time (``make venv`` does, so no test compiles under a deadline).
+says so; in a folder the user chose it stops with one line naming the file to remove.
+
+``make venv`` goes further: it installs DeepSpeed with the op compiled in
+(``DS_BUILD_SHM_COMM=1``), so DeepSpeed imports it and nothing is built or locked at
+start (:func:`installed`); the lock handling here is for installs without it (a site's
+image).
 """
 
 from __future__ import annotations
@@ -122,8 +126,28 @@ def build_start_ops(*, warn: Callable[[str], None] | None = None) -> None:
         build_shm_op()  # None on accelerators without the op; builds once, then loads
 
 
-def main() -> int:
-    """Build the start ops now: ``python -m mlenv.acceptance.checks.dsops`` (make venv)."""
+def installed() -> bool:
+    """Whether the DeepSpeed here ships the start ops compiled (``DS_BUILD_SHM_COMM=1``
+    at install, as ``make venv`` does): then nothing is built or locked at start."""
+    from deepspeed.git_version_info import installed_ops
+
+    return all(bool(installed_ops.get(name)) for name in START_OPS)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m mlenv.acceptance.checks.dsops [--installed]``.
+
+    Without arguments: build the start ops now (exit 3 on a stale lock). ``--installed``:
+    exit 0 when DeepSpeed ships them compiled, else 1 with one line (``make venv`` then
+    reinstalls DeepSpeed with them).
+    """
+    args = sys.argv[1:] if argv is None else argv
+    if args == ["--installed"]:
+        if installed():
+            return 0
+        print("mlenv: this DeepSpeed does not ship its CPU op compiled: reinstalling it with DS_BUILD_SHM_COMM=1",
+              file=sys.stderr)
+        return 1
     try:
         build_start_ops()
     except StaleBuildLock as e:

@@ -147,3 +147,11 @@ def test_a_stale_lock_in_mlenvs_own_cache_is_removed_and_said(tmp_path: Path,
     dsops.build_start_ops(warn=said.append)
     assert not lock.exists() and calls == ["built"]
     assert len(said) == 1 and str(lock) in said[0] and "10 min old" in said[0]
+
+
+def test_the_venv_ships_deepspeeds_cpu_op_compiled() -> None:
+    """make venv installs DeepSpeed with DS_BUILD_SHM_COMM=1: nothing to build or lock at start.
+
+    Fails on a venv made by the Makefile before (its DeepSpeed JIT-builds the op)."""
+    assert dsops.installed(), "run `make venv`: this DeepSpeed JIT-builds its CPU op at start"
+    assert dsops.main(["--installed"]) == 0
