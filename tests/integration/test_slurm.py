@@ -135,6 +135,10 @@ def test_deploy_status_logs_run_the_rendered_acceptance_sbatch_2x2_to_pass(env: 
     assert doc["verdict"] == "PASS", doc["reasons"]
     assert doc["world"]["nodes"] == 2 and doc["world"]["ranks"] == 4
     assert sorted(set(doc["world"]["hosts"])) == sorted(env.slurm.nodes)
+    # i26: node verdicts name the Slurm nodes and measured both. Not PASS for both: on this
+    # shared CPU harness a collective outlier WARNs a node of a PASS run now and then.
+    statuses = {n["node"]: n["status"] for n in doc["node_verdicts"]["nodes"]}
+    assert set(statuses) == set(env.slurm.nodes) and set(statuses.values()) <= {"PASS", "WARN"}, statuses
     st = env.mlenv("status", CLUSTER)
     assert "COMPLETED" in st.stdout and all(f"node {n}: IDLE" in st.stdout for n in env.slurm.nodes), st.stdout
     logs = env.mlenv("logs", CLUSTER, "--tail", "40")
@@ -200,16 +204,9 @@ def test_quarantine_drains_failed_nodes_leaves_a_human_drain_alone_and_release_r
     resumes exactly the node quarantine drained."""
     env.slurm.wait_idle(90)
     bad, human = env.slurm.nodes
-    # the deploy test's run, in its report folder on the shared directory
-    passed = [p.parent for p in (env.shared / "results").glob("*/results.json")
-              if json.loads(p.read_text()).get("verdict") == "PASS"]
-    assert passed, "the deploy test's passing run is missing"
-    statuses = {n["node"]: n["status"] for n in json.loads((passed[0] / "results.json").read_text())
-                ["node_verdicts"]["nodes"]}
-    # The real run names the Slurm nodes and measured both. Not PASS for both: on this
-    # shared CPU harness a collective outlier WARNs a node of a PASS run now and then, and
-    # release needs PASS, so the later run below is built like the failed one.
-    assert set(statuses) == {bad, human} and set(statuses.values()) <= {"PASS", "WARN"}, statuses
+    # The runs are built like a real one (the deploy test checks that a real run's node
+    # verdicts name both Slurm nodes): this test may run on another xdist worker than the
+    # deploy test, with another harness, so it does not read that run.
     run = _failed_run(tmp_path, "20261125-090000-q1q1q1", [bad, human], slow=[bad, human])
     later = _failed_run(tmp_path, "20261125-100000-q2q2q2", [bad, human], slow=[],
                         started="2000-01-02T00:00:00+00:00")
