@@ -26,6 +26,10 @@ from mlenv.errors import InfraError, InputError
 Say = Callable[[str], None]
 SSH_OPTIONS = ("-oBatchMode=yes", "-oConnectTimeout=5", "-oStrictHostKeyChecking=accept-new",
                "-oServerAliveInterval=5", "-oServerAliveCountMax=3")
+# A dead host is told by ssh's ConnectTimeout (5 s); this bounds a live host's python
+# importing torch and DeepSpeed, which took over 20 s on a loaded 2-core test machine
+# (status then said "no answer over ssh" of a host that had answered).
+PROBE_TIMEOUT_S = 60.0
 PROBE = ("import json, sys\n"
          "out = {'python': sys.version.split()[0]}\n"
          "try:\n import torch; out['torch'] = torch.__version__; out['gpus'] = torch.cuda.device_count()\n"
@@ -57,7 +61,9 @@ def _probe(cluster: Cluster, host: str, timeout: float) -> dict[str, Any] | str:
         r = subprocess.run(words, capture_output=True, text=True, timeout=timeout, check=False,
                            stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        return f"no answer over ssh within {timeout:g} s"
+        # ssh itself gives up on a dead host after ConnectTimeout (exit 255, below): what
+        # runs out here is the host's python importing torch and DeepSpeed.
+        return f"no answer within {timeout:g} s (ssh connects within 5 s; then {cluster.hosts.python} imports torch and DeepSpeed)"
     except FileNotFoundError:
         raise InfraError("ssh: not found (install openssh-client)") from None
     if r.returncode == 255:
@@ -73,7 +79,8 @@ def _probe(cluster: Cluster, host: str, timeout: float) -> dict[str, Any] | str:
         return f"unexpected probe output: {r.stdout.strip()[:200]!r}"
 
 
-def preflight(cluster: Cluster, *, say: Say, nodes: int | None = None, timeout: float = 20.0) -> list[str]:
+def preflight(cluster: Cluster, *, say: Say, nodes: int | None = None,
+              timeout: float = PROBE_TIMEOUT_S) -> list[str]:
     """Every host answers over ssh with the same Python/torch/DeepSpeed and enough GPUs;
     InfraError (exit 3) naming each host that does not, before anything is launched."""
     hosts = hosts_of(cluster, nodes)
@@ -147,7 +154,7 @@ def status_lines(cluster: Cluster) -> list[str]:
     """Each host: reachable over ssh with its versions, or why not (nothing is started)."""
     hosts = hosts_of(cluster, None)
     with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
-        found = list(pool.map(lambda h: _probe(cluster, h, 20.0), hosts))
+        found = list(pool.map(lambda h: _probe(cluster, h, PROBE_TIMEOUT_S), hosts))
     lines = []
     for i, (h, v) in enumerate(zip(hosts, found, strict=True)):
         head = " (head)" if i == 0 else ""
