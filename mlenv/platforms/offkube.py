@@ -77,23 +77,31 @@ def _teardown_flags(name: str, dry_run: bool, legacy: bool) -> None:
         raise InputError(f"--dry-run: not for platform {name} (nothing to list)")
 
 
-def _quarantine(marker: Marker, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
-                only: str | None, history_root: Path) -> None:
-    from mlenv import quarantine as q
+class _OffKube(PlatformBase):
+    """What Slurm and hosts share: quarantine and release through their node marker."""
 
-    q.quarantine_verb(run, marker, cluster, targets, apply_them=apply, only=only, history_root=history_root,
-                      say=s.say, warn=s.warn)
+    def marker(self) -> Marker:
+        """How this platform marks a node (a Slurm drain, or the list of hosts to leave out)."""
+        raise NotImplementedError
+
+    def quarantine(self, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
+                   only: str | None, history_root: Path) -> None:
+        """Print (and with --apply, set) the platform's mark on each FAILED node."""
+        from mlenv import quarantine as q
+
+        q.quarantine_verb(run, self.marker(), cluster, targets, apply_them=apply, only=only,
+                          history_root=history_root, say=s.say, warn=s.warn)
+
+    def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
+                dry_run: bool, history_root: Path) -> None:
+        """Undo exactly the marks this run set, for nodes a later run passed (or --force)."""
+        from mlenv import quarantine as q
+
+        q.release_verb(run, self.marker(), cluster, after=after, force=force, only=only, dry_run=dry_run,
+                       history_root=history_root, say=s.say, warn=s.warn)
 
 
-def _release(marker: Marker, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool,
-             only: str | None, dry_run: bool, history_root: Path) -> None:
-    from mlenv import quarantine as q
-
-    q.release_verb(run, marker, cluster, after=after, force=force, only=only, dry_run=dry_run,
-                   history_root=history_root, say=s.say, warn=s.warn)
-
-
-class SlurmPlatform(PlatformBase):
+class SlurmPlatform(_OffKube):
     """The acceptance job through sbatch; the job's state, log and cancel."""
 
     name = "slurm"
@@ -159,24 +167,14 @@ class SlurmPlatform(PlatformBase):
         _teardown_flags(self.name, dry_run, legacy)
         s.say(slurm.teardown(cfg, s.root))
 
-    def quarantine(self, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
-                   only: str | None, history_root: Path) -> None:
-        """``scontrol update … State=DRAIN Reason=<note>`` per FAILED node (printed; run with --apply)."""
+    def marker(self) -> Marker:
+        """``scontrol update … State=DRAIN Reason=<note>`` per FAILED node, ``State=RESUME`` to release."""
         from mlenv.platforms.slurmnodes import SlurmMarker
 
-        _quarantine(SlurmMarker(), cluster, s, run=run, targets=targets, apply=apply, only=only,
-                    history_root=history_root)
-
-    def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
-                dry_run: bool, history_root: Path) -> None:
-        """``scontrol update … State=RESUME`` for the nodes this run drained and still holds."""
-        from mlenv.platforms.slurmnodes import SlurmMarker
-
-        _release(SlurmMarker(), cluster, s, run=run, after=after, force=force, only=only, dry_run=dry_run,
-                 history_root=history_root)
+        return SlurmMarker()
 
 
-class HostsPlatform(PlatformBase):
+class HostsPlatform(_OffKube):
     """Plain hosts over ssh: preflight, copy, run in the foreground."""
 
     name = "hosts"
@@ -227,17 +225,8 @@ class HostsPlatform(PlatformBase):
         s.say(f"{cfg.name}: platform hosts leaves nothing running: acceptance runs in the foreground "
               "(Ctrl-C ends it and its ssh sessions)")
 
-    def quarantine(self, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
-                   only: str | None, history_root: Path) -> None:
+    def marker(self) -> Marker:
         """No scheduler to tell: the list of nodes to leave out (recorded with --apply)."""
         from mlenv.quarantine import ListMarker
 
-        _quarantine(ListMarker(), cluster, s, run=run, targets=targets, apply=apply, only=only,
-                    history_root=history_root)
-
-    def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
-                dry_run: bool, history_root: Path) -> None:
-        from mlenv.quarantine import ListMarker
-
-        _release(ListMarker(), cluster, s, run=run, after=after, force=force, only=only, dry_run=dry_run,
-                 history_root=history_root)
+        return ListMarker()
