@@ -382,16 +382,22 @@ class TrainRecord:
         return statistics.median(plain) / statistics.median(self.timed(self.step_s)) if plain else None
 
 
-class _Clock:
-    """Marks points in a step: CUDA events on a GPU (no sync inside the step), else perf_counter."""
+STEP_MARKS = ("start", "fwd", "grads", "bwd", "end")
 
-    def __init__(self, cuda: bool) -> None:
+
+class _Clock:
+    """Marks named points: CUDA events on a GPU (no sync inside the step), else perf_counter.
+
+    The DeepSpeed step uses :data:`STEP_MARKS`; the plain loop only ``start`` and ``end``.
+    """
+
+    def __init__(self, cuda: bool, names: tuple[str, ...] = STEP_MARKS) -> None:
         self.cuda = cuda
         if cuda:
             import torch
 
             self._ev = {k: torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-                        for k in ("start", "fwd", "grads", "bwd", "end")}
+                        for k in names}
         self._t: dict[str, float] = {}
 
     def mark(self, name: str) -> None:
@@ -400,11 +406,18 @@ class _Clock:
         else:
             self._t[name] = time.perf_counter()
 
+    def between(self, a: str, b: str, *, sync: bool = False) -> float:
+        """Seconds from mark ``a`` to mark ``b``; ``sync`` waits for ``b`` on a GPU first
+        (without it the caller must have synchronised)."""
+        if self.cuda:
+            if sync:
+                self._ev[b].synchronize()
+            return float(self._ev[a].elapsed_time(self._ev[b])) / 1e3
+        return self._t[b] - self._t[a]
+
     def fwd_s(self) -> float:
         """Seconds since ``start`` up to ``fwd`` (on a GPU: after the caller synchronised)."""
-        if self.cuda:
-            return float(self._ev["start"].elapsed_time(self._ev["fwd"])) / 1e3
-        return self._t["fwd"] - self._t["start"]
+        return self.between("start", "fwd")
 
     def spans(self) -> dict[str, float]:
         """Seconds of forward, autograd, gradient reduction, optimizer and the whole step."""
@@ -417,30 +430,6 @@ class _Clock:
             t = self._t
         return {"fwd": t["fwd"] - t["start"], "compute": t["grads"] - t["start"],
                 "comm": t["bwd"] - t["grads"], "optimizer": t["end"] - t["bwd"], "step": t["end"] - t["start"]}
-
-
-class _Span:
-    """Start and end of one plain-loop step: CUDA events on a GPU, else perf_counter."""
-
-    def __init__(self, cuda: bool) -> None:
-        self.cuda = cuda
-        if cuda:
-            import torch
-
-            self._ev = [torch.cuda.Event(enable_timing=True) for _ in range(2)]  # type: ignore[no-untyped-call]
-        self._t = [0.0, 0.0]
-
-    def mark(self, i: int) -> None:
-        if self.cuda:
-            self._ev[i].record()
-        else:
-            self._t[i] = time.perf_counter()
-
-    def seconds(self) -> float:
-        if self.cuda:
-            self._ev[1].synchronize()
-            return float(self._ev[0].elapsed_time(self._ev[1])) / 1e3
-        return self._t[1] - self._t[0]
 
 
 def pick_precision(cuda: bool) -> str:
@@ -648,12 +637,12 @@ def _plain_stepper(model: Any, dev: Any, setup: TrainingSetup, *, lr: float, cud
     ac_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(setup.precision)
     scaler = torch.amp.GradScaler(dev.type) if setup.precision == "fp16" else None
     loss_fn = torch.nn.CrossEntropyLoss()
-    span = _Span(cuda)
+    span = _Clock(cuda, ("start", "end"))
 
     def step(x: Any, y: Any) -> tuple[float, float]:
         if cuda:
             torch.cuda.synchronize(dev)
-        span.mark(0)
+        span.mark("start")
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         with torch.autocast(device_type=dev.type, dtype=ac_dtype or torch.float32, enabled=ac_dtype is not None):
@@ -677,8 +666,8 @@ def _plain_stepper(model: Any, dev: Any, setup: TrainingSetup, *, lr: float, cud
             scaler.update()
         else:
             opt.step()
-        span.mark(1)
-        return span.seconds(), float(loss.detach().float().item())
+        span.mark("end")
+        return span.between("start", "end", sync=True), float(loss.detach().float().item())
 
     return step
 
