@@ -173,7 +173,7 @@ bench: venv ## every benchmarks/bench_*.py
 # by bench-gpu-bundle and carried along. Here the venv's python is used when it exists.
 BENCH_OUT ?= bench-gpu-rows.jsonl
 BENCH_PY ?= $(if $(wildcard $(PY)),$(PY),python3)
-BENCH_ROUNDS ?= 3
+BENCH_ROUNDS ?= 4
 BENCH_DOC ?= docs/benchmarks.md
 bench-gpu: ## checks vs plain PyTorch on one GPU, interleaved; rows to BENCH_OUT (no CUDA: says so, exit 0)
 	PYTHON=$(call q,$(BENCH_PY)) bash benchmarks/bench_gpu.sh --out $(call q,$(BENCH_OUT)) --rounds $(call q,$(BENCH_ROUNDS))

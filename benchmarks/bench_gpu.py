@@ -1,7 +1,8 @@
 """`make bench-gpu`: the acceptance checks against plain PyTorch on the same device, one process.
 
-For each figure, rounds of *reference, ours, reference, ours, …* on one GPU in one
-process, so both sides of a pair see the same clocks and temperature (issue 27):
+For each figure, rounds of *reference, ours* then *ours, reference* (the order alternates)
+on one GPU in one process, each matmul pair after a second of untimed GEMMs, so both
+sides of a pair see the same clocks and temperature (issue 27):
 
 * ``matmul_bf16`` / ``matmul_tf32``: a plain ``a @ b`` loop (written here, the TF32 switch
   the check's own, so both run with the same setting, recorded in the row) against the
@@ -37,6 +38,7 @@ import os
 import statistics
 import sys
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -163,6 +165,44 @@ def plain_training_sps(model_name: str, dataset: Any, *, device: str, batch: int
 # ----------------------------------------------------------------------- the bench
 
 
+# Seconds of untimed GEMMs before each matmul pair. Measured on an H200 (2026-11-27): the
+# first 8192³ bf16 burst after the GPU did something lighter runs at 780 TFLOPS and every
+# later one at 650-675 (the board's power limit pulls the clock down within a second), so
+# whichever side ran first won by ~14 %. After this burst both sides run at the steady clock.
+SETTLE_S = 1.0
+
+
+def in_turn(round_index: int, ref: Callable[[], Any], ours: Callable[[], Any]) -> tuple[Any, Any]:
+    """(ref(), ours()), run reference first in even rounds and ours first in odd ones, so an
+    advantage of going first (clocks, caches, allocator) falls on each side equally often."""
+    if round_index % 2 == 0:
+        first = ref()
+        return first, ours()
+    second = ours()
+    return ref(), second
+
+
+def settle_gemm(n: int, dtype: Any, *, tf32: bool, device: str, seconds: float) -> int:
+    """Run ``n``³ GEMMs untimed for ``seconds`` (the GPU reaches its steady, power-limited
+    clock); returns how many ran."""
+    import time
+
+    import torch
+
+    from mlenv.acceptance.checks.compute import matmul_tf32
+
+    with matmul_tf32(tf32):
+        a = torch.randn(n, n, device=device, dtype=dtype)
+        b = torch.randn(n, n, device=device, dtype=dtype)
+        done, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for _ in range(5):
+                a @ b
+            torch.cuda.synchronize(device)
+            done += 5
+    return done
+
+
 def sizes(cpu: bool) -> dict[str, Any]:
     """What is measured: the checks' GPU defaults on a GPU, small sizes on the CPU path."""
     if cpu:
@@ -210,7 +250,7 @@ def environment(cuda: bool) -> dict[str, str]:
 
 
 def run(cpu: bool, rounds: int, say: Callable[[str], None]) -> list[dict[str, Any]]:
-    """Every figure's rounds, interleaved reference/ours; one row per figure."""
+    """Every figure's rounds, reference and ours in turn (alternating order); one row per figure."""
     import torch
     import torch.distributed as dist
 
@@ -247,20 +287,23 @@ def run(cpu: bool, rounds: int, say: Callable[[str], None]) -> list[dict[str, An
           else [("matmul_fp32", torch.float32, False)])
     ds = build_dataset("synthetic", model=z["model"], size=z["batch"], image_size=z["image_size"])
     for r in range(rounds):
-        say(f"round {r + 1}/{rounds}")
+        say(f"round {r + 1}/{rounds} ({'reference' if r % 2 == 0 else 'ours'} first)")
         for figure, dtype, tf32 in mm:
             kw = {"iters": z["mm_iters"], "warmup": z["mm_warmup"], "inner": z["mm_inner"]}
-            ref, ref_settings = plain_matmul_tflops(z["n"], dtype, tf32=tf32, device=device, **kw)
-            ours, timing = time_matmul(z["n"], dtype, device=device, tf32=tf32, **kw)
+            if cuda:
+                settle_gemm(z["n"], dtype, tf32=tf32, device=device, seconds=SETTLE_S)
+            (ref, ref_settings), (ours, timing) = in_turn(
+                r, partial(plain_matmul_tflops, z["n"], dtype, tf32=tf32, device=device, **kw),
+                partial(time_matmul, z["n"], dtype, device=device, tf32=tf32, **kw))
             ours_settings = {k: v for k, v in timing.items() if k in ref_settings}
             if ours_settings != ref_settings:
                 raise RuntimeError(f"{figure}: the check ran with {ours_settings}, the reference with {ref_settings}")
             add(figure, "TFLOPS", ref, ours, " ".join(f"{k}={v}" for k, v in ref_settings.items()))
         kw = {"iters": z["copy_iters"], "warmup": z["copy_warmup"], "inner": z["copy_inner"]}
-        ref = plain_copy_gbps(z["copy_bytes"], device=device, **kw)
-        ours, _, _ = time_copy(z["copy_bytes"], device=device, **kw)
+        ref, (ours, _, _) = in_turn(r, partial(plain_copy_gbps, z["copy_bytes"], device=device, **kw),
+                                    partial(time_copy, z["copy_bytes"], device=device, **kw))
         add("copy", "GB/s", ref, ours)
-        ref_sps, plain_sps, ds_sps, setup = _training_pair(z, ds, device)
+        ref_sps, plain_sps, ds_sps, setup = _training_pair(z, ds, device, ours_first=r % 2 == 1)
         add("training_plain", "samples/s", ref_sps, plain_sps, setup)
         add("training_deepspeed", "samples/s", ref_sps, ds_sps, setup)
         if cuda:
@@ -273,14 +316,16 @@ def run(cpu: bool, rounds: int, say: Callable[[str], None]) -> list[dict[str, An
     return rows
 
 
-def _training_pair(z: dict[str, Any], ds: Any, device: str) -> tuple[float, float, float, str]:
+def _training_pair(z: dict[str, Any], ds: Any, device: str, *, ours_first: bool = False
+                   ) -> tuple[float, float, float, str]:
     """(reference samples/s, the check's plain loop, the check's DeepSpeed run, its setup)."""
     from mlenv.acceptance.checks.training import train_one
 
-    ref = plain_training_sps(z["model"], ds, device=device, batch=z["batch"], steps=z["steps"],
-                             warmup=z["train_warmup"], lr=1e-3)
-    rec = train_one(z["model"], dataset=ds, steps=z["steps"], warmup_steps=z["train_warmup"], batch_size=z["batch"],
-                    device=device, max_batches=1)
+    ref, rec = in_turn(int(ours_first),
+                       partial(plain_training_sps, z["model"], ds, device=device, batch=z["batch"], steps=z["steps"],
+                               warmup=z["train_warmup"], lr=1e-3),
+                       partial(train_one, z["model"], dataset=ds, steps=z["steps"], warmup_steps=z["train_warmup"],
+                               batch_size=z["batch"], device=device, max_batches=1))
     plain = z["batch"] / statistics.median(rec.timed(rec.plain_step_s))
     ours = z["batch"] / statistics.median(rec.timed(rec.step_s))
     return ref, plain, ours, str(rec.setup.get("name", ""))
@@ -341,7 +386,8 @@ def main(argv: list[str] | None = None) -> int:
     """Measure (exit 0; without CUDA and --cpu: one line, exit 0), or --record (exit 2 on bad rows)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=os.environ.get("BENCH_OUT", ""), help="JSON rows file (default: $BENCH_OUT)")
-    ap.add_argument("--rounds", type=int, default=3, help="reference/ours pairs per figure")
+    ap.add_argument("--rounds", type=int, default=4,
+                    help="reference/ours pairs per figure (the order alternates: use an even number)")
     ap.add_argument("--cpu", action="store_true", help="the CPU path (gloo, small sizes): what the tests run")
     ap.add_argument("--record", metavar="FILE", help="append FILE's rows to --doc's bench-gpu table")
     ap.add_argument("--doc", default=str(ROOT / "docs" / "benchmarks.md"))
