@@ -71,8 +71,15 @@ help: ## this list
 	@echo "  upstream's: NAMESPACE=ns (-n) LOCAL_DIR=dir (sync --dir) DEBUG_PORT=N NAME=x (discover) CONFIG=file"
 	@echo "  POD_NAME and REMOTE_DIR stop with what to use instead (POD=<index>; the pods' /workspace)"
 
+# i25.11: DeepSpeed's CPU op is compiled when DeepSpeed is installed (DS_INSTALL below):
+# without a C++ compiler that failed minutes in, with pages of compiler output. Said first,
+# in one line naming the package (mlenv acceptance --local says the same for a venv whose
+# DeepSpeed lacks the op).
+NEED_CXX = command -v "$${CXX:-c++}" >/dev/null 2>&1 || { echo "no C++ compiler ($${CXX:-c++} is not on PATH): DeepSpeed's CPU op is compiled when it is installed; install one (Debian/Ubuntu: apt-get install g++; Fedora/RHEL: dnf install gcc-c++; macOS: xcode-select --install) or set CXX" >&2; exit 2; }
+
 # The venv is rebuilt when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
+	@$(NEED_CXX)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
@@ -89,7 +96,7 @@ $(VENV)/.installed: pyproject.toml
 DS_INSTALL = DS_BUILD_OPS=0 DS_BUILD_SHM_COMM=1 DS_ACCELERATOR=cpu $(PY) -m pip install -q --no-cache-dir --no-build-isolation
 # A venv made before that gets its DeepSpeed rebuilt once (dsops --installed says whether).
 $(VENV)/.ds-ops: $(VENV)/.installed
-	$(PY) -m mlenv.acceptance.checks.dsops --installed || $(DS_INSTALL) --force-reinstall --no-deps "$(DEEPSPEED_PIN)"
+	$(PY) -m mlenv.acceptance.checks.dsops --installed || { $(NEED_CXX) && $(DS_INSTALL) --force-reinstall --no-deps "$(DEEPSPEED_PIN)"; }
 	@touch $@
 
 venv: $(VENV)/.installed $(VENV)/.ds-ops ## set up .venv (torch CPU, DeepSpeed and its CPU op, dev tools)

@@ -16,6 +16,7 @@ import typer
 
 from mlenv.cli._clusterctx import load_config, platform, session
 from mlenv.cli._common import err, guarded
+from mlenv.cli._output import check_format
 from mlenv.errors import InputError
 
 
@@ -30,8 +31,7 @@ def secrets(
 
     if mode is not None and mode not in ("rdma", "tcp"):
         raise InputError(f"--mode must be rdma or tcp, got {mode!r}")
-    if output not in ("yaml", "json"):
-        raise InputError(f"-o/--output must be yaml or json, got {output!r}")
+    check_format(output, ("yaml", "json"))  # i25.9: one message for every verb's -o
     cfg = load_config(cluster)
     docs = platform(cfg).secrets(cfg, session(), mode=mode or cfg.own_mode)  # i25.4
     if output == "json":

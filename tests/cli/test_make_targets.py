@@ -328,3 +328,30 @@ def test_i25_13_pre_commit_hooks_are_local_and_run_the_venvs_tools() -> None:
         assert tool.replace(".venv/", "$(VENV)/") in makefile  # the tools make lint/typecheck run
     assert "$(VENV)/bin/mypy --config-file tests/mypy.ini tests benchmarks" in makefile
     assert re.search(r"^pre-commit: lint typecheck ##", makefile, re.M)
+
+
+def test_i25_11_make_venv_says_a_missing_compiler_first(checkout: Path, tmp_path: Path) -> None:
+    """DeepSpeed's op is compiled at install: without a compiler `make venv` failed minutes
+    in with pages of compiler output; now its first line stops with the package to install."""
+    (checkout / ".venv" / ".installed").unlink()
+    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
+                          str(checkout), "-n", "venv"], capture_output=True, text=True, check=True,
+                         env=make_env(checkout)).stdout.splitlines()
+    check = out[0]
+    assert check.startswith('command -v "${CXX:-c++}"'), out
+    assert any("deepspeed==" in x for x in out[1:])
+    bare = tmp_path / "no-compiler"
+    bare.mkdir()
+    env = {"PATH": str(bare), "HOME": str(tmp_path)}
+    res = subprocess.run(["/bin/sh", "-c", check], capture_output=True, text=True, env=env)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        "no C++ compiler (c++ is not on PATH): DeepSpeed's CPU op is compiled when it is installed; "
+        "install one (Debian/Ubuntu: apt-get install g++; Fedora/RHEL: dnf install gcc-c++; "
+        "macOS: xcode-select --install) or set CXX"]
+    (bare / "g++").write_text("#!/bin/sh\n")
+    (bare / "g++").chmod(0o755)
+    assert subprocess.run(["/bin/sh", "-c", check], env={**env, "CXX": "g++"}).returncode == 0
+    # a venv made before: the compiler is asked for only when DeepSpeed must be rebuilt
+    line = next(x for x in out if "dsops --installed" in x)
+    assert line.index("dsops --installed") < line.index('command -v "${CXX:-c++}"') < line.index("deepspeed==")
