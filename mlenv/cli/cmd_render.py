@@ -67,12 +67,13 @@ def render(
             raise InputError(f"{flag} {out_root}: cannot write {d}: {why}")
 
     if check:
-        platform_roots = []
-        if all_ and out is None:
+        platform_roots: list[tuple[Path, set[str]]] = []
+        if all_ and out is None:  # i25.12: slurm/<name>/ and hosts/<name>/ of deleted configs too
             from mlenv.render.platforms import PLATFORM_ROOTS
 
-            platform_roots = [(root / folder, {c.name for c in clusters if c.platform == platform})
-                              for platform, folder in PLATFORM_ROOTS.items()]
+            for folder in sorted(set(PLATFORM_ROOTS.values())):
+                base = root / folder
+                platform_roots.append((base, {d.name for d, _ in planned if d.parent == base}))
         stale = stale_paths(planned, out_root, {c.name for c in clusters} if all_ else None,
                             platform_roots)
         if stale:
