@@ -20,8 +20,17 @@ CLUSTER ?= $(CURRENT_CLUSTER)
 CLUSTER_NAMES := $(basename $(notdir $(wildcard clusters/*.yaml)))
 # $(C): the cluster as one quoted word, or stop when none was given or recorded (i16).
 need_cluster = $(if $(CLUSTER),,$(error no cluster was deployed from this checkout (no .mlenv/current-cluster) and CLUSTER is not set: pick one with `make $@ CLUSTER=<name>`$(if $(CLUSTER_NAMES), (clusters/: $(CLUSTER_NAMES)),)))
-C = $(need_cluster)$(call q,$(CLUSTER))
-MODE ?= rdma
+# i25.3: upstream ml-dev-env's make variables. NAMESPACE and LOCAL_DIR are honoured (-n,
+# sync --dir), DEBUG_PORT too (the debugger port of dev-session/debug-remote/port-forward);
+# POD_NAME and REMOTE_DIR have no meaning here and stop a cluster target with what to use.
+refuse_upstream = $(if $(filter-out undefined,$(origin POD_NAME)),$(error POD_NAME is upstream ml-dev-env's: the pods here are ml-dev-env-0..N-1; pick one with POD=<index> (e.g. POD=1)))$(if $(filter-out /workspace /workspace/,$(REMOTE_DIR)),$(error REMOTE_DIR=$(REMOTE_DIR): the code folder in the pods is always /workspace (the workspace volume); unset REMOTE_DIR))
+NS_FLAG = $(if $(NAMESPACE),--namespace $(call q,$(NAMESPACE)),)
+C = $(need_cluster)$(refuse_upstream)$(call q,$(CLUSTER)) $(NS_FLAG)
+# i25.4: no MODE → the config's own mode (rdma when network.rdma.enabled, else tcp);
+# upstream's default was tcp, ours was rdma: now neither is guessed.
+MODE ?=
+MODE_FLAG = $(if $(MODE),--mode $(call q,$(MODE)),)
+DEBUG_PORT ?=
 NODES ?=
 POD ?= 0
 # CPU torch for the local venv only: the pod image brings its own CUDA torch.
@@ -40,7 +49,7 @@ q = '$(subst ','\'',$(1))'
 NODES_FLAG = $(if $(NODES),--nodes $(call q,$(NODES)),)
 DRY_FLAG = $(if $(DRY_RUN),--dry-run $(call q,$(DRY_RUN)),)
 
-SYNC_FLAGS = $(if $(DELETE),--delete,) $(if $(SYNC_DRY_RUN),--dry-run,)
+SYNC_FLAGS = $(if $(LOCAL_DIR),--dir $(call q,$(LOCAL_DIR)),) $(if $(DELETE),--delete,) $(if $(SYNC_DRY_RUN),--dry-run,)
 FILE ?=
 
 .PHONY: help venv system-deps demo test lint typecheck lint-image unit validate render render-all \
@@ -48,17 +57,29 @@ FILE ?=
         shell status-cluster logs clean-cluster launch build-image port-forward bench clean \
         bench-gpu bench-gpu-bundle bench-record \
         deploy dev-session vscode jupyter gpu-info shell-multi-node build status \
-        deploy-multi-node clean-multi-node status-multi-node sync-code
+        deploy-multi-node clean-multi-node status-multi-node sync-code debug-remote \
+        deploy-multi-node-rdma deploy-multi-node-tcp list-projects discover-cluster wizard \
+        wizard-load dev-setup format pre-commit
 
 # `make help` lists every target from its `## ` comment, so the list cannot drift from
 # the targets (a test checks each target has one).
 help: ## this list
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-22s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
-	@echo "Variables: CLUSTER=<name> (default: the last one deployed from here; render: local) MODE=rdma|tcp"
+	@echo "Variables: CLUSTER=<name> (default: the last one deployed from here; render: local)"
+	@echo "  MODE=rdma|tcp (default: the config's: rdma when network.rdma.enabled, else tcp)"
 	@echo "  NODES=N POD=N DRY_RUN=client|server WATCH=1 DELETE=1 SYNC_DRY_RUN=1 PURGE=1 FILE=script.py"
+	@echo "  upstream's: NAMESPACE=ns (-n) LOCAL_DIR=dir (sync --dir) DEBUG_PORT=N NAME=x (discover) CONFIG=file"
+	@echo "  POD_NAME and REMOTE_DIR stop with what to use instead (POD=<index>; the pods' /workspace)"
+
+# i25.11: DeepSpeed's CPU op is compiled when DeepSpeed is installed (DS_INSTALL below):
+# without a C++ compiler that failed minutes in, with pages of compiler output. Said first,
+# in one line naming the package (mlenv acceptance --local says the same for a venv whose
+# DeepSpeed lacks the op).
+NEED_CXX = command -v "$${CXX:-c++}" >/dev/null 2>&1 || { echo "no C++ compiler ($${CXX:-c++} is not on PATH): DeepSpeed's CPU op is compiled when it is installed; install one (Debian/Ubuntu: apt-get install g++; Fedora/RHEL: dnf install gcc-c++; macOS: xcode-select --install) or set CXX" >&2; exit 2; }
 
 # The venv is rebuilt when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
+	@$(NEED_CXX)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
@@ -75,7 +96,7 @@ $(VENV)/.installed: pyproject.toml
 DS_INSTALL = DS_BUILD_OPS=0 DS_BUILD_SHM_COMM=1 DS_ACCELERATOR=cpu $(PY) -m pip install -q --no-cache-dir --no-build-isolation
 # A venv made before that gets its DeepSpeed rebuilt once (dsops --installed says whether).
 $(VENV)/.ds-ops: $(VENV)/.installed
-	$(PY) -m mlenv.acceptance.checks.dsops --installed || $(DS_INSTALL) --force-reinstall --no-deps "$(DEEPSPEED_PIN)"
+	$(PY) -m mlenv.acceptance.checks.dsops --installed || { $(NEED_CXX) && $(DS_INSTALL) --force-reinstall --no-deps "$(DEEPSPEED_PIN)"; }
 	@touch $@
 
 venv: $(VENV)/.installed $(VENV)/.ds-ops ## set up .venv (torch CPU, DeepSpeed and its CPU op, dev tools)
@@ -126,8 +147,8 @@ test: venv system-deps lint typecheck lint-image ## everything CI runs: lint, ty
 validate: venv ## every clusters/*.yaml, all errors at once
 	$(MLENV) validate
 
-render: venv ## k8s/$(CLUSTER)/$(MODE)/ from the config (CLUSTER default: local)
-	$(MLENV) render $(call q,$(or $(CLUSTER),local)) --mode $(call q,$(MODE)) $(NODES_FLAG)
+render: venv ## k8s/$(CLUSTER)/<mode>/ from the config (CLUSTER default: local; MODE default: both)
+	$(MLENV) render $(call q,$(or $(CLUSTER),local)) $(MODE_FLAG) $(NODES_FLAG)
 
 render-all: venv ## every cluster, both modes
 	$(MLENV) render --all
@@ -139,9 +160,9 @@ acceptance: venv ## the acceptance suite on this machine (NPROC=2 PROFILE=quick)
 	$(MLENV) acceptance --local --nproc $(call q,$(or $(NPROC),2)) --profile $(call q,$(or $(PROFILE),quick))
 
 deploy-cluster: venv ## validate, render, preflight, dry run, apply, wait (NODES=N DRY_RUN=client|server)
-	$(MLENV) deploy $(C) --mode $(call q,$(MODE)) $(NODES_FLAG) $(DRY_FLAG)
+	$(MLENV) deploy $(C) $(MODE_FLAG) $(NODES_FLAG) $(DRY_FLAG)
 
-sync-multi-node: venv ## workspace/ into every pod, adds/updates only (WATCH=1 DELETE=1 SYNC_DRY_RUN=1)
+sync-multi-node: venv ## workspace/ into every pod, adds/updates only (WATCH=1 DELETE=1 SYNC_DRY_RUN=1 LOCAL_DIR=dir)
 	$(MLENV) sync $(C) $(if $(WATCH),--watch,) $(SYNC_FLAGS)
 
 shell: venv ## bash in pod POD (default 0)
@@ -153,13 +174,13 @@ status-cluster: venv ## pods, readiness, PVCs, RDMA interfaces
 logs: venv ## log of pod POD
 	$(MLENV) logs $(C) --pod $(call q,$(POD))
 
-port-forward: venv ## dev tools of the dev Pod on 127.0.0.1
-	$(MLENV) port-forward $(C)
+port-forward: venv ## dev tools of the dev Pod on 127.0.0.1 (DEBUG_PORT=N: that debugger port of pod POD instead)
+	$(MLENV) port-forward $(C) $(if $(DEBUG_PORT),--port $(call q,$(DEBUG_PORT):$(DEBUG_PORT)) --pod $(call q,$(POD)),)
 
 launch: venv ## SCRIPT=… (default: acceptance) across the pods (TORCHRUN=1: ssh-less)
 	$(MLENV) launch $(C) $(if $(TORCHRUN),--torchrun,) $(if $(SCRIPT),$(call q,$(SCRIPT)),)
 
-clean-cluster: venv ## delete what mlenv created (PVCs only with PURGE=1)
+clean-cluster: venv ## delete what mlenv created (PVCs, BuildConfig and ImageStream only with PURGE=1)
 	$(MLENV) teardown $(C) $(if $(PURGE),--purge,)
 
 build-image: venv ## oc start-build of the pod image
@@ -190,10 +211,10 @@ clean: ## remove the local .venv, caches and reports (not the cluster: see clean
 # -- upstream ml-dev-env's dev loop and target names (docs/deploy.md "Coming from ml-dev-env")
 
 deploy: venv ## single-node dev environment: one pod with the configured GPUs (upstream `make deploy`)
-	$(MLENV) deploy $(C) --mode $(call q,$(MODE)) --nodes 1
+	$(MLENV) deploy $(C) $(MODE_FLAG) --nodes 1
 
 deploy-cluster-dry-run: venv ## the plan, printed, nothing sent (upstream name)
-	$(MLENV) deploy $(C) --mode $(call q,$(MODE)) $(NODES_FLAG) --dry-run client
+	$(MLENV) deploy $(C) $(MODE_FLAG) $(NODES_FLAG) --dry-run client
 
 sync-once: venv ## one sync of workspace/ (upstream name)
 	$(MLENV) sync $(C) $(SYNC_FLAGS)
@@ -201,14 +222,25 @@ sync-once: venv ## one sync of workspace/ (upstream name)
 sync-code: venv ## keep syncing on every change (upstream name)
 	$(MLENV) sync $(C) --watch $(SYNC_FLAGS)
 
+# FILE under debugpy (listening on DEBUG_PORT, default 5678) in pod POD, and the forward of
+# that port; the port and the file reach the pod's shell as positional arguments ($$1, $$2).
+DEBUGPY = $(if $(FILE),$(MLENV) shell $(C) --pod $(call q,$(POD)) -- sh -c 'nohup python -m debugpy --listen "127.0.0.1:$$2" --wait-for-client "/workspace/$$1" >/tmp/mlenv-debugpy.log 2>&1 &' debugpy $(call q,$(FILE)) $(call q,$(or $(DEBUG_PORT),5678)),)
+DEBUG_FORWARD = $(MLENV) port-forward $(C) $(if $(DEBUG_PORT),--port $(call q,$(DEBUG_PORT):$(DEBUG_PORT)),--debug) --pod $(call q,$(POD))
+
 # Watch + sync in the background, the debugger port forwarded in the foreground; with
 # FILE=x.py, x.py starts in pod POD under debugpy, waiting for your IDE on 127.0.0.1:5678.
 dev-session: venv ## sync --watch + port-forward 5678 (+ FILE under debugpy) (upstream `make dev-session`)
 	$(MLENV) sync $(C)
-	$(if $(FILE),$(MLENV) shell $(C) --pod $(call q,$(POD)) -- sh -c 'nohup python -m debugpy --listen 127.0.0.1:5678 --wait-for-client "/workspace/$$1" >/tmp/mlenv-debugpy.log 2>&1 &' debugpy $(call q,$(FILE)),)
-	@set -m; $(MLENV) sync $(C) --watch & watcher=$$!; \
+	$(DEBUGPY)
+	@set -m; $(MLENV) sync $(C) --watch $(SYNC_FLAGS) & watcher=$$!; \
 	trap 'kill $$watcher 2>/dev/null' EXIT INT TERM; \
-	$(MLENV) port-forward $(C) --debug --pod $(call q,$(POD))
+	$(DEBUG_FORWARD)
+
+# Upstream's debug-remote: FILE under debugpy in pod POD, the debugger port forwarded (no sync).
+debug-remote: venv ## FILE=x.py under debugpy in pod POD, port 5678 (DEBUG_PORT) forwarded (upstream name)
+	$(if $(FILE),,$(error debug-remote needs FILE=<script under workspace/>, e.g. make debug-remote FILE=train_multi_node.py))
+	$(DEBUGPY)
+	$(DEBUG_FORWARD)
 
 vscode: venv ## the code-server URL and how to sign in (upstream name)
 	$(MLENV) url $(C) vscode
@@ -225,3 +257,32 @@ status: status-cluster ## alias of status-cluster (upstream name)
 status-multi-node: status-cluster ## alias of status-cluster (upstream name)
 deploy-multi-node: deploy-cluster ## alias of deploy-cluster (upstream name)
 clean-multi-node: clean-cluster ## alias of clean-cluster (upstream name)
+deploy-multi-node-rdma: venv ## deploy-cluster in RDMA mode (upstream name)
+	$(MLENV) deploy $(C) --mode rdma $(NODES_FLAG) $(DRY_FLAG)
+
+deploy-multi-node-tcp: venv ## deploy-cluster in TCP mode (upstream name)
+	$(MLENV) deploy $(C) --mode tcp $(NODES_FLAG) $(DRY_FLAG)
+
+list-projects: list-clusters ## alias of list-clusters: upstream's deployments/<project>/ are clusters/<name>.yaml here
+
+# i25.1: upstream's discover_cluster.py and deployment wizard. NAME names the new
+# clusters/NAME.yaml (upstream's variable); NAMESPACE the namespace it will deploy into.
+discover-cluster: venv ## clusters/NAME.yaml from the live cluster (NAME=x NAMESPACE=ns) (upstream name)
+	$(MLENV) discover $(call q,$(or $(NAME),$(error discover-cluster needs NAME=<new cluster name>, e.g. make discover-cluster NAME=mycluster NAMESPACE=team-a))) $(NS_FLAG)
+
+wizard: venv ## discover the cluster, ask a few questions, write clusters/NAME.yaml (upstream name)
+	$(MLENV) wizard $(if $(NAME),$(call q,$(NAME)),) $(NS_FLAG)
+
+wizard-load: venv ## deploy from a saved config file: CONFIG=path.yaml (upstream name; mlenv deploy takes a file)
+	$(MLENV) deploy $(call q,$(or $(CONFIG),$(error wizard-load needs CONFIG=<config file>, e.g. make wizard-load CONFIG=clusters/mycluster.yaml))) $(NS_FLAG) $(MODE_FLAG) $(NODES_FLAG) $(DRY_FLAG)
+
+# -- upstream's developer targets. The hooks in .pre-commit-config.yaml are `repo: local`:
+# they run this venv's ruff and mypy, so nothing is cloned when they run.
+dev-setup: venv ## the venv, and the git pre-commit hook when pre-commit is installed (upstream name)
+	@if command -v pre-commit >/dev/null 2>&1; then pre-commit install; \
+	else echo "pre-commit is not installed: 'make pre-commit' runs the same checks (ruff, mypy)"; fi
+
+format: venv ## ruff check --fix on mlenv, tests, benchmarks (upstream name; upstream ran black/isort)
+	$(VENV)/bin/ruff check --fix mlenv tests benchmarks
+
+pre-commit: lint typecheck ## what the pre-commit hooks check, on every file: ruff, mypy (upstream name)

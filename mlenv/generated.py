@@ -85,13 +85,35 @@ def check_tree(files: dict[str, str], out_dir: Path) -> list[str]:
     return problems
 
 
+def _marked(path: Path) -> bool:
+    """Our header on the first line, or on the second after a ``#!`` line (sbatch scripts)."""
+    try:
+        with path.open(encoding="utf-8") as f:
+            first = f.readline()
+            return first.startswith(HEADER_PREFIX) or (first.startswith("#!") and f.readline().startswith(HEADER_PREFIX))
+    except (OSError, UnicodeDecodeError):
+        return False
+
+
+def _holds_generated(folder: Path) -> bool:
+    return any(p.is_file() and _marked(p) for p in folder.rglob("*"))
+
+
 def stale_paths(planned: Iterable[tuple[Path, dict[str, str]]], out_root: Path,
-                known: set[str] | None = None) -> list[str]:
+                known: set[str] | None = None,
+                platform_roots: Iterable[tuple[Path, set[str]]] = ()) -> list[str]:
     """Every difference between the planned trees and the disk; with ``known`` (the cluster
     names of ``--all``), also folders under ``out_root`` that no config renders any more
-    (left behind by a deleted or renamed cluster)."""
+    (left behind by a deleted or renamed cluster). ``platform_roots`` (i25.12): the same
+    for ``slurm/`` and ``hosts/``, each with the names that render there; a folder there
+    counts only when it holds a generated file (those roots may hold the user's own)."""
     stale = [p for d, files in planned for p in check_tree(files, d)]
+    extra = "(extra: no clusters/*.yaml renders it)"
     if known is not None and out_root.is_dir():
-        stale += [f"{d}/ (extra: no clusters/*.yaml renders it)"
-                  for d in sorted(out_root.iterdir()) if d.is_dir() and d.name not in known]
+        stale += [f"{d}/ {extra}" for d in sorted(out_root.iterdir())
+                  if d.is_dir() and d.name not in known]
+    for base, names in platform_roots:
+        if base.is_dir():
+            stale += [f"{d}/ {extra}" for d in sorted(base.iterdir())
+                      if d.is_dir() and d.name not in names and _holds_generated(d)]
     return stale

@@ -60,19 +60,6 @@ def reset(**values: Any) -> None:
     SETTINGS.verbose = bool(values.get("verbose"))
 
 
-def cluster_names(incomplete: str) -> list[str]:
-    """Shell completion for a CLUSTER argument: the names in ``clusters/``; nothing for a
-    word that looks like a path, so the shell completes file names instead."""
-    from pathlib import Path
-
-    from mlenv.cli._common import repo_root
-
-    if "/" in incomplete or incomplete.startswith("."):
-        return []
-    names = sorted(p.stem for p in (Path(repo_root()) / "clusters").glob("*.yaml"))
-    return [n for n in names if n.startswith(incomplete)]
-
-
 def _option_strings(p: inspect.Parameter) -> list[str]:
     """The option strings (``--namespace``, ``-n``) a typer parameter declares; a verb's
     own option keeps its spelling and meaning, the global one of that spelling is left out."""
@@ -91,20 +78,23 @@ def _option_strings(p: inspect.Parameter) -> list[str]:
     return decls or [f"--{p.name.replace('_', '-')}"]
 
 
-def _complete_clusters(p: inspect.Parameter) -> inspect.Parameter:
-    """A ``cluster`` argument without its own completion completes cluster names."""
+def _complete_values(p: inspect.Parameter) -> inspect.Parameter:
+    """A parameter without a completion of its own completes as its name says
+    (``mlenv.cli._complete.BY_PARAMETER``: cluster names, modes, profiles, checks, run ids)."""
     from typing import get_args, get_origin
 
-    from typer.models import ArgumentInfo
+    from typer.models import ParameterInfo
 
-    if p.name != "cluster" or get_origin(p.annotation) is not Annotated:
+    from mlenv.cli._complete import BY_PARAMETER
+
+    if p.name not in BY_PARAMETER or get_origin(p.annotation) is not Annotated:
         return p
     base, *extras = get_args(p.annotation)
-    infos = [e for e in extras if isinstance(e, ArgumentInfo)]
+    infos = [e for e in extras if isinstance(e, ParameterInfo)]
     if len(infos) != 1 or infos[0].autocompletion is not None or infos[0].shell_complete:
         return p
     info = copy.copy(infos[0])
-    info.autocompletion = cluster_names
+    info.autocompletion = BY_PARAMETER[p.name]
     new = [info if e is infos[0] else e for e in extras]
     return p.replace(annotation=Annotated[(base, *new)])
 
@@ -133,7 +123,7 @@ def with_globals(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
                 setattr(SETTINGS, _OPTIONS[k][1], value)
         return fn(*args, **kwargs)
 
-    params = [_complete_clusters(p) for p in sig.parameters.values()]
+    params = [_complete_values(p) for p in sig.parameters.values()]
     wrapper.__signature__ = sig.replace(parameters=[*params, *extra])  # type: ignore[attr-defined]
     wrapper.__annotations__ = {**{p.name: p.annotation for p in params},
                                **{p.name: p.annotation for p in extra},

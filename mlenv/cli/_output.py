@@ -1,5 +1,10 @@
-"""``-o json|yaml`` for the verbs that print a table (status, list-clusters, validate):
-one document on stdout, for scripts and CI, as ``kubectl get -o json`` (i16)."""
+"""``-o/--output``: the output format, the same option on every verb that has one (i25.9).
+
+``table`` (the default: for people), ``json``, and ``yaml`` where a verb prints objects
+(status, list-clusters, validate, secrets): one document on stdout, for scripts and CI, as
+``kubectl get -o json`` (i16). Anything else is refused with the allowed values. A path
+to write to is ``--out`` (render, bundle), never ``-o``.
+"""
 
 from __future__ import annotations
 
@@ -10,16 +15,18 @@ import typer
 
 from mlenv.errors import InputError
 
-FORMATS = ("json", "yaml")
+FORMATS = ("table", "json", "yaml")
 
 OutputOpt = Annotated[str | None, typer.Option(
-    "--output", "-o", help="json or yaml: one machine-readable document on stdout instead of the table.")]
+    "--output", "-o", help="table (default), json or yaml: one machine-readable document on stdout instead of the table.")]
 
 
-def check_format(fmt: str | None) -> None:
-    """InputError unless ``fmt`` is None, json or yaml (checked before any work)."""
-    if fmt is not None and fmt not in FORMATS:
-        raise InputError(f"-o/--output must be one of {', '.join(FORMATS)}, got {fmt!r}")
+def check_format(fmt: str | None, allowed: tuple[str, ...] = FORMATS) -> str | None:
+    """``fmt`` as a machine format (json, yaml), None for the table; InputError naming the
+    allowed values otherwise (checked before any work)."""
+    if fmt is not None and fmt not in allowed:
+        raise InputError(f"-o/--output must be one of {', '.join(allowed)}, got {fmt!r}")
+    return None if fmt == "table" else fmt
 
 
 def emit(doc: Any, fmt: str) -> None:

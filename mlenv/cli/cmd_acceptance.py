@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from mlenv.cli._common import SETTINGS, echo_out, err, guarded, note, repo_root
-from mlenv.errors import InputError
+from mlenv.cli._common import SETTINGS, debug, echo_out, err, guarded, note, repo_root
+from mlenv.errors import InfraError, InputError
 
 if TYPE_CHECKING:
     from mlenv.acceptance.records.rundir import Claim
@@ -47,7 +47,7 @@ def register(app: typer.Typer) -> None:
     @guarded
     def acceptance(
         local_: Annotated[bool, typer.Option("--local", help="Run on this machine through the DeepSpeed launcher.")] = False,
-        nproc: Annotated[int, typer.Option("--nproc", help="Ranks to start (default: all GPUs, else 2 CPU ranks).")] = 0,
+        nproc: Annotated[int, typer.Option("--nproc", help="Ranks to start; 0 means one per GPU of this machine, or 2 CPU ranks without a GPU.")] = 0,
         profile: Annotated[str, typer.Option("--profile", help="quick | full")] = "quick",
         report_dir: Annotated[Path | None, typer.Option("--report-dir", help="This run's own folder, new or empty "
                                                     "(default: acceptance-report/<run-id>/).")] = None,
@@ -126,8 +126,8 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
     if per_run:
         said = rundir.point_latest(report_dir.parent, run_id)
         if said:
-            err(said)
-    err(f"run {run_id}: reports in {report_dir}")
+            note(said)
+    note(f"run {run_id}: reports in {report_dir}")
     n, gpus, dl = plan.n, plan.gpus, plan.deadline
     suite = ["--profile", plan.profile, "--report-dir", str(report_dir.resolve()), "--deadline", str(dl),
              "--run-id", run_id]
@@ -138,14 +138,22 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
     history_root = history.default_root(repo_root())
     suite += ["--history-dir", str(history_root.resolve())]
     cmd = local.build_command(n, gpus, world.free_port(), report_dir.resolve(), suite)
-    err(f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed: {shlex.join(cmd)}")
+    # i25.8: the terminal gets progress and the verdict; the launcher's argv is in
+    # launcher.log (and here with -v)
+    note(f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed; "
+         f"details in {report_dir / local.LAUNCHER_LOG}")
+    debug(f"launcher: {shlex.join(cmd)}")
     # Worst case: every check runs into its deadline (the suite itself aborts sooner).
     budget = plan.n_checks * dl + local.STARTUP_SLACK_S
     env = local.launch_env(n, gpus)
-    first = local.first_run_notice(gpus, env)
+    no_cxx = local.compiler_problem(gpus, env)  # i25.11: one line, before anything starts
+    if no_cxx:
+        raise InfraError(no_cxx)
+    first = local.first_run_notice(gpus, env) if not local.ops_installed() else None
     if first:
         note(first)
-    run = local.run_local(cmd, env, report_dir, budget, verbose=SETTINGS.verbose, run_id=run_id,
+    level: local.Level = "quiet" if SETTINGS.quiet else "verbose" if SETTINGS.verbose else "normal"
+    run = local.run_local(cmd, env, report_dir, budget, level=level, run_id=run_id,
                           on_timeout=lambda b: err(f"the suite did not end within {b:.0f} s: stopping it"),
                           on_interrupt=lambda sig: err(f"{sig}: stopping the run and finalising its report "
                                                        f"(further signals are ignored until that is done)"))
@@ -154,10 +162,9 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
     if run.recovered:  # rank 0 died or was stopped: only this process can tell the verdict
         echo_out(console.verdict_block(run.doc, str(report_dir)))
         for line in history.after_run(report_dir, run.doc, history_root, history.LOCAL_CLUSTER):
-            err(line)
-    else:  # rank 0 already printed the full verdict block: one closing line is enough
-        echo_out(f"verdict: {run.doc['verdict']} (reports in {report_dir})")
-    echo_out(f"wall time: {run.wall_s:.1f} s")
+            note(line)
+    # else rank 0 printed the verdict block, once (i25.8: the second verdict line is gone)
+    note(f"wall time: {run.wall_s:.1f} s")
     if plan.bundle:
         from mlenv.signoff import make_bundle
 

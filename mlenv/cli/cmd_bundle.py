@@ -24,7 +24,7 @@ def bundle_cmd(
     target: Annotated[str, typer.Argument(help="RUN_DIR (a report folder) or a run id from the history, or "
                                                "'verify'.", metavar="RUN_DIR|RUN_ID|verify")],
     file: Annotated[str | None, typer.Argument(help="With 'verify': the bundle to check.", metavar="[FILE]")] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help="Archive path (default RUN_DIR/mlenv-bundle-<run id>.tar.gz).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", help="Archive path (default RUN_DIR/mlenv-bundle-<run id>.tar.gz).")] = None,
     cluster: Annotated[str | None, typer.Option("--cluster", help="Cluster whose config and k8s/ tree to include "
                                                                   "(default: the run's, from its record.json).")] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="rdma or tcp: only that tree (default: both).")] = None,

@@ -17,6 +17,7 @@ from typing import Annotated
 import typer
 
 from mlenv.cli._common import err, guarded, repo_root
+from mlenv.cli._output import check_format
 from mlenv.errors import EXIT_FAIL, InputError
 
 
@@ -24,7 +25,7 @@ from mlenv.errors import EXIT_FAIL, InputError
 def compare_cmd(
     run_a: Annotated[str, typer.Argument(help="The earlier run: report folder, results.json, bundle or run id.")],
     run_b: Annotated[str, typer.Argument(help="The later run, judged against A.")],
-    output: Annotated[str, typer.Option("-o", "--output", help="table | json")] = "table",
+    output: Annotated[str, typer.Option("-o", "--output", help="table (default) or json.")] = "table",
     tolerance: Annotated[float, typer.Option("--tolerance", help="Default tolerance as a fraction (0.1 = 10 %); "
                                                                  "the baseline's tolerances: still win.")] = 0.10,
     baseline: Annotated[str | None, typer.Option("--baseline", help="Baseline file or GPU model for per-metric "
@@ -47,8 +48,7 @@ def compare_cmd(
     )
     from mlenv.acceptance.records.history import default_root
 
-    if output not in ("table", "json"):
-        raise InputError(f"-o/--output must be table or json, got {output!r}")
+    check_format(output, ("table", "json"))
     if not 0 <= tolerance < 10:
         raise InputError(f"--tolerance: expected a fraction such as 0.1, got {tolerance}")
     root = history_dir or default_root(repo_root())

@@ -14,7 +14,7 @@ from mlenv.errors import InputError
 @guarded
 def deploy(
     cluster: Annotated[str, typer.Argument(help="Cluster name (clusters/<name>.yaml) or config file.")],
-    mode: Annotated[str, typer.Option("--mode", help="rdma or tcp.")] = "rdma",
+    mode: Annotated[str | None, typer.Option("--mode", help="rdma or tcp (default: the config's: rdma when network.rdma.enabled, else tcp).")] = None,
     nodes: Annotated[int | None, typer.Option("--nodes", help="Pod count (default: gpus.default_nodes).")] = None,
     dry_run: Annotated[str | None, typer.Option("--dry-run", help="client: print the plan; server: server-side dry run.")] = None,
     timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for all pods Ready.")] = 900.0,
@@ -28,13 +28,15 @@ def deploy(
     preflight failure, dry run refused or pods not Ready by the deadline (with the reasons).
     A real deploy records the cluster in .mlenv/current-cluster for the Makefile.
     """
-    check_mode(mode)
+    if mode is not None:
+        check_mode(mode)
     if dry_run not in (None, "client", "server"):
         raise InputError(f"--dry-run must be client or server, got {dry_run!r}")
     if timeout <= 0:
         raise InputError(f"--timeout must be positive, got {timeout:g}")
     cfg = load_config(cluster)
-    platform(cfg).deploy(cfg, session(), mode=mode, nodes=nodes, dry_run=dry_run, timeout=timeout,
+    # i25.4: no --mode is the config's own (rdma when network.rdma.enabled, else tcp)
+    platform(cfg).deploy(cfg, session(), mode=mode or cfg.own_mode, nodes=nodes, dry_run=dry_run, timeout=timeout,
                          no_fallback=no_fallback, take_over=take_over)
 
 

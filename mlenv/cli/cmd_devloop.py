@@ -25,7 +25,8 @@ def url(
 def gpu_info(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
 ) -> None:
-    """nvidia-smi on every running pod of the deployment, as one table."""
+    """nvidia-smi on every running pod of the deployment, as one table; then each pod's
+    GPU topology (nvidia-smi topo -m) and InfiniBand ports (ibstat, when the image has it)."""
     cfg = load_config(cluster)
     raise typer.Exit(platform(cfg).gpu_info(cfg, session()))
 

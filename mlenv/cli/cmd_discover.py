@@ -1,9 +1,11 @@
-"""``mlenv discover NAME --namespace NS``: write a starting ``clusters/NAME.yaml`` (i10.8)."""
+"""``mlenv discover NAME --namespace NS``: write a starting ``clusters/NAME.yaml`` (i10.8);
+``mlenv wizard``: the same, with a few questions on the way (upstream's ``make wizard``, i25.1)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -11,6 +13,17 @@ from mlenv.cli._clusterctx import session
 from mlenv.cli._common import SETTINGS, guarded, repo_root
 from mlenv.contract import APP
 from mlenv.errors import InputError
+
+if TYPE_CHECKING:
+    from mlenv.cluster.discover import Discovered
+
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+
+
+def _check_names(*pairs: tuple[str, str]) -> None:
+    for what, v in pairs:
+        if not DNS_LABEL.match(v):
+            raise InputError(f"{what} {v!r}: must be a DNS-1123 label (lowercase letters, digits, '-')")
 
 
 @guarded
@@ -21,39 +34,99 @@ def discover(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Read GPU nodes, RDMA resources, networks and storage classes; write a starting config."""
-    import re
-
-    from mlenv.config import check_file
     from mlenv.platforms.dispatch import platform_named
 
     # `mlenv -n NS discover NAME` (the global option before the verb) means the same; the
     # default namespace is named after the app, as upstream's was
     namespace = namespace or SETTINGS.namespace or APP
-    dns = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-    for what, v in (("NAME", name), ("--namespace", namespace)):
-        if not dns.match(v):
-            raise InputError(f"{what} {v!r}: must be a DNS-1123 label (lowercase letters, digits, '-')")
+    _check_names(("NAME", name), ("--namespace", namespace))
     path = Path(repo_root()) / "clusters" / f"{name}.yaml"
     if path.exists() and not force and not dry_run:
         raise InputError(f"{path} exists: pass --force to overwrite it, or --dry-run to print")
     text = platform_named("openshift").discover(name, session(), namespace=namespace)
+    _check_discovered(name, text)
     if dry_run:
         typer.echo(text, nl=False)
         return
+    _write(path, name, text)
+
+
+def _check_discovered(name: str, text: str) -> None:
+    """InputError unless ``text`` validates: clusters/ never holds a file `mlenv validate`
+    rejects, and --dry-run never prints one (i25.6)."""
     import tempfile
 
-    # validated before it lands, so clusters/ never holds a file `mlenv validate` rejects
+    from mlenv.config import check_file
+
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir) / f"{name}.yaml"
         tmp.write_text(text)
         cfg, diags = check_file(tmp)
     if cfg is None:
-        raise InputError("the discovered config does not validate:\n" + "\n".join(str(d) for d in diags))
+        raise InputError("the discovered config does not validate:\n"
+                         + "\n".join(d.format() for d in diags))
+
+
+def _write(path: Path, name: str, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(text)
     typer.echo(f"wrote {path}: review it, then `mlenv validate {name}`")
 
 
+def _questions(found: Discovered) -> None:
+    """The wizard's questions about what was found (an empty answer takes the default)."""
+    typer.echo(f"found on {found.api}: {len(found.gpu_nodes)} GPU node(s)"
+               + (f" with {found.gpus_per_node} {found.gpu_product or 'GPU'}(s) each" if found.gpu_nodes else "")
+               + "; RDMA " + (", ".join(sorted(found.rdma_resources)) if found.rdma_found else "none")
+               + f"; shared (RWX) storage {found.rwx_class or 'none'}")
+    most = max(len(found.gpu_nodes), 1)
+    nodes = typer.prompt(f"Pods to deploy (1-{most})", default=found.nodes_default, type=int)
+    if not 1 <= nodes <= most:
+        raise InputError(f"pods: {nodes} is not between 1 and {most} (the GPU nodes found)")
+    found.default_nodes = nodes
+    if found.rdma_found:
+        found.use_rdma = typer.confirm("Use RDMA between the pods", default=True)
+    for tool, what in (("vscode", "VS Code in the browser (code-server)"), ("jupyter", "JupyterLab")):
+        if typer.confirm(what, default=False):
+            found.dev_tools.append(tool)
+
+
+@guarded
+def wizard(
+    name: Annotated[str | None, typer.Argument(help="Cluster name (asked when not given): the file is clusters/NAME.yaml.")] = None,
+    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Namespace to deploy into (asked when not given).")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file without asking.")] = False,
+) -> None:
+    """Discover the cluster you are logged in to, ask what to use of it (pods, RDMA, dev
+    tools), and write a starting clusters/NAME.yaml that validates. Answers come from the
+    terminal or standard input, one a line (an empty line takes the default)."""
+    from mlenv.platforms.dispatch import platform_named
+
+    try:
+        if name is None:
+            name = str(typer.prompt("Cluster name (the file is clusters/NAME.yaml)"))
+        _check_names(("cluster name", name))  # a bad answer stops before the next question
+        namespace = namespace or SETTINGS.namespace or str(typer.prompt("Namespace to deploy into", default=APP))
+        _check_names(("namespace", namespace))
+        path = Path(repo_root()) / "clusters" / f"{name}.yaml"
+        answers: dict[str, bool] = {}
+
+        def ask(found: Discovered) -> None:
+            _questions(found)
+            answers["rdma"] = bool(found.rdma_found if found.use_rdma is None else found.use_rdma)
+
+        text = platform_named("openshift").discover(name, session(), namespace=namespace, ask=ask)
+        _check_discovered(name, text)
+        if path.exists() and not force and not typer.confirm(f"{path} exists: overwrite it", default=False):
+            raise InputError(f"{path} exists and was kept: pass --force, or pick another name")
+    except typer.Abort:  # end of input before every question had an answer
+        raise InputError("wizard: no answer (end of input); run it on a terminal, or give one "
+                         "answer a line on standard input") from None
+    _write(path, name, text)
+    typer.echo(f"next: make deploy-cluster CLUSTER={name} (mode {'rdma' if answers.get('rdma') else 'tcp'})")
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``discover`` to the app."""
+    """Add ``discover`` and ``wizard`` to the app."""
     app.command("discover")(discover)
+    app.command("wizard")(wizard)

@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from mlenv.cli._common import err, guarded, repo_root
+from mlenv.cli._output import check_format
 from mlenv.errors import InputError
 
 
@@ -77,7 +78,7 @@ def _known_or_did_you_mean(cluster: str, root: Path) -> None:
 @guarded
 def history_cmd(
     cluster: Annotated[str, typer.Argument(help="Cluster name (`local` for mlenv acceptance --local runs).")],
-    output: Annotated[str, typer.Option("-o", "--output", help="table | json")] = "table",
+    output: Annotated[str, typer.Option("-o", "--output", help="table (default) or json.")] = "table",
     limit: Annotated[int, typer.Option("--limit", help="Newest N runs (0: all).")] = 0,
     history_dir: Annotated[Path | None, typer.Option("--history-dir", help="History root (default $MLENV_HISTORY_DIR, "
                                                                           "else reports/ in the repository).")] = None,
@@ -85,8 +86,7 @@ def history_cmd(
     """List a cluster's acceptance runs, newest first."""
     from mlenv.acceptance.records import history
 
-    if output not in ("table", "json"):
-        raise InputError(f"-o/--output must be table or json, got {output!r}")
+    check_format(output, ("table", "json"))
     if limit < 0:
         raise InputError(f"--limit: expected 0 or more, got {limit}")
     root = history_dir or history.default_root(repo_root())

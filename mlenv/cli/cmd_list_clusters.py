@@ -69,7 +69,7 @@ def list_clusters(output: OutputOpt = None) -> None:
     """
     from mlenv.config.loader import check_file, cluster_files
 
-    check_format(output)
+    output = check_format(output)
     root = Path(repo_root())
     files = cluster_files(root)
     if not files:

@@ -42,7 +42,13 @@ def render(
     root = Path(repo_root())
     warnings: list[Diagnostic] = []
     if all_:
+        # i25.12: outside a checkout `--all --check` checked 0 trees and said "up to date"
+        if not (root / "clusters").is_dir():
+            raise InputError(f"--all: no clusters/ folder in {root} or above: run inside a "
+                             "checkout (or set MLENV_ROOT)")
         clusters = loader.load_all(root, warnings=warnings)
+        if not clusters:
+            raise InputError(f"--all: {root / 'clusters'} holds no cluster config (*.yaml)")
     else:
         clusters = [loader.load(cluster or "", root, warnings=warnings)]
     for w in warnings:
@@ -61,7 +67,15 @@ def render(
             raise InputError(f"{flag} {out_root}: cannot write {d}: {why}")
 
     if check:
-        stale = stale_paths(planned, out_root, {c.name for c in clusters} if all_ else None)
+        platform_roots: list[tuple[Path, set[str]]] = []
+        if all_ and out is None:  # i25.12: slurm/<name>/ and hosts/<name>/ of deleted configs too
+            from mlenv.render.platforms import PLATFORM_ROOTS
+
+            for folder in sorted(set(PLATFORM_ROOTS.values())):
+                base = root / folder
+                platform_roots.append((base, {d.name for d, _ in planned if d.parent == base}))
+        stale = stale_paths(planned, out_root, {c.name for c in clusters} if all_ else None,
+                            platform_roots)
         if stale:
             for p in stale:
                 err(f"stale: {p}")

@@ -16,24 +16,24 @@ import typer
 
 from mlenv.cli._clusterctx import load_config, platform, session
 from mlenv.cli._common import err, guarded
+from mlenv.cli._output import check_format
 from mlenv.errors import InputError
 
 
 @guarded
 def secrets(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
-    mode: Annotated[str, typer.Option("--mode", help="rdma or tcp (which rendered tree the Secrets are for).")] = "rdma",
+    mode: Annotated[str | None, typer.Option("--mode", help="rdma or tcp (which rendered tree the Secrets are for; default: the config's).")] = None,
     output: Annotated[str, typer.Option("-o", "--output", help="yaml (multi-document) or json (a v1 List).")] = "yaml",
 ) -> None:
     """Print fresh Secrets (ssh keys, dev-tool credentials) for k8s/<cluster>/<mode>/: seal them, never commit them."""
     from mlenv.render.serialize import dump_all
 
-    if mode not in ("rdma", "tcp"):
+    if mode is not None and mode not in ("rdma", "tcp"):
         raise InputError(f"--mode must be rdma or tcp, got {mode!r}")
-    if output not in ("yaml", "json"):
-        raise InputError(f"-o/--output must be yaml or json, got {output!r}")
+    check_format(output, ("yaml", "json"))  # i25.9: one message for every verb's -o
     cfg = load_config(cluster)
-    docs = platform(cfg).secrets(cfg, session(), mode=mode)
+    docs = platform(cfg).secrets(cfg, session(), mode=mode or cfg.own_mode)  # i25.4
     if output == "json":
         typer.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}, indent=2, sort_keys=True))
     else:

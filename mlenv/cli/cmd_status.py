@@ -18,7 +18,7 @@ def status(
 ) -> None:
     """Show the deployment's pods (node, readiness, restarts) and PVCs; -o json|yaml for
     one document."""
-    check_format(output)
+    output = check_format(output)
     cfg = load_config(cluster)
     platform(cfg).status(cfg, session(), output=output)
 

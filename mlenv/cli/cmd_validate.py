@@ -30,7 +30,7 @@ def validate(
     # Imported here so `mlenv --help` does not pay for YAML/jsonschema.
     from mlenv.config.loader import check_file, cluster_files, duplicate_names, resolve
 
-    check_format(output)
+    output = check_format(output)
     root = Path(repo_root())
     diags: list[Diagnostic] = []
     files: list[Path] = []

@@ -28,16 +28,27 @@ class ToolUrl:
     auth: str
 
 
-def tool_url(cfg: ClusterConfig, client: ClusterClient, tool: str) -> ToolUrl:
-    """The Route URL of an enabled dev tool, with how it is authenticated (never a secret
-    value: the command that reads it)."""
-    from mlenv.render.workload import DEV_TOOLS, dev_tool_name, enabled_dev_tools, oauth
+def require_tool(cfg: ClusterConfig, tool: str) -> None:
+    """InputError unless ``tool`` is a dev tool ``cfg`` enables; the message says in one
+    line how to enable it (i25.4: upstream's configs have no dev_tools, and `make vscode`
+    was its habit). Checked before any cluster call."""
+    from mlenv.render.workload import DEV_TOOLS, enabled_dev_tools
 
     if tool not in DEV_TOOLS:
         raise InputError(f"unknown dev tool {tool!r}: one of {', '.join(DEV_TOOLS)}")
     if tool not in enabled_dev_tools(cfg):
-        raise InputError(f"cluster {cfg.name} does not enable dev_tools.{tool}: set it to true "
-                         "and re-deploy")
+        where = str(cfg.source) if cfg.source else f"clusters/{cfg.name}.yaml"
+        raise InputError(f"cluster {cfg.name} has no {tool} (dev tools are off unless enabled): "
+                         f"add 'dev_tools: {{{tool}: true}}' to {where}, then "
+                         f"`make deploy-cluster CLUSTER={cfg.name}` (mlenv deploy {cfg.name})")
+
+
+def tool_url(cfg: ClusterConfig, client: ClusterClient, tool: str) -> ToolUrl:
+    """The Route URL of an enabled dev tool, with how it is authenticated (never a secret
+    value: the command that reads it)."""
+    from mlenv.render.workload import dev_tool_name, oauth
+
+    require_tool(cfg, tool)
     route = dev_tool_name(tool)
     live = client.get("Route", route, cfg.namespace)
     if live is None:
@@ -93,3 +104,47 @@ def gpu_table(cfg: ClusterConfig, client: ClusterClient, *, workers: int = 16) -
 
     with ThreadPoolExecutor(max_workers=max(1, min(workers, len(pods)))) as pool:
         return [row for rows in pool.map(ask, pods) for row in rows]
+
+
+# i25.7: upstream's `make gpu-info` also showed the GPU topology and the InfiniBand ports.
+TOPO = ["nvidia-smi", "topo", "-m"]
+IBSTAT = ["ibstat"]
+NOT_FOUND_RC = 127  # exec: the binary is not in the image
+
+
+@dataclass(frozen=True)
+class PodSection:
+    """One command's output in one pod (``text``), or why there is none (``note``)."""
+
+    pod: str
+    title: str
+    text: str = ""
+    note: str = ""
+
+
+def gpu_sections(cfg: ClusterConfig, client: ClusterClient, *, workers: int = 16) -> list[PodSection]:
+    """``nvidia-smi topo -m`` and ``ibstat`` (when the image has it) on every Running
+    worker pod, in pod order."""
+    pods = [p.name for p in worker_pods(cfg, client) if p.phase == "Running"]
+
+    def ask(pod: str) -> list[PodSection]:
+        out = []
+        for argv in (TOPO, IBSTAT):
+            title = " ".join(argv)
+            try:
+                res = client.exec(pod, cfg.namespace, argv, check=False, timeout=30)
+            except InfraError as e:
+                out.append(PodSection(pod, title, note=str(e).splitlines()[0]))
+                continue
+            if res.returncode == NOT_FOUND_RC and argv is IBSTAT:
+                out.append(PodSection(pod, title, note="not in the image (no InfiniBand tools)"))
+            elif res.returncode != 0:
+                why = (res.stderr or res.stdout).strip().splitlines()
+                out.append(PodSection(pod, title, note=f"exit {res.returncode}: "
+                                                      f"{why[-1] if why else 'no output'}"))
+            else:
+                out.append(PodSection(pod, title, text=res.stdout.rstrip("\n")))
+        return out
+
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(pods) or 1))) as pool:
+        return [sec for secs in pool.map(ask, pods) for sec in secs]

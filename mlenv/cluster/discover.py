@@ -44,6 +44,20 @@ class Discovered:
     default_class: str = ""
     rwx_class: str = ""
     notes: list[str] = field(default_factory=list)
+    # Answers of `mlenv wizard` (i25.1); left as they are, `discover` decides alone.
+    use_rdma: bool | None = None  # None: RDMA when a device-plugin resource was found
+    default_nodes: int | None = None  # None: up to 2 of the GPU nodes found
+    dev_tools: list[str] = field(default_factory=list)  # vscode, jupyter, tensorboard
+
+    @property
+    def rdma_found(self) -> bool:
+        """True when some GPU node advertises an RDMA device-plugin resource."""
+        return bool(self.rdma_resources)
+
+    @property
+    def nodes_default(self) -> int:
+        """The pod count a config gets unless asked otherwise."""
+        return max(min(len(self.gpu_nodes), 2), 1)
 
 
 def _int(v: object) -> int:
@@ -99,7 +113,7 @@ def _q(s: str) -> str:
 
 def to_yaml(d: Discovered) -> str:
     """The starting config; every value a plain, quoted scalar so it round-trips."""
-    rdma = bool(d.rdma_resources)
+    rdma = d.rdma_found if d.use_rdma is None else d.use_rdma and d.rdma_found
     lines: list[str] = [
         "# yaml-language-server: $schema=./cluster.schema.json",
         f"# Written by `mlenv discover` from {d.api}: a starting point, review before deploying.",
@@ -134,7 +148,9 @@ def to_yaml(d: Discovered) -> str:
     lines += ["", "gpus:", f"  per_node: {max(d.gpus_per_node, 1)}"]
     if d.gpu_product:
         lines.append(f"  type: {_q(d.gpu_product)}")
-    lines.append(f"  default_nodes: {max(min(len(d.gpu_nodes), 2), 1)}")
+    lines.append(f"  default_nodes: {d.default_nodes or d.nodes_default}")
+    if d.dev_tools:
+        lines += ["", "dev_tools:"] + [f"  {t}: true" for t in d.dev_tools]
     if d.notes:
         lines += ["", "notes: |"] + [f"  {n}" for n in d.notes]
     return "\n".join(lines) + "\n"

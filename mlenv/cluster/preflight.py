@@ -69,11 +69,18 @@ class PreflightReport:
 
 def _host_port(url: str) -> tuple[str, int | None]:
     u = urlparse(url if "://" in url else f"https://{url}")
-    return (u.hostname or "").lower(), u.port
+    host = (u.hostname or "").lower()
+    # i25.5: upstream configs name the cluster (`barcelona.nerc.mghpcc.org`) where `oc`
+    # reports its API host (`api.barcelona.nerc.mghpcc.org`): both spellings are one server.
+    return host.removeprefix("api."), u.port
 
 
 def same_server(configured: str, live: str) -> bool:
-    """``cluster.api`` (host, host:port or URL) names the server ``live`` is logged in to."""
+    """``cluster.api`` (host, host:port or URL) names the server ``live`` is logged in to.
+
+    Hosts compare without scheme and without a leading ``api.`` on either side; the port
+    counts only when both sides give one (upstream's configs never give a port).
+    """
     ch, cp = _host_port(configured)
     lh, lp = _host_port(live)
     return ch == lh and (cp is None or lp is None or cp == lp)

@@ -233,6 +233,12 @@ class Cluster:
         """The namespace everything is deployed into."""
         return self.cluster.namespace
 
+    @property
+    def own_mode(self) -> Mode:
+        """The mode used when none is asked for (i25.4): rdma when ``network.rdma.enabled``,
+        else tcp."""
+        return "rdma" if self.rdma.enabled else "tcp"
+
     def effective_mode(self, requested: Mode) -> Mode:
         """MODE=rdma on a cluster with ``rdma.enabled: false`` falls back to TCP.
 

@@ -103,6 +103,20 @@ def _get(data: Any, *path: str) -> Any:
     return data
 
 
+
+# Upstream ml-dev-env's discover_cluster.py wrote these four whatever it found (i25.6).
+UPSTREAM_DISCOVERED_INTERFACES = ["net1", "net2", "net3", "net4"]
+
+
+def _upstream_discovered_hint(interfaces: list[str], devices: list[str]) -> str:
+    """The fix for a config upstream's discovery wrote: its interfaces were always net1-net4."""
+    if interfaces != UPSTREAM_DISCOVERED_INTERFACES:
+        return ""
+    want = ",".join(f"net{i + 1}" for i in range(len(devices)))
+    return (f"upstream's discover_cluster.py always wrote net1-net4: with {len(devices)} device(s) "
+            f"write interfaces: \"{want}\", or write a fresh "
+            "config with `mlenv discover NAME --namespace NS`")
+
 class _Rules:
     def __init__(self, parsed: Parsed, file: str) -> None:
         self.parsed = parsed
@@ -527,6 +541,7 @@ class _Rules:
             self.err(
                 (*base, "interfaces") if "interfaces" in rdma else base,
                 f"{len(interfaces)} interface(s) for {len(devices)} RDMA device(s); list one interface per device, in the same order",
+                _upstream_discovered_hint(interfaces, devices),
                 key="interfaces" not in rdma,
             )
 

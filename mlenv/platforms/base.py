@@ -26,6 +26,7 @@ from mlenv.errors import InputError
 
 if TYPE_CHECKING:
     from mlenv.cluster.api import ClusterClient
+    from mlenv.cluster.discover import Discovered
     from mlenv.config.model import Cluster
     from mlenv.quarantine import Run, Target
 
@@ -104,7 +105,10 @@ class Platform(Protocol):
 
     def url(self, cfg: Cluster, s: Session, *, tool: str) -> None: ...
 
-    def discover(self, name: str, s: Session, *, namespace: str) -> str: ...
+    # ``ask`` (``mlenv wizard``, i25.1): shown what was found, it may change the answers
+    # (pods, RDMA, dev tools) before the config is written out.
+    def discover(self, name: str, s: Session, *, namespace: str,
+                 ask: Callable[[Discovered], None] | None = None) -> str: ...
 
     def gpu_info(self, cfg: Cluster, s: Session) -> int: ...
 
@@ -171,7 +175,8 @@ class PlatformBase:
     def url(self, cfg: Cluster, s: Session, *, tool: str) -> None:
         raise self._no("url")
 
-    def discover(self, name: str, s: Session, *, namespace: str) -> str:
+    def discover(self, name: str, s: Session, *, namespace: str,
+                 ask: Callable[[Discovered], None] | None = None) -> str:
         raise self._no("discover")
 
     def gpu_info(self, cfg: Cluster, s: Session) -> int:

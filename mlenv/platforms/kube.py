@@ -9,6 +9,7 @@ from the global options and which has already probed the API server.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -19,6 +20,7 @@ from mlenv.platforms.base import PlatformBase, Session
 
 if TYPE_CHECKING:
     from mlenv.cluster.api import ClusterClient
+    from mlenv.cluster.discover import Discovered
     from mlenv.cluster.status import StatusReport
     from mlenv.config.model import Cluster
     from mlenv.quarantine import Run, Target
@@ -270,24 +272,31 @@ class KubernetesPlatform(PlatformBase):
         return EXIT_OK
 
     def url(self, cfg: Cluster, s: Session, *, tool: str) -> None:
-        from mlenv.cluster.devloop import tool_url
+        from mlenv.cluster.devloop import require_tool, tool_url
 
+        require_tool(cfg, tool)  # i25.4: before connecting: a config without the tool needs no cluster
         with s.client() as client:
             u = tool_url(cfg, client, tool)
         s.say(f"{u.tool}: {u.url}")
         s.say(f"  {u.auth}")
 
-    def discover(self, name: str, s: Session, *, namespace: str) -> str:
-        from mlenv.cluster.discover import render_discovered
+    def discover(self, name: str, s: Session, *, namespace: str,
+                 ask: Callable[[Discovered], None] | None = None) -> str:
+        from mlenv.cluster.discover import discover as read_cluster
+        from mlenv.cluster.discover import to_yaml
 
         with s.client() as client:
-            return render_discovered(client, name, namespace)
+            found = read_cluster(client, name, namespace)
+        if ask is not None:
+            ask(found)  # the questions come after the cluster answered, not while connected
+        return to_yaml(found)
 
     def gpu_info(self, cfg: Cluster, s: Session) -> int:
-        from mlenv.cluster.devloop import gpu_table
+        from mlenv.cluster.devloop import gpu_sections, gpu_table
 
         with s.client() as client:
             rows = gpu_table(cfg, client)
+            sections = gpu_sections(cfg, client)  # i25.7: upstream's topo -m and ibstat
         s.say(f"{'POD':<20} {'GPU':<4} {'NAME':<28} {'MEM USED/TOTAL MiB':<20} UTIL")
         for r in rows:
             if r.error:
@@ -295,6 +304,10 @@ class KubernetesPlatform(PlatformBase):
             else:
                 s.say(f"{r.pod:<20} {r.index:<4} {r.name[:28]:<28} "
                       f"{r.mem_used_mib + '/' + r.mem_total_mib:<20} {r.util_pct}%")
+        for sec in sections:
+            s.say(f"\n== {sec.pod}: {sec.title}" + (f": {sec.note}" if sec.note else ""))
+            if sec.text:
+                s.say(sec.text)
         return EXIT_ERROR if any(r.error for r in rows) else EXIT_OK
 
     def teardown(self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool,
@@ -307,12 +320,15 @@ class KubernetesPlatform(PlatformBase):
 
         with s.client() as client:
             rep = run_teardown(cfg, client, purge=purge, dry_run=dry_run)
-        kept = "" if purge else "; PVCs kept (--purge deletes them)"
+        # i25.4: the image build is kept too (upstream's clean-multi-node kept it)
+        kept = "" if purge else "; PVCs and the image build (BuildConfig, ImageStream) kept (--purge deletes them)"
         if dry_run:
             for d in rep.deleted:
                 s.say(f"would delete {d}")
             for left in rep.left:
                 s.say(f"would keep {left}")
+            for k in rep.kept:
+                s.say(f"would keep {k}")
             s.say(f"teardown of {cfg.name} (dry run): {len(rep.deleted)} object(s) would be "
                   "deleted" + kept + "; nothing was changed")
             return
@@ -320,6 +336,8 @@ class KubernetesPlatform(PlatformBase):
             s.say(f"deleted {d}")
         for left in rep.left:
             s.warn(f"warning: left behind: {left}")
+        for k in rep.kept:
+            s.say(f"kept {k}")
         s.say(f"teardown of {cfg.name}: {len(rep.deleted)} object(s) deleted" + kept
               + (f"; {len(rep.left)} left behind (see above)" if rep.left else ""))
 

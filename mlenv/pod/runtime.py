@@ -85,6 +85,31 @@ def host_patterns(pe: PodEnv) -> list[str]:
     return [base, f"{base}.cluster.local"]
 
 
+UPSTREAM_HOSTFILE = os.path.join(".deepspeed", "hostfile")
+
+
+def upstream_hostfile_path(env: Mapping[str, str]) -> str:
+    """Upstream ml-dev-env's hostfile, ``/workspace/.deepspeed/hostfile`` (its scripts and
+    docs pass it to ``launch_deepspeed.sh`` and ``deepspeed --hostfile``)."""
+    return os.path.join(env.get("MLENV_WORKSPACE", "/workspace"), UPSTREAM_HOSTFILE)
+
+
+def _upstream_hostfile(env: Mapping[str, str], text: str) -> None:
+    """i25.2: the hostfile at upstream's path too. Only inside a workspace that exists (the
+    mounted volume; never created here). ``sync --delete`` leaves it: dot paths are
+    protected (cluster/treehash.py). A read-only workspace costs a warning, not the pod."""
+    path = upstream_hostfile_path(env)
+    if not os.path.isdir(os.path.dirname(os.path.dirname(path))):
+        return
+    try:
+        hostfile.write_text(path, text)
+    except OSError as e:
+        say(f"warning: cannot write upstream's hostfile {path} ({e.strerror}); "
+            "use $HOME/.mlenv/hostfile")
+        return
+    say(f"hostfile also at {path} (upstream ml-dev-env's path)")
+
+
 def verb_init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bool = False,
          sysfs_root: str = "/sys", strict_memlock: bool = True,
          memlock_check: Callable[[], str | None] = rdma.check_memlock,
@@ -101,6 +126,7 @@ def verb_init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bo
     slots = hostfile.slots_per_node(pe.gpus_per_node, hostfile.count_gpus(env), env)
     hostfile.write_text(p.hostfile, hostfile.render_hostfile(pe.hosts, slots))
     say(f"node rank {pe.rank} of {pe.nnodes}; hostfile {p.hostfile} ({slots} slot(s) per node)")
+    _upstream_hostfile(env, hostfile.render_hostfile(pe.hosts, slots))
 
     # i10.4: upstream's per-pod names; each pod's sshd sets its own (never pod-0's).
     node_vars: dict[str, str] = upstream_vars(env, pe.rank)

@@ -32,14 +32,14 @@ def fake_state(tmp_path: Path, cluster: str = "barcelona", *, rdma: bool = True)
     return path
 
 
-def run(args: list[str], state: Path | None, monkeypatch) -> Result:
+def run(args: list[str], state: Path | None, monkeypatch, input: str | None = None) -> Result:
     """Invoke ``mlenv ARGS`` with the repo as root and, with a ``state``, the fake as the
     cluster (without one, the real client: whatever ``kubectl`` is on PATH)."""
     monkeypatch.setenv("MLENV_ROOT", str(ROOT))
     if state is None:
         monkeypatch.setenv("MLENV_STATE_DIR", str(ROOT / ".pytest_cache" / "mlenv-state"))
-        return CliRunner().invoke(app, args)
+        return CliRunner().invoke(app, args, input=input)
     # `deploy` records the current cluster: next to the fake, never in the repo
     monkeypatch.setenv("MLENV_STATE_DIR", str(state.parent / ".mlenv"))
     with use_factory(state_file(state)):
-        return CliRunner().invoke(app, args)
+        return CliRunner().invoke(app, args, input=input)

@@ -149,3 +149,17 @@ def test_i9_12_current_cluster_stores_the_name_not_the_path(tmp_path, monkeypatc
     r = run(["deploy", str(odd / "barcelona.yaml"), "--timeout", "60"], state, monkeypatch)
     assert r.exit_code == 0, r.output
     assert "not recording" in r.stderr and current.read_text() == "barcelona\n"
+
+
+def test_i25_4_no_mode_is_the_configs_own_mode(tmp_path, monkeypatch) -> None:
+    """`--mode` defaulted to rdma whatever the config said (upstream's MODE defaulted to
+    tcp): a TCP config deployed in "rdma" mode with a fall-back warning. With no --mode the
+    config's own mode is used; a --mode given is still honoured, warning and all."""
+    state = fake_state(tmp_path, "nerc-tcp", rdma=False)
+    r = run(["deploy", "nerc-tcp", "--dry-run", "client"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert "warning" not in r.stderr and "(tcp, " in r.stderr, r.stderr
+    r = run(["deploy", "nerc-tcp", "--mode", "rdma", "--dry-run", "client"], state, monkeypatch)
+    assert r.exit_code == 0 and "falls back to TCP" in r.stderr, r.stderr
+    r = run(["deploy", "barcelona", "--dry-run", "client"], None, monkeypatch)  # rdma.enabled: rdma
+    assert r.exit_code == 0 and "(rdma, " in r.stderr, r.stderr

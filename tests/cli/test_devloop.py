@@ -3,7 +3,7 @@ shell -- CMD."""
 
 from __future__ import annotations
 
-from _fakeenv import fake_state, run
+from _fakeenv import ROOT, fake_state, run
 
 from mlenv.cluster.devloop import GPU_QUERY
 from mlenv.testing.fakecluster import FakeCluster
@@ -60,3 +60,50 @@ def test_i10_5_port_forward_debug_and_shell_command(tmp_path, monkeypatch) -> No
     assert ["interactive", "ml-dev-env-0", "nvidia-smi", "topo", "-m"] in calls
     r = run(["port-forward", "barcelona", "--port", "x:1"], state, monkeypatch)
     assert r.exit_code == 2 and "expected PORT or LOCAL:REMOTE" in r.output
+
+
+def test_i25_4_url_on_a_config_without_the_tool_says_how_to_enable_it(tmp_path, monkeypatch) -> None:
+    """Upstream's configs have no dev_tools: `make vscode` on one is one line saying what to
+    add where, and needs no cluster (no state: not even a client is built)."""
+    upstream = ROOT / "tests" / "data" / "upstream" / "barcelona.yaml"
+    for tool in ("vscode", "jupyter"):
+        r = run(["url", str(upstream), tool], None, monkeypatch)
+        assert r.exit_code == 2, r.output
+        lines = r.output.strip().splitlines()
+        assert len(lines) == 1, lines
+        assert f"add 'dev_tools: {{{tool}: true}}' to {upstream}" in lines[0]
+        assert "make deploy-cluster CLUSTER=barcelona" in lines[0]
+
+
+TOPO_OUT = """\
+\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID
+GPU0\t X \tNV18\tPXB\t0-55\t0\t\tN/A
+GPU1\tNV18\t X \tPXB\t0-55\t0\t\tN/A
+NIC0\tPXB\tPXB\t X \t\t\t\t
+
+NIC Legend:
+
+  NIC0: mlx5_6"""
+IBSTAT_OUT = """\
+CA 'mlx5_6'
+\tCA type: MT4129
+\tNumber of ports: 1
+\t\tState: Active
+\t\tRate: 400"""
+
+
+def test_i25_7_gpu_info_shows_topology_and_ibstat_when_present(tmp_path, monkeypatch) -> None:
+    """Upstream's `make gpu-info` showed `nvidia-smi topo -m` and `ibstat`; ours dropped both."""
+    state = deployed(tmp_path, monkeypatch)
+    fake = FakeCluster.load(str(state))
+    ok = {" ".join(GPU_QUERY): {"rc": 0, "stdout": "0, NVIDIA H100 80GB HBM3, 0, 81559, 0\n"},
+          "nvidia-smi topo -m": {"rc": 0, "stdout": TOPO_OUT + "\n"}}
+    fake.pod_exec_responses["ml-dev-env-0"] = {**ok, "ibstat": {"rc": 0, "stdout": IBSTAT_OUT + "\n"}}
+    fake.pod_exec_responses["ml-dev-env-1"] = ok  # no ibstat in this image: exec says 127
+    fake.save(str(state))
+    r = run(["gpu-info", "barcelona"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert f"== ml-dev-env-0: nvidia-smi topo -m\n{TOPO_OUT}\n" in r.output
+    assert f"== ml-dev-env-0: ibstat\n{IBSTAT_OUT}\n" in r.output
+    assert f"== ml-dev-env-1: nvidia-smi topo -m\n{TOPO_OUT}\n" in r.output
+    assert "== ml-dev-env-1: ibstat: not in the image (no InfiniBand tools)" in r.output

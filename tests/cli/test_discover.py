@@ -103,3 +103,49 @@ def test_i16_discover_takes_the_global_namespace_before_the_verb(tmp_path: Path,
         assert f"namespace: {NS}" in res.stdout.replace('"', "")
     res = run(["discover", "newcluster", "--dry-run"], state, monkeypatch)
     assert "namespace: ml-dev-env" in res.stdout.replace('"', "")
+
+
+def test_i25_1_wizard_asks_and_writes_a_config_that_validates(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Upstream's `make wizard`: discovery plus questions, answered here on stdin (name,
+    namespace, pods, RDMA, VS Code, Jupyter)."""
+    state = cluster_state(tmp_path)
+    r = root(tmp_path, monkeypatch)
+    res = run(["wizard"], state, monkeypatch, input=f"mine\n{NS}\n1\nn\ny\n\n")
+    assert res.exit_code == 0, res.output
+    assert "found on" in res.output and "2 GPU node(s)" in res.output
+    assert "next: make deploy-cluster CLUSTER=mine (mode tcp)" in res.output
+    cfg, diags = check_file(r / "clusters" / "mine.yaml")
+    assert cfg is not None, diags
+    assert cfg.namespace == NS and cfg.gpus.default_nodes == 1 and not cfg.rdma.enabled
+    assert cfg.dev_tools.vscode and not cfg.dev_tools.jupyter
+    # defaults (empty answers): 2 pods, RDMA on, no dev tools; an existing file is asked about
+    res = run(["wizard", "mine", "-n", NS], state, monkeypatch, input="\n\n\n\nn\n")
+    assert res.exit_code == 2 and "exists and was kept" in res.output
+    assert check_file(r / "clusters" / "mine.yaml")[0].gpus.default_nodes == 1  # type: ignore[union-attr]
+    res = run(["wizard", "mine", "-n", NS], state, monkeypatch, input="\n\n\n\ny\n")
+    assert res.exit_code == 0, res.output
+    cfg = check_file(r / "clusters" / "mine.yaml")[0]
+    assert cfg is not None and cfg.gpus.default_nodes == 2 and cfg.rdma.enabled
+    assert not cfg.dev_tools.vscode
+
+
+def test_i25_1_wizard_refuses_bad_answers_with_one_line(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    state = cluster_state(tmp_path)
+    r = root(tmp_path, monkeypatch)
+    res = run(["wizard"], state, monkeypatch, input="Bad Name\n")
+    assert res.exit_code == 2 and "must be a DNS-1123 label" in res.output
+    res = run(["wizard", "mine", "-n", NS], state, monkeypatch, input="7\n")
+    assert res.exit_code == 2 and "pods: 7 is not between 1 and 2" in res.output
+    assert not (r / "clusters" / "mine.yaml").exists()
+
+
+def test_i25_6_discover_dry_run_output_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = cluster_state(tmp_path)
+    root(tmp_path, monkeypatch)
+    res = run(["discover", "newcluster", "--namespace", NS, "--dry-run"], state, monkeypatch)
+    assert res.exit_code == 0
+    out = tmp_path / "printed.yaml"
+    out.write_text(res.stdout)
+    assert check_file(out)[0] is not None

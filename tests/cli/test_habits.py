@@ -144,7 +144,7 @@ def test_status_output_json_and_yaml(tmp_path, monkeypatch) -> None:
     assert yaml.safe_load(y.stdout) == doc
     assert "&id" not in y.stdout and "*id" not in y.stdout
     bad = run(["status", "barcelona", "-o", "wide"], state, monkeypatch)
-    assert bad.exit_code == 2 and "-o/--output must be one of json, yaml" in bad.stderr
+    assert bad.exit_code == 2 and "-o/--output must be one of table, json, yaml" in bad.stderr
 
 
 def test_list_clusters_and_validate_output(monkeypatch) -> None:
@@ -321,3 +321,63 @@ def test_a_verbs_own_option_keeps_its_spelling() -> None:
 
 def verb(cluster: str, version: Annotated[bool, typer.Option("--version-info", "-v")] = False) -> None:
     """A verb with its own -v (for test_a_verbs_own_option_keeps_its_spelling)."""
+
+
+@pytest.mark.parametrize("args,allowed", [
+    (["list-clusters"], "table, json, yaml"),
+    (["validate"], "table, json, yaml"),
+    (["history", "local"], "table, json"),
+    (["compare", "a", "b"], "table, json"),
+    (["secrets", "local"], "yaml, json"),
+])
+def test_i25_9_output_is_the_format_everywhere_and_refused_with_the_allowed_values(monkeypatch, args,
+                                                                                   allowed) -> None:
+    """`-o` meant a format on some verbs and a path on others (`bundle -o json` wrote a
+    file named `json`); every verb now refuses a format it lacks, naming the allowed ones."""
+    r = run([*args, "-o", "wide"], None, monkeypatch)
+    assert r.exit_code == 2, r.output
+    assert r.stderr.strip() == f"error: -o/--output must be one of {allowed}, got 'wide'"
+
+
+def test_i25_9_table_is_a_format_and_bundle_has_no_o(tmp_path, monkeypatch) -> None:
+    plain = run(["list-clusters"], None, monkeypatch)
+    table = run(["list-clusters", "-o", "table"], None, monkeypatch)
+    assert table.exit_code == 0 and table.stdout == plain.stdout
+    assert run(["validate", "--output", "table"], None, monkeypatch).exit_code == 0
+    r = run(["bundle", str(tmp_path), "-o", "json"], None, monkeypatch)
+    assert r.exit_code == 2 and "No such option: -o" in r.output
+    assert not (tmp_path / "json").exists() and not (ROOT / "json").exists()
+
+
+def test_i25_10_bash_completion_completes_option_values(tmp_path) -> None:
+    """Completion stopped at option values: now cluster names (argument and --cluster),
+    modes, profiles, check names (a comma list) and run ids from the history."""
+    if shutil.which("bash") is None:
+        pytest.skip("no bash")
+    exe = _mlenv_bin()
+    hist = tmp_path / "history"
+    (hist / "barcelona").mkdir(parents=True)
+    (hist / "barcelona" / "history.jsonl").write_text(
+        '{"schema": 1, "run_id": "20261120-101010-aaaa", "cluster": "barcelona", "started": "2026-11-20T10:10:10Z"}\n'
+        '{"schema": 1, "run_id": "20261121-111111-bbbb", "cluster": "barcelona", "started": "2026-11-21T11:11:11Z"}\n')
+    env = {**os.environ, "PATH": f"{Path(exe).parent}:{os.environ.get('PATH', '')}",
+           "MLENV_ROOT": str(ROOT), "MLENV_HISTORY_DIR": str(hist)}
+    script = subprocess.run([exe, "completion", "bash"], capture_output=True, text=True,
+                            env=env, check=True).stdout
+
+    def complete(*words: str) -> list[str]:
+        prog = (f'{script}\nCOMP_WORDS=({" ".join(words)}); COMP_CWORD={len(words) - 1}; '
+                '_mlenv_completion mlenv; printf "%s\\n" "${COMPREPLY[@]}"')
+        out = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, env=env, timeout=60)
+        return out.stdout.split()
+
+    assert complete("mlenv", "deploy", "barcelona", "--mode", "''") == ["rdma", "tcp"]
+    assert complete("mlenv", "render", "local", "--mode", "t") == ["tcp"]
+    assert complete("mlenv", "acceptance", "--profile", "''") == ["full", "quick"]
+    assert complete("mlenv", "acceptance", "--cluster", "b") == ["barcelona"]
+    got = complete("mlenv", "acceptance", "--checks", "coll")
+    assert "collectives" in got and all(x.startswith("collectives") for x in got)
+    assert complete("mlenv", "acceptance", "--checks", "environment,envi") == []  # not twice
+    assert "environment,compute" in complete("mlenv", "acceptance", "--checks", "environment,comp")
+    assert complete("mlenv", "compare", "''") == ["20261121-111111-bbbb", "20261120-101010-aaaa"]
+    assert complete("mlenv", "compare", "x", "20261120") == ["20261120-101010-aaaa"]

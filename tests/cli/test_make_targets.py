@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -32,8 +33,16 @@ def checkout(tmp_path: Path) -> Path:
 
 
 def make_env(checkout: Path) -> dict[str, str]:
-    """The caller's environment, make's own variables cleared."""
-    return {**os.environ, "MAKEFLAGS": "", "MAKELEVEL": ""}
+    """The caller's environment, make's own variables cleared, and none of the variables
+    the Makefile reads from it (a NAMESPACE or MODE exported in the shell that runs the
+    tests would change every recipe)."""
+    env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
+    return {**env, "MAKEFLAGS": "", "MAKELEVEL": ""}
+
+
+MAKE_VARIABLES = {"CLUSTER", "MODE", "NODES", "POD", "DRY_RUN", "WATCH", "DELETE", "SYNC_DRY_RUN",
+                  "PURGE", "FILE", "NAMESPACE", "POD_NAME", "LOCAL_DIR", "REMOTE_DIR", "DEBUG_PORT",
+                  "NAME", "CONFIG", "SCRIPT", "TORCHRUN", "NPROC", "PROFILE"}
 
 
 def dry(checkout: Path, *args: str) -> list[str]:
@@ -74,7 +83,7 @@ def test_i16_no_cluster_deployed_and_none_given_stops_and_says_how(checkout: Pat
 
 
 def test_render_still_defaults_to_local(checkout: Path) -> None:
-    assert dry(checkout, "render") == [".venv/bin/mlenv render 'local' --mode 'rdma'"]
+    assert dry(checkout, "render") == [".venv/bin/mlenv render 'local'"]
 
 
 def test_cluster_targets_follow_the_last_deploy(checkout: Path) -> None:
@@ -148,8 +157,8 @@ def test_i10_5_make_help_lists_every_target(checkout: Path) -> None:
 
 
 @pytest.mark.parametrize("target,extra,want", [
-    ("deploy", [], [".venv/bin/mlenv deploy 'local' --mode 'rdma' --nodes 1"]),
-    ("deploy-cluster-dry-run", [], [".venv/bin/mlenv deploy 'local' --mode 'rdma' --dry-run client"]),
+    ("deploy", [], [".venv/bin/mlenv deploy 'local' --nodes 1"]),
+    ("deploy-cluster-dry-run", [], [".venv/bin/mlenv deploy 'local' --dry-run client"]),
     ("sync-once", [], [".venv/bin/mlenv sync 'local'"]),
     ("sync-once", ["DELETE=1", "SYNC_DRY_RUN=1"], [".venv/bin/mlenv sync 'local' --delete --dry-run"]),
     ("sync-code", [], [".venv/bin/mlenv sync 'local' --watch"]),
@@ -159,8 +168,29 @@ def test_i10_5_make_help_lists_every_target(checkout: Path) -> None:
     ("shell-multi-node", [], [".venv/bin/mlenv shell 'local' --pod '0'"]),
     ("build", [], [".venv/bin/mlenv build 'local'"]),
     ("status", [], [".venv/bin/mlenv status 'local'"]),
-    ("deploy-multi-node", [], [".venv/bin/mlenv deploy 'local' --mode 'rdma'"]),
+    ("deploy-multi-node", [], [".venv/bin/mlenv deploy 'local'"]),
+    ("deploy-multi-node", ["MODE=tcp"], [".venv/bin/mlenv deploy 'local' --mode 'tcp'"]),
+    # i25.1: the rest of upstream's targets
+    ("deploy-multi-node-rdma", [], [".venv/bin/mlenv deploy 'local' --mode rdma"]),
+    ("deploy-multi-node-tcp", ["NODES=3"], [".venv/bin/mlenv deploy 'local' --mode tcp --nodes '3'"]),
+    ("list-projects", [], [".venv/bin/mlenv list-clusters"]),
+    ("discover-cluster", ["NAME=mine", "NAMESPACE=team-a"],
+     [".venv/bin/mlenv discover 'mine' --namespace 'team-a'"]),
+    ("wizard", [], [".venv/bin/mlenv wizard"]),
+    ("wizard", ["NAME=mine"], [".venv/bin/mlenv wizard 'mine'"]),
+    ("wizard-load", ["CONFIG=saved/mine.yaml"], [".venv/bin/mlenv deploy 'saved/mine.yaml'"]),
+    ("debug-remote", ["FILE=train.py"], [
+        ".venv/bin/mlenv shell 'local' --pod '0' -- sh -c 'nohup python -m debugpy --listen "
+        "\"127.0.0.1:$2\" --wait-for-client \"/workspace/$1\" >/tmp/mlenv-debugpy.log 2>&1 &' "
+        "debugpy 'train.py' '5678'",
+        ".venv/bin/mlenv port-forward 'local' --debug --pod '0'"]),
+    # i25.3: upstream's variables, honoured
+    ("deploy", ["NAMESPACE=ml-prod"], [".venv/bin/mlenv deploy 'local' --namespace 'ml-prod' --nodes 1"]),
+    ("sync-once", ["LOCAL_DIR=./src"], [".venv/bin/mlenv sync 'local' --dir './src'"]),
+    ("sync-code", ["LOCAL_DIR=./src", "REMOTE_DIR=/workspace"], [".venv/bin/mlenv sync 'local' --watch --dir './src'"]),
+    ("port-forward", ["DEBUG_PORT=5679"], [".venv/bin/mlenv port-forward 'local' --port '5679:5679' --pod '0'"]),
     ("clean-multi-node", [], [".venv/bin/mlenv teardown 'local'"]),
+    ("clean-multi-node", ["PURGE=1"], [".venv/bin/mlenv teardown 'local' --purge"]),
 ])
 def test_i10_5_upstream_targets_map_to_mlenv_verbs(checkout: Path, target: str, extra: list[str],
                                                    want: list[str]) -> None:
@@ -171,8 +201,8 @@ def test_i10_5_dev_session_syncs_watches_and_forwards_the_debug_port(checkout: P
     lines = dry(checkout, "dev-session", "FILE=train.py", "CLUSTER=local")
     assert lines[0] == ".venv/bin/mlenv sync 'local'"
     assert lines[1].startswith(".venv/bin/mlenv shell 'local' --pod '0' -- sh -c 'nohup python -m "
-                               "debugpy --listen 127.0.0.1:5678 --wait-for-client")
-    assert lines[1].endswith("debugpy 'train.py'")
+                               "debugpy --listen \"127.0.0.1:$2\" --wait-for-client")
+    assert lines[1].endswith("debugpy 'train.py' '5678'")
     assert any("mlenv sync 'local' --watch &" in x for x in lines)
     assert lines[-1] == ".venv/bin/mlenv port-forward 'local' --debug --pod '0'"
 
@@ -221,3 +251,107 @@ def test_venv_builds_deepspeeds_op_before_anything_times_it(checkout: Path) -> N
     (checkout / ".venv" / ".installed").unlink()
     first = [x for x in dry(checkout, "venv") if "deepspeed==" in x][0]
     assert "DS_BUILD_SHM_COMM=1" in first and "DS_ACCELERATOR=cpu" in first, first
+
+
+@pytest.mark.parametrize("target", ["deploy-cluster", "deploy", "sync-multi-node", "shell", "dev-session"])
+@pytest.mark.parametrize("var,want", [
+    ("POD_NAME=my-pod", "POD_NAME is upstream ml-dev-env's: the pods here are ml-dev-env-0..N-1; "
+                        "pick one with POD=<index> (e.g. POD=1)"),
+    ("REMOTE_DIR=/app", "REMOTE_DIR=/app: the code folder in the pods is always /workspace (the "
+                        "workspace volume); unset REMOTE_DIR"),
+])
+def test_i25_3_upstream_variables_without_meaning_here_stop_with_one_line(checkout: Path, target: str,
+                                                                          var: str, want: str) -> None:
+    """`POD_NAME=my-pod make dev-session` used to act on ml-dev-env-0 without a word."""
+    err = dry_fails(checkout, target, "CLUSTER=local", var)
+    lines = [x for x in err.splitlines() if "***" in x]  # make's clock-skew warnings aside
+    assert len(lines) == 1 and want in lines[0], err
+
+
+def test_i25_3_upstream_variables_reach_the_environment_form_too(checkout: Path) -> None:
+    """`NAMESPACE=ml-prod make deploy` (upstream's examples set them in the environment)."""
+    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
+                          str(checkout), "-n", "deploy", "CLUSTER=local"], capture_output=True,
+                         text=True, check=True,
+                         env={**make_env(checkout), "NAMESPACE": "ml-prod",
+                              "DEBUG_PORT": "6000"})
+    assert ".venv/bin/mlenv deploy 'local' --namespace 'ml-prod' --nodes 1" in " ".join(out.stdout.split())
+    lines = dry(checkout, "dev-session", "CLUSTER=local", "FILE=t.py", "DEBUG_PORT=6000")
+    assert lines[1].endswith("debugpy 't.py' '6000'")
+    assert lines[-1] == ".venv/bin/mlenv port-forward 'local' --port '6000:6000' --pod '0'"
+
+
+@pytest.mark.parametrize("target,need", [("discover-cluster", "NAME="), ("wizard-load", "CONFIG="),
+                                         ("debug-remote", "FILE=")])
+def test_i25_1_upstream_targets_say_what_they_need(checkout: Path, target: str, need: str) -> None:
+    assert f"{target} needs {need}" in dry_fails(checkout, target, "CLUSTER=local")
+
+
+def test_i25_1_every_upstream_target_exists_or_help_names_its_replacement(checkout: Path) -> None:
+    """Upstream ml-dev-env's 36 make targets (all its Makefile versions): each is a target
+    here (same meaning or an alias). `test` and `clean` keep this project's meaning; the
+    README's "Coming from ml-dev-env" table names what replaced them."""
+    upstream = {"help", "build", "deploy", "clean", "test", "shell", "vscode", "jupyter", "logs",
+                "status", "gpu-info", "dev-session", "sync-code", "debug-remote", "port-forward",
+                "sync-once", "deploy-multi-node", "deploy-multi-node-rdma", "deploy-multi-node-tcp",
+                "sync-multi-node", "shell-multi-node", "status-multi-node", "clean-multi-node",
+                "deploy-cluster", "deploy-cluster-dry-run", "clean-cluster", "status-cluster",
+                "list-clusters", "discover-cluster", "wizard", "wizard-load", "list-projects",
+                "dev-setup", "format", "lint", "pre-commit"}
+    assert len(upstream) == 36
+    assert upstream <= set(_targets()), sorted(upstream - set(_targets()))
+    readme = (ROOT / "README.md").read_text()
+    table = readme[readme.index("## Coming from ml-dev-env"):]
+    table = table[:table.index("\n## ", 5)]
+    for t in sorted(upstream):
+        assert f"`make {t}" in table, f"README's Coming from ml-dev-env table lacks make {t}"
+    for var in ("NAMESPACE", "POD_NAME", "LOCAL_DIR", "REMOTE_DIR", "DEBUG_PORT", "MODE"):
+        assert f"`{var}" in table, var
+    for path in ("/workspace/.deepspeed/hostfile", "discover_cluster.py", "deployments/"):
+        assert path in table, path
+
+
+def test_i25_13_pre_commit_hooks_are_local_and_run_the_venvs_tools() -> None:
+    """Upstream's hooks cloned five repositories at run time; ours run the venv's ruff and
+    mypy (`repo: local`), the same commands `make lint` / `make typecheck` run."""
+    import yaml
+
+    doc = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
+    assert [r["repo"] for r in doc["repos"]] == ["local"]
+    hooks = doc["repos"][0]["hooks"]
+    assert {h["id"] for h in hooks} == {"ruff", "mypy", "mypy-tests"}
+    assert all(h["language"] == "system" and "rev" not in h for h in hooks)
+    makefile = (ROOT / "Makefile").read_text()
+    for h in hooks:
+        tool = h["entry"].split()[0]
+        assert tool.startswith(".venv/bin/"), h
+        assert tool.replace(".venv/", "$(VENV)/") in makefile  # the tools make lint/typecheck run
+    assert "$(VENV)/bin/mypy --config-file tests/mypy.ini tests benchmarks" in makefile
+    assert re.search(r"^pre-commit: lint typecheck ##", makefile, re.M)
+
+
+def test_i25_11_make_venv_says_a_missing_compiler_first(checkout: Path, tmp_path: Path) -> None:
+    """DeepSpeed's op is compiled at install: without a compiler `make venv` failed minutes
+    in with pages of compiler output; now its first line stops with the package to install."""
+    (checkout / ".venv" / ".installed").unlink()
+    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
+                          str(checkout), "-n", "venv"], capture_output=True, text=True, check=True,
+                         env=make_env(checkout)).stdout.splitlines()
+    check = out[0]
+    assert check.startswith('command -v "${CXX:-c++}"'), out
+    assert any("deepspeed==" in x for x in out[1:])
+    bare = tmp_path / "no-compiler"
+    bare.mkdir()
+    env = {"PATH": str(bare), "HOME": str(tmp_path)}
+    res = subprocess.run(["/bin/sh", "-c", check], capture_output=True, text=True, env=env)
+    assert res.returncode == 2 and res.stdout == ""
+    assert res.stderr.strip().splitlines() == [
+        "no C++ compiler (c++ is not on PATH): DeepSpeed's CPU op is compiled when it is installed; "
+        "install one (Debian/Ubuntu: apt-get install g++; Fedora/RHEL: dnf install gcc-c++; "
+        "macOS: xcode-select --install) or set CXX"]
+    (bare / "g++").write_text("#!/bin/sh\n")
+    (bare / "g++").chmod(0o755)
+    assert subprocess.run(["/bin/sh", "-c", check], env={**env, "CXX": "g++"}).returncode == 0
+    # a venv made before: the compiler is asked for only when DeepSpeed must be rebuilt
+    line = next(x for x in out if "dsops --installed" in x)
+    assert line.index("dsops --installed") < line.index('command -v "${CXX:-c++}"') < line.index("deepspeed==")

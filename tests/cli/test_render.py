@@ -223,3 +223,36 @@ def test_make_demo_renders_and_uses_the_default_rank_count():
     assert not any("<cluster>" in r for r in recipe), "no placeholder: render prints the real folders"
     (acceptance,) = [r for r in recipe if " acceptance " in r]
     assert "--nproc" not in acceptance
+
+
+def test_i25_12_all_outside_a_checkout_is_exit_2(tmp_path):
+    """`render --all --check` with no clusters/ checked 0 trees and exited 0."""
+    bare = tmp_path / "not-a-checkout"
+    bare.mkdir()
+    for args in (["--all", "--check"], ["--all"]):
+        res = _run(bare, *args)
+        assert res.exit_code == 2, res.output
+        assert f"--all: no clusters/ folder in {bare} or above" in res.stderr
+    (bare / "clusters").mkdir()
+    res = _run(bare, "--all", "--check")
+    assert res.exit_code == 2 and "holds no cluster config" in res.stderr
+    assert not (bare / "k8s").exists()
+
+
+def test_i25_12_stale_slurm_and_hosts_trees_of_deleted_configs_are_flagged(root):
+    """A deleted slurm/hosts config left slurm/<name>/ (hosts/<name>/) behind unflagged."""
+    slurm_cfg = REPO / "tests" / "data" / "platforms" / "cpu-slurm.yaml"
+    shutil.copy(slurm_cfg, root / "clusters" / "cpu-slurm.yaml")
+    name = yaml.safe_load(slurm_cfg.read_text())["cluster"]["name"]
+    assert _run(root, "--all").exit_code == 0
+    assert (root / "slurm" / name).is_dir()
+    assert _run(root, "--all", "--check").exit_code == 0
+    (root / "slurm" / "notes").mkdir()  # the user's own folder beside ours: never flagged
+    (root / "slurm" / "notes" / "todo.txt").write_text("mine\n")
+    shutil.copytree(root / "slurm" / name, root / "hosts" / "old-hosts")  # a deleted hosts config's tree
+    (root / "clusters" / "cpu-slurm.yaml").unlink()
+    res = _run(root, "--all", "--check")
+    assert res.exit_code == 1, res.output
+    assert f"stale: {root / 'slurm' / name}/ (extra: no clusters/*.yaml renders it)" in res.stderr
+    assert f"stale: {root / 'hosts' / 'old-hosts'}/ (extra" in res.stderr
+    assert "notes" not in res.stderr

@@ -88,7 +88,7 @@ def test_compare_and_bundle_refuse_a_run_folder_named_for_another_run(tmp_path: 
     _run_folder(d, B, "PASS")
     _run_folder(tmp_path / "b", B, "PASS")
     monkeypatch.setenv("MLENV_ROOT", str(ROOT))
-    for argv in (["compare", str(d), str(tmp_path / "b")], ["bundle", str(d), "-o", str(tmp_path / "x.tar.gz")]):
+    for argv in (["compare", str(d), str(tmp_path / "b")], ["bundle", str(d), "--out", str(tmp_path / "x.tar.gz")]):
         r = CliRunner().invoke(app, argv)
         assert r.exit_code == 2, r.output
         assert f"named for run {A} but holds run {B}" in r.stderr

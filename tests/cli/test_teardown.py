@@ -11,7 +11,7 @@ def test_teardown_keeps_pvcs_unless_purge(tmp_path, monkeypatch) -> None:
     state = fake_state(tmp_path)
     assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
     r = run(["teardown", "barcelona"], state, monkeypatch)
-    assert r.exit_code == 0 and "PVCs kept" in r.output
+    assert r.exit_code == 0 and "PVCs and the image build (BuildConfig, ImageStream) kept" in r.output
     fake = FakeCluster.load(str(state))
     assert fake.list("StatefulSet", "ml-dev-env") == [] and fake.list("Pod", "ml-dev-env") == []
     assert {p["metadata"]["name"] for p in fake.list("PersistentVolumeClaim", "ml-dev-env")} >= {
@@ -43,3 +43,28 @@ def test_i9_7_deploy_applies_network_policies_and_teardown_removes_them(tmp_path
     assert names == {"ml-dev-env-instance", "ml-dev-env-devtools"}  # nerc-tcp enables jupyter
     assert run(["teardown", "nerc-tcp"], state, monkeypatch).exit_code == 0
     assert FakeCluster.load(str(state)).list("NetworkPolicy", "ml-dev-env") == []
+
+
+def test_i25_4_teardown_keeps_the_image_build_unless_purge(tmp_path, monkeypatch) -> None:
+    """Upstream's clean-multi-node kept the BuildConfig and ImageStream; ours deleted them,
+    so a redeploy needed a rebuild."""
+    state = fake_state(tmp_path)
+    assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
+    build = {("BuildConfig", "ml-dev-env"), ("ImageStream", "ml-dev-env")}
+
+    def live() -> set[tuple[str, str]]:
+        fake = FakeCluster.load(str(state))
+        return {(k, o["metadata"]["name"]) for k in ("BuildConfig", "ImageStream")
+                for o in fake.list(k, "ml-dev-env")}
+
+    assert live() == build
+    dry = run(["teardown", "barcelona", "--dry-run"], state, monkeypatch)
+    assert "would keep buildconfig/ml-dev-env" in dry.output
+    assert "would delete buildconfig" not in dry.output
+    r = run(["teardown", "barcelona"], state, monkeypatch)
+    assert r.exit_code == 0 and "kept imagestream/ml-dev-env" in r.output
+    assert "PVCs and the image build (BuildConfig, ImageStream) kept (--purge deletes them)" in r.output
+    assert live() == build
+    assert FakeCluster.load(str(state)).list("StatefulSet", "ml-dev-env") == []
+    assert run(["teardown", "barcelona", "--purge"], state, monkeypatch).exit_code == 0
+    assert live() == set()

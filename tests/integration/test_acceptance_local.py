@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -61,3 +62,29 @@ def test_local_suite_passes_with_every_report(tmp_path: Path) -> None:
     assert len(cases) == len(doc["checks"]) + len(doc["node_verdicts"]["nodes"]) + 1
     assert (report / "summary.md").read_text().startswith("# Acceptance: PASS")
     assert (report / "tflops.png").exists()
+    # i25.8: the terminal holds progress and the verdict (it held ~65 lines of nccl-tests
+    # tables, DeepSpeed's argv, warnings and a second verdict); the log holds the rest
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert len(lines) <= len(doc["checks"]) + 8, out
+    assert [ln for ln in lines if ln.startswith("verdict:")] == ["verdict: PASS"]
+    assert all(ln.startswith(("[acceptance]", "verdict: ", "  - ", "reports: ", "launching ", "run ",
+                              "wall time: ", "building DeepSpeed")) for ln in lines), out
+    assert not re.search(r"^\d\d:\d\d:\d\d ", out, re.M)  # no time prefixes on the terminal
+    assert "deepspeed.launcher" not in out and "Warning" not in out
+    assert "out-of-place" not in out  # the nccl-tests tables (a check line names busbw_* metrics)
+    log = (report / "launcher.log").read_text()
+    assert "deepspeed.launcher" in log and "out-of-place" in log  # the argv and the tables
+
+
+def test_i25_8_quiet_fail_shows_the_verdict_and_errors_only(tmp_path: Path) -> None:
+    """`-q` on a FAIL: the verdict block, nothing else (DeepSpeed's `[ERROR] sigkill_handler`
+    line after a FAIL used to follow it)."""
+    p, report = run_local(tmp_path, "-q", "--checks", "collectives",
+                          fault="corrupt:rank=1,check=collectives")
+    out = p.stdout + p.stderr
+    assert p.returncode == 1, out[-4000:]
+    lines = [ln for ln in out.splitlines() if ln.strip()]
+    assert lines[0] == "verdict: FAIL", out
+    assert lines[-1].startswith(f"reports: {report}"), out
+    assert all(ln.startswith(("verdict: ", "  - ", "reports: ", "error: ")) for ln in lines), out
+    assert "sigkill_handler" in (report / "launcher.log").read_text()

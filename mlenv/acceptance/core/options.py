@@ -217,12 +217,27 @@ def build(cls: type[OptT], check: str, layer: Mapping[str, Mapping[str, Any]], *
     ``family_keys``: options other checks of the family declare, which a family section
     may hold without being wrong for this check. Raises InputError, located.
     """
+    opts, problems = _build(cls, check, layer, cuda=cuda, family_keys=family_keys)
+    if problems:
+        raise _all_at_once(problems)
+    return opts
+
+
+# A problem and what it is about: (section, key) where the user wrote the value, or the
+# family and key of a rule broken by a family value (reported once, not per check and device).
+_Problem = tuple[tuple[str, str | None], InputError]
+
+
+def _build(cls: type[OptT], check: str, layer: Mapping[str, Mapping[str, Any]], *, cuda: bool,
+           family_keys: Iterable[str]) -> tuple[OptT, list[_Problem]]:
+    """:func:`build`, returning every problem found instead of raising the first."""
     specs = {s.name: s for s in cls.specs()}
     values = cls.defaults(cuda)
     origin: dict[str, str] = {}
     fam = family(check)
     allowed_in_family = set(specs) | set(family_keys)
     sections = [fam, check] if fam != check else [check]
+    problems: list[_Problem] = []  # i25.12: every problem of the file at once
     for section in sections:
         kv = layer.get(section)
         if not kv:
@@ -230,18 +245,34 @@ def build(cls: type[OptT], check: str, layer: Mapping[str, Mapping[str, Any]], *
         allowed = allowed_in_family if section == fam and fam != check else set(specs)
         for key, raw in kv.items():
             if key not in allowed:
-                raise _fail(layer, section, str(key), _unknown(str(key), sorted(allowed)), of_key=True)
+                problems.append(((section, str(key)),
+                                 _fail(layer, section, str(key), _unknown(str(key), sorted(allowed)), of_key=True)))
+                continue
             if key not in specs:
                 continue  # another check of the family's option
             try:
                 values[key] = coerce(specs[key], raw)
             except ValueError as e:
-                raise _fail(layer, section, key, str(e)) from None
+                problems.append(((section, key), _fail(layer, section, key, str(e))))
+                continue
             origin[key] = section
     opts = cls(**values)
     for key, message in opts.problems():
-        raise _fail(layer, origin.get(key, check), key, message)
-    return opts
+        about = origin.get(key) or next((origin[k] for k in origin if origin[k] == fam), check)
+        problems.append(((about, key), _fail(layer, origin.get(key, check), key, message)))
+    return opts, problems
+
+
+def _all_at_once(problems: Iterable[_Problem]) -> InputError:
+    """One InputError for every distinct problem (the first message of each), in the order
+    found, one line each."""
+    first: dict[tuple[str, str | None], str] = {}
+    for about, e in problems:
+        first.setdefault(about, str(e))
+    lines = list(dict.fromkeys(first.values()))
+    if len(lines) == 1:
+        return InputError(lines[0])
+    return InputError(f"{len(lines)} problems in the options:\n" + "\n".join(f"  {x}" for x in lines))
 
 
 def _unknown(key: str, known: list[str]) -> str:
@@ -256,16 +287,20 @@ def validate(layer: Mapping[str, Mapping[str, Any]], checks: Mapping[str, type[C
     ``checks``: check name → its options class (the registry). Raises InputError, located.
     """
     families = {family(c) for c in checks}
+    problems: list[_Problem] = []
     for section in layer:
         if section not in checks and section not in families:
             known = sorted(set(checks) | families)
             close = difflib.get_close_matches(section, known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise _fail(layer, section, None, f"unknown check or family{hint}; known: {', '.join(known)}")
+            problems.append(((section, None),
+                             _fail(layer, section, None, f"unknown check or family{hint}; known: {', '.join(known)}")))
     for name, cls in sorted(checks.items()):
         siblings = [k for other, ocls in checks.items() if family(other) == family(name) for k in ocls.keys()]
         for cuda in (False, True):
-            build(cls, name, layer, cuda=cuda, family_keys=siblings)
+            problems += _build(cls, name, layer, cuda=cuda, family_keys=siblings)[1]
+    if problems:
+        raise _all_at_once(problems)
 
 
 # ----------------------------------------------------------------------------- files

@@ -8,9 +8,10 @@ results gathered so far are kept, the verdict is ERROR).
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import os
-import re
+import shlex
 import shutil
 import signal
 import subprocess
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import IO, Any, TextIO
+from typing import IO, Any, Literal, TextIO
 
 from mlenv.contract import EXIT_ERROR, RESULTS_JSONL, read_results
 from mlenv.errors import InfraError, Interrupted
@@ -77,6 +78,14 @@ def launch_env(nproc: int, gpus: int) -> dict[str, str]:
         # N ranks on C cores: more threads than cores makes every rank slower.
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
     env.setdefault("TORCH_EXTENSIONS_DIR", extensions_dir())
+    # i25.11: this venv's bin folder first, so an op that is still built at start is built
+    # with this venv's ninja whether mlenv came from `make` (.venv/bin not on PATH: the
+    # system's ninja) or from an activated venv; two ninjas rebuilt the op (30-50 s) at
+    # every switch. Not for an interpreter outside a venv (its bin is /usr/bin or so).
+    if sys.prefix != sys.base_prefix:
+        bindir = str(Path(sys.executable).parent)
+        parts = [p for p in env.get("PATH", "").split(os.pathsep) if p and p != bindir]
+        env["PATH"] = os.pathsep.join([bindir, *parts])
     env.setdefault("MPLBACKEND", "Agg")
     env["PYTHONUNBUFFERED"] = "1"
     return env
@@ -198,30 +207,57 @@ class LocalRun:
     interrupted: str | None = None  # the signal that stopped the run (SIGINT, SIGTERM, SIGHUP)
 
 
-# DeepSpeed's own logger lines: "[2026-11-24 00:05:58,600] [INFO] [launch.py:152:main] ...".
-# INFO/DEBUG chatter goes to launcher.log only (unless --verbose); WARNING and up still show.
-_DS_CHATTER = re.compile(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+\] \[(?:INFO|DEBUG)\] ")
 LAUNCHER_LOG = "launcher.log"
+Level = Literal["quiet", "normal", "verbose"]
 
 
-# The launcher warns that our deliberately absent hostfile is absent: expected, not news.
-_EXPECTED_WARNING = "Unable to find hostfile, will proceed with training with local resources only"
+class ConsoleFilter:
+    """What of the launcher's output reaches the terminal (i25.8); launcher.log gets all.
+
+    - ``normal``: progress and the verdict: rank 0's ``[acceptance]`` lines (a line per
+      check, run-level notes, history), the verdict block (``verdict:``, its ``  - ``
+      reasons, ``reports:``) and ``error:`` lines. Everything else is detail for the log:
+      nccl-tests tables, DeepSpeed's argv and logger lines (its ``[ERROR] sigkill_handler``
+      after a FAIL too), FutureWarnings, tracebacks of ranks the verdict already explains.
+    - ``quiet`` (``-q``): the verdict block and ``error:`` lines only.
+    - ``verbose`` (``-v``): every line, as the launcher wrote it.
+    """
+
+    def __init__(self, level: Level = "normal") -> None:
+        self.level = level
+        self._in_verdict = False
+
+    def shown(self, line: str) -> bool:
+        """Whether ``line`` reaches the terminal (call once per line, in order)."""
+        if self.level == "verbose":
+            return True
+        text = line.rstrip("\n")
+        if text.startswith("verdict: "):
+            self._in_verdict = True
+            return True
+        if self._in_verdict and text.startswith(("  - ", "reports: ")):
+            self._in_verdict = not text.startswith("reports: ")
+            return True
+        self._in_verdict = False
+        if text.startswith("error: "):
+            return True
+        return self.level == "normal" and text.startswith("[acceptance]")
 
 
-def shown(line: str, verbose: bool) -> bool:
-    """Whether a launcher output line reaches the console (it always reaches launcher.log)."""
-    return verbose or not (_DS_CHATTER.match(line) or _EXPECTED_WARNING in line)
+def _stamp(line: str) -> str:
+    return f"{time.strftime('%H:%M:%S')} {line}"
 
 
-def _pump(stream: IO[str], log: IO[str], out: TextIO | None, verbose: bool, stamp: bool) -> None:
-    """Copy the launcher's output: everything to the log, the non-chatter to ``out``;
-    ``stamp`` (not a terminal: CI logs) prefixes each console line with the wall time."""
+def _pump(stream: IO[str], log: IO[str], out: TextIO | None, console: ConsoleFilter) -> None:
+    """Copy the launcher's output: every line to the log, with the wall time in front
+    (HH:MM:SS; the terminal gets none: they broke the nccl-tests tables' columns), and
+    what ``console`` shows to ``out``."""
     for line in stream:
-        log.write(line)
+        log.write(_stamp(line))
         log.flush()
-        if out is not None and shown(line, verbose):
+        if out is not None and console.shown(line):
             try:
-                out.write(f"{time.strftime('%H:%M:%S')} {line}" if stamp else line)
+                out.write(line)
                 out.flush()
             except (BrokenPipeError, ValueError):  # `| head`: the reader left; the log keeps everything
                 out = None
@@ -237,15 +273,64 @@ def first_run_notice(gpus: int, env: dict[str, str]) -> str | None:
     return "building DeepSpeed's CPU communication op (first run on this machine only, ~30 s)…"
 
 
+def ops_installed(op: str = "deepspeed_shm_comm") -> bool:
+    """Whether the DeepSpeed of this environment ships ``op`` compiled (``make venv``
+    installs it so): read from its ``git_version_info_installed.py`` without importing
+    DeepSpeed (which imports torch), so the CLI can ask before it starts anything."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("deepspeed")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    for folder in spec.submodule_search_locations:
+        try:
+            text = (Path(folder) / "git_version_info_installed.py").read_text(encoding="utf-8")
+        except OSError:
+            continue
+        for node in ast.parse(text).body:
+            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "installed_ops"
+                                                     for t in node.targets)):
+                try:
+                    ops = ast.literal_eval(node.value)
+                except ValueError:
+                    return False
+                return isinstance(ops, dict) and bool(ops.get(op))
+    return False
+
+
+# i25.11: what to install, said where the compiler is missing (README "prerequisites" too).
+COMPILER_PACKAGES = "Debian/Ubuntu: apt-get install g++; Fedora/RHEL: dnf install gcc-c++; macOS: xcode-select --install"
+
+
+def compiler_problem(gpus: int, env: dict[str, str], *, installed: bool | None = None) -> str | None:
+    """Why DeepSpeed's CPU op cannot be built here (no C++ compiler), or None.
+
+    Asked only when the op is still to be built at start: CPU ranks, a DeepSpeed without
+    the op compiled in (``installed``, default :func:`ops_installed`) and nothing in the
+    extension cache. Without a compiler such a run ended in ERROR with a 700-character
+    compiler line from every rank.
+    """
+    if first_run_notice(gpus, env) is None:
+        return None
+    if installed if installed is not None else ops_installed():
+        return None
+    cxx = env.get("CXX", "").strip() or "c++"
+    if shutil.which(cxx, path=env.get("PATH")):
+        return None
+    return (f"no C++ compiler ({cxx} is not on PATH): DeepSpeed builds its CPU op with one on "
+            f"the first run; install it ({COMPILER_PACKAGES}) or set CXX")
+
+
 def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: float,
-              on_timeout: Any = None, *, verbose: bool = False, out: TextIO | None = None,
+              on_timeout: Any = None, *, level: Level = "normal", out: TextIO | None = None,
               run_id: str = "unknown", on_interrupt: Callable[[str], None] | None = None) -> LocalRun:
     """Start the launcher in its own session, wait at most ``budget_s``, then read (or recover)
     the report. InfraError when no report at all was produced.
 
-    The launcher's output goes to ``report_dir/launcher.log`` in full and to ``out``
-    (default stdout) without DeepSpeed's INFO chatter unless ``verbose``; lines carry a
-    timestamp when ``out`` is not a terminal.
+    The launcher's output goes to ``report_dir/launcher.log`` in full (its command line
+    first, each line behind the wall time) and to ``out`` (default stdout) as
+    :class:`ConsoleFilter` at ``level`` decides. When no report came out, the log's last
+    lines follow on ``out`` (unless ``verbose`` showed them already).
 
     Ctrl-C, SIGTERM and SIGHUP (``on_interrupt`` is told which) stop the run the same way:
     the signal's name is left for rank 0 (``rundir.mark_interrupted``), the launcher's group
@@ -258,13 +343,14 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
     interrupted: str | None = None
     proc: subprocess.Popen[str] | None = None
     log = (report_dir / LAUNCHER_LOG).open("w", encoding="utf-8")
+    log.write(_stamp(f"launcher: {shlex.join(cmd)}\n"))
     pump: threading.Thread | None = None
     with signals_as_interrupts():
         try:
             proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace")
             assert proc.stdout is not None
-            pump = threading.Thread(target=_pump, args=(proc.stdout, log, console, verbose, not _isatty(console)),
+            pump = threading.Thread(target=_pump, args=(proc.stdout, log, console, ConsoleFilter(level)),
                                     daemon=True)
             pump.start()
             proc.wait(timeout=budget_s)
@@ -300,12 +386,17 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
             return LocalRun(doc, False, wall, timed_out, interrupted)
         if (report_dir / "results.jsonl").exists() or (report_dir / "run.json").exists():
             return LocalRun(recover(report_dir, rc, run_id, interrupted), True, wall, timed_out, interrupted)
-    raise InfraError(f"the suite produced no report in {report_dir} (launcher exit {rc}); see the output above "
-                     f"and {report_dir / LAUNCHER_LOG}")
+    if level != "verbose":
+        _tail(report_dir / LAUNCHER_LOG, console)
+    raise InfraError(f"the suite produced no report in {report_dir} (launcher exit {rc}); the last lines "
+                     f"of {report_dir / LAUNCHER_LOG} are above (-v shows all of it as it happens)")
 
 
-def _isatty(stream: TextIO) -> bool:
+def _tail(log: Path, out: TextIO, lines: int = 15) -> None:
+    """The end of the launcher's log: why no report came out is there, not in the verdict."""
     try:
-        return stream.isatty()
-    except (ValueError, OSError):
-        return False
+        text = log.read_text(encoding="utf-8", errors="replace").splitlines()[-lines:]
+        out.write("".join(f"  {ln}\n" for ln in text))
+        out.flush()
+    except (OSError, ValueError):  # no log, or the reader of `out` has gone
+        pass

@@ -337,3 +337,28 @@ def test_a_plugin_checks_options_are_resolved_and_refused_like_a_shipped_ones(
     with pytest.raises(InputError, match="^options: site.probe.round: unknown option \\(did you mean 'rounds'\\?\\)"):
         profiles.resolve("quick", {"site.probe": {"round": 5}})
     sys.modules.pop("site_plugin_i11", None)
+
+
+def test_i25_12_every_problem_of_an_options_file_at_once(tmp_path: Path) -> None:
+    """They came one at a time (fix one, run again, meet the next), unlike config errors."""
+    p = _write(tmp_path, "compute:\n  nn: 4\ntraining:\n  steps: ten\ncolectives:\n  iters: 2\n")
+    with pytest.raises(InputError) as e:
+        profiles.resolve("quick", profiles.load_options_file(p))
+    lines = str(e.value).splitlines()
+    assert lines[0] == "3 problems in the options:"
+    assert lines[1].startswith(f"  {p}:5:1: colectives: unknown check or family (did you mean 'collectives'?)")
+    assert any(x.startswith(f"  {p}:2:3: compute.nn: unknown option") for x in lines[2:])
+    assert f"  {p}:4:10: training.steps: expected an integer, got 'ten'" in lines
+    assert len(lines) == 4  # each problem once, though several checks and both devices see it
+
+
+def test_i25_12_help_says_what_nproc_0_means() -> None:
+    """`--help` showed `--nproc [default: 0]` and nothing said what 0 does."""
+    from typer.testing import CliRunner
+
+    from mlenv.cli.app import app
+
+    res = CliRunner().invoke(app, ["acceptance", "--help"], env={"COLUMNS": "200"})
+    assert res.exit_code == 0
+    text = " ".join(res.output.split())
+    assert "0 means one per GPU of this machine, or 2 CPU ranks without a GPU" in text

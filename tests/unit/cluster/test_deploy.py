@@ -195,3 +195,35 @@ def test_waiting_lines_name_why_a_pending_pod_waits(barcelona, fake_for) -> None
     extra = f"ml-dev-env-{len(barcelona.gpu_nodes)}"
     assert any(f"{extra}=FailedScheduling" in s for s in said), said
     assert all(s.rstrip().endswith(" s)") for s in said)
+
+
+@pytest.mark.parametrize("configured,live,same", [
+    # upstream's every barcelona config against what `oc whoami --show-server` says
+    ("barcelona.nerc.mghpcc.org", "https://api.barcelona.nerc.mghpcc.org:6443", True),
+    ("api.barcelona.nerc.mghpcc.org", "https://barcelona.nerc.mghpcc.org:6443", True),
+    ("https://API.Barcelona.nerc.mghpcc.org", "https://api.barcelona.nerc.mghpcc.org:6443", True),
+    ("barcelona.nerc.mghpcc.org:6443", "https://api.barcelona.nerc.mghpcc.org:6443", True),
+    ("barcelona.nerc.mghpcc.org:6443", "https://api.barcelona.nerc.mghpcc.org:8443", False),
+    ("barcelona.nerc.mghpcc.org", "https://api.cairo.nerc.mghpcc.org:6443", False),
+    ("barcelona.nerc.mghpcc.org", "https://api.barcelona.nerc.mghpcc.org.evil.example:6443", False),
+    ("barcelona.nerc.mghpcc.org", "https://apibarcelona.nerc.mghpcc.org:6443", False),
+])
+def test_i25_5_cluster_api_matches_by_host(configured: str, live: str, same: bool) -> None:
+    """Upstream configs say `api: barcelona.nerc.mghpcc.org`; deploy refused the server
+    `oc` reports for that cluster (`https://api.barcelona…:6443`) with exit 2."""
+    from mlenv.cluster.preflight import same_server
+
+    assert same_server(configured, live) is same
+
+
+def test_i25_5_upstream_barcelona_deploys_when_logged_in_to_its_api_host(barcelona, fake_for) -> None:
+    cfg = dataclasses.replace(barcelona, cluster=dataclasses.replace(
+        barcelona.cluster, api="barcelona.nerc.mghpcc.org"))
+    fake = fake_for(cfg)
+    fake.server_url = "https://api.barcelona.nerc.mghpcc.org:6443"
+    assert deploy(cfg, DeployOptions(mode="tcp", timeout=60), fake).ready == cfg.gpus.default_nodes
+    other = fake_for(cfg)
+    other.server_url = "https://api.cairo.nerc.mghpcc.org:6443"
+    with pytest.raises(PreflightFailed, match="cluster.api") as e:
+        deploy(cfg, DeployOptions(mode="tcp", timeout=60), other)
+    assert e.value.exit_code == 2

@@ -54,3 +54,28 @@ def test_i10_1_quoted_integers_become_integers_in_the_model() -> None:
     r = cluster.rdma
     assert (r.cross_nic, r.ib_timeout, r.min_nchannels, r.gid_index, r.gdr_level) == (1, 22, 4, 3, 5)
     assert all(isinstance(v, int) for v in (r.cross_nic, r.ib_timeout, r.min_nchannels))
+
+
+def test_i25_6_upstream_discovered_config_gets_a_fix_it(tmp_path: Path) -> None:
+    """Upstream's discover_cluster.py wrote `interfaces: "net1,net2,net3,net4"` whatever it
+    found; with 2 devices we refuse the config (it deployed upstream): the error says why
+    and what to write."""
+    text = (UPSTREAM / "barcelona.yaml").read_text().replace(
+        'devices: "mlx5_6,mlx5_7,mlx5_8,mlx5_9"', 'devices: "mlx5_6,mlx5_7"')
+    assert 'interfaces: "net1,net2,net3,net4"' in text
+    path = tmp_path / "discovered.yaml"
+    path.write_text(text)
+    cluster, diags = check_file(path)
+    errors = [d.format() for d in diags if d.severity == "error"]
+    assert cluster is None and len(errors) == 1
+    assert "4 interface(s) for 2 RDMA device(s)" in errors[0]
+    assert ("upstream's discover_cluster.py always wrote net1-net4: with 2 device(s) write "
+            'interfaces: "net1,net2"') in errors[0]
+    assert "mlenv discover NAME" in errors[0]
+    fixed = tmp_path / "fixed.yaml"
+    fixed.write_text(text.replace('"net1,net2,net3,net4"', '"net1,net2"'))
+    assert check_file(fixed)[0] is not None
+    # any other mismatch keeps the plain message
+    other = tmp_path / "other.yaml"
+    other.write_text(text.replace('"net1,net2,net3,net4"', '"net1,net2,net3"'))
+    assert "discover_cluster.py" not in " ".join(d.format() for d in check_file(other)[1])

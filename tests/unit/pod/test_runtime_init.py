@@ -115,3 +115,31 @@ def test_i10_7_init_fails_when_no_configured_interface_exists(tmp_path: Path) ->
            "MLENV_RDMA_DEVICES": "mlx5_0", "NCCL_SOCKET_IFNAME": "net1,net2"}
     with pytest.raises(InfraError, match=r"pod ml-dev-env-1: RDMA mode: NCCL_SOCKET_IFNAME=net1,net2: none"):
         runtime.verb_init(env, start_sshd=False, sysfs_root=str(root), memlock_check=lambda: None)
+
+
+def test_i25_2_hostfile_at_upstreams_path_and_the_three_argument_form(tmp_path: Path) -> None:
+    """Upstream's `./launch_deepspeed.sh SCRIPT ds_config.json /workspace/.deepspeed/hostfile`
+    exited 2: init wrote the hostfile only under $HOME/.mlenv."""
+    from mlenv.cluster import treehash
+    from mlenv.pod import positional
+
+    ws = tmp_path / "workspace"
+    ws.mkdir()
+    env = {**rdma_env(tmp_path, tmp_path / "no-secret"), "MLENV_NETWORK_MODE": "tcp",
+           "MLENV_WORKSPACE": str(ws), "MLENV_CPU_SLOTS": "2"}
+    assert runtime.verb_init(env, start_sshd=False) == 0
+    upstream = ws / ".deepspeed" / "hostfile"
+    assert upstream.read_text() == Path(runtime.paths_from(env).hostfile).read_text()
+    assert upstream.read_text().count("slots=2") == 2
+    (ws / "train.py").write_text("")
+    (ws / "ds_config.json").write_text("{}")
+    form = positional.parse([str(ws / "train.py"), str(ws / "ds_config.json"), str(upstream), "--epochs", "1"])
+    assert form.hostfile == str(upstream) and form.ds_config == str(ws / "ds_config.json")
+    assert form.words == [str(ws / "train.py"), "--epochs", "1", "--deepspeed",
+                          "--deepspeed_config", str(ws / "ds_config.json")]
+    # sync --delete never removes it (a pod file under a dot folder)
+    assert treehash.protected(".deepspeed/hostfile")
+    # no workspace mounted: nothing is created there
+    gone = tmp_path / "nowhere"
+    assert runtime.verb_init({**env, "MLENV_WORKSPACE": str(gone)}, start_sshd=False) == 0
+    assert not gone.exists()
