@@ -14,7 +14,9 @@ Layout (the contract in docs/acceptance.md, "Sign-off bundle"), all under one to
 
 ``verify`` recomputes every hash without extracting anything and refuses what a
 hostile archive could use against whoever unpacks it: absolute paths, ``..``, links,
-devices, duplicate names, entries outside the top folder. Stdlib only.
+devices, duplicate names, entries outside the top folder, and any data it could not read
+(a bad header, bytes after the end-of-archive blocks: GNU tar unpacks past both).
+Stdlib only.
 """
 
 from __future__ import annotations
@@ -253,6 +255,8 @@ def _members(tf: tarfile.TarFile, on_file: Callable[[str, tarfile.TarInfo], None
         if not rel:
             problems.append(f"extra: {shown} (outside the bundle's top folder)")
             continue
+        # run/./results.json and run//results.json unpack onto run/results.json: one name
+        rel = PurePosixPath(rel).as_posix()
         if rel in files:
             problems.append(f"refused: {shown}: appears twice in the archive")
             continue
@@ -261,7 +265,34 @@ def _members(tf: tarfile.TarFile, on_file: Callable[[str, tarfile.TarInfo], None
             on_file(rel, m)
     if len(tops) > 1:
         problems.append(f"refused: more than one top folder ({', '.join(sorted(tops))})")
+    unread = _unread_data(tf)
+    if unread:
+        problems.append(unread)
     return (sorted(tops)[0] if tops else ""), files, problems
+
+
+def _unread_data(tf: tarfile.TarFile) -> str | None:
+    """Why the archive holds bytes past the last member tarfile read, or None.
+
+    tarfile stops without a word at the first bad header or end-of-archive block; GNU tar
+    skips a bad header ("Skipping to next header") and extracts what follows. So a junk
+    header followed by a forged run/results.json, or members appended after the end
+    blocks, would be unpacked by a reviewer but never seen by verify. Past the last member
+    only zeros (the end blocks and the record padding) may follow.
+    """
+    at = tf.offset  # where the header that ended the iteration starts
+    f = tf.fileobj
+    f.seek(at)
+    pos = at
+    while chunk := f.read(1 << 20):
+        stripped = chunk.lstrip(b"\0")
+        if stripped:
+            where = pos + len(chunk) - len(stripped)
+            return (f"refused: data the verification cannot read at byte {where} of the tar stream "
+                    f"(a damaged header or something after the end-of-archive blocks: GNU tar may unpack "
+                    f"files there that no MANIFEST check saw)")
+        pos += len(chunk)
+    return None
 
 
 def _open(path: Path) -> tarfile.TarFile:
