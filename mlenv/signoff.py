@@ -42,11 +42,8 @@ def deployment_for(cluster: str, root: Path, modes: tuple[str, ...] | None) -> \
     from mlenv.errors import ConfigError
     from mlenv.render.tree import MODES, out_dir, render_tree
 
-    path = loader.resolve(cluster, root)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read the cluster config: {e.strerror or e}") from None
+    path = loader.resolve(cluster, root)  # a link in clusters/ is refused here
+    data = loader.read_capped(path)  # the loader's cap: a config that never ends must not hang the bundle
     shown = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
     deployment: dict[str, Any] = {
         "deployed": None,

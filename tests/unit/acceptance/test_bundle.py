@@ -275,6 +275,28 @@ def test_unknown_cluster_named_on_the_command_line_exits_2(tmp_path: Path) -> No
     assert r.exit_code == 2 and "expected a cluster name" in r.stderr
 
 
+@pytest.mark.parametrize("what", ["link to a kubeconfig", "link to /dev/zero", "4 MiB config"])
+def test_a_linked_or_oversized_cluster_config_stays_out_of_the_bundle(tmp_path: Path, what: str) -> None:
+    """Issue 23 §8: clusters/<name>.yaml linked to a kubeconfig was bundled with its token, and
+    the config was read without the loader's size cap (an oversized one was bundled as is)."""
+    root = tmp_path / "repo"
+    (root / "clusters").mkdir(parents=True)
+    secret = tmp_path / "kubeconfig"
+    secret.write_text("users: [{user: {token: sha256~SECRET}}]\n")
+    cfg = root / "clusters" / "x.yaml"
+    if what == "4 MiB config":
+        cfg.write_text("cluster: {name: x, namespace: y}\n" + "#" * (4 << 20) + "\n")
+    else:
+        cfg.symlink_to(secret if "kubeconfig" in what else "/dev/zero")
+    report = make_report(tmp_path / "report")
+    r = CliRunner().invoke(app, ["bundle", str(report), "--cluster", "x", "-o", str(tmp_path / "b.tar.gz")],
+                           env={"MLENV_ROOT": str(root)})
+    assert r.exit_code == 2, r.output
+    want = "file is too large" if what == "4 MiB config" else "a symbolic link"
+    assert want in r.stderr and "clusters/x.yaml" in r.stderr and "Traceback" not in r.output
+    assert not (tmp_path / "b.tar.gz").exists()
+
+
 def test_slurm_cluster_bundle_holds_its_scripts_compared_with_a_fresh_render(tmp_path: Path) -> None:
     """A platform: slurm cluster has sbatch scripts under slurm/<name>/ instead of k8s/ manifests."""
     from mlenv.config import load
