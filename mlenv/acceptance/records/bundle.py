@@ -138,12 +138,14 @@ def _info(name: str, size: int, mtime: float) -> tarfile.TarInfo:
 def build(report_dir: Path, out: Path | None = None, *, cluster: str = LOCAL_CLUSTER,
           config: tuple[str, bytes] | None = None, deployment: dict[str, Any] | None = None,
           deployed_files: dict[str, bytes] | None = None,
-          baseline: baselines.Baseline | None = None) -> tuple[Path, dict[str, Any]]:
+          baseline: baselines.Baseline | None = None,
+          ran: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
     """Write the bundle of the run in ``report_dir``; returns (archive, bundle.json).
 
     ``config``: (file name, content) of the cluster config; ``deployed_files``: archive
     path (``deployed/<mode>/<file>``) → content, described by ``deployment`` (see
-    :data:`LOCAL_DEPLOYMENT` for a --local run). Raises BundleError without results.json.
+    :data:`LOCAL_DEPLOYMENT` for a --local run); ``ran``: where and on what the run ran
+    (``signoff.what_ran``). Raises BundleError without results.json.
     """
     doc = read_results(report_dir)
     if doc is None:
@@ -178,6 +180,7 @@ def build(report_dir: Path, out: Path | None = None, *, cluster: str = LOCAL_CLU
         "profile": doc.get("profile"),
         "world": doc.get("world"),
         "cluster": cluster,
+        "ran": ran,
         "config": config_index,
         "deployment": deployment if deployment is not None else LOCAL_DEPLOYMENT,
         "baseline": baseline_index(baseline, archived_baseline),

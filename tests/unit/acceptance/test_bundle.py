@@ -297,6 +297,32 @@ def test_a_linked_or_oversized_cluster_config_stays_out_of_the_bundle(tmp_path: 
     assert not (tmp_path / "b.tar.gz").exists()
 
 
+def test_bundle_of_a_local_run_with_cluster_says_what_actually_ran(tmp_path: Path) -> None:
+    """Issue 23 §8: `mlenv bundle --cluster barcelona` of a CPU --local run labelled it
+    barcelona's PASS. The bundle says what ran (this machine, CPU ranks, nodes); the
+    config it was asked for is there for reference only."""
+    report = make_report(tmp_path / "report")
+    rec = {"run_id": "20260101-000000-abc123", "cluster": "local", "origin": "local"}
+    (report / "record.json").write_text(json.dumps(rec))
+    r = CliRunner().invoke(app, ["bundle", str(report), "--cluster", "barcelona", "-o", str(tmp_path / "b.tar.gz")],
+                           env={"MLENV_ROOT": str(REPO)})
+    assert r.exit_code == 0, r.output
+    assert "cluster local; ran on this machine (mlenv acceptance --local): 2 rank(s), cpu/gloo, 2 node(s)" in r.stdout
+    assert "cluster barcelona" not in r.stdout
+    assert "ran on this machine (mlenv acceptance --local), not on cluster barcelona" in r.stderr
+    top = bundle.top_dir("20260101-000000-abc123")
+    index = json.loads(members(tmp_path / "b.tar.gz")[f"{top}/bundle.json"])
+    assert index["cluster"] == "local"
+    assert index["ran"] == {"platform": "this machine (mlenv acceptance --local)", "cluster": "local", "device": "cpu",
+                            "backend": "gloo", "ranks": 2, "nodes": 2, "hosts": ["h0", "h1"]}
+    assert index["deployment"]["note"].startswith("for reference only: run 20260101-000000-abc123 ran on this machine")
+    assert index["config"]["file"] == "config/barcelona.yaml"  # asked for, so included
+    # a run of the cluster itself says so
+    (report / "record.json").write_text(json.dumps({**rec, "cluster": "barcelona", "origin": "cluster"}))
+    _, index = make_bundle(report, REPO, tmp_path / "c.tar.gz")
+    assert index["cluster"] == "barcelona" and index["ran"]["platform"] == "openshift"
+
+
 def test_slurm_cluster_bundle_holds_its_scripts_compared_with_a_fresh_render(tmp_path: Path) -> None:
     """A platform: slurm cluster has sbatch scripts under slurm/<name>/ instead of k8s/ manifests."""
     from mlenv.config import load
