@@ -22,7 +22,15 @@ from mlenv.acceptance.core.selection import ORDER, load_checks, order_key, selec
 from mlenv.acceptance.judging import baselines
 from mlenv.acceptance.records import history
 from mlenv.acceptance.reports import RunMeta, console, finalize
-from mlenv.acceptance.reports.document import ALL_FILES, now_iso
+from mlenv.acceptance.reports.document import (
+    ALL_FILES,
+    ReportWriteError,
+    judged,
+    mark_unwritten,
+    no_space,
+    no_space_line,
+    now_iso,
+)
 from mlenv.acceptance.reports.jsonl import JsonlWriter
 from mlenv.acceptance.run import ranklog, world
 from mlenv.contract import RESULTS_JSONL, exit_for_doc
@@ -107,22 +115,35 @@ def main(argv: list[str] | None = None) -> int:
                    profile=args.profile, checks=[c.name for c in checks], world=layout,
                    baseline_spec=args.baseline, deadline_s=deadline)
     writer: JsonlWriter | None = None
+    lost: list[str] = []  # rank 0: why the report folder cannot be written (a full disk)
     if env.rank == 0:
-        writer = _open_report(report_dir, meta)
+        try:
+            writer = _open_report(report_dir, meta)
+        except OSError as e:  # a full disk: the first check runs (every rank is in it), then all stop
+            lost.append(_write_error(report_dir, e))
+            print(f"error: rank 0 ({host}): {lost[0]}: the run stops after its first check and is recorded in "
+                  "the history", file=sys.stderr, flush=True)
         print(f"[acceptance] {len(checks)} check(s), {env.world_size} rank(s) on {nnodes} node(s), "
               f"{backend}/{layout['device']}, profile {args.profile}, deadline {deadline:g} s per check", flush=True)
 
     live = console.LiveJudge(meta, baseline_spec=args.baseline)
 
     def emit(results: list[CheckResult]) -> None:
-        assert writer is not None
         for r in results:  # results.jsonl keeps what was measured; the verdict judges it again
-            writer.append(r)
+            if lost or writer is None:
+                break
+            try:
+                writer.append(r)  # whole lines only: a failed append is cut back
+            except OSError as e:
+                lost.append(_write_error(report_dir, e))
+                print(f"error: rank 0 ({host}): {lost[0]}: the run stops after this check and is recorded in the "
+                      "history", file=sys.stderr, flush=True)
         live.show(results)
 
     stale = float(os.environ.get("MLENV_HEARTBEAT_STALE_S", "15"))
     runner = Runner(ctx, chan, hosts, checks, emit if env.rank == 0 else None, stale_s=stale,
-                    progress=(lambda m: print(f"[acceptance]   {m}", flush=True)) if env.rank == 0 else None)
+                    progress=(lambda m: print(f"[acceptance]   {m}", flush=True)) if env.rank == 0 else None,
+                    stop_reason=lambda: lost[0] if lost else "")
     try:
         outcome = runner.run()
     except Exception as e:  # rank 0 gone (store unreachable) or a bug: this rank cannot go on
@@ -136,8 +157,8 @@ def main(argv: list[str] | None = None) -> int:
             os._exit(EXIT_OK)
         _destroy()
         return EXIT_OK
-    assert writer is not None
-    writer.close()
+    if writer is not None:
+        writer.close()
     meta.env = _env_summary(outcome.results, backend)
     return _judge(args, report_dir, meta, outcome, live)
 
@@ -171,16 +192,25 @@ def _open_report(report_dir: Path, meta: RunMeta) -> JsonlWriter:
 def _judge(args: argparse.Namespace, report_dir: Path, meta: RunMeta, outcome: Outcome,
            live: console.LiveJudge) -> int:
     """Rank 0 after the last check: the verdict, the reports, the history line; the exit code."""
-    meta.write(report_dir)
+    plots = True
     try:
+        meta.write(report_dir)
         doc = finalize(report_dir, meta, outcome.results, notes=outcome.notes, baseline=live.baseline,
                        interrupted=outcome.interrupted)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         os._exit(EXIT_INPUT)
+    except ReportWriteError as e:  # judged, not written (a full disk): the history still gets the run
+        print(f"error: rank 0: {e}", file=sys.stderr, flush=True)
+        doc, plots = e.doc, False
+    except OSError as e:  # run.json
+        why = _write_error(report_dir, e)
+        print(f"error: rank 0: {why}", file=sys.stderr, flush=True)
+        _, doc, _ = judged(meta, outcome.results, outcome.notes, live.baseline, outcome.interrupted)
+        doc, plots = mark_unwritten(doc, why), False
     print(console.verdict_block(doc, str(report_dir)), flush=True)
     root = Path(args.history_dir) if args.history_dir else history.default_root()
-    for line in history.after_run(report_dir, doc, root):
+    for line in history.after_run(report_dir, doc, root, plots=plots):
         print(f"[acceptance] {line}", flush=True)
     code = exit_for_doc(doc)
     if outcome.aborted:
@@ -188,6 +218,11 @@ def _judge(args: argparse.Namespace, report_dir: Path, meta: RunMeta, outcome: O
         os._exit(code)
     _destroy()
     return code
+
+
+def _write_error(report_dir: Path, e: OSError) -> str:
+    """One line for a report folder rank 0 cannot write: the folder and its free space."""
+    return no_space_line(report_dir) if no_space(e) else f"{report_dir}: cannot write the report: {e.strerror or e}"
 
 
 def _run_id(args: argparse.Namespace) -> str:
