@@ -9,8 +9,11 @@ module names) imports extra check modules, e.g. site-specific checks or test pro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -114,36 +117,22 @@ def main(argv: list[str] | None = None) -> int:
     meta = RunMeta(run_id=run_id, started=now_iso(),
                    profile=args.profile, checks=[c.name for c in checks], world=layout,
                    baseline_spec=args.baseline, deadline_s=deadline)
-    writer: JsonlWriter | None = None
-    lost: list[str] = []  # rank 0: why the report folder cannot be written (a full disk)
+    sink = _Sink(report_dir, host)
     if env.rank == 0:
-        try:
-            writer = _open_report(report_dir, meta)
-        except OSError as e:  # a full disk: the first check runs (every rank is in it), then all stop
-            lost.append(_write_error(report_dir, e))
-            print(f"error: rank 0 ({host}): {lost[0]}: the run stops after its first check and is recorded in "
-                  "the history", file=sys.stderr, flush=True)
+        sink.open(meta)
         print(f"[acceptance] {len(checks)} check(s), {env.world_size} rank(s) on {nnodes} node(s), "
               f"{backend}/{layout['device']}, profile {args.profile}, deadline {deadline:g} s per check", flush=True)
 
     live = console.LiveJudge(meta, baseline_spec=args.baseline)
 
     def emit(results: list[CheckResult]) -> None:
-        for r in results:  # results.jsonl keeps what was measured; the verdict judges it again
-            if lost or writer is None:
-                break
-            try:
-                writer.append(r)  # whole lines only: a failed append is cut back
-            except OSError as e:
-                lost.append(_write_error(report_dir, e))
-                print(f"error: rank 0 ({host}): {lost[0]}: the run stops after this check and is recorded in the "
-                      "history", file=sys.stderr, flush=True)
+        sink.write(results)  # results.jsonl keeps what was measured; the verdict judges it again
         live.show(results)
 
     stale = float(os.environ.get("MLENV_HEARTBEAT_STALE_S", "15"))
     runner = Runner(ctx, chan, hosts, checks, emit if env.rank == 0 else None, stale_s=stale,
                     progress=(lambda m: print(f"[acceptance]   {m}", flush=True)) if env.rank == 0 else None,
-                    stop_reason=lambda: lost[0] if lost else "")
+                    stop_reason=sink.stop_reason)
     try:
         outcome = runner.run()
     except Exception as e:  # rank 0 gone (store unreachable) or a bug: this rank cannot go on
@@ -154,13 +143,15 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         # After an abort the group is suspect: leave without a teardown that could block.
         if outcome.aborted:
+            with contextlib.suppress(Exception):  # rank 0 keeps the store up until then
+                chan.set(f"left/{env.rank}", "1")
             os._exit(EXIT_OK)
         _destroy()
         return EXIT_OK
-    if writer is not None:
-        writer.close()
+    sink.close()
     meta.env = _env_summary(outcome.results, backend)
-    return _judge(args, report_dir, meta, outcome, live)
+    return _judge(args, report_dir, meta, outcome, live,
+                  lambda: _others_left(chan, env.world_size, 2.0))
 
 
 def _plan(args: argparse.Namespace) -> tuple[OptionLayer, list[type[Check]]]:
@@ -190,7 +181,7 @@ def _open_report(report_dir: Path, meta: RunMeta) -> JsonlWriter:
 
 
 def _judge(args: argparse.Namespace, report_dir: Path, meta: RunMeta, outcome: Outcome,
-           live: console.LiveJudge) -> int:
+           live: console.LiveJudge, before_exit: Callable[[], None] | None = None) -> int:
     """Rank 0 after the last check: the verdict, the reports, the history line; the exit code."""
     plots = True
     try:
@@ -215,9 +206,63 @@ def _judge(args: argparse.Namespace, report_dir: Path, meta: RunMeta, outcome: O
     code = exit_for_doc(doc)
     if outcome.aborted:
         sys.stderr.flush()
+        if before_exit is not None:
+            before_exit()
         os._exit(code)
     _destroy()
     return code
+
+
+def _others_left(chan: world.SideChannel, world_size: int, limit_s: float) -> None:
+    """Rank 0 after an abort: wait (at most ``limit_s``) until the other ranks have read the
+    abort and said they leave. The store lives in this process; exiting while a rank still
+    polls it gave that rank a DistNetworkError and torch's C++ stack on the console."""
+    end = time.monotonic() + limit_s
+    waiting = set(range(1, world_size))
+    while waiting and time.monotonic() < end:
+        try:
+            waiting = {r for r in waiting if chan.get_now(f"left/{r}") is None}
+        except Exception:  # the store is gone anyway
+            return
+        time.sleep(0.05)
+
+
+class _Sink:
+    """Rank 0's results.jsonl. A folder it cannot write (a full disk) is said once, in one line,
+    and then :meth:`stop_reason` asks the runner to stop the run at the next check boundary;
+    the results stay in memory for the verdict and the history line (issue 23)."""
+
+    def __init__(self, report_dir: Path, host: str) -> None:
+        self.report_dir, self.host = report_dir, host
+        self.writer: JsonlWriter | None = None
+        self.lost = ""  # why the folder cannot be written
+
+    def open(self, meta: RunMeta) -> None:
+        try:
+            self.writer = _open_report(self.report_dir, meta)
+        except OSError as e:  # the first check still runs (every rank is in it), then all stop
+            self._lose(e, "its first check")
+
+    def write(self, results: list[CheckResult]) -> None:
+        for r in results:
+            if self.lost or self.writer is None:
+                return
+            try:
+                self.writer.append(r)  # whole lines only: a failed append is cut back
+            except OSError as e:
+                self._lose(e, "this check")
+
+    def _lose(self, e: OSError, after: str) -> None:
+        self.lost = _write_error(self.report_dir, e)
+        print(f"error: rank 0 ({self.host}): {self.lost}: the run stops after {after} and is recorded in the "
+              "history", file=sys.stderr, flush=True)
+
+    def stop_reason(self) -> str:
+        return self.lost
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
 
 
 def _write_error(report_dir: Path, e: OSError) -> str:
