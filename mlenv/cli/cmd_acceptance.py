@@ -160,8 +160,10 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
                 if run.unwritten is None or not line.startswith("history:"):
                     err(line)
         if run.unwritten is not None:  # a full disk: one line, not a traceback (issue 23)
-            err(f"error: {run.unwritten}: the run's report could not be written there; it is recorded in the "
-                f"history as {run.doc.get('verdict')} ({history.history_path(history_root, history.LOCAL_CLUSTER)})")
+            where = history.history_path(history_root, history.LOCAL_CLUSTER)
+            kept = (f"it is recorded in the history as {run.doc.get('verdict')} ({where})"
+                    if _recorded(history_root, run_id) else f"the history ({where}) could not take it either")
+            err(f"error: {run.unwritten}: the run's report could not be written there; {kept}")
             return exit_for_doc(run.doc)
     else:  # rank 0 already printed the full verdict block: one closing line is enough
         echo_out(f"verdict: {run.doc['verdict']} (reports in {report_dir})")
