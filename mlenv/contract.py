@@ -22,6 +22,7 @@ __all__ = [
     "ANNOTATION_CREATED", "APP", "EXIT_ERROR", "EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "LABEL_COMPONENT", "LABEL_INSTANCE",
     "LABEL_MANAGED_BY", "LABEL_NAME", "LABEL_NAMESPACE", "LABEL_PART_OF", "MANAGED_BY", "RESULTS_JSON", "RESULTS_JSONL",
     "STATEFULSET", "exit_for_doc", "exit_for_verdict", "is_run_id", "new_run_id", "pod_name", "read_results",
+    "shown",
 ]
 
 # --- names (not configurable: one deployment per namespace) ---------------------------
@@ -109,3 +110,19 @@ def read_results(report_dir: str | Path, since: float | None = None) -> dict[str
     except (OSError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
+
+
+def shown(value: object, keep: str = "") -> str:
+    """``value`` as text that is safe on a terminal: each character a terminal would act on
+    instead of showing it — C0 and C1 controls (ESC starting an OSC title or clipboard
+    write, ``\\r`` moving back over a REGRESSION line, ``\\n`` forging one), DEL, bidi
+    overrides and other format characters — is written as its escape (``\\x1b``,
+    ``\\r``, ``\\u202e``). Results documents, history lines and bundles come from
+    anywhere, so every value read from them passes through here before it is printed
+    (issue 23). ``keep``: characters left as they are (``"\\n"`` for a message of
+    several lines of our own).
+    """
+    text = str(value)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii") for c in text)

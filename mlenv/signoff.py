@@ -42,11 +42,8 @@ def deployment_for(cluster: str, root: Path, modes: tuple[str, ...] | None) -> \
     from mlenv.errors import ConfigError
     from mlenv.render.tree import MODES, out_dir, render_tree
 
-    path = loader.resolve(cluster, root)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read the cluster config: {e.strerror or e}") from None
+    path = loader.resolve(cluster, root)  # a link in clusters/ is refused here
+    data = loader.read_capped(path)  # the loader's cap: a config that never ends must not hang the bundle
     shown = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
     deployment: dict[str, Any] = {
         "deployed": None,
@@ -62,6 +59,7 @@ def deployment_for(cluster: str, root: Path, modes: tuple[str, ...] | None) -> \
         deployment["note"] = f"{shown} does not validate, so nothing was rendered to compare: {e}"
         return (shown, data), deployment, files
     trees: list[tuple[str, Path, dict[str, str]]] = []
+    deployment["platform"] = str(getattr(c, "platform", "openshift"))
     if getattr(c, "platform", "openshift") in ("slurm", "hosts"):  # scripts under slurm/<name>/, hosts/<name>/
         from mlenv.render.platforms import planned
 
@@ -111,6 +109,8 @@ def make_bundle(report_dir: Path, root: Path, out: Path | None = None, cluster: 
     from mlenv.acceptance.records.compare import Run, baseline_of
     from mlenv.acceptance.records.history import LOCAL_CLUSTER, check_cluster_name
 
+    if cluster is not None:
+        check_cluster_name(cluster)
     if not (report_dir / RESULTS_JSON).is_file():
         if any((report_dir / f).is_file() for f in ("run.json", "results.jsonl")):
             raise InputError(f"{report_dir}: the run was never finalised (its processes were killed before the "
@@ -118,8 +118,11 @@ def make_bundle(report_dir: Path, root: Path, out: Path | None = None, cluster: 
         raise InputError(f"{report_dir}: no {RESULTS_JSON} (not a report folder of a finished run)")
     doc = read_results(report_dir)  # read once: _record matches its run id against it
     rec = _record(report_dir, doc or {})
-    name = check_cluster_name(cluster or str(rec.get("cluster") or LOCAL_CLUSTER))
-    local_run = cluster is None and (not rec or rec.get("origin") == "local")
+    ran_here = rec.get("origin") == "local" or rec.get("cluster") == LOCAL_CLUSTER  # record.json says so
+    # `--cluster X` of a run that ran here must not label it X's: the bundle names what ran
+    # (issue 23) and carries X's config and manifests for reference only
+    name = check_cluster_name(LOCAL_CLUSTER if ran_here else cluster or str(rec.get("cluster") or LOCAL_CLUSTER))
+    local_run = cluster is None and (not rec or ran_here)
     if doc is None:
         raise InputError(f"{report_dir}/{RESULTS_JSON}: unreadable (not a JSON object)")
     from mlenv.acceptance.records.rundir import check_folder
@@ -131,14 +134,43 @@ def make_bundle(report_dir: Path, root: Path, out: Path | None = None, cluster: 
     files: dict[str, bytes] | None = None
     if not local_run:
         try:
-            config, deployment, files = deployment_for(name, root, (mode,) if mode else None)
+            config, deployment, files = deployment_for(cluster or name, root, (mode,) if mode else None)
         except InputError as e:
             if cluster is not None:  # asked for by name: a typo must not pass silently
                 raise
             deployment = {"deployed": None, "trees": [],
                           "note": f"the run's cluster config is not here, so neither it nor manifests are included: {e}"}
+    if ran_here and cluster is not None and cluster != LOCAL_CLUSTER and deployment is not None:
+        deployment["note"] = (f"for reference only: run {doc.get('run_id')} ran on this machine (mlenv acceptance "
+                              f"--local), not on cluster {cluster}; {deployment['note']}")
+    ran = what_ran(doc, rec, deployment)
     try:
         return bundle.build(report_dir, out, cluster=name, config=config, deployment=deployment,
-                            deployed_files=files, baseline=base)
+                            deployed_files=files, baseline=base, ran=ran)
     except bundle.BundleError as e:
         raise InputError(str(e)) from None
+
+
+def what_ran(doc: dict[str, Any], rec: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, Any]:
+    """bundle.json's ``ran``: where and on what the run actually ran, from its own results.json
+    and record.json (never from ``--cluster``, which only picks the config to include)."""
+    raw = doc.get("world")
+    world: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    origin = rec.get("origin")
+    if origin == "local" or rec.get("cluster") == "local":
+        platform = "this machine (mlenv acceptance --local)"
+    elif origin == "cluster":
+        platform = str((deployment or {}).get("platform") or f"cluster {rec.get('cluster')}")
+    else:
+        platform = "unknown (no record.json of this run)"
+    listed = world.get("hosts")
+    hosts: list[Any] = listed if isinstance(listed, list) else []
+    return {"platform": platform, "cluster": rec.get("cluster"), "device": world.get("device"),
+            "backend": world.get("backend"), "ranks": world.get("ranks"), "nodes": world.get("nodes"),
+            "hosts": sorted({str(h) for h in hosts})}
+
+
+def ran_line(ran: dict[str, Any]) -> str:
+    """``ran on this machine (mlenv acceptance --local): 2 rank(s), cpu/gloo, 1 node(s)``."""
+    return (f"ran on {ran.get('platform')}: {ran.get('ranks')} rank(s), {ran.get('device')}/{ran.get('backend')}, "
+            f"{ran.get('nodes')} node(s)")

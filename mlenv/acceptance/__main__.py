@@ -9,8 +9,11 @@ module names) imports extra check modules, e.g. site-specific checks or test pro
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,7 +25,15 @@ from mlenv.acceptance.core.selection import ORDER, load_checks, order_key, selec
 from mlenv.acceptance.judging import baselines
 from mlenv.acceptance.records import history
 from mlenv.acceptance.reports import RunMeta, console, finalize
-from mlenv.acceptance.reports.document import ALL_FILES, now_iso
+from mlenv.acceptance.reports.document import (
+    ALL_FILES,
+    ReportWriteError,
+    judged,
+    mark_unwritten,
+    no_space,
+    no_space_line,
+    now_iso,
+)
 from mlenv.acceptance.reports.jsonl import JsonlWriter
 from mlenv.acceptance.run import ranklog, world
 from mlenv.contract import RESULTS_JSONL, exit_for_doc
@@ -106,23 +117,22 @@ def main(argv: list[str] | None = None) -> int:
     meta = RunMeta(run_id=run_id, started=now_iso(),
                    profile=args.profile, checks=[c.name for c in checks], world=layout,
                    baseline_spec=args.baseline, deadline_s=deadline)
-    writer: JsonlWriter | None = None
+    sink = _Sink(report_dir, host)
     if env.rank == 0:
-        writer = _open_report(report_dir, meta)
+        sink.open(meta)
         print(f"[acceptance] {len(checks)} check(s), {env.world_size} rank(s) on {nnodes} node(s), "
               f"{backend}/{layout['device']}, profile {args.profile}, deadline {deadline:g} s per check", flush=True)
 
     live = console.LiveJudge(meta, baseline_spec=args.baseline)
 
     def emit(results: list[CheckResult]) -> None:
-        assert writer is not None
-        for r in results:  # results.jsonl keeps what was measured; the verdict judges it again
-            writer.append(r)
+        sink.write(results)  # results.jsonl keeps what was measured; the verdict judges it again
         live.show(results)
 
     stale = float(os.environ.get("MLENV_HEARTBEAT_STALE_S", "15"))
     runner = Runner(ctx, chan, hosts, checks, emit if env.rank == 0 else None, stale_s=stale,
-                    progress=(lambda m: print(f"[acceptance]   {m}", flush=True)) if env.rank == 0 else None)
+                    progress=(lambda m: print(f"[acceptance]   {m}", flush=True)) if env.rank == 0 else None,
+                    stop_reason=sink.stop_reason)
     try:
         outcome = runner.run()
     except Exception as e:  # rank 0 gone (store unreachable) or a bug: this rank cannot go on
@@ -133,13 +143,15 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()
         # After an abort the group is suspect: leave without a teardown that could block.
         if outcome.aborted:
+            with contextlib.suppress(Exception):  # rank 0 keeps the store up until then
+                chan.set(f"left/{env.rank}", "1")
             os._exit(EXIT_OK)
         _destroy()
         return EXIT_OK
-    assert writer is not None
-    writer.close()
+    sink.close()
     meta.env = _env_summary(outcome.results, backend)
-    return _judge(args, report_dir, meta, outcome, live)
+    return _judge(args, report_dir, meta, outcome, live,
+                  lambda: _others_left(chan, env.world_size, 2.0))
 
 
 def _plan(args: argparse.Namespace) -> tuple[OptionLayer, list[type[Check]]]:
@@ -169,25 +181,93 @@ def _open_report(report_dir: Path, meta: RunMeta) -> JsonlWriter:
 
 
 def _judge(args: argparse.Namespace, report_dir: Path, meta: RunMeta, outcome: Outcome,
-           live: console.LiveJudge) -> int:
+           live: console.LiveJudge, before_exit: Callable[[], None] | None = None) -> int:
     """Rank 0 after the last check: the verdict, the reports, the history line; the exit code."""
-    meta.write(report_dir)
+    plots = True
     try:
+        meta.write(report_dir)
         doc = finalize(report_dir, meta, outcome.results, notes=outcome.notes, baseline=live.baseline,
                        interrupted=outcome.interrupted)
     except InputError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         os._exit(EXIT_INPUT)
+    except ReportWriteError as e:  # judged, not written (a full disk): the history still gets the run
+        print(f"error: rank 0: {e}", file=sys.stderr, flush=True)
+        doc, plots = e.doc, False
+    except OSError as e:  # run.json
+        why = _write_error(report_dir, e)
+        print(f"error: rank 0: {why}", file=sys.stderr, flush=True)
+        _, doc, _ = judged(meta, outcome.results, outcome.notes, live.baseline, outcome.interrupted)
+        doc, plots = mark_unwritten(doc, why), False
     print(console.verdict_block(doc, str(report_dir)), flush=True)
     root = Path(args.history_dir) if args.history_dir else history.default_root()
-    for line in history.after_run(report_dir, doc, root):
+    for line in history.after_run(report_dir, doc, root, plots=plots):
         print(f"[acceptance] {line}", flush=True)
     code = exit_for_doc(doc)
     if outcome.aborted:
         sys.stderr.flush()
+        if before_exit is not None:
+            before_exit()
         os._exit(code)
     _destroy()
     return code
+
+
+def _others_left(chan: world.SideChannel, world_size: int, limit_s: float) -> None:
+    """Rank 0 after an abort: wait (at most ``limit_s``) until the other ranks have read the
+    abort and said they leave. The store lives in this process; exiting while a rank still
+    polls it gave that rank a DistNetworkError and torch's C++ stack on the console."""
+    end = time.monotonic() + limit_s
+    waiting = set(range(1, world_size))
+    while waiting and time.monotonic() < end:
+        try:
+            waiting = {r for r in waiting if chan.get_now(f"left/{r}") is None}
+        except Exception:  # the store is gone anyway
+            return
+        time.sleep(0.05)
+
+
+class _Sink:
+    """Rank 0's results.jsonl. A folder it cannot write (a full disk) is said once, in one line,
+    and then :meth:`stop_reason` asks the runner to stop the run at the next check boundary;
+    the results stay in memory for the verdict and the history line (issue 23)."""
+
+    def __init__(self, report_dir: Path, host: str) -> None:
+        self.report_dir, self.host = report_dir, host
+        self.writer: JsonlWriter | None = None
+        self.lost = ""  # why the folder cannot be written
+
+    def open(self, meta: RunMeta) -> None:
+        try:
+            self.writer = _open_report(self.report_dir, meta)
+        except OSError as e:  # the first check still runs (every rank is in it), then all stop
+            self._lose(e, "its first check")
+
+    def write(self, results: list[CheckResult]) -> None:
+        for r in results:
+            if self.lost or self.writer is None:
+                return
+            try:
+                self.writer.append(r)  # whole lines only: a failed append is cut back
+            except OSError as e:
+                self._lose(e, "this check")
+
+    def _lose(self, e: OSError, after: str) -> None:
+        self.lost = _write_error(self.report_dir, e)
+        print(f"error: rank 0 ({self.host}): {self.lost}: the run stops after {after} and is recorded in the "
+              "history", file=sys.stderr, flush=True)
+
+    def stop_reason(self) -> str:
+        return self.lost
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def _write_error(report_dir: Path, e: OSError) -> str:
+    """One line for a report folder rank 0 cannot write: the folder and its free space."""
+    return no_space_line(report_dir) if no_space(e) else f"{report_dir}: cannot write the report: {e.strerror or e}"
 
 
 def _run_id(args: argparse.Namespace) -> str:

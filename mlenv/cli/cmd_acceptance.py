@@ -160,9 +160,19 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
     # Output from here on goes through echo_out: with `| head` the reader may be gone, and
     # the exit code must still be the verdict's, not a BrokenPipeError's (issue 23).
     if run.recovered:  # rank 0 died or was stopped: only this process can tell the verdict
-        echo_out(console.verdict_block(run.doc, str(report_dir)))
-        for line in history.after_run(report_dir, run.doc, history_root, history.LOCAL_CLUSTER):
-            note(line)
+        if run.unwritten is None:
+            echo_out(console.verdict_block(run.doc, str(report_dir)))
+        if not _recorded(history_root, run_id):  # rank 0 records a run whose folder is full itself
+            for line in history.after_run(report_dir, run.doc, history_root, history.LOCAL_CLUSTER,
+                                          plots=run.unwritten is None):
+                if run.unwritten is None or not line.startswith("history:"):
+                    note(line)
+        if run.unwritten is not None:  # a full disk: one line, not a traceback (issue 23)
+            where = history.history_path(history_root, history.LOCAL_CLUSTER)
+            kept = (f"it is recorded in the history as {run.doc.get('verdict')} ({where})"
+                    if _recorded(history_root, run_id) else f"the history ({where}) could not take it either")
+            err(f"error: {run.unwritten}: the run's report could not be written there; {kept}")
+            return exit_for_doc(run.doc)
     # else rank 0 printed the verdict block, once (i25.8: the second verdict line is gone)
     note(f"wall time: {run.wall_s:.1f} s")
     if plan.bundle:
@@ -170,6 +180,16 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
 
         echo_out(f"bundle: {make_bundle(report_dir, Path(repo_root()))[0]}")
     return exit_for_doc(run.doc)
+
+
+def _recorded(root: Path, run_id: str) -> bool:
+    """The history already holds ``run_id`` (rank 0 wrote it before the run ended)."""
+    from mlenv.acceptance.records.history import find_run
+
+    try:
+        return find_run(root, run_id) is not None
+    except InputError:  # two records already: a third would not help
+        return True
 
 
 def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | None, options: Path | None,

@@ -46,8 +46,17 @@ def bundle_cmd(
     for note in index.get("left_out", []):
         err(f"note: {note}")
     from mlenv.acceptance.records.bundle import manifest_sha256
+    from mlenv.signoff import ran_line
 
-    typer.echo(f"bundle: {path} ({index['verdict']}, run {index['run_id']}, cluster {index['cluster']})")
+    ran = index.get("ran") or {}
+    if cluster is not None and index["cluster"] != cluster:
+        err(f"note: run {index['run_id']} ran on {ran.get('platform')}, not on cluster {cluster}: {cluster}'s config "
+            "and manifests are in the bundle for reference only")
+    from mlenv.contract import shown
+
+    # verdict, run id and world come from the report folder: escaped like compare and history
+    typer.echo(shown(f"bundle: {path} ({index['verdict']}, run {index['run_id']}, cluster {index['cluster']}; "
+                     f"{ran_line(ran)})"))
     typer.echo(f"MANIFEST sha256: {manifest_sha256(path)} (send it to the reviewer by a second channel)")
 
 

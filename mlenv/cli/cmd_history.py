@@ -15,6 +15,7 @@ import typer
 
 from mlenv.cli._common import err, guarded, repo_root
 from mlenv.cli._output import check_format
+from mlenv.contract import shown
 from mlenv.errors import InputError
 
 
@@ -44,18 +45,52 @@ def _versions(rec: dict[str, Any]) -> str:
     return ", ".join(out)
 
 
-def table(records: list[dict[str, Any]]) -> str:
-    """Rows: run id, started, verdict, profile, ranks, config sha256 (12), versions, headline metrics."""
+def _started(value: object) -> str:
+    """``2026-11-27 08:51Z`` (UTC, to the minute) from the record's ISO time; as it is otherwise."""
+    from datetime import UTC, datetime
+
+    try:
+        t = datetime.fromisoformat(str(value))
+    except ValueError:
+        return str(value or "")
+    return (t.astimezone(UTC) if t.tzinfo else t).strftime("%Y-%m-%d %H:%MZ")
+
+
+def table(records: list[dict[str, Any]], width: int | None = None) -> tuple[str, bool]:
+    """(rows, whether any was cut): run id, started (UTC), verdict, profile, ranks, config
+    sha256 (12), versions, headline metrics. ``width``: cut each row there with ``…``
+    (the headline metrics of a full run made rows of about 400 characters). Every value
+    comes from the history file, so each is escaped before it can reach a terminal."""
     head = ("RUN", "STARTED", "VERDICT", "PROFILE", "RANKS", "CONFIG", "VERSIONS", "HEADLINE METRICS (median)")
     rows = []
     for r in records:
         world = r.get("world") if isinstance(r.get("world"), dict) else {}
-        rows.append((str(r.get("run_id")), str(r.get("started") or ""), str(r.get("verdict")),
-                     str(r.get("profile") or ""), str((world or {}).get("ranks") or ""),
-                     str(r.get("config_sha256") or "-")[:12], _versions(r), _metrics(r)))
+        rows.append(tuple(shown(x) for x in (
+            r.get("run_id"), _started(r.get("started") or ""), r.get("verdict"), r.get("profile") or "",
+            (world or {}).get("ranks") or "", str(r.get("config_sha256") or "-")[:12], _versions(r), _metrics(r))))
     widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head) - 1)]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
-                     for row in [head, *rows])
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+             for row in [head, *rows]]
+    cut = False
+    if width is not None:
+        for i, line in enumerate(lines):
+            if len(line.rstrip()) > width:
+                lines[i], cut = line[:width - 1].rstrip() + "…", True
+    return "\n".join(line.rstrip() for line in lines), cut
+
+
+def _width(wide: bool) -> int | None:
+    """Where rows are cut: the terminal's width (``$COLUMNS`` when set); nothing is cut with
+    ``--wide`` or when stdout is no terminal (a pipe into grep gets whole rows)."""
+    import os
+    import shutil
+    import sys
+
+    if wide:
+        return None
+    if os.environ.get("COLUMNS", "").isdigit() or sys.stdout.isatty():
+        return max(shutil.get_terminal_size().columns, 60)
+    return None
 
 
 def _known_or_did_you_mean(cluster: str, root: Path) -> None:
@@ -82,6 +117,8 @@ def history_cmd(
     limit: Annotated[int, typer.Option("--limit", help="Newest N runs (0: all).")] = 0,
     history_dir: Annotated[Path | None, typer.Option("--history-dir", help="History root (default $MLENV_HISTORY_DIR, "
                                                                           "else reports/ in the repository).")] = None,
+    wide: Annotated[bool, typer.Option("--wide", help="Whole rows, every headline metric (a terminal cuts them "
+                                                      "at its width).")] = False,
 ) -> None:
     """List a cluster's acceptance runs, newest first."""
     from mlenv.acceptance.records import history
@@ -115,7 +152,10 @@ def history_cmd(
     if not records:
         err(f"no runs recorded for cluster {cluster!r} ({path})")
         return
-    typer.echo(table(records))
+    text, cut = table(records, _width(wide))
+    typer.echo(text)
+    if cut:
+        err("note: rows cut at the terminal's width (…): --wide shows whole rows, -o json everything")
 
 
 def register(app: typer.Typer) -> None:

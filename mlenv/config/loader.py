@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import errno
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -54,45 +56,90 @@ def cluster_files(root: str | os.PathLike[str] | None = None) -> list[Path]:
     folder = _root(root) / CLUSTERS_DIR
     if not folder.is_dir():
         return []
-    return sorted(path for path in folder.iterdir() if path.suffix in (".yaml", ".yml") and path.is_file())
+    # links are listed (not followed) so that loading them names the refusal instead of skipping them
+    return sorted(path for path in folder.iterdir()
+                  if path.suffix in (".yaml", ".yml") and (path.is_file() or path.is_symlink()))
+
+
+def is_bare_name(text: str) -> bool:
+    """A cluster name, not a path: no ``/`` and no ``.yaml``/``.yml`` suffix (issue 23: a
+    file named ``barcelona`` in the current folder must not stand in for the cluster)."""
+    return not ("/" in text or os.sep in text) and Path(text).suffix not in (".yaml", ".yml")
+
+
+def _link_refused(path: Path) -> str:
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    return (f"a symbolic link (to {target}); a cluster config must be a regular file: its content goes into "
+            "rendered manifests and sign-off bundles, and a link could bring any file (a kubeconfig with "
+            "its token) along")
 
 
 def resolve(name_or_path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> Path:
-    """A cluster name (``clusters/<name>.yaml``) or a file path → the file.
+    """A cluster name (always ``clusters/<name>.yaml`` or ``.yml`` under ``root``) or a file path → the file.
 
     Raises:
-        InputError: neither an existing file nor a known cluster name (with a did-you-mean).
+        InputError: no such file, no such cluster (with a did-you-mean), or the config is a
+            symbolic link.
     """
     text = os.fspath(name_or_path)
     path = Path(text)
-    if path.is_file():
-        return path
-    looks_like_path = os.sep in text or "/" in text or path.suffix in (".yaml", ".yml")
-    if looks_like_path:
+    if not is_bare_name(text):
+        if path.is_symlink():
+            raise InputError(f"{text}: {_link_refused(path)}")
+        if path.is_file():
+            return path
         raise InputError(f"{text}: no such file")
-    files = cluster_files(root)
-    for candidate in files:
-        if candidate.stem == text:
+    folder = _root(root) / CLUSTERS_DIR
+    for suffix in (".yaml", ".yml"):
+        candidate = folder / f"{text}{suffix}"
+        if candidate.is_symlink():
+            raise InputError(f"{CLUSTERS_DIR}/{candidate.name}: {_link_refused(candidate)}")
+        if candidate.is_file():
             return candidate
-    names = [candidate.stem for candidate in files]
+    names = [candidate.stem for candidate in cluster_files(root)]
     close = difflib.get_close_matches(text, names, n=1)
     hint = f" (did you mean '{close[0]}'?)" if close else ""
     known = ", ".join(names) if names else f"none: no {CLUSTERS_DIR}/*.yaml under {_root(root)}"
     raise InputError(f"unknown cluster '{text}'{hint}; known clusters: {known}")
 
 
+def read_capped(path: Path) -> bytes:
+    """The config file's bytes for callers other than the loader (the sign-off bundle), under
+    the loader's rules: no link, a regular file, at most MAX_BYTES. InputError otherwise."""
+    raw = _read(path)
+    if isinstance(raw, Diagnostic):
+        raise InputError(f"{path}: {raw.message}")
+    if len(raw) > MAX_BYTES:
+        raise InputError(f"{path}: {too_large(str(path), len(raw)).message}")
+    return raw
+
+
 def _read(path: Path) -> bytes | Diagnostic:
     """The file's bytes, or why not; never more than MAX_BYTES + 1 bytes are read.
 
-    A multi-GB file (or a device) is refused from its size, without reading it.
+    A multi-GB file is refused from its size, without reading it. A link is refused, not
+    followed (O_NOFOLLOW: no window between a check and the open), and so is anything but
+    a regular file: a FIFO would block, /dev/zero never ends.
     """
     file = str(path)
     try:
-        with path.open("rb") as handle:
-            size = os.fstat(handle.fileno()).st_size
-            if size > MAX_BYTES:
-                return too_large(file, size)
-            # st_size is 0 for pipes and devices: read one byte past the cap to notice.
+        # O_NONBLOCK: opening a FIFO for reading would wait for a writer; regular files ignore it
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return Diagnostic(file, 0, 0, "", _link_refused(path))
+        return Diagnostic(file, 0, 0, "", f"cannot read: {e.strerror or e}")
+    try:
+        with os.fdopen(fd, "rb") as handle:
+            st = os.fstat(handle.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return Diagnostic(file, 0, 0, "", "not a regular file (a device, FIFO or socket)")
+            if st.st_size > MAX_BYTES:
+                return too_large(file, st.st_size)
+            # a file that grows while read: one byte past the cap is enough to notice
             return handle.read(MAX_BYTES + 1)
     except OSError as e:
         return Diagnostic(file, 0, 0, "", f"cannot read: {e.strerror or e}")

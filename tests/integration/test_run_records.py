@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -129,3 +130,41 @@ def test_acceptance_whose_reader_left_exits_by_its_verdict_quietly(tmp_path: Pat
     assert json.loads((tmp_path / "report" / "results.json").read_text())["verdict"] == "PASS"
     (rec,) = [json.loads(x) for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()]
     assert rec["verdict"] == "PASS"
+
+
+@pytest.fixture()
+def full_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 16 KiB tmpfs: room for the claim and the launcher's first lines, not for a report."""
+    mnt = tmp_path / "full"
+    mnt.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_disk_full_early_is_one_line_and_the_run_is_still_in_the_history(tmp_path: Path, full_disk: Path) -> None:
+    """Issue 23 §5, on a real full disk: today a thread traceback, "internal error", exit 3,
+    no history line though the history folder had room. Now: the run stops after its first
+    check, one line names the folder and its free space, the history records it as ERROR,
+    and results.jsonl (if any) holds only whole lines."""
+    report = full_disk / "run"
+    p = subprocess.run([*MLENV, "acceptance", "--local", "--nproc", "2", "--checks", "environment,compute",
+                        "--report-dir", str(report)], capture_output=True, text=True, timeout=240,
+                       env=_env(tmp_path), cwd=tmp_path)
+    out = p.stdout + p.stderr
+    assert p.returncode == 3, out[-4000:]
+    assert "Traceback (most recent call last)" not in out and "internal error" not in out, out[-4000:]
+    errors = [x for x in p.stderr.splitlines() if x.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {report}: no space left on device ("), p.stderr
+    assert " free): the run's report could not be written there; it is recorded in the history as ERROR" in errors[0]
+    run_id = next(x.split()[1].rstrip(":") for x in p.stderr.splitlines() if x.startswith("run "))
+    (rec,) = [json.loads(x) for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()]
+    assert rec["run_id"] == run_id and rec["verdict"] == "ERROR"
+    jsonl = report / "results.jsonl"
+    if jsonl.exists():
+        assert all(json.loads(x) for x in jsonl.read_text().splitlines())
+    assert not (report / ".mlenv-run.lock").exists()  # released at the end

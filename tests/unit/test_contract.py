@@ -36,3 +36,12 @@ def test_an_earlier_runs_report_is_not_this_ones(tmp_path: Path) -> None:
     os.utime(p, (old, old))
     assert contract.read_results(tmp_path, since=time.time()) is None
     assert contract.read_results(tmp_path, since=old) == {"verdict": "PASS"}
+
+
+def test_shown_escapes_what_a_terminal_would_act_on() -> None:
+    from mlenv.contract import shown
+
+    assert shown("rank 5 (h1, GPU 1) µs ✓") == "rank 5 (h1, GPU 1) µs ✓"  # printable text as it is
+    assert shown("a\x1b]0;t\x07b\rc\x9bd\u202ee\x7f\n") == "a\\x1b]0;t\\x07b\\rc\\x9bd\\u202ee\\x7f\\n"
+    assert shown("one\ntwo\tx\r", keep="\n\t") == "one\ntwo\tx\\r"
+    assert shown(3) == "3"

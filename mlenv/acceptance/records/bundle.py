@@ -14,7 +14,9 @@ Layout (the contract in docs/acceptance.md, "Sign-off bundle"), all under one to
 
 ``verify`` recomputes every hash without extracting anything and refuses what a
 hostile archive could use against whoever unpacks it: absolute paths, ``..``, links,
-devices, duplicate names, entries outside the top folder. Stdlib only.
+devices, duplicate names, entries outside the top folder, and any data it could not read
+(a bad header, bytes after the end-of-archive blocks: GNU tar unpacks past both).
+Stdlib only.
 """
 
 from __future__ import annotations
@@ -136,12 +138,14 @@ def _info(name: str, size: int, mtime: float) -> tarfile.TarInfo:
 def build(report_dir: Path, out: Path | None = None, *, cluster: str = LOCAL_CLUSTER,
           config: tuple[str, bytes] | None = None, deployment: dict[str, Any] | None = None,
           deployed_files: dict[str, bytes] | None = None,
-          baseline: baselines.Baseline | None = None) -> tuple[Path, dict[str, Any]]:
+          baseline: baselines.Baseline | None = None,
+          ran: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
     """Write the bundle of the run in ``report_dir``; returns (archive, bundle.json).
 
     ``config``: (file name, content) of the cluster config; ``deployed_files``: archive
     path (``deployed/<mode>/<file>``) → content, described by ``deployment`` (see
-    :data:`LOCAL_DEPLOYMENT` for a --local run). Raises BundleError without results.json.
+    :data:`LOCAL_DEPLOYMENT` for a --local run); ``ran``: where and on what the run ran
+    (``signoff.what_ran``). Raises BundleError without results.json.
     """
     doc = read_results(report_dir)
     if doc is None:
@@ -176,6 +180,7 @@ def build(report_dir: Path, out: Path | None = None, *, cluster: str = LOCAL_CLU
         "profile": doc.get("profile"),
         "world": doc.get("world"),
         "cluster": cluster,
+        "ran": ran,
         "config": config_index,
         "deployment": deployment if deployment is not None else LOCAL_DEPLOYMENT,
         "baseline": baseline_index(baseline, archived_baseline),
@@ -253,6 +258,8 @@ def _members(tf: tarfile.TarFile, on_file: Callable[[str, tarfile.TarInfo], None
         if not rel:
             problems.append(f"extra: {shown} (outside the bundle's top folder)")
             continue
+        # run/./results.json and run//results.json unpack onto run/results.json: one name
+        rel = PurePosixPath(rel).as_posix()
         if rel in files:
             problems.append(f"refused: {shown}: appears twice in the archive")
             continue
@@ -261,7 +268,34 @@ def _members(tf: tarfile.TarFile, on_file: Callable[[str, tarfile.TarInfo], None
             on_file(rel, m)
     if len(tops) > 1:
         problems.append(f"refused: more than one top folder ({', '.join(sorted(tops))})")
+    unread = _unread_data(tf)
+    if unread:
+        problems.append(unread)
     return (sorted(tops)[0] if tops else ""), files, problems
+
+
+def _unread_data(tf: tarfile.TarFile) -> str | None:
+    """Why the archive holds bytes past the last member tarfile read, or None.
+
+    tarfile stops without a word at the first bad header or end-of-archive block; GNU tar
+    skips a bad header ("Skipping to next header") and extracts what follows. So a junk
+    header followed by a forged run/results.json, or members appended after the end
+    blocks, would be unpacked by a reviewer but never seen by verify. Past the last member
+    only zeros (the end blocks and the record padding) may follow.
+    """
+    at = tf.offset  # where the header that ended the iteration starts
+    f = tf.fileobj
+    f.seek(at)
+    pos = at
+    while chunk := f.read(1 << 20):
+        stripped = chunk.lstrip(b"\0")
+        if stripped:
+            where = pos + len(chunk) - len(stripped)
+            return (f"refused: data the verification cannot read at byte {where} of the tar stream "
+                    f"(a damaged header or something after the end-of-archive blocks: GNU tar may unpack "
+                    f"files there that no MANIFEST check saw)")
+        pos += len(chunk)
+    return None
 
 
 def _open(path: Path) -> tarfile.TarFile:

@@ -24,6 +24,7 @@ from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.evidence.outliers import direction
 from mlenv.acceptance.judging import baselines
 from mlenv.acceptance.records.history import RECORD_FILE, find_run
+from mlenv.contract import shown
 from mlenv.errors import InputError
 
 DEFAULT_TOLERANCE = 0.10
@@ -317,15 +318,18 @@ def table(c: Comparison, everything: bool = False) -> str:
     """The comparison as a text table: judged rows (all rows with ``everything``), then the regressions."""
     rows = c.rows if everything else [r for r in c.rows if r.state not in ("not judged",)]
     head = ("check", "where", "metric", "A", "B", "delta", "tolerance", "")
-    body = [(r.check, r.where, r.metric, r.a_text(), r.b_text(),
-             "—" if r.delta_frac is None else f"{100 * r.delta_frac:+.1f}%",
-             "—" if r.tolerance is None else f"{100 * r.tolerance:g}%", r.state) for r in rows]
+    # every value read from the runs is escaped (shown): a crafted check name must not write
+    # an OSC sequence to the terminal or \r over a REGRESSION line (issue 23)
+    body = [tuple(shown(x) for x in (r.check, r.where, r.metric, r.a_text(), r.b_text(),
+                                     "—" if r.delta_frac is None else f"{100 * r.delta_frac:+.1f}%",
+                                     "—" if r.tolerance is None else f"{100 * r.tolerance:g}%", r.state))
+            for r in rows]
     widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
-    lines = [f"A: {c.a.label()}  [{c.a.ref}]", f"B: {c.b.label()}  [{c.b.ref}]", ""]
+    lines = [f"A: {shown(c.a.label())}  [{shown(c.a.ref)}]", f"B: {shown(c.b.label())}  [{shown(c.b.ref)}]", ""]
     lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths, strict=True)).rstrip() for row in [head, *body]]
-    lines += ["", *c.notes] if c.notes else []
+    lines += ["", *(shown(n) for n in c.notes)] if c.notes else []
     regs = c.regressions
     lines.append("")
-    lines += [f"REGRESSION: {r.reason()}" for r in regs]
+    lines += [f"REGRESSION: {shown(r.reason())}" for r in regs]
     lines.append(f"{len(regs)} regression(s) beyond tolerance" if regs else "no regression beyond tolerance")
     return "\n".join(lines)

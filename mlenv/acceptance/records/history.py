@@ -12,6 +12,7 @@ Stdlib only (pods and reviewers' machines read it without torch).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import fnmatch
 import json
@@ -211,10 +212,15 @@ def append(path: Path, record: dict[str, Any]) -> None:
             if size and os.pread(fd, 1, size - 1) != b"\n":
                 data = b"\n" + data
             view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
+            try:
+                while view:
+                    n = os.write(fd, view)
+                    view = view[n:]
+                os.fsync(fd)
+            except OSError:  # a full disk part way: no torn line left behind (we hold the lock)
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, size)
+                raise
         finally:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
@@ -258,7 +264,11 @@ def record_run(report_dir: Path, doc: dict[str, Any], results: list[CheckResult]
     rec = make_record(doc, results, cluster, report_dir, config_sha256)
     path = history_path(root, cluster)
     append(path, rec)
-    (report_dir / RECORD_FILE).write_bytes(encode(rec))
+    try:
+        (report_dir / RECORD_FILE).write_bytes(encode(rec))
+    except OSError:  # a full report folder: the history line above is what counts
+        with contextlib.suppress(OSError):
+            (report_dir / RECORD_FILE).unlink(missing_ok=True)  # ours, and maybe half written
     return path, rec
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -14,6 +15,7 @@ from mlenv.acceptance.core.result import SCHEMA_VERSION, CheckResult
 from mlenv.acceptance.judging import baselines, nodeverdicts
 from mlenv.acceptance.judging.verdict import Judgement, judge
 from mlenv.contract import RESULTS_JSON, RESULTS_JSONL
+from mlenv.errors import InfraError
 
 RUN_META = "run.json"
 JUNIT_XML = "junit.xml"
@@ -21,6 +23,59 @@ SUMMARY_MD = "summary.md"
 PLOT_BUSBW = "busbw.png"
 PLOT_TFLOPS = "tflops.png"
 ALL_FILES = (RUN_META, RESULTS_JSON, RESULTS_JSONL, JUNIT_XML, SUMMARY_MD, PLOT_BUSBW, PLOT_TFLOPS)
+# Below this much free space a folder cannot hold a run's report (results, JUnit, summary,
+# plots: about 0.5 MiB for a 16-rank run): a run that left no report there met a full disk.
+MIN_REPORT_FREE = 1 << 20
+
+
+def no_space(e: BaseException) -> bool:
+    """The error is a full disk (or a full quota)."""
+    return isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def free_space(folder: Path) -> int | None:
+    """Bytes an unprivileged writer may still use under ``folder`` (None: unknown)."""
+    for d in (folder, *folder.parents):
+        try:
+            st = os.statvfs(d)
+        except OSError:
+            continue
+        return st.f_bavail * st.f_frsize
+    return None
+
+
+def no_space_line(folder: Path) -> str:
+    """``<folder>: no space left on device (12 KiB free)``: the one line a full disk gets."""
+    from mlenv.acceptance.reports.units import human_bytes
+
+    free = free_space(folder)
+    return f"{folder}: no space left on device ({'free space unknown' if free is None else human_bytes(free) + ' free'})"
+
+
+class ReportWriteError(InfraError):
+    """The run was judged but its report could not be written (a full disk, an I/O error):
+    ``doc`` is the document, marked ERROR with the reason, for the history line, which
+    lives elsewhere and may still have room (issue 23)."""
+
+    def __init__(self, folder: Path, doc: dict[str, Any], error: OSError, *, results_written: bool = False) -> None:
+        why = no_space_line(folder) if no_space(error) else f"{folder}: cannot write the report: {error.strerror or error}"
+        super().__init__(why)
+        self.folder, self.error, self.results_written = folder, error, results_written
+        if results_written:  # results.json stands: its verdict is the run's; the rest is incomplete
+            self.doc = {**doc, "reasons": [*list(doc.get("reasons") or []),
+                                           f"note: junit.xml, summary.md or a plot not written: {why}"]}
+        else:
+            self.doc = mark_unwritten(doc, why)
+
+
+def mark_unwritten(doc: dict[str, Any], why: str) -> dict[str, Any]:
+    """``doc`` as an ERROR whose first reason is that its report could not be written: what
+    was measured stands in no file, so no verdict of the checks can be trusted to a reader."""
+    out = dict(doc)
+    if out.get("verdict") != "INTERRUPTED":
+        out["verdict"] = "ERROR"
+    out["reasons"] = [f"the report could not be written: {why}", *list(doc.get("reasons") or [])]
+    return out
 
 
 def wall_seconds(started: str, finished: str) -> float | None:
@@ -65,15 +120,20 @@ class RunMeta:
 
 
 def write_json(path: Path, doc: Any) -> None:
-    """Write JSON atomically (temp file + rename), so a reader never sees half a file."""
+    """Write JSON atomically (temp file + rename), so a reader never sees half a file; a
+    failed write (a full disk) removes its own temp file and raises."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(path.suffix + ".tmp")
-    with tmp.open("w", encoding="utf-8") as f:
-        json.dump(doc, f, indent=2)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=2)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)  # ours, half written
+        raise
 
 
 def build_document(meta: RunMeta, j: Judgement, baseline: baselines.Baseline | None,
@@ -118,18 +178,43 @@ def finalize(report_dir: Path, meta: RunMeta, results: list[CheckResult], notes:
     ``baseline`` None means: resolve ``meta.baseline_spec`` or pick by device.
     ``interrupted``: the signal (or ``scancel``) someone stopped the run with: verdict
     INTERRUPTED. Returns the results document.
-    """
-    from mlenv.acceptance.reports.junit import to_junit
-    from mlenv.acceptance.reports.markdown import to_markdown
 
+    Raises:
+        ReportWriteError: a file could not be written (a full disk); it carries the
+            document, so the caller can still print the verdict and record the run.
+    """
+    j, doc, baseline = judged(meta, results, notes, baseline, interrupted)
+    try:
+        write_json(report_dir / RESULTS_JSON, doc)
+    except OSError as e:  # the verdict is known; the caller still records it in the history
+        raise ReportWriteError(report_dir, doc, e, results_written=False) from None
+    try:
+        _write_reports(report_dir, meta, j, doc, baseline, plots)
+    except OSError as e:
+        raise ReportWriteError(report_dir, doc, e, results_written=True) from None
+    return doc
+
+
+def judged(meta: RunMeta, results: list[CheckResult], notes: list[str] | None = None,
+           baseline: baselines.Baseline | None = None, interrupted: str | None = None) \
+        -> tuple[Judgement, dict[str, Any], baselines.Baseline | None]:
+    """The judgement, the results document and the baseline used, written nowhere (what
+    :func:`finalize` writes; a run whose folder is full is still recorded from it)."""
     notes = list(notes or [])
     if baseline is None:
         baseline = baselines.resolve(meta.baseline_spec, device_names(meta, results))
     j = judge(results, baseline, notes=notes, interrupted=interrupted)
     if baseline is None:
         j.reasons.append("note: no baseline for this device; judged against peers only")
-    doc = build_document(meta, j, baseline, interrupted)
-    write_json(report_dir / RESULTS_JSON, doc)
+    return j, build_document(meta, j, baseline, interrupted), baseline
+
+
+def _write_reports(report_dir: Path, meta: RunMeta, j: Judgement, doc: dict[str, Any],
+                   baseline: baselines.Baseline | None, plots: bool) -> None:
+    """junit.xml, the plots and summary.md, after results.json."""
+    from mlenv.acceptance.reports.junit import to_junit
+    from mlenv.acceptance.reports.markdown import to_markdown
+
     hosts = meta.world.get("hosts") or []
     junit = to_junit(j.results, doc["verdict"], doc["reasons"], wall_s=wall_seconds(meta.started, doc["finished"]),
                      timestamp=meta.started, hostname=str(hosts[0]) if hosts else socket.gethostname(),
@@ -152,4 +237,3 @@ def finalize(report_dir: Path, meta: RunMeta, results: list[CheckResult], notes:
             except Exception as e:  # a plot must never cost the report
                 doc["reasons"].append(f"note: plot {name} not drawn: {type(e).__name__}: {e}")
     (report_dir / SUMMARY_MD).write_text(to_markdown(doc, j.results, made, baseline), encoding="utf-8")
-    return doc

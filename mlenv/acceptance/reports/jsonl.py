@@ -2,31 +2,48 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
-from typing import IO
 
 from mlenv.acceptance.core.result import CheckResult
 
 
 class JsonlWriter:
-    """Append-only writer; every line reaches the disk before :meth:`append` returns."""
+    """Append-only writer; every line reaches the disk whole before :meth:`append` returns,
+    or not at all."""
 
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._f: IO[str] = path.open("w", encoding="utf-8")
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        self._end = 0  # where the last whole line ends
 
     def append(self, result: CheckResult) -> None:
-        """Write one entry and fsync, so a crash right after keeps it."""
-        self._f.write(json.dumps(result.to_dict(), sort_keys=False) + "\n")
-        self._f.flush()
-        os.fsync(self._f.fileno())
+        """Write one entry and fsync, so a crash right after keeps it.
+
+        A write that fails part way (a full disk: the first bytes fit, the rest did not) is
+        cut back to the last whole line before the error goes up, so results.jsonl never
+        holds a torn line that readers would have to skip (issue 23).
+        """
+        line = (json.dumps(result.to_dict(), sort_keys=False) + "\n").encode("utf-8")
+        done = 0
+        try:
+            while done < len(line):
+                done += os.pwrite(self._fd, line[done:], self._end + done)
+            os.fsync(self._fd)
+        except OSError:
+            with contextlib.suppress(OSError):  # shrinking needs no space
+                os.ftruncate(self._fd, self._end)
+            raise
+        self._end += len(line)
 
     def close(self) -> None:
         """Close the file."""
-        self._f.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
 
 def read_partial(path: Path) -> tuple[list[CheckResult], list[str]]:

@@ -205,6 +205,7 @@ class LocalRun:
     wall_s: float
     timed_out: bool
     interrupted: str | None = None  # the signal that stopped the run (SIGINT, SIGTERM, SIGHUP)
+    unwritten: str | None = None  # why the report folder holds no results.json (a full disk): doc is in memory only
 
 
 LAUNCHER_LOG = "launcher.log"
@@ -252,9 +253,14 @@ def _pump(stream: IO[str], log: IO[str], out: TextIO | None, console: ConsoleFil
     """Copy the launcher's output: every line to the log, with the wall time in front
     (HH:MM:SS; the terminal gets none: they broke the nccl-tests tables' columns), and
     what ``console`` shows to ``out``."""
+    logging = True
     for line in stream:
-        log.write(_stamp(line))
-        log.flush()
+        if logging:
+            try:
+                log.write(_stamp(line))
+                log.flush()
+            except (OSError, ValueError):  # a full disk: the console still gets what it shows; the
+                logging = False            # run's own record of it is the CLI's one line at the end
         if out is not None and console.shown(line):
             try:
                 out.write(line)
@@ -342,8 +348,12 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
     timed_out = False
     interrupted: str | None = None
     proc: subprocess.Popen[str] | None = None
-    log = (report_dir / LAUNCHER_LOG).open("w", encoding="utf-8")
-    log.write(_stamp(f"launcher: {shlex.join(cmd)}\n"))
+    try:
+        log: IO[str] = (report_dir / LAUNCHER_LOG).open("w", encoding="utf-8")
+    except OSError:  # a full disk: the console still shows its lines; the run ends in one line
+        log = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed below like the log
+    with contextlib.suppress(OSError, ValueError):
+        log.write(_stamp(f"launcher: {shlex.join(cmd)}\n"))
     pump: threading.Thread | None = None
     with signals_as_interrupts():
         try:
@@ -361,7 +371,8 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
         except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM or SIGHUP (signals_as_interrupts)
             interrupted = e.signal_name if isinstance(e, Interrupted) else "SIGINT"
             if proc is None:
-                log.close()
+                with contextlib.suppress(OSError):
+                    log.close()
                 raise
             from mlenv.acceptance.records.rundir import mark_interrupted
 
@@ -378,14 +389,24 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
             if pump is not None:  # a rank that left the group may still hold the pipe: never wait long
                 pump.join(timeout=10)
         finally:
-            log.close()
+            with contextlib.suppress(OSError):  # flushing the last lines into a full disk
+                log.close()
         rc = EXIT_ERROR if timed_out else proc.returncode
         wall = time.monotonic() - t0
         doc = read_results(report_dir)
         if doc is not None:
             return LocalRun(doc, False, wall, timed_out, interrupted)
-        if (report_dir / "results.jsonl").exists() or (report_dir / "run.json").exists():
-            return LocalRun(recover(report_dir, rc, run_id, interrupted), True, wall, timed_out, interrupted)
+        from mlenv.acceptance.reports.document import MIN_REPORT_FREE, ReportWriteError, free_space
+
+        try:
+            if (report_dir / "results.jsonl").exists() or (report_dir / "run.json").exists():
+                return LocalRun(recover(report_dir, rc, run_id, interrupted), True, wall, timed_out, interrupted)
+            free = free_space(report_dir)
+            if free is not None and free < MIN_REPORT_FREE:  # the ranks met a full disk before run.json
+                # raises ReportWriteError, unless space came back (then an ERROR report saying so)
+                return LocalRun(recover(report_dir, rc, run_id, interrupted), True, wall, timed_out, interrupted)
+        except ReportWriteError as e:  # judged in memory; the caller records it and says why in one line
+            return LocalRun(e.doc, True, wall, timed_out, interrupted, unwritten=None if e.results_written else str(e))
     if level != "verbose":
         _tail(report_dir / LAUNCHER_LOG, console)
     raise InfraError(f"the suite produced no report in {report_dir} (launcher exit {rc}); the last lines "

@@ -11,6 +11,7 @@ is not in it; NCCL's log has its own file (``nccl/``). Stdlib only.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import sys
 import time
@@ -63,8 +64,13 @@ def start(report_dir: Path, rank: int, host: str) -> Path | None:
         f = path.open("w", encoding="utf-8", errors="backslashreplace")
     except OSError:
         return None
-    f.write(f"# rank {rank} on {host}, started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
-    f.flush()
+    try:
+        f.write(f"# rank {rank} on {host}, started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+        f.flush()
+    except OSError:  # a full disk: the rank runs on without its log (its output still reaches the launcher)
+        with contextlib.suppress(OSError):
+            f.close()
+        return None
     sys.stdout = Tee(sys.stdout, f)
     sys.stderr = Tee(sys.stderr, f)
     return path

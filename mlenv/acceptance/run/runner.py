@@ -70,7 +70,7 @@ class Runner:
     def __init__(self, ctx: RunContext, chan: SideChannel, hosts: list[str], checks: list[type[Check]],
                  emit: Callable[[list[CheckResult]], None] | None = None, stale_s: float = 15.0,
                  poll_s: float = 0.05, progress: Callable[[str], None] | None = None,
-                 progress_every_s: float = 30.0) -> None:
+                 progress_every_s: float = 30.0, stop_reason: Callable[[], str] | None = None) -> None:
         self.ctx = ctx
         self.chan = chan
         self.hosts = hosts
@@ -82,6 +82,9 @@ class Runner:
         # would otherwise look hung); None elsewhere.
         self.progress = progress
         self.progress_every_s = progress_every_s
+        # Rank 0: why the run cannot go on although the group is sound ("" when it can): the
+        # report folder is full. Asked after each check, the one point every rank waits at.
+        self.stop_reason = stop_reason or (lambda: "")
         self.stale_s = stale_s
         self.poll_s = poll_s
         self.watch = HeartbeatWatch(chan, ctx.world_size, stale_s) if ctx.rank == 0 else None
@@ -240,6 +243,13 @@ class Runner:
                 self.emit(results)
                 out.results += results
                 busy = busy_reason(results)
+                stop = self.stop_reason()
+                if stop and not missing and not broke:  # the other ranks leave cleanly
+                    self.chan.set(f"go/{i}", f"abort:{stop}")
+                    out.aborted = True
+                    out.notes.append(f"run stopped after {cls.name}: {stop}")
+                    self._skip_rest(out, i + 1, stop)
+                    return out
                 if busy and not missing and not broke:
                     # Not a broken group: the other ranks leave cleanly, nothing is measured.
                     self.chan.set(f"go/{i}", f"abort:{busy}")

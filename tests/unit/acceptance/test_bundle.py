@@ -168,6 +168,64 @@ def test_hostile_entries_are_refused(built: tuple[Path, dict], tmp_path: Path, k
         bundle.read_member(bad, "run/results.json")
 
 
+def _forge(src: Path, dst: Path, *, junk: bytes, member: str, data: bytes, after_end: bool) -> Path:
+    """The bundle's tar stream with ``junk`` then a member (``member``: ``data``) spliced in:
+    before the end-of-archive blocks (``after_end`` False) or after them."""
+    import gzip
+
+    raw = gzip.decompress(src.read_bytes())
+    with tarfile.open(src, "r:gz") as tf:
+        for _ in tf:
+            pass
+        end = tf.offset  # the end-of-archive blocks start here
+    ti = tarfile.TarInfo(member)
+    ti.size, ti.mode = len(data), 0o644
+    forged = ti.tobuf(tarfile.PAX_FORMAT) + data + b"\0" * (-len(data) % tarfile.BLOCKSIZE)
+    head, tail = (raw, b"") if after_end else (raw[:end], raw[end:])
+    dst.write_bytes(gzip.compress(head + junk + forged + tail + (b"\0" * 1024 if after_end else b"")))
+    return dst
+
+
+@pytest.mark.parametrize("where", ["junk header", "after the end blocks"])
+def test_data_the_verification_did_not_read_is_refused(built: tuple[Path, dict], tmp_path: Path, where: str) -> None:
+    """Issue 23 §8: a junk header then a forged run/results.json (PASS where the real one says
+    FAIL). Python's tarfile stops at the junk (or at the end blocks) and verify said "OK";
+    GNU tar skips the junk and unpacks the forgery over the real file."""
+    path, _ = built
+    top = bundle.top_dir("20260101-000000-abc123")
+    real = json.loads(members(path)[f"{top}/run/results.json"])
+    forged_doc = json.dumps({**real, "verdict": "FORGED-PASS"}).encode()
+    junk = b"" if where == "after the end blocks" else b"\xff" * tarfile.BLOCKSIZE
+    bad = _forge(path, tmp_path / "forged.tar.gz", junk=junk, member=f"{top}/run/results.json", data=forged_doc,
+                 after_end=where == "after the end blocks")
+    if where == "junk header" and shutil.which("tar"):  # the threat is real: GNU tar unpacks the forgery
+        out = tmp_path / "x"
+        out.mkdir()
+        import subprocess
+
+        subprocess.run(["tar", "-xzf", str(bad), "-C", str(out)], capture_output=True, check=False)
+        assert b"FORGED-PASS" in (out / top / "run" / "results.json").read_bytes()
+    problems = bundle.verify(bad)
+    assert any(p.startswith("refused: data the verification cannot read at byte ") for p in problems), problems
+    with pytest.raises(bundle.BundleError, match="cannot read"):
+        bundle.read_member(bad, "run/results.json")
+    r = CliRunner().invoke(app, ["bundle", "verify", str(bad)])
+    assert r.exit_code == 1 and "does NOT verify" in r.stderr and "OK" not in r.stdout
+
+
+def test_a_name_that_unpacks_onto_another_is_a_duplicate(built: tuple[Path, dict], tmp_path: Path) -> None:
+    path, _ = built
+    top = bundle.top_dir("20260101-000000-abc123")
+    ti = tarfile.TarInfo(f"{top}/run/./results.json")
+    ti.size = 2
+    bad = rewrite(path, tmp_path / "dup.tar.gz", {}, [ti], [b"{}"])
+    assert any("appears twice" in p for p in bundle.verify(bad))
+
+
+def test_an_untouched_bundle_has_nothing_unread(built: tuple[Path, dict]) -> None:
+    assert bundle.verify(built[0]) == []  # the end blocks and gzip's record padding are zeros
+
+
 def test_a_file_that_is_no_archive_is_unreadable_not_a_traceback(tmp_path: Path) -> None:
     junk = tmp_path / "junk.tar.gz"
     junk.write_bytes(b"\x1f\x8b\x08\x00garbage")
@@ -215,6 +273,54 @@ def test_unknown_cluster_named_on_the_command_line_exits_2(tmp_path: Path) -> No
     assert r.exit_code == 2 and "unknown cluster 'nope'" in r.stderr
     r = CliRunner().invoke(app, ["bundle", str(report), "--cluster", "../../etc"], env={"MLENV_ROOT": str(REPO)})
     assert r.exit_code == 2 and "expected a cluster name" in r.stderr
+
+
+@pytest.mark.parametrize("what", ["link to a kubeconfig", "link to /dev/zero", "4 MiB config"])
+def test_a_linked_or_oversized_cluster_config_stays_out_of_the_bundle(tmp_path: Path, what: str) -> None:
+    """Issue 23 §8: clusters/<name>.yaml linked to a kubeconfig was bundled with its token, and
+    the config was read without the loader's size cap (an oversized one was bundled as is)."""
+    root = tmp_path / "repo"
+    (root / "clusters").mkdir(parents=True)
+    secret = tmp_path / "kubeconfig"
+    secret.write_text("users: [{user: {token: sha256~SECRET}}]\n")
+    cfg = root / "clusters" / "x.yaml"
+    if what == "4 MiB config":
+        cfg.write_text("cluster: {name: x, namespace: y}\n" + "#" * (4 << 20) + "\n")
+    else:
+        cfg.symlink_to(secret if "kubeconfig" in what else "/dev/zero")
+    report = make_report(tmp_path / "report")
+    r = CliRunner().invoke(app, ["bundle", str(report), "--cluster", "x", "-o", str(tmp_path / "b.tar.gz")],
+                           env={"MLENV_ROOT": str(root)})
+    assert r.exit_code == 2, r.output
+    want = "file is too large" if what == "4 MiB config" else "a symbolic link"
+    assert want in r.stderr and "clusters/x.yaml" in r.stderr and "Traceback" not in r.output
+    assert not (tmp_path / "b.tar.gz").exists()
+
+
+def test_bundle_of_a_local_run_with_cluster_says_what_actually_ran(tmp_path: Path) -> None:
+    """Issue 23 §8: `mlenv bundle --cluster barcelona` of a CPU --local run labelled it
+    barcelona's PASS. The bundle says what ran (this machine, CPU ranks, nodes); the
+    config it was asked for is there for reference only."""
+    report = make_report(tmp_path / "report")
+    rec = {"run_id": "20260101-000000-abc123", "cluster": "local", "origin": "local"}
+    (report / "record.json").write_text(json.dumps(rec))
+    r = CliRunner().invoke(app, ["bundle", str(report), "--cluster", "barcelona", "-o", str(tmp_path / "b.tar.gz")],
+                           env={"MLENV_ROOT": str(REPO)})
+    assert r.exit_code == 0, r.output
+    assert "cluster local; ran on this machine (mlenv acceptance --local): 2 rank(s), cpu/gloo, 2 node(s)" in r.stdout
+    assert "cluster barcelona" not in r.stdout
+    assert "ran on this machine (mlenv acceptance --local), not on cluster barcelona" in r.stderr
+    top = bundle.top_dir("20260101-000000-abc123")
+    index = json.loads(members(tmp_path / "b.tar.gz")[f"{top}/bundle.json"])
+    assert index["cluster"] == "local"
+    assert index["ran"] == {"platform": "this machine (mlenv acceptance --local)", "cluster": "local", "device": "cpu",
+                            "backend": "gloo", "ranks": 2, "nodes": 2, "hosts": ["h0", "h1"]}
+    assert index["deployment"]["note"].startswith("for reference only: run 20260101-000000-abc123 ran on this machine")
+    assert index["config"]["file"] == "config/barcelona.yaml"  # asked for, so included
+    # a run of the cluster itself says so
+    (report / "record.json").write_text(json.dumps({**rec, "cluster": "barcelona", "origin": "cluster"}))
+    _, index = make_bundle(report, REPO, tmp_path / "c.tar.gz")
+    assert index["cluster"] == "barcelona" and index["ran"]["platform"] == "openshift"
 
 
 def test_slurm_cluster_bundle_holds_its_scripts_compared_with_a_fresh_render(tmp_path: Path) -> None:

@@ -171,3 +171,65 @@ def test_compare_says_when_the_training_setups_differ(tmp_path: Path) -> None:
                     "torch_autocast bf16, ZeRO-0, channels_last): their training figures are not comparable")
     assert compare(new, again).notes == []
     assert "different setups" in compare(old, new).to_dict()["notes"][0]
+
+
+OSC = "\x1b]52;c;ZWNobyBwd25lZA==\x07"  # a clipboard write; "\x1b]0;…\x07" would set the title
+
+
+def _no_control(text: str) -> None:
+    assert not any(c in text for c in "\x1b\r\x07\x9b\u202e"), repr(text)
+
+
+def test_compare_escapes_every_value_read_from_the_runs(tmp_path: Path) -> None:
+    """Issue 23 §8: a crafted results.json drove the terminal through compare: OSC title and
+    clipboard writes, and a check name whose \\r went back over the REGRESSION line."""
+    a = write_run(tmp_path / "a", "run1", run_results(1))
+    hide = f"compute.matmul\r{' ' * 40}\rno regression beyond tolerance{OSC}"
+    bad = run_results(2, drop={5: 0.15})
+    bad.append(CheckResult(hide, Status.FAIL, "rank", f"h1{OSC}", 5, {"tflops_bf16": 1.0}))
+    b = write_run(tmp_path / "b", "run2", bad)
+    doc = json.loads((b / "results.json").read_text())
+    doc.update(profile=f"quick{OSC}", started="2026\u202e-01-01")
+    (b / "results.json").write_text(json.dumps(doc))
+    r = CliRunner().invoke(app, ["compare", str(a), str(b), "--all"])
+    assert r.exit_code == 1, r.output
+    _no_control(r.stdout)
+    _no_control(r.stderr)
+    assert "\\x1b]52;c;ZWNobyBwd25lZA==\\x07" in r.stdout and "compute.matmul\\r" in r.stdout
+    assert "\\u202e" in r.stdout
+
+
+def test_history_escapes_every_value_and_fits_the_terminal(tmp_path: Path) -> None:
+    """Issue 23 §8 and §9: a crafted history line reached the terminal as it was, and rows of a
+    full run's headline metrics ran to about 400 characters."""
+    root = tmp_path / "reports"
+    rec = {"schema_version": 2, "run_id": f"20260101-000000-aaaaaa{OSC}", "cluster": "barcelona",
+           "started": "2026-01-01T00:00:00.123+00:00", "verdict": "PASS\rFAIL", "profile": f"quick{OSC}",
+           "world": {"ranks": 16}, "versions": {"h0": {"torch": "2.13.0", "driver": "550.54.15", "cuda": "12.4",
+                                                       "nccl": "2.21.5"}},
+           "metrics": {f"collectives.op{i}": {"busbw_gbps_large": 123.456 + i, "alg_gbps": 99.5}
+                       for i in range(12)}}
+    history.append(history.history_path(root, "barcelona"), rec)
+    env = {"MLENV_HISTORY_DIR": str(root), "COLUMNS": "100"}
+    r = CliRunner().invoke(app, ["history", "barcelona"], env=env)
+    assert r.exit_code == 0, r.output
+    _no_control(r.stdout)
+    lines = r.stdout.splitlines()
+    assert max(len(x) for x in lines) <= 100, [len(x) for x in lines]
+    assert lines[1].startswith("20260101-000000-aaaaaa\\x1b]52;c;") and lines[1].endswith("…")
+    assert "rows cut at the terminal's width" in r.stderr
+    r = CliRunner().invoke(app, ["history", "barcelona", "--wide"], env=env)
+    _no_control(r.stdout)
+    row = r.stdout.splitlines()[1]
+    assert len(row) > 300 and "2026-01-01 00:00Z" in row and "PASS\\rFAIL" in row and "op9.busbw_gbps_large=132.5" in row
+    r = CliRunner().invoke(app, ["history", "barcelona", "-o", "json"], env=env)
+    _no_control(r.stdout)
+    assert json.loads(r.stdout)[0]["verdict"] == "PASS\rFAIL"  # JSON keeps the value, escaped by JSON itself
+
+
+def test_an_error_quoting_a_crafted_run_id_is_escaped_too(tmp_path: Path) -> None:
+    a = write_run(tmp_path / "a", "run1", run_results(1))
+    b = write_run(tmp_path / "b", f"run2{OSC}\r", run_results(2), verdict="INTERRUPTED")
+    r = CliRunner().invoke(app, ["compare", str(a), str(b)])
+    assert r.exit_code == 2 and "was INTERRUPTED" in r.stderr, r.output
+    _no_control(r.stderr)

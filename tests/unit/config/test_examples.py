@@ -140,6 +140,45 @@ def test_resolve_and_unknown_names() -> None:
         load("clusters/none.yaml", REPO)
 
 
+def test_a_bare_name_is_always_the_checkouts_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 23 §8: `mlenv status barcelona` read a file named `barcelona` in the current
+    folder before clusters/barcelona.yaml. A name without `/` or .yaml/.yml is a cluster."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "barcelona").write_text("cluster: {name: impostor, namespace: x}\n")
+    assert resolve("barcelona", REPO) == REPO / "clusters" / "barcelona.yaml"
+    (tmp_path / "nosuch").write_text("cluster: {name: nosuch, namespace: x}\n")
+    with pytest.raises(InputError, match="unknown cluster 'nosuch'"):
+        resolve("nosuch", REPO)
+    assert resolve("./barcelona", REPO) == Path("./barcelona")  # a path is a path
+    assert load("./barcelona", REPO).name == "impostor"
+
+
+@pytest.mark.parametrize("target", ["kubeconfig", "/dev/zero"])
+def test_a_linked_config_is_refused_not_followed(tmp_path: Path, target: str) -> None:
+    """A link in clusters/ (to a kubeconfig: its token would land in bundles; to /dev/zero:
+    an endless read) is refused by name, path, and in load_all."""
+    (tmp_path / "clusters").mkdir()
+    secret = tmp_path / "kubeconfig"
+    secret.write_text("users: [{user: {token: sha256~SECRET}}]\n")
+    link = tmp_path / "clusters" / "x.yaml"
+    link.symlink_to(secret if target == "kubeconfig" else target)
+    for ref in ("x", str(link)):
+        with pytest.raises(InputError, match="a symbolic link .*a cluster config must be a regular file"):
+            resolve(ref, tmp_path)
+    with pytest.raises(ConfigError) as e:
+        load_all(tmp_path)
+    assert "a symbolic link" in str(e.value.diagnostics[0].message)
+
+
+def test_the_loader_reads_no_device_or_fifo(tmp_path: Path) -> None:
+    from mlenv.config.loader import check_file
+
+    fifo = tmp_path / "fifo.yaml"
+    os.mkfifo(fifo)  # opening it for reading would wait for a writer forever
+    assert "not a regular file" in check_file(fifo)[1][0].message
+    assert "not a regular file" in check_file(Path("/dev/zero"))[1][0].message
+
+
 def test_load_all_reports_every_file_and_duplicate_names(tmp_path: Path) -> None:
     d = tmp_path / "clusters"
     d.mkdir()
