@@ -289,7 +289,7 @@ def test_a_linked_or_oversized_cluster_config_stays_out_of_the_bundle(tmp_path: 
     else:
         cfg.symlink_to(secret if "kubeconfig" in what else "/dev/zero")
     report = make_report(tmp_path / "report")
-    r = CliRunner().invoke(app, ["bundle", str(report), "--cluster", "x", "-o", str(tmp_path / "b.tar.gz")],
+    r = CliRunner().invoke(app, ["bundle", str(report), "--cluster", "x", "--out", str(tmp_path / "b.tar.gz")],
                            env={"MLENV_ROOT": str(root)})
     assert r.exit_code == 2, r.output
     want = "file is too large" if what == "4 MiB config" else "a symbolic link"
@@ -304,7 +304,7 @@ def test_bundle_of_a_local_run_with_cluster_says_what_actually_ran(tmp_path: Pat
     report = make_report(tmp_path / "report")
     rec = {"run_id": "20260101-000000-abc123", "cluster": "local", "origin": "local"}
     (report / "record.json").write_text(json.dumps(rec))
-    r = CliRunner().invoke(app, ["bundle", str(report), "--cluster", "barcelona", "-o", str(tmp_path / "b.tar.gz")],
+    r = CliRunner().invoke(app, ["bundle", str(report), "--cluster", "barcelona", "--out", str(tmp_path / "b.tar.gz")],
                            env={"MLENV_ROOT": str(REPO)})
     assert r.exit_code == 0, r.output
     assert "cluster local; ran on this machine (mlenv acceptance --local): 2 rank(s), cpu/gloo, 2 node(s)" in r.stdout

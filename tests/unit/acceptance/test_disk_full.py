@@ -106,5 +106,5 @@ def test_the_launcher_log_filling_up_costs_no_thread_traceback() -> None:
             raise ENOSPC
 
     out = io.StringIO()
-    local._pump(io.StringIO("line 1\nline 2\n"), FullLog(), out, verbose=True, stamp=False)
+    local._pump(io.StringIO("line 1\nline 2\n"), FullLog(), out, local.ConsoleFilter("verbose"))
     assert out.getvalue() == "line 1\nline 2\n"  # the console still gets every line
