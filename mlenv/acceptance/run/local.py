@@ -348,12 +348,7 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
     timed_out = False
     interrupted: str | None = None
     proc: subprocess.Popen[str] | None = None
-    try:
-        log: IO[str] = (report_dir / LAUNCHER_LOG).open("w", encoding="utf-8")
-    except OSError:  # a full disk: the console still shows its lines; the run ends in one line
-        log = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - closed below like the log
-    with contextlib.suppress(OSError, ValueError):
-        log.write(_stamp(f"launcher: {shlex.join(cmd)}\n"))
+    log = _open_log(report_dir, cmd)
     pump: threading.Thread | None = None
     with signals_as_interrupts():
         try:
@@ -393,24 +388,46 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
                 log.close()
         rc = EXIT_ERROR if timed_out else proc.returncode
         wall = time.monotonic() - t0
-        doc = read_results(report_dir)
-        if doc is not None:
-            return LocalRun(doc, False, wall, timed_out, interrupted)
-        from mlenv.acceptance.reports.document import MIN_REPORT_FREE, ReportWriteError, free_space
-
-        try:
-            if (report_dir / "results.jsonl").exists() or (report_dir / "run.json").exists():
-                return LocalRun(recover(report_dir, rc, run_id, interrupted), True, wall, timed_out, interrupted)
-            free = free_space(report_dir)
-            if free is not None and free < MIN_REPORT_FREE:  # the ranks met a full disk before run.json
-                # raises ReportWriteError, unless space came back (then an ERROR report saying so)
-                return LocalRun(recover(report_dir, rc, run_id, interrupted), True, wall, timed_out, interrupted)
-        except ReportWriteError as e:  # judged in memory; the caller records it and says why in one line
-            return LocalRun(e.doc, True, wall, timed_out, interrupted, unwritten=None if e.results_written else str(e))
+        run = _report(report_dir, rc, run_id, interrupted, wall, timed_out)
+        if run is not None:
+            return run
     if level != "verbose":
         _tail(report_dir / LAUNCHER_LOG, console)
     raise InfraError(f"the suite produced no report in {report_dir} (launcher exit {rc}); the last lines "
                      f"of {report_dir / LAUNCHER_LOG} are above (-v shows all of it as it happens)")
+
+
+def _open_log(report_dir: Path, cmd: list[str]) -> IO[str]:
+    """``launcher.log``, its first line the launcher's command; ``/dev/null`` when the folder
+    cannot take it (a full disk: the console still shows its lines; the run ends in one line)."""
+    try:
+        log: IO[str] = (report_dir / LAUNCHER_LOG).open("w", encoding="utf-8")
+    except OSError:
+        log = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 - run_local closes it
+    with contextlib.suppress(OSError, ValueError):
+        log.write(_stamp(f"launcher: {shlex.join(cmd)}\n"))
+    return log
+
+
+def _report(report_dir: Path, rc: int, run_id: str, interrupted: str | None, wall: float,
+            timed_out: bool) -> LocalRun | None:
+    """The run's report: rank 0's results.json, else recovered from what the ranks left, else
+    judged in memory when the folder is full (``unwritten`` says why); None: nothing to go on."""
+    doc = read_results(report_dir)
+    if doc is not None:
+        return LocalRun(doc, False, wall, timed_out, interrupted)
+    from mlenv.acceptance.reports.document import MIN_REPORT_FREE, ReportWriteError, free_space
+
+    try:
+        if (report_dir / "results.jsonl").exists() or (report_dir / "run.json").exists():
+            return LocalRun(recover(report_dir, rc, run_id, interrupted), True, wall, timed_out, interrupted)
+        free = free_space(report_dir)
+        if free is not None and free < MIN_REPORT_FREE:  # the ranks met a full disk before run.json
+            # raises ReportWriteError, unless space came back (then an ERROR report saying so)
+            return LocalRun(recover(report_dir, rc, run_id, interrupted), True, wall, timed_out, interrupted)
+    except ReportWriteError as e:  # judged in memory; the caller records it and says why in one line
+        return LocalRun(e.doc, True, wall, timed_out, interrupted, unwritten=None if e.results_written else str(e))
+    return None
 
 
 def _tail(log: Path, out: TextIO, lines: int = 15) -> None:
