@@ -24,8 +24,9 @@ import yaml
 from mlenv.testing.kube import build, manifests, pki, plane
 
 ROOT = Path(__file__).resolve().parents[2]
-# Images the ErrImagePull stage fails, besides anything under registry.invalid/.
-MISSING_IMAGE = "quay.io/mlenv-tests/never-built:missing"
+# An image the ErrImagePull stage fails on every plane (anything under registry.invalid/;
+# the tier also fails images named in KUBE_MISSING_IMAGES).
+MISSING_IMAGE = "registry.invalid/mlenv-tests/never-built:missing"
 
 
 @dataclass

@@ -12,8 +12,9 @@ What is built (issue 22 §1), each into ``<cache>/<component>-<version>/bin`` wh
   server would say ``v0.0.0-master``);
 - ``etcd`` from ``go.etcd.io/etcd/server/v3`` (``scripts/kube/go/etcd``): Debian's 3.4 is
   too old for the 1.34 apiserver's watch-list streams (RequestWatchProgress needs ≥3.5.13);
-- ``kwok`` by ``go install sigs.k8s.io/kwok/cmd/kwok@<version>`` (its go.mod has no
-  replace lines, so the plain install works).
+- ``kwok`` from a copy of its module source with one fix of ours (:func:`patch_kwok`: an
+  exec's stdin pipe is closed at the end of the stream, so ``kubectl cp`` and ``tar -x``
+  through exec finish), built with ``go build ./cmd/kwok`` in that copy.
 
 A binary already in the cache is never rebuilt; the Go module and build caches
 (``go env GOMODCACHE GOCACHE``) make a rebuild after a version bump fast.
@@ -143,17 +144,45 @@ def build(say: Callable[[str], None] | None = None) -> Binaries:
             _go(["build", "-o", str(out.etcd) + ".tmp", "go.etcd.io/etcd/server/v3"], src, log)
             os.replace(str(out.etcd) + ".tmp", out.etcd)
             times[f"etcd-{ETCD_VERSION}"] = round(time.monotonic() - started, 1)
-        if not out.kwok.exists():
-            _tell(say, f"building kwok {KWOK_VERSION} (log {log})")
-            started = time.monotonic()
-            out.kwok.parent.mkdir(parents=True, exist_ok=True)
-            _go(["install", f"sigs.k8s.io/kwok/cmd/kwok@{KWOK_VERSION}"], root, log,
-                env={"GOBIN": str(out.kwok.parent)})
-            times[f"kwok-{KWOK_VERSION}"] = round(time.monotonic() - started, 1)
         if not (out.kwok_source / "kustomize" / "crd" / "bases").is_dir():
             _go(["mod", "download", f"sigs.k8s.io/kwok@{KWOK_VERSION}"], root, log)
+        if not out.kwok.exists() or not out.kwok.with_name(KWOK_PATCHED).exists():
+            _tell(say, f"building kwok {KWOK_VERSION} with our stdin patch (log {log})")
+            started = time.monotonic()
+            src = out.kwok.parent.parent / "src"
+            shutil.rmtree(src, ignore_errors=True)
+            shutil.copytree(out.kwok_source, src)
+            for d, _dirs, files in os.walk(src):  # the module cache is read-only
+                os.chmod(d, 0o755)
+                for f in files:
+                    os.chmod(os.path.join(d, f), 0o644)
+            patch_kwok(src)
+            out.kwok.parent.mkdir(parents=True, exist_ok=True)
+            _go(["build", "-o", str(out.kwok) + ".tmp", "./cmd/kwok"], src, log)
+            os.replace(str(out.kwok) + ".tmp", out.kwok)
+            out.kwok.with_name(KWOK_PATCHED).write_text("stdin-eof\n")
+            times[f"kwok-{KWOK_VERSION}"] = round(time.monotonic() - started, 1)
         timings.write_text(json.dumps(times, indent=1) + "\n")
     return out
+
+
+# kwok 0.8.0 copies an exec's stdin into the process's pipe and never closes the pipe
+# (pkg/utils/exec/exec.go), so a process reading stdin to its end never sees EOF:
+# `kubectl cp` into a pod, and every `tar -x` that `mlenv sync` runs through exec, hang.
+# Our build closes the pipe when the stream ends, as a container runtime does.
+KWOK_PATCHED = "kwok.patched"
+_KWOK_STDIN = ("\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n",
+               "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n\t\t\t\t_ = inPipe.Close() // mlenv: EOF reaches the process\n")
+
+
+def patch_kwok(src: Path) -> None:
+    """Apply our one-line fix to a copy of kwok's source; fails loudly if the code moved."""
+    f = src / "pkg" / "utils" / "exec" / "exec.go"
+    text = f.read_text()
+    if text.count(_KWOK_STDIN[0]) != 1:
+        raise BuildError(f"kwok {KWOK_VERSION}: {f} no longer has the stdin copy our patch fixes; "
+                         "check whether upstream closes the pipe now and drop the patch")
+    f.write_text(text.replace(*_KWOK_STDIN))
 
 
 def _tell(say: Callable[[str], None] | None, line: str) -> None:

@@ -37,8 +37,11 @@ mount -t tmpfs -o size=64k,mode=0700 tier-hidden "$m$tier"
 printf '%s\n' "${MLENV_KUBE_MOUNTS:-}" | while IFS='=' read -r dest src; do
     [ -n "$dest" ] || continue
     case "$src" in "$tier"/*) ;; *) echo "kube tier: volume $src outside the tier: skipped" >&2; continue ;; esac
-    mkdir -p "$m$dest"
-    mount --bind "$src" "$m$dest"
+    # Resolved inside the pod's root: /var/run is a link to /run, and a link followed
+    # from outside the chroot would land on the host's /run (read-only here, and not ours).
+    chroot "$m" mkdir -p -- "$dest"
+    real=$(chroot "$m" realpath -e -- "$dest")
+    mount --bind "$src" "$m$real"
 done
 hostname "${MLENV_KUBE_POD_NAME:-pod}"
 unset MLENV_KUBE_POD_ROOT MLENV_KUBE_MOUNTS MLENV_KUBE_TIER

@@ -5,6 +5,9 @@
 # (which bypasses the per-pod wrapper, confine.sh) cannot write outside the tier's folder.
 # Run as: unshare --mount --propagation private -- kwokns.sh TIER KWOK ARGS...
 set -eu
+# kwok resolves an exec's command name with its own PATH (the tier's shims, each a link to
+# confine.sh): keep it for kwok, and use the system's only for the mounts below.
+kwok_path=$PATH
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 tier=$1
 shift
@@ -27,4 +30,6 @@ if touch /.mlenv-kube-tier-probe 2>/dev/null; then
     echo "kwokns.sh: / is still writable in kwok's namespace; refusing to start kwok" >&2
     exit 3
 fi
+PATH=$kwok_path
+export PATH
 exec "$@"

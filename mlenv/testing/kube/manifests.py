@@ -64,8 +64,12 @@ def _node(name: str, labels: dict[str, str], res: dict[str, str]) -> Obj:
             "metadata": {"name": name, "labels": labels, "annotations": {KWOK_NODE: "fake"}},
             "spec": {},
             "status": {"capacity": res, "allocatable": res,
+                       # every field the API's schema requires (client-side validation refuses less)
                        "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
-                                    "osImage": "Red Hat Enterprise Linux CoreOS (kwok node)"}}}
+                                    "osImage": "Red Hat Enterprise Linux CoreOS (kwok node)",
+                                    "machineID": name, "systemUUID": name, "bootID": name,
+                                    "kernelVersion": "kwok", "containerRuntimeVersion": "kwok://0.8.0",
+                                    "kubeletVersion": "kwok", "kubeProxyVersion": "kwok"}}}
 
 
 def storage_classes() -> list[Obj]:
@@ -309,10 +313,13 @@ def stages(missing_images: list[str]) -> list[Obj]:
                                       "operator": "In", "values": ["True"]}]},
                nxt={"statusTemplate": NODE_STATUS}, delay_ms=600000),
         _stage("pod-image-pull-failed", "Pod", "v1",
-               _cel("!has(self.metadata.deletionTimestamp)", "self.status.phase == 'Pending'",
-                    "has(self.spec.nodeName)", missing,
-                    "!has(self.status.containerStatuses) || !self.status.containerStatuses.exists(c, "
-                    "has(c.state.waiting) && c.state.waiting.reason == 'ImagePullBackOff')"),
+               # kwok 0.8's CEL knows v1.Container but not v1.ContainerStatus ("unexpected failed
+               # resolution"), so the status part is a jq expression: not yet in back-off.
+               {"matchExpressions": [
+                   *_cel("!has(self.metadata.deletionTimestamp)", "self.status.phase == 'Pending'",
+                         "has(self.spec.nodeName)", missing)["matchExpressions"],
+                   {"key": ".status.containerStatuses.[].state.waiting.reason", "operator": "NotIn",
+                    "values": ["ImagePullBackOff"]}]},
                nxt={"statusTemplate": POD_IMAGE_PULL, "event": {"type": "Warning", "reason": "Failed",
                                                                  "message": "Failed to pull image: not found"}},
                weight=10000, delay_ms=500),

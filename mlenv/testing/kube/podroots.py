@@ -118,7 +118,9 @@ class Controller:
             mounts.append(f"{vm['mountPath']}={src}")
         logfile = folder / "container.log"
         if not logfile.exists():
-            logfile.write_text(f"kube tier: {ns}/{name} container {container['name']} started on "
+            # The CRI log format (time, stream, P/F tag, text), which kwok's log reader parses.
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
+            logfile.write_text(f"{stamp} stdout F kube tier: {ns}/{name} container {container['name']} started on "
                                f"{spec.get('nodeName')} (kwok: no container runtime; its command is not run)\n")
         env = [*self._env(pod, container), {"name": "MLENV_KUBE_POD_ROOT", "value": str(folder)},
                {"name": "MLENV_KUBE_MOUNTS", "value": "\n".join(mounts)}]
