@@ -48,7 +48,7 @@ FILE ?=
         shell status-cluster logs clean-cluster launch build-image port-forward bench clean \
         bench-gpu bench-gpu-bundle bench-record \
         deploy dev-session vscode jupyter gpu-info shell-multi-node build status \
-        deploy-multi-node clean-multi-node status-multi-node sync-code kube-up kube-down kube-test
+        deploy-multi-node clean-multi-node status-multi-node sync-code kube-up kube-build kube-down kube-test
 
 # `make help` lists every target from its `## ` comment, so the list cannot drift from
 # the targets (a test checks each target has one).
@@ -113,12 +113,15 @@ unit: venv ## the inner loop (about a minute on 2 cores): unit and CLI tests, in
 # Two phases: everything but the `serial` tests in parallel, then those alone (they judge
 # CPU ranks against each other or a wall-clock deadline). Both always run; either failing
 # fails the target.
-test: venv system-deps lint typecheck lint-image ## everything CI runs: lint, types, validate, render --check, all tests
+# The kube tier (tests/kube) runs in the parallel phase on one worker (xdist_group "kube",
+# started first): its planes are started by the tests and stopped at the end; its binaries
+# are built first (kube-build: cached, a cold build once per machine).
+test: venv system-deps lint typecheck lint-image kube-build ## everything CI runs: lint, types, validate, render --check, all tests
 	$(MLENV) validate
 	$(MLENV) render --all --check
 	@rc=0; \
 	echo "== tests, in parallel ($(TEST_WORKERS) workers): all but the serial ones"; \
-	$(PYTEST_PARALLEL) -m "not serial and not kube" tests || rc=$$?; \
+	$(PYTEST_PARALLEL) -m "not serial" tests || rc=$$?; \
 	echo "== tests that run alone (-m serial)"; \
 	$(VENV)/bin/pytest -q -m "serial and not kube" tests || rc=$$((rc ? rc : $$?)); \
 	exit $$rc
@@ -130,6 +133,9 @@ test: venv system-deps lint typecheck lint-image ## everything CI runs: lint, ty
 KUBE_FLAVOR ?= openshift
 kube-up: venv ## build (once) and start the kube tier on loopback; prints export KUBECONFIG=… (KUBE_FLAVOR=openshift|plain)
 	@KUBE_FLAVOR=$(call q,$(KUBE_FLAVOR)) $(PY) -m mlenv.testing.kube up
+
+kube-build: venv ## build the kube tier's binaries from Go modules (once; cached in ~/.cache/mlenv/kube by version)
+	@$(PY) -m mlenv.testing.kube build
 
 kube-down: ## stop what kube-up started (by pid)
 	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m mlenv.testing.kube down

@@ -14,14 +14,13 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 
-from mlenv.testing.kube import build, manifests, pki, plane
+from mlenv.testing.kube import build, plane
 
 ROOT = Path(__file__).resolve().parents[2]
 # An image the ErrImagePull stage fails on every plane (anything under registry.invalid/;

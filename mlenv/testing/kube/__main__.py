@@ -10,7 +10,7 @@ import os
 import shlex
 import sys
 
-from mlenv.testing.kube import build, plane, podroots
+from mlenv.testing.kube import build, pki, plane, podroots
 
 USAGE = "usage: python -m mlenv.testing.kube up|down|status|build|env|grant NAMESPACE [admin|edit]"
 
@@ -47,8 +47,9 @@ def main(argv: list[str]) -> int:
             print(f"export PATH={shlex.quote(str(build.paths().kube_bin))}:\"$PATH\"")
             return 0
         if verb == "grant" and 1 <= len(rest) <= 2 and (rest[1:] or ["admin"])[0] in ("admin", "edit"):
-            plane.grant(rest[0], *rest[1:])
-            print(f"{plane.pki.USER_NAME} may now act in namespace {rest[0]} ({(rest[1:] or ['admin'])[0]})")
+            role = (rest[1:] or ["admin"])[0]
+            plane.grant(rest[0], role)
+            print(f"{pki.USER_NAME} may now act in namespace {rest[0]} ({role})")
             return 0
         if verb == "podroots" and len(rest) == 3:
             return podroots.main(rest)

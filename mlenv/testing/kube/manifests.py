@@ -101,7 +101,7 @@ def _minimal_crd(group: str, kind: str, plural: str, namespaced: bool = True,
 
 def openshift_crds() -> list[Path | Obj]:
     """The OpenShift flavour's kinds: files from openshift/api, then minimal CRDs of ours."""
-    files: list[Path | Obj] = sorted(OPENSHIFT_CRDS.glob("*.crd.yaml"))
+    files: list[Path | Obj] = [*sorted(OPENSHIFT_CRDS.glob("*.crd.yaml"))]
     return files + [
         _minimal_crd("build.openshift.io", "BuildConfig", "buildconfigs", short=["bc"]),
         _minimal_crd("build.openshift.io", "Build", "builds"),
@@ -358,7 +358,7 @@ kind: PersistentVolume
 metadata:
   name: pvc-{{ .metadata.uid }}
   annotations:
-    pv.kubernetes.io/provisioned-by: %s
+    pv.kubernetes.io/provisioned-by: PROVISIONER
 spec:
   accessModes:
   {{ YAML .spec.accessModes 2 }}
@@ -377,13 +377,13 @@ spec:
   hostPath:
     path: /kube-tier/volumes/pvc-{{ .metadata.uid }}
     type: DirectoryOrCreate
-""" % PROVISIONER
+""".replace("PROVISIONER", PROVISIONER)
 
 PVC_BIND_ANNOTATIONS = """annotations:
   pv.kubernetes.io/bind-completed: "yes"
   pv.kubernetes.io/bound-by-controller: "yes"
-  volume.kubernetes.io/storage-provisioner: %s
-""" % PROVISIONER
+  volume.kubernetes.io/storage-provisioner: PROVISIONER
+""".replace("PROVISIONER", PROVISIONER)
 
 PVC_BOUND = """phase: Bound
 accessModes:

@@ -193,6 +193,16 @@ def up(flavor: str = "openshift", say: Say = lambda _line: None, folder: Path | 
         down(say=say, folder=tier.folder)
     started = time.monotonic()
     bins = build.build(say)
+    try:
+        return _start(tier, flavor, bins, say, missing_images, started)
+    except BaseException:
+        # a plane that failed half way is not left running (nor a Ctrl-C's half)
+        down(folder=tier.folder)
+        raise
+
+
+def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_images: tuple[str, ...],
+           started: float) -> Tier:
     for sub in ("pids", "logs", "bin", "shims"):
         (tier.folder / sub).mkdir(parents=True, exist_ok=True)
     # A fresh plane each time: etcd's data and the pods' roots from a previous run go.

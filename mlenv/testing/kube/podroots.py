@@ -59,7 +59,7 @@ class Controller:
             if res.returncode != 0 or not pv:
                 return None
             return self.tier / "volumes" / pv
-        folder = self.pod_dir(ns, name) / "volumes" / vol["name"]
+        folder: Path = self.pod_dir(ns, name) / "volumes" / str(vol["name"])
         folder.mkdir(parents=True, exist_ok=True)
         for kind, key in (("secret", "secretName"), ("configMap", "name")):
             if kind in vol:
