@@ -651,6 +651,24 @@ def neighbour_pods(cfg: ClusterConfig, client: ClusterClient) -> list[str]:
     return sorted(str(p["metadata"]["name"]) for p in split_pods(cfg, client).neighbours)
 
 
+REVISION_LABEL = "controller-revision-hash"
+
+
+def not_rolled_out(cfg: ClusterConfig, client: ClusterClient, pods: list[PodView]) -> list[str]:
+    """i22.5: pods (by name) still on the StatefulSet's old revision, or the StatefulSet
+    itself while its controller has not seen the latest spec. A changed StatefulSet keeps
+    its old pods Ready while the controller replaces them one by one: counting Ready pods
+    alone declared the deploy done before any pod ran the new spec."""
+    sts = client.get("StatefulSet", STATEFULSET, cfg.namespace) or {}
+    status, meta = sts.get("status") or {}, sts.get("metadata") or {}
+    if "observedGeneration" in status and int(status["observedGeneration"]) < int(meta.get("generation", 0)):
+        return [f"statefulset/{STATEFULSET} (generation {meta.get('generation')} not yet observed)"]
+    rev = str(status.get("updateRevision", ""))
+    if not rev:
+        return []  # a controller that reports no revisions (or none yet): Ready is all we know
+    return [p.name for p in pods if p.labels.get(REVISION_LABEL, rev) != rev]
+
+
 def wait_ready(cfg: ClusterConfig, nodes: int, client: ClusterClient, timeout: float,
                say: Say) -> int:
     """Poll until ``nodes`` worker pods are Ready; DeployTimeout with reasons at the deadline."""
@@ -670,14 +688,16 @@ def wait_ready(cfg: ClusterConfig, nodes: int, client: ClusterClient, timeout: f
             if any(p.waiting_reason != "ErrImagePull" for p in stuck) or now - pull_failed_since >= PULL_GRACE_S:
                 raise ImageUnavailable(image_problem(cfg, stuck))
         why = _latest_warnings(cfg, client) if ready < len(pods) else {}
+        stale = not_rolled_out(cfg, client, pods)
         line = f"waiting: {ready}/{nodes} pods Ready " + " ".join(
             f"{p.name}={'Ready' if p.ready else p.waiting_reason or why.get(p.name) or p.phase}" for p in pods
-        ) if pods else f"waiting: 0/{nodes} pods Ready (none created yet)"
+        ) + (f" (rollout: {', '.join(stale)} not yet replaced)" if stale else "") \
+            if pods else f"waiting: 0/{nodes} pods Ready (none created yet)"
         if line != last:
             # the state changed: say it, with the time spent so far (a stuck pull shows)
             say(f"{line} ({client.monotonic() - start:.0f} s)")
             last = line
-        if ready >= nodes and len(pods) >= nodes:
+        if ready >= nodes and len(pods) >= nodes and not stale:
             return ready
         if client.monotonic() >= deadline:
             reasons = pending_reasons(cfg, client, pods) or ["no pods were created"]

@@ -150,3 +150,22 @@ def test_an_image_that_cannot_be_pulled_is_reported_in_seconds(openshift: Plane,
     assert MISSING_IMAGE in said and ("ImagePullBackOff" in said or "ErrImagePull" in said), said
     assert took < 120, f"reported after {took:.0f} s, not before the 600 s timeout"
     assert json.loads(openshift.ok("get", "pod", "-n", ns, "ml-dev-env-0", "-o", "json"))["status"]["phase"] == "Pending"
+
+
+def test_a_changed_spec_is_rolled_out_before_deploy_says_done(openshift: Plane, tmp_path: Path) -> None:
+    """item 5: the real controller replaces pods one by one; deploy returns when every pod
+    runs the new revision (the old ones stayed Ready meanwhile)."""
+    root, name, ns = _setup(openshift, tmp_path, "roll", user=False)
+    _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"]
+            for p in openshift.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]}
+    _config(root, name, nccl__debug="WARN")
+    out = _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy of a changed spec")
+    assert f"deployed {name}: 2/2 pods Ready" in out
+    sts = openshift.json("get", "statefulset", "-n", ns, "ml-dev-env")
+    rev = sts["status"]["updateRevision"]
+    pods = openshift.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]
+    assert len(pods) == 2
+    for p in pods:
+        assert p["metadata"]["labels"]["controller-revision-hash"] == rev, p["metadata"]["name"]
+        assert p["metadata"]["uid"] != uids[p["metadata"]["name"]]

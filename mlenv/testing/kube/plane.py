@@ -261,6 +261,27 @@ def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_imag
     kc.apply([*manifests.storage_classes(), *manifests.user_cluster_role(),
               manifests.developer_binding(pki.USER_NAME)])
 
+    _start_kwok(tier, bins, p, ports, missing_images)
+    kc.apply([manifests.gpu_node(n) for n in GPU_NODES] + [manifests.cpu_node(n) for n in CPU_NODES])
+    _wait("nodes Ready", lambda: _nodes_ready(kc, len(GPU_NODES) + len(CPU_NODES)), tier, "kwok", 120)
+    _wait("the default ServiceAccount", lambda: kc.run("get", "serviceaccount", "default", check=False)
+          .returncode == 0, tier, "kube-controller-manager", 120)
+    for ns in [n for n in os.environ.get("KUBE_USER_NAMESPACES", "").split(",") if n.strip()]:
+        kc.apply(manifests.grant(ns.strip(), pki.USER_NAME, "admin"))
+    state = {"flavor": flavor, "server": server, "ports": ports, "kubernetes": build.K8S_VERSION,
+             "etcd": build.ETCD_VERSION, "kwok": build.KWOK_VERSION, "kubectl": str(bins.kube("kubectl")),
+             "started_s": round(time.monotonic() - started, 1)}
+    tier.state_file.write_text(json.dumps(state, indent=1) + "\n")
+    say(f"kube tier up ({flavor}) in {state['started_s']} s: {len(GPU_NODES)} GPU and "
+        f"{len(CPU_NODES)} CPU kwok nodes")
+    return tier
+
+
+
+def _start_kwok(tier: Tier, bins: build.Binaries, p: pki.Pki, ports: dict[str, int],
+                missing_images: tuple[str, ...]) -> None:
+    """kwok (confined: kwokns.sh) and the pod-root controller that prepares each pod's root."""
+    serving_crt, serving_key = p.serving
     missing = [*missing_images, *(m for m in os.environ.get("KUBE_MISSING_IMAGES", "").split(",") if m.strip())]
     (tier.folder / "kwok.yaml").write_text(manifests.kwok_config(missing))
     _make_shims(tier)
@@ -278,21 +299,6 @@ def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_imag
     _spawn(tier, "podroots", [sys.executable, "-m", "mlenv.testing.kube", "podroots", str(tier.folder),
                               str(bins.kube("kubectl")), str(tier.admin_kubeconfig)],
            env={**os.environ, "PYTHONPATH": str(REPO)})
-
-    kc.apply([manifests.gpu_node(n) for n in GPU_NODES] + [manifests.cpu_node(n) for n in CPU_NODES])
-    _wait("nodes Ready", lambda: _nodes_ready(kc, len(GPU_NODES) + len(CPU_NODES)), tier, "kwok", 120)
-    _wait("the default ServiceAccount", lambda: kc.run("get", "serviceaccount", "default", check=False)
-          .returncode == 0, tier, "kube-controller-manager", 120)
-    for ns in [n for n in os.environ.get("KUBE_USER_NAMESPACES", "").split(",") if n.strip()]:
-        kc.apply(manifests.grant(ns.strip(), pki.USER_NAME, "admin"))
-    state = {"flavor": flavor, "server": server, "ports": ports, "kubernetes": build.K8S_VERSION,
-             "etcd": build.ETCD_VERSION, "kwok": build.KWOK_VERSION, "kubectl": str(bins.kube("kubectl")),
-             "started_s": round(time.monotonic() - started, 1)}
-    tier.state_file.write_text(json.dumps(state, indent=1) + "\n")
-    say(f"kube tier up ({flavor}) in {state['started_s']} s: {len(GPU_NODES)} GPU and "
-        f"{len(CPU_NODES)} CPU kwok nodes")
-    return tier
-
 
 def _http_ok(url: str) -> bool:
     try:

@@ -237,3 +237,39 @@ def test_claim_sizes_compare_as_quantities(planned: str, served: str, changed: b
                                                     "resources": {"requests": {"storage": size}}}}]}}
 
     assert (immutable_changes(sts(served), sts(planned)) != []) is changed
+
+
+def test_the_cpu_demo_deploys_on_a_cluster_without_gpus(local_cfg) -> None:
+    """i22.2: `gpus.type: cpu` requests no nvidia.com/gpu, so preflight must not ask for
+    it (kind, CRC: no GPU nodes). Fails on the code before: '0 Ready node(s) with 2
+    allocatable nvidia.com/gpu'."""
+    from mlenv.testing.fakecluster import FakeCluster
+
+    fake = FakeCluster.typical(local_cfg.namespace, ["cpu-0", "cpu-1"], gpus=0)
+    rep = deploy(local_cfg, DeployOptions(mode="tcp", timeout=60), fake)
+    assert rep.ready == rep.nodes == local_cfg.gpus.default_nodes
+    # and still refused when there are too few nodes at all, said without GPUs
+    small = FakeCluster.typical(local_cfg.namespace, ["cpu-0"], gpus=0)
+    with pytest.raises(PreflightFailed, match=r"1 Ready node\(s\), 2 needed"):
+        deploy(local_cfg, DeployOptions(mode="tcp", timeout=60), small)
+
+
+def test_a_changed_statefulset_is_done_when_every_pod_runs_the_new_spec(local_cfg) -> None:
+    """i22.5: a changed StatefulSet keeps its old pods Ready while its controller replaces
+    them one by one; deploy is done when every pod is on the new revision. Fails on the
+    code before: deploy returned while the old pods were still Ready."""
+    from mlenv.cluster.deploy import REVISION_LABEL
+    from mlenv.testing.fakecluster import FakeCluster
+
+    fake = FakeCluster.typical(local_cfg.namespace, ["n0", "n1"], gpus=0)
+    deploy(local_cfg, DeployOptions(mode="tcp", timeout=60), fake)
+    ns = local_cfg.namespace
+    before = {i: fake.get("Pod", f"ml-dev-env-{i}", ns)["metadata"]["uid"] for i in (0, 1)}
+    changed = dataclasses.replace(local_cfg, nccl=dataclasses.replace(local_cfg.nccl, debug="WARN"))
+    said: list[str] = []
+    deploy(changed, DeployOptions(mode="tcp", timeout=120), fake, say=said.append)
+    rev = fake.get("StatefulSet", "ml-dev-env", ns)["status"]["updateRevision"]
+    for i in (0, 1):
+        pod = fake.get("Pod", f"ml-dev-env-{i}", ns)
+        assert pod["metadata"]["labels"][REVISION_LABEL] == rev and pod["metadata"]["uid"] != before[i]
+    assert any("not yet replaced" in s for s in said), said
