@@ -59,7 +59,7 @@ FILE ?=
         deploy dev-session vscode jupyter gpu-info shell-multi-node build status \
         deploy-multi-node clean-multi-node status-multi-node sync-code debug-remote \
         deploy-multi-node-rdma deploy-multi-node-tcp list-projects discover-cluster wizard \
-        wizard-load dev-setup format pre-commit
+        wizard-load dev-setup format pre-commit kube-up kube-build kube-down kube-test
 
 # `make help` lists every target from its `## ` comment, so the list cannot drift from
 # the targets (a test checks each target has one).
@@ -134,15 +134,39 @@ unit: venv ## the inner loop (about a minute on 2 cores): unit and CLI tests, in
 # Two phases: everything but the `serial` tests in parallel, then those alone (they judge
 # CPU ranks against each other or a wall-clock deadline). Both always run; either failing
 # fails the target.
-test: venv system-deps lint typecheck lint-image ## everything CI runs: lint, types, validate, render --check, all tests
+# The kube tier (tests/kube) runs in the parallel phase on one worker (xdist_group "kube",
+# started first): its planes are started by the tests and stopped at the end; its binaries
+# are built first (kube-build: cached, a cold build once per machine).
+test: venv system-deps lint typecheck lint-image kube-build ## everything CI runs: lint, types, validate, render --check, all tests
 	$(MLENV) validate
 	$(MLENV) render --all --check
 	@rc=0; \
 	echo "== tests, in parallel ($(TEST_WORKERS) workers): all but the serial ones"; \
 	$(PYTEST_PARALLEL) -m "not serial" tests || rc=$$?; \
 	echo "== tests that run alone (-m serial)"; \
-	$(VENV)/bin/pytest -q -m serial tests || rc=$$((rc ? rc : $$?)); \
+	$(VENV)/bin/pytest -q -m "serial and not kube" tests || rc=$$((rc ? rc : $$?)); \
 	exit $$rc
+
+# i22: the kube tier. A real Kubernetes control plane on loopback (etcd, kube-apiserver,
+# kube-controller-manager, kube-scheduler built from Go modules and cached in
+# ~/.cache/mlenv/kube; kwok for nodes and pods), started by pid, stopped by pid
+# (docs/deploy.md "The kube tier"). KUBE_FLAVOR=openshift|plain.
+KUBE_FLAVOR ?= openshift
+kube-up: venv ## build (once) and start the kube tier on loopback; prints export KUBECONFIG=… (KUBE_FLAVOR=openshift|plain)
+	@KUBE_FLAVOR=$(call q,$(KUBE_FLAVOR)) $(PY) -m mlenv.testing.kube up
+
+kube-build: venv ## build the kube tier's binaries from Go modules (once; cached in ~/.cache/mlenv/kube by version)
+	@$(PY) -m mlenv.testing.kube build
+
+kube-down: ## stop what kube-up started (by pid)
+	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m mlenv.testing.kube down
+
+# The flows against the plane: started here, stopped whatever the tests say.
+kube-test: venv ## the kube tier's tests (tests/kube, -m kube) against a plane started for them
+	@rc=0; KUBE_FLAVOR=openshift $(PY) -m mlenv.testing.kube up || exit 3; \
+	$(VENV)/bin/pytest -q -m kube tests/kube || rc=$$?; \
+	(eval "$$($(PY) -m mlenv.testing.kube env)" && $(VENV)/bin/pytest -q tests/cluster_live) || rc=$$((rc ? rc : $$?)); \
+	$(PY) -m mlenv.testing.kube down; exit $$rc
 
 validate: venv ## every clusters/*.yaml, all errors at once
 	$(MLENV) validate

@@ -89,6 +89,32 @@ class DeployTimeout(InfraError):
     """Pods were not all Ready by the deadline; the message carries the reasons."""
 
 
+class ImageUnavailable(DeployTimeout):
+    """A pod's image cannot be pulled (ErrImagePull, then ImagePullBackOff): said within
+    seconds, with the image and what to do, instead of at the Ready timeout."""
+
+
+# Waiting reasons that waiting does not heal: the image is missing, private or misnamed.
+PULL_FAILED = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
+# ErrImagePull alone may be a registry's hiccup that the kubelet's next try survives;
+# back-off, or the same failure for this long, is not.
+PULL_GRACE_S = 15.0
+
+
+def image_problem(cfg: ClusterConfig, stuck: list[PodView]) -> str:
+    """One line: which pods, which image, why, and what to do."""
+    from mlenv.render.names import default_image
+
+    reasons = sorted({p.waiting_reason for p in stuck})
+    head = (f"{', '.join(p.name for p in stuck)} cannot pull the image {default_image(cfg)} "
+            f"({', '.join(reasons)})")
+    if not cfg.image.ref:
+        return (head + ": the BuildConfig has not built it yet: `make build-image` (oc start-build), then "
+                "deploy again; or set image.ref to an image the nodes can pull")
+    return (head + ": check image.ref's name and tag, and that the nodes may pull it (a pull secret for a "
+            "private registry); or clear image.ref and `make build-image`")
+
+
 class DeployIncomplete(InfraError):
     """An apply failed after others succeeded (retried first): the message lists exactly
     what is now applied, what was deleted and not restored, and the command that restores
@@ -161,6 +187,16 @@ def _worker_count(manifests: list[Manifest]) -> int:
     raise InputError("the plan has no StatefulSet")
 
 
+def _same_quantity(requests: dict[str, Any]) -> Any:
+    """The storage request as a number of bytes: the API server returns ``1024Gi`` as ``1Ti``
+    (its canonical form), which is the same claim and must not count as a change."""
+    from mlenv.config.rules import parse_quantity
+
+    raw = requests.get("storage")
+    value = parse_quantity(str(raw)) if raw is not None else None
+    return raw if value is None else value
+
+
 def _immutable_view(sts: Manifest) -> dict[str, Any]:
     """The immutable StatefulSet fields, normalised so server defaults don't count as changes."""
     spec = sts.get("spec") or {}
@@ -170,7 +206,7 @@ def _immutable_view(sts: Manifest) -> dict[str, Any]:
         vcts.append({"name": (v.get("metadata") or {}).get("name"),
                      "accessModes": vs.get("accessModes"),
                      "storageClassName": vs.get("storageClassName"),
-                     "storage": ((vs.get("resources") or {}).get("requests") or {}).get("storage")})
+                     "storage": _same_quantity((vs.get("resources") or {}).get("requests") or {})})
     return {"selector": (spec.get("selector") or {}).get("matchLabels"),
             "serviceName": spec.get("serviceName"),
             "podManagementPolicy": spec.get("podManagementPolicy", "OrderedReady"),
@@ -615,24 +651,53 @@ def neighbour_pods(cfg: ClusterConfig, client: ClusterClient) -> list[str]:
     return sorted(str(p["metadata"]["name"]) for p in split_pods(cfg, client).neighbours)
 
 
+REVISION_LABEL = "controller-revision-hash"
+
+
+def not_rolled_out(cfg: ClusterConfig, client: ClusterClient, pods: list[PodView]) -> list[str]:
+    """i22.5: pods (by name) still on the StatefulSet's old revision, or the StatefulSet
+    itself while its controller has not seen the latest spec. A changed StatefulSet keeps
+    its old pods Ready while the controller replaces them one by one: counting Ready pods
+    alone declared the deploy done before any pod ran the new spec."""
+    sts = client.get("StatefulSet", STATEFULSET, cfg.namespace) or {}
+    status, meta = sts.get("status") or {}, sts.get("metadata") or {}
+    if "observedGeneration" in status and int(status["observedGeneration"]) < int(meta.get("generation", 0)):
+        return [f"statefulset/{STATEFULSET} (generation {meta.get('generation')} not yet observed)"]
+    rev = str(status.get("updateRevision", ""))
+    if not rev:
+        return []  # a controller that reports no revisions (or none yet): Ready is all we know
+    return [p.name for p in pods if p.labels.get(REVISION_LABEL, rev) != rev]
+
+
 def wait_ready(cfg: ClusterConfig, nodes: int, client: ClusterClient, timeout: float,
                say: Say) -> int:
     """Poll until ``nodes`` worker pods are Ready; DeployTimeout with reasons at the deadline."""
     start = client.monotonic()
     deadline = start + timeout
     last = ""
+    pull_failed_since: float | None = None
     while True:
         pods = worker_pods(cfg, client)
         ready = sum(p.ready for p in pods)
+        stuck = [p for p in pods if not p.ready and p.waiting_reason in PULL_FAILED]
+        if not stuck:
+            pull_failed_since = None
+        else:
+            now = client.monotonic()
+            pull_failed_since = now if pull_failed_since is None else pull_failed_since
+            if any(p.waiting_reason != "ErrImagePull" for p in stuck) or now - pull_failed_since >= PULL_GRACE_S:
+                raise ImageUnavailable(image_problem(cfg, stuck))
         why = _latest_warnings(cfg, client) if ready < len(pods) else {}
+        stale = not_rolled_out(cfg, client, pods)
         line = f"waiting: {ready}/{nodes} pods Ready " + " ".join(
             f"{p.name}={'Ready' if p.ready else p.waiting_reason or why.get(p.name) or p.phase}" for p in pods
-        ) if pods else f"waiting: 0/{nodes} pods Ready (none created yet)"
+        ) + (f" (rollout: {', '.join(stale)} not yet replaced)" if stale else "") \
+            if pods else f"waiting: 0/{nodes} pods Ready (none created yet)"
         if line != last:
             # the state changed: say it, with the time spent so far (a stuck pull shows)
             say(f"{line} ({client.monotonic() - start:.0f} s)")
             last = line
-        if ready >= nodes and len(pods) >= nodes:
+        if ready >= nodes and len(pods) >= nodes and not stale:
             return ready
         if client.monotonic() >= deadline:
             reasons = pending_reasons(cfg, client, pods) or ["no pods were created"]

@@ -326,8 +326,12 @@ def _granting_binding(manifests: list[Manifest], ns: str, sa: str, scc: str) -> 
 
 def _check_nodes(cfg: ClusterConfig, mode: Mode, nodes: int, client: ClusterClient,
                  rep: PreflightReport) -> None:
+    from mlenv.render.workload import cpu_only
+
     add = rep.problems.append
-    per_node = cfg.gpus.per_node
+    # i22.2: `gpus.type: cpu` (the local demo) requests no nvidia.com/gpu, so a GPU-less
+    # cluster (kind, CRC, CPU-only nodes) must pass: any Ready node will do.
+    per_node = 0 if cpu_only(cfg) else cfg.gpus.per_node
     rdma_res = cfg.rdma.resources if mode == "rdma" else ()
     try:
         if cfg.gpu_nodes:
@@ -359,8 +363,9 @@ def _check_nodes(cfg: ClusterConfig, mode: Mode, nodes: int, client: ClusterClie
             continue
         usable.append(node)
     if len(usable) < nodes:
-        add(Problem("blocking", f"{len(usable)} Ready node(s) with {per_node} allocatable "
-                    f"{GPU_RESOURCE}, {nodes} needed (one pod per node)"))
+        add(Problem("blocking", f"{len(usable)} Ready node(s)"
+                    + (f" with {per_node} allocatable {GPU_RESOURCE}" if per_node else "")
+                    + f", {nodes} needed (one pod per node)"))
     for r in rdma_res:
         have = [n for n in usable if _alloc(n, r.name) >= r.count]
         if len(have) < nodes:

@@ -127,11 +127,15 @@ class KubernetesPlatform(PlatformBase):
         from mlenv.cluster.deploy import DeployOptions, DeployTimeout
         from mlenv.cluster.deploy import deploy as run_deploy
         from mlenv.config import mode_warnings
+        from mlenv.render.plan import openshift_features_off
         from mlenv.render.serialize import dump_all
 
         m = cast(Literal["rdma", "tcp"], mode)
         for w in mode_warnings(cfg, m):
             s.warn(f"warning: {w}")
+        off = openshift_features_off(cfg)
+        if off:
+            s.say(f"platform {cfg.platform}: OpenShift-only features are off: {'; '.join(off)}")
         opts = DeployOptions(mode=m, nodes=nodes, timeout=timeout, no_fallback=no_fallback,
                              take_over=take_over,
                              dry_run=cast(Literal["client", "server"] | None, dry_run))

@@ -312,6 +312,18 @@ def _network_policies(cluster: Cluster) -> list[dict[str, Any]]:
     return out
 
 
+def openshift_features_off(cluster: Cluster) -> list[str]:
+    """What ``platform: kubernetes`` leaves out of the plan (said once by deploy): empty on OpenShift."""
+    if cluster.platform == "openshift":
+        return []
+    off = ["the SCC for IPC_LOCK (RDMA pods need a namespace whose PodSecurity level allows it)"]
+    off.append("the image build (image.ref is the pods' image)" if cluster.image.ref
+               else "the image build: set image.ref to an image the nodes can pull")
+    if exposed_dev_tools(cluster):
+        off.append("Routes for the dev tools (use `mlenv port-forward`)")
+    return off
+
+
 def render_cluster(
     cluster: Cluster, mode: Mode, nodes: int | None = None, *, validate: bool = True
 ) -> list[dict[str, Any]]:
@@ -327,9 +339,12 @@ def render_cluster(
     n = resolve_nodes(cluster, nodes)
     eff = cluster.effective_mode(mode)
     manifests: list[dict[str, Any]] = [_service_account(cluster)]
-    if eff == "rdma":
+    # i22.1: plain Kubernetes serves none of OpenShift's kinds; what `render` writes is
+    # exactly what `deploy` applies, so they are left out here, not skipped at apply time.
+    openshift = cluster.platform == "openshift"
+    if eff == "rdma" and openshift:
         manifests += _rdma_security(cluster)
-    if not cluster.image.ref:
+    if not cluster.image.ref and openshift:
         # with an explicit image.ref the pods never use the ImageStream tag, and the
         # BuildConfig's ConfigChange trigger would start a pointless build
         manifests += _image(cluster)
@@ -338,7 +353,8 @@ def render_cluster(
     manifests += _network_policies(cluster)
     manifests.append(statefulset(cluster, mode, n))
     manifests.append(dev_pod(cluster, mode))
-    manifests += _routes(cluster)
+    if openshift:
+        manifests += _routes(cluster)
     order = {k: i for i, k in enumerate(KIND_ORDER)}
     # stable sort keeps the within-kind order above
     manifests.sort(key=lambda m: order[m["kind"]])

@@ -80,7 +80,8 @@ MAY_PRINT = ("mlenv/cli/", "mlenv/pod/__main__.py", "mlenv/pod/runtime.py", "mle
              "mlenv/acceptance/reports/console.py", "mlenv/acceptance/checks/collectives.py",
              "mlenv/config/docs.py", "mlenv/testing/kubectl_cli.py", "mlenv/testing/fake_mlenv.py",
              # an entry point (`python -m`, run by make venv) whose one warning goes to the rank's stderr
-             "mlenv/acceptance/checks/dsops.py")
+             "mlenv/acceptance/checks/dsops.py",
+             "mlenv/testing/kube/__main__.py", "mlenv/testing/kube/podroots.py")
 PRINT_CALLS = {"print", "typer.echo", "click.echo", "sys.stdout.write", "sys.stderr.write"}
 
 # Who may start processes: the cluster client and key generation, the pod runtime, the

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import builtins
 import copy
+import hashlib
+import json
 from typing import Any
 
 from mlenv.cluster.api import Manifest
+
+REVISION_LABEL = "controller-revision-hash"  # what the StatefulSet controller labels pods with
 from mlenv.testing.fakecluster.state import _key
 from mlenv.testing.fakecluster.store import ObjectStore
 
@@ -76,6 +80,14 @@ class Controllers(ObjectStore):
                 if any(r.get("uid") == sts["metadata"]["uid"] for r in refs) and \
                         idx.isdigit() and int(idx) >= replicas:
                     self.delete("Pod", pod["metadata"]["name"], ns)
+        # The pod template's revision, as the real controller labels pods with it. A pod on
+        # another revision is replaced, one per pass and only while the others are Ready
+        # (RollingUpdate): the real plane showed the fake never replaced pods (i22.5).
+        rev = f"{name}-" + hashlib.sha256(json.dumps(tpl, sort_keys=True).encode()).hexdigest()[:10]
+        old_rev = [p for i in range(replicas) if (p := self.objects.get(_key("Pod", ns, f"{name}-{i}"))) is not None
+                   and (p["metadata"].get("labels") or {}).get(REVISION_LABEL) != rev]
+        if old_rev and all(_pod_ready(p) for p in old_rev):
+            self.delete("Pod", old_rev[-1]["metadata"]["name"], ns)  # highest ordinal first
         ready = 0
         for i in range(replicas):
             pod_name = f"{name}-{i}"
@@ -106,7 +118,7 @@ class Controllers(ObjectStore):
             pspec["volumes"] = list(pspec.get("volumes") or []) + claims
             labels = {**((tpl.get("metadata") or {}).get("labels") or {}),
                       "statefulset.kubernetes.io/pod-name": pod_name,
-                      "apps.kubernetes.io/pod-index": str(i)}
+                      "apps.kubernetes.io/pod-index": str(i), REVISION_LABEL: rev}
             self._store({"apiVersion": "v1", "kind": "Pod",
                          "metadata": {"name": pod_name, "labels": labels,
                                       "annotations": copy.deepcopy(
@@ -115,7 +127,9 @@ class Controllers(ObjectStore):
                          "spec": pspec,
                          "status": {"phase": "Pending", "conditions": [
                              {"type": "PodScheduled", "status": "False"}]}}, ns)
-        sts["status"] = {"replicas": replicas, "readyReplicas": ready,
+        sts["status"] = {"replicas": replicas, "readyReplicas": ready, "updateRevision": rev,
+                         "currentRevision": rev if not old_rev else
+                         str((old_rev[0]["metadata"].get("labels") or {}).get(REVISION_LABEL, "")),
                          "observedGeneration": sts["metadata"].get("generation", 1)}
 
     def _bind(self, pvc: Manifest) -> None:

@@ -1,0 +1,50 @@
+#!/bin/sh
+# A pod's process, confined to the pod's own root (issue 22 §1, host safety).
+#
+# kwok runs every exec with its own PATH, which holds only the tier's shims folder: each
+# command name there is a link to this script. The pod's Exec object (written by the
+# tier's pod-root controller, podroots.py) gives MLENV_KUBE_POD_ROOT; the command then runs
+# in a new mount and UTS namespace, chrooted into an overlay of the host's (read-only) /
+# whose upper layer is <pod root>/upper: every write lands in the pod's folder. The pod's
+# volumes (MLENV_KUBE_MOUNTS, "dest=src" lines: claims' and emptyDirs' folders under the
+# tier) are bind-mounted at their mount paths, and the tier's own folder (keys, other
+# pods) is hidden. Without a pod root nothing runs.
+set -eu
+PATH=/usr/sbin:/usr/bin:/sbin:/bin
+tier=${MLENV_KUBE_TIER:-}
+root=${MLENV_KUBE_POD_ROOT:-}
+if [ -z "$tier" ] || [ -z "$root" ]; then
+    echo "kube tier: no pod root for this exec: refusing to run $(basename "$0") unconfined" >&2
+    exit 126
+fi
+case "$root" in
+    "$tier"/pods/*/*) ;;
+    *) echo "kube tier: pod root $root is not under $tier/pods: refusing" >&2; exit 126 ;;
+esac
+if [ "${1:-}" != "--mlenv-kube-inner" ]; then
+    exec unshare --mount --uts --propagation private -- "$tier/bin/confine.sh" --mlenv-kube-inner "$(basename "$0")" "$@"
+fi
+shift
+cmd=$1
+shift
+m=$root/merged
+mkdir -p "$root/upper" "$root/work" "$m"
+mount -t overlay overlay -o "lowerdir=/,upperdir=$root/upper,workdir=$root/work" "$m"
+mount --rbind /dev "$m/dev"
+mount --rbind /proc "$m/proc"
+mount --rbind /sys "$m/sys"
+mount -t tmpfs -o size=64k,mode=0700 tier-hidden "$m$tier"
+printf '%s\n' "${MLENV_KUBE_MOUNTS:-}" | while IFS='=' read -r dest src; do
+    [ -n "$dest" ] || continue
+    case "$src" in "$tier"/*) ;; *) echo "kube tier: volume $src outside the tier: skipped" >&2; continue ;; esac
+    # Resolved inside the pod's root: /var/run is a link to /run, and a link followed
+    # from outside the chroot would land on the host's /run (read-only here, and not ours).
+    chroot "$m" mkdir -p -- "$dest"
+    real=$(chroot "$m" realpath -e -- "$dest")
+    mount --bind "$src" "$m$real"
+done
+hostname "${MLENV_KUBE_POD_NAME:-pod}"
+unset MLENV_KUBE_POD_ROOT MLENV_KUBE_MOUNTS MLENV_KUBE_TIER
+PATH=${MLENV_KUBE_PATH:-/usr/local/bin:/usr/bin:/bin}
+export PATH
+exec chroot "$m" /bin/sh -c 'cd "${MLENV_KUBE_WORKDIR:-/}" 2>/dev/null || cd /; exec "$@"' sh "$cmd" "$@"

@@ -1,0 +1,398 @@
+"""What the kube tier puts into its fresh control plane: nodes, storage, kwok stages, CRDs.
+
+Everything here is data (dicts that become JSON for ``kubectl apply``). The kwok Stages are
+written by us after kwokctl's defaults (sigs.k8s.io/kwok kustomize/stage/{node,pod,volume});
+the OpenShift CRDs come from github.com/openshift/api where it ships them
+(scripts/kube/crds/openshift-api, its source commit named there) and are minimal CRDs of
+ours, marked as such, where it does not (BuildConfig, Build, ImageStream, and Multus'
+NetworkAttachmentDefinition).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+Obj = dict[str, Any]
+REPO = Path(__file__).resolve().parents[3]
+OPENSHIFT_CRDS = REPO / "scripts" / "kube" / "crds" / "openshift-api"
+# Annotation kwok manages nodes by (--manage-nodes-with-annotation-selector).
+KWOK_NODE = "kwok.x-k8s.io/node"
+# Set on a pod by the tier's pod-root controller once its root, Exec and Logs exist: only
+# then does the pod-ready stage start it (as a kubelet starts a container once its
+# volumes are mounted), so an exec right after Ready always reaches a confined root.
+ROOT_READY = "kube-tier.mlenv.dev/root-ready"
+OURS = "kube-tier.mlenv.dev/minimal-crd"
+# Registry host that can never resolve (RFC 2606): any image under it fails to pull.
+MISSING_REGISTRY = "registry.invalid/"
+DEFAULT_STORAGE_CLASS = "standard"
+# The example configs' storage classes, so they deploy unchanged (all served by our stage).
+STORAGE_CLASSES = (DEFAULT_STORAGE_CLASS, "ocs-storagecluster-ceph-rbd", "ocs-storagecluster-cephfs",
+                   "nfs-csi", "lustre-csi")
+PROVISIONER = "kube-tier.mlenv.dev/static"
+GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
+SRIOV_POOL = "openshift.io/ib_rail"
+
+
+def gpu_node(name: str, gpus: int = 8) -> Obj:
+    """A GPU worker as the GPU Operator, the RDMA shared device plugin and the SR-IOV
+    operator leave it: extended resources in capacity/allocatable, GFD labels."""
+    res = {"cpu": "96", "memory": "1Ti", "pods": "110", "ephemeral-storage": "2Ti",
+           "nvidia.com/gpu": str(gpus), "rdma/rdma_shared_device_a": "1k", SRIOV_POOL: "8",
+           "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+              "node-role.kubernetes.io/worker": "", "type": "kwok",
+              "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": GPU_PRODUCT,
+              "nvidia.com/gpu.count": str(gpus), "nvidia.com/gpu.memory": "81559",
+              "nvidia.com/gpu.family": "hopper", "nvidia.com/cuda.driver.major": "570",
+              "nvidia.com/mig.capable": "true", "nvidia.com/mig.strategy": "single",
+              "feature.node.kubernetes.io/rdma.available": "true",
+              "feature.node.kubernetes.io/network-sriov.capable": "true"}
+    return _node(name, labels, res)
+
+
+def cpu_node(name: str) -> Obj:
+    res = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "500Gi"}
+    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+              "node-role.kubernetes.io/worker": "", "type": "kwok"}
+    return _node(name, labels, res)
+
+
+def _node(name: str, labels: dict[str, str], res: dict[str, str]) -> Obj:
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": labels, "annotations": {KWOK_NODE: "fake"}},
+            "spec": {},
+            "status": {"capacity": res, "allocatable": res,
+                       # every field the API's schema requires (client-side validation refuses less)
+                       "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
+                                    "osImage": "Red Hat Enterprise Linux CoreOS (kwok node)",
+                                    "machineID": name, "systemUUID": name, "bootID": name,
+                                    "kernelVersion": "kwok", "containerRuntimeVersion": "kwok://0.8.0",
+                                    "kubeletVersion": "kwok", "kubeProxyVersion": "kwok"}}}
+
+
+def storage_classes() -> list[Obj]:
+    out = []
+    for name in STORAGE_CLASSES:
+        ann = {"storageclass.kubernetes.io/is-default-class": "true"} if name == DEFAULT_STORAGE_CLASS else {}
+        out.append({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+                    "metadata": {"name": name, "annotations": ann},
+                    "provisioner": PROVISIONER, "reclaimPolicy": "Delete",
+                    "volumeBindingMode": "Immediate", "allowVolumeExpansion": True})
+    return out
+
+
+def _minimal_crd(group: str, kind: str, plural: str, namespaced: bool = True,
+                 short: list[str] | None = None) -> Obj:
+    """A CRD of ours (openshift/api ships none for these kinds): any spec/status accepted."""
+    schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    names: Obj = {"kind": kind, "listKind": kind + "List", "plural": plural, "singular": kind.lower()}
+    if short:
+        names["shortNames"] = short
+    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": f"{plural}.{group}",
+                         "annotations": {OURS: "written by mlenv's kube tier, not shipped by openshift/api"}},
+            "spec": {"group": group, "scope": "Namespaced" if namespaced else "Cluster", "names": names,
+                     "versions": [{"name": "v1", "served": True, "storage": True,
+                                   "subresources": {"status": {}},
+                                   "schema": {"openAPIV3Schema": schema}}]}}
+
+
+def openshift_crds() -> list[Path | Obj]:
+    """The OpenShift flavour's kinds: files from openshift/api, then minimal CRDs of ours."""
+    files: list[Path | Obj] = [*sorted(OPENSHIFT_CRDS.glob("*.crd.yaml"))]
+    return files + [
+        _minimal_crd("build.openshift.io", "BuildConfig", "buildconfigs", short=["bc"]),
+        _minimal_crd("build.openshift.io", "Build", "builds"),
+        _minimal_crd("image.openshift.io", "ImageStream", "imagestreams", short=["is"]),
+        _minimal_crd("image.openshift.io", "ImageStreamTag", "imagestreamtags", short=["istag"]),
+        _minimal_crd("k8s.cni.cncf.io", "NetworkAttachmentDefinition", "network-attachment-definitions",
+                     short=["net-attach-def"]),
+    ]
+
+
+def kwok_crds(kwok_source: Path) -> list[Path]:
+    """Exec and Logs per pod (the pod-root controller writes them); nothing else as CRDs."""
+    bases = kwok_source / "kustomize" / "crd" / "bases"
+    return [bases / "kwok.x-k8s.io_execs.yaml", bases / "kwok.x-k8s.io_logs.yaml"]
+
+
+def user_cluster_role() -> list[Obj]:
+    """What a developer on a shared cluster may see cluster-wide: nodes and storage classes
+    (read-only), as OpenShift's basic-user/cluster-reader lets preflight do."""
+    return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+             "metadata": {"name": "mlenv-tier-developer"},
+             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+                       {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"],
+                        "verbs": ["get", "list", "watch"]}]}]
+
+
+def grant(namespace: str, user: str, role: str) -> list[Obj]:
+    """The namespace and a RoleBinding of ``user`` to the ``role`` ClusterRole inside it."""
+    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": f"mlenv-tier-{role}", "namespace": namespace},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}]
+
+
+def developer_binding(user: str) -> Obj:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "mlenv-tier-developer"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": "mlenv-tier-developer"},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}
+
+
+def _stage(name: str, kind: str, api_group: str, selector: Obj, nxt: Obj | None = None,
+           steps: list[Obj] | None = None, weight: int = 0, delay_ms: int = 0) -> Obj:
+    spec: Obj = {"resourceRef": {"apiGroup": api_group, "kind": kind}, "selector": selector}
+    if nxt is not None:
+        spec["next"] = nxt
+    if steps is not None:
+        spec["steps"] = steps
+    if weight:
+        spec["weight"] = weight
+    if delay_ms:
+        spec["delay"] = {"durationMilliseconds": delay_ms}
+    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
+
+
+def _cel(*exprs: str) -> Obj:
+    return {"matchExpressions": [{"cel": {"expression": e}} for e in exprs]}
+
+
+NODE_STATUS = """{{ $now := Now }}
+{{ $lastTransitionTime := or .metadata.creationTimestamp $now }}
+conditions:
+{{ range NodeConditions }}
+- lastHeartbeatTime: {{ $now | Quote }}
+  lastTransitionTime: {{ $lastTransitionTime | Quote }}
+  message: {{ .message | Quote }}
+  reason: {{ .reason | Quote }}
+  status: {{ .status | Quote }}
+  type: {{ .type | Quote }}
+{{ end }}
+addresses:
+{{ with NodeIP }}
+- address: {{ . | Quote }}
+  type: InternalIP
+{{ end }}
+{{ with NodeName }}
+- address: {{ . | Quote }}
+  type: Hostname
+{{ end }}
+{{ with NodePort }}
+daemonEndpoints:
+  kubeletEndpoint:
+    Port: {{ . }}
+{{ end }}
+allocatable:
+{{ YAML .status.allocatable 1 }}
+capacity:
+{{ YAML .status.capacity 1 }}
+nodeInfo:
+{{ YAML .status.nodeInfo 1 }}
+phase: Running
+"""
+
+POD_RUNNING = """{{ $now := Now }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Ready
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: ContainersReady
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: PodScheduled
+{{ range .spec.readinessGates }}
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: {{ .conditionType | Quote }}
+{{ end }}
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  imageID: {{ printf "%s@sha256:0000000000000000000000000000000000000000000000000000000000000000" .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  started: true
+  restartCount: 0
+  state:
+    running:
+      startedAt: {{ $now | Quote }}
+{{ end }}
+initContainerStatuses:
+{{ range .spec.initContainers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: true
+  restartCount: 0
+  state:
+    terminated:
+      exitCode: 0
+      finishedAt: {{ $now | Quote }}
+      reason: Completed
+      startedAt: {{ $now | Quote }}
+{{ end }}
+{{ with NodeIPWith .spec.nodeName }}
+hostIP: {{ . | Quote }}
+{{ end }}
+{{ $podIP := PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
+podIP: {{ $podIP | Quote }}
+podIPs:
+- ip: {{ $podIP | Quote }}
+phase: Running
+startTime: {{ $now | Quote }}
+"""
+
+POD_IMAGE_PULL = """{{ $now := Now }}
+{{ $reason := "ErrImagePull" }}
+{{ range .status.containerStatuses }}{{ if .state.waiting }}{{ if eq .state.waiting.reason "ErrImagePull" }}{{ $reason = "ImagePullBackOff" }}{{ end }}{{ end }}{{ end }}
+conditions:
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: PodScheduled
+- lastTransitionTime: {{ $now | Quote }}
+  status: "True"
+  type: Initialized
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  reason: ContainersNotReady
+  type: Ready
+- lastTransitionTime: {{ $now | Quote }}
+  status: "False"
+  reason: ContainersNotReady
+  type: ContainersReady
+containerStatuses:
+{{ range .spec.containers }}
+- image: {{ .image | Quote }}
+  name: {{ .name | Quote }}
+  ready: false
+  started: false
+  restartCount: 0
+  state:
+    waiting:
+      reason: {{ $reason }}
+      message: {{ printf "Back-off pulling image %q: reading manifest: name unknown" .image | Quote }}
+{{ end }}
+{{ with NodeIPWith .spec.nodeName }}
+hostIP: {{ . | Quote }}
+{{ end }}
+phase: Pending
+startTime: {{ $now | Quote }}
+"""
+
+
+def _missing_image_cel(missing: list[str]) -> str:
+    listed = json.dumps(missing)
+    return (f"self.spec.containers.exists(c, c.image.startsWith('{MISSING_REGISTRY}') || c.image in {listed})"
+            if missing else f"self.spec.containers.exists(c, c.image.startsWith('{MISSING_REGISTRY}'))")
+
+
+def stages(missing_images: list[str]) -> list[Obj]:
+    """Nodes become Ready and keep their lease; pods start once their root exists, fail to
+    pull a missing image (ErrImagePull, then ImagePullBackOff), and go on deletion;
+    claims of our classes get a volume."""
+    missing = _missing_image_cel(missing_images)
+    classes = json.dumps(list(STORAGE_CLASSES))
+    return [
+        _stage("node-initialize", "Node", "v1",
+               {"matchExpressions": [{"key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+                                      "operator": "NotIn", "values": ["True"]}]},
+               nxt={"statusTemplate": NODE_STATUS}),
+        _stage("node-heartbeat-with-lease", "Node", "v1",
+               {"matchExpressions": [{"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                                     {"key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+                                      "operator": "In", "values": ["True"]}]},
+               nxt={"statusTemplate": NODE_STATUS}, delay_ms=600000),
+        _stage("pod-image-pull-failed", "Pod", "v1",
+               # kwok 0.8's CEL knows v1.Container but not v1.ContainerStatus ("unexpected failed
+               # resolution"), so the status part is a jq expression: not yet in back-off.
+               {"matchExpressions": [
+                   *_cel("!has(self.metadata.deletionTimestamp)", "self.status.phase == 'Pending'",
+                         "has(self.spec.nodeName)", missing)["matchExpressions"],
+                   {"key": ".status.containerStatuses.[].state.waiting.reason", "operator": "NotIn",
+                    "values": ["ImagePullBackOff"]}]},
+               nxt={"statusTemplate": POD_IMAGE_PULL, "event": {"type": "Warning", "reason": "Failed",
+                                                                 "message": "Failed to pull image: not found"}},
+               weight=10000, delay_ms=500),
+        _stage("pod-ready", "Pod", "v1",
+               _cel("!has(self.metadata.deletionTimestamp)", "self.status.phase == 'Pending'",
+                    "has(self.spec.nodeName)", f"!({missing})",
+                    f"has(self.metadata.annotations) && '{ROOT_READY}' in self.metadata.annotations"),
+               nxt={"statusTemplate": POD_RUNNING}),
+        _stage("pod-delete", "Pod", "v1",
+               {"matchExpressions": [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}]},
+               nxt={"delete": True}),
+        _stage("pvc-provision", "PersistentVolumeClaim", "v1",
+               _cel(f"has(self.spec.storageClassName) && self.spec.storageClassName in {classes}",
+                    "!has(self.metadata.deletionTimestamp)", "!has(self.spec.volumeName)",
+                    "!has(self.status.phase) || self.status.phase != 'Bound'"),
+               steps=[{"apply": {"template": PV_TEMPLATE}},
+                      {"patch": {"root": "metadata", "template": PVC_BIND_ANNOTATIONS}},
+                      {"patch": {"root": "spec", "template": "volumeName: pvc-{{ .metadata.uid }}\n"}},
+                      {"patch": {"root": "status", "subresource": "status", "template": PVC_BOUND}}]),
+        _stage("pv-bind", "PersistentVolume", "v1",
+               _cel(f"self.spec.storageClassName in {classes}", "!has(self.metadata.deletionTimestamp)",
+                    "has(self.spec.claimRef.name)",
+                    "!has(self.status.phase) || !(self.status.phase in ['Bound', 'Released', 'Failed'])"),
+               steps=[{"patch": {"root": "status", "subresource": "status",
+                                 "template": "phase: Bound\n"}}]),
+        _stage("pv-delete", "PersistentVolume", "v1",
+               _cel(f"self.spec.storageClassName in {classes}", "!has(self.metadata.deletionTimestamp)",
+                    "self.spec.persistentVolumeReclaimPolicy == 'Delete'",
+                    "has(self.status.phase) && self.status.phase == 'Released'"),
+               steps=[{"delete": True}]),
+    ]
+
+
+PV_TEMPLATE = """apiVersion: v1
+kind: PersistentVolume
+metadata:
+  name: pvc-{{ .metadata.uid }}
+  annotations:
+    pv.kubernetes.io/provisioned-by: PROVISIONER
+spec:
+  accessModes:
+  {{ YAML .spec.accessModes 2 }}
+  capacity:
+  {{ YAML .spec.resources.requests 2 }}
+  persistentVolumeReclaimPolicy: Delete
+  storageClassName: {{ .spec.storageClassName | Quote }}
+  volumeMode: {{ default "Filesystem" .spec.volumeMode | Quote }}
+  claimRef:
+    apiVersion: v1
+    kind: PersistentVolumeClaim
+    name: {{ .metadata.name | Quote }}
+    namespace: {{ .metadata.namespace | Quote }}
+    resourceVersion: {{ .metadata.resourceVersion | Quote }}
+    uid: {{ .metadata.uid | Quote }}
+  hostPath:
+    path: /kube-tier/volumes/pvc-{{ .metadata.uid }}
+    type: DirectoryOrCreate
+""".replace("PROVISIONER", PROVISIONER)
+
+PVC_BIND_ANNOTATIONS = """annotations:
+  pv.kubernetes.io/bind-completed: "yes"
+  pv.kubernetes.io/bound-by-controller: "yes"
+  volume.kubernetes.io/storage-provisioner: PROVISIONER
+""".replace("PROVISIONER", PROVISIONER)
+
+PVC_BOUND = """phase: Bound
+accessModes:
+{{ YAML .spec.accessModes 1 }}
+capacity:
+{{ YAML .spec.resources.requests 1 }}
+"""
+
+
+def kwok_config(missing_images: list[str]) -> str:
+    """kwok's --config: the stages as a YAML stream (JSON documents are YAML)."""
+    return "\n---\n".join(json.dumps(s) for s in stages(missing_images)) + "\n"

@@ -1,0 +1,387 @@
+"""Start and stop the kube tier's control plane: etcd, kube-apiserver,
+kube-controller-manager, kube-scheduler, kwok and the pod-root controller, each a process
+of ours on loopback ports chosen free at start, recorded by pid under ``<tier>/pids``.
+
+The tier's folder is ``$MLENV_KUBE_DIR`` or ``<checkout>/.mlenv/kube``. ``down`` stops only
+the processes ``up`` recorded, after checking each pid is still the process it started
+(its start time in /proc), never by name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlenv.testing.kube import build, manifests, pki
+
+REPO = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).resolve().parent
+FLAVORS = ("openshift", "plain")
+ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "podroots")
+GPU_NODES = ("gpu-node-0", "gpu-node-1", "gpu-node-2", "gpu-node-3")
+CPU_NODES = ("cpu-node-0", "cpu-node-1")
+Say = Callable[[str], None]
+
+
+class PlaneError(RuntimeError):
+    """The plane could not be started (the message names the component and its log)."""
+
+
+def tier_dir(folder: Path | None = None) -> Path:
+    if folder is not None:
+        return folder.resolve()
+    env = os.environ.get("MLENV_KUBE_DIR", "").strip()
+    return Path(env).resolve() if env else REPO / ".mlenv" / "kube"
+
+
+@dataclass(frozen=True)
+class Tier:
+    folder: Path
+
+    @property
+    def admin_kubeconfig(self) -> Path:
+        return self.folder / "admin.kubeconfig"
+
+    @property
+    def user_kubeconfig(self) -> Path:
+        return self.folder / "user.kubeconfig"
+
+    @property
+    def state_file(self) -> Path:
+        return self.folder / "state.json"
+
+    def state(self) -> dict[str, Any]:
+        try:
+            loaded: dict[str, Any] = json.loads(self.state_file.read_text())
+            return loaded
+        except (OSError, ValueError):
+            return {}
+
+    def pid_file(self, name: str) -> Path:
+        return self.folder / "pids" / f"{name}.pid"
+
+    def log(self, name: str) -> Path:
+        return self.folder / "logs" / f"{name}.log"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (field 22 of /proc/PID/stat), None when gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def _alive(tier: Tier, name: str) -> int | None:
+    """The pid of ``name`` when it is still the process ``up`` started."""
+    try:
+        pid_s, started = tier.pid_file(name).read_text().split()
+    except (OSError, ValueError):
+        return None
+    pid = int(pid_s)
+    return pid if _start_time(pid) == started else None
+
+
+def _spawn(tier: Tier, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+    log = tier.log(name).open("ab")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env=env if env is not None else dict(os.environ),
+                            cwd=tier.folder)
+    log.close()
+    started = None
+    for _ in range(50):
+        started = _start_time(proc.pid)
+        if started:
+            break
+        time.sleep(0.01)
+    tier.pid_file(name).write_text(f"{proc.pid} {started}\n")
+
+
+def kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> str:
+    return json.dumps({
+        "apiVersion": "v1", "kind": "Config", "current-context": "kube-tier",
+        "clusters": [{"name": "kube-tier", "cluster": {"server": server, "certificate-authority": str(ca)}}],
+        "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
+        "contexts": [{"name": "kube-tier", "context": {"cluster": "kube-tier", "user": user}}]}, indent=1)
+
+
+def _ready(url: str, p: pki.Pki, timeout: float = 2.0) -> bool:
+    ctx = ssl.create_default_context(cafile=str(p.ca))
+    ctx.load_cert_chain(*map(str, p.admin))
+    try:
+        with urllib.request.urlopen(url, context=ctx, timeout=timeout) as r:
+            ok: bool = r.status == 200
+            return ok
+    except (OSError, urllib.error.URLError, ssl.SSLError):
+        return False
+
+
+def _wait(what: str, check: Callable[[], bool], tier: Tier, name: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if check():
+            return
+        if _alive(tier, name) is None:
+            tail = "\n".join(tier.log(name).read_text(errors="replace").splitlines()[-12:])
+            raise PlaneError(f"{name} exited while starting ({tier.log(name)}):\n{tail}")
+        time.sleep(0.2)
+    raise PlaneError(f"{what} not ready after {seconds:.0f} s (see {tier.log(name)})")
+
+
+class Kubectl:
+    """The tier's own kubectl (built with the plane) as admin."""
+
+    def __init__(self, binary: Path, config: Path) -> None:
+        self.argv = [str(binary), f"--kubeconfig={config}"]
+
+    def run(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run([*self.argv, *args], input=stdin, capture_output=True, text=True,
+                             check=False, timeout=120)
+        if check and res.returncode != 0:
+            raise PlaneError(f"kubectl {' '.join(args[:3])}: {res.stderr.strip()[-600:]}")
+        return res
+
+    def apply(self, objs: list[dict[str, Any]]) -> None:
+        self.run("apply", "--server-side", "--force-conflicts", "-f", "-",
+                 stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+
+
+def status(tier: Tier | None = None) -> dict[str, Any]:
+    tier = tier or Tier(tier_dir())
+    st = tier.state()
+    procs = {name: _alive(tier, name) for name in ORDER}
+    up = bool(st) and all(procs.values())
+    return {"up": up, "processes": procs, **st}
+
+
+def up(flavor: str = "openshift", say: Say = lambda _line: None, folder: Path | None = None,
+       missing_images: tuple[str, ...] = ()) -> Tier:
+    """Start the plane in ``folder`` (default: tier_dir()); say so and return when it is up."""
+    if flavor not in FLAVORS:
+        raise PlaneError(f"KUBE_FLAVOR={flavor!r}: expected one of {', '.join(FLAVORS)}")
+    tier = Tier(tier_dir(folder))
+    st = status(tier)
+    if st["up"]:
+        if st.get("flavor") != flavor:
+            raise PlaneError(f"the tier is up with flavour {st.get('flavor')}, not {flavor}: "
+                             "`make kube-down` first")
+        say(f"kube tier already up ({st.get('flavor')}, {st.get('server')})")
+        return tier
+    if any(st["processes"].values()):
+        say("kube tier half up: stopping what is left first")
+        down(say=say, folder=tier.folder)
+    started = time.monotonic()
+    bins = build.build(say)
+    try:
+        return _start(tier, flavor, bins, say, missing_images, started)
+    except BaseException:
+        # a plane that failed half way is not left running (nor a Ctrl-C's half)
+        down(folder=tier.folder)
+        raise
+
+
+def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_images: tuple[str, ...],
+           started: float) -> Tier:
+    for sub in ("pids", "logs", "bin", "shims"):
+        (tier.folder / sub).mkdir(parents=True, exist_ok=True)
+    # A fresh plane each time: etcd's data and the pods' roots from a previous run go.
+    for sub in ("etcd", "pods", "volumes"):
+        shutil.rmtree(tier.folder / sub, ignore_errors=True)
+    (tier.folder / "pods").mkdir()
+    (tier.folder / "volumes").mkdir()
+    p = pki.ensure(tier.folder / "pki")
+    ports = {k: _free_port() for k in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")}
+    server = f"https://127.0.0.1:{ports['apiserver']}"
+    tier.admin_kubeconfig.write_text(kubeconfig(server, p.ca, *p.admin, pki.ADMIN_USER))
+    tier.user_kubeconfig.write_text(kubeconfig(server, p.ca, *p.user, pki.USER_NAME))
+    for f in (tier.admin_kubeconfig, tier.user_kubeconfig):
+        f.chmod(0o600)
+
+    etcd_url = f"http://127.0.0.1:{ports['etcd']}"
+    peer_url = f"http://127.0.0.1:{ports['etcd-peer']}"
+    _spawn(tier, "etcd", [str(bins.etcd), "--name=node0", f"--data-dir={tier.folder / 'etcd'}",
+                          f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
+                          f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
+                          f"--initial-cluster=node0={peer_url}", "--auto-compaction-retention=1",
+                          "--quota-backend-bytes=2147483648", "--unsafe-no-fsync",
+                          "--listen-metrics-urls=", "--log-level=warn"])
+    _wait("etcd", lambda: _http_ok(f"{etcd_url}/health"), tier, "etcd", 60)
+    say(f"etcd {build.ETCD_VERSION} up on {etcd_url}")
+
+    serving_crt, serving_key = p.serving
+    sa_pub, sa_key = p.sa
+    _spawn(tier, "kube-apiserver", [
+        str(bins.kube("kube-apiserver")), f"--etcd-servers={etcd_url}", "--etcd-prefix=/registry",
+        "--bind-address=127.0.0.1", f"--secure-port={ports['apiserver']}", "--advertise-address=127.0.0.1",
+        f"--tls-cert-file={serving_crt}", f"--tls-private-key-file={serving_key}",
+        f"--client-ca-file={p.ca}", "--authorization-mode=Node,RBAC",
+        f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
+        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+        "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
+        "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
+        "--profiling=false", "--v=1"])
+    _wait("kube-apiserver", lambda: _ready(f"{server}/readyz", p), tier, "kube-apiserver", 180)
+    say(f"kube-apiserver {build.K8S_VERSION} up on {server}")
+
+    kc = Kubectl(bins.kube("kubectl"), tier.admin_kubeconfig)
+    common = [f"--kubeconfig={tier.admin_kubeconfig}", "--bind-address=127.0.0.1", "--leader-elect=false",
+              "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"]
+    _spawn(tier, "kube-controller-manager", [
+        str(bins.kube("kube-controller-manager")), *common, f"--secure-port={ports['kcm']}",
+        f"--root-ca-file={p.ca}", f"--service-account-private-key-file={sa_key}",
+        "--node-monitor-grace-period=60s", "--v=1"])
+    _spawn(tier, "kube-scheduler", [str(bins.kube("kube-scheduler")), *common,
+                                    f"--secure-port={ports['scheduler']}", "--v=1"])
+
+    crds: list[Path | dict[str, Any]] = [*manifests.kwok_crds(bins.kwok_source)]
+    if flavor == "openshift":
+        crds += manifests.openshift_crds()
+    _apply_crds(kc, crds)
+    kc.apply([*manifests.storage_classes(), *manifests.user_cluster_role(),
+              manifests.developer_binding(pki.USER_NAME)])
+
+    _start_kwok(tier, bins, p, ports, missing_images)
+    kc.apply([manifests.gpu_node(n) for n in GPU_NODES] + [manifests.cpu_node(n) for n in CPU_NODES])
+    _wait("nodes Ready", lambda: _nodes_ready(kc, len(GPU_NODES) + len(CPU_NODES)), tier, "kwok", 120)
+    _wait("the default ServiceAccount", lambda: kc.run("get", "serviceaccount", "default", check=False)
+          .returncode == 0, tier, "kube-controller-manager", 120)
+    for ns in [n for n in os.environ.get("KUBE_USER_NAMESPACES", "").split(",") if n.strip()]:
+        kc.apply(manifests.grant(ns.strip(), pki.USER_NAME, "admin"))
+    state = {"flavor": flavor, "server": server, "ports": ports, "kubernetes": build.K8S_VERSION,
+             "etcd": build.ETCD_VERSION, "kwok": build.KWOK_VERSION, "kubectl": str(bins.kube("kubectl")),
+             "started_s": round(time.monotonic() - started, 1)}
+    tier.state_file.write_text(json.dumps(state, indent=1) + "\n")
+    say(f"kube tier up ({flavor}) in {state['started_s']} s: {len(GPU_NODES)} GPU and "
+        f"{len(CPU_NODES)} CPU kwok nodes")
+    return tier
+
+
+
+def _start_kwok(tier: Tier, bins: build.Binaries, p: pki.Pki, ports: dict[str, int],
+                missing_images: tuple[str, ...]) -> None:
+    """kwok (confined: kwokns.sh) and the pod-root controller that prepares each pod's root."""
+    serving_crt, serving_key = p.serving
+    missing = [*missing_images, *(m for m in os.environ.get("KUBE_MISSING_IMAGES", "").split(",") if m.strip())]
+    (tier.folder / "kwok.yaml").write_text(manifests.kwok_config(missing))
+    _make_shims(tier)
+    kwok_env = {"PATH": str(tier.folder / "shims"), "HOME": str(tier.folder),
+                "MLENV_KUBE_TIER": str(tier.folder), "LANG": "C.UTF-8"}
+    _spawn(tier, "kwok", [
+        shutil.which("unshare") or "unshare", "--mount", "--propagation", "private", "--",
+        str(tier.folder / "bin" / "kwokns.sh"), str(tier.folder), str(bins.kwok),
+        f"--kubeconfig={tier.admin_kubeconfig}", f"--config={tier.folder / 'kwok.yaml'}",
+        "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={manifests.KWOK_NODE}=fake",
+        "--enable-crds=Exec,Logs", "--node-ip=", "--node-name=localhost",
+        f"--node-port={ports['kwok']}", f"--server-address=127.0.0.1:{ports['kwok']}",
+        f"--tls-cert-file={serving_crt}", f"--tls-private-key-file={serving_key}",
+        "--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16"], env=kwok_env)
+    _spawn(tier, "podroots", [sys.executable, "-m", "mlenv.testing.kube", "podroots", str(tier.folder),
+                              str(bins.kube("kubectl")), str(tier.admin_kubeconfig)],
+           env={**os.environ, "PYTHONPATH": str(REPO)})
+
+def _http_ok(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as r:
+            ok: bool = r.status == 200
+            return ok
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def _nodes_ready(kc: Kubectl, count: int) -> bool:
+    res = kc.run("get", "nodes", "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")]"
+                 ".status}{\"\\n\"}{end}", check=False)
+    return res.returncode == 0 and res.stdout.split().count("True") >= count
+
+
+def _apply_crds(kc: Kubectl, crds: list[Path | dict[str, Any]]) -> None:
+    files = [str(c) for c in crds if isinstance(c, Path)]
+    objs = [c for c in crds if isinstance(c, dict)]
+    args = [a for f in files for a in ("-f", f)]
+    if args:
+        kc.run("apply", "--server-side", *args)
+    if objs:
+        kc.apply(objs)
+    kc.run("wait", "--for=condition=Established", "--timeout=60s", "crd", "--all")
+
+
+def _make_shims(tier: Tier) -> None:
+    """kwok's PATH: one link to confine.sh per command name found on the host, so a bare
+    command name always runs confined (kwok resolves names with its own PATH)."""
+    for script in ("confine.sh", "kwokns.sh"):
+        shutil.copyfile(HERE / script, tier.folder / "bin" / script)
+        (tier.folder / "bin" / script).chmod(0o755)
+    shims = tier.folder / "shims"
+    shutil.rmtree(shims, ignore_errors=True)
+    shims.mkdir()
+    names: set[str] = set()
+    for d in (Path(sys.executable).parent, Path("/usr/local/bin"), Path("/usr/bin"), Path("/bin"),
+              Path("/usr/sbin"), Path("/sbin")):
+        if d.is_dir():
+            names |= {p.name for p in d.iterdir() if not p.name.startswith(".")}
+    for n in sorted(names):
+        (shims / n).symlink_to(tier.folder / "bin" / "confine.sh")
+
+
+def down(say: Say = lambda _line: None, folder: Path | None = None) -> None:
+    tier = Tier(tier_dir(folder))
+    stopped = []
+    for name in reversed(ORDER):
+        pid = _alive(tier, name)
+        if pid is None:
+            tier.pid_file(name).unlink(missing_ok=True)
+            continue
+        try:
+            os.killpg(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        for _ in range(100):
+            if _start_time(pid) is None or _zombie(pid):
+                break
+            time.sleep(0.1)
+        else:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        tier.pid_file(name).unlink(missing_ok=True)
+        stopped.append(name)
+    tier.state_file.unlink(missing_ok=True)
+    say(f"kube tier down (stopped: {', '.join(stopped) or 'nothing was running'})")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
+
+
+def grant(namespace: str, role: str = "admin", folder: Path | None = None) -> None:
+    """Give the non-admin user ``role`` (admin/edit) in ``namespace`` (created if missing)."""
+    tier = Tier(tier_dir(folder))
+    st = tier.state()
+    if not st:
+        raise PlaneError("the kube tier is not up: `make kube-up` first")
+    Kubectl(Path(st["kubectl"]), tier.admin_kubeconfig).apply(manifests.grant(namespace, pki.USER_NAME, role))

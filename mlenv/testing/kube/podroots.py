@@ -1,0 +1,203 @@
+"""The tier's pod-root controller: what a kubelet would do before starting a container.
+
+For every pod kwok is to run (scheduled on a kwok node), it
+
+1. makes the pod's folder ``<tier>/pods/<namespace>/<pod>/`` (the overlay's upper layer
+   is its ``upper/``: every write of the pod's processes lands there), its volumes'
+   folders (a claim's volume: ``<tier>/volumes/<pv>/``, shared by every pod that mounts
+   it and kept while the volume exists; an emptyDir: in the pod's folder; Secrets and
+   ConfigMaps: their keys written as files) and its log file;
+2. writes the pod's kwok ``Exec`` (environment for confine.sh: the pod root, the volume
+   mounts, the container's literal and field env) and ``Logs`` (its log file), owned by
+   the pod so they go with it;
+3. annotates the pod ``ROOT_READY``, which the pod-ready stage waits for.
+
+When a pod is deleted its folder goes; a volume's folder goes when its PV is gone.
+Runs as ``python -m mlenv.testing.kube podroots TIER KUBECTL KUBECONFIG``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from mlenv.testing.kube.manifests import ROOT_READY
+
+Obj = dict[str, Any]
+
+
+class Controller:
+    def __init__(self, tier: Path, kubectl: str, kubeconfig: str) -> None:
+        self.tier = tier
+        self.base = [kubectl, f"--kubeconfig={kubeconfig}", "--request-timeout=20s"]
+        self.log = sys.stderr
+
+    def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([*self.base, *args], input=stdin, capture_output=True, text=True,
+                              check=False, timeout=60)
+
+    def say(self, line: str) -> None:
+        self.log.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+        self.log.flush()
+
+    def pod_dir(self, ns: str, name: str) -> Path:
+        return self.tier / "pods" / ns / name
+
+    def _volume_source(self, pod: Obj, vol: Obj) -> Path | None:
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        if "persistentVolumeClaim" in vol:
+            claim = vol["persistentVolumeClaim"]["claimName"]
+            res = self.kubectl("get", "pvc", "-n", ns, claim, "-o", "jsonpath={.spec.volumeName}")
+            pv = res.stdout.strip()
+            if res.returncode != 0 or not pv:
+                return None
+            return self.tier / "volumes" / pv
+        folder: Path = self.pod_dir(ns, name) / "volumes" / str(vol["name"])
+        folder.mkdir(parents=True, exist_ok=True)
+        for kind, key in (("secret", "secretName"), ("configMap", "name")):
+            if kind in vol:
+                res = self.kubectl("get", kind.lower(), "-n", ns, vol[kind].get(key, ""), "-o", "json")
+                if res.returncode == 0:
+                    obj = json.loads(res.stdout)
+                    for k, v in (obj.get("data") or {}).items():
+                        data = base64.b64decode(v) if kind == "secret" else str(v).encode()
+                        (folder / k).write_bytes(data)
+                        (folder / k).chmod(0o600 if kind == "secret" else 0o644)
+        return folder
+
+    def _env(self, pod: Obj, container: Obj) -> list[Obj]:
+        meta = pod["metadata"]
+        fields = {"metadata.name": meta["name"], "metadata.namespace": meta["namespace"],
+                  "spec.nodeName": pod["spec"].get("nodeName", ""),
+                  "spec.serviceAccountName": pod["spec"].get("serviceAccountName", "")}
+        out: dict[str, str] = {}
+        for e in container.get("env") or []:
+            if "value" in e:
+                out[e["name"]] = str(e["value"])
+            elif (e.get("valueFrom") or {}).get("fieldRef", {}).get("fieldPath") in fields:
+                out[e["name"]] = fields[e["valueFrom"]["fieldRef"]["fieldPath"]]
+        # What confine.sh reads; never taken from the pod's own env.
+        for key in list(out):
+            if key.startswith("MLENV_KUBE_") or key == "PATH":
+                del out[key]
+        venv_bin = str(Path(sys.executable).parent)
+        out.update({"HOSTNAME": meta["name"], "HOME": "/root",
+                    "MLENV_KUBE_PATH": f"{venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "MLENV_KUBE_POD_NAME": meta["name"],
+                    "MLENV_KUBE_WORKDIR": container.get("workingDir") or "/"})
+        # The package as an image would have it installed (the checkout, read-only below).
+        repo = str(Path(__file__).resolve().parents[3])
+        out["PYTHONPATH"] = repo + (":" + out["PYTHONPATH"] if out.get("PYTHONPATH") else "")
+        return [{"name": k, "value": v} for k, v in out.items()]
+
+    def prepare(self, pod: Obj) -> bool:
+        meta, spec = pod["metadata"], pod["spec"]
+        ns, name = meta["namespace"], meta["name"]
+        folder = self.pod_dir(ns, name)
+        (folder / "upper").mkdir(parents=True, exist_ok=True)
+        container = spec["containers"][0]
+        vols = {v["name"]: v for v in spec.get("volumes") or []}
+        mounts = []
+        for vm in container.get("volumeMounts") or []:
+            vol = vols.get(vm["name"])
+            if vol is None:
+                continue
+            src = self._volume_source(pod, vol)
+            if src is None:
+                return False  # its claim is not bound yet: try again on the next event
+            if vm.get("subPath"):
+                src = src / vm["subPath"]
+            src.mkdir(parents=True, exist_ok=True)
+            mounts.append(f"{vm['mountPath']}={src}")
+        logfile = folder / "container.log"
+        if not logfile.exists():
+            # The CRI log format (time, stream, P/F tag, text), which kwok's log reader parses.
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
+            logfile.write_text(f"{stamp} stdout F kube tier: {ns}/{name} container {container['name']} started on "
+                               f"{spec.get('nodeName')} (kwok: no container runtime; its command is not run)\n")
+        env = [*self._env(pod, container), {"name": "MLENV_KUBE_POD_ROOT", "value": str(folder)},
+               {"name": "MLENV_KUBE_MOUNTS", "value": "\n".join(mounts)}]
+        owner = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": meta["uid"]}]
+        objs = {"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Exec",
+             "metadata": {"name": name, "namespace": ns, "ownerReferences": owner},
+             "spec": {"execs": [{"local": {"envs": env}}]}},
+            {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
+             "metadata": {"name": name, "namespace": ns, "ownerReferences": owner},
+             "spec": {"logs": [{"logsFile": str(logfile), "follow": True}]}}]}
+        res = self.kubectl("apply", "-f", "-", stdin=json.dumps(objs))
+        if res.returncode != 0:
+            self.say(f"{ns}/{name}: Exec/Logs not written: {res.stderr.strip()}")
+            return False
+        res = self.kubectl("annotate", "pod", "-n", ns, name, f"{ROOT_READY}=true", "--overwrite")
+        if res.returncode != 0:
+            self.say(f"{ns}/{name}: not annotated: {res.stderr.strip()}")
+            return False
+        self.say(f"{ns}/{name}: root ready ({len(mounts)} mounts)")
+        return True
+
+    def forget(self, ns: str, name: str) -> None:
+        folder = self.pod_dir(ns, name)
+        if folder.is_dir() and (self.tier / "pods") in folder.parents:
+            subprocess.run(["umount", "-R", str(folder / "merged")], capture_output=True, check=False)
+            shutil.rmtree(folder, ignore_errors=True)
+        res = self.kubectl("get", "pv", "-o", "jsonpath={.items[*].metadata.name}")
+        if res.returncode == 0:
+            live = set(res.stdout.split())
+            vols = self.tier / "volumes"
+            for d in vols.iterdir() if vols.is_dir() else []:
+                if d.name not in live:
+                    shutil.rmtree(d, ignore_errors=True)
+
+    def handle(self, kind: str, pod: Obj) -> bool:
+        """Act on one watch event; False when the pod must be looked at again."""
+        meta = pod["metadata"]
+        ns, name = meta["namespace"], meta["name"]
+        if kind == "DELETED":
+            self.forget(ns, name)
+            return True
+        if meta.get("deletionTimestamp") or not pod["spec"].get("nodeName"):
+            return True
+        if (meta.get("annotations") or {}).get(ROOT_READY) and (self.pod_dir(ns, name) / "upper").is_dir():
+            return True
+        return self.prepare(pod)
+
+    def run(self) -> None:
+        # The watch ends every 10 s and starts again with a fresh list (every pod ADDED):
+        # a pod that could not be prepared (its claim not bound yet) is tried again then.
+        while True:
+            proc = subprocess.Popen([*self.base[:-1], "--request-timeout=10s", "get", "pods", "-A", "--watch",
+                                     "-o", "json", "--output-watch-events"],
+                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            assert proc.stdout is not None
+            decoder, buf = json.JSONDecoder(), ""
+            for line in proc.stdout:
+                buf += line
+                while buf.strip():
+                    try:
+                        event, end = decoder.raw_decode(buf.lstrip())
+                    except ValueError:
+                        break
+                    buf = buf.lstrip()[end:]
+                    pod = event.get("object") or {}
+                    key = (pod.get("metadata", {}).get("namespace", ""), pod.get("metadata", {}).get("name", ""))
+                    try:
+                        self.handle(event.get("type", ""), pod)
+                    except (OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
+                        self.say(f"{key[0]}/{key[1]}: {type(e).__name__}: {e}")
+            proc.wait()
+            time.sleep(0.2)
+
+
+def main(argv: list[str]) -> int:
+    tier, kubectl, kubeconfig = argv
+    os.umask(0o022)
+    Controller(Path(tier), kubectl, kubeconfig).run()
+    return 0

@@ -1,0 +1,101 @@
+"""Host safety of the kube tier's exec (issue 22 §1), with real mount namespaces.
+
+kwok runs every exec as a process on this machine, as root. The tier starts kwok through
+kwokns.sh (the whole host read-only in kwok's mount namespace, except the tier's folder)
+with a PATH that holds only links to confine.sh, which runs the command chrooted into an
+overlay whose upper layer is the pod's folder. Here the same scripts run as kwok would
+run them (``env -i PATH=<shims> … sh -c …`` inside kwokns.sh), so what is proven is the
+confinement itself; tests/kube proves it again through the apiserver and kwok.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+import pytest
+
+from mlenv.testing.kube import plane
+
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
+                                 reason="needs root and unshare (mount namespaces, overlayfs)")]
+
+
+@pytest.fixture
+def tier(tmp_path: Path) -> plane.Tier:
+    t = plane.Tier(tmp_path / "tier")
+    for sub in ("bin", "shims", "pods", "volumes"):
+        (t.folder / sub).mkdir(parents=True)
+    plane._make_shims(t)
+    return t
+
+
+def _as_kwok(tier: plane.Tier, env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as kwok's exec would: in kwok's namespace, resolved with kwok's PATH,
+    with the pod's Exec environment added to kwok's own."""
+    kwok_env = {"PATH": str(tier.folder / "shims"), "MLENV_KUBE_TIER": str(tier.folder), **env}
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "--",
+                           str(tier.folder / "bin" / "kwokns.sh"), str(tier.folder),
+                           "/usr/bin/env", "-i", *(f"{k}={v}" for k, v in kwok_env.items()), *argv],
+                          capture_output=True, text=True, check=False, timeout=60)
+
+
+def _pod_env(tier: plane.Tier, ns: str, pod: str, volume: Path) -> dict[str, str]:
+    root = tier.folder / "pods" / ns / pod
+    root.mkdir(parents=True)
+    volume.mkdir(parents=True, exist_ok=True)
+    return {"MLENV_KUBE_POD_ROOT": str(root), "MLENV_KUBE_POD_NAME": pod, "HOME": "/root",
+            "MLENV_KUBE_MOUNTS": f"/workspace={volume}"}
+
+
+def test_a_pods_writes_land_in_its_own_root(tier: plane.Tier) -> None:
+    token = uuid.uuid4().hex
+    vol = tier.folder / "volumes" / "pvc-1"
+    env = _pod_env(tier, "team-a", "worker-0", vol)
+    res = _as_kwok(tier, env, "sh", "-c",
+                   f"echo ws > /workspace/{token} && echo home > /root/{token} && echo etc > /etc/{token}"
+                   " && hostname && ls /workspace")
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[0] == "worker-0"
+    assert (vol / token).read_text() == "ws\n"
+    upper = tier.folder / "pods" / "team-a" / "worker-0" / "upper"
+    assert (upper / "root" / token).read_text() == "home\n"
+    assert (upper / "etc" / token).read_text() == "etc\n"
+    for host in (Path("/workspace") / token, Path("/root") / token, Path("/etc") / token):
+        assert not host.exists(), f"{host} was written on the host"
+
+
+def test_pods_do_not_see_each_other_or_the_tiers_keys(tier: plane.Tier) -> None:
+    (tier.folder / "pki").mkdir()
+    (tier.folder / "pki" / "admin.key").write_text("secret")
+    a = _pod_env(tier, "ns", "a", tier.folder / "volumes" / "va")
+    b = _pod_env(tier, "ns", "b", tier.folder / "volumes" / "vb")
+    assert _as_kwok(tier, a, "sh", "-c", "echo mine > /root/note").returncode == 0
+    res = _as_kwok(tier, b, "sh", "-c", f"cat /root/note; ls {tier.folder}/pki; cat {tier.folder}/pki/admin.key")
+    assert res.returncode != 0
+    assert "mine" not in res.stdout and "secret" not in res.stdout
+
+
+def test_no_pod_root_no_process(tier: plane.Tier) -> None:
+    marker = tier.folder / "ran"
+    res = _as_kwok(tier, {}, "sh", "-c", f"touch {marker}")
+    assert res.returncode == 126 and "refusing" in res.stderr
+    outside = {"MLENV_KUBE_POD_ROOT": "/root", "MLENV_KUBE_POD_NAME": "x"}
+    res = _as_kwok(tier, outside, "sh", "-c", f"touch {marker}")
+    assert res.returncode == 126 and "not under" in res.stderr
+    assert not marker.exists()
+
+
+def test_a_command_by_absolute_path_finds_the_host_read_only(tier: plane.Tier) -> None:
+    """An absolute path bypasses the shims; kwok's namespace still keeps the host intact."""
+    token = uuid.uuid4().hex
+    env = _pod_env(tier, "ns", "p", tier.folder / "volumes" / "v")
+    res = _as_kwok(tier, env, "/bin/sh", "-c", f"echo x > /root/{token}")
+    assert res.returncode != 0 and "Read-only file system" in res.stderr
+    assert not (Path("/root") / token).exists()
+    # ... but the tier's folder stays writable there (kwok needs nothing else)
+    res = _as_kwok(tier, env, "/bin/sh", "-c", f"echo x > {tier.folder}/{token}")
+    assert res.returncode == 0 and (tier.folder / token).exists()

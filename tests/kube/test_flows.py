@@ -1,0 +1,171 @@
+"""The cluster verbs against the real control plane (issue 22 §2): what a user runs, as a
+process, with the plane's kubeconfig and the tier's kubectl on PATH (no `oc`).
+
+deploy → pods Running → status → logs → sync (files verified in the pods' volumes under
+the tier's folder) → exec → teardown → deploy again, on both flavours, as admin and as the
+namespace-scoped user; and the failures the fake could not show.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from _kubeenv import MISSING_IMAGE, Plane, checkout, mlenv
+
+pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube")]
+OPENSHIFT_KINDS = ("imagestream", "buildconfig", "route", "securitycontextconstraints")
+
+
+def _ok(res, what: str) -> str:
+    assert res.returncode == 0, f"{what}: exit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    return res.stdout
+
+
+def _config(root: Path, name: str, **changes) -> None:
+    f = root / "clusters" / f"{name}.yaml"
+    data = yaml.safe_load(f.read_text())
+    for dotted, value in changes.items():
+        node = data
+        *path, last = dotted.split("__")
+        for key in path:
+            node = node.setdefault(key, {})
+        node[last] = value
+    f.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def _setup(p: Plane, tmp_path: Path, prefix: str, *, user: bool, base: str = "local") -> tuple[Path, str, str]:
+    ns = p.namespace(prefix, user_role="admin" if user else None)
+    name = f"{prefix}-{ns.rsplit('-', 1)[1]}"
+    root = checkout(tmp_path, name, base, ns, "tcp", p.flavor)
+    return root, name, ns
+
+
+def _sts_uid(p: Plane, ns: str) -> str:
+    return p.ok("get", "statefulset", "-n", ns, "ml-dev-env", "-o", "jsonpath={.metadata.uid}")
+
+
+@pytest.mark.parametrize(("flavor", "user"), [("openshift", False), ("plain", True)],
+                         ids=["openshift-admin", "plain-user"])
+def test_deploy_status_logs_sync_exec_teardown_deploy(flavor: str, user: bool, tmp_path: Path, request) -> None:
+    p: Plane = request.getfixturevalue(flavor)
+    root, name, ns = _setup(p, tmp_path, f"flow-{flavor[:5]}", user=user)
+    out = _ok(mlenv(root, p, "deploy", name, "--mode", "tcp", user=user), "deploy")
+    assert f"deployed {name}: 2/2 pods Ready" in out
+    sent = p.ok("get", "all,secret,serviceaccount,networkpolicy,pvc", "-n", ns, "-o", "name")
+    if flavor == "plain":
+        # no OpenShift kind is sent (the server has none), and the output says what is off
+        assert not any(k in out.lower() for k in ("imagestream/", "buildconfig/", "route/"))
+    else:
+        assert "imagestream/ml-dev-env created" in out and "buildconfig/ml-dev-env created" in out
+    assert "statefulset.apps/ml-dev-env" in sent
+
+    status = _ok(mlenv(root, p, "status", name, user=user), "status")
+    for pod in ("ml-dev-env-0", "ml-dev-env-1"):
+        assert pod in status
+    assert "Running" in status
+    logs = _ok(mlenv(root, p, "logs", name, user=user), "logs")
+    assert f"{ns}/ml-dev-env-0" in logs
+
+    _ok(mlenv(root, p, "sync", name, user=user), "sync")
+    for i in (0, 1):  # the files are in each pod's own workspace volume, as the pod sees it
+        ws = p.volume_dir(ns, f"workspace-ml-dev-env-{i}")
+        assert (ws / "train_probe.py").read_text() == (root / "workspace" / "train_probe.py").read_text()
+        assert (ws / "data" / "notes.txt").read_text() == f"{name} tcp\n"
+    shown = _ok(mlenv(root, p, "shell", name, "--pod", "1", "--", "cat", "/workspace/data/notes.txt", user=user),
+                "shell -- cat")
+    assert f"{name} tcp" in shown
+
+    _ok(mlenv(root, p, "teardown", name, user=user), "teardown")
+    assert p.run("get", "statefulset", "-n", ns, "ml-dev-env").returncode != 0
+    # and straight back up: nothing left Terminating gets in the way
+    out = _ok(mlenv(root, p, "deploy", name, "--mode", "tcp", user=user), "deploy after teardown")
+    assert f"deployed {name}: 2/2 pods Ready" in out
+    # the claims were kept by teardown: the synced files are still there
+    assert (p.volume_dir(ns, "workspace-ml-dev-env-0") / "train_probe.py").exists()
+    _ok(mlenv(root, p, "teardown", name, "--purge", "--yes", user=user), "teardown --purge")
+    deadline = time.monotonic() + 60
+    while p.ok("get", "pvc", "-n", ns, "-o", "name").strip() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not p.ok("get", "pvc", "-n", ns, "-o", "name").strip()
+
+
+def test_a_no_op_redeploy_recreates_nothing_even_for_1024Gi(openshift: Plane, tmp_path: Path) -> None:
+    """The server returns 1024Gi as 1Ti: the StatefulSet's claim templates must still compare
+    equal, or every deploy would delete and recreate it (item 7)."""
+    root, name, ns = _setup(openshift, tmp_path, "noop", user=False)
+    _config(root, name, storage__workspace_size="1024Gi")
+    _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")
+    tpl = openshift.json("get", "statefulset", "-n", ns, "ml-dev-env")["spec"]["volumeClaimTemplates"]
+    sizes = {t["metadata"]["name"]: t["spec"]["resources"]["requests"]["storage"] for t in tpl}
+    assert sizes["workspace"] == "1Ti"  # what the real server does to the quantity
+    uid = _sts_uid(openshift, ns)
+    again = _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "re-deploy")
+    assert "unchanged" in again and "recreat" not in again.lower()
+    assert _sts_uid(openshift, ns) == uid
+
+
+def test_a_neighbour_pod_with_our_labels_is_not_ours(openshift: Plane, tmp_path: Path) -> None:
+    """Selected by the StatefulSet's ownership and ordinals, not by labels (item 10)."""
+    root, name, ns = _setup(openshift, tmp_path, "neigh", user=False)
+    _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")
+    ours = openshift.json("get", "pod", "-n", ns, "ml-dev-env-0")
+    # An orphan pod matching our selector is adopted by our StatefulSet and deleted (seen
+    # here: the real controller does what the fake never did); a neighbour's pod that
+    # another controller owns is not, and that is the one to be careful of.
+    openshift.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "neighbour", "namespace": ns}})
+    owner_uid = openshift.ok("get", "configmap", "-n", ns, "neighbour", "-o", "jsonpath={.metadata.uid}")
+    intruder = {"apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "ml-dev-env-7", "namespace": ns, "labels": ours["metadata"]["labels"],
+                             "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "neighbour",
+                                                  "uid": owner_uid, "controller": True}]},
+                "spec": {"containers": [{"name": "c", "image": "registry.example/neighbour:1",
+                                         "volumeMounts": [{"name": "ws", "mountPath": "/workspace"}]}],
+                         "volumes": [{"name": "ws", "emptyDir": {}}]}}
+    openshift.apply(intruder)  # anyone who may create pods in the namespace
+    deadline = time.monotonic() + 60
+    while openshift.ok("get", "pod", "-n", ns, "ml-dev-env-7", "-o", "jsonpath={.status.phase}") != "Running":
+        assert time.monotonic() < deadline, "the neighbour pod never ran"
+        time.sleep(0.5)
+    status = _ok(mlenv(root, openshift, "status", name), "status")
+    assert "ml-dev-env-7" not in status.split("warning")[0]
+    _ok(mlenv(root, openshift, "sync", name), "sync")
+    ws = openshift.pod_dir(ns, "ml-dev-env-7") / "volumes" / "ws"
+    assert not (ws / "train_probe.py").exists()  # the workspace did not reach it
+    _ok(mlenv(root, openshift, "teardown", name), "teardown")
+    assert openshift.run("get", "pod", "-n", ns, "ml-dev-env-7").returncode == 0  # not ours to delete
+
+
+def test_an_image_that_cannot_be_pulled_is_reported_in_seconds(openshift: Plane, tmp_path: Path) -> None:
+    root, name, ns = _setup(openshift, tmp_path, "pull", user=False)
+    _config(root, name, image__ref=MISSING_IMAGE)
+    t0 = time.monotonic()
+    res = mlenv(root, openshift, "deploy", name, "--mode", "tcp", "--timeout", "600")
+    took = time.monotonic() - t0
+    said = res.stdout + res.stderr
+    assert res.returncode != 0, said
+    assert MISSING_IMAGE in said and ("ImagePullBackOff" in said or "ErrImagePull" in said), said
+    assert took < 120, f"reported after {took:.0f} s, not before the 600 s timeout"
+    assert json.loads(openshift.ok("get", "pod", "-n", ns, "ml-dev-env-0", "-o", "json"))["status"]["phase"] == "Pending"
+
+
+def test_a_changed_spec_is_rolled_out_before_deploy_says_done(openshift: Plane, tmp_path: Path) -> None:
+    """item 5: the real controller replaces pods one by one; deploy returns when every pod
+    runs the new revision (the old ones stayed Ready meanwhile)."""
+    root, name, ns = _setup(openshift, tmp_path, "roll", user=False)
+    _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")
+    uids = {p["metadata"]["name"]: p["metadata"]["uid"]
+            for p in openshift.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]}
+    _config(root, name, nccl__debug="WARN")
+    out = _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy of a changed spec")
+    assert f"deployed {name}: 2/2 pods Ready" in out
+    sts = openshift.json("get", "statefulset", "-n", ns, "ml-dev-env")
+    rev = sts["status"]["updateRevision"]
+    pods = openshift.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]
+    assert len(pods) == 2
+    for p in pods:
+        assert p["metadata"]["labels"]["controller-revision-hash"] == rev, p["metadata"]["name"]
+        assert p["metadata"]["uid"] != uids[p["metadata"]["name"]]

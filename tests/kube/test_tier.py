@@ -1,0 +1,170 @@
+"""The kube tier itself: what the plane is (issue 22 §1), proven against it.
+
+Real parts only: the apiserver's version and TLS, RBAC for the non-admin identity,
+discovery per flavour, kwok nodes as the GPU Operator leaves them, claims that bind, a
+pod that cannot pull its image, and exec/logs/cp reaching a confined local process.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from _kubeenv import MISSING_IMAGE, Plane
+
+from mlenv.testing.kube import build, manifests, pki
+
+pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube")]
+
+
+def _pod(ns: str, name: str, image: str = "registry.access.redhat.com/ubi9/ubi-minimal:latest",
+         claim: str | None = None, node: str | None = None) -> dict:
+    spec: dict = {"containers": [{"name": "main", "image": image, "command": ["sleep", "infinity"],
+                                  "env": [{"name": "GREETING", "value": "hello from the pod spec"},
+                                          {"name": "MY_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
+                                  "volumeMounts": [{"name": "ws", "mountPath": "/workspace"}]}],
+                  "volumes": [{"name": "ws", "persistentVolumeClaim": {"claimName": claim}} if claim
+                              else {"name": "ws", "emptyDir": {}}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}, "spec": spec}
+
+
+def _claim(ns: str, name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": ns},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+
+
+def _wait(what: str, check, seconds: float = 60):
+    deadline = time.monotonic() + seconds
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: not within {seconds} s (last: {last!r})")
+
+
+def _running(p: Plane, ns: str, name: str) -> bool:
+    res = p.run("get", "pod", "-n", ns, name, "-o", "jsonpath={.status.phase}")
+    return res.stdout.strip() == "Running"
+
+
+@pytest.mark.parametrize("flavor", ["openshift", "plain"])
+def test_the_server_is_the_pinned_release_over_tls_with_rbac(flavor: str, request) -> None:
+    p: Plane = request.getfixturevalue(flavor)
+    version = json.loads(p.ok("version", "-o", "json"))
+    assert version["serverVersion"]["gitVersion"] == build.K8S_VERSION
+    assert version["clientVersion"]["gitVersion"] == build.K8S_VERSION
+    server = p.ok("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
+    assert server.startswith("https://127.0.0.1:")
+    # the apiserver's authorizer is Node,RBAC: the user is who its certificate says, and
+    # may do nothing in a namespace nobody gave it
+    assert p.ok("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}", user=True) == pki.USER_NAME
+    ns = p.namespace("rbac", user_role=None)
+    denied = p.run("get", "pods", "-n", ns, user=True)
+    assert denied.returncode != 0 and "forbidden" in denied.stderr.lower()
+    mine = p.namespace("rbac-mine", user_role="edit")
+    assert p.run("auth", "can-i", "create", "pods", "-n", mine, user=True).stdout.strip() == "yes"
+    assert p.run("auth", "can-i", "create", "pods", "-n", ns, user=True).stdout.strip() == "no"
+    assert p.run("auth", "can-i", "create", "clusterrolebindings", user=True).stdout.strip() == "no"
+
+
+def test_discovery_shows_the_openshift_kinds_only_in_the_openshift_flavour(openshift: Plane, plain: Plane) -> None:
+    def kinds(p: Plane) -> set[str]:
+        return set(p.ok("api-resources", "-o", "name").split())
+
+    os_kinds, plain_kinds = kinds(openshift), kinds(plain)
+    ours = {"securitycontextconstraints.security.openshift.io", "routes.route.openshift.io",
+            "buildconfigs.build.openshift.io", "imagestreams.image.openshift.io"}
+    assert ours <= os_kinds
+    assert not {k for k in plain_kinds if "openshift.io" in k}
+    # the SCC and Route schemas are openshift/api's (a bad field is refused), ours are marked
+    bad = openshift.run("apply", "--dry-run=server", "-f", "-", stdin=json.dumps(
+        {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints",
+         "metadata": {"name": "x"}, "allowPrivilegedContainer": "not-a-bool"}))
+    assert bad.returncode != 0 and "allowPrivilegedContainer" in bad.stderr
+    crd = openshift.json("get", "crd", "imagestreams.image.openshift.io")
+    assert manifests.OURS in crd["metadata"]["annotations"]
+
+
+def test_nodes_look_like_gpu_operator_nodes_and_cpu_only_nodes(openshift: Plane) -> None:
+    nodes = {n["metadata"]["name"]: n for n in openshift.json("get", "nodes")["items"]}
+    gpu = [n for n in nodes.values() if n["metadata"]["labels"].get("nvidia.com/gpu.present") == "true"]
+    cpu = [n for n in nodes.values() if "nvidia.com/gpu" not in n["status"]["allocatable"]]
+    assert gpu and cpu
+    for n in gpu:
+        alloc = n["status"]["allocatable"]
+        assert int(alloc["nvidia.com/gpu"]) > 0 and "rdma/rdma_shared_device_a" in alloc
+        assert manifests.SRIOV_POOL in alloc
+        assert n["metadata"]["labels"]["nvidia.com/gpu.product"]
+    for n in nodes.values():
+        ready = [c for c in n["status"]["conditions"] if c["type"] == "Ready"]
+        assert ready and ready[0]["status"] == "True", n["metadata"]["name"]
+
+
+def test_a_claim_binds_and_a_missing_image_is_errimagepull(openshift: Plane) -> None:
+    ns = openshift.namespace("storage")
+    openshift.apply(_claim(ns, "data"), user=True)
+    _wait("the claim bound", lambda: openshift.run("get", "pvc", "-n", ns, "data", "-o",
+                                                   "jsonpath={.status.phase}").stdout == "Bound")
+    sc = openshift.ok("get", "pvc", "-n", ns, "data", "-o", "jsonpath={.spec.storageClassName}")
+    assert sc == manifests.DEFAULT_STORAGE_CLASS  # the default class, set by admission
+    openshift.apply(_pod(ns, "pulls-nothing", image=MISSING_IMAGE), user=True)
+
+    def reason() -> str:
+        return openshift.run("get", "pod", "-n", ns, "pulls-nothing", "-o",
+                             "jsonpath={.status.containerStatuses[0].state.waiting.reason}").stdout
+
+    assert _wait("ErrImagePull", reason, 30) in ("ErrImagePull", "ImagePullBackOff")
+    assert _wait("ImagePullBackOff", lambda: reason() == "ImagePullBackOff", 30)
+    assert openshift.ok("get", "pod", "-n", ns, "pulls-nothing", "-o", "jsonpath={.status.phase}") == "Pending"
+
+
+def test_exec_runs_confined_to_the_pods_own_root(openshift: Plane) -> None:
+    """Host safety: what a pod's process writes lands in the pod's folder under the tier,
+    never on this machine; a command named by absolute path (which bypasses the per-pod
+    wrapper) finds the host read-only."""
+    ns = openshift.namespace("confine")
+    openshift.apply(_claim(ns, "ws"), _pod(ns, "p0", claim="ws"), user=True)
+    _wait("pod Running", lambda: _running(openshift, ns, "p0"))
+    token = uuid.uuid4().hex
+    host_ws, host_root = Path("/workspace") / token, Path("/root") / token
+    res = openshift.run("exec", "-n", ns, "p0", "--", "sh", "-c",
+                        f"echo ws > /workspace/{token} && echo home > /root/{token} && echo tmp > /tmp/{token}"
+                        " && hostname && echo \"$GREETING|$MY_POD|$HOME\"", user=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split("\n")[:2] == ["p0", "hello from the pod spec|p0|/root"]
+    assert not host_ws.exists() and not host_root.exists() and not (Path("/tmp") / token).exists()
+    vol = openshift.volume_dir(ns, "ws")
+    assert (vol / token).read_text() == "ws\n"  # /workspace is the claim's volume
+    root = openshift.pod_dir(ns, "p0") / "upper"
+    assert (root / "root" / token).read_text() == "home\n"
+    assert (root / "tmp" / token).read_text() == "tmp\n"
+    # the tier's own folder (keys, other pods) is hidden from the pod
+    peek = openshift.run("exec", "-n", ns, "p0", "--", "ls", str(openshift.tier.folder / "pki"))
+    assert peek.returncode != 0
+    # by absolute path: kwok's own namespace, where the host is read-only
+    bypass = openshift.run("exec", "-n", ns, "p0", "--", "/bin/sh", "-c", f"echo x > /root/{token}.abs")
+    assert bypass.returncode != 0 and "Read-only file system" in bypass.stderr + bypass.stdout
+    assert not Path(f"/root/{token}.abs").exists()
+
+
+def test_logs_and_cp_reach_the_pod(openshift: Plane, tmp_path: Path) -> None:
+    ns = openshift.namespace("logs")
+    openshift.apply(_pod(ns, "p1", node="cpu-node-0"), user=True)
+    _wait("pod Running", lambda: _running(openshift, ns, "p1"))
+    log = openshift.ok("logs", "-n", ns, "p1", user=True)
+    assert f"{ns}/p1" in log and "cpu-node-0" in log
+    src = tmp_path / "payload.txt"
+    src.write_text("copied in\n")
+    openshift.ok("cp", str(src), f"{ns}/p1:/workspace/payload.txt", user=True)
+    ws = openshift.pod_dir(ns, "p1") / "volumes" / "ws"
+    assert (ws / "payload.txt").read_text() == "copied in\n"
+    back = tmp_path / "back.txt"
+    openshift.ok("cp", f"{ns}/p1:/workspace/payload.txt", str(back), user=True)
+    assert back.read_text() == "copied in\n"
