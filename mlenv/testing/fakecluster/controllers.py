@@ -15,10 +15,10 @@ import json
 from typing import Any
 
 from mlenv.cluster.api import Manifest
-
-REVISION_LABEL = "controller-revision-hash"  # what the StatefulSet controller labels pods with
 from mlenv.testing.fakecluster.state import _key
 from mlenv.testing.fakecluster.store import ObjectStore
+
+REVISION_LABEL = "controller-revision-hash"  # what the StatefulSet controller labels pods with
 
 NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 

@@ -294,12 +294,17 @@ def test_a_changed_statefulset_is_done_when_every_pod_runs_the_new_spec(local_cf
     fake = FakeCluster.typical(local_cfg.namespace, ["n0", "n1"], gpus=0)
     deploy(local_cfg, DeployOptions(mode="tcp", timeout=60), fake)
     ns = local_cfg.namespace
-    before = {i: fake.get("Pod", f"ml-dev-env-{i}", ns)["metadata"]["uid"] for i in (0, 1)}
+    def live(kind: str, name: str) -> dict:
+        obj = fake.get(kind, name, ns)
+        assert obj is not None, f"{kind}/{name}"
+        return obj
+
+    before = {i: live("Pod", f"ml-dev-env-{i}")["metadata"]["uid"] for i in (0, 1)}
     changed = dataclasses.replace(local_cfg, nccl=dataclasses.replace(local_cfg.nccl, debug="WARN"))
     said: list[str] = []
     deploy(changed, DeployOptions(mode="tcp", timeout=120), fake, say=said.append)
-    rev = fake.get("StatefulSet", "ml-dev-env", ns)["status"]["updateRevision"]
+    rev = live("StatefulSet", "ml-dev-env")["status"]["updateRevision"]
     for i in (0, 1):
-        pod = fake.get("Pod", f"ml-dev-env-{i}", ns)
+        pod = live("Pod", f"ml-dev-env-{i}")
         assert pod["metadata"]["labels"][REVISION_LABEL] == rev and pod["metadata"]["uid"] != before[i]
     assert any("not yet replaced" in s for s in said), said
