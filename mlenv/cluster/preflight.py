@@ -126,6 +126,7 @@ def run_preflight(cfg: ClusterConfig, mode: Mode, nodes: int, manifests: list[Ma
     unserved = _check_cluster_scoped(cfg, mode, manifests, client, rep)
     if "SecurityContextConstraints" not in unserved:
         _check_scc_use(ns, manifests, client, rep)
+        _check_binds(ns, manifests, client, rep)
     _check_nodes(cfg, mode, nodes, client, rep)
     if mode == "rdma":
         for net in cfg.rdma.networks:
@@ -301,6 +302,43 @@ def _check_scc_use(ns: str, manifests: list[Manifest], client: ClusterClient,
                     "rdma", f"service account {ns}/{sa} may not use SCC {scc} and the plan does "
                     f"not grant it: ask a cluster admin (oc adm policy add-scc-to-user {scc} "
                     f"-z {sa} -n {ns})"))
+
+
+def _role_grants(role: str, manifests: list[Manifest]) -> list[tuple[str, str]]:
+    """(verb, resource/name) pairs ``role`` grants: from the plan's ClusterRole, or for
+    OpenShift's ``system:openshift:scc:<name>`` roles, ``use`` of that SCC."""
+    for m in manifests:
+        if m.get("kind") == "ClusterRole" and m["metadata"]["name"] == role:
+            return [(verb, f"{res}/{name}" if name else res)
+                    for rule in m.get("rules") or []
+                    for verb in rule.get("verbs") or []
+                    for res in rule.get("resources") or []
+                    for name in (rule.get("resourceNames") or [""])]
+    prefix = "system:openshift:scc:"
+    return [("use", f"securitycontextconstraints/{role[len(prefix):]}")] if role.startswith(prefix) else []
+
+
+def _check_binds(ns: str, manifests: list[Manifest], client: ClusterClient, rep: PreflightReport) -> None:
+    """i22.3: RBAC lets a user bind a ClusterRole in a RoleBinding only with ``bind`` (or
+    ``escalate``) on that role, or when the user already holds everything it grants.
+    create/patch on rolebindings alone is not enough: a non-admin's RDMA apply was refused
+    by the server after preflight said yes. Said before anything is applied (rdma: the
+    deploy falls back to TCP and says why, unless --no-fallback)."""
+    for m in manifests:
+        ref = m.get("roleRef") or {}
+        if m.get("kind") != "RoleBinding" or ref.get("kind") != "ClusterRole":
+            continue
+        role = str(ref.get("name", ""))
+        if client.can_i("bind", f"clusterroles/{role}", ns) or client.can_i("escalate", f"clusterroles/{role}", ns):
+            continue
+        grants = _role_grants(role, manifests)
+        if grants and all(client.can_i(verb, res, ns) for verb, res in grants):
+            continue
+        held = ", ".join(f"{v} {r}" for v, r in grants) or "what the role grants"
+        rep.problems.append(Problem(
+            "rdma", f"user {rep.user} may not bind clusterrole {role} (rolebinding/{m['metadata']['name']}): "
+            f"that needs `bind` on the role or holding {held} yourself; ask a cluster admin to grant "
+            f"`bind` on clusterrole {role} in namespace {ns}, or to apply the RoleBinding"))
 
 
 def _granting_binding(manifests: list[Manifest], ns: str, sa: str, scc: str) -> str:

@@ -286,3 +286,26 @@ def test_a_recreate_the_user_may_not_delete_is_refused_before_applying(barcelona
     assert not any(r.startswith("ml-dev-env-jupyter") for r in
                    (o["metadata"]["name"] for o in fake.list("Route", barcelona.namespace)))
     assert fake.get("Secret", SECRET_NAME, barcelona.namespace) == secret
+
+
+def test_a_non_admin_who_may_not_bind_the_scc_role_is_told_before_anything_is_applied(
+        barcelona, fake_for) -> None:
+    """i22.3: binding the SCC's `use` ClusterRole needs `bind` on it (or holding `use` of the
+    SCC); create/patch on rolebindings is not enough, and the real server refused the apply
+    after preflight had said yes. Fails on the code before: the deploy went ahead."""
+    fake = fake_for(barcelona)
+    admin_applies(fake, barcelona)  # the SCC and its role exist: only the binding is the user's
+    fake.denied = [*NON_ADMIN, "bind clusterroles", "escalate clusterroles", "use securitycontextconstraints"]
+    with pytest.raises(PreflightFailed) as e:
+        deploy(strict(barcelona), DeployOptions(mode="rdma", timeout=60), fake)
+    msg = str(e.value)
+    assert "may not bind clusterrole" in msg and "use securitycontextconstraints/" in msg
+    assert nothing_applied(fake, barcelona.namespace)
+    # with fallback allowed: TCP, and the reason is said
+    rep = deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
+    assert rep.mode == "tcp" and any("may not bind clusterrole" in r for r in rep.fallback_reasons)
+    # holding `bind` on the role (what an admin grants a project admin) is enough
+    fake2 = fake_for(barcelona)
+    admin_applies(fake2, barcelona)
+    fake2.denied = [*NON_ADMIN, "use securitycontextconstraints"]
+    assert deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake2).mode == "rdma"
