@@ -27,7 +27,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import IO, TYPE_CHECKING, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from mlenv import argv
 from mlenv.cluster import treehash
@@ -167,12 +167,35 @@ def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraErr
         return Invalid(msg, kind=kind, name=name)
     if "apply failed with" in low and "conflict" in low:
         return Conflict(msg, kind=kind, name=name)
+    # i22.9: the server's own reason comes first. A Forbidden can quote a "not found" (an
+    # admission plugin's "serviceaccount \"sa\" not found"), and a NotFound can name an
+    # object called "forbidden-…": retried as NotFound, a Forbidden never ended.
+    reason = re.match(r"error from server \((\w+)\)", msg.lower())
+    if reason and reason.group(1) in ("forbidden", "notfound"):
+        return (Forbidden if reason.group(1) == "forbidden" else NotFound)(msg, kind=kind, name=name)
+    if "forbidden" in low:
+        return Forbidden(msg, kind=kind, name=name)
     if ("notfound" in low or "not found" in low or "doesn't have a resource type" in low
             or "no matches for kind" in low):
         return NotFound(msg, kind=kind, name=name)
-    if "forbidden" in low:
-        return Forbidden(msg, kind=kind, name=name)
     return ApiError(msg, kind=kind, name=name)
+
+
+def event_time(e: dict[str, Any]) -> str:
+    """When an event last happened, as the server records it (i22.9). Events written through
+    events.k8s.io (the kubelet and controllers today) carry ``eventTime`` and, once repeated,
+    ``series.lastObservedTime``; ``lastTimestamp`` is then empty. RFC 3339 strings with or
+    without fractions sort as text once the fraction is padded."""
+    t = str(((e.get("series") or {}).get("lastObservedTime")) or e.get("lastTimestamp") or e.get("eventTime")
+            or e.get("firstTimestamp") or (e.get("metadata") or {}).get("creationTimestamp") or "")
+    if t.endswith("Z") and "." not in t:
+        t = t[:-1] + ".000000Z"
+    return t
+
+
+def event_count(e: dict[str, Any]) -> int:
+    """How many times it happened: ``count`` (core/v1) or ``series.count`` (events.k8s.io)."""
+    return int(e.get("count") or (e.get("series") or {}).get("count") or 1)
 
 
 class OcCluster:
@@ -468,11 +491,11 @@ class OcCluster:
         opts = ["--output=json"] + ([f"--field-selector={argv.field_selector(sel)}"] if sel else [])
         items = json.loads(self._ok("get", opts, ["events"], namespace=namespace)
                            or "{}").get("items", [])
-        items.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or ""))
+        items.sort(key=event_time)
         return [Event(str((e.get("involvedObject") or {}).get("kind", "")),
                       str((e.get("involvedObject") or {}).get("name", "")),
                       str(e.get("type", "")), str(e.get("reason", "")),
-                      str(e.get("message", "")), int(e.get("count") or 1)) for e in items]
+                      str(e.get("message", "")), event_count(e)) for e in items]
 
     # -- pods -------------------------------------------------------------------------
 

@@ -30,9 +30,13 @@ from mlenv.render.workload import (
 )
 
 PRIVILEGED_SCC_ROLE = "system:openshift:scc:privileged"
-# Volume types the pods use; the SCC allows these and nothing else. "projected" is the
-# service-account token volume the kubelet adds to every pod.
-SCC_VOLUMES = ["emptyDir", "persistentVolumeClaim", "projected", "secret"]
+# Volume types the SCC allows: restricted-v2's own list (the RDMA SCC is restricted-v2
+# plus IPC_LOCK). "projected" is the service-account token volume the kubelet adds to
+# every pod; i22.9: the SR-IOV network resources injector adds a downwardAPI volume to
+# pods that request an SR-IOV resource, and with our first four types alone those pods
+# were refused at creation.
+SCC_VOLUMES = ["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
+               "projected", "secret"]
 
 # Apply order: identities and permissions first, then the image, storage, networking
 # (the NetworkPolicies before the pods they guard, so no pod ever runs unguarded),

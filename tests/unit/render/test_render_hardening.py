@@ -240,6 +240,18 @@ def test_i9_9_rdma_scc_allows_the_projected_token_volume() -> None:
     assert "projected" in SCC_VOLUMES and "secret" in SCC_VOLUMES
 
 
+def test_i22_9_rdma_scc_allows_what_restricted_v2_allows() -> None:
+    """The SR-IOV injector adds a downwardAPI volume; restricted-v2 allows configMap, csi,
+    downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected and secret. Fails on
+    the code before (4 types)."""
+    from mlenv.render.plan import SCC_VOLUMES
+
+    assert sorted(SCC_VOLUMES) == ["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral",
+                                   "persistentVolumeClaim", "projected", "secret"]
+    scc = next(m for m in render_cluster(rdma_cluster(), "rdma") if m["kind"] == "SecurityContextConstraints")
+    assert "downwardAPI" in scc["volumes"]
+
+
 # --- i10.6 scheduling defaults ----------------------------------------------------------------
 
 
