@@ -169,3 +169,32 @@ def test_a_changed_spec_is_rolled_out_before_deploy_says_done(openshift: Plane, 
     for p in pods:
         assert p["metadata"]["labels"]["controller-revision-hash"] == rev, p["metadata"]["name"]
         assert p["metadata"]["uid"] != uids[p["metadata"]["name"]]
+
+
+def test_an_unresponsive_api_server_ends_every_verb_within_the_timeout(openshift: Plane, tmp_path: Path) -> None:
+    """item 11 on the real server: the apiserver stopped (SIGSTOP: connections are accepted
+    by the kernel, nothing answers). Each verb exits 3 within MLENV_API_TIMEOUT_S + 5 s
+    with one line naming the server, and the plane carries on once it is continued."""
+    import os
+    import signal
+
+    root, name, ns = _setup(openshift, tmp_path, "hung", user=False)
+    server = openshift.ok("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
+    pid = int(openshift.tier.pid_file("kube-apiserver").read_text().split()[0])
+    timeout_s = 3
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        for verb in (["status", name], ["logs", name], ["deploy", name, "--mode", "tcp"], ["teardown", name]):
+            t0 = time.monotonic()
+            res = mlenv(root, openshift, *verb, "--request-timeout", str(timeout_s), timeout=120)
+            took = time.monotonic() - t0
+            assert res.returncode == 3, (verb, res.stdout, res.stderr)
+            assert took < timeout_s + 5, f"{verb[0]}: {took:.1f} s"
+            errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error")]
+            assert len(errors) == 1 and server.removeprefix("https://") in errors[0], (verb, res.stderr)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    deadline = time.monotonic() + 60
+    while openshift.run("get", "--raw", "/readyz").returncode != 0:
+        assert time.monotonic() < deadline, "the apiserver did not come back"
+        time.sleep(0.5)
