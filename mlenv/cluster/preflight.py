@@ -87,10 +87,13 @@ def same_server(configured: str, live: str) -> bool:
 
 
 def _quantity(v: object) -> float:
-    try:
-        return float(str(v))
-    except ValueError:
-        return 0.0
+    """A node's allocatable amount. The API server writes quantities in canonical form: a
+    device plugin's 1000 shared RDMA devices come back as ``1k`` (seen on the real plane,
+    i22), which float() refused, so preflight counted 0 and refused RDMA."""
+    from mlenv.config.rules import parse_quantity
+
+    q = parse_quantity(str(v))
+    return float(q) if q is not None and q.is_finite() else 0.0
 
 
 def node_ready(node: Manifest) -> bool:

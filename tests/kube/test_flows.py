@@ -198,3 +198,30 @@ def test_an_unresponsive_api_server_ends_every_verb_within_the_timeout(openshift
     while openshift.run("get", "--raw", "/readyz").returncode != 0:
         assert time.monotonic() < deadline, "the apiserver did not come back"
         time.sleep(0.5)
+
+
+def test_a_non_admin_rdma_deploy_is_told_what_rbac_refuses_before_applying(openshift: Plane, tmp_path: Path) -> None:
+    """item 3 on the real RBAC: a namespace admin may create RoleBindings, but binding the
+    SCC's `use` ClusterRole needs `bind` on it or holding `use` of the SCC. With the SCC and
+    its role applied by a cluster admin, the user's RDMA deploy is stopped by preflight
+    naming that (--no-fallback), or falls back to TCP saying so; nothing half-applied."""
+    from _kubeenv import networks_for
+
+    from mlenv.config import load
+    from mlenv.render.plan import render_cluster
+
+    root, name, ns = _setup(openshift, tmp_path, "rbac", user=True, base="barcelona")
+    networks_for(openshift, root, name)
+    cfg = load(name, root)
+    # the cluster admin applies them as the hint says (`apply --server-side`: a client-side
+    # apply drops the SCC's `priority: null`, which the CRD requires, and is refused)
+    admin_objs = [m for m in render_cluster(cfg, "rdma") if m["kind"] in ("SecurityContextConstraints", "ClusterRole")]
+    openshift.ok("apply", "--server-side", "-f", "-",
+                 stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": admin_objs}))
+    strict = mlenv(root, openshift, "deploy", name, "--mode", "rdma", "--no-fallback", user=True)
+    said = strict.stdout + strict.stderr
+    assert strict.returncode == 3, said
+    assert "may not bind clusterrole" in said and "use securitycontextconstraints/" in said, said
+    assert openshift.run("get", "statefulset", "-n", ns, "ml-dev-env").returncode != 0  # nothing applied
+    loose = _ok(mlenv(root, openshift, "deploy", name, "--mode", "rdma", user=True), "deploy with fallback")
+    assert "may not bind clusterrole" in loose and "(tcp mode, fell back from rdma)" in loose, loose

@@ -128,6 +128,25 @@ def user_cluster_role() -> list[Obj]:
                         "verbs": ["get", "list", "watch"]}]}]
 
 
+def openshift_aggregated_roles() -> list[Obj]:
+    """On OpenShift, a project's admin and edit roles include builds, images, routes and
+    Multus networks; our CRDs get the same through the roles' aggregation labels (without
+    them a namespace admin of the tier could not deploy what a real project admin can)."""
+    rules = [{"apiGroups": ["build.openshift.io"], "resources": ["buildconfigs", "builds", "buildconfigs/instantiate"],
+              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+             {"apiGroups": ["image.openshift.io"], "resources": ["imagestreams", "imagestreamtags"],
+              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+             {"apiGroups": ["route.openshift.io"], "resources": ["routes"],
+              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+             {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["network-attachment-definitions"],
+              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]
+    return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+             "metadata": {"name": "mlenv-tier-openshift-project-kinds",
+                          "labels": {"rbac.authorization.k8s.io/aggregate-to-admin": "true",
+                                     "rbac.authorization.k8s.io/aggregate-to-edit": "true"}},
+             "rules": rules}]
+
+
 def grant(namespace: str, user: str, role: str) -> list[Obj]:
     """The namespace and a RoleBinding of ``user`` to the ``role`` ClusterRole inside it."""
     return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},

@@ -259,7 +259,8 @@ def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_imag
         crds += manifests.openshift_crds()
     _apply_crds(kc, crds)
     kc.apply([*manifests.storage_classes(), *manifests.user_cluster_role(),
-              manifests.developer_binding(pki.USER_NAME)])
+              manifests.developer_binding(pki.USER_NAME),
+              *(manifests.openshift_aggregated_roles() if flavor == "openshift" else [])])
 
     _start_kwok(tier, bins, p, ports, missing_images)
     kc.apply([manifests.gpu_node(n) for n in GPU_NODES] + [manifests.cpu_node(n) for n in CPU_NODES])

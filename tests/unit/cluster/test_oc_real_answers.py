@@ -30,3 +30,14 @@ def test_events_order_by_when_they_last_happened_whatever_api_wrote_them() -> No
     items = [repeated, new_style, core]
     assert [e["reason"] for e in sorted(items, key=event_time)] == ["old", "newer", "newest"]
     assert [event_count(e) for e in (core, new_style, repeated)] == [3, 1, 7]
+
+
+@pytest.mark.parametrize(("served", "count"), [("1k", 1000.0), ("8", 8.0), ("500m", 0.5), ("2Ki", 2048.0),
+                                                ("junk", 0.0)])
+def test_node_allocatable_is_read_as_a_quantity(served: str, count: float) -> None:
+    """The real server wrote a device plugin's 1000 shared RDMA devices as `1k`; float()
+    read 0 and preflight refused RDMA on every node (fails on the code before)."""
+    from mlenv.cluster.preflight import _alloc
+
+    node = {"status": {"allocatable": {"rdma/rdma_shared_device_a": served}}}
+    assert _alloc(node, "rdma/rdma_shared_device_a") == count
