@@ -26,8 +26,7 @@ LONG_FIRST = (
     "tests/integration/test_localize.py",
     "tests/integration/test_pod_workspace.py",
 )
-# The kube tier first: one worker runs all of it (xdist_group "kube", about 6 minutes).
-TIERS = ("tests/kube/", "tests/integration/", "tests/cli/", "tests/unit/")
+TIERS = ("tests/integration/", "tests/cli/", "tests/unit/")
 # Every test carries its tier's marker, from its folder, so `-m "not integration"` or
 # `-m unit` selects a tier without each module having to remember to say so.
 TIER_MARKERS = {"tests/unit/": "unit", "tests/cli/": "cli", "tests/integration/": "integration",

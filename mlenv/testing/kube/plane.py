@@ -9,6 +9,7 @@ the processes ``up`` recorded, after checking each pid is still the process it s
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import shutil
@@ -181,6 +182,15 @@ def up(flavor: str = "openshift", say: Say = lambda _line: None, folder: Path | 
     if flavor not in FLAVORS:
         raise PlaneError(f"KUBE_FLAVOR={flavor!r}: expected one of {', '.join(FLAVORS)}")
     tier = Tier(tier_dir(folder))
+    tier.folder.mkdir(parents=True, exist_ok=True)
+    # One `up` per folder at a time: two starting the same plane rewrote each other's keys
+    # while an apiserver read them (seen in CI); the second now finds the plane up.
+    with (tier.folder / "up.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return _up_locked(tier, flavor, say, missing_images)
+
+
+def _up_locked(tier: Tier, flavor: str, say: Say, missing_images: tuple[str, ...]) -> Tier:
     st = status(tier)
     if st["up"]:
         if st.get("flavor") != flavor:

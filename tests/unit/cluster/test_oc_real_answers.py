@@ -3,6 +3,8 @@ in one shape: lastTimestamp and count filled, and no Forbidden that quotes a Not
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mlenv.cluster.api import Forbidden, NotFound
@@ -23,9 +25,9 @@ def test_the_servers_own_reason_decides(stderr: str, expected: type) -> None:
 
 
 def test_events_order_by_when_they_last_happened_whatever_api_wrote_them() -> None:
-    core = {"reason": "old", "lastTimestamp": "2026-11-27T10:00:05Z", "count": 3}
-    new_style = {"reason": "newer", "lastTimestamp": None, "eventTime": "2026-11-27T10:00:06.120000Z"}
-    repeated = {"reason": "newest", "eventTime": "2026-11-27T09:00:00.000001Z",
+    core: dict[str, Any] = {"reason": "old", "lastTimestamp": "2026-11-27T10:00:05Z", "count": 3}
+    new_style: dict[str, Any] = {"reason": "newer", "lastTimestamp": None, "eventTime": "2026-11-27T10:00:06.120000Z"}
+    repeated: dict[str, Any] = {"reason": "newest", "eventTime": "2026-11-27T09:00:00.000001Z",
                 "series": {"count": 7, "lastObservedTime": "2026-11-27T10:00:07.000001Z"}}
     items = [repeated, new_style, core]
     assert [e["reason"] for e in sorted(items, key=event_time)] == ["old", "newer", "newest"]
