@@ -45,6 +45,8 @@ printf '%s\n' "${MLENV_KUBE_MOUNTS:-}" | while IFS='=' read -r dest src; do
 done
 hostname "${MLENV_KUBE_POD_NAME:-pod}"
 unset MLENV_KUBE_POD_ROOT MLENV_KUBE_MOUNTS MLENV_KUBE_TIER
+# chroot is found with the system PATH above: the pod's own PATH (below) may lack /usr/sbin.
+chroot_bin=$(command -v chroot)
 PATH=${MLENV_KUBE_PATH:-/usr/local/bin:/usr/bin:/bin}
 export PATH
-exec chroot "$m" /bin/sh -c 'cd "${MLENV_KUBE_WORKDIR:-/}" 2>/dev/null || cd /; exec "$@"' sh "$cmd" "$@"
+exec "$chroot_bin" "$m" /bin/sh -c 'cd "${MLENV_KUBE_WORKDIR:-/}" 2>/dev/null || cd /; exec "$@"' sh "$cmd" "$@"
