@@ -182,6 +182,12 @@ def test_an_unresponsive_api_server_ends_every_verb_within_the_timeout(openshift
     server = openshift.ok("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
     pid = int(openshift.tier.pid_file("kube-apiserver").read_text().split()[0])
     timeout_s = 3
+    # What the bound is about is the API calls, not this machine's Python start-up: under
+    # make test's load one `mlenv` start alone took seconds (CI: 9.0 s against a bare 8 s
+    # bound), so the start-up of a verb that calls nothing is measured now and added.
+    t0 = time.monotonic()
+    _ok(mlenv(root, openshift, "validate", name), "validate")
+    start_up = time.monotonic() - t0
     os.kill(pid, signal.SIGSTOP)
     try:
         for verb in (["status", name], ["logs", name], ["deploy", name, "--mode", "tcp"], ["teardown", name]):
@@ -189,7 +195,7 @@ def test_an_unresponsive_api_server_ends_every_verb_within_the_timeout(openshift
             res = mlenv(root, openshift, *verb, "--request-timeout", str(timeout_s), timeout=120)
             took = time.monotonic() - t0
             assert res.returncode == 3, (verb, res.stdout, res.stderr)
-            assert took < timeout_s + 5, f"{verb[0]}: {took:.1f} s"
+            assert took < timeout_s + 5 + start_up, f"{verb[0]}: {took:.1f} s (start-up {start_up:.1f} s)"
             errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error")]
             assert len(errors) == 1 and server.removeprefix("https://") in errors[0], (verb, res.stderr)
     finally:
