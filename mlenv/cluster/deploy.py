@@ -609,6 +609,9 @@ class PodSplit:
     # the StatefulSet's own past spec.replicas (a scale-down still terminating them): ours,
     # listed by status and left to the controller, but no worker (sync/launch skip them)
     leaving: list[Manifest] = field(default_factory=list)
+    # the StatefulSet the split was made against (None: not this instance's or absent);
+    # its status tells wait_ready whether the rollout is done, with no second read
+    statefulset: Manifest | None = None
 
 
 def split_pods(cfg: ClusterConfig, client: ClusterClient) -> PodSplit:
@@ -624,7 +627,7 @@ def split_pods(cfg: ClusterConfig, client: ClusterClient) -> PodSplit:
     uid = str(((sts or {}).get("metadata") or {}).get("uid", ""))
     replicas = int(((sts or {}).get("spec") or {}).get("replicas", 1))
     names = {pod_name(i): i for i in range(replicas)} if uid else {}
-    split = PodSplit([], [], [])
+    split = PodSplit([], [], [], statefulset=sts)
     for p in labelled:
         meta = p.get("metadata") or {}
         name = str(meta.get("name", ""))
@@ -654,13 +657,12 @@ def neighbour_pods(cfg: ClusterConfig, client: ClusterClient) -> list[str]:
 REVISION_LABEL = "controller-revision-hash"
 
 
-def not_rolled_out(cfg: ClusterConfig, client: ClusterClient, pods: list[PodView]) -> list[str]:
+def not_rolled_out(sts: Manifest | None, pods: list[PodView]) -> list[str]:
     """i22.5: pods (by name) still on the StatefulSet's old revision, or the StatefulSet
     itself while its controller has not seen the latest spec. A changed StatefulSet keeps
     its old pods Ready while the controller replaces them one by one: counting Ready pods
     alone declared the deploy done before any pod ran the new spec."""
-    sts = client.get("StatefulSet", STATEFULSET, cfg.namespace) or {}
-    status, meta = sts.get("status") or {}, sts.get("metadata") or {}
+    status, meta = (sts or {}).get("status") or {}, (sts or {}).get("metadata") or {}
     if "observedGeneration" in status and int(status["observedGeneration"]) < int(meta.get("generation", 0)):
         return [f"statefulset/{STATEFULSET} (generation {meta.get('generation')} not yet observed)"]
     rev = str(status.get("updateRevision", ""))
@@ -677,7 +679,8 @@ def wait_ready(cfg: ClusterConfig, nodes: int, client: ClusterClient, timeout: f
     last = ""
     pull_failed_since: float | None = None
     while True:
-        pods = worker_pods(cfg, client)
+        split = split_pods(cfg, client)
+        pods = [PodView.of(p) for p in split.workers]
         ready = sum(p.ready for p in pods)
         stuck = [p for p in pods if not p.ready and p.waiting_reason in PULL_FAILED]
         if not stuck:
@@ -688,7 +691,7 @@ def wait_ready(cfg: ClusterConfig, nodes: int, client: ClusterClient, timeout: f
             if any(p.waiting_reason != "ErrImagePull" for p in stuck) or now - pull_failed_since >= PULL_GRACE_S:
                 raise ImageUnavailable(image_problem(cfg, stuck))
         why = _latest_warnings(cfg, client) if ready < len(pods) else {}
-        stale = not_rolled_out(cfg, client, pods)
+        stale = not_rolled_out(split.statefulset, pods)
         line = f"waiting: {ready}/{nodes} pods Ready " + " ".join(
             f"{p.name}={'Ready' if p.ready else p.waiting_reason or why.get(p.name) or p.phase}" for p in pods
         ) + (f" (rollout: {', '.join(stale)} not yet replaced)" if stale else "") \
