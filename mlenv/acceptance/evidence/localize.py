@@ -31,6 +31,13 @@ Plan:
   until the round budget: a healthy run measures ``budget × N/2`` distinct pairs (all of
   them for four nodes) and names nobody. Once something is named and nobody is left in
   doubt, it stops.
+- Racks (issue 26 §5): with a topology (``racks``, a rack per node), the survey is
+  :func:`mlenv.acceptance.evidence.topology.topology_rounds` (pairs inside each rack, then
+  across racks), run to its end before any targeted round, and every judgement first asks
+  :func:`~mlenv.acceptance.evidence.topology.rack_findings` what the racks explain: a slow
+  leaf switch or uplink is one finding (``rack_findings``), its pairs neither slow links
+  nor evidence against their nodes. A targeted round pairs a doubtful node with a good
+  node of its own rack first.
 - Bounds: ``max_rounds`` (default ``max(3, ceil(log2 N))``) and ``deadline_s``: a round
   starts only when the time left is at least the longest round so far. Whatever is not
   resolved then is reported as suspects (*inconclusive*), never guessed.
@@ -43,6 +50,8 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from mlenv.acceptance.evidence import topology as topo
 
 Pair = tuple[int, int]
 Measure = Callable[[Sequence[Pair]], Mapping[Pair, float]]
@@ -120,6 +129,8 @@ class Localization:
     bar_gbps: float | None = None
     figures: dict[Pair, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    racks: list[str | None] | None = None  # the rack of each node, when a topology was given
+    rack_findings: list[topo.RackFinding] = field(default_factory=list)
 
     def worst_figure(self, node: int) -> float | None:
         """The lowest figure measured with ``node`` in the pair."""
@@ -138,6 +149,10 @@ class Localization:
             "suspects": [nm(i) for i in self.suspects],
             "reference_gbps": self.reference_gbps, "bar_gbps": self.bar_gbps,
             "rounds": [r.to_dict(names) for r in self.rounds], "notes": list(self.notes),
+            **({} if self.racks is None else {
+                "racks": {nm(i): r for i, r in enumerate(self.racks) if r},
+                "rack_findings": [{"kind": f.kind, "racks": list(f.racks),
+                                   "pairs": [[nm(a), nm(b)] for a, b in f.pairs]} for f in self.rack_findings]}),
         }
 
 
@@ -145,14 +160,24 @@ class Localization:
 class _State:
     n: int
     figures: dict[Pair, float] = field(default_factory=dict)
+    racks: Sequence[str | None] | None = None
+    rack_findings: list[topo.RackFinding] = field(default_factory=list)
 
     def judge(self, ref: float | None, slow_frac: float) -> tuple[set[Pair], set[int], set[int], set[Pair]]:
-        """(slow pairs, good nodes, slow nodes, slow links) from every figure so far."""
+        """(slow pairs, good nodes, slow nodes, slow links) from every figure so far.
+
+        With racks, what a rack finding explains first (kept in ``rack_findings``): those
+        pairs count neither as slow links nor against their nodes.
+        """
         if ref is None:
             return set(), set(), set(), set()
         bar = (1.0 - slow_frac) * ref
-        slow = {p for p, v in self.figures.items() if v < bar}
-        good = {x for p in self.figures if p not in slow for x in p}
+        if self.racks is not None:
+            self.rack_findings = topo.rack_findings(self.racks, self.figures, bar)
+        gone = topo.explained(self.rack_findings)
+        figures = {p: v for p, v in self.figures.items() if p not in gone}
+        slow = {p for p, v in figures.items() if v < bar}
+        good = {x for p in figures if p not in slow for x in p}
         bad: set[int] = set()
         for x in range(self.n):
             if x in good:
@@ -215,17 +240,19 @@ def _pack(fresh: list[Pair], carry: list[Pair]) -> tuple[list[Pair], set[int], l
     return sorted(now), used, later
 
 
-def next_round(n: int, measured: set[Pair], good: set[int], doubtful: Sequence[int]) -> list[Pair]:
+def next_round(n: int, measured: set[Pair], good: set[int], doubtful: Sequence[int],
+               racks: Sequence[str | None] | None = None) -> list[Pair]:
     """Disjoint pairs for the doubtful nodes: a good partner each where one is left, else each other.
 
+    With ``racks``, a good partner of the node's own rack first (no uplink between them).
     Never a pair measured before (its figure is known).
     """
     used: set[int] = set()
     out: list[Pair] = []
-    pool = sorted(good)
     for x in doubtful:
         if x in used:
             continue
+        pool = sorted(good, key=lambda g: (racks is None or not racks[x] or racks[g] != racks[x], g))
         partner = next((g for g in pool if g not in used and norm(x, g) not in measured), None)
         if partner is None:
             partner = next((y for y in doubtful if y != x and y not in used and norm(x, y) not in measured), None)
@@ -238,23 +265,21 @@ def next_round(n: int, measured: set[Pair], good: set[int], doubtful: Sequence[i
 
 def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
              expected_gbps: float | None = None, max_rounds: int | None = None,
-             deadline_s: float | None = None, clock: Callable[[], float] = time.monotonic) -> Localization:
-    """Run rounds of ``measure`` over ``n`` nodes until the slow nodes/links are named.
+             deadline_s: float | None = None, clock: Callable[[], float] = time.monotonic,
+             racks: Sequence[str | None] | None = None) -> Localization:
+    """Run rounds of ``measure`` over ``n`` nodes until the slow nodes/links (and racks) are named.
 
     ``measure(pairs)`` measures every pair of one round at once and returns GB/s per
-    pair (every pair it was given). Raises ValueError on ``n < 2``, a bad ``slow_frac``
-    or a ``measure`` that leaves a pair out or returns a negative figure.
+    pair (every pair it was given). ``racks``: each node's rack (None: outside the
+    topology); the survey then pairs within and across racks first. Raises ValueError
+    on ``n < 2``, a bad ``slow_frac``, ``racks`` of another length, or a ``measure``
+    that leaves a pair out or returns a negative figure.
     """
-    if n < 2:
-        raise ValueError(f"localization needs at least two nodes, got {n}")
-    if not 0.0 < slow_frac < 1.0:
-        raise ValueError(f"slow_frac must be between 0 and 1, got {slow_frac}")
-    budget = max_rounds if max_rounds is not None else default_max_rounds(n)
-    st = _State(n)
-    loc = Localization(n=n, outcome=NOBODY)
+    budget, schedule, by_rack = _plan(n, slow_frac, max_rounds, racks)
+    st = _State(n, racks=racks)
+    loc = Localization(n=n, outcome=NOBODY, racks=None if racks is None else list(racks))
     t0 = clock()
     longest = 0.0
-    schedule = survey_schedule(n)
     # The reference comes from survey rounds only (every node in at most one pair each):
     # targeted rounds pair suspects on purpose, and their figures would drag it down.
     survey: list[float] = []
@@ -286,11 +311,14 @@ def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
         slow, good, bad, links = st.judge(ref, slow_frac)
         explained = good | bad
         doubtful = [x for x in range(n) if x not in explained]
+        slow |= topo.explained(st.rack_findings)  # a rack's slow pairs are still slow in the round's line
         loc.rounds.append(Round(len(loc.rounds) + 1, list(pairs), figs, ref, sorted(p for p in pairs if p in slow),
                                 sorted(good), [x for x in doubtful if any(x in p for p in st.figures)], dur))
         loc.reference_gbps, loc.slow_nodes, loc.slow_links = ref, sorted(bad), sorted(links)
         loc.bar_gbps = None if ref is None else (1.0 - slow_frac) * ref
-        if ref is None or not (doubtful or bad or links):
+        if len(loc.rounds) < len(by_rack):  # the topology survey first, whatever it shows
+            pairs = [p for p in next(schedule) if p not in st.figures]
+        elif ref is None or not (doubtful or bad or links or st.rack_findings):
             # Nothing to judge yet, or nothing found: survey pairs not measured so far
             # (a slow link between two nodes shows only when they are paired).
             surveying = True
@@ -301,7 +329,7 @@ def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
                     break
         elif doubtful:
             surveying = False
-            pairs = next_round(n, set(st.figures), good, doubtful)
+            pairs = next_round(n, set(st.figures), good, doubtful, racks)
         else:  # found, and nobody left in doubt
             pairs = []
     loc.figures = dict(st.figures)
@@ -309,10 +337,36 @@ def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
     return loc
 
 
+def _plan(n: int, slow_frac: float, max_rounds: int | None,
+          racks: Sequence[str | None] | None) -> tuple[int, Iterator[list[Pair]], list[list[Pair]]]:
+    """Check the arguments; (round budget, survey schedule, the topology survey's rounds)."""
+    if n < 2:
+        raise ValueError(f"localization needs at least two nodes, got {n}")
+    if not 0.0 < slow_frac < 1.0:
+        raise ValueError(f"slow_frac must be between 0 and 1, got {slow_frac}")
+    if racks is not None and len(racks) != n:
+        raise ValueError(f"racks names {len(racks)} node(s) for {n} nodes")
+    budget = max_rounds if max_rounds is not None else default_max_rounds(n)
+    if racks is None:
+        return budget, survey_schedule(n), []
+    # The topology survey runs to its end (a rack is judged on every pair of racks); the
+    # budget grows by it so that a targeted round still fits after it.
+    by_rack = topo.topology_rounds(racks, max_cross_rounds=default_max_rounds(n))
+    return max(budget, len(by_rack) + 1), _then(by_rack, survey_schedule(n)), by_rack
+
+
+def _then(planned: list[list[Pair]], rest: Iterator[list[Pair]]) -> Iterator[list[Pair]]:
+    """The topology survey's rounds, then the plain survey's (its pairs already measured are
+    dropped by the caller)."""
+    yield from planned
+    yield from rest
+
+
 def _conclude(loc: Localization, st: _State, slow_frac: float) -> None:
     n = loc.n
     ref = loc.reference_gbps
     slow, good, bad, _ = st.judge(ref, slow_frac)
+    loc.rack_findings = list(st.rack_findings)
     loc.suspects = [x for x in range(n) if x not in good and x not in bad]
     if n == 2:
         (p, v), = st.figures.items()
@@ -328,7 +382,7 @@ def _conclude(loc: Localization, st: _State, slow_frac: float) -> None:
                              "link between them; a third node is needed to tell which")
             loc.suspects = [0, 1]
             return
-    if loc.slow_nodes or loc.slow_links:
+    if loc.slow_nodes or loc.slow_links or loc.rack_findings:
         loc.outcome = FOUND
         if loc.suspects:
             loc.notes.append(f"also unresolved: {len(loc.suspects)} node(s) still in doubt")
@@ -348,7 +402,7 @@ class SimulatedFabric:
     """A fake fabric for planning (benchmarks, unit tests), not a measurement.
 
     Every pair moves ``healthy_gbps``; a slow node caps every pair it is in at its
-    factor, a slow link only its own pair; ``noise`` (a fraction) varies each figure
+    factor, a slow link only its own pair, a slow uplink every pair leaving its rack; ``noise`` (a fraction) varies each figure
     deterministically by pair and round. ``calls`` counts rounds measured.
     """
 
@@ -357,11 +411,18 @@ class SimulatedFabric:
     slow_links: Mapping[Pair, float] = field(default_factory=dict)  # normalised pair -> factor
     noise: float = 0.0
     calls: int = 0
+    racks: Sequence[str | None] = ()  # node -> rack, for the two below
+    slow_uplinks: Mapping[str, float] = field(default_factory=dict)  # rack -> factor of every pair leaving it
+    slow_between: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (rack, rack) sorted -> factor
 
     def figure(self, p: Pair, salt: int = 0) -> float:
         """The figure pair ``p`` would measure (in round ``salt``)."""
         a, b = p
         f = min(self.slow_nodes.get(a, 1.0), self.slow_nodes.get(b, 1.0)) * self.slow_links.get(norm(a, b), 1.0)
+        ra, rb = (self.racks[a], self.racks[b]) if self.racks else (None, None)
+        if ra != rb:
+            f *= min(self.slow_uplinks.get(ra or "", 1.0), self.slow_uplinks.get(rb or "", 1.0))
+            f *= self.slow_between.get((min(ra or "", rb or ""), max(ra or "", rb or "")), 1.0)
         # A fixed pseudo-random wobble in [-noise, +noise]: reproducible without a RNG seed.
         wobble = ((a * 7919 + b * 104729 + salt * 1299709) % 2001) / 1000.0 - 1.0
         return self.healthy_gbps * f * (1.0 + self.noise * wobble)
