@@ -27,10 +27,19 @@ deadline (at the speed of the longest round so far); inside a round each pair cu
 timed calls to what fits in the time rank 0 gave the round. Fault ``slow:node=N``
 (``check=fabric.localize``) stretches node N's leader's timed calls: a genuinely slow
 node for tests that cannot shape a real link.
+
+Racks (issue 26 §5): when ``MLENV_TOPOLOGY`` holds the config's ``nodes.topology``
+(JSON rack → nodes; the pods get it from the StatefulSet, Slurm and hosts jobs from their
+launch environment), each node is looked up by its Kubernetes Node (``MLENV_NODE_NAME``),
+its host name and the host's short form; the plan then pairs within and across racks first
+and a slow leaf switch or uplink is one FAIL of scope ``rack``
+(:mod:`mlenv.acceptance.evidence.topology`). A topology that cannot be read is said in
+the result and the run localizes without it.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +49,7 @@ from mlenv.acceptance.core.options import CheckOptions, at_least, option
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.core.timing import measure, stretch_factor
 from mlenv.acceptance.evidence import localize as plan
+from mlenv.acceptance.evidence import topology as topo
 from mlenv.acceptance.reports import console
 
 NAME = "fabric.localize"
@@ -78,6 +88,25 @@ def _leaders(layout: list[tuple[int, int, str]]) -> list[tuple[int, str]]:
     for rank, (node, _, host) in enumerate(layout):
         seen.setdefault(node, (rank, host))
     return [seen[k] for k in sorted(seen)]
+
+
+def racks_of(layout: list[tuple[int, int, str, str]], env: Any = None) -> tuple[list[str | None] | None, str]:
+    """(each node's rack, a note): from ``MLENV_TOPOLOGY`` in ``env`` (default: this process's);
+    (None, "") without one, (None, why) when it cannot be read. ``layout`` is (node, local
+    rank, host, Kubernetes Node or "") per rank."""
+    text = (os.environ if env is None else env).get(topo.ENV, "").strip()
+    if not text:
+        return None, ""
+    try:
+        topology = topo.parse(text)
+    except ValueError as e:
+        return None, f"topology not used: {e}"
+    seen: dict[int, list[str]] = {}
+    for node, _, host, k8s in layout:
+        seen.setdefault(node, [x for x in dict.fromkeys((k8s, host, host.split(".")[0])) if x])
+    racks = topo.rack_of_nodes(topology, [seen[k] for k in sorted(seen)])
+    missing = [seen[k][0] for k, r in zip(sorted(seen), racks, strict=True) if r is None]
+    return racks, (f"not in {topo.ENV}: {', '.join(missing)}" if missing else "")
 
 
 def triggers(results: list[CheckResult], baseline: Any = None, nodes: int = 2) -> list[str]:
@@ -208,8 +237,9 @@ class LocalizeCheck(Check):
         o = ctx.options_of(LocalizeOptions, NAME)
         mode = o.mode
         layout: list[Any] = [None] * ctx.world_size
-        dist.all_gather_object(layout, (ctx.node_rank, ctx.local_rank, ctx.host))
-        leaders = _leaders([(int(a), int(b), str(c)) for a, b, c in layout])
+        dist.all_gather_object(layout, (ctx.node_rank, ctx.local_rank, ctx.host,
+                                        os.environ.get("MLENV_NODE_NAME", "").strip()))
+        leaders = _leaders([(int(a), int(b), str(c)) for a, b, c, _ in layout])
         names = [h for _, h in leaders]
         n = len(leaders)
         if n < 2:
@@ -257,11 +287,14 @@ class LocalizeCheck(Check):
             return got
 
         try:
+            racks, rack_note = racks_of([(int(a), int(b), str(c), str(d)) for a, b, c, d in layout])
             loc = plan.localize(n, measure_round, slow_frac=slow_frac,
                                 expected_gbps=expected,
-                                deadline_s=deadline)
+                                deadline_s=deadline, racks=racks)
         finally:
             _bcast(_DONE, ctx)
+        if rack_note:
+            loc.notes.append(rack_note)
         return results_of(loc, names, why, {"bytes": nbytes, "iters": iters, "warmup": warmup,
                                             "backend": ctx.backend, "slow_frac": slow_frac},
                           time.monotonic() - t0)
@@ -290,14 +323,54 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.3g}"
 
 
+_RACK_WHAT = {
+    topo.UPLINK: "check rack {0}'s leaf switch and its uplinks (its nodes are fast with each other)",
+    topo.BETWEEN: "check the path between the leaf switches of racks {0} and {1} (their uplinks, the spine "
+                  "between them); each is fast with other racks",
+    topo.SPINE: "check the path between the racks ({all}: the leaf uplinks or the spine); pairs inside "
+                "racks are fast",
+}
+
+
+def rack_results(loc: plan.Localization, names: list[str], details: dict[str, Any],
+                 duration_s: float) -> list[CheckResult]:
+    """A FAIL of scope ``rack`` per rack finding: one line for what N slow links would say."""
+    ref, bar = _fmt(loc.reference_gbps), _fmt(loc.bar_gbps)
+    racks = loc.racks or []
+    out: list[CheckResult] = []
+    for f in loc.rack_findings:
+        figs = [loc.figures[p] for p in f.pairs]
+        others = sorted({racks[x] or names[x] for p in f.pairs for x in p} - set(f.racks))
+        if f.kind == topo.UPLINK:
+            head = f"every pair crossing rack {f.racks[0]} is slow ({len(figs)} pair(s) with " \
+                   f"{', '.join(others)}"
+            group = f.racks[0]
+        elif f.kind == topo.BETWEEN:
+            head = f"every pair between racks {f.racks[0]} and {f.racks[1]} is slow ({len(figs)} pair(s)"
+            group = f"{f.racks[0]} <-> {f.racks[1]}"
+        else:
+            head = f"every pair across racks is slow ({len(figs)} pair(s) between {', '.join(f.racks)}"
+            group = " <-> ".join(f.racks)
+        todo = _RACK_WHAT[f.kind].format(*f.racks, all=", ".join(f.racks))
+        members = {r: [names[i] for i, x in enumerate(racks) if x == r] for r in f.racks}
+        out.append(CheckResult(
+            name=NAME, status=Status.FAIL, scope="rack", node=None,
+            metrics={"pair_gbps_max": max(figs), "reference_gbps": loc.reference_gbps or 0.0},
+            reasons=[f"{head}, {min(figs):.3g}-{max(figs):.3g} GB/s; bar {bar}, healthy pairs {ref} GB/s): {todo}"],
+            details={**details, "group": group, "rack_kind": f.kind, "rack_nodes": members,
+                     "rack_pairs": [[names[a], names[b]] for a, b in f.pairs]},
+            duration_s=duration_s))
+    return out
+
+
 def results_of(loc: plan.Localization, names: list[str], why: list[str], setup: dict[str, Any],
                duration_s: float) -> list[CheckResult]:
-    """The check's results: a FAIL per slow node (scope node) and per slow link (scope link),
-    else one world result: PASS (nobody), WARN (ambiguous / inconclusive). Every result
-    carries every round in its details."""
+    """The check's results: a FAIL per rack finding (scope rack), per slow node (scope node)
+    and per slow link (scope link), else one world result: PASS (nobody), WARN (ambiguous /
+    inconclusive). Every result carries every round in its details."""
     details = {**loc.to_dict(names), "trigger": why, **setup, "evidence": evidence(loc, names)}
     ref, bar = _fmt(loc.reference_gbps), _fmt(loc.bar_gbps)
-    out: list[CheckResult] = []
+    out: list[CheckResult] = rack_results(loc, names, details, duration_s)
     for x in loc.slow_nodes:
         pairs = [(p, v) for p, v in loc.figures.items() if x in p]
         seen = ", ".join(f"{names[p[1] if p[0] == x else p[0]]} {v:.3g}" for p, v in sorted(pairs))

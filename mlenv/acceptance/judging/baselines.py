@@ -46,7 +46,7 @@ OPS: dict[str, Callable[[float, float], bool]] = {
     "<": operator.lt,
     "==": operator.eq,
 }
-SCOPES = ("rank", "node", "world", "link", "intra", "inter")
+SCOPES = ("rank", "node", "world", "link", "intra", "inter", "rack")
 
 
 Scalar = str | float | bool

@@ -37,7 +37,7 @@ class Action:
 
     id: str
     severity: str
-    text: str  # a template: {node}, {gpu}, {a}, {b}, {check}
+    text: str  # a template: {node}, {gpu}, {a}, {b}, {check}, {rack}, {racks}
     quarantine: bool  # the node should leave the scheduler until it passes again
 
 
@@ -55,6 +55,12 @@ ACTIONS: dict[str, Action] = {a.id: a for a in (
            "port and cable", True),
     Action("replace-cable", "critical", "reseat or replace the cable between {a} and {b}, or check the switch "
            "path between them", False),
+    # i26.5: a rack's leaf switch or uplinks (fabric.localize with nodes.topology): its nodes
+    # are fine with each other, so none of them is quarantined for it.
+    Action("check-rack-uplink", "critical", "check the leaf switch of rack {rack} and its uplinks (every pair "
+           "crossing the rack is slow, pairs inside it are fast); its nodes need no quarantine", False),
+    Action("check-spine", "critical", "check the path between racks {racks} (the leaf uplinks and the spine "
+           "between them); their nodes need no quarantine", False),
     Action("drain", "critical", "drain {node} and open a hardware ticket ({check})", True),
 )}
 
@@ -165,6 +171,7 @@ class _Collector:
     gpu_findings: dict[tuple[str, int], list[_Finding]] = field(default_factory=dict)
     gpu_measured: set[tuple[str, int]] = field(default_factory=set)
     links: list[dict[str, Any]] = field(default_factory=list)
+    racks: list[dict[str, Any]] = field(default_factory=list)
 
     def node_of(self, host: str) -> str:
         return self.k8s.get(host, host)
@@ -202,10 +209,29 @@ class _Collector:
                            "checks": [r.name], "figure": _figure(r), "severity": ACTIONS[act].severity,
                            "action": {"id": act, "text": action_text(act, **names)}})
 
+    def add_rack(self, r: CheckResult) -> None:
+        """A rack result that failed or warned (fabric.localize with a topology): a rack verdict."""
+        if r.status not in (Status.FAIL, Status.WARN):
+            return
+        raw = r.details.get("rack_nodes") if isinstance(r.details, dict) else None
+        members = raw if isinstance(raw, dict) else {}
+        racks = [str(k) for k in members]
+        act = "watch" if r.status == Status.WARN else (
+            "check-rack-uplink" if r.details.get("rack_kind") == "uplink" else "check-spine")
+        nodes = [self.node_of(str(h)) for hs in members.values() if isinstance(hs, list) for h in hs]
+        names = {"rack": ", ".join(racks), "racks": " and ".join(racks), "node": ", ".join(nodes)}
+        self.racks.append({"rack": r.group or ", ".join(racks), "kind": r.details.get("rack_kind"),
+                           "racks": racks, "nodes": nodes, "status": r.status.value, "checks": [r.name],
+                           "figure": _figure(r), "severity": ACTIONS[act].severity,
+                           "action": {"id": act, "text": action_text(act, **names)}})
+
     def add_result(self, r: CheckResult) -> None:
         """One judged result: what it measured on its node (and GPU), and its finding if any."""
         if r.scope in ("link", "inter"):
             self.add_link(r)
+            return
+        if r.scope == "rack":
+            self.add_rack(r)
             return
         where: list[str] = []
         if r.scope in ("rank", "node") and r.node:
@@ -286,7 +312,8 @@ def build(results: list[CheckResult], findings: list[outliers.Finding], world: d
         c.add_result(r)
     for fd in findings:
         c.add_outlier(fd)
-    return {"version": VERSION, "nodes": [c.entry(node) for node in c.order], "links": c.links}
+    out = {"version": VERSION, "nodes": [c.entry(node) for node in c.order], "links": c.links}
+    return {**out, "racks": c.racks} if c.racks else out
 
 
 def worst(section: dict[str, Any]) -> str:

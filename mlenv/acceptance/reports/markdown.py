@@ -79,7 +79,7 @@ def to_markdown(doc: dict[str, Any], results: list[CheckResult], plots: list[str
 
 
 def nodes_section(section: Any) -> list[str]:
-    """``## Nodes``: the first table, one row per node (worst first), then slow links."""
+    """``## Nodes``: the first table, one row per node (worst first), then slow racks and links."""
     if not isinstance(section, dict) or not section.get("nodes"):
         return []
     order = {"FAIL": 0, "WARN": 1, "UNKNOWN": 2, "PASS": 3}
@@ -95,12 +95,13 @@ def nodes_section(section: Any) -> list[str]:
         out.append(f"| {_cell(str(n.get('node')))} | {_cell(hosts)} | {n.get('status')} | {n.get('severity')} | "
                    f"`{act.get('id')}`: {_cell(str(act.get('text')))} | "
                    f"{_cell(figs or ', '.join(n.get('checks', [])) or 'nothing measured it')} |")
-    links = [x for x in section.get("links", []) if isinstance(x, dict)]
-    if links:
-        out += ["", "| link | status | action | figure |", "|---|---|---|---|"]
-        for x in links:
+    for key in ("racks", "links"):  # a rack's leaf switch before single links (i26.5)
+        rows = [x for x in section.get(key, []) if isinstance(x, dict)]
+        if rows:
+            out += ["", f"| {key[:-1]} | status | action | figure |", "|---|---|---|---|"]
+        for x in rows:
             act = x.get("action") or {}
-            out.append(f"| {_cell(str(x.get('link')))} | {x.get('status')} | `{act.get('id')}`: "
+            out.append(f"| {_cell(str(x.get(key[:-1])))} | {x.get('status')} | `{act.get('id')}`: "
                        f"{_cell(str(act.get('text')))} | {_cell(str(x.get('figure')))} |")
     return [*out, ""]
 

@@ -140,3 +140,58 @@ def test_rack_of_nodes_matches_any_name_a_node_goes_by() -> None:
     topo = T.parse('{"rack-a": ["worker-1", "gpu02"], "rack-b": ["worker-2"]}')
     got = T.rack_of_nodes(topo, [["worker-1", "pod-0"], ["pod-1", "gpu02.example.com", "gpu02"], ["pod-9"]])
     assert got == ["rack-a", "rack-a", None]
+
+
+# -- the check's side: MLENV_TOPOLOGY to racks, rack findings to results and node verdicts --
+
+LAYOUT = [(0, 0, "pod-0", "worker-a1"), (0, 1, "pod-0", "worker-a1"), (1, 0, "pod-1", "worker-a2"),
+          (2, 0, "gpu03.example.com", ""), (3, 0, "pod-3", "worker-x")]
+
+
+def test_racks_of_reads_the_topology_by_node_host_or_short_host() -> None:
+    from mlenv.acceptance.checks import localize as LC
+
+    env = {T.ENV: '{"rack-a": ["worker-a1", "worker-a2"], "rack-b": ["gpu03"]}'}
+    racks, note = LC.racks_of(LAYOUT, env)
+    assert racks == ["rack-a", "rack-a", "rack-b", None]
+    assert note == f"not in {T.ENV}: worker-x"
+    assert LC.racks_of(LAYOUT, {}) == (None, "")
+    bad, why = LC.racks_of(LAYOUT, {T.ENV: '{"Rack A": ["x"]}'})
+    assert bad is None and why.startswith("topology not used:") and "not a DNS label" in why
+
+
+def test_a_rack_finding_is_one_fail_of_scope_rack_and_a_rack_verdict() -> None:
+    from mlenv.acceptance.checks import localize as LC
+    from mlenv.acceptance.judging import nodeverdicts
+    from mlenv.acceptance.judging.verdict import judge
+    from mlenv.acceptance.reports.markdown import nodes_section
+
+    names = [f"h{i}" for i in range(6)]
+    loc = _run(R6, slow_uplinks={"a": 0.05})
+    rs = LC.results_of(loc, names, ["requested (--localize)"], {"bytes": 1}, 1.0)
+    assert [(r.status, r.scope, r.group) for r in rs] == [(LC.Status.FAIL, "rack", "a")]
+    (r,) = rs
+    assert r.reasons[0].startswith("every pair crossing rack a is slow (4 pair(s) with b, c")
+    assert "check rack a's leaf switch and its uplinks" in r.reasons[0]
+    assert r.details["rack_nodes"] == {"a": ["h0", "h1"]} and r.details["rack_kind"] == T.UPLINK
+    j = judge(rs)
+    sec = nodeverdicts.build(j.results, j.findings, {"device": "cpu", "hosts": names})
+    (rack,) = sec["racks"]
+    assert rack["rack"] == "a" and rack["nodes"] == ["h0", "h1"] and rack["status"] == "FAIL"
+    assert rack["action"]["id"] == "check-rack-uplink" and "rack a" in rack["action"]["text"]
+    assert sec["links"] == [] and all(n["status"] != "FAIL" for n in sec["nodes"])  # no node quarantined for it
+    assert any(line.startswith("| a | FAIL | `check-rack-uplink`") for line in nodes_section(sec))
+
+
+def test_two_racks_give_one_spine_verdict_naming_both() -> None:
+    from mlenv.acceptance.checks import localize as LC
+    from mlenv.acceptance.judging import nodeverdicts
+    from mlenv.acceptance.judging.verdict import judge
+
+    names = ["h0", "h1", "h2", "h3"]
+    rs = LC.results_of(_run(["a", "a", "b", "b"], slow_uplinks={"b": 0.05}), names, [], {}, 1.0)
+    assert [(r.scope, r.group) for r in rs] == [("rack", "a <-> b")]
+    assert "every pair across racks is slow (2 pair(s) between a, b" in rs[0].reasons[0]
+    j = judge(rs)
+    (rack,) = nodeverdicts.build(j.results, j.findings, {"device": "cpu", "hosts": names})["racks"]
+    assert rack["action"]["id"] == "check-spine" and "racks a and b" in rack["action"]["text"]

@@ -129,5 +129,5 @@ def test_summary_shows_nodes_as_its_first_table_worst_first() -> None:
 def test_every_action_has_a_known_severity_and_fills_its_names() -> None:
     for a in nodeverdicts.ACTIONS.values():
         assert a.severity in nodeverdicts.SEVERITIES
-        text = nodeverdicts.action_text(a.id, node="n", gpu=1, a="x", b="y", check="c")
+        text = nodeverdicts.action_text(a.id, node="n", gpu=1, a="x", b="y", check="c", rack="r", racks="r and s")
         assert "{" not in text and "?" not in text
