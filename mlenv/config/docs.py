@@ -48,6 +48,8 @@ RULES = """\
   only. On `openshift`/`kubernetes`, neither `resources` nor `networks` set is a warning
   (not an error): the pods would get no RDMA device and no Multus network.
 - `gpus.default_nodes` is at most the number of `nodes.gpu_nodes` when those are listed.
+- `nodes.topology`: each rack name is a DNS-1123 label; its nodes are named as `nodes.gpu_nodes`
+  names them on the platform (hostlists expanded on `slurm`); no node is in two racks.
 - `nccl.env` may not set variables that other keys control (NCCL_IB_HCA, NCCL_DEBUG, …),
   except `NCCL_SOCKET_IFNAME` on `slurm`/`hosts` (interface names, optionally after `^` or `=`).
 - `ssh_port` and `master_port` differ.

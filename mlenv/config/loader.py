@@ -301,6 +301,7 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
     return Cluster(
         cluster=_cluster_info(_section(data, "cluster")),
         gpu_nodes=_gpu_nodes(data),
+        topology=_topology(data),
         storage=_storage(_section(data, "storage")),
         rdma=_rdma(_section(network, "rdma")),
         tcp=_tcp(_section(network, "tcp")),
@@ -329,6 +330,13 @@ def _gpu_nodes(data: dict[str, Any]) -> tuple[str, ...]:
     if data.get("platform") == "slurm":
         return tuple(hostlist.expand_all(nodes))
     return nodes
+
+
+def _topology(data: dict[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """``nodes.topology``: (rack, nodes) pairs; on Slurm hostlists become host names."""
+    racks = _section(data, "nodes").get("topology") or {}
+    slurm = data.get("platform") == "slurm"
+    return tuple((str(rack), tuple(hostlist.expand_all(nodes) if slurm else nodes)) for rack, nodes in racks.items())
 
 
 def _cluster_info(section: dict[str, Any]) -> ClusterInfo:

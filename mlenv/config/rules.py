@@ -213,6 +213,7 @@ class _Rules:
         self.image()
         self.free_text()
         self.gpu_nodes()
+        self.topology()
         for key in ("workspace", "datasets"):
             claim = _get(self.data, "storage", "existing_claims", key)
             if claim is not None:
@@ -242,24 +243,49 @@ class _Rules:
         seen: set[str] = set()
         for i, n in enumerate(nodes):
             path: JsonPath = ("nodes", "gpu_nodes", i)
-            if not isinstance(n, str):
-                continue
-            if not self.off_k8s:
-                self.subdomain(path, n, "node name")
-                continue
-            if self.plat == "hosts" and not hostlist.HOST.fullmatch(n):
-                self.err(path, f"host name {_short(n)} is not valid (letters, digits, '-', '_', '.', starting "
-                         "and ending with a letter or digit)")
-                continue
-            try:
-                names = hostlist.expand(n)
-            except hostlist.HostlistError as e:
-                self.err(path, f"node {_short(n)}: {e}")
+            names = self.node_names(path, n)
+            if not self.off_k8s:  # a name twice: the schema's uniqueItems already says so
                 continue
             twice = [x for x in names if x in seen]
             if twice:
                 self.err(path, f"node {twice[0]} is listed twice" + (f" ({n} expands to it)" if n != twice[0] else ""))
             seen.update(names)
+
+    def node_names(self, path: JsonPath, n: Any) -> list[str]:
+        """One node entry checked as the platform names nodes; the names it stands for ([] when bad)."""
+        if not isinstance(n, str):
+            return []
+        if not self.off_k8s:
+            before = len(self.out)
+            self.subdomain(path, n, "node name")
+            return [n] if len(self.out) == before else []
+        if self.plat == "hosts" and not hostlist.HOST.fullmatch(n):
+            self.err(path, f"host name {_short(n)} is not valid (letters, digits, '-', '_', '.', starting "
+                     "and ending with a letter or digit)")
+            return []
+        try:
+            return list(hostlist.expand(n))
+        except hostlist.HostlistError as e:
+            self.err(path, f"node {_short(n)}: {e}")
+            return []
+
+    def topology(self) -> None:
+        """``nodes.topology`` (i26.5): rack names are DNS-1123 labels, nodes are named as
+        ``gpu_nodes`` names them, and no node is in two racks."""
+        racks = _get(self.data, "nodes", "topology")
+        if not isinstance(racks, dict):
+            return
+        where: dict[str, str] = {}
+        for rack, nodes in racks.items():
+            rack_path: JsonPath = ("nodes", "topology", str(rack))
+            if not isinstance(rack, str) or len(rack) > 63 or not _LABEL.match(rack):
+                self.err(rack_path, f"rack name {_short(str(rack))} is not a DNS-1123 label (lowercase letters, "
+                         "digits and '-', at most 63 characters: rack-a, r12, leaf03)", key=True)
+            for i, n in enumerate(nodes if isinstance(nodes, list) else []):
+                for name in self.node_names((*rack_path, i), n):
+                    if name in where and where[name] != rack:
+                        self.err((*rack_path, i), f"node {name} is in two racks ({where[name]} and {rack})")
+                    where.setdefault(name, str(rack))
 
     def node_count(self) -> int | None:
         """How many nodes ``nodes.gpu_nodes`` names (hostlists expanded on Slurm); None if unreadable."""

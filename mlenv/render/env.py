@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from mlenv.config.model import Cluster, Mode
@@ -52,6 +53,15 @@ def nccl_env(cluster: Cluster, mode: Mode) -> dict[str, str]:
     return env
 
 
+def topology_env(cluster: Cluster) -> dict[str, str]:
+    """``MLENV_TOPOLOGY`` (i26.5): ``nodes.topology`` as JSON rack → nodes, for fabric.localize on
+    rank 0; nothing without a topology (the rendered trees stay as they were)."""
+    if not cluster.topology:
+        return {}
+    return {"MLENV_TOPOLOGY": json.dumps({rack: list(nodes) for rack, nodes in cluster.topology},
+                                         separators=(",", ":"))}
+
+
 def _field(path: str) -> dict[str, Any]:
     return {"valueFrom": {"fieldRef": {"apiVersion": "v1", "fieldPath": path}}}
 
@@ -70,6 +80,7 @@ def pod_env(cluster: Cluster, mode: Mode, nodes: int) -> list[dict[str, Any]]:
         {"name": "MLENV_NNODES", "value": str(nodes)},
         {"name": "MLENV_GPUS_PER_NODE", "value": str(cluster.gpus.per_node)},
         {"name": "MLENV_NETWORK_MODE", "value": eff},
+        *({"name": k, "value": v} for k, v in topology_env(cluster).items()),
     ]
     if eff == "rdma":
         devices = "auto" if cluster.rdma.auto_devices else ",".join(cluster.rdma.devices)

@@ -14,7 +14,7 @@ from typing import Any
 
 from mlenv.config.model import Cluster, Mode
 from mlenv.errors import InputError
-from mlenv.render.env import nccl_env
+from mlenv.render.env import nccl_env, topology_env
 from mlenv.render.shell import render_script
 from mlenv.render.tree import source_label
 
@@ -57,7 +57,8 @@ def slurm_values(cluster: Cluster, nodes: int | None = None) -> dict[str, Any]:
         "nodelist": ",".join(cluster.gpu_nodes[:n]) if cluster.gpu_nodes else "",
         "results_dir": results_dir, "mounts": mounts, "master_port": cluster.master_port,
         "mode": mode_of(cluster), "cpu": cluster.gpus.type.lower() == "cpu",
-        "nccl_env": list(nccl_env(cluster, mode_of(cluster)).items()),
+        # the exported variables: NCCL's, and MLENV_TOPOLOGY when the config has racks
+        "nccl_env": list({**nccl_env(cluster, mode_of(cluster)), **topology_env(cluster)}.items()),
         "source": source_label(cluster), "regen": _regen(cluster, nodes),
     }
 
@@ -96,7 +97,7 @@ def launch_plan(cluster: Cluster, nodes: int | None = None) -> dict[str, Any]:
         "shared_dir": h.shared_dir,
         "network_mode": mode_of(cluster),
         "device": "cpu" if cluster.gpus.type.lower() == "cpu" else "cuda",
-        "env": nccl_env(cluster, mode_of(cluster)),
+        "env": {**nccl_env(cluster, mode_of(cluster)), **topology_env(cluster)},
         "launcher": "one torchrun per host over ssh: --nnodes H --node_rank I --nproc_per_node G, "
                     "static rendezvous at master_addr:master_port",
         "generated_from": source_label(cluster),
