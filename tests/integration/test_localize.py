@@ -63,7 +63,8 @@ def hosts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         c.teardown()
 
 
-def _suite(c: Cluster, report: Path, *args: str, timeout: float = 90) -> tuple[dict[str, Any], str, float]:
+def _suite(c: Cluster, report: Path, *args: str, timeout: float = 90,
+           extra: dict[str, str] | None = None) -> tuple[dict[str, Any], str, float]:
     """One rank per host; returns (results.json, rank 0's output, wall seconds)."""
     opts = report.parent / f"{report.name}-options.json"
     opts.write_text(json.dumps(OPTIONS))
@@ -71,7 +72,7 @@ def _suite(c: Cluster, report: Path, *args: str, timeout: float = 90) -> tuple[d
     t0 = time.monotonic()
     for i in range(c.n):
         env = c.env(i, {"RANK": str(i), "WORLD_SIZE": str(c.n), "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1",
-                        "NODE_RANK": str(i), "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg"})
+                        "NODE_RANK": str(i), "PYTHONPATH": str(ROOT), "MPLBACKEND": "Agg", **(extra or {})})
         argv = [sys.executable, "-m", "mlenv.acceptance", "--checks", "fabric.localize", "--deadline", "60",
                 "--report-dir", str(report), "--options", str(opts), *args]
         procs.append(c.popen(i, argv, env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -184,6 +185,35 @@ def test_slow_path_between_two_hosts_names_the_pair(hosts: Cluster, tmp_path: Pa
                                                           else [])
     assert any(f"cable/port/switch path between ml-dev-env-{a} and ml-dev-env-{b}" in r for r in doc["reasons"])
     print(f"[measured] 4 hosts, path {src}->{dst} at 20 mbit/s: {len(rounds)} round(s), suite wall {wall:.1f} s")
+
+
+@needs_harness
+def test_slow_rack_uplink_is_named_as_the_rack(hosts: Cluster, tmp_path: Path) -> None:
+    """i26.5: hosts 0 and 1 are rack-a, 2 and 3 racks of their own; everything hosts 0 and 1
+    send out of the rack is shaped (their leaf's uplink), nothing between them. With the
+    topology the report names rack-a once; the same shaping without it names links."""
+    topology = {"rack-a": ["ml-dev-env-0", "ml-dev-env-1"], "rack-b": ["ml-dev-env-2"], "rack-c": ["ml-dev-env-3"]}
+    for i in (0, 1):
+        hosts.shape_paths(i, [2, 3], "20mbit")
+    try:
+        doc, log, wall = _suite(hosts, tmp_path / "report", "--localize",
+                                extra={"MLENV_TOPOLOGY": json.dumps(topology)})
+        plain, _, _ = _suite(hosts, tmp_path / "plain", "--localize")
+    finally:
+        for i in (0, 1):
+            hosts.unshape(i)
+    (entry,) = _loc(doc)
+    assert entry["status"] == "FAIL" and entry["scope"] == "rack" and entry["details"]["group"] == "rack-a", entry
+    assert entry["details"]["slow_nodes"] == [] and entry["details"]["slow_links"] == []
+    assert entry["details"]["rack_nodes"] == {"rack-a": ["ml-dev-env-0", "ml-dev-env-1"]}
+    rounds = _rounds(entry)
+    assert [p["nodes"] for p in rounds[0]["pairs"]] == [["ml-dev-env-0", "ml-dev-env-1"]]  # inside the rack first
+    (rack,) = doc["node_verdicts"]["racks"]
+    assert rack["action"]["id"] == "check-rack-uplink" and doc["node_verdicts"]["links"] == []
+    assert "every pair crossing rack rack-a is slow" in log
+    assert {c["scope"] for c in _loc(plain)} == {"link"}  # what the topology replaces
+    print(f"[measured] 4 hosts, rack-a's uplink at 20 mbit/s: {len(rounds)} round(s), suite wall {wall:.1f} s, "
+          f"pairs {[(p['nodes'], round(p['gbps'], 4)) for r in rounds for p in r['pairs']]}")
 
 
 def test_cli_localize_flag_reaches_the_suite(tmp_path: Path) -> None:

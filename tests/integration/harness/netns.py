@@ -297,13 +297,20 @@ class Cluster:
     def shape_path(self, i: int, j: int, rate: str = "20mbit") -> None:
         """Slow only what pod ``i`` sends to pod ``j``: ``htb`` on ``i``'s veth, a ``u32`` filter on
         ``j``'s address steering into a ``rate`` class; everything else goes to an unlimited class."""
+        self.shape_paths(i, [j], rate)
+
+    def shape_paths(self, i: int, dsts: Sequence[int], rate: str = "20mbit") -> None:
+        """Slow what pod ``i`` sends to each of ``dsts`` (each path its own ``rate`` class): the
+        pods of a rack behind a slow uplink, when every other rack is in ``dsts``."""
         self._tc(i, "qdisc", "add", "dev", "{dev}", "root", "handle", "1:", "htb", "default", "20", inside=True)
-        self._tc(i, "class", "add", "dev", "{dev}", "parent", "1:", "classid", "1:10", "htb", "rate", rate,
-                 "burst", "32kbit", inside=True)
         self._tc(i, "class", "add", "dev", "{dev}", "parent", "1:", "classid", "1:20", "htb", "rate", "100gbit",
                  inside=True)
-        self._tc(i, "filter", "add", "dev", "{dev}", "protocol", "ip", "parent", "1:", "prio", "1", "u32",
-                 "match", "ip", "dst", f"{self.pods[j].address}/32", "flowid", "1:10", inside=True)
+        for k, j in enumerate(dsts):
+            cls = f"1:{100 + k}"
+            self._tc(i, "class", "add", "dev", "{dev}", "parent", "1:", "classid", cls, "htb", "rate", rate,
+                     "burst", "32kbit", inside=True)
+            self._tc(i, "filter", "add", "dev", "{dev}", "protocol", "ip", "parent", "1:", "prio", "1", "u32",
+                     "match", "ip", "dst", f"{self.pods[j].address}/32", "flowid", cls, inside=True)
 
     def unshape(self, i: int) -> None:
         """Remove any shaping of pod ``i`` (both ends of its veth); no error when there is none."""

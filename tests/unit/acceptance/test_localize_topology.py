@@ -169,7 +169,7 @@ def test_a_rack_finding_is_one_fail_of_scope_rack_and_a_rack_verdict() -> None:
     names = [f"h{i}" for i in range(6)]
     loc = _run(R6, slow_uplinks={"a": 0.05})
     rs = LC.results_of(loc, names, ["requested (--localize)"], {"bytes": 1}, 1.0)
-    assert [(r.status, r.scope, r.group) for r in rs] == [(LC.Status.FAIL, "rack", "a")]
+    assert [(r.status.value, r.scope, r.group) for r in rs] == [("FAIL", "rack", "a")]
     (r,) = rs
     assert r.reasons[0].startswith("every pair crossing rack a is slow (4 pair(s) with b, c")
     assert "check rack a's leaf switch and its uplinks" in r.reasons[0]

@@ -43,7 +43,7 @@ def test_node_names_follow_the_platform(check: Check) -> None:
 def test_topology_reaches_the_pods_and_parses_back(check: Check) -> None:
     c, d = check(TOPO)
     assert c is not None
-    env = {e["name"]: e.get("value") for e in pod_env(c, "tcp", 3)}
+    env = {e["name"]: str(e.get("value")) for e in pod_env(c, "tcp", 3)}
     assert T.parse(env["MLENV_TOPOLOGY"]) == {"rack-a": ["worker-1", "worker-2"], "rack-b": ["worker-3"]}
     plain, _ = check(BASE)
     assert plain is not None and "MLENV_TOPOLOGY" not in {e["name"] for e in pod_env(plain, "tcp", 3)}
