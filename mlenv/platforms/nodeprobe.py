@@ -146,7 +146,8 @@ def slurm_probe(cluster: Cluster, python: str, run: Run, base: list[str], *, imm
     if found is not None:
         return found
     err = (r.stderr or r.stdout).strip().splitlines()
-    if re.search(r"Unable to allocate resources|[Ii]mmediate execution impossible", r.stderr or ""):
+    # only "no node free in time" skips the probe; a refused account or partition is an error
+    if re.search(r"Requested nodes are busy|[Ii]mmediate execution impossible", r.stderr or ""):
         return None
     where = f" in {cluster.slurm.container_image}" if cluster.slurm.container_image else ""
     raise InfraError(f"preflight: the import probe (srun -N1 {python}{where}) failed: "

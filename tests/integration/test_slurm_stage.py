@@ -2,10 +2,7 @@
 preflight (one line, the fix named, nothing submitted); ``mlenv stage`` brings mlenv to the
 nodes in a venv over that python; the acceptance job then passes through the venv.
 
-The "node python" is a venv of this machine's base interpreter whose site-packages point
-(a plain ``.pth`` line) at the project venv's: torch, DeepSpeed and PyYAML import, mlenv
-does not (the project venv's editable hook is a ``.pth`` of its own, not read through a
-plain path line). The CLI runs without PYTHONPATH, so neither srun nor sbatch hand the
+The "node python" lacks mlenv and has the rest (``harness/nodepy.py``). The CLI runs without PYTHONPATH, so neither srun nor sbatch hand the
 nodes this checkout: what the job imports is what the node's python (or the venv) has.
 """
 
@@ -14,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import sysconfig
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,6 +18,7 @@ from pathlib import Path
 import pytest
 from harness import netns
 from harness import slurm as slurm_harness
+from harness.nodepy import node_python
 
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slurm")]
 
@@ -32,18 +29,6 @@ MLENV = [sys.executable, "-c", f"import runpy, sys; sys.path.insert(0, {CHECKOUT
 CLUSTER = "slurm-stage"
 BASELINE = str(Path(__file__).parent / "harness" / "baseline_harness.yaml")
 SMALL = str(Path(__file__).parent / "harness" / "acceptance_small.json")
-
-
-def node_python(root: Path) -> Path:
-    """A python with the project venv's packages but not mlenv (module docstring)."""
-    venv = root / "nodepy"
-    base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
-    py = venv / "bin" / "python"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
-    Path(purelib, "project_venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    return py
 
 
 class Env:

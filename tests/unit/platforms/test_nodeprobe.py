@@ -180,3 +180,23 @@ def test_stage_refuses_kubernetes_and_hosts_without_a_shared_folder() -> None:
     kube = load(Path(__file__).resolve().parents[3] / "clusters" / "local.yaml")
     with pytest.raises(InputError, match="mlenv stage: not supported on platform"):
         platform_named(kube.platform).stage(kube, Session(say=print, warn=print, root=Path(".")))
+
+
+def _failing_srun(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, message: str) -> None:
+    bin_ = tmp_path / "bin"
+    bin_.mkdir(exist_ok=True)
+    (bin_ / "srun").write_text(f"#!/bin/sh\necho {shlex.quote(message)} >&2\nexit 1\n")
+    (bin_ / "srun").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_a_busy_partition_skips_the_probe_a_refusal_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _failing_srun(tmp_path, monkeypatch, "srun: error: Unable to allocate resources: Requested nodes are busy")
+    said: list[str] = []
+    slurm.probe_imports(load(CPU), said.append)
+    assert said and "free within" in said[0] and "the job will find out itself" in said[0]
+    _failing_srun(tmp_path, monkeypatch, "srun: error: Unable to allocate resources: Invalid account or "
+                                         "account/partition combination specified")
+    with pytest.raises(InfraError) as e:
+        slurm.probe_imports(load(CPU), said.append)
+    assert "import probe" in str(e.value) and "Invalid account" in str(e.value)
