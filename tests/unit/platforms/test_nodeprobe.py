@@ -200,3 +200,25 @@ def test_a_busy_partition_skips_the_probe_a_refusal_stops(tmp_path: Path, monkey
     with pytest.raises(InfraError) as e:
         slurm.probe_imports(load(CPU), said.append)
     assert "import probe" in str(e.value) and "Invalid account" in str(e.value)
+
+
+def test_the_batch_script_picks_the_venv_stage_made_even_as_a_link_into_an_image(tmp_path: Path) -> None:
+    """The rendered script and node_python agree on the venv; its bin/python may link to an
+    interpreter only the container has (the batch host runs outside the container)."""
+    from mlenv.render.platforms import render_slurm
+
+    (tmp_path / "c.yaml").write_text(PYXIS.read_text().replace("/lustre/fsw/mlenv", str(tmp_path / "shared")))
+    c = load(tmp_path / "c.yaml")
+    script = render_slurm(c)["acceptance.sbatch"].splitlines()
+    start = next(i for i, x in enumerate(script) if x.startswith("MLENV_SHARED_DIR="))
+    end = next(i for i, x in enumerate(script) if x.startswith("if [ -L \"$MLENV_VENV/bin/python\" ]"))
+    snippet = "\n".join([*script[start:end + 1], 'printf %s "$MLENV_PYTHON"'])
+
+    def picked() -> str:
+        return subprocess.run(["bash", "-c", snippet], capture_output=True, text=True, check=True).stdout
+
+    assert picked() == c.slurm.python
+    venv = Path(nodeprobe.venv_dir(c))
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to("/usr/bin/python3-only-in-the-image")
+    assert picked() == nodeprobe.node_python(c) == f"{venv}/bin/python"
