@@ -30,6 +30,7 @@ VERB_MODULES = (
     "deploy",
     "status",
     "sync",
+    "stage",  # issue 24 §2: mlenv and DeepSpeed onto Slurm/hosts nodes
     "shell",
     "logs",
     "port_forward",

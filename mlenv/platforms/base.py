@@ -35,7 +35,7 @@ Say = Callable[[str], None]
 # Every verb of the interface, in the order docs/architecture.md's table lists them.
 VERBS = ("render", "deploy", "status", "logs", "shell", "sync", "launch", "acceptance",
          "port-forward", "build", "url", "discover", "gpu-info", "teardown", "secrets",
-         "quarantine", "release")
+         "quarantine", "release", "stage")
 
 
 class Unsupported(InputError):
@@ -112,6 +112,9 @@ class Platform(Protocol):
 
     def gpu_info(self, cfg: Cluster, s: Session) -> int: ...
 
+    # issue 24 §2: a wheelhouse here and a venv on the nodes with what the job imports
+    def stage(self, cfg: Cluster, s: Session) -> None: ...
+
     def teardown(self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool) -> None: ...
 
     def secrets(self, cfg: Cluster, s: Session, *, mode: str) -> list[dict[str, Any]]: ...
@@ -181,6 +184,9 @@ class PlatformBase:
 
     def gpu_info(self, cfg: Cluster, s: Session) -> int:
         raise self._no("gpu-info")
+
+    def stage(self, cfg: Cluster, s: Session) -> None:
+        raise self._no("stage")
 
     def teardown(self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool,
                  yes: bool) -> None:

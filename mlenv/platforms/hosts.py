@@ -22,6 +22,7 @@ from typing import Any
 from mlenv import argv, contract
 from mlenv.config.model import Cluster
 from mlenv.errors import InfraError, InputError
+from mlenv.platforms import nodeprobe
 
 Say = Callable[[str], None]
 SSH_OPTIONS = ("-oBatchMode=yes", "-oConnectTimeout=5", "-oStrictHostKeyChecking=accept-new",
@@ -30,13 +31,7 @@ SSH_OPTIONS = ("-oBatchMode=yes", "-oConnectTimeout=5", "-oStrictHostKeyChecking
 # importing torch and DeepSpeed, which took over 20 s on a loaded 2-core test machine
 # (status then said "no answer over ssh" of a host that had answered).
 PROBE_TIMEOUT_S = 60.0
-PROBE = ("import json, sys\n"
-         "out = {'python': sys.version.split()[0]}\n"
-         "try:\n import torch; out['torch'] = torch.__version__; out['gpus'] = torch.cuda.device_count()\n"
-         "except Exception as e: out['torch'] = 'missing: %s' % e\n"
-         "try:\n import deepspeed; out['deepspeed'] = deepspeed.__version__\n"
-         "except Exception: out['deepspeed'] = None\n"
-         "print(json.dumps(out))\n")
+PROBE = nodeprobe.PROBE  # versions, GPUs, and what the suite cannot import (issue 24 §2)
 
 
 def ssh_words(cluster: Cluster, host: str, remote: list[str]) -> list[str]:
@@ -56,14 +51,19 @@ def hosts_of(cluster: Cluster, nodes: int | None) -> list[str]:
 
 
 def _probe(cluster: Cluster, host: str, timeout: float) -> dict[str, Any] | str:
-    words = ssh_words(cluster, host, [cluster.hosts.python, "-c", PROBE])
+    return probe_with(cluster, host, nodeprobe.node_python(cluster), timeout)
+
+
+def probe_with(cluster: Cluster, host: str, python: str, timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any] | str:
+    """:data:`PROBE` run by ``python`` on ``host`` over ssh: what it found, or why not (a line)."""
+    words = ssh_words(cluster, host, [python, "-c", PROBE])
     try:
         r = subprocess.run(words, capture_output=True, text=True, timeout=timeout, check=False,
                            stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         # ssh itself gives up on a dead host after ConnectTimeout (exit 255, below): what
         # runs out here is the host's python importing torch and DeepSpeed.
-        return f"no answer within {timeout:g} s (ssh connects within 5 s; then {cluster.hosts.python} imports torch and DeepSpeed)"
+        return f"no answer within {timeout:g} s (ssh connects within 5 s; then {python} imports torch and DeepSpeed)"
     except FileNotFoundError:
         raise InfraError("ssh: not found (install openssh-client)") from None
     if r.returncode == 255:
@@ -71,7 +71,7 @@ def _probe(cluster: Cluster, host: str, timeout: float) -> dict[str, Any] | str:
         return f"ssh unreachable: {last}"
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
-        return f"{cluster.hosts.python} failed: {last}"
+        return f"{python} failed: {last}"
     try:
         d: dict[str, Any] = json.loads(r.stdout.strip().splitlines()[-1])
         return d
@@ -88,6 +88,10 @@ def preflight(cluster: Cluster, *, say: Say, nodes: int | None = None,
         found = dict(zip(hosts, pool.map(lambda h: _probe(cluster, h, timeout), hosts), strict=True))
     problems = [f"host {h}: {v}" for h, v in found.items() if isinstance(v, str)]
     ok = {h: v for h, v in found.items() if isinstance(v, dict)}
+    for h, v in ok.items():  # the first host lacking a module: one line, the fix in it
+        line = nodeprobe.missing_line(cluster, f"host {h}", v, stopped="nothing was launched")
+        if line:
+            raise InfraError(line)
     for key in ("python", "torch", "deepspeed"):
         seen = {str(v.get(key)) for v in ok.values()}
         if len(seen) > 1:
@@ -113,6 +117,7 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
 
     hosts = preflight(cluster, say=say, nodes=nodes)
     plan = launch_plan(cluster, len(hosts))  # what `mlenv render` writes to hosts/<cluster>/launch-plan.json
+    plan["python"] = nodeprobe.node_python(cluster)  # the staged venv's once `mlenv stage` made one
     rid = new_run_id()
     argv.slurm_name(profile, "profile")
     if not cluster.hosts.shared_dir:

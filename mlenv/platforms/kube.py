@@ -102,7 +102,8 @@ class KubernetesPlatform(PlatformBase):
     """``platform: openshift`` and ``platform: kubernetes``: a StatefulSet of pods."""
 
     hints = {"acceptance": "the suite runs in its pods: mlenv launch NAME; --cluster is for platform "
-                           "slurm or hosts"}
+                           "slurm or hosts",
+             "stage": "the pods run the image mlenv build makes, which carries mlenv and DeepSpeed"}
 
     def __init__(self, name: str = "openshift") -> None:
         self.name = name

@@ -100,6 +100,13 @@ class _OffKube(PlatformBase):
         q.release_verb(run, self.marker(), cluster, after=after, force=force, only=only, dry_run=dry_run,
                        history_root=history_root, say=s.say, warn=s.warn)
 
+    def stage(self, cfg: Cluster, s: Session) -> None:
+        """A wheelhouse of mlenv (and DeepSpeed/PyYAML where the node lacks them) in the shared
+        folder, and a venv over the node's python that later runs use (issue 24 §2)."""
+        from mlenv.platforms import stage
+
+        s.say(stage.stage(cfg, s.say))
+
 
 class SlurmPlatform(_OffKube):
     """The acceptance job through sbatch; the job's state, log and cancel."""

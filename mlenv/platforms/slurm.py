@@ -159,7 +159,16 @@ def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
                          f"NodeName=NODE State=RESUME)")
     for n in wanted:
         say(f"preflight: node {n}: {states[n][0].lower()}")
+    probe_imports(cluster, say)
     return usable
+
+
+def probe_imports(cluster: Cluster, say: Say) -> None:
+    """issue 24 §2: one node's python imports what the job needs (torch, mlenv, DeepSpeed),
+    or preflight stops with the missing module and the fix (``mlenv stage``), exit 3."""
+    from mlenv.platforms import nodeprobe
+
+    nodeprobe.slurm_check(cluster, say, _run, srun_options(cluster, 0))
 
 
 def describe(state: str) -> str:
@@ -481,9 +490,15 @@ def sync(cluster: Cluster, root: Path) -> str:
 def shell_argv(cluster: Cluster, command: list[str], node: int = 0, tty: bool = False) -> list[str]:
     """``srun [--pty] --nodes=1 --ntasks=1 --partition=… [--nodelist=NODE] -- COMMAND…``:
     a shell (or COMMAND) on one node of the partition, under the config's account/QOS."""
+    return argv.slurm("srun", [*(["--pty"] if tty else []), *srun_options(cluster, node)],
+                      command or ["bash", "-l"])
+
+
+def srun_options(cluster: Cluster, node: int) -> list[str]:
+    """``--nodes=1 --ntasks=1 --partition=… [--account/--qos/--reservation] [--nodelist=NODE]``:
+    one task on node ``node`` of ``nodes.gpu_nodes`` (any node of the partition without it)."""
     s = cluster.slurm
-    opts = ["--pty"] if tty else []
-    opts += ["--nodes=1", "--ntasks=1", f"--partition={argv.slurm_partitions(s.partition)}"]
+    opts = ["--nodes=1", "--ntasks=1", f"--partition={argv.slurm_partitions(s.partition)}"]
     if s.account:
         opts.append(f"--account={argv.slurm_name(s.account, 'account')}")
     if s.qos:
@@ -497,4 +512,4 @@ def shell_argv(cluster: Cluster, command: list[str], node: int = 0, tty: bool = 
     elif node:
         raise InputError("--pod N needs nodes.gpu_nodes (which node is N?); without it the shell runs on "
                          "any free node of the partition")
-    return argv.slurm("srun", opts, command or ["bash", "-l"])
+    return opts

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from mlenv.config.model import Cluster, Mode
+from mlenv.config.model import Cluster, Mode, Slurm
 from mlenv.errors import InputError
 from mlenv.render.env import nccl_env, topology_env
 from mlenv.render.shell import render_script
@@ -49,18 +49,22 @@ def slurm_values(cluster: Cluster, nodes: int | None = None) -> dict[str, Any]:
     n = node_count(cluster, nodes)
     s = cluster.slurm
     results_dir = s.shared_dir.rstrip("/") + "/results"
-    mounts = ",".join([f"{s.shared_dir}:{s.shared_dir}", *(_pyxis_mount(m) for m in s.container_mounts)])
     return {
         "s": s, "cluster": cluster.name, "nodes": n, "gpus_per_node": cluster.gpus.per_node,
         # typed GRES (gpu:a100:4) where the site declares types
         "gpu_count": f"{s.gpu_type}:{cluster.gpus.per_node}" if s.gpu_type else cluster.gpus.per_node,
         "nodelist": ",".join(cluster.gpu_nodes[:n]) if cluster.gpu_nodes else "",
-        "results_dir": results_dir, "mounts": mounts, "master_port": cluster.master_port,
+        "results_dir": results_dir, "mounts": pyxis_mounts(s), "master_port": cluster.master_port,
         "mode": mode_of(cluster), "cpu": cluster.gpus.type.lower() == "cpu",
         # the exported variables: NCCL's, and MLENV_TOPOLOGY when the config has racks
         "nccl_env": list({**nccl_env(cluster, mode_of(cluster)), **topology_env(cluster)}.items()),
         "source": source_label(cluster), "regen": _regen(cluster, nodes),
     }
+
+
+def pyxis_mounts(s: Slurm) -> str:
+    """``--container-mounts``: ``shared_dir`` at the same path, then ``slurm.container_mounts``."""
+    return ",".join([f"{s.shared_dir}:{s.shared_dir}", *(_pyxis_mount(m) for m in s.container_mounts)])
 
 
 def _pyxis_mount(mount: str) -> str:

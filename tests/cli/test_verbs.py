@@ -16,7 +16,7 @@ CLI = Path(app_module.__file__).resolve().parent
 
 # The verbs of `mlenv --help`, in order. Adding a verb means adding it here and to the docs.
 EXPECTED = [
-    "validate", "render", "list-clusters", "acceptance", "deploy", "status", "sync", "shell",
+    "validate", "render", "list-clusters", "acceptance", "deploy", "status", "sync", "stage", "shell",
     "logs", "port-forward", "launch", "teardown", "build", "url", "gpu-info", "discover", "wizard",
     "secrets", "bundle", "finalize", "history", "compare", "quarantine", "release", "help", "completion",
 ]

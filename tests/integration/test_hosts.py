@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from harness import netns
 from harness import slurm as slurm_harness
+from harness.nodepy import node_python
 
 # module-scoped harness: the whole module runs on one worker (tests/conftest.py)
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("hosts")]
@@ -129,6 +130,30 @@ def test_hosts_sync_status_teardown(env: Env) -> None:
     r = env.mlenv("shell", CLUSTER, "--pod", "1", "--", "sh", "-c", 'hostname; printf %s "$1"', "x", "$(id);y")
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout == f"{env.pods.pods[1].hostname}\n$(id);y"
+
+
+def test_a_host_python_without_mlenv_is_stopped_and_stage_brings_it(env: Env) -> None:
+    """issue 24 §2 over ssh: preflight names the missing module and `mlenv stage`; stage
+    makes the venv in the shared folder through host 0; the run then passes through it."""
+    name = "hosts-stage"
+    py = node_python(env.root)
+    text = (env.root / "clusters" / f"{CLUSTER}.yaml").read_text()
+    (env.root / "clusters" / f"{name}.yaml").write_text(
+        text.replace(f"name: {CLUSTER}", f"name: {name}").replace(f"python: {sys.executable}", f"python: {py}"))
+    r = env.mlenv("deploy", name)
+    assert r.returncode == 3, r.stdout + r.stderr
+    line = next(x for x in r.stderr.splitlines() if "cannot import" in x)
+    assert f"{py} cannot import mlenv (ModuleNotFoundError: No module named 'mlenv')" in line, r.stderr
+    assert f"run `mlenv stage {name}`" in line and line.rstrip().endswith("nothing was launched")
+    t0 = time.monotonic()
+    r = env.mlenv("stage", name, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr
+    venv = env.root / "shared" / ".mlenv" / "venv" / name
+    assert f"staged {venv}" in r.stdout
+    print(f"\nmlenv stage over ssh: {time.monotonic() - t0:.1f} s")
+    r = env.mlenv("acceptance", "--cluster", name, "--baseline", BASELINE, "--options", SMALL)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "verdict: PASS" in r.stdout
 
 
 def test_host_with_ssh_down_is_named_before_launch(env: Env) -> None:
