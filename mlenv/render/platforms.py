@@ -9,10 +9,12 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from mlenv.config.model import Cluster, Mode
+from mlenv.config.rules import parse_quantity
 from mlenv.errors import InputError
 from mlenv.render.env import nccl_env
 from mlenv.render.shell import render_script
@@ -56,9 +58,31 @@ def slurm_values(cluster: Cluster, nodes: int | None = None) -> dict[str, Any]:
         "gpu_count": f"{s.gpu_type}:{cluster.gpus.per_node}" if s.gpu_type else cluster.gpus.per_node,
         "nodelist": ",".join(cluster.gpu_nodes[:n]) if cluster.gpu_nodes else "",
         "results_dir": results_dir, "mounts": mounts, "master_port": cluster.master_port,
+        "master_port_set": cluster.master_port_set, **shared_node_request(cluster),
         "mode": mode_of(cluster), "cpu": cluster.gpus.type.lower() == "cpu",
         "nccl_env": list(nccl_env(cluster, mode_of(cluster)).items()),
         "source": source_label(cluster), "regen": _regen(cluster, nodes),
+    }
+
+
+def shared_node_request(cluster: Cluster) -> dict[str, Any]:
+    """``exclusive: false``: what the job asks of each node it shares with other jobs, so
+    that Slurm (task/cgroup) does not confine all the node's ranks to one CPU, its default
+    share. ``cpus_per_task``: ``resources.requests.cpu`` rounded up, else one CPU per rank;
+    ``mem``: ``resources.requests.memory`` in MiB ('' = the partition's default). An option
+    the site sets in ``slurm.sbatch_args`` is left to it (0 / '')."""
+    s = cluster.slurm
+    if s.exclusive:
+        return {"cpus_per_task": 0, "mem": ""}
+    site = {a[2:].partition("=")[0] for a in s.sbatch_args}
+    req = cluster.resources.requests
+    cpu = parse_quantity(req.cpu) if req.cpu else None
+    cpus = max(1, math.ceil(cpu)) if cpu is not None else cluster.gpus.per_node
+    mem = parse_quantity(req.memory) if req.memory else None
+    return {
+        "cpus_per_task": 0 if site & {"cpus-per-task", "cpus-per-gpu", "mincpus"} else cpus,
+        "mem": "" if mem is None or site & {"mem", "mem-per-cpu", "mem-per-gpu"}
+        else f"{math.ceil(mem / (1 << 20))}M",
     }
 
 
