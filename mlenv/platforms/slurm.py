@@ -4,7 +4,9 @@ Only the real Slurm clients are used (``sbatch``, ``squeue``, ``scontrol``, ``sc
 ``sinfo``; ``sacct`` when accounting exists), each argv from :func:`mlenv.argv.slurm`.
 A job that Slurm ends (time limit, node failure, preemption, cancel) is ERROR naming the
 node(s), never PASS, whatever rank 0 managed to write; what the ranks measured before is
-kept (``results.jsonl`` → the report).
+kept (``results.jsonl`` → the report). A drained node is not a failure (Slurm lets running
+jobs finish); a node that goes down is, and mlenv cancels the job then, judging once
+Slurm has ended it. mlenv's own limit counts from the job's start, not its submission.
 
 State: ``.mlenv/slurm/<cluster>.json`` under the repository root records the last
 submission (job id, run id, report folder) for ``status``/``logs``/``teardown``.
@@ -36,6 +38,8 @@ ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUE
 KILLED = {"TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "CANCELLED"}
 BAD_NODE = re.compile(r"DOWN|DRAIN|FAIL|NOT_RESPONDING|UNKNOWN|\*")
 _KV = re.compile(r"(\w+)=(.*?)(?= \w+=|$)")
+# mlenv's own limit past slurm.time_limit, from the job's start: Slurm's KillWait and epilog
+# end a job over its limit first, and that is judged as Slurm's TIMEOUT.
 STARTUP_SLACK_S = 180.0
 
 
@@ -274,61 +278,160 @@ def _state(info: dict[str, str] | None) -> str:
 
 def bad_nodes(nodes: list[str]) -> list[str]:
     """``node (STATE: reason)`` for each of ``nodes`` that is down, drained or not responding."""
-    out = []
-    for n, rec in nodes_info(nodes).items():
-        st = rec.get("State", "")
-        if BAD_NODE.search(st):
-            why = _reason(rec.get("Reason", ""))
-            out.append(f"{n} ({describe(st)}" + (f": {why}" if why else "") + ")")
-    return out
+    return [_node_words(n, rec) for n, rec in nodes_info(nodes).items() if BAD_NODE.search(rec.get("State", ""))]
+
+
+def _node_words(name: str, rec: dict[str, str]) -> str:
+    why = _reason(rec.get("Reason", ""))
+    return f"{name} ({describe(rec.get('State', ''))}" + (f": {why}" if why else "") + ")"
+
+
+# A node that is down, failing or not responding loses the job's ranks there; a drain
+# alone lets running jobs finish (Slurm only starts nothing new on the node).
+GONE_NODE = re.compile(r"DOWN|FAIL|NOT_RESPONDING|UNKNOWN|\*")
+# Polling: `scontrol show job` every POLL_RUNNING_S while the job runs (the nodes every
+# other poll), every POLL_PENDING_S while it waits; one run asked twice a second before.
+POLL_RUNNING_S = 2.0
+POLL_PENDING_S = 5.0
+# After mlenv's own scancel: how long to wait for Slurm to end the job (KillWait, epilog)
+# before judging; rank 0 may still write until then, and the copy must come after it.
+CANCEL_WAIT_S = 180.0
+
+
+class SlurmReader:
+    """The Slurm reads and the one write (scancel) :func:`follow` makes, and its clock:
+    the real clients here; tests give a scripted fake with a fake clock."""
+
+    def job(self, job: str) -> dict[str, str] | None:
+        return job_info(job)
+
+    def nodes(self, names: list[str]) -> dict[str, dict[str, str]]:
+        return nodes_info(names)
+
+    def hostnames(self, nodelist: str) -> list[str]:
+        return hostnames(nodelist)
+
+    def cancel(self, job: str) -> None:
+        cancel(job)
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
 
 @dataclass
 class Outcome:
-    """How the job ended, as :func:`follow` saw it."""
+    """How the job ended, as :func:`follow` saw it: ``state`` is Slurm's own final state;
+    ``cancelled`` says why mlenv cancelled it ('' when it did not)."""
 
     state: str
     info: dict[str, str]
     failed_nodes: list[str]
     waited_s: float
+    cancelled: str = ""
 
 
-def follow(sub: Submission, say: Say, *, timeout_s: float, poll_s: float = 1.0) -> Outcome:
-    """Wait for the job to end, saying each state change and each new result. A node of the
-    job that goes down or stops responding ends the wait at once (the job is cancelled and
-    the node named); past ``timeout_s`` the job is cancelled too."""
-    t0 = time.monotonic()
-    last, seen = "", -1
-    nodes: list[str] = []
-    jsonl = Path(sub.report_dir) / "results.jsonl"
+@dataclass
+class _Watch:
+    """What :func:`follow` has seen of the job so far."""
+
+    nodes: list[str]
+    said: tuple[str, str] = ("", "")
+    results: int = -1
+    started: float | None = None
+    polls: int = 0
+    drains: set[str] | None = None
+
+
+def follow(sub: Submission, say: Say, *, timeout_s: float, slurm: SlurmReader | None = None) -> Outcome:
+    """Wait for the job to end, saying each change of state or pending reason and each new
+    result. ``timeout_s`` counts from the job's start, not its submission: a busy queue
+    never uses it up. A node of the job that goes down or stops responding ends the wait
+    at once (the job is cancelled and the node named); a drained node is only noted (Slurm
+    lets running jobs finish). The outcome comes once Slurm has ended the job."""
+    sl = slurm or SlurmReader()
+    t0 = sl.now()
+    w = _Watch(nodes=[], drains=set())
     while True:
-        info = job_info(sub.job_id) or {}
+        info = sl.job(sub.job_id) or {}
         state = _state(info)
-        if info.get("NodeList") and not nodes:
-            nodes = hostnames(info["NodeList"])
-        if state != last:
-            where_ = f" on {', '.join(nodes)}" if nodes else ""
-            reason = info.get("Reason", "")
-            say(f"job {sub.job_id}: {state}{where_}" + (f" ({reason})" if reason not in ("", "None") else ""))
-            last = state
-        n = _lines(jsonl)
-        if n != seen and n > 0:
-            say(f"job {sub.job_id}: {n} result(s) so far in {jsonl}")
-        seen = n
+        if info.get("NodeList") and not w.nodes and state != "PENDING":
+            w.nodes = sl.hostnames(info["NodeList"])
+        _progress(sub, say, w, state, info)
         if state not in ACTIVE:
-            failed = bad_nodes(nodes) if state in KILLED or state == "FAILED" else []
-            return Outcome(state, info, failed, time.monotonic() - t0)
-        if state == "RUNNING" and nodes:
-            failed = bad_nodes(nodes)
-            if failed:
-                say(f"job {sub.job_id}: node {', '.join(failed)} while the job runs: cancelling it")
-                cancel(sub.job_id)
-                return Outcome("NODE_FAIL", info, failed, time.monotonic() - t0)
-        if time.monotonic() - t0 > timeout_s:
-            say(f"job {sub.job_id}: not finished within {timeout_s:.0f} s: cancelling it")
-            cancel(sub.job_id)
-            return Outcome("TIMEOUT", info, [], time.monotonic() - t0)
-        time.sleep(poll_s)
+            failed = bad_nodes_of(sl, w.nodes) if state in KILLED or state == "FAILED" else []
+            return Outcome(state, info, failed, sl.now() - t0)
+        if w.started is None and state != "PENDING":
+            w.started = sl.now()
+        gone = _node_check(sub, say, sl, w) if state == "RUNNING" and w.nodes else []
+        if gone:
+            why = f"node {', '.join(gone)} while the job ran"
+            say(f"job {sub.job_id}: {why}: cancelling it")
+            return _cancelled(sub, say, sl, why, gone, t0)
+        if w.started is not None and sl.now() - w.started > timeout_s:
+            why = f"not finished within {timeout_s:.0f} s of its start"
+            say(f"job {sub.job_id}: {why}: cancelling it")
+            return _cancelled(sub, say, sl, why, [], t0)
+        sl.sleep(POLL_PENDING_S if state == "PENDING" else POLL_RUNNING_S)
+
+
+def _progress(sub: Submission, say: Say, w: _Watch, state: str, info: dict[str, str]) -> None:
+    """Say a new state or pending reason (Slurm's: Priority, Resources, JobHeldAdmin…) and
+    a new count of results."""
+    reason = info.get("Reason", "")
+    reason = "" if reason in ("None", "(null)") else reason
+    if (state, reason) != w.said:
+        where_ = f" on {', '.join(w.nodes)}" if w.nodes else ""
+        say(f"job {sub.job_id}: {state}{where_}" + (f" ({reason})" if reason else ""))
+        w.said = (state, reason)
+    jsonl = Path(sub.report_dir) / RESULTS_JSONL
+    n = _lines(jsonl)
+    if n != w.results and n > 0:
+        say(f"job {sub.job_id}: {n} result(s) so far in {jsonl}")
+    w.results = n
+
+
+def _node_check(sub: Submission, say: Say, sl: SlurmReader, w: _Watch) -> list[str]:
+    """Every other poll: the job's nodes that are gone (down, failing, not responding);
+    a newly drained one is said once and the job goes on."""
+    w.polls += 1
+    if w.polls % 2 == 0:
+        return []
+    gone = []
+    for n, rec in sl.nodes(w.nodes).items():
+        st = rec.get("State", "")
+        if GONE_NODE.search(st):
+            gone.append(_node_words(n, rec))
+        elif "DRAIN" in st.upper() and w.drains is not None and n not in w.drains:
+            w.drains.add(n)
+            say(f"job {sub.job_id}: node {_node_words(n, rec)}: Slurm lets the running job finish there "
+                "and starts nothing new; following it on")
+    return gone
+
+
+def bad_nodes_of(sl: SlurmReader, nodes: list[str]) -> list[str]:
+    """:func:`bad_nodes` through ``sl``."""
+    return [_node_words(n, rec) for n, rec in sl.nodes(nodes).items() if BAD_NODE.search(rec.get("State", ""))]
+
+
+def _cancelled(sub: Submission, say: Say, sl: SlurmReader, why: str, gone: list[str], t0: float) -> Outcome:
+    """scancel, then wait until Slurm has ended the job (rank 0 writes until then, and the
+    report is copied after): the outcome carries Slurm's final state and mlenv's reason."""
+    sl.cancel(sub.job_id)
+    end = sl.now() + CANCEL_WAIT_S
+    info: dict[str, str] = {}
+    while True:
+        info = sl.job(sub.job_id) or info
+        state = _state(info)
+        if state not in ACTIVE:
+            break
+        if sl.now() > end:
+            say(f"job {sub.job_id}: still {state} {CANCEL_WAIT_S:.0f} s after scancel; judging it now")
+            break
+        sl.sleep(POLL_RUNNING_S)
+    return Outcome(state, info, gone, sl.now() - t0, cancelled=why)
 
 
 def _lines(p: Path) -> int:
@@ -346,20 +449,53 @@ def cancel(job: str) -> None:
 
 def judge(cluster: Cluster, sub: Submission, out: Outcome) -> dict[str, Any]:
     """The results document of the run: rank 0's when the job ended by itself; otherwise
-    ERROR naming what Slurm did and where, built from what was measured (results.jsonl)."""
-    killed = out.state in KILLED or bool(out.failed_nodes)
+    ERROR naming what Slurm (or mlenv's cancel) did and where, built from what was measured
+    (results.jsonl)."""
+    killed = out.state in KILLED or bool(out.failed_nodes) or bool(out.cancelled)
     where_ = f" on node {', '.join(out.failed_nodes)}" if out.failed_nodes else (
         f" on {out.info.get('NodeList')}" if out.info.get("NodeList") else "")
     reason = out.info.get("Reason", "")
-    why = (f"Slurm ended job {sub.job_id} ({out.state}{'' if reason in ('', 'None') else ': ' + reason}){where_}"
-           if killed else f"job {sub.job_id} ended {out.state} (exit {out.info.get('ExitCode', '?')}) before rank 0 "
-           "wrote results.json")
-    # A CANCELLED job with healthy nodes is someone's scancel (mlenv's own cancels are
-    # recorded as TIMEOUT or NODE_FAIL above): INTERRUPTED, not a broken cluster. TIMEOUT,
-    # NODE_FAIL and preemption (PREEMPTED) stay ERROR.
-    scancel = out.state == "CANCELLED" and not out.failed_nodes
+    if out.cancelled:
+        why = f"mlenv cancelled job {sub.job_id}: {out.cancelled}; Slurm's final state {out.state}{where_}"
+    elif killed:
+        why = f"Slurm ended job {sub.job_id} ({out.state}{'' if reason in ('', 'None') else ': ' + reason}){where_}"
+    else:
+        why = (f"job {sub.job_id} ended {out.state} (exit {out.info.get('ExitCode', '?')}) before rank 0 wrote "
+               "results.json" + port_clash(_job_output(out.info)))
+    # A CANCELLED job with healthy nodes that mlenv did not cancel is someone's scancel:
+    # INTERRUPTED, not a broken cluster. TIMEOUT, NODE_FAIL, preemption and mlenv's own
+    # cancels (a node gone, its limit) stay ERROR.
+    scancel = out.state == "CANCELLED" and not out.failed_nodes and not out.cancelled
     return judge_report(Path(sub.report_dir), sub.run_id, forced_error=why if killed else None, fallback_why=why,
                         interrupted="scancel" if scancel else None)
+
+
+# torch's TCPStore names a taken rendezvous port "EADDRINUSE" (2.x) or "Address already in use".
+_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
+_RENDEZVOUS = re.compile(r"rendezvous (\S+):(\d+)")
+
+
+def port_clash(text: str) -> str:
+    """'; …' naming a rendezvous port another process held (EADDRINUSE), from the job's
+    output ('' when the output does not say so)."""
+    if not _IN_USE.search(text):
+        return ""
+    m = _RENDEZVOUS.search(text)
+    at = f" {m.group(2)} on {m.group(1)}" if m else ""
+    return (f"; the rendezvous port{at} was already in use (EADDRINUSE): another job on that node holds it. "
+            "Leave master_port unset (the port is then derived from the job id) or set a free one")
+
+
+def _job_output(info: dict[str, str]) -> str:
+    """The job's output file (its last 64 KiB), '' when unreadable."""
+    path = info.get("StdOut", "")
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 65536))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def judge_report(report: Path, run_id: str, *, forced_error: str | None, fallback_why: str,
@@ -412,6 +548,7 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
                suite_args: list[str] | None = None, timeout_s: float | None = None) -> tuple[dict[str, Any], int, Path]:
     """Submit, wait with progress, judge, copy the reports back: (document, exit code, reports)."""
     sub = submit(cluster, root, say, nodes=nodes, profile=profile, suite_args=suite_args)
+    # counted from the job's start (follow): time in the queue never uses it up
     limit = timeout_s if timeout_s is not None else min(time_limit_s(cluster) + STARTUP_SLACK_S, 7 * 86400)
     out = follow(sub, say, timeout_s=limit)
     doc = judge(cluster, sub, out)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -54,6 +55,29 @@ class Env:
                               "MLENV_BASELINE": BASELINE, "MLENV_OPTIONS": SMALL})
         return subprocess.run([*MLENV, *args], env=env, capture_output=True, text=True, timeout=timeout,
                               cwd=self.root, check=False)
+
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """``mlenv ARGS`` in the background (stdout and stderr together)."""
+        env = self.slurm.env({"MLENV_ROOT": str(self.root), "OMP_NUM_THREADS": "1",
+                              "MLENV_BASELINE": BASELINE, "MLENV_OPTIONS": SMALL})
+        return subprocess.Popen([*MLENV, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, cwd=self.root)
+
+    def new_job(self, before: str, timeout: float = 60) -> str:
+        """The job id recorded by a submission after ``before`` (the id recorded until then)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                job = self.record()["job_id"]
+                if job != before:
+                    return job
+            time.sleep(0.3)
+        raise AssertionError("no new job was submitted")
+
+    def recorded(self) -> str:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            return self.record()["job_id"]
+        return ""
 
     def record(self) -> dict[str, str]:
         return dict(json.loads((self.root / ".mlenv" / "slurm" / f"{CLUSTER}.json").read_text()))
@@ -280,3 +304,94 @@ def test_a_node_crashing_mid_job_is_error_naming_the_node(env: Env) -> None:
         env.slurm.start_slurmd(1)
         with contextlib.suppress(RuntimeError):  # ReturnToService=2 may have resumed it already
             env.slurm.set_node(node, "RESUME")
+
+
+def _finish(p: subprocess.Popen[str], timeout: float = 300) -> str:
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        raise AssertionError(f"mlenv acceptance did not end within {timeout:g} s:\n{out[-3000:]}") from None
+    return out
+
+
+def test_two_jobs_sharing_the_nodes_each_get_their_port_and_cpus(env: Env) -> None:
+    """Issue 24 §3, shared nodes: two jobs at once on the same two nodes (exclusive: false).
+    Both bound MASTER_PORT 29500 on the first node and one ended FAILED; now the port comes
+    from the job id, and each job asks for a CPU per rank, not Slurm's one per node."""
+    env.slurm.wait_idle(90)
+    before = env.recorded()
+    a = env.start("acceptance", "--cluster", CLUSTER, "--checks", "compute")
+    job_a = env.new_job(before)
+    b = env.start("acceptance", "--cluster", CLUSTER, "--checks", "compute")
+    job_b = env.new_job(job_a)
+    outs = [_finish(a), _finish(b)]
+    for job, p, out in ((job_a, a, outs[0]), (job_b, b, outs[1])):
+        assert p.returncode in (0, 1) and "verdict: ERROR" not in out, out[-3000:]
+        rec = env.slurm.run("scontrol", "-o", "show", "job", job).stdout
+        assert "MinCPUsNode=2" in rec and "NumCPUs=4" in rec, rec
+    ports = [re.search(r"rendezvous \S+:(\d+)", (env.root / "reports" / CLUSTER / rid / "job.out").read_text())
+             for rid in _run_ids(outs)]
+    assert all(ports) and len({m.group(1) for m in ports if m}) == 2, ports
+
+
+def _run_ids(outs: list[str]) -> list[str]:
+    return [re.search(r", run (\S+); reports:", o).group(1) for o in outs]  # type: ignore[union-attr]
+
+
+def test_a_job_pending_in_the_queue_says_why_and_then_runs(env: Env) -> None:
+    """Issue 24 §3, pending time: the partition is down and the job is held by an admin;
+    each pending reason Slurm gives is said (only the first was, the state being the same),
+    and the wait is not counted against the run: it runs once released."""
+    env.slurm.wait_idle(90)
+    part = env.slurm.partition
+    before = env.recorded()
+    env.slurm.run("scontrol", "update", f"PartitionName={part}", "State=DOWN")
+    try:
+        p = env.start("acceptance", "--cluster", CLUSTER, "--checks", "compute")
+        job = env.new_job(before)
+        env.slurm.run("scontrol", "hold", job)
+        time.sleep(12)  # two pending polls
+        env.slurm.run("scontrol", "release", job)
+    finally:
+        env.slurm.run("scontrol", "update", f"PartitionName={part}", "State=UP")
+    out = _finish(p)
+    assert p.returncode in (0, 1), out[-3000:]
+    lines = [ln for ln in out.splitlines() if ln.startswith(f"job {job}: ")]
+    assert f"job {job}: PENDING (JobHeldAdmin)" in lines, lines
+    assert any(ln.startswith(f"job {job}: RUNNING") for ln in lines) and "verdict: ERROR" not in out, out[-3000:]
+
+
+def test_a_node_drained_mid_job_lets_the_job_finish_and_the_reports_are_copied_whole(env: Env) -> None:
+    """Issue 24 §3, drain: DRAIN lets running jobs finish; mlenv cancelled within a poll and
+    said NODE_FAIL. Now the drain is said and the job runs to its end; the copy is taken
+    after the job ended (record.json and the same results.json as on the shared folder)."""
+    env.slurm.wait_idle(90)
+    node = env.slurm.nodes[1]
+    before = env.recorded()
+    p = env.start("acceptance", "--cluster", CLUSTER)
+    try:
+        rid = _wait_results(env, before)
+        env.slurm.set_node(node, "DRAIN", "planned maintenance")
+        out = _finish(p)
+    finally:
+        env.slurm.set_node(node, "RESUME")
+    assert p.returncode in (0, 1) and "verdict: ERROR" not in out, out[-3000:]
+    assert f"node {node} (draining: planned maintenance)" in out and "cancelling" not in out, out[-3000:]
+    shared, copy = env.shared / "results" / rid, env.root / "reports" / CLUSTER / rid
+    assert (copy / "record.json").is_file()
+    assert (copy / "results.json").read_text() == (shared / "results.json").read_text()
+
+
+def _wait_results(env: Env, before: str) -> str:
+    """The run id of the new job once its ranks have measured something."""
+    job = env.new_job(before)
+    rid = env.record()["run_id"]
+    assert env.record()["job_id"] == job
+    jsonl = env.shared / "results" / rid / "results.jsonl"
+    end = time.monotonic() + 180
+    while time.monotonic() < end and not (jsonl.is_file() and jsonl.stat().st_size > 0):
+        time.sleep(0.5)
+    assert jsonl.is_file() and jsonl.stat().st_size > 0, "no results appeared"
+    return rid
