@@ -467,7 +467,7 @@ def judge(cluster: Cluster, sub: Submission, out: Outcome) -> dict[str, Any]:
     # cancels (a node gone, its limit) stay ERROR.
     scancel = out.state == "CANCELLED" and not out.failed_nodes and not out.cancelled
     return judge_report(Path(sub.report_dir), sub.run_id, forced_error=why if killed else None, fallback_why=why,
-                        interrupted="scancel" if scancel else None)
+                        interrupted="scancel" if scancel else None, job=sub.job_id)
 
 
 # torch's TCPStore names a taken rendezvous port "EADDRINUSE" (2.x) or "Address already in use".
@@ -499,7 +499,7 @@ def _job_output(info: dict[str, str]) -> str:
 
 
 def judge_report(report: Path, run_id: str, *, forced_error: str | None, fallback_why: str,
-                 interrupted: str | None = None) -> dict[str, Any]:
+                 interrupted: str | None = None, job: str | None = None) -> dict[str, Any]:
     """Rank 0's ``results.json`` unless ``forced_error`` says the run was ended from outside;
     then (or when rank 0 wrote nothing readable) ERROR with that reason, from ``results.jsonl``
     (INTERRUPTED with ``interrupted``, the way someone stopped it)."""
@@ -514,7 +514,8 @@ def judge_report(report: Path, run_id: str, *, forced_error: str | None, fallbac
     report.mkdir(parents=True, exist_ok=True)
     results, notes = read_partial(report / RESULTS_JSONL)
     meta = RunMeta.read(report) or RunMeta(run_id=run_id, started=now_iso(), profile="", checks=[],
-                                           world={"nodes": None, "ranks": None, "hosts": []})
+                                           world={"nodes": None, "ranks": None, "hosts": []},
+                                           job={"scheduler": "slurm", "id": job} if job else None)
     missing = [c for c in meta.checks if c not in {r.name for r in results}]
     why += f"; {len(results)} result(s) kept from results.jsonl"
     if missing:
@@ -537,6 +538,32 @@ def copy_back(root: Path, cluster: Cluster, sub: Submission, info: dict[str, str
     return dest
 
 
+def record_here(root: Path, cluster: Cluster, dest: Path, doc: dict[str, Any], say: Say) -> None:
+    """The run in this machine's history (what ``mlenv history CLUSTER`` reads here) and the
+    copy's ``record.json``, from the judged document: rank 0 recorded it under
+    ``slurm.shared_dir``, where the control host does not look, and before mlenv's verdict.
+    A history problem never changes the verdict."""
+    import hashlib
+
+    from mlenv.acceptance.core.result import CheckResult
+    from mlenv.acceptance.records import history
+
+    base = history.default_root(root)
+    try:
+        path = history.history_path(base, cluster.name)
+        if any(r.get("run_id") == doc.get("run_id") for r in history.read(path)[0]):
+            # MLENV_HISTORY_DIR exported to the job, or shared_dir is this repository: one line is enough
+            say(f"history: run {doc.get('run_id')} is already in {path} (the job wrote it)")
+            return
+        sha = hashlib.sha256(Path(cluster.source).read_bytes()).hexdigest() if cluster.source else None
+        results = [CheckResult.from_dict(c) for c in doc.get("checks", [])]
+        path, rec = history.record_run(dest, doc, results, cluster.name, base, config_sha256=sha, origin="cluster")
+    except (OSError, ValueError, KeyError, TypeError, InputError) as e:
+        say(f"note: run not added to the history here: {e}")
+        return
+    say(f"history: run {rec['run_id']} appended to {path}")
+
+
 def time_limit_s(cluster: Cluster) -> float:
     from mlenv.config.rules import slurm_minutes
 
@@ -553,6 +580,7 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     out = follow(sub, say, timeout_s=limit)
     doc = judge(cluster, sub, out)
     dest = copy_back(root, cluster, sub, out.info)
+    record_here(root, cluster, dest, doc, say)
     return doc, contract.exit_for_doc(doc), dest
 
 

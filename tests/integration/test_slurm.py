@@ -367,7 +367,8 @@ def test_a_job_pending_in_the_queue_says_why_and_then_runs(env: Env) -> None:
 def test_a_node_drained_mid_job_lets_the_job_finish_and_the_reports_are_copied_whole(env: Env) -> None:
     """Issue 24 §3, drain: DRAIN lets running jobs finish; mlenv cancelled within a poll and
     said NODE_FAIL. Now the drain is said and the job runs to its end; the copy is taken
-    after the job ended (record.json and the same results.json as on the shared folder)."""
+    after the job ended (the same results.json as on the shared folder), and the run is in
+    this host's history under its one run id, with its job id."""
     env.slurm.wait_idle(90)
     node = env.slurm.nodes[1]
     before = env.recorded()
@@ -381,8 +382,15 @@ def test_a_node_drained_mid_job_lets_the_job_finish_and_the_reports_are_copied_w
     assert p.returncode in (0, 1) and "verdict: ERROR" not in out, out[-3000:]
     assert f"node {node} (draining: planned maintenance)" in out and "cancelling" not in out, out[-3000:]
     shared, copy = env.shared / "results" / rid, env.root / "reports" / CLUSTER / rid
-    assert (copy / "record.json").is_file()
     assert (copy / "results.json").read_text() == (shared / "results.json").read_text()
+    # one run id, and the job id beside it, in the folder, results.json, record.json and the
+    # history `mlenv history` reads on this (the control) host
+    job = {"scheduler": "slurm", "id": env.record()["job_id"]}
+    doc, rec = (json.loads((copy / f).read_text()) for f in ("results.json", "record.json"))
+    assert (doc["run_id"], doc["job"]) == (rec["run_id"], rec["job"]) == (rid, job), (doc["run_id"], rec)
+    assert rec["origin"] == "cluster" and rec["report_dir"] == str(copy.resolve())
+    hist = env.mlenv("history", CLUSTER)
+    assert hist.returncode == 0 and rid in hist.stdout, hist.stdout + hist.stderr
 
 
 def _wait_results(env: Env, before: str) -> str:
