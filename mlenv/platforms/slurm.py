@@ -161,9 +161,55 @@ def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
         raise InfraError(f"preflight: {'; '.join(lines)}: the job needs {nodes} node(s) of partition "
                          f"{cluster.slurm.partition!r} and was not submitted (resume with: scontrol update "
                          f"NodeName=NODE State=RESUME)")
+    if cluster.gpu_nodes and cluster.slurm.constraint:
+        _constraint_preflight(cluster, wanted)
     for n in wanted:
         say(f"preflight: node {n}: {states[n][0].lower()}")
     return usable
+
+
+def satisfies(expr: str, features: set[str]) -> bool | None:
+    """Whether a node with ``features`` meets the ``--constraint`` expression on its own:
+    ``&``/``,`` and ``|`` from left to right as Slurm reads them, ``[...]``/``(...)`` as
+    groups. None when the expression counts nodes (``a100*2``): one node cannot say."""
+    tokens = argv.constraint_tokens(expr)
+    if any("*" in t for t in tokens):
+        return None
+    pos = 0
+
+    def group() -> bool:
+        nonlocal pos
+        value: bool | None = None
+        op = "&"
+        while pos < len(tokens):
+            t = tokens[pos]
+            pos += 1
+            if t in "])":
+                break
+            if t in "&|,":
+                op = "|" if t == "|" else "&"
+                continue
+            term = group() if t in "[(" else t in features
+            value = term if value is None else (value or term) if op == "|" else (value and term)
+        return bool(value)
+
+    return group()
+
+
+def _constraint_preflight(cluster: Cluster, wanted: list[str]) -> None:
+    """``nodes.gpu_nodes`` against ``slurm.constraint``: a listed node without the features
+    is named with what it has (exit 2), where sbatch would only say "Requested node
+    configuration is not available"."""
+    expr = cluster.slurm.constraint
+    misses = []
+    for n, rec in nodes_info(wanted).items():
+        have = {f for f in re.split(r"[,\s]+", rec.get("AvailableFeatures", "")) if f and f != "(null)"}
+        if satisfies(expr, have) is False:
+            misses.append(f"{n} (features: {', '.join(sorted(have)) or 'none'})")
+    if misses:
+        raise InputError(f"{where(cluster, 'nodes', 'gpu_nodes')}: node(s) {'; '.join(misses)} do not meet "
+                         f"slurm.constraint {expr!r}: sbatch would refuse the job (drop them from "
+                         "nodes.gpu_nodes or change the constraint)")
 
 
 def describe(state: str) -> str:

@@ -123,6 +123,24 @@ def test_unknown_partition_is_exit_2_with_the_config_location(env: Env, tmp_path
     assert "(partitions: debug)" in r.stderr and "submitted" not in r.stdout
 
 
+def test_listed_nodes_without_the_constraints_features_are_named_before_submitting(env: Env, tmp_path: Path) -> None:
+    """Issue 24 §3: nodes.gpu_nodes (--nodelist) against slurm.constraint. sbatch only said
+    "Requested node configuration is not available" (exit 3); preflight names each listed
+    node and the features it has (exit 2), and nothing is submitted."""
+    bad = tmp_path / "constrained.yaml"
+    nodes = "".join(f"    - {n}\n" for n in env.slurm.nodes)
+    bad.write_text(config(env.shared, extra=f"nodes:\n  gpu_nodes:\n{nodes}").replace(
+        "  exclusive: false\n", "  exclusive: false\n  constraint: a100&ib\n"))
+    r = env.mlenv("deploy", str(bad))
+    queued = env.slurm.run("squeue", "-h", "-o", "%i").stdout.strip()
+    if queued:
+        env.slurm.run("scancel", *queued.split())
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{bad}:" in r.stderr and ": nodes.gpu_nodes: node(s) " in r.stderr, r.stderr
+    assert all(f"{n} (features: none)" in r.stderr for n in env.slurm.nodes), r.stderr
+    assert "slurm.constraint 'a100&ib'" in r.stderr and "submitted" not in r.stdout and not queued
+
+
 def test_drained_node_is_named_by_preflight_before_submitting(env: Env) -> None:
     env.slurm.wait_idle(90)  # a node flagged by a late ping on a loaded machine comes back
     node = env.slurm.nodes[1]

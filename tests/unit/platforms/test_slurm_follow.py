@@ -163,3 +163,14 @@ def test_a_rendezvous_port_in_use_is_named_as_such(tmp_path: Path) -> None:
     assert port_clash("RuntimeError: Address already in use\n")
     assert port_clash("ran fine\n") == ""
     assert json.loads((Path(_sub(tmp_path).report_dir) / "results.json").read_text())["verdict"] == "ERROR"
+
+
+def test_a_nodes_features_against_the_constraint_as_slurm_reads_it() -> None:
+    from mlenv.platforms.slurm import satisfies
+
+    node = {"a100_80g", "ib_hdr", "rack2"}
+    assert satisfies("a100_80g&ib_hdr", node) and satisfies("a100_80g,ib_hdr", node)
+    assert satisfies("a100_80g&[rack1|rack2]", node) and satisfies("(h100|a100_80g)&ib_hdr", node)
+    assert satisfies("a100_80g&rack1", node) is False and satisfies("[rack1|rack3]", node) is False
+    assert satisfies("h100|a100_80g&rack1", node) is False  # left to right: (h100|a100_80g)&rack1
+    assert satisfies("a100_80g*2", node) is None  # a count is about the whole job, not one node
