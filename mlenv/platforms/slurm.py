@@ -501,13 +501,21 @@ def judge(cluster: Cluster, sub: Submission, out: Outcome) -> dict[str, Any]:
     where_ = f" on node {', '.join(out.failed_nodes)}" if out.failed_nodes else (
         f" on {out.info.get('NodeList')}" if out.info.get("NodeList") else "")
     reason = out.info.get("Reason", "")
-    if out.cancelled:
+    output = _job_output(out.info)
+    # the job's USR1 trap stopped the ranks before slurm.time_limit: rank 0 wrote
+    # INTERRUPTED (SIGTERM), but nobody interrupted the run; the limit ended it
+    limit = not killed and NEAR_LIMIT in output
+    killed = killed or limit
+    if limit:
+        why = (f"job {sub.job_id} reached slurm.time_limit {cluster.slurm.time_limit}: Slurm warned it "
+               "before the limit and the ranks were stopped to write what they measured")
+    elif out.cancelled:
         why = f"mlenv cancelled job {sub.job_id}: {out.cancelled}; Slurm's final state {out.state}{where_}"
     elif killed:
         why = f"Slurm ended job {sub.job_id} ({out.state}{'' if reason in ('', 'None') else ': ' + reason}){where_}"
     else:
         why = (f"job {sub.job_id} ended {out.state} (exit {out.info.get('ExitCode', '?')}) before rank 0 wrote "
-               "results.json" + port_clash(_job_output(out.info)))
+               "results.json" + port_clash(output))
     # A CANCELLED job with healthy nodes that mlenv did not cancel is someone's scancel:
     # INTERRUPTED, not a broken cluster. TIMEOUT, NODE_FAIL, preemption and mlenv's own
     # cancels (a node gone, its limit) stay ERROR.
@@ -516,6 +524,8 @@ def judge(cluster: Cluster, sub: Submission, out: Outcome) -> dict[str, Any]:
                         interrupted="scancel" if scancel else None, job=sub.job_id)
 
 
+# What acceptance.sbatch's USR1 trap prints (Slurm's warning before the time limit).
+NEAR_LIMIT = "is near its time limit: stopping the ranks"
 # torch's TCPStore names a taken rendezvous port "EADDRINUSE" (2.x) or "Address already in use".
 _IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
 _RENDEZVOUS = re.compile(r"rendezvous (\S+):(\d+)")

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from mlenv.config.model import Cluster, Mode
-from mlenv.config.rules import parse_quantity
+from mlenv.config.rules import parse_quantity, slurm_minutes
 from mlenv.errors import InputError
 from mlenv.render.env import nccl_env
 from mlenv.render.shell import render_script
@@ -86,6 +86,15 @@ def shared_node_request(cluster: Cluster) -> dict[str, Any]:
     }
 
 
+def limit_signal_s(cluster: Cluster) -> int:
+    """Seconds before ``slurm.time_limit`` that Slurm warns the acceptance job (USR1): a
+    quarter of the limit, at most 90 s (the ranks' reports take seconds); 0 with no limit."""
+    minutes = slurm_minutes(cluster.slurm.time_limit)
+    if minutes is None or math.isinf(minutes):
+        return 0
+    return max(1, min(90, int(minutes * 60) // 4))
+
+
 def _pyxis_mount(mount: str) -> str:
     """A mount as pyxis takes it: flags joined by '+' (a ',' would start the next mount)."""
     src, sep, rest = mount.partition(":")
@@ -99,7 +108,9 @@ def render_slurm(cluster: Cluster, nodes: int | None = None) -> dict[str, str]:
     out = {}
     for f in SLURM_FILES:
         job = f"mlenv-{f.split('.')[0]}-{cluster.name}"
-        out[f] = render_script(f"slurm/{f}.j2", job_name=job, **values)
+        # only the acceptance job traps the warning; a training script keeps Slurm's own end
+        signal_s = limit_signal_s(cluster) if f == "acceptance.sbatch" else 0
+        out[f] = render_script(f"slurm/{f}.j2", job_name=job, limit_signal_s=signal_s, **values)
     return out
 
 

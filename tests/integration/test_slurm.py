@@ -422,3 +422,30 @@ def _wait_results(env: Env, before: str) -> str:
         time.sleep(0.5)
     assert jsonl.is_file() and jsonl.stat().st_size > 0, "no results appeared"
     return rid
+
+
+def test_the_ranks_are_stopped_before_the_time_limit_and_the_run_says_so(env: Env, tmp_path: Path) -> None:
+    """Issue 24 §3, signals before the limit: the job asks Slurm for USR1 before its time
+    limit (--signal=B:USR1@15 for one minute) and its trap stops the ranks through srun, so
+    they write their reports before Slurm's kill; the run is ERROR naming the limit (not
+    someone's interrupt), and the job ended before the limit (not Slurm's TIMEOUT)."""
+    env.slurm.wait_idle(90)
+    cfg = tmp_path / "short.yaml"
+    cfg.write_text(config(env.shared).replace('time_limit: "00:10:00"', 'time_limit: "00:01:00"'))
+    # a compute check that would run past the limit (at most its 120 s deadline)
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({"compute": {"n": 256, "iters": 10_000_000, "warmup": 1, "quorum_n": 64}}))
+    before = env.recorded()
+    t0 = time.monotonic()
+    r = env.mlenv("acceptance", "--cluster", str(cfg), "--checks", "compute", "--options", str(slow), timeout=300)
+    wall = time.monotonic() - t0
+    job = env.record()["job_id"] if env.recorded() != before else ""
+    assert job, r.stdout + r.stderr
+    assert r.returncode == 3 and "reached slurm.time_limit 00:01:00" in r.stdout, r.stdout[-3000:] + r.stderr
+    rec = env.slurm.run("scontrol", "-o", "show", "job", job).stdout
+    assert "JobState=TIMEOUT" not in rec, rec
+    out = (env.root / "reports" / CLUSTER / env.record()["run_id"] / "job.out").read_text()
+    # rank 0 wrote its own verdict and reports after the trap's SIGTERM, before the limit
+    assert "is near its time limit: stopping the ranks" in out, out[-3000:]
+    assert out.index("is near its time limit") < out.index("\nverdict: ") < out.index("(results.json"), out[-3000:]
+    print(f"\nsubmit -> verdict {wall:.1f} s with a 60 s limit")

@@ -174,3 +174,18 @@ def test_a_nodes_features_against_the_constraint_as_slurm_reads_it() -> None:
     assert satisfies("a100_80g&rack1", node) is False and satisfies("[rack1|rack3]", node) is False
     assert satisfies("h100|a100_80g&rack1", node) is False  # left to right: (h100|a100_80g)&rack1
     assert satisfies("a100_80g*2", node) is None  # a count is about the whole job, not one node
+
+
+def test_a_run_the_trap_stopped_before_the_time_limit_is_error_naming_the_limit(tmp_path: Path) -> None:
+    """Rank 0 judged its SIGTERM as an interrupt; the job's output says the USR1 trap sent
+    it before slurm.time_limit: ERROR naming the limit, not INTERRUPTED (nobody stopped it)."""
+    sub = _sub(tmp_path)
+    report = Path(sub.report_dir)
+    report.mkdir(parents=True)
+    (report / "results.json").write_text(json.dumps({"verdict": "INTERRUPTED", "reasons": [], "checks": [],
+                                                     "interrupted": {"signal": "SIGTERM"}}))
+    out = tmp_path / "job.out"
+    out.write_text("mlenv: job 41 is near its time limit: stopping the ranks so they write their reports\n")
+    doc = judge(load(CPU), sub, Outcome("FAILED", {"ExitCode": "143:0", "StdOut": str(out)}, [], 1.0))
+    assert doc["verdict"] == "ERROR" and "interrupted" not in doc
+    assert doc["reasons"][0].startswith("job 41 reached slurm.time_limit 00:10:00: Slurm warned it")

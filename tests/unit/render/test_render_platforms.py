@@ -83,7 +83,7 @@ def test_held_out_directives_and_environment() -> None:
     assert _directives(text) == [
         "--job-name=mlenv-acceptance-held-out-slurm", "--partition=gpu", "--account=ml-team", "--qos=high",
         "--constraint=h100", "--nodes=2", "--ntasks-per-node=1", "--no-requeue", "--time=02:00:00", "--exclusive",
-        "--gpus-per-node=8", "--output=/shared/mlenv/results/%x-%j.out"]
+        "--gpus-per-node=8", "--output=/shared/mlenv/results/%x-%j.out", "--signal=B:USR1@90"]
     # the same NCCL variables a pod gets, and the Slurm-given rendezvous
     for line in ("export NCCL_IB_HCA=mlx5_0,mlx5_1", "export NCCL_SOCKET_IFNAME=ib0,ib1", "export NCCL_ALGO=Ring",
                  'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
@@ -234,3 +234,18 @@ def test_master_port_is_the_configs_or_derived_from_the_job_id(tmp_path: Path) -
     assert len(set(ports)) == len(ports) and all(1024 < p < 32768 for p in ports), ports
     fixed = render_slurm(load(_with(tmp_path, "master_port: 29600\n")))["acceptance.sbatch"]
     assert _port(fixed, "41") == _port(fixed, "42") == "29600"
+
+
+@pytest.mark.parametrize(("limit", "before"), [("00:10:00", 90), ("1", 15), ("UNLIMITED", None)])
+def test_the_acceptance_job_is_warned_before_its_time_limit(limit: str, before: int | None, tmp_path: Path) -> None:
+    """Issue 24 §3: Slurm sends the acceptance job's shell USR1 before the limit (a quarter
+    of it, at most 90 s); its trap signals the ranks' step so they write their reports.
+    A training job keeps Slurm's own end."""
+    f = tmp_path / "c.yaml"
+    f.write_text(CPU.read_text().replace('time_limit: "00:10:00"', f'time_limit: "{limit}"'))
+    files = render_slurm(load(f))
+    d = _directives(files["acceptance.sbatch"])
+    assert [x for x in d if x.startswith("--signal")] == ([f"--signal=B:USR1@{before}"] if before else [])
+    assert not any(x.startswith("--signal") for x in _directives(files["train.sbatch"]))
+    assert "trap stop_before_limit USR1" in files["acceptance.sbatch"]
+    assert 'scancel --signal=TERM "$SLURM_JOB_ID"' in files["acceptance.sbatch"]
