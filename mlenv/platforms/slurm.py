@@ -21,7 +21,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -198,8 +198,8 @@ def satisfies(expr: str, features: set[str]) -> bool | None:
 
 def _constraint_preflight(cluster: Cluster, wanted: list[str]) -> None:
     """``nodes.gpu_nodes`` against ``slurm.constraint``: a listed node without the features
-    is named with what it has (exit 2), where sbatch would only say "Requested node
-    configuration is not available"."""
+    is named with what it has (exit 2), where sbatch would only say "Invalid feature
+    specification" or "Requested node configuration is not available"."""
     expr = cluster.slurm.constraint
     misses = []
     for n, rec in nodes_info(wanted).items():
@@ -322,11 +322,6 @@ def _state(info: dict[str, str] | None) -> str:
     return (info or {}).get("JobState", "UNKNOWN").split()[0]
 
 
-def bad_nodes(nodes: list[str]) -> list[str]:
-    """``node (STATE: reason)`` for each of ``nodes`` that is down, drained or not responding."""
-    return [_node_words(n, rec) for n, rec in nodes_info(nodes).items() if BAD_NODE.search(rec.get("State", ""))]
-
-
 def _node_words(name: str, rec: dict[str, str]) -> str:
     why = _reason(rec.get("Reason", ""))
     return f"{name} ({describe(rec.get('State', ''))}" + (f": {why}" if why else "") + ")"
@@ -388,7 +383,7 @@ class _Watch:
     results: int = -1
     started: float | None = None
     polls: int = 0
-    drains: set[str] | None = None
+    drains: set[str] = field(default_factory=set)
 
 
 def follow(sub: Submission, say: Say, *, timeout_s: float, slurm: SlurmReader | None = None) -> Outcome:
@@ -399,7 +394,7 @@ def follow(sub: Submission, say: Say, *, timeout_s: float, slurm: SlurmReader | 
     lets running jobs finish). The outcome comes once Slurm has ended the job."""
     sl = slurm or SlurmReader()
     t0 = sl.now()
-    w = _Watch(nodes=[], drains=set())
+    w = _Watch(nodes=[])
     while True:
         info = sl.job(sub.job_id) or {}
         state = _state(info)
@@ -450,7 +445,7 @@ def _node_check(sub: Submission, say: Say, sl: SlurmReader, w: _Watch) -> list[s
         st = rec.get("State", "")
         if GONE_NODE.search(st):
             gone.append(_node_words(n, rec))
-        elif "DRAIN" in st.upper() and w.drains is not None and n not in w.drains:
+        elif "DRAIN" in st.upper() and n not in w.drains:
             w.drains.add(n)
             say(f"job {sub.job_id}: node {_node_words(n, rec)}: Slurm lets the running job finish there "
                 "and starts nothing new; following it on")
@@ -458,7 +453,7 @@ def _node_check(sub: Submission, say: Say, sl: SlurmReader, w: _Watch) -> list[s
 
 
 def bad_nodes_of(sl: SlurmReader, nodes: list[str]) -> list[str]:
-    """:func:`bad_nodes` through ``sl``."""
+    """``node (STATE: reason)`` for each of ``nodes`` that is down, drained or not responding."""
     return [_node_words(n, rec) for n, rec in sl.nodes(nodes).items() if BAD_NODE.search(rec.get("State", ""))]
 
 
@@ -509,8 +504,9 @@ def judge(cluster: Cluster, sub: Submission, out: Outcome) -> dict[str, Any]:
     if limit:
         why = (f"job {sub.job_id} reached slurm.time_limit {cluster.slurm.time_limit}: Slurm warned it "
                "before the limit and the ranks were stopped to write what they measured")
-    elif out.cancelled:
-        why = f"mlenv cancelled job {sub.job_id}: {out.cancelled}; Slurm's final state {out.state}{where_}"
+    elif out.cancelled:  # the reason names the node already
+        on = f" on {out.info['NodeList']}" if out.info.get("NodeList") else ""
+        why = f"mlenv cancelled job {sub.job_id}: {out.cancelled}; Slurm's final state {out.state}{on}"
     elif killed:
         why = f"Slurm ended job {sub.job_id} ({out.state}{'' if reason in ('', 'None') else ': ' + reason}){where_}"
     else:
