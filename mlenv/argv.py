@@ -269,6 +269,11 @@ _FEATURE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:=-]{0,63}(\*[0-9]{1,4})?")
 _CONSTRAINT_TOKEN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:=-]*(?:\*[0-9]+)?|[&|,\[\]()]")
 
 
+def constraint_tokens(value: str) -> list[str]:
+    """The tokens of a :func:`slurm_constraint`-valid expression (features, ``& | , [ ] ( )``)."""
+    return _CONSTRAINT_TOKEN.findall(slurm_constraint(value))
+
+
 def slurm_constraint(value: str) -> str:
     """A ``--constraint`` expression (``a100_80g&ib_hdr``, ``[rack1|rack2]``, ``(a|b)&c``).
 

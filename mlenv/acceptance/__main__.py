@@ -28,6 +28,7 @@ from mlenv.acceptance.reports import RunMeta, console, finalize
 from mlenv.acceptance.reports.document import (
     ALL_FILES,
     ReportWriteError,
+    batch_job,
     judged,
     mark_unwritten,
     no_space,
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
              "hosts": hosts}
     meta = RunMeta(run_id=run_id, started=now_iso(),
                    profile=args.profile, checks=[c.name for c in checks], world=layout,
-                   baseline_spec=args.baseline, deadline_s=deadline)
+                   baseline_spec=args.baseline, deadline_s=deadline, job=batch_job())
     sink = _Sink(report_dir, host)
     if env.rank == 0:
         sink.open(meta)
@@ -285,7 +286,7 @@ def _startup_report(args: argparse.Namespace, run_id: str, report_dir: Path, env
     """Rank 0 could not start the group: still leave a results.json saying why (ERROR)."""
     layout = {"nodes": env.nnodes or 1, "ranks": env.world_size, "backend": None, "device": None, "hosts": [host]}
     meta = RunMeta(run_id=run_id, started=now_iso(), profile=args.profile, checks=[],
-                   world=layout, baseline_spec=args.baseline, deadline_s=deadline)
+                   world=layout, baseline_spec=args.baseline, deadline_s=deadline, job=batch_job())
     try:
         doc = finalize(report_dir, meta, [], notes=[f"start-up failed on rank 0 ({host}): {msg}"], plots=False)
         print(console.verdict_block(doc, str(report_dir)), flush=True)

@@ -313,6 +313,7 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
         shm_size=data.get("shm_size", _field_default(Cluster, "shm_size")),
         ssh_port=int(data.get("ssh_port", _field_default(Cluster, "ssh_port"))),
         master_port=int(data.get("master_port", _field_default(Cluster, "master_port"))),
+        master_port_set="master_port" in data,
         dev_tools=_dev_tools(_section(data, "dev_tools")),
         scheduling=_scheduling(_section(data, "scheduling")),
         notes=data.get("notes", _field_default(Cluster, "notes")),

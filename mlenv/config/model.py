@@ -217,6 +217,9 @@ class Cluster:
     shm_size: str = "64Gi"  # /dev/shm size limit (memory-backed emptyDir)
     ssh_port: int = 2222  # launcher sshd port inside pods (non-root can't bind 22)
     master_port: int = 29500
+    # whether the config sets master_port: on Slurm an unset one is derived from the job id
+    # (two jobs sharing a node would both bind 29500)
+    master_port_set: bool = False
     dev_tools: DevTools = field(default_factory=DevTools)
     scheduling: Scheduling = field(default_factory=Scheduling)
     notes: str = ""

@@ -4,7 +4,9 @@ Only the real Slurm clients are used (``sbatch``, ``squeue``, ``scontrol``, ``sc
 ``sinfo``; ``sacct`` when accounting exists), each argv from :func:`mlenv.argv.slurm`.
 A job that Slurm ends (time limit, node failure, preemption, cancel) is ERROR naming the
 node(s), never PASS, whatever rank 0 managed to write; what the ranks measured before is
-kept (``results.jsonl`` → the report).
+kept (``results.jsonl`` → the report). A drained node is not a failure (Slurm lets running
+jobs finish); a node that goes down is, and mlenv cancels the job then, judging once
+Slurm has ended it. mlenv's own limit counts from the job's start, not its submission.
 
 State: ``.mlenv/slurm/<cluster>.json`` under the repository root records the last
 submission (job id, run id, report folder) for ``status``/``logs``/``teardown``.
@@ -19,7 +21,7 @@ import shutil
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +38,8 @@ ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUE
 KILLED = {"TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "CANCELLED"}
 BAD_NODE = re.compile(r"DOWN|DRAIN|FAIL|NOT_RESPONDING|UNKNOWN|\*")
 _KV = re.compile(r"(\w+)=(.*?)(?= \w+=|$)")
+# mlenv's own limit past slurm.time_limit, from the job's start: Slurm's KillWait and epilog
+# end a job over its limit first, and that is judged as Slurm's TIMEOUT.
 STARTUP_SLACK_S = 180.0
 
 
@@ -157,6 +161,8 @@ def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
         raise InfraError(f"preflight: {'; '.join(lines)}: the job needs {nodes} node(s) of partition "
                          f"{cluster.slurm.partition!r} and was not submitted (resume with: scontrol update "
                          f"NodeName=NODE State=RESUME)")
+    if cluster.gpu_nodes and cluster.slurm.constraint:
+        _constraint_preflight(cluster, wanted)
     for n in wanted:
         say(f"preflight: node {n}: {states[n][0].lower()}")
     probe_imports(cluster, say)
@@ -169,6 +175,50 @@ def probe_imports(cluster: Cluster, say: Say) -> None:
     from mlenv.platforms import nodeprobe
 
     nodeprobe.slurm_check(cluster, say, _run, srun_options(cluster, 0))
+
+
+def satisfies(expr: str, features: set[str]) -> bool | None:
+    """Whether a node with ``features`` meets the ``--constraint`` expression on its own:
+    ``&``/``,`` and ``|`` from left to right as Slurm reads them, ``[...]``/``(...)`` as
+    groups. None when the expression counts nodes (``a100*2``): one node cannot say."""
+    tokens = argv.constraint_tokens(expr)
+    if any("*" in t for t in tokens):
+        return None
+    pos = 0
+
+    def group() -> bool:
+        nonlocal pos
+        value: bool | None = None
+        op = "&"
+        while pos < len(tokens):
+            t = tokens[pos]
+            pos += 1
+            if t in "])":
+                break
+            if t in "&|,":
+                op = "|" if t == "|" else "&"
+                continue
+            term = group() if t in "[(" else t in features
+            value = term if value is None else (value or term) if op == "|" else (value and term)
+        return bool(value)
+
+    return group()
+
+
+def _constraint_preflight(cluster: Cluster, wanted: list[str]) -> None:
+    """``nodes.gpu_nodes`` against ``slurm.constraint``: a listed node without the features
+    is named with what it has (exit 2), where sbatch would only say "Invalid feature
+    specification" or "Requested node configuration is not available"."""
+    expr = cluster.slurm.constraint
+    misses = []
+    for n, rec in nodes_info(wanted).items():
+        have = {f for f in re.split(r"[,\s]+", rec.get("AvailableFeatures", "")) if f and f != "(null)"}
+        if satisfies(expr, have) is False:
+            misses.append(f"{n} (features: {', '.join(sorted(have)) or 'none'})")
+    if misses:
+        raise InputError(f"{where(cluster, 'nodes', 'gpu_nodes')}: node(s) {'; '.join(misses)} do not meet "
+                         f"slurm.constraint {expr!r}: sbatch would refuse the job (drop them from "
+                         "nodes.gpu_nodes or change the constraint)")
 
 
 def describe(state: str) -> str:
@@ -281,63 +331,157 @@ def _state(info: dict[str, str] | None) -> str:
     return (info or {}).get("JobState", "UNKNOWN").split()[0]
 
 
-def bad_nodes(nodes: list[str]) -> list[str]:
-    """``node (STATE: reason)`` for each of ``nodes`` that is down, drained or not responding."""
-    out = []
-    for n, rec in nodes_info(nodes).items():
-        st = rec.get("State", "")
-        if BAD_NODE.search(st):
-            why = _reason(rec.get("Reason", ""))
-            out.append(f"{n} ({describe(st)}" + (f": {why}" if why else "") + ")")
-    return out
+def _node_words(name: str, rec: dict[str, str]) -> str:
+    why = _reason(rec.get("Reason", ""))
+    return f"{name} ({describe(rec.get('State', ''))}" + (f": {why}" if why else "") + ")"
+
+
+# A node that is down, failing or not responding loses the job's ranks there; a drain
+# alone lets running jobs finish (Slurm only starts nothing new on the node).
+GONE_NODE = re.compile(r"DOWN|FAIL|NOT_RESPONDING|UNKNOWN|\*")
+# Polling: `scontrol show job` every POLL_RUNNING_S while the job runs (the nodes every
+# other poll), every POLL_PENDING_S while it waits; one run asked twice a second before.
+POLL_RUNNING_S = 2.0
+POLL_PENDING_S = 5.0
+# After mlenv's own scancel: how long to wait for Slurm to end the job (KillWait, epilog)
+# before judging; rank 0 may still write until then, and the copy must come after it.
+CANCEL_WAIT_S = 180.0
+
+
+class SlurmReader:
+    """The Slurm reads and the one write (scancel) :func:`follow` makes, and its clock:
+    the real clients here; tests give a scripted fake with a fake clock."""
+
+    def job(self, job: str) -> dict[str, str] | None:
+        return job_info(job)
+
+    def nodes(self, names: list[str]) -> dict[str, dict[str, str]]:
+        return nodes_info(names)
+
+    def hostnames(self, nodelist: str) -> list[str]:
+        return hostnames(nodelist)
+
+    def cancel(self, job: str) -> None:
+        cancel(job)
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
 
 @dataclass
 class Outcome:
-    """How the job ended, as :func:`follow` saw it."""
+    """How the job ended, as :func:`follow` saw it: ``state`` is Slurm's own final state;
+    ``cancelled`` says why mlenv cancelled it ('' when it did not)."""
 
     state: str
     info: dict[str, str]
     failed_nodes: list[str]
     waited_s: float
+    cancelled: str = ""
 
 
-def follow(sub: Submission, say: Say, *, timeout_s: float, poll_s: float = 1.0) -> Outcome:
-    """Wait for the job to end, saying each state change and each new result. A node of the
-    job that goes down or stops responding ends the wait at once (the job is cancelled and
-    the node named); past ``timeout_s`` the job is cancelled too."""
-    t0 = time.monotonic()
-    last, seen = "", -1
-    nodes: list[str] = []
-    jsonl = Path(sub.report_dir) / "results.jsonl"
+@dataclass
+class _Watch:
+    """What :func:`follow` has seen of the job so far."""
+
+    nodes: list[str]
+    said: tuple[str, str] = ("", "")
+    results: int = -1
+    started: float | None = None
+    polls: int = 0
+    drains: set[str] = field(default_factory=set)
+
+
+def follow(sub: Submission, say: Say, *, timeout_s: float, slurm: SlurmReader | None = None) -> Outcome:
+    """Wait for the job to end, saying each change of state or pending reason and each new
+    result. ``timeout_s`` counts from the job's start, not its submission: a busy queue
+    never uses it up. A node of the job that goes down or stops responding ends the wait
+    at once (the job is cancelled and the node named); a drained node is only noted (Slurm
+    lets running jobs finish). The outcome comes once Slurm has ended the job."""
+    sl = slurm or SlurmReader()
+    t0 = sl.now()
+    w = _Watch(nodes=[])
     while True:
-        info = job_info(sub.job_id) or {}
+        info = sl.job(sub.job_id) or {}
         state = _state(info)
-        if info.get("NodeList") and not nodes:
-            nodes = hostnames(info["NodeList"])
-        if state != last:
-            where_ = f" on {', '.join(nodes)}" if nodes else ""
-            reason = info.get("Reason", "")
-            say(f"job {sub.job_id}: {state}{where_}" + (f" ({reason})" if reason not in ("", "None") else ""))
-            last = state
-        n = _lines(jsonl)
-        if n != seen and n > 0:
-            say(f"job {sub.job_id}: {n} result(s) so far in {jsonl}")
-        seen = n
+        if info.get("NodeList") and not w.nodes and state != "PENDING":
+            w.nodes = sl.hostnames(info["NodeList"])
+        _progress(sub, say, w, state, info)
         if state not in ACTIVE:
-            failed = bad_nodes(nodes) if state in KILLED or state == "FAILED" else []
-            return Outcome(state, info, failed, time.monotonic() - t0)
-        if state == "RUNNING" and nodes:
-            failed = bad_nodes(nodes)
-            if failed:
-                say(f"job {sub.job_id}: node {', '.join(failed)} while the job runs: cancelling it")
-                cancel(sub.job_id)
-                return Outcome("NODE_FAIL", info, failed, time.monotonic() - t0)
-        if time.monotonic() - t0 > timeout_s:
-            say(f"job {sub.job_id}: not finished within {timeout_s:.0f} s: cancelling it")
-            cancel(sub.job_id)
-            return Outcome("TIMEOUT", info, [], time.monotonic() - t0)
-        time.sleep(poll_s)
+            failed = bad_nodes_of(sl, w.nodes) if state in KILLED or state == "FAILED" else []
+            return Outcome(state, info, failed, sl.now() - t0)
+        if w.started is None and state != "PENDING":
+            w.started = sl.now()
+        gone = _node_check(sub, say, sl, w) if state == "RUNNING" and w.nodes else []
+        if gone:
+            why = f"node {', '.join(gone)} while the job ran"
+            say(f"job {sub.job_id}: {why}: cancelling it")
+            return _cancelled(sub, say, sl, why, gone, t0)
+        if w.started is not None and sl.now() - w.started > timeout_s:
+            why = f"not finished within {timeout_s:.0f} s of its start"
+            say(f"job {sub.job_id}: {why}: cancelling it")
+            return _cancelled(sub, say, sl, why, [], t0)
+        sl.sleep(POLL_PENDING_S if state == "PENDING" else POLL_RUNNING_S)
+
+
+def _progress(sub: Submission, say: Say, w: _Watch, state: str, info: dict[str, str]) -> None:
+    """Say a new state or pending reason (Slurm's: Priority, Resources, JobHeldAdmin…) and
+    a new count of results."""
+    reason = info.get("Reason", "")
+    reason = "" if reason in ("None", "(null)") else reason
+    if (state, reason) != w.said:
+        where_ = f" on {', '.join(w.nodes)}" if w.nodes else ""
+        say(f"job {sub.job_id}: {state}{where_}" + (f" ({reason})" if reason else ""))
+        w.said = (state, reason)
+    jsonl = Path(sub.report_dir) / RESULTS_JSONL
+    n = _lines(jsonl)
+    if n != w.results and n > 0:
+        say(f"job {sub.job_id}: {n} result(s) so far in {jsonl}")
+    w.results = n
+
+
+def _node_check(sub: Submission, say: Say, sl: SlurmReader, w: _Watch) -> list[str]:
+    """Every other poll: the job's nodes that are gone (down, failing, not responding);
+    a newly drained one is said once and the job goes on."""
+    w.polls += 1
+    if w.polls % 2 == 0:
+        return []
+    gone = []
+    for n, rec in sl.nodes(w.nodes).items():
+        st = rec.get("State", "")
+        if GONE_NODE.search(st):
+            gone.append(_node_words(n, rec))
+        elif "DRAIN" in st.upper() and n not in w.drains:
+            w.drains.add(n)
+            say(f"job {sub.job_id}: node {_node_words(n, rec)}: Slurm lets the running job finish there "
+                "and starts nothing new; following it on")
+    return gone
+
+
+def bad_nodes_of(sl: SlurmReader, nodes: list[str]) -> list[str]:
+    """``node (STATE: reason)`` for each of ``nodes`` that is down, drained or not responding."""
+    return [_node_words(n, rec) for n, rec in sl.nodes(nodes).items() if BAD_NODE.search(rec.get("State", ""))]
+
+
+def _cancelled(sub: Submission, say: Say, sl: SlurmReader, why: str, gone: list[str], t0: float) -> Outcome:
+    """scancel, then wait until Slurm has ended the job (rank 0 writes until then, and the
+    report is copied after): the outcome carries Slurm's final state and mlenv's reason."""
+    sl.cancel(sub.job_id)
+    end = sl.now() + CANCEL_WAIT_S
+    info: dict[str, str] = {}
+    while True:
+        info = sl.job(sub.job_id) or info
+        state = _state(info)
+        if state not in ACTIVE:
+            break
+        if sl.now() > end:
+            say(f"job {sub.job_id}: still {state} {CANCEL_WAIT_S:.0f} s after scancel; judging it now")
+            break
+        sl.sleep(POLL_RUNNING_S)
+    return Outcome(state, info, gone, sl.now() - t0, cancelled=why)
 
 
 def _lines(p: Path) -> int:
@@ -355,24 +499,68 @@ def cancel(job: str) -> None:
 
 def judge(cluster: Cluster, sub: Submission, out: Outcome) -> dict[str, Any]:
     """The results document of the run: rank 0's when the job ended by itself; otherwise
-    ERROR naming what Slurm did and where, built from what was measured (results.jsonl)."""
-    killed = out.state in KILLED or bool(out.failed_nodes)
+    ERROR naming what Slurm (or mlenv's cancel) did and where, built from what was measured
+    (results.jsonl)."""
+    killed = out.state in KILLED or bool(out.failed_nodes) or bool(out.cancelled)
     where_ = f" on node {', '.join(out.failed_nodes)}" if out.failed_nodes else (
         f" on {out.info.get('NodeList')}" if out.info.get("NodeList") else "")
     reason = out.info.get("Reason", "")
-    why = (f"Slurm ended job {sub.job_id} ({out.state}{'' if reason in ('', 'None') else ': ' + reason}){where_}"
-           if killed else f"job {sub.job_id} ended {out.state} (exit {out.info.get('ExitCode', '?')}) before rank 0 "
-           "wrote results.json")
-    # A CANCELLED job with healthy nodes is someone's scancel (mlenv's own cancels are
-    # recorded as TIMEOUT or NODE_FAIL above): INTERRUPTED, not a broken cluster. TIMEOUT,
-    # NODE_FAIL and preemption (PREEMPTED) stay ERROR.
-    scancel = out.state == "CANCELLED" and not out.failed_nodes
+    output = _job_output(out.info)
+    # the job's USR1 trap stopped the ranks before slurm.time_limit: rank 0 wrote
+    # INTERRUPTED (SIGTERM), but nobody interrupted the run; the limit ended it
+    limit = not killed and NEAR_LIMIT in output
+    killed = killed or limit
+    if limit:
+        why = (f"job {sub.job_id} reached slurm.time_limit {cluster.slurm.time_limit}: Slurm warned it "
+               "before the limit and the ranks were stopped to write what they measured")
+    elif out.cancelled:  # the reason names the node already
+        on = f" on {out.info['NodeList']}" if out.info.get("NodeList") else ""
+        why = f"mlenv cancelled job {sub.job_id}: {out.cancelled}; Slurm's final state {out.state}{on}"
+    elif killed:
+        why = f"Slurm ended job {sub.job_id} ({out.state}{'' if reason in ('', 'None') else ': ' + reason}){where_}"
+    else:
+        why = (f"job {sub.job_id} ended {out.state} (exit {out.info.get('ExitCode', '?')}) before rank 0 wrote "
+               "results.json" + port_clash(output))
+    # A CANCELLED job with healthy nodes that mlenv did not cancel is someone's scancel:
+    # INTERRUPTED, not a broken cluster. TIMEOUT, NODE_FAIL, preemption and mlenv's own
+    # cancels (a node gone, its limit) stay ERROR.
+    scancel = out.state == "CANCELLED" and not out.failed_nodes and not out.cancelled
     return judge_report(Path(sub.report_dir), sub.run_id, forced_error=why if killed else None, fallback_why=why,
-                        interrupted="scancel" if scancel else None)
+                        interrupted="scancel" if scancel else None, job=sub.job_id)
+
+
+# What acceptance.sbatch's USR1 trap prints (Slurm's warning before the time limit).
+NEAR_LIMIT = "is near its time limit: stopping the ranks"
+# torch's TCPStore names a taken rendezvous port "EADDRINUSE" (2.x) or "Address already in use".
+_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.IGNORECASE)
+_RENDEZVOUS = re.compile(r"rendezvous (\S+):(\d+)")
+
+
+def port_clash(text: str) -> str:
+    """'; …' naming a rendezvous port another process held (EADDRINUSE), from the job's
+    output ('' when the output does not say so)."""
+    if not _IN_USE.search(text):
+        return ""
+    m = _RENDEZVOUS.search(text)
+    at = f" {m.group(2)} on {m.group(1)}" if m else ""
+    return (f"; the rendezvous port{at} was already in use (EADDRINUSE): another job on that node holds it. "
+            "Leave master_port unset (the port is then derived from the job id) or set a free one")
+
+
+def _job_output(info: dict[str, str]) -> str:
+    """The job's output file (its last 64 KiB), '' when unreadable."""
+    path = info.get("StdOut", "")
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 65536))
+            return f.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
 
 
 def judge_report(report: Path, run_id: str, *, forced_error: str | None, fallback_why: str,
-                 interrupted: str | None = None) -> dict[str, Any]:
+                 interrupted: str | None = None, job: str | None = None) -> dict[str, Any]:
     """Rank 0's ``results.json`` unless ``forced_error`` says the run was ended from outside;
     then (or when rank 0 wrote nothing readable) ERROR with that reason, from ``results.jsonl``
     (INTERRUPTED with ``interrupted``, the way someone stopped it)."""
@@ -387,7 +575,8 @@ def judge_report(report: Path, run_id: str, *, forced_error: str | None, fallbac
     report.mkdir(parents=True, exist_ok=True)
     results, notes = read_partial(report / RESULTS_JSONL)
     meta = RunMeta.read(report) or RunMeta(run_id=run_id, started=now_iso(), profile="", checks=[],
-                                           world={"nodes": None, "ranks": None, "hosts": []})
+                                           world={"nodes": None, "ranks": None, "hosts": []},
+                                           job={"scheduler": "slurm", "id": job} if job else None)
     missing = [c for c in meta.checks if c not in {r.name for r in results}]
     why += f"; {len(results)} result(s) kept from results.jsonl"
     if missing:
@@ -410,6 +599,32 @@ def copy_back(root: Path, cluster: Cluster, sub: Submission, info: dict[str, str
     return dest
 
 
+def record_here(root: Path, cluster: Cluster, dest: Path, doc: dict[str, Any], say: Say) -> None:
+    """The run in this machine's history (what ``mlenv history CLUSTER`` reads here) and the
+    copy's ``record.json``, from the judged document: rank 0 recorded it under
+    ``slurm.shared_dir``, where the control host does not look, and before mlenv's verdict.
+    A history problem never changes the verdict."""
+    import hashlib
+
+    from mlenv.acceptance.core.result import CheckResult
+    from mlenv.acceptance.records import history
+
+    base = history.default_root(root)
+    try:
+        path = history.history_path(base, cluster.name)
+        if any(r.get("run_id") == doc.get("run_id") for r in history.read(path)[0]):
+            # MLENV_HISTORY_DIR exported to the job, or shared_dir is this repository: one line is enough
+            say(f"history: run {doc.get('run_id')} is already in {path} (the job wrote it)")
+            return
+        sha = hashlib.sha256(Path(cluster.source).read_bytes()).hexdigest() if cluster.source else None
+        results = [CheckResult.from_dict(c) for c in doc.get("checks", [])]
+        path, rec = history.record_run(dest, doc, results, cluster.name, base, config_sha256=sha, origin="cluster")
+    except (OSError, ValueError, KeyError, TypeError, InputError) as e:
+        say(f"note: run not added to the history here: {e}")
+        return
+    say(f"history: run {rec['run_id']} appended to {path}")
+
+
 def time_limit_s(cluster: Cluster) -> float:
     from mlenv.config.rules import slurm_minutes
 
@@ -421,10 +636,12 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
                suite_args: list[str] | None = None, timeout_s: float | None = None) -> tuple[dict[str, Any], int, Path]:
     """Submit, wait with progress, judge, copy the reports back: (document, exit code, reports)."""
     sub = submit(cluster, root, say, nodes=nodes, profile=profile, suite_args=suite_args)
+    # counted from the job's start (follow): time in the queue never uses it up
     limit = timeout_s if timeout_s is not None else min(time_limit_s(cluster) + STARTUP_SLACK_S, 7 * 86400)
     out = follow(sub, say, timeout_s=limit)
     doc = judge(cluster, sub, out)
     dest = copy_back(root, cluster, sub, out.info)
+    record_here(root, cluster, dest, doc, say)
     return doc, contract.exit_for_doc(doc), dest
 
 

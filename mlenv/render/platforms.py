@@ -9,10 +9,12 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
 from mlenv.config.model import Cluster, Mode, Slurm
+from mlenv.config.rules import parse_quantity, slurm_minutes
 from mlenv.errors import InputError
 from mlenv.render.env import nccl_env, topology_env
 from mlenv.render.shell import render_script
@@ -55,6 +57,7 @@ def slurm_values(cluster: Cluster, nodes: int | None = None) -> dict[str, Any]:
         "gpu_count": f"{s.gpu_type}:{cluster.gpus.per_node}" if s.gpu_type else cluster.gpus.per_node,
         "nodelist": ",".join(cluster.gpu_nodes[:n]) if cluster.gpu_nodes else "",
         "results_dir": results_dir, "mounts": pyxis_mounts(s), "master_port": cluster.master_port,
+        "master_port_set": cluster.master_port_set, **shared_node_request(cluster),
         "mode": mode_of(cluster), "cpu": cluster.gpus.type.lower() == "cpu",
         # the exported variables: NCCL's, and MLENV_TOPOLOGY when the config has racks
         "nccl_env": list({**nccl_env(cluster, mode_of(cluster)), **topology_env(cluster)}.items()),
@@ -65,6 +68,36 @@ def slurm_values(cluster: Cluster, nodes: int | None = None) -> dict[str, Any]:
 def pyxis_mounts(s: Slurm) -> str:
     """``--container-mounts``: ``shared_dir`` at the same path, then ``slurm.container_mounts``."""
     return ",".join([f"{s.shared_dir}:{s.shared_dir}", *(_pyxis_mount(m) for m in s.container_mounts)])
+
+
+def shared_node_request(cluster: Cluster) -> dict[str, Any]:
+    """``exclusive: false``: what the job asks of each node it shares with other jobs, so
+    that Slurm (task/cgroup) does not confine all the node's ranks to one CPU, its default
+    share. ``cpus_per_task``: ``resources.requests.cpu`` rounded up, else one CPU per rank;
+    ``mem``: ``resources.requests.memory`` in MiB ('' = the partition's default). An option
+    the site sets in ``slurm.sbatch_args`` is left to it (0 / '')."""
+    s = cluster.slurm
+    if s.exclusive:
+        return {"cpus_per_task": 0, "mem": ""}
+    site = {a[2:].partition("=")[0] for a in s.sbatch_args}
+    req = cluster.resources.requests
+    cpu = parse_quantity(req.cpu) if req.cpu else None
+    cpus = max(1, math.ceil(cpu)) if cpu is not None else cluster.gpus.per_node
+    mem = parse_quantity(req.memory) if req.memory else None
+    return {
+        "cpus_per_task": 0 if site & {"cpus-per-task", "cpus-per-gpu", "mincpus"} else cpus,
+        "mem": "" if mem is None or site & {"mem", "mem-per-cpu", "mem-per-gpu"}
+        else f"{math.ceil(mem / (1 << 20))}M",
+    }
+
+
+def limit_signal_s(cluster: Cluster) -> int:
+    """Seconds before ``slurm.time_limit`` that Slurm warns the acceptance job (USR1): a
+    quarter of the limit, at most 90 s (the ranks' reports take seconds); 0 with no limit."""
+    minutes = slurm_minutes(cluster.slurm.time_limit)
+    if minutes is None or math.isinf(minutes):
+        return 0
+    return max(1, min(90, int(minutes * 60) // 4))
 
 
 def _pyxis_mount(mount: str) -> str:
@@ -80,7 +113,9 @@ def render_slurm(cluster: Cluster, nodes: int | None = None) -> dict[str, str]:
     out = {}
     for f in SLURM_FILES:
         job = f"mlenv-{f.split('.')[0]}-{cluster.name}"
-        out[f] = render_script(f"slurm/{f}.j2", job_name=job, **values)
+        # only the acceptance job traps the warning; a training script keeps Slurm's own end
+        signal_s = limit_signal_s(cluster) if f == "acceptance.sbatch" else 0
+        out[f] = render_script(f"slurm/{f}.j2", job_name=job, limit_signal_s=signal_s, **values)
     return out
 
 

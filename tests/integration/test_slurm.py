@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import subprocess
 import sys
 import threading
@@ -55,6 +56,29 @@ class Env:
         return subprocess.run([*MLENV, *args], env=env, capture_output=True, text=True, timeout=timeout,
                               cwd=self.root, check=False)
 
+    def start(self, *args: str) -> subprocess.Popen[str]:
+        """``mlenv ARGS`` in the background (stdout and stderr together)."""
+        env = self.slurm.env({"MLENV_ROOT": str(self.root), "OMP_NUM_THREADS": "1",
+                              "MLENV_BASELINE": BASELINE, "MLENV_OPTIONS": SMALL})
+        return subprocess.Popen([*MLENV, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, cwd=self.root)
+
+    def new_job(self, before: str, timeout: float = 60) -> str:
+        """The job id recorded by a submission after ``before`` (the id recorded until then)."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            with contextlib.suppress(OSError, ValueError, KeyError):
+                job = self.record()["job_id"]
+                if job != before:
+                    return job
+            time.sleep(0.3)
+        raise AssertionError("no new job was submitted")
+
+    def recorded(self) -> str:
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            return self.record()["job_id"]
+        return ""
+
     def record(self) -> dict[str, str]:
         return dict(json.loads((self.root / ".mlenv" / "slurm" / f"{CLUSTER}.json").read_text()))
 
@@ -97,6 +121,24 @@ def test_unknown_partition_is_exit_2_with_the_config_location(env: Env, tmp_path
     assert r.returncode == 2, r.stdout + r.stderr
     assert f"{bad}:6:14: slurm.partition: partition 'gpu-nope' does not exist" in r.stderr
     assert "(partitions: debug)" in r.stderr and "submitted" not in r.stdout
+
+
+def test_listed_nodes_without_the_constraints_features_are_named_before_submitting(env: Env, tmp_path: Path) -> None:
+    """Issue 24 §3: nodes.gpu_nodes (--nodelist) against slurm.constraint. sbatch only said
+    "Requested node configuration is not available" (exit 3); preflight names each listed
+    node and the features it has (exit 2), and nothing is submitted."""
+    bad = tmp_path / "constrained.yaml"
+    nodes = "".join(f"    - {n}\n" for n in env.slurm.nodes)
+    bad.write_text(config(env.shared, extra=f"nodes:\n  gpu_nodes:\n{nodes}").replace(
+        "  exclusive: false\n", "  exclusive: false\n  constraint: a100&ib\n"))
+    r = env.mlenv("deploy", str(bad))
+    queued = env.slurm.run("squeue", "-h", "-o", "%i").stdout.strip()
+    if queued:
+        env.slurm.run("scancel", *queued.split())
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert f"{bad}:" in r.stderr and ": nodes.gpu_nodes: node(s) " in r.stderr, r.stderr
+    assert all(f"{n} (features: none)" in r.stderr for n in env.slurm.nodes), r.stderr
+    assert "slurm.constraint 'a100&ib'" in r.stderr and "submitted" not in r.stdout and not queued
 
 
 def test_drained_node_is_named_by_preflight_before_submitting(env: Env) -> None:
@@ -280,3 +322,130 @@ def test_a_node_crashing_mid_job_is_error_naming_the_node(env: Env) -> None:
         env.slurm.start_slurmd(1)
         with contextlib.suppress(RuntimeError):  # ReturnToService=2 may have resumed it already
             env.slurm.set_node(node, "RESUME")
+
+
+def _finish(p: subprocess.Popen[str], timeout: float = 300) -> str:
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        raise AssertionError(f"mlenv acceptance did not end within {timeout:g} s:\n{out[-3000:]}") from None
+    return out
+
+
+def test_two_jobs_sharing_the_nodes_each_get_their_port_and_cpus(env: Env) -> None:
+    """Issue 24 §3, shared nodes: two jobs at once on the same two nodes (exclusive: false).
+    Both bound MASTER_PORT 29500 on the first node and one ended FAILED; now the port comes
+    from the job id, and each job asks for a CPU per rank, not Slurm's one per node."""
+    env.slurm.wait_idle(90)
+    before = env.recorded()
+    a = env.start("acceptance", "--cluster", CLUSTER, "--checks", "compute")
+    job_a = env.new_job(before)
+    b = env.start("acceptance", "--cluster", CLUSTER, "--checks", "compute")
+    job_b = env.new_job(job_a)
+    outs = [_finish(a), _finish(b)]
+    for p, out in ((a, outs[0]), (b, outs[1])):
+        assert p.returncode in (0, 1) and "verdict: ERROR" not in out, out[-3000:]
+    for job in (job_a, job_b):
+        rec = env.slurm.run("scontrol", "-o", "show", "job", job).stdout
+        assert "MinCPUsNode=2" in rec and "NumCPUs=4" in rec, rec
+    ports = [re.search(r"rendezvous \S+:(\d+)", (env.root / "reports" / CLUSTER / rid / "job.out").read_text())
+             for rid in _run_ids(outs)]
+    assert all(ports) and len({m.group(1) for m in ports if m}) == 2, ports
+
+
+def _run_ids(outs: list[str]) -> list[str]:
+    return [re.search(r", run (\S+); reports:", o).group(1) for o in outs]  # type: ignore[union-attr]
+
+
+def test_a_job_pending_in_the_queue_says_why_and_then_runs(env: Env) -> None:
+    """Issue 24 §3, pending time: the partition is down and the job is held by an admin;
+    each pending reason Slurm gives is said (only the first was, the state being the same),
+    and the wait is not counted against the run: it runs once released."""
+    env.slurm.wait_idle(90)
+    part = env.slurm.partition
+    before = env.recorded()
+    env.slurm.run("scontrol", "update", f"PartitionName={part}", "State=DOWN")
+    try:
+        p = env.start("acceptance", "--cluster", CLUSTER, "--checks", "compute")
+        job = env.new_job(before)
+        env.slurm.run("scontrol", "hold", job)
+        time.sleep(12)  # two pending polls
+        env.slurm.run("scontrol", "release", job)
+    finally:
+        env.slurm.run("scontrol", "update", f"PartitionName={part}", "State=UP")
+    out = _finish(p)
+    assert p.returncode in (0, 1), out[-3000:]
+    lines = [ln for ln in out.splitlines() if ln.startswith(f"job {job}: ")]
+    assert f"job {job}: PENDING (JobHeldAdmin)" in lines, lines
+    assert any(ln.startswith(f"job {job}: RUNNING") for ln in lines) and "verdict: ERROR" not in out, out[-3000:]
+
+
+def test_a_node_drained_mid_job_lets_the_job_finish_and_the_reports_are_copied_whole(env: Env) -> None:
+    """Issue 24 §3, drain: DRAIN lets running jobs finish; mlenv cancelled within a poll and
+    said NODE_FAIL. Now the drain is said and the job runs to its end; the copy is taken
+    after the job ended (the same results.json as on the shared folder), and the run is in
+    this host's history under its one run id, with its job id."""
+    env.slurm.wait_idle(90)
+    node = env.slurm.nodes[1]
+    before = env.recorded()
+    p = env.start("acceptance", "--cluster", CLUSTER)
+    try:
+        rid = _wait_results(env, before)
+        env.slurm.set_node(node, "DRAIN", "planned maintenance")
+        out = _finish(p)
+    finally:
+        env.slurm.set_node(node, "RESUME")
+    assert p.returncode in (0, 1) and "verdict: ERROR" not in out, out[-3000:]
+    assert f"node {node} (draining: planned maintenance)" in out and "cancelling" not in out, out[-3000:]
+    shared, copy = env.shared / "results" / rid, env.root / "reports" / CLUSTER / rid
+    assert (copy / "results.json").read_text() == (shared / "results.json").read_text()
+    # one run id, and the job id beside it, in the folder, results.json, record.json and the
+    # history `mlenv history` reads on this (the control) host
+    job = {"scheduler": "slurm", "id": env.record()["job_id"]}
+    doc, rec = (json.loads((copy / f).read_text()) for f in ("results.json", "record.json"))
+    assert (doc["run_id"], doc["job"]) == (rec["run_id"], rec["job"]) == (rid, job), (doc["run_id"], rec)
+    assert rec["origin"] == "cluster" and rec["report_dir"] == str(copy.resolve())
+    hist = env.mlenv("history", CLUSTER)
+    assert hist.returncode == 0 and rid in hist.stdout, hist.stdout + hist.stderr
+
+
+def _wait_results(env: Env, before: str) -> str:
+    """The run id of the new job once its ranks have measured something."""
+    job = env.new_job(before)
+    rid = env.record()["run_id"]
+    assert env.record()["job_id"] == job
+    jsonl = env.shared / "results" / rid / "results.jsonl"
+    end = time.monotonic() + 180
+    while time.monotonic() < end and not (jsonl.is_file() and jsonl.stat().st_size > 0):
+        time.sleep(0.5)
+    assert jsonl.is_file() and jsonl.stat().st_size > 0, "no results appeared"
+    return rid
+
+
+def test_the_ranks_are_stopped_before_the_time_limit_and_the_run_says_so(env: Env, tmp_path: Path) -> None:
+    """Issue 24 §3, signals before the limit: the job asks Slurm for USR1 before its time
+    limit (--signal=B:USR1@15 for one minute) and its trap stops the ranks through srun, so
+    they write their reports before Slurm's kill; the run is ERROR naming the limit (not
+    someone's interrupt), and the job ended before the limit (not Slurm's TIMEOUT)."""
+    env.slurm.wait_idle(90)
+    cfg = tmp_path / "short.yaml"
+    cfg.write_text(config(env.shared).replace('time_limit: "00:10:00"', 'time_limit: "00:01:00"'))
+    # a compute check that would run past the limit (at most its 120 s deadline)
+    slow = tmp_path / "slow.json"
+    slow.write_text(json.dumps({"compute": {"n": 256, "iters": 10_000_000, "warmup": 1, "quorum_n": 64}}))
+    before = env.recorded()
+    t0 = time.monotonic()
+    r = env.mlenv("acceptance", "--cluster", str(cfg), "--checks", "compute", "--options", str(slow), timeout=300)
+    wall = time.monotonic() - t0
+    job = env.record()["job_id"] if env.recorded() != before else ""
+    assert job, r.stdout + r.stderr
+    assert r.returncode == 3 and "reached slurm.time_limit 00:01:00" in r.stdout, r.stdout[-3000:] + r.stderr
+    rec = env.slurm.run("scontrol", "-o", "show", "job", job).stdout
+    assert "JobState=TIMEOUT" not in rec, rec
+    out = (env.root / "reports" / CLUSTER / env.record()["run_id"] / "job.out").read_text()
+    # rank 0 wrote its own verdict and reports after the trap's SIGTERM, before the limit
+    assert "is near its time limit: stopping the ranks" in out, out[-3000:]
+    assert out.index("is near its time limit") < out.index("\nverdict: ") < out.index("(results.json"), out[-3000:]
+    print(f"\nsubmit -> verdict {wall:.1f} s with a 60 s limit")

@@ -165,9 +165,11 @@ def node_versions(results: list[CheckResult], doc: dict[str, Any] | None = None)
 
 
 def make_record(doc: dict[str, Any], results: list[CheckResult], cluster: str, report_dir: Path,
-                config_sha256: str | None = None) -> dict[str, Any]:
-    """The history line of a run from its results document (the contract in docs/acceptance.md)."""
+                config_sha256: str | None = None, origin: str | None = None) -> dict[str, Any]:
+    """The history line of a run from its results document (the contract in docs/acceptance.md).
+    ``origin`` None: this process's (``cluster`` when ``MLENV_CLUSTER`` is set)."""
     world = doc.get("world") or {}
+    job = doc.get("job")
     return {
         "schema_version": HISTORY_SCHEMA,
         "run_id": doc.get("run_id"),
@@ -179,7 +181,9 @@ def make_record(doc: dict[str, Any], results: list[CheckResult], cluster: str, r
         "baseline": doc.get("baseline"),
         "config_sha256": config_sha256,
         # where the suite ran: "cluster" (MLENV_CLUSTER set: a pod, a Slurm job) or "local" (this machine)
-        "origin": "cluster" if os.environ.get("MLENV_CLUSTER", "").strip() else "local",
+        "origin": origin or ("cluster" if os.environ.get("MLENV_CLUSTER", "").strip() else "local"),
+        # the batch job the run was (Slurm), beside the run id
+        "job": {"scheduler": str(job.get("scheduler")), "id": str(job.get("id"))} if isinstance(job, dict) else None,
         "world": {k: world.get(k) for k in ("nodes", "ranks", "backend", "device")},
         "checks": sorted({r.name for r in results}),
         "versions": node_versions(results, doc),
@@ -259,9 +263,9 @@ def newest_first(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def record_run(report_dir: Path, doc: dict[str, Any], results: list[CheckResult], cluster: str, root: Path,
-               config_sha256: str | None = None) -> tuple[Path, dict[str, Any]]:
+               config_sha256: str | None = None, origin: str | None = None) -> tuple[Path, dict[str, Any]]:
     """Append this run to its cluster's history and write ``record.json``; returns (history file, line)."""
-    rec = make_record(doc, results, cluster, report_dir, config_sha256)
+    rec = make_record(doc, results, cluster, report_dir, config_sha256, origin)
     path = history_path(root, cluster)
     append(path, rec)
     try:

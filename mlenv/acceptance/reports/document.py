@@ -104,6 +104,7 @@ class RunMeta:
     env: dict[str, Any] = field(default_factory=dict)
     baseline_spec: str | None = None
     deadline_s: float = 0.0
+    job: dict[str, str] | None = None  # the batch job the run is: {"scheduler": "slurm", "id": "41"}
 
     def write(self, report_dir: Path) -> None:
         """Write ``run.json``."""
@@ -154,9 +155,18 @@ def build_document(meta: RunMeta, j: Judgement, baseline: baselines.Baseline | N
         "node_verdicts": nodeverdicts.build(j.results, j.findings, meta.world),
         "checks": [r.to_dict() for r in j.results],
     }
+    if meta.job:
+        doc["job"] = dict(meta.job)
     if interrupted:
         doc["interrupted"] = {"signal": interrupted}
     return doc
+
+
+def batch_job(environ: dict[str, str] | None = None) -> dict[str, str] | None:
+    """The Slurm job this process runs in (``SLURM_JOB_ID``), None outside one: results.json
+    and the history line carry it beside the run id."""
+    job = (environ if environ is not None else os.environ).get("SLURM_JOB_ID", "").strip()
+    return {"scheduler": "slurm", "id": job} if job.isdigit() else None
 
 
 def device_names(meta: RunMeta, results: list[CheckResult]) -> list[str]:

@@ -76,3 +76,44 @@ def test_a_users_scancel_is_interrupted_and_timeout_node_fail_preemption_stay_er
         doc = judge(load(CPU), sub, Outcome(state, {"NodeList": "n[1-2]"}, [], 1.0))
         assert doc["verdict"] == "ERROR" and "interrupted" not in doc, state
         assert exit_for_doc(doc) == 3
+
+
+def test_the_run_is_in_the_control_hosts_history_with_its_job_id_once(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 24 §3, one run id: rank 0 recorded the run under slurm.shared_dir, so `mlenv
+    history CLUSTER` here said "no runs recorded"; the job id was in neither results.json
+    nor record.json. The judged document is recorded here (origin cluster, the local copy
+    as report_dir, the job id), once."""
+    from mlenv.acceptance.records import history
+    from mlenv.platforms.slurm import record_here
+
+    monkeypatch.delenv("MLENV_HISTORY_DIR", raising=False)
+    monkeypatch.delenv("MLENV_CLUSTER", raising=False)
+    sub = _sub(tmp_path / "shared")
+    _measured(Path(sub.report_dir))  # no run.json: the job never reached rank 0's start
+    doc = judge(load(CPU), sub, Outcome("NODE_FAIL", {"NodeList": "n[1-2]"}, ["n2 (down)"], 1.0))
+    assert doc["job"] == {"scheduler": "slurm", "id": "41"} and doc["run_id"] == sub.run_id
+    root, dest = tmp_path / "repo", tmp_path / "repo" / "reports" / "cpu-slurm" / sub.run_id
+    dest.mkdir(parents=True)
+    said: list[str] = []
+    for _ in range(2):
+        record_here(root, load(CPU), dest, doc, said.append)
+    lines, _ = history.read(history.history_path(root / "reports", "cpu-slurm"))
+    assert len(lines) == 1, said
+    (line,) = lines
+    assert line["run_id"] == sub.run_id and line["verdict"] == "ERROR" and line["origin"] == "cluster"
+    assert line["job"] == {"scheduler": "slurm", "id": "41"} and line["report_dir"] == str(dest.resolve())
+    assert json.loads((dest / "record.json").read_text()) == line
+    assert said[1].endswith("(the job wrote it)"), said
+
+
+def test_the_suite_in_a_slurm_job_puts_the_job_id_in_results_json(tmp_path: Path) -> None:
+    from mlenv.acceptance.reports import RunMeta, finalize
+    from mlenv.acceptance.reports.document import batch_job
+
+    job = batch_job({"SLURM_JOB_ID": "4242"})
+    assert job == {"scheduler": "slurm", "id": "4242"} and batch_job({}) is None
+    meta = RunMeta(run_id="20261127-000000-abcdef", started="2026-11-27T00:00:00+00:00", profile="quick", checks=[],
+                   world={"nodes": 1, "ranks": 1, "hosts": ["n1"]}, job=job)
+    doc = finalize(tmp_path, meta, [], plots=False)
+    assert doc["job"] == job and json.loads((tmp_path / "results.json").read_text())["job"] == job

@@ -83,7 +83,7 @@ def test_held_out_directives_and_environment() -> None:
     assert _directives(text) == [
         "--job-name=mlenv-acceptance-held-out-slurm", "--partition=gpu", "--account=ml-team", "--qos=high",
         "--constraint=h100", "--nodes=2", "--ntasks-per-node=1", "--no-requeue", "--time=02:00:00", "--exclusive",
-        "--gpus-per-node=8", "--output=/shared/mlenv/results/%x-%j.out"]
+        "--gpus-per-node=8", "--output=/shared/mlenv/results/%x-%j.out", "--signal=B:USR1@90"]
     # the same NCCL variables a pod gets, and the Slurm-given rendezvous
     for line in ("export NCCL_IB_HCA=mlx5_0,mlx5_1", "export NCCL_SOCKET_IFNAME=ib0,ib1", "export NCCL_ALGO=Ring",
                  'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
@@ -188,3 +188,64 @@ def test_a_slurm_run_has_the_one_run_id_format_and_the_suite_is_given_it(given: 
     assert is_run_id(r.stdout), r.stdout
     assert r.stdout == given if given else r.stdout.endswith(f"-{int(job) % 2 ** 24:06x}")
     assert '--report-dir "$REPORT_DIR" --run-id "$RUN_ID"' in text
+
+
+def _with(tmp: Path, extra: str, base: Path = CPU) -> Path:
+    f = tmp / "c.yaml"
+    f.write_text(base.read_text() + extra)
+    return f
+
+
+def test_a_shared_node_job_asks_for_its_cpus_and_memory(tmp_path: Path) -> None:
+    """Issue 24 §3: ``exclusive: false`` asked Slurm for one CPU per node (its default), so
+    under task/cgroup every rank of a node shared one core: the job asks for a CPU per rank
+    (or resources.requests.cpu) and the requested memory; srun passes the CPUs on."""
+    text = render_slurm(load(CPU))["acceptance.sbatch"]
+    d = _directives(text)
+    assert "--cpus-per-task=2" in d and not any(x.startswith("--mem") for x in d)  # 2 ranks per node
+    assert 'SRUN+=(--cpus-per-task="$SLURM_CPUS_PER_TASK")' in text
+    d = _directives(render_slurm(load(_with(tmp_path, "resources:\n  requests:\n    cpu: 7500m\n"
+                                                      "    memory: 64Gi\n")))["train.sbatch"])
+    assert "--cpus-per-task=8" in d and "--mem=65536M" in d
+    # a site's own sbatch_args choice is left to it, never doubled
+    site = _with(tmp_path, "resources:\n  requests:\n    cpu: '4'\n    memory: 8Gi\n").read_text().replace(
+        "  exclusive: false\n", "  exclusive: false\n  sbatch_args: ['--mem-per-cpu=4G', '--cpus-per-gpu=8']\n")
+    (tmp_path / "c.yaml").write_text(site)
+    d = _directives(render_slurm(load(tmp_path / "c.yaml"))["acceptance.sbatch"])
+    assert not any(x.startswith(("--cpus-per-task", "--mem=")) for x in d), d
+    # an exclusive job has the whole node
+    d = _directives(render_slurm(load(HELD_OUT))["acceptance.sbatch"])
+    assert "--exclusive" in d and not any(x.startswith(("--cpus-per-task", "--mem=")) for x in d)
+
+
+def _port(text: str, job: str) -> str:
+    (line,) = [ln for ln in text.splitlines() if ln.startswith("MASTER_PORT=")]
+    r = subprocess.run(["bash", "-c", f'set -euo pipefail; {line}; printf %s "$MASTER_PORT"'], capture_output=True,
+                       text=True, check=True, env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": job})
+    return r.stdout
+
+
+def test_master_port_is_the_configs_or_derived_from_the_job_id(tmp_path: Path) -> None:
+    """Issue 24 §3: a fixed 29500 made a second job sharing a node fail with EADDRINUSE.
+    Left unset, the port comes from the job id (consecutive jobs differ, below Linux's
+    ephemeral range); a master_port in the config wins."""
+    text = render_slurm(load(CPU))["acceptance.sbatch"]
+    ports = [int(_port(text, str(j))) for j in (41, 42, 1041, 999_999)]
+    assert len(set(ports)) == len(ports) and all(1024 < p < 32768 for p in ports), ports
+    fixed = render_slurm(load(_with(tmp_path, "master_port: 29600\n")))["acceptance.sbatch"]
+    assert _port(fixed, "41") == _port(fixed, "42") == "29600"
+
+
+@pytest.mark.parametrize(("limit", "before"), [("00:10:00", 90), ("1", 15), ("UNLIMITED", None)])
+def test_the_acceptance_job_is_warned_before_its_time_limit(limit: str, before: int | None, tmp_path: Path) -> None:
+    """Issue 24 §3: Slurm sends the acceptance job's shell USR1 before the limit (a quarter
+    of it, at most 90 s); its trap signals the ranks' step so they write their reports.
+    A training job keeps Slurm's own end."""
+    f = tmp_path / "c.yaml"
+    f.write_text(CPU.read_text().replace('time_limit: "00:10:00"', f'time_limit: "{limit}"'))
+    files = render_slurm(load(f))
+    d = _directives(files["acceptance.sbatch"])
+    assert [x for x in d if x.startswith("--signal")] == ([f"--signal=B:USR1@{before}"] if before else [])
+    assert not any(x.startswith("--signal") for x in _directives(files["train.sbatch"]))
+    assert "trap stop_before_limit USR1" in files["acceptance.sbatch"]
+    assert 'scancel --signal=TERM "$SLURM_JOB_ID"' in files["acceptance.sbatch"]
