@@ -312,3 +312,51 @@ def test_a_stopped_rank_1_is_named_hung_with_its_host_not_died(tmp_path: Path) -
     assert not any("died" in r for r in doc["reasons"]), doc["reasons"]
     # rank 0's own pause.sleep was measured and is kept
     assert [c["status"] for c in doc["checks"] if c["name"] == "pause.sleep" and c["rank"] == 0] == ["PASS"]
+
+
+def test_a_stopped_rank_0_without_a_launcher_is_named_by_the_other_rank(tmp_path: Path) -> None:
+    """Two independent processes (one torchrun per pod, no CLI watching): rank 0, which hosts
+    the store, is stopped. Rank 1 names it hung with its host and state within the deadline
+    + 10 s, leaves the line for `mlenv finalize`, and exits 3 instead of waiting for ever."""
+    from mlenv.acceptance.run.world import free_port
+
+    report = tmp_path / "report"
+    base = dict(_env(tmp_path), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2",
+                LOCAL_WORLD_SIZE="2", OMP_NUM_THREADS="1", MLENV_ACCEPTANCE_PLUGINS="acceptance_probes",
+                MLENV_PROBE_PAUSE_S="5", MLENV_FAULT="")
+    cmd = [sys.executable, "-m", "mlenv.acceptance", "--checks", "environment,pause", "--report-dir", str(report),
+           "--deadline", str(STOP_DEADLINE)]
+    procs = [subprocess.Popen(cmd, env=dict(base, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
+    try:
+        end = time.monotonic() + 300
+        while time.monotonic() < end and procs[1].poll() is None:
+            jsonl = report / "results.jsonl"
+            if jsonl.is_file() and len(jsonl.read_text().splitlines()) >= 2:
+                break
+            time.sleep(0.2)
+        time.sleep(1.0)  # both in pause.sleep
+        os.kill(procs[0].pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        out1, _ = procs[1].communicate(timeout=STOP_DEADLINE + 100)
+        took = time.monotonic() - stopped
+    finally:
+        for p in procs:
+            for sig in (signal.SIGKILL, signal.SIGCONT):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(p.pid, sig)
+            p.communicate()
+    assert procs[1].returncode == 3, out1[-4000:]
+    said = f"error: rank 1 ({HOST}): rank 0 ({HOST}) hung: no heartbeat from it for "
+    (line,) = [x for x in out1.splitlines() if x.startswith(said)]
+    assert f"its process, pid {procs[0].pid}, is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)" in line, line
+    assert line.endswith("; leaving the run")
+    assert took <= STOP_DEADLINE + 10 + 5, f"named {took:.1f} s after the stop"  # + the process's own exit
+    # nobody wrote results.json (rank 0 could not): `mlenv finalize` does, naming rank 0
+    p = subprocess.run([*MLENV, "finalize", str(report)], capture_output=True, text=True, timeout=120,
+                       env=_env(tmp_path), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr[-3000:]
+    doc = json.loads((report / "results.json").read_text())
+    assert doc["verdict"] == "ERROR"
+    assert doc["reasons"][0].startswith(f"rank 0 ({HOST}) hung during pause.sleep: no heartbeat from it for "), \
+        doc["reasons"]
