@@ -353,9 +353,9 @@ def test_a_stopped_rank_0_without_a_launcher_is_named_by_the_other_rank(tmp_path
     assert line.endswith("; leaving the run")
     assert took <= STOP_DEADLINE + 10 + 5, f"named {took:.1f} s after the stop"  # + the process's own exit
     # nobody wrote results.json (rank 0 could not): `mlenv finalize` does, naming rank 0
-    p = subprocess.run([*MLENV, "finalize", str(report)], capture_output=True, text=True, timeout=120,
-                       env=_env(tmp_path), cwd=tmp_path)
-    assert p.returncode == 0, p.stderr[-3000:]
+    fin = subprocess.run([*MLENV, "finalize", str(report)], capture_output=True, text=True, timeout=120,
+                         env=_env(tmp_path), cwd=tmp_path)
+    assert fin.returncode == 0, fin.stderr[-3000:]
     doc = json.loads((report / "results.json").read_text())
     assert doc["verdict"] == "ERROR"
     assert doc["reasons"][0].startswith(f"rank 0 ({HOST}) hung during pause.sleep: no heartbeat from it for "), \

@@ -223,7 +223,7 @@ class Runner:
         self._verbs[r] = {GONE: "died"}.get(life.kind, "lost" if life.kind == UNKNOWN and stale else "hung")
         if life.kind == GONE:
             silent = f"no result and no heartbeat for {quiet:.0f} s" if stale else "no result"
-            why = f"{where} died during {name}: {silent} ({life.text}: killed or crashed)"
+            why = f"{where} died during {name}: {silent} (killed or crashed; {life.text})"
         elif life.kind == UNKNOWN and stale:
             why = f"{where} lost during {name}: no result and no heartbeat for {quiet:.0f} s, and {life.text}: " \
                   "dead or frozen"

@@ -370,7 +370,7 @@ def probe(life: Life | None, timeout_s: float = 0.5, port_ok: bool | None = True
         with socket.create_connection((life.addr, life.port), timeout=timeout_s):
             pass
     except ConnectionRefusedError:
-        return Liveness(GONE, f"its process on {life.host} has exited (its port {life.addr}:{life.port} is closed)")
+        return Liveness(GONE, f"its process on {life.host} has exited, its port {life.addr}:{life.port} is closed")
     except OSError as e:
         return Liveness(UNKNOWN, f"{life.host} does not answer on {life.addr}:{life.port} "
                                  f"({e.strerror or type(e).__name__}: host down or unreachable)")
