@@ -94,8 +94,10 @@ def main(argv: list[str] | None = None) -> int:
     env = world.read_launch_env()
     host = world.hostname()
     ranklog.start(report_dir, env.rank, host)  # logs/rank<R>.<host>.log, for the sign-off bundle
+    lifeline = world.Lifeline(env.master_addr, env.master_port)  # held until this process ends
     try:
-        backend, device, hosts = world.init_process_group(deadline, env, host, nccl_log_dir=report_dir / "nccl")
+        backend, device, hosts = world.init_process_group(deadline, env, host, nccl_log_dir=report_dir / "nccl",
+                                                          life=lifeline.life(host))
     except Exception as e:  # a peer that never joins is named here (world.rendezvous)
         msg = str(e) if isinstance(e, MlenvError) else f"start-up failed: {type(e).__name__}: {e}"
         print(f"error: rank {env.rank} ({host}): {msg}", file=sys.stderr, flush=True)
@@ -112,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
 
     chan = world.SideChannel(env.master_addr, env.master_port, f"mlenv/{env.restart}")
     chan.start_heartbeat(env.rank)
+    if env.rank != 0:  # rank 0 watches the others while it gathers; they watch rank 0
+        chan.watch_rank0(deadline + world.RANK0_GRACE_S,
+                         lambda line: _leave_without_rank0(report_dir, env.rank, host, line), hosts[0])
     install_signal_handlers(chan, env.rank)
     layout = {"nodes": nnodes, "ranks": env.world_size, "backend": backend, "device": "cuda" if ctx.is_cuda else "cpu",
              "hosts": hosts}
@@ -136,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
                     stop_reason=sink.stop_reason)
     try:
         outcome = runner.run()
-    except Exception as e:  # rank 0 gone (store unreachable) or a bug: this rank cannot go on
+    except Exception as e:  # rank 0 gone or frozen (the store does not answer) or a bug: this rank cannot go on
+        if env.rank != 0 and chan.rank0_silent_s() > 2 * world.HEARTBEAT_PERIOD_S:
+            _leave_without_rank0(report_dir, env.rank, host, f"{chan.rank0_lost_line(hosts[0])} ({type(e).__name__})")
         print(f"error: rank {env.rank} ({host}): {type(e).__name__}: {e}", file=sys.stderr, flush=True)
         os._exit(EXIT_ERROR)
     chan.stop()
@@ -152,7 +159,18 @@ def main(argv: list[str] | None = None) -> int:
     sink.close()
     meta.env = _env_summary(outcome.results, backend)
     return _judge(args, report_dir, meta, outcome, live,
-                  lambda: _others_left(chan, env.world_size, 2.0))
+                  lambda: _others_left(chan, env.world_size, 2.0, outcome.silent))
+
+
+def _leave_without_rank0(report_dir: Path, rank: int, host: str, line: str) -> None:
+    """A rank other than 0 whose rank 0 went silent (hung, died): say so, leave the line
+    for whoever finalises the report (``rundir.HUNG_FILE``: the local CLI, ``mlenv
+    finalize``), and leave the run (issue 23 §4: a frozen rank 0 was silence)."""
+    from mlenv.acceptance.records import rundir
+
+    print(f"error: rank {rank} ({host}): {line}; leaving the run", file=sys.stderr, flush=True)
+    rundir.mark_hung(report_dir, line)
+    os._exit(EXIT_ERROR)
 
 
 def _plan(args: argparse.Namespace) -> tuple[OptionLayer, list[type[Check]]]:
@@ -214,12 +232,13 @@ def _judge(args: argparse.Namespace, report_dir: Path, meta: RunMeta, outcome: O
     return code
 
 
-def _others_left(chan: world.SideChannel, world_size: int, limit_s: float) -> None:
+def _others_left(chan: world.SideChannel, world_size: int, limit_s: float, silent: list[int] | None = None) -> None:
     """Rank 0 after an abort: wait (at most ``limit_s``) until the other ranks have read the
     abort and said they leave. The store lives in this process; exiting while a rank still
-    polls it gave that rank a DistNetworkError and torch's C++ stack on the console."""
+    polls it gave that rank a DistNetworkError and torch's C++ stack on the console. The
+    ``silent`` ranks (dead, stopped) will not say it: not waited for."""
     end = time.monotonic() + limit_s
-    waiting = set(range(1, world_size))
+    waiting = set(range(1, world_size)) - set(silent or [])
     while waiting and time.monotonic() < end:
         try:
             waiting = {r for r in waiting if chan.get_now(f"left/{r}") is None}

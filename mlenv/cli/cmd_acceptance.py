@@ -156,7 +156,9 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
     run = local.run_local(cmd, env, report_dir, budget, level=level, run_id=run_id,
                           on_timeout=lambda b: err(f"the suite did not end within {b:.0f} s: stopping it"),
                           on_interrupt=lambda sig: err(f"{sig}: stopping the run and finalising its report "
-                                                       f"(further signals are ignored until that is done)"))
+                                                       f"(further signals are ignored until that is done)"),
+                          hung_after_s=dl, nproc=n,
+                          on_hung=lambda line: err(f"error: {line}: stopping the run and finalising its report"))
     # Output from here on goes through echo_out: with `| head` the reader may be gone, and
     # the exit code must still be the verdict's, not a BrokenPipeError's (issue 23).
     if run.recovered:  # rank 0 died or was stopped: only this process can tell the verdict

@@ -47,7 +47,7 @@ def finalize_cmd(
     name = cluster or history.current_cluster()
     history.check_cluster_name(name)
     run_id = run_dir.name if is_run_id(run_dir.name) else "unknown"
-    doc = local.recover(run_dir, None, run_id, rundir.interrupted_by(run_dir))
+    doc = local.recover(run_dir, None, run_id, rundir.interrupted_by(run_dir), rundir.hung_note(run_dir))
     (run_dir / rundir.LOCK_FILE).unlink(missing_ok=True)  # a dead run's lock: ours, and stale
     echo_out(console.verdict_block(doc, str(run_dir)))
     for line in history.after_run(run_dir, doc, history_dir or history.default_root(repo_root()), name):

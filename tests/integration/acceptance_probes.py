@@ -1,8 +1,9 @@
-"""A test-only check for the framework's fault tests, loaded via MLENV_ACCEPTANCE_PLUGINS.
+"""Test-only checks for the framework's fault tests, loaded via MLENV_ACCEPTANCE_PLUGINS.
 
 ``probe.allreduce`` does a real all_reduce (so a missing peer blocks it, as a real
 collective would), then times a little local work and reports it as ``probe_ms``,
-stretched by ``MLENV_FAULT=slow``'s factor.
+stretched by ``MLENV_FAULT=slow``'s factor. ``pause.sleep`` sleeps on every rank
+(``MLENV_PROBE_PAUSE_S``), a window for tests that stop a rank inside a check.
 """
 
 from __future__ import annotations
@@ -39,3 +40,19 @@ class ProbeAllReduce(Check):
             dt *= float(slow.get("factor", "4"))
         return [CheckResult(name=self.name, status=Status.PASS if ok else Status.FAIL, scope="rank",
                             metrics={"probe_ms": 1000 * dt})]
+
+
+@register
+class PauseSleep(Check):
+    """Sleeps ``MLENV_PROBE_PAUSE_S`` seconds (default 5) on every rank, then PASS: a window
+    in which every rank is inside a check, for tests that stop or signal a rank there."""
+
+    name = "pause.sleep"
+
+    def run(self, ctx: RunContext) -> list[CheckResult]:
+        import os
+
+        end = time.monotonic() + float(os.environ.get("MLENV_PROBE_PAUSE_S", "5"))
+        while time.monotonic() < end:
+            time.sleep(0.1)
+        return [CheckResult(name=self.name, status=Status.PASS, scope="rank")]

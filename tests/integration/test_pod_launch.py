@@ -7,10 +7,12 @@ collide with anything on the machine; namespace and bridge names carry a random 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -218,6 +220,67 @@ def test_node_killed_mid_run_is_error_naming_it(cluster: Callable[..., Cluster],
     # ... and what was measured before the kill is kept, in results.json and results.jsonl.
     assert any(chk["status"] == "PASS" for chk in doc["checks"])
     assert jsonl.read_text().strip()
+
+
+def _rank_pid(rank: int, marker: str) -> int | None:
+    """The pid (as this namespace sees it) of the acceptance rank ``rank`` whose argv has ``marker``."""
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            argv = (d / "cmdline").read_bytes().split(b"\0")
+            if b"mlenv.acceptance" not in argv or marker.encode() not in argv:
+                continue
+            env = (d / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"RANK={rank}".encode() in env:
+            return int(d.name)
+    return None
+
+
+@needs_harness
+def test_a_stopped_rank_on_another_node_is_named_hung_not_died(cluster: Callable[..., Cluster],
+                                                              tmp_path: Path) -> None:
+    """Issue 23 §4 across nodes: rank 0 cannot see rank 1's pid (another pod: another pid
+    namespace), so it connects to the port rank 1 holds: accepted from the backlog though
+    the process is stopped, so rank 1 is named hung ("still there"), not died, at the
+    check's deadline."""
+    # PYTHONPATH: this checkout's code on every rank, whatever the venv's editable install points at
+    here = {"MLENV_HEARTBEAT_STALE_S": "3", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    c = cluster(1, here)
+    rdir = tmp_path / "report"
+    env = c.env(0, {"MLENV_CPU_SLOTS": "1", **here})
+    p = c.popen(0, [*POD, "launch", "--deadline", "20", "--profile", "quick", "--report-dir", str(rdir), "--",
+                    *SUITE, "--checks", "environment,compute,memory", "--deadline", "15"], env,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    pid: int | None = None
+    try:
+        jsonl = rdir / "results.jsonl"
+        end = time.monotonic() + 120
+        while time.monotonic() < end and not (jsonl.exists() and len(jsonl.read_text().splitlines()) >= 2):
+            time.sleep(0.2)
+        pid = _rank_pid(1, str(rdir))
+        assert pid is not None, "rank 1 not found"
+        os.kill(pid, signal.SIGSTOP)  # rank 1 now misses the next check, whichever it is in
+        stopped = time.monotonic()
+        while time.monotonic() < stopped + 60 and not (rdir / "results.json").exists():
+            time.sleep(0.2)
+        took = time.monotonic() - stopped
+        doc = json.loads((rdir / "results.json").read_text())
+    finally:
+        if pid is not None:
+            for sig in (signal.SIGKILL, signal.SIGCONT):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
+        p.kill()  # `pod launch` itself still waits on the stopped rank's node: not this test's subject
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.communicate(timeout=10)
+    assert doc["verdict"] == "ERROR"
+    hung = [r for r in doc["reasons"] if r.startswith("ERROR: rank 1 (ml-dev-env-1) hung during ")]
+    assert hung and "its process on ml-dev-env-1 is still there (it holds its port " in hung[0], doc["reasons"]
+    assert not any("died" in r for r in doc["reasons"]), doc["reasons"]
+    assert took < 15 + 10 + 15  # the check's deadline + 10 s, + rank 0 writing the report
 
 
 # --------------------------------------------------------------------------- a random UID

@@ -31,6 +31,9 @@ LOCK_FILE = ".mlenv-run.lock"
 # (sent when a rank crashed, which is an ERROR). Holds the signal's name.
 INTERRUPT_FILE = ".interrupted"
 INTERRUPT_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
+# Written by a rank that gave up on a silent rank 0 (issue 23 §4): one line naming rank 0,
+# its host and what its process was doing, for whoever finalises the report (rank 0 cannot).
+HUNG_FILE = ".hung"
 # What a run leaves in its folder: any of them means the folder belongs to a run already.
 RUN_FILES = (RESULTS_JSON, RESULTS_JSONL, "run.json", "record.json", "junit.xml", "summary.md", "launcher.log")
 
@@ -84,6 +87,23 @@ def interrupted_by(report_dir: Path) -> str | None:
     except (OSError, ValueError):
         return None
     return name if name in INTERRUPT_SIGNALS else None
+
+
+def mark_hung(report_dir: Path, line: str) -> None:
+    """Leave ``line`` (``rank 0 (host) hung: …``) for the finaliser; the first one stays (best effort)."""
+    with contextlib.suppress(OSError):
+        fd = os.open(report_dir / HUNG_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(line.replace("\n", " ") + "\n")
+
+
+def hung_note(report_dir: Path) -> str | None:
+    """The line a rank left with :func:`mark_hung`, else None."""
+    try:
+        text = (report_dir / HUNG_FILE).read_text(encoding="utf-8").strip()
+    except (OSError, ValueError):
+        return None
+    return text or None
 
 
 def _refuse(report_dir: Path, why: str) -> InputError:

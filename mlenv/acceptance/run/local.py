@@ -14,6 +14,7 @@ import os
 import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -24,6 +25,8 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, Literal, TextIO
 
+from mlenv.acceptance.records.rundir import hung_note
+from mlenv.acceptance.run.world import HALTED, proc_stat
 from mlenv.contract import EXIT_ERROR, RESULTS_JSONL, read_results
 from mlenv.errors import InfraError, Interrupted
 
@@ -106,11 +109,13 @@ def validate(profile: str, checks: str, baseline: str | None, options: Path | No
 
 
 def recover(report_dir: Path, launcher_rc: int | None, run_id: str = "unknown",
-            interrupted: str | None = None) -> dict[str, Any]:
+            interrupted: str | None = None, hung: str | None = None) -> dict[str, Any]:
     """Finalise a report from ``results.jsonl`` when rank 0 died before ``results.json``
     (``launcher_rc`` None: no launcher to ask, ``mlenv finalize`` after a SIGKILL; ``run_id``:
     the id the run was started with, when run.json is gone too; ``interrupted``: the signal
-    someone stopped the run with, verdict INTERRUPTED)."""
+    someone stopped the run with, verdict INTERRUPTED; ``hung``: ``rank 0 (host) hung: …``,
+    why rank 0 could not finalise it, from :class:`RankWatch` or a rank's
+    ``rundir.HUNG_FILE``: the first reason, naming the check it hung in)."""
     from mlenv.acceptance.reports import RunMeta, finalize
     from mlenv.acceptance.reports.document import now_iso
     from mlenv.acceptance.reports.jsonl import read_partial
@@ -125,6 +130,10 @@ def recover(report_dir: Path, launcher_rc: int | None, run_id: str = "unknown",
     else:
         why = (f"the run ended (launcher exit {launcher_rc}) before rank 0 wrote results.json; "
                f"{len(results)} result(s) kept from results.jsonl")
+    if hung:
+        who, _, what = hung.partition(": ")
+        why = (f"{who}{f' during {missing[0]}' if missing else ''}: {what}; the run was stopped and its report "
+               f"finalised without rank 0, {len(results)} result(s) kept from results.jsonl")
     if missing:
         why += f"; not measured: {', '.join(missing)}"
     return finalize(report_dir, meta, results, notes=[] if interrupted else [why, *notes], interrupted=interrupted)
@@ -132,10 +141,12 @@ def recover(report_dir: Path, launcher_rc: int | None, run_id: str = "unknown",
 
 def stop(proc: subprocess.Popen[str]) -> None:
     """End the launcher's whole process group (we started it in its own session), then
-    every process left in it: nothing of the run outlives the CLI."""
+    every process left in it: nothing of the run outlives the CLI. A SIGCONT follows the
+    SIGTERM: a stopped rank would hold the SIGTERM pending, and the launcher wait for it."""
     for sig, wait in ((signal.SIGTERM, 35.0), (signal.SIGKILL, 5.0)):
         try:
             os.killpg(proc.pid, sig)
+            os.killpg(proc.pid, signal.SIGCONT)
         except ProcessLookupError:
             break
         try:
@@ -155,11 +166,171 @@ def end_group(pgid: int, grace_s: float = 10.0) -> None:
             os.killpg(pgid, 0)
         except (ProcessLookupError, PermissionError):
             return
+        if not _live_members(pgid):  # zombies only, not yet reaped by init: nothing left to wait for
+            return
         if time.monotonic() >= end:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(pgid, signal.SIGKILL)
             return
         time.sleep(0.1)
+
+
+def _live_members(pgid: int) -> bool:
+    """Whether group ``pgid`` has a process that is not a zombie (True where ``/proc`` cannot tell)."""
+    try:
+        entries = [d for d in Path("/proc").iterdir() if d.name.isdigit()]
+    except OSError:
+        return True
+    for d in entries:
+        try:
+            raw = (d / "stat").read_text(encoding="ascii", errors="replace")
+        except OSError:
+            continue  # gone meanwhile
+        rest = raw[raw.rindex(")") + 2:].split()
+        if int(rest[2]) == pgid and rest[0] not in "ZX":
+            return True
+    return False
+
+
+@dataclass
+class _Rank:
+    """A rank process of the run, as :class:`RankWatch` last saw it."""
+
+    pid: int
+    start: int
+    host: str
+    state: str = ""  # its /proc state letter; "" once it is gone
+    halted_since: float | None = None  # stopped (T, t) or blocked (D) since (monotonic)
+    halted: str = ""  # how: world.HALTED's words for its state then
+    halted_for: float = 0.0  # for how long, when last seen
+
+
+class RankWatch:
+    """The CLI's eye on the ranks it launched, through ``/proc`` (issue 23 §4).
+
+    A stopped process (SIGSTOP, a debugger) stops beating like a dead one, and a stopped
+    rank 0 freezes the run's store with it, so no rank can report it. Polled every
+    ``poll_s``, acting on:
+
+    - rank 0 stopped (``T``, ``t``) or blocked in the kernel (``D``) for ``hung_after_s``
+      (the check's deadline): the launcher's group is killed and :attr:`hung` names rank 0,
+      its host and its state; the CLI finalises the report from ``results.jsonl``;
+    - a rank left ``rundir.HUNG_FILE`` (it gave up on a silent rank 0): the same;
+    - a rank stopped while another rank of the run has ended: no one is left to run with,
+      and a stopped process cannot take the launcher's SIGTERM (the launcher would wait
+      30 s, then kill it): it is killed at once.
+
+    Ranks are the processes of the launcher's session (``group``) that run ``-m
+    mlenv.acceptance`` with ``RANK`` in their environment.
+    """
+
+    def __init__(self, group: int, report_dir: Path, hung_after_s: float, nproc: int = 0,
+                 on_hung: Callable[[str], None] | None = None, poll_s: float = 0.5) -> None:
+        self.group, self.report_dir, self.hung_after_s = group, report_dir, hung_after_s
+        self.nproc, self.on_hung, self.poll_s = nproc, on_hung, poll_s
+        self.ranks: dict[int, _Rank] = {}
+        self._hung: str | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="mlenv-rank-watch", daemon=True)
+
+    def start(self) -> RankWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching (before the CLI stops the run itself, and at its end)."""
+        self._done.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+
+    @property
+    def hung(self) -> str | None:
+        """``rank 0 (host) hung: …`` when rank 0 was found hung, or was still stopped when last seen."""
+        if self._hung is not None:
+            return self._hung
+        r0 = self.ranks.get(0)
+        if r0 is not None and r0.halted_since is not None:
+            return self._rank0_line(r0)
+        return None
+
+    @staticmethod
+    def _rank0_line(r0: _Rank) -> str:
+        return f"rank 0 ({r0.host}) hung: its process, pid {r0.pid}, has been {r0.halted} for {r0.halted_for:.0f} s"
+
+    def _run(self) -> None:
+        while not self._done.wait(self.poll_s):
+            try:
+                if self.nproc <= 0 or len(self.ranks) < self.nproc:
+                    self._find()
+                now = time.monotonic()
+                self._look(now)
+                r0 = self.ranks.get(0)
+                if r0 is not None and r0.halted_since is not None and r0.halted_for >= self.hung_after_s:
+                    self._stop_run(self._rank0_line(r0) + f", past the check's deadline of "
+                                                            f"{self.hung_after_s:g} s")
+                    return
+                note = hung_note(self.report_dir)
+                if note is not None:
+                    self._stop_run(note)
+                    return
+                if any(not r.state for r in self.ranks.values()):
+                    self._kill_halted()
+            except Exception:  # a look at /proc that failed must not end the run: look again
+                continue
+
+    def _find(self) -> None:
+        for d in Path("/proc").iterdir():
+            if not d.name.isdigit() or int(d.name) in {r.pid for r in self.ranks.values()}:
+                continue
+            try:
+                raw = (d / "stat").read_text(encoding="ascii", errors="replace")
+                if int(raw[raw.rindex(")") + 2:].split()[3]) != self.group:
+                    continue
+                if b"\0-m\0mlenv.acceptance\0" not in (d / "cmdline").read_bytes():
+                    continue  # the launcher's own processes name it after --module
+                env = dict(kv.split("=", 1) for kv in (d / "environ").read_bytes().decode(errors="replace")
+                           .split("\0") if "=" in kv)
+                rank = int(env["RANK"])
+            except (OSError, ValueError, KeyError, IndexError):
+                continue
+            st = proc_stat(int(d.name))
+            if st is not None and rank not in self.ranks:
+                self.ranks[rank] = _Rank(int(d.name), st[1], env.get("MLENV_HOST") or socket.gethostname())
+
+    def _look(self, now: float) -> None:
+        for r in self.ranks.values():
+            st = proc_stat(r.pid)
+            if st is None or st[1] != r.start or st[0] in "ZX":
+                r.state = ""  # gone: what it was doing last stays said
+                continue
+            r.state = st[0]
+            if r.state in HALTED:
+                r.halted_since = r.halted_since if r.halted_since is not None else now
+                r.halted, r.halted_for = HALTED[r.state][1], now - r.halted_since
+            else:
+                r.halted_since, r.halted, r.halted_for = None, "", 0.0
+
+    def _stop_run(self, line: str) -> None:
+        self._hung = line
+        if self.on_hung is not None:
+            self.on_hung(line)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.group, signal.SIGKILL)
+        self._continue_all()
+
+    def _kill_halted(self) -> None:
+        for rank, r in self.ranks.items():
+            if r.state in ("T", "t"):
+                if rank == 0:
+                    self._hung = self._rank0_line(r) + ", and the other ranks have left"
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(r.pid, signal.SIGKILL)
+                    os.kill(r.pid, signal.SIGCONT)
+
+    def _continue_all(self) -> None:
+        for r in self.ranks.values():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(r.pid, signal.SIGCONT)
 
 
 _SIGNAL_NAMES = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
@@ -329,7 +500,9 @@ def compiler_problem(gpus: int, env: dict[str, str], *, installed: bool | None =
 
 def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: float,
               on_timeout: Any = None, *, level: Level = "normal", out: TextIO | None = None,
-              run_id: str = "unknown", on_interrupt: Callable[[str], None] | None = None) -> LocalRun:
+              run_id: str = "unknown", on_interrupt: Callable[[str], None] | None = None,
+              hung_after_s: float | None = None, nproc: int = 0,
+              on_hung: Callable[[str], None] | None = None) -> LocalRun:
     """Start the launcher in its own session, wait at most ``budget_s``, then read (or recover)
     the report. InfraError when no report at all was produced.
 
@@ -342,7 +515,11 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
     the signal's name is left for rank 0 (``rundir.mark_interrupted``), the launcher's group
     gets SIGTERM (rank 0 finalises the report, verdict INTERRUPTED), and whatever is left
     of the group when the launcher has gone is killed, so nothing of the run outlives this
-    call. A second signal while that happens is ignored."""
+    call. A second signal while that happens is ignored.
+
+    With ``hung_after_s`` (the check's deadline) a :class:`RankWatch` watches the ``nproc``
+    ranks: a rank 0 stopped that long is named hung (``on_hung`` is told), the run stopped,
+    and the report finalised here (issue 23 §4)."""
     console = out or sys.stdout
     t0 = time.monotonic()
     timed_out = False
@@ -350,6 +527,7 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
     proc: subprocess.Popen[str] | None = None
     log = _open_log(report_dir, cmd)
     pump: threading.Thread | None = None
+    watch: RankWatch | None = None
     with signals_as_interrupts():
         try:
             proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
@@ -358,6 +536,8 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
             pump = threading.Thread(target=_pump, args=(proc.stdout, log, console, ConsoleFilter(level)),
                                     daemon=True)
             pump.start()
+            if hung_after_s is not None:
+                watch = RankWatch(proc.pid, report_dir, hung_after_s, nproc, on_hung).start()
             proc.wait(timeout=budget_s)
         except subprocess.TimeoutExpired:
             timed_out = True
@@ -375,6 +555,8 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
             if on_interrupt is not None:
                 on_interrupt(interrupted)
         _ignore_signals()
+        if watch is not None:  # from here on the CLI stops what is left itself
+            watch.stop()
         assert proc is not None  # only a signal before Popen returned leaves it None, and that re-raised
         try:
             if timed_out or interrupted:
@@ -388,7 +570,8 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
                 log.close()
         rc = EXIT_ERROR if timed_out else proc.returncode
         wall = time.monotonic() - t0
-        run = _report(report_dir, rc, run_id, interrupted, wall, timed_out)
+        hung = (watch.hung if watch is not None else None) or hung_note(report_dir)
+        run = _report(report_dir, rc, run_id, interrupted, wall, timed_out, hung)
         if run is not None:
             return run
     if level != "verbose":
@@ -410,7 +593,7 @@ def _open_log(report_dir: Path, cmd: list[str]) -> IO[str]:
 
 
 def _report(report_dir: Path, rc: int, run_id: str, interrupted: str | None, wall: float,
-            timed_out: bool) -> LocalRun | None:
+            timed_out: bool, hung: str | None = None) -> LocalRun | None:
     """The run's report: rank 0's results.json, else recovered from what the ranks left, else
     judged in memory when the folder is full (``unwritten`` says why); None: nothing to go on."""
     doc = read_results(report_dir)
@@ -420,11 +603,11 @@ def _report(report_dir: Path, rc: int, run_id: str, interrupted: str | None, wal
 
     try:
         if (report_dir / "results.jsonl").exists() or (report_dir / "run.json").exists():
-            return LocalRun(recover(report_dir, rc, run_id, interrupted), True, wall, timed_out, interrupted)
+            return LocalRun(recover(report_dir, rc, run_id, interrupted, hung), True, wall, timed_out, interrupted)
         free = free_space(report_dir)
         if free is not None and free < MIN_REPORT_FREE:  # the ranks met a full disk before run.json
             # raises ReportWriteError, unless space came back (then an ERROR report saying so)
-            return LocalRun(recover(report_dir, rc, run_id, interrupted), True, wall, timed_out, interrupted)
+            return LocalRun(recover(report_dir, rc, run_id, interrupted, hung), True, wall, timed_out, interrupted)
     except ReportWriteError as e:  # judged in memory; the caller records it and says why in one line
         return LocalRun(e.doc, True, wall, timed_out, interrupted, unwritten=None if e.results_written else str(e))
     return None

@@ -3,8 +3,9 @@
 Per check, every rank: apply injected faults (tests only), run setup/run/teardown in a
 worker thread bounded by the deadline, post its results under ``res/<i>/<rank>``.
 Rank 0 waits (up to the deadline) for every rank's post, turns each rank that never
-posted into an ERROR naming the rank and its host (dead: heartbeat stopped; hung:
-heartbeat alive), writes results.jsonl line by line, prints a console line, and posts
+posted into an ERROR naming the rank and its host and what its process is doing
+(died: the process is gone; hung: alive but silent, stopped, blocked or frozen; lost:
+no heartbeat and its host does not answer), writes results.jsonl line by line, prints a console line, and posts
 ``go/<i>``: go on, or abort with a reason when the process group can no longer be
 trusted or the environment check found a GPU that another job holds (nothing measured
 on it would be this node's figure; the rest is SKIP "not measured: GPU 0 (host) busy"). The other ranks wait for that decision, so all agree on what runs next.
@@ -13,6 +14,7 @@ A SIGTERM (the launcher stops every rank once one exits) is turned into a report
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -25,7 +27,16 @@ from types import FrameType
 
 from mlenv.acceptance.core.base import Check, RunContext
 from mlenv.acceptance.core.result import CheckResult, Status
-from mlenv.acceptance.run.world import HeartbeatWatch, SideChannel
+from mlenv.acceptance.run.world import (
+    GONE,
+    HEARTBEAT_PERIOD_S,
+    UNKNOWN,
+    HeartbeatWatch,
+    Liveness,
+    PortCheck,
+    SideChannel,
+    probe,
+)
 
 # Words in an exception that mean the process group itself failed (peer gone, timeout),
 # not that the check found a problem: after one, later collectives cannot be trusted.
@@ -49,6 +60,7 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     aborted: bool = False
     interrupted: str | None = None  # the signal someone stopped the run with (verdict INTERRUPTED)
+    silent: list[int] = field(default_factory=list)  # ranks that never posted (dead, hung): none will say goodbye
 
 
 def is_dist_failure(e: BaseException) -> bool:
@@ -89,6 +101,9 @@ class Runner:
         self.poll_s = poll_s
         self.watch = HeartbeatWatch(chan, ctx.world_size, stale_s) if ctx.rank == 0 else None
         self._posted: dict[int, list[CheckResult]] = {}
+        self._looked: dict[int, tuple[float, Liveness]] = {}  # rank 0: the last look at each rank's process
+        self._verbs: dict[int, str] = {}  # rank 0: what became of a rank that never posted (died, hung, lost)
+        self._ports: PortCheck | None = None  # rank 0: which ranks' lifeline ports answered at the start
 
     # -- one check on this rank -------------------------------------------------------
 
@@ -136,10 +151,14 @@ class Runner:
         th = threading.Thread(target=body, name=f"check-{name}", daemon=True)
         th.start()
         # Join in short steps: a long join would delay the SIGTERM handler.
-        said = t0
+        said = polled = t0
         while th.is_alive() and time.monotonic() - t0 < self.ctx.deadline_s:
             th.join(0.1)
             now = time.monotonic()
+            if self.watch is not None and now - polled >= HEARTBEAT_PERIOD_S:
+                polled = now  # rank 0: while it runs the check itself, it still sees whose heartbeat stops
+                with contextlib.suppress(Exception):  # the gather that follows meets any store failure
+                    self.watch.poll()
             if self.progress is not None and now - said >= self.progress_every_s and th.is_alive():
                 self.progress(f"… {name} still running ({now - t0:.0f} s of its {self.ctx.deadline_s:g} s deadline)")
                 said = now
@@ -177,39 +196,73 @@ class Runner:
                 self._posted[r] = [CheckResult.from_dict(d) for d in json.loads(raw)]
                 pending.discard(r)
 
+    def look(self, rank: int, fresh_s: float = 1.0) -> Liveness:
+        """What ``rank``'s process is doing (:func:`world.probe`), looked at again at most every
+        ``fresh_s``; a process found gone, or that cannot be looked at, stays so."""
+        seen = self._looked.get(rank)
+        now = time.monotonic()
+        if seen is not None and (seen[1].final or now - seen[0] < fresh_s):
+            return seen[1]
+        life = probe(self.chan.life(rank), port_ok=self._ports.ok(rank) if self._ports is not None else True)
+        self._looked[rank] = (now, life)
+        return life
+
+    def _lost(self, stale: list[int]) -> list[int]:
+        """Of the ranks whose heartbeat stopped, those not worth waiting for: their process
+        is gone, or cannot be looked at (host down). A stopped or frozen one may come back:
+        it is waited for until the deadline, then named hung."""
+        return [r for r in stale if self.look(r).final]
+
+    def _missing(self, name: str, r: int) -> CheckResult:
+        """The ERROR of rank ``r`` that never posted its results of ``name``."""
+        assert self.watch is not None
+        where = f"rank {r} ({self.hosts[r]})"
+        quiet = self.watch.quiet_for(r)
+        stale = quiet > self.stale_s
+        life = self.look(r, fresh_s=0.0)
+        self._verbs[r] = {GONE: "died"}.get(life.kind, "lost" if life.kind == UNKNOWN and stale else "hung")
+        if life.kind == GONE:
+            silent = f"no result and no heartbeat for {quiet:.0f} s" if stale else "no result"
+            why = f"{where} died during {name}: {silent} (killed or crashed; {life.text})"
+        elif life.kind == UNKNOWN and stale:
+            why = f"{where} lost during {name}: no result and no heartbeat for {quiet:.0f} s, and {life.text}: " \
+                  "dead or frozen"
+        elif stale or life.halted:
+            why = f"{where} hung during {name}: no result within the deadline of {self.ctx.deadline_s:g} s and " \
+                  f"no heartbeat for {quiet:.0f} s; {life.text}"
+        else:
+            why = f"{where} did not report {name} within the deadline of {self.ctx.deadline_s:g} s " \
+                  "(hung: alive but stuck)"
+        return self._error(name, why, rank=r)
+
     def gather(self, i: int, name: str, started: float) -> tuple[list[CheckResult], list[int]]:
         """Every rank's results of check ``i``; ranks that never posted become ERRORs.
 
+        Waits until every rank posted, or every rank still missing is gone (its heartbeat
+        stopped and its process exited, or its host does not answer), or the deadline.
         Returns (results in rank order, ranks that never posted).
         """
         assert self.watch is not None
         pending = set(range(self.ctx.world_size)) - set(self._posted)
         end = max(started + self.ctx.deadline_s, time.monotonic() + 1.0)
-        dead: list[int] = []
         while pending:
             self._collect(i, pending)
             self.watch.poll()
-            dead = self.watch.stale(sorted(pending))
-            if not pending or set(dead) >= pending or time.monotonic() >= end:
+            lost = self._lost(self.watch.stale(sorted(pending)))
+            if not pending or set(lost) >= pending or time.monotonic() >= end:
                 break
             time.sleep(self.poll_s)
         out: list[CheckResult] = []
         for r in range(self.ctx.world_size):
-            if r in self._posted:
-                out += self._posted[r]
-            elif r in dead:
-                out.append(self._error(name, f"rank {r} ({self.hosts[r]}) died during {name}: no result and no "
-                                             f"heartbeat for {self.stale_s:g} s (process killed or crashed)", rank=r))
-            else:
-                out.append(self._error(name, f"rank {r} ({self.hosts[r]}) did not report {name} within the "
-                                             f"deadline of {self.ctx.deadline_s:g} s (hung: alive but stuck)", rank=r))
+            out += self._posted[r] if r in self._posted else [self._missing(name, r)]
         return out, sorted(pending)
 
-    def _dead_after_signal(self, pending: set[int], window_s: float = 3.0) -> list[int]:
-        """Ranks (of ``pending``) that are gone without saying so, sampled over ``window_s``.
+    def _silent_after_signal(self, pending: set[int], window_s: float = 3.0) -> dict[int, Liveness]:
+        """Ranks (of ``pending``) that stopped beating without saying goodbye, sampled over
+        ``window_s``, with what their process is doing (gone, stopped, …).
 
         A rank the launcher terminated posts ``term/<rank>`` from its handler; a rank that
-        crashed or was killed posts nothing and its heartbeat stops.
+        crashed or was killed posts nothing and its heartbeat stops; so does a stopped one.
         """
         watch = HeartbeatWatch(self.chan, self.ctx.world_size, window_s)
         end = time.monotonic() + window_s + 0.2
@@ -217,7 +270,7 @@ class Runner:
             watch.poll()
             time.sleep(0.1)
         stale = watch.stale(sorted(pending))
-        return [r for r in stale if self.chan.get_now(f"term/{r}") is None]
+        return {r: self.look(r, fresh_s=0.0) for r in stale if self.chan.get_now(f"term/{r}") is None}
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -225,6 +278,9 @@ class Runner:
         """Run every check; rank 0 returns the gathered results."""
         out = Outcome()
         i = -1
+        if self.ctx.rank == 0 and self.ctx.world_size > 1:  # every rank posted its life with its hello
+            self._ports = PortCheck({r: life for r in range(1, self.ctx.world_size)
+                                     if (life := self.chan.life(r)) is not None})
         try:
             for i, cls in enumerate(self.checks):
                 self._posted = {}
@@ -258,14 +314,15 @@ class Runner:
                     return out
                 reason = ""
                 if missing:
-                    who = ", ".join(f"rank {r} ({self.hosts[r]})" for r in missing)
-                    reason = f"{who} lost during {cls.name}"
+                    who = ", ".join(f"rank {r} ({self.hosts[r]}) {self._verbs.get(r, 'lost')}" for r in missing)
+                    reason = f"{who} during {cls.name}"
                 elif broke or any(r.status == Status.ERROR and "collective failed" in " ".join(r.reasons)
                                   for r in results):
                     reason = f"a collective failed during {cls.name}"
                 self.chan.set(f"go/{i}", f"abort:{reason}" if reason else "go")
                 if reason:
                     out.aborted = True
+                    out.silent = missing
                     out.notes.append(f"run stopped after {cls.name}: {reason}; the process group cannot be trusted")
                     self._skip_rest(out, i + 1, reason)
                     return out
@@ -291,9 +348,12 @@ class Runner:
         pending = set(range(1, self.ctx.world_size)) - set(self._posted)
         try:
             self._collect(i, pending)
-            dead = self._dead_after_signal(pending)
+            silent = self._silent_after_signal(pending)
         except Exception:  # the store itself is gone: name nobody rather than guess
-            dead = []
+            silent = {}
+        dead = [k for k, life in silent.items() if life.kind == GONE]
+        lost = [k for k, life in silent.items() if life.kind == UNKNOWN]
+        hung = [k for k in silent if k not in dead and k not in lost]
         got: list[CheckResult] = list(self._posted.get(0, [])) or [
             self._stopped(name, 0, why) if why else
             self._error(name, f"rank 0 ({self.hosts[0]}) was stopped by signal {signum} during {name} "
@@ -303,21 +363,26 @@ class Runner:
                 got += self._posted[k]
             elif k in dead:
                 got.append(self._error(name, f"rank {k} ({self.hosts[k]}) died during {name} "
-                                                 "(exited or killed without reporting)", rank=k))
+                                             f"(exited or killed without reporting; {silent[k].text})", rank=k))
+            elif k in silent:
+                verb = "hung" if k in hung else "lost"
+                got.append(self._error(name, f"rank {k} ({self.hosts[k]}) {verb} during {name}: no heartbeat and "
+                                             f"no result; {silent[k].text}", rank=k))
             elif why:
                 got.append(self._stopped(name, k, why))
             else:
                 got.append(self._error(name, f"rank {k} ({self.hosts[k]}) was stopped during {name} "
-                                                 "before reporting", rank=k))
+                                             "before reporting", rank=k))
         self.emit(got)
         out.results += got
-        who = ", ".join(f"rank {k} ({self.hosts[k]})" for k in dead)
+        said = [f"{', '.join(f'rank {k} ({self.hosts[k]})' for k in ks)} {verb} during {name}"
+                for ks, verb in ((dead, "died"), (hung, "hung"), (lost, "lost")) if ks]
         if why:
             reason = f"interrupted by {why} during {name}"
         else:
-            reason = f"{who} died during {name}" if dead else f"the launcher stopped the run during {name}"
+            reason = "; ".join(said) if said else f"the launcher stopped the run during {name}"
         out.aborted = True
-        if dead or not why:
+        if said or not why:
             out.notes.append(f"run terminated (signal {signum}): {reason}")
         self._skip_rest(out, i + 1, reason)
 
