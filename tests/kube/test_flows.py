@@ -231,3 +231,39 @@ def test_a_non_admin_rdma_deploy_is_told_what_rbac_refuses_before_applying(opens
     assert openshift.run("get", "statefulset", "-n", ns, "ml-dev-env").returncode != 0  # nothing applied
     loose = _ok(mlenv(root, openshift, "deploy", name, "--mode", "rdma", user=True), "deploy with fallback")
     assert "may not bind clusterrole" in loose and "(tcp mode, fell back from rdma)" in loose, loose
+
+
+def test_launch_runs_pod_0s_launcher_which_names_the_peers_it_cannot_reach(openshift: Plane, tmp_path: Path) -> None:
+    """§2's launch: `mlenv launch` runs pod 0's launcher through exec; its peer preflight
+    names each peer it cannot reach (the tier has no cluster DNS: the pods' names do not
+    resolve) within its deadline and exits 3, and `mlenv launch` exits 3 with it. Found
+    here: kwok sent every failed exec as an internal error, so kubectl exited 1 (an
+    acceptance FAIL to `mlenv launch`) whatever the launcher said; the tier's kwok now
+    passes the exit status through, as a kubelet does."""
+    root, name, ns = _setup(openshift, tmp_path, "launch", user=False)
+    _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")
+    for i in (0, 1):
+        # kwok runs no container command: what the entry point (scripts/pod-init.sh) does,
+        # with sshd in the background instead of the foreground
+        _ok(openshift.run("exec", "-n", ns, f"ml-dev-env-{i}", "--", "python", "-m", "mlenv.pod", "init",
+                          timeout=120), f"pod init in pod {i}")
+    deadline = 6.0
+    started = time.monotonic()
+    res = mlenv(root, openshift, "launch", name, "--peer-deadline", f"{deadline:g}", timeout=300)
+    took = time.monotonic() - started
+    out = res.stdout + res.stderr
+    assert res.returncode == 3, out[-3000:]
+    for i in (0, 1):
+        assert f"ml-dev-env-{i}.ml-dev-env-headless.{ns}.svc: DNS name does not resolve" in out, out[-3000:]
+    assert f"missing after {deadline:g} s" in out
+    # the deadline, plus two Python start-ups and an exec on a loaded 2-core machine
+    assert took < deadline + 45, took
+    # teardown takes the pods' processes (init's sshd) with them, as a runtime would
+    _ok(mlenv(root, openshift, "teardown", name), "teardown")
+    from mlenv.testing.kube.podroots import kill_pod_processes
+
+    pods = openshift.tier.folder / "pods" / ns
+    end = time.monotonic() + 60
+    while pods.exists() and any(pods.iterdir()) and time.monotonic() < end:
+        time.sleep(0.5)
+    assert kill_pod_processes(pods) == [], "a pod's process outlived its pod"
