@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from mlenv.cluster import keys
 from mlenv.cluster.api import (
@@ -167,6 +167,31 @@ class DeployReport:
             and not self.recreated and self.ssh_secret == "kept"
 
 
+class ReadOnce:
+    """A client whose ``get`` reads each object once: for deploy's checks before it
+    applies anything (preflight, ownership, the created-by mark, secrets, the dry run),
+    which each read the same objects. Measured on the kube tier: 53 ``kubectl get`` of
+    95 calls for one deploy of the ``local`` example, each object read 4 to 8 times, at
+    about 0.3 s a process; nothing is written in that phase (dry runs persist nothing),
+    so a second read could only see another writer's change, which the apply meets
+    anyway. Everything else goes to the client."""
+
+    def __init__(self, client: ClusterClient) -> None:
+        self._client = client
+        self._seen: dict[tuple[str, str, str | None], Manifest | None] = {}
+
+    def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:
+        """The object as first read (None: it did not exist)."""
+        key = (kind, name, namespace)
+        if key not in self._seen:
+            self._seen[key] = self._client.get(kind, name, namespace)
+        got = self._seen[key]
+        return None if got is None else json.loads(json.dumps(got))  # callers may change theirs
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
 def default_renderer(cfg: ClusterConfig, mode: Mode, nodes: int | None) -> list[Manifest]:
     """The real renderer (imported lazily; it validates against the API schemas)."""
     from mlenv.render.plan import render_cluster
@@ -243,6 +268,7 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: ClusterClient | None
         return rep
     if client is None:
         raise InputError("no cluster connection (internal: client is None)")
+    applier, client = client, cast(ClusterClient, ReadOnce(client))  # reads until the apply
     from mlenv.cluster import legacy  # i10.3: say what happens to upstream ml-dev-env's objects
 
     for line in legacy.deploy_notice(cfg, legacy.find(client, cfg.namespace)):
@@ -292,6 +318,7 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: ClusterClient | None
     if server_dry:
         return rep
     say(f"server-side dry run: {len(secrets) + len(todo)} object(s) accepted; applying")
+    client = applier  # from here on every read is fresh
     done: list[str] = []
     try:
         for secret in secrets:
