@@ -203,3 +203,23 @@ def test_a_pod_whose_node_does_not_answer_is_unreachable_not_a_failed_command(op
             client.logs("p0", ns)
     finally:
         openshift.run("delete", "node", node, "--wait=false")
+
+
+@pytest.mark.parametrize(("flavor", "user"), [("openshift", False), ("plain", True)],
+                         ids=["openshift-admin", "plain-user"])
+def test_the_cluster_live_tier_passes_against_the_plane(flavor: str, user: bool, request) -> None:
+    """§2: tests/cluster_live (written for a developer's own cluster; it skips without one)
+    runs against the plane as part of make test: as the admin on the OpenShift flavour,
+    and as the namespace-scoped user on the plain one. Nothing may skip."""
+    import subprocess
+    import sys
+
+    p: Plane = request.getfixturevalue(flavor)
+    ns = p.namespace("live")
+    env = {**p.env(user), "MLENV_LIVE_NAMESPACE": ns, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "-rs", "tests/cluster_live"], cwd=Path(__file__).resolve().parents[2], env=env,
+                         capture_output=True, text=True, check=False, timeout=600)
+    tail = res.stdout[-3000:] + res.stderr[-2000:]
+    assert res.returncode == 0, tail
+    assert " passed" in res.stdout and "skipped" not in res.stdout, tail
