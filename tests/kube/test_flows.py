@@ -37,11 +37,32 @@ def _config(root: Path, name: str, **changes) -> None:
     f.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def _setup(p: Plane, tmp_path: Path, prefix: str, *, user: bool, base: str = "local") -> tuple[Path, str, str]:
+# An image the tier "pulls" (kwok runs no container). On the OpenShift flavour a config
+# without image.ref runs the BuildConfig's output, which no build ever pushes here: the
+# tests that are not about the build name an image instead (the main flow builds).
+PULLABLE = "registry.access.redhat.com/ubi9/ubi-minimal:latest"
+
+
+def _setup(p: Plane, tmp_path: Path, prefix: str, *, user: bool, base: str = "local",
+           image_ref: str | None = PULLABLE) -> tuple[Path, str, str]:
     ns = p.namespace(prefix, user_role="admin" if user else None)
     name = f"{prefix}-{ns.rsplit('-', 1)[1]}"
     root = checkout(tmp_path, name, base, ns, "tcp", p.flavor)
+    if image_ref and p.flavor == "openshift":
+        _config(root, name, image__ref=image_ref)
     return root, name, ns
+
+
+def _push_build(p: Plane, ns: str) -> None:
+    """What the registry reports when the BuildConfig's build has pushed ml-dev-env:latest
+    (the tier has no build controller): the tag in the ImageStream's status."""
+    p.ok("patch", "imagestream", "-n", ns, "ml-dev-env", "--subresource=status", "--type=merge", "-p",
+         json.dumps({"status": {"dockerImageRepository": f"image-registry.openshift-image-registry.svc:5000/{ns}/ml-dev-env",
+                                "tags": [{"tag": "latest", "items": [{
+                                    "created": "2026-11-27T12:00:00Z", "generation": 1,
+                                    "dockerImageReference": f"image-registry.openshift-image-registry.svc:5000/{ns}/"
+                                                            "ml-dev-env@sha256:" + "0" * 64,
+                                    "image": "sha256:" + "0" * 64}]}]}}))
 
 
 def _sts_uid(p: Plane, ns: str) -> str:
@@ -52,7 +73,16 @@ def _sts_uid(p: Plane, ns: str) -> str:
                          ids=["openshift-admin", "plain-user"])
 def test_deploy_status_logs_sync_exec_teardown_deploy(flavor: str, user: bool, tmp_path: Path, request) -> None:
     p: Plane = request.getfixturevalue(flavor)
-    root, name, ns = _setup(p, tmp_path, f"flow-{flavor[:5]}", user=user)
+    root, name, ns = _setup(p, tmp_path, f"flow-{flavor[:5]}", user=user, image_ref=None)
+    if flavor == "openshift":
+        # item 8: the first deploy starts no pod on an image the ImageStream does not have
+        first = mlenv(root, p, "deploy", name, "--mode", "tcp", user=user)
+        assert first.returncode == 3, first.stdout[-2000:] + first.stderr[-2000:]
+        assert "statefulset/ml-dev-env, pod/ml-dev-env-dev not started: ImageStream ml-dev-env has no image " \
+               "tagged latest yet" in first.stderr and "make build-image" in first.stderr, first.stderr
+        assert p.run("get", "statefulset", "-n", ns, "ml-dev-env").returncode != 0
+        assert p.ok("get", "pods", "-n", ns, "-o", "name").strip() == ""
+        _push_build(p, ns)
     out = _ok(mlenv(root, p, "deploy", name, "--mode", "tcp", user=user), "deploy")
     assert f"deployed {name}: 2/2 pods Ready" in out
     sent = p.ok("get", "all,secret,serviceaccount,networkpolicy,pvc", "-n", ns, "-o", "name")
@@ -60,7 +90,7 @@ def test_deploy_status_logs_sync_exec_teardown_deploy(flavor: str, user: bool, t
         # no OpenShift kind is sent (the server has none), and the output says what is off
         assert not any(k in out.lower() for k in ("imagestream/", "buildconfig/", "route/"))
     else:
-        assert "imagestream/ml-dev-env created" in out and "buildconfig/ml-dev-env created" in out
+        assert "imagestream/ml-dev-env created" in first.stdout and "buildconfig/ml-dev-env created" in first.stdout
     assert "statefulset.apps/ml-dev-env" in sent
 
     status = _ok(mlenv(root, p, "status", name, user=user), "status")

@@ -218,7 +218,26 @@ class ObjectStore(Admission):
         self._store(merged, ns)
         if kind == "PersistentVolumeClaim":
             self.objects[k].setdefault("status", {"phase": "Pending"})
+        if kind == "BuildConfig" and old is None and self.builds_finish:
+            # its ConfigChange trigger builds at once here; on OpenShift this takes tens of
+            # minutes (builds_finish = False: the first build is still running)
+            self._push_build(self.objects[k])
         return ApplyResult(kind, name, "created" if old is None else "configured")
+
+    def _push_build(self, bc: Manifest) -> None:
+        """A finished build: the BuildConfig's output tag appears in its ImageStream's
+        status, as the registry reports a push."""
+        ns = bc["metadata"].get("namespace")
+        to = str((((bc.get("spec") or {}).get("output") or {}).get("to") or {}).get("name", ""))
+        stream, _, tag = to.partition(":")
+        live = self.objects.get(_key("ImageStream", ns, stream))
+        if live is None:
+            return
+        tags = [t for t in (live.setdefault("status", {}).get("tags") or []) if t.get("tag") != (tag or "latest")]
+        tags.append({"tag": tag or "latest", "items": [{"image": f"sha256:{len(self.builds_pushed) + 1:064x}",
+                                                         "generation": 1}]})
+        live["status"]["tags"] = tags
+        self.builds_pushed.append(f"{ns}/{stream}:{tag or 'latest'}")
 
 
     def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:

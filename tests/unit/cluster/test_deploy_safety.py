@@ -343,3 +343,28 @@ def test_the_checks_before_applying_read_each_object_once(barcelona, fake_for) -
     deploy(barcelona, DeployOptions(mode="tcp", timeout=60), counting)
     assert counting.applying and counting.reads
     assert max(counting.reads.values()) == 1, counting.reads
+
+
+def test_pods_are_not_started_on_an_image_the_imagestream_does_not_have_yet(barcelona, fake_for) -> None:
+    """i22.8: on OpenShift without image.ref the pods run the BuildConfig's output, whose
+    first build takes tens of minutes. Deploy applies everything else (the build starts
+    from its ConfigChange trigger), starts no pod on an image that is not there, and says
+    what to do; once the build has pushed, deploy starts them. Fails on the code before:
+    the StatefulSet was applied and its pods sat in ImagePullBackOff."""
+    from mlenv.cluster.deploy import DeployOptions, ImageNotBuilt, deploy
+    from mlenv.testing.fakecluster import FakeCluster
+
+    fake: FakeCluster = fake_for(barcelona)
+    fake.builds_finish = False  # the first build is still running, as on OpenShift
+    with pytest.raises(ImageNotBuilt) as e:
+        deploy(barcelona, DeployOptions(mode="tcp", timeout=60), fake)
+    msg = str(e.value)
+    assert e.value.exit_code == 3
+    assert "statefulset/ml-dev-env" in msg and "not started" in msg and "make build-image" in msg
+    assert fake.get("StatefulSet", "ml-dev-env", barcelona.namespace) is None
+    assert fake.list("Pod", barcelona.namespace) == []
+    for kind in ("ImageStream", "BuildConfig", "Service", "ServiceAccount"):
+        assert fake.list(kind, barcelona.namespace), kind  # the rest is applied
+    assert fake.start_build("ml-dev-env", barcelona.namespace, lambda _line: None) == 0  # make build-image
+    rep = deploy(barcelona, DeployOptions(mode="tcp", timeout=60), fake)
+    assert rep.ready == rep.nodes and fake.get("StatefulSet", "ml-dev-env", barcelona.namespace) is not None
