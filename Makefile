@@ -171,7 +171,6 @@ kube-down: ## stop what kube-up started (by pid)
 kube-test: venv ## the kube tier's tests (tests/kube, -m kube) against a plane started for them
 	@rc=0; KUBE_FLAVOR=openshift $(PY) -m mlenv.testing.kube up || exit 3; \
 	$(VENV)/bin/pytest -q -m kube tests/kube || rc=$$?; \
-	(eval "$$($(PY) -m mlenv.testing.kube env)" && $(VENV)/bin/pytest -q tests/cluster_live) || rc=$$((rc ? rc : $$?)); \
 	$(PY) -m mlenv.testing.kube down; exit $$rc
 
 validate: venv ## every clusters/*.yaml, all errors at once

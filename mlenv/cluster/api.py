@@ -117,6 +117,12 @@ class Unreachable(InfraError):
     """The API server could not be reached (DNS, TCP, TLS, not logged in)."""
 
 
+class NodeUnreachable(Unreachable):
+    """The API server answered but could not reach the node a pod runs on: exec, logs,
+    copies and port-forwards go through that node's kubelet (exit 3; the command in the
+    pod never ran, so this is not :class:`ExecFailed`)."""
+
+
 class NotLoggedIn(Unreachable):
     """No kubeconfig context to use, or the server refused the credentials (exit 3, with
     the ``oc login`` hint first)."""

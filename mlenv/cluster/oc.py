@@ -16,7 +16,6 @@ binary with :mod:`subprocess` because openshift-client captures output until exi
 from __future__ import annotations
 
 import builtins
-import contextlib
 import json
 import math
 import os
@@ -48,6 +47,7 @@ from mlenv.cluster.api import (
     Invalid,
     KubeconfigError,
     Manifest,
+    NodeUnreachable,
     NotFound,
     NotLoggedIn,
     Output,
@@ -143,6 +143,46 @@ def comparable(obj: Manifest) -> Manifest:
     return dict(o)
 
 
+# i22.9: the API server reaches a pod only through its node's kubelet (exec, logs, cp,
+# port-forward). When the kubelet does not answer, the server's refusal comes back in one
+# of these shapes (kubectl 1.34 against the kube tier with kwok stopped: `error: Internal
+# error occurred: error sending request: Post "https://…/exec/ns/pod/c?…": dial tcp …:
+# connect: connection refused`; logs: `Error from server: Get "https://…/containerLogs/…":
+# dial tcp …`; older servers and SPDY: `error dialing backend`, `unable to upgrade
+# connection`), with a transport failure inside.
+_KUBELET_CALL = re.compile(r'"https?://[^"\s]*/(exec|attach|containerlogs|portforward|run)/', re.I)
+_KUBELET_BACKEND = ("error dialing backend", "unable to upgrade connection", "error sending request")
+_TRANSPORT = ("dial tcp", "connection refused", "i/o timeout", "no route to host", "connection reset",
+              "tls handshake")
+
+
+def kubelet_unreachable(stderr: str) -> str | None:
+    """The transport failure (``dial tcp …: connection refused``) when ``stderr`` says the
+    API server could not reach a pod's node, else None."""
+    low = stderr.lower()
+    if not (any(b in low for b in _KUBELET_BACKEND) or _KUBELET_CALL.search(stderr)):
+        return None
+    if not any(t in low for t in _TRANSPORT):
+        return None
+    m = re.search(r"(dial tcp \S+|read tcp \S+|net/http: tls handshake)[^\n]*", stderr)
+    return (m.group(0) if m else _one_line(stderr)).strip()
+
+
+def tar_pack(local_dir: str, tar: str = "tar") -> tuple[list[str], bytes]:
+    """The control host's ``tar`` that packs ``local_dir`` for the kubectl copy, and the
+    NUL-separated names it reads on stdin (30,000 files do not overflow an argument list).
+
+    Every name starts with ``./``, so a file named ``--checkpoint-action=exec=…`` is a
+    file, never an option, in GNU tar and in bsdtar (macOS's tar) alike. i22.9: GNU tar's
+    ``--verbatim-files-from``, which did that before, is GNU-only: bsdtar refused it
+    ("Option --verbatim-files-from is not supported") and no kubectl sync from a Mac ran.
+    Only long options both tars take."""
+    names = sorted(treehash.local_listing(local_dir))  # links go as links, like oc rsync
+    listing = b"".join(b"./" + os.fsencode(n) + b"\0" for n in names)  # any bytes
+    return ([tar, "--create", "--file=-", f"--directory={os.path.abspath(local_dir)}", "--null",
+             "--files-from=-"], listing)
+
+
 def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraError:
     """Turn an ``oc``/``kubectl`` error message into the matching exception.
 
@@ -154,6 +194,12 @@ def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraErr
                 None)
     msg = head or (lines[-1] if lines else "command failed")
     low = stderr.lower()
+    node_why = kubelet_unreachable(stderr)
+    if node_why is not None:
+        what = f"{kind.lower()} {name}" if kind and name else "the pod"
+        return NodeUnreachable(f"{what}: the API server answered but could not reach the node it runs "
+                               f"on (exec, logs and copies go through that node's kubelet): {node_why}; "
+                               "check the node (kubectl get nodes, describe node)")
     # i22: an answer of the API server is never "unreachable", whatever it quotes (an
     # admission webhook's "context deadline exceeded" or "dial tcp …: i/o timeout")
     answered = any(ln.lower().startswith("error from server") for ln in lines)
@@ -210,6 +256,7 @@ class OcCluster:
         check_kubeconfig(kubeconfig)
         # --verbose: each command line, as run, goes here (stderr)
         self.trace: Callable[[str], None] | None = None
+        self._contexts = threading.local()  # openshift-client contexts, one per thread (_context)
         oc, kubectl = shutil.which("oc"), shutil.which("kubectl")
         chosen = binary or oc or kubectl
         if chosen is None:
@@ -274,16 +321,32 @@ class OcCluster:
         if self.trace is not None:
             self.trace(shlex.join([self.binary, verb,
                                    *([f"--namespace={namespace}"] if namespace else []), *cmd]))
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(oc.client_path(self.binary))
-            if namespace:
-                stack.enter_context(oc.project(namespace))
-            if math.isfinite(timeout):
-                stack.enter_context(oc.timeout(timeout))
+        with self._context(namespace, timeout):
             r = oc.invoke(verb, cmd, stdin_str=stdin, no_namespace=not namespace,
                           auto_raise=False)
         timed_out = any(bool(getattr(a, "timeout", False)) for a in r.actions())
         return int(r.status()), str(r.out()), str(r.err()), timed_out
+
+    def _context(self, namespace: str | None, timeout: float) -> Any:
+        """openshift-client's context for one call: this client's binary, the namespace and
+        the kill deadline, on one Context object per thread, reused.
+
+        Why reused: every new Context walks the whole Python stack with
+        ``inspect.stack()``, which reads the source of every frame, to record who made it.
+        With a context each for the binary, the namespace and the timeout, that walk was
+        15.7 s of a 55 s `mlenv deploy` on the kube tier (cProfile, 2-core sandbox under
+        load: 240 walks for 80 kubectl calls). The object carries nothing between calls
+        but these three fields, which are set afresh each time; a thread has its own,
+        since entering a Context links it to that thread's stack."""
+        import openshift_client as oc
+
+        ctx = getattr(self._contexts, "ctx", None)
+        if ctx is None:
+            ctx = self._contexts.ctx = oc.client_path(self.binary)
+        ctx.oc_path = self.binary
+        ctx.project_name = namespace or None
+        ctx.set_timeout(timeout if math.isfinite(timeout) else None)
+        return ctx
 
     def _ok(self, verb: str, options: Sequence[str], names: Sequence[str] = (), *,
             stdin: str | None = None, namespace: str | None = None, kind: str = "",
@@ -510,7 +573,8 @@ class OcCluster:
         if timed_out:
             raise ExecTimeout(f"exec of {' '.join(list(command)[:3])}", pod, limit)
         res = ExecResult(tuple(command), rc, out, err)
-        if rc != 0 and ("error from server" in err.lower() or "unable to connect" in err.lower()):
+        if rc != 0 and ("error from server" in err.lower() or "unable to connect" in err.lower()
+                        or kubelet_unreachable(err) is not None):
             raise self._error(err, False, "Pod", pod)
         if check and rc != 0:
             raise ExecFailed(pod, res)
@@ -533,9 +597,13 @@ class OcCluster:
         if timer is not None:
             timer.daemon = True
             timer.start()
+        refused = ""  # kubectl's line when the server could not reach the pod's node
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
+                if kubelet_unreachable(line) is not None:
+                    refused = line  # kubectl's, not the command's: said once, as an error
+                    continue
                 out(line.rstrip("\n"))
             rc = proc.wait()
         finally:
@@ -543,6 +611,8 @@ class OcCluster:
                 timer.cancel()
         if fired.is_set():
             raise ExecTimeout(f"exec of {' '.join(list(command)[:3])}", pod, float(timeout or 0))
+        if rc != 0 and refused:
+            raise classify(refused, "Pod", pod)
         return rc
 
     def rsync(self, local_dir: str, pod: str, namespace: str, remote_dir: str, *,
@@ -551,10 +621,7 @@ class OcCluster:
 
         oc: ``oc rsync --no-perms --exclude=… -- DIR/ POD:REMOTE`` (never ``--delete``:
         deletions are :mod:`~mlenv.cluster.sync`'s explicit, protected list). kubectl: a
-        tar stream whose file names reach ``tar`` NUL-separated on stdin
-        (``--null --verbatim-files-from --files-from=-``), so a file named
-        ``--checkpoint-action=exec=…`` is a file, not an option, and 30,000 files do not
-        overflow the argument list.
+        tar stream (:func:`tar_pack`) unpacked by the pod's ``tar -x``.
         """
         limit = self._limit(timeout)
         argv.abs_path(remote_dir, "remote directory")
@@ -569,10 +636,7 @@ class OcCluster:
             if rc != 0:
                 raise classify(err or out, "Pod", pod)
             return
-        names = sorted(treehash.local_listing(local_dir))  # links go as links, like oc rsync
-        listing = b"".join(os.fsencode(n) + b"\0" for n in names)  # any bytes
-        tar = ["tar", "--create", "--file=-", f"--directory={os.path.abspath(local_dir)}",
-               "--null", "--verbatim-files-from", "--files-from=-"]
+        tar, listing = tar_pack(local_dir)
         remote = [*self._base(namespace), *argv.kube_exec(
             pod, ["tar", "-x", "-f", "-", "-C", remote_dir], ["-i"])]
         try:

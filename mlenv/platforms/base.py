@@ -95,7 +95,7 @@ class Platform(Protocol):
              max_rounds: int | None, timeout: float | None, delete: bool, dry_run: bool) -> None: ...
 
     def launch(self, cfg: Cluster, s: Session, *, script: list[str], torchrun: bool,
-               timeout: float | None) -> int: ...
+               timeout: float | None, peer_deadline: float | None = None) -> int: ...
 
     def acceptance(self, cfg: Cluster, s: Session, *, profile: str, suite_args: list[str]) -> int: ...
 
@@ -163,7 +163,7 @@ class PlatformBase:
         raise self._no("sync")
 
     def launch(self, cfg: Cluster, s: Session, *, script: list[str], torchrun: bool,
-               timeout: float | None) -> int:
+               timeout: float | None, peer_deadline: float | None = None) -> int:
         raise self._no("launch")
 
     def acceptance(self, cfg: Cluster, s: Session, *, profile: str, suite_args: list[str]) -> int:

@@ -42,10 +42,13 @@ def new_run_id() -> str:
     return contract.new_run_id()
 
 
-def pod_argv(verb: str, script: list[str], *, run_id: str | None = None) -> list[str]:
-    """``python -m mlenv.pod VERB [--run-id ID] [--] SCRIPT…``; the ``--`` keeps options
-    meant for the acceptance suite (``-- --checks …``) away from the pod's own parser."""
-    argv = [*POD, verb, *(["--run-id", run_id] if run_id else [])]
+def pod_argv(verb: str, script: list[str], *, run_id: str | None = None,
+             deadline: float | None = None) -> list[str]:
+    """``python -m mlenv.pod VERB [--run-id ID] [--deadline S] [--] SCRIPT…``; the ``--``
+    keeps options meant for the acceptance suite (``-- --checks …``) away from the pod's
+    own parser."""
+    argv = [*POD, verb, *(["--run-id", run_id] if run_id else []),
+            *(["--deadline", f"{deadline:g}"] if deadline is not None else [])]
     return argv + (["--"] if script and script[0].startswith("-") else []) + script
 
 
@@ -216,7 +219,7 @@ class KubernetesPlatform(PlatformBase):
                              say=s.say)
 
     def launch(self, cfg: Cluster, s: Session, *, script: list[str], torchrun: bool,
-               timeout: float | None) -> int:
+               timeout: float | None, peer_deadline: float | None = None) -> int:
         from mlenv.cluster.fanout import run_everywhere
 
         with s.client() as client:
@@ -230,7 +233,8 @@ class KubernetesPlatform(PlatformBase):
                 # i16: kubectl's own failure (no such pod, pod not running) exits 1, which
                 # would read as an acceptance FAIL: pod-0 must be Running first (else exit 3)
                 require_running(client, cfg.namespace, pod_name(0), cfg.name, owner=cfg)
-                rc = client.exec_stream(pod_name(0), cfg.namespace, pod_argv("launch", script),
+                rc = client.exec_stream(pod_name(0), cfg.namespace,
+                                        pod_argv("launch", script, deadline=peer_deadline),
                                         s.say, timeout=timeout)
         code, note = map_exit(rc)
         if note:

@@ -9,6 +9,8 @@ command -v ssh >/dev/null 2>&1 || need+=(openssh-client)
 command -v pdsh >/dev/null 2>&1 || need+=(pdsh)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
+# bsdtar (macOS's tar): the kubectl sync path packs with the control host's tar, GNU or BSD.
+command -v bsdtar >/dev/null 2>&1 || need+=(libarchive-tools)
 # nss_wrapper: the random-UID harness test's read-only /etc/passwd variant (the image has it too).
 compgen -G '/usr/lib/*/libnss_wrapper.so*' >/dev/null || need+=(libnss-wrapper)
 # Slurm (issue 13): the integration tests start a real controller and slurmd's under a temp dir.

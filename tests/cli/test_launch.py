@@ -94,3 +94,18 @@ def test_i16_launch_before_deploy_is_exit_3_never_a_fail(tmp_path, monkeypatch) 
     assert r.stderr.strip() == ("error: pod ml-dev-env-0 in ml-dev-env is not there: nothing "
                                 "was started (mlenv status barcelona; mlenv deploy barcelona)")
     assert not [c for c in FakeCluster.load(str(state)).calls if c[0] == "exec"]
+
+
+def test_peer_deadline_reaches_pod_0s_launcher_and_bad_values_exit_2(tmp_path, monkeypatch) -> None:
+    """i22 §2: pod 0's launcher waits --deadline (120 s) for its peers; the control host
+    can now set it (the kube tier's launch test needs seconds, a slow cluster more)."""
+    state, fake = deployed(tmp_path, monkeypatch)
+    fake.exec_responses["python -m mlenv.pod launch"] = {"rc": 3, "stderr": "error: preflight: 1 of 2 peer(s) missing"}
+    fake.save(str(state))
+    r = run(["launch", "barcelona", "--peer-deadline", "7.5", "--", "--checks", "compute"], state, monkeypatch)
+    assert r.exit_code == 3, r.output
+    assert ["exec", "ml-dev-env-0", *"python -m mlenv.pod launch --deadline 7.5 -- --checks compute".split()] \
+        in FakeCluster.load(str(state)).calls
+    for bad in (["--peer-deadline", "0"], ["--peer-deadline", "-1"], ["--peer-deadline", "5", "--torchrun"]):
+        r = run(["launch", "barcelona", *bad], state, monkeypatch)
+        assert r.exit_code == 2 and "--peer-deadline" in r.output, (bad, r.output)

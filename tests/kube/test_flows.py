@@ -37,11 +37,32 @@ def _config(root: Path, name: str, **changes) -> None:
     f.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def _setup(p: Plane, tmp_path: Path, prefix: str, *, user: bool, base: str = "local") -> tuple[Path, str, str]:
+# An image the tier "pulls" (kwok runs no container). On the OpenShift flavour a config
+# without image.ref runs the BuildConfig's output, which no build ever pushes here: the
+# tests that are not about the build name an image instead (the main flow builds).
+PULLABLE = "registry.access.redhat.com/ubi9/ubi-minimal:latest"
+
+
+def _setup(p: Plane, tmp_path: Path, prefix: str, *, user: bool, base: str = "local",
+           image_ref: str | None = PULLABLE) -> tuple[Path, str, str]:
     ns = p.namespace(prefix, user_role="admin" if user else None)
     name = f"{prefix}-{ns.rsplit('-', 1)[1]}"
     root = checkout(tmp_path, name, base, ns, "tcp", p.flavor)
+    if image_ref and p.flavor == "openshift":
+        _config(root, name, image__ref=image_ref)
     return root, name, ns
+
+
+def _push_build(p: Plane, ns: str) -> None:
+    """What the registry reports when the BuildConfig's build has pushed ml-dev-env:latest
+    (the tier has no build controller): the tag in the ImageStream's status."""
+    p.ok("patch", "imagestream", "-n", ns, "ml-dev-env", "--subresource=status", "--type=merge", "-p",
+         json.dumps({"status": {"dockerImageRepository": f"image-registry.openshift-image-registry.svc:5000/{ns}/ml-dev-env",
+                                "tags": [{"tag": "latest", "items": [{
+                                    "created": "2026-11-27T12:00:00Z", "generation": 1,
+                                    "dockerImageReference": f"image-registry.openshift-image-registry.svc:5000/{ns}/"
+                                                            "ml-dev-env@sha256:" + "0" * 64,
+                                    "image": "sha256:" + "0" * 64}]}]}}))
 
 
 def _sts_uid(p: Plane, ns: str) -> str:
@@ -52,7 +73,16 @@ def _sts_uid(p: Plane, ns: str) -> str:
                          ids=["openshift-admin", "plain-user"])
 def test_deploy_status_logs_sync_exec_teardown_deploy(flavor: str, user: bool, tmp_path: Path, request) -> None:
     p: Plane = request.getfixturevalue(flavor)
-    root, name, ns = _setup(p, tmp_path, f"flow-{flavor[:5]}", user=user)
+    root, name, ns = _setup(p, tmp_path, f"flow-{flavor[:5]}", user=user, image_ref=None)
+    if flavor == "openshift":
+        # item 8: the first deploy starts no pod on an image the ImageStream does not have
+        first = mlenv(root, p, "deploy", name, "--mode", "tcp", user=user)
+        assert first.returncode == 3, first.stdout[-2000:] + first.stderr[-2000:]
+        assert "statefulset/ml-dev-env, pod/ml-dev-env-dev not started: ImageStream ml-dev-env has no image " \
+               "tagged latest yet" in first.stderr and "make build-image" in first.stderr, first.stderr
+        assert p.run("get", "statefulset", "-n", ns, "ml-dev-env").returncode != 0
+        assert p.ok("get", "pods", "-n", ns, "-o", "name").strip() == ""
+        _push_build(p, ns)
     out = _ok(mlenv(root, p, "deploy", name, "--mode", "tcp", user=user), "deploy")
     assert f"deployed {name}: 2/2 pods Ready" in out
     sent = p.ok("get", "all,secret,serviceaccount,networkpolicy,pvc", "-n", ns, "-o", "name")
@@ -60,7 +90,7 @@ def test_deploy_status_logs_sync_exec_teardown_deploy(flavor: str, user: bool, t
         # no OpenShift kind is sent (the server has none), and the output says what is off
         assert not any(k in out.lower() for k in ("imagestream/", "buildconfig/", "route/"))
     else:
-        assert "imagestream/ml-dev-env created" in out and "buildconfig/ml-dev-env created" in out
+        assert "imagestream/ml-dev-env created" in first.stdout and "buildconfig/ml-dev-env created" in first.stdout
     assert "statefulset.apps/ml-dev-env" in sent
 
     status = _ok(mlenv(root, p, "status", name, user=user), "status")
@@ -231,3 +261,39 @@ def test_a_non_admin_rdma_deploy_is_told_what_rbac_refuses_before_applying(opens
     assert openshift.run("get", "statefulset", "-n", ns, "ml-dev-env").returncode != 0  # nothing applied
     loose = _ok(mlenv(root, openshift, "deploy", name, "--mode", "rdma", user=True), "deploy with fallback")
     assert "may not bind clusterrole" in loose and "(tcp mode, fell back from rdma)" in loose, loose
+
+
+def test_launch_runs_pod_0s_launcher_which_names_the_peers_it_cannot_reach(openshift: Plane, tmp_path: Path) -> None:
+    """§2's launch: `mlenv launch` runs pod 0's launcher through exec; its peer preflight
+    names each peer it cannot reach (the tier has no cluster DNS: the pods' names do not
+    resolve) within its deadline and exits 3, and `mlenv launch` exits 3 with it. Found
+    here: kwok sent every failed exec as an internal error, so kubectl exited 1 (an
+    acceptance FAIL to `mlenv launch`) whatever the launcher said; the tier's kwok now
+    passes the exit status through, as a kubelet does."""
+    root, name, ns = _setup(openshift, tmp_path, "launch", user=False)
+    _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")
+    for i in (0, 1):
+        # kwok runs no container command: what the entry point (scripts/pod-init.sh) does,
+        # with sshd in the background instead of the foreground
+        _ok(openshift.run("exec", "-n", ns, f"ml-dev-env-{i}", "--", "python", "-m", "mlenv.pod", "init",
+                          timeout=120), f"pod init in pod {i}")
+    deadline = 6.0
+    started = time.monotonic()
+    res = mlenv(root, openshift, "launch", name, "--peer-deadline", f"{deadline:g}", timeout=300)
+    took = time.monotonic() - started
+    out = res.stdout + res.stderr
+    assert res.returncode == 3, out[-3000:]
+    for i in (0, 1):
+        assert f"ml-dev-env-{i}.ml-dev-env-headless.{ns}.svc: DNS name does not resolve" in out, out[-3000:]
+    assert f"missing after {deadline:g} s" in out
+    # the deadline, plus two Python start-ups and an exec on a loaded 2-core machine
+    assert took < deadline + 45, took
+    # teardown takes the pods' processes (init's sshd) with them, as a runtime would
+    _ok(mlenv(root, openshift, "teardown", name), "teardown")
+    from mlenv.testing.kube.podroots import kill_pod_processes
+
+    pods = openshift.tier.folder / "pods" / ns
+    end = time.monotonic() + 60
+    while pods.exists() and any(pods.iterdir()) and time.monotonic() < end:
+        time.sleep(0.5)
+    assert kill_pod_processes(pods) == [], "a pod's process outlived its pod"

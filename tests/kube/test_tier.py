@@ -168,3 +168,58 @@ def test_logs_and_cp_reach_the_pod(openshift: Plane, tmp_path: Path) -> None:
     back = tmp_path / "back.txt"
     openshift.ok("cp", f"{ns}/p1:/workspace/payload.txt", str(back), user=True)
     assert back.read_text() == "copied in\n"
+
+
+def test_a_pod_whose_node_does_not_answer_is_unreachable_not_a_failed_command(openshift: Plane) -> None:
+    """i22.9 on the real server: exec and logs reach a pod through its node's kubelet. A
+    node that kwok does not serve (its kubelet port closed) makes the server answer with a
+    refused dial; mlenv says exit 3 naming the pod and the node's dial, where it said
+    "exec failed (exit 1)" (or, with check=False, handed exit 1 to the caller as the
+    command's), and logs said a generic API error."""
+    from mlenv.cluster.api import NodeUnreachable
+    from mlenv.cluster.oc import OcCluster
+
+    node = f"lost-{uuid.uuid4().hex[:6]}"
+    ns = openshift.namespace("lost")
+    openshift.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node},
+                     "spec": {"taints": [{"key": "mlenv-tests/lost", "effect": "NoSchedule"}]}})
+    try:
+        now = "2026-11-27T12:00:00Z"
+        openshift.ok("patch", "node", node, "--subresource=status", "--type=merge", "-p", json.dumps({"status": {
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": 1}},  # nothing listens there
+            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Test", "message": "test",
+                            "lastHeartbeatTime": now, "lastTransitionTime": now}]}}))
+        openshift.apply(_pod(ns, "p0", node=node))
+        openshift.ok("patch", "pod", "-n", ns, "p0", "--subresource=status", "--type=merge", "-p", json.dumps({
+            "status": {"phase": "Running", "containerStatuses": [{
+                "name": "main", "image": "x", "imageID": "", "ready": True, "restartCount": 0,
+                "state": {"running": {"startedAt": now}}}]}}))
+        client = OcCluster(openshift.kubectl, kubeconfig=str(openshift.kubeconfig()))
+        for check in (True, False):
+            with pytest.raises(NodeUnreachable, match=r"pod p0: .*could not reach the node.*dial tcp 127\.0\.0\.1:1"):
+                client.exec("p0", ns, ["true"], check=check, timeout=30)
+        with pytest.raises(NodeUnreachable, match="pod p0"):
+            client.logs("p0", ns)
+    finally:
+        openshift.run("delete", "node", node, "--wait=false")
+
+
+@pytest.mark.parametrize(("flavor", "user"), [("openshift", False), ("plain", True)],
+                         ids=["openshift-admin", "plain-user"])
+def test_the_cluster_live_tier_passes_against_the_plane(flavor: str, user: bool, request) -> None:
+    """§2: tests/cluster_live (written for a developer's own cluster; it skips without one)
+    runs against the plane as part of make test: as the admin on the OpenShift flavour,
+    and as the namespace-scoped user on the plain one. Nothing may skip."""
+    import subprocess
+    import sys
+
+    p: Plane = request.getfixturevalue(flavor)
+    ns = p.namespace("live")
+    env = {**p.env(user), "MLENV_LIVE_NAMESPACE": ns, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "-rs", "tests/cluster_live"], cwd=Path(__file__).resolve().parents[2], env=env,
+                         capture_output=True, text=True, check=False, timeout=600)
+    tail = res.stdout[-3000:] + res.stderr[-2000:]
+    assert res.returncode == 0, tail
+    assert " passed" in res.stdout and "skipped" not in res.stdout, tail

@@ -14,6 +14,10 @@ depend on, the way the real API server and controllers do:
 - permissions: ``denied`` lists "verb resource" pairs (``create securitycontextconstraints``);
   server-side apply needs ``create`` for a new object and ``patch`` for an existing one;
   ``can_i(..., as_user=<service account>)`` answers "use SCC" from the live RoleBindings;
+  RBAC's escalation check: a RoleBinding to a role needs ``bind``/``escalate`` on it or
+  holding everything it grants;
+- quantities (resources, claim sizes) are stored in canonical form (``1024Gi`` → ``1Ti``);
+- :mod:`mlenv.testing.scenarios` runs the same scenarios here and on the real plane;
 - with ``openshift=False`` the OpenShift-only kinds (Route, BuildConfig, ImageStream, SCC…)
   do not exist: get/list/apply/delete answer NotFound as a plain Kubernetes API does;
 - a StatefulSet controller creating pods ``<sts>-<i>`` (and PVCs from

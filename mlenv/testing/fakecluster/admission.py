@@ -69,6 +69,33 @@ class Admission(FakeState):
             raise Forbidden(f'{what} is forbidden: User "{self.user}" cannot {verb} '
                             f"resource \"{resource}\" (fake)", kind=kind, name=name)
 
+    def _refuse_escalation(self, binding: Manifest, ns: str | None, name: str) -> None:
+        """RBAC's escalation check, as the real API server runs it on every create or
+        update of a RoleBinding (dry runs too): binding a role needs ``bind`` (or
+        ``escalate``) on it, or holding every rule it grants. i22: the fake accepted any
+        RoleBinding create/patch allowed, and a non-admin's RDMA deploy that the real
+        server refused passed here; the message is the real one (kube tier, v1.34)."""
+        ref = binding.get("roleRef") or {}
+        rkind, rname = str(ref.get("kind", "")), str(ref.get("name", ""))
+        res = "clusterroles" if rkind == "ClusterRole" else "roles"
+        if self.can_i("bind", f"{res}/{rname}", ns) or self.can_i("escalate", f"{res}/{rname}", ns):
+            return
+        role = self.objects.get(_key(rkind, None if rkind == "ClusterRole" else ns, rname)) or {}
+        missing = []
+        for rule in role.get("rules") or []:
+            for verb in rule.get("verbs") or []:
+                for r in rule.get("resources") or []:
+                    if not self.can_i(verb, r, ns):
+                        groups = " ".join(f'"{g}"' for g in rule.get("apiGroups") or [])
+                        names = " ".join(f'"{n}"' for n in rule.get("resourceNames") or [])
+                        missing.append(f'{{APIGroups:[{groups}], Resources:["{r}"], '
+                                       f'ResourceNames:[{names}], Verbs:["{verb}"]}}')
+        if missing:
+            raise Forbidden(
+                f'rolebindings.rbac.authorization.k8s.io "{name}" is forbidden: user "{self.user}" '
+                "is attempting to grant RBAC permissions not currently held:\n" + "\n".join(missing)
+                + " (fake)", kind="RoleBinding", name=name)
+
     def _served(self, kind: str) -> None:
         """NotFound for kinds this API does not serve (OpenShift kinds on plain Kubernetes)."""
         if not self.openshift and kind in OPENSHIFT_KINDS:

@@ -241,4 +241,6 @@ class Pods(Controllers):
         b = self.builds.get(name, {"rc": 0, "log": f"build {name}-1 started\nPush successful\n"})
         for line in str(b["log"]).splitlines():
             out(line)
+        if int(b["rc"]) == 0:
+            self._push_build(self.objects[_key("BuildConfig", namespace, name)])
         return int(b["rc"])

@@ -45,6 +45,10 @@ class FakeState:
         self.pod_exec_responses: dict[str, dict[str, dict[str, Any]]] = {}
         self.exec_timeout = exec_timeout
         self.builds: dict[str, dict[str, Any]] = {}  # BuildConfig name → rc/log
+        # a BuildConfig's first build finishes as it is created (False: still running, as
+        # on OpenShift for tens of minutes); each push is listed
+        self.builds_finish = True
+        self.builds_pushed: list[str] = []
         self.calls: list[list[str]] = []  # exec/interactive/port-forward/build history
         self.default_storage_class = "standard"
         self.rsync_failures: list[str] = []  # pods where rsync "succeeds" but copies nothing

@@ -146,8 +146,9 @@ def build(say: Callable[[str], None] | None = None) -> Binaries:
             times[f"etcd-{ETCD_VERSION}"] = round(time.monotonic() - started, 1)
         if not (out.kwok_source / "kustomize" / "crd" / "bases").is_dir():
             _go(["mod", "download", f"sigs.k8s.io/kwok@{KWOK_VERSION}"], root, log)
-        if not out.kwok.exists() or not out.kwok.with_name(KWOK_PATCHED).exists():
-            _tell(say, f"building kwok {KWOK_VERSION} with our stdin patch (log {log})")
+        marker = out.kwok.with_name(KWOK_PATCHED)
+        if not out.kwok.exists() or not marker.exists() or marker.read_text() != KWOK_PATCHES:
+            _tell(say, f"building kwok {KWOK_VERSION} with our patches: {KWOK_PATCHES.strip()} (log {log})")
             started = time.monotonic()
             src = out.kwok.parent.parent / "src"
             shutil.rmtree(src, ignore_errors=True)
@@ -160,7 +161,7 @@ def build(say: Callable[[str], None] | None = None) -> Binaries:
             out.kwok.parent.mkdir(parents=True, exist_ok=True)
             _go(["build", "-o", str(out.kwok) + ".tmp", "./cmd/kwok"], src, log)
             os.replace(str(out.kwok) + ".tmp", out.kwok)
-            out.kwok.with_name(KWOK_PATCHED).write_text("stdin-eof\n")
+            marker.write_text(KWOK_PATCHES)
             times[f"kwok-{KWOK_VERSION}"] = round(time.monotonic() - started, 1)
         timings.write_text(json.dumps(times, indent=1) + "\n")
     return out
@@ -175,14 +176,51 @@ _KWOK_STDIN = ("\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n",
                "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n\t\t\t\t_ = inPipe.Close() // mlenv: EOF reaches the process\n")
 
 
-def patch_kwok(src: Path) -> None:
-    """Apply our one-line fix to a copy of kwok's source; fails loudly if the code moved."""
-    f = src / "pkg" / "utils" / "exec" / "exec.go"
+# kwok 0.8.0 also returns an exec'd process's failure as a plain error, which the streaming
+# server sends as an internal error: kubectl exits 1 whatever the process's status ("cmd
+# wait: …: exit status 2"). A kubelet sends NonZeroExitCode with the code and kubectl exits
+# with it; `mlenv launch` maps 1 to an acceptance FAIL and 3 to an error, so the tier must
+# pass the status through. The patch wraps it as k8s.io/utils/exec.CodeExitError, the type
+# the streaming server reads the code from.
+_KWOK_EXIT = ("\terr := utilsexec.Exec(ctx, cmd[0], cmd[1:]...)\n\tif err != nil {\n\t\treturn err\n\t}\n\treturn nil\n}\n",
+              "\treturn mlenvExitCode(utilsexec.Exec(ctx, cmd[0], cmd[1:]...)) // mlenv: the exit status\n}\n")
+_KWOK_EXIT_GO = """// Added by mlenv's kube tier build (mlenv/testing/kube/build.py), not part of kwok.
+
+package server
+
+import (
+	"errors"
+	osexec "os/exec"
+
+	k8sexec "k8s.io/utils/exec"
+)
+
+// mlenvExitCode passes an exec'd process's exit status to the client, as a kubelet does.
+func mlenvExitCode(err error) error {
+	var exitErr *osexec.ExitError
+	if errors.As(err, &exitErr) && exitErr.Exited() {
+		return k8sexec.CodeExitError{Err: err, Code: exitErr.ExitCode()}
+	}
+	return err
+}
+"""
+# What the cached kwok carries; a different value rebuilds it (36 s with a warm Go cache).
+KWOK_PATCHES = "stdin-eof exit-code\n"
+
+
+def _patch(f: Path, old: str, new: str, what: str) -> None:
     text = f.read_text()
-    if text.count(_KWOK_STDIN[0]) != 1:
-        raise BuildError(f"kwok {KWOK_VERSION}: {f} no longer has the stdin copy our patch fixes; "
-                         "check whether upstream closes the pipe now and drop the patch")
-    f.write_text(text.replace(*_KWOK_STDIN))
+    if text.count(old) != 1:
+        raise BuildError(f"kwok {KWOK_VERSION}: {f} no longer has the code our {what} patch fixes; "
+                         "check whether upstream fixed it and drop the patch")
+    f.write_text(text.replace(old, new))
+
+
+def patch_kwok(src: Path) -> None:
+    """Apply our fixes to a copy of kwok's source; fails loudly if the code moved."""
+    _patch(src / "pkg" / "utils" / "exec" / "exec.go", *_KWOK_STDIN, "stdin")
+    _patch(src / "pkg" / "kwok" / "server" / "debugging_exec.go", *_KWOK_EXIT, "exit status")
+    (src / "pkg" / "kwok" / "server" / "mlenv_exitcode.go").write_text(_KWOK_EXIT_GO)
 
 
 def _tell(say: Callable[[str], None] | None, line: str) -> None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlenv.testing.kube import build, manifests, pki
+from mlenv.testing.kube import build, manifests, pki, podroots
 
 REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -378,6 +378,10 @@ def down(say: Say = lambda _line: None, folder: Path | None = None) -> None:
                 pass
         tier.pid_file(name).unlink(missing_ok=True)
         stopped.append(name)
+    # pods' processes go with the tier, as with a node's container runtime
+    gone = podroots.kill_pod_processes(tier.folder / "pods") if (tier.folder / "pods").is_dir() else []
+    if gone:
+        stopped.append(f"{len(gone)} pod process(es)")
     tier.state_file.unlink(missing_ok=True)
     say(f"kube tier down (stopped: {', '.join(stopped) or 'nothing was running'})")
 

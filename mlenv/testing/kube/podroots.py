@@ -33,6 +33,29 @@ from mlenv.testing.kube.manifests import ROOT_READY
 Obj = dict[str, Any]
 
 
+def kill_pod_processes(pods: Path) -> list[int]:
+    """SIGKILL every process running in a pod root under ``pods`` (a pod's folder, or the
+    tier's ``pods/``): what a container runtime does when a pod goes. kwok runs no
+    container, so a daemon a pod's exec left behind (``mlenv.pod init`` starts sshd)
+    would otherwise outlive its pod, and the tier. A confined process's root, read from
+    the host, is its pod's ``merged`` overlay (confine.sh chroots there)."""
+    killed = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            root = Path(os.readlink(proc / "root"))
+        except OSError:
+            continue
+        if root.name == "merged" and (root == pods / "merged" or pods in root.parents):
+            try:
+                os.kill(int(proc.name), 9)
+                killed.append(int(proc.name))
+            except OSError:
+                pass
+    return killed
+
+
 class Controller:
     def __init__(self, tier: Path, kubectl: str, kubeconfig: str) -> None:
         self.tier = tier
@@ -146,6 +169,8 @@ class Controller:
     def forget(self, ns: str, name: str) -> None:
         folder = self.pod_dir(ns, name)
         if folder.is_dir() and (self.tier / "pods") in folder.parents:
+            for pid in kill_pod_processes(folder):
+                self.say(f"{ns}/{name}: killed process {pid} left in the pod")
             subprocess.run(["umount", "-R", str(folder / "merged")], capture_output=True, check=False)
             shutil.rmtree(folder, ignore_errors=True)
         res = self.kubectl("get", "pv", "-o", "jsonpath={.items[*].metadata.name}")

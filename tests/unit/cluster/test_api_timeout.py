@@ -30,16 +30,17 @@ LATE = 5.0
 @pytest.fixture
 def deadlines(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     """The seconds each client process is given before openshift-client kills it."""
-    import openshift_client
+    from openshift_client.context import Context
 
     seen: list[float] = []
-    real = openshift_client.timeout
+    real = Context.set_timeout
 
-    def spy(seconds: float, *a: object, **k: object) -> object:
-        seen.append(seconds)
-        return real(seconds, *a, **k)
+    def spy(self: Context, seconds: float | None) -> None:
+        if seconds is not None:  # None: a call without a kill deadline (the context is reused)
+            seen.append(seconds)
+        real(self, seconds)
 
-    monkeypatch.setattr(openshift_client, "timeout", spy)
+    monkeypatch.setattr(Context, "set_timeout", spy)
     return seen
 
 

@@ -43,3 +43,56 @@ def test_node_allocatable_is_read_as_a_quantity(served: str, count: float) -> No
 
     node = {"status": {"allocatable": {"rdma/rdma_shared_device_a": served}}}
     assert _alloc(node, "rdma/rdma_shared_device_a") == count
+
+
+# What kubectl 1.34 printed against the kube tier (v1.34.4) with kwok, which serves the
+# nodes' kubelet endpoints, stopped (captured 2026-11-27), and older servers' SPDY shapes.
+EXEC_NODE_DOWN = ('error: Internal error occurred: error sending request: Post "https://localhost:39571/exec/t1/p1/c'
+                  '?command=echo&command=hi&error=1&output=1": dial tcp 127.0.0.1:39571: connect: connection refused')
+LOGS_NODE_DOWN = ('Error from server: Get "https://localhost:39571/containerLogs/t1/p1/c": dial tcp 127.0.0.1:39571: '
+                  'connect: connection refused')
+SPDY_NODE_DOWN = "Error from server: error dialing backend: dial tcp 10.0.3.17:10250: i/o timeout"
+
+
+@pytest.mark.parametrize("stderr", [EXEC_NODE_DOWN, LOGS_NODE_DOWN, SPDY_NODE_DOWN])
+def test_a_node_the_server_cannot_reach_is_said_as_such(stderr: str) -> None:
+    """i22.9: the API server answered, its kubelet call failed: exit 3 naming the pod and
+    the dial that failed, never "cannot reach the API server" nor a generic API error."""
+    from mlenv.cluster.api import NodeUnreachable
+
+    e = classify(stderr, "Pod", "p1")
+    assert type(e) is NodeUnreachable and e.exit_code == 3
+    assert "pod p1" in str(e) and "could not reach the node" in str(e) and "dial tcp" in str(e)
+    assert "cannot reach the API server" not in str(e)
+
+
+@pytest.mark.parametrize("stderr", [
+    # kwok's answer for a command that ran and failed: the command's failure, not the node's
+    "error: Internal error occurred: error executing command in container: cmd wait: false : exit status 1",
+    "command terminated with exit code 1",
+    'error: unable to upgrade connection: container not found ("main")',
+])
+def test_a_command_that_ran_and_failed_is_not_a_node_problem(stderr: str) -> None:
+    from mlenv.cluster.oc import kubelet_unreachable
+
+    assert kubelet_unreachable(stderr) is None
+
+
+def test_an_exec_the_server_could_not_deliver_is_unreachable_not_execfailed(tmp_path, monkeypatch) -> None:
+    """Through OcCluster.exec with a kubectl that answers as the real one did: the command
+    never ran, so neither ExecFailed (check=True) nor a result with exit 1 (check=False)."""
+    from mlenv.cluster.api import NodeUnreachable
+    from mlenv.cluster.oc import OcCluster
+
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(f"#!/bin/sh\necho '{EXEC_NODE_DOWN}' >&2\nexit 1\n")
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    client = OcCluster(str(kubectl))
+    for check in (True, False):
+        with pytest.raises(NodeUnreachable, match="pod p1"):
+            client.exec("p1", "ns", ["true"], check=check, timeout=20)
+    lines: list[str] = []
+    with pytest.raises(NodeUnreachable):
+        client.exec_stream("p1", "ns", ["true"], lines.append, timeout=20)
+    assert lines == []

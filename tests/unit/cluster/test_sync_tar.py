@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
@@ -36,6 +37,8 @@ with open(os.environ["FAKE_POD_LOG"], "a") as fh:
     fh.write(repr(argv[:argv.index("--")]) + "\n")
 if cmd and cmd[0] == "python3":
     cmd[0] = sys.executable
+if cmd and cmd[0] == "tar":
+    cmd[0] = "/bin/tar"  # the pod's tar: GNU, whatever the control host packs with
 sys.exit(subprocess.call(cmd, cwd=root))
 '''
 
@@ -56,8 +59,16 @@ def pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return root / "workspace"
 
 
-def test_i9_2_option_shaped_file_names_are_files_not_tar_options(pod, tmp_path,
-                                                                 monkeypatch) -> None:
+@pytest.mark.parametrize("local_tar", ["gnu", "bsdtar"])
+def test_i9_2_option_shaped_file_names_are_files_not_tar_options(pod, tmp_path, monkeypatch,
+                                                                 local_tar: str) -> None:
+    """The control host packs with its own tar: GNU on Linux, bsdtar on a Mac (i22.9: the
+    GNU-only --verbatim-files-from made bsdtar refuse every kubectl sync)."""
+    if local_tar == "bsdtar":
+        found = shutil.which("bsdtar")
+        if found is None:
+            pytest.skip("bsdtar is not installed (make system-deps installs libarchive-tools)")
+        (tmp_path / "bin" / "tar").symlink_to(found)
     ws = tmp_path / "ws"
     ws.mkdir()
     monkeypatch.chdir(ws)  # where a hijacked local tar would run its --checkpoint-action

@@ -1,0 +1,226 @@
+"""One scenario set, run against the fake cluster and against the real control plane
+(issue 22 §3).
+
+The fake (:mod:`mlenv.testing.fakecluster`) stands in for the API server in the fast
+tiers, and we wrote both it and the code it tests: where it drifts from the real server
+it hides the very bugs a first real deploy meets (``1024Gi`` read back as ``1Ti``, a
+RoleBinding RBAC refuses, pods a rollout replaces). Each scenario here states one thing
+the real API server does, through the :class:`~mlenv.cluster.api.ClusterClient`
+interface both sides implement, and runs twice: in ``tests/unit/cluster/
+test_scenarios_fake.py`` on the fake, and in ``tests/kube/test_scenarios.py`` on the
+kube tier through :class:`~mlenv.cluster.oc.OcCluster` (real kubectl, real server).
+Where they disagree the real plane is right: the fake is fixed, or the scenario moves to
+the kube tier only and says why.
+
+A scenario gets a :class:`Stage`: an admin client, a namespace-scoped non-admin client
+(``admin`` role in its namespace, nothing cluster-wide: a project admin), the namespace,
+and what the side calls an image that cannot be pulled. Time goes through the client's
+``pause``/``monotonic`` (the fake runs its controllers on ``pause``; the plane sleeps).
+Scenarios fail with :class:`ScenarioFailed`, which says which side and what it saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from mlenv.cluster.api import ClusterClient, Forbidden, Manifest, NotFound
+from mlenv.config.rules import parse_quantity
+
+# What a project admin may not do on OpenShift or in the tier (the fake's `denied` for the
+# non-admin identity; on the plane, the user's RBAC says it).
+NON_ADMIN_DENIED = ("create securitycontextconstraints", "patch securitycontextconstraints",
+                    "create clusterroles", "patch clusterroles", "bind clusterroles",
+                    "escalate clusterroles", "use securitycontextconstraints")
+
+SCC_NAME = "mlenv-scenario-scc"
+LABELS = {"app.kubernetes.io/name": "mlenv-scenario"}
+
+
+class ScenarioFailed(AssertionError):
+    """What the real server does, the side under test did not."""
+
+
+@dataclass
+class Stage:
+    """What a scenario runs on (see the module docstring)."""
+
+    side: str  # "fake" or "plane": named in every failure
+    admin: ClusterClient
+    user: ClusterClient
+    namespace: str
+    missing_image: str
+    openshift: bool = True
+
+    def expect(self, ok: bool, what: str, seen: Any = None) -> None:
+        """Fail with the side's name, what the real server does, and what was seen."""
+        if not ok:
+            raise ScenarioFailed(f"[{self.side}] {what}" + (f" (seen: {seen!r})" if seen is not None else ""))
+
+    def until(self, what: str, check: Callable[[], Any], seconds: float = 60.0) -> Any:
+        """Poll ``check`` through the admin client's clock until it returns truthy."""
+        deadline = self.admin.monotonic() + seconds
+        last: Any = None
+        while self.admin.monotonic() < deadline:
+            last = check()
+            if last:
+                return last
+            self.admin.pause(0.5)
+        raise ScenarioFailed(f"[{self.side}] {what}: not within {seconds:g} s (last: {last!r})")
+
+
+def _pod(name: str, image: str, labels: dict[str, str] | None = None) -> Manifest:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": dict(labels or LABELS)},
+            "spec": {"containers": [{"name": "main", "image": image, "command": ["sleep", "infinity"]}]}}
+
+
+def _statefulset(name: str, replicas: int, env_value: str, claim_size: str) -> Manifest:
+    return {
+        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name, "labels": dict(LABELS)},
+        "spec": {
+            "replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": dict(LABELS)},
+            "template": {"metadata": {"labels": dict(LABELS)}, "spec": {"containers": [{
+                "name": "main", "image": "registry.access.redhat.com/ubi9/ubi-minimal:latest",
+                "command": ["sleep", "infinity"], "env": [{"name": "SCENARIO", "value": env_value}],
+                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}},
+            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
+                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": claim_size}}}}],
+        }}
+
+
+# -- the scenarios ----------------------------------------------------------------------
+
+
+def binding_a_cluster_role_needs_bind_or_its_grants(st: Stage) -> None:
+    """RBAC's escalation check: a project admin may create RoleBindings, but one that binds
+    a ClusterRole granting ``use`` of an SCC is refused unless the user may ``bind`` that
+    role or already holds ``use``; ``auth can-i bind`` says so beforehand. (The fake
+    accepted the binding: found by this scenario, fixed.)"""
+    role = f"{st.namespace}-scc-use"
+    st.admin.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                    "metadata": {"name": role}, "rules": [{
+                        "apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
+                        "resourceNames": [SCC_NAME], "verbs": ["use"]}]}, None)
+    try:
+        st.expect(st.user.can_i("create", "rolebindings", st.namespace), "a project admin may create rolebindings")
+        st.expect(not st.user.can_i("bind", f"clusterroles/{role}", st.namespace),
+                  "a project admin may not bind a cluster role it was not given")
+        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                   "metadata": {"name": "scc-use"},
+                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+                   "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": st.namespace}]}
+        try:
+            st.user.apply(binding, st.namespace)
+        except Forbidden as e:
+            st.expect("not currently held" in str(e) or "escalat" in str(e),
+                      "the refusal names the permissions not held", str(e))
+        else:
+            raise ScenarioFailed(f"[{st.side}] RBAC refuses a RoleBinding to a ClusterRole whose grants "
+                                 "the user does not hold; it was accepted")
+        st.expect(st.admin.get("RoleBinding", "scc-use", st.namespace) is None, "nothing was created")
+        # the admin may: bind is implied for a cluster admin
+        st.admin.apply(binding, st.namespace)
+        st.expect(st.admin.get("RoleBinding", "scc-use", st.namespace) is not None, "the admin's binding exists")
+    finally:
+        st.admin.delete("RoleBinding", "scc-use", st.namespace)
+        st.admin.delete("ClusterRole", role, None)
+
+
+def quantities_come_back_in_canonical_form(st: Stage) -> None:
+    """The API server stores quantities canonically: a claim of ``1024Gi`` reads back as
+    ``1Ti``, CPU ``1000m`` as ``1``, memory ``2048Mi`` as ``2Gi``. Code that compares strings sees a change on every re-apply (i22.7: the StatefulSet was
+    recreated every deploy). (The fake kept the text as sent: found, fixed.)"""
+    sts = _statefulset("quant", 0, "one", "1024Gi")
+    sts["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1000m", "memory": "2048Mi"}}
+    st.user.apply(sts, st.namespace)
+    got = st.user.get("StatefulSet", "quant", st.namespace) or {}
+    size = got["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"]
+    req = got["spec"]["template"]["spec"]["containers"][0]["resources"]["requests"]
+    st.expect(size == "1Ti", "1024Gi reads back as 1Ti", size)
+    st.expect(req == {"cpu": "1", "memory": "2Gi"}, "1000m and 2048Mi read back as 1 and 2Gi", req)
+    st.expect(parse_quantity(size) == parse_quantity("1024Gi"), "the value is unchanged", size)
+    # re-applying the same text is no change (the server compares values, not strings)
+    before = str((got.get("metadata") or {}).get("generation"))
+    st.user.apply(sts, st.namespace)
+    after = (st.user.get("StatefulSet", "quant", st.namespace) or {}).get("metadata") or {}
+    st.expect(str(after.get("generation")) == before, "re-applying 1024Gi changes nothing", after.get("generation"))
+    st.user.delete("StatefulSet", "quant", st.namespace)
+
+
+def a_changed_template_replaces_every_pod_with_the_new_revision(st: Stage) -> None:
+    """The StatefulSet controller records ``status.updateRevision`` and replaces the pods
+    one by one; a pod carries its revision in the ``controller-revision-hash`` label.
+    Until all are replaced, old pods stay Ready (counting Ready pods is not a rollout)."""
+    st.user.apply(_statefulset("roll", 2, "one", "1Gi"), st.namespace)
+
+    def settled() -> str:
+        sts = st.user.get("StatefulSet", "roll", st.namespace) or {}
+        status = sts.get("status") or {}
+        pods = st.user.list("Pod", st.namespace, LABELS)
+        rev = str(status.get("updateRevision", ""))
+        done = (rev and len(pods) == 2 and int(status.get("readyReplicas") or 0) == 2
+                and all((p["metadata"].get("labels") or {}).get("controller-revision-hash") == rev for p in pods))
+        return rev if done else ""
+
+    first = st.until("two Ready pods on the first revision", settled, 90)
+    st.user.apply(_statefulset("roll", 2, "two", "1Gi"), st.namespace)
+    second = st.until("both pods replaced by the new revision",
+                      lambda: (lambda r: r if r and r != first else "")(settled()), 120)
+    st.expect(second != first, "the template change made a new revision", second)
+    for p in st.user.list("Pod", st.namespace, LABELS):
+        env = p["spec"]["containers"][0].get("env") or []
+        st.expect({"name": "SCENARIO", "value": "two"} in env, "every pod runs the new template", env)
+    st.user.delete("StatefulSet", "roll", st.namespace)
+
+
+def an_image_that_cannot_be_pulled_is_said_by_the_pod(st: Stage) -> None:
+    """The kubelet reports ``ErrImagePull`` in the container's waiting reason, then
+    ``ImagePullBackOff``; the pod stays Pending, never Running."""
+    st.user.apply(_pod("nopull", st.missing_image), st.namespace)
+
+    def reason() -> str:
+        p = st.user.get("Pod", "nopull", st.namespace) or {}
+        for cs in (p.get("status") or {}).get("containerStatuses") or []:
+            r = str(((cs.get("state") or {}).get("waiting") or {}).get("reason", ""))
+            if r in ("ErrImagePull", "ImagePullBackOff"):
+                return r
+        return ""
+
+    st.until("the pod says it cannot pull its image", reason, 60)
+    phase = ((st.user.get("Pod", "nopull", st.namespace) or {}).get("status") or {}).get("phase")
+    st.expect(phase == "Pending", "a pod that cannot pull stays Pending", phase)
+    st.user.delete("Pod", "nopull", st.namespace)
+
+
+def openshift_kinds_exist_only_on_openshift(st: Stage) -> None:
+    """A plain Kubernetes API does not serve Route, ImageStream, BuildConfig or SCC: get
+    answers NotFound (as "no such resource", not "no such object") and apply is refused."""
+    for kind in ("Route", "ImageStream", "BuildConfig", "SecurityContextConstraints"):
+        ns = None if kind == "SecurityContextConstraints" else st.namespace
+        if st.openshift:
+            st.expect(st.admin.get(kind, "absent", ns) is None, f"an absent {kind} is None on OpenShift")
+            continue
+        try:
+            got = st.admin.get(kind, "absent", ns)
+        except NotFound:
+            got = None
+        st.expect(got is None, f"no {kind} on plain Kubernetes", got)
+        obj = {"apiVersion": "route.openshift.io/v1" if kind == "Route" else "image.openshift.io/v1",
+               "kind": kind, "metadata": {"name": "x"}}
+        try:
+            st.admin.apply(obj, ns)
+        except NotFound:
+            continue
+        raise ScenarioFailed(f"[{st.side}] applying a {kind} on plain Kubernetes is refused; it was accepted")
+
+
+SCENARIOS: dict[str, Callable[[Stage], None]] = {f.__name__: f for f in (
+    binding_a_cluster_role_needs_bind_or_its_grants,
+    quantities_come_back_in_canonical_form,
+    a_changed_template_replaces_every_pod_with_the_new_revision,
+    an_image_that_cannot_be_pulled_is_said_by_the_pod,
+    openshift_kinds_exist_only_on_openshift,
+)}
+
