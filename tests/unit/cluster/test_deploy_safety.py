@@ -352,7 +352,6 @@ def test_pods_are_not_started_on_an_image_the_imagestream_does_not_have_yet(barc
     what to do; once the build has pushed, deploy starts them. Fails on the code before:
     the StatefulSet was applied and its pods sat in ImagePullBackOff."""
     from mlenv.cluster.deploy import DeployOptions, ImageNotBuilt, deploy
-    from mlenv.testing.fakecluster import FakeCluster
 
     fake: FakeCluster = fake_for(barcelona)
     fake.builds_finish = False  # the first build is still running, as on OpenShift
