@@ -352,25 +352,24 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: ClusterClient | None
         return rep
     say(f"server-side dry run: {len(secrets) + len(todo)} object(s) accepted; applying")
     client = applier  # from here on every read is fresh
+    _apply_phase(cfg, opts, mode, secrets, todo, client, rep, recreate, say)
+    rep.ready = wait_ready(cfg, nodes, client, opts.timeout, say)
+    return rep
+
+
+def _apply_phase(cfg: ClusterConfig, opts: DeployOptions, mode: Mode, secrets: list[Manifest],
+                 todo: list[Manifest], client: ClusterClient, rep: DeployReport,
+                 recreate: dict[str, str], say: Say) -> None:
+    """The secrets, then the plan (:func:`_apply_unless_unbuilt`); a failure after some
+    applies is DeployIncomplete, listing what is applied and the commands that restore or
+    remove it."""
     done: list[str] = []
     try:
         for secret in secrets:
             _apply_retrying(client, secret, cfg.namespace, say, force=True)
             done.append(f"secret/{secret['metadata']['name']}: created")
             say(f"secret/{secret['metadata']['name']} created")
-        # plan order; the image is looked at when the first workload is due (the ImageStream
-        # and BuildConfig come before it in the plan, so a first deploy has made them)
-        first = next((i for i, m in enumerate(todo) if _runs_our_image(cfg, m)), len(todo))
-        _apply_all(cfg, todo[:first], client, rep, recreate, say, done)
-        unbuilt = image_not_built(cfg, client) if first < len(todo) else ""
-        held = [m for m in todo[first:] if unbuilt and _runs_our_image(cfg, m)]
-        _apply_all(cfg, [m for m in todo[first:] if m not in held], client, rep, recreate, say, done)
-        if held:
-            raise ImageNotBuilt(
-                f"{', '.join(_ref(m) for m in held)} not started: {unbuilt}. Everything else is applied "
-                f"and the BuildConfig's build runs on its own: follow it with `make build-image "
-                f"CLUSTER={cfg.name}` (oc start-build --follow), then deploy again; or set image.ref to an "
-                "image the nodes can pull")
+        _apply_unless_unbuilt(cfg, todo, client, rep, recreate, say, done)
     except ImageNotBuilt:
         raise
     except (ApiError, InfraError) as e:
@@ -381,8 +380,6 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: ClusterClient | None
             restore=f"mlenv deploy {cfg.name} --mode {mode}" + (
                 f" --nodes {opts.nodes}" if opts.nodes else "") + " (re-runs the same plan)",
             remove=f"mlenv teardown {cfg.name} (deletes only what mlenv created)") from e
-    rep.ready = wait_ready(cfg, nodes, client, opts.timeout, say)
-    return rep
 
 
 def _check_ownership(cfg: ClusterConfig, todo: list[Manifest], client: ClusterClient,
@@ -603,6 +600,25 @@ def _apply_all(cfg: ClusterConfig, manifests: list[Manifest], client: ClusterCli
         done.append(f"{ref}: {'recreated' if ref in rep.recreated else res.action}")
         rep.applied.append(res)
         say(f"{ref} {res.action}")
+
+
+def _apply_unless_unbuilt(cfg: ClusterConfig, todo: list[Manifest], client: ClusterClient,
+                          rep: DeployReport, recreate: dict[str, str], say: Say, done: list[str]) -> None:
+    """:func:`_apply_all` in plan order, but the workloads that run the ImageStream's image
+    only once it has one (i22.8): it is looked at when the first workload is due (the
+    ImageStream and BuildConfig come before it in the plan, so a first deploy has made
+    them). Held workloads: everything else is applied, then ImageNotBuilt."""
+    first = next((i for i, m in enumerate(todo) if _runs_our_image(cfg, m)), len(todo))
+    _apply_all(cfg, todo[:first], client, rep, recreate, say, done)
+    unbuilt = image_not_built(cfg, client) if first < len(todo) else ""
+    held = [m for m in todo[first:] if unbuilt and _runs_our_image(cfg, m)]
+    _apply_all(cfg, [m for m in todo[first:] if m not in held], client, rep, recreate, say, done)
+    if held:
+        raise ImageNotBuilt(
+            f"{', '.join(_ref(m) for m in held)} not started: {unbuilt}. Everything else is applied "
+            f"and the BuildConfig's build runs on its own: follow it with `make build-image "
+            f"CLUSTER={cfg.name}` (oc start-build --follow), then deploy again; or set image.ref to an "
+            "image the nodes can pull")
 
 
 def _recreate(client: ClusterClient, kind: str, ns: str, name: str, why: str, say: Say) -> None:

@@ -199,6 +199,21 @@ def test_a_changed_spec_is_rolled_out_before_deploy_says_done(openshift: Plane, 
     for p in pods:
         assert p["metadata"]["labels"]["controller-revision-hash"] == rev, p["metadata"]["name"]
         assert p["metadata"]["uid"] != uids[p["metadata"]["name"]]
+    # an immutable change (the claim templates) takes the recreate path, and the new
+    # StatefulSet's pods are awaited as well
+    uid = _sts_uid(openshift, ns)
+    # (a claim template only: the dev Pod's own claim takes workspace_size too, and the real
+    # server refuses to shrink a bound claim, or to grow one whose class cannot expand)
+    _config(root, name, storage__datasets_size="7Gi")
+    out = _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy of an immutable change")
+    assert "deleting and recreating it" in out and f"deployed {name}: 2/2 pods Ready" in out, out[-2000:]
+    assert _sts_uid(openshift, ns) != uid
+    sts = openshift.json("get", "statefulset", "-n", ns, "ml-dev-env")
+    sizes = {t["metadata"]["name"]: t["spec"]["resources"]["requests"]["storage"] for t in sts["spec"]["volumeClaimTemplates"]}
+    assert sizes["datasets"] == "7Gi"
+    pods = openshift.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]
+    assert len(pods) == 2 and all(p["metadata"]["labels"]["controller-revision-hash"] == sts["status"]["updateRevision"]
+                                  for p in pods)
 
 
 def test_an_unresponsive_api_server_ends_every_verb_within_the_timeout(openshift: Plane, tmp_path: Path) -> None:

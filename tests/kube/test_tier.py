@@ -223,3 +223,10 @@ def test_the_cluster_live_tier_passes_against_the_plane(flavor: str, user: bool,
     tail = res.stdout[-3000:] + res.stderr[-2000:]
     assert res.returncode == 0, tail
     assert " passed" in res.stdout and "skipped" not in res.stdout, tail
+
+
+def test_the_plain_flavour_is_a_gpu_less_cluster(plain: Plane) -> None:
+    """i22.2 needs a cluster without GPUs (kind, CRC): the plain flavour's nodes have no
+    nvidia.com/gpu, so its main flow proves the `local` example deploys there."""
+    nodes = plain.json("get", "nodes")["items"]
+    assert nodes and all("nvidia.com/gpu" not in (n["status"].get("allocatable") or {}) for n in nodes)

@@ -273,8 +273,11 @@ def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_imag
               *(manifests.openshift_aggregated_roles() if flavor == "openshift" else [])])
 
     _start_kwok(tier, bins, p, ports, missing_images)
-    kc.apply([manifests.gpu_node(n) for n in GPU_NODES] + [manifests.cpu_node(n) for n in CPU_NODES])
-    _wait("nodes Ready", lambda: _nodes_ready(kc, len(GPU_NODES) + len(CPU_NODES)), tier, "kwok", 120)
+    # The plain flavour is a GPU-less cluster (kind, a CI cluster): the `local` example must
+    # deploy there (i22.2); the OpenShift flavour has GPU Operator nodes and CPU-only ones.
+    gpus = GPU_NODES if flavor == "openshift" else ()
+    kc.apply([manifests.gpu_node(n) for n in gpus] + [manifests.cpu_node(n) for n in CPU_NODES])
+    _wait("nodes Ready", lambda: _nodes_ready(kc, len(gpus) + len(CPU_NODES)), tier, "kwok", 120)
     _wait("the default ServiceAccount", lambda: kc.run("get", "serviceaccount", "default", check=False)
           .returncode == 0, tier, "kube-controller-manager", 120)
     for ns in [n for n in os.environ.get("KUBE_USER_NAMESPACES", "").split(",") if n.strip()]:
@@ -283,7 +286,7 @@ def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_imag
              "etcd": build.ETCD_VERSION, "kwok": build.KWOK_VERSION, "kubectl": str(bins.kube("kubectl")),
              "started_s": round(time.monotonic() - started, 1)}
     tier.state_file.write_text(json.dumps(state, indent=1) + "\n")
-    say(f"kube tier up ({flavor}) in {state['started_s']} s: {len(GPU_NODES)} GPU and "
+    say(f"kube tier up ({flavor}) in {state['started_s']} s: {len(gpus)} GPU and "
         f"{len(CPU_NODES)} CPU kwok nodes")
     return tier
 
