@@ -164,7 +164,33 @@ class Controller:
             self.say(f"{ns}/{name}: not annotated: {res.stderr.strip()}")
             return False
         self.say(f"{ns}/{name}: root ready ({len(mounts)} mounts)")
+        self.write_hosts(ns)
         return True
+
+    def write_hosts(self, ns: str) -> None:
+        """Each prepared pod's ``/etc/hosts`` (in its overlay's upper layer): this machine's,
+        plus every pod of the namespace with a hostname and subdomain (a StatefulSet's pods
+        behind its headless Service) by the names cluster DNS would give them, at
+        127.0.0.1. The tier has no cluster DNS and its pods share this machine's network, so
+        this is how pod 0's rendezvous name reaches the other pods' ranks (i22 §2: a CPU
+        run across the pods)."""
+        res = self.kubectl("get", "pods", "-n", ns, "-o", "json")
+        if res.returncode != 0:
+            return
+        names = []
+        for p in json.loads(res.stdout or "{}").get("items") or []:
+            host, sub = p["spec"].get("hostname"), p["spec"].get("subdomain")
+            if host and sub and not p["metadata"].get("deletionTimestamp"):
+                fq = f"{host}.{sub}.{ns}.svc"
+                names.append(f"127.0.0.1\t{fq}.cluster.local {fq} {host}.{sub} {host}\n")
+        base = Path("/etc/hosts").read_text() if Path("/etc/hosts").is_file() else "127.0.0.1\tlocalhost\n"
+        text = base + ("" if base.endswith("\n") else "\n") + "# kube tier: the namespace's pods\n" + "".join(sorted(names))
+        for upper in (self.tier / "pods" / ns).glob("*/upper"):
+            etc = upper / "etc"
+            etc.mkdir(exist_ok=True)
+            tmp = etc / ".hosts.tmp"
+            tmp.write_text(text)
+            os.replace(tmp, etc / "hosts")
 
     def forget(self, ns: str, name: str) -> None:
         folder = self.pod_dir(ns, name)
@@ -173,6 +199,7 @@ class Controller:
                 self.say(f"{ns}/{name}: killed process {pid} left in the pod")
             subprocess.run(["umount", "-R", str(folder / "merged")], capture_output=True, check=False)
             shutil.rmtree(folder, ignore_errors=True)
+            self.write_hosts(ns)
         res = self.kubectl("get", "pv", "-o", "jsonpath={.items[*].metadata.name}")
         if res.returncode == 0:
             live = set(res.stdout.split())
