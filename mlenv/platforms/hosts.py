@@ -32,6 +32,7 @@ SSH_OPTIONS = ("-oBatchMode=yes", "-oConnectTimeout=5", "-oStrictHostKeyChecking
 # (status then said "no answer over ssh" of a host that had answered).
 PROBE_TIMEOUT_S = 60.0
 PROBE = nodeprobe.PROBE  # versions, GPUs, and what the suite cannot import (issue 24 §2)
+UNREACHABLE = "ssh unreachable: "  # how a probe says ssh itself failed (exit 255)
 
 
 def ssh_words(cluster: Cluster, host: str, remote: list[str]) -> list[str]:
@@ -68,7 +69,7 @@ def probe_with(cluster: Cluster, host: str, python: str, timeout: float = PROBE_
         raise InfraError("ssh: not found (install openssh-client)") from None
     if r.returncode == 255:
         last = (r.stderr.strip().splitlines() or ["ssh failed"])[-1]
-        return f"ssh unreachable: {last}"
+        return UNREACHABLE + last
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
         return f"{python} failed: {last}"
@@ -132,6 +133,7 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     for k in ("TORCH_EXTENSIONS_DIR",):  # DeepSpeed op cache, when the caller set one
         if os.environ.get(k):
             env[k] = os.environ[k]
+    record_run(root, cluster, rid, report, hosts, say)
     procs = []
     t0 = time.monotonic()
     for i, h in enumerate(plan["hosts"]):
@@ -155,11 +157,67 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     return contract.exit_for_doc(doc)
 
 
+def run_record(root: Path, cluster: Cluster) -> Path:
+    """Where the control host keeps the cluster's last run (as Slurm keeps its last job)."""
+    return root / ".mlenv" / "hosts" / f"{cluster.name}.json"
+
+
+def record_run(root: Path, cluster: Cluster, rid: str, report: Path, hosts: list[str], say: Say) -> None:
+    """Note the run being launched, so that ``logs`` can find its report folder."""
+    f = run_record(root, cluster)
+    try:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps({"run_id": rid, "report_dir": str(report), "hosts": hosts}) + "\n",
+                     encoding="utf-8")
+    except OSError as e:  # the run itself does not need it: only `logs` is left without it
+        say(f"cannot record run {rid} in {f} ({e.strerror or e}): mlenv logs will not find it")
+
+
+def log_text(cluster: Cluster, root: Path, tail: int | None = None) -> str:
+    """The head host's run log: rank 0's ``logs/rank0.<host>.log`` in the last run's report
+    folder (the shared folder while it runs, the copy under ``reports/`` once it ended)."""
+    f = run_record(root, cluster)
+    try:
+        d = json.loads(f.read_text(encoding="utf-8"))
+        rid, report, head = str(d["run_id"]), Path(d["report_dir"]), str(d["hosts"][0])
+    except FileNotFoundError:
+        raise InputError(f"no hosts run recorded for {cluster.name} (run: mlenv acceptance --cluster "
+                         f"{cluster.name})") from None
+    except (OSError, ValueError, TypeError, KeyError, IndexError) as e:
+        raise InputError(f"{f}: unreadable run record ({e}); run mlenv acceptance --cluster {cluster.name} "
+                         "again") from None
+    folders = [report, root / "reports" / cluster.name / rid]
+    found = sorted(p for d_ in folders for p in (d_ / "logs").glob("rank0.*.log"))
+    if not found:
+        raise InfraError(f"run {rid}: no rank 0 log in {report}/logs yet (host {head}, the head, "
+                         "writes it once the suite starts)")
+    try:
+        text = found[0].read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise InfraError(f"run {rid}: cannot read {found[0]}: {e.strerror or e}") from None
+    if tail is not None:
+        text = "".join(text.splitlines(keepends=True)[-tail:]) if tail else ""
+    return text
+
+
 def status_lines(cluster: Cluster) -> list[str]:
     """Each host: reachable over ssh with its versions, or why not (nothing is started)."""
+    return status_report(cluster)[0]
+
+
+def status_report(cluster: Cluster) -> tuple[list[str], list[str]]:
+    """:func:`status_lines` and the hosts ssh could not reach.
+
+    InfraError (exit 3, one line) when ssh reaches no host at all: a status of nothing but
+    "unreachable" lines is the cluster being unreachable, not a report (issue 24 §3)."""
     hosts = hosts_of(cluster, None)
     with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
         found = list(pool.map(lambda h: _probe(cluster, h, PROBE_TIMEOUT_S), hosts))
+    down = [(h, v) for h, v in zip(hosts, found, strict=True) if isinstance(v, str) and v.startswith(UNREACHABLE)]
+    if len(down) == len(hosts):
+        first, why = down[0]
+        raise InfraError(f"status: no host is reachable over ssh: {', '.join(hosts)} "
+                         f"({first}: {why[len(UNREACHABLE):]})")
     lines = []
     for i, (h, v) in enumerate(zip(hosts, found, strict=True)):
         head = " (head)" if i == 0 else ""
@@ -168,7 +226,7 @@ def status_lines(cluster: Cluster) -> list[str]:
         else:
             lines.append(f"host {h}{head}: up, python {v['python']}, torch {v['torch']}, "
                          f"deepspeed {v.get('deepspeed')}, {v.get('gpus', 0)} GPU(s)")
-    return lines
+    return lines, [h for h, _ in down]
 
 
 def sync(cluster: Cluster, root: Path) -> str:
@@ -203,8 +261,9 @@ def sync(cluster: Cluster, root: Path) -> str:
     return f"synced {src} -> {dest} on {', '.join(targets)}"
 
 
-def shell_argv(cluster: Cluster, command: list[str], host: int = 0, tty: bool = False) -> list[str]:
-    """``ssh [-t] … -- HOST [COMMAND…]``: a login shell (or COMMAND) on host ``host``."""
+def shell_argv(cluster: Cluster, command: list[str], host: int = 0, tty: bool = False,
+               log: str = "") -> list[str]:
+    """``ssh [-t] [-E LOG] … -- HOST [COMMAND…]``: a login shell (or COMMAND) on host ``host``."""
     hosts = hosts_of(cluster, None)
     if not 0 <= host < len(hosts):
         raise InputError(f"--pod {host}: nodes.gpu_nodes lists {len(hosts)} host(s)")
@@ -212,7 +271,33 @@ def shell_argv(cluster: Cluster, command: list[str], host: int = 0, tty: bool = 
     key = str(Path(h.ssh_key).expanduser()) if h.ssh_key else ""
     opts = [*SSH_OPTIONS, *(["-t"] if tty else [])]
     return argv.ssh(hosts[host], command, user=h.ssh_user, port=h.ssh_port, key=key, options=opts,
-                    config=os.environ.get("MLENV_SSH_CONFIG", ""))
+                    config=os.environ.get("MLENV_SSH_CONFIG", ""), log=log)
+
+
+def shell(cluster: Cluster, command: list[str], host: int = 0, tty: bool = False) -> int:
+    """Run :func:`shell_argv` with the terminal attached; the command's exit code.
+
+    ssh's own messages go to a log file (``-E``), not the terminal: when ssh itself fails
+    (exit 255 with a message there: refused, unreachable, authentication), that is one
+    line naming the host, exit 3, instead of ssh's 255 and its raw text. A remote command
+    that exits 255 leaves the log empty and keeps its 255.
+    """
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="mlenv-ssh-") as tmp:
+        log = Path(tmp) / "ssh.log"
+        words = shell_argv(cluster, command, host, tty, log=str(log))  # checks the index
+        try:
+            rc = subprocess.call(words)
+        except FileNotFoundError:
+            raise InfraError("ssh: not found (install openssh-client)") from None
+        try:
+            said = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        except OSError:
+            said = []
+    if rc == 255 and said:
+        raise InfraError(f"shell: host {hosts_of(cluster, None)[host]}: {said[-1]}")
+    return rc
 
 
 LOST_GRACE_S = 60.0  # after a host is lost, how long the others may take to write the report
