@@ -9,6 +9,7 @@ MLENV_*) is passed as ``env K=V …`` words, each one quoted by :func:`mlenv.arg
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ from typing import Any
 
 from mlenv import argv, contract
 from mlenv.config.model import Cluster
-from mlenv.errors import InfraError, InputError
+from mlenv.errors import EXIT_SIGINT, EXIT_SIGTERM, InfraError, InputError, Interrupted
 from mlenv.platforms import nodeprobe
 
 Say = Callable[[str], None]
@@ -113,6 +114,7 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
                suite_args: list[str] | None = None, timeout_s: float = 3600.0) -> int:
     """Preflight, one torchrun per host over ssh, wait, judge, copy back; the exit code."""
     from mlenv.acceptance.reports import console
+    from mlenv.acceptance.run.local import signals_as_interrupts
     from mlenv.platforms.slurm import judge_report, new_run_id
     from mlenv.render.platforms import launch_plan
 
@@ -134,19 +136,32 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
         if os.environ.get(k):
             env[k] = os.environ[k]
     record_run(root, cluster, rid, report, hosts, say)
-    procs = []
+    procs: list[subprocess.Popen[bytes]] = []
     t0 = time.monotonic()
-    for i, h in enumerate(plan["hosts"]):
-        remote = ["env", *(f"{k}={v}" for k, v in env.items()), plan["python"], "-m", "torch.distributed.run",
-                  f"--nnodes={len(plan['hosts'])}", f"--node_rank={i}", f"--nproc_per_node={plan['ranks_per_host']}",
-                  f"--master_addr={plan['master_addr']}", f"--master_port={plan['master_port']}", "--max_restarts=0",
-                  "-m", "mlenv.acceptance", "--profile", profile, "--report-dir", str(report),
-                  *(suite_args or [])]
-        procs.append(subprocess.Popen(ssh_words(cluster, h, remote), stdin=subprocess.DEVNULL,
-                                      start_new_session=True))
-    say(f"launched run {rid} on {', '.join(hosts)} ({len(hosts)} x {cluster.gpus.per_node} rank(s)); "
-        f"reports: {report}")
-    lost = _wait_all(hosts, procs, timeout_s - (time.monotonic() - t0), say)
+    stopped: Interrupted | None = None
+    # The ssh sessions run in their own sessions (a Ctrl-C at this terminal must not cut
+    # them before the ranks are told), so no signal given to mlenv reaches them or the
+    # remote ranks: Ctrl-C, SIGTERM and SIGHUP are turned into Interrupted here and the
+    # run is stopped on every host (issue 24 §3: SIGTERM left 6 remote ranks running).
+    with signals_as_interrupts():
+        try:
+            for i, h in enumerate(plan["hosts"]):
+                remote = ["env", *(f"{k}={v}" for k, v in env.items()), plan["python"], "-m",
+                          "torch.distributed.run", f"--nnodes={len(plan['hosts'])}", f"--node_rank={i}",
+                          f"--nproc_per_node={plan['ranks_per_host']}", f"--master_addr={plan['master_addr']}",
+                          f"--master_port={plan['master_port']}", "--max_restarts=0",
+                          "-m", "mlenv.acceptance", "--profile", profile, "--report-dir", str(report),
+                          *(suite_args or [])]
+                procs.append(subprocess.Popen(ssh_words(cluster, h, remote), stdin=subprocess.DEVNULL,
+                                              start_new_session=True))
+            say(f"launched run {rid} on {', '.join(hosts)} ({len(hosts)} x {cluster.gpus.per_node} rank(s)); "
+                f"reports: {report}")
+            lost = _wait_all(hosts, procs, timeout_s - (time.monotonic() - t0), say)
+        except KeyboardInterrupt as e:
+            stopped = e if isinstance(e, Interrupted) else Interrupted("SIGINT")
+            say(f"{stopped.signal_name}: stopping run {rid} on {', '.join(hosts)}")
+            stop_run(cluster, hosts[:len(procs)], rid, procs)
+            lost = []
     forced = f"host {', '.join(lost)} during the run" if lost else None
     doc = judge_report(report, rid, forced_error=forced,
                        fallback_why=f"the run on {', '.join(hosts)} ended before rank 0 wrote results.json")
@@ -154,7 +169,41 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     if report.is_dir():
         shutil.copytree(report, dest, dirs_exist_ok=True, symlinks=True)
     say(console.verdict_block(doc, str(dest)))
-    return contract.exit_for_doc(doc)
+    code = contract.exit_for_doc(doc)
+    if stopped is not None and code not in (EXIT_SIGINT, EXIT_SIGTERM):
+        return stopped.exit_code  # stopped before rank 0 could finalise: still the signal's code
+    return code
+
+
+STOP_GRACE_S = 40.0  # rank 0 finalises the report on SIGTERM; torchrun waits 30 s for its ranks
+
+
+def stop_run(cluster: Cluster, hosts: list[str], rid: str, procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to the run's processes on every host (torchrun and its ranks: each has the run's
+    report folder ``…/results/<rid>`` on its command line), then its ssh sessions end.
+
+    Ending the local ssh alone would leave the ranks running: without a terminal, sshd
+    sends them no SIGHUP. The pattern's ``[/]`` keeps pkill from matching the remote shell
+    that runs it (its command line holds ``[/]``, not ``/``). A session still open after
+    :data:`STOP_GRACE_S` is killed.
+    """
+    pattern = f"[/]results/{argv.slurm_name(rid, 'run id')}"
+
+    def one(h: str) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            subprocess.run(ssh_words(cluster, h, ["pkill", "-TERM", "-f", pattern]), stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=30, check=False, start_new_session=True)
+
+    if hosts:
+        with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
+            list(pool.map(one, hosts))
+    end = time.monotonic() + STOP_GRACE_S
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
 
 
 def run_record(root: Path, cluster: Cluster) -> Path:

@@ -11,6 +11,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -43,6 +47,8 @@ for d in $FAKE_SSH_DOWN; do
   fi
 done
 case "$*" in
+  *torch.distributed.run*)  # a "rank" that outlives this ssh unless the host is told to stop it
+    sh -c 'while :; do sleep 1; done' "rank $*" & wait ;;
   *-c*) echo '{"python": "3.11.7", "torch": "2.13.0", "gpus": 2, "deepspeed": "0.19.8"}' ;;
   *) sh -c "$*" ;;
 esac
@@ -130,3 +136,32 @@ def test_logs_without_a_run_or_before_rank_0_wrote_says_so_in_one_line(root: Pat
     code, out, err = _mlenv("logs", "site-lab")
     assert code == 3 and "no rank 0 log" in err and "host Lab-WS-01" in err, err
     assert json.loads(hosts.run_record(root, cfg).read_text())["run_id"] == "20261127-120000-abcdef"
+
+
+def _running(pattern: str) -> list[str]:
+    r = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False)
+    return r.stdout.split()
+
+
+def test_sigterm_during_a_run_stops_the_ranks_on_every_host_and_exits_143(root: Path) -> None:
+    cfg = root / "clusters" / "site-lab.yaml"
+    shared = root / "shared"
+    cfg.write_text(cfg.read_text().replace("hosts:\n", f"hosts:\n  shared_dir: {shared}\n", 1))
+    p = subprocess.Popen([sys.executable, "-m", "mlenv", "acceptance", "--cluster", "site-lab"],
+                         env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    try:
+        end = time.monotonic() + 60
+        while len(_running(f"rank .*{shared}/results/")) < 3 and time.monotonic() < end:
+            assert p.poll() is None, p.communicate()[0]
+            time.sleep(0.2)
+        assert len(_running(f"rank .*{shared}/results/")) == 3
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=60)
+        assert p.returncode == 143, out
+        assert "SIGTERM: stopping run" in out and "Traceback" not in out, out
+        assert _running(f"{shared}/results/") == []  # neither the ranks nor their ssh sessions
+    finally:
+        p.kill()
+        for pid in _running(f"{shared}/results/"):
+            os.kill(int(pid), signal.SIGKILL)
