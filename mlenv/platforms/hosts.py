@@ -113,6 +113,7 @@ def preflight(cluster: Cluster, *, say: Say, nodes: int | None = None,
 def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = None, profile: str = "quick",
                suite_args: list[str] | None = None, timeout_s: float = 3600.0) -> int:
     """Preflight, one torchrun per host over ssh, wait, judge, copy back; the exit code."""
+    from mlenv.acceptance.records.rundir import mark_interrupted
     from mlenv.acceptance.reports import console
     from mlenv.acceptance.run.local import signals_as_interrupts
     from mlenv.platforms.slurm import judge_report, new_run_id
@@ -160,6 +161,8 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
         except KeyboardInterrupt as e:
             stopped = e if isinstance(e, Interrupted) else Interrupted("SIGINT")
             say(f"{stopped.signal_name}: stopping run {rid} on {', '.join(hosts)}")
+            # before the SIGTERM: rank 0 reads it, and says INTERRUPTED, not "the launcher stopped it"
+            mark_interrupted(report, stopped.signal_name)
             stop_run(cluster, hosts[:len(procs)], rid, procs)
             lost = []
     forced = f"host {', '.join(lost)} during the run" if lost else None
