@@ -421,8 +421,8 @@ def ssh_user(value: str) -> str:
 
 
 def ssh(host: str, remote: Sequence[str], *, user: str = "", port: int = 22, key: str = "",
-        options: Sequence[str] = (), config: str = "") -> list[str]:
-    """``ssh OPTIONS… -p PORT [-F CONFIG] [-l USER] [-i KEY] -- HOST REMOTE…``, host validated.
+        options: Sequence[str] = (), config: str = "", log: str = "") -> list[str]:
+    """``ssh OPTIONS… -p PORT [-F CONFIG] [-l USER] [-i KEY] [-E LOG] -- HOST REMOTE…``, host validated.
 
     ssh joins the remote words with spaces into one shell command line on the host, so
     each word is shell-quoted here: a remote argument stays one argument there.
@@ -438,4 +438,6 @@ def ssh(host: str, remote: Sequence[str], *, user: str = "", port: int = 22, key
         argv += ["-l", ssh_user(user)]
     if key:
         argv += ["-i", local_path(key, "ssh key")]
+    if log:  # ssh's own messages (connect and auth failures) to this file instead of stderr
+        argv += ["-E", local_path(log, "ssh log")]
     return [*argv, "--", slurm_node(host), *(shlex.quote(w) for w in remote)]

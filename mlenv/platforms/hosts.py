@@ -9,6 +9,7 @@ MLENV_*) is passed as ``env K=V …`` words, each one quoted by :func:`mlenv.arg
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -21,7 +22,7 @@ from typing import Any
 
 from mlenv import argv, contract
 from mlenv.config.model import Cluster
-from mlenv.errors import InfraError, InputError
+from mlenv.errors import EXIT_SIGINT, EXIT_SIGTERM, InfraError, InputError, Interrupted
 from mlenv.platforms import nodeprobe
 
 Say = Callable[[str], None]
@@ -32,6 +33,7 @@ SSH_OPTIONS = ("-oBatchMode=yes", "-oConnectTimeout=5", "-oStrictHostKeyChecking
 # (status then said "no answer over ssh" of a host that had answered).
 PROBE_TIMEOUT_S = 60.0
 PROBE = nodeprobe.PROBE  # versions, GPUs, and what the suite cannot import (issue 24 §2)
+UNREACHABLE = "ssh unreachable: "  # how a probe says ssh itself failed (exit 255)
 
 
 def ssh_words(cluster: Cluster, host: str, remote: list[str]) -> list[str]:
@@ -68,7 +70,7 @@ def probe_with(cluster: Cluster, host: str, python: str, timeout: float = PROBE_
         raise InfraError("ssh: not found (install openssh-client)") from None
     if r.returncode == 255:
         last = (r.stderr.strip().splitlines() or ["ssh failed"])[-1]
-        return f"ssh unreachable: {last}"
+        return UNREACHABLE + last
     if r.returncode != 0:
         last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
         return f"{python} failed: {last}"
@@ -111,7 +113,9 @@ def preflight(cluster: Cluster, *, say: Say, nodes: int | None = None,
 def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = None, profile: str = "quick",
                suite_args: list[str] | None = None, timeout_s: float = 3600.0) -> int:
     """Preflight, one torchrun per host over ssh, wait, judge, copy back; the exit code."""
+    from mlenv.acceptance.records.rundir import mark_interrupted
     from mlenv.acceptance.reports import console
+    from mlenv.acceptance.run.local import signals_as_interrupts
     from mlenv.platforms.slurm import judge_report, new_run_id
     from mlenv.render.platforms import launch_plan
 
@@ -132,19 +136,35 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     for k in ("TORCH_EXTENSIONS_DIR",):  # DeepSpeed op cache, when the caller set one
         if os.environ.get(k):
             env[k] = os.environ[k]
-    procs = []
+    record_run(root, cluster, rid, report, hosts, say)
+    procs: list[subprocess.Popen[bytes]] = []
     t0 = time.monotonic()
-    for i, h in enumerate(plan["hosts"]):
-        remote = ["env", *(f"{k}={v}" for k, v in env.items()), plan["python"], "-m", "torch.distributed.run",
-                  f"--nnodes={len(plan['hosts'])}", f"--node_rank={i}", f"--nproc_per_node={plan['ranks_per_host']}",
-                  f"--master_addr={plan['master_addr']}", f"--master_port={plan['master_port']}", "--max_restarts=0",
-                  "-m", "mlenv.acceptance", "--profile", profile, "--report-dir", str(report),
-                  *(suite_args or [])]
-        procs.append(subprocess.Popen(ssh_words(cluster, h, remote), stdin=subprocess.DEVNULL,
-                                      start_new_session=True))
-    say(f"launched run {rid} on {', '.join(hosts)} ({len(hosts)} x {cluster.gpus.per_node} rank(s)); "
-        f"reports: {report}")
-    lost = _wait_all(hosts, procs, timeout_s - (time.monotonic() - t0), say)
+    stopped: Interrupted | None = None
+    # The ssh sessions run in their own sessions (a Ctrl-C at this terminal must not cut
+    # them before the ranks are told), so no signal given to mlenv reaches them or the
+    # remote ranks: Ctrl-C, SIGTERM and SIGHUP are turned into Interrupted here and the
+    # run is stopped on every host (issue 24 §3: SIGTERM left 6 remote ranks running).
+    with signals_as_interrupts():
+        try:
+            for i, h in enumerate(plan["hosts"]):
+                remote = ["env", *(f"{k}={v}" for k, v in env.items()), plan["python"], "-m",
+                          "torch.distributed.run", f"--nnodes={len(plan['hosts'])}", f"--node_rank={i}",
+                          f"--nproc_per_node={plan['ranks_per_host']}", f"--master_addr={plan['master_addr']}",
+                          f"--master_port={plan['master_port']}", "--max_restarts=0",
+                          "-m", "mlenv.acceptance", "--profile", profile, "--report-dir", str(report),
+                          *(suite_args or [])]
+                procs.append(subprocess.Popen(ssh_words(cluster, h, remote), stdin=subprocess.DEVNULL,
+                                              start_new_session=True))
+            say(f"launched run {rid} on {', '.join(hosts)} ({len(hosts)} x {cluster.gpus.per_node} rank(s)); "
+                f"reports: {report}")
+            lost = _wait_all(hosts, procs, timeout_s - (time.monotonic() - t0), say)
+        except KeyboardInterrupt as e:
+            stopped = e if isinstance(e, Interrupted) else Interrupted("SIGINT")
+            say(f"{stopped.signal_name}: stopping run {rid} on {', '.join(hosts)}")
+            # before the SIGTERM: rank 0 reads it, and says INTERRUPTED, not "the launcher stopped it"
+            mark_interrupted(report, stopped.signal_name)
+            stop_run(cluster, hosts[:len(procs)], rid, procs)
+            lost = []
     forced = f"host {', '.join(lost)} during the run" if lost else None
     doc = judge_report(report, rid, forced_error=forced,
                        fallback_why=f"the run on {', '.join(hosts)} ended before rank 0 wrote results.json")
@@ -152,14 +172,104 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     if report.is_dir():
         shutil.copytree(report, dest, dirs_exist_ok=True, symlinks=True)
     say(console.verdict_block(doc, str(dest)))
-    return contract.exit_for_doc(doc)
+    code = contract.exit_for_doc(doc)
+    if stopped is not None and code not in (EXIT_SIGINT, EXIT_SIGTERM):
+        return stopped.exit_code  # stopped before rank 0 could finalise: still the signal's code
+    return code
+
+
+STOP_GRACE_S = 40.0  # rank 0 finalises the report on SIGTERM; torchrun waits 30 s for its ranks
+
+
+def stop_run(cluster: Cluster, hosts: list[str], rid: str, procs: list[subprocess.Popen[bytes]]) -> None:
+    """SIGTERM to the run's processes on every host (torchrun and its ranks: each has the run's
+    report folder ``…/results/<rid>`` on its command line), then its ssh sessions end.
+
+    Ending the local ssh alone would leave the ranks running: without a terminal, sshd
+    sends them no SIGHUP. The pattern's ``[/]`` keeps pkill from matching the remote shell
+    that runs it (its command line holds ``[/]``, not ``/``). A session still open after
+    :data:`STOP_GRACE_S` is killed.
+    """
+    pattern = f"[/]results/{argv.slurm_name(rid, 'run id')}"
+
+    def one(h: str) -> None:
+        with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+            subprocess.run(ssh_words(cluster, h, ["pkill", "-TERM", "-f", pattern]), stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=30, check=False, start_new_session=True)
+
+    if hosts:
+        with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
+            list(pool.map(one, hosts))
+    end = time.monotonic() + STOP_GRACE_S
+    for p in procs:
+        try:
+            p.wait(timeout=max(0.1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=10)
+
+
+def run_record(root: Path, cluster: Cluster) -> Path:
+    """Where the control host keeps the cluster's last run (as Slurm keeps its last job)."""
+    return root / ".mlenv" / "hosts" / f"{cluster.name}.json"
+
+
+def record_run(root: Path, cluster: Cluster, rid: str, report: Path, hosts: list[str], say: Say) -> None:
+    """Note the run being launched, so that ``logs`` can find its report folder."""
+    f = run_record(root, cluster)
+    try:
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps({"run_id": rid, "report_dir": str(report), "hosts": hosts}) + "\n",
+                     encoding="utf-8")
+    except OSError as e:  # the run itself does not need it: only `logs` is left without it
+        say(f"cannot record run {rid} in {f} ({e.strerror or e}): mlenv logs will not find it")
+
+
+def log_text(cluster: Cluster, root: Path, tail: int | None = None) -> str:
+    """The head host's run log: rank 0's ``logs/rank0.<host>.log`` in the last run's report
+    folder (the shared folder while it runs, the copy under ``reports/`` once it ended)."""
+    f = run_record(root, cluster)
+    try:
+        d = json.loads(f.read_text(encoding="utf-8"))
+        rid, report, head = str(d["run_id"]), Path(d["report_dir"]), str(d["hosts"][0])
+    except FileNotFoundError:
+        raise InputError(f"no hosts run recorded for {cluster.name} (run: mlenv acceptance --cluster "
+                         f"{cluster.name})") from None
+    except (OSError, ValueError, TypeError, KeyError, IndexError) as e:
+        raise InputError(f"{f}: unreadable run record ({e}); run mlenv acceptance --cluster {cluster.name} "
+                         "again") from None
+    folders = [report, root / "reports" / cluster.name / rid]
+    found = sorted(p for d_ in folders for p in (d_ / "logs").glob("rank0.*.log"))
+    if not found:
+        raise InfraError(f"run {rid}: no rank 0 log in {report}/logs yet (host {head}, the head, "
+                         "writes it once the suite starts)")
+    try:
+        text = found[0].read_text(encoding="utf-8", errors="replace")
+    except OSError as e:
+        raise InfraError(f"run {rid}: cannot read {found[0]}: {e.strerror or e}") from None
+    if tail is not None:
+        text = "".join(text.splitlines(keepends=True)[-tail:]) if tail else ""
+    return text
 
 
 def status_lines(cluster: Cluster) -> list[str]:
     """Each host: reachable over ssh with its versions, or why not (nothing is started)."""
+    return status_report(cluster)[0]
+
+
+def status_report(cluster: Cluster) -> tuple[list[str], list[str]]:
+    """:func:`status_lines` and the hosts ssh could not reach.
+
+    InfraError (exit 3, one line) when ssh reaches no host at all: a status of nothing but
+    "unreachable" lines is the cluster being unreachable, not a report (issue 24 §3)."""
     hosts = hosts_of(cluster, None)
     with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
         found = list(pool.map(lambda h: _probe(cluster, h, PROBE_TIMEOUT_S), hosts))
+    down = [(h, v) for h, v in zip(hosts, found, strict=True) if isinstance(v, str) and v.startswith(UNREACHABLE)]
+    if len(down) == len(hosts):
+        first, why = down[0]
+        raise InfraError(f"status: no host is reachable over ssh: {', '.join(hosts)} "
+                         f"({first}: {why[len(UNREACHABLE):]})")
     lines = []
     for i, (h, v) in enumerate(zip(hosts, found, strict=True)):
         head = " (head)" if i == 0 else ""
@@ -168,7 +278,7 @@ def status_lines(cluster: Cluster) -> list[str]:
         else:
             lines.append(f"host {h}{head}: up, python {v['python']}, torch {v['torch']}, "
                          f"deepspeed {v.get('deepspeed')}, {v.get('gpus', 0)} GPU(s)")
-    return lines
+    return lines, [h for h, _ in down]
 
 
 def sync(cluster: Cluster, root: Path) -> str:
@@ -203,8 +313,9 @@ def sync(cluster: Cluster, root: Path) -> str:
     return f"synced {src} -> {dest} on {', '.join(targets)}"
 
 
-def shell_argv(cluster: Cluster, command: list[str], host: int = 0, tty: bool = False) -> list[str]:
-    """``ssh [-t] … -- HOST [COMMAND…]``: a login shell (or COMMAND) on host ``host``."""
+def shell_argv(cluster: Cluster, command: list[str], host: int = 0, tty: bool = False,
+               log: str = "") -> list[str]:
+    """``ssh [-t] [-E LOG] … -- HOST [COMMAND…]``: a login shell (or COMMAND) on host ``host``."""
     hosts = hosts_of(cluster, None)
     if not 0 <= host < len(hosts):
         raise InputError(f"--pod {host}: nodes.gpu_nodes lists {len(hosts)} host(s)")
@@ -212,7 +323,33 @@ def shell_argv(cluster: Cluster, command: list[str], host: int = 0, tty: bool = 
     key = str(Path(h.ssh_key).expanduser()) if h.ssh_key else ""
     opts = [*SSH_OPTIONS, *(["-t"] if tty else [])]
     return argv.ssh(hosts[host], command, user=h.ssh_user, port=h.ssh_port, key=key, options=opts,
-                    config=os.environ.get("MLENV_SSH_CONFIG", ""))
+                    config=os.environ.get("MLENV_SSH_CONFIG", ""), log=log)
+
+
+def shell(cluster: Cluster, command: list[str], host: int = 0, tty: bool = False) -> int:
+    """Run :func:`shell_argv` with the terminal attached; the command's exit code.
+
+    ssh's own messages go to a log file (``-E``), not the terminal: when ssh itself fails
+    (exit 255 with a message there: refused, unreachable, authentication), that is one
+    line naming the host, exit 3, instead of ssh's 255 and its raw text. A remote command
+    that exits 255 leaves the log empty and keeps its 255.
+    """
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="mlenv-ssh-") as tmp:
+        log = Path(tmp) / "ssh.log"
+        words = shell_argv(cluster, command, host, tty, log=str(log))  # checks the index
+        try:
+            rc = subprocess.call(words)
+        except FileNotFoundError:
+            raise InfraError("ssh: not found (install openssh-client)") from None
+        try:
+            said = log.read_text(encoding="utf-8", errors="replace").strip().splitlines()
+        except OSError:
+            said = []
+    if rc == 255 and said:
+        raise InfraError(f"shell: host {hosts_of(cluster, None)[host]}: {said[-1]}")
+    return rc
 
 
 LOST_GRACE_S = 60.0  # after a host is lost, how long the others may take to write the report

@@ -185,8 +185,7 @@ class HostsPlatform(_OffKube):
     """Plain hosts over ssh: preflight, copy, run in the foreground."""
 
     name = "hosts"
-    hints = {**_HINTS, "logs": "the run streams to the terminal; each rank's log is in the report's logs/",
-             "gpu-info": "mlenv shell NAME -- nvidia-smi"}
+    hints = {**_HINTS, "gpu-info": "mlenv shell NAME -- nvidia-smi"}
 
     def storage_label(self, cfg: Cluster) -> str:
         return cfg.hosts.shared_dir or "copied over ssh"
@@ -206,14 +205,26 @@ class HostsPlatform(_OffKube):
     def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None:
         from mlenv.platforms import hosts
 
-        for line in hosts.status_lines(cfg):
+        lines, down = hosts.status_report(cfg)
+        for line in lines:
             s.say(line)
+        if down:  # the others answered: a report (exit 0), with the ones that did not named last
+            s.warn(f"unreachable over ssh: {', '.join(down)} ({len(down)} of {len(lines)} hosts)")
+
+    def logs(self, cfg: Cluster, s: Session, *, pod: str, follow: bool, tail: int | None) -> None:
+        """The head host's run log (rank 0's) of the last run started from here."""
+        from mlenv.platforms import hosts
+
+        if follow:
+            raise InputError("--follow: not on platform hosts (the run streams to the terminal that "
+                             "started it); mlenv logs NAME prints the head host's log so far")
+        s.say(hosts.log_text(cfg, s.root, tail).rstrip("\n"))
 
     def shell(self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]) -> int:
         """ssh to host ``index``; the terminal stays attached."""
         from mlenv.platforms import hosts
 
-        return _exec(hosts.shell_argv(cfg, command, index, sys.stdin.isatty() and sys.stdout.isatty()))
+        return hosts.shell(cfg, command, index, sys.stdin.isatty() and sys.stdout.isatty())
 
     def sync(self, cfg: Cluster, s: Session, *, src: str, watch: bool, interval: float,
              max_rounds: int | None, timeout: float | None, delete: bool, dry_run: bool) -> None:

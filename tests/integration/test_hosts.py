@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -156,6 +157,44 @@ def test_a_host_python_without_mlenv_is_stopped_and_stage_brings_it(env: Env) ->
     assert "verdict: PASS" in r.stdout
 
 
+def _running(pattern: str) -> list[str]:
+    return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False).stdout.split()
+
+
+def test_sigterm_stops_the_run_on_every_host_and_logs_shows_the_heads_log(env: Env) -> None:
+    """issue 24 §3: SIGTERM to mlenv once the 4 ranks run: every rank and ssh session ends
+    (pkill over ssh), exit 143; `logs` then prints rank 0's log of that run."""
+    ranks = f"mlenv.acceptance.*{env.root}/shared/results/"
+    p = subprocess.Popen([sys.executable, "-m", "mlenv", "acceptance", "--cluster", CLUSTER, "--baseline", BASELINE,
+                          "--options", SMALL],
+                         env={**os.environ, "MLENV_ROOT": str(env.root),
+                              "MLENV_SSH_CONFIG": str(env.root / "ssh_config"), "OMP_NUM_THREADS": "1"},
+                         cwd=env.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        end = time.monotonic() + 180
+        # once rank 0 has a result (its handlers are set: it finalises on SIGTERM) and all 4 run
+        while not (len(_running(f"python -u -m {ranks}")) == 4
+                   and list((env.root / "shared").glob("results/*/results.jsonl"))) and time.monotonic() < end:
+            assert p.poll() is None, p.communicate()[0][-3000:]
+            time.sleep(0.5)
+        assert len(_running(f"python -u -m {ranks}")) == 4, _running(ranks)
+        t0 = time.monotonic()
+        p.send_signal(signal.SIGTERM)
+        out, _ = p.communicate(timeout=120)
+        print(f"\nSIGTERM to a 2x2 hosts run: ended in {time.monotonic() - t0:.1f} s")
+        assert p.returncode == 143, out[-3000:]
+        # (the hosts' torchrun prints its own SignalException traceback through ssh: not mlenv's)
+        assert "SIGTERM: stopping run" in out and "verdict: INTERRUPTED" in out, out[-3000:]
+        assert _running(f"{env.root}/shared/results/") == []
+    finally:
+        p.kill()
+        for pid in _running(f"{env.root}/shared/results/"):
+            os.kill(int(pid), signal.SIGKILL)
+    r = env.mlenv("logs", CLUSTER, "--tail", "200")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("# rank 0 on ") or "# rank 0 on " in r.stdout, r.stdout[-2000:]
+
+
 def test_host_with_ssh_down_is_named_before_launch(env: Env) -> None:
     victim = env.pods.pods[1]
     os.killpg(env.sshd[1].pid, 9)
@@ -169,3 +208,8 @@ def test_host_with_ssh_down_is_named_before_launch(env: Env) -> None:
     assert after == before, "a run was started"
     r = env.mlenv("status", CLUSTER)
     assert f"host {victim.address}: ssh unreachable" in r.stdout
+    assert r.returncode == 0 and f"unreachable over ssh: {victim.address} (1 of 2 hosts)" in r.stderr, r.stderr
+    # issue 24 §3: ssh's own failure is one line naming the host, exit 3 (not 255 and ssh's text)
+    r = env.mlenv("shell", CLUSTER, "--pod", "1", "--", "true", timeout=60)
+    assert r.returncode == 3, r.stdout + r.stderr
+    assert r.stderr.strip().startswith(f"error: shell: host {victim.address}: ") and len(r.stderr.splitlines()) == 1
