@@ -171,9 +171,23 @@ def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
 
 def probe_imports(cluster: Cluster, say: Say) -> None:
     """issue 24 §2: one node's python imports what the job needs (torch, mlenv, DeepSpeed),
-    or preflight stops with the missing module and the fix (``mlenv stage``), exit 3."""
+    or preflight stops with the missing module and the fix (``mlenv stage``), exit 3.
+
+    Not while no listed partition is UP: sbatch queues a job there (it pends,
+    PartitionDown) and runs it once an admin brings the partition up, but the probe's srun
+    would wait out its 60 s and then fail or skip; found when a CI run held the pending
+    test's submission past its wait."""
     from mlenv.platforms import nodeprobe
 
+    states = {}
+    for part in argv.slurm_partitions(cluster.slurm.partition).split(","):
+        r = _run(argv.slurm("scontrol", ["--oneliner"], ["show", "partition", part]))
+        if r.returncode == 0 and "PartitionName=" in r.stdout:
+            states[part] = parse_record(r.stdout.splitlines()[0]).get("State", "UNKNOWN")
+    if states and all(st != "UP" for st in states.values()):
+        say(f"preflight: partition {', '.join(f'{p} is {st}' for p, st in states.items())}: the job will "
+            "pend until it is up; the import probe is skipped (the job finds out itself)")
+        return
     nodeprobe.slurm_check(cluster, say, _run, srun_options(cluster, 0))
 
 

@@ -367,12 +367,15 @@ def test_a_job_pending_in_the_queue_says_why_and_then_runs(env: Env) -> None:
     part = env.slurm.partition
     before = env.recorded()
     env.slurm.run("scontrol", "update", f"PartitionName={part}", "State=DOWN")
+    p = env.start("acceptance", "--cluster", CLUSTER, "--checks", "compute")
     try:
-        p = env.start("acceptance", "--cluster", CLUSTER, "--checks", "compute")
         job = env.new_job(before)
         env.slurm.run("scontrol", "hold", job)
         time.sleep(12)  # two pending polls
         env.slurm.run("scontrol", "release", job)
+    except BaseException:
+        p.kill()  # a submission after this test would be the next test's "new job"
+        raise
     finally:
         env.slurm.run("scontrol", "update", f"PartitionName={part}", "State=UP")
     out = _finish(p)

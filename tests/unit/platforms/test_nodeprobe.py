@@ -222,3 +222,20 @@ def test_the_batch_script_picks_the_venv_stage_made_even_as_a_link_into_an_image
     (venv / "bin").mkdir(parents=True)
     (venv / "bin" / "python").symlink_to("/usr/bin/python3-only-in-the-image")
     assert picked() == nodeprobe.node_python(c) == f"{venv}/bin/python"
+
+
+def test_a_partition_that_is_down_skips_the_probe_and_the_job_is_queued(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """sbatch queues a job on a DOWN partition (it pends, PartitionDown); the probe's srun
+    would wait out its 60 s first: found by the real Slurm tier's pending test in a CI run."""
+    srun = _fake(tmp_path, monkeypatch, "srun", {"missing": {"mlenv": "No module named 'mlenv'"}})
+    scontrol = tmp_path / "bin" / "scontrol"
+    part = load(CPU).slurm.partition
+    scontrol.write_text(f"#!/bin/sh\necho 'PartitionName={part} AllowGroups=ALL Nodes=n[1-2] State=DOWN "
+                        "TotalNodes=2'\n")
+    scontrol.chmod(0o755)
+    said: list[str] = []
+    slurm.probe_imports(load(CPU), said.append)  # no InfraError: the probe did not run
+    assert not srun.exists()
+    assert said == [f"preflight: partition {part} is DOWN: the job will pend until it is up; the import probe "
+                    "is skipped (the job finds out itself)"]
