@@ -166,8 +166,11 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
             stop_run(cluster, hosts[:len(procs)], rid, procs)
             lost = []
     forced = f"host {', '.join(lost)} during the run" if lost else None
+    # stopped before rank 0 wrote its report (a CI run's SIGTERM came while the ranks still
+    # started): INTERRUPTED, the way it was stopped, not ERROR
     doc = judge_report(report, rid, forced_error=forced,
-                       fallback_why=f"the run on {', '.join(hosts)} ended before rank 0 wrote results.json")
+                       fallback_why=f"the run on {', '.join(hosts)} ended before rank 0 wrote results.json",
+                       interrupted=stopped.signal_name if stopped is not None else None)
     dest = root / "reports" / cluster.name / rid
     if report.is_dir():
         shutil.copytree(report, dest, dirs_exist_ok=True, symlinks=True)
