@@ -246,13 +246,17 @@ def test_a_stopped_rank_on_another_node_is_named_hung_not_died(cluster: Callable
     namespace), so it connects to the port rank 1 holds: accepted from the backlog though
     the process is stopped, so rank 1 is named hung ("still there"), not died, at the
     check's deadline."""
-    # PYTHONPATH: this checkout's code on every rank, whatever the venv's editable install points at
-    here = {"MLENV_HEARTBEAT_STALE_S": "3", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    # PYTHONPATH: this checkout's code on every rank, whatever the venv's editable install
+    # points at, and the test probes; pause.sleep (8 s) is the window rank 1 is stopped in:
+    # a CI run under load stopped it after its quick checks had all ended, and the run PASSed
+    here = {"MLENV_HEARTBEAT_STALE_S": "3", "MLENV_ACCEPTANCE_PLUGINS": "acceptance_probes",
+            "MLENV_PROBE_PAUSE_S": "8",
+            "PYTHONPATH": f"{Path(__file__).resolve().parents[2]}:{Path(__file__).resolve().parent}"}
     c = cluster(1, here)
     rdir = tmp_path / "report"
     env = c.env(0, {"MLENV_CPU_SLOTS": "1", **here})
     p = c.popen(0, [*POD, "launch", "--deadline", "20", "--profile", "quick", "--report-dir", str(rdir), "--",
-                    *SUITE, "--checks", "environment,compute,memory", "--deadline", "15"], env,
+                    *SUITE, "--checks", "environment,pause", "--deadline", "15"], env,
                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     pid: int | None = None
     try:
