@@ -56,11 +56,7 @@ def main() -> int:
             f"slurm: {{partition: debug, time_limit: '00:10:00', exclusive: false, gpus_flag: none, "
             f"shared_dir: {root / 'shared'}, python: {sys.executable}}}\n"
             "network: {tcp: {interface_exclude: lo}}\ngpus: {per_node: 2, type: cpu, default_nodes: 2}\n")
-        pods = netns.Cluster(2, str(root / "pods"))
-        pods.setup()
-        sl = slurm_harness.SlurmCluster(str(root / "slurmd"), pods=pods)
-        try:
-            sl.start()
+        with slurm_harness.on_netns_hosts(str(root)) as sl:
             env = sl.env({"MLENV_ROOT": str(root), "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"})
             env.setdefault("TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/mlenv/torch_extensions"))
             times: dict[str, list[float]] = {"slurm": [], "local": []}
@@ -75,9 +71,6 @@ def main() -> int:
                 times["local"].append(dt)
             for k, ts in times.items():
                 print(f"{k}: median {statistics.median(ts):.1f} s (min {min(ts):.1f}, max {max(ts):.1f}) over {runs} runs")
-        finally:
-            sl.stop()
-            pods.teardown()
     return 0
 
 

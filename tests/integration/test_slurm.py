@@ -103,15 +103,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     (root / "clusters").mkdir()
     (root / "shared").mkdir()
     (root / "clusters" / f"{CLUSTER}.yaml").write_text(config(root / "shared"))
-    pods = netns.Cluster(2, str(root / "pods"))
-    pods.setup()
-    sl = slurm_harness.SlurmCluster(str(root / "slurmd"), pods=pods)
-    try:
-        sl.start()
+    with slurm_harness.on_netns_hosts(str(root)) as sl:
         yield Env(root, sl)
-    finally:
-        sl.stop()
-        pods.teardown()
 
 
 def test_unknown_partition_is_exit_2_with_the_config_location(env: Env, tmp_path: Path) -> None:

@@ -59,15 +59,8 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         f"  gpus_flag: none\n  shared_dir: {root / 'shared'}\n  python: {py}\n"
         "network:\n  tcp:\n    interface_exclude: lo\n"
         "gpus:\n  per_node: 2\n  type: cpu\n  default_nodes: 2\n")
-    pods = netns.Cluster(2, str(root / "pods"))
-    pods.setup()
-    sl = slurm_harness.SlurmCluster(str(root / "slurmd"), pods=pods)
-    try:
-        sl.start()
+    with slurm_harness.on_netns_hosts(str(root)) as sl:
         yield Env(root, sl)
-    finally:
-        sl.stop()
-        pods.teardown()
 
 
 def test_preflight_names_the_missing_module_and_stage_then_the_run_passes(env: Env) -> None:

@@ -24,9 +24,11 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness import netns
 from harness.netns import _children, _comm
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "slurmstepd")
@@ -255,6 +257,22 @@ class SlurmCluster:
             for pid in _pids_named("slurmstepd", self.conf):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def on_netns_hosts(root: str, hosts: int = 2) -> Iterator[SlurmCluster]:
+    """A started :class:`SlurmCluster` with one slurmd in each of ``hosts`` netns hosts
+    (``<root>/pods``, ``<root>/slurmd``); stopped, and the hosts torn down, on the way out.
+    The shape the Slurm tests and the Slurm benchmark run on."""
+    pods = netns.Cluster(hosts, os.path.join(root, "pods"))
+    pods.setup()
+    sl = SlurmCluster(os.path.join(root, "slurmd"), pods=pods)
+    try:
+        sl.start()
+        yield sl
+    finally:
+        sl.stop()
+        pods.teardown()
 
 
 def private_shm(pods: Any, i: int) -> None:
