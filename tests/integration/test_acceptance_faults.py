@@ -24,7 +24,7 @@ from typing import IO, Any
 
 import pytest
 from test_acceptance_local import MLENV, ROOT, run_local
-from test_run_records import _env, _run_processes
+from test_run_records import _env, _run_processes, _wait_for_results
 
 pytestmark = pytest.mark.integration
 HOST = socket.gethostname()
@@ -226,12 +226,7 @@ def _stop_a_rank(tmp_path: Path, rank: int) -> dict[str, Any]:
     readers = [_lines(p.stdout, out), _lines(p.stderr, err)]
     pids: dict[int, int] = {}
     try:
-        end = time.monotonic() + 300
-        while time.monotonic() < end and p.poll() is None:
-            jsonl = report / "results.jsonl"
-            if jsonl.is_file() and len(jsonl.read_text().splitlines()) >= 2:  # environment, both ranks
-                break
-            time.sleep(0.2)
+        _wait_for_results(report, 2, p)  # environment, both ranks
         assert p.poll() is None, "the run ended before the stop: " + "\n".join(x for _, x in out + err)[-3000:]
         time.sleep(1.0)  # both ranks are in pause.sleep now (5 s)
         pids = _rank_pids(report)

@@ -22,6 +22,18 @@ from mlenv.contract import is_run_id
 pytestmark = pytest.mark.integration
 
 
+
+def _wait_for_results(report: Path, count: int, proc: subprocess.Popen[str], *, seconds: float = 300,
+                      poll_s: float = 0.2) -> None:
+    """Until ``report/results.jsonl`` holds ``count`` lines, the run ends, or ``seconds``
+    pass; the caller then asserts the run is still live (``proc.poll() is None``)."""
+    end = time.monotonic() + seconds
+    jsonl = report / "results.jsonl"
+    while time.monotonic() < end and proc.poll() is None:
+        if jsonl.is_file() and len(jsonl.read_text().splitlines()) >= count:
+            return
+        time.sleep(poll_s)
+
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return dict(os.environ, PYTHONPATH=f"{ROOT / 'tests' / 'integration'}{os.pathsep}{ROOT}",
                 MLENV_ROOT=str(ROOT), MLENV_HISTORY_DIR=str(tmp_path / "hist"), DS_ACCELERATOR="cpu",
@@ -81,12 +93,7 @@ def test_a_signal_to_the_cli_stops_the_run_and_finalises_it_as_interrupted(tmp_p
                           "--deadline", "120", "--report-dir", str(report)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
     try:
-        end = time.monotonic() + 300
-        while time.monotonic() < end and p.poll() is None:
-            jsonl = report / "results.jsonl"
-            if jsonl.is_file() and len(jsonl.read_text().splitlines()) >= 2:  # environment, both ranks
-                break
-            time.sleep(0.5)
+        _wait_for_results(report, 2, p, poll_s=0.5)  # environment, both ranks
         assert p.poll() is None, "the run ended before the signal"
         time.sleep(2)  # rank 0 is now waiting for rank 1's probe
         t0 = time.monotonic()
