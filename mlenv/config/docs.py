@@ -50,6 +50,10 @@ RULES = """\
 - `gpus.default_nodes` is at most the number of `nodes.gpu_nodes` when those are listed.
 - `nodes.topology`: each rack name is a DNS-1123 label; its nodes are named as `nodes.gpu_nodes`
   names them on the platform (hostlists expanded on `slurm`); no node is in two racks.
+- `acceptance.schedule`: each cron field within its range (minute 0-59, hour 0-23, day of month
+  1-31, month 1-12, day of week 0-7), ranges not backwards, steps at least 1;
+  `acceptance.priority_class` a DNS-1123 subdomain, `acceptance.runner_image` an image reference
+  (both warnings on `slurm`/`hosts`, which ignore them).
 - `nccl.env` may not set variables that other keys control (NCCL_IB_HCA, NCCL_DEBUG, …),
   except `NCCL_SOCKET_IFNAME` on `slurm`/`hosts` (interface names, optionally after `^` or `=`).
 - `ssh_port` and `master_port` differ.

@@ -28,6 +28,7 @@ from mlenv.config.model import (
     Mode,
     Nccl,
     Rdma,
+    Recheck,
     ResourceList,
     Resources,
     Scheduling,
@@ -320,6 +321,7 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
         platform=data.get("platform", _field_default(Cluster, "platform")),
         slurm=_slurm(_section(data, "slurm")),
         hosts=_hosts(_section(data, "hosts")),
+        recheck=_recheck(_section(data, "acceptance")),
         source=source,
     )
 
@@ -495,6 +497,17 @@ def _hosts(section: dict[str, Any]) -> Hosts:
         ssh_key=section.get("ssh_key", default.ssh_key),
         shared_dir=section.get("shared_dir", default.shared_dir),
         python=section.get("python", default.python),
+    )
+
+
+def _recheck(section: dict[str, Any]) -> Recheck:
+    """``acceptance:`` (i26.3) with the model's defaults for unset keys."""
+    default = Recheck()
+    return Recheck(
+        schedule=section.get("schedule", default.schedule),
+        profile=section.get("profile", default.profile),
+        priority_class=section.get("priority_class", default.priority_class),
+        runner_image=section.get("runner_image", default.runner_image),
     )
 
 

@@ -199,6 +199,16 @@ class Hosts:
 
 
 @dataclass(frozen=True)
+class Recheck:
+    """``acceptance:`` — the acceptance suite on a schedule (i26.3); ``schedule`` "" = none."""
+
+    schedule: str = ""  # cron: five numeric fields or an @shorthand (rules.cron_problem)
+    profile: str = "quick"
+    priority_class: str = ""  # an existing PriorityClass; "" = none (never created by mlenv)
+    runner_image: str = ""  # "" = the platform's client image (render decides)
+
+
+@dataclass(frozen=True)
 class Cluster:
     """A validated cluster config. ``source`` is the file it came from (None if built in code)."""
 
@@ -226,6 +236,7 @@ class Cluster:
     platform: Platform = "openshift"
     slurm: Slurm = field(default_factory=Slurm)
     hosts: Hosts = field(default_factory=Hosts)
+    recheck: Recheck = field(default_factory=Recheck)  # the ``acceptance:`` section
     source: Path | None = None
 
     @property

@@ -214,6 +214,7 @@ class _Rules:
         self.free_text()
         self.gpu_nodes()
         self.topology()
+        self.recheck()
         for key in ("workspace", "datasets"):
             claim = _get(self.data, "storage", "existing_claims", key)
             if claim is not None:
@@ -286,6 +287,32 @@ class _Rules:
                     if name in where and where[name] != rack:
                         self.err((*rack_path, i), f"node {name} is in two racks ({where[name]} and {rack})")
                     where.setdefault(name, str(rack))
+
+    def recheck(self) -> None:
+        """``acceptance:`` (i26.3): each cron field within its range (the schema checked the
+        characters); the PriorityClass a name; the runner image a reference. The two
+        Kubernetes-only keys are warnings elsewhere."""
+        sec = _get(self.data, "acceptance")
+        if not isinstance(sec, dict):
+            return
+        sched = sec.get("schedule")
+        if isinstance(sched, str) and sched and not sched.startswith("@"):
+            why = cron_problem(sched)
+            if why:
+                self.err(("acceptance", "schedule"), f"{_short(sched)}: {why}",
+                         "minute 0-59, hour 0-23, day of month 1-31, month 1-12, day of week 0-7 (0 and 7 are Sunday)")
+        pc = sec.get("priority_class")
+        if isinstance(pc, str) and pc:
+            self.subdomain(("acceptance", "priority_class"), pc, "PriorityClass name")
+        img = sec.get("runner_image")
+        if isinstance(img, str) and img and not _IMAGE_REF.fullmatch(img):
+            self.err(("acceptance", "runner_image"), f"{_short(img)} is not an image reference "
+                     "(registry/name[:tag][@sha256:digest], no spaces or control characters)")
+        if self.off_k8s:
+            for key in ("priority_class", "runner_image"):
+                if sec.get(key):
+                    self.warn(("acceptance", key), f"acceptance.{key} is for the Kubernetes CronJob; "
+                              f"platform {self.plat} ignores it", key=True)
 
     def node_count(self) -> int | None:
         """How many nodes ``nodes.gpu_nodes`` names (hostlists expanded on Slurm); None if unreadable."""
@@ -816,3 +843,36 @@ def _quantity_hint(value: str) -> str:
 def semantic_diagnostics(parsed: Parsed, file: str) -> list[Diagnostic]:
     """Every semantic-rule violation in ``parsed.data`` (see module docstring)."""
     return _Rules(parsed, file).run()
+
+
+_CRON_RANGES = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12),
+                ("day of week", 0, 7))
+
+
+def cron_problem(schedule: str) -> str:
+    """Why a five-field numeric cron ``schedule`` is out of range ("" when it is fine).
+
+    The schema admits only digits, ``*``, ``,``, ``-`` and ``/`` in five fields; this
+    checks what a pattern cannot: each number in its field's range, ``a-b`` with a <= b,
+    a step of at least 1. Kubernetes, scrontab and cron would each refuse or misread
+    what fails here, and later than ``validate`` does (at apply, at scrontab, never).
+    """
+    fields = schedule.split(" ")
+    if len(fields) != 5:
+        return f"expected five fields (minute hour day-of-month month day-of-week), got {len(fields)}"
+    for text, (what, lo, hi) in zip(fields, _CRON_RANGES, strict=True):
+        for item in text.split(","):
+            base, _, step = item.partition("/")
+            if step and (not step.isdigit() or int(step) < 1):
+                return f"{what} {item!r}: the step after '/' must be a number of at least 1"
+            if base == "*":
+                continue
+            a, dash, b = base.partition("-")
+            if not a.isdigit() or (dash and not b.isdigit()):
+                return f"{what} {item!r}: expected '*', a number or a range a-b"
+            first, last = int(a), int(b) if dash else int(a)
+            if not (lo <= first <= hi and lo <= last <= hi):
+                return f"{what} {item!r} is outside {lo}-{hi}"
+            if first > last:
+                return f"{what} {item!r}: the range runs backwards"
+    return ""

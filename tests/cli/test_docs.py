@@ -167,7 +167,7 @@ def _documented_keys() -> list[tuple[str, int, str]]:
                 first = key.split(".")[0]
                 # `training.deepspeed` is a check, `results.json` and `slurm.conf` files: only schema
                 # sections count
-                if first in tops and not re.search(r"\.(json|jsonl|yaml|md|py|sh|xml|conf)$", key):
+                if first in tops and not re.search(r"\.(json|jsonl|yaml|md|py|sh|xml|conf|sbatch|scrontab)$", key):
                     out.append((doc.relative_to(ROOT).as_posix(), i, key))
     return out
 

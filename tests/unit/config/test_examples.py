@@ -86,6 +86,7 @@ def test_schema_strict_and_documented() -> None:
 _RENAMES = {
     ("nodes", "gpu_nodes"): ("gpu_nodes",),
     ("nodes", "topology"): ("topology",),
+    **{("acceptance", k): ("recheck", k) for k in ("schedule", "profile", "priority_class", "runner_image")},
     ("nccl", "env"): ("nccl", "extra_env"),
     ("storage", "existing_claims", "workspace"): ("storage", "workspace_claim"),
     ("storage", "existing_claims", "datasets"): ("storage", "datasets_claim"),
