@@ -83,7 +83,7 @@ def test_schema_strict_and_documented() -> None:
 
 
 # schema path → model attribute path, where the two differ
-_RENAMES = {
+_RENAMES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("nodes", "gpu_nodes"): ("gpu_nodes",),
     ("nodes", "topology"): ("topology",),
     **{("acceptance", k): ("recheck", k) for k in ("schedule", "profile", "priority_class", "runner_image")},
