@@ -158,14 +158,24 @@ _TRANSPORT = ("dial tcp", "connection refused", "i/o timeout", "no route to host
 
 def kubelet_unreachable(stderr: str) -> str | None:
     """The transport failure (``dial tcp …: connection refused``) when ``stderr`` says the
-    API server could not reach a pod's node, else None."""
-    low = stderr.lower()
-    if not (any(b in low for b in _KUBELET_BACKEND) or _KUBELET_CALL.search(stderr)):
+    API server could not reach a pod's node, else None.
+
+    Only kubectl's own verdict counts: the LAST non-empty line, starting ``error:`` or
+    ``Error from server``. An exec's stderr also carries the remote command's own output,
+    and a command that prints such a line itself (a client of some other API, a test of
+    this very message) and then exits non-zero ran: kubectl ends with "command terminated
+    with exit code N" after it, so its failure stays the command's, not the node's."""
+    lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
+    last = lines[-1] if lines else ""
+    low = last.lower()
+    if not low.startswith(("error:", "error from server")):
+        return None
+    if not (any(b in low for b in _KUBELET_BACKEND) or _KUBELET_CALL.search(last)):
         return None
     if not any(t in low for t in _TRANSPORT):
         return None
-    m = re.search(r"(dial tcp \S+|read tcp \S+|net/http: tls handshake)[^\n]*", stderr)
-    return (m.group(0) if m else _one_line(stderr)).strip()
+    m = re.search(r"(dial tcp \S+|read tcp \S+|net/http: tls handshake).*", last)
+    return (m.group(0) if m else last).strip()
 
 
 def tar_pack(local_dir: str, tar: str = "tar") -> tuple[list[str], bytes]:
@@ -597,12 +607,18 @@ class OcCluster:
         if timer is not None:
             timer.daemon = True
             timer.start()
-        refused = ""  # kubectl's line when the server could not reach the pod's node
+        # kubectl's refusal, when the server could not reach the pod's node, is the last
+        # line: a line that looks like one is held back until another follows it (then it
+        # was the command's own output, and is printed), so it is said once, as the error
+        held = ""
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
+                if held:
+                    out(held.rstrip("\n"))
+                    held = ""
                 if kubelet_unreachable(line) is not None:
-                    refused = line  # kubectl's, not the command's: said once, as an error
+                    held = line
                     continue
                 out(line.rstrip("\n"))
             rc = proc.wait()
@@ -611,8 +627,10 @@ class OcCluster:
                 timer.cancel()
         if fired.is_set():
             raise ExecTimeout(f"exec of {' '.join(list(command)[:3])}", pod, float(timeout or 0))
-        if rc != 0 and refused:
-            raise classify(refused, "Pod", pod)
+        if held and rc != 0:
+            raise classify(held, "Pod", pod)
+        if held:
+            out(held.rstrip("\n"))
         return rc
 
     def rsync(self, local_dir: str, pod: str, namespace: str, remote_dir: str, *,

@@ -96,3 +96,28 @@ def test_an_exec_the_server_could_not_deliver_is_unreachable_not_execfailed(tmp_
     with pytest.raises(NodeUnreachable):
         client.exec_stream("p1", "ns", ["true"], lines.append, timeout=20)
     assert lines == []
+
+
+def test_a_command_that_prints_the_node_message_itself_is_its_own_failure(tmp_path, monkeypatch) -> None:
+    """The remote command printed kubectl's node-down line itself and exited 7: it ran, so
+    kubectl ends with "command terminated with exit code 7" and the failure is the
+    command's (ExecFailed / exit 7 passed through, the line printed), not NodeUnreachable."""
+    from mlenv.cluster.api import ExecFailed
+    from mlenv.cluster.oc import OcCluster, classify, kubelet_unreachable
+
+    ran = f"{EXEC_NODE_DOWN}\ncommand terminated with exit code 7"
+    assert kubelet_unreachable(ran) is None and type(classify(ran, "Pod", "p1")).__name__ != "NodeUnreachable"
+    # quoted inside a line that is not kubectl's own error line: not the node either
+    assert kubelet_unreachable(f"retrying: {EXEC_NODE_DOWN}") is None
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(f"#!/bin/sh\necho '{EXEC_NODE_DOWN}' >&2\necho 'command terminated with exit code 7' >&2\n"
+                       "exit 7\n")
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    client = OcCluster(str(kubectl))
+    with pytest.raises(ExecFailed):
+        client.exec("p1", "ns", ["true"], check=True, timeout=20)
+    assert client.exec("p1", "ns", ["true"], check=False, timeout=20).returncode == 7
+    lines: list[str] = []
+    assert client.exec_stream("p1", "ns", ["true"], lines.append, timeout=20) == 7
+    assert lines == [EXEC_NODE_DOWN, "command terminated with exit code 7"]
