@@ -47,7 +47,7 @@ from mlenv.contract import (
     pod_name,
 )
 from mlenv.errors import InfraError, InputError
-from mlenv.render.names import DEV_POD
+from mlenv.render.names import DATASETS_PVC, DEV_POD, DEV_WORKSPACE_PVC, WORKSPACE_PVC
 
 Renderer = Callable[[ClusterConfig, Mode, "int | None"], list[Manifest]]
 Say = Callable[[str], None]
@@ -544,7 +544,7 @@ def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient
                                  if kind == "Pod" else "its roleRef changed" if
                                  kind == "RoleBinding" else "the API refuses the update in place")
             else:
-                rejected.append((ref, e))
+                rejected.append((ref, _claim_size_hint(e, m, client, ns) if kind == "PersistentVolumeClaim" else e))
             continue
         except ApiError as e:  # Forbidden, Conflict, NotFound (no such kind or namespace)
             rejected.append((ref, e))
@@ -570,6 +570,28 @@ def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient
             rep.recreated.append(ref)
             say(f"{ref}: {why}: would delete and recreate it (server dry run: nothing changed)")
     return recreate
+
+
+# the config key that sizes each claim mlenv creates (render/plan.py)
+_CLAIM_KEYS = {WORKSPACE_PVC: "storage.workspace_size", DEV_WORKSPACE_PVC: "storage.workspace_size",
+               DATASETS_PVC: "storage.datasets_size"}
+
+
+def _claim_size_hint(e: Invalid, claim: Manifest, client: ClusterClient, ns: str) -> Invalid:
+    """The server's refusal of a smaller bound claim, with the config key to set back and
+    the size the claim has (a bound claim never shrinks; growing needs a StorageClass with
+    ``allowVolumeExpansion``). Other refusals of a claim pass through as they are."""
+    name = str((claim.get("metadata") or {}).get("name", ""))
+    key = _CLAIM_KEYS.get(name)
+    if key is None or "spec.resources.requests.storage" not in str(e):
+        return e
+    live = client.get("PersistentVolumeClaim", name, ns) or {}
+    have = ((live.get("status") or {}).get("capacity") or {}).get("storage") or \
+        (((live.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+    return Invalid(f"{e}; the claim is bound{f' at {have}' if have else ''} and cannot shrink: set {key} "
+                   f"back{f' to {have}' if have else ''} (a bound claim grows only where its StorageClass "
+                   "allows volume expansion; `teardown --purge` deletes the claim and its data)",
+                   kind="PersistentVolumeClaim", name=name)
 
 
 def _apply_all(cfg: ClusterConfig, manifests: list[Manifest], client: ClusterClient,

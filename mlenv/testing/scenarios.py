@@ -149,6 +149,35 @@ def quantities_come_back_in_canonical_form(st: Stage) -> None:
     st.user.delete("StatefulSet", "quant", st.namespace)
 
 
+def a_bound_claim_cannot_shrink(st: Stage) -> None:
+    """A bound PersistentVolumeClaim's size can grow (where its class allows expansion) but
+    never shrink: the server answers 422 Invalid naming ``spec.resources.requests.storage``,
+    the dry run included. Lowering ``storage.workspace_size`` on a deployed cluster meets
+    exactly this (the dev Pod's own claim); the fake accepted it, so deploy's message for
+    it was never seen in a test (found on the plane, fixed in the fake)."""
+    from mlenv.cluster.api import Invalid
+
+    claim: Manifest = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                       "metadata": {"name": "shrink", "labels": dict(LABELS)},
+                       "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}}}
+    st.user.apply(claim, st.namespace)
+    st.until("the claim binds", lambda: ((st.user.get("PersistentVolumeClaim", "shrink", st.namespace) or {})
+                                          .get("status") or {}).get("phase") == "Bound")
+    smaller = {**claim, "spec": {**claim["spec"], "resources": {"requests": {"storage": "1Gi"}}}}
+    for dry in (True, False):
+        try:
+            st.user.apply(smaller, st.namespace, dry_run=dry)
+        except Invalid as e:
+            st.expect("spec.resources.requests.storage" in str(e), "the refusal names the size field", str(e))
+        else:
+            raise ScenarioFailed(f"[{st.side}] shrinking a bound claim (dry_run={dry}) is refused (422); "
+                                 "it was accepted")
+    size = (((st.user.get("PersistentVolumeClaim", "shrink", st.namespace) or {}).get("spec") or {})
+            .get("resources") or {}).get("requests", {}).get("storage")
+    st.expect(parse_quantity(str(size)) == parse_quantity("2Gi"), "the claim keeps its size", size)
+    st.user.delete("PersistentVolumeClaim", "shrink", st.namespace)
+
+
 def a_changed_template_replaces_every_pod_with_the_new_revision(st: Stage) -> None:
     """The StatefulSet controller records ``status.updateRevision`` and replaces the pods
     one by one; a pod carries its revision in the ``controller-revision-hash`` label.
@@ -219,6 +248,7 @@ def openshift_kinds_exist_only_on_openshift(st: Stage) -> None:
 SCENARIOS: dict[str, Callable[[Stage], None]] = {f.__name__: f for f in (
     binding_a_cluster_role_needs_bind_or_its_grants,
     quantities_come_back_in_canonical_form,
+    a_bound_claim_cannot_shrink,
     a_changed_template_replaces_every_pod_with_the_new_revision,
     an_image_that_cannot_be_pulled_is_said_by_the_pod,
     openshift_kinds_exist_only_on_openshift,

@@ -119,6 +119,11 @@ class Admission(FakeState):
             raise Invalid(
                 f'{kind}.rbac.authorization.k8s.io "{name}" is invalid: roleRef: Invalid '
                 f"value: {merged.get('roleRef')!r}: cannot change roleRef", kind=kind, name=name)
+        if old is not None and kind == "PersistentVolumeClaim" and _pvc_shrinks(old, merged):
+            # the real server's words (ValidatePersistentVolumeClaimUpdate, 1.34): a bound
+            # claim grows where its class allows expansion, never shrinks
+            raise Invalid(f'PersistentVolumeClaim "{name}" is invalid: spec.resources.requests.storage: '
+                          "Forbidden: field can not be less than status.capacity", kind=kind, name=name)
         if old is not None and kind == "Pod" and _pod_update_forbidden(
                 old.get("spec") or {}, merged.get("spec") or {}):
             raise Invalid(
@@ -170,3 +175,19 @@ class Admission(FakeState):
                         scc_name in (rule.get("resourceNames") or [scc_name]):
                     return True
         return False
+
+
+def _pvc_shrinks(old: Manifest, new: Manifest) -> bool:
+    """Whether ``new`` asks a bound claim for less than it has (its capacity, else its request)."""
+    from mlenv.config.rules import parse_quantity
+
+    status = old.get("status") or {}
+    if status.get("phase") != "Bound":
+        return False
+    have = (status.get("capacity") or {}).get("storage") or \
+        (((old.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+    want = (((new.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+    if have is None or want is None:
+        return False
+    a, b = parse_quantity(str(want)), parse_quantity(str(have))
+    return a is not None and b is not None and a < b

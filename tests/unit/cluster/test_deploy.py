@@ -308,3 +308,23 @@ def test_a_changed_statefulset_is_done_when_every_pod_runs_the_new_spec(local_cf
         pod = live("Pod", f"ml-dev-env-{i}")
         assert pod["metadata"]["labels"][REVISION_LABEL] == rev and pod["metadata"]["uid"] != before[i]
     assert any("not yet replaced" in s for s in said), said
+
+
+def test_a_smaller_claim_is_refused_naming_the_key_to_set_back(barcelona, fake_for) -> None:
+    """A bound claim cannot shrink (the real server's 422, now in the fake too: the shared
+    scenario a_bound_claim_cannot_shrink). Lowering storage.workspace_size on a deployed
+    cluster: exit 2 before anything is applied, naming the key and the size the claim has.
+    Fails on the code before: the server's line alone, no key, no size."""
+    from mlenv.cluster.deploy import DryRunRejected
+
+    fake = fake_for(barcelona)
+    deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
+    uid = fake.get("StatefulSet", "ml-dev-env", barcelona.namespace)["metadata"]["uid"]
+    smaller = dataclasses.replace(barcelona, storage=dataclasses.replace(barcelona.storage, workspace_size="1Gi"))
+    with pytest.raises(DryRunRejected) as ei:
+        deploy(smaller, DeployOptions(mode="rdma", timeout=60), fake)
+    assert ei.value.exit_code == 2
+    msg = str(ei.value)
+    assert "spec.resources.requests.storage" in msg and "cannot shrink: set storage.workspace_size back to " \
+        f"{barcelona.storage.workspace_size}" in msg, msg
+    assert fake.get("StatefulSet", "ml-dev-env", barcelona.namespace)["metadata"]["uid"] == uid
