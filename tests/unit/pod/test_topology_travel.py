@@ -50,3 +50,13 @@ def test_an_unreadable_topology_is_one_line(text: str, needle: str) -> None:
 def test_a_name_that_would_break_the_compact_form_is_refused() -> None:
     with pytest.raises(ValueError, match="quote or a blank"):
         contract.topology_compact(json.dumps({"rack-a": ["w 1"]}))
+
+
+@pytest.mark.parametrize("verb", ["launch", "run-torchrun"])
+def test_the_pod_launchers_topology_option_refuses_what_ranks_cannot_read(
+        verb: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from mlenv.pod.__main__ import main
+
+    assert main([verb, "--topology", '{"rack-a": ["w 1"]}', "--run-id", "r1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: --topology: MLENV_TOPOLOGY: a rack or node name holds '=', ',', ';', a quote or a blank"]
