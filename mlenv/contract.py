@@ -22,7 +22,7 @@ __all__ = [
     "ANNOTATION_CREATED", "APP", "EXIT_ERROR", "EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "LABEL_COMPONENT", "LABEL_INSTANCE",
     "LABEL_MANAGED_BY", "LABEL_NAME", "LABEL_NAMESPACE", "LABEL_PART_OF", "MANAGED_BY", "RESULTS_JSON", "RESULTS_JSONL",
     "STATEFULSET", "TOPOLOGY_ENV", "exit_for_doc", "exit_for_verdict", "is_run_id", "new_run_id", "pod_name", "read_results",
-    "shown", "topology_compact", "topology_decode", "topology_json",
+    "rack_name", "shown", "topology_compact", "topology_decode", "topology_json",
 ]
 
 # --- names (not configurable: one deployment per namespace) ---------------------------
@@ -136,6 +136,15 @@ def shown(value: object, keep: str = "") -> str:
 # where JSON's own double quotes cannot survive. Rack names are DNS labels and node
 # names host or Node names, so '=', ',' and ';' never occur inside either.
 TOPOLOGY_ENV = "MLENV_TOPOLOGY"
+_RACK = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+
+
+def rack_name(value: str) -> str | None:
+    """A name from elsewhere (a Node label's value, a Slurm switch name) as a rack name, a
+    DNS label: lowercased, '_' and '.' as '-'. None when that still is not one (empty, too
+    long, other characters)."""
+    name = value.strip().lower().replace("_", "-").replace(".", "-")
+    return name if _RACK.match(name) else None
 
 
 def topology_json(racks: dict[str, list[str]]) -> str:

@@ -12,17 +12,14 @@ refused ``get nodes``; then the run goes on without racks, said in one warning l
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from mlenv import contract
 from mlenv.cluster.api import ClusterClient, Forbidden
 from mlenv.config.model import Cluster as ClusterConfig
+from mlenv.contract import rack_name
 from mlenv.errors import MlenvError
-
-# A rack name: a DNS-1123 label, what MLENV_TOPOLOGY's reader accepts.
-_RACK = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
 
 
 @dataclass
@@ -36,15 +33,6 @@ class LabelTopology:
     def env_value(self) -> str | None:
         """The racks as ``MLENV_TOPOLOGY``'s JSON, or None without racks."""
         return contract.topology_json(self.racks) if self.racks else None
-
-
-def rack_name(value: str) -> str | None:
-    """A label value as a rack name. Label values may hold capitals, '_' and '.', which a
-    DNS label may not: lowercased, '_' and '.' become '-' (a value starts and ends with a
-    letter or digit and has at most 63 characters, so the result is a DNS label); None
-    for an empty value or anything else that still is not one."""
-    name = value.strip().lower().replace("_", "-").replace(".", "-")
-    return name if _RACK.match(name) else None
 
 
 def racks_from_labels(label: str, nodes: Sequence[tuple[str, Mapping[str, str]]]) -> LabelTopology:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from mlenv.acceptance.evidence import topology as T
-from mlenv.cluster.topology import rack_name, racks_from_labels
+from mlenv.cluster.topology import racks_from_labels
+from mlenv.contract import rack_name
 
 ZONE = "topology.kubernetes.io/zone"
 
