@@ -132,7 +132,7 @@ def _labelled(tmp_path, monkeypatch, labels):
     fake.save(str(state))
     assert run(["deploy", str(cfg), "--timeout", "60"], state, monkeypatch).exit_code == 0
     fake = FakeCluster.load(str(state))
-    pods = {n: fake.get("Pod", n, "ml-dev-env")["spec"]["nodeName"] for n in ("ml-dev-env-0", "ml-dev-env-1")}
+    pods = {n: (fake.get("Pod", n, "ml-dev-env") or {})["spec"]["nodeName"] for n in ("ml-dev-env-0", "ml-dev-env-1")}
     return cfg, state, fake, pods
 
 
