@@ -21,8 +21,8 @@ from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, EXIT_SIGINT
 __all__ = [
     "ANNOTATION_CREATED", "APP", "EXIT_ERROR", "EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "LABEL_COMPONENT", "LABEL_INSTANCE",
     "LABEL_MANAGED_BY", "LABEL_NAME", "LABEL_NAMESPACE", "LABEL_PART_OF", "MANAGED_BY", "RESULTS_JSON", "RESULTS_JSONL",
-    "STATEFULSET", "exit_for_doc", "exit_for_verdict", "is_run_id", "new_run_id", "pod_name", "read_results",
-    "shown",
+    "STATEFULSET", "TOPOLOGY_ENV", "exit_for_doc", "exit_for_verdict", "is_run_id", "new_run_id", "pod_name", "read_results",
+    "rack_name", "shown", "topology_compact", "topology_decode", "topology_json",
 ]
 
 # --- names (not configurable: one deployment per namespace) ---------------------------
@@ -126,3 +126,57 @@ def shown(value: object, keep: str = "") -> str:
     if text.isprintable():
         return text
     return "".join(c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
+# --- racks (issue 26 §5) ---------------------------------------------------------------
+# MLENV_TOPOLOGY: rack → nodes for fabric.localize on rank 0. JSON wherever a value is
+# quoted for us (the StatefulSet env, the sbatch exports, the hosts plan, the pod
+# launcher's --topology); in .deepspeed_env the compact form "rack=node,node;rack=node",
+# because DeepSpeed's pdsh runner pastes each value into a double-quoted shell export
+# where JSON's own double quotes cannot survive. Rack names are DNS labels and node
+# names host or Node names, so '=', ',' and ';' never occur inside either.
+TOPOLOGY_ENV = "MLENV_TOPOLOGY"
+_RACK = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+
+
+def rack_name(value: str) -> str | None:
+    """A name from elsewhere (a Node label's value, a Slurm switch name) as a rack name, a
+    DNS label: lowercased, '_' and '.' as '-'. None when that still is not one (empty, too
+    long, other characters)."""
+    name = value.strip().lower().replace("_", "-").replace(".", "-")
+    return name if _RACK.match(name) else None
+
+
+def topology_json(racks: dict[str, list[str]]) -> str:
+    """The JSON form of rack → nodes (no spaces), as every platform hands it over."""
+    return json.dumps(racks, separators=(",", ":"))
+
+
+def topology_decode(text: str) -> object:
+    """``MLENV_TOPOLOGY`` in either form → the decoded document (for JSON, whatever it holds;
+    the caller checks its shape). Raises ValueError with one line when it cannot be read."""
+    text = text.strip()
+    if not text[:1].isalnum():  # the compact form starts with a rack name; anything else is JSON
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{TOPOLOGY_ENV} is not JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+    out: dict[str, list[str]] = {}
+    for part in filter(None, text.split(";")):
+        rack, eq, nodes = part.partition("=")
+        if not eq:
+            raise ValueError(f"{TOPOLOGY_ENV}: {part[:40]!r} is neither JSON nor 'rack=node,node'")
+        out[rack.strip()] = [n.strip() for n in nodes.split(",")]
+    return out
+
+
+def topology_compact(text: str) -> str:
+    """``MLENV_TOPOLOGY`` (either form) in the compact form for ``.deepspeed_env``.
+    ValueError when it cannot be read or a name would break the form."""
+    doc = topology_decode(text)
+    if not isinstance(doc, dict) or not all(isinstance(v, list) for v in doc.values()):
+        raise ValueError(f"{TOPOLOGY_ENV} must map each rack to a list of nodes")
+    words = [str(w) for rack, nodes in doc.items() for w in (rack, *nodes)]
+    if any(re.search(r"[=,;\s\"'$`\\]", w) or not w for w in words):
+        raise ValueError(f"{TOPOLOGY_ENV}: a rack or node name holds '=', ',', ';', a quote or a blank")
+    return ";".join(f"{rack}={','.join(str(n) for n in nodes)}" for rack, nodes in doc.items())

@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
         130/143 interrupted)."""
         if cluster is not None:  # issue 13: the suite as a job of the config's platform
             raise typer.Exit(_on_platform(cluster, profile=profile, checks=checks, baseline=baseline,
-                                          options=options, deadline=deadline))
+                                          options=options, deadline=deadline, localize=localize))
         from mlenv.acceptance.core import profiles
         from mlenv.acceptance.records import rundir
         from mlenv.acceptance.run import local
@@ -194,8 +194,20 @@ def _recorded(root: Path, run_id: str) -> bool:
         return True
 
 
+def platform_suite_args(*, checks: str, baseline: str | None, options: Path | None, deadline: float,
+                        localize: bool) -> list[str]:
+    """The suite's arguments for a job on the config's platform (paths made absolute)."""
+    args: list[str] = []
+    args += ["--checks", checks] if checks else []
+    args += ["--baseline", str(Path(baseline).resolve()) if Path(baseline).is_file() else baseline] if baseline else []
+    args += ["--options", str(options.resolve())] if options else []
+    args += ["--deadline", str(deadline)] if deadline else []
+    # i26.5: --localize was dropped here, so the job's localize stayed on "auto" (SKIP)
+    return args + (["--localize"] if localize else [])
+
+
 def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | None, options: Path | None,
-                 deadline: float) -> int:
+                 deadline: float, localize: bool = False) -> int:
     """``mlenv acceptance --cluster NAME``: the suite on the config's platform (Slurm, hosts).
 
     ``--baseline``/``--options`` files must be where every node sees them (the shared
@@ -209,9 +221,6 @@ def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | Non
         raise InputError(f"--profile: expected one of {', '.join(profiles.profile_names())}, got {profile!r}")
     if deadline < 0:
         raise InputError(f"--deadline: expected seconds > 0, got {deadline}")
-    args: list[str] = []
-    args += ["--checks", checks] if checks else []
-    args += ["--baseline", str(Path(baseline).resolve()) if Path(baseline).is_file() else baseline] if baseline else []
-    args += ["--options", str(options.resolve())] if options else []
-    args += ["--deadline", str(deadline)] if deadline else []
+    args = platform_suite_args(checks=checks, baseline=baseline, options=options, deadline=deadline,
+                               localize=localize)
     return platform(cfg).acceptance(cfg, session(), profile=profile, suite_args=args)

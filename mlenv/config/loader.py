@@ -303,6 +303,7 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
         cluster=_cluster_info(_section(data, "cluster")),
         gpu_nodes=_gpu_nodes(data),
         topology=_topology(data),
+        topology_label=str(_section(data, "nodes").get("topology_label") or ""),
         storage=_storage(_section(data, "storage")),
         rdma=_rdma(_section(network, "rdma")),
         tcp=_tcp(_section(network, "tcp")),

@@ -216,6 +216,8 @@ class Cluster:
     gpu_nodes: tuple[str, ...] = ()  # nodes.gpu_nodes: pin to these (empty = any GPU node)
     # nodes.topology (i26.5): (rack, its nodes) in file order, hostlists expanded on Slurm
     topology: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    # nodes.topology_label (i26.5): the Node label naming each node's rack, read at launch
+    topology_label: str = ""
     storage: Storage = field(default_factory=Storage)
     rdma: Rdma = field(default_factory=Rdma)
     tcp: Tcp = field(default_factory=Tcp)

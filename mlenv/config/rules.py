@@ -274,6 +274,16 @@ class _Rules:
         """``nodes.topology`` (i26.5): rack names are DNS-1123 labels, nodes are named as
         ``gpu_nodes`` names them, and no node is in two racks."""
         racks = _get(self.data, "nodes", "topology")
+        label = _get(self.data, "nodes", "topology_label")
+        if isinstance(label, str) and label:
+            # One source of racks: a list beside a label could disagree with it unseen.
+            if isinstance(racks, dict) and racks:
+                self.err(("nodes", "topology_label"), "nodes.topology_label and nodes.topology both give the "
+                         "racks: keep one (the list, or the Node label read at launch)", key=True)
+            elif self.off_k8s:
+                self.warn(("nodes", "topology_label"), f"nodes.topology_label reads Kubernetes Node labels; "
+                          f"platform {self.plat} ignores it" + (" (Slurm's topology/tree is read by itself)"
+                                                                 if self.plat == "slurm" else ""), key=True)
         if not isinstance(racks, dict):
             return
         where: dict[str, str] = {}

@@ -43,12 +43,14 @@ def new_run_id() -> str:
 
 
 def pod_argv(verb: str, script: list[str], *, run_id: str | None = None,
-             deadline: float | None = None) -> list[str]:
-    """``python -m mlenv.pod VERB [--run-id ID] [--deadline S] [--] SCRIPT…``; the ``--``
-    keeps options meant for the acceptance suite (``-- --checks …``) away from the pod's
-    own parser."""
+             deadline: float | None = None, topology: str | None = None) -> list[str]:
+    """``python -m mlenv.pod VERB [--run-id ID] [--deadline S] [--topology JSON] [--] SCRIPT…``;
+    the ``--`` keeps options meant for the acceptance suite (``-- --checks …``) away from
+    the pod's own parser. ``topology``: racks read at launch (one argv element: exec runs
+    no shell)."""
     argv = [*POD, verb, *(["--run-id", run_id] if run_id else []),
-            *(["--deadline", f"{deadline:g}"] if deadline is not None else [])]
+            *(["--deadline", f"{deadline:g}"] if deadline is not None else []),
+            *(["--topology", topology] if topology else [])]
     return argv + (["--"] if script and script[0].startswith("-") else []) + script
 
 
@@ -85,6 +87,22 @@ def require_own_worker(client: ClusterClient, cfg: Cluster, pod: str) -> None:
     raise InfraError(f"pod {pod} in {cfg.namespace} is not a pod of {cfg.name}'s "
                      "StatefulSet (someone else made it): nothing was started "
                      f"(mlenv status {cfg.name})")
+
+
+def label_topology(cfg: Cluster, client: ClusterClient, s: Session) -> str | None:
+    """i26.5: with ``nodes.topology_label`` (and no ``nodes.topology``, which the pods
+    already carry), the racks of the pods' Nodes as ``MLENV_TOPOLOGY`` for pod-0's
+    launcher; None without. What the cluster refuses is a warning, never the run's end."""
+    if not cfg.topology_label or cfg.topology:
+        return None
+    from mlenv.cluster import topology
+
+    got = topology.read(cfg, client)
+    for w in got.warnings:
+        s.warn(w)
+    if got.info:
+        s.say(got.info)
+    return got.env_value()
 
 
 def status_doc(name: str, namespace: str, rep: StatusReport) -> dict[str, Any]:
@@ -223,8 +241,10 @@ class KubernetesPlatform(PlatformBase):
         from mlenv.cluster.fanout import run_everywhere
 
         with s.client() as client:
+            topology = label_topology(cfg, client, s)
             if torchrun:
-                rep = run_everywhere(cfg, client, pod_argv("run-torchrun", script, run_id=new_run_id()),
+                rep = run_everywhere(cfg, client, pod_argv("run-torchrun", script, run_id=new_run_id(),
+                                                           topology=topology),
                                      s.say, timeout=timeout)
                 for o in rep.failed:
                     s.warn(f"warning: {o.pod} exited {o.returncode}: {o.detail}")
@@ -234,7 +254,7 @@ class KubernetesPlatform(PlatformBase):
                 # would read as an acceptance FAIL: pod-0 must be Running first (else exit 3)
                 require_running(client, cfg.namespace, pod_name(0), cfg.name, owner=cfg)
                 rc = client.exec_stream(pod_name(0), cfg.namespace,
-                                        pod_argv("launch", script, deadline=peer_deadline),
+                                        pod_argv("launch", script, deadline=peer_deadline, topology=topology),
                                         s.say, timeout=timeout)
         code, note = map_exit(rc)
         if note:

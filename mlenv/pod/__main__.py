@@ -10,7 +10,8 @@ import argparse
 import os
 import sys
 
-from mlenv.errors import EXIT_ERROR, MlenvError
+from mlenv import contract
+from mlenv.errors import EXIT_ERROR, InputError, MlenvError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--report-dir", default=None, help="default /workspace/results/<run-id>")
         p.add_argument("--run-id", default=None, help="default: UTC timestamp")
         p.add_argument("--module", "-m", default=None, help="run a module instead of a script")
+        p.add_argument("--topology", default=None, metavar="JSON",
+                       help="racks for fabric.localize as MLENV_TOPOLOGY (mlenv launch passes the Node label's)")
         p.add_argument("script", nargs=argparse.REMAINDER, help="SCRIPT [ARGS…]; none: the acceptance suite "
                        "(then '-- --checks … --options FILE' are passed to it)")
 
@@ -48,6 +51,16 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _topology(text: str) -> str:
+    """``--topology``'s value when the ranks can read it (InputError, exit 2, otherwise);
+    it replaces the pod's own MLENV_TOPOLOGY for this run's ranks."""
+    try:
+        contract.topology_compact(text)  # the form .deepspeed_env needs: also proves it reads
+    except ValueError as e:
+        raise InputError(f"--topology: {e}") from None
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run one verb; returns the exit code."""
     args = _parser().parse_args(argv)
@@ -60,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
             return runtime.verb_init(env, start_sshd=not args.no_sshd, foreground=args.foreground,
                                 sysfs_root=args.sysfs_root, strict_memlock=not args.allow_low_memlock)
         script = list(args.script)
+        if args.topology is not None:
+            env[contract.TOPOLOGY_ENV] = _topology(args.topology)
         if script and script[0] == "--":
             script = script[1:]
         if args.verb == "launch":

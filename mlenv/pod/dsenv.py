@@ -12,9 +12,11 @@ rejected with the variable's name rather than silently mangled.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Collection, Mapping
 
+from mlenv import contract
 from mlenv.errors import InputError
 
 # GPUS_PER_NODE, LOCAL_WORLD_SIZE, WORLD_SIZE: static names upstream ml-dev-env's scripts
@@ -44,6 +46,11 @@ def select(env: Mapping[str, str], *, per_pod_hca: bool, node_keys: Collection[s
             continue
         if k in FORWARD_EXACT or k.startswith(FORWARD_PREFIXES):
             out[k] = env[k]
+    if out.get(contract.TOPOLOGY_ENV, "").strip():
+        # i26.5: JSON's double quotes cannot pass DeepSpeed's double-quoted export (init
+        # refused the whole file, exit 2); the same racks in the form without quotes
+        with contextlib.suppress(ValueError):  # unreadable: left as is, check_value names it
+            out[contract.TOPOLOGY_ENV] = contract.topology_compact(out[contract.TOPOLOGY_ENV])
     return out
 
 

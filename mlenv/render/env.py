@@ -6,9 +6,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from mlenv import contract
 from mlenv.config.model import Cluster, Mode
 from mlenv.render import names
 
@@ -58,8 +58,7 @@ def topology_env(cluster: Cluster) -> dict[str, str]:
     rank 0; nothing without a topology (the rendered trees stay as they were)."""
     if not cluster.topology:
         return {}
-    return {"MLENV_TOPOLOGY": json.dumps({rack: list(nodes) for rack, nodes in cluster.topology},
-                                         separators=(",", ":"))}
+    return {contract.TOPOLOGY_ENV: contract.topology_json({rack: list(nodes) for rack, nodes in cluster.topology})}
 
 
 def _field(path: str) -> dict[str, Any]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from _fakeenv import fake_state, run
 
 from mlenv.testing.fakecluster import FakeCluster
@@ -109,3 +111,70 @@ def test_peer_deadline_reaches_pod_0s_launcher_and_bad_values_exit_2(tmp_path, m
     for bad in (["--peer-deadline", "0"], ["--peer-deadline", "-1"], ["--peer-deadline", "5", "--torchrun"]):
         r = run(["launch", "barcelona", *bad], state, monkeypatch)
         assert r.exit_code == 2 and "--peer-deadline" in r.output, (bad, r.output)
+
+
+# -- i26.5: racks from a Node label (nodes.topology_label), read at launch --
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def _labelled(tmp_path, monkeypatch, labels):
+    """barcelona with nodes.topology_label, deployed on a fake whose Nodes carry ``labels``."""
+    from _fakeenv import ROOT
+
+    cfg = tmp_path / "barcelona.yaml"
+    cfg.write_text((ROOT / "clusters" / "barcelona.yaml").read_text().replace(
+        "nodes:\n", f"nodes:\n  topology_label: {ZONE}\n", 1))
+    state = fake_state(tmp_path)
+    fake = FakeCluster.load(str(state))
+    for node, value in labels.items():
+        fake.label_node(node, {ZONE: value})
+    fake.save(str(state))
+    assert run(["deploy", str(cfg), "--timeout", "60"], state, monkeypatch).exit_code == 0
+    fake = FakeCluster.load(str(state))
+    pods = {n: (fake.get("Pod", n, "ml-dev-env") or {})["spec"]["nodeName"] for n in ("ml-dev-env-0", "ml-dev-env-1")}
+    return cfg, state, fake, pods
+
+
+def _topology_arg(calls, verb):
+    argv = next(c[2:] for c in calls if c[:2] == ["exec", "ml-dev-env-0"] and verb in c)
+    return json.loads(argv[argv.index("--topology") + 1]) if "--topology" in argv else None
+
+
+def test_launch_hands_pod0_the_racks_of_the_pods_nodes(tmp_path, monkeypatch) -> None:
+    labels = {f"gpu-node-0{i}.barcelona.example.com": v for i, v in ((1, "Rack_A"), (2, "Rack_A"), (3, "r2"),
+                                                                     (4, "r2"))}
+    cfg, state, fake, pods = _labelled(tmp_path, monkeypatch, labels)
+    fake.exec_responses["python -m mlenv.pod"] = {"rc": 0}
+    fake.save(str(state))
+    want: dict[str, list[str]] = {}
+    for node in pods.values():
+        want.setdefault({"Rack_A": "rack-a"}.get(labels[node], labels[node]), []).append(node)
+    for extra in ([], ["--torchrun"]):
+        r = run(["launch", str(cfg), *extra], state, monkeypatch)
+        assert r.exit_code == 0, r.output
+        got = _topology_arg(FakeCluster.load(str(state)).calls, "run-torchrun" if extra else "launch")
+        assert got == want
+        assert f"topology: 2 of 2 node(s) in {len(want)} rack(s) from the Node label {ZONE}" in r.output
+
+
+def test_a_user_who_may_not_read_nodes_gets_one_warning_and_a_run(tmp_path, monkeypatch) -> None:
+    cfg, state, fake, _ = _labelled(tmp_path, monkeypatch, {"gpu-node-01.barcelona.example.com": "a"})
+    fake.denied = ["get nodes"]
+    fake.exec_responses["python -m mlenv.pod launch"] = {"rc": 0}
+    fake.save(str(state))
+    r = run(["launch", str(cfg)], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    warned = [ln for ln in r.stderr.splitlines() if "topology" in ln]
+    assert len(warned) == 1 and "may not read Nodes (get nodes is cluster-scoped)" in warned[0]
+    assert _topology_arg(FakeCluster.load(str(state)).calls, "launch") is None
+
+
+def test_without_topology_label_no_node_is_read(tmp_path, monkeypatch) -> None:
+    state, fake = deployed(tmp_path, monkeypatch)
+    fake.denied = ["get nodes"]  # would warn if launch looked
+    fake.exec_responses["python -m mlenv.pod launch"] = {"rc": 0}
+    fake.save(str(state))
+    r = run(["launch", "barcelona"], state, monkeypatch)
+    assert r.exit_code == 0 and "topology" not in r.output
+    assert _topology_arg(FakeCluster.load(str(state)).calls, "launch") is None

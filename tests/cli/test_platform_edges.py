@@ -91,3 +91,15 @@ def test_scontrol_fatal_error_has_a_hint(stderr: str, hint: str) -> None:
     with pytest.raises(InfraError) as e:
         _check(r)
     assert hint in str(e.value) and str(e.value).startswith("scontrol failed (exit 1): ")
+
+
+def test_acceptance_on_a_platform_hands_localize_to_the_job(tmp_path: Path) -> None:
+    """i26.5: ``mlenv acceptance --cluster NAME --localize`` dropped --localize, so the job's
+    fabric.localize stayed on auto and SKIPped (found on the real Slurm harness)."""
+    from mlenv.cli.cmd_acceptance import platform_suite_args
+
+    opts = tmp_path / "o.json"
+    args = platform_suite_args(checks="fabric.localize", baseline=None, options=opts, deadline=0, localize=True)
+    assert args == ["--checks", "fabric.localize", "--options", str(opts.resolve()), "--localize"]
+    assert "--localize" not in platform_suite_args(checks="", baseline=None, options=None, deadline=0,
+                                                   localize=False)

@@ -40,15 +40,18 @@ the result and the run localizes without it.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from mlenv import contract
 from mlenv.acceptance.core.base import Check, RunContext, register
 from mlenv.acceptance.core.options import CheckOptions, at_least, option
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.core.timing import measure, stretch_factor
 from mlenv.acceptance.evidence import localize as plan
+from mlenv.acceptance.evidence import slurmtopo
 from mlenv.acceptance.evidence import topology as topo
 from mlenv.acceptance.reports import console
 
@@ -90,23 +93,59 @@ def _leaders(layout: list[tuple[int, int, str]]) -> list[tuple[int, str]]:
     return [seen[k] for k in sorted(seen)]
 
 
+SCONTROL_TOPOLOGY = ["scontrol", "show", "topology"]  # fixed words: nothing of ours reaches it
+
+
+def scontrol_topology(env: Any, timeout_s: float = 15.0) -> tuple[str, str]:
+    """(stdout of ``scontrol show topology``, a note when it could not run or failed).
+    Without the topology plugin scontrol prints nothing and exits 0: ("", "")."""
+    try:
+        r = subprocess.run(SCONTROL_TOPOLOGY, env=dict(env), capture_output=True, text=True,
+                           timeout=timeout_s, check=False)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return "", f"scontrol show topology: {e}"
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        return "", f"scontrol show topology: {last}"
+    return r.stdout, ""
+
+
+def slurm_topology(env: Any, names: list[str]) -> tuple[str, str]:
+    """i26.5: on Slurm without ``MLENV_TOPOLOGY``, the racks of ``topology/tree``'s leaf
+    switches among ``names`` (the job's nodes) as ``MLENV_TOPOLOGY``'s JSON, with a note
+    saying where they came from; ("", "") when Slurm has no topology."""
+    out, why = scontrol_topology(env)
+    if why or not out.strip():
+        return "", why and f"no racks from Slurm ({why})"
+    racks, notes = slurmtopo.leaf_racks(out, set(names))
+    if not racks:
+        return "", "; ".join(["no racks from Slurm: no leaf switch of scontrol show topology lists the job's nodes",
+                              *notes])
+    return contract.topology_json(racks), "; ".join(
+        [f"racks from Slurm's topology/tree (scontrol show topology): {', '.join(racks)}", *notes])
+
+
 def racks_of(layout: list[tuple[int, int, str, str]], env: Any = None) -> tuple[list[str | None] | None, str]:
-    """(each node's rack, a note): from ``MLENV_TOPOLOGY`` in ``env`` (default: this process's);
-    (None, "") without one, (None, why) when it cannot be read. ``layout`` is (node, local
-    rank, host, Kubernetes Node or "") per rank."""
-    text = (os.environ if env is None else env).get(topo.ENV, "").strip()
+    """(each node's rack, a note): from ``MLENV_TOPOLOGY`` in ``env`` (default: this process's),
+    else on Slurm from its topology/tree plugin (:func:`slurm_topology`); (None, "") without
+    one, (None, why) when it cannot be read. ``layout`` is (node, local rank, host,
+    Kubernetes Node or "") per rank."""
+    env = os.environ if env is None else env
+    seen: dict[int, list[str]] = {}
+    for node, _, host, k8s in layout:
+        seen.setdefault(node, [x for x in dict.fromkeys((k8s, host, host.split(".")[0])) if x])
+    text, source = env.get(topo.ENV, "").strip(), ""
+    if not text and env.get("MLENV_PLATFORM") == "slurm":
+        text, source = slurm_topology(env, [x for names in seen.values() for x in names])
     if not text:
-        return None, ""
+        return None, source
     try:
         topology = topo.parse(text)
     except ValueError as e:
         return None, f"topology not used: {e}"
-    seen: dict[int, list[str]] = {}
-    for node, _, host, k8s in layout:
-        seen.setdefault(node, [x for x in dict.fromkeys((k8s, host, host.split(".")[0])) if x])
     racks = topo.rack_of_nodes(topology, [seen[k] for k in sorted(seen)])
     missing = [seen[k][0] for k, r in zip(sorted(seen), racks, strict=True) if r is None]
-    return racks, (f"not in {topo.ENV}: {', '.join(missing)}" if missing else "")
+    return racks, "; ".join(x for x in (source, f"not in {topo.ENV}: {', '.join(missing)}" if missing else "") if x)
 
 
 def triggers(results: list[CheckResult], baseline: Any = None, nodes: int = 2) -> list[str]:

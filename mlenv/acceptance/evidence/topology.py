@@ -29,10 +29,11 @@ Anything else stays with the node and link judgement of :mod:`.localize`.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+
+from mlenv import contract
 
 Pair = tuple[int, int]
 
@@ -40,7 +41,7 @@ UPLINK, BETWEEN, SPINE = "uplink", "between", "spine"
 # A rack name: a DNS-1123 label, as the Kubernetes label values and Slurm switch names
 # people use for racks mostly are (rack-a, r12, leaf03).
 RACK_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
-ENV = "MLENV_TOPOLOGY"
+ENV = contract.TOPOLOGY_ENV
 
 
 @dataclass(frozen=True)
@@ -181,15 +182,13 @@ def explained(findings: Sequence[RackFinding]) -> set[Pair]:
 
 
 def parse(text: str) -> dict[str, list[str]]:
-    """``MLENV_TOPOLOGY`` (JSON ``{"rack": ["node", ...]}``) → rack → nodes.
+    """``MLENV_TOPOLOGY`` (JSON ``{"rack": ["node", ...]}``, or ``rack=node,node;…`` as
+    ``.deepspeed_env`` carries it: :func:`mlenv.contract.topology_decode`) → rack → nodes.
 
     Raises ValueError with one line on anything else: not JSON, a rack name that is not a
     DNS label, a node that is not a non-empty string, a node in two racks.
     """
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{ENV} is not JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+    doc = contract.topology_decode(text)
     if not isinstance(doc, dict):
         raise ValueError(f"{ENV} must be a JSON object of rack → list of nodes, got {type(doc).__name__}")
     seen: dict[str, str] = {}

@@ -76,6 +76,10 @@ class FakeState:
                 {"type": "Ready", "status": "True" if ready else "False"}]},
         }, None)
 
+    def label_node(self, name: str, labels: dict[str, str]) -> None:
+        """Set labels on a Node (a rack or zone label, as an admin or the cloud provider would)."""
+        self.objects[_key("Node", None, name)]["metadata"].setdefault("labels", {}).update(labels)
+
     def add_storage_class(self, name: str, *, default: bool = False,
                           provisioner: str = "fake.csi") -> None:
         """Add a StorageClass (PVCs naming a missing class stay Pending)."""

@@ -71,6 +71,9 @@ class SlurmCluster:
     _slurmd: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     _pidfiles: list[str] = field(default_factory=list)
     start_s: float = 0.0
+    # i26.5: leaf switch → its nodes; with it, slurm.conf names topology/tree and a
+    # topology.conf beside it gives one level-0 switch per entry under one spine
+    topology: dict[str, list[str]] | None = None
 
     @property
     def conf(self) -> str:
@@ -153,6 +156,11 @@ class SlurmCluster:
         for name, addr in zip(self.nodes, self.addrs, strict=True):
             lines.append(f"NodeName={name}" + (f" NodeAddr={addr}" if addr else "") + f" CPUs={self.cpus} State=UNKNOWN")
         lines.append(f"PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE")
+        if self.topology:
+            lines.append("TopologyPlugin=topology/tree")
+            leaves = [f"SwitchName={leaf} Nodes={','.join(nodes)}" for leaf, nodes in self.topology.items()]
+            with open(os.path.join(self.root, "topology.conf"), "w", encoding="utf-8") as f:
+                f.write("\n".join([*leaves, f"SwitchName=spine Switches={','.join(self.topology)}"]) + "\n")
         with open(self.conf, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
 
@@ -260,13 +268,15 @@ class SlurmCluster:
 
 
 @contextlib.contextmanager
-def on_netns_hosts(root: str, hosts: int = 2) -> Iterator[SlurmCluster]:
+def on_netns_hosts(root: str, hosts: int = 2, *,
+                   topology: dict[str, list[str]] | None = None) -> Iterator[SlurmCluster]:
     """A started :class:`SlurmCluster` with one slurmd in each of ``hosts`` netns hosts
     (``<root>/pods``, ``<root>/slurmd``); stopped, and the hosts torn down, on the way out.
-    The shape the Slurm tests and the Slurm benchmark run on."""
+    The shape the Slurm tests and the Slurm benchmark run on. ``topology``: leaf switch →
+    host names, for Slurm's topology/tree plugin (none by default)."""
     pods = netns.Cluster(hosts, os.path.join(root, "pods"))
     pods.setup()
-    sl = SlurmCluster(os.path.join(root, "slurmd"), pods=pods)
+    sl = SlurmCluster(os.path.join(root, "slurmd"), pods=pods, topology=topology)
     try:
         sl.start()
         yield sl

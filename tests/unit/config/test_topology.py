@@ -63,3 +63,33 @@ def test_hosts_launch_plan_carries_it(check: Check) -> None:
     c, d = check(HOSTS)
     assert messages(d) == [] and c is not None
     assert T.parse(launch_plan(c)["env"]["MLENV_TOPOLOGY"]) == {"r1": ["node-a"], "r2": ["node-b"]}
+
+
+# -- nodes.topology_label: racks from a Kubernetes Node label, read at launch --
+
+LABEL = BASE + "nodes:\n  topology_label: topology.kubernetes.io/zone\n"
+
+
+def test_topology_label_is_a_label_key(check: Check) -> None:
+    c, d = check(LABEL)
+    assert messages(d) == [] and c is not None and c.topology_label == "topology.kubernetes.io/zone"
+    assert c.topology == ()
+    _, d = check(LABEL.replace("topology.kubernetes.io/zone", "Bad Key/zone"))
+    assert [x.line for x in d if x.severity == "error"] == [5]
+    assert any("nodes.topology_label" in m and "a label key" in m for m in messages(d))
+
+
+def test_topology_label_beside_a_list_is_an_error(check: Check) -> None:
+    c, d = check(TOPO + "  topology_label: example.com/rack\n")
+    assert c is None
+    got = [(x.line, x.path, x.message) for x in d if x.severity == "error"]
+    assert got == [(8, "nodes.topology_label", "nodes.topology_label and nodes.topology both give the racks: keep one "
+                    "(the list, or the Node label read at launch)")]
+
+
+def test_topology_label_off_kubernetes_is_a_warning(check: Check) -> None:
+    c, d = check(SLURM.replace("  topology:\n    leaf01: ['hgx[01-02]']\n    leaf02: [hgx03]\n",
+                               "  topology_label: example.com/rack\n"))
+    assert c is not None and messages(d) == []
+    assert [(x.severity, x.path) for x in d] == [("warning", "nodes.topology_label")]
+    assert "Slurm's topology/tree is read by itself" in d[0].message
