@@ -310,24 +310,29 @@ def gather(cluster: Cluster, hosts: list[str], report: str, dest: Path, say: Say
     """The run's report folder into ``dest`` (``reports/<cluster>/<run-id>/``); why the head's
     copy failed (a line), else None.
 
-    With a shared folder this machine sees, a copy; otherwise tar over ssh: each other
-    host's own rank logs (``logs/``, ``nccl/``) first, then host 0's folder whole (rank 0
-    wrote the reports there). A host that cannot be reached is said and skipped.
+    With a shared folder this machine sees, a copy; otherwise tar over ssh: host 0's folder
+    whole (rank 0 wrote the reports there), then each other host's own ranks' ``logs/`` and
+    ``nccl/``, and its ``.hung`` note (a rank there gave up on a silent rank 0,
+    :func:`mlenv.acceptance.records.rundir.mark_hung`: the first one stays, host 0's first).
+    A host that cannot be reached is said and skipped.
     """
     shared = cluster.hosts.shared_dir
     if shared and Path(report).is_dir():
         shutil.copytree(report, dest, dirs_exist_ok=True, symlinks=True)
         return None
     dest.mkdir(parents=True, exist_ok=True)
+    uncopied = _fetch(cluster, hosts[0], report, dest, lambda name: True)
+    if uncopied:
+        say(f"host {hosts[0]}: the run's reports were not copied back: {uncopied}")
+
+    def theirs(name: str) -> bool:
+        return name.split("/")[0] in ("logs", "nccl") or (name == ".hung" and not (dest / name).exists())
+
     for h in [] if shared else hosts[1:]:
-        why = _fetch(cluster, h, report, dest, lambda name: name.split("/")[0] in ("logs", "nccl"))
+        why = _fetch(cluster, h, report, dest, theirs)
         if why:
             say(f"host {h}: its rank logs were not copied back: {why}")
-    why = _fetch(cluster, hosts[0], report, dest, lambda name: True)
-    if why:
-        say(f"host {hosts[0]}: the run's reports were not copied back: {why}")
-        return f"the reports of host {hosts[0]} could not be copied back ({why})"
-    return None
+    return f"the reports of host {hosts[0]} could not be copied back ({uncopied})" if uncopied else None
 
 
 def _fetch(cluster: Cluster, host: str, remote: str, dest: Path, keep: Callable[[str], bool]) -> str | None:

@@ -73,10 +73,13 @@ assert args[:2] == ["-m", "torch.distributed.run"], args
 node = int(next(a for a in args if a.startswith("--node_rank=")).split("=", 1)[1])
 suite = args[args.index("mlenv.acceptance") + 1:]
 report = suite[suite.index("--report-dir") + 1]
-if node:
+if node:  # its rank's log, a note that it gave up on rank 0, and a file of its own
     os.makedirs(os.path.join(report, "logs"), exist_ok=True)
     with open(os.path.join(report, "logs", "rank%d.fake-host-%d.log" % (2 * node, node)), "w") as f:
         f.write("# rank %d on fake-host-%d\\n" % (2 * node, node))
+    for name in (".hung", "stray.txt"):
+        with open(os.path.join(report, name), "w") as f:
+            f.write("from host %d\\n" % node)
     sys.exit(0)
 env = {{k: v for k, v in os.environ.items() if k not in ("MLENV_NNODES", "MLENV_GPUS_PER_NODE")}}
 env["PYTHONPATH"] = {repo!r}  # this checkout's mlenv, not the one the venv installed
@@ -283,6 +286,8 @@ def test_a_run_without_shared_dir_ships_the_options_and_copies_the_reports_back(
     for f in ("summary.md", "record.json", "junit.xml", "inputs/options.yaml"):
         assert (run / f).is_file(), f
     assert sorted(p.name for p in (run / "logs").iterdir())[1:] == ["rank2.fake-host-1.log", "rank4.fake-host-2.log"]
+    # from the other hosts their ranks' logs and .hung notes only (for mlenv finalize), never a report
+    assert (run / ".hung").read_text() == "from host 1\n" and not (run / "stray.txt").exists()
     assert [r["run_id"] for r in _history(root)] == [rid]  # one line, on this machine
     assert json.loads((run / "record.json").read_text())["run_id"] == rid
     code, log, _ = _mlenv("logs", "site-lab")  # the copy, once the run ended
