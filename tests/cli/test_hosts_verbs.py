@@ -335,3 +335,31 @@ def test_logs_reads_the_heads_log_over_ssh_while_a_run_without_shared_dir_is_on(
     monkeypatch.setenv("FAKE_SSH_DOWN", "Lab-WS-01")
     code, out, err = _mlenv("logs", "site-lab")
     assert code == 3 and err.startswith(f"error: run {rid}: host Lab-WS-01 (the head): ssh unreachable: "), err
+
+
+def test_the_copy_back_skips_an_unreachable_host_and_a_lost_head_is_error_naming_why(root: Path, monkeypatch) -> None:
+    """A host gone at the end: said, its logs skipped, the head's reports still come back.
+    The head gone: nothing of it here, and the run is ERROR with the reason (not a traceback)."""
+    from mlenv.platforms.slurm import judge_report
+
+    cfg = load(root / "clusters" / "site-lab.yaml")
+    rid = "20261127-120000-abcdef"
+    for i, h in enumerate(HOSTS):
+        logs = root / "hosts" / h / "mlenv-results" / rid / "logs"
+        logs.mkdir(parents=True)
+        (logs / f"rank{2 * i}.{h.lower()}.log").write_text(f"rank {2 * i}\n")
+    (root / "hosts" / HOSTS[0] / "mlenv-results" / rid / "summary.md").write_text("# summary\n")
+    said: list[str] = []
+    monkeypatch.setenv("FAKE_SSH_DOWN", HOSTS[1])
+    dest = root / "reports" / "site-lab" / rid
+    assert hosts.gather(cfg, HOSTS, f"mlenv-results/{rid}", dest, said.append) is None
+    assert sorted(p.name for p in (dest / "logs").iterdir()) == ["rank0.lab-ws-01.log", "rank4.lab_ws_03.lan.log"]
+    assert (dest / "summary.md").is_file()
+    assert said == [f"host {HOSTS[1]}: its rank logs were not copied back: ssh unreachable: "
+                    f"ssh: connect to host {HOSTS[1]} port 2222: Connection refused"]
+    monkeypatch.setenv("FAKE_SSH_DOWN", HOSTS[0])
+    other = root / "reports" / "site-lab" / "20261127-120001-abcdef"
+    why = hosts.gather(cfg, HOSTS, f"mlenv-results/{rid}", other, said.append)
+    assert why is not None and why.startswith(f"the reports of host {HOSTS[0]} could not be copied back (ssh unreachable")
+    doc = judge_report(other, "20261127-120001-abcdef", forced_error=None, fallback_why=why)
+    assert doc["verdict"] == "ERROR" and doc["reasons"][0].startswith(why), doc["reasons"]
