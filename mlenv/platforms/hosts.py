@@ -340,28 +340,36 @@ def _fetch(cluster: Cluster, host: str, remote: str, dest: Path, keep: Callable[
     (tar over ssh; tarfile's ``data`` filter: no absolute path, ``..`` or link out of ``dest``);
     None, or why not (a line)."""
     import tarfile
+    import tempfile
 
-    p = subprocess.Popen(ssh_words(cluster, host, ["tar", "-c", "-f", "-", "-C", remote, "."]),
-                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    assert p.stdout is not None
-    broken = ""
-    try:
-        with tarfile.open(fileobj=p.stdout, mode="r|") as tar:
-            for m in tar:
-                name = m.name.removeprefix("./")
-                if name not in ("", ".") and keep(name):
-                    tar.extract(m, dest, filter="data")
-    except (tarfile.TarError, OSError) as e:  # an empty stream (tar failed there) is a ReadError
-        broken = f"{type(e).__name__}: {e}"
-    try:
-        _, err = p.communicate(timeout=COPY_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.communicate()
-        return f"no end within {COPY_TIMEOUT_S:g} s"
-    if p.returncode != 0:
-        last = (err.decode(errors="replace").strip().splitlines() or [f"exit {p.returncode}"])[-1]
-        return ("ssh unreachable: " if p.returncode == 255 else "tar: ") + last
+    # stderr to a file: a pipe nobody reads while the stream is read could fill and stall tar
+    with tempfile.TemporaryFile() as errf:
+        p = subprocess.Popen(ssh_words(cluster, host, ["tar", "-c", "-f", "-", "-C", remote, "."]),
+                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errf)
+        assert p.stdout is not None
+        broken = ""
+        try:
+            with tarfile.open(fileobj=p.stdout, mode="r|") as tar:
+                for m in tar:
+                    name = m.name.removeprefix("./")
+                    if name not in ("", ".") and keep(name):
+                        tar.extract(m, dest, filter="data")
+        except (tarfile.TarError, OSError) as e:  # an empty stream (tar failed there) is a ReadError
+            broken = f"{type(e).__name__}: {e}"
+        try:
+            p.communicate(timeout=COPY_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            return f"no end within {COPY_TIMEOUT_S:g} s"
+        errf.seek(0)
+        said = errf.read().decode(errors="replace").strip().splitlines()
+    last = said[-1] if said else f"exit {p.returncode}"
+    if p.returncode == 255:
+        return f"ssh unreachable: {last}"
+    # GNU tar's 1 is a file that changed while it was read (a straggler's log): what came is kept
+    if p.returncode not in (0, 1) or (p.returncode == 1 and broken):
+        return f"tar: {last}"
     return broken or None
 
 
