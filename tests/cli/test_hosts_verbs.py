@@ -59,6 +59,7 @@ case "$*" in
     # a "rank" that outlives this ssh unless the host is told to stop it
     sh -c 'while :; do sleep 1; done' "rank $*" & wait ;;
   *"import json, platform"*) echo '{"python": "3.11.7", "torch": "2.13.0", "gpus": 2, "deepspeed": "0.19.8"}' ;;
+  *tar\ -c*) sh -c "$*"; rc=$?; exit "${FAKE_SSH_TAR_EXIT:-$rc}" ;;  # GNU tar's 1: a file changed while read
   *) exec sh -c "$*" ;;
 esac
 """
@@ -100,6 +101,7 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("FAKE_SSH_DOWN", "")
     monkeypatch.setenv("FAKE_SSH_HOMES", str(tmp_path / "hosts"))
     monkeypatch.delenv("FAKE_SSH_RANKS", raising=False)
+    monkeypatch.delenv("FAKE_SSH_TAR_EXIT", raising=False)
     monkeypatch.delenv("MLENV_HISTORY_DIR", raising=False)  # the control host's history: reports/
     monkeypatch.delenv("MLENV_OPTIONS", raising=False)
     monkeypatch.delenv("MLENV_BASELINE", raising=False)
@@ -357,6 +359,14 @@ def test_the_copy_back_skips_an_unreachable_host_and_a_lost_head_is_error_naming
     assert (dest / "summary.md").is_file()
     assert said == [f"host {HOSTS[1]}: its rank logs were not copied back: ssh unreachable: "
                     f"ssh: connect to host {HOSTS[1]} port 2222: Connection refused"]
+    # GNU tar's exit 1 (a straggler's log changed while read) keeps what came; a 2 is a failure
+    monkeypatch.setenv("FAKE_SSH_TAR_EXIT", "1")
+    assert hosts.gather(cfg, HOSTS[:1], f"mlenv-results/{rid}", root / "again", said.append) is None
+    assert (root / "again" / "summary.md").is_file()
+    monkeypatch.setenv("FAKE_SSH_TAR_EXIT", "2")
+    assert hosts.gather(cfg, HOSTS[:1], f"mlenv-results/{rid}", root / "again", said.append) == (
+        f"the reports of host {HOSTS[0]} could not be copied back (tar: exit 2)")
+    monkeypatch.delenv("FAKE_SSH_TAR_EXIT")
     monkeypatch.setenv("FAKE_SSH_DOWN", HOSTS[0])
     other = root / "reports" / "site-lab" / "20261127-120001-abcdef"
     why = hosts.gather(cfg, HOSTS, f"mlenv-results/{rid}", other, said.append)
