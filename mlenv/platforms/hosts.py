@@ -394,7 +394,8 @@ def record_run(root: Path, cluster: Cluster, rid: str, report: Path, hosts: list
 def log_text(cluster: Cluster, root: Path, tail: int | None = None) -> str:
     """The head host's run log: rank 0's ``logs/rank0.<host>.log`` in the last run's report
     folder (the shared folder while it runs, the copy under ``reports/`` once it ended;
-    without a shared folder, host 0's own folder over ssh until the copy is here)."""
+    host 0's folder over ssh where this machine sees neither: no shared folder, or one it
+    does not mount)."""
     f = run_record(root, cluster)
     try:
         d = json.loads(f.read_text(encoding="utf-8"))
@@ -414,7 +415,7 @@ def log_text(cluster: Cluster, root: Path, tail: int | None = None) -> str:
             text = found[0].read_text(encoding="utf-8", errors="replace")
         except OSError as e:
             raise InfraError(f"run {rid}: cannot read {found[0]}: {e.strerror or e}") from None
-    elif remote:
+    elif remote or not report.is_dir():  # also a shared folder this machine does not mount
         text = _remote_log(cluster, head, str(report), rid)
     else:
         raise InfraError(f"run {rid}: no rank 0 log in {report}/logs yet (host {head}, the head, "

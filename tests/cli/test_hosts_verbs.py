@@ -373,3 +373,13 @@ def test_the_copy_back_skips_an_unreachable_host_and_a_lost_head_is_error_naming
     assert why is not None and why.startswith(f"the reports of host {HOSTS[0]} could not be copied back (ssh unreachable")
     doc = judge_report(other, "20261127-120001-abcdef", forced_error=None, fallback_why=why)
     assert doc["verdict"] == "ERROR" and doc["reasons"][0].startswith(why), doc["reasons"]
+
+
+def test_logs_of_a_shared_folder_this_machine_does_not_mount_are_read_on_the_head(root: Path) -> None:
+    cfg = load(root / "clusters" / "site-lab.yaml")
+    rid = "20261127-120000-abcdef"
+    hosts.record_run(root, cfg, rid, Path(f"/mnt/shared/results/{rid}"), HOSTS, print)
+    code, out, err = _mlenv("logs", "site-lab")  # the fake runs the script with the path as it is
+    assert code == 3 and f"no rank 0 log in /mnt/shared/results/{rid}/logs on host Lab-WS-01 yet" in err, err
+    calls = (root / "calls").read_text()
+    assert "Lab-WS-01 sh -c" in calls and f"/mnt/shared/results/{rid}" in calls
