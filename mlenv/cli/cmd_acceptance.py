@@ -210,8 +210,9 @@ def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | Non
                  deadline: float, localize: bool = False) -> int:
     """``mlenv acceptance --cluster NAME``: the suite on the config's platform (Slurm, hosts).
 
-    ``--baseline``/``--options`` files must be where every node sees them (the shared
-    folder or the same path everywhere); they reach the job as script arguments.
+    ``--baseline``/``--options`` files reach the job as script arguments: on Slurm they must
+    be where every node sees them (the shared folder or the same path everywhere); on hosts
+    they are copied into the run's folder on the hosts (``mlenv.platforms.hosts.run_inputs``).
     """
     from mlenv.acceptance.core import profiles
     from mlenv.cli._clusterctx import load_config, platform, session

@@ -5,12 +5,20 @@ a key made for the test. ``nodes.gpu_nodes`` lists the hosts' addresses (this ma
 reaches them over the harness's bridge, to which it gets ``<subnet>.1``). ssh reads
 ``MLENV_SSH_CONFIG`` (a known_hosts file under the test's temp dir, so root's own is not
 touched). Tests run in file order: PASS first, then a host whose sshd is stopped.
+
+The hosts share this machine's files but for what each mounts over in its own mount
+namespace: ``<root>/ctl`` (files only the control host has: an options file) and the
+login directory's ``mlenv-results`` (each host's own run folders without a shared
+folder), as separate machines would. ``hosts.python`` runs this checkout's mlenv
+(``PYTHONPATH``): sshd gives the sessions a fresh environment, and the venv's own mlenv
+is another checkout's.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -27,6 +35,10 @@ from harness.nodepy import node_python
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("hosts")]
 
 CLUSTER = "hosts-harness"
+REPO = Path(__file__).resolve().parents[2]
+# The ssh user's login directory on the hosts (root's), where runs without a shared folder
+# keep their folders (mlenv.platforms.hosts.REMOTE_RESULTS)
+REMOTE_RESULTS = Path(os.path.expanduser("~root")) / "mlenv-results"
 BASELINE = str(Path(__file__).parent / "harness" / "baseline_harness.yaml")
 SMALL = str(Path(__file__).parent / "harness" / "acceptance_small.json")
 
@@ -69,18 +81,27 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
                                          "LogLevel ERROR\n")
         cfg = _sshd_config(root, pods)
         sshd_bin = "/usr/sbin/sshd"
+        (root / "ctl").mkdir()
+        REMOTE_RESULTS.mkdir(exist_ok=True)  # the mount point (empty here: each host mounts its own)
         for i in range(2):
             slurm_harness.private_shm(pods, i)  # each host its own /dev/shm, as real machines
+            for d in (root / "ctl", REMOTE_RESULTS):
+                r = pods.run(i, ["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(d)], dict(os.environ),
+                             timeout=20)
+                assert r.returncode == 0, f"host {i}: mount {d}: {r.stdout}"
             sshd.append(pods.popen(i, [sshd_bin, "-D", "-e", "-f", str(cfg)], dict(os.environ),
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
         (root / "clusters").mkdir()
         (root / "shared").mkdir()
         addrs = [p.address for p in pods.pods]
+        py = root / "python"  # this checkout's mlenv on the hosts, whatever the venv installed
+        py.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(str(REPO))} exec {shlex.quote(sys.executable)} \"$@\"\n")
+        py.chmod(0o755)
         (root / "clusters" / f"{CLUSTER}.yaml").write_text(
             f"cluster:\n  name: {CLUSTER}\n  namespace: unused\nplatform: hosts\n"
             f"nodes:\n  gpu_nodes: [{addrs[0]}, {addrs[1]}]\n"
             f"hosts:\n  ssh_user: root\n  ssh_key: {root}/id\n  shared_dir: {root}/shared\n"
-            f"  python: {sys.executable}\n"
+            f"  python: {py}\n"
             "network:\n  tcp:\n    interface_exclude: lo\ngpus:\n  per_node: 2\n  type: cpu\n  default_nodes: 2\n")
         e = Env(root, pods, sshd)
         end = time.monotonic() + 20
@@ -108,12 +129,55 @@ def test_hosts_preflight_and_acceptance_2x2_pass(env: Env) -> None:
     wall = time.monotonic() - t0
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "verdict: PASS" in r.stdout
-    runs = list((env.root / "reports" / CLUSTER).iterdir())
+    runs = list((env.root / "reports" / CLUSTER).glob("2*"))  # run folders (history.jsonl beside them)
     assert len(runs) == 1
     doc = json.loads((runs[0] / "results.json").read_text())
     assert doc["verdict"] == "PASS" and doc["world"]["nodes"] == 2 and doc["world"]["ranks"] == 4
     assert sorted(set(doc["world"]["hosts"])) == [p.hostname for p in env.pods.pods]
+    # this machine's history has the run (before: only rank 0's line, in host 0's ~/reports)
+    history = (env.root / "reports" / CLUSTER / "history.jsonl").read_text().splitlines()
+    assert [json.loads(x)["run_id"] for x in history] == [runs[0].name]
     print(f"\nhosts 2x2 CPU ranks over ssh, quick profile (small sizes): {wall:.1f} s")
+
+
+def test_hosts_without_shared_dir_ship_the_options_and_copy_the_reports_back(env: Env) -> None:
+    """issue 24 §3: the options and baseline files are on this machine only (the hosts
+    cannot see ctl/); each host gets a copy and the option shows in results.json; rank 0's
+    reports come back from host 0's own folder into reports/<cluster>/<run-id>/ with every
+    host's rank logs, and this machine's history gets the run once. Before: exit 2."""
+    name = "hosts-noshare"
+    text = (env.root / "clusters" / f"{CLUSTER}.yaml").read_text()
+    (env.root / "clusters" / f"{name}.yaml").write_text(
+        text.replace(f"name: {CLUSTER}", f"name: {name}").replace(f"  shared_dir: {env.root}/shared\n", ""))
+    opts = json.loads(Path(SMALL).read_text())
+    opts["compute.matmul"] = {"n": 96}  # over the family's n (128): what results.json must show
+    (env.root / "ctl" / "opts.json").write_text(json.dumps(opts))
+    (env.root / "ctl" / "baseline.yaml").write_text(Path(BASELINE).read_text())
+    t0 = time.monotonic()
+    # 195 s once on the 2-core sandbox shared with other workers' tiers: past the usual 240 s
+    # when they load it more
+    r = env.mlenv("acceptance", "--cluster", name, "--baseline", str(env.root / "ctl" / "baseline.yaml"),
+                  "--options", str(env.root / "ctl" / "opts.json"), timeout=600)
+    wall = time.monotonic() - t0
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "verdict: PASS" in r.stdout
+    runs = list((env.root / "reports" / name).glob("2*"))
+    assert len(runs) == 1, runs
+    run = runs[0]
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["verdict"] == "PASS" and doc["world"]["ranks"] == 4
+    assert {tuple(c["details"]["shape"]) for c in doc["checks"] if c["name"] == "compute.matmul"} == {(96, 96, 96)}
+    for f in ("summary.md", "record.json", "junit.xml", "inputs/options.json", "inputs/baseline.yaml"):
+        assert (run / f).is_file(), f
+    hostnames = sorted(p.hostname for p in env.pods.pods)
+    logs = sorted(p.name for p in (run / "logs").glob("rank*.log"))
+    assert sorted({x.split(".", 1)[1].removesuffix(".log") for x in logs}) == hostnames, logs  # both hosts'
+    history = (env.root / "reports" / name / "history.jsonl").read_text().splitlines()
+    assert [json.loads(x)["run_id"] for x in history] == [run.name]
+    assert not (REMOTE_RESULTS / run.name).exists()  # the hosts' folders are theirs: this is a copy
+    r = env.mlenv("logs", name, "--tail", "200")
+    assert r.returncode == 0 and "# rank 0 on " in r.stdout, r.stdout[-2000:] + r.stderr
+    print(f"\nhosts 2x2 without shared_dir (options shipped, reports copied back): {wall:.1f} s")
 
 
 def test_hosts_sync_status_teardown(env: Env) -> None:
@@ -140,7 +204,7 @@ def test_a_host_python_without_mlenv_is_stopped_and_stage_brings_it(env: Env) ->
     py = node_python(env.root)
     text = (env.root / "clusters" / f"{CLUSTER}.yaml").read_text()
     (env.root / "clusters" / f"{name}.yaml").write_text(
-        text.replace(f"name: {CLUSTER}", f"name: {name}").replace(f"python: {sys.executable}", f"python: {py}"))
+        text.replace(f"name: {CLUSTER}", f"name: {name}").replace(f"python: {env.root / 'python'}", f"python: {py}"))
     r = env.mlenv("deploy", name)
     assert r.returncode == 3, r.stdout + r.stderr
     line = next(x for x in r.stderr.splitlines() if "cannot import" in x)

@@ -359,7 +359,7 @@ def signals_as_interrupts() -> Iterator[None]:
             signal.signal(s, h)
 
 
-def _ignore_signals() -> None:
+def ignore_signals() -> None:
     """From here on (stopping, finalising) a signal must not cut the run's record short;
     :func:`signals_as_interrupts` restores the handlers when its block ends."""
     if threading.current_thread() is threading.main_thread():
@@ -554,7 +554,7 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
             mark_interrupted(report_dir, interrupted)  # before the SIGTERM: rank 0 reads it
             if on_interrupt is not None:
                 on_interrupt(interrupted)
-        _ignore_signals()
+        ignore_signals()
         if watch is not None:  # from here on the CLI stops what is left itself
             watch.stop()
         assert proc is not None  # only a signal before Popen returned leaves it None, and that re-raised
