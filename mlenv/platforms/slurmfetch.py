@@ -94,6 +94,8 @@ def _import(cluster: Cluster, root: Path, src: Path, say: Say, job_state: JobSta
         doc = _ended_without_results(src, rid, say, job_state)
         if doc is None:
             return False
+    elif _still_active(doc, rid, say, job_state):
+        return False  # rank 0 writes record.json, the trends and summary.md after results.json
     if doc.get("run_id") != rid:
         say(f"fetch: {src} holds run {doc.get('run_id')}, not {rid}: skipped")
         return False
@@ -112,6 +114,21 @@ def _import(cluster: Cluster, root: Path, src: Path, say: Say, job_state: JobSta
         return False
     say(f"fetch: run {rid}: {doc.get('verdict')}, copied to {dest}")
     return True
+
+
+def _still_active(doc: dict[str, Any], rid: str, say: Say, job_state: JobState) -> bool:
+    """Whether the run's job is still queued, running or completing (said): its folder is
+    copied once, after Slurm has ended the job, as ``mlenv acceptance --cluster`` does."""
+    from mlenv.platforms import slurm
+
+    job = doc.get("job") if isinstance(doc.get("job"), dict) else None
+    if not job or not str(job.get("id", "")).isdigit():
+        return False
+    state = job_state(str(job["id"]))
+    if state in slurm.ACTIVE:
+        say(f"fetch: run {rid} (job {job['id']}) is {str(state).lower()}: not yet")
+        return True
+    return False
 
 
 def _record(src: Path) -> dict[str, Any]:

@@ -52,8 +52,10 @@ def test_new_runs_are_imported_once_each(tmp_path: Path, monkeypatch: pytest.Mon
     _run(shared, "20261127-030002-00002b", "43", cluster="other")  # shares the folder: not ours
     _run(shared, "20261127-040000-00002c", "44", verdict=None)    # its job still runs
     _run(shared, "20261127-040001-00002d", "45", verdict=None)    # its job ended without a report
+    _run(shared, "20261127-040002-00002e", "46")                    # reported; rank 0 still finishing
     (shared / "results" / "notes").mkdir()                          # not a run folder
-    states = {"44": "RUNNING", "45": None}
+    states: dict[str, str | None] = {"41": "COMPLETED", "42": "COMPLETED", "44": "RUNNING", "45": None,
+                                     "46": "COMPLETING"}
     said: list[str] = []
     got = fetch_runs(cfg, root, said.append, job_state=states.__getitem__)
     assert got == ["20261120-030001-000029", "20261127-030001-00002a", "20261127-040001-00002d"]
@@ -71,13 +73,15 @@ def test_new_runs_are_imported_once_each(tmp_path: Path, monkeypatch: pytest.Mon
     assert "job 45 ended and is gone from Slurm before rank 0 wrote results.json" in " ".join(doc["reasons"])
     assert any("20261127-030002-00002b is cluster other's" in s for s in said)
     assert any("20261127-040000-00002c (job 44) is running: not yet" in s for s in said)
+    assert any("20261127-040002-00002e (job 46) is completing: not yet" in s for s in said)
 
-    # again: nothing new; the running job's run comes once it has ended
+    # again: nothing new; the active jobs' runs come once Slurm has ended them
     assert fetch_runs(cfg, root, said.append, job_state=states.__getitem__) == []
-    states["44"] = "TIMEOUT"
-    assert fetch_runs(cfg, root, said.append, job_state=states.__getitem__) == ["20261127-040000-00002c"]
+    states.update({"44": "TIMEOUT", "46": None})
+    assert fetch_runs(cfg, root, said.append, job_state=states.__getitem__) == ["20261127-040000-00002c",
+                                                                                 "20261127-040002-00002e"]
     assert fetch_runs(cfg, root, said.append, job_state=states.__getitem__) == []
-    assert len(history.read(hist)[0]) == 4
+    assert len(history.read(hist)[0]) == 5
 
 
 def test_a_run_mlenv_already_recorded_is_not_imported_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
