@@ -116,7 +116,7 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     from mlenv.acceptance.records.rundir import mark_interrupted
     from mlenv.acceptance.reports import console
     from mlenv.acceptance.run.local import signals_as_interrupts
-    from mlenv.platforms.slurm import judge_report, new_run_id
+    from mlenv.platforms.slurm import judge_report, new_run_id, record_here
     from mlenv.render.platforms import launch_plan
 
     hosts = preflight(cluster, say=say, nodes=nodes)
@@ -174,6 +174,10 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     dest = root / "reports" / cluster.name / rid
     if report.is_dir():
         shutil.copytree(report, dest, dirs_exist_ok=True, symlinks=True)
+    # rank 0 recorded the run in host 0's working folder (the ssh user's home), which
+    # `mlenv history` here never reads: the control host's history gets it, as on Slurm
+    # (i26.3: a scheduled run from the cron line is in the trends like any other)
+    record_here(root, cluster, dest, doc, say)
     say(console.verdict_block(doc, str(dest)))
     code = contract.exit_for_doc(doc)
     if stopped is not None and code not in (EXIT_SIGINT, EXIT_SIGTERM):

@@ -47,7 +47,18 @@ for d in $FAKE_SSH_DOWN; do
   fi
 done
 case "$*" in
+  *torch.distributed.run*--node_rank=0*--report-dir*)  # rank 0 of a run that ends: its report
+    if [ -n "${FAKE_SSH_REPORT:-}" ]; then
+      dir=$(echo "$*" | sed -n 's/.*--report-dir \([^ ]*\).*/\1/p')
+      rid=$(echo "$*" | sed -n 's/.*MLENV_RUN_ID=\([^ ]*\).*/\1/p')
+      mkdir -p "$dir"
+      printf '{"run_id": "%s", "verdict": "PASS", "profile": "quick", "checks": [], "job": null}\n' "$rid" \
+        > "$dir/results.json"
+      exit 0
+    fi
+    sh -c 'while :; do sleep 1; done' "rank $*" & wait ;;
   *torch.distributed.run*)  # a "rank" that outlives this ssh unless the host is told to stop it
+    [ -n "${FAKE_SSH_REPORT:-}" ] && exit 0
     sh -c 'while :; do sleep 1; done' "rank $*" & wait ;;
   *-c*) echo '{"python": "3.11.7", "torch": "2.13.0", "gpus": 2, "deepspeed": "0.19.8"}' ;;
   *) sh -c "$*" ;;
@@ -180,3 +191,22 @@ def test_sigterm_during_a_run_stops_the_ranks_on_every_host_and_exits_143(root: 
         p.kill()
         for pid in _running(f"{shared}/results/"):
             os.kill(int(pid), signal.SIGKILL)
+
+
+def test_a_finished_run_is_recorded_in_this_machines_history(root: Path, monkeypatch) -> None:
+    """i26.3: a hosts run (the scheduled cron line's too) is in the control host's history,
+    as a Slurm run is; rank 0 records it only in host 0's working folder, over ssh."""
+    cfg = root / "clusters" / "site-lab.yaml"
+    shared = root / "shared"
+    cfg.write_text(cfg.read_text().replace("hosts:\n", f"hosts:\n  shared_dir: {shared}\n", 1))
+    monkeypatch.setenv("FAKE_SSH_REPORT", "1")
+    monkeypatch.delenv("MLENV_HISTORY_DIR", raising=False)
+    code, out, err = _mlenv("acceptance", "--cluster", "site-lab")
+    assert code == 0, out + err
+    rid = json.loads((root / ".mlenv" / "hosts" / "site-lab.json").read_text())["run_id"]
+    lines = (root / "reports" / "site-lab" / "history.jsonl").read_text().splitlines()
+    rec = json.loads(lines[0])
+    assert len(lines) == 1 and rec["run_id"] == rid and rec["verdict"] == "PASS" and rec["cluster"] == "site-lab"
+    assert rec["report_dir"] == str((root / "reports" / "site-lab" / rid).resolve())
+    assert json.loads((root / "reports" / "site-lab" / rid / "record.json").read_text()) == rec
+    assert f"history: run {rid} appended to" in out

@@ -108,9 +108,13 @@ def test_hosts_preflight_and_acceptance_2x2_pass(env: Env) -> None:
     wall = time.monotonic() - t0
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "verdict: PASS" in r.stdout
-    runs = list((env.root / "reports" / CLUSTER).iterdir())
+    runs = [p for p in (env.root / "reports" / CLUSTER).iterdir() if p.is_dir()]
     assert len(runs) == 1
     doc = json.loads((runs[0] / "results.json").read_text())
+    # i26.3: the run is in the control host's history (a scheduled cron run is in the trends)
+    hist = [json.loads(line) for line in (env.root / "reports" / CLUSTER / "history.jsonl").read_text().splitlines()]
+    assert [h["run_id"] for h in hist] == [doc["run_id"]] and hist[0]["report_dir"] == str(runs[0].resolve())
+    assert json.loads((runs[0] / "record.json").read_text()) == hist[0]
     assert doc["verdict"] == "PASS" and doc["world"]["nodes"] == 2 and doc["world"]["ranks"] == 4
     assert sorted(set(doc["world"]["hosts"])) == [p.hostname for p in env.pods.pods]
     print(f"\nhosts 2x2 CPU ranks over ssh, quick profile (small sizes): {wall:.1f} s")
