@@ -86,15 +86,19 @@ def test_recheck_script_is_the_acceptance_job_plus_the_schedule(tmp_path: Path) 
 
 
 def _oracle(schedule: str, after: dt.datetime) -> dt.datetime:
-    """The next minute after ``after`` that the schedule names, found minute by minute."""
+    """The next minute after ``after`` that the schedule names: each day from ``after``'s, each
+    minute of a matching day (python's calendar, not the script's ``date`` arithmetic)."""
     e = cron.expand(schedule)
-    t = after.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
-    for _ in range(60 * 24 * 366 * 5):
-        dom, dow = t.day in e.days, (t.isoweekday() % 7) in e.weekdays
-        day = (dom or dow) if e.day_or else (dom and dow)
-        if day and t.month in e.months and t.hour in e.hours and t.minute in e.minutes:
-            return t
-        t += dt.timedelta(minutes=1)
+    start = after.replace(second=0, microsecond=0) + dt.timedelta(minutes=1)
+    for d in range(366 * 5):
+        day = (start + dt.timedelta(days=d)).replace(hour=0, minute=0)
+        dom, dow = day.day in e.days, (day.isoweekday() % 7) in e.weekdays
+        if day.month not in e.months or not ((dom or dow) if e.day_or else (dom and dow)):
+            continue
+        for minute in range(24 * 60):
+            t = day + dt.timedelta(minutes=minute)
+            if t >= start and t.hour in e.hours and t.minute in e.minutes:
+                return t
     raise AssertionError("no match in five years")
 
 
