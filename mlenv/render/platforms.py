@@ -2,7 +2,8 @@
 
 ``platform: slurm`` → ``slurm/<cluster>/acceptance.sbatch`` and ``train.sbatch``;
 ``platform: hosts`` → ``hosts/<cluster>/hostfile`` (DeepSpeed's format) and
-``launch-plan.json``. The network keys become the same NCCL variables as in a pod
+``launch-plan.json``. With ``acceptance.schedule`` (i26.3) also ``recheck.sbatch`` (the
+acceptance job queueing its own next run) or ``acceptance.cron`` (the control host's line). The network keys become the same NCCL variables as in a pod
 (:func:`mlenv.render.env.nccl_env`), in the effective mode: RDMA when the config enables it.
 """
 
