@@ -91,6 +91,15 @@ def render(
             raise InfraError(f"cannot write {e.filename or d}: {e.strerror or e}") from None
         shown = d.relative_to(root) if d.is_relative_to(root) else d
         typer.echo(f"wrote {len(files)} files to {shown}/")
+    _recheck_hints(root, clusters, out)
+
+
+def _recheck_hints(root: Path, clusters: list[Any], out: Path | None) -> None:
+    """i26.3: how to install each slurm/hosts cluster's scheduled re-check (render wrote it)."""
+    from mlenv.render.platforms import recheck_hints
+
+    for line in recheck_hints(root, clusters, out):
+        typer.echo(line)
 
 
 def register(app: typer.Typer) -> None:

@@ -34,7 +34,8 @@ _HINTS = {
 def _render(cfg: Cluster, s: Session, nodes: int | None, out: Path | None) -> list[tuple[Path, Any]]:
     from mlenv.render.platforms import planned
 
-    return [planned(s.root, cfg, out, nodes)]
+    # the hosts cron line runs this mlenv: the python running now, as a module
+    return [planned(s.root, cfg, out, nodes, mlenv=(sys.executable, "-m", "mlenv"))]
 
 
 def deploy_plan(cfg: Cluster, *, nodes: int | None) -> str:
