@@ -27,6 +27,7 @@ from mlenv.cli._common import SETTINGS
 CLUSTER_VERBS = frozenset({
     "deploy", "status", "sync", "shell", "logs", "port-forward", "launch", "teardown",
     "build", "url", "gpu-info", "discover",
+    "history",  # i26.3: --fetch reads pod-0's results folder
 })
 
 NamespaceOpt = Annotated[str | None, typer.Option(

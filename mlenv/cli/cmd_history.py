@@ -1,8 +1,10 @@
 """``mlenv history CLUSTER``: a cluster's acceptance runs, newest first (``-o json`` for tools).
 
 Reads ``reports/<cluster>/history.jsonl`` under the repository root (or
-``$MLENV_HISTORY_DIR``); a ``--local`` run's cluster is ``local``. Exit 0, or 2 for a
-bad cluster name, output format or unreadable history.
+``$MLENV_HISTORY_DIR``); a ``--local`` run's cluster is ``local``. ``--fetch`` first copies
+the runs recorded on the cluster itself (i26.3: the scheduled re-checks' in pod-0's
+workspace) that the history lacks. Exit 0, or 2 for a bad cluster name, output format,
+unreadable history or a platform without fetch, 3 when the cluster cannot be reached.
 """
 
 from __future__ import annotations
@@ -110,6 +112,27 @@ def _known_or_did_you_mean(cluster: str, root: Path) -> None:
     raise InputError(f"cluster {cluster!r}: no such cluster (no clusters/{cluster}.yaml, no runs in {root}){hint}")
 
 
+def _fetch(cluster: str, root: Path, *, to_stderr: bool) -> None:
+    """i26.3: the platform copies the cluster's new runs into ``root`` (a line per run; on
+    stderr under ``-o json``, which keeps stdout one document). No such config, or a
+    platform without fetch: exit 2; an unreachable cluster: exit 3."""
+    import dataclasses
+
+    from mlenv.cli._clusterctx import load_config, platform, session
+
+    cfg = load_config(cluster)
+    if cfg.name != cluster:
+        raise InputError(f"--fetch: {cluster!r} is config {cfg.name!r}: name the cluster (mlenv history {cfg.name} "
+                         "--fetch)")
+    from mlenv.platforms.base import Unsupported
+
+    s = session()
+    try:
+        platform(cfg).history_fetch(cfg, dataclasses.replace(s, say=s.warn) if to_stderr else s, history_root=root)
+    except Unsupported as e:
+        raise InputError(str(e).replace("mlenv history-fetch:", "mlenv history --fetch:", 1)) from None
+
+
 @guarded
 def history_cmd(
     cluster: Annotated[str, typer.Argument(help="Cluster name (`local` for mlenv acceptance --local runs).")],
@@ -119,6 +142,9 @@ def history_cmd(
                                                                           "else reports/ in the repository).")] = None,
     wide: Annotated[bool, typer.Option("--wide", help="Whole rows, every headline metric (a terminal cuts them "
                                                       "at its width).")] = False,
+    fetch: Annotated[bool, typer.Option("--fetch", help="First copy the runs recorded on the cluster (scheduled "
+                                                        "re-checks) that the history lacks: one record per run id.")]
+    = False,
 ) -> None:
     """List a cluster's acceptance runs, newest first."""
     from mlenv.acceptance.records import history
@@ -128,6 +154,8 @@ def history_cmd(
         raise InputError(f"--limit: expected 0 or more, got {limit}")
     root = history_dir or history.default_root(repo_root())
     path = history.history_path(root, cluster)
+    if fetch:
+        _fetch(cluster, root, to_stderr=output == "json")
     if not path.is_file():
         _known_or_did_you_mean(cluster, root)
     records, notes = history.read(path)

@@ -513,6 +513,21 @@ def _sa_created_here(m: Manifest, objs: list[Manifest], client: ClusterClient, n
     return ""
 
 
+def _role_created_here(m: Manifest, objs: list[Manifest], client: ClusterClient, ns: str) -> str:
+    """The Role a RoleBinding of the plan refers to when this deploy creates it ("" otherwise).
+    i26.3: for a user without ``bind``, the API server's escalation check reads the Role the
+    binding names, and refuses a binding to one that does not exist yet (Forbidden, "not
+    found") even in a dry run; the real apply creates the Role first."""
+    ref = m.get("roleRef") or {}
+    if m.get("kind") != "RoleBinding" or ref.get("kind") != "Role":
+        return ""
+    role = str(ref.get("name", ""))
+    planned = any(o.get("kind") == "Role" and o["metadata"]["name"] == role for o in objs)
+    if planned and client.get("Role", role, ns) is None:
+        return role
+    return ""
+
+
 def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient,
                  rep: DeployReport, say: Say, *, report: bool) -> dict[str, str]:
     """Server-side dry-run apply of every object. Collects every refusal and raises
@@ -535,6 +550,11 @@ def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient
                 say(f"{ref}: not in the server-side dry run: its service account {sa} is "
                     "created by this deploy (admission looks it up)")
                 continue
+        role = _role_created_here(m, objs, client, ns)
+        if role:
+            say(f"{ref}: not in the server-side dry run: its role {role} is created by this "
+                "deploy (RBAC's escalation check reads it; preflight checked you hold what it grants)")
+            continue
         try:
             res = client.apply(m, _scope(cfg, m), field_manager=FIELD_MANAGER, dry_run=True,
                                force_conflicts=kind == "Secret")

@@ -307,11 +307,12 @@ def _check_scc_use(ns: str, manifests: list[Manifest], client: ClusterClient,
                     f"-z {sa} -n {ns})"))
 
 
-def _role_grants(role: str, manifests: list[Manifest]) -> list[tuple[str, str]]:
-    """(verb, resource/name) pairs ``role`` grants: from the plan's ClusterRole, or for
-    OpenShift's ``system:openshift:scc:<name>`` roles, ``use`` of that SCC."""
+def _role_grants(role: str, manifests: list[Manifest], kind: str = "ClusterRole") -> list[tuple[str, str]]:
+    """(verb, resource/name) pairs ``role`` grants: from the plan's ClusterRole (or Role,
+    with ``kind``), or for OpenShift's ``system:openshift:scc:<name>`` roles, ``use`` of
+    that SCC."""
     for m in manifests:
-        if m.get("kind") == "ClusterRole" and m["metadata"]["name"] == role:
+        if m.get("kind") == kind and m["metadata"]["name"] == role:
             return [(verb, f"{res}/{name}" if name else res)
                     for rule in m.get("rules") or []
                     for verb in rule.get("verbs") or []
@@ -329,6 +330,9 @@ def _check_binds(ns: str, manifests: list[Manifest], client: ClusterClient, rep:
     deploy falls back to TCP and says why, unless --no-fallback)."""
     for m in manifests:
         ref = m.get("roleRef") or {}
+        if m.get("kind") == "RoleBinding" and ref.get("kind") == "Role":
+            _check_role_bind(ns, m, manifests, client, rep)
+            continue
         if m.get("kind") != "RoleBinding" or ref.get("kind") != "ClusterRole":
             continue
         role = str(ref.get("name", ""))
@@ -342,6 +346,32 @@ def _check_binds(ns: str, manifests: list[Manifest], client: ClusterClient, rep:
             "rdma", f"user {rep.user} may not bind clusterrole {role} (rolebinding/{m['metadata']['name']}): "
             f"that needs `bind` on the role or holding {held} yourself; ask a cluster admin to grant "
             f"`bind` on clusterrole {role} in namespace {ns}, or to apply the RoleBinding"))
+
+
+def _holds(client: ClusterClient, verb: str, res: str, ns: str) -> bool:
+    """``auth can-i`` for one grant: ``pods/exec/NAME`` is the exec subresource of pod NAME."""
+    base, _, rest = res.partition("/")
+    sub, _, name = rest.rpartition("/") if rest.count("/") else ("", "", rest)
+    if sub:
+        return client.can_i(verb, f"{base}/{name}", ns, subresource=sub)
+    return client.can_i(verb, res, ns)
+
+
+def _check_role_bind(ns: str, binding: Manifest, manifests: list[Manifest], client: ClusterClient,
+                     rep: PreflightReport) -> None:
+    """i26.3: the re-check's RoleBinding to the plan's own Role passes RBAC's escalation
+    check only with ``bind`` on roles, or when the user holds what the Role grants
+    (``get`` and exec on pod-0, which anyone who may `mlenv launch` does)."""
+    role = str((binding.get("roleRef") or {}).get("name", ""))
+    if client.can_i("bind", f"roles/{role}", ns) or client.can_i("escalate", f"roles/{role}", ns):
+        return
+    grants = _role_grants(role, manifests, "Role")
+    missing = [f"{v} {r}" for v, r in grants if not _holds(client, v, r, ns)]
+    if missing or not grants:
+        rep.problems.append(Problem(
+            "blocking", f"user {rep.user} may not bind role {role} (rolebinding/{binding['metadata']['name']}, "
+            f"the scheduled re-check): that needs `bind` on roles or holding {', '.join(missing) or 'what it grants'} "
+            f"yourself in namespace {ns}"))
 
 
 def _granting_binding(manifests: list[Manifest], ns: str, sa: str, scc: str) -> str:

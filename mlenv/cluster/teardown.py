@@ -18,9 +18,11 @@ from mlenv.contract import ANNOTATION_CREATED, APP, LABEL_NAME, LABEL_NAMESPACE
 from mlenv.errors import InputError
 
 # Every kind the plan or deploy can create, in delete order: workloads first so pods
-# stop before the objects they use go away. PVCs come last and only with --purge.
-TEARDOWN_KINDS = ("StatefulSet", "Pod", "Route", "Service", "NetworkPolicy", "BuildConfig", "ImageStream",
-                  "RoleBinding", "ServiceAccount", "Secret", "ConfigMap")
+# stop before the objects they use go away (i26.3: the re-check CronJob before all, so no
+# scheduled run starts into a half-deleted deployment; its Jobs and pods go with it).
+# PVCs come last and only with --purge.
+TEARDOWN_KINDS = ("CronJob", "StatefulSet", "Pod", "Route", "Service", "NetworkPolicy", "BuildConfig",
+                  "ImageStream", "RoleBinding", "Role", "ServiceAccount", "Secret", "ConfigMap")
 CLUSTER_KINDS = ("SecurityContextConstraints", "ClusterRole")
 # i25.4: the image build survives a teardown (upstream's clean-multi-node kept it): a
 # redeploy then starts from the built image instead of a 15-minute rebuild. --purge deletes it.

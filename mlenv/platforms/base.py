@@ -35,7 +35,7 @@ Say = Callable[[str], None]
 # Every verb of the interface, in the order docs/architecture.md's table lists them.
 VERBS = ("render", "deploy", "status", "logs", "shell", "sync", "launch", "acceptance",
          "port-forward", "build", "url", "discover", "gpu-info", "teardown", "secrets",
-         "quarantine", "release", "stage")
+         "quarantine", "release", "stage", "history-fetch")
 
 
 class Unsupported(InputError):
@@ -127,6 +127,10 @@ class Platform(Protocol):
     def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
                 dry_run: bool, history_root: Path) -> None: ...
 
+    # i26.3: ``mlenv history CLUSTER --fetch``: copy the runs recorded on the cluster (the
+    # scheduled re-checks') into the control host's history; (added, skipped) run ids.
+    def history_fetch(self, cfg: Cluster, s: Session, *, history_root: Path) -> tuple[list[str], list[str]]: ...
+
 
 class PlatformBase:
     """Every verb "not supported" (exit 2, one line): implementations override what they
@@ -202,3 +206,6 @@ class PlatformBase:
     def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
                 dry_run: bool, history_root: Path) -> None:
         raise self._no("release")
+
+    def history_fetch(self, cfg: Cluster, s: Session, *, history_root: Path) -> tuple[list[str], list[str]]:
+        raise self._no("history-fetch")  # the CLI words it `mlenv history --fetch`

@@ -403,6 +403,56 @@ class KubernetesPlatform(PlatformBase):
             q.release_verb(run, KubeMarker(self.binary, client), cluster, after=after, force=force, only=only,
                            dry_run=dry_run, history_root=history_root, say=s.say, warn=s.warn)
 
+    def history_fetch(self, cfg: Cluster, s: Session, *, history_root: Path) -> tuple[list[str], list[str]]:
+        with s.client() as client:
+            return fetch_runs(cfg, s, client, history_root)
+
+
+def fetch_runs(cfg: Cluster, s: Session, client: ClusterClient, history_root: Path) -> tuple[list[str], list[str]]:
+    """i26.3: the finished runs in pod-0's results folder that ``cfg``'s history lacks,
+    copied to ``<history_root>/<cluster>/<run-id>/`` with their records appended (one per
+    run id). A run still going is left for the next fetch; a folder whose record names
+    another run or cluster is skipped with a warning (pods are written by code we do not
+    control)."""
+    import tempfile
+
+    from mlenv.acceptance.records import history
+    from mlenv.cluster import fetch
+
+    require_running(client, cfg.namespace, pod_name(0), cfg.name, owner=cfg)
+    runs = fetch.list_runs(client, cfg.namespace)
+    known = history.known_run_ids(history_root, cfg.name)
+    new = [r for r in runs if r.run_id not in known]
+    with tempfile.TemporaryDirectory(prefix="mlenv-fetch-") as tmp:
+        batch: list[tuple[dict[str, Any], Path | None]] = []
+        for run in new:
+            if run.record is None and not run.finished:
+                s.warn(f"note: run {run.run_id} in {pod_name(0)} has no results yet (still running, or "
+                       "stopped before rank 0 wrote them): not fetched")
+                continue
+            folder = Path(tmp) / run.run_id
+            for rel, data in fetch.read_run(client, cfg.namespace, run.run_id).items():
+                (folder / rel).parent.mkdir(parents=True, exist_ok=True)
+                (folder / rel).write_bytes(data)
+            rec = run.record if run.record is not None else history.record_from_folder(folder, cfg.name)
+            if rec is None or rec.get("run_id") != run.run_id or rec.get("cluster") != cfg.name:
+                s.warn(f"warning: run folder {run.run_id} in {pod_name(0)}: its record does not name this run "
+                       f"of cluster {cfg.name} (run {contract.shown(str((rec or {}).get('run_id')))[:40]}, cluster "
+                       f"{contract.shown(str((rec or {}).get('cluster')))[:40]}): not fetched")
+                continue
+            batch.append((rec, folder))
+        added, skipped = history.import_records(cfg.name, batch, history_root)
+    recs = {str(r["run_id"]): r for r, _ in batch}
+    for rid in added:
+        r = recs[rid]
+        s.say(f"fetched run {rid}: {contract.shown(r.get('verdict'))} ({contract.shown(r.get('profile'))}, "
+              f"started {contract.shown(r.get('started'))}) -> {history_root / cfg.name / rid}")
+    there = sorted(known & {r.run_id for r in runs})
+    if not added:
+        s.say(f"nothing new: {len(runs)} run folder(s) in {pod_name(0)}:{fetch.RESULTS_DIR}, {len(there)} of them "
+              f"already in the history of {cfg.name}")
+    return added, [*skipped, *there]
+
 
 def _teardown_legacy(cfg: Cluster, s: Session, *, purge: bool, yes: bool) -> None:
     """Upstream ml-dev-env's objects: list, ask (unless ``yes``), delete; PVCs only with

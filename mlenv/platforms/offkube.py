@@ -123,6 +123,13 @@ class SlurmPlatform(_OffKube):
                out: Path | None) -> list[tuple[Path, Any]]:
         return _render(cfg, s, nodes, out)
 
+    def history_fetch(self, cfg: Cluster, s: Session, *, history_root: Path) -> tuple[list[str], list[str]]:
+        """i26.3: runs Slurm started on its own (the scheduled re-check, a hand-submitted
+        job) from ``shared_dir/results/`` into this machine's history, once each."""
+        from mlenv.platforms import slurmfetch
+
+        return slurmfetch.fetch_runs(cfg, history_root, s.say), []
+
     def deploy(self, cfg: Cluster, s: Session, *, mode: str, nodes: int | None, dry_run: str | None,
                timeout: float, no_fallback: bool, take_over: bool) -> None:
         """Preflight, then ``sbatch`` the acceptance job and record its id."""
@@ -194,6 +201,12 @@ class HostsPlatform(_OffKube):
     def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
                out: Path | None) -> list[tuple[Path, Any]]:
         return _render(cfg, s, nodes, out)
+
+    def history_fetch(self, cfg: Cluster, s: Session, *, history_root: Path) -> tuple[list[str], list[str]]:
+        """i26.3: a hosts run, the cron line's too, is recorded here when it ends (it runs from
+        this machine): nothing is out there to bring."""
+        s.say(f"fetch: nothing to fetch: hosts runs are recorded in {history_root / cfg.name} when they end")
+        return [], []
 
     def deploy(self, cfg: Cluster, s: Session, *, mode: str, nodes: int | None, dry_run: str | None,
                timeout: float, no_fallback: bool, take_over: bool) -> None:

@@ -47,9 +47,10 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def fetch_runs(cluster: Cluster, root: Path, say: Say, job_state: JobState = slurm_job_state) -> list[str]:
+def fetch_runs(cluster: Cluster, history_root: Path, say: Say, job_state: JobState = slurm_job_state) -> list[str]:
     """Import the runs under ``<slurm.shared_dir>/results/`` that this machine's history
-    (``reports/<cluster>/history.jsonl`` under ``root``, or ``$MLENV_HISTORY_DIR``) lacks;
+    (``<history_root>/<cluster>/history.jsonl``: ``reports/`` or ``$MLENV_HISTORY_DIR``, as
+    ``mlenv history`` resolves it) lacks, each copied to ``<history_root>/<cluster>/<run-id>/``;
     the run ids imported, oldest first. A second call imports nothing new.
 
     Skipped, each said once: a folder not named like a run id; a run of another cluster
@@ -61,7 +62,7 @@ def fetch_runs(cluster: Cluster, root: Path, say: Say, job_state: JobState = slu
     from mlenv.acceptance.records import history
 
     results = Path(cluster.slurm.shared_dir) / "results"
-    path = history.history_path(history.default_root(root), cluster.name)
+    path = history.history_path(history_root, cluster.name)
     if not results.is_dir():
         say(f"fetch: no runs yet: {results} does not exist")
         return []
@@ -70,7 +71,7 @@ def fetch_runs(cluster: Cluster, root: Path, say: Say, job_state: JobState = slu
         with _locked(path):
             known = {str(r.get("run_id")) for r in history.read(path)[0]}
             for d in sorted(results.iterdir()):
-                if d.is_dir() and is_run_id(d.name) and d.name not in known and _import(cluster, root, d, say, job_state):
+                if d.is_dir() and is_run_id(d.name) and d.name not in known and _import(cluster, history_root, d, say, job_state):
                     imported.append(d.name)
     except OSError as e:
         raise InfraError(f"fetch: {e.filename or results}: {e.strerror or e}") from None
@@ -79,7 +80,7 @@ def fetch_runs(cluster: Cluster, root: Path, say: Say, job_state: JobState = slu
     return imported
 
 
-def _import(cluster: Cluster, root: Path, src: Path, say: Say, job_state: JobState) -> bool:
+def _import(cluster: Cluster, history_root: Path, src: Path, say: Say, job_state: JobState) -> bool:
     """One run folder into reports/ and the history; False when it is skipped (said why)."""
     from mlenv.acceptance.core.result import CheckResult
     from mlenv.acceptance.records import history
@@ -99,7 +100,7 @@ def _import(cluster: Cluster, root: Path, src: Path, say: Say, job_state: JobSta
     if doc.get("run_id") != rid:
         say(f"fetch: {src} holds run {doc.get('run_id')}, not {rid}: skipped")
         return False
-    dest = root / "reports" / cluster.name / rid
+    dest = history_root / cluster.name / rid
     shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=True)
     job = doc.get("job") if isinstance(doc.get("job"), dict) else None
     if job and str(job.get("id", "")).isdigit():
@@ -108,7 +109,7 @@ def _import(cluster: Cluster, root: Path, src: Path, say: Say, job_state: JobSta
     try:
         results = [CheckResult.from_dict(c) for c in doc.get("checks", [])]
         # origin "cluster": the suite ran as a Slurm job; the config it ran with is not known here
-        history.record_run(dest, doc, results, cluster.name, history.default_root(root), origin="cluster")
+        history.record_run(dest, doc, results, cluster.name, history_root, origin="cluster")
     except (ValueError, KeyError, TypeError, InputError) as e:
         say(f"fetch: run {rid}: not recorded ({e})")
         return False

@@ -13,7 +13,7 @@ from typing import Any
 
 from mlenv.config.model import Cluster, Mode
 from mlenv.errors import InputError
-from mlenv.render import names
+from mlenv.render import names, recheck
 from mlenv.render.templating import render_template
 from mlenv.render.workload import (
     DEV_TOOLS,
@@ -45,6 +45,7 @@ KIND_ORDER = [
     "ServiceAccount",
     "SecurityContextConstraints",
     "ClusterRole",
+    "Role",
     "RoleBinding",
     "ImageStream",
     "BuildConfig",
@@ -53,6 +54,7 @@ KIND_ORDER = [
     "NetworkPolicy",
     "StatefulSet",
     "Pod",
+    "CronJob",  # i26.3: the scheduled re-check execs into pod-0, so after the workloads
     "Route",
 ]
 
@@ -359,6 +361,7 @@ def render_cluster(
     manifests.append(dev_pod(cluster, mode))
     if openshift:
         manifests += _routes(cluster)
+    manifests += recheck.manifests(cluster)  # i26.3: none without acceptance.schedule
     order = {k: i for i, k in enumerate(KIND_ORDER)}
     # stable sort keeps the within-kind order above
     manifests.sort(key=lambda m: order[m["kind"]])

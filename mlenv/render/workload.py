@@ -127,6 +127,11 @@ def pull_policy(cluster: Cluster, image: str) -> str:
     ``IfNotPresent`` for a digest or another (pinned) tag."""
     if cluster.image.pull_policy:
         return cluster.image.pull_policy
+    return default_pull_policy(image)
+
+
+def default_pull_policy(image: str) -> str:
+    """``Always`` for a mutable reference (tag ``latest`` or none, no digest), else ``IfNotPresent``."""
     if "@" in image:
         return "IfNotPresent"
     last = image.rsplit("/", 1)[-1]  # a registry host:port is not a tag

@@ -123,8 +123,8 @@ def test_installed_schedule_runs_at_its_minute_and_fetch_imports_the_run_once(
     monkeypatch.delenv("MLENV_HISTORY_DIR", raising=False)
     said: list[str] = []
     c = load(cfg)
-    assert fetch_runs(c, root, said.append) == [doc["run_id"]]
-    assert fetch_runs(c, root, said.append) == []
+    assert fetch_runs(c, root / "reports", said.append) == [doc["run_id"]]
+    assert fetch_runs(c, root / "reports", said.append) == []
     recs = history.read(history.history_path(root / "reports", CLUSTER))[0]
     assert [(r["run_id"], r["verdict"], r["job"]["id"]) for r in recs] == [(doc["run_id"], doc["verdict"],
                                                                              jobs[0][0])]

@@ -19,11 +19,13 @@ import json
 import os
 import re
 import statistics
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.evidence.outliers import direction
+from mlenv.contract import RESULTS_JSON, is_run_id
 from mlenv.errors import InputError
 
 # 2 (issue 23): verdict may be INTERRUPTED. Version-1 lines are read as they are (nothing
@@ -345,3 +347,77 @@ def after_run(report_dir: Path, doc: dict[str, Any], root: Path, cluster: str | 
     except Exception as e:  # a plot must never cost the run its report
         out.append(f"note: trend plots not drawn: {type(e).__name__}: {e}")
     return out
+
+
+# -- runs recorded elsewhere (i26.3) ----------------------------------------------------
+
+
+def known_run_ids(root: Path, cluster: str) -> set[str]:
+    """The run ids ``<root>/<cluster>/history.jsonl`` already holds."""
+    return {str(r["run_id"]) for r in read(history_path(root, cluster))[0]}
+
+
+def _check_import(cluster: str, rec: object) -> str:
+    """The run id of a record that may join ``cluster``'s history; InputError otherwise."""
+    if not isinstance(rec, dict):
+        raise InputError(f"cluster {cluster}: a record to import is not a JSON object")
+    rid = rec.get("run_id")
+    if not is_run_id(rid):  # it names the run's folder under the history root
+        raise InputError(f"cluster {cluster}: record run id {str(rid)[:80]!r} is not a run id (YYYYMMDD-HHMMSS-xxxxxx)")
+    if rec.get("cluster") != cluster:
+        raise InputError(f"run {rid}: its record names cluster {str(rec.get('cluster'))[:80]!r}, not {cluster!r}")
+    return str(rid)
+
+
+def import_records(cluster: str, records: Iterable[tuple[dict[str, Any], Path | None]],
+                   root: Path | None = None) -> tuple[list[str], list[str]]:
+    """Add runs recorded elsewhere (a pod's volume, Slurm's ``shared_dir``) to ``cluster``'s
+    history under ``root`` (default :func:`default_root`): one record per run id.
+
+    ``records``: (history line as the run wrote it, the run's report folder or None). Each
+    record must name ``cluster`` and carry a run id (all are checked before anything is
+    written: InputError, exit 2). A run id the history already has, or that came earlier
+    in ``records``, is skipped. For each other run the folder is copied to
+    ``<root>/<cluster>/<run-id>/`` (replacing what an interrupted import left there; None:
+    nothing to copy), the record's ``report_dir`` becomes that copy (``mlenv compare``
+    reads the per-rank figures there), its ``record.json`` is rewritten, and the line is
+    appended. Returns (added run ids, skipped run ids), in the order given.
+    """
+    import shutil
+
+    base = root if root is not None else default_root()
+    check_cluster_name(cluster)
+    batch = [(dict(rec), folder, _check_import(cluster, rec)) for rec, folder in records]
+    seen = known_run_ids(base, cluster)
+    added: list[str] = []
+    skipped: list[str] = []
+    for rec, folder, rid in batch:
+        if rid in seen:
+            skipped.append(rid)
+            continue
+        seen.add(rid)
+        dest = base / cluster / rid
+        if folder is not None and Path(folder).resolve() != dest.resolve():
+            tmp = dest.with_name(f".{rid}.importing")
+            shutil.rmtree(tmp, ignore_errors=True)
+            shutil.copytree(folder, tmp, symlinks=True)
+            shutil.rmtree(dest, ignore_errors=True)
+            tmp.rename(dest)
+        if folder is not None:
+            rec["report_dir"] = str(dest.resolve())
+            (dest / RECORD_FILE).write_bytes(encode(rec))
+        append(history_path(base, cluster), rec)
+        added.append(rid)
+    return added, skipped
+
+
+def record_from_folder(folder: Path, cluster: str) -> dict[str, Any] | None:
+    """The history line of a finished run folder that holds ``results.json`` but no
+    ``record.json`` (its rank 0 could not write the history): made here, as rank 0 would
+    have (origin ``cluster``). None when the results are unreadable."""
+    try:
+        doc = json.loads((folder / RESULTS_JSON).read_text(encoding="utf-8"))
+        results = [CheckResult.from_dict(c) for c in doc.get("checks", [])]
+        return make_record(doc, results, cluster, folder, origin="cluster")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, InputError):
+        return None

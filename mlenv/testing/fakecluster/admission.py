@@ -80,12 +80,21 @@ class Admission(FakeState):
         res = "clusterroles" if rkind == "ClusterRole" else "roles"
         if self.can_i("bind", f"{res}/{rname}", ns) or self.can_i("escalate", f"{res}/{rname}", ns):
             return
-        role = self.objects.get(_key(rkind, None if rkind == "ClusterRole" else ns, rname)) or {}
+        role = self.objects.get(_key(rkind, None if rkind == "ClusterRole" else ns, rname))
+        if role is None and rkind == "Role":
+            # i26.3: the real server reads the role to compare grants; a missing one is a
+            # refusal, not an empty role (dry runs too). (A missing ClusterRole stays
+            # empty here: the fake does not hold OpenShift's system roles.)
+            raise Forbidden(f'rolebindings.rbac.authorization.k8s.io "{name}" is forbidden: '
+                            f'roles.rbac.authorization.k8s.io "{rname}" not found (fake)',
+                            kind="RoleBinding", name=name)
+        role = role or {}
         missing = []
         for rule in role.get("rules") or []:
             for verb in rule.get("verbs") or []:
                 for r in rule.get("resources") or []:
-                    if not self.can_i(verb, r, ns):
+                    base, _, sub = r.partition("/")  # a rule's pods/exec is the subresource
+                    if not self.can_i(verb, base, ns, subresource=sub or None):
                         groups = " ".join(f'"{g}"' for g in rule.get("apiGroups") or [])
                         names = " ".join(f'"{n}"' for n in rule.get("resourceNames") or [])
                         missing.append(f'{{APIGroups:[{groups}], Resources:["{r}"], '

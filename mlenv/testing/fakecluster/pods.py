@@ -16,7 +16,7 @@ import math
 import os
 from collections.abc import Sequence
 
-from mlenv.cluster import treehash
+from mlenv.cluster import fetch, treehash
 from mlenv.cluster.api import (
     ApiError,
     ExecFailed,
@@ -136,6 +136,8 @@ class Pods(Controllers):
         elif len(args) == 4 and args[:2] == ("python3", "-c") and args[2] in (
                 treehash.LIST_SCRIPT, treehash.REMOVE_SCRIPT):
             res = self._tree_script(obj, args[2], args[3], stdin)
+        elif len(args) >= 4 and args[:2] == ("python3", "-c") and args[2] in (fetch.RUNS_SCRIPT, fetch.PACK_SCRIPT):
+            res = self._read_only_script(obj, args)
         else:
             res = ExecResult(args, 127, "", f"exec: \"{args[0] if args else ''}\": executable "
                              "file not found in $PATH (fake)")
@@ -157,6 +159,31 @@ class Pods(Controllers):
         if check and res.returncode != 0:
             raise ExecFailed(pod, res)
         return res
+
+    def _read_only_script(self, obj: Manifest, args: tuple[str, ...]) -> ExecResult:
+        """i26.3: the fetch scripts, run for real (this interpreter) over a copy of the
+        volume's files under ``args[3]``: what they print is what a pod would."""
+        import subprocess
+        import sys
+        import tempfile
+
+        vid, rel = self._volume_for(obj, args[3].rstrip("/"))
+        pre = f"{rel}/" if rel else ""
+        with tempfile.TemporaryDirectory(prefix="fake-pod-") as tmp:
+            for p, d in self.volumes.get(vid, {}).items():
+                if not p.startswith(pre):
+                    continue
+                dest = os.path.join(tmp, p[len(pre):])
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                data = base64.b64decode(d)
+                if data.startswith(_LINK):
+                    os.symlink(data[len(_LINK):].decode(), dest)
+                else:
+                    with open(dest, "wb") as fh:
+                        fh.write(data)
+            done = subprocess.run([sys.executable, "-c", args[2], tmp, *args[4:]], capture_output=True,
+                                  text=True, check=False, timeout=60)
+        return ExecResult(args, done.returncode, done.stdout, done.stderr)
 
     def _tree_script(self, obj: Manifest, script: str, root: str,
                      stdin: str | None) -> ExecResult:

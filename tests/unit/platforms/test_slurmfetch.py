@@ -57,7 +57,7 @@ def test_new_runs_are_imported_once_each(tmp_path: Path, monkeypatch: pytest.Mon
     states: dict[str, str | None] = {"41": "COMPLETED", "42": "COMPLETED", "44": "RUNNING", "45": None,
                                      "46": "COMPLETING"}
     said: list[str] = []
-    got = fetch_runs(cfg, root, said.append, job_state=states.__getitem__)
+    got = fetch_runs(cfg, root / "reports", said.append, job_state=states.__getitem__)
     assert got == ["20261120-030001-000029", "20261127-030001-00002a", "20261127-040001-00002d"]
     hist = history.history_path(root / "reports", CLUSTER)
     recs = history.read(hist)[0]
@@ -76,28 +76,27 @@ def test_new_runs_are_imported_once_each(tmp_path: Path, monkeypatch: pytest.Mon
     assert any("20261127-040002-00002e (job 46) is completing: not yet" in s for s in said)
 
     # again: nothing new; the active jobs' runs come once Slurm has ended them
-    assert fetch_runs(cfg, root, said.append, job_state=states.__getitem__) == []
+    assert fetch_runs(cfg, root / "reports", said.append, job_state=states.__getitem__) == []
     states.update({"44": "TIMEOUT", "46": None})
-    assert fetch_runs(cfg, root, said.append, job_state=states.__getitem__) == ["20261127-040000-00002c",
+    assert fetch_runs(cfg, root / "reports", said.append, job_state=states.__getitem__) == ["20261127-040000-00002c",
                                                                                  "20261127-040002-00002e"]
-    assert fetch_runs(cfg, root, said.append, job_state=states.__getitem__) == []
+    assert fetch_runs(cfg, root / "reports", said.append, job_state=states.__getitem__) == []
     assert len(history.read(hist)[0]) == 5
 
 
-def test_a_run_mlenv_already_recorded_is_not_imported_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_mlenv_already_recorded_is_not_imported_again(tmp_path: Path) -> None:
     """``mlenv acceptance --cluster`` recorded its run as it ended: fetch leaves it be."""
-    monkeypatch.setenv("MLENV_HISTORY_DIR", str(tmp_path / "hist"))
     cfg = _cluster(tmp_path)
     _run(tmp_path / "shared", "20261127-030001-00002a", "42")
     hist = history.history_path(tmp_path / "hist", CLUSTER)
     history.append(hist, {"run_id": "20261127-030001-00002a", "cluster": CLUSTER, "verdict": "PASS"})
     said: list[str] = []
-    assert fetch_runs(cfg, tmp_path / "repo", said.append, job_state=lambda job: None) == []
-    assert len(history.read(hist)[0]) == 1 and not (tmp_path / "repo" / "reports").exists()
+    assert fetch_runs(cfg, tmp_path / "hist", said.append, job_state=lambda job: None) == []
+    assert len(history.read(hist)[0]) == 1 and not (tmp_path / "hist" / CLUSTER / "20261127-030001-00002a").exists()
     assert said[-1].startswith("fetch: no new runs in ")
 
 
 def test_no_results_folder_yet(tmp_path: Path) -> None:
     said: list[str] = []
-    assert fetch_runs(_cluster(tmp_path), tmp_path / "repo", said.append, job_state=lambda job: None) == []
+    assert fetch_runs(_cluster(tmp_path), tmp_path / "repo" / "reports", said.append, job_state=lambda job: None) == []
     assert said == [f"fetch: no runs yet: {tmp_path / 'shared' / 'results'} does not exist"]

@@ -1,0 +1,208 @@
+"""Re-checks on a schedule (issue 26 §3) on Kubernetes/OpenShift: a CronJob and its identity.
+
+With ``acceptance.schedule`` set, the plan gains four namespaced objects, all named
+:data:`RECHECK` (``ml-dev-env-recheck``):
+
+- a ServiceAccount, whose token only the CronJob's pod mounts;
+- a Role allowing ``get`` on ``pods`` and ``create`` on ``pods/exec``, both restricted by
+  ``resourceNames`` to pod-0 of this deployment's StatefulSet: the launcher runs there and
+  reaches the other pods itself (ssh, or the rendezvous), so exec into any other pod would
+  be a right the job never uses;
+- a RoleBinding of that Role to that ServiceAccount;
+- a CronJob (``concurrencyPolicy: Forbid``) whose small pod runs the client's ``exec``
+  into pod-0's worker container, starting the pod launcher exactly as ``mlenv launch``
+  does (``python -m mlenv.pod launch --profile P``). The GPUs belong to the StatefulSet's
+  pods, so this pod asks for none.
+
+Built as dicts in Python, like the StatefulSet: the argv and the platform variants are
+logic, and no value is ever spliced into text. No cluster-scoped object and never a
+PriorityClass: one named in the config (``acceptance.priority_class``) is only referred to.
+docs/security.md says what the ServiceAccount can do; docs/acceptance.md how runs are fetched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mlenv import argv
+from mlenv.config.model import Cluster
+from mlenv.contract import pod_name
+from mlenv.render import names
+from mlenv.render.validate import K8S_VERSION
+from mlenv.render.workload import default_pull_policy
+
+RECHECK = names.RECHECK
+COMPONENT = "recheck"
+# The CronJob's pods carry their own app name, not ``ml-dev-env``: the NetworkPolicy that
+# admits this deployment's pods to each other's sshd, rendezvous and NCCL ports selects
+# name ml-dev-env + instance, and this pod talks to the API server only. It must be
+# neither admitted there nor read as a namespace neighbour's pod under our labels (status,
+# deploy and teardown name such pods).
+RECHECK_APP = names.RECHECK
+WORKER_CONTAINER = "worker"  # the StatefulSet's one container (mlenv.render.workload)
+# The pod launcher, as ``mlenv launch`` starts it (mlenv.platforms.kube.pod_argv; a test
+# keeps the two equal).
+POD_LAUNCH = ["python", "-m", "mlenv.pod", "launch"]
+
+# The client image each platform's CronJob runs by default. OpenShift: the ``cli``
+# ImageStream in the ``openshift`` namespace, which every cluster has and keeps at the
+# cluster's own ``oc`` (the integrated registry serves it to pods of any namespace).
+# Plain Kubernetes: the project's own kubectl image, pinned to the Kubernetes version the
+# manifests are validated against (kubectl supports a server one minor away either side;
+# set acceptance.runner_image to your server's). Neither has a shell: the command is an argv.
+OPENSHIFT_CLI_IMAGE = "image-registry.openshift-image-registry.svc:5000/openshift/cli:latest"
+KUBECTL_IMAGE = f"registry.k8s.io/kubectl:v{K8S_VERSION}"
+# registry.k8s.io/kubectl is distroless: its image user may be root, which runAsNonRoot
+# refuses to start. distroless's ``nonroot`` user (65532) needs nothing from the image.
+# OpenShift's restricted-v2 SCC assigns a UID from the namespace's range instead, and a
+# fixed one outside it would be refused there.
+NONROOT_UID = 65532
+
+# activeDeadlineSeconds of a run: the profile's per-check deadline (quick 120 s, full
+# 900 s; mlenv/acceptance/core/profiles.py) over every shipped check, plus the launcher's
+# peer preflight, rounded up. A run past it is hung, not slow: the Job is stopped, and
+# Forbid then lets the next schedule start.
+PROFILE_BOUND_S = {"quick": 3600, "full": 6 * 3600}
+# A schedule missed by more than this (controller down, the previous run still going
+# under Forbid) is skipped, not started late; without it a CronJob that missed more
+# than 100 schedules stops scheduling at all.
+STARTING_DEADLINE_S = 3600
+HISTORY_LIMIT = 3  # finished Jobs (and their pods' logs) kept, each outcome
+# The pod only waits on the exec stream; the launcher's work runs in pod-0.
+REQUESTS = {"cpu": "10m", "memory": "32Mi"}
+LIMITS = {"cpu": "200m", "memory": "128Mi"}
+
+
+def enabled(cluster: Cluster) -> bool:
+    """True when the config asks for scheduled re-checks on a Kubernetes platform."""
+    return bool(cluster.recheck.schedule) and cluster.platform in ("openshift", "kubernetes")
+
+
+def client_binary(cluster: Cluster) -> str:
+    """``oc`` on OpenShift (the cli image's client), ``kubectl`` elsewhere."""
+    return "oc" if cluster.platform == "openshift" else "kubectl"
+
+
+def runner_image(cluster: Cluster) -> str:
+    """``acceptance.runner_image``, else the platform's client image (docs/deploy.md)."""
+    if cluster.recheck.runner_image:
+        return cluster.recheck.runner_image
+    return OPENSHIFT_CLI_IMAGE if cluster.platform == "openshift" else KUBECTL_IMAGE
+
+
+def command(cluster: Cluster) -> list[str]:
+    """The CronJob container's argv: ``CLIENT exec --namespace=NS --container=worker
+    ml-dev-env-0 -- python -m mlenv.pod launch --profile P``. No shell; the namespace is
+    validated before it becomes a flag value, the pod name stands before the ``--``."""
+    ns = argv.name("Namespace", cluster.namespace)
+    options = [f"--namespace={ns}", f"--container={WORKER_CONTAINER}"]
+    launch = [*POD_LAUNCH, "--profile", cluster.recheck.profile]
+    return [client_binary(cluster), *argv.kube_exec(pod_name(0), launch, options)]
+
+
+def pod_labels(cluster: Cluster) -> dict[str, str]:
+    """The CronJob pods' labels (see :data:`RECHECK_APP` for why not ``ml-dev-env``'s)."""
+    return {
+        names.LABEL_NAME: RECHECK_APP,
+        names.LABEL_INSTANCE: cluster.name,
+        names.LABEL_COMPONENT: COMPONENT,
+        names.LABEL_PART_OF: names.APP,
+        names.LABEL_MANAGED_BY: names.MANAGED_BY,
+    }
+
+
+def _meta(cluster: Cluster) -> dict[str, Any]:
+    return {"name": RECHECK, "namespace": cluster.namespace, "labels": names.labels(cluster, COMPONENT)}
+
+
+def service_account(cluster: Cluster) -> dict[str, Any]:
+    """The CronJob's own identity (never the workers' service account, which may hold an SCC)."""
+    # the token is mounted by the one pod that needs it (the CronJob's, explicitly)
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(cluster),
+            "automountServiceAccountToken": False}
+
+
+def role(cluster: Cluster) -> dict[str, Any]:
+    """exec into pod-0 and read it (kubectl/oc exec gets the pod first), nothing else."""
+    pod0 = [pod_name(0)]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(cluster),
+        "rules": [
+            {"apiGroups": [""], "resources": ["pods"], "resourceNames": pod0, "verbs": ["get"]},
+            {"apiGroups": [""], "resources": ["pods/exec"], "resourceNames": pod0, "verbs": ["create"]},
+        ],
+    }
+
+
+def role_binding(cluster: Cluster) -> dict[str, Any]:
+    """:func:`role` to :func:`service_account`, in this namespace only."""
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(cluster),
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RECHECK},
+        "subjects": [{"kind": "ServiceAccount", "name": RECHECK, "namespace": cluster.namespace}],
+    }
+
+
+def _pod_spec(cluster: Cluster) -> dict[str, Any]:
+    image = runner_image(cluster)
+    pod_security: dict[str, Any] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    if cluster.platform != "openshift":
+        pod_security.update(runAsUser=NONROOT_UID, runAsGroup=NONROOT_UID)
+    container = {
+        "name": COMPONENT,
+        "image": image,
+        # a pinned tag or digest is pulled once; the cli ImageStream's ``latest`` follows
+        # the cluster's upgrades, so it is pulled each time
+        "imagePullPolicy": default_pull_policy(image),
+        "command": command(cluster),
+        # the client's discovery cache goes under $HOME; the image's may not be writable
+        "env": [{"name": "HOME", "value": "/tmp"}],
+        "resources": {"requests": dict(REQUESTS), "limits": dict(LIMITS)},
+        "securityContext": {
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
+    }
+    spec: dict[str, Any] = {
+        "serviceAccountName": RECHECK,
+        # the one pod of this deployment that talks to the API server: it alone mounts a token
+        "automountServiceAccountToken": True,
+        "restartPolicy": "Never",
+        "securityContext": pod_security,
+        "containers": [container],
+    }
+    if cluster.recheck.priority_class:
+        spec["priorityClassName"] = cluster.recheck.priority_class
+    return spec
+
+
+def cron_job(cluster: Cluster) -> dict[str, Any]:
+    """The CronJob running ``acceptance.profile`` on ``acceptance.schedule`` through pod-0."""
+    return {
+        "apiVersion": "batch/v1", "kind": "CronJob", "metadata": _meta(cluster),
+        "spec": {
+            "schedule": cluster.recheck.schedule,
+            "concurrencyPolicy": "Forbid",  # two suites at once would measure each other
+            "startingDeadlineSeconds": STARTING_DEADLINE_S,
+            "successfulJobsHistoryLimit": HISTORY_LIMIT,
+            "failedJobsHistoryLimit": HISTORY_LIMIT,
+            "jobTemplate": {
+                "metadata": {"labels": pod_labels(cluster)},
+                "spec": {
+                    # a failed run is a finding for the history, not something to retry
+                    "backoffLimit": 0,
+                    "activeDeadlineSeconds": PROFILE_BOUND_S[cluster.recheck.profile],
+                    "template": {"metadata": {"labels": pod_labels(cluster)}, "spec": _pod_spec(cluster)},
+                },
+            },
+        },
+    }
+
+
+def manifests(cluster: Cluster) -> list[dict[str, Any]]:
+    """The four objects, or none without a schedule (or off Kubernetes)."""
+    if not enabled(cluster):
+        return []
+    return [service_account(cluster), role(cluster), role_binding(cluster), cron_job(cluster)]
