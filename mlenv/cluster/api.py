@@ -1,7 +1,7 @@
 """The ``ClusterClient`` interface: every side effect against a live cluster goes through it.
 
-Two implementations: :class:`mlenv.cluster.oc.OcCluster` (openshift-client driving
-``oc``, or ``kubectl`` for the shared verbs) and
+Two implementations: :class:`mlenv.cluster.oc.OcCluster` (the ``oc`` binary, or
+``kubectl`` for the shared verbs) and
 :class:`mlenv.testing.fakecluster.FakeCluster` (a stateful in-memory fake for tests and
 benchmarks, not shipped; tests/unit/cluster/test_client_contract.py keeps the two
 agreeing). Callers receive one injected
@@ -218,7 +218,7 @@ class PodView:
 class ClusterClient(Protocol):
     """What mlenv needs from a cluster. Namespaced calls take the namespace explicitly."""
 
-    description: str  # e.g. "oc (openshift-client)", "kubectl (oc not found)", "fake"
+    description: str  # e.g. "oc", "kubectl at PATH (oc not found: …)", "fake"
 
     def server(self) -> str:
         """The API server URL the client is logged in to; raises Unreachable if none."""

@@ -1,16 +1,29 @@
-"""OcCluster: the :class:`~mlenv.cluster.api.ClusterClient` on openshift-client (``oc``).
+"""OcCluster: the :class:`~mlenv.cluster.api.ClusterClient` on the ``oc`` binary.
 
-openshift-client drives the ``oc`` binary; when ``oc`` is missing we point it at
-``kubectl`` for the verbs the two share (get, apply, delete, exec, logs, port-forward,
-auth can-i) and say so in :attr:`OcCluster.description`. OpenShift-only verbs have a
-kubectl path (rsync through a tar stream) or a clear error (start-build).
+Each call is one ``oc`` process; when ``oc`` is missing we run ``kubectl`` for the verbs
+the two share (get, apply, delete, exec, logs, port-forward, auth can-i) and say so in
+:attr:`OcCluster.description`. OpenShift-only verbs have a kubectl path (rsync through a
+tar stream) or a clear error (start-build).
 
 Commands are argument lists built by :mod:`mlenv.argv`: every name is validated for its
 kind and positional names stand after ``--``, so no config value or file name can become
 an option (``--kubeconfig=FILE`` would run that kubeconfig's exec plugin). Manifests go
 through stdin as JSON, never through a shell.
-Streaming verbs (exec for launch, logs -f, rsh, port-forward, build logs) run the same
-binary with :mod:`subprocess` because openshift-client captures output until exit.
+Captured calls run through :meth:`OcCluster._call` (``subprocess.run``, output into
+files); streaming verbs (exec for launch, logs -f, rsh, port-forward, build logs) read the
+process's output as it comes.
+
+i22: the captured calls went through openshift-client's ``invoke`` until the kube tier
+measured it. It polls each process (10 ms, doubling to 1 s), so a kubectl call that took
+0.2 s returned 0.1-0.3 s late, 80 times per deploy, and a killed call up to a second
+past its deadline. ``_call`` runs the argv invoke ran (binary, verb, ``--namespace=NS``,
+the rest), with the environment it gave (``LC_ALL=en_US.UTF-8``: kubectl's messages stay
+English, which :func:`classify` reads), an empty stdin unless one is given, and the same
+kill at the deadline (exit -1, ``timed_out``); waiting on the process itself returns as
+it ends. openshift-client's own environment settings (``OPENSHIFT_CLIENT_PYTHON_*``: a
+kubeconfig, server, CA, log level or TLS skip added to every captured call, oc over ssh, a
+master timeout) no longer apply: the argv is mlenv's alone (``--kubeconfig``/``--context``
+through :mod:`mlenv.argv`), as it always was for the streaming verbs.
 """
 
 from __future__ import annotations
@@ -23,6 +36,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -60,9 +74,8 @@ if TYPE_CHECKING:
 
 # A client process past its --request-timeout by this much is killed: kubectl's discovery
 # retries a hanging /api five times (memcache.go), each with the full timeout (i22). One
-# second outlasts kubectl reporting its own timeout; openshift-client notices the deadline
-# up to a second late (it polls the process), and a verb against a half-up server has
-# the timeout plus 5 s in all, the probe (two client processes) included.
+# second outlasts kubectl reporting its own timeout, and a verb against a half-up server
+# has the timeout plus 5 s in all, the probe (two client processes) included.
 CALL_SLACK_S = 1.0
 _TIMEOUT_MARKERS = ("context deadline exceeded", "client.timeout", "i/o timeout",
                     "tls handshake timeout", "awaiting headers")
@@ -255,7 +268,7 @@ def event_count(e: dict[str, Any]) -> int:
 
 
 class OcCluster:
-    """The real cluster, reached through openshift-client and the ``oc`` binary."""
+    """The real cluster, reached through the ``oc`` binary (or ``kubectl``)."""
 
     def __init__(self, binary: str | None = None, *,
                  exec_timeout: float = DEFAULT_EXEC_TIMEOUT, kubeconfig: str | None = None,
@@ -266,7 +279,6 @@ class OcCluster:
         check_kubeconfig(kubeconfig)
         # --verbose: each command line, as run, goes here (stderr)
         self.trace: Callable[[str], None] | None = None
-        self._contexts = threading.local()  # openshift-client contexts, one per thread (_context)
         oc, kubectl = shutil.which("oc"), shutil.which("kubectl")
         chosen = binary or oc or kubectl
         if chosen is None:
@@ -279,9 +291,9 @@ class OcCluster:
         self.api_timeout = api_timeout
         self.server_url = ""  # what the probe found; named in every "cannot reach" line
         self.is_oc = os.path.basename(chosen).startswith("oc")
-        self.description = ("oc (openshift-client)" if self.is_oc else
-                            f"kubectl at {chosen} (oc not found: openshift-client drives kubectl "
-                            "for the shared verbs; `build` needs oc)")
+        self.description = ("oc" if self.is_oc else
+                            f"kubectl at {chosen} (oc not found: kubectl runs the shared verbs; "
+                            "`build` needs oc)")
         # The CLI prints this once per command: a silent switch of client would surprise.
         self.notice = "" if self.is_oc else (
             f"notice: oc not found on PATH: using kubectl ({chosen}) for the verbs it shares "
@@ -297,14 +309,14 @@ class OcCluster:
              timeout: float = NO_TIMEOUT, raw: Sequence[str] | None = None,
              request_timeout: float | None = None,
              ) -> tuple[int, str, str, bool]:
-        """Invoke ``oc VERB [--namespace=NS] [SUBCOMMAND] OPTIONS… -- NAMES…`` through
-        openshift-client (``verb`` may be a command path such as ``auth can-i``).
+        """Run ``oc VERB [--namespace=NS] [SUBCOMMAND] OPTIONS… -- NAMES…`` to its end or
+        its deadline (``verb`` may be a command path such as ``auth can-i``).
 
         ``names`` must already be validated (:mod:`mlenv.argv`); they go after ``--``.
         ``raw`` replaces OPTIONS/NAMES for the two verbs whose argv has its own shape
         (``exec POD -- ARGV`` and ``rsync SRC DST``), built by :mod:`mlenv.argv` too.
-        The namespace goes through openshift-client's project context, which places it right
-        after the verb: appended after ARGS it would land behind ``exec POD --`` in the
+        The namespace stands right after the verb (where openshift-client's project
+        context put it): appended after ARGS it would land behind ``exec POD --`` in the
         container's argv. Returns (rc, stdout, stderr, timed_out).
 
         i22: a call without ``raw`` carries ``--request-timeout`` (``request_timeout``, else
@@ -312,8 +324,6 @@ class OcCluster:
         killed :data:`CALL_SLACK_S` after that: kubectl retries discovery of a hanging
         ``/api`` five times, each with the full request timeout.
         """
-        import openshift_client as oc
-
         if namespace:
             argv.name("Namespace", namespace)
         if raw is not None:
@@ -327,36 +337,39 @@ class OcCluster:
                 timeout = limit + CALL_SLACK_S
             cmd = argv.kube(verb, opts, names)
             verb, cmd = cmd[0], cmd[1:]  # a subcommand word stays before "--"
-        cmd = [*self._flags, *cmd]  # `--flag=VALUE` right after the verb, before any "--"
+        line = [self.binary, verb, *([f"--namespace={namespace}"] if namespace else []),
+                *self._flags, *cmd]  # `--flag=VALUE` right after the verb, before any "--"
         if self.trace is not None:
-            self.trace(shlex.join([self.binary, verb,
-                                   *([f"--namespace={namespace}"] if namespace else []), *cmd]))
-        with self._context(namespace, timeout):
-            r = oc.invoke(verb, cmd, stdin_str=stdin, no_namespace=not namespace,
-                          auto_raise=False)
-        timed_out = any(bool(getattr(a, "timeout", False)) for a in r.actions())
-        return int(r.status()), str(r.out()), str(r.err()), timed_out
+            self.trace(shlex.join(line))
+        return self._call(line, stdin, timeout)
 
-    def _context(self, namespace: str | None, timeout: float) -> Any:
-        """openshift-client's context for one call: this client's binary, the namespace and
-        the kill deadline, on one Context object per thread, reused.
+    @staticmethod
+    def _call(line: Sequence[str], stdin: str | None, timeout: float) -> tuple[int, str, str, bool]:
+        """One client process, no shell: ``line`` with ``stdin`` (else empty), killed
+        ``timeout`` seconds after it started (no limit when not a positive finite number).
+        Returns (rc, stdout, stderr, timed_out); a killed call's rc is -1 and its output is
+        what it wrote until then.
 
-        Why reused: every new Context walks the whole Python stack with
-        ``inspect.stack()``, which reads the source of every frame, to record who made it.
-        With a context each for the binary, the namespace and the timeout, that walk was
-        15.7 s of a 55 s `mlenv deploy` on the kube tier (cProfile, 2-core sandbox under
-        load: 240 walks for 80 kubectl calls). The object carries nothing between calls
-        but these three fields, which are set afresh each time; a thread has its own,
-        since entering a Context links it to that thread's stack."""
-        import openshift_client as oc
-
-        ctx = getattr(self._contexts, "ctx", None)
-        if ctx is None:
-            ctx = self._contexts.ctx = oc.client_path(self.binary)
-        ctx.oc_path = self.binary
-        ctx.project_name = namespace or None
-        ctx.set_timeout(timeout if math.isfinite(timeout) else None)
-        return ctx
+        Output goes to files, not pipes: a process the client started (an exec credential
+        plugin) that outlives a killed client would hold a pipe open, and reading it to its
+        end would outlast the deadline."""
+        limit = timeout if math.isfinite(timeout) and timeout > 0 else None
+        env = {**os.environ, "LC_ALL": "en_US.UTF-8"}  # English messages: classify reads them
+        with tempfile.TemporaryFile() as fin, tempfile.TemporaryFile() as fout, \
+                tempfile.TemporaryFile() as ferr:
+            if stdin:
+                fin.write(stdin.encode())
+                fin.seek(0)
+            try:
+                rc = subprocess.run(list(line), stdin=fin, stdout=fout, stderr=ferr, env=env,
+                                    timeout=limit, check=False).returncode
+                timed_out = False
+            except subprocess.TimeoutExpired:  # run() killed it and reaped it
+                rc, timed_out = -1, True
+            fout.seek(0)
+            ferr.seek(0)
+            return (rc, fout.read().decode("utf-8", errors="ignore"),
+                    ferr.read().decode("utf-8", errors="ignore"), timed_out)
 
     def _ok(self, verb: str, options: Sequence[str], names: Sequence[str] = (), *,
             stdin: str | None = None, namespace: str | None = None, kind: str = "",

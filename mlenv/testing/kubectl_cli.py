@@ -130,8 +130,8 @@ def parse(args: Sequence[str]) -> Call:
         raise Unsupported("no command")
     command = words.pop(0)
     if command in ("auth", "config"):
-        # `auth [--namespace=NS] [--kubeconfig=…] can-i …`: openshift-client puts the
-        # namespace and the client flags right after the first word
+        # `auth [--namespace=NS] [--kubeconfig=…] can-i …`: OcCluster puts the namespace
+        # and the client flags right after the first word
         while words and words[0].startswith("-"):
             name, value = _split_option(words.pop(0), _EVERYWHERE)
             if name == "--namespace":

@@ -20,6 +20,9 @@ from harness import netns
 from harness import slurm as slurm_harness
 from harness.nodepy import node_python
 
+# Its Slurm cluster is its own, but it shares test_slurm.py's group on purpose: i22 tried a
+# group of its own, and its job and a test_slurm job ran at once (8 DeepSpeed ranks on
+# the 2 cores): both missed training.deepspeed's 120 s deadline (sandbox load about 20).
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slurm")]
 
 CHECKOUT = str(Path(__file__).resolve().parents[2])

@@ -10,6 +10,7 @@ is ``tests/cli/test_unreachable.py::test_half_up_server_every_verb_exits_3_withi
 
 from __future__ import annotations
 
+import math
 import time
 
 import pytest
@@ -20,27 +21,25 @@ from mlenv.cluster.oc import CALL_SLACK_S, OcCluster
 
 SERVER = "https://api.example.test:6443"
 HANG = 60  # what the fake would wait: a test that waits for it has failed
-# How late a kill may come on the wall clock: openshift-client polls a running process
-# at most once a second, and the fake kubectl is a Python process starting on a possibly
-# overloaded machine (load 8 on 2 cores measured 3 s late). The exact deadline each call
-# is given is checked through `deadlines`; the wall clock only shows it is enforced.
+# How late a kill may come on the wall clock: the fake kubectl is a Python process
+# starting on a possibly overloaded machine (load 8 on 2 cores measured 3 s late). The
+# exact deadline each call is given is checked through `deadlines`; the wall clock only
+# shows it is enforced.
 LATE = 5.0
 
 
 @pytest.fixture
 def deadlines(monkeypatch: pytest.MonkeyPatch) -> list[float]:
-    """The seconds each client process is given before openshift-client kills it."""
-    from openshift_client.context import Context
-
+    """The seconds each client process is given before it is killed (OcCluster._call)."""
     seen: list[float] = []
-    real = Context.set_timeout
+    real = OcCluster._call
 
-    def spy(self: Context, seconds: float | None) -> None:
-        if seconds is not None:  # None: a call without a kill deadline (the context is reused)
-            seen.append(seconds)
-        real(self, seconds)
+    def spy(line: list[str], stdin: str | None, timeout: float) -> tuple[int, str, str, bool]:
+        if math.isfinite(timeout):  # inf: a call without a kill deadline
+            seen.append(timeout)
+        return real(line, stdin, timeout)
 
-    monkeypatch.setattr(Context, "set_timeout", spy)
+    monkeypatch.setattr(OcCluster, "_call", staticmethod(spy))
     return seen
 
 
