@@ -66,7 +66,7 @@ def register(app: typer.Typer) -> None:
         130/143 interrupted)."""
         if cluster is not None:  # issue 13: the suite as a job of the config's platform
             raise typer.Exit(_on_platform(cluster, profile=profile, checks=checks, baseline=baseline,
-                                          options=options, deadline=deadline, localize=localize))
+                                          options=options, deadline=deadline, localize=localize, bundle=bundle))
         from mlenv.acceptance.core import profiles
         from mlenv.acceptance.records import rundir
         from mlenv.acceptance.run import local
@@ -207,7 +207,7 @@ def platform_suite_args(*, checks: str, baseline: str | None, options: Path | No
 
 
 def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | None, options: Path | None,
-                 deadline: float, localize: bool = False) -> int:
+                 deadline: float, localize: bool = False, bundle: bool = False) -> int:
     """``mlenv acceptance --cluster NAME``: the suite on the config's platform (Slurm, hosts).
 
     ``--baseline``/``--options`` files reach the job as script arguments: on Slurm they must
@@ -224,4 +224,31 @@ def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | Non
         raise InputError(f"--deadline: expected seconds > 0, got {deadline}")
     args = platform_suite_args(checks=checks, baseline=baseline, options=options, deadline=deadline,
                                localize=localize)
-    return platform(cfg).acceptance(cfg, session(), profile=profile, suite_args=args)
+    before = _run_ids(cfg.name)
+    code = platform(cfg).acceptance(cfg, session(), profile=profile, suite_args=args)
+    if bundle:  # --bundle was dropped here before, silently (like --localize)
+        _bundle_new_run(cfg.name, before)
+    return code
+
+
+def _run_ids(cluster: str) -> set[str]:
+    """The run ids this machine's history holds for ``cluster``."""
+    from mlenv.acceptance.records import history
+
+    root = history.default_root(repo_root())
+    return {str(r.get("run_id")) for r in history.read(history.history_path(root, cluster))[0]}
+
+
+def _bundle_new_run(cluster: str, before: set[str]) -> None:
+    """``--bundle`` on a platform: the sign-off bundle of the run this call recorded (the
+    platform copies each run to ``reports/<cluster>/<run-id>/`` and records it here as it
+    ends, whatever its verdict); said in one line when no run was recorded."""
+    from mlenv.acceptance.records import history
+    from mlenv.signoff import make_bundle
+
+    root = history.default_root(repo_root())
+    new = [r for r in history.read(history.history_path(root, cluster))[0] if str(r.get("run_id")) not in before]
+    if not new or not new[-1].get("report_dir"):
+        err(f"bundle: no run of {cluster} was recorded by this call: nothing to bundle")
+        return
+    echo_out(f"bundle: {make_bundle(Path(str(new[-1]['report_dir'])), Path(repo_root()), cluster=cluster)[0]}")

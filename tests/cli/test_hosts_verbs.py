@@ -383,3 +383,17 @@ def test_logs_of_a_shared_folder_this_machine_does_not_mount_are_read_on_the_hea
     assert code == 3 and f"no rank 0 log in /mnt/shared/results/{rid}/logs on host Lab-WS-01 yet" in err, err
     calls = (root / "calls").read_text()
     assert "Lab-WS-01 sh -c" in calls and f"/mnt/shared/results/{rid}" in calls
+
+
+def test_bundle_on_a_platform_bundles_the_run_it_recorded(root: Path, monkeypatch) -> None:
+    """``mlenv acceptance --cluster NAME --bundle`` writes the run's sign-off bundle, as
+    ``--local --bundle`` does. Before: --bundle was dropped on the way to the platform,
+    silently (no bundle, no line)."""
+    _real_ranks(root, monkeypatch)
+    code, out, err = _mlenv("acceptance", "--cluster", "site-lab", "--checks", "compute.matmul", "--bundle")
+    assert code == 0, (out, err)
+    run = _only_run(root)
+    line = [x for x in out.splitlines() if x.startswith("bundle: ")]
+    assert len(line) == 1, out
+    made = Path(line[0].split(" ", 1)[1])
+    assert made.is_file() and run.name in made.name, (made, run)
