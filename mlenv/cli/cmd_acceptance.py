@@ -235,8 +235,7 @@ def _run_ids(cluster: str) -> set[str]:
     """The run ids this machine's history holds for ``cluster``."""
     from mlenv.acceptance.records import history
 
-    root = history.default_root(repo_root())
-    return {str(r.get("run_id")) for r in history.read(history.history_path(root, cluster))[0]}
+    return history.known_run_ids(history.default_root(repo_root()), cluster)
 
 
 def _bundle_new_run(cluster: str, before: set[str]) -> None:

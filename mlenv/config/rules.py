@@ -855,8 +855,8 @@ def semantic_diagnostics(parsed: Parsed, file: str) -> list[Diagnostic]:
     return _Rules(parsed, file).run()
 
 
-_CRON_RANGES = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12),
-                ("day of week", 0, 7))
+CRON_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12),
+               ("day of week", 0, 7))
 
 
 def cron_problem(schedule: str) -> str:
@@ -870,19 +870,36 @@ def cron_problem(schedule: str) -> str:
     fields = schedule.split(" ")
     if len(fields) != 5:
         return f"expected five fields (minute hour day-of-month month day-of-week), got {len(fields)}"
-    for text, (what, lo, hi) in zip(fields, _CRON_RANGES, strict=True):
-        for item in text.split(","):
-            base, _, step = item.partition("/")
-            if step and (not step.isdigit() or int(step) < 1):
-                return f"{what} {item!r}: the step after '/' must be a number of at least 1"
-            if base == "*":
-                continue
+    for text, (what, lo, hi) in zip(fields, CRON_FIELDS, strict=True):
+        try:
+            cron_field(text, what, lo, hi)
+        except ValueError as e:
+            return str(e)
+    return ""
+
+
+def cron_field(text: str, what: str, lo: int, hi: int) -> tuple[int, ...]:
+    """The numbers one cron field names, ascending; ValueError saying why when it is not a
+    field of ``what`` (``lo``-``hi``). The one reading of the grammar: ``validate`` checks
+    with it (:func:`cron_problem`) and ``mlenv render`` expands with it
+    (:mod:`mlenv.render.cron`), so the two cannot disagree."""
+    out: set[int] = set()
+    for item in text.split(","):
+        base, _, step = item.partition("/")
+        if step and (not step.isdigit() or int(step) < 1):
+            raise ValueError(f"{what} {item!r}: the step after '/' must be a number of at least 1")
+        if base == "*":
+            first, last = lo, hi
+        else:
             a, dash, b = base.partition("-")
             if not a.isdigit() or (dash and not b.isdigit()):
-                return f"{what} {item!r}: expected '*', a number or a range a-b"
+                raise ValueError(f"{what} {item!r}: expected '*', a number or a range a-b")
             first, last = int(a), int(b) if dash else int(a)
             if not (lo <= first <= hi and lo <= last <= hi):
-                return f"{what} {item!r} is outside {lo}-{hi}"
+                raise ValueError(f"{what} {item!r} is outside {lo}-{hi}")
             if first > last:
-                return f"{what} {item!r}: the range runs backwards"
-    return ""
+                raise ValueError(f"{what} {item!r}: the range runs backwards")
+            if step and not dash:
+                last = hi  # "a/s" runs from a to the field's end (vixie cron and Kubernetes alike)
+        out.update(range(first, last + 1, int(step) if step else 1))
+    return tuple(sorted(out))

@@ -69,7 +69,7 @@ def fetch_runs(cluster: Cluster, history_root: Path, say: Say, job_state: JobSta
     imported: list[str] = []
     try:
         with _locked(path):
-            known = {str(r.get("run_id")) for r in history.read(path)[0]}
+            known = history.known_run_ids(history_root, cluster.name)
             for d in sorted(results.iterdir()):
                 if d.is_dir() and is_run_id(d.name) and d.name not in known and _import(cluster, history_root, d, say, job_state):
                     imported.append(d.name)

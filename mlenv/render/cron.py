@@ -7,20 +7,22 @@ fragile; instead ``mlenv render`` expands each field here into the numbers it na
 the script only tests membership. The hosts cron line gets the five fields (an @shorthand
 spelled out, which every cron reads the same way).
 
-The schema and :func:`mlenv.config.rules.cron_problem` have already checked the text, so
-this module only expands; day of week 7 is Sunday (0).
+The schema and :func:`mlenv.config.rules.cron_problem` have already checked the text; the
+fields are read by the same :func:`mlenv.config.rules.cron_field`, and day of week 7 is
+Sunday (0).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from mlenv.config.rules import CRON_FIELDS, cron_field
+
 # vixie cron's shorthands, as five fields (cron(8); Kubernetes and cronie read them alike)
 SHORTHANDS = {
     "@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@weekly": "0 0 * * 0",
     "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *",
 }
-_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 
 
 @dataclass(frozen=True)
@@ -42,24 +44,11 @@ def five_fields(schedule: str) -> str:
     return SHORTHANDS.get(schedule, schedule)
 
 
-def _field(text: str, lo: int, hi: int) -> tuple[int, ...]:
-    out: set[int] = set()
-    for item in text.split(","):
-        base, _, step = item.partition("/")
-        if base == "*":
-            first, last = lo, hi
-        else:
-            a, dash, b = base.partition("-")
-            # "a/s" runs from a to the field's end (vixie cron and Kubernetes alike)
-            first, last = int(a), int(b) if dash else (hi if step else int(a))
-        out.update(range(first, last + 1, int(step) if step else 1))
-    return tuple(sorted(out))
-
-
 def expand(schedule: str) -> Expanded:
     """The sets of a schedule that :func:`mlenv.config.rules.cron_problem` accepted."""
     fields = five_fields(schedule).split(" ")
-    minutes, hours, days, months, weekdays = (_field(f, lo, hi) for f, (lo, hi) in zip(fields, _RANGES, strict=True))
+    minutes, hours, days, months, weekdays = (cron_field(f, what, lo, hi)
+                                               for f, (what, lo, hi) in zip(fields, CRON_FIELDS, strict=True))
     return Expanded(minutes, hours, days, months, tuple(sorted({d % 7 for d in weekdays})),
                     day_or=not fields[2].startswith("*") and not fields[4].startswith("*"))
 
