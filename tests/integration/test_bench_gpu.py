@@ -17,7 +17,9 @@ import pytest
 pytest.importorskip("deepspeed")
 torch = pytest.importorskip("torch")
 
-pytestmark = pytest.mark.integration
+# One worker for the module: its fixture (the CPU path, about two minutes) is module-scoped,
+# and xdist's loadgroup split the tests over workers, so CI ran it twice (117 s setup each).
+pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("bench_gpu")]
 ROOT = Path(__file__).resolve().parents[2]
 # A script of benchmarks/, not a package: loaded from its file.
 _spec = importlib.util.spec_from_file_location("bench_gpu", ROOT / "benchmarks" / "bench_gpu.py")

@@ -1,8 +1,12 @@
 """Trend PNGs: one headline metric over a cluster's run history, linked from summary.md.
 
 One file per headline metric (``trend-<check>-<metric>.png``): the median over ranks of
-each run, in start order, the point's colour its verdict, this run's point ringed.
-matplotlib (Agg backend) is imported only inside :func:`plot_trends`.
+each run, in start order, the point's colour its verdict, this run's point ringed. A
+metric with one run so far gets no plot: one point is not a trend, and drawing the
+suite's dozen or so of them cost rank 0 about 1.3 s before it could exit (the 2-core
+sandbox, docs/benchmarks.md), on every first run of a cluster and every test run.
+matplotlib (Agg backend) is imported only inside :func:`plot_trends`, and only when
+there is something to draw.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from typing import Any
 TREND_PREFIX = "trend-"
 TRENDS_HEADING = "\n## Trends on cluster "
 MAX_RUNS = 50  # the newest runs a plot shows; older ones stay in history.jsonl
+MIN_RUNS = 2  # a metric is plotted once this many runs hold it
 _COLOURS = {"PASS": "tab:green", "FAIL": "tab:red", "ERROR": "tab:orange"}
 
 
@@ -40,38 +45,37 @@ def series(records: list[dict[str, Any]], check: str, metric: str,
 
 
 def plot_trends(records: list[dict[str, Any]], current: dict[str, Any], out_dir: Path, cluster: str) -> list[str]:
-    """Draw a trend PNG per headline metric of ``current`` (a history line); returns the file names."""
+    """Draw a trend PNG per headline metric of ``current`` (a history line) that at least
+    ``MIN_RUNS`` runs hold; returns the file names."""
+    metrics = current.get("metrics") if isinstance(current.get("metrics"), dict) else {}
+    todo = [(check, metric, pts) for check, ms in sorted((metrics or {}).items()) if isinstance(ms, dict)
+            for metric in sorted(ms) if len(pts := series(records, check, metric)) >= MIN_RUNS]
+    if not todo:
+        return []
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     made: list[str] = []
-    metrics = current.get("metrics") if isinstance(current.get("metrics"), dict) else {}
-    for check, ms in sorted((metrics or {}).items()):
-        if not isinstance(ms, dict):
-            continue
-        for metric in sorted(ms):
-            pts = series(records, check, metric)
-            if not pts:
-                continue
-            fig, ax = plt.subplots(figsize=(7, 3.5))
-            xs = list(range(1, len(pts) + 1))
-            ax.plot(xs, [p[2] for p in pts], color="0.6", linewidth=1, zorder=1)
-            ax.scatter(xs, [p[2] for p in pts], c=[_COLOURS.get(p[3], "tab:gray") for p in pts], zorder=2)
-            for x, p in zip(xs, pts, strict=True):
-                if p[0] == current.get("run_id"):
-                    ax.scatter([x], [p[2]], s=160, facecolors="none", edgecolors="black", zorder=3)
-            ax.set_xticks(xs)
-            ax.set_xticklabels([p[1][5:16].replace("T", "\n") for p in pts], fontsize=7)
-            ax.set_ylabel(metric)
-            ax.set_title(f"{check} {metric} on {cluster} (median over ranks; green PASS, red FAIL)", fontsize=9)
-            ax.grid(True, alpha=0.3)
-            fig.tight_layout()
-            name = trend_file(check, metric)
-            fig.savefig(out_dir / name, dpi=90)
-            plt.close(fig)
-            made.append(name)
+    for check, metric, pts in todo:
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        xs = list(range(1, len(pts) + 1))
+        ax.plot(xs, [p[2] for p in pts], color="0.6", linewidth=1, zorder=1)
+        ax.scatter(xs, [p[2] for p in pts], c=[_COLOURS.get(p[3], "tab:gray") for p in pts], zorder=2)
+        for x, p in zip(xs, pts, strict=True):
+            if p[0] == current.get("run_id"):
+                ax.scatter([x], [p[2]], s=160, facecolors="none", edgecolors="black", zorder=3)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([p[1][5:16].replace("T", "\n") for p in pts], fontsize=7)
+        ax.set_ylabel(metric)
+        ax.set_title(f"{check} {metric} on {cluster} (median over ranks; green PASS, red FAIL)", fontsize=9)
+        ax.grid(True, alpha=0.3)
+        fig.tight_layout()
+        name = trend_file(check, metric)
+        fig.savefig(out_dir / name, dpi=90)
+        plt.close(fig)
+        made.append(name)
     return made
 
 
@@ -80,5 +84,7 @@ def summary_section(cluster: str, history_file: Path, files: list[str], runs: in
     lines = [f"{TRENDS_HEADING}`{cluster}`", "",
              f"{runs} run(s) in `{history_file}`; `mlenv history {cluster}` lists them, "
              "`mlenv compare RUN_A RUN_B` compares two.", ""]
+    if not files:  # plot_trends draws a metric from its MIN_RUNS-th run on
+        lines.append("No trend plot yet: a metric is plotted from its second run on.")
     lines += [f"![{f}]({f})" for f in files]
     return "\n".join(lines) + "\n"

@@ -151,6 +151,24 @@ def test_after_run_appends_draws_trends_and_links_them_once(tmp_path: Path) -> N
     assert not list(report.glob("trend-*.png")) and not (report / "record.json").exists()
 
 
+def test_a_metric_is_plotted_from_its_second_run(tmp_path: Path) -> None:
+    """One point is not a trend: the first run draws nothing (and imports no matplotlib,
+    rank 0's cost before it can exit) and says when plots start; the second draws them."""
+    root = tmp_path / "reports"
+    reports = [tmp_path / "a", tmp_path / "b"]
+    for i, report in enumerate(reports):
+        report.mkdir()
+        (report / "summary.md").write_text("# Acceptance: PASS\n")
+        history.after_run(report, doc_for(results(), f"r{i}", f"2026-01-0{i + 1}T00:00:00+00:00"), root,
+                          cluster="barcelona")
+    first, second = ((r / "summary.md").read_text() for r in reports)
+    assert not list(reports[0].glob("trend-*.png"))
+    assert "No trend plot yet: a metric is plotted from its second run on." in first and "![" not in first
+    made = sorted(p.name for p in reports[1].glob("trend-*.png"))
+    assert "trend-compute.matmul-tflops_bf16.png" in made and "No trend plot yet" not in second
+    assert all(f"![{m}]({m})" in second for m in made)
+
+
 def test_after_run_never_raises_on_an_unwritable_history(tmp_path: Path) -> None:
     blocker = tmp_path / "reports"
     blocker.write_text("a file where the folder should be")
