@@ -132,6 +132,16 @@ def report_dir_of(cluster: Cluster, rid: str) -> str:
     return f"{shared.rstrip('/')}/results/{rid}" if shared else f"{REMOTE_RESULTS}/{rid}"
 
 
+def history_dir_of(cluster: Cluster) -> str:
+    """Where rank 0 keeps the cluster's history on the hosts (``MLENV_HISTORY_DIR``; its trend
+    plots read it): beside the run folders, in the folder mlenv made. Before, it was the
+    ssh session's ``./reports``, a folder of that name in the login directory of host 0,
+    which mlenv had no business writing (and the test hosts, sharing this machine's root,
+    grew one run after run). The control host still records every run in its own history."""
+    shared = cluster.hosts.shared_dir
+    return f"{shared.rstrip('/')}/results/history" if shared else f"{REMOTE_RESULTS}/history"
+
+
 def run_inputs(suite_args: list[str], report: str,
                environ: dict[str, str] | None = None) -> tuple[list[str], list[tuple[Path, str]]]:
     """``suite_args`` with each ``--options FILE`` / ``--baseline FILE`` (else ``$MLENV_OPTIONS``,
@@ -186,7 +196,7 @@ def _rank_words(plan: dict[str, Any], i: int, env: dict[str, str], profile: str,
 def _run_env(cluster: Cluster, plan: dict[str, Any], rid: str) -> dict[str, str]:
     env = {**plan["env"], "MLENV_PLATFORM": "hosts", "MLENV_CLUSTER": cluster.name, "MLENV_RUN_ID": rid,
            "MLENV_NNODES": str(len(plan["hosts"])), "MLENV_GPUS_PER_NODE": str(plan["ranks_per_host"]),
-           "PYTHONUNBUFFERED": "1"}
+           "PYTHONUNBUFFERED": "1", "MLENV_HISTORY_DIR": history_dir_of(cluster)}
     if plan["device"] == "cpu":
         env.update(DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
     for k in ("TORCH_EXTENSIONS_DIR",):  # DeepSpeed op cache, when the caller set one

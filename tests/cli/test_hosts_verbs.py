@@ -66,7 +66,7 @@ esac
 
 # hosts.python when the fake runs the ranks: torchrun's command line in, the suite out.
 # Host 0 runs the real suite as a world of one rank (its reports, rank 0's log, its own
-# history line under the host's login directory); another host writes its rank's log only.
+# history line in $MLENV_HISTORY_DIR, relative to the host's login directory); another host writes its rank's log only.
 FAKE_TORCHRUN = """#!{python}
 import os, sys
 args = sys.argv[1:]
@@ -292,6 +292,12 @@ def test_a_run_without_shared_dir_ships_the_options_and_copies_the_reports_back(
     assert (run / ".hung").read_text() == "from host 1\n" and not (run / "stray.txt").exists()
     assert [r["run_id"] for r in _history(root)] == [rid]  # one line, on this machine
     assert json.loads((run / "record.json").read_text())["run_id"] == rid
+    # host 0's rank 0 keeps its history (what its trend plots read) in mlenv's own folder,
+    # not in a reports/ of the login directory, as it did before
+    head = root / "hosts" / HOSTS[0]
+    assert not (head / "reports").exists(), sorted(p.name for p in head.iterdir())
+    on_head = (head / "mlenv-results" / "history" / "site-lab" / "history.jsonl").read_text().splitlines()
+    assert [json.loads(x)["run_id"] for x in on_head] == [rid]
     code, log, _ = _mlenv("logs", "site-lab")  # the copy, once the run ended
     assert code == 0 and log.startswith("# rank 0 on "), log
 
