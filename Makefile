@@ -84,7 +84,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q "$(TORCH_PIN)"
 	$(PY) -m pip install -q -e '.[dev]' numpy matplotlib
-	$(DS_INSTALL) "$(DEEPSPEED_PIN)"
+	bash scripts/dev/install-deepspeed.sh $(PY) "$(DEEPSPEED_PIN)"
 	@touch $@
 
 # DeepSpeed's CPU op (deepspeed_shm_comm) is compiled into the DeepSpeed install
@@ -92,7 +92,10 @@ $(VENV)/.installed: pyproject.toml
 # a bare lock and re-ran ninja in every process, a build killed there (a check past its
 # deadline) left the lock behind, and processes of different environments rebuilt it
 # over each other during the tests (mlenv/acceptance/checks/dsops.py). --no-cache-dir: a
-# DeepSpeed wheel pip built earlier without the op would otherwise be reused.
+# DeepSpeed wheel pip built earlier without the op would otherwise be reused. The venv
+# gets it from scripts/dev/install-deepspeed.sh: a wheel built so once per machine, kept
+# in ~/.cache/mlenv/wheels keyed by DeepSpeed, torch and the Python ABI (the build was
+# most of a warm `make venv`); DS_INSTALL is the rebuild when the op is found missing.
 DS_INSTALL = DS_BUILD_OPS=0 DS_BUILD_SHM_COMM=1 DS_ACCELERATOR=cpu $(PY) -m pip install -q --no-cache-dir --no-build-isolation
 # A venv made before that gets its DeepSpeed rebuilt once (dsops --installed says whether).
 $(VENV)/.ds-ops: $(VENV)/.installed

@@ -249,8 +249,48 @@ def test_venv_builds_deepspeeds_op_before_anything_times_it(checkout: Path) -> N
         assert line.startswith(".venv/bin/python -m mlenv.acceptance.checks.dsops --installed || "), line
         assert "DS_BUILD_SHM_COMM=1" in line and "--no-cache-dir" in line and "--force-reinstall" in line, line
     (checkout / ".venv" / ".installed").unlink()
-    first = [x for x in dry(checkout, "venv") if "deepspeed==" in x][0]
-    assert "DS_BUILD_SHM_COMM=1" in first and "DS_ACCELERATOR=cpu" in first, first
+    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", str(checkout), "-n",
+                          "venv"], capture_output=True, text=True, check=True, env=make_env(checkout)).stdout
+    first = [x for x in out.splitlines() if "deepspeed==" in x and "dsops" not in x][0]
+    assert first == 'bash scripts/dev/install-deepspeed.sh .venv/bin/python "deepspeed==0.19.8"', first
+
+
+# A python for install-deepspeed.sh: the key script (stdin) answers a fixed key, `pip wheel`
+# writes a wheel and notes the build flags it saw, `pip install` notes what it installed.
+FAKE_PY = """#!/bin/sh
+if [ "$1" = - ]; then cat >/dev/null; echo "deepspeed-0.19.8-torch2.13.0-cpython-311-shm"; exit 0; fi
+echo "$* | shm=$DS_BUILD_SHM_COMM ops=$DS_BUILD_OPS acc=$DS_ACCELERATOR" >> "$CALLS"
+case "$*" in
+  *"pip wheel"*) [ -n "$FAIL_BUILD" ] && exit 1
+                 while [ $# -gt 1 ]; do [ "$1" = -w ] && touch "$2/deepspeed-0.19.8-cp311-cp311-linux_x86_64.whl"; shift; done ;;
+esac
+"""
+
+
+def test_deepspeed_is_built_with_its_op_once_per_machine_and_installed_from_there(tmp_path: Path) -> None:
+    """scripts/dev/install-deepspeed.sh: the first venv builds the wheel (the op's flags set,
+    pip's cache off) into the cache, a second venv installs that wheel without a build; a
+    build that fails leaves no folder a later run would take for a wheel."""
+    py = tmp_path / "python"
+    py.write_text(FAKE_PY)
+    py.chmod(0o755)
+    calls, cache = tmp_path / "calls", tmp_path / "wheels"
+    env = {**os.environ, "CALLS": str(calls), "MLENV_WHEEL_CACHE": str(cache)}
+    script = ROOT / "scripts" / "dev" / "install-deepspeed.sh"
+
+    bad = subprocess.run(["bash", str(script), str(py), "deepspeed==0.19.8"], capture_output=True, text=True,
+                         env={**env, "FAIL_BUILD": "1"}, check=False)
+    assert bad.returncode != 0 and not list(cache.iterdir()), list(cache.iterdir())
+    calls.unlink()
+    for _ in range(2):
+        r = subprocess.run(["bash", str(script), str(py), "deepspeed==0.19.8"], capture_output=True, text=True,
+                           env=env, check=False)
+        assert r.returncode == 0, r.stderr
+    built, first, second = calls.read_text().splitlines()
+    assert "-m pip wheel -q --no-cache-dir --no-build-isolation --no-deps -w" in built
+    assert built.endswith("deepspeed==0.19.8 | shm=1 ops=0 acc=cpu"), built
+    wheel = cache / "deepspeed-0.19.8-torch2.13.0-cpython-311-shm" / "deepspeed-0.19.8-cp311-cp311-linux_x86_64.whl"
+    assert first == second == f"-m pip install -q {wheel} | shm=1 ops=0 acc=cpu"
 
 
 @pytest.mark.parametrize("target", ["deploy-cluster", "deploy", "sync-multi-node", "shell", "dev-session"])
