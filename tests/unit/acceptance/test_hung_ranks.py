@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -232,7 +233,9 @@ def test_the_other_ranks_name_a_silent_rank_0_with_its_host_and_state(sleeper: s
     finally:
         chan.stop()
     (line,) = said
-    assert line.startswith("rank 0 (vm0) hung: no heartbeat from it for 1 s; "), line
+    # the seconds are when the watcher looked (1 s stale, checked every so often): 2 s in a
+    # CI rehearsal on the loaded 2-core machine; who, where and in what state is the point
+    assert re.match(r"rank 0 \(vm0\) hung: no heartbeat from it for [12] s; ", line), line
     assert line.endswith(f"its process, pid {sleeper.pid}, is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)")
 
 
