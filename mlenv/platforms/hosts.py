@@ -126,10 +126,16 @@ ENV_INPUTS = {"--options": "MLENV_OPTIONS", "--baseline": "MLENV_BASELINE"}
 COPY_TIMEOUT_S = 600.0  # one host's report folder as tar over ssh (reports are a few MB)
 
 
+def _results_of(cluster: Cluster) -> str:
+    """The folder on the hosts that holds mlenv's run folders: ``<shared_dir>/results``,
+    else ``mlenv-results`` in the login directory."""
+    shared = cluster.hosts.shared_dir
+    return f"{shared.rstrip('/')}/results" if shared else REMOTE_RESULTS
+
+
 def report_dir_of(cluster: Cluster, rid: str) -> str:
     """The run's report folder as the ranks see it (a path on the hosts, not here)."""
-    shared = cluster.hosts.shared_dir
-    return f"{shared.rstrip('/')}/results/{rid}" if shared else f"{REMOTE_RESULTS}/{rid}"
+    return f"{_results_of(cluster)}/{rid}"
 
 
 def history_dir_of(cluster: Cluster) -> str:
@@ -138,8 +144,7 @@ def history_dir_of(cluster: Cluster) -> str:
     ssh session's ``./reports``, a folder of that name in the login directory of host 0,
     which mlenv had no business writing (and the test hosts, sharing this machine's root,
     grew one run after run). The control host still records every run in its own history."""
-    shared = cluster.hosts.shared_dir
-    return f"{shared.rstrip('/')}/results/history" if shared else f"{REMOTE_RESULTS}/history"
+    return f"{_results_of(cluster)}/history"
 
 
 def run_inputs(suite_args: list[str], report: str,

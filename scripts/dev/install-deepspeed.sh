@@ -24,7 +24,8 @@ PY
 cache=${MLENV_WHEEL_CACHE:-$HOME/.cache/mlenv/wheels}/$key
 if ! compgen -G "$cache/deepspeed-*.whl" >/dev/null; then
     echo "building $pin with its CPU op into $cache (once per machine)"
-    tmp=$(mktemp -d "${cache%/*}/.build.XXXXXX" 2>/dev/null || { mkdir -p "${cache%/*}" && mktemp -d "${cache%/*}/.build.XXXXXX"; })
+    mkdir -p "${cache%/*}"
+    tmp=$(mktemp -d "${cache%/*}/.build.XXXXXX")
     trap 'rm -rf "$tmp"' EXIT
     "$py" -m pip wheel -q --no-cache-dir --no-build-isolation --no-deps -w "$tmp" "$pin"
     # whole or not at all: a build cut short leaves no wheel behind; a make beside this one
