@@ -72,3 +72,31 @@ def test_the_serial_phase_runs_it(pytester: pytest.Pytester, monkeypatch: pytest
     _suite(pytester)
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     pytester.runpytest_inprocess("-m", "serial").assert_outcomes(passed=1, deselected=1)
+
+
+def test_an_xdist_group_runs_on_one_worker_and_builds_its_module_fixture_once(pytester: pytest.Pytester) -> None:
+    """pytest 9.2 ignores the node-id suffix xdist 3.8 sets for ``--dist loadgroup``, so a
+    group was spread over the workers and its module fixture built on each (CI: the bench
+    fixture's 117 s, twice). With the suite's conftest the group is one worker's again."""
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makeini("[pytest]\nmarkers =\n    serial: alone\n")
+    made = pytester.path / "made.log"
+    pytester.makepyfile(test_grouped=f"""
+        import os
+        import pytest
+
+        pytestmark = pytest.mark.xdist_group("g")
+
+        @pytest.fixture(scope="module")
+        def built():
+            with open({str(made)!r}, "a") as f:
+                f.write(os.environ["PYTEST_XDIST_WORKER"] + "\\n")
+
+        @pytest.mark.parametrize("i", range(6))
+        def test_uses_it(built, i):
+            pass
+    """)
+    res = pytester.runpytest_subprocess("-p", "xdist", "-n", "3", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=6)
+    assert len(made.read_text().split()) == 1, made.read_text()  # one worker built it, once
+    res.stdout.fnmatch_lines(["*test_uses_it[[]0[]]@g*"])
