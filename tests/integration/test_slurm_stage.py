@@ -96,10 +96,14 @@ def test_preflight_names_the_missing_module_and_stage_then_the_run_passes(env: E
 
     env.slurm.wait_idle(90)
     t0 = time.monotonic()
-    r = env.mlenv("acceptance", "--cluster", CLUSTER, timeout=400)
+    # The compute checks only (i22): what this proves is the job's ranks running through
+    # the staged venv on both nodes; the whole suite on Slurm is test_slurm.py's deploy
+    # test (with it this test took 104 s of a CI worker, mostly DeepSpeed's training check).
+    r = env.mlenv("acceptance", "--cluster", CLUSTER, "--checks", "compute", timeout=400)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert f"{venv}/bin/python: python" in r.stdout  # preflight probed the staged venv
     rid = json.loads((env.root / ".mlenv" / "slurm" / f"{CLUSTER}.json").read_text())["run_id"]
     doc = json.loads((env.shared / "results" / rid / "results.json").read_text())
     assert doc["verdict"] == "PASS" and doc["world"]["nodes"] == 2, doc.get("reasons")
+    assert {c["rank"] for c in doc["checks"] if c["name"] == "compute.matmul"} == set(range(doc["world"]["ranks"]))
     print(f"acceptance through the staged venv: PASS in {time.monotonic() - t0:.1f} s")
