@@ -140,12 +140,12 @@ unit: venv ## the inner loop (about a minute on 2 cores): unit and CLI tests, in
 # Two phases: everything but the `serial` tests in parallel, then those alone (they judge
 # CPU ranks against each other or a wall-clock deadline). Both always run; either failing
 # fails the target.
-# The kube tier (tests/kube) is one pytest process of its own, after the parallel phase:
-# its planes are started by its tests and stopped at its end. Not an xdist group: CI
-# showed xdist spreading the group over workers, two of them started the same plane and
-# one rewrote the keys the other's apiserver was reading. Not beside the parallel phase
-# either: its apiservers and kubectl calls took the CPU that the timing-judged
-# integration tests (outliers, deadlines) need, and three of them failed under it.
+# The kube tier (tests/kube) is a pytest run of its own, after the parallel phase: two
+# workers, one per flavour (tests/kube/conftest.py groups the tests by the plane they use),
+# each starting its plane and stopping it at its end. A plane alone kept the 2 cores about
+# 58 % busy, so the second one fills the rest. Not beside the parallel phase: its
+# apiservers and kubectl calls took the CPU that the timing-judged integration tests
+# (outliers, deadlines) need, and three of them failed under it.
 # Its binaries are built first (kube-build: cached, a cold build once per machine).
 test: venv system-deps lint typecheck lint-image kube-build ## everything CI runs: lint, types, validate, render --check, all tests
 	$(MLENV) validate
@@ -153,8 +153,9 @@ test: venv system-deps lint typecheck lint-image kube-build ## everything CI run
 	@rc=0; \
 	echo "== tests, in parallel ($(TEST_WORKERS) workers): all but the serial ones and the kube tier"; \
 	$(PYTEST_PARALLEL) $(DURATIONS) -m "not serial and not kube" tests || rc=$$?; \
-	echo "== the kube tier (tests/kube): a real control plane, one process"; \
-	$(VENV)/bin/pytest -q -p no:cacheprovider $(DURATIONS) -m kube tests/kube || rc=$$((rc ? rc : $$?)); \
+	echo "== the kube tier (tests/kube): two real control planes, a worker each"; \
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n 2 --dist loadgroup $(DURATIONS) -m kube tests/kube \
+		|| rc=$$((rc ? rc : $$?)); \
 	echo "== tests that run alone (-m serial)"; \
 	$(VENV)/bin/pytest -q $(DURATIONS) -m "serial and not kube" tests || rc=$$((rc ? rc : $$?)); \
 	exit $$rc

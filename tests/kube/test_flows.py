@@ -16,7 +16,7 @@ import pytest
 import yaml
 from _kubeenv import MISSING_IMAGE, Plane, checkout, mlenv
 
-pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube")]
+pytestmark = [pytest.mark.kube]  # grouped per flavour by conftest.py
 OPENSHIFT_KINDS = ("imagestream", "buildconfig", "route", "securitycontextconstraints")
 
 
@@ -182,62 +182,62 @@ def test_an_image_that_cannot_be_pulled_is_reported_in_seconds(openshift: Plane,
     assert json.loads(openshift.ok("get", "pod", "-n", ns, "ml-dev-env-0", "-o", "json"))["status"]["phase"] == "Pending"
 
 
-def test_a_changed_spec_is_rolled_out_before_deploy_says_done(openshift: Plane, tmp_path: Path) -> None:
+def test_a_changed_spec_is_rolled_out_before_deploy_says_done(plain: Plane, tmp_path: Path) -> None:
     """item 5: the real controller replaces pods one by one; deploy returns when every pod
     runs the new revision (the old ones stayed Ready meanwhile)."""
-    root, name, ns = _setup(openshift, tmp_path, "roll", user=False)
-    _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")
+    root, name, ns = _setup(plain, tmp_path, "roll", user=False)
+    _ok(mlenv(root, plain, "deploy", name, "--mode", "tcp"), "deploy")
     uids = {p["metadata"]["name"]: p["metadata"]["uid"]
-            for p in openshift.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]}
+            for p in plain.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]}
     _config(root, name, nccl__debug="WARN")
-    out = _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy of a changed spec")
+    out = _ok(mlenv(root, plain, "deploy", name, "--mode", "tcp"), "deploy of a changed spec")
     assert f"deployed {name}: 2/2 pods Ready" in out
-    sts = openshift.json("get", "statefulset", "-n", ns, "ml-dev-env")
+    sts = plain.json("get", "statefulset", "-n", ns, "ml-dev-env")
     rev = sts["status"]["updateRevision"]
-    pods = openshift.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]
+    pods = plain.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]
     assert len(pods) == 2
     for p in pods:
         assert p["metadata"]["labels"]["controller-revision-hash"] == rev, p["metadata"]["name"]
         assert p["metadata"]["uid"] != uids[p["metadata"]["name"]]
     # an immutable change (the claim templates) takes the recreate path, and the new
     # StatefulSet's pods are awaited as well
-    uid = _sts_uid(openshift, ns)
+    uid = _sts_uid(plain, ns)
     # (a claim template only: the dev Pod's own claim takes workspace_size too, and the real
     # server refuses to shrink a bound claim, or to grow one whose class cannot expand)
     _config(root, name, storage__datasets_size="7Gi")
-    out = _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy of an immutable change")
+    out = _ok(mlenv(root, plain, "deploy", name, "--mode", "tcp"), "deploy of an immutable change")
     assert "deleting and recreating it" in out and f"deployed {name}: 2/2 pods Ready" in out, out[-2000:]
-    assert _sts_uid(openshift, ns) != uid
-    sts = openshift.json("get", "statefulset", "-n", ns, "ml-dev-env")
+    assert _sts_uid(plain, ns) != uid
+    sts = plain.json("get", "statefulset", "-n", ns, "ml-dev-env")
     sizes = {t["metadata"]["name"]: t["spec"]["resources"]["requests"]["storage"] for t in sts["spec"]["volumeClaimTemplates"]}
     assert sizes["datasets"] == "7Gi"
-    pods = openshift.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]
+    pods = plain.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]
     assert len(pods) == 2 and all(p["metadata"]["labels"]["controller-revision-hash"] == sts["status"]["updateRevision"]
                                   for p in pods)
 
 
-def test_an_unresponsive_api_server_ends_every_verb_within_the_timeout(openshift: Plane, tmp_path: Path) -> None:
+def test_an_unresponsive_api_server_ends_every_verb_within_the_timeout(plain: Plane, tmp_path: Path) -> None:
     """item 11 on the real server: the apiserver stopped (SIGSTOP: connections are accepted
     by the kernel, nothing answers). Each verb exits 3 within MLENV_API_TIMEOUT_S + 5 s
     with one line naming the server, and the plane carries on once it is continued."""
     import os
     import signal
 
-    root, name, ns = _setup(openshift, tmp_path, "hung", user=False)
-    server = openshift.ok("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
-    pid = int(openshift.tier.pid_file("kube-apiserver").read_text().split()[0])
+    root, name, ns = _setup(plain, tmp_path, "hung", user=False)
+    server = plain.ok("config", "view", "--minify", "-o", "jsonpath={.clusters[0].cluster.server}")
+    pid = int(plain.tier.pid_file("kube-apiserver").read_text().split()[0])
     timeout_s = 3
     # What the bound is about is the API calls, not this machine's Python start-up: under
     # make test's load one `mlenv` start alone took seconds (CI: 9.0 s against a bare 8 s
     # bound), so the start-up of a verb that calls nothing is measured now and added.
     t0 = time.monotonic()
-    _ok(mlenv(root, openshift, "validate", name), "validate")
+    _ok(mlenv(root, plain, "validate", name), "validate")
     start_up = time.monotonic() - t0
     os.kill(pid, signal.SIGSTOP)
     try:
         for verb in (["status", name], ["logs", name], ["deploy", name, "--mode", "tcp"], ["teardown", name]):
             t0 = time.monotonic()
-            res = mlenv(root, openshift, *verb, "--request-timeout", str(timeout_s), timeout=120)
+            res = mlenv(root, plain, *verb, "--request-timeout", str(timeout_s), timeout=120)
             took = time.monotonic() - t0
             assert res.returncode == 3, (verb, res.stdout, res.stderr)
             assert took < timeout_s + 5 + start_up, f"{verb[0]}: {took:.1f} s (start-up {start_up:.1f} s)"
@@ -246,7 +246,7 @@ def test_an_unresponsive_api_server_ends_every_verb_within_the_timeout(openshift
     finally:
         os.kill(pid, signal.SIGCONT)
     deadline = time.monotonic() + 60
-    while openshift.run("get", "--raw", "/readyz").returncode != 0:
+    while plain.run("get", "--raw", "/readyz").returncode != 0:
         assert time.monotonic() < deadline, "the apiserver did not come back"
         time.sleep(0.5)
 

@@ -20,7 +20,7 @@ import pytest
 import yaml
 from _kubeenv import Plane, checkout, mlenv
 
-pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube")]
+pytestmark = [pytest.mark.kube]  # grouped per flavour by conftest.py
 PULLABLE = "registry.access.redhat.com/ubi9/ubi-minimal:latest"
 SA = "ml-dev-env-recheck"
 # A time no test run reaches (Sundays 03:00): the real cronjob controller must not start a

@@ -10,7 +10,7 @@ from _kubeenv import MISSING_IMAGE, Plane
 from mlenv.cluster.oc import OcCluster
 from mlenv.testing.scenarios import SCENARIOS, Stage
 
-pytestmark = [pytest.mark.kube, pytest.mark.xdist_group("kube")]
+pytestmark = [pytest.mark.kube]  # grouped per flavour by conftest.py
 
 
 def plane_stage(p: Plane, openshift: bool) -> Stage:

@@ -100,3 +100,58 @@ def test_an_xdist_group_runs_on_one_worker_and_builds_its_module_fixture_once(py
     res.assert_outcomes(passed=6)
     assert len(made.read_text().split()) == 1, made.read_text()  # one worker built it, once
     res.stdout.fnmatch_lines(["*test_uses_it[[]0[]]@g*"])
+
+
+def test_the_kube_tier_runs_each_flavour_on_one_worker_and_starts_each_plane_once(pytester: pytest.Pytester) -> None:
+    """make test runs tests/kube on two workers: tests/kube/conftest.py groups its tests by
+    the plane they use, so each worker starts one plane, and a flavour is never started by
+    two workers at once (they would share its folder). The planes are stand-ins here that
+    record who started them; the hook is the tier's own conftest."""
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makeini("[pytest]\nmarkers =\n    serial: alone\n    kube: tier\n")
+    started = pytester.path / "started.log"
+    kube = pytester.path / "tests" / "kube"
+    kube.mkdir(parents=True)
+    (kube / "_kubeenv.py").write_text(f"""
+import os
+
+
+class Plane:
+    pass
+
+
+class Planes:
+    def get(self, flavor):
+        with open({str(started)!r}, "a") as f:
+            f.write(os.environ["PYTEST_XDIST_WORKER"] + " " + flavor + "\\n")
+        return flavor
+
+    def stop(self):
+        pass
+""")
+    (kube / "conftest.py").write_text((ROOT / "tests" / "kube" / "conftest.py").read_text())
+    (kube / "test_planes.py").write_text("""
+import pytest
+
+
+@pytest.mark.parametrize("flavor", ["openshift", "plain"])
+def test_by_parameter(flavor, request):
+    assert request.getfixturevalue(flavor) == flavor
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_openshift(openshift, i):
+    assert openshift == "openshift"
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_plain(plain, i):
+    assert plain == "plain"
+""")
+    res = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
+                                        "--rootdir", str(pytester.path), "tests/kube")
+    res.assert_outcomes(passed=10)
+    lines = started.read_text().split("\n")[:-1]
+    workers = {flavor: {w for w, f in (x.split() for x in lines) if f == flavor} for flavor in ("openshift", "plain")}
+    assert sorted(x.split()[1] for x in lines) == ["openshift", "plain"], lines  # each plane once
+    assert workers["openshift"] != workers["plain"], lines  # on two workers
