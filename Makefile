@@ -77,13 +77,20 @@ help: ## this list
 # DeepSpeed lacks the op).
 NEED_CXX = command -v "$${CXX:-c++}" >/dev/null 2>&1 || { echo "no C++ compiler ($${CXX:-c++} is not on PATH): DeepSpeed's CPU op is compiled when it is installed; install one (Debian/Ubuntu: apt-get install g++; Fedora/RHEL: dnf install gcc-c++; macOS: xcode-select --install) or set CXX" >&2; exit 2; }
 
-# The venv is rebuilt when pyproject.toml changes.
+# The venv is rebuilt when pyproject.toml changes. torch and the rest come through uv
+# (from PyPI, into the venv), which keeps what it downloaded in ~/.cache/uv and links it
+# into each venv: torch's install took 2 min 7 s through pip on every `make venv` (pip kept
+# no copy of its 2.5 GB of wheels), 28 s through uv the first time on a machine and 1.3 s
+# after (docs/benchmarks.md, "make test wall time"). pip stays in the venv for DeepSpeed's
+# build below.
+UV_PIN ?= uv==0.13.9
+UV = $(VENV)/bin/uv pip install -q --python $(PY)
 $(VENV)/.installed: pyproject.toml
 	@$(NEED_CXX)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH_PIN)"
-	$(PY) -m pip install -q -e '.[dev]' numpy matplotlib
+	$(PY) -m pip install -q --upgrade pip "$(UV_PIN)"
+	$(UV) "$(TORCH_PIN)"
+	$(UV) -e '.[dev]' numpy matplotlib
 	bash scripts/dev/install-deepspeed.sh $(PY) "$(DEEPSPEED_PIN)"
 	@touch $@
 
