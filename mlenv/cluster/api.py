@@ -16,6 +16,7 @@ import builtins
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from mlenv.contract import APP as APP_NAME
@@ -29,6 +30,8 @@ if TYPE_CHECKING:
 
 Manifest = dict[str, Any]
 Output = Callable[[str], None]
+# One object by kind, name and namespace (None: cluster-scoped, or the client's default).
+ObjectRef = tuple[str, str, str | None]
 ApplyAction = Literal["created", "configured", "unchanged"]
 
 FIELD_MANAGER = "mlenv"
@@ -67,9 +70,29 @@ def resource_for(kind: str, api_version: str = "v1") -> str:
     return f"{plural(kind)}.{group}" if group else plural(kind)
 
 
+class Unread(Enum):
+    """``apply(live=UNREAD)``: the caller holds no read of the object; apply reads it."""
+
+    UNREAD = "unread"
+
+
+UNREAD = Unread.UNREAD
+
+
 def instance_selector(cluster_name: str) -> dict[str, str]:
     """The labels that select one deployment and nothing else (docs/contracts.md)."""
     return {LABEL_NAME: APP_NAME, LABEL_INSTANCE: cluster_name}
+
+
+@dataclass(frozen=True)
+class Question:
+    """One permission question, as :meth:`ClusterClient.can_i` takes it (never ``as_user``:
+    an impersonated question is asked alone)."""
+
+    verb: str
+    resource: str  # RESOURCE[.GROUP] or RESOURCE[.GROUP]/NAME, as can_i takes it
+    namespace: str | None = None
+    subresource: str | None = None
 
 
 class ApiError(InfraError):
@@ -236,14 +259,32 @@ class ClusterClient(Protocol):
         Raises Forbidden when the user may not impersonate ``as_user``."""
         ...
 
+    def can_i_many(self, questions: Sequence[Question]) -> builtins.list[bool]:
+        """Each question as :meth:`can_i` answers it, in order. i22: OcCluster asks them
+        in one process (a List of SelfSubjectAccessReviews), each one it cannot put there
+        exactly (no namespace, an API group it does not know) and all of them when that
+        call fails by itself; Unreachable raises."""
+        ...
+
     def apply(self, manifest: Manifest, namespace: str | None, *,
               field_manager: str = FIELD_MANAGER, force_conflicts: bool = False,
-              dry_run: bool = False) -> ApplyResult:
-        """Server-side apply one object; raises Conflict (409) or Invalid (422)."""
+              dry_run: bool = False, live: Manifest | None | Unread = UNREAD) -> ApplyResult:
+        """Server-side apply one object; raises Conflict (409) or Invalid (422).
+
+        ``live``: the object as the caller last read it (None: it did not exist), when
+        nothing has written it since; the action (created/configured/unchanged) is then
+        judged against it instead of a fresh read (i22: one client process fewer)."""
         ...
 
     def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:
         """One object, or None when it does not exist."""
+        ...
+
+    def get_many(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Manifest | None]:
+        """Several objects at once, each answered as :meth:`get` answers it (None: it does
+        not exist). A ref the server would not read in the batch or alone (a kind it does
+        not serve, Forbidden) is left out: :meth:`get` it to hear why. Raises Unreachable.
+        i22: one client process per namespace instead of one per object."""
         ...
 
     def list(self, kind: str, namespace: str | None,

@@ -11,7 +11,7 @@ Progress goes to the ``say`` callback; only the CLI prints.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, cast
 
@@ -26,8 +26,11 @@ from mlenv.cluster.api import (
     Forbidden,
     Invalid,
     Manifest,
+    ObjectRef,
     PodView,
+    Question,
     Unreachable,
+    Unread,
     instance_selector,
     plural,
     resource_for,
@@ -211,7 +214,8 @@ class ReadOnce:
 
     def __init__(self, client: ClusterClient) -> None:
         self._client = client
-        self._seen: dict[tuple[str, str, str | None], Manifest | None] = {}
+        self._seen: dict[ObjectRef, Manifest | None] = {}
+        self._answers: dict[Question, bool] = {}
 
     def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:
         """The object as first read (None: it did not exist)."""
@@ -220,6 +224,32 @@ class ReadOnce:
             self._seen[key] = self._client.get(kind, name, namespace)
         got = self._seen[key]
         return None if got is None else json.loads(json.dumps(got))  # callers may change theirs
+
+    def get_many(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Manifest | None]:
+        """i22: the refs not read yet in one :meth:`ClusterClient.get_many` (one client
+        process per namespace, not one per object), then every ref as :meth:`get` has it.
+        A ref the server refused stays unread: the caller's own :meth:`get` meets the
+        refusal where it met it before."""
+        self._seen.update(self._client.get_many([r for r in refs if r not in self._seen]))
+        return {r: self.get(*r) for r in refs if r in self._seen}
+
+    def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
+              as_user: str | None = None, subresource: str | None = None) -> bool:
+        """The answer as first given (i22: preflight primes them all at once, then asks
+        one by one); an impersonated question is always asked."""
+        if as_user is not None:
+            return self._client.can_i(verb, resource, namespace, as_user=as_user, subresource=subresource)
+        q = Question(verb, resource, namespace, subresource)
+        if q not in self._answers:
+            self._answers[q] = self._client.can_i(verb, resource, namespace, subresource=subresource)
+        return self._answers[q]
+
+    def can_i_many(self, questions: Sequence[Question]) -> list[bool]:
+        """The questions not answered yet in one :meth:`ClusterClient.can_i_many`."""
+        todo = [q for q in dict.fromkeys(questions) if q not in self._answers]
+        if todo:
+            self._answers.update(zip(todo, self._client.can_i_many(todo), strict=True))
+        return [self._answers[q] for q in questions]
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._client, name)
@@ -302,6 +332,9 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: ClusterClient | None
     if client is None:
         raise InputError("no cluster connection (internal: client is None)")
     applier, client = client, cast(ClusterClient, ReadOnce(client))  # reads until the apply
+    # i22: every object the checks below read, in one get per namespace
+    client.get_many([(str(m["kind"]), str(m["metadata"]["name"]), _scope(cfg, m)) for m in manifests]
+                    + [("Secret", n, cfg.namespace) for n in (keys.SECRET_NAME, keys.DEVTOOLS_SECRET)])
     from mlenv.cluster import legacy  # i10.3: say what happens to upstream ml-dev-env's objects
 
     for line in legacy.deploy_notice(cfg, legacy.find(client, cfg.namespace)):
@@ -365,11 +398,18 @@ def _apply_phase(cfg: ClusterConfig, opts: DeployOptions, mode: Mode, secrets: l
     remove it."""
     done: list[str] = []
     try:
+        # i22: each object's state before its apply, in one read: the applies before it
+        # write only themselves (a controller's status write in between reads as
+        # "configured", as it could within the one call's time before)
+        reads = client.get_many([(str(m["kind"]), str(m["metadata"]["name"]), _scope(cfg, m))
+                                 for m in secrets + todo])
         for secret in secrets:
-            _apply_retrying(client, secret, cfg.namespace, say, force=True)
+            key = ("Secret", str(secret["metadata"]["name"]), cfg.namespace)
+            _apply_retrying(client, secret, cfg.namespace, say, force=True,
+                            live=reads.get(key, Unread.UNREAD))
             done.append(f"secret/{secret['metadata']['name']}: created")
             say(f"secret/{secret['metadata']['name']} created")
-        _apply_unless_unbuilt(cfg, todo, client, rep, recreate, say, done)
+        _apply_unless_unbuilt(cfg, todo, client, rep, recreate, say, done, reads)
     except ImageNotBuilt:
         raise
     except (ApiError, InfraError) as e:
@@ -417,15 +457,15 @@ def mark_created(m: Manifest, client: ClusterClient, namespace: str | None) -> M
 
 
 def _apply_retrying(client: ClusterClient, m: Manifest, namespace: str | None, say: Say, *,
-                    force: bool = False) -> ApplyResult:
+                    force: bool = False, live: Manifest | None | Unread = Unread.UNREAD) -> ApplyResult:
     """Apply, retrying a failure that is not the plan's fault (not 422, not 403) twice
     with a growing pause: a flaky API must not leave a half-applied namespace. A server
     that did not answer at all is not retried (i22: each try would cost the full API
-    timeout again)."""
+    timeout again). ``live`` serves the first try only: a failed try may have written."""
     for attempt in range(1, APPLY_TRIES + 1):
         try:
             return client.apply(m, namespace, field_manager=FIELD_MANAGER,
-                                force_conflicts=force)
+                                force_conflicts=force, live=live if attempt == 1 else Unread.UNREAD)
         except (Invalid, Forbidden, Unreachable):
             raise
         except (ApiError, InfraError) as e:
@@ -555,9 +595,9 @@ def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient
             say(f"{ref}: not in the server-side dry run: its role {role} is created by this "
                 "deploy (RBAC's escalation check reads it; preflight checked you hold what it grants)")
             continue
-        try:
+        try:  # i22: judged against deploy's read (ReadOnce: nothing wrote it since)
             res = client.apply(m, _scope(cfg, m), field_manager=FIELD_MANAGER, dry_run=True,
-                               force_conflicts=kind == "Secret")
+                               force_conflicts=kind == "Secret", live=client.get(kind, name, _scope(cfg, m)))
         except Invalid as e:
             if kind in RECREATABLE and _immutable(e):
                 recreate[ref] = ("its spec changed in fields a Pod cannot update in place"
@@ -616,18 +656,24 @@ def _claim_size_hint(e: Invalid, claim: Manifest, client: ClusterClient, ns: str
 
 def _apply_all(cfg: ClusterConfig, manifests: list[Manifest], client: ClusterClient,
                rep: DeployReport, recreate: dict[str, str], say: Say,
-               done: list[str] | None = None) -> None:
+               done: list[str] | None = None,
+               reads: dict[ObjectRef, Manifest | None] | None = None) -> None:
     """Apply in order; ``done`` collects "ref: action" lines (a deleted-for-recreate
-    object that could not be re-applied is listed as deleted) for the failure report."""
+    object that could not be re-applied is listed as deleted) for the failure report.
+    ``reads``: objects as read before the first apply (the rest, and what is recreated,
+    are read by the apply itself)."""
     done = [] if done is None else done
     for m in manifests:
         kind, name, ref = str(m["kind"]), m["metadata"]["name"], _ref(m)
+        key = (kind, str(name), _scope(cfg, m))
+        live: Manifest | None | Unread = (reads or {}).get(key, Unread.UNREAD)
         if ref in recreate:
             _recreate(client, kind, cfg.namespace, name, recreate[ref], say)
             rep.recreated.append(ref)
             done.append(f"{ref}: DELETED to be recreated, not yet re-applied")
+            live = Unread.UNREAD
         try:
-            res = _apply_retrying(client, m, _scope(cfg, m), say)
+            res = _apply_retrying(client, m, _scope(cfg, m), say, live=live)
         except Invalid as e:
             if kind not in RECREATABLE or ref in rep.recreated or not _immutable(e):
                 raise
@@ -645,16 +691,17 @@ def _apply_all(cfg: ClusterConfig, manifests: list[Manifest], client: ClusterCli
 
 
 def _apply_unless_unbuilt(cfg: ClusterConfig, todo: list[Manifest], client: ClusterClient,
-                          rep: DeployReport, recreate: dict[str, str], say: Say, done: list[str]) -> None:
+                          rep: DeployReport, recreate: dict[str, str], say: Say, done: list[str],
+                          reads: dict[ObjectRef, Manifest | None] | None = None) -> None:
     """:func:`_apply_all` in plan order, but the workloads that run the ImageStream's image
     only once it has one (i22.8): it is looked at when the first workload is due (the
     ImageStream and BuildConfig come before it in the plan, so a first deploy has made
     them). Held workloads: everything else is applied, then ImageNotBuilt."""
     first = next((i for i, m in enumerate(todo) if _runs_our_image(cfg, m)), len(todo))
-    _apply_all(cfg, todo[:first], client, rep, recreate, say, done)
+    _apply_all(cfg, todo[:first], client, rep, recreate, say, done, reads)
     unbuilt = image_not_built(cfg, client) if first < len(todo) else ""
     held = [m for m in todo[first:] if unbuilt and _runs_our_image(cfg, m)]
-    _apply_all(cfg, [m for m in todo[first:] if m not in held], client, rep, recreate, say, done)
+    _apply_all(cfg, [m for m in todo[first:] if m not in held], client, rep, recreate, say, done, reads)
     if held:
         raise ImageNotBuilt(
             f"{', '.join(_ref(m) for m in held)} not started: {unbuilt}. Everything else is applied "

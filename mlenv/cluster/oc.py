@@ -40,6 +40,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import IO, TYPE_CHECKING, Any, Literal
 
 from mlenv import argv
@@ -64,8 +65,11 @@ from mlenv.cluster.api import (
     NodeUnreachable,
     NotFound,
     NotLoggedIn,
+    ObjectRef,
     Output,
+    Question,
     Unreachable,
+    Unread,
 )
 from mlenv.errors import InfraError
 
@@ -98,6 +102,43 @@ def _resource_ref(ref: str) -> str:
     """``auth can-i`` takes ``RESOURCE`` or ``RESOURCE/NAME`` (e.g. ``scc/NAME``)."""
     kind, _, nm = ref.partition("/")
     return argv.resource(kind) + (f"/{argv.name(kind, nm)}" if nm else "")
+
+
+# The API group of each resource word that can_i callers pass without one (preflight's
+# exec, bind and grant questions): `auth can-i` finds it through discovery, a
+# SelfSubjectAccessReview must name it. Every other kind comes group-qualified
+# (api.resource_for); a word in neither is asked alone.
+RESOURCE_GROUPS = {
+    **dict.fromkeys(("pods", "services", "secrets", "configmaps", "serviceaccounts",
+                     "persistentvolumeclaims", "endpoints", "events", "namespaces", "nodes",
+                     "persistentvolumes"), ""),
+    **dict.fromkeys(("roles", "rolebindings", "clusterroles", "clusterrolebindings"),
+                    "rbac.authorization.k8s.io"),
+    "securitycontextconstraints": "security.openshift.io",
+}
+
+
+def review_attributes(q: Question) -> dict[str, str] | None:
+    """The ``spec.resourceAttributes`` of a SelfSubjectAccessReview asking what ``auth
+    can-i`` asks for ``q``, or None when that is not certain: no namespace (kubectl asks
+    in the kubeconfig's), or a resource word whose API group is not known here. Values
+    are checked as can_i checks them (UnsafeArgument)."""
+    argv.verb(q.verb)
+    _resource_ref(q.resource)
+    if q.subresource:
+        argv.resource(q.subresource)
+    if not q.namespace:
+        return None
+    argv.name("Namespace", q.namespace)
+    word, _, name = q.resource.partition("/")
+    plural_, dot, group = word.lower().partition(".")  # kubectl lowers the word, not the name
+    if not dot:
+        if plural_ not in RESOURCE_GROUPS:
+            return None
+        group = RESOURCE_GROUPS[plural_]
+    attrs = {"namespace": q.namespace, "verb": q.verb, "group": group, "resource": plural_,
+             "subresource": q.subresource or "", "name": name}
+    return {k: v for k, v in attrs.items() if v}  # the server echoes no empty field
 
 
 def check_kubeconfig(flag: str | None = None) -> None:
@@ -248,6 +289,21 @@ def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraErr
             or "no matches for kind" in low):
         return NotFound(msg, kind=kind, name=name)
     return ApiError(msg, kind=kind, name=name)
+
+
+def json_documents(text: str) -> list[dict[str, Any]]:
+    """The JSON objects in a client's output, one after another (``create -f -`` of a List
+    prints each object it made; ``get`` of several prints one List)."""
+    dec, i = json.JSONDecoder(), 0
+    out: list[dict[str, Any]] = []
+    while True:
+        while i < len(text) and text[i].isspace():
+            i += 1
+        if i >= len(text):
+            return out
+        doc, i = dec.raw_decode(text, i)
+        if isinstance(doc, dict):
+            out.append(doc)
 
 
 def event_time(e: dict[str, Any]) -> str:
@@ -499,15 +555,63 @@ class OcCluster:
                 raise e
         return out.strip().startswith("yes")
 
+    def can_i_many(self, questions: Sequence[Question]) -> builtins.list[bool]:
+        """``create -f - -o json`` of a List of SelfSubjectAccessReviews (one process, each
+        ``status.allowed`` read back in order) for the questions :func:`review_attributes`
+        can put exactly; the rest, or all when that call fails (Unreachable raises), as
+        :meth:`can_i`, side by side."""
+        asked = [(i, a) for i, q in enumerate(questions) if (a := review_attributes(q)) is not None]
+        answers: dict[int, bool] = {}
+        if len(asked) > 1:
+            got = self._reviews([a for _, a in asked])
+            answers = {i: ok for (i, _), ok in zip(asked, got or [], strict=False)}
+        rest = [i for i in range(len(questions)) if i not in answers]
+
+        def ask(i: int) -> bool:
+            q = questions[i]
+            return self.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource)
+
+        # one `auth can-i` process each: ask them side by side
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers.update(zip(rest, pool.map(ask, rest), strict=True))
+        return [answers[i] for i in range(len(questions))]
+
+    def _reviews(self, attrs: Sequence[dict[str, str]]) -> builtins.list[bool] | None:
+        """``status.allowed`` of one SelfSubjectAccessReview per ``attrs``, or None when the
+        call failed or answered anything but those reviews, in order."""
+        body = {"apiVersion": "v1", "kind": "List", "items": [
+            {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
+             "spec": {"resourceAttributes": a}} for a in attrs]}
+        rc, out, err, stuck = self._run("create", ["--output=json", "--filename=-"],
+                                        stdin=json.dumps(body))
+        if stuck or rc != 0:
+            e = self._error(err or out, stuck)
+            if isinstance(e, Unreachable):
+                raise e
+            return None
+        try:
+            docs = [o for d in json_documents(out) for o in
+                    ((d.get("items") or []) if d.get("kind") == "List" else [d])]
+        except ValueError:
+            return None
+        if len(docs) != len(attrs):
+            return None
+        for d, a in zip(docs, attrs, strict=True):
+            echo = (d.get("spec") or {}).get("resourceAttributes") or {}
+            if d.get("kind") != "SelfSubjectAccessReview" or any(echo.get(k) != v for k, v in a.items()):
+                return None
+        return [(d.get("status") or {}).get("allowed") is True for d in docs]
+
     # -- objects ----------------------------------------------------------------------
 
     def apply(self, manifest: Manifest, namespace: str | None, *,
               field_manager: str = FIELD_MANAGER, force_conflicts: bool = False,
-              dry_run: bool = False) -> ApplyResult:
+              dry_run: bool = False, live: Manifest | None | Unread = Unread.UNREAD) -> ApplyResult:
         """``apply --server-side``; the action comes from comparing with the live object
-        (resourceVersions for a real apply; content for a dry run, which bumps nothing)."""
+        (resourceVersions for a real apply; content for a dry run, which bumps nothing),
+        read here unless the caller passes the read it holds (``live``)."""
         kind, name = manifest["kind"], argv.name(manifest["kind"], manifest["metadata"]["name"])
-        before = self.get(kind, name, namespace)
+        before = self.get(kind, name, namespace) if isinstance(live, Unread) else live
         args = ["--server-side", f"--field-manager={field_manager}", "--output=json", "--filename=-"]
         if force_conflicts:
             args.append("--force-conflicts")
@@ -545,6 +649,59 @@ class OcCluster:
             return None
         obj: Manifest = json.loads(out)
         return obj
+
+    def get_many(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Manifest | None]:
+        """``get KIND/NAME KIND/NAME … -o json --ignore-not-found``, one call per namespace
+        (cluster-scoped kinds in a call of their own), the List's items matched back by
+        kind, name and namespace. When that call fails for any reason but an unreachable
+        server (a kind the server does not serve, Forbidden on one kind) the refs of that
+        call are read one by one, so each answer, and each refusal a later :meth:`get`
+        repeats, is exactly what it is alone; a refused ref is left out."""
+        groups: dict[str | None, builtins.list[ObjectRef]] = {}
+        for ref in dict.fromkeys(refs):  # once each, in order
+            groups.setdefault(None if ref[0] in CLUSTER_SCOPED_KINDS else ref[2], []).append(ref)
+        out: dict[ObjectRef, Manifest | None] = {}
+        for namespace, group in groups.items():
+            got = self._get_batch(namespace, group) if len(group) > 1 else None
+            if got is None:
+                got = {}
+                for ref in group:
+                    try:
+                        got[ref] = self.get(*ref)
+                    except ApiError:
+                        continue  # a later get() says why, as it would have
+            out.update(got)
+        return out
+
+    def _get_batch(self, namespace: str | None,
+                   refs: Sequence[ObjectRef]) -> dict[ObjectRef, Manifest | None] | None:
+        """One ``get`` of ``refs`` (one namespace); None when the call failed (Unreachable
+        raises: a server that does not answer would not answer each ref either)."""
+        words = [f"{argv.resource(k)}/{argv.name(k, n)}" for k, n, _ in refs]
+        rc, out, err, stuck = self._run("get", ["--output=json", "--ignore-not-found"], words,
+                                        namespace=namespace)
+        if stuck or rc != 0:
+            e = self._error(err or out, stuck)
+            if isinstance(e, Unreachable):
+                raise e
+            return None
+        try:
+            items = [o for doc in json_documents(out) for o in
+                     (doc.get("items") or [] if doc.get("kind") == "List" else [doc])]
+        except ValueError:
+            return None
+        asked: dict[tuple[str, str], builtins.list[ObjectRef]] = {}
+        for ref in refs:
+            asked.setdefault((ref[0], ref[1]), []).append(ref)
+        answer: dict[ObjectRef, Manifest | None] = dict.fromkeys(refs)
+        for obj in items:
+            meta = obj.get("metadata") or {}
+            mine = asked.get((str(obj.get("kind", "")), str(meta.get("name", ""))))
+            if not mine or (namespace and meta.get("namespace") != namespace):
+                return None  # an answer to something not asked: trust none of it
+            for ref in mine:
+                answer[ref] = obj if ref is mine[0] else json.loads(json.dumps(obj))
+        return answer
 
     def list(self, kind: str, namespace: str | None,
              selector: dict[str, str] | None = None) -> builtins.list[Manifest]:

@@ -13,7 +13,6 @@ user may not create/patch it, that is a problem naming the file an admin should 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 from urllib.parse import urlparse
@@ -28,6 +27,7 @@ from mlenv.cluster.api import (
     Forbidden,
     Manifest,
     NotFound,
+    Question,
     plural,
     resource_for,
 )
@@ -170,25 +170,38 @@ def _kinds(manifests: list[Manifest]) -> dict[str, str]:
     return out
 
 
+def _bind_questions(ns: str, manifests: list[Manifest]) -> list[Question]:
+    """What :func:`_check_binds` may ask (bind, escalate, each grant of the bound role),
+    asked up front with the permission questions: one too many costs nothing in a batch."""
+    out: list[Question] = []
+    for m in manifests:
+        ref = m.get("roleRef") or {}
+        if m.get("kind") != "RoleBinding" or ref.get("kind") not in ("Role", "ClusterRole"):
+            continue
+        res = "clusterroles" if ref.get("kind") == "ClusterRole" else "roles"
+        out += [Question(v, f"{res}/{ref.get('name', '')}", ns) for v in ("bind", "escalate")]
+        for verb, grant in _role_grants(str(ref.get("name", "")), manifests, str(ref.get("kind"))):
+            base, _, rest = grant.partition("/")
+            sub, _, name = rest.rpartition("/") if rest.count("/") else ("", "", rest)
+            out.append(Question(verb, f"{base}/{name}" if sub else grant, ns, sub or None))
+    return out
+
+
 def _check_permissions(ns: str, manifests: list[Manifest], client: ClusterClient,
                        rep: PreflightReport) -> None:
-    """create + patch for every namespaced kind of the plan (and the ssh Secret), exec."""
+    """create + patch for every namespaced kind of the plan (and the ssh Secret), exec.
+    i22: asked in one :meth:`ClusterClient.can_i_many` with the questions the bind checks
+    may ask later (deploy's client keeps the answers: they ask again one by one)."""
     kinds = _kinds(manifests)
     kinds.setdefault("Secret", "v1")  # the per-deployment ssh key Secret
     questions = [(kind, verb, resource_for(kind, api_version))
                  for kind, api_version in kinds.items()
                  if kind not in CLUSTER_SCOPED_KINDS  # _check_cluster_scoped: maybe an admin's
                  for verb in ("create", "patch")] + [("", "create", "pods/exec")]
-
-    def ask(q: tuple[str, str, str]) -> bool:
-        kind, verb, res = q
-        if not kind:  # i22: the exec subresource, not `can-i create pods/exec` (a pod named exec)
-            return client.can_i(verb, "pods", ns, subresource="exec")
-        return client.can_i(verb, res, ns)
-
-    # one `auth can-i` process each: ask them side by side
-    with ThreadPoolExecutor(max_workers=8) as pool:
-        answers = list(pool.map(ask, questions))
+    # i22: the exec subresource, not `can-i create pods/exec` (a pod named exec)
+    asked = [Question(verb, res, ns) if kind else Question(verb, "pods", ns, "exec")
+             for kind, verb, res in questions]
+    answers = client.can_i_many(asked + _bind_questions(ns, manifests))[:len(asked)]
     for (kind, verb, res), ok in zip(questions, answers, strict=True):
         if ok:
             continue

@@ -42,6 +42,7 @@ from mlenv.cluster.api import (
     NotFound,
     Unreachable,
 )
+from mlenv.cluster.oc import OcCluster
 from mlenv.testing.fakecluster import FakeCluster
 
 STATE_ENV = "FAKE_KUBECTL_STATE"
@@ -70,6 +71,7 @@ _OPTIONS: dict[str, dict[str, bool]] = {
               "--filename": True, "--force-conflicts": False, "--dry-run": True},
     "delete": {"--cascade": True, "--ignore-not-found": False, "--wait": True, "--output": True},
     "auth can-i": {"--as": True, "--subresource": True},
+    "create": {"--output": True, "--filename": True},
     "auth whoami": {"--output": True},
     "config view": {"--minify": False, "--output": True},
     "logs": {"--tail": True, "-f": False},
@@ -235,6 +237,8 @@ def run(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]) -
         return _get(fake, call, out)
     if c == "apply":
         return _apply(fake, call, stdin, out)
+    if c == "create":
+        return _create_reviews(fake, call, stdin, out)
     if c == "delete":
         return _delete(fake, call, out)
     if c == "logs":
@@ -257,6 +261,8 @@ def _get(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:
     _need(call, "--output", "json")
     if len(names) == 1 and names[0] == "events":
         return _events(fake, call, out)
+    if names and all("/" in n for n in names):
+        return _get_refs(fake, call, out)
     if len(names) == 2:
         if set(opts) != {"--output", "--ignore-not-found"}:
             raise Unsupported("get KIND NAME needs exactly --output=json --ignore-not-found")
@@ -274,6 +280,28 @@ def _get(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:
     items = fake.list(kind, None if every else _ns(kind, call),
                       _selector(opts["--selector"]) if "--selector" in opts else None)
     out(json.dumps({"apiVersion": "v1", "kind": "List", "items": items,
+                    "metadata": {"resourceVersion": ""}}, indent=4) + "\n")
+    return 0
+
+
+def _get_refs(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:
+    """``get KIND/NAME … --ignore-not-found``: one object as itself, several as a List of
+    those found (i22: get_many). A refused read fails the whole call (kubectl prints the
+    objects it found, the client discards them on exit 1)."""
+    if set(call.options) != {"--output", "--ignore-not-found"}:
+        raise Unsupported("get KIND/NAME … needs exactly --output=json --ignore-not-found")
+    found = []
+    for word in call.positionals:
+        kind_word, _, name = word.partition("/")
+        kind = _kind(kind_word)
+        obj = fake.get(kind, name, _ns(kind, call))
+        if obj is not None:
+            found.append(obj)
+    if len(call.positionals) == 1:
+        if found:
+            out(json.dumps(found[0], indent=4) + "\n")
+        return 0
+    out(json.dumps({"apiVersion": "v1", "kind": "List", "items": found,
                     "metadata": {"resourceVersion": ""}}, indent=4) + "\n")
     return 0
 
@@ -351,6 +379,33 @@ def _apply(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]
     return 0
 
 
+def _create_reviews(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]) -> int:
+    """``create --output=json --filename=-`` of SelfSubjectAccessReviews (one, or a List):
+    each answered by the fake's ``can_i`` (the resource as ``RESOURCE.GROUP/NAME``) and
+    printed as kubectl prints what it created, one JSON object after another."""
+    if call.positionals or call.namespace:
+        raise Unsupported("create takes no names and no namespace (the reviews are cluster-scoped)")
+    _need(call, "--filename", "-")
+    _need(call, "--output", "json")
+    try:
+        doc = json.loads(stdin)
+    except ValueError as e:
+        raise KubectlError(f"error: error parsing STDIN: {e}") from None
+    items = doc.get("items") if isinstance(doc, dict) and doc.get("kind") == "List" else [doc]
+    for item in items or []:
+        attrs = ((item or {}).get("spec") or {}).get("resourceAttributes")
+        if item.get("kind") != "SelfSubjectAccessReview" or not isinstance(attrs, dict):
+            raise Unsupported("create of anything but SelfSubjectAccessReviews with resourceAttributes")
+        resource = ".".join(p for p in (attrs.get("resource", ""), attrs.get("group", "")) if p)
+        if attrs.get("name"):
+            resource += f"/{attrs['name']}"
+        allowed = fake.can_i(str(attrs.get("verb", "")), resource, attrs.get("namespace") or None,
+                             subresource=attrs.get("subresource") or None)
+        out(json.dumps({**item, "metadata": {"creationTimestamp": None},
+                        "status": {"allowed": allowed}}, indent=4) + "\n")
+    return 0
+
+
 def _exec(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]) -> int:
     if len(call.positionals) != 1 or not call.namespace or not call.container_argv:
         raise Unsupported("exec --namespace=NS [-i] POD -- ARGV…")
@@ -406,6 +461,55 @@ def _fail(message: str, code: int) -> NoReturn:
     raise SystemExit(code)
 
 
+def answer(fake: FakeCluster, args: Sequence[str], stdin: str) -> tuple[int, str, str]:
+    """What ``kubectl ARGS`` prints against ``fake``: (exit code, stdout, stderr). The fake
+    is changed as the call changes it (the caller saves it). i22: the deploy call-count
+    test runs :class:`~mlenv.cluster.oc.OcCluster` through this in one process."""
+    try:
+        call = parse(args)
+    except Unsupported as e:
+        return UNSUPPORTED, "", f"fake kubectl: unsupported argv ({e}): {json.dumps(list(args))}\n"
+    chunks: list[str] = []
+    try:
+        code = run(fake, call, stdin if call.command in ("apply", "create") or "-i" in call.options else "",
+                   chunks.append)
+    except Unsupported as e:
+        return UNSUPPORTED, "", f"fake kubectl: unsupported argv ({e}): {json.dumps(list(args))}\n"
+    except KubectlError as e:
+        return 1, "", str(e).rstrip("\n") + "\n"
+    except Unreachable as e:
+        return 1, "", f"Unable to connect to the server: {e}\n"
+    except ApiError as e:
+        return 1, "", _status_error(e).rstrip("\n") + "\n"
+    return code, "".join(chunks), ""
+
+
+class InProcess(OcCluster):
+    """The real client, each of its captured calls answered by :func:`answer` in this
+    process (no kubectl, no Python start-up per call) and recorded in :attr:`calls` (the
+    argv after the binary). Time is the fake's: its controllers run on :meth:`pause`. The
+    streaming verbs (exec_stream, logs -f, rsync) are not wired: they start processes."""
+
+    def __init__(self, fake: FakeCluster) -> None:
+        super().__init__("kubectl")
+        self.fake = fake
+        self.calls: list[list[str]] = []
+
+    def _call(self, line: Sequence[str], stdin: str | None,  # type: ignore[override]
+              timeout: float) -> tuple[int, str, str, bool]:
+        self.calls.append(list(line[1:]))
+        rc, out, err = answer(self.fake, line[1:], stdin or "")
+        return rc, out, err, False
+
+    def monotonic(self) -> float:
+        """The fake's clock."""
+        return self.fake.monotonic()
+
+    def pause(self, seconds: float) -> None:
+        """The fake's controllers run instead of a sleep."""
+        self.fake.pause(seconds)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Entry point: ``kubectl ARGS…`` against the fake saved in ``$FAKE_KUBECTL_STATE``."""
     args = list(sys.argv[1:] if argv is None else argv)
@@ -416,23 +520,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         call = parse(args)
     except Unsupported as e:
         _fail(f"fake kubectl: unsupported argv ({e}): {json.dumps(args)}", UNSUPPORTED)
-    stdin = sys.stdin.read() if call.command == "apply" or "-i" in call.options else ""
+    stdin = sys.stdin.read() if call.command in ("apply", "create") or "-i" in call.options else ""
     fake = FakeCluster.load(path)
-    chunks: list[str] = []
-    try:
-        code = run(fake, call, stdin, chunks.append)
-    except Unsupported as e:
-        _fail(f"fake kubectl: unsupported argv ({e}): {json.dumps(args)}", UNSUPPORTED)
-    except KubectlError as e:
-        fake.save(path)
-        _fail(str(e), 1)
-    except Unreachable as e:
-        _fail(f"Unable to connect to the server: {e}", 1)
-    except ApiError as e:
-        fake.save(path)
-        _fail(_status_error(e), 1)
-    fake.save(path)
-    sys.stdout.write("".join(chunks))
+    code, out, err = answer(fake, args, stdin)
+    if code != UNSUPPORTED:
+        fake.save(path)  # as before: an unsupported argv changed nothing
+    sys.stdout.write(out)
+    sys.stderr.write(err)
     raise SystemExit(code)
 
 

@@ -25,7 +25,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from mlenv.cluster.api import ClusterClient, Forbidden, Manifest, NotFound
+from mlenv.cluster.api import (
+    ApiError,
+    ClusterClient,
+    Forbidden,
+    Manifest,
+    NotFound,
+    ObjectRef,
+    Question,
+)
 from mlenv.config.rules import parse_quantity
 
 # What a project admin may not do on OpenShift or in the tier (the fake's `denied` for the
@@ -245,6 +253,58 @@ def openshift_kinds_exist_only_on_openshift(st: Stage) -> None:
         raise ScenarioFailed(f"[{st.side}] applying a {kind} on plain Kubernetes is refused; it was accepted")
 
 
+def _one_by_one(client: ClusterClient, refs: list[ObjectRef]) -> dict[ObjectRef, Any]:
+    """Each ref as ``get`` reads it alone (uid, or None), left out where get is refused."""
+    out: dict[ObjectRef, Any] = {}
+    for ref in refs:
+        try:
+            got = client.get(*ref)
+        except ApiError:
+            continue
+        out[ref] = None if got is None else got["metadata"]["uid"]
+    return out
+
+
+def many_objects_read_at_once_answer_as_each_alone(st: Stage) -> None:
+    """i22: ``get_many`` (one ``kubectl get KIND/NAME …`` per namespace, kubectl answering
+    a List) reads what ``get`` reads one by one, for the admin and for the project admin,
+    whom the API refuses cluster-scoped reads (the batch fails and falls back to one get
+    each); a kind the server does not serve (ImageStream off OpenShift) is left out."""
+    st.admin.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "many", "labels": dict(LABELS)},
+                    "data": {"k": "v"}}, st.namespace)
+    refs: list[ObjectRef] = [("ConfigMap", "many", st.namespace), ("ConfigMap", "absent", st.namespace),
+                             ("ServiceAccount", "default", st.namespace), ("ImageStream", "absent", st.namespace),
+                             ("Namespace", st.namespace, None), ("Namespace", "default", None)]
+    for who, client in (("admin", st.admin), ("project admin", st.user)):
+        got = {ref: None if obj is None else obj["metadata"]["uid"]
+               for ref, obj in client.get_many(refs).items()}
+        st.expect(got == _one_by_one(client, refs), f"get_many reads as get does, for the {who}", got)
+        st.expect(got.get(("ConfigMap", "many", st.namespace)) is not None, f"the {who} reads its ConfigMap", got)
+    st.admin.delete("ConfigMap", "many", st.namespace)
+
+
+def many_questions_asked_at_once_answer_as_each_alone(st: Stage) -> None:
+    """i22: ``can_i_many`` (one List of SelfSubjectAccessReviews, the API group given
+    where ``auth can-i`` finds it through discovery) answers what ``auth can-i`` answers
+    one by one, for the admin and for the project admin; a subresource is not a name
+    (``pods`` + exec vs a pod named exec), and an unknown word or a question without a
+    namespace is asked alone."""
+    ns = st.namespace
+    questions = [Question("create", "rolebindings", ns), Question("create", "rolebindings.rbac.authorization.k8s.io", ns),
+                 Question("bind", "clusterroles/mlenv-scenario-role", ns), Question("escalate", "roles/any", ns),
+                 Question("create", "pods", ns, "exec"), Question("create", "pods/exec", ns),
+                 Question("get", "pods/ml-dev-env-0", ns), Question("use", f"securitycontextconstraints/{SCC_NAME}", ns),
+                 Question("patch", "statefulsets.apps", ns), Question("create", "imagestreams.image.openshift.io", ns),
+                 Question("create", "networkpolicies.networking.k8s.io", ns), Question("create", "secrets", ns),
+                 Question("create", "clusterroles"), Question("list", "nodes", "default"), Question("get", "widgets", ns)]
+    for who, client in (("admin", st.admin), ("project admin", st.user)):
+        alone = [client.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource) for q in questions]
+        st.expect(client.can_i_many(questions) == alone, f"can_i_many answers as can_i does, for the {who}",
+                  list(zip([f"{q.verb} {q.resource} {q.subresource or ''}".strip() for q in questions], alone, strict=True)))
+    st.expect(st.user.can_i("create", "rolebindings", ns) and not st.user.can_i("bind", "clusterroles/mlenv-scenario-role", ns),
+              "the project admin may create rolebindings and may not bind a cluster role")
+
+
 SCENARIOS: dict[str, Callable[[Stage], None]] = {f.__name__: f for f in (
     binding_a_cluster_role_needs_bind_or_its_grants,
     quantities_come_back_in_canonical_form,
@@ -252,5 +312,7 @@ SCENARIOS: dict[str, Callable[[Stage], None]] = {f.__name__: f for f in (
     a_changed_template_replaces_every_pod_with_the_new_revision,
     an_image_that_cannot_be_pulled_is_said_by_the_pod,
     openshift_kinds_exist_only_on_openshift,
+    many_objects_read_at_once_answer_as_each_alone,
+    many_questions_asked_at_once_answer_as_each_alone,
 )}
 

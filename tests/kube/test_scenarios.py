@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 from _kubeenv import MISSING_IMAGE, Plane
 
+from mlenv.cluster.api import ObjectRef, Question
 from mlenv.cluster.oc import OcCluster
 from mlenv.testing.scenarios import SCENARIOS, Stage
 
@@ -25,5 +26,34 @@ def test_the_real_server_does_what_the_scenario_says(scenario: str, openshift: P
     SCENARIOS[scenario](plane_stage(openshift, True))
 
 
-def test_the_plain_flavour_serves_no_openshift_kind(plain: Plane) -> None:
-    SCENARIOS["openshift_kinds_exist_only_on_openshift"](plane_stage(plain, False))
+# i22: the batched calls meet a plain API too (ImageStream unserved: the batch falls back)
+@pytest.mark.parametrize("scenario", ["openshift_kinds_exist_only_on_openshift",
+                                      "many_objects_read_at_once_answer_as_each_alone",
+                                      "many_questions_asked_at_once_answer_as_each_alone"])
+def test_the_plain_flavour_serves_no_openshift_kind(scenario: str, plain: Plane) -> None:
+    SCENARIOS[scenario](plane_stage(plain, False))
+
+
+def test_each_batch_is_one_kubectl_call_on_the_real_server(openshift: Plane) -> None:
+    """i22: the scenarios above hold even where a batch falls back to one call per object
+    or question; here the real kubectl and server take each batch as it is sent: `get
+    KIND/NAME …` answers a List, `create -f -` of a List of SelfSubjectAccessReviews
+    answers each review, for the admin and for the project admin."""
+    st = plane_stage(openshift, True)
+    ns = st.namespace
+    refs: list[ObjectRef] = [("ServiceAccount", "default", ns), ("ConfigMap", "kube-root-ca.crt", ns),
+                             ("ConfigMap", "absent", ns)]
+    questions = [Question("create", "pods", ns, "exec"), Question("bind", "clusterroles/absent", ns),
+                 Question("patch", "statefulsets.apps", ns), Question("create", "secrets", ns)]
+    for client in (st.admin, st.user):
+        assert isinstance(client, OcCluster)
+        lines: list[str] = []
+        client.trace = lines.append
+        got = client.get_many(refs)
+        answers = client.can_i_many(questions)
+        assert len(lines) == 2, lines  # no fallback
+        assert got[refs[0]] is not None and got[refs[1]] is not None and got[refs[2]] is None
+        client.trace = None
+        assert answers == [client.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource)
+                           for q in questions]
+    assert st.admin.can_i_many(questions[1:2]) == [True] and st.user.can_i_many(questions[1:2]) == [False]

@@ -5,8 +5,17 @@ admission of pod specs, and the fields the API server refuses to update."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 
-from mlenv.cluster.api import OPENSHIFT_KINDS, Forbidden, Invalid, Manifest, NotFound, plural
+from mlenv.cluster.api import (
+    OPENSHIFT_KINDS,
+    Forbidden,
+    Invalid,
+    Manifest,
+    NotFound,
+    Question,
+    plural,
+)
 from mlenv.testing.fakecluster.state import FakeState, _key
 
 STS_IMMUTABLE = ("selector", "volumeClaimTemplates", "serviceName", "podManagementPolicy")
@@ -58,6 +67,12 @@ class Admission(FakeState):
         if subresource:
             return f"{verb} {base}/{subresource}" not in self.denied
         return f"{verb} {base}" not in self.denied
+
+    def can_i_many(self, questions: Sequence[Question]) -> list[bool]:
+        """Each question as :meth:`can_i` answers it (i22: the real client asks them in one
+        List of SelfSubjectAccessReviews; the fake kubectl answers that with this logic)."""
+        self._check_reachable()
+        return [self.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource) for q in questions]
 
     def _require(self, verb: str, resource: str, kind: str = "", name: str = "") -> None:
         """Forbidden (403) naming the object, as the API server words it, unless allowed

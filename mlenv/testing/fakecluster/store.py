@@ -20,6 +20,8 @@ from mlenv.cluster.api import (
     Invalid,
     Manifest,
     NotFound,
+    ObjectRef,
+    Unread,
     plural,
 )
 from mlenv.cluster.nodemarks import HEALTH_FAIL, TAINT_EFFECT, NodeMarks
@@ -147,8 +149,9 @@ class ObjectStore(Admission):
 
     def apply(self, manifest: Manifest, namespace: str | None, *,
               field_manager: str = FIELD_MANAGER, force_conflicts: bool = False,
-              dry_run: bool = False) -> ApplyResult:
-        """Server-side apply with field ownership, conflicts and immutable fields."""
+              dry_run: bool = False, live: Manifest | None | Unread = Unread.UNREAD) -> ApplyResult:
+        """Server-side apply with field ownership, conflicts and immutable fields (``live``
+        is ignored: the fake judges the action against its own state, which is live)."""
         self._check_reachable()
         kind = manifest.get("kind", "")
         name = (manifest.get("metadata") or {}).get("name", "")
@@ -249,6 +252,17 @@ class ObjectStore(Admission):
             kind = "Namespace"
         obj = self.objects.get(_key(kind, namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
+
+    def get_many(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Manifest | None]:
+        """Each ref as :meth:`get` answers it; one :meth:`get` would refuse is left out."""
+        self._check_reachable()
+        out: dict[ObjectRef, Manifest | None] = {}
+        for ref in refs:
+            try:
+                out[ref] = self.get(*ref)
+            except ApiError:
+                continue
+        return out
 
     def list(self, kind: str, namespace: str | None,
              selector: dict[str, str] | None = None) -> list[Manifest]:
