@@ -5,7 +5,10 @@ kwokns.sh (the whole host read-only in kwok's mount namespace, except the tier's
 with a PATH that holds only links to confine.sh, which runs the command chrooted into an
 overlay whose upper layer is the pod's folder. Here the same scripts run as kwok would
 run them (``env -i PATH=<shims> … sh -c …`` inside kwokns.sh), so what is proven is the
-confinement itself; tests/kube proves it again through the apiserver and kwok.
+confinement itself; tests/kube proves it again through the apiserver and kwok. Each pod
+here has a network namespace of its own (a holder process, as the tier's pod-root
+controller starts one: podnet.py), without a veth: which namespace a command runs in is
+what is proven here; the pods' addresses are tests/integration/test_kube_podnet.py's.
 """
 
 from __future__ import annotations
@@ -14,23 +17,33 @@ import os
 import shutil
 import subprocess
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from mlenv.testing.kube import plane
+from mlenv.testing.kube import plane, podnet
 
 pytestmark = [pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
                                  reason="needs root and unshare (mount namespaces, overlayfs)")]
 
 
 @pytest.fixture
-def tier(tmp_path: Path) -> plane.Tier:
+def tier(tmp_path: Path) -> Iterator[plane.Tier]:
     t = plane.Tier(tmp_path / "tier")
     for sub in ("bin", "shims", "pods", "volumes"):
         (t.folder / sub).mkdir(parents=True)
     plane._make_shims(t)
-    return t
+    yield t
+    podnet.release_all(t.folder / "pods")
+
+
+def _holder(root: Path) -> podnet.PodNet:
+    """A network namespace for the pod at ``root``, recorded as the controller records it."""
+    pid, started, inode = podnet.start_holder()
+    rec = podnet.PodNet(pid, started, inode, "none", "0.0.0.0", uuid.uuid4().hex)
+    (root / podnet.RECORD).write_text(rec.line())
+    return rec
 
 
 def _as_kwok(tier: plane.Tier, env: dict[str, str], *argv: str) -> subprocess.CompletedProcess[str]:
@@ -46,6 +59,7 @@ def _as_kwok(tier: plane.Tier, env: dict[str, str], *argv: str) -> subprocess.Co
 def _pod_env(tier: plane.Tier, ns: str, pod: str, volume: Path) -> dict[str, str]:
     root = tier.folder / "pods" / ns / pod
     root.mkdir(parents=True)
+    _holder(root)
     volume.mkdir(parents=True, exist_ok=True)
     return {"MLENV_KUBE_POD_ROOT": str(root), "MLENV_KUBE_POD_NAME": pod, "HOME": "/root",
             "MLENV_KUBE_MOUNTS": f"/workspace={volume}"}
@@ -99,3 +113,40 @@ def test_a_command_by_absolute_path_finds_the_host_read_only(tier: plane.Tier) -
     # ... but the tier's folder stays writable there (kwok needs nothing else)
     res = _as_kwok(tier, env, "/bin/sh", "-c", f"echo x > {tier.folder}/{token}")
     assert res.returncode == 0 and (tier.folder / token).exists()
+
+
+def _netns(pid: int | str) -> int:
+    return os.stat(f"/proc/{pid}/ns/net").st_ino
+
+
+def test_each_pods_commands_run_in_its_own_network_namespace(tier: plane.Tier) -> None:
+    """As in a pod of a real node: its network namespace, not this machine's, and not its
+    neighbour's (issue 22 §2: each pod's sshd on the same port)."""
+    seen = {}
+    for pod in ("a", "b"):
+        env = _pod_env(tier, "ns", pod, tier.folder / "volumes" / pod)
+        res = _as_kwok(tier, env, "sh", "-c", "stat -L -c %i /proc/self/ns/net")
+        assert res.returncode == 0, res.stderr
+        seen[pod] = int(res.stdout.strip())
+        rec = podnet.read_record(tier.folder / "pods" / "ns" / pod)
+        assert rec is not None and seen[pod] == rec.inode
+    assert seen["a"] != seen["b"]
+    assert _netns("self") not in seen.values()
+
+
+def test_a_pod_without_its_network_runs_nothing(tier: plane.Tier) -> None:
+    """No record, or a record whose holder is gone (its pid now another process's, with
+    another namespace): refused, never run in kwok's (this machine's) network."""
+    marker = tier.folder / "ran"
+    env = _pod_env(tier, "ns", "p", tier.folder / "volumes" / "v")
+    root = Path(env["MLENV_KUBE_POD_ROOT"])
+    rec = podnet.release(root)
+    assert rec is not None and not podnet.holder_alive(rec)
+    res = _as_kwok(tier, env, "sh", "-c", f"touch {marker}")
+    assert res.returncode == 126 and "has no network" in res.stderr, res.stderr
+    # the record names a live pid whose namespace is not the recorded one: this process's
+    (root / podnet.RECORD).write_text(podnet.PodNet(os.getpid(), rec.started, rec.inode, "none", "0.0.0.0",
+                                                    rec.uid).line())
+    res = _as_kwok(tier, env, "sh", "-c", f"touch {marker}")
+    assert res.returncode == 126 and "is gone" in res.stderr, res.stderr
+    assert not marker.exists()

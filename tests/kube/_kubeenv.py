@@ -26,9 +26,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # An image the ErrImagePull stage fails on every plane (anything under registry.invalid/;
 # the tier also fails images named in KUBE_MISSING_IMAGES).
 MISSING_IMAGE = "registry.invalid/mlenv-tests/never-built:missing"
-# The config's ssh_port and master_port per flavour (checkout(): why they differ).
-PORTS = {"openshift": {"ssh_port": 2222, "master_port": 29500},
-         "plain": {"ssh_port": 2322, "master_port": 29600}}
 
 
 @dataclass
@@ -138,11 +135,9 @@ def checkout(tmp: Path, name: str, base: str, namespace: str, mode: str, flavor:
     data.pop("nodes", None)
     if flavor == "plain":
         data["platform"] = "kubernetes"
-    # The pods' processes share this machine's network (kwok runs no container), and the
-    # two planes' tests run side by side on two workers (make test): each flavour's pods
-    # listen on ports of their own, so pod-0's rendezvous and sshd of one plane never meet
-    # the other's. Within a flavour the tests run one after another.
-    data.update(PORTS[flavor])
+    # ssh_port and master_port stay the example's: each pod has a network namespace and an
+    # address of its own (the tier's pod network), so the two planes' pods, which make test
+    # runs side by side, each listen on the same ports without meeting.
     rdma = (data.get("network") or {}).get("rdma") or {}
     if rdma.get("networks"):
         rdma["networks"] = [f"{namespace}/{n.split('/')[-1]}" for n in rdma["networks"]]

@@ -8,7 +8,11 @@
 # whose upper layer is <pod root>/upper: every write lands in the pod's folder. The pod's
 # volumes (MLENV_KUBE_MOUNTS, "dest=src" lines: claims' and emptyDirs' folders under the
 # tier) are bind-mounted at their mount paths, and the tier's own folder (keys, other
-# pods) is hidden. Without a pod root nothing runs.
+# pods) is hidden. The command runs in the pod's own network namespace, held by the pod's
+# holder process (podnet.py: the pause container), entered through /proc/PID/ns/net after
+# checking that the namespace there is the one recorded in <pod root>/netns (a pid reused
+# by another process has another namespace). Without a pod root, or without its network,
+# nothing runs.
 set -eu
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 tier=${MLENV_KUBE_TIER:-}
@@ -21,10 +25,30 @@ case "$root" in
     "$tier"/pods/*/*) ;;
     *) echo "kube tier: pod root $root is not under $tier/pods: refusing" >&2; exit 126 ;;
 esac
+# The record's first three fields: holder pid, its start time (unused here), the inode of
+# its network namespace.
+netns_pid= netns_inode=
+if [ -r "$root/netns" ]; then
+    read -r netns_pid _ netns_inode _ < "$root/netns" || true
+fi
+case "$netns_pid:$netns_inode" in
+    :*|*:|*[!0-9:]*) echo "kube tier: pod $root has no network (no $root/netns): refusing to run $(basename "$0")" >&2
+                 exit 126 ;;
+esac
 if [ "${1:-}" != "--mlenv-kube-inner" ]; then
-    exec unshare --mount --uts --propagation private -- "$tier/bin/confine.sh" --mlenv-kube-inner "$(basename "$0")" "$@"
+    if [ "$(stat -L -c %i "/proc/$netns_pid/ns/net" 2>/dev/null)" != "$netns_inode" ]; then
+        echo "kube tier: the network holder of $root (pid $netns_pid) is gone: refusing to run $(basename "$0")" >&2
+        exit 126
+    fi
+    exec nsenter "--net=/proc/$netns_pid/ns/net" -- \
+        unshare --mount --uts --propagation private -- "$tier/bin/confine.sh" --mlenv-kube-inner "$(basename "$0")" "$@"
 fi
 shift
+# Checked again from inside: the pid could have been reused between the check and nsenter.
+if [ "$(stat -L -c %i /proc/self/ns/net)" != "$netns_inode" ]; then
+    echo "kube tier: $root: not in the pod's network namespace: refusing" >&2
+    exit 126
+fi
 cmd=$1
 shift
 m=$root/merged

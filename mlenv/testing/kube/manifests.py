@@ -23,6 +23,10 @@ KWOK_NODE = "kwok.x-k8s.io/node"
 # then does the pod-ready stage start it (as a kubelet starts a container once its
 # volumes are mounted), so an exec right after Ready always reaches a confined root.
 ROOT_READY = "kube-tier.mlenv.dev/root-ready"
+# The address the pod-root controller gave the pod's network namespace (podnet.py), set
+# with ROOT_READY: the pod-ready stage reports it as status.podIP, as a kubelet reports
+# the address its CNI plugin gave the pod's sandbox.
+POD_IP = "kube-tier.mlenv.dev/pod-ip"
 OURS = "kube-tier.mlenv.dev/minimal-crd"
 # Registry host that can never resolve (RFC 2606): any image under it fails to pull.
 MISSING_REGISTRY = "registry.invalid/"
@@ -216,7 +220,9 @@ nodeInfo:
 phase: Running
 """
 
-POD_RUNNING = """{{ $now := Now }}
+# The pod-ready stage only starts pods that carry POD_IP (with ROOT_READY): kwok's own
+# address pool (PodIPWith) is not used, so an address is never given twice.
+POD_RUNNING = "{{ $podIP := index .metadata.annotations " + json.dumps(POD_IP) + " }}\n" + """{{ $now := Now }}
 conditions:
 - lastTransitionTime: {{ $now | Quote }}
   status: "True"
@@ -263,7 +269,6 @@ initContainerStatuses:
 {{ with NodeIPWith .spec.nodeName }}
 hostIP: {{ . | Quote }}
 {{ end }}
-{{ $podIP := PodIPWith .spec.nodeName ( or .spec.hostNetwork false ) ( or .metadata.uid "" ) ( or .metadata.name "" ) ( or .metadata.namespace "" ) }}
 podIP: {{ $podIP | Quote }}
 podIPs:
 - ip: {{ $podIP | Quote }}
@@ -345,7 +350,8 @@ def stages(missing_images: list[str]) -> list[Obj]:
         _stage("pod-ready", "Pod", "v1",
                _cel("!has(self.metadata.deletionTimestamp)", "self.status.phase == 'Pending'",
                     "has(self.spec.nodeName)", f"!({missing})",
-                    f"has(self.metadata.annotations) && '{ROOT_READY}' in self.metadata.annotations"),
+                    f"has(self.metadata.annotations) && '{ROOT_READY}' in self.metadata.annotations"
+                    f" && '{POD_IP}' in self.metadata.annotations"),
                nxt={"statusTemplate": POD_RUNNING}),
         _stage("pod-delete", "Pod", "v1",
                {"matchExpressions": [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}]},

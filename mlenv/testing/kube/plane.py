@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlenv.testing.kube import build, manifests, pki, podroots
+from mlenv.testing.kube import build, manifests, pki, podnet, podroots
 
 REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
@@ -211,15 +211,22 @@ def _up_locked(tier: Tier, flavor: str, say: Say, missing_images: tuple[str, ...
         raise
 
 
-def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_images: tuple[str, ...],
-           started: float) -> Tier:
+def _fresh_folders(tier: Tier) -> None:
     for sub in ("pids", "logs", "bin", "shims"):
         (tier.folder / sub).mkdir(parents=True, exist_ok=True)
-    # A fresh plane each time: etcd's data and the pods' roots from a previous run go.
+    # A fresh plane each time: etcd's data and the pods' roots from a previous run go (and
+    # any pod network a previous run recorded and left: its records are in the pods' folders).
+    if (tier.folder / "pods").is_dir():
+        podnet.release_all(tier.folder / "pods")
     for sub in ("etcd", "pods", "volumes"):
         shutil.rmtree(tier.folder / sub, ignore_errors=True)
     (tier.folder / "pods").mkdir()
     (tier.folder / "volumes").mkdir()
+
+
+def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_images: tuple[str, ...],
+           started: float) -> Tier:
+    _fresh_folders(tier)
     p = pki.ensure(tier.folder / "pki")
     ports = {k: _free_port() for k in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")}
     server = f"https://127.0.0.1:{ports['apiserver']}"
@@ -282,7 +289,10 @@ def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_imag
           .returncode == 0, tier, "kube-controller-manager", 120)
     for ns in [n for n in os.environ.get("KUBE_USER_NAMESPACES", "").split(",") if n.strip()]:
         kc.apply(manifests.grant(ns.strip(), pki.USER_NAME, "admin"))
-    state = {"flavor": flavor, "server": server, "ports": ports, "kubernetes": build.K8S_VERSION,
+    net = podnet.load_plane_net(tier.folder)
+    state = {"flavor": flavor, "server": server, "ports": ports,
+             "pod_network": {"bridge": net.bridge, "cidr": str(net.cidr)} if net else None,
+             "kubernetes": build.K8S_VERSION,
              "etcd": build.ETCD_VERSION, "kwok": build.KWOK_VERSION, "kubectl": str(bins.kube("kubectl")),
              "started_s": round(time.monotonic() - started, 1)}
     tier.state_file.write_text(json.dumps(state, indent=1) + "\n")
@@ -294,8 +304,10 @@ def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_imag
 
 def _start_kwok(tier: Tier, bins: build.Binaries, p: pki.Pki, ports: dict[str, int],
                 missing_images: tuple[str, ...]) -> None:
-    """kwok (confined: kwokns.sh) and the pod-root controller that prepares each pod's root."""
+    """kwok (confined: kwokns.sh) and the pod-root controller that prepares each pod's root
+    and network (on the plane's bridge, made here first: podnet.py)."""
     serving_crt, serving_key = p.serving
+    net = podnet.create_plane_net(tier.folder)
     missing = [*missing_images, *(m for m in os.environ.get("KUBE_MISSING_IMAGES", "").split(",") if m.strip())]
     (tier.folder / "kwok.yaml").write_text(manifests.kwok_config(missing))
     _make_shims(tier)
@@ -309,7 +321,7 @@ def _start_kwok(tier: Tier, bins: build.Binaries, p: pki.Pki, ports: dict[str, i
         "--enable-crds=Exec,Logs", "--node-ip=", "--node-name=localhost",
         f"--node-port={ports['kwok']}", f"--server-address=127.0.0.1:{ports['kwok']}",
         f"--tls-cert-file={serving_crt}", f"--tls-private-key-file={serving_key}",
-        "--node-lease-duration-seconds=40", "--cidr=10.244.0.0/16"], env=kwok_env)
+        "--node-lease-duration-seconds=40", f"--cidr={net.cidr}"], env=kwok_env)
     _spawn(tier, "podroots", [sys.executable, "-m", "mlenv.testing.kube", "podroots", str(tier.folder),
                               str(bins.kube("kubectl")), str(tier.admin_kubeconfig)],
            env={**os.environ, "PYTHONPATH": str(REPO)})
@@ -385,6 +397,13 @@ def down(say: Say = lambda _line: None, folder: Path | None = None) -> None:
     gone = podroots.kill_pod_processes(tier.folder / "pods") if (tier.folder / "pods").is_dir() else []
     if gone:
         stopped.append(f"{len(gone)} pod process(es)")
+    # then their networks (holders, veths) and the plane's bridge: only what was recorded
+    nets = podnet.release_all(tier.folder / "pods") if (tier.folder / "pods").is_dir() else []
+    if nets:
+        stopped.append(f"{len(nets)} pod network(s)")
+    bridge = podnet.delete_plane_net(tier.folder)
+    if bridge:
+        stopped.append(f"bridge {bridge}")
     tier.state_file.unlink(missing_ok=True)
     say(f"kube tier down (stopped: {', '.join(stopped) or 'nothing was running'})")
 

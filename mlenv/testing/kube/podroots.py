@@ -7,12 +7,18 @@ For every pod kwok is to run (scheduled on a kwok node), it
    folders (a claim's volume: ``<tier>/volumes/<pv>/``, shared by every pod that mounts
    it and kept while the volume exists; an emptyDir: in the pod's folder; Secrets and
    ConfigMaps: their keys written as files) and its log file;
-2. writes the pod's kwok ``Exec`` (environment for confine.sh: the pod root, the volume
+2. gives the pod its network (podnet.py: a holder process in a network namespace of its
+   own, a veth on the plane's bridge, an address of the plane's range), as a CNI plugin
+   does before the container starts;
+3. writes the pod's kwok ``Exec`` (environment for confine.sh: the pod root, the volume
    mounts, the container's literal and field env) and ``Logs`` (its log file), owned by
    the pod so they go with it;
-3. annotates the pod ``ROOT_READY``, which the pod-ready stage waits for.
+4. annotates the pod ``ROOT_READY`` and ``POD_IP`` (its address), which the pod-ready stage
+   waits for and reports as ``status.podIP``;
+5. writes every pod's ``/etc/hosts`` of the namespace (write_hosts).
 
-When a pod is deleted its folder goes; a volume's folder goes when its PV is gone.
+When a pod is deleted its processes, network and folder go; a volume's folder goes when
+its PV is gone.
 Runs as ``python -m mlenv.testing.kube podroots TIER KUBECTL KUBECONFIG``.
 """
 
@@ -28,7 +34,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from mlenv.testing.kube.manifests import ROOT_READY
+from mlenv.testing.kube import podnet
+from mlenv.testing.kube.manifests import POD_IP, ROOT_READY
 
 Obj = dict[str, Any]
 
@@ -61,6 +68,7 @@ class Controller:
         self.tier = tier
         self.base = [kubectl, f"--kubeconfig={kubeconfig}", "--request-timeout=20s"]
         self.log = sys.stderr
+        self.net = podnet.load_plane_net(tier)
 
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*self.base, *args], input=stdin, capture_output=True, text=True,
@@ -145,6 +153,18 @@ class Controller:
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
             logfile.write_text(f"{stamp} stdout F kube tier: {ns}/{name} container {container['name']} started on "
                                f"{spec.get('nodeName')} (kwok: no container runtime; its command is not run)\n")
+        if self.net is None:
+            self.say(f"{ns}/{name}: the plane has no pod network ({self.tier / podnet.NET_FILE})")
+            return False
+        old = podnet.read_record(folder)
+        if old is not None and old.uid != meta["uid"]:
+            # a pod of the same name before this one, whose deletion the watch missed
+            kill_pod_processes(folder)
+        try:
+            net = podnet.attach(folder, self.net, meta["uid"])
+        except podnet.NetError as e:
+            self.say(f"{ns}/{name}: no network: {e}")
+            return False
         env = [*self._env(pod, container), {"name": "MLENV_KUBE_POD_ROOT", "value": str(folder)},
                {"name": "MLENV_KUBE_MOUNTS", "value": "\n".join(mounts)}]
         owner = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": meta["uid"]}]
@@ -159,33 +179,47 @@ class Controller:
         if res.returncode != 0:
             self.say(f"{ns}/{name}: Exec/Logs not written: {res.stderr.strip()}")
             return False
-        res = self.kubectl("annotate", "pod", "-n", ns, name, f"{ROOT_READY}=true", "--overwrite")
+        # /etc/hosts before the pod can start (ROOT_READY): its own name at its address
+        self.write_hosts(ns, {name: net.ip})
+        res = self.kubectl("annotate", "pod", "-n", ns, name, f"{ROOT_READY}=true", f"{POD_IP}={net.ip}",
+                           "--overwrite")
         if res.returncode != 0:
             self.say(f"{ns}/{name}: not annotated: {res.stderr.strip()}")
             return False
-        self.say(f"{ns}/{name}: root ready ({len(mounts)} mounts)")
+        self.say(f"{ns}/{name}: root ready ({len(mounts)} mounts), address {net.ip}")
         self.write_hosts(ns)
         return True
 
-    def write_hosts(self, ns: str) -> None:
+    def write_hosts(self, ns: str, known: dict[str, str] | None = None) -> None:
         """Each prepared pod's ``/etc/hosts`` (in its overlay's upper layer): this machine's,
-        plus every pod of the namespace with a hostname and subdomain (a StatefulSet's pods
-        behind its headless Service) by the names cluster DNS would give them, at
-        127.0.0.1. The tier has no cluster DNS and its pods share this machine's network, so
-        this is how pod 0's rendezvous name reaches the other pods' ranks (i22 §2: a CPU
-        run across the pods)."""
+        the pod's own name at its address (as the kubelet writes it), and every pod of the
+        namespace with a hostname and subdomain (a StatefulSet's pods behind its headless
+        Service) by the names cluster DNS would give them, at its address. The tier has no
+        cluster DNS, so this is how pod 0's launcher and rendezvous name reach the other
+        pods (i22 §2). An address is the pod's ``POD_IP`` annotation, or ``known``'s (a pod
+        whose annotation is not written yet)."""
         res = self.kubectl("get", "pods", "-n", ns, "-o", "json")
         if res.returncode != 0:
             return
+        addresses = dict(known or {})
         names = []
         for p in json.loads(res.stdout or "{}").get("items") or []:
+            meta = p["metadata"]
+            ip = addresses.get(meta["name"]) or (meta.get("annotations") or {}).get(POD_IP)
+            if not ip or meta.get("deletionTimestamp"):
+                continue
+            addresses[meta["name"]] = ip
             host, sub = p["spec"].get("hostname"), p["spec"].get("subdomain")
-            if host and sub and not p["metadata"].get("deletionTimestamp"):
+            if host and sub:
                 fq = f"{host}.{sub}.{ns}.svc"
-                names.append(f"127.0.0.1\t{fq}.cluster.local {fq} {host}.{sub} {host}\n")
+                names.append(f"{ip}\t{fq}.cluster.local {fq} {host}.{sub} {host}\n")
         base = Path("/etc/hosts").read_text() if Path("/etc/hosts").is_file() else "127.0.0.1\tlocalhost\n"
-        text = base + ("" if base.endswith("\n") else "\n") + "# kube tier: the namespace's pods\n" + "".join(sorted(names))
+        base += "" if base.endswith("\n") else "\n"
         for upper in (self.tier / "pods" / ns).glob("*/upper"):
+            pod = upper.parent.name
+            own = f"{addresses[pod]}\t{pod}\n" if pod in addresses else ""
+            text = (base + "# kube tier: this pod\n" + own + "# kube tier: the namespace's pods\n"
+                    + "".join(sorted(names)))
             etc = upper / "etc"
             etc.mkdir(exist_ok=True)
             tmp = etc / ".hosts.tmp"
@@ -197,6 +231,9 @@ class Controller:
         if folder.is_dir() and (self.tier / "pods") in folder.parents:
             for pid in kill_pod_processes(folder):
                 self.say(f"{ns}/{name}: killed process {pid} left in the pod")
+            net = podnet.release(folder)
+            if net is not None:
+                self.say(f"{ns}/{name}: network released ({net.ip}, {net.veth})")
             subprocess.run(["umount", "-R", str(folder / "merged")], capture_output=True, check=False)
             shutil.rmtree(folder, ignore_errors=True)
             self.write_hosts(ns)
