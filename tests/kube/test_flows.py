@@ -284,50 +284,74 @@ def test_a_non_admin_rdma_deploy_is_told_what_rbac_refuses_before_applying(opens
     assert "may not bind clusterrole" in loose and "(tcp mode, fell back from rdma)" in loose, loose
 
 
-def test_launch_names_the_peers_it_cannot_reach_and_a_cpu_run_across_the_pods_ends_in_a_verdict(
+def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a_peer_it_cannot_reach(
         openshift: Plane, tmp_path: Path) -> None:
-    """§2's launch, both ways. The pods resolve each other's names (the tier writes them into
-    each pod's /etc/hosts, as cluster DNS would answer) but their sshd is stopped: pod 0's
-    launcher, through exec, names both peers whose ssh port does not answer within
-    --peer-deadline and exits 3, and so does `mlenv launch` (found here: kwok sent every
-    failed exec as an internal error, so kubectl exited 1, an acceptance FAIL). Then the
-    ssh-less path, `mlenv launch --torchrun`, runs CPU ranks in both pods through one
-    static rendezvous on pod 0's name and ends in a verdict, written to pod 0's volume."""
+    """§2's launch on the product's main path. Each pod has a network namespace and an
+    address of its own (status.podIP, on the plane's bridge) and resolves the others' names
+    to their addresses (the tier writes each pod's /etc/hosts, as cluster DNS would answer);
+    pod init starts each pod's sshd on the same port. `mlenv launch NAME` runs pod 0's
+    launcher through exec: its peer preflight, then DeepSpeed's runner, which starts the
+    other pod's rank over pdsh/ssh; one CPU rank per pod ends in a verdict written to pod 0's
+    volume. Then pod 1's sshd is stopped: the preflight names that peer (and only it) and
+    exits 3, and so does `mlenv launch` (found here: kwok sent every failed exec as an
+    internal error, so kubectl exited 1, an acceptance FAIL). The ssh-less path
+    (`--torchrun`) runs across the pods in test_launch_reads_the_racks_from_a_node_label."""
+    import os
+    import signal
+
     root, name, ns = _setup(openshift, tmp_path, "launch", user=False)
     _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")
-    for i in (0, 1):
+    pods = ("ml-dev-env-0", "ml-dev-env-1")
+    ips = {p: openshift.ok("get", "pod", "-n", ns, p, "-o", "jsonpath={.status.podIP}").strip() for p in pods}
+    assert len(set(ips.values())) == 2 and not any(ip.startswith("127.") for ip in ips.values()), ips
+    for i, pod in enumerate(pods):
         # kwok runs no container command: what the entry point (scripts/pod-init.sh) does,
         # with sshd in the background instead of the foreground
-        _ok(openshift.run("exec", "-n", ns, f"ml-dev-env-{i}", "--", "python", "-m", "mlenv.pod", "init",
-                          timeout=120), f"pod init in pod {i}")
-    # then their sshd goes (the tier's pods share this machine's network, so both would be
-    # one port 2222): the peers resolve but do not answer
-    from mlenv.testing.kube.podroots import kill_pod_processes
+        _ok(openshift.run("exec", "-n", ns, pod, "--", "python", "-m", "mlenv.pod", "init", timeout=120),
+            f"pod init in pod {i}")
+    # the pod's eth0 holds its status.podIP, and pod 0 resolves pod 1's name to pod 1's
+    seen = _ok(openshift.run("exec", "-n", ns, pods[0], "--", "sh", "-c",
+                             f"ip -4 -o addr show dev eth0; getent hosts {pods[1]}.ml-dev-env-headless.{ns}.svc"),
+               "addresses in pod 0")
+    assert f"inet {ips[pods[0]]}/" in seen and seen.split("\n")[1].split()[0] == ips[pods[1]], seen
 
-    assert kill_pod_processes(openshift.tier.folder / "pods" / ns), "pod init started no sshd"
+    checks = "environment,compute.quorum,collectives.all_reduce"
+    started = time.monotonic()
+    res = mlenv(root, openshift, "launch", name, "--", "--checks", checks, timeout=600)
+    took = time.monotonic() - started
+    out = res.stdout + res.stderr
+    assert res.returncode == 0 and "verdict: PASS" in out, out[-4000:]
+    assert "preflight: all 2 peer(s) answer on port 2222" in out, out[-4000:]
+    results = sorted((openshift.volume_dir(ns, "workspace-ml-dev-env-0") / "results").glob("*/results.json"))
+    assert len(results) == 1, results
+    doc = json.loads(results[0].read_text())
+    assert doc["verdict"] == "PASS", doc["reasons"]
+    assert doc["world"]["ranks"] == 2 and doc["world"]["hosts"] == list(pods), doc["world"]
+    assert {c["name"] for c in doc["checks"]} == set(checks.split(","))
+    assert sorted(c["rank"] for c in doc["checks"] if c["name"] == "environment") == [0, 1]
+    print(f"\n[measured] kube tier: mlenv launch (DeepSpeed over ssh, 2 pods, {checks}): {took:.1f} s; "
+          f"pod addresses {ips}")
+
+    # pod 1's sshd goes (its pid, as sshd wrote it in the pod's root); pod 0's stays
+    pidfile = openshift.pod_dir(ns, pods[1]) / "upper" / "root" / ".mlenv" / "ssh" / "sshd.pid"
+    pid = int(pidfile.read_text().split()[0])
+    assert Path(f"/proc/{pid}/comm").read_text().strip() == "sshd"
+    os.kill(pid, signal.SIGTERM)
+    gone = time.monotonic() + 10
+    while Path(f"/proc/{pid}").exists() and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z":
+        assert time.monotonic() < gone, "pod 1's sshd did not stop"
+        time.sleep(0.1)
     deadline = 6.0
     started = time.monotonic()
     res = mlenv(root, openshift, "launch", name, "--peer-deadline", f"{deadline:g}", timeout=300)
     took = time.monotonic() - started
     out = res.stdout + res.stderr
     assert res.returncode == 3, out[-3000:]
-    for i in (0, 1):
-        assert f"ml-dev-env-{i}.ml-dev-env-headless.{ns}.svc: port 2222 does not answer" in out, out[-3000:]
-    assert f"missing after {deadline:g} s" in out
+    assert f"{pods[1]}.ml-dev-env-headless.{ns}.svc: port 2222 does not answer" in out, out[-3000:]
+    assert f"{pods[0]}.ml-dev-env-headless.{ns}.svc: port" not in out, out[-3000:]
+    assert f"1 of 2 peer(s) missing after {deadline:g} s" in out, out[-3000:]
     # the deadline, plus two Python start-ups and an exec on a loaded 2-core machine
     assert took < deadline + 45, took
-
-    checks = "environment,compute.quorum,collectives.all_reduce"
-    res = mlenv(root, openshift, "launch", name, "--torchrun", "--", "--checks", checks, timeout=600)
-    out = res.stdout + res.stderr
-    assert res.returncode == 0 and "verdict: PASS" in out, out[-4000:]
-    results = sorted((openshift.volume_dir(ns, "workspace-ml-dev-env-0") / "results").glob("*/results.json"))
-    assert len(results) == 1, results
-    doc = json.loads(results[0].read_text())
-    assert doc["verdict"] == "PASS", doc["reasons"]
-    assert doc["world"]["ranks"] == 2 and doc["world"]["hosts"] == ["ml-dev-env-0", "ml-dev-env-1"], doc["world"]
-    assert {c["name"] for c in doc["checks"]} == set(checks.split(","))
-    assert sorted(c["rank"] for c in doc["checks"] if c["name"] == "environment") == [0, 1]
 
 
 # -- issue 26 §5: racks from a Node label. The kwok nodes the two pods run on carry a rack
