@@ -4,7 +4,8 @@ of ours on loopback ports chosen free at start, recorded by pid under ``<tier>/p
 
 The tier's folder is ``$MLENV_KUBE_DIR`` or ``<checkout>/.mlenv/kube``. ``down`` stops only
 the processes ``up`` recorded, after checking each pid is still the process it started
-(its start time in /proc), never by name.
+(its start time in /proc), never by name; then the pods' networks and the plane's bridge
+that podnet.py recorded (their names, never another link).
 """
 
 from __future__ import annotations
