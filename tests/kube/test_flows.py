@@ -304,6 +304,15 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     pods = ("ml-dev-env-0", "ml-dev-env-1")
     ips = {p: openshift.ok("get", "pod", "-n", ns, p, "-o", "jsonpath={.status.podIP}").strip() for p in pods}
     assert len(set(ips.values())) == 2 and not any(ip.startswith("127.") for ip in ips.values()), ips
+    # the headless Service's endpoints are those addresses (the real controller's; it refuses
+    # loopback ones, which is why the pods could not all be 127.0.0.1)
+    listed: list[str] = []
+    deadline = time.monotonic() + 30
+    while not set(ips.values()) <= set(listed):
+        assert time.monotonic() < deadline, f"endpoints {listed}, pods {ips}"
+        time.sleep(0.5)
+        listed = openshift.ok("get", "endpointslices", "-n", ns, "-l", "kubernetes.io/service-name=ml-dev-env-headless",
+                              "-o", "jsonpath={.items[*].endpoints[*].addresses[*]}").split()
     for i, pod in enumerate(pods):
         # kwok runs no container command: what the entry point (scripts/pod-init.sh) does,
         # with sshd in the background instead of the foreground
