@@ -367,32 +367,33 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
 # label each; `mlenv launch --torchrun` reads those Nodes and fabric.localize's racks are
 # the label's values (as rack names). The refused `get nodes` is the fake's
 # (tests/cli/test_launch.py): the tier's developer may read Nodes, as OpenShift's
-# cluster-reader may.
+# cluster-reader may. On the plain plane (its two CPU nodes take one pod each), to balance
+# make test's two kube workers, now that the OpenShift one runs DeepSpeed over ssh.
 
 RACK_LABEL = "example.com/rack"
 
 
-def test_launch_reads_the_racks_from_a_node_label(openshift: Plane, tmp_path: Path) -> None:
-    root, name, ns = _setup(openshift, tmp_path, "topo", user=False)
+def test_launch_reads_the_racks_from_a_node_label(plain: Plane, tmp_path: Path) -> None:
+    root, name, ns = _setup(plain, tmp_path, "topo", user=False)
     _config(root, name, nodes__topology_label=RACK_LABEL)
-    _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")
-    on = {p: openshift.ok("get", "pod", "-n", ns, p, "-o", "jsonpath={.spec.nodeName}").strip()
+    _ok(mlenv(root, plain, "deploy", name, "--mode", "tcp"), "deploy")
+    on = {p: plain.ok("get", "pod", "-n", ns, p, "-o", "jsonpath={.spec.nodeName}").strip()
           for p in ("ml-dev-env-0", "ml-dev-env-1")}
     assert len(set(on.values())) == 2, on  # one pod per node (the StatefulSet's anti-affinity)
     values = {on["ml-dev-env-0"]: "Rack_A", on["ml-dev-env-1"]: "rack-b"}  # the first is no DNS label
     for n, v in values.items():
-        openshift.ok("label", "node", n, f"{RACK_LABEL}={v}", "--overwrite")
+        plain.ok("label", "node", n, f"{RACK_LABEL}={v}", "--overwrite")
     try:
         for i in (0, 1):  # kwok runs no container command: the entry point's work, by hand
-            _ok(openshift.run("exec", "-n", ns, f"ml-dev-env-{i}", "--", "python", "-m", "mlenv.pod", "init",
+            _ok(plain.run("exec", "-n", ns, f"ml-dev-env-{i}", "--", "python", "-m", "mlenv.pod", "init",
                               timeout=120), f"pod init in pod {i}")
-        res = mlenv(root, openshift, "launch", name, "--torchrun", "--", "--checks", "fabric.localize",
+        res = mlenv(root, plain, "launch", name, "--torchrun", "--", "--checks", "fabric.localize",
                     "--localize", timeout=600)
         out = res.stdout + res.stderr
         assert res.returncode == 0, out[-4000:]
         assert f"topology: 2 of 2 node(s) in 2 rack(s) from the Node label {RACK_LABEL}" in out, out[-3000:]
         assert "label value 'Rack_A' used as rack rack-a" in res.stderr
-        results = list((openshift.volume_dir(ns, "workspace-ml-dev-env-0") / "results").glob("*/results.json"))
+        results = list((plain.volume_dir(ns, "workspace-ml-dev-env-0") / "results").glob("*/results.json"))
         assert len(results) == 1, results
         doc = json.loads(results[0].read_text())
         (entry,) = [c for c in doc["checks"] if c["name"] == "fabric.localize"]
@@ -400,4 +401,4 @@ def test_launch_reads_the_racks_from_a_node_label(openshift: Plane, tmp_path: Pa
         print(f"\n[measured] kube tier: pods on {on}; localize {entry['status']}, racks {entry['details']['racks']}")
     finally:
         for n in values:
-            openshift.run("label", "node", n, f"{RACK_LABEL}-")
+            plain.run("label", "node", n, f"{RACK_LABEL}-")
