@@ -582,19 +582,8 @@ class OcCluster:
         body = {"apiVersion": "v1", "kind": "List", "items": [
             {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
              "spec": {"resourceAttributes": a}} for a in attrs]}
-        rc, out, err, stuck = self._run("create", ["--output=json", "--filename=-"],
-                                        stdin=json.dumps(body))
-        if stuck or rc != 0:
-            e = self._error(err or out, stuck)
-            if isinstance(e, Unreachable):
-                raise e
-            return None
-        try:
-            docs = [o for d in json_documents(out) for o in
-                    ((d.get("items") or []) if d.get("kind") == "List" else [d])]
-        except ValueError:
-            return None
-        if len(docs) != len(attrs):
+        docs = self._batch("create", ["--output=json", "--filename=-"], [], None, json.dumps(body))
+        if docs is None or len(docs) != len(attrs):
             return None
         for d, a in zip(docs, attrs, strict=True):
             echo = (d.get("spec") or {}).get("resourceAttributes") or {}
@@ -673,22 +662,31 @@ class OcCluster:
             out.update(got)
         return out
 
-    def _get_batch(self, namespace: str | None,
-                   refs: Sequence[ObjectRef]) -> dict[ObjectRef, Manifest | None] | None:
-        """One ``get`` of ``refs`` (one namespace); None when the call failed (Unreachable
-        raises: a server that does not answer would not answer each ref either)."""
-        words = [f"{argv.resource(k)}/{argv.name(k, n)}" for k, n, _ in refs]
-        rc, out, err, stuck = self._run("get", ["--output=json", "--ignore-not-found"], words,
-                                        namespace=namespace)
+    def _batch(self, command: str, opts: builtins.list[str], args: builtins.list[str], namespace: str | None,
+               stdin: str | None = None) -> builtins.list[dict[str, Any]] | None:
+        """The objects one batched call printed (a List's items, or the objects one after
+        another); None when the call failed or printed no JSON, for the caller to fall back
+        to single calls. Unreachable raises: a server that does not answer the batch would
+        not answer each call either."""
+        rc, out, err, stuck = self._run(command, opts, args, namespace=namespace, stdin=stdin)
         if stuck or rc != 0:
             e = self._error(err or out, stuck)
             if isinstance(e, Unreachable):
                 raise e
             return None
         try:
-            items = [o for doc in json_documents(out) for o in
-                     (doc.get("items") or [] if doc.get("kind") == "List" else [doc])]
+            return [o for doc in json_documents(out) for o in
+                    ((doc.get("items") or []) if doc.get("kind") == "List" else [doc])]
         except ValueError:
+            return None
+
+    def _get_batch(self, namespace: str | None,
+                   refs: Sequence[ObjectRef]) -> dict[ObjectRef, Manifest | None] | None:
+        """One ``get`` of ``refs`` (one namespace); None when the call failed (Unreachable
+        raises: a server that does not answer would not answer each ref either)."""
+        words = [f"{argv.resource(k)}/{argv.name(k, n)}" for k, n, _ in refs]
+        items = self._batch("get", ["--output=json", "--ignore-not-found"], words, namespace)
+        if items is None:
             return None
         asked: dict[tuple[str, str], builtins.list[ObjectRef]] = {}
         for ref in refs:
