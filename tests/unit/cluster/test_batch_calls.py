@@ -79,12 +79,16 @@ def test_a_refused_batch_falls_back_to_one_get_each_and_leaves_the_refused_out(s
 
 
 @pytest.mark.parametrize("side", ["fake", "client"])
-def test_an_unreachable_server_is_said_once_not_asked_per_object(side: str) -> None:
+@pytest.mark.parametrize("batch", ["objects", "questions"])
+def test_an_unreachable_server_is_said_once_not_asked_per_object_or_question(side: str, batch: str) -> None:
     fake = base()
     fake.reachable = False
     c = client_of(fake, side)
     with pytest.raises(Unreachable):
-        c.get_many(REFS)
+        if batch == "objects":
+            c.get_many(REFS)
+        else:
+            c.can_i_many(QUESTIONS[:3])
     if side == "client":
         assert isinstance(c, InProcess)
         assert len(c.calls) == 1
@@ -181,18 +185,6 @@ def test_a_refused_review_batch_asks_each_question_alone() -> None:
     assert c.can_i_many(QUESTIONS) == [fake.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource)
                                        for q in QUESTIONS]
     assert _can_i_calls(c.calls) == len(QUESTIONS)
-
-
-@pytest.mark.parametrize("side", ["fake", "client"])
-def test_an_unreachable_server_is_said_once_for_all_questions(side: str) -> None:
-    fake = base()
-    fake.reachable = False
-    c = client_of(fake, side)
-    with pytest.raises(Unreachable):
-        c.can_i_many(QUESTIONS[:3])
-    if side == "client":
-        assert isinstance(c, InProcess)
-        assert len(c.calls) == 1
 
 
 def test_read_once_keeps_the_answers_preflight_primed() -> None:
