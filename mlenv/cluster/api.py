@@ -71,12 +71,22 @@ def resource_for(kind: str, api_version: str = "v1") -> str:
 
 
 class Unread(Enum):
-    """``apply(live=UNREAD)``: the caller holds no read of the object; apply reads it."""
+    """``apply(live=Unread.UNREAD)``: the caller holds no read of the object; apply reads it."""
 
     UNREAD = "unread"
 
 
-UNREAD = Unread.UNREAD
+def read_each(get: Callable[[str, str, str | None], Manifest | None],
+              refs: Sequence[ObjectRef]) -> dict[ObjectRef, Manifest | None]:
+    """Each ref read alone with ``get`` (a client's), as :meth:`ClusterClient.get_many`
+    answers: a ref ``get`` refuses (ApiError) is left out, for a later ``get`` to say why."""
+    out: dict[ObjectRef, Manifest | None] = {}
+    for ref in refs:
+        try:
+            out[ref] = get(*ref)
+        except ApiError:
+            continue
+    return out
 
 
 def instance_selector(cluster_name: str) -> dict[str, str]:
@@ -268,7 +278,7 @@ class ClusterClient(Protocol):
 
     def apply(self, manifest: Manifest, namespace: str | None, *,
               field_manager: str = FIELD_MANAGER, force_conflicts: bool = False,
-              dry_run: bool = False, live: Manifest | None | Unread = UNREAD) -> ApplyResult:
+              dry_run: bool = False, live: Manifest | None | Unread = Unread.UNREAD) -> ApplyResult:
         """Server-side apply one object; raises Conflict (409) or Invalid (422).
 
         ``live``: the object as the caller last read it (None: it did not exist), when

@@ -70,6 +70,7 @@ from mlenv.cluster.api import (
     Question,
     Unreachable,
     Unread,
+    read_each,
 )
 from mlenv.errors import InfraError
 
@@ -652,14 +653,7 @@ class OcCluster:
         out: dict[ObjectRef, Manifest | None] = {}
         for namespace, group in groups.items():
             got = self._get_batch(namespace, group) if len(group) > 1 else None
-            if got is None:
-                got = {}
-                for ref in group:
-                    try:
-                        got[ref] = self.get(*ref)
-                    except ApiError:
-                        continue  # a later get() says why, as it would have
-            out.update(got)
+            out.update(read_each(self.get, group) if got is None else got)
         return out
 
     def _batch(self, command: str, opts: builtins.list[str], args: builtins.list[str], namespace: str | None,

@@ -180,10 +180,8 @@ def _bind_questions(ns: str, manifests: list[Manifest]) -> list[Question]:
             continue
         res = "clusterroles" if ref.get("kind") == "ClusterRole" else "roles"
         out += [Question(v, f"{res}/{ref.get('name', '')}", ns) for v in ("bind", "escalate")]
-        for verb, grant in _role_grants(str(ref.get("name", "")), manifests, str(ref.get("kind"))):
-            base, _, rest = grant.partition("/")
-            sub, _, name = rest.rpartition("/") if rest.count("/") else ("", "", rest)
-            out.append(Question(verb, f"{base}/{name}" if sub else grant, ns, sub or None))
+        out += [_grant_question(verb, grant, ns)
+                for verb, grant in _role_grants(str(ref.get("name", "")), manifests, str(ref.get("kind")))]
     return out
 
 
@@ -361,13 +359,18 @@ def _check_binds(ns: str, manifests: list[Manifest], client: ClusterClient, rep:
             f"`bind` on clusterrole {role} in namespace {ns}, or to apply the RoleBinding"))
 
 
-def _holds(client: ClusterClient, verb: str, res: str, ns: str) -> bool:
-    """``auth can-i`` for one grant: ``pods/exec/NAME`` is the exec subresource of pod NAME."""
+def _grant_question(verb: str, res: str, ns: str) -> Question:
+    """The question one grant of a role asks: ``pods/exec/NAME`` is the exec subresource of
+    pod NAME."""
     base, _, rest = res.partition("/")
     sub, _, name = rest.rpartition("/") if rest.count("/") else ("", "", rest)
-    if sub:
-        return client.can_i(verb, f"{base}/{name}", ns, subresource=sub)
-    return client.can_i(verb, res, ns)
+    return Question(verb, f"{base}/{name}", ns, sub) if sub else Question(verb, res, ns)
+
+
+def _holds(client: ClusterClient, verb: str, res: str, ns: str) -> bool:
+    """``auth can-i`` for one grant (:func:`_grant_question`)."""
+    q = _grant_question(verb, res, ns)
+    return client.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource)
 
 
 def _check_role_bind(ns: str, binding: Manifest, manifests: list[Manifest], client: ClusterClient,

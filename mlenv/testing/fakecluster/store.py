@@ -23,6 +23,7 @@ from mlenv.cluster.api import (
     ObjectRef,
     Unread,
     plural,
+    read_each,
 )
 from mlenv.cluster.nodemarks import HEALTH_FAIL, TAINT_EFFECT, NodeMarks
 from mlenv.contract import ANNOTATION_QUARANTINE, LABEL_HEALTH
@@ -256,13 +257,7 @@ class ObjectStore(Admission):
     def get_many(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Manifest | None]:
         """Each ref as :meth:`get` answers it; one :meth:`get` would refuse is left out."""
         self._check_reachable()
-        out: dict[ObjectRef, Manifest | None] = {}
-        for ref in refs:
-            try:
-                out[ref] = self.get(*ref)
-            except ApiError:
-                continue
-        return out
+        return read_each(self.get, refs)
 
     def list(self, kind: str, namespace: str | None,
              selector: dict[str, str] | None = None) -> list[Manifest]:
