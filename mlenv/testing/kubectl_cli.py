@@ -461,6 +461,11 @@ def _fail(message: str, code: int) -> NoReturn:
     raise SystemExit(code)
 
 
+def _reads_stdin(call: Call) -> bool:
+    """Whether kubectl reads stdin for this call (``-f -``, or ``exec -i``)."""
+    return call.command in ("apply", "create") or "-i" in call.options
+
+
 def answer(fake: FakeCluster, args: Sequence[str], stdin: str) -> tuple[int, str, str]:
     """What ``kubectl ARGS`` prints against ``fake``: (exit code, stdout, stderr). The fake
     is changed as the call changes it (the caller saves it). i22: the deploy call-count
@@ -471,8 +476,7 @@ def answer(fake: FakeCluster, args: Sequence[str], stdin: str) -> tuple[int, str
         return UNSUPPORTED, "", f"fake kubectl: unsupported argv ({e}): {json.dumps(list(args))}\n"
     chunks: list[str] = []
     try:
-        code = run(fake, call, stdin if call.command in ("apply", "create") or "-i" in call.options else "",
-                   chunks.append)
+        code = run(fake, call, stdin if _reads_stdin(call) else "", chunks.append)
     except Unsupported as e:
         return UNSUPPORTED, "", f"fake kubectl: unsupported argv ({e}): {json.dumps(list(args))}\n"
     except KubectlError as e:
@@ -520,7 +524,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         call = parse(args)
     except Unsupported as e:
         _fail(f"fake kubectl: unsupported argv ({e}): {json.dumps(args)}", UNSUPPORTED)
-    stdin = sys.stdin.read() if call.command in ("apply", "create") or "-i" in call.options else ""
+    stdin = sys.stdin.read() if _reads_stdin(call) else ""
     fake = FakeCluster.load(path)
     code, out, err = answer(fake, args, stdin)
     if code != UNSUPPORTED:
