@@ -86,15 +86,6 @@ def _free_port() -> int:
         return port
 
 
-def _start_time(pid: int) -> str | None:
-    """The kernel's start time of ``pid`` (field 22 of /proc/PID/stat), None when gone."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return stat.rsplit(")", 1)[1].split()[19]
-
-
 def _alive(tier: Tier, name: str) -> int | None:
     """The pid of ``name`` when it is still the process ``up`` started."""
     try:
@@ -102,7 +93,7 @@ def _alive(tier: Tier, name: str) -> int | None:
     except (OSError, ValueError):
         return None
     pid = int(pid_s)
-    return pid if _start_time(pid) == started else None
+    return pid if podnet.start_time(pid) == started else None
 
 
 def _spawn(tier: Tier, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
@@ -113,7 +104,7 @@ def _spawn(tier: Tier, name: str, argv: list[str], env: dict[str, str] | None = 
     log.close()
     started = None
     for _ in range(50):
-        started = _start_time(proc.pid)
+        started = podnet.start_time(proc.pid)
         if started:
             break
         time.sleep(0.01)
@@ -384,7 +375,7 @@ def down(say: Say = lambda _line: None, folder: Path | None = None) -> None:
         except ProcessLookupError:
             pass
         for _ in range(100):
-            if _start_time(pid) is None or _zombie(pid):
+            if podnet.start_time(pid) is None or _zombie(pid):
                 break
             time.sleep(0.1)
         else:

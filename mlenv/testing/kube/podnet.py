@@ -168,7 +168,9 @@ def read_record(pod_folder: Path) -> PodNet | None:
         return None
 
 
-def _start_time(pid: int) -> str | None:
+def start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (field 22 of /proc/PID/stat), None when gone: how a
+    recorded pid is told from a reused one (the holders here, plane.py's processes)."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
     except (OSError, IndexError):
@@ -184,7 +186,7 @@ def _netns_inode(pid: int) -> int | None:
 
 def holder_alive(rec: PodNet) -> bool:
     """The recorded holder still runs (same pid and start time) in the recorded namespace."""
-    return _start_time(rec.pid) == rec.started and _netns_inode(rec.pid) == rec.inode
+    return start_time(rec.pid) == rec.started and _netns_inode(rec.pid) == rec.inode
 
 
 def start_holder() -> tuple[int, str, int]:
@@ -200,7 +202,7 @@ def start_holder() -> tuple[int, str, int]:
         if proc.poll() is not None:
             err = proc.stderr.read().decode(errors="replace").strip() if proc.stderr else ""
             raise NetError(f"unshare --net: exit {proc.returncode}: {err}")
-        inode, started = _netns_inode(proc.pid), _start_time(proc.pid)
+        inode, started = _netns_inode(proc.pid), start_time(proc.pid)
         # unshare has made the namespace once the pid's namespace is no longer ours
         if inode is not None and inode != ours and started is not None:
             if proc.stderr is not None:
@@ -268,7 +270,7 @@ def release(pod_folder: Path) -> PodNet | None:
     rec = read_record(pod_folder)
     if rec is None:
         return None
-    if _start_time(rec.pid) == rec.started:
+    if start_time(rec.pid) == rec.started:
         _kill(rec.pid)
     if rec.veth.startswith(VETH_PREFIX) and _link_exists(rec.veth):
         subprocess.run(["ip", "link", "del", rec.veth], capture_output=True, check=False, timeout=30)

@@ -179,7 +179,9 @@ class Controller:
         if res.returncode != 0:
             self.say(f"{ns}/{name}: Exec/Logs not written: {res.stderr.strip()}")
             return False
-        # /etc/hosts before the pod can start (ROOT_READY): its own name at its address
+        # /etc/hosts before the pod can start (ROOT_READY): its own name at its address, and
+        # every prepared pod's, so the others learn this one's too (written once: the
+        # annotation below changes nothing in them)
         self.write_hosts(ns, {name: net.ip})
         res = self.kubectl("annotate", "pod", "-n", ns, name, f"{ROOT_READY}=true", f"{POD_IP}={net.ip}",
                            "--overwrite")
@@ -187,7 +189,6 @@ class Controller:
             self.say(f"{ns}/{name}: not annotated: {res.stderr.strip()}")
             return False
         self.say(f"{ns}/{name}: root ready ({len(mounts)} mounts), address {net.ip}")
-        self.write_hosts(ns)
         return True
 
     def write_hosts(self, ns: str, known: dict[str, str] | None = None) -> None:
