@@ -29,8 +29,9 @@ def _env() -> dict[str, str]:
 
 def test_example_training_runs_on_two_ranks_under_the_deepspeed_launcher(tmp_path: Path) -> None:
     out = tmp_path / "summary.json"
+    port = free_port()
     argv = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", "2", "--master_port",
-            str(free_port()), str(SCRIPT), "--model", "resnet18", "--steps", "3", "--micro-batch", "4",
+            str(port), str(SCRIPT), "--model", "resnet18", "--steps", "3", "--micro-batch", "4",
             "--image-size", "16", "--out", str(out)]
     r = subprocess.run(argv, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300, check=False)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
@@ -39,6 +40,8 @@ def test_example_training_runs_on_two_ranks_under_the_deepspeed_launcher(tmp_pat
     assert len(doc["losses"]) == 3 and all(math.isfinite(x) for x in doc["losses"])
     assert doc["samples_per_s"] > 0
     assert "resnet18: 3 steps on 2 rank(s)" in r.stdout
+    # DeepSpeed's CPU op made a /dev/shm buffer per rank; the example removes its own (dsops).
+    assert not sorted(Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_{os.getuid()}_*_{port}_*"))
 
 
 def test_example_training_rejects_a_dataset_that_does_not_fit_the_model(tmp_path: Path) -> None:

@@ -41,6 +41,9 @@ def run_training(tmp_path: Path, port: int, options: dict[str, Any] | None = Non
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     log = p.stdout + p.stderr
     assert (report / "results.json").is_file(), log[-4000:]
+    # DeepSpeed's CPU op made a 67 MB /dev/shm buffer per rank and never removed it (dsops).
+    leaked = sorted(Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_{os.getuid()}_*_{port}_*"))
+    assert not leaked, leaked
     return json.loads((report / "results.json").read_text()), log
 
 

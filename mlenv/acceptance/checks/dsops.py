@@ -19,6 +19,15 @@ says so; in a folder the user chose it stops with one line naming the file to re
 (``DS_BUILD_SHM_COMM=1``), so DeepSpeed imports it and nothing is built or locked at
 start (:func:`installed`); the lock handling here is for installs without it (a site's
 image).
+
+The op also leaves a file behind: when every rank is on one host it creates a 67 MB
+POSIX shared-memory buffer per rank, ``/dev/shm/deepspeed_allreduce_buffer_<uid>_<MASTER_ADDR>_<MASTER_PORT>_<rank>``,
+maps every peer's, and never unlinks its own (DeepSpeed 0.19.8: ``shared_close`` is
+never called). A day of test runs left 16 GB of them in this sandbox's ``/dev/shm``
+(memory, not disk) and the OOM killer then took ranks. :func:`release_shm_buffer`
+unlinks this rank's buffer as soon as every rank has mapped every buffer: the mappings
+live on until the processes end, and nothing is left whatever way a rank ends later
+(a killed rank included).
 """
 
 from __future__ import annotations
@@ -36,6 +45,10 @@ START_OPS = ("deepspeed_shm_comm",)
 OUR_LOCK = ".mlenv-build.lock"
 # torch creates its lock a moment before ninja starts in the folder: younger is not judged.
 GRACE_S = 30.0
+
+
+SHM_DIR = Path("/dev/shm")
+SHM_PREFIX = "deepspeed_allreduce_buffer"  # shm.cpp's SHM_BUFFER_NAME
 
 
 class StaleBuildLock(RuntimeError):
@@ -132,6 +145,49 @@ def installed() -> bool:
     from deepspeed.git_version_info import installed_ops
 
     return all(bool(installed_ops.get(name)) for name in START_OPS)
+
+
+def shm_buffer_path(rank: int, shm_dir: Path = SHM_DIR) -> Path:
+    """The buffer DeepSpeed's CPU op creates for ``rank`` (shm.cpp ``shm_initialize``: the
+    uid, then ``MASTER_ADDR`` and ``MASTER_PORT`` as the process's environment has them)."""
+    addr, port = os.environ.get("MASTER_ADDR", ""), os.environ.get("MASTER_PORT", "")
+    return shm_dir / f"{SHM_PREFIX}_{os.getuid()}_{addr}_{port}_{rank}"
+
+
+def mapped_here(path: Path, maps: Path = Path("/proc/self/maps")) -> bool:
+    """Whether this process maps ``path`` (a line of ``/proc/self/maps`` ends in its name;
+    one already unlinked ends in `` (deleted)`` and is not it)."""
+    try:
+        lines = maps.read_text().splitlines()
+    except OSError:
+        return False
+    name = str(path)
+    return any(len(f := line.split(maxsplit=5)) == 6 and f[5] == name for line in lines)
+
+
+def release_shm_buffer(rank: int, barrier: Callable[[], None], backend: object,
+                       shm_dir: Path = SHM_DIR) -> bool:
+    """Unlink the shared-memory buffer DeepSpeed's CPU op made for this rank, once every
+    rank has mapped every buffer; True when it did.
+
+    Call it on every rank of the group right after ``deepspeed.initialize`` (``backend``
+    is DeepSpeed's communication backend, ``deepspeed.comm.comm.cdb``). The op maps the
+    peers' buffers inside its ``initialize`` (it waits there until each exists), so after
+    ``barrier()`` no rank will open a name again. Only a buffer this process maps, under
+    this rank's name, is removed: one of another job or user is never touched. A backend
+    without the op (a GPU accelerator, oneCCL) made nothing and skips the barrier, the
+    same answer on every rank."""
+    if getattr(backend, "shm_comm_op", None) is None:
+        return False
+    barrier()
+    path = shm_buffer_path(rank, shm_dir)
+    if not mapped_here(path):
+        return False  # ranks on several hosts: the op made no buffer
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,11 +8,13 @@ waited on it until the training check's 120 s deadline.
 from __future__ import annotations
 
 import importlib
+import mmap
 import os
 import subprocess
 import sys
 import threading
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -155,3 +157,52 @@ def test_the_venv_ships_deepspeeds_cpu_op_compiled() -> None:
     Fails on a venv made by the Makefile before (its DeepSpeed JIT-builds the op)."""
     assert dsops.installed(), "run `make venv`: this DeepSpeed JIT-builds its CPU op at start"
     assert dsops.main(["--installed"]) == 0
+
+
+def _buffer(path: Path) -> mmap.mmap:
+    """A file in ``path`` mapped by this process, as DeepSpeed's op maps its buffers."""
+    path.write_bytes(b"\0" * 4096)
+    with open(path, "r+b") as f:
+        return mmap.mmap(f.fileno(), 4096)
+
+
+def test_the_ranks_own_deepspeed_buffer_is_unlinked_after_the_barrier_and_nothing_else(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", "29512")
+    ours, peer = dsops.shm_buffer_path(1, tmp_path), dsops.shm_buffer_path(0, tmp_path)
+    assert ours.name == f"deepspeed_allreduce_buffer_{os.getuid()}_127.0.0.1_29512_1"
+    maps = [_buffer(ours), _buffer(peer)]
+    other_job = tmp_path / f"deepspeed_allreduce_buffer_{os.getuid()}_127.0.0.1_29513_1"
+    other_job.write_bytes(b"\0")  # the same rank of another job: not mapped here
+    order: list[str] = []
+
+    def barrier() -> None:
+        order.append("barrier" if ours.exists() else "late")
+
+    backend = types.SimpleNamespace(shm_comm_op=object())
+    assert dsops.release_shm_buffer(1, barrier, backend, tmp_path)
+    assert order == ["barrier"] and not ours.exists()
+    assert peer.exists() and other_job.exists()
+    maps[0][:4] = b"live"  # the mapping outlives the name
+    assert maps[0][:4] == b"live"
+    for m in maps:
+        m.close()
+
+
+def test_a_buffer_not_mapped_here_or_a_backend_without_the_op_is_left_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MASTER_ADDR", "10.0.0.5")
+    monkeypatch.setenv("MASTER_PORT", "29500")
+    ours = dsops.shm_buffer_path(0, tmp_path)
+    ours.write_bytes(b"\0")  # another process's (another user's run under the same name)
+    barriers: list[int] = []
+    assert not dsops.release_shm_buffer(0, lambda: barriers.append(1), types.SimpleNamespace(shm_comm_op=object()),
+                                        tmp_path)
+    assert ours.exists() and barriers == [1]
+    m = _buffer(ours)
+    # A GPU accelerator's backend has no op: no barrier (the same answer on every rank), nothing removed.
+    assert not dsops.release_shm_buffer(0, lambda: barriers.append(2), types.SimpleNamespace(shm_comm_op=None),
+                                        tmp_path)
+    assert ours.exists() and barriers == [1]
+    m.close()
