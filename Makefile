@@ -83,8 +83,13 @@ NEED_CXX = command -v "$${CXX:-c++}" >/dev/null 2>&1 || { echo "no C++ compiler 
 # no copy of its 2.5 GB of wheels), 28 s through uv the first time on a machine and 1.3 s
 # after (docs/benchmarks.md, "make test wall time"). pip stays in the venv for DeepSpeed's
 # build below.
+# --compile-bytecode: pip writes every module's .pyc at install, uv does not; where the
+# environment says PYTHONDONTWRITEBYTECODE (this project's sandboxes do) no process writes
+# them later, and every process compiled what it imported (torch: 4.0 s an import with
+# its .pyc files, 6.9 s without). One acceptance run of 2 CPU ranks took 52-55 s of CPU
+# in a venv without them, 32-33 s with (docs/benchmarks.md, "make test wall time").
 UV_PIN ?= uv==0.13.9
-UV = $(VENV)/bin/uv pip install -q --python $(PY)
+UV = $(VENV)/bin/uv pip install -q --compile-bytecode --python $(PY)
 $(VENV)/.installed: pyproject.toml
 	@$(NEED_CXX)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -157,6 +162,9 @@ unit: venv ## the inner loop (about a minute on 2 cores): unit and CLI tests, in
 test: venv system-deps lint typecheck lint-image kube-build ## everything CI runs: lint, types, validate, render --check, all tests
 	$(MLENV) validate
 	$(MLENV) render --all --check
+	@# The checkout's own modules, for the same reason as the venv's (--compile-bytecode
+	@# above): the tests start thousands of processes that import them.
+	$(PY) -m compileall -q mlenv tests benchmarks workspace
 	@rc=0; \
 	echo "== tests, in parallel ($(TEST_WORKERS) workers): all but the serial ones and the kube tier"; \
 	$(PYTEST_PARALLEL) $(DURATIONS) -m "not serial and not kube" tests || rc=$$?; \
