@@ -222,6 +222,15 @@ def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | Non
         raise InputError(f"--profile: expected one of {', '.join(profiles.profile_names())}, got {profile!r}")
     if deadline < 0:
         raise InputError(f"--deadline: expected seconds > 0, got {deadline}")
+    # The same checks as --local, here and before anything is submitted or shipped: a typo in
+    # --options or --checks was found by every rank on the nodes, after the queue and the
+    # rendezvous, as a run that ended ERROR. A file that is not on this machine may be a path
+    # only the nodes see (Slurm; hosts refuse it in run_inputs), and a --baseline that is no
+    # file here is a GPU model name: those are left to the job.
+    from mlenv.acceptance.run import local
+
+    local.validate(profile, checks, baseline if baseline and Path(baseline).is_file() else None,
+                   options if options is not None and options.is_file() else None)
     args = platform_suite_args(checks=checks, baseline=baseline, options=options, deadline=deadline,
                                localize=localize)
     before = _run_ids(cfg.name)

@@ -103,3 +103,22 @@ def test_acceptance_on_a_platform_hands_localize_to_the_job(tmp_path: Path) -> N
     assert args == ["--checks", "fabric.localize", "--options", str(opts.resolve()), "--localize"]
     assert "--localize" not in platform_suite_args(checks="", baseline=None, options=None, deadline=0,
                                                    localize=False)
+
+
+@pytest.mark.parametrize("name", ["site-university", "site-lab"])  # Slurm, hosts
+@pytest.mark.parametrize("flags, said", [
+    (["--options", "{opts}"], "compute.matmul"),
+    (["--checks", "compute,nonsense"], "nonsense"),
+])
+def test_a_bad_option_or_check_stops_a_platform_run_before_anything_is_submitted(
+        root: Path, name: str, flags: list[str], said: str) -> None:
+    """Before, the job carried a typo to every rank on the nodes, which each refused it
+    after the queue and the rendezvous (a run ending ERROR). Now: exit 2 here, located,
+    and no Slurm or ssh command run."""
+    opts = root / "opts.yaml"
+    opts.write_text("compute.matmul:\n  iterz: 3\n")
+    args = [f.format(opts=opts) for f in flags]
+    r = CliRunner().invoke(app, ["acceptance", "--cluster", name, *args], env=_env(root))
+    assert r.exit_code == 2, r.output
+    assert said in r.stderr and "Traceback" not in r.output
+    assert not (root / "called").exists(), (root / "called").read_text()
