@@ -129,9 +129,13 @@ demo: venv ## validate + render every example, then the acceptance suite on this
 lint: venv ## ruff
 	$(VENV)/bin/ruff check mlenv tests benchmarks
 
-typecheck: venv ## mypy --strict on mlenv/, then tests/ and benchmarks/ (tests/mypy.ini)
-	$(VENV)/bin/mypy
-	$(VENV)/bin/mypy --config-file tests/mypy.ini tests benchmarks
+# The two runs side by side, each with its own cache (they share nothing else): each is one
+# process on one core, about 40 s on the 2-core sandbox from a clean clone, 81 s one after
+# the other.
+typecheck: venv ## mypy --strict on mlenv/, and on tests/ and benchmarks/ (tests/mypy.ini), side by side
+	@rc=0; $(VENV)/bin/mypy & pkg=$$!; \
+	$(VENV)/bin/mypy --config-file tests/mypy.ini --cache-dir .mypy_cache/tests tests benchmarks || rc=$$?; \
+	wait $$pkg || rc=$$((rc ? rc : $$?)); exit $$rc
 
 # hadolint for the Dockerfile, shellcheck for scripts/ and workspace/ shell entry points.
 lint-image: venv system-deps ## hadolint + shellcheck for the Dockerfile and shell entry points
