@@ -226,11 +226,14 @@ def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | Non
     # --options or --checks was found by every rank on the nodes, after the queue and the
     # rendezvous, as a run that ended ERROR. A file that is not on this machine may be a path
     # only the nodes see (Slurm; hosts refuse it in run_inputs), and a --baseline that is no
-    # file here is a GPU model name: those are left to the job.
-    from mlenv.acceptance.run import local
+    # file here is a GPU model name: those are left to the job. So are checks and options
+    # when a plugin module of MLENV_ACCEPTANCE_PLUGINS is not importable here: its checks
+    # exist on the nodes only, and this machine cannot tell them from a typo.
+    if not _plugins_missing_here():
+        from mlenv.acceptance.run import local
 
-    local.validate(profile, checks, baseline if baseline and Path(baseline).is_file() else None,
-                   options if options is not None and options.is_file() else None)
+        local.validate(profile, checks, baseline if baseline and Path(baseline).is_file() else None,
+                       options if options is not None and options.is_file() else None)
     args = platform_suite_args(checks=checks, baseline=baseline, options=options, deadline=deadline,
                                localize=localize)
     before = _run_ids(cfg.name)
@@ -238,6 +241,23 @@ def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | Non
     if bundle:  # --bundle was dropped here before, silently (like --localize)
         _bundle_new_run(cfg.name, before)
     return code
+
+
+def _plugins_missing_here() -> list[str]:
+    """The plugin modules ``MLENV_ACCEPTANCE_PLUGINS`` names that this machine cannot import."""
+    import importlib.util
+
+    from mlenv.acceptance.core.registry import plugin_modules
+
+    missing = []
+    for mod in plugin_modules():
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except (ImportError, ValueError):  # a parent package missing, or a malformed name
+            found = False
+        if not found:
+            missing.append(mod)
+    return missing
 
 
 def _run_ids(cluster: str) -> set[str]:

@@ -122,3 +122,17 @@ def test_a_bad_option_or_check_stops_a_platform_run_before_anything_is_submitted
     assert r.exit_code == 2, r.output
     assert said in r.stderr and "Traceback" not in r.output
     assert not (root / "called").exists(), (root / "called").read_text()
+
+
+@pytest.mark.parametrize("plugin", ["site_checks_only_on_the_nodes", "site.pkg.checks"])
+def test_a_plugins_check_that_only_the_nodes_have_still_reaches_the_job(root: Path, plugin: str) -> None:
+    """MLENV_ACCEPTANCE_PLUGINS names a module the nodes have and this machine does not:
+    its checks and options cannot be told from a typo here, so they go to the job as before
+    (the fake Slurm tools are asked, and fail: exit 3, not 2)."""
+    opts = root / "opts.yaml"
+    opts.write_text("site.fabric:\n  level: 3\n")
+    env = {**_env(root), "MLENV_ACCEPTANCE_PLUGINS": plugin}
+    r = CliRunner().invoke(app, ["acceptance", "--cluster", "site-university", "--checks", "site.fabric",
+                                 "--options", str(opts)], env=env)
+    assert r.exit_code != 2, r.output
+    assert "scontrol" in (root / "called").read_text()
