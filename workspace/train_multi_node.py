@@ -60,9 +60,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import deepspeed
     import torch
-    from deepspeed.comm import comm as ds_comm
 
-    from mlenv.acceptance.checks.dsops import release_shm_buffer
+    from mlenv.acceptance.checks.dsops import release_own_shm_buffer
     from mlenv.acceptance.datasets import build_dataset, canonical_name
     from mlenv.acceptance.models import build_model
     from mlenv.errors import InputError
@@ -93,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
                                                 training_data=dataset, config=config)
     # DeepSpeed's CPU all-reduce op leaves a 67 MB /dev/shm file per rank behind; mlenv
     # removes this rank's once every rank has mapped them (a no-op on GPUs).
-    release_shm_buffer(rank, torch.distributed.barrier, ds_comm.cdb)
+    release_own_shm_buffer()
     dtype = torch.bfloat16 if config["bf16"].get("enabled") else torch.float32
     loss_fn = torch.nn.CrossEntropyLoss()
     losses: list[float] = []

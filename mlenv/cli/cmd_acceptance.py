@@ -229,7 +229,9 @@ def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | Non
     # file here is a GPU model name: those are left to the job. So are checks and options
     # when a plugin module of MLENV_ACCEPTANCE_PLUGINS is not importable here: its checks
     # exist on the nodes only, and this machine cannot tell them from a typo.
-    if not _plugins_missing_here():
+    from mlenv.acceptance.core.registry import plugin_modules
+
+    if all(_importable(mod) for mod in plugin_modules()):
         from mlenv.acceptance.run import local
 
         local.validate(profile, checks, baseline if baseline and Path(baseline).is_file() else None,
@@ -243,21 +245,14 @@ def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | Non
     return code
 
 
-def _plugins_missing_here() -> list[str]:
-    """The plugin modules ``MLENV_ACCEPTANCE_PLUGINS`` names that this machine cannot import."""
+def _importable(module: str) -> bool:
+    """Whether this machine can import ``module`` (found without importing it)."""
     import importlib.util
 
-    from mlenv.acceptance.core.registry import plugin_modules
-
-    missing = []
-    for mod in plugin_modules():
-        try:
-            found = importlib.util.find_spec(mod) is not None
-        except (ImportError, ValueError):  # a parent package missing, or a malformed name
-            found = False
-        if not found:
-            missing.append(mod)
-    return missing
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a parent package missing, or a malformed name
+        return False
 
 
 def _run_ids(cluster: str) -> set[str]:

@@ -190,6 +190,15 @@ def release_shm_buffer(rank: int, barrier: Callable[[], None], backend: object,
     return True
 
 
+def release_own_shm_buffer() -> bool:
+    """:func:`release_shm_buffer` for the calling rank, right after ``deepspeed.initialize``:
+    torch's rank and barrier of the default group, DeepSpeed's backend."""
+    import torch.distributed as dist
+    from deepspeed.comm import comm as ds_comm
+
+    return release_shm_buffer(dist.get_rank(), dist.barrier, ds_comm.cdb)
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m mlenv.acceptance.checks.dsops [--installed]``.
 

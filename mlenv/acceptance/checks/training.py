@@ -54,7 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlenv.acceptance.checks.dsops import release_shm_buffer
+from mlenv.acceptance.checks.dsops import release_own_shm_buffer
 from mlenv.acceptance.core.base import Check, RunContext, register
 from mlenv.acceptance.core.options import CheckOptions, at_least, build, option
 from mlenv.acceptance.core.result import CheckResult, Status
@@ -569,9 +569,7 @@ def _ds_stepper(model: Any, dev: Any, setup: TrainingSetup, *, batch_size: int, 
         config=ds_config(batch_size=batch_size, zero_stage=setup.zero_stage, lr=lr, precision=setup.precision,
                          mixed=setup.mixed, fused=cuda),
         dist_init_required=False)
-    from deepspeed.comm import comm as ds_comm
-
-    release_shm_buffer(torch.distributed.get_rank(), torch.distributed.barrier, ds_comm.cdb)  # else it outlives us
+    release_own_shm_buffer()  # DeepSpeed's CPU op would leave it in /dev/shm after us
     if setup.channels_last:
         # Only now: DeepSpeed's parameter broadcast in initialize views every parameter as
         # bytes, which a channels_last weight refuses (its last stride is not 1).
