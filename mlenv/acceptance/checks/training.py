@@ -96,8 +96,12 @@ class TrainingOptions(CheckOptions):
     # Judged on a GPU only: CPU ranks share the cores, so the ratio there measured the
     # scheduler (75-102 % across three healthy runs on the 2-core CI machine); it is still
     # reported. Set the bars to judge it anyway.
-    stack_warn_ratio: float = option(0.0, cuda=0.80, help="WARN when DeepSpeed's samples/s is below this "
-                                                          "fraction of the plain loop's (0: not judged)")
+    # The WARN bar is the full profile's (its cuda override): at the quick profile's
+    # batch 64 a ResNet-50 step is bound by Python launching kernels, not by the GPU, so
+    # the ratio there is the host's per-kernel cost of DeepSpeed's hooks (0.74 on a
+    # healthy H200, 2026-11-28; 0.91 at batch 256). The FAIL bar holds in both.
+    stack_warn_ratio: float = option(0.0, help="WARN when DeepSpeed's samples/s is below this "
+                                               "fraction of the plain loop's (0: not judged)")
     stack_fail_ratio: float = option(0.0, cuda=0.50, help="FAIL when DeepSpeed's samples/s is below this "
                                                           "fraction of the plain loop's (0: not judged)")
 
@@ -115,9 +119,11 @@ class TrainingOptions(CheckOptions):
             out.append(("steps", "need at least 2 steps (warmup_steps + steps) to see a loss trend"))
         if self.zero_stage not in (AUTO_STAGE, 0, 1, 2, 3):
             out.append(("zero_stage", f"must be 0, 1, 2 or 3 (or -1: chosen by node count), got {self.zero_stage}"))
-        if not 0 <= self.stack_fail_ratio <= self.stack_warn_ratio <= 1:
-            out.append(("stack_warn_ratio", "need 0 <= stack_fail_ratio <= stack_warn_ratio <= 1, got "
-                                            f"{self.stack_fail_ratio} and {self.stack_warn_ratio}"))
+        # 0 turns a bar off, so the WARN bar may be 0 under a FAIL bar (the quick GPU profile).
+        warn, fail = self.stack_warn_ratio, self.stack_fail_ratio
+        if not (0 <= fail <= 1 and 0 <= warn <= 1 and (warn == 0 or fail <= warn)):
+            out.append(("stack_warn_ratio", "need both bars in 0..1 and stack_fail_ratio <= stack_warn_ratio "
+                                            f"(or stack_warn_ratio 0: not judged), got {fail} and {warn}"))
         if self.straggler_factor <= 1:
             out.append(("straggler_factor", f"must be > 1, got {self.straggler_factor}"))
         if self.straggler_status not in ("WARN", "FAIL"):

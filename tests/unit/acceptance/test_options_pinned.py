@@ -27,6 +27,9 @@ TRAINING_COMMON: dict[str, Any] = {
 }
 CPU_STACK = {"stack_warn_ratio": 0.0, "stack_fail_ratio": 0.0}
 GPU_STACK = {"stack_warn_ratio": 0.8, "stack_fail_ratio": 0.5}
+# The quick GPU profile's batch 64 is launch-bound: its stack ratio is reported, WARN bar off
+# (0.74 on a healthy H200, 2026-11-28), FAIL bar kept.
+GPU_QUICK_STACK = {"stack_warn_ratio": 0.0, "stack_fail_ratio": 0.5}
 
 
 def _pinned(matmul: dict[str, int], quorum_n: int, copy: dict[str, int], coll: dict[str, int],
@@ -51,7 +54,7 @@ PINNED: dict[tuple[str, str], dict[str, dict[str, Any]]] = {
         {"n": 8192, "iters": 10, "warmup": 3, "inner": 10}, 1024,
         {"bytes": 1024 * MiB, "iters": 10, "warmup": 3, "inner": 5},
         {"min_bytes": 1024, "max_bytes": 256 * MiB, "factor": 4, "iters": 10, "warmup": 3},
-        {"model": "resnet50", "steps": 20, "warmup_steps": 5, "batch_size": 64, "image_size": 0, **GPU_STACK}),
+        {"model": "resnet50", "steps": 20, "warmup_steps": 5, "batch_size": 64, "image_size": 0, **GPU_QUICK_STACK}),
     ("full", "cpu"): _pinned(
         {"n": 8192, "iters": 50, "warmup": 10, "inner": 1}, 256,
         {"bytes": 1024 * MiB, "iters": 20, "warmup": 1, "inner": 1},
