@@ -56,6 +56,7 @@ from typing import Any
 
 from mlenv.acceptance.checks.dsops import release_own_shm_buffer
 from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.cpus import threads_per_rank
 from mlenv.acceptance.core.options import CheckOptions, at_least, build, option
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.errors import InputError
@@ -715,8 +716,10 @@ class TrainingCheck(Check):
             # A stale lock would otherwise hang DeepSpeed's start until the deadline.
             build_start_ops()
 
+            # The cores this rank may use split between the node's ranks, or the user's
+            # OMP_NUM_THREADS (core/cpus.py: not os.cpu_count(), the whole machine's).
             self._threads = torch.get_num_threads()
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // max(1, ctx.local_world_size)))
+            torch.set_num_threads(threads_per_rank(ctx.local_world_size))
 
     def teardown(self, ctx: RunContext) -> None:
         """Restore the thread count and release cached GPU memory for the next check."""

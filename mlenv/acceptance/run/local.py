@@ -25,6 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, Literal, TextIO
 
+from mlenv.acceptance.core.cpus import threads_per_rank
 from mlenv.acceptance.records.rundir import hung_note
 from mlenv.acceptance.run.world import HALTED, proc_stat
 from mlenv.contract import EXIT_ERROR, RESULTS_JSONL, read_results
@@ -78,8 +79,9 @@ def launch_env(nproc: int, gpus: int) -> dict[str, str]:
     env = dict(os.environ)
     if not gpus:
         env["DS_ACCELERATOR"] = "cpu"
-        # N ranks on C cores: more threads than cores makes every rank slower.
-        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // nproc)))
+        # N ranks on C cores: more threads than cores makes every rank slower. C is the
+        # cores this process may run on (a cpuset), not the machine's (core/cpus.py).
+        env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(nproc, {})))
     env.setdefault("TORCH_EXTENSIONS_DIR", extensions_dir())
     # i25.11: this venv's bin folder first, so an op that is still built at start is built
     # with this venv's ninja whether mlenv came from `make` (.venv/bin not on PATH: the
