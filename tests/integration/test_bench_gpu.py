@@ -30,7 +30,10 @@ _spec.loader.exec_module(bench_gpu)
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "MAKEFLAGS": "", "MAKELEVEL": "",
+    # One thread: the CPU path proves the command, its figures mean nothing, and beside the
+    # other workers' ranks on 2 cores libgomp's second thread spin-waits (measured with two
+    # busy loops beside it: 72 s of user CPU with torch's default 2 threads, 27 s with 1).
+    return {**os.environ, "PYTHONPATH": str(ROOT), "MAKEFLAGS": "", "MAKELEVEL": "", "OMP_NUM_THREADS": "1",
             "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR",
                                                    str(Path.home() / ".cache/mlenv/torch_extensions"))}
 
