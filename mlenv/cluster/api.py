@@ -89,6 +89,33 @@ def read_each(get: Callable[[str, str, str | None], Manifest | None],
     return out
 
 
+@dataclass(frozen=True)
+class DryRunItem:
+    """One object for :meth:`ClusterClient.dry_run_many`: the manifest, the namespace it is
+    applied in (None: cluster-scoped), the caller's read of it (``live``) and
+    ``force_conflicts``, each as :meth:`ClusterClient.apply` takes them."""
+
+    manifest: Manifest
+    namespace: str | None
+    live: Manifest | None | Unread = Unread.UNREAD
+    force_conflicts: bool = False
+
+
+def dry_run_each(apply: Callable[..., ApplyResult], items: Sequence[DryRunItem],
+                 field_manager: str) -> list[ApplyResult | ApiError]:
+    """Each item dry-run applied alone with ``apply`` (a client's), as
+    :meth:`ClusterClient.dry_run_many` answers: the result, or the refusal (ApiError) in its
+    place; Unreachable raises."""
+    out: list[ApplyResult | ApiError] = []
+    for it in items:
+        try:
+            out.append(apply(it.manifest, it.namespace, field_manager=field_manager, dry_run=True, live=it.live,
+                             force_conflicts=it.force_conflicts))
+        except ApiError as e:  # Unreachable is not one: it raises
+            out.append(e)
+    return out
+
+
 def instance_selector(cluster_name: str) -> dict[str, str]:
     """The labels that select one deployment and nothing else (docs/contracts.md)."""
     return {LABEL_NAME: APP_NAME, LABEL_INSTANCE: cluster_name}
@@ -284,6 +311,15 @@ class ClusterClient(Protocol):
         ``live``: the object as the caller last read it (None: it did not exist), when
         nothing has written it since; the action (created/configured/unchanged) is then
         judged against it instead of a fresh read (i22: one client process fewer)."""
+        ...
+
+    def dry_run_many(self, items: Sequence[DryRunItem], *,
+                     field_manager: str = FIELD_MANAGER) -> builtins.list[ApplyResult | ApiError]:
+        """Server-side dry-run apply of each item, answered in order as :meth:`apply`
+        answers it alone (``dry_run=True``): its result, or its refusal (ApiError) in its
+        place; Unreachable raises. i22: OcCluster sends them in one process per namespace
+        (a List on stdin), and asks each alone only when that call is refused, so every
+        refusal is exactly the one the object meets by itself."""
         ...
 
     def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:

@@ -357,12 +357,26 @@ def _apply(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]
         manifest = json.loads(stdin)
     except ValueError as e:
         raise KubectlError(f"error: error parsing STDIN: {e}") from None
+    dry = "--dry-run" in call.options
+    if isinstance(manifest, dict) and manifest.get("kind") == "List" and dry:
+        # i22: deploy's server dry run sends its objects as one List. kubectl applies each
+        # and prints what the server returned as a List; a refused object fails the call
+        # (the client then asks each alone), which the first refusal here stands for.
+        items = [_apply_one(fake, call, m, manager, dry) for m in manifest.get("items") or []]
+        out(json.dumps({"apiVersion": "v1", "kind": "List", "items": items,
+                        "metadata": {"resourceVersion": ""}}, indent=4) + "\n")
+        return 0
     if not isinstance(manifest, dict) or manifest.get("kind") == "List":
-        raise Unsupported("apply takes one object on stdin")
+        raise Unsupported("apply takes one object on stdin (a List only with --dry-run=server)")
+    out(json.dumps(_apply_one(fake, call, manifest, manager, dry), indent=4) + "\n")
+    return 0
+
+
+def _apply_one(fake: FakeCluster, call: Call, manifest: dict[str, Any], manager: str, dry: bool) -> dict[str, Any]:
+    """One object server-side applied; what kubectl prints of it."""
     kind = str(manifest.get("kind", ""))
     name = str((manifest.get("metadata") or {}).get("name", ""))
     ns = _ns(kind, call)
-    dry = "--dry-run" in call.options
     before = fake.get(kind, name, ns) if name and kind else None
     try:
         res = fake.apply(manifest, ns, field_manager=manager,
@@ -373,10 +387,8 @@ def _apply(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]
         after: dict[str, Any] = dict(before or manifest)
         if res.action != "unchanged":
             after = {**after, **{k: v for k, v in manifest.items() if k != "metadata"}}
-    else:
-        after = fake.get(kind, name, ns) or {}
-    out(json.dumps(after, indent=4) + "\n")
-    return 0
+        return after
+    return fake.get(kind, name, ns) or {}
 
 
 def _create_reviews(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]) -> int:

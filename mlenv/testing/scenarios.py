@@ -28,6 +28,7 @@ from typing import Any
 from mlenv.cluster.api import (
     ApiError,
     ClusterClient,
+    DryRunItem,
     Forbidden,
     Manifest,
     NotFound,
@@ -305,6 +306,48 @@ def many_questions_asked_at_once_answer_as_each_alone(st: Stage) -> None:
               "the project admin may create rolebindings and may not bind a cluster role")
 
 
+def _outcome(res: Any) -> str:
+    """An apply's answer as a scenario compares it: the action, or the refusal's class."""
+    return type(res).__name__ if isinstance(res, ApiError) else str(res.action)
+
+
+def many_objects_dry_run_at_once_answer_as_each_alone(st: Stage) -> None:
+    """i22: ``dry_run_many`` (deploy's server dry run: one ``apply --dry-run=server`` of a
+    List per namespace) answers what ``apply(dry_run=True)`` answers one by one: unchanged,
+    configured, created, and a refusal in the refused object's place, which makes the real
+    batch fail and fall back to one call each; for the admin and for the project admin
+    (RBAC refuses it the ClusterRole). Nothing is written."""
+    ns = st.namespace
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry", "labels": dict(LABELS)},
+          "data": {"k": "v"}}
+    st.admin.apply(cm, ns)
+    changed = {**cm, "data": {"k": "w"}}
+    new = {**cm, "metadata": {"name": "dry-new", "labels": dict(LABELS)}}
+    role: Manifest = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "mlenv-scenario-dry", "labels": dict(LABELS)}, "rules": []}
+    for who, client in (("admin", st.admin), ("project admin", st.user)):
+        for items in ([DryRunItem(cm, ns), DryRunItem(changed, ns), DryRunItem(new, ns)],
+                      [DryRunItem(cm, ns), DryRunItem(new, ns), DryRunItem(role, None), DryRunItem(changed, ns)]):
+            got = [_outcome(r) for r in client.dry_run_many(items)]
+            alone = []
+            for it in items:
+                try:
+                    alone.append(_outcome(client.apply(it.manifest, it.namespace, dry_run=True)))
+                except ApiError as e:
+                    alone.append(_outcome(e))
+            st.expect(got == alone, f"dry_run_many answers as apply(dry_run=True) does, for the {who}",
+                      list(zip(got, alone, strict=True)))
+        st.expect(got[:2] == ["unchanged", "created"] and got[3] == "configured",
+                  f"the {who}'s unchanged, new and changed ConfigMaps", got)
+        st.expect((got[2] == "Forbidden") == (who == "project admin"),
+                  f"RBAC refuses the ClusterRole to the project admin only (the {who})", got)
+    st.expect(st.admin.get("ConfigMap", "dry-new", ns) is None and st.admin.get("ClusterRole", role["metadata"]["name"],
+                                                                                 None) is None,
+              "a dry run creates nothing")
+    st.expect((st.admin.get("ConfigMap", "dry", ns) or {}).get("data") == {"k": "v"}, "a dry run changes nothing")
+    st.admin.delete("ConfigMap", "dry", ns)
+
+
 SCENARIOS: dict[str, Callable[[Stage], None]] = {f.__name__: f for f in (
     binding_a_cluster_role_needs_bind_or_its_grants,
     quantities_come_back_in_canonical_form,
@@ -314,5 +357,6 @@ SCENARIOS: dict[str, Callable[[Stage], None]] = {f.__name__: f for f in (
     openshift_kinds_exist_only_on_openshift,
     many_objects_read_at_once_answer_as_each_alone,
     many_questions_asked_at_once_answer_as_each_alone,
+    many_objects_dry_run_at_once_answer_as_each_alone,
 )}
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from _kubeenv import MISSING_IMAGE, Plane
 
-from mlenv.cluster.api import ObjectRef, Question
+from mlenv.cluster.api import ApplyResult, DryRunItem, ObjectRef, Question
 from mlenv.cluster.oc import OcCluster
 from mlenv.testing.scenarios import SCENARIOS, Stage
 
@@ -34,11 +34,16 @@ def test_the_plain_flavour_serves_no_openshift_kind(scenario: str, plain: Plane)
     SCENARIOS[scenario](plane_stage(plain, False))
 
 
+def _config_map(name: str) -> dict[str, object]:
+    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"batch-{name}"}, "data": {"k": "v"}}
+
+
 def test_each_batch_is_one_kubectl_call_on_the_real_server(openshift: Plane) -> None:
     """i22: the scenarios above hold even where a batch falls back to one call per object
     or question; here the real kubectl and server take each batch as it is sent: `get
     KIND/NAME …` answers a List, `create -f -` of a List of SelfSubjectAccessReviews
-    answers each review, for the admin and for the project admin."""
+    answers each review, and `apply --dry-run=server -f -` of a List (deploy's dry run)
+    answers each object, for the admin and for the project admin."""
     st = plane_stage(openshift, True)
     ns = st.namespace
     refs: list[ObjectRef] = [("ServiceAccount", "default", ns), ("ConfigMap", "kube-root-ca.crt", ns),
@@ -51,7 +56,10 @@ def test_each_batch_is_one_kubectl_call_on_the_real_server(openshift: Plane) -> 
         client.trace = lines.append
         got = client.get_many(refs)
         answers = client.can_i_many(questions)
-        assert len(lines) == 2, lines  # no fallback
+        dry = client.dry_run_many([DryRunItem(_config_map(n), ns, live=None) for n in ("a", "b", "c")])
+        assert len(lines) == 3, lines  # no fallback
+        assert [(r.kind, r.name, r.action) for r in dry if isinstance(r, ApplyResult)] == [
+            ("ConfigMap", f"batch-{n}", "created") for n in ("a", "b", "c")]
         assert got[refs[0]] is not None and got[refs[1]] is not None and got[refs[2]] is None
         client.trace = None
         assert answers == [client.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource)

@@ -16,12 +16,14 @@ from mlenv.cluster.api import (
     ApiError,
     ApplyResult,
     Conflict,
+    DryRunItem,
     Event,
     Invalid,
     Manifest,
     NotFound,
     ObjectRef,
     Unread,
+    dry_run_each,
     plural,
     read_each,
 )
@@ -253,6 +255,12 @@ class ObjectStore(Admission):
             kind = "Namespace"
         obj = self.objects.get(_key(kind, namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
+
+    def dry_run_many(self, items: Sequence[DryRunItem], *,
+                     field_manager: str = FIELD_MANAGER) -> list[ApplyResult | ApiError]:
+        """Each item as :meth:`apply` answers its dry run alone (result or refusal)."""
+        self._check_reachable()
+        return dry_run_each(self.apply, items, field_manager)
 
     def get_many(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Manifest | None]:
         """Each ref as :meth:`get` answers it; one :meth:`get` would refuse is left out."""

@@ -57,7 +57,7 @@ with open(os.environ["FAKEBIN_LOG"], "a", encoding="utf-8") as fh:
 with open(os.environ["FAKEBIN_RESPONSES"], encoding="utf-8") as fh:
     responses = json.load(fh)
 for r in responses:
-    if all(tok in argv for tok in r.get("match", [])):
+    if all(tok in argv for tok in r.get("match", [])) and r.get("stdin_has", "") in stdin:
         time.sleep(r.get("sleep", 0))
         sys.stdout.write(r.get("stdout", ""))
         sys.stderr.write(r.get("stderr", ""))
@@ -67,7 +67,8 @@ for r in responses:
 
 class FakeBin:
     """A PATH holding a fake ``oc`` or ``kubectl`` that records every argv (and stdin) and
-    answers from a list of ``{"match": [tokens…], "stdout", "stderr", "rc", "sleep"}``."""
+    answers from a list of ``{"match": [tokens…], "stdin_has": text, "stdout", "stderr", "rc",
+    "sleep"}``."""
 
     def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         import shutil

@@ -160,3 +160,40 @@ def test_kubectl_fallback_uses_the_same_namespace_order(fake_bin, tmp_path) -> N
     assert rec[1]["argv"] == ["-n", NS, "exec", "-i", "p", "--", "tar", "-x", "-f", "-", "-C",
                               "/workspace"]
     assert "a.py" in str(rec[1]["stdin"]) and "r.json" not in str(rec[1]["stdin"])
+
+
+def test_a_dry_run_of_many_objects_is_one_apply_per_namespace(oc, fake_bin) -> None:
+    """i22: deploy's server dry run ran one kubectl process per object (12 for the `local`
+    example); now one `apply --dry-run=server` of a List per namespace, each action judged
+    against the caller's read (fails on the code before: no dry_run_many)."""
+    from mlenv.cluster.api import DryRunItem
+
+    other = {**CM, "metadata": {"name": "d"}}
+    scc = {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints", "metadata": {"name": "s"}}
+    answer = {"apiVersion": "v1", "kind": "List", "items": [json.loads(live_cm("1")), {**other, "data": {"a": "1"}}]}
+    fake_bin.respond([{"match": ["apply", f"--namespace={NS}"], "stdout": json.dumps(answer)},
+                      {"match": ["apply"], "stdout": json.dumps(scc)}])
+    got = oc.dry_run_many([DryRunItem(CM, NS, live=json.loads(live_cm("1"))), DryRunItem(other, NS, live=None),
+                           DryRunItem(scc, None, live=None)])
+    assert [(r.name, r.action) for r in got] == [("c", "unchanged"), ("d", "created"), ("s", "created")]
+    batch, alone = fake_bin.records()
+    assert batch["argv"] == ["apply", f"--namespace={NS}", "--server-side", "--field-manager=mlenv",
+                             "--dry-run=server", "--output=json", "--filename=-", "--request-timeout=10000ms"]
+    assert [i["metadata"]["name"] for i in json.loads(str(batch["stdin"]))["items"]] == ["c", "d"]
+    assert alone["argv"][:2] == ["apply", "--server-side"] and "--namespace" not in " ".join(alone["argv"])
+
+
+def test_a_refused_dry_run_batch_asks_each_object_alone(oc, fake_bin) -> None:
+    """A refusal fails the whole kubectl call; each object is then asked alone, so the
+    refusal lands on the object that meets it and the others keep their answers."""
+    from mlenv.cluster.api import DryRunItem
+
+    other = {**CM, "metadata": {"name": "d"}}
+    fake_bin.respond([{"match": ["apply"], "stdin_has": '"kind": "List"', "rc": 1,
+                       "stderr": 'Error from server (Forbidden): configmaps "d" is forbidden\n'},
+                      {"match": ["apply"], "stdin_has": '"name": "d"', "rc": 1,
+                       "stderr": 'Error from server (Forbidden): configmaps "d" is forbidden\n'},
+                      {"match": ["apply"], "stdout": live_cm("1")}])
+    got = oc.dry_run_many([DryRunItem(CM, NS, live=json.loads(live_cm("1"))), DryRunItem(other, NS, live=None)])
+    assert got[0].action == "unchanged" and isinstance(got[1], Forbidden), got
+    assert len(fake_bin.calls()) == 3
