@@ -58,7 +58,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "signoff": set(),
     "quarantine": set(),
     "platforms": {"yaml", "jinja2"},
-    "cluster": {"openshift_client", "yaml"},
+    "cluster": {"yaml"},
     "pod": set(),  # the pod image's Python may have nothing but the stdlib
     "acceptance": {"torch", "deepspeed", "numpy", "matplotlib", "yaml"},
     "testing": {"yaml"},
