@@ -232,10 +232,7 @@ def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | Non
     from mlenv.acceptance.core.registry import plugin_modules
 
     if all(_importable(mod) for mod in plugin_modules()):
-        from mlenv.acceptance.run import local
-
-        local.validate(profile, checks, baseline if baseline and Path(baseline).is_file() else None,
-                       options if options is not None and options.is_file() else None)
+        _validate_here(profile, checks, baseline, options)
     args = platform_suite_args(checks=checks, baseline=baseline, options=options, deadline=deadline,
                                localize=localize)
     before = _run_ids(cfg.name)
@@ -243,6 +240,32 @@ def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | Non
     if bundle:  # --bundle was dropped here before, silently (like --localize)
         _bundle_new_run(cfg.name, before)
     return code
+
+
+def _validate_here(profile: str, checks: str, baseline: str | None, options: Path | None) -> None:
+    """``local.validate`` of what the job will run with: the flags, else ``$MLENV_OPTIONS`` /
+    ``$MLENV_BASELINE``, which the Slurm script and the hosts' runner take when the flag is
+    not given (mlenv.platforms.hosts.ENV_INPUTS); only files this machine has (see above).
+    An error in a file named by the environment says so: the user typed no flag."""
+    import os
+
+    from mlenv.acceptance.run import local
+    from mlenv.platforms.hosts import ENV_INPUTS
+
+    given: dict[str, str] = {"--options": str(options) if options is not None else "", "--baseline": baseline or ""}
+    source: dict[str, str] = {}
+    for flag, var in ENV_INPUTS.items():
+        if not given[flag] and os.environ.get(var, "").strip():
+            given[flag], source[flag] = os.environ[var].strip(), var
+    files = {flag: Path(v).expanduser() for flag, v in given.items() if v and Path(v).expanduser().is_file()}
+    try:
+        local.validate(profile, checks, str(files["--baseline"]) if "--baseline" in files else None,
+                       files.get("--options"))
+    except InputError as e:
+        named = [f"${var}={given[flag]}" for flag, var in source.items() if flag in files]
+        if not named:
+            raise
+        raise InputError(f"{e} (the file comes from {' and '.join(named)} in this environment)") from None
 
 
 def _importable(module: str) -> bool:

@@ -136,3 +136,22 @@ def test_a_plugins_check_that_only_the_nodes_have_still_reaches_the_job(root: Pa
                                  "--options", str(opts)], env=env)
     assert r.exit_code != 2, r.output
     assert "scontrol" in (root / "called").read_text()
+
+
+@pytest.mark.parametrize("name", ["site-university", "site-lab"])  # Slurm, hosts
+@pytest.mark.parametrize("var, text, said", [
+    ("MLENV_OPTIONS", "compute.matmul:\n  iterz: 3\n", "iterz"),
+    ("MLENV_BASELINE", "model: x\nrules: [{check: compute.matmul, metric: tflops, op: '>>', value: 1}]\n", "op"),
+])
+def test_an_options_or_baseline_file_from_the_environment_is_checked_here_too(
+        root: Path, name: str, var: str, text: str, said: str) -> None:
+    """The Slurm script and the hosts' runner take $MLENV_OPTIONS / $MLENV_BASELINE when the
+    flag is not given; before, only the flags were checked here, so a typo in the file the
+    environment named still reached every rank after the queue. Now: exit 2 here, naming
+    the variable, nothing submitted."""
+    bad = root / "from-env.yaml"
+    bad.write_text(text)
+    r = CliRunner().invoke(app, ["acceptance", "--cluster", name], env={**_env(root), var: str(bad)})
+    assert r.exit_code == 2, r.output
+    assert said in r.stderr and f"${var}={bad}" in r.stderr and "Traceback" not in r.output, r.stderr
+    assert not (root / "called").exists(), (root / "called").read_text()
