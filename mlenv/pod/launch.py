@@ -133,10 +133,13 @@ def require_tools(env: Mapping[str, str], tools: Sequence[str] = ("pdsh", "ssh")
         )
 
 
-def acceptance_job(report_dir: str, profile: str | None, extra: list[str], run_id: str | None = None) -> Job:
+def acceptance_job(report_dir: str, profile: str | None, extra: list[str], run_id: str | None = None,
+                   history_dir: str | None = None) -> Job:
     """The default job: the acceptance suite writing its reports to ``report_dir``; with
-    ``run_id`` the suite's results.json carries the folder's run id."""
-    args = ["--report-dir", report_dir, *(["--run-id", run_id] if run_id else [])]
+    ``run_id`` the suite's results.json carries the folder's run id, with ``history_dir``
+    rank 0 keeps the cluster's history there."""
+    args = ["--report-dir", report_dir, *(["--run-id", run_id] if run_id else []),
+            *(["--history-dir", history_dir] if history_dir else [])]
     if profile:
         args += ["--profile", profile]
     return Job(ACCEPTANCE_MODULE, args + extra, module=True, local_rank_flag=False)

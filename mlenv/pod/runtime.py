@@ -10,7 +10,9 @@ may be older than the CLI.
 from __future__ import annotations
 
 import os
+import re
 import shlex
+import shutil
 import sys
 import time
 from collections.abc import Callable, Mapping
@@ -186,14 +188,43 @@ def verb_init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bo
     return EXIT_OK
 
 
-def _job(script: list[str], module: str | None, report_dir: str, profile: str | None,
+def _job(env: Mapping[str, str], script: list[str], module: str | None, report_dir: str, profile: str | None,
          run_id: str | None = None) -> launch.Job:
     if module:
         return launch.Job(module, script, module=True, local_rank_flag=module != launch.ACCEPTANCE_MODULE)
     if script and not script[0].startswith("-"):
         return launch.Job(script[0], script[1:])
     # No script: the acceptance suite; options after '--' (e.g. --checks, --options) are its own.
-    return launch.acceptance_job(report_dir, profile, script, run_id)
+    return launch.acceptance_job(report_dir, profile, script, run_id, history_dir=history_dir(env))
+
+
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def history_dir(env: Mapping[str, str]) -> str | None:
+    """Where rank 0 keeps the cluster's history in a pod: ``$MLENV_HISTORY_DIR`` when set (the
+    ranks read it themselves: None), else ``<workspace>/results/history``, beside the run
+    folders. Before, it was ``reports/`` in the exec's working directory: ``/workspace/reports``
+    in our image, which ``sync --delete`` removes (only ``results/`` is kept), or ``/reports``
+    in an image whose working directory is ``/``, lost with the container (seen on the kube
+    tier). A history already kept at ``/workspace/reports`` is copied over once (mlenv wrote
+    it; the old file stays)."""
+    if env.get("MLENV_HISTORY_DIR", "").strip():
+        return None
+    ws = env.get("MLENV_WORKSPACE", "/workspace")
+    new = os.path.join(ws, "results", "history")
+    cluster = env.get("MLENV_CLUSTER", "").strip()
+    if _DNS_LABEL.fullmatch(cluster):  # as the history names it (records.history.current_cluster)
+        old = os.path.join(ws, "reports", cluster, "history.jsonl")
+        moved = os.path.join(new, cluster, "history.jsonl")
+        if os.path.isfile(old) and not os.path.islink(old) and not os.path.lexists(moved):
+            try:
+                os.makedirs(os.path.dirname(moved), exist_ok=True)
+                shutil.copyfile(old, moved)
+                say(f"history: {old} copied to {moved} (the history's place in a pod since i22)")
+            except OSError as e:  # the run goes on; its history starts afresh there
+                say(f"history: could not copy {old} to {moved}: {e}")
+    return new
 
 
 def _report_dir(env: Mapping[str, str], report_dir: str | None, run_id: str) -> str:
@@ -232,7 +263,7 @@ def verb_launch(env: Mapping[str, str], *, script: list[str], module: str | None
     p = paths_from(env)
     rid = launch.check_run_id(run_id) if run_id else launch.new_run_id()
     rdir = _report_dir(env, report_dir, rid)
-    job = _job(script, module, rdir, profile, rid)
+    job = _job(env, script, module, rdir, profile, rid)
     if torchrun:
         slots = hostfile.slots_per_node(pe.gpus_per_node, hostfile.count_gpus(env), env)
         say("ssh-less path: run this in every pod i (node rank i), e.g. through 'oc exec':")
@@ -300,7 +331,7 @@ def verb_run_torchrun(env: Mapping[str, str], *, script: list[str], module: str 
         raise InputError("run-torchrun: pass the same --run-id (or --report-dir) in every pod")
     rid = launch.check_run_id(run_id) if run_id else launch.new_run_id()
     rdir = _report_dir(env, report_dir, rid)
-    job = _job(script, module, rdir, profile, rid)
+    job = _job(env, script, module, rdir, profile, rid)
     slots = hostfile.slots_per_node(pe.gpus_per_node, hostfile.count_gpus(env), env)
     child_env = {**env, **read_node_env(p.node_env)}
     argv = launch.torchrun_argv(job, pe.nnodes, pe.rank, slots, pe.master_addr, pe.master_port)

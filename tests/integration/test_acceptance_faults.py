@@ -110,8 +110,9 @@ def test_dead_rank_named_by_heartbeat_without_a_launcher(tmp_path: Path) -> None
     cmd = [sys.executable, "-m", "mlenv.acceptance", "--checks", "environment,probe", "--report-dir", str(report),
            "--deadline", "60"]
     t0 = time.monotonic()
+    # cwd: rank 0's history goes to <cwd>/reports/ without MLENV_HISTORY_DIR (it went into the checkout)
     procs = [subprocess.Popen(cmd, env=dict(base, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
+                              stderr=subprocess.STDOUT, text=True, cwd=tmp_path) for r in (0, 1)]
     out0, _ = procs[0].communicate(timeout=120)
     procs[1].wait(timeout=30)
     wall = time.monotonic() - t0
@@ -130,7 +131,8 @@ def _rank_alone(rank: int, world: int, per_node: int, port: int, report: Path, d
                LOCAL_WORLD_SIZE=str(per_node), OMP_NUM_THREADS="1", MLENV_FAULT="")
     cmd = [sys.executable, "-m", "mlenv.acceptance", "--checks", "environment", "--report-dir", str(report),
            "--deadline", str(deadline)]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            cwd=report.parent)  # rank 0's history: <cwd>/reports/, not the checkout's
 
 
 def test_ranks_that_never_join_are_named_with_their_node_within_the_deadline(tmp_path: Path) -> None:

@@ -224,10 +224,11 @@ def test_options_after_double_dash_go_to_the_acceptance_suite() -> None:
 
     script = _parser().parse_args(["launch", "--profile", "quick", "--", "--checks", "compute",
                                    "--options", "o.json"]).script
-    job = runtime._job(script[1:], None, "/r", "quick")
+    env = {"MLENV_HISTORY_DIR": "/h"}  # set: the ranks read it themselves, no flag
+    job = runtime._job(env, script[1:], None, "/r", "quick")
     assert job.module and job.target == launch.ACCEPTANCE_MODULE and not job.local_rank_flag
     assert job.args == ["--report-dir", "/r", "--profile", "quick", "--checks", "compute", "--options", "o.json"]
-    user = runtime._job(["train.py", "--steps", "2"], None, "/r", "quick")
+    user = runtime._job(env, ["train.py", "--steps", "2"], None, "/r", "quick")
     assert (user.target, user.args, user.module) == ("train.py", ["--steps", "2"], False)
 
 
@@ -242,3 +243,30 @@ def test_printed_torchrun_command_keeps_suite_options_after_double_dash(tmp_path
     # The printed command parses, and the options reach the suite in that pod.
     args = _parser().parse_args(printed[3:])
     assert args.verb == "run-torchrun" and args.script == ["--", "--checks", "compute"]
+
+
+def test_a_pods_history_is_kept_beside_its_runs_where_sync_delete_leaves_it(tmp_path: Path) -> None:
+    """Before, rank 0 wrote the history to reports/ in the exec's working directory:
+    /workspace/reports in our image (sync --delete removed it: only results/ is kept) or
+    /reports where the image's working directory is / (lost with the container; the kube
+    tier's pods had it there). Now <workspace>/results/history, which sync neither copies
+    nor deletes; a history kept at the old place is copied over once."""
+    from mlenv.cluster import treehash
+
+    ws = tmp_path / "workspace"
+    old = ws / "reports" / "team-a" / "history.jsonl"
+    old.parent.mkdir(parents=True)
+    old.write_text('{"run_id": "20261128-000000-abcdef"}\n')
+    env = {"MLENV_WORKSPACE": str(ws), "MLENV_CLUSTER": "team-a"}
+    job = runtime._job(env, [], None, f"{ws}/results/r1", "quick", "20261128-000001-abcdef")
+    assert job.args[job.args.index("--history-dir") + 1] == f"{ws}/results/history"
+    moved = ws / "results" / "history" / "team-a" / "history.jsonl"
+    assert moved.read_text() == old.read_text() and old.is_file()  # copied, the old one left
+    moved.write_text(moved.read_text() + '{"run_id": "20261128-000001-abcdef"}\n')
+    runtime.history_dir(env)  # once: a later run never copies over its own history
+    assert len(moved.read_text().splitlines()) == 2
+    assert treehash.protected("results/history/team-a/history.jsonl") and treehash.excluded("results/history")
+    assert not treehash.protected("reports/team-a/history.jsonl")  # why the old place lost it
+    # a cluster name that is no DNS label copies nothing (it could name a path)
+    runtime.history_dir({"MLENV_WORKSPACE": str(ws), "MLENV_CLUSTER": "../team-a"})
+    assert sorted(p.name for p in (ws / "results" / "history").iterdir()) == ["team-a"]
