@@ -9,7 +9,6 @@ import subprocess
 import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -75,27 +74,6 @@ def test_local_suite_passes_with_every_report(tmp_path: Path) -> None:
     assert "out-of-place" not in out  # the nccl-tests tables (a check line names busbw_* metrics)
     log = (report / "launcher.log").read_text()
     assert "deepspeed.launcher" in log and "out-of-place" in log  # the argv and the tables
-    _healthy_resnet18(doc)
-
-
-def _healthy_resnet18(doc: dict[str, Any]) -> None:
-    """The training check of a healthy two-rank CPU run (it had a serial run of its own)."""
-    (world,) = [c for c in doc["checks"] if c["name"] == "training.deepspeed"]
-    assert world["status"] == "PASS", world
-    m = world["metrics"]
-    assert m["loss_last"] < m["loss_first"] and m["loss_drop_frac"] >= world["details"]["min_loss_drop"]
-    assert m["samples_per_s"] == pytest.approx(2 * m["samples_per_s_per_rank"])
-    # i27: one node trains at ZeRO-0 (stage 2 is for gradients that cross nodes); fp32 on a CPU.
-    assert world["details"]["zero_stage"] == 0 and world["details"]["precision"] == "fp32"
-    assert m["stack_ratio"] > 0  # the plain loop ran beside it, reported (judged on a GPU)
-    assert world["details"]["parameters"] > 11_000_000  # the real ResNet-18, 10 classes
-    ranks = [c for c in doc["checks"] if c["name"] == "training.step_time"]
-    assert sorted(r["rank"] for r in ranks) == [0, 1]
-    for r in ranks:
-        assert r["status"] == "PASS"
-        assert 0 < r["metrics"]["p50_ms"] <= r["metrics"]["p90_ms"] <= r["metrics"]["p99_ms"]
-        assert r["metrics"]["compute_p50_ms"] < r["metrics"]["p50_ms"]
-    assert world["details"]["stragglers"] == []
 
 
 def test_i25_8_quiet_fail_shows_the_verdict_and_errors_only(tmp_path: Path) -> None:
