@@ -96,6 +96,10 @@ def _rounds(entry: dict[str, Any]) -> list[dict[str, Any]]:
     return rounds
 
 
+# Serial: with no link shaped, the pairs' timings differ only by noise, and beside the other
+# workers' runs on 2 cores that noise named a link (FAIL) in a CI rehearsal (2026-11-28); the
+# shaped tests here stay in the parallel phase (their slow link is many times the noise).
+@pytest.mark.serial
 @needs_harness
 def test_no_shaping_names_nobody(hosts: Cluster, tmp_path: Path) -> None:
     doc, log, wall = _suite(hosts, tmp_path / "report", "--localize")
