@@ -189,6 +189,19 @@ def unreachable_reason(stderr: str, timed_out: bool, timeout: float) -> str | No
 _VOLATILE_META = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid")
 
 
+def judged(kind: str, name: str, before: Manifest | None, after: Manifest, *, dry_run: bool) -> ApplyResult:
+    """One server-side apply's action, from the object as read before it (None: it did not
+    exist) and as the server returned it: a real apply by its resourceVersion, a dry run,
+    which bumps nothing, by its content (:func:`comparable`)."""
+    if before is None:
+        return ApplyResult(kind, name, "created")
+    if dry_run:
+        same = comparable(after) == comparable(before)
+    else:
+        same = (after.get("metadata") or {}).get("resourceVersion") == before["metadata"].get("resourceVersion")
+    return ApplyResult(kind, name, "unchanged" if same else "configured")
+
+
 def comparable(obj: Manifest) -> Manifest:
     """An object without the server bookkeeping a dry-run apply returns fresh (managedFields
     timestamps) or leaves untouched (resourceVersion): what remains is what apply changes."""
@@ -611,22 +624,15 @@ class OcCluster:
             args.append("--dry-run=server")
         out = self._ok("apply", args, stdin=json.dumps(manifest), namespace=namespace,
                        kind=kind, name=name)
-        if before is None:
-            return ApplyResult(kind, name, "created")
-        after = json.loads(out) if out.strip() else {}
-        if dry_run:
-            same = comparable(after) == comparable(before)
-        else:
-            same = (after.get("metadata") or {}).get("resourceVersion") == \
-                before["metadata"].get("resourceVersion")
-        return ApplyResult(kind, name, "unchanged" if same else "configured")
+        after = json.loads(out) if before is not None and out.strip() else {}
+        return judged(kind, name, before, after, dry_run=dry_run)
 
     def dry_run_many(self, items: Sequence[DryRunItem], *,
                      field_manager: str = FIELD_MANAGER) -> builtins.list[ApplyResult | ApiError]:
         """``apply --server-side --dry-run=server -o json -f -`` of a List, one call per
         namespace and ``force_conflicts`` (cluster-scoped objects in a call of their own): kubectl prints the
         objects the server returned, matched back in order by kind and name, and each
-        action judged as :meth:`apply` judges a dry run (against the caller's read, or one
+        action judged as :meth:`apply` judges a dry run (:func:`judged`, against the caller's read, or one
         read here). When that call is refused for any object (rc != 0) or answers anything
         else, its items are asked one by one, so every refusal is the one the object meets
         alone. i22: a deploy's dry run was one kubectl process per object (12 for the
@@ -663,11 +669,7 @@ class OcCluster:
         for d, it in zip(docs, items, strict=True):
             kind, name = str(it.manifest["kind"]), str(it.manifest["metadata"]["name"])
             before = self.get(kind, name, namespace) if isinstance(it.live, Unread) else it.live
-            if before is None:
-                results.append(ApplyResult(kind, name, "created"))
-            else:
-                results.append(ApplyResult(kind, name, "unchanged" if comparable(d) == comparable(before)
-                                           else "configured"))
+            results.append(judged(kind, name, before, d, dry_run=True))
         return results
 
     def mark_node(self, marks: NodeMarks, *, remove: bool = False) -> None:
