@@ -245,19 +245,19 @@ def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | Non
 def _validate_here(profile: str, checks: str, baseline: str | None, options: Path | None) -> None:
     """``local.validate`` of what the job will run with: the flags, else ``$MLENV_OPTIONS`` /
     ``$MLENV_BASELINE``, which the Slurm script and the hosts' runner take when the flag is
-    not given (mlenv.platforms.hosts.ENV_INPUTS); only files this machine has (see above).
+    not given (mlenv.platforms.hosts.inputs_from_env); only files this machine has (see above).
     An error in a file named by the environment says so: the user typed no flag."""
     import os
 
     from mlenv.acceptance.run import local
-    from mlenv.platforms.hosts import ENV_INPUTS
+    from mlenv.platforms.hosts import inputs_from_env
 
     given: dict[str, str] = {"--options": str(options) if options is not None else "", "--baseline": baseline or ""}
-    source: dict[str, str] = {}
-    for flag, var in ENV_INPUTS.items():
-        if not given[flag] and os.environ.get(var, "").strip():
-            given[flag], source[flag] = os.environ[var].strip(), var
-    files = {flag: Path(v).expanduser() for flag, v in given.items() if v and Path(v).expanduser().is_file()}
+    from_env = inputs_from_env([flag for flag, v in given.items() if v], os.environ)
+    given.update((flag, value) for flag, (value, _) in from_env.items())
+    source = {flag: var for flag, (_, var) in from_env.items()}
+    paths = {flag: Path(v).expanduser() for flag, v in given.items() if v}
+    files = {flag: f for flag, f in paths.items() if f.is_file()}
     try:
         local.validate(profile, checks, str(files["--baseline"]) if "--baseline" in files else None,
                        files.get("--options"))

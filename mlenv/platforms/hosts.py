@@ -20,7 +20,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -147,6 +147,13 @@ def history_dir_of(cluster: Cluster) -> str:
     return f"{_results_of(cluster)}/history"
 
 
+def inputs_from_env(given: Container[str], environ: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+    """The :data:`ENV_INPUTS` a run takes from the environment: for each flag not in
+    ``given``, (value, variable) where that variable is set (stripped, not empty)."""
+    return {flag: (environ[var].strip(), var) for flag, var in ENV_INPUTS.items()
+            if flag not in given and environ.get(var, "").strip()}
+
+
 def run_inputs(suite_args: list[str], report: str,
                environ: dict[str, str] | None = None) -> tuple[list[str], list[tuple[Path, str]]]:
     """``suite_args`` with each ``--options FILE`` / ``--baseline FILE`` (else ``$MLENV_OPTIONS``,
@@ -159,9 +166,8 @@ def run_inputs(suite_args: list[str], report: str,
     """
     env = os.environ if environ is None else environ
     args = list(suite_args)
-    for flag, var in ENV_INPUTS.items():
-        if flag not in args and env.get(var, "").strip():
-            args += [flag, env[var].strip()]
+    for flag, (value, _) in inputs_from_env(args, env).items():
+        args += [flag, value]
     ship: list[tuple[Path, str]] = []
     for i, a in enumerate(args[:-1]):
         if a not in ENV_INPUTS:
