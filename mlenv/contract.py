@@ -136,7 +136,13 @@ def shown(value: object, keep: str = "") -> str:
 # where JSON's own double quotes cannot survive. Rack names are DNS labels and node
 # names host or Node names, so '=', ',' and ';' never occur inside either.
 TOPOLOGY_ENV = "MLENV_TOPOLOGY"
-_RACK = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\Z")
+_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def is_dns_label(name: object) -> bool:
+    """Whether ``name`` is a DNS-1123 label (lower-case letters, digits and '-', at most 63
+    characters): what cluster and rack names are, so each is safe as one path component."""
+    return isinstance(name, str) and _DNS_LABEL.fullmatch(name) is not None
 
 
 def rack_name(value: str) -> str | None:
@@ -144,7 +150,7 @@ def rack_name(value: str) -> str | None:
     DNS label: lowercased, '_' and '.' as '-'. None when that still is not one (empty, too
     long, other characters)."""
     name = value.strip().lower().replace("_", "-").replace(".", "-")
-    return name if _RACK.match(name) else None
+    return name if is_dns_label(name) else None
 
 
 def topology_json(racks: dict[str, list[str]]) -> str:

@@ -10,7 +10,6 @@ may be older than the CLI.
 from __future__ import annotations
 
 import os
-import re
 import shlex
 import shutil
 import sys
@@ -18,6 +17,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from mlenv.contract import is_dns_label
 from mlenv.errors import EXIT_OK, InfraError, InputError
 from mlenv.pod import dsenv, hostfile, interfaces, launch, preflight, rdma, ssh
 from mlenv.pod.env import PodEnv, pod_env, upstream_vars
@@ -198,9 +198,6 @@ def _job(env: Mapping[str, str], script: list[str], module: str | None, report_d
     return launch.acceptance_job(report_dir, profile, script, run_id, history_dir=history_dir(env))
 
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
-
-
 def history_dir(env: Mapping[str, str]) -> str | None:
     """Where rank 0 keeps the cluster's history in a pod: ``$MLENV_HISTORY_DIR`` when set (the
     ranks read it themselves: None), else ``<workspace>/results/history``, beside the run
@@ -214,7 +211,7 @@ def history_dir(env: Mapping[str, str]) -> str | None:
     ws = env.get("MLENV_WORKSPACE", "/workspace")
     new = os.path.join(ws, "results", "history")
     cluster = env.get("MLENV_CLUSTER", "").strip()
-    if _DNS_LABEL.fullmatch(cluster):  # as the history names it (records.history.current_cluster)
+    if is_dns_label(cluster):  # as the history names it (records.history.current_cluster)
         old = os.path.join(ws, "reports", cluster, "history.jsonl")
         moved = os.path.join(new, cluster, "history.jsonl")
         if os.path.isfile(old) and not os.path.islink(old) and not os.path.lexists(moved):

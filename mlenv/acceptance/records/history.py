@@ -17,7 +17,6 @@ import fcntl
 import fnmatch
 import json
 import os
-import re
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.evidence.outliers import direction
-from mlenv.contract import RESULTS_JSON, is_run_id
+from mlenv.contract import RESULTS_JSON, is_dns_label, is_run_id
 from mlenv.errors import InputError
 
 # 2 (issue 23): verdict may be INTERRUPTED. Version-1 lines are read as they are (nothing
@@ -35,7 +34,6 @@ HISTORY_FILE = "history.jsonl"
 RECORD_FILE = "record.json"
 LOCAL_CLUSTER = "local"
 NOT_PRESENT = "not present"
-_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 # Scopes a headline figure is taken from: one GPU (rank) or all of them (world). Node,
 # intra/inter-node group and link results are judged by the verdict, not trended.
 _HEADLINE_SCOPES = ("rank", "world")
@@ -43,7 +41,7 @@ _HEADLINE_SCOPES = ("rank", "world")
 
 def check_cluster_name(name: str) -> str:
     """``name`` if it is a DNS-1123 label (as cluster names are), else InputError: it becomes a path."""
-    if not isinstance(name, str) or len(name) > 63 or not _LABEL.fullmatch(name):
+    if not is_dns_label(name):
         raise InputError(f"cluster {name!r}: expected a cluster name (a DNS-1123 label: lower-case letters, "
                          "digits and '-', at most 63 characters)")
     return name
@@ -60,7 +58,7 @@ def default_root(base: str | os.PathLike[str] | None = None) -> Path:
 def current_cluster(environ: dict[str, str] | None = None) -> str:
     """The cluster a run in this process belongs to: ``$MLENV_CLUSTER`` (pods, Slurm jobs), else ``local``."""
     name = (environ if environ is not None else os.environ).get("MLENV_CLUSTER", "").strip()
-    if name and _LABEL.fullmatch(name) and len(name) <= 63:
+    if is_dns_label(name):
         return name
     return LOCAL_CLUSTER
 
