@@ -248,7 +248,9 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
                                               stdin=subprocess.DEVNULL, start_new_session=True))
             say(f"launched run {rid} on {', '.join(hosts)} ({len(hosts)} x {cluster.gpus.per_node} rank(s)); "
                 f"reports: {report}" + ("" if cluster.hosts.shared_dir else f" on host {hosts[0]}"))
-            lost = _wait_all(hosts, procs, timeout_s - (time.monotonic() - t0), say)
+            lost, left = _wait_all(hosts, procs, timeout_s - (time.monotonic() - t0), say)
+            if left:  # past the run's time, or the others' grace: its processes there too
+                stop_run(cluster, [hosts[i] for i in left], rid, [procs[i] for i in left])
         except KeyboardInterrupt as e:
             stopped = e if isinstance(e, Interrupted) else Interrupted("SIGINT")
             say(f"{stopped.signal_name}: stopping run {rid} on {', '.join(hosts)}")
@@ -577,28 +579,44 @@ def shell(cluster: Cluster, command: list[str], host: int = 0, tty: bool = False
 
 
 LOST_GRACE_S = 60.0  # after a host is lost, how long the others may take to write the report
+# After rank 0's host has ended (its ranks have left: the report is written, or rank 0
+# crashed), how long the other hosts may take to end too before their ranks are stopped.
+AFTER_HEAD_GRACE_ENV = "MLENV_AFTER_VERDICT_GRACE_S"
+AFTER_HEAD_GRACE_S = 60.0
 
 
-def _wait_all(hosts: list[str], procs: list[subprocess.Popen[bytes]], timeout_s: float, say: Say) -> list[str]:
-    """Wait for every host's ssh session; the hosts whose connection was lost (ssh exit 255).
+def _wait_all(hosts: list[str], procs: list[subprocess.Popen[bytes]], timeout_s: float,
+              say: Say, after_head_s: float | None = None) -> tuple[list[str], list[int]]:
+    """Wait for every host's ssh session; the hosts whose connection was lost (ssh exit
+    255), and the indexes of the sessions still open when the wait gave up.
 
     Watched together: a lost host is said at once, and the others then get
-    :data:`LOST_GRACE_S` to finish (rank 0 writes the ERROR report naming the dead ranks)
-    before their sessions are ended. Past ``timeout_s`` every session is ended.
+    :data:`LOST_GRACE_S` to finish (rank 0 writes the ERROR report naming the dead ranks).
+    Once the head host's session has ended by itself, the others get ``after_head_s``
+    (``MLENV_AFTER_VERDICT_GRACE_S``, default 60): a rank stopped or hung there would
+    otherwise keep the run waiting until ``timeout_s``. The caller stops the run on the
+    hosts whose sessions are still open (ending the ssh alone would leave their ranks).
     """
+    after = after_head_s if after_head_s is not None else float(
+        os.environ.get(AFTER_HEAD_GRACE_ENV) or AFTER_HEAD_GRACE_S)
     end = time.monotonic() + max(1.0, timeout_s)
     lost: list[str] = []
+    head_done = False
     while any(p.poll() is None for p in procs) and time.monotonic() < end:
         for h, p in zip(hosts, procs, strict=True):
             if p.returncode == 255 and not any(x.startswith(h + " ") for x in lost):
                 lost.append(f"{h} (ssh connection lost)")
                 say(f"host {h}: ssh connection lost during the run")
                 end = min(end, time.monotonic() + LOST_GRACE_S)
+        if not head_done and procs and procs[0].returncode not in (None, 255):
+            head_done = True
+            end = min(end, time.monotonic() + after)
         time.sleep(0.5)
+    left = [i for i, p in enumerate(procs) if p.poll() is None]
     for h, p in zip(hosts, procs, strict=True):
-        if p.poll() is None:
-            p.kill()
-            p.wait(timeout=10)
-        elif p.returncode == 255 and not any(x.startswith(h + " ") for x in lost):
+        if p.returncode == 255 and not any(x.startswith(h + " ") for x in lost):
             lost.append(f"{h} (ssh connection lost)")
-    return lost
+    if left and head_done:
+        say(f"host {hosts[0]} (rank 0) ended {after:g} s ago and the run goes on on "
+            f"{', '.join(hosts[i] for i in left)} (a rank stopped or hung there): stopping it there")
+    return lost, left

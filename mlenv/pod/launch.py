@@ -254,10 +254,16 @@ class PeerLost(InfraError):
 # the lost rank forever is stopped after this.
 LOST_GRACE_ENV = "MLENV_PEER_LOST_GRACE_S"
 LOST_GRACE_S = 60.0
+# How long the job may go on after rank 0 wrote the verdict: the other ranks only leave
+# (a destroyed process group, DeepSpeed's launcher polling each second), a healthy run
+# within seconds.
+AFTER_VERDICT_GRACE_ENV = "MLENV_AFTER_VERDICT_GRACE_S"
+AFTER_VERDICT_GRACE_S = 60.0
 
 
 def run(argv: list[str], env: Mapping[str, str], *, out: TextIO | None = None,
-        lost_grace_s: float | None = None) -> int:
+        lost_grace_s: float | None = None, verdict_in: tuple[str, float] | None = None,
+        after_verdict_grace_s: float | None = None) -> int:
     """Run ``argv`` in its own process group, its output passed through line by line;
     returns its exit status.
 
@@ -267,10 +273,19 @@ def run(argv: list[str], env: Mapping[str, str], *, out: TextIO | None = None,
     default. The job gets ``lost_grace_s`` (``MLENV_PEER_LOST_GRACE_S``, default 60) to
     end by itself — the acceptance suite writes its ERROR report naming the dead rank in
     that time — then its whole group is stopped and PeerLost names the host.
+
+    ``verdict_in`` (the report folder and the run's start, for the acceptance suite): once
+    rank 0 has written this run's ``results.json``, the job gets ``after_verdict_grace_s``
+    (``MLENV_AFTER_VERDICT_GRACE_S``, default 60) to end; a rank that does not (stopped,
+    or hung in a collective on another node, which the verdict has just named) would
+    otherwise keep the launch waiting for ever: its whole group is then stopped (DeepSpeed's
+    runner stops every node's ranks on that signal) and the verdict's exit code returned.
     """
     sink = out or sys.stdout
     grace = lost_grace_s if lost_grace_s is not None else float(
         env.get(LOST_GRACE_ENV) or LOST_GRACE_S)
+    after = after_verdict_grace_s if after_verdict_grace_s is not None else float(
+        env.get(AFTER_VERDICT_GRACE_ENV) or AFTER_VERDICT_GRACE_S)
     proc = subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, errors="replace",
                             start_new_session=True)
@@ -285,33 +300,63 @@ def run(argv: list[str], env: Mapping[str, str], *, out: TextIO | None = None,
 
     threading.Thread(target=pump, name="mlenv-launch-output", daemon=True).start()
     lost, stop_at = "", math.inf
+    watch = _AfterVerdict(verdict_in, after)
     try:
         while True:
             try:
                 line = lines.get(timeout=max(0.0, min(stop_at - time.monotonic(), 1.0)))
             except queue.Empty:
-                if time.monotonic() >= stop_at:
-                    _stop_group(proc, signal.SIGTERM)
-                    raise PeerLost(
-                        f"launch stopped: lost {lost} (ssh to it exited 255: the host is "
-                        "down, its sshd frozen, or the network to it broke) and the job had "
-                        f"not ended {grace:g} s later; the ranks on the other hosts were "
-                        "stopped instead of waiting for it") from None
-                continue
+                line = ""
             if line is None:
                 return proc.wait()
-            sink.write(line)
-            sink.flush()
-            m = _PDSH_LOST.search(line)
-            if m and not lost:
-                lost, stop_at = m.group(1), time.monotonic() + grace
-                sink.write(f"mlenv: lost {lost} (ssh exited 255); stopping the launch in "
-                           f"{grace:g} s unless the job ends first\n")
+            if line:
+                sink.write(line)
                 sink.flush()
+                m = _PDSH_LOST.search(line)
+                if m and not lost:
+                    lost, stop_at = m.group(1), time.monotonic() + grace
+                    sink.write(f"mlenv: lost {lost} (ssh exited 255); stopping the launch in "
+                               f"{grace:g} s unless the job ends first\n")
+                    sink.flush()
+            # Judged after every line too, not only when the job is quiet: a job that
+            # keeps printing (a rank's warnings each second) must not hold the stop off.
+            now = time.monotonic()
+            if watch.due(now):
+                sink.write(f"mlenv: rank 0 wrote the verdict ({watch.verdict}) {after:g} s ago and the "
+                           "job has not ended (a rank stopped or hung, on this node or another): "
+                           "stopping it on every node\n")
+                sink.flush()
+                _stop_group(proc, signal.SIGTERM)
+                return contract.exit_for_verdict(watch.verdict)
+            if now >= stop_at:
+                _stop_group(proc, signal.SIGTERM)
+                raise PeerLost(
+                    f"launch stopped: lost {lost} (ssh to it exited 255: the host is "
+                    "down, its sshd frozen, or the network to it broke) and the job had "
+                    f"not ended {grace:g} s later; the ranks on the other hosts were "
+                    "stopped instead of waiting for it") from None
     except KeyboardInterrupt:
         # The launcher's own SIGINT handler stops the remote ranks; give it time to.
         _stop_group(proc, signal.SIGINT)
         return proc.wait()
+
+
+class _AfterVerdict:
+    """Whether this run's verdict is written (``results.json`` in ``where``, the report folder
+    and the run's start; read at most once a second) and the job has outlived ``grace_s`` after it."""
+
+    def __init__(self, where: tuple[str, float] | None, grace_s: float) -> None:
+        self.where, self.grace_s = where, grace_s
+        self.verdict: str | None = None
+        self.stop_at, self._next_look = math.inf, 0.0
+
+    def due(self, now: float) -> bool:
+        if self.where is not None and self.verdict is None and now >= self._next_look:
+            self._next_look = now + 1.0
+            self.verdict = fresh_verdict(*self.where)
+            if self.verdict is not None:
+                self.stop_at = now + self.grace_s
+        return now >= self.stop_at
 
 
 def _stop_group(proc: subprocess.Popen[str], sig: int, grace_s: float = 15.0) -> None:

@@ -291,8 +291,8 @@ def verb_launch(env: Mapping[str, str], *, script: list[str], module: str | None
                                  user=ssh.current_user())
     say(f"run id {rid}; launching on {len(hosts)} node(s)")
     started = time.time()
-    rc = launch.run(argv, launcher_env)
     acceptance = job.target == launch.ACCEPTANCE_MODULE
+    rc = launch.run(argv, launcher_env, verdict_in=(rdir, started) if acceptance else None)
     return _finish(rc, rdir if acceptance or report_dir else None, acceptance, started)
 
 
@@ -334,10 +334,11 @@ def verb_run_torchrun(env: Mapping[str, str], *, script: list[str], module: str 
     argv = launch.torchrun_argv(job, pe.nnodes, pe.rank, slots, pe.master_addr, pe.master_port)
     say(f"torchrun node {pe.rank}/{pe.nnodes}, {slots} proc(s), rendezvous {pe.master_addr}:{pe.master_port}")
     started = time.time()
-    rc = launch.run(argv, child_env)
     acceptance = job.target == launch.ACCEPTANCE_MODULE
     # Only pod-0 holds the report (rank 0 writes it); elsewhere the exit status alone.
-    return _finish(rc, rdir if pe.rank == 0 and acceptance else None, acceptance, started)
+    mine = rdir if pe.rank == 0 and acceptance else None
+    rc = launch.run(argv, child_env, verdict_in=(mine, started) if mine else None)
+    return _finish(rc, mine, acceptance, started)
 
 
 def verb_preflight(env: Mapping[str, str], deadline_s: float) -> int:

@@ -13,6 +13,7 @@ torchrun, :data:`FAKE_TORCHRUN`).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -81,6 +82,9 @@ if node:  # its rank's log, a note that it gave up on rank 0, and a file of its 
     for name in (".hung", "stray.txt"):
         with open(os.path.join(report, name), "w") as f:
             f.write("from host %d\\n" % node)
+    if os.path.exists(os.path.join(os.path.dirname(sys.argv[0]), "hang-node-%d" % node)):
+        import time  # a rank that never ends (stopped, or hung in a collective)
+        time.sleep(600)
     sys.exit(0)
 env = {{k: v for k, v in os.environ.items() if k not in ("MLENV_NNODES", "MLENV_GPUS_PER_NODE")}}
 env["PYTHONPATH"] = {repo!r}  # this checkout's mlenv, not the one the venv installed
@@ -300,6 +304,33 @@ def test_a_run_without_shared_dir_ships_the_options_and_copies_the_reports_back(
     assert [json.loads(x)["run_id"] for x in on_head] == [rid]
     code, log, _ = _mlenv("logs", "site-lab")  # the copy, once the run ended
     assert code == 0 and log.startswith("# rank 0 on "), log
+
+
+def test_a_host_whose_rank_never_ends_after_rank_0_reported_is_stopped_there(root: Path, monkeypatch) -> None:
+    """The run used to wait for a host whose rank never ended (stopped, or hung in a
+    collective) after rank 0's host had written the verdict and ended: until the run's
+    hour was out, and then only the local ssh ended, the rank kept running there. Now that
+    host gets the grace (MLENV_AFTER_VERDICT_GRACE_S), then the run is stopped on it."""
+    _real_ranks(root, monkeypatch)
+    (root / "bin" / "hang-node-2").write_text("")
+    p = subprocess.Popen([sys.executable, "-m", "mlenv", "acceptance", "--cluster", "site-lab", "--checks",
+                          "environment"], env={**os.environ, "PYTHONPATH": str(REPO), "MLENV_AFTER_VERDICT_GRACE_S": "2"},
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = p.communicate(timeout=150)  # a loaded 2-core machine starts python slowly
+    finally:
+        if p.poll() is None:
+            p.kill()
+        left = _running(str(root / "bin" / "torchrun-python"))
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+    assert p.returncode == 0 and "verdict: PASS" in out, out
+    assert (f"host {HOSTS[0]} (rank 0) ended 2 s ago and the run goes on on {HOSTS[2]} "
+            "(a rank stopped or hung there): stopping it there") in out, out
+    assert left == [], out  # the hung rank is gone, not only its ssh session
+    run = _only_run(root)
+    assert json.loads((run / "results.json").read_text())["verdict"] == "PASS"
 
 
 def test_options_and_baseline_files_travel_and_a_model_name_stays(tmp_path: Path) -> None:

@@ -257,7 +257,7 @@ def test_a_stopped_rank_on_another_node_is_named_hung_not_died(cluster: Callable
     # points at, and the test probes; pause.sleep (8 s) is the window rank 1 is stopped in:
     # a CI run under load stopped it after its quick checks had all ended, and the run PASSed
     here = {"MLENV_HEARTBEAT_STALE_S": "3", "MLENV_ACCEPTANCE_PLUGINS": "acceptance_probes",
-            "MLENV_PROBE_PAUSE_S": "8",
+            "MLENV_PROBE_PAUSE_S": "8", "MLENV_AFTER_VERDICT_GRACE_S": "3",
             "PYTHONPATH": f"{Path(__file__).resolve().parents[2]}:{Path(__file__).resolve().parent}"}
     c = cluster(1, here)
     rdir = tmp_path / "report"
@@ -279,14 +279,29 @@ def test_a_stopped_rank_on_another_node_is_named_hung_not_died(cluster: Callable
             time.sleep(0.2)
         took = time.monotonic() - stopped
         doc = json.loads((rdir / "results.json").read_text())
+        # `pod launch` used to wait for ever on the stopped rank's node after this verdict:
+        # now the job gets its grace (3 s here), then is stopped on every node
+        # (DeepSpeed's launch.py there SIGKILLs a rank that holds its SIGTERM 30 s later).
+        log, _ = p.communicate(timeout=3 + 15 + 30)
+        gone = time.monotonic() + 45
+        while pid is not None and Path(f"/proc/{pid}").exists() and time.monotonic() < gone:
+            if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                break
+            time.sleep(0.5)
+        left = pid is not None and Path(f"/proc/{pid}").exists() and \
+            Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     finally:
         if pid is not None:
             for sig in (signal.SIGKILL, signal.SIGCONT):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, sig)
-        p.kill()  # `pod launch` itself still waits on the stopped rank's node: not this test's subject
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            p.communicate(timeout=10)
+        if p.poll() is None:
+            p.kill()
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.communicate(timeout=10)
+    assert p.returncode == 3, log[-3000:]
+    assert "rank 0 wrote the verdict (ERROR) 3 s ago and the job has not ended" in log, log[-3000:]
+    assert not left, "the stopped rank outlived the launch's stop"
     assert doc["verdict"] == "ERROR"
     hung = [r for r in doc["reasons"] if r.startswith("ERROR: rank 1 (ml-dev-env-1) hung during ")]
     assert hung and "its process on ml-dev-env-1 is still there (it holds its port " in hung[0], doc["reasons"]

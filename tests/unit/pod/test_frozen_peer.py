@@ -4,6 +4,7 @@ by preflight, and a peer lost after preflight stops the launch instead of hangin
 from __future__ import annotations
 
 import io
+import json
 import os
 import socket
 import sys
@@ -117,3 +118,47 @@ def test_i9_10_a_rank_failing_is_not_a_lost_peer(tmp_path: Path) -> None:
     script = ("import sys; print('pdsh@ml-dev-env-0: ml-dev-env-1: ssh exited with exit code 1');"
               " sys.exit(1)")
     assert launch.run([sys.executable, "-c", script], dict(os.environ), out=io.StringIO()) == 1
+
+
+# A job whose rank 0 wrote the verdict while another rank never ends (stopped, or hung in
+# a collective on another node): it keeps printing, as a launcher's poll or a stuck
+# rank's warnings do.
+AFTER_VERDICT = r'''
+import json, os, subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+open(sys.argv[1], "w").write(str(child.pid))
+if sys.argv[3] == "write":
+    with open(os.path.join(sys.argv[2], "results.json"), "w") as f:
+        json.dump({"verdict": "ERROR", "reasons": ["ERROR: rank 1 (ml-dev-env-1) hung"]}, f)
+while True:
+    print("[INFO] still waiting for rank 1", flush=True)
+    time.sleep(0.2)
+'''
+
+
+def test_a_rank_left_after_the_verdict_is_stopped_and_the_verdict_is_the_exit_code(tmp_path: Path) -> None:
+    """`pod launch` waited for ever on a stopped rank's node after rank 0 had reported
+    (its pdsh session to that node never ended); now the job gets the grace, then is
+    stopped on every node, and the verdict's code is the launch's."""
+    pidfile, out = tmp_path / "child.pid", io.StringIO()
+    t = time.monotonic()
+    rc = launch.run([sys.executable, "-c", AFTER_VERDICT, str(pidfile), str(tmp_path), "write"], dict(os.environ),
+                    out=out, verdict_in=(str(tmp_path), time.time()), after_verdict_grace_s=1.0)
+    assert rc == 3 and time.monotonic() - t < 20, out.getvalue()[-500:]
+    assert "rank 0 wrote the verdict (ERROR) 1 s ago and the job has not ended" in out.getvalue()
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the launcher's children outlived the stop"
+
+
+def test_a_report_older_than_the_run_does_not_stop_it(tmp_path: Path) -> None:
+    (tmp_path / "results.json").write_text(json.dumps({"verdict": "ERROR"}))
+    os.utime(tmp_path / "results.json", (time.time() - 3600, time.time() - 3600))
+    script = ("import sys, time\nfor _ in range(15):\n    print('working', flush=True); time.sleep(0.2)\n"
+              "sys.exit(0)")
+    out = io.StringIO()
+    assert launch.run([sys.executable, "-c", script], dict(os.environ), out=out,
+                      verdict_in=(str(tmp_path), time.time()), after_verdict_grace_s=0.5) == 0
+    assert "wrote the verdict" not in out.getvalue()
