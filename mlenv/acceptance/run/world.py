@@ -90,7 +90,12 @@ def read_launch_env() -> LaunchEnv:
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     local_rank = _env_int("LOCAL_RANK") or 0
-    local_world = _env_int("LOCAL_WORLD_SIZE", "LOCAL_SIZE") or world
+    # DeepSpeed's launch.py sets LOCAL_SIZE for this launch and leaves LOCAL_WORLD_SIZE
+    # as inherited: in a pod that is the spec's static value (GPUs per node, for
+    # upstream's scripts), 2 where a CPU pod runs 1 rank (MLENV_CPU_SLOTS), and a missing
+    # rank was then put on the wrong node and each rank given half its cores. torchrun
+    # sets LOCAL_WORLD_SIZE and no LOCAL_SIZE.
+    local_world = _env_int("LOCAL_SIZE", "LOCAL_WORLD_SIZE") or world
     return LaunchEnv(
         rank=rank,
         world_size=world,

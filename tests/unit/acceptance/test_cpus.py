@@ -60,3 +60,21 @@ def test_the_training_check_keeps_to_the_allowed_cores_and_the_users_setting(
     check.setup(ctx)
     check.teardown(ctx)
     assert calls == [want, 7]  # set for the check, restored after it
+
+
+@pytest.mark.parametrize(("launcher", "expected"), [
+    # DeepSpeed's launch.py on a CPU pod running one rank (MLENV_CPU_SLOTS=1): the pod
+    # spec's static LOCAL_WORLD_SIZE=2 (GPUs per node, for upstream's scripts) is inherited
+    ({"LOCAL_SIZE": "1", "LOCAL_WORLD_SIZE": "2", "CROSS_RANK": "1", "CROSS_SIZE": "2"}, 1),
+    ({"LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0"}, 2),  # torchrun
+    ({}, 4),  # neither: the world
+], ids=["deepspeed_in_a_pod", "torchrun", "none"])
+def test_a_ranks_local_world_is_what_its_launcher_set(monkeypatch: pytest.MonkeyPatch, launcher: dict[str, str],
+                                                      expected: int) -> None:
+    from mlenv.acceptance.run import world
+
+    for k in ("LOCAL_SIZE", "LOCAL_WORLD_SIZE", "CROSS_RANK", "CROSS_SIZE", "GROUP_RANK"):
+        monkeypatch.delenv(k, raising=False)
+    for k, v in {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "0", **launcher}.items():
+        monkeypatch.setenv(k, v)
+    assert world.read_launch_env().local_world_size == expected
