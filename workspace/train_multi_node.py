@@ -88,6 +88,14 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cuda", args.local_rank) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
+    else:
+        # torch gives every CPU rank every core, and the DeepSpeed launcher sets no
+        # OMP_NUM_THREADS: the node's ranks would fight over the cores. Each gets its
+        # share (an OMP_NUM_THREADS you set wins; LOCAL_SIZE is DeepSpeed's, for this launch).
+        from mlenv.acceptance.core.cpus import threads_per_rank
+
+        torch.set_num_threads(threads_per_rank(int(os.environ.get("LOCAL_SIZE")
+                                                   or os.environ.get("LOCAL_WORLD_SIZE") or 1)))
     engine, _, loader, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                                 training_data=dataset, config=config)
     # DeepSpeed's CPU all-reduce op leaves a 67 MB /dev/shm file per rank behind; mlenv
@@ -120,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{rate:.1f} samples/s; loss {first:.3f} -> {last:.3f}", flush=True)
         if args.out:
             Path(args.out).write_text(json.dumps({"model": args.model, "steps": step, "world": world,
-                                                  "samples_per_s": rate, "losses": losses}))
+                                                  "samples_per_s": rate, "losses": losses,
+                                                  "threads": None if cuda else torch.get_num_threads()}))
     return 0
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from mlenv.acceptance.core.cpus import threads_per_rank
 from mlenv.acceptance.run.world import free_port
 
 pytestmark = pytest.mark.integration
@@ -39,6 +40,9 @@ def test_example_training_runs_on_two_ranks_under_the_deepspeed_launcher(tmp_pat
     assert (doc["model"], doc["steps"], doc["world"]) == ("resnet18", 3, 2)
     assert len(doc["losses"]) == 3 and all(math.isfinite(x) for x in doc["losses"])
     assert doc["samples_per_s"] > 0
+    # each of the 2 CPU ranks its share of the cores this test may use (before: torch's
+    # default, every core for each rank)
+    assert doc["threads"] == threads_per_rank(2, _env()), doc
     assert "resnet18: 3 steps on 2 rank(s)" in r.stdout
     # DeepSpeed's CPU op made a /dev/shm buffer per rank; the example removes its own (dsops).
     assert not sorted(Path("/dev/shm").glob(f"deepspeed_allreduce_buffer_{os.getuid()}_*_{port}_*"))
