@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -18,6 +19,7 @@ def pinned_to_four_of_128(monkeypatch: pytest.MonkeyPatch) -> None:
     """A Slurm step or a pinned pod: 4 cores allowed on a 128-core machine."""
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {8, 9, 10, 11}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 128)
+    monkeypatch.setattr(cpus, "cgroup_cpu_limit", lambda *a: None)  # whatever limit the test machine has
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
 
 
@@ -78,3 +80,44 @@ def test_a_ranks_local_world_is_what_its_launcher_set(monkeypatch: pytest.Monkey
     for k, v in {"RANK": "1", "WORLD_SIZE": "4", "LOCAL_RANK": "0", **launcher}.items():
         monkeypatch.setenv(k, v)
     assert world.read_launch_env().local_world_size == expected
+
+
+def _cgroups(tmp_path: Path, own: str, files: dict[str, str]) -> tuple[str, str]:
+    """A cgroup tree under ``tmp_path/cg`` holding ``files`` and this process's ``/proc/self/cgroup``."""
+    root = tmp_path / "cg"
+    for rel, text in files.items():
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text + "\n")
+    (tmp_path / "self-cgroup").write_text(own)
+    return str(root), str(tmp_path / "self-cgroup")
+
+
+@pytest.mark.parametrize(("own", "files", "limit"), [
+    # cgroup v2, a container limited to 2 CPUs (resources.limits.cpu: 2)
+    ("0::/kubepods/pod1/c1\n", {"kubepods/pod1/c1/cpu.max": "200000 100000", "cpu.max": "max 100000"}, 2),
+    # the limit on the pod's cgroup, none on the container's: 1.5 CPUs round up to 2
+    ("0::/kubepods/pod1/c1\n", {"kubepods/pod1/c1/cpu.max": "max 100000", "kubepods/pod1/cpu.max": "150000 100000"}, 2),
+    # inside a container's cgroup namespace: its own limits at the root
+    ("0::/\n", {"cpu.max": "50000 100000"}, 1),
+    # cgroup v1, as Docker and older kubelets set it
+    ("4:cpu,cpuacct:/kubepods/x\n1:name=systemd:/\n", {"cpu,cpuacct/kubepods/x/cpu.cfs_quota_us": "300000",
+                                                       "cpu,cpuacct/kubepods/x/cpu.cfs_period_us": "100000"}, 3),
+    # unlimited: v1's -1, v2's max, or nothing readable
+    ("1:cpu:/\n", {"cpu/cpu.cfs_quota_us": "-1", "cpu/cpu.cfs_period_us": "100000"}, None),
+    ("0::/a\n", {"a/cpu.max": "max 100000"}, None),
+    ("0::/a\n", {}, None),
+], ids=["v2_container", "v2_pod", "v2_namespaced", "v1", "v1_unlimited", "v2_unlimited", "none"])
+def test_a_cgroup_cpu_limit_is_read(tmp_path: Path, own: str, files: dict[str, str], limit: int | None) -> None:
+    assert cpus.cgroup_cpu_limit(*_cgroups(tmp_path, own, files)) == limit
+
+
+def test_a_pod_limited_to_two_cpus_on_a_64_core_node_gets_two_threads(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The rendered pods set resources.limits.cpu (2 for the `local` example); their
+    affinity mask is the whole node's, so a CPU rank took 64 threads and was throttled."""
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: set(range(64)), raising=False)
+    root, own = _cgroups(tmp_path, "0::/\n", {"cpu.max": "200000 100000"})
+    assert cpus.usable_cpus(root, own) == 2
+    monkeypatch.setattr(cpus, "cgroup_cpu_limit", lambda *a: 2)  # the same limit, where threads_per_rank reads it
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert [cpus.threads_per_rank(n) for n in (1, 2, 4)] == [2, 1, 1]
