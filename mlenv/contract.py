@@ -13,6 +13,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -95,6 +96,18 @@ def exit_for_doc(doc: dict[str, Any] | None) -> int:
         return EXIT_ERROR
     why = doc.get("interrupted")
     return exit_for_verdict(doc.get("verdict"), why.get("signal") if isinstance(why, dict) else None)
+
+
+# How long a run may go on once rank 0 has written its verdict (pod launch) or rank 0's
+# host has ended (hosts) before the ranks still left are stopped on every node: the
+# others only destroy their process group and leave, a healthy run within seconds.
+AFTER_VERDICT_GRACE_ENV = "MLENV_AFTER_VERDICT_GRACE_S"
+AFTER_VERDICT_GRACE_S = 60.0
+
+
+def after_verdict_grace_s(environ: Mapping[str, str]) -> float:
+    """``$MLENV_AFTER_VERDICT_GRACE_S`` in ``environ``, else :data:`AFTER_VERDICT_GRACE_S`."""
+    return float(environ.get(AFTER_VERDICT_GRACE_ENV) or AFTER_VERDICT_GRACE_S)
 
 
 def read_results(report_dir: str | Path, since: float | None = None) -> dict[str, Any] | None:

@@ -91,11 +91,11 @@ def main(argv: list[str] | None = None) -> int:
     else:
         # torch gives every CPU rank every core, and the DeepSpeed launcher sets no
         # OMP_NUM_THREADS: the node's ranks would fight over the cores. Each gets its
-        # share (an OMP_NUM_THREADS you set wins; LOCAL_SIZE is DeepSpeed's, for this launch).
+        # share (an OMP_NUM_THREADS you set wins).
         from mlenv.acceptance.core.cpus import threads_per_rank
+        from mlenv.acceptance.run.world import local_world_size
 
-        torch.set_num_threads(threads_per_rank(int(os.environ.get("LOCAL_SIZE")
-                                                   or os.environ.get("LOCAL_WORLD_SIZE") or 1)))
+        torch.set_num_threads(threads_per_rank(local_world_size(1)))
     engine, _, loader, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
                                                 training_data=dataset, config=config)
     # DeepSpeed's CPU all-reduce op leaves a 67 MB /dev/shm file per rank behind; mlenv

@@ -579,26 +579,22 @@ def shell(cluster: Cluster, command: list[str], host: int = 0, tty: bool = False
 
 
 LOST_GRACE_S = 60.0  # after a host is lost, how long the others may take to write the report
-# After rank 0's host has ended (its ranks have left: the report is written, or rank 0
-# crashed), how long the other hosts may take to end too before their ranks are stopped.
-AFTER_HEAD_GRACE_ENV = "MLENV_AFTER_VERDICT_GRACE_S"
-AFTER_HEAD_GRACE_S = 60.0
 
 
 def _wait_all(hosts: list[str], procs: list[subprocess.Popen[bytes]], timeout_s: float,
-              say: Say, after_head_s: float | None = None) -> tuple[list[str], list[int]]:
+              say: Say) -> tuple[list[str], list[int]]:
     """Wait for every host's ssh session; the hosts whose connection was lost (ssh exit
     255), and the indexes of the sessions still open when the wait gave up.
 
     Watched together: a lost host is said at once, and the others then get
     :data:`LOST_GRACE_S` to finish (rank 0 writes the ERROR report naming the dead ranks).
-    Once the head host's session has ended by itself, the others get ``after_head_s``
-    (``MLENV_AFTER_VERDICT_GRACE_S``, default 60): a rank stopped or hung there would
+    Once the head host's session has ended by itself (rank 0 has left: the report is
+    written, or rank 0 crashed), the others get ``MLENV_AFTER_VERDICT_GRACE_S`` (default
+    60, :func:`contract.after_verdict_grace_s`): a rank stopped or hung there would
     otherwise keep the run waiting until ``timeout_s``. The caller stops the run on the
     hosts whose sessions are still open (ending the ssh alone would leave their ranks).
     """
-    after = after_head_s if after_head_s is not None else float(
-        os.environ.get(AFTER_HEAD_GRACE_ENV) or AFTER_HEAD_GRACE_S)
+    after = contract.after_verdict_grace_s(os.environ)
     end = time.monotonic() + max(1.0, timeout_s)
     lost: list[str] = []
     head_done = False

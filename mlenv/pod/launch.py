@@ -254,11 +254,6 @@ class PeerLost(InfraError):
 # the lost rank forever is stopped after this.
 LOST_GRACE_ENV = "MLENV_PEER_LOST_GRACE_S"
 LOST_GRACE_S = 60.0
-# How long the job may go on after rank 0 wrote the verdict: the other ranks only leave
-# (a destroyed process group, DeepSpeed's launcher polling each second), a healthy run
-# within seconds.
-AFTER_VERDICT_GRACE_ENV = "MLENV_AFTER_VERDICT_GRACE_S"
-AFTER_VERDICT_GRACE_S = 60.0
 
 
 def run(argv: list[str], env: Mapping[str, str], *, out: TextIO | None = None,
@@ -284,8 +279,7 @@ def run(argv: list[str], env: Mapping[str, str], *, out: TextIO | None = None,
     sink = out or sys.stdout
     grace = lost_grace_s if lost_grace_s is not None else float(
         env.get(LOST_GRACE_ENV) or LOST_GRACE_S)
-    after = after_verdict_grace_s if after_verdict_grace_s is not None else float(
-        env.get(AFTER_VERDICT_GRACE_ENV) or AFTER_VERDICT_GRACE_S)
+    after = after_verdict_grace_s if after_verdict_grace_s is not None else contract.after_verdict_grace_s(env)
     proc = subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, errors="replace",
                             start_new_session=True)

@@ -73,6 +73,17 @@ def _env_int(*names: str) -> int | None:
     return None
 
 
+def local_world_size(default: int) -> int:
+    """The ranks on this node, as this launch set them (``default`` when it said nothing).
+
+    DeepSpeed's launch.py sets LOCAL_SIZE for this launch and leaves LOCAL_WORLD_SIZE as
+    inherited: in a pod that is the spec's static value (GPUs per node, for upstream's
+    scripts), 2 where a CPU pod runs 1 rank (MLENV_CPU_SLOTS), and a missing rank was then
+    put on the wrong node and each rank given half its cores. torchrun sets
+    LOCAL_WORLD_SIZE and no LOCAL_SIZE."""
+    return _env_int("LOCAL_SIZE", "LOCAL_WORLD_SIZE") or default
+
+
 def read_launch_env() -> LaunchEnv:
     """Read the launcher's variables; with none, set up a single-process world.
 
@@ -90,12 +101,7 @@ def read_launch_env() -> LaunchEnv:
     rank = int(os.environ["RANK"])
     world = int(os.environ["WORLD_SIZE"])
     local_rank = _env_int("LOCAL_RANK") or 0
-    # DeepSpeed's launch.py sets LOCAL_SIZE for this launch and leaves LOCAL_WORLD_SIZE
-    # as inherited: in a pod that is the spec's static value (GPUs per node, for
-    # upstream's scripts), 2 where a CPU pod runs 1 rank (MLENV_CPU_SLOTS), and a missing
-    # rank was then put on the wrong node and each rank given half its cores. torchrun
-    # sets LOCAL_WORLD_SIZE and no LOCAL_SIZE.
-    local_world = _env_int("LOCAL_SIZE", "LOCAL_WORLD_SIZE") or world
+    local_world = local_world_size(world)
     return LaunchEnv(
         rank=rank,
         world_size=world,
