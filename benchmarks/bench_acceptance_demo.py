@@ -23,16 +23,36 @@ def main() -> int:
     for i in range(runs):
         with tempfile.TemporaryDirectory() as d:
             t0 = time.monotonic()
-            p = subprocess.run([sys.executable, "-m", "mlenv", "acceptance", "--local", "--nproc", "2",
-                                "--profile", "quick", "--report-dir", d], capture_output=True, text=True, env=env)
+            p = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "mlenv",
+                    "acceptance",
+                    "--local",
+                    "--nproc",
+                    "2",
+                    "--profile",
+                    "quick",
+                    "--report-dir",
+                    d,
+                ],
+                capture_output=True,
+                text=True,
+                env=env,
+            )
             dt = time.monotonic() - t0
-        verdict = next((ln for ln in p.stdout.splitlines() if ln.startswith("verdict:")), "verdict: ?")
+        verdict = next(
+            (ln for ln in p.stdout.splitlines() if ln.startswith("verdict:")), "verdict: ?"
+        )
         print(f"run {i + 1}: {dt:.1f} s, {verdict}, exit {p.returncode}")
         if p.returncode != 0:
             print(p.stdout[-3000:], p.stderr[-3000:])
             return 1
         times.append(dt)
-    print(f"median wall time over {runs} runs: {statistics.median(times):.1f} s (min {min(times):.1f}, max {max(times):.1f})")
+    print(
+        f"median wall time over {runs} runs: {statistics.median(times):.1f} s (min {min(times):.1f}, max {max(times):.1f})"
+    )
     return 0
 
 

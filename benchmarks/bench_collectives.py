@@ -64,11 +64,26 @@ def _worker(rank: int, port: int, opts: dict[str, Any], out: str) -> None:
     from mlenv.acceptance.evidence.busbw import bus_factor
 
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=2, timeout=timedelta(seconds=600))
-    ctx = RunContext(rank=rank, world_size=2, local_rank=rank, local_world_size=2, node_rank=0,
-                     nnodes=1, host="localhost", backend="gloo", device="cpu",
-                     options={"collectives": opts}, deadline_s=600.0)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=2,
+        timeout=timedelta(seconds=600),
+    )
+    ctx = RunContext(
+        rank=rank,
+        world_size=2,
+        local_rank=rank,
+        local_world_size=2,
+        node_rank=0,
+        nnodes=1,
+        host="localhost",
+        backend="gloo",
+        device="cpu",
+        options={"collectives": opts},
+        deadline_s=600.0,
+    )
     check_bw: dict[int, list[float]] = {}
     bare_bw: dict[int, list[float]] = {}
     devnull = open(os.devnull, "w")  # noqa: SIM115 - silence the check's table after the first
@@ -78,7 +93,7 @@ def _worker(rank: int, port: int, opts: dict[str, Any], out: str) -> None:
         one = dict(opts, min_bytes=size, max_bytes=size)
         ctx.options = {"collectives": one}
         for rep in range(opts["repeats"]):
-            for what in (("check", "bare") if rep % 2 == 0 else ("bare", "check")):
+            for what in ("check", "bare") if rep % 2 == 0 else ("bare", "check"):
                 if what == "check":
                     stdout, sys.stdout = sys.stdout, devnull if rep else sys.stdout
                     try:
@@ -91,7 +106,8 @@ def _worker(rank: int, port: int, opts: dict[str, Any], out: str) -> None:
                 else:
                     sec = _bare([size], opts["iters"], opts["warmup"])[size]
                     bare_bw.setdefault(size, []).append(
-                        size / sec / 1e9 * bus_factor("all_reduce", 2))
+                        size / sec / 1e9 * bus_factor("all_reduce", 2)
+                    )
     if rank == 0:
         Path(out).write_text(json.dumps({"check": check_bw, "bare": bare_bw}))
     dist.destroy_process_group()
@@ -111,8 +127,7 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=15)
     a = ap.parse_args()
     sizes = [2**20 * 4**k for k in range(8) if 4**k <= a.max_mb]
-    opts = {"sizes": sizes, "factor": 4, "iters": a.iters, "warmup": a.warmup,
-            "repeats": a.repeats}
+    opts = {"sizes": sizes, "factor": 4, "iters": a.iters, "warmup": a.warmup, "repeats": a.repeats}
     with tempfile.TemporaryDirectory() as d:
         out = str(Path(d, "bw.json"))
         ctx = mp.get_context("spawn")
@@ -128,10 +143,14 @@ def main() -> int:
             return 3
         data = json.loads(Path(out).read_text())
     wall = time.monotonic() - t0
-    print(f"\n2 gloo ranks, float32 all_reduce, {a.iters} iters + {a.warmup} warm-up, best of "
-          f"{a.repeats}, {wall:.0f} s wall\n")
-    print("| size | check busbw, best (GB/s) | bare loop busbw, best (GB/s) | best / best "
-          "| median of paired ratios |")
+    print(
+        f"\n2 gloo ranks, float32 all_reduce, {a.iters} iters + {a.warmup} warm-up, best of "
+        f"{a.repeats}, {wall:.0f} s wall\n"
+    )
+    print(
+        "| size | check busbw, best (GB/s) | bare loop busbw, best (GB/s) | best / best "
+        "| median of paired ratios |"
+    )
     print("|---:|---:|---:|---:|---:|")
     worst = 0.0
     for key in sorted(data["check"], key=int):
@@ -142,8 +161,10 @@ def main() -> int:
             worst = max(worst, abs(1.0 - paired))
         print(f"| {size / 2**20:g} MiB | {max(c):.3f} | {max(b):.3f} | {best:.3f} | {paired:.3f} |")
     verdict = "within" if worst <= TARGET else "OUTSIDE"
-    print(f"\nlargest deviation of the paired median at >= 16 MiB: {worst * 100:.1f} % "
-          f"({verdict} the 5 % target)")
+    print(
+        f"\nlargest deviation of the paired median at >= 16 MiB: {worst * 100:.1f} % "
+        f"({verdict} the 5 % target)"
+    )
     return 0 if worst <= TARGET else 1
 
 

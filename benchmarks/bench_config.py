@@ -55,7 +55,9 @@ def write_config(tmp: Path) -> Path:
 def wall(cmd: list[str], env: dict[str, str] | None = None) -> float:
     """Seconds one subprocess takes (it must succeed)."""
     t = time.perf_counter()
-    subprocess.run(cmd, check=True, capture_output=True, cwd=REPO, env={**os.environ, **(env or {})})
+    subprocess.run(
+        cmd, check=True, capture_output=True, cwd=REPO, env={**os.environ, **(env or {})}
+    )
     return time.perf_counter() - t
 
 
@@ -67,7 +69,9 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as d:
         cfg = write_config(Path(d))
-        print(f"machine: {platform.machine()} {platform.system()}, Python {platform.python_version()}")
+        print(
+            f"machine: {platform.machine()} {platform.system()}, Python {platform.python_version()}"
+        )
         print(f"config: {NODES} gpu_nodes, {cfg.stat().st_size} bytes")
 
         t = time.perf_counter()
@@ -80,7 +84,9 @@ def main() -> None:
             t = time.perf_counter()
             load(cfg)
             warm.append(time.perf_counter() - t)
-        print(f"validate: cold {cold * 1e3:.1f} ms (incl. imports), warm median {statistics.median(warm) * 1e3:.1f} ms")
+        print(
+            f"validate: cold {cold * 1e3:.1f} ms (incl. imports), warm median {statistics.median(warm) * 1e3:.1f} ms"
+        )
 
         try:
             from mlenv.render.plan import render_cluster
@@ -101,16 +107,26 @@ def main() -> None:
                 f"warm median {statistics.median(both) * 1e3:.1f} ms"
             )
 
-        helps = [wall([sys.executable, "-m", "mlenv.cli.app", "--help"]) for _ in range(args.repeat)]
-        print(f"mlenv --help: best {min(helps) * 1e3:.0f} ms, median {statistics.median(helps) * 1e3:.0f} ms (n={len(helps)})")
+        helps = [
+            wall([sys.executable, "-m", "mlenv.cli.app", "--help"]) for _ in range(args.repeat)
+        ]
+        print(
+            f"mlenv --help: best {min(helps) * 1e3:.0f} ms, median {statistics.median(helps) * 1e3:.0f} ms (n={len(helps)})"
+        )
         # Same without rich help formatting (what `rich_markup_mode=None` on the app does).
         plain = [
             wall([sys.executable, "-m", "mlenv.cli.app", "--help"], {"TYPER_USE_RICH": "0"})
             for _ in range(args.repeat)
         ]
-        print(f"mlenv --help without rich: best {min(plain) * 1e3:.0f} ms, median {statistics.median(plain) * 1e3:.0f} ms (n={len(plain)})")
-        runs = [wall([sys.executable, "-m", "mlenv.cli.app", "validate", str(cfg)]) for _ in range(5)]
-        print(f"mlenv validate <512-node file> (fresh process): best {min(runs) * 1e3:.0f} ms, median {statistics.median(runs) * 1e3:.0f} ms")
+        print(
+            f"mlenv --help without rich: best {min(plain) * 1e3:.0f} ms, median {statistics.median(plain) * 1e3:.0f} ms (n={len(plain)})"
+        )
+        runs = [
+            wall([sys.executable, "-m", "mlenv.cli.app", "validate", str(cfg)]) for _ in range(5)
+        ]
+        print(
+            f"mlenv validate <512-node file> (fresh process): best {min(runs) * 1e3:.0f} ms, median {statistics.median(runs) * 1e3:.0f} ms"
+        )
 
 
 if __name__ == "__main__":

@@ -44,8 +44,22 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "<!-- bench-gpu rows: appended by `make bench-record` -->"
-ROW_KEYS = ("date", "device", "driver", "torch", "deepspeed", "figure", "unit", "reference", "ours",
-            "ratio_min", "ratio_median", "ratio_max", "rounds", "setup")
+ROW_KEYS = (
+    "date",
+    "device",
+    "driver",
+    "torch",
+    "deepspeed",
+    "figure",
+    "unit",
+    "reference",
+    "ours",
+    "ratio_min",
+    "ratio_median",
+    "ratio_max",
+    "rounds",
+    "setup",
+)
 
 
 # ----------------------------------------------------------------------- plain references
@@ -59,7 +73,9 @@ def _sync(cuda: bool) -> None:
         torch.cuda.synchronize()
 
 
-def _best_per_call_s(fn: Callable[[], object], *, cuda: bool, iters: int, warmup: int, inner: int) -> float:
+def _best_per_call_s(
+    fn: Callable[[], object], *, cuda: bool, iters: int, warmup: int, inner: int
+) -> float:
     """Best per-call seconds over ``iters`` samples of ``inner`` calls (CUDA events or perf_counter)."""
     import time
 
@@ -87,8 +103,9 @@ def _best_per_call_s(fn: Callable[[], object], *, cuda: bool, iters: int, warmup
     return best
 
 
-def plain_matmul_tflops(n: int, dtype: Any, *, tf32: bool, device: str, iters: int, warmup: int,
-                        inner: int) -> tuple[float, dict[str, Any]]:
+def plain_matmul_tflops(
+    n: int, dtype: Any, *, tf32: bool, device: str, iters: int, warmup: int, inner: int
+) -> tuple[float, dict[str, Any]]:
     """A plain ``a @ b`` loop; (TFLOPS, the fp32 matmul setting it ran with).
 
     The one thing shared with the check is the TF32 switch (``matmul_tf32``), on purpose:
@@ -114,13 +131,19 @@ def plain_copy_gbps(nbytes: int, *, device: str, iters: int, warmup: int, inner:
 
     src = torch.ones(nbytes // 4, device=device)
     dst = torch.empty_like(src)
-    best = _best_per_call_s(lambda: dst.copy_(src), cuda=device.startswith("cuda"), iters=iters,
-                            warmup=warmup, inner=inner)
+    best = _best_per_call_s(
+        lambda: dst.copy_(src),
+        cuda=device.startswith("cuda"),
+        iters=iters,
+        warmup=warmup,
+        inner=inner,
+    )
     return 2.0 * (nbytes // 4 * 4) / best / 1e9
 
 
-def plain_training_sps(model_name: str, dataset: Any, *, device: str, batch: int, steps: int, warmup: int,
-                       lr: float) -> float:
+def plain_training_sps(
+    model_name: str, dataset: Any, *, device: str, batch: int, steps: int, warmup: int, lr: float
+) -> float:
     """Samples/s of the loop a user writes without DeepSpeed: autocast bf16 on a GPU
     (fp32 on CPU), channels_last weights and inputs for image models, fused AdamW, the
     check's gradient clipping; median step of ``steps`` after ``warmup``."""
@@ -133,7 +156,9 @@ def plain_training_sps(model_name: str, dataset: Any, *, device: str, batch: int
     cuda = device.startswith("cuda")
     torch.manual_seed(0)
     # Any: torch's stubs lack Module.to(memory_format=...), which exists at run time.
-    model: Any = build_model(model_name, num_classes=dataset.num_classes, in_shape=dataset.sample_shape).to(device)
+    model: Any = build_model(
+        model_name, num_classes=dataset.num_classes, in_shape=dataset.sample_shape
+    ).to(device)
     image = is_image_model(model_name)
     fmt = torch.channels_last if image else torch.contiguous_format
     model = model.to(memory_format=fmt)
@@ -141,7 +166,9 @@ def plain_training_sps(model_name: str, dataset: Any, *, device: str, batch: int
     x, y = x.to(device), y.to(device)
     if image:
         x = x.contiguous(memory_format=fmt)
-    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0, fused=True if cuda else None)
+    opt = torch.optim.AdamW(
+        model.parameters(), lr=lr, weight_decay=0.0, fused=True if cuda else None
+    )
     loss_fn = torch.nn.CrossEntropyLoss()
     dtype = torch.bfloat16 if cuda and torch.cuda.is_bf16_supported() else None
     times = []
@@ -149,8 +176,11 @@ def plain_training_sps(model_name: str, dataset: Any, *, device: str, batch: int
         _sync(cuda)
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=dtype or torch.float32,
-                            enabled=dtype is not None):
+        with torch.autocast(
+            device_type="cuda" if cuda else "cpu",
+            dtype=dtype or torch.float32,
+            enabled=dtype is not None,
+        ):
             out = model(x)
         loss = loss_fn(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
         loss.backward()
@@ -206,19 +236,48 @@ def settle_gemm(n: int, dtype: Any, *, tf32: bool, device: str, seconds: float) 
 def sizes(cpu: bool) -> dict[str, Any]:
     """What is measured: the checks' GPU defaults on a GPU, small sizes on the CPU path."""
     if cpu:
-        return {"n": 256, "mm_iters": 5, "mm_warmup": 2, "mm_inner": 2, "copy_bytes": 8 * 2**20, "copy_iters": 5,
-                "copy_warmup": 1, "copy_inner": 2, "model": "resnet18", "batch": 8, "image_size": 16,
-                "steps": 4, "train_warmup": 1}
-    return {"n": 8192, "mm_iters": 10, "mm_warmup": 3, "mm_inner": 10, "copy_bytes": 2**30, "copy_iters": 10,
-            "copy_warmup": 3, "copy_inner": 5, "model": "resnet50", "batch": 256, "image_size": 224,
-            "steps": 20, "train_warmup": 5}
+        return {
+            "n": 256,
+            "mm_iters": 5,
+            "mm_warmup": 2,
+            "mm_inner": 2,
+            "copy_bytes": 8 * 2**20,
+            "copy_iters": 5,
+            "copy_warmup": 1,
+            "copy_inner": 2,
+            "model": "resnet18",
+            "batch": 8,
+            "image_size": 16,
+            "steps": 4,
+            "train_warmup": 1,
+        }
+    return {
+        "n": 8192,
+        "mm_iters": 10,
+        "mm_warmup": 3,
+        "mm_inner": 10,
+        "copy_bytes": 2**30,
+        "copy_iters": 10,
+        "copy_warmup": 3,
+        "copy_inner": 5,
+        "model": "resnet50",
+        "batch": 256,
+        "image_size": 224,
+        "steps": 20,
+        "train_warmup": 5,
+    }
 
 
 def spread(ours: list[float], ref: list[float]) -> dict[str, float]:
     """Medians of both sides and min / median / max of the paired ratios ours / reference."""
     ratios = [o / r for o, r in zip(ours, ref, strict=True)]
-    return {"reference": statistics.median(ref), "ours": statistics.median(ours), "ratio_min": min(ratios),
-            "ratio_median": statistics.median(ratios), "ratio_max": max(ratios)}
+    return {
+        "reference": statistics.median(ref),
+        "ours": statistics.median(ours),
+        "ratio_min": min(ratios),
+        "ratio_median": statistics.median(ratios),
+        "ratio_max": max(ratios),
+    }
 
 
 def environment(cuda: bool) -> dict[str, str]:
@@ -237,16 +296,26 @@ def environment(cuda: bool) -> dict[str, str]:
     if cuda:
         device = torch.cuda.get_device_name(0)
         try:
-            driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                    capture_output=True, text=True, timeout=30, check=False).stdout.split("\n")[0]
+            driver = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            ).stdout.split("\n")[0]
         except OSError:
             driver = ""
         driver = driver.strip() or "unknown"
     else:
         device = f"CPU ({platform.processor() or platform.machine()}, {os.cpu_count()} cores)"
         driver = "none"
-    return {"date": datetime.date.today().isoformat(), "device": device, "driver": driver,
-            "torch": str(torch.__version__), "deepspeed": ds}
+    return {
+        "date": datetime.date.today().isoformat(),
+        "device": device,
+        "driver": driver,
+        "torch": str(torch.__version__),
+        "deepspeed": ds,
+    }
 
 
 def run(cpu: bool, rounds: int, say: Callable[[str], None]) -> list[dict[str, Any]]:
@@ -281,10 +350,15 @@ def run(cpu: bool, rounds: int, say: Callable[[str], None]) -> list[dict[str, An
         units[figure] = unit
         if setup:
             setups[figure] = setup
-        say(f"  {figure}: reference {ref:.4g} {unit}, ours {ours:.4g} {unit} (ratio {ours / ref:.3f})")
+        say(
+            f"  {figure}: reference {ref:.4g} {unit}, ours {ours:.4g} {unit} (ratio {ours / ref:.3f})"
+        )
 
-    mm = ([("matmul_bf16", torch.bfloat16, False), ("matmul_tf32", torch.float32, True)] if cuda
-          else [("matmul_fp32", torch.float32, False)])
+    mm = (
+        [("matmul_bf16", torch.bfloat16, False), ("matmul_tf32", torch.float32, True)]
+        if cuda
+        else [("matmul_fp32", torch.float32, False)]
+    )
     ds = build_dataset("synthetic", model=z["model"], size=z["batch"], image_size=z["image_size"])
     for r in range(rounds):
         say(f"round {r + 1}/{rounds} ({'reference' if r % 2 == 0 else 'ours'} first)")
@@ -293,15 +367,22 @@ def run(cpu: bool, rounds: int, say: Callable[[str], None]) -> list[dict[str, An
             if cuda:
                 settle_gemm(z["n"], dtype, tf32=tf32, device=device, seconds=SETTLE_S)
             (ref, ref_settings), (ours, timing) = in_turn(
-                r, partial(plain_matmul_tflops, z["n"], dtype, tf32=tf32, device=device, **kw),
-                partial(time_matmul, z["n"], dtype, device=device, tf32=tf32, **kw))
+                r,
+                partial(plain_matmul_tflops, z["n"], dtype, tf32=tf32, device=device, **kw),
+                partial(time_matmul, z["n"], dtype, device=device, tf32=tf32, **kw),
+            )
             ours_settings = {k: v for k, v in timing.items() if k in ref_settings}
             if ours_settings != ref_settings:
-                raise RuntimeError(f"{figure}: the check ran with {ours_settings}, the reference with {ref_settings}")
+                raise RuntimeError(
+                    f"{figure}: the check ran with {ours_settings}, the reference with {ref_settings}"
+                )
             add(figure, "TFLOPS", ref, ours, " ".join(f"{k}={v}" for k, v in ref_settings.items()))
         kw = {"iters": z["copy_iters"], "warmup": z["copy_warmup"], "inner": z["copy_inner"]}
-        ref, (ours, _, _) = in_turn(r, partial(plain_copy_gbps, z["copy_bytes"], device=device, **kw),
-                                    partial(time_copy, z["copy_bytes"], device=device, **kw))
+        ref, (ours, _, _) = in_turn(
+            r,
+            partial(plain_copy_gbps, z["copy_bytes"], device=device, **kw),
+            partial(time_copy, z["copy_bytes"], device=device, **kw),
+        )
         add("copy", "GB/s", ref, ours)
         ref_sps, plain_sps, ds_sps, setup = _training_pair(z, ds, device, ours_first=r % 2 == 1)
         add("training_plain", "samples/s", ref_sps, plain_sps, setup)
@@ -311,21 +392,48 @@ def run(cpu: bool, rounds: int, say: Callable[[str], None]) -> list[dict[str, An
     dist.destroy_process_group()
     rows = []
     for figure, (ref_list, ours_list) in pairs.items():
-        rows.append({**env, "figure": figure, "unit": units[figure], **spread(ours_list, ref_list),
-                     "rounds": len(ref_list), "setup": setups.get(figure, "")})
+        rows.append(
+            {
+                **env,
+                "figure": figure,
+                "unit": units[figure],
+                **spread(ours_list, ref_list),
+                "rounds": len(ref_list),
+                "setup": setups.get(figure, ""),
+            }
+        )
     return rows
 
 
-def _training_pair(z: dict[str, Any], ds: Any, device: str, *, ours_first: bool = False
-                   ) -> tuple[float, float, float, str]:
+def _training_pair(
+    z: dict[str, Any], ds: Any, device: str, *, ours_first: bool = False
+) -> tuple[float, float, float, str]:
     """(reference samples/s, the check's plain loop, the check's DeepSpeed run, its setup)."""
     from mlenv.acceptance.checks.training import train_one
 
-    ref, rec = in_turn(int(ours_first),
-                       partial(plain_training_sps, z["model"], ds, device=device, batch=z["batch"], steps=z["steps"],
-                               warmup=z["train_warmup"], lr=1e-3),
-                       partial(train_one, z["model"], dataset=ds, steps=z["steps"], warmup_steps=z["train_warmup"],
-                               batch_size=z["batch"], device=device, max_batches=1))
+    ref, rec = in_turn(
+        int(ours_first),
+        partial(
+            plain_training_sps,
+            z["model"],
+            ds,
+            device=device,
+            batch=z["batch"],
+            steps=z["steps"],
+            warmup=z["train_warmup"],
+            lr=1e-3,
+        ),
+        partial(
+            train_one,
+            z["model"],
+            dataset=ds,
+            steps=z["steps"],
+            warmup_steps=z["train_warmup"],
+            batch_size=z["batch"],
+            device=device,
+            max_batches=1,
+        ),
+    )
     plain = z["batch"] / statistics.median(rec.timed(rec.plain_step_s))
     ours = z["batch"] / statistics.median(rec.timed(rec.step_s))
     return ref, plain, ours, str(rec.setup.get("name", ""))
@@ -335,10 +443,12 @@ def table(rows: list[dict[str, Any]]) -> str:
     """Markdown rows: figure, reference and ours (medians), ratio min / median / max."""
     out = []
     for r in rows:
-        out.append(f"| {r['date']} | {r['device']} | {r['driver']} | {r['torch']} | {r['deepspeed']} | "
-                   f"{r['figure']}{' (' + r['setup'] + ')' if r['setup'] else ''} | {r['reference']:.4g} {r['unit']} | "
-                   f"{r['ours']:.4g} {r['unit']} | {r['ratio_min']:.3f} / **{r['ratio_median']:.3f}** / "
-                   f"{r['ratio_max']:.3f} | {r['rounds']} |")
+        out.append(
+            f"| {r['date']} | {r['device']} | {r['driver']} | {r['torch']} | {r['deepspeed']} | "
+            f"{r['figure']}{' (' + r['setup'] + ')' if r['setup'] else ''} | {r['reference']:.4g} {r['unit']} | "
+            f"{r['ours']:.4g} {r['unit']} | {r['ratio_min']:.3f} / **{r['ratio_median']:.3f}** / "
+            f"{r['ratio_max']:.3f} | {r['rounds']} |"
+        )
     return "\n".join(out)
 
 
@@ -355,11 +465,17 @@ def read_rows(path: Path) -> list[dict[str, Any]]:
         if not isinstance(row, dict) or set(row) != set(ROW_KEYS):
             raise ValueError(f"{path}:{i}: expected a row with the keys {', '.join(ROW_KEYS)}")
         for k in ("reference", "ours", "ratio_min", "ratio_median", "ratio_max"):
-            if isinstance(row[k], bool) or not isinstance(row[k], int | float) or not math.isfinite(row[k]) \
-                    or row[k] <= 0:
+            if (
+                isinstance(row[k], bool)
+                or not isinstance(row[k], int | float)
+                or not math.isfinite(row[k])
+                or row[k] <= 0
+            ):
                 raise ValueError(f"{path}:{i}: {k}: expected a positive number, got {row[k]!r}")
         if any("|" in str(row[k]) or "\n" in str(row[k]) for k in ROW_KEYS):
-            raise ValueError(f"{path}:{i}: a value holds '|' or a line break (it would break the table)")
+            raise ValueError(
+                f"{path}:{i}: a value holds '|' or a line break (it would break the table)"
+            )
         rows.append(row)
     if not rows:
         raise ValueError(f"{path}: no rows")
@@ -385,11 +501,23 @@ def record(rows_file: Path, doc: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Measure (exit 0; without CUDA and --cpu: one line, exit 0), or --record (exit 2 on bad rows)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=os.environ.get("BENCH_OUT", ""), help="JSON rows file (default: $BENCH_OUT)")
-    ap.add_argument("--rounds", type=int, default=4,
-                    help="reference/ours pairs per figure (the order alternates: use an even number)")
-    ap.add_argument("--cpu", action="store_true", help="the CPU path (gloo, small sizes): what the tests run")
-    ap.add_argument("--record", metavar="FILE", help="append FILE's rows to --doc's bench-gpu table")
+    ap.add_argument(
+        "--out",
+        default=os.environ.get("BENCH_OUT", ""),
+        help="JSON rows file (default: $BENCH_OUT)",
+    )
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=4,
+        help="reference/ours pairs per figure (the order alternates: use an even number)",
+    )
+    ap.add_argument(
+        "--cpu", action="store_true", help="the CPU path (gloo, small sizes): what the tests run"
+    )
+    ap.add_argument(
+        "--record", metavar="FILE", help="append FILE's rows to --doc's bench-gpu table"
+    )
     ap.add_argument("--doc", default=str(ROOT / "docs" / "benchmarks.md"))
     a = ap.parse_args(argv)
     if a.record:
@@ -398,7 +526,9 @@ def main(argv: list[str] | None = None) -> int:
         except (OSError, ValueError) as e:
             print(f"bench-record: {e}", file=sys.stderr)
             return 2
-        print(f"bench-record: appended {len(read_rows(Path(a.record)))} row(s) of {a.record} to {a.doc}")
+        print(
+            f"bench-record: appended {len(read_rows(Path(a.record)))} row(s) of {a.record} to {a.doc}"
+        )
         return 0
     if a.rounds < 1:
         print("bench-gpu: --rounds must be >= 1", file=sys.stderr)
@@ -406,17 +536,25 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not a.cpu and not torch.cuda.is_available():
-        print(f"bench-gpu: no CUDA device on this machine (torch {torch.__version__}): nothing measured")
+        print(
+            f"bench-gpu: no CUDA device on this machine (torch {torch.__version__}): nothing measured"
+        )
         return 0
     if a.cpu:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
     rows = run(a.cpu, a.rounds, lambda s: print(s, flush=True))
-    print("\n| figure | reference (median) | ours (median) | ratio min / median / max |\n|---|---:|---:|---|")
+    print(
+        "\n| figure | reference (median) | ours (median) | ratio min / median / max |\n|---|---:|---:|---|"
+    )
     for r in rows:
-        print(f"| {r['figure']} | {r['reference']:.4g} {r['unit']} | {r['ours']:.4g} {r['unit']} | "
-              f"{r['ratio_min']:.3f} / {r['ratio_median']:.3f} / {r['ratio_max']:.3f} |")
-    print(f"\n{rows[0]['device']}, driver {rows[0]['driver']}, torch {rows[0]['torch']}, "
-          f"DeepSpeed {rows[0]['deepspeed']}, {rows[0]['date']}")
+        print(
+            f"| {r['figure']} | {r['reference']:.4g} {r['unit']} | {r['ours']:.4g} {r['unit']} | "
+            f"{r['ratio_min']:.3f} / {r['ratio_median']:.3f} / {r['ratio_max']:.3f} |"
+        )
+    print(
+        f"\n{rows[0]['device']}, driver {rows[0]['driver']}, torch {rows[0]['torch']}, "
+        f"DeepSpeed {rows[0]['deepspeed']}, {rows[0]['date']}"
+    )
     if a.out:
         Path(a.out).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
         print(f"rows: {a.out}")

@@ -48,27 +48,53 @@ def _placements(n: int) -> list[int]:
     return list(range(n)) if n <= 64 else sorted({(i * n) // 64 for i in range(64)} | {n - 1})
 
 
-def _scenarios(n: int) -> dict[str, Callable[[int], tuple[SimulatedFabric, set[int], set[tuple[int, int]]]]]:
+def _scenarios(
+    n: int,
+) -> dict[str, Callable[[int], tuple[SimulatedFabric, set[int], set[tuple[int, int]]]]]:
     """name -> (placement -> fabric, the slow nodes, the slow links)."""
     k = max(2, n // 16)
     return {
         "nothing slow": lambda p: (SimulatedFabric(), set(), set()),
         "nothing slow, 20 % noise": lambda p: (SimulatedFabric(noise=0.2), set(), set()),
         "one slow node": lambda p: (SimulatedFabric(slow_nodes={p: 0.05}), {p}, set()),
-        "one slow node, 20 % noise": lambda p: (SimulatedFabric(slow_nodes={p: 0.1}, noise=0.2), {p}, set()),
-        "one slow link in a round-1 pair": lambda p: (SimulatedFabric(slow_links={(p - p % 2, p - p % 2 + 1): 0.1}), set(),
-                                    {(p - p % 2, p - p % 2 + 1)}) if p - p % 2 + 1 < n else
-                                   (SimulatedFabric(), set(), set()),
+        "one slow node, 20 % noise": lambda p: (
+            SimulatedFabric(slow_nodes={p: 0.1}, noise=0.2),
+            {p},
+            set(),
+        ),
+        "one slow link in a round-1 pair": lambda p: (
+            (
+                SimulatedFabric(slow_links={(p - p % 2, p - p % 2 + 1): 0.1}),
+                set(),
+                {(p - p % 2, p - p % 2 + 1)},
+            )
+            if p - p % 2 + 1 < n
+            else (SimulatedFabric(), set(), set())
+        ),
         "one slow link between ring neighbours (p, p+1)": lambda p: (
-            SimulatedFabric(slow_links={L_norm(p, (p + 1) % n): 0.1}), set(), {L_norm(p, (p + 1) % n)}),
+            SimulatedFabric(slow_links={L_norm(p, (p + 1) % n): 0.1}),
+            set(),
+            {L_norm(p, (p + 1) % n)},
+        ),
         "one slow link off the ring (p, p+2)": lambda p: (
-            SimulatedFabric(slow_links={L_norm(p, (p + 2) % n): 0.1}), set(), {L_norm(p, (p + 2) % n)}),
+            SimulatedFabric(slow_links={L_norm(p, (p + 2) % n): 0.1}),
+            set(),
+            {L_norm(p, (p + 2) % n)},
+        ),
         "two slow nodes in one round-1 pair": lambda p: (
-            SimulatedFabric(slow_nodes={p - p % 2: 0.05, p - p % 2 + 1: 0.05}), {p - p % 2, p - p % 2 + 1}, set())
-        if p - p % 2 + 1 < n else (SimulatedFabric(), set(), set()),
-        f"{k} slow nodes spread": lambda p: (SimulatedFabric(slow_nodes={(p + i * (n // k)) % n: 0.05
-                                                                         for i in range(k)}),
-                                             {(p + i * (n // k)) % n for i in range(k)}, set()),
+            (
+                SimulatedFabric(slow_nodes={p - p % 2: 0.05, p - p % 2 + 1: 0.05}),
+                {p - p % 2, p - p % 2 + 1},
+                set(),
+            )
+            if p - p % 2 + 1 < n
+            else (SimulatedFabric(), set(), set())
+        ),
+        f"{k} slow nodes spread": lambda p: (
+            SimulatedFabric(slow_nodes={(p + i * (n // k)) % n: 0.05 for i in range(k)}),
+            {(p + i * (n // k)) % n for i in range(k)},
+            set(),
+        ),
     }
 
 
@@ -87,10 +113,24 @@ def simulate() -> list[dict[str, Any]]:
                 worst = max(worst, len(loc.rounds))
                 pairs = max(pairs, len(loc.figures))
                 want = FOUND if nodes or links else NOBODY
-                right += loc.outcome == want and set(loc.slow_nodes) == nodes and set(loc.slow_links) == links
-            rows.append({"nodes": n, "scenario": name, "rounds_worst": worst, "round_budget": default_max_rounds(n),
-                         "pairs_measured_max": pairs, "all_pairs": n * (n - 1) // 2, "named_right": right,
-                         "placements": len(places), "plan_ms": 1e3 * (time.perf_counter() - t0) / len(places)})
+                right += (
+                    loc.outcome == want
+                    and set(loc.slow_nodes) == nodes
+                    and set(loc.slow_links) == links
+                )
+            rows.append(
+                {
+                    "nodes": n,
+                    "scenario": name,
+                    "rounds_worst": worst,
+                    "round_budget": default_max_rounds(n),
+                    "pairs_measured_max": pairs,
+                    "all_pairs": n * (n - 1) // 2,
+                    "named_right": right,
+                    "placements": len(places),
+                    "plan_ms": 1e3 * (time.perf_counter() - t0) / len(places),
+                }
+            )
     return rows
 
 
@@ -103,7 +143,9 @@ def harness(repeats: int) -> list[dict[str, Any]]:
     why = unavailable_reason()
     if why:
         raise SystemExit(f"--harness: {why}")
-    opts = {"fabric.localize": {"bytes": 262144, "iters": 5, "warmup": 1, "slow_frac": 0.8}}  # as the test
+    opts = {
+        "fabric.localize": {"bytes": 262144, "iters": 5, "warmup": 1, "slow_frac": 0.8}
+    }  # as the test
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as d:
         c = Cluster(4, d)
@@ -115,7 +157,10 @@ def harness(repeats: int) -> list[dict[str, Any]]:
                 ("no shaping", lambda: None),
                 ("host 2 at 20 mbit/s (tbf)", lambda: c.shape_pod(2, "20mbit")),
                 ("path 0->1 at 20 mbit/s (htb+u32)", lambda: c.shape_path(0, 1, "20mbit")),
-                ("path 2->1 at 20 mbit/s (htb+u32), not a round-1 pair", lambda: c.shape_path(2, 1, "20mbit")),
+                (
+                    "path 2->1 at 20 mbit/s (htb+u32), not a round-1 pair",
+                    lambda: c.shape_path(2, 1, "20mbit"),
+                ),
             ]
             for name, shape in cases:
                 walls, checks, rounds, named = [], [], [], set()
@@ -125,14 +170,41 @@ def harness(repeats: int) -> list[dict[str, Any]]:
                     t0 = time.monotonic()
                     procs = []
                     for i in range(4):
-                        env = c.env(i, {"RANK": str(i), "WORLD_SIZE": "4", "LOCAL_RANK": "0",
-                                        "LOCAL_WORLD_SIZE": "1", "NODE_RANK": str(i), "PYTHONPATH": str(ROOT),
-                                        "MPLBACKEND": "Agg"})
-                        procs.append(c.popen(i, [sys.executable, "-m", "mlenv.acceptance", "--localize", "--checks",
-                                                 "fabric.localize", "--report-dir", str(report), "--options",
-                                                 str(optf), "--deadline", "60"], env,
-                                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                             start_new_session=True))
+                        env = c.env(
+                            i,
+                            {
+                                "RANK": str(i),
+                                "WORLD_SIZE": "4",
+                                "LOCAL_RANK": "0",
+                                "LOCAL_WORLD_SIZE": "1",
+                                "NODE_RANK": str(i),
+                                "PYTHONPATH": str(ROOT),
+                                "MPLBACKEND": "Agg",
+                            },
+                        )
+                        procs.append(
+                            c.popen(
+                                i,
+                                [
+                                    sys.executable,
+                                    "-m",
+                                    "mlenv.acceptance",
+                                    "--localize",
+                                    "--checks",
+                                    "fabric.localize",
+                                    "--report-dir",
+                                    str(report),
+                                    "--options",
+                                    str(optf),
+                                    "--deadline",
+                                    "60",
+                                ],
+                                env,
+                                stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT,
+                                start_new_session=True,
+                            )
+                        )
                     for p in procs:
                         run_bounded(p, 120)
                     walls.append(time.monotonic() - t0)
@@ -144,9 +216,16 @@ def harness(repeats: int) -> list[dict[str, Any]]:
                     rounds.append(len(entry["details"]["rounds"]))
                     named |= {f"node {x}" for x in entry["details"]["slow_nodes"]}
                     named |= {f"link {a}<->{b}" for a, b in entry["details"]["slow_links"]}
-                rows.append({"case": name, "repeats": repeats, "rounds": sorted(set(rounds)),
-                             "check_s_median": statistics.median(checks), "suite_wall_s_median": statistics.median(walls),
-                             "named": sorted(named) or ["nobody"]})
+                rows.append(
+                    {
+                        "case": name,
+                        "repeats": repeats,
+                        "rounds": sorted(set(rounds)),
+                        "check_s_median": statistics.median(checks),
+                        "suite_wall_s_median": statistics.median(walls),
+                        "named": sorted(named) or ["nobody"],
+                    }
+                )
         finally:
             c.teardown()
     return rows
@@ -154,24 +233,32 @@ def harness(repeats: int) -> list[dict[str, Any]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--harness", action="store_true", help="also run the real check on the 4-host netns harness")
+    ap.add_argument(
+        "--harness", action="store_true", help="also run the real check on the 4-host netns harness"
+    )
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", default=None)
     a = ap.parse_args()
     sim = simulate()
-    print("| nodes | scenario | rounds (worst) | budget | pairs measured (max) | all pairs | named right |")
+    print(
+        "| nodes | scenario | rounds (worst) | budget | pairs measured (max) | all pairs | named right |"
+    )
     print("|---:|---|---:|---:|---:|---:|---:|")
     for r in sim:
-        print(f"| {r['nodes']} | {r['scenario']} | {r['rounds_worst']} | {r['round_budget']} | "
-              f"{r['pairs_measured_max']} | {r['all_pairs']} | {r['named_right']}/{r['placements']} |")
+        print(
+            f"| {r['nodes']} | {r['scenario']} | {r['rounds_worst']} | {r['round_budget']} | "
+            f"{r['pairs_measured_max']} | {r['all_pairs']} | {r['named_right']}/{r['placements']} |"
+        )
     out: dict[str, Any] = {"simulated": sim, "cpu_count": os.cpu_count()}
     if a.harness:
         real = harness(a.repeats)
         print("\n| 4 hosts | rounds | check (s, median) | suite wall (s, median) | named |")
         print("|---|---|---:|---:|---|")
         for r in real:
-            print(f"| {r['case']} | {', '.join(map(str, r['rounds']))} | {r['check_s_median']:.2f} | "
-                  f"{r['suite_wall_s_median']:.1f} | {', '.join(r['named'])} |")
+            print(
+                f"| {r['case']} | {', '.join(map(str, r['rounds']))} | {r['check_s_median']:.2f} | "
+                f"{r['suite_wall_s_median']:.1f} | {', '.join(r['named'])} |"
+            )
         out["harness"] = real
     if a.json:
         Path(a.json).write_text(json.dumps(out, indent=2))

@@ -44,7 +44,9 @@ def bench_preflight(n: int, repeats: int = 5) -> tuple[float, float]:
         dead_port = socks[-1].getsockname()[1]
         socks[-1].close()
         t0 = time.perf_counter()
-        res = preflight(peers[:-1] + [Peer("127.0.0.1", dead_port)], deadline_s=1.0, interval_s=0.25)
+        res = preflight(
+            peers[:-1] + [Peer("127.0.0.1", dead_port)], deadline_s=1.0, interval_s=0.25
+        )
         one_dead = time.perf_counter() - t0
         assert not res[-1].ok
     finally:
@@ -106,17 +108,27 @@ def bench_harness(runs: int = 3) -> dict[str, float]:
                     assert r.returncode == 0, r.stdout
                 init_s = time.perf_counter() - t0
                 t0 = time.perf_counter()
-                r = c.run(0, [*pod, "launch", "--deadline", "20", job, "--out", os.path.join(d, "o.json")],
-                          c.env(0), timeout=300)
+                r = c.run(
+                    0,
+                    [*pod, "launch", "--deadline", "20", job, "--out", os.path.join(d, "o.json")],
+                    c.env(0),
+                    timeout=300,
+                )
                 assert r.returncode == 0, r.stdout[-2000:]
                 jobs.append(time.perf_counter() - t0)
-                print(f"harness run {k}: setup {c.setup_s:.2f} s, init x2 {init_s:.2f} s, "
-                      f"launch {jobs[-1]:.2f} s", flush=True)
+                print(
+                    f"harness run {k}: setup {c.setup_s:.2f} s, init x2 {init_s:.2f} s, "
+                    f"launch {jobs[-1]:.2f} s",
+                    flush=True,
+                )
             finally:
                 c.teardown()
                 teardowns.append(c.teardown_s)
-    return {"setup_s": statistics.median(setups), "teardown_s": statistics.median(teardowns),
-            "launch_2x1_s": statistics.median(jobs)}
+    return {
+        "setup_s": statistics.median(setups),
+        "teardown_s": statistics.median(teardowns),
+        "launch_2x1_s": statistics.median(jobs),
+    }
 
 
 def bench_suite(slots: int, options: str | None, runs: int = 1) -> dict[str, object]:
@@ -149,27 +161,51 @@ def bench_suite(slots: int, options: str | None, runs: int = 1) -> dict[str, obj
                 # The harness baseline: peer-outlier bars for ranks sharing two cores.
                 extra = ["--", *(["--options", options] if options else []), "--baseline", baseline]
                 t0 = time.perf_counter()
-                r = c.run(0, [*pod, "launch", "--deadline", "20", "--profile", "quick", "--report-dir", rdir,
-                              *extra], env[0], timeout=600)
+                r = c.run(
+                    0,
+                    [
+                        *pod,
+                        "launch",
+                        "--deadline",
+                        "20",
+                        "--profile",
+                        "quick",
+                        "--report-dir",
+                        rdir,
+                        *extra,
+                    ],
+                    env[0],
+                    timeout=600,
+                )
                 walls.append(time.perf_counter() - t0)
                 doc = json.loads(Path(rdir, "results.json").read_text())
                 assert r.returncode == 0 and doc["verdict"] == "PASS", r.stdout[-3000:]
                 per_check = {}
                 for chk in doc["checks"]:
-                    per_check[chk["name"]] = max(per_check.get(chk["name"], 0.0), float(chk.get("duration_s") or 0))
+                    per_check[chk["name"]] = max(
+                        per_check.get(chk["name"], 0.0), float(chk.get("duration_s") or 0)
+                    )
             finally:
                 c.teardown()
         label = "small options" if options else "quick profile"
-        print(f"suite 2 x {slots} ({label}): {walls[-1]:.1f} s; " +
-              ", ".join(f"{k} {v:.1f}" for k, v in per_check.items()), flush=True)
-    return {"wall_s": statistics.median(walls), "runs": len(walls),
-            "per_check_s": {k: round(v, 2) for k, v in per_check.items()}}
+        print(
+            f"suite 2 x {slots} ({label}): {walls[-1]:.1f} s; "
+            + ", ".join(f"{k} {v:.1f}" for k, v in per_check.items()),
+            flush=True,
+        )
+    return {
+        "wall_s": statistics.median(walls),
+        "runs": len(walls),
+        "per_check_s": {k: round(v, 2) for k, v in per_check.items()},
+    }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--skip-harness", action="store_true")
-    ap.add_argument("--suite-only", action="store_true", help="only the 2-node acceptance-suite runs")
+    ap.add_argument(
+        "--suite-only", action="store_true", help="only the 2-node acceptance-suite runs"
+    )
     ap.add_argument("--suite-runs", type=int, default=1)
     args = ap.parse_args()
     out: dict[str, object] = {}
@@ -184,11 +220,16 @@ def main() -> int:
     for n in (64, 512):
         ok_s, dead_s = bench_preflight(n)
         hole_s = bench_black_holed(n)
-        out[f"preflight_{n}"] = {"all_up_s": round(ok_s, 4), "one_dead_1s_deadline_s": round(dead_s, 3),
-                                 "all_black_holed_1s_deadline_s": round(hole_s, 3)}
-        print(f"preflight {n} peers: all up {ok_s * 1000:.1f} ms (median of 5); "
-              f"1 dead with 1 s deadline {dead_s:.2f} s; all dropping SYNs, 1 s deadline {hole_s:.2f} s",
-              flush=True)
+        out[f"preflight_{n}"] = {
+            "all_up_s": round(ok_s, 4),
+            "one_dead_1s_deadline_s": round(dead_s, 3),
+            "all_black_holed_1s_deadline_s": round(hole_s, 3),
+        }
+        print(
+            f"preflight {n} peers: all up {ok_s * 1000:.1f} ms (median of 5); "
+            f"1 dead with 1 s deadline {dead_s:.2f} s; all dropping SYNs, 1 s deadline {hole_s:.2f} s",
+            flush=True,
+        )
     if not args.skip_harness:
         out["harness"] = {k: round(v, 3) for k, v in bench_harness().items()}
     print(json.dumps(out))

@@ -29,8 +29,12 @@ sys.exit(0)
 
 
 def once(way: str) -> float:
-    p = subprocess.Popen([sys.executable, "-c", CHILD, way], stdout=subprocess.PIPE, text=True,
-                         env={**os.environ, "DS_ACCELERATOR": os.environ.get("DS_ACCELERATOR", "cpu")})
+    p = subprocess.Popen(
+        [sys.executable, "-c", CHILD, way],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "DS_ACCELERATOR": os.environ.get("DS_ACCELERATOR", "cpu")},
+    )
     assert p.stdout is not None
     last = float(p.stdout.readline())
     p.wait()
@@ -44,11 +48,13 @@ def main() -> int:
     runs = int(os.environ.get("MLENV_BENCH_RUNS", "5"))
     got: dict[str, list[float]] = {"teardown": [], "leave": []}
     for i in range(runs):
-        for way in (("teardown", "leave") if i % 2 == 0 else ("leave", "teardown")):
+        for way in ("teardown", "leave") if i % 2 == 0 else ("leave", "teardown"):
             got[way].append(once(way))
     for way, xs in got.items():
-        print(f"{way:8s}: last line to exit, median {statistics.median(xs) * 1000:.0f} ms "
-              f"(min {min(xs) * 1000:.0f}, max {max(xs) * 1000:.0f}) over {runs}")
+        print(
+            f"{way:8s}: last line to exit, median {statistics.median(xs) * 1000:.0f} ms "
+            f"(min {min(xs) * 1000:.0f}, max {max(xs) * 1000:.0f}) over {runs}"
+        )
     return 0
 
 

@@ -62,33 +62,65 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         path = _config(tmp)
-        stages: dict[str, list[float]] = {k: [] for k in ("load", "render", "validate", "serialise", "total")}
+        stages: dict[str, list[float]] = {
+            k: [] for k in ("load", "render", "validate", "serialise", "total")
+        }
         for _ in range(args.repeat + 1):
             t_load, cluster = _timed(lambda: load(path))
-            t_render, manifests = _timed(functools.partial(render_cluster, cluster, "rdma", validate=False))
+            t_render, manifests = _timed(
+                functools.partial(render_cluster, cluster, "rdma", validate=False)
+            )
             t_val, _ = _timed(functools.partial(validate_manifests, manifests))
-            t_ser, files = _timed(functools.partial(render_files, manifests, header("clusters/bench-512.yaml", "-")))
-            for k, t in zip(stages, (t_load, t_render, t_val, t_ser, t_load + t_render + t_val + t_ser), strict=True):
+            t_ser, files = _timed(
+                functools.partial(render_files, manifests, header("clusters/bench-512.yaml", "-"))
+            )
+            for k, t in zip(
+                stages,
+                (t_load, t_render, t_val, t_ser, t_load + t_render + t_val + t_ser),
+                strict=True,
+            ):
                 stages[k].append(t)
         sts = yaml.safe_load(files["statefulset.yaml"])
         assert sts["spec"]["replicas"] == NODES
-        assert len(sts["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
-            "requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]) == NODES
+        assert (
+            len(
+                sts["spec"]["template"]["spec"]["affinity"]["nodeAffinity"][
+                    "requiredDuringSchedulingIgnoredDuringExecution"
+                ]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"]
+            )
+            == NODES
+        )
 
         procs = []
         for _ in range(3):
             t = time.perf_counter()
-            subprocess.run([str(REPO / ".venv" / "bin" / "mlenv"), "render", str(path), "--mode", "rdma",
-                            "--out", str(tmp / "out")], check=True, capture_output=True, cwd=tmp)
+            subprocess.run(
+                [
+                    str(REPO / ".venv" / "bin" / "mlenv"),
+                    "render",
+                    str(path),
+                    "--mode",
+                    "rdma",
+                    "--out",
+                    str(tmp / "out"),
+                ],
+                check=True,
+                capture_output=True,
+                cwd=tmp,
+            )
             procs.append(time.perf_counter() - t)
 
-    print(f"machine: {platform.machine()} {platform.python_implementation()} {platform.python_version()}")
+    print(
+        f"machine: {platform.machine()} {platform.python_implementation()} {platform.python_version()}"
+    )
     print(f"{NODES}-node config, mode rdma, {args.repeat} warm repeats (seconds)")
     print(f"{'stage':<10} {'cold':>8} {'warm median':>12} {'warm min':>9}")
     for k, v in stages.items():
         print(f"{k:<10} {v[0]:>8.4f} {statistics.median(v[1:]):>12.4f} {min(v[1:]):>9.4f}")
-    print(f"`mlenv render FILE --mode rdma --out DIR` fresh process: "
-          f"median {statistics.median(procs):.3f} s, min {min(procs):.3f} s (3 runs)")
+    print(
+        f"`mlenv render FILE --mode rdma --out DIR` fresh process: "
+        f"median {statistics.median(procs):.3f} s, min {min(procs):.3f} s (3 runs)"
+    )
     return 0
 
 

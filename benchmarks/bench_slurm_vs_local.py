@@ -27,8 +27,14 @@ sys.path.insert(0, str(REPO / "tests" / "integration"))
 from harness import netns  # noqa: E402
 from harness import slurm as slurm_harness  # noqa: E402
 
-SUITE = ["--profile", "quick", "--baseline", str(HARNESS / "baseline_harness.yaml"),
-         "--options", str(HARNESS / "acceptance_small.json")]
+SUITE = [
+    "--profile",
+    "quick",
+    "--baseline",
+    str(HARNESS / "baseline_harness.yaml"),
+    "--options",
+    str(HARNESS / "acceptance_small.json"),
+]
 
 
 def _timed(argv: list[str], env: dict[str, str], cwd: str) -> tuple[float, str, int]:
@@ -55,22 +61,52 @@ def main() -> int:
             "cluster: {name: slurm-bench, namespace: unused}\nplatform: slurm\n"
             f"slurm: {{partition: debug, time_limit: '00:10:00', exclusive: false, gpus_flag: none, "
             f"shared_dir: {root / 'shared'}, python: {sys.executable}}}\n"
-            "network: {tcp: {interface_exclude: lo}}\ngpus: {per_node: 2, type: cpu, default_nodes: 2}\n")
+            "network: {tcp: {interface_exclude: lo}}\ngpus: {per_node: 2, type: cpu, default_nodes: 2}\n"
+        )
         with slurm_harness.on_netns_hosts(str(root)) as sl:
             env = sl.env({"MLENV_ROOT": str(root), "OMP_NUM_THREADS": "1", "DS_ACCELERATOR": "cpu"})
-            env.setdefault("TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/mlenv/torch_extensions"))
+            env.setdefault(
+                "TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/mlenv/torch_extensions")
+            )
             times: dict[str, list[float]] = {"slurm": [], "local": []}
             for i in range(runs):
-                dt, v, rc = _timed([sys.executable, "-m", "mlenv", "acceptance", "--cluster", "slurm-bench", *SUITE],
-                                   env, str(root))
+                dt, v, rc = _timed(
+                    [
+                        sys.executable,
+                        "-m",
+                        "mlenv",
+                        "acceptance",
+                        "--cluster",
+                        "slurm-bench",
+                        *SUITE,
+                    ],
+                    env,
+                    str(root),
+                )
                 print(f"slurm 2x2 run {i + 1}: {dt:.1f} s, {v}, exit {rc}")
                 times["slurm"].append(dt)
-                dt, v, rc = _timed([sys.executable, "-m", "mlenv", "acceptance", "--local", "--nproc", "4",
-                                    "--report-dir", str(root / f"local{i}"), *SUITE], env, str(root))
+                dt, v, rc = _timed(
+                    [
+                        sys.executable,
+                        "-m",
+                        "mlenv",
+                        "acceptance",
+                        "--local",
+                        "--nproc",
+                        "4",
+                        "--report-dir",
+                        str(root / f"local{i}"),
+                        *SUITE,
+                    ],
+                    env,
+                    str(root),
+                )
                 print(f"local --nproc 4 run {i + 1}: {dt:.1f} s, {v}, exit {rc}")
                 times["local"].append(dt)
             for k, ts in times.items():
-                print(f"{k}: median {statistics.median(ts):.1f} s (min {min(ts):.1f}, max {max(ts):.1f}) over {runs} runs")
+                print(
+                    f"{k}: median {statistics.median(ts):.1f} s (min {min(ts):.1f}, max {max(ts):.1f}) over {runs} runs"
+                )
     return 0
 
 

@@ -20,13 +20,13 @@ from pathlib import Path
 
 from mlenv.cluster.oc import OcCluster
 
-POD_KUBECTL = r'''
+POD_KUBECTL = r"""
 import os, subprocess, sys
 argv = sys.argv[1:]
 root = os.environ["FAKE_POD_ROOT"]
 cmd = [a.replace("/workspace", root + "/workspace") for a in argv[argv.index("--") + 1:]]
 sys.exit(subprocess.call(cmd, cwd=root))
-'''
+"""
 
 
 def main() -> None:

@@ -32,14 +32,34 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def bench_cpu(runs: int, port: int = 29851) -> dict[str, float]:
     """Median figures of ``runs`` 2-rank quick training checks through the DeepSpeed launcher."""
-    env = dict(os.environ, DS_ACCELERATOR="cpu", LOCAL_SIZE="2", MLENV_FAULT="", PYTHONPATH=str(ROOT),
-               TORCH_EXTENSIONS_DIR=os.environ.get("TORCH_EXTENSIONS_DIR",
-                                                   str(Path.home() / ".cache/mlenv/torch_extensions")))
+    env = dict(
+        os.environ,
+        DS_ACCELERATOR="cpu",
+        LOCAL_SIZE="2",
+        MLENV_FAULT="",
+        PYTHONPATH=str(ROOT),
+        TORCH_EXTENSIONS_DIR=os.environ.get(
+            "TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/mlenv/torch_extensions")
+        ),
+    )
     sps, p50, wall, plain, ratio = [], [], [], [], []
     for i in range(runs):
         with tempfile.TemporaryDirectory() as tmp:
-            cmd = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", "2", "--master_port",
-                   str(port + i), "--module", "mlenv.acceptance", "--checks", "training", "--report-dir", tmp]
+            cmd = [
+                sys.executable,
+                "-m",
+                "deepspeed.launcher.runner",
+                "--num_gpus",
+                "2",
+                "--master_port",
+                str(port + i),
+                "--module",
+                "mlenv.acceptance",
+                "--checks",
+                "training",
+                "--report-dir",
+                tmp,
+            ]
             t0 = time.perf_counter()
             p = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
             wall.append(time.perf_counter() - t0)
@@ -51,13 +71,22 @@ def bench_cpu(runs: int, port: int = 29851) -> dict[str, float]:
             p50.append(world["metrics"]["step_time_p50_ms"])
             plain.append(world["metrics"]["plain_samples_per_s_per_rank"])
             ratio.append(world["metrics"]["stack_ratio"])
-        print(f"run {i}: {sps[-1]:.1f} samples/s ({world['details']['setup']['name']}), step p50 {p50[-1]:.0f} ms, "
-              f"plain loop {plain[-1]:.1f} samples/s per rank, stack ratio {ratio[-1]:.3f}, wall {wall[-1]:.1f} s",
-              flush=True)
-    return {"samples_per_s": statistics.median(sps), "step_p50_ms": statistics.median(p50),
-            "plain_samples_per_s_per_rank": statistics.median(plain), "stack_ratio": statistics.median(ratio),
-            "stack_ratio_min": min(ratio), "stack_ratio_max": max(ratio),
-            "wall_s": statistics.median(wall), "wall_min_s": min(wall), "wall_max_s": max(wall)}
+        print(
+            f"run {i}: {sps[-1]:.1f} samples/s ({world['details']['setup']['name']}), step p50 {p50[-1]:.0f} ms, "
+            f"plain loop {plain[-1]:.1f} samples/s per rank, stack ratio {ratio[-1]:.3f}, wall {wall[-1]:.1f} s",
+            flush=True,
+        )
+    return {
+        "samples_per_s": statistics.median(sps),
+        "step_p50_ms": statistics.median(p50),
+        "plain_samples_per_s_per_rank": statistics.median(plain),
+        "stack_ratio": statistics.median(ratio),
+        "stack_ratio_min": min(ratio),
+        "stack_ratio_max": max(ratio),
+        "wall_s": statistics.median(wall),
+        "wall_min_s": min(wall),
+        "wall_max_s": max(wall),
+    }
 
 
 def bench_gpu(steps: int = 50, warmup: int = 15, batch: int = 256) -> dict[str, float | str]:
@@ -77,14 +106,27 @@ def bench_gpu(steps: int = 50, warmup: int = 15, batch: int = 256) -> dict[str, 
     torch.cuda.set_device(0)
     torch.backends.cudnn.benchmark = True  # fixed shapes: let cuDNN pick its fastest kernels
     ds = build_dataset("synthetic", model="resnet50", size=8 * batch, image_size=224)
-    rec = train_one("resnet50", dataset=ds, steps=steps, warmup_steps=warmup, batch_size=batch,
-                    lr=1e-3, device="cuda:0", max_batches=8)
+    rec = train_one(
+        "resnet50",
+        dataset=ds,
+        steps=steps,
+        warmup_steps=warmup,
+        batch_size=batch,
+        lr=1e-3,
+        device="cuda:0",
+        max_batches=8,
+    )
     step = statistics.median(rec.timed(rec.step_s))
     plain = statistics.median(rec.timed(rec.plain_step_s))
     dist.destroy_process_group()
-    return {"samples_per_s": batch / step, "step_p50_ms": 1e3 * step, "plain_samples_per_s": batch / plain,
-            "stack_ratio": rec.stack_ratio() or 0.0, "setup": str(rec.setup.get("name")),
-            "gpu": torch.cuda.get_device_name(0)}
+    return {
+        "samples_per_s": batch / step,
+        "step_p50_ms": 1e3 * step,
+        "plain_samples_per_s": batch / plain,
+        "stack_ratio": rec.stack_ratio() or 0.0,
+        "setup": str(rec.setup.get("name")),
+        "gpu": torch.cuda.get_device_name(0),
+    }
 
 
 def main() -> int:

@@ -27,8 +27,10 @@ from mlenv.errors import InputError
 _LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 _SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 # Resource words as `kubectl get` takes them: Kind, plural, kind.group, group/version forms.
-_RESOURCE = re.compile(r"[A-Za-z][A-Za-z0-9]*(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
-                       r"(/[A-Za-z0-9][A-Za-z0-9.:-]*)?")
+_RESOURCE = re.compile(
+    r"[A-Za-z][A-Za-z0-9]*(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*"
+    r"(/[A-Za-z0-9][A-Za-z0-9.:-]*)?"
+)
 # Label keys: optional DNS-subdomain prefix + "/" + name of [A-Za-z0-9._-], 63 at most.
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 # Service-account user names for `auth can-i --as=`.
@@ -63,7 +65,8 @@ def name(kind: str, value: str) -> str:
             f"{kind} name {_show(value)} is not {rule} (lower-case letters, digits, '-'"
             f"{'' if k in LABEL_KINDS else ', ' + repr('.')}; at most {limit} characters; "
             "starting and ending with a letter or digit): refused before it reaches a "
-            "command line")
+            "command line"
+        )
     return value
 
 
@@ -91,15 +94,23 @@ def user(value: str) -> str:
 def label_key(key: str) -> str:
     """A label key: ``[prefix/]name`` by the Kubernetes rules."""
     prefix, _, nm = key.rpartition("/") if isinstance(key, str) else ("", "", "")
-    if (not nm or len(nm) > 63 or not _LABEL_NAME.fullmatch(nm)
-            or (prefix and (len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)))):
+    if (
+        not nm
+        or len(nm) > 63
+        or not _LABEL_NAME.fullmatch(nm)
+        or (prefix and (len(prefix) > 253 or not _SUBDOMAIN.fullmatch(prefix)))
+    ):
         raise UnsafeArgument(f"label key {_show(key)} is not [prefix/]name")
     return key
 
 
 def label_value(value: str) -> str:
     """A label value: empty, or up to 63 of ``[A-Za-z0-9._-]`` starting and ending alphanumeric."""
-    if not isinstance(value, str) or len(value) > 63 or (value and not _LABEL_NAME.fullmatch(value)):
+    if (
+        not isinstance(value, str)
+        or len(value) > 63
+        or (value and not _LABEL_NAME.fullmatch(value))
+    ):
         raise UnsafeArgument(f"label value {_show(value)} is not a valid label value")
     return value
 
@@ -131,11 +142,16 @@ def port_pair(local: int, remote: int) -> str:
 
 def abs_path(value: str, what: str = "path") -> str:
     """An absolute POSIX path in a pod, without control characters or ``..`` segments."""
-    if (not isinstance(value, str) or not value.startswith("/") or "\x00" in value
-            or any(ord(c) < 32 or ord(c) == 127 for c in value)
-            or ".." in value.split("/")):
-        raise UnsafeArgument(f"{what} {_show(value)} is not an absolute path without '..' "
-                             "or control characters")
+    if (
+        not isinstance(value, str)
+        or not value.startswith("/")
+        or "\x00" in value
+        or any(ord(c) < 32 or ord(c) == 127 for c in value)
+        or ".." in value.split("/")
+    ):
+        raise UnsafeArgument(
+            f"{what} {_show(value)} is not an absolute path without '..' or control characters"
+        )
     return value
 
 
@@ -184,28 +200,42 @@ def context_name(value: str) -> str:
     """A kubeconfig context name for ``--context=`` (no option shape, no spaces or
     control characters)."""
     if not isinstance(value, str) or len(value) > 253 or not _CONTEXT.fullmatch(value):
-        raise UnsafeArgument(f"--context {_show(value)} is not a kubeconfig context name "
-                             "(letters, digits and . _ : / @ + = -, not starting with '-')")
+        raise UnsafeArgument(
+            f"--context {_show(value)} is not a kubeconfig context name "
+            "(letters, digits and . _ : / @ + = -, not starting with '-')"
+        )
     return value
 
 
 def local_path(value: str, what: str = "path") -> str:
     """A local file path for an ``--opt=PATH`` flag: non-empty, no control characters, not
     option-shaped (a leading ``-`` is refused even though ``=`` would keep it a value)."""
-    if (not isinstance(value, str) or not value or value.startswith("-") or len(value) > 4096
-            or any(ord(c) < 32 or ord(c) == 127 for c in value)):
-        raise UnsafeArgument(f"{what} {_show(value)} is not a plain file path (empty, starts "
-                             "with '-' or holds control characters)")
+    if (
+        not isinstance(value, str)
+        or not value
+        or value.startswith("-")
+        or len(value) > 4096
+        or any(ord(c) < 32 or ord(c) == 127 for c in value)
+    ):
+        raise UnsafeArgument(
+            f"{what} {_show(value)} is not a plain file path (empty, starts "
+            "with '-' or holds control characters)"
+        )
     return value
 
 
 def request_timeout(seconds: float) -> str:
     """``--request-timeout=…`` for a limit in seconds (kubectl takes a Go duration; whole
     milliseconds keep fractions such as 2.5 s exact)."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) \
-            or not 0 < seconds < 86400 or seconds != seconds:
-        raise UnsafeArgument(f"request timeout {_show(seconds)} is not a number of seconds "
-                             "between 0 and 86400")
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, (int, float))
+        or not 0 < seconds < 86400
+        or seconds != seconds
+    ):
+        raise UnsafeArgument(
+            f"request timeout {_show(seconds)} is not a number of seconds between 0 and 86400"
+        )
     return f"--request-timeout={max(1, round(seconds * 1000))}ms"
 
 
@@ -230,7 +260,9 @@ def count(value: int, what: str = "count") -> int:
 # -- Slurm and plain hosts (issue 13) ---------------------------------------------------
 # Slurm's tools parse options with getopt_long, which ends them at '--' too; the values
 # they carry are validated per kind first, as for kubectl.
-SLURM_COMMANDS = frozenset({"sbatch", "squeue", "sacct", "sacctmgr", "scancel", "scontrol", "sinfo", "srun"})
+SLURM_COMMANDS = frozenset(
+    {"sbatch", "squeue", "sacct", "sacctmgr", "scancel", "scontrol", "sinfo", "srun"}
+)
 _SLURM_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 _SLURM_NODE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,252})")
 _JOB_ID = re.compile(r"[0-9]{1,12}")
@@ -240,16 +272,20 @@ _SSH_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 def slurm_name(value: str, what: str = "Slurm name") -> str:
     """A partition, account, QOS or job name: letters, digits, ``_ . -``, not starting with ``-``."""
     if not isinstance(value, str) or not _SLURM_NAME.fullmatch(value):
-        raise UnsafeArgument(f"{what} {_show(value)} is not a plain Slurm name (letters, digits, "
-                             "'_', '.', '-', not starting with '-')")
+        raise UnsafeArgument(
+            f"{what} {_show(value)} is not a plain Slurm name (letters, digits, "
+            "'_', '.', '-', not starting with '-')"
+        )
     return value
 
 
 def slurm_node(value: str) -> str:
     """A node (host) name as Slurm and ssh take it."""
     if not isinstance(value, str) or not _SLURM_NODE.fullmatch(value):
-        raise UnsafeArgument(f"node name {_show(value)} is not a host name (letters, digits, '-', "
-                             "'_', '.', not starting with '-')")
+        raise UnsafeArgument(
+            f"node name {_show(value)} is not a host name (letters, digits, '-', "
+            "'_', '.', not starting with '-')"
+        )
     return value
 
 
@@ -279,10 +315,14 @@ def slurm_constraint(value: str) -> str:
 
     Parsed, not pattern-matched: operands and operators alternate, brackets balance and
     nest as Slurm allows (no brackets inside ``[...]``). UnsafeArgument otherwise."""
+
     def bad(why: str) -> UnsafeArgument:
-        return UnsafeArgument(f"constraint {_show(value)} is not a Slurm constraint expression ({why}; "
-                              "features of letters, digits, '_', '.', ':', '=', '-' joined by '&', '|' "
-                              "or ',', grouped by [...] or (...))")
+        return UnsafeArgument(
+            f"constraint {_show(value)} is not a Slurm constraint expression ({why}; "
+            "features of letters, digits, '_', '.', ':', '=', '-' joined by '&', '|' "
+            "or ',', grouped by [...] or (...))"
+        )
+
     if not isinstance(value, str) or not value or len(value) > 1024:
         raise bad("empty or too long")
     pos, tokens = 0, []
@@ -320,25 +360,79 @@ def slurm_constraint(value: str) -> str:
 # whose environment it gets (--export, --chdir, --output), that hold or requeue it, or that
 # send it to another cluster are not here: mlenv could no longer follow or judge the job.
 SBATCH_OPTIONS: dict[str, str] = {
-    **dict.fromkeys((
-        "mem", "mem-per-cpu", "mem-per-gpu", "cpus-per-task", "cpus-per-gpu", "gpus-per-task", "gpu-bind",
-        "gpu-freq", "cpu-freq", "comment", "gres", "gres-flags", "network", "licenses", "mail-type",
-        "mail-user", "time-min", "begin", "deadline", "hint", "distribution", "threads-per-core",
-        "cores-per-socket", "sockets-per-node", "ntasks-per-core", "ntasks-per-socket", "switches",
-        "exclude", "prefer", "wckey", "mcs-label", "tmp", "mincpus", "core-spec", "thread-spec",
-        "acctg-freq", "profile", "nice", "priority", "cluster-constraint", "mem-bind", "power",
-        "tres-per-task", "delay-boot", "extra"), "value"),
-    **dict.fromkeys(("overcommit", "spread-job", "use-min-nodes", "contiguous", "oversubscribe"), "flag"),
+    **dict.fromkeys(
+        (
+            "mem",
+            "mem-per-cpu",
+            "mem-per-gpu",
+            "cpus-per-task",
+            "cpus-per-gpu",
+            "gpus-per-task",
+            "gpu-bind",
+            "gpu-freq",
+            "cpu-freq",
+            "comment",
+            "gres",
+            "gres-flags",
+            "network",
+            "licenses",
+            "mail-type",
+            "mail-user",
+            "time-min",
+            "begin",
+            "deadline",
+            "hint",
+            "distribution",
+            "threads-per-core",
+            "cores-per-socket",
+            "sockets-per-node",
+            "ntasks-per-core",
+            "ntasks-per-socket",
+            "switches",
+            "exclude",
+            "prefer",
+            "wckey",
+            "mcs-label",
+            "tmp",
+            "mincpus",
+            "core-spec",
+            "thread-spec",
+            "acctg-freq",
+            "profile",
+            "nice",
+            "priority",
+            "cluster-constraint",
+            "mem-bind",
+            "power",
+            "tres-per-task",
+            "delay-boot",
+            "extra",
+        ),
+        "value",
+    ),
+    **dict.fromkeys(
+        ("overcommit", "spread-job", "use-min-nodes", "contiguous", "oversubscribe"), "flag"
+    ),
 }
 # Options other keys own: the key to set instead.
 SBATCH_OWNED = {
-    "partition": "slurm.partition", "account": "slurm.account", "qos": "slurm.qos",
-    "constraint": "slurm.constraint", "reservation": "slurm.reservation", "time": "slurm.time_limit",
-    "exclusive": "slurm.exclusive", "nodes": "gpus.default_nodes (or --nodes)",
-    "nodelist": "nodes.gpu_nodes", "gpus-per-node": "slurm.gpus_flag", "gpus": "slurm.gpus_flag",
-    "job-name": "(mlenv names the job)", "output": "(reports go to slurm.shared_dir)",
-    "error": "(reports go to slurm.shared_dir)", "ntasks-per-node": "(one task per node starts the ranks)",
-    "signal": "(mlenv sets it)", "container-image": "slurm.container_image",
+    "partition": "slurm.partition",
+    "account": "slurm.account",
+    "qos": "slurm.qos",
+    "constraint": "slurm.constraint",
+    "reservation": "slurm.reservation",
+    "time": "slurm.time_limit",
+    "exclusive": "slurm.exclusive",
+    "nodes": "gpus.default_nodes (or --nodes)",
+    "nodelist": "nodes.gpu_nodes",
+    "gpus-per-node": "slurm.gpus_flag",
+    "gpus": "slurm.gpus_flag",
+    "job-name": "(mlenv names the job)",
+    "output": "(reports go to slurm.shared_dir)",
+    "error": "(reports go to slurm.shared_dir)",
+    "ntasks-per-node": "(one task per node starts the ranks)",
+    "signal": "(mlenv sets it)",
+    "container-image": "slurm.container_image",
     "container-mounts": "slurm.container_mounts",
 }
 # A value as sbatch reads it from a '#SBATCH' line: no quote, backslash, '#', '$', '`',
@@ -350,23 +444,32 @@ def sbatch_option(arg: str) -> str:
     """One ``--option[=value]`` of ``slurm.sbatch_args``: an option of :data:`SBATCH_OPTIONS`
     with a plain value. UnsafeArgument (saying what is allowed) otherwise."""
     if not isinstance(arg, str) or not arg.startswith("--"):
-        raise UnsafeArgument(f"sbatch argument {_show(arg)} is not a long option '--option[=value]'")
+        raise UnsafeArgument(
+            f"sbatch argument {_show(arg)} is not a long option '--option[=value]'"
+        )
     opt, eq, val = arg[2:].partition("=")
     if opt in SBATCH_OWNED:
-        raise UnsafeArgument(f"sbatch option --{opt} is set by mlenv from {SBATCH_OWNED[opt]}, not through "
-                             "sbatch_args")
+        raise UnsafeArgument(
+            f"sbatch option --{opt} is set by mlenv from {SBATCH_OWNED[opt]}, not through "
+            "sbatch_args"
+        )
     kind = SBATCH_OPTIONS.get(opt)
     if kind is None:
-        raise UnsafeArgument(f"sbatch option {_show('--' + opt)} is not one mlenv passes through (allowed: "
-                             + ", ".join(sorted(SBATCH_OPTIONS)) + ")")
+        raise UnsafeArgument(
+            f"sbatch option {_show('--' + opt)} is not one mlenv passes through (allowed: "
+            + ", ".join(sorted(SBATCH_OPTIONS))
+            + ")"
+        )
     if kind == "flag" and eq:
         raise UnsafeArgument(f"sbatch option --{opt} takes no value")
     if kind == "value" and not eq:
         raise UnsafeArgument(f"sbatch option --{opt} needs a value (--{opt}=VALUE)")
     if eq and (not _SBATCH_VALUE.fullmatch(val) or val != val.strip()):
-        raise UnsafeArgument(f"sbatch option --{opt}: value {_show(val)} is not plain (letters, digits, "
-                             "spaces inside, and _ . , : = @ + / % * & | ( ) [ ] ~ -; no quotes, '#', '$' or "
-                             "control characters)")
+        raise UnsafeArgument(
+            f"sbatch option --{opt}: value {_show(val)} is not plain (letters, digits, "
+            "spaces inside, and _ . , : = @ + / % * & | ( ) [ ] ~ -; no quotes, '#', '$' or "
+            "control characters)"
+        )
     return arg
 
 
@@ -389,15 +492,19 @@ def note_text(text: str) -> str:
     """``text`` made fit for :func:`note`: other characters become ``_``, one line, 200 at most."""
     # an apostrophe ("its peers' median") is dropped, not replaced: the printed command
     # stays one simply quoted word
-    clean = _NOTE_DROP.sub("_", " ".join(str(text).replace("'", "").split()))[:200].strip().lstrip("-")
+    clean = (
+        _NOTE_DROP.sub("_", " ".join(str(text).replace("'", "").split()))[:200].strip().lstrip("-")
+    )
     return clean or "_"
 
 
 def note(text: str) -> str:
     """A quarantine note (annotation value, drain reason), validated."""
     if not isinstance(text, str) or not _NOTE.fullmatch(text):
-        raise UnsafeArgument(f"note {_show(text)} holds characters outside letters, digits and _ . , : ; % = < > ( ) "
-                             "+ / * - (or starts with '-' or a space)")
+        raise UnsafeArgument(
+            f"note {_show(text)} holds characters outside letters, digits and _ . , : ; % = < > ( ) "
+            "+ / * - (or starts with '-' or a space)"
+        )
     return text
 
 
@@ -420,8 +527,17 @@ def ssh_user(value: str) -> str:
     return value
 
 
-def ssh(host: str, remote: Sequence[str], *, user: str = "", port: int = 22, key: str = "",
-        options: Sequence[str] = (), config: str = "", log: str = "") -> list[str]:
+def ssh(
+    host: str,
+    remote: Sequence[str],
+    *,
+    user: str = "",
+    port: int = 22,
+    key: str = "",
+    options: Sequence[str] = (),
+    config: str = "",
+    log: str = "",
+) -> list[str]:
     """``ssh OPTIONS… -p PORT [-F CONFIG] [-l USER] [-i KEY] [-E LOG] -- HOST REMOTE…``, host validated.
 
     ssh joins the remote words with spaces into one shell command line on the host, so

@@ -20,10 +20,34 @@ from typing import Any
 from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM
 
 __all__ = [
-    "ANNOTATION_CREATED", "APP", "EXIT_ERROR", "EXIT_FAIL", "EXIT_INPUT", "EXIT_OK", "LABEL_COMPONENT", "LABEL_INSTANCE",
-    "LABEL_MANAGED_BY", "LABEL_NAME", "LABEL_NAMESPACE", "LABEL_PART_OF", "MANAGED_BY", "RESULTS_JSON", "RESULTS_JSONL",
-    "STATEFULSET", "TOPOLOGY_ENV", "exit_for_doc", "exit_for_verdict", "is_run_id", "new_run_id", "pod_name", "read_results",
-    "rack_name", "shown", "topology_compact", "topology_decode", "topology_json",
+    "ANNOTATION_CREATED",
+    "APP",
+    "EXIT_ERROR",
+    "EXIT_FAIL",
+    "EXIT_INPUT",
+    "EXIT_OK",
+    "LABEL_COMPONENT",
+    "LABEL_INSTANCE",
+    "LABEL_MANAGED_BY",
+    "LABEL_NAME",
+    "LABEL_NAMESPACE",
+    "LABEL_PART_OF",
+    "MANAGED_BY",
+    "RESULTS_JSON",
+    "RESULTS_JSONL",
+    "STATEFULSET",
+    "TOPOLOGY_ENV",
+    "exit_for_doc",
+    "exit_for_verdict",
+    "is_run_id",
+    "new_run_id",
+    "pod_name",
+    "read_results",
+    "rack_name",
+    "shown",
+    "topology_compact",
+    "topology_decode",
+    "topology_json",
 ]
 
 # --- names (not configurable: one deployment per namespace) ---------------------------
@@ -95,7 +119,9 @@ def exit_for_doc(doc: dict[str, Any] | None) -> int:
     if not isinstance(doc, dict):
         return EXIT_ERROR
     why = doc.get("interrupted")
-    return exit_for_verdict(doc.get("verdict"), why.get("signal") if isinstance(why, dict) else None)
+    return exit_for_verdict(
+        doc.get("verdict"), why.get("signal") if isinstance(why, dict) else None
+    )
 
 
 # How long a run may go on once rank 0 has written its verdict (pod launch) or rank 0's
@@ -116,7 +142,9 @@ def read_results(report_dir: str | Path, since: float | None = None) -> dict[str
     earlier run must never be taken for this one's."""
     path = os.path.join(report_dir, RESULTS_JSON)
     try:
-        if since is not None and os.stat(path).st_mtime < since - 1.0:  # coarse mtime on some filesystems
+        if (
+            since is not None and os.stat(path).st_mtime < since - 1.0
+        ):  # coarse mtime on some filesystems
             return None
         with open(path, encoding="utf-8") as f:
             doc = json.load(f)
@@ -138,7 +166,10 @@ def shown(value: object, keep: str = "") -> str:
     text = str(value)
     if text.isprintable():
         return text
-    return "".join(c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii") for c in text)
+    return "".join(
+        c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii")
+        for c in text
+    )
 
 
 # --- racks (issue 26 §5) ---------------------------------------------------------------
@@ -179,7 +210,9 @@ def topology_decode(text: str) -> object:
         try:
             return json.loads(text)
         except json.JSONDecodeError as e:
-            raise ValueError(f"{TOPOLOGY_ENV} is not JSON: {e.msg} (line {e.lineno}, column {e.colno})") from None
+            raise ValueError(
+                f"{TOPOLOGY_ENV} is not JSON: {e.msg} (line {e.lineno}, column {e.colno})"
+            ) from None
     out: dict[str, list[str]] = {}
     for part in filter(None, text.split(";")):
         rack, eq, nodes = part.partition("=")
@@ -197,5 +230,7 @@ def topology_compact(text: str) -> str:
         raise ValueError(f"{TOPOLOGY_ENV} must map each rack to a list of nodes")
     words = [str(w) for rack, nodes in doc.items() for w in (rack, *nodes)]
     if any(re.search(r"[=,;\s\"'$`\\]", w) or not w for w in words):
-        raise ValueError(f"{TOPOLOGY_ENV}: a rack or node name holds '=', ',', ';', a quote or a blank")
+        raise ValueError(
+            f"{TOPOLOGY_ENV}: a rack or node name holds '=', ',', ';', a quote or a blank"
+        )
     return ";".join(f"{rack}={','.join(str(n) for n in nodes)}" for rack, nodes in doc.items())

@@ -90,7 +90,9 @@ def _marked(path: Path) -> bool:
     try:
         with path.open(encoding="utf-8") as f:
             first = f.readline()
-            return first.startswith(HEADER_PREFIX) or (first.startswith("#!") and f.readline().startswith(HEADER_PREFIX))
+            return first.startswith(HEADER_PREFIX) or (
+                first.startswith("#!") and f.readline().startswith(HEADER_PREFIX)
+            )
     except (OSError, UnicodeDecodeError):
         return False
 
@@ -99,9 +101,12 @@ def _holds_generated(folder: Path) -> bool:
     return any(p.is_file() and _marked(p) for p in folder.rglob("*"))
 
 
-def stale_paths(planned: Iterable[tuple[Path, dict[str, str]]], out_root: Path,
-                known: set[str] | None = None,
-                platform_roots: Iterable[tuple[Path, set[str]]] = ()) -> list[str]:
+def stale_paths(
+    planned: Iterable[tuple[Path, dict[str, str]]],
+    out_root: Path,
+    known: set[str] | None = None,
+    platform_roots: Iterable[tuple[Path, set[str]]] = (),
+) -> list[str]:
     """Every difference between the planned trees and the disk; with ``known`` (the cluster
     names of ``--all``), also folders under ``out_root`` that no config renders any more
     (left behind by a deleted or renamed cluster). ``platform_roots`` (i25.12): the same
@@ -110,10 +115,16 @@ def stale_paths(planned: Iterable[tuple[Path, dict[str, str]]], out_root: Path,
     stale = [p for d, files in planned for p in check_tree(files, d)]
     extra = "(extra: no clusters/*.yaml renders it)"
     if known is not None and out_root.is_dir():
-        stale += [f"{d}/ {extra}" for d in sorted(out_root.iterdir())
-                  if d.is_dir() and d.name not in known]
+        stale += [
+            f"{d}/ {extra}"
+            for d in sorted(out_root.iterdir())
+            if d.is_dir() and d.name not in known
+        ]
     for base, names in platform_roots:
         if base.is_dir():
-            stale += [f"{d}/ {extra}" for d in sorted(base.iterdir())
-                      if d.is_dir() and d.name not in names and _holds_generated(d)]
+            stale += [
+                f"{d}/ {extra}"
+                for d in sorted(base.iterdir())
+                if d.is_dir() and d.name not in names and _holds_generated(d)
+            ]
     return stale

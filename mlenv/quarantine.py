@@ -107,8 +107,10 @@ def load_run(ref: str, history_root: Path) -> Run:
     else:
         rec = history.find_run(history_root, ref)
         if rec is None:
-            raise InputError(f"{ref}: no such run (neither a report folder, a results.json nor a run id in the "
-                             f"history under {history_root})")
+            raise InputError(
+                f"{ref}: no such run (neither a report folder, a results.json nor a run id in the "
+                f"history under {history_root})"
+            )
         folder = Path(str(rec.get("report_dir")))
     doc = read_results(folder)
     if doc is None:
@@ -123,16 +125,23 @@ def load_run(ref: str, history_root: Path) -> Run:
     run_id = str(doc.get("run_id") or "")
     if not run_id:
         raise InputError(f"{ref}: results.json names no run_id")
-    return Run(run_id=run_id, started=str(doc.get("started") or ""), report_dir=folder, doc=doc,
-               cluster=str(cluster) if cluster else None)
+    return Run(
+        run_id=run_id,
+        started=str(doc.get("started") or ""),
+        report_dir=folder,
+        doc=doc,
+        cluster=str(cluster) if cluster else None,
+    )
 
 
 def targets(run: Run, only: str | None = None) -> list[Target]:
     """The run's FAILED nodes (``only``: that one node, which must be in the run: InputError)."""
     verdicts = run.verdicts()
     if not verdicts and "node_verdicts" not in run.doc:
-        raise InputError(f"run {run.run_id}: results.json has no node_verdicts (written before node verdicts "
-                         "existed); re-run the suite")
+        raise InputError(
+            f"run {run.run_id}: results.json has no node_verdicts (written before node verdicts "
+            "existed); re-run the suite"
+        )
     if only is not None and run.node_status(only) is None:
         known = ", ".join(str(n.get("node")) for n in verdicts) or "none"
         raise InputError(f"--node {only}: not a node of run {run.run_id} (its nodes: {known})")
@@ -142,11 +151,20 @@ def targets(run: Run, only: str | None = None) -> list[Target]:
             continue
         if only is not None and only != n.get("node") and only not in (n.get("hosts") or []):
             continue
-        findings = [f for f in n.get("findings") or [] if isinstance(f, dict) and f.get("status") == "FAIL"]
+        findings = [
+            f for f in n.get("findings") or [] if isinstance(f, dict) and f.get("status") == "FAIL"
+        ]
         first = findings[0] if findings else {}
-        out.append(Target(node=str(n.get("node")), hosts=tuple(str(h) for h in n.get("hosts") or []),
-                          node_from=str(n.get("node_from") or "host"), check=str(first.get("check") or "?"),
-                          figure=str(first.get("figure") or ""), run_id=run.run_id))
+        out.append(
+            Target(
+                node=str(n.get("node")),
+                hosts=tuple(str(h) for h in n.get("hosts") or []),
+                node_from=str(n.get("node_from") or "host"),
+                check=str(first.get("check") or "?"),
+                figure=str(first.get("figure") or ""),
+                run_id=run.run_id,
+            )
+        )
     return out
 
 
@@ -191,7 +209,9 @@ class ListMarker:
     acts = False
 
     def commands(self, t: Target, *, remove: bool = False) -> list[str]:
-        return [f"# {'put back' if remove else 'take out of the hosts list'}: {t.node} ({t.check}: {t.figure})"]
+        return [
+            f"# {'put back' if remove else 'take out of the hosts list'}: {t.node} ({t.check}: {t.figure})"
+        ]
 
     def unusable(self, t: Target) -> str | None:
         return None
@@ -229,18 +249,35 @@ class Record:
             return None
         try:
             d = json.loads(path.read_text(encoding="utf-8"))
-            return cls(run_id=str(d["run_id"]), cluster=str(d["cluster"]), platform=str(d["platform"]),
-                       nodes={str(k): dict(v) for k, v in dict(d["nodes"]).items()})
+            return cls(
+                run_id=str(d["run_id"]),
+                cluster=str(d["cluster"]),
+                platform=str(d["platform"]),
+                nodes={str(k): dict(v) for k, v in dict(d["nodes"]).items()},
+            )
         except (OSError, ValueError, KeyError, TypeError) as e:
-            raise InputError(f"{path}: unreadable quarantine record ({type(e).__name__}: {e})") from None
+            raise InputError(
+                f"{path}: unreadable quarantine record ({type(e).__name__}: {e})"
+            ) from None
 
     def write(self, report_dir: Path) -> Path:
         """Write atomically."""
         path = report_dir / QUARANTINE_FILE
         tmp = path.with_suffix(".json.tmp")
-        tmp.write_text(json.dumps({"version": VERSION, "run_id": self.run_id, "cluster": self.cluster,
-                                   "platform": self.platform, "nodes": self.nodes}, indent=2) + "\n",
-                       encoding="utf-8")
+        tmp.write_text(
+            json.dumps(
+                {
+                    "version": VERSION,
+                    "run_id": self.run_id,
+                    "cluster": self.cluster,
+                    "platform": self.platform,
+                    "nodes": self.nodes,
+                },
+                indent=2,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
         os.replace(tmp, path)
         return path
 
@@ -266,7 +303,9 @@ class Outcome:
     lines: list[str] = field(default_factory=list)
 
 
-def apply(run: Run, marker: Marker, cluster: str, ts: list[Target], *, history_root: Path) -> Outcome:
+def apply(
+    run: Run, marker: Marker, cluster: str, ts: list[Target], *, history_root: Path
+) -> Outcome:
     """Mark every target (skipping nodes someone else marked), then record what was done."""
     assert run.report_dir is not None
     out = Outcome()
@@ -283,34 +322,71 @@ def apply(run: Run, marker: Marker, cluster: str, ts: list[Target], *, history_r
             continue
         marker.mark(t)
         at = now_iso()
-        rec.nodes[t.node] = {"state": "applied", "note": t.note, "check": t.check, "figure": t.figure,
-                             "hosts": list(t.hosts), "commands": marker.commands(t), "applied_at": at}
+        rec.nodes[t.node] = {
+            "state": "applied",
+            "note": t.note,
+            "check": t.check,
+            "figure": t.figure,
+            "hosts": list(t.hosts),
+            "commands": marker.commands(t),
+            "applied_at": at,
+        }
         rec.write(run.report_dir)  # after each node: a failure half-way keeps what was done
-        log_event(history_root, cluster, {"run_id": run.run_id, "cluster": cluster, "platform": marker.kind,
-                                          "node": t.node, "event": "quarantine", "at": at, "note": t.note})
+        log_event(
+            history_root,
+            cluster,
+            {
+                "run_id": run.run_id,
+                "cluster": cluster,
+                "platform": marker.kind,
+                "node": t.node,
+                "event": "quarantine",
+                "at": at,
+                "note": t.note,
+            },
+        )
         out.done.append(t.node)
     return out
 
 
-def _releasable(run: Run, rec: Record | None, *, after: Run | None, force: bool, only: str | None) -> Record:
+def _releasable(
+    run: Run, rec: Record | None, *, after: Run | None, force: bool, only: str | None
+) -> Record:
     """The run's record when release may go ahead; InputError (exit 2) naming why not."""
     assert run.report_dir is not None
     if rec is None or not any(v.get("state") == "applied" for v in rec.nodes.values()):
-        raise InputError(f"run {run.run_id}: nothing was quarantined by it (no applied node in "
-                         f"{run.report_dir / QUARANTINE_FILE}); nothing to release")
+        raise InputError(
+            f"run {run.run_id}: nothing was quarantined by it (no applied node in "
+            f"{run.report_dir / QUARANTINE_FILE}); nothing to release"
+        )
     if only is not None and only not in rec.nodes:
-        raise InputError(f"--node {only}: run {run.run_id} quarantined no such node "
-                         f"(it did: {', '.join(sorted(rec.nodes)) or 'none'})")
+        raise InputError(
+            f"--node {only}: run {run.run_id} quarantined no such node "
+            f"(it did: {', '.join(sorted(rec.nodes)) or 'none'})"
+        )
     if after is None and not force:
-        raise InputError("release needs --after RUN2 (a later run that measured the node and passed it) or --force")
+        raise InputError(
+            "release needs --after RUN2 (a later run that measured the node and passed it) or --force"
+        )
     if after is not None and after.started and run.started and after.started <= run.started:
-        raise InputError(f"--after {after.run_id}: started {after.started}, not after run {run.run_id} "
-                         f"({run.started})")
+        raise InputError(
+            f"--after {after.run_id}: started {after.started}, not after run {run.run_id} "
+            f"({run.started})"
+        )
     return rec
 
 
-def release(run: Run, marker: Marker, cluster: str, *, after: Run | None, force: bool, only: str | None,
-            history_root: Path, dry_run: bool = False) -> Outcome:
+def release(
+    run: Run,
+    marker: Marker,
+    cluster: str,
+    *,
+    after: Run | None,
+    force: bool,
+    only: str | None,
+    history_root: Path,
+    dry_run: bool = False,
+) -> Outcome:
     """Undo what ``apply`` recorded for this run, node by node, where allowed."""
     assert run.report_dir is not None
     rec = _releasable(run, Record.read(run.report_dir), after=after, force=force, only=only)
@@ -321,10 +397,21 @@ def release(run: Run, marker: Marker, cluster: str, *, after: Run | None, force:
         if after is not None and not force:
             st = after.node_status(node)
             if st != "PASS":
-                out.left.append((node, f"run {after.run_id} did not pass it ({st or 'not measured by that run'})"))
+                out.left.append(
+                    (
+                        node,
+                        f"run {after.run_id} did not pass it ({st or 'not measured by that run'})",
+                    )
+                )
                 continue
-        t = Target(node=node, hosts=tuple(entry.get("hosts") or []), node_from="kubernetes",
-                   check=str(entry.get("check")), figure=str(entry.get("figure")), run_id=run.run_id)
+        t = Target(
+            node=node,
+            hosts=tuple(entry.get("hosts") or []),
+            node_from="kubernetes",
+            check=str(entry.get("check")),
+            figure=str(entry.get("figure")),
+            run_id=run.run_id,
+        )
         why = marker.not_ours_now(t)
         if why is not None:
             out.left.append((node, why))
@@ -335,11 +422,24 @@ def release(run: Run, marker: Marker, cluster: str, *, after: Run | None, force:
             continue
         marker.mark(t, remove=True)
         at = now_iso()
-        why_released = "forced (--force)" if force else f"passed run {after.run_id if after else '?'}"
+        why_released = (
+            "forced (--force)" if force else f"passed run {after.run_id if after else '?'}"
+        )
         entry.update({"state": "released", "released_at": at, "released_because": why_released})
         rec.write(run.report_dir)
-        log_event(history_root, cluster, {"run_id": run.run_id, "cluster": cluster, "platform": marker.kind,
-                                          "node": node, "event": "release", "at": at, "because": why_released})
+        log_event(
+            history_root,
+            cluster,
+            {
+                "run_id": run.run_id,
+                "cluster": cluster,
+                "platform": marker.kind,
+                "node": node,
+                "event": "release",
+                "at": at,
+                "because": why_released,
+            },
+        )
         out.done.append(node)
     return out
 
@@ -347,15 +447,28 @@ def release(run: Run, marker: Marker, cluster: str, *, after: Run | None, force:
 # --- the verbs, as every platform runs them ---------------------------------------------
 
 
-def quarantine_verb(run: Run, marker: Marker, cluster: str, ts: list[Target], *, apply_them: bool,
-                    only: str | None, history_root: Path, say: Say, warn: Say) -> None:
+def quarantine_verb(
+    run: Run,
+    marker: Marker,
+    cluster: str,
+    ts: list[Target],
+    *,
+    apply_them: bool,
+    only: str | None,
+    history_root: Path,
+    say: Say,
+    warn: Say,
+) -> None:
     """``mlenv quarantine``: print the commands (dry run), or check permission and apply them.
 
     Not permitted: the commands are printed for an admin and InfraError (exit 3) is
     raised, nothing changed."""
     if not ts:
-        say(f"run {run.run_id}: no FAILED node" + (f" matching --node {only}" if only else "")
-            + "; nothing to quarantine")
+        say(
+            f"run {run.run_id}: no FAILED node"
+            + (f" matching --node {only}" if only else "")
+            + "; nothing to quarantine"
+        )
         return
     lines: list[str] = []
     for t in ts:
@@ -365,8 +478,10 @@ def quarantine_verb(run: Run, marker: Marker, cluster: str, ts: list[Target], *,
             continue
         lines += marker.commands(t)
     if not apply_them:
-        say(f"# run {run.run_id} ({cluster}, {marker.kind}): {len(ts)} FAILED node(s); dry run, nothing changed "
-            "(--apply runs these):")
+        say(
+            f"# run {run.run_id} ({cluster}, {marker.kind}): {len(ts)} FAILED node(s); dry run, nothing changed "
+            "(--apply runs these):"
+        )
         for ln in lines:
             say(ln)
         return
@@ -384,11 +499,24 @@ def quarantine_verb(run: Run, marker: Marker, cluster: str, ts: list[Target], *,
         warn(f"left alone: {n}: {why}")
     for n in out.done:
         say(f"quarantined {n} ({marker.kind}): recorded in {run.report_dir}/{QUARANTINE_FILE}")
-    say(f"quarantine of run {run.run_id}: {len(out.done)} node(s) quarantined, {len(out.left)} left alone")
+    say(
+        f"quarantine of run {run.run_id}: {len(out.done)} node(s) quarantined, {len(out.left)} left alone"
+    )
 
 
-def release_verb(run: Run, marker: Marker, cluster: str, *, after: Run | None, force: bool, only: str | None,
-                 dry_run: bool, history_root: Path, say: Say, warn: Say) -> None:
+def release_verb(
+    run: Run,
+    marker: Marker,
+    cluster: str,
+    *,
+    after: Run | None,
+    force: bool,
+    only: str | None,
+    dry_run: bool,
+    history_root: Path,
+    say: Say,
+    warn: Say,
+) -> None:
     """``mlenv release``: the request checked (exit 2), then permission (unless a dry run,
     exit 3), then undo node by node."""
     assert run.report_dir is not None
@@ -397,8 +525,16 @@ def release_verb(run: Run, marker: Marker, cluster: str, *, after: Run | None, f
         ok, why = marker.permitted()
         if not ok:
             raise InfraError(f"not permitted: {why}; nothing was changed")
-    out = release(run, marker, cluster, after=after, force=force, only=only, history_root=history_root,
-                  dry_run=dry_run)
+    out = release(
+        run,
+        marker,
+        cluster,
+        after=after,
+        force=force,
+        only=only,
+        history_root=history_root,
+        dry_run=dry_run,
+    )
     for ln in out.lines:
         say(ln)
     for n, why in out.left:

@@ -29,8 +29,9 @@ def _record(report_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
     return rec if isinstance(rec, dict) and rec.get("run_id") == doc.get("run_id") else {}
 
 
-def deployment_for(cluster: str, root: Path, modes: tuple[str, ...] | None) -> \
-        tuple[tuple[str, bytes], dict[str, Any], dict[str, bytes]]:
+def deployment_for(
+    cluster: str, root: Path, modes: tuple[str, ...] | None
+) -> tuple[tuple[str, bytes], dict[str, Any], dict[str, bytes]]:
     """(config file, deployment index, archive path → manifest) for a cluster run.
 
     Each file of ``k8s/<cluster>/<mode>/`` is compared with a fresh render of the config:
@@ -43,13 +44,17 @@ def deployment_for(cluster: str, root: Path, modes: tuple[str, ...] | None) -> \
     from mlenv.render.tree import MODES, out_dir, render_tree
 
     path = loader.resolve(cluster, root)  # a link in clusters/ is refused here
-    data = loader.read_capped(path)  # the loader's cap: a config that never ends must not hang the bundle
+    data = loader.read_capped(
+        path
+    )  # the loader's cap: a config that never ends must not hang the bundle
     shown = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
     deployment: dict[str, Any] = {
         "deployed": None,
-        "note": (f"the manifests in k8s/{cluster}/<mode>/ when the bundle was made: mlenv deploy applies what "
-                 "mlenv render produces, and matches_render says whether they equal a fresh render of the "
-                 "bundled config (what `mlenv render --check` checks)"),
+        "note": (
+            f"the manifests in k8s/{cluster}/<mode>/ when the bundle was made: mlenv deploy applies what "
+            "mlenv render produces, and matches_render says whether they equal a fresh render of the "
+            "bundled config (what `mlenv render --check` checks)"
+        ),
         "trees": [],
     }
     files: dict[str, bytes] = {}
@@ -60,12 +65,17 @@ def deployment_for(cluster: str, root: Path, modes: tuple[str, ...] | None) -> \
         return (shown, data), deployment, files
     trees: list[tuple[str, Path, dict[str, str]]] = []
     deployment["platform"] = str(getattr(c, "platform", "openshift"))
-    if getattr(c, "platform", "openshift") in ("slurm", "hosts"):  # scripts under slurm/<name>/, hosts/<name>/
+    if getattr(c, "platform", "openshift") in (
+        "slurm",
+        "hosts",
+    ):  # scripts under slurm/<name>/, hosts/<name>/
         from mlenv.render.platforms import planned
 
         d, fresh = planned(root, c)
         trees.append((str(c.platform), d, fresh))
-        deployment["note"] = deployment["note"].replace(f"k8s/{cluster}/<mode>/", f"{c.platform}/{c.name}/")
+        deployment["note"] = deployment["note"].replace(
+            f"k8s/{cluster}/<mode>/", f"{c.platform}/{c.name}/"
+        )
     else:
         for mode in modes or MODES:
             d = out_dir(root / "k8s", c, mode)  # type: ignore[arg-type]
@@ -86,8 +96,13 @@ def deployment_for(cluster: str, root: Path, modes: tuple[str, ...] | None) -> \
                 files[arc] = content
                 entry.update(path=arc, sha256=sha256_bytes(content))
                 want = fresh.get(name)
-                entry["state"] = ("not rendered" if want is None else
-                                  "matches" if want.encode("utf-8") == content else "differs")
+                entry["state"] = (
+                    "not rendered"
+                    if want is None
+                    else "matches"
+                    if want.encode("utf-8") == content
+                    else "differs"
+                )
             else:
                 entry["state"] = "missing"
             tree["files"].append(entry)
@@ -95,8 +110,14 @@ def deployment_for(cluster: str, root: Path, modes: tuple[str, ...] | None) -> \
     return (shown, data), deployment, files
 
 
-def make_bundle(report_dir: Path, root: Path, out: Path | None = None, cluster: str | None = None,
-                mode: str | None = None, asked: str | None = None) -> tuple[Path, dict[str, Any]]:
+def make_bundle(
+    report_dir: Path,
+    root: Path,
+    out: Path | None = None,
+    cluster: str | None = None,
+    mode: str | None = None,
+    asked: str | None = None,
+) -> tuple[Path, dict[str, Any]]:
     """Bundle the run in ``report_dir`` (``mlenv bundle`` and ``mlenv acceptance --bundle``).
 
     ``root`` holds ``clusters/`` and the generated trees. A run of a cluster (not
@@ -113,15 +134,21 @@ def make_bundle(report_dir: Path, root: Path, out: Path | None = None, cluster: 
         check_cluster_name(cluster)
     if not (report_dir / RESULTS_JSON).is_file():
         if any((report_dir / f).is_file() for f in ("run.json", "results.jsonl")):
-            raise InputError(f"{report_dir}: the run was never finalised (its processes were killed before the "
-                             f"report was written): run `mlenv finalize {report_dir}` first")
+            raise InputError(
+                f"{report_dir}: the run was never finalised (its processes were killed before the "
+                f"report was written): run `mlenv finalize {report_dir}` first"
+            )
         raise InputError(f"{report_dir}: no {RESULTS_JSON} (not a report folder of a finished run)")
     doc = read_results(report_dir)  # read once: _record matches its run id against it
     rec = _record(report_dir, doc or {})
-    ran_here = rec.get("origin") == "local" or rec.get("cluster") == LOCAL_CLUSTER  # record.json says so
+    ran_here = (
+        rec.get("origin") == "local" or rec.get("cluster") == LOCAL_CLUSTER
+    )  # record.json says so
     # `--cluster X` of a run that ran here must not label it X's: the bundle names what ran
     # (issue 23) and carries X's config and manifests for reference only
-    name = check_cluster_name(LOCAL_CLUSTER if ran_here else cluster or str(rec.get("cluster") or LOCAL_CLUSTER))
+    name = check_cluster_name(
+        LOCAL_CLUSTER if ran_here else cluster or str(rec.get("cluster") or LOCAL_CLUSTER)
+    )
     local_run = cluster is None and (not rec or ran_here)
     if doc is None:
         raise InputError(f"{report_dir}/{RESULTS_JSON}: unreadable (not a JSON object)")
@@ -134,24 +161,41 @@ def make_bundle(report_dir: Path, root: Path, out: Path | None = None, cluster: 
     files: dict[str, bytes] | None = None
     if not local_run:
         try:
-            config, deployment, files = deployment_for(cluster or name, root, (mode,) if mode else None)
+            config, deployment, files = deployment_for(
+                cluster or name, root, (mode,) if mode else None
+            )
         except InputError as e:
             if cluster is not None:  # asked for by name: a typo must not pass silently
                 raise
-            deployment = {"deployed": None, "trees": [],
-                          "note": f"the run's cluster config is not here, so neither it nor manifests are included: {e}"}
+            deployment = {
+                "deployed": None,
+                "trees": [],
+                "note": f"the run's cluster config is not here, so neither it nor manifests are included: {e}",
+            }
     if ran_here and cluster is not None and cluster != LOCAL_CLUSTER and deployment is not None:
-        deployment["note"] = (f"for reference only: run {doc.get('run_id')} ran on this machine (mlenv acceptance "
-                              f"--local), not on cluster {cluster}; {deployment['note']}")
+        deployment["note"] = (
+            f"for reference only: run {doc.get('run_id')} ran on this machine (mlenv acceptance "
+            f"--local), not on cluster {cluster}; {deployment['note']}"
+        )
     ran = what_ran(doc, rec, deployment)
     try:
-        return bundle.build(report_dir, out, cluster=name, config=config, deployment=deployment,
-                            deployed_files=files, baseline=base, ran=ran)
+        return bundle.build(
+            report_dir,
+            out,
+            cluster=name,
+            config=config,
+            deployment=deployment,
+            deployed_files=files,
+            baseline=base,
+            ran=ran,
+        )
     except bundle.BundleError as e:
         raise InputError(str(e)) from None
 
 
-def what_ran(doc: dict[str, Any], rec: dict[str, Any], deployment: dict[str, Any] | None) -> dict[str, Any]:
+def what_ran(
+    doc: dict[str, Any], rec: dict[str, Any], deployment: dict[str, Any] | None
+) -> dict[str, Any]:
     """bundle.json's ``ran``: where and on what the run actually ran, from its own results.json
     and record.json (never from ``--cluster``, which only picks the config to include)."""
     raw = doc.get("world")
@@ -165,12 +209,20 @@ def what_ran(doc: dict[str, Any], rec: dict[str, Any], deployment: dict[str, Any
         platform = "unknown (no record.json of this run)"
     listed = world.get("hosts")
     hosts: list[Any] = listed if isinstance(listed, list) else []
-    return {"platform": platform, "cluster": rec.get("cluster"), "device": world.get("device"),
-            "backend": world.get("backend"), "ranks": world.get("ranks"), "nodes": world.get("nodes"),
-            "hosts": sorted({str(h) for h in hosts})}
+    return {
+        "platform": platform,
+        "cluster": rec.get("cluster"),
+        "device": world.get("device"),
+        "backend": world.get("backend"),
+        "ranks": world.get("ranks"),
+        "nodes": world.get("nodes"),
+        "hosts": sorted({str(h) for h in hosts}),
+    }
 
 
 def ran_line(ran: dict[str, Any]) -> str:
     """``ran on this machine (mlenv acceptance --local): 2 rank(s), cpu/gloo, 1 node(s)``."""
-    return (f"ran on {ran.get('platform')}: {ran.get('ranks')} rank(s), {ran.get('device')}/{ran.get('backend')}, "
-            f"{ran.get('nodes')} node(s)")
+    return (
+        f"ran on {ran.get('platform')}: {ran.get('ranks')} rank(s), {ran.get('device')}/{ran.get('backend')}, "
+        f"{ran.get('nodes')} node(s)"
+    )

@@ -29,8 +29,14 @@ LONG_FIRST = (
 TIERS = ("tests/integration/", "tests/cli/", "tests/unit/")
 # Every test carries its tier's marker, from its folder, so `-m "not integration"` or
 # `-m unit` selects a tier without each module having to remember to say so.
-TIER_MARKERS = {"tests/unit/": "unit", "tests/cli/": "cli", "tests/integration/": "integration",
-                "tests/gpu/": "gpu", "tests/cluster_live/": "cluster", "tests/kube/": "kube"}
+TIER_MARKERS = {
+    "tests/unit/": "unit",
+    "tests/cli/": "cli",
+    "tests/integration/": "integration",
+    "tests/gpu/": "gpu",
+    "tests/cluster_live/": "cluster",
+    "tests/kube/": "kube",
+}
 
 
 def _start_rank(nodeid: str) -> tuple[int, int]:
@@ -42,8 +48,12 @@ def _start_rank(nodeid: str) -> tuple[int, int]:
 
 def _group_suffix(item: pytest.Item) -> str:
     """``@<group>`` for an ``xdist_group`` test, as pytest-xdist's ``--dist loadgroup`` marks it."""
-    names = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-                    for m in item.iter_markers("xdist_group")})
+    names = sorted(
+        {
+            str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+            for m in item.iter_markers("xdist_group")
+        }
+    )
     return f"@{'_'.join(names)}" if names else ""
 
 
@@ -65,7 +75,11 @@ def _keep_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
         return
     for item in items:
         suffix = _group_suffix(item)
-        if suffix and "@" not in item.nodeid.rsplit("]", 1)[-1] and isinstance(getattr(item, "_id", None), NodeId):
+        if (
+            suffix
+            and "@" not in item.nodeid.rsplit("]", 1)[-1]
+            and isinstance(getattr(item, "_id", None), NodeId)
+        ):
             item._id = NodeId.parse(item.nodeid + suffix)
 
 
@@ -74,12 +88,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # A stable sort: tests of one module keep their order (and their fixtures' reuse).
     items.sort(key=lambda item: _start_rank(item.nodeid))
     for item in items:
-        tier = next((m for folder, m in TIER_MARKERS.items() if item.nodeid.startswith(folder)), None)
+        tier = next(
+            (m for folder, m in TIER_MARKERS.items() if item.nodeid.startswith(folder)), None
+        )
         if tier:
             item.add_marker(tier)
     if os.environ.get("PYTEST_XDIST_WORKER"):
-        alone = pytest.mark.skip(reason="serial: judged against wall time or other ranks, so it runs "
-                                        "alone: pytest -m serial (make test's second phase)")
+        alone = pytest.mark.skip(
+            reason="serial: judged against wall time or other ranks, so it runs "
+            "alone: pytest -m serial (make test's second phase)"
+        )
         for item in items:
             if item.get_closest_marker("serial"):
                 item.add_marker(alone)

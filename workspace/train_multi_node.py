@@ -23,21 +23,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--model", default="resnet18", help="resnet18 | resnet50 | gpt")
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--data", default="synthetic", help="synthetic | fashionmnist | cifar10")
-    ap.add_argument("--data-dir", default="/datasets", help="folder holding the real dataset's files")
-    ap.add_argument("--image-size", type=int, default=None, help="resize images (synthetic default: 32 px)")
-    ap.add_argument("--micro-batch", type=int, default=None, help="override train_micro_batch_size_per_gpu")
+    ap.add_argument(
+        "--data-dir", default="/datasets", help="folder holding the real dataset's files"
+    )
+    ap.add_argument(
+        "--image-size", type=int, default=None, help="resize images (synthetic default: 32 px)"
+    )
+    ap.add_argument(
+        "--micro-batch", type=int, default=None, help="override train_micro_batch_size_per_gpu"
+    )
     # --deepspeed_config / --deepspeed: what upstream ml-dev-env's form
     # (./launch_deepspeed.sh train_multi_node.py ds_config.json) passes, i10.4.
-    ap.add_argument("--ds-config", "--deepspeed_config", "--deepspeed-config", dest="ds_config",
-                    default=str(Path(__file__).with_name("ds_config.json")))
-    ap.add_argument("--deepspeed", action="store_true", help="accepted for DeepSpeed's convention; always on")
+    ap.add_argument(
+        "--ds-config",
+        "--deepspeed_config",
+        "--deepspeed-config",
+        dest="ds_config",
+        default=str(Path(__file__).with_name("ds_config.json")),
+    )
+    ap.add_argument(
+        "--deepspeed", action="store_true", help="accepted for DeepSpeed's convention; always on"
+    )
     ap.add_argument("--out", default=None, help="rank 0 writes a JSON summary here")
-    ap.add_argument("--local_rank", "--local-rank", type=int, default=int(os.environ.get("LOCAL_RANK", "0")),
-                    help="set by the DeepSpeed launcher")
+    ap.add_argument(
+        "--local_rank",
+        "--local-rank",
+        type=int,
+        default=int(os.environ.get("LOCAL_RANK", "0")),
+        help="set by the DeepSpeed launcher",
+    )
     return ap.parse_args(argv)
 
 
-def resolve_config(config: dict[str, Any], cuda: bool, bf16_ok: bool, micro_batch: int | None) -> dict[str, Any]:
+def resolve_config(
+    config: dict[str, Any], cuda: bool, bf16_ok: bool, micro_batch: int | None
+) -> dict[str, Any]:
     """``ds_config.json`` made concrete for this machine.
 
     ``"bf16": {"enabled": "auto"}`` would reach DeepSpeed as a truthy string, so it is
@@ -67,17 +87,27 @@ def main(argv: list[str] | None = None) -> int:
     from mlenv.errors import InputError
 
     cuda = torch.cuda.is_available()
-    config = resolve_config(json.loads(Path(args.ds_config).read_text()), cuda,
-                            cuda and torch.cuda.is_bf16_supported(), args.micro_batch)
+    config = resolve_config(
+        json.loads(Path(args.ds_config).read_text()),
+        cuda,
+        cuda and torch.cuda.is_bf16_supported(),
+        args.micro_batch,
+    )
     micro = int(config["train_micro_batch_size_per_gpu"])
     try:
         data = canonical_name(args.data)
         # Synthetic samples are made from their index: size them to the run. A real
         # dataset is used whole.
-        dataset = build_dataset(data, model=args.model, root=args.data_dir,
-                                size=micro * args.steps if data == "synthetic" else None,
-                                image_size=args.image_size)
-        model = build_model(args.model, num_classes=dataset.num_classes, in_shape=dataset.sample_shape)
+        dataset = build_dataset(
+            data,
+            model=args.model,
+            root=args.data_dir,
+            size=micro * args.steps if data == "synthetic" else None,
+            image_size=args.image_size,
+        )
+        model = build_model(
+            args.model, num_classes=dataset.num_classes, in_shape=dataset.sample_shape
+        )
     except InputError as e:
         print(f"error: {e}", flush=True)
         return 2
@@ -96,8 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         from mlenv.acceptance.run.world import local_world_size
 
         torch.set_num_threads(threads_per_rank(local_world_size(1)))
-    engine, _, loader, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
-                                                training_data=dataset, config=config)
+    engine, _, loader, _ = deepspeed.initialize(
+        model=model, model_parameters=model.parameters(), training_data=dataset, config=config
+    )
     # DeepSpeed's CPU all-reduce op leaves a 67 MB /dev/shm file per rank behind; mlenv
     # removes this rank's once every rank has mapped them (a no-op on GPUs).
     release_own_shm_buffer()
@@ -124,12 +155,24 @@ def main(argv: list[str] | None = None) -> int:
         w = max(1, len(losses) // 10)
         first, last = sum(losses[:w]) / w, sum(losses[-w:]) / w
         rate = step * micro * world / elapsed
-        print(f"{args.model}: {step} steps on {world} rank(s) in {elapsed:.1f} s, "
-              f"{rate:.1f} samples/s; loss {first:.3f} -> {last:.3f}", flush=True)
+        print(
+            f"{args.model}: {step} steps on {world} rank(s) in {elapsed:.1f} s, "
+            f"{rate:.1f} samples/s; loss {first:.3f} -> {last:.3f}",
+            flush=True,
+        )
         if args.out:
-            Path(args.out).write_text(json.dumps({"model": args.model, "steps": step, "world": world,
-                                                  "samples_per_s": rate, "losses": losses,
-                                                  "threads": None if cuda else torch.get_num_threads()}))
+            Path(args.out).write_text(
+                json.dumps(
+                    {
+                        "model": args.model,
+                        "steps": step,
+                        "world": world,
+                        "samples_per_s": rate,
+                        "losses": losses,
+                        "threads": None if cuda else torch.get_num_threads(),
+                    }
+                )
+            )
     return 0
 
 

@@ -52,17 +52,32 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Parse the entry's flags (``--local_rank`` from the DeepSpeed launcher is accepted and ignored)."""
     p = argparse.ArgumentParser(prog="python -m mlenv.acceptance", description=__doc__)
     p.add_argument("--profile", default="quick", choices=profiles.profile_names())
-    p.add_argument("--checks", default="", help="comma list of check names or families (default: all)")
+    p.add_argument(
+        "--checks", default="", help="comma list of check names or families (default: all)"
+    )
     p.add_argument("--report-dir", default="acceptance-report")
-    p.add_argument("--baseline", default=None, help="baseline file or GPU model (default: by device)")
+    p.add_argument(
+        "--baseline", default=None, help="baseline file or GPU model (default: by device)"
+    )
     p.add_argument("--deadline", type=float, default=None, help="per-check deadline in seconds")
-    p.add_argument("--options", default=None, help="JSON/YAML file {check: {key: value}} over the profile")
-    p.add_argument("--history-dir", default=None,
-                   help="history root: <dir>/<cluster>/history.jsonl (default $MLENV_HISTORY_DIR, else ./reports)")
-    p.add_argument("--run-id", default=None,
-                   help="this run's id (default $MLENV_RUN_ID, else a new one): results.json and the history carry it")
-    p.add_argument("--localize", action="store_true",
-                   help=f"run {LOCALIZE} (name the slow node or link) even when no earlier check asks for it")
+    p.add_argument(
+        "--options", default=None, help="JSON/YAML file {check: {key: value}} over the profile"
+    )
+    p.add_argument(
+        "--history-dir",
+        default=None,
+        help="history root: <dir>/<cluster>/history.jsonl (default $MLENV_HISTORY_DIR, else ./reports)",
+    )
+    p.add_argument(
+        "--run-id",
+        default=None,
+        help="this run's id (default $MLENV_RUN_ID, else a new one): results.json and the history carry it",
+    )
+    p.add_argument(
+        "--localize",
+        action="store_true",
+        help=f"run {LOCALIZE} (name the slow node or link) even when no earlier check asks for it",
+    )
     p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
 
@@ -71,15 +86,30 @@ def _env_summary(results: list[CheckResult], backend: str) -> dict[str, object]:
     for r in results:
         if r.name == "environment" and r.rank == 0 and r.details:
             d = r.details
-            return {"torch": d.get("torch"), "cuda": d.get("cuda"), "nccl": d.get("nccl"),
-                    "deepspeed": d.get("deepspeed"), "driver": d.get("driver"),
-                    "gpus": sorted({str(g) for x in results if x.name == "environment"
-                                    for g in x.details.get("gpu_models", [])}),
-                    "nccl_env": d.get("nccl_env", {})}
+            return {
+                "torch": d.get("torch"),
+                "cuda": d.get("cuda"),
+                "nccl": d.get("nccl"),
+                "deepspeed": d.get("deepspeed"),
+                "driver": d.get("driver"),
+                "gpus": sorted(
+                    {
+                        str(g)
+                        for x in results
+                        if x.name == "environment"
+                        for g in x.details.get("gpu_models", [])
+                    }
+                ),
+                "nccl_env": d.get("nccl_env", {}),
+            }
     from mlenv.acceptance.checks.environment import versions
 
-    return {**versions(), "gpus": [], "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
-            "backend": backend}
+    return {
+        **versions(),
+        "gpus": [],
+        "nccl_env": {k: v for k, v in os.environ.items() if k.startswith("NCCL_")},
+        "backend": backend,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,38 +128,70 @@ def main(argv: list[str] | None = None) -> int:
     ranklog.start(report_dir, env.rank, host)  # logs/rank<R>.<host>.log, for the sign-off bundle
     lifeline = world.Lifeline(env.master_addr, env.master_port)  # held until this process ends
     try:
-        backend, device, hosts = world.init_process_group(deadline, env, host, nccl_log_dir=report_dir / "nccl",
-                                                          life=lifeline.life(host))
+        backend, device, hosts = world.init_process_group(
+            deadline, env, host, nccl_log_dir=report_dir / "nccl", life=lifeline.life(host)
+        )
     except Exception as e:  # a peer that never joins is named here (world.rendezvous)
         msg = str(e) if isinstance(e, MlenvError) else f"start-up failed: {type(e).__name__}: {e}"
         print(f"error: rank {env.rank} ({host}): {msg}", file=sys.stderr, flush=True)
         if env.rank == 0:
             _startup_report(args, run_id, report_dir, env, host, deadline, msg)
         return EXIT_INPUT if isinstance(e, InputError) else EXIT_ERROR
-    options = profiles.resolve(args.profile, overrides, device)  # GPU sizes once the device is known
+    options = profiles.resolve(
+        args.profile, overrides, device
+    )  # GPU sizes once the device is known
     node_rank, nnodes = world.node_layout(hosts, env)
-    ctx = RunContext(rank=env.rank, world_size=env.world_size, local_rank=env.local_rank,
-                     local_world_size=env.local_world_size, node_rank=node_rank, nnodes=nnodes, host=host,
-                     backend=backend, device=device, profile=args.profile, options=options,
-                     deadline_s=deadline, report_dir=report_dir)
+    ctx = RunContext(
+        rank=env.rank,
+        world_size=env.world_size,
+        local_rank=env.local_rank,
+        local_world_size=env.local_world_size,
+        node_rank=node_rank,
+        nnodes=nnodes,
+        host=host,
+        backend=backend,
+        device=device,
+        profile=args.profile,
+        options=options,
+        deadline_s=deadline,
+        report_dir=report_dir,
+    )
     from mlenv.acceptance.run.runner import Runner, install_signal_handlers
 
     chan = world.SideChannel(env.master_addr, env.master_port, f"mlenv/{env.restart}")
     chan.start_heartbeat(env.rank)
     if env.rank != 0:  # rank 0 watches the others while it gathers; they watch rank 0
-        chan.watch_rank0(deadline + world.RANK0_GRACE_S,
-                         lambda line: _leave_without_rank0(report_dir, env.rank, host, line), hosts[0])
+        chan.watch_rank0(
+            deadline + world.RANK0_GRACE_S,
+            lambda line: _leave_without_rank0(report_dir, env.rank, host, line),
+            hosts[0],
+        )
     install_signal_handlers(chan, env.rank)
-    layout = {"nodes": nnodes, "ranks": env.world_size, "backend": backend, "device": "cuda" if ctx.is_cuda else "cpu",
-             "hosts": hosts}
-    meta = RunMeta(run_id=run_id, started=now_iso(),
-                   profile=args.profile, checks=[c.name for c in checks], world=layout,
-                   baseline_spec=args.baseline, deadline_s=deadline, job=batch_job())
+    layout = {
+        "nodes": nnodes,
+        "ranks": env.world_size,
+        "backend": backend,
+        "device": "cuda" if ctx.is_cuda else "cpu",
+        "hosts": hosts,
+    }
+    meta = RunMeta(
+        run_id=run_id,
+        started=now_iso(),
+        profile=args.profile,
+        checks=[c.name for c in checks],
+        world=layout,
+        baseline_spec=args.baseline,
+        deadline_s=deadline,
+        job=batch_job(),
+    )
     sink = _Sink(report_dir, host)
     if env.rank == 0:
         sink.open(meta)
-        print(f"[acceptance] {len(checks)} check(s), {env.world_size} rank(s) on {nnodes} node(s), "
-              f"{backend}/{layout['device']}, profile {args.profile}, deadline {deadline:g} s per check", flush=True)
+        print(
+            f"[acceptance] {len(checks)} check(s), {env.world_size} rank(s) on {nnodes} node(s), "
+            f"{backend}/{layout['device']}, profile {args.profile}, deadline {deadline:g} s per check",
+            flush=True,
+        )
 
     live = console.LiveJudge(meta, baseline_spec=args.baseline)
 
@@ -138,15 +200,28 @@ def main(argv: list[str] | None = None) -> int:
         live.show(results)
 
     stale = float(os.environ.get("MLENV_HEARTBEAT_STALE_S", "15"))
-    runner = Runner(ctx, chan, hosts, checks, emit if env.rank == 0 else None, stale_s=stale,
-                    progress=(lambda m: print(f"[acceptance]   {m}", flush=True)) if env.rank == 0 else None,
-                    stop_reason=sink.stop_reason)
+    runner = Runner(
+        ctx,
+        chan,
+        hosts,
+        checks,
+        emit if env.rank == 0 else None,
+        stale_s=stale,
+        progress=(lambda m: print(f"[acceptance]   {m}", flush=True)) if env.rank == 0 else None,
+        stop_reason=sink.stop_reason,
+    )
     try:
         outcome = runner.run()
-    except Exception as e:  # rank 0 gone or frozen (the store does not answer) or a bug: this rank cannot go on
+    except (
+        Exception
+    ) as e:  # rank 0 gone or frozen (the store does not answer) or a bug: this rank cannot go on
         if env.rank != 0 and chan.rank0_silent_s() > 2 * world.HEARTBEAT_PERIOD_S:
-            _leave_without_rank0(report_dir, env.rank, host, f"{chan.rank0_lost_line(hosts[0])} ({type(e).__name__})")
-        print(f"error: rank {env.rank} ({host}): {type(e).__name__}: {e}", file=sys.stderr, flush=True)
+            _leave_without_rank0(
+                report_dir, env.rank, host, f"{chan.rank0_lost_line(hosts[0])} ({type(e).__name__})"
+            )
+        print(
+            f"error: rank {env.rank} ({host}): {type(e).__name__}: {e}", file=sys.stderr, flush=True
+        )
         os._exit(EXIT_ERROR)
     chan.stop()
     if env.rank != 0:
@@ -160,8 +235,14 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_OK
     sink.close()
     meta.env = _env_summary(outcome.results, backend)
-    return _judge(args, report_dir, meta, outcome, live,
-                  lambda: _others_left(chan, env.world_size, 2.0, outcome.silent))
+    return _judge(
+        args,
+        report_dir,
+        meta,
+        outcome,
+        live,
+        lambda: _others_left(chan, env.world_size, 2.0, outcome.silent),
+    )
 
 
 def _leave_without_rank0(report_dir: Path, rank: int, host: str, line: str) -> None:
@@ -180,7 +261,9 @@ def _plan(args: argparse.Namespace) -> tuple[OptionLayer, list[type[Check]]]:
     overrides = profiles.load_options_file(args.options) if args.options else OptionLayer()
     if args.localize:  # the flag wins over an options file's mode
         overrides.setdefault(LOCALIZE, {})["mode"] = "always"
-    profiles.resolve(args.profile, overrides)  # validated here; resolved again once the device is known
+    profiles.resolve(
+        args.profile, overrides
+    )  # validated here; resolved again once the device is known
     if args.baseline:
         baselines.resolve(args.baseline, [])  # fail fast on a bad file, before any rendezvous
     load_checks()
@@ -201,18 +284,32 @@ def _open_report(report_dir: Path, meta: RunMeta) -> JsonlWriter:
     return JsonlWriter(report_dir / RESULTS_JSONL)
 
 
-def _judge(args: argparse.Namespace, report_dir: Path, meta: RunMeta, outcome: Outcome,
-           live: console.LiveJudge, before_exit: Callable[[], None] | None = None) -> int:
+def _judge(
+    args: argparse.Namespace,
+    report_dir: Path,
+    meta: RunMeta,
+    outcome: Outcome,
+    live: console.LiveJudge,
+    before_exit: Callable[[], None] | None = None,
+) -> int:
     """Rank 0 after the last check: the verdict, the reports, the history line; the exit code."""
     plots = True
     try:
         meta.write(report_dir)
-        doc = finalize(report_dir, meta, outcome.results, notes=outcome.notes, baseline=live.baseline,
-                       interrupted=outcome.interrupted)
+        doc = finalize(
+            report_dir,
+            meta,
+            outcome.results,
+            notes=outcome.notes,
+            baseline=live.baseline,
+            interrupted=outcome.interrupted,
+        )
     except InputError as e:
         print(f"error: {e}", file=sys.stderr, flush=True)
         os._exit(EXIT_INPUT)
-    except ReportWriteError as e:  # judged, not written (a full disk): the history still gets the run
+    except (
+        ReportWriteError
+    ) as e:  # judged, not written (a full disk): the history still gets the run
         print(f"error: rank 0: {e}", file=sys.stderr, flush=True)
         doc, plots = e.doc, False
     except OSError as e:  # run.json
@@ -234,7 +331,9 @@ def _judge(args: argparse.Namespace, report_dir: Path, meta: RunMeta, outcome: O
     return code
 
 
-def _others_left(chan: world.SideChannel, world_size: int, limit_s: float, silent: list[int] | None = None) -> None:
+def _others_left(
+    chan: world.SideChannel, world_size: int, limit_s: float, silent: list[int] | None = None
+) -> None:
     """Rank 0 after an abort: wait (at most ``limit_s``) until the other ranks have read the
     abort and said they leave. The store lives in this process; exiting while a rank still
     polls it gave that rank a DistNetworkError and torch's C++ stack on the console. The
@@ -276,8 +375,12 @@ class _Sink:
 
     def _lose(self, e: OSError, after: str) -> None:
         self.lost = _write_error(self.report_dir, e)
-        print(f"error: rank 0 ({self.host}): {self.lost}: the run stops after {after} and is recorded in the "
-              "history", file=sys.stderr, flush=True)
+        print(
+            f"error: rank 0 ({self.host}): {self.lost}: the run stops after {after} and is recorded in the "
+            "history",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def stop_reason(self) -> str:
         return self.lost
@@ -289,7 +392,11 @@ class _Sink:
 
 def _write_error(report_dir: Path, e: OSError) -> str:
     """One line for a report folder rank 0 cannot write: the folder and its free space."""
-    return no_space_line(report_dir) if no_space(e) else f"{report_dir}: cannot write the report: {e.strerror or e}"
+    return (
+        no_space_line(report_dir)
+        if no_space(e)
+        else f"{report_dir}: cannot write the report: {e.strerror or e}"
+    )
 
 
 def _run_id(args: argparse.Namespace) -> str:
@@ -302,14 +409,37 @@ def _run_id(args: argparse.Namespace) -> str:
     return check_run_id(given) if given else new_run_id()
 
 
-def _startup_report(args: argparse.Namespace, run_id: str, report_dir: Path, env: world.LaunchEnv, host: str,
-                    deadline: float, msg: str) -> None:
+def _startup_report(
+    args: argparse.Namespace,
+    run_id: str,
+    report_dir: Path,
+    env: world.LaunchEnv,
+    host: str,
+    deadline: float,
+    msg: str,
+) -> None:
     """Rank 0 could not start the group: still leave a results.json saying why (ERROR)."""
-    layout = {"nodes": env.nnodes or 1, "ranks": env.world_size, "backend": None, "device": None, "hosts": [host]}
-    meta = RunMeta(run_id=run_id, started=now_iso(), profile=args.profile, checks=[],
-                   world=layout, baseline_spec=args.baseline, deadline_s=deadline, job=batch_job())
+    layout = {
+        "nodes": env.nnodes or 1,
+        "ranks": env.world_size,
+        "backend": None,
+        "device": None,
+        "hosts": [host],
+    }
+    meta = RunMeta(
+        run_id=run_id,
+        started=now_iso(),
+        profile=args.profile,
+        checks=[],
+        world=layout,
+        baseline_spec=args.baseline,
+        deadline_s=deadline,
+        job=batch_job(),
+    )
     try:
-        doc = finalize(report_dir, meta, [], notes=[f"start-up failed on rank 0 ({host}): {msg}"], plots=False)
+        doc = finalize(
+            report_dir, meta, [], notes=[f"start-up failed on rank 0 ({host}): {msg}"], plots=False
+        )
         print(console.verdict_block(doc, str(report_dir)), flush=True)
     except Exception as e:  # the report is best effort here; the exit code already says ERROR
         print(f"error: cannot write the report: {e}", file=sys.stderr)

@@ -38,9 +38,11 @@ def load_config(name_or_path: str) -> ClusterConfig:
         try:
             argv.name("Namespace", ns)
         except argv.UnsafeArgument:
-            raise InputError(f"-n/--namespace {ns!r} is not a namespace name (a DNS-1123 "
-                             "label: lower-case letters, digits and '-', at most 63 "
-                             "characters, starting and ending with a letter or digit)") from None
+            raise InputError(
+                f"-n/--namespace {ns!r} is not a namespace name (a DNS-1123 "
+                "label: lower-case letters, digits and '-', at most 63 "
+                "characters, starting and ending with a letter or digit)"
+            ) from None
         cfg = dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, namespace=ns))
     return cfg
 
@@ -69,8 +71,10 @@ def api_timeout() -> float:
     else 10 (InputError when not a positive number)."""
     if SETTINGS.request_timeout is not None:
         if not 0 < SETTINGS.request_timeout < 86400:
-            raise InputError(f"--request-timeout must be between 0 and 86400 seconds, got "
-                             f"{SETTINGS.request_timeout:g}")
+            raise InputError(
+                f"--request-timeout must be between 0 and 86400 seconds, got "
+                f"{SETTINGS.request_timeout:g}"
+            )
         return SETTINGS.request_timeout
     from mlenv.cluster.api import DEFAULT_API_TIMEOUT
     from mlenv.cluster.connect import API_TIMEOUT_ENV, seconds_from_env
@@ -108,8 +112,9 @@ def cluster_client() -> Iterator[ClusterClient]:
     from mlenv.cluster.connect import connect
 
     timeout = api_timeout()
-    opts = {k: v for k, v in (("kubeconfig", SETTINGS.kubeconfig),
-                              ("context", SETTINGS.context)) if v}
+    opts = {
+        k: v for k, v in (("kubeconfig", SETTINGS.kubeconfig), ("context", SETTINGS.context)) if v
+    }
     with connect(notice=None, api_timeout=timeout, **opts) as client:
         probe = getattr(client, "probe", None)
         if probe is not None:  # the real client; the fake has nothing to probe
@@ -156,8 +161,10 @@ def remember_cluster(cfg: ClusterConfig) -> None:
     if not _NAME.fullmatch(cfg.name):  # validated already; never write anything else
         return
     if src is not None and not (own.exists() and own.resolve() == src):
-        err(f"warning: not recording {str(src)!r} as the current cluster (it is not "
-            f"clusters/{cfg.name}.yaml): pass CLUSTER=... to make")
+        err(
+            f"warning: not recording {str(src)!r} as the current cluster (it is not "
+            f"clusters/{cfg.name}.yaml): pass CLUSTER=... to make"
+        )
         return
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -202,9 +209,16 @@ def session() -> Session:
     from mlenv.cli._output import emit
     from mlenv.platforms.base import Session
 
-    return Session(say=typer.echo, warn=err, root=Path(repo_root()), client=cluster_client,
-                   raw=lambda text: typer.echo(text, nl=False), remember=remember_cluster,
-                   emit=emit, confirm=_confirm)
+    return Session(
+        say=typer.echo,
+        warn=err,
+        root=Path(repo_root()),
+        client=cluster_client,
+        raw=lambda text: typer.echo(text, nl=False),
+        remember=remember_cluster,
+        emit=emit,
+        confirm=_confirm,
+    )
 
 
 def platform(cfg: ClusterConfig) -> Platform:

@@ -73,7 +73,9 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
         except MlenvError as e:
             err(f"error: {e}")
             raise typer.Exit(e.exit_code) from None
-        except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP where a verb turned them into one
+        except (
+            KeyboardInterrupt
+        ) as e:  # Ctrl-C, or SIGTERM/SIGHUP where a verb turned them into one
             err("interrupted")
             raise typer.Exit(getattr(e, "exit_code", EXIT_SIGINT)) from None
         except BrokenPipeError:  # `mlenv … | head`: the reader left; say nothing more

@@ -55,7 +55,9 @@ def check_names(incomplete: str) -> list[str]:
     families = sorted({n.split(".", 1)[0] for n in names} - set(names), key=order_key)
     done, sep, last = incomplete.rpartition(",")
     chosen = set(done.split(",")) if sep else set()
-    return [f"{done}{sep}{n}" for n in [*families, *names] if n.startswith(last) and n not in chosen]
+    return [
+        f"{done}{sep}{n}" for n in [*families, *names] if n.startswith(last) and n not in chosen
+    ]
 
 
 def run_ids(incomplete: str) -> list[str]:
@@ -67,8 +69,9 @@ def run_ids(incomplete: str) -> list[str]:
         from mlenv.acceptance.records import history
 
         root = history.default_root(str(_root()))
-        records = [r for f in sorted(root.glob(f"*/{history.HISTORY_FILE}"))
-                   for r in history.read(f)[0]]
+        records = [
+            r for f in sorted(root.glob(f"*/{history.HISTORY_FILE}")) for r in history.read(f)[0]
+        ]
         ids = [str(r.get("run_id")) for r in history.newest_first(records) if r.get("run_id")]
     except Exception:  # an unreadable history: no candidates, never a traceback
         return []

@@ -24,25 +24,53 @@ from mlenv.cli._common import SETTINGS
 
 # The verbs that talk to a cluster (they take --namespace/--context/--kubeconfig and probe
 # the API server first, see mlenv.cli._clusterctx.cluster_client).
-CLUSTER_VERBS = frozenset({
-    "deploy", "status", "sync", "shell", "logs", "port-forward", "launch", "teardown",
-    "build", "url", "gpu-info", "discover",
-    "history",  # i26.3: --fetch reads pod-0's results folder
-})
+CLUSTER_VERBS = frozenset(
+    {
+        "deploy",
+        "status",
+        "sync",
+        "shell",
+        "logs",
+        "port-forward",
+        "launch",
+        "teardown",
+        "build",
+        "url",
+        "gpu-info",
+        "discover",
+        "history",  # i26.3: --fetch reads pod-0's results folder
+    }
+)
 
-NamespaceOpt = Annotated[str | None, typer.Option(
-    "--namespace", "-n", help="Namespace to use instead of the config's cluster.namespace.")]
-ContextOpt = Annotated[str | None, typer.Option(
-    "--context", help="kubeconfig context to use (default: the current context).")]
-KubeconfigOpt = Annotated[str | None, typer.Option(
-    "--kubeconfig", help="kubeconfig file (default: KUBECONFIG, else ~/.kube/config).")]
-TimeoutOpt = Annotated[float | None, typer.Option(
-    "--request-timeout", help="Seconds the API server has to answer "
-    "(default: MLENV_API_TIMEOUT_S, else 10).")]
-QuietOpt = Annotated[bool, typer.Option(
-    "--quiet", "-q", help="Only results, warnings and errors on the terminal.")]
-VerboseOpt = Annotated[bool, typer.Option(
-    "--verbose", "-v", help="Also show each oc/kubectl command line run.")]
+NamespaceOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--namespace", "-n", help="Namespace to use instead of the config's cluster.namespace."
+    ),
+]
+ContextOpt = Annotated[
+    str | None,
+    typer.Option("--context", help="kubeconfig context to use (default: the current context)."),
+]
+KubeconfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kubeconfig", help="kubeconfig file (default: KUBECONFIG, else ~/.kube/config)."
+    ),
+]
+TimeoutOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--request-timeout",
+        help="Seconds the API server has to answer (default: MLENV_API_TIMEOUT_S, else 10).",
+    ),
+]
+QuietOpt = Annotated[
+    bool, typer.Option("--quiet", "-q", help="Only results, warnings and errors on the terminal.")
+]
+VerboseOpt = Annotated[
+    bool, typer.Option("--verbose", "-v", help="Also show each oc/kubectl command line run.")
+]
 
 # parameter name → (annotation, Settings field, cluster verbs only)
 _OPTIONS: dict[str, tuple[Any, str, bool]] = {
@@ -53,6 +81,8 @@ _OPTIONS: dict[str, tuple[Any, str, bool]] = {
     "g_quiet": (QuietOpt, "quiet", False),
     "g_verbose": (VerboseOpt, "verbose", False),
 }
+
+
 def reset(**values: Any) -> None:
     """Start a command: every setting from the root options (or its default)."""
     for f in ("namespace", "context", "kubeconfig", "request_timeout"):
@@ -74,8 +104,11 @@ def _option_strings(p: inspect.Parameter) -> list[str]:
     if not infos:
         return []
     info = infos[0]
-    decls = [d for d in (info.default, *(info.param_decls or ()))
-             if isinstance(d, str) and d.startswith("-")]
+    decls = [
+        d
+        for d in (info.default, *(info.param_decls or ()))
+        if isinstance(d, str) and d.startswith("-")
+    ]
     return decls or [f"--{p.name.replace('_', '-')}"]
 
 
@@ -105,16 +138,27 @@ def with_globals(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
     they override the root's."""
     sig = inspect.signature(fn, eval_str=True)
     taken = {d for p in sig.parameters.values() for d in _option_strings(p)}
-    wanted = {k: v for k, v in _OPTIONS.items()
-              if (name in CLUSTER_VERBS or not v[2])
-              # a verb's own option of that spelling keeps its meaning (discover -n)
-              and not taken & set(_option_strings(inspect.Parameter(
-                  k, inspect.Parameter.KEYWORD_ONLY, annotation=v[0])))}
+    wanted = {
+        k: v
+        for k, v in _OPTIONS.items()
+        if (name in CLUSTER_VERBS or not v[2])
+        # a verb's own option of that spelling keeps its meaning (discover -n)
+        and not taken
+        & set(
+            _option_strings(inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=v[0]))
+        )
+    }
     if any(k in sig.parameters for k in wanted):  # already wrapped
         return fn
-    extra = [inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, annotation=ann,
-                               default=False if field in ("quiet", "verbose") else None)
-             for k, (ann, field, _) in wanted.items()]
+    extra = [
+        inspect.Parameter(
+            k,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=ann,
+            default=False if field in ("quiet", "verbose") else None,
+        )
+        for k, (ann, field, _) in wanted.items()
+    ]
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -126,9 +170,13 @@ def with_globals(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
 
     params = [_complete_values(p) for p in sig.parameters.values()]
     wrapper.__signature__ = sig.replace(parameters=[*params, *extra])  # type: ignore[attr-defined]
-    wrapper.__annotations__ = {**{p.name: p.annotation for p in params},
-                               **{p.name: p.annotation for p in extra},
-                               **({"return": sig.return_annotation}
-                                  if sig.return_annotation is not inspect.Signature.empty
-                                  else {})}
+    wrapper.__annotations__ = {
+        **{p.name: p.annotation for p in params},
+        **{p.name: p.annotation for p in extra},
+        **(
+            {"return": sig.return_annotation}
+            if sig.return_annotation is not inspect.Signature.empty
+            else {}
+        ),
+    }
     return wrapper

@@ -17,8 +17,14 @@ from mlenv.errors import InputError
 
 FORMATS = ("table", "json", "yaml")
 
-OutputOpt = Annotated[str | None, typer.Option(
-    "--output", "-o", help="table (default), json or yaml: one machine-readable document on stdout instead of the table.")]
+OutputOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--output",
+        "-o",
+        help="table (default), json or yaml: one machine-readable document on stdout instead of the table.",
+    ),
+]
 
 
 def check_format(fmt: str | None, allowed: tuple[str, ...] = FORMATS) -> str | None:
@@ -36,5 +42,6 @@ def emit(doc: Any, fmt: str) -> None:
         return
     from mlenv.render.serialize import dump_all
 
-    typer.echo(dump_all([doc], sort_keys=False, default_flow_style=False, allow_unicode=True),
-               nl=False)
+    typer.echo(
+        dump_all([doc], sort_keys=False, default_flow_style=False, allow_unicode=True), nl=False
+    )

@@ -76,8 +76,14 @@ def _root(
     Global options go before or after the verb (`mlenv status x -n team-b`); see
     `mlenv help VERB`.
     """
-    reset(namespace=namespace, context=context, kubeconfig=kubeconfig,
-          request_timeout=request_timeout, quiet=quiet, verbose=verbose)
+    reset(
+        namespace=namespace,
+        context=context,
+        kubeconfig=kubeconfig,
+        request_timeout=request_timeout,
+        quiet=quiet,
+        verbose=verbose,
+    )
     if version:
         from mlenv import __version__
 

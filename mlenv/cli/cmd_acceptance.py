@@ -46,35 +46,88 @@ def register(app: typer.Typer) -> None:
     @app.command("acceptance")
     @guarded
     def acceptance(
-        local_: Annotated[bool, typer.Option("--local", help="Run on this machine through the DeepSpeed launcher.")] = False,
-        nproc: Annotated[int, typer.Option("--nproc", help="Ranks to start; 0 means one per GPU of this machine, or 2 CPU ranks without a GPU.")] = 0,
+        local_: Annotated[
+            bool,
+            typer.Option("--local", help="Run on this machine through the DeepSpeed launcher."),
+        ] = False,
+        nproc: Annotated[
+            int,
+            typer.Option(
+                "--nproc",
+                help="Ranks to start; 0 means one per GPU of this machine, or 2 CPU ranks without a GPU.",
+            ),
+        ] = 0,
         profile: Annotated[str, typer.Option("--profile", help="quick | full")] = "quick",
-        report_dir: Annotated[Path | None, typer.Option("--report-dir", help="This run's own folder, new or empty "
-                                                    "(default: acceptance-report/<run-id>/).")] = None,
-        checks: Annotated[str, typer.Option("--checks", help="Comma list of checks or families (default: all).")] = "",
-        baseline: Annotated[str | None, typer.Option("--baseline", help="Baseline file or GPU model (default: by device).")] = None,
-        deadline: Annotated[float, typer.Option("--deadline", help="Per-check deadline in seconds (default: by profile).")] = 0.0,
-        options: Annotated[Path | None, typer.Option("--options", help="JSON/YAML {check: {key: value}} over the profile.")] = None,
-        cluster: Annotated[str | None, typer.Option("--cluster", help="Run on this config's Slurm or hosts platform "
-                                                                  "(submit, wait, verdict, reports to reports/<cluster>/<run-id>/).")] = None,
-        localize: Annotated[bool, typer.Option("--localize", help="Also run fabric.localize: name the slow node or link "
-                                                                  "between nodes, pair by pair.")] = False,
-        bundle: Annotated[bool, typer.Option("--bundle", help="Also write the run's sign-off bundle "
-                                                              "(see mlenv bundle).")] = False,
+        report_dir: Annotated[
+            Path | None,
+            typer.Option(
+                "--report-dir",
+                help="This run's own folder, new or empty (default: acceptance-report/<run-id>/).",
+            ),
+        ] = None,
+        checks: Annotated[
+            str, typer.Option("--checks", help="Comma list of checks or families (default: all).")
+        ] = "",
+        baseline: Annotated[
+            str | None,
+            typer.Option("--baseline", help="Baseline file or GPU model (default: by device)."),
+        ] = None,
+        deadline: Annotated[
+            float,
+            typer.Option("--deadline", help="Per-check deadline in seconds (default: by profile)."),
+        ] = 0.0,
+        options: Annotated[
+            Path | None,
+            typer.Option("--options", help="JSON/YAML {check: {key: value}} over the profile."),
+        ] = None,
+        cluster: Annotated[
+            str | None,
+            typer.Option(
+                "--cluster",
+                help="Run on this config's Slurm or hosts platform "
+                "(submit, wait, verdict, reports to reports/<cluster>/<run-id>/).",
+            ),
+        ] = None,
+        localize: Annotated[
+            bool,
+            typer.Option(
+                "--localize",
+                help="Also run fabric.localize: name the slow node or link "
+                "between nodes, pair by pair.",
+            ),
+        ] = False,
+        bundle: Annotated[
+            bool,
+            typer.Option(
+                "--bundle", help="Also write the run's sign-off bundle (see mlenv bundle)."
+            ),
+        ] = False,
     ) -> None:
         """Run the acceptance suite and print the verdict (0 PASS, 1 FAIL, 2 bad input, 3 ERROR,
         130/143 interrupted)."""
         if cluster is not None:  # issue 13: the suite as a job of the config's platform
-            raise typer.Exit(_on_platform(cluster, profile=profile, checks=checks, baseline=baseline,
-                                          options=options, deadline=deadline, localize=localize, bundle=bundle))
+            raise typer.Exit(
+                _on_platform(
+                    cluster,
+                    profile=profile,
+                    checks=checks,
+                    baseline=baseline,
+                    options=options,
+                    deadline=deadline,
+                    localize=localize,
+                    bundle=bundle,
+                )
+            )
         from mlenv.acceptance.core import profiles
         from mlenv.acceptance.records import rundir
         from mlenv.acceptance.run import local
         from mlenv.contract import new_run_id
 
         if not local_:
-            raise InputError("only --local runs from here; on a cluster run `mlenv launch CLUSTER` "
-                             "(the suite is the default job on pod-0)")
+            raise InputError(
+                "only --local runs from here; on a cluster run `mlenv launch CLUSTER` "
+                "(the suite is the default job on pod-0)"
+            )
         if nproc < 0:
             raise InputError(f"--nproc: expected a positive number, got {nproc}")
         if deadline < 0:
@@ -82,8 +135,10 @@ def register(app: typer.Typer) -> None:
         n_checks = local.validate(profile, checks, baseline, options) + int(localize)
         gpus = local.gpu_count()
         if gpus and nproc > gpus:
-            raise InputError(f"--nproc {nproc}: this machine has {gpus} GPU(s) and each rank needs its own; "
-                             f"use --nproc {gpus} or fewer")
+            raise InputError(
+                f"--nproc {nproc}: this machine has {gpus} GPU(s) and each rank needs its own; "
+                f"use --nproc {gpus} or fewer"
+            )
         n = nproc or gpus or 2
         dl = deadline or profiles.DEADLINES[profile]
         run_id = new_run_id()
@@ -129,8 +184,16 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
             note(said)
     note(f"run {run_id}: reports in {report_dir}")
     n, gpus, dl = plan.n, plan.gpus, plan.deadline
-    suite = ["--profile", plan.profile, "--report-dir", str(report_dir.resolve()), "--deadline", str(dl),
-             "--run-id", run_id]
+    suite = [
+        "--profile",
+        plan.profile,
+        "--report-dir",
+        str(report_dir.resolve()),
+        "--deadline",
+        str(dl),
+        "--run-id",
+        run_id,
+    ]
     suite += ["--checks", plan.checks] if plan.checks else []
     suite += ["--baseline", plan.baseline] if plan.baseline else []
     suite += ["--options", str(plan.options.resolve())] if plan.options else []
@@ -140,8 +203,10 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
     cmd = local.build_command(n, gpus, world.free_port(), report_dir.resolve(), suite)
     # i25.8: the terminal gets progress and the verdict; the launcher's argv is in
     # launcher.log (and here with -v)
-    note(f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed; "
-         f"details in {report_dir / local.LAUNCHER_LOG}")
+    note(
+        f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed; "
+        f"details in {report_dir / local.LAUNCHER_LOG}"
+    )
     debug(f"launcher: {shlex.join(cmd)}")
     # Worst case: every check runs into its deadline (the suite itself aborts sooner).
     budget = plan.n_checks * dl + local.STARTUP_SLACK_S
@@ -153,26 +218,44 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
     if first:
         note(first)
     level: local.Level = "quiet" if SETTINGS.quiet else "verbose" if SETTINGS.verbose else "normal"
-    run = local.run_local(cmd, env, report_dir, budget, level=level, run_id=run_id,
-                          on_timeout=lambda b: err(f"the suite did not end within {b:.0f} s: stopping it"),
-                          on_interrupt=lambda sig: err(f"{sig}: stopping the run and finalising its report "
-                                                       f"(further signals are ignored until that is done)"),
-                          hung_after_s=dl, nproc=n,
-                          on_hung=lambda line: err(f"error: {line}: stopping the run and finalising its report"))
+    run = local.run_local(
+        cmd,
+        env,
+        report_dir,
+        budget,
+        level=level,
+        run_id=run_id,
+        on_timeout=lambda b: err(f"the suite did not end within {b:.0f} s: stopping it"),
+        on_interrupt=lambda sig: err(
+            f"{sig}: stopping the run and finalising its report "
+            f"(further signals are ignored until that is done)"
+        ),
+        hung_after_s=dl,
+        nproc=n,
+        on_hung=lambda line: err(f"error: {line}: stopping the run and finalising its report"),
+    )
     # Output from here on goes through echo_out: with `| head` the reader may be gone, and
     # the exit code must still be the verdict's, not a BrokenPipeError's (issue 23).
     if run.recovered:  # rank 0 died or was stopped: only this process can tell the verdict
         if run.unwritten is None:
             echo_out(console.verdict_block(run.doc, str(report_dir)))
         if not _recorded(history_root, run_id):  # rank 0 records a run whose folder is full itself
-            for line in history.after_run(report_dir, run.doc, history_root, history.LOCAL_CLUSTER,
-                                          plots=run.unwritten is None):
+            for line in history.after_run(
+                report_dir,
+                run.doc,
+                history_root,
+                history.LOCAL_CLUSTER,
+                plots=run.unwritten is None,
+            ):
                 if run.unwritten is None or not line.startswith("history:"):
                     note(line)
         if run.unwritten is not None:  # a full disk: one line, not a traceback (issue 23)
             where = history.history_path(history_root, history.LOCAL_CLUSTER)
-            kept = (f"it is recorded in the history as {run.doc.get('verdict')} ({where})"
-                    if _recorded(history_root, run_id) else f"the history ({where}) could not take it either")
+            kept = (
+                f"it is recorded in the history as {run.doc.get('verdict')} ({where})"
+                if _recorded(history_root, run_id)
+                else f"the history ({where}) could not take it either"
+            )
             err(f"error: {run.unwritten}: the run's report could not be written there; {kept}")
             return exit_for_doc(run.doc)
     # else rank 0 printed the verdict block, once (i25.8: the second verdict line is gone)
@@ -194,20 +277,34 @@ def _recorded(root: Path, run_id: str) -> bool:
         return True
 
 
-def platform_suite_args(*, checks: str, baseline: str | None, options: Path | None, deadline: float,
-                        localize: bool) -> list[str]:
+def platform_suite_args(
+    *, checks: str, baseline: str | None, options: Path | None, deadline: float, localize: bool
+) -> list[str]:
     """The suite's arguments for a job on the config's platform (paths made absolute)."""
     args: list[str] = []
     args += ["--checks", checks] if checks else []
-    args += ["--baseline", str(Path(baseline).resolve()) if Path(baseline).is_file() else baseline] if baseline else []
+    args += (
+        ["--baseline", str(Path(baseline).resolve()) if Path(baseline).is_file() else baseline]
+        if baseline
+        else []
+    )
     args += ["--options", str(options.resolve())] if options else []
     args += ["--deadline", str(deadline)] if deadline else []
     # i26.5: --localize was dropped here, so the job's localize stayed on "auto" (SKIP)
     return args + (["--localize"] if localize else [])
 
 
-def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | None, options: Path | None,
-                 deadline: float, localize: bool = False, bundle: bool = False) -> int:
+def _on_platform(
+    cluster: str,
+    *,
+    profile: str,
+    checks: str,
+    baseline: str | None,
+    options: Path | None,
+    deadline: float,
+    localize: bool = False,
+    bundle: bool = False,
+) -> int:
     """``mlenv acceptance --cluster NAME``: the suite on the config's platform (Slurm, hosts).
 
     ``--baseline``/``--options`` files reach the job as script arguments: on Slurm they must
@@ -219,7 +316,9 @@ def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | Non
 
     cfg = load_config(cluster)
     if profile not in profiles.profile_names():
-        raise InputError(f"--profile: expected one of {', '.join(profiles.profile_names())}, got {profile!r}")
+        raise InputError(
+            f"--profile: expected one of {', '.join(profiles.profile_names())}, got {profile!r}"
+        )
     if deadline < 0:
         raise InputError(f"--deadline: expected seconds > 0, got {deadline}")
     # The same checks as --local, here and before anything is submitted or shipped: a typo in
@@ -233,8 +332,9 @@ def _on_platform(cluster: str, *, profile: str, checks: str, baseline: str | Non
 
     if all(_importable(mod) for mod in plugin_modules()):
         _validate_here(profile, checks, baseline, options)
-    args = platform_suite_args(checks=checks, baseline=baseline, options=options, deadline=deadline,
-                               localize=localize)
+    args = platform_suite_args(
+        checks=checks, baseline=baseline, options=options, deadline=deadline, localize=localize
+    )
     before = _run_ids(cfg.name)
     code = platform(cfg).acceptance(cfg, session(), profile=profile, suite_args=args)
     if bundle:  # --bundle was dropped here before, silently (like --localize)
@@ -252,20 +352,29 @@ def _validate_here(profile: str, checks: str, baseline: str | None, options: Pat
     from mlenv.acceptance.run import local
     from mlenv.platforms.hosts import inputs_from_env
 
-    given: dict[str, str] = {"--options": str(options) if options is not None else "", "--baseline": baseline or ""}
+    given: dict[str, str] = {
+        "--options": str(options) if options is not None else "",
+        "--baseline": baseline or "",
+    }
     from_env = inputs_from_env([flag for flag, v in given.items() if v], os.environ)
     given.update((flag, value) for flag, (value, _) in from_env.items())
     source = {flag: var for flag, (_, var) in from_env.items()}
     paths = {flag: Path(v).expanduser() for flag, v in given.items() if v}
     files = {flag: f for flag, f in paths.items() if f.is_file()}
     try:
-        local.validate(profile, checks, str(files["--baseline"]) if "--baseline" in files else None,
-                       files.get("--options"))
+        local.validate(
+            profile,
+            checks,
+            str(files["--baseline"]) if "--baseline" in files else None,
+            files.get("--options"),
+        )
     except InputError as e:
         named = [f"${var}={given[flag]}" for flag, var in source.items() if flag in files]
         if not named:
             raise
-        raise InputError(f"{e} (the file comes from {' and '.join(named)} in this environment)") from None
+        raise InputError(
+            f"{e} (the file comes from {' and '.join(named)} in this environment)"
+        ) from None
 
 
 def _importable(module: str) -> bool:
@@ -293,8 +402,14 @@ def _bundle_new_run(cluster: str, before: set[str]) -> None:
     from mlenv.signoff import make_bundle
 
     root = history.default_root(repo_root())
-    new = [r for r in history.read(history.history_path(root, cluster))[0] if str(r.get("run_id")) not in before]
+    new = [
+        r
+        for r in history.read(history.history_path(root, cluster))[0]
+        if str(r.get("run_id")) not in before
+    ]
     if not new or not new[-1].get("report_dir"):
         err(f"bundle: no run of {cluster} was recorded by this call: nothing to bundle")
         return
-    echo_out(f"bundle: {make_bundle(Path(str(new[-1]['report_dir'])), Path(repo_root()), cluster=cluster)[0]}")
+    echo_out(
+        f"bundle: {make_bundle(Path(str(new[-1]['report_dir'])), Path(repo_root()), cluster=cluster)[0]}"
+    )

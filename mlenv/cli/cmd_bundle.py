@@ -21,13 +21,31 @@ from mlenv.errors import EXIT_FAIL, InputError
 
 @guarded
 def bundle_cmd(
-    target: Annotated[str, typer.Argument(help="RUN_DIR (a report folder) or a run id from the history, or "
-                                               "'verify'.", metavar="RUN_DIR|RUN_ID|verify")],
-    file: Annotated[str | None, typer.Argument(help="With 'verify': the bundle to check.", metavar="[FILE]")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Archive path (default RUN_DIR/mlenv-bundle-<run id>.tar.gz).")] = None,
-    cluster: Annotated[str | None, typer.Option("--cluster", help="Cluster whose config and k8s/ tree to include "
-                                                                  "(default: the run's, from its record.json).")] = None,
-    mode: Annotated[str | None, typer.Option("--mode", help="rdma or tcp: only that tree (default: both).")] = None,
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="RUN_DIR (a report folder) or a run id from the history, or 'verify'.",
+            metavar="RUN_DIR|RUN_ID|verify",
+        ),
+    ],
+    file: Annotated[
+        str | None, typer.Argument(help="With 'verify': the bundle to check.", metavar="[FILE]")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Archive path (default RUN_DIR/mlenv-bundle-<run id>.tar.gz)."),
+    ] = None,
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="Cluster whose config and k8s/ tree to include "
+            "(default: the run's, from its record.json).",
+        ),
+    ] = None,
+    mode: Annotated[
+        str | None, typer.Option("--mode", help="rdma or tcp: only that tree (default: both).")
+    ] = None,
 ) -> None:
     """Write a run's sign-off bundle, or verify one (mlenv bundle verify FILE: exit 0 ok, 1 naming each bad file)."""
     if target == "verify":
@@ -36,7 +54,9 @@ def bundle_cmd(
         _verify(Path(file))
         return
     if file is not None:
-        raise InputError(f"unexpected argument {file!r}: mlenv bundle RUN_DIR, or mlenv bundle verify FILE")
+        raise InputError(
+            f"unexpected argument {file!r}: mlenv bundle RUN_DIR, or mlenv bundle verify FILE"
+        )
     if mode is not None and mode not in ("rdma", "tcp"):
         raise InputError(f"--mode must be rdma or tcp, got {mode!r}")
     report_dir, asked = _run_folder(target)
@@ -50,14 +70,22 @@ def bundle_cmd(
 
     ran = index.get("ran") or {}
     if cluster is not None and index["cluster"] != cluster:
-        err(f"note: run {index['run_id']} ran on {ran.get('platform')}, not on cluster {cluster}: {cluster}'s config "
-            "and manifests are in the bundle for reference only")
+        err(
+            f"note: run {index['run_id']} ran on {ran.get('platform')}, not on cluster {cluster}: {cluster}'s config "
+            "and manifests are in the bundle for reference only"
+        )
     from mlenv.contract import shown
 
     # verdict, run id and world come from the report folder: escaped like compare and history
-    typer.echo(shown(f"bundle: {path} ({index['verdict']}, run {index['run_id']}, cluster {index['cluster']}; "
-                     f"{ran_line(ran)})"))
-    typer.echo(f"MANIFEST sha256: {manifest_sha256(path)} (send it to the reviewer by a second channel)")
+    typer.echo(
+        shown(
+            f"bundle: {path} ({index['verdict']}, run {index['run_id']}, cluster {index['cluster']}; "
+            f"{ran_line(ran)})"
+        )
+    )
+    typer.echo(
+        f"MANIFEST sha256: {manifest_sha256(path)} (send it to the reviewer by a second channel)"
+    )
 
 
 def _run_folder(target: str) -> tuple[Path, str | None]:
@@ -90,7 +118,9 @@ def _verify(path: Path) -> None:
     from mlenv.acceptance.records.bundle import manifest_sha256
 
     typer.echo(f"{path}: OK, every file matches its MANIFEST sha256")
-    typer.echo(f"MANIFEST sha256: {manifest_sha256(path)} (compare it with the one the sender gave you)")
+    typer.echo(
+        f"MANIFEST sha256: {manifest_sha256(path)} (compare it with the one the sender gave you)"
+    )
 
 
 def register(app: typer.Typer) -> None:

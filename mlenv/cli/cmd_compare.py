@@ -23,19 +23,46 @@ from mlenv.errors import EXIT_FAIL, InputError
 
 @guarded
 def compare_cmd(
-    run_a: Annotated[str, typer.Argument(help="The earlier run: report folder, results.json, bundle or run id.")],
+    run_a: Annotated[
+        str, typer.Argument(help="The earlier run: report folder, results.json, bundle or run id.")
+    ],
     run_b: Annotated[str, typer.Argument(help="The later run, judged against A.")],
-    output: Annotated[str, typer.Option("-o", "--output", help="table (default) or json.")] = "table",
-    tolerance: Annotated[float, typer.Option("--tolerance", help="Default tolerance as a fraction (0.1 = 10 %); "
-                                                                 "the baseline's tolerances: still win.")] = 0.10,
-    baseline: Annotated[str | None, typer.Option("--baseline", help="Baseline file or GPU model for per-metric "
-                                                                    "tolerances (default: the one B was judged with).")] = None,
-    all_rows: Annotated[bool, typer.Option("--all", help="Also show metrics that are not judged (counts, tails).")] = False,
-    history_dir: Annotated[Path | None, typer.Option("--history-dir", help="Where run ids are looked up (default "
-                                                                          "$MLENV_HISTORY_DIR, else reports/).")] = None,
-    include_interrupted: Annotated[bool, typer.Option("--include-interrupted",
-                                                      help="Also compare a run someone stopped (verdict "
-                                                           "INTERRUPTED); refused otherwise.")] = False,
+    output: Annotated[
+        str, typer.Option("-o", "--output", help="table (default) or json.")
+    ] = "table",
+    tolerance: Annotated[
+        float,
+        typer.Option(
+            "--tolerance",
+            help="Default tolerance as a fraction (0.1 = 10 %); "
+            "the baseline's tolerances: still win.",
+        ),
+    ] = 0.10,
+    baseline: Annotated[
+        str | None,
+        typer.Option(
+            "--baseline",
+            help="Baseline file or GPU model for per-metric "
+            "tolerances (default: the one B was judged with).",
+        ),
+    ] = None,
+    all_rows: Annotated[
+        bool, typer.Option("--all", help="Also show metrics that are not judged (counts, tails).")
+    ] = False,
+    history_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--history-dir",
+            help="Where run ids are looked up (default $MLENV_HISTORY_DIR, else reports/).",
+        ),
+    ] = None,
+    include_interrupted: Annotated[
+        bool,
+        typer.Option(
+            "--include-interrupted",
+            help="Also compare a run someone stopped (verdict INTERRUPTED); refused otherwise.",
+        ),
+    ] = False,
 ) -> None:
     """Compare run B with run A; exit 1 when B regressed beyond the tolerance."""
     from mlenv.acceptance.judging import baselines

@@ -13,13 +13,40 @@ from mlenv.errors import InputError
 
 @guarded
 def deploy(
-    cluster: Annotated[str, typer.Argument(help="Cluster name (clusters/<name>.yaml) or config file.")],
-    mode: Annotated[str | None, typer.Option("--mode", help="rdma or tcp (default: the config's: rdma when network.rdma.enabled, else tcp).")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", help="Pod count (default: gpus.default_nodes).")] = None,
-    dry_run: Annotated[str | None, typer.Option("--dry-run", help="client: print the plan; server: server-side dry run.")] = None,
-    timeout: Annotated[float, typer.Option("--timeout", help="Seconds to wait for all pods Ready.")] = 900.0,
-    no_fallback: Annotated[bool, typer.Option("--no-fallback", help="Fail instead of falling back to TCP when RDMA prerequisites miss.")] = False,
-    take_over: Annotated[bool, typer.Option("--take-over", help="Overwrite objects in the namespace that belong to another deployment (or were not created by mlenv); refused otherwise.")] = False,
+    cluster: Annotated[
+        str, typer.Argument(help="Cluster name (clusters/<name>.yaml) or config file.")
+    ],
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            help="rdma or tcp (default: the config's: rdma when network.rdma.enabled, else tcp).",
+        ),
+    ] = None,
+    nodes: Annotated[
+        int | None, typer.Option("--nodes", help="Pod count (default: gpus.default_nodes).")
+    ] = None,
+    dry_run: Annotated[
+        str | None,
+        typer.Option("--dry-run", help="client: print the plan; server: server-side dry run."),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Seconds to wait for all pods Ready.")
+    ] = 900.0,
+    no_fallback: Annotated[
+        bool,
+        typer.Option(
+            "--no-fallback",
+            help="Fail instead of falling back to TCP when RDMA prerequisites miss.",
+        ),
+    ] = False,
+    take_over: Annotated[
+        bool,
+        typer.Option(
+            "--take-over",
+            help="Overwrite objects in the namespace that belong to another deployment (or were not created by mlenv); refused otherwise.",
+        ),
+    ] = False,
 ) -> None:
     """Deploy a cluster config: preflight explains what is missing and a server-side dry
     run checks every object before anything is applied.
@@ -36,8 +63,16 @@ def deploy(
         raise InputError(f"--timeout must be positive, got {timeout:g}")
     cfg = load_config(cluster)
     # i25.4: no --mode is the config's own (rdma when network.rdma.enabled, else tcp)
-    platform(cfg).deploy(cfg, session(), mode=mode or cfg.own_mode, nodes=nodes, dry_run=dry_run, timeout=timeout,
-                         no_fallback=no_fallback, take_over=take_over)
+    platform(cfg).deploy(
+        cfg,
+        session(),
+        mode=mode or cfg.own_mode,
+        nodes=nodes,
+        dry_run=dry_run,
+        timeout=timeout,
+        no_fallback=no_fallback,
+        take_over=take_over,
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -23,14 +23,21 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 def _check_names(*pairs: tuple[str, str]) -> None:
     for what, v in pairs:
         if not DNS_LABEL.match(v):
-            raise InputError(f"{what} {v!r}: must be a DNS-1123 label (lowercase letters, digits, '-')")
+            raise InputError(
+                f"{what} {v!r}: must be a DNS-1123 label (lowercase letters, digits, '-')"
+            )
 
 
 @guarded
 def discover(
     name: Annotated[str, typer.Argument(help="Cluster name: the file is clusters/NAME.yaml.")],
-    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Namespace to deploy into (default: ml-dev-env).")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print the config, write nothing.")] = False,
+    namespace: Annotated[
+        str | None,
+        typer.Option("--namespace", "-n", help="Namespace to deploy into (default: ml-dev-env)."),
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print the config, write nothing.")
+    ] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Read GPU nodes, RDMA resources, networks and storage classes; write a starting config."""
@@ -63,8 +70,9 @@ def _check_discovered(name: str, text: str) -> None:
         tmp.write_text(text)
         cfg, diags = check_file(tmp)
     if cfg is None:
-        raise InputError("the discovered config does not validate:\n"
-                         + "\n".join(d.format() for d in diags))
+        raise InputError(
+            "the discovered config does not validate:\n" + "\n".join(d.format() for d in diags)
+        )
 
 
 def _write(path: Path, name: str, text: str) -> None:
@@ -75,10 +83,17 @@ def _write(path: Path, name: str, text: str) -> None:
 
 def _questions(found: Discovered) -> None:
     """The wizard's questions about what was found (an empty answer takes the default)."""
-    typer.echo(f"found on {found.api}: {len(found.gpu_nodes)} GPU node(s)"
-               + (f" with {found.gpus_per_node} {found.gpu_product or 'GPU'}(s) each" if found.gpu_nodes else "")
-               + "; RDMA " + (", ".join(sorted(found.rdma_resources)) if found.rdma_found else "none")
-               + f"; shared (RWX) storage {found.rwx_class or 'none'}")
+    typer.echo(
+        f"found on {found.api}: {len(found.gpu_nodes)} GPU node(s)"
+        + (
+            f" with {found.gpus_per_node} {found.gpu_product or 'GPU'}(s) each"
+            if found.gpu_nodes
+            else ""
+        )
+        + "; RDMA "
+        + (", ".join(sorted(found.rdma_resources)) if found.rdma_found else "none")
+        + f"; shared (RWX) storage {found.rwx_class or 'none'}"
+    )
     most = max(len(found.gpu_nodes), 1)
     nodes = typer.prompt(f"Pods to deploy (1-{most})", default=found.nodes_default, type=int)
     if not 1 <= nodes <= most:
@@ -86,16 +101,27 @@ def _questions(found: Discovered) -> None:
     found.default_nodes = nodes
     if found.rdma_found:
         found.use_rdma = typer.confirm("Use RDMA between the pods", default=True)
-    for tool, what in (("vscode", "VS Code in the browser (code-server)"), ("jupyter", "JupyterLab")):
+    for tool, what in (
+        ("vscode", "VS Code in the browser (code-server)"),
+        ("jupyter", "JupyterLab"),
+    ):
         if typer.confirm(what, default=False):
             found.dev_tools.append(tool)
 
 
 @guarded
 def wizard(
-    name: Annotated[str | None, typer.Argument(help="Cluster name (asked when not given): the file is clusters/NAME.yaml.")] = None,
-    namespace: Annotated[str | None, typer.Option("--namespace", "-n", help="Namespace to deploy into (asked when not given).")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file without asking.")] = False,
+    name: Annotated[
+        str | None,
+        typer.Argument(help="Cluster name (asked when not given): the file is clusters/NAME.yaml."),
+    ] = None,
+    namespace: Annotated[
+        str | None,
+        typer.Option("--namespace", "-n", help="Namespace to deploy into (asked when not given)."),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Overwrite an existing file without asking.")
+    ] = False,
 ) -> None:
     """Discover the cluster you are logged in to, ask what to use of it (pods, RDMA, dev
     tools), and write a starting clusters/NAME.yaml that validates. Answers come from the
@@ -106,7 +132,11 @@ def wizard(
         if name is None:
             name = str(typer.prompt("Cluster name (the file is clusters/NAME.yaml)"))
         _check_names(("cluster name", name))  # a bad answer stops before the next question
-        namespace = namespace or SETTINGS.namespace or str(typer.prompt("Namespace to deploy into", default=APP))
+        namespace = (
+            namespace
+            or SETTINGS.namespace
+            or str(typer.prompt("Namespace to deploy into", default=APP))
+        )
         _check_names(("namespace", namespace))
         path = Path(repo_root()) / "clusters" / f"{name}.yaml"
         answers: dict[str, bool] = {}
@@ -117,13 +147,21 @@ def wizard(
 
         text = platform_named("openshift").discover(name, session(), namespace=namespace, ask=ask)
         _check_discovered(name, text)
-        if path.exists() and not force and not typer.confirm(f"{path} exists: overwrite it", default=False):
+        if (
+            path.exists()
+            and not force
+            and not typer.confirm(f"{path} exists: overwrite it", default=False)
+        ):
             raise InputError(f"{path} exists and was kept: pass --force, or pick another name")
     except typer.Abort:  # end of input before every question had an answer
-        raise InputError("wizard: no answer (end of input); run it on a terminal, or give one "
-                         "answer a line on standard input") from None
+        raise InputError(
+            "wizard: no answer (end of input); run it on a terminal, or give one "
+            "answer a line on standard input"
+        ) from None
     _write(path, name, text)
-    typer.echo(f"next: make deploy-cluster CLUSTER={name} (mode {'rdma' if answers.get('rdma') else 'tcp'})")
+    typer.echo(
+        f"next: make deploy-cluster CLUSTER={name} (mode {'rdma' if answers.get('rdma') else 'tcp'})"
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -20,11 +20,24 @@ from mlenv.errors import InputError
 
 @guarded
 def finalize_cmd(
-    run_dir: Annotated[Path, typer.Argument(help="The run's report folder (it holds run.json / results.jsonl).")],
-    cluster: Annotated[str | None, typer.Option("--cluster", help="The cluster the run belongs to in the history "
-                                                                  "(default: $MLENV_CLUSTER, else local).")] = None,
-    history_dir: Annotated[Path | None, typer.Option("--history-dir", help="History root (default $MLENV_HISTORY_DIR, "
-                                                                          "else reports/ in the repository).")] = None,
+    run_dir: Annotated[
+        Path, typer.Argument(help="The run's report folder (it holds run.json / results.jsonl).")
+    ],
+    cluster: Annotated[
+        str | None,
+        typer.Option(
+            "--cluster",
+            help="The cluster the run belongs to in the history "
+            "(default: $MLENV_CLUSTER, else local).",
+        ),
+    ] = None,
+    history_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--history-dir",
+            help="History root (default $MLENV_HISTORY_DIR, else reports/ in the repository).",
+        ),
+    ] = None,
 ) -> None:
     """Finalise a killed run's report from its results.jsonl and record it in the history."""
     from mlenv.acceptance.records import history, rundir
@@ -36,21 +49,31 @@ def finalize_cmd(
         raise InputError(f"{run_dir}: no such report folder")
     holder = rundir.lock_holder(run_dir)
     if holder is not None:
-        raise InputError(f"{run_dir}: in use by a live run (pid {holder}); it finalises its own report")
+        raise InputError(
+            f"{run_dir}: in use by a live run (pid {holder}); it finalises its own report"
+        )
     doc = read_results(run_dir)
     if doc is not None:
-        raise InputError(f"{run_dir}: already finalised (run {doc.get('run_id')}, verdict {doc.get('verdict')})")
+        raise InputError(
+            f"{run_dir}: already finalised (run {doc.get('run_id')}, verdict {doc.get('verdict')})"
+        )
     if (run_dir / RESULTS_JSON).exists():
-        err(f"note: {run_dir / RESULTS_JSON} is unreadable (torn); written again from results.jsonl")
+        err(
+            f"note: {run_dir / RESULTS_JSON} is unreadable (torn); written again from results.jsonl"
+        )
     if not any((run_dir / f).is_file() for f in ("run.json", "results.jsonl")):
         raise InputError(f"{run_dir}: not a run's report folder (no run.json, no results.jsonl)")
     name = cluster or history.current_cluster()
     history.check_cluster_name(name)
     run_id = run_dir.name if is_run_id(run_dir.name) else "unknown"
-    doc = local.recover(run_dir, None, run_id, rundir.interrupted_by(run_dir), rundir.hung_note(run_dir))
+    doc = local.recover(
+        run_dir, None, run_id, rundir.interrupted_by(run_dir), rundir.hung_note(run_dir)
+    )
     (run_dir / rundir.LOCK_FILE).unlink(missing_ok=True)  # a dead run's lock: ours, and stale
     echo_out(console.verdict_block(doc, str(run_dir)))
-    for line in history.after_run(run_dir, doc, history_dir or history.default_root(repo_root()), name):
+    for line in history.after_run(
+        run_dir, doc, history_dir or history.default_root(repo_root()), name
+    ):
         err(line)
 
 

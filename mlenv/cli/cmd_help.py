@@ -17,7 +17,9 @@ COMPLETE_VAR = "_MLENV_COMPLETE"
 @guarded
 def help_(
     ctx: typer.Context,
-    verb: Annotated[str | None, typer.Argument(help="The verb to explain (default: all verbs).")] = None,
+    verb: Annotated[
+        str | None, typer.Argument(help="The verb to explain (default: all verbs).")
+    ] = None,
 ) -> None:
     """Show the help of mlenv, or of one verb (the same as `mlenv VERB --help`)."""
     root = ctx.parent
@@ -30,8 +32,11 @@ def help_(
     if cmd is None:
         names = sorted(group.list_commands(root)) if hasattr(group, "list_commands") else []
         close = difflib.get_close_matches(verb, names, n=1)
-        raise InputError(f"no verb {verb!r}" + (f" (did you mean {close[0]!r}?)" if close else "")
-                         + f"; verbs: {', '.join(names)}")
+        raise InputError(
+            f"no verb {verb!r}"
+            + (f" (did you mean {close[0]!r}?)" if close else "")
+            + f"; verbs: {', '.join(names)}"
+        )
     sub = cmd.make_context(verb, [], parent=root, resilient_parsing=True)
     typer.echo(cmd.get_help(sub))
 

@@ -28,8 +28,11 @@ def _metrics(rec: dict[str, Any]) -> str:
     parts = []
     for check, ms in sorted(m.items()):
         if isinstance(ms, dict):
-            parts += [f"{check.rsplit('.', 1)[-1]}.{k}={v:.4g}" for k, v in sorted(ms.items())
-                      if isinstance(v, int | float)]
+            parts += [
+                f"{check.rsplit('.', 1)[-1]}.{k}={v:.4g}"
+                for k, v in sorted(ms.items())
+                if isinstance(v, int | float)
+            ]
     return " ".join(parts)
 
 
@@ -40,8 +43,13 @@ def _versions(rec: dict[str, Any]) -> str:
         return ""
     out = []
     for key in ("torch", "driver", "cuda", "nccl"):
-        vals = sorted({str(n.get(key)) for n in v.values() if isinstance(n, dict) and n.get(key) not in
-                       (None, "not present")})
+        vals = sorted(
+            {
+                str(n.get(key))
+                for n in v.values()
+                if isinstance(n, dict) and n.get(key) not in (None, "not present")
+            }
+        )
         if vals:
             out.append(f"{key} {'/'.join(vals)}")
     return ", ".join(out)
@@ -63,21 +71,44 @@ def table(records: list[dict[str, Any]], width: int | None = None) -> tuple[str,
     sha256 (12), versions, headline metrics. ``width``: cut each row there with ``…``
     (the headline metrics of a full run made rows of about 400 characters). Every value
     comes from the history file, so each is escaped before it can reach a terminal."""
-    head = ("RUN", "STARTED", "VERDICT", "PROFILE", "RANKS", "CONFIG", "VERSIONS", "HEADLINE METRICS (median)")
+    head = (
+        "RUN",
+        "STARTED",
+        "VERDICT",
+        "PROFILE",
+        "RANKS",
+        "CONFIG",
+        "VERSIONS",
+        "HEADLINE METRICS (median)",
+    )
     rows = []
     for r in records:
         world = r.get("world") if isinstance(r.get("world"), dict) else {}
-        rows.append(tuple(shown(x) for x in (
-            r.get("run_id"), _started(r.get("started") or ""), r.get("verdict"), r.get("profile") or "",
-            (world or {}).get("ranks") or "", str(r.get("config_sha256") or "-")[:12], _versions(r), _metrics(r))))
+        rows.append(
+            tuple(
+                shown(x)
+                for x in (
+                    r.get("run_id"),
+                    _started(r.get("started") or ""),
+                    r.get("verdict"),
+                    r.get("profile") or "",
+                    (world or {}).get("ranks") or "",
+                    str(r.get("config_sha256") or "-")[:12],
+                    _versions(r),
+                    _metrics(r),
+                )
+            )
+        )
     widths = [max(len(x[i]) for x in [head, *rows]) for i in range(len(head) - 1)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
-             for row in [head, *rows]]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1]
+        for row in [head, *rows]
+    ]
     cut = False
     if width is not None:
         for i, line in enumerate(lines):
             if len(line.rstrip()) > width:
-                lines[i], cut = line[:width - 1].rstrip() + "…", True
+                lines[i], cut = line[: width - 1].rstrip() + "…", True
     return "\n".join(line.rstrip() for line in lines), cut
 
 
@@ -108,8 +139,12 @@ def _known_or_did_you_mean(cluster: str, root: Path) -> None:
     if cluster in known:
         return
     near = difflib.get_close_matches(cluster, sorted(known), n=3, cutoff=0.6)
-    hint = f"; did you mean {' or '.join(near)}?" if near else f"; known: {', '.join(sorted(known))}"
-    raise InputError(f"cluster {cluster!r}: no such cluster (no clusters/{cluster}.yaml, no runs in {root}){hint}")
+    hint = (
+        f"; did you mean {' or '.join(near)}?" if near else f"; known: {', '.join(sorted(known))}"
+    )
+    raise InputError(
+        f"cluster {cluster!r}: no such cluster (no clusters/{cluster}.yaml, no runs in {root}){hint}"
+    )
 
 
 def _fetch(cluster: str, root: Path, *, to_stderr: bool) -> None:
@@ -122,29 +157,53 @@ def _fetch(cluster: str, root: Path, *, to_stderr: bool) -> None:
 
     cfg = load_config(cluster)
     if cfg.name != cluster:
-        raise InputError(f"--fetch: {cluster!r} is config {cfg.name!r}: name the cluster (mlenv history {cfg.name} "
-                         "--fetch)")
+        raise InputError(
+            f"--fetch: {cluster!r} is config {cfg.name!r}: name the cluster (mlenv history {cfg.name} "
+            "--fetch)"
+        )
     from mlenv.platforms.base import Unsupported
 
     s = session()
     try:
-        platform(cfg).history_fetch(cfg, dataclasses.replace(s, say=s.warn) if to_stderr else s, history_root=root)
+        platform(cfg).history_fetch(
+            cfg, dataclasses.replace(s, say=s.warn) if to_stderr else s, history_root=root
+        )
     except Unsupported as e:
-        raise InputError(str(e).replace("mlenv history-fetch:", "mlenv history --fetch:", 1)) from None
+        raise InputError(
+            str(e).replace("mlenv history-fetch:", "mlenv history --fetch:", 1)
+        ) from None
 
 
 @guarded
 def history_cmd(
-    cluster: Annotated[str, typer.Argument(help="Cluster name (`local` for mlenv acceptance --local runs).")],
-    output: Annotated[str, typer.Option("-o", "--output", help="table (default) or json.")] = "table",
+    cluster: Annotated[
+        str, typer.Argument(help="Cluster name (`local` for mlenv acceptance --local runs).")
+    ],
+    output: Annotated[
+        str, typer.Option("-o", "--output", help="table (default) or json.")
+    ] = "table",
     limit: Annotated[int, typer.Option("--limit", help="Newest N runs (0: all).")] = 0,
-    history_dir: Annotated[Path | None, typer.Option("--history-dir", help="History root (default $MLENV_HISTORY_DIR, "
-                                                                          "else reports/ in the repository).")] = None,
-    wide: Annotated[bool, typer.Option("--wide", help="Whole rows, every headline metric (a terminal cuts them "
-                                                      "at its width).")] = False,
-    fetch: Annotated[bool, typer.Option("--fetch", help="First copy the runs recorded on the cluster (scheduled "
-                                                        "re-checks) that the history lacks: one record per run id.")]
-    = False,
+    history_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--history-dir",
+            help="History root (default $MLENV_HISTORY_DIR, else reports/ in the repository).",
+        ),
+    ] = None,
+    wide: Annotated[
+        bool,
+        typer.Option(
+            "--wide", help="Whole rows, every headline metric (a terminal cuts them at its width)."
+        ),
+    ] = False,
+    fetch: Annotated[
+        bool,
+        typer.Option(
+            "--fetch",
+            help="First copy the runs recorded on the cluster (scheduled "
+            "re-checks) that the history lacks: one record per run id.",
+        ),
+    ] = False,
 ) -> None:
     """List a cluster's acceptance runs, newest first."""
     from mlenv.acceptance.records import history
@@ -161,7 +220,9 @@ def history_cmd(
     records, notes = history.read(path)
     for n in notes:
         err(f"note: {n}")
-    if cluster == history.LOCAL_CLUSTER:  # --local runs' default folders: name the ones a kill left behind
+    if (
+        cluster == history.LOCAL_CLUSTER
+    ):  # --local runs' default folders: name the ones a kill left behind
         from mlenv.acceptance.records.rundir import DEFAULT_PARENT, unfinalised
 
         # acceptance --local writes under the folder it was started in: the checkout's, and here
@@ -183,7 +244,9 @@ def history_cmd(
     text, cut = table(records, _width(wide))
     typer.echo(text)
     if cut:
-        err("note: rows cut at the terminal's width (…): --wide shows whole rows, -o json everything")
+        err(
+            "note: rows cut at the terminal's width (…): --wide shows whole rows, -o json everything"
+        )
 
 
 def register(app: typer.Typer) -> None:

@@ -17,7 +17,9 @@ if TYPE_CHECKING:  # the model module is light, but keep --help free of config i
 
 def rows(clusters: list[Cluster]) -> list[tuple[str, ...]]:
     """Table rows (header first) for ``clusters``."""
-    out: list[tuple[str, ...]] = [("NAME", "PLATFORM", "MODES", "NODES x GPUS", "STORAGE", "DESCRIPTION")]
+    out: list[tuple[str, ...]] = [
+        ("NAME", "PLATFORM", "MODES", "NODES x GPUS", "STORAGE", "DESCRIPTION")
+    ]
     for c in clusters:
         modes = "rdma,tcp" if c.rdma.enabled else "tcp"
         gpu = f" {c.gpus.type}" if c.gpus.type else ""
@@ -53,11 +55,21 @@ def format_table(table: list[tuple[str, ...]]) -> str:
 
 def docs(clusters: list[Cluster]) -> list[dict[str, Any]]:
     """The table's content as plain data (``-o json|yaml``)."""
-    return [{"name": c.name, "file": str(c.source) if c.source else None,
-             "platform": c.platform, "namespace": c.namespace, "modes": ["rdma", "tcp"] if c.rdma.enabled else ["tcp"],
-             "nodes": c.gpus.default_nodes, "gpus_per_node": c.gpus.per_node,
-             "gpu_type": c.gpus.type, "storage": _storage(c),
-             "description": c.cluster.description} for c in clusters]
+    return [
+        {
+            "name": c.name,
+            "file": str(c.source) if c.source else None,
+            "platform": c.platform,
+            "namespace": c.namespace,
+            "modes": ["rdma", "tcp"] if c.rdma.enabled else ["tcp"],
+            "nodes": c.gpus.default_nodes,
+            "gpus_per_node": c.gpus.per_node,
+            "gpu_type": c.gpus.type,
+            "storage": _storage(c),
+            "description": c.cluster.description,
+        }
+        for c in clusters
+    ]
 
 
 @guarded

@@ -15,8 +15,12 @@ from mlenv.errors import InputError
 def logs(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
     pod: Annotated[int, typer.Option("--pod", help="Pod index.")] = 0,
-    follow: Annotated[bool, typer.Option("--follow", "-f", help="Stream until interrupted.")] = False,
-    tail: Annotated[int | None, typer.Option("--tail", help="Only the last N lines (then follow, with -f).")] = None,
+    follow: Annotated[
+        bool, typer.Option("--follow", "-f", help="Stream until interrupted.")
+    ] = False,
+    tail: Annotated[
+        int | None, typer.Option("--tail", help="Only the last N lines (then follow, with -f).")
+    ] = None,
 ) -> None:
     """Print (or follow) the log of ml-dev-env-<pod>, as `kubectl logs [-f] [--tail N]`."""
 

@@ -28,8 +28,16 @@ def _port_pair(spec: str) -> tuple[int, int]:
 @guarded
 def port_forward(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
-    debug: Annotated[bool, typer.Option("--debug", help=f"Forward the debugger port {DEBUG_PORT} (debugpy) of a worker pod.")] = False,
-    port: Annotated[list[str] | None, typer.Option("--port", help="PORT or LOCAL:REMOTE of a worker pod (repeatable).")] = None,
+    debug: Annotated[
+        bool,
+        typer.Option(
+            "--debug", help=f"Forward the debugger port {DEBUG_PORT} (debugpy) of a worker pod."
+        ),
+    ] = False,
+    port: Annotated[
+        list[str] | None,
+        typer.Option("--port", help="PORT or LOCAL:REMOTE of a worker pod (repeatable)."),
+    ] = None,
     pod: Annotated[int, typer.Option("--pod", help="Worker pod index for --debug/--port.")] = 0,
 ) -> None:
     """Forward each enabled dev tool's port (127.0.0.1 only) from ml-dev-env-dev; with

@@ -47,12 +47,27 @@ def _platform(run: Run, cluster: str | None) -> tuple[str, Platform]:
 
 @guarded
 def quarantine_cmd(
-    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="Report folder, results.json or run id in the history.")],
-    apply: Annotated[bool, typer.Option("--apply", help="Run the commands (default: print them, change nothing).")] = False,
-    node: Annotated[str | None, typer.Option("--node", help="Only this node (it must be in the run).")] = None,
-    cluster: Annotated[str | None, typer.Option("--cluster", help="Cluster name (default: the run's record).")] = None,
-    history_dir: Annotated[Path | None, typer.Option("--history-dir", help="History root (default $MLENV_HISTORY_DIR, "
-                                                                          "else reports/ in the repository).")] = None,
+    run_ref: Annotated[
+        str,
+        typer.Argument(metavar="RUN", help="Report folder, results.json or run id in the history."),
+    ],
+    apply: Annotated[
+        bool,
+        typer.Option("--apply", help="Run the commands (default: print them, change nothing)."),
+    ] = False,
+    node: Annotated[
+        str | None, typer.Option("--node", help="Only this node (it must be in the run).")
+    ] = None,
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="Cluster name (default: the run's record).")
+    ] = None,
+    history_dir: Annotated[
+        Path | None,
+        typer.Option(
+            "--history-dir",
+            help="History root (default $MLENV_HISTORY_DIR, else reports/ in the repository).",
+        ),
+    ] = None,
 ) -> None:
     """Take the nodes that FAILED a run out of scheduling: Kubernetes label, annotation and
     NoSchedule taint; Slurm drain with the run id and check as reason; hosts: the list."""
@@ -67,13 +82,27 @@ def quarantine_cmd(
 
 @guarded
 def release_cmd(
-    run_ref: Annotated[str, typer.Argument(metavar="RUN", help="The run whose quarantine to undo.")],
-    after: Annotated[str | None, typer.Option("--after", metavar="RUN2", help="A later run: release only the nodes it "
-                                                                              "measured and passed.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Release without a later passing run (said out loud).")] = False,
+    run_ref: Annotated[
+        str, typer.Argument(metavar="RUN", help="The run whose quarantine to undo.")
+    ],
+    after: Annotated[
+        str | None,
+        typer.Option(
+            "--after",
+            metavar="RUN2",
+            help="A later run: release only the nodes it measured and passed.",
+        ),
+    ] = None,
+    force: Annotated[
+        bool, typer.Option("--force", help="Release without a later passing run (said out loud).")
+    ] = False,
     node: Annotated[str | None, typer.Option("--node", help="Only this node.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print what would be undone; change nothing.")] = False,
-    cluster: Annotated[str | None, typer.Option("--cluster", help="Cluster name (default: the run's record).")] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Print what would be undone; change nothing.")
+    ] = False,
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="Cluster name (default: the run's record).")
+    ] = None,
     history_dir: Annotated[Path | None, typer.Option("--history-dir", help="History root.")] = None,
 ) -> None:
     """Undo exactly what `mlenv quarantine RUN --apply` did, node by node, never more."""
@@ -83,11 +112,24 @@ def release_cmd(
     run = q.load_run(run_ref, root)
     later = q.load_run(after, root) if after else None
     if later is None and not force:
-        raise InputError("release needs --after RUN2 (a later run that measured the node and passed it) or --force")
+        raise InputError(
+            "release needs --after RUN2 (a later run that measured the node and passed it) or --force"
+        )
     name, p = _platform(run, cluster)
     if force:
-        err(f"warning: --force: releasing run {run.run_id}'s quarantine without a later run that passed the node(s)")
-    p.release(name, session(), run=run, after=later, force=force, only=node, dry_run=dry_run, history_root=root)
+        err(
+            f"warning: --force: releasing run {run.run_id}'s quarantine without a later run that passed the node(s)"
+        )
+    p.release(
+        name,
+        session(),
+        run=run,
+        after=later,
+        force=force,
+        only=node,
+        dry_run=dry_run,
+        history_root=root,
+    )
 
 
 def register(app: typer.Typer) -> None:

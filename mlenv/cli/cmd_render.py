@@ -14,12 +14,26 @@ from mlenv.errors import EXIT_FAIL, InputError
 
 @guarded
 def render(
-    cluster: Annotated[str | None, typer.Argument(help="Cluster name (clusters/<name>.yaml) or config file.")] = None,
+    cluster: Annotated[
+        str | None, typer.Argument(help="Cluster name (clusters/<name>.yaml) or config file.")
+    ] = None,
     mode: Annotated[str | None, typer.Option("--mode", help="rdma or tcp; default: both.")] = None,
-    nodes: Annotated[int | None, typer.Option("--nodes", help="Pod count (default: gpus.default_nodes).")] = None,
-    out: Annotated[Path | None, typer.Option("--out", help="Root folder instead of k8s/ (→ DIR/<cluster>/<mode>/).")] = None,
-    all_: Annotated[bool, typer.Option("--all", help="Every clusters/*.yaml in both modes.")] = False,
-    check: Annotated[bool, typer.Option("--check", help="Write nothing; exit 1 if the tree differs from a fresh render.")] = False,
+    nodes: Annotated[
+        int | None, typer.Option("--nodes", help="Pod count (default: gpus.default_nodes).")
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Root folder instead of k8s/ (→ DIR/<cluster>/<mode>/)."),
+    ] = None,
+    all_: Annotated[
+        bool, typer.Option("--all", help="Every clusters/*.yaml in both modes.")
+    ] = False,
+    check: Annotated[
+        bool,
+        typer.Option(
+            "--check", help="Write nothing; exit 1 if the tree differs from a fresh render."
+        ),
+    ] = False,
 ) -> None:
     """Render validated manifests into k8s/<cluster>/<mode>/ (one file per kind + kustomization.yaml).
 
@@ -44,8 +58,10 @@ def render(
     if all_:
         # i25.12: outside a checkout `--all --check` checked 0 trees and said "up to date"
         if not (root / "clusters").is_dir():
-            raise InputError(f"--all: no clusters/ folder in {root} or above: run inside a "
-                             "checkout (or set MLENV_ROOT)")
+            raise InputError(
+                f"--all: no clusters/ folder in {root} or above: run inside a "
+                "checkout (or set MLENV_ROOT)"
+            )
         clusters = loader.load_all(root, warnings=warnings)
         if not clusters:
             raise InputError(f"--all: {root / 'clusters'} holds no cluster config (*.yaml)")
@@ -74,13 +90,16 @@ def render(
             for folder in sorted(set(PLATFORM_ROOTS.values())):
                 base = root / folder
                 platform_roots.append((base, {d.name for d, _ in planned if d.parent == base}))
-        stale = stale_paths(planned, out_root, {c.name for c in clusters} if all_ else None,
-                            platform_roots)
+        stale = stale_paths(
+            planned, out_root, {c.name for c in clusters} if all_ else None, platform_roots
+        )
         if stale:
             for p in stale:
                 err(f"stale: {p}")
-            err("the rendered manifests are out of date; regenerate with: mlenv render --all "
-                "(or make render-all) and commit k8s/")
+            err(
+                "the rendered manifests are out of date; regenerate with: mlenv render --all "
+                "(or make render-all) and commit k8s/"
+            )
             raise typer.Exit(EXIT_FAIL)
         typer.echo(f"{len(planned)} manifest tree(s) up to date under {out_root}")
         return

@@ -23,8 +23,16 @@ from mlenv.errors import InputError
 @guarded
 def secrets(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
-    mode: Annotated[str | None, typer.Option("--mode", help="rdma or tcp (which rendered tree the Secrets are for; default: the config's).")] = None,
-    output: Annotated[str, typer.Option("-o", "--output", help="yaml (multi-document) or json (a v1 List).")] = "yaml",
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            "--mode",
+            help="rdma or tcp (which rendered tree the Secrets are for; default: the config's).",
+        ),
+    ] = None,
+    output: Annotated[
+        str, typer.Option("-o", "--output", help="yaml (multi-document) or json (a v1 List).")
+    ] = "yaml",
 ) -> None:
     """Print fresh Secrets (ssh keys, dev-tool credentials) for k8s/<cluster>/<mode>/: seal them, never commit them."""
     from mlenv.render.serialize import dump_all
@@ -35,14 +43,24 @@ def secrets(
     cfg = load_config(cluster)
     docs = platform(cfg).secrets(cfg, session(), mode=mode or cfg.own_mode)  # i25.4
     if output == "json":
-        typer.echo(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}, indent=2, sort_keys=True))
+        typer.echo(
+            json.dumps(
+                {"apiVersion": "v1", "kind": "List", "items": docs}, indent=2, sort_keys=True
+            )
+        )
     else:
-        typer.echo(dump_all(docs, sort_keys=True, default_flow_style=False, explicit_start=True), nl=False)
+        typer.echo(
+            dump_all(docs, sort_keys=True, default_flow_style=False, explicit_start=True), nl=False
+        )
     if sys.stdout.isatty():
-        err("these are private keys in the clear: pipe them to kubeseal or sops instead of a terminal or a file in git")
+        err(
+            "these are private keys in the clear: pipe them to kubeseal or sops instead of a terminal or a file in git"
+        )
     else:
-        err(f"{len(docs)} Secret(s) for namespace {cfg.namespace}: encrypt before committing "
-            "(e.g. | kubeseal -o yaml); mlenv deploy keeps them (they carry this instance's labels)")
+        err(
+            f"{len(docs)} Secret(s) for namespace {cfg.namespace}: encrypt before committing "
+            "(e.g. | kubeseal -o yaml); mlenv deploy keeps them (they carry this instance's labels)"
+        )
 
 
 def register(app: typer.Typer) -> None:

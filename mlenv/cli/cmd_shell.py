@@ -13,7 +13,9 @@ from mlenv.cli._common import guarded
 @guarded
 def shell(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
-    command: Annotated[list[str] | None, typer.Argument(help="Command to run instead of a login shell (after --).")] = None,
+    command: Annotated[
+        list[str] | None, typer.Argument(help="Command to run instead of a login shell (after --).")
+    ] = None,
     pod: Annotated[int, typer.Option("--pod", help="Pod index.")] = 0,
 ) -> None:
     """Open bash in ml-dev-env-<pod> (then ./launch_deepspeed.sh from /workspace), or run
@@ -21,7 +23,9 @@ def shell(
 
     cfg = load_config(cluster)
     name = worker_pod(pod)
-    raise typer.Exit(platform(cfg).shell(cfg, session(), index=pod, pod=name, command=list(command or [])))
+    raise typer.Exit(
+        platform(cfg).shell(cfg, session(), index=pod, pod=name, command=list(command or []))
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -13,7 +13,9 @@ from mlenv.cli._common import guarded
 
 @guarded
 def stage(
-    cluster: Annotated[str, typer.Argument(help="Cluster name or config file (platform slurm or hosts).")],
+    cluster: Annotated[
+        str, typer.Argument(help="Cluster name or config file (platform slurm or hosts).")
+    ],
 ) -> None:
     """Build a wheelhouse here (a wheel of mlenv; PyYAML and DeepSpeed where the node's
     python lacks them) in <shared_dir>/.mlenv/wheelhouse/CLUSTER, then on one node (srun

@@ -14,10 +14,25 @@ from mlenv.errors import InputError
 @guarded
 def teardown(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
-    purge: Annotated[bool, typer.Option("--purge", help="Also delete the PVCs (workspace and datasets data) and the image build (BuildConfig, ImageStream).")] = False,
-    legacy: Annotated[bool, typer.Option("--legacy", help="Remove upstream ml-dev-env's objects instead (listed first).")] = False,
-    yes: Annotated[bool, typer.Option("--yes", "-y", help="With --legacy: no confirmation prompt.")] = False,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="List what would be deleted and kept; delete nothing.")] = False,
+    purge: Annotated[
+        bool,
+        typer.Option(
+            "--purge",
+            help="Also delete the PVCs (workspace and datasets data) and the image build (BuildConfig, ImageStream).",
+        ),
+    ] = False,
+    legacy: Annotated[
+        bool,
+        typer.Option(
+            "--legacy", help="Remove upstream ml-dev-env's objects instead (listed first)."
+        ),
+    ] = False,
+    yes: Annotated[
+        bool, typer.Option("--yes", "-y", help="With --legacy: no confirmation prompt.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="List what would be deleted and kept; delete nothing.")
+    ] = False,
 ) -> None:
     """Delete everything labelled app.kubernetes.io/instance=<cluster>, name=ml-dev-env.
     PVCs (volumeClaimTemplate ones too) and the image build (BuildConfig, ImageStream) are
@@ -25,9 +40,11 @@ def teardown(
     you may not delete (the RDMA SCC, its ClusterRole) are named as left behind.
     --dry-run reads the same objects and decides the same way, and deletes nothing."""
     if dry_run and legacy:
-        raise InputError("--dry-run lists what an OpenShift/Kubernetes teardown would delete; "
-                         "--legacy lists what it would remove and asks first (answer no to "
-                         "change nothing)")
+        raise InputError(
+            "--dry-run lists what an OpenShift/Kubernetes teardown would delete; "
+            "--legacy lists what it would remove and asks first (answer no to "
+            "change nothing)"
+        )
     cfg = load_config(cluster)
     platform(cfg).teardown(cfg, session(), purge=purge, dry_run=dry_run, legacy=legacy, yes=yes)
 

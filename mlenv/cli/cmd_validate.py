@@ -17,7 +17,9 @@ from mlenv.errors import EXIT_INPUT, Diagnostic, InputError
 def validate(
     targets: Annotated[
         list[str] | None,
-        typer.Argument(help="Cluster names (clusters/<name>.yaml) or config files; default: every clusters/*.yaml."),
+        typer.Argument(
+            help="Cluster names (clusters/<name>.yaml) or config files; default: every clusters/*.yaml."
+        ),
     ] = None,
     output: OutputOpt = None,
 ) -> None:
@@ -57,9 +59,14 @@ def validate(
     for f in files:
         cluster, file_diags = check_file(f)
         diags += file_diags
-        per_file.append({"file": str(f), "cluster": cluster.name if cluster else None,
-                         "valid": cluster is not None,
-                         "diagnostics": [asdict(d) for d in file_diags]})
+        per_file.append(
+            {
+                "file": str(f),
+                "cluster": cluster.name if cluster else None,
+                "valid": cluster is not None,
+                "diagnostics": [asdict(d) for d in file_diags],
+            }
+        )
         if cluster is None:
             bad_files += 1
         else:
@@ -75,12 +82,23 @@ def validate(
     # An unknown name counts as one error in one (missing) file.
     errors = sum(1 for d in diags if d.severity == "error") + len(unknown)
     if output is not None:
-        dup_diags = [asdict(d) for d in diags if not any(asdict(d) in p["diagnostics"]
-                                                          for p in per_file)]
-        emit({"valid": errors == 0, "errors": errors, "files": per_file,
-              "unknown": list(unknown), "diagnostics": dup_diags}, output)
+        dup_diags = [
+            asdict(d) for d in diags if not any(asdict(d) in p["diagnostics"] for p in per_file)
+        ]
+        emit(
+            {
+                "valid": errors == 0,
+                "errors": errors,
+                "files": per_file,
+                "unknown": list(unknown),
+                "diagnostics": dup_diags,
+            },
+            output,
+        )
     if errors:
-        err(f"{errors} error(s) in {bad_files + len(unknown)} of {len(files) + len(unknown)} file(s)")
+        err(
+            f"{errors} error(s) in {bad_files + len(unknown)} of {len(files) + len(unknown)} file(s)"
+        )
         raise typer.Exit(EXIT_INPUT)
     if output is None:
         typer.echo(f"ok: {len(files)} file(s)")

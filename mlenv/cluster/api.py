@@ -45,17 +45,37 @@ NO_TIMEOUT = math.inf
 # reachability probe): MLENV_API_TIMEOUT_S or --request-timeout override it (i22).
 DEFAULT_API_TIMEOUT = 10.0
 
-CLUSTER_SCOPED_KINDS = frozenset({
-    "Node", "Namespace", "Project", "StorageClass", "SecurityContextConstraints",
-    "ClusterRole", "ClusterRoleBinding", "PersistentVolume",
-})
+CLUSTER_SCOPED_KINDS = frozenset(
+    {
+        "Node",
+        "Namespace",
+        "Project",
+        "StorageClass",
+        "SecurityContextConstraints",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "PersistentVolume",
+    }
+)
 # Kinds only an OpenShift API serves; a plain Kubernetes API answers "no such resource type".
-OPENSHIFT_KINDS = frozenset({
-    "Route", "BuildConfig", "Build", "ImageStream", "ImageStreamTag", "DeploymentConfig",
-    "SecurityContextConstraints", "Project",
-})
-_PLURALS = {"SecurityContextConstraints": "securitycontextconstraints",
-            "Endpoints": "endpoints", "Ingress": "ingresses", "NetworkPolicy": "networkpolicies"}
+OPENSHIFT_KINDS = frozenset(
+    {
+        "Route",
+        "BuildConfig",
+        "Build",
+        "ImageStream",
+        "ImageStreamTag",
+        "DeploymentConfig",
+        "SecurityContextConstraints",
+        "Project",
+    }
+)
+_PLURALS = {
+    "SecurityContextConstraints": "securitycontextconstraints",
+    "Endpoints": "endpoints",
+    "Ingress": "ingresses",
+    "NetworkPolicy": "networkpolicies",
+}
 
 
 def plural(kind: str) -> str:
@@ -76,8 +96,9 @@ class Unread(Enum):
     UNREAD = "unread"
 
 
-def read_each(get: Callable[[str, str, str | None], Manifest | None],
-              refs: Sequence[ObjectRef]) -> dict[ObjectRef, Manifest | None]:
+def read_each(
+    get: Callable[[str, str, str | None], Manifest | None], refs: Sequence[ObjectRef]
+) -> dict[ObjectRef, Manifest | None]:
     """Each ref read alone with ``get`` (a client's), as :meth:`ClusterClient.get_many`
     answers: a ref ``get`` refuses (ApiError) is left out, for a later ``get`` to say why."""
     out: dict[ObjectRef, Manifest | None] = {}
@@ -101,16 +122,25 @@ class DryRunItem:
     force_conflicts: bool = False
 
 
-def dry_run_each(apply: Callable[..., ApplyResult], items: Sequence[DryRunItem],
-                 field_manager: str) -> list[ApplyResult | ApiError]:
+def dry_run_each(
+    apply: Callable[..., ApplyResult], items: Sequence[DryRunItem], field_manager: str
+) -> list[ApplyResult | ApiError]:
     """Each item dry-run applied alone with ``apply`` (a client's), as
     :meth:`ClusterClient.dry_run_many` answers: the result, or the refusal (ApiError) in its
     place; Unreachable raises."""
     out: list[ApplyResult | ApiError] = []
     for it in items:
         try:
-            out.append(apply(it.manifest, it.namespace, field_manager=field_manager, dry_run=True, live=it.live,
-                             force_conflicts=it.force_conflicts))
+            out.append(
+                apply(
+                    it.manifest,
+                    it.namespace,
+                    field_manager=field_manager,
+                    dry_run=True,
+                    live=it.live,
+                    force_conflicts=it.force_conflicts,
+                )
+            )
         except ApiError as e:  # Unreachable is not one: it raises
             out.append(e)
     return out
@@ -160,8 +190,14 @@ class Conflict(ApiError):
 
     code = 409
 
-    def __init__(self, message: str, *, kind: str = "", name: str = "",
-                 fields: Sequence[tuple[str, str]] = ()) -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        kind: str = "",
+        name: str = "",
+        fields: Sequence[tuple[str, str]] = (),
+    ) -> None:
         self.fields = list(fields)  # (field path, owning manager)
         super().__init__(message, kind=kind, name=name)
 
@@ -206,8 +242,10 @@ class ExecTimeout(InfraError):
     """An exec or rsync did not finish within its timeout and was killed."""
 
     def __init__(self, what: str, pod: str, seconds: float) -> None:
-        super().__init__(f"{what} in pod {pod} did not finish within {seconds:g} s and was "
-                         "stopped (raise the limit with --timeout or MLENV_EXEC_TIMEOUT)")
+        super().__init__(
+            f"{what} in pod {pod} did not finish within {seconds:g} s and was "
+            "stopped (raise the limit with --timeout or MLENV_EXEC_TIMEOUT)"
+        )
 
 
 class ExecFailed(InfraError):
@@ -216,8 +254,10 @@ class ExecFailed(InfraError):
     def __init__(self, pod: str, result: ExecResult) -> None:
         self.result = result
         tail = (result.stderr or result.stdout).strip().splitlines()[-1:] or [""]
-        super().__init__(f"exec in pod {pod} failed (exit {result.returncode}): "
-                         f"{' '.join(result.args[:3])}…: {tail[0]}")
+        super().__init__(
+            f"exec in pod {pod} failed (exit {result.returncode}): "
+            f"{' '.join(result.args[:3])}…: {tail[0]}"
+        )
 
 
 @dataclass(frozen=True)
@@ -288,8 +328,15 @@ class ClusterClient(Protocol):
         """The logged-in user; raises Unreachable when not logged in."""
         ...
 
-    def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
-              as_user: str | None = None, subresource: str | None = None) -> bool:
+    def can_i(
+        self,
+        verb: str,
+        resource: str,
+        namespace: str | None = None,
+        *,
+        as_user: str | None = None,
+        subresource: str | None = None,
+    ) -> bool:
         """``auth can-i``: may the logged-in user (or ``as_user``, impersonated) do ``verb``
         on ``resource`` (``RESOURCE`` or ``RESOURCE/NAME``: ``pods/exec`` is a pod named
         exec, as the API server reads it) or on its ``subresource`` (``--subresource=exec``)?
@@ -303,9 +350,16 @@ class ClusterClient(Protocol):
         call fails by itself; Unreachable raises."""
         ...
 
-    def apply(self, manifest: Manifest, namespace: str | None, *,
-              field_manager: str = FIELD_MANAGER, force_conflicts: bool = False,
-              dry_run: bool = False, live: Manifest | None | Unread = Unread.UNREAD) -> ApplyResult:
+    def apply(
+        self,
+        manifest: Manifest,
+        namespace: str | None,
+        *,
+        field_manager: str = FIELD_MANAGER,
+        force_conflicts: bool = False,
+        dry_run: bool = False,
+        live: Manifest | None | Unread = Unread.UNREAD,
+    ) -> ApplyResult:
         """Server-side apply one object; raises Conflict (409) or Invalid (422).
 
         ``live``: the object as the caller last read it (None: it did not exist), when
@@ -313,8 +367,9 @@ class ClusterClient(Protocol):
         judged against it instead of a fresh read (i22: one client process fewer)."""
         ...
 
-    def dry_run_many(self, items: Sequence[DryRunItem], *,
-                     field_manager: str = FIELD_MANAGER) -> builtins.list[ApplyResult | ApiError]:
+    def dry_run_many(
+        self, items: Sequence[DryRunItem], *, field_manager: str = FIELD_MANAGER
+    ) -> builtins.list[ApplyResult | ApiError]:
         """Server-side dry-run apply of each item, answered in order as :meth:`apply`
         answers it alone (``dry_run=True``): its result, or its refusal (ApiError) in its
         place; Unreachable raises. i22: OcCluster sends them in one process per namespace
@@ -333,19 +388,27 @@ class ClusterClient(Protocol):
         i22: one client process per namespace instead of one per object."""
         ...
 
-    def list(self, kind: str, namespace: str | None,
-             selector: dict[str, str] | None = None) -> list[Manifest]:
+    def list(
+        self, kind: str, namespace: str | None, selector: dict[str, str] | None = None
+    ) -> list[Manifest]:
         """Objects of a kind, filtered by an equality label selector; ``namespace`` None
         means cluster-scoped kinds, or every namespace for a namespaced kind."""
         ...
 
-    def delete(self, kind: str, name: str, namespace: str | None, *,
-               cascade: Literal["background", "foreground", "orphan"] = "background") -> bool:
+    def delete(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        *,
+        cascade: Literal["background", "foreground", "orphan"] = "background",
+    ) -> bool:
         """Delete one object; False when it did not exist."""
         ...
 
-    def events(self, namespace: str, kind: str | None = None,
-               name: str | None = None) -> builtins.list[Event]:
+    def events(
+        self, namespace: str, kind: str | None = None, name: str | None = None
+    ) -> builtins.list[Event]:
         """Events in a namespace, optionally only those about one object."""
         ...
 
@@ -354,29 +417,58 @@ class ClusterClient(Protocol):
         exactly as :meth:`NodeMarks.commands` prints them; Forbidden without ``patch nodes``."""
         ...
 
-    def exec(self, pod: str, namespace: str, argv: Sequence[str], *,
-             stdin: str | None = None, check: bool = True,
-             timeout: float | None = None) -> ExecResult:
+    def exec(
+        self,
+        pod: str,
+        namespace: str,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        check: bool = True,
+        timeout: float | None = None,
+    ) -> ExecResult:
         """Run an argument list in a pod; raises ExecFailed when check and non-zero, and
         ExecTimeout after ``timeout`` seconds (None: the client's default, NO_TIMEOUT: none)."""
         ...
 
-    def exec_stream(self, pod: str, namespace: str, argv: Sequence[str], out: Output, *,
-                    timeout: float | None = None) -> int:
+    def exec_stream(
+        self,
+        pod: str,
+        namespace: str,
+        argv: Sequence[str],
+        out: Output,
+        *,
+        timeout: float | None = None,
+    ) -> int:
         """Run an argument list in a pod, passing output lines to ``out``; returns the exit
         code. No limit unless ``timeout`` is given (a stream is usually a whole job)."""
         ...
 
-    def rsync(self, local_dir: str, pod: str, namespace: str, remote_dir: str, *,
-              exclude: Sequence[str] = (), timeout: float | None = None) -> None:
+    def rsync(
+        self,
+        local_dir: str,
+        pod: str,
+        namespace: str,
+        remote_dir: str,
+        *,
+        exclude: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> None:
         """Copy the contents of ``local_dir`` to ``remote_dir`` in the pod, adding and
         updating files only: no client deletes (``sync --delete`` removes an explicit,
         protected list through exec). ``exclude`` holds rsync patterns: ``/x`` only at the
         top of the tree, ``x`` at any depth. ExecTimeout as for :meth:`exec`."""
         ...
 
-    def logs(self, pod: str, namespace: str, *, follow: bool = False,
-             out: Output | None = None, tail: int | None = None) -> str:
+    def logs(
+        self,
+        pod: str,
+        namespace: str,
+        *,
+        follow: bool = False,
+        out: Output | None = None,
+        tail: int | None = None,
+    ) -> str:
         """A pod's log (streamed to ``out`` when following); ``tail``: only the last N lines."""
         ...
 

@@ -76,8 +76,12 @@ def oc_client(opts: ClientOptions) -> Iterator[ClusterClient]:
     """The real client: :class:`~mlenv.cluster.oc.OcCluster` (``oc``, else ``kubectl``)."""
     from mlenv.cluster.oc import OcCluster
 
-    yield OcCluster(exec_timeout=opts.exec_timeout, kubeconfig=opts.kubeconfig,
-                    context=opts.context, api_timeout=opts.api_timeout)
+    yield OcCluster(
+        exec_timeout=opts.exec_timeout,
+        kubeconfig=opts.kubeconfig,
+        context=opts.context,
+        api_timeout=opts.api_timeout,
+    )
 
 
 _factory: ClusterFactory = oc_client
@@ -102,9 +106,13 @@ def use_factory(factory: ClusterFactory) -> Iterator[None]:
 
 
 @contextmanager
-def connect(notice: Callable[[str], None] | None = None, *, kubeconfig: str | None = None,
-            context: str | None = None, api_timeout: float | None = None,
-            ) -> Iterator[ClusterClient]:
+def connect(
+    notice: Callable[[str], None] | None = None,
+    *,
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    api_timeout: float | None = None,
+) -> Iterator[ClusterClient]:
     """Yield the cluster client for one command, built by the installed factory.
 
     ``notice`` receives, once, anything the user should know about the client chosen
@@ -112,10 +120,14 @@ def connect(notice: Callable[[str], None] | None = None, *, kubeconfig: str | No
     ``oc``/``kubectl`` call; ``api_timeout`` (seconds, default ``MLENV_API_TIMEOUT_S``,
     else :data:`DEFAULT_API_TIMEOUT`) bounds each of them but exec and rsync.
     """
-    limit = api_timeout if api_timeout is not None else \
-        seconds_from_env(API_TIMEOUT_ENV, DEFAULT_API_TIMEOUT, below=86400)
-    opts = ClientOptions(exec_timeout(), bool(os.environ.get(TIMEOUT_ENV)), kubeconfig, context,
-                         limit)
+    limit = (
+        api_timeout
+        if api_timeout is not None
+        else seconds_from_env(API_TIMEOUT_ENV, DEFAULT_API_TIMEOUT, below=86400)
+    )
+    opts = ClientOptions(
+        exec_timeout(), bool(os.environ.get(TIMEOUT_ENV)), kubeconfig, context, limit
+    )
     with _factory(opts) as client:
         said = str(getattr(client, "notice", "") or "")
         if said and notice is not None:

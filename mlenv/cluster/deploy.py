@@ -62,9 +62,12 @@ DELETE_WAIT_S = 120.0
 RECREATABLE = ("StatefulSet", "Pod", "RoleBinding")
 APPLY_TRIES = 3
 # How the API server words a 422 for a field it cannot update in place.
-IMMUTABLE_MARKERS = ("pod updates may not change fields", "cannot change roleref",
-                     "updates to statefulset spec for fields other than",
-                     "field is immutable")
+IMMUTABLE_MARKERS = (
+    "pod updates may not change fields",
+    "cannot change roleref",
+    "updates to statefulset spec for fields other than",
+    "field is immutable",
+)
 
 
 class PreflightFailed(InfraError):
@@ -85,8 +88,10 @@ class DryRunRejected(InfraError):
         self.rejections = rejections
         self.exit_code = 2 if all(isinstance(e, Invalid) for _, e in rejections) else 3
         lines = "\n".join(f"  - {ref}: {e}" for ref, e in rejections)
-        super().__init__(f"the server-side dry run refused {len(rejections)} object(s), "
-                         f"nothing was applied:\n{lines}")
+        super().__init__(
+            f"the server-side dry run refused {len(rejections)} object(s), "
+            f"nothing was applied:\n{lines}"
+        )
 
 
 class DeployTimeout(InfraError):
@@ -99,7 +104,9 @@ class ImageUnavailable(DeployTimeout):
 
 
 # Waiting reasons that waiting does not heal: the image is missing, private or misnamed.
-PULL_FAILED = frozenset({"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
+PULL_FAILED = frozenset(
+    {"ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"}
+)
 # ErrImagePull alone may be a registry's hiccup that the kubelet's next try survives;
 # back-off, or the same failure for this long, is not.
 PULL_GRACE_S = 15.0
@@ -110,13 +117,21 @@ def image_problem(cfg: ClusterConfig, stuck: list[PodView]) -> str:
     from mlenv.render.names import default_image
 
     reasons = sorted({p.waiting_reason for p in stuck})
-    head = (f"{', '.join(p.name for p in stuck)} cannot pull the image {default_image(cfg)} "
-            f"({', '.join(reasons)})")
+    head = (
+        f"{', '.join(p.name for p in stuck)} cannot pull the image {default_image(cfg)} "
+        f"({', '.join(reasons)})"
+    )
     if not cfg.image.ref:
-        return (head + ": the BuildConfig has not built it yet: `make build-image` (oc start-build), then "
-                "deploy again; or set image.ref to an image the nodes can pull")
-    return (head + ": check image.ref's name and tag, and that the nodes may pull it (a pull secret for a "
-            "private registry); or clear image.ref and `make build-image`")
+        return (
+            head
+            + ": the BuildConfig has not built it yet: `make build-image` (oc start-build), then "
+            "deploy again; or set image.ref to an image the nodes can pull"
+        )
+    return (
+        head
+        + ": check image.ref's name and tag, and that the nodes may pull it (a pull secret for a "
+        "private registry); or clear image.ref and `make build-image`"
+    )
 
 
 class ImageNotBuilt(InfraError):
@@ -157,8 +172,9 @@ class DeployIncomplete(InfraError):
     what is now applied, what was deleted and not restored, and the command that restores
     or removes it (exit 3)."""
 
-    def __init__(self, cause: Exception, done: list[str], pending: list[str],
-                 restore: str, remove: str) -> None:
+    def __init__(
+        self, cause: Exception, done: list[str], pending: list[str], restore: str, remove: str
+    ) -> None:
         lines = [f"deploy stopped half-way: {cause}", "now applied:"]
         lines += [f"  - {d}" for d in done] or ["  (nothing)"]
         if pending:
@@ -200,8 +216,12 @@ class DeployReport:
     @property
     def unchanged(self) -> bool:
         """True when the apply changed no object."""
-        return bool(self.applied) and all(a.action == "unchanged" for a in self.applied) \
-            and not self.recreated and self.ssh_secret == "kept"
+        return (
+            bool(self.applied)
+            and all(a.action == "unchanged" for a in self.applied)
+            and not self.recreated
+            and self.ssh_secret == "kept"
+        )
 
 
 class ReadOnce:
@@ -234,15 +254,26 @@ class ReadOnce:
         self._seen.update(self._client.get_many([r for r in refs if r not in self._seen]))
         return {r: self.get(*r) for r in refs if r in self._seen}
 
-    def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
-              as_user: str | None = None, subresource: str | None = None) -> bool:
+    def can_i(
+        self,
+        verb: str,
+        resource: str,
+        namespace: str | None = None,
+        *,
+        as_user: str | None = None,
+        subresource: str | None = None,
+    ) -> bool:
         """The answer as first given (i22: preflight primes them all at once, then asks
         one by one); an impersonated question is always asked."""
         if as_user is not None:
-            return self._client.can_i(verb, resource, namespace, as_user=as_user, subresource=subresource)
+            return self._client.can_i(
+                verb, resource, namespace, as_user=as_user, subresource=subresource
+            )
         q = Question(verb, resource, namespace, subresource)
         if q not in self._answers:
-            self._answers[q] = self._client.can_i(verb, resource, namespace, subresource=subresource)
+            self._answers[q] = self._client.can_i(
+                verb, resource, namespace, subresource=subresource
+            )
         return self._answers[q]
 
     def can_i_many(self, questions: Sequence[Question]) -> list[bool]:
@@ -263,8 +294,9 @@ def default_renderer(cfg: ClusterConfig, mode: Mode, nodes: int | None) -> list[
     return render_cluster(cfg, mode, nodes)
 
 
-def plan(cfg: ClusterConfig, mode: Mode, nodes: int | None,
-         render: Renderer | None = None) -> list[Manifest]:
+def plan(
+    cfg: ClusterConfig, mode: Mode, nodes: int | None, render: Renderer | None = None
+) -> list[Manifest]:
     """The manifests deploy would apply, in apply order (raises InputError if invalid)."""
     return (render or default_renderer)(cfg, mode, nodes)
 
@@ -292,14 +324,20 @@ def _immutable_view(sts: Manifest) -> dict[str, Any]:
     vcts = []
     for v in spec.get("volumeClaimTemplates") or []:
         vs = v.get("spec") or {}
-        vcts.append({"name": (v.get("metadata") or {}).get("name"),
-                     "accessModes": vs.get("accessModes"),
-                     "storageClassName": vs.get("storageClassName"),
-                     "storage": _same_quantity((vs.get("resources") or {}).get("requests") or {})})
-    return {"selector": (spec.get("selector") or {}).get("matchLabels"),
-            "serviceName": spec.get("serviceName"),
-            "podManagementPolicy": spec.get("podManagementPolicy", "OrderedReady"),
-            "volumeClaimTemplates": vcts}
+        vcts.append(
+            {
+                "name": (v.get("metadata") or {}).get("name"),
+                "accessModes": vs.get("accessModes"),
+                "storageClassName": vs.get("storageClassName"),
+                "storage": _same_quantity((vs.get("resources") or {}).get("requests") or {}),
+            }
+        )
+    return {
+        "selector": (spec.get("selector") or {}).get("matchLabels"),
+        "serviceName": spec.get("serviceName"),
+        "podManagementPolicy": spec.get("podManagementPolicy", "OrderedReady"),
+        "volumeClaimTemplates": vcts,
+    }
 
 
 def immutable_changes(live: Manifest, planned: Manifest) -> list[str]:
@@ -309,8 +347,10 @@ def immutable_changes(live: Manifest, planned: Manifest) -> list[str]:
     for k in a:
         if k == "volumeClaimTemplates":
             # the server fills in the default storage class: only an explicit change counts
-            la = [{**x, "storageClassName": x["storageClassName"] if y["storageClassName"] else None}
-                  for x, y in zip(a[k], b[k], strict=False)]
+            la = [
+                {**x, "storageClassName": x["storageClassName"] if y["storageClassName"] else None}
+                for x, y in zip(a[k], b[k], strict=False)
+            ]
             if len(a[k]) != len(b[k]) or la != b[k]:
                 changed.append(k)
         elif a[k] != b[k]:
@@ -318,8 +358,14 @@ def immutable_changes(live: Manifest, planned: Manifest) -> list[str]:
     return changed
 
 
-def deploy(cfg: ClusterConfig, opts: DeployOptions, client: ClusterClient | None, *,
-           render: Renderer | None = None, say: Say = lambda _m: None) -> DeployReport:
+def deploy(
+    cfg: ClusterConfig,
+    opts: DeployOptions,
+    client: ClusterClient | None,
+    *,
+    render: Renderer | None = None,
+    say: Say = lambda _m: None,
+) -> DeployReport:
     """Deploy a cluster config. ``client`` may be None only for ``dry_run="client"``."""
     requested: Mode = opts.mode
     mode = cfg.effective_mode(requested)
@@ -334,8 +380,10 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: ClusterClient | None
         raise InputError("no cluster connection (internal: client is None)")
     applier, client = client, cast(ClusterClient, ReadOnce(client))  # reads until the apply
     # i22: every object the checks below read, in one get per namespace
-    client.get_many([(str(m["kind"]), str(m["metadata"]["name"]), _scope(cfg, m)) for m in manifests]
-                    + [("Secret", n, cfg.namespace) for n in (keys.SECRET_NAME, keys.DEVTOOLS_SECRET)])
+    client.get_many(
+        [(str(m["kind"]), str(m["metadata"]["name"]), _scope(cfg, m)) for m in manifests]
+        + [("Secret", n, cfg.namespace) for n in (keys.SECRET_NAME, keys.DEVTOOLS_SECRET)]
+    )
     from mlenv.cluster import legacy  # i10.3: say what happens to upstream ml-dev-env's objects
 
     for line in legacy.deploy_notice(cfg, legacy.find(client, cfg.namespace)):
@@ -347,8 +395,11 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: ClusterClient | None
         reasons = [p.message for p in pre.rdma]
         if opts.no_fallback or not cfg.rdma.allow_tcp_fallback:
             why = "--no-fallback" if opts.no_fallback else "rdma.allow_tcp_fallback is false"
-            raise PreflightFailed(pre.blocking + pre.rdma + [
-                Problem("rdma", f"RDMA prerequisites missing and TCP fallback is off ({why})")])
+            raise PreflightFailed(
+                pre.blocking
+                + pre.rdma
+                + [Problem("rdma", f"RDMA prerequisites missing and TCP fallback is off ({why})")]
+            )
         banner = "!" * 72
         say(banner)
         say("!! RDMA PREREQUISITES MISSING: FALLING BACK TO TCP (NCCL over sockets)")
@@ -366,10 +417,12 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: ClusterClient | None
     rep.preflight = pre
     neighbours = neighbour_pods(cfg, client)
     if neighbours:  # i22: ignored everywhere, but someone in the namespace made them
-        say(f"preflight: warning: pod(s) {', '.join(neighbours)} carry the labels of "
+        say(
+            f"preflight: warning: pod(s) {', '.join(neighbours)} carry the labels of "
             f"{cfg.name} but are not its StatefulSet's: sync, status, launch and teardown "
             f"ignore them; the namespace {cfg.namespace} is the trust boundary for the NCCL "
-            "world and the c10d store (docs/security.md)")
+            "world and the c10d store (docs/security.md)"
+        )
     if pre.blocking:
         raise PreflightFailed(pre.blocking)
     leave = set(pre.skip)
@@ -391,9 +444,17 @@ def deploy(cfg: ClusterConfig, opts: DeployOptions, client: ClusterClient | None
     return rep
 
 
-def _apply_phase(cfg: ClusterConfig, opts: DeployOptions, mode: Mode, secrets: list[Manifest],
-                 todo: list[Manifest], client: ClusterClient, rep: DeployReport,
-                 recreate: dict[str, str], say: Say) -> None:
+def _apply_phase(
+    cfg: ClusterConfig,
+    opts: DeployOptions,
+    mode: Mode,
+    secrets: list[Manifest],
+    todo: list[Manifest],
+    client: ClusterClient,
+    rep: DeployReport,
+    recreate: dict[str, str],
+    say: Say,
+) -> None:
     """The secrets, then the plan (:func:`_apply_unless_unbuilt`); a failure after some
     applies is DeployIncomplete, listing what is applied and the commands that restore or
     remove it."""
@@ -402,12 +463,14 @@ def _apply_phase(cfg: ClusterConfig, opts: DeployOptions, mode: Mode, secrets: l
         # i22: each object's state before its apply, in one read: the applies before it
         # write only themselves (a controller's status write in between reads as
         # "configured", as it could within the one call's time before)
-        reads = client.get_many([(str(m["kind"]), str(m["metadata"]["name"]), _scope(cfg, m))
-                                 for m in secrets + todo])
+        reads = client.get_many(
+            [(str(m["kind"]), str(m["metadata"]["name"]), _scope(cfg, m)) for m in secrets + todo]
+        )
         for secret in secrets:
             key = ("Secret", str(secret["metadata"]["name"]), cfg.namespace)
-            _apply_retrying(client, secret, cfg.namespace, say, force=True,
-                            live=reads.get(key, Unread.UNREAD))
+            _apply_retrying(
+                client, secret, cfg.namespace, say, force=True, live=reads.get(key, Unread.UNREAD)
+            )
             done.append(f"secret/{secret['metadata']['name']}: created")
             say(f"secret/{secret['metadata']['name']} created")
         _apply_unless_unbuilt(cfg, todo, client, rep, recreate, say, done, reads)
@@ -417,14 +480,19 @@ def _apply_phase(cfg: ClusterConfig, opts: DeployOptions, mode: Mode, secrets: l
         applied = {d.split(":", 1)[0] for d in done}
         pending = [_ref(m) for m in secrets + todo if _ref(m) not in applied]
         raise DeployIncomplete(
-            e, done, pending,
-            restore=f"mlenv deploy {cfg.name} --mode {mode}" + (
-                f" --nodes {opts.nodes}" if opts.nodes else "") + " (re-runs the same plan)",
-            remove=f"mlenv teardown {cfg.name} (deletes only what mlenv created)") from e
+            e,
+            done,
+            pending,
+            restore=f"mlenv deploy {cfg.name} --mode {mode}"
+            + (f" --nodes {opts.nodes}" if opts.nodes else "")
+            + " (re-runs the same plan)",
+            remove=f"mlenv teardown {cfg.name} (deletes only what mlenv created)",
+        ) from e
 
 
-def _check_ownership(cfg: ClusterConfig, todo: list[Manifest], client: ClusterClient,
-                     take_over: bool, say: Say) -> None:
+def _check_ownership(
+    cfg: ClusterConfig, todo: list[Manifest], client: ClusterClient, take_over: bool, say: Say
+) -> None:
     """i9.4: refuse to overwrite live objects of another instance unless ``take_over``."""
     names = {keys.SECRET_NAME, keys.DEVTOOLS_SECRET}
     probes = todo + [{"kind": "Secret", "metadata": {"name": n}} for n in sorted(names)]
@@ -435,12 +503,19 @@ def _check_ownership(cfg: ClusterConfig, todo: list[Manifest], client: ClusterCl
         for f in foreign:
             say(f"take-over: {f}: overwriting it (--take-over)")
         return
-    raise PreflightFailed([Problem(
-        "blocking",
-        f"{len(foreign)} object(s) this deploy would overwrite in namespace {cfg.namespace} "
-        "are not this deployment's:\n" + "\n".join(f"      {f}" for f in foreign)
-        + "\n    deploy into another namespace, tear the other one down, or pass "
-        "--take-over to overwrite them (their owner's pods are replaced)", input=True)])
+    raise PreflightFailed(
+        [
+            Problem(
+                "blocking",
+                f"{len(foreign)} object(s) this deploy would overwrite in namespace {cfg.namespace} "
+                "are not this deployment's:\n"
+                + "\n".join(f"      {f}" for f in foreign)
+                + "\n    deploy into another namespace, tear the other one down, or pass "
+                "--take-over to overwrite them (their owner's pods are replaced)",
+                input=True,
+            )
+        ]
+    )
 
 
 def mark_created(m: Manifest, client: ClusterClient, namespace: str | None) -> Manifest:
@@ -450,23 +525,36 @@ def mark_created(m: Manifest, client: ClusterClient, namespace: str | None) -> M
     without it (a pre-created ServiceAccount) is adopted and never marked."""
     live = client.get(str(m["kind"]), str(m["metadata"]["name"]), namespace)
     if live is not None and ANNOTATION_CREATED not in (
-            (live.get("metadata") or {}).get("annotations") or {}):
+        (live.get("metadata") or {}).get("annotations") or {}
+    ):
         return m
     out = json.loads(json.dumps(m))
     out["metadata"].setdefault("annotations", {})[ANNOTATION_CREATED] = "mlenv"
     return dict(out)
 
 
-def _apply_retrying(client: ClusterClient, m: Manifest, namespace: str | None, say: Say, *,
-                    force: bool = False, live: Manifest | None | Unread = Unread.UNREAD) -> ApplyResult:
+def _apply_retrying(
+    client: ClusterClient,
+    m: Manifest,
+    namespace: str | None,
+    say: Say,
+    *,
+    force: bool = False,
+    live: Manifest | None | Unread = Unread.UNREAD,
+) -> ApplyResult:
     """Apply, retrying a failure that is not the plan's fault (not 422, not 403) twice
     with a growing pause: a flaky API must not leave a half-applied namespace. A server
     that did not answer at all is not retried (i22: each try would cost the full API
     timeout again). ``live`` serves the first try only: a failed try may have written."""
     for attempt in range(1, APPLY_TRIES + 1):
         try:
-            return client.apply(m, namespace, field_manager=FIELD_MANAGER,
-                                force_conflicts=force, live=live if attempt == 1 else Unread.UNREAD)
+            return client.apply(
+                m,
+                namespace,
+                field_manager=FIELD_MANAGER,
+                force_conflicts=force,
+                live=live if attempt == 1 else Unread.UNREAD,
+            )
         except (Invalid, Forbidden, Unreachable):
             raise
         except (ApiError, InfraError) as e:
@@ -484,8 +572,10 @@ def _needs_devtools_secret(manifests: list[Manifest]) -> bool:
             if (v.get("secret") or {}).get("secretName") == keys.DEVTOOLS_SECRET:
                 return True
         if m.get("kind") == "Pod" and any(
-                (e.get("valueFrom") or {}).get("secretKeyRef", {}).get("name") == keys.DEVTOOLS_SECRET
-                for c in spec.get("containers") or [] for e in c.get("env") or []):
+            (e.get("valueFrom") or {}).get("secretKeyRef", {}).get("name") == keys.DEVTOOLS_SECRET
+            for c in spec.get("containers") or []
+            for e in c.get("env") or []
+        ):
             return True
     return False
 
@@ -493,8 +583,12 @@ def _needs_devtools_secret(manifests: list[Manifest]) -> bool:
 def secret_labels(cfg: ClusterConfig) -> dict[str, str]:
     """Labels of the Secrets deploy creates: a Secret made elsewhere (a GitOps tool applying
     ``mlenv secrets`` output) with these labels is this instance's and is kept."""
-    return {**instance_selector(cfg.name), LABEL_PART_OF: APP,
-            LABEL_MANAGED_BY: MANAGED_BY, LABEL_COMPONENT: "ssh"}
+    return {
+        **instance_selector(cfg.name),
+        LABEL_PART_OF: APP,
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_COMPONENT: "ssh",
+    }
 
 
 def secrets_for_gitops(cfg: ClusterConfig, manifests: list[Manifest]) -> list[Manifest]:
@@ -508,14 +602,21 @@ def secrets_for_gitops(cfg: ClusterConfig, manifests: list[Manifest]) -> list[Ma
     return out
 
 
-def _planned_secrets(cfg: ClusterConfig, manifests: list[Manifest], client: ClusterClient,
-                     rep: DeployReport, say: Say = lambda _m: None) -> list[Manifest]:
+def _planned_secrets(
+    cfg: ClusterConfig,
+    manifests: list[Manifest],
+    client: ClusterClient,
+    rep: DeployReport,
+    say: Say = lambda _m: None,
+) -> list[Manifest]:
     """The Secrets deploy creates (none when complete ones of this instance exist: keys
     are kept; an empty or foreign one is regenerated, and that is said)."""
     labels = secret_labels(cfg)
     out = []
-    for name, wanted in ((keys.SECRET_NAME, keys.KEY_FILES),
-                         (keys.DEVTOOLS_SECRET, keys.DEVTOOLS_KEYS)):
+    for name, wanted in (
+        (keys.SECRET_NAME, keys.KEY_FILES),
+        (keys.DEVTOOLS_SECRET, keys.DEVTOOLS_KEYS),
+    ):
         why = keys.why_not_reusable(client.get("Secret", name, cfg.namespace), wanted, labels)
         if why:
             say(f"secret/{name}: not reusable ({why}): generating new values")
@@ -524,8 +625,9 @@ def _planned_secrets(cfg: ClusterConfig, manifests: list[Manifest], client: Clus
     if ssh is not None:
         out.append(ssh)
     if _needs_devtools_secret(manifests):
-        dev = keys.planned_devtools_secret(client, cfg.namespace,
-                                           {**labels, LABEL_COMPONENT: "dev"})
+        dev = keys.planned_devtools_secret(
+            client, cfg.namespace, {**labels, LABEL_COMPONENT: "dev"}
+        )
         if dev is not None:
             out.append(dev)
     return out
@@ -569,8 +671,15 @@ def _role_created_here(m: Manifest, objs: list[Manifest], client: ClusterClient,
     return ""
 
 
-def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient,
-                 rep: DeployReport, say: Say, *, report: bool) -> dict[str, str]:
+def dry_run_plan(
+    cfg: ClusterConfig,
+    objs: list[Manifest],
+    client: ClusterClient,
+    rep: DeployReport,
+    say: Say,
+    *,
+    report: bool,
+) -> dict[str, str]:
     """Server-side dry-run apply of every object. Collects every refusal and raises
     DryRunRejected when there is one; returns the objects to recreate (ref → why).
     With ``report`` (``--dry-run server``) each result is said and recorded."""
@@ -589,30 +698,52 @@ def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient
         if kind == "Pod":
             sa = _sa_created_here(m, objs, client, ns)
             if sa:
-                say(f"{ref}: not in the server-side dry run: its service account {sa} is "
-                    "created by this deploy (admission looks it up)")
+                say(
+                    f"{ref}: not in the server-side dry run: its service account {sa} is "
+                    "created by this deploy (admission looks it up)"
+                )
                 continue
         role = _role_created_here(m, objs, client, ns)
         if role:
-            say(f"{ref}: not in the server-side dry run: its role {role} is created by this "
-                "deploy (RBAC's escalation check reads it; preflight checked you hold what it grants)")
+            say(
+                f"{ref}: not in the server-side dry run: its role {role} is created by this "
+                "deploy (RBAC's escalation check reads it; preflight checked you hold what it grants)"
+            )
             continue
         asked.append(m)
     # i22: all of them in one client call per namespace, each answered as it would be alone,
     # judged against deploy's read (ReadOnce: nothing wrote it since)
-    answers = client.dry_run_many([
-        DryRunItem(m, _scope(cfg, m), live=client.get(str(m["kind"]), m["metadata"]["name"], _scope(cfg, m)),
-                   force_conflicts=m["kind"] == "Secret") for m in asked])
+    answers = client.dry_run_many(
+        [
+            DryRunItem(
+                m,
+                _scope(cfg, m),
+                live=client.get(str(m["kind"]), m["metadata"]["name"], _scope(cfg, m)),
+                force_conflicts=m["kind"] == "Secret",
+            )
+            for m in asked
+        ]
+    )
     for m, res in zip(asked, answers, strict=True):
         kind, name, ref = str(m["kind"]), m["metadata"]["name"], _ref(m)
         if isinstance(res, Invalid):
             if kind in RECREATABLE and _immutable(res):
-                recreate[ref] = ("its spec changed in fields a Pod cannot update in place"
-                                 if kind == "Pod" else "its roleRef changed" if
-                                 kind == "RoleBinding" else "the API refuses the update in place")
+                recreate[ref] = (
+                    "its spec changed in fields a Pod cannot update in place"
+                    if kind == "Pod"
+                    else "its roleRef changed"
+                    if kind == "RoleBinding"
+                    else "the API refuses the update in place"
+                )
             else:
-                rejected.append((ref, _claim_size_hint(res, m, client, ns) if kind == "PersistentVolumeClaim"
-                                 else res))
+                rejected.append(
+                    (
+                        ref,
+                        _claim_size_hint(res, m, client, ns)
+                        if kind == "PersistentVolumeClaim"
+                        else res,
+                    )
+                )
             continue
         if isinstance(res, ApiError):  # Forbidden, Conflict, NotFound (no such kind or namespace)
             rejected.append((ref, res))
@@ -628,9 +759,16 @@ def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient
         m = next(o for o in objs if _ref(o) == ref)
         kind = str(m["kind"])
         if not client.can_i("delete", resource_for(kind, str(m.get("apiVersion", "v1"))), ns):
-            rejected.append((ref, Forbidden(f"it must be deleted and recreated, and "
-                                            f"{client.whoami()} may not delete {plural(kind)}",
-                                            kind=kind)))
+            rejected.append(
+                (
+                    ref,
+                    Forbidden(
+                        f"it must be deleted and recreated, and "
+                        f"{client.whoami()} may not delete {plural(kind)}",
+                        kind=kind,
+                    ),
+                )
+            )
     if rejected:
         raise DryRunRejected(rejected)
     if report:
@@ -641,8 +779,11 @@ def dry_run_plan(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient
 
 
 # the config key that sizes each claim mlenv creates (render/plan.py)
-_CLAIM_KEYS = {WORKSPACE_PVC: "storage.workspace_size", DEV_WORKSPACE_PVC: "storage.workspace_size",
-               DATASETS_PVC: "storage.datasets_size"}
+_CLAIM_KEYS = {
+    WORKSPACE_PVC: "storage.workspace_size",
+    DEV_WORKSPACE_PVC: "storage.workspace_size",
+    DATASETS_PVC: "storage.datasets_size",
+}
 
 
 def _claim_size_hint(e: Invalid, claim: Manifest, client: ClusterClient, ns: str) -> Invalid:
@@ -654,18 +795,28 @@ def _claim_size_hint(e: Invalid, claim: Manifest, client: ClusterClient, ns: str
     if key is None or "spec.resources.requests.storage" not in str(e):
         return e
     live = client.get("PersistentVolumeClaim", name, ns) or {}
-    have = ((live.get("status") or {}).get("capacity") or {}).get("storage") or \
-        (((live.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
-    return Invalid(f"{e}; the claim is bound{f' at {have}' if have else ''} and cannot shrink: set {key} "
-                   f"back{f' to {have}' if have else ''} (a bound claim grows only where its StorageClass "
-                   "allows volume expansion; `teardown --purge` deletes the claim and its data)",
-                   kind="PersistentVolumeClaim", name=name)
+    have = ((live.get("status") or {}).get("capacity") or {}).get("storage") or (
+        ((live.get("spec") or {}).get("resources") or {}).get("requests") or {}
+    ).get("storage")
+    return Invalid(
+        f"{e}; the claim is bound{f' at {have}' if have else ''} and cannot shrink: set {key} "
+        f"back{f' to {have}' if have else ''} (a bound claim grows only where its StorageClass "
+        "allows volume expansion; `teardown --purge` deletes the claim and its data)",
+        kind="PersistentVolumeClaim",
+        name=name,
+    )
 
 
-def _apply_all(cfg: ClusterConfig, manifests: list[Manifest], client: ClusterClient,
-               rep: DeployReport, recreate: dict[str, str], say: Say,
-               done: list[str] | None = None,
-               reads: dict[ObjectRef, Manifest | None] | None = None) -> None:
+def _apply_all(
+    cfg: ClusterConfig,
+    manifests: list[Manifest],
+    client: ClusterClient,
+    rep: DeployReport,
+    recreate: dict[str, str],
+    say: Say,
+    done: list[str] | None = None,
+    reads: dict[ObjectRef, Manifest | None] | None = None,
+) -> None:
     """Apply in order; ``done`` collects "ref: action" lines (a deleted-for-recreate
     object that could not be re-applied is listed as deleted) for the failure report.
     ``reads``: objects as read before the first apply (the rest, and what is recreated,
@@ -686,8 +837,7 @@ def _apply_all(cfg: ClusterConfig, manifests: list[Manifest], client: ClusterCli
             if kind not in RECREATABLE or ref in rep.recreated or not _immutable(e):
                 raise
             # the live object changed after the dry run: trust the 422
-            _recreate(client, kind, cfg.namespace, name,
-                      "the API refuses the update in place", say)
+            _recreate(client, kind, cfg.namespace, name, "the API refuses the update in place", say)
             rep.recreated.append(ref)
             done.append(f"{ref}: DELETED to be recreated, not yet re-applied")
             res = _apply_retrying(client, m, _scope(cfg, m), say)
@@ -698,9 +848,16 @@ def _apply_all(cfg: ClusterConfig, manifests: list[Manifest], client: ClusterCli
         say(f"{ref} {res.action}")
 
 
-def _apply_unless_unbuilt(cfg: ClusterConfig, todo: list[Manifest], client: ClusterClient,
-                          rep: DeployReport, recreate: dict[str, str], say: Say, done: list[str],
-                          reads: dict[ObjectRef, Manifest | None] | None = None) -> None:
+def _apply_unless_unbuilt(
+    cfg: ClusterConfig,
+    todo: list[Manifest],
+    client: ClusterClient,
+    rep: DeployReport,
+    recreate: dict[str, str],
+    say: Say,
+    done: list[str],
+    reads: dict[ObjectRef, Manifest | None] | None = None,
+) -> None:
     """:func:`_apply_all` in plan order, but the workloads that run the ImageStream's image
     only once it has one (i22.8): it is looked at when the first workload is due (the
     ImageStream and BuildConfig come before it in the plan, so a first deploy has made
@@ -709,34 +866,42 @@ def _apply_unless_unbuilt(cfg: ClusterConfig, todo: list[Manifest], client: Clus
     _apply_all(cfg, todo[:first], client, rep, recreate, say, done, reads)
     unbuilt = image_not_built(cfg, client) if first < len(todo) else ""
     held = [m for m in todo[first:] if unbuilt and _runs_our_image(cfg, m)]
-    _apply_all(cfg, [m for m in todo[first:] if m not in held], client, rep, recreate, say, done, reads)
+    _apply_all(
+        cfg, [m for m in todo[first:] if m not in held], client, rep, recreate, say, done, reads
+    )
     if held:
         raise ImageNotBuilt(
             f"{', '.join(_ref(m) for m in held)} not started: {unbuilt}. Everything else is applied "
             f"and the BuildConfig's build runs on its own: follow it with `make build-image "
             f"CLUSTER={cfg.name}` (oc start-build --follow), then deploy again; or set image.ref to an "
-            "image the nodes can pull")
+            "image the nodes can pull"
+        )
 
 
 def _recreate(client: ClusterClient, kind: str, ns: str, name: str, why: str, say: Say) -> None:
     if kind == "StatefulSet":
-        say(f"statefulset/{name}: {why}: deleting and recreating it; pods are replaced, "
-            "PVCs are kept")
+        say(
+            f"statefulset/{name}: {why}: deleting and recreating it; pods are replaced, "
+            "PVCs are kept"
+        )
         # foreground: the pods go with it before the new one takes their names
         client.delete(kind, name, ns, cascade="foreground")
     elif kind == "RoleBinding":
-        say(f"rolebinding/{name}: {why}: deleting and recreating it (its roleRef cannot "
-            "change in place; running pods keep the SCC they were admitted with)")
+        say(
+            f"rolebinding/{name}: {why}: deleting and recreating it (its roleRef cannot "
+            "change in place; running pods keep the SCC they were admitted with)"
+        )
         client.delete(kind, name, ns)
     else:
-        say(f"{kind.lower()}/{name}: {why}: deleting and recreating it (a bare {kind} "
-            "cannot be updated in place; what runs in it restarts)")
+        say(
+            f"{kind.lower()}/{name}: {why}: deleting and recreating it (a bare {kind} "
+            "cannot be updated in place; what runs in it restarts)"
+        )
         client.delete(kind, name, ns)
     deadline = client.monotonic() + DELETE_WAIT_S
     while client.get(kind, name, ns) is not None:
         if client.monotonic() > deadline:
-            raise DeployTimeout(f"{kind.lower()}/{name} was not deleted within "
-                                f"{DELETE_WAIT_S:g} s")
+            raise DeployTimeout(f"{kind.lower()}/{name} was not deleted within {DELETE_WAIT_S:g} s")
         client.pause(1.0)
 
 
@@ -773,8 +938,10 @@ def _latest_warnings(cfg: ClusterConfig, client: ClusterClient) -> dict[str, str
 
 def _owned_by(pod: Manifest, uid: str) -> bool:
     """True when the pod's controller ownerReference is the object with ``uid``."""
-    return any(r.get("uid") == uid and r.get("controller") is True
-               for r in (pod.get("metadata") or {}).get("ownerReferences") or [])
+    return any(
+        r.get("uid") == uid and r.get("controller") is True
+        for r in (pod.get("metadata") or {}).get("ownerReferences") or []
+    )
 
 
 def _our_statefulset(cfg: ClusterConfig, client: ClusterClient) -> Manifest | None:
@@ -850,7 +1017,9 @@ def not_rolled_out(sts: Manifest | None, pods: list[PodView]) -> list[str]:
     its old pods Ready while the controller replaces them one by one: counting Ready pods
     alone declared the deploy done before any pod ran the new spec."""
     status, meta = (sts or {}).get("status") or {}, (sts or {}).get("metadata") or {}
-    if "observedGeneration" in status and int(status["observedGeneration"]) < int(meta.get("generation", 0)):
+    if "observedGeneration" in status and int(status["observedGeneration"]) < int(
+        meta.get("generation", 0)
+    ):
         return [f"statefulset/{STATEFULSET} (generation {meta.get('generation')} not yet observed)"]
     rev = str(status.get("updateRevision", ""))
     if not rev:
@@ -858,8 +1027,9 @@ def not_rolled_out(sts: Manifest | None, pods: list[PodView]) -> list[str]:
     return [p.name for p in pods if p.labels.get(REVISION_LABEL, rev) != rev]
 
 
-def wait_ready(cfg: ClusterConfig, nodes: int, client: ClusterClient, timeout: float,
-               say: Say) -> int:
+def wait_ready(
+    cfg: ClusterConfig, nodes: int, client: ClusterClient, timeout: float, say: Say
+) -> int:
     """Poll until ``nodes`` worker pods are Ready; DeployTimeout with reasons at the deadline."""
     start = client.monotonic()
     deadline = start + timeout
@@ -875,14 +1045,23 @@ def wait_ready(cfg: ClusterConfig, nodes: int, client: ClusterClient, timeout: f
         else:
             now = client.monotonic()
             pull_failed_since = now if pull_failed_since is None else pull_failed_since
-            if any(p.waiting_reason != "ErrImagePull" for p in stuck) or now - pull_failed_since >= PULL_GRACE_S:
+            if (
+                any(p.waiting_reason != "ErrImagePull" for p in stuck)
+                or now - pull_failed_since >= PULL_GRACE_S
+            ):
                 raise ImageUnavailable(image_problem(cfg, stuck))
         why = _latest_warnings(cfg, client) if ready < len(pods) else {}
         stale = not_rolled_out(split.statefulset, pods)
-        line = f"waiting: {ready}/{nodes} pods Ready " + " ".join(
-            f"{p.name}={'Ready' if p.ready else p.waiting_reason or why.get(p.name) or p.phase}" for p in pods
-        ) + (f" (rollout: {', '.join(stale)} not yet replaced)" if stale else "") \
-            if pods else f"waiting: 0/{nodes} pods Ready (none created yet)"
+        line = (
+            f"waiting: {ready}/{nodes} pods Ready "
+            + " ".join(
+                f"{p.name}={'Ready' if p.ready else p.waiting_reason or why.get(p.name) or p.phase}"
+                for p in pods
+            )
+            + (f" (rollout: {', '.join(stale)} not yet replaced)" if stale else "")
+            if pods
+            else f"waiting: 0/{nodes} pods Ready (none created yet)"
+        )
         if line != last:
             # the state changed: say it, with the time spent so far (a stuck pull shows)
             say(f"{line} ({client.monotonic() - start:.0f} s)")
@@ -891,6 +1070,8 @@ def wait_ready(cfg: ClusterConfig, nodes: int, client: ClusterClient, timeout: f
             return ready
         if client.monotonic() >= deadline:
             reasons = pending_reasons(cfg, client, pods) or ["no pods were created"]
-            raise DeployTimeout(f"{ready}/{nodes} pods Ready after {timeout:g} s; why:\n"
-                                + "\n".join(f"  - {r}" for r in reasons))
+            raise DeployTimeout(
+                f"{ready}/{nodes} pods Ready after {timeout:g} s; why:\n"
+                + "\n".join(f"  - {r}" for r in reasons)
+            )
         client.pause(POLL_S)

@@ -15,8 +15,11 @@ from mlenv.cluster.keys import DEVTOOLS_SECRET
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.errors import InfraError, InputError
 
-GPU_QUERY = ["nvidia-smi", "--query-gpu=index,name,memory.used,memory.total,utilization.gpu",
-             "--format=csv,noheader,nounits"]
+GPU_QUERY = [
+    "nvidia-smi",
+    "--query-gpu=index,name,memory.used,memory.total,utilization.gpu",
+    "--format=csv,noheader,nounits",
+]
 
 
 @dataclass(frozen=True)
@@ -38,9 +41,11 @@ def require_tool(cfg: ClusterConfig, tool: str) -> None:
         raise InputError(f"unknown dev tool {tool!r}: one of {', '.join(DEV_TOOLS)}")
     if tool not in enabled_dev_tools(cfg):
         where = str(cfg.source) if cfg.source else f"clusters/{cfg.name}.yaml"
-        raise InputError(f"cluster {cfg.name} has no {tool} (dev tools are off unless enabled): "
-                         f"add 'dev_tools: {{{tool}: true}}' to {where}, then "
-                         f"`make deploy-cluster CLUSTER={cfg.name}` (mlenv deploy {cfg.name})")
+        raise InputError(
+            f"cluster {cfg.name} has no {tool} (dev tools are off unless enabled): "
+            f"add 'dev_tools: {{{tool}: true}}' to {where}, then "
+            f"`make deploy-cluster CLUSTER={cfg.name}` (mlenv deploy {cfg.name})"
+        )
 
 
 def tool_url(cfg: ClusterConfig, client: ClusterClient, tool: str) -> ToolUrl:
@@ -52,9 +57,11 @@ def tool_url(cfg: ClusterConfig, client: ClusterClient, tool: str) -> ToolUrl:
     route = dev_tool_name(tool)
     live = client.get("Route", route, cfg.namespace)
     if live is None:
-        raise InfraError(f"route/{route} not found in {cfg.namespace}: deploy first "
-                         f"(mlenv deploy {cfg.name}); with dev_tools.auth: token, TensorBoard has "
-                         f"no Route: mlenv port-forward {cfg.name}")
+        raise InfraError(
+            f"route/{route} not found in {cfg.namespace}: deploy first "
+            f"(mlenv deploy {cfg.name}); with dev_tools.auth: token, TensorBoard has "
+            f"no Route: mlenv port-forward {cfg.name}"
+        )
     host = str((live.get("spec") or {}).get("host", ""))
     if not host:
         raise InfraError(f"route/{route} has no host yet (the router has not admitted it)")
@@ -62,8 +69,10 @@ def tool_url(cfg: ClusterConfig, client: ClusterClient, tool: str) -> ToolUrl:
         auth = "sign in with your OpenShift account (oauth-proxy)"
     else:
         key = {"vscode": "code-server-password", "jupyter": "jupyter-token"}.get(tool, "")
-        auth = (f"{'password' if tool == 'vscode' else 'token'}: oc extract "
-                f"secret/{DEVTOOLS_SECRET} -n {cfg.namespace} --keys={key} --to=-")
+        auth = (
+            f"{'password' if tool == 'vscode' else 'token'}: oc extract "
+            f"secret/{DEVTOOLS_SECRET} -n {cfg.namespace} --keys={key} --to=-"
+        )
     return ToolUrl(tool, f"https://{host}", auth)
 
 
@@ -93,8 +102,12 @@ def gpu_table(cfg: ClusterConfig, client: ClusterClient, *, workers: int = 16) -
             return [GpuRow(pod, error=str(e).splitlines()[0])]
         if res.returncode != 0:
             why = (res.stderr or res.stdout).strip().splitlines()
-            return [GpuRow(pod, error=f"nvidia-smi exit {res.returncode}: "
-                                      f"{why[-1] if why else 'no output'}")]
+            return [
+                GpuRow(
+                    pod,
+                    error=f"nvidia-smi exit {res.returncode}: {why[-1] if why else 'no output'}",
+                )
+            ]
         rows = []
         for line in res.stdout.splitlines():
             cols = [c.strip() for c in line.split(",")]
@@ -122,7 +135,9 @@ class PodSection:
     note: str = ""
 
 
-def gpu_sections(cfg: ClusterConfig, client: ClusterClient, *, workers: int = 16) -> list[PodSection]:
+def gpu_sections(
+    cfg: ClusterConfig, client: ClusterClient, *, workers: int = 16
+) -> list[PodSection]:
     """``nvidia-smi topo -m`` and ``ibstat`` (when the image has it) on every Running
     worker pod, in pod order."""
     pods = [p.name for p in worker_pods(cfg, client) if p.phase == "Running"]
@@ -140,8 +155,11 @@ def gpu_sections(cfg: ClusterConfig, client: ClusterClient, *, workers: int = 16
                 out.append(PodSection(pod, title, note="not in the image (no InfiniBand tools)"))
             elif res.returncode != 0:
                 why = (res.stderr or res.stdout).strip().splitlines()
-                out.append(PodSection(pod, title, note=f"exit {res.returncode}: "
-                                                      f"{why[-1] if why else 'no output'}"))
+                out.append(
+                    PodSection(
+                        pod, title, note=f"exit {res.returncode}: {why[-1] if why else 'no output'}"
+                    )
+                )
             else:
                 out.append(PodSection(pod, title, text=res.stdout.rstrip("\n")))
         return out

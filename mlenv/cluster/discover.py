@@ -25,8 +25,9 @@ DEFAULT_CLASS_ANN = "storageclass.kubernetes.io/is-default-class"
 # rdma shared device plugin, SR-IOV network device plugin on OpenShift).
 RDMA_RESOURCE = re.compile(r"^(rdma/|openshift\.io/|nvidia\.com/(rdma|hostdev|sriov))")
 # Provisioners that give ReadWriteMany (file storage): the rwx storage mode needs one.
-RWX_PROVISIONER = re.compile(r"cephfs|nfs|efs|azurefile|filestore|gluster|spectrumscale|weka|lustre",
-                             re.IGNORECASE)
+RWX_PROVISIONER = re.compile(
+    r"cephfs|nfs|efs|azurefile|filestore|gluster|spectrumscale|weka|lustre", re.IGNORECASE
+)
 
 
 @dataclass
@@ -93,7 +94,9 @@ def discover(client: ClusterClient, name: str, namespace: str) -> Discovered:
     if counts:
         d.gpus_per_node = min(counts)
         if len(set(counts)) > 1:
-            d.notes.append(f"GPU nodes differ in GPU count {sorted(set(counts))}: per_node is the smallest")
+            d.notes.append(
+                f"GPU nodes differ in GPU count {sorted(set(counts))}: per_node is the smallest"
+            )
     d.gpu_product = ", ".join(sorted(products))
     for nad in client.list("NetworkAttachmentDefinition", namespace):
         d.networks.append(f"{namespace}/{nad['metadata']['name']}")
@@ -139,7 +142,9 @@ def to_yaml(d: Discovered) -> str:
         lines.append(f"  class_rwo: {_q(d.default_class)}")
     lines += ["", "network:", "  rdma:", f"    enabled: {'true' if rdma else 'false'}"]
     if rdma:
-        lines.append("    devices: auto  # HCA names are not visible through the API: pin them after a test run")
+        lines.append(
+            "    devices: auto  # HCA names are not visible through the API: pin them after a test run"
+        )
         lines.append("    resources:")
         lines += [f"      {_q(k)}: {v}" for k, v in sorted(d.rdma_resources.items())]
         if d.networks:

@@ -46,8 +46,14 @@ def _tail(res: ExecResult) -> str:
     return lines[-1] if lines else ""
 
 
-def run_everywhere(cfg: ClusterConfig, client: ClusterClient, argv: Sequence[str], out: Output, *,
-                   timeout: float | None = None) -> FanOutReport:
+def run_everywhere(
+    cfg: ClusterConfig,
+    client: ClusterClient,
+    argv: Sequence[str],
+    out: Output,
+    *,
+    timeout: float | None = None,
+) -> FanOutReport:
     """Start ``argv`` in every worker pod in parallel through exec; stream pod 0 to ``out``.
 
     ``timeout`` bounds each pod's run (None: no limit, a training run takes what it takes).
@@ -62,9 +68,11 @@ def run_everywhere(cfg: ClusterConfig, client: ClusterClient, argv: Sequence[str
     if sts is None or not pods:
         raise InfraError(f"no pods of {cfg.name} in {ns}: deploy first")
     if down or len(pods) < want:
-        raise InfraError(f"{len(pods) - len(down)}/{want} pods Running"
-                         + (f" (not running: {', '.join(down)})" if down else "")
-                         + ": the torchrun rendezvous needs every pod; see `mlenv status`")
+        raise InfraError(
+            f"{len(pods) - len(down)}/{want} pods Running"
+            + (f" (not running: {', '.join(down)})" if down else "")
+            + ": the torchrun rendezvous needs every pod; see `mlenv status`"
+        )
     limit = NO_TIMEOUT if timeout is None else timeout
     names = [p.name for p in pods]
 

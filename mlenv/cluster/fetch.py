@@ -93,10 +93,16 @@ def _json(text: str, what: str) -> object:
         raise InfraError(f"{pod_name(0)}: {what} printed no JSON: {text.strip()[:200]!r}") from None
 
 
-def list_runs(client: ClusterClient, namespace: str, *, timeout: float | None = None) -> list[PodRun]:
+def list_runs(
+    client: ClusterClient, namespace: str, *, timeout: float | None = None
+) -> list[PodRun]:
     """The run folders under pod-0's :data:`RESULTS_DIR`, oldest first (run ids sort by start)."""
-    res = client.exec(pod_name(0), namespace, ["python3", "-c", RUNS_SCRIPT, RESULTS_DIR, str(MAX_RECORD_BYTES)],
-                      timeout=timeout)
+    res = client.exec(
+        pod_name(0),
+        namespace,
+        ["python3", "-c", RUNS_SCRIPT, RESULTS_DIR, str(MAX_RECORD_BYTES)],
+        timeout=timeout,
+    )
     data = _json(res.stdout, "the run listing")
     if not isinstance(data, dict):
         raise InfraError(f"{pod_name(0)}: the run listing is not a mapping")
@@ -115,14 +121,19 @@ def list_runs(client: ClusterClient, namespace: str, *, timeout: float | None = 
     return out
 
 
-def read_run(client: ClusterClient, namespace: str, run_id: str, *,
-             timeout: float | None = None) -> dict[str, bytes]:
+def read_run(
+    client: ClusterClient, namespace: str, run_id: str, *, timeout: float | None = None
+) -> dict[str, bytes]:
     """The files of one run folder in pod-0 (relative path → content), checked by
     :func:`safe_files`; InfraError when the pod refuses or the folder is too large."""
     if not is_run_id(run_id):
         raise InfraError(f"{run_id!r} is not a run id")
-    res = client.exec(pod_name(0), namespace,
-                      ["python3", "-c", PACK_SCRIPT, RESULTS_DIR, run_id, str(MAX_RUN_BYTES)], timeout=timeout)
+    res = client.exec(
+        pod_name(0),
+        namespace,
+        ["python3", "-c", PACK_SCRIPT, RESULTS_DIR, run_id, str(MAX_RUN_BYTES)],
+        timeout=timeout,
+    )
     data = _json(res.stdout, f"the copy of run {run_id}")
     if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
         why = data.get("error") if isinstance(data, dict) else None
@@ -143,8 +154,12 @@ def safe_files(files: dict[str, bytes]) -> Iterator[tuple[str, bytes]]:
     dropped (the pod's own script never prints them)."""
     for rel, data in sorted(files.items()):
         parts = rel.split("/")
-        if (not rel or rel.startswith("/") or any(p in ("", ".", "..") for p in parts)
-                or any(ord(c) < 32 or ord(c) == 127 or c == "\\" for c in rel)):
+        if (
+            not rel
+            or rel.startswith("/")
+            or any(p in ("", ".", "..") for p in parts)
+            or any(ord(c) < 32 or ord(c) == 127 or c == "\\" for c in rel)
+        ):
             continue
         yield rel, data
 
@@ -153,4 +168,3 @@ def finished_without_record(run: PodRun) -> bool:
     """A run whose rank 0 wrote ``results.json`` but no ``record.json`` (its history line
     could not be written): its record is made from the results on the control host."""
     return run.record is None and run.finished
-

@@ -30,14 +30,20 @@ def generate_keys(comment: str) -> dict[str, bytes]:
     """A fresh ed25519 client key pair and host key pair, as Secret file name → bytes."""
     exe = shutil.which("ssh-keygen")
     if exe is None:
-        raise InfraError("ssh-keygen not found: install openssh-client to deploy "
-                         "(it generates the per-deployment launcher keys)")
+        raise InfraError(
+            "ssh-keygen not found: install openssh-client to deploy "
+            "(it generates the per-deployment launcher keys)"
+        )
     with tempfile.TemporaryDirectory(prefix="mlenv-keys-") as tmp:
         out: dict[str, bytes] = {}
         for stem in ("id_ed25519", "ssh_host_ed25519_key"):
             path = Path(tmp) / stem
-            proc = subprocess.run([exe, "-q", "-t", "ed25519", "-N", "", "-C", comment,
-                                   "-f", str(path)], capture_output=True, text=True, check=False)
+            proc = subprocess.run(
+                [exe, "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)],
+                capture_output=True,
+                text=True,
+                check=False,
+            )
             if proc.returncode != 0:
                 raise InfraError(f"ssh-keygen failed: {proc.stderr.strip()}")
             out[stem] = path.read_bytes()
@@ -56,8 +62,9 @@ def secret_manifest(namespace: str, labels: dict[str, str], files: dict[str, byt
     }
 
 
-def planned_ssh_secret(client: ClusterClient, namespace: str, labels: dict[str, str],
-                       comment: str) -> Manifest | None:
+def planned_ssh_secret(
+    client: ClusterClient, namespace: str, labels: dict[str, str], comment: str
+) -> Manifest | None:
     """The ssh Secret to create (fresh keys), or None when a complete one exists (kept).
 
     Deploy dry-runs it with the rest of the plan before applying anything.
@@ -78,12 +85,14 @@ def reusable(live: Manifest | None, keys: tuple[str, ...], labels: dict[str, str
     if not all(isinstance(data.get(k), str) and data[k].strip() for k in keys):
         return False
     have = (live.get("metadata") or {}).get("labels") or {}
-    return all(have.get(k) == v for k, v in labels.items()
-               if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance"))
+    return all(
+        have.get(k) == v
+        for k, v in labels.items()
+        if k in ("app.kubernetes.io/name", "app.kubernetes.io/instance")
+    )
 
 
-def why_not_reusable(live: Manifest | None, keys: tuple[str, ...],
-                     labels: dict[str, str]) -> str:
+def why_not_reusable(live: Manifest | None, keys: tuple[str, ...], labels: dict[str, str]) -> str:
     """Why :func:`reusable` said no, for the deploy log ("" when it said yes or none exists)."""
     if live is None or reusable(live, keys, labels):
         return ""
@@ -98,8 +107,9 @@ def why_not_reusable(live: Manifest | None, keys: tuple[str, ...],
 DEVTOOLS_KEYS = ("code-server-password", "jupyter-token", "oauth-cookie-secret")
 
 
-def planned_devtools_secret(client: ClusterClient, namespace: str,
-                            labels: dict[str, str]) -> Manifest | None:
+def planned_devtools_secret(
+    client: ClusterClient, namespace: str, labels: dict[str, str]
+) -> Manifest | None:
     """The dev-tools credentials Secret to create (code-server password, Jupyter token,
     oauth-proxy cookie secret), or None when a complete one exists."""
     live = client.get("Secret", DEVTOOLS_SECRET, namespace)
@@ -113,11 +123,15 @@ def devtools_secret_manifest(namespace: str, labels: dict[str, str]) -> Manifest
     import secrets
 
     # oauth-proxy wants a 16/24/32-byte cookie secret: 32 hex characters
-    values = {"code-server-password": secrets.token_urlsafe(24),
-              "jupyter-token": secrets.token_urlsafe(24),
-              "oauth-cookie-secret": secrets.token_hex(16)}
-    return {"apiVersion": "v1", "kind": "Secret",
-            "metadata": {"name": DEVTOOLS_SECRET, "namespace": namespace,
-                         "labels": dict(labels)},
-            "type": "Opaque",
-            "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}}
+    values = {
+        "code-server-password": secrets.token_urlsafe(24),
+        "jupyter-token": secrets.token_urlsafe(24),
+        "oauth-cookie-secret": secrets.token_hex(16),
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": {"name": DEVTOOLS_SECRET, "namespace": namespace, "labels": dict(labels)},
+        "type": "Opaque",
+        "data": {k: base64.b64encode(v.encode()).decode() for k, v in values.items()},
+    }

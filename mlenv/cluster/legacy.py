@@ -78,23 +78,34 @@ def deploy_notice(cfg: ClusterConfig, objs: list[LegacyObject]) -> list[str]:
         return []
     st = cfg.storage
     mounted = {st.workspace_claim, st.datasets_claim} - {""}
-    lines = [f"legacy: namespace {cfg.namespace} holds {len(objs)} object(s) of upstream ml-dev-env:"]
+    lines = [
+        f"legacy: namespace {cfg.namespace} holds {len(objs)} object(s) of upstream ml-dev-env:"
+    ]
     for o in objs:
         if o.kind == "PersistentVolumeClaim":
-            what = ("kept and mounted (storage.existing_claims)" if o.name in mounted else
-                    "kept, not mounted: name it in storage.existing_claims to use its data")
-        elif (o.kind, o.name) in {("StatefulSet", "ml-dev-env"), ("Service", "ml-dev-env-headless")}:
+            what = (
+                "kept and mounted (storage.existing_claims)"
+                if o.name in mounted
+                else "kept, not mounted: name it in storage.existing_claims to use its data"
+            )
+        elif (o.kind, o.name) in {
+            ("StatefulSet", "ml-dev-env"),
+            ("Service", "ml-dev-env-headless"),
+        }:
             what = "has the name ours uses: deploy refuses to overwrite it; remove it first"
         else:
             what = "left as it is (not ours)"
         lines.append(f"legacy:   {o.ref} ({o.why}): {what}")
-    lines.append(f"legacy: remove them with `mlenv teardown {cfg.name} --legacy` "
-                 "(PVCs and their data only with --purge)")
+    lines.append(
+        f"legacy: remove them with `mlenv teardown {cfg.name} --legacy` "
+        "(PVCs and their data only with --purge)"
+    )
     return lines
 
 
-def remove(client: ClusterClient, namespace: str, objs: list[LegacyObject], *,
-           purge: bool) -> tuple[list[str], list[str]]:
+def remove(
+    client: ClusterClient, namespace: str, objs: list[LegacyObject], *, purge: bool
+) -> tuple[list[str], list[str]]:
     """Delete ``objs`` (PVCs only with ``purge``); returns (deleted, kept) refs."""
     deleted: list[str] = []
     kept: list[str] = []

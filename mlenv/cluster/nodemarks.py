@@ -17,6 +17,8 @@ from mlenv.contract import ANNOTATION_QUARANTINE, LABEL_HEALTH
 
 HEALTH_FAIL = "fail"
 TAINT_EFFECT = "NoSchedule"
+
+
 @dataclass(frozen=True)
 class NodeMarks:
     """What one quarantine puts on one node: the label, the annotation (why), the taint."""
@@ -30,13 +32,24 @@ class NodeMarks:
         node = argv.name("Node", self.node)
         key = argv.label_key(LABEL_HEALTH)
         if remove:
-            return [argv.kube("taint", [], ["node", node, f"{key}={HEALTH_FAIL}:{TAINT_EFFECT}-"]),
-                    argv.kube("annotate", [], ["node", node, f"{argv.label_key(ANNOTATION_QUARANTINE)}-"]),
-                    argv.kube("label", [], ["node", node, f"{key}-"])]
-        return [argv.kube("label", ["--overwrite"], ["node", node, f"{key}={argv.label_value(HEALTH_FAIL)}"]),
-                argv.kube("annotate", ["--overwrite"],
-                          ["node", node, f"{argv.label_key(ANNOTATION_QUARANTINE)}={argv.note(self.note)}"]),
-                argv.kube("taint", [], ["node", node, f"{key}={HEALTH_FAIL}:{TAINT_EFFECT}"])]
+            return [
+                argv.kube("taint", [], ["node", node, f"{key}={HEALTH_FAIL}:{TAINT_EFFECT}-"]),
+                argv.kube(
+                    "annotate", [], ["node", node, f"{argv.label_key(ANNOTATION_QUARANTINE)}-"]
+                ),
+                argv.kube("label", [], ["node", node, f"{key}-"]),
+            ]
+        return [
+            argv.kube(
+                "label", ["--overwrite"], ["node", node, f"{key}={argv.label_value(HEALTH_FAIL)}"]
+            ),
+            argv.kube(
+                "annotate",
+                ["--overwrite"],
+                ["node", node, f"{argv.label_key(ANNOTATION_QUARANTINE)}={argv.note(self.note)}"],
+            ),
+            argv.kube("taint", [], ["node", node, f"{key}={HEALTH_FAIL}:{TAINT_EFFECT}"]),
+        ]
 
     def shell_lines(self, binary: str = "kubectl", *, remove: bool = False) -> list[str]:
         """The commands as an operator types them (shell-quoted)."""

@@ -84,11 +84,17 @@ if TYPE_CHECKING:
 # second outlasts kubectl reporting its own timeout, and a verb against a half-up server
 # has the timeout plus 5 s in all, the probe (two client processes) included.
 CALL_SLACK_S = 1.0
-_TIMEOUT_MARKERS = ("context deadline exceeded", "client.timeout", "i/o timeout",
-                    "tls handshake timeout", "awaiting headers")
+_TIMEOUT_MARKERS = (
+    "context deadline exceeded",
+    "client.timeout",
+    "i/o timeout",
+    "tls handshake timeout",
+    "awaiting headers",
+)
 # What `kubectl config view --minify` says when there is no kubeconfig or no current context.
 _NO_CONTEXT = ("current-context must exist", "current-context is not set")
 LOGIN_HINT = "run `oc login <server>` (or `kubectl config use-context`) or set KUBECONFIG"
+
 
 def _feed(pipe: IO[bytes], data: bytes) -> None:
     """Write ``data`` to a child's stdin and close it (in a thread: the child's stdout is
@@ -112,11 +118,26 @@ def _resource_ref(ref: str) -> str:
 # SelfSubjectAccessReview must name it. Every other kind comes group-qualified
 # (api.resource_for); a word in neither is asked alone.
 RESOURCE_GROUPS = {
-    **dict.fromkeys(("pods", "services", "secrets", "configmaps", "serviceaccounts",
-                     "persistentvolumeclaims", "endpoints", "events", "namespaces", "nodes",
-                     "persistentvolumes"), ""),
-    **dict.fromkeys(("roles", "rolebindings", "clusterroles", "clusterrolebindings"),
-                    "rbac.authorization.k8s.io"),
+    **dict.fromkeys(
+        (
+            "pods",
+            "services",
+            "secrets",
+            "configmaps",
+            "serviceaccounts",
+            "persistentvolumeclaims",
+            "endpoints",
+            "events",
+            "namespaces",
+            "nodes",
+            "persistentvolumes",
+        ),
+        "",
+    ),
+    **dict.fromkeys(
+        ("roles", "rolebindings", "clusterroles", "clusterrolebindings"),
+        "rbac.authorization.k8s.io",
+    ),
     "securitycontextconstraints": "security.openshift.io",
 }
 
@@ -139,23 +160,35 @@ def review_attributes(q: Question) -> dict[str, str] | None:
         if plural_ not in RESOURCE_GROUPS:
             return None
         group = RESOURCE_GROUPS[plural_]
-    attrs = {"namespace": q.namespace, "verb": q.verb, "group": group, "resource": plural_,
-             "subresource": q.subresource or "", "name": name}
+    attrs = {
+        "namespace": q.namespace,
+        "verb": q.verb,
+        "group": group,
+        "resource": plural_,
+        "subresource": q.subresource or "",
+        "name": name,
+    }
     return {k: v for k, v in attrs.items() if v}  # the server echoes no empty field
 
 
 def check_kubeconfig(flag: str | None = None) -> None:
     """The ``--kubeconfig`` file, else every file named by ``KUBECONFIG``, must exist and be
     readable (exit 2 otherwise): kubectl would silently use an empty config instead."""
-    paths = [(flag, "--kubeconfig")] if flag else [
-        (p, "from KUBECONFIG") for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p]
+    paths = (
+        [(flag, "--kubeconfig")]
+        if flag
+        else [
+            (p, "from KUBECONFIG") for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p
+        ]
+    )
     for path, origin in paths:
         try:
             with open(path, "rb") as fh:
                 fh.read(1)
         except OSError as e:
-            raise KubeconfigError(f"kubeconfig {path} ({origin}) is unreadable: "
-                                  f"{e.strerror}") from None
+            raise KubeconfigError(
+                f"kubeconfig {path} ({origin}) is unreadable: {e.strerror}"
+            ) from None
 
 
 def _one_line(text: str, limit: int = 200) -> str:
@@ -164,7 +197,7 @@ def _one_line(text: str, limit: int = 200) -> str:
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     last = lines[-1] if lines else "no answer"
     last = last.removeprefix("error: ").removeprefix("Error: ")
-    return last if len(last) <= limit else last[:limit - 3] + "..."
+    return last if len(last) <= limit else last[: limit - 3] + "..."
 
 
 def unreachable_reason(stderr: str, timed_out: bool, timeout: float) -> str | None:
@@ -172,8 +205,10 @@ def unreachable_reason(stderr: str, timed_out: bool, timeout: float) -> str | No
     (a 403 on /version still proves it is there)."""
     low = stderr.lower()
     if timed_out or any(s in low for s in _TIMEOUT_MARKERS):
-        return (f"no answer within {timeout:g} s (raise the limit with MLENV_API_TIMEOUT_S or "
-                "--request-timeout)")
+        return (
+            f"no answer within {timeout:g} s (raise the limit with MLENV_API_TIMEOUT_S or "
+            "--request-timeout)"
+        )
     if "connection refused" in low or "was refused" in low:
         return "connection refused"
     if "no such host" in low:
@@ -189,7 +224,9 @@ def unreachable_reason(stderr: str, timed_out: bool, timeout: float) -> str | No
 _VOLATILE_META = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid")
 
 
-def judged(kind: str, name: str, before: Manifest | None, after: Manifest, *, dry_run: bool) -> ApplyResult:
+def judged(
+    kind: str, name: str, before: Manifest | None, after: Manifest, *, dry_run: bool
+) -> ApplyResult:
     """One server-side apply's action, from the object as read before it (None: it did not
     exist) and as the server returned it: a real apply by its resourceVersion, a dry run,
     which bumps nothing, by its content (:func:`comparable`)."""
@@ -198,7 +235,9 @@ def judged(kind: str, name: str, before: Manifest | None, after: Manifest, *, dr
     if dry_run:
         same = comparable(after) == comparable(before)
     else:
-        same = (after.get("metadata") or {}).get("resourceVersion") == before["metadata"].get("resourceVersion")
+        same = (after.get("metadata") or {}).get("resourceVersion") == before["metadata"].get(
+            "resourceVersion"
+        )
     return ApplyResult(kind, name, "unchanged" if same else "configured")
 
 
@@ -221,9 +260,19 @@ def comparable(obj: Manifest) -> Manifest:
 # dial tcp …`; older servers and SPDY: `error dialing backend`, `unable to upgrade
 # connection`), with a transport failure inside.
 _KUBELET_CALL = re.compile(r'"https?://[^"\s]*/(exec|attach|containerlogs|portforward|run)/', re.I)
-_KUBELET_BACKEND = ("error dialing backend", "unable to upgrade connection", "error sending request")
-_TRANSPORT = ("dial tcp", "connection refused", "i/o timeout", "no route to host", "connection reset",
-              "tls handshake")
+_KUBELET_BACKEND = (
+    "error dialing backend",
+    "unable to upgrade connection",
+    "error sending request",
+)
+_TRANSPORT = (
+    "dial tcp",
+    "connection refused",
+    "i/o timeout",
+    "no route to host",
+    "connection reset",
+    "tls handshake",
+)
 
 
 def kubelet_unreachable(stderr: str) -> str | None:
@@ -259,8 +308,17 @@ def tar_pack(local_dir: str, tar: str = "tar") -> tuple[list[str], bytes]:
     Only long options both tars take."""
     names = sorted(treehash.local_listing(local_dir))  # links go as links, like oc rsync
     listing = b"".join(b"./" + os.fsencode(n) + b"\0" for n in names)  # any bytes
-    return ([tar, "--create", "--file=-", f"--directory={os.path.abspath(local_dir)}", "--null",
-             "--files-from=-"], listing)
+    return (
+        [
+            tar,
+            "--create",
+            "--file=-",
+            f"--directory={os.path.abspath(local_dir)}",
+            "--null",
+            "--files-from=-",
+        ],
+        listing,
+    )
 
 
 def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraError:
@@ -270,24 +328,31 @@ def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraErr
     one (after a 409 the last line is advice, "See https://…#conflicts", and the error line
     names the other manager and the field), else the last line."""
     lines = [ln.strip() for ln in stderr.splitlines() if ln.strip()]
-    head = next((ln for ln in lines if ln.lower().startswith(("error:", "error from server"))),
-                None)
+    head = next(
+        (ln for ln in lines if ln.lower().startswith(("error:", "error from server"))), None
+    )
     msg = head or (lines[-1] if lines else "command failed")
     low = stderr.lower()
     node_why = kubelet_unreachable(stderr)
     if node_why is not None:
         what = f"{kind.lower()} {name}" if kind and name else "the pod"
-        return NodeUnreachable(f"{what}: the API server answered but could not reach the node it runs "
-                               f"on (exec, logs and copies go through that node's kubelet): {node_why}; "
-                               "check the node (kubectl get nodes, describe node)")
+        return NodeUnreachable(
+            f"{what}: the API server answered but could not reach the node it runs "
+            f"on (exec, logs and copies go through that node's kubelet): {node_why}; "
+            "check the node (kubectl get nodes, describe node)"
+        )
     # i22: an answer of the API server is never "unreachable", whatever it quotes (an
     # admission webhook's "context deadline exceeded" or "dial tcp …: i/o timeout")
     answered = any(ln.lower().startswith("error from server") for ln in lines)
     if not answered and (
-            "unable to connect to the server" in low or "connection refused" in low
-            or ("connection to the server" in low and "was refused" in low)
-            or "no such host" in low or "you must be logged in" in low
-            or "unauthorized" in low or any(s in low for s in _TIMEOUT_MARKERS)):
+        "unable to connect to the server" in low
+        or "connection refused" in low
+        or ("connection to the server" in low and "was refused" in low)
+        or "no such host" in low
+        or "you must be logged in" in low
+        or "unauthorized" in low
+        or any(s in low for s in _TIMEOUT_MARKERS)
+    ):
         return Unreachable(msg)
     if "is invalid" in low:
         return Invalid(msg, kind=kind, name=name)
@@ -298,11 +363,17 @@ def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraErr
     # object called "forbidden-…": retried as NotFound, a Forbidden never ended.
     reason = re.match(r"error from server \((\w+)\)", msg.lower())
     if reason and reason.group(1) in ("forbidden", "notfound"):
-        return (Forbidden if reason.group(1) == "forbidden" else NotFound)(msg, kind=kind, name=name)
+        return (Forbidden if reason.group(1) == "forbidden" else NotFound)(
+            msg, kind=kind, name=name
+        )
     if "forbidden" in low:
         return Forbidden(msg, kind=kind, name=name)
-    if ("notfound" in low or "not found" in low or "doesn't have a resource type" in low
-            or "no matches for kind" in low):
+    if (
+        "notfound" in low
+        or "not found" in low
+        or "doesn't have a resource type" in low
+        or "no matches for kind" in low
+    ):
         return NotFound(msg, kind=kind, name=name)
     return ApiError(msg, kind=kind, name=name)
 
@@ -327,8 +398,14 @@ def event_time(e: dict[str, Any]) -> str:
     events.k8s.io (the kubelet and controllers today) carry ``eventTime`` and, once repeated,
     ``series.lastObservedTime``; ``lastTimestamp`` is then empty. RFC 3339 strings with or
     without fractions sort as text once the fraction is padded."""
-    t = str(((e.get("series") or {}).get("lastObservedTime")) or e.get("lastTimestamp") or e.get("eventTime")
-            or e.get("firstTimestamp") or (e.get("metadata") or {}).get("creationTimestamp") or "")
+    t = str(
+        ((e.get("series") or {}).get("lastObservedTime"))
+        or e.get("lastTimestamp")
+        or e.get("eventTime")
+        or e.get("firstTimestamp")
+        or (e.get("metadata") or {}).get("creationTimestamp")
+        or ""
+    )
     if t.endswith("Z") and "." not in t:
         t = t[:-1] + ".000000Z"
     return t
@@ -342,9 +419,15 @@ def event_count(e: dict[str, Any]) -> int:
 class OcCluster:
     """The real cluster, reached through the ``oc`` binary (or ``kubectl``)."""
 
-    def __init__(self, binary: str | None = None, *,
-                 exec_timeout: float = DEFAULT_EXEC_TIMEOUT, kubeconfig: str | None = None,
-                 context: str | None = None, api_timeout: float = DEFAULT_API_TIMEOUT) -> None:
+    def __init__(
+        self,
+        binary: str | None = None,
+        *,
+        exec_timeout: float = DEFAULT_EXEC_TIMEOUT,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        api_timeout: float = DEFAULT_API_TIMEOUT,
+    ) -> None:
         # i16: --kubeconfig/--context reach every call (captured and streamed) as
         # `--flag=VALUE`, validated by mlenv.argv
         self._flags = argv.client_flags(kubeconfig, context)
@@ -354,8 +437,10 @@ class OcCluster:
         oc, kubectl = shutil.which("oc"), shutil.which("kubectl")
         chosen = binary or oc or kubectl
         if chosen is None:
-            raise InfraError("neither oc nor kubectl is on PATH: install the OpenShift client "
-                             "(https://mirror.openshift.com/pub/openshift-v4/clients/ocp/)")
+            raise InfraError(
+                "neither oc nor kubectl is on PATH: install the OpenShift client "
+                "(https://mirror.openshift.com/pub/openshift-v4/clients/ocp/)"
+            )
         self.binary = chosen
         self.exec_timeout = exec_timeout
         # i22: every captured call but exec/rsync carries --request-timeout=api_timeout and
@@ -363,24 +448,39 @@ class OcCluster:
         self.api_timeout = api_timeout
         self.server_url = ""  # what the probe found; named in every "cannot reach" line
         self.is_oc = os.path.basename(chosen).startswith("oc")
-        self.description = ("oc" if self.is_oc else
-                            f"kubectl at {chosen} (oc not found: kubectl runs the shared verbs; "
-                            "`build` needs oc)")
+        self.description = (
+            "oc"
+            if self.is_oc
+            else f"kubectl at {chosen} (oc not found: kubectl runs the shared verbs; "
+            "`build` needs oc)"
+        )
         # The CLI prints this once per command: a silent switch of client would surprise.
-        self.notice = "" if self.is_oc else (
-            f"notice: oc not found on PATH: using kubectl ({chosen}) for the verbs it shares "
-            "with oc (sync copies through a tar stream; `build` needs oc)")
+        self.notice = (
+            ""
+            if self.is_oc
+            else (
+                f"notice: oc not found on PATH: using kubectl ({chosen}) for the verbs it shares "
+                "with oc (sync copies through a tar stream; `build` needs oc)"
+            )
+        )
 
     # -- plumbing ---------------------------------------------------------------------
 
     def _limit(self, timeout: float | None) -> float:
         return self.exec_timeout if timeout is None else timeout
 
-    def _run(self, verb: str, options: Sequence[str], names: Sequence[str] = (), *,
-             stdin: str | None = None, namespace: str | None = None,
-             timeout: float = NO_TIMEOUT, raw: Sequence[str] | None = None,
-             request_timeout: float | None = None,
-             ) -> tuple[int, str, str, bool]:
+    def _run(
+        self,
+        verb: str,
+        options: Sequence[str],
+        names: Sequence[str] = (),
+        *,
+        stdin: str | None = None,
+        namespace: str | None = None,
+        timeout: float = NO_TIMEOUT,
+        raw: Sequence[str] | None = None,
+        request_timeout: float | None = None,
+    ) -> tuple[int, str, str, bool]:
         """Run ``oc VERB [--namespace=NS] [SUBCOMMAND] OPTIONS… -- NAMES…`` to its end or
         its deadline (``verb`` may be a command path such as ``auth can-i``).
 
@@ -409,8 +509,13 @@ class OcCluster:
                 timeout = limit + CALL_SLACK_S
             cmd = argv.kube(verb, opts, names)
             verb, cmd = cmd[0], cmd[1:]  # a subcommand word stays before "--"
-        line = [self.binary, verb, *([f"--namespace={namespace}"] if namespace else []),
-                *self._flags, *cmd]  # `--flag=VALUE` right after the verb, before any "--"
+        line = [
+            self.binary,
+            verb,
+            *([f"--namespace={namespace}"] if namespace else []),
+            *self._flags,
+            *cmd,
+        ]  # `--flag=VALUE` right after the verb, before any "--"
         if self.trace is not None:
             self.trace(shlex.join(line))
         return self._call(line, stdin, timeout)
@@ -427,32 +532,55 @@ class OcCluster:
         end would outlast the deadline."""
         limit = timeout if math.isfinite(timeout) and timeout > 0 else None
         env = {**os.environ, "LC_ALL": "en_US.UTF-8"}  # English messages: classify reads them
-        with tempfile.TemporaryFile() as fin, tempfile.TemporaryFile() as fout, \
-                tempfile.TemporaryFile() as ferr:
+        with (
+            tempfile.TemporaryFile() as fin,
+            tempfile.TemporaryFile() as fout,
+            tempfile.TemporaryFile() as ferr,
+        ):
             if stdin:
                 fin.write(stdin.encode())
                 fin.seek(0)
             try:
-                rc = subprocess.run(list(line), stdin=fin, stdout=fout, stderr=ferr, env=env,
-                                    timeout=limit, check=False).returncode
+                rc = subprocess.run(
+                    list(line),
+                    stdin=fin,
+                    stdout=fout,
+                    stderr=ferr,
+                    env=env,
+                    timeout=limit,
+                    check=False,
+                ).returncode
                 timed_out = False
             except subprocess.TimeoutExpired:  # run() killed it and reaped it
                 rc, timed_out = -1, True
             fout.seek(0)
             ferr.seek(0)
-            return (rc, fout.read().decode("utf-8", errors="ignore"),
-                    ferr.read().decode("utf-8", errors="ignore"), timed_out)
+            return (
+                rc,
+                fout.read().decode("utf-8", errors="ignore"),
+                ferr.read().decode("utf-8", errors="ignore"),
+                timed_out,
+            )
 
-    def _ok(self, verb: str, options: Sequence[str], names: Sequence[str] = (), *,
-            stdin: str | None = None, namespace: str | None = None, kind: str = "",
-            name: str = "") -> str:
+    def _ok(
+        self,
+        verb: str,
+        options: Sequence[str],
+        names: Sequence[str] = (),
+        *,
+        stdin: str | None = None,
+        namespace: str | None = None,
+        kind: str = "",
+        name: str = "",
+    ) -> str:
         rc, out, err, stuck = self._run(verb, options, names, stdin=stdin, namespace=namespace)
         if stuck or rc != 0:
             raise self._error(err or out, stuck, kind, name)
         return out
 
-    def _error(self, stderr: str, stuck: bool, kind: str = "",
-               name: str = "") -> ApiError | InfraError:
+    def _error(
+        self, stderr: str, stuck: bool, kind: str = "", name: str = ""
+    ) -> ApiError | InfraError:
         """The exception for a failed call; an unreachable or silent server is one line
         naming it (i22: not kubectl's "Unable to connect to the server: context deadline
         exceeded", which names nothing)."""
@@ -465,7 +593,8 @@ class OcCluster:
 
     def _base(self, namespace: str | None) -> list[str]:
         return [self.binary, *self._flags] + (
-            ["-n", argv.name("Namespace", namespace)] if namespace else [])
+            ["-n", argv.name("Namespace", namespace)] if namespace else []
+        )
 
     def _popen_trace(self, cmd: Sequence[str]) -> None:
         if self.trace is not None:
@@ -473,8 +602,7 @@ class OcCluster:
 
     # -- reachability (i16) -----------------------------------------------------------
 
-    def probe(self, timeout: float, say: Output | None = None, *,
-              slow_after: float = 2.0) -> str:
+    def probe(self, timeout: float, say: Output | None = None, *, slow_after: float = 2.0) -> str:
         """Make sure the API server answers before a verb starts; return its URL.
 
         One request (``get --raw=/version``, ``--request-timeout`` = ``timeout``) instead of
@@ -487,12 +615,14 @@ class OcCluster:
         # a local read; only a wrapper that contacts the server (gcloud's version-picking
         # kubectl) takes seconds here: bounded, generously
         view_limit = max(30.0, timeout + 5)
-        rc, out, err, stuck = self._run("config view", [
-            "--minify", "--output=jsonpath={.clusters[0].cluster.server}"], timeout=view_limit)
+        rc, out, err, stuck = self._run(
+            "config view",
+            ["--minify", "--output=jsonpath={.clusters[0].cluster.server}"],
+            timeout=view_limit,
+        )
         server = out.strip()
         if stuck:
-            raise Unreachable(f"{self.binary} config view did not answer within "
-                              f"{view_limit:g} s")
+            raise Unreachable(f"{self.binary} config view did not answer within {view_limit:g} s")
         if rc != 0:
             low = err.lower()
             if "context" in low and "does not exist" in low:
@@ -500,11 +630,13 @@ class OcCluster:
             if not any(s in low for s in _NO_CONTEXT):
                 raise KubeconfigError(f"the kubeconfig cannot be read: {_one_line(err)}")
             if not os.environ.get("KUBERNETES_SERVICE_HOST"):  # in a pod: its account
-                flag = [f.removeprefix("--kubeconfig=") for f in self._flags
-                        if f.startswith("--kubeconfig=")]
+                flag = [
+                    f.removeprefix("--kubeconfig=")
+                    for f in self._flags
+                    if f.startswith("--kubeconfig=")
+                ]
                 where = flag[0] if flag else os.environ.get("KUBECONFIG") or "~/.kube/config"
-                raise NotLoggedIn(f"not logged in: {LOGIN_HINT} (no current context in "
-                                  f"{where})")
+                raise NotLoggedIn(f"not logged in: {LOGIN_HINT} (no current context in {where})")
             server = "the in-cluster API server"
         server = server or "the default API server (localhost:8080)"
         timer = None
@@ -515,8 +647,9 @@ class OcCluster:
         try:
             # i22: the process is bounded by the same number it says ("no answer within
             # N s"): N, not N + 5 or kubectl's own retries
-            rc, out, err, timed_out = self._run("get", ["--raw=/version"],
-                                                request_timeout=timeout, timeout=timeout)
+            rc, out, err, timed_out = self._run(
+                "get", ["--raw=/version"], request_timeout=timeout, timeout=timeout
+            )
         finally:
             if timer is not None:
                 timer.cancel()
@@ -525,8 +658,9 @@ class OcCluster:
             return server
         low = err.lower()
         if "unauthorized" in low or "must be logged in" in low:
-            raise NotLoggedIn(f"not logged in to {server} (the credentials were refused): "
-                              f"{LOGIN_HINT}")
+            raise NotLoggedIn(
+                f"not logged in to {server} (the credentials were refused): {LOGIN_HINT}"
+            )
         why = unreachable_reason(err, timed_out, timeout)
         if why is not None:
             raise Unreachable(f"cannot reach the API server {server}: {why}")
@@ -542,8 +676,9 @@ class OcCluster:
             return self.server_url
         if self.is_oc:
             return self._ok("whoami", ["--show-server"]).strip()
-        out = self._ok("config view",
-                       ["--minify", "--output=jsonpath={.clusters[0].cluster.server}"]).strip()
+        out = self._ok(
+            "config view", ["--minify", "--output=jsonpath={.clusters[0].cluster.server}"]
+        ).strip()
         if not out:
             raise Unreachable("kubectl has no current context: set KUBECONFIG or log in")
         return out
@@ -554,16 +689,23 @@ class OcCluster:
             return self._ok("whoami", []).strip()
         return self._ok("auth whoami", ["--output=jsonpath={.status.userInfo.username}"]).strip()
 
-    def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
-              as_user: str | None = None, subresource: str | None = None) -> bool:
+    def can_i(
+        self,
+        verb: str,
+        resource: str,
+        namespace: str | None = None,
+        *,
+        as_user: str | None = None,
+        subresource: str | None = None,
+    ) -> bool:
         """``auth can-i VERB RESOURCE [--subresource=SUB] [--as=USER]`` (i22: kubectl reads
         ``pods/exec`` as a pod named exec; a subresource needs the flag)."""
         opts = [f"--as={argv.user(as_user)}"] if as_user else []
         if subresource:
             opts.append(f"--subresource={argv.resource(subresource)}")
-        rc, out, err, stuck = self._run("auth can-i", opts,
-                                        [argv.verb(verb), _resource_ref(resource)],
-                                        namespace=namespace)
+        rc, out, err, stuck = self._run(
+            "auth can-i", opts, [argv.verb(verb), _resource_ref(resource)], namespace=namespace
+        )
         if stuck or (rc != 0 and out.strip() != "no"):
             e = self._error(err, stuck)
             # impersonating a service account needs its own permission: say so, not "no"
@@ -595,40 +737,65 @@ class OcCluster:
     def _reviews(self, attrs: Sequence[dict[str, str]]) -> builtins.list[bool] | None:
         """``status.allowed`` of one SelfSubjectAccessReview per ``attrs``, or None when the
         call failed or answered anything but those reviews, in order."""
-        body = {"apiVersion": "v1", "kind": "List", "items": [
-            {"apiVersion": "authorization.k8s.io/v1", "kind": "SelfSubjectAccessReview",
-             "spec": {"resourceAttributes": a}} for a in attrs]}
+        body = {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": [
+                {
+                    "apiVersion": "authorization.k8s.io/v1",
+                    "kind": "SelfSubjectAccessReview",
+                    "spec": {"resourceAttributes": a},
+                }
+                for a in attrs
+            ],
+        }
         docs = self._batch("create", ["--output=json", "--filename=-"], [], None, json.dumps(body))
         if docs is None or len(docs) != len(attrs):
             return None
         for d, a in zip(docs, attrs, strict=True):
             echo = (d.get("spec") or {}).get("resourceAttributes") or {}
-            if d.get("kind") != "SelfSubjectAccessReview" or any(echo.get(k) != v for k, v in a.items()):
+            if d.get("kind") != "SelfSubjectAccessReview" or any(
+                echo.get(k) != v for k, v in a.items()
+            ):
                 return None
         return [(d.get("status") or {}).get("allowed") is True for d in docs]
 
     # -- objects ----------------------------------------------------------------------
 
-    def apply(self, manifest: Manifest, namespace: str | None, *,
-              field_manager: str = FIELD_MANAGER, force_conflicts: bool = False,
-              dry_run: bool = False, live: Manifest | None | Unread = Unread.UNREAD) -> ApplyResult:
+    def apply(
+        self,
+        manifest: Manifest,
+        namespace: str | None,
+        *,
+        field_manager: str = FIELD_MANAGER,
+        force_conflicts: bool = False,
+        dry_run: bool = False,
+        live: Manifest | None | Unread = Unread.UNREAD,
+    ) -> ApplyResult:
         """``apply --server-side``; the action comes from comparing with the live object
         (resourceVersions for a real apply; content for a dry run, which bumps nothing),
         read here unless the caller passes the read it holds (``live``)."""
         kind, name = manifest["kind"], argv.name(manifest["kind"], manifest["metadata"]["name"])
         before = self.get(kind, name, namespace) if isinstance(live, Unread) else live
-        args = ["--server-side", f"--field-manager={field_manager}", "--output=json", "--filename=-"]
+        args = [
+            "--server-side",
+            f"--field-manager={field_manager}",
+            "--output=json",
+            "--filename=-",
+        ]
         if force_conflicts:
             args.append("--force-conflicts")
         if dry_run:
             args.append("--dry-run=server")
-        out = self._ok("apply", args, stdin=json.dumps(manifest), namespace=namespace,
-                       kind=kind, name=name)
+        out = self._ok(
+            "apply", args, stdin=json.dumps(manifest), namespace=namespace, kind=kind, name=name
+        )
         after = json.loads(out) if before is not None and out.strip() else {}
         return judged(kind, name, before, after, dry_run=dry_run)
 
-    def dry_run_many(self, items: Sequence[DryRunItem], *,
-                     field_manager: str = FIELD_MANAGER) -> builtins.list[ApplyResult | ApiError]:
+    def dry_run_many(
+        self, items: Sequence[DryRunItem], *, field_manager: str = FIELD_MANAGER
+    ) -> builtins.list[ApplyResult | ApiError]:
         """``apply --server-side --dry-run=server -o json -f -`` of a List, one call per
         namespace and ``force_conflicts`` (cluster-scoped objects in a call of their own): kubectl prints the
         objects the server returned, matched back in order by kind and name, and each
@@ -642,28 +809,44 @@ class OcCluster:
         for i, it in enumerate(items):
             groups.setdefault((it.namespace, it.force_conflicts), []).append(i)
         for (namespace, force), idx in groups.items():
-            got = self._dry_run_batch(namespace, [items[i] for i in idx], field_manager, force) \
-                if len(idx) > 1 else None
+            got = (
+                self._dry_run_batch(namespace, [items[i] for i in idx], field_manager, force)
+                if len(idx) > 1
+                else None
+            )
             if got is None:
                 got = dry_run_each(self.apply, [items[i] for i in idx], field_manager)
             out.update(zip(idx, got, strict=True))
         return [out[i] for i in range(len(items))]
 
-    def _dry_run_batch(self, namespace: str | None, items: Sequence[DryRunItem], field_manager: str,
-                       force_conflicts: bool) -> builtins.list[ApplyResult | ApiError] | None:
+    def _dry_run_batch(
+        self,
+        namespace: str | None,
+        items: Sequence[DryRunItem],
+        field_manager: str,
+        force_conflicts: bool,
+    ) -> builtins.list[ApplyResult | ApiError] | None:
         """One dry-run apply of ``items`` (one namespace); None when the call failed or
         answered anything but those objects in order (Unreachable raises)."""
         for it in items:  # the names argv would have carried, held to the same grammar
             argv.name(it.manifest["kind"], it.manifest["metadata"]["name"])
         body = {"apiVersion": "v1", "kind": "List", "items": [it.manifest for it in items]}
-        opts = ["--server-side", f"--field-manager={field_manager}", "--dry-run=server", "--output=json",
-                "--filename=-", *(["--force-conflicts"] if force_conflicts else [])]
+        opts = [
+            "--server-side",
+            f"--field-manager={field_manager}",
+            "--dry-run=server",
+            "--output=json",
+            "--filename=-",
+            *(["--force-conflicts"] if force_conflicts else []),
+        ]
         docs = self._batch("apply", opts, [], namespace, json.dumps(body))
         if docs is None or len(docs) != len(items):
             return None
         for d, it in zip(docs, items, strict=True):
-            if (d.get("kind"), (d.get("metadata") or {}).get("name")) != (it.manifest["kind"],
-                                                                          it.manifest["metadata"]["name"]):
+            if (d.get("kind"), (d.get("metadata") or {}).get("name")) != (
+                it.manifest["kind"],
+                it.manifest["metadata"]["name"],
+            ):
                 return None  # an answer to something not asked: trust none of it
         results: builtins.list[ApplyResult | ApiError] = []
         for d, it in zip(docs, items, strict=True):
@@ -679,15 +862,20 @@ class OcCluster:
         for words in marks.commands(remove=remove):
             verb, rest = words[0], words[1:]
             cut = rest.index("--")
-            rc, out, err, _ = self._run(verb, rest[:cut], rest[cut + 1:])
+            rc, out, err, _ = self._run(verb, rest[:cut], rest[cut + 1 :])
             if rc != 0 and not (remove and re.search(r"not found", err or out)):
                 raise classify(err or out, "Node", marks.node)
 
     def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:
         """``get KIND NAME -o json --ignore-not-found``."""
-        out = self._ok("get", ["--output=json", "--ignore-not-found"],
-                       [argv.resource(kind), argv.name(kind, name)],
-                       namespace=namespace, kind=kind, name=name)
+        out = self._ok(
+            "get",
+            ["--output=json", "--ignore-not-found"],
+            [argv.resource(kind), argv.name(kind, name)],
+            namespace=namespace,
+            kind=kind,
+            name=name,
+        )
         if not out.strip():
             return None
         obj: Manifest = json.loads(out)
@@ -709,8 +897,14 @@ class OcCluster:
             out.update(read_each(self.get, group) if got is None else got)
         return out
 
-    def _batch(self, command: str, opts: builtins.list[str], args: builtins.list[str], namespace: str | None,
-               stdin: str | None = None) -> builtins.list[dict[str, Any]] | None:
+    def _batch(
+        self,
+        command: str,
+        opts: builtins.list[str],
+        args: builtins.list[str],
+        namespace: str | None,
+        stdin: str | None = None,
+    ) -> builtins.list[dict[str, Any]] | None:
         """The objects one batched call printed (a List's items, or the objects one after
         another); None when the call failed or printed no JSON, for the caller to fall back
         to single calls. Unreachable raises: a server that does not answer the batch would
@@ -722,13 +916,17 @@ class OcCluster:
                 raise e
             return None
         try:
-            return [o for doc in json_documents(out) for o in
-                    ((doc.get("items") or []) if doc.get("kind") == "List" else [doc])]
+            return [
+                o
+                for doc in json_documents(out)
+                for o in ((doc.get("items") or []) if doc.get("kind") == "List" else [doc])
+            ]
         except ValueError:
             return None
 
-    def _get_batch(self, namespace: str | None,
-                   refs: Sequence[ObjectRef]) -> dict[ObjectRef, Manifest | None] | None:
+    def _get_batch(
+        self, namespace: str | None, refs: Sequence[ObjectRef]
+    ) -> dict[ObjectRef, Manifest | None] | None:
         """One ``get`` of ``refs`` (one namespace); None when the call failed (Unreachable
         raises: a server that does not answer would not answer each ref either)."""
         words = [f"{argv.resource(k)}/{argv.name(k, n)}" for k, n, _ in refs]
@@ -748,8 +946,9 @@ class OcCluster:
                 answer[ref] = obj if ref is mine[0] else json.loads(json.dumps(obj))
         return answer
 
-    def list(self, kind: str, namespace: str | None,
-             selector: dict[str, str] | None = None) -> builtins.list[Manifest]:
+    def list(
+        self, kind: str, namespace: str | None, selector: dict[str, str] | None = None
+    ) -> builtins.list[Manifest]:
         """``get KIND -l k=v,… -o json``."""
         opts = ["--output=json"]
         if namespace is None and kind not in CLUSTER_SCOPED_KINDS:
@@ -760,16 +959,28 @@ class OcCluster:
         items: builtins.list[Manifest] = json.loads(out).get("items", []) if out.strip() else []
         return items
 
-    def delete(self, kind: str, name: str, namespace: str | None, *,
-               cascade: Literal["background", "foreground", "orphan"] = "background") -> bool:
+    def delete(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        *,
+        cascade: Literal["background", "foreground", "orphan"] = "background",
+    ) -> bool:
         """``delete KIND NAME --cascade=… --ignore-not-found``."""
-        out = self._ok("delete", [f"--cascade={cascade}", "--ignore-not-found", "--wait=false",
-                                  "--output=name"], [argv.resource(kind), argv.name(kind, name)],
-                       namespace=namespace, kind=kind, name=name)
+        out = self._ok(
+            "delete",
+            [f"--cascade={cascade}", "--ignore-not-found", "--wait=false", "--output=name"],
+            [argv.resource(kind), argv.name(kind, name)],
+            namespace=namespace,
+            kind=kind,
+            name=name,
+        )
         return bool(out.strip())
 
-    def events(self, namespace: str, kind: str | None = None,
-               name: str | None = None) -> builtins.list[Event]:
+    def events(
+        self, namespace: str, kind: str | None = None, name: str | None = None
+    ) -> builtins.list[Event]:
         """``get events`` filtered by involved object, oldest first."""
         sel = {}
         if kind:
@@ -777,48 +988,79 @@ class OcCluster:
         if name:
             sel["involvedObject.name"] = argv.name(kind or "object", name)
         opts = ["--output=json"] + ([f"--field-selector={argv.field_selector(sel)}"] if sel else [])
-        items = json.loads(self._ok("get", opts, ["events"], namespace=namespace)
-                           or "{}").get("items", [])
+        items = json.loads(self._ok("get", opts, ["events"], namespace=namespace) or "{}").get(
+            "items", []
+        )
         items.sort(key=event_time)
-        return [Event(str((e.get("involvedObject") or {}).get("kind", "")),
-                      str((e.get("involvedObject") or {}).get("name", "")),
-                      str(e.get("type", "")), str(e.get("reason", "")),
-                      str(e.get("message", "")), event_count(e)) for e in items]
+        return [
+            Event(
+                str((e.get("involvedObject") or {}).get("kind", "")),
+                str((e.get("involvedObject") or {}).get("name", "")),
+                str(e.get("type", "")),
+                str(e.get("reason", "")),
+                str(e.get("message", "")),
+                event_count(e),
+            )
+            for e in items
+        ]
 
     # -- pods -------------------------------------------------------------------------
 
-    def exec(self, pod: str, namespace: str, command: Sequence[str], *,
-             stdin: str | None = None, check: bool = True,
-             timeout: float | None = None) -> ExecResult:
+    def exec(
+        self,
+        pod: str,
+        namespace: str,
+        command: Sequence[str],
+        *,
+        stdin: str | None = None,
+        check: bool = True,
+        timeout: float | None = None,
+    ) -> ExecResult:
         """``exec --namespace=NS [-i] POD -- ARGV``, captured, killed after ``timeout``."""
         raw = argv.kube_exec(pod, command, ["-i"] if stdin is not None else [])[1:]
         limit = self._limit(timeout)
-        rc, out, err, timed_out = self._run("exec", (), stdin=stdin, namespace=namespace,
-                                            timeout=limit, raw=raw)
+        rc, out, err, timed_out = self._run(
+            "exec", (), stdin=stdin, namespace=namespace, timeout=limit, raw=raw
+        )
         if timed_out:
             raise ExecTimeout(f"exec of {' '.join(list(command)[:3])}", pod, limit)
         res = ExecResult(tuple(command), rc, out, err)
-        if rc != 0 and ("error from server" in err.lower() or "unable to connect" in err.lower()
-                        or kubelet_unreachable(err) is not None):
+        if rc != 0 and (
+            "error from server" in err.lower()
+            or "unable to connect" in err.lower()
+            or kubelet_unreachable(err) is not None
+        ):
             raise self._error(err, False, "Pod", pod)
         if check and rc != 0:
             raise ExecFailed(pod, res)
         return res
 
-    def exec_stream(self, pod: str, namespace: str, command: Sequence[str], out: Output, *,
-                    timeout: float | None = None) -> int:
+    def exec_stream(
+        self,
+        pod: str,
+        namespace: str,
+        command: Sequence[str],
+        out: Output,
+        *,
+        timeout: float | None = None,
+    ) -> int:
         """``exec POD -- ARGV`` with output streamed line by line; the exit code passes through."""
         cmdline = [*self._base(namespace), *argv.kube_exec(pod, command)]
         self._popen_trace(cmdline)
-        proc = subprocess.Popen(cmdline, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            cmdline, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         fired = threading.Event()
 
         def kill() -> None:
             fired.set()
             proc.kill()
 
-        timer = threading.Timer(timeout, kill) if timeout is not None and \
-            math.isfinite(timeout) else None
+        timer = (
+            threading.Timer(timeout, kill)
+            if timeout is not None and math.isfinite(timeout)
+            else None
+        )
         if timer is not None:
             timer.daemon = True
             timer.start()
@@ -848,8 +1090,16 @@ class OcCluster:
             out(held.rstrip("\n"))
         return rc
 
-    def rsync(self, local_dir: str, pod: str, namespace: str, remote_dir: str, *,
-              exclude: Sequence[str] = (), timeout: float | None = None) -> None:
+    def rsync(
+        self,
+        local_dir: str,
+        pod: str,
+        namespace: str,
+        remote_dir: str,
+        *,
+        exclude: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> None:
         """Copy ``local_dir`` into ``POD:REMOTE``, adding and updating files only.
 
         oc: ``oc rsync --no-perms --exclude=… -- DIR/ POD:REMOTE`` (never ``--delete``:
@@ -862,25 +1112,33 @@ class OcCluster:
             opts = ["--no-perms", *(f"--exclude={x}" for x in exclude)]
             src = f"{os.path.abspath(local_dir).rstrip('/')}/"
             raw = argv.kube("rsync", opts, [src, f"{argv.name('Pod', pod)}:{remote_dir}"])[1:]
-            rc, out, err, timed_out = self._run("rsync", (), namespace=namespace,
-                                                timeout=limit, raw=raw)
+            rc, out, err, timed_out = self._run(
+                "rsync", (), namespace=namespace, timeout=limit, raw=raw
+            )
             if timed_out:
                 raise ExecTimeout(f"rsync of {local_dir}", pod, limit)
             if rc != 0:
                 raise classify(err or out, "Pod", pod)
             return
         tar, listing = tar_pack(local_dir)
-        remote = [*self._base(namespace), *argv.kube_exec(
-            pod, ["tar", "-x", "-f", "-", "-C", remote_dir], ["-i"])]
+        remote = [
+            *self._base(namespace),
+            *argv.kube_exec(pod, ["tar", "-x", "-f", "-", "-C", remote_dir], ["-i"]),
+        ]
         try:
-            with subprocess.Popen(tar, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE) as packer:
+            with subprocess.Popen(
+                tar, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+            ) as packer:
                 assert packer.stdin is not None and packer.stdout is not None
-                feeder = threading.Thread(target=_feed, args=(packer.stdin, listing),
-                                          daemon=True)
+                feeder = threading.Thread(target=_feed, args=(packer.stdin, listing), daemon=True)
                 feeder.start()
-                proc = subprocess.run(remote, stdin=packer.stdout, capture_output=True,
-                                      check=False, timeout=None if math.isinf(limit) else limit)
+                proc = subprocess.run(
+                    remote,
+                    stdin=packer.stdout,
+                    capture_output=True,
+                    check=False,
+                    timeout=None if math.isinf(limit) else limit,
+                )
                 packer.stdout.close()
                 feeder.join()
                 tar_err = packer.stderr.read() if packer.stderr else b""
@@ -888,26 +1146,39 @@ class OcCluster:
         except subprocess.TimeoutExpired:
             raise ExecTimeout(f"copy (tar stream) of {local_dir}", pod, limit) from None
         if tar_rc != 0:
-            raise InfraError(f"tar of {local_dir} failed: "
-                             f"{tar_err.decode(errors='replace').strip()[-300:]}")
+            raise InfraError(
+                f"tar of {local_dir} failed: {tar_err.decode(errors='replace').strip()[-300:]}"
+            )
         if proc.returncode != 0:
             raise classify(proc.stderr.decode(errors="replace"), "Pod", pod)
 
-    def logs(self, pod: str, namespace: str, *, follow: bool = False,
-             out: Output | None = None, tail: int | None = None) -> str:
+    def logs(
+        self,
+        pod: str,
+        namespace: str,
+        *,
+        follow: bool = False,
+        out: Output | None = None,
+        tail: int | None = None,
+    ) -> str:
         """``logs POD [-f] [--tail=N]``."""
         opts = [] if tail is None else [f"--tail={argv.count(tail, '--tail')}"]
         if not follow:
-            text = self._ok("logs", opts, [argv.name("Pod", pod)], namespace=namespace,
-                            kind="Pod", name=pod)
+            text = self._ok(
+                "logs", opts, [argv.name("Pod", pod)], namespace=namespace, kind="Pod", name=pod
+            )
             if out is not None:
                 for line in text.splitlines():
                     out(line)
             return text
-        cmdline = [*self._base(namespace),
-                   *argv.kube("logs", ["-f", *opts], [argv.name("Pod", pod)])]
+        cmdline = [
+            *self._base(namespace),
+            *argv.kube("logs", ["-f", *opts], [argv.name("Pod", pod)]),
+        ]
         self._popen_trace(cmdline)
-        proc = subprocess.Popen(cmdline, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            cmdline, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         assert proc.stdout is not None
         for line in proc.stdout:
             if out is not None:
@@ -930,9 +1201,14 @@ class OcCluster:
 
     def port_forward(self, pod: str, namespace: str, ports: Sequence[tuple[int, int]]) -> int:
         """``port-forward pod/POD L:R …`` on localhost only, until interrupted."""
-        line = [*self._base(namespace), *argv.kube(
-            "port-forward", ["--address=127.0.0.1"],
-            [f"pod/{argv.name('Pod', pod)}", *(argv.port_pair(a, b) for a, b in ports)])]
+        line = [
+            *self._base(namespace),
+            *argv.kube(
+                "port-forward",
+                ["--address=127.0.0.1"],
+                [f"pod/{argv.name('Pod', pod)}", *(argv.port_pair(a, b) for a, b in ports)],
+            ),
+        ]
         self._popen_trace(line)
         return subprocess.call(line)
 
@@ -941,9 +1217,15 @@ class OcCluster:
         argv.name("BuildConfig", name)
         if not self.is_oc:
             raise InfraError("build needs oc: BuildConfigs are OpenShift objects (kubectl found)")
-        proc = subprocess.Popen([*self._base(namespace), *argv.kube(
-            "start-build", ["--follow", "--wait"], [argv.name("BuildConfig", name)])],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(
+            [
+                *self._base(namespace),
+                *argv.kube("start-build", ["--follow", "--wait"], [argv.name("BuildConfig", name)]),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         assert proc.stdout is not None
         for line in proc.stdout:
             out(line.rstrip("\n"))

@@ -106,24 +106,35 @@ def _alloc(node: Manifest, res: str) -> float:
     return _quantity(((node.get("status") or {}).get("allocatable") or {}).get(res, 0))
 
 
-def run_preflight(cfg: ClusterConfig, mode: Mode, nodes: int, manifests: list[Manifest],
-                  client: ClusterClient) -> PreflightReport:
+def run_preflight(
+    cfg: ClusterConfig, mode: Mode, nodes: int, manifests: list[Manifest], client: ClusterClient
+) -> PreflightReport:
     """Check the live cluster against the plan; raises only when the API cannot be reached."""
     rep = PreflightReport(user=client.whoami(), server=client.server())
     add = rep.problems.append
     ns = cfg.namespace
     if cfg.cluster.api and not same_server(cfg.cluster.api, rep.server):
-        add(Problem("blocking", f"logged in to {rep.server}, but cluster.api of {cfg.name!r} is "
-                    f"{cfg.cluster.api}: run `oc login {cfg.cluster.api}` (or fix cluster.api)",
-                    input=True))
+        add(
+            Problem(
+                "blocking",
+                f"logged in to {rep.server}, but cluster.api of {cfg.name!r} is "
+                f"{cfg.cluster.api}: run `oc login {cfg.cluster.api}` (or fix cluster.api)",
+                input=True,
+            )
+        )
         return rep  # everything else would describe the wrong cluster
     try:
         present = client.get("Namespace", ns, None) is not None
     except Forbidden:
         present = client.get("Project", ns, None) is not None
     if not present:
-        add(Problem("blocking", f"namespace {ns!r} does not exist (or you cannot see it): "
-                    f"`oc new-project {ns}` or ask an admin"))
+        add(
+            Problem(
+                "blocking",
+                f"namespace {ns!r} does not exist (or you cannot see it): "
+                f"`oc new-project {ns}` or ask an admin",
+            )
+        )
         return rep
     _check_permissions(ns, manifests, client, rep)
     unserved = _check_cluster_scoped(cfg, mode, manifests, client, rep)
@@ -141,11 +152,18 @@ def run_preflight(cfg: ClusterConfig, mode: Mode, nodes: int, manifests: list[Ma
             else:
                 why = "not found"
             if not found:
-                add(Problem("rdma", f"Multus NetworkAttachmentDefinition {nns or ns}/{name} "
-                            f"is missing ({why})"))
+                add(
+                    Problem(
+                        "rdma",
+                        f"Multus NetworkAttachmentDefinition {nns or ns}/{name} is missing ({why})",
+                    )
+                )
     st = cfg.storage
-    field_of = {st.class_rwx: "storage.class_rwx"} if st.mode == "rwx" else \
-        {st.class_rwo: "storage.class_rwo"}
+    field_of = (
+        {st.class_rwx: "storage.class_rwx"}
+        if st.mode == "rwx"
+        else {st.class_rwo: "storage.class_rwo"}
+    )
     for sc in sorted(c for c in field_of if c):
         # i9.1, defence in depth: the schema refuses such names too, but a name that
         # reached here unchecked must never become an argv word (`--kubeconfig=FILE`).
@@ -180,37 +198,55 @@ def _bind_questions(ns: str, manifests: list[Manifest]) -> list[Question]:
             continue
         res = "clusterroles" if ref.get("kind") == "ClusterRole" else "roles"
         out += [Question(v, f"{res}/{ref.get('name', '')}", ns) for v in ("bind", "escalate")]
-        out += [_grant_question(verb, grant, ns)
-                for verb, grant in _role_grants(str(ref.get("name", "")), manifests, str(ref.get("kind")))]
+        out += [
+            _grant_question(verb, grant, ns)
+            for verb, grant in _role_grants(
+                str(ref.get("name", "")), manifests, str(ref.get("kind"))
+            )
+        ]
     return out
 
 
-def _check_permissions(ns: str, manifests: list[Manifest], client: ClusterClient,
-                       rep: PreflightReport) -> None:
+def _check_permissions(
+    ns: str, manifests: list[Manifest], client: ClusterClient, rep: PreflightReport
+) -> None:
     """create + patch for every namespaced kind of the plan (and the ssh Secret), exec.
     i22: asked in one :meth:`ClusterClient.can_i_many` with the questions the bind checks
     may ask later (deploy's client keeps the answers: they ask again one by one)."""
     kinds = _kinds(manifests)
     kinds.setdefault("Secret", "v1")  # the per-deployment ssh key Secret
-    questions = [(kind, verb, resource_for(kind, api_version))
-                 for kind, api_version in kinds.items()
-                 if kind not in CLUSTER_SCOPED_KINDS  # _check_cluster_scoped: maybe an admin's
-                 for verb in ("create", "patch")] + [("", "create", "pods/exec")]
+    questions = [
+        (kind, verb, resource_for(kind, api_version))
+        for kind, api_version in kinds.items()
+        if kind not in CLUSTER_SCOPED_KINDS  # _check_cluster_scoped: maybe an admin's
+        for verb in ("create", "patch")
+    ] + [("", "create", "pods/exec")]
     # i22: the exec subresource, not `can-i create pods/exec` (a pod named exec)
-    asked = [Question(verb, res, ns) if kind else Question(verb, "pods", ns, "exec")
-             for kind, verb, res in questions]
-    answers = client.can_i_many(asked + _bind_questions(ns, manifests))[:len(asked)]
+    asked = [
+        Question(verb, res, ns) if kind else Question(verb, "pods", ns, "exec")
+        for kind, verb, res in questions
+    ]
+    answers = client.can_i_many(asked + _bind_questions(ns, manifests))[: len(asked)]
     for (kind, verb, res), ok in zip(questions, answers, strict=True):
         if ok:
             continue
         if not kind:
-            rep.problems.append(Problem("blocking", f"user {rep.user} may not {verb} {res} in "
-                                        f"namespace {ns} (sync and launch run through exec)"))
+            rep.problems.append(
+                Problem(
+                    "blocking",
+                    f"user {rep.user} may not {verb} {res} in "
+                    f"namespace {ns} (sync and launch run through exec)",
+                )
+            )
             continue
         names = sorted(m["metadata"]["name"] for m in manifests if m.get("kind") == kind)
-        rep.problems.append(Problem(
-            "blocking", f"user {rep.user} may not {verb} {plural(kind)} in namespace {ns}"
-            + (f" (the plan has {', '.join(names)})" if names else "")))
+        rep.problems.append(
+            Problem(
+                "blocking",
+                f"user {rep.user} may not {verb} {plural(kind)} in namespace {ns}"
+                + (f" (the plan has {', '.join(names)})" if names else ""),
+            )
+        )
 
 
 def _covers(live: object, planned: object) -> bool:
@@ -223,7 +259,9 @@ def _covers(live: object, planned: object) -> bool:
     if isinstance(planned, list):
         if not isinstance(live, list):
             return not planned
-        return len(live) == len(planned) and all(_covers(a, b) for a, b in zip(live, planned, strict=False))
+        return len(live) == len(planned) and all(
+            _covers(a, b) for a, b in zip(live, planned, strict=False)
+        )
     if planned is None:
         return live in (None, [], {}, "")
     return live == planned
@@ -237,8 +275,13 @@ def matches_plan(live: Manifest, planned: Manifest) -> bool:
     return _covers(live, want)
 
 
-def _check_cluster_scoped(cfg: ClusterConfig, mode: Mode, manifests: list[Manifest],
-                          client: ClusterClient, rep: PreflightReport) -> set[str]:
+def _check_cluster_scoped(
+    cfg: ClusterConfig,
+    mode: Mode,
+    manifests: list[Manifest],
+    client: ClusterClient,
+    rep: PreflightReport,
+) -> set[str]:
     """The plan's cluster-scoped objects: exist as planned, or may be created/patched.
     Returns the kinds the API does not serve (their objects are skipped)."""
     unserved: set[str] = set()
@@ -248,14 +291,18 @@ def _check_cluster_scoped(cfg: ClusterConfig, mode: Mode, manifests: list[Manife
         if kind not in CLUSTER_SCOPED_KINDS:
             continue
         res = resource_for(kind, str(m.get("apiVersion", "v1")))
-        hint = (f"ask a cluster admin to apply k8s/{cfg.name}/{mode}/{file_name(kind)} "
-                f"(oc apply --server-side -f k8s/{cfg.name}/{mode}/{file_name(kind)})")
+        hint = (
+            f"ask a cluster admin to apply k8s/{cfg.name}/{mode}/{file_name(kind)} "
+            f"(oc apply --server-side -f k8s/{cfg.name}/{mode}/{file_name(kind)})"
+        )
         try:
             live = client.get(kind, name, None)
         except NotFound:
             if kind == "SecurityContextConstraints":
-                rep.notes.append(f"the API has no SecurityContextConstraints (not OpenShift): "
-                                 f"{plural(kind)}/{name} is not applied")
+                rep.notes.append(
+                    f"the API has no SecurityContextConstraints (not OpenShift): "
+                    f"{plural(kind)}/{name} is not applied"
+                )
                 rep.skip.append((kind, name))
                 unserved.add(kind)
                 continue
@@ -266,74 +313,114 @@ def _check_cluster_scoped(cfg: ClusterConfig, mode: Mode, manifests: list[Manife
             # neither readable nor writable: only an admin can have put it there, and the
             # wait step names an SCC denial if they have not
             rep.skip.append((kind, name))
-            rep.notes.append(f"{rep.user} may not read, create or patch {plural(kind)}/{name}: "
-                             f"left to a cluster admin ({hint}); if pods stay Pending with a "
-                             "security context constraint denial, that is still to be done")
+            rep.notes.append(
+                f"{rep.user} may not read, create or patch {plural(kind)}/{name}: "
+                f"left to a cluster admin ({hint}); if pods stay Pending with a "
+                "security context constraint denial, that is still to be done"
+            )
             continue
         if live is None:
             if not client.can_i("create", res):
-                rep.problems.append(Problem(severity, f"{kind} {name} does not exist and "
-                                            f"{rep.user} may not create it: {hint}"))
+                rep.problems.append(
+                    Problem(
+                        severity,
+                        f"{kind} {name} does not exist and {rep.user} may not create it: {hint}",
+                    )
+                )
             continue
         if client.can_i("patch", res):
             continue  # apply keeps it as planned (a no-op when it already is)
         if matches_plan(live, m):
             rep.skip.append((kind, name))
-            rep.notes.append(f"{plural(kind)}/{name} exists as planned and {rep.user} may not "
-                             "patch it: left as it is")
+            rep.notes.append(
+                f"{plural(kind)}/{name} exists as planned and {rep.user} may not "
+                "patch it: left as it is"
+            )
         else:
-            rep.problems.append(Problem(severity, f"{kind} {name} differs from the plan and "
-                                        f"{rep.user} may not patch it: {hint}"))
+            rep.problems.append(
+                Problem(
+                    severity,
+                    f"{kind} {name} differs from the plan and {rep.user} may not patch it: {hint}",
+                )
+            )
     return unserved
 
 
-def _check_scc_use(ns: str, manifests: list[Manifest], client: ClusterClient,
-                   rep: PreflightReport) -> None:
+def _check_scc_use(
+    ns: str, manifests: list[Manifest], client: ClusterClient, rep: PreflightReport
+) -> None:
     """The pods' service account may use the plan's SCC, now or once the plan's RoleBinding
     is applied (asked as the service account: ``auth can-i --as=system:serviceaccount:…``)."""
-    sccs = [m["metadata"]["name"] for m in manifests
-            if m.get("kind") == "SecurityContextConstraints"]
-    sas = sorted({str(((m.get("spec") or {}).get("template") or {}).get("spec", {})
-                      .get("serviceAccountName", "default"))
-                  for m in manifests if m.get("kind") == "StatefulSet"})
+    sccs = [
+        m["metadata"]["name"] for m in manifests if m.get("kind") == "SecurityContextConstraints"
+    ]
+    sas = sorted(
+        {
+            str(
+                ((m.get("spec") or {}).get("template") or {})
+                .get("spec", {})
+                .get("serviceAccountName", "default")
+            )
+            for m in manifests
+            if m.get("kind") == "StatefulSet"
+        }
+    )
     for scc in sccs:
         for sa in sas:
             user = f"system:serviceaccount:{ns}:{sa}"
             try:
                 ok = client.can_i("use", f"securitycontextconstraints/{scc}", ns, as_user=user)
             except Forbidden:
-                rep.notes.append(f"cannot ask as {user} (impersonation forbidden): whether it "
-                                 f"may use SCC {scc} is not checked")
+                rep.notes.append(
+                    f"cannot ask as {user} (impersonation forbidden): whether it "
+                    f"may use SCC {scc} is not checked"
+                )
                 continue
             if ok:
                 continue
             grant = _granting_binding(manifests, ns, sa, scc)
             if grant:
-                rep.notes.append(f"service account {sa} may not use SCC {scc} yet: "
-                                 f"rolebinding/{grant} of this plan grants it")
+                rep.notes.append(
+                    f"service account {sa} may not use SCC {scc} yet: "
+                    f"rolebinding/{grant} of this plan grants it"
+                )
             else:
-                rep.problems.append(Problem(
-                    "rdma", f"service account {ns}/{sa} may not use SCC {scc} and the plan does "
-                    f"not grant it: ask a cluster admin (oc adm policy add-scc-to-user {scc} "
-                    f"-z {sa} -n {ns})"))
+                rep.problems.append(
+                    Problem(
+                        "rdma",
+                        f"service account {ns}/{sa} may not use SCC {scc} and the plan does "
+                        f"not grant it: ask a cluster admin (oc adm policy add-scc-to-user {scc} "
+                        f"-z {sa} -n {ns})",
+                    )
+                )
 
 
-def _role_grants(role: str, manifests: list[Manifest], kind: str = "ClusterRole") -> list[tuple[str, str]]:
+def _role_grants(
+    role: str, manifests: list[Manifest], kind: str = "ClusterRole"
+) -> list[tuple[str, str]]:
     """(verb, resource/name) pairs ``role`` grants: from the plan's ClusterRole (or Role,
     with ``kind``), or for OpenShift's ``system:openshift:scc:<name>`` roles, ``use`` of
     that SCC."""
     for m in manifests:
         if m.get("kind") == kind and m["metadata"]["name"] == role:
-            return [(verb, f"{res}/{name}" if name else res)
-                    for rule in m.get("rules") or []
-                    for verb in rule.get("verbs") or []
-                    for res in rule.get("resources") or []
-                    for name in (rule.get("resourceNames") or [""])]
+            return [
+                (verb, f"{res}/{name}" if name else res)
+                for rule in m.get("rules") or []
+                for verb in rule.get("verbs") or []
+                for res in rule.get("resources") or []
+                for name in (rule.get("resourceNames") or [""])
+            ]
     prefix = "system:openshift:scc:"
-    return [("use", f"securitycontextconstraints/{role[len(prefix):]}")] if role.startswith(prefix) else []
+    return (
+        [("use", f"securitycontextconstraints/{role[len(prefix) :]}")]
+        if role.startswith(prefix)
+        else []
+    )
 
 
-def _check_binds(ns: str, manifests: list[Manifest], client: ClusterClient, rep: PreflightReport) -> None:
+def _check_binds(
+    ns: str, manifests: list[Manifest], client: ClusterClient, rep: PreflightReport
+) -> None:
     """i22.3: RBAC lets a user bind a ClusterRole in a RoleBinding only with ``bind`` (or
     ``escalate``) on that role, or when the user already holds everything it grants.
     create/patch on rolebindings alone is not enough: a non-admin's RDMA apply was refused
@@ -347,16 +434,22 @@ def _check_binds(ns: str, manifests: list[Manifest], client: ClusterClient, rep:
         if m.get("kind") != "RoleBinding" or ref.get("kind") != "ClusterRole":
             continue
         role = str(ref.get("name", ""))
-        if client.can_i("bind", f"clusterroles/{role}", ns) or client.can_i("escalate", f"clusterroles/{role}", ns):
+        if client.can_i("bind", f"clusterroles/{role}", ns) or client.can_i(
+            "escalate", f"clusterroles/{role}", ns
+        ):
             continue
         grants = _role_grants(role, manifests)
         if grants and all(client.can_i(verb, res, ns) for verb, res in grants):
             continue
         held = ", ".join(f"{v} {r}" for v, r in grants) or "what the role grants"
-        rep.problems.append(Problem(
-            "rdma", f"user {rep.user} may not bind clusterrole {role} (rolebinding/{m['metadata']['name']}): "
-            f"that needs `bind` on the role or holding {held} yourself; ask a cluster admin to grant "
-            f"`bind` on clusterrole {role} in namespace {ns}, or to apply the RoleBinding"))
+        rep.problems.append(
+            Problem(
+                "rdma",
+                f"user {rep.user} may not bind clusterrole {role} (rolebinding/{m['metadata']['name']}): "
+                f"that needs `bind` on the role or holding {held} yourself; ask a cluster admin to grant "
+                f"`bind` on clusterrole {role} in namespace {ns}, or to apply the RoleBinding",
+            )
+        )
 
 
 def _grant_question(verb: str, res: str, ns: str) -> Question:
@@ -373,8 +466,13 @@ def _holds(client: ClusterClient, verb: str, res: str, ns: str) -> bool:
     return client.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource)
 
 
-def _check_role_bind(ns: str, binding: Manifest, manifests: list[Manifest], client: ClusterClient,
-                     rep: PreflightReport) -> None:
+def _check_role_bind(
+    ns: str,
+    binding: Manifest,
+    manifests: list[Manifest],
+    client: ClusterClient,
+    rep: PreflightReport,
+) -> None:
     """i26.3: the re-check's RoleBinding to the plan's own Role passes RBAC's escalation
     check only with ``bind`` on roles, or when the user holds what the Role grants
     (``get`` and exec on pod-0, which anyone who may `mlenv launch` does)."""
@@ -384,35 +482,49 @@ def _check_role_bind(ns: str, binding: Manifest, manifests: list[Manifest], clie
     grants = _role_grants(role, manifests, "Role")
     missing = [f"{v} {r}" for v, r in grants if not _holds(client, v, r, ns)]
     if missing or not grants:
-        rep.problems.append(Problem(
-            "blocking", f"user {rep.user} may not bind role {role} (rolebinding/{binding['metadata']['name']}, "
-            f"the scheduled re-check): that needs `bind` on roles or holding {', '.join(missing) or 'what it grants'} "
-            f"yourself in namespace {ns}"))
+        rep.problems.append(
+            Problem(
+                "blocking",
+                f"user {rep.user} may not bind role {role} (rolebinding/{binding['metadata']['name']}, "
+                f"the scheduled re-check): that needs `bind` on roles or holding {', '.join(missing) or 'what it grants'} "
+                f"yourself in namespace {ns}",
+            )
+        )
 
 
 def _granting_binding(manifests: list[Manifest], ns: str, sa: str, scc: str) -> str:
     """Name of a RoleBinding in the plan giving ``sa`` a (Cluster)Role of the plan that
     may ``use`` ``scc``; "" when none does."""
-    roles = {(m["kind"], m["metadata"]["name"]): m for m in manifests
-             if m.get("kind") in ("Role", "ClusterRole")}
+    roles = {
+        (m["kind"], m["metadata"]["name"]): m
+        for m in manifests
+        if m.get("kind") in ("Role", "ClusterRole")
+    }
     for m in manifests:
         if m.get("kind") != "RoleBinding":
             continue
-        if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa
-                   and s.get("namespace", ns) == ns for s in m.get("subjects") or []):
+        if not any(
+            s.get("kind") == "ServiceAccount"
+            and s.get("name") == sa
+            and s.get("namespace", ns) == ns
+            for s in m.get("subjects") or []
+        ):
             continue
         ref = m.get("roleRef") or {}
         role = roles.get((str(ref.get("kind", "")), str(ref.get("name", ""))))
         for rule in (role or {}).get("rules") or []:
-            if "use" in (rule.get("verbs") or []) and \
-                    "securitycontextconstraints" in (rule.get("resources") or []) and \
-                    scc in (rule.get("resourceNames") or [scc]):
+            if (
+                "use" in (rule.get("verbs") or [])
+                and "securitycontextconstraints" in (rule.get("resources") or [])
+                and scc in (rule.get("resourceNames") or [scc])
+            ):
                 return str(m["metadata"]["name"])
     return ""
 
 
-def _check_nodes(cfg: ClusterConfig, mode: Mode, nodes: int, client: ClusterClient,
-                 rep: PreflightReport) -> None:
+def _check_nodes(
+    cfg: ClusterConfig, mode: Mode, nodes: int, client: ClusterClient, rep: PreflightReport
+) -> None:
     from mlenv.render.workload import cpu_only
 
     add = rep.problems.append
@@ -426,8 +538,11 @@ def _check_nodes(cfg: ClusterConfig, mode: Mode, nodes: int, client: ClusterClie
             for name in cfg.gpu_nodes:
                 node = client.get("Node", name, None)
                 if node is None:
-                    add(Problem("blocking", f"node {name} (nodes.gpu_nodes) does not exist",
-                                input=True))
+                    add(
+                        Problem(
+                            "blocking", f"node {name} (nodes.gpu_nodes) does not exist", input=True
+                        )
+                    )
                 else:
                     objs.append(node)
         else:
@@ -445,20 +560,34 @@ def _check_nodes(cfg: ClusterConfig, mode: Mode, nodes: int, client: ClusterClie
         gpus = _alloc(node, GPU_RESOURCE)
         if gpus < per_node:
             if cfg.gpu_nodes:
-                add(Problem("blocking", f"node {name} has {gpus:g} allocatable {GPU_RESOURCE}, "
-                            f"needs {per_node}"))
+                add(
+                    Problem(
+                        "blocking",
+                        f"node {name} has {gpus:g} allocatable {GPU_RESOURCE}, needs {per_node}",
+                    )
+                )
             continue
         usable.append(node)
     if len(usable) < nodes:
-        add(Problem("blocking", f"{len(usable)} Ready node(s)"
-                    + (f" with {per_node} allocatable {GPU_RESOURCE}" if per_node else "")
-                    + f", {nodes} needed (one pod per node)"))
+        add(
+            Problem(
+                "blocking",
+                f"{len(usable)} Ready node(s)"
+                + (f" with {per_node} allocatable {GPU_RESOURCE}" if per_node else "")
+                + f", {nodes} needed (one pod per node)",
+            )
+        )
     for r in rdma_res:
         have = [n for n in usable if _alloc(n, r.name) >= r.count]
         if len(have) < nodes:
             lacking = sorted(n["metadata"]["name"] for n in usable if n not in have)
-            add(Problem("rdma", f"{len(have)} node(s) offer {r.count} allocatable {r.name}, "
-                        f"{nodes} needed" + (f" (lacking: {', '.join(lacking)})" if lacking else "")))
+            add(
+                Problem(
+                    "rdma",
+                    f"{len(have)} node(s) offer {r.count} allocatable {r.name}, "
+                    f"{nodes} needed" + (f" (lacking: {', '.join(lacking)})" if lacking else ""),
+                )
+            )
 
 
 # The objects deploy applies have fixed names (docs/contracts.md), so a second config
@@ -468,8 +597,9 @@ def _check_nodes(cfg: ClusterConfig, mode: Mode, nodes: int, client: ClusterClie
 ADOPTABLE = ("ServiceAccount",)  # users pre-create the service account (upstream's notes did)
 
 
-def foreign_objects(cfg: ClusterConfig, planned: list[Manifest],
-                    client: ClusterClient) -> list[str]:
+def foreign_objects(
+    cfg: ClusterConfig, planned: list[Manifest], client: ClusterClient
+) -> list[str]:
     """One line per live object the plan would overwrite that is not this instance's
     (another instance's label, or no mlenv label at all): "kind/name: whose"."""
     out: list[str] = []
@@ -495,7 +625,9 @@ def foreign_objects(cfg: ClusterConfig, planned: list[Manifest],
         if owner is not None:
             whose = f"belongs to instance {owner!r}" + (
                 f" of namespace {labels.get(LABEL_NAMESPACE)!r}"
-                if scoped and labels.get(LABEL_NAMESPACE) else "")
+                if scoped and labels.get(LABEL_NAMESPACE)
+                else ""
+            )
         else:
             whose = "was not created by mlenv (no app.kubernetes.io/instance label)"
         out.append(f"{kind.lower()}/{name}: {whose}")

@@ -28,7 +28,8 @@ class StatusReport:
 READ_INTERFACES = (
     "import os; from mlenv.pod.runtime import paths_from; "
     "p = os.path.join(paths_from(os.environ).state_dir, 'interfaces.json'); "
-    "print(open(p).read() if os.path.exists(p) else '')")
+    "print(open(p).read() if os.path.exists(p) else '')"
+)
 
 
 def _interface_line(doc: dict[str, object]) -> str:
@@ -38,8 +39,10 @@ def _interface_line(doc: dict[str, object]) -> str:
         if not isinstance(chk, dict):
             continue
         missing = chk.get("missing") or []
-        parts.append(f"{chk.get('variable')}: present {','.join(chk.get('present') or []) or '-'}"
-                     + (f", MISSING {','.join(missing)}" if missing else ""))
+        parts.append(
+            f"{chk.get('variable')}: present {','.join(chk.get('present') or []) or '-'}"
+            + (f", MISSING {','.join(missing)}" if missing else "")
+        )
     return "; ".join(parts) or "no interface checks recorded"
 
 
@@ -53,8 +56,9 @@ def _interfaces(cfg: ClusterConfig, client: ClusterClient, pods: list[PodView]) 
         if p.phase != "Running":
             continue
         try:
-            res = client.exec(p.name, cfg.namespace, ["python3", "-c", READ_INTERFACES],
-                              check=False, timeout=15)
+            res = client.exec(
+                p.name, cfg.namespace, ["python3", "-c", READ_INTERFACES], check=False, timeout=15
+            )
         except (InfraError, InputError):
             continue
         text = res.stdout.strip()
@@ -86,9 +90,11 @@ def status(cfg: ClusterConfig, client: ClusterClient) -> StatusReport:
     rep.neighbours = sorted(str(p["metadata"]["name"]) for p in split.neighbours)
     for pvc in client.list("PersistentVolumeClaim", cfg.namespace, sel):
         size = (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}).get(
-            "storage", "")
-        rep.pvcs.append((pvc["metadata"]["name"], str((pvc.get("status") or {}).get("phase", "")),
-                         str(size)))
+            "storage", ""
+        )
+        rep.pvcs.append(
+            (pvc["metadata"]["name"], str((pvc.get("status") or {}).get("phase", "")), str(size))
+        )
     if cfg.rdma.enabled:
         rep.interfaces = _interfaces(cfg, client, rep.pods)
     return rep

@@ -52,8 +52,10 @@ class PodPlan:
 
     def summary(self) -> str:
         """``ml-dev-env-0: 2 added, 1 updated, 0 deleted, 3 kept``."""
-        return (f"{self.pod}: {len(self.add)} added, {len(self.update)} updated, "
-                f"{len(self.delete)} deleted, {len(self.kept)} kept (only in the pod)")
+        return (
+            f"{self.pod}: {len(self.add)} added, {len(self.update)} updated, "
+            f"{len(self.delete)} deleted, {len(self.kept)} kept (only in the pod)"
+        )
 
 
 @dataclass
@@ -67,22 +69,24 @@ class SyncReport:
     dry_run: bool = False
 
 
-def _listing(client: ClusterClient, cfg: ClusterConfig, pod: str,
-             timeout: float | None) -> dict[str, str]:
-    res = client.exec(pod, cfg.namespace, ["python3", "-c", treehash.LIST_SCRIPT, REMOTE_DIR],
-                      timeout=timeout)
+def _listing(
+    client: ClusterClient, cfg: ClusterConfig, pod: str, timeout: float | None
+) -> dict[str, str]:
+    res = client.exec(
+        pod, cfg.namespace, ["python3", "-c", treehash.LIST_SCRIPT, REMOTE_DIR], timeout=timeout
+    )
     try:
         data = json.loads(res.stdout or "{}")
     except json.JSONDecodeError:
-        raise InfraError(f"{pod}: the tree listing printed no JSON: "
-                         f"{res.stdout.strip()[:200]!r}") from None
+        raise InfraError(
+            f"{pod}: the tree listing printed no JSON: {res.stdout.strip()[:200]!r}"
+        ) from None
     if not isinstance(data, dict):
         raise InfraError(f"{pod}: the tree listing is not a mapping")
     return {str(k): str(v) for k, v in data.items()}
 
 
-def plan_pod(pod: str, local: dict[str, str], remote: dict[str, str], *,
-             delete: bool) -> PodPlan:
+def plan_pod(pod: str, local: dict[str, str], remote: dict[str, str], *, delete: bool) -> PodPlan:
     """Compare local and pod listings (path → sha256) into a :class:`PodPlan`."""
     out = PodPlan(pod)
     for rel in sorted(local):
@@ -100,9 +104,17 @@ def plan_pod(pod: str, local: dict[str, str], remote: dict[str, str], *,
     return out
 
 
-def sync(cfg: ClusterConfig, client: ClusterClient, local_dir: str, *, workers: int = 8,
-         timeout: float | None = None, delete: bool = False, dry_run: bool = False,
-         say: Say = lambda _m: None) -> SyncReport:
+def sync(
+    cfg: ClusterConfig,
+    client: ClusterClient,
+    local_dir: str,
+    *,
+    workers: int = 8,
+    timeout: float | None = None,
+    delete: bool = False,
+    dry_run: bool = False,
+    say: Say = lambda _m: None,
+) -> SyncReport:
     """Copy ``local_dir`` to every Running worker pod and verify every file arrived.
 
     ``delete`` removes pod files gone locally (protected paths never); ``dry_run`` only
@@ -135,13 +147,23 @@ def sync(cfg: ClusterConfig, client: ClusterClient, local_dir: str, *, workers: 
 
     def copy(pl: PodPlan) -> str:
         if pl.add or pl.update:
-            client.rsync(local_dir, pl.pod, cfg.namespace, REMOTE_DIR,
-                         exclude=list(treehash.RSYNC_EXCLUDES), timeout=timeout)
+            client.rsync(
+                local_dir,
+                pl.pod,
+                cfg.namespace,
+                REMOTE_DIR,
+                exclude=list(treehash.RSYNC_EXCLUDES),
+                timeout=timeout,
+            )
         # delete only after the copy succeeded: a failed copy must not leave fewer files
         if pl.delete:
-            client.exec(pl.pod, cfg.namespace,
-                        ["python3", "-c", treehash.REMOVE_SCRIPT, REMOTE_DIR],
-                        stdin=json.dumps(pl.delete), timeout=timeout)
+            client.exec(
+                pl.pod,
+                cfg.namespace,
+                ["python3", "-c", treehash.REMOVE_SCRIPT, REMOTE_DIR],
+                stdin=json.dumps(pl.delete),
+                timeout=timeout,
+            )
         return pl.pod
 
     with ThreadPoolExecutor(max_workers=pool_size) as pool:
@@ -155,14 +177,21 @@ def sync(cfg: ClusterConfig, client: ClusterClient, local_dir: str, *, workers: 
 
     with ThreadPoolExecutor(max_workers=pool_size) as pool:
         got = list(pool.map(check, [p.name for p in pods]))
-    bad = [f"{pod}: {len(missing)} file(s) missing or different: "
-           f"{', '.join(treehash.shown(m) for m in missing[:5])}"
-           + (" …" if len(missing) > 5 else "") for pod, missing in got if missing]
+    bad = [
+        f"{pod}: {len(missing)} file(s) missing or different: "
+        f"{', '.join(treehash.shown(m) for m in missing[:5])}" + (" …" if len(missing) > 5 else "")
+        for pod, missing in got
+        if missing
+    ]
     if bad:
-        raise SyncMismatch(f"workspace incomplete after sync (local {want}):\n"
-                           + "\n".join(f"  - {b}" for b in bad))
-    say(f"verified {len(got)} pod(s): all {want.split()[0]} local files present "
-        f"(sha256 {want.split()[1][:16]}…)")
+        raise SyncMismatch(
+            f"workspace incomplete after sync (local {want}):\n"
+            + "\n".join(f"  - {b}" for b in bad)
+        )
+    say(
+        f"verified {len(got)} pod(s): all {want.split()[0]} local files present "
+        f"(sha256 {want.split()[1][:16]}…)"
+    )
     return SyncReport(copied, [p for p, _ in got], want, plans)
 
 
@@ -182,10 +211,18 @@ def tree_mtimes(root: str) -> dict[str, tuple[int, int]]:
     return out
 
 
-def watch(cfg: ClusterConfig, client: ClusterClient, local_dir: str, *, interval: float = 1.0,
-          max_rounds: int | None = None, sleep: Callable[[float], None] | None = None,
-          timeout: float | None = None, delete: bool = False,
-          say: Say = lambda _m: None) -> int:
+def watch(
+    cfg: ClusterConfig,
+    client: ClusterClient,
+    local_dir: str,
+    *,
+    interval: float = 1.0,
+    max_rounds: int | None = None,
+    sleep: Callable[[float], None] | None = None,
+    timeout: float | None = None,
+    delete: bool = False,
+    say: Say = lambda _m: None,
+) -> int:
     """Re-sync whenever the tree changes; returns the number of syncs (Ctrl-C stops it).
 
     ``sleep`` is injectable so a test can change the tree between polls without waiting.

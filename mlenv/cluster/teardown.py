@@ -21,8 +21,21 @@ from mlenv.errors import InputError
 # stop before the objects they use go away (i26.3: the re-check CronJob before all, so no
 # scheduled run starts into a half-deleted deployment; its Jobs and pods go with it).
 # PVCs come last and only with --purge.
-TEARDOWN_KINDS = ("CronJob", "StatefulSet", "Pod", "Route", "Service", "NetworkPolicy", "BuildConfig",
-                  "ImageStream", "RoleBinding", "Role", "ServiceAccount", "Secret", "ConfigMap")
+TEARDOWN_KINDS = (
+    "CronJob",
+    "StatefulSet",
+    "Pod",
+    "Route",
+    "Service",
+    "NetworkPolicy",
+    "BuildConfig",
+    "ImageStream",
+    "RoleBinding",
+    "Role",
+    "ServiceAccount",
+    "Secret",
+    "ConfigMap",
+)
 CLUSTER_KINDS = ("SecurityContextConstraints", "ClusterRole")
 # i25.4: the image build survives a teardown (upstream's clean-multi-node kept it): a
 # redeploy then starts from the built image instead of a 15-minute rebuild. --purge deletes it.
@@ -99,8 +112,9 @@ def _bound_elsewhere(client: ClusterClient, cfg: ClusterConfig, role: str) -> li
     return out
 
 
-def teardown(cfg: ClusterConfig, client: ClusterClient, *, purge: bool = False,
-             dry_run: bool = False) -> TeardownReport:
+def teardown(
+    cfg: ClusterConfig, client: ClusterClient, *, purge: bool = False, dry_run: bool = False
+) -> TeardownReport:
     """Delete what this deployment created, nothing else.
 
     ``dry_run`` (i16): read and decide exactly as a real teardown, change nothing;
@@ -149,48 +163,76 @@ def teardown(cfg: ClusterConfig, client: ClusterClient, *, purge: bool = False,
         for c in claims:
             n = c["metadata"]["name"]
             if n in busy:
-                rep.left.append(f"persistentvolumeclaim/{n}: kept: pod {busy[n]} of another "
-                                "deployment mounts it")
-        _drop(client, rep, "PersistentVolumeClaim",
-              [c for c in claims if c["metadata"]["name"] not in busy], cfg.namespace, dry_run)
+                rep.left.append(
+                    f"persistentvolumeclaim/{n}: kept: pod {busy[n]} of another "
+                    "deployment mounts it"
+                )
+        _drop(
+            client,
+            rep,
+            "PersistentVolumeClaim",
+            [c for c in claims if c["metadata"]["name"] not in busy],
+            cfg.namespace,
+            dry_run,
+        )
     return rep
 
 
-def _own_pods(cfg: ClusterConfig, rep: TeardownReport, objs: list[Manifest],
-              ours: set[str]) -> list[Manifest]:
+def _own_pods(
+    cfg: ClusterConfig, rep: TeardownReport, objs: list[Manifest], ours: set[str]
+) -> list[Manifest]:
     """The pods among ``objs`` (all carrying this instance's labels) that are this
     deployment's: ``ours``, the StatefulSet's own and the bare dev Pod deploy makes
     (:func:`~mlenv.cluster.deploy.split_pods`, read before the StatefulSet was deleted).
     i22: anyone who may create pods in the namespace can put our labels on one; such a
     pod is a neighbour's, kept and named in ``rep.left``, never deleted."""
     kept = [o for o in objs if str(o["metadata"]["name"]) not in ours]
-    rep.left += [f"pod/{o['metadata']['name']}: kept: it carries the labels of {cfg.name} but "
-                 "neither its StatefulSet nor deploy made it (a namespace neighbour's; see "
-                 "docs/security.md)" for o in kept]
+    rep.left += [
+        f"pod/{o['metadata']['name']}: kept: it carries the labels of {cfg.name} but "
+        "neither its StatefulSet nor deploy made it (a namespace neighbour's; see "
+        "docs/security.md)"
+        for o in kept
+    ]
     return [o for o in objs if str(o["metadata"]["name"]) in ours]
 
 
-def _drop(client: ClusterClient, rep: TeardownReport, kind: str, objs: list[Manifest], ns: str | None,
-          dry_run: bool) -> None:
+def _drop(
+    client: ClusterClient,
+    rep: TeardownReport,
+    kind: str,
+    objs: list[Manifest],
+    ns: str | None,
+    dry_run: bool,
+) -> None:
     """Delete (or, dry, list) the namespaced ``objs`` mlenv created; release the adopted ones."""
     for o in objs:
         name = o["metadata"]["name"]
-        owners = {f"{r.get('kind', '').lower()}/{r.get('name')}"
-                  for r in o["metadata"].get("ownerReferences") or []}
+        owners = {
+            f"{r.get('kind', '').lower()}/{r.get('name')}"
+            for r in o["metadata"].get("ownerReferences") or []
+        }
         if dry_run and owners & set(rep.deleted):
             continue  # goes with its owner (foreground cascade), as in a real teardown
         if not created_by_mlenv(o):
             if not dry_run:
                 _release(client, o, ns)
-            rep.left.append(f"{kind.lower()}/{name}: kept (it existed before mlenv "
-                            "adopted it); mlenv's labels removed")
+            rep.left.append(
+                f"{kind.lower()}/{name}: kept (it existed before mlenv "
+                "adopted it); mlenv's labels removed"
+            )
             continue
         if dry_run or client.delete(kind, name, ns, cascade="foreground"):
             rep.deleted.append(f"{kind.lower()}/{name}")
 
 
-def _drop_cluster_scoped(cfg: ClusterConfig, client: ClusterClient, rep: TeardownReport, kind: str,
-                         sel: dict[str, str], dry_run: bool) -> None:
+def _drop_cluster_scoped(
+    cfg: ClusterConfig,
+    client: ClusterClient,
+    rep: TeardownReport,
+    kind: str,
+    sel: dict[str, str],
+    dry_run: bool,
+) -> None:
     """The cluster-scoped objects of ``kind`` this deployment created and nobody else uses."""
     try:
         objs = client.list(kind, None, sel)
@@ -200,10 +242,12 @@ def _drop_cluster_scoped(cfg: ClusterConfig, client: ClusterClient, rep: Teardow
     except Forbidden:
         names = _cluster_scoped_names(cfg).get(kind, [])
         what = ", ".join(f"{plural(kind)}/{n}" for n in names) or f"any {plural(kind)}"
-        rep.left.append(f"{what}: you may not list {plural(kind)} (cluster-scoped); if this "
-                        "deployment created them, ask a cluster admin to delete them "
-                        f"(oc delete {plural(kind)} -l {LABEL_INSTANCE}={cfg.name},"
-                        f"{LABEL_NAMESPACE}={cfg.namespace})")
+        rep.left.append(
+            f"{what}: you may not list {plural(kind)} (cluster-scoped); if this "
+            "deployment created them, ask a cluster admin to delete them "
+            f"(oc delete {plural(kind)} -l {LABEL_INSTANCE}={cfg.name},"
+            f"{LABEL_NAMESPACE}={cfg.namespace})"
+        )
         return
     for o in objs:
         name = o["metadata"]["name"]
@@ -214,13 +258,13 @@ def _drop_cluster_scoped(cfg: ClusterConfig, client: ClusterClient, rep: Teardow
                     f"{plural(kind)}/{name}: kept: named before mlenv put the namespace in "
                     f"cluster-scoped names, so a deployment of {cfg.name!r} in another "
                     "namespace may use it; delete it once none does "
-                    f"(oc delete {plural(kind)} {name})")
+                    f"(oc delete {plural(kind)} {name})"
+                )
             continue  # another namespace's deployment of the same cluster name
         role = name if kind == "ClusterRole" else f"{name}-use"
         users = _bound_elsewhere(client, cfg, role)
         if users:
-            rep.left.append(f"{plural(kind)}/{name}: kept: still granted by "
-                            + ", ".join(users))
+            rep.left.append(f"{plural(kind)}/{name}: kept: still granted by " + ", ".join(users))
             continue
         try:
             if dry_run and not client.can_i("delete", plural(kind)):
@@ -228,9 +272,11 @@ def _drop_cluster_scoped(cfg: ClusterConfig, client: ClusterClient, rep: Teardow
             if dry_run or client.delete(kind, name, None):
                 rep.deleted.append(f"{kind.lower()}/{name}")
         except Forbidden:
-            rep.left.append(f"{plural(kind)}/{name}: you may not delete it "
-                            "(cluster-scoped): ask a cluster admin to "
-                            f"(oc delete {plural(kind)} {name})")
+            rep.left.append(
+                f"{plural(kind)}/{name}: you may not delete it "
+                "(cluster-scoped): ask a cluster admin to "
+                f"(oc delete {plural(kind)} {name})"
+            )
 
 
 def _release(client: ClusterClient, obj: Manifest, ns: str | None) -> None:
@@ -238,6 +284,9 @@ def _release(client: ClusterClient, obj: Manifest, ns: str | None) -> None:
     manager removes exactly the fields mlenv set (its labels), nothing another owner set."""
     from mlenv.cluster.api import FIELD_MANAGER
 
-    bare = {"apiVersion": obj.get("apiVersion", "v1"), "kind": obj["kind"],
-            "metadata": {"name": obj["metadata"]["name"]}}
+    bare = {
+        "apiVersion": obj.get("apiVersion", "v1"),
+        "kind": obj["kind"],
+        "metadata": {"name": obj["metadata"]["name"]},
+    }
     client.apply(bare, ns, field_manager=FIELD_MANAGER)

@@ -52,23 +52,33 @@ def racks_from_labels(label: str, nodes: Sequence[tuple[str, Mapping[str, str]]]
     for value in by_value:
         rack = rack_name(value)
         if rack is None:
-            out.warnings.append(f"topology: label {label}={value!r} on {', '.join(by_value[value])} is not a "
-                                "rack name (a DNS label): those nodes are in no rack")
+            out.warnings.append(
+                f"topology: label {label}={value!r} on {', '.join(by_value[value])} is not a "
+                "rack name (a DNS label): those nodes are in no rack"
+            )
             continue
         names.setdefault(rack, []).append(value)
     for rack, values in names.items():
         if len(values) > 1:
-            out.warnings.append(f"topology: label values {', '.join(map(repr, values))} all read as rack {rack}: "
-                                "their nodes are in no rack (rename the values apart)")
+            out.warnings.append(
+                f"topology: label values {', '.join(map(repr, values))} all read as rack {rack}: "
+                "their nodes are in no rack (rename the values apart)"
+            )
             continue
         if values[0] != rack:
             out.warnings.append(f"topology: label value {values[0]!r} used as rack {rack}")
         out.racks[rack] = list(by_value[values[0]])
     if unlabelled:
-        out.warnings.append(f"topology: no {label} label on {', '.join(unlabelled)}: localized on their own")
+        out.warnings.append(
+            f"topology: no {label} label on {', '.join(unlabelled)}: localized on their own"
+        )
     placed = sum(len(v) for v in out.racks.values())
-    out.info = (f"topology: {placed} of {len(nodes)} node(s) in {len(out.racks)} rack(s) from the Node "
-                f"label {label}" if out.racks else "")
+    out.info = (
+        f"topology: {placed} of {len(nodes)} node(s) in {len(out.racks)} rack(s) from the Node "
+        f"label {label}"
+        if out.racks
+        else ""
+    )
     return out
 
 
@@ -89,10 +99,13 @@ def read(cfg: ClusterConfig, client: ClusterClient) -> LabelTopology:
         try:
             obj = client.get("Node", n, None)
         except Forbidden:
-            return LabelTopology(warnings=[
-                f"warning: topology: {_who(client)} may not read Nodes (get nodes is cluster-scoped), so the "
-                f"racks of label {label} are unknown: this run localizes without them (an admin can grant "
-                "get on nodes, or list the racks in nodes.topology)"])
+            return LabelTopology(
+                warnings=[
+                    f"warning: topology: {_who(client)} may not read Nodes (get nodes is cluster-scoped), so the "
+                    f"racks of label {label} are unknown: this run localizes without them (an admin can grant "
+                    "get on nodes, or list the racks in nodes.topology)"
+                ]
+            )
         if obj is None:
             gone.append(n)
             continue
@@ -102,7 +115,9 @@ def read(cfg: ClusterConfig, client: ClusterClient) -> LabelTopology:
     if gone:
         out.warnings.append(f"warning: topology: Node {', '.join(gone)} not found: in no rack")
     if not nodes:
-        out.warnings.append("warning: topology: no pod of the StatefulSet is on a Node yet: no racks")
+        out.warnings.append(
+            "warning: topology: no pod of the StatefulSet is on a Node yet: no racks"
+        )
     return out
 
 

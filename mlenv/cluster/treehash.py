@@ -57,8 +57,9 @@ def excluded(rel: str) -> bool:
 def digest_files(files: Mapping[str, bytes] | Iterable[tuple[str, bytes]]) -> str:
     """``"<count> <sha256>"`` over relative path → content, as ``SCRIPT`` prints it."""
     items = files.items() if isinstance(files, Mapping) else files
-    entries = sorted((rel, hashlib.sha256(data).hexdigest())
-                     for rel, data in items if not excluded(rel))
+    entries = sorted(
+        (rel, hashlib.sha256(data).hexdigest()) for rel, data in items if not excluded(rel)
+    )
     t = hashlib.sha256()
     for rel, h in entries:
         t.update(rel.encode() + b"\0" + h.encode() + b"\n")
@@ -150,8 +151,10 @@ def protected(rel: str) -> bool:
         return True
     if parts[-1].lower().endswith(PROTECTED_SUFFIXES):
         return True
-    return any(p.startswith(".") or p == "__pycache__"
-               or p.lower().startswith(PROTECTED_PREFIXES) for p in parts)
+    return any(
+        p.startswith(".") or p == "__pycache__" or p.lower().startswith(PROTECTED_PREFIXES)
+        for p in parts
+    )
 
 
 def local_listing(root: str) -> dict[str, str]:

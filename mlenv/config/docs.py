@@ -90,7 +90,9 @@ RULES = """\
 def _rules() -> str:
     from mlenv.argv import SBATCH_OPTIONS
 
-    allowed = ", ".join(f"`--{o}`" if k == "flag" else f"`--{o}=…`" for o, k in sorted(SBATCH_OPTIONS.items()))
+    allowed = ", ".join(
+        f"`--{o}`" if k == "flag" else f"`--{o}=…`" for o, k in sorted(SBATCH_OPTIONS.items())
+    )
     return RULES.replace("ALLOWED", allowed)
 
 

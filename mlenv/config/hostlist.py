@@ -33,8 +33,10 @@ def expand(expr: str) -> list[str]:
     :data:`MAX_HOSTS` names, or a name that is not a host name.
     """
     if not isinstance(expr, str) or not HOSTLIST.fullmatch(expr) or len(expr) > 253:
-        raise HostlistError("not a host name or a Slurm hostlist such as hgx[01-04] (letters, digits, "
-                            "'-', '_', '.', and [ranges] of numbers)")
+        raise HostlistError(
+            "not a host name or a Slurm hostlist such as hgx[01-04] (letters, digits, "
+            "'-', '_', '.', and [ranges] of numbers)"
+        )
     names = [""]
     for literal, bracket in re.findall(rf"({_PART})(\[[^\]]*\])?", expr):
         names = [n + literal for n in names]

@@ -58,8 +58,11 @@ def cluster_files(root: str | os.PathLike[str] | None = None) -> list[Path]:
     if not folder.is_dir():
         return []
     # links are listed (not followed) so that loading them names the refusal instead of skipping them
-    return sorted(path for path in folder.iterdir()
-                  if path.suffix in (".yaml", ".yml") and (path.is_file() or path.is_symlink()))
+    return sorted(
+        path
+        for path in folder.iterdir()
+        if path.suffix in (".yaml", ".yml") and (path.is_file() or path.is_symlink())
+    )
 
 
 def is_bare_name(text: str) -> bool:
@@ -73,12 +76,16 @@ def _link_refused(path: Path) -> str:
         target = os.readlink(path)
     except OSError:
         target = "?"
-    return (f"a symbolic link (to {target}); a cluster config must be a regular file: its content goes into "
-            "rendered manifests and sign-off bundles, and a link could bring any file (a kubeconfig with "
-            "its token) along")
+    return (
+        f"a symbolic link (to {target}); a cluster config must be a regular file: its content goes into "
+        "rendered manifests and sign-off bundles, and a link could bring any file (a kubeconfig with "
+        "its token) along"
+    )
 
 
-def resolve(name_or_path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None) -> Path:
+def resolve(
+    name_or_path: str | os.PathLike[str], root: str | os.PathLike[str] | None = None
+) -> Path:
     """A cluster name (always ``clusters/<name>.yaml`` or ``.yml`` under ``root``) or a file path → the file.
 
     Raises:
@@ -155,9 +162,16 @@ def check_file(path: Path) -> tuple[Cluster | None, list[Diagnostic]]:
     if not path.name.isprintable():
         # i9.11: the file name is written into the header of every rendered manifest and
         # script; a newline there would inject lines into them
-        return None, [Diagnostic(repr(file)[1:-1], 0, 0, "",
-                                 "the config file name contains a control character (newline, "
-                                 "tab, ...): rename the file")]
+        return None, [
+            Diagnostic(
+                repr(file)[1:-1],
+                0,
+                0,
+                "",
+                "the config file name contains a control character (newline, "
+                "tab, ...): rename the file",
+            )
+        ]
     raw = _read(path)
     if isinstance(raw, Diagnostic):
         return None, [raw]
@@ -231,7 +245,10 @@ def duplicate_names(clusters: list[Cluster]) -> list[Diagnostic]:
             pos = _name_pos(cluster.source)
             out.append(
                 Diagnostic(
-                    str(cluster.source), pos.line, pos.col, "cluster.name",
+                    str(cluster.source),
+                    pos.line,
+                    pos.col,
+                    "cluster.name",
                     f"cluster name '{cluster.name}' is also used by {first[cluster.name].source}",
                 )
             )
@@ -340,7 +357,10 @@ def _topology(data: dict[str, Any]) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """``nodes.topology``: (rack, nodes) pairs; on Slurm hostlists become host names."""
     racks = _section(data, "nodes").get("topology") or {}
     slurm = data.get("platform") == "slurm"
-    return tuple((str(rack), tuple(hostlist.expand_all(nodes) if slurm else nodes)) for rack, nodes in racks.items())
+    return tuple(
+        (str(rack), tuple(hostlist.expand_all(nodes) if slurm else nodes))
+        for rack, nodes in racks.items()
+    )
 
 
 def _cluster_info(section: dict[str, Any]) -> ClusterInfo:
@@ -402,8 +422,10 @@ def _tcp(section: dict[str, Any]) -> Tcp:
         exclude = list(default.interface_exclude)
     if isinstance(section.get("interface_exclude"), str) and exclude and exclude[0].startswith("^"):
         exclude[0] = exclude[0][1:]
-    return Tcp(interface_exclude=tuple(exclude or ()),
-               p2p_level=section.get("p2p_level", default.p2p_level))
+    return Tcp(
+        interface_exclude=tuple(exclude or ()),
+        p2p_level=section.get("p2p_level", default.p2p_level),
+    )
 
 
 def _security(section: dict[str, Any]) -> Security:
@@ -411,7 +433,9 @@ def _security(section: dict[str, Any]) -> Security:
     default = Security()
     return Security(
         service_account=section.get("service_account", default.service_account),
-        requires_privileged_scc=section.get("requires_privileged_scc", default.requires_privileged_scc),
+        requires_privileged_scc=section.get(
+            "requires_privileged_scc", default.requires_privileged_scc
+        ),
         ipc_lock=section.get("ipc_lock", default.ipc_lock),
         network_policy=section.get("network_policy", default.network_policy),
         allow_from_namespaces=tuple(section.get("allow_from_namespaces") or ()),
@@ -430,8 +454,10 @@ def _gpus(section: dict[str, Any]) -> Gpus:
 
 def _resources(section: dict[str, Any]) -> Resources:
     """``resources:`` requests and limits; quantities are kept as the text written."""
-    return Resources(requests=_resource_list(_section(section, "requests")),
-                     limits=_resource_list(_section(section, "limits")))
+    return Resources(
+        requests=_resource_list(_section(section, "requests")),
+        limits=_resource_list(_section(section, "limits")),
+    )
 
 
 def _resource_list(section: dict[str, Any]) -> ResourceList:
@@ -445,7 +471,9 @@ def _nccl(section: dict[str, Any]) -> Nccl:
     """``nccl:``; extra variables sorted by name, their values as strings (upstream quotes numbers)."""
     return Nccl(
         debug=section.get("debug", Nccl().debug),
-        extra_env=tuple(sorted((name, str(value)) for name, value in section.get("env", {}).items())),
+        extra_env=tuple(
+            sorted((name, str(value)) for name, value in section.get("env", {}).items())
+        ),
     )
 
 
@@ -465,7 +493,9 @@ def _image(section: dict[str, Any]) -> Image:
 
 def _dev_tools(section: dict[str, Any]) -> DevTools:
     """``dev_tools:``: every field by its own name."""
-    return DevTools(**{f.name: section.get(f.name, f.default) for f in dataclasses.fields(DevTools)})
+    return DevTools(
+        **{f.name: section.get(f.name, f.default) for f in dataclasses.fields(DevTools)}
+    )
 
 
 def _slurm(section: dict[str, Any]) -> Slurm:
@@ -517,10 +547,19 @@ def _scheduling(section: dict[str, Any]) -> Scheduling:
     tolerations = section.get("tolerations")
     selector = section.get("node_selector")
     return Scheduling(
-        tolerations=None if tolerations is None else tuple(
-            Toleration(key=t.get("key", ""), operator=t.get("operator", "Equal"), value=t.get("value", ""),
-                       effect=t.get("effect", ""), toleration_seconds=t.get("tolerationSeconds"))
+        tolerations=None
+        if tolerations is None
+        else tuple(
+            Toleration(
+                key=t.get("key", ""),
+                operator=t.get("operator", "Equal"),
+                value=t.get("value", ""),
+                effect=t.get("effect", ""),
+                toleration_seconds=t.get("tolerationSeconds"),
+            )
             for t in tolerations
         ),
-        node_selector=None if selector is None else tuple(sorted((k, str(v)) for k, v in selector.items())),
+        node_selector=None
+        if selector is None
+        else tuple(sorted((k, str(v)) for k, v in selector.items())),
     )

@@ -23,7 +23,9 @@ class ClusterInfo:
 
     name: str  # DNS-1123 label; also the app.kubernetes.io/instance label value
     namespace: str = ""  # required on openshift/kubernetes (schema); "" on slurm/hosts
-    api: str = ""  # API server host or URL; deploy preflight compares it with `oc whoami --show-server`
+    api: str = (
+        ""  # API server host or URL; deploy preflight compares it with `oc whoami --show-server`
+    )
     description: str = ""
 
 

@@ -28,11 +28,22 @@ _QUANTITY = re.compile(
     r"^(?P<num>[0-9]+(\.[0-9]*)?|\.[0-9]+)(?P<suf>Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E|[eE][-+]?[0-9]+)?\Z"
 )
 _SUFFIX = {
-    "": Decimal(1), "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"),
-    "k": Decimal(10) ** 3, "M": Decimal(10) ** 6, "G": Decimal(10) ** 9,
-    "T": Decimal(10) ** 12, "P": Decimal(10) ** 15, "E": Decimal(10) ** 18,
-    "Ki": Decimal(2) ** 10, "Mi": Decimal(2) ** 20, "Gi": Decimal(2) ** 30,
-    "Ti": Decimal(2) ** 40, "Pi": Decimal(2) ** 50, "Ei": Decimal(2) ** 60,
+    "": Decimal(1),
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "k": Decimal(10) ** 3,
+    "M": Decimal(10) ** 6,
+    "G": Decimal(10) ** 9,
+    "T": Decimal(10) ** 12,
+    "P": Decimal(10) ** 15,
+    "E": Decimal(10) ** 18,
+    "Ki": Decimal(2) ** 10,
+    "Mi": Decimal(2) ** 20,
+    "Gi": Decimal(2) ** 30,
+    "Ti": Decimal(2) ** 40,
+    "Pi": Decimal(2) ** 50,
+    "Ei": Decimal(2) ** 60,
 }
 _IFNAME = re.compile(r"^[A-Za-z0-9_.:-]{1,15}\Z")  # Linux IFNAMSIZ is 16 with the NUL
 _HCA = re.compile(r"^[A-Za-z0-9_.-]+\Z")
@@ -103,7 +114,6 @@ def _get(data: Any, *path: str) -> Any:
     return data
 
 
-
 # Upstream ml-dev-env's discover_cluster.py wrote these four whatever it found (i25.6).
 UPSTREAM_DISCOVERED_INTERFACES = ["net1", "net2", "net3", "net4"]
 
@@ -113,9 +123,12 @@ def _upstream_discovered_hint(interfaces: list[str], devices: list[str]) -> str:
     if interfaces != UPSTREAM_DISCOVERED_INTERFACES:
         return ""
     want = ",".join(f"net{i + 1}" for i in range(len(devices)))
-    return (f"upstream's discover_cluster.py always wrote net1-net4: with {len(devices)} device(s) "
-            f"write interfaces: \"{want}\", or write a fresh "
-            "config with `mlenv discover NAME --namespace NS`")
+    return (
+        f"upstream's discover_cluster.py always wrote net1-net4: with {len(devices)} device(s) "
+        f'write interfaces: "{want}", or write a fresh '
+        "config with `mlenv discover NAME --namespace NS`"
+    )
+
 
 class _Rules:
     def __init__(self, parsed: Parsed, file: str) -> None:
@@ -124,9 +137,19 @@ class _Rules:
         self.file = file
         self.out: list[Diagnostic] = []
 
-    def err(self, path: JsonPath, message: str, hint: str = "", *, key: bool = False, severity: str = "error") -> None:
+    def err(
+        self,
+        path: JsonPath,
+        message: str,
+        hint: str = "",
+        *,
+        key: bool = False,
+        severity: str = "error",
+    ) -> None:
         pos = self.parsed.pos(path, key=key)
-        self.out.append(Diagnostic(self.file, pos.line, pos.col, format_path(path), message, hint, severity))
+        self.out.append(
+            Diagnostic(self.file, pos.line, pos.col, format_path(path), message, hint, severity)
+        )
 
     def warn(self, path: JsonPath, message: str, hint: str = "", *, key: bool = False) -> None:
         self.err(path, message, hint, key=key, severity="warning")
@@ -138,7 +161,10 @@ class _Rules:
         if not isinstance(value, str):
             return
         if len(value) > 63:
-            self.err(path, f"{what} {value[:20]!r}... is {len(value)} characters; a DNS-1123 label has at most 63")
+            self.err(
+                path,
+                f"{what} {value[:20]!r}... is {len(value)} characters; a DNS-1123 label has at most 63",
+            )
         elif not _LABEL.match(value):
             self.err(
                 path,
@@ -150,7 +176,9 @@ class _Rules:
         if not isinstance(value, str):
             return
         if len(value) > 253:
-            self.err(path, f"{what} is {len(value)} characters; a DNS-1123 subdomain has at most 253")
+            self.err(
+                path, f"{what} is {len(value)} characters; a DNS-1123 subdomain has at most 253"
+            )
         elif not _SUBDOMAIN.match(value) or any(len(p) > 63 for p in value.split(".")):
             self.err(
                 path,
@@ -179,7 +207,10 @@ class _Rules:
             return None
         if q > MAX_QUANTITY:
             shown = value if len(value) <= 40 else value[:37] + "..."
-            self.err(path, f"{shown!r} is too large for a Kubernetes quantity (at most 2^63-1 base units)")
+            self.err(
+                path,
+                f"{shown!r} is too large for a Kubernetes quantity (at most 2^63-1 base units)",
+            )
             return None
         if positive and q <= 0:
             self.err(path, f"{value!r} must be greater than zero")
@@ -204,7 +235,11 @@ class _Rules:
             return self.out
         self.label(("cluster", "name"), "cluster name")
         self.label(("cluster", "namespace"), "namespace")
-        self.subdomain(("security", "service_account"), _get(self.data, "security", "service_account"), "service account")
+        self.subdomain(
+            ("security", "service_account"),
+            _get(self.data, "security", "service_account"),
+            "service account",
+        )
         self.service_account()
         for key in ("class_rwx", "class_rwo"):
             sc = _get(self.data, "storage", key)
@@ -229,7 +264,9 @@ class _Rules:
         self.nccl_env()
         self.quoted_integers()
         self.platform()
-        ssh, master = (_as_int(self.data.get(k, _DEFAULT_PORTS[k])) for k in ("ssh_port", "master_port"))
+        ssh, master = (
+            _as_int(self.data.get(k, _DEFAULT_PORTS[k])) for k in ("ssh_port", "master_port")
+        )
         if ssh is not None and ssh == master:
             key = "master_port" if "master_port" in self.data else "ssh_port"
             self.err((key,), f"ssh_port and master_port are both {ssh}; they must differ")
@@ -249,7 +286,11 @@ class _Rules:
                 continue
             twice = [x for x in names if x in seen]
             if twice:
-                self.err(path, f"node {twice[0]} is listed twice" + (f" ({n} expands to it)" if n != twice[0] else ""))
+                self.err(
+                    path,
+                    f"node {twice[0]} is listed twice"
+                    + (f" ({n} expands to it)" if n != twice[0] else ""),
+                )
             seen.update(names)
 
     def node_names(self, path: JsonPath, n: Any) -> list[str]:
@@ -261,8 +302,11 @@ class _Rules:
             self.subdomain(path, n, "node name")
             return [n] if len(self.out) == before else []
         if self.plat == "hosts" and not hostlist.HOST.fullmatch(n):
-            self.err(path, f"host name {_short(n)} is not valid (letters, digits, '-', '_', '.', starting "
-                     "and ending with a letter or digit)")
+            self.err(
+                path,
+                f"host name {_short(n)} is not valid (letters, digits, '-', '_', '.', starting "
+                "and ending with a letter or digit)",
+            )
             return []
         try:
             return list(hostlist.expand(n))
@@ -278,24 +322,41 @@ class _Rules:
         if isinstance(label, str) and label:
             # One source of racks: a list beside a label could disagree with it unseen.
             if isinstance(racks, dict) and racks:
-                self.err(("nodes", "topology_label"), "nodes.topology_label and nodes.topology both give the "
-                         "racks: keep one (the list, or the Node label read at launch)", key=True)
+                self.err(
+                    ("nodes", "topology_label"),
+                    "nodes.topology_label and nodes.topology both give the "
+                    "racks: keep one (the list, or the Node label read at launch)",
+                    key=True,
+                )
             elif self.off_k8s:
-                self.warn(("nodes", "topology_label"), f"nodes.topology_label reads Kubernetes Node labels; "
-                          f"platform {self.plat} ignores it" + (" (Slurm's topology/tree is read by itself)"
-                                                                 if self.plat == "slurm" else ""), key=True)
+                self.warn(
+                    ("nodes", "topology_label"),
+                    f"nodes.topology_label reads Kubernetes Node labels; "
+                    f"platform {self.plat} ignores it"
+                    + (
+                        " (Slurm's topology/tree is read by itself)" if self.plat == "slurm" else ""
+                    ),
+                    key=True,
+                )
         if not isinstance(racks, dict):
             return
         where: dict[str, str] = {}
         for rack, nodes in racks.items():
             rack_path: JsonPath = ("nodes", "topology", str(rack))
             if not isinstance(rack, str) or len(rack) > 63 or not _LABEL.match(rack):
-                self.err(rack_path, f"rack name {_short(str(rack))} is not a DNS-1123 label (lowercase letters, "
-                         "digits and '-', at most 63 characters: rack-a, r12, leaf03)", key=True)
+                self.err(
+                    rack_path,
+                    f"rack name {_short(str(rack))} is not a DNS-1123 label (lowercase letters, "
+                    "digits and '-', at most 63 characters: rack-a, r12, leaf03)",
+                    key=True,
+                )
             for i, n in enumerate(nodes if isinstance(nodes, list) else []):
                 for name in self.node_names((*rack_path, i), n):
                     if name in where and where[name] != rack:
-                        self.err((*rack_path, i), f"node {name} is in two racks ({where[name]} and {rack})")
+                        self.err(
+                            (*rack_path, i),
+                            f"node {name} is in two racks ({where[name]} and {rack})",
+                        )
                     where.setdefault(name, str(rack))
 
     def recheck(self) -> None:
@@ -309,20 +370,30 @@ class _Rules:
         if isinstance(sched, str) and sched and not sched.startswith("@"):
             why = cron_problem(sched)
             if why:
-                self.err(("acceptance", "schedule"), f"{_short(sched)}: {why}",
-                         "minute 0-59, hour 0-23, day of month 1-31, month 1-12, day of week 0-7 (0 and 7 are Sunday)")
+                self.err(
+                    ("acceptance", "schedule"),
+                    f"{_short(sched)}: {why}",
+                    "minute 0-59, hour 0-23, day of month 1-31, month 1-12, day of week 0-7 (0 and 7 are Sunday)",
+                )
         pc = sec.get("priority_class")
         if isinstance(pc, str) and pc:
             self.subdomain(("acceptance", "priority_class"), pc, "PriorityClass name")
         img = sec.get("runner_image")
         if isinstance(img, str) and img and not _IMAGE_REF.fullmatch(img):
-            self.err(("acceptance", "runner_image"), f"{_short(img)} is not an image reference "
-                     "(registry/name[:tag][@sha256:digest], no spaces or control characters)")
+            self.err(
+                ("acceptance", "runner_image"),
+                f"{_short(img)} is not an image reference "
+                "(registry/name[:tag][@sha256:digest], no spaces or control characters)",
+            )
         if self.off_k8s:
             for key in ("priority_class", "runner_image"):
                 if sec.get(key):
-                    self.warn(("acceptance", key), f"acceptance.{key} is for the Kubernetes CronJob; "
-                              f"platform {self.plat} ignores it", key=True)
+                    self.warn(
+                        ("acceptance", key),
+                        f"acceptance.{key} is for the Kubernetes CronJob; "
+                        f"platform {self.plat} ignores it",
+                        key=True,
+                    )
 
     def node_count(self) -> int | None:
         """How many nodes ``nodes.gpu_nodes`` names (hostlists expanded on Slurm); None if unreadable."""
@@ -346,9 +417,13 @@ class _Rules:
             return
         for section in ("slurm", "hosts"):
             if section in self.data and plat != section:
-                self.warn((section,), f"'{section}:' applies to platform: {section}, but this config's "
-                          f"platform is {plat}: it is ignored", f"set 'platform: {section}' or remove the section",
-                          key=True)
+                self.warn(
+                    (section,),
+                    f"'{section}:' applies to platform: {section}, but this config's "
+                    f"platform is {plat}: it is ignored",
+                    f"set 'platform: {section}' or remove the section",
+                    key=True,
+                )
         if plat in ("slurm", "hosts"):
             for key, why in _K8S_ONLY.items():
                 if key in self.data:
@@ -356,8 +431,10 @@ class _Rules:
             ref = _get(self.data, "image", "ref")
             if isinstance(ref, str) and ref:
                 where = "slurm.container_image" if plat == "slurm" else "the hosts' own Python"
-                self.warn(("image", "ref"), f"image.ref is the pods' image; platform {plat} ignores it "
-                          f"(use {where})")
+                self.warn(
+                    ("image", "ref"),
+                    f"image.ref is the pods' image; platform {plat} ignores it (use {where})",
+                )
         self.slurm(plat == "slurm")
         self.hosts(plat == "hosts")
 
@@ -367,18 +444,35 @@ class _Rules:
         base: JsonPath = ("slurm",)
         for key in ("partition", "shared_dir"):
             if active and not s.get(key):
-                self.err((*base, key) if key in s else ((*base,) if "slurm" in self.data else ("platform",)),
-                         f"slurm.{key} is required on platform: slurm",
-                         "the partition to submit to" if key == "partition"
-                         else "a filesystem every node sees, e.g. /shared/mlenv", key=key not in s)
+                self.err(
+                    (*base, key)
+                    if key in s
+                    else ((*base,) if "slurm" in self.data else ("platform",)),
+                    f"slurm.{key} is required on platform: slurm",
+                    "the partition to submit to"
+                    if key == "partition"
+                    else "a filesystem every node sees, e.g. /shared/mlenv",
+                    key=key not in s,
+                )
         for key in ("partition", "account", "qos", "reservation", "gpu_type"):
             v = s.get(key)
             # partition and reservation take comma lists (sbatch: the first that can start it)
-            words = v.split(",") if isinstance(v, str) and key in ("partition", "reservation") else [v]
-            if isinstance(v, str) and v and not all(isinstance(w, str) and _SLURM_WORD.fullmatch(w) for w in words):
-                self.err((*base, key), f"{_short(v)} is not a plain Slurm name (letters, digits, '_', '.', "
-                         "'-', not starting with '-', at most 64 characters"
-                         + (", or a comma list of them)" if key in ("partition", "reservation") else ")"))
+            words = (
+                v.split(",") if isinstance(v, str) and key in ("partition", "reservation") else [v]
+            )
+            if (
+                isinstance(v, str)
+                and v
+                and not all(isinstance(w, str) and _SLURM_WORD.fullmatch(w) for w in words)
+            ):
+                self.err(
+                    (*base, key),
+                    f"{_short(v)} is not a plain Slurm name (letters, digits, '_', '.', "
+                    "'-', not starting with '-', at most 64 characters"
+                    + (
+                        ", or a comma list of them)" if key in ("partition", "reservation") else ")"
+                    ),
+                )
         v = s.get("constraint")
         if isinstance(v, str) and v:
             try:
@@ -390,25 +484,38 @@ class _Rules:
         if isinstance(tl, str):
             minutes = slurm_minutes(tl)
             if minutes is None:
-                self.err((*base, "time_limit"), f"{_short(tl)} is not a Slurm time (minutes, MM:SS, HH:MM:SS, "
-                         "D-HH, D-HH:MM or D-HH:MM:SS)")
+                self.err(
+                    (*base, "time_limit"),
+                    f"{_short(tl)} is not a Slurm time (minutes, MM:SS, HH:MM:SS, "
+                    "D-HH, D-HH:MM or D-HH:MM:SS)",
+                )
             elif minutes <= 0:
                 self.err((*base, "time_limit"), f"{_short(tl)} is zero: the job could not run")
         self._abs_path((*base, "shared_dir"), s.get("shared_dir"))
         self._python((*base, "python"), s.get("python"))
         img = s.get("container_image")
-        if isinstance(img, str) and img and not (_IMAGE_REF.fullmatch(img) or _PYXIS_IMAGE.fullmatch(img)
-                                                 or _sqsh_ok(img)):
-            self.err((*base, "container_image"), f"{_short(img)} is not an image reference ([REGISTRY#]IMAGE"
-                     "[:TAG], e.g. nvcr.io#nvidia/pytorch:24.08-py3) or an absolute path to a squashfs file "
-                     "(.sqsh, .sqfs, .squashfs; no spaces, commas or shell metacharacters)")
+        if (
+            isinstance(img, str)
+            and img
+            and not (_IMAGE_REF.fullmatch(img) or _PYXIS_IMAGE.fullmatch(img) or _sqsh_ok(img))
+        ):
+            self.err(
+                (*base, "container_image"),
+                f"{_short(img)} is not an image reference ([REGISTRY#]IMAGE"
+                "[:TAG], e.g. nvcr.io#nvidia/pytorch:24.08-py3) or an absolute path to a squashfs file "
+                "(.sqsh, .sqfs, .squashfs; no spaces, commas or shell metacharacters)",
+            )
         mounts = s.get("container_mounts")
         if isinstance(mounts, list):
             for i, m in enumerate(mounts):
                 if isinstance(m, str) and not mount_ok(m):
-                    self.err((*base, "container_mounts", i), f"{_short(m)} is not a mount 'SRC[:DST[:FLAGS]]' "
-                             "of absolute paths (FLAGS: " + ", ".join(sorted(MOUNT_FLAGS))
-                             + ", joined by '+' or ','; no spaces or shell metacharacters)")
+                    self.err(
+                        (*base, "container_mounts", i),
+                        f"{_short(m)} is not a mount 'SRC[:DST[:FLAGS]]' "
+                        "of absolute paths (FLAGS: "
+                        + ", ".join(sorted(MOUNT_FLAGS))
+                        + ", joined by '+' or ','; no spaces or shell metacharacters)",
+                    )
 
     def sbatch_args(self, s: dict[str, Any]) -> None:
         """``slurm.sbatch_args``: allow-listed long options with plain values (argv.sbatch_option);
@@ -431,8 +538,11 @@ class _Rules:
                 self.err(path, f"--{opt} is given twice")
             seen.add(opt)
             if opt == "gres" and s.get("gpus_flag", "gpus-per-node") != "none":
-                self.err(path, "--gres here and GPUs requested by slurm.gpus_flag would be two requests",
-                         "set 'gpus_flag: none' to write the whole --gres yourself")
+                self.err(
+                    path,
+                    "--gres here and GPUs requested by slurm.gpus_flag would be two requests",
+                    "set 'gpus_flag: none' to write the whole --gres yourself",
+                )
 
     def hosts(self, active: bool) -> None:
         h = _get(self.data, "hosts")
@@ -440,28 +550,44 @@ class _Rules:
         base: JsonPath = ("hosts",)
         nodes = _get(self.data, "nodes", "gpu_nodes")
         if active and not (isinstance(nodes, list) and nodes):
-            self.err(("nodes", "gpu_nodes") if isinstance(_get(self.data, "nodes"), dict) else ("platform",),
-                     "platform: hosts needs the hosts listed in nodes.gpu_nodes (host 0 is the head)")
+            self.err(
+                ("nodes", "gpu_nodes")
+                if isinstance(_get(self.data, "nodes"), dict)
+                else ("platform",),
+                "platform: hosts needs the hosts listed in nodes.gpu_nodes (host 0 is the head)",
+            )
         user = h.get("ssh_user")
         if isinstance(user, str) and user and not _USER.fullmatch(user):
-            self.err((*base, "ssh_user"), f"{_short(user)} is not a user name (lower-case letters, digits, "
-                     "'_', '-', not starting with '-')")
+            self.err(
+                (*base, "ssh_user"),
+                f"{_short(user)} is not a user name (lower-case letters, digits, "
+                "'_', '-', not starting with '-')",
+            )
         key = h.get("ssh_key")
         if isinstance(key, str) and key and not _KEY_PATH.fullmatch(key):
-            self.err((*base, "ssh_key"), f"{_short(key)} is not an absolute or ~/ path (letters, digits, "
-                     "'_', '.', '/', '+', '-'; no spaces or shell metacharacters)")
+            self.err(
+                (*base, "ssh_key"),
+                f"{_short(key)} is not an absolute or ~/ path (letters, digits, "
+                "'_', '.', '/', '+', '-'; no spaces or shell metacharacters)",
+            )
         self._abs_path((*base, "shared_dir"), h.get("shared_dir"))
         self._python((*base, "python"), h.get("python"))
 
     def _abs_path(self, path: JsonPath, v: Any) -> None:
         if isinstance(v, str) and v and not _abs_path_ok(v):
-            self.err(path, f"{_short(v)} is not an absolute path (letters, digits, '_', '.', '/', '+', '-'; "
-                     "no '..', spaces or shell metacharacters)")
+            self.err(
+                path,
+                f"{_short(v)} is not an absolute path (letters, digits, '_', '.', '/', '+', '-'; "
+                "no '..', spaces or shell metacharacters)",
+            )
 
     def _python(self, path: JsonPath, v: Any) -> None:
         if isinstance(v, str) and not (_COMMAND.fullmatch(v) or _abs_path_ok(v)):
-            self.err(path, f"{_short(v)} is not a command name (python3) or an absolute path to an "
-                     "interpreter (no spaces, options or shell metacharacters)")
+            self.err(
+                path,
+                f"{_short(v)} is not a command name (python3) or an absolute path to an "
+                "interpreter (no spaces, options or shell metacharacters)",
+            )
 
     def quoted_integers(self) -> None:
         """The range of every quoted integer (``cross_nic: "1"``, as upstream ml-dev-env
@@ -483,34 +609,45 @@ class _Rules:
         labelling, granting an SCC to or deleting one of them affects the neighbours."""
         sa = _get(self.data, "security", "service_account")
         if isinstance(sa, str) and sa in BUILTIN_SERVICE_ACCOUNTS:
-            self.err(("security", "service_account"),
-                     f"{sa!r} is a built-in service account of every namespace; mlenv labels, "
-                     "grants an SCC to and on teardown deletes its service account, which would "
-                     "affect every pod that runs as it",
-                     "use a dedicated one, e.g. 'ml-dev-sa' (the default)")
+            self.err(
+                ("security", "service_account"),
+                f"{sa!r} is a built-in service account of every namespace; mlenv labels, "
+                "grants an SCC to and on teardown deletes its service account, which would "
+                "affect every pod that runs as it",
+                "use a dedicated one, e.g. 'ml-dev-sa' (the default)",
+            )
 
     def image(self) -> None:
         """i9.11: image refs and build sources reach the registry, git and BuildConfigs."""
         ref = _get(self.data, "image", "ref")
         if isinstance(ref, str) and ref and not _IMAGE_REF.fullmatch(ref):
-            self.err(("image", "ref"), f"{_short(ref)} is not an image reference "
-                     "(registry/name[:tag][@sha256:digest], no spaces or control characters)")
+            self.err(
+                ("image", "ref"),
+                f"{_short(ref)} is not an image reference "
+                "(registry/name[:tag][@sha256:digest], no spaces or control characters)",
+            )
         uri = _get(self.data, "image", "build", "git_uri")
         if isinstance(uri, str) and uri and not _GIT_URI.fullmatch(uri):
-            self.err(("image", "build", "git_uri"),
-                     f"{_short(uri)} is not an https://, ssh:// or git@host:path repository URL",
-                     "other transports (ext::, file://, a path, an option) can run commands or read "
-                     "the builder's files")
+            self.err(
+                ("image", "build", "git_uri"),
+                f"{_short(uri)} is not an https://, ssh:// or git@host:path repository URL",
+                "other transports (ext::, file://, a path, an option) can run commands or read "
+                "the builder's files",
+            )
         ref_ = _get(self.data, "image", "build", "git_ref")
         if isinstance(ref_, str) and ref_ and not _git_ref_ok(ref_):
-            self.err(("image", "build", "git_ref"),
-                     f"{_short(ref_)} is not a git branch, tag or commit name (letters, digits "
-                     "and ._/+-, not starting with '-', no '..')")
+            self.err(
+                ("image", "build", "git_ref"),
+                f"{_short(ref_)} is not a git branch, tag or commit name (letters, digits "
+                "and ._/+-, not starting with '-', no '..')",
+            )
         path = _get(self.data, "image", "build", "dockerfile_path")
         if isinstance(path, str) and path and not _dockerfile_ok(path):
-            self.err(("image", "build", "dockerfile_path"),
-                     f"{_short(path)} is not a relative path inside the repository (no leading "
-                     "'/', no '..' segment, no control characters)")
+            self.err(
+                ("image", "build", "dockerfile_path"),
+                f"{_short(path)} is not a relative path inside the repository (no leading "
+                "'/', no '..' segment, no control characters)",
+            )
 
     def free_text(self) -> None:
         """i9.11: the free-text fields reach a terminal (``list-clusters``, deploy's
@@ -519,18 +656,27 @@ class _Rules:
         the text read differently from what it is, is not. ``notes`` may span lines."""
         api = _get(self.data, "cluster", "api")
         if isinstance(api, str) and api and not _API.fullmatch(api):
-            self.err(("cluster", "api"), f"{_short(api)} is not an API server host or URL "
-                     "(host[:port] or https://host[:port], no spaces or control characters)")
-        for path, multiline in ((("cluster", "description"), False), (("gpus", "type"), False),
-                                (("notes",), True)):
+            self.err(
+                ("cluster", "api"),
+                f"{_short(api)} is not an API server host or URL "
+                "(host[:port] or https://host[:port], no spaces or control characters)",
+            )
+        for path, multiline in (
+            (("cluster", "description"), False),
+            (("gpus", "type"), False),
+            (("notes",), True),
+        ):
             v = _get(self.data, *path)
             if not isinstance(v, str):
                 continue
             bad = (_TEXT_UNSAFE_ML if multiline else _TEXT_UNSAFE).search(v)
             if bad:
-                self.err(path, f"text contains {_char(bad.group(0))}; free text may not carry "
-                         "control characters or bidi overrides"
-                         + ("" if multiline else ", and is one line"))
+                self.err(
+                    path,
+                    f"text contains {_char(bad.group(0))}; free text may not carry "
+                    "control characters or bidi overrides"
+                    + ("" if multiline else ", and is one line"),
+                )
 
     def resources(self) -> None:
         got: dict[str, dict[str, Decimal | None]] = {}
@@ -555,12 +701,32 @@ class _Rules:
         interfaces = split_list(rdma.get("interfaces", []))
         if devices is not None:
             if self.off_k8s:
-                self._names((*base, "devices"), raw_devices, devices, _HCA_PORT, "device",
-                            "an HCA name like mlx5_6, or device:port like mlx5_0:1")
+                self._names(
+                    (*base, "devices"),
+                    raw_devices,
+                    devices,
+                    _HCA_PORT,
+                    "device",
+                    "an HCA name like mlx5_6, or device:port like mlx5_0:1",
+                )
             else:
-                self._names((*base, "devices"), raw_devices, devices, _HCA, "device", "an HCA name like mlx5_6")
+                self._names(
+                    (*base, "devices"),
+                    raw_devices,
+                    devices,
+                    _HCA,
+                    "device",
+                    "an HCA name like mlx5_6",
+                )
         if interfaces is not None:
-            self._names((*base, "interfaces"), rdma.get("interfaces"), interfaces, _IFNAME, "interface", "at most 15 characters, no spaces or '/'")
+            self._names(
+                (*base, "interfaces"),
+                rdma.get("interfaces"),
+                interfaces,
+                _IFNAME,
+                "interface",
+                "at most 15 characters, no spaces or '/'",
+            )
         nets = rdma.get("networks")
         if isinstance(nets, list):
             for i, n in enumerate(nets):
@@ -576,9 +742,12 @@ class _Rules:
         if isinstance(res, dict):
             for key in res:
                 if key in ("nvidia.com/gpu", "amd.com/gpu") or key.endswith("/gpu"):
-                    self.err((*base, "resources", key),
-                             f"{key} is the GPU resource: set gpus.per_node instead (here it would "
-                             "silently override it)", key=True)
+                    self.err(
+                        (*base, "resources", key),
+                        f"{key} is the GPU resource: set gpus.per_node instead (here it would "
+                        "silently override it)",
+                        key=True,
+                    )
         if rdma.get("enabled") is not True:
             return
         if not rdma.get("resources") and not rdma.get("networks") and not self.off_k8s:
@@ -598,7 +767,12 @@ class _Rules:
                 "list the HCAs (e.g. mlx5_6,mlx5_7) or write 'devices: auto'",
                 key="devices" not in rdma,
             )
-        elif devices and interfaces is not None and len(interfaces) != len(devices) and not self.off_k8s:
+        elif (
+            devices
+            and interfaces is not None
+            and len(interfaces) != len(devices)
+            and not self.off_k8s
+        ):
             # On Kubernetes each device has its pod interface (Multus); on slurm/hosts the
             # interfaces are the hosts' bootstrap ones, optional and not paired with devices.
             self.err(
@@ -608,7 +782,15 @@ class _Rules:
                 key="interfaces" not in rdma,
             )
 
-    def _names(self, path: JsonPath, raw: Any, names: list[str], rx: re.Pattern[str], what: str, expected: str) -> None:
+    def _names(
+        self,
+        path: JsonPath,
+        raw: Any,
+        names: list[str],
+        rx: re.Pattern[str],
+        what: str,
+        expected: str,
+    ) -> None:
         seen: set[str] = set()
         for i, n in enumerate(names):
             p = (*path, i) if isinstance(raw, list) else path
@@ -625,7 +807,14 @@ class _Rules:
             return
         if isinstance(raw, str) and names and names[0].startswith("^"):
             names[0] = names[0][1:]  # legacy "^lo,docker0": NCCL's exclusion prefix
-        self._names(("network", "tcp", "interface_exclude"), raw, names, _IFNAME, "interface", "at most 15 characters, no spaces or '/'")
+        self._names(
+            ("network", "tcp", "interface_exclude"),
+            raw,
+            names,
+            _IFNAME,
+            "interface",
+            "at most 15 characters, no spaces or '/'",
+        )
 
     def gpus(self) -> None:
         count = self.node_count()
@@ -648,20 +837,30 @@ class _Rules:
             if isinstance(value, str):
                 bad = _ENV_UNSAFE.search(value)
                 if bad:
-                    self.err(("nccl", "env", name),
-                             f"value contains {_char(bad.group(0))}, which cannot reach remote "
-                             "ranks intact (the launcher writes KEY=\"value\" shell exports); "
-                             "pods would fail in 'pod init'")
+                    self.err(
+                        ("nccl", "env", name),
+                        f"value contains {_char(bad.group(0))}, which cannot reach remote "
+                        'ranks intact (the launcher writes KEY="value" shell exports); '
+                        "pods would fail in 'pod init'",
+                    )
                 elif value != value.strip():
-                    self.err(("nccl", "env", name),
-                             "value has leading or trailing whitespace, which the launcher strips")
+                    self.err(
+                        ("nccl", "env", name),
+                        "value has leading or trailing whitespace, which the launcher strips",
+                    )
             if name == "NCCL_SOCKET_IFNAME" and self.off_k8s:
                 # Off Kubernetes nothing else knows the bootstrap interface (bond0, ib0).
-                bad_if = [n for n in (value.lstrip("^=").split(",") if isinstance(value, str) else [])
-                          if not _IFNAME.match(n)]
+                bad_if = [
+                    n
+                    for n in (value.lstrip("^=").split(",") if isinstance(value, str) else [])
+                    if not _IFNAME.match(n)
+                ]
                 if (bad_if or not isinstance(value, str) or not value) and len(self.out) == before:
-                    self.err(("nccl", "env", name), "NCCL_SOCKET_IFNAME is interface names ('bond0', "
-                             "'ib0,ib1', '^lo,docker0' or '=eth0'), at most 15 characters each")
+                    self.err(
+                        ("nccl", "env", name),
+                        "NCCL_SOCKET_IFNAME is interface names ('bond0', "
+                        "'ib0,ib1', '^lo,docker0' or '=eth0'), at most 15 characters each",
+                    )
                 continue
             if name in RESERVED_NCCL:
                 self.err(
@@ -676,12 +875,15 @@ BUILTIN_SERVICE_ACCOUNTS = ("default", "builder", "deployer", "pipeline")
 # components[:tag][@sha256:digest]. No whitespace, control characters or leading '-'.
 _NAME_COMP = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 _DOMAIN = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*(?::[0-9]+)?"
-_IMAGE_REF = re.compile(rf"(?:{_DOMAIN}/)?{_NAME_COMP}(?:/{_NAME_COMP})*"
-                        r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?")
+_IMAGE_REF = re.compile(
+    rf"(?:{_DOMAIN}/)?{_NAME_COMP}(?:/{_NAME_COMP})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
+)
 _GIT_URI = re.compile(
     r"(https://[A-Za-z0-9.-]+(:[0-9]+)?/[A-Za-z0-9._~%/+-]+"
     r"|ssh://([A-Za-z0-9._-]+@)?[A-Za-z0-9.-]+(:[0-9]+)?/[A-Za-z0-9._~%/+-]+"
-    r"|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._~/+-]+)")
+    r"|[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:[A-Za-z0-9._~/+-]+)"
+)
 _ENV_UNSAFE = re.compile(r"[\x00-\x1f\x7f\"'$`\\]")
 # C0/C1 controls, DEL and the bidi embedding/override/isolate characters (U+202A-202E,
 # U+2066-2069): what makes text on a terminal or in a review differ from its bytes.
@@ -690,15 +892,20 @@ _TEXT_UNSAFE_ML = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u
 _API = re.compile(rf"(?:https://)?{_DOMAIN}/?")
 # Pyxis/enroot's own form [REGISTRY#]IMAGE[:TAG]: `nvcr.io#nvidia/pytorch:24.08-py3` (without
 # '#' enroot takes the first component for a Docker Hub path).
-_PYXIS_IMAGE = re.compile(rf"{_DOMAIN}#{_NAME_COMP}(?:/{_NAME_COMP})*"
-                          r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?")
+_PYXIS_IMAGE = re.compile(
+    rf"{_DOMAIN}#{_NAME_COMP}(?:/{_NAME_COMP})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
+)
 
 
 # Keys only the Kubernetes/OpenShift renderer reads, and what they are.
 _K8S_ONLY = {
-    "storage": "the pods' volumes", "security": "the pods' service account and SCC",
-    "dev_tools": "the dev tools' Routes", "scheduling": "the pods' tolerations and node selector",
-    "resources": "the containers' requests and limits", "shm_size": "the pods' /dev/shm size",
+    "storage": "the pods' volumes",
+    "security": "the pods' service account and SCC",
+    "dev_tools": "the dev tools' Routes",
+    "scheduling": "the pods' tolerations and node selector",
+    "resources": "the containers' requests and limits",
+    "shm_size": "the pods' /dev/shm size",
     "ssh_port": "the pods' launcher sshd port",
 }
 _SLURM_WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
@@ -709,7 +916,8 @@ _KEY_PATH = re.compile(r"(/|~/)" + _PATH_CHARS)
 _SLURM_TIME = re.compile(
     r"(?:(?P<d>[0-9]{1,4})-(?P<dh>[0-9]{1,2})(?::(?P<dm>[0-9]{1,2})(?::(?P<ds>[0-9]{1,2}))?)?"
     r"|(?P<h>[0-9]{1,3}):(?P<hm>[0-9]{1,2}):(?P<hs>[0-9]{1,2})"
-    r"|(?P<m>[0-9]{1,6})(?::(?P<ms>[0-9]{1,2}))?)")
+    r"|(?P<m>[0-9]{1,6})(?::(?P<ms>[0-9]{1,2}))?)"
+)
 
 
 def slurm_minutes(text: str) -> float | None:
@@ -732,8 +940,12 @@ def slurm_minutes(text: str) -> float | None:
 
 
 def _abs_path_ok(v: str) -> bool:
-    return (v.startswith("/") and re.fullmatch(_PATH_CHARS, v) is not None
-            and ".." not in v.split("/") and len(v) <= 1024)
+    return (
+        v.startswith("/")
+        and re.fullmatch(_PATH_CHARS, v) is not None
+        and ".." not in v.split("/")
+        and len(v) <= 1024
+    )
 
 
 def _sqsh_ok(v: str) -> bool:
@@ -741,9 +953,26 @@ def _sqsh_ok(v: str) -> bool:
 
 
 # enroot/pyxis mount flags (enroot's fstab options that a bind mount takes).
-MOUNT_FLAGS = frozenset({"ro", "rw", "bind", "rbind", "private", "rprivate", "slave", "rslave", "shared",
-                         "rshared", "nosuid", "nodev", "noexec", "x-create=dir", "x-create=file",
-                         "x-create=auto"})
+MOUNT_FLAGS = frozenset(
+    {
+        "ro",
+        "rw",
+        "bind",
+        "rbind",
+        "private",
+        "rprivate",
+        "slave",
+        "rslave",
+        "shared",
+        "rshared",
+        "nosuid",
+        "nodev",
+        "noexec",
+        "x-create=dir",
+        "x-create=file",
+        "x-create=auto",
+    }
+)
 
 
 def mount_flags(flags: str) -> list[str] | None:
@@ -764,8 +993,13 @@ def mount_ok(v: str) -> bool:
 
 def _char(c: str) -> str:
     return {"\n": "a newline", "\r": "a carriage return", "\t": "a tab"}.get(
-        c, repr(c) if c.isprintable() else f"control character {ord(c):#04x}" if ord(c) < 0x100
-        else f"the invisible formatting character U+{ord(c):04X}")
+        c,
+        repr(c)
+        if c.isprintable()
+        else f"control character {ord(c):#04x}"
+        if ord(c) < 0x100
+        else f"the invisible formatting character U+{ord(c):04X}",
+    )
 
 
 def _short(v: str) -> str:
@@ -775,15 +1009,22 @@ def _short(v: str) -> str:
 def _git_ref_ok(ref: str) -> bool:
     """A branch, tag or commit: git check-ref-format's rules, restricted to the characters
     real refs use (a ref reaches the BuildConfig and git on the builder), no leading '-'."""
-    return (re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._/+-]*", ref) is not None
-            and not ref.endswith((".", "/", ".lock")) and ".." not in ref and "//" not in ref
-            and len(ref) <= 255)
+    return (
+        re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._/+-]*", ref) is not None
+        and not ref.endswith((".", "/", ".lock"))
+        and ".." not in ref
+        and "//" not in ref
+        and len(ref) <= 255
+    )
 
 
 def _dockerfile_ok(path: str) -> bool:
     """A relative path inside the build context, in the characters real paths use."""
-    return (re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9._/+-]*", path) is not None
-            and ".." not in path.split("/") and len(path) <= 1024)
+    return (
+        re.fullmatch(r"[A-Za-z0-9_.][A-Za-z0-9._/+-]*", path) is not None
+        and ".." not in path.split("/")
+        and len(path) <= 1024
+    )
 
 
 def _int_knobs() -> list[tuple[tuple[str, ...], int | None, int | None]]:
@@ -855,8 +1096,13 @@ def semantic_diagnostics(parsed: Parsed, file: str) -> list[Diagnostic]:
     return _Rules(parsed, file).run()
 
 
-CRON_FIELDS = (("minute", 0, 59), ("hour", 0, 23), ("day of month", 1, 31), ("month", 1, 12),
-               ("day of week", 0, 7))
+CRON_FIELDS = (
+    ("minute", 0, 59),
+    ("hour", 0, 23),
+    ("day of month", 1, 31),
+    ("month", 1, 12),
+    ("day of week", 0, 7),
+)
 
 
 def cron_problem(schedule: str) -> str:
@@ -869,7 +1115,9 @@ def cron_problem(schedule: str) -> str:
     """
     fields = schedule.split(" ")
     if len(fields) != 5:
-        return f"expected five fields (minute hour day-of-month month day-of-week), got {len(fields)}"
+        return (
+            f"expected five fields (minute hour day-of-month month day-of-week), got {len(fields)}"
+        )
     for text, (what, lo, hi) in zip(fields, CRON_FIELDS, strict=True):
         try:
             cron_field(text, what, lo, hi)

@@ -106,7 +106,14 @@ class _TooBig(Exception):
 
 # PyYAML's constructors for explicit tags (`!!int abc`, `!!timestamp foo`, `!!bool maybe`,
 # `!!float -`) raise plain Python errors, not YAMLError; all of them are the user's input.
-_CONSTRUCT_ERRORS = (yaml.YAMLError, ValueError, TypeError, AttributeError, OverflowError, LookupError)
+_CONSTRUCT_ERRORS = (
+    yaml.YAMLError,
+    ValueError,
+    TypeError,
+    AttributeError,
+    OverflowError,
+    LookupError,
+)
 _YAML_TAG = "tag:yaml.org,2002:"
 
 
@@ -114,7 +121,7 @@ def _unreadable(node: yaml.Node, error: Exception) -> str:
     """Why a scalar could not be built, in YAML terms (never a Python exception text)."""
     if isinstance(error, yaml.YAMLError):
         return str(getattr(error, "problem", None) or error)
-    tag = "!!" + node.tag[len(_YAML_TAG):] if node.tag.startswith(_YAML_TAG) else node.tag
+    tag = "!!" + node.tag[len(_YAML_TAG) :] if node.tag.startswith(_YAML_TAG) else node.tag
     text = str(node.value)
     if tag == "!!int" and re.fullmatch(r"[-+]?[0-9_]+", text):
         # Python refuses to convert integers of more than 4300 digits.
@@ -168,7 +175,9 @@ class _Builder:
                     if isinstance(src, yaml.MappingNode):
                         merged.extend(self._pairs(src))
                     else:
-                        self._diag(src, (), "a merge key (<<) needs a mapping or a list of mappings")
+                        self._diag(
+                            src, (), "a merge key (<<) needs a mapping or a list of mappings"
+                        )
             else:
                 own.append((k, v))
         # Explicit keys override merged ones, as YAML 1.1 merge specifies.
@@ -212,7 +221,10 @@ class _Builder:
 def too_large(file: str, size: int) -> Diagnostic:
     """The diagnostic for a file over :data:`MAX_BYTES` (``size`` as known, maybe a lower bound)."""
     return Diagnostic(
-        file, 1, 1, "",
+        file,
+        1,
+        1,
+        "",
         f"file is too large ({size} bytes; a cluster config is at most {MAX_BYTES} bytes)",
         "is this the right file?",
     )
@@ -248,7 +260,11 @@ def parse(raw: bytes, file: str) -> Parsed:
     if "\x00" in text:
         i = text.index("\x00")
         line = text.count("\n", 0, i) + 1
-        return fail("contains a NUL character; is this a binary file?", line, i - (text.rfind("\n", 0, i) + 1) + 1)
+        return fail(
+            "contains a NUL character; is this a binary file?",
+            line,
+            i - (text.rfind("\n", 0, i) + 1) + 1,
+        )
     if _flow_depth(text) > MAX_FLOW_DEPTH:
         return fail("document is nested too deeply for a cluster config")
     try:
@@ -272,9 +288,7 @@ def parse(raw: bytes, file: str) -> Parsed:
         # PyYAML's composer recurses once per nesting level.
         return fail("document is nested too deeply for a cluster config")
     if node is None:
-        return fail(
-            "file is empty: expected a mapping with at least 'cluster: {name, namespace}'"
-        )
+        return fail("file is empty: expected a mapping with at least 'cluster: {name, namespace}'")
     if not isinstance(node, yaml.MappingNode):
         kind = "a list" if isinstance(node, yaml.SequenceNode) else "a single value"
         p = node.start_mark

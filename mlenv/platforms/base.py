@@ -33,16 +33,36 @@ if TYPE_CHECKING:
 Say = Callable[[str], None]
 
 # Every verb of the interface, in the order docs/architecture.md's table lists them.
-VERBS = ("render", "deploy", "status", "logs", "shell", "sync", "launch", "acceptance",
-         "port-forward", "build", "url", "discover", "gpu-info", "teardown", "secrets",
-         "quarantine", "release", "stage", "history-fetch")
+VERBS = (
+    "render",
+    "deploy",
+    "status",
+    "logs",
+    "shell",
+    "sync",
+    "launch",
+    "acceptance",
+    "port-forward",
+    "build",
+    "url",
+    "discover",
+    "gpu-info",
+    "teardown",
+    "secrets",
+    "quarantine",
+    "release",
+    "stage",
+    "history-fetch",
+)
 
 
 class Unsupported(InputError):
     """A verb the config's platform does not have: one line naming what to do instead."""
 
     def __init__(self, verb: str, platform: str, hint: str = "") -> None:
-        super().__init__(f"mlenv {verb}: not supported on platform {platform}" + (f" ({hint})" if hint else ""))
+        super().__init__(
+            f"mlenv {verb}: not supported on platform {platform}" + (f" ({hint})" if hint else "")
+        )
 
 
 def _no_client() -> AbstractContextManager[ClusterClient]:
@@ -79,27 +99,71 @@ class Platform(Protocol):
         """What ``list-clusters`` shows as the config's storage."""
         ...
 
-    def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
-               out: Path | None) -> list[tuple[Path, Any]]: ...
+    def render(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        modes: tuple[str, ...],
+        nodes: int | None,
+        out: Path | None,
+    ) -> list[tuple[Path, Any]]: ...
 
-    def deploy(self, cfg: Cluster, s: Session, *, mode: str, nodes: int | None, dry_run: str | None,
-               timeout: float, no_fallback: bool, take_over: bool) -> None: ...
+    def deploy(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        mode: str,
+        nodes: int | None,
+        dry_run: str | None,
+        timeout: float,
+        no_fallback: bool,
+        take_over: bool,
+    ) -> None: ...
 
     def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None: ...
 
-    def logs(self, cfg: Cluster, s: Session, *, pod: str, follow: bool, tail: int | None) -> None: ...
+    def logs(
+        self, cfg: Cluster, s: Session, *, pod: str, follow: bool, tail: int | None
+    ) -> None: ...
 
-    def shell(self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]) -> int: ...
+    def shell(
+        self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]
+    ) -> int: ...
 
-    def sync(self, cfg: Cluster, s: Session, *, src: str, watch: bool, interval: float,
-             max_rounds: int | None, timeout: float | None, delete: bool, dry_run: bool) -> None: ...
+    def sync(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        src: str,
+        watch: bool,
+        interval: float,
+        max_rounds: int | None,
+        timeout: float | None,
+        delete: bool,
+        dry_run: bool,
+    ) -> None: ...
 
-    def launch(self, cfg: Cluster, s: Session, *, script: list[str], torchrun: bool,
-               timeout: float | None, peer_deadline: float | None = None) -> int: ...
+    def launch(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        script: list[str],
+        torchrun: bool,
+        timeout: float | None,
+        peer_deadline: float | None = None,
+    ) -> int: ...
 
-    def acceptance(self, cfg: Cluster, s: Session, *, profile: str, suite_args: list[str]) -> int: ...
+    def acceptance(
+        self, cfg: Cluster, s: Session, *, profile: str, suite_args: list[str]
+    ) -> int: ...
 
-    def port_forward(self, cfg: Cluster, s: Session, *, pod: str, ports: list[tuple[int, int]]) -> int: ...
+    def port_forward(
+        self, cfg: Cluster, s: Session, *, pod: str, ports: list[tuple[int, int]]
+    ) -> int: ...
 
     def build(self, cfg: Cluster, s: Session) -> int: ...
 
@@ -107,29 +171,58 @@ class Platform(Protocol):
 
     # ``ask`` (``mlenv wizard``, i25.1): shown what was found, it may change the answers
     # (pods, RDMA, dev tools) before the config is written out.
-    def discover(self, name: str, s: Session, *, namespace: str,
-                 ask: Callable[[Discovered], None] | None = None) -> str: ...
+    def discover(
+        self,
+        name: str,
+        s: Session,
+        *,
+        namespace: str,
+        ask: Callable[[Discovered], None] | None = None,
+    ) -> str: ...
 
     def gpu_info(self, cfg: Cluster, s: Session) -> int: ...
 
     # issue 24 §2: a wheelhouse here and a venv on the nodes with what the job imports
     def stage(self, cfg: Cluster, s: Session) -> None: ...
 
-    def teardown(self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool) -> None: ...
+    def teardown(
+        self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool
+    ) -> None: ...
 
     def secrets(self, cfg: Cluster, s: Session, *, mode: str) -> list[dict[str, Any]]: ...
 
     # Issue 26: a finished run's FAILED nodes (``targets``) handed to the scheduler, and back.
     # ``cluster`` is the run's cluster name (a run on this machine has no config: hosts).
-    def quarantine(self, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
-                   only: str | None, history_root: Path) -> None: ...
+    def quarantine(
+        self,
+        cluster: str,
+        s: Session,
+        *,
+        run: Run,
+        targets: list[Target],
+        apply: bool,
+        only: str | None,
+        history_root: Path,
+    ) -> None: ...
 
-    def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
-                dry_run: bool, history_root: Path) -> None: ...
+    def release(
+        self,
+        cluster: str,
+        s: Session,
+        *,
+        run: Run,
+        after: Run | None,
+        force: bool,
+        only: str | None,
+        dry_run: bool,
+        history_root: Path,
+    ) -> None: ...
 
     # i26.3: ``mlenv history CLUSTER --fetch``: copy the runs recorded on the cluster (the
     # scheduled re-checks') into the control host's history; (added, skipped) run ids.
-    def history_fetch(self, cfg: Cluster, s: Session, *, history_root: Path) -> tuple[list[str], list[str]]: ...
+    def history_fetch(
+        self, cfg: Cluster, s: Session, *, history_root: Path
+    ) -> tuple[list[str], list[str]]: ...
 
 
 class PlatformBase:
@@ -145,12 +238,29 @@ class PlatformBase:
     def _no(self, verb: str) -> Unsupported:
         return Unsupported(verb, self.name, self.hints.get(verb, ""))
 
-    def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
-               out: Path | None) -> list[tuple[Path, Any]]:
+    def render(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        modes: tuple[str, ...],
+        nodes: int | None,
+        out: Path | None,
+    ) -> list[tuple[Path, Any]]:
         raise self._no("render")
 
-    def deploy(self, cfg: Cluster, s: Session, *, mode: str, nodes: int | None, dry_run: str | None,
-               timeout: float, no_fallback: bool, take_over: bool) -> None:
+    def deploy(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        mode: str,
+        nodes: int | None,
+        dry_run: str | None,
+        timeout: float,
+        no_fallback: bool,
+        take_over: bool,
+    ) -> None:
         raise self._no("deploy")
 
     def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None:
@@ -162,18 +272,39 @@ class PlatformBase:
     def shell(self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]) -> int:
         raise self._no("shell")
 
-    def sync(self, cfg: Cluster, s: Session, *, src: str, watch: bool, interval: float,
-             max_rounds: int | None, timeout: float | None, delete: bool, dry_run: bool) -> None:
+    def sync(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        src: str,
+        watch: bool,
+        interval: float,
+        max_rounds: int | None,
+        timeout: float | None,
+        delete: bool,
+        dry_run: bool,
+    ) -> None:
         raise self._no("sync")
 
-    def launch(self, cfg: Cluster, s: Session, *, script: list[str], torchrun: bool,
-               timeout: float | None, peer_deadline: float | None = None) -> int:
+    def launch(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        script: list[str],
+        torchrun: bool,
+        timeout: float | None,
+        peer_deadline: float | None = None,
+    ) -> int:
         raise self._no("launch")
 
     def acceptance(self, cfg: Cluster, s: Session, *, profile: str, suite_args: list[str]) -> int:
         raise self._no("acceptance")
 
-    def port_forward(self, cfg: Cluster, s: Session, *, pod: str, ports: list[tuple[int, int]]) -> int:
+    def port_forward(
+        self, cfg: Cluster, s: Session, *, pod: str, ports: list[tuple[int, int]]
+    ) -> int:
         raise self._no("port-forward")
 
     def build(self, cfg: Cluster, s: Session) -> int:
@@ -182,8 +313,14 @@ class PlatformBase:
     def url(self, cfg: Cluster, s: Session, *, tool: str) -> None:
         raise self._no("url")
 
-    def discover(self, name: str, s: Session, *, namespace: str,
-                 ask: Callable[[Discovered], None] | None = None) -> str:
+    def discover(
+        self,
+        name: str,
+        s: Session,
+        *,
+        namespace: str,
+        ask: Callable[[Discovered], None] | None = None,
+    ) -> str:
         raise self._no("discover")
 
     def gpu_info(self, cfg: Cluster, s: Session) -> int:
@@ -192,20 +329,42 @@ class PlatformBase:
     def stage(self, cfg: Cluster, s: Session) -> None:
         raise self._no("stage")
 
-    def teardown(self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool,
-                 yes: bool) -> None:
+    def teardown(
+        self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool
+    ) -> None:
         raise self._no("teardown")
 
     def secrets(self, cfg: Cluster, s: Session, *, mode: str) -> list[dict[str, Any]]:
         raise self._no("secrets")
 
-    def quarantine(self, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
-                   only: str | None, history_root: Path) -> None:
+    def quarantine(
+        self,
+        cluster: str,
+        s: Session,
+        *,
+        run: Run,
+        targets: list[Target],
+        apply: bool,
+        only: str | None,
+        history_root: Path,
+    ) -> None:
         raise self._no("quarantine")
 
-    def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
-                dry_run: bool, history_root: Path) -> None:
+    def release(
+        self,
+        cluster: str,
+        s: Session,
+        *,
+        run: Run,
+        after: Run | None,
+        force: bool,
+        only: str | None,
+        dry_run: bool,
+        history_root: Path,
+    ) -> None:
         raise self._no("release")
 
-    def history_fetch(self, cfg: Cluster, s: Session, *, history_root: Path) -> tuple[list[str], list[str]]:
+    def history_fetch(
+        self, cfg: Cluster, s: Session, *, history_root: Path
+    ) -> tuple[list[str], list[str]]:
         raise self._no("history-fetch")  # the CLI words it `mlenv history --fetch`

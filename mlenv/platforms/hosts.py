@@ -31,8 +31,13 @@ from mlenv.errors import EXIT_SIGINT, EXIT_SIGTERM, InfraError, InputError, Inte
 from mlenv.platforms import nodeprobe
 
 Say = Callable[[str], None]
-SSH_OPTIONS = ("-oBatchMode=yes", "-oConnectTimeout=5", "-oStrictHostKeyChecking=accept-new",
-               "-oServerAliveInterval=5", "-oServerAliveCountMax=3")
+SSH_OPTIONS = (
+    "-oBatchMode=yes",
+    "-oConnectTimeout=5",
+    "-oStrictHostKeyChecking=accept-new",
+    "-oServerAliveInterval=5",
+    "-oServerAliveCountMax=3",
+)
 # A dead host is told by ssh's ConnectTimeout (5 s); this bounds a live host's python
 # importing torch and DeepSpeed, which took over 20 s on a loaded 2-core test machine
 # (status then said "no answer over ssh" of a host that had answered).
@@ -46,8 +51,15 @@ def ssh_words(cluster: Cluster, host: str, remote: list[str]) -> list[str]:
     h = cluster.hosts
     key = str(Path(h.ssh_key).expanduser()) if h.ssh_key else ""
     # MLENV_SSH_CONFIG: an ssh_config file for these hosts (jump hosts, known_hosts file, ...)
-    return argv.ssh(host, remote, user=h.ssh_user, port=h.ssh_port, key=key, options=SSH_OPTIONS,
-                    config=os.environ.get("MLENV_SSH_CONFIG", ""))
+    return argv.ssh(
+        host,
+        remote,
+        user=h.ssh_user,
+        port=h.ssh_port,
+        key=key,
+        options=SSH_OPTIONS,
+        config=os.environ.get("MLENV_SSH_CONFIG", ""),
+    )
 
 
 def hosts_of(cluster: Cluster, nodes: int | None) -> list[str]:
@@ -61,12 +73,20 @@ def _probe(cluster: Cluster, host: str, timeout: float) -> dict[str, Any] | str:
     return probe_with(cluster, host, nodeprobe.node_python(cluster), timeout)
 
 
-def probe_with(cluster: Cluster, host: str, python: str, timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any] | str:
+def probe_with(
+    cluster: Cluster, host: str, python: str, timeout: float = PROBE_TIMEOUT_S
+) -> dict[str, Any] | str:
     """:data:`PROBE` run by ``python`` on ``host`` over ssh: what it found, or why not (a line)."""
     words = ssh_words(cluster, host, [python, "-c", PROBE])
     try:
-        r = subprocess.run(words, capture_output=True, text=True, timeout=timeout, check=False,
-                           stdin=subprocess.DEVNULL)
+        r = subprocess.run(
+            words,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
         # ssh itself gives up on a dead host after ConnectTimeout (exit 255, below): what
         # runs out here is the host's python importing torch and DeepSpeed.
@@ -86,13 +106,16 @@ def probe_with(cluster: Cluster, host: str, python: str, timeout: float = PROBE_
         return f"unexpected probe output: {r.stdout.strip()[:200]!r}"
 
 
-def preflight(cluster: Cluster, *, say: Say, nodes: int | None = None,
-              timeout: float = PROBE_TIMEOUT_S) -> list[str]:
+def preflight(
+    cluster: Cluster, *, say: Say, nodes: int | None = None, timeout: float = PROBE_TIMEOUT_S
+) -> list[str]:
     """Every host answers over ssh with the same Python/torch/DeepSpeed and enough GPUs;
     InfraError (exit 3) naming each host that does not, before anything is launched."""
     hosts = hosts_of(cluster, nodes)
     with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
-        found = dict(zip(hosts, pool.map(lambda h: _probe(cluster, h, timeout), hosts), strict=True))
+        found = dict(
+            zip(hosts, pool.map(lambda h: _probe(cluster, h, timeout), hosts), strict=True)
+        )
     problems = [f"host {h}: {v}" for h, v in found.items() if isinstance(v, str)]
     ok = {h: v for h, v in found.items() if isinstance(v, dict)}
     for h, v in ok.items():  # the first host lacking a module: one line, the fix in it
@@ -102,16 +125,22 @@ def preflight(cluster: Cluster, *, say: Say, nodes: int | None = None,
     for key in ("python", "torch", "deepspeed"):
         seen = {str(v.get(key)) for v in ok.values()}
         if len(seen) > 1:
-            problems.append(f"{key} differs: " + ", ".join(f"{h} {v.get(key)}" for h, v in ok.items()))
+            problems.append(
+                f"{key} differs: " + ", ".join(f"{h} {v.get(key)}" for h, v in ok.items())
+            )
     if cluster.gpus.type.lower() != "cpu":
         for h, v in ok.items():
             if int(v.get("gpus") or 0) < cluster.gpus.per_node:
-                problems.append(f"host {h}: {v.get('gpus')} GPU(s), gpus.per_node is {cluster.gpus.per_node}")
+                problems.append(
+                    f"host {h}: {v.get('gpus')} GPU(s), gpus.per_node is {cluster.gpus.per_node}"
+                )
     if problems:
         raise InfraError("preflight: " + "; ".join(problems) + ": nothing was launched")
     for h, v in ok.items():
-        say(f"preflight: host {h}: python {v['python']}, torch {v['torch']}, deepspeed {v.get('deepspeed')}, "
-            f"{v.get('gpus', 0)} GPU(s)")
+        say(
+            f"preflight: host {h}: python {v['python']}, torch {v['torch']}, deepspeed {v.get('deepspeed')}, "
+            f"{v.get('gpus', 0)} GPU(s)"
+        )
     return hosts
 
 
@@ -147,15 +176,21 @@ def history_dir_of(cluster: Cluster) -> str:
     return f"{_results_of(cluster)}/history"
 
 
-def inputs_from_env(given: Container[str], environ: Mapping[str, str]) -> dict[str, tuple[str, str]]:
+def inputs_from_env(
+    given: Container[str], environ: Mapping[str, str]
+) -> dict[str, tuple[str, str]]:
     """The :data:`ENV_INPUTS` a run takes from the environment: for each flag not in
     ``given``, (value, variable) where that variable is set (stripped, not empty)."""
-    return {flag: (environ[var].strip(), var) for flag, var in ENV_INPUTS.items()
-            if flag not in given and environ.get(var, "").strip()}
+    return {
+        flag: (environ[var].strip(), var)
+        for flag, var in ENV_INPUTS.items()
+        if flag not in given and environ.get(var, "").strip()
+    }
 
 
-def run_inputs(suite_args: list[str], report: str,
-               environ: dict[str, str] | None = None) -> tuple[list[str], list[tuple[Path, str]]]:
+def run_inputs(
+    suite_args: list[str], report: str, environ: dict[str, str] | None = None
+) -> tuple[list[str], list[tuple[Path, str]]]:
     """``suite_args`` with each ``--options FILE`` / ``--baseline FILE`` (else ``$MLENV_OPTIONS``,
     ``$MLENV_BASELINE``) pointing at its copy in ``<report>/inputs/``, and the files to ship
     there as (path here, name there).
@@ -176,7 +211,9 @@ def run_inputs(suite_args: list[str], report: str,
         if a == "--baseline" and not f.exists():
             continue
         if not f.is_file():
-            raise InputError(f"{a} {args[i + 1]}: no such file on this machine (it is copied to every host)")
+            raise InputError(
+                f"{a} {args[i + 1]}: no such file on this machine (it is copied to every host)"
+            )
         suffix = f.suffix.lower() if f.suffix.lower() in (".yaml", ".yml", ".json") else ".yaml"
         name = a[2:] + suffix
         ship.append((f, name))
@@ -184,7 +221,9 @@ def run_inputs(suite_args: list[str], report: str,
     return args, ship
 
 
-def _ship_inputs(cluster: Cluster, hosts: list[str], report: str, ship: list[tuple[Path, str]]) -> None:
+def _ship_inputs(
+    cluster: Cluster, hosts: list[str], report: str, ship: list[tuple[Path, str]]
+) -> None:
     """The run's input files into ``<report>/inputs/``: through host 0 into the shared
     folder, else onto every host (the ranks of each read them)."""
     if not ship:
@@ -194,20 +233,43 @@ def _ship_inputs(cluster: Cluster, hosts: list[str], report: str, ship: list[tup
         list(pool.map(lambda h: _push(cluster, h, f"{report}/{INPUTS}", ship, "inputs"), targets))
 
 
-def _rank_words(plan: dict[str, Any], i: int, env: dict[str, str], profile: str, report: str,
-                suite: list[str]) -> list[str]:
+def _rank_words(
+    plan: dict[str, Any], i: int, env: dict[str, str], profile: str, report: str, suite: list[str]
+) -> list[str]:
     """Host ``i``'s remote command: its torchrun under ``env K=V …`` (each word quoted by argv.ssh)."""
-    return ["env", *(f"{k}={v}" for k, v in env.items()), plan["python"], "-m",
-            "torch.distributed.run", f"--nnodes={len(plan['hosts'])}", f"--node_rank={i}",
-            f"--nproc_per_node={plan['ranks_per_host']}", f"--master_addr={plan['master_addr']}",
-            f"--master_port={plan['master_port']}", "--max_restarts=0",
-            "-m", "mlenv.acceptance", "--profile", profile, "--report-dir", report, *suite]
+    return [
+        "env",
+        *(f"{k}={v}" for k, v in env.items()),
+        plan["python"],
+        "-m",
+        "torch.distributed.run",
+        f"--nnodes={len(plan['hosts'])}",
+        f"--node_rank={i}",
+        f"--nproc_per_node={plan['ranks_per_host']}",
+        f"--master_addr={plan['master_addr']}",
+        f"--master_port={plan['master_port']}",
+        "--max_restarts=0",
+        "-m",
+        "mlenv.acceptance",
+        "--profile",
+        profile,
+        "--report-dir",
+        report,
+        *suite,
+    ]
 
 
 def _run_env(cluster: Cluster, plan: dict[str, Any], rid: str) -> dict[str, str]:
-    env = {**plan["env"], "MLENV_PLATFORM": "hosts", "MLENV_CLUSTER": cluster.name, "MLENV_RUN_ID": rid,
-           "MLENV_NNODES": str(len(plan["hosts"])), "MLENV_GPUS_PER_NODE": str(plan["ranks_per_host"]),
-           "PYTHONUNBUFFERED": "1", "MLENV_HISTORY_DIR": history_dir_of(cluster)}
+    env = {
+        **plan["env"],
+        "MLENV_PLATFORM": "hosts",
+        "MLENV_CLUSTER": cluster.name,
+        "MLENV_RUN_ID": rid,
+        "MLENV_NNODES": str(len(plan["hosts"])),
+        "MLENV_GPUS_PER_NODE": str(plan["ranks_per_host"]),
+        "PYTHONUNBUFFERED": "1",
+        "MLENV_HISTORY_DIR": history_dir_of(cluster),
+    }
     if plan["device"] == "cpu":
         env.update(DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1")
     for k in ("TORCH_EXTENSIONS_DIR",):  # DeepSpeed op cache, when the caller set one
@@ -216,8 +278,16 @@ def _run_env(cluster: Cluster, plan: dict[str, Any], rid: str) -> dict[str, str]
     return env
 
 
-def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = None, profile: str = "quick",
-               suite_args: list[str] | None = None, timeout_s: float = 3600.0) -> int:
+def acceptance(
+    cluster: Cluster,
+    root: Path,
+    say: Say,
+    *,
+    nodes: int | None = None,
+    profile: str = "quick",
+    suite_args: list[str] | None = None,
+    timeout_s: float = 3600.0,
+) -> int:
     """Preflight, one torchrun per host over ssh, wait, copy back, judge, record; the exit code."""
     from mlenv.acceptance.reports import console
     from mlenv.acceptance.run.local import ignore_signals, signals_as_interrupts
@@ -227,9 +297,13 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     argv.slurm_name(profile, "profile")
     rid = new_run_id()
     report = report_dir_of(cluster, rid)
-    suite, ship = run_inputs(suite_args or [], report)  # bad input first: nothing asked or launched yet
+    suite, ship = run_inputs(
+        suite_args or [], report
+    )  # bad input first: nothing asked or launched yet
     hosts = preflight(cluster, say=say, nodes=nodes)
-    plan = launch_plan(cluster, len(hosts))  # what `mlenv render` writes to hosts/<cluster>/launch-plan.json
+    plan = launch_plan(
+        cluster, len(hosts)
+    )  # what `mlenv render` writes to hosts/<cluster>/launch-plan.json
     plan["python"] = nodeprobe.node_python(cluster)  # the staged venv's once `mlenv stage` made one
     env = _run_env(cluster, plan, rid)
     _ship_inputs(cluster, hosts, report, ship)
@@ -244,10 +318,17 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     with signals_as_interrupts():
         try:
             for i, h in enumerate(plan["hosts"]):
-                procs.append(subprocess.Popen(ssh_words(cluster, h, _rank_words(plan, i, env, profile, report, suite)),
-                                              stdin=subprocess.DEVNULL, start_new_session=True))
-            say(f"launched run {rid} on {', '.join(hosts)} ({len(hosts)} x {cluster.gpus.per_node} rank(s)); "
-                f"reports: {report}" + ("" if cluster.hosts.shared_dir else f" on host {hosts[0]}"))
+                procs.append(
+                    subprocess.Popen(
+                        ssh_words(cluster, h, _rank_words(plan, i, env, profile, report, suite)),
+                        stdin=subprocess.DEVNULL,
+                        start_new_session=True,
+                    )
+                )
+            say(
+                f"launched run {rid} on {', '.join(hosts)} ({len(hosts)} x {cluster.gpus.per_node} rank(s)); "
+                f"reports: {report}" + ("" if cluster.hosts.shared_dir else f" on host {hosts[0]}")
+            )
             lost, left = _wait_all(hosts, procs, timeout_s - (time.monotonic() - t0), say)
             if left:  # past the run's time, or the others' grace: its processes there too
                 stop_run(cluster, [hosts[i] for i in left], rid, [procs[i] for i in left])
@@ -256,7 +337,7 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
             say(f"{stopped.signal_name}: stopping run {rid} on {', '.join(hosts)}")
             # before the SIGTERM: rank 0 reads it, and says INTERRUPTED, not "the launcher stopped it"
             _mark_interrupted(cluster, hosts[0], report, stopped.signal_name)
-            stop_run(cluster, hosts[:len(procs)], rid, procs)
+            stop_run(cluster, hosts[: len(procs)], rid, procs)
             lost = []
         # the run has ended whichever way: a further signal must not cut the copy back short
         # (the handlers come back when the block ends)
@@ -266,9 +347,14 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
     forced = f"host {', '.join(lost)} during the run" if lost else None
     # stopped before rank 0 wrote its report (a CI run's SIGTERM came while the ranks still
     # started): INTERRUPTED, the way it was stopped, not ERROR
-    doc = judge_report(dest, rid, forced_error=forced,
-                       fallback_why=uncopied or f"the run on {', '.join(hosts)} ended before rank 0 wrote results.json",
-                       interrupted=stopped.signal_name if stopped is not None else None)
+    doc = judge_report(
+        dest,
+        rid,
+        forced_error=forced,
+        fallback_why=uncopied
+        or f"the run on {', '.join(hosts)} ended before rank 0 wrote results.json",
+        interrupted=stopped.signal_name if stopped is not None else None,
+    )
     record_here(root, cluster, dest, doc, say)  # the control host's history: one line per run id
     say(console.verdict_block(doc, str(dest)))
     code = contract.exit_for_doc(doc)
@@ -280,7 +366,9 @@ def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = No
 STOP_GRACE_S = 40.0  # rank 0 finalises the report on SIGTERM; torchrun waits 30 s for its ranks
 
 
-def stop_run(cluster: Cluster, hosts: list[str], rid: str, procs: list[subprocess.Popen[bytes]]) -> None:
+def stop_run(
+    cluster: Cluster, hosts: list[str], rid: str, procs: list[subprocess.Popen[bytes]]
+) -> None:
     """SIGTERM to the run's processes on every host (torchrun and its ranks: each has the run's
     report folder ``…/results/<rid>`` or ``mlenv-results/<rid>`` on its command line), then
     its ssh sessions end.
@@ -294,8 +382,14 @@ def stop_run(cluster: Cluster, hosts: list[str], rid: str, procs: list[subproces
 
     def one(h: str) -> None:
         with contextlib.suppress(subprocess.TimeoutExpired, OSError):
-            subprocess.run(ssh_words(cluster, h, ["pkill", "-TERM", "-f", pattern]), stdin=subprocess.DEVNULL,
-                           capture_output=True, timeout=30, check=False, start_new_session=True)
+            subprocess.run(
+                ssh_words(cluster, h, ["pkill", "-TERM", "-f", pattern]),
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                timeout=30,
+                check=False,
+                start_new_session=True,
+            )
 
     if hosts:
         with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
@@ -323,10 +417,17 @@ def _mark_interrupted(cluster: Cluster, head: str, report: str, signal_name: str
     if cluster.hosts.shared_dir and Path(report).is_dir():
         mark_interrupted(Path(report), signal_name)
         return
-    with contextlib.suppress(subprocess.TimeoutExpired, OSError):  # best effort, as mark_interrupted
-        subprocess.run(ssh_words(cluster, head, ["sh", "-c", MARK_SCRIPT, "mlenv-mark", report, signal_name]),
-                       stdin=subprocess.DEVNULL, capture_output=True, timeout=30, check=False,
-                       start_new_session=True)
+    with contextlib.suppress(
+        subprocess.TimeoutExpired, OSError
+    ):  # best effort, as mark_interrupted
+        subprocess.run(
+            ssh_words(cluster, head, ["sh", "-c", MARK_SCRIPT, "mlenv-mark", report, signal_name]),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=30,
+            check=False,
+            start_new_session=True,
+        )
 
 
 def gather(cluster: Cluster, hosts: list[str], report: str, dest: Path, say: Say) -> str | None:
@@ -349,16 +450,24 @@ def gather(cluster: Cluster, hosts: list[str], report: str, dest: Path, say: Say
         say(f"host {hosts[0]}: the run's reports were not copied back: {uncopied}")
 
     def theirs(name: str) -> bool:
-        return name.split("/")[0] in ("logs", "nccl") or (name == ".hung" and not (dest / name).exists())
+        return name.split("/")[0] in ("logs", "nccl") or (
+            name == ".hung" and not (dest / name).exists()
+        )
 
     for h in [] if shared else hosts[1:]:
         why = _fetch(cluster, h, report, dest, theirs)
         if why:
             say(f"host {h}: its rank logs were not copied back: {why}")
-    return f"the reports of host {hosts[0]} could not be copied back ({uncopied})" if uncopied else None
+    return (
+        f"the reports of host {hosts[0]} could not be copied back ({uncopied})"
+        if uncopied
+        else None
+    )
 
 
-def _fetch(cluster: Cluster, host: str, remote: str, dest: Path, keep: Callable[[str], bool]) -> str | None:
+def _fetch(
+    cluster: Cluster, host: str, remote: str, dest: Path, keep: Callable[[str], bool]
+) -> str | None:
     """The members of ``remote`` on ``host`` that ``keep`` admits, extracted under ``dest``
     (tar over ssh; tarfile's ``data`` filter: no absolute path, ``..`` or link out of ``dest``);
     None, or why not (a line)."""
@@ -367,8 +476,12 @@ def _fetch(cluster: Cluster, host: str, remote: str, dest: Path, keep: Callable[
 
     # stderr to a file: a pipe nobody reads while the stream is read could fill and stall tar
     with tempfile.TemporaryFile() as errf:
-        p = subprocess.Popen(ssh_words(cluster, host, ["tar", "-c", "-f", "-", "-C", remote, "."]),
-                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=errf)
+        p = subprocess.Popen(
+            ssh_words(cluster, host, ["tar", "-c", "-f", "-", "-C", remote, "."]),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=errf,
+        )
         assert p.stdout is not None
         broken = ""
         try:
@@ -377,7 +490,10 @@ def _fetch(cluster: Cluster, host: str, remote: str, dest: Path, keep: Callable[
                     name = m.name.removeprefix("./")
                     if name not in ("", ".") and keep(name):
                         tar.extract(m, dest, filter="data")
-        except (tarfile.TarError, OSError) as e:  # an empty stream (tar failed there) is a ReadError
+        except (
+            tarfile.TarError,
+            OSError,
+        ) as e:  # an empty stream (tar failed there) is a ReadError
             broken = f"{type(e).__name__}: {e}"
         try:
             p.communicate(timeout=COPY_TIMEOUT_S)
@@ -401,15 +517,25 @@ def run_record(root: Path, cluster: Cluster) -> Path:
     return root / ".mlenv" / "hosts" / f"{cluster.name}.json"
 
 
-def record_run(root: Path, cluster: Cluster, rid: str, report: Path, hosts: list[str], say: Say,
-               remote: bool = False) -> None:
+def record_run(
+    root: Path,
+    cluster: Cluster,
+    rid: str,
+    report: Path,
+    hosts: list[str],
+    say: Say,
+    remote: bool = False,
+) -> None:
     """Note the run being launched, so that ``logs`` can find its report folder (``remote``:
     a folder on the hosts, read over ssh, not a shared one this machine sees)."""
     f = run_record(root, cluster)
     try:
         f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(json.dumps({"run_id": rid, "report_dir": str(report), "hosts": hosts, "remote": remote})
-                     + "\n", encoding="utf-8")
+        f.write_text(
+            json.dumps({"run_id": rid, "report_dir": str(report), "hosts": hosts, "remote": remote})
+            + "\n",
+            encoding="utf-8",
+        )
     except OSError as e:  # the run itself does not need it: only `logs` is left without it
         say(f"cannot record run {rid} in {f} ({e.strerror or e}): mlenv logs will not find it")
 
@@ -425,13 +551,20 @@ def log_text(cluster: Cluster, root: Path, tail: int | None = None) -> str:
         rid, report, head = str(d["run_id"]), Path(d["report_dir"]), str(d["hosts"][0])
         remote = d.get("remote") is True
     except FileNotFoundError:
-        raise InputError(f"no hosts run recorded for {cluster.name} (run: mlenv acceptance --cluster "
-                         f"{cluster.name})") from None
+        raise InputError(
+            f"no hosts run recorded for {cluster.name} (run: mlenv acceptance --cluster "
+            f"{cluster.name})"
+        ) from None
     except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError) as e:
-        raise InputError(f"{f}: unreadable run record ({e}); run mlenv acceptance --cluster {cluster.name} "
-                         "again") from None
+        raise InputError(
+            f"{f}: unreadable run record ({e}); run mlenv acceptance --cluster {cluster.name} again"
+        ) from None
     # a relative remote folder is not a path here (it would be read from this machine's cwd)
-    folders = [root / "reports" / cluster.name / rid] if remote else [report, root / "reports" / cluster.name / rid]
+    folders = (
+        [root / "reports" / cluster.name / rid]
+        if remote
+        else [report, root / "reports" / cluster.name / rid]
+    )
     found = sorted(p for d_ in folders for p in (d_ / "logs").glob("rank0.*.log"))
     if found:
         try:
@@ -441,30 +574,43 @@ def log_text(cluster: Cluster, root: Path, tail: int | None = None) -> str:
     elif remote or not report.is_dir():  # also a shared folder this machine does not mount
         text = _remote_log(cluster, head, str(report), rid)
     else:
-        raise InfraError(f"run {rid}: no rank 0 log in {report}/logs yet (host {head}, the head, "
-                         "writes it once the suite starts)")
+        raise InfraError(
+            f"run {rid}: no rank 0 log in {report}/logs yet (host {head}, the head, "
+            "writes it once the suite starts)"
+        )
     if tail is not None:
         text = "".join(text.splitlines(keepends=True)[-tail:]) if tail else ""
     return text
 
 
 # Prints the first rank 0 log in the folder $1 names; exit 3 when there is none yet.
-LOG_SCRIPT = 'for f in "$1"/logs/rank0.*.log; do if [ -f "$f" ]; then exec cat -- "$f"; fi; done; exit 3'
+LOG_SCRIPT = (
+    'for f in "$1"/logs/rank0.*.log; do if [ -f "$f" ]; then exec cat -- "$f"; fi; done; exit 3'
+)
 
 
 def _remote_log(cluster: Cluster, head: str, report: str, rid: str) -> str:
     """Rank 0's log of run ``rid``, read on host ``head`` over ssh (no shared folder)."""
     try:
-        r = subprocess.run(ssh_words(cluster, head, ["sh", "-c", LOG_SCRIPT, "mlenv-logs", report]),
-                           capture_output=True, timeout=60, check=False, stdin=subprocess.DEVNULL)
+        r = subprocess.run(
+            ssh_words(cluster, head, ["sh", "-c", LOG_SCRIPT, "mlenv-logs", report]),
+            capture_output=True,
+            timeout=60,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     except subprocess.TimeoutExpired:
-        raise InfraError(f"run {rid}: host {head} did not send its rank 0 log within 60 s") from None
+        raise InfraError(
+            f"run {rid}: host {head} did not send its rank 0 log within 60 s"
+        ) from None
     except FileNotFoundError:
         raise InfraError("ssh: not found (install openssh-client)") from None
     last = (r.stderr.decode(errors="replace").strip().splitlines() or [f"exit {r.returncode}"])[-1]
     if r.returncode == 3:
-        raise InfraError(f"run {rid}: no rank 0 log in {report}/logs on host {head} yet (the head writes it "
-                         "once the suite starts)")
+        raise InfraError(
+            f"run {rid}: no rank 0 log in {report}/logs on host {head} yet (the head writes it "
+            "once the suite starts)"
+        )
     if r.returncode == 255:
         raise InfraError(f"run {rid}: host {head} (the head): ssh unreachable: {last}")
     if r.returncode != 0:
@@ -485,19 +631,27 @@ def status_report(cluster: Cluster) -> tuple[list[str], list[str]]:
     hosts = hosts_of(cluster, None)
     with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
         found = list(pool.map(lambda h: _probe(cluster, h, PROBE_TIMEOUT_S), hosts))
-    down = [(h, v) for h, v in zip(hosts, found, strict=True) if isinstance(v, str) and v.startswith(UNREACHABLE)]
+    down = [
+        (h, v)
+        for h, v in zip(hosts, found, strict=True)
+        if isinstance(v, str) and v.startswith(UNREACHABLE)
+    ]
     if len(down) == len(hosts):
         first, why = down[0]
-        raise InfraError(f"status: no host is reachable over ssh: {', '.join(hosts)} "
-                         f"({first}: {why[len(UNREACHABLE):]})")
+        raise InfraError(
+            f"status: no host is reachable over ssh: {', '.join(hosts)} "
+            f"({first}: {why[len(UNREACHABLE) :]})"
+        )
     lines = []
     for i, (h, v) in enumerate(zip(hosts, found, strict=True)):
         head = " (head)" if i == 0 else ""
         if isinstance(v, str):
             lines.append(f"host {h}{head}: {v}")
         else:
-            lines.append(f"host {h}{head}: up, python {v['python']}, torch {v['torch']}, "
-                         f"deepspeed {v.get('deepspeed')}, {v.get('gpus', 0)} GPU(s)")
+            lines.append(
+                f"host {h}{head}: up, python {v['python']}, torch {v['torch']}, "
+                f"deepspeed {v.get('deepspeed')}, {v.get('gpus', 0)} GPU(s)"
+            )
     return lines, [h for h, _ in down]
 
 
@@ -521,12 +675,24 @@ def _push(cluster: Cluster, h: str, dest: str, items: list[tuple[Path, str]], wh
     stream over ssh (adds and updates only); InfraError naming the host and ``what``."""
     import tarfile
 
-    r = subprocess.run(ssh_words(cluster, h, ["mkdir", "-p", "--", dest]), capture_output=True, text=True,
-                       timeout=60, check=False, stdin=subprocess.DEVNULL)
+    r = subprocess.run(
+        ssh_words(cluster, h, ["mkdir", "-p", "--", dest]),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
     if r.returncode != 0:
-        raise InfraError(f"{what}: host {h}: mkdir {dest}: {(r.stderr.strip().splitlines() or ['failed'])[-1]}")
-    p = subprocess.Popen(ssh_words(cluster, h, ["tar", "-x", "-f", "-", "-C", dest]), stdin=subprocess.PIPE,
-                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        raise InfraError(
+            f"{what}: host {h}: mkdir {dest}: {(r.stderr.strip().splitlines() or ['failed'])[-1]}"
+        )
+    p = subprocess.Popen(
+        ssh_words(cluster, h, ["tar", "-x", "-f", "-", "-C", dest]),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     assert p.stdin is not None
     try:
         with tarfile.open(fileobj=p.stdin, mode="w|") as tar:
@@ -536,11 +702,14 @@ def _push(cluster: Cluster, h: str, dest: str, items: list[tuple[Path, str]], wh
         pass  # tar on the host ended early: its message comes below
     _, err = p.communicate(timeout=600)  # closes our end of the stream
     if p.returncode != 0:
-        raise InfraError(f"{what}: host {h}: tar: {(err.decode(errors='replace').strip().splitlines() or ['failed'])[-1]}")
+        raise InfraError(
+            f"{what}: host {h}: tar: {(err.decode(errors='replace').strip().splitlines() or ['failed'])[-1]}"
+        )
 
 
-def shell_argv(cluster: Cluster, command: list[str], host: int = 0, tty: bool = False,
-               log: str = "") -> list[str]:
+def shell_argv(
+    cluster: Cluster, command: list[str], host: int = 0, tty: bool = False, log: str = ""
+) -> list[str]:
     """``ssh [-t] [-E LOG] … -- HOST [COMMAND…]``: a login shell (or COMMAND) on host ``host``."""
     hosts = hosts_of(cluster, None)
     if not 0 <= host < len(hosts):
@@ -548,8 +717,16 @@ def shell_argv(cluster: Cluster, command: list[str], host: int = 0, tty: bool = 
     h = cluster.hosts
     key = str(Path(h.ssh_key).expanduser()) if h.ssh_key else ""
     opts = [*SSH_OPTIONS, *(["-t"] if tty else [])]
-    return argv.ssh(hosts[host], command, user=h.ssh_user, port=h.ssh_port, key=key, options=opts,
-                    config=os.environ.get("MLENV_SSH_CONFIG", ""), log=log)
+    return argv.ssh(
+        hosts[host],
+        command,
+        user=h.ssh_user,
+        port=h.ssh_port,
+        key=key,
+        options=opts,
+        config=os.environ.get("MLENV_SSH_CONFIG", ""),
+        log=log,
+    )
 
 
 def shell(cluster: Cluster, command: list[str], host: int = 0, tty: bool = False) -> int:
@@ -581,8 +758,9 @@ def shell(cluster: Cluster, command: list[str], host: int = 0, tty: bool = False
 LOST_GRACE_S = 60.0  # after a host is lost, how long the others may take to write the report
 
 
-def _wait_all(hosts: list[str], procs: list[subprocess.Popen[bytes]], timeout_s: float,
-              say: Say) -> tuple[list[str], list[int]]:
+def _wait_all(
+    hosts: list[str], procs: list[subprocess.Popen[bytes]], timeout_s: float, say: Say
+) -> tuple[list[str], list[int]]:
     """Wait for every host's ssh session; the hosts whose connection was lost (ssh exit
     255), and the indexes of the sessions still open when the wait gave up.
 
@@ -613,6 +791,8 @@ def _wait_all(hosts: list[str], procs: list[subprocess.Popen[bytes]], timeout_s:
         if p.returncode == 255 and not any(x.startswith(h + " ") for x in lost):
             lost.append(f"{h} (ssh connection lost)")
     if left and head_done:
-        say(f"host {hosts[0]} (rank 0) ended {after:g} s ago and the run goes on on "
-            f"{', '.join(hosts[i] for i in left)} (a rank stopped or hung there): stopping it there")
+        say(
+            f"host {hosts[0]} (rank 0) ended {after:g} s ago and the run goes on on "
+            f"{', '.join(hosts[i] for i in left)} (a rank stopped or hung there): stopping it there"
+        )
     return lost, left

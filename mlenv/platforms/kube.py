@@ -42,20 +42,31 @@ def new_run_id() -> str:
     return contract.new_run_id()
 
 
-def pod_argv(verb: str, script: list[str], *, run_id: str | None = None,
-             deadline: float | None = None, topology: str | None = None) -> list[str]:
+def pod_argv(
+    verb: str,
+    script: list[str],
+    *,
+    run_id: str | None = None,
+    deadline: float | None = None,
+    topology: str | None = None,
+) -> list[str]:
     """``python -m mlenv.pod VERB [--run-id ID] [--deadline S] [--topology JSON] [--] SCRIPT…``;
     the ``--`` keeps options meant for the acceptance suite (``-- --checks …``) away from
     the pod's own parser. ``topology``: racks read at launch (one argv element: exec runs
     no shell)."""
-    argv = [*POD, verb, *(["--run-id", run_id] if run_id else []),
-            *(["--deadline", f"{deadline:g}"] if deadline is not None else []),
-            *(["--topology", topology] if topology else [])]
+    argv = [
+        *POD,
+        verb,
+        *(["--run-id", run_id] if run_id else []),
+        *(["--deadline", f"{deadline:g}"] if deadline is not None else []),
+        *(["--topology", topology] if topology else []),
+    ]
     return argv + (["--"] if script and script[0].startswith("-") else []) + script
 
 
-def require_running(client: ClusterClient, namespace: str, pod: str, cluster: str, *,
-                    owner: Cluster | None = None) -> None:
+def require_running(
+    client: ClusterClient, namespace: str, pod: str, cluster: str, *, owner: Cluster | None = None
+) -> None:
     """InfraError (exit 3, one line) unless ``pod`` exists and is Running (and, with
     ``owner``, is one of that deployment's StatefulSet pods: :func:`require_own_worker`).
 
@@ -66,9 +77,11 @@ def require_running(client: ClusterClient, namespace: str, pod: str, cluster: st
     obj = client.get("Pod", pod, namespace)
     phase = str(((obj or {}).get("status") or {}).get("phase", "Pending"))
     if obj is None or phase != "Running":
-        raise InfraError(f"pod {pod} in {namespace} is "
-                         + ("not there" if obj is None else phase)
-                         + f": nothing was started (mlenv status {cluster}; mlenv deploy {cluster})")
+        raise InfraError(
+            f"pod {pod} in {namespace} is "
+            + ("not there" if obj is None else phase)
+            + f": nothing was started (mlenv status {cluster}; mlenv deploy {cluster})"
+        )
     if owner is not None:
         require_own_worker(client, owner, pod)
 
@@ -82,11 +95,15 @@ def require_own_worker(client: ClusterClient, cfg: Cluster, pod: str) -> None:
     if pod in {p.name for p in worker_pods(cfg, client)}:
         return
     if client.get("Pod", pod, cfg.namespace) is None:
-        raise InfraError(f"pod {pod} in {cfg.namespace} is not there (mlenv status "
-                         f"{cfg.name}; mlenv deploy {cfg.name})")
-    raise InfraError(f"pod {pod} in {cfg.namespace} is not a pod of {cfg.name}'s "
-                     "StatefulSet (someone else made it): nothing was started "
-                     f"(mlenv status {cfg.name})")
+        raise InfraError(
+            f"pod {pod} in {cfg.namespace} is not there (mlenv status "
+            f"{cfg.name}; mlenv deploy {cfg.name})"
+        )
+    raise InfraError(
+        f"pod {pod} in {cfg.namespace} is not a pod of {cfg.name}'s "
+        "StatefulSet (someone else made it): nothing was started "
+        f"(mlenv status {cfg.name})"
+    )
 
 
 def label_topology(cfg: Cluster, client: ClusterClient, s: Session) -> str | None:
@@ -111,9 +128,18 @@ def status_doc(name: str, namespace: str, rep: StatusReport) -> dict[str, Any]:
         "cluster": name,
         "namespace": namespace,
         "statefulset": {"name": STATEFULSET, "desired": rep.desired, "ready": rep.ready},
-        "pods": [{"name": p.name, "phase": p.phase, "waiting_reason": p.waiting_reason,
-                  "ready": p.ready, "restarts": p.restarts, "node": p.node,
-                  "rdma_interfaces": rep.interfaces.get(p.name)} for p in rep.pods],
+        "pods": [
+            {
+                "name": p.name,
+                "phase": p.phase,
+                "waiting_reason": p.waiting_reason,
+                "ready": p.ready,
+                "restarts": p.restarts,
+                "node": p.node,
+                "rdma_interfaces": rep.interfaces.get(p.name),
+            }
+            for p in rep.pods
+        ],
         "pvcs": [{"name": n, "phase": ph, "size": size} for n, ph, size in rep.pvcs],
         "neighbours": rep.neighbours,
     }
@@ -122,15 +148,24 @@ def status_doc(name: str, namespace: str, rep: StatusReport) -> dict[str, Any]:
 class KubernetesPlatform(PlatformBase):
     """``platform: openshift`` and ``platform: kubernetes``: a StatefulSet of pods."""
 
-    hints = {"acceptance": "the suite runs in its pods: mlenv launch NAME; --cluster is for platform "
-                           "slurm or hosts",
-             "stage": "the pods run the image mlenv build makes, which carries mlenv and DeepSpeed"}
+    hints = {
+        "acceptance": "the suite runs in its pods: mlenv launch NAME; --cluster is for platform "
+        "slurm or hosts",
+        "stage": "the pods run the image mlenv build makes, which carries mlenv and DeepSpeed",
+    }
 
     def __init__(self, name: str = "openshift") -> None:
         self.name = name
 
-    def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
-               out: Path | None) -> list[tuple[Path, Any]]:
+    def render(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        modes: tuple[str, ...],
+        nodes: int | None,
+        out: Path | None,
+    ) -> list[tuple[Path, Any]]:
         from mlenv.config import loader
         from mlenv.render.tree import out_dir, render_tree
 
@@ -140,12 +175,26 @@ class KubernetesPlatform(PlatformBase):
             # also under --all: a silent TCP fallback in k8s/<c>/rdma/ would surprise a deploy
             for text in loader.mode_warnings(cfg, m):
                 s.warn(f"warning: {text}")
-            planned.append((out_dir(out if out is not None else s.root / "k8s", cfg, m),
-                            render_tree(cfg, m, nodes)))
+            planned.append(
+                (
+                    out_dir(out if out is not None else s.root / "k8s", cfg, m),
+                    render_tree(cfg, m, nodes),
+                )
+            )
         return planned
 
-    def deploy(self, cfg: Cluster, s: Session, *, mode: str, nodes: int | None, dry_run: str | None,
-               timeout: float, no_fallback: bool, take_over: bool) -> None:
+    def deploy(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        mode: str,
+        nodes: int | None,
+        dry_run: str | None,
+        timeout: float,
+        no_fallback: bool,
+        take_over: bool,
+    ) -> None:
         from mlenv.cluster.deploy import DeployOptions, DeployTimeout
         from mlenv.cluster.deploy import deploy as run_deploy
         from mlenv.config import mode_warnings
@@ -158,14 +207,21 @@ class KubernetesPlatform(PlatformBase):
         off = openshift_features_off(cfg)
         if off:
             s.say(f"platform {cfg.platform}: OpenShift-only features are off: {'; '.join(off)}")
-        opts = DeployOptions(mode=m, nodes=nodes, timeout=timeout, no_fallback=no_fallback,
-                             take_over=take_over,
-                             dry_run=cast(Literal["client", "server"] | None, dry_run))
+        opts = DeployOptions(
+            mode=m,
+            nodes=nodes,
+            timeout=timeout,
+            no_fallback=no_fallback,
+            take_over=take_over,
+            dry_run=cast(Literal["client", "server"] | None, dry_run),
+        )
         if dry_run == "client":
             rep = run_deploy(cfg, opts, None)
             s.raw(dump_all(rep.manifests, sort_keys=False))
-            s.warn(f"plan: {len(rep.manifests)} object(s) for {cfg.name} ({rep.mode}, {rep.nodes} "
-                   "node(s)); nothing was sent to a cluster (--dry-run client)")
+            s.warn(
+                f"plan: {len(rep.manifests)} object(s) for {cfg.name} ({rep.mode}, {rep.nodes} "
+                "node(s)); nothing was sent to a cluster (--dry-run client)"
+            )
             return
         with s.client() as client:
             try:
@@ -174,17 +230,24 @@ class KubernetesPlatform(PlatformBase):
                 s.remember(cfg)  # applied, just not Ready: status/teardown target it
                 raise
         if dry_run == "server":
-            s.say(f"server dry run ok: {len(rep.applied)} object(s) accepted"
-                  + (f"; would recreate {', '.join(rep.recreated)}" if rep.recreated else "")
-                  + "; nothing changed")
+            s.say(
+                f"server dry run ok: {len(rep.applied)} object(s) accepted"
+                + (f"; would recreate {', '.join(rep.recreated)}" if rep.recreated else "")
+                + "; nothing changed"
+            )
             return
         s.remember(cfg)
         if rep.unchanged:
-            s.say(f"unchanged: {cfg.name} is already deployed as configured "
-                  f"({rep.ready}/{rep.nodes} pods Ready, {rep.mode})")
+            s.say(
+                f"unchanged: {cfg.name} is already deployed as configured "
+                f"({rep.ready}/{rep.nodes} pods Ready, {rep.mode})"
+            )
         else:
-            s.say(f"deployed {cfg.name}: {rep.ready}/{rep.nodes} pods Ready ({rep.mode} mode"
-                  + (", fell back from rdma" if rep.fallback_reasons else "") + ")")
+            s.say(
+                f"deployed {cfg.name}: {rep.ready}/{rep.nodes} pods Ready ({rep.mode} mode"
+                + (", fell back from rdma" if rep.fallback_reasons else "")
+                + ")"
+            )
 
     def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None:
         from mlenv.cluster.status import status as read_status
@@ -194,18 +257,24 @@ class KubernetesPlatform(PlatformBase):
         if output is not None:
             s.emit(status_doc(cfg.name, cfg.namespace, rep), output)
             return
-        s.say(f"{cfg.name} in {cfg.namespace}: statefulset ml-dev-env {rep.ready}/{rep.desired} Ready")
+        s.say(
+            f"{cfg.name} in {cfg.namespace}: statefulset ml-dev-env {rep.ready}/{rep.desired} Ready"
+        )
         if not rep.pods:
             s.say("no pods (not deployed? run: mlenv deploy " + cfg.name + ")")
         else:
             s.say(f"{'POD':<24} {'PHASE':<10} {'READY':<6} {'RESTARTS':<9} NODE")
             for p in rep.pods:
-                s.say(f"{p.name:<24} {(p.waiting_reason or p.phase):<10} "
-                      f"{'yes' if p.ready else 'no':<6} {p.restarts:<9} {p.node or '-'}")
+                s.say(
+                    f"{p.name:<24} {(p.waiting_reason or p.phase):<10} "
+                    f"{'yes' if p.ready else 'no':<6} {p.restarts:<9} {p.node or '-'}"
+                )
         if rep.neighbours:  # i22: ignored everywhere, named here
-            s.warn(f"warning: pod(s) {', '.join(rep.neighbours)} carry the labels of {cfg.name} "
-                   f"but are not its StatefulSet's: ignored (someone else in namespace "
-                   f"{cfg.namespace} made them; see docs/security.md)")
+            s.warn(
+                f"warning: pod(s) {', '.join(rep.neighbours)} carry the labels of {cfg.name} "
+                f"but are not its StatefulSet's: ignored (someone else in namespace "
+                f"{cfg.namespace} made them; see docs/security.md)"
+            )
         for pod, line in sorted(rep.interfaces.items()):
             s.say(f"{pod}: RDMA interfaces: {line}")
         if rep.pvcs:
@@ -220,32 +289,66 @@ class KubernetesPlatform(PlatformBase):
 
     def shell(self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]) -> int:
         with s.client() as client:
-            require_running(client, cfg.namespace, pod, cfg.name, owner=cfg)  # else kubectl's exit 1
+            require_running(
+                client, cfg.namespace, pod, cfg.name, owner=cfg
+            )  # else kubectl's exit 1
             return client.interactive(pod, cfg.namespace, command or ["bash", "-l"])
 
-    def sync(self, cfg: Cluster, s: Session, *, src: str, watch: bool, interval: float,
-             max_rounds: int | None, timeout: float | None, delete: bool, dry_run: bool) -> None:
+    def sync(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        src: str,
+        watch: bool,
+        interval: float,
+        max_rounds: int | None,
+        timeout: float | None,
+        delete: bool,
+        dry_run: bool,
+    ) -> None:
         from mlenv.cluster import sync as syncmod
 
         with s.client() as client:
             if watch:
-                n = syncmod.watch(cfg, client, src, interval=interval, max_rounds=max_rounds,
-                                  timeout=timeout, delete=delete, say=s.say)
+                n = syncmod.watch(
+                    cfg,
+                    client,
+                    src,
+                    interval=interval,
+                    max_rounds=max_rounds,
+                    timeout=timeout,
+                    delete=delete,
+                    say=s.say,
+                )
                 s.say(f"watch ended after {n} sync(s)")
             else:
-                syncmod.sync(cfg, client, src, timeout=timeout, delete=delete, dry_run=dry_run,
-                             say=s.say)
+                syncmod.sync(
+                    cfg, client, src, timeout=timeout, delete=delete, dry_run=dry_run, say=s.say
+                )
 
-    def launch(self, cfg: Cluster, s: Session, *, script: list[str], torchrun: bool,
-               timeout: float | None, peer_deadline: float | None = None) -> int:
+    def launch(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        script: list[str],
+        torchrun: bool,
+        timeout: float | None,
+        peer_deadline: float | None = None,
+    ) -> int:
         from mlenv.cluster.fanout import run_everywhere
 
         with s.client() as client:
             topology = label_topology(cfg, client, s)
             if torchrun:
-                rep = run_everywhere(cfg, client, pod_argv("run-torchrun", script, run_id=new_run_id(),
-                                                           topology=topology),
-                                     s.say, timeout=timeout)
+                rep = run_everywhere(
+                    cfg,
+                    client,
+                    pod_argv("run-torchrun", script, run_id=new_run_id(), topology=topology),
+                    s.say,
+                    timeout=timeout,
+                )
                 for o in rep.failed:
                     s.warn(f"warning: {o.pod} exited {o.returncode}: {o.detail}")
                 rc = rep.returncode
@@ -253,15 +356,21 @@ class KubernetesPlatform(PlatformBase):
                 # i16: kubectl's own failure (no such pod, pod not running) exits 1, which
                 # would read as an acceptance FAIL: pod-0 must be Running first (else exit 3)
                 require_running(client, cfg.namespace, pod_name(0), cfg.name, owner=cfg)
-                rc = client.exec_stream(pod_name(0), cfg.namespace,
-                                        pod_argv("launch", script, deadline=peer_deadline, topology=topology),
-                                        s.say, timeout=timeout)
+                rc = client.exec_stream(
+                    pod_name(0),
+                    cfg.namespace,
+                    pod_argv("launch", script, deadline=peer_deadline, topology=topology),
+                    s.say,
+                    timeout=timeout,
+                )
         code, note = map_exit(rc)
         if note:
             s.warn(f"error: pod ml-dev-env-0: {note}")
         return code
 
-    def port_forward(self, cfg: Cluster, s: Session, *, pod: str, ports: list[tuple[int, int]]) -> int:
+    def port_forward(
+        self, cfg: Cluster, s: Session, *, pod: str, ports: list[tuple[int, int]]
+    ) -> int:
         if ports:
             with s.client() as client:  # the ports are announced once the server answers
                 require_running(client, cfg.namespace, pod, cfg.name, owner=cfg)
@@ -274,8 +383,10 @@ class KubernetesPlatform(PlatformBase):
 
         tools = forward_ports(cfg)  # the tools' own ports, not their oauth-proxies (see there)
         if not tools:
-            raise InputError(f"cluster {cfg.name} enables no dev_tools (vscode, jupyter, "
-                             f"tensorboard); for a debugger use: mlenv port-forward {cfg.name} --debug")
+            raise InputError(
+                f"cluster {cfg.name} enables no dev_tools (vscode, jupyter, "
+                f"tensorboard); for a debugger use: mlenv port-forward {cfg.name} --debug"
+            )
         with s.client() as client:
             require_running(client, cfg.namespace, DEV_POD, cfg.name)
             for t, p, scheme in tools:
@@ -290,9 +401,12 @@ class KubernetesPlatform(PlatformBase):
             # so it carries no request timeout: against a server that answers the probe
             # and hangs afterwards it would wait forever, not exit 3 within the timeout
             if client.get("BuildConfig", BUILD_CONFIG, cfg.namespace) is None:
-                raise NotFound(f'buildconfigs.build.openshift.io "{BUILD_CONFIG}" not found in '
-                               f"{cfg.namespace} (mlenv deploy {cfg.name} first)",
-                               kind="BuildConfig", name=BUILD_CONFIG)
+                raise NotFound(
+                    f'buildconfigs.build.openshift.io "{BUILD_CONFIG}" not found in '
+                    f"{cfg.namespace} (mlenv deploy {cfg.name} first)",
+                    kind="BuildConfig",
+                    name=BUILD_CONFIG,
+                )
             rc = client.start_build(BUILD_CONFIG, cfg.namespace, s.say)
         if rc != 0:
             s.warn(f"error: build of ml-dev-env failed (exit {rc})")
@@ -303,14 +417,22 @@ class KubernetesPlatform(PlatformBase):
     def url(self, cfg: Cluster, s: Session, *, tool: str) -> None:
         from mlenv.cluster.devloop import require_tool, tool_url
 
-        require_tool(cfg, tool)  # i25.4: before connecting: a config without the tool needs no cluster
+        require_tool(
+            cfg, tool
+        )  # i25.4: before connecting: a config without the tool needs no cluster
         with s.client() as client:
             u = tool_url(cfg, client, tool)
         s.say(f"{u.tool}: {u.url}")
         s.say(f"  {u.auth}")
 
-    def discover(self, name: str, s: Session, *, namespace: str,
-                 ask: Callable[[Discovered], None] | None = None) -> str:
+    def discover(
+        self,
+        name: str,
+        s: Session,
+        *,
+        namespace: str,
+        ask: Callable[[Discovered], None] | None = None,
+    ) -> str:
         from mlenv.cluster.discover import discover as read_cluster
         from mlenv.cluster.discover import to_yaml
 
@@ -331,16 +453,19 @@ class KubernetesPlatform(PlatformBase):
             if r.error:
                 s.say(f"{r.pod:<20} {'-':<4} {r.error}")
             else:
-                s.say(f"{r.pod:<20} {r.index:<4} {r.name[:28]:<28} "
-                      f"{r.mem_used_mib + '/' + r.mem_total_mib:<20} {r.util_pct}%")
+                s.say(
+                    f"{r.pod:<20} {r.index:<4} {r.name[:28]:<28} "
+                    f"{r.mem_used_mib + '/' + r.mem_total_mib:<20} {r.util_pct}%"
+                )
         for sec in sections:
             s.say(f"\n== {sec.pod}: {sec.title}" + (f": {sec.note}" if sec.note else ""))
             if sec.text:
                 s.say(sec.text)
         return EXIT_ERROR if any(r.error for r in rows) else EXIT_OK
 
-    def teardown(self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool,
-                 yes: bool) -> None:
+    def teardown(
+        self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool
+    ) -> None:
         from mlenv.cluster.teardown import teardown as run_teardown
 
         if legacy:
@@ -350,7 +475,11 @@ class KubernetesPlatform(PlatformBase):
         with s.client() as client:
             rep = run_teardown(cfg, client, purge=purge, dry_run=dry_run)
         # i25.4: the image build is kept too (upstream's clean-multi-node kept it)
-        kept = "" if purge else "; PVCs and the image build (BuildConfig, ImageStream) kept (--purge deletes them)"
+        kept = (
+            ""
+            if purge
+            else "; PVCs and the image build (BuildConfig, ImageStream) kept (--purge deletes them)"
+        )
         if dry_run:
             for d in rep.deleted:
                 s.say(f"would delete {d}")
@@ -358,8 +487,10 @@ class KubernetesPlatform(PlatformBase):
                 s.say(f"would keep {left}")
             for k in rep.kept:
                 s.say(f"would keep {k}")
-            s.say(f"teardown of {cfg.name} (dry run): {len(rep.deleted)} object(s) would be "
-                  "deleted" + kept + "; nothing was changed")
+            s.say(
+                f"teardown of {cfg.name} (dry run): {len(rep.deleted)} object(s) would be "
+                "deleted" + kept + "; nothing was changed"
+            )
             return
         for d in rep.deleted:
             s.say(f"deleted {d}")
@@ -367,8 +498,11 @@ class KubernetesPlatform(PlatformBase):
             s.warn(f"warning: left behind: {left}")
         for k in rep.kept:
             s.say(f"kept {k}")
-        s.say(f"teardown of {cfg.name}: {len(rep.deleted)} object(s) deleted" + kept
-              + (f"; {len(rep.left)} left behind (see above)" if rep.left else ""))
+        s.say(
+            f"teardown of {cfg.name}: {len(rep.deleted)} object(s) deleted"
+            + kept
+            + (f"; {len(rep.left)} left behind (see above)" if rep.left else "")
+        )
 
     def secrets(self, cfg: Cluster, s: Session, *, mode: str) -> list[dict[str, Any]]:
         from mlenv.cluster.deploy import secrets_for_gitops
@@ -381,34 +515,85 @@ class KubernetesPlatform(PlatformBase):
         """The client an operator types in the commands printed for them."""
         return "oc" if self.name == "openshift" else "kubectl"
 
-    def quarantine(self, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
-                   only: str | None, history_root: Path) -> None:
+    def quarantine(
+        self,
+        cluster: str,
+        s: Session,
+        *,
+        run: Run,
+        targets: list[Target],
+        apply: bool,
+        only: str | None,
+        history_root: Path,
+    ) -> None:
         from mlenv import quarantine as q
         from mlenv.platforms.kubenodes import KubeMarker
 
         if not apply or not targets:  # printing the commands reads nothing from the cluster
-            q.quarantine_verb(run, KubeMarker(self.binary), cluster, targets, apply_them=apply, only=only,
-                              history_root=history_root, say=s.say, warn=s.warn)
+            q.quarantine_verb(
+                run,
+                KubeMarker(self.binary),
+                cluster,
+                targets,
+                apply_them=apply,
+                only=only,
+                history_root=history_root,
+                say=s.say,
+                warn=s.warn,
+            )
             return
         with s.client() as client:
-            q.quarantine_verb(run, KubeMarker(self.binary, client), cluster, targets, apply_them=True, only=only,
-                              history_root=history_root, say=s.say, warn=s.warn)
+            q.quarantine_verb(
+                run,
+                KubeMarker(self.binary, client),
+                cluster,
+                targets,
+                apply_them=True,
+                only=only,
+                history_root=history_root,
+                say=s.say,
+                warn=s.warn,
+            )
 
-    def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
-                dry_run: bool, history_root: Path) -> None:
+    def release(
+        self,
+        cluster: str,
+        s: Session,
+        *,
+        run: Run,
+        after: Run | None,
+        force: bool,
+        only: str | None,
+        dry_run: bool,
+        history_root: Path,
+    ) -> None:
         from mlenv import quarantine as q
         from mlenv.platforms.kubenodes import KubeMarker
 
         with s.client() as client:  # a dry run too: it reads whose mark each node carries
-            q.release_verb(run, KubeMarker(self.binary, client), cluster, after=after, force=force, only=only,
-                           dry_run=dry_run, history_root=history_root, say=s.say, warn=s.warn)
+            q.release_verb(
+                run,
+                KubeMarker(self.binary, client),
+                cluster,
+                after=after,
+                force=force,
+                only=only,
+                dry_run=dry_run,
+                history_root=history_root,
+                say=s.say,
+                warn=s.warn,
+            )
 
-    def history_fetch(self, cfg: Cluster, s: Session, *, history_root: Path) -> tuple[list[str], list[str]]:
+    def history_fetch(
+        self, cfg: Cluster, s: Session, *, history_root: Path
+    ) -> tuple[list[str], list[str]]:
         with s.client() as client:
             return fetch_runs(cfg, s, client, history_root)
 
 
-def fetch_runs(cfg: Cluster, s: Session, client: ClusterClient, history_root: Path) -> tuple[list[str], list[str]]:
+def fetch_runs(
+    cfg: Cluster, s: Session, client: ClusterClient, history_root: Path
+) -> tuple[list[str], list[str]]:
     """i26.3: the finished runs in pod-0's results folder that ``cfg``'s history lacks,
     copied to ``<history_root>/<cluster>/<run-id>/`` with their records appended (one per
     run id). A run still going is left for the next fetch; a folder whose record names
@@ -427,30 +612,42 @@ def fetch_runs(cfg: Cluster, s: Session, client: ClusterClient, history_root: Pa
         batch: list[tuple[dict[str, Any], Path | None]] = []
         for run in new:
             if run.record is None and not run.finished:
-                s.warn(f"note: run {run.run_id} in {pod_name(0)} has no results yet (still running, or "
-                       "stopped before rank 0 wrote them): not fetched")
+                s.warn(
+                    f"note: run {run.run_id} in {pod_name(0)} has no results yet (still running, or "
+                    "stopped before rank 0 wrote them): not fetched"
+                )
                 continue
             folder = Path(tmp) / run.run_id
             for rel, data in fetch.read_run(client, cfg.namespace, run.run_id).items():
                 (folder / rel).parent.mkdir(parents=True, exist_ok=True)
                 (folder / rel).write_bytes(data)
-            rec = run.record if run.record is not None else history.record_from_folder(folder, cfg.name)
+            rec = (
+                run.record
+                if run.record is not None
+                else history.record_from_folder(folder, cfg.name)
+            )
             if rec is None or rec.get("run_id") != run.run_id or rec.get("cluster") != cfg.name:
-                s.warn(f"warning: run folder {run.run_id} in {pod_name(0)}: its record does not name this run "
-                       f"of cluster {cfg.name} (run {contract.shown(str((rec or {}).get('run_id')))[:40]}, cluster "
-                       f"{contract.shown(str((rec or {}).get('cluster')))[:40]}): not fetched")
+                s.warn(
+                    f"warning: run folder {run.run_id} in {pod_name(0)}: its record does not name this run "
+                    f"of cluster {cfg.name} (run {contract.shown(str((rec or {}).get('run_id')))[:40]}, cluster "
+                    f"{contract.shown(str((rec or {}).get('cluster')))[:40]}): not fetched"
+                )
                 continue
             batch.append((rec, folder))
         added, skipped = history.import_records(cfg.name, batch, history_root)
     recs = {str(r["run_id"]): r for r, _ in batch}
     for rid in added:
         r = recs[rid]
-        s.say(f"fetched run {rid}: {contract.shown(r.get('verdict'))} ({contract.shown(r.get('profile'))}, "
-              f"started {contract.shown(r.get('started'))}) -> {history_root / cfg.name / rid}")
+        s.say(
+            f"fetched run {rid}: {contract.shown(r.get('verdict'))} ({contract.shown(r.get('profile'))}, "
+            f"started {contract.shown(r.get('started'))}) -> {history_root / cfg.name / rid}"
+        )
     there = sorted(known & {r.run_id for r in runs})
     if not added:
-        s.say(f"nothing new: {len(runs)} run folder(s) in {pod_name(0)}:{fetch.RESULTS_DIR}, {len(there)} of them "
-              f"already in the history of {cfg.name}")
+        s.say(
+            f"nothing new: {len(runs)} run folder(s) in {pod_name(0)}:{fetch.RESULTS_DIR}, {len(there)} of them "
+            f"already in the history of {cfg.name}"
+        )
     return added, [*skipped, *there]
 
 
@@ -467,12 +664,16 @@ def _teardown_legacy(cfg: Cluster, s: Session, *, purge: bool, yes: bool) -> Non
         s.say(f"upstream ml-dev-env objects in namespace {cfg.namespace}:")
         for o in objs:
             keep = o.kind == "PersistentVolumeClaim" and not purge
-            s.say(f"  {o.ref} ({o.why}){': kept (--purge deletes it and its data)' if keep else ''}")
+            s.say(
+                f"  {o.ref} ({o.why}){': kept (--purge deletes it and its data)' if keep else ''}"
+            )
         if not yes and not s.confirm("delete the objects listed (not the kept ones)?"):
             s.say("\nnothing deleted (answer y, or pass --yes)")
             return
         deleted, kept = legacy.remove(client, cfg.namespace, objs, purge=purge)
     for d in deleted:
         s.say(f"deleted {d}")
-    s.say(f"legacy teardown: {len(deleted)} object(s) deleted"
-          + (f"; {len(kept)} PVC(s) kept (--purge deletes them)" if kept else ""))
+    s.say(
+        f"legacy teardown: {len(deleted)} object(s) deleted"
+        + (f"; {len(kept)} PVC(s) kept (--purge deletes them)" if kept else "")
+    )

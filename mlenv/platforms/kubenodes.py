@@ -44,21 +44,28 @@ class KubeMarker:
 
     def unusable(self, t: Target) -> str | None:
         if t.node_from != "kubernetes":
-            return (f"the run did not record the Kubernetes Node of {', '.join(t.hosts) or t.node} (a pod without "
-                    "MLENV_NODE_NAME: deployed before node verdicts); re-run after mlenv deploy")
+            return (
+                f"the run did not record the Kubernetes Node of {', '.join(t.hosts) or t.node} (a pod without "
+                "MLENV_NODE_NAME: deployed before node verdicts); re-run after mlenv deploy"
+            )
         return None
 
     def permitted(self) -> tuple[bool, str]:
         c = self._client()
         ok = c.can_i("patch", "nodes")
-        return ok, "" if ok else f"{c.whoami()} may not patch nodes (kubectl auth can-i patch nodes: no)"
+        return (
+            ok,
+            "" if ok else f"{c.whoami()} may not patch nodes (kubectl auth can-i patch nodes: no)",
+        )
 
     def foreign_mark(self, t: Target) -> str | None:
         node = self._node(t.node)
         if node is None:
             return "no such Node in the cluster"
         if nodemarks.marked(node) is not None and not nodemarks.ours(node, t.run_id):
-            return "already carries the ml-dev-env.io/health label, set by someone else or another run"
+            return (
+                "already carries the ml-dev-env.io/health label, set by someone else or another run"
+            )
         return None
 
     def not_ours_now(self, t: Target) -> str | None:

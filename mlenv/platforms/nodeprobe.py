@@ -35,17 +35,19 @@ STAGED = {"mlenv": "mlenv", "yaml": "PyYAML", "deepspeed": "DeepSpeed"}
 SRUN_IMMEDIATE_S = 60
 PROBE_TIMEOUT_S = 180.0  # srun's wait + a loaded node's python importing torch and DeepSpeed
 
-PROBE = ("import json, platform, socket, sys\n"
-         "out = {'python': sys.version.split()[0], 'executable': sys.executable, 'node': socket.gethostname(),\n"
-         "       'machine': platform.machine(), 'glibc': platform.libc_ver()[1], 'missing': {}}\n"
-         f"for m in {NEEDED!r}:\n"
-         " try: __import__(m)\n"
-         " except Exception as e: out['missing'][m.split('.')[0]] = '%s: %s' % (type(e).__name__, e)\n"
-         "try:\n import torch; out['torch'] = torch.__version__; out['gpus'] = torch.cuda.device_count()\n"
-         "except Exception as e: out['torch'] = 'missing: %s' % e\n"
-         "try:\n import deepspeed; out['deepspeed'] = deepspeed.__version__\n"
-         "except Exception: out['deepspeed'] = None\n"
-         "print(json.dumps(out))\n")
+PROBE = (
+    "import json, platform, socket, sys\n"
+    "out = {'python': sys.version.split()[0], 'executable': sys.executable, 'node': socket.gethostname(),\n"
+    "       'machine': platform.machine(), 'glibc': platform.libc_ver()[1], 'missing': {}}\n"
+    f"for m in {NEEDED!r}:\n"
+    " try: __import__(m)\n"
+    " except Exception as e: out['missing'][m.split('.')[0]] = '%s: %s' % (type(e).__name__, e)\n"
+    "try:\n import torch; out['torch'] = torch.__version__; out['gpus'] = torch.cuda.device_count()\n"
+    "except Exception as e: out['torch'] = 'missing: %s' % e\n"
+    "try:\n import deepspeed; out['deepspeed'] = deepspeed.__version__\n"
+    "except Exception: out['deepspeed'] = None\n"
+    "print(json.dumps(out))\n"
+)
 
 
 def shared_dir(cluster: Cluster) -> str:
@@ -61,7 +63,9 @@ def venv_dir(cluster: Cluster) -> str:
     """Where ``mlenv stage`` puts the cluster's venv: ``<shared_dir>/.mlenv/venv/<cluster>``."""
     base = shared_dir(cluster).rstrip("/")
     # no shared folder (hosts): each host's own, under its login's home
-    return f"{base + '/' if base else ''}.mlenv/venv/{argv.slurm_name(cluster.name, 'cluster name')}"
+    return (
+        f"{base + '/' if base else ''}.mlenv/venv/{argv.slurm_name(cluster.name, 'cluster name')}"
+    )
 
 
 def node_python(cluster: Cluster) -> str:
@@ -87,7 +91,9 @@ def parse(stdout: str) -> dict[str, Any] | None:
     return d if isinstance(d, dict) else None
 
 
-def missing_line(cluster: Cluster, where: str, found: dict[str, Any], *, stopped: str) -> str | None:
+def missing_line(
+    cluster: Cluster, where: str, found: dict[str, Any], *, stopped: str
+) -> str | None:
     """One line naming what ``where``'s python cannot import and the command that fixes it;
     None when nothing is missing. ``stopped`` says what was not done (``nothing was submitted``)."""
     missing: dict[str, str] = dict(found.get("missing") or {})
@@ -98,12 +104,16 @@ def missing_line(cluster: Cluster, where: str, found: dict[str, Any], *, stopped
     key = "slurm" if cluster.platform == "slurm" else "hosts"
     if "torch" in missing:
         image = " or slurm.container_image" if cluster.platform == "slurm" else ""
-        fix = (f"point {key}.python{image} at an interpreter with torch (mlenv stage reuses the node's "
-               "torch; it does not install one)")
+        fix = (
+            f"point {key}.python{image} at an interpreter with torch (mlenv stage reuses the node's "
+            "torch; it does not install one)"
+        )
     else:
         brings = ", ".join(STAGED[m] for m in missing if m in STAGED)
-        fix = (f"run `mlenv stage {cluster.name}` (a wheelhouse of {brings} from this machine and a venv over "
-               f"the node's python in {venv_dir(cluster)})")
+        fix = (
+            f"run `mlenv stage {cluster.name}` (a wheelhouse of {brings} from this machine and a venv over "
+            f"the node's python in {venv_dir(cluster)})"
+        )
     return f"preflight: {where}: {py} cannot import {what}: {fix}; {stopped}"
 
 
@@ -118,17 +128,31 @@ def container_options(cluster: Cluster) -> list[str]:
     s = cluster.slurm
     if not s.container_image:
         return []
-    return [f"--container-image={s.container_image}", f"--container-mounts={pyxis_mounts(s)}",
-            f"--container-workdir={s.shared_dir}"]
+    return [
+        f"--container-image={s.container_image}",
+        f"--container-mounts={pyxis_mounts(s)}",
+        f"--container-workdir={s.shared_dir}",
+    ]
 
 
-def srun_words(cluster: Cluster, base: list[str], command: list[str], *, immediate: int = SRUN_IMMEDIATE_S,
-               minutes: int = 5) -> list[str]:
+def srun_words(
+    cluster: Cluster,
+    base: list[str],
+    command: list[str],
+    *,
+    immediate: int = SRUN_IMMEDIATE_S,
+    minutes: int = 5,
+) -> list[str]:
     """``srun BASE… --immediate=N --time=M [container options] -- COMMAND…``: one short task;
     ``base`` is :func:`mlenv.platforms.slurm.srun_options` (one node of the partition, the
     config's account/QOS/reservation, the first listed node)."""
-    opts = [*base, f"--immediate={int(immediate)}", f"--time={int(minutes)}",
-            "--job-name=mlenv-preflight", *container_options(cluster)]
+    opts = [
+        *base,
+        f"--immediate={int(immediate)}",
+        f"--time={int(minutes)}",
+        "--job-name=mlenv-preflight",
+        *container_options(cluster),
+    ]
     return argv.slurm("srun", opts, command)
 
 
@@ -136,12 +160,22 @@ def srun_words(cluster: Cluster, base: list[str], command: list[str], *, immedia
 Run = Callable[..., "subprocess.CompletedProcess[str]"]
 
 
-def slurm_probe(cluster: Cluster, python: str, run: Run, base: list[str], *, immediate: int = SRUN_IMMEDIATE_S,
-                timeout: float = PROBE_TIMEOUT_S) -> dict[str, Any] | None:
+def slurm_probe(
+    cluster: Cluster,
+    python: str,
+    run: Run,
+    base: list[str],
+    *,
+    immediate: int = SRUN_IMMEDIATE_S,
+    timeout: float = PROBE_TIMEOUT_S,
+) -> dict[str, Any] | None:
     """:data:`PROBE` run by ``python`` on one node (``srun`` with ``base`` options, through
     ``run``): what it found; None when no node was free within ``immediate`` s; InfraError
     (exit 3) when srun or the python failed."""
-    r = run(srun_words(cluster, base, [python, "-c", PROBE], immediate=immediate), timeout=timeout + immediate)
+    r = run(
+        srun_words(cluster, base, [python, "-c", PROBE], immediate=immediate),
+        timeout=timeout + immediate,
+    )
     found = parse(r.stdout) if r.returncode == 0 else None
     if found is not None:
         return found
@@ -150,8 +184,10 @@ def slurm_probe(cluster: Cluster, python: str, run: Run, base: list[str], *, imm
     if re.search(r"Requested nodes are busy|[Ii]mmediate execution impossible", r.stderr or ""):
         return None
     where = f" in {cluster.slurm.container_image}" if cluster.slurm.container_image else ""
-    raise InfraError(f"preflight: the import probe (srun -N1 {python}{where}) failed: "
-                     f"{err[-1] if err else f'exit {r.returncode}'}; nothing was submitted")
+    raise InfraError(
+        f"preflight: the import probe (srun -N1 {python}{where}) failed: "
+        f"{err[-1] if err else f'exit {r.returncode}'}; nothing was submitted"
+    )
 
 
 def slurm_check(cluster: Cluster, say: Say, run: Run, base: list[str]) -> dict[str, Any] | None:
@@ -160,14 +196,20 @@ def slurm_check(cluster: Cluster, say: Say, run: Run, base: list[str]) -> dict[s
     py = node_python(cluster)
     found = slurm_probe(cluster, py, run, base)
     if found is None:
-        say(f"preflight: no node of partition {cluster.slurm.partition} free within {SRUN_IMMEDIATE_S} s "
-            "for the import probe; the job will find out itself")
+        say(
+            f"preflight: no node of partition {cluster.slurm.partition} free within {SRUN_IMMEDIATE_S} s "
+            "for the import probe; the job will find out itself"
+        )
         return None
-    line = missing_line(cluster, f"node {found.get('node') or '?'}", found, stopped="nothing was submitted")
+    line = missing_line(
+        cluster, f"node {found.get('node') or '?'}", found, stopped="nothing was submitted"
+    )
     if line:
         raise InfraError(line)
-    say(f"preflight: node {found.get('node')}: {py}: python {found['python']}, torch {found.get('torch')}, "
-        f"deepspeed {found.get('deepspeed')}, mlenv importable")
+    say(
+        f"preflight: node {found.get('node')}: {py}: python {found['python']}, torch {found.get('torch')}, "
+        f"deepspeed {found.get('deepspeed')}, mlenv importable"
+    )
     return found
 
 

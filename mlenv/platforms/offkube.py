@@ -26,12 +26,14 @@ _HINTS = {
     "url": "dev tools are pods of a Kubernetes deployment",
     "gpu-info": "mlenv shell NAME -- nvidia-smi",
     "secrets": "Kubernetes Secrets for a GitOps tree; Slurm and hosts jobs use the cluster's own ssh "
-               "and filesystem",
+    "and filesystem",
     "discover": "write clusters/NAME.yaml by hand (docs/platforms.md)",
 }
 
 
-def _render(cfg: Cluster, s: Session, nodes: int | None, out: Path | None) -> list[tuple[Path, Any]]:
+def _render(
+    cfg: Cluster, s: Session, nodes: int | None, out: Path | None
+) -> list[tuple[Path, Any]]:
     from mlenv.render.platforms import planned
 
     # the hosts cron line runs this mlenv: the python running now, as a module
@@ -44,8 +46,10 @@ def deploy_plan(cfg: Cluster, *, nodes: int | None) -> str:
     from mlenv.render.platforms import render_platform
 
     files = render_platform(cfg, nodes)
-    return "".join(f"# ==> {name} <==\n{text}" + ("" if text.endswith("\n") else "\n")
-                   for name, text in files.items())
+    return "".join(
+        f"# ==> {name} <==\n{text}" + ("" if text.endswith("\n") else "\n")
+        for name, text in files.items()
+    )
 
 
 def _dry_run(cfg: Cluster, s: Session, nodes: int | None, dry_run: str | None) -> bool:
@@ -53,12 +57,16 @@ def _dry_run(cfg: Cluster, s: Session, nodes: int | None, dry_run: str | None) -
     hosts; ``--dry-run server`` has no API server to ask. True when the verb is done."""
     if dry_run == "client":
         s.raw(deploy_plan(cfg, nodes=nodes))
-        s.warn(f"plan: what mlenv deploy {cfg.name} would submit on platform {cfg.platform}; nothing was "
-               "sent (--dry-run client)")
+        s.warn(
+            f"plan: what mlenv deploy {cfg.name} would submit on platform {cfg.platform}; nothing was "
+            "sent (--dry-run client)"
+        )
         return True
     if dry_run == "server":
-        raise InputError(f"--dry-run server does not apply on platform {cfg.platform} (there is no API "
-                         "server); --dry-run client prints the plan")
+        raise InputError(
+            f"--dry-run server does not apply on platform {cfg.platform} (there is no API "
+            "server); --dry-run client prints the plan"
+        )
     return False
 
 
@@ -72,8 +80,9 @@ def _exec(words: list[str]) -> int:
 
 def _teardown_flags(name: str, dry_run: bool, legacy: bool) -> None:
     if legacy:
-        raise InputError("--legacy removes upstream ml-dev-env's OpenShift objects; "
-                         f"platform {name} has none")
+        raise InputError(
+            f"--legacy removes upstream ml-dev-env's OpenShift objects; platform {name} has none"
+        )
     if dry_run:
         raise InputError(f"--dry-run: not for platform {name} (nothing to list)")
 
@@ -85,21 +94,59 @@ class _OffKube(PlatformBase):
         """How this platform marks a node (a Slurm drain, or the list of hosts to leave out)."""
         raise NotImplementedError
 
-    def quarantine(self, cluster: str, s: Session, *, run: Run, targets: list[Target], apply: bool,
-                   only: str | None, history_root: Path) -> None:
+    def quarantine(
+        self,
+        cluster: str,
+        s: Session,
+        *,
+        run: Run,
+        targets: list[Target],
+        apply: bool,
+        only: str | None,
+        history_root: Path,
+    ) -> None:
         """Print (and with --apply, set) the platform's mark on each FAILED node."""
         from mlenv import quarantine as q
 
-        q.quarantine_verb(run, self.marker(), cluster, targets, apply_them=apply, only=only,
-                          history_root=history_root, say=s.say, warn=s.warn)
+        q.quarantine_verb(
+            run,
+            self.marker(),
+            cluster,
+            targets,
+            apply_them=apply,
+            only=only,
+            history_root=history_root,
+            say=s.say,
+            warn=s.warn,
+        )
 
-    def release(self, cluster: str, s: Session, *, run: Run, after: Run | None, force: bool, only: str | None,
-                dry_run: bool, history_root: Path) -> None:
+    def release(
+        self,
+        cluster: str,
+        s: Session,
+        *,
+        run: Run,
+        after: Run | None,
+        force: bool,
+        only: str | None,
+        dry_run: bool,
+        history_root: Path,
+    ) -> None:
         """Undo exactly the marks this run set, for nodes a later run passed (or --force)."""
         from mlenv import quarantine as q
 
-        q.release_verb(run, self.marker(), cluster, after=after, force=force, only=only, dry_run=dry_run,
-                       history_root=history_root, say=s.say, warn=s.warn)
+        q.release_verb(
+            run,
+            self.marker(),
+            cluster,
+            after=after,
+            force=force,
+            only=only,
+            dry_run=dry_run,
+            history_root=history_root,
+            say=s.say,
+            warn=s.warn,
+        )
 
     def stage(self, cfg: Cluster, s: Session) -> None:
         """A wheelhouse of mlenv (and DeepSpeed/PyYAML where the node lacks them) in the shared
@@ -119,27 +166,48 @@ class SlurmPlatform(_OffKube):
         # pods' storage means nothing off Kubernetes: the shared folder does
         return cfg.slurm.shared_dir
 
-    def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
-               out: Path | None) -> list[tuple[Path, Any]]:
+    def render(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        modes: tuple[str, ...],
+        nodes: int | None,
+        out: Path | None,
+    ) -> list[tuple[Path, Any]]:
         return _render(cfg, s, nodes, out)
 
-    def history_fetch(self, cfg: Cluster, s: Session, *, history_root: Path) -> tuple[list[str], list[str]]:
+    def history_fetch(
+        self, cfg: Cluster, s: Session, *, history_root: Path
+    ) -> tuple[list[str], list[str]]:
         """i26.3: runs Slurm started on its own (the scheduled re-check, a hand-submitted
         job) from ``shared_dir/results/`` into this machine's history, once each."""
         from mlenv.platforms import slurmfetch
 
         return slurmfetch.fetch_runs(cfg, history_root, s.say), []
 
-    def deploy(self, cfg: Cluster, s: Session, *, mode: str, nodes: int | None, dry_run: str | None,
-               timeout: float, no_fallback: bool, take_over: bool) -> None:
+    def deploy(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        mode: str,
+        nodes: int | None,
+        dry_run: str | None,
+        timeout: float,
+        no_fallback: bool,
+        take_over: bool,
+    ) -> None:
         """Preflight, then ``sbatch`` the acceptance job and record its id."""
         from mlenv.platforms import slurm
 
         if _dry_run(cfg, s, nodes, dry_run):
             return
         sub = slurm.submit(cfg, s.root, s.say, nodes=nodes)
-        s.say(f"follow it with: mlenv status {cfg.name} / mlenv logs {cfg.name}; cancel: mlenv teardown "
-              f"{cfg.name} (job {sub.job_id})")
+        s.say(
+            f"follow it with: mlenv status {cfg.name} / mlenv logs {cfg.name}; cancel: mlenv teardown "
+            f"{cfg.name} (job {sub.job_id})"
+        )
 
     def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None:
         from mlenv.platforms import slurm
@@ -156,10 +224,23 @@ class SlurmPlatform(_OffKube):
         """``srun --pty`` on one node of the partition; the terminal stays attached."""
         from mlenv.platforms import slurm
 
-        return _exec(slurm.shell_argv(cfg, command, index, sys.stdin.isatty() and sys.stdout.isatty()))
+        return _exec(
+            slurm.shell_argv(cfg, command, index, sys.stdin.isatty() and sys.stdout.isatty())
+        )
 
-    def sync(self, cfg: Cluster, s: Session, *, src: str, watch: bool, interval: float,
-             max_rounds: int | None, timeout: float | None, delete: bool, dry_run: bool) -> None:
+    def sync(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        src: str,
+        watch: bool,
+        interval: float,
+        max_rounds: int | None,
+        timeout: float | None,
+        delete: bool,
+        dry_run: bool,
+    ) -> None:
         from mlenv.platforms import slurm
 
         s.say(slurm.sync(cfg, s.root))
@@ -169,13 +250,15 @@ class SlurmPlatform(_OffKube):
         from mlenv.acceptance.reports import console
         from mlenv.platforms import slurm
 
-        doc, code, dest = slurm.acceptance(cfg, s.root, s.say, nodes=None, profile=profile,
-                                           suite_args=suite_args)
+        doc, code, dest = slurm.acceptance(
+            cfg, s.root, s.say, nodes=None, profile=profile, suite_args=suite_args
+        )
         s.say(console.verdict_block(doc, str(dest)))
         return code
 
-    def teardown(self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool,
-                 yes: bool) -> None:
+    def teardown(
+        self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool
+    ) -> None:
         """``scancel`` the recorded job."""
         from mlenv.platforms import slurm
 
@@ -198,18 +281,39 @@ class HostsPlatform(_OffKube):
     def storage_label(self, cfg: Cluster) -> str:
         return cfg.hosts.shared_dir or "copied over ssh"
 
-    def render(self, cfg: Cluster, s: Session, *, modes: tuple[str, ...], nodes: int | None,
-               out: Path | None) -> list[tuple[Path, Any]]:
+    def render(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        modes: tuple[str, ...],
+        nodes: int | None,
+        out: Path | None,
+    ) -> list[tuple[Path, Any]]:
         return _render(cfg, s, nodes, out)
 
-    def history_fetch(self, cfg: Cluster, s: Session, *, history_root: Path) -> tuple[list[str], list[str]]:
+    def history_fetch(
+        self, cfg: Cluster, s: Session, *, history_root: Path
+    ) -> tuple[list[str], list[str]]:
         """i26.3: a hosts run, the cron line's too, is recorded here when it ends (it runs from
         this machine): nothing is out there to bring."""
-        s.say(f"fetch: nothing to fetch: hosts runs are recorded in {history_root / cfg.name} when they end")
+        s.say(
+            f"fetch: nothing to fetch: hosts runs are recorded in {history_root / cfg.name} when they end"
+        )
         return [], []
 
-    def deploy(self, cfg: Cluster, s: Session, *, mode: str, nodes: int | None, dry_run: str | None,
-               timeout: float, no_fallback: bool, take_over: bool) -> None:
+    def deploy(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        mode: str,
+        nodes: int | None,
+        dry_run: str | None,
+        timeout: float,
+        no_fallback: bool,
+        take_over: bool,
+    ) -> None:
         from mlenv.platforms import hosts
 
         if _dry_run(cfg, s, nodes, dry_run):
@@ -230,8 +334,10 @@ class HostsPlatform(_OffKube):
         from mlenv.platforms import hosts
 
         if follow:
-            raise InputError("--follow: not on platform hosts (the run streams to the terminal that "
-                             "started it); mlenv logs NAME prints the head host's log so far")
+            raise InputError(
+                "--follow: not on platform hosts (the run streams to the terminal that "
+                "started it); mlenv logs NAME prints the head host's log so far"
+            )
         s.say(hosts.log_text(cfg, s.root, tail).rstrip("\n"))
 
     def shell(self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]) -> int:
@@ -240,8 +346,19 @@ class HostsPlatform(_OffKube):
 
         return hosts.shell(cfg, command, index, sys.stdin.isatty() and sys.stdout.isatty())
 
-    def sync(self, cfg: Cluster, s: Session, *, src: str, watch: bool, interval: float,
-             max_rounds: int | None, timeout: float | None, delete: bool, dry_run: bool) -> None:
+    def sync(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        src: str,
+        watch: bool,
+        interval: float,
+        max_rounds: int | None,
+        timeout: float | None,
+        delete: bool,
+        dry_run: bool,
+    ) -> None:
         from mlenv.platforms import hosts
 
         s.say(hosts.sync(cfg, s.root))
@@ -249,13 +366,18 @@ class HostsPlatform(_OffKube):
     def acceptance(self, cfg: Cluster, s: Session, *, profile: str, suite_args: list[str]) -> int:
         from mlenv.platforms import hosts
 
-        return hosts.acceptance(cfg, s.root, s.say, nodes=None, profile=profile, suite_args=suite_args)
+        return hosts.acceptance(
+            cfg, s.root, s.say, nodes=None, profile=profile, suite_args=suite_args
+        )
 
-    def teardown(self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool,
-                 yes: bool) -> None:
+    def teardown(
+        self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool
+    ) -> None:
         _teardown_flags(self.name, dry_run, legacy)
-        s.say(f"{cfg.name}: platform hosts leaves nothing running: acceptance runs in the foreground "
-              "(Ctrl-C ends it and its ssh sessions)")
+        s.say(
+            f"{cfg.name}: platform hosts leaves nothing running: acceptance runs in the foreground "
+            "(Ctrl-C ends it and its ssh sessions)"
+        )
 
     def marker(self) -> Marker:
         """No scheduler to tell: the list of nodes to leave out (recorded with --apply)."""

@@ -32,10 +32,31 @@ from mlenv.errors import InfraError, InputError
 
 Say = Callable[[str], None]
 
-ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "REQUEUED", "RESIZING", "SIGNALING",
-          "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD", "STOPPED"}
+ACTIVE = {
+    "PENDING",
+    "CONFIGURING",
+    "RUNNING",
+    "COMPLETING",
+    "SUSPENDED",
+    "REQUEUED",
+    "RESIZING",
+    "SIGNALING",
+    "STAGE_OUT",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+    "RESV_DEL_HOLD",
+    "STOPPED",
+}
 # Terminal states in which Slurm, not the suite, ended the job.
-KILLED = {"TIMEOUT", "NODE_FAIL", "PREEMPTED", "BOOT_FAIL", "DEADLINE", "OUT_OF_MEMORY", "CANCELLED"}
+KILLED = {
+    "TIMEOUT",
+    "NODE_FAIL",
+    "PREEMPTED",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "OUT_OF_MEMORY",
+    "CANCELLED",
+}
 BAD_NODE = re.compile(r"DOWN|DRAIN|FAIL|NOT_RESPONDING|UNKNOWN|\*")
 _KV = re.compile(r"(\w+)=(.*?)(?= \w+=|$)")
 # mlenv's own limit past slurm.time_limit, from the job's start: Slurm's KillWait and epilog
@@ -45,20 +66,32 @@ STARTUP_SLACK_S = 180.0
 
 def _run(words: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(words, capture_output=True, text=True, timeout=timeout, check=False,
-                              stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            words,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     except FileNotFoundError:
-        raise InfraError(f"{words[0]}: not found; is this a Slurm login node (slurm-client installed, "
-                         "SLURM_CONF or /etc/slurm/slurm.conf set)?") from None
+        raise InfraError(
+            f"{words[0]}: not found; is this a Slurm login node (slurm-client installed, "
+            "SLURM_CONF or /etc/slurm/slurm.conf set)?"
+        ) from None
     except subprocess.TimeoutExpired:
-        raise InfraError(f"{words[0]} did not answer within {timeout:g} s (slurmctld unreachable?)") from None
+        raise InfraError(
+            f"{words[0]} did not answer within {timeout:g} s (slurmctld unreachable?)"
+        ) from None
 
 
 def _check(r: subprocess.CompletedProcess[str]) -> str:
     if r.returncode != 0:
         msg = (r.stderr or r.stdout).strip().splitlines()
         last = msg[-1] if msg else "no output"
-        raise InfraError(f"{r.args[0]} failed (exit {r.returncode}): {last}{client_hint(r.stderr or r.stdout)}")
+        raise InfraError(
+            f"{r.args[0]} failed (exit {r.returncode}): {last}{client_hint(r.stderr or r.stdout)}"
+        )
     return r.stdout
 
 
@@ -66,8 +99,12 @@ def client_hint(text: str) -> str:
     """What to do about a Slurm client that could not reach or configure itself ('' if none)."""
     if re.search(r"configuration source|slurm\.conf|SLURM_CONF", text):
         return " (no Slurm configuration here: run on a login node, or set SLURM_CONF to the cluster's slurm.conf)"
-    if re.search(r"Unable to contact slurm controller|Unable to establish controller|Connection refused|"
-                 r"Socket timed out", text, re.IGNORECASE):
+    if re.search(
+        r"Unable to contact slurm controller|Unable to establish controller|Connection refused|"
+        r"Socket timed out",
+        text,
+        re.IGNORECASE,
+    ):
         return " (slurmctld does not answer from this machine: check `scontrol ping` and the login node's network)"
     if "fatal" in text:
         return " (the Slurm client stopped before asking the controller: check SLURM_CONF and `scontrol ping`)"
@@ -113,7 +150,13 @@ def nodes_info(names: list[str]) -> dict[str, dict[str, str]]:
     """``scontrol show node`` records of ``names`` (validated), by name."""
     if not names:
         return {}
-    r = _run(argv.slurm("scontrol", ["--oneliner"], ["show", "node", ",".join(argv.slurm_node(n) for n in names)]))
+    r = _run(
+        argv.slurm(
+            "scontrol",
+            ["--oneliner"],
+            ["show", "node", ",".join(argv.slurm_node(n) for n in names)],
+        )
+    )
     out = {}
     for line in r.stdout.splitlines():
         rec = parse_record(line)
@@ -133,12 +176,17 @@ def partition_nodes(cluster: Cluster) -> dict[str, tuple[str, str]]:
             parts = sorted(set(known.stdout.split())) if known.returncode == 0 else []
             if known.returncode != 0 and not parts:
                 _check(r)  # the controller itself is unreachable: exit 3, not a config error
-            raise InputError(f"{where(cluster, 'slurm', 'partition')}: partition {part!r} does not exist on "
-                             "this Slurm cluster" + (f" (partitions: {', '.join(parts)})" if parts else ""))
+            raise InputError(
+                f"{where(cluster, 'slurm', 'partition')}: partition {part!r} does not exist on "
+                "this Slurm cluster" + (f" (partitions: {', '.join(parts)})" if parts else "")
+            )
         rec = parse_record(r.stdout.splitlines()[0])
         names += [n for n in hostnames(rec.get("Nodes", "")) if n not in names]
     info = nodes_info(names)
-    return {n: (info.get(n, {}).get("State", "UNKNOWN"), info.get(n, {}).get("Reason", "")) for n in names}
+    return {
+        n: (info.get(n, {}).get("State", "UNKNOWN"), info.get(n, {}).get("Reason", ""))
+        for n in names
+    }
 
 
 def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
@@ -152,15 +200,22 @@ def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
     wanted = list(cluster.gpu_nodes[:nodes]) if cluster.gpu_nodes else list(states)
     missing = [n for n in wanted if n not in states]
     if missing:
-        raise InputError(f"{where(cluster, 'nodes', 'gpu_nodes')}: node(s) {', '.join(missing)} are not in "
-                         f"partition {cluster.slurm.partition!r} ({', '.join(states) or 'no nodes'})")
+        raise InputError(
+            f"{where(cluster, 'nodes', 'gpu_nodes')}: node(s) {', '.join(missing)} are not in "
+            f"partition {cluster.slurm.partition!r} ({', '.join(states) or 'no nodes'})"
+        )
     bad = {n: states[n] for n in wanted if BAD_NODE.search(states[n][0])}
     usable = [n for n in wanted if n not in bad]
     if bad and (cluster.gpu_nodes or len(usable) < nodes):
-        lines = [f"{n} is {describe(s)}" + (f" ({_reason(why)})" if _reason(why) else "") for n, (s, why) in bad.items()]
-        raise InfraError(f"preflight: {'; '.join(lines)}: the job needs {nodes} node(s) of partition "
-                         f"{cluster.slurm.partition!r} and was not submitted (resume with: scontrol update "
-                         f"NodeName=NODE State=RESUME)")
+        lines = [
+            f"{n} is {describe(s)}" + (f" ({_reason(why)})" if _reason(why) else "")
+            for n, (s, why) in bad.items()
+        ]
+        raise InfraError(
+            f"preflight: {'; '.join(lines)}: the job needs {nodes} node(s) of partition "
+            f"{cluster.slurm.partition!r} and was not submitted (resume with: scontrol update "
+            f"NodeName=NODE State=RESUME)"
+        )
     if cluster.gpu_nodes and cluster.slurm.constraint:
         _constraint_preflight(cluster, wanted)
     for n in wanted:
@@ -185,8 +240,10 @@ def probe_imports(cluster: Cluster, say: Say) -> None:
         if r.returncode == 0 and "PartitionName=" in r.stdout:
             states[part] = parse_record(r.stdout.splitlines()[0]).get("State", "UNKNOWN")
     if states and all(st != "UP" for st in states.values()):
-        say(f"preflight: partition {', '.join(f'{p} is {st}' for p, st in states.items())}: the job will "
-            "pend until it is up; the import probe is skipped (the job finds out itself)")
+        say(
+            f"preflight: partition {', '.join(f'{p} is {st}' for p, st in states.items())}: the job will "
+            "pend until it is up; the import probe is skipped (the job finds out itself)"
+        )
         return
     nodeprobe.slurm_check(cluster, say, _run, srun_options(cluster, 0))
 
@@ -226,13 +283,17 @@ def _constraint_preflight(cluster: Cluster, wanted: list[str]) -> None:
     expr = cluster.slurm.constraint
     misses = []
     for n, rec in nodes_info(wanted).items():
-        have = {f for f in re.split(r"[,\s]+", rec.get("AvailableFeatures", "")) if f and f != "(null)"}
+        have = {
+            f for f in re.split(r"[,\s]+", rec.get("AvailableFeatures", "")) if f and f != "(null)"
+        }
         if satisfies(expr, have) is False:
             misses.append(f"{n} (features: {', '.join(sorted(have)) or 'none'})")
     if misses:
-        raise InputError(f"{where(cluster, 'nodes', 'gpu_nodes')}: node(s) {'; '.join(misses)} do not meet "
-                         f"slurm.constraint {expr!r}: sbatch would refuse the job (drop them from "
-                         "nodes.gpu_nodes or change the constraint)")
+        raise InputError(
+            f"{where(cluster, 'nodes', 'gpu_nodes')}: node(s) {'; '.join(misses)} do not meet "
+            f"slurm.constraint {expr!r}: sbatch would refuse the job (drop them from "
+            "nodes.gpu_nodes or change the constraint)"
+        )
 
 
 def describe(state: str) -> str:
@@ -252,7 +313,11 @@ def describe(state: str) -> str:
 
 def _reason(why: str) -> str:
     """A node's Reason without Slurm's ``[user@time]`` suffix."""
-    return re.sub(r"\s*\[[^\]]*@[^\]]*\]$", "", why or "").strip() if why not in (None, "(null)") else ""
+    return (
+        re.sub(r"\s*\[[^\]]*@[^\]]*\]$", "", why or "").strip()
+        if why not in (None, "(null)")
+        else ""
+    )
 
 
 # --- submit, follow, judge -------------------------------------------------------------
@@ -283,9 +348,13 @@ def last_submission(root: Path, cluster: Cluster) -> Submission:
         argv.job_id(sub.job_id)
         return sub
     except FileNotFoundError:
-        raise InputError(f"no Slurm job recorded for {cluster.name} (run: mlenv deploy {cluster.name})") from None
+        raise InputError(
+            f"no Slurm job recorded for {cluster.name} (run: mlenv deploy {cluster.name})"
+        ) from None
     except (OSError, ValueError, TypeError, argv.UnsafeArgument) as e:
-        raise InputError(f"{f}: unreadable job record ({e}); run mlenv deploy {cluster.name} again") from None
+        raise InputError(
+            f"{f}: unreadable job record ({e}); run mlenv deploy {cluster.name} again"
+        ) from None
 
 
 def new_run_id() -> str:
@@ -293,8 +362,16 @@ def new_run_id() -> str:
     return contract.new_run_id()
 
 
-def submit(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = None, profile: str = "quick",
-           suite_args: list[str] | None = None, run_id: str | None = None) -> Submission:
+def submit(
+    cluster: Cluster,
+    root: Path,
+    say: Say,
+    *,
+    nodes: int | None = None,
+    profile: str = "quick",
+    suite_args: list[str] | None = None,
+    run_id: str | None = None,
+) -> Submission:
     """Preflight, render, ``sbatch`` the acceptance script; the job id is recorded."""
     from mlenv.render.platforms import node_count, render_slurm
 
@@ -311,18 +388,27 @@ def submit(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = None, 
         script = jobs / "acceptance.sbatch"
         script.write_text(render_slurm(cluster, nodes)["acceptance.sbatch"], encoding="utf-8")
     except OSError as e:
-        raise InfraError(f"slurm.shared_dir {shared}: {e.strerror or e} (it must be a filesystem this "
-                         "machine and every node see)") from None
-    words = argv.slurm("sbatch", ["--parsable", f"--export=ALL,MLENV_RUN_ID={rid},MLENV_PROFILE={profile}"],
-                       [str(script), *(suite_args or [])])
+        raise InfraError(
+            f"slurm.shared_dir {shared}: {e.strerror or e} (it must be a filesystem this "
+            "machine and every node see)"
+        ) from None
+    words = argv.slurm(
+        "sbatch",
+        ["--parsable", f"--export=ALL,MLENV_RUN_ID={rid},MLENV_PROFILE={profile}"],
+        [str(script), *(suite_args or [])],
+    )
     out = _check(_run(words, timeout=60)).strip()
     job = argv.job_id(out.split(";")[0])
-    sub = Submission(cluster.name, job, rid, str(shared / "results" / rid), str(script), time.time())
+    sub = Submission(
+        cluster.name, job, rid, str(shared / "results" / rid), str(script), time.time()
+    )
     f = state_file(root, cluster)
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text(json.dumps(asdict(sub), indent=2) + "\n", encoding="utf-8")
-    say(f"submitted job {job} to partition {cluster.slurm.partition} ({n} node(s) x {cluster.gpus.per_node} "
-        f"rank(s)), run {rid}; reports: {sub.report_dir}")
+    say(
+        f"submitted job {job} to partition {cluster.slurm.partition} ({n} node(s) x {cluster.gpus.per_node} "
+        f"rank(s)), run {rid}; reports: {sub.report_dir}"
+    )
     return sub
 
 
@@ -331,13 +417,27 @@ def job_info(job: str) -> dict[str, str] | None:
     r = _run(argv.slurm("scontrol", ["--oneliner"], ["show", "job", argv.job_id(job)]))
     if r.returncode == 0 and "JobState=" in r.stdout:
         return parse_record(r.stdout.splitlines()[0])
-    acct = _run(argv.slurm("sacct", ["--noheader", "--parsable2", f"--jobs={argv.job_id(job)}",
-                                     "--format=JobID,State,ExitCode,NodeList,Reason"]))
+    acct = _run(
+        argv.slurm(
+            "sacct",
+            [
+                "--noheader",
+                "--parsable2",
+                f"--jobs={argv.job_id(job)}",
+                "--format=JobID,State,ExitCode,NodeList,Reason",
+            ],
+        )
+    )
     for line in acct.stdout.splitlines() if acct.returncode == 0 else []:
         parts = line.split("|")
         if len(parts) >= 4 and parts[0] == job:
-            return {"JobId": job, "JobState": parts[1].split()[0], "ExitCode": parts[2], "NodeList": parts[3],
-                    "Reason": parts[4] if len(parts) > 4 else ""}
+            return {
+                "JobId": job,
+                "JobState": parts[1].split()[0],
+                "ExitCode": parts[2],
+                "NodeList": parts[3],
+                "Reason": parts[4] if len(parts) > 4 else "",
+            }
     return None
 
 
@@ -409,7 +509,9 @@ class _Watch:
     drains: set[str] = field(default_factory=set)
 
 
-def follow(sub: Submission, say: Say, *, timeout_s: float, slurm: SlurmReader | None = None) -> Outcome:
+def follow(
+    sub: Submission, say: Say, *, timeout_s: float, slurm: SlurmReader | None = None
+) -> Outcome:
     """Wait for the job to end, saying each change of state or pending reason and each new
     result. ``timeout_s`` counts from the job's start, not its submission: a busy queue
     never uses it up. A node of the job that goes down or stops responding ends the wait
@@ -470,17 +572,25 @@ def _node_check(sub: Submission, say: Say, sl: SlurmReader, w: _Watch) -> list[s
             gone.append(_node_words(n, rec))
         elif "DRAIN" in st.upper() and n not in w.drains:
             w.drains.add(n)
-            say(f"job {sub.job_id}: node {_node_words(n, rec)}: Slurm lets the running job finish there "
-                "and starts nothing new; following it on")
+            say(
+                f"job {sub.job_id}: node {_node_words(n, rec)}: Slurm lets the running job finish there "
+                "and starts nothing new; following it on"
+            )
     return gone
 
 
 def bad_nodes_of(sl: SlurmReader, nodes: list[str]) -> list[str]:
     """``node (STATE: reason)`` for each of ``nodes`` that is down, drained or not responding."""
-    return [_node_words(n, rec) for n, rec in sl.nodes(nodes).items() if BAD_NODE.search(rec.get("State", ""))]
+    return [
+        _node_words(n, rec)
+        for n, rec in sl.nodes(nodes).items()
+        if BAD_NODE.search(rec.get("State", ""))
+    ]
 
 
-def _cancelled(sub: Submission, say: Say, sl: SlurmReader, why: str, gone: list[str], t0: float) -> Outcome:
+def _cancelled(
+    sub: Submission, say: Say, sl: SlurmReader, why: str, gone: list[str], t0: float
+) -> Outcome:
     """scancel, then wait until Slurm has ended the job (rank 0 writes until then, and the
     report is copied after): the outcome carries Slurm's final state and mlenv's reason."""
     sl.cancel(sub.job_id)
@@ -492,7 +602,9 @@ def _cancelled(sub: Submission, say: Say, sl: SlurmReader, why: str, gone: list[
         if state not in ACTIVE:
             break
         if sl.now() > end:
-            say(f"job {sub.job_id}: still {state} {CANCEL_WAIT_S:.0f} s after scancel; judging it now")
+            say(
+                f"job {sub.job_id}: still {state} {CANCEL_WAIT_S:.0f} s after scancel; judging it now"
+            )
             break
         sl.sleep(POLL_RUNNING_S)
     return Outcome(state, info, gone, sl.now() - t0, cancelled=why)
@@ -516,8 +628,11 @@ def judge(cluster: Cluster, sub: Submission, out: Outcome) -> dict[str, Any]:
     ERROR naming what Slurm (or mlenv's cancel) did and where, built from what was measured
     (results.jsonl)."""
     killed = out.state in KILLED or bool(out.failed_nodes) or bool(out.cancelled)
-    where_ = f" on node {', '.join(out.failed_nodes)}" if out.failed_nodes else (
-        f" on {out.info.get('NodeList')}" if out.info.get("NodeList") else "")
+    where_ = (
+        f" on node {', '.join(out.failed_nodes)}"
+        if out.failed_nodes
+        else (f" on {out.info.get('NodeList')}" if out.info.get("NodeList") else "")
+    )
     reason = out.info.get("Reason", "")
     output = _job_output(out.info)
     # the job's USR1 trap stopped the ranks before slurm.time_limit: rank 0 wrote
@@ -525,22 +640,32 @@ def judge(cluster: Cluster, sub: Submission, out: Outcome) -> dict[str, Any]:
     limit = not killed and NEAR_LIMIT in output
     killed = killed or limit
     if limit:
-        why = (f"job {sub.job_id} reached slurm.time_limit {cluster.slurm.time_limit}: Slurm warned it "
-               "before the limit and the ranks were stopped to write what they measured")
+        why = (
+            f"job {sub.job_id} reached slurm.time_limit {cluster.slurm.time_limit}: Slurm warned it "
+            "before the limit and the ranks were stopped to write what they measured"
+        )
     elif out.cancelled:  # the reason names the node already
         on = f" on {out.info['NodeList']}" if out.info.get("NodeList") else ""
         why = f"mlenv cancelled job {sub.job_id}: {out.cancelled}; Slurm's final state {out.state}{on}"
     elif killed:
         why = f"Slurm ended job {sub.job_id} ({out.state}{'' if reason in ('', 'None') else ': ' + reason}){where_}"
     else:
-        why = (f"job {sub.job_id} ended {out.state} (exit {out.info.get('ExitCode', '?')}) before rank 0 wrote "
-               "results.json" + port_clash(output))
+        why = (
+            f"job {sub.job_id} ended {out.state} (exit {out.info.get('ExitCode', '?')}) before rank 0 wrote "
+            "results.json" + port_clash(output)
+        )
     # A CANCELLED job with healthy nodes that mlenv did not cancel is someone's scancel:
     # INTERRUPTED, not a broken cluster. TIMEOUT, NODE_FAIL, preemption and mlenv's own
     # cancels (a node gone, its limit) stay ERROR.
     scancel = out.state == "CANCELLED" and not out.failed_nodes and not out.cancelled
-    return judge_report(Path(sub.report_dir), sub.run_id, forced_error=why if killed else None, fallback_why=why,
-                        interrupted="scancel" if scancel else None, job=sub.job_id)
+    return judge_report(
+        Path(sub.report_dir),
+        sub.run_id,
+        forced_error=why if killed else None,
+        fallback_why=why,
+        interrupted="scancel" if scancel else None,
+        job=sub.job_id,
+    )
 
 
 # What acceptance.sbatch's USR1 trap prints (Slurm's warning before the time limit).
@@ -557,8 +682,10 @@ def port_clash(text: str) -> str:
         return ""
     m = _RENDEZVOUS.search(text)
     at = f" {m.group(2)} on {m.group(1)}" if m else ""
-    return (f"; the rendezvous port{at} was already in use (EADDRINUSE): another job on that node holds it. "
-            "Leave master_port unset (the port is then derived from the job id) or set a free one")
+    return (
+        f"; the rendezvous port{at} was already in use (EADDRINUSE): another job on that node holds it. "
+        "Leave master_port unset (the port is then derived from the job id) or set a free one"
+    )
 
 
 def _job_output(info: dict[str, str]) -> str:
@@ -573,8 +700,15 @@ def _job_output(info: dict[str, str]) -> str:
         return ""
 
 
-def judge_report(report: Path, run_id: str, *, forced_error: str | None, fallback_why: str,
-                 interrupted: str | None = None, job: str | None = None) -> dict[str, Any]:
+def judge_report(
+    report: Path,
+    run_id: str,
+    *,
+    forced_error: str | None,
+    fallback_why: str,
+    interrupted: str | None = None,
+    job: str | None = None,
+) -> dict[str, Any]:
     """Rank 0's ``results.json`` unless ``forced_error`` says the run was ended from outside;
     then (or when rank 0 wrote nothing readable) ERROR with that reason, from ``results.jsonl``
     (INTERRUPTED with ``interrupted``, the way someone stopped it)."""
@@ -588,9 +722,14 @@ def judge_report(report: Path, run_id: str, *, forced_error: str | None, fallbac
     why = forced_error or fallback_why
     report.mkdir(parents=True, exist_ok=True)
     results, notes = read_partial(report / RESULTS_JSONL)
-    meta = RunMeta.read(report) or RunMeta(run_id=run_id, started=now_iso(), profile="", checks=[],
-                                           world={"nodes": None, "ranks": None, "hosts": []},
-                                           job={"scheduler": "slurm", "id": job} if job else None)
+    meta = RunMeta.read(report) or RunMeta(
+        run_id=run_id,
+        started=now_iso(),
+        profile="",
+        checks=[],
+        world={"nodes": None, "ranks": None, "hosts": []},
+        job={"scheduler": "slurm", "id": job} if job else None,
+    )
     missing = [c for c in meta.checks if c not in {r.name for r in results}]
     why += f"; {len(results)} result(s) kept from results.jsonl"
     if missing:
@@ -630,9 +769,15 @@ def record_here(root: Path, cluster: Cluster, dest: Path, doc: dict[str, Any], s
             # MLENV_HISTORY_DIR exported to the job, or shared_dir is this repository: one line is enough
             say(f"history: run {doc.get('run_id')} is already in {path} (the job wrote it)")
             return
-        sha = hashlib.sha256(Path(cluster.source).read_bytes()).hexdigest() if cluster.source else None
+        sha = (
+            hashlib.sha256(Path(cluster.source).read_bytes()).hexdigest()
+            if cluster.source
+            else None
+        )
         results = [CheckResult.from_dict(c) for c in doc.get("checks", [])]
-        path, rec = history.record_run(dest, doc, results, cluster.name, base, config_sha256=sha, origin="cluster")
+        path, rec = history.record_run(
+            dest, doc, results, cluster.name, base, config_sha256=sha, origin="cluster"
+        )
     except (OSError, ValueError, KeyError, TypeError, InputError) as e:
         say(f"note: run not added to the history here: {e}")
         return
@@ -646,12 +791,24 @@ def time_limit_s(cluster: Cluster) -> float:
     return m * 60.0
 
 
-def acceptance(cluster: Cluster, root: Path, say: Say, *, nodes: int | None = None, profile: str = "quick",
-               suite_args: list[str] | None = None, timeout_s: float | None = None) -> tuple[dict[str, Any], int, Path]:
+def acceptance(
+    cluster: Cluster,
+    root: Path,
+    say: Say,
+    *,
+    nodes: int | None = None,
+    profile: str = "quick",
+    suite_args: list[str] | None = None,
+    timeout_s: float | None = None,
+) -> tuple[dict[str, Any], int, Path]:
     """Submit, wait with progress, judge, copy the reports back: (document, exit code, reports)."""
     sub = submit(cluster, root, say, nodes=nodes, profile=profile, suite_args=suite_args)
     # counted from the job's start (follow): time in the queue never uses it up
-    limit = timeout_s if timeout_s is not None else min(time_limit_s(cluster) + STARTUP_SLACK_S, 7 * 86400)
+    limit = (
+        timeout_s
+        if timeout_s is not None
+        else min(time_limit_s(cluster) + STARTUP_SLACK_S, 7 * 86400)
+    )
     out = follow(sub, say, timeout_s=limit)
     doc = judge(cluster, sub, out)
     dest = copy_back(root, cluster, sub, out.info)
@@ -667,15 +824,21 @@ def status_lines(cluster: Cluster, root: Path) -> list[str]:
     sub = last_submission(root, cluster)
     info = job_info(sub.job_id)
     if info is None:
-        return [f"job {sub.job_id} (run {sub.run_id}): no longer known to Slurm; reports: {sub.report_dir}"]
+        return [
+            f"job {sub.job_id} (run {sub.run_id}): no longer known to Slurm; reports: {sub.report_dir}"
+        ]
     nodes = hostnames(info.get("NodeList", ""))
-    lines = [f"job {sub.job_id} (run {sub.run_id}): {_state(info)}"
-             + (f" ({info['Reason']})" if info.get("Reason") not in (None, "", "None") else "")
-             + f", partition {info.get('Partition', cluster.slurm.partition)}, elapsed {info.get('RunTime', '?')}"
-             + f", exit {info.get('ExitCode', '?')}"]
+    lines = [
+        f"job {sub.job_id} (run {sub.run_id}): {_state(info)}"
+        + (f" ({info['Reason']})" if info.get("Reason") not in (None, "", "None") else "")
+        + f", partition {info.get('Partition', cluster.slurm.partition)}, elapsed {info.get('RunTime', '?')}"
+        + f", exit {info.get('ExitCode', '?')}"
+    ]
     for n, rec in nodes_info(nodes).items():
-        lines.append(f"  node {n}: {rec.get('State', '?')}"
-                     + (f" ({rec['Reason']})" if rec.get("Reason") not in (None, "", "(null)") else ""))
+        lines.append(
+            f"  node {n}: {rec.get('State', '?')}"
+            + (f" ({rec['Reason']})" if rec.get("Reason") not in (None, "", "(null)") else "")
+        )
     lines.append(f"  reports: {sub.report_dir}")
     return lines
 
@@ -684,12 +847,17 @@ def log_text(cluster: Cluster, root: Path, tail: int | None = None) -> str:
     """The job's output file (on the shared filesystem)."""
     sub = last_submission(root, cluster)
     info = job_info(sub.job_id) or {}
-    path = info.get("StdOut") or str(Path(cluster.slurm.shared_dir) / "results"
-                                      / f"mlenv-acceptance-{cluster.name}-{sub.job_id}.out")
+    path = info.get("StdOut") or str(
+        Path(cluster.slurm.shared_dir)
+        / "results"
+        / f"mlenv-acceptance-{cluster.name}-{sub.job_id}.out"
+    )
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as e:
-        raise InfraError(f"job {sub.job_id}: cannot read its output {path}: {e.strerror or e}") from None
+        raise InfraError(
+            f"job {sub.job_id}: cannot read its output {path}: {e.strerror or e}"
+        ) from None
     if tail is not None:
         text = "".join(text.splitlines(keepends=True)[-tail:]) if tail else ""
     return text
@@ -721,8 +889,11 @@ def sync(cluster: Cluster, root: Path) -> str:
 def shell_argv(cluster: Cluster, command: list[str], node: int = 0, tty: bool = False) -> list[str]:
     """``srun [--pty] --nodes=1 --ntasks=1 --partition=… [--nodelist=NODE] -- COMMAND…``:
     a shell (or COMMAND) on one node of the partition, under the config's account/QOS."""
-    return argv.slurm("srun", [*(["--pty"] if tty else []), *srun_options(cluster, node)],
-                      command or ["bash", "-l"])
+    return argv.slurm(
+        "srun",
+        [*(["--pty"] if tty else []), *srun_options(cluster, node)],
+        command or ["bash", "-l"],
+    )
 
 
 def srun_options(cluster: Cluster, node: int) -> list[str]:
@@ -735,12 +906,18 @@ def srun_options(cluster: Cluster, node: int) -> list[str]:
     if s.qos:
         opts.append(f"--qos={argv.slurm_name(s.qos, 'qos')}")
     if s.reservation:
-        opts.append(f"--reservation={','.join(argv.slurm_name(r, 'reservation') for r in s.reservation.split(','))}")
+        opts.append(
+            f"--reservation={','.join(argv.slurm_name(r, 'reservation') for r in s.reservation.split(','))}"
+        )
     if cluster.gpu_nodes:
         if not 0 <= node < len(cluster.gpu_nodes):
-            raise InputError(f"--pod {node}: nodes.gpu_nodes lists {len(cluster.gpu_nodes)} node(s)")
+            raise InputError(
+                f"--pod {node}: nodes.gpu_nodes lists {len(cluster.gpu_nodes)} node(s)"
+            )
         opts.append(f"--nodelist={argv.slurm_node(cluster.gpu_nodes[node])}")
     elif node:
-        raise InputError("--pod N needs nodes.gpu_nodes (which node is N?); without it the shell runs on "
-                         "any free node of the partition")
+        raise InputError(
+            "--pod N needs nodes.gpu_nodes (which node is N?); without it the shell runs on "
+            "any free node of the partition"
+        )
     return opts

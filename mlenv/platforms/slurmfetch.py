@@ -47,7 +47,9 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)  # releases the lock
 
 
-def fetch_runs(cluster: Cluster, history_root: Path, say: Say, job_state: JobState = slurm_job_state) -> list[str]:
+def fetch_runs(
+    cluster: Cluster, history_root: Path, say: Say, job_state: JobState = slurm_job_state
+) -> list[str]:
     """Import the runs under ``<slurm.shared_dir>/results/`` that this machine's history
     (``<history_root>/<cluster>/history.jsonl``: ``reports/`` or ``$MLENV_HISTORY_DIR``, as
     ``mlenv history`` resolves it) lacks, each copied to ``<history_root>/<cluster>/<run-id>/``;
@@ -71,12 +73,20 @@ def fetch_runs(cluster: Cluster, history_root: Path, say: Say, job_state: JobSta
         with _locked(path):
             known = history.known_run_ids(history_root, cluster.name)
             for d in sorted(results.iterdir()):
-                if d.is_dir() and is_run_id(d.name) and d.name not in known and _import(cluster, history_root, d, say, job_state):
+                if (
+                    d.is_dir()
+                    and is_run_id(d.name)
+                    and d.name not in known
+                    and _import(cluster, history_root, d, say, job_state)
+                ):
                     imported.append(d.name)
     except OSError as e:
         raise InfraError(f"fetch: {e.filename or results}: {e.strerror or e}") from None
-    say(f"fetch: {len(imported)} new run(s) from {results} in {path}" if imported else
-        f"fetch: no new runs in {results} (history: {path})")
+    say(
+        f"fetch: {len(imported)} new run(s) from {results} in {path}"
+        if imported
+        else f"fetch: no new runs in {results} (history: {path})"
+    )
     return imported
 
 
@@ -104,7 +114,9 @@ def _import(cluster: Cluster, history_root: Path, src: Path, say: Say, job_state
     shutil.copytree(src, dest, dirs_exist_ok=True, symlinks=True)
     job = doc.get("job") if isinstance(doc.get("job"), dict) else None
     if job and str(job.get("id", "")).isdigit():
-        for out in sorted(src.parent.glob(f"*-{job['id']}.out"))[:1]:  # #SBATCH --output=results/%x-%j.out
+        for out in sorted(src.parent.glob(f"*-{job['id']}.out"))[
+            :1
+        ]:  # #SBATCH --output=results/%x-%j.out
             shutil.copyfile(out, dest / "job.out")
     try:
         results = [CheckResult.from_dict(c) for c in doc.get("checks", [])]
@@ -143,7 +155,9 @@ def _record(src: Path) -> dict[str, Any]:
     return rec if isinstance(rec, dict) else {}
 
 
-def _ended_without_results(src: Path, rid: str, say: Say, job_state: JobState) -> dict[str, Any] | None:
+def _ended_without_results(
+    src: Path, rid: str, say: Say, job_state: JobState
+) -> dict[str, Any] | None:
     """The ERROR document of a run whose job has ended with no ``results.json``; None (said)
     while the job is still active or when the folder names no job."""
     from mlenv.acceptance.reports import RunMeta

@@ -23,13 +23,23 @@ if TYPE_CHECKING:
 
 def drain_argv(node: str, reason: str) -> list[str]:
     """``scontrol -- update NodeName=X State=DRAIN Reason=<reason>``."""
-    return argv.slurm("scontrol", [], ["update", f"NodeName={argv.slurm_node(node)}", "State=DRAIN",
-                                       f"Reason={argv.note(reason)}"])
+    return argv.slurm(
+        "scontrol",
+        [],
+        [
+            "update",
+            f"NodeName={argv.slurm_node(node)}",
+            "State=DRAIN",
+            f"Reason={argv.note(reason)}",
+        ],
+    )
 
 
 def resume_argv(node: str) -> list[str]:
     """``scontrol -- update NodeName=X State=RESUME`` (undoes a drain)."""
-    return argv.slurm("scontrol", [], ["update", f"NodeName={argv.slurm_node(node)}", "State=RESUME"])
+    return argv.slurm(
+        "scontrol", [], ["update", f"NodeName={argv.slurm_node(node)}", "State=RESUME"]
+    )
 
 
 def shell_line(words: list[str]) -> str:
@@ -76,8 +86,13 @@ def may_update_nodes() -> tuple[bool, str]:
         if key.strip() == "SlurmUser" and value.strip().split("(")[0] == me:
             return True, f"{me} is the SlurmUser"
     try:  # without accounting (no slurmdbd) there is no admin level to ask for
-        acct = _run(argv.slurm("sacctmgr", ["--noheader", "--parsable2"],
-                               ["show", "user", argv.ssh_user(me), "format=adminlevel"]))
+        acct = _run(
+            argv.slurm(
+                "sacctmgr",
+                ["--noheader", "--parsable2"],
+                ["show", "user", argv.ssh_user(me), "format=adminlevel"],
+            )
+        )
         level = acct.stdout.strip() if acct.returncode == 0 else ""
     except InfraError:
         level = ""

@@ -31,8 +31,18 @@ Say = Callable[[str], None]
 STAGE_TIMEOUT_S = 1800.0  # srun's wait + pip (building DeepSpeed's sdist on the node takes minutes)
 # DeepSpeed computes its requirements when its sdist is built, so they are listed here (those
 # of 0.14-0.19 but torch, which the node has); pip on the node skips what the image has.
-DEEPSPEED_DEPS = ("einops", "hjson", "msgpack", "ninja", "numpy", "packaging>=20.0", "psutil", "py-cpuinfo",
-                  "pydantic>=2.0.0", "tqdm")
+DEEPSPEED_DEPS = (
+    "einops",
+    "hjson",
+    "msgpack",
+    "ninja",
+    "numpy",
+    "packaging>=20.0",
+    "psutil",
+    "py-cpuinfo",
+    "pydantic>=2.0.0",
+    "tqdm",
+)
 DEEPSPEED_VERSION = "0.19.8"  # when this machine has none to match
 
 # Run by the node's python: argv = venv, wheelhouse, mlenv's wheel, requirements to resolve
@@ -67,11 +77,15 @@ print('staged', py)
 def _paths(cluster: Cluster) -> tuple[Path, str]:
     """(the wheelhouse on this machine, the venv on the nodes); InputError without a shared folder."""
     if cluster.platform not in ("slurm", "hosts"):
-        raise InputError(f"mlenv stage: platform {cluster.platform} runs the image's own mlenv; staging is for "
-                         "platform slurm and hosts")
+        raise InputError(
+            f"mlenv stage: platform {cluster.platform} runs the image's own mlenv; staging is for "
+            "platform slurm and hosts"
+        )
     if not nodeprobe.shared_dir(cluster):
-        raise InputError(f"{cluster.source}: hosts.shared_dir is empty: mlenv stage puts the wheelhouse and the "
-                         "venv on a filesystem every host sees (copying them to each host is not implemented yet)")
+        raise InputError(
+            f"{cluster.source}: hosts.shared_dir is empty: mlenv stage puts the wheelhouse and the "
+            "venv on a filesystem every host sees (copying them to each host is not implemented yet)"
+        )
     return nodeprobe.staged_root(cluster) / "wheelhouse" / cluster.name, nodeprobe.venv_dir(cluster)
 
 
@@ -85,8 +99,10 @@ def source_tree() -> Path:
     except OSError:
         ok = False
     if not ok:
-        raise InputError(f"mlenv stage builds mlenv's wheel from its source tree; this mlenv runs from {root}, "
-                         "which has no ml-dev-env pyproject.toml: run mlenv stage from a checkout")
+        raise InputError(
+            f"mlenv stage builds mlenv's wheel from its source tree; this mlenv runs from {root}, "
+            "which has no ml-dev-env pyproject.toml: run mlenv stage from a checkout"
+        )
     return root
 
 
@@ -97,20 +113,51 @@ def pip_words(*args: str) -> list[str]:
 def wheelhouse_commands(wheelhouse: Path, src: Path, found: dict[str, Any]) -> list[list[str]]:
     """The pip commands that fill ``wheelhouse``: mlenv's wheel from ``src`` (a copy of the
     tree), then what ``found`` (the node's probe) says is missing, for the node's python."""
-    cmds = [pip_words("wheel", "--no-deps", "--no-build-isolation", "--no-index", "--wheel-dir", str(wheelhouse),
-                      str(src))]
+    cmds = [
+        pip_words(
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "--no-index",
+            "--wheel-dir",
+            str(wheelhouse),
+            str(src),
+        )
+    ]
     missing = set(found.get("missing") or {})
-    binary = [*(["pyyaml"] if "yaml" in missing else []), *(DEEPSPEED_DEPS if "deepspeed" in missing else ())]
+    binary = [
+        *(["pyyaml"] if "yaml" in missing else []),
+        *(DEEPSPEED_DEPS if "deepspeed" in missing else ()),
+    ]
     if binary:
         ver = "".join(str(found.get("python", "3")).split(".")[:2])
         arch = found.get("machine") or "x86_64"
         glibc = str(found.get("glibc") or "2.17").replace(".", "_")
-        cmds.append(pip_words("download", "--only-binary=:all:", f"--python-version={ver}",
-                              f"--platform=manylinux_{glibc}_{arch}", "--implementation=cp", "--dest",
-                              str(wheelhouse), "--", *binary))
+        cmds.append(
+            pip_words(
+                "download",
+                "--only-binary=:all:",
+                f"--python-version={ver}",
+                f"--platform=manylinux_{glibc}_{arch}",
+                "--implementation=cp",
+                "--dest",
+                str(wheelhouse),
+                "--",
+                *binary,
+            )
+        )
     if "deepspeed" in missing:
-        cmds.append(pip_words("download", "--no-deps", "--no-binary=:all:", "--dest", str(wheelhouse), "--",
-                              f"deepspeed=={_local_deepspeed() or DEEPSPEED_VERSION}"))
+        cmds.append(
+            pip_words(
+                "download",
+                "--no-deps",
+                "--no-binary=:all:",
+                "--dest",
+                str(wheelhouse),
+                "--",
+                f"deepspeed=={_local_deepspeed() or DEEPSPEED_VERSION}",
+            )
+        )
     return cmds
 
 
@@ -127,7 +174,10 @@ def _local_deepspeed() -> str | None:
 def requirements(found: dict[str, Any]) -> list[str]:
     """What pip on the node resolves from the wheelhouse besides mlenv."""
     missing = set(found.get("missing") or {})
-    return [*(["pyyaml"] if "yaml" in missing else []), *(["deepspeed"] if "deepspeed" in missing else [])]
+    return [
+        *(["pyyaml"] if "yaml" in missing else []),
+        *(["deepspeed"] if "deepspeed" in missing else []),
+    ]
 
 
 def build_wheelhouse(wheelhouse: Path, found: dict[str, Any], say: Say) -> str:
@@ -142,11 +192,19 @@ def build_wheelhouse(wheelhouse: Path, found: dict[str, Any], say: Say) -> str:
         for name in ("pyproject.toml", "README.md", "LICENSE"):
             if (src / name).is_file():
                 shutil.copy2(src / name, copy / name)
-        shutil.copytree(src / "mlenv", copy / "mlenv", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        shutil.copytree(
+            src / "mlenv", copy / "mlenv", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
         for words in wheelhouse_commands(wheelhouse, copy, found):
             say(f"stage: {' '.join(words[1:4])} … ({words[4] if len(words) > 4 else ''})")
-            r = subprocess.run(words, capture_output=True, text=True, timeout=900, check=False,
-                               stdin=subprocess.DEVNULL)
+            r = subprocess.run(
+                words,
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+                stdin=subprocess.DEVNULL,
+            )
             if r.returncode != 0:
                 last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
                 raise InfraError(f"stage: {' '.join(words[2:4])} failed on this machine: {last}")
@@ -161,8 +219,13 @@ def _probe(cluster: Cluster, python: str) -> dict[str, Any]:
     if cluster.platform == "slurm":
         from mlenv.platforms import slurm
 
-        found = nodeprobe.slurm_probe(cluster, python, slurm._run, slurm.srun_options(cluster, 0),
-                                      immediate=int(STAGE_TIMEOUT_S))
+        found = nodeprobe.slurm_probe(
+            cluster,
+            python,
+            slurm._run,
+            slurm.srun_options(cluster, 0),
+            immediate=int(STAGE_TIMEOUT_S),
+        )
         if found is None:
             raise InfraError(f"stage: no node of partition {cluster.slurm.partition} became free")
         return found
@@ -178,15 +241,26 @@ def _on_node(cluster: Cluster, command: list[str]) -> subprocess.CompletedProces
     if cluster.platform == "slurm":
         from mlenv.platforms import slurm
 
-        words = nodeprobe.srun_words(cluster, slurm.srun_options(cluster, 0), command,
-                                     immediate=int(STAGE_TIMEOUT_S), minutes=30)
+        words = nodeprobe.srun_words(
+            cluster,
+            slurm.srun_options(cluster, 0),
+            command,
+            immediate=int(STAGE_TIMEOUT_S),
+            minutes=30,
+        )
     else:
         from mlenv.platforms import hosts
 
         words = hosts.ssh_words(cluster, hosts.hosts_of(cluster, None)[0], command)
     try:
-        return subprocess.run(words, capture_output=True, text=True, timeout=STAGE_TIMEOUT_S, check=False,
-                              stdin=subprocess.DEVNULL)
+        return subprocess.run(
+            words,
+            capture_output=True,
+            text=True,
+            timeout=STAGE_TIMEOUT_S,
+            check=False,
+            stdin=subprocess.DEVNULL,
+        )
     except FileNotFoundError:
         raise InfraError(f"{words[0]}: not found") from None
     except subprocess.TimeoutExpired:
@@ -200,19 +274,33 @@ def stage(cluster: Cluster, say: Say) -> str:
     python = nodeprobe.configured_python(cluster)
     found = _probe(cluster, python)
     if "torch" in (found.get("missing") or {}):
-        raise InfraError(nodeprobe.missing_line(cluster, f"node {found.get('node', '?')}", found,
-                                                stopped="nothing was staged") or "torch is missing")
-    say(f"stage: node {found.get('node', '?')}: {found.get('executable')} (python {found.get('python')}, torch "
-        f"{found.get('torch')}) lacks {', '.join(found.get('missing') or {}) or 'nothing'}")
+        raise InfraError(
+            nodeprobe.missing_line(
+                cluster, f"node {found.get('node', '?')}", found, stopped="nothing was staged"
+            )
+            or "torch is missing"
+        )
+    say(
+        f"stage: node {found.get('node', '?')}: {found.get('executable')} (python {found.get('python')}, torch "
+        f"{found.get('torch')}) lacks {', '.join(found.get('missing') or {}) or 'nothing'}"
+    )
     wheel = build_wheelhouse(wheelhouse, found, say)
-    say(f"stage: wheelhouse {wheelhouse}: {', '.join(sorted(p.name for p in wheelhouse.iterdir()))}")
-    r = _on_node(cluster, [python, "-c", NODE_SCRIPT, venv, str(wheelhouse), wheel, *requirements(found)])
+    say(
+        f"stage: wheelhouse {wheelhouse}: {', '.join(sorted(p.name for p in wheelhouse.iterdir()))}"
+    )
+    r = _on_node(
+        cluster, [python, "-c", NODE_SCRIPT, venv, str(wheelhouse), wheel, *requirements(found)]
+    )
     if r.returncode != 0:
         last = ((r.stderr or r.stdout).strip().splitlines() or [f"exit {r.returncode}"])[-1]
         raise InfraError(f"stage: making {venv} on the node with {python} failed: {last}")
     after = _probe(cluster, f"{venv}/bin/python")
-    line = nodeprobe.missing_line(cluster, f"node {after.get('node', '?')}", after, stopped="the venv is incomplete")
+    line = nodeprobe.missing_line(
+        cluster, f"node {after.get('node', '?')}", after, stopped="the venv is incomplete"
+    )
     if line:
         raise InfraError(line)
-    return (f"staged {venv} (python {after.get('python')}, torch {after.get('torch')}, deepspeed "
-            f"{after.get('deepspeed')}, mlenv from {wheel}); runs on {cluster.name} use it from now on")
+    return (
+        f"staged {venv} (python {after.get('python')}, torch {after.get('torch')}, deepspeed "
+        f"{after.get('deepspeed')}, mlenv from {wheel}); runs on {cluster.name} use it from now on"
+    )

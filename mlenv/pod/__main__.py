@@ -19,31 +19,54 @@ def _parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="verb", required=True)
 
     i = sub.add_parser("init", help="every pod: hostfile, .deepspeed_env, RDMA checks, sshd")
-    i.add_argument("--foreground", action="store_true", help="exec sshd in the foreground (container entry)")
+    i.add_argument(
+        "--foreground", action="store_true", help="exec sshd in the foreground (container entry)"
+    )
     i.add_argument("--no-sshd", action="store_true", help="write files only (ssh-less clusters)")
     i.add_argument("--sysfs-root", default="/sys", help=argparse.SUPPRESS)
-    i.add_argument("--allow-low-memlock", action="store_true", help="warn instead of failing on a low ulimit -l")
+    i.add_argument(
+        "--allow-low-memlock",
+        action="store_true",
+        help="warn instead of failing on a low ulimit -l",
+    )
 
     def job_args(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--profile", choices=("quick", "full"), default=None, help="acceptance profile")
+        p.add_argument(
+            "--profile", choices=("quick", "full"), default=None, help="acceptance profile"
+        )
         p.add_argument("--report-dir", default=None, help="default /workspace/results/<run-id>")
         p.add_argument("--run-id", default=None, help="default: UTC timestamp")
         p.add_argument("--module", "-m", default=None, help="run a module instead of a script")
-        p.add_argument("--topology", default=None, metavar="JSON",
-                       help="racks for fabric.localize as MLENV_TOPOLOGY (mlenv launch passes the Node label's)")
-        p.add_argument("script", nargs=argparse.REMAINDER, help="SCRIPT [ARGS…]; none: the acceptance suite "
-                       "(then '-- --checks … --options FILE' are passed to it)")
+        p.add_argument(
+            "--topology",
+            default=None,
+            metavar="JSON",
+            help="racks for fabric.localize as MLENV_TOPOLOGY (mlenv launch passes the Node label's)",
+        )
+        p.add_argument(
+            "script",
+            nargs=argparse.REMAINDER,
+            help="SCRIPT [ARGS…]; none: the acceptance suite "
+            "(then '-- --checks … --options FILE' are passed to it)",
+        )
 
     la = sub.add_parser("launch", help="pod 0: preflight, then DeepSpeed across every pod")
-    la.add_argument("--torchrun", action="store_true", help="print the ssh-less per-pod commands instead")
+    la.add_argument(
+        "--torchrun", action="store_true", help="print the ssh-less per-pod commands instead"
+    )
     la.add_argument("--deadline", type=float, default=120.0, help="preflight deadline in seconds")
     la.add_argument("--no-preflight", action="store_true", help=argparse.SUPPRESS)
-    la.add_argument("--upstream-form", action="store_true",
-                    help="recognise upstream ml-dev-env's 'SCRIPT [DS_CONFIG] [HOSTFILE] [ARGS…]' "
-                    "(workspace/launch_deepspeed.sh sets it; rule in docs/pod-launch.md)")
+    la.add_argument(
+        "--upstream-form",
+        action="store_true",
+        help="recognise upstream ml-dev-env's 'SCRIPT [DS_CONFIG] [HOSTFILE] [ARGS…]' "
+        "(workspace/launch_deepspeed.sh sets it; rule in docs/pod-launch.md)",
+    )
     job_args(la)
 
-    tr = sub.add_parser("run-torchrun", help="every pod: torchrun with the shared static rendezvous")
+    tr = sub.add_parser(
+        "run-torchrun", help="every pod: torchrun with the shared static rendezvous"
+    )
     job_args(tr)
 
     pf = sub.add_parser("preflight", help="check that every peer resolves and its sshd answers")
@@ -70,8 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     try:
         if args.verb == "init":
-            return runtime.verb_init(env, start_sshd=not args.no_sshd, foreground=args.foreground,
-                                sysfs_root=args.sysfs_root, strict_memlock=not args.allow_low_memlock)
+            return runtime.verb_init(
+                env,
+                start_sshd=not args.no_sshd,
+                foreground=args.foreground,
+                sysfs_root=args.sysfs_root,
+                strict_memlock=not args.allow_low_memlock,
+            )
         script = list(args.script)
         if args.topology is not None:
             env[contract.TOPOLOGY_ENV] = _topology(args.topology)
@@ -85,15 +113,31 @@ def main(argv: list[str] | None = None) -> int:
                 form = positional.parse(script)
                 script, hostfile_path = form.words, form.hostfile
                 if form.ds_config or form.hostfile:
-                    runtime.say(f"upstream form: DS config {form.ds_config or '-'}, hostfile "
-                                f"{form.hostfile or '-'}; script arguments {script[1:]}")
-            return runtime.verb_launch(env, script=script, module=args.module, torchrun=args.torchrun,
-                                     deadline_s=args.deadline, profile=args.profile,
-                                     report_dir=args.report_dir, run_id=args.run_id,
-                                     skip_preflight=args.no_preflight, hostfile_path=hostfile_path)
+                    runtime.say(
+                        f"upstream form: DS config {form.ds_config or '-'}, hostfile "
+                        f"{form.hostfile or '-'}; script arguments {script[1:]}"
+                    )
+            return runtime.verb_launch(
+                env,
+                script=script,
+                module=args.module,
+                torchrun=args.torchrun,
+                deadline_s=args.deadline,
+                profile=args.profile,
+                report_dir=args.report_dir,
+                run_id=args.run_id,
+                skip_preflight=args.no_preflight,
+                hostfile_path=hostfile_path,
+            )
         if args.verb == "run-torchrun":
-            return runtime.verb_run_torchrun(env, script=script, module=args.module, profile=args.profile,
-                                        report_dir=args.report_dir, run_id=args.run_id)
+            return runtime.verb_run_torchrun(
+                env,
+                script=script,
+                module=args.module,
+                profile=args.profile,
+                report_dir=args.report_dir,
+                run_id=args.run_id,
+            )
         return runtime.verb_preflight(env, args.deadline)
     except MlenvError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -21,18 +21,40 @@ from mlenv.errors import InputError
 
 # GPUS_PER_NODE, LOCAL_WORLD_SIZE, WORLD_SIZE: static names upstream ml-dev-env's scripts
 # read (i10.4), the same in every pod; an ssh session does not see the pod's own env.
-FORWARD_EXACT = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "DS_ACCELERATOR", "TORCH_EXTENSIONS_DIR",
-                 "OMP_NUM_THREADS", "MASTER_PORT", "GPUS_PER_NODE", "LOCAL_WORLD_SIZE", "WORLD_SIZE")
+FORWARD_EXACT = (
+    "PATH",
+    "PYTHONPATH",
+    "LD_LIBRARY_PATH",
+    "DS_ACCELERATOR",
+    "TORCH_EXTENSIONS_DIR",
+    "OMP_NUM_THREADS",
+    "MASTER_PORT",
+    "GPUS_PER_NODE",
+    "LOCAL_WORLD_SIZE",
+    "WORLD_SIZE",
+)
 FORWARD_PREFIXES = ("NCCL_", "MLENV_", "CUDA_", "UCX_", "GLOO_", "TORCH_")
 # Per-pod values: forwarding pod-0's copy would give every node pod-0's identity or
 # devices. CUDA_VISIBLE_DEVICES is set per rank by the launcher itself.
-PER_POD = frozenset({"MLENV_POD_INDEX", "MLENV_POD_NAME", "MLENV_NODE_RANK", "CUDA_VISIBLE_DEVICES",
-                     "MLENV_IB_HCA", "NODE_RANK", "POD_IP", "MLENV_NODE_NAME"})
+PER_POD = frozenset(
+    {
+        "MLENV_POD_INDEX",
+        "MLENV_POD_NAME",
+        "MLENV_NODE_RANK",
+        "CUDA_VISIBLE_DEVICES",
+        "MLENV_IB_HCA",
+        "NODE_RANK",
+        "POD_IP",
+        "MLENV_NODE_NAME",
+    }
+)
 _KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _UNSAFE = re.compile(r'[\n\r"$`\\]')
 
 
-def select(env: Mapping[str, str], *, per_pod_hca: bool, node_keys: Collection[str] = ()) -> dict[str, str]:
+def select(
+    env: Mapping[str, str], *, per_pod_hca: bool, node_keys: Collection[str] = ()
+) -> dict[str, str]:
     """The variables of ``env`` to forward, sorted by name.
 
     ``per_pod_hca``: NCCL_IB_HCA was discovered per pod (``devices: auto``), so pod-0's
@@ -95,14 +117,21 @@ def parse(text: str) -> dict[str, str]:
 
 def render_env_file(variables: Mapping[str, str]) -> str:
     """A POSIX ``export`` file (each value single-quoted) for shells and the torchrun path."""
+
     def q(v: str) -> str:
         return "'" + v.replace("'", "'\"'\"'") + "'"
 
     return "".join(f"export {k}={q(v)}\n" for k, v in variables.items() if _KEY.match(k))
 
 
-def launch_file(init_vars: Mapping[str, str], launch_env: Mapping[str, str], *, per_pod_hca: bool,
-                user_file_text: str = "", node_keys: Collection[str] = ()) -> str:
+def launch_file(
+    init_vars: Mapping[str, str],
+    launch_env: Mapping[str, str],
+    *,
+    per_pod_hca: bool,
+    user_file_text: str = "",
+    node_keys: Collection[str] = (),
+) -> str:
     """The ``.deepspeed_env`` text for one launch, later sources winning.
 
     1. ``init_vars``: what ``pod init`` selected from the pod's environment;

@@ -115,8 +115,11 @@ def pod_env(env: Mapping[str, str], hostname: str | None = None) -> PodEnv:
     return PodEnv(**{**pe.__dict__, "master_addr": master})
 
 
-def pod_ip(env: Mapping[str, str], hostname: str | None = None,
-           resolve: Callable[[str], str] = socket.gethostbyname) -> str | None:
+def pod_ip(
+    env: Mapping[str, str],
+    hostname: str | None = None,
+    resolve: Callable[[str], str] = socket.gethostbyname,
+) -> str | None:
     """This pod's address: ``POD_IP`` (downward API ``status.podIP``), else what the
     hostname resolves to (``hostname -i``; a pod's /etc/hosts maps it to the pod IP),
     else None. Upstream ml-dev-env's scripts read ``POD_IP`` (i10.4)."""
@@ -129,8 +132,12 @@ def pod_ip(env: Mapping[str, str], hostname: str | None = None,
         return None
 
 
-def upstream_vars(env: Mapping[str, str], rank: int, hostname: str | None = None,
-                  resolve: Callable[[str], str] = socket.gethostbyname) -> dict[str, str]:
+def upstream_vars(
+    env: Mapping[str, str],
+    rank: int,
+    hostname: str | None = None,
+    resolve: Callable[[str], str] = socket.gethostbyname,
+) -> dict[str, str]:
     """The per-pod upstream names: ``NODE_RANK`` (the pod index) and ``POD_IP`` when known."""
     out = {"NODE_RANK": str(rank)}
     ip = pod_ip(env, hostname, resolve)

@@ -24,7 +24,9 @@ def count_gpus(env: Mapping[str, str], dev_glob: str = "/dev/nvidia[0-9]*") -> i
     smi = shutil.which("nvidia-smi")
     if smi:
         try:
-            out = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=20, check=False)
+            out = subprocess.run(
+                [smi, "-L"], capture_output=True, text=True, timeout=20, check=False
+            )
         except (OSError, subprocess.TimeoutExpired):
             out = None
         if out is not None and out.returncode == 0:
@@ -58,7 +60,9 @@ def parse_hostfile(path: str) -> list[tuple[str, int]]:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
     except OSError as e:
-        raise InputError(f"{path}: cannot read the hostfile ({e.strerror}); run 'pod init' first") from None
+        raise InputError(
+            f"{path}: cannot read the hostfile ({e.strerror}); run 'pod init' first"
+        ) from None
     out: list[tuple[str, int]] = []
     for no, line in enumerate(lines, 1):
         s = line.strip()

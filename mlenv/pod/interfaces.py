@@ -25,8 +25,10 @@ from mlenv.errors import InfraError
 STATUS_FILE = "interfaces.json"
 
 
-def net_interfaces(sysfs_root: str = "/sys",
-                   fallback: Callable[[], Sequence[tuple[int, str]]] = socket.if_nameindex) -> list[str]:
+def net_interfaces(
+    sysfs_root: str = "/sys",
+    fallback: Callable[[], Sequence[tuple[int, str]]] = socket.if_nameindex,
+) -> list[str]:
     """This pod's network interface names.
 
     For the real root (``/sys``) the kernel's index of this process's network namespace
@@ -53,7 +55,7 @@ def _split(value: str) -> tuple[str, list[str]]:
     """``(mode, names)`` of an NCCL interface/HCA list: mode ``^``, ``=`` or ``""`` (prefix)."""
     v = value.strip()
     mode = v[:1] if v[:1] in ("^", "=") else ""
-    names = [n.strip() for n in v[len(mode):].split(",") if n.strip()]
+    names = [n.strip() for n in v[len(mode) :].split(",") if n.strip()]
     return mode, names
 
 
@@ -82,7 +84,9 @@ class ListCheck:
     value: str  # the filtered value to export ("" when nothing is present)
 
 
-def filter_list(variable: str, value: str, present: Sequence[str], *, strip_port: bool = False) -> ListCheck | None:
+def filter_list(
+    variable: str, value: str, present: Sequence[str], *, strip_port: bool = False
+) -> ListCheck | None:
     """Check an NCCL inclusion list against ``present``; None for an exclusion list or empty value."""
     mode, names = _split(value)
     if mode == "^" or not names:
@@ -108,17 +112,23 @@ class Report:
 
     def lines(self) -> list[str]:
         """One log line per checked variable: configured, present, missing."""
-        return [f"{c.variable}: configured {','.join(c.configured)}; present "
-                f"{','.join(c.present) or 'none'}; missing {','.join(c.missing) or 'none'}"
-                for c in self.checks]
+        return [
+            f"{c.variable}: configured {','.join(c.configured)}; present "
+            f"{','.join(c.present) or 'none'}; missing {','.join(c.missing) or 'none'}"
+            for c in self.checks
+        ]
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
 
 
-def check(env: Mapping[str, str], pod: str, sysfs_root: str = "/sys",
-          fallback: Callable[[], Sequence[tuple[int, str]]] = socket.if_nameindex,
-          hca_names: Sequence[str] | None = None) -> Report:
+def check(
+    env: Mapping[str, str],
+    pod: str,
+    sysfs_root: str = "/sys",
+    fallback: Callable[[], Sequence[tuple[int, str]]] = socket.if_nameindex,
+    hca_names: Sequence[str] | None = None,
+) -> Report:
     """Check ``NCCL_SOCKET_IFNAME`` (and a listed ``NCCL_IB_HCA``) of ``env`` against this pod.
 
     In RDMA mode a configured list with none of its entries present is InfraError
@@ -135,16 +145,21 @@ def check(env: Mapping[str, str], pod: str, sysfs_root: str = "/sys",
     checks = [filter_list("NCCL_SOCKET_IFNAME", env.get("NCCL_SOCKET_IFNAME", ""), present)]
     devices = env.get("MLENV_RDMA_DEVICES", "").strip()
     if hca_names is not None and devices and devices != "auto":
-        checks.append(filter_list("NCCL_IB_HCA", env.get("NCCL_IB_HCA", ""), hca_names, strip_port=True))
+        checks.append(
+            filter_list("NCCL_IB_HCA", env.get("NCCL_IB_HCA", ""), hca_names, strip_port=True)
+        )
     rep.checks = [c for c in checks if c is not None]
     empty = [c for c in rep.checks if not c.present]
     if empty:
+
         def have(c: ListCheck) -> str:
             names = list(hca_names or []) if c.variable == "NCCL_IB_HCA" else present
             return ", ".join(names) or "none"
 
-        what = "; ".join(f"{c.variable}={','.join(c.configured)}: none of them exists (this pod has "
-                         f"{have(c)})" for c in empty)
+        what = "; ".join(
+            f"{c.variable}={','.join(c.configured)}: none of them exists (this pod has {have(c)})"
+            for c in empty
+        )
         raise InfraError(
             f"pod {pod}: RDMA mode: {what}; attach the networks (Multus annotation or "
             "rdma.network in the config) or correct rdma.interfaces / rdma.devices"

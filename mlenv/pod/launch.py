@@ -87,8 +87,10 @@ def remote_word_problem(word: str, quoted_if_spaced: bool = True) -> str | None:
     if quoted_if_spaced and " " in word:
         live = sorted(set(word) & set("$`\\"))
         if live:
-            return (f"contains {' '.join(live)} beside a space: DeepSpeed wraps such an argument in "
-                    "double quotes, where these still expand")
+            return (
+                f"contains {' '.join(live)} beside a space: DeepSpeed wraps such an argument in "
+                "double quotes, where these still expand"
+            )
         return None
     if not _BARE.match(word):
         odd = "".join(sorted({c for c in word if not _BARE.match(c)}))
@@ -105,10 +107,17 @@ def check_remote_job(job: Job, cwd: str, python: str = sys.executable) -> None:
     ]
     for i, a in enumerate(job.args):
         prev = job.args[i - 1] if i else ""
-        label = f"the value of {prev}" if prev.startswith("-") and not a.startswith("-") else f"argument {i + 1}"
+        label = (
+            f"the value of {prev}"
+            if prev.startswith("-") and not a.startswith("-")
+            else f"argument {i + 1}"
+        )
         words.append((label, a, True))
-    problems = [f"{what} {word!r} {why}" for what, word, quoted in words
-                if (why := remote_word_problem(word, quoted)) is not None]
+    problems = [
+        f"{what} {word!r} {why}"
+        for what, word, quoted in words
+        if (why := remote_word_problem(word, quoted)) is not None
+    ]
     if problems:
         raise InputError(
             "the DeepSpeed launcher runs the job through a shell on every node and would change it:\n  "
@@ -133,29 +142,59 @@ def require_tools(env: Mapping[str, str], tools: Sequence[str] = ("pdsh", "ssh")
         )
 
 
-def acceptance_job(report_dir: str, profile: str | None, extra: list[str], run_id: str | None = None,
-                   history_dir: str | None = None) -> Job:
+def acceptance_job(
+    report_dir: str,
+    profile: str | None,
+    extra: list[str],
+    run_id: str | None = None,
+    history_dir: str | None = None,
+) -> Job:
     """The default job: the acceptance suite writing its reports to ``report_dir``; with
     ``run_id`` the suite's results.json carries the folder's run id, with ``history_dir``
     rank 0 keeps the cluster's history there."""
-    args = ["--report-dir", report_dir, *(["--run-id", run_id] if run_id else []),
-            *(["--history-dir", history_dir] if history_dir else [])]
+    args = [
+        "--report-dir",
+        report_dir,
+        *(["--run-id", run_id] if run_id else []),
+        *(["--history-dir", history_dir] if history_dir else []),
+    ]
     if profile:
         args += ["--profile", profile]
     return Job(ACCEPTANCE_MODULE, args + extra, module=True, local_rank_flag=False)
 
 
-def deepspeed_argv(job: Job, hostfile: str, master_addr: str, master_port: int, ssh_port: int,
-                   python: str = sys.executable, user: str | None = None) -> list[str]:
+def deepspeed_argv(
+    job: Job,
+    hostfile: str,
+    master_addr: str,
+    master_port: int,
+    ssh_port: int,
+    python: str = sys.executable,
+    user: str | None = None,
+) -> list[str]:
     """The DeepSpeed launcher command for ``job`` over every host of ``hostfile``.
 
     ``--no_ssh_check``: our preflight already proved every sshd answers, and the
     launcher's own check ignores our ssh client config. ``user``: the login name pdsh
     uses on every node (``-l``), the same one each pod's sshd admits.
     """
-    argv = [python, "-u", "-m", "deepspeed.launcher.runner", "--hostfile", hostfile,
-            "--launcher", "pdsh", "--master_addr", master_addr, "--master_port", str(master_port),
-            "--ssh_port", str(ssh_port), "--no_ssh_check"]
+    argv = [
+        python,
+        "-u",
+        "-m",
+        "deepspeed.launcher.runner",
+        "--hostfile",
+        hostfile,
+        "--launcher",
+        "pdsh",
+        "--master_addr",
+        master_addr,
+        "--master_port",
+        str(master_port),
+        "--ssh_port",
+        str(ssh_port),
+        "--no_ssh_check",
+    ]
     if user:
         argv += ["--launcher_args", f"-l {user}"]
     if job.module:
@@ -165,8 +204,12 @@ def deepspeed_argv(job: Job, hostfile: str, master_addr: str, master_port: int, 
     return argv + [job.target, *job.args]
 
 
-def deepspeed_env(base: Mapping[str, str], ssh_client_config: str, ds_env_file: str | None = None,
-                  node_vars: Mapping[str, str] | None = None) -> dict[str, str]:
+def deepspeed_env(
+    base: Mapping[str, str],
+    ssh_client_config: str,
+    ds_env_file: str | None = None,
+    node_vars: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     """The launcher's environment.
 
     - pdsh's ssh gets our client config via ``-F`` (ssh reads ``~/.ssh`` from the passwd
@@ -200,12 +243,32 @@ def deepspeed_env(base: Mapping[str, str], ssh_client_config: str, ds_env_file: 
     return env
 
 
-def torchrun_argv(job: Job, nnodes: int, node_rank: int, nproc_per_node: int, master_addr: str,
-                  master_port: int, python: str = sys.executable) -> list[str]:
+def torchrun_argv(
+    job: Job,
+    nnodes: int,
+    node_rank: int,
+    nproc_per_node: int,
+    master_addr: str,
+    master_port: int,
+    python: str = sys.executable,
+) -> list[str]:
     """The torchrun command one pod runs (static rendezvous at MASTER_ADDR:MASTER_PORT)."""
-    argv = [python, "-u", "-m", "torch.distributed.run", "--nnodes", str(nnodes),
-            "--node-rank", str(node_rank), "--nproc-per-node", str(nproc_per_node),
-            "--master-addr", master_addr, "--master-port", str(master_port)]
+    argv = [
+        python,
+        "-u",
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        str(nnodes),
+        "--node-rank",
+        str(node_rank),
+        "--nproc-per-node",
+        str(nproc_per_node),
+        "--master-addr",
+        master_addr,
+        "--master-port",
+        str(master_port),
+    ]
     if job.module:
         argv.append("-m")
     return argv + [job.target, *job.args]
@@ -233,10 +296,16 @@ def map_exit(rc: int, acceptance: bool, verdict: str | None = None) -> tuple[int
         if rc == EXIT_ERROR or verdict == "ERROR":
             return EXIT_ERROR, ""
         what = f"verdict {verdict}" if verdict else "no results.json from this run"
-        return EXIT_ERROR, f"the job exited with status {rc} and {what}: ERROR (crash or launcher failure)"
+        return (
+            EXIT_ERROR,
+            f"the job exited with status {rc} and {what}: ERROR (crash or launcher failure)",
+        )
     if rc == EXIT_INPUT:
         return EXIT_INPUT, ""
-    return EXIT_ERROR, f"the job exited with status {rc}: ERROR (a user script's failure is never a FAIL verdict)"
+    return (
+        EXIT_ERROR,
+        f"the job exited with status {rc}: ERROR (a user script's failure is never a FAIL verdict)",
+    )
 
 
 # pdsh's line when ssh to a host fails or the connection drops (ssh's own exit 255; a
@@ -256,9 +325,15 @@ LOST_GRACE_ENV = "MLENV_PEER_LOST_GRACE_S"
 LOST_GRACE_S = 60.0
 
 
-def run(argv: list[str], env: Mapping[str, str], *, out: TextIO | None = None,
-        lost_grace_s: float | None = None, verdict_in: tuple[str, float] | None = None,
-        after_verdict_grace_s: float | None = None) -> int:
+def run(
+    argv: list[str],
+    env: Mapping[str, str],
+    *,
+    out: TextIO | None = None,
+    lost_grace_s: float | None = None,
+    verdict_in: tuple[str, float] | None = None,
+    after_verdict_grace_s: float | None = None,
+) -> int:
     """Run ``argv`` in its own process group, its output passed through line by line;
     returns its exit status.
 
@@ -277,12 +352,23 @@ def run(argv: list[str], env: Mapping[str, str], *, out: TextIO | None = None,
     runner stops every node's ranks on that signal) and the verdict's exit code returned.
     """
     sink = out or sys.stdout
-    grace = lost_grace_s if lost_grace_s is not None else float(
-        env.get(LOST_GRACE_ENV) or LOST_GRACE_S)
-    after = after_verdict_grace_s if after_verdict_grace_s is not None else contract.after_verdict_grace_s(env)
-    proc = subprocess.Popen(argv, env=dict(env), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, errors="replace",
-                            start_new_session=True)
+    grace = (
+        lost_grace_s if lost_grace_s is not None else float(env.get(LOST_GRACE_ENV) or LOST_GRACE_S)
+    )
+    after = (
+        after_verdict_grace_s
+        if after_verdict_grace_s is not None
+        else contract.after_verdict_grace_s(env)
+    )
+    proc = subprocess.Popen(
+        argv,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
     assert proc.stdout is not None
     lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
 
@@ -309,16 +395,20 @@ def run(argv: list[str], env: Mapping[str, str], *, out: TextIO | None = None,
                 m = _PDSH_LOST.search(line)
                 if m and not lost:
                     lost, stop_at = m.group(1), time.monotonic() + grace
-                    sink.write(f"mlenv: lost {lost} (ssh exited 255); stopping the launch in "
-                               f"{grace:g} s unless the job ends first\n")
+                    sink.write(
+                        f"mlenv: lost {lost} (ssh exited 255); stopping the launch in "
+                        f"{grace:g} s unless the job ends first\n"
+                    )
                     sink.flush()
             # Judged after every line too, not only when the job is quiet: a job that
             # keeps printing (a rank's warnings each second) must not hold the stop off.
             now = time.monotonic()
             if watch.due(now):
-                sink.write(f"mlenv: rank 0 wrote the verdict ({watch.verdict}) {after:g} s ago and the "
-                           "job has not ended (a rank stopped or hung, on this node or another): "
-                           "stopping it on every node\n")
+                sink.write(
+                    f"mlenv: rank 0 wrote the verdict ({watch.verdict}) {after:g} s ago and the "
+                    "job has not ended (a rank stopped or hung, on this node or another): "
+                    "stopping it on every node\n"
+                )
                 sink.flush()
                 _stop_group(proc, signal.SIGTERM)
                 return contract.exit_for_verdict(watch.verdict)
@@ -328,7 +418,8 @@ def run(argv: list[str], env: Mapping[str, str], *, out: TextIO | None = None,
                     f"launch stopped: lost {lost} (ssh to it exited 255: the host is "
                     "down, its sshd frozen, or the network to it broke) and the job had "
                     f"not ended {grace:g} s later; the ranks on the other hosts were "
-                    "stopped instead of waiting for it") from None
+                    "stopped instead of waiting for it"
+                ) from None
     except KeyboardInterrupt:
         # The launcher's own SIGINT handler stops the remote ranks; give it time to.
         _stop_group(proc, signal.SIGINT)

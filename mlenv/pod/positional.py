@@ -53,8 +53,11 @@ def has_flag(args: Sequence[str], flag: str) -> bool:
     return any(a == flag or a.startswith(flag + "=") for a in args)
 
 
-def parse(words: Sequence[str], isfile: Callable[[str], bool] = os.path.isfile,
-          is_hostfile: Callable[[str], bool] = _is_hostfile) -> Positional:
+def parse(
+    words: Sequence[str],
+    isfile: Callable[[str], bool] = os.path.isfile,
+    is_hostfile: Callable[[str], bool] = _is_hostfile,
+) -> Positional:
     """Recognise ``SCRIPT [DS_CONFIG] [HOSTFILE] [ARGS…]`` in ``words`` (rule in the module doc)."""
     w = list(words)
     if not w or w[0].startswith("-"):
@@ -63,8 +66,13 @@ def parse(words: Sequence[str], isfile: Callable[[str], bool] = os.path.isfile,
     cfg = host = None
     if rest and rest[0].lower().endswith(".json") and isfile(rest[0]):
         cfg, rest = rest[0], rest[1:]
-    if (rest and not rest[0].lower().endswith((".py", ".json")) and not rest[0].startswith("-")
-            and isfile(rest[0]) and is_hostfile(rest[0])):
+    if (
+        rest
+        and not rest[0].lower().endswith((".py", ".json"))
+        and not rest[0].startswith("-")
+        and isfile(rest[0])
+        and is_hostfile(rest[0])
+    ):
         host, rest = rest[0], rest[1:]
     if cfg is not None:
         if not has_flag(rest, "--deepspeed"):

@@ -60,8 +60,10 @@ class PeerStatus:
         elif self.stage == "pending":
             what = "not checked"
         elif self.stage == "banner":
-            what = (f"port {self.peer.port} accepts connections but the server does not "
-                    "answer (frozen or not sshd)")
+            what = (
+                f"port {self.peer.port} accepts connections but the server does not "
+                "answer (frozen or not sshd)"
+            )
         else:
             what = f"port {self.peer.port} does not answer"
         return f"{self.peer.host}: {what} ({self.error}; {self.attempts} attempt(s))"
@@ -75,8 +77,13 @@ class _Probe:
         self.stage = "dns"
 
 
-def check_once(peer: Peer, end: float, connect_timeout_s: float = 2.0,
-               resolve: Resolver = socket.getaddrinfo, probe: _Probe | None = None) -> tuple[str, str]:
+def check_once(
+    peer: Peer,
+    end: float,
+    connect_timeout_s: float = 2.0,
+    resolve: Resolver = socket.getaddrinfo,
+    probe: _Probe | None = None,
+) -> tuple[str, str]:
     """Resolve and connect once, never past the monotonic time ``end``.
 
     Returns ``(stage, error)``: ``("ok", "")`` on success, ``("dns", why)`` or
@@ -110,8 +117,7 @@ def check_once(peer: Peer, end: float, connect_timeout_s: float = 2.0,
     return "connect", last
 
 
-def _read_banner(s: socket.socket, want: bytes, end: float,
-                 timeout_s: float) -> tuple[str, str]:
+def _read_banner(s: socket.socket, want: bytes, end: float, timeout_s: float) -> tuple[str, str]:
     """Read the server's first line, never past ``end``; ("ok", "") when it starts with
     ``want``. sshd sends its version line first, within milliseconds when alive."""
     got = b""
@@ -144,8 +150,9 @@ class _DaemonPool:
 
     def __init__(self, workers: int) -> None:
         self._max = max(1, workers)
-        self._q: queue.SimpleQueue[tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None] = \
-            queue.SimpleQueue()
+        self._q: queue.SimpleQueue[
+            tuple[Future[Any], Callable[..., Any], tuple[Any, ...]] | None
+        ] = queue.SimpleQueue()
         self._threads: list[threading.Thread] = []
 
     def submit(self, fn: Callable[..., Any], *args: Any) -> Future[Any]:
@@ -176,9 +183,14 @@ class _DaemonPool:
             self._q.put(None)
 
 
-def preflight(peers: list[Peer], deadline_s: float = 60.0, interval_s: float = 1.0,
-              connect_timeout_s: float = 2.0, workers: int = 64,
-              resolve: Resolver = socket.getaddrinfo) -> list[PeerStatus]:
+def preflight(
+    peers: list[Peer],
+    deadline_s: float = 60.0,
+    interval_s: float = 1.0,
+    connect_timeout_s: float = 2.0,
+    workers: int = 64,
+    resolve: Resolver = socket.getaddrinfo,
+) -> list[PeerStatus]:
     """Check every peer until all answer or ``deadline_s`` passes; returns one status each.
 
     Each peer still missing is probed again ``interval_s`` after its last probe ended,
@@ -203,7 +215,9 @@ def preflight(peers: list[Peer], deadline_s: float = 60.0, interval_s: float = 1
                 for p in idle:
                     if next_at[p] <= now:
                         pr = _Probe(p)
-                        running[pool.submit(check_once, p, end, connect_timeout_s, resolve, pr)] = pr
+                        running[pool.submit(check_once, p, end, connect_timeout_s, resolve, pr)] = (
+                            pr
+                        )
             if not running and all(st.ok for st in status.values()):
                 break
             left = end + (_GRACE_S if running else 0.0) - now

@@ -106,17 +106,26 @@ def _upstream_hostfile(env: Mapping[str, str], text: str) -> None:
     try:
         hostfile.write_text(path, text)
     except OSError as e:
-        say(f"warning: cannot write upstream's hostfile {path} ({e.strerror}); "
-            "use $HOME/.mlenv/hostfile")
+        say(
+            f"warning: cannot write upstream's hostfile {path} ({e.strerror}); "
+            "use $HOME/.mlenv/hostfile"
+        )
         return
     say(f"hostfile also at {path} (upstream ml-dev-env's path)")
 
 
-def verb_init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bool = False,
-         sysfs_root: str = "/sys", strict_memlock: bool = True,
-         memlock_check: Callable[[], str | None] = rdma.check_memlock,
-         passwd_path: str = "/etc/passwd", group_path: str = "/etc/group",
-         start: Callable[[ssh.SshPaths, Mapping[str, str]], None] = ssh.start_daemon) -> int:
+def verb_init(
+    env: Mapping[str, str],
+    *,
+    start_sshd: bool = True,
+    foreground: bool = False,
+    sysfs_root: str = "/sys",
+    strict_memlock: bool = True,
+    memlock_check: Callable[[], str | None] = rdma.check_memlock,
+    passwd_path: str = "/etc/passwd",
+    group_path: str = "/etc/group",
+    start: Callable[[ssh.SshPaths, Mapping[str, str]], None] = ssh.start_daemon,
+) -> int:
     """Prepare this pod: hostfile, env files, RDMA checks, ssh; start (or exec) sshd.
 
     ``memlock_check``, ``passwd_path``/``group_path`` and ``start`` are injectable for
@@ -148,7 +157,9 @@ def verb_init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bo
             say(f"RDMA devices (auto): NCCL_IB_HCA={node_vars['NCCL_IB_HCA']}")
         # i10.7: keep only the configured interfaces (and listed HCAs) this pod has.
         pod_name = env.get("MLENV_POD_NAME", "").strip() or f"{pe.statefulset}-{pe.rank}"
-        found = interfaces.check(env, pod_name, sysfs_root, hca_names=interfaces.ib_names(sysfs_root))
+        found = interfaces.check(
+            env, pod_name, sysfs_root, hca_names=interfaces.ib_names(sysfs_root)
+        )
         node_vars.update(found.env)
         for line in found.lines():
             say(f"interfaces: {line}")
@@ -159,9 +170,13 @@ def verb_init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bo
     if start_sshd:
         secret = ssh.read_secret(pe.ssh_dir)
         ident = ssh.ensure_passwd_entry(
-            p.home, passwd_path, state_dir=p.state_dir, group_path=group_path,
+            p.home,
+            passwd_path,
+            state_dir=p.state_dir,
+            group_path=group_path,
             nss_lib=ssh.find_nss_wrapper(env.get("MLENV_NSS_WRAPPER_LIB", "").strip()),
-            preload=env.get("LD_PRELOAD", ""))
+            preload=env.get("LD_PRELOAD", ""),
+        )
         if ident.note:
             say(ident.note)
         node_vars.update(ident.env)
@@ -188,10 +203,18 @@ def verb_init(env: Mapping[str, str], *, start_sshd: bool = True, foreground: bo
     return EXIT_OK
 
 
-def _job(env: Mapping[str, str], script: list[str], module: str | None, report_dir: str, profile: str | None,
-         run_id: str | None = None) -> launch.Job:
+def _job(
+    env: Mapping[str, str],
+    script: list[str],
+    module: str | None,
+    report_dir: str,
+    profile: str | None,
+    run_id: str | None = None,
+) -> launch.Job:
     if module:
-        return launch.Job(module, script, module=True, local_rank_flag=module != launch.ACCEPTANCE_MODULE)
+        return launch.Job(
+            module, script, module=True, local_rank_flag=module != launch.ACCEPTANCE_MODULE
+        )
     if script and not script[0].startswith("-"):
         return launch.Job(script[0], script[1:])
     # No script: the acceptance suite; options after '--' (e.g. --checks, --options) are its own.
@@ -232,8 +255,9 @@ def _report_dir(env: Mapping[str, str], report_dir: str | None, run_id: str) -> 
 
 def check_peers(pe: PodEnv, hosts: list[str], deadline_s: float) -> None:
     """Raise InfraError naming each peer whose name or sshd is missing at the deadline."""
-    res = preflight.preflight([preflight.Peer(h, pe.ssh_port, b"SSH-") for h in hosts],
-                              deadline_s=deadline_s)
+    res = preflight.preflight(
+        [preflight.Peer(h, pe.ssh_port, b"SSH-") for h in hosts], deadline_s=deadline_s
+    )
     missing = [r for r in res if not r.ok]
     if missing:
         raise InfraError(
@@ -243,9 +267,19 @@ def check_peers(pe: PodEnv, hosts: list[str], deadline_s: float) -> None:
     say(f"preflight: all {len(hosts)} peer(s) answer on port {pe.ssh_port}")
 
 
-def verb_launch(env: Mapping[str, str], *, script: list[str], module: str | None, torchrun: bool,
-              deadline_s: float, profile: str | None, report_dir: str | None, run_id: str | None,
-              skip_preflight: bool = False, hostfile_path: str | None = None) -> int:
+def verb_launch(
+    env: Mapping[str, str],
+    *,
+    script: list[str],
+    module: str | None,
+    torchrun: bool,
+    deadline_s: float,
+    profile: str | None,
+    report_dir: str | None,
+    run_id: str | None,
+    skip_preflight: bool = False,
+    hostfile_path: str | None = None,
+) -> int:
     """pod-0 only: preflight, then the DeepSpeed launcher (or print the torchrun commands).
 
     ``hostfile_path``: a hostfile given in upstream's positional form, used instead of
@@ -265,10 +299,21 @@ def verb_launch(env: Mapping[str, str], *, script: list[str], module: str | None
         slots = hostfile.slots_per_node(pe.gpus_per_node, hostfile.count_gpus(env), env)
         say("ssh-less path: run this in every pod i (node rank i), e.g. through 'oc exec':")
         fixed = ["--run-id", rid, "--report-dir", rdir]
-        print(shlex.join(["python", "-m", "mlenv.pod", "run-torchrun", *fixed,
-                          *(["--profile", profile] if profile else []),
-                          *(["--module", module] if module else []),
-                          *(["--"] if script and script[0].startswith("-") else []), *script]))
+        print(
+            shlex.join(
+                [
+                    "python",
+                    "-m",
+                    "mlenv.pod",
+                    "run-torchrun",
+                    *fixed,
+                    *(["--profile", profile] if profile else []),
+                    *(["--module", module] if module else []),
+                    *(["--"] if script and script[0].startswith("-") else []),
+                    *script,
+                ]
+            )
+        )
         node0 = launch.torchrun_argv(job, pe.nnodes, 0, slots, pe.master_addr, pe.master_port)
         say(f"equivalent torchrun for node 0: {shlex.join(node0)}")
         return EXIT_OK
@@ -287,8 +332,14 @@ def verb_launch(env: Mapping[str, str], *, script: list[str], module: str | None
     hostfile.write_text(p.deepspeed_env, launch_deepspeed_env(env, p, node_vars))
     if not skip_preflight:
         check_peers(pe, hosts, deadline_s)
-    argv = launch.deepspeed_argv(job, os.path.abspath(hf), pe.master_addr, pe.master_port, pe.ssh_port,
-                                 user=ssh.current_user())
+    argv = launch.deepspeed_argv(
+        job,
+        os.path.abspath(hf),
+        pe.master_addr,
+        pe.master_port,
+        pe.ssh_port,
+        user=ssh.current_user(),
+    )
     say(f"run id {rid}; launching on {len(hosts)} node(s)")
     started = time.time()
     acceptance = job.target == launch.ACCEPTANCE_MODULE
@@ -304,8 +355,13 @@ def launch_deepspeed_env(env: Mapping[str, str], p: Paths, node_vars: Mapping[st
     if os.path.isfile(local) and os.path.realpath(local) != os.path.realpath(p.deepspeed_env):
         with open(local, encoding="utf-8") as f:
             user_text = f.read()
-    return dsenv.launch_file(base, env, per_pod_hca="NCCL_IB_HCA" in node_vars, user_file_text=user_text,
-                             node_keys=node_vars)
+    return dsenv.launch_file(
+        base,
+        env,
+        per_pod_hca="NCCL_IB_HCA" in node_vars,
+        user_file_text=user_text,
+        node_keys=node_vars,
+    )
 
 
 def _finish(rc: int, report_dir: str | None, acceptance: bool, started: float) -> int:
@@ -319,8 +375,15 @@ def _finish(rc: int, report_dir: str | None, acceptance: bool, started: float) -
     return code
 
 
-def verb_run_torchrun(env: Mapping[str, str], *, script: list[str], module: str | None,
-                 profile: str | None, report_dir: str | None, run_id: str | None) -> int:
+def verb_run_torchrun(
+    env: Mapping[str, str],
+    *,
+    script: list[str],
+    module: str | None,
+    profile: str | None,
+    report_dir: str | None,
+    run_id: str | None,
+) -> int:
     """The ssh-less path: torchrun in this pod, joining the static rendezvous on pod-0."""
     pe = pod_env(env)
     p = paths_from(env)
@@ -332,7 +395,9 @@ def verb_run_torchrun(env: Mapping[str, str], *, script: list[str], module: str 
     slots = hostfile.slots_per_node(pe.gpus_per_node, hostfile.count_gpus(env), env)
     child_env = {**env, **read_node_env(p.node_env)}
     argv = launch.torchrun_argv(job, pe.nnodes, pe.rank, slots, pe.master_addr, pe.master_port)
-    say(f"torchrun node {pe.rank}/{pe.nnodes}, {slots} proc(s), rendezvous {pe.master_addr}:{pe.master_port}")
+    say(
+        f"torchrun node {pe.rank}/{pe.nnodes}, {slots} proc(s), rendezvous {pe.master_addr}:{pe.master_port}"
+    )
     started = time.time()
     acceptance = job.target == launch.ACCEPTANCE_MODULE
     # Only pod-0 holds the report (rank 0 writes it); elsewhere the exit status alone.
@@ -347,4 +412,3 @@ def verb_preflight(env: Mapping[str, str], deadline_s: float) -> int:
     hosts = [h for h, _ in hostfile.parse_hostfile(paths_from(env).hostfile)]
     check_peers(pe, hosts, deadline_s)
     return EXIT_OK
-

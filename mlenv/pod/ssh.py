@@ -35,8 +35,12 @@ from mlenv.pod.hostfile import write_text
 
 KEY_FILES = ("id_ed25519", "id_ed25519.pub", "ssh_host_ed25519_key", "ssh_host_ed25519_key.pub")
 # Where distributions put libnss_wrapper.so (Debian/Ubuntu multiarch, RHEL lib64).
-NSS_WRAPPER_GLOBS = ("/usr/lib/*-linux-gnu/libnss_wrapper.so", "/usr/lib64/libnss_wrapper.so",
-                     "/usr/lib/libnss_wrapper.so", "/usr/local/lib/libnss_wrapper.so")
+NSS_WRAPPER_GLOBS = (
+    "/usr/lib/*-linux-gnu/libnss_wrapper.so",
+    "/usr/lib64/libnss_wrapper.so",
+    "/usr/lib/libnss_wrapper.so",
+    "/usr/local/lib/libnss_wrapper.so",
+)
 NSS_VARS = ("LD_PRELOAD", "NSS_WRAPPER_PASSWD", "NSS_WRAPPER_GROUP")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -54,35 +58,35 @@ class SshPaths:
 
     @property
     def sshd_config(self) -> str:
-        return os.path.join(self.dir, 'sshd_config')
+        return os.path.join(self.dir, "sshd_config")
 
     @property
     def host_key(self) -> str:
-        return os.path.join(self.dir, 'ssh_host_ed25519_key')
+        return os.path.join(self.dir, "ssh_host_ed25519_key")
 
     @property
     def identity(self) -> str:
-        return os.path.join(self.dir, 'id_ed25519')
+        return os.path.join(self.dir, "id_ed25519")
 
     @property
     def authorized_keys(self) -> str:
-        return os.path.join(self.dir, 'authorized_keys')
+        return os.path.join(self.dir, "authorized_keys")
 
     @property
     def known_hosts(self) -> str:
-        return os.path.join(self.dir, 'known_hosts')
+        return os.path.join(self.dir, "known_hosts")
 
     @property
     def client_config(self) -> str:
-        return os.path.join(self.dir, 'ssh_config')
+        return os.path.join(self.dir, "ssh_config")
 
     @property
     def pid_file(self) -> str:
-        return os.path.join(self.dir, 'sshd.pid')
+        return os.path.join(self.dir, "sshd.pid")
 
     @property
     def log_file(self) -> str:
-        return os.path.join(self.dir, 'sshd.log')
+        return os.path.join(self.dir, "sshd.log")
 
 
 def _read_text(path: str) -> str:
@@ -135,7 +139,9 @@ def config_quote(token: str) -> str:
     quotes only ``\\\\`` and ``\\"`` are escapes. A line break cannot be expressed at all.
     """
     if any(c in token for c in "\n\r\0"):
-        raise InputError(f"ssh config value {token!r}: contains a line break, which an ssh config cannot hold")
+        raise InputError(
+            f"ssh config value {token!r}: contains a line break, which an ssh config cannot hold"
+        )
     return '"' + token.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
@@ -272,9 +278,17 @@ def _append_line(text: str, line: str) -> str:
     return text + ("" if not text or text.endswith("\n") else "\n") + line
 
 
-def ensure_passwd_entry(home: str, passwd_path: str = "/etc/passwd", *, state_dir: str | None = None,
-                        group_path: str = "/etc/group", nss_lib: str | None = None,
-                        uid: int | None = None, gid: int | None = None, preload: str = "") -> Identity:
+def ensure_passwd_entry(
+    home: str,
+    passwd_path: str = "/etc/passwd",
+    *,
+    state_dir: str | None = None,
+    group_path: str = "/etc/group",
+    nss_lib: str | None = None,
+    uid: int | None = None,
+    gid: int | None = None,
+    preload: str = "",
+) -> Identity:
     """Make the current UID resolvable under a name that leads back to it (sshd needs both).
 
     Nothing to do when the UID's passwd name resolves back to it. Otherwise appends
@@ -293,7 +307,7 @@ def ensure_passwd_entry(home: str, passwd_path: str = "/etc/passwd", *, state_di
         try:
             with open(passwd_path, "r+", encoding="utf-8") as f:
                 text = f.read()
-                f.write(_append_line(text, line)[len(text):])
+                f.write(_append_line(text, line)[len(text) :])
             return Identity(name, {}, f"added {name} (UID {uid}) to {passwd_path}")
         except OSError:
             pass  # a read-only root filesystem: access() allows what write() then refuses
@@ -304,10 +318,17 @@ def ensure_passwd_entry(home: str, passwd_path: str = "/etc/passwd", *, state_di
         if not any(g.split(":")[2:3] == [str(gid)] for g in groups.splitlines()):
             groups = _append_line(groups, f"mlenv-{gid}:x:{gid}:\n")
         write_text(gr_copy, groups, 0o644)
-        env = {"LD_PRELOAD": ":".join(filter(None, [nss_lib, preload])),
-               "NSS_WRAPPER_PASSWD": pw_copy, "NSS_WRAPPER_GROUP": gr_copy}
-        return Identity(name, env, f"{passwd_path} is not writable: {name} (UID {uid}) is served by "
-                                   f"nss_wrapper from {pw_copy}")
+        env = {
+            "LD_PRELOAD": ":".join(filter(None, [nss_lib, preload])),
+            "NSS_WRAPPER_PASSWD": pw_copy,
+            "NSS_WRAPPER_GROUP": gr_copy,
+        }
+        return Identity(
+            name,
+            env,
+            f"{passwd_path} is not writable: {name} (UID {uid}) is served by "
+            f"nss_wrapper from {pw_copy}",
+        )
     raise InfraError(
         f"UID {uid} has no passwd entry of its own, {passwd_path} is not writable and nss_wrapper "
         "(libnss_wrapper.so) was not found, so sshd cannot admit this user: make /etc/passwd "
@@ -327,15 +348,25 @@ def _read_or_empty(path: str) -> str:
 # --------------------------------------------------------------------------- files and daemon
 
 
-def install(paths: SshPaths, secret: Mapping[str, str], port: int, host_patterns: list[str],
-            set_env: Mapping[str, str], user: str) -> None:
+def install(
+    paths: SshPaths,
+    secret: Mapping[str, str],
+    port: int,
+    host_patterns: list[str],
+    set_env: Mapping[str, str],
+    user: str,
+) -> None:
     """Write every ssh file under ``paths.dir`` with the modes ssh insists on."""
     os.makedirs(paths.dir, mode=0o700, exist_ok=True)
     os.chmod(paths.dir, 0o700)
     write_text(paths.host_key, secret["ssh_host_ed25519_key"], 0o600)
     write_text(paths.identity, secret["id_ed25519"], 0o600)
     write_text(paths.authorized_keys, secret["id_ed25519.pub"], 0o600)
-    write_text(paths.known_hosts, known_hosts(secret["ssh_host_ed25519_key.pub"], port, host_patterns), 0o644)
+    write_text(
+        paths.known_hosts,
+        known_hosts(secret["ssh_host_ed25519_key.pub"], port, host_patterns),
+        0o644,
+    )
     write_text(paths.client_config, client_config(paths, port, host_patterns), 0o644)
     write_text(paths.sshd_config, sshd_config(paths, port, user, set_env), 0o600)
 
@@ -365,8 +396,13 @@ def sshd_env(base: Mapping[str, str], identity: Identity) -> dict[str, str]:
 
 def check_config(paths: SshPaths, env: Mapping[str, str] | None = None) -> None:
     """``sshd -t``: refuse to start on a config sshd itself rejects."""
-    r = subprocess.run([sshd_binary(), "-t", "-f", paths.sshd_config], capture_output=True, text=True,
-                       check=False, env=None if env is None else dict(env))
+    r = subprocess.run(
+        [sshd_binary(), "-t", "-f", paths.sshd_config],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=None if env is None else dict(env),
+    )
     if r.returncode != 0:
         raise InfraError(f"sshd rejected {paths.sshd_config}: {r.stderr.strip()}")
 
@@ -374,8 +410,13 @@ def check_config(paths: SshPaths, env: Mapping[str, str] | None = None) -> None:
 def start_daemon(paths: SshPaths, env: Mapping[str, str] | None = None) -> None:
     """Start sshd in the background (it forks and writes its pid file)."""
     stop(paths)
-    r = subprocess.run(sshd_argv(paths, foreground=False), capture_output=True, text=True, check=False,
-                       env=None if env is None else dict(env))
+    r = subprocess.run(
+        sshd_argv(paths, foreground=False),
+        capture_output=True,
+        text=True,
+        check=False,
+        env=None if env is None else dict(env),
+    )
     if r.returncode != 0:
         raise InfraError(f"sshd failed to start: {r.stderr.strip() or 'see ' + paths.log_file}")
 

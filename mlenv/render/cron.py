@@ -20,8 +20,13 @@ from mlenv.config.rules import CRON_FIELDS, cron_field
 
 # vixie cron's shorthands, as five fields (cron(8); Kubernetes and cronie read them alike)
 SHORTHANDS = {
-    "@hourly": "0 * * * *", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@weekly": "0 0 * * 0",
-    "@monthly": "0 0 1 * *", "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *",
+    "@hourly": "0 * * * *",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@weekly": "0 0 * * 0",
+    "@monthly": "0 0 1 * *",
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
 }
 
 
@@ -47,10 +52,17 @@ def five_fields(schedule: str) -> str:
 def expand(schedule: str) -> Expanded:
     """The sets of a schedule that :func:`mlenv.config.rules.cron_problem` accepted."""
     fields = five_fields(schedule).split(" ")
-    minutes, hours, days, months, weekdays = (cron_field(f, what, lo, hi)
-                                               for f, (what, lo, hi) in zip(fields, CRON_FIELDS, strict=True))
-    return Expanded(minutes, hours, days, months, tuple(sorted({d % 7 for d in weekdays})),
-                    day_or=not fields[2].startswith("*") and not fields[4].startswith("*"))
+    minutes, hours, days, months, weekdays = (
+        cron_field(f, what, lo, hi) for f, (what, lo, hi) in zip(fields, CRON_FIELDS, strict=True)
+    )
+    return Expanded(
+        minutes,
+        hours,
+        days,
+        months,
+        tuple(sorted({d % 7 for d in weekdays})),
+        day_or=not fields[2].startswith("*") and not fields[4].startswith("*"),
+    )
 
 
 def words(values: tuple[int, ...]) -> str:

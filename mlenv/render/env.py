@@ -58,7 +58,11 @@ def topology_env(cluster: Cluster) -> dict[str, str]:
     rank 0; nothing without a topology (the rendered trees stay as they were)."""
     if not cluster.topology:
         return {}
-    return {contract.TOPOLOGY_ENV: contract.topology_json({rack: list(nodes) for rack, nodes in cluster.topology})}
+    return {
+        contract.TOPOLOGY_ENV: contract.topology_json(
+            {rack: list(nodes) for rack, nodes in cluster.topology}
+        )
+    }
 
 
 def _field(path: str) -> dict[str, Any]:

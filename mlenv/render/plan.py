@@ -35,8 +35,16 @@ PRIVILEGED_SCC_ROLE = "system:openshift:scc:privileged"
 # every pod; i22.9: the SR-IOV network resources injector adds a downwardAPI volume to
 # pods that request an SR-IOV resource, and with our first four types alone those pods
 # were refused at creation.
-SCC_VOLUMES = ["configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
-               "projected", "secret"]
+SCC_VOLUMES = [
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+]
 
 # Apply order: identities and permissions first, then the image, storage, networking
 # (the NetworkPolicies before the pods they guard, so no pod ever runs unguarded),
@@ -127,7 +135,11 @@ def _rdma_security(cluster: Cluster) -> list[dict[str, Any]]:
         role = names.scc_role_name(cluster)
         out.append(
             render_template(
-                "clusterrole-scc.yaml.j2", "ClusterRole", name=role, labels=lab, scc=names.scc_name(cluster)
+                "clusterrole-scc.yaml.j2",
+                "ClusterRole",
+                name=role,
+                labels=lab,
+                scc=names.scc_name(cluster),
             )
         )
     out.append(
@@ -149,7 +161,11 @@ def _image(cluster: Cluster) -> list[dict[str, Any]]:
     b = cluster.image.build
     return [
         render_template(
-            "imagestream.yaml.j2", "ImageStream", name=names.IMAGE_STREAM, namespace=cluster.namespace, labels=lab
+            "imagestream.yaml.j2",
+            "ImageStream",
+            name=names.IMAGE_STREAM,
+            namespace=cluster.namespace,
+            labels=lab,
         ),
         render_template(
             "buildconfig.yaml.j2",
@@ -281,8 +297,11 @@ def _network_policies(cluster: Cluster) -> list[dict[str, Any]]:
     if not cluster.security.network_policy:
         return []
     # name + instance: every pod of this deployment (workers and the dev Pod), no other
-    instance = {k: v for k, v in names.selector_labels(cluster, "dev").items()
-                if k != "app.kubernetes.io/component"}
+    instance = {
+        k: v
+        for k, v in names.selector_labels(cluster, "dev").items()
+        if k != "app.kubernetes.io/component"
+    }
     out = [
         render_template(
             "networkpolicy.yaml.j2",
@@ -323,8 +342,11 @@ def openshift_features_off(cluster: Cluster) -> list[str]:
     if cluster.platform == "openshift":
         return []
     off = ["the SCC for IPC_LOCK (RDMA pods need a namespace whose PodSecurity level allows it)"]
-    off.append("the image build (image.ref is the pods' image)" if cluster.image.ref
-               else "the image build: set image.ref to an image the nodes can pull")
+    off.append(
+        "the image build (image.ref is the pods' image)"
+        if cluster.image.ref
+        else "the image build: set image.ref to an image the nodes can pull"
+    )
     if exposed_dev_tools(cluster):
         off.append("Routes for the dev tools (use `mlenv port-forward`)")
     return off

@@ -45,8 +45,10 @@ def node_count(cluster: Cluster, nodes: int | None = None) -> int:
     if n < 1:
         raise InputError(f"--nodes must be at least 1, got {n}")
     if cluster.gpu_nodes and n > len(cluster.gpu_nodes):
-        raise InputError(f"--nodes {n}: {source_label(cluster)} lists only {len(cluster.gpu_nodes)} node(s) "
-                         "in nodes.gpu_nodes")
+        raise InputError(
+            f"--nodes {n}: {source_label(cluster)} lists only {len(cluster.gpu_nodes)} node(s) "
+            "in nodes.gpu_nodes"
+        )
     return n
 
 
@@ -60,22 +62,34 @@ def slurm_values(cluster: Cluster, nodes: int | None = None) -> dict[str, Any]:
     s = cluster.slurm
     results_dir = s.shared_dir.rstrip("/") + "/results"
     return {
-        "s": s, "cluster": cluster.name, "nodes": n, "gpus_per_node": cluster.gpus.per_node,
+        "s": s,
+        "cluster": cluster.name,
+        "nodes": n,
+        "gpus_per_node": cluster.gpus.per_node,
         # typed GRES (gpu:a100:4) where the site declares types
-        "gpu_count": f"{s.gpu_type}:{cluster.gpus.per_node}" if s.gpu_type else cluster.gpus.per_node,
+        "gpu_count": f"{s.gpu_type}:{cluster.gpus.per_node}"
+        if s.gpu_type
+        else cluster.gpus.per_node,
         "nodelist": ",".join(cluster.gpu_nodes[:n]) if cluster.gpu_nodes else "",
-        "results_dir": results_dir, "mounts": pyxis_mounts(s), "master_port": cluster.master_port,
-        "master_port_set": cluster.master_port_set, **shared_node_request(cluster),
-        "mode": mode_of(cluster), "cpu": cluster.gpus.type.lower() == "cpu",
+        "results_dir": results_dir,
+        "mounts": pyxis_mounts(s),
+        "master_port": cluster.master_port,
+        "master_port_set": cluster.master_port_set,
+        **shared_node_request(cluster),
+        "mode": mode_of(cluster),
+        "cpu": cluster.gpus.type.lower() == "cpu",
         # the exported variables: NCCL's, and MLENV_TOPOLOGY when the config has racks
         "nccl_env": list({**nccl_env(cluster, mode_of(cluster)), **topology_env(cluster)}.items()),
-        "source": source_label(cluster), "regen": _regen(cluster, nodes),
+        "source": source_label(cluster),
+        "regen": _regen(cluster, nodes),
     }
 
 
 def pyxis_mounts(s: Slurm) -> str:
     """``--container-mounts``: ``shared_dir`` at the same path, then ``slurm.container_mounts``."""
-    return ",".join([f"{s.shared_dir}:{s.shared_dir}", *(_pyxis_mount(m) for m in s.container_mounts)])
+    return ",".join(
+        [f"{s.shared_dir}:{s.shared_dir}", *(_pyxis_mount(m) for m in s.container_mounts)]
+    )
 
 
 def shared_node_request(cluster: Cluster) -> dict[str, Any]:
@@ -94,7 +108,8 @@ def shared_node_request(cluster: Cluster) -> dict[str, Any]:
     mem = parse_quantity(req.memory) if req.memory else None
     return {
         "cpus_per_task": 0 if site & {"cpus-per-task", "cpus-per-gpu", "mincpus"} else cpus,
-        "mem": "" if mem is None or site & {"mem", "mem-per-cpu", "mem-per-gpu"}
+        "mem": ""
+        if mem is None or site & {"mem", "mem-per-cpu", "mem-per-gpu"}
         else f"{math.ceil(mem / (1 << 20))}M",
     }
 
@@ -123,11 +138,18 @@ def render_slurm(cluster: Cluster, nodes: int | None = None) -> dict[str, str]:
         job = f"mlenv-{f.split('.')[0]}-{cluster.name}"
         # only the acceptance job traps the warning; a training script keeps Slurm's own end
         signal_s = limit_signal_s(cluster) if f == "acceptance.sbatch" else 0
-        out[f] = render_script(f"slurm/{f}.j2", job_name=job, limit_signal_s=signal_s, recheck=False, **values)
+        out[f] = render_script(
+            f"slurm/{f}.j2", job_name=job, limit_signal_s=signal_s, recheck=False, **values
+        )
     if cluster.recheck.schedule:
-        out[RECHECK_SBATCH] = render_script("slurm/acceptance.sbatch.j2", job_name=recheck_job_name(cluster),
-                                            limit_signal_s=limit_signal_s(cluster), recheck=True,
-                                            **values, **recheck_values(cluster))
+        out[RECHECK_SBATCH] = render_script(
+            "slurm/acceptance.sbatch.j2",
+            job_name=recheck_job_name(cluster),
+            limit_signal_s=limit_signal_s(cluster),
+            recheck=True,
+            **values,
+            **recheck_values(cluster),
+        )
     return out
 
 
@@ -145,10 +167,17 @@ def recheck_values(cluster: Cluster) -> dict[str, Any]:
     """What ``_recheck.sbatch.j2`` sees: the schedule expanded (:mod:`mlenv.render.cron`)."""
     sched = cluster.recheck.schedule
     e = cron.expand(sched)
-    return {"schedule": sched, "profile": cluster.recheck.profile, "recheck_script": recheck_script_path(cluster),
-            "cron_minutes": cron.words(e.minutes), "cron_hours": cron.words(e.hours),
-            "cron_days": cron.words(e.days), "cron_months": cron.words(e.months),
-            "cron_weekdays": cron.words(e.weekdays), "cron_day_or": int(e.day_or)}
+    return {
+        "schedule": sched,
+        "profile": cluster.recheck.profile,
+        "recheck_script": recheck_script_path(cluster),
+        "cron_minutes": cron.words(e.minutes),
+        "cron_hours": cron.words(e.hours),
+        "cron_days": cron.words(e.days),
+        "cron_months": cron.words(e.months),
+        "cron_weekdays": cron.words(e.weekdays),
+        "cron_day_or": int(e.day_or),
+    }
 
 
 def launch_plan(cluster: Cluster, nodes: int | None = None) -> dict[str, Any]:
@@ -170,18 +199,22 @@ def launch_plan(cluster: Cluster, nodes: int | None = None) -> dict[str, Any]:
         "device": "cpu" if cluster.gpus.type.lower() == "cpu" else "cuda",
         "env": {**nccl_env(cluster, mode_of(cluster)), **topology_env(cluster)},
         "launcher": "one torchrun per host over ssh: --nnodes H --node_rank I --nproc_per_node G, "
-                    "static rendezvous at master_addr:master_port",
+        "static rendezvous at master_addr:master_port",
         "generated_from": source_label(cluster),
         "regenerate": _regen(cluster, nodes),
     }
 
 
-def render_hosts(cluster: Cluster, nodes: int | None = None, control: Control | None = None) -> dict[str, str]:
+def render_hosts(
+    cluster: Cluster, nodes: int | None = None, control: Control | None = None
+) -> dict[str, str]:
     """File name → content of ``hosts/<cluster>/``: the DeepSpeed hostfile and the launch plan;
     with ``acceptance.schedule`` and ``control`` also the control host's cron line."""
     plan = launch_plan(cluster, nodes)
-    head = f"# Generated by mlenv render from {plan['generated_from']} - do not edit\n" \
-           f"# Regenerate: {plan['regenerate']}\n"
+    head = (
+        f"# Generated by mlenv render from {plan['generated_from']} - do not edit\n"
+        f"# Regenerate: {plan['regenerate']}\n"
+    )
     hostfile = head + "".join(f"{h} slots={plan['ranks_per_host']}\n" for h in plan["hosts"])
     out = {HOSTFILE: hostfile, LAUNCH_PLAN: json.dumps(plan, indent=2, sort_keys=True) + "\n"}
     if cluster.recheck.schedule and control is not None:
@@ -204,21 +237,37 @@ def hosts_cron(cluster: Cluster, control: Control) -> str:
     cron hands the command to /bin/sh: every value is one ``shlex.quote`` word. cron itself
     turns a ``%`` into a newline and has no quoting of its own, so a path with ``%``, a
     backslash or a control character is refused (exit 2) rather than escaped."""
-    for what, value in (("the repository root", control.root), *(("mlenv", w) for w in control.mlenv)):
+    for what, value in (
+        ("the repository root", control.root),
+        *(("mlenv", w) for w in control.mlenv),
+    ):
         if not value.isprintable() or "%" in value or "\\" in value:
-            raise InputError(f"{what} {value!r}: a cron line cannot carry '%', '\\' or control characters; "
-                             "run mlenv render from a checkout (and python) whose path has none")
+            raise InputError(
+                f"{what} {value!r}: a cron line cannot carry '%', '\\' or control characters; "
+                "run mlenv render from a checkout (and python) whose path has none"
+            )
     root = control.root.rstrip("/") or "/"
     log = f"{root}/.mlenv/recheck/{cluster.name}.log"
-    words = [*control.mlenv, "acceptance", "--cluster", cluster.name, "--profile", cluster.recheck.profile]
-    command = (f"cd {shlex.quote(root)} && mkdir -p {shlex.quote(os.path.dirname(log))} && "
-               f"{shlex.join(words)} >> {shlex.quote(log)} 2>&1")
-    return (f"# Re-checks on a schedule: acceptance.schedule {cluster.recheck.schedule} on this control host's cron\n"
-            "# (its time zone). Install (as the user who runs mlenv here), from the checkout:\n"
-            f"#   (crontab -l 2>/dev/null; grep -v '^#' hosts/{cluster.name}/{HOSTS_CRON}) | crontab -\n"
-            f"# Each run is `mlenv acceptance --cluster {cluster.name}` from this checkout: reports in\n"
-            f"# reports/{cluster.name}/<run-id>/, one line in its history; the output in {log}.\n"
-            f"{cron.five_fields(cluster.recheck.schedule)} {command}\n")
+    words = [
+        *control.mlenv,
+        "acceptance",
+        "--cluster",
+        cluster.name,
+        "--profile",
+        cluster.recheck.profile,
+    ]
+    command = (
+        f"cd {shlex.quote(root)} && mkdir -p {shlex.quote(os.path.dirname(log))} && "
+        f"{shlex.join(words)} >> {shlex.quote(log)} 2>&1"
+    )
+    return (
+        f"# Re-checks on a schedule: acceptance.schedule {cluster.recheck.schedule} on this control host's cron\n"
+        "# (its time zone). Install (as the user who runs mlenv here), from the checkout:\n"
+        f"#   (crontab -l 2>/dev/null; grep -v '^#' hosts/{cluster.name}/{HOSTS_CRON}) | crontab -\n"
+        f"# Each run is `mlenv acceptance --cluster {cluster.name}` from this checkout: reports in\n"
+        f"# reports/{cluster.name}/<run-id>/, one line in its history; the output in {log}.\n"
+        f"{cron.five_fields(cluster.recheck.schedule)} {command}\n"
+    )
 
 
 def recheck_hints(root: Path, clusters: list[Cluster], out: Path | None = None) -> list[str]:
@@ -231,21 +280,29 @@ def recheck_hints(root: Path, clusters: list[Cluster], out: Path | None = None) 
         d = platform_dir(root, c, out)
         folder = d.relative_to(root) if d.is_relative_to(root) else d
         if c.platform == "slurm":
-            lines.append(f"re-check on schedule {c.recheck.schedule!r}: install it from a login node with "
-                         f"`bash {folder}/{RECHECK_SBATCH} --install` (remove: --remove)")
+            lines.append(
+                f"re-check on schedule {c.recheck.schedule!r}: install it from a login node with "
+                f"`bash {folder}/{RECHECK_SBATCH} --install` (remove: --remove)"
+            )
         else:
-            lines.append(f"re-check on schedule {c.recheck.schedule!r}: add it to this host's crontab with "
-                         f"`(crontab -l 2>/dev/null; grep -v '^#' {folder}/{HOSTS_CRON}) | crontab -`")
+            lines.append(
+                f"re-check on schedule {c.recheck.schedule!r}: add it to this host's crontab with "
+                f"`(crontab -l 2>/dev/null; grep -v '^#' {folder}/{HOSTS_CRON}) | crontab -`"
+            )
     return lines
 
 
-def render_platform(cluster: Cluster, nodes: int | None = None, control: Control | None = None) -> dict[str, str]:
+def render_platform(
+    cluster: Cluster, nodes: int | None = None, control: Control | None = None
+) -> dict[str, str]:
     """The files of ``cluster``'s platform folder (slurm or hosts)."""
     if cluster.platform == "slurm":
         return render_slurm(cluster, nodes)
     if cluster.platform == "hosts":
         return render_hosts(cluster, nodes, control)
-    raise ValueError(f"platform {cluster.platform} renders Kubernetes manifests, not a platform folder")
+    raise ValueError(
+        f"platform {cluster.platform} renders Kubernetes manifests, not a platform folder"
+    )
 
 
 def platform_dir(root: Path, cluster: Cluster, out: Path | None = None) -> Path:
@@ -254,8 +311,13 @@ def platform_dir(root: Path, cluster: Cluster, out: Path | None = None) -> Path:
     return base / cluster.name
 
 
-def planned(root: Path, cluster: Cluster, out: Path | None = None, nodes: int | None = None,
-            mlenv: tuple[str, ...] = ()) -> tuple[Path, dict[str, str]]:
+def planned(
+    root: Path,
+    cluster: Cluster,
+    out: Path | None = None,
+    nodes: int | None = None,
+    mlenv: tuple[str, ...] = (),
+) -> tuple[Path, dict[str, str]]:
     """(folder, files) of a slurm/hosts cluster for ``mlenv render`` (written and checked like k8s/);
     ``mlenv``: the argv the hosts cron line runs mlenv with (none: no cron line)."""
     control = Control(str(root.resolve()), mlenv) if mlenv else None

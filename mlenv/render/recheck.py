@@ -112,24 +112,39 @@ def pod_labels(cluster: Cluster) -> dict[str, str]:
 
 
 def _meta(cluster: Cluster) -> dict[str, Any]:
-    return {"name": RECHECK, "namespace": cluster.namespace, "labels": names.labels(cluster, COMPONENT)}
+    return {
+        "name": RECHECK,
+        "namespace": cluster.namespace,
+        "labels": names.labels(cluster, COMPONENT),
+    }
 
 
 def service_account(cluster: Cluster) -> dict[str, Any]:
     """The CronJob's own identity (never the workers' service account, which may hold an SCC)."""
     # the token is mounted by the one pod that needs it (the CronJob's, explicitly)
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": _meta(cluster),
-            "automountServiceAccountToken": False}
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": _meta(cluster),
+        "automountServiceAccountToken": False,
+    }
 
 
 def role(cluster: Cluster) -> dict[str, Any]:
     """exec into pod-0 and read it (kubectl/oc exec gets the pod first), nothing else."""
     pod0 = [pod_name(0)]
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role", "metadata": _meta(cluster),
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": _meta(cluster),
         "rules": [
             {"apiGroups": [""], "resources": ["pods"], "resourceNames": pod0, "verbs": ["get"]},
-            {"apiGroups": [""], "resources": ["pods/exec"], "resourceNames": pod0, "verbs": ["create"]},
+            {
+                "apiGroups": [""],
+                "resources": ["pods/exec"],
+                "resourceNames": pod0,
+                "verbs": ["create"],
+            },
         ],
     }
 
@@ -137,7 +152,9 @@ def role(cluster: Cluster) -> dict[str, Any]:
 def role_binding(cluster: Cluster) -> dict[str, Any]:
     """:func:`role` to :func:`service_account`, in this namespace only."""
     return {
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": _meta(cluster),
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": _meta(cluster),
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": RECHECK},
         "subjects": [{"kind": "ServiceAccount", "name": RECHECK, "namespace": cluster.namespace}],
     }
@@ -145,7 +162,10 @@ def role_binding(cluster: Cluster) -> dict[str, Any]:
 
 def _pod_spec(cluster: Cluster) -> dict[str, Any]:
     image = runner_image(cluster)
-    pod_security: dict[str, Any] = {"runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    pod_security: dict[str, Any] = {
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     if cluster.platform != "openshift":
         pod_security.update(runAsUser=NONROOT_UID, runAsGroup=NONROOT_UID)
     container = {
@@ -181,7 +201,9 @@ def _pod_spec(cluster: Cluster) -> dict[str, Any]:
 def cron_job(cluster: Cluster) -> dict[str, Any]:
     """The CronJob running ``acceptance.profile`` on ``acceptance.schedule`` through pod-0."""
     return {
-        "apiVersion": "batch/v1", "kind": "CronJob", "metadata": _meta(cluster),
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": _meta(cluster),
         "spec": {
             "schedule": cluster.recheck.schedule,
             "concurrencyPolicy": "Forbid",  # two suites at once would measure each other
@@ -194,7 +216,10 @@ def cron_job(cluster: Cluster) -> dict[str, Any]:
                     # a failed run is a finding for the history, not something to retry
                     "backoffLimit": 0,
                     "activeDeadlineSeconds": PROFILE_BOUND_S[cluster.recheck.profile],
-                    "template": {"metadata": {"labels": pod_labels(cluster)}, "spec": _pod_spec(cluster)},
+                    "template": {
+                        "metadata": {"labels": pod_labels(cluster)},
+                        "spec": _pod_spec(cluster),
+                    },
                 },
             },
         },

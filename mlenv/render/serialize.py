@@ -66,5 +66,7 @@ def render_files(manifests: list[dict[str, Any]], head: str) -> dict[str, str]:
         "resources": [file_name(k) for k in kinds],
     }
     # sort_keys=False here: kustomize reads resources in this (apply) order
-    files[KUSTOMIZATION] = head + yaml.safe_dump(kustomization, sort_keys=False, default_flow_style=False)
+    files[KUSTOMIZATION] = head + yaml.safe_dump(
+        kustomization, sort_keys=False, default_flow_style=False
+    )
     return files

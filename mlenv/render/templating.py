@@ -69,8 +69,12 @@ def render_template(template: str, kind: str, /, **values: Any) -> dict[str, Any
     text = _environment().get_template(template).render(**values)
     docs = [d for d in yaml.safe_load_all(text) if d is not None]
     if len(docs) != 1 or not isinstance(docs[0], dict):
-        raise ValueError(f"template {template} produced {len(docs)} documents, expected one mapping")
+        raise ValueError(
+            f"template {template} produced {len(docs)} documents, expected one mapping"
+        )
     doc: dict[str, Any] = docs[0]
     if doc.get("kind") != kind:
-        raise ValueError(f"template {template} produced kind {doc.get('kind')!r}, expected {kind!r}")
+        raise ValueError(
+            f"template {template} produced kind {doc.get('kind')!r}, expected {kind!r}"
+        )
     return doc

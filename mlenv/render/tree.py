@@ -33,5 +33,7 @@ def render_tree(cluster: Cluster, mode: Mode, nodes: int | None = None) -> dict[
     src = source_label(cluster)
     manifests = render_cluster(cluster, mode, nodes, validate=False)
     validate_manifests(manifests, f"{src} (mode {mode})")
-    regen = f"mlenv render {cluster.name} --mode {mode}" + (f" --nodes {nodes}" if nodes is not None else "")
+    regen = f"mlenv render {cluster.name} --mode {mode}" + (
+        f" --nodes {nodes}" if nodes is not None else ""
+    )
     return render_files(manifests, header(src, regen))

@@ -52,7 +52,9 @@ def _validator(api_version: str, kind: str) -> Any:
 
     key = (api_version, kind)
     if key in OPENSHIFT_SCHEMAS:
-        text = resources.files("mlenv.render").joinpath("schemas", OPENSHIFT_SCHEMAS[key]).read_text()
+        text = (
+            resources.files("mlenv.render").joinpath("schemas", OPENSHIFT_SCHEMAS[key]).read_text()
+        )
         return jsonschema.Draft202012Validator(json.loads(text))
     # same file naming as kubernetes_validate.validate: rbac.authorization.k8s.io/v1 -> rbac-v1
     group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)

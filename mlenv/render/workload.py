@@ -23,9 +23,7 @@ MULTUS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 # digest cannot. Digest of quay.io/openshift/origin-oauth-proxy as pinned by
 # opendatahub-io's components/origin-oauth-proxy image; re-pin with
 # `skopeo inspect docker://quay.io/openshift/origin-oauth-proxy:<tag>` when bumping.
-OAUTH_PROXY_IMAGE = (
-    "quay.io/openshift/origin-oauth-proxy@sha256:1ece77d14a685ef2397c3a327844eea45ded00c95471e9e333e35ef3860b1895"
-)
+OAUTH_PROXY_IMAGE = "quay.io/openshift/origin-oauth-proxy@sha256:1ece77d14a685ef2397c3a327844eea45ded00c95471e9e333e35ef3860b1895"
 # Secret volumes are written by the kubelet owned by root, group = the pod's fsGroup when it
 # has one (OpenShift's restricted SCCs always assign one) and root (0) otherwise. 0440 is
 # readable in both cases, never by "other": the pod's UID always has group 0 (the image's
@@ -142,8 +140,10 @@ def default_pull_policy(image: str) -> str:
 def _toleration(t: Toleration) -> dict[str, Any]:
     if t.operator == "Exists" and t.value:
         # the API server refuses it; say which config key instead of a server error
-        raise InputError(f"scheduling.tolerations: key {t.key!r} has operator Exists and a value "
-                         f"({t.value!r}); Exists takes no value")
+        raise InputError(
+            f"scheduling.tolerations: key {t.key!r} has operator Exists and a value "
+            f"({t.value!r}); Exists takes no value"
+        )
     out: dict[str, Any] = {"operator": t.operator}
     if t.key:
         out["key"] = t.key
@@ -216,7 +216,10 @@ def _shm_volume(cluster: Cluster) -> dict[str, Any]:
 
 
 def _claim_spec(access_mode: str, storage_class: str, size: str) -> dict[str, Any]:
-    spec: dict[str, Any] = {"accessModes": [access_mode], "resources": {"requests": {"storage": size}}}
+    spec: dict[str, Any] = {
+        "accessModes": [access_mode],
+        "resources": {"requests": {"storage": size}},
+    }
     if storage_class:
         spec["storageClassName"] = storage_class
     return spec
@@ -240,7 +243,11 @@ def _affinity(cluster: Cluster, component: str) -> dict[str, Any]:
                 "nodeSelectorTerms": [
                     {
                         "matchExpressions": [
-                            {"key": HOSTNAME_KEY, "operator": "In", "values": list(cluster.gpu_nodes)}
+                            {
+                                "key": HOSTNAME_KEY,
+                                "operator": "In",
+                                "values": list(cluster.gpu_nodes),
+                            }
                         ]
                     }
                 ]
@@ -268,8 +275,14 @@ def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
     claim_templates: list[dict[str, Any]] = []
     if st.mode == "rwx":
         volumes += [  # existing claims (i10.3) keep a migrated namespace's data
-            {"name": "workspace", "persistentVolumeClaim": {"claimName": st.workspace_claim or names.WORKSPACE_PVC}},
-            {"name": "datasets", "persistentVolumeClaim": {"claimName": st.datasets_claim or names.DATASETS_PVC}},
+            {
+                "name": "workspace",
+                "persistentVolumeClaim": {"claimName": st.workspace_claim or names.WORKSPACE_PVC},
+            },
+            {
+                "name": "datasets",
+                "persistentVolumeClaim": {"claimName": st.datasets_claim or names.DATASETS_PVC},
+            },
         ]
     else:
         for vol, size in (("workspace", st.workspace_size), ("datasets", st.datasets_size)):
@@ -358,7 +371,10 @@ def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
 
 
 def _secret_env(name: str, key: str) -> dict[str, Any]:
-    return {"name": name, "valueFrom": {"secretKeyRef": {"name": names.DEVTOOLS_SECRET, "key": key}}}
+    return {
+        "name": name,
+        "valueFrom": {"secretKeyRef": {"name": names.DEVTOOLS_SECRET, "key": key}},
+    }
 
 
 def _tool_security() -> dict[str, Any]:
@@ -410,7 +426,9 @@ _VIEW_SAR = {"resource": "pods", "verb": "get"}
 SA_TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 
-def _dev_tool_containers(cluster: Cluster, image: str, mounts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _dev_tool_containers(
+    cluster: Cluster, image: str, mounts: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     # copies: a dict shared between containers would be written as a YAML anchor/alias
     ws = [dict(m) for m in mounts if m["name"] == "workspace"]
@@ -425,8 +443,14 @@ def _dev_tool_containers(cluster: Cluster, image: str, mounts: list[dict[str, An
             "image": image,
             "imagePullPolicy": policy,
             "command": ["code-server"],
-            "args": ["--bind-addr", f"{host}:{port}", "--auth", "none" if proxied else "password",
-                     "--disable-telemetry", names.WORKSPACE_DIR],
+            "args": [
+                "--bind-addr",
+                f"{host}:{port}",
+                "--auth",
+                "none" if proxied else "password",
+                "--disable-telemetry",
+                names.WORKSPACE_DIR,
+            ],
             "securityContext": _tool_security(),
             "volumeMounts": [dict(m) for m in ws],
         }
@@ -444,8 +468,12 @@ def _dev_tool_containers(cluster: Cluster, image: str, mounts: list[dict[str, An
             "image": image,
             "imagePullPolicy": policy,
             "command": ["jupyter", "lab"],
-            "args": [f"--ip={host}", f"--port={port}", "--no-browser",
-                     f"--ServerApp.root_dir={names.WORKSPACE_DIR}"],
+            "args": [
+                f"--ip={host}",
+                f"--port={port}",
+                "--no-browser",
+                f"--ServerApp.root_dir={names.WORKSPACE_DIR}",
+            ],
             "securityContext": _tool_security(),
             "volumeMounts": [dict(m) for m in ws],
         }
@@ -453,7 +481,11 @@ def _dev_tool_containers(cluster: Cluster, image: str, mounts: list[dict[str, An
             # oauth-proxy authenticated the user; an empty token turns Jupyter's own login
             # off (it listens on loopback, so only the proxy reaches it), and the proxy
             # passes the Route's Host header, which a loopback Jupyter refuses unless told
-            jupyter["args"] = [*jupyter["args"], "--ServerApp.token=", "--ServerApp.allow_remote_access=True"]
+            jupyter["args"] = [
+                *jupyter["args"],
+                "--ServerApp.token=",
+                "--ServerApp.allow_remote_access=True",
+            ]
         else:
             # Jupyter Server reads $JUPYTER_TOKEN itself: the token never reaches argv
             # (i9.8: argv is world-readable in /proc and shown by `ps`)
@@ -470,8 +502,14 @@ def _dev_tool_containers(cluster: Cluster, image: str, mounts: list[dict[str, An
                 "imagePullPolicy": policy,
                 "command": ["tensorboard"],
                 # loopback only in both modes: it has no auth of its own
-                "args": ["--logdir", f"{names.WORKSPACE_DIR}/results", "--host", "127.0.0.1",
-                         "--port", str(DEV_TOOLS["tensorboard"][3])],
+                "args": [
+                    "--logdir",
+                    f"{names.WORKSPACE_DIR}/results",
+                    "--host",
+                    "127.0.0.1",
+                    "--port",
+                    str(DEV_TOOLS["tensorboard"][3]),
+                ],
                 "securityContext": _tool_security(),
                 "volumeMounts": [dict(m) for m in ws],
             }
@@ -500,13 +538,30 @@ def _sa_token_volume() -> dict[str, Any]:
             "defaultMode": 0o444,  # the token file is the pod's own; any UID of the pod reads it
             "sources": [
                 {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
-                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+                {
+                    "configMap": {
+                        "name": "kube-root-ca.crt",
+                        "items": [{"key": "ca.crt", "path": "ca.crt"}],
+                    }
+                },
                 # OpenShift adds the service CA to its automounted token volume too
-                {"configMap": {"name": "openshift-service-ca.crt", "optional": True,
-                               "items": [{"key": "service-ca.crt", "path": "service-ca.crt"}]}},
-                {"downwardAPI": {"items": [{"path": "namespace",
-                                            "fieldRef": {"apiVersion": "v1",
-                                                         "fieldPath": "metadata.namespace"}}]}},
+                {
+                    "configMap": {
+                        "name": "openshift-service-ca.crt",
+                        "optional": True,
+                        "items": [{"key": "service-ca.crt", "path": "service-ca.crt"}],
+                    }
+                },
+                {
+                    "downwardAPI": {
+                        "items": [
+                            {
+                                "path": "namespace",
+                                "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"},
+                            }
+                        ]
+                    }
+                },
             ],
         },
     }
@@ -526,26 +581,48 @@ def dev_pod(cluster: Cluster, mode: Mode) -> dict[str, Any]:
     if st.mode == "rwx":
         mounts.append({"name": "datasets", "mountPath": names.DATASETS_DIR})
         volumes += [  # existing claims (i10.3) keep a migrated namespace's data
-            {"name": "workspace", "persistentVolumeClaim": {"claimName": st.workspace_claim or names.WORKSPACE_PVC}},
-            {"name": "datasets", "persistentVolumeClaim": {"claimName": st.datasets_claim or names.DATASETS_PVC}},
+            {
+                "name": "workspace",
+                "persistentVolumeClaim": {"claimName": st.workspace_claim or names.WORKSPACE_PVC},
+            },
+            {
+                "name": "datasets",
+                "persistentVolumeClaim": {"claimName": st.datasets_claim or names.DATASETS_PVC},
+            },
         ]
     else:
-        volumes.append({"name": "workspace", "persistentVolumeClaim": {
-            "claimName": st.workspace_claim or names.DEV_WORKSPACE_PVC}})
+        volumes.append(
+            {
+                "name": "workspace",
+                "persistentVolumeClaim": {
+                    "claimName": st.workspace_claim or names.DEV_WORKSPACE_PVC
+                },
+            }
+        )
         if st.datasets_claim:  # upstream's dev pod mounted its datasets claim too
             mounts.append({"name": "datasets", "mountPath": names.DATASETS_DIR})
-            volumes.append({"name": "datasets", "persistentVolumeClaim": {"claimName": st.datasets_claim}})
+            volumes.append(
+                {"name": "datasets", "persistentVolumeClaim": {"claimName": st.datasets_claim}}
+            )
     mounts.append({"name": "dshm", "mountPath": names.SHM_DIR})
     proxied = [t for t in enabled_dev_tools(cluster) if oauth(cluster)]
     for tool in proxied:
-        volumes.append({"name": f"{DEV_TOOLS[tool][0]}-tls",
-                        "secret": {"secretName": tls_secret(tool), "defaultMode": SECRET_MODE}})
+        volumes.append(
+            {
+                "name": f"{DEV_TOOLS[tool][0]}-tls",
+                "secret": {"secretName": tls_secret(tool), "defaultMode": SECRET_MODE},
+            }
+        )
     if proxied:
         volumes += [
-            {"name": "oauth-cookie", "secret": {"secretName": names.DEVTOOLS_SECRET,
-                                                 "defaultMode": SECRET_MODE,
-                                                 "items": [{"key": "oauth-cookie-secret",
-                                                            "path": "cookie_secret"}]}},
+            {
+                "name": "oauth-cookie",
+                "secret": {
+                    "secretName": names.DEVTOOLS_SECRET,
+                    "defaultMode": SECRET_MODE,
+                    "items": [{"key": "oauth-cookie-secret", "path": "cookie_secret"}],
+                },
+            },
             _sa_token_volume(),
         ]
     env = [

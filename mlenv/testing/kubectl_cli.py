@@ -65,10 +65,22 @@ See https://kubernetes.io/docs/reference/using-api/server-side-apply/#conflicts"
 
 # Options each command takes: name → whether it carries a value (``--name=value``).
 _OPTIONS: dict[str, dict[str, bool]] = {
-    "get": {"--output": True, "--ignore-not-found": False, "--all-namespaces": False,
-            "--selector": True, "--field-selector": True, "--raw": True},
-    "apply": {"--server-side": False, "--field-manager": True, "--output": True,
-              "--filename": True, "--force-conflicts": False, "--dry-run": True},
+    "get": {
+        "--output": True,
+        "--ignore-not-found": False,
+        "--all-namespaces": False,
+        "--selector": True,
+        "--field-selector": True,
+        "--raw": True,
+    },
+    "apply": {
+        "--server-side": False,
+        "--field-manager": True,
+        "--output": True,
+        "--filename": True,
+        "--force-conflicts": False,
+        "--dry-run": True,
+    },
     "delete": {"--cascade": True, "--ignore-not-found": False, "--wait": True, "--output": True},
     "auth can-i": {"--as": True, "--subresource": True},
     "create": {"--output": True, "--filename": True},
@@ -78,8 +90,12 @@ _OPTIONS: dict[str, dict[str, bool]] = {
     "exec": {"-i": False},
     "whoami": {"--show-server": False},  # oc only: kubectl has `auth whoami`
 }
-_EVERYWHERE = {"--namespace": True, "--request-timeout": True, "--kubeconfig": True,
-               "--context": True}
+_EVERYWHERE = {
+    "--namespace": True,
+    "--request-timeout": True,
+    "--kubeconfig": True,
+    "--context": True,
+}
 WHOAMI_JSONPATH = "jsonpath={.status.userInfo.username}"
 SERVER_JSONPATH = "jsonpath={.clusters[0].cluster.server}"
 
@@ -195,7 +211,9 @@ def _ns(kind: str, call: Call) -> str | None:
 
 
 def _timestamp(i: int) -> str:
-    moment = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(seconds=i)
+    moment = datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(
+        seconds=i
+    )
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
@@ -223,8 +241,13 @@ def run(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]) -
     if c == "auth can-i":
         if len(names) != 2:
             raise Unsupported("auth can-i takes VERB RESOURCE")
-        allowed = fake.can_i(names[0], names[1], call.namespace, as_user=opts.get("--as"),
-                             subresource=opts.get("--subresource"))
+        allowed = fake.can_i(
+            names[0],
+            names[1],
+            call.namespace,
+            as_user=opts.get("--as"),
+            subresource=opts.get("--subresource"),
+        )
         out("yes\n" if allowed else "no\n")
         return 0 if allowed else 1
     if c == "get" and "--raw" in opts:
@@ -247,8 +270,14 @@ def run(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]) -
         tail = opts.get("--tail")
         if tail is not None and not tail.isdigit():
             raise Unsupported(f"--tail={tail}")
-        out(fake.logs(names[0], call.namespace, follow="-f" in opts,
-                      tail=int(tail) if tail is not None else None))
+        out(
+            fake.logs(
+                names[0],
+                call.namespace,
+                follow="-f" in opts,
+                tail=int(tail) if tail is not None else None,
+            )
+        )
         return 0
     if c == "exec":
         return _exec(fake, call, stdin, out)
@@ -277,10 +306,23 @@ def _get(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:
     every = "--all-namespaces" in opts
     if every == bool(call.namespace) and kind not in CLUSTER_SCOPED_KINDS:
         raise Unsupported("a namespaced list needs exactly one of --namespace, --all-namespaces")
-    items = fake.list(kind, None if every else _ns(kind, call),
-                      _selector(opts["--selector"]) if "--selector" in opts else None)
-    out(json.dumps({"apiVersion": "v1", "kind": "List", "items": items,
-                    "metadata": {"resourceVersion": ""}}, indent=4) + "\n")
+    items = fake.list(
+        kind,
+        None if every else _ns(kind, call),
+        _selector(opts["--selector"]) if "--selector" in opts else None,
+    )
+    out(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": items,
+                "metadata": {"resourceVersion": ""},
+            },
+            indent=4,
+        )
+        + "\n"
+    )
     return 0
 
 
@@ -301,8 +343,18 @@ def _get_refs(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:
         if found:
             out(json.dumps(found[0], indent=4) + "\n")
         return 0
-    out(json.dumps({"apiVersion": "v1", "kind": "List", "items": found,
-                    "metadata": {"resourceVersion": ""}}, indent=4) + "\n")
+    out(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": found,
+                "metadata": {"resourceVersion": ""},
+            },
+            indent=4,
+        )
+        + "\n"
+    )
     return 0
 
 
@@ -331,15 +383,35 @@ def _events(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:
     sel = _selector(call.options["--field-selector"]) if "--field-selector" in call.options else {}
     if set(sel) - {"involvedObject.kind", "involvedObject.name"}:
         raise Unsupported(f"event field selector {sorted(sel)}")
-    events = fake.events(call.namespace, sel.get("involvedObject.kind"),
-                         sel.get("involvedObject.name"))
-    items = [{"apiVersion": "v1", "kind": "Event",
-              "metadata": {"name": f"{e.name}.{i:016x}", "namespace": call.namespace},
-              "involvedObject": {"kind": e.kind, "name": e.name, "namespace": call.namespace},
-              "type": e.type, "reason": e.reason, "message": e.message, "count": e.count,
-              "lastTimestamp": _timestamp(i)} for i, e in enumerate(events)]
-    out(json.dumps({"apiVersion": "v1", "kind": "List", "items": items,
-                    "metadata": {"resourceVersion": ""}}, indent=4) + "\n")
+    events = fake.events(
+        call.namespace, sel.get("involvedObject.kind"), sel.get("involvedObject.name")
+    )
+    items = [
+        {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {"name": f"{e.name}.{i:016x}", "namespace": call.namespace},
+            "involvedObject": {"kind": e.kind, "name": e.name, "namespace": call.namespace},
+            "type": e.type,
+            "reason": e.reason,
+            "message": e.message,
+            "count": e.count,
+            "lastTimestamp": _timestamp(i),
+        }
+        for i, e in enumerate(events)
+    ]
+    out(
+        json.dumps(
+            {
+                "apiVersion": "v1",
+                "kind": "List",
+                "items": items,
+                "metadata": {"resourceVersion": ""},
+            },
+            indent=4,
+        )
+        + "\n"
+    )
     return 0
 
 
@@ -363,8 +435,18 @@ def _apply(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]
         # and prints what the server returned as a List; a refused object fails the call
         # (the client then asks each alone), which the first refusal here stands for.
         items = [_apply_one(fake, call, m, manager, dry) for m in manifest.get("items") or []]
-        out(json.dumps({"apiVersion": "v1", "kind": "List", "items": items,
-                        "metadata": {"resourceVersion": ""}}, indent=4) + "\n")
+        out(
+            json.dumps(
+                {
+                    "apiVersion": "v1",
+                    "kind": "List",
+                    "items": items,
+                    "metadata": {"resourceVersion": ""},
+                },
+                indent=4,
+            )
+            + "\n"
+        )
         return 0
     if not isinstance(manifest, dict) or manifest.get("kind") == "List":
         raise Unsupported("apply takes one object on stdin (a List only with --dry-run=server)")
@@ -372,15 +454,22 @@ def _apply(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]
     return 0
 
 
-def _apply_one(fake: FakeCluster, call: Call, manifest: dict[str, Any], manager: str, dry: bool) -> dict[str, Any]:
+def _apply_one(
+    fake: FakeCluster, call: Call, manifest: dict[str, Any], manager: str, dry: bool
+) -> dict[str, Any]:
     """One object server-side applied; what kubectl prints of it."""
     kind = str(manifest.get("kind", ""))
     name = str((manifest.get("metadata") or {}).get("name", ""))
     ns = _ns(kind, call)
     before = fake.get(kind, name, ns) if name and kind else None
     try:
-        res = fake.apply(manifest, ns, field_manager=manager,
-                         force_conflicts="--force-conflicts" in call.options, dry_run=dry)
+        res = fake.apply(
+            manifest,
+            ns,
+            field_manager=manager,
+            force_conflicts="--force-conflicts" in call.options,
+            dry_run=dry,
+        )
     except Conflict as e:
         raise KubectlError(_conflict_text(e, str(manifest.get("apiVersion", "")))) from None
     if dry:  # the object as it would be: the live one, with the applied fields on top
@@ -407,14 +496,25 @@ def _create_reviews(fake: FakeCluster, call: Call, stdin: str, out: Callable[[st
     for item in items or []:
         attrs = ((item or {}).get("spec") or {}).get("resourceAttributes")
         if item.get("kind") != "SelfSubjectAccessReview" or not isinstance(attrs, dict):
-            raise Unsupported("create of anything but SelfSubjectAccessReviews with resourceAttributes")
+            raise Unsupported(
+                "create of anything but SelfSubjectAccessReviews with resourceAttributes"
+            )
         resource = ".".join(p for p in (attrs.get("resource", ""), attrs.get("group", "")) if p)
         if attrs.get("name"):
             resource += f"/{attrs['name']}"
-        allowed = fake.can_i(str(attrs.get("verb", "")), resource, attrs.get("namespace") or None,
-                             subresource=attrs.get("subresource") or None)
-        out(json.dumps({**item, "metadata": {"creationTimestamp": None},
-                        "status": {"allowed": allowed}}, indent=4) + "\n")
+        allowed = fake.can_i(
+            str(attrs.get("verb", "")),
+            resource,
+            attrs.get("namespace") or None,
+            subresource=attrs.get("subresource") or None,
+        )
+        out(
+            json.dumps(
+                {**item, "metadata": {"creationTimestamp": None}, "status": {"allowed": allowed}},
+                indent=4,
+            )
+            + "\n"
+        )
     return 0
 
 
@@ -423,8 +523,13 @@ def _exec(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None])
         raise Unsupported("exec --namespace=NS [-i] POD -- ARGV…")
     pod = call.positionals[0]
     try:
-        res = fake.exec(pod, call.namespace, call.container_argv,
-                        stdin=stdin if "-i" in call.options else None, check=False)
+        res = fake.exec(
+            pod,
+            call.namespace,
+            call.container_argv,
+            stdin=stdin if "-i" in call.options else None,
+            check=False,
+        )
     except ExecTimeout:
         time.sleep(3600)  # a hanging command hangs: the client's timeout kills this process
         return 137
@@ -446,7 +551,8 @@ def _conflict_text(e: Conflict, api_version: str) -> str:
         for path, mgr in e.fields:
             by.setdefault(mgr, []).append(path)
         head = f"Apply failed with {len(e.fields)} conflicts: " + "\n".join(
-            f'conflicts with "{m}":\n' + "\n".join(f"- .{p}" for p in by[m]) for m in sorted(by))
+            f'conflicts with "{m}":\n' + "\n".join(f"- .{p}" for p in by[m]) for m in sorted(by)
+        )
     return f"error: {head}\n{CONFLICT_ADVICE}"
 
 
@@ -457,7 +563,8 @@ def _status_error(e: ApiError) -> str:
     if isinstance(e, Invalid):
         return f'The {e.kind} "{e.name}" is invalid: {_after_invalid(str(e))}'
     reason = {NotFound: "NotFound", Forbidden: "Forbidden", Conflict: "Conflict"}.get(
-        type(e), "InternalError")
+        type(e), "InternalError"
+    )
     if isinstance(e, NotFound) and "doesn't have a resource type" in str(e):
         return f"error: {e}"
     return f"Error from server ({reason}): {e}"
@@ -511,8 +618,12 @@ class InProcess(OcCluster):
         self.fake = fake
         self.calls: list[list[str]] = []
 
-    def _call(self, line: Sequence[str], stdin: str | None,  # type: ignore[override]
-              timeout: float) -> tuple[int, str, str, bool]:
+    def _call(  # type: ignore[override]
+        self,
+        line: Sequence[str],
+        stdin: str | None,
+        timeout: float,
+    ) -> tuple[int, str, str, bool]:
         self.calls.append(list(line[1:]))
         rc, out, err = answer(self.fake, line[1:], stdin or "")
         return rc, out, err, False

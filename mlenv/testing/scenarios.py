@@ -39,9 +39,15 @@ from mlenv.config.rules import parse_quantity
 
 # What a project admin may not do on OpenShift or in the tier (the fake's `denied` for the
 # non-admin identity; on the plane, the user's RBAC says it).
-NON_ADMIN_DENIED = ("create securitycontextconstraints", "patch securitycontextconstraints",
-                    "create clusterroles", "patch clusterroles", "bind clusterroles",
-                    "escalate clusterroles", "use securitycontextconstraints")
+NON_ADMIN_DENIED = (
+    "create securitycontextconstraints",
+    "patch securitycontextconstraints",
+    "create clusterroles",
+    "patch clusterroles",
+    "bind clusterroles",
+    "escalate clusterroles",
+    "use securitycontextconstraints",
+)
 
 SCC_NAME = "mlenv-scenario-scc"
 LABELS = {"app.kubernetes.io/name": "mlenv-scenario"}
@@ -65,7 +71,9 @@ class Stage:
     def expect(self, ok: bool, what: str, seen: Any = None) -> None:
         """Fail with the side's name, what the real server does, and what was seen."""
         if not ok:
-            raise ScenarioFailed(f"[{self.side}] {what}" + (f" (seen: {seen!r})" if seen is not None else ""))
+            raise ScenarioFailed(
+                f"[{self.side}] {what}" + (f" (seen: {seen!r})" if seen is not None else "")
+            )
 
     def until(self, what: str, check: Callable[[], Any], seconds: float = 60.0) -> Any:
         """Poll ``check`` through the admin client's clock until it returns truthy."""
@@ -80,23 +88,51 @@ class Stage:
 
 
 def _pod(name: str, image: str, labels: dict[str, str] | None = None) -> Manifest:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": dict(labels or LABELS)},
-            "spec": {"containers": [{"name": "main", "image": image, "command": ["sleep", "infinity"]}]}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": dict(labels or LABELS)},
+        "spec": {
+            "containers": [{"name": "main", "image": image, "command": ["sleep", "infinity"]}]
+        },
+    }
 
 
 def _statefulset(name: str, replicas: int, env_value: str, claim_size: str) -> Manifest:
     return {
-        "apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {"name": name, "labels": dict(LABELS)},
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "labels": dict(LABELS)},
         "spec": {
-            "replicas": replicas, "serviceName": name, "podManagementPolicy": "Parallel",
+            "replicas": replicas,
+            "serviceName": name,
+            "podManagementPolicy": "Parallel",
             "selector": {"matchLabels": dict(LABELS)},
-            "template": {"metadata": {"labels": dict(LABELS)}, "spec": {"containers": [{
-                "name": "main", "image": "registry.access.redhat.com/ubi9/ubi-minimal:latest",
-                "command": ["sleep", "infinity"], "env": [{"name": "SCENARIO", "value": env_value}],
-                "volumeMounts": [{"name": "data", "mountPath": "/data"}]}]}},
-            "volumeClaimTemplates": [{"metadata": {"name": "data"}, "spec": {
-                "accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": claim_size}}}}],
-        }}
+            "template": {
+                "metadata": {"labels": dict(LABELS)},
+                "spec": {
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.access.redhat.com/ubi9/ubi-minimal:latest",
+                            "command": ["sleep", "infinity"],
+                            "env": [{"name": "SCENARIO", "value": env_value}],
+                            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                        }
+                    ]
+                },
+            },
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "data"},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": claim_size}},
+                    },
+                }
+            ],
+        },
+    }
 
 
 # -- the scenarios ----------------------------------------------------------------------
@@ -108,30 +144,64 @@ def binding_a_cluster_role_needs_bind_or_its_grants(st: Stage) -> None:
     role or already holds ``use``; ``auth can-i bind`` says so beforehand. (The fake
     accepted the binding: found by this scenario, fixed.)"""
     role = f"{st.namespace}-scc-use"
-    st.admin.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                    "metadata": {"name": role}, "rules": [{
-                        "apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"],
-                        "resourceNames": [SCC_NAME], "verbs": ["use"]}]}, None)
+    st.admin.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": role},
+            "rules": [
+                {
+                    "apiGroups": ["security.openshift.io"],
+                    "resources": ["securitycontextconstraints"],
+                    "resourceNames": [SCC_NAME],
+                    "verbs": ["use"],
+                }
+            ],
+        },
+        None,
+    )
     try:
-        st.expect(st.user.can_i("create", "rolebindings", st.namespace), "a project admin may create rolebindings")
-        st.expect(not st.user.can_i("bind", f"clusterroles/{role}", st.namespace),
-                  "a project admin may not bind a cluster role it was not given")
-        binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                   "metadata": {"name": "scc-use"},
-                   "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-                   "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": st.namespace}]}
+        st.expect(
+            st.user.can_i("create", "rolebindings", st.namespace),
+            "a project admin may create rolebindings",
+        )
+        st.expect(
+            not st.user.can_i("bind", f"clusterroles/{role}", st.namespace),
+            "a project admin may not bind a cluster role it was not given",
+        )
+        binding = {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "scc-use"},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [{"kind": "ServiceAccount", "name": "default", "namespace": st.namespace}],
+        }
         try:
             st.user.apply(binding, st.namespace)
         except Forbidden as e:
-            st.expect("not currently held" in str(e) or "escalat" in str(e),
-                      "the refusal names the permissions not held", str(e))
+            st.expect(
+                "not currently held" in str(e) or "escalat" in str(e),
+                "the refusal names the permissions not held",
+                str(e),
+            )
         else:
-            raise ScenarioFailed(f"[{st.side}] RBAC refuses a RoleBinding to a ClusterRole whose grants "
-                                 "the user does not hold; it was accepted")
-        st.expect(st.admin.get("RoleBinding", "scc-use", st.namespace) is None, "nothing was created")
+            raise ScenarioFailed(
+                f"[{st.side}] RBAC refuses a RoleBinding to a ClusterRole whose grants "
+                "the user does not hold; it was accepted"
+            )
+        st.expect(
+            st.admin.get("RoleBinding", "scc-use", st.namespace) is None, "nothing was created"
+        )
         # the admin may: bind is implied for a cluster admin
         st.admin.apply(binding, st.namespace)
-        st.expect(st.admin.get("RoleBinding", "scc-use", st.namespace) is not None, "the admin's binding exists")
+        st.expect(
+            st.admin.get("RoleBinding", "scc-use", st.namespace) is not None,
+            "the admin's binding exists",
+        )
     finally:
         st.admin.delete("RoleBinding", "scc-use", st.namespace)
         st.admin.delete("ClusterRole", role, None)
@@ -142,7 +212,9 @@ def quantities_come_back_in_canonical_form(st: Stage) -> None:
     ``1Ti``, CPU ``1000m`` as ``1``, memory ``2048Mi`` as ``2Gi``. Code that compares strings sees a change on every re-apply (i22.7: the StatefulSet was
     recreated every deploy). (The fake kept the text as sent: found, fixed.)"""
     sts = _statefulset("quant", 0, "one", "1024Gi")
-    sts["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1000m", "memory": "2048Mi"}}
+    sts["spec"]["template"]["spec"]["containers"][0]["resources"] = {
+        "requests": {"cpu": "1000m", "memory": "2048Mi"}
+    }
     st.user.apply(sts, st.namespace)
     got = st.user.get("StatefulSet", "quant", st.namespace) or {}
     size = got["spec"]["volumeClaimTemplates"][0]["spec"]["resources"]["requests"]["storage"]
@@ -154,7 +226,11 @@ def quantities_come_back_in_canonical_form(st: Stage) -> None:
     before = str((got.get("metadata") or {}).get("generation"))
     st.user.apply(sts, st.namespace)
     after = (st.user.get("StatefulSet", "quant", st.namespace) or {}).get("metadata") or {}
-    st.expect(str(after.get("generation")) == before, "re-applying 1024Gi changes nothing", after.get("generation"))
+    st.expect(
+        str(after.get("generation")) == before,
+        "re-applying 1024Gi changes nothing",
+        after.get("generation"),
+    )
     st.user.delete("StatefulSet", "quant", st.namespace)
 
 
@@ -166,23 +242,49 @@ def a_bound_claim_cannot_shrink(st: Stage) -> None:
     it was never seen in a test (found on the plane, fixed in the fake)."""
     from mlenv.cluster.api import Invalid
 
-    claim: Manifest = {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                       "metadata": {"name": "shrink", "labels": dict(LABELS)},
-                       "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}}}
+    claim: Manifest = {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": "shrink", "labels": dict(LABELS)},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}},
+    }
     st.user.apply(claim, st.namespace)
-    st.until("the claim binds", lambda: ((st.user.get("PersistentVolumeClaim", "shrink", st.namespace) or {})
-                                          .get("status") or {}).get("phase") == "Bound")
+    st.until(
+        "the claim binds",
+        lambda: (
+            (
+                (st.user.get("PersistentVolumeClaim", "shrink", st.namespace) or {}).get("status")
+                or {}
+            ).get("phase")
+            == "Bound"
+        ),
+    )
     smaller = {**claim, "spec": {**claim["spec"], "resources": {"requests": {"storage": "1Gi"}}}}
     for dry in (True, False):
         try:
             st.user.apply(smaller, st.namespace, dry_run=dry)
         except Invalid as e:
-            st.expect("spec.resources.requests.storage" in str(e), "the refusal names the size field", str(e))
+            st.expect(
+                "spec.resources.requests.storage" in str(e),
+                "the refusal names the size field",
+                str(e),
+            )
         else:
-            raise ScenarioFailed(f"[{st.side}] shrinking a bound claim (dry_run={dry}) is refused (422); "
-                                 "it was accepted")
-    size = (((st.user.get("PersistentVolumeClaim", "shrink", st.namespace) or {}).get("spec") or {})
-            .get("resources") or {}).get("requests", {}).get("storage")
+            raise ScenarioFailed(
+                f"[{st.side}] shrinking a bound claim (dry_run={dry}) is refused (422); "
+                "it was accepted"
+            )
+    size = (
+        (
+            (
+                (st.user.get("PersistentVolumeClaim", "shrink", st.namespace) or {}).get("spec")
+                or {}
+            ).get("resources")
+            or {}
+        )
+        .get("requests", {})
+        .get("storage")
+    )
     st.expect(parse_quantity(str(size)) == parse_quantity("2Gi"), "the claim keeps its size", size)
     st.user.delete("PersistentVolumeClaim", "shrink", st.namespace)
 
@@ -198,18 +300,30 @@ def a_changed_template_replaces_every_pod_with_the_new_revision(st: Stage) -> No
         status = sts.get("status") or {}
         pods = st.user.list("Pod", st.namespace, LABELS)
         rev = str(status.get("updateRevision", ""))
-        done = (rev and len(pods) == 2 and int(status.get("readyReplicas") or 0) == 2
-                and all((p["metadata"].get("labels") or {}).get("controller-revision-hash") == rev for p in pods))
+        done = (
+            rev
+            and len(pods) == 2
+            and int(status.get("readyReplicas") or 0) == 2
+            and all(
+                (p["metadata"].get("labels") or {}).get("controller-revision-hash") == rev
+                for p in pods
+            )
+        )
         return rev if done else ""
 
     first = st.until("two Ready pods on the first revision", settled, 90)
     st.user.apply(_statefulset("roll", 2, "two", "1Gi"), st.namespace)
-    second = st.until("both pods replaced by the new revision",
-                      lambda: (lambda r: r if r and r != first else "")(settled()), 120)
+    second = st.until(
+        "both pods replaced by the new revision",
+        lambda: (lambda r: r if r and r != first else "")(settled()),
+        120,
+    )
     st.expect(second != first, "the template change made a new revision", second)
     for p in st.user.list("Pod", st.namespace, LABELS):
         env = p["spec"]["containers"][0].get("env") or []
-        st.expect({"name": "SCENARIO", "value": "two"} in env, "every pod runs the new template", env)
+        st.expect(
+            {"name": "SCENARIO", "value": "two"} in env, "every pod runs the new template", env
+        )
     st.user.delete("StatefulSet", "roll", st.namespace)
 
 
@@ -238,20 +352,27 @@ def openshift_kinds_exist_only_on_openshift(st: Stage) -> None:
     for kind in ("Route", "ImageStream", "BuildConfig", "SecurityContextConstraints"):
         ns = None if kind == "SecurityContextConstraints" else st.namespace
         if st.openshift:
-            st.expect(st.admin.get(kind, "absent", ns) is None, f"an absent {kind} is None on OpenShift")
+            st.expect(
+                st.admin.get(kind, "absent", ns) is None, f"an absent {kind} is None on OpenShift"
+            )
             continue
         try:
             got = st.admin.get(kind, "absent", ns)
         except NotFound:
             got = None
         st.expect(got is None, f"no {kind} on plain Kubernetes", got)
-        obj = {"apiVersion": "route.openshift.io/v1" if kind == "Route" else "image.openshift.io/v1",
-               "kind": kind, "metadata": {"name": "x"}}
+        obj = {
+            "apiVersion": "route.openshift.io/v1" if kind == "Route" else "image.openshift.io/v1",
+            "kind": kind,
+            "metadata": {"name": "x"},
+        }
         try:
             st.admin.apply(obj, ns)
         except NotFound:
             continue
-        raise ScenarioFailed(f"[{st.side}] applying a {kind} on plain Kubernetes is refused; it was accepted")
+        raise ScenarioFailed(
+            f"[{st.side}] applying a {kind} on plain Kubernetes is refused; it was accepted"
+        )
 
 
 def _one_by_one(client: ClusterClient, refs: list[ObjectRef]) -> dict[ObjectRef, Any]:
@@ -271,16 +392,36 @@ def many_objects_read_at_once_answer_as_each_alone(st: Stage) -> None:
     a List) reads what ``get`` reads one by one, for the admin and for the project admin,
     whom the API refuses cluster-scoped reads (the batch fails and falls back to one get
     each); a kind the server does not serve (ImageStream off OpenShift) is left out."""
-    st.admin.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "many", "labels": dict(LABELS)},
-                    "data": {"k": "v"}}, st.namespace)
-    refs: list[ObjectRef] = [("ConfigMap", "many", st.namespace), ("ConfigMap", "absent", st.namespace),
-                             ("ServiceAccount", "default", st.namespace), ("ImageStream", "absent", st.namespace),
-                             ("Namespace", st.namespace, None), ("Namespace", "default", None)]
+    st.admin.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "many", "labels": dict(LABELS)},
+            "data": {"k": "v"},
+        },
+        st.namespace,
+    )
+    refs: list[ObjectRef] = [
+        ("ConfigMap", "many", st.namespace),
+        ("ConfigMap", "absent", st.namespace),
+        ("ServiceAccount", "default", st.namespace),
+        ("ImageStream", "absent", st.namespace),
+        ("Namespace", st.namespace, None),
+        ("Namespace", "default", None),
+    ]
     for who, client in (("admin", st.admin), ("project admin", st.user)):
-        got = {ref: None if obj is None else obj["metadata"]["uid"]
-               for ref, obj in client.get_many(refs).items()}
-        st.expect(got == _one_by_one(client, refs), f"get_many reads as get does, for the {who}", got)
-        st.expect(got.get(("ConfigMap", "many", st.namespace)) is not None, f"the {who} reads its ConfigMap", got)
+        got = {
+            ref: None if obj is None else obj["metadata"]["uid"]
+            for ref, obj in client.get_many(refs).items()
+        }
+        st.expect(
+            got == _one_by_one(client, refs), f"get_many reads as get does, for the {who}", got
+        )
+        st.expect(
+            got.get(("ConfigMap", "many", st.namespace)) is not None,
+            f"the {who} reads its ConfigMap",
+            got,
+        )
     st.admin.delete("ConfigMap", "many", st.namespace)
 
 
@@ -291,19 +432,44 @@ def many_questions_asked_at_once_answer_as_each_alone(st: Stage) -> None:
     (``pods`` + exec vs a pod named exec), and an unknown word or a question without a
     namespace is asked alone."""
     ns = st.namespace
-    questions = [Question("create", "rolebindings", ns), Question("create", "rolebindings.rbac.authorization.k8s.io", ns),
-                 Question("bind", "clusterroles/mlenv-scenario-role", ns), Question("escalate", "roles/any", ns),
-                 Question("create", "pods", ns, "exec"), Question("create", "pods/exec", ns),
-                 Question("get", "pods/ml-dev-env-0", ns), Question("use", f"securitycontextconstraints/{SCC_NAME}", ns),
-                 Question("patch", "statefulsets.apps", ns), Question("create", "imagestreams.image.openshift.io", ns),
-                 Question("create", "networkpolicies.networking.k8s.io", ns), Question("create", "secrets", ns),
-                 Question("create", "clusterroles"), Question("list", "nodes", "default"), Question("get", "widgets", ns)]
+    questions = [
+        Question("create", "rolebindings", ns),
+        Question("create", "rolebindings.rbac.authorization.k8s.io", ns),
+        Question("bind", "clusterroles/mlenv-scenario-role", ns),
+        Question("escalate", "roles/any", ns),
+        Question("create", "pods", ns, "exec"),
+        Question("create", "pods/exec", ns),
+        Question("get", "pods/ml-dev-env-0", ns),
+        Question("use", f"securitycontextconstraints/{SCC_NAME}", ns),
+        Question("patch", "statefulsets.apps", ns),
+        Question("create", "imagestreams.image.openshift.io", ns),
+        Question("create", "networkpolicies.networking.k8s.io", ns),
+        Question("create", "secrets", ns),
+        Question("create", "clusterroles"),
+        Question("list", "nodes", "default"),
+        Question("get", "widgets", ns),
+    ]
     for who, client in (("admin", st.admin), ("project admin", st.user)):
-        alone = [client.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource) for q in questions]
-        st.expect(client.can_i_many(questions) == alone, f"can_i_many answers as can_i does, for the {who}",
-                  list(zip([f"{q.verb} {q.resource} {q.subresource or ''}".strip() for q in questions], alone, strict=True)))
-    st.expect(st.user.can_i("create", "rolebindings", ns) and not st.user.can_i("bind", "clusterroles/mlenv-scenario-role", ns),
-              "the project admin may create rolebindings and may not bind a cluster role")
+        alone = [
+            client.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource)
+            for q in questions
+        ]
+        st.expect(
+            client.can_i_many(questions) == alone,
+            f"can_i_many answers as can_i does, for the {who}",
+            list(
+                zip(
+                    [f"{q.verb} {q.resource} {q.subresource or ''}".strip() for q in questions],
+                    alone,
+                    strict=True,
+                )
+            ),
+        )
+    st.expect(
+        st.user.can_i("create", "rolebindings", ns)
+        and not st.user.can_i("bind", "clusterroles/mlenv-scenario-role", ns),
+        "the project admin may create rolebindings and may not bind a cluster role",
+    )
 
 
 def _outcome(res: Any) -> str:
@@ -318,16 +484,31 @@ def many_objects_dry_run_at_once_answer_as_each_alone(st: Stage) -> None:
     batch fail and fall back to one call each; for the admin and for the project admin
     (RBAC refuses it the ClusterRole). Nothing is written."""
     ns = st.namespace
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "dry", "labels": dict(LABELS)},
-          "data": {"k": "v"}}
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "dry", "labels": dict(LABELS)},
+        "data": {"k": "v"},
+    }
     st.admin.apply(cm, ns)
     changed = {**cm, "data": {"k": "w"}}
     new = {**cm, "metadata": {"name": "dry-new", "labels": dict(LABELS)}}
-    role: Manifest = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": "mlenv-scenario-dry", "labels": dict(LABELS)}, "rules": []}
+    role: Manifest = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRole",
+        "metadata": {"name": "mlenv-scenario-dry", "labels": dict(LABELS)},
+        "rules": [],
+    }
     for who, client in (("admin", st.admin), ("project admin", st.user)):
-        for items in ([DryRunItem(cm, ns), DryRunItem(changed, ns), DryRunItem(new, ns)],
-                      [DryRunItem(cm, ns), DryRunItem(new, ns), DryRunItem(role, None), DryRunItem(changed, ns)]):
+        for items in (
+            [DryRunItem(cm, ns), DryRunItem(changed, ns), DryRunItem(new, ns)],
+            [
+                DryRunItem(cm, ns),
+                DryRunItem(new, ns),
+                DryRunItem(role, None),
+                DryRunItem(changed, ns),
+            ],
+        ):
             got = [_outcome(r) for r in client.dry_run_many(items)]
             alone = []
             for it in items:
@@ -335,28 +516,44 @@ def many_objects_dry_run_at_once_answer_as_each_alone(st: Stage) -> None:
                     alone.append(_outcome(client.apply(it.manifest, it.namespace, dry_run=True)))
                 except ApiError as e:
                     alone.append(_outcome(e))
-            st.expect(got == alone, f"dry_run_many answers as apply(dry_run=True) does, for the {who}",
-                      list(zip(got, alone, strict=True)))
-        st.expect(got[:2] == ["unchanged", "created"] and got[3] == "configured",
-                  f"the {who}'s unchanged, new and changed ConfigMaps", got)
-        st.expect((got[2] == "Forbidden") == (who == "project admin"),
-                  f"RBAC refuses the ClusterRole to the project admin only (the {who})", got)
-    st.expect(st.admin.get("ConfigMap", "dry-new", ns) is None and st.admin.get("ClusterRole", role["metadata"]["name"],
-                                                                                 None) is None,
-              "a dry run creates nothing")
-    st.expect((st.admin.get("ConfigMap", "dry", ns) or {}).get("data") == {"k": "v"}, "a dry run changes nothing")
+            st.expect(
+                got == alone,
+                f"dry_run_many answers as apply(dry_run=True) does, for the {who}",
+                list(zip(got, alone, strict=True)),
+            )
+        st.expect(
+            got[:2] == ["unchanged", "created"] and got[3] == "configured",
+            f"the {who}'s unchanged, new and changed ConfigMaps",
+            got,
+        )
+        st.expect(
+            (got[2] == "Forbidden") == (who == "project admin"),
+            f"RBAC refuses the ClusterRole to the project admin only (the {who})",
+            got,
+        )
+    st.expect(
+        st.admin.get("ConfigMap", "dry-new", ns) is None
+        and st.admin.get("ClusterRole", role["metadata"]["name"], None) is None,
+        "a dry run creates nothing",
+    )
+    st.expect(
+        (st.admin.get("ConfigMap", "dry", ns) or {}).get("data") == {"k": "v"},
+        "a dry run changes nothing",
+    )
     st.admin.delete("ConfigMap", "dry", ns)
 
 
-SCENARIOS: dict[str, Callable[[Stage], None]] = {f.__name__: f for f in (
-    binding_a_cluster_role_needs_bind_or_its_grants,
-    quantities_come_back_in_canonical_form,
-    a_bound_claim_cannot_shrink,
-    a_changed_template_replaces_every_pod_with_the_new_revision,
-    an_image_that_cannot_be_pulled_is_said_by_the_pod,
-    openshift_kinds_exist_only_on_openshift,
-    many_objects_read_at_once_answer_as_each_alone,
-    many_questions_asked_at_once_answer_as_each_alone,
-    many_objects_dry_run_at_once_answer_as_each_alone,
-)}
-
+SCENARIOS: dict[str, Callable[[Stage], None]] = {
+    f.__name__: f
+    for f in (
+        binding_a_cluster_role_needs_bind_or_its_grants,
+        quantities_come_back_in_canonical_form,
+        a_bound_claim_cannot_shrink,
+        a_changed_template_replaces_every_pod_with_the_new_revision,
+        an_image_that_cannot_be_pulled_is_said_by_the_pod,
+        openshift_kinds_exist_only_on_openshift,
+        many_objects_read_at_once_answer_as_each_alone,
+        many_questions_asked_at_once_answer_as_each_alone,
+        many_objects_dry_run_at_once_answer_as_each_alone,
+    )
+}

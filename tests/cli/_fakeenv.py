@@ -20,13 +20,19 @@ def fake_state(tmp_path: Path, cluster: str = "barcelona", *, rdma: bool = True)
     """Write a fake that satisfies the example cluster's preflight; returns the state path."""
     cfg = load(cluster, ROOT)
     names = list(cfg.gpu_nodes) or [f"gpu-{i}" for i in range(cfg.gpus.default_nodes)]
-    fake = FakeCluster.typical(cfg.namespace, names, gpus=cfg.gpus.per_node,
-                               resources={r.name: r.count for r in cfg.rdma.resources} if rdma else None,
-                               networks=cfg.rdma.networks if rdma else ())
+    fake = FakeCluster.typical(
+        cfg.namespace,
+        names,
+        gpus=cfg.gpus.per_node,
+        resources={r.name: r.count for r in cfg.rdma.resources} if rdma else None,
+        networks=cfg.rdma.networks if rdma else (),
+    )
     for sc in {cfg.storage.class_rwx, cfg.storage.class_rwo} - {""}:
         fake.add_storage_class(sc)
     if cfg.cluster.api:
-        fake.server_url = cfg.cluster.api if "://" in cfg.cluster.api else f"https://{cfg.cluster.api}"
+        fake.server_url = (
+            cfg.cluster.api if "://" in cfg.cluster.api else f"https://{cfg.cluster.api}"
+        )
     path = tmp_path / "fake-cluster.json"
     fake.save(str(path))
     return path

@@ -85,8 +85,10 @@ def test_server_dry_run_reports_what_it_would_recreate(tmp_path, monkeypatch) ->
     changed.write_text(cfg.replace("  vscode: true", "  vscode: true\n  jupyter: true"))
     r = run(["deploy", str(changed), "--dry-run", "server"], state, monkeypatch)
     assert r.exit_code == 0, r.output
-    assert "pod/ml-dev-env-dev: its spec changed in fields a Pod cannot update in place: " \
-           "would delete and recreate it" in r.stdout
+    assert (
+        "pod/ml-dev-env-dev: its spec changed in fields a Pod cannot update in place: "
+        "would delete and recreate it" in r.stdout
+    )
     assert r.stdout.rstrip().endswith("would recreate pod/ml-dev-env-dev; nothing changed")
 
 
@@ -94,7 +96,9 @@ def test_exec_timeout_setting_is_validated(tmp_path, monkeypatch) -> None:
     monkeypatch.setenv("MLENV_EXEC_TIMEOUT", "soon")
     r = run(["status", "barcelona"], fake_state(tmp_path), monkeypatch)
     assert r.exit_code == 2
-    assert r.stderr.strip() == "error: MLENV_EXEC_TIMEOUT=soon: expected a positive number of seconds"
+    assert (
+        r.stderr.strip() == "error: MLENV_EXEC_TIMEOUT=soon: expected a positive number of seconds"
+    )
 
 
 def test_missing_oc_is_announced_once_on_stderr(tmp_path, monkeypatch) -> None:
@@ -110,8 +114,10 @@ def test_missing_oc_is_announced_once_on_stderr(tmp_path, monkeypatch) -> None:
     r = run(["status", "barcelona"], None, monkeypatch)
     assert r.exit_code == 0, r.output
     notices = [line for line in r.stderr.splitlines() if "oc not found" in line]
-    assert notices == [f"notice: oc not found on PATH: using kubectl ({kubectl}) for the verbs "
-                       "it shares with oc (sync copies through a tar stream; `build` needs oc)"]
+    assert notices == [
+        f"notice: oc not found on PATH: using kubectl ({kubectl}) for the verbs "
+        "it shares with oc (sync copies through a tar stream; `build` needs oc)"
+    ]
     assert "oc not found" not in r.stdout
 
 
@@ -120,12 +126,23 @@ def test_i9_4_take_over_flag_through_the_cli(tmp_path, monkeypatch) -> None:
 
     state = fake_state(tmp_path)
     fake = FakeCluster.load(str(state))
-    fake.apply({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": {
-        "name": "ml-dev-env", "labels": {"app": "ml-dev-env-multi"}},
-        "spec": {"serviceName": "ml-dev-env", "selector": {"matchLabels": {"app": "x"}},
-                 "template": {"metadata": {"labels": {"app": "x"}},
-                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}},
-        "ml-dev-env", field_manager="kubectl")
+    fake.apply(
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": "ml-dev-env", "labels": {"app": "ml-dev-env-multi"}},
+            "spec": {
+                "serviceName": "ml-dev-env",
+                "selector": {"matchLabels": {"app": "x"}},
+                "template": {
+                    "metadata": {"labels": {"app": "x"}},
+                    "spec": {"containers": [{"name": "c", "image": "i"}]},
+                },
+            },
+        },
+        "ml-dev-env",
+        field_manager="kubectl",
+    )
     fake.save(str(state))
     r = run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch)
     assert r.exit_code == 2, r.output
@@ -138,8 +155,9 @@ def test_i9_12_current_cluster_stores_the_name_not_the_path(tmp_path, monkeypatc
     state = fake_state(tmp_path)
     current = tmp_path / ".mlenv" / "current-cluster"
     # by path to clusters/barcelona.yaml: the name is stored, not the argument
-    r = run(["deploy", str(ROOT / "clusters" / "barcelona.yaml"), "--timeout", "60"], state,
-            monkeypatch)
+    r = run(
+        ["deploy", str(ROOT / "clusters" / "barcelona.yaml"), "--timeout", "60"], state, monkeypatch
+    )
     assert r.exit_code == 0, r.output
     assert current.read_text() == "barcelona\n"
     # a copy elsewhere with shell characters in its path is not recorded at all

@@ -35,10 +35,22 @@ def test_i10_5_gpu_info_is_one_table_for_every_pod(tmp_path, monkeypatch) -> Non
     state = deployed(tmp_path, monkeypatch)
     fake = FakeCluster.load(str(state))
     line = " ".join(GPU_QUERY)
-    fake.pod_exec_responses["ml-dev-env-0"] = {line: {"rc": 0, "stdout": (
-        "0, NVIDIA H100 80GB HBM3, 1024, 81559, 3\n1, NVIDIA H100 80GB HBM3, 0, 81559, 0\n")}}
-    fake.pod_exec_responses["ml-dev-env-1"] = {line: {"rc": 9, "stderr": (
-        "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver\n")}}
+    fake.pod_exec_responses["ml-dev-env-0"] = {
+        line: {
+            "rc": 0,
+            "stdout": (
+                "0, NVIDIA H100 80GB HBM3, 1024, 81559, 3\n1, NVIDIA H100 80GB HBM3, 0, 81559, 0\n"
+            ),
+        }
+    }
+    fake.pod_exec_responses["ml-dev-env-1"] = {
+        line: {
+            "rc": 9,
+            "stderr": (
+                "NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver\n"
+            ),
+        }
+    }
     fake.save(str(state))
     r = run(["gpu-info", "barcelona"], state, monkeypatch)
     assert r.exit_code == 3, r.output  # one pod could not be read: say so, not 0
@@ -49,8 +61,9 @@ def test_i10_5_gpu_info_is_one_table_for_every_pod(tmp_path, monkeypatch) -> Non
 
 def test_i10_5_port_forward_debug_and_shell_command(tmp_path, monkeypatch) -> None:
     state = deployed(tmp_path, monkeypatch)
-    r = run(["port-forward", "barcelona", "--debug", "--pod", "1", "--port", "6006"], state,
-            monkeypatch)
+    r = run(
+        ["port-forward", "barcelona", "--debug", "--pod", "1", "--port", "6006"], state, monkeypatch
+    )
     assert r.exit_code == 0, r.output
     assert "127.0.0.1:5678 -> ml-dev-env-1:5678" in r.output
     r = run(["shell", "barcelona", "--", "nvidia-smi", "topo", "-m"], state, monkeypatch)
@@ -62,7 +75,9 @@ def test_i10_5_port_forward_debug_and_shell_command(tmp_path, monkeypatch) -> No
     assert r.exit_code == 2 and "expected PORT or LOCAL:REMOTE" in r.output
 
 
-def test_i25_4_url_on_a_config_without_the_tool_says_how_to_enable_it(tmp_path, monkeypatch) -> None:
+def test_i25_4_url_on_a_config_without_the_tool_says_how_to_enable_it(
+    tmp_path, monkeypatch
+) -> None:
     """Upstream's configs have no dev_tools: `make vscode` on one is one line saying what to
     add where, and needs no cluster (no state: not even a client is built)."""
     upstream = ROOT / "tests" / "data" / "upstream" / "barcelona.yaml"
@@ -96,9 +111,14 @@ def test_i25_7_gpu_info_shows_topology_and_ibstat_when_present(tmp_path, monkeyp
     """Upstream's `make gpu-info` showed `nvidia-smi topo -m` and `ibstat`; ours dropped both."""
     state = deployed(tmp_path, monkeypatch)
     fake = FakeCluster.load(str(state))
-    ok = {" ".join(GPU_QUERY): {"rc": 0, "stdout": "0, NVIDIA H100 80GB HBM3, 0, 81559, 0\n"},
-          "nvidia-smi topo -m": {"rc": 0, "stdout": TOPO_OUT + "\n"}}
-    fake.pod_exec_responses["ml-dev-env-0"] = {**ok, "ibstat": {"rc": 0, "stdout": IBSTAT_OUT + "\n"}}
+    ok = {
+        " ".join(GPU_QUERY): {"rc": 0, "stdout": "0, NVIDIA H100 80GB HBM3, 0, 81559, 0\n"},
+        "nvidia-smi topo -m": {"rc": 0, "stdout": TOPO_OUT + "\n"},
+    }
+    fake.pod_exec_responses["ml-dev-env-0"] = {
+        **ok,
+        "ibstat": {"rc": 0, "stdout": IBSTAT_OUT + "\n"},
+    }
     fake.pod_exec_responses["ml-dev-env-1"] = ok  # no ibstat in this image: exec says 127
     fake.save(str(state))
     r = run(["gpu-info", "barcelona"], state, monkeypatch)

@@ -16,18 +16,24 @@ NS = "team-llm"
 
 
 def cluster_state(tmp_path: Path) -> Path:
-    fake = FakeCluster.typical(NS, ["gpu-b", "gpu-a"], gpus=8,
-                               resources={"rdma/rdma_shared_device_a": 1000},
-                               networks=["roce-rail-1", "roce-rail-2"],
-                               storage_classes=("ocs-storagecluster-ceph-rbd",))
-    fake.add_storage_class("ocs-storagecluster-cephfs",
-                           provisioner="openshift-storage.cephfs.csi.ceph.com")
-    fake.add_node("infra-0", gpus=0)       # not a GPU node
+    fake = FakeCluster.typical(
+        NS,
+        ["gpu-b", "gpu-a"],
+        gpus=8,
+        resources={"rdma/rdma_shared_device_a": 1000},
+        networks=["roce-rail-1", "roce-rail-2"],
+        storage_classes=("ocs-storagecluster-ceph-rbd",),
+    )
+    fake.add_storage_class(
+        "ocs-storagecluster-cephfs", provisioner="openshift-storage.cephfs.csi.ceph.com"
+    )
+    fake.add_node("infra-0", gpus=0)  # not a GPU node
     fake.add_node("gpu-down", gpus=8, ready=False)
     for k, obj in fake.objects.items():
         if k.startswith("Node|") and obj["metadata"]["name"].startswith("gpu-"):
-            obj["metadata"]["labels"].update({"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-                                              "nvidia.com/gpu.count": "8"})
+            obj["metadata"]["labels"].update(
+                {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}
+            )
     state = tmp_path / "fake.json"
     fake.save(str(state))
     return state
@@ -40,7 +46,9 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return r
 
 
-def test_i10_8_discover_writes_valid_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_i10_8_discover_writes_valid_config(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state = cluster_state(tmp_path)
     r = root(tmp_path, monkeypatch)
     res = run(["discover", "newcluster", "--namespace", NS], state, monkeypatch)
@@ -48,7 +56,7 @@ def test_i10_8_discover_writes_valid_config(tmp_path: Path, monkeypatch: pytest.
     path = r / "clusters" / "newcluster.yaml"
     cfg, diags = check_file(path)
     assert cfg is not None, diags
-    assert list(cfg.gpu_nodes) == ["gpu-a", "gpu-b"]          # sorted; infra and NotReady left out
+    assert list(cfg.gpu_nodes) == ["gpu-a", "gpu-b"]  # sorted; infra and NotReady left out
     assert cfg.gpus.per_node == 8
     assert cfg.gpus.type == "NVIDIA-H100-80GB-HBM3"
     assert cfg.rdma.enabled
@@ -60,8 +68,9 @@ def test_i10_8_discover_writes_valid_config(tmp_path: Path, monkeypatch: pytest.
     assert run(["validate", str(path)], None, monkeypatch).exit_code == 0
 
 
-def test_i10_8_discover_refuses_overwrite_and_dry_run_prints(tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_i10_8_discover_refuses_overwrite_and_dry_run_prints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state = cluster_state(tmp_path)
     r = root(tmp_path, monkeypatch)
     path = r / "clusters" / "newcluster.yaml"
@@ -77,8 +86,9 @@ def test_i10_8_discover_refuses_overwrite_and_dry_run_prints(tmp_path: Path,
     assert check_file(path)[0] is not None
 
 
-def test_i10_8_discover_tcp_cluster_without_gpus_still_valid(tmp_path: Path,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_i10_8_discover_tcp_cluster_without_gpus_still_valid(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     fake = FakeCluster.typical(NS, [], storage_classes=("standard",))
     fake.add_node("cpu-0", gpus=0)
     state = tmp_path / "fake.json"
@@ -92,12 +102,15 @@ def test_i10_8_discover_tcp_cluster_without_gpus_still_valid(tmp_path: Path,
     assert run(["discover", "Bad;name", "-n", NS], state, monkeypatch).exit_code == 2
 
 
-def test_i16_discover_takes_the_global_namespace_before_the_verb(tmp_path: Path,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_i16_discover_takes_the_global_namespace_before_the_verb(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state = cluster_state(tmp_path)
     root(tmp_path, monkeypatch)
-    for args in (["-n", NS, "discover", "newcluster", "--dry-run"],
-                 ["discover", "newcluster", "-n", NS, "--dry-run"]):
+    for args in (
+        ["-n", NS, "discover", "newcluster", "--dry-run"],
+        ["discover", "newcluster", "-n", NS, "--dry-run"],
+    ):
         res = run(args, state, monkeypatch)
         assert res.exit_code == 0, res.output
         assert f"namespace: {NS}" in res.stdout.replace('"', "")
@@ -105,8 +118,9 @@ def test_i16_discover_takes_the_global_namespace_before_the_verb(tmp_path: Path,
     assert "namespace: ml-dev-env" in res.stdout.replace('"', "")
 
 
-def test_i25_1_wizard_asks_and_writes_a_config_that_validates(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_i25_1_wizard_asks_and_writes_a_config_that_validates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Upstream's `make wizard`: discovery plus questions, answered here on stdin (name,
     namespace, pods, RDMA, VS Code, Jupyter)."""
     state = cluster_state(tmp_path)
@@ -130,8 +144,9 @@ def test_i25_1_wizard_asks_and_writes_a_config_that_validates(tmp_path: Path,
     assert not cfg.dev_tools.vscode
 
 
-def test_i25_1_wizard_refuses_bad_answers_with_one_line(tmp_path: Path,
-                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_i25_1_wizard_refuses_bad_answers_with_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state = cluster_state(tmp_path)
     r = root(tmp_path, monkeypatch)
     res = run(["wizard"], state, monkeypatch, input="Bad Name\n")
@@ -141,7 +156,9 @@ def test_i25_1_wizard_refuses_bad_answers_with_one_line(tmp_path: Path,
     assert not (r / "clusters" / "mine.yaml").exists()
 
 
-def test_i25_6_discover_dry_run_output_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_i25_6_discover_dry_run_output_validates(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state = cluster_state(tmp_path)
     root(tmp_path, monkeypatch)
     res = run(["discover", "newcluster", "--namespace", NS, "--dry-run"], state, monkeypatch)

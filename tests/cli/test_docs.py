@@ -41,7 +41,9 @@ def _shown_commands() -> list[tuple[str, int, str]]:
             text = line.strip().removeprefix("$ ")
             if in_block and text.startswith(("mlenv ", "make ")):
                 text = re.split(r"\s+#\s", text, maxsplit=1)[0].strip()  # drop the trailing comment
-                for part in re.split(r"\s+(?:\||/)\s+", text):  # "a | b" and "a / b" show two commands
+                for part in re.split(
+                    r"\s+(?:\||/)\s+", text
+                ):  # "a | b" and "a / b" show two commands
                     if part.startswith(("mlenv ", "make ")):
                         out.append((doc.relative_to(ROOT).as_posix(), i, part))
     return out
@@ -90,7 +92,9 @@ def test_every_shown_mlenv_command_exists_with_its_flags(c: tuple[str, int, str]
     own = cmd.split(" -- ", 1)[0]  # after `--` the flags are the script's, not mlenv's
     flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z0-9-]*|-[a-zA-Z])\b", own))
     missing = sorted(f for f in flags if f not in text)
-    assert not missing, f"{doc}:{line}: `{cmd}`: `mlenv {' '.join(words)}` has no {', '.join(missing)}"
+    assert not missing, (
+        f"{doc}:{line}: `{cmd}`: `mlenv {' '.join(words)}` has no {', '.join(missing)}"
+    )
 
 
 def _make_targets() -> set[str]:
@@ -110,7 +114,9 @@ def test_every_shown_make_target_exists(c: tuple[str, int, str]) -> None:
 def _runnable(cmd: str) -> bool:
     words = _verb_words(cmd)
     # placeholders (CLUSTER, RUN_A), alternatives ([--mode rdma|tcp]) and ellipses cannot run as shown
-    return bool(words) and words[0] in RUN_OFFLINE and not re.search(r"\b[A-Z][A-Z_]+\b|[\[\]|…]", cmd)
+    return (
+        bool(words) and words[0] in RUN_OFFLINE and not re.search(r"\b[A-Z][A-Z_]+\b|[\[\]|…]", cmd)
+    )
 
 
 RUNNABLE = [c for c in MLENV_LINES if _runnable(c[2])]
@@ -132,8 +138,9 @@ def test_some_shown_commands_run() -> None:
 
 
 @pytest.mark.parametrize("c", RUNNABLE, ids=_ids)
-def test_shown_offline_commands_succeed(c: tuple[str, int, str], repo_copy: Path,
-                                        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_shown_offline_commands_succeed(
+    c: tuple[str, int, str], repo_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     doc, line, cmd = c
     monkeypatch.setenv("MLENV_ROOT", str(repo_copy))
     monkeypatch.chdir(repo_copy)
@@ -167,7 +174,9 @@ def _documented_keys() -> list[tuple[str, int, str]]:
                 first = key.split(".")[0]
                 # `training.deepspeed` is a check, `results.json` and `slurm.conf` files: only schema
                 # sections count
-                if first in tops and not re.search(r"\.(json|jsonl|yaml|md|py|sh|xml|conf|sbatch|scrontab)$", key):
+                if first in tops and not re.search(
+                    r"\.(json|jsonl|yaml|md|py|sh|xml|conf|sbatch|scrontab)$", key
+                ):
                     out.append((doc.relative_to(ROOT).as_posix(), i, key))
     return out
 
@@ -182,9 +191,13 @@ def test_docs_name_config_keys() -> None:
 @pytest.mark.parametrize("k", KEYS, ids=lambda k: f"{k[0]}:{k[1]}:{k[2]}")
 def test_every_documented_config_key_exists(k: tuple[str, int, str]) -> None:
     doc, line, key = k
-    assert _schema_has(key.split(".")), f"{doc}:{line}: `{key}` is not a key of the cluster config schema"
+    assert _schema_has(key.split(".")), (
+        f"{doc}:{line}: `{key}` is not a key of the cluster config schema"
+    )
 
 
 def test_the_key_check_bites() -> None:
     assert not _schema_has(["nccl", "extra_env"])
-    assert _schema_has(["nccl", "env", "NCCL_ALGO"]) and _schema_has(["network", "rdma", "gid_index"])
+    assert _schema_has(["nccl", "env", "NCCL_ALGO"]) and _schema_has(
+        ["network", "rdma", "gid_index"]
+    )

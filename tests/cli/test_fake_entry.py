@@ -24,13 +24,24 @@ NS = "ml-dev-env"
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    return {**os.environ, "MLENV_ROOT": str(ROOT), "MLENV_STATE_DIR": str(tmp_path / ".mlenv"),
-            "MAKEFLAGS": "", "MAKELEVEL": "", **extra}
+    return {
+        **os.environ,
+        "MLENV_ROOT": str(ROOT),
+        "MLENV_STATE_DIR": str(tmp_path / ".mlenv"),
+        "MAKEFLAGS": "",
+        "MAKELEVEL": "",
+        **extra,
+    }
 
 
 def fake_mlenv(state: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mlenv.testing.fake_mlenv", str(state), "--",
-                           *args], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "mlenv.testing.fake_mlenv", str(state), "--", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_fake_mlenv_runs_the_real_cli_against_the_state_file(tmp_path: Path) -> None:
@@ -46,8 +57,12 @@ def test_fake_mlenv_runs_the_real_cli_against_the_state_file(tmp_path: Path) -> 
 
 
 def test_fake_mlenv_usage_and_a_missing_state_file_are_one_line_exit_2(tmp_path: Path) -> None:
-    r = subprocess.run([sys.executable, "-m", "mlenv.testing.fake_mlenv"], capture_output=True,
-                       text=True, env=_env(tmp_path))
+    r = subprocess.run(
+        [sys.executable, "-m", "mlenv.testing.fake_mlenv"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+    )
     assert r.returncode == 2 and r.stderr.startswith("usage: python -m mlenv.testing.fake_mlenv")
     missing = tmp_path / "nope.json"
     r = fake_mlenv(missing, "status", "barcelona", env=_env(tmp_path))
@@ -63,9 +78,13 @@ def test_the_mlenv_command_ignores_the_old_fake_switch(tmp_path: Path) -> None:
     before = state.read_bytes()
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    r = subprocess.run([sys.executable, "-m", "mlenv", "status", "barcelona"],
-                       capture_output=True, text=True, timeout=60,
-                       env=_env(tmp_path, MLENV_FAKE_CLUSTER=str(state), PATH=str(bindir)))
+    r = subprocess.run(
+        [sys.executable, "-m", "mlenv", "status", "barcelona"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(tmp_path, MLENV_FAKE_CLUSTER=str(state), PATH=str(bindir)),
+    )
     assert r.returncode == 3, r.stdout + r.stderr
     assert "neither oc nor kubectl is on PATH" in r.stderr
     assert state.read_bytes() == before
@@ -90,15 +109,29 @@ def checkout(tmp_path: Path) -> Path:
 
 
 def test_make_targets_run_against_the_fake_through_the_mlenv_variable(
-        checkout: Path, tmp_path: Path) -> None:
+    checkout: Path, tmp_path: Path
+) -> None:
     state = fake_state(tmp_path)
     mlenv = f"{sys.executable} -m mlenv.testing.fake_mlenv {state} --"
 
     def make(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"),
-                               "-C", str(checkout), *args, "CLUSTER=barcelona",
-                               f"MLENV={mlenv}"], capture_output=True, text=True,
-                              env=_env(tmp_path), timeout=180)
+        return subprocess.run(
+            [
+                "make",
+                "--no-print-directory",
+                "-f",
+                str(ROOT / "Makefile"),
+                "-C",
+                str(checkout),
+                *args,
+                "CLUSTER=barcelona",
+                f"MLENV={mlenv}",
+            ],
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path),
+            timeout=180,
+        )
 
     r = make("deploy-cluster")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -116,8 +149,9 @@ def test_the_wheel_leaves_mlenv_testing_out() -> None:
     tomllib = pytest.importorskip("tomllib")
     from setuptools import find_packages
 
-    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"][
-        "packages"]["find"]
+    find = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"][
+        "find"
+    ]
     shipped = set(find_packages(str(ROOT), include=find["include"], exclude=find["exclude"]))
     assert not {p for p in shipped if p == "mlenv.testing" or p.startswith("mlenv.testing.")}
     assert {"mlenv", "mlenv.cli", "mlenv.cluster", "mlenv.pod", "mlenv.acceptance"} <= shipped

@@ -67,21 +67,45 @@ def test_context_and_kubeconfig_reach_every_client_call(tmp_path, monkeypatch, r
     assert len(calls) >= 3  # config view, the probe, the status reads
     for argv in calls:
         assert f"--kubeconfig={kc}" in argv and f"--context={ctx}" in argv, argv
-        head = argv[:argv.index("--")] if "--" in argv else argv
+        head = argv[: argv.index("--")] if "--" in argv else argv
         assert f"--context={ctx}" in head  # flags before any '--'
-    assert ["get", "--kubeconfig=" + str(kc), f"--context={ctx}", "--raw=/version",
-            "--request-timeout=10000ms"] in calls
+    assert [
+        "get",
+        "--kubeconfig=" + str(kc),
+        f"--context={ctx}",
+        "--raw=/version",
+        "--request-timeout=10000ms",
+    ] in calls
 
 
 def test_global_options_before_the_verb_too(tmp_path, monkeypatch, recorder) -> None:
     kc = tmp_path / "kc"
     kc.write_text("")
-    r = run(["--context", "ctx-a", "--kubeconfig", str(kc), "--request-timeout", "2.5",
-             "status", "barcelona"], None, monkeypatch)
+    r = run(
+        [
+            "--context",
+            "ctx-a",
+            "--kubeconfig",
+            str(kc),
+            "--request-timeout",
+            "2.5",
+            "status",
+            "barcelona",
+        ],
+        None,
+        monkeypatch,
+    )
     assert r.exit_code == 0, r.output
     probe = [a for a in _calls(recorder) if "--raw=/version" in a]
-    assert probe == [["get", f"--kubeconfig={kc}", "--context=ctx-a", "--raw=/version",
-                      "--request-timeout=2500ms"]]
+    assert probe == [
+        [
+            "get",
+            f"--kubeconfig={kc}",
+            "--context=ctx-a",
+            "--raw=/version",
+            "--request-timeout=2500ms",
+        ]
+    ]
     # after the verb wins over before it
     recorder.unlink()
     r = run(["--context", "ctx-a", "status", "barcelona", "--context", "ctx-b"], None, monkeypatch)
@@ -89,12 +113,20 @@ def test_global_options_before_the_verb_too(tmp_path, monkeypatch, recorder) -> 
     assert all("--context=ctx-b" in a and "--context=ctx-a" not in a for a in _calls(recorder))
 
 
-@pytest.mark.parametrize("flag,value", [
-    ("--context", "--exec=/bin/sh"), ("--context", "a b"), ("--context", "x\ny"),
-    ("--context", ""), ("--kubeconfig", "-rf"), ("--kubeconfig", "a\nb"),
-])
-def test_option_shaped_context_or_kubeconfig_is_refused(monkeypatch, recorder, flag: str,
-                                                         value: str) -> None:
+@pytest.mark.parametrize(
+    "flag,value",
+    [
+        ("--context", "--exec=/bin/sh"),
+        ("--context", "a b"),
+        ("--context", "x\ny"),
+        ("--context", ""),
+        ("--kubeconfig", "-rf"),
+        ("--kubeconfig", "a\nb"),
+    ],
+)
+def test_option_shaped_context_or_kubeconfig_is_refused(
+    monkeypatch, recorder, flag: str, value: str
+) -> None:
     r = run(["status", "barcelona", f"{flag}={value}"], None, monkeypatch)
     if value == "":  # empty means "not given": kubectl's own default
         assert r.exit_code == 0, r.output
@@ -138,8 +170,10 @@ def test_status_output_json_and_yaml(tmp_path, monkeypatch) -> None:
     assert f"statefulset ml-dev-env {sts['ready']}/{sts['desired']} Ready" in table
     assert {"ml-dev-env-0", "ml-dev-env-1"} <= {p["name"] for p in doc["pods"]}
     for p in doc["pods"]:  # the same facts as the table's rows
-        assert f"{p['name']:<24} {(p['waiting_reason'] or p['phase']):<10} " \
-               f"{'yes' if p['ready'] else 'no':<6} {p['restarts']:<9} {p['node'] or '-'}" in table
+        assert (
+            f"{p['name']:<24} {(p['waiting_reason'] or p['phase']):<10} "
+            f"{'yes' if p['ready'] else 'no':<6} {p['restarts']:<9} {p['node'] or '-'}" in table
+        )
     y = run(["status", "barcelona", "--output", "yaml"], state, monkeypatch)
     assert yaml.safe_load(y.stdout) == doc
     assert "&id" not in y.stdout and "*id" not in y.stdout
@@ -202,24 +236,33 @@ def test_bash_completion_completes_verbs_and_options(tmp_path) -> None:
     if shutil.which("bash") is None:
         pytest.skip("no bash")
     exe = _mlenv_bin()
-    env = {**os.environ, "PATH": f"{Path(exe).parent}:{os.environ.get('PATH', '')}",
-           "MLENV_ROOT": str(ROOT)}
-    script = subprocess.run([exe, "completion", "bash"], capture_output=True, text=True,
-                            env=env, check=True).stdout
+    env = {
+        **os.environ,
+        "PATH": f"{Path(exe).parent}:{os.environ.get('PATH', '')}",
+        "MLENV_ROOT": str(ROOT),
+    }
+    script = subprocess.run(
+        [exe, "completion", "bash"], capture_output=True, text=True, env=env, check=True
+    ).stdout
 
     def complete(*words: str) -> list[str]:
         line = " ".join(words)
-        prog = (f'{script}\nCOMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; '
-                '_mlenv_completion mlenv; printf "%s\\n" "${COMPREPLY[@]}"')
-        out = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, env=env,
-                             timeout=60)
+        prog = (
+            f"{script}\nCOMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
+            '_mlenv_completion mlenv; printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        out = subprocess.run(
+            ["bash", "-c", prog], capture_output=True, text=True, env=env, timeout=60
+        )
         return out.stdout.split()
 
     assert "status" in complete("mlenv", "sta")
     assert {"--namespace", "--output"} <= set(complete("mlenv", "status", "x", "--"))
     assert complete("mlenv", "status", "b") == ["barcelona"]  # cluster names from clusters/
     assert complete("mlenv", "status", "clusters/") == []  # a path: the shell's file names
-    assert set(complete("mlenv", "shell", "''")) == {p.stem for p in (ROOT / "clusters").glob("*.yaml")}
+    assert set(complete("mlenv", "shell", "''")) == {
+        p.stem for p in (ROOT / "clusters").glob("*.yaml")
+    }
 
 
 def test_teardown_dry_run_lists_and_deletes_nothing(tmp_path, monkeypatch) -> None:
@@ -229,16 +272,24 @@ def test_teardown_dry_run_lists_and_deletes_nothing(tmp_path, monkeypatch) -> No
     r = run(["teardown", "barcelona", "--dry-run"], state, monkeypatch)
     assert r.exit_code == 0, r.output
     assert FakeCluster.load(str(state)).objects == before  # nothing deleted, nothing changed
-    would = sorted(line.removeprefix("would delete ") for line in r.stdout.splitlines()
-                   if line.startswith("would delete "))
+    would = sorted(
+        line.removeprefix("would delete ")
+        for line in r.stdout.splitlines()
+        if line.startswith("would delete ")
+    )
     assert "statefulset/ml-dev-env" in would and "secret/ml-dev-env-ssh" in would
     assert r.stdout.rstrip().endswith("nothing was changed")
     real = run(["teardown", "barcelona"], state, monkeypatch)
     assert real.exit_code == 0, real.output
-    deleted = sorted(line.removeprefix("deleted ") for line in real.stdout.splitlines()
-                     if line.startswith("deleted "))
+    deleted = sorted(
+        line.removeprefix("deleted ")
+        for line in real.stdout.splitlines()
+        if line.startswith("deleted ")
+    )
     assert deleted == would  # the dry run named exactly what the real one removed
-    assert run(["teardown", "barcelona", "--dry-run", "--legacy"], state, monkeypatch).exit_code == 2
+    assert (
+        run(["teardown", "barcelona", "--dry-run", "--legacy"], state, monkeypatch).exit_code == 2
+    )
 
 
 def test_logs_tail(tmp_path, monkeypatch) -> None:
@@ -255,25 +306,50 @@ def test_logs_tail(tmp_path, monkeypatch) -> None:
 def _deployment_answers(cluster: str, pods: int) -> str:
     """REC_ANSWERS: the recorder answers with a StatefulSet of ``cluster`` and its pods
     (i22: logs, shell, launch first check that the pod is one of the StatefulSet's own)."""
-    owner = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": STATEFULSET,
-              "uid": "sts-uid", "controller": True}]
+    owner = [
+        {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "name": STATEFULSET,
+            "uid": "sts-uid",
+            "controller": True,
+        }
+    ]
     labels = {LABEL_NAME: APP, LABEL_INSTANCE: cluster}
-    sts = {"kind": "StatefulSet", "metadata": {"name": STATEFULSET, "uid": "sts-uid",
-                                               "labels": labels},
-           "spec": {"replicas": pods}}
-    items = [{"kind": "Pod", "metadata": {"name": pod_name(i), "labels": labels,
-                                          "ownerReferences": owner},
-              "status": {"phase": "Running"}} for i in range(pods)]
-    return json.dumps([{"match": ["StatefulSet", STATEFULSET], "stdout": json.dumps(sts)},
-                       {"match": ["Pod"], "stdout": json.dumps({"items": items})}])
+    sts = {
+        "kind": "StatefulSet",
+        "metadata": {"name": STATEFULSET, "uid": "sts-uid", "labels": labels},
+        "spec": {"replicas": pods},
+    }
+    items = [
+        {
+            "kind": "Pod",
+            "metadata": {"name": pod_name(i), "labels": labels, "ownerReferences": owner},
+            "status": {"phase": "Running"},
+        }
+        for i in range(pods)
+    ]
+    return json.dumps(
+        [
+            {"match": ["StatefulSet", STATEFULSET], "stdout": json.dumps(sts)},
+            {"match": ["Pod"], "stdout": json.dumps({"items": items})},
+        ]
+    )
 
 
 def test_logs_tail_and_follow_reach_kubectl(monkeypatch, recorder) -> None:
     monkeypatch.setenv("REC_ANSWERS", _deployment_answers("barcelona", 2))
     r = run(["logs", "barcelona", "--tail", "20", "-f"], None, monkeypatch)
     assert r.exit_code == 0, r.output
-    assert _calls(recorder)[-1] == ["-n", "ml-dev-env", "logs", "-f", "--tail=20", "--",
-                                    "ml-dev-env-0"]
+    assert _calls(recorder)[-1] == [
+        "-n",
+        "ml-dev-env",
+        "logs",
+        "-f",
+        "--tail=20",
+        "--",
+        "ml-dev-env-0",
+    ]
 
 
 def test_quiet_drops_notices_verbose_shows_commands(monkeypatch, recorder) -> None:
@@ -289,21 +365,37 @@ def test_quiet_drops_notices_verbose_shows_commands(monkeypatch, recorder) -> No
 def test_mlenv_is_found_from_any_folder_of_the_checkout(tmp_path) -> None:
     env = {k: v for k, v in os.environ.items() if k != "MLENV_ROOT"}
     sub = ROOT / "workspace"
-    r = subprocess.run([sys.executable, "-m", "mlenv", "list-clusters", "-o", "json"], cwd=sub,
-                       env=env, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "mlenv", "list-clusters", "-o", "json"],
+        cwd=sub,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert {c["name"] for c in json.loads(r.stdout)} == {
-        p.stem for p in (ROOT / "clusters").glob("*.yaml")}
+        p.stem for p in (ROOT / "clusters").glob("*.yaml")
+    }
     # MLENV_ROOT still wins
     other = tmp_path / "other"
     (other / "clusters").mkdir(parents=True)
     shutil.copy(ROOT / "clusters" / "local.yaml", other / "clusters" / "local.yaml")
-    r = subprocess.run([sys.executable, "-m", "mlenv", "list-clusters", "-o", "json"], cwd=sub,
-                       env={**env, "MLENV_ROOT": str(other)}, capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "mlenv", "list-clusters", "-o", "json"],
+        cwd=sub,
+        env={**env, "MLENV_ROOT": str(other)},
+        capture_output=True,
+        text=True,
+    )
     assert [c["name"] for c in json.loads(r.stdout)] == ["local"]
     # outside any checkout: the current folder, as before
-    r = subprocess.run([sys.executable, "-m", "mlenv", "list-clusters"], cwd=tmp_path, env=env,
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "mlenv", "list-clusters"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 2 and "no cluster configs found" in r.stderr
 
 
@@ -319,19 +411,25 @@ def test_a_verbs_own_option_keeps_its_spelling() -> None:
     assert "g_namespace" not in inspect.signature(with_globals("validate", verb)).parameters
 
 
-def verb(cluster: str, version: Annotated[bool, typer.Option("--version-info", "-v")] = False) -> None:
+def verb(
+    cluster: str, version: Annotated[bool, typer.Option("--version-info", "-v")] = False
+) -> None:
     """A verb with its own -v (for test_a_verbs_own_option_keeps_its_spelling)."""
 
 
-@pytest.mark.parametrize("args,allowed", [
-    (["list-clusters"], "table, json, yaml"),
-    (["validate"], "table, json, yaml"),
-    (["history", "local"], "table, json"),
-    (["compare", "a", "b"], "table, json"),
-    (["secrets", "local"], "yaml, json"),
-])
-def test_i25_9_output_is_the_format_everywhere_and_refused_with_the_allowed_values(monkeypatch, args,
-                                                                                   allowed) -> None:
+@pytest.mark.parametrize(
+    "args,allowed",
+    [
+        (["list-clusters"], "table, json, yaml"),
+        (["validate"], "table, json, yaml"),
+        (["history", "local"], "table, json"),
+        (["compare", "a", "b"], "table, json"),
+        (["secrets", "local"], "yaml, json"),
+    ],
+)
+def test_i25_9_output_is_the_format_everywhere_and_refused_with_the_allowed_values(
+    monkeypatch, args, allowed
+) -> None:
     """`-o` meant a format on some verbs and a path on others (`bundle -o json` wrote a
     file named `json`); every verb now refuses a format it lacks, naming the allowed ones."""
     r = run([*args, "-o", "wide"], None, monkeypatch)
@@ -359,16 +457,26 @@ def test_i25_10_bash_completion_completes_option_values(tmp_path) -> None:
     (hist / "barcelona").mkdir(parents=True)
     (hist / "barcelona" / "history.jsonl").write_text(
         '{"schema": 1, "run_id": "20261120-101010-aaaa", "cluster": "barcelona", "started": "2026-11-20T10:10:10Z"}\n'
-        '{"schema": 1, "run_id": "20261121-111111-bbbb", "cluster": "barcelona", "started": "2026-11-21T11:11:11Z"}\n')
-    env = {**os.environ, "PATH": f"{Path(exe).parent}:{os.environ.get('PATH', '')}",
-           "MLENV_ROOT": str(ROOT), "MLENV_HISTORY_DIR": str(hist)}
-    script = subprocess.run([exe, "completion", "bash"], capture_output=True, text=True,
-                            env=env, check=True).stdout
+        '{"schema": 1, "run_id": "20261121-111111-bbbb", "cluster": "barcelona", "started": "2026-11-21T11:11:11Z"}\n'
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{Path(exe).parent}:{os.environ.get('PATH', '')}",
+        "MLENV_ROOT": str(ROOT),
+        "MLENV_HISTORY_DIR": str(hist),
+    }
+    script = subprocess.run(
+        [exe, "completion", "bash"], capture_output=True, text=True, env=env, check=True
+    ).stdout
 
     def complete(*words: str) -> list[str]:
-        prog = (f'{script}\nCOMP_WORDS=({" ".join(words)}); COMP_CWORD={len(words) - 1}; '
-                '_mlenv_completion mlenv; printf "%s\\n" "${COMPREPLY[@]}"')
-        out = subprocess.run(["bash", "-c", prog], capture_output=True, text=True, env=env, timeout=60)
+        prog = (
+            f"{script}\nCOMP_WORDS=({' '.join(words)}); COMP_CWORD={len(words) - 1}; "
+            '_mlenv_completion mlenv; printf "%s\\n" "${COMPREPLY[@]}"'
+        )
+        out = subprocess.run(
+            ["bash", "-c", prog], capture_output=True, text=True, env=env, timeout=60
+        )
         return out.stdout.split()
 
     assert complete("mlenv", "deploy", "barcelona", "--mode", "''") == ["rdma", "tcp"]

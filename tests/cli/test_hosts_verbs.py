@@ -127,22 +127,29 @@ def test_status_with_every_host_unreachable_is_exit_3_in_one_line(root: Path, mo
     assert "Connection refused" in err and "Traceback" not in err
 
 
-def test_status_with_some_hosts_unreachable_names_them_and_reports_the_rest(root: Path, monkeypatch) -> None:
+def test_status_with_some_hosts_unreachable_names_them_and_reports_the_rest(
+    root: Path, monkeypatch
+) -> None:
     monkeypatch.setenv("FAKE_SSH_DOWN", "Lab-WS-02")
     code, out, err = _mlenv("status", "site-lab")
     assert code == 0, (out, err)
     lines = out.strip().splitlines()
-    assert len(lines) == 3 and "up, python 3.11.7" in lines[0] and "up, python 3.11.7" in lines[2], out
+    assert (
+        len(lines) == 3 and "up, python 3.11.7" in lines[0] and "up, python 3.11.7" in lines[2]
+    ), out
     assert lines[1].startswith("host Lab-WS-02: ssh unreachable:"), out
     assert "unreachable over ssh: Lab-WS-02 (1 of 3 hosts)" in err
 
 
-def test_shell_when_ssh_cannot_connect_is_exit_3_naming_the_host(root: Path, monkeypatch, capfd) -> None:
+def test_shell_when_ssh_cannot_connect_is_exit_3_naming_the_host(
+    root: Path, monkeypatch, capfd
+) -> None:
     monkeypatch.setenv("FAKE_SSH_DOWN", "Lab-WS-02")
     code, out, err = _mlenv("shell", "site-lab", "--pod", "1", "--", "true")
     assert code == 3, (out, err)
-    assert err.strip() == ("error: shell: host Lab-WS-02: ssh: connect to host Lab-WS-02 port 2222: "
-                           "Connection refused"), err
+    assert err.strip() == (
+        "error: shell: host Lab-WS-02: ssh: connect to host Lab-WS-02 port 2222: Connection refused"
+    ), err
     # ssh's own text went to its log (-E), not through to the terminal
     assert "Connection refused" not in capfd.readouterr().err
     assert " -E " in (root / "calls").read_text()
@@ -173,7 +180,11 @@ def test_logs_prints_the_head_hosts_run_log_of_the_last_run(root: Path) -> None:
 
 def test_logs_without_a_run_or_before_rank_0_wrote_says_so_in_one_line(root: Path) -> None:
     code, out, err = _mlenv("logs", "site-lab")
-    assert code == 2 and "no hosts run recorded for site-lab" in err and len(err.strip().splitlines()) == 1
+    assert (
+        code == 2
+        and "no hosts run recorded for site-lab" in err
+        and len(err.strip().splitlines()) == 1
+    )
     cfg = load(root / "clusters" / "site-lab.yaml")
     hosts.record_run(root, cfg, "20261127-120000-abcdef", root / "nowhere", HOSTS, print)
     code, out, err = _mlenv("logs", "site-lab")
@@ -187,16 +198,24 @@ def _running(pattern: str) -> list[str]:
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["shared_dir", "no_shared_dir"])
-def test_sigterm_during_a_run_stops_the_ranks_on_every_host_and_exits_143(root: Path, shared: bool) -> None:
+def test_sigterm_during_a_run_stops_the_ranks_on_every_host_and_exits_143(
+    root: Path, shared: bool
+) -> None:
     cfg = root / "clusters" / "site-lab.yaml"
     if shared:
         results = f"{root / 'shared'}/results/"
-        cfg.write_text(cfg.read_text().replace("hosts:\n", f"hosts:\n  shared_dir: {root / 'shared'}\n", 1))
+        cfg.write_text(
+            cfg.read_text().replace("hosts:\n", f"hosts:\n  shared_dir: {root / 'shared'}\n", 1)
+        )
     else:  # each host's own folder under its login directory (before: exit 2, shared_dir is empty)
         results = "mlenv-results/"
-    p = subprocess.Popen([sys.executable, "-m", "mlenv", "acceptance", "--cluster", "site-lab"],
-                         env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(
+        [sys.executable, "-m", "mlenv", "acceptance", "--cluster", "site-lab"],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         end = time.monotonic() + 120  # a loaded 2-core machine starts python slowly
         record = root / ".mlenv" / "hosts" / "site-lab.json"
@@ -215,10 +234,15 @@ def test_sigterm_during_a_run_stops_the_ranks_on_every_host_and_exits_143(root: 
             # the report is finalised: on a loaded 2-core machine this once took over 120 s
             out, _ = p.communicate(timeout=240)
         except subprocess.TimeoutExpired:
-            ps = subprocess.run(["ps", "-eo", "pid,ppid,stat,args"], capture_output=True, text=True).stdout
+            ps = subprocess.run(
+                ["ps", "-eo", "pid,ppid,stat,args"], capture_output=True, text=True
+            ).stdout
             p.kill()
-            raise AssertionError(p.communicate()[0] + "\n" + "\n".join(
-                x for x in ps.splitlines() if results in x or "mlenv" in x)) from None
+            raise AssertionError(
+                p.communicate()[0]
+                + "\n"
+                + "\n".join(x for x in ps.splitlines() if results in x or "mlenv" in x)
+            ) from None
         assert p.returncode == 143, out
         assert "SIGTERM: stopping run" in out and "Traceback" not in out, out
         # these ranks never write a report: stopped before rank 0 could, the run is still
@@ -250,7 +274,9 @@ def _real_ranks(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     fake.write_text(FAKE_TORCHRUN.format(python=sys.executable, repo=str(REPO)))
     fake.chmod(0o755)
     cfg = root / "clusters" / "site-lab.yaml"
-    cfg.write_text(cfg.read_text().replace("python: /opt/conda/envs/ml/bin/python", f"python: {fake}"))
+    cfg.write_text(
+        cfg.read_text().replace("python: /opt/conda/envs/ml/bin/python", f"python: {fake}")
+    )
     monkeypatch.setenv("FAKE_SSH_RANKS", "real")
 
 
@@ -265,7 +291,9 @@ def _history(root: Path) -> list[dict]:
     return [json.loads(x) for x in f.read_text().splitlines() if x.strip()] if f.is_file() else []
 
 
-def test_a_run_without_shared_dir_ships_the_options_and_copies_the_reports_back(root: Path, monkeypatch) -> None:
+def test_a_run_without_shared_dir_ships_the_options_and_copies_the_reports_back(
+    root: Path, monkeypatch
+) -> None:
     """The options file is on this machine only: its copy reaches every host and the suite
     on host 0 runs with it (compute.matmul's shape); the reports come back to
     reports/<cluster>/<run-id>/ over ssh, with each host's rank logs, and this machine's
@@ -274,8 +302,9 @@ def test_a_run_without_shared_dir_ships_the_options_and_copies_the_reports_back(
     (root / "ctl").mkdir()
     opts = root / "ctl" / "my opts; $(id).yaml"  # a name no remote shell may read as code
     opts.write_text("compute.matmul:\n  n: 48\n")
-    code, out, err = _mlenv("acceptance", "--cluster", "site-lab", "--checks", "compute.matmul",
-                            "--options", str(opts))
+    code, out, err = _mlenv(
+        "acceptance", "--cluster", "site-lab", "--checks", "compute.matmul", "--options", str(opts)
+    )
     run = _only_run(root)
     rid = run.name
     assert code == 0, (out, err)
@@ -285,13 +314,18 @@ def test_a_run_without_shared_dir_ships_the_options_and_copies_the_reports_back(
         assert (root / "hosts" / h / shipped).read_text() == opts.read_text()
     ranks = [x for x in (root / "calls").read_text().splitlines() if "torch.distributed.run" in x]
     assert len(ranks) == 3 and all(f"--options {shipped}" in x for x in ranks), ranks
-    assert str(root / "ctl") not in (root / "calls").read_text()  # no path of this machine went over
+    assert (
+        str(root / "ctl") not in (root / "calls").read_text()
+    )  # no path of this machine went over
     doc = json.loads((run / "results.json").read_text())
     matmul = next(c for c in doc["checks"] if c["name"] == "compute.matmul")
     assert matmul["details"]["shape"] == [48, 48, 48]  # the option reached the suite
     for f in ("summary.md", "record.json", "junit.xml", "inputs/options.yaml"):
         assert (run / f).is_file(), f
-    assert sorted(p.name for p in (run / "logs").iterdir())[1:] == ["rank2.fake-host-1.log", "rank4.fake-host-2.log"]
+    assert sorted(p.name for p in (run / "logs").iterdir())[1:] == [
+        "rank2.fake-host-1.log",
+        "rank4.fake-host-2.log",
+    ]
     # from the other hosts their ranks' logs and .hung notes only (for mlenv finalize), never a report
     assert (run / ".hung").read_text() == "from host 1\n" and not (run / "stray.txt").exists()
     assert [r["run_id"] for r in _history(root)] == [rid]  # one line, on this machine
@@ -300,22 +334,39 @@ def test_a_run_without_shared_dir_ships_the_options_and_copies_the_reports_back(
     # not in a reports/ of the login directory, as it did before
     head = root / "hosts" / HOSTS[0]
     assert not (head / "reports").exists(), sorted(p.name for p in head.iterdir())
-    on_head = (head / "mlenv-results" / "history" / "site-lab" / "history.jsonl").read_text().splitlines()
+    on_head = (
+        (head / "mlenv-results" / "history" / "site-lab" / "history.jsonl").read_text().splitlines()
+    )
     assert [json.loads(x)["run_id"] for x in on_head] == [rid]
     code, log, _ = _mlenv("logs", "site-lab")  # the copy, once the run ended
     assert code == 0 and log.startswith("# rank 0 on "), log
 
 
-def test_a_host_whose_rank_never_ends_after_rank_0_reported_is_stopped_there(root: Path, monkeypatch) -> None:
+def test_a_host_whose_rank_never_ends_after_rank_0_reported_is_stopped_there(
+    root: Path, monkeypatch
+) -> None:
     """The run used to wait for a host whose rank never ended (stopped, or hung in a
     collective) after rank 0's host had written the verdict and ended: until the run's
     hour was out, and then only the local ssh ended, the rank kept running there. Now that
     host gets the grace (MLENV_AFTER_VERDICT_GRACE_S), then the run is stopped on it."""
     _real_ranks(root, monkeypatch)
     (root / "bin" / "hang-node-2").write_text("")
-    p = subprocess.Popen([sys.executable, "-m", "mlenv", "acceptance", "--cluster", "site-lab", "--checks",
-                          "environment"], env={**os.environ, "PYTHONPATH": str(REPO), "MLENV_AFTER_VERDICT_GRACE_S": "2"},
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlenv",
+            "acceptance",
+            "--cluster",
+            "site-lab",
+            "--checks",
+            "environment",
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO), "MLENV_AFTER_VERDICT_GRACE_S": "2"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         out, _ = p.communicate(timeout=150)  # a loaded 2-core machine starts python slowly
     finally:
@@ -326,8 +377,10 @@ def test_a_host_whose_rank_never_ends_after_rank_0_reported_is_stopped_there(roo
             with contextlib.suppress(ProcessLookupError):
                 os.kill(int(pid), signal.SIGKILL)
     assert p.returncode == 0 and "verdict: PASS" in out, out
-    assert (f"host {HOSTS[0]} (rank 0) ended 2 s ago and the run goes on on {HOSTS[2]} "
-            "(a rank stopped or hung there): stopping it there") in out, out
+    assert (
+        f"host {HOSTS[0]} (rank 0) ended 2 s ago and the run goes on on {HOSTS[2]} "
+        "(a rank stopped or hung there): stopping it there"
+    ) in out, out
     assert left == [], out  # the hung rank is gone, not only its ssh session
     run = _only_run(root)
     assert json.loads((run / "results.json").read_text())["verdict"] == "PASS"
@@ -337,29 +390,46 @@ def test_options_and_baseline_files_travel_and_a_model_name_stays(tmp_path: Path
     opts, base = tmp_path / "o.JSON", tmp_path / "b.txt"
     opts.write_text("{}")
     base.write_text("model: x\n")
-    args, ship = hosts.run_inputs(["--checks", "environment", "--options", str(opts), "--baseline", str(base)],
-                                  "mlenv-results/R", environ={})
-    assert args == ["--checks", "environment", "--options", "mlenv-results/R/inputs/options.json",
-                    "--baseline", "mlenv-results/R/inputs/baseline.yaml"]
+    args, ship = hosts.run_inputs(
+        ["--checks", "environment", "--options", str(opts), "--baseline", str(base)],
+        "mlenv-results/R",
+        environ={},
+    )
+    assert args == [
+        "--checks",
+        "environment",
+        "--options",
+        "mlenv-results/R/inputs/options.json",
+        "--baseline",
+        "mlenv-results/R/inputs/baseline.yaml",
+    ]
     assert ship == [(opts, "options.json"), (base, "baseline.yaml")]
     # as the Slurm batch script does, MLENV_OPTIONS / MLENV_BASELINE stand in for the flags
-    args, ship = hosts.run_inputs([], "/s/results/R", environ={"MLENV_OPTIONS": str(opts), "MLENV_BASELINE": "H100"})
+    args, ship = hosts.run_inputs(
+        [], "/s/results/R", environ={"MLENV_OPTIONS": str(opts), "MLENV_BASELINE": "H100"}
+    )
     assert args == ["--options", "/s/results/R/inputs/options.json", "--baseline", "H100"]
     assert ship == [(opts, "options.json")]
-    args, _ = hosts.run_inputs(["--options", str(opts)], "R", environ={"MLENV_OPTIONS": "/elsewhere"})
+    args, _ = hosts.run_inputs(
+        ["--options", str(opts)], "R", environ={"MLENV_OPTIONS": "/elsewhere"}
+    )
     assert args == ["--options", "R/inputs/options.json"]  # the flag wins
     with pytest.raises(InputError, match="--options /no/such.yaml: no such file on this machine"):
         hosts.run_inputs(["--options", "/no/such.yaml"], "R", environ={})
 
 
 def test_an_options_file_missing_here_is_exit_2_before_anything_is_asked(root: Path) -> None:
-    code, out, err = _mlenv("acceptance", "--cluster", "site-lab", "--options", str(root / "nope.yaml"))
+    code, out, err = _mlenv(
+        "acceptance", "--cluster", "site-lab", "--options", str(root / "nope.yaml")
+    )
     assert code == 2 and len(err.strip().splitlines()) == 1, (out, err)
     assert f"--options {root / 'nope.yaml'}: no such file on this machine" in err
     assert not (root / "calls").exists()  # no host was asked
 
 
-def test_logs_reads_the_heads_log_over_ssh_while_a_run_without_shared_dir_is_on(root: Path, monkeypatch) -> None:
+def test_logs_reads_the_heads_log_over_ssh_while_a_run_without_shared_dir_is_on(
+    root: Path, monkeypatch
+) -> None:
     cfg = load(root / "clusters" / "site-lab.yaml")
     rid = "20261127-120000-abcdef"
     hosts.record_run(root, cfg, rid, Path(f"mlenv-results/{rid}"), HOSTS, print, remote=True)
@@ -373,10 +443,14 @@ def test_logs_reads_the_heads_log_over_ssh_while_a_run_without_shared_dir_is_on(
     assert (code, out) == (0, "line 1\nline 2\n"), err
     monkeypatch.setenv("FAKE_SSH_DOWN", "Lab-WS-01")
     code, out, err = _mlenv("logs", "site-lab")
-    assert code == 3 and err.startswith(f"error: run {rid}: host Lab-WS-01 (the head): ssh unreachable: "), err
+    assert code == 3 and err.startswith(
+        f"error: run {rid}: host Lab-WS-01 (the head): ssh unreachable: "
+    ), err
 
 
-def test_the_copy_back_skips_an_unreachable_host_and_a_lost_head_is_error_naming_why(root: Path, monkeypatch) -> None:
+def test_the_copy_back_skips_an_unreachable_host_and_a_lost_head_is_error_naming_why(
+    root: Path, monkeypatch
+) -> None:
     """A host gone at the end: said, its logs skipped, the head's reports still come back.
     The head gone: nothing of it here, and the run is ERROR with the reason (not a traceback)."""
     from mlenv.platforms.slurm import judge_report
@@ -392,32 +466,45 @@ def test_the_copy_back_skips_an_unreachable_host_and_a_lost_head_is_error_naming
     monkeypatch.setenv("FAKE_SSH_DOWN", HOSTS[1])
     dest = root / "reports" / "site-lab" / rid
     assert hosts.gather(cfg, HOSTS, f"mlenv-results/{rid}", dest, said.append) is None
-    assert sorted(p.name for p in (dest / "logs").iterdir()) == ["rank0.lab-ws-01.log", "rank4.lab_ws_03.lan.log"]
+    assert sorted(p.name for p in (dest / "logs").iterdir()) == [
+        "rank0.lab-ws-01.log",
+        "rank4.lab_ws_03.lan.log",
+    ]
     assert (dest / "summary.md").is_file()
-    assert said == [f"host {HOSTS[1]}: its rank logs were not copied back: ssh unreachable: "
-                    f"ssh: connect to host {HOSTS[1]} port 2222: Connection refused"]
+    assert said == [
+        f"host {HOSTS[1]}: its rank logs were not copied back: ssh unreachable: "
+        f"ssh: connect to host {HOSTS[1]} port 2222: Connection refused"
+    ]
     # GNU tar's exit 1 (a straggler's log changed while read) keeps what came; a 2 is a failure
     monkeypatch.setenv("FAKE_SSH_TAR_EXIT", "1")
     assert hosts.gather(cfg, HOSTS[:1], f"mlenv-results/{rid}", root / "again", said.append) is None
     assert (root / "again" / "summary.md").is_file()
     monkeypatch.setenv("FAKE_SSH_TAR_EXIT", "2")
     assert hosts.gather(cfg, HOSTS[:1], f"mlenv-results/{rid}", root / "again", said.append) == (
-        f"the reports of host {HOSTS[0]} could not be copied back (tar: exit 2)")
+        f"the reports of host {HOSTS[0]} could not be copied back (tar: exit 2)"
+    )
     monkeypatch.delenv("FAKE_SSH_TAR_EXIT")
     monkeypatch.setenv("FAKE_SSH_DOWN", HOSTS[0])
     other = root / "reports" / "site-lab" / "20261127-120001-abcdef"
     why = hosts.gather(cfg, HOSTS, f"mlenv-results/{rid}", other, said.append)
-    assert why is not None and why.startswith(f"the reports of host {HOSTS[0]} could not be copied back (ssh unreachable")
+    assert why is not None and why.startswith(
+        f"the reports of host {HOSTS[0]} could not be copied back (ssh unreachable"
+    )
     doc = judge_report(other, "20261127-120001-abcdef", forced_error=None, fallback_why=why)
     assert doc["verdict"] == "ERROR" and doc["reasons"][0].startswith(why), doc["reasons"]
 
 
-def test_logs_of_a_shared_folder_this_machine_does_not_mount_are_read_on_the_head(root: Path) -> None:
+def test_logs_of_a_shared_folder_this_machine_does_not_mount_are_read_on_the_head(
+    root: Path,
+) -> None:
     cfg = load(root / "clusters" / "site-lab.yaml")
     rid = "20261127-120000-abcdef"
     hosts.record_run(root, cfg, rid, Path(f"/mnt/shared/results/{rid}"), HOSTS, print)
     code, out, err = _mlenv("logs", "site-lab")  # the fake runs the script with the path as it is
-    assert code == 3 and f"no rank 0 log in /mnt/shared/results/{rid}/logs on host Lab-WS-01 yet" in err, err
+    assert (
+        code == 3
+        and f"no rank 0 log in /mnt/shared/results/{rid}/logs on host Lab-WS-01 yet" in err
+    ), err
     calls = (root / "calls").read_text()
     assert "Lab-WS-01 sh -c" in calls and f"/mnt/shared/results/{rid}" in calls
 
@@ -427,7 +514,9 @@ def test_bundle_on_a_platform_bundles_the_run_it_recorded(root: Path, monkeypatc
     ``--local --bundle`` does. Before: --bundle was dropped on the way to the platform,
     silently (no bundle, no line)."""
     _real_ranks(root, monkeypatch)
-    code, out, err = _mlenv("acceptance", "--cluster", "site-lab", "--checks", "compute.matmul", "--bundle")
+    code, out, err = _mlenv(
+        "acceptance", "--cluster", "site-lab", "--checks", "compute.matmul", "--bundle"
+    )
     assert code == 0, (out, err)
     run = _only_run(root)
     line = [x for x in out.splitlines() if x.startswith("bundle: ")]

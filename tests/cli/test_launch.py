@@ -19,12 +19,25 @@ def deployed(tmp_path, monkeypatch):
 
 def test_launch_streams_and_passes_exit_code(tmp_path, monkeypatch) -> None:
     state, fake = deployed(tmp_path, monkeypatch)
-    fake.exec_responses["python -m mlenv.pod launch"] = {"rc": 1, "stdout": "rank 0 ok\nverdict FAIL\n"}
+    fake.exec_responses["python -m mlenv.pod launch"] = {
+        "rc": 1,
+        "stdout": "rank 0 ok\nverdict FAIL\n",
+    }
     fake.save(str(state))
     r = run(["launch", "barcelona", "train.py", "--", "--epochs", "1"], state, monkeypatch)
     assert r.exit_code == 1 and "verdict FAIL" in r.output
     calls = FakeCluster.load(str(state)).calls
-    assert ["exec", "ml-dev-env-0", "python", "-m", "mlenv.pod", "launch", "train.py", "--epochs", "1"] in calls
+    assert [
+        "exec",
+        "ml-dev-env-0",
+        "python",
+        "-m",
+        "mlenv.pod",
+        "launch",
+        "train.py",
+        "--epochs",
+        "1",
+    ] in calls
 
 
 def test_acceptance_options_reach_the_suite_behind_a_double_dash(tmp_path, monkeypatch) -> None:
@@ -33,21 +46,32 @@ def test_acceptance_options_reach_the_suite_behind_a_double_dash(tmp_path, monke
     fake.save(str(state))
     r = run(["launch", "barcelona", "--", "--checks", "compute"], state, monkeypatch)
     assert r.exit_code == 0, r.output
-    assert ["exec", "ml-dev-env-0", *"python -m mlenv.pod launch -- --checks compute".split()] \
-        in FakeCluster.load(str(state)).calls
+    assert [
+        "exec",
+        "ml-dev-env-0",
+        *"python -m mlenv.pod launch -- --checks compute".split(),
+    ] in FakeCluster.load(str(state)).calls
 
 
-def test_torchrun_starts_every_pod_with_one_run_id_and_returns_pod0s_code(tmp_path, monkeypatch) -> None:
+def test_torchrun_starts_every_pod_with_one_run_id_and_returns_pod0s_code(
+    tmp_path, monkeypatch
+) -> None:
     state, fake = deployed(tmp_path, monkeypatch)
     fake.pod_exec_responses = {
         "ml-dev-env-0": {RUN_TORCHRUN: {"rc": 1, "stdout": "torchrun node 0/2\nverdict FAIL\n"}},
-        "ml-dev-env-1": {RUN_TORCHRUN: {"rc": 0, "stdout": "torchrun node 1/2\n"}}}
+        "ml-dev-env-1": {RUN_TORCHRUN: {"rc": 0, "stdout": "torchrun node 1/2\n"}},
+    }
     fake.save(str(state))
-    r = run(["launch", "barcelona", "--torchrun", "train.py", "--", "--epochs", "1"], state, monkeypatch)
+    r = run(
+        ["launch", "barcelona", "--torchrun", "train.py", "--", "--epochs", "1"], state, monkeypatch
+    )
     assert r.exit_code == 1, r.output
     assert "verdict FAIL" in r.stdout and "torchrun node 1/2" not in r.stdout  # pod-0 streamed
-    runs = [c for c in FakeCluster.load(str(state)).calls if c[:6] == ["exec", c[1], "python", "-m",
-                                                                      "mlenv.pod", "run-torchrun"]]
+    runs = [
+        c
+        for c in FakeCluster.load(str(state)).calls
+        if c[:6] == ["exec", c[1], "python", "-m", "mlenv.pod", "run-torchrun"]
+    ]
     assert sorted(c[1] for c in runs) == ["ml-dev-env-0", "ml-dev-env-1"]
     argv0, argv1 = (c[2:] for c in sorted(runs))
     assert argv0 == argv1  # the same run id in every pod: one static rendezvous
@@ -56,8 +80,10 @@ def test_torchrun_starts_every_pod_with_one_run_id_and_returns_pod0s_code(tmp_pa
 
 def test_torchrun_maps_codes_and_names_a_failing_pod(tmp_path, monkeypatch) -> None:
     state, fake = deployed(tmp_path, monkeypatch)
-    fake.pod_exec_responses = {"ml-dev-env-0": {RUN_TORCHRUN: {"rc": 0}},
-                               "ml-dev-env-1": {RUN_TORCHRUN: {"rc": 3, "stderr": "rank 1 crashed\n"}}}
+    fake.pod_exec_responses = {
+        "ml-dev-env-0": {RUN_TORCHRUN: {"rc": 0}},
+        "ml-dev-env-1": {RUN_TORCHRUN: {"rc": 3, "stderr": "rank 1 crashed\n"}},
+    }
     fake.save(str(state))
     r = run(["launch", "barcelona", "--torchrun"], state, monkeypatch)
     assert r.exit_code == 0 and "warning: ml-dev-env-1 exited 3: rank 1 crashed" in r.stderr
@@ -75,7 +101,8 @@ def test_torchrun_timeout_is_exit_3_with_one_line(tmp_path, monkeypatch) -> None
     assert r.exit_code == 3
     assert r.stderr.strip().splitlines() == [
         "error: exec of python -m mlenv.pod in pod ml-dev-env-0 did not finish within 5 s and "
-        "was stopped (raise the limit with --timeout or MLENV_EXEC_TIMEOUT)"]
+        "was stopped (raise the limit with --timeout or MLENV_EXEC_TIMEOUT)"
+    ]
 
 
 def test_torchrun_needs_every_pod_running(tmp_path, monkeypatch) -> None:
@@ -93,8 +120,10 @@ def test_i16_launch_before_deploy_is_exit_3_never_a_fail(tmp_path, monkeypatch) 
     state = fake_state(tmp_path)
     r = run(["launch", "barcelona"], state, monkeypatch)
     assert r.exit_code == 3, r.output
-    assert r.stderr.strip() == ("error: pod ml-dev-env-0 in ml-dev-env is not there: nothing "
-                                "was started (mlenv status barcelona; mlenv deploy barcelona)")
+    assert r.stderr.strip() == (
+        "error: pod ml-dev-env-0 in ml-dev-env is not there: nothing "
+        "was started (mlenv status barcelona; mlenv deploy barcelona)"
+    )
     assert not [c for c in FakeCluster.load(str(state)).calls if c[0] == "exec"]
 
 
@@ -102,13 +131,27 @@ def test_peer_deadline_reaches_pod_0s_launcher_and_bad_values_exit_2(tmp_path, m
     """i22 §2: pod 0's launcher waits --deadline (120 s) for its peers; the control host
     can now set it (the kube tier's launch test needs seconds, a slow cluster more)."""
     state, fake = deployed(tmp_path, monkeypatch)
-    fake.exec_responses["python -m mlenv.pod launch"] = {"rc": 3, "stderr": "error: preflight: 1 of 2 peer(s) missing"}
+    fake.exec_responses["python -m mlenv.pod launch"] = {
+        "rc": 3,
+        "stderr": "error: preflight: 1 of 2 peer(s) missing",
+    }
     fake.save(str(state))
-    r = run(["launch", "barcelona", "--peer-deadline", "7.5", "--", "--checks", "compute"], state, monkeypatch)
+    r = run(
+        ["launch", "barcelona", "--peer-deadline", "7.5", "--", "--checks", "compute"],
+        state,
+        monkeypatch,
+    )
     assert r.exit_code == 3, r.output
-    assert ["exec", "ml-dev-env-0", *"python -m mlenv.pod launch --deadline 7.5 -- --checks compute".split()] \
-        in FakeCluster.load(str(state)).calls
-    for bad in (["--peer-deadline", "0"], ["--peer-deadline", "-1"], ["--peer-deadline", "5", "--torchrun"]):
+    assert [
+        "exec",
+        "ml-dev-env-0",
+        *"python -m mlenv.pod launch --deadline 7.5 -- --checks compute".split(),
+    ] in FakeCluster.load(str(state)).calls
+    for bad in (
+        ["--peer-deadline", "0"],
+        ["--peer-deadline", "-1"],
+        ["--peer-deadline", "5", "--torchrun"],
+    ):
         r = run(["launch", "barcelona", *bad], state, monkeypatch)
         assert r.exit_code == 2 and "--peer-deadline" in r.output, (bad, r.output)
 
@@ -123,8 +166,11 @@ def _labelled(tmp_path, monkeypatch, labels):
     from _fakeenv import ROOT
 
     cfg = tmp_path / "barcelona.yaml"
-    cfg.write_text((ROOT / "clusters" / "barcelona.yaml").read_text().replace(
-        "nodes:\n", f"nodes:\n  topology_label: {ZONE}\n", 1))
+    cfg.write_text(
+        (ROOT / "clusters" / "barcelona.yaml")
+        .read_text()
+        .replace("nodes:\n", f"nodes:\n  topology_label: {ZONE}\n", 1)
+    )
     state = fake_state(tmp_path)
     fake = FakeCluster.load(str(state))
     for node, value in labels.items():
@@ -132,7 +178,10 @@ def _labelled(tmp_path, monkeypatch, labels):
     fake.save(str(state))
     assert run(["deploy", str(cfg), "--timeout", "60"], state, monkeypatch).exit_code == 0
     fake = FakeCluster.load(str(state))
-    pods = {n: (fake.get("Pod", n, "ml-dev-env") or {})["spec"]["nodeName"] for n in ("ml-dev-env-0", "ml-dev-env-1")}
+    pods = {
+        n: (fake.get("Pod", n, "ml-dev-env") or {})["spec"]["nodeName"]
+        for n in ("ml-dev-env-0", "ml-dev-env-1")
+    }
     return cfg, state, fake, pods
 
 
@@ -142,8 +191,10 @@ def _topology_arg(calls, verb):
 
 
 def test_launch_hands_pod0_the_racks_of_the_pods_nodes(tmp_path, monkeypatch) -> None:
-    labels = {f"gpu-node-0{i}.barcelona.example.com": v for i, v in ((1, "Rack_A"), (2, "Rack_A"), (3, "r2"),
-                                                                     (4, "r2"))}
+    labels = {
+        f"gpu-node-0{i}.barcelona.example.com": v
+        for i, v in ((1, "Rack_A"), (2, "Rack_A"), (3, "r2"), (4, "r2"))
+    }
     cfg, state, fake, pods = _labelled(tmp_path, monkeypatch, labels)
     fake.exec_responses["python -m mlenv.pod"] = {"rc": 0}
     fake.save(str(state))
@@ -153,13 +204,20 @@ def test_launch_hands_pod0_the_racks_of_the_pods_nodes(tmp_path, monkeypatch) ->
     for extra in ([], ["--torchrun"]):
         r = run(["launch", str(cfg), *extra], state, monkeypatch)
         assert r.exit_code == 0, r.output
-        got = _topology_arg(FakeCluster.load(str(state)).calls, "run-torchrun" if extra else "launch")
+        got = _topology_arg(
+            FakeCluster.load(str(state)).calls, "run-torchrun" if extra else "launch"
+        )
         assert got == want
-        assert f"topology: 2 of 2 node(s) in {len(want)} rack(s) from the Node label {ZONE}" in r.output
+        assert (
+            f"topology: 2 of 2 node(s) in {len(want)} rack(s) from the Node label {ZONE}"
+            in r.output
+        )
 
 
 def test_a_user_who_may_not_read_nodes_gets_one_warning_and_a_run(tmp_path, monkeypatch) -> None:
-    cfg, state, fake, _ = _labelled(tmp_path, monkeypatch, {"gpu-node-01.barcelona.example.com": "a"})
+    cfg, state, fake, _ = _labelled(
+        tmp_path, monkeypatch, {"gpu-node-01.barcelona.example.com": "a"}
+    )
     fake.denied = ["get nodes"]
     fake.exec_responses["python -m mlenv.pod launch"] = {"rc": 0}
     fake.save(str(state))

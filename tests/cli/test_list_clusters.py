@@ -17,7 +17,16 @@ def test_table_lists_every_example() -> None:
     r = CliRunner().invoke(app, ["list-clusters"], env={"MLENV_ROOT": str(REPO)})
     assert r.exit_code == 0, r.output
     header, *rows = r.stdout.strip().splitlines()
-    assert header.split() == ["NAME", "PLATFORM", "MODES", "NODES", "x", "GPUS", "STORAGE", "DESCRIPTION"]
+    assert header.split() == [
+        "NAME",
+        "PLATFORM",
+        "MODES",
+        "NODES",
+        "x",
+        "GPUS",
+        "STORAGE",
+        "DESCRIPTION",
+    ]
     clusters = load_all(REPO)
     assert len(rows) == len(clusters)
     for row, c in zip(rows, clusters, strict=True):

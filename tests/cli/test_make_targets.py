@@ -40,37 +40,101 @@ def make_env(checkout: Path) -> dict[str, str]:
     return {**env, "MAKEFLAGS": "", "MAKELEVEL": ""}
 
 
-MAKE_VARIABLES = {"CLUSTER", "MODE", "NODES", "POD", "DRY_RUN", "WATCH", "DELETE", "SYNC_DRY_RUN",
-                  "PURGE", "FILE", "NAMESPACE", "POD_NAME", "LOCAL_DIR", "REMOTE_DIR", "DEBUG_PORT",
-                  "NAME", "CONFIG", "SCRIPT", "TORCHRUN", "NPROC", "PROFILE"}
+MAKE_VARIABLES = {
+    "CLUSTER",
+    "MODE",
+    "NODES",
+    "POD",
+    "DRY_RUN",
+    "WATCH",
+    "DELETE",
+    "SYNC_DRY_RUN",
+    "PURGE",
+    "FILE",
+    "NAMESPACE",
+    "POD_NAME",
+    "LOCAL_DIR",
+    "REMOTE_DIR",
+    "DEBUG_PORT",
+    "NAME",
+    "CONFIG",
+    "SCRIPT",
+    "TORCHRUN",
+    "NPROC",
+    "PROFILE",
+}
 
 
 def dry(checkout: Path, *args: str) -> list[str]:
-    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
-                          str(checkout), "-n", *args], capture_output=True, text=True, check=True,
-                         env=make_env(checkout))
+    out = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-f",
+            str(ROOT / "Makefile"),
+            "-C",
+            str(checkout),
+            "-n",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=make_env(checkout),
+    )
     return [" ".join(line.split()) for line in out.stdout.splitlines() if "mlenv" in line]
 
 
 def dry_fails(checkout: Path, *args: str) -> str:
     """``make -n`` that must stop: its stderr."""
-    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
-                          str(checkout), "-n", *args], capture_output=True, text=True,
-                         env=make_env(checkout))
+    out = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-f",
+            str(ROOT / "Makefile"),
+            "-C",
+            str(checkout),
+            "-n",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        env=make_env(checkout),
+    )
     assert out.returncode != 0 and "mlenv" not in out.stdout, out.stdout
     return out.stderr
 
 
-NO_CLUSTER = ("no cluster was deployed from this checkout (no .mlenv/current-cluster) and "
-              "CLUSTER is not set: pick one with `make {target} CLUSTER=<name>`")
+NO_CLUSTER = (
+    "no cluster was deployed from this checkout (no .mlenv/current-cluster) and "
+    "CLUSTER is not set: pick one with `make {target} CLUSTER=<name>`"
+)
 
 
-@pytest.mark.parametrize("target", ["shell", "sync-multi-node", "status-cluster", "logs",
-                                    "port-forward", "launch", "clean-cluster", "build-image",
-                                    "deploy-cluster", "deploy", "dev-session", "gpu-info",
-                                    "vscode", "status", "shell-multi-node"])
-def test_i16_no_cluster_deployed_and_none_given_stops_and_says_how(checkout: Path,
-                                                                   target: str) -> None:
+@pytest.mark.parametrize(
+    "target",
+    [
+        "shell",
+        "sync-multi-node",
+        "status-cluster",
+        "logs",
+        "port-forward",
+        "launch",
+        "clean-cluster",
+        "build-image",
+        "deploy-cluster",
+        "deploy",
+        "dev-session",
+        "gpu-info",
+        "vscode",
+        "status",
+        "shell-multi-node",
+    ],
+)
+def test_i16_no_cluster_deployed_and_none_given_stops_and_says_how(
+    checkout: Path, target: str
+) -> None:
     """Before any deploy, with no CLUSTER: a cluster target says so instead of acting on
     `local` (it did: `make shell` opened a shell in local's namespace)."""
     (checkout / "clusters").mkdir()
@@ -92,18 +156,28 @@ def test_cluster_targets_follow_the_last_deploy(checkout: Path) -> None:
     (checkout / ".mlenv" / "current-cluster").write_text("barcelona\n")
     assert dry(checkout, "sync-multi-node") == [".venv/bin/mlenv sync 'barcelona'"]
     assert dry(checkout, "status-cluster") == [".venv/bin/mlenv status 'barcelona'"]
-    assert dry(checkout, "sync-multi-node", "CLUSTER=nerc-tcp") == [".venv/bin/mlenv sync 'nerc-tcp'"]
+    assert dry(checkout, "sync-multi-node", "CLUSTER=nerc-tcp") == [
+        ".venv/bin/mlenv sync 'nerc-tcp'"
+    ]
 
 
 def test_watch_and_torchrun_variables(checkout: Path) -> None:
     assert dry(checkout, "sync-multi-node", "WATCH=1", "CLUSTER=local") == [
-        ".venv/bin/mlenv sync 'local' --watch"]
+        ".venv/bin/mlenv sync 'local' --watch"
+    ]
     assert dry(checkout, "launch", "TORCHRUN=1", "SCRIPT=train.py", "CLUSTER=local") == [
-        ".venv/bin/mlenv launch 'local' --torchrun 'train.py'"]
+        ".venv/bin/mlenv launch 'local' --torchrun 'train.py'"
+    ]
 
 
-HOSTILE_MAKE_VALUES = ["x; touch PWNED", "$(touch PWNED)", "`touch PWNED`", "a'b; touch PWNED",
-                       "x && touch PWNED", "--kubeconfig=/tmp/k"]
+HOSTILE_MAKE_VALUES = [
+    "x; touch PWNED",
+    "$(touch PWNED)",
+    "`touch PWNED`",
+    "a'b; touch PWNED",
+    "x && touch PWNED",
+    "--kubeconfig=/tmp/k",
+]
 
 
 @pytest.mark.parametrize("value", HOSTILE_MAKE_VALUES)
@@ -116,15 +190,34 @@ def test_i9_12_makefile_passes_cluster_as_one_word(checkout: Path, value: str) -
     log = checkout / "argv.jsonl"
     fake = checkout / ".venv" / "bin" / "mlenv"
     fake.parent.mkdir(parents=True, exist_ok=True)
-    fake.write_text(f"#!{sys.executable}\nimport json, sys\n"
-                    f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n")
+    fake.write_text(
+        f"#!{sys.executable}\nimport json, sys\n"
+        f"open({str(log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+    )
     fake.chmod(0o755)
-    for target, extra in (("sync-multi-node", []), ("shell", [f"POD={value}"]),
-                          ("launch", [f"SCRIPT={value}"]), ("deploy-cluster", [f"MODE={value}"])):
-        subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
-                        str(checkout), target, f"CLUSTER={value}", *extra],
-                       capture_output=True, text=True, check=False,
-                       env=make_env(checkout))
+    for target, extra in (
+        ("sync-multi-node", []),
+        ("shell", [f"POD={value}"]),
+        ("launch", [f"SCRIPT={value}"]),
+        ("deploy-cluster", [f"MODE={value}"]),
+    ):
+        subprocess.run(
+            [
+                "make",
+                "--no-print-directory",
+                "-f",
+                str(ROOT / "Makefile"),
+                "-C",
+                str(checkout),
+                target,
+                f"CLUSTER={value}",
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            env=make_env(checkout),
+        )
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     assert not list(checkout.rglob("PWNED"))
     if value.startswith("$("):  # make expands it to an empty CLUSTER: every target stops (i16)
@@ -147,89 +240,162 @@ def _targets() -> list[str]:
 
 
 def test_i10_5_make_help_lists_every_target(checkout: Path) -> None:
-    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
-                          str(checkout), "help"], capture_output=True, text=True, check=True,
-                         env=make_env(checkout)).stdout
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", str(checkout), "help"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=make_env(checkout),
+    ).stdout
     listed = {line.split()[1] for line in out.splitlines() if line.strip().startswith("make ")}
     targets = set(_targets())
     assert {"unit", "test", "demo", "dev-session", "gpu-info"} <= targets
     assert targets == listed, f"not in make help: {sorted(targets - listed)}"
 
 
-@pytest.mark.parametrize("target,extra,want", [
-    ("deploy", [], [".venv/bin/mlenv deploy 'local' --nodes 1"]),
-    ("deploy-cluster-dry-run", [], [".venv/bin/mlenv deploy 'local' --dry-run client"]),
-    ("sync-once", [], [".venv/bin/mlenv sync 'local'"]),
-    ("sync-once", ["DELETE=1", "SYNC_DRY_RUN=1"], [".venv/bin/mlenv sync 'local' --delete --dry-run"]),
-    ("sync-code", [], [".venv/bin/mlenv sync 'local' --watch"]),
-    ("vscode", [], [".venv/bin/mlenv url 'local' vscode"]),
-    ("jupyter", [], [".venv/bin/mlenv url 'local' jupyter"]),
-    ("gpu-info", [], [".venv/bin/mlenv gpu-info 'local'"]),
-    ("shell-multi-node", [], [".venv/bin/mlenv shell 'local' --pod '0'"]),
-    ("build", [], [".venv/bin/mlenv build 'local'"]),
-    ("status", [], [".venv/bin/mlenv status 'local'"]),
-    ("deploy-multi-node", [], [".venv/bin/mlenv deploy 'local'"]),
-    ("deploy-multi-node", ["MODE=tcp"], [".venv/bin/mlenv deploy 'local' --mode 'tcp'"]),
-    # i25.1: the rest of upstream's targets
-    ("deploy-multi-node-rdma", [], [".venv/bin/mlenv deploy 'local' --mode rdma"]),
-    ("deploy-multi-node-tcp", ["NODES=3"], [".venv/bin/mlenv deploy 'local' --mode tcp --nodes '3'"]),
-    ("list-projects", [], [".venv/bin/mlenv list-clusters"]),
-    ("discover-cluster", ["NAME=mine", "NAMESPACE=team-a"],
-     [".venv/bin/mlenv discover 'mine' --namespace 'team-a'"]),
-    ("wizard", [], [".venv/bin/mlenv wizard"]),
-    ("wizard", ["NAME=mine"], [".venv/bin/mlenv wizard 'mine'"]),
-    ("wizard-load", ["CONFIG=saved/mine.yaml"], [".venv/bin/mlenv deploy 'saved/mine.yaml'"]),
-    ("debug-remote", ["FILE=train.py"], [
-        ".venv/bin/mlenv shell 'local' --pod '0' -- sh -c 'nohup python -m debugpy --listen "
-        "\"127.0.0.1:$2\" --wait-for-client \"/workspace/$1\" >/tmp/mlenv-debugpy.log 2>&1 &' "
-        "debugpy 'train.py' '5678'",
-        ".venv/bin/mlenv port-forward 'local' --debug --pod '0'"]),
-    # i25.3: upstream's variables, honoured
-    ("deploy", ["NAMESPACE=ml-prod"], [".venv/bin/mlenv deploy 'local' --namespace 'ml-prod' --nodes 1"]),
-    ("sync-once", ["LOCAL_DIR=./src"], [".venv/bin/mlenv sync 'local' --dir './src'"]),
-    ("sync-code", ["LOCAL_DIR=./src", "REMOTE_DIR=/workspace"], [".venv/bin/mlenv sync 'local' --watch --dir './src'"]),
-    ("port-forward", ["DEBUG_PORT=5679"], [".venv/bin/mlenv port-forward 'local' --port '5679:5679' --pod '0'"]),
-    ("clean-multi-node", [], [".venv/bin/mlenv teardown 'local'"]),
-    ("clean-multi-node", ["PURGE=1"], [".venv/bin/mlenv teardown 'local' --purge"]),
-])
-def test_i10_5_upstream_targets_map_to_mlenv_verbs(checkout: Path, target: str, extra: list[str],
-                                                   want: list[str]) -> None:
+@pytest.mark.parametrize(
+    "target,extra,want",
+    [
+        ("deploy", [], [".venv/bin/mlenv deploy 'local' --nodes 1"]),
+        ("deploy-cluster-dry-run", [], [".venv/bin/mlenv deploy 'local' --dry-run client"]),
+        ("sync-once", [], [".venv/bin/mlenv sync 'local'"]),
+        (
+            "sync-once",
+            ["DELETE=1", "SYNC_DRY_RUN=1"],
+            [".venv/bin/mlenv sync 'local' --delete --dry-run"],
+        ),
+        ("sync-code", [], [".venv/bin/mlenv sync 'local' --watch"]),
+        ("vscode", [], [".venv/bin/mlenv url 'local' vscode"]),
+        ("jupyter", [], [".venv/bin/mlenv url 'local' jupyter"]),
+        ("gpu-info", [], [".venv/bin/mlenv gpu-info 'local'"]),
+        ("shell-multi-node", [], [".venv/bin/mlenv shell 'local' --pod '0'"]),
+        ("build", [], [".venv/bin/mlenv build 'local'"]),
+        ("status", [], [".venv/bin/mlenv status 'local'"]),
+        ("deploy-multi-node", [], [".venv/bin/mlenv deploy 'local'"]),
+        ("deploy-multi-node", ["MODE=tcp"], [".venv/bin/mlenv deploy 'local' --mode 'tcp'"]),
+        # i25.1: the rest of upstream's targets
+        ("deploy-multi-node-rdma", [], [".venv/bin/mlenv deploy 'local' --mode rdma"]),
+        (
+            "deploy-multi-node-tcp",
+            ["NODES=3"],
+            [".venv/bin/mlenv deploy 'local' --mode tcp --nodes '3'"],
+        ),
+        ("list-projects", [], [".venv/bin/mlenv list-clusters"]),
+        (
+            "discover-cluster",
+            ["NAME=mine", "NAMESPACE=team-a"],
+            [".venv/bin/mlenv discover 'mine' --namespace 'team-a'"],
+        ),
+        ("wizard", [], [".venv/bin/mlenv wizard"]),
+        ("wizard", ["NAME=mine"], [".venv/bin/mlenv wizard 'mine'"]),
+        ("wizard-load", ["CONFIG=saved/mine.yaml"], [".venv/bin/mlenv deploy 'saved/mine.yaml'"]),
+        (
+            "debug-remote",
+            ["FILE=train.py"],
+            [
+                ".venv/bin/mlenv shell 'local' --pod '0' -- sh -c 'nohup python -m debugpy --listen "
+                '"127.0.0.1:$2" --wait-for-client "/workspace/$1" >/tmp/mlenv-debugpy.log 2>&1 &\' '
+                "debugpy 'train.py' '5678'",
+                ".venv/bin/mlenv port-forward 'local' --debug --pod '0'",
+            ],
+        ),
+        # i25.3: upstream's variables, honoured
+        (
+            "deploy",
+            ["NAMESPACE=ml-prod"],
+            [".venv/bin/mlenv deploy 'local' --namespace 'ml-prod' --nodes 1"],
+        ),
+        ("sync-once", ["LOCAL_DIR=./src"], [".venv/bin/mlenv sync 'local' --dir './src'"]),
+        (
+            "sync-code",
+            ["LOCAL_DIR=./src", "REMOTE_DIR=/workspace"],
+            [".venv/bin/mlenv sync 'local' --watch --dir './src'"],
+        ),
+        (
+            "port-forward",
+            ["DEBUG_PORT=5679"],
+            [".venv/bin/mlenv port-forward 'local' --port '5679:5679' --pod '0'"],
+        ),
+        ("clean-multi-node", [], [".venv/bin/mlenv teardown 'local'"]),
+        ("clean-multi-node", ["PURGE=1"], [".venv/bin/mlenv teardown 'local' --purge"]),
+    ],
+)
+def test_i10_5_upstream_targets_map_to_mlenv_verbs(
+    checkout: Path, target: str, extra: list[str], want: list[str]
+) -> None:
     assert dry(checkout, target, "CLUSTER=local", *extra) == want
 
 
 def test_i10_5_dev_session_syncs_watches_and_forwards_the_debug_port(checkout: Path) -> None:
     lines = dry(checkout, "dev-session", "FILE=train.py", "CLUSTER=local")
     assert lines[0] == ".venv/bin/mlenv sync 'local'"
-    assert lines[1].startswith(".venv/bin/mlenv shell 'local' --pod '0' -- sh -c 'nohup python -m "
-                               "debugpy --listen \"127.0.0.1:$2\" --wait-for-client")
+    assert lines[1].startswith(
+        ".venv/bin/mlenv shell 'local' --pod '0' -- sh -c 'nohup python -m "
+        'debugpy --listen "127.0.0.1:$2" --wait-for-client'
+    )
     assert lines[1].endswith("debugpy 'train.py' '5678'")
     assert any("mlenv sync 'local' --watch &" in x for x in lines)
     assert lines[-1] == ".venv/bin/mlenv port-forward 'local' --debug --pod '0'"
 
 
-@pytest.mark.parametrize("content", ["x; touch PWNED\n", "$(touch PWNED)\n", "../clusters/a\n",
-                                     "Barcelona\n", "/abs/path/barcelona.yaml\n", "\n"])
-def test_i9_12_corrupt_current_cluster_file_is_ignored_with_a_warning(checkout: Path,
-                                                                      content: str) -> None:
+@pytest.mark.parametrize(
+    "content",
+    [
+        "x; touch PWNED\n",
+        "$(touch PWNED)\n",
+        "../clusters/a\n",
+        "Barcelona\n",
+        "/abs/path/barcelona.yaml\n",
+        "\n",
+    ],
+)
+def test_i9_12_corrupt_current_cluster_file_is_ignored_with_a_warning(
+    checkout: Path, content: str
+) -> None:
     """The state file is read back as untrusted: only a DNS-1123 label is used (before the
     fix make pasted whatever it held, e.g. the raw path argument, into every recipe)."""
     (checkout / ".mlenv").mkdir()
     (checkout / ".mlenv" / "current-cluster").write_text(content)
-    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
-                          str(checkout), "-n", "status-cluster"], capture_output=True, text=True,
-                         check=False, env=make_env(checkout))
+    out = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-f",
+            str(ROOT / "Makefile"),
+            "-C",
+            str(checkout),
+            "-n",
+            "status-cluster",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=make_env(checkout),
+    )
     assert out.returncode != 0 and "mlenv" not in out.stdout  # i16: no fallback to local
     assert "ignoring .mlenv/current-cluster: not a cluster name" in out.stderr
     assert NO_CLUSTER.format(target="status-cluster") in out.stderr
     assert not (checkout / "PWNED").exists()
 
 
-@pytest.mark.parametrize("content,want", [("barcelona\n", "barcelona"), ("nerc-tcp", "nerc-tcp"),
-                                          ("x; rm -rf ~\n", None), ("a\nb\n", None),
-                                          ("a" * 64 + "\n", None), ("\xff\xfe", None)])
-def test_i9_12_current_cluster_is_read_back_validated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                      capsys: pytest.CaptureFixture[str],
-                                                      content: str, want: str | None) -> None:
+@pytest.mark.parametrize(
+    "content,want",
+    [
+        ("barcelona\n", "barcelona"),
+        ("nerc-tcp", "nerc-tcp"),
+        ("x; rm -rf ~\n", None),
+        ("a\nb\n", None),
+        ("a" * 64 + "\n", None),
+        ("\xff\xfe", None),
+    ],
+)
+def test_i9_12_current_cluster_is_read_back_validated(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    content: str,
+    want: str | None,
+) -> None:
     from mlenv.cli._clusterctx import current_cluster
 
     monkeypatch.setenv("MLENV_STATE_DIR", str(tmp_path))
@@ -246,13 +412,35 @@ def test_venv_builds_deepspeeds_op_before_anything_times_it(checkout: Path) -> N
     (checkout / ".venv" / ".ds-ops").unlink()
     for target in ("venv", "test", "demo"):
         line = next(x for x in dry(checkout, target) if "dsops" in x)
-        assert line.startswith(".venv/bin/python -m mlenv.acceptance.checks.dsops --installed || "), line
-        assert "DS_BUILD_SHM_COMM=1" in line and "--no-cache-dir" in line and "--force-reinstall" in line, line
+        assert line.startswith(
+            ".venv/bin/python -m mlenv.acceptance.checks.dsops --installed || "
+        ), line
+        assert (
+            "DS_BUILD_SHM_COMM=1" in line
+            and "--no-cache-dir" in line
+            and "--force-reinstall" in line
+        ), line
     (checkout / ".venv" / ".installed").unlink()
-    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", str(checkout), "-n",
-                          "venv"], capture_output=True, text=True, check=True, env=make_env(checkout)).stdout
+    out = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-f",
+            str(ROOT / "Makefile"),
+            "-C",
+            str(checkout),
+            "-n",
+            "venv",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=make_env(checkout),
+    ).stdout
     first = [x for x in out.splitlines() if "deepspeed==" in x and "dsops" not in x][0]
-    assert first == 'bash scripts/dev/install-deepspeed.sh .venv/bin/python "deepspeed==0.19.8"', first
+    assert first == 'bash scripts/dev/install-deepspeed.sh .venv/bin/python "deepspeed==0.19.8"', (
+        first
+    )
 
 
 # A python for install-deepspeed.sh: the key script (stdin) answers a fixed key, `pip wheel`
@@ -267,7 +455,9 @@ esac
 """
 
 
-def test_deepspeed_is_built_with_its_op_once_per_machine_and_installed_from_there(tmp_path: Path) -> None:
+def test_deepspeed_is_built_with_its_op_once_per_machine_and_installed_from_there(
+    tmp_path: Path,
+) -> None:
     """scripts/dev/install-deepspeed.sh: the first venv builds the wheel (the op's flags set,
     pip's cache off) into the cache, a second venv installs that wheel without a build; a
     build that fails leaves no folder a later run would take for a wheel."""
@@ -278,30 +468,56 @@ def test_deepspeed_is_built_with_its_op_once_per_machine_and_installed_from_ther
     env = {**os.environ, "CALLS": str(calls), "MLENV_WHEEL_CACHE": str(cache)}
     script = ROOT / "scripts" / "dev" / "install-deepspeed.sh"
 
-    bad = subprocess.run(["bash", str(script), str(py), "deepspeed==0.19.8"], capture_output=True, text=True,
-                         env={**env, "FAIL_BUILD": "1"}, check=False)
+    bad = subprocess.run(
+        ["bash", str(script), str(py), "deepspeed==0.19.8"],
+        capture_output=True,
+        text=True,
+        env={**env, "FAIL_BUILD": "1"},
+        check=False,
+    )
     assert bad.returncode != 0 and not list(cache.iterdir()), list(cache.iterdir())
     calls.unlink()
     for _ in range(2):
-        r = subprocess.run(["bash", str(script), str(py), "deepspeed==0.19.8"], capture_output=True, text=True,
-                           env=env, check=False)
+        r = subprocess.run(
+            ["bash", str(script), str(py), "deepspeed==0.19.8"],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+        )
         assert r.returncode == 0, r.stderr
     built, first, second = calls.read_text().splitlines()
     assert "-m pip wheel -q --no-cache-dir --no-build-isolation --no-deps -w" in built
     assert built.endswith("deepspeed==0.19.8 | shm=1 ops=0 acc=cpu"), built
-    wheel = cache / "deepspeed-0.19.8-torch2.13.0-cpython-311-shm" / "deepspeed-0.19.8-cp311-cp311-linux_x86_64.whl"
+    wheel = (
+        cache
+        / "deepspeed-0.19.8-torch2.13.0-cpython-311-shm"
+        / "deepspeed-0.19.8-cp311-cp311-linux_x86_64.whl"
+    )
     assert first == second == f"-m pip install -q {wheel} | shm=1 ops=0 acc=cpu"
 
 
-@pytest.mark.parametrize("target", ["deploy-cluster", "deploy", "sync-multi-node", "shell", "dev-session"])
-@pytest.mark.parametrize("var,want", [
-    ("POD_NAME=my-pod", "POD_NAME is upstream ml-dev-env's: the pods here are ml-dev-env-0..N-1; "
-                        "pick one with POD=<index> (e.g. POD=1)"),
-    ("REMOTE_DIR=/app", "REMOTE_DIR=/app: the code folder in the pods is always /workspace (the "
-                        "workspace volume); unset REMOTE_DIR"),
-])
-def test_i25_3_upstream_variables_without_meaning_here_stop_with_one_line(checkout: Path, target: str,
-                                                                          var: str, want: str) -> None:
+@pytest.mark.parametrize(
+    "target", ["deploy-cluster", "deploy", "sync-multi-node", "shell", "dev-session"]
+)
+@pytest.mark.parametrize(
+    "var,want",
+    [
+        (
+            "POD_NAME=my-pod",
+            "POD_NAME is upstream ml-dev-env's: the pods here are ml-dev-env-0..N-1; "
+            "pick one with POD=<index> (e.g. POD=1)",
+        ),
+        (
+            "REMOTE_DIR=/app",
+            "REMOTE_DIR=/app: the code folder in the pods is always /workspace (the "
+            "workspace volume); unset REMOTE_DIR",
+        ),
+    ],
+)
+def test_i25_3_upstream_variables_without_meaning_here_stop_with_one_line(
+    checkout: Path, target: str, var: str, want: str
+) -> None:
     """`POD_NAME=my-pod make dev-session` used to act on ml-dev-env-0 without a word."""
     err = dry_fails(checkout, target, "CLUSTER=local", var)
     lines = [x for x in err.splitlines() if "***" in x]  # make's clock-skew warnings aside
@@ -310,19 +526,35 @@ def test_i25_3_upstream_variables_without_meaning_here_stop_with_one_line(checko
 
 def test_i25_3_upstream_variables_reach_the_environment_form_too(checkout: Path) -> None:
     """`NAMESPACE=ml-prod make deploy` (upstream's examples set them in the environment)."""
-    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
-                          str(checkout), "-n", "deploy", "CLUSTER=local"], capture_output=True,
-                         text=True, check=True,
-                         env={**make_env(checkout), "NAMESPACE": "ml-prod",
-                              "DEBUG_PORT": "6000"})
-    assert ".venv/bin/mlenv deploy 'local' --namespace 'ml-prod' --nodes 1" in " ".join(out.stdout.split())
+    out = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-f",
+            str(ROOT / "Makefile"),
+            "-C",
+            str(checkout),
+            "-n",
+            "deploy",
+            "CLUSTER=local",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**make_env(checkout), "NAMESPACE": "ml-prod", "DEBUG_PORT": "6000"},
+    )
+    assert ".venv/bin/mlenv deploy 'local' --namespace 'ml-prod' --nodes 1" in " ".join(
+        out.stdout.split()
+    )
     lines = dry(checkout, "dev-session", "CLUSTER=local", "FILE=t.py", "DEBUG_PORT=6000")
     assert lines[1].endswith("debugpy 't.py' '6000'")
     assert lines[-1] == ".venv/bin/mlenv port-forward 'local' --port '6000:6000' --pod '0'"
 
 
-@pytest.mark.parametrize("target,need", [("discover-cluster", "NAME="), ("wizard-load", "CONFIG="),
-                                         ("debug-remote", "FILE=")])
+@pytest.mark.parametrize(
+    "target,need",
+    [("discover-cluster", "NAME="), ("wizard-load", "CONFIG="), ("debug-remote", "FILE=")],
+)
 def test_i25_1_upstream_targets_say_what_they_need(checkout: Path, target: str, need: str) -> None:
     assert f"{target} needs {need}" in dry_fails(checkout, target, "CLUSTER=local")
 
@@ -331,18 +563,49 @@ def test_i25_1_every_upstream_target_exists_or_help_names_its_replacement(checko
     """Upstream ml-dev-env's 36 make targets (all its Makefile versions): each is a target
     here (same meaning or an alias). `test` and `clean` keep this project's meaning; the
     README's "Coming from ml-dev-env" table names what replaced them."""
-    upstream = {"help", "build", "deploy", "clean", "test", "shell", "vscode", "jupyter", "logs",
-                "status", "gpu-info", "dev-session", "sync-code", "debug-remote", "port-forward",
-                "sync-once", "deploy-multi-node", "deploy-multi-node-rdma", "deploy-multi-node-tcp",
-                "sync-multi-node", "shell-multi-node", "status-multi-node", "clean-multi-node",
-                "deploy-cluster", "deploy-cluster-dry-run", "clean-cluster", "status-cluster",
-                "list-clusters", "discover-cluster", "wizard", "wizard-load", "list-projects",
-                "dev-setup", "format", "lint", "pre-commit"}
+    upstream = {
+        "help",
+        "build",
+        "deploy",
+        "clean",
+        "test",
+        "shell",
+        "vscode",
+        "jupyter",
+        "logs",
+        "status",
+        "gpu-info",
+        "dev-session",
+        "sync-code",
+        "debug-remote",
+        "port-forward",
+        "sync-once",
+        "deploy-multi-node",
+        "deploy-multi-node-rdma",
+        "deploy-multi-node-tcp",
+        "sync-multi-node",
+        "shell-multi-node",
+        "status-multi-node",
+        "clean-multi-node",
+        "deploy-cluster",
+        "deploy-cluster-dry-run",
+        "clean-cluster",
+        "status-cluster",
+        "list-clusters",
+        "discover-cluster",
+        "wizard",
+        "wizard-load",
+        "list-projects",
+        "dev-setup",
+        "format",
+        "lint",
+        "pre-commit",
+    }
     assert len(upstream) == 36
     assert upstream <= set(_targets()), sorted(upstream - set(_targets()))
     readme = (ROOT / "README.md").read_text()
-    table = readme[readme.index("## Coming from ml-dev-env"):]
-    table = table[:table.index("\n## ", 5)]
+    table = readme[readme.index("## Coming from ml-dev-env") :]
+    table = table[: table.index("\n## ", 5)]
     for t in sorted(upstream):
         assert f"`make {t}" in table, f"README's Coming from ml-dev-env table lacks make {t}"
     for var in ("NAMESPACE", "POD_NAME", "LOCAL_DIR", "REMOTE_DIR", "DEBUG_PORT", "MODE"):
@@ -377,9 +640,22 @@ def test_i25_11_make_venv_says_a_missing_compiler_first(checkout: Path, tmp_path
     """DeepSpeed's op is compiled at install: without a compiler `make venv` failed minutes
     in with pages of compiler output; now its first line stops with the package to install."""
     (checkout / ".venv" / ".installed").unlink()
-    out = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C",
-                          str(checkout), "-n", "venv"], capture_output=True, text=True, check=True,
-                         env=make_env(checkout)).stdout.splitlines()
+    out = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-f",
+            str(ROOT / "Makefile"),
+            "-C",
+            str(checkout),
+            "-n",
+            "venv",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=make_env(checkout),
+    ).stdout.splitlines()
     check = out[0]
     assert check.startswith('command -v "${CXX:-c++}"'), out
     assert any("deepspeed==" in x for x in out[1:])
@@ -391,10 +667,15 @@ def test_i25_11_make_venv_says_a_missing_compiler_first(checkout: Path, tmp_path
     assert res.stderr.strip().splitlines() == [
         "no C++ compiler (c++ is not on PATH): DeepSpeed's CPU op is compiled when it is installed; "
         "install one (Debian/Ubuntu: apt-get install g++; Fedora/RHEL: dnf install gcc-c++; "
-        "macOS: xcode-select --install) or set CXX"]
+        "macOS: xcode-select --install) or set CXX"
+    ]
     (bare / "g++").write_text("#!/bin/sh\n")
     (bare / "g++").chmod(0o755)
     assert subprocess.run(["/bin/sh", "-c", check], env={**env, "CXX": "g++"}).returncode == 0
     # a venv made before: the compiler is asked for only when DeepSpeed must be rebuilt
     line = next(x for x in out if "dsops --installed" in x)
-    assert line.index("dsops --installed") < line.index('command -v "${CXX:-c++}"') < line.index("deepspeed==")
+    assert (
+        line.index("dsops --installed")
+        < line.index('command -v "${CXX:-c++}"')
+        < line.index("deepspeed==")
+    )

@@ -53,14 +53,18 @@ def _touched(state: Path, *pods: str) -> list[list[str]]:
 
 def test_shell_logs_and_port_forward_refuse_a_neighbours_pod(tmp_path, monkeypatch) -> None:
     state = _deployed_with_neighbours(tmp_path, monkeypatch)
-    for args in (["shell", "barcelona", "--pod", "5"],
-                 ["logs", "barcelona", "--pod", "5"],
-                 ["port-forward", "barcelona", "--debug", "--pod", "5"]):
+    for args in (
+        ["shell", "barcelona", "--pod", "5"],
+        ["logs", "barcelona", "--pod", "5"],
+        ["port-forward", "barcelona", "--debug", "--pod", "5"],
+    ):
         r = run(args, state, monkeypatch)
         assert r.exit_code == 3, (args, r.output)
-        assert r.stderr == (f"error: pod {FREE} in {NS} is not a pod of barcelona's "
-                            "StatefulSet (someone else made it): nothing was started "
-                            "(mlenv status barcelona)\n"), args
+        assert r.stderr == (
+            f"error: pod {FREE} in {NS} is not a pod of barcelona's "
+            "StatefulSet (someone else made it): nothing was started "
+            "(mlenv status barcelona)\n"
+        ), args
         assert r.stdout == "", args
     assert _touched(state, FREE) == []
     # our own pods still work
@@ -103,9 +107,11 @@ def test_status_lists_only_ours_and_names_the_neighbours(tmp_path, monkeypatch) 
     listed = [line.split()[0] for line in table.splitlines()[1:] if line.strip()]
     assert listed == [pod_name(0), pod_name(1), "ml-dev-env-dev"]
     assert INTRUDER not in r.stdout
-    assert r.stderr == (f"warning: pod(s) {INTRUDER}, {FREE} carry the labels of barcelona but "
-                        f"are not its StatefulSet's: ignored (someone else in namespace {NS} "
-                        "made them; see docs/security.md)\n")
+    assert r.stderr == (
+        f"warning: pod(s) {INTRUDER}, {FREE} carry the labels of barcelona but "
+        f"are not its StatefulSet's: ignored (someone else in namespace {NS} "
+        "made them; see docs/security.md)\n"
+    )
     doc = json.loads(run(["status", "barcelona", "-o", "json"], state, monkeypatch).stdout)
     assert doc["neighbours"] == [INTRUDER, FREE]
     assert INTRUDER not in [p["name"] for p in doc["pods"]]

@@ -26,7 +26,10 @@ DATA = REPO / "tests" / "data" / "platforms"
 def root(tmp_path: Path) -> Path:
     (tmp_path / "clusters").mkdir()
     # clusters/<name>.yaml: the CLI finds a config by its file name
-    for f, name in (("site-university-gres.yaml", "site-university"), ("site-baremetal-lab.yaml", "site-lab")):
+    for f, name in (
+        ("site-university-gres.yaml", "site-university"),
+        ("site-baremetal-lab.yaml", "site-lab"),
+    ):
         shutil.copy(DATA / f, tmp_path / "clusters" / f"{name}.yaml")
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
@@ -42,9 +45,14 @@ def _env(root: Path) -> dict[str, str]:
 
 
 def test_deploy_dry_run_client_on_slurm_prints_the_plan_and_calls_nothing(root: Path) -> None:
-    r = CliRunner().invoke(app, ["deploy", "site-university", "--dry-run", "client"], env=_env(root))
+    r = CliRunner().invoke(
+        app, ["deploy", "site-university", "--dry-run", "client"], env=_env(root)
+    )
     assert r.exit_code == 0, r.output
-    assert "# ==> acceptance.sbatch <==" in r.stdout and "#SBATCH --partition=gpu-a100,gpu-a100-long" in r.stdout
+    assert (
+        "# ==> acceptance.sbatch <==" in r.stdout
+        and "#SBATCH --partition=gpu-a100,gpu-a100-long" in r.stdout
+    )
     assert "nothing was sent" in r.stderr
     assert not (root / "called").exists(), (root / "called").read_text()
 
@@ -57,9 +65,13 @@ def test_deploy_dry_run_client_on_hosts_calls_no_ssh(root: Path) -> None:
 
 
 def test_deploy_dry_run_server_does_not_apply_off_kubernetes(root: Path) -> None:
-    r = CliRunner().invoke(app, ["deploy", "site-university", "--dry-run", "server"], env=_env(root))
+    r = CliRunner().invoke(
+        app, ["deploy", "site-university", "--dry-run", "server"], env=_env(root)
+    )
     assert r.exit_code == 2
-    assert "does not apply on platform slurm" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert (
+        "does not apply on platform slurm" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    )
     assert not (root / "called").exists()
 
 
@@ -80,12 +92,21 @@ def test_sbatch_header_suggests_a_command_that_exists() -> None:
     assert "--cluster" in r.stdout
 
 
-@pytest.mark.parametrize(("stderr", "hint"), [
-    ("scontrol: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
-     "scontrol: fatal: Could not establish a configuration source", "set SLURM_CONF"),
-    ("slurm_load_partitions: Unable to contact slurm controller (connect failure)", "scontrol ping"),
-    ("scontrol: fatal: something else", "check SLURM_CONF"),
-])
+@pytest.mark.parametrize(
+    ("stderr", "hint"),
+    [
+        (
+            "scontrol: error: resolve_ctls_from_dns_srv: res_nsearch error: Unknown host\n"
+            "scontrol: fatal: Could not establish a configuration source",
+            "set SLURM_CONF",
+        ),
+        (
+            "slurm_load_partitions: Unable to contact slurm controller (connect failure)",
+            "scontrol ping",
+        ),
+        ("scontrol: fatal: something else", "check SLURM_CONF"),
+    ],
+)
 def test_scontrol_fatal_error_has_a_hint(stderr: str, hint: str) -> None:
     r = subprocess.CompletedProcess(["scontrol", "show", "partition"], 1, "", stderr)
     with pytest.raises(InfraError) as e:
@@ -99,19 +120,26 @@ def test_acceptance_on_a_platform_hands_localize_to_the_job(tmp_path: Path) -> N
     from mlenv.cli.cmd_acceptance import platform_suite_args
 
     opts = tmp_path / "o.json"
-    args = platform_suite_args(checks="fabric.localize", baseline=None, options=opts, deadline=0, localize=True)
+    args = platform_suite_args(
+        checks="fabric.localize", baseline=None, options=opts, deadline=0, localize=True
+    )
     assert args == ["--checks", "fabric.localize", "--options", str(opts.resolve()), "--localize"]
-    assert "--localize" not in platform_suite_args(checks="", baseline=None, options=None, deadline=0,
-                                                   localize=False)
+    assert "--localize" not in platform_suite_args(
+        checks="", baseline=None, options=None, deadline=0, localize=False
+    )
 
 
 @pytest.mark.parametrize("name", ["site-university", "site-lab"])  # Slurm, hosts
-@pytest.mark.parametrize("flags, said", [
-    (["--options", "{opts}"], "compute.matmul"),
-    (["--checks", "compute,nonsense"], "nonsense"),
-])
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--options", "{opts}"], "compute.matmul"),
+        (["--checks", "compute,nonsense"], "nonsense"),
+    ],
+)
 def test_a_bad_option_or_check_stops_a_platform_run_before_anything_is_submitted(
-        root: Path, name: str, flags: list[str], said: str) -> None:
+    root: Path, name: str, flags: list[str], said: str
+) -> None:
     """Before, the job carried a typo to every rank on the nodes, which each refused it
     after the queue and the rendezvous (a run ending ERROR). Now: exit 2 here, located,
     and no Slurm or ssh command run."""
@@ -125,33 +153,58 @@ def test_a_bad_option_or_check_stops_a_platform_run_before_anything_is_submitted
 
 
 @pytest.mark.parametrize("plugin", ["site_checks_only_on_the_nodes", "site.pkg.checks"])
-def test_a_plugins_check_that_only_the_nodes_have_still_reaches_the_job(root: Path, plugin: str) -> None:
+def test_a_plugins_check_that_only_the_nodes_have_still_reaches_the_job(
+    root: Path, plugin: str
+) -> None:
     """MLENV_ACCEPTANCE_PLUGINS names a module the nodes have and this machine does not:
     its checks and options cannot be told from a typo here, so they go to the job as before
     (the fake Slurm tools are asked, and fail: exit 3, not 2)."""
     opts = root / "opts.yaml"
     opts.write_text("site.fabric:\n  level: 3\n")
     env = {**_env(root), "MLENV_ACCEPTANCE_PLUGINS": plugin}
-    r = CliRunner().invoke(app, ["acceptance", "--cluster", "site-university", "--checks", "site.fabric",
-                                 "--options", str(opts)], env=env)
+    r = CliRunner().invoke(
+        app,
+        [
+            "acceptance",
+            "--cluster",
+            "site-university",
+            "--checks",
+            "site.fabric",
+            "--options",
+            str(opts),
+        ],
+        env=env,
+    )
     assert r.exit_code != 2, r.output
     assert "scontrol" in (root / "called").read_text()
 
 
 @pytest.mark.parametrize("name", ["site-university", "site-lab"])  # Slurm, hosts
-@pytest.mark.parametrize("var, text, said", [
-    ("MLENV_OPTIONS", "compute.matmul:\n  iterz: 3\n", "iterz"),
-    ("MLENV_BASELINE", "model: x\nrules: [{check: compute.matmul, metric: tflops, op: '>>', value: 1}]\n", "op"),
-])
+@pytest.mark.parametrize(
+    "var, text, said",
+    [
+        ("MLENV_OPTIONS", "compute.matmul:\n  iterz: 3\n", "iterz"),
+        (
+            "MLENV_BASELINE",
+            "model: x\nrules: [{check: compute.matmul, metric: tflops, op: '>>', value: 1}]\n",
+            "op",
+        ),
+    ],
+)
 def test_an_options_or_baseline_file_from_the_environment_is_checked_here_too(
-        root: Path, name: str, var: str, text: str, said: str) -> None:
+    root: Path, name: str, var: str, text: str, said: str
+) -> None:
     """The Slurm script and the hosts' runner take $MLENV_OPTIONS / $MLENV_BASELINE when the
     flag is not given; before, only the flags were checked here, so a typo in the file the
     environment named still reached every rank after the queue. Now: exit 2 here, naming
     the variable, nothing submitted."""
     bad = root / "from-env.yaml"
     bad.write_text(text)
-    r = CliRunner().invoke(app, ["acceptance", "--cluster", name], env={**_env(root), var: str(bad)})
+    r = CliRunner().invoke(
+        app, ["acceptance", "--cluster", name], env={**_env(root), var: str(bad)}
+    )
     assert r.exit_code == 2, r.output
-    assert said in r.stderr and f"${var}={bad}" in r.stderr and "Traceback" not in r.output, r.stderr
+    assert said in r.stderr and f"${var}={bad}" in r.stderr and "Traceback" not in r.output, (
+        r.stderr
+    )
     assert not (root / "called").exists(), (root / "called").read_text()

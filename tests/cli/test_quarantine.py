@@ -20,15 +20,40 @@ NODES = [f"gpu-node-0{i}.barcelona.example.com" for i in range(1, 5)]
 def _report(tmp_path: Path, name: str, run_id: str, started: str, slow: int | None) -> Path:
     """A report folder of a 4-pod run on barcelona, pod i on NODES[i]; ``slow``: that pod's rank is 5x slower."""
     pods = [f"ml-dev-env-{i}" for i in range(4)]
-    rs = [CheckResult(name="environment", status=Status.PASS, scope="rank", node=p, rank=i,
-                      details={"node_name": NODES[i]}) for i, p in enumerate(pods)]
-    rs += [CheckResult(name="compute.matmul", status=Status.PASS, scope="rank", node=p, rank=i,
-                       metrics={"tflops_fp32": 0.2 if i == slow else 1.0}) for i, p in enumerate(pods)]
+    rs = [
+        CheckResult(
+            name="environment",
+            status=Status.PASS,
+            scope="rank",
+            node=p,
+            rank=i,
+            details={"node_name": NODES[i]},
+        )
+        for i, p in enumerate(pods)
+    ]
+    rs += [
+        CheckResult(
+            name="compute.matmul",
+            status=Status.PASS,
+            scope="rank",
+            node=p,
+            rank=i,
+            metrics={"tflops_fp32": 0.2 if i == slow else 1.0},
+        )
+        for i, p in enumerate(pods)
+    ]
     j = judge(rs)
     world = {"nodes": 4, "ranks": 4, "device": "cpu", "hosts": pods}
-    doc = {"schema_version": 1, "run_id": run_id, "started": started, "verdict": j.verdict.value,
-           "reasons": j.reasons, "world": world, "node_verdicts": nodeverdicts.build(j.results, j.findings, world),
-           "checks": [r.to_dict() for r in j.results]}
+    doc = {
+        "schema_version": 1,
+        "run_id": run_id,
+        "started": started,
+        "verdict": j.verdict.value,
+        "reasons": j.reasons,
+        "world": world,
+        "node_verdicts": nodeverdicts.build(j.results, j.findings, world),
+        "checks": [r.to_dict() for r in j.results],
+    }
     d = tmp_path / name
     d.mkdir()
     (d / "results.json").write_text(json.dumps(doc))
@@ -50,20 +75,28 @@ def test_dry_run_prints_the_exact_commands_and_changes_nothing(tmp_path, monkeyp
     bad = NODES[2]
     assert f"oc label --overwrite -- node {bad} ml-dev-env.io/health=fail" in r.stdout
     assert f"oc taint -- node {bad} ml-dev-env.io/health=fail:NoSchedule" in r.stdout
-    assert (f"oc annotate --overwrite -- node {bad} "
-            f"'ml-dev-env.io/quarantine=mlenv 20261125-090000-aaaaaa: compute.matmul is an outlier: "
-            f"tflops_fp32 = 0.2") in r.stdout
-    assert not any(n in r.stdout for n in (NODES[0], NODES[1], NODES[3]))  # passed nodes are never named
+    assert (
+        f"oc annotate --overwrite -- node {bad} "
+        f"'ml-dev-env.io/quarantine=mlenv 20261125-090000-aaaaaa: compute.matmul is an outlier: "
+        f"tflops_fp32 = 0.2"
+    ) in r.stdout
+    assert not any(
+        n in r.stdout for n in (NODES[0], NODES[1], NODES[3])
+    )  # passed nodes are never named
     assert LABEL_HEALTH not in (_node(state, bad)["metadata"].get("labels") or {})
     assert not (rep / "quarantine.json").exists()
 
 
-def test_apply_marks_records_and_release_after_a_passing_run_undoes_exactly_that(tmp_path, monkeypatch) -> None:
+def test_apply_marks_records_and_release_after_a_passing_run_undoes_exactly_that(
+    tmp_path, monkeypatch
+) -> None:
     state = fake_state(tmp_path)
     hist = tmp_path / "h"
     rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
     bad = NODES[2]
-    fake = FakeCluster.load(str(state))  # a taint someone else set on the bad node stays through it all
+    fake = FakeCluster.load(
+        str(state)
+    )  # a taint someone else set on the bad node stays through it all
     node = fake.objects[f"Node||{bad}"]
     node.setdefault("spec", {})["taints"] = [{"key": "gpu-maintenance", "effect": "NoSchedule"}]
     fake.save(str(state))
@@ -71,31 +104,51 @@ def test_apply_marks_records_and_release_after_a_passing_run_undoes_exactly_that
     assert r.exit_code == 0, r.output
     n = _node(state, bad)
     assert n["metadata"]["labels"][LABEL_HEALTH] == "fail"
-    assert n["metadata"]["annotations"][ANNOTATION_QUARANTINE].startswith("mlenv 20261125-090000-aaaaaa: compute.matmul")
+    assert n["metadata"]["annotations"][ANNOTATION_QUARANTINE].startswith(
+        "mlenv 20261125-090000-aaaaaa: compute.matmul"
+    )
     assert {t["key"] for t in n["spec"]["taints"]} == {"gpu-maintenance", LABEL_HEALTH}
     for other in (NODES[0], NODES[1], NODES[3]):
         assert LABEL_HEALTH not in (_node(state, other)["metadata"].get("labels") or {})
     rec = json.loads((rep / "quarantine.json").read_text())
     assert rec["nodes"][bad]["state"] == "applied"
-    events = [json.loads(x) for x in (hist / "barcelona" / "quarantine.jsonl").read_text().splitlines()]
+    events = [
+        json.loads(x) for x in (hist / "barcelona" / "quarantine.jsonl").read_text().splitlines()
+    ]
     assert [(e["node"], e["event"]) for e in events] == [(bad, "quarantine")]
 
     # release needs a later run that passed the node, or --force
     r = run(["release", str(rep), "--history-dir", str(hist)], state, monkeypatch)
     assert r.exit_code == 2 and "--after RUN2" in r.stderr
-    still_bad = _report(tmp_path, "r2", "20261125-100000-bbbbbb", "2026-11-25T10:00:00+00:00", slow=2)
-    r = run(["release", str(rep), "--after", str(still_bad), "--history-dir", str(hist)], state, monkeypatch)
-    assert r.exit_code == 0 and f"kept: {bad}: run 20261125-100000-bbbbbb did not pass it (FAIL)" in r.stderr
+    still_bad = _report(
+        tmp_path, "r2", "20261125-100000-bbbbbb", "2026-11-25T10:00:00+00:00", slow=2
+    )
+    r = run(
+        ["release", str(rep), "--after", str(still_bad), "--history-dir", str(hist)],
+        state,
+        monkeypatch,
+    )
+    assert (
+        r.exit_code == 0
+        and f"kept: {bad}: run 20261125-100000-bbbbbb did not pass it (FAIL)" in r.stderr
+    )
     assert _node(state, bad)["metadata"]["labels"][LABEL_HEALTH] == "fail"
     good = _report(tmp_path, "r3", "20261125-110000-cccccc", "2026-11-25T11:00:00+00:00", slow=None)
-    r = run(["release", str(rep), "--after", str(good), "--history-dir", str(hist)], state, monkeypatch)
+    r = run(
+        ["release", str(rep), "--after", str(good), "--history-dir", str(hist)], state, monkeypatch
+    )
     assert r.exit_code == 0, r.output
     assert f"released {bad}" in r.stdout
     n = _node(state, bad)
-    assert LABEL_HEALTH not in n["metadata"]["labels"] and ANNOTATION_QUARANTINE not in n["metadata"]["annotations"]
+    assert (
+        LABEL_HEALTH not in n["metadata"]["labels"]
+        and ANNOTATION_QUARANTINE not in n["metadata"]["annotations"]
+    )
     assert n["spec"]["taints"] == [{"key": "gpu-maintenance", "effect": "NoSchedule"}]
     assert json.loads((rep / "quarantine.json").read_text())["nodes"][bad]["state"] == "released"
-    events = [json.loads(x) for x in (hist / "barcelona" / "quarantine.jsonl").read_text().splitlines()]
+    events = [
+        json.loads(x) for x in (hist / "barcelona" / "quarantine.jsonl").read_text().splitlines()
+    ]
     assert [e["event"] for e in events] == ["quarantine", "release"]
 
 
@@ -107,10 +160,17 @@ def test_a_node_someone_else_labelled_is_left_alone(tmp_path, monkeypatch) -> No
     meta["labels"][LABEL_HEALTH] = "fail"
     meta["annotations"] = {ANNOTATION_QUARANTINE: "ops: bad PSU, ticket 4711"}
     fake.save(str(state))
-    r = run(["quarantine", str(rep), "--apply", "--history-dir", str(tmp_path / "h")], state, monkeypatch)
+    r = run(
+        ["quarantine", str(rep), "--apply", "--history-dir", str(tmp_path / "h")],
+        state,
+        monkeypatch,
+    )
     assert r.exit_code == 0, r.output
     assert f"left alone: {NODES[1]}: already carries the ml-dev-env.io/health label" in r.stderr
-    assert _node(state, NODES[1])["metadata"]["annotations"][ANNOTATION_QUARANTINE] == "ops: bad PSU, ticket 4711"
+    assert (
+        _node(state, NODES[1])["metadata"]["annotations"][ANNOTATION_QUARANTINE]
+        == "ops: bad PSU, ticket 4711"
+    )
     assert "0 node(s) quarantined, 1 left alone" in r.stdout
 
 
@@ -120,7 +180,11 @@ def test_not_permitted_prints_the_commands_for_an_admin_and_exits_3(tmp_path, mo
     fake = FakeCluster.load(str(state))
     fake.denied = ["patch nodes"]
     fake.save(str(state))
-    r = run(["quarantine", str(rep), "--apply", "--history-dir", str(tmp_path / "h")], state, monkeypatch)
+    r = run(
+        ["quarantine", str(rep), "--apply", "--history-dir", str(tmp_path / "h")],
+        state,
+        monkeypatch,
+    )
     assert r.exit_code == 3, r.output
     assert "commands for an admin to run" in r.stdout and f"oc taint -- node {NODES[3]}" in r.stdout
     assert LABEL_HEALTH not in (_node(state, NODES[3])["metadata"].get("labels") or {})
@@ -130,21 +194,30 @@ def test_not_permitted_prints_the_commands_for_an_admin_and_exits_3(tmp_path, mo
 def test_bad_input_exits_2(tmp_path, monkeypatch) -> None:
     state = fake_state(tmp_path)
     rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=3)
-    r = run(["quarantine", str(rep), "--node", "gpu-node-99", "--history-dir", str(tmp_path / "h")], state,
-            monkeypatch)
+    r = run(
+        ["quarantine", str(rep), "--node", "gpu-node-99", "--history-dir", str(tmp_path / "h")],
+        state,
+        monkeypatch,
+    )
     assert r.exit_code == 2 and "--node gpu-node-99: not a node of run" in r.stderr
     r = run(["quarantine", "no-such-run", "--history-dir", str(tmp_path / "h")], state, monkeypatch)
     assert r.exit_code == 2 and "no-such-run: no such run" in r.stderr
-    r = run(["release", str(rep), "--force", "--history-dir", str(tmp_path / "h")], state, monkeypatch)
+    r = run(
+        ["release", str(rep), "--force", "--history-dir", str(tmp_path / "h")], state, monkeypatch
+    )
     assert r.exit_code == 2 and "nothing was quarantined" in r.stderr
 
 
-def test_a_run_on_this_machine_goes_to_the_hosts_list_without_a_config_or_a_cluster(tmp_path, monkeypatch) -> None:
+def test_a_run_on_this_machine_goes_to_the_hosts_list_without_a_config_or_a_cluster(
+    tmp_path, monkeypatch
+) -> None:
     """A run whose record says ``local`` (mlenv acceptance --local) has no config and no
     scheduler: the hosts platform prints the list, --apply records it, release puts it back;
     no cluster is contacted (no fake installed: a real client call would fail)."""
     rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
-    (rep / "record.json").write_text(json.dumps({"run_id": "20261125-090000-aaaaaa", "cluster": "local"}))
+    (rep / "record.json").write_text(
+        json.dumps({"run_id": "20261125-090000-aaaaaa", "cluster": "local"})
+    )
     hist = tmp_path / "h"
     r = run(["quarantine", str(rep), "--history-dir", str(hist)], None, monkeypatch)
     assert r.exit_code == 0, r.output
@@ -162,13 +235,16 @@ def test_a_run_on_this_machine_goes_to_the_hosts_list_without_a_config_or_a_clus
     assert "warning: --force" in r.stderr
 
 
-def test_release_of_a_run_that_quarantined_nothing_is_bad_input_before_any_permission_check(tmp_path,
-                                                                                          monkeypatch) -> None:
+def test_release_of_a_run_that_quarantined_nothing_is_bad_input_before_any_permission_check(
+    tmp_path, monkeypatch
+) -> None:
     """Exit 2 (the request is wrong), not 3, even for a user who may not patch nodes."""
     state = fake_state(tmp_path)
     rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=3)
     fake = FakeCluster.load(str(state))
     fake.denied = ["patch nodes"]
     fake.save(str(state))
-    r = run(["release", str(rep), "--force", "--history-dir", str(tmp_path / "h")], state, monkeypatch)
+    r = run(
+        ["release", str(rep), "--force", "--history-dir", str(tmp_path / "h")], state, monkeypatch
+    )
     assert r.exit_code == 2 and "nothing was quarantined" in r.stderr

@@ -63,7 +63,9 @@ def test_rdma_on_tcp_cluster_warns_and_renders_tcp(root):
     assert res.exit_code == 0, res.output
     assert "warning:" in res.stderr and "rdma" in res.stderr.lower()
     sts = yaml.safe_load((root / "k8s" / name / "rdma" / "statefulset.yaml").read_text())
-    env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = {
+        e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
     assert env["MLENV_NETWORK_MODE"] == "tcp"
 
 
@@ -157,7 +159,9 @@ def test_config_warnings_are_printed(root):
     )
     res = _run(root, "bare", "--mode", "rdma")
     assert res.exit_code == 0, res.output
-    assert "bare.yaml:4:14: warning: network.rdma.enabled: RDMA is enabled but neither" in res.stderr
+    assert (
+        "bare.yaml:4:14: warning: network.rdma.enabled: RDMA is enabled but neither" in res.stderr
+    )
     res = _run(root, "--all")
     assert res.exit_code == 0, res.output
     assert res.stderr.count("RDMA is enabled but neither") == 1
@@ -171,7 +175,9 @@ def test_out_is_a_file_exit_2(root, tmp_path, check):
     res = _run(root, name, "--mode", "tcp", "--out", str(afile), *(["--check"] if check else []))
     assert res.exit_code == 2, res.output
     errors = [line for line in res.stderr.splitlines() if not line.startswith("warning:")]
-    assert errors == [f"error: --out {afile}: cannot write {afile}/{name}/tcp: {afile} exists and is not a directory"]
+    assert errors == [
+        f"error: --out {afile}: cannot write {afile}/{name}/tcp: {afile} exists and is not a directory"
+    ]
     assert afile.read_text() == "not a folder\n"
 
 
@@ -181,7 +187,10 @@ def test_k8s_subfolder_is_a_file_exit_2(root):
     (root / "k8s" / name).write_text("")
     res = _run(root, name, "--mode", "tcp")
     assert res.exit_code == 2, res.output
-    assert f"error: output folder {root / 'k8s'}: cannot write {root / 'k8s' / name / 'tcp'}: " in res.stderr
+    assert (
+        f"error: output folder {root / 'k8s'}: cannot write {root / 'k8s' / name / 'tcp'}: "
+        in res.stderr
+    )
     assert "internal error" not in res.output
 
 
@@ -214,13 +223,15 @@ def test_make_demo_renders_and_uses_the_default_rank_count():
     lines = (REPO / "Makefile").read_text().splitlines()
     start = next(i for i, x in enumerate(lines) if x.startswith("demo: venv"))
     recipe = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.startswith("\t"):
             break
         recipe.append(line.strip())
     assert "$(MLENV) render --all" in recipe
     assert not any("--check" in r for r in recipe)
-    assert not any("<cluster>" in r for r in recipe), "no placeholder: render prints the real folders"
+    assert not any("<cluster>" in r for r in recipe), (
+        "no placeholder: render prints the real folders"
+    )
     (acceptance,) = [r for r in recipe if " acceptance " in r]
     assert "--nproc" not in acceptance
 
@@ -249,7 +260,9 @@ def test_i25_12_stale_slurm_and_hosts_trees_of_deleted_configs_are_flagged(root)
     assert _run(root, "--all", "--check").exit_code == 0
     (root / "slurm" / "notes").mkdir()  # the user's own folder beside ours: never flagged
     (root / "slurm" / "notes" / "todo.txt").write_text("mine\n")
-    shutil.copytree(root / "slurm" / name, root / "hosts" / "old-hosts")  # a deleted hosts config's tree
+    shutil.copytree(
+        root / "slurm" / name, root / "hosts" / "old-hosts"
+    )  # a deleted hosts config's tree
     (root / "clusters" / "cpu-slurm.yaml").unlink()
     res = _run(root, "--all", "--check")
     assert res.exit_code == 1, res.output

@@ -16,8 +16,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _acceptance(report_dir: Path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("MLENV_ROOT", str(ROOT))
-    return CliRunner().invoke(app, ["acceptance", "--local", "--checks", "environment",
-                                    "--report-dir", str(report_dir)])
+    return CliRunner().invoke(
+        app, ["acceptance", "--local", "--checks", "environment", "--report-dir", str(report_dir)]
+    )
 
 
 @pytest.mark.parametrize("shape", ["a file", "under a file", "a dangling link"])
@@ -47,5 +48,6 @@ def test_unwritable_report_dir_is_exit_2(tmp_path: Path, monkeypatch) -> None:
     finally:
         ro.chmod(0o755)
     assert r.exit_code == 2, r.output
-    assert r.stderr.splitlines() == [f"error: --report-dir {ro / 'reports'}: cannot write "
-                                     f"reports there: {ro} is not writable"]
+    assert r.stderr.splitlines() == [
+        f"error: --report-dir {ro / 'reports'}: cannot write reports there: {ro} is not writable"
+    ]

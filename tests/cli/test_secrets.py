@@ -17,7 +17,9 @@ from mlenv.cluster.deploy import secret_labels
 from mlenv.config import load
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) not installed")
+pytestmark = pytest.mark.skipif(
+    shutil.which("ssh-keygen") is None, reason="ssh-keygen (openssh-client) not installed"
+)
 
 
 def _run(args: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[int, str, str]:
@@ -36,11 +38,14 @@ def test_prints_ssh_and_devtools_secrets_deploy_would_keep(monkeypatch: pytest.M
     assert ssh["metadata"]["namespace"] == cfg.namespace
     # what a GitOps tool applies from this output is what deploy then keeps (not regenerated)
     assert keys.reusable(ssh, keys.KEY_FILES, secret_labels(cfg))
-    assert base64.b64decode(ssh["data"]["id_ed25519"]).startswith(b"-----BEGIN OPENSSH PRIVATE KEY-----")
+    assert base64.b64decode(ssh["data"]["id_ed25519"]).startswith(
+        b"-----BEGIN OPENSSH PRIVATE KEY-----"
+    )
     assert "encrypt before committing" in err
     # barcelona's rendered dev tools refer to the credentials Secret, so it is printed too
     uses_devtools = keys.DEVTOOLS_SECRET in "".join(
-        p.read_text() for p in (ROOT / "k8s" / "barcelona" / "rdma").glob("*.yaml"))
+        p.read_text() for p in (ROOT / "k8s" / "barcelona" / "rdma").glob("*.yaml")
+    )
     assert (keys.DEVTOOLS_SECRET in by_name) == uses_devtools
 
 
@@ -52,9 +57,14 @@ def test_fresh_keys_every_time_and_json_list(monkeypatch: pytest.MonkeyPatch) ->
     assert la["items"][0]["data"]["id_ed25519"] != lb["items"][0]["data"]["id_ed25519"]
 
 
-@pytest.mark.parametrize("args", [["secrets", "barcelona", "--mode", "--kubeconfig=x"],
-                                  ["secrets", "barcelona", "-o", "table"],
-                                  ["secrets", "no-such-cluster"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["secrets", "barcelona", "--mode", "--kubeconfig=x"],
+        ["secrets", "barcelona", "-o", "table"],
+        ["secrets", "no-such-cluster"],
+    ],
+)
 def test_bad_input_is_exit_2(args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     code, out, _ = _run(args, monkeypatch)
     assert code == 2 and "BEGIN OPENSSH" not in out

@@ -15,7 +15,8 @@ def test_shell_opens_in_the_chosen_pod(tmp_path, monkeypatch) -> None:
     r = run(["shell", "barcelona", "--pod", "7"], state, monkeypatch)
     assert r.exit_code == 3 and r.stderr == (  # i16: one line, before kubectl's own exit 1
         "error: pod ml-dev-env-7 in ml-dev-env is not there: nothing was started "
-        "(mlenv status barcelona; mlenv deploy barcelona)\n")
+        "(mlenv status barcelona; mlenv deploy barcelona)\n"
+    )
 
 
 def test_port_forward_uses_the_dev_pod(tmp_path, monkeypatch) -> None:
@@ -29,11 +30,15 @@ def test_port_forward_uses_the_dev_pod(tmp_path, monkeypatch) -> None:
 
 def test_i16_shell_and_port_forward_before_deploy_are_exit_3(tmp_path, monkeypatch) -> None:
     state = fake_state(tmp_path)
-    for args in (["shell", "barcelona"], ["port-forward", "barcelona", "--debug"],
-                 ["port-forward", "barcelona"]):
+    for args in (
+        ["shell", "barcelona"],
+        ["port-forward", "barcelona", "--debug"],
+        ["port-forward", "barcelona"],
+    ):
         r = run(args, state, monkeypatch)
         assert r.exit_code == 3, r.output
         assert len(r.stderr.splitlines()) == 1 and "is not there: nothing was started" in r.stderr
         assert r.stdout == ""
-    assert not [c for c in FakeCluster.load(str(state)).calls
-                if c[0] in ("interactive", "port-forward")]
+    assert not [
+        c for c in FakeCluster.load(str(state)).calls if c[0] in ("interactive", "port-forward")
+    ]

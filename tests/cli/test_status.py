@@ -19,16 +19,30 @@ def test_i10_7_status_shows_each_pods_rdma_interfaces(tmp_path, monkeypatch) -> 
     state = fake_state(tmp_path)
     assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
     fake = FakeCluster.load(str(state))
-    doc = {"pod": "ml-dev-env-1", "mode": "rdma", "interfaces": ["eth0", "net1"], "checks": [
-        {"variable": "NCCL_SOCKET_IFNAME", "configured": ["net1", "net2"], "present": ["net1"],
-         "missing": ["net2"], "value": "net1"}]}
+    doc = {
+        "pod": "ml-dev-env-1",
+        "mode": "rdma",
+        "interfaces": ["eth0", "net1"],
+        "checks": [
+            {
+                "variable": "NCCL_SOCKET_IFNAME",
+                "configured": ["net1", "net2"],
+                "present": ["net1"],
+                "missing": ["net2"],
+                "value": "net1",
+            }
+        ],
+    }
     # what pod init wrote in ml-dev-env-1 (ml-dev-env-0 runs an image without the file)
-    fake.pod_exec_responses["ml-dev-env-1"] = {f"python3 -c {READ_INTERFACES}": {
-        "rc": 0, "stdout": json.dumps(doc)}}
+    fake.pod_exec_responses["ml-dev-env-1"] = {
+        f"python3 -c {READ_INTERFACES}": {"rc": 0, "stdout": json.dumps(doc)}
+    }
     fake.save(str(state))
     r = run(["status", "barcelona"], state, monkeypatch)
     assert r.exit_code == 0, r.output
-    assert "ml-dev-env-1: RDMA interfaces: NCCL_SOCKET_IFNAME: present net1, MISSING net2" in r.output
+    assert (
+        "ml-dev-env-1: RDMA interfaces: NCCL_SOCKET_IFNAME: present net1, MISSING net2" in r.output
+    )
     assert "ml-dev-env-0: RDMA interfaces" not in r.output
 
 
@@ -40,6 +54,11 @@ def test_i10_7_the_in_pod_reader_finds_what_pod_init_wrote(tmp_path) -> None:
     from mlenv.cluster.status import READ_INTERFACES
 
     (tmp_path / "interfaces.json").write_text('{"pod": "p", "checks": []}')
-    out = subprocess.run([sys.executable, "-c", READ_INTERFACES], capture_output=True, text=True,
-                         env={**os.environ, "MLENV_STATE_DIR": str(tmp_path)}, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", READ_INTERFACES],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "MLENV_STATE_DIR": str(tmp_path)},
+        check=True,
+    )
     assert out.stdout.strip() == '{"pod": "p", "checks": []}'

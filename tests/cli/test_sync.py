@@ -27,8 +27,21 @@ def test_sync_watch_is_bounded(tmp_path, monkeypatch) -> None:
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a").write_text("1")
-    r = run(["sync", "barcelona", "--dir", str(ws), "--watch", "--max-rounds", "2",
-             "--interval", "0.01"], state, monkeypatch)
+    r = run(
+        [
+            "sync",
+            "barcelona",
+            "--dir",
+            str(ws),
+            "--watch",
+            "--max-rounds",
+            "2",
+            "--interval",
+            "0.01",
+        ],
+        state,
+        monkeypatch,
+    )
     assert r.exit_code == 0 and "watch ended after 1 sync(s)" in r.output
 
 
@@ -61,8 +74,21 @@ def test_i10_2_file_written_in_a_pod_survives_sync_and_watch(tmp_path, monkeypat
     assert r.exit_code == 0, r.output
     assert "ml-dev-env-0: 1 added, 1 updated, 0 deleted, 2 kept" in r.output
     (ws / "train.py.bak").unlink()  # removed locally: still no deletion without --delete
-    r = run(["sync", "barcelona", "--dir", str(ws), "--watch", "--max-rounds", "2",
-             "--interval", "0.01"], state, monkeypatch)
+    r = run(
+        [
+            "sync",
+            "barcelona",
+            "--dir",
+            str(ws),
+            "--watch",
+            "--max-rounds",
+            "2",
+            "--interval",
+            "0.01",
+        ],
+        state,
+        monkeypatch,
+    )
     assert r.exit_code == 0, r.output
     fake = FakeCluster.load(str(state))
     for pod in ("ml-dev-env-0", "ml-dev-env-1"):
@@ -80,8 +106,9 @@ def test_i10_2_sync_delete_and_dry_run_through_the_cli(tmp_path, monkeypatch) ->
     r = run(["sync", "barcelona", "--dir", str(ws), "--delete", "--dry-run"], state, monkeypatch)
     assert r.exit_code == 0, r.output
     assert "  - old.py" in r.output and "results.json" not in r.output
-    assert "old.py" in FakeCluster.load(str(state)).pod_files("ml-dev-env-0", "ml-dev-env",
-                                                               "/workspace")
+    assert "old.py" in FakeCluster.load(str(state)).pod_files(
+        "ml-dev-env-0", "ml-dev-env", "/workspace"
+    )
     r = run(["sync", "barcelona", "--dir", str(ws), "--delete"], state, monkeypatch)
     assert r.exit_code == 0, r.output
     files = FakeCluster.load(str(state)).pod_files("ml-dev-env-0", "ml-dev-env", "/workspace")

@@ -26,7 +26,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CLIENT = shutil.which("oc") or shutil.which("kubectl")
-needs_client = pytest.mark.skipif(CLIENT is None, reason="needs a real oc or kubectl client on PATH")
+needs_client = pytest.mark.skipif(
+    CLIENT is None, reason="needs a real oc or kubectl client on PATH"
+)
 
 # Every verb that talks to a cluster, with arguments that would otherwise work.
 VERBS = [
@@ -102,12 +104,19 @@ def black_hole() -> Iterator[int]:
 
 
 def _env(tmp_path: Path, kubeconfig: Path | None, timeout: float) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("MLENV_") and k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("MLENV_") and k not in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
+    }
     home = tmp_path / "home"
     home.mkdir(exist_ok=True)
-    env.update(HOME=str(home), MLENV_ROOT=str(ROOT), MLENV_STATE_DIR=str(tmp_path / "state"),
-               MLENV_API_TIMEOUT_S=str(timeout))
+    env.update(
+        HOME=str(home),
+        MLENV_ROOT=str(ROOT),
+        MLENV_STATE_DIR=str(tmp_path / "state"),
+        MLENV_API_TIMEOUT_S=str(timeout),
+    )
     if kubeconfig is not None:
         env["KUBECONFIG"] = str(kubeconfig)
     return env
@@ -115,8 +124,14 @@ def _env(tmp_path: Path, kubeconfig: Path | None, timeout: float) -> dict[str, s
 
 def _mlenv(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], float]:
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "mlenv", *args], env=env, capture_output=True,
-                       text=True, timeout=120, stdin=subprocess.DEVNULL)
+    r = subprocess.run(
+        [sys.executable, "-m", "mlenv", *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
     return r, time.monotonic() - t0
 
 
@@ -124,23 +139,30 @@ def _errors(stderr: str) -> list[str]:
     return [ln for ln in stderr.splitlines() if ln.startswith("error:")]
 
 
-def _run_all(env: dict[str, str]) -> list[tuple[list[str], subprocess.CompletedProcess[str], float]]:
+def _run_all(
+    env: dict[str, str],
+) -> list[tuple[list[str], subprocess.CompletedProcess[str], float]]:
     # in parallel: the processes mostly wait on the network, not the CPU
     with ThreadPoolExecutor(max_workers=len(VERBS)) as pool:
         results = list(pool.map(lambda a: (a, *_mlenv(a, env)), VERBS))
     return results
 
 
-def _run_all_in_process(env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
-                        ) -> list[tuple[list[str], subprocess.CompletedProcess[str], float]]:
+def _run_all_in_process(
+    env: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> list[tuple[list[str], subprocess.CompletedProcess[str], float]]:
     """The same verbs through CliRunner, one after the other (no Python start-up per verb:
     the cases where the client answers at once); the client is still the real binary."""
     from typer.testing import CliRunner
 
     from mlenv.cli.app import app
 
-    for k in [k for k in os.environ if k.startswith("MLENV_") or k in ("KUBECONFIG",
-                                                                          "KUBERNETES_SERVICE_HOST")]:
+    for k in [
+        k
+        for k in os.environ
+        if k.startswith("MLENV_") or k in ("KUBECONFIG", "KUBERNETES_SERVICE_HOST")
+    ]:
         monkeypatch.delenv(k)
     for k, v in env.items():
         monkeypatch.setenv(k, v)
@@ -148,8 +170,13 @@ def _run_all_in_process(env: dict[str, str], monkeypatch: pytest.MonkeyPatch,
     for args in VERBS:
         t0 = time.monotonic()
         r = CliRunner().invoke(app, args)
-        out.append((args, subprocess.CompletedProcess(args, r.exit_code, r.stdout, r.stderr),
-                    time.monotonic() - t0))
+        out.append(
+            (
+                args,
+                subprocess.CompletedProcess(args, r.exit_code, r.stdout, r.stderr),
+                time.monotonic() - t0,
+            )
+        )
     return out
 
 
@@ -166,8 +193,9 @@ def _check_one_line(args: list[str], r: subprocess.CompletedProcess[str], server
 
 
 @needs_client
-def test_refused_connection_is_exit_3_and_one_line_for_every_verb(tmp_path, closed_port,
-                                                                  monkeypatch) -> None:
+def test_refused_connection_is_exit_3_and_one_line_for_every_verb(
+    tmp_path, closed_port, monkeypatch
+) -> None:
     server = f"https://127.0.0.1:{closed_port}"
     env = _env(tmp_path, _kubeconfig(tmp_path / "kc", server), timeout=5)
     for args, r, wall in _run_all_in_process(env, monkeypatch):
@@ -217,7 +245,8 @@ def test_request_timeout_flag_and_env_are_validated(tmp_path, closed_port) -> No
     env["MLENV_API_TIMEOUT_S"] = "soon"
     r, _ = _mlenv(["status", "barcelona"], env)
     assert r.returncode == 2 and r.stderr.strip() == (
-        "error: MLENV_API_TIMEOUT_S=soon: expected a number of seconds between 0 and 86400")
+        "error: MLENV_API_TIMEOUT_S=soon: expected a number of seconds between 0 and 86400"
+    )
     env["MLENV_API_TIMEOUT_S"] = "5"
     r, _ = _mlenv(["status", "barcelona", "--request-timeout", "-1"], env)
     assert r.returncode == 2 and "--request-timeout" in r.stderr
@@ -228,8 +257,10 @@ def test_unreadable_kubeconfig_flag_is_exit_2(tmp_path) -> None:
     env = _env(tmp_path, None, timeout=5)
     r, _ = _mlenv(["status", "barcelona", "--kubeconfig", str(tmp_path / "missing")], env)
     assert r.returncode == 2
-    assert r.stderr.strip() == (f"error: kubeconfig {tmp_path / 'missing'} (--kubeconfig) is "
-                                "unreadable: No such file or directory")
+    assert r.stderr.strip() == (
+        f"error: kubeconfig {tmp_path / 'missing'} (--kubeconfig) is "
+        "unreadable: No such file or directory"
+    )
 
 
 @needs_client
@@ -254,23 +285,40 @@ elif "--raw=/version" in argv:
 """
 
 
-@pytest.mark.parametrize("stderr,rc,want", [
-    ("Unable to connect to the server: dial tcp: lookup api.example.test on 10.0.0.2:53: "
-     "no such host\n", 1,
-     "error: cannot reach the API server https://api.example.test:6443: no such host (DNS)"),
-    ("Unable to connect to the server: tls: failed to verify certificate: x509: certificate "
-     "signed by unknown authority\n", 1,
-     "error: cannot reach the API server https://api.example.test:6443: TLS certificate not "
-     "trusted: Unable to connect to the server: tls: failed to verify certificate: x509: "
-     "certificate signed by unknown authority"),
-    ("error: You must be logged in to the server (Unauthorized)\n", 1,
-     "error: not logged in to https://api.example.test:6443 (the credentials were refused): "
-     "run `oc login <server>` (or `kubectl config use-context`) or set KUBECONFIG"),
-    ('Error from server (Forbidden): forbidden: User "system:anonymous" cannot get path '
-     '"/version"\n', 1, None),  # the server answered: reachable, the verb goes on
-])
-def test_probe_answers_become_one_line(tmp_path, monkeypatch, stderr: str, rc: int,
-                                       want: str | None) -> None:
+@pytest.mark.parametrize(
+    "stderr,rc,want",
+    [
+        (
+            "Unable to connect to the server: dial tcp: lookup api.example.test on 10.0.0.2:53: "
+            "no such host\n",
+            1,
+            "error: cannot reach the API server https://api.example.test:6443: no such host (DNS)",
+        ),
+        (
+            "Unable to connect to the server: tls: failed to verify certificate: x509: certificate "
+            "signed by unknown authority\n",
+            1,
+            "error: cannot reach the API server https://api.example.test:6443: TLS certificate not "
+            "trusted: Unable to connect to the server: tls: failed to verify certificate: x509: "
+            "certificate signed by unknown authority",
+        ),
+        (
+            "error: You must be logged in to the server (Unauthorized)\n",
+            1,
+            "error: not logged in to https://api.example.test:6443 (the credentials were refused): "
+            "run `oc login <server>` (or `kubectl config use-context`) or set KUBECONFIG",
+        ),
+        (
+            'Error from server (Forbidden): forbidden: User "system:anonymous" cannot get path '
+            '"/version"\n',
+            1,
+            None,
+        ),  # the server answered: reachable, the verb goes on
+    ],
+)
+def test_probe_answers_become_one_line(
+    tmp_path, monkeypatch, stderr: str, rc: int, want: str | None
+) -> None:
     from _fakeenv import run
 
     bindir = tmp_path / "bin"
@@ -297,10 +345,12 @@ def test_kubeconfig_without_a_context_names_the_file(tmp_path) -> None:
     assert r.returncode == 3
     assert r.stderr.splitlines() == [
         "error: not logged in: run `oc login <server>` (or `kubectl config use-context`) or "
-        f"set KUBECONFIG (no current context in {empty})"]
+        f"set KUBECONFIG (no current context in {empty})"
+    ]
 
 
 # -- i22: a half-up API server ---------------------------------------------------------
+
 
 def _real_kubectl() -> str | None:
     """The kubectl the kube tier builds (same minor as its plane), else the machine's."""
@@ -329,8 +379,7 @@ def half_up() -> Iterator[tuple[int, list[str]]]:
         def _any(self) -> None:
             asked.append(self.path)
             if self.path.split("?")[0] == "/version":
-                body = _json.dumps({"major": "1", "minor": "30",
-                                    "gitVersion": "v1.30.0"}).encode()
+                body = _json.dumps({"major": "1", "minor": "30", "gitVersion": "v1.30.0"}).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
@@ -357,10 +406,16 @@ def half_up() -> Iterator[tuple[int, list[str]]]:
     srv.server_close()
 
 
-@pytest.mark.skipif(KUBECTL is None, reason="needs a real kubectl (the kube tier's "
-                    "~/.cache/mlenv/kube-probe/bin/kubectl, else one on PATH)")
-def test_half_up_server_every_verb_exits_3_within_the_timeout(tmp_path, half_up, monkeypatch,
-                                                              ) -> None:
+@pytest.mark.skipif(
+    KUBECTL is None,
+    reason="needs a real kubectl (the kube tier's "
+    "~/.cache/mlenv/kube-probe/bin/kubectl, else one on PATH)",
+)
+def test_half_up_server_every_verb_exits_3_within_the_timeout(
+    tmp_path,
+    half_up,
+    monkeypatch,
+) -> None:
     """/version answers, everything else hangs: before i22 the probe passed and each later
     call had 30 s of its own (kubectl retried discovery five times): 122-152 s and raw
     kubectl text. Now every call is bounded by the one setting and the verb is exit 3,

@@ -44,7 +44,9 @@ def test_every_error_of_every_file(root: Path) -> None:
     lines = r.stderr.strip().splitlines()
     expected = []
     for b in bad:
-        expected += [f"{CORPUS}/{line}" for line in b.with_suffix(".expected").read_text().splitlines()]
+        expected += [
+            f"{CORPUS}/{line}" for line in b.with_suffix(".expected").read_text().splitlines()
+        ]
     assert lines[:-1] == expected
     assert lines[-1] == f"{len(expected)} error(s) in 2 of 3 file(s)"
     assert "Traceback" not in r.output
@@ -65,13 +67,27 @@ def test_duplicate_cluster_names(root: Path) -> None:
     # files are read in name order: local-copy.yaml first, so local.yaml is the duplicate
     later, first = root / "clusters" / "local.yaml", root / "clusters" / "local-copy.yaml"
     line = later.read_text().splitlines().index("  name: local") + 1
-    assert f"{later}:{line}:9: cluster.name: cluster name 'local' is also used by {first}" in r.stderr
+    assert (
+        f"{later}:{line}:9: cluster.name: cluster name 'local' is also used by {first}" in r.stderr
+    )
 
 
 @pytest.mark.parametrize(
     "case",
-    ["binary", "empty", "not-yaml", "top-level-list", "python-tag", "tag-int-invalid", "tag-timestamp-invalid",
-     "key-tag-invalid", "rdma-gid-superscript", "rdma-gid-5000-digits", "int-5000-digits", "shm-size-overflow"],
+    [
+        "binary",
+        "empty",
+        "not-yaml",
+        "top-level-list",
+        "python-tag",
+        "tag-int-invalid",
+        "tag-timestamp-invalid",
+        "key-tag-invalid",
+        "rdma-gid-superscript",
+        "rdma-gid-5000-digits",
+        "int-5000-digits",
+        "shm-size-overflow",
+    ],
 )
 def test_hostile_input_no_traceback(root: Path, case: str) -> None:
     r = _run(root, str(CORPUS / f"{case}.yaml"))
@@ -102,10 +118,14 @@ def test_no_configs(tmp_path: Path) -> None:
 
 def test_warnings_are_printed_but_do_not_fail(root: Path) -> None:
     f = root / "clusters" / "bare-rdma.yaml"
-    f.write_text("cluster: {name: bare, namespace: ns}\nnetwork:\n  rdma:\n    enabled: true\n    devices: auto\n")
+    f.write_text(
+        "cluster: {name: bare, namespace: ns}\nnetwork:\n  rdma:\n    enabled: true\n    devices: auto\n"
+    )
     r = _run(root, "bare-rdma")
     assert r.exit_code == 0, r.output
-    assert r.stderr.startswith(f"{f}:4:14: warning: network.rdma.enabled: RDMA is enabled but neither")
+    assert r.stderr.startswith(
+        f"{f}:4:14: warning: network.rdma.enabled: RDMA is enabled but neither"
+    )
     assert r.stdout.strip() == "ok: 1 file(s)"
 
 
@@ -115,16 +135,18 @@ UPSTREAM_CASES = sorted(UPSTREAM.glob("*.yaml"))
 
 @pytest.mark.parametrize("mode", ["rdma", "tcp"])
 @pytest.mark.parametrize("case", UPSTREAM_CASES, ids=[c.stem for c in UPSTREAM_CASES])
-def test_i10_1_upstream_config_validates_and_renders_through_the_cli(root: Path, tmp_path: Path,
-                                                                     case: Path, mode: str) -> None:
+def test_i10_1_upstream_config_validates_and_renders_through_the_cli(
+    root: Path, tmp_path: Path, case: Path, mode: str
+) -> None:
     """The four upstream ml-dev-env configs, verbatim, through `mlenv validate` and
     `mlenv render` (before the fix: exit 2 on the quoted NCCL knobs and empty gpu_nodes)."""
     r = _run(root, str(case))
     assert r.exit_code == 0, r.output
     assert r.stdout.strip() == "ok: 1 file(s)" and "error" not in r.stderr
     out = tmp_path / "k8s"
-    r = CliRunner().invoke(app, ["render", str(case), "--mode", mode, "--out", str(out)],
-                           env={"MLENV_ROOT": str(root)})
+    r = CliRunner().invoke(
+        app, ["render", str(case), "--mode", mode, "--out", str(out)], env={"MLENV_ROOT": str(root)}
+    )
     assert r.exit_code == 0, r.output
     name = {"template": "my-cluster"}.get(case.stem, case.stem)
     written = sorted(p.name for p in (out / name / mode).iterdir())

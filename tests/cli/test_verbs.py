@@ -16,14 +16,41 @@ CLI = Path(app_module.__file__).resolve().parent
 
 # The verbs of `mlenv --help`, in order. Adding a verb means adding it here and to the docs.
 EXPECTED = [
-    "validate", "render", "list-clusters", "acceptance", "deploy", "status", "sync", "stage", "shell",
-    "logs", "port-forward", "launch", "teardown", "build", "url", "gpu-info", "discover", "wizard",
-    "secrets", "bundle", "finalize", "history", "compare", "quarantine", "release", "help", "completion",
+    "validate",
+    "render",
+    "list-clusters",
+    "acceptance",
+    "deploy",
+    "status",
+    "sync",
+    "stage",
+    "shell",
+    "logs",
+    "port-forward",
+    "launch",
+    "teardown",
+    "build",
+    "url",
+    "gpu-info",
+    "discover",
+    "wizard",
+    "secrets",
+    "bundle",
+    "finalize",
+    "history",
+    "compare",
+    "quarantine",
+    "release",
+    "help",
+    "completion",
 ]
 
 
 def _registers(p: Path) -> bool:
-    return any(isinstance(n, ast.FunctionDef) and n.name == "register" for n in ast.parse(p.read_text()).body)
+    return any(
+        isinstance(n, ast.FunctionDef) and n.name == "register"
+        for n in ast.parse(p.read_text()).body
+    )
 
 
 def test_every_verb_module_is_registered() -> None:

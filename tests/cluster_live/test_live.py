@@ -45,8 +45,9 @@ def live():
 
 def local_in(ns: str, name: str = "local"):
     cfg = load("local", ROOT)
-    return dataclasses.replace(cfg, cluster=dataclasses.replace(cfg.cluster, name=name,
-                                                                namespace=ns))
+    return dataclasses.replace(
+        cfg, cluster=dataclasses.replace(cfg.cluster, name=name, namespace=ns)
+    )
 
 
 def test_identity_and_server(live) -> None:
@@ -55,11 +56,20 @@ def test_identity_and_server(live) -> None:
 
 
 def test_server_side_dry_run_of_a_configmap(live) -> None:
-    cm = {"apiVersion": "v1", "kind": "ConfigMap",
-          "metadata": {"name": "mlenv-live-probe", "namespace": NS}, "data": {"a": "1"}}
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "mlenv-live-probe", "namespace": NS},
+        "data": {"a": "1"},
+    }
     before = live.get("ConfigMap", "mlenv-live-probe", NS)
-    expected = ("created" if before is None else
-                "unchanged" if before.get("data") == cm["data"] else "configured")
+    expected = (
+        "created"
+        if before is None
+        else "unchanged"
+        if before.get("data") == cm["data"]
+        else "configured"
+    )
     assert live.apply(cm, NS, dry_run=True).action == expected
     assert live.get("ConfigMap", "mlenv-live-probe", NS) == before  # nothing changed
 
@@ -75,8 +85,10 @@ def test_server_side_dry_run_of_the_local_plan(live) -> None:
         except NotFound:  # e.g. Route on plain Kubernetes
             continue
         served.append(m)
-    before = {(m["kind"], m["metadata"]["name"]): live.get(m["kind"], m["metadata"]["name"], NS)
-              for m in served}
+    before = {
+        (m["kind"], m["metadata"]["name"]): live.get(m["kind"], m["metadata"]["name"], NS)
+        for m in served
+    }
     rep = DeployReport("tcp", "tcp", 1, served)
     try:
         dry_run_plan(cfg, served, live, rep, lambda _m: None, report=True)

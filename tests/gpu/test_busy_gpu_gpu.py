@@ -24,24 +24,37 @@ pytestmark = [
     pytest.mark.skipif(shutil.which("nvidia-smi") is None, reason="needs nvidia-smi"),
 ]
 
-HOLD = ("import sys, time, torch\n"
-        "x = torch.empty(8 * 2**30, dtype=torch.uint8, device='cuda:0')\n"
-        "torch.cuda.synchronize()\n"
-        "print('ready', flush=True)\n"
-        "sys.stdin.read()\n")
+HOLD = (
+    "import sys, time, torch\n"
+    "x = torch.empty(8 * 2**30, dtype=torch.uint8, device='cuda:0')\n"
+    "torch.cuda.synchronize()\n"
+    "print('ready', flush=True)\n"
+    "sys.stdin.read()\n"
+)
 
 
 def _ctx() -> object:
     from mlenv.acceptance.core.base import RunContext
 
-    return RunContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, nnodes=1,
-                      host="gpu", backend="nccl", device="cuda:0")
+    return RunContext(
+        rank=0,
+        world_size=1,
+        local_rank=0,
+        local_world_size=1,
+        node_rank=0,
+        nnodes=1,
+        host="gpu",
+        backend="nccl",
+        device="cuda:0",
+    )
 
 
 def test_i12_4_gpu_held_by_another_process_is_busy_on_a_real_gpu() -> None:
     from mlenv.acceptance.checks.environment import busy_gpu
 
-    child = subprocess.Popen([sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [sys.executable, "-c", HOLD], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
         busy, seen = busy_gpu(_ctx())  # type: ignore[arg-type]
@@ -61,7 +74,9 @@ def test_i12_4_memory_this_process_holds_is_never_busy_on_a_real_gpu() -> None:
     torch.cuda.synchronize()
     listed = {pid for pid, _, _ in parse_apps(run_tool(QUERY_APPS, []) or "")}
     if os.getpid() not in listed:
-        pytest.skip("nvidia-smi does not list this process (another PID namespace): ours cannot be told apart")
+        pytest.skip(
+            "nvidia-smi does not list this process (another PID namespace): ours cannot be told apart"
+        )
     busy, _ = busy_gpu(_ctx())  # type: ignore[arg-type]
     assert busy is None
     del x

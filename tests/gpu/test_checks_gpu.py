@@ -37,14 +37,35 @@ def ctx() -> Iterator[object]:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     torch.cuda.set_device(0)
-    dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{port}", rank=0,
-                            world_size=1, timeout=timedelta(seconds=120))
-    yield RunContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0,
-                     nnodes=1, host="gpu-host", backend="nccl", device="cuda:0",
-                     options={"compute": {"n": 4096, "iters": 5, "warmup": 2},
-                              "memory": {"bytes": 256 * 2**20, "iters": 5},
-                              "collectives": {"min_bytes": 1024, "max_bytes": 2**24,
-                                              "factor": 16, "iters": 5, "warmup": 2}})
+    dist.init_process_group(
+        "nccl",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=0,
+        world_size=1,
+        timeout=timedelta(seconds=120),
+    )
+    yield RunContext(
+        rank=0,
+        world_size=1,
+        local_rank=0,
+        local_world_size=1,
+        node_rank=0,
+        nnodes=1,
+        host="gpu-host",
+        backend="nccl",
+        device="cuda:0",
+        options={
+            "compute": {"n": 4096, "iters": 5, "warmup": 2},
+            "memory": {"bytes": 256 * 2**20, "iters": 5},
+            "collectives": {
+                "min_bytes": 1024,
+                "max_bytes": 2**24,
+                "factor": 16,
+                "iters": 5,
+                "warmup": 2,
+            },
+        },
+    )
     dist.destroy_process_group()
 
 
@@ -96,9 +117,20 @@ def test_collectives_data_check_and_busbw_on_nccl(tmp_path: Path) -> None:
     from checks_harness import WorldSpec, run_world
 
     n = torch.cuda.device_count()
-    spec = WorldSpec(n, [f"collectives.{op}" for op in OPS], backend="nccl",
-                     options={"collectives": {"min_bytes": 1024, "max_bytes": 2**26,
-                                              "factor": 16, "iters": 5, "warmup": 2}})
+    spec = WorldSpec(
+        n,
+        [f"collectives.{op}" for op in OPS],
+        backend="nccl",
+        options={
+            "collectives": {
+                "min_bytes": 1024,
+                "max_bytes": 2**26,
+                "factor": 16,
+                "iters": 5,
+                "warmup": 2,
+            }
+        },
+    )
     (rank0, *_) = run_world(spec, tmp_path, timeout_s=300)
     assert rank0["error"] is None, rank0["error"]
     assert len(rank0["results"]) == len(OPS)

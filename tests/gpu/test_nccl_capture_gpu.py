@@ -49,14 +49,23 @@ print("RESULT " + json.dumps({"path": str(cap.path), "network": log.network, "ve
 def test_capture_writes_info_to_the_file_not_the_console(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NCCL_DEBUG")}
     env.update(NCCL_DEBUG="WARN", PYTHONPATH=str(ROOT))
-    p = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "nccl")], capture_output=True, text=True,
-                       timeout=180, env=env)
+    p = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path / "nccl")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env=env,
+    )
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
     line = next(ln for ln in p.stdout.splitlines() if ln.startswith("RESULT "))
     got = json.loads(line.removeprefix("RESULT "))
-    assert Path(got["path"]).parent == tmp_path / "nccl" and Path(got["path"]).name.startswith("rank0.gpu-host.")
+    assert Path(got["path"]).parent == tmp_path / "nccl" and Path(got["path"]).name.startswith(
+        "rank0.gpu-host."
+    )
     assert got["lines"] > 0 and got["network"]  # NCCL said which network it picked
     v = torch.cuda.nccl.version()  # (2, 28, 9) in torch >= 1.12
     if isinstance(v, tuple):
         assert str(got["version"]).startswith(".".join(map(str, v[:3])))
-    assert "NCCL INFO" not in p.stdout + p.stderr  # WARN level on the console: INFO went to the file
+    assert (
+        "NCCL INFO" not in p.stdout + p.stderr
+    )  # WARN level on the console: INFO went to the file

@@ -25,7 +25,9 @@ class ProbeAllReduce(Check):
         import torch.distributed as dist
 
         x = torch.ones(1024)
-        dist.all_reduce(x)  # untimed: the first collective's wait for peers is not this rank's speed
+        dist.all_reduce(
+            x
+        )  # untimed: the first collective's wait for peers is not this rank's speed
         ok = bool((x == ctx.world_size).all())
         a = torch.ones(128, 128)
         samples = []
@@ -38,8 +40,14 @@ class ProbeAllReduce(Check):
         slow = ctx.fault("slow", self.name)
         if slow:
             dt *= float(slow.get("factor", "4"))
-        return [CheckResult(name=self.name, status=Status.PASS if ok else Status.FAIL, scope="rank",
-                            metrics={"probe_ms": 1000 * dt})]
+        return [
+            CheckResult(
+                name=self.name,
+                status=Status.PASS if ok else Status.FAIL,
+                scope="rank",
+                metrics={"probe_ms": 1000 * dt},
+            )
+        ]
 
 
 @register

@@ -55,14 +55,28 @@ def _worker(rank: int, spec: WorldSpec, port: int, out: str) -> None:
         apply_nccl_deadline_env(os.environ)
         torch.cuda.set_device(rank)
         device = f"cuda:{rank}"
-    dist.init_process_group(spec.backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=spec.nprocs, timeout=timedelta(seconds=spec.deadline_s))
+    dist.init_process_group(
+        spec.backend,
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=spec.nprocs,
+        timeout=timedelta(seconds=spec.deadline_s),
+    )
     per_node = spec.nprocs // spec.nnodes
     node = rank // per_node
-    ctx = RunContext(rank=rank, world_size=spec.nprocs, local_rank=rank % per_node,
-                     local_world_size=per_node, node_rank=node, nnodes=spec.nnodes,
-                     host=f"node{node}", backend=spec.backend, device=device, options=spec.options,
-                     deadline_s=spec.deadline_s)
+    ctx = RunContext(
+        rank=rank,
+        world_size=spec.nprocs,
+        local_rank=rank % per_node,
+        local_world_size=per_node,
+        node_rank=node,
+        nnodes=spec.nnodes,
+        host=f"node{node}",
+        backend=spec.backend,
+        device=device,
+        options=spec.options,
+        deadline_s=spec.deadline_s,
+    )
     record: dict[str, Any] = {"results": [], "error": None, "elapsed_s": 0.0}
     t0 = time.monotonic()
     if rank in spec.hang_ranks:
@@ -92,7 +106,9 @@ def run_world(spec: WorldSpec, out: Path, timeout_s: float = 120.0) -> list[dict
     """
     ctx = mp.get_context("spawn")
     port = free_port()
-    procs = [ctx.Process(target=_worker, args=(r, spec, port, str(out))) for r in range(spec.nprocs)]
+    procs = [
+        ctx.Process(target=_worker, args=(r, spec, port, str(out))) for r in range(spec.nprocs)
+    ]
     for p in procs:
         p.start()
     for p in procs:
@@ -105,6 +121,8 @@ def run_world(spec: WorldSpec, out: Path, timeout_s: float = 120.0) -> list[dict
     for r in range(spec.nprocs):
         f = out / f"rank{r}.json"
         if not f.exists():
-            raise AssertionError(f"rank {r} wrote no record (stuck: {stuck}, exit {procs[r].exitcode})")
+            raise AssertionError(
+                f"rank {r} wrote no record (stuck: {stuck}, exit {procs[r].exitcode})"
+            )
         records.append(json.loads(f.read_text()))
     return records

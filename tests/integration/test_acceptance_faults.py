@@ -37,28 +37,47 @@ def _doc(report: Path) -> dict:
 
 def test_killed_rank_is_error_naming_rank_and_host_with_partial_results(tmp_path: Path) -> None:
     t0 = time.monotonic()
-    p, report = run_local(tmp_path, "--checks", "environment,probe", "--deadline", str(DEADLINE),
-                          fault="kill:rank=1,check=probe", extra_env={"MLENV_ACCEPTANCE_PLUGINS": "acceptance_probes"})
+    p, report = run_local(
+        tmp_path,
+        "--checks",
+        "environment,probe",
+        "--deadline",
+        str(DEADLINE),
+        fault="kill:rank=1,check=probe",
+        extra_env={"MLENV_ACCEPTANCE_PLUGINS": "acceptance_probes"},
+    )
     wall = time.monotonic() - t0
     assert p.returncode == 3, (p.stdout + p.stderr)[-4000:]
     doc = _doc(report)
     assert doc["verdict"] == "ERROR"
-    assert any(f"rank 1 ({HOST}) died during probe.allreduce" in r for r in doc["reasons"]), doc["reasons"]
+    assert any(f"rank 1 ({HOST}) died during probe.allreduce" in r for r in doc["reasons"]), doc[
+        "reasons"
+    ]
     # environment was measured on both ranks before the kill and is kept.
-    assert sorted(c["rank"] for c in doc["checks"] if c["name"] == "environment" and c["status"] == "PASS") == [0, 1]
+    assert sorted(
+        c["rank"] for c in doc["checks"] if c["name"] == "environment" and c["status"] == "PASS"
+    ) == [0, 1]
     assert wall < 60 + DEADLINE  # start-up + one deadline, not a hang
 
 
 def test_hung_rank_is_error_within_the_deadline(tmp_path: Path) -> None:
     t0 = time.monotonic()
-    p, report = run_local(tmp_path, "--checks", "compute,memory", "--deadline", str(DEADLINE),
-                          fault="hang:rank=1,check=compute.quorum")
+    p, report = run_local(
+        tmp_path,
+        "--checks",
+        "compute,memory",
+        "--deadline",
+        str(DEADLINE),
+        fault="hang:rank=1,check=compute.quorum",
+    )
     wall = time.monotonic() - t0
     assert p.returncode == 3, (p.stdout + p.stderr)[-4000:]
     doc = _doc(report)
     assert doc["verdict"] == "ERROR"
-    assert any(f"rank 1 ({HOST}) did not report compute.quorum within the deadline" in r
-               for r in doc["reasons"]), doc["reasons"]
+    assert any(
+        f"rank 1 ({HOST}) did not report compute.quorum within the deadline" in r
+        for r in doc["reasons"]
+    ), doc["reasons"]
     # what was measured before the hang is kept; what comes after is not run
     assert sorted(c["rank"] for c in doc["checks"] if c["name"] == "compute.matmul") == [0, 1]
     rest = [c for c in doc["checks"] if c["name"] == "memory.copy"]
@@ -68,14 +87,21 @@ def test_hung_rank_is_error_within_the_deadline(tmp_path: Path) -> None:
 
 @pytest.mark.serial  # rank 1 an outlier and rank 0 not
 def test_slow_rank_named_as_outlier(tmp_path: Path) -> None:
-    p, report = run_local(tmp_path, "--checks", "compute.matmul,probe", fault="slow:rank=1,factor=4",
-                          extra_env={"MLENV_ACCEPTANCE_PLUGINS": "acceptance_probes"})
+    p, report = run_local(
+        tmp_path,
+        "--checks",
+        "compute.matmul,probe",
+        fault="slow:rank=1,factor=4",
+        extra_env={"MLENV_ACCEPTANCE_PLUGINS": "acceptance_probes"},
+    )
     doc = _doc(report)
     assert p.returncode == 1, (p.stdout + p.stderr)[-4000:]
     assert doc["verdict"] == "FAIL"
     for check in ("compute.matmul", "probe.allreduce"):
-        assert any(r.startswith(f"FAIL: {check} rank 1 ({HOST})") and "is an outlier" in r
-                   for r in doc["reasons"]), (check, doc["reasons"])
+        assert any(
+            r.startswith(f"FAIL: {check} rank 1 ({HOST})") and "is an outlier" in r
+            for r in doc["reasons"]
+        ), (check, doc["reasons"])
     assert not any("rank 0" in r and "outlier" in r for r in doc["reasons"])
 
 
@@ -90,7 +116,9 @@ def test_corrupted_rank_named_by_quorum(tmp_path: Path) -> None:
 
 def test_broken_baseline_exits_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
-    bad.write_text("model: X\nrules:\n  - {check: compute.matmul, metric: tflops_fp32, op: '=>', value: 1, source: s}\n")
+    bad.write_text(
+        "model: X\nrules:\n  - {check: compute.matmul, metric: tflops_fp32, op: '=>', value: 1, source: s}\n"
+    )
     p, report = run_local(tmp_path, "--baseline", str(bad), timeout=60)
     assert p.returncode == 2
     assert f"{bad}:3:" in p.stderr and "expected one of >=, <=, >, <, ==" in p.stderr
@@ -103,39 +131,89 @@ def test_dead_rank_named_by_heartbeat_without_a_launcher(tmp_path: Path) -> None
 
     port = free_port()
     report = tmp_path / "report"
-    base = dict(os.environ, PYTHONPATH=f"{ROOT / 'tests' / 'integration'}{os.pathsep}{ROOT}",
-                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
-                OMP_NUM_THREADS="1", MLENV_ACCEPTANCE_PLUGINS="acceptance_probes",
-                MLENV_FAULT="kill:rank=1,check=probe", MLENV_HEARTBEAT_STALE_S="3")
-    cmd = [sys.executable, "-m", "mlenv.acceptance", "--checks", "environment,probe", "--report-dir", str(report),
-           "--deadline", "60"]
+    base = dict(
+        os.environ,
+        PYTHONPATH=f"{ROOT / 'tests' / 'integration'}{os.pathsep}{ROOT}",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="2",
+        OMP_NUM_THREADS="1",
+        MLENV_ACCEPTANCE_PLUGINS="acceptance_probes",
+        MLENV_FAULT="kill:rank=1,check=probe",
+        MLENV_HEARTBEAT_STALE_S="3",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlenv.acceptance",
+        "--checks",
+        "environment,probe",
+        "--report-dir",
+        str(report),
+        "--deadline",
+        "60",
+    ]
     t0 = time.monotonic()
     # cwd: rank 0's history goes to <cwd>/reports/ without MLENV_HISTORY_DIR (it went into the checkout)
-    procs = [subprocess.Popen(cmd, env=dict(base, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, cwd=tmp_path) for r in (0, 1)]
+    procs = [
+        subprocess.Popen(
+            cmd,
+            env=dict(base, RANK=str(r), LOCAL_RANK=str(r)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=tmp_path,
+        )
+        for r in (0, 1)
+    ]
     out0, _ = procs[0].communicate(timeout=120)
     procs[1].wait(timeout=30)
     wall = time.monotonic() - t0
     assert procs[0].returncode == 3, out0[-4000:]
     assert procs[1].returncode == 1  # the injected kill
     doc = _doc(report)
-    assert any(f"rank 1 ({HOST}) died during probe.allreduce: no result and no heartbeat" in r
-               for r in doc["reasons"]), doc["reasons"]
+    assert any(
+        f"rank 1 ({HOST}) died during probe.allreduce: no result and no heartbeat" in r
+        for r in doc["reasons"]
+    ), doc["reasons"]
     assert wall < 60  # found by the heartbeat, long before the 60 s deadline
 
 
-def _rank_alone(rank: int, world: int, per_node: int, port: int, report: Path, deadline: float) -> \
-        subprocess.Popen[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
-               WORLD_SIZE=str(world), RANK=str(rank), LOCAL_RANK=str(rank % per_node),
-               LOCAL_WORLD_SIZE=str(per_node), OMP_NUM_THREADS="1", MLENV_FAULT="")
-    cmd = [sys.executable, "-m", "mlenv.acceptance", "--checks", "environment", "--report-dir", str(report),
-           "--deadline", str(deadline)]
-    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            cwd=report.parent)  # rank 0's history: <cwd>/reports/, not the checkout's
+def _rank_alone(
+    rank: int, world: int, per_node: int, port: int, report: Path, deadline: float
+) -> subprocess.Popen[str]:
+    env = dict(
+        os.environ,
+        PYTHONPATH=str(ROOT),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        WORLD_SIZE=str(world),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank % per_node),
+        LOCAL_WORLD_SIZE=str(per_node),
+        OMP_NUM_THREADS="1",
+        MLENV_FAULT="",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlenv.acceptance",
+        "--checks",
+        "environment",
+        "--report-dir",
+        str(report),
+        "--deadline",
+        str(deadline),
+    ]
+    return subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=report.parent
+    )  # rank 0's history: <cwd>/reports/, not the checkout's
 
 
-def test_ranks_that_never_join_are_named_with_their_node_within_the_deadline(tmp_path: Path) -> None:
+def test_ranks_that_never_join_are_named_with_their_node_within_the_deadline(
+    tmp_path: Path,
+) -> None:
     """World of 4 on 2 nodes × 2; rank 3 (node 1) is never started: rank 0 names it and its host."""
     from mlenv.acceptance.run.world import free_port
 
@@ -160,7 +238,10 @@ def test_a_rank_whose_rank_0_never_starts_says_so_and_exits_3(tmp_path: Path) ->
     p = _rank_alone(1, 2, 1, free_port(), tmp_path / "report", 3.0)
     out = p.communicate(timeout=90)[0]
     assert p.returncode == 3, out
-    assert "cannot reach the run's rendezvous store at 127.0.0.1" in out and "rank 0 not started" in out
+    assert (
+        "cannot reach the run's rendezvous store at 127.0.0.1" in out
+        and "rank 0 not started" in out
+    )
     assert not (tmp_path / "report" / "results.json").exists()  # only rank 0 writes reports
 
 
@@ -179,8 +260,11 @@ def _rank_pids(report: Path) -> dict[int, int]:
             argv = (d / "cmdline").read_bytes().split(b"\0")
             if b"mlenv.acceptance" not in argv or str(report).encode() not in argv:
                 continue
-            env = dict(kv.split("=", 1) for kv in (d / "environ").read_bytes().decode(errors="replace").split("\0")
-                       if "=" in kv)
+            env = dict(
+                kv.split("=", 1)
+                for kv in (d / "environ").read_bytes().decode(errors="replace").split("\0")
+                if "=" in kv
+            )
             found[int(env["RANK"])] = int(d.name)
     return found
 
@@ -207,8 +291,14 @@ def _finalise_time(tmp_path: Path, report: Path) -> float:
     for f in ("run.json", "results.jsonl"):
         shutil.copy(report / f, copy / f)
     t0 = time.monotonic()
-    p = subprocess.run([*MLENV, "finalize", str(copy), "--history-dir", str(tmp_path / "hist-copy")],
-                       capture_output=True, text=True, timeout=120, env=_env(tmp_path), cwd=tmp_path)
+    p = subprocess.run(
+        [*MLENV, "finalize", str(copy), "--history-dir", str(tmp_path / "hist-copy")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(tmp_path),
+        cwd=tmp_path,
+    )
     assert p.returncode == 0, p.stderr[-2000:]
     return time.monotonic() - t0
 
@@ -218,18 +308,41 @@ def _stop_a_rank(tmp_path: Path, rank: int) -> dict[str, Any]:
     once both are in the pause, SIGSTOP ``rank``. Returns what the test judges: the exit
     code, the time from the stop to each output line and to the exit, the pids, the report."""
     report = (tmp_path / "report").resolve()
-    env = _env(tmp_path, MLENV_ACCEPTANCE_PLUGINS="acceptance_probes", MLENV_PROBE_PAUSE_S="5",
-               MLENV_HEARTBEAT_STALE_S="3")  # a stopped rank's heartbeat is stale long before the deadline
-    p = subprocess.Popen([*MLENV, "acceptance", "--local", "--nproc", "2", "--checks", "environment,pause",
-                          "--deadline", str(STOP_DEADLINE), "--report-dir", str(report)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    env = _env(
+        tmp_path,
+        MLENV_ACCEPTANCE_PLUGINS="acceptance_probes",
+        MLENV_PROBE_PAUSE_S="5",
+        MLENV_HEARTBEAT_STALE_S="3",
+    )  # a stopped rank's heartbeat is stale long before the deadline
+    p = subprocess.Popen(
+        [
+            *MLENV,
+            "acceptance",
+            "--local",
+            "--nproc",
+            "2",
+            "--checks",
+            "environment,pause",
+            "--deadline",
+            str(STOP_DEADLINE),
+            "--report-dir",
+            str(report),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     out: list[tuple[float, str]] = []
     err: list[tuple[float, str]] = []
     readers = [_lines(p.stdout, out), _lines(p.stderr, err)]
     pids: dict[int, int] = {}
     try:
         _wait_for_results(report, 2, p)  # environment, both ranks
-        assert p.poll() is None, "the run ended before the stop: " + "\n".join(x for _, x in out + err)[-3000:]
+        assert p.poll() is None, (
+            "the run ended before the stop: " + "\n".join(x for _, x in out + err)[-3000:]
+        )
         time.sleep(1.0)  # both ranks are in pause.sleep now (5 s)
         pids = _rank_pids(report)
         assert sorted(pids) == [0, 1], pids
@@ -238,8 +351,10 @@ def _stop_a_rank(tmp_path: Path, rank: int) -> dict[str, Any]:
         try:
             p.wait(timeout=STOP_DEADLINE + 100)
         except subprocess.TimeoutExpired:
-            pytest.fail(f"rank {rank} stopped: still running {STOP_DEADLINE + 100:g} s later (the silence of issue 23 "
-                        "§4): " + "\n".join(x for _, x in out + err)[-3000:])
+            pytest.fail(
+                f"rank {rank} stopped: still running {STOP_DEADLINE + 100:g} s later (the silence of issue 23 "
+                "§4): " + "\n".join(x for _, x in out + err)[-3000:]
+            )
         ended = time.monotonic()
         for t in readers:
             t.join(timeout=10)
@@ -251,9 +366,15 @@ def _stop_a_rank(tmp_path: Path, rank: int) -> dict[str, Any]:
         if p.poll() is None:
             p.kill()
             p.wait()
-    return {"rc": p.returncode, "exit_s": ended - stopped, "pids": pids, "report": report,
-            "out": [(t - stopped, x) for t, x in out], "err": [(t - stopped, x) for t, x in err],
-            "text": "\n".join(x for _, x in out + err)}
+    return {
+        "rc": p.returncode,
+        "exit_s": ended - stopped,
+        "pids": pids,
+        "report": report,
+        "out": [(t - stopped, x) for t, x in out],
+        "err": [(t - stopped, x) for t, x in err],
+        "text": "\n".join(x for _, x in out + err),
+    }
 
 
 def _judge_the_stopped_run(tmp_path: Path, run: dict[str, Any], said: str) -> dict[str, Any]:
@@ -267,16 +388,24 @@ def _judge_the_stopped_run(tmp_path: Path, run: dict[str, Any], said: str) -> di
     report = run["report"]
     doc = json.loads((report / "results.json").read_text())
     assert doc["verdict"] == "ERROR"
-    assert sorted(c["rank"] for c in doc["checks"] if c["name"] == "environment" and c["status"] == "PASS") == [0, 1]
-    (rec,) = [json.loads(x) for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()]
+    assert sorted(
+        c["rank"] for c in doc["checks"] if c["name"] == "environment" and c["status"] == "PASS"
+    ) == [0, 1]
+    (rec,) = [
+        json.loads(x)
+        for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()
+    ]
     assert rec["run_id"] == doc["run_id"] and rec["verdict"] == "ERROR"
     assert not (report / ".mlenv-run.lock").exists()
     assert _run_processes(str(report)) == []  # the stopped rank too: killed, not left stopped
     finalise = _finalise_time(tmp_path, report)
-    print(f"[measured] {said!r}: said {min(when):.1f} s after the stop, CLI ended after {run['exit_s']:.1f} s "
-          f"(finalising a copy alone: {finalise:.1f} s)")
-    assert run["exit_s"] <= STOP_DEADLINE + 10 + finalise, \
+    print(
+        f"[measured] {said!r}: said {min(when):.1f} s after the stop, CLI ended after {run['exit_s']:.1f} s "
+        f"(finalising a copy alone: {finalise:.1f} s)"
+    )
+    assert run["exit_s"] <= STOP_DEADLINE + 10 + finalise, (
         f"ended {run['exit_s']:.1f} s after the stop (finalising takes {finalise:.1f} s here)"
+    )
     return doc
 
 
@@ -287,11 +416,14 @@ def test_a_stopped_rank_0_is_named_hung_with_its_host_and_the_run_finalised(tmp_
     so in one line, stops the run and finalises the report from results.jsonl."""
     run = _stop_a_rank(tmp_path, 0)
     pid = run["pids"][0]
-    said = f"error: rank 0 ({HOST}) hung: its process, pid {pid}, has been stopped (state T: SIGSTOP, Ctrl-Z or a " \
-           "debugger) for "
+    said = (
+        f"error: rank 0 ({HOST}) hung: its process, pid {pid}, has been stopped (state T: SIGSTOP, Ctrl-Z or a "
+        "debugger) for "
+    )
     doc = _judge_the_stopped_run(tmp_path, run, said)
     assert doc["reasons"][0].startswith(
-        f"rank 0 ({HOST}) hung during pause.sleep: its process, pid {pid}, has been stopped (state T: "), doc["reasons"]
+        f"rank 0 ({HOST}) hung during pause.sleep: its process, pid {pid}, has been stopped (state T: "
+    ), doc["reasons"]
     assert "not measured: pause.sleep" in doc["reasons"][0]
     assert not any("died" in r for r in doc["reasons"]), doc["reasons"]
     assert "Traceback" not in run["text"]
@@ -304,11 +436,17 @@ def test_a_stopped_rank_1_is_named_hung_with_its_host_not_died(tmp_path: Path) -
     run = _stop_a_rank(tmp_path, 1)
     pid = run["pids"][1]
     doc = _judge_the_stopped_run(tmp_path, run, f"rank 1 ({HOST}) hung during pause.sleep")
-    (why,) = [r for r in doc["reasons"] if r.startswith(f"ERROR: rank 1 ({HOST}) hung during pause.sleep")]
-    assert why.endswith(f"its process, pid {pid}, is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)"), why
+    (why,) = [
+        r for r in doc["reasons"] if r.startswith(f"ERROR: rank 1 ({HOST}) hung during pause.sleep")
+    ]
+    assert why.endswith(
+        f"its process, pid {pid}, is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)"
+    ), why
     assert not any("died" in r for r in doc["reasons"]), doc["reasons"]
     # rank 0's own pause.sleep was measured and is kept
-    assert [c["status"] for c in doc["checks"] if c["name"] == "pause.sleep" and c["rank"] == 0] == ["PASS"]
+    assert [
+        c["status"] for c in doc["checks"] if c["name"] == "pause.sleep" and c["rank"] == 0
+    ] == ["PASS"]
 
 
 def test_a_stopped_rank_0_without_a_launcher_is_named_by_the_other_rank(tmp_path: Path) -> None:
@@ -318,13 +456,38 @@ def test_a_stopped_rank_0_without_a_launcher_is_named_by_the_other_rank(tmp_path
     from mlenv.acceptance.run.world import free_port
 
     report = tmp_path / "report"
-    base = dict(_env(tmp_path), MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE="2",
-                LOCAL_WORLD_SIZE="2", OMP_NUM_THREADS="1", MLENV_ACCEPTANCE_PLUGINS="acceptance_probes",
-                MLENV_PROBE_PAUSE_S="5", MLENV_FAULT="")
-    cmd = [sys.executable, "-m", "mlenv.acceptance", "--checks", "environment,pause", "--report-dir", str(report),
-           "--deadline", str(STOP_DEADLINE)]
-    procs = [subprocess.Popen(cmd, env=dict(base, RANK=str(r), LOCAL_RANK=str(r)), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True) for r in (0, 1)]
+    base = dict(
+        _env(tmp_path),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(free_port()),
+        WORLD_SIZE="2",
+        LOCAL_WORLD_SIZE="2",
+        OMP_NUM_THREADS="1",
+        MLENV_ACCEPTANCE_PLUGINS="acceptance_probes",
+        MLENV_PROBE_PAUSE_S="5",
+        MLENV_FAULT="",
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlenv.acceptance",
+        "--checks",
+        "environment,pause",
+        "--report-dir",
+        str(report),
+        "--deadline",
+        str(STOP_DEADLINE),
+    ]
+    procs = [
+        subprocess.Popen(
+            cmd,
+            env=dict(base, RANK=str(r), LOCAL_RANK=str(r)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for r in (0, 1)
+    ]
     try:
         end = time.monotonic() + 300
         while time.monotonic() < end and procs[1].poll() is None:
@@ -346,14 +509,26 @@ def test_a_stopped_rank_0_without_a_launcher_is_named_by_the_other_rank(tmp_path
     assert procs[1].returncode == 3, out1[-4000:]
     said = f"error: rank 1 ({HOST}): rank 0 ({HOST}) hung: no heartbeat from it for "
     (line,) = [x for x in out1.splitlines() if x.startswith(said)]
-    assert f"its process, pid {procs[0].pid}, is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)" in line, line
+    assert (
+        f"its process, pid {procs[0].pid}, is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)"
+        in line
+    ), line
     assert line.endswith("; leaving the run")
-    assert took <= STOP_DEADLINE + 10 + 5, f"named {took:.1f} s after the stop"  # + the process's own exit
+    assert took <= STOP_DEADLINE + 10 + 5, (
+        f"named {took:.1f} s after the stop"
+    )  # + the process's own exit
     # nobody wrote results.json (rank 0 could not): `mlenv finalize` does, naming rank 0
-    fin = subprocess.run([*MLENV, "finalize", str(report)], capture_output=True, text=True, timeout=120,
-                         env=_env(tmp_path), cwd=tmp_path)
+    fin = subprocess.run(
+        [*MLENV, "finalize", str(report)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=_env(tmp_path),
+        cwd=tmp_path,
+    )
     assert fin.returncode == 0, fin.stderr[-3000:]
     doc = json.loads((report / "results.json").read_text())
     assert doc["verdict"] == "ERROR"
-    assert doc["reasons"][0].startswith(f"rank 0 ({HOST}) hung during pause.sleep: no heartbeat from it for "), \
-        doc["reasons"]
+    assert doc["reasons"][0].startswith(
+        f"rank 0 ({HOST}) hung during pause.sleep: no heartbeat from it for "
+    ), doc["reasons"]

@@ -17,23 +17,53 @@ ROOT = Path(__file__).resolve().parents[2]
 MLENV = [sys.executable, "-m", "mlenv"]
 
 
-def run_local(tmp_path: Path, *args: str, fault: str = "", timeout: float = 240,
-              extra_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], Path]:
+def run_local(
+    tmp_path: Path,
+    *args: str,
+    fault: str = "",
+    timeout: float = 240,
+    extra_env: dict[str, str] | None = None,
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Run `mlenv acceptance --local --nproc 2` with small sizes; returns (process, report dir)."""
     opts = tmp_path / "options.yaml"
     opts.write_text(
         "compute: {n: 256, iters: 3, warmup: 1}\n"
         "memory: {bytes: 4194304, iters: 3}\n"
         "collectives: {min_bytes: 1024, max_bytes: 65536, factor: 8, iters: 3, warmup: 1}\n"
-        "training: {model: resnet18, steps: 6, batch_size: 4}\n")
+        "training: {model: resnet18, steps: 6, batch_size: 4}\n"
+    )
     report = tmp_path / "report"
-    env = dict(os.environ, PYTHONPATH=f"{ROOT / 'tests' / 'integration'}{os.pathsep}{ROOT}",
-               TORCH_EXTENSIONS_DIR=os.environ.get("TORCH_EXTENSIONS_DIR",
-                                                   str(Path.home() / ".cache/mlenv/torch_extensions")),
-               DS_ACCELERATOR="cpu", MLENV_FAULT=fault, **(extra_env or {}))
-    p = subprocess.run([*MLENV, "acceptance", "--local", "--nproc", "2", "--profile", "quick",
-                        "--report-dir", str(report), "--options", str(opts), *args],
-                       capture_output=True, text=True, timeout=timeout, env=env, cwd=tmp_path)
+    env = dict(
+        os.environ,
+        PYTHONPATH=f"{ROOT / 'tests' / 'integration'}{os.pathsep}{ROOT}",
+        TORCH_EXTENSIONS_DIR=os.environ.get(
+            "TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/mlenv/torch_extensions")
+        ),
+        DS_ACCELERATOR="cpu",
+        MLENV_FAULT=fault,
+        **(extra_env or {}),
+    )
+    p = subprocess.run(
+        [
+            *MLENV,
+            "acceptance",
+            "--local",
+            "--nproc",
+            "2",
+            "--profile",
+            "quick",
+            "--report-dir",
+            str(report),
+            "--options",
+            str(opts),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=tmp_path,
+    )
     return p, report
 
 
@@ -44,7 +74,11 @@ def test_local_suite_passes_with_every_report(tmp_path: Path) -> None:
     assert p.returncode == 0, out[-4000:]
     assert "verdict: PASS" in p.stdout
     doc = json.loads((report / "results.json").read_text())
-    assert doc["verdict"] == "PASS" and doc["world"]["ranks"] == 2 and doc["world"]["backend"] == "gloo"
+    assert (
+        doc["verdict"] == "PASS"
+        and doc["world"]["ranks"] == 2
+        and doc["world"]["backend"] == "gloo"
+    )
     names = {c["name"] for c in doc["checks"]}
     for fam in ("environment", "compute", "memory", "collectives", "training"):
         assert any(n == fam or n.startswith(fam + ".") for n in names), (fam, names)
@@ -67,8 +101,21 @@ def test_local_suite_passes_with_every_report(tmp_path: Path) -> None:
     lines = [ln for ln in out.splitlines() if ln.strip()]
     assert len(lines) <= len(doc["checks"]) + 8, out
     assert [ln for ln in lines if ln.startswith("verdict:")] == ["verdict: PASS"]
-    assert all(ln.startswith(("[acceptance]", "verdict: ", "  - ", "reports: ", "launching ", "run ",
-                              "wall time: ", "building DeepSpeed")) for ln in lines), out
+    assert all(
+        ln.startswith(
+            (
+                "[acceptance]",
+                "verdict: ",
+                "  - ",
+                "reports: ",
+                "launching ",
+                "run ",
+                "wall time: ",
+                "building DeepSpeed",
+            )
+        )
+        for ln in lines
+    ), out
     assert not re.search(r"^\d\d:\d\d:\d\d ", out, re.M)  # no time prefixes on the terminal
     assert "deepspeed.launcher" not in out and "Warning" not in out
     assert "out-of-place" not in out  # the nccl-tests tables (a check line names busbw_* metrics)
@@ -79,8 +126,9 @@ def test_local_suite_passes_with_every_report(tmp_path: Path) -> None:
 def test_i25_8_quiet_fail_shows_the_verdict_and_errors_only(tmp_path: Path) -> None:
     """`-q` on a FAIL: the verdict block, nothing else (DeepSpeed's `[ERROR] sigkill_handler`
     line after a FAIL used to follow it)."""
-    p, report = run_local(tmp_path, "-q", "--checks", "collectives",
-                          fault="corrupt:rank=1,check=collectives")
+    p, report = run_local(
+        tmp_path, "-q", "--checks", "collectives", fault="corrupt:rank=1,check=collectives"
+    )
     out = p.stdout + p.stderr
     assert p.returncode == 1, out[-4000:]
     lines = [ln for ln in out.splitlines() if ln.strip()]

@@ -33,18 +33,37 @@ def _env() -> dict[str, str]:
     # One thread: the CPU path proves the command, its figures mean nothing, and beside the
     # other workers' ranks on 2 cores libgomp's second thread spin-waits (measured with two
     # busy loops beside it: 72 s of user CPU with torch's default 2 threads, 27 s with 1).
-    return {**os.environ, "PYTHONPATH": str(ROOT), "MAKEFLAGS": "", "MAKELEVEL": "", "OMP_NUM_THREADS": "1",
-            "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR",
-                                                   str(Path.home() / ".cache/mlenv/torch_extensions"))}
+    return {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "MAKEFLAGS": "",
+        "MAKELEVEL": "",
+        "OMP_NUM_THREADS": "1",
+        "TORCH_EXTENSIONS_DIR": os.environ.get(
+            "TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/mlenv/torch_extensions")
+        ),
+    }
 
 
 @pytest.fixture(scope="module")
 def cpu_rows(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, object]], str]:
     """One run of the CPU path through the same wrapper `make bench-gpu` uses (2 rounds)."""
     out = tmp_path_factory.mktemp("bench") / "rows.jsonl"
-    p = subprocess.run(["bash", str(ROOT / "benchmarks" / "bench_gpu.sh"), "--cpu", "--rounds", "2",
-                        "--out", str(out)], capture_output=True, text=True, timeout=600, env={
-                            **_env(), "PYTHON": sys.executable})
+    p = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "benchmarks" / "bench_gpu.sh"),
+            "--cpu",
+            "--rounds",
+            "2",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**_env(), "PYTHON": sys.executable},
+    )
     assert p.returncode == 0, (p.stdout + p.stderr)[-4000:]
     return [json.loads(line) for line in out.read_text().splitlines()], p.stdout
 
@@ -52,7 +71,12 @@ def cpu_rows(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[dict[str, o
 def test_pairs_alternate_which_side_goes_first() -> None:
     """On an H200 the side that ran first won by 14 % (boost clock before the power limit
     bites): even rounds run the reference first, odd rounds ours, each result in its place."""
-    for r, order in ((0, ["ref", "ours"]), (1, ["ours", "ref"]), (2, ["ref", "ours"]), (3, ["ours", "ref"])):
+    for r, order in (
+        (0, ["ref", "ours"]),
+        (1, ["ours", "ref"]),
+        (2, ["ref", "ours"]),
+        (3, ["ours", "ref"]),
+    ):
         calls: list[str] = []
 
         def side(name: str, value: str, calls: list[str] = calls) -> str:
@@ -63,9 +87,16 @@ def test_pairs_alternate_which_side_goes_first() -> None:
         assert got == ("R", "O") and calls == order
 
 
-def test_cpu_path_measures_every_figure_interleaved(cpu_rows: tuple[list[dict[str, object]], str]) -> None:
+def test_cpu_path_measures_every_figure_interleaved(
+    cpu_rows: tuple[list[dict[str, object]], str],
+) -> None:
     rows, stdout = cpu_rows
-    assert [r["figure"] for r in rows] == ["matmul_fp32", "copy", "training_plain", "training_deepspeed"]
+    assert [r["figure"] for r in rows] == [
+        "matmul_fp32",
+        "copy",
+        "training_plain",
+        "training_deepspeed",
+    ]
     for r in rows:
         assert set(r) == set(bench_gpu.ROW_KEYS)
         assert r["rounds"] == 2 and r["deepspeed"] == __import__("deepspeed").__version__
@@ -83,17 +114,32 @@ def test_cpu_path_measures_every_figure_interleaved(cpu_rows: tuple[list[dict[st
         assert f"| {r['figure']} |" in stdout
 
 
-def test_rows_are_recorded_into_the_benchmarks_table(cpu_rows: tuple[list[dict[str, object]], str],
-                                                     tmp_path: Path) -> None:
+def test_rows_are_recorded_into_the_benchmarks_table(
+    cpu_rows: tuple[list[dict[str, object]], str], tmp_path: Path
+) -> None:
     rows, _ = cpu_rows
     rows_file = tmp_path / "rows.jsonl"
     rows_file.write_text("".join(json.dumps(r) + "\n" for r in rows))
     doc = tmp_path / "benchmarks.md"
     shutil.copy(ROOT / "docs" / "benchmarks.md", doc)
     before = doc.read_text()
-    p = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", str(ROOT),
-                        "bench-record", f"BENCH_OUT={rows_file}", f"BENCH_PY={sys.executable}"],
-                       capture_output=True, text=True, env={**_env(), "BENCH_DOC": str(doc)}, timeout=120)
+    p = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-f",
+            str(ROOT / "Makefile"),
+            "-C",
+            str(ROOT),
+            "bench-record",
+            f"BENCH_OUT={rows_file}",
+            f"BENCH_PY={sys.executable}",
+        ],
+        capture_output=True,
+        text=True,
+        env={**_env(), "BENCH_DOC": str(doc)},
+        timeout=120,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     after = doc.read_text()
     added = [line for line in after.splitlines() if line not in before.splitlines()]
@@ -105,29 +151,66 @@ def test_rows_are_recorded_into_the_benchmarks_table(cpu_rows: tuple[list[dict[s
         assert f"**{float(r['ratio_median']):.3f}**" in line  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ("", "no rows"),
-    ("{not json\n", ":1: not a JSON row"),
-    ('{"figure": "copy"}\n', ":1: expected a row with the keys date, device"),
-])
-def test_bench_record_refuses_bad_rows_with_one_line(tmp_path: Path, content: str, message: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "no rows"),
+        ("{not json\n", ":1: not a JSON row"),
+        ('{"figure": "copy"}\n', ":1: expected a row with the keys date, device"),
+    ],
+)
+def test_bench_record_refuses_bad_rows_with_one_line(
+    tmp_path: Path, content: str, message: str
+) -> None:
     rows_file = tmp_path / "rows.jsonl"
     rows_file.write_text(content)
     doc = tmp_path / "benchmarks.md"
     shutil.copy(ROOT / "docs" / "benchmarks.md", doc)
-    p = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "bench_gpu.py"), "--record", str(rows_file),
-                        "--doc", str(doc)], capture_output=True, text=True, env=_env(), timeout=120)
-    assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    p = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "bench_gpu.py"),
+            "--record",
+            str(rows_file),
+            "--doc",
+            str(doc),
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=120,
+    )
+    assert p.returncode == 2 and message in p.stderr and len(p.stderr.strip().splitlines()) == 1, (
+        p.stderr
+    )
     assert doc.read_text() == (ROOT / "docs" / "benchmarks.md").read_text()
 
 
-@pytest.mark.skipif(torch.cuda.is_available(), reason="the no-CUDA answer needs a machine without CUDA")
+@pytest.mark.skipif(
+    torch.cuda.is_available(), reason="the no-CUDA answer needs a machine without CUDA"
+)
 def test_make_bench_gpu_without_cuda_says_so_and_claims_nothing(tmp_path: Path) -> None:
     out = tmp_path / "rows.jsonl"
-    p = subprocess.run(["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", str(ROOT), "bench-gpu",
-                        f"BENCH_OUT={out}", f"BENCH_PY={sys.executable}"],
-                       capture_output=True, text=True, env=_env(), timeout=300)
+    p = subprocess.run(
+        [
+            "make",
+            "--no-print-directory",
+            "-f",
+            str(ROOT / "Makefile"),
+            "-C",
+            str(ROOT),
+            "bench-gpu",
+            f"BENCH_OUT={out}",
+            f"BENCH_PY={sys.executable}",
+        ],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=300,
+    )
     assert p.returncode == 0, p.stdout + p.stderr
     said = [line for line in p.stdout.splitlines() if line.startswith("bench-gpu:")]
-    assert said == [f"bench-gpu: no CUDA device on this machine (torch {torch.__version__}): nothing measured"]
+    assert said == [
+        f"bench-gpu: no CUDA device on this machine (torch {torch.__version__}): nothing measured"
+    ]
     assert not out.exists()

@@ -21,12 +21,21 @@ from mlenv.acceptance.evidence.busbw import bus_factor  # noqa: E402
 # module-scoped worlds: the whole module runs on one worker (tests/conftest.py)
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("checks")]
 
-COLLECTIVES = [f"collectives.{op}" for op in
-               ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")]
-SMALL = {"collectives": {"min_bytes": 1024, "max_bytes": 64 * 1024, "factor": 4, "iters": 3,
-                         "warmup": 1},
-         "compute": {"n": 128, "iters": 3, "warmup": 1},
-         "memory": {"bytes": 4 * 2**20, "iters": 3}}
+COLLECTIVES = [
+    f"collectives.{op}"
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
+]
+SMALL = {
+    "collectives": {
+        "min_bytes": 1024,
+        "max_bytes": 64 * 1024,
+        "factor": 4,
+        "iters": 3,
+        "warmup": 1,
+    },
+    "compute": {"n": 128, "iters": 3, "warmup": 1},
+    "memory": {"bytes": 4 * 2**20, "iters": 3},
+}
 
 
 def _by_name(records: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, Any]]:
@@ -40,8 +49,9 @@ def _by_name(records: list[dict[str, Any]]) -> dict[tuple[str, str, int], dict[s
 
 @pytest.fixture(scope="module")
 def normal(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, int], dict[str, Any]]:
-    spec = WorldSpec(2, ["compute.matmul", "compute.quorum", "memory.copy", *COLLECTIVES],
-                     options=SMALL)
+    spec = WorldSpec(
+        2, ["compute.matmul", "compute.quorum", "memory.copy", *COLLECTIVES], options=SMALL
+    )
     return _by_name(run_world(spec, tmp_path_factory.mktemp("normal")))
 
 
@@ -88,8 +98,12 @@ def test_collectives_data_check_passes_and_busbw_follows_the_formula(
 
 @pytest.fixture(scope="module")
 def corrupt_compute(tmp_path_factory: pytest.TempPathFactory) -> dict[Any, Any]:
-    spec = WorldSpec(2, ["compute.matmul", "compute.quorum", "collectives.all_reduce"],
-                     options=SMALL, env={"MLENV_FAULT": "corrupt:rank=1;slow:rank=1,factor=4"})
+    spec = WorldSpec(
+        2,
+        ["compute.matmul", "compute.quorum", "collectives.all_reduce"],
+        options=SMALL,
+        env={"MLENV_FAULT": "corrupt:rank=1;slow:rank=1,factor=4"},
+    )
     return _by_name(run_world(spec, tmp_path_factory.mktemp("corrupt")))
 
 
@@ -115,8 +129,12 @@ def test_bare_corrupt_fault_leaves_collectives_alone(corrupt_compute: dict[Any, 
 
 
 def test_collectives_count_wrong_elements_of_a_bad_contribution(tmp_path: Path) -> None:
-    spec = WorldSpec(2, ["compute.quorum", *COLLECTIVES], options=SMALL,
-                     env={"MLENV_FAULT": "corrupt:rank=1,check=collectives"})
+    spec = WorldSpec(
+        2,
+        ["compute.quorum", *COLLECTIVES],
+        options=SMALL,
+        env={"MLENV_FAULT": "corrupt:rank=1,check=collectives"},
+    )
     got = _by_name(run_world(spec, tmp_path))
     assert got[("compute.quorum", "world", 0)]["status"] == "PASS"
     # rank 1's first element is off by one: it lands in one output element on each of
@@ -135,9 +153,20 @@ def test_collectives_count_wrong_elements_of_a_bad_contribution(tmp_path: Path) 
 
 
 def test_two_nodes_measure_world_intra_and_inter_groups(tmp_path: Path) -> None:
-    spec = WorldSpec(4, ["collectives.all_reduce"], nnodes=2,
-                     options={"collectives": {"min_bytes": 4096, "max_bytes": 16384,
-                                              "factor": 4, "iters": 2, "warmup": 1}})
+    spec = WorldSpec(
+        4,
+        ["collectives.all_reduce"],
+        nnodes=2,
+        options={
+            "collectives": {
+                "min_bytes": 4096,
+                "max_bytes": 16384,
+                "factor": 4,
+                "iters": 2,
+                "warmup": 1,
+            }
+        },
+    )
     got = _by_name(run_world(spec, tmp_path))
     keys = sorted((scope, rank) for (_, scope, rank) in got)
     # world from rank 0; one intra group per node (leaders 0 and 2); one inter group
@@ -154,8 +183,9 @@ def test_two_nodes_measure_world_intra_and_inter_groups(tmp_path: Path) -> None:
 @pytest.mark.serial  # elapsed within seconds of a 3 s deadline
 def test_a_collective_past_the_deadline_raises_instead_of_hanging(tmp_path: Path) -> None:
     deadline = 3.0
-    spec = WorldSpec(2, ["collectives.all_reduce"], options=SMALL, deadline_s=deadline,
-                     hang_ranks=(1,))
+    spec = WorldSpec(
+        2, ["collectives.all_reduce"], options=SMALL, deadline_s=deadline, hang_ranks=(1,)
+    )
     t0 = time.monotonic()
     records = run_world(spec, tmp_path, timeout_s=60)
     err = records[0]["error"]
@@ -166,8 +196,11 @@ def test_a_collective_past_the_deadline_raises_instead_of_hanging(tmp_path: Path
 
 
 def test_a_world_of_one_skips_collectives_but_still_computes(tmp_path: Path) -> None:
-    got = _by_name(run_world(WorldSpec(1, ["compute.quorum", "collectives.all_reduce"],
-                                       options=SMALL), tmp_path))
+    got = _by_name(
+        run_world(
+            WorldSpec(1, ["compute.quorum", "collectives.all_reduce"], options=SMALL), tmp_path
+        )
+    )
     assert got[("compute.quorum", "world", 0)]["status"] == "PASS"
     r = got[("collectives.all_reduce", "world", 0)]
     assert r["status"] == "SKIP" and r["metrics"] == {} and "one rank" in r["reasons"][0]
@@ -176,10 +209,18 @@ def test_a_world_of_one_skips_collectives_but_still_computes(tmp_path: Path) -> 
 @pytest.mark.serial  # sizes chosen from measured rates against a 4 s deadline
 def test_sweep_stops_early_rather_than_overrunning_the_deadline(tmp_path: Path) -> None:
     deadline = 4.0
-    opts = {"collectives": {"min_bytes": 2**20, "max_bytes": 2**30, "factor": 4, "iters": 20,
-                            "warmup": 2}}
-    (rank0, rank1) = run_world(WorldSpec(2, ["collectives.all_reduce"], options=opts,
-                                         deadline_s=deadline), tmp_path)
+    opts = {
+        "collectives": {
+            "min_bytes": 2**20,
+            "max_bytes": 2**30,
+            "factor": 4,
+            "iters": 20,
+            "warmup": 2,
+        }
+    }
+    (rank0, rank1) = run_world(
+        WorldSpec(2, ["collectives.all_reduce"], options=opts, deadline_s=deadline), tmp_path
+    )
     assert rank0["error"] is None and rank1["error"] is None
     (r,) = rank0["results"]
     assert r["status"] == "WARN" and r["metrics"]["wrong_elements"] == 0.0

@@ -48,18 +48,33 @@ class Env:
         self.root, self.pods, self.sshd = root, pods, sshd
 
     def mlenv(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "MLENV_ROOT": str(self.root), "MLENV_SSH_CONFIG": str(self.root / "ssh_config"),
-               "TORCH_EXTENSIONS_DIR": os.environ.get("TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/mlenv/torch_extensions")),
-               "OMP_NUM_THREADS": "1"}
-        return subprocess.run([sys.executable, "-m", "mlenv", *args], env=env, capture_output=True, text=True,
-                              timeout=timeout, cwd=self.root, check=False)
+        env = {
+            **os.environ,
+            "MLENV_ROOT": str(self.root),
+            "MLENV_SSH_CONFIG": str(self.root / "ssh_config"),
+            "TORCH_EXTENSIONS_DIR": os.environ.get(
+                "TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/mlenv/torch_extensions")
+            ),
+            "OMP_NUM_THREADS": "1",
+        }
+        return subprocess.run(
+            [sys.executable, "-m", "mlenv", *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.root,
+            check=False,
+        )
 
 
 def _sshd_config(root: Path, pods: netns.Cluster) -> Path:
     f = root / "sshd_config"
-    f.write_text(f"Port 22\nListenAddress 0.0.0.0\nHostKey {pods.secret_dir}/ssh_host_ed25519_key\n"
-                 f"AuthorizedKeysFile {root}/authorized_keys\nPermitRootLogin prohibit-password\n"
-                 "StrictModes no\nUsePAM no\nPidFile none\nPasswordAuthentication no\n")
+    f.write_text(
+        f"Port 22\nListenAddress 0.0.0.0\nHostKey {pods.secret_dir}/ssh_host_ed25519_key\n"
+        f"AuthorizedKeysFile {root}/authorized_keys\nPermitRootLogin prohibit-password\n"
+        "StrictModes no\nUsePAM no\nPidFile none\nPasswordAuthentication no\n"
+    )
     return f
 
 
@@ -73,36 +88,57 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     pods.setup()
     sshd: list[subprocess.Popen[str]] = []
     try:
-        subprocess.run(["ip", "addr", "add", f"{pods._subnet()}.1/24", "dev", pods.bridge], check=True,
-                       capture_output=True)
+        subprocess.run(
+            ["ip", "addr", "add", f"{pods._subnet()}.1/24", "dev", pods.bridge],
+            check=True,
+            capture_output=True,
+        )
         netns.keypair(str(root / "id"))
         (root / "authorized_keys").write_text((root / "id.pub").read_text())
-        (root / "ssh_config").write_text(f"UserKnownHostsFile {root}/known_hosts\nStrictHostKeyChecking no\n"
-                                         "LogLevel ERROR\n")
+        (root / "ssh_config").write_text(
+            f"UserKnownHostsFile {root}/known_hosts\nStrictHostKeyChecking no\nLogLevel ERROR\n"
+        )
         cfg = _sshd_config(root, pods)
         sshd_bin = "/usr/sbin/sshd"
         (root / "ctl").mkdir()
-        REMOTE_RESULTS.mkdir(exist_ok=True)  # the mount point (empty here: each host mounts its own)
+        REMOTE_RESULTS.mkdir(
+            exist_ok=True
+        )  # the mount point (empty here: each host mounts its own)
         for i in range(2):
             slurm_harness.private_shm(pods, i)  # each host its own /dev/shm, as real machines
             for d in (root / "ctl", REMOTE_RESULTS):
-                r = pods.run(i, ["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(d)], dict(os.environ),
-                             timeout=20)
+                r = pods.run(
+                    i,
+                    ["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(d)],
+                    dict(os.environ),
+                    timeout=20,
+                )
                 assert r.returncode == 0, f"host {i}: mount {d}: {r.stdout}"
-            sshd.append(pods.popen(i, [sshd_bin, "-D", "-e", "-f", str(cfg)], dict(os.environ),
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True))
+            sshd.append(
+                pods.popen(
+                    i,
+                    [sshd_bin, "-D", "-e", "-f", str(cfg)],
+                    dict(os.environ),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
+            )
         (root / "clusters").mkdir()
         (root / "shared").mkdir()
         addrs = [p.address for p in pods.pods]
         py = root / "python"  # this checkout's mlenv on the hosts, whatever the venv installed
-        py.write_text(f"#!/bin/sh\nPYTHONPATH={shlex.quote(str(REPO))} exec {shlex.quote(sys.executable)} \"$@\"\n")
+        py.write_text(
+            f'#!/bin/sh\nPYTHONPATH={shlex.quote(str(REPO))} exec {shlex.quote(sys.executable)} "$@"\n'
+        )
         py.chmod(0o755)
         (root / "clusters" / f"{CLUSTER}.yaml").write_text(
             f"cluster:\n  name: {CLUSTER}\n  namespace: unused\nplatform: hosts\n"
             f"nodes:\n  gpu_nodes: [{addrs[0]}, {addrs[1]}]\n"
             f"hosts:\n  ssh_user: root\n  ssh_key: {root}/id\n  shared_dir: {root}/shared\n"
             f"  python: {py}\n"
-            "network:\n  tcp:\n    interface_exclude: lo\ngpus:\n  per_node: 2\n  type: cpu\n  default_nodes: 2\n")
+            "network:\n  tcp:\n    interface_exclude: lo\ngpus:\n  per_node: 2\n  type: cpu\n  default_nodes: 2\n"
+        )
         e = Env(root, pods, sshd)
         end = time.monotonic() + 20
         while time.monotonic() < end:
@@ -129,12 +165,19 @@ def test_hosts_preflight_and_acceptance_2x2_pass(env: Env) -> None:
     wall = time.monotonic() - t0
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "verdict: PASS" in r.stdout
-    runs = list((env.root / "reports" / CLUSTER).glob("2*"))  # run folders (history.jsonl beside them)
+    runs = list(
+        (env.root / "reports" / CLUSTER).glob("2*")
+    )  # run folders (history.jsonl beside them)
     assert len(runs) == 1
     doc = json.loads((runs[0] / "results.json").read_text())
     # i26.3: the run is in the control host's history (a scheduled cron run is in the trends)
-    hist = [json.loads(line) for line in (env.root / "reports" / CLUSTER / "history.jsonl").read_text().splitlines()]
-    assert [h["run_id"] for h in hist] == [doc["run_id"]] and hist[0]["report_dir"] == str(runs[0].resolve())
+    hist = [
+        json.loads(line)
+        for line in (env.root / "reports" / CLUSTER / "history.jsonl").read_text().splitlines()
+    ]
+    assert [h["run_id"] for h in hist] == [doc["run_id"]] and hist[0]["report_dir"] == str(
+        runs[0].resolve()
+    )
     assert json.loads((runs[0] / "record.json").read_text()) == hist[0]
     assert doc["verdict"] == "PASS" and doc["world"]["nodes"] == 2 and doc["world"]["ranks"] == 4
     assert sorted(set(doc["world"]["hosts"])) == [p.hostname for p in env.pods.pods]
@@ -149,7 +192,10 @@ def test_hosts_without_shared_dir_ship_the_options_and_copy_the_reports_back(env
     name = "hosts-noshare"
     text = (env.root / "clusters" / f"{CLUSTER}.yaml").read_text()
     (env.root / "clusters" / f"{name}.yaml").write_text(
-        text.replace(f"name: {CLUSTER}", f"name: {name}").replace(f"  shared_dir: {env.root}/shared\n", ""))
+        text.replace(f"name: {CLUSTER}", f"name: {name}").replace(
+            f"  shared_dir: {env.root}/shared\n", ""
+        )
+    )
     opts = json.loads(Path(SMALL).read_text())
     opts["compute.matmul"] = {"n": 96}  # over the family's n (128): what results.json must show
     (env.root / "ctl" / "opts.json").write_text(json.dumps(opts))
@@ -159,9 +205,18 @@ def test_hosts_without_shared_dir_ship_the_options_and_copy_the_reports_back(env
     # shape in results.json, every report file and both hosts' logs back here); the whole
     # suite over these hosts is test_hosts_preflight_and_acceptance_2x2_pass's. 195 s once
     # with the whole suite on the 2-core sandbox shared with other workers' tiers.
-    r = env.mlenv("acceptance", "--cluster", name, "--checks", "compute",
-                  "--baseline", str(env.root / "ctl" / "baseline.yaml"),
-                  "--options", str(env.root / "ctl" / "opts.json"), timeout=600)
+    r = env.mlenv(
+        "acceptance",
+        "--cluster",
+        name,
+        "--checks",
+        "compute",
+        "--baseline",
+        str(env.root / "ctl" / "baseline.yaml"),
+        "--options",
+        str(env.root / "ctl" / "opts.json"),
+        timeout=600,
+    )
     wall = time.monotonic() - t0
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "verdict: PASS" in r.stdout
@@ -170,12 +225,22 @@ def test_hosts_without_shared_dir_ship_the_options_and_copy_the_reports_back(env
     run = runs[0]
     doc = json.loads((run / "results.json").read_text())
     assert doc["verdict"] == "PASS" and doc["world"]["ranks"] == 4
-    assert {tuple(c["details"]["shape"]) for c in doc["checks"] if c["name"] == "compute.matmul"} == {(96, 96, 96)}
-    for f in ("summary.md", "record.json", "junit.xml", "inputs/options.json", "inputs/baseline.yaml"):
+    assert {
+        tuple(c["details"]["shape"]) for c in doc["checks"] if c["name"] == "compute.matmul"
+    } == {(96, 96, 96)}
+    for f in (
+        "summary.md",
+        "record.json",
+        "junit.xml",
+        "inputs/options.json",
+        "inputs/baseline.yaml",
+    ):
         assert (run / f).is_file(), f
     hostnames = sorted(p.hostname for p in env.pods.pods)
     logs = sorted(p.name for p in (run / "logs").glob("rank*.log"))
-    assert sorted({x.split(".", 1)[1].removesuffix(".log") for x in logs}) == hostnames, logs  # both hosts'
+    assert sorted({x.split(".", 1)[1].removesuffix(".log") for x in logs}) == hostnames, (
+        logs
+    )  # both hosts'
     history = (env.root / "reports" / name / "history.jsonl").read_text().splitlines()
     assert [json.loads(x)["run_id"] for x in history] == [run.name]
     assert not (REMOTE_RESULTS / run.name).exists()  # the hosts' folders are theirs: this is a copy
@@ -189,14 +254,18 @@ def test_hosts_sync_status_teardown(env: Env) -> None:
     (env.root / "workspace" / "sub" / "it's a file.py").write_text("print(1)\n")
     r = env.mlenv("sync", CLUSTER)
     assert r.returncode == 0, r.stdout + r.stderr
-    assert (env.root / "shared" / "workspace" / "sub" / "it's a file.py").read_text() == "print(1)\n"
+    assert (
+        env.root / "shared" / "workspace" / "sub" / "it's a file.py"
+    ).read_text() == "print(1)\n"
     r = env.mlenv("status", CLUSTER)
     assert r.returncode == 0, r.stderr
     for p in env.pods.pods:
         assert f"host {p.address}" in r.stdout and "up, python" in r.stdout
     r = env.mlenv("teardown", CLUSTER)
     assert r.returncode == 0 and "leaves nothing running" in r.stdout
-    r = env.mlenv("shell", CLUSTER, "--pod", "1", "--", "sh", "-c", 'hostname; printf %s "$1"', "x", "$(id);y")
+    r = env.mlenv(
+        "shell", CLUSTER, "--pod", "1", "--", "sh", "-c", 'hostname; printf %s "$1"', "x", "$(id);y"
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     assert r.stdout == f"{env.pods.pods[1].hostname}\n$(id);y"
 
@@ -208,11 +277,16 @@ def test_a_host_python_without_mlenv_is_stopped_and_stage_brings_it(env: Env) ->
     py = node_python(env.root)
     text = (env.root / "clusters" / f"{CLUSTER}.yaml").read_text()
     (env.root / "clusters" / f"{name}.yaml").write_text(
-        text.replace(f"name: {CLUSTER}", f"name: {name}").replace(f"python: {env.root / 'python'}", f"python: {py}"))
+        text.replace(f"name: {CLUSTER}", f"name: {name}").replace(
+            f"python: {env.root / 'python'}", f"python: {py}"
+        )
+    )
     r = env.mlenv("deploy", name)
     assert r.returncode == 3, r.stdout + r.stderr
     line = next(x for x in r.stderr.splitlines() if "cannot import" in x)
-    assert f"{py} cannot import mlenv (ModuleNotFoundError: No module named 'mlenv')" in line, r.stderr
+    assert f"{py} cannot import mlenv (ModuleNotFoundError: No module named 'mlenv')" in line, (
+        r.stderr
+    )
     assert f"run `mlenv stage {name}`" in line and line.rstrip().endswith("nothing was launched")
     t0 = time.monotonic()
     r = env.mlenv("stage", name, timeout=600)
@@ -223,32 +297,70 @@ def test_a_host_python_without_mlenv_is_stopped_and_stage_brings_it(env: Env) ->
     # The compute checks only (i22): what this proves is that all 4 ranks run through the
     # staged venv; the whole suite over ssh is test_hosts_preflight_and_acceptance_2x2_pass's
     # (with it this test took 165 s of a CI worker, mostly DeepSpeed's training check).
-    r = env.mlenv("acceptance", "--cluster", name, "--checks", "compute", "--baseline", BASELINE, "--options", SMALL)
+    r = env.mlenv(
+        "acceptance",
+        "--cluster",
+        name,
+        "--checks",
+        "compute",
+        "--baseline",
+        BASELINE,
+        "--options",
+        SMALL,
+    )
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "verdict: PASS" in r.stdout
     (run,) = (env.root / "reports" / name).glob("2*")
     doc = json.loads((run / "results.json").read_text())
-    assert doc["world"]["ranks"] == 4 and {c["rank"] for c in doc["checks"] if c["name"] == "compute.matmul"} == {0, 1, 2, 3}
+    assert doc["world"]["ranks"] == 4 and {
+        c["rank"] for c in doc["checks"] if c["name"] == "compute.matmul"
+    } == {0, 1, 2, 3}
 
 
 def _running(pattern: str) -> list[str]:
-    return subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True, check=False).stdout.split()
+    return subprocess.run(
+        ["pgrep", "-f", pattern], capture_output=True, text=True, check=False
+    ).stdout.split()
 
 
 def test_sigterm_stops_the_run_on_every_host_and_logs_shows_the_heads_log(env: Env) -> None:
     """issue 24 §3: SIGTERM to mlenv once the 4 ranks run: every rank and ssh session ends
     (pkill over ssh), exit 143; `logs` then prints rank 0's log of that run."""
     ranks = f"mlenv.acceptance.*{env.root}/shared/results/"
-    p = subprocess.Popen([sys.executable, "-m", "mlenv", "acceptance", "--cluster", CLUSTER, "--baseline", BASELINE,
-                          "--options", SMALL],
-                         env={**os.environ, "MLENV_ROOT": str(env.root),
-                              "MLENV_SSH_CONFIG": str(env.root / "ssh_config"), "OMP_NUM_THREADS": "1"},
-                         cwd=env.root, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlenv",
+            "acceptance",
+            "--cluster",
+            CLUSTER,
+            "--baseline",
+            BASELINE,
+            "--options",
+            SMALL,
+        ],
+        env={
+            **os.environ,
+            "MLENV_ROOT": str(env.root),
+            "MLENV_SSH_CONFIG": str(env.root / "ssh_config"),
+            "OMP_NUM_THREADS": "1",
+        },
+        cwd=env.root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         end = time.monotonic() + 180
         # once rank 0 has a result (its handlers are set: it finalises on SIGTERM) and all 4 run
-        while not (len(_running(f"python -u -m {ranks}")) == 4
-                   and list((env.root / "shared").glob("results/*/results.jsonl"))) and time.monotonic() < end:
+        while (
+            not (
+                len(_running(f"python -u -m {ranks}")) == 4
+                and list((env.root / "shared").glob("results/*/results.jsonl"))
+            )
+            and time.monotonic() < end
+        ):
             assert p.poll() is None, p.communicate()[0][-3000:]
             time.sleep(0.5)
         assert len(_running(f"python -u -m {ranks}")) == 4, _running(ranks)
@@ -273,17 +385,34 @@ def test_host_with_ssh_down_is_named_before_launch(env: Env) -> None:
     victim = env.pods.pods[1]
     os.killpg(env.sshd[1].pid, 9)
     env.sshd[1].wait(timeout=10)
-    before = set((env.root / "shared").glob("results/*")) if (env.root / "shared" / "results").exists() else set()
-    r = env.mlenv("acceptance", "--cluster", CLUSTER, "--baseline", BASELINE, "--options", SMALL, timeout=60)
+    before = (
+        set((env.root / "shared").glob("results/*"))
+        if (env.root / "shared" / "results").exists()
+        else set()
+    )
+    r = env.mlenv(
+        "acceptance", "--cluster", CLUSTER, "--baseline", BASELINE, "--options", SMALL, timeout=60
+    )
     assert r.returncode == 3, r.stdout + r.stderr
-    assert f"host {victim.address}: ssh unreachable" in r.stderr and "nothing was launched" in r.stderr
+    assert (
+        f"host {victim.address}: ssh unreachable" in r.stderr and "nothing was launched" in r.stderr
+    )
     assert f"host {env.pods.pods[0].address}" not in r.stderr
-    after = set((env.root / "shared").glob("results/*")) if (env.root / "shared" / "results").exists() else set()
+    after = (
+        set((env.root / "shared").glob("results/*"))
+        if (env.root / "shared" / "results").exists()
+        else set()
+    )
     assert after == before, "a run was started"
     r = env.mlenv("status", CLUSTER)
     assert f"host {victim.address}: ssh unreachable" in r.stdout
-    assert r.returncode == 0 and f"unreachable over ssh: {victim.address} (1 of 2 hosts)" in r.stderr, r.stderr
+    assert (
+        r.returncode == 0 and f"unreachable over ssh: {victim.address} (1 of 2 hosts)" in r.stderr
+    ), r.stderr
     # issue 24 §3: ssh's own failure is one line naming the host, exit 3 (not 255 and ssh's text)
     r = env.mlenv("shell", CLUSTER, "--pod", "1", "--", "true", timeout=60)
     assert r.returncode == 3, r.stdout + r.stderr
-    assert r.stderr.strip().startswith(f"error: shell: host {victim.address}: ") and len(r.stderr.splitlines()) == 1
+    assert (
+        r.stderr.strip().startswith(f"error: shell: host {victim.address}: ")
+        and len(r.stderr.splitlines()) == 1
+    )

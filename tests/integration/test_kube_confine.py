@@ -24,8 +24,12 @@ import pytest
 
 from mlenv.testing.kube import plane, podnet
 
-pytestmark = [pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("unshare"),
-                                 reason="needs root and unshare (mount namespaces, overlayfs)")]
+pytestmark = [
+    pytest.mark.skipif(
+        os.geteuid() != 0 or not shutil.which("unshare"),
+        reason="needs root and unshare (mount namespaces, overlayfs)",
+    )
+]
 
 
 @pytest.fixture
@@ -50,10 +54,25 @@ def _as_kwok(tier: plane.Tier, env: dict[str, str], *argv: str) -> subprocess.Co
     """Run ``argv`` as kwok's exec would: in kwok's namespace, resolved with kwok's PATH,
     with the pod's Exec environment added to kwok's own."""
     kwok_env = {"PATH": str(tier.folder / "shims"), "MLENV_KUBE_TIER": str(tier.folder), **env}
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "--",
-                           str(tier.folder / "bin" / "kwokns.sh"), str(tier.folder),
-                           "/usr/bin/env", "-i", *(f"{k}={v}" for k, v in kwok_env.items()), *argv],
-                          capture_output=True, text=True, check=False, timeout=60)
+    return subprocess.run(
+        [
+            "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            str(tier.folder / "bin" / "kwokns.sh"),
+            str(tier.folder),
+            "/usr/bin/env",
+            "-i",
+            *(f"{k}={v}" for k, v in kwok_env.items()),
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
 
 
 def _pod_env(tier: plane.Tier, ns: str, pod: str, volume: Path) -> dict[str, str]:
@@ -61,17 +80,26 @@ def _pod_env(tier: plane.Tier, ns: str, pod: str, volume: Path) -> dict[str, str
     root.mkdir(parents=True)
     _holder(root)
     volume.mkdir(parents=True, exist_ok=True)
-    return {"MLENV_KUBE_POD_ROOT": str(root), "MLENV_KUBE_POD_NAME": pod, "HOME": "/root",
-            "MLENV_KUBE_MOUNTS": f"/workspace={volume}"}
+    return {
+        "MLENV_KUBE_POD_ROOT": str(root),
+        "MLENV_KUBE_POD_NAME": pod,
+        "HOME": "/root",
+        "MLENV_KUBE_MOUNTS": f"/workspace={volume}",
+    }
 
 
 def test_a_pods_writes_land_in_its_own_root(tier: plane.Tier) -> None:
     token = uuid.uuid4().hex
     vol = tier.folder / "volumes" / "pvc-1"
     env = _pod_env(tier, "team-a", "worker-0", vol)
-    res = _as_kwok(tier, env, "sh", "-c",
-                   f"echo ws > /workspace/{token} && echo home > /root/{token} && echo etc > /etc/{token}"
-                   " && hostname && ls /workspace")
+    res = _as_kwok(
+        tier,
+        env,
+        "sh",
+        "-c",
+        f"echo ws > /workspace/{token} && echo home > /root/{token} && echo etc > /etc/{token}"
+        " && hostname && ls /workspace",
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.split("\n")[0] == "worker-0"
     assert (vol / token).read_text() == "ws\n"
@@ -88,7 +116,13 @@ def test_pods_do_not_see_each_other_or_the_tiers_keys(tier: plane.Tier) -> None:
     a = _pod_env(tier, "ns", "a", tier.folder / "volumes" / "va")
     b = _pod_env(tier, "ns", "b", tier.folder / "volumes" / "vb")
     assert _as_kwok(tier, a, "sh", "-c", "echo mine > /root/note").returncode == 0
-    res = _as_kwok(tier, b, "sh", "-c", f"cat /root/note; ls {tier.folder}/pki; cat {tier.folder}/pki/admin.key")
+    res = _as_kwok(
+        tier,
+        b,
+        "sh",
+        "-c",
+        f"cat /root/note; ls {tier.folder}/pki; cat {tier.folder}/pki/admin.key",
+    )
     assert res.returncode != 0
     assert "mine" not in res.stdout and "secret" not in res.stdout
 
@@ -145,8 +179,9 @@ def test_a_pod_without_its_network_runs_nothing(tier: plane.Tier) -> None:
     res = _as_kwok(tier, env, "sh", "-c", f"touch {marker}")
     assert res.returncode == 126 and "has no network" in res.stderr, res.stderr
     # the record names a live pid whose namespace is not the recorded one: this process's
-    (root / podnet.RECORD).write_text(podnet.PodNet(os.getpid(), rec.started, rec.inode, "none", "0.0.0.0",
-                                                    rec.uid).line())
+    (root / podnet.RECORD).write_text(
+        podnet.PodNet(os.getpid(), rec.started, rec.inode, "none", "0.0.0.0", rec.uid).line()
+    )
     res = _as_kwok(tier, env, "sh", "-c", f"touch {marker}")
     assert res.returncode == 126 and "is gone" in res.stderr, res.stderr
     assert not marker.exists()

@@ -18,13 +18,21 @@ import pytest
 
 from mlenv.testing.kube import podnet
 
-pytestmark = [pytest.mark.skipif(os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("ip")),
-                                 reason="needs root, unshare and ip (network namespaces, veths, a bridge)")]
+pytestmark = [
+    pytest.mark.skipif(
+        os.geteuid() != 0 or not (shutil.which("unshare") and shutil.which("ip")),
+        reason="needs root, unshare and ip (network namespaces, veths, a bridge)",
+    )
+]
 
 
 def _links() -> set[str]:
-    return {link["ifname"] for link in json.loads(subprocess.run(["ip", "-j", "link"], capture_output=True,
-                                                                  text=True, check=True).stdout)}
+    return {
+        link["ifname"]
+        for link in json.loads(
+            subprocess.run(["ip", "-j", "link"], capture_output=True, text=True, check=True).stdout
+        )
+    }
 
 
 @pytest.fixture
@@ -42,31 +50,50 @@ def _pod(tier: Path, net: podnet.PlaneNet, name: str) -> podnet.PodNet:
 
 
 def _in(rec: podnet.PodNet, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["nsenter", f"--net=/proc/{rec.pid}/ns/net", "--", *argv], capture_output=True,
-                          text=True, check=False, timeout=timeout)
+    return subprocess.run(
+        ["nsenter", f"--net=/proc/{rec.pid}/ns/net", "--", *argv],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
 
 
 def test_two_pods_have_their_own_address_and_reach_each_other_on_one_port(tier: Path) -> None:
     net = podnet.create_plane_net(tier)
     a, b = _pod(tier, net, "a"), _pod(tier, net, "b")
-    assert a.ip != b.ip and {a.ip, b.ip} <= {str(h) for h in net.cidr.hosts()} and str(net.gateway) not in (a.ip, b.ip)
+    assert (
+        a.ip != b.ip
+        and {a.ip, b.ip} <= {str(h) for h in net.cidr.hosts()}
+        and str(net.gateway) not in (a.ip, b.ip)
+    )
     shown = _in(a, "ip", "-4", "-o", "addr", "show", "dev", "eth0").stdout
     assert f"inet {a.ip}/{net.cidr.prefixlen}" in shown, shown
     assert f"default via {net.gateway}" in _in(a, "ip", "route").stdout
     # the same port in both pods (what one shared network could not have), each reached
     # from the other pod at its own address
-    serve = ("import socket,sys;s=socket.socket();s.bind(('0.0.0.0',2222));s.listen();print('up',flush=True);"
-             "c,_=s.accept();c.sendall(sys.argv[1].encode());c.close()")
+    serve = (
+        "import socket,sys;s=socket.socket();s.bind(('0.0.0.0',2222));s.listen();print('up',flush=True);"
+        "c,_=s.accept();c.sendall(sys.argv[1].encode());c.close()"
+    )
     servers = {}
     for rec in (a, b):
-        servers[rec.ip] = subprocess.Popen(["nsenter", f"--net=/proc/{rec.pid}/ns/net", "--", sys.executable,
-                                            "-c", serve, rec.ip], stdout=subprocess.PIPE, text=True)
+        servers[rec.ip] = subprocess.Popen(
+            ["nsenter", f"--net=/proc/{rec.pid}/ns/net", "--", sys.executable, "-c", serve, rec.ip],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
     try:
         for p in servers.values():
             assert p.stdout is not None and p.stdout.readline().strip() == "up"
         for rec, other in ((a, b), (b, a)):
-            got = _in(rec, sys.executable, "-c", f"import socket;s=socket.create_connection(('{other.ip}',2222),"
-                      "timeout=10);print(s.recv(64).decode())")
+            got = _in(
+                rec,
+                sys.executable,
+                "-c",
+                f"import socket;s=socket.create_connection(('{other.ip}',2222),"
+                "timeout=10);print(s.recv(64).decode())",
+            )
             assert got.returncode == 0 and got.stdout.strip() == other.ip, got.stderr
     finally:
         for p in servers.values():
@@ -78,7 +105,9 @@ def test_a_released_pod_frees_its_address_and_only_what_was_made_for_it_goes(tie
     net = podnet.create_plane_net(tier)
     a, b = _pod(tier, net, "a"), _pod(tier, net, "b")
     # links named like ours that no record holds (someone else's): left alone throughout
-    foreign = [prefix + "f0" + os.urandom(3).hex() for prefix in (podnet.VETH_PREFIX, podnet.BRIDGE_PREFIX)]
+    foreign = [
+        prefix + "f0" + os.urandom(3).hex() for prefix in (podnet.VETH_PREFIX, podnet.BRIDGE_PREFIX)
+    ]
     for link in foreign:
         subprocess.run(["ip", "link", "add", link, "type", "bridge"], check=True)
     try:

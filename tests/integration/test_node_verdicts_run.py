@@ -22,20 +22,58 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.serial  # judges one CPU rank against the other
-def test_a_slow_rank_fails_its_node_with_the_action_and_the_other_node_passes(tmp_path: Path) -> None:
+def test_a_slow_rank_fails_its_node_with_the_action_and_the_other_node_passes(
+    tmp_path: Path,
+) -> None:
     opts = tmp_path / "options.yaml"
     opts.write_text("compute: {n: 256, iters: 3, warmup: 1}\nmemory: {bytes: 4194304, iters: 3}\n")
     port = free_port()
     procs = []
     for i, (pod, node) in enumerate((("ml-dev-env-0", "worker-a"), ("ml-dev-env-1", "worker-b"))):
-        env = dict(os.environ, PYTHONPATH=str(ROOT), MLENV_HOST=pod, MLENV_NODE_NAME=node, OMP_NUM_THREADS="1",
-                   MLENV_FAULT="slow:rank=1,factor=4", MLENV_HISTORY_DIR=str(tmp_path / "history"))
-        cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node-rank", str(i),
-               "--nproc-per-node", "1", "--master-addr", "127.0.0.1", "--master-port", str(port),
-               "-m", "mlenv.acceptance", "--checks", "environment,compute.matmul,memory.copy",
-               "--options", str(opts), "--report-dir", str(tmp_path / f"report{i}"), "--deadline", "60"]
-        procs.append(subprocess.Popen(cmd, env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True))
+        env = dict(
+            os.environ,
+            PYTHONPATH=str(ROOT),
+            MLENV_HOST=pod,
+            MLENV_NODE_NAME=node,
+            OMP_NUM_THREADS="1",
+            MLENV_FAULT="slow:rank=1,factor=4",
+            MLENV_HISTORY_DIR=str(tmp_path / "history"),
+        )
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes",
+            "2",
+            "--node-rank",
+            str(i),
+            "--nproc-per-node",
+            "1",
+            "--master-addr",
+            "127.0.0.1",
+            "--master-port",
+            str(port),
+            "-m",
+            "mlenv.acceptance",
+            "--checks",
+            "environment,compute.matmul,memory.copy",
+            "--options",
+            str(opts),
+            "--report-dir",
+            str(tmp_path / f"report{i}"),
+            "--deadline",
+            "60",
+        ]
+        procs.append(
+            subprocess.Popen(
+                cmd,
+                env=env,
+                cwd=tmp_path,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     outs = [p.communicate(timeout=240)[0] for p in procs]
     assert procs[0].returncode == 1, outs[0][-4000:]
     report = tmp_path / "report0"
@@ -46,13 +84,20 @@ def test_a_slow_rank_fails_its_node_with_the_action_and_the_other_node_passes(tm
     assert slow["hosts"] == ["ml-dev-env-1"] and slow["node_from"] == "kubernetes"
     assert slow["status"] == "FAIL" and slow["severity"] == "critical", slow
     assert slow["action"]["id"] == "drain" and slow["action"]["quarantine"] is True
-    assert any(f["check"] == "compute.matmul" and f["rank"] == 1 and "is an outlier" in f["figure"]
-               for f in slow["findings"]), slow["findings"]
+    assert any(
+        f["check"] == "compute.matmul" and f["rank"] == 1 and "is an outlier" in f["figure"]
+        for f in slow["findings"]
+    ), slow["findings"]
     assert nodes["worker-a"]["status"] == "PASS" and nodes["worker-a"]["action"]["id"] == "none"
     md = (report / "summary.md").read_text().splitlines()
     first = next(i for i, ln in enumerate(md) if ln.startswith("|"))
-    assert md[first - 2] == "## Nodes" and md[first + 2].startswith("| worker-b | ml-dev-env-1 | FAIL | critical")
-    cases = {c.get("name"): c for c in ET.parse(report / "junit.xml").getroot().iter("testcase")
-             if c.get("classname") == "node"}
+    assert md[first - 2] == "## Nodes" and md[first + 2].startswith(
+        "| worker-b | ml-dev-env-1 | FAIL | critical"
+    )
+    cases = {
+        c.get("name"): c
+        for c in ET.parse(report / "junit.xml").getroot().iter("testcase")
+        if c.get("classname") == "node"
+    }
     assert set(cases) == {"worker-a (ml-dev-env-0)", "worker-b (ml-dev-env-1)"}
     assert cases["worker-b (ml-dev-env-1)"].find("failure") is not None

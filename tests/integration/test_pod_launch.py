@@ -61,8 +61,12 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
         made.append(c)
         _setup(c)
         for i in range(c.n):
-            r = c.run(i, [*POD, "init"], c.env(i, {"MLENV_CPU_SLOTS": str(slots), **(extra or {})}),
-                      timeout=60)
+            r = c.run(
+                i,
+                [*POD, "init"],
+                c.env(i, {"MLENV_CPU_SLOTS": str(slots), **(extra or {})}),
+                timeout=60,
+            )
             assert r.returncode == 0, r.stdout
         return c
 
@@ -71,8 +75,13 @@ def cluster(tmp_path: Path) -> Iterator[Callable[..., Cluster]]:
         c.teardown()
 
 
-def _launch(c: Cluster, args: list[str], slots: int, timeout: float = 150,
-            extra: dict[str, str] | None = None) -> tuple[int, str]:
+def _launch(
+    c: Cluster,
+    args: list[str],
+    slots: int,
+    timeout: float = 150,
+    extra: dict[str, str] | None = None,
+) -> tuple[int, str]:
     env = c.env(0, {"MLENV_CPU_SLOTS": str(slots), **(extra or {})})
     r = c.run(0, [*POD, "launch", *args], env, timeout=timeout)
     return r.returncode, r.stdout
@@ -80,12 +89,16 @@ def _launch(c: Cluster, args: list[str], slots: int, timeout: float = 150,
 
 @needs_harness
 @pytest.mark.parametrize("slots", [1, 2])
-def test_deepspeed_job_spans_both_pods(cluster: Callable[..., Cluster], tmp_path: Path, slots: int) -> None:
+def test_deepspeed_job_spans_both_pods(
+    cluster: Callable[..., Cluster], tmp_path: Path, slots: int
+) -> None:
     c = cluster(slots)
     out = tmp_path / "hosts.json"
     # NCCL_IB_HCA is set in the launching shell only (not at init): launch rewrites
     # .deepspeed_env, so every rank on both pods must see it.
-    code, log = _launch(c, ["--deadline", "20", JOB, "--out", str(out)], slots, extra={"NCCL_IB_HCA": "mlx5_9"})
+    code, log = _launch(
+        c, ["--deadline", "20", JOB, "--out", str(out)], slots, extra={"NCCL_IB_HCA": "mlx5_9"}
+    )
     assert code == 0, log[-3000:]
     doc = json.loads(out.read_text())
     world = 2 * slots
@@ -112,7 +125,9 @@ def test_preflight_names_the_pod_whose_sshd_is_down(cluster: Callable[..., Clust
 
 
 @needs_harness
-def test_i9_10_preflight_names_the_pod_whose_sshd_is_frozen(cluster: Callable[..., Cluster]) -> None:
+def test_i9_10_preflight_names_the_pod_whose_sshd_is_frozen(
+    cluster: Callable[..., Cluster],
+) -> None:
     """SIGSTOP, not kill: the kernel still completes the TCP connect, only the banner is
     missing. Before the banner check this passed preflight and the launch hung."""
     c = cluster(1)
@@ -126,14 +141,18 @@ def test_i9_10_preflight_names_the_pod_whose_sshd_is_frozen(cluster: Callable[..
     finally:
         c.run(1, ["sh", "-c", f'kill -CONT "$(cat {pid_file})"'], c.env(1))
     assert code == 3, log
-    assert ("ml-dev-env-1.ml-dev-env-headless.mlenv-test.svc: port 2222 accepts connections "
-            "but the server does not answer") in log
+    assert (
+        "ml-dev-env-1.ml-dev-env-headless.mlenv-test.svc: port 2222 accepts connections "
+        "but the server does not answer"
+    ) in log
     assert "ml-dev-env-0." not in log.split("missing after")[1]
     assert elapsed < 3 + 5
 
 
 @needs_harness
-def test_acceptance_suite_on_the_torchrun_path_without_ssh(cluster: Callable[..., Cluster], tmp_path: Path) -> None:
+def test_acceptance_suite_on_the_torchrun_path_without_ssh(
+    cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
     # The ssh-less path: 'run-torchrun' started in each pod with one run id, no sshd used.
     # Each pod gets its own MLENV_WORKSPACE, so the report can only be found where rank 0 ran.
     c = cluster(1)
@@ -144,8 +163,15 @@ def test_acceptance_suite_on_the_torchrun_path_without_ssh(cluster: Callable[...
     for i in range(2):
         env = c.env(i, {"MLENV_CPU_SLOTS": "1", "MLENV_WORKSPACE": str(ws[i])})
         with open(logs[i], "w", encoding="utf-8") as log:
-            procs.append(c.popen(i, [*POD, "run-torchrun", "--run-id", run_id, "--profile", "quick", "--", *SUITE],
-                                 env, stdout=log, stderr=subprocess.STDOUT))
+            procs.append(
+                c.popen(
+                    i,
+                    [*POD, "run-torchrun", "--run-id", run_id, "--profile", "quick", "--", *SUITE],
+                    env,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                )
+            )
     codes = [p.wait(timeout=240) for p in procs]
     texts = [f.read_text() for f in logs]
     assert codes == [0, 0], [t[-3000:] for t in texts]
@@ -171,15 +197,33 @@ def test_acceptance_suite_on_the_torchrun_path_without_ssh(cluster: Callable[...
 # with the checks that run on every rank (i22: the whole suite there too cost a CI worker
 # 91 s more, for the training check the other case runs).
 @needs_harness
-@pytest.mark.parametrize(("slots", "checks"), [(1, ["--checks", "environment,compute,collectives"]), (2, [])],
-                         ids=["1", "2"])
-def test_acceptance_suite_passes_and_attributes_nodes(cluster: Callable[..., Cluster], tmp_path: Path,
-                                                      slots: int, checks: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("slots", "checks"),
+    [(1, ["--checks", "environment,compute,collectives"]), (2, [])],
+    ids=["1", "2"],
+)
+def test_acceptance_suite_passes_and_attributes_nodes(
+    cluster: Callable[..., Cluster], tmp_path: Path, slots: int, checks: list[str]
+) -> None:
     c = cluster(slots)
     rdir = tmp_path / "report"
     # The quick suite, training included where no checks are named, at the harness's small sizes.
-    code, log = _launch(c, ["--deadline", "20", "--profile", "quick", "--report-dir", str(rdir), "--", *SUITE,
-                            *checks], slots, 300)
+    code, log = _launch(
+        c,
+        [
+            "--deadline",
+            "20",
+            "--profile",
+            "quick",
+            "--report-dir",
+            str(rdir),
+            "--",
+            *SUITE,
+            *checks,
+        ],
+        slots,
+        300,
+    )
     doc = json.loads((rdir / "results.json").read_text())
     assert code == 0 and doc["verdict"] == "PASS", log[-4000:]
     world = 2 * slots
@@ -201,14 +245,32 @@ def test_acceptance_suite_passes_and_attributes_nodes(cluster: Callable[..., Clu
 
 
 @needs_harness
-def test_node_killed_mid_run_is_error_naming_it(cluster: Callable[..., Cluster], tmp_path: Path) -> None:
+def test_node_killed_mid_run_is_error_naming_it(
+    cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
     # 'pod init' puts MLENV_* into .deepspeed_env, so every rank sees the shorter
     # heartbeat staleness: rank 0 declares the lost rank dead after 5 s, not 15.
     c = cluster(1, {"MLENV_HEARTBEAT_STALE_S": "5"})
     rdir = tmp_path / "report"
     env = c.env(0, {"MLENV_CPU_SLOTS": "1"})
-    p = c.popen(0, [*POD, "launch", "--deadline", "20", "--profile", "quick", "--report-dir", str(rdir), "--",
-                    *SUITE], env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    p = c.popen(
+        0,
+        [
+            *POD,
+            "launch",
+            "--deadline",
+            "20",
+            "--profile",
+            "quick",
+            "--report-dir",
+            str(rdir),
+            "--",
+            *SUITE,
+        ],
+        env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     # Wait until the first result line is written, then end all of node 1 (its PID 1:
     # sshd, the ranks, everything), like a node lost mid-run.
     jsonl = rdir / "results.jsonl"
@@ -223,7 +285,9 @@ def test_node_killed_mid_run_is_error_naming_it(cluster: Callable[..., Cluster],
     assert any("rank 1 (ml-dev-env-1)" in r for r in doc["reasons"]), doc["reasons"]
     assert not any("rank 0 (ml-dev-env-0) died" in r for r in doc["reasons"]), doc["reasons"]
     # The check node 1 was lost in is an ERROR attributed to node 1 ...
-    assert any(chk["status"] == "ERROR" and chk["node"] == "ml-dev-env-1" for chk in doc["checks"]), doc["checks"]
+    assert any(
+        chk["status"] == "ERROR" and chk["node"] == "ml-dev-env-1" for chk in doc["checks"]
+    ), doc["checks"]
     # ... and what was measured before the kill is kept, in results.json and results.jsonl.
     assert any(chk["status"] == "PASS" for chk in doc["checks"])
     assert jsonl.read_text().strip()
@@ -247,8 +311,9 @@ def _rank_pid(rank: int, marker: str) -> int | None:
 
 
 @needs_harness
-def test_a_stopped_rank_on_another_node_is_named_hung_not_died(cluster: Callable[..., Cluster],
-                                                              tmp_path: Path) -> None:
+def test_a_stopped_rank_on_another_node_is_named_hung_not_died(
+    cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
     """Issue 23 §4 across nodes: rank 0 cannot see rank 1's pid (another pod: another pid
     namespace), so it connects to the port rank 1 holds: accepted from the backlog though
     the process is stopped, so rank 1 is named hung ("still there"), not died, at the
@@ -256,20 +321,45 @@ def test_a_stopped_rank_on_another_node_is_named_hung_not_died(cluster: Callable
     # PYTHONPATH: this checkout's code on every rank, whatever the venv's editable install
     # points at, and the test probes; pause.sleep (8 s) is the window rank 1 is stopped in:
     # a CI run under load stopped it after its quick checks had all ended, and the run PASSed
-    here = {"MLENV_HEARTBEAT_STALE_S": "3", "MLENV_ACCEPTANCE_PLUGINS": "acceptance_probes",
-            "MLENV_PROBE_PAUSE_S": "8", "MLENV_AFTER_VERDICT_GRACE_S": "3",
-            "PYTHONPATH": f"{Path(__file__).resolve().parents[2]}:{Path(__file__).resolve().parent}"}
+    here = {
+        "MLENV_HEARTBEAT_STALE_S": "3",
+        "MLENV_ACCEPTANCE_PLUGINS": "acceptance_probes",
+        "MLENV_PROBE_PAUSE_S": "8",
+        "MLENV_AFTER_VERDICT_GRACE_S": "3",
+        "PYTHONPATH": f"{Path(__file__).resolve().parents[2]}:{Path(__file__).resolve().parent}",
+    }
     c = cluster(1, here)
     rdir = tmp_path / "report"
     env = c.env(0, {"MLENV_CPU_SLOTS": "1", **here})
-    p = c.popen(0, [*POD, "launch", "--deadline", "20", "--profile", "quick", "--report-dir", str(rdir), "--",
-                    *SUITE, "--checks", "environment,pause", "--deadline", "15"], env,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    p = c.popen(
+        0,
+        [
+            *POD,
+            "launch",
+            "--deadline",
+            "20",
+            "--profile",
+            "quick",
+            "--report-dir",
+            str(rdir),
+            "--",
+            *SUITE,
+            "--checks",
+            "environment,pause",
+            "--deadline",
+            "15",
+        ],
+        env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     pid: int | None = None
     try:
         jsonl = rdir / "results.jsonl"
         end = time.monotonic() + 120
-        while time.monotonic() < end and not (jsonl.exists() and len(jsonl.read_text().splitlines()) >= 2):
+        while time.monotonic() < end and not (
+            jsonl.exists() and len(jsonl.read_text().splitlines()) >= 2
+        ):
             time.sleep(0.2)
         pid = _rank_pid(1, str(rdir))
         assert pid is not None, "rank 1 not found"
@@ -288,8 +378,11 @@ def test_a_stopped_rank_on_another_node_is_named_hung_not_died(cluster: Callable
             if Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
                 break
             time.sleep(0.5)
-        left = pid is not None and Path(f"/proc/{pid}").exists() and \
-            Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+        left = (
+            pid is not None
+            and Path(f"/proc/{pid}").exists()
+            and Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+        )
     finally:
         if pid is not None:
             for sig in (signal.SIGKILL, signal.SIGCONT):
@@ -304,7 +397,9 @@ def test_a_stopped_rank_on_another_node_is_named_hung_not_died(cluster: Callable
     assert not left, "the stopped rank outlived the launch's stop"
     assert doc["verdict"] == "ERROR"
     hung = [r for r in doc["reasons"] if r.startswith("ERROR: rank 1 (ml-dev-env-1) hung during ")]
-    assert hung and "its process on ml-dev-env-1 is still there (it holds its port " in hung[0], doc["reasons"]
+    assert hung and "its process on ml-dev-env-1 is still there (it holds its port " in hung[0], (
+        doc["reasons"]
+    )
     assert not any("died" in r for r in doc["reasons"]), doc["reasons"]
     assert took < 15 + 10 + 15  # the check's deadline + 10 s, + rank 0 writing the report
 
@@ -360,7 +455,9 @@ def test_init_and_launch_as_a_random_uid_with_no_writable_home(open_root: Path, 
             tmp.mkdir()
             os.chown(tmp, uid, gid)
             home = os.stat(os.path.join(pod.dir, "home"))
-            assert home.st_uid == 0 and not home.st_mode & 0o022  # HOME is not writable by the pod's UID
+            assert (
+                home.st_uid == 0 and not home.st_mode & 0o022
+            )  # HOME is not writable by the pod's UID
             envs.append(c.env(i, {"TMPDIR": str(tmp), "TORCH_EXTENSIONS_DIR": str(tmp / "ext")}))
         for i in range(2):
             r = c.run(i, [*POD, "init"], envs[i], timeout=60, user=RANDOM_UID)
@@ -369,15 +466,22 @@ def test_init_and_launch_as_a_random_uid_with_no_writable_home(open_root: Path, 
             assert ("nss_wrapper" in r.stdout) == (mode == "nss-wrapper"), r.stdout
         out = out_dir / "hosts.json"
         env0 = {**envs[0], "NCCL_IB_HCA": "mlx5_5"}
-        r = c.run(0, [*POD, "launch", "--deadline", "20", JOB, "--out", str(out)], env0, timeout=150,
-                  user=RANDOM_UID)
+        r = c.run(
+            0,
+            [*POD, "launch", "--deadline", "20", JOB, "--out", str(out)],
+            env0,
+            timeout=150,
+            user=RANDOM_UID,
+        )
         assert r.returncode == 0, r.stdout[-4000:]
         doc = json.loads(out.read_text())
         assert [x["host"] for x in doc["ranks"]] == ["ml-dev-env-0", "ml-dev-env-1"]
         # .deepspeed_env lives under $TMPDIR here (HOME is not writable): it still reached
         # the remote rank, with the value the launching shell had.
-        assert all(x["ns"] == "mlenv-test" and x["ds_accel"] == "cpu" and x["hca"] == "mlx5_5"
-                   for x in doc["ranks"]), doc["ranks"]
+        assert all(
+            x["ns"] == "mlenv-test" and x["ds_accel"] == "cpu" and x["hca"] == "mlx5_5"
+            for x in doc["ranks"]
+        ), doc["ranks"]
     finally:
         c.teardown()
 
@@ -389,7 +493,9 @@ LAUNCH_DEEPSPEED = str(Path(__file__).resolve().parents[2] / "workspace" / "laun
 
 
 @needs_harness
-def test_i10_4_upstream_positional_form_on_the_harness(cluster: Callable[..., Cluster], tmp_path: Path) -> None:
+def test_i10_4_upstream_positional_form_on_the_harness(
+    cluster: Callable[..., Cluster], tmp_path: Path
+) -> None:
     """``./launch_deepspeed.sh SCRIPT DS_CONFIG HOSTFILE ARGS`` as upstream's users type it:
     the script gets ``--deepspeed --deepspeed_config``, and every rank sees the upstream
     env names with its own pod's NODE_RANK and POD_IP (no POD_IP in the env here: the
@@ -402,8 +508,21 @@ def test_i10_4_upstream_positional_form_on_the_harness(cluster: Callable[..., Cl
     hosts.write_text((Path(c.pods[0].dir) / "home" / ".mlenv" / "hostfile").read_text())
     out = tmp_path / "seen.json"
     env = c.env(0, {"MLENV_CPU_SLOTS": "1", "MLENV_PYTHON": sys.executable, **static})
-    r = c.run(0, [LAUNCH_DEEPSPEED, "--deadline", "20", UPSTREAM_JOB, str(cfg), str(hosts), "--out", str(out)],
-              env, timeout=150)
+    r = c.run(
+        0,
+        [
+            LAUNCH_DEEPSPEED,
+            "--deadline",
+            "20",
+            UPSTREAM_JOB,
+            str(cfg),
+            str(hosts),
+            "--out",
+            str(out),
+        ],
+        env,
+        timeout=150,
+    )
     assert r.returncode == 0, r.stdout[-3000:]
     assert f"hostfile {hosts}" in r.stdout
     doc = json.loads(out.read_text())
@@ -422,25 +541,43 @@ def test_i10_7_missing_interfaces_filtered_on_the_harness(tmp_path: Path) -> Non
     _setup(c)
     try:
         veth = f"v{c.tag}0p"
-        env = c.env(0, {"MLENV_NETWORK_MODE": "rdma", "MLENV_RDMA_DEVICES": "mlx5_0",
-                        "NCCL_SOCKET_IFNAME": f"{veth},net9", "MLENV_STATE_DIR": str(tmp_path / "state")})
+        env = c.env(
+            0,
+            {
+                "MLENV_NETWORK_MODE": "rdma",
+                "MLENV_RDMA_DEVICES": "mlx5_0",
+                "NCCL_SOCKET_IFNAME": f"{veth},net9",
+                "MLENV_STATE_DIR": str(tmp_path / "state"),
+            },
+        )
         r = c.run(0, [*POD, "init", "--no-sshd", "--allow-low-memlock"], env, timeout=60)
         assert r.returncode == 0, r.stdout
-        assert f"NCCL_SOCKET_IFNAME: configured {veth},net9; present {veth}; missing net9" in r.stdout
+        assert (
+            f"NCCL_SOCKET_IFNAME: configured {veth},net9; present {veth}; missing net9" in r.stdout
+        )
         node = (tmp_path / "state" / "node.env").read_text()
         assert f"NCCL_SOCKET_IFNAME={veth}\n" in node
         doc = json.loads((tmp_path / "state" / "interfaces.json").read_text())
         assert doc["checks"][0]["missing"] == ["net9"] and veth in doc["interfaces"]
-        r = c.run(0, [*POD, "init", "--no-sshd", "--allow-low-memlock"],
-                  {**env, "NCCL_SOCKET_IFNAME": "net8,net9"}, timeout=60)
+        r = c.run(
+            0,
+            [*POD, "init", "--no-sshd", "--allow-low-memlock"],
+            {**env, "NCCL_SOCKET_IFNAME": "net8,net9"},
+            timeout=60,
+        )
         assert r.returncode == 3, r.stdout
-        assert "pod ml-dev-env-0: RDMA mode: NCCL_SOCKET_IFNAME=net8,net9: none of them exists" in r.stdout
+        assert (
+            "pod ml-dev-env-0: RDMA mode: NCCL_SOCKET_IFNAME=net8,net9: none of them exists"
+            in r.stdout
+        )
     finally:
         c.teardown()
 
 
 @needs_harness
-def test_i9_10_launch_with_a_peer_frozen_after_preflight_stops_naming_it(cluster: Callable[..., Cluster]) -> None:
+def test_i9_10_launch_with_a_peer_frozen_after_preflight_stops_naming_it(
+    cluster: Callable[..., Cluster],
+) -> None:
     """sshd of node 1 frozen after preflight (simulated: preflight skipped): pdsh's ssh
     gives up after ConnectTimeout (10 s) with 255, and the launch ends with exit 3 naming
     the host instead of waiting in the rendezvous for torch's 30-minute default."""
@@ -450,8 +587,13 @@ def test_i9_10_launch_with_a_peer_frozen_after_preflight_stops_naming_it(cluster
     assert r.returncode == 0, r.stdout
     try:
         t0 = time.monotonic()
-        code, log = _launch(c, ["--no-preflight", JOB, "--out", "/dev/null"], 1, timeout=120,
-                            extra={"MLENV_PEER_LOST_GRACE_S": "5"})
+        code, log = _launch(
+            c,
+            ["--no-preflight", JOB, "--out", "/dev/null"],
+            1,
+            timeout=120,
+            extra={"MLENV_PEER_LOST_GRACE_S": "5"},
+        )
         elapsed = time.monotonic() - t0
     finally:
         c.run(1, ["sh", "-c", f'kill -CONT "$(cat {pid_file})"'], c.env(1))

@@ -31,10 +31,29 @@ def _env() -> dict[str, str]:
 def test_example_training_runs_on_two_ranks_under_the_deepspeed_launcher(tmp_path: Path) -> None:
     out = tmp_path / "summary.json"
     port = free_port()
-    argv = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", "2", "--master_port",
-            str(port), str(SCRIPT), "--model", "resnet18", "--steps", "3", "--micro-batch", "4",
-            "--image-size", "16", "--out", str(out)]
-    r = subprocess.run(argv, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300, check=False)
+    argv = [
+        sys.executable,
+        "-m",
+        "deepspeed.launcher.runner",
+        "--num_gpus",
+        "2",
+        "--master_port",
+        str(port),
+        str(SCRIPT),
+        "--model",
+        "resnet18",
+        "--steps",
+        "3",
+        "--micro-batch",
+        "4",
+        "--image-size",
+        "16",
+        "--out",
+        str(out),
+    ]
+    r = subprocess.run(
+        argv, cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300, check=False
+    )
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
     doc = json.loads(out.read_text())
     assert (doc["model"], doc["steps"], doc["world"]) == ("resnet18", 3, 2)
@@ -50,8 +69,15 @@ def test_example_training_runs_on_two_ranks_under_the_deepspeed_launcher(tmp_pat
 
 def test_example_training_rejects_a_dataset_that_does_not_fit_the_model(tmp_path: Path) -> None:
     # A real image dataset for the GPT: a clear message and exit 2, before any rendezvous.
-    r = subprocess.run([sys.executable, str(SCRIPT), "--model", "gpt", "--data", "cifar10", "--steps", "1"],
-                       cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=120, check=False)
+    r = subprocess.run(
+        [sys.executable, str(SCRIPT), "--model", "gpt", "--data", "cifar10", "--steps", "1"],
+        cwd=tmp_path,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 2, r.stdout + r.stderr
     assert "dataset cifar10 holds images; model gpt needs token sequences" in r.stdout
     assert "Traceback" not in r.stdout + r.stderr

@@ -22,9 +22,14 @@ from mlenv.contract import is_run_id
 pytestmark = pytest.mark.integration
 
 
-
-def _wait_for_results(report: Path, count: int, proc: subprocess.Popen[str], *, seconds: float = 300,
-                      poll_s: float = 0.2) -> None:
+def _wait_for_results(
+    report: Path,
+    count: int,
+    proc: subprocess.Popen[str],
+    *,
+    seconds: float = 300,
+    poll_s: float = 0.2,
+) -> None:
     """Until ``report/results.jsonl`` holds ``count`` lines, the run ends, or ``seconds``
     pass; the caller then asserts the run is still live (``proc.poll() is None``)."""
     end = time.monotonic() + seconds
@@ -34,24 +39,41 @@ def _wait_for_results(report: Path, count: int, proc: subprocess.Popen[str], *, 
             return
         time.sleep(poll_s)
 
+
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    return dict(os.environ, PYTHONPATH=f"{ROOT / 'tests' / 'integration'}{os.pathsep}{ROOT}",
-                MLENV_ROOT=str(ROOT), MLENV_HISTORY_DIR=str(tmp_path / "hist"), DS_ACCELERATOR="cpu",
-                TORCH_EXTENSIONS_DIR=os.environ.get("TORCH_EXTENSIONS_DIR",
-                                                    str(Path.home() / ".cache/mlenv/torch_extensions")), **extra)
+    return dict(
+        os.environ,
+        PYTHONPATH=f"{ROOT / 'tests' / 'integration'}{os.pathsep}{ROOT}",
+        MLENV_ROOT=str(ROOT),
+        MLENV_HISTORY_DIR=str(tmp_path / "hist"),
+        DS_ACCELERATOR="cpu",
+        TORCH_EXTENSIONS_DIR=os.environ.get(
+            "TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/mlenv/torch_extensions")
+        ),
+        **extra,
+    )
 
 
 def test_each_default_run_gets_its_own_folder_named_by_its_one_run_id(tmp_path: Path) -> None:
     runs = []
     for _ in range(2):
-        p = subprocess.run([*MLENV, "acceptance", "--local", "--nproc", "2", "--checks", "environment"],
-                           capture_output=True, text=True, timeout=240, env=_env(tmp_path), cwd=tmp_path)
+        p = subprocess.run(
+            [*MLENV, "acceptance", "--local", "--nproc", "2", "--checks", "environment"],
+            capture_output=True,
+            text=True,
+            timeout=240,
+            env=_env(tmp_path),
+            cwd=tmp_path,
+        )
         assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
         runs.append(p)
     parent = tmp_path / "acceptance-report"
     folders = sorted(d for d in parent.iterdir() if not d.is_symlink())
     assert len(folders) == 2 and all(is_run_id(d.name) for d in folders), folders
-    recs = [json.loads(x) for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()]
+    recs = [
+        json.loads(x)
+        for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()
+    ]
     for d, p, rec in zip(folders, runs, recs, strict=True):
         rid = d.name
         assert json.loads((d / "results.json").read_text())["run_id"] == rid
@@ -70,7 +92,10 @@ def _run_processes(marker: str) -> list[str]:
             continue
         try:
             cmd = (d / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = next((ln for ln in (d / "status").read_text().splitlines() if ln.startswith("State:")), "")
+            state = next(
+                (ln for ln in (d / "status").read_text().splitlines() if ln.startswith("State:")),
+                "",
+            )
         except OSError:
             continue
         if marker in cmd and "zombie" not in state:
@@ -78,20 +103,45 @@ def _run_processes(marker: str) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize(("sig", "code"), [(signal.SIGTERM, 143), (signal.SIGHUP, 143), (signal.SIGINT, 130)],
-                         ids=["SIGTERM", "SIGHUP", "SIGINT"])
-def test_a_signal_to_the_cli_stops_the_run_and_finalises_it_as_interrupted(tmp_path: Path, sig: signal.Signals,
-                                                                         code: int) -> None:
+@pytest.mark.parametrize(
+    ("sig", "code"),
+    [(signal.SIGTERM, 143), (signal.SIGHUP, 143), (signal.SIGINT, 130)],
+    ids=["SIGTERM", "SIGHUP", "SIGINT"],
+)
+def test_a_signal_to_the_cli_stops_the_run_and_finalises_it_as_interrupted(
+    tmp_path: Path, sig: signal.Signals, code: int
+) -> None:
     """Issue 23 §2, §3: what CI cancelling, `timeout` or a closed terminal send is handled like
     Ctrl-C: the ranks are stopped, the report finalised with verdict INTERRUPTED (exit 130
     for SIGINT, 143 for SIGTERM/SIGHUP), what was measured kept, the history line written,
     and nothing of the run still running when the CLI has exited. Rank 1 hangs in the
     second check, so the signal arrives while rank 0 waits for it."""
     report = (tmp_path / "report").resolve()
-    env = _env(tmp_path, MLENV_FAULT="hang:rank=1,check=probe", MLENV_ACCEPTANCE_PLUGINS="acceptance_probes")
-    p = subprocess.Popen([*MLENV, "acceptance", "--local", "--nproc", "2", "--checks", "environment,probe",
-                          "--deadline", "120", "--report-dir", str(report)],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    env = _env(
+        tmp_path,
+        MLENV_FAULT="hang:rank=1,check=probe",
+        MLENV_ACCEPTANCE_PLUGINS="acceptance_probes",
+    )
+    p = subprocess.Popen(
+        [
+            *MLENV,
+            "acceptance",
+            "--local",
+            "--nproc",
+            "2",
+            "--checks",
+            "environment,probe",
+            "--deadline",
+            "120",
+            "--report-dir",
+            str(report),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
     try:
         _wait_for_results(report, 2, p, poll_s=0.5)  # environment, both ranks
         assert p.poll() is None, "the run ended before the signal"
@@ -109,11 +159,18 @@ def test_a_signal_to_the_cli_stops_the_run_and_finalises_it_as_interrupted(tmp_p
     assert f"{name}: stopping the run and finalising its report" in err
     assert "Traceback" not in out + err
     doc = json.loads((report / "results.json").read_text())
-    assert doc["verdict"] == "INTERRUPTED" and doc["interrupted"] == {"signal": name}, doc["reasons"]
+    assert doc["verdict"] == "INTERRUPTED" and doc["interrupted"] == {"signal": name}, doc[
+        "reasons"
+    ]
     assert doc["reasons"][0].startswith(f"INTERRUPTED: the run was stopped by {name}")
-    assert sorted(c["rank"] for c in doc["checks"] if c["name"] == "environment" and c["status"] == "PASS") == [0, 1]
+    assert sorted(
+        c["rank"] for c in doc["checks"] if c["name"] == "environment" and c["status"] == "PASS"
+    ) == [0, 1]
     assert (report / "junit.xml").is_file() and (report / "summary.md").is_file()
-    (rec,) = [json.loads(x) for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()]
+    (rec,) = [
+        json.loads(x)
+        for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()
+    ]
     assert rec["run_id"] == doc["run_id"] and rec["verdict"] == "INTERRUPTED"
     assert not (report / ".mlenv-run.lock").exists()
     assert _run_processes(str(report)) == []
@@ -126,16 +183,38 @@ def test_acceptance_whose_reader_left_exits_by_its_verdict_quietly(tmp_path: Pat
     rd, wr = os.pipe()
     os.close(rd)
     try:
-        p = subprocess.run([*MLENV, "acceptance", "--local", "--nproc", "2", "--checks", "environment",
-                            "--report-dir", str(tmp_path / "report")],
-                           stdout=wr, stderr=subprocess.PIPE, text=True, timeout=240, env=_env(tmp_path),
-                           cwd=tmp_path)
+        p = subprocess.run(
+            [
+                *MLENV,
+                "acceptance",
+                "--local",
+                "--nproc",
+                "2",
+                "--checks",
+                "environment",
+                "--report-dir",
+                str(tmp_path / "report"),
+            ],
+            stdout=wr,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=240,
+            env=_env(tmp_path),
+            cwd=tmp_path,
+        )
     finally:
         os.close(wr)
     assert p.returncode == 0, p.stderr[-4000:]
-    assert "Traceback" not in p.stderr and "BrokenPipe" not in p.stderr and "internal error" not in p.stderr
+    assert (
+        "Traceback" not in p.stderr
+        and "BrokenPipe" not in p.stderr
+        and "internal error" not in p.stderr
+    )
     assert json.loads((tmp_path / "report" / "results.json").read_text())["verdict"] == "PASS"
-    (rec,) = [json.loads(x) for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()]
+    (rec,) = [
+        json.loads(x)
+        for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()
+    ]
     assert rec["verdict"] == "PASS"
 
 
@@ -144,8 +223,13 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
     """A 16 KiB tmpfs: room for the claim and the launcher's first lines, not for a report."""
     mnt = tmp_path / "full"
     mnt.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=16k", "tmpfs", str(mnt)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("needs root to mount a small tmpfs")
     try:
         yield mnt
@@ -153,23 +237,50 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
         subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
-def test_a_disk_full_early_is_one_line_and_the_run_is_still_in_the_history(tmp_path: Path, full_disk: Path) -> None:
+def test_a_disk_full_early_is_one_line_and_the_run_is_still_in_the_history(
+    tmp_path: Path, full_disk: Path
+) -> None:
     """Issue 23 §5, on a real full disk: today a thread traceback, "internal error", exit 3,
     no history line though the history folder had room. Now: the run stops after its first
     check, one line names the folder and its free space, the history records it as ERROR,
     and results.jsonl (if any) holds only whole lines."""
     report = full_disk / "run"
-    p = subprocess.run([*MLENV, "acceptance", "--local", "--nproc", "2", "--checks", "environment,compute",
-                        "--report-dir", str(report)], capture_output=True, text=True, timeout=240,
-                       env=_env(tmp_path), cwd=tmp_path)
+    p = subprocess.run(
+        [
+            *MLENV,
+            "acceptance",
+            "--local",
+            "--nproc",
+            "2",
+            "--checks",
+            "environment,compute",
+            "--report-dir",
+            str(report),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        env=_env(tmp_path),
+        cwd=tmp_path,
+    )
     out = p.stdout + p.stderr
     assert p.returncode == 3, out[-4000:]
-    assert "Traceback (most recent call last)" not in out and "internal error" not in out, out[-4000:]
+    assert "Traceback (most recent call last)" not in out and "internal error" not in out, out[
+        -4000:
+    ]
     errors = [x for x in p.stderr.splitlines() if x.startswith("error:")]
-    assert len(errors) == 1 and errors[0].startswith(f"error: {report}: no space left on device ("), p.stderr
-    assert " free): the run's report could not be written there; it is recorded in the history as ERROR" in errors[0]
+    assert len(errors) == 1 and errors[0].startswith(
+        f"error: {report}: no space left on device ("
+    ), p.stderr
+    assert (
+        " free): the run's report could not be written there; it is recorded in the history as ERROR"
+        in errors[0]
+    )
     run_id = next(x.split()[1].rstrip(":") for x in p.stderr.splitlines() if x.startswith("run "))
-    (rec,) = [json.loads(x) for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()]
+    (rec,) = [
+        json.loads(x)
+        for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()
+    ]
     assert rec["run_id"] == run_id and rec["verdict"] == "ERROR"
     jsonl = report / "results.jsonl"
     if jsonl.exists():

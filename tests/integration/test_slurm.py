@@ -38,11 +38,13 @@ def _skip_reason() -> str | None:
 
 
 def config(shared: Path, partition: str = "debug", extra: str = "") -> str:
-    return (f"cluster:\n  name: {CLUSTER}\n  namespace: unused\nplatform: slurm\n"
-            f"slurm:\n  partition: {partition}\n  time_limit: \"00:10:00\"\n  exclusive: false\n"
-            f"  gpus_flag: none\n  shared_dir: {shared}\n  python: {sys.executable}\n"
-            "network:\n  tcp:\n    interface_exclude: lo\n"
-            "gpus:\n  per_node: 2\n  type: cpu\n  default_nodes: 2\n" + extra)
+    return (
+        f"cluster:\n  name: {CLUSTER}\n  namespace: unused\nplatform: slurm\n"
+        f'slurm:\n  partition: {partition}\n  time_limit: "00:10:00"\n  exclusive: false\n'
+        f"  gpus_flag: none\n  shared_dir: {shared}\n  python: {sys.executable}\n"
+        "network:\n  tcp:\n    interface_exclude: lo\n"
+        "gpus:\n  per_node: 2\n  type: cpu\n  default_nodes: 2\n" + extra
+    )
 
 
 class Env:
@@ -51,17 +53,42 @@ class Env:
         self.shared = root / "shared"
 
     def mlenv(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        env = self.slurm.env({"MLENV_ROOT": str(self.root), "OMP_NUM_THREADS": "1",
-                              "MLENV_BASELINE": BASELINE, "MLENV_OPTIONS": SMALL})
-        return subprocess.run([*MLENV, *args], env=env, capture_output=True, text=True, timeout=timeout,
-                              cwd=self.root, check=False)
+        env = self.slurm.env(
+            {
+                "MLENV_ROOT": str(self.root),
+                "OMP_NUM_THREADS": "1",
+                "MLENV_BASELINE": BASELINE,
+                "MLENV_OPTIONS": SMALL,
+            }
+        )
+        return subprocess.run(
+            [*MLENV, *args],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=self.root,
+            check=False,
+        )
 
     def start(self, *args: str) -> subprocess.Popen[str]:
         """``mlenv ARGS`` in the background (stdout and stderr together)."""
-        env = self.slurm.env({"MLENV_ROOT": str(self.root), "OMP_NUM_THREADS": "1",
-                              "MLENV_BASELINE": BASELINE, "MLENV_OPTIONS": SMALL})
-        return subprocess.Popen([*MLENV, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, cwd=self.root)
+        env = self.slurm.env(
+            {
+                "MLENV_ROOT": str(self.root),
+                "OMP_NUM_THREADS": "1",
+                "MLENV_BASELINE": BASELINE,
+                "MLENV_OPTIONS": SMALL,
+            }
+        )
+        return subprocess.Popen(
+            [*MLENV, *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            cwd=self.root,
+        )
 
     def new_job(self, before: str, timeout: float = 60) -> str:
         """The job id recorded by a submission after ``before`` (the id recorded until then)."""
@@ -87,7 +114,9 @@ class Env:
         state = ""
         while time.monotonic() < end:
             r = self.slurm.run("scontrol", "-o", "show", "job", job)
-            state = next((w.split("=", 1)[1] for w in r.stdout.split() if w.startswith("JobState=")), "")
+            state = next(
+                (w.split("=", 1)[1] for w in r.stdout.split() if w.startswith("JobState=")), ""
+            )
             if state and state not in ("PENDING", "RUNNING", "CONFIGURING", "COMPLETING"):
                 return state
             time.sleep(1)
@@ -116,14 +145,19 @@ def test_unknown_partition_is_exit_2_with_the_config_location(env: Env, tmp_path
     assert "(partitions: debug)" in r.stderr and "submitted" not in r.stdout
 
 
-def test_listed_nodes_without_the_constraints_features_are_named_before_submitting(env: Env, tmp_path: Path) -> None:
+def test_listed_nodes_without_the_constraints_features_are_named_before_submitting(
+    env: Env, tmp_path: Path
+) -> None:
     """Issue 24 §3: nodes.gpu_nodes (--nodelist) against slurm.constraint. sbatch only said
     "Requested node configuration is not available" (exit 3); preflight names each listed
     node and the features it has (exit 2), and nothing is submitted."""
     bad = tmp_path / "constrained.yaml"
     nodes = "".join(f"    - {n}\n" for n in env.slurm.nodes)
-    bad.write_text(config(env.shared, extra=f"nodes:\n  gpu_nodes:\n{nodes}").replace(
-        "  exclusive: false\n", "  exclusive: false\n  constraint: a100&ib\n"))
+    bad.write_text(
+        config(env.shared, extra=f"nodes:\n  gpu_nodes:\n{nodes}").replace(
+            "  exclusive: false\n", "  exclusive: false\n  constraint: a100&ib\n"
+        )
+    )
     r = env.mlenv("deploy", str(bad))
     queued = env.slurm.run("squeue", "-h", "-o", "%i").stdout.strip()
     if queued:
@@ -143,7 +177,9 @@ def test_drained_node_is_named_by_preflight_before_submitting(env: Env) -> None:
     finally:
         env.slurm.set_node(node, "RESUME")
     assert r.returncode == 3, r.stdout + r.stderr
-    assert f"{node} is drained" in r.stderr and "bad DIMM" in r.stderr and "not submitted" in r.stderr
+    assert (
+        f"{node} is drained" in r.stderr and "bad DIMM" in r.stderr and "not submitted" in r.stderr
+    )
     jobs = env.slurm.run("squeue", "-h", "-o", "%i")
     assert jobs.stdout.strip() == ""
 
@@ -158,7 +194,10 @@ def test_deploy_status_logs_run_the_rendered_acceptance_sbatch_2x2_to_pass(env: 
     # the submitted script is the one `mlenv render` writes
     rendered = env.mlenv("render", CLUSTER, "--out", str(env.root / "out"))
     assert rendered.returncode == 0, rendered.stderr
-    assert Path(rec["script"]).read_text() == (env.root / "out" / CLUSTER / "acceptance.sbatch").read_text()
+    assert (
+        Path(rec["script"]).read_text()
+        == (env.root / "out" / CLUSTER / "acceptance.sbatch").read_text()
+    )
     st = env.mlenv("status", CLUSTER)
     assert st.returncode == 0 and f"job {rec['job_id']}" in st.stdout, st.stdout + st.stderr
     state = env.wait_job_end(rec["job_id"], timeout=240)
@@ -173,9 +212,13 @@ def test_deploy_status_logs_run_the_rendered_acceptance_sbatch_2x2_to_pass(env: 
     # i26: node verdicts name the Slurm nodes and measured both. Not PASS for both: on this
     # shared CPU harness a collective outlier WARNs a node of a PASS run now and then.
     statuses = {n["node"]: n["status"] for n in doc["node_verdicts"]["nodes"]}
-    assert set(statuses) == set(env.slurm.nodes) and set(statuses.values()) <= {"PASS", "WARN"}, statuses
+    assert set(statuses) == set(env.slurm.nodes) and set(statuses.values()) <= {"PASS", "WARN"}, (
+        statuses
+    )
     st = env.mlenv("status", CLUSTER)
-    assert "COMPLETED" in st.stdout and all(f"node {n}: IDLE" in st.stdout for n in env.slurm.nodes), st.stdout
+    assert "COMPLETED" in st.stdout and all(
+        f"node {n}: IDLE" in st.stdout for n in env.slurm.nodes
+    ), st.stdout
     logs = env.mlenv("logs", CLUSTER, "--tail", "40")
     assert logs.returncode == 0 and "verdict: PASS" in logs.stdout
     print(f"\nslurm 2x2 CPU ranks, quick profile: submit -> COMPLETED in {wall:.1f} s")
@@ -201,8 +244,13 @@ def test_teardown_cancels_the_job(env: Env) -> None:
     assert r.returncode == 0 and "already ended (cancelled)" in r.stdout
 
 
-def _failed_run(root: Path, run_id: str, nodes: list[str], slow: list[str],
-                started: str = "2000-01-01T00:00:00+00:00") -> Path:
+def _failed_run(
+    root: Path,
+    run_id: str,
+    nodes: list[str],
+    slow: list[str],
+    started: str = "2000-01-01T00:00:00+00:00",
+) -> Path:
     """A finished run's report folder whose ``slow`` nodes FAILED a bar (their ranks at
     0.2 TFLOPS against 0.5), the others passed: node verdicts built by the suite's own code."""
     from mlenv.acceptance.core.result import CheckResult, Status
@@ -210,18 +258,35 @@ def _failed_run(root: Path, run_id: str, nodes: list[str], slow: list[str],
     from mlenv.acceptance.judging.verdict import judge
 
     hosts = [n for n in nodes for _ in range(2)]
-    rs = [CheckResult(name="compute.matmul", status=Status.FAIL if h in slow else Status.PASS, scope="rank",
-                      node=h, rank=i, metrics={"tflops_fp32": 0.2 if h in slow else 1.0},
-                      reasons=["tflops_fp32 = 0.2, expected >= 0.5"] if h in slow else [])
-          for i, h in enumerate(hosts)]
+    rs = [
+        CheckResult(
+            name="compute.matmul",
+            status=Status.FAIL if h in slow else Status.PASS,
+            scope="rank",
+            node=h,
+            rank=i,
+            metrics={"tflops_fp32": 0.2 if h in slow else 1.0},
+            reasons=["tflops_fp32 = 0.2, expected >= 0.5"] if h in slow else [],
+        )
+        for i, h in enumerate(hosts)
+    ]
     j = judge(rs)
     world = {"nodes": len(nodes), "ranks": len(hosts), "device": "cpu", "hosts": hosts}
     folder = root / run_id
     folder.mkdir()
-    (folder / "results.json").write_text(json.dumps({
-        "schema_version": 1, "run_id": run_id, "started": started, "verdict": j.verdict.value,
-        "world": world, "node_verdicts": nodeverdicts.build(j.results, j.findings, world),
-        "checks": [r.to_dict() for r in j.results]}))
+    (folder / "results.json").write_text(
+        json.dumps(
+            {
+                "schema_version": 1,
+                "run_id": run_id,
+                "started": started,
+                "verdict": j.verdict.value,
+                "world": world,
+                "node_verdicts": nodeverdicts.build(j.results, j.findings, world),
+                "checks": [r.to_dict() for r in j.results],
+            }
+        )
+    )
     (folder / "record.json").write_text(json.dumps({"run_id": run_id, "cluster": CLUSTER}))
     return folder
 
@@ -229,10 +294,13 @@ def _failed_run(root: Path, run_id: str, nodes: list[str], slow: list[str],
 def _node(env: Env, node: str) -> dict[str, str]:
     r = env.slurm.run("scontrol", "-o", "show", "node", node)
     return {m.split("=", 1)[0]: m.split("=", 1)[1] for m in r.stdout.split() if "=" in m} | {
-        "Reason": r.stdout.split("Reason=", 1)[1].strip() if "Reason=" in r.stdout else ""}
+        "Reason": r.stdout.split("Reason=", 1)[1].strip() if "Reason=" in r.stdout else ""
+    }
 
 
-def test_quarantine_drains_failed_nodes_leaves_a_human_drain_alone_and_release_resumes(env: Env, tmp_path: Path) -> None:
+def test_quarantine_drains_failed_nodes_leaves_a_human_drain_alone_and_release_resumes(
+    env: Env, tmp_path: Path
+) -> None:
     """i26.2 on real slurmctld: dry run changes nothing; --apply drains the FAILED node with
     the run id and check as reason; a node an operator drained for another reason is left
     alone at apply and at release; release --after a later run that passed the node
@@ -243,29 +311,45 @@ def test_quarantine_drains_failed_nodes_leaves_a_human_drain_alone_and_release_r
     # verdicts name both Slurm nodes): this test may run on another xdist worker than the
     # deploy test, with another harness, so it does not read that run.
     run = _failed_run(tmp_path, "20261125-090000-q1q1q1", [bad, human], slow=[bad, human])
-    later = _failed_run(tmp_path, "20261125-100000-q2q2q2", [bad, human], slow=[],
-                        started="2000-01-02T00:00:00+00:00")
+    later = _failed_run(
+        tmp_path,
+        "20261125-100000-q2q2q2",
+        [bad, human],
+        slow=[],
+        started="2000-01-02T00:00:00+00:00",
+    )
     hist = str(tmp_path / "history")
     env.slurm.set_node(human, "DRAIN", "bad DIMM")
     try:
         r = env.mlenv("quarantine", str(run), "--history-dir", hist)
         assert r.returncode == 0, r.stdout + r.stderr
-        assert (f"scontrol -- update NodeName={bad} State=DRAIN 'Reason=mlenv 20261125-090000-q1q1q1: "
-                "compute.matmul") in r.stdout
+        assert (
+            f"scontrol -- update NodeName={bad} State=DRAIN 'Reason=mlenv 20261125-090000-q1q1q1: "
+            "compute.matmul"
+        ) in r.stdout
         assert "DRAIN" not in _node(env, bad)["State"]  # a dry run changes nothing
         r = env.mlenv("quarantine", str(run), "--apply", "--history-dir", hist)
         assert r.returncode == 0, r.stdout + r.stderr
-        assert f"left alone: {human}: already drained by someone else" in r.stderr and "bad DIMM" in r.stderr
+        assert (
+            f"left alone: {human}: already drained by someone else" in r.stderr
+            and "bad DIMM" in r.stderr
+        )
         st = _node(env, bad)
-        assert "DRAIN" in st["State"] and st["Reason"].startswith("mlenv 20261125-090000-q1q1q1: compute.matmul")
+        assert "DRAIN" in st["State"] and st["Reason"].startswith(
+            "mlenv 20261125-090000-q1q1q1: compute.matmul"
+        )
         assert _node(env, human)["Reason"].startswith("bad DIMM")
         r = env.mlenv("release", str(run), "--after", str(later), "--history-dir", hist)
         assert r.returncode == 0, r.stdout + r.stderr
         assert f"released {bad}" in r.stdout and f"{human}" not in r.stdout
         assert "DRAIN" not in _node(env, bad)["State"]
-        assert "DRAIN" in _node(env, human)["State"] and _node(env, human)["Reason"].startswith("bad DIMM")
-        events = [json.loads(x)["event"] for x in (tmp_path / "history" / CLUSTER / "quarantine.jsonl")
-                  .read_text().splitlines()]
+        assert "DRAIN" in _node(env, human)["State"] and _node(env, human)["Reason"].startswith(
+            "bad DIMM"
+        )
+        events = [
+            json.loads(x)["event"]
+            for x in (tmp_path / "history" / CLUSTER / "quarantine.jsonl").read_text().splitlines()
+        ]
         assert events == ["quarantine", "release"]
     finally:
         env.slurm.set_node(human, "RESUME")
@@ -294,7 +378,9 @@ def test_a_node_crashing_mid_job_is_error_naming_the_node(env: Env) -> None:
         time.sleep(0.5)
     assert jsonl is not None, "no results appeared"
     killed = time.monotonic()
-    print(f"\nfirst results after {killed - (end - 180):.1f} s; crashing {node} (every process on it)")
+    print(
+        f"\nfirst results after {killed - (end - 180):.1f} s; crashing {node} (every process on it)"
+    )
     env.slurm.crash_node(1)
     th.join(timeout=120)
     took = time.monotonic() - killed
@@ -323,7 +409,9 @@ def _finish(p: subprocess.Popen[str], timeout: float = 300) -> str:
     except subprocess.TimeoutExpired:
         p.kill()
         out, _ = p.communicate()
-        raise AssertionError(f"mlenv acceptance did not end within {timeout:g} s:\n{out[-3000:]}") from None
+        raise AssertionError(
+            f"mlenv acceptance did not end within {timeout:g} s:\n{out[-3000:]}"
+        ) from None
     return out
 
 
@@ -343,8 +431,12 @@ def test_two_jobs_sharing_the_nodes_each_get_their_port_and_cpus(env: Env) -> No
     for job in (job_a, job_b):
         rec = env.slurm.run("scontrol", "-o", "show", "job", job).stdout
         assert "MinCPUsNode=2" in rec and "NumCPUs=4" in rec, rec
-    ports = [re.search(r"rendezvous \S+:(\d+)", (env.root / "reports" / CLUSTER / rid / "job.out").read_text())
-             for rid in _run_ids(outs)]
+    ports = [
+        re.search(
+            r"rendezvous \S+:(\d+)", (env.root / "reports" / CLUSTER / rid / "job.out").read_text()
+        )
+        for rid in _run_ids(outs)
+    ]
     assert all(ports) and len({m.group(1) for m in ports if m}) == 2, ports
 
 
@@ -375,10 +467,14 @@ def test_a_job_pending_in_the_queue_says_why_and_then_runs(env: Env) -> None:
     assert p.returncode in (0, 1), out[-3000:]
     lines = [ln for ln in out.splitlines() if ln.startswith(f"job {job}: ")]
     assert f"job {job}: PENDING (JobHeldAdmin)" in lines, lines
-    assert any(ln.startswith(f"job {job}: RUNNING") for ln in lines) and "verdict: ERROR" not in out, out[-3000:]
+    assert (
+        any(ln.startswith(f"job {job}: RUNNING") for ln in lines) and "verdict: ERROR" not in out
+    ), out[-3000:]
 
 
-def test_a_node_drained_mid_job_lets_the_job_finish_and_the_reports_are_copied_whole(env: Env) -> None:
+def test_a_node_drained_mid_job_lets_the_job_finish_and_the_reports_are_copied_whole(
+    env: Env,
+) -> None:
     """Issue 24 §3, drain: DRAIN lets running jobs finish; mlenv cancelled within a poll and
     said NODE_FAIL. Now the drain is said and the job runs to its end; the copy is taken
     after the job ended (the same results.json as on the shared folder), and the run is in
@@ -394,14 +490,19 @@ def test_a_node_drained_mid_job_lets_the_job_finish_and_the_reports_are_copied_w
     finally:
         env.slurm.set_node(node, "RESUME")
     assert p.returncode in (0, 1) and "verdict: ERROR" not in out, out[-3000:]
-    assert f"node {node} (draining: planned maintenance)" in out and "cancelling" not in out, out[-3000:]
+    assert f"node {node} (draining: planned maintenance)" in out and "cancelling" not in out, out[
+        -3000:
+    ]
     shared, copy = env.shared / "results" / rid, env.root / "reports" / CLUSTER / rid
     assert (copy / "results.json").read_text() == (shared / "results.json").read_text()
     # one run id, and the job id beside it, in the folder, results.json, record.json and the
     # history `mlenv history` reads on this (the control) host
     job = {"scheduler": "slurm", "id": env.record()["job_id"]}
     doc, rec = (json.loads((copy / f).read_text()) for f in ("results.json", "record.json"))
-    assert (doc["run_id"], doc["job"]) == (rec["run_id"], rec["job"]) == (rid, job), (doc["run_id"], rec)
+    assert (doc["run_id"], doc["job"]) == (rec["run_id"], rec["job"]) == (rid, job), (
+        doc["run_id"],
+        rec,
+    )
     assert rec["origin"] == "cluster" and rec["report_dir"] == str(copy.resolve())
     hist = env.mlenv("history", CLUSTER)
     assert hist.returncode == 0 and rid in hist.stdout, hist.stdout + hist.stderr
@@ -424,7 +525,9 @@ def _wait_results(env: Env, before: str) -> str:
 # 38.5 s from submit to verdict; in two CI rehearsals' parallel phase (this Slurm cluster
 # beside two other workers' runs on 2 cores) job.out had no verdict line from rank 0.
 @pytest.mark.serial
-def test_the_ranks_are_stopped_before_the_time_limit_and_the_run_says_so(env: Env, tmp_path: Path) -> None:
+def test_the_ranks_are_stopped_before_the_time_limit_and_the_run_says_so(
+    env: Env, tmp_path: Path
+) -> None:
     """Issue 24 §3, signals before the limit: the job asks Slurm for USR1 before its time
     limit (--signal=B:USR1@15 for one minute) and its trap stops the ranks through srun, so
     they write their reports before Slurm's kill; the run is ERROR naming the limit (not
@@ -434,18 +537,33 @@ def test_the_ranks_are_stopped_before_the_time_limit_and_the_run_says_so(env: En
     cfg.write_text(config(env.shared).replace('time_limit: "00:10:00"', 'time_limit: "00:01:00"'))
     # a compute check that would run past the limit (at most its 120 s deadline)
     slow = tmp_path / "slow.json"
-    slow.write_text(json.dumps({"compute": {"n": 256, "iters": 10_000_000, "warmup": 1, "quorum_n": 64}}))
+    slow.write_text(
+        json.dumps({"compute": {"n": 256, "iters": 10_000_000, "warmup": 1, "quorum_n": 64}})
+    )
     before = env.recorded()
     t0 = time.monotonic()
-    r = env.mlenv("acceptance", "--cluster", str(cfg), "--checks", "compute", "--options", str(slow), timeout=300)
+    r = env.mlenv(
+        "acceptance",
+        "--cluster",
+        str(cfg),
+        "--checks",
+        "compute",
+        "--options",
+        str(slow),
+        timeout=300,
+    )
     wall = time.monotonic() - t0
     job = env.record()["job_id"] if env.recorded() != before else ""
     assert job, r.stdout + r.stderr
-    assert r.returncode == 3 and "reached slurm.time_limit 00:01:00" in r.stdout, r.stdout[-3000:] + r.stderr
+    assert r.returncode == 3 and "reached slurm.time_limit 00:01:00" in r.stdout, (
+        r.stdout[-3000:] + r.stderr
+    )
     rec = env.slurm.run("scontrol", "-o", "show", "job", job).stdout
     assert "JobState=TIMEOUT" not in rec, rec
     out = (env.root / "reports" / CLUSTER / env.record()["run_id"] / "job.out").read_text()
     # rank 0 wrote its own verdict and reports after the trap's SIGTERM, before the limit
     assert "is near its time limit: stopping the ranks" in out, out[-3000:]
-    assert out.index("is near its time limit") < out.index("\nverdict: ") < out.index("(results.json"), out[-3000:]
+    assert (
+        out.index("is near its time limit") < out.index("\nverdict: ") < out.index("(results.json")
+    ), out[-3000:]
     print(f"\nsubmit -> verdict {wall:.1f} s with a 60 s limit")

@@ -43,7 +43,9 @@ def _first_minute(lead_s: float = 20.0) -> dt.datetime:
 
 
 @pytest.fixture(scope="module")
-def harness(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, slurm_harness.SlurmCluster]]:
+def harness(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, slurm_harness.SlurmCluster]]:
     why = slurm_harness.unavailable_reason() or netns.unavailable_reason()
     if why:
         pytest.skip(why)
@@ -67,29 +69,52 @@ def _eligible(sl: slurm_harness.SlurmCluster, job: str) -> str:
 
 
 def test_installed_schedule_runs_at_its_minute_and_fetch_imports_the_run_once(
-        harness: tuple[Path, slurm_harness.SlurmCluster], monkeypatch: pytest.MonkeyPatch) -> None:
+    harness: tuple[Path, slurm_harness.SlurmCluster], monkeypatch: pytest.MonkeyPatch
+) -> None:
     root, sl = harness
     t0 = time.monotonic()
     first = _first_minute()
     cfg = root / "clusters" / f"{CLUSTER}.yaml"
     cfg.write_text(
         f"cluster:\n  name: {CLUSTER}\n  namespace: unused\nplatform: slurm\n"
-        "slurm:\n  partition: debug\n  time_limit: \"00:10:00\"\n  exclusive: false\n"
+        'slurm:\n  partition: debug\n  time_limit: "00:10:00"\n  exclusive: false\n'
         f"  gpus_flag: none\n  shared_dir: {root / 'shared'}\n  python: {sys.executable}\n"
         "network:\n  tcp:\n    interface_exclude: lo\n"
         "gpus:\n  per_node: 2\n  type: cpu\n  default_nodes: 2\n"
-        f"acceptance:\n  schedule: '{first.minute} {first.hour} * * *'\n  profile: quick\n")
+        f"acceptance:\n  schedule: '{first.minute} {first.hour} * * *'\n  profile: quick\n"
+    )
     # this checkout on the nodes (the job exports the installer's environment), small sizes
-    env = sl.env({"MLENV_ROOT": str(root), "PYTHONPATH": CHECKOUT, "OMP_NUM_THREADS": "1",
-                  "MLENV_BASELINE": BASELINE, "MLENV_OPTIONS": SMALL})
+    env = sl.env(
+        {
+            "MLENV_ROOT": str(root),
+            "PYTHONPATH": CHECKOUT,
+            "OMP_NUM_THREADS": "1",
+            "MLENV_BASELINE": BASELINE,
+            "MLENV_OPTIONS": SMALL,
+        }
+    )
     env.pop("MLENV_HISTORY_DIR", None)
-    r = subprocess.run([sys.executable, "-m", "mlenv", "render", CLUSTER], env=env, cwd=root, capture_output=True,
-                       text=True, timeout=120, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "mlenv", "render", CLUSTER],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     assert f"`bash slurm/{CLUSTER}/recheck.sbatch --install`" in r.stdout
     sl.wait_idle(90)
-    r = subprocess.run(["bash", f"slurm/{CLUSTER}/recheck.sbatch", "--install"], env=env, cwd=root,
-                       capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        ["bash", f"slurm/{CLUSTER}/recheck.sbatch", "--install"],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     begin = first.strftime("%Y-%m-%dT%H:%M:00")
     assert f"next re-check queued to begin at {begin}" in r.stdout
@@ -106,7 +131,8 @@ def test_installed_schedule_runs_at_its_minute_and_fetch_imports_the_run_once(
         done = [p.parent for p in results.glob("*/results.json")] if results.is_dir() else []
         time.sleep(1)
     assert done, f"no run finished; jobs {_squeue(sl)}; outputs: " + "".join(
-        p.read_text()[-1500:] for p in results.glob("*.out"))
+        p.read_text()[-1500:] for p in results.glob("*.out")
+    )
     ran = time.monotonic() - t0
     doc = json.loads((done[0] / "results.json").read_text())
     assert doc["verdict"] in ("PASS", "WARN") and doc["profile"] == "quick", doc.get("reasons")
@@ -126,12 +152,22 @@ def test_installed_schedule_runs_at_its_minute_and_fetch_imports_the_run_once(
     assert fetch_runs(c, root / "reports", said.append) == [doc["run_id"]]
     assert fetch_runs(c, root / "reports", said.append) == []
     recs = history.read(history.history_path(root / "reports", CLUSTER))[0]
-    assert [(r["run_id"], r["verdict"], r["job"]["id"]) for r in recs] == [(doc["run_id"], doc["verdict"],
-                                                                             jobs[0][0])]
+    assert [(r["run_id"], r["verdict"], r["job"]["id"]) for r in recs] == [
+        (doc["run_id"], doc["verdict"], jobs[0][0])
+    ]
     assert (root / "reports" / CLUSTER / doc["run_id"] / "job.out").is_file()
 
-    r = subprocess.run(["bash", f"slurm/{CLUSTER}/recheck.sbatch", "--remove"], env=env, cwd=root,
-                       capture_output=True, text=True, timeout=60, check=False)
+    r = subprocess.run(
+        ["bash", f"slurm/{CLUSTER}/recheck.sbatch", "--remove"],
+        env=env,
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert r.returncode == 0 and _squeue(sl) == [], r.stderr
-    print(f"\nre-check installed in {installed:.1f} s; the run's report {ran:.1f} s after the start "
-          f"(it began at {begin}); test {time.monotonic() - t0:.1f} s")
+    print(
+        f"\nre-check installed in {installed:.1f} s; the run's report {ran:.1f} s after the start "
+        f"(it began at {begin}); test {time.monotonic() - t0:.1f} s"
+    )

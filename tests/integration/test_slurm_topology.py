@@ -28,7 +28,9 @@ OPTIONS = {"fabric.localize": {"bytes": 65536, "iters": 3, "warmup": 1}}
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, slurm_harness.SlurmCluster]]:
+def cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Path, slurm_harness.SlurmCluster]]:
     why = slurm_harness.unavailable_reason() or netns.unavailable_reason()
     if why:
         pytest.skip(why)
@@ -38,30 +40,58 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, sl
     (root / "clusters").mkdir()
     (root / "clusters" / f"{CLUSTER}.yaml").write_text(
         f"cluster:\n  name: {CLUSTER}\n  namespace: unused\nplatform: slurm\n"
-        f"slurm:\n  partition: debug\n  time_limit: \"00:10:00\"\n  exclusive: false\n"
+        f'slurm:\n  partition: debug\n  time_limit: "00:10:00"\n  exclusive: false\n'
         f"  gpus_flag: none\n  shared_dir: {shared}\n  python: {sys.executable}\n"
         "network:\n  tcp:\n    interface_exclude: lo\n"
-        "gpus:\n  per_node: 1\n  type: cpu\n  default_nodes: 2\n")
+        "gpus:\n  per_node: 1\n  type: cpu\n  default_nodes: 2\n"
+    )
     (root / "options.json").write_text(json.dumps(OPTIONS))
     with slurm_harness.on_netns_hosts(str(root), topology=LEAVES) as sl:
         yield root, sl
 
 
-def test_localize_racks_are_slurms_leaf_switches(cluster: tuple[Path, slurm_harness.SlurmCluster]) -> None:
+def test_localize_racks_are_slurms_leaf_switches(
+    cluster: tuple[Path, slurm_harness.SlurmCluster],
+) -> None:
     root, sl = cluster
     shown = sl.run("scontrol", "show", "topology")
-    assert "SwitchName=leaf01 Level=0" in shown.stdout, shown.stdout + shown.stderr  # the plugin is on
+    assert "SwitchName=leaf01 Level=0" in shown.stdout, (
+        shown.stdout + shown.stderr
+    )  # the plugin is on
     # PYTHONPATH: this checkout's mlenv in the job's ranks too (sbatch passes the environment on)
     env = sl.env({"MLENV_ROOT": str(root), "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)})
-    r = subprocess.run([sys.executable, "-m", "mlenv", "acceptance", "--cluster", CLUSTER, "--checks",
-                        "fabric.localize", "--localize", "--options", str(root / "options.json")],
-                       env=env, capture_output=True, text=True, timeout=300, cwd=root, check=False)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "mlenv",
+            "acceptance",
+            "--cluster",
+            CLUSTER,
+            "--checks",
+            "fabric.localize",
+            "--localize",
+            "--options",
+            str(root / "options.json"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=root,
+        check=False,
+    )
     runs = sorted((root / "shared" / "results").glob("*/results.json"), key=os.path.getmtime)
     assert runs, r.stdout[-3000:] + r.stderr[-3000:]
     doc = json.loads(runs[-1].read_text())
     (entry,) = [c for c in doc["checks"] if c["name"] == "fabric.localize"]
     details = entry["details"]
     assert details.get("racks") == {"ml-dev-env-0": "leaf01", "ml-dev-env-1": "leaf02"}, entry
-    assert "racks from Slurm's topology/tree (scontrol show topology): leaf01, leaf02" in details["notes"]
-    print(f"\n[measured] slurm topology/tree, 2 hosts: localize {entry['status']} {entry['reasons']}; "
-          f"mlenv exit {r.returncode}")
+    assert (
+        "racks from Slurm's topology/tree (scontrol show topology): leaf01, leaf02"
+        in details["notes"]
+    )
+    print(
+        f"\n[measured] slurm topology/tree, 2 hosts: localize {entry['status']} {entry['reasons']}; "
+        f"mlenv exit {r.returncode}"
+    )

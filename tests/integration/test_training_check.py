@@ -23,8 +23,9 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run_training(tmp_path: Path, port: int, options: dict[str, Any] | None = None,
-                 fault: str = "") -> tuple[dict[str, Any], str]:
+def run_training(
+    tmp_path: Path, port: int, options: dict[str, Any] | None = None, fault: str = ""
+) -> tuple[dict[str, Any], str]:
     """``deepspeed --num_gpus 2 --module mlenv.acceptance --checks training``; (results.json, log)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
     report = tmp_path / "report"
@@ -33,11 +34,28 @@ def run_training(tmp_path: Path, port: int, options: dict[str, Any] | None = Non
         opt_file = tmp_path / "options.json"
         opt_file.write_text(json.dumps({"training": options}))
         args += ["--options", str(opt_file)]
-    env = dict(os.environ, DS_ACCELERATOR="cpu", LOCAL_SIZE="2", MLENV_FAULT=fault, PYTHONPATH=str(ROOT),
-               TORCH_EXTENSIONS_DIR=os.environ.get("TORCH_EXTENSIONS_DIR",
-                                                   str(Path.home() / ".cache/mlenv/torch_extensions")))
-    cmd = [sys.executable, "-m", "deepspeed.launcher.runner", "--num_gpus", "2", "--master_port", str(port),
-           "--module", "mlenv.acceptance", *args]
+    env = dict(
+        os.environ,
+        DS_ACCELERATOR="cpu",
+        LOCAL_SIZE="2",
+        MLENV_FAULT=fault,
+        PYTHONPATH=str(ROOT),
+        TORCH_EXTENSIONS_DIR=os.environ.get(
+            "TORCH_EXTENSIONS_DIR", str(Path.home() / ".cache/mlenv/torch_extensions")
+        ),
+    )
+    cmd = [
+        sys.executable,
+        "-m",
+        "deepspeed.launcher.runner",
+        "--num_gpus",
+        "2",
+        "--master_port",
+        str(port),
+        "--module",
+        "mlenv.acceptance",
+        *args,
+    ]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     log = p.stdout + p.stderr
     assert (report / "results.json").is_file(), log[-4000:]
@@ -58,11 +76,16 @@ def test_resnet18_trains_and_passes(tmp_path: Path) -> None:
     assert world["status"] == "PASS", (world, log[-3000:])
     assert doc["verdict"] == "PASS", doc["reasons"]
     m = world["metrics"]
-    assert m["loss_last"] < m["loss_first"] and m["loss_drop_frac"] >= world["details"]["min_loss_drop"]
+    assert (
+        m["loss_last"] < m["loss_first"]
+        and m["loss_drop_frac"] >= world["details"]["min_loss_drop"]
+    )
     assert m["samples_per_s"] == pytest.approx(2 * m["samples_per_s_per_rank"])
     # i27: one node trains at ZeRO-0 (stage 2 is for gradients that cross nodes); fp32 on a CPU.
     assert world["details"]["zero_stage"] == 0 and world["details"]["precision"] == "fp32"
-    assert world["metrics"]["stack_ratio"] > 0  # the plain loop ran beside it, reported (judged on a GPU)
+    assert (
+        world["metrics"]["stack_ratio"] > 0
+    )  # the plain loop ran beside it, reported (judged on a GPU)
     assert world["details"]["parameters"] > 11_000_000  # the real ResNet-18, 10 classes
     ranks = by_name(doc, "training.step_time")
     assert sorted(r["rank"] for r in ranks) == [0, 1]
@@ -94,8 +117,11 @@ def _write_learnable_fashion(root: Path, n: int) -> None:
     labels = np.arange(n, dtype=np.uint8) % 10
     images = rng.integers(0, 60, (n, 28, 28), dtype=np.uint8)
     for i, y in enumerate(labels):
-        images[i, 2 * y:2 * y + 4, :] = 255
-    for name, arr in (("train-images-idx3-ubyte.gz", images), ("train-labels-idx1-ubyte.gz", labels)):
+        images[i, 2 * y : 2 * y + 4, :] = 255
+    for name, arr in (
+        ("train-images-idx3-ubyte.gz", images),
+        ("train-labels-idx1-ubyte.gz", labels),
+    ):
         head = struct.pack(">HBB", 0, 8, arr.ndim) + struct.pack(f">{arr.ndim}I", *arr.shape)
         (root / name).write_bytes(gzip.compress(head + arr.tobytes()))
 
@@ -109,13 +135,22 @@ def test_gpt_and_fashionmnist_from_files(tmp_path: Path) -> None:
     data = tmp_path / "fashion"
     data.mkdir()
     _write_learnable_fashion(data, 256)
-    fm_doc, log = run_training(tmp_path / "fm", free_port(), {"dataset": "fashionmnist", "data_dir": str(data)})
+    fm_doc, log = run_training(
+        tmp_path / "fm", free_port(), {"dataset": "fashionmnist", "data_dir": str(data)}
+    )
     (world,) = by_name(fm_doc, "training.deepspeed")
-    assert world["status"] == "PASS" and world["details"]["dataset"] == "fashionmnist", (world, log[-3000:])
+    assert world["status"] == "PASS" and world["details"]["dataset"] == "fashionmnist", (
+        world,
+        log[-3000:],
+    )
 
 
 def test_missing_dataset_is_a_clear_error(tmp_path: Path) -> None:
-    doc, _ = run_training(tmp_path, free_port(), {"dataset": "cifar10", "data_dir": str(tmp_path / "absent")})
+    doc, _ = run_training(
+        tmp_path, free_port(), {"dataset": "cifar10", "data_dir": str(tmp_path / "absent")}
+    )
     (world,) = by_name(doc, "training.deepspeed")[:1] or by_name(doc, "training.step_time")[:1]
     assert world["status"] == "ERROR"
-    assert f"{tmp_path / 'absent'}: CIFAR-10 data directory does not exist" in " ".join(world["reasons"])
+    assert f"{tmp_path / 'absent'}: CIFAR-10 data directory does not exist" in " ".join(
+        world["reasons"]
+    )

@@ -43,13 +43,23 @@ class Plane:
 
     def env(self, user: bool = False) -> dict[str, str]:
         """The environment a developer would have: KUBECONFIG, and the tier's kubectl first."""
-        return {**os.environ, "KUBECONFIG": str(self.kubeconfig(user)),
-                "PATH": f"{build.paths().kube_bin}:{os.environ.get('PATH', '')}"}
+        return {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig(user)),
+            "PATH": f"{build.paths().kube_bin}:{os.environ.get('PATH', '')}",
+        }
 
-    def run(self, *args: str, user: bool = False, stdin: str | None = None,
-            timeout: float = 60) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([self.kubectl, f"--kubeconfig={self.kubeconfig(user)}", *args], input=stdin,
-                              capture_output=True, text=True, check=False, timeout=timeout)
+    def run(
+        self, *args: str, user: bool = False, stdin: str | None = None, timeout: float = 60
+    ) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [self.kubectl, f"--kubeconfig={self.kubeconfig(user)}", *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=timeout,
+        )
 
     def ok(self, *args: str, user: bool = False, stdin: str | None = None) -> str:
         res = self.run(*args, user=user, stdin=stdin)
@@ -61,8 +71,13 @@ class Plane:
         return out
 
     def apply(self, *objs: dict, user: bool = False) -> None:
-        self.ok("apply", "-f", "-", user=user,
-                stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}))
+        self.ok(
+            "apply",
+            "-f",
+            "-",
+            user=user,
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": list(objs)}),
+        )
 
     def namespace(self, prefix: str, user_role: str | None = "admin") -> str:
         """A fresh namespace; the non-admin user gets ``user_role`` in it (None: nothing)."""
@@ -84,7 +99,9 @@ class Plane:
 
 def binaries_built() -> bool:
     b = build.paths()
-    return all(b.kube(n).exists() for n in build.KUBE_BINARIES) and b.etcd.exists() and b.kwok.exists()
+    return (
+        all(b.kube(n).exists() for n in build.KUBE_BINARIES) and b.etcd.exists() and b.kwok.exists()
+    )
 
 
 class Planes:
@@ -95,8 +112,10 @@ class Planes:
         if flavor in self.started:
             return self.started[flavor]
         if not binaries_built():
-            pytest.skip("the kube tier's binaries are not built: `make kube-up` builds them "
-                        f"(cached in {build.cache_root()})")
+            pytest.skip(
+                "the kube tier's binaries are not built: `make kube-up` builds them "
+                f"(cached in {build.cache_root()})"
+            )
         default = plane.Tier(plane.tier_dir())
         st = plane.status(default)
         if st["up"] and st.get("flavor") == flavor:
@@ -114,16 +133,32 @@ class Planes:
                 plane.down(folder=p.tier.folder)
 
 
-
-
-def mlenv(root: Path, p: Plane, *args: str, user: bool = False, timeout: float = 300,
-          stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def mlenv(
+    root: Path,
+    p: Plane,
+    *args: str,
+    user: bool = False,
+    timeout: float = 300,
+    stdin: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     """``mlenv ARGS`` as a process, as a developer runs it: the checkout at ``root``, the
     plane's kubeconfig (admin, or the non-admin user), the tier's kubectl on PATH."""
-    env = {**p.env(user), "MLENV_ROOT": str(root), "MLENV_STATE_DIR": str(root / ".mlenv"),
-           "PYTHONPATH": str(ROOT)}
-    return subprocess.run([sys.executable, "-m", "mlenv", *args], cwd=root, env=env, input=stdin,
-                          capture_output=True, text=True, check=False, timeout=timeout)
+    env = {
+        **p.env(user),
+        "MLENV_ROOT": str(root),
+        "MLENV_STATE_DIR": str(root / ".mlenv"),
+        "PYTHONPATH": str(ROOT),
+    }
+    return subprocess.run(
+        [sys.executable, "-m", "mlenv", *args],
+        cwd=root,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=timeout,
+    )
 
 
 def checkout(tmp: Path, name: str, base: str, namespace: str, mode: str, flavor: str) -> Path:
@@ -156,8 +191,13 @@ def networks_for(p: Plane, root: Path, name: str) -> None:
     data = yaml.safe_load((root / "clusters" / f"{name}.yaml").read_text())
     for ref in ((data.get("network") or {}).get("rdma") or {}).get("networks") or []:
         ns, net = ref.split("/")
-        p.apply({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
-                 "metadata": {"name": net, "namespace": ns},
-                 "spec": {"config": json.dumps({"cniVersion": "0.3.1", "name": net, "type": "sriov"})}})
-
-
+        p.apply(
+            {
+                "apiVersion": "k8s.cni.cncf.io/v1",
+                "kind": "NetworkAttachmentDefinition",
+                "metadata": {"name": net, "namespace": ns},
+                "spec": {
+                    "config": json.dumps({"cniVersion": "0.3.1", "name": net, "type": "sriov"})
+                },
+            }
+        )

@@ -22,8 +22,10 @@ def flavor_of(item: pytest.Item) -> str:
         return str(callspec.params["flavor"])
     asked = [f for f in FLAVORS if f in getattr(item, "fixturenames", ())]
     if len(asked) > 1:
-        raise pytest.UsageError(f"{item.nodeid}: a kube test runs against one plane ({' or '.join(FLAVORS)}), "
-                                "so that each worker starts one")
+        raise pytest.UsageError(
+            f"{item.nodeid}: a kube test runs against one plane ({' or '.join(FLAVORS)}), "
+            "so that each worker starts one"
+        )
     return asked[0] if asked else FLAVORS[0]
 
 

@@ -21,7 +21,9 @@ OPENSHIFT_KINDS = ("imagestream", "buildconfig", "route", "securitycontextconstr
 
 
 def _ok(res, what: str) -> str:
-    assert res.returncode == 0, f"{what}: exit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    assert res.returncode == 0, (
+        f"{what}: exit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    )
     return res.stdout
 
 
@@ -43,8 +45,15 @@ def _config(root: Path, name: str, **changes) -> None:
 PULLABLE = "registry.access.redhat.com/ubi9/ubi-minimal:latest"
 
 
-def _setup(p: Plane, tmp_path: Path, prefix: str, *, user: bool, base: str = "local",
-           image_ref: str | None = PULLABLE) -> tuple[Path, str, str]:
+def _setup(
+    p: Plane,
+    tmp_path: Path,
+    prefix: str,
+    *,
+    user: bool,
+    base: str = "local",
+    image_ref: str | None = PULLABLE,
+) -> tuple[Path, str, str]:
     ns = p.namespace(prefix, user_role="admin" if user else None)
     name = f"{prefix}-{ns.rsplit('-', 1)[1]}"
     root = checkout(tmp_path, name, base, ns, "tcp", p.flavor)
@@ -56,30 +65,63 @@ def _setup(p: Plane, tmp_path: Path, prefix: str, *, user: bool, base: str = "lo
 def _push_build(p: Plane, ns: str) -> None:
     """What the registry reports when the BuildConfig's build has pushed ml-dev-env:latest
     (the tier has no build controller): the tag in the ImageStream's status."""
-    p.ok("patch", "imagestream", "-n", ns, "ml-dev-env", "--subresource=status", "--type=merge", "-p",
-         json.dumps({"status": {"dockerImageRepository": f"image-registry.openshift-image-registry.svc:5000/{ns}/ml-dev-env",
-                                "tags": [{"tag": "latest", "items": [{
-                                    "created": "2026-11-27T12:00:00Z", "generation": 1,
+    p.ok(
+        "patch",
+        "imagestream",
+        "-n",
+        ns,
+        "ml-dev-env",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        json.dumps(
+            {
+                "status": {
+                    "dockerImageRepository": f"image-registry.openshift-image-registry.svc:5000/{ns}/ml-dev-env",
+                    "tags": [
+                        {
+                            "tag": "latest",
+                            "items": [
+                                {
+                                    "created": "2026-11-27T12:00:00Z",
+                                    "generation": 1,
                                     "dockerImageReference": f"image-registry.openshift-image-registry.svc:5000/{ns}/"
-                                                            "ml-dev-env@sha256:" + "0" * 64,
-                                    "image": "sha256:" + "0" * 64}]}]}}))
+                                    "ml-dev-env@sha256:" + "0" * 64,
+                                    "image": "sha256:" + "0" * 64,
+                                }
+                            ],
+                        }
+                    ],
+                }
+            }
+        ),
+    )
 
 
 def _sts_uid(p: Plane, ns: str) -> str:
     return p.ok("get", "statefulset", "-n", ns, "ml-dev-env", "-o", "jsonpath={.metadata.uid}")
 
 
-@pytest.mark.parametrize(("flavor", "user"), [("openshift", False), ("plain", True)],
-                         ids=["openshift-admin", "plain-user"])
-def test_deploy_status_logs_sync_exec_teardown_deploy(flavor: str, user: bool, tmp_path: Path, request) -> None:
+@pytest.mark.parametrize(
+    ("flavor", "user"),
+    [("openshift", False), ("plain", True)],
+    ids=["openshift-admin", "plain-user"],
+)
+def test_deploy_status_logs_sync_exec_teardown_deploy(
+    flavor: str, user: bool, tmp_path: Path, request
+) -> None:
     p: Plane = request.getfixturevalue(flavor)
     root, name, ns = _setup(p, tmp_path, f"flow-{flavor[:5]}", user=user, image_ref=None)
     if flavor == "openshift":
         # item 8: the first deploy starts no pod on an image the ImageStream does not have
         first = mlenv(root, p, "deploy", name, "--mode", "tcp", user=user)
         assert first.returncode == 3, first.stdout[-2000:] + first.stderr[-2000:]
-        assert "statefulset/ml-dev-env, pod/ml-dev-env-dev not started: ImageStream ml-dev-env has no image " \
-               "tagged latest yet" in first.stderr and "make build-image" in first.stderr, first.stderr
+        assert (
+            "statefulset/ml-dev-env, pod/ml-dev-env-dev not started: ImageStream ml-dev-env has no image "
+            "tagged latest yet"
+            in first.stderr
+            and "make build-image" in first.stderr
+        ), first.stderr
         assert p.run("get", "statefulset", "-n", ns, "ml-dev-env").returncode != 0
         assert p.ok("get", "pods", "-n", ns, "-o", "name").strip() == ""
         _push_build(p, ns)
@@ -90,7 +132,10 @@ def test_deploy_status_logs_sync_exec_teardown_deploy(flavor: str, user: bool, t
         # no OpenShift kind is sent (the server has none), and the output says what is off
         assert not any(k in out.lower() for k in ("imagestream/", "buildconfig/", "route/"))
     else:
-        assert "imagestream/ml-dev-env created" in first.stdout and "buildconfig/ml-dev-env created" in first.stdout
+        assert (
+            "imagestream/ml-dev-env created" in first.stdout
+            and "buildconfig/ml-dev-env created" in first.stdout
+        )
     assert "statefulset.apps/ml-dev-env" in sent
 
     status = _ok(mlenv(root, p, "status", name, user=user), "status")
@@ -103,10 +148,25 @@ def test_deploy_status_logs_sync_exec_teardown_deploy(flavor: str, user: bool, t
     _ok(mlenv(root, p, "sync", name, user=user), "sync")
     for i in (0, 1):  # the files are in each pod's own workspace volume, as the pod sees it
         ws = p.volume_dir(ns, f"workspace-ml-dev-env-{i}")
-        assert (ws / "train_probe.py").read_text() == (root / "workspace" / "train_probe.py").read_text()
+        assert (ws / "train_probe.py").read_text() == (
+            root / "workspace" / "train_probe.py"
+        ).read_text()
         assert (ws / "data" / "notes.txt").read_text() == f"{name} tcp\n"
-    shown = _ok(mlenv(root, p, "shell", name, "--pod", "1", "--", "cat", "/workspace/data/notes.txt", user=user),
-                "shell -- cat")
+    shown = _ok(
+        mlenv(
+            root,
+            p,
+            "shell",
+            name,
+            "--pod",
+            "1",
+            "--",
+            "cat",
+            "/workspace/data/notes.txt",
+            user=user,
+        ),
+        "shell -- cat",
+    )
     assert f"{name} tcp" in shown
 
     _ok(mlenv(root, p, "teardown", name, user=user), "teardown")
@@ -123,13 +183,17 @@ def test_deploy_status_logs_sync_exec_teardown_deploy(flavor: str, user: bool, t
     assert not p.ok("get", "pvc", "-n", ns, "-o", "name").strip()
 
 
-def test_a_no_op_redeploy_recreates_nothing_even_for_1024Gi(openshift: Plane, tmp_path: Path) -> None:
+def test_a_no_op_redeploy_recreates_nothing_even_for_1024Gi(
+    openshift: Plane, tmp_path: Path
+) -> None:
     """The server returns 1024Gi as 1Ti: the StatefulSet's claim templates must still compare
     equal, or every deploy would delete and recreate it (item 7)."""
     root, name, ns = _setup(openshift, tmp_path, "noop", user=False)
     _config(root, name, storage__workspace_size="1024Gi")
     _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")
-    tpl = openshift.json("get", "statefulset", "-n", ns, "ml-dev-env")["spec"]["volumeClaimTemplates"]
+    tpl = openshift.json("get", "statefulset", "-n", ns, "ml-dev-env")["spec"][
+        "volumeClaimTemplates"
+    ]
     sizes = {t["metadata"]["name"]: t["spec"]["resources"]["requests"]["storage"] for t in tpl}
     assert sizes["workspace"] == "1Ti"  # what the real server does to the quantity
     uid = _sts_uid(openshift, ns)
@@ -146,18 +210,50 @@ def test_a_neighbour_pod_with_our_labels_is_not_ours(openshift: Plane, tmp_path:
     # An orphan pod matching our selector is adopted by our StatefulSet and deleted (seen
     # here: the real controller does what the fake never did); a neighbour's pod that
     # another controller owns is not, and that is the one to be careful of.
-    openshift.apply({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "neighbour", "namespace": ns}})
-    owner_uid = openshift.ok("get", "configmap", "-n", ns, "neighbour", "-o", "jsonpath={.metadata.uid}")
-    intruder = {"apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": "ml-dev-env-7", "namespace": ns, "labels": ours["metadata"]["labels"],
-                             "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap", "name": "neighbour",
-                                                  "uid": owner_uid, "controller": True}]},
-                "spec": {"containers": [{"name": "c", "image": "registry.example/neighbour:1",
-                                         "volumeMounts": [{"name": "ws", "mountPath": "/workspace"}]}],
-                         "volumes": [{"name": "ws", "emptyDir": {}}]}}
+    openshift.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "neighbour", "namespace": ns},
+        }
+    )
+    owner_uid = openshift.ok(
+        "get", "configmap", "-n", ns, "neighbour", "-o", "jsonpath={.metadata.uid}"
+    )
+    intruder = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": "ml-dev-env-7",
+            "namespace": ns,
+            "labels": ours["metadata"]["labels"],
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "ConfigMap",
+                    "name": "neighbour",
+                    "uid": owner_uid,
+                    "controller": True,
+                }
+            ],
+        },
+        "spec": {
+            "containers": [
+                {
+                    "name": "c",
+                    "image": "registry.example/neighbour:1",
+                    "volumeMounts": [{"name": "ws", "mountPath": "/workspace"}],
+                }
+            ],
+            "volumes": [{"name": "ws", "emptyDir": {}}],
+        },
+    }
     openshift.apply(intruder)  # anyone who may create pods in the namespace
     deadline = time.monotonic() + 60
-    while openshift.ok("get", "pod", "-n", ns, "ml-dev-env-7", "-o", "jsonpath={.status.phase}") != "Running":
+    while (
+        openshift.ok("get", "pod", "-n", ns, "ml-dev-env-7", "-o", "jsonpath={.status.phase}")
+        != "Running"
+    ):
         assert time.monotonic() < deadline, "the neighbour pod never ran"
         time.sleep(0.5)
     status = _ok(mlenv(root, openshift, "status", name), "status")
@@ -166,7 +262,9 @@ def test_a_neighbour_pod_with_our_labels_is_not_ours(openshift: Plane, tmp_path:
     ws = openshift.pod_dir(ns, "ml-dev-env-7") / "volumes" / "ws"
     assert not (ws / "train_probe.py").exists()  # the workspace did not reach it
     _ok(mlenv(root, openshift, "teardown", name), "teardown")
-    assert openshift.run("get", "pod", "-n", ns, "ml-dev-env-7").returncode == 0  # not ours to delete
+    assert (
+        openshift.run("get", "pod", "-n", ns, "ml-dev-env-7").returncode == 0
+    )  # not ours to delete
 
 
 # The three flows from here to the non-admin RDMA deploy do the same on either flavour:
@@ -175,7 +273,9 @@ def test_a_neighbour_pod_with_our_labels_is_not_ours(openshift: Plane, tmp_path:
 # OpenShift plane: its worker had about 430 s of tests, the other 285 s). Not the
 # neighbour test above: the plain plane's two CPU nodes hold our two pods, whose required
 # anti-affinity (symmetric) keeps a pod carrying our labels off both, so it never runs.
-def test_an_image_that_cannot_be_pulled_is_reported_in_seconds(plain: Plane, tmp_path: Path) -> None:
+def test_an_image_that_cannot_be_pulled_is_reported_in_seconds(
+    plain: Plane, tmp_path: Path
+) -> None:
     root, name, ns = _setup(plain, tmp_path, "pull", user=False)
     _config(root, name, image__ref=MISSING_IMAGE)
     t0 = time.monotonic()
@@ -185,7 +285,12 @@ def test_an_image_that_cannot_be_pulled_is_reported_in_seconds(plain: Plane, tmp
     assert res.returncode != 0, said
     assert MISSING_IMAGE in said and ("ImagePullBackOff" in said or "ErrImagePull" in said), said
     assert took < 120, f"reported after {took:.0f} s, not before the 600 s timeout"
-    assert json.loads(plain.ok("get", "pod", "-n", ns, "ml-dev-env-0", "-o", "json"))["status"]["phase"] == "Pending"
+    assert (
+        json.loads(plain.ok("get", "pod", "-n", ns, "ml-dev-env-0", "-o", "json"))["status"][
+            "phase"
+        ]
+        == "Pending"
+    )
 
 
 def test_a_changed_spec_is_rolled_out_before_deploy_says_done(plain: Plane, tmp_path: Path) -> None:
@@ -193,8 +298,10 @@ def test_a_changed_spec_is_rolled_out_before_deploy_says_done(plain: Plane, tmp_
     runs the new revision (the old ones stayed Ready meanwhile)."""
     root, name, ns = _setup(plain, tmp_path, "roll", user=False)
     _ok(mlenv(root, plain, "deploy", name, "--mode", "tcp"), "deploy")
-    uids = {p["metadata"]["name"]: p["metadata"]["uid"]
-            for p in plain.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]}
+    uids = {
+        p["metadata"]["name"]: p["metadata"]["uid"]
+        for p in plain.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]
+    }
     _config(root, name, nccl__debug="WARN")
     out = _ok(mlenv(root, plain, "deploy", name, "--mode", "tcp"), "deploy of a changed spec")
     assert f"deployed {name}: 2/2 pods Ready" in out
@@ -212,17 +319,26 @@ def test_a_changed_spec_is_rolled_out_before_deploy_says_done(plain: Plane, tmp_
     # server refuses to shrink a bound claim, or to grow one whose class cannot expand)
     _config(root, name, storage__datasets_size="7Gi")
     out = _ok(mlenv(root, plain, "deploy", name, "--mode", "tcp"), "deploy of an immutable change")
-    assert "deleting and recreating it" in out and f"deployed {name}: 2/2 pods Ready" in out, out[-2000:]
+    assert "deleting and recreating it" in out and f"deployed {name}: 2/2 pods Ready" in out, out[
+        -2000:
+    ]
     assert _sts_uid(plain, ns) != uid
     sts = plain.json("get", "statefulset", "-n", ns, "ml-dev-env")
-    sizes = {t["metadata"]["name"]: t["spec"]["resources"]["requests"]["storage"] for t in sts["spec"]["volumeClaimTemplates"]}
+    sizes = {
+        t["metadata"]["name"]: t["spec"]["resources"]["requests"]["storage"]
+        for t in sts["spec"]["volumeClaimTemplates"]
+    }
     assert sizes["datasets"] == "7Gi"
     pods = plain.json("get", "pods", "-n", ns, "-l", "apps.kubernetes.io/pod-index")["items"]
-    assert len(pods) == 2 and all(p["metadata"]["labels"]["controller-revision-hash"] == sts["status"]["updateRevision"]
-                                  for p in pods)
+    assert len(pods) == 2 and all(
+        p["metadata"]["labels"]["controller-revision-hash"] == sts["status"]["updateRevision"]
+        for p in pods
+    )
 
 
-def test_an_unresponsive_api_server_ends_every_verb_within_the_timeout(plain: Plane, tmp_path: Path) -> None:
+def test_an_unresponsive_api_server_ends_every_verb_within_the_timeout(
+    plain: Plane, tmp_path: Path
+) -> None:
     """item 11 on the real server: the apiserver stopped (SIGSTOP: connections are accepted
     by the kernel, nothing answers). Each verb exits 3 within MLENV_API_TIMEOUT_S + 5 s
     with one line naming the server, and the plane carries on once it is continued."""
@@ -241,14 +357,24 @@ def test_an_unresponsive_api_server_ends_every_verb_within_the_timeout(plain: Pl
     start_up = time.monotonic() - t0
     os.kill(pid, signal.SIGSTOP)
     try:
-        for verb in (["status", name], ["logs", name], ["deploy", name, "--mode", "tcp"], ["teardown", name]):
+        for verb in (
+            ["status", name],
+            ["logs", name],
+            ["deploy", name, "--mode", "tcp"],
+            ["teardown", name],
+        ):
             t0 = time.monotonic()
             res = mlenv(root, plain, *verb, "--request-timeout", str(timeout_s), timeout=120)
             took = time.monotonic() - t0
             assert res.returncode == 3, (verb, res.stdout, res.stderr)
-            assert took < timeout_s + 5 + start_up, f"{verb[0]}: {took:.1f} s (start-up {start_up:.1f} s)"
+            assert took < timeout_s + 5 + start_up, (
+                f"{verb[0]}: {took:.1f} s (start-up {start_up:.1f} s)"
+            )
             errors = [ln for ln in res.stderr.splitlines() if ln.startswith("error")]
-            assert len(errors) == 1 and server.removeprefix("https://") in errors[0], (verb, res.stderr)
+            assert len(errors) == 1 and server.removeprefix("https://") in errors[0], (
+                verb,
+                res.stderr,
+            )
     finally:
         os.kill(pid, signal.SIGCONT)
     deadline = time.monotonic() + 60
@@ -257,7 +383,9 @@ def test_an_unresponsive_api_server_ends_every_verb_within_the_timeout(plain: Pl
         time.sleep(0.5)
 
 
-def test_a_non_admin_rdma_deploy_is_told_what_rbac_refuses_before_applying(openshift: Plane, tmp_path: Path) -> None:
+def test_a_non_admin_rdma_deploy_is_told_what_rbac_refuses_before_applying(
+    openshift: Plane, tmp_path: Path
+) -> None:
     """item 3 on the real RBAC: a namespace admin may create RoleBindings, but binding the
     SCC's `use` ClusterRole needs `bind` on it or holding `use` of the SCC. With the SCC and
     its role applied by a cluster admin, the user's RDMA deploy is stopped by preflight
@@ -272,20 +400,34 @@ def test_a_non_admin_rdma_deploy_is_told_what_rbac_refuses_before_applying(opens
     cfg = load(name, root)
     # the cluster admin applies them as the hint says (`apply --server-side`: a client-side
     # apply drops the SCC's `priority: null`, which the CRD requires, and is refused)
-    admin_objs = [m for m in render_cluster(cfg, "rdma") if m["kind"] in ("SecurityContextConstraints", "ClusterRole")]
-    openshift.ok("apply", "--server-side", "-f", "-",
-                 stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": admin_objs}))
+    admin_objs = [
+        m
+        for m in render_cluster(cfg, "rdma")
+        if m["kind"] in ("SecurityContextConstraints", "ClusterRole")
+    ]
+    openshift.ok(
+        "apply",
+        "--server-side",
+        "-f",
+        "-",
+        stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": admin_objs}),
+    )
     strict = mlenv(root, openshift, "deploy", name, "--mode", "rdma", "--no-fallback", user=True)
     said = strict.stdout + strict.stderr
     assert strict.returncode == 3, said
     assert "may not bind clusterrole" in said and "use securitycontextconstraints/" in said, said
-    assert openshift.run("get", "statefulset", "-n", ns, "ml-dev-env").returncode != 0  # nothing applied
-    loose = _ok(mlenv(root, openshift, "deploy", name, "--mode", "rdma", user=True), "deploy with fallback")
+    assert (
+        openshift.run("get", "statefulset", "-n", ns, "ml-dev-env").returncode != 0
+    )  # nothing applied
+    loose = _ok(
+        mlenv(root, openshift, "deploy", name, "--mode", "rdma", user=True), "deploy with fallback"
+    )
     assert "may not bind clusterrole" in loose and "(tcp mode, fell back from rdma)" in loose, loose
 
 
 def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a_peer_it_cannot_reach(
-        openshift: Plane, tmp_path: Path) -> None:
+    openshift: Plane, tmp_path: Path
+) -> None:
     """§2's launch on the product's main path. Each pod has a network namespace and an
     address of its own (status.podIP, on the plane's bridge) and resolves the others' names
     to their addresses (the tier writes each pod's /etc/hosts, as cluster DNS would answer);
@@ -302,8 +444,13 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     root, name, ns = _setup(openshift, tmp_path, "launch", user=False)
     _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")
     pods = ("ml-dev-env-0", "ml-dev-env-1")
-    ips = {p: openshift.ok("get", "pod", "-n", ns, p, "-o", "jsonpath={.status.podIP}").strip() for p in pods}
-    assert len(set(ips.values())) == 2 and not any(ip.startswith("127.") for ip in ips.values()), ips
+    ips = {
+        p: openshift.ok("get", "pod", "-n", ns, p, "-o", "jsonpath={.status.podIP}").strip()
+        for p in pods
+    }
+    assert len(set(ips.values())) == 2 and not any(ip.startswith("127.") for ip in ips.values()), (
+        ips
+    )
     # the headless Service's endpoints are those addresses (the real controller's; it refuses
     # loopback ones, which is why the pods could not all be 127.0.0.1)
     listed: list[str] = []
@@ -311,17 +458,39 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     while not set(ips.values()) <= set(listed):
         assert time.monotonic() < deadline, f"endpoints {listed}, pods {ips}"
         time.sleep(0.5)
-        listed = openshift.ok("get", "endpointslices", "-n", ns, "-l", "kubernetes.io/service-name=ml-dev-env-headless",
-                              "-o", "jsonpath={.items[*].endpoints[*].addresses[*]}").split()
+        listed = openshift.ok(
+            "get",
+            "endpointslices",
+            "-n",
+            ns,
+            "-l",
+            "kubernetes.io/service-name=ml-dev-env-headless",
+            "-o",
+            "jsonpath={.items[*].endpoints[*].addresses[*]}",
+        ).split()
     for i, pod in enumerate(pods):
         # kwok runs no container command: what the entry point (scripts/pod-init.sh) does,
         # with sshd in the background instead of the foreground
-        _ok(openshift.run("exec", "-n", ns, pod, "--", "python", "-m", "mlenv.pod", "init", timeout=120),
-            f"pod init in pod {i}")
+        _ok(
+            openshift.run(
+                "exec", "-n", ns, pod, "--", "python", "-m", "mlenv.pod", "init", timeout=120
+            ),
+            f"pod init in pod {i}",
+        )
     # the pod's eth0 holds its status.podIP, and pod 0 resolves pod 1's name to pod 1's
-    seen = _ok(openshift.run("exec", "-n", ns, pods[0], "--", "sh", "-c",
-                             f"ip -4 -o addr show dev eth0; getent hosts {pods[1]}.ml-dev-env-headless.{ns}.svc"),
-               "addresses in pod 0")
+    seen = _ok(
+        openshift.run(
+            "exec",
+            "-n",
+            ns,
+            pods[0],
+            "--",
+            "sh",
+            "-c",
+            f"ip -4 -o addr show dev eth0; getent hosts {pods[1]}.ml-dev-env-headless.{ns}.svc",
+        ),
+        "addresses in pod 0",
+    )
     assert f"inet {ips[pods[0]]}/" in seen and seen.split("\n")[1].split()[0] == ips[pods[1]], seen
 
     checks = "environment,compute.quorum,collectives.all_reduce"
@@ -331,15 +500,19 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     out = res.stdout + res.stderr
     assert res.returncode == 0 and "verdict: PASS" in out, out[-4000:]
     assert "preflight: all 2 peer(s) answer on port 2222" in out, out[-4000:]
-    results = sorted((openshift.volume_dir(ns, "workspace-ml-dev-env-0") / "results").glob("*/results.json"))
+    results = sorted(
+        (openshift.volume_dir(ns, "workspace-ml-dev-env-0") / "results").glob("*/results.json")
+    )
     assert len(results) == 1, results
     doc = json.loads(results[0].read_text())
     assert doc["verdict"] == "PASS", doc["reasons"]
     assert doc["world"]["ranks"] == 2 and doc["world"]["hosts"] == list(pods), doc["world"]
     assert {c["name"] for c in doc["checks"]} == set(checks.split(","))
     assert sorted(c["rank"] for c in doc["checks"] if c["name"] == "environment") == [0, 1]
-    print(f"\n[measured] kube tier: mlenv launch (DeepSpeed over ssh, 2 pods, {checks}): {took:.1f} s; "
-          f"pod addresses {ips}")
+    print(
+        f"\n[measured] kube tier: mlenv launch (DeepSpeed over ssh, 2 pods, {checks}): {took:.1f} s; "
+        f"pod addresses {ips}"
+    )
 
     # pod 1's sshd goes (its pid, as sshd wrote it in the pod's root); pod 0's stays
     pidfile = openshift.pod_dir(ns, pods[1]) / "upper" / "root" / ".mlenv" / "ssh" / "sshd.pid"
@@ -377,28 +550,65 @@ def test_launch_reads_the_racks_from_a_node_label(plain: Plane, tmp_path: Path) 
     root, name, ns = _setup(plain, tmp_path, "topo", user=False)
     _config(root, name, nodes__topology_label=RACK_LABEL)
     _ok(mlenv(root, plain, "deploy", name, "--mode", "tcp"), "deploy")
-    on = {p: plain.ok("get", "pod", "-n", ns, p, "-o", "jsonpath={.spec.nodeName}").strip()
-          for p in ("ml-dev-env-0", "ml-dev-env-1")}
+    on = {
+        p: plain.ok("get", "pod", "-n", ns, p, "-o", "jsonpath={.spec.nodeName}").strip()
+        for p in ("ml-dev-env-0", "ml-dev-env-1")
+    }
     assert len(set(on.values())) == 2, on  # one pod per node (the StatefulSet's anti-affinity)
-    values = {on["ml-dev-env-0"]: "Rack_A", on["ml-dev-env-1"]: "rack-b"}  # the first is no DNS label
+    values = {
+        on["ml-dev-env-0"]: "Rack_A",
+        on["ml-dev-env-1"]: "rack-b",
+    }  # the first is no DNS label
     for n, v in values.items():
         plain.ok("label", "node", n, f"{RACK_LABEL}={v}", "--overwrite")
     try:
         for i in (0, 1):  # kwok runs no container command: the entry point's work, by hand
-            _ok(plain.run("exec", "-n", ns, f"ml-dev-env-{i}", "--", "python", "-m", "mlenv.pod", "init",
-                              timeout=120), f"pod init in pod {i}")
-        res = mlenv(root, plain, "launch", name, "--torchrun", "--", "--checks", "fabric.localize",
-                    "--localize", timeout=600)
+            _ok(
+                plain.run(
+                    "exec",
+                    "-n",
+                    ns,
+                    f"ml-dev-env-{i}",
+                    "--",
+                    "python",
+                    "-m",
+                    "mlenv.pod",
+                    "init",
+                    timeout=120,
+                ),
+                f"pod init in pod {i}",
+            )
+        res = mlenv(
+            root,
+            plain,
+            "launch",
+            name,
+            "--torchrun",
+            "--",
+            "--checks",
+            "fabric.localize",
+            "--localize",
+            timeout=600,
+        )
         out = res.stdout + res.stderr
         assert res.returncode == 0, out[-4000:]
-        assert f"topology: 2 of 2 node(s) in 2 rack(s) from the Node label {RACK_LABEL}" in out, out[-3000:]
+        assert f"topology: 2 of 2 node(s) in 2 rack(s) from the Node label {RACK_LABEL}" in out, (
+            out[-3000:]
+        )
         assert "label value 'Rack_A' used as rack rack-a" in res.stderr
-        results = list((plain.volume_dir(ns, "workspace-ml-dev-env-0") / "results").glob("*/results.json"))
+        results = list(
+            (plain.volume_dir(ns, "workspace-ml-dev-env-0") / "results").glob("*/results.json")
+        )
         assert len(results) == 1, results
         doc = json.loads(results[0].read_text())
         (entry,) = [c for c in doc["checks"] if c["name"] == "fabric.localize"]
-        assert entry["details"].get("racks") == {"ml-dev-env-0": "rack-a", "ml-dev-env-1": "rack-b"}, entry
-        print(f"\n[measured] kube tier: pods on {on}; localize {entry['status']}, racks {entry['details']['racks']}")
+        assert entry["details"].get("racks") == {
+            "ml-dev-env-0": "rack-a",
+            "ml-dev-env-1": "rack-b",
+        }, entry
+        print(
+            f"\n[measured] kube tier: pods on {on}; localize {entry['status']}, racks {entry['details']['racks']}"
+        )
     finally:
         for n in values:
             plain.run("label", "node", n, f"{RACK_LABEL}-")

@@ -30,7 +30,9 @@ CHECKS = "environment"  # quick on two CPU ranks
 
 
 def _ok(res: subprocess.CompletedProcess[str], what: str) -> str:
-    assert res.returncode == 0, f"{what}: exit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    assert res.returncode == 0, (
+        f"{what}: exit {res.returncode}\n{res.stdout[-3000:]}\n{res.stderr[-3000:]}"
+    )
     return res.stdout
 
 
@@ -40,11 +42,20 @@ def _token_kubeconfig(p: Plane, ns: str, path: Path) -> Path:
     token = p.ok("create", "token", SA, "-n", ns, "--duration=10m").strip()
     view = json.loads(p.ok("config", "view", "--raw", "--minify", "-o", "json"))
     cluster = dict(view["clusters"][0]["cluster"])
-    path.write_text(yaml.safe_dump({
-        "apiVersion": "v1", "kind": "Config", "current-context": "sa",
-        "clusters": [{"name": "plane", "cluster": cluster}],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "plane", "user": "sa", "namespace": ns}}]}))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": "sa",
+                "clusters": [{"name": "plane", "cluster": cluster}],
+                "users": [{"name": "sa", "user": {"token": token}}],
+                "contexts": [
+                    {"name": "sa", "context": {"cluster": "plane", "user": "sa", "namespace": ns}}
+                ],
+            }
+        )
+    )
     path.chmod(0o600)
     return path
 
@@ -54,10 +65,14 @@ def _can(p: Plane, ns: str, *args: str) -> str:
     return res.stdout.strip()
 
 
-@pytest.mark.parametrize(("flavor", "user"), [("openshift", False), ("plain", True)],
-                         ids=["openshift-admin", "plain-user"])
+@pytest.mark.parametrize(
+    ("flavor", "user"),
+    [("openshift", False), ("plain", True)],
+    ids=["openshift-admin", "plain-user"],
+)
 def test_the_scheduled_recheck_runs_through_pod_0_and_history_fetch_brings_it_home(
-        flavor: str, user: bool, tmp_path: Path, request) -> None:
+    flavor: str, user: bool, tmp_path: Path, request
+) -> None:
     """As the namespace's admin on the plain flavour, the user without `bind` (RBAC's
     escalation rule: the RoleBinding is allowed because the user holds exec on pod-0;
     on a first deploy the Role does not exist yet, so the binding is not dry-run)."""
@@ -67,6 +82,7 @@ def test_the_scheduled_recheck_runs_through_pod_0_and_history_fetch_brings_it_ho
 
     def mark(what: str) -> None:
         marks.append((what, time.monotonic() - t0))
+
     ns = p.namespace("recheck", user_role="admin" if user else None)
     name = f"recheck-{ns.rsplit('-', 1)[1]}"
     root = checkout(tmp_path, name, "local", ns, "tcp", flavor)
@@ -85,7 +101,9 @@ def test_the_scheduled_recheck_runs_through_pod_0_and_history_fetch_brings_it_ho
         from mlenv.render.recheck import role_binding
 
         rb = role_binding(load(name, root))
-        res = p.run("apply", "--dry-run=server", "--server-side", "-f", "-", user=True, stdin=json.dumps(rb))
+        res = p.run(
+            "apply", "--dry-run=server", "--server-side", "-f", "-", user=True, stdin=json.dumps(rb)
+        )
         assert res.returncode != 0 and "not found" in res.stderr, res.stderr
     out = _ok(mlenv(root, p, "deploy", name, "--mode", "tcp", user=user), "deploy")
     mark("deploy")
@@ -107,11 +125,20 @@ def test_the_scheduled_recheck_runs_through_pod_0_and_history_fetch_brings_it_ho
     assert _can(p, ns, "create", "pods") == "no" and _can(p, ns, "get", "secrets") == "no"
     # nothing cluster-scoped of this deployment
     sel = f"app.kubernetes.io/instance={name}"
-    assert p.ok("get", "clusterroles,clusterrolebindings,priorityclasses", "-l", sel, "-o", "name").strip() == ""
+    assert (
+        p.ok(
+            "get", "clusterroles,clusterrolebindings,priorityclasses", "-l", sel, "-o", "name"
+        ).strip()
+        == ""
+    )
 
     # the pod's entry point (kwok runs none): hostfile, env files, sshd for the preflight
-    _ok(p.run("exec", "-n", ns, "ml-dev-env-0", "--", "python", "-m", "mlenv.pod", "init", timeout=120),
-        "pod init")
+    _ok(
+        p.run(
+            "exec", "-n", ns, "ml-dev-env-0", "--", "python", "-m", "mlenv.pod", "init", timeout=120
+        ),
+        "pod init",
+    )
     mark("rbac checks, pod init")
     kubeconfig = _token_kubeconfig(p, ns, tmp_path / "sa.kubeconfig")
     argv = [p.kubectl, f"--kubeconfig={kubeconfig}", *ctr["command"][1:], "--", "--checks", CHECKS]
@@ -121,7 +148,9 @@ def test_the_scheduled_recheck_runs_through_pod_0_and_history_fetch_brings_it_ho
     mark("the CronJob's command")
     said = res.stdout + res.stderr
     assert res.returncode == 0 and "PASS" in said, said[-4000:]
-    results = sorted((p.volume_dir(ns, "workspace-ml-dev-env-0") / "results").glob("*/results.json"))
+    results = sorted(
+        (p.volume_dir(ns, "workspace-ml-dev-env-0") / "results").glob("*/results.json")
+    )
     assert len(results) == 1, results
     rid = results[0].parent.name
     record = json.loads((results[0].parent / "record.json").read_text())
@@ -131,7 +160,9 @@ def test_the_scheduled_recheck_runs_through_pod_0_and_history_fetch_brings_it_ho
     assert f"fetched run {rid}: PASS" in fetched, fetched
     again = mlenv(root, p, "history", name, "--fetch", "-o", "json", user=user)
     _ok(again, "second fetch")
-    assert "nothing new" in again.stderr and [r["run_id"] for r in json.loads(again.stdout)] == [rid]
+    assert "nothing new" in again.stderr and [r["run_id"] for r in json.loads(again.stdout)] == [
+        rid
+    ]
     assert (root / "reports" / name / rid / "results.json").is_file()
     mark("two fetches")
 
@@ -139,5 +170,7 @@ def test_the_scheduled_recheck_runs_through_pod_0_and_history_fetch_brings_it_ho
     for kind in ("cronjob", "role", "rolebinding", "serviceaccount"):
         assert p.run("get", kind, SA, "-n", ns).returncode != 0, kind
     mark("teardown")
-    print(f"\nrecheck tier test ({flavor}): the CronJob's command ran {run_s:.1f} s; at "
-          + ", ".join(f"{w} {t:.1f} s" for w, t in marks))
+    print(
+        f"\nrecheck tier test ({flavor}): the CronJob's command ran {run_s:.1f} s; at "
+        + ", ".join(f"{w} {t:.1f} s" for w, t in marks)
+    )

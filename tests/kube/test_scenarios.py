@@ -16,9 +16,14 @@ pytestmark = [pytest.mark.kube]  # grouped per flavour by conftest.py
 
 def plane_stage(p: Plane, openshift: bool) -> Stage:
     ns = p.namespace("scn")  # the non-admin user is the project admin there
-    return Stage("plane", OcCluster(p.kubectl, kubeconfig=str(p.kubeconfig())),
-                 OcCluster(p.kubectl, kubeconfig=str(p.kubeconfig(user=True))), ns, MISSING_IMAGE,
-                 openshift=openshift)
+    return Stage(
+        "plane",
+        OcCluster(p.kubectl, kubeconfig=str(p.kubeconfig())),
+        OcCluster(p.kubectl, kubeconfig=str(p.kubeconfig(user=True))),
+        ns,
+        MISSING_IMAGE,
+        openshift=openshift,
+    )
 
 
 @pytest.mark.parametrize("scenario", sorted(SCENARIOS))
@@ -27,15 +32,25 @@ def test_the_real_server_does_what_the_scenario_says(scenario: str, openshift: P
 
 
 # i22: the batched calls meet a plain API too (ImageStream unserved: the batch falls back)
-@pytest.mark.parametrize("scenario", ["openshift_kinds_exist_only_on_openshift",
-                                      "many_objects_read_at_once_answer_as_each_alone",
-                                      "many_questions_asked_at_once_answer_as_each_alone"])
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        "openshift_kinds_exist_only_on_openshift",
+        "many_objects_read_at_once_answer_as_each_alone",
+        "many_questions_asked_at_once_answer_as_each_alone",
+    ],
+)
 def test_the_plain_flavour_serves_no_openshift_kind(scenario: str, plain: Plane) -> None:
     SCENARIOS[scenario](plane_stage(plain, False))
 
 
 def _config_map(name: str) -> dict[str, object]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": f"batch-{name}"}, "data": {"k": "v"}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": f"batch-{name}"},
+        "data": {"k": "v"},
+    }
 
 
 def test_each_batch_is_one_kubectl_call_on_the_real_server(openshift: Plane) -> None:
@@ -46,22 +61,36 @@ def test_each_batch_is_one_kubectl_call_on_the_real_server(openshift: Plane) -> 
     answers each object, for the admin and for the project admin."""
     st = plane_stage(openshift, True)
     ns = st.namespace
-    refs: list[ObjectRef] = [("ServiceAccount", "default", ns), ("ConfigMap", "kube-root-ca.crt", ns),
-                             ("ConfigMap", "absent", ns)]
-    questions = [Question("create", "pods", ns, "exec"), Question("bind", "clusterroles/absent", ns),
-                 Question("patch", "statefulsets.apps", ns), Question("create", "secrets", ns)]
+    refs: list[ObjectRef] = [
+        ("ServiceAccount", "default", ns),
+        ("ConfigMap", "kube-root-ca.crt", ns),
+        ("ConfigMap", "absent", ns),
+    ]
+    questions = [
+        Question("create", "pods", ns, "exec"),
+        Question("bind", "clusterroles/absent", ns),
+        Question("patch", "statefulsets.apps", ns),
+        Question("create", "secrets", ns),
+    ]
     for client in (st.admin, st.user):
         assert isinstance(client, OcCluster)
         lines: list[str] = []
         client.trace = lines.append
         got = client.get_many(refs)
         answers = client.can_i_many(questions)
-        dry = client.dry_run_many([DryRunItem(_config_map(n), ns, live=None) for n in ("a", "b", "c")])
+        dry = client.dry_run_many(
+            [DryRunItem(_config_map(n), ns, live=None) for n in ("a", "b", "c")]
+        )
         assert len(lines) == 3, lines  # no fallback
         assert [(r.kind, r.name, r.action) for r in dry if isinstance(r, ApplyResult)] == [
-            ("ConfigMap", f"batch-{n}", "created") for n in ("a", "b", "c")]
+            ("ConfigMap", f"batch-{n}", "created") for n in ("a", "b", "c")
+        ]
         assert got[refs[0]] is not None and got[refs[1]] is not None and got[refs[2]] is None
         client.trace = None
-        assert answers == [client.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource)
-                           for q in questions]
-    assert st.admin.can_i_many(questions[1:2]) == [True] and st.user.can_i_many(questions[1:2]) == [False]
+        assert answers == [
+            client.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource)
+            for q in questions
+        ]
+    assert st.admin.can_i_many(questions[1:2]) == [True] and st.user.can_i_many(questions[1:2]) == [
+        False
+    ]

@@ -20,22 +20,49 @@ from mlenv.testing.kube import build, manifests, pki
 pytestmark = [pytest.mark.kube]  # grouped per flavour by conftest.py
 
 
-def _pod(ns: str, name: str, image: str = "registry.access.redhat.com/ubi9/ubi-minimal:latest",
-         claim: str | None = None, node: str | None = None) -> dict:
-    spec: dict = {"containers": [{"name": "main", "image": image, "command": ["sleep", "infinity"],
-                                  "env": [{"name": "GREETING", "value": "hello from the pod spec"},
-                                          {"name": "MY_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}],
-                                  "volumeMounts": [{"name": "ws", "mountPath": "/workspace"}]}],
-                  "volumes": [{"name": "ws", "persistentVolumeClaim": {"claimName": claim}} if claim
-                              else {"name": "ws", "emptyDir": {}}]}
+def _pod(
+    ns: str,
+    name: str,
+    image: str = "registry.access.redhat.com/ubi9/ubi-minimal:latest",
+    claim: str | None = None,
+    node: str | None = None,
+) -> dict:
+    spec: dict = {
+        "containers": [
+            {
+                "name": "main",
+                "image": image,
+                "command": ["sleep", "infinity"],
+                "env": [
+                    {"name": "GREETING", "value": "hello from the pod spec"},
+                    {"name": "MY_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                ],
+                "volumeMounts": [{"name": "ws", "mountPath": "/workspace"}],
+            }
+        ],
+        "volumes": [
+            {"name": "ws", "persistentVolumeClaim": {"claimName": claim}}
+            if claim
+            else {"name": "ws", "emptyDir": {}}
+        ],
+    }
     if node:
         spec["nodeName"] = node
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns}, "spec": spec}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": spec,
+    }
 
 
 def _claim(ns: str, name: str) -> dict:
-    return {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": name, "namespace": ns},
-            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+    }
 
 
 def _wait(what: str, check, seconds: float = 60):
@@ -64,7 +91,10 @@ def test_the_server_is_the_pinned_release_over_tls_with_rbac(flavor: str, reques
     assert server.startswith("https://127.0.0.1:")
     # the apiserver's authorizer is Node,RBAC: the user is who its certificate says, and
     # may do nothing in a namespace nobody gave it
-    assert p.ok("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}", user=True) == pki.USER_NAME
+    assert (
+        p.ok("auth", "whoami", "-o", "jsonpath={.status.userInfo.username}", user=True)
+        == pki.USER_NAME
+    )
     ns = p.namespace("rbac", user_role=None)
     denied = p.run("get", "pods", "-n", ns, user=True)
     assert denied.returncode != 0 and "forbidden" in denied.stderr.lower()
@@ -77,7 +107,9 @@ def test_the_server_is_the_pinned_release_over_tls_with_rbac(flavor: str, reques
 # One plane per test (each xdist worker starts one flavour: conftest.py), so each flavour's
 # discovery is its own test.
 @pytest.mark.parametrize("flavor", ["openshift", "plain"])
-def test_discovery_shows_the_openshift_kinds_only_in_the_openshift_flavour(flavor: str, request) -> None:
+def test_discovery_shows_the_openshift_kinds_only_in_the_openshift_flavour(
+    flavor: str, request
+) -> None:
     p: Plane = request.getfixturevalue(flavor)
     kinds = set(p.ok("api-resources", "-o", "name").split())
     assert "statefulsets.apps" in kinds  # discovery answered
@@ -85,13 +117,28 @@ def test_discovery_shows_the_openshift_kinds_only_in_the_openshift_flavour(flavo
         assert not {k for k in kinds if "openshift.io" in k}
         return
     openshift = p
-    ours = {"securitycontextconstraints.security.openshift.io", "routes.route.openshift.io",
-            "buildconfigs.build.openshift.io", "imagestreams.image.openshift.io"}
+    ours = {
+        "securitycontextconstraints.security.openshift.io",
+        "routes.route.openshift.io",
+        "buildconfigs.build.openshift.io",
+        "imagestreams.image.openshift.io",
+    }
     assert ours <= kinds
     # the SCC and Route schemas are openshift/api's (a bad field is refused), ours are marked
-    bad = openshift.run("apply", "--dry-run=server", "-f", "-", stdin=json.dumps(
-        {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints",
-         "metadata": {"name": "x"}, "allowPrivilegedContainer": "not-a-bool"}))
+    bad = openshift.run(
+        "apply",
+        "--dry-run=server",
+        "-f",
+        "-",
+        stdin=json.dumps(
+            {
+                "apiVersion": "security.openshift.io/v1",
+                "kind": "SecurityContextConstraints",
+                "metadata": {"name": "x"},
+                "allowPrivilegedContainer": "not-a-bool",
+            }
+        ),
+    )
     assert bad.returncode != 0 and "allowPrivilegedContainer" in bad.stderr
     crd = openshift.json("get", "crd", "imagestreams.image.openshift.io")
     assert manifests.OURS in crd["metadata"]["annotations"]
@@ -99,7 +146,9 @@ def test_discovery_shows_the_openshift_kinds_only_in_the_openshift_flavour(flavo
 
 def test_nodes_look_like_gpu_operator_nodes_and_cpu_only_nodes(openshift: Plane) -> None:
     nodes = {n["metadata"]["name"]: n for n in openshift.json("get", "nodes")["items"]}
-    gpu = [n for n in nodes.values() if n["metadata"]["labels"].get("nvidia.com/gpu.present") == "true"]
+    gpu = [
+        n for n in nodes.values() if n["metadata"]["labels"].get("nvidia.com/gpu.present") == "true"
+    ]
     cpu = [n for n in nodes.values() if "nvidia.com/gpu" not in n["status"]["allocatable"]]
     assert gpu and cpu
     for n in gpu:
@@ -115,19 +164,34 @@ def test_nodes_look_like_gpu_operator_nodes_and_cpu_only_nodes(openshift: Plane)
 def test_a_claim_binds_and_a_missing_image_is_errimagepull(openshift: Plane) -> None:
     ns = openshift.namespace("storage")
     openshift.apply(_claim(ns, "data"), user=True)
-    _wait("the claim bound", lambda: openshift.run("get", "pvc", "-n", ns, "data", "-o",
-                                                   "jsonpath={.status.phase}").stdout == "Bound")
+    _wait(
+        "the claim bound",
+        lambda: (
+            openshift.run("get", "pvc", "-n", ns, "data", "-o", "jsonpath={.status.phase}").stdout
+            == "Bound"
+        ),
+    )
     sc = openshift.ok("get", "pvc", "-n", ns, "data", "-o", "jsonpath={.spec.storageClassName}")
     assert sc == manifests.DEFAULT_STORAGE_CLASS  # the default class, set by admission
     openshift.apply(_pod(ns, "pulls-nothing", image=MISSING_IMAGE), user=True)
 
     def reason() -> str:
-        return openshift.run("get", "pod", "-n", ns, "pulls-nothing", "-o",
-                             "jsonpath={.status.containerStatuses[0].state.waiting.reason}").stdout
+        return openshift.run(
+            "get",
+            "pod",
+            "-n",
+            ns,
+            "pulls-nothing",
+            "-o",
+            "jsonpath={.status.containerStatuses[0].state.waiting.reason}",
+        ).stdout
 
     assert _wait("ErrImagePull", reason, 30) in ("ErrImagePull", "ImagePullBackOff")
     assert _wait("ImagePullBackOff", lambda: reason() == "ImagePullBackOff", 30)
-    assert openshift.ok("get", "pod", "-n", ns, "pulls-nothing", "-o", "jsonpath={.status.phase}") == "Pending"
+    assert (
+        openshift.ok("get", "pod", "-n", ns, "pulls-nothing", "-o", "jsonpath={.status.phase}")
+        == "Pending"
+    )
 
 
 def test_exec_runs_confined_to_the_pods_own_root(openshift: Plane) -> None:
@@ -139,9 +203,18 @@ def test_exec_runs_confined_to_the_pods_own_root(openshift: Plane) -> None:
     _wait("pod Running", lambda: _running(openshift, ns, "p0"))
     token = uuid.uuid4().hex
     host_ws, host_root = Path("/workspace") / token, Path("/root") / token
-    res = openshift.run("exec", "-n", ns, "p0", "--", "sh", "-c",
-                        f"echo ws > /workspace/{token} && echo home > /root/{token} && echo tmp > /tmp/{token}"
-                        " && hostname && echo \"$GREETING|$MY_POD|$HOME\"", user=True)
+    res = openshift.run(
+        "exec",
+        "-n",
+        ns,
+        "p0",
+        "--",
+        "sh",
+        "-c",
+        f"echo ws > /workspace/{token} && echo home > /root/{token} && echo tmp > /tmp/{token}"
+        ' && hostname && echo "$GREETING|$MY_POD|$HOME"',
+        user=True,
+    )
     assert res.returncode == 0, res.stderr
     assert res.stdout.split("\n")[:2] == ["p0", "hello from the pod spec|p0|/root"]
     assert not host_ws.exists() and not host_root.exists() and not (Path("/tmp") / token).exists()
@@ -154,7 +227,9 @@ def test_exec_runs_confined_to_the_pods_own_root(openshift: Plane) -> None:
     peek = openshift.run("exec", "-n", ns, "p0", "--", "ls", str(openshift.tier.folder / "pki"))
     assert peek.returncode != 0
     # by absolute path: kwok's own namespace, where the host is read-only
-    bypass = openshift.run("exec", "-n", ns, "p0", "--", "/bin/sh", "-c", f"echo x > /root/{token}.abs")
+    bypass = openshift.run(
+        "exec", "-n", ns, "p0", "--", "/bin/sh", "-c", f"echo x > /root/{token}.abs"
+    )
     assert bypass.returncode != 0 and "Read-only file system" in bypass.stderr + bypass.stdout
     assert not Path(f"/root/{token}.abs").exists()
 
@@ -175,7 +250,9 @@ def test_logs_and_cp_reach_the_pod(openshift: Plane, tmp_path: Path) -> None:
     assert back.read_text() == "copied in\n"
 
 
-def test_a_pod_whose_node_does_not_answer_is_unreachable_not_a_failed_command(openshift: Plane) -> None:
+def test_a_pod_whose_node_does_not_answer_is_unreachable_not_a_failed_command(
+    openshift: Plane,
+) -> None:
     """i22.9 on the real server: exec and logs reach a pod through its node's kubelet. A
     node that kwok does not serve (its kubelet port closed) makes the server answer with a
     refused dial; mlenv says exit 3 naming the pod and the node's dial, where it said
@@ -186,23 +263,78 @@ def test_a_pod_whose_node_does_not_answer_is_unreachable_not_a_failed_command(op
 
     node = f"lost-{uuid.uuid4().hex[:6]}"
     ns = openshift.namespace("lost")
-    openshift.apply({"apiVersion": "v1", "kind": "Node", "metadata": {"name": node},
-                     "spec": {"taints": [{"key": "mlenv-tests/lost", "effect": "NoSchedule"}]}})
+    openshift.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {"name": node},
+            "spec": {"taints": [{"key": "mlenv-tests/lost", "effect": "NoSchedule"}]},
+        }
+    )
     try:
         now = "2026-11-27T12:00:00Z"
-        openshift.ok("patch", "node", node, "--subresource=status", "--type=merge", "-p", json.dumps({"status": {
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": 1}},  # nothing listens there
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-            "conditions": [{"type": "Ready", "status": "True", "reason": "Test", "message": "test",
-                            "lastHeartbeatTime": now, "lastTransitionTime": now}]}}))
+        openshift.ok(
+            "patch",
+            "node",
+            node,
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps(
+                {
+                    "status": {
+                        "daemonEndpoints": {
+                            "kubeletEndpoint": {"Port": 1}
+                        },  # nothing listens there
+                        "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                        "conditions": [
+                            {
+                                "type": "Ready",
+                                "status": "True",
+                                "reason": "Test",
+                                "message": "test",
+                                "lastHeartbeatTime": now,
+                                "lastTransitionTime": now,
+                            }
+                        ],
+                    }
+                }
+            ),
+        )
         openshift.apply(_pod(ns, "p0", node=node))
-        openshift.ok("patch", "pod", "-n", ns, "p0", "--subresource=status", "--type=merge", "-p", json.dumps({
-            "status": {"phase": "Running", "containerStatuses": [{
-                "name": "main", "image": "x", "imageID": "", "ready": True, "restartCount": 0,
-                "state": {"running": {"startedAt": now}}}]}}))
+        openshift.ok(
+            "patch",
+            "pod",
+            "-n",
+            ns,
+            "p0",
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps(
+                {
+                    "status": {
+                        "phase": "Running",
+                        "containerStatuses": [
+                            {
+                                "name": "main",
+                                "image": "x",
+                                "imageID": "",
+                                "ready": True,
+                                "restartCount": 0,
+                                "state": {"running": {"startedAt": now}},
+                            }
+                        ],
+                    }
+                }
+            ),
+        )
         client = OcCluster(openshift.kubectl, kubeconfig=str(openshift.kubeconfig()))
         for check in (True, False):
-            with pytest.raises(NodeUnreachable, match=r"pod p0: .*could not reach the node.*dial tcp 127\.0\.0\.1:1"):
+            with pytest.raises(
+                NodeUnreachable,
+                match=r"pod p0: .*could not reach the node.*dial tcp 127\.0\.0\.1:1",
+            ):
                 client.exec("p0", ns, ["true"], check=check, timeout=30)
         with pytest.raises(NodeUnreachable, match="pod p0"):
             client.logs("p0", ns)
@@ -210,8 +342,11 @@ def test_a_pod_whose_node_does_not_answer_is_unreachable_not_a_failed_command(op
         openshift.run("delete", "node", node, "--wait=false")
 
 
-@pytest.mark.parametrize(("flavor", "user"), [("openshift", False), ("plain", True)],
-                         ids=["openshift-admin", "plain-user"])
+@pytest.mark.parametrize(
+    ("flavor", "user"),
+    [("openshift", False), ("plain", True)],
+    ids=["openshift-admin", "plain-user"],
+)
 def test_the_cluster_live_tier_passes_against_the_plane(flavor: str, user: bool, request) -> None:
     """§2: tests/cluster_live (written for a developer's own cluster; it skips without one)
     runs against the plane as part of make test: as the admin on the OpenShift flavour,
@@ -221,10 +356,31 @@ def test_the_cluster_live_tier_passes_against_the_plane(flavor: str, user: bool,
 
     p: Plane = request.getfixturevalue(flavor)
     ns = p.namespace("live")
-    env = {**p.env(user), "MLENV_LIVE_NAMESPACE": ns, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
-                          "-rs", "tests/cluster_live"], cwd=Path(__file__).resolve().parents[2], env=env,
-                         capture_output=True, text=True, check=False, timeout=600)
+    env = {
+        **p.env(user),
+        "MLENV_LIVE_NAMESPACE": ns,
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    res = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:xdist",
+            "-rs",
+            "tests/cluster_live",
+        ],
+        cwd=Path(__file__).resolve().parents[2],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
     tail = res.stdout[-3000:] + res.stderr[-2000:]
     assert res.returncode == 0, tail
     assert " passed" in res.stdout and "skipped" not in res.stdout, tail
@@ -234,4 +390,6 @@ def test_the_plain_flavour_is_a_gpu_less_cluster(plain: Plane) -> None:
     """i22.2 needs a cluster without GPUs (kind, CRC): the plain flavour's nodes have no
     nvidia.com/gpu, so its main flow proves the `local` example deploys there."""
     nodes = plain.json("get", "nodes")["items"]
-    assert nodes and all("nvidia.com/gpu" not in (n["status"].get("allocatable") or {}) for n in nodes)
+    assert nodes and all(
+        "nvidia.com/gpu" not in (n["status"].get("allocatable") or {}) for n in nodes
+    )

@@ -12,8 +12,19 @@ import pytest
 from mlenv import contract
 
 
-@pytest.mark.parametrize(("verdict", "code"), [("PASS", 0), ("FAIL", 1), ("ERROR", 3), (None, 3),
-                                               ("pass", 3), ("", 3), (1, 3), (["PASS"], 3)])
+@pytest.mark.parametrize(
+    ("verdict", "code"),
+    [
+        ("PASS", 0),
+        ("FAIL", 1),
+        ("ERROR", 3),
+        (None, 3),
+        ("pass", 3),
+        ("", 3),
+        (1, 3),
+        (["PASS"], 3),
+    ],
+)
 def test_only_pass_is_0_and_only_fail_is_1(verdict: object, code: int) -> None:
     assert contract.exit_for_verdict(verdict) == code
 
@@ -42,6 +53,8 @@ def test_shown_escapes_what_a_terminal_would_act_on() -> None:
     from mlenv.contract import shown
 
     assert shown("rank 5 (h1, GPU 1) µs ✓") == "rank 5 (h1, GPU 1) µs ✓"  # printable text as it is
-    assert shown("a\x1b]0;t\x07b\rc\x9bd\u202ee\x7f\n") == "a\\x1b]0;t\\x07b\\rc\\x9bd\\u202ee\\x7f\\n"
+    assert (
+        shown("a\x1b]0;t\x07b\rc\x9bd\u202ee\x7f\n") == "a\\x1b]0;t\\x07b\\rc\\x9bd\\u202ee\\x7f\\n"
+    )
     assert shown("one\ntwo\tx\r", keep="\n\t") == "one\ntwo\tx\\r"
     assert shown(3) == "3"

@@ -9,8 +9,10 @@ that cannot import a module. Changing a rule means changing docs/architecture.md
 from __future__ import annotations
 
 import ast
+import io
 import re
 import sys
+import tokenize
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,8 +33,17 @@ MAY_IMPORT: dict[str, set[str]] = {
     "signoff": {"errors", "contract", "config", "render", "acceptance"},
     # The platform interface (issue 21): Kubernetes through cluster/ and render/, Slurm and hosts.
     # Issue 26: platforms mark nodes for quarantine (their Marker) and run its verbs.
-    "platforms": {"config", "render", "cluster", "errors", "contract", "argv", "generated", "acceptance",
-                  "quarantine"},
+    "platforms": {
+        "config",
+        "render",
+        "cluster",
+        "errors",
+        "contract",
+        "argv",
+        "generated",
+        "acceptance",
+        "quarantine",
+    },
     # Issue 26: quarantine/release of a run's FAILED nodes, platform-neutral: the run, the
     # targets, the records; what a mark is comes from the platform (a Marker).
     "quarantine": {"errors", "contract", "argv", "acceptance"},
@@ -51,7 +62,11 @@ MAY_IMPORT: dict[str, set[str]] = {
 
 # Third-party packages each layer may import at all (stdlib is always fine).
 THIRD_PARTY: dict[str, set[str]] = {
-    "errors": set(), "argv": set(), "contract": set(), "__init__": set(), "__main__": set(),
+    "errors": set(),
+    "argv": set(),
+    "contract": set(),
+    "__init__": set(),
+    "__main__": set(),
     "config": {"yaml", "jsonschema"},
     "render": {"yaml", "jsonschema", "jinja2", "referencing", "kubernetes_validate"},
     "generated": set(),
@@ -67,30 +82,67 @@ THIRD_PARTY: dict[str, set[str]] = {
 
 # Libraries that cost seconds to import: only inside the functions that need them, so
 # `mlenv --help` and every verb that does not measure anything start fast.
-HEAVY = {"torch", "deepspeed", "numpy", "matplotlib", "openshift_client", "jsonschema", "jinja2",
-         "kubernetes_validate", "referencing"}
+HEAVY = {
+    "torch",
+    "deepspeed",
+    "numpy",
+    "matplotlib",
+    "openshift_client",
+    "jsonschema",
+    "jinja2",
+    "kubernetes_validate",
+    "referencing",
+}
 # Where a module-level heavy import is fine: modules only ever imported in the ranks, or
 # already behind a function-level import in every caller.
-HEAVY_OK_PREFIXES = ("mlenv/acceptance/", "mlenv/render/", "mlenv/config/schema.py",
-                     "mlenv/config/docs.py", "mlenv/cluster/oc.py")
+HEAVY_OK_PREFIXES = (
+    "mlenv/acceptance/",
+    "mlenv/render/",
+    "mlenv/config/schema.py",
+    "mlenv/config/docs.py",
+    "mlenv/cluster/oc.py",
+)
 
 # Who may write to the terminal: the CLI, the in-pod entry points, and the acceptance
 # ranks' console (rank 0 prints the live lines and the verdict, as nccl-tests does).
-MAY_PRINT = ("mlenv/cli/", "mlenv/pod/__main__.py", "mlenv/pod/runtime.py", "mlenv/acceptance/__main__.py",
-             "mlenv/acceptance/reports/console.py", "mlenv/acceptance/checks/collectives.py",
-             "mlenv/config/docs.py", "mlenv/testing/kubectl_cli.py", "mlenv/testing/fake_mlenv.py",
-             # an entry point (`python -m`, run by make venv) whose one warning goes to the rank's stderr
-             "mlenv/acceptance/checks/dsops.py",
-             "mlenv/testing/kube/__main__.py", "mlenv/testing/kube/podroots.py")
+MAY_PRINT = (
+    "mlenv/cli/",
+    "mlenv/pod/__main__.py",
+    "mlenv/pod/runtime.py",
+    "mlenv/acceptance/__main__.py",
+    "mlenv/acceptance/reports/console.py",
+    "mlenv/acceptance/checks/collectives.py",
+    "mlenv/config/docs.py",
+    "mlenv/testing/kubectl_cli.py",
+    "mlenv/testing/fake_mlenv.py",
+    # an entry point (`python -m`, run by make venv) whose one warning goes to the rank's stderr
+    "mlenv/acceptance/checks/dsops.py",
+    "mlenv/testing/kube/__main__.py",
+    "mlenv/testing/kube/podroots.py",
+)
 PRINT_CALLS = {"print", "typer.echo", "click.echo", "sys.stdout.write", "sys.stderr.write"}
 
 # Who may start processes: the cluster client and key generation, the pod runtime, the
 # acceptance launcher and environment probes, the Slurm/hosts drivers. Never the CLI
 # (a verb parses, calls and prints), config or render.
-MAY_SPAWN = ("mlenv/cluster/oc.py", "mlenv/cluster/keys.py", "mlenv/pod/", "mlenv/acceptance/",
-             "mlenv/platforms/", "mlenv/testing/")
+MAY_SPAWN = (
+    "mlenv/cluster/oc.py",
+    "mlenv/cluster/keys.py",
+    "mlenv/pod/",
+    "mlenv/acceptance/",
+    "mlenv/platforms/",
+    "mlenv/testing/",
+)
 SPAWN_PREFIXES = ("subprocess.", "os.exec", "os.spawn", "asyncio.create_subprocess")
-SPAWN_CALLS = {"os.system", "os.popen", "os.fork", "os.posix_spawn", "os.posix_spawnp", "pty.spawn", "Popen"}
+SPAWN_CALLS = {
+    "os.system",
+    "os.popen",
+    "os.fork",
+    "os.posix_spawn",
+    "os.posix_spawnp",
+    "pty.spawn",
+    "Popen",
+}
 
 
 @dataclass(frozen=True)
@@ -98,6 +150,7 @@ class Module:
     path: str  # relative, e.g. mlenv/cluster/oc.py
     layer: str
     tree: ast.Module
+    source: str = ""  # the file's text; empty for a module built from a tree alone
 
 
 def _modules() -> list[Module]:
@@ -106,7 +159,8 @@ def _modules() -> list[Module]:
         rel = p.relative_to(PKG.parent).as_posix()
         parts = p.relative_to(PKG).parts
         layer = parts[0] if len(parts) > 1 else parts[0].removesuffix(".py")
-        out.append(Module(rel, layer, ast.parse(p.read_text(encoding="utf-8"), rel)))
+        text = p.read_text(encoding="utf-8")
+        out.append(Module(rel, layer, ast.parse(text, rel), text))
     return out
 
 
@@ -116,7 +170,9 @@ MODULES = _modules()
 def _imports(m: Module) -> list[tuple[int, str, bool]]:
     """(line, module, at module level) for every import in ``m``."""
     top = {id(n) for n in m.tree.body}
-    for stmt in m.tree.body:  # `if TYPE_CHECKING:` / try blocks at module level count as module level
+    for (
+        stmt
+    ) in m.tree.body:  # `if TYPE_CHECKING:` / try blocks at module level count as module level
         if isinstance(stmt, (ast.If, ast.Try)):
             top |= {id(x) for x in ast.walk(stmt)}
     found = []
@@ -151,7 +207,9 @@ def test_imports_follow_the_layering(m: Module) -> None:
             continue
         target = parts[1]
         if target != m.layer and target not in allowed:
-            bad.append(f"{m.path}:{line}: layer {m.layer!r} imports {mod} (allowed: {sorted(allowed) or 'none'})")
+            bad.append(
+                f"{m.path}:{line}: layer {m.layer!r} imports {mod} (allowed: {sorted(allowed) or 'none'})"
+            )
     assert not bad, "\n".join(bad)
 
 
@@ -166,7 +224,9 @@ def test_third_party_imports_per_layer(m: Module) -> None:
         if top not in allowed:
             bad.append(f"{m.path}:{line}: layer {m.layer!r} imports third-party {top!r}")
         elif at_top and top in HEAVY and not m.path.startswith(HEAVY_OK_PREFIXES):
-            bad.append(f"{m.path}:{line}: {top!r} imported at module level (import it inside the function)")
+            bad.append(
+                f"{m.path}:{line}: {top!r} imported at module level (import it inside the function)"
+            )
     assert not bad, "\n".join(bad)
 
 
@@ -174,8 +234,11 @@ def test_third_party_imports_per_layer(m: Module) -> None:
 def test_only_the_edges_print(m: Module) -> None:
     if m.path.startswith(MAY_PRINT):
         return
-    bad = [f"{m.path}:{line}: {name}(...) outside the CLI/console (return text or take a `say` callback)"
-           for line, name in _calls(m) if name in PRINT_CALLS]
+    bad = [
+        f"{m.path}:{line}: {name}(...) outside the CLI/console (return text or take a `say` callback)"
+        for line, name in _calls(m)
+        if name in PRINT_CALLS
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -183,8 +246,11 @@ def test_only_the_edges_print(m: Module) -> None:
 def test_only_the_runners_start_processes(m: Module) -> None:
     if m.path.startswith(MAY_SPAWN):
         return
-    bad = [f"{m.path}:{line}: {name}(...) starts a process outside the layers allowed to"
-           for line, name in _calls(m) if name in SPAWN_CALLS or name.startswith(SPAWN_PREFIXES)]
+    bad = [
+        f"{m.path}:{line}: {name}(...) starts a process outside the layers allowed to"
+        for line, name in _calls(m)
+        if name in SPAWN_CALLS or name.startswith(SPAWN_PREFIXES)
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -203,7 +269,9 @@ def _name_literals(m: Module) -> list[tuple[int, str]]:
             head = n.values[0].value
             if isinstance(head, str) and OBJECT_NAME.match(head):
                 out.append((n.lineno, ast.unparse(n)))
-        elif isinstance(n, ast.Constant) and isinstance(n.value, str) and OBJECT_NAME.match(n.value):
+        elif (
+            isinstance(n, ast.Constant) and isinstance(n.value, str) and OBJECT_NAME.match(n.value)
+        ):
             out.append((n.lineno, repr(n.value)))
     return out
 
@@ -212,8 +280,10 @@ def _name_literals(m: Module) -> list[tuple[int, str]]:
 def test_object_names_are_typed_in_one_place(m: Module) -> None:
     if m.path in NAMES_AT_HOME:
         return
-    bad = [f"{m.path}:{line}: {text}: use the name from mlenv/contract.py or mlenv/render/names.py"
-           for line, text in _name_literals(m)]
+    bad = [
+        f"{m.path}:{line}: {text}: use the name from mlenv/contract.py or mlenv/render/names.py"
+        for line, text in _name_literals(m)
+    ]
     assert not bad, "\n".join(bad)
 
 
@@ -230,8 +300,14 @@ def test_the_rules_catch_a_violation(tmp_path: Path) -> None:
         test_only_the_edges_print(m)
     with pytest.raises(AssertionError, match="starts a process"):
         test_only_the_runners_start_processes(m)
-    named = Module("mlenv/cli/cmd_x.py", "cli", ast.parse('POD = "ml-dev-env-0"\nf = lambda i: f"ml-dev-env-{i}"\n'))
-    with pytest.raises(AssertionError, match=r"cmd_x.py:1: 'ml-dev-env-0'(.|\n)*cmd_x.py:2: f'ml-dev-env-"):
+    named = Module(
+        "mlenv/cli/cmd_x.py",
+        "cli",
+        ast.parse('POD = "ml-dev-env-0"\nf = lambda i: f"ml-dev-env-{i}"\n'),
+    )
+    with pytest.raises(
+        AssertionError, match=r"cmd_x.py:1: 'ml-dev-env-0'(.|\n)*cmd_x.py:2: f'ml-dev-env-"
+    ):
         test_object_names_are_typed_in_one_place(named)
 
 
@@ -242,7 +318,11 @@ def test_the_rules_catch_a_violation(tmp_path: Path) -> None:
 ACCEPTANCE_PARTS = ("core", "evidence", "judging", "records", "reports", "checks", "run")
 # Compatibility names at mlenv/acceptance/ for scripts synced into pods: nothing in the
 # package imports them (it imports what they re-export).
-ACCEPTANCE_COMPAT = {"mlenv.acceptance.datasets", "mlenv.acceptance.data", "mlenv.acceptance.models"}
+ACCEPTANCE_COMPAT = {
+    "mlenv.acceptance.datasets",
+    "mlenv.acceptance.data",
+    "mlenv.acceptance.models",
+}
 
 
 def _part(path: str) -> str | None:
@@ -262,7 +342,7 @@ def _all_imports(m: Module) -> list[tuple[int, str, list[str]]]:
         elif isinstance(n, ast.ImportFrom):
             base = n.module or ""
             if n.level:
-                up = pkg[:len(pkg) - (n.level - 1)]
+                up = pkg[: len(pkg) - (n.level - 1)]
                 base = ".".join(up + ([base] if base else []))
             out.append((n.lineno, base, [a.name for a in n.names]))
     return out
@@ -275,13 +355,17 @@ def test_acceptance_parts_import_only_earlier_parts(m: Module) -> None:
     for line, mod, _ in _all_imports(m):
         s = mod.split(".")
         if mod in ACCEPTANCE_COMPAT and m.path not in ("mlenv/acceptance/data.py",):
-            bad.append(f"{m.path}:{line}: imports the compatibility name {mod} (import what it re-exports)")
+            bad.append(
+                f"{m.path}:{line}: imports the compatibility name {mod} (import what it re-exports)"
+            )
         if me is None or s[:2] != ["mlenv", "acceptance"]:
             continue
         if len(s) < 3 or s[2] not in ACCEPTANCE_PARTS:
             bad.append(f"{m.path}:{line}: part {me!r} imports {mod}, which is no part of the suite")
         elif ACCEPTANCE_PARTS.index(s[2]) > ACCEPTANCE_PARTS.index(me):
-            bad.append(f"{m.path}:{line}: part {me!r} imports {mod} (a later part; order: {', '.join(ACCEPTANCE_PARTS)})")
+            bad.append(
+                f"{m.path}:{line}: part {me!r} imports {mod} (a later part; order: {', '.join(ACCEPTANCE_PARTS)})"
+            )
     assert not bad, "\n".join(bad)
 
 
@@ -303,8 +387,10 @@ def test_no_module_imports_another_packages_internals(m: Module) -> None:
             continue
         for dotted in [mod] + [f"{mod}.{n}" for n in names]:
             parts = dotted.split(".")
-            private = [i for i, x in enumerate(parts) if x.startswith("_") and not x.startswith("__")]
-            if private and _package_of(".".join(parts[:private[0] + 1]), PKG.parent) != own:
+            private = [
+                i for i, x in enumerate(parts) if x.startswith("_") and not x.startswith("__")
+            ]
+            if private and _package_of(".".join(parts[: private[0] + 1]), PKG.parent) != own:
                 bad.append(f"{m.path}:{line}: imports {dotted}, internal to another package")
     assert not bad, "\n".join(bad)
 
@@ -336,8 +422,11 @@ def import_graph(root: Path, top: str = "mlenv") -> dict[str, set[str]]:
                     continue
                 graph[name].add(hit)
                 s = hit.split(".")
-                graph[name] |= {".".join(s[:i]) for i in range(1, len(s))
-                                if ".".join(s[:i]) in files and ".".join(s[:i]) not in ancestors}
+                graph[name] |= {
+                    ".".join(s[:i])
+                    for i in range(1, len(s))
+                    if ".".join(s[:i]) in files and ".".join(s[:i]) not in ancestors
+                }
     return graph
 
 
@@ -380,7 +469,8 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_cycles() -> None:
     found = cycles(import_graph(PKG.parent))
     assert not found, "import cycles (every import counts, lazy ones too):\n" + "\n".join(
-        " ↔ ".join(c) for c in found)
+        " ↔ ".join(c) for c in found
+    )
 
 
 def test_the_cycle_detector_catches_a_planted_cycle(tmp_path: Path) -> None:
@@ -390,7 +480,9 @@ def test_the_cycle_detector_catches_a_planted_cycle(tmp_path: Path) -> None:
     (pkg / "a").mkdir(parents=True)
     (pkg / "__init__.py").write_text("")
     (pkg / "a" / "__init__.py").write_text("from mlenv.a import x\n")
-    (pkg / "a" / "x.py").write_text("from mlenv.a import y\n")  # inside its own package: no __init__ edge
+    (pkg / "a" / "x.py").write_text(
+        "from mlenv.a import y\n"
+    )  # inside its own package: no __init__ edge
     (pkg / "a" / "y.py").write_text("X = 1\n")
     (pkg / "b.py").write_text("from mlenv.a.y import X\n")
     assert cycles(import_graph(tmp_path)) == []
@@ -401,31 +493,52 @@ def test_the_cycle_detector_catches_a_planted_cycle(tmp_path: Path) -> None:
 def test_every_shipped_check_module_is_in_the_registry() -> None:
     """A check module that registers checks but is missing from registry.SHIPPED would never run."""
     reg = next(m for m in MODULES if m.path == "mlenv/acceptance/core/registry.py")
-    shipped = next(ast.literal_eval(n.value) for n in reg.tree.body
-                   if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "SHIPPED" for t in n.targets))
-    registering = {m.path.removesuffix(".py").replace("/", ".") for m in MODULES
-                   if m.path.startswith("mlenv/acceptance/checks/") and "@register" in ast.unparse(m.tree)}
-    assert registering and registering == set(shipped), f"registering: {sorted(registering)}; SHIPPED: {sorted(shipped)}"
+    shipped = next(
+        ast.literal_eval(n.value)
+        for n in reg.tree.body
+        if isinstance(n, ast.Assign) and any(getattr(t, "id", "") == "SHIPPED" for t in n.targets)
+    )
+    registering = {
+        m.path.removesuffix(".py").replace("/", ".")
+        for m in MODULES
+        if m.path.startswith("mlenv/acceptance/checks/") and "@register" in ast.unparse(m.tree)
+    }
+    assert registering and registering == set(shipped), (
+        f"registering: {sorted(registering)}; SHIPPED: {sorted(shipped)}"
+    )
 
 
-# -- no function over 80 lines -------------------------------------------------------------
-MAX_FUNCTION_LINES = 80
-# Functions longer than that when the rule came in (i21). This list may only shrink: split
-# a function and remove it here; a new entry is refused by test_the_long_function_list_only_shrinks.
-LONG_FUNCTIONS_ALLOWED: dict[str, int] = {
-    "mlenv/render/workload.py::statefulset": 106,
-}
+# -- no function over 75 logical lines --------------------------------------------------
+# A function's length is its logical lines: each statement's line (a statement the formatter
+# wraps over ten physical lines is one) and each comment line. So the rule judges the code,
+# not `ruff format`'s line breaks: every function measured the same before and after the tree
+# was formatted, and the longest then was 72.
+MAX_FUNCTION_LINES = 75
+
+
+def _logical_line_ends(m: Module) -> list[int]:
+    """The line of each logical line's end and of each comment line in ``m``."""
+    src = m.source or ast.unparse(m.tree)
+    out = []
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if tok.type == tokenize.NEWLINE or (
+            tok.type == tokenize.COMMENT and tok.line.lstrip().startswith("#")
+        ):
+            out.append(tok.start[0])
+    return out
 
 
 def function_lengths(m: Module) -> dict[str, int]:
-    """``path::Qualified.name`` → lines from ``def`` to its last line, for every function
-    (methods and nested functions too, each on its own)."""
+    """``path::Qualified.name`` → logical lines from ``def`` to its last line, for every
+    function (methods and nested functions too, each on its own)."""
+    ends = _logical_line_ends(m)
     out: dict[str, int] = {}
 
     def walk(node: ast.AST, prefix: str) -> None:
         for n in ast.iter_child_nodes(node):
             if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                out[f"{m.path}::{prefix}{n.name}"] = (n.end_lineno or n.lineno) - n.lineno + 1
+                last = n.end_lineno or n.lineno
+                out[f"{m.path}::{prefix}{n.name}"] = sum(1 for e in ends if n.lineno <= e <= last)
                 walk(n, f"{prefix}{n.name}.")
             elif isinstance(n, ast.ClassDef):
                 walk(n, f"{prefix}{n.name}.")
@@ -435,41 +548,42 @@ def function_lengths(m: Module) -> dict[str, int]:
 
 
 @pytest.mark.parametrize("m", MODULES, ids=lambda m: m.path)
-def test_no_function_over_80_lines(m: Module) -> None:
-    bad = [f"{name}: {n} lines (at most {MAX_FUNCTION_LINES}; split it)"
-           for name, n in function_lengths(m).items()
-           if n > MAX_FUNCTION_LINES and n > LONG_FUNCTIONS_ALLOWED.get(name, 0)]
+def test_no_function_over_75_logical_lines(m: Module) -> None:
+    bad = [
+        f"{name}: {n} lines (at most {MAX_FUNCTION_LINES}; split it)"
+        for name, n in function_lengths(m).items()
+        if n > MAX_FUNCTION_LINES
+    ]
     assert not bad, "\n".join(bad)
-
-
-def test_the_long_function_list_only_shrinks() -> None:
-    """Every allowed entry still exists and is still long (else remove it), and the list
-    never grows past the functions it started with."""
-    lengths = {k: v for m in MODULES for k, v in function_lengths(m).items()}
-    stale = [f"{name}: now {lengths.get(name, 'gone')} lines: remove it from LONG_FUNCTIONS_ALLOWED"
-             for name in LONG_FUNCTIONS_ALLOWED if lengths.get(name, 0) <= MAX_FUNCTION_LINES]
-    assert not stale, "\n".join(stale)
-    assert len(LONG_FUNCTIONS_ALLOWED) <= 2 and all(v <= 109 for v in LONG_FUNCTIONS_ALLOWED.values())
 
 
 def test_the_length_rule_catches_a_long_function() -> None:
     body = "".join(f"    x{i} = {i}\n" for i in range(MAX_FUNCTION_LINES))
-    m = Module("mlenv/config/long.py", "config", ast.parse(f"def f():\n{body}"))
-    with pytest.raises(AssertionError, match=r"long.py::f: 81 lines"):
-        test_no_function_over_80_lines(m)
+    src = f"def f():\n{body}"
+    m = Module("mlenv/config/long.py", "config", ast.parse(src), src)
+    with pytest.raises(AssertionError, match=r"long.py::f: 76 lines"):
+        test_no_function_over_75_logical_lines(m)
 
 
 def _platform_tests(tree: ast.Module) -> list[int]:
     """Lines comparing an ``x.platform`` attribute (``cfg.platform == "slurm"``, ``in (…)``)."""
-    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Compare)
-            and any(isinstance(e, ast.Attribute) and e.attr == "platform" for e in [n.left, *n.comparators])]
+    return [
+        n.lineno
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Compare)
+        and any(
+            isinstance(e, ast.Attribute) and e.attr == "platform" for e in [n.left, *n.comparators]
+        )
+    ]
 
 
 @pytest.mark.parametrize("m", [m for m in MODULES if m.layer == "cli"], ids=lambda m: m.path)
 def test_no_cli_verb_tests_a_platform_string(m: Module) -> None:
     # issue 21: a verb calls platform_for(cfg).<verb>(); the platform decides, not the verb
-    bad = [f"{m.path}:{line}: compares .platform (call the Platform interface instead)"
-           for line in _platform_tests(m.tree)]
+    bad = [
+        f"{m.path}:{line}: compares .platform (call the Platform interface instead)"
+        for line in _platform_tests(m.tree)
+    ]
     assert not bad, "\n".join(bad)
 
 

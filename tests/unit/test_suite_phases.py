@@ -30,13 +30,21 @@ def test_every_long_first_module_exists() -> None:
 
 def test_integration_starts_first_and_its_long_modules_before_the_rest() -> None:
     conf = _conftest()
-    ids = ["tests/unit/test_contract.py::t", "tests/cli/test_verbs.py::t",
-           "tests/integration/test_acceptance_local.py::t", "tests/integration/test_pod_launch.py::t",
-           "tests/gpu/test_checks_gpu.py::t"]
+    ids = [
+        "tests/unit/test_contract.py::t",
+        "tests/cli/test_verbs.py::t",
+        "tests/integration/test_acceptance_local.py::t",
+        "tests/integration/test_pod_launch.py::t",
+        "tests/gpu/test_checks_gpu.py::t",
+    ]
     order = sorted(ids, key=conf._start_rank)
-    assert order == ["tests/integration/test_pod_launch.py::t", "tests/integration/test_acceptance_local.py::t",
-                     "tests/cli/test_verbs.py::t", "tests/unit/test_contract.py::t",
-                     "tests/gpu/test_checks_gpu.py::t"]
+    assert order == [
+        "tests/integration/test_pod_launch.py::t",
+        "tests/integration/test_acceptance_local.py::t",
+        "tests/cli/test_verbs.py::t",
+        "tests/unit/test_contract.py::t",
+        "tests/gpu/test_checks_gpu.py::t",
+    ]
 
 
 def test_every_test_carries_its_tiers_marker(request: pytest.FixtureRequest) -> None:
@@ -47,7 +55,8 @@ def test_every_test_carries_its_tiers_marker(request: pytest.FixtureRequest) -> 
 def _suite(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(CONFTEST.read_text())
     pytester.makeini("[pytest]\nmarkers =\n    serial: alone\n")
-    pytester.makepyfile(test_x="""
+    pytester.makepyfile(
+        test_x="""
         import pytest
 
         @pytest.mark.serial
@@ -56,11 +65,13 @@ def _suite(pytester: pytest.Pytester) -> None:
 
         def test_plain():
             pass
-    """)
+    """
+    )
 
 
-def test_a_serial_test_skips_with_its_reason_on_an_xdist_worker(pytester: pytest.Pytester,
-                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_serial_test_skips_with_its_reason_on_an_xdist_worker(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _suite(pytester)
     monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
     res = pytester.runpytest_inprocess("-rs")
@@ -68,20 +79,25 @@ def test_a_serial_test_skips_with_its_reason_on_an_xdist_worker(pytester: pytest
     res.stdout.fnmatch_lines(["*serial: judged against wall time or other ranks*pytest -m serial*"])
 
 
-def test_the_serial_phase_runs_it(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_serial_phase_runs_it(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     _suite(pytester)
     monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
     pytester.runpytest_inprocess("-m", "serial").assert_outcomes(passed=1, deselected=1)
 
 
-def test_an_xdist_group_runs_on_one_worker_and_builds_its_module_fixture_once(pytester: pytest.Pytester) -> None:
+def test_an_xdist_group_runs_on_one_worker_and_builds_its_module_fixture_once(
+    pytester: pytest.Pytester,
+) -> None:
     """pytest 9.2 ignores the node-id suffix xdist 3.8 sets for ``--dist loadgroup``, so a
     group was spread over the workers and its module fixture built on each (CI: the bench
     fixture's 117 s, twice). With the suite's conftest the group is one worker's again."""
     pytester.makeconftest(CONFTEST.read_text())
     pytester.makeini("[pytest]\nmarkers =\n    serial: alone\n")
     made = pytester.path / "made.log"
-    pytester.makepyfile(test_grouped=f"""
+    pytester.makepyfile(
+        test_grouped=f"""
         import os
         import pytest
 
@@ -95,14 +111,19 @@ def test_an_xdist_group_runs_on_one_worker_and_builds_its_module_fixture_once(py
         @pytest.mark.parametrize("i", range(6))
         def test_uses_it(built, i):
             pass
-    """)
-    res = pytester.runpytest_subprocess("-p", "xdist", "-n", "3", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider")
+    """
+    )
+    res = pytester.runpytest_subprocess(
+        "-p", "xdist", "-n", "3", "--dist", "loadgroup", "-v", "-p", "no:cacheprovider"
+    )
     res.assert_outcomes(passed=6)
     assert len(made.read_text().split()) == 1, made.read_text()  # one worker built it, once
     res.stdout.fnmatch_lines(["*test_uses_it[[]0[]]@g*"])
 
 
-def test_the_kube_tier_runs_each_flavour_on_one_worker_and_starts_each_plane_once(pytester: pytest.Pytester) -> None:
+def test_the_kube_tier_runs_each_flavour_on_one_worker_and_starts_each_plane_once(
+    pytester: pytest.Pytester,
+) -> None:
     """make test runs tests/kube on two workers: tests/kube/conftest.py groups its tests by
     the plane they use, so each worker starts one plane, and a flavour is never started by
     two workers at once (they would share its folder). The planes are stand-ins here that
@@ -148,10 +169,24 @@ def test_openshift(openshift, i):
 def test_plain(plain, i):
     assert plain == "plain"
 """)
-    res = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "--dist", "loadgroup", "-p", "no:cacheprovider",
-                                        "--rootdir", str(pytester.path), "tests/kube")
+    res = pytester.runpytest_subprocess(
+        "-p",
+        "xdist",
+        "-n",
+        "2",
+        "--dist",
+        "loadgroup",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(pytester.path),
+        "tests/kube",
+    )
     res.assert_outcomes(passed=10)
     lines = started.read_text().split("\n")[:-1]
-    workers = {flavor: {w for w, f in (x.split() for x in lines) if f == flavor} for flavor in ("openshift", "plain")}
+    workers = {
+        flavor: {w for w, f in (x.split() for x in lines) if f == flavor}
+        for flavor in ("openshift", "plain")
+    }
     assert sorted(x.split()[1] for x in lines) == ["openshift", "plain"], lines  # each plane once
     assert workers["openshift"] != workers["plain"], lines  # on two workers

@@ -147,7 +147,7 @@ def _pattern(k: int, dev: Any, offset: int = 0) -> Any:
 
     period = torch.arange(PATTERN, dtype=torch.float32, device=dev)
     reps = (offset % PATTERN + k) // PATTERN + 1
-    return period.repeat(reps)[offset % PATTERN: offset % PATTERN + k].contiguous()
+    return period.repeat(reps)[offset % PATTERN : offset % PATTERN + k].contiguous()
 
 
 # The variants torch.distributed has a call for, out-of-place first (nccl-tests' column
@@ -155,13 +155,17 @@ def _pattern(k: int, dev: Any, offset: int = 0) -> Any:
 # all_gather / reduce_scatter run in place when the input is the output's own chunk (or the
 # output the input's), as nccl-tests' in-place columns do.
 VARIANTS: dict[str, tuple[bool, ...]] = {
-    "all_reduce": (True,), "broadcast": (True,), "all_to_all": (False,),
-    "all_gather": (False, True), "reduce_scatter": (False, True),
+    "all_reduce": (True,),
+    "broadcast": (True,),
+    "all_to_all": (False,),
+    "all_gather": (False, True),
+    "reduce_scatter": (False, True),
 }
 
 
-def _buffers(op: str, count: int, grank: int, n: int, dev: Any,
-             in_place: bool = False) -> tuple[Any, Any, Any]:
+def _buffers(
+    op: str, count: int, grank: int, n: int, dev: Any, in_place: bool = False
+) -> tuple[Any, Any, Any]:
     """(input, output, expected output) of ``op`` for ``count`` elements on group rank ``grank``.
 
     ``count`` is nccl-tests' count: the largest buffer's elements. In-place ops return
@@ -198,13 +202,20 @@ def _buffers(op: str, count: int, grank: int, n: int, dev: Any,
         return inp, inp[mine] if in_place else torch.empty(chunk, device=dev), expected
     if op == "all_to_all":
         # input chunk d goes to rank d; output chunk s came from rank s
-        base_in = torch.tensor([((grank * n + d) * PATTERN) % _EXACT_LIMIT for d in range(n)],
-                               dtype=torch.float32, device=dev).view(n, 1)
-        base_out = torch.tensor([((s * n + grank) * PATTERN) % _EXACT_LIMIT for s in range(n)],
-                                dtype=torch.float32, device=dev).view(n, 1)
+        base_in = torch.tensor(
+            [((grank * n + d) * PATTERN) % _EXACT_LIMIT for d in range(n)],
+            dtype=torch.float32,
+            device=dev,
+        ).view(n, 1)
+        base_out = torch.tensor(
+            [((s * n + grank) * PATTERN) % _EXACT_LIMIT for s in range(n)],
+            dtype=torch.float32,
+            device=dev,
+        ).view(n, 1)
         inp = _pattern(chunk, dev).repeat(n).view(n, chunk).add_(base_in).remainder_(_EXACT_LIMIT)
-        expected = (_pattern(chunk, dev).repeat(n).view(n, chunk).add_(base_out)
-                    .remainder_(_EXACT_LIMIT))
+        expected = (
+            _pattern(chunk, dev).repeat(n).view(n, chunk).add_(base_out).remainder_(_EXACT_LIMIT)
+        )
         return inp.view(-1), torch.empty(count, device=dev), expected.view(-1)
     raise ValueError(f"unknown collective {op!r}")
 
@@ -236,8 +247,21 @@ class _Sweep:
     stopped_before: int | None
 
 
-def _variant(op: str, count: int, grank: int, n: int, dev: Any, in_place: bool, group: Any, root: int,
-             *, corrupt: bool, device: str, iters: int, warmup: int) -> tuple[int, float]:
+def _variant(
+    op: str,
+    count: int,
+    grank: int,
+    n: int,
+    dev: Any,
+    in_place: bool,
+    group: Any,
+    root: int,
+    *,
+    corrupt: bool,
+    device: str,
+    iters: int,
+    warmup: int,
+) -> tuple[int, float]:
     """Data check then timing of one variant of one size: (wrong elements here, mean seconds)."""
     inp, res, expected = _buffers(op, count, grank, n, dev, in_place)
     if corrupt:
@@ -255,8 +279,17 @@ def _variant(op: str, count: int, grank: int, n: int, dev: Any, in_place: bool, 
 
 
 def _sweep(
-    op: str, spec: GroupSpec, group: Any, ctx: RunContext, sizes: list[int], *,
-    iters: int, warmup: int, corrupt: bool, t0: float, budget_s: float,
+    op: str,
+    spec: GroupSpec,
+    group: Any,
+    ctx: RunContext,
+    sizes: list[int],
+    *,
+    iters: int,
+    warmup: int,
+    corrupt: bool,
+    t0: float,
+    budget_s: float,
 ) -> _Sweep:
     import torch
     import torch.distributed as dist
@@ -272,10 +305,24 @@ def _sweep(
         measured: dict[bool, Measured] = {}
         spent = 0.0
         for in_place in VARIANTS[op]:
-            wrong_local, mean_s = _variant(op, count, grank, n, dev, in_place, group, root, corrupt=corrupt,
-                                           device=ctx.device, iters=iters, warmup=warmup)
+            wrong_local, mean_s = _variant(
+                op,
+                count,
+                grank,
+                n,
+                dev,
+                in_place,
+                group,
+                root,
+                corrupt=corrupt,
+                device=ctx.device,
+                iters=iters,
+                warmup=warmup,
+            )
             # max over ranks of the mean time and of the elapsed check time; sum of wrong
-            stats = torch.tensor([mean_s, time.perf_counter() - t0], dtype=torch.float64, device=dev)
+            stats = torch.tensor(
+                [mean_s, time.perf_counter() - t0], dtype=torch.float64, device=dev
+            )
             dist.all_reduce(stats, op=dist.ReduceOp.MAX, group=group)
             wrong = torch.tensor([wrong_local], dtype=torch.int64, device=dev)
             dist.all_reduce(wrong, group=group)
@@ -283,8 +330,15 @@ def _sweep(
             bw = bandwidth(op, size, sec, n)
             measured[in_place] = Measured(sec * 1e6, bw.algbw_gbps, bw.busbw_gbps, nwrong)
             spent += sec
-        row = Row.of(size, count, DTYPE_NAME, redop_of(op), 0 if op == "broadcast" else -1,
-                     measured.get(False), measured.get(True))
+        row = Row.of(
+            size,
+            count,
+            DTYPE_NAME,
+            redop_of(op),
+            0 if op == "broadcast" else -1,
+            measured.get(False),
+            measured.get(True),
+        )
         out.rows.append(row)
         if row.total_wrong:
             out.wrong_sizes.append(size)
@@ -341,8 +395,9 @@ def gpu_topology() -> str | None:
     return _TOPO[0]
 
 
-def fabric_of(backend: str, nodes: int, env: Mapping[str, str], observed: str | None,
-              topo: str | None = None) -> Fabric:
+def fabric_of(
+    backend: str, nodes: int, env: Mapping[str, str], observed: str | None, topo: str | None = None
+) -> Fabric:
     """The fabric of a group spanning ``nodes`` nodes (pure).
 
     ``env``: the pod's environment (``MLENV_NETWORK_MODE``, ``NCCL_IB_DISABLE``,
@@ -354,9 +409,11 @@ def fabric_of(backend: str, nodes: int, env: Mapping[str, str], observed: str | 
         return Fabric("gloo", f"backend {backend}: TCP between the processes")
     if nodes <= 1:
         link = intra_link(topo)
-        why = {"nvlink": "inside one node, GPUs joined by NVLink (nvidia-smi topo -m shows NV#)",
-               "pcie": "inside one node, no NVLink between the GPUs (nvidia-smi topo -m shows none): PCIe",
-               "unknown": "inside one node; nvidia-smi topo -m unavailable, so NVLink is not known"}[link]
+        why = {
+            "nvlink": "inside one node, GPUs joined by NVLink (nvidia-smi topo -m shows NV#)",
+            "pcie": "inside one node, no NVLink between the GPUs (nvidia-smi topo -m shows none): PCIe",
+            "unknown": "inside one node; nvidia-smi topo -m unavailable, so NVLink is not known",
+        }[link]
         return Fabric(link, why, observed)
     from mlenv.acceptance.checks.fabric import expectation
 
@@ -365,14 +422,19 @@ def fabric_of(backend: str, nodes: int, env: Mapping[str, str], observed: str | 
     if exp.mode == "rdma":
         fallback = None
         if observed is not None and not used_rdma:
-            fallback = (f"rdma mode ({exp.mode_from}) but NCCL used NET/{observed}: traffic fell back to TCP "
-                        f"sockets, so the busbw is not the fabric's (see fabric.transport)")
+            fallback = (
+                f"rdma mode ({exp.mode_from}) but NCCL used NET/{observed}: traffic fell back to TCP "
+                f"sockets, so the busbw is not the fabric's (see fabric.transport)"
+            )
         return Fabric("rdma", f"across nodes, {exp.mode_from}", observed, fallback)
     if exp.mode == "tcp":
         return Fabric("socket", f"across nodes, {exp.mode_from}", observed)
     if observed is not None:
-        return Fabric("rdma" if used_rdma else "socket",
-                      f"across nodes, no mode configured; NCCL used NET/{observed}", observed)
+        return Fabric(
+            "rdma" if used_rdma else "socket",
+            f"across nodes, no mode configured; NCCL used NET/{observed}",
+            observed,
+        )
     return Fabric("unknown", f"across nodes; {exp.mode_from} and no NCCL log captured")
 
 
@@ -397,17 +459,24 @@ class CollectiveOptions(CheckOptions):
     """Options of every collectives.<op> sweep (set them for all with the ``collectives`` family)."""
 
     min_bytes: int = option(1024, help="smallest message of the sweep, in bytes (nccl-tests -b)")
-    max_bytes: int = option(4 * 2**20, cuda=256 * 2**20,
-                            help="largest message of the sweep, in bytes (nccl-tests -e)")
+    max_bytes: int = option(
+        4 * 2**20, cuda=256 * 2**20, help="largest message of the sweep, in bytes (nccl-tests -e)"
+    )
     factor: int = option(4, help="each size is the previous one times this (nccl-tests -f)")
     iters: int = option(5, cuda=10, help="timed calls per size (their mean counts; nccl-tests -n)")
     warmup: int = option(2, cuda=3, help="untimed calls per size first (nccl-tests -w)")
 
     def problems(self) -> list[tuple[str, str]]:
         """A sweep that goes up from a positive size."""
-        out = at_least(self, 1, "min_bytes", "iters") + at_least(self, 2, "factor") + at_least(self, 0, "warmup")
+        out = (
+            at_least(self, 1, "min_bytes", "iters")
+            + at_least(self, 2, "factor")
+            + at_least(self, 0, "warmup")
+        )
         if self.max_bytes < self.min_bytes:
-            out.append(("max_bytes", f"must be >= min_bytes ({self.min_bytes}), got {self.max_bytes}"))
+            out.append(
+                ("max_bytes", f"must be >= min_bytes ({self.min_bytes}), got {self.max_bytes}")
+            )
         return out
 
 
@@ -445,38 +514,63 @@ class CollectiveCheck(Check):
                 # Only a world of one gets here (plan_groups drops 1-rank subgroups):
                 # no byte crosses a link, and busbw would be 0 by the formula.
                 if ctx.rank == spec.ranks[0]:
-                    results.append(CheckResult(
-                        name=self.name, status=Status.SKIP, scope=spec.scope,
-                        reasons=[f"{self.name}: one rank, no inter-rank traffic to measure"],
-                        details={"group": spec.label, "ranks": list(spec.ranks)}))
+                    results.append(
+                        CheckResult(
+                            name=self.name,
+                            status=Status.SKIP,
+                            scope=spec.scope,
+                            reasons=[f"{self.name}: one rank, no inter-rank traffic to measure"],
+                            details={"group": spec.label, "ranks": list(spec.ranks)},
+                        )
+                    )
                 continue
-            sizes = size_sweep(min_b, max_b, factor, elem_size=ELEM_SIZE,
-                               nranks=len(spec.ranks), op=self.op)
+            sizes = size_sweep(
+                min_b, max_b, factor, elem_size=ELEM_SIZE, nranks=len(spec.ranks), op=self.op
+            )
             try:
-                budget = DEADLINE_SHARE * ctx.deadline_s * (
-                    (phases.index(spec.scope) + 1) / len(phases))
-                sw = _sweep(self.op, spec, group, ctx, sizes, iters=iters, warmup=warmup,
-                            corrupt=corrupt, t0=t0, budget_s=budget)
+                budget = (
+                    DEADLINE_SHARE * ctx.deadline_s * ((phases.index(spec.scope) + 1) / len(phases))
+                )
+                sw = _sweep(
+                    self.op,
+                    spec,
+                    group,
+                    ctx,
+                    sizes,
+                    iters=iters,
+                    warmup=warmup,
+                    corrupt=corrupt,
+                    t0=t0,
+                    budget_s=budget,
+                )
             except (RuntimeError, NotImplementedError) as e:
                 # Every member of the group gets the same refusal from the same backend.
                 if not any(h in str(e).lower() for h in _UNSUPPORTED_HINTS):
                     raise
                 if ctx.rank == spec.ranks[0]:
-                    results.append(CheckResult(
-                        name=self.name, status=Status.SKIP, scope=spec.scope,
-                        node=ctx.host if spec.scope == "intra" else None,
-                        reasons=[f"{self.op} is not supported by {ctx.backend}: {e}"],
-                        details={"group": spec.label, "ranks": list(spec.ranks)},
-                        duration_s=time.perf_counter() - ts))
+                    results.append(
+                        CheckResult(
+                            name=self.name,
+                            status=Status.SKIP,
+                            scope=spec.scope,
+                            node=ctx.host if spec.scope == "intra" else None,
+                            reasons=[f"{self.op} is not supported by {ctx.backend}: {e}"],
+                            details={"group": spec.label, "ranks": list(spec.ranks)},
+                            duration_s=time.perf_counter() - ts,
+                        )
+                    )
                 continue
             if ctx.rank == spec.ranks[0]:
                 results.append(self._result(ctx, spec, sw, time.perf_counter() - ts, torch))
         return results
 
-    def _result(self, ctx: RunContext, spec: GroupSpec, sw: _Sweep, dur: float,
-                torch: Any) -> CheckResult:
-        title = (f"{self.name} {spec.scope}: {spec.label}, {len(spec.ranks)} ranks, "
-                 f"{ctx.backend}, torch {torch.__version__}")
+    def _result(
+        self, ctx: RunContext, spec: GroupSpec, sw: _Sweep, dur: float, torch: Any
+    ) -> CheckResult:
+        title = (
+            f"{self.name} {spec.scope}: {spec.label}, {len(spec.ranks)} ranks, "
+            f"{ctx.backend}, torch {torch.__version__}"
+        )
         table = format_table(sw.rows, title)
         printed = format_nccl_tests(sw.rows, title)
         print(printed, flush=True)  # rank 0 / group leader prints, as nccl-tests does
@@ -484,11 +578,15 @@ class CollectiveCheck(Check):
         reasons: list[str] = []
         for r in sw.rows:
             if r.wrong:
-                reasons.append(f"{self.name} ({spec.scope}, {spec.label}): {r.wrong} wrong elements at "
-                               f"{r.size} bytes")
+                reasons.append(
+                    f"{self.name} ({spec.scope}, {spec.label}): {r.wrong} wrong elements at "
+                    f"{r.size} bytes"
+                )
             if r.out_of_place is not None and r.in_place is not None and r.in_place.wrong:
-                reasons.append(f"{self.name} ({spec.scope}, {spec.label}): {r.in_place.wrong} wrong elements at "
-                               f"{r.size} bytes in place")
+                reasons.append(
+                    f"{self.name} ({spec.scope}, {spec.label}): {r.in_place.wrong} wrong elements at "
+                    f"{r.size} bytes in place"
+                )
         status = Status.FAIL if reasons else Status.PASS
         nodes = _nodes_in(spec, ctx)
         topo = gpu_topology() if ctx.backend == "nccl" and nodes <= 1 else None
@@ -499,19 +597,34 @@ class CollectiveCheck(Check):
         if sw.stopped_before is not None:
             reasons.append(
                 f"{self.name} ({spec.scope}): sweep stopped before {sw.stopped_before} bytes: "
-                f"it would not finish within its share of the {ctx.deadline_s:g} s deadline")
+                f"it would not finish within its share of the {ctx.deadline_s:g} s deadline"
+            )
             if status is Status.PASS:
                 status = Status.WARN
         return CheckResult(
-            name=self.name, status=status, scope=spec.scope,
-            node=ctx.host if spec.scope == "intra" else None, rank=None,
-            metrics=metrics, reasons=reasons,
-            details={"group": spec.label, "ranks": list(spec.ranks), "nodes": nodes, "table": table,
-                     "nccl_tests": printed, "rows": [asdict(r) for r in sw.rows], "dtype": DTYPE_NAME,
-                     "backend": ctx.backend, "wrong_sizes": sw.wrong_sizes,
-                     "fabric": fab.fabric, "fabric_from": fab.why, "nccl_network": fab.observed,
-                     "large_messages": bool(sw.rows) and large_messages(ctx.backend, sw.rows[-1].size),
-                     "time": "max over ranks of the mean per-call time"},
+            name=self.name,
+            status=status,
+            scope=spec.scope,
+            node=ctx.host if spec.scope == "intra" else None,
+            rank=None,
+            metrics=metrics,
+            reasons=reasons,
+            details={
+                "group": spec.label,
+                "ranks": list(spec.ranks),
+                "nodes": nodes,
+                "table": table,
+                "nccl_tests": printed,
+                "rows": [asdict(r) for r in sw.rows],
+                "dtype": DTYPE_NAME,
+                "backend": ctx.backend,
+                "wrong_sizes": sw.wrong_sizes,
+                "fabric": fab.fabric,
+                "fabric_from": fab.why,
+                "nccl_network": fab.observed,
+                "large_messages": bool(sw.rows) and large_messages(ctx.backend, sw.rows[-1].size),
+                "time": "max over ranks of the mean per-call time",
+            },
             duration_s=dur,
         )
 

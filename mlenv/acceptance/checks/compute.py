@@ -108,8 +108,11 @@ def _dtypes(ctx: RunContext) -> list[tuple[str, Any, bool]]:
     import torch
 
     if ctx.is_cuda:
-        return [("bf16", torch.bfloat16, False), ("fp16", torch.float16, False),
-                ("tf32", torch.float32, True)]
+        return [
+            ("bf16", torch.bfloat16, False),
+            ("fp16", torch.float16, False),
+            ("tf32", torch.float32, True),
+        ]
     return [("fp32", torch.float32, False)]
 
 
@@ -151,8 +154,17 @@ def matmul_settings() -> dict[str, Any]:
     return {"allow_tf32": bool(m.allow_tf32)}
 
 
-def time_matmul(n: int, dtype: Any, *, device: str, iters: int, warmup: int, inner: int, tf32: bool = False,
-                stretch: float = 1.0) -> tuple[float, dict[str, Any]]:
+def time_matmul(
+    n: int,
+    dtype: Any,
+    *,
+    device: str,
+    iters: int,
+    warmup: int,
+    inner: int,
+    tf32: bool = False,
+    stretch: float = 1.0,
+) -> tuple[float, dict[str, Any]]:
     """(TFLOPS, timing details) of square ``n``-GEMMs in ``dtype``: the check's measurement, one dtype.
 
     ``tf32`` lets fp32 use TF32 inside (CUDA). Used by :class:`MatmulCheck` per dtype and
@@ -198,12 +210,16 @@ class QuorumOptions(CheckOptions):
 
     # Its own name, not "n": the family's "n" (8192 in the full profile) would make
     # rank 0's float64 CPU reference take minutes.
-    quorum_n: int = option(256, cuda=1024, help=f"matrix size of the agreement multiply (1..{QUORUM_MAX_N})")
+    quorum_n: int = option(
+        256, cuda=1024, help=f"matrix size of the agreement multiply (1..{QUORUM_MAX_N})"
+    )
 
     def problems(self) -> list[tuple[str, str]]:
         """The size keeps every sum exact in fp32."""
         if not 1 <= self.quorum_n <= QUORUM_MAX_N:
-            return [("quorum_n", f"must be in 1..{QUORUM_MAX_N} (exact in fp32), got {self.quorum_n}")]
+            return [
+                ("quorum_n", f"must be in 1..{QUORUM_MAX_N} (exact in fp32), got {self.quorum_n}")
+            ]
         return []
 
 
@@ -225,14 +241,32 @@ class MatmulCheck(Check):
         timings: dict[str, Any] = {}
         for suffix, dtype, tf32 in _dtypes(ctx):
             metrics[f"tflops_{suffix}"], timings[suffix] = time_matmul(
-                n, dtype, device=ctx.device, iters=iters, warmup=warmup, inner=inner, tf32=tf32, stretch=stretch)
+                n,
+                dtype,
+                device=ctx.device,
+                iters=iters,
+                warmup=warmup,
+                inner=inner,
+                tf32=tf32,
+                stretch=stretch,
+            )
         return [
             CheckResult(
-                name=self.name, status=Status.PASS, scope="rank", node=ctx.host, rank=ctx.rank,
+                name=self.name,
+                status=Status.PASS,
+                scope="rank",
+                node=ctx.host,
+                rank=ctx.rank,
                 metrics=metrics,
-                details={"shape": [n, n, n], "iterations": iters, "warmup": warmup,
-                         "inner": inner, "timing": timings, "device": ctx.device,
-                         **({"slow_fault_factor": stretch} if stretch > 1.0 else {})},
+                details={
+                    "shape": [n, n, n],
+                    "iterations": iters,
+                    "warmup": warmup,
+                    "inner": inner,
+                    "timing": timings,
+                    "device": ctx.device,
+                    **({"slow_fault_factor": stretch} if stretch > 1.0 else {}),
+                },
                 duration_s=time.perf_counter() - t_start,
             )
         ]
@@ -275,13 +309,20 @@ class QuorumCheck(Check):
             CheckResult(
                 name=self.name,
                 status=Status.FAIL if reasons else Status.PASS,
-                scope="world", node=None, rank=None,
+                scope="world",
+                node=None,
+                rank=None,
                 metrics={"disagreeing_ranks": float(len(outcome.disagreeing))},
                 reasons=reasons,
-                details={"shape": [n, n, n], "seed": QUORUM_SEED, "dtype": "float32",
-                         "checksums": {str(r): d for r, d in enumerate(digests)},
-                         "hosts": hosts, "reference": reference,
-                         "disagreeing": list(outcome.disagreeing)},
+                details={
+                    "shape": [n, n, n],
+                    "seed": QUORUM_SEED,
+                    "dtype": "float32",
+                    "checksums": {str(r): d for r, d in enumerate(digests)},
+                    "hosts": hosts,
+                    "reference": reference,
+                    "disagreeing": list(outcome.disagreeing),
+                },
                 duration_s=time.perf_counter() - t_start,
             )
         ]

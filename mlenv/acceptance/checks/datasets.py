@@ -38,8 +38,12 @@ if TYPE_CHECKING:
     import torch
 
 DATASETS = ("synthetic", "fashionmnist", "cifar10")
-_ALIASES = {"fashion_mnist": "fashionmnist", "fashion-mnist": "fashionmnist", "cifar-10": "cifar10",
-            "cifar_10": "cifar10"}
+_ALIASES = {
+    "fashion_mnist": "fashionmnist",
+    "fashion-mnist": "fashionmnist",
+    "cifar-10": "cifar10",
+    "cifar_10": "cifar10",
+}
 
 # Per-channel statistics of the training sets (the usual published values), so the
 # real datasets reach the model roughly zero-mean and unit-variance.
@@ -90,14 +94,22 @@ class TensorDataset:
 class SyntheticImages:
     """Class-pattern images: sample i = pattern[label(i)] + noise(i), all from ``seed``."""
 
-    def __init__(self, size: int, num_classes: int = 10, shape: tuple[int, int, int] = (3, 32, 32),
-                 noise: float = 0.5, seed: int = 0) -> None:
+    def __init__(
+        self,
+        size: int,
+        num_classes: int = 10,
+        shape: tuple[int, int, int] = (3, 32, 32),
+        noise: float = 0.5,
+        seed: int = 0,
+    ) -> None:
         import torch
         from torch.nn import functional as F
 
         if size < 1 or num_classes < 2 or min(shape) < 1:
-            raise InputError(f"synthetic images: need size >= 1, num_classes >= 2 and a positive shape, "
-                             f"got size={size}, num_classes={num_classes}, shape={shape}")
+            raise InputError(
+                f"synthetic images: need size >= 1, num_classes >= 2 and a positive shape, "
+                f"got size={size}, num_classes={num_classes}, shape={shape}"
+            )
         self.size, self.num_classes, self.noise, self.seed = size, num_classes, noise, seed
         self.name = "synthetic"
         g = torch.Generator().manual_seed(seed)
@@ -119,7 +131,9 @@ class SyntheticImages:
 
     def label(self, i: int) -> int:
         """Label of sample ``i`` (deterministic, balanced over the classes)."""
-        return (i * 7919 + self.seed) % self.num_classes  # a prime stride mixes the classes in a batch
+        return (
+            i * 7919 + self.seed
+        ) % self.num_classes  # a prime stride mixes the classes in a batch
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         import torch
@@ -147,14 +161,23 @@ class SyntheticTokens:
     ``ln(vocab_size)``, so training visibly lowers it.
     """
 
-    def __init__(self, size: int, vocab_size: int = 256, seq_len: int = 64, noise: float = 0.1,
-                 seed: int = 0) -> None:
+    def __init__(
+        self, size: int, vocab_size: int = 256, seq_len: int = 64, noise: float = 0.1, seed: int = 0
+    ) -> None:
         import torch
 
         if size < 1 or vocab_size < 2 or seq_len < 1:
-            raise InputError(f"synthetic tokens: need size >= 1, vocab_size >= 2, seq_len >= 1, "
-                             f"got {size}, {vocab_size}, {seq_len}")
-        self.size, self.num_classes, self.seq_len, self.noise, self.seed = size, vocab_size, seq_len, noise, seed
+            raise InputError(
+                f"synthetic tokens: need size >= 1, vocab_size >= 2, seq_len >= 1, "
+                f"got {size}, {vocab_size}, {seq_len}"
+            )
+        self.size, self.num_classes, self.seq_len, self.noise, self.seed = (
+            size,
+            vocab_size,
+            seq_len,
+            noise,
+            seed,
+        )
         self.name = "synthetic"
         self.successor = torch.randperm(vocab_size, generator=torch.Generator().manual_seed(seed))
 
@@ -235,8 +258,9 @@ def read_idx(path: str | Path) -> np.ndarray:
     for d in dims:
         expected *= d
     if len(data) - head != expected:
-        raise InputError(f"{p}: idx dimensions {list(dims)} need {expected} data bytes, "
-                         f"found {len(data) - head}")
+        raise InputError(
+            f"{p}: idx dimensions {list(dims)} need {expected} data bytes, found {len(data) - head}"
+        )
     return np.frombuffer(data, dtype=np.uint8, offset=head).reshape(dims)
 
 
@@ -249,20 +273,32 @@ def _find(root: Path, names: list[str], what: str) -> Path:
 
 def load_fashionmnist(root: str | Path, split: str = "train") -> tuple[np.ndarray, np.ndarray]:
     """FashionMNIST ``split`` (``train`` | ``test``) from ``root``: uint8 images (N, 28, 28), labels (N,)."""
-    base = _dataset_dir(root, "FashionMNIST", ["FashionMNIST/raw", "fashion-mnist", "raw"],
-                        ["train-images-idx3-ubyte", "t10k-images-idx3-ubyte"])
+    base = _dataset_dir(
+        root,
+        "FashionMNIST",
+        ["FashionMNIST/raw", "fashion-mnist", "raw"],
+        ["train-images-idx3-ubyte", "t10k-images-idx3-ubyte"],
+    )
     prefix = {"train": "train", "test": "t10k"}.get(split)
     if prefix is None:
         raise InputError(f"fashionmnist: unknown split {split!r} (expected train or test)")
-    img_path = _find(base, [f"{prefix}-images-idx3-ubyte", f"{prefix}-images-idx3-ubyte.gz"], "images file")
-    lbl_path = _find(base, [f"{prefix}-labels-idx1-ubyte", f"{prefix}-labels-idx1-ubyte.gz"], "labels file")
+    img_path = _find(
+        base, [f"{prefix}-images-idx3-ubyte", f"{prefix}-images-idx3-ubyte.gz"], "images file"
+    )
+    lbl_path = _find(
+        base, [f"{prefix}-labels-idx1-ubyte", f"{prefix}-labels-idx1-ubyte.gz"], "labels file"
+    )
     images, labels = read_idx(img_path), read_idx(lbl_path)
     if images.ndim != 3:
-        raise InputError(f"{img_path}: images must have 3 dimensions (N, rows, cols), found {images.ndim}")
+        raise InputError(
+            f"{img_path}: images must have 3 dimensions (N, rows, cols), found {images.ndim}"
+        )
     if labels.ndim != 1:
         raise InputError(f"{lbl_path}: labels must have 1 dimension (N,), found {labels.ndim}")
     if images.shape[0] != labels.shape[0]:
-        raise InputError(f"{img_path}: {images.shape[0]} images but {lbl_path.name} has {labels.shape[0]} labels")
+        raise InputError(
+            f"{img_path}: {images.shape[0]} images but {lbl_path.name} has {labels.shape[0]} labels"
+        )
     if labels.size and int(labels.max()) > 9:
         raise InputError(f"{lbl_path}: label {int(labels.max())} out of range, expected 0..9")
     return images, labels
@@ -271,15 +307,22 @@ def load_fashionmnist(root: str | Path, split: str = "train") -> tuple[np.ndarra
 class _NumpyOnlyUnpickler(pickle.Unpickler):
     """Unpickle only what the CIFAR batches contain: dicts, lists, bytes and ndarrays."""
 
-    _ALLOWED = {("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
-                ("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
-                ("numpy._core.multiarray", "scalar"),
-                # Protocol-2 pickles written by Python 3 carry bytes as _codecs.encode(str, "latin1").
-                ("_codecs", "encode")}
+    _ALLOWED = {
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+        # Protocol-2 pickles written by Python 3 carry bytes as _codecs.encode(str, "latin1").
+        ("_codecs", "encode"),
+    }
 
     def find_class(self, module: str, name: str) -> Any:
         if (module, name) not in self._ALLOWED:
-            raise pickle.UnpicklingError(f"refusing to load {module}.{name}: a CIFAR-10 batch holds only arrays")
+            raise pickle.UnpicklingError(
+                f"refusing to load {module}.{name}: a CIFAR-10 batch holds only arrays"
+            )
         if module.startswith("numpy.core"):  # numpy 2 moved numpy.core to numpy._core
             module = module.replace("numpy.core", "numpy._core", 1)
         return getattr(importlib.import_module(module), name)
@@ -298,19 +341,29 @@ def _load_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     except Exception as e:  # pickle raises many types on garbage; all mean "malformed"
         raise InputError(f"{path}: not a CIFAR-10 python batch: {type(e).__name__}: {e}") from None
     if not isinstance(doc, dict):
-        raise InputError(f"{path}: expected a dict with b'data' and b'labels', got {type(doc).__name__}")
+        raise InputError(
+            f"{path}: expected a dict with b'data' and b'labels', got {type(doc).__name__}"
+        )
     doc = {k.decode() if isinstance(k, bytes) else k: v for k, v in doc.items()}
     if "data" not in doc or "labels" not in doc:
-        raise InputError(f"{path}: missing key(s) {sorted({'data', 'labels'} - set(doc))} "
-                         f"(expected b'data' (N×3072 uint8) and b'labels')")
+        raise InputError(
+            f"{path}: missing key(s) {sorted({'data', 'labels'} - set(doc))} "
+            f"(expected b'data' (N×3072 uint8) and b'labels')"
+        )
     data = np.asarray(doc["data"])
     labels = np.asarray(doc["labels"])
     if data.dtype != np.uint8 or data.ndim != 2 or data.shape[1] != 3 * 32 * 32:
-        raise InputError(f"{path}: data is {data.dtype} {list(data.shape)}, expected uint8 [N, 3072]")
+        raise InputError(
+            f"{path}: data is {data.dtype} {list(data.shape)}, expected uint8 [N, 3072]"
+        )
     if labels.ndim != 1 or labels.shape[0] != data.shape[0]:
-        raise InputError(f"{path}: {labels.shape[0] if labels.ndim else 0} labels for {data.shape[0]} images")
+        raise InputError(
+            f"{path}: {labels.shape[0] if labels.ndim else 0} labels for {data.shape[0]} images"
+        )
     if labels.size and (int(labels.min()) < 0 or int(labels.max()) > 9):
-        raise InputError(f"{path}: labels out of range {int(labels.min())}..{int(labels.max())}, expected 0..9")
+        raise InputError(
+            f"{path}: labels out of range {int(labels.min())}..{int(labels.max())}, expected 0..9"
+        )
     return data.reshape(-1, 3, 32, 32), labels.astype(np.int64)
 
 
@@ -324,7 +377,9 @@ def load_cifar10(root: str | Path, split: str = "train") -> tuple[np.ndarray, np
 
     base = _dataset_dir(root, "CIFAR-10", ["cifar-10-batches-py"], ["data_batch_1", "test_batch"])
     if split == "train":
-        paths = [base / f"data_batch_{k}" for k in range(1, 6) if (base / f"data_batch_{k}").is_file()]
+        paths = [
+            base / f"data_batch_{k}" for k in range(1, 6) if (base / f"data_batch_{k}").is_file()
+        ]
         if not paths:
             raise InputError(f"{base}: no CIFAR-10 training batches (data_batch_1 … data_batch_5)")
     elif split == "test":
@@ -351,8 +406,14 @@ def _dataset_dir(root: str | Path, what: str, subdirs: list[str], markers: list[
 # --------------------------------------------------------------------------- builder
 
 
-def _to_tensor_dataset(images: np.ndarray, labels: np.ndarray, mean: tuple[float, ...], std: tuple[float, ...],
-                       image_size: int | None, name: str) -> TensorDataset:
+def _to_tensor_dataset(
+    images: np.ndarray,
+    labels: np.ndarray,
+    mean: tuple[float, ...],
+    std: tuple[float, ...],
+    image_size: int | None,
+    name: str,
+) -> TensorDataset:
     import torch
     from torch.nn import functional as F
 
@@ -367,9 +428,19 @@ def _to_tensor_dataset(images: np.ndarray, labels: np.ndarray, mean: tuple[float
     return TensorDataset(x, torch.from_numpy(labels.astype("int64")), 10, name)
 
 
-def build_dataset(name: str, *, model: str = "resnet18", root: str | Path = "", size: int | None = None,
-                  split: str = "train", image_size: int | None = None, num_classes: int = 10,
-                  seq_len: int = 64, vocab_size: int = 256, seed: int = 0) -> Dataset:
+def build_dataset(
+    name: str,
+    *,
+    model: str = "resnet18",
+    root: str | Path = "",
+    size: int | None = None,
+    split: str = "train",
+    image_size: int | None = None,
+    num_classes: int = 10,
+    seq_len: int = 64,
+    vocab_size: int = 256,
+    seed: int = 0,
+) -> Dataset:
     """Build dataset ``name`` (``synthetic`` | ``fashionmnist`` | ``cifar10``) for ``model``.
 
     ``synthetic`` gives images (3 × ``image_size`` px, default 32, ``num_classes``
@@ -395,8 +466,10 @@ def build_dataset(name: str, *, model: str = "resnet18", root: str | Path = "", 
             return SyntheticImages(n, num_classes, (3, px, px), seed=seed)
         return SyntheticTokens(n, vocab_size, seq_len, seed=seed)
     if not is_image_model(model):
-        raise InputError(f"dataset {key} holds images; model {model} needs token sequences "
-                         f"(use dataset synthetic)")
+        raise InputError(
+            f"dataset {key} holds images; model {model} needs token sequences "
+            f"(use dataset synthetic)"
+        )
     if key == "fashionmnist":
         images, labels = load_fashionmnist(root, split)
         mean, std = _FASHION_MEAN, _FASHION_STD

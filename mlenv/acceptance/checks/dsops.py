@@ -81,7 +81,9 @@ def _building_here(folder: Path) -> bool:
     return False
 
 
-def stale_locks(root: Path, *, grace_s: float = GRACE_S, poll_s: float = 0.5) -> list[tuple[Path, float]]:
+def stale_locks(
+    root: Path, *, grace_s: float = GRACE_S, poll_s: float = 0.5
+) -> list[tuple[Path, float]]:
     """(lock, age in s) per start op whose torch ``lock`` no build owns (call with our lock held).
 
     A build outside mlenv (a user's own DeepSpeed script, an older mlenv) does not take our
@@ -127,13 +129,19 @@ def build_start_ops(*, warn: Callable[[str], None] | None = None) -> None:
         fcntl.flock(held, fcntl.LOCK_EX)  # dropped by the kernel if we die
         stale = stale_locks(root)
         if stale and not ours:
-            raise StaleBuildLock("; ".join(
-                f"DeepSpeed's build lock {lock} is {age / 60:.0f} min old and no build holds it "
-                f"(a build was killed): remove that file and run again" for lock, age in stale))
+            raise StaleBuildLock(
+                "; ".join(
+                    f"DeepSpeed's build lock {lock} is {age / 60:.0f} min old and no build holds it "
+                    f"(a build was killed): remove that file and run again"
+                    for lock, age in stale
+                )
+            )
         for lock, age in stale:
             lock.unlink(missing_ok=True)
-            say(f"mlenv: removed DeepSpeed's build lock {lock}, {age / 60:.0f} min old, that no build holds "
-                f"(a build was killed); the op is built again")
+            say(
+                f"mlenv: removed DeepSpeed's build lock {lock}, {age / 60:.0f} min old, that no build holds "
+                f"(a build was killed); the op is built again"
+            )
         from deepspeed.comm.torch import build_shm_op
 
         build_shm_op()  # None on accelerators without the op; builds once, then loads
@@ -165,8 +173,9 @@ def mapped_here(path: Path, maps: Path = Path("/proc/self/maps")) -> bool:
     return any(len(f := line.split(maxsplit=5)) == 6 and f[5] == name for line in lines)
 
 
-def release_shm_buffer(rank: int, barrier: Callable[[], None], backend: object,
-                       shm_dir: Path = SHM_DIR) -> bool:
+def release_shm_buffer(
+    rank: int, barrier: Callable[[], None], backend: object, shm_dir: Path = SHM_DIR
+) -> bool:
     """Unlink the shared-memory buffer DeepSpeed's CPU op made for this rank, once every
     rank has mapped every buffer; True when it did.
 
@@ -210,8 +219,10 @@ def main(argv: list[str] | None = None) -> int:
     if args == ["--installed"]:
         if installed():
             return 0
-        print("mlenv: this DeepSpeed does not ship its CPU op compiled: reinstalling it with DS_BUILD_SHM_COMM=1",
-              file=sys.stderr)
+        print(
+            "mlenv: this DeepSpeed does not ship its CPU op compiled: reinstalling it with DS_BUILD_SHM_COMM=1",
+            file=sys.stderr,
+        )
         return 1
     try:
         build_start_ops()

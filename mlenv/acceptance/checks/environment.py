@@ -42,25 +42,42 @@ BUSY_UTIL_PCT = 50.0
 class EnvironmentOptions(CheckOptions):
     """When this rank's GPU counts as held by another job (the thresholds above)."""
 
-    busy_mem_gib: float = option(BUSY_MEM_GIB, help="GiB other processes may hold on the GPU before it is busy")
-    busy_mem_frac: float = option(BUSY_MEM_FRAC, help="fraction of its memory other processes may hold "
-                                                      "(the smaller of the two limits counts)")
-    busy_util_pct: float = option(BUSY_UTIL_PCT, help="utilisation (%) before any check ran that makes it busy "
-                                                      "(above 100: never)")
+    busy_mem_gib: float = option(
+        BUSY_MEM_GIB, help="GiB other processes may hold on the GPU before it is busy"
+    )
+    busy_mem_frac: float = option(
+        BUSY_MEM_FRAC,
+        help="fraction of its memory other processes may hold "
+        "(the smaller of the two limits counts)",
+    )
+    busy_util_pct: float = option(
+        BUSY_UTIL_PCT,
+        help="utilisation (%) before any check ran that makes it busy (above 100: never)",
+    )
 
     def problems(self) -> list[tuple[str, str]]:
         """Positive limits; a fraction is at most 1."""
-        out = [(k, f"must be > 0, got {getattr(self, k)}") for k in ("busy_mem_gib", "busy_mem_frac", "busy_util_pct")
-               if getattr(self, k) <= 0]
+        out = [
+            (k, f"must be > 0, got {getattr(self, k)}")
+            for k in ("busy_mem_gib", "busy_mem_frac", "busy_util_pct")
+            if getattr(self, k) <= 0
+        ]
         if self.busy_mem_frac > 1:
             out.append(("busy_mem_frac", f"must be at most 1, got {self.busy_mem_frac}"))
         return out
 
 
 DEFAULT_LIMITS = EnvironmentOptions()
-QUERY_GPUS = ["nvidia-smi", "--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu",
-              "--format=csv,noheader,nounits"]
-QUERY_APPS = ["nvidia-smi", "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv,noheader,nounits"]
+QUERY_GPUS = [
+    "nvidia-smi",
+    "--query-gpu=index,uuid,memory.used,memory.total,utilization.gpu",
+    "--format=csv,noheader,nounits",
+]
+QUERY_APPS = [
+    "nvidia-smi",
+    "--query-compute-apps=pid,used_memory,gpu_uuid",
+    "--format=csv,noheader,nounits",
+]
 
 ToolRunner = Callable[[list[str], list[str]], "str | None"]
 
@@ -102,7 +119,15 @@ def parse_gpus(text: str) -> list[GpuUse]:
         used, total = _num(cols[2]), _num(cols[3])
         if used is None or total is None:
             continue
-        out.append(GpuUse(index=int(cols[0]), uuid=cols[1], used_mib=used, total_mib=total, util_pct=_num(cols[4])))
+        out.append(
+            GpuUse(
+                index=int(cols[0]),
+                uuid=cols[1],
+                used_mib=used,
+                total_mib=total,
+                util_pct=_num(cols[4]),
+            )
+        )
     return out
 
 
@@ -138,8 +163,12 @@ def _gib(mib: float) -> str:
     return f"{mib / 1024:.1f}".removesuffix(".0") + " GiB"
 
 
-def judge_use(g: GpuUse, apps: list[tuple[int, float, str]], ours: Callable[[int], bool],
-              limits: EnvironmentOptions = DEFAULT_LIMITS) -> GpuUse:
+def judge_use(
+    g: GpuUse,
+    apps: list[tuple[int, float, str]],
+    ours: Callable[[int], bool],
+    limits: EnvironmentOptions = DEFAULT_LIMITS,
+) -> GpuUse:
     """Fill ``other_*`` and ``busy`` of ``g`` from the compute apps on it."""
     mine = [(pid, mib) for pid, mib, uuid in apps if uuid == g.uuid and ours(pid)]
     others = [(pid, mib) for pid, mib, uuid in apps if uuid == g.uuid and not ours(pid)]
@@ -157,19 +186,29 @@ def judge_use(g: GpuUse, apps: list[tuple[int, float, str]], ours: Callable[[int
     if held or hot:
         g.busy = True
         pids = ", ".join(str(p) for p in g.other_pids)
-        who = f"pid {pids}" if len(g.other_pids) == 1 else (f"pids {pids}" if pids else "another process")
+        who = (
+            f"pid {pids}"
+            if len(g.other_pids) == 1
+            else (f"pids {pids}" if pids else "another process")
+        )
         parts = []
         if held:
             parts.append(f"{_gib(g.other_mib)} of {_gib(g.total_mib)} held by {who}")
         if hot:
-            parts.append(f"{g.util_pct:.0f}% utilised before the checks started"
-                         + ("" if held or not g.other_pids else f" ({who})"))
+            parts.append(
+                f"{g.util_pct:.0f}% utilised before the checks started"
+                + ("" if held or not g.other_pids else f" ({who})")
+            )
         g.why = f"GPU {g.index}: {'; '.join(parts)}; not measured"
     return g
 
 
-def gpu_usage(runner: ToolRunner | None = None, ours: Callable[[int], bool] = is_our_process,
-              missing: list[str] | None = None, limits: EnvironmentOptions = DEFAULT_LIMITS) -> list[GpuUse] | None:
+def gpu_usage(
+    runner: ToolRunner | None = None,
+    ours: Callable[[int], bool] = is_our_process,
+    missing: list[str] | None = None,
+    limits: EnvironmentOptions = DEFAULT_LIMITS,
+) -> list[GpuUse] | None:
     """Every GPU's use by other processes, or None when nvidia-smi is absent or fails.
 
     ``runner`` runs a command and returns its stdout (tests feed recorded output).
@@ -183,8 +222,9 @@ def gpu_usage(runner: ToolRunner | None = None, ours: Callable[[int], bool] = is
     return [judge_use(g, apps, ours, limits) for g in parse_gpus(text)]
 
 
-def my_gpu(gpus: list[GpuUse], local_device: int, own_uuid: str | None = None,
-           visible: str | None = None) -> GpuUse | None:
+def my_gpu(
+    gpus: list[GpuUse], local_device: int, own_uuid: str | None = None, visible: str | None = None
+) -> GpuUse | None:
     """The entry for this rank's device: by UUID when torch gives one, else through
     ``CUDA_VISIBLE_DEVICES`` (indices or UUIDs), else the local index itself."""
     if own_uuid:
@@ -197,7 +237,9 @@ def my_gpu(gpus: list[GpuUse], local_device: int, own_uuid: str | None = None,
         if 0 <= local_device < len(ids):
             want = ids[local_device]
             for g in gpus:
-                if (want.isdigit() and g.index == int(want)) or (not want.isdigit() and g.uuid.startswith(want)):
+                if (want.isdigit() and g.index == int(want)) or (
+                    not want.isdigit() and g.uuid.startswith(want)
+                ):
                     return g
             return None
     return next((g for g in gpus if g.index == local_device), None)
@@ -221,8 +263,12 @@ def versions() -> dict[str, Any]:
             nccl = ".".join(str(x) for x in v) if isinstance(v, tuple) else str(v)
         except Exception:  # no NCCL in this build
             nccl = None
-    return {"torch": torch.__version__, "cuda": torch.version.cuda, "nccl": nccl,
-            "deepspeed": _pkg_version("deepspeed")}
+    return {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "nccl": nccl,
+        "deepspeed": _pkg_version("deepspeed"),
+    }
 
 
 def run_tool(argv: list[str], missing: list[str]) -> str | None:
@@ -231,7 +277,9 @@ def run_tool(argv: list[str], missing: list[str]) -> str | None:
         missing.append(argv[0])
         return None
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False)
+        p = subprocess.run(
+            argv, capture_output=True, text=True, timeout=TOOL_TIMEOUT_S, check=False
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         missing.append(f"{argv[0]} ({type(e).__name__})")
         return None
@@ -250,8 +298,13 @@ def _torch_uuid(device: str) -> str | None:
         return None
 
 
-def busy_gpu(ctx: RunContext, runner: ToolRunner | None = None, ours: Callable[[int], bool] = is_our_process,
-             own_uuid: str | None = None, missing: list[str] | None = None) -> tuple[GpuUse | None, list[GpuUse]]:
+def busy_gpu(
+    ctx: RunContext,
+    runner: ToolRunner | None = None,
+    ours: Callable[[int], bool] = is_our_process,
+    own_uuid: str | None = None,
+    missing: list[str] | None = None,
+) -> tuple[GpuUse | None, list[GpuUse]]:
     """(this rank's GPU if another job holds it, every GPU seen): only on a CUDA rank."""
     if not ctx.is_cuda:
         return None, []
@@ -259,8 +312,12 @@ def busy_gpu(ctx: RunContext, runner: ToolRunner | None = None, ours: Callable[[
     if not gpus:
         return None, []
     index = int(ctx.device.split(":", 1)[1]) if ":" in ctx.device else ctx.local_rank
-    mine = my_gpu(gpus, index, own_uuid if own_uuid is not None else _torch_uuid(ctx.device),
-                  os.environ.get("CUDA_VISIBLE_DEVICES"))
+    mine = my_gpu(
+        gpus,
+        index,
+        own_uuid if own_uuid is not None else _torch_uuid(ctx.device),
+        os.environ.get("CUDA_VISIBLE_DEVICES"),
+    )
     return (mine if mine is not None and mine.busy else None), gpus
 
 
@@ -281,9 +338,13 @@ def collect(ctx: RunContext) -> dict[str, Any]:
         d["node_name"] = node_name
     # Only one rank per node runs the node-wide tools: same answer, less noise.
     if ctx.local_rank == 0:
-        smi = run_tool(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], missing)
+        smi = run_tool(
+            ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"], missing
+        )
         d["driver"] = smi.splitlines()[0].strip() if smi and smi.strip() else None
-        d["nvidia_smi_topo"] = run_tool(["nvidia-smi", "topo", "-m"], missing) if smi is not None else None
+        d["nvidia_smi_topo"] = (
+            run_tool(["nvidia-smi", "topo", "-m"], missing) if smi is not None else None
+        )
         d["ibv_devinfo"] = run_tool(["ibv_devinfo"], missing)
     busy, seen = busy_gpu(ctx, missing=missing)
     if seen:
@@ -324,5 +385,13 @@ def result(ctx: RunContext, d: dict[str, Any]) -> CheckResult:
         reasons.append(str(busy["why"]))
     if d.get("missing_tools"):
         reasons.append("tools missing (recorded, not fatal): " + ", ".join(d["missing_tools"]))
-    return CheckResult(name="environment", status=status, scope="rank", node=ctx.host, rank=ctx.rank,
-                       metrics={"gpu_count": float(len(d.get("gpu_models", [])))}, reasons=reasons, details=d)
+    return CheckResult(
+        name="environment",
+        status=status,
+        scope="rank",
+        node=ctx.host,
+        rank=ctx.rank,
+        metrics={"gpu_count": float(len(d.get("gpu_models", [])))},
+        reasons=reasons,
+        details=d,
+    )

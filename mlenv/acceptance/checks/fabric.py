@@ -59,10 +59,15 @@ class Expectation:
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, for ``details.expected``."""
-        return {"mode": self.mode, "mode_from": self.mode_from,
-                "hcas": self.hcas.raw if self.hcas else None, "hcas_from": self.hcas_from or None,
-                "socket_ifname": self.socket_ifname.raw if self.socket_ifname else None,
-                "gdr": self.gdr, "gdr_level": self.gdr_level}
+        return {
+            "mode": self.mode,
+            "mode_from": self.mode_from,
+            "hcas": self.hcas.raw if self.hcas else None,
+            "hcas_from": self.hcas_from or None,
+            "socket_ifname": self.socket_ifname.raw if self.socket_ifname else None,
+            "gdr": self.gdr,
+            "gdr_level": self.gdr_level,
+        }
 
 
 def expectation(env: Mapping[str, str]) -> Expectation:
@@ -80,16 +85,30 @@ def expectation(env: Mapping[str, str]) -> Expectation:
     hcas: IfSpec | None = None
     hcas_from = ""
     if devices and devices != "auto":
-        hcas, hcas_from = nccllog.parse_if_list(devices), "network.rdma.devices (MLENV_RDMA_DEVICES)"
+        hcas, hcas_from = (
+            nccllog.parse_if_list(devices),
+            "network.rdma.devices (MLENV_RDMA_DEVICES)",
+        )
     elif env.get("NCCL_IB_HCA", "").strip():
         hcas, hcas_from = nccllog.parse_if_list(env["NCCL_IB_HCA"]), "NCCL_IB_HCA"
     ifname = env.get("NCCL_SOCKET_IFNAME", "").strip()
     level = env.get("NCCL_NET_GDR_LEVEL", "").strip() or None
     gdr = mode == "rdma" and level is not None and level.upper() not in _GDR_OFF
-    strict = gdr and level is not None and (level.upper() in _GDR_WIDEST or (level.isdigit() and int(level) >= 4))
-    return Expectation(mode=mode, mode_from=mode_from, hcas=hcas, hcas_from=hcas_from,
-                       socket_ifname=nccllog.parse_if_list(ifname) if ifname else None,
-                       gdr=gdr, gdr_strict=strict, gdr_level=level)
+    strict = (
+        gdr
+        and level is not None
+        and (level.upper() in _GDR_WIDEST or (level.isdigit() and int(level) >= 4))
+    )
+    return Expectation(
+        mode=mode,
+        mode_from=mode_from,
+        hcas=hcas,
+        hcas_from=hcas_from,
+        socket_ifname=nccllog.parse_if_list(ifname) if ifname else None,
+        gdr=gdr,
+        gdr_strict=strict,
+        gdr_level=level,
+    )
 
 
 @dataclass
@@ -125,35 +144,66 @@ def judge(log: NcclLog, exp: Expectation, host: str, nnodes: int) -> Judged:
     """Judge one rank's NCCL log against the expectation (pure)."""
     net = log.network
     if log.lines == 0:
-        return Judged(Status.ERROR, ["no NCCL log lines were captured, so the transport cannot be proven "
-                                     "(NCCL_DEBUG_FILE not written: see details.log)"])
+        return Judged(
+            Status.ERROR,
+            [
+                "no NCCL log lines were captured, so the transport cannot be proven "
+                "(NCCL_DEBUG_FILE not written: see details.log)"
+            ],
+        )
     if net is None:
         if exp.mode == "rdma" and (log.ib_no_device or "IB" in log.failed_plugins):
-            return Judged(Status.FAIL, [f"NCCL found no usable InfiniBand/RoCE device{_why_no_ib(log)} and "
-                                        f"named no network: check the RDMA device plugin and the Multus "
-                                        f"network attachment of {host}"])
-        return Judged(Status.ERROR, ["NCCL never said which network it used ('Using network ...' missing "
-                                     "from its log): the transport cannot be proven"])
+            return Judged(
+                Status.FAIL,
+                [
+                    f"NCCL found no usable InfiniBand/RoCE device{_why_no_ib(log)} and "
+                    f"named no network: check the RDMA device plugin and the Multus "
+                    f"network attachment of {host}"
+                ],
+            )
+        return Judged(
+            Status.ERROR,
+            [
+                "NCCL never said which network it used ('Using network ...' missing "
+                "from its log): the transport cannot be proven"
+            ],
+        )
     chans = log.net_channels(net)
     gdr_chans = [c for c in chans if c.gdr]
-    metrics = {"net_channels": float(len(chans)), "gdr_channels": float(len(gdr_chans)),
-               "ib_hcas": float(len(log.ib_devices))}
+    metrics = {
+        "net_channels": float(len(chans)),
+        "gdr_channels": float(len(gdr_chans)),
+        "ib_hcas": float(len(log.ib_devices)),
+    }
     if exp.mode == "rdma":
         return _judge_rdma(log, exp, host, net, metrics)
     if exp.mode == "tcp":
         return _judge_tcp(log, exp, host, net, nnodes, metrics)
-    used = (f"NET/{net} on {', '.join(d.label() for d in log.ib_devices)}" if _is_rdma_net(net) and log.ib_devices
-            else f"NET/{net} on {_ifaces(log)}")
-    return Judged(Status.PASS, [f"{used}; no network mode configured ({exp.mode_from}): reported, not judged"],
-                  metrics)
+    used = (
+        f"NET/{net} on {', '.join(d.label() for d in log.ib_devices)}"
+        if _is_rdma_net(net) and log.ib_devices
+        else f"NET/{net} on {_ifaces(log)}"
+    )
+    return Judged(
+        Status.PASS,
+        [f"{used}; no network mode configured ({exp.mode_from}): reported, not judged"],
+        metrics,
+    )
 
 
-def _judge_rdma(log: NcclLog, exp: Expectation, host: str, net: str, metrics: dict[str, float]) -> Judged:
+def _judge_rdma(
+    log: NcclLog, exp: Expectation, host: str, net: str, metrics: dict[str, float]
+) -> Judged:
     if not _is_rdma_net(net):
-        return Judged(Status.FAIL, [
-            f"rdma mode ({exp.mode_from}) but NCCL used NET/{net} on {_ifaces(log)}{_why_no_ib(log)}: "
-            f"traffic fell back to TCP sockets; check the RDMA device plugin resources, the Multus network "
-            f"attachment and NCCL_IB_GID_INDEX on {host}"], metrics)
+        return Judged(
+            Status.FAIL,
+            [
+                f"rdma mode ({exp.mode_from}) but NCCL used NET/{net} on {_ifaces(log)}{_why_no_ib(log)}: "
+                f"traffic fell back to TCP sockets; check the RDMA device plugin resources, the Multus network "
+                f"attachment and NCCL_IB_GID_INDEX on {host}"
+            ],
+            metrics,
+        )
     out = Judged(Status.PASS, [], metrics)
     if exp.hcas is not None:
         outside = [d for d in log.ib_devices if not exp.hcas.matches(d.name, d.port)]
@@ -162,57 +212,79 @@ def _judge_rdma(log: NcclLog, exp: Expectation, host: str, net: str, metrics: di
             out.reasons.append(
                 f"NCCL used HCA {', '.join(d.label() for d in outside)}, outside the configured list "
                 f"{exp.hcas.raw} ({exp.hcas_from}: {exp.hcas.describe()}): NCCL_IB_HCA did not reach this "
-                f"rank or names other devices; check the pod's NCCL_IB_HCA and the devices allocated on {host}")
+                f"rank or names other devices; check the pod's NCCL_IB_HCA and the devices allocated on {host}"
+            )
     if exp.gdr:
         chans = log.net_channels(net)
         without = [c for c in chans if not c.gdr]
         sev = Status.FAIL if exp.gdr_strict else Status.WARN
-        fix = (f"check that nvidia-peermem (or dma-buf) is loaded on {host} and that the GPU and HCA "
-               f"share a PCIe switch")
+        fix = (
+            f"check that nvidia-peermem (or dma-buf) is loaded on {host} and that the GPU and HCA "
+            f"share a PCIe switch"
+        )
         if chans and without:
             out.status = max(out.status, sev, key=_rank)
             out.reasons.append(
                 f"GPUDirect RDMA is configured (NCCL_NET_GDR_LEVEL={exp.gdr_level}) but {len(without)} of "
                 f"{len(chans)} NET/{net} channel connections on this rank ran without it (no /GDRDMA): "
-                f"data is staged through host memory; {fix}")
+                f"data is staged through host memory; {fix}"
+            )
         elif not chans:
             support = [g for g in log.gdr_support if _is_rdma_net(g.net)]
             if support and not any(g.enabled for g in support):
                 out.status = max(out.status, sev, key=_rank)
                 out.reasons.append(
                     f"GPUDirect RDMA is configured (NCCL_NET_GDR_LEVEL={exp.gdr_level}) but NCCL reports "
-                    f"it Disabled for every HCA ({', '.join(g.name for g in support)}); {fix}")
+                    f"it Disabled for every HCA ({', '.join(g.name for g in support)}); {fix}"
+                )
     if out.status == Status.PASS:
         hcas = ", ".join(d.label() for d in log.ib_devices) or "HCAs not printed"
         chans = log.net_channels(net)
-        gdr = (f"GPUDirect RDMA on {sum(c.gdr for c in chans)}/{len(chans)} network channel connections"
-               if chans else "no network channel on this rank (its traffic goes through a peer)")
+        gdr = (
+            f"GPUDirect RDMA on {sum(c.gdr for c in chans)}/{len(chans)} network channel connections"
+            if chans
+            else "no network channel on this rank (its traffic goes through a peer)"
+        )
         out.reasons.append(f"NET/{net} on {hcas}; {gdr}")
     return out
 
 
-def _judge_tcp(log: NcclLog, exp: Expectation, host: str, net: str, nnodes: int,
-               metrics: dict[str, float]) -> Judged:
+def _judge_tcp(
+    log: NcclLog, exp: Expectation, host: str, net: str, nnodes: int, metrics: dict[str, float]
+) -> Judged:
     if _is_rdma_net(net):
-        return Judged(Status.WARN, [
-            f"tcp mode ({exp.mode_from}) but NCCL used NET/{net} on "
-            f"{', '.join(d.label() for d in log.ib_devices) or 'HCAs not printed'}: NCCL_IB_DISABLE=1 did not "
-            f"reach NCCL on {host}; the cluster is configured for TCP"], metrics)
+        return Judged(
+            Status.WARN,
+            [
+                f"tcp mode ({exp.mode_from}) but NCCL used NET/{net} on "
+                f"{', '.join(d.label() for d in log.ib_devices) or 'HCAs not printed'}: NCCL_IB_DISABLE=1 did not "
+                f"reach NCCL on {host}; the cluster is configured for TCP"
+            ],
+            metrics,
+        )
     out = Judged(Status.PASS, [], metrics)
     bad: list[str] = []
     for s in log.socket_ifs:
         if exp.socket_ifname is not None and not exp.socket_ifname.matches(s.name):
-            bad.append(f"{s.name} ({s.address}), which NCCL_SOCKET_IFNAME={exp.socket_ifname.raw} excludes "
-                       f"(it allows {exp.socket_ifname.describe()})")
+            bad.append(
+                f"{s.name} ({s.address}), which NCCL_SOCKET_IFNAME={exp.socket_ifname.raw} excludes "
+                f"(it allows {exp.socket_ifname.describe()})"
+            )
         elif s.name.startswith("lo") and nnodes > 1:
-            bad.append(f"{s.name} ({s.address}), the loopback interface, which cannot reach another node")
+            bad.append(
+                f"{s.name} ({s.address}), the loopback interface, which cannot reach another node"
+            )
     if bad:
         out.status = Status.FAIL
-        out.reasons.append(f"NCCL used interface {'; '.join(bad)}: NCCL_SOCKET_IFNAME did not reach this rank "
-                           f"or the pod's interfaces differ; check the pod network of {host}")
+        out.reasons.append(
+            f"NCCL used interface {'; '.join(bad)}: NCCL_SOCKET_IFNAME did not reach this rank "
+            f"or the pod's interfaces differ; check the pod network of {host}"
+        )
     else:
-        out.reasons.append(f"NET/{net} on {_ifaces(log)}"
-                           + (f" (NCCL_SOCKET_IFNAME={exp.socket_ifname.raw})" if exp.socket_ifname else ""))
+        out.reasons.append(
+            f"NET/{net} on {_ifaces(log)}"
+            + (f" (NCCL_SOCKET_IFNAME={exp.socket_ifname.raw})" if exp.socket_ifname else "")
+        )
     return out
 
 
@@ -232,29 +304,50 @@ def read_log(path: Path) -> NcclLog:
         return NcclLog()
 
 
-def result_for(log: NcclLog, exp: Expectation, host: str, nnodes: int, log_path: str,
-               capture: dict[str, Any] | None = None) -> CheckResult:
+def result_for(
+    log: NcclLog,
+    exp: Expectation,
+    host: str,
+    nnodes: int,
+    log_path: str,
+    capture: dict[str, Any] | None = None,
+) -> CheckResult:
     """This rank's result: the judgement, the evidence lines and what was expected (pure)."""
     j = judge(log, exp, host, nnodes)
     evidence = list(log.evidence)
     if log.evidence_dropped:
         evidence.append(f"… {log.evidence_dropped} more line(s) in {log_path}")
-    details: dict[str, Any] = {"expected": exp.to_dict(), "used": log.to_summary(), "evidence": evidence,
-                               "log": log_path}
+    details: dict[str, Any] = {
+        "expected": exp.to_dict(),
+        "used": log.to_summary(),
+        "evidence": evidence,
+        "log": log_path,
+    }
     if capture:
         details["capture"] = capture
-    return CheckResult(name=NAME, status=j.status, scope="rank", node=host, metrics=j.metrics,
-                       reasons=j.reasons, details=details)
+    return CheckResult(
+        name=NAME,
+        status=j.status,
+        scope="rank",
+        node=host,
+        metrics=j.metrics,
+        reasons=j.reasons,
+        details=details,
+    )
 
 
 def skip_reason(backend: str, nnodes: int) -> str | None:
     """Why this run has no network transport to prove, or None when it has one."""
     if backend != "nccl":
-        return (f"backend {backend} (CPU): NCCL is not in use, so there is no NCCL network transport to prove; "
-                "run on GPUs across at least two nodes")
+        return (
+            f"backend {backend} (CPU): NCCL is not in use, so there is no NCCL network transport to prove; "
+            "run on GPUs across at least two nodes"
+        )
     if nnodes < 2:
-        return ("single node: NCCL keeps its traffic inside the node (NVLink, PCIe, shared memory); the network "
-                "transport is proven only across nodes")
+        return (
+            "single node: NCCL keeps its traffic inside the node (NVLink, PCIe, shared memory); the network "
+            "transport is proven only across nodes"
+        )
     return None
 
 
@@ -282,9 +375,24 @@ class FabricTransport(Check):
         torch.cuda.synchronize(torch.device(ctx.device))
         cap = ncclcapture.active()
         if cap is None:
-            return [CheckResult(name=NAME, status=Status.ERROR, scope="rank", node=ctx.host, reasons=[
-                "NCCL's log was not captured for this process (start it with python -m mlenv.acceptance)"])]
+            return [
+                CheckResult(
+                    name=NAME,
+                    status=Status.ERROR,
+                    scope="rank",
+                    node=ctx.host,
+                    reasons=[
+                        "NCCL's log was not captured for this process (start it with python -m mlenv.acceptance)"
+                    ],
+                )
+            ]
         log = read_log(cap.path)
-        capture = {"NCCL_DEBUG_FILE": cap.plan.file_pattern, "user_file": cap.plan.user_file,
-                   "NCCL_DEBUG (user)": cap.plan.user_level, "NCCL_DEBUG_SUBSYS": os.environ.get("NCCL_DEBUG_SUBSYS")}
-        return [result_for(log, expectation(os.environ), ctx.host, ctx.nnodes, str(cap.path), capture)]
+        capture = {
+            "NCCL_DEBUG_FILE": cap.plan.file_pattern,
+            "user_file": cap.plan.user_file,
+            "NCCL_DEBUG (user)": cap.plan.user_level,
+            "NCCL_DEBUG_SUBSYS": os.environ.get("NCCL_DEBUG_SUBSYS"),
+        }
+        return [
+            result_for(log, expectation(os.environ), ctx.host, ctx.nnodes, str(cap.path), capture)
+        ]

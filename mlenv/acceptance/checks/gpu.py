@@ -34,9 +34,14 @@ Runner = Callable[[list[str], float], "subprocess.CompletedProcess[str]"]
 class DcgmOptions(CheckOptions):
     """Options of gpu.dcgm."""
 
-    level: int = option(1, help="dcgmi diag -r level: 1 quick (seconds), 2 (minutes, the full profile), "
-                                "3 (~15 min: set timeout_s too)")
-    timeout_s: float = option(0.0, help="seconds dcgmi may run (0: the check's deadline); level 3 needs >= 900")
+    level: int = option(
+        1,
+        help="dcgmi diag -r level: 1 quick (seconds), 2 (minutes, the full profile), "
+        "3 (~15 min: set timeout_s too)",
+    )
+    timeout_s: float = option(
+        0.0, help="seconds dcgmi may run (0: the check's deadline); level 3 needs >= 900"
+    )
 
     def problems(self) -> list[tuple[str, str]]:
         """Level 1..3; level 3 only with its own timeout."""
@@ -46,67 +51,155 @@ class DcgmOptions(CheckOptions):
         if self.timeout_s < 0:
             out.append(("timeout_s", f"must be >= 0, got {self.timeout_s}"))
         if self.level == LONG_LEVEL and self.timeout_s < LONG_LEVEL_MIN_TIMEOUT_S:
-            out.append(("timeout_s", f"level 3 runs about 15 minutes: set timeout_s >= {LONG_LEVEL_MIN_TIMEOUT_S:g} "
-                                     "(and --deadline above it)"))
+            out.append(
+                (
+                    "timeout_s",
+                    f"level 3 runs about 15 minutes: set timeout_s >= {LONG_LEVEL_MIN_TIMEOUT_S:g} "
+                    "(and --deadline above it)",
+                )
+            )
         return out
 
 
 def _run(words: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(words, capture_output=True, text=True, timeout=timeout, check=False,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        words,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        stdin=subprocess.DEVNULL,
+    )
 
 
-def diagnose(host: str, level: int, timeout_s: float, runner: Runner = _run,
-             which: Callable[[str], str | None] = shutil.which) -> list[CheckResult]:
+def diagnose(
+    host: str,
+    level: int,
+    timeout_s: float,
+    runner: Runner = _run,
+    which: Callable[[str], str | None] = shutil.which,
+) -> list[CheckResult]:
     """Run dcgmi on this node and return one result per GPU (SKIP/ERROR for the node when
     it cannot run). ``runner``/``which`` are injectable: tests feed recorded output."""
     argv = dcgm.argv_for(level)
     base = {"level": level, "command": " ".join(argv)}
     if which("dcgmi") is None:
-        return [CheckResult(name=NAME, status=Status.SKIP, scope="node", node=host,
-                            reasons=[f"dcgmi not found on {host}: DCGM diagnostics not run (install "
-                                     "datacenter-gpu-manager, or run where the GPU operator's DCGM is)"],
-                            details=base)]
+        return [
+            CheckResult(
+                name=NAME,
+                status=Status.SKIP,
+                scope="node",
+                node=host,
+                reasons=[
+                    f"dcgmi not found on {host}: DCGM diagnostics not run (install "
+                    "datacenter-gpu-manager, or run where the GPU operator's DCGM is)"
+                ],
+                details=base,
+            )
+        ]
     t0 = time.monotonic()
     try:
         p = runner(argv, timeout_s)
     except subprocess.TimeoutExpired:
-        return [CheckResult(name=NAME, status=Status.ERROR, scope="node", node=host,
-                            reasons=[f"dcgmi diag -r {level} did not finish within {timeout_s:g} s"], details=base)]
+        return [
+            CheckResult(
+                name=NAME,
+                status=Status.ERROR,
+                scope="node",
+                node=host,
+                reasons=[f"dcgmi diag -r {level} did not finish within {timeout_s:g} s"],
+                details=base,
+            )
+        ]
     except OSError as e:
-        return [CheckResult(name=NAME, status=Status.ERROR, scope="node", node=host,
-                            reasons=[f"dcgmi could not start: {e}"], details=base)]
+        return [
+            CheckResult(
+                name=NAME,
+                status=Status.ERROR,
+                scope="node",
+                node=host,
+                reasons=[f"dcgmi could not start: {e}"],
+                details=base,
+            )
+        ]
     took = time.monotonic() - t0
     # dcgmi exits non-zero when a test fails, and still prints the JSON: read it first.
     try:
         gpus = dcgm.parse(p.stdout)
     except dcgm.DcgmParseError as e:
         tail = (p.stderr or p.stdout).strip().splitlines()
-        return [CheckResult(name=NAME, status=Status.ERROR, scope="node", node=host,
-                            reasons=[f"dcgmi diag -r {level} gave no diagnostic JSON ({e}; exit {p.returncode}"
-                                     + (f": {tail[-1][:200]}" if tail else "") + ")"],
-                            details={**base, "stdout": p.stdout[-4000:], "stderr": p.stderr[-4000:]})]
+        return [
+            CheckResult(
+                name=NAME,
+                status=Status.ERROR,
+                scope="node",
+                node=host,
+                reasons=[
+                    f"dcgmi diag -r {level} gave no diagnostic JSON ({e}; exit {p.returncode}"
+                    + (f": {tail[-1][:200]}" if tail else "")
+                    + ")"
+                ],
+                details={**base, "stdout": p.stdout[-4000:], "stderr": p.stderr[-4000:]},
+            )
+        ]
     out = []
     for g in gpus:
         bad = g.failed()
-        status = {"FAIL": Status.FAIL, "WARN": Status.WARN, "PASS": Status.PASS}.get(g.status, Status.SKIP)
+        status = {"FAIL": Status.FAIL, "WARN": Status.WARN, "PASS": Status.PASS}.get(
+            g.status, Status.SKIP
+        )
         if bad:
-            reasons = [f"GPU {g.gpu}: DCGM level {level} " + "; ".join(
-                f"{t.test} {t.status}" + (f" ({' / '.join(t.messages)[:300]})" if t.messages else "") for t in bad)]
+            reasons = [
+                f"GPU {g.gpu}: DCGM level {level} "
+                + "; ".join(
+                    f"{t.test} {t.status}"
+                    + (f" ({' / '.join(t.messages)[:300]})" if t.messages else "")
+                    for t in bad
+                )
+            ]
         elif status == Status.SKIP:
             reasons = [f"GPU {g.gpu}: every DCGM level {level} test was skipped"]
         else:
             reasons = []
         ran = [t for t in g.tests if t.status != "SKIP"]
-        out.append(CheckResult(
-            name=NAME, status=status, scope="node", node=host,
-            metrics={"tests_run": float(len(ran)), "tests_failed": float(sum(t.status == "FAIL" for t in g.tests))},
-            reasons=reasons, duration_s=took,
-            details={**base, "gpu": g.gpu, "tests": [{"category": t.category, "test": t.test, "status": t.status,
-                                                      "messages": t.messages} for t in g.tests]}))
+        out.append(
+            CheckResult(
+                name=NAME,
+                status=status,
+                scope="node",
+                node=host,
+                metrics={
+                    "tests_run": float(len(ran)),
+                    "tests_failed": float(sum(t.status == "FAIL" for t in g.tests)),
+                },
+                reasons=reasons,
+                duration_s=took,
+                details={
+                    **base,
+                    "gpu": g.gpu,
+                    "tests": [
+                        {
+                            "category": t.category,
+                            "test": t.test,
+                            "status": t.status,
+                            "messages": t.messages,
+                        }
+                        for t in g.tests
+                    ],
+                },
+            )
+        )
     if not out:
-        out.append(CheckResult(name=NAME, status=Status.ERROR, scope="node", node=host,
-                               reasons=[f"dcgmi diag -r {level} named no GPU"], details=base))
+        out.append(
+            CheckResult(
+                name=NAME,
+                status=Status.ERROR,
+                scope="node",
+                node=host,
+                reasons=[f"dcgmi diag -r {level} named no GPU"],
+                details=base,
+            )
+        )
     return out
 
 

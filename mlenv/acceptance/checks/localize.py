@@ -65,19 +65,32 @@ _DONE = "done"
 class LocalizeOptions(CheckOptions):
     """Options of fabric.localize."""
 
-    mode: str = option("auto", help="auto: only after a multi-node collective below its bar or a node/rail "
-                                    "outlier; always: every run (--localize); off: never")
+    mode: str = option(
+        "auto",
+        help="auto: only after a multi-node collective below its bar or a node/rail "
+        "outlier; always: every run (--localize); off: never",
+    )
     bytes: int = option(2**20, cuda=64 * 2**20, help="bytes each pair all-reduces per call")
-    iters: int = option(5, cuda=10, help="timed calls per pair (fewer when a slow pair would overrun the round)")
+    iters: int = option(
+        5, cuda=10, help="timed calls per pair (fewer when a slow pair would overrun the round)"
+    )
     warmup: int = option(1, cuda=3, help="untimed calls per pair first")
-    slow_frac: float = option(plan.DEFAULT_SLOW_FRAC, help="a pair is slow below (1 - slow_frac) of a healthy "
-                                                           "pair's figure")
-    expected_gbps: float = option(0.0, help="a healthy pair's GB/s to judge against (0: the upper quartile of "
-                                            "round 1's pairs)")
+    slow_frac: float = option(
+        plan.DEFAULT_SLOW_FRAC,
+        help="a pair is slow below (1 - slow_frac) of a healthy pair's figure",
+    )
+    expected_gbps: float = option(
+        0.0,
+        help="a healthy pair's GB/s to judge against (0: the upper quartile of round 1's pairs)",
+    )
 
     def problems(self) -> list[tuple[str, str]]:
         """A known mode, at least one float32 and one timed call, slow_frac strictly between 0 and 1."""
-        out = at_least(self, 4, "bytes") + at_least(self, 1, "iters") + at_least(self, 0, "warmup", "expected_gbps")
+        out = (
+            at_least(self, 4, "bytes")
+            + at_least(self, 1, "iters")
+            + at_least(self, 0, "warmup", "expected_gbps")
+        )
         if self.mode not in MODES:
             out.append(("mode", f"must be one of {', '.join(MODES)}, got {self.mode!r}"))
         if not 0.0 < self.slow_frac < 1.0:
@@ -100,8 +113,14 @@ def scontrol_topology(env: Any, timeout_s: float = 15.0) -> tuple[str, str]:
     """(stdout of ``scontrol show topology``, a note when it could not run or failed).
     Without the topology plugin scontrol prints nothing and exits 0: ("", "")."""
     try:
-        r = subprocess.run(SCONTROL_TOPOLOGY, env=dict(env), capture_output=True, text=True,
-                           timeout=timeout_s, check=False)
+        r = subprocess.run(
+            SCONTROL_TOPOLOGY,
+            env=dict(env),
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return "", f"scontrol show topology: {e}"
     if r.returncode != 0:
@@ -119,13 +138,20 @@ def slurm_topology(env: Any, names: list[str]) -> tuple[str, str]:
         return "", why and f"no racks from Slurm ({why})"
     racks, notes = slurmtopo.leaf_racks(out, set(names))
     if not racks:
-        return "", "; ".join(["no racks from Slurm: no leaf switch of scontrol show topology lists the job's nodes",
-                              *notes])
+        return "", "; ".join(
+            [
+                "no racks from Slurm: no leaf switch of scontrol show topology lists the job's nodes",
+                *notes,
+            ]
+        )
     return contract.topology_json(racks), "; ".join(
-        [f"racks from Slurm's topology/tree (scontrol show topology): {', '.join(racks)}", *notes])
+        [f"racks from Slurm's topology/tree (scontrol show topology): {', '.join(racks)}", *notes]
+    )
 
 
-def racks_of(layout: list[tuple[int, int, str, str]], env: Any = None) -> tuple[list[str | None] | None, str]:
+def racks_of(
+    layout: list[tuple[int, int, str, str]], env: Any = None
+) -> tuple[list[str | None] | None, str]:
     """(each node's rack, a note): from ``MLENV_TOPOLOGY`` in ``env`` (default: this process's),
     else on Slurm from its topology/tree plugin (:func:`slurm_topology`); (None, "") without
     one, (None, why) when it cannot be read. ``layout`` is (node, local rank, host,
@@ -145,7 +171,9 @@ def racks_of(layout: list[tuple[int, int, str, str]], env: Any = None) -> tuple[
         return None, f"topology not used: {e}"
     racks = topo.rack_of_nodes(topology, [seen[k] for k in sorted(seen)])
     missing = [seen[k][0] for k, r in zip(sorted(seen), racks, strict=True) if r is None]
-    return racks, "; ".join(x for x in (source, f"not in {topo.ENV}: {', '.join(missing)}" if missing else "") if x)
+    return racks, "; ".join(
+        x for x in (source, f"not in {topo.ENV}: {', '.join(missing)}" if missing else "") if x
+    )
 
 
 def triggers(results: list[CheckResult], baseline: Any = None, nodes: int = 2) -> list[str]:
@@ -163,14 +191,19 @@ def triggers(results: list[CheckResult], baseline: Any = None, nodes: int = 2) -
     for r in j.results:
         if not r.name.startswith("collectives.") or r.status not in (Status.FAIL, Status.WARN):
             continue
-        spans = r.scope == "inter" or (r.scope == "world" and int(r.details.get("nodes", nodes) or 0) > 1)
+        spans = r.scope == "inter" or (
+            r.scope == "world" and int(r.details.get("nodes", nodes) or 0) > 1
+        )
         text = " ".join(r.reasons)
         if spans and ("gbps" in text or "sweep stopped" in text):
             out.append(reason_line(r))
     # A rail (inter group) outlier is already on its result's status and reasons above;
     # a node outlier is a run-level finding only.
-    out += [f"{f.severity.value}: {f.reason()}" for f in j.findings
-            if f.level == "node" and f.check.startswith("collectives.")]
+    out += [
+        f"{f.severity.value}: {f.reason()}"
+        for f in j.findings
+        if f.level == "node" and f.check.startswith("collectives.")
+    ]
     return list(dict.fromkeys(out))
 
 
@@ -199,8 +232,15 @@ def _pair_group(ranks: tuple[int, int]) -> Any:
     return _new_group(ranks)
 
 
-def _measure_pair(ctx: RunContext, group: Any, nbytes: int, iters: int, warmup: int,
-                  budget_s: float, stretch: float) -> float:
+def _measure_pair(
+    ctx: RunContext,
+    group: Any,
+    nbytes: int,
+    iters: int,
+    warmup: int,
+    budget_s: float,
+    stretch: float,
+) -> float:
     """This leader's share of one pair: the pair's GB/s (both members return the same figure)."""
     import torch
     import torch.distributed as dist
@@ -227,8 +267,15 @@ def _measure_pair(ctx: RunContext, group: Any, nbytes: int, iters: int, warmup: 
     return nbytes / max(float(sec.item()), 1e-12) / 1e9
 
 
-def _round(ctx: RunContext, leaders: list[tuple[int, str]], pairs: list[tuple[int, int]], nbytes: int,
-           iters: int, warmup: int, budget_s: float) -> dict[tuple[int, int], float]:
+def _round(
+    ctx: RunContext,
+    leaders: list[tuple[int, str]],
+    pairs: list[tuple[int, int]],
+    nbytes: int,
+    iters: int,
+    warmup: int,
+    budget_s: float,
+) -> dict[tuple[int, int], float]:
     """Every rank: measure one round (pairs of node indices); the figures, on every rank."""
     import torch.distributed as dist
 
@@ -249,7 +296,11 @@ def _stretch(ctx: RunContext, node: int) -> float:
     from mlenv.acceptance.core import faults
 
     fault = faults.active("slow", rank=ctx.rank, node_rank=node, check=NAME)
-    return stretch_factor(fault) if fault is not None and fault.get("check", "").startswith("fabric") else 1.0
+    return (
+        stretch_factor(fault)
+        if fault is not None and fault.get("check", "").startswith("fabric")
+        else 1.0
+    )
 
 
 def _bcast(obj: Any, ctx: RunContext) -> Any:
@@ -265,7 +316,9 @@ class LocalizeCheck(Check):
     """Pairwise bandwidth between nodes in rounds: the slow node or link, by name."""
 
     name = NAME
-    description = "pairwise all_reduce between disjoint node pairs, re-pairing suspects with good nodes"
+    description = (
+        "pairwise all_reduce between disjoint node pairs, re-pairing suspects with good nodes"
+    )
     Options = LocalizeOptions
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
@@ -276,8 +329,15 @@ class LocalizeCheck(Check):
         o = ctx.options_of(LocalizeOptions, NAME)
         mode = o.mode
         layout: list[Any] = [None] * ctx.world_size
-        dist.all_gather_object(layout, (ctx.node_rank, ctx.local_rank, ctx.host,
-                                        os.environ.get("MLENV_NODE_NAME", "").strip()))
+        dist.all_gather_object(
+            layout,
+            (
+                ctx.node_rank,
+                ctx.local_rank,
+                ctx.host,
+                os.environ.get("MLENV_NODE_NAME", "").strip(),
+            ),
+        )
         leaders = _leaders([(int(a), int(b), str(c)) for a, b, c, _ in layout])
         names = [h for _, h in leaders]
         n = len(leaders)
@@ -295,11 +355,17 @@ class LocalizeCheck(Check):
                     decided = ([], f"{type(e).__name__}: {e}")
             why, problem = _bcast(decided, ctx)
             if problem:
-                return self._skip(ctx, f"not run: the earlier results could not be judged ({problem}); "
-                                       "--localize measures anyway")
+                return self._skip(
+                    ctx,
+                    f"not run: the earlier results could not be judged ({problem}); "
+                    "--localize measures anyway",
+                )
             if not why:
-                return self._skip(ctx, "not needed: no multi-node collective below its bar and no node or rail "
-                                       "outlier (run with --localize to measure anyway)")
+                return self._skip(
+                    ctx,
+                    "not needed: no multi-node collective below its bar and no node or rail "
+                    "outlier (run with --localize to measure anyway)",
+                )
         nbytes, iters, warmup, slow_frac = o.bytes, o.iters, o.warmup, o.slow_frac
         expected = o.expected_gbps or None
         deadline = DEADLINE_SHARE * ctx.deadline_s - (time.monotonic() - t0)
@@ -321,22 +387,40 @@ class LocalizeCheck(Check):
             got = _round(ctx, leaders, list(pairs), nbytes, iters, warmup, budget)
             rounds_done[0] += 1
             # Rank 0's console shows each round as it ends, as the collectives show their tables.
-            console.print_note(f"{NAME} round {rounds_done[0]}: " + ", ".join(
-                f"{names[a]}<->{names[b]} {got[(a, b)]:.4g}" for a, b in pairs) + " GB/s")
+            console.print_note(
+                f"{NAME} round {rounds_done[0]}: "
+                + ", ".join(f"{names[a]}<->{names[b]} {got[(a, b)]:.4g}" for a, b in pairs)
+                + " GB/s"
+            )
             return got
 
         try:
             racks, rack_note = racks_of([(int(a), int(b), str(c), str(d)) for a, b, c, d in layout])
-            loc = plan.localize(n, measure_round, slow_frac=slow_frac,
-                                expected_gbps=expected,
-                                deadline_s=deadline, racks=racks)
+            loc = plan.localize(
+                n,
+                measure_round,
+                slow_frac=slow_frac,
+                expected_gbps=expected,
+                deadline_s=deadline,
+                racks=racks,
+            )
         finally:
             _bcast(_DONE, ctx)
         if rack_note:
             loc.notes.append(rack_note)
-        return results_of(loc, names, why, {"bytes": nbytes, "iters": iters, "warmup": warmup,
-                                            "backend": ctx.backend, "slow_frac": slow_frac},
-                          time.monotonic() - t0)
+        return results_of(
+            loc,
+            names,
+            why,
+            {
+                "bytes": nbytes,
+                "iters": iters,
+                "warmup": warmup,
+                "backend": ctx.backend,
+                "slow_frac": slow_frac,
+            },
+            time.monotonic() - t0,
+        )
 
     def _skip(self, ctx: RunContext, reason: str) -> list[CheckResult]:
         if ctx.rank != 0:
@@ -349,10 +433,16 @@ def evidence(loc: plan.Localization, names: list[str]) -> list[str]:
     ``details.evidence``, which summary.md's Evidence section and JUnit's system-out show."""
     out: list[str] = []
     for r in loc.rounds:
-        pairs = ", ".join(f"{names[a]}<->{names[b]} {r.figures[(a, b)]:.4g} GB/s"
-                          f"{' SLOW' if (a, b) in r.slow_pairs else ''}" for a, b in r.pairs)
-        bar = "" if r.reference_gbps is None else f" (healthy {r.reference_gbps:.4g}, slow below " \
-            f"{(loc.bar_gbps or 0.0):.4g})"
+        pairs = ", ".join(
+            f"{names[a]}<->{names[b]} {r.figures[(a, b)]:.4g} GB/s"
+            f"{' SLOW' if (a, b) in r.slow_pairs else ''}"
+            for a, b in r.pairs
+        )
+        bar = (
+            ""
+            if r.reference_gbps is None
+            else f" (healthy {r.reference_gbps:.4g}, slow below {(loc.bar_gbps or 0.0):.4g})"
+        )
         doubt = ", ".join(names[i] for i in r.suspects) or "none"
         out.append(f"round {r.index}: {pairs}{bar}; in doubt after it: {doubt}")
     return out
@@ -365,14 +455,15 @@ def _fmt(x: float | None) -> str:
 _RACK_WHAT = {
     topo.UPLINK: "check rack {0}'s leaf switch and its uplinks (its nodes are fast with each other)",
     topo.BETWEEN: "check the path between the leaf switches of racks {0} and {1} (their uplinks, the spine "
-                  "between them); each is fast with other racks",
+    "between them); each is fast with other racks",
     topo.SPINE: "check the path between the racks ({all}: the leaf uplinks or the spine); pairs inside "
-                "racks are fast",
+    "racks are fast",
 }
 
 
-def rack_results(loc: plan.Localization, names: list[str], details: dict[str, Any],
-                 duration_s: float) -> list[CheckResult]:
+def rack_results(
+    loc: plan.Localization, names: list[str], details: dict[str, Any], duration_s: float
+) -> list[CheckResult]:
     """A FAIL of scope ``rack`` per rack finding: one line for what N slow links would say."""
     ref, bar = _fmt(loc.reference_gbps), _fmt(loc.bar_gbps)
     racks = loc.racks or []
@@ -381,29 +472,51 @@ def rack_results(loc: plan.Localization, names: list[str], details: dict[str, An
         figs = [loc.figures[p] for p in f.pairs]
         others = sorted({racks[x] or names[x] for p in f.pairs for x in p} - set(f.racks))
         if f.kind == topo.UPLINK:
-            head = f"every pair crossing rack {f.racks[0]} is slow ({len(figs)} pair(s) with " \
-                   f"{', '.join(others)}"
+            head = (
+                f"every pair crossing rack {f.racks[0]} is slow ({len(figs)} pair(s) with "
+                f"{', '.join(others)}"
+            )
             group = f.racks[0]
         elif f.kind == topo.BETWEEN:
             head = f"every pair between racks {f.racks[0]} and {f.racks[1]} is slow ({len(figs)} pair(s)"
             group = f"{f.racks[0]} <-> {f.racks[1]}"
         else:
-            head = f"every pair across racks is slow ({len(figs)} pair(s) between {', '.join(f.racks)}"
+            head = (
+                f"every pair across racks is slow ({len(figs)} pair(s) between {', '.join(f.racks)}"
+            )
             group = " <-> ".join(f.racks)
         todo = _RACK_WHAT[f.kind].format(*f.racks, all=", ".join(f.racks))
         members = {r: [names[i] for i, x in enumerate(racks) if x == r] for r in f.racks}
-        out.append(CheckResult(
-            name=NAME, status=Status.FAIL, scope="rack", node=None,
-            metrics={"pair_gbps_max": max(figs), "reference_gbps": loc.reference_gbps or 0.0},
-            reasons=[f"{head}, {min(figs):.3g}-{max(figs):.3g} GB/s; bar {bar}, healthy pairs {ref} GB/s): {todo}"],
-            details={**details, "group": group, "rack_kind": f.kind, "rack_nodes": members,
-                     "rack_pairs": [[names[a], names[b]] for a, b in f.pairs]},
-            duration_s=duration_s))
+        out.append(
+            CheckResult(
+                name=NAME,
+                status=Status.FAIL,
+                scope="rack",
+                node=None,
+                metrics={"pair_gbps_max": max(figs), "reference_gbps": loc.reference_gbps or 0.0},
+                reasons=[
+                    f"{head}, {min(figs):.3g}-{max(figs):.3g} GB/s; bar {bar}, healthy pairs {ref} GB/s): {todo}"
+                ],
+                details={
+                    **details,
+                    "group": group,
+                    "rack_kind": f.kind,
+                    "rack_nodes": members,
+                    "rack_pairs": [[names[a], names[b]] for a, b in f.pairs],
+                },
+                duration_s=duration_s,
+            )
+        )
     return out
 
 
-def results_of(loc: plan.Localization, names: list[str], why: list[str], setup: dict[str, Any],
-               duration_s: float) -> list[CheckResult]:
+def results_of(
+    loc: plan.Localization,
+    names: list[str],
+    why: list[str],
+    setup: dict[str, Any],
+    duration_s: float,
+) -> list[CheckResult]:
     """The check's results: a FAIL per rack finding (scope rack), per slow node (scope node)
     and per slow link (scope link), else one world result: PASS (nobody), WARN (ambiguous /
     inconclusive). Every result carries every round in its details."""
@@ -413,37 +526,76 @@ def results_of(loc: plan.Localization, names: list[str], why: list[str], setup: 
     for x in loc.slow_nodes:
         pairs = [(p, v) for p, v in loc.figures.items() if x in p]
         seen = ", ".join(f"{names[p[1] if p[0] == x else p[0]]} {v:.3g}" for p, v in sorted(pairs))
-        out.append(CheckResult(
-            name=NAME, status=Status.FAIL, scope="node", node=names[x],
-            metrics={"pair_gbps_min": min(v for _, v in pairs), "reference_gbps": loc.reference_gbps or 0.0},
-            reasons=[f"slow node: every pair with it is below {bar} GB/s (with {seen} GB/s; healthy pairs "
-                     f"{ref} GB/s): check {names[x]}'s NIC, its link speed, port and cable"],
-            details=dict(details), duration_s=duration_s))
+        out.append(
+            CheckResult(
+                name=NAME,
+                status=Status.FAIL,
+                scope="node",
+                node=names[x],
+                metrics={
+                    "pair_gbps_min": min(v for _, v in pairs),
+                    "reference_gbps": loc.reference_gbps or 0.0,
+                },
+                reasons=[
+                    f"slow node: every pair with it is below {bar} GB/s (with {seen} GB/s; healthy pairs "
+                    f"{ref} GB/s): check {names[x]}'s NIC, its link speed, port and cable"
+                ],
+                details=dict(details),
+                duration_s=duration_s,
+            )
+        )
     for a, b in loc.slow_links:
         v = loc.figures[(a, b)]
-        out.append(CheckResult(
-            name=NAME, status=Status.FAIL, scope="link", node=None,
-            metrics={"pair_gbps": v, "reference_gbps": loc.reference_gbps or 0.0},
-            reasons=[f"slow link: {v:.3g} GB/s between {names[a]} and {names[b]} (bar {bar}, healthy pairs "
-                     f"{ref} GB/s) while each is fast with other nodes: check the cable/port/switch path "
-                     f"between {names[a]} and {names[b]}"],
-            details={**details, "group": f"{names[a]} <-> {names[b]}"}, duration_s=duration_s))
+        out.append(
+            CheckResult(
+                name=NAME,
+                status=Status.FAIL,
+                scope="link",
+                node=None,
+                metrics={"pair_gbps": v, "reference_gbps": loc.reference_gbps or 0.0},
+                reasons=[
+                    f"slow link: {v:.3g} GB/s between {names[a]} and {names[b]} (bar {bar}, healthy pairs "
+                    f"{ref} GB/s) while each is fast with other nodes: check the cable/port/switch path "
+                    f"between {names[a]} and {names[b]}"
+                ],
+                details={**details, "group": f"{names[a]} <-> {names[b]}"},
+                duration_s=duration_s,
+            )
+        )
     if out:
         return out
     rounds = len(loc.rounds)
     metrics = {"reference_gbps": loc.reference_gbps} if loc.reference_gbps is not None else {}
     if loc.outcome == plan.NOBODY:
         low = min(loc.figures.values())
-        return [CheckResult(
-            name=NAME, status=Status.PASS, scope="world", metrics={**metrics, "pair_gbps_min": low},
-            reasons=[f"no slow node or link: all {len(loc.figures)} of {loc.n * (loc.n - 1) // 2} pair(s) at or "
-                     f"above {bar} GB/s "
-                     f"(lowest {low:.3g}, healthy {ref}) in {rounds} round(s)"],
-            details=details, duration_s=duration_s)]
+        return [
+            CheckResult(
+                name=NAME,
+                status=Status.PASS,
+                scope="world",
+                metrics={**metrics, "pair_gbps_min": low},
+                reasons=[
+                    f"no slow node or link: all {len(loc.figures)} of {loc.n * (loc.n - 1) // 2} pair(s) at or "
+                    f"above {bar} GB/s "
+                    f"(lowest {low:.3g}, healthy {ref}) in {rounds} round(s)"
+                ],
+                details=details,
+                duration_s=duration_s,
+            )
+        ]
     who = ", ".join(names[i] for i in loc.suspects) or "none"
     notes = "; ".join(loc.notes)
-    head = ("ambiguous" if loc.outcome == plan.AMBIGUOUS else "inconclusive")
-    return [CheckResult(
-        name=NAME, status=Status.WARN, scope="world", metrics=metrics,
-        reasons=[f"{head} after {rounds} round(s): suspects {who}" + (f" ({notes})" if notes else "")],
-        details=details, duration_s=duration_s)]
+    head = "ambiguous" if loc.outcome == plan.AMBIGUOUS else "inconclusive"
+    return [
+        CheckResult(
+            name=NAME,
+            status=Status.WARN,
+            scope="world",
+            metrics=metrics,
+            reasons=[
+                f"{head} after {rounds} round(s): suspects {who}" + (f" ({notes})" if notes else "")
+            ],
+            details=details,
+            duration_s=duration_s,
+        )
+    ]

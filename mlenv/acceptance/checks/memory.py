@@ -25,8 +25,9 @@ def copy_gbps(nbytes: int, seconds: float) -> float:
     return 2.0 * nbytes / seconds / 1e9
 
 
-def time_copy(nbytes: int, *, device: str, iters: int, warmup: int, inner: int,
-              stretch: float = 1.0) -> tuple[float, int, dict[str, Any]]:
+def time_copy(
+    nbytes: int, *, device: str, iters: int, warmup: int, inner: int, stretch: float = 1.0
+) -> tuple[float, int, dict[str, Any]]:
     """(GB/s, bytes moved, timing details) of ``dst.copy_(src)`` of one ``nbytes`` buffer:
     the check's measurement (also what ``benchmarks/bench_gpu.py`` puts beside a plain loop)."""
     import torch
@@ -56,7 +57,11 @@ class CopyOptions(CheckOptions):
 
     def problems(self) -> list[tuple[str, str]]:
         """At least one float32; positive counts (warm-up may be 0)."""
-        return at_least(self, 4, "bytes") + at_least(self, 1, "iters", "inner") + at_least(self, 0, "warmup")
+        return (
+            at_least(self, 4, "bytes")
+            + at_least(self, 1, "iters", "inner")
+            + at_least(self, 0, "warmup")
+        )
 
 
 @register
@@ -73,16 +78,26 @@ class CopyCheck(Check):
         o = ctx.options_of(CopyOptions, self.name)
         iters, warmup = o.iters, o.warmup
         stretch = stretch_factor(ctx.fault("slow", self.name))
-        gbps, moved, timing = time_copy(o.bytes, device=ctx.device, iters=iters, warmup=warmup, inner=o.inner,
-                                        stretch=stretch)
+        gbps, moved, timing = time_copy(
+            o.bytes, device=ctx.device, iters=iters, warmup=warmup, inner=o.inner, stretch=stretch
+        )
         return [
             CheckResult(
-                name=self.name, status=Status.PASS, scope="rank", node=ctx.host, rank=ctx.rank,
+                name=self.name,
+                status=Status.PASS,
+                scope="rank",
+                node=ctx.host,
+                rank=ctx.rank,
                 metrics={"copy_gbps": gbps},
-                details={"bytes": moved, "iterations": iters, "warmup": warmup,
-                         "timing": timing, "device": ctx.device,
-                         "kind": "device-to-device" if ctx.is_cuda else "host memory",
-                         **({"slow_fault_factor": stretch} if stretch > 1.0 else {})},
+                details={
+                    "bytes": moved,
+                    "iterations": iters,
+                    "warmup": warmup,
+                    "timing": timing,
+                    "device": ctx.device,
+                    "kind": "device-to-device" if ctx.is_cuda else "host memory",
+                    **({"slow_fault_factor": stretch} if stretch > 1.0 else {}),
+                },
                 duration_s=time.perf_counter() - t_start,
             )
         ]

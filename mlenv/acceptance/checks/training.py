@@ -76,24 +76,37 @@ class TrainingOptions(CheckOptions):
 
     model: str = option("resnet18", cuda="resnet50", help="resnet18, resnet50 or gpt")
     steps: int = option(8, cuda=20, help="timed steps")
-    warmup_steps: int = option(2, cuda=5, help="untimed steps first (allocator, gloo/NCCL connections); "
-                                               "their losses count")
+    warmup_steps: int = option(
+        2, cuda=5, help="untimed steps first (allocator, gloo/NCCL connections); their losses count"
+    )
     batch_size: int = option(8, cuda=64, help="samples per rank per step")
-    zero_stage: int = option(-1, help="DeepSpeed ZeRO stage (0..3); -1: 0 on one node, 2 across nodes")
-    dataset: str = option("synthetic", help="synthetic, or a dataset of mlenv.acceptance.datasets read from data_dir")
+    zero_stage: int = option(
+        -1, help="DeepSpeed ZeRO stage (0..3); -1: 0 on one node, 2 across nodes"
+    )
+    dataset: str = option(
+        "synthetic", help="synthetic, or a dataset of mlenv.acceptance.datasets read from data_dir"
+    )
     data_dir: str = option("", help="folder of the dataset (real datasets only)")
-    image_size: int = option(0, help="0: 16 px on CPU, 224 px on GPU (synthetic); native size for real datasets")
+    image_size: int = option(
+        0, help="0: 16 px on CPU, 224 px on GPU (synthetic); native size for real datasets"
+    )
     lr: float = option(1e-3, help="learning rate")
-    loss_window: int = option(3, help="steps averaged at the start and at the end to judge the loss trend")
+    loss_window: int = option(
+        3, help="steps averaged at the start and at the end to judge the loss trend"
+    )
     min_loss_drop: float = option(0.05, help="FAIL when the loss drops by less than this fraction")
-    straggler_factor: float = option(1.5, help="a rank whose compute time is this many times the median straggles")
+    straggler_factor: float = option(
+        1.5, help="a rank whose compute time is this many times the median straggles"
+    )
     straggler_status: str = option("WARN", help="what a straggler makes the result: WARN or FAIL")
     max_batches: int = option(16, help="distinct batches pre-built on the device and cycled")
     seq_len: int = option(64, help="tokens per sample (gpt)")
     vocab_size: int = option(256, help="vocabulary size (gpt)")
     seed: int = option(0, help="seed of the model and synthetic data")
-    plain_loop: bool = option(True, help="also time a plain PyTorch loop, interleaved: the hardware figure "
-                                         "and the stack ratio")
+    plain_loop: bool = option(
+        True,
+        help="also time a plain PyTorch loop, interleaved: the hardware figure and the stack ratio",
+    )
     # Judged on a GPU only: CPU ranks share the cores, so the ratio there measured the
     # scheduler (75-102 % across three healthy runs on the 2-core CI machine); it is still
     # reported. Set the bars to judge it anyway.
@@ -101,10 +114,17 @@ class TrainingOptions(CheckOptions):
     # batch 64 a ResNet-50 step is bound by Python launching kernels, not by the GPU, so
     # the ratio there is the host's per-kernel cost of DeepSpeed's hooks (0.74 on a
     # healthy H200, 2026-11-28; 0.91 at batch 256). The FAIL bar holds in both.
-    stack_warn_ratio: float = option(0.0, help="WARN when DeepSpeed's samples/s is below this "
-                                               "fraction of the plain loop's (0: not judged)")
-    stack_fail_ratio: float = option(0.0, cuda=0.50, help="FAIL when DeepSpeed's samples/s is below this "
-                                                          "fraction of the plain loop's (0: not judged)")
+    stack_warn_ratio: float = option(
+        0.0,
+        help="WARN when DeepSpeed's samples/s is below this "
+        "fraction of the plain loop's (0: not judged)",
+    )
+    stack_fail_ratio: float = option(
+        0.0,
+        cuda=0.50,
+        help="FAIL when DeepSpeed's samples/s is below this "
+        "fraction of the plain loop's (0: not judged)",
+    )
 
     def problems(self) -> list[tuple[str, str]]:
         """Model, dataset and the numbers DeepSpeed and the judge need (checked before launch)."""
@@ -117,26 +137,45 @@ class TrainingOptions(CheckOptions):
         out += at_least(self, 1, "steps", "batch_size", "max_batches", "seq_len", "loss_window")
         out += at_least(self, 0, "warmup_steps", "image_size")
         if self.steps + self.warmup_steps < 2:
-            out.append(("steps", "need at least 2 steps (warmup_steps + steps) to see a loss trend"))
+            out.append(
+                ("steps", "need at least 2 steps (warmup_steps + steps) to see a loss trend")
+            )
         if self.zero_stage not in (AUTO_STAGE, 0, 1, 2, 3):
-            out.append(("zero_stage", f"must be 0, 1, 2 or 3 (or -1: chosen by node count), got {self.zero_stage}"))
+            out.append(
+                (
+                    "zero_stage",
+                    f"must be 0, 1, 2 or 3 (or -1: chosen by node count), got {self.zero_stage}",
+                )
+            )
         # 0 turns a bar off, so the WARN bar may be 0 under a FAIL bar (the quick GPU profile).
         warn, fail = self.stack_warn_ratio, self.stack_fail_ratio
         if not (0 <= fail <= 1 and 0 <= warn <= 1 and (warn == 0 or fail <= warn)):
-            out.append(("stack_warn_ratio", "need both bars in 0..1 and stack_fail_ratio <= stack_warn_ratio "
-                                            f"(or stack_warn_ratio 0: not judged), got {fail} and {warn}"))
+            out.append(
+                (
+                    "stack_warn_ratio",
+                    "need both bars in 0..1 and stack_fail_ratio <= stack_warn_ratio "
+                    f"(or stack_warn_ratio 0: not judged), got {fail} and {warn}",
+                )
+            )
         if self.straggler_factor <= 1:
             out.append(("straggler_factor", f"must be > 1, got {self.straggler_factor}"))
         if self.straggler_status not in ("WARN", "FAIL"):
-            out.append(("straggler_status", f"expected WARN or FAIL, got {self.straggler_status!r}"))
+            out.append(
+                ("straggler_status", f"expected WARN or FAIL, got {self.straggler_status!r}")
+            )
         try:
             dataset = canonical_name(self.dataset)
         except InputError as e:
             return [*out, ("dataset", str(e))]
         if dataset != "synthetic":
             if not is_image_model(self.model):
-                out.append(("dataset", f"dataset {dataset} holds images; model {self.model} needs tokens "
-                                       "(use dataset synthetic)"))
+                out.append(
+                    (
+                        "dataset",
+                        f"dataset {dataset} holds images; model {self.model} needs tokens "
+                        "(use dataset synthetic)",
+                    )
+                )
             if not self.data_dir:
                 out.append(("dataset", f"dataset {dataset} needs the option data_dir"))
         return out
@@ -208,11 +247,15 @@ class Straggler:
 
     def reason(self) -> str:
         """A sentence naming the rank, host and numbers."""
-        return (f"straggler: rank {self.rank} ({self.host}) median compute time {self.value_ms:.1f} ms "
-                f"is {self.ratio:.2f}x its peers' median {self.peers_ms:.1f} ms")
+        return (
+            f"straggler: rank {self.rank} ({self.host}) median compute time {self.value_ms:.1f} ms "
+            f"is {self.ratio:.2f}x its peers' median {self.peers_ms:.1f} ms"
+        )
 
 
-def find_stragglers(per_rank_ms: Sequence[tuple[int, str, float]], factor: float) -> list[Straggler]:
+def find_stragglers(
+    per_rank_ms: Sequence[tuple[int, str, float]], factor: float
+) -> list[Straggler]:
     """Ranks whose median time exceeds ``factor`` × the median of the *other* ranks.
 
     Leave-one-out, because with two ranks the median of all ranks is the midpoint:
@@ -251,31 +294,53 @@ class TrainingSetup:
 
     def __post_init__(self) -> None:
         if self.precision not in ("bf16", "fp16", "fp32"):
-            raise InputError(f"training: precision must be bf16, fp16 or fp32, got {self.precision!r}")
+            raise InputError(
+                f"training: precision must be bf16, fp16 or fp32, got {self.precision!r}"
+            )
         if self.mixed not in MIXED:
-            raise InputError(f"training: mixed precision mode must be one of {', '.join(MIXED)}, got {self.mixed!r}")
+            raise InputError(
+                f"training: mixed precision mode must be one of {', '.join(MIXED)}, got {self.mixed!r}"
+            )
         if self.zero_stage not in (0, 1, 2, 3):
             raise InputError(f"training: zero_stage must be 0, 1, 2 or 3, got {self.zero_stage}")
         if self.channels_last and self.zero_stage != 0:
             # Stages 1-2 make parameters views of a flat buffer ("view size is not compatible
             # with input tensor's size and stride" on an H100), stage 3 partitions them.
-            raise InputError(f"training: channels_last weights need ZeRO stage 0, not {self.zero_stage}")
+            raise InputError(
+                f"training: channels_last weights need ZeRO stage 0, not {self.zero_stage}"
+            )
 
     @property
     def name(self) -> str:
         """One line: ``torch_autocast bf16, ZeRO-0, channels_last``."""
-        mode = {"torch_autocast": f"torch_autocast {self.precision}", "deepspeed_bf16": "DeepSpeed bf16",
-                "deepspeed_fp16": "DeepSpeed fp16", "none": "fp32"}[self.mixed]
+        mode = {
+            "torch_autocast": f"torch_autocast {self.precision}",
+            "deepspeed_bf16": "DeepSpeed bf16",
+            "deepspeed_fp16": "DeepSpeed fp16",
+            "none": "fp32",
+        }[self.mixed]
         return f"{mode}, ZeRO-{self.zero_stage}" + (", channels_last" if self.channels_last else "")
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready, with the one-line name."""
-        return {"precision": self.precision, "mixed": self.mixed, "zero_stage": self.zero_stage,
-                "channels_last": self.channels_last, "name": self.name}
+        return {
+            "precision": self.precision,
+            "mixed": self.mixed,
+            "zero_stage": self.zero_stage,
+            "channels_last": self.channels_last,
+            "name": self.name,
+        }
 
 
-def choose_setup(*, cuda: bool, bf16: bool, image_model: bool, nnodes: int,
-                 zero_stage: int = AUTO_STAGE, precision: str = "") -> TrainingSetup:
+def choose_setup(
+    *,
+    cuda: bool,
+    bf16: bool,
+    image_model: bool,
+    nnodes: int,
+    zero_stage: int = AUTO_STAGE,
+    precision: str = "",
+) -> TrainingSetup:
     """The setup the check trains with (issue 27; figures in shared/gpu-findings.md).
 
     * precision: bf16 on a GPU that has it (through ``torch_autocast``: DeepSpeed's
@@ -289,12 +354,20 @@ def choose_setup(*, cuda: bool, bf16: bool, image_model: bool, nnodes: int,
     precision = precision or ("fp32" if not cuda else "bf16" if bf16 else "fp16")
     mixed = {"bf16": "torch_autocast", "fp16": "deepspeed_fp16", "fp32": "none"}.get(precision, "")
     stage = zero_stage if zero_stage != AUTO_STAGE else (0 if nnodes <= 1 else 2)
-    return TrainingSetup(precision=precision, mixed=mixed, zero_stage=stage,
-                         channels_last=image_model and stage == 0)
+    return TrainingSetup(
+        precision=precision, mixed=mixed, zero_stage=stage, channels_last=image_model and stage == 0
+    )
 
 
-def ds_config(*, batch_size: int, zero_stage: int, lr: float, precision: str, mixed: str = "",
-              fused: bool = False) -> dict[str, Any]:
+def ds_config(
+    *,
+    batch_size: int,
+    zero_stage: int,
+    lr: float,
+    precision: str,
+    mixed: str = "",
+    fused: bool = False,
+) -> dict[str, Any]:
     """The DeepSpeed config the check trains with (built in code, no file to go stale).
 
     ``precision``: ``bf16`` | ``fp16`` | ``fp32``; ``mixed``: how (see
@@ -308,7 +381,9 @@ def ds_config(*, batch_size: int, zero_stage: int, lr: float, precision: str, mi
         raise InputError(f"training: precision must be bf16, fp16 or fp32, got {precision!r}")
     mixed = mixed or {"bf16": "deepspeed_bf16", "fp16": "deepspeed_fp16", "fp32": "none"}[precision]
     if mixed not in MIXED or (mixed == "none") != (precision == "fp32"):
-        raise InputError(f"training: mixed precision mode {mixed!r} does not fit precision {precision}")
+        raise InputError(
+            f"training: mixed precision mode {mixed!r} does not fit precision {precision}"
+        )
     params: dict[str, Any] = {"lr": lr, "weight_decay": 0.0, "torch_adam": True}
     if fused:
         params["fused"] = True
@@ -324,7 +399,10 @@ def ds_config(*, batch_size: int, zero_stage: int, lr: float, precision: str, mi
         "wall_clock_breakdown": False,
     }
     if mixed == "torch_autocast":
-        cfg["torch_autocast"] = {"enabled": True, "dtype": {"bf16": "bfloat16", "fp16": "float16"}[precision]}
+        cfg["torch_autocast"] = {
+            "enabled": True,
+            "dtype": {"bf16": "bfloat16", "fp16": "float16"}[precision],
+        }
     return cfg
 
 
@@ -368,7 +446,7 @@ class TrainRecord:
 
     def timed(self, series: list[float]) -> list[float]:
         """The entries of ``series`` after the warm-up steps."""
-        return series[self.warmup:]
+        return series[self.warmup :]
 
     def stack_ratio(self) -> float | None:
         """DeepSpeed's samples/s over the plain loop's (medians of the timed steps), or None.
@@ -387,7 +465,9 @@ class TrainRecord:
     def stack_ratio_whole_step(self) -> float | None:
         """As :meth:`stack_ratio` with DeepSpeed's whole step (gradient reduction included)."""
         plain = self.timed(self.plain_step_s)
-        return statistics.median(plain) / statistics.median(self.timed(self.step_s)) if plain else None
+        return (
+            statistics.median(plain) / statistics.median(self.timed(self.step_s)) if plain else None
+        )
 
 
 STEP_MARKS = ("start", "fwd", "grads", "bwd", "end")
@@ -404,8 +484,10 @@ class _Clock:
         if cuda:
             import torch
 
-            self._ev = {k: torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-                        for k in names}
+            self._ev = {
+                k: torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+                for k in names
+            }
         self._t: dict[str, float] = {}
 
     def mark(self, name: str) -> None:
@@ -436,8 +518,13 @@ class _Clock:
             t["start"] = 0.0
         else:
             t = self._t
-        return {"fwd": t["fwd"] - t["start"], "compute": t["grads"] - t["start"],
-                "comm": t["bwd"] - t["grads"], "optimizer": t["end"] - t["bwd"], "step": t["end"] - t["start"]}
+        return {
+            "fwd": t["fwd"] - t["start"],
+            "compute": t["grads"] - t["start"],
+            "comm": t["bwd"] - t["grads"],
+            "optimizer": t["end"] - t["bwd"],
+            "step": t["end"] - t["start"],
+        }
 
 
 def pick_precision(cuda: bool) -> str:
@@ -449,12 +536,28 @@ def pick_precision(cuda: bool) -> str:
     return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
 
 
-def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int = 8, warmup_steps: int = 2,
-              batch_size: int = 8, zero_stage: int = AUTO_STAGE, lr: float = 1e-3, device: str = "cpu",
-              rank: int = 0, world_size: int = 1, nnodes: int = 1, precision: str = "",
-              setup: TrainingSetup | None = None, plain_loop: bool = True, slow_factor: float = 1.0,
-              stack_slow_factor: float = 1.0, max_batches: int = 16, seed: int = 0,
-              log: Callable[[str], None] | None = None) -> TrainRecord:
+def train_one(
+    model_name: str = "resnet18",
+    *,
+    dataset: Any = None,
+    steps: int = 8,
+    warmup_steps: int = 2,
+    batch_size: int = 8,
+    zero_stage: int = AUTO_STAGE,
+    lr: float = 1e-3,
+    device: str = "cpu",
+    rank: int = 0,
+    world_size: int = 1,
+    nnodes: int = 1,
+    precision: str = "",
+    setup: TrainingSetup | None = None,
+    plain_loop: bool = True,
+    slow_factor: float = 1.0,
+    stack_slow_factor: float = 1.0,
+    max_batches: int = 16,
+    seed: int = 0,
+    log: Callable[[str], None] | None = None,
+) -> TrainRecord:
     """Train ``model_name`` with DeepSpeed for ``warmup_steps + steps`` steps and time each.
 
     Needs an initialised ``torch.distributed`` process group (the runner's, or
@@ -477,27 +580,61 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
     from mlenv.acceptance.checks.models import count_parameters, is_image_model
 
     if steps < 1 or warmup_steps < 0 or batch_size < 1 or max_batches < 1:
-        raise InputError(f"training: need steps >= 1, warmup_steps >= 0, batch_size >= 1, max_batches >= 1; "
-                         f"got {steps}, {warmup_steps}, {batch_size}, {max_batches}")
+        raise InputError(
+            f"training: need steps >= 1, warmup_steps >= 0, batch_size >= 1, max_batches >= 1; "
+            f"got {steps}, {warmup_steps}, {batch_size}, {max_batches}"
+        )
     cuda = device.startswith("cuda")
     image = is_image_model(model_name)
     if setup is None:
-        setup = choose_setup(cuda=cuda, bf16=cuda and torch.cuda.is_bf16_supported(), image_model=image,
-                             nnodes=nnodes, zero_stage=zero_stage, precision=precision)
+        setup = choose_setup(
+            cuda=cuda,
+            bf16=cuda and torch.cuda.is_bf16_supported(),
+            image_model=image,
+            nnodes=nnodes,
+            zero_stage=zero_stage,
+            precision=precision,
+        )
     total = warmup_steps + steps
     n_batches = min(total, max_batches)
     dev = torch.device(device)
     torch.manual_seed(seed)  # same initial weights everywhere (DeepSpeed also broadcasts rank 0's)
-    model, batches = _model_and_batches(model_name, dataset, dev, n_batches=n_batches, batch_size=batch_size,
-                                        rank=rank, world_size=world_size, seed=seed,
-                                        nhwc=image and (cuda or setup.channels_last))
+    model, batches = _model_and_batches(
+        model_name,
+        dataset,
+        dev,
+        n_batches=n_batches,
+        batch_size=batch_size,
+        rank=rank,
+        world_size=world_size,
+        seed=seed,
+        nhwc=image and (cuda or setup.channels_last),
+    )
     # The plain loop starts from the same weights: copied before DeepSpeed touches them.
-    plain_step = (_plain_stepper(copy.deepcopy(model), dev, setup, lr=lr, cuda=cuda, slow_factor=slow_factor)
-                  if plain_loop else None)
-    rec = TrainRecord(warmup=warmup_steps, batch_size=batch_size, precision=setup.precision,
-                      zero_stage=setup.zero_stage, params=count_parameters(model), setup=setup.to_dict())
-    engine, ds_step = _ds_stepper(model, dev, setup, batch_size=batch_size, lr=lr, cuda=cuda,
-                                  slow_factor=slow_factor, stack_slow_factor=stack_slow_factor)
+    plain_step = (
+        _plain_stepper(copy.deepcopy(model), dev, setup, lr=lr, cuda=cuda, slow_factor=slow_factor)
+        if plain_loop
+        else None
+    )
+    rec = TrainRecord(
+        warmup=warmup_steps,
+        batch_size=batch_size,
+        precision=setup.precision,
+        zero_stage=setup.zero_stage,
+        params=count_parameters(model),
+        setup=setup.to_dict(),
+    )
+    engine, ds_step = _ds_stepper(
+        model,
+        dev,
+        setup,
+        batch_size=batch_size,
+        lr=lr,
+        cuda=cuda,
+        slow_factor=slow_factor,
+        stack_slow_factor=stack_slow_factor,
+    )
+
     def lockstep() -> None:
         # The plain loop does not communicate: without a barrier after it, a slow rank's
         # plain step would be waited out inside its peers' next DeepSpeed step (their
@@ -507,7 +644,9 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
 
     cudnn_benchmark = torch.backends.cudnn.benchmark
     if cuda:
-        torch.backends.cudnn.benchmark = True  # fixed shapes: both loops get cuDNN's fastest kernels
+        torch.backends.cudnn.benchmark = (
+            True  # fixed shapes: both loops get cuDNN's fastest kernels
+        )
     try:
         for step in range(total):
             x, y = batches[step % n_batches]
@@ -528,8 +667,18 @@ def train_one(model_name: str = "resnet18", *, dataset: Any = None, steps: int =
     return rec
 
 
-def _model_and_batches(model_name: str, dataset: Any, dev: Any, *, n_batches: int, batch_size: int, rank: int,
-                       world_size: int, seed: int, nhwc: bool) -> tuple[Any, list[tuple[Any, Any]]]:
+def _model_and_batches(
+    model_name: str,
+    dataset: Any,
+    dev: Any,
+    *,
+    n_batches: int,
+    batch_size: int,
+    rank: int,
+    world_size: int,
+    seed: int,
+    nhwc: bool,
+) -> tuple[Any, list[tuple[Any, Any]]]:
     """The model and ``n_batches`` distinct batches of this rank's shard, on the device."""
     import torch
 
@@ -537,7 +686,9 @@ def _model_and_batches(model_name: str, dataset: Any, dev: Any, *, n_batches: in
     from mlenv.acceptance.checks.models import build_model
 
     if dataset is None:
-        dataset = build_dataset("synthetic", model=model_name, size=n_batches * batch_size * world_size, seed=seed)
+        dataset = build_dataset(
+            "synthetic", model=model_name, size=n_batches * batch_size * world_size, seed=seed
+        )
     n = len(dataset)
     if n < batch_size:
         raise InputError(f"training: dataset has {n} samples, fewer than batch_size {batch_size}")
@@ -556,9 +707,17 @@ def _model_and_batches(model_name: str, dataset: Any, dev: Any, *, n_batches: in
     return model, batches
 
 
-def _ds_stepper(model: Any, dev: Any, setup: TrainingSetup, *, batch_size: int, lr: float, cuda: bool,
-                slow_factor: float, stack_slow_factor: float
-                ) -> tuple[Any, Callable[[Any, Any], tuple[float, dict[str, float]]]]:
+def _ds_stepper(
+    model: Any,
+    dev: Any,
+    setup: TrainingSetup,
+    *,
+    batch_size: int,
+    lr: float,
+    cuda: bool,
+    slow_factor: float,
+    stack_slow_factor: float,
+) -> tuple[Any, Callable[[Any, Any], tuple[float, dict[str, float]]]]:
     """The DeepSpeed engine and one timed step of it as ``(x, y) -> (loss, spans)``.
 
     ``slow_factor`` > 1 stretches forward and backward (a slow device), ``stack_slow_factor``
@@ -572,10 +731,18 @@ def _ds_stepper(model: Any, dev: Any, setup: TrainingSetup, *, batch_size: int, 
     # one-process group (benchmarks, notebooks) does not. The device index is the answer.
     os.environ.setdefault("LOCAL_RANK", str(dev.index or 0))
     engine, _, _, _ = deepspeed.initialize(
-        model=model, model_parameters=[p for p in model.parameters() if p.requires_grad],
-        config=ds_config(batch_size=batch_size, zero_stage=setup.zero_stage, lr=lr, precision=setup.precision,
-                         mixed=setup.mixed, fused=cuda),
-        dist_init_required=False)
+        model=model,
+        model_parameters=[p for p in model.parameters() if p.requires_grad],
+        config=ds_config(
+            batch_size=batch_size,
+            zero_stage=setup.zero_stage,
+            lr=lr,
+            precision=setup.precision,
+            mixed=setup.mixed,
+            fused=cuda,
+        ),
+        dist_init_required=False,
+    )
     release_own_shm_buffer()  # DeepSpeed's CPU op would leave it in /dev/shm after us
     if setup.channels_last:
         # Only now: DeepSpeed's parameter broadcast in initialize views every parameter as
@@ -628,8 +795,9 @@ def _ds_stepper(model: Any, dev: Any, setup: TrainingSetup, *, batch_size: int, 
     return engine, step
 
 
-def _plain_stepper(model: Any, dev: Any, setup: TrainingSetup, *, lr: float, cuda: bool,
-                   slow_factor: float) -> Callable[[Any, Any], tuple[float, float]]:
+def _plain_stepper(
+    model: Any, dev: Any, setup: TrainingSetup, *, lr: float, cuda: bool, slow_factor: float
+) -> Callable[[Any, Any], tuple[float, float]]:
     """One step of the plain PyTorch loop as a function ``(x, y) -> (seconds, loss)``.
 
     What a user writes without DeepSpeed, at the setup's precision: ``torch.autocast``
@@ -654,7 +822,9 @@ def _plain_stepper(model: Any, dev: Any, setup: TrainingSetup, *, lr: float, cud
         span.mark("start")
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(device_type=dev.type, dtype=ac_dtype or torch.float32, enabled=ac_dtype is not None):
+        with torch.autocast(
+            device_type=dev.type, dtype=ac_dtype or torch.float32, enabled=ac_dtype is not None
+        ):
             out = model(x)
         loss = loss_fn(out.float().reshape(-1, out.shape[-1]), y.reshape(-1))
         if scaler is not None:
@@ -699,7 +869,9 @@ class TrainingCheck(Check):
     """DeepSpeed training run: throughput, step-time percentiles, loss trend, stragglers."""
 
     name = WORLD_CHECK
-    description = "DeepSpeed ZeRO training of a ResNet or GPT: samples/s, step times, loss drop, stragglers"
+    description = (
+        "DeepSpeed ZeRO training of a ResNet or GPT: samples/s, step times, loss drop, stragglers"
+    )
     Options = TrainingOptions
 
     def __init__(self) -> None:
@@ -749,18 +921,36 @@ class TrainingCheck(Check):
             # ImageNet size where it is affordable; 16 px keeps the 2-rank CPU quick run near 15 s.
             image_size = 224 if ctx.is_cuda else 16
         n_batches = min(warmup + steps, max_batches)
-        dataset = build_dataset(dataset_name, model=model, root=o.data_dir,
-                                size=n_batches * batch * ctx.world_size if dataset_name == "synthetic" else None,
-                                image_size=image_size if is_image_model(model) else None,
-                                seq_len=o.seq_len, vocab_size=o.vocab_size,
-                                seed=seed)
+        dataset = build_dataset(
+            dataset_name,
+            model=model,
+            root=o.data_dir,
+            size=n_batches * batch * ctx.world_size if dataset_name == "synthetic" else None,
+            image_size=image_size if is_image_model(model) else None,
+            seq_len=o.seq_len,
+            vocab_size=o.vocab_size,
+            seed=seed,
+        )
         slow = stretch_factor(ctx.fault("slow", WORLD_CHECK))
         stack_slow = stretch_factor(ctx.fault("slow_stack", WORLD_CHECK))
-        rec = train_one(model, dataset=dataset, steps=steps, warmup_steps=warmup, batch_size=batch,
-                        zero_stage=o.zero_stage, lr=o.lr, device=ctx.device,
-                        rank=ctx.rank, world_size=ctx.world_size, nnodes=ctx.nnodes, slow_factor=slow,
-                        stack_slow_factor=stack_slow, plain_loop=o.plain_loop,
-                        max_batches=max_batches, seed=seed)
+        rec = train_one(
+            model,
+            dataset=dataset,
+            steps=steps,
+            warmup_steps=warmup,
+            batch_size=batch,
+            zero_stage=o.zero_stage,
+            lr=o.lr,
+            device=ctx.device,
+            rank=ctx.rank,
+            world_size=ctx.world_size,
+            nnodes=ctx.nnodes,
+            slow_factor=slow,
+            stack_slow_factor=stack_slow,
+            plain_loop=o.plain_loop,
+            max_batches=max_batches,
+            seed=seed,
+        )
         own = rank_result(rec, ctx, slow, stack_slow)
         own.duration_s = time.monotonic() - t0
         # Every rank's record goes to rank 0 over the process group (the check's own
@@ -771,17 +961,23 @@ class TrainingCheck(Check):
             return [own]
         world = world_result(
             [(g["rank"], g["host"], g["rec"]) for g in gathered],
-            model=model, dataset=dataset_name, loss_window=o.loss_window,
-            min_loss_drop=o.min_loss_drop, straggler_factor=o.straggler_factor,
+            model=model,
+            dataset=dataset_name,
+            loss_window=o.loss_window,
+            min_loss_drop=o.min_loss_drop,
+            straggler_factor=o.straggler_factor,
             straggler_status=o.straggler_status,
             image_size=image_size if is_image_model(model) else None,
-            stack_warn_ratio=o.stack_warn_ratio, stack_fail_ratio=o.stack_fail_ratio)
+            stack_warn_ratio=o.stack_warn_ratio,
+            stack_fail_ratio=o.stack_fail_ratio,
+        )
         world.duration_s = time.monotonic() - t0
         return [own, world]
 
 
-def rank_result(rec: TrainRecord, ctx: RunContext, slow_factor: float = 1.0,
-                stack_slow_factor: float = 1.0) -> CheckResult:
+def rank_result(
+    rec: TrainRecord, ctx: RunContext, slow_factor: float = 1.0, stack_slow_factor: float = 1.0
+) -> CheckResult:
     """This rank's ``training.step_time`` entry from its record."""
     steps = rec.timed(rec.step_s)
     metrics = step_percentiles_ms(steps)
@@ -795,21 +991,42 @@ def rank_result(rec: TrainRecord, ctx: RunContext, slow_factor: float = 1.0,
         metrics["plain_p50_ms"] = 1e3 * statistics.median(plain)
         metrics["plain_samples_per_s"] = rec.batch_size / statistics.median(plain)
         metrics["stack_ratio"] = ratio
-    details: dict[str, Any] = {"steps": len(steps), "warmup_steps": rec.warmup, "batch_size": rec.batch_size,
-                               "step_ms": [round(1e3 * s, 3) for s in steps],
-                               "plain_step_ms": [round(1e3 * s, 3) for s in plain], "setup": rec.setup}
+    details: dict[str, Any] = {
+        "steps": len(steps),
+        "warmup_steps": rec.warmup,
+        "batch_size": rec.batch_size,
+        "step_ms": [round(1e3 * s, 3) for s in steps],
+        "plain_step_ms": [round(1e3 * s, 3) for s in plain],
+        "setup": rec.setup,
+    }
     if slow_factor > 1.0:
         details["injected_slow_factor"] = slow_factor
     if stack_slow_factor > 1.0:
         details["injected_stack_slow_factor"] = stack_slow_factor
-    return CheckResult(name=RANK_CHECK, status=Status.PASS, scope="rank", node=ctx.host, rank=ctx.rank,
-                       metrics=metrics, details=details)
+    return CheckResult(
+        name=RANK_CHECK,
+        status=Status.PASS,
+        scope="rank",
+        node=ctx.host,
+        rank=ctx.rank,
+        metrics=metrics,
+        details=details,
+    )
 
 
-def world_result(records: Sequence[tuple[int, str, TrainRecord]], *, model: str, dataset: str, loss_window: int,
-                 min_loss_drop: float, straggler_factor: float, straggler_status: str = "WARN",
-                 image_size: int | None = None, stack_warn_ratio: float = 0.80,
-                 stack_fail_ratio: float = 0.50) -> CheckResult:
+def world_result(
+    records: Sequence[tuple[int, str, TrainRecord]],
+    *,
+    model: str,
+    dataset: str,
+    loss_window: int,
+    min_loss_drop: float,
+    straggler_factor: float,
+    straggler_status: str = "WARN",
+    image_size: int | None = None,
+    stack_warn_ratio: float = 0.80,
+    stack_fail_ratio: float = 0.50,
+) -> CheckResult:
     """The ``training.deepspeed`` entry from every rank's record (pure; runs on rank 0).
 
     Throughput: ranks step in lockstep, so the global rate is world × batch over the
@@ -820,15 +1037,20 @@ def world_result(records: Sequence[tuple[int, str, TrainRecord]], *, model: str,
     lowest rank.
     """
     if straggler_status not in ("WARN", "FAIL"):
-        raise InputError(f"training option straggler_status: expected WARN or FAIL, got {straggler_status!r}")
+        raise InputError(
+            f"training option straggler_status: expected WARN or FAIL, got {straggler_status!r}"
+        )
     world = len(records)
     first = records[0][2]
     step_p50_s = statistics.median(statistics.median(r.timed(r.step_s)) for _, _, r in records)
     global_sps = sum(r.batch_size for _, _, r in records) / step_p50_s
     n_steps = min(len(r.losses) for _, _, r in records)
     mean_losses = [statistics.fmean(r.losses[i] for _, _, r in records) for i in range(n_steps)]
-    metrics: dict[str, float] = {"samples_per_s": global_sps, "samples_per_s_per_rank": global_sps / world,
-                                 "step_time_p50_ms": 1e3 * step_p50_s}
+    metrics: dict[str, float] = {
+        "samples_per_s": global_sps,
+        "samples_per_s_per_rank": global_sps / world,
+        "step_time_p50_ms": 1e3 * step_p50_s,
+    }
     reasons: list[str] = []
     status = Status.PASS
     try:
@@ -841,10 +1063,14 @@ def world_result(records: Sequence[tuple[int, str, TrainRecord]], *, model: str,
         metrics.update(loss_first=trend.first, loss_last=trend.last, loss_drop_frac=trend.drop_frac)
         if trend.drop_frac < min_loss_drop:
             status = Status.FAIL
-            reasons.append(f"loss did not decrease enough: mean of the first {trend.window} steps {trend.first:.4f}, "
-                           f"of the last {trend.window} steps {trend.last:.4f}, a drop of "
-                           f"{100 * trend.drop_frac:.1f}% (needed >= {100 * min_loss_drop:.1f}%)")
-    per_rank = [(rk, host, 1e3 * statistics.median(r.timed(r.compute_s))) for rk, host, r in records]
+            reasons.append(
+                f"loss did not decrease enough: mean of the first {trend.window} steps {trend.first:.4f}, "
+                f"of the last {trend.window} steps {trend.last:.4f}, a drop of "
+                f"{100 * trend.drop_frac:.1f}% (needed >= {100 * min_loss_drop:.1f}%)"
+            )
+    per_rank = [
+        (rk, host, 1e3 * statistics.median(r.timed(r.compute_s))) for rk, host, r in records
+    ]
     stragglers = find_stragglers(per_rank, straggler_factor)
     for s in stragglers:
         reasons.append(s.reason())
@@ -854,34 +1080,65 @@ def world_result(records: Sequence[tuple[int, str, TrainRecord]], *, model: str,
     ratios = [(rk, host, r.stack_ratio(), r.stack_ratio_whole_step()) for rk, host, r in records]
     judged = [(rk, host, x) for rk, host, x, _ in ratios if x is not None]
     if judged:
-        plain_sps = statistics.median(r.batch_size / statistics.median(r.timed(r.plain_step_s))
-                                      for _, _, r in records if r.plain_step_s)
+        plain_sps = statistics.median(
+            r.batch_size / statistics.median(r.timed(r.plain_step_s))
+            for _, _, r in records
+            if r.plain_step_s
+        )
         ratio = statistics.median(x for _, _, x in judged)
-        metrics.update(plain_samples_per_s_per_rank=plain_sps, stack_ratio=ratio,
-                       stack_ratio_whole_step=statistics.median(w for _, _, _, w in ratios if w is not None))
+        metrics.update(
+            plain_samples_per_s_per_rank=plain_sps,
+            stack_ratio=ratio,
+            stack_ratio_whole_step=statistics.median(w for _, _, _, w in ratios if w is not None),
+        )
         low_rank, low_host, low = min(judged, key=lambda t: t[2])
-        level = Status.FAIL if ratio < stack_fail_ratio else Status.WARN if ratio < stack_warn_ratio else None
+        level = (
+            Status.FAIL
+            if ratio < stack_fail_ratio
+            else Status.WARN
+            if ratio < stack_warn_ratio
+            else None
+        )
         if level is not None:
             bar = stack_fail_ratio if level == Status.FAIL else stack_warn_ratio
-            reasons.append(f"the DeepSpeed stack ({setup.get('name', '?')}) reached {100 * ratio:.0f}% of a plain "
-                           f"PyTorch loop on the same devices ({plain_sps:.1f} samples/s per rank), below "
-                           f"{100 * bar:.0f}% (stack_{'fail' if level == Status.FAIL else 'warn'}_ratio); lowest: "
-                           f"rank {low_rank} ({low_host}) at {100 * low:.0f}%")
+            reasons.append(
+                f"the DeepSpeed stack ({setup.get('name', '?')}) reached {100 * ratio:.0f}% of a plain "
+                f"PyTorch loop on the same devices ({plain_sps:.1f} samples/s per rank), below "
+                f"{100 * bar:.0f}% (stack_{'fail' if level == Status.FAIL else 'warn'}_ratio); lowest: "
+                f"rank {low_rank} ({low_host}) at {100 * low:.0f}%"
+            )
             if level == Status.FAIL or status == Status.PASS:
                 status = level
     details: dict[str, Any] = {
-        "model": model, "dataset": dataset, "image_size": image_size, "world_size": world,
+        "model": model,
+        "dataset": dataset,
+        "image_size": image_size,
+        "world_size": world,
         "batch_size_per_rank": first.batch_size,
-        "zero_stage": first.zero_stage, "precision": first.precision, "parameters": first.params,
-        "warmup_steps": first.warmup, "timed_steps": len(first.timed(first.step_s)),
+        "zero_stage": first.zero_stage,
+        "precision": first.precision,
+        "parameters": first.params,
+        "warmup_steps": first.warmup,
+        "timed_steps": len(first.timed(first.step_s)),
         "loss_per_step": [round(x, 5) for x in mean_losses],
         "compute_p50_ms_per_rank": {str(rk): round(ms, 3) for rk, _, ms in per_rank},
-        "stragglers": [{"rank": s.rank, "host": s.host, "compute_p50_ms": s.value_ms, "ratio": s.ratio}
-                       for s in stragglers],
-        "straggler_factor": straggler_factor, "min_loss_drop": min_loss_drop,
-        "setup": setup, "mixed_precision": setup.get("mixed"),
-        "stack_warn_ratio": stack_warn_ratio, "stack_fail_ratio": stack_fail_ratio,
+        "stragglers": [
+            {"rank": s.rank, "host": s.host, "compute_p50_ms": s.value_ms, "ratio": s.ratio}
+            for s in stragglers
+        ],
+        "straggler_factor": straggler_factor,
+        "min_loss_drop": min_loss_drop,
+        "setup": setup,
+        "mixed_precision": setup.get("mixed"),
+        "stack_warn_ratio": stack_warn_ratio,
+        "stack_fail_ratio": stack_fail_ratio,
         "stack_ratio_per_rank": {str(rk): round(x, 4) for rk, _, x in judged},
     }
-    return CheckResult(name=WORLD_CHECK, status=status, scope="world", metrics=metrics, reasons=reasons,
-                       details=details)
+    return CheckResult(
+        name=WORLD_CHECK,
+        status=status,
+        scope="world",
+        metrics=metrics,
+        reasons=reasons,
+        details=details,
+    )

@@ -53,7 +53,9 @@ class RunContext:
         defaults, the profile, then ``options`` (keyed by check name or family). Raises
         InputError for an unknown option or a wrong value.
         """
-        got = profiles.options_for(cls, check, profile=self.profile, cuda=self.is_cuda, overrides=self.options)
+        got = profiles.options_for(
+            cls, check, profile=self.profile, cuda=self.is_cuda, overrides=self.options
+        )
         assert isinstance(got, cls)
         return got
 

@@ -43,7 +43,9 @@ def _quota(folder: str, v2: bool) -> float | None:
     return q / per if q > 0 and per > 0 else None  # v1 says -1 for unlimited
 
 
-def cgroup_cpu_limit(cgroup_root: str = "/sys/fs/cgroup", own_cgroups: str = "/proc/self/cgroup") -> int | None:
+def cgroup_cpu_limit(
+    cgroup_root: str = "/sys/fs/cgroup", own_cgroups: str = "/proc/self/cgroup"
+) -> int | None:
     """The CPU limit of this process's cgroup and its parents, rounded up: a pod's
     ``resources.limits.cpu`` (cgroup v2 ``cpu.max``, v1 ``cpu.cfs_quota_us``). None when
     there is none. Without it a CPU rank in a pod limited to 2 CPUs on a 64-core node took
@@ -60,7 +62,11 @@ def cgroup_cpu_limit(cgroup_root: str = "/sys/fs/cgroup", own_cgroups: str = "/p
         v2 = hid == "0" and controllers == ""
         if not v2 and "cpu" not in controllers.split(","):
             continue
-        bases = [cgroup_root] if v2 else [os.path.join(cgroup_root, d) for d in (controllers, "cpu,cpuacct", "cpu")]
+        bases = (
+            [cgroup_root]
+            if v2
+            else [os.path.join(cgroup_root, d) for d in (controllers, "cpu,cpuacct", "cpu")]
+        )
         parts = [x for x in path.split("/") if x and x != ".."]
         for base in dict.fromkeys(bases):
             for depth in range(len(parts), -1, -1):  # the own cgroup, then each parent

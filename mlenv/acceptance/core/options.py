@@ -45,7 +45,12 @@ T = TypeVar("T")
 OptT = TypeVar("OptT", bound="CheckOptions")
 
 # The types an option may have: what YAML/JSON scalars map to.
-OPTION_TYPES: dict[type, str] = {int: "an integer", float: "a number", str: "a string", bool: "true or false"}
+OPTION_TYPES: dict[type, str] = {
+    int: "an integer",
+    float: "a number",
+    str: "a string",
+    bool: "true or false",
+}
 
 Section = dict[str, Any]
 """``{key: value}`` of one check or family."""
@@ -102,10 +107,16 @@ class CheckOptions:
         for f in dataclasses.fields(cls):
             kind = hints[f.name]
             if kind not in OPTION_TYPES:
-                raise TypeError(f"{cls.__name__}.{f.name}: option type {kind!r} is not one of int, float, str, bool")
+                raise TypeError(
+                    f"{cls.__name__}.{f.name}: option type {kind!r} is not one of int, float, str, bool"
+                )
             if "help" not in f.metadata:
-                raise TypeError(f"{cls.__name__}.{f.name}: declare options with option(cpu, cuda=..., help=...)")
-            out.append(OptionSpec(f.name, kind, f.default, f.metadata["cuda"], str(f.metadata["help"])))
+                raise TypeError(
+                    f"{cls.__name__}.{f.name}: declare options with option(cpu, cuda=..., help=...)"
+                )
+            out.append(
+                OptionSpec(f.name, kind, f.default, f.metadata["cuda"], str(f.metadata["help"]))
+            )
         CheckOptions._specs_cache[cls] = tuple(out)
         return CheckOptions._specs_cache[cls]
 
@@ -130,7 +141,9 @@ class CheckOptions:
 
 def at_least(opts: CheckOptions, low: float, *keys: str) -> list[tuple[str, str]]:
     """``problems()`` entries for each of ``keys`` whose value is below ``low``."""
-    return [(k, f"must be >= {low}, got {getattr(opts, k)}") for k in keys if getattr(opts, k) < low]
+    return [
+        (k, f"must be >= {low}, got {getattr(opts, k)}") for k in keys if getattr(opts, k) < low
+    ]
 
 
 class OptionLayer(dict[str, Section]):
@@ -178,7 +191,9 @@ def family(check: str) -> str:
     return check.split(".", 1)[0]
 
 
-def _fail(layer: Mapping[str, Any], section: str, key: str | None, message: str, *, of_key: bool = False) -> InputError:
+def _fail(
+    layer: Mapping[str, Any], section: str, key: str | None, message: str, *, of_key: bool = False
+) -> InputError:
     where = layer.locate(section, key, of_key=of_key) if isinstance(layer, OptionLayer) else ""
     what = f"{section}.{key}" if key is not None else section
     return InputError(f"{where + ': ' if where else 'options: '}{what}: {message}")
@@ -210,8 +225,14 @@ def coerce(spec: OptionSpec, value: Any) -> Any:
     return value
 
 
-def build(cls: type[OptT], check: str, layer: Mapping[str, Mapping[str, Any]], *, cuda: bool,
-          family_keys: Iterable[str] = ()) -> OptT:
+def build(
+    cls: type[OptT],
+    check: str,
+    layer: Mapping[str, Mapping[str, Any]],
+    *,
+    cuda: bool,
+    family_keys: Iterable[str] = (),
+) -> OptT:
     """The typed options of check ``check`` from its defaults and ``layer`` (already merged).
 
     ``family_keys``: options other checks of the family declare, which a family section
@@ -228,8 +249,14 @@ def build(cls: type[OptT], check: str, layer: Mapping[str, Mapping[str, Any]], *
 _Problem = tuple[tuple[str, str | None], InputError]
 
 
-def _build(cls: type[OptT], check: str, layer: Mapping[str, Mapping[str, Any]], *, cuda: bool,
-           family_keys: Iterable[str]) -> tuple[OptT, list[_Problem]]:
+def _build(
+    cls: type[OptT],
+    check: str,
+    layer: Mapping[str, Mapping[str, Any]],
+    *,
+    cuda: bool,
+    family_keys: Iterable[str],
+) -> tuple[OptT, list[_Problem]]:
     """:func:`build`, returning every problem found instead of raising the first."""
     specs = {s.name: s for s in cls.specs()}
     values = cls.defaults(cuda)
@@ -245,8 +272,18 @@ def _build(cls: type[OptT], check: str, layer: Mapping[str, Mapping[str, Any]], 
         allowed = allowed_in_family if section == fam and fam != check else set(specs)
         for key, raw in kv.items():
             if key not in allowed:
-                problems.append(((section, str(key)),
-                                 _fail(layer, section, str(key), _unknown(str(key), sorted(allowed)), of_key=True)))
+                problems.append(
+                    (
+                        (section, str(key)),
+                        _fail(
+                            layer,
+                            section,
+                            str(key),
+                            _unknown(str(key), sorted(allowed)),
+                            of_key=True,
+                        ),
+                    )
+                )
                 continue
             if key not in specs:
                 continue  # another check of the family's option
@@ -272,7 +309,9 @@ def _all_at_once(problems: Iterable[_Problem]) -> InputError:
     lines = list(dict.fromkeys(first.values()))
     if len(lines) == 1:
         return InputError(lines[0])
-    return InputError(f"{len(lines)} problems in the options:\n" + "\n".join(f"  {x}" for x in lines))
+    return InputError(
+        f"{len(lines)} problems in the options:\n" + "\n".join(f"  {x}" for x in lines)
+    )
 
 
 def _unknown(key: str, known: list[str]) -> str:
@@ -281,7 +320,9 @@ def _unknown(key: str, known: list[str]) -> str:
     return f"unknown option{hint}; known: {', '.join(known) or 'none (this check has no options)'}"
 
 
-def validate(layer: Mapping[str, Mapping[str, Any]], checks: Mapping[str, type[CheckOptions]]) -> None:
+def validate(
+    layer: Mapping[str, Mapping[str, Any]], checks: Mapping[str, type[CheckOptions]]
+) -> None:
     """Every section names a check or family of ``checks``; every check's options build on CPU and GPU.
 
     ``checks``: check name → its options class (the registry). Raises InputError, located.
@@ -293,10 +334,24 @@ def validate(layer: Mapping[str, Mapping[str, Any]], checks: Mapping[str, type[C
             known = sorted(set(checks) | families)
             close = difflib.get_close_matches(section, known, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
-            problems.append(((section, None),
-                             _fail(layer, section, None, f"unknown check or family{hint}; known: {', '.join(known)}")))
+            problems.append(
+                (
+                    (section, None),
+                    _fail(
+                        layer,
+                        section,
+                        None,
+                        f"unknown check or family{hint}; known: {', '.join(known)}",
+                    ),
+                )
+            )
     for name, cls in sorted(checks.items()):
-        siblings = [k for other, ocls in checks.items() if family(other) == family(name) for k in ocls.keys()]
+        siblings = [
+            k
+            for other, ocls in checks.items()
+            if family(other) == family(name)
+            for k in ocls.keys()
+        ]
         for cuda in (False, True):
             problems += _build(cls, name, layer, cuda=cuda, family_keys=siblings)[1]
     if problems:
@@ -319,7 +374,9 @@ def load_file(path: str | os.PathLike[str]) -> OptionLayer:
     if data is None:
         return layer
     if not isinstance(data, dict):
-        raise InputError(f"{file}:1:1: expected a mapping of check name to options, got {type(data).__name__}")
+        raise InputError(
+            f"{file}:1:1: expected a mapping of check name to options, got {type(data).__name__}"
+        )
     assert parsed is not None
     for section, kv in data.items():
         spos = parsed.pos((section,), key=True)
@@ -328,8 +385,10 @@ def load_file(path: str | os.PathLike[str]) -> OptionLayer:
             kv = {}
         if not isinstance(kv, dict):
             vpos = parsed.pos((section,))
-            raise InputError(f"{file}:{vpos.line}:{vpos.col}: {section}: expected a mapping of option name "
-                             f"to value, got {type(kv).__name__}")
+            raise InputError(
+                f"{file}:{vpos.line}:{vpos.col}: {section}: expected a mapping of option name "
+                f"to value, got {type(kv).__name__}"
+            )
         layer[section] = dict(kv)
         for key in kv:
             vpos, kpos = parsed.pos((section, key)), parsed.pos((section, key), key=True)

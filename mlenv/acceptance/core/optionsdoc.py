@@ -48,11 +48,18 @@ def render() -> str:
             continue
         lines.append("| option | type | quick CPU | quick GPU | full CPU | full GPU | meaning |")
         lines.append("|---|---|---|---|---|---|---|")
-        resolved = [profiles.options_for(cls, names[0], profile=p, cuda=cuda).to_dict() for p, cuda in COLUMNS]
+        resolved = [
+            profiles.options_for(cls, names[0], profile=p, cuda=cuda).to_dict()
+            for p, cuda in COLUMNS
+        ]
         for spec in cls.specs():
             cells = [_value(r[spec.name], spec.name) for r in resolved]
             help_text = spec.help.replace("|", "\\|")
-            lines.append(f"| `{spec.name}` | {spec.type.__name__} | " + " | ".join(cells) + f" | {help_text} |")
+            lines.append(
+                f"| `{spec.name}` | {spec.type.__name__} | "
+                + " | ".join(cells)
+                + f" | {help_text} |"
+            )
         lines.append("")
     lines.append(END)
     return "\n".join(lines) + "\n"
@@ -68,7 +75,7 @@ def replace_block(text: str, block: str) -> str:
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
         raise ValueError("the options-table markers are missing")
-    return text[:start] + block + text[end + len(END) + 1:]
+    return text[:start] + block + text[end + len(END) + 1 :]
 
 
 def committed_block(text: str) -> str:
@@ -76,15 +83,21 @@ def committed_block(text: str) -> str:
     start, end = text.find(BEGIN), text.find(END)
     if start < 0 or end < start:
         raise ValueError("the options-table markers are missing")
-    return text[start:end + len(END)] + "\n"
+    return text[start : end + len(END)] + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Replace the block in ``--write FILE`` (docs/acceptance.md); returns the exit code."""
-    p = argparse.ArgumentParser(prog="python -m mlenv.acceptance.core.optionsdoc", description=__doc__)
-    p.add_argument("--write", type=Path, required=True, help="file whose options-table block to replace")
+    p = argparse.ArgumentParser(
+        prog="python -m mlenv.acceptance.core.optionsdoc", description=__doc__
+    )
+    p.add_argument(
+        "--write", type=Path, required=True, help="file whose options-table block to replace"
+    )
     args = p.parse_args(argv)
-    args.write.write_text(replace_block(args.write.read_text(encoding="utf-8"), render()), encoding="utf-8")
+    args.write.write_text(
+        replace_block(args.write.read_text(encoding="utf-8"), render()), encoding="utf-8"
+    )
     return 0
 
 

@@ -49,20 +49,34 @@ PROFILES: dict[str, Profile] = {
     for p in (
         Profile("quick", "CI and laptops: the checks' defaults", deadline_s=120.0),
         Profile(
-            "full", "sign-off: large sweeps and the published ResNet-50 training setup", deadline_s=900.0,
+            "full",
+            "sign-off: large sweeps and the published ResNet-50 training setup",
+            deadline_s=900.0,
             overrides={
                 "gpu.dcgm": {"level": 2},  # DCGM's medium run (minutes); level 3 only by --options
                 "compute": {"n": 8192, "iters": 50, "warmup": 10},
                 "memory": {"bytes": 1024 * 2**20, "iters": 20},
-                "collectives": {"min_bytes": 8, "max_bytes": 8 * 2**30, "factor": 2, "iters": 20, "warmup": 5},
+                "collectives": {
+                    "min_bytes": 8,
+                    "max_bytes": 8 * 2**30,
+                    "factor": 2,
+                    "iters": 20,
+                    "warmup": 5,
+                },
                 "training": {"model": "resnet50", "steps": 100, "batch_size": 64},
             },
             # The published ResNet-50 setup (batch 256 per GPU, 224 px) that the GPU
             # baselines' throughput figure refers to.
             # Its stack-ratio WARN bar too: at batch 256 the ratio is the stack's cost on the
             # device (0.90-0.93 on an H200); the quick profile's batch 64 is launch-bound.
-            cuda_overrides={"training": {"batch_size": 256, "image_size": 224, "warmup_steps": 10,
-                                         "stack_warn_ratio": 0.80}},
+            cuda_overrides={
+                "training": {
+                    "batch_size": 256,
+                    "image_size": 224,
+                    "warmup_steps": 10,
+                    "stack_warn_ratio": 0.80,
+                }
+            },
         ),
     )
 }
@@ -79,7 +93,9 @@ def profile_names() -> list[str]:
 def get(profile: str) -> Profile:
     """The profile called ``profile``; InputError naming the known ones."""
     if profile not in PROFILES:
-        raise InputError(f"unknown profile {profile!r} (expected one of: {', '.join(profile_names())})")
+        raise InputError(
+            f"unknown profile {profile!r} (expected one of: {', '.join(profile_names())})"
+        )
     return PROFILES[profile]
 
 
@@ -88,8 +104,9 @@ def load_options_file(path: str | os.PathLike[str]) -> OptionLayer:
     return load_file(path)
 
 
-def resolve(profile: str, overrides: Mapping[str, Mapping[str, Any]] | None = None,
-            device: str = "cpu") -> OptionLayer:
+def resolve(
+    profile: str, overrides: Mapping[str, Mapping[str, Any]] | None = None, device: str = "cpu"
+) -> OptionLayer:
     """The override layers of ``profile`` on ``device`` ("cpu" | "cuda[:i]"), ``overrides`` merged last.
 
     Precedence, lowest first: the checks' defaults (applied by :func:`options_for`), the
@@ -102,7 +119,9 @@ def resolve(profile: str, overrides: Mapping[str, Mapping[str, Any]] | None = No
     return layer
 
 
-def _layers(profile: str, device: str, overrides: Mapping[str, Mapping[str, Any]] | None) -> OptionLayer:
+def _layers(
+    profile: str, device: str, overrides: Mapping[str, Mapping[str, Any]] | None
+) -> OptionLayer:
     p = get(profile)
     layers: list[Mapping[str, Mapping[str, Any]]] = [p.overrides]
     if device.startswith("cuda"):
@@ -111,8 +130,14 @@ def _layers(profile: str, device: str, overrides: Mapping[str, Mapping[str, Any]
     return merge(layers)
 
 
-def options_for(cls: type[CheckOptions], check: str, *, profile: str, cuda: bool,
-                overrides: Mapping[str, Mapping[str, Any]] | None = None) -> CheckOptions:
+def options_for(
+    cls: type[CheckOptions],
+    check: str,
+    *,
+    profile: str,
+    cuda: bool,
+    overrides: Mapping[str, Mapping[str, Any]] | None = None,
+) -> CheckOptions:
     """The one place a check's typed options are made: defaults → profile → GPU overrides → ``overrides``.
 
     ``overrides`` may already hold the profile's values (what :func:`resolve` returns):
@@ -120,7 +145,9 @@ def options_for(cls: type[CheckOptions], check: str, *, profile: str, cuda: bool
     options of the family's other registered checks. Raises InputError, located.
     """
     fam = family(check)
-    siblings = [k for name, c in registry.option_classes().items() if family(name) == fam for k in c.keys()]
+    siblings = [
+        k for name, c in registry.option_classes().items() if family(name) == fam for k in c.keys()
+    ]
     layer = _layers(profile, "cuda" if cuda else "cpu", overrides)
     return build(cls, check, layer, cuda=cuda, family_keys=siblings)
 
@@ -132,7 +159,9 @@ def registered_options() -> dict[str, type[CheckOptions]]:
     return registry.option_classes()
 
 
-def validate_options(layer: Mapping[str, Mapping[str, Any]], checks: Mapping[str, type[CheckOptions]]) -> None:
+def validate_options(
+    layer: Mapping[str, Mapping[str, Any]], checks: Mapping[str, type[CheckOptions]]
+) -> None:
     """Every section of ``layer`` names a check or family and every check's options build.
 
     ``checks`` maps each registered check to its options class. Raises InputError

@@ -38,6 +38,8 @@ def select_checks(spec: str) -> list[type[Check]]:
     for want in (s.strip() for s in spec.split(",") if s.strip()):
         hits = [n for n in reg if n == want or n.startswith(want + ".")]
         if not hits:
-            raise InputError(f"--checks: unknown check {want!r} (known: {', '.join(sorted(reg, key=order_key))})")
+            raise InputError(
+                f"--checks: unknown check {want!r} (known: {', '.join(sorted(reg, key=order_key))})"
+            )
         chosen += [h for h in hits if h not in chosen]
     return [reg[n] for n in sorted(chosen, key=order_key)]

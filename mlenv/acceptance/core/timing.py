@@ -83,7 +83,9 @@ def measure(
     if iters < 1 or inner < 1 or warmup < 0:
         raise ValueError(f"iters={iters}, inner={inner} must be >= 1 and warmup={warmup} >= 0")
     if device.startswith("cuda"):
-        return _measure_cuda(fn, device=device, iters=iters, warmup=warmup, inner=inner, stretch=stretch)
+        return _measure_cuda(
+            fn, device=device, iters=iters, warmup=warmup, inner=inner, stretch=stretch
+        )
     return _measure_cpu(fn, iters=iters, warmup=warmup, inner=inner, stretch=stretch)
 
 

@@ -17,11 +17,15 @@ from mlenv.errors import InputError
 
 def is_blank(raw: bytes) -> bool:
     """True for a document of nothing but blank lines, comments and ``---``."""
-    return not any(line.strip() and not line.lstrip().startswith(b"#") and line.strip() != b"---"
-                   for line in raw.splitlines())
+    return not any(
+        line.strip() and not line.lstrip().startswith(b"#") and line.strip() != b"---"
+        for line in raw.splitlines()
+    )
 
 
-def parse_strict(raw: bytes, file: str, what: str, *, json: bool = False) -> tuple[Any, Parsed | None]:
+def parse_strict(
+    raw: bytes, file: str, what: str, *, json: bool = False
+) -> tuple[Any, Parsed | None]:
     """(data, positions) of one YAML (or, with ``json``, JSON) document; ``(None, None)`` when blank.
 
     Raises InputError naming ``file``, line and column for anything the strict reader
@@ -37,13 +41,19 @@ def parse_strict(raw: bytes, file: str, what: str, *, json: bool = False) -> tup
     errors = [d for d in parsed.diagnostics if d.severity == "error"]
     if errors:
         d = errors[0]
-        msg = d.message.replace("a cluster config", f"an {what}" if what[:1] in "aeiou" else f"a {what}")
+        msg = d.message.replace(
+            "a cluster config", f"an {what}" if what[:1] in "aeiou" else f"a {what}"
+        )
         if msg.startswith("not valid YAML: "):
-            msg = "invalid YAML: " + msg[len("not valid YAML: "):]
-        hint = d.hint.replace("a cluster config", f"an {what}" if what[:1] in "aeiou" else f"a {what}")
+            msg = "invalid YAML: " + msg[len("not valid YAML: ") :]
+        hint = d.hint.replace(
+            "a cluster config", f"an {what}" if what[:1] in "aeiou" else f"a {what}"
+        )
         more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
         path = f"{d.path}: " if d.path else ""
-        raise InputError(f"{file}:{d.line}:{d.col}: {path}{msg}" + (f" ({hint})" if hint else "") + more)
+        raise InputError(
+            f"{file}:{d.line}:{d.col}: {path}{msg}" + (f" ({hint})" if hint else "") + more
+        )
     return parsed.data, parsed
 
 

@@ -136,14 +136,36 @@ class Row:
     in_place: Measured | None = None
 
     @classmethod
-    def of(cls, size: int, count: int, dtype: str, redop: str, root: int,
-           out_of_place: Measured | None, in_place: Measured | None) -> Row:
+    def of(
+        cls,
+        size: int,
+        count: int,
+        dtype: str,
+        redop: str,
+        root: int,
+        out_of_place: Measured | None,
+        in_place: Measured | None,
+    ) -> Row:
         """A row from its measured variants; the headline is out-of-place when there is one."""
-        head, variant = (out_of_place, OUT_OF_PLACE) if out_of_place is not None else (in_place, IN_PLACE)
+        head, variant = (
+            (out_of_place, OUT_OF_PLACE) if out_of_place is not None else (in_place, IN_PLACE)
+        )
         if head is None:
             raise ValueError("a row needs at least one measured variant")
-        return cls(size, count, dtype, redop, root, head.time_us, head.algbw_gbps, head.busbw_gbps,
-                   head.wrong, variant, out_of_place, in_place)
+        return cls(
+            size,
+            count,
+            dtype,
+            redop,
+            root,
+            head.time_us,
+            head.algbw_gbps,
+            head.busbw_gbps,
+            head.wrong,
+            variant,
+            out_of_place,
+            in_place,
+        )
 
     def variants(self) -> tuple[Measured | None, Measured | None]:
         """(out-of-place, in-place) as the full table prints them."""
@@ -214,8 +236,10 @@ def avg_busbw(rows: Sequence[Row]) -> float:
 def footer(rows: Sequence[Row]) -> str:
     """nccl-tests' closing lines: out-of-bounds (wrong) values and the average bus bandwidth."""
     wrong = sum(r.total_wrong for r in rows)
-    return (f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}\n"
-            f"# Avg bus bandwidth    : {avg_busbw(rows):g}")
+    return (
+        f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}\n"
+        f"# Avg bus bandwidth    : {avg_busbw(rows):g}"
+    )
 
 
 def format_nccl_tests(rows: Sequence[Row], title: str = "") -> str:
@@ -226,7 +250,9 @@ def format_nccl_tests(rows: Sequence[Row], title: str = "") -> str:
     lines.append(_FULL_HEAD)
     for r in rows:
         oop, ip = r.variants()
-        lines.append(f"{r.size:>12} {r.count:>13} {r.dtype:>9} {r.redop:>7} {r.root:>7} {_cols(oop)} {_cols(ip)}")
+        lines.append(
+            f"{r.size:>12} {r.count:>13} {r.dtype:>9} {r.redop:>7} {r.root:>7} {_cols(oop)} {_cols(ip)}"
+        )
     if rows:
         lines.append(footer(rows))
     return "\n".join(lines)

@@ -50,7 +50,10 @@ class GpuDiag:
 
     def failed(self) -> list[TestResult]:
         """The FAIL and WARN tests, FAIL first."""
-        return sorted((t for t in self.tests if t.status in ("FAIL", "WARN")), key=lambda t: t.status != "FAIL")
+        return sorted(
+            (t for t in self.tests if t.status in ("FAIL", "WARN")),
+            key=lambda t: t.status != "FAIL",
+        )
 
 
 def _status(raw: Any) -> str:
@@ -123,7 +126,8 @@ def parse(text: str) -> list[GpuDiag]:
                 if gpu is None:
                     continue
                 gpus.setdefault(gpu, GpuDiag(gpu)).tests.append(
-                    TestResult(cname, tname, _status(entry.get("status")), _messages(entry)))
+                    TestResult(cname, tname, _status(entry.get("status")), _messages(entry))
+                )
     return [gpus[g] for g in sorted(gpus)]
 
 

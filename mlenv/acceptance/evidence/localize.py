@@ -101,13 +101,20 @@ class Round:
 
     def to_dict(self, names: Sequence[str] | None = None) -> dict[str, Any]:
         """JSON-ready, with node names when given (``results.json`` details)."""
+
         def nm(i: int) -> str | int:
             return names[i] if names else i
 
         return {
             "round": self.index,
-            "pairs": [{"nodes": [nm(a), nm(b)], "gbps": self.figures[(a, b)],
-                       "slow": (a, b) in self.slow_pairs} for a, b in self.pairs],
+            "pairs": [
+                {
+                    "nodes": [nm(a), nm(b)],
+                    "gbps": self.figures[(a, b)],
+                    "slow": (a, b) in self.slow_pairs,
+                }
+                for a, b in self.pairs
+            ],
             "reference_gbps": self.reference_gbps,
             "good": [nm(i) for i in self.good],
             "suspects": [nm(i) for i in self.suspects],
@@ -139,20 +146,35 @@ class Localization:
 
     def to_dict(self, names: Sequence[str] | None = None) -> dict[str, Any]:
         """JSON-ready summary and rounds."""
+
         def nm(i: int) -> str | int:
             return names[i] if names else i
 
         return {
-            "outcome": self.outcome, "nodes": self.n,
+            "outcome": self.outcome,
+            "nodes": self.n,
             "slow_nodes": [nm(i) for i in self.slow_nodes],
             "slow_links": [[nm(a), nm(b)] for a, b in self.slow_links],
             "suspects": [nm(i) for i in self.suspects],
-            "reference_gbps": self.reference_gbps, "bar_gbps": self.bar_gbps,
-            "rounds": [r.to_dict(names) for r in self.rounds], "notes": list(self.notes),
-            **({} if self.racks is None else {
-                "racks": {nm(i): r for i, r in enumerate(self.racks) if r},
-                "rack_findings": [{"kind": f.kind, "racks": list(f.racks),
-                                   "pairs": [[nm(a), nm(b)] for a, b in f.pairs]} for f in self.rack_findings]}),
+            "reference_gbps": self.reference_gbps,
+            "bar_gbps": self.bar_gbps,
+            "rounds": [r.to_dict(names) for r in self.rounds],
+            "notes": list(self.notes),
+            **(
+                {}
+                if self.racks is None
+                else {
+                    "racks": {nm(i): r for i, r in enumerate(self.racks) if r},
+                    "rack_findings": [
+                        {
+                            "kind": f.kind,
+                            "racks": list(f.racks),
+                            "pairs": [[nm(a), nm(b)] for a, b in f.pairs],
+                        }
+                        for f in self.rack_findings
+                    ],
+                }
+            ),
         }
 
 
@@ -163,7 +185,9 @@ class _State:
     racks: Sequence[str | None] | None = None
     rack_findings: list[topo.RackFinding] = field(default_factory=list)
 
-    def judge(self, ref: float | None, slow_frac: float) -> tuple[set[Pair], set[int], set[int], set[Pair]]:
+    def judge(
+        self, ref: float | None, slow_frac: float
+    ) -> tuple[set[Pair], set[int], set[int], set[Pair]]:
         """(slow pairs, good nodes, slow nodes, slow links) from every figure so far.
 
         With racks, what a rack finding explains first (kept in ``rack_findings``): those
@@ -215,7 +239,11 @@ def survey_schedule(n: int) -> Iterator[list[Pair]]:
     carry: list[Pair] = []
     for r in range(m - 1):
         arr = [0, *rest[r:], *rest[:r]]
-        fresh = [p for p in (norm(arr[i], arr[m - 1 - i]) for i in range(m // 2)) if p[1] < n and p not in seen]
+        fresh = [
+            p
+            for p in (norm(arr[i], arr[m - 1 - i]) for i in range(m // 2))
+            if p[1] < n and p not in seen
+        ]
         seen.update(fresh)
         now, used, later = _pack(fresh, carry)
         carry = later
@@ -240,8 +268,13 @@ def _pack(fresh: list[Pair], carry: list[Pair]) -> tuple[list[Pair], set[int], l
     return sorted(now), used, later
 
 
-def next_round(n: int, measured: set[Pair], good: set[int], doubtful: Sequence[int],
-               racks: Sequence[str | None] | None = None) -> list[Pair]:
+def next_round(
+    n: int,
+    measured: set[Pair],
+    good: set[int],
+    doubtful: Sequence[int],
+    racks: Sequence[str | None] | None = None,
+) -> list[Pair]:
     """Disjoint pairs for the doubtful nodes: a good partner each where one is left, else each other.
 
     With ``racks``, a good partner of the node's own rack first (no uplink between them).
@@ -252,10 +285,15 @@ def next_round(n: int, measured: set[Pair], good: set[int], doubtful: Sequence[i
     for x in doubtful:
         if x in used:
             continue
-        pool = sorted(good, key=lambda g: (racks is None or not racks[x] or racks[g] != racks[x], g))
+        pool = sorted(
+            good, key=lambda g: (racks is None or not racks[x] or racks[g] != racks[x], g)
+        )
         partner = next((g for g in pool if g not in used and norm(x, g) not in measured), None)
         if partner is None:
-            partner = next((y for y in doubtful if y != x and y not in used and norm(x, y) not in measured), None)
+            partner = next(
+                (y for y in doubtful if y != x and y not in used and norm(x, y) not in measured),
+                None,
+            )
         if partner is None:
             continue
         used |= {x, partner}
@@ -263,10 +301,17 @@ def next_round(n: int, measured: set[Pair], good: set[int], doubtful: Sequence[i
     return out
 
 
-def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
-             expected_gbps: float | None = None, max_rounds: int | None = None,
-             deadline_s: float | None = None, clock: Callable[[], float] = time.monotonic,
-             racks: Sequence[str | None] | None = None) -> Localization:
+def localize(
+    n: int,
+    measure: Measure,
+    *,
+    slow_frac: float = DEFAULT_SLOW_FRAC,
+    expected_gbps: float | None = None,
+    max_rounds: int | None = None,
+    deadline_s: float | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    racks: Sequence[str | None] | None = None,
+) -> Localization:
     """Run rounds of ``measure`` over ``n`` nodes until the slow nodes/links (and racks) are named.
 
     ``measure(pairs)`` measures every pair of one round at once and returns GB/s per
@@ -288,11 +333,15 @@ def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
     while pairs:
         if len(loc.rounds) >= budget:
             if not surveying:  # nodes were still in doubt; a survey that used its rounds is done
-                loc.notes.append(f"stopped after {budget} round(s) (the round budget for {n} nodes)")
+                loc.notes.append(
+                    f"stopped after {budget} round(s) (the round budget for {n} nodes)"
+                )
             break
         if deadline_s is not None and loc.rounds and clock() - t0 + longest > deadline_s:
-            loc.notes.append(f"stopped after {len(loc.rounds)} round(s): another round would not finish "
-                             f"within the {deadline_s:g} s deadline")
+            loc.notes.append(
+                f"stopped after {len(loc.rounds)} round(s): another round would not finish "
+                f"within the {deadline_s:g} s deadline"
+            )
             break
         ts = clock()
         got = dict(measure(list(pairs)))
@@ -311,9 +360,21 @@ def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
         slow, good, bad, links = st.judge(ref, slow_frac)
         explained = good | bad
         doubtful = [x for x in range(n) if x not in explained]
-        slow |= topo.explained(st.rack_findings)  # a rack's slow pairs are still slow in the round's line
-        loc.rounds.append(Round(len(loc.rounds) + 1, list(pairs), figs, ref, sorted(p for p in pairs if p in slow),
-                                sorted(good), [x for x in doubtful if any(x in p for p in st.figures)], dur))
+        slow |= topo.explained(
+            st.rack_findings
+        )  # a rack's slow pairs are still slow in the round's line
+        loc.rounds.append(
+            Round(
+                len(loc.rounds) + 1,
+                list(pairs),
+                figs,
+                ref,
+                sorted(p for p in pairs if p in slow),
+                sorted(good),
+                [x for x in doubtful if any(x in p for p in st.figures)],
+                dur,
+            )
+        )
         loc.reference_gbps, loc.slow_nodes, loc.slow_links = ref, sorted(bad), sorted(links)
         loc.bar_gbps = None if ref is None else (1.0 - slow_frac) * ref
         if len(loc.rounds) < len(by_rack):  # the topology survey first, whatever it shows
@@ -337,8 +398,9 @@ def localize(n: int, measure: Measure, *, slow_frac: float = DEFAULT_SLOW_FRAC,
     return loc
 
 
-def _plan(n: int, slow_frac: float, max_rounds: int | None,
-          racks: Sequence[str | None] | None) -> tuple[int, Iterator[list[Pair]], list[list[Pair]]]:
+def _plan(
+    n: int, slow_frac: float, max_rounds: int | None, racks: Sequence[str | None] | None
+) -> tuple[int, Iterator[list[Pair]], list[list[Pair]]]:
     """Check the arguments; (round budget, survey schedule, the topology survey's rounds)."""
     if n < 2:
         raise ValueError(f"localization needs at least two nodes, got {n}")
@@ -369,17 +431,21 @@ def _conclude(loc: Localization, st: _State, slow_frac: float) -> None:
     loc.rack_findings = list(st.rack_findings)
     loc.suspects = [x for x in range(n) if x not in good and x not in bad]
     if n == 2:
-        (p, v), = st.figures.items()
+        ((p, v),) = st.figures.items()
         if ref is None:
             loc.outcome = AMBIGUOUS
-            loc.notes.append(f"two nodes give one pair ({v:.4g} GB/s) and nothing to compare it with: "
-                             "a third node (or an expected figure) is needed to tell a slow node from a slow link")
+            loc.notes.append(
+                f"two nodes give one pair ({v:.4g} GB/s) and nothing to compare it with: "
+                "a third node (or an expected figure) is needed to tell a slow node from a slow link"
+            )
             loc.suspects = [0, 1]
             return
         if p in slow:
             loc.outcome = AMBIGUOUS
-            loc.notes.append(f"the only pair is slow ({v:.4g} GB/s, bar {loc.bar_gbps:.4g}): node 0, node 1 or the "
-                             "link between them; a third node is needed to tell which")
+            loc.notes.append(
+                f"the only pair is slow ({v:.4g} GB/s, bar {loc.bar_gbps:.4g}): node 0, node 1 or the "
+                "link between them; a third node is needed to tell which"
+            )
             loc.suspects = [0, 1]
             return
     if loc.slow_nodes or loc.slow_links or loc.rack_findings:
@@ -390,8 +456,10 @@ def _conclude(loc: Localization, st: _State, slow_frac: float) -> None:
     if loc.suspects:
         loc.outcome = INCONCLUSIVE
         if not good and st.figures and all(p in slow for p in st.figures):
-            loc.notes.append("every pair measured is below the bar: the fabric as a whole (or the bar), "
-                             "not one node or link")
+            loc.notes.append(
+                "every pair measured is below the bar: the fabric as a whole (or the bar), "
+                "not one node or link"
+            )
         return
     loc.outcome = NOBODY
     loc.notes.append(f"{len(st.figures)} of {n * (n - 1) // 2} node pairs measured, none slow")
@@ -407,18 +475,26 @@ class SimulatedFabric:
     """
 
     healthy_gbps: float = 10.0
-    slow_nodes: Mapping[int, float] = field(default_factory=dict)  # node -> factor (0.05 = 5 % of healthy)
+    slow_nodes: Mapping[int, float] = field(
+        default_factory=dict
+    )  # node -> factor (0.05 = 5 % of healthy)
     slow_links: Mapping[Pair, float] = field(default_factory=dict)  # normalised pair -> factor
     noise: float = 0.0
     calls: int = 0
     racks: Sequence[str | None] = ()  # node -> rack, for the two below
-    slow_uplinks: Mapping[str, float] = field(default_factory=dict)  # rack -> factor of every pair leaving it
-    slow_between: Mapping[tuple[str, str], float] = field(default_factory=dict)  # (rack, rack) sorted -> factor
+    slow_uplinks: Mapping[str, float] = field(
+        default_factory=dict
+    )  # rack -> factor of every pair leaving it
+    slow_between: Mapping[tuple[str, str], float] = field(
+        default_factory=dict
+    )  # (rack, rack) sorted -> factor
 
     def figure(self, p: Pair, salt: int = 0) -> float:
         """The figure pair ``p`` would measure (in round ``salt``)."""
         a, b = p
-        f = min(self.slow_nodes.get(a, 1.0), self.slow_nodes.get(b, 1.0)) * self.slow_links.get(norm(a, b), 1.0)
+        f = min(self.slow_nodes.get(a, 1.0), self.slow_nodes.get(b, 1.0)) * self.slow_links.get(
+            norm(a, b), 1.0
+        )
         ra, rb = (self.racks[a], self.racks[b]) if self.racks else (None, None)
         if ra != rb:
             f *= min(self.slow_uplinks.get(ra or "", 1.0), self.slow_uplinks.get(rb or "", 1.0))

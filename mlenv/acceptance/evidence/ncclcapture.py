@@ -38,8 +38,14 @@ def active() -> Capture | None:
     return _ACTIVE
 
 
-def start(environ: MutableMapping[str, str], log_dir: Path, rank: int, host: str,
-          echo_to: TextIO | None = None, poll_s: float = 0.5) -> Capture:
+def start(
+    environ: MutableMapping[str, str],
+    log_dir: Path,
+    rank: int,
+    host: str,
+    echo_to: TextIO | None = None,
+    poll_s: float = 0.5,
+) -> Capture:
     """Set the NCCL_DEBUG* variables of this rank, make the folder, start the console echo."""
     global _ACTIVE
     plan = nccllog.capture_plan(environ, str(log_dir.absolute()), rank, host)
@@ -51,7 +57,7 @@ def start(environ: MutableMapping[str, str], log_dir: Path, rank: int, host: str
         if not plan.user_file:  # this rank's logs from earlier runs in the same folder (other pids)
             stem = path.name.rsplit(".", 2)[0]  # rank<R>.<host>
             for old in path.parent.glob(f"{glob.escape(stem)}.*.log"):
-                if old.name != path.name and old.name[len(stem) + 1:-len(".log")].isdigit():
+                if old.name != path.name and old.name[len(stem) + 1 : -len(".log")].isdigit():
                     old.unlink(missing_ok=True)
     except OSError:
         pass  # NCCL then prints to stdout; the check reports that the log is missing

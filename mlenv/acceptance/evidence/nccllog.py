@@ -19,8 +19,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 # ``host:pid:tid [dev] NCCL INFO msg`` / ``[ts] host:pid:tid [dev] file:line NCCL WARN msg``
-_LINE = re.compile(r"^(?:\[[^\]]*\]\s*)?(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\]"
-                   r"(?: [^\s]+:\d+)? NCCL (?P<level>INFO|WARN|TRACE) ?(?P<msg>.*)$")
+_LINE = re.compile(
+    r"^(?:\[[^\]]*\]\s*)?(?P<host>[^\s:]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>-?\d+)\]"
+    r"(?: [^\s]+:\d+)? NCCL (?P<level>INFO|WARN|TRACE) ?(?P<msg>.*)$"
+)
 # init.cc: "NCCL version %s"
 _VERSION = re.compile(r"^NCCL version (\S+)")
 # init.cc: "Using network %s" (the plugin a communicator was given: IB, Socket, or a plugin's name)
@@ -28,20 +30,26 @@ _USING_NETWORK = re.compile(r"^Using network (.+?)\s*$")
 # transport/net_ib (init.cc in 2.2x, net_ib.cc before): "NET/IB : Using%s %s; OOB %s:%s" where
 # %s is " [%d]%s:%d/%s" per device (index, device, port, "IB"|"RoCE"), "/SHARP" on SHARP builds
 _IB_USING = re.compile(r"^NET/IB ?: Using(?P<devs>.*?)(?P<ro> \[RO\])? ?; OOB (?P<oob>\S+)")
-_IB_DEV = re.compile(r"\[(?P<i>\d+)\](?P<name>[^:\s\[\]]+):(?P<port>\d+)/(?P<link>IB|RoCE)(?P<sharp>/SHARP)?")
+_IB_DEV = re.compile(
+    r"\[(?P<i>\d+)\](?P<name>[^:\s\[\]]+):(?P<port>\d+)/(?P<link>IB|RoCE)(?P<sharp>/SHARP)?"
+)
 # "NET/IB : No device found."
 _IB_NO_DEVICE = re.compile(r"^NET/IB ?: No device found")
 # transport/net_socket.cc: "NET/Socket : Using%s" with " [%d]%s:%s" per interface (name, address)
 _SOCKET_USING = re.compile(r"^NET/Socket ?: Using(?P<ifs>.*)$")
 _SOCKET_IF = re.compile(r"\[(?P<i>\d+)\](?P<name>[^:\s\[\]]+):(?P<addr>\S+)")
 # graph/topo.cc: "NET/%s : GPU Direct RDMA %s for HCA %d '%s'"
-_GDR = re.compile(r"^NET/(?P<net>\S+) ?: GPU Direct RDMA (?P<state>Enabled|Disabled) for HCA (?P<i>\d+) '(?P<name>[^']*)'")
+_GDR = re.compile(
+    r"^NET/(?P<net>\S+) ?: GPU Direct RDMA (?P<state>Enabled|Disabled) for HCA (?P<i>\d+) '(?P<name>[^']*)'"
+)
 # transport/net.cc sendSetup/recvSetup:
 # "Channel %02d/%d : %d[%d] -> %d[%d] [send] via NET/%s/%d%s%s%s" (+ "(%d)" proxy rank after the
 # device on PXN), suffixes "/GDRDMA", "(PCI)", "/Shared"; older NCCL printed busIds in the [].
-_CHANNEL = re.compile(r"^Channel (?P<ch>\d+)(?:/(?P<conn>\d+))? : (?P<src>\d+)\[[0-9a-fA-Fx]+\] -> "
-                      r"(?P<dst>\d+)\[[0-9a-fA-Fx]+\] \[(?P<dir>send|receive)\] via "
-                      r"NET/(?P<net>[^/\s]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<rest>\S*)")
+_CHANNEL = re.compile(
+    r"^Channel (?P<ch>\d+)(?:/(?P<conn>\d+))? : (?P<src>\d+)\[[0-9a-fA-Fx]+\] -> "
+    r"(?P<dst>\d+)\[[0-9a-fA-Fx]+\] \[(?P<dir>send|receive)\] via "
+    r"NET/(?P<net>[^/\s]+)/(?P<dev>\d+)(?:\((?P<proxy>\d+)\))?(?P<rest>\S*)"
+)
 # plugin/net.cc: "Failed to initialize NET plugin %s" / WARN "Failed to initialize any NET plugin"
 _PLUGIN_FAILED = re.compile(r"^Failed to initialize NET plugin (\S+)")
 _NO_PLUGIN = re.compile(r"^Failed to initialize any NET plugin")
@@ -105,9 +113,13 @@ class NcclLog:
     """Everything the transport judgement needs from one process's NCCL log."""
 
     lines: int = 0  # NCCL lines seen
-    hosts: list[str] = field(default_factory=list)  # as NCCL names them (hostname up to the first dot)
+    hosts: list[str] = field(
+        default_factory=list
+    )  # as NCCL names them (hostname up to the first dot)
     version: str | None = None
-    networks: list[str] = field(default_factory=list)  # "Using network X", in order, one per communicator
+    networks: list[str] = field(
+        default_factory=list
+    )  # "Using network X", in order, one per communicator
     ib_devices: list[IbDevice] = field(default_factory=list)
     ib_oob: str | None = None
     ib_no_device: bool = False
@@ -118,7 +130,9 @@ class NcclLog:
     no_net_plugin: bool = False
     env: dict[str, str] = field(default_factory=dict)  # NCCL_* NCCL says it read
     warnings: list[str] = field(default_factory=list)
-    evidence: list[str] = field(default_factory=list)  # the lines that say what was used, as printed
+    evidence: list[str] = field(
+        default_factory=list
+    )  # the lines that say what was used, as printed
     evidence_dropped: int = 0
 
     @property
@@ -192,8 +206,16 @@ def parse(text: str | Iterable[str]) -> NcclLog:
             log.networks.append(u.group(1))
             _add_evidence(log, line, seen)
         elif ib := _IB_USING.match(msg):
-            devs = [IbDevice(int(d.group("i")), d.group("name"), int(d.group("port")), d.group("link"),
-                             bool(d.group("sharp"))) for d in _IB_DEV.finditer(ib.group("devs"))]
+            devs = [
+                IbDevice(
+                    int(d.group("i")),
+                    d.group("name"),
+                    int(d.group("port")),
+                    d.group("link"),
+                    bool(d.group("sharp")),
+                )
+                for d in _IB_DEV.finditer(ib.group("devs"))
+            ]
             for d in devs:
                 if d not in log.ib_devices:
                     log.ib_devices.append(d)
@@ -209,16 +231,25 @@ def parse(text: str | Iterable[str]) -> NcclLog:
                     log.socket_ifs.append(sif)
             _add_evidence(log, line, seen)
         elif g := _GDR.match(msg):
-            gs = GdrSupport(g.group("net"), int(g.group("i")), g.group("name"), g.group("state") == "Enabled")
+            gs = GdrSupport(
+                g.group("net"), int(g.group("i")), g.group("name"), g.group("state") == "Enabled"
+            )
             if gs not in log.gdr_support:
                 log.gdr_support.append(gs)
             _add_evidence(log, line, seen)
         elif c := _CHANNEL.match(msg):
             rest = c.group("rest")
-            ch = NetChannel(channel=int(c.group("ch")), direction=c.group("dir"), src=int(c.group("src")),
-                            dst=int(c.group("dst")), net=c.group("net"), dev=int(c.group("dev")),
-                            proxy=int(c.group("proxy")) if c.group("proxy") else None,
-                            gdr="/GDRDMA" in rest, shared="/Shared" in rest)
+            ch = NetChannel(
+                channel=int(c.group("ch")),
+                direction=c.group("dir"),
+                src=int(c.group("src")),
+                dst=int(c.group("dst")),
+                net=c.group("net"),
+                dev=int(c.group("dev")),
+                proxy=int(c.group("proxy")) if c.group("proxy") else None,
+                gdr="/GDRDMA" in rest,
+                shared="/Shared" in rest,
+            )
             log.channels.append(ch)
             path = f"{ch.direction} NET/{ch.net}/{ch.dev}{'/GDRDMA' if ch.gdr else ''}"
             if path not in paths:
@@ -233,8 +264,14 @@ def parse(text: str | Iterable[str]) -> NcclLog:
             _add_evidence(log, line, seen)
         elif e := _ENV_SET.match(msg):
             log.env[e.group("key")] = e.group("val")
-            if e.group("key") in ("NCCL_IB_HCA", "NCCL_IB_DISABLE", "NCCL_SOCKET_IFNAME", "NCCL_NET",
-                                  "NCCL_NET_GDR_LEVEL", "NCCL_IB_GID_INDEX"):
+            if e.group("key") in (
+                "NCCL_IB_HCA",
+                "NCCL_IB_DISABLE",
+                "NCCL_SOCKET_IFNAME",
+                "NCCL_NET",
+                "NCCL_NET_GDR_LEVEL",
+                "NCCL_IB_GID_INDEX",
+            ):
                 _add_evidence(log, line, seen)
     return log
 
@@ -255,15 +292,22 @@ class IfSpec:
         """Would NCCL select ``name`` (``port``) under this value? An empty list selects everything."""
         if not self.entries:
             return True  # NCCL: "Make an exception for the case where no user list is defined"
-        hit = any((name == ref if self.exact else name.startswith(ref))
-                  and (p == -1 or port == -1 or p == port) for ref, p in self.entries)
+        hit = any(
+            (name == ref if self.exact else name.startswith(ref))
+            and (p == -1 or port == -1 or p == port)
+            for ref, p in self.entries
+        )
         return hit != self.exclude
 
     def describe(self) -> str:
         """``any name except those starting with lo, docker0`` for reasons."""
         names = ", ".join(f"{n}:{p}" if p >= 0 else n for n, p in self.entries) or "(none)"
         if self.exclude:
-            return f"any name except {names}" if self.exact else f"any name except those starting with {names}"
+            return (
+                f"any name except {names}"
+                if self.exact
+                else f"any name except those starting with {names}"
+            )
         return f"exactly {names}" if self.exact else f"names starting with {names}"
 
 
@@ -315,7 +359,9 @@ def _subsys(user: str | None) -> str:
         return DEFAULT_SUBSYS
     s = user.strip()
     if s.startswith("^"):  # "everything except": keep INIT and NET out of the exclusion
-        kept = [x for x in s[1:].split(",") if x.strip() and x.strip().upper() not in REQUIRED_SUBSYS]
+        kept = [
+            x for x in s[1:].split(",") if x.strip() and x.strip().upper() not in REQUIRED_SUBSYS
+        ]
         return "^" + ",".join(kept) if kept else "ALL"
     have = [x.strip() for x in s.split(",") if x.strip()]
     if any(x.upper() == "ALL" for x in have):

@@ -69,8 +69,10 @@ class Finding:
     def short_reason(self) -> str:
         """The value and by how much, for a result that already names its check and where."""
         word = "below" if direction(self.metric) > 0 else "above"
-        return (f"is an outlier: {self.metric} = {self.value:.4g}, "
-                f"{100 * self.frac:.0f}% {word} its peers' median {self.reference:.4g}")
+        return (
+            f"is an outlier: {self.metric} = {self.value:.4g}, "
+            f"{100 * self.frac:.0f}% {word} its peers' median {self.reference:.4g}"
+        )
 
     def reason(self) -> str:
         """A sentence naming the check, who, the value and by how much (run-level lines)."""
@@ -82,8 +84,13 @@ def _mad(xs: list[float]) -> float:
     return statistics.median(abs(x - m) for x in xs)
 
 
-def _flag(values: list[tuple[int | None, str | None, float]], check: str, metric: str,
-          level: str, cfg: dict[str, float]) -> list[Finding]:
+def _flag(
+    values: list[tuple[int | None, str | None, float]],
+    check: str,
+    metric: str,
+    level: str,
+    cfg: dict[str, float],
+) -> list[Finding]:
     sign = direction(metric)
     out: list[Finding] = []
     if sign == 0 or len(values) < 2:
@@ -109,11 +116,17 @@ def _flag(values: list[tuple[int | None, str | None, float]], check: str, metric
 def _link_findings(results: list[CheckResult], cfg: dict[str, float]) -> list[Finding]:
     by_check: dict[tuple[str, str], list[CheckResult]] = {}
     for r in results:
-        if r.scope in LINK_SCOPES and r.status not in (Status.ERROR, Status.SKIP) and LINK_METRIC in r.metrics:
+        if (
+            r.scope in LINK_SCOPES
+            and r.status not in (Status.ERROR, Status.SKIP)
+            and LINK_METRIC in r.metrics
+        ):
             by_check.setdefault((r.scope, r.name), []).append(r)
     out: list[Finding] = []
     for (scope, check), rs in sorted(by_check.items()):
-        out += _flag([(None, r.group, r.metrics[LINK_METRIC]) for r in rs], check, LINK_METRIC, scope, cfg)
+        out += _flag(
+            [(None, r.group, r.metrics[LINK_METRIC]) for r in rs], check, LINK_METRIC, scope, cfg
+        )
     return out
 
 

@@ -65,7 +65,9 @@ def parse(text: str) -> tuple[list[Switch], list[str]]:
     return switches, notes
 
 
-def leaf_racks(text: str, job_nodes: Collection[str] | None = None) -> tuple[dict[str, list[str]], list[str]]:
+def leaf_racks(
+    text: str, job_nodes: Collection[str] | None = None
+) -> tuple[dict[str, list[str]], list[str]]:
     """(rack → nodes, notes) from ``scontrol show topology``'s output: one rack per level-0
     switch, named after it as a DNS label (``IB_Leaf.1`` → ``ib-leaf-1``), with only the
     ``job_nodes`` it lists (all with None); a rack none of them is in is left out. A
@@ -81,12 +83,17 @@ def leaf_racks(text: str, job_nodes: Collection[str] | None = None) -> tuple[dic
         if not mine:
             continue
         if rack is None or owner.setdefault(rack, sw.name) != sw.name:
-            notes.append(f"leaf switch {sw.name!r}: not usable as a rack name"
-                         + (f" (reads as {owner[rack]!r}'s)" if rack else "") + "; its nodes are in no rack")
+            notes.append(
+                f"leaf switch {sw.name!r}: not usable as a rack name"
+                + (f" (reads as {owner[rack]!r}'s)" if rack else "")
+                + "; its nodes are in no rack"
+            )
             continue
         for n in mine:
             if n in where:
-                notes.append(f"node {n} is under leaf switches {where[n]} and {sw.name}: kept in {where[n]}")
+                notes.append(
+                    f"node {n} is under leaf switches {where[n]} and {sw.name}: kept in {where[n]}"
+                )
                 continue
             where[n] = sw.name
             racks.setdefault(rack, []).append(n)

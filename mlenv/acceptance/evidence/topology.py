@@ -80,13 +80,15 @@ def topology_rounds(racks: Sequence[str | None], max_cross_rounds: int) -> list[
     rounds across racks (each round disjoint; no pair twice)."""
     groups = groups_of(racks)
     members = _members(groups)
-    inside = sorted(_norm(m[i], m[i + 1]) for m in members.values() for i in range(0, len(m) - 1, 2))
+    inside = sorted(
+        _norm(m[i], m[i + 1]) for m in members.values() for i in range(0, len(m) - 1, 2)
+    )
     rounds = [inside] if inside else []
     keys = list(members)
     demands: list[tuple[str, str]] = []
     for rep in range(2):
         for i, r in enumerate(keys):
-            for s in keys[i + 1:]:
+            for s in keys[i + 1 :]:
                 if rep == 0 or (len(members[r]) >= 2 and len(members[s]) >= 2):
                     demands.append((r, s))
     planned = set(inside)
@@ -113,8 +115,9 @@ def topology_rounds(racks: Sequence[str | None], max_cross_rounds: int) -> list[
     return rounds
 
 
-def _pick(rs: list[int], ss: list[int], busy: set[int], planned: set[Pair],
-          used: dict[int, int]) -> Pair | None:
+def _pick(
+    rs: list[int], ss: list[int], busy: set[int], planned: set[Pair], used: dict[int, int]
+) -> Pair | None:
     """A pair between two racks, free this round and not planned yet, through the nodes used least."""
     best: tuple[tuple[int, int, int], Pair] | None = None
     for a in rs:
@@ -128,7 +131,9 @@ def _pick(rs: list[int], ss: list[int], busy: set[int], planned: set[Pair],
     return None if best is None else best[1]
 
 
-def rack_findings(racks: Sequence[str | None], figures: Mapping[Pair, float], bar: float | None) -> list[RackFinding]:
+def rack_findings(
+    racks: Sequence[str | None], figures: Mapping[Pair, float], bar: float | None
+) -> list[RackFinding]:
     """What the racks explain, from every figure so far and the slow bar (None: nothing yet)."""
     if bar is None:
         return []
@@ -148,15 +153,24 @@ def rack_findings(racks: Sequence[str | None], figures: Mapping[Pair, float], ba
         through = {x for p in mine for x in p if groups[x] == r}
         inside_fast = any(p not in slow for p in figures if groups[p[0]] == groups[p[1]] == r)
         others_fast = any(p not in slow for p in cross if r not in (groups[p[0]], groups[p[1]]))
-        if (named(r) and len(nodes) >= 2 and len(mine) >= 2 and len(through) >= 2 and inside_fast
-                and others_fast and all(p in slow for p in mine)):
+        if (
+            named(r)
+            and len(nodes) >= 2
+            and len(mine) >= 2
+            and len(through) >= 2
+            and inside_fast
+            and others_fast
+            and all(p in slow for p in mine)
+        ):
             cut.add(r)
             out.append(RackFinding(UPLINK, (r,), tuple(sorted(mine))))
     out += _between(groups, cross, slow, cut)
     return out
 
 
-def _between(groups: Sequence[str], cross: list[Pair], slow: set[Pair], cut: set[str]) -> list[RackFinding]:
+def _between(
+    groups: Sequence[str], cross: list[Pair], slow: set[Pair], cut: set[str]
+) -> list[RackFinding]:
     """Pairs of racks (neither cut off) whose every pair, through two nodes a side, is slow."""
     by: dict[tuple[str, str], list[Pair]] = {}
     for p in cross:
@@ -169,8 +183,10 @@ def _between(groups: Sequence[str], cross: list[Pair], slow: set[Pair], cut: set
         sides = [{x for p in ps for x in p if groups[x] == g} for g in (r, s)]
         if len(ps) < 2 or min(len(x) for x in sides) < 2:
             continue
-        elsewhere = [any(q not in slow for q in cross if g in (groups[q[0]], groups[q[1]]) and q not in ps)
-                     for g in (r, s)]
+        elsewhere = [
+            any(q not in slow for q in cross if g in (groups[q[0]], groups[q[1]]) and q not in ps)
+            for g in (r, s)
+        ]
         if all(elsewhere):
             out.append(RackFinding(BETWEEN, (r, s), tuple(sorted(ps))))
     return out
@@ -190,12 +206,16 @@ def parse(text: str) -> dict[str, list[str]]:
     """
     doc = contract.topology_decode(text)
     if not isinstance(doc, dict):
-        raise ValueError(f"{ENV} must be a JSON object of rack → list of nodes, got {type(doc).__name__}")
+        raise ValueError(
+            f"{ENV} must be a JSON object of rack → list of nodes, got {type(doc).__name__}"
+        )
     seen: dict[str, str] = {}
     out: dict[str, list[str]] = {}
     for rack, nodes in doc.items():
         if not RACK_NAME.match(rack):
-            raise ValueError(f"{ENV}: rack {rack!r} is not a DNS label (lowercase letters, digits, '-')")
+            raise ValueError(
+                f"{ENV}: rack {rack!r} is not a DNS label (lowercase letters, digits, '-')"
+            )
         if not isinstance(nodes, list) or not all(isinstance(n, str) and n.strip() for n in nodes):
             raise ValueError(f"{ENV}: rack {rack!r} must list node names (non-empty strings)")
         for n in nodes:
@@ -206,7 +226,9 @@ def parse(text: str) -> dict[str, list[str]]:
     return out
 
 
-def rack_of_nodes(topology: Mapping[str, Sequence[str]], names: Sequence[Sequence[str]]) -> list[str | None]:
+def rack_of_nodes(
+    topology: Mapping[str, Sequence[str]], names: Sequence[Sequence[str]]
+) -> list[str | None]:
     """Each node's rack: ``names[i]`` are the names node ``i`` may be listed under (the
     Kubernetes Node, the host, its short form), the first one listed wins; None when none is."""
     where = {n: rack for rack, nodes in topology.items() for n in nodes}

@@ -73,7 +73,9 @@ class _Applies:
 
     def applies_to(self, r: CheckResult) -> bool:
         """True when ``r`` is a result this entry speaks about."""
-        if not fnmatch.fnmatchcase(r.name, self.check) or (self.scope is not None and self.scope != r.scope):
+        if not fnmatch.fnmatchcase(r.name, self.check) or (
+            self.scope is not None and self.scope != r.scope
+        ):
             return False
         details = r.details if isinstance(r.details, dict) else {}
         return all(k in details and _same(details[k], v) for k, v in self.when)
@@ -183,14 +185,21 @@ class _Doc:
     def string(self, node: Any, where: str) -> str:
         import yaml
 
-        if not isinstance(node, yaml.ScalarNode) or node.tag != "tag:yaml.org,2002:str" or not str(node.value).strip():
+        if (
+            not isinstance(node, yaml.ScalarNode)
+            or node.tag != "tag:yaml.org,2002:str"
+            or not str(node.value).strip()
+        ):
             raise self.fail(node, where, "a non-empty string")
         return str(node.value)
 
     def number(self, node: Any, where: str) -> float:
         import yaml
 
-        if isinstance(node, yaml.ScalarNode) and node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float"):
+        if isinstance(node, yaml.ScalarNode) and node.tag in (
+            "tag:yaml.org,2002:int",
+            "tag:yaml.org,2002:float",
+        ):
             try:
                 return float(yaml.safe_load(node.value))
             except (TypeError, ValueError):
@@ -225,20 +234,35 @@ class _Doc:
             try:
                 date = datetime.date.fromisoformat(raw)
             except ValueError:
-                raise self.fail(date_node, f"{where}.measured", f"the date of the measurement, YYYY-MM-DD "
-                                                                 f"(got {raw!r})") from None
-            prov = Provenance("measured", note=self.string(m["note"][1], f"{where}.note"), date=date.isoformat(),
-                              machine=self.string(m["machine"][1], f"{where}.machine"))
+                raise self.fail(
+                    date_node,
+                    f"{where}.measured",
+                    f"the date of the measurement, YYYY-MM-DD (got {raw!r})",
+                ) from None
+            prov = Provenance(
+                "measured",
+                note=self.string(m["note"][1], f"{where}.note"),
+                date=date.isoformat(),
+                machine=self.string(m["machine"][1], f"{where}.machine"),
+            )
         elif "cited" in m:
             self.keys(m, node, where, ("cited", "note"))
             url = self.string(m["cited"][1], f"{where}.cited")
             if not url.startswith("https://") or any(c.isspace() for c in url):
-                raise self.fail(m["cited"][1], f"{where}.cited", f"the https:// address of the published figure "
-                                                                 f"(got {url!r})")
-            prov = Provenance("cited", note=self.string(m["note"][1], f"{where}.note"), citation=url)
+                raise self.fail(
+                    m["cited"][1],
+                    f"{where}.cited",
+                    f"the https:// address of the published figure (got {url!r})",
+                )
+            prov = Provenance(
+                "cited", note=self.string(m["note"][1], f"{where}.note"), citation=url
+            )
         else:
-            raise self.fail(node, where, "a note, or a mapping with 'measured' (date, machine, note) or 'cited' "
-                                         "(URL, note)")
+            raise self.fail(
+                node,
+                where,
+                "a note, or a mapping with 'measured' (date, machine, note) or 'cited' (URL, note)",
+            )
         return prov.text(), prov
 
     def applies(self, m: dict[str, tuple[Any, Any]], where: str) -> dict[str, Any]:
@@ -247,22 +271,36 @@ class _Doc:
         if "scope" in m:
             scope = self.string(m["scope"][1], f"{where}.scope")
             if scope not in SCOPES:
-                raise self.fail(m["scope"][1], f"{where}.scope", f"one of {', '.join(SCOPES)} (got {scope!r})")
+                raise self.fail(
+                    m["scope"][1], f"{where}.scope", f"one of {', '.join(SCOPES)} (got {scope!r})"
+                )
         when: list[tuple[str, Scalar]] = []
         if "when" in m:
             for k, (_, v) in self.mapping(m["when"][1], f"{where}.when").items():
                 when.append((k, self.scalar(v, f"{where}.when.{k}")))
-        return {"check": self.string(m["check"][1], f"{where}.check"), "scope": scope, "when": tuple(when)}
+        return {
+            "check": self.string(m["check"][1], f"{where}.check"),
+            "scope": scope,
+            "when": tuple(when),
+        }
 
-    def keys(self, m: dict[str, tuple[Any, Any]], node: Any, where: str,
-             required: tuple[str, ...], optional: tuple[str, ...] = ()) -> None:
+    def keys(
+        self,
+        m: dict[str, tuple[Any, Any]],
+        node: Any,
+        where: str,
+        required: tuple[str, ...],
+        optional: tuple[str, ...] = (),
+    ) -> None:
         import difflib
 
         for k, (knode, _) in m.items():  # unknown keys first: a typo also makes a key "missing"
             if k not in required and k not in optional:
                 close = difflib.get_close_matches(k, required + optional, n=1)
                 hint = f" (did you mean {close[0]!r}?)" if close else ""
-                raise self.fail(knode, f"{where}.{k}", f"one of the keys {', '.join(required + optional)}{hint}")
+                raise self.fail(
+                    knode, f"{where}.{k}", f"one of the keys {', '.join(required + optional)}{hint}"
+                )
         for k in required:
             if k not in m:
                 raise self.fail(node, where, f"key {k!r} (required: {', '.join(required)})")
@@ -289,7 +327,9 @@ def load(path: str | Path) -> Baseline:
         raise InputError(f"{where}: invalid YAML: {getattr(e, 'problem', None) or e}") from None
     d = _Doc(str(p))
     if root is None:
-        raise InputError(f"{p}:1:1: (root): expected a mapping with keys model, expected, rules; the file is empty")
+        raise InputError(
+            f"{p}:1:1: (root): expected a mapping with keys model, expected, rules; the file is empty"
+        )
     top = d.mapping(root, "(root)")
     d.keys(top, root, "(root)", ("model", "rules"), ("match", "expected", "outliers", "tolerances"))
     model = d.string(top["model"][1], "model")
@@ -304,8 +344,15 @@ def load(path: str | Path) -> Baseline:
             m = d.mapping(n, w)
             d.keys(m, n, w, ("check", "metric", "value", "source"), ("scope", "when"))
             text, prov = d.source(m["source"][1], f"{w}.source")
-            expected.append(Expected(**d.applies(m, w), metric=d.string(m["metric"][1], f"{w}.metric"),
-                                     value=d.number(m["value"][1], f"{w}.value"), source=text, provenance=prov))
+            expected.append(
+                Expected(
+                    **d.applies(m, w),
+                    metric=d.string(m["metric"][1], f"{w}.metric"),
+                    value=d.number(m["value"][1], f"{w}.value"),
+                    source=text,
+                    provenance=prov,
+                )
+            )
     rules: list[Rule] = []
     for i, n in enumerate(d.seq(top["rules"][1], "rules")):
         w = f"rules[{i}]"
@@ -316,8 +363,16 @@ def load(path: str | Path) -> Baseline:
         if op not in OPS or getattr(op_node, "tag", "") != "tag:yaml.org,2002:str":
             raise d.fail(op_node, f"{w}.op", f"one of {', '.join(OPS)} (got {op!r})")
         text, prov = d.source(m["source"][1], f"{w}.source")
-        rules.append(Rule(**d.applies(m, w), metric=d.string(m["metric"][1], f"{w}.metric"), op=op,
-                          value=d.number(m["value"][1], f"{w}.value"), source=text, provenance=prov))
+        rules.append(
+            Rule(
+                **d.applies(m, w),
+                metric=d.string(m["metric"][1], f"{w}.metric"),
+                op=op,
+                value=d.number(m["value"][1], f"{w}.value"),
+                source=text,
+                provenance=prov,
+            )
+        )
     outliers: dict[str, float] = {}
     if "outliers" in top:
         om = d.mapping(top["outliers"][1], "outliers")
@@ -331,12 +386,23 @@ def load(path: str | Path) -> Baseline:
         d.keys(m, n, w, ("check", "metric", "value", "source"))
         if d.number(m["value"][1], f"{w}.value") < 0:
             raise d.fail(m["value"][1], f"{w}.value", "a fraction >= 0 (0.1 = 10 %)")
-        tolerances.append(Tolerance(check=d.string(m["check"][1], f"{w}.check"),
-                                    metric=d.string(m["metric"][1], f"{w}.metric"),
-                                    value=d.number(m["value"][1], f"{w}.value"),
-                                    source=d.string(m["source"][1], f"{w}.source")))
-    return Baseline(model=model, path=str(p), match=tuple(match), expected=tuple(expected),
-                    rules=tuple(rules), outliers=outliers, tolerances=tuple(tolerances))
+        tolerances.append(
+            Tolerance(
+                check=d.string(m["check"][1], f"{w}.check"),
+                metric=d.string(m["metric"][1], f"{w}.metric"),
+                value=d.number(m["value"][1], f"{w}.value"),
+                source=d.string(m["source"][1], f"{w}.source"),
+            )
+        )
+    return Baseline(
+        model=model,
+        path=str(p),
+        match=tuple(match),
+        expected=tuple(expected),
+        rules=tuple(rules),
+        outliers=outliers,
+        tolerances=tuple(tolerances),
+    )
 
 
 def bar_for(baseline: Baseline | None, r: CheckResult, metric: str) -> Rule | None:
@@ -347,7 +413,9 @@ def bar_for(baseline: Baseline | None, r: CheckResult, metric: str) -> Rule | No
     """
     if baseline is None:
         return None
-    floors = [x for x in baseline.rules if x.metric == metric and x.op in (">=", ">") and x.applies_to(r)]
+    floors = [
+        x for x in baseline.rules if x.metric == metric and x.op in (">=", ">") and x.applies_to(r)
+    ]
     return max(floors, key=lambda x: x.value, default=None)
 
 
@@ -388,6 +456,8 @@ def resolve(spec: str | None, device_names: list[str]) -> Baseline | None:
         b = find_for_device([spec])
         if b is None:
             known = ", ".join(x.model for x in builtin())
-            raise InputError(f"--baseline {spec!r}: neither a file nor a known GPU model (known: {known})")
+            raise InputError(
+                f"--baseline {spec!r}: neither a file nor a known GPU model (known: {known})"
+            )
         return b
     return find_for_device(device_names) if device_names else None

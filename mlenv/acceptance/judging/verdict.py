@@ -26,7 +26,9 @@ class Judgement:
     reasons: list[str]
     results: list[CheckResult]
     findings: list[outliers.Finding] = field(default_factory=list)
-    expected: list[dict[str, Any]] = field(default_factory=list)  # measured vs expected, for reports
+    expected: list[dict[str, Any]] = field(
+        default_factory=list
+    )  # measured vs expected, for reports
 
 
 def where(r: CheckResult) -> str:
@@ -35,7 +37,9 @@ def where(r: CheckResult) -> str:
         return f"rank {r.rank} ({r.node})" if r.node else f"rank {r.rank}"
     if r.scope == "node":
         return f"node {r.node}"
-    return f"{r.scope} ({r.group})" if r.group and r.group != r.scope else r.scope  # not "world (world)"
+    return (
+        f"{r.scope} ({r.group})" if r.group and r.group != r.scope else r.scope
+    )  # not "world (world)"
 
 
 def _raise(r: CheckResult, status: Status, reason: str) -> None:
@@ -63,20 +67,28 @@ def apply_rules(results: list[CheckResult], baseline: Baseline) -> None:
             if not rule.applies_to(r) or r.status in (Status.ERROR, Status.SKIP):
                 continue
             if rule.metric not in r.metrics:
-                _raise(r, Status.FAIL, f"metric {rule.metric} is missing "
-                                       f"(baseline {baseline.model} expects {rule.op} {rule.value:g})")
+                _raise(
+                    r,
+                    Status.FAIL,
+                    f"metric {rule.metric} is missing "
+                    f"(baseline {baseline.model} expects {rule.op} {rule.value:g})",
+                )
                 continue
             x = r.metrics[rule.metric]
             if not rule.holds(x):
-                _raise(r, Status.FAIL, f"{rule.metric} = {x:.4g}, expected {rule.op} "
-                                       f"{rule.value:g} ({_by_how_much(rule, x)}; {rule.source})")
+                _raise(
+                    r,
+                    Status.FAIL,
+                    f"{rule.metric} = {x:.4g}, expected {rule.op} "
+                    f"{rule.value:g} ({_by_how_much(rule, x)}; {rule.source})",
+                )
 
 
 def bare_reason(r: CheckResult, reason: str) -> str:
     """``reason`` without a leading ``<check> <where>:`` / ``<check>:`` (older results carry one)."""
     for prefix in (f"{r.name} {where(r)}: ", f"{r.name}: "):
         if reason.startswith(prefix):
-            return reason[len(prefix):]
+            return reason[len(prefix) :]
     return reason
 
 
@@ -110,14 +122,23 @@ def compare_expected(results: list[CheckResult], baseline: Baseline) -> list[dic
     rows: list[dict[str, Any]] = []
     for e in baseline.expected:
         vals = [r.metrics[e.metric] for r in results if e.applies_to(r) and e.metric in r.metrics]
-        rows.append({"check": e.check, "metric": e.metric, "expected": e.value, "source": e.source,
-                     "scope": e.scope, "when": dict(e.when),
-                     "measured": statistics.median(vals) if vals else None})
+        rows.append(
+            {
+                "check": e.check,
+                "metric": e.metric,
+                "expected": e.value,
+                "source": e.source,
+                "scope": e.scope,
+                "when": dict(e.when),
+                "measured": statistics.median(vals) if vals else None,
+            }
+        )
     return rows
 
 
-def judge_in_place(rs: list[CheckResult], baseline: Baseline | None,
-                   outlier_config: dict[str, float] | None = None) -> list[outliers.Finding]:
+def judge_in_place(
+    rs: list[CheckResult], baseline: Baseline | None, outlier_config: dict[str, float] | None = None
+) -> list[outliers.Finding]:
     """Apply rules and peer outliers to ``rs`` (in place); return every outlier finding.
 
     Both the live console line of one check and the final verdict come from this one
@@ -141,20 +162,30 @@ def judge_in_place(rs: list[CheckResult], baseline: Baseline | None,
     return findings
 
 
-def judge_check(results: list[CheckResult], baseline: Baseline | None = None,
-                outlier_config: dict[str, float] | None = None) -> tuple[list[CheckResult], list[str]]:
+def judge_check(
+    results: list[CheckResult],
+    baseline: Baseline | None = None,
+    outlier_config: dict[str, float] | None = None,
+) -> tuple[list[CheckResult], list[str]]:
     """One check's results as the verdict will judge them (copies), and run-level lines
     (node outliers) they add: what the live console prints."""
     rs = copy.deepcopy(results)
     findings = judge_in_place(rs, baseline, outlier_config)
-    extra = [f"{f.severity.value}: {f.reason()}" for f in findings
-             if f.level not in ("rank", *outliers.LINK_SCOPES)]
+    extra = [
+        f"{f.severity.value}: {f.reason()}"
+        for f in findings
+        if f.level not in ("rank", *outliers.LINK_SCOPES)
+    ]
     return rs, extra
 
 
-def judge(results: list[CheckResult], baseline: Baseline | None = None,
-          outlier_config: dict[str, float] | None = None, notes: list[str] | None = None,
-          interrupted: str | None = None) -> Judgement:
+def judge(
+    results: list[CheckResult],
+    baseline: Baseline | None = None,
+    outlier_config: dict[str, float] | None = None,
+    notes: list[str] | None = None,
+    interrupted: str | None = None,
+) -> Judgement:
     """Apply rules and outliers to a copy of ``results`` and decide the verdict.
 
     ``notes`` are run-level reasons (e.g. "rank 0 died before the end") that make the
@@ -184,8 +215,11 @@ def judge(results: list[CheckResult], baseline: Baseline | None = None,
         verdict = Verdict.PASS
     if interrupted:
         verdict = Verdict.INTERRUPTED
-        reasons.insert(0, f"INTERRUPTED: the run was stopped by {interrupted}; "
-                          f"{sum(1 for r in rs if r.status != Status.SKIP)} result(s) kept, not a verdict on the cluster")
+        reasons.insert(
+            0,
+            f"INTERRUPTED: the run was stopped by {interrupted}; "
+            f"{sum(1 for r in rs if r.status != Status.SKIP)} result(s) kept, not a verdict on the cluster",
+        )
     # ERROR reasons first: they say why the rest may be missing.
     order = {"INTERRUPTED": -1, "ERROR": 0, "FAIL": 1, "WARN": 2}
     reasons.sort(key=lambda s: order.get(s.split(":", 1)[0], -0.5))

@@ -101,8 +101,14 @@ def run_files(report_dir: Path) -> tuple[list[Path], list[str]]:
             if p.is_symlink():
                 notes.append(f"left out {rel}: a link")
             elif _unsafe(rel):
-                notes.append(f"left out {rel.encode('unicode_escape').decode('ascii')}: {_unsafe(rel)}")
-            elif name.startswith(ARCHIVE_PREFIX) and name.endswith(".tar.gz") or name.endswith(".tmp"):
+                notes.append(
+                    f"left out {rel.encode('unicode_escape').decode('ascii')}: {_unsafe(rel)}"
+                )
+            elif (
+                name.startswith(ARCHIVE_PREFIX)
+                and name.endswith(".tar.gz")
+                or name.endswith(".tmp")
+            ):
                 continue
             elif p.is_file():
                 files.append(p)
@@ -135,11 +141,17 @@ def _info(name: str, size: int, mtime: float) -> tarfile.TarInfo:
     return ti
 
 
-def build(report_dir: Path, out: Path | None = None, *, cluster: str = LOCAL_CLUSTER,
-          config: tuple[str, bytes] | None = None, deployment: dict[str, Any] | None = None,
-          deployed_files: dict[str, bytes] | None = None,
-          baseline: baselines.Baseline | None = None,
-          ran: dict[str, Any] | None = None) -> tuple[Path, dict[str, Any]]:
+def build(
+    report_dir: Path,
+    out: Path | None = None,
+    *,
+    cluster: str = LOCAL_CLUSTER,
+    config: tuple[str, bytes] | None = None,
+    deployment: dict[str, Any] | None = None,
+    deployed_files: dict[str, bytes] | None = None,
+    baseline: baselines.Baseline | None = None,
+    ran: dict[str, Any] | None = None,
+) -> tuple[Path, dict[str, Any]]:
     """Write the bundle of the run in ``report_dir``; returns (archive, bundle.json).
 
     ``config``: (file name, content) of the cluster config; ``deployed_files``: archive
@@ -149,26 +161,38 @@ def build(report_dir: Path, out: Path | None = None, *, cluster: str = LOCAL_CLU
     """
     doc = read_results(report_dir)
     if doc is None:
-        raise BundleError(f"{report_dir}: no readable {RESULTS_JSON} (absent, not JSON, or not an object)")
+        raise BundleError(
+            f"{report_dir}: no readable {RESULTS_JSON} (absent, not JSON, or not an object)"
+        )
     try:
         results = [CheckResult.from_dict(c) for c in doc["checks"]]
     except (ValueError, KeyError, TypeError) as e:
-        raise BundleError(f"{report_dir}: no readable {RESULTS_JSON} ({type(e).__name__}: {e})") from None
+        raise BundleError(
+            f"{report_dir}: no readable {RESULTS_JSON} ({type(e).__name__}: {e})"
+        ) from None
     run_id = str(doc.get("run_id") or "unknown")
     files, notes = run_files(report_dir)
-    entries: dict[str, bytes | Path] = {f"run/{p.relative_to(report_dir).as_posix()}": p for p in files}
+    entries: dict[str, bytes | Path] = {
+        f"run/{p.relative_to(report_dir).as_posix()}": p for p in files
+    }
     config_index = None
     if config is not None:
         name, data = config
         entries[f"config/{PurePosixPath(name).name}"] = data
-        config_index = {"file": f"config/{PurePosixPath(name).name}", "source": name, "sha256": sha256_bytes(data)}
+        config_index = {
+            "file": f"config/{PurePosixPath(name).name}",
+            "source": name,
+            "sha256": sha256_bytes(data),
+        }
     for arc, data in (deployed_files or {}).items():
         entries[arc] = data
     archived_baseline = None
     if baseline is not None and Path(baseline.path).is_file():
         archived_baseline = f"baseline/{Path(baseline.path).name}"
         entries[archived_baseline] = Path(baseline.path)
-    logs = sorted(a for a in entries if a.startswith("run/") and (a.endswith(".log") or "/logs/" in a))
+    logs = sorted(
+        a for a in entries if a.startswith("run/") and (a.endswith(".log") or "/logs/" in a)
+    )
     index = {
         "bundle_schema": BUNDLE_SCHEMA,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime()),
@@ -194,7 +218,9 @@ def build(report_dir: Path, out: Path | None = None, *, cluster: str = LOCAL_CLU
     manifest = []
     for arc in sorted(entries):
         src = entries[arc]
-        manifest.append(f"{sha256_file(src) if isinstance(src, Path) else sha256_bytes(src)}  {arc}")
+        manifest.append(
+            f"{sha256_file(src) if isinstance(src, Path) else sha256_bytes(src)}  {arc}"
+        )
     entries[MANIFEST] = ("\n".join(manifest) + "\n").encode("utf-8")
     out = out or default_path(report_dir, run_id)
     top = top_dir(run_id)
@@ -229,8 +255,9 @@ def _unsafe(name: str) -> str | None:
     return None
 
 
-def _members(tf: tarfile.TarFile, on_file: Callable[[str, tarfile.TarInfo], None] | None = None) \
-        -> tuple[str, dict[str, tarfile.TarInfo], list[str]]:
+def _members(
+    tf: tarfile.TarFile, on_file: Callable[[str, tarfile.TarInfo], None] | None = None
+) -> tuple[str, dict[str, tarfile.TarInfo], list[str]]:
     """(top folder, relative name → regular-file member, problems) of an open archive.
 
     ``on_file`` is called for each accepted file as the archive streams past (reading it
@@ -246,7 +273,9 @@ def _members(tf: tarfile.TarFile, on_file: Callable[[str, tarfile.TarInfo], None
             problems.append(f"refused: {shown}: {why}")
             continue
         if m.issym() or m.islnk():
-            problems.append(f"refused: {shown}: a link (to {m.linkname.encode('unicode_escape').decode('ascii')})")
+            problems.append(
+                f"refused: {shown}: a link (to {m.linkname.encode('unicode_escape').decode('ascii')})"
+            )
             continue
         if m.isdir():
             continue
@@ -291,9 +320,11 @@ def _unread_data(tf: tarfile.TarFile) -> str | None:
         stripped = chunk.lstrip(b"\0")
         if stripped:
             where = pos + len(chunk) - len(stripped)
-            return (f"refused: data the verification cannot read at byte {where} of the tar stream "
-                    f"(a damaged header or something after the end-of-archive blocks: GNU tar may unpack "
-                    f"files there that no MANIFEST check saw)")
+            return (
+                f"refused: data the verification cannot read at byte {where} of the tar stream "
+                f"(a damaged header or something after the end-of-archive blocks: GNU tar may unpack "
+                f"files there that no MANIFEST check saw)"
+            )
         pos += len(chunk)
     return None
 

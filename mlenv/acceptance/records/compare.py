@@ -72,8 +72,10 @@ class Row:
         if self.metric == "status":
             return f"{self.check} {self.where}: status {self.a_text()} → {self.b_text()}"
         worse = abs(self.delta_frac or 0.0)
-        return (f"{self.check} {self.where}: {self.metric} {self.a_text()} → {self.b_text()} "
-                f"({100 * worse:.0f}% worse; tolerance {100 * (self.tolerance or 0):g}%, {self.tolerance_source})")
+        return (
+            f"{self.check} {self.where}: {self.metric} {self.a_text()} → {self.b_text()} "
+            f"({100 * worse:.0f}% worse; tolerance {100 * (self.tolerance or 0):g}%, {self.tolerance_source})"
+        )
 
     def a_text(self) -> str:
         """Value of run A for tables."""
@@ -152,13 +154,17 @@ def load_run(ref: str, history_root: Path | None = None, asked: str | None = Non
     else:
         rec = find_run(history_root, ref) if history_root is not None else None
         if rec is None:
-            raise InputError(f"{ref}: neither a report folder, a results.json, a bundle nor a run id in the "
-                             f"history ({history_root})")
+            raise InputError(
+                f"{ref}: neither a report folder, a results.json, a bundle nor a run id in the "
+                f"history ({history_root})"
+            )
         return load_run(str(Path(str(rec.get("report_dir"))) / "results.json"), None, asked=ref)
     try:
         results = [CheckResult.from_dict(c) for c in doc["checks"]]
     except (KeyError, ValueError, TypeError) as e:
-        raise InputError(f"{ref}: malformed check entry in results.json ({type(e).__name__}: {e})") from None
+        raise InputError(
+            f"{ref}: malformed check entry in results.json ({type(e).__name__}: {e})"
+        ) from None
     return Run(ref=ref, doc=doc, results=results, cluster=cluster)
 
 
@@ -168,8 +174,10 @@ def refuse_interrupted(*runs: Run) -> None:
     compares anyway)."""
     for run in runs:
         if run.doc.get("verdict") == "INTERRUPTED":
-            raise InputError(f"{run.ref}: run {run.run_id} was INTERRUPTED (someone stopped it): its figures may be "
-                             "cut short; pass --include-interrupted to compare it anyway")
+            raise InputError(
+                f"{run.ref}: run {run.run_id} was INTERRUPTED (someone stopped it): its figures may be "
+                "cut short; pass --include-interrupted to compare it anyway"
+            )
 
 
 def baseline_of(run: Run) -> baselines.Baseline | None:
@@ -189,8 +197,9 @@ def baseline_of(run: Run) -> baselines.Baseline | None:
 # -- comparing ---------------------------------------------------------------------------
 
 
-def tolerance_for(check: str, metric: str, base: baselines.Baseline | None,
-                  default: float = DEFAULT_TOLERANCE) -> tuple[float, str]:
+def tolerance_for(
+    check: str, metric: str, base: baselines.Baseline | None, default: float = DEFAULT_TOLERANCE
+) -> tuple[float, str]:
     """(tolerance, where it comes from) for one metric."""
     if base is not None:
         for t in base.tolerances:
@@ -208,7 +217,7 @@ def _where(r: CheckResult, run: Run) -> str:
         hosts: list[Any] = raw if isinstance(raw, list) else []
         gpu = ""
         if world.get("device") == "cuda" and r.rank is not None and r.rank < len(hosts):
-            gpu = f", GPU {sum(1 for h in hosts[:r.rank] if h == hosts[r.rank])}"
+            gpu = f", GPU {sum(1 for h in hosts[: r.rank] if h == hosts[r.rank])}"
         return f"rank {r.rank} ({host}{gpu})" if host else f"rank {r.rank}"
     if r.scope == "node":
         return f"node {r.node}"
@@ -240,31 +249,53 @@ class Comparison:
         """JSON for ``-o json``."""
         side = {"run_id": None, "ref": None, "verdict": None, "started": None, "cluster": None}
         return {
-            "a": {**side, "run_id": self.a.run_id, "ref": self.a.ref, "verdict": self.a.doc.get("verdict"),
-                  "started": self.a.doc.get("started"), "cluster": self.a.cluster},
-            "b": {**side, "run_id": self.b.run_id, "ref": self.b.ref, "verdict": self.b.doc.get("verdict"),
-                  "started": self.b.doc.get("started"), "cluster": self.b.cluster},
+            "a": {
+                **side,
+                "run_id": self.a.run_id,
+                "ref": self.a.ref,
+                "verdict": self.a.doc.get("verdict"),
+                "started": self.a.doc.get("started"),
+                "cluster": self.a.cluster,
+            },
+            "b": {
+                **side,
+                "run_id": self.b.run_id,
+                "ref": self.b.ref,
+                "verdict": self.b.doc.get("verdict"),
+                "started": self.b.doc.get("started"),
+                "cluster": self.b.cluster,
+            },
             "rows": [r.to_dict() for r in self.rows],
             "regressions": [r.reason() for r in self.regressions],
             "notes": self.notes,
         }
 
 
-def compare(a: Run, b: Run, base: baselines.Baseline | None = None,
-            default_tolerance: float = DEFAULT_TOLERANCE) -> Comparison:
+def compare(
+    a: Run,
+    b: Run,
+    base: baselines.Baseline | None = None,
+    default_tolerance: float = DEFAULT_TOLERANCE,
+) -> Comparison:
     """Compare run B with the earlier run A."""
     notes: list[str] = []
     if a.doc.get("profile") != b.doc.get("profile"):
-        notes.append(f"note: the runs used different profiles ({a.doc.get('profile')} vs {b.doc.get('profile')}): "
-                     "their sizes differ, so their figures are not comparable")
+        notes.append(
+            f"note: the runs used different profiles ({a.doc.get('profile')} vs {b.doc.get('profile')}): "
+            "their sizes differ, so their figures are not comparable"
+        )
     wa, wb = a.doc.get("world") or {}, b.doc.get("world") or {}
     if (wa.get("ranks"), wa.get("device")) != (wb.get("ranks"), wb.get("device")):
-        notes.append(f"note: the worlds differ ({wa.get('ranks')} {wa.get('device')} rank(s) vs "
-                     f"{wb.get('ranks')} {wb.get('device')} rank(s))")
+        notes.append(
+            f"note: the worlds differ ({wa.get('ranks')} {wa.get('device')} rank(s) vs "
+            f"{wb.get('ranks')} {wb.get('device')} rank(s))"
+        )
     sa, sb = training_setup(a), training_setup(b)
     if sa is not None and sb is not None and sa != sb:
-        notes.append(f"note: the training runs used different setups ({sa} vs {sb}): their training figures "
-                     "are not comparable")
+        notes.append(
+            f"note: the training runs used different setups ({sa} vs {sb}): their training figures "
+            "are not comparable"
+        )
     ia, ib = _index(a), _index(b)
     rows: list[Row] = []
     for key in sorted(set(ia) | set(ib), key=lambda k: (k[0], k[1])):
@@ -275,8 +306,21 @@ def compare(a: Run, b: Run, base: baselines.Baseline | None = None,
             rows.append(Row(check, where, "*", None, None, None, None, "", only))
             continue
         if ra.status in _GOOD and rb.status in _BAD:
-            rows.append(Row(check, where, "status", None, None, None, None, "a check that passed no longer does",
-                            "REGRESSION", ra.status.value, rb.status.value))
+            rows.append(
+                Row(
+                    check,
+                    where,
+                    "status",
+                    None,
+                    None,
+                    None,
+                    None,
+                    "a check that passed no longer does",
+                    "REGRESSION",
+                    ra.status.value,
+                    rb.status.value,
+                )
+            )
         for metric in sorted(set(ra.metrics) | set(rb.metrics)):
             va, vb = ra.metrics.get(metric), rb.metrics.get(metric)
             rows.append(_row(check, where, metric, va, vb, base, default_tolerance))
@@ -295,15 +339,26 @@ def training_setup(run: Run) -> str | None:
         if isinstance(setup, dict) and setup.get("name"):
             return str(setup["name"])
         if "precision" in r.details or "zero_stage" in r.details:
-            return (f"{r.details.get('precision', '?')}, ZeRO-{r.details.get('zero_stage', '?')} "
-                    "(setup not recorded)")
+            return (
+                f"{r.details.get('precision', '?')}, ZeRO-{r.details.get('zero_stage', '?')} "
+                "(setup not recorded)"
+            )
     return None
 
 
-def _row(check: str, where: str, metric: str, va: float | None, vb: float | None,
-         base: baselines.Baseline | None, default_tolerance: float) -> Row:
+def _row(
+    check: str,
+    where: str,
+    metric: str,
+    va: float | None,
+    vb: float | None,
+    base: baselines.Baseline | None,
+    default_tolerance: float,
+) -> Row:
     if va is None or vb is None:
-        return Row(check, where, metric, va, vb, None, None, "", "only in A" if vb is None else "only in B")
+        return Row(
+            check, where, metric, va, vb, None, None, "", "only in A" if vb is None else "only in B"
+        )
     delta = (vb - va) / abs(va) if va else None
     d = direction(metric)
     if d == 0 or delta is None:
@@ -320,16 +375,37 @@ def table(c: Comparison, everything: bool = False) -> str:
     head = ("check", "where", "metric", "A", "B", "delta", "tolerance", "")
     # every value read from the runs is escaped (shown): a crafted check name must not write
     # an OSC sequence to the terminal or \r over a REGRESSION line (issue 23)
-    body = [tuple(shown(x) for x in (r.check, r.where, r.metric, r.a_text(), r.b_text(),
-                                     "—" if r.delta_frac is None else f"{100 * r.delta_frac:+.1f}%",
-                                     "—" if r.tolerance is None else f"{100 * r.tolerance:g}%", r.state))
-            for r in rows]
+    body = [
+        tuple(
+            shown(x)
+            for x in (
+                r.check,
+                r.where,
+                r.metric,
+                r.a_text(),
+                r.b_text(),
+                "—" if r.delta_frac is None else f"{100 * r.delta_frac:+.1f}%",
+                "—" if r.tolerance is None else f"{100 * r.tolerance:g}%",
+                r.state,
+            )
+        )
+        for r in rows
+    ]
     widths = [max(len(x[i]) for x in [head, *body]) for i in range(len(head))]
-    lines = [f"A: {shown(c.a.label())}  [{shown(c.a.ref)}]", f"B: {shown(c.b.label())}  [{shown(c.b.ref)}]", ""]
-    lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths, strict=True)).rstrip() for row in [head, *body]]
+    lines = [
+        f"A: {shown(c.a.label())}  [{shown(c.a.ref)}]",
+        f"B: {shown(c.b.label())}  [{shown(c.b.ref)}]",
+        "",
+    ]
+    lines += [
+        "  ".join(x.ljust(w) for x, w in zip(row, widths, strict=True)).rstrip()
+        for row in [head, *body]
+    ]
     lines += ["", *(shown(n) for n in c.notes)] if c.notes else []
     regs = c.regressions
     lines.append("")
     lines += [f"REGRESSION: {shown(r.reason())}" for r in regs]
-    lines.append(f"{len(regs)} regression(s) beyond tolerance" if regs else "no regression beyond tolerance")
+    lines.append(
+        f"{len(regs)} regression(s) beyond tolerance" if regs else "no regression beyond tolerance"
+    )
     return "\n".join(lines)

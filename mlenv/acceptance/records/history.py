@@ -42,8 +42,10 @@ _HEADLINE_SCOPES = ("rank", "world")
 def check_cluster_name(name: str) -> str:
     """``name`` if it is a DNS-1123 label (as cluster names are), else InputError: it becomes a path."""
     if not is_dns_label(name):
-        raise InputError(f"cluster {name!r}: expected a cluster name (a DNS-1123 label: lower-case letters, "
-                         "digits and '-', at most 63 characters)")
+        raise InputError(
+            f"cluster {name!r}: expected a cluster name (a DNS-1123 label: lower-case letters, "
+            "digits and '-', at most 63 characters)"
+        )
     return name
 
 
@@ -132,10 +134,22 @@ def _text(v: object) -> str:
     return str(v)
 
 
-VERSION_KEYS = ("driver", "cuda", "nccl", "torch", "deepspeed", "python", "gpu_models", "vbios", "hca_firmware")
+VERSION_KEYS = (
+    "driver",
+    "cuda",
+    "nccl",
+    "torch",
+    "deepspeed",
+    "python",
+    "gpu_models",
+    "vbios",
+    "hca_firmware",
+)
 
 
-def node_versions(results: list[CheckResult], doc: dict[str, Any] | None = None) -> dict[str, dict[str, str]]:
+def node_versions(
+    results: list[CheckResult], doc: dict[str, Any] | None = None
+) -> dict[str, dict[str, str]]:
     """Per node (host): the versions its ``environment`` results recorded, ``not present`` where none.
 
     Node-wide tools (driver, ibv_devinfo) run on one rank per node; the other ranks' values
@@ -147,8 +161,16 @@ def node_versions(results: list[CheckResult], doc: dict[str, Any] | None = None)
     if not envs and doc is not None and isinstance(doc.get("env"), dict):
         world = doc.get("world") if isinstance(doc.get("world"), dict) else {}
         hosts = (world or {}).get("hosts") or ["rank 0"]
-        envs = [CheckResult("environment", Status.PASS, "rank", str(hosts[0]), 0,
-                            details={**doc["env"], "gpu_models": doc["env"].get("gpus") or []})]
+        envs = [
+            CheckResult(
+                "environment",
+                Status.PASS,
+                "rank",
+                str(hosts[0]),
+                0,
+                details={**doc["env"], "gpu_models": doc["env"].get("gpus") or []},
+            )
+        ]
     for r in sorted(envs, key=lambda r: r.rank or 0):
         d = r.details if isinstance(r.details, dict) else {}
         node = str(r.node or d.get("host") or f"rank {r.rank}")
@@ -161,11 +183,20 @@ def node_versions(results: list[CheckResult], doc: dict[str, Any] | None = None)
             t = _text(v)
             if t != NOT_PRESENT and t not in slot[k]:
                 slot[k].append(t)
-    return {node: {k: " | ".join(v) if v else NOT_PRESENT for k, v in slot.items()} for node, slot in sorted(seen.items())}
+    return {
+        node: {k: " | ".join(v) if v else NOT_PRESENT for k, v in slot.items()}
+        for node, slot in sorted(seen.items())
+    }
 
 
-def make_record(doc: dict[str, Any], results: list[CheckResult], cluster: str, report_dir: Path,
-                config_sha256: str | None = None, origin: str | None = None) -> dict[str, Any]:
+def make_record(
+    doc: dict[str, Any],
+    results: list[CheckResult],
+    cluster: str,
+    report_dir: Path,
+    config_sha256: str | None = None,
+    origin: str | None = None,
+) -> dict[str, Any]:
     """The history line of a run from its results document (the contract in docs/acceptance.md).
     ``origin`` None: this process's (``cluster`` when ``MLENV_CLUSTER`` is set)."""
     world = doc.get("world") or {}
@@ -183,7 +214,9 @@ def make_record(doc: dict[str, Any], results: list[CheckResult], cluster: str, r
         # where the suite ran: "cluster" (MLENV_CLUSTER set: a pod, a Slurm job) or "local" (this machine)
         "origin": origin or ("cluster" if os.environ.get("MLENV_CLUSTER", "").strip() else "local"),
         # the batch job the run was (Slurm), beside the run id
-        "job": {"scheduler": str(job.get("scheduler")), "id": str(job.get("id"))} if isinstance(job, dict) else None,
+        "job": {"scheduler": str(job.get("scheduler")), "id": str(job.get("id"))}
+        if isinstance(job, dict)
+        else None,
         "world": {k: world.get(k) for k in ("nodes", "ranks", "backend", "device")},
         "checks": sorted({r.name for r in results}),
         "versions": node_versions(results, doc),
@@ -197,7 +230,9 @@ def make_record(doc: dict[str, Any], results: list[CheckResult], cluster: str, r
 
 def encode(record: dict[str, Any]) -> bytes:
     """One line: compact JSON, ASCII only (a newline in a value is escaped, never a line break)."""
-    return (json.dumps(record, ensure_ascii=True, separators=(",", ":"), allow_nan=False) + "\n").encode("ascii")
+    return (
+        json.dumps(record, ensure_ascii=True, separators=(",", ":"), allow_nan=False) + "\n"
+    ).encode("ascii")
 
 
 def append(path: Path, record: dict[str, Any]) -> None:
@@ -262,8 +297,15 @@ def newest_first(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for _, r in indexed]
 
 
-def record_run(report_dir: Path, doc: dict[str, Any], results: list[CheckResult], cluster: str, root: Path,
-               config_sha256: str | None = None, origin: str | None = None) -> tuple[Path, dict[str, Any]]:
+def record_run(
+    report_dir: Path,
+    doc: dict[str, Any],
+    results: list[CheckResult],
+    cluster: str,
+    root: Path,
+    config_sha256: str | None = None,
+    origin: str | None = None,
+) -> tuple[Path, dict[str, Any]]:
     """Append this run to its cluster's history and write ``record.json``; returns (history file, line)."""
     rec = make_record(doc, results, cluster, report_dir, config_sha256, origin)
     path = history_path(root, cluster)
@@ -277,8 +319,10 @@ def record_run(report_dir: Path, doc: dict[str, Any], results: list[CheckResult]
 
 
 def _brief(rec: dict[str, Any]) -> str:
-    return (f"{rec.get('cluster')}: {rec.get('verdict')}, started {rec.get('started')}, "
-            f"finished {rec.get('finished')}, {rec.get('report_dir')}")
+    return (
+        f"{rec.get('cluster')}: {rec.get('verdict')}, started {rec.get('started')}, "
+        f"finished {rec.get('finished')}, {rec.get('report_dir')}"
+    )
 
 
 def distinct(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -294,8 +338,10 @@ def distinct(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
             seen[rid] = rec
             out.append(rec)
         elif first != rec:
-            raise InputError(f"run {rid} is recorded twice with different content: [{_brief(first)}] and "
-                             f"[{_brief(rec)}]; remove the wrong line from the history")
+            raise InputError(
+                f"run {rid} is recorded twice with different content: [{_brief(first)}] and "
+                f"[{_brief(rec)}]; remove the wrong line from the history"
+            )
     return out
 
 
@@ -304,7 +350,12 @@ def find_run(root: Path, run_id: str) -> dict[str, Any] | None:
     two different lines claim it, see :func:`distinct`)."""
     if not root.is_dir():
         return None
-    hits = [rec for f in sorted(root.glob(f"*/{HISTORY_FILE}")) for rec in read(f)[0] if rec.get("run_id") == run_id]
+    hits = [
+        rec
+        for f in sorted(root.glob(f"*/{HISTORY_FILE}"))
+        for rec in read(f)[0]
+        if rec.get("run_id") == run_id
+    ]
     hits = distinct(hits)
     return hits[0] if hits else None
 
@@ -316,8 +367,13 @@ def clear_stale(report_dir: Path) -> None:
         p.unlink(missing_ok=True)
 
 
-def after_run(report_dir: Path, doc: dict[str, Any], root: Path, cluster: str | None = None,
-              plots: bool = True) -> list[str]:
+def after_run(
+    report_dir: Path,
+    doc: dict[str, Any],
+    root: Path,
+    cluster: str | None = None,
+    plots: bool = True,
+) -> list[str]:
     """Record a finished run: history line, record.json, trend PNGs linked from summary.md.
 
     Best effort: returns lines to print (where the history went, or why it could not be
@@ -340,8 +396,12 @@ def after_run(report_dir: Path, doc: dict[str, Any], root: Path, cluster: str | 
         summary = report_dir / "summary.md"
         if summary.is_file():
             text = summary.read_text(encoding="utf-8")
-            text = text.split(TRENDS_HEADING, 1)[0].rstrip("\n") + "\n"  # once, also when called again
-            summary.write_text(text + summary_section(name, path, made, len(records)), encoding="utf-8")
+            text = (
+                text.split(TRENDS_HEADING, 1)[0].rstrip("\n") + "\n"
+            )  # once, also when called again
+            summary.write_text(
+                text + summary_section(name, path, made, len(records)), encoding="utf-8"
+            )
     except Exception as e:  # a plot must never cost the run its report
         out.append(f"note: trend plots not drawn: {type(e).__name__}: {e}")
     return out
@@ -361,14 +421,19 @@ def _check_import(cluster: str, rec: object) -> str:
         raise InputError(f"cluster {cluster}: a record to import is not a JSON object")
     rid = rec.get("run_id")
     if not is_run_id(rid):  # it names the run's folder under the history root
-        raise InputError(f"cluster {cluster}: record run id {str(rid)[:80]!r} is not a run id (YYYYMMDD-HHMMSS-xxxxxx)")
+        raise InputError(
+            f"cluster {cluster}: record run id {str(rid)[:80]!r} is not a run id (YYYYMMDD-HHMMSS-xxxxxx)"
+        )
     if rec.get("cluster") != cluster:
-        raise InputError(f"run {rid}: its record names cluster {str(rec.get('cluster'))[:80]!r}, not {cluster!r}")
+        raise InputError(
+            f"run {rid}: its record names cluster {str(rec.get('cluster'))[:80]!r}, not {cluster!r}"
+        )
     return str(rid)
 
 
-def import_records(cluster: str, records: Iterable[tuple[dict[str, Any], Path | None]],
-                   root: Path | None = None) -> tuple[list[str], list[str]]:
+def import_records(
+    cluster: str, records: Iterable[tuple[dict[str, Any], Path | None]], root: Path | None = None
+) -> tuple[list[str], list[str]]:
     """Add runs recorded elsewhere (a pod's volume, Slurm's ``shared_dir``) to ``cluster``'s
     history under ``root`` (default :func:`default_root`): one record per run id.
 

@@ -35,7 +35,15 @@ INTERRUPT_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
 # its host and what its process was doing, for whoever finalises the report (rank 0 cannot).
 HUNG_FILE = ".hung"
 # What a run leaves in its folder: any of them means the folder belongs to a run already.
-RUN_FILES = (RESULTS_JSON, RESULTS_JSONL, "run.json", "record.json", "junit.xml", "summary.md", "launcher.log")
+RUN_FILES = (
+    RESULTS_JSON,
+    RESULTS_JSONL,
+    "run.json",
+    "record.json",
+    "junit.xml",
+    "summary.md",
+    "launcher.log",
+)
 
 
 def _pid_alive(pid: int) -> bool:
@@ -107,8 +115,10 @@ def hung_note(report_dir: Path) -> str | None:
 
 
 def _refuse(report_dir: Path, why: str) -> InputError:
-    return InputError(f"--report-dir {report_dir}: {why}; choose a new folder (or leave --report-dir out: "
-                      f"each run then gets {DEFAULT_PARENT}/<run-id>/)")
+    return InputError(
+        f"--report-dir {report_dir}: {why}; choose a new folder (or leave --report-dir out: "
+        f"each run then gets {DEFAULT_PARENT}/<run-id>/)"
+    )
 
 
 def claim(report_dir: Path, run_id: str) -> Claim:
@@ -164,8 +174,10 @@ def check_folder(report_dir: Path, doc: dict[str, Any], asked: str | None = None
 
     have = str(doc.get("run_id"))
     if asked is not None and have != asked:
-        raise InputError(f"{report_dir}: holds run {have}, not run {asked} (the folder was reused by a later "
-                         f"run; the results of run {asked} are gone)")
+        raise InputError(
+            f"{report_dir}: holds run {have}, not run {asked} (the folder was reused by a later "
+            f"run; the results of run {asked} are gone)"
+        )
     name = report_dir.name
     if is_run_id(name) and name != have:
         raise InputError(f"{report_dir}: the folder is named for run {name} but holds run {have}")
@@ -174,7 +186,9 @@ def check_folder(report_dir: Path, doc: dict[str, Any], asked: str | None = None
     except (OSError, ValueError):
         return
     if isinstance(rec, dict) and rec.get("run_id") not in (None, have):
-        raise InputError(f"{report_dir}: record.json names run {rec.get('run_id')} but results.json run {have}")
+        raise InputError(
+            f"{report_dir}: record.json names run {rec.get('run_id')} but results.json run {have}"
+        )
 
 
 def unfinalised(parent: Path) -> list[Path]:
@@ -184,5 +198,10 @@ def unfinalised(parent: Path) -> list[Path]:
         dirs = sorted(d for d in parent.iterdir() if d.is_dir() and not d.is_symlink())
     except OSError:
         return []
-    return [d for d in dirs if not (d / RESULTS_JSON).exists() and lock_holder(d) is None
-            and any((d / f).is_file() for f in ("run.json", RESULTS_JSONL))]
+    return [
+        d
+        for d in dirs
+        if not (d / RESULTS_JSON).exists()
+        and lock_holder(d) is None
+        and any((d / f).is_file() for f in ("run.json", RESULTS_JSONL))
+    ]

@@ -27,8 +27,9 @@ def trend_file(check: str, metric: str) -> str:
     return TREND_PREFIX + re.sub(r"[^A-Za-z0-9._-]+", "_", f"{check}-{metric}") + ".png"
 
 
-def series(records: list[dict[str, Any]], check: str, metric: str,
-           include_interrupted: bool = False) -> list[tuple[str, str, float, str]]:
+def series(
+    records: list[dict[str, Any]], check: str, metric: str, include_interrupted: bool = False
+) -> list[tuple[str, str, float, str]]:
     """(run id, started, value, verdict) of every record holding ``check``/``metric``, oldest first.
 
     INTERRUPTED runs are left out unless ``include_interrupted``: someone stopped them, so
@@ -38,18 +39,36 @@ def series(records: list[dict[str, Any]], check: str, metric: str,
         if rec.get("verdict") == "INTERRUPTED" and not include_interrupted:
             continue
         m = rec.get("metrics")
-        v = m.get(check, {}).get(metric) if isinstance(m, dict) and isinstance(m.get(check), dict) else None
+        v = (
+            m.get(check, {}).get(metric)
+            if isinstance(m, dict) and isinstance(m.get(check), dict)
+            else None
+        )
         if isinstance(v, int | float) and not isinstance(v, bool):
-            pts.append((str(rec.get("run_id")), str(rec.get("started") or ""), float(v), str(rec.get("verdict"))))
+            pts.append(
+                (
+                    str(rec.get("run_id")),
+                    str(rec.get("started") or ""),
+                    float(v),
+                    str(rec.get("verdict")),
+                )
+            )
     return pts[-MAX_RUNS:]
 
 
-def plot_trends(records: list[dict[str, Any]], current: dict[str, Any], out_dir: Path, cluster: str) -> list[str]:
+def plot_trends(
+    records: list[dict[str, Any]], current: dict[str, Any], out_dir: Path, cluster: str
+) -> list[str]:
     """Draw a trend PNG per headline metric of ``current`` (a history line) that at least
     ``MIN_RUNS`` runs hold; returns the file names."""
     metrics = current.get("metrics") if isinstance(current.get("metrics"), dict) else {}
-    todo = [(check, metric, pts) for check, ms in sorted((metrics or {}).items()) if isinstance(ms, dict)
-            for metric in sorted(ms) if len(pts := series(records, check, metric)) >= MIN_RUNS]
+    todo = [
+        (check, metric, pts)
+        for check, ms in sorted((metrics or {}).items())
+        if isinstance(ms, dict)
+        for metric in sorted(ms)
+        if len(pts := series(records, check, metric)) >= MIN_RUNS
+    ]
     if not todo:
         return []
     import matplotlib
@@ -62,14 +81,18 @@ def plot_trends(records: list[dict[str, Any]], current: dict[str, Any], out_dir:
         fig, ax = plt.subplots(figsize=(7, 3.5))
         xs = list(range(1, len(pts) + 1))
         ax.plot(xs, [p[2] for p in pts], color="0.6", linewidth=1, zorder=1)
-        ax.scatter(xs, [p[2] for p in pts], c=[_COLOURS.get(p[3], "tab:gray") for p in pts], zorder=2)
+        ax.scatter(
+            xs, [p[2] for p in pts], c=[_COLOURS.get(p[3], "tab:gray") for p in pts], zorder=2
+        )
         for x, p in zip(xs, pts, strict=True):
             if p[0] == current.get("run_id"):
                 ax.scatter([x], [p[2]], s=160, facecolors="none", edgecolors="black", zorder=3)
         ax.set_xticks(xs)
         ax.set_xticklabels([p[1][5:16].replace("T", "\n") for p in pts], fontsize=7)
         ax.set_ylabel(metric)
-        ax.set_title(f"{check} {metric} on {cluster} (median over ranks; green PASS, red FAIL)", fontsize=9)
+        ax.set_title(
+            f"{check} {metric} on {cluster} (median over ranks; green PASS, red FAIL)", fontsize=9
+        )
         ax.grid(True, alpha=0.3)
         fig.tight_layout()
         name = trend_file(check, metric)
@@ -81,9 +104,13 @@ def plot_trends(records: list[dict[str, Any]], current: dict[str, Any], out_dir:
 
 def summary_section(cluster: str, history_file: Path, files: list[str], runs: int) -> str:
     """The Markdown appended to summary.md: where the history is, and each trend PNG."""
-    lines = [f"{TRENDS_HEADING}`{cluster}`", "",
-             f"{runs} run(s) in `{history_file}`; `mlenv history {cluster}` lists them, "
-             "`mlenv compare RUN_A RUN_B` compares two.", ""]
+    lines = [
+        f"{TRENDS_HEADING}`{cluster}`",
+        "",
+        f"{runs} run(s) in `{history_file}`; `mlenv history {cluster}` lists them, "
+        "`mlenv compare RUN_A RUN_B` compares two.",
+        "",
+    ]
     if not files:  # plot_trends draws a metric from its MIN_RUNS-th run on
         lines.append("No trend plot yet: a metric is plotted from its second run on.")
     lines += [f"![{f}]({f})" for f in files]

@@ -25,7 +25,9 @@ def check_line(r: CheckResult, max_metrics: int = 4) -> str:
     metrics = "  ".join(f"{k}={v:.4g}" for k, v in sorted(r.metrics.items())[:max_metrics])
     text = reason_text(r)
     why = f"  — {text}" if text else ""
-    return f"  {r.status.value:<5} {r.name:<28} {where(r):<24} {metrics}  ({r.duration_s:.1f} s){why}"
+    return (
+        f"  {r.status.value:<5} {r.name:<28} {where(r):<24} {metrics}  ({r.duration_s:.1f} s){why}"
+    )
 
 
 def print_check(r: CheckResult, out: TextIO | None = None) -> None:
@@ -50,7 +52,9 @@ class LiveJudge:
     first), and handed to ``finalize`` afterwards so both use the very same one.
     """
 
-    def __init__(self, meta: RunMeta, baseline_spec: str | None = None, out: TextIO | None = None) -> None:
+    def __init__(
+        self, meta: RunMeta, baseline_spec: str | None = None, out: TextIO | None = None
+    ) -> None:
         self.meta = meta
         self.spec = baseline_spec
         self.out = out
@@ -75,7 +79,10 @@ class LiveJudge:
         try:
             judged, extra = judge_check(results, self._baseline())
         except Exception as e:  # a console line must never cost the run: print as measured
-            judged, extra = results, [f"note: not judged live ({type(e).__name__}: {e}); the verdict decides"]
+            judged, extra = (
+                results,
+                [f"note: not judged live ({type(e).__name__}: {e}); the verdict decides"],
+            )
         for r in judged:
             print_check(r, self.out)
         for line in extra:
@@ -104,5 +111,7 @@ def verdict_block(doc: dict[str, Any], report_dir: str) -> str:
     """The verdict, its reasons (one line each: stacks stay in results.json) and where the reports are."""
     lines = [f"verdict: {doc['verdict']}"]
     lines += [f"  - {one_line(str(r))}" for r in doc.get("reasons", [])]
-    lines.append(f"reports: {report_dir}/ ({', '.join(report_files(report_dir)) or 'none written'})")
+    lines.append(
+        f"reports: {report_dir}/ ({', '.join(report_files(report_dir)) or 'none written'})"
+    )
     return "\n".join(lines)

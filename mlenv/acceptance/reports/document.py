@@ -57,13 +57,24 @@ class ReportWriteError(InfraError):
     ``doc`` is the document, marked ERROR with the reason, for the history line, which
     lives elsewhere and may still have room (issue 23)."""
 
-    def __init__(self, folder: Path, doc: dict[str, Any], error: OSError, *, results_written: bool = False) -> None:
-        why = no_space_line(folder) if no_space(error) else f"{folder}: cannot write the report: {error.strerror or error}"
+    def __init__(
+        self, folder: Path, doc: dict[str, Any], error: OSError, *, results_written: bool = False
+    ) -> None:
+        why = (
+            no_space_line(folder)
+            if no_space(error)
+            else f"{folder}: cannot write the report: {error.strerror or error}"
+        )
         super().__init__(why)
         self.folder, self.error, self.results_written = folder, error, results_written
         if results_written:  # results.json stands: its verdict is the run's; the rest is incomplete
-            self.doc = {**doc, "reasons": [*list(doc.get("reasons") or []),
-                                           f"note: junit.xml, summary.md or a plot not written: {why}"]}
+            self.doc = {
+                **doc,
+                "reasons": [
+                    *list(doc.get("reasons") or []),
+                    f"note: junit.xml, summary.md or a plot not written: {why}",
+                ],
+            }
         else:
             self.doc = mark_unwritten(doc, why)
 
@@ -81,7 +92,10 @@ def mark_unwritten(doc: dict[str, Any], why: str) -> dict[str, Any]:
 def wall_seconds(started: str, finished: str) -> float | None:
     """Seconds between two ISO timestamps (the run's wall time), None when unreadable."""
     try:
-        return max(0.0, (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds())
+        return max(
+            0.0,
+            (datetime.fromisoformat(finished) - datetime.fromisoformat(started)).total_seconds(),
+        )
     except (TypeError, ValueError):
         return None
 
@@ -104,7 +118,9 @@ class RunMeta:
     env: dict[str, Any] = field(default_factory=dict)
     baseline_spec: str | None = None
     deadline_s: float = 0.0
-    job: dict[str, str] | None = None  # the batch job the run is: {"scheduler": "slurm", "id": "41"}
+    job: dict[str, str] | None = (
+        None  # the batch job the run is: {"scheduler": "slurm", "id": "41"}
+    )
 
     def write(self, report_dir: Path) -> None:
         """Write ``run.json``."""
@@ -137,8 +153,9 @@ def write_json(path: Path, doc: Any) -> None:
         raise
 
 
-def build_document(meta: RunMeta, j: Judgement, baseline: baselines.Baseline | None,
-                   interrupted: str | None = None) -> dict[str, Any]:
+def build_document(
+    meta: RunMeta, j: Judgement, baseline: baselines.Baseline | None, interrupted: str | None = None
+) -> dict[str, Any]:
     """The results document of docs/contracts.md."""
     doc: dict[str, Any] = {
         "schema_version": SCHEMA_VERSION,
@@ -180,9 +197,15 @@ def device_names(meta: RunMeta, results: list[CheckResult]) -> list[str]:
     return ["cpu"] if meta.world.get("device", "cpu") == "cpu" else []
 
 
-def finalize(report_dir: Path, meta: RunMeta, results: list[CheckResult], notes: list[str] | None = None,
-             baseline: baselines.Baseline | None = None, plots: bool = True,
-             interrupted: str | None = None) -> dict[str, Any]:
+def finalize(
+    report_dir: Path,
+    meta: RunMeta,
+    results: list[CheckResult],
+    notes: list[str] | None = None,
+    baseline: baselines.Baseline | None = None,
+    plots: bool = True,
+    interrupted: str | None = None,
+) -> dict[str, Any]:
     """Judge ``results`` and write results.json, junit.xml, summary.md and the plots.
 
     ``baseline`` None means: resolve ``meta.baseline_spec`` or pick by device.
@@ -205,9 +228,13 @@ def finalize(report_dir: Path, meta: RunMeta, results: list[CheckResult], notes:
     return doc
 
 
-def judged(meta: RunMeta, results: list[CheckResult], notes: list[str] | None = None,
-           baseline: baselines.Baseline | None = None, interrupted: str | None = None) \
-        -> tuple[Judgement, dict[str, Any], baselines.Baseline | None]:
+def judged(
+    meta: RunMeta,
+    results: list[CheckResult],
+    notes: list[str] | None = None,
+    baseline: baselines.Baseline | None = None,
+    interrupted: str | None = None,
+) -> tuple[Judgement, dict[str, Any], baselines.Baseline | None]:
     """The judgement, the results document and the baseline used, written nowhere (what
     :func:`finalize` writes; a run whose folder is full is still recorded from it)."""
     notes = list(notes or [])
@@ -219,16 +246,28 @@ def judged(meta: RunMeta, results: list[CheckResult], notes: list[str] | None = 
     return j, build_document(meta, j, baseline, interrupted), baseline
 
 
-def _write_reports(report_dir: Path, meta: RunMeta, j: Judgement, doc: dict[str, Any],
-                   baseline: baselines.Baseline | None, plots: bool) -> None:
+def _write_reports(
+    report_dir: Path,
+    meta: RunMeta,
+    j: Judgement,
+    doc: dict[str, Any],
+    baseline: baselines.Baseline | None,
+    plots: bool,
+) -> None:
     """junit.xml, the plots and summary.md, after results.json."""
     from mlenv.acceptance.reports.junit import to_junit
     from mlenv.acceptance.reports.markdown import to_markdown
 
     hosts = meta.world.get("hosts") or []
-    junit = to_junit(j.results, doc["verdict"], doc["reasons"], wall_s=wall_seconds(meta.started, doc["finished"]),
-                     timestamp=meta.started, hostname=str(hosts[0]) if hosts else socket.gethostname(),
-                     nodes=doc["node_verdicts"])
+    junit = to_junit(
+        j.results,
+        doc["verdict"],
+        doc["reasons"],
+        wall_s=wall_seconds(meta.started, doc["finished"]),
+        timestamp=meta.started,
+        hostname=str(hosts[0]) if hosts else socket.gethostname(),
+        nodes=doc["node_verdicts"],
+    )
     (report_dir / JUNIT_XML).write_text(junit, encoding="utf-8")
     made: list[str] = []
     if plots:
@@ -246,4 +285,6 @@ def _write_reports(report_dir: Path, meta: RunMeta, j: Judgement, doc: dict[str,
                     made.append(name)
             except Exception as e:  # a plot must never cost the report
                 doc["reasons"].append(f"note: plot {name} not drawn: {type(e).__name__}: {e}")
-    (report_dir / SUMMARY_MD).write_text(to_markdown(doc, j.results, made, baseline), encoding="utf-8")
+    (report_dir / SUMMARY_MD).write_text(
+        to_markdown(doc, j.results, made, baseline), encoding="utf-8"
+    )

@@ -39,9 +39,16 @@ VERDICT_CLASS = "acceptance"
 VERDICT_NAME = "verdict"
 
 
-def to_junit(results: list[CheckResult], verdict: str, reasons: list[str], suite: str = "mlenv-acceptance",
-             wall_s: float | None = None, timestamp: str | None = None, hostname: str | None = None,
-             nodes: dict[str, Any] | None = None) -> str:
+def to_junit(
+    results: list[CheckResult],
+    verdict: str,
+    reasons: list[str],
+    suite: str = "mlenv-acceptance",
+    wall_s: float | None = None,
+    timestamp: str | None = None,
+    hostname: str | None = None,
+    nodes: dict[str, Any] | None = None,
+) -> str:
     """The JUnit XML document (a ``testsuites`` root with one ``testsuite``).
 
     ``wall_s`` is the run's wall time (start to report); without it the longest
@@ -51,13 +58,22 @@ def to_junit(results: list[CheckResult], verdict: str, reasons: list[str], suite
     """
     node_list = [n for n in (nodes or {}).get("nodes", []) if isinstance(n, dict)]
     counts = {s: sum(1 for r in results if r.status == s) for s in Status}
-    failures = counts[Status.FAIL] + (verdict == "FAIL") + sum(1 for n in node_list if n.get("status") == "FAIL")
+    failures = (
+        counts[Status.FAIL]
+        + (verdict == "FAIL")
+        + sum(1 for n in node_list if n.get("status") == "FAIL")
+    )
     errors = counts[Status.ERROR] + (verdict not in ("PASS", "FAIL"))
     skipped = counts[Status.SKIP] + sum(1 for n in node_list if n.get("status") == "UNKNOWN")
     total_time = wall_s if wall_s is not None else max((r.duration_s for r in results), default=0.0)
     tests = str(len(results) + len(node_list) + 1)
-    common = {"tests": tests, "failures": str(failures), "errors": str(errors),
-              "skipped": str(skipped), "time": f"{total_time:.3f}"}
+    common = {
+        "tests": tests,
+        "failures": str(failures),
+        "errors": str(errors),
+        "skipped": str(skipped),
+        "time": f"{total_time:.3f}",
+    }
     root = ET.Element("testsuites", {"name": suite, **common})
     suite_attrs = {"name": suite, **common}
     if timestamp:
@@ -70,11 +86,17 @@ def to_junit(results: list[CheckResult], verdict: str, reasons: list[str], suite
     for i, reason in enumerate(reasons):
         ET.SubElement(props, "property", name=f"reason.{i}", value=reason)
     for r in results:
-        attrs: dict[str, Any] = {"classname": r.name, "name": testcase_name(r), "time": f"{r.duration_s:.3f}"}
+        attrs: dict[str, Any] = {
+            "classname": r.name,
+            "name": testcase_name(r),
+            "time": f"{r.duration_s:.3f}",
+        }
         tc = ET.SubElement(ts, "testcase", **attrs)
         msg = "; ".join(r.reasons)
         if r.status == Status.FAIL:
-            ET.SubElement(tc, "failure", message=msg or "below the bar", type="FAIL").text = _metrics_text(r)
+            ET.SubElement(
+                tc, "failure", message=msg or "below the bar", type="FAIL"
+            ).text = _metrics_text(r)
         elif r.status == Status.ERROR:
             el = ET.SubElement(tc, "error", message=msg or "check could not finish", type="ERROR")
             el.text = str(r.details.get("traceback", "")) if isinstance(r.details, dict) else ""
@@ -109,8 +131,11 @@ def node_case_name(n: dict[str, Any]) -> str:
 def _node_case(ts: ET.Element, n: dict[str, Any]) -> None:
     tc = ET.SubElement(ts, "testcase", classname=NODE_CLASS, name=node_case_name(n), time="0.000")
     act = n.get("action") or {}
-    figures = [f"{f.get('status')}: {f.get('check')}: {f.get('figure')}" for f in n.get("findings", [])
-               if isinstance(f, dict)]
+    figures = [
+        f"{f.get('status')}: {f.get('check')}: {f.get('figure')}"
+        for f in n.get("findings", [])
+        if isinstance(f, dict)
+    ]
     head = f"{n.get('status')} ({n.get('severity')}): {act.get('id')}: {act.get('text')}"
     if n.get("status") == "FAIL":
         ET.SubElement(tc, "failure", message=head, type="FAIL").text = "\n".join(figures)
@@ -121,13 +146,25 @@ def _node_case(ts: ET.Element, n: dict[str, Any]) -> None:
 
 def _verdict_case(ts: ET.Element, verdict: str, reasons: list[str], wall_s: float) -> None:
     """The verdict as the suite's last testcase, failing (FAIL) or erroring (ERROR) with its reasons."""
-    tc = ET.SubElement(ts, "testcase", classname=VERDICT_CLASS, name=VERDICT_NAME, time=f"{wall_s:.3f}")
+    tc = ET.SubElement(
+        ts, "testcase", classname=VERDICT_CLASS, name=VERDICT_NAME, time=f"{wall_s:.3f}"
+    )
     text = "\n".join(reasons)
-    first = (reasons[0] if reasons else "").removeprefix(f"{verdict}: ")  # "verdict FAIL: …", not "FAIL: FAIL: …"
+    first = (reasons[0] if reasons else "").removeprefix(
+        f"{verdict}: "
+    )  # "verdict FAIL: …", not "FAIL: FAIL: …"
     if verdict == "FAIL":
-        ET.SubElement(tc, "failure", message=f"verdict FAIL: {first}" if first else "verdict FAIL",
-                      type="FAIL").text = text
+        ET.SubElement(
+            tc,
+            "failure",
+            message=f"verdict FAIL: {first}" if first else "verdict FAIL",
+            type="FAIL",
+        ).text = text
     elif verdict != "PASS":
-        ET.SubElement(tc, "error", message=f"verdict {verdict}: {first}" if first else f"verdict {verdict}",
-                      type=verdict).text = text
+        ET.SubElement(
+            tc,
+            "error",
+            message=f"verdict {verdict}: {first}" if first else f"verdict {verdict}",
+            type=verdict,
+        ).text = text
     ET.SubElement(tc, "system-out").text = f"verdict: {verdict}" + (f"\n{text}" if text else "")

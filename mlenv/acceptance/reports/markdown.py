@@ -34,8 +34,12 @@ def _accelerator(env: dict[str, Any], world: dict[str, Any]) -> str:
     return f"CUDA {env.get('cuda')}, NCCL {env.get('nccl')}"
 
 
-def to_markdown(doc: dict[str, Any], results: list[CheckResult], plots: list[str],
-                baseline: Baseline | None = None) -> str:
+def to_markdown(
+    doc: dict[str, Any],
+    results: list[CheckResult],
+    plots: list[str],
+    baseline: Baseline | None = None,
+) -> str:
     """Render the summary; ``plots`` are file names relative to the report directory;
     ``baseline`` (the one the verdict used) names the busbw bar under each collectives table."""
     world = doc.get("world", {})
@@ -56,22 +60,38 @@ def to_markdown(doc: dict[str, Any], results: list[CheckResult], plots: list[str
     lines += nodes_section(doc.get("node_verdicts"))
     if doc.get("reasons"):
         lines += ["## Reasons", ""] + [f"- {_cell(r)}" for r in doc["reasons"]] + [""]
-    lines += ["## Checks", "", "| check | scope | status | metrics | reasons | time (s) |",
-              "|---|---|---|---|---|---|"]
+    lines += [
+        "## Checks",
+        "",
+        "| check | scope | status | metrics | reasons | time (s) |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in results:
-        lines.append(f"| {r.name} | {_cell(testcase_name(r))} | {r.status.value} | "
-                     f"{_cell(_fmt_metrics(r.metrics))} | {_cell('; '.join(r.reasons))} | {r.duration_s:.2f} |")
+        lines.append(
+            f"| {r.name} | {_cell(testcase_name(r))} | {r.status.value} | "
+            f"{_cell(_fmt_metrics(r.metrics))} | {_cell('; '.join(r.reasons))} | {r.duration_s:.2f} |"
+        )
     lines.append("")
     lines += collectives_section(results, baseline)
     lines += _evidence(results)
     expected = doc.get("expected") or []
     if expected:
-        lines += ["## Against the baseline", "", "| check | metric | measured (median) | expected | % | source |",
-                  "|---|---|---|---|---|---|"]
+        lines += [
+            "## Against the baseline",
+            "",
+            "| check | metric | measured (median) | expected | % | source |",
+            "|---|---|---|---|---|---|",
+        ]
         for e in expected:
-            pct = f"{100 * e['measured'] / e['expected']:.0f}%" if e.get("measured") is not None and e["expected"] else "—"
+            pct = (
+                f"{100 * e['measured'] / e['expected']:.0f}%"
+                if e.get("measured") is not None and e["expected"]
+                else "—"
+            )
             meas = f"{e['measured']:.4g}" if e.get("measured") is not None else "missing"
-            lines.append(f"| {e['check']} | {e['metric']} | {meas} | {e['expected']:g} | {pct} | {_cell(e['source'])} |")
+            lines.append(
+                f"| {e['check']} | {e['metric']} | {meas} | {e['expected']:g} | {pct} | {_cell(e['source'])} |"
+            )
         lines.append("")
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
@@ -83,26 +103,39 @@ def nodes_section(section: Any) -> list[str]:
     if not isinstance(section, dict) or not section.get("nodes"):
         return []
     order = {"FAIL": 0, "WARN": 1, "UNKNOWN": 2, "PASS": 3}
-    nodes = sorted((n for n in section["nodes"] if isinstance(n, dict)),
-                   key=lambda n: order.get(str(n.get("status")), 4))
-    out = ["## Nodes", "", "| node | pods/hosts | status | severity | action | checks and figures |",
-           "|---|---|---|---|---|---|"]
+    nodes = sorted(
+        (n for n in section["nodes"] if isinstance(n, dict)),
+        key=lambda n: order.get(str(n.get("status")), 4),
+    )
+    out = [
+        "## Nodes",
+        "",
+        "| node | pods/hosts | status | severity | action | checks and figures |",
+        "|---|---|---|---|---|---|",
+    ]
     for n in nodes:
         act = n.get("action") or {}
-        figs = "; ".join(f"{f.get('check')} {f.get('status')}: {f.get('figure')}" for f in n.get("findings", [])
-                         if isinstance(f, dict))
+        figs = "; ".join(
+            f"{f.get('check')} {f.get('status')}: {f.get('figure')}"
+            for f in n.get("findings", [])
+            if isinstance(f, dict)
+        )
         hosts = ", ".join(str(h) for h in n.get("hosts", []))
-        out.append(f"| {_cell(str(n.get('node')))} | {_cell(hosts)} | {n.get('status')} | {n.get('severity')} | "
-                   f"`{act.get('id')}`: {_cell(str(act.get('text')))} | "
-                   f"{_cell(figs or ', '.join(n.get('checks', [])) or 'nothing measured it')} |")
+        out.append(
+            f"| {_cell(str(n.get('node')))} | {_cell(hosts)} | {n.get('status')} | {n.get('severity')} | "
+            f"`{act.get('id')}`: {_cell(str(act.get('text')))} | "
+            f"{_cell(figs or ', '.join(n.get('checks', [])) or 'nothing measured it')} |"
+        )
     for key in ("racks", "links"):  # a rack's leaf switch before single links (i26.5)
         rows = [x for x in section.get(key, []) if isinstance(x, dict)]
         if rows:
             out += ["", f"| {key[:-1]} | status | action | figure |", "|---|---|---|---|"]
         for x in rows:
             act = x.get("action") or {}
-            out.append(f"| {_cell(str(x.get(key[:-1])))} | {x.get('status')} | `{act.get('id')}`: "
-                       f"{_cell(str(act.get('text')))} | {_cell(str(x.get('figure')))} |")
+            out.append(
+                f"| {_cell(str(x.get(key[:-1])))} | {x.get('status')} | `{act.get('id')}`: "
+                f"{_cell(str(act.get('text')))} | {_cell(str(x.get('figure')))} |"
+            )
     return [*out, ""]
 
 
@@ -116,23 +149,41 @@ def _evidence(results: list[CheckResult]) -> list[str]:
     out = ["## Evidence", ""]
     for r in with_ev[:EVIDENCE_BLOCKS]:
         ev = evidence_lines(r)
-        fence = "`" * max(3, 1 + max((len(run) for x in ev for run in re.findall(r"`+", x)), default=0))
-        out += [f"**{r.name}** {_cell(testcase_name(r))}: {r.status.value}", "", f"{fence}text", *ev, fence, ""]
+        fence = "`" * max(
+            3, 1 + max((len(run) for x in ev for run in re.findall(r"`+", x)), default=0)
+        )
+        out += [
+            f"**{r.name}** {_cell(testcase_name(r))}: {r.status.value}",
+            "",
+            f"{fence}text",
+            *ev,
+            fence,
+            "",
+        ]
     if len(with_ev) > EVIDENCE_BLOCKS:
-        out += [f"(+{len(with_ev) - EVIDENCE_BLOCKS} more result(s) with evidence in results.json)", ""]
+        out += [
+            f"(+{len(with_ev) - EVIDENCE_BLOCKS} more result(s) with evidence in results.json)",
+            "",
+        ]
     return out
 
 
 def _row_dicts(r: CheckResult) -> list[dict[str, Any]]:
     rows = r.details.get("rows") if isinstance(r.details, dict) else None
-    return [x for x in rows if isinstance(x, dict) and "size" in x] if isinstance(rows, list) else []
+    return (
+        [x for x in rows if isinstance(x, dict) and "size" in x] if isinstance(rows, list) else []
+    )
 
 
 def _variant_cells(m: Any) -> list[str]:
     if not isinstance(m, dict):
         return ["N/A"] * 4
-    return [f"{m.get('time_us', 0):.1f}", f"{m.get('algbw_gbps', 0):.3g}", f"{m.get('busbw_gbps', 0):.3g}",
-            str(m.get("wrong", 0))]
+    return [
+        f"{m.get('time_us', 0):.1f}",
+        f"{m.get('algbw_gbps', 0):.3g}",
+        f"{m.get('busbw_gbps', 0):.3g}",
+        str(m.get("wrong", 0)),
+    ]
 
 
 def size_table(r: CheckResult) -> list[str]:
@@ -140,16 +191,21 @@ def size_table(r: CheckResult) -> list[str]:
     rows = _row_dicts(r)
     if not rows:
         return []
-    out = ["| size | count | out-of-place time (us) | algbw (GB/s) | busbw (GB/s) | #wrong "
-           "| in-place time (us) | algbw (GB/s) | busbw (GB/s) | #wrong |",
-           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| size | count | out-of-place time (us) | algbw (GB/s) | busbw (GB/s) | #wrong "
+        "| in-place time (us) | algbw (GB/s) | busbw (GB/s) | #wrong |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for x in rows:
         oop, ip = x.get("out_of_place"), x.get("in_place")
         if oop is None and ip is None:  # a row with its headline variant only
             head = {k: x.get(k) for k in ("time_us", "algbw_gbps", "busbw_gbps", "wrong")}
             oop, ip = (None, head) if x.get("variant") == "in-place" else (head, None)
-        out.append(f"| {human_bytes(float(x['size']))} | {x.get('count', '')} | "
-                   + " | ".join(_variant_cells(oop) + _variant_cells(ip)) + " |")
+        out.append(
+            f"| {human_bytes(float(x['size']))} | {x.get('count', '')} | "
+            + " | ".join(_variant_cells(oop) + _variant_cells(ip))
+            + " |"
+        )
     return out
 
 
@@ -168,7 +224,10 @@ def collectives_section(results: list[CheckResult], baseline: Baseline | None = 
         for r in (x for x in mine if x.scope == "world"):
             d = r.details
             fabric = f", fabric {d['fabric']}" if d.get("fabric") else ""
-            out += [f"### {name} (world, {len(d.get('ranks') or [])} ranks{fabric}): {r.status.value}", ""]
+            out += [
+                f"### {name} (world, {len(d.get('ranks') or [])} ranks{fabric}): {r.status.value}",
+                "",
+            ]
             out += size_table(r)
             foot = []
             if "busbw_gbps_avg" in r.metrics:
@@ -179,7 +238,9 @@ def collectives_section(results: list[CheckResult], baseline: Baseline | None = 
             bar = bar_for(baseline, r, "busbw_gbps_large")
             if bar is not None:
                 src = bar.source if len(bar.source) <= 100 else bar.source[:99] + "…"
-                foot.append(f"bar: busbw_gbps_large {bar.op} {bar.value:g} GB/s at the largest size ({_cell(src)})")
+                foot.append(
+                    f"bar: busbw_gbps_large {bar.op} {bar.value:g} GB/s at the largest size ({_cell(src)})"
+                )
             elif d.get("fabric"):
                 foot.append("no busbw bar for this fabric and sweep (reported only)")
             out += ["", "; ".join(foot) + ".", ""] if foot else [""]
@@ -190,10 +251,16 @@ def collectives_section(results: list[CheckResult], baseline: Baseline | None = 
             vals = sorted(r.metrics["busbw_gbps_large"] for r in groups)
             worst = min(groups, key=lambda r: r.metrics["busbw_gbps_large"])
             bar = bar_for(baseline, worst, "busbw_gbps_large")
-            below = [r for r in groups if bar is not None and not bar.holds(r.metrics["busbw_gbps_large"])]
-            text = (f"- {name} {scope}: {len(groups)} group(s), busbw at the largest size min "
-                    f"{vals[0]:.4g} / median {statistics.median(vals):.4g} / max {vals[-1]:.4g} GB/s; "
-                    f"lowest: {_cell(worst.group or '?')}")
+            below = [
+                r
+                for r in groups
+                if bar is not None and not bar.holds(r.metrics["busbw_gbps_large"])
+            ]
+            text = (
+                f"- {name} {scope}: {len(groups)} group(s), busbw at the largest size min "
+                f"{vals[0]:.4g} / median {statistics.median(vals):.4g} / max {vals[-1]:.4g} GB/s; "
+                f"lowest: {_cell(worst.group or '?')}"
+            )
             if bar is not None:
                 text += f"; bar {bar.op} {bar.value:g}: {len(below)} below"
             out.append(text)

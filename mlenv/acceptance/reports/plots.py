@@ -115,7 +115,9 @@ class Plot:
     ylabel: str
     xticks: list[float] = field(default_factory=list)
     xticklabels: list[str] = field(default_factory=list)
-    yscale: str = "linear"  # "log" where the values span orders of magnitude (busbw: B to GiB messages)
+    yscale: str = (
+        "linear"  # "log" where the values span orders of magnitude (busbw: B to GiB messages)
+    )
 
 
 def run_title(what: str, meta: dict[str, Any] | None) -> str:
@@ -166,8 +168,9 @@ def _aggregate(label: str, series: list[list[tuple[float, float]]]) -> Line:
     return Line(f"{label}: median of {len(series)} groups (band: min–max)", sizes, ys, lo, hi)
 
 
-def busbw_plot(results: list[CheckResult], baseline: Baseline | None = None,
-               meta: dict[str, Any] | None = None) -> Plot | None:
+def busbw_plot(
+    results: list[CheckResult], baseline: Baseline | None = None, meta: dict[str, Any] | None = None
+) -> Plot | None:
     """What the busbw figure shows (pure); None when no collectives result has rows."""
     from mlenv.acceptance.evidence.busbw import large_messages
     from mlenv.acceptance.judging.baselines import bar_for
@@ -190,13 +193,19 @@ def busbw_plot(results: list[CheckResult], baseline: Baseline | None = None,
                 panel.lines.append(_aggregate(scope, [s for _, s in group]))
             else:
                 for r, s in group:
-                    label = scope if r.group in (None, scope) or scope == "world" else f"{scope}: {r.group}"
+                    label = (
+                        scope
+                        if r.group in (None, scope) or scope == "world"
+                        else f"{scope}: {r.group}"
+                    )
                     panel.lines.append(Line(label, [x for x, _ in s], [y for _, y in s]))
             for r, s in group:
                 bar = bar_for(baseline, r, BAR_METRIC)
                 if bar is not None and (bar.value, _bar_label(bar, r)) not in seen_bars:
                     seen_bars.add((bar.value, _bar_label(bar, r)))
-                    backend = str(r.details.get("backend", "")) if isinstance(r.details, dict) else ""
+                    backend = (
+                        str(r.details.get("backend", "")) if isinstance(r.details, dict) else ""
+                    )
                     large = [x for x, _ in s if large_messages(backend, int(x))] or [s[-1][0]]
                     panel.bars.append(Bar(bar.value, _bar_label(bar, r), large[0], large[-1]))
         sizes += [x for ln in panel.lines for x in ln.xs]
@@ -204,9 +213,18 @@ def busbw_plot(results: list[CheckResult], baseline: Baseline | None = None,
     ticks, labels = size_ticks(sizes)
     # busbw grows by about six orders of magnitude from 4 B to 1 GiB: on a linear axis every
     # small message sits on zero. Log when every value can be drawn there (all > 0).
-    ys = [y for p in panels for ln in p.lines for y in ln.ys] + [b.value for p in panels for b in p.bars]
-    return Plot(run_title("Collectives: bus bandwidth vs message size", meta), panels,
-                "message size", "busbw (GB/s)", ticks, labels, "log" if ys and min(ys) > 0 else "linear")
+    ys = [y for p in panels for ln in p.lines for y in ln.ys] + [
+        b.value for p in panels for b in p.bars
+    ]
+    return Plot(
+        run_title("Collectives: bus bandwidth vs message size", meta),
+        panels,
+        "message size",
+        "busbw (GB/s)",
+        ticks,
+        labels,
+        "log" if ys and min(ys) > 0 else "linear",
+    )
 
 
 @dataclass
@@ -223,13 +241,16 @@ class RankPlot:
     xticklabels: list[str]
 
 
-def tflops_plot(results: list[CheckResult], baseline: Baseline | None = None,
-                meta: dict[str, Any] | None = None) -> RankPlot | None:
+def tflops_plot(
+    results: list[CheckResult], baseline: Baseline | None = None, meta: dict[str, Any] | None = None
+) -> RankPlot | None:
     """What the TFLOPS figure shows (pure); None when no matmul result has a rate."""
     from mlenv.acceptance.judging.baselines import bar_for
 
-    rows = sorted((r for r in results if r.name == "compute.matmul" and r.metrics and r.rank is not None),
-                  key=lambda r: r.rank or 0)
+    rows = sorted(
+        (r for r in results if r.name == "compute.matmul" and r.metrics and r.rank is not None),
+        key=lambda r: r.rank or 0,
+    )
     metrics = sorted({k for r in rows for k in r.metrics if k.startswith("tflops")})
     if not rows or not metrics:
         return None
@@ -248,8 +269,16 @@ def tflops_plot(results: list[CheckResult], baseline: Baseline | None = None,
         xticks, xlabels = [ranks[i] for i in idx], [f"r{ranks[i]}\n{hosts[i]}" for i in idx]
     else:
         xticks, xlabels = ranks, [f"r{rk}\n{h}" for rk, h in zip(ranks, hosts, strict=True)]
-    return RankPlot(run_title("Matmul throughput per rank", meta), ranks, hosts,
-                    {m: [r.metrics.get(m, 0.0) for r in rows] for m in metrics}, bars, as_points, xticks, xlabels)
+    return RankPlot(
+        run_title("Matmul throughput per rank", meta),
+        ranks,
+        hosts,
+        {m: [r.metrics.get(m, 0.0) for r in rows] for m in metrics},
+        bars,
+        as_points,
+        xticks,
+        xlabels,
+    )
 
 
 # ----------------------------------------------------------------------------- drawing
@@ -267,8 +296,12 @@ def _plt() -> Any:
 _BAR_STYLES = ("--", ":", "-.")
 
 
-def plot_busbw(results: list[CheckResult], out: Path, baseline: Baseline | None = None,
-               meta: dict[str, Any] | None = None) -> Path | None:
+def plot_busbw(
+    results: list[CheckResult],
+    out: Path,
+    baseline: Baseline | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Path | None:
     """Busbw vs message size, one panel per collective; None when no data."""
     spec = busbw_plot(results, baseline, meta)
     if spec is None:
@@ -283,9 +316,18 @@ def plot_busbw(results: list[CheckResult], out: Path, baseline: Baseline | None 
                 ax.fill_between(ln.xs, ln.low, ln.high, alpha=0.2, color=drawn.get_color())
         for i, bar in enumerate(panel.bars):
             style = _BAR_STYLES[i % len(_BAR_STYLES)]
-            if bar.x0 is not None and bar.x1 is not None:  # a little past the sizes it holds for (log axis)
-                ax.hlines(bar.value, bar.x0 / 1.4, bar.x1 * 1.4, colors="black", linestyles=style, linewidth=1.5,
-                          label=bar.label)
+            if (
+                bar.x0 is not None and bar.x1 is not None
+            ):  # a little past the sizes it holds for (log axis)
+                ax.hlines(
+                    bar.value,
+                    bar.x0 / 1.4,
+                    bar.x1 * 1.4,
+                    colors="black",
+                    linestyles=style,
+                    linewidth=1.5,
+                    label=bar.label,
+                )
             else:
                 ax.axhline(bar.value, color="black", linestyle=style, linewidth=1, label=bar.label)
         ax.set_xscale("log", base=2)
@@ -305,8 +347,12 @@ def plot_busbw(results: list[CheckResult], out: Path, baseline: Baseline | None 
     return out
 
 
-def plot_tflops(results: list[CheckResult], out: Path, baseline: Baseline | None = None,
-                meta: dict[str, Any] | None = None) -> Path | None:
+def plot_tflops(
+    results: list[CheckResult],
+    out: Path,
+    baseline: Baseline | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Path | None:
     """TFLOPS per rank (bars, or points beyond :data:`BARS_UP_TO` ranks); None when no data."""
     spec = tflops_plot(results, baseline, meta)
     if spec is None:
@@ -321,11 +367,20 @@ def plot_tflops(results: list[CheckResult], out: Path, baseline: Baseline | None
     else:
         width = 0.8 / len(metrics)
         for j, m in enumerate(metrics):
-            ax.bar([rk + (j - (len(metrics) - 1) / 2) * width for rk in spec.ranks], spec.values[m],
-                   width=width, label=m)
+            ax.bar(
+                [rk + (j - (len(metrics) - 1) / 2) * width for rk in spec.ranks],
+                spec.values[m],
+                width=width,
+                label=m,
+            )
     for i, bar in enumerate(spec.bars):
-        ax.axhline(bar.value, color="black", linestyle=_BAR_STYLES[i % len(_BAR_STYLES)], linewidth=1,
-                   label=bar.label)
+        ax.axhline(
+            bar.value,
+            color="black",
+            linestyle=_BAR_STYLES[i % len(_BAR_STYLES)],
+            linewidth=1,
+            label=bar.label,
+        )
     ax.set_xticks(spec.xticks)
     ax.set_xticklabels(spec.xticklabels, fontsize=7)
     ax.set_ylabel("TFLOPS")

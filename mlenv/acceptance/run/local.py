@@ -54,7 +54,9 @@ def _deepspeed_cmd() -> list[str]:
     return [found] if found else [sys.executable, "-m", "deepspeed.launcher.runner"]
 
 
-def build_command(nproc: int, gpus: int, port: int, report_dir: Path, suite_args: list[str]) -> list[str]:
+def build_command(
+    nproc: int, gpus: int, port: int, report_dir: Path, suite_args: list[str]
+) -> list[str]:
     """The launcher command line (an argument list, never a shell string).
 
     ``--num_accelerators N`` sets the slots per host even on CPU, where DeepSpeed would
@@ -62,9 +64,20 @@ def build_command(nproc: int, gpus: int, port: int, report_dir: Path, suite_args
     local even on a machine with ``/job/hostfile``.
     """
     flag = "--num_gpus" if gpus else "--num_accelerators"
-    return [*_deepspeed_cmd(), "--hostfile", str(report_dir / ".no-hostfile"), flag, str(nproc),
-            "--master_addr", "127.0.0.1", "--master_port", str(port), "--module", "mlenv.acceptance",
-            *suite_args]
+    return [
+        *_deepspeed_cmd(),
+        "--hostfile",
+        str(report_dir / ".no-hostfile"),
+        flag,
+        str(nproc),
+        "--master_addr",
+        "127.0.0.1",
+        "--master_port",
+        str(port),
+        "--module",
+        "mlenv.acceptance",
+        *suite_args,
+    ]
 
 
 def extensions_dir() -> str:
@@ -110,8 +123,13 @@ def validate(profile: str, checks: str, baseline: str | None, options: Path | No
     return len(select_checks(checks))
 
 
-def recover(report_dir: Path, launcher_rc: int | None, run_id: str = "unknown",
-            interrupted: str | None = None, hung: str | None = None) -> dict[str, Any]:
+def recover(
+    report_dir: Path,
+    launcher_rc: int | None,
+    run_id: str = "unknown",
+    interrupted: str | None = None,
+    hung: str | None = None,
+) -> dict[str, Any]:
     """Finalise a report from ``results.jsonl`` when rank 0 died before ``results.json``
     (``launcher_rc`` None: no launcher to ask, ``mlenv finalize`` after a SIGKILL; ``run_id``:
     the id the run was started with, when run.json is gone too; ``interrupted``: the signal
@@ -123,22 +141,37 @@ def recover(report_dir: Path, launcher_rc: int | None, run_id: str = "unknown",
     from mlenv.acceptance.reports.jsonl import read_partial
 
     results, notes = read_partial(report_dir / RESULTS_JSONL)
-    meta = RunMeta.read(report_dir) or RunMeta(run_id=run_id, started=now_iso(), profile="", checks=[],
-                                              world={"nodes": None, "ranks": None, "hosts": []})
+    meta = RunMeta.read(report_dir) or RunMeta(
+        run_id=run_id,
+        started=now_iso(),
+        profile="",
+        checks=[],
+        world={"nodes": None, "ranks": None, "hosts": []},
+    )
     done = {r.name for r in results}
     missing = [c for c in meta.checks if c not in done]
     if launcher_rc is None:
         why = f"the run was not finalised (its processes were killed); {len(results)} result(s) kept from results.jsonl"
     else:
-        why = (f"the run ended (launcher exit {launcher_rc}) before rank 0 wrote results.json; "
-               f"{len(results)} result(s) kept from results.jsonl")
+        why = (
+            f"the run ended (launcher exit {launcher_rc}) before rank 0 wrote results.json; "
+            f"{len(results)} result(s) kept from results.jsonl"
+        )
     if hung:
         who, _, what = hung.partition(": ")
-        why = (f"{who}{f' during {missing[0]}' if missing else ''}: {what}; the run was stopped and its report "
-               f"finalised without rank 0, {len(results)} result(s) kept from results.jsonl")
+        why = (
+            f"{who}{f' during {missing[0]}' if missing else ''}: {what}; the run was stopped and its report "
+            f"finalised without rank 0, {len(results)} result(s) kept from results.jsonl"
+        )
     if missing:
         why += f"; not measured: {', '.join(missing)}"
-    return finalize(report_dir, meta, results, notes=[] if interrupted else [why, *notes], interrupted=interrupted)
+    return finalize(
+        report_dir,
+        meta,
+        results,
+        notes=[] if interrupted else [why, *notes],
+        interrupted=interrupted,
+    )
 
 
 def stop(proc: subprocess.Popen[str]) -> None:
@@ -168,7 +201,9 @@ def end_group(pgid: int, grace_s: float = 10.0) -> None:
             os.killpg(pgid, 0)
         except (ProcessLookupError, PermissionError):
             return
-        if not _live_members(pgid):  # zombies only, not yet reaped by init: nothing left to wait for
+        if not _live_members(
+            pgid
+        ):  # zombies only, not yet reaped by init: nothing left to wait for
             return
         if time.monotonic() >= end:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -188,7 +223,7 @@ def _live_members(pgid: int) -> bool:
             raw = (d / "stat").read_text(encoding="ascii", errors="replace")
         except OSError:
             continue  # gone meanwhile
-        rest = raw[raw.rindex(")") + 2:].split()
+        rest = raw[raw.rindex(")") + 2 :].split()
         if int(rest[2]) == pgid and rest[0] not in "ZX":
             return True
     return False
@@ -226,8 +261,15 @@ class RankWatch:
     mlenv.acceptance`` with ``RANK`` in their environment.
     """
 
-    def __init__(self, group: int, report_dir: Path, hung_after_s: float, nproc: int = 0,
-                 on_hung: Callable[[str], None] | None = None, poll_s: float = 0.5) -> None:
+    def __init__(
+        self,
+        group: int,
+        report_dir: Path,
+        hung_after_s: float,
+        nproc: int = 0,
+        on_hung: Callable[[str], None] | None = None,
+        poll_s: float = 0.5,
+    ) -> None:
         self.group, self.report_dir, self.hung_after_s = group, report_dir, hung_after_s
         self.nproc, self.on_hung, self.poll_s = nproc, on_hung, poll_s
         self.ranks: dict[int, _Rank] = {}
@@ -267,9 +309,15 @@ class RankWatch:
                 now = time.monotonic()
                 self._look(now)
                 r0 = self.ranks.get(0)
-                if r0 is not None and r0.halted_since is not None and r0.halted_for >= self.hung_after_s:
-                    self._stop_run(self._rank0_line(r0) + f", past the check's deadline of "
-                                                            f"{self.hung_after_s:g} s")
+                if (
+                    r0 is not None
+                    and r0.halted_since is not None
+                    and r0.halted_for >= self.hung_after_s
+                ):
+                    self._stop_run(
+                        self._rank0_line(r0) + f", past the check's deadline of "
+                        f"{self.hung_after_s:g} s"
+                    )
                     return
                 note = hung_note(self.report_dir)
                 if note is not None:
@@ -286,18 +334,23 @@ class RankWatch:
                 continue
             try:
                 raw = (d / "stat").read_text(encoding="ascii", errors="replace")
-                if int(raw[raw.rindex(")") + 2:].split()[3]) != self.group:
+                if int(raw[raw.rindex(")") + 2 :].split()[3]) != self.group:
                     continue
                 if b"\0-m\0mlenv.acceptance\0" not in (d / "cmdline").read_bytes():
                     continue  # the launcher's own processes name it after --module
-                env = dict(kv.split("=", 1) for kv in (d / "environ").read_bytes().decode(errors="replace")
-                           .split("\0") if "=" in kv)
+                env = dict(
+                    kv.split("=", 1)
+                    for kv in (d / "environ").read_bytes().decode(errors="replace").split("\0")
+                    if "=" in kv
+                )
                 rank = int(env["RANK"])
             except (OSError, ValueError, KeyError, IndexError):
                 continue
             st = proc_stat(int(d.name))
             if st is not None and rank not in self.ranks:
-                self.ranks[rank] = _Rank(int(d.name), st[1], env.get("MLENV_HOST") or socket.gethostname())
+                self.ranks[rank] = _Rank(
+                    int(d.name), st[1], env.get("MLENV_HOST") or socket.gethostname()
+                )
 
     def _look(self, now: float) -> None:
         for r in self.ranks.values():
@@ -378,7 +431,9 @@ class LocalRun:
     wall_s: float
     timed_out: bool
     interrupted: str | None = None  # the signal that stopped the run (SIGINT, SIGTERM, SIGHUP)
-    unwritten: str | None = None  # why the report folder holds no results.json (a full disk): doc is in memory only
+    unwritten: str | None = (
+        None  # why the report folder holds no results.json (a full disk): doc is in memory only
+    )
 
 
 LAUNCHER_LOG = "launcher.log"
@@ -433,12 +488,15 @@ def _pump(stream: IO[str], log: IO[str], out: TextIO | None, console: ConsoleFil
                 log.write(_stamp(line))
                 log.flush()
             except (OSError, ValueError):  # a full disk: the console still gets what it shows; the
-                logging = False            # run's own record of it is the CLI's one line at the end
+                logging = False  # run's own record of it is the CLI's one line at the end
         if out is not None and console.shown(line):
             try:
                 out.write(line)
                 out.flush()
-            except (BrokenPipeError, ValueError):  # `| head`: the reader left; the log keeps everything
+            except (
+                BrokenPipeError,
+                ValueError,
+            ):  # `| head`: the reader left; the log keeps everything
                 out = None
 
 
@@ -467,8 +525,9 @@ def ops_installed(op: str = "deepspeed_shm_comm") -> bool:
         except OSError:
             continue
         for node in ast.parse(text).body:
-            if (isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "installed_ops"
-                                                     for t in node.targets)):
+            if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "installed_ops" for t in node.targets
+            ):
                 try:
                     ops = ast.literal_eval(node.value)
                 except ValueError:
@@ -481,7 +540,9 @@ def ops_installed(op: str = "deepspeed_shm_comm") -> bool:
 COMPILER_PACKAGES = "Debian/Ubuntu: apt-get install g++; Fedora/RHEL: dnf install gcc-c++; macOS: xcode-select --install"
 
 
-def compiler_problem(gpus: int, env: dict[str, str], *, installed: bool | None = None) -> str | None:
+def compiler_problem(
+    gpus: int, env: dict[str, str], *, installed: bool | None = None
+) -> str | None:
     """Why DeepSpeed's CPU op cannot be built here (no C++ compiler), or None.
 
     Asked only when the op is still to be built at start: CPU ranks, a DeepSpeed without
@@ -496,15 +557,27 @@ def compiler_problem(gpus: int, env: dict[str, str], *, installed: bool | None =
     cxx = env.get("CXX", "").strip() or "c++"
     if shutil.which(cxx, path=env.get("PATH")):
         return None
-    return (f"no C++ compiler ({cxx} is not on PATH): DeepSpeed builds its CPU op with one on "
-            f"the first run; install it ({COMPILER_PACKAGES}) or set CXX")
+    return (
+        f"no C++ compiler ({cxx} is not on PATH): DeepSpeed builds its CPU op with one on "
+        f"the first run; install it ({COMPILER_PACKAGES}) or set CXX"
+    )
 
 
-def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: float,
-              on_timeout: Any = None, *, level: Level = "normal", out: TextIO | None = None,
-              run_id: str = "unknown", on_interrupt: Callable[[str], None] | None = None,
-              hung_after_s: float | None = None, nproc: int = 0,
-              on_hung: Callable[[str], None] | None = None) -> LocalRun:
+def run_local(
+    cmd: list[str],
+    env: dict[str, str],
+    report_dir: Path,
+    budget_s: float,
+    on_timeout: Any = None,
+    *,
+    level: Level = "normal",
+    out: TextIO | None = None,
+    run_id: str = "unknown",
+    on_interrupt: Callable[[str], None] | None = None,
+    hung_after_s: float | None = None,
+    nproc: int = 0,
+    on_hung: Callable[[str], None] | None = None,
+) -> LocalRun:
     """Start the launcher in its own session, wait at most ``budget_s``, then read (or recover)
     the report. InfraError when no report at all was produced.
 
@@ -532,11 +605,20 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
     watch: RankWatch | None = None
     with signals_as_interrupts():
         try:
-            proc = subprocess.Popen(cmd, env=env, start_new_session=True, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, bufsize=1, errors="replace")
+            proc = subprocess.Popen(
+                cmd,
+                env=env,
+                start_new_session=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                bufsize=1,
+                errors="replace",
+            )
             assert proc.stdout is not None
-            pump = threading.Thread(target=_pump, args=(proc.stdout, log, console, ConsoleFilter(level)),
-                                    daemon=True)
+            pump = threading.Thread(
+                target=_pump, args=(proc.stdout, log, console, ConsoleFilter(level)), daemon=True
+            )
             pump.start()
             if hung_after_s is not None:
                 watch = RankWatch(proc.pid, report_dir, hung_after_s, nproc, on_hung).start()
@@ -559,13 +641,17 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
         ignore_signals()
         if watch is not None:  # from here on the CLI stops what is left itself
             watch.stop()
-        assert proc is not None  # only a signal before Popen returned leaves it None, and that re-raised
+        assert (
+            proc is not None
+        )  # only a signal before Popen returned leaves it None, and that re-raised
         try:
             if timed_out or interrupted:
                 stop(proc)
             else:
                 end_group(proc.pid)
-            if pump is not None:  # a rank that left the group may still hold the pipe: never wait long
+            if (
+                pump is not None
+            ):  # a rank that left the group may still hold the pipe: never wait long
                 pump.join(timeout=10)
         finally:
             with contextlib.suppress(OSError):  # flushing the last lines into a full disk
@@ -578,8 +664,10 @@ def run_local(cmd: list[str], env: dict[str, str], report_dir: Path, budget_s: f
             return run
     if level != "verbose":
         _tail(report_dir / LAUNCHER_LOG, console)
-    raise InfraError(f"the suite produced no report in {report_dir} (launcher exit {rc}); the last lines "
-                     f"of {report_dir / LAUNCHER_LOG} are above (-v shows all of it as it happens)")
+    raise InfraError(
+        f"the suite produced no report in {report_dir} (launcher exit {rc}); the last lines "
+        f"of {report_dir / LAUNCHER_LOG} are above (-v shows all of it as it happens)"
+    )
 
 
 def _open_log(report_dir: Path, cmd: list[str]) -> IO[str]:
@@ -594,8 +682,15 @@ def _open_log(report_dir: Path, cmd: list[str]) -> IO[str]:
     return log
 
 
-def _report(report_dir: Path, rc: int, run_id: str, interrupted: str | None, wall: float,
-            timed_out: bool, hung: str | None = None) -> LocalRun | None:
+def _report(
+    report_dir: Path,
+    rc: int,
+    run_id: str,
+    interrupted: str | None,
+    wall: float,
+    timed_out: bool,
+    hung: str | None = None,
+) -> LocalRun | None:
     """The run's report: rank 0's results.json, else recovered from what the ranks left, else
     judged in memory when the folder is full (``unwritten`` says why); None: nothing to go on."""
     doc = read_results(report_dir)
@@ -605,13 +700,34 @@ def _report(report_dir: Path, rc: int, run_id: str, interrupted: str | None, wal
 
     try:
         if (report_dir / "results.jsonl").exists() or (report_dir / "run.json").exists():
-            return LocalRun(recover(report_dir, rc, run_id, interrupted, hung), True, wall, timed_out, interrupted)
+            return LocalRun(
+                recover(report_dir, rc, run_id, interrupted, hung),
+                True,
+                wall,
+                timed_out,
+                interrupted,
+            )
         free = free_space(report_dir)
         if free is not None and free < MIN_REPORT_FREE:  # the ranks met a full disk before run.json
             # raises ReportWriteError, unless space came back (then an ERROR report saying so)
-            return LocalRun(recover(report_dir, rc, run_id, interrupted, hung), True, wall, timed_out, interrupted)
-    except ReportWriteError as e:  # judged in memory; the caller records it and says why in one line
-        return LocalRun(e.doc, True, wall, timed_out, interrupted, unwritten=None if e.results_written else str(e))
+            return LocalRun(
+                recover(report_dir, rc, run_id, interrupted, hung),
+                True,
+                wall,
+                timed_out,
+                interrupted,
+            )
+    except (
+        ReportWriteError
+    ) as e:  # judged in memory; the caller records it and says why in one line
+        return LocalRun(
+            e.doc,
+            True,
+            wall,
+            timed_out,
+            interrupted,
+            unwritten=None if e.results_written else str(e),
+        )
     return None
 
 

@@ -46,7 +46,9 @@ class Tee:
         except (OSError, ValueError):
             pass
 
-    def __getattr__(self, name: str) -> Any:  # fileno, isatty, encoding, buffer, …: the real stream's
+    def __getattr__(
+        self, name: str
+    ) -> Any:  # fileno, isatty, encoding, buffer, …: the real stream's
         return getattr(self._stream, name)
 
 
@@ -65,9 +67,13 @@ def start(report_dir: Path, rank: int, host: str) -> Path | None:
     except OSError:
         return None
     try:
-        f.write(f"# rank {rank} on {host}, started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n")
+        f.write(
+            f"# rank {rank} on {host}, started {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}\n"
+        )
         f.flush()
-    except OSError:  # a full disk: the rank runs on without its log (its output still reaches the launcher)
+    except (
+        OSError
+    ):  # a full disk: the rank runs on without its log (its output still reaches the launcher)
         with contextlib.suppress(OSError):
             f.close()
         return None

@@ -40,8 +40,18 @@ from mlenv.acceptance.run.world import (
 
 # Words in an exception that mean the process group itself failed (peer gone, timeout),
 # not that the check found a problem: after one, later collectives cannot be trusted.
-_DIST_FAILURE_WORDS = ("timed out", "timeout", "connection closed", "connection reset", "broken pipe",
-                       "peer", "nccl", "gloo", "process group", "socket")
+_DIST_FAILURE_WORDS = (
+    "timed out",
+    "timeout",
+    "connection closed",
+    "connection reset",
+    "broken pipe",
+    "peer",
+    "nccl",
+    "gloo",
+    "process group",
+    "socket",
+)
 
 
 class Terminated(BaseException):
@@ -60,7 +70,9 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     aborted: bool = False
     interrupted: str | None = None  # the signal someone stopped the run with (verdict INTERRUPTED)
-    silent: list[int] = field(default_factory=list)  # ranks that never posted (dead, hung): none will say goodbye
+    silent: list[int] = field(
+        default_factory=list
+    )  # ranks that never posted (dead, hung): none will say goodbye
 
 
 def is_dist_failure(e: BaseException) -> bool:
@@ -79,10 +91,19 @@ def is_dist_failure(e: BaseException) -> bool:
 class Runner:
     """Runs ``checks`` in order on this rank; rank 0 also gathers and reports."""
 
-    def __init__(self, ctx: RunContext, chan: SideChannel, hosts: list[str], checks: list[type[Check]],
-                 emit: Callable[[list[CheckResult]], None] | None = None, stale_s: float = 15.0,
-                 poll_s: float = 0.05, progress: Callable[[str], None] | None = None,
-                 progress_every_s: float = 30.0, stop_reason: Callable[[], str] | None = None) -> None:
+    def __init__(
+        self,
+        ctx: RunContext,
+        chan: SideChannel,
+        hosts: list[str],
+        checks: list[type[Check]],
+        emit: Callable[[list[CheckResult]], None] | None = None,
+        stale_s: float = 15.0,
+        poll_s: float = 0.05,
+        progress: Callable[[str], None] | None = None,
+        progress_every_s: float = 30.0,
+        stop_reason: Callable[[], str] | None = None,
+    ) -> None:
         self.ctx = ctx
         self.chan = chan
         self.hosts = hosts
@@ -101,17 +122,35 @@ class Runner:
         self.poll_s = poll_s
         self.watch = HeartbeatWatch(chan, ctx.world_size, stale_s) if ctx.rank == 0 else None
         self._posted: dict[int, list[CheckResult]] = {}
-        self._looked: dict[int, tuple[float, Liveness]] = {}  # rank 0: the last look at each rank's process
-        self._verbs: dict[int, str] = {}  # rank 0: what became of a rank that never posted (died, hung, lost)
-        self._ports: PortCheck | None = None  # rank 0: which ranks' lifeline ports answered at the start
+        self._looked: dict[
+            int, tuple[float, Liveness]
+        ] = {}  # rank 0: the last look at each rank's process
+        self._verbs: dict[
+            int, str
+        ] = {}  # rank 0: what became of a rank that never posted (died, hung, lost)
+        self._ports: PortCheck | None = (
+            None  # rank 0: which ranks' lifeline ports answered at the start
+        )
 
     # -- one check on this rank -------------------------------------------------------
 
-    def _error(self, name: str, reason: str, details: dict[str, object] | None = None,
-               rank: int | None = None) -> CheckResult:
+    def _error(
+        self,
+        name: str,
+        reason: str,
+        details: dict[str, object] | None = None,
+        rank: int | None = None,
+    ) -> CheckResult:
         r = self.ctx.rank if rank is None else rank
-        return CheckResult(name=name, status=Status.ERROR, scope="rank", node=self.hosts[r], rank=r,
-                           reasons=[reason], details=dict(details or {}))
+        return CheckResult(
+            name=name,
+            status=Status.ERROR,
+            scope="rank",
+            node=self.hosts[r],
+            rank=r,
+            reasons=[reason],
+            details=dict(details or {}),
+        )
 
     def _apply_faults(self, name: str) -> None:
         if self.ctx.fault("kill", name) is not None:
@@ -157,15 +196,24 @@ class Runner:
             now = time.monotonic()
             if self.watch is not None and now - polled >= HEARTBEAT_PERIOD_S:
                 polled = now  # rank 0: while it runs the check itself, it still sees whose heartbeat stops
-                with contextlib.suppress(Exception):  # the gather that follows meets any store failure
+                with contextlib.suppress(
+                    Exception
+                ):  # the gather that follows meets any store failure
                     self.watch.poll()
             if self.progress is not None and now - said >= self.progress_every_s and th.is_alive():
-                self.progress(f"… {name} still running ({now - t0:.0f} s of its {self.ctx.deadline_s:g} s deadline)")
+                self.progress(
+                    f"… {name} still running ({now - t0:.0f} s of its {self.ctx.deadline_s:g} s deadline)"
+                )
                 said = now
         dt = time.monotonic() - t0
         if th.is_alive():
-            return [self._error(name, f"{name} did not finish within the deadline of {self.ctx.deadline_s:g} s "
-                                      f"on rank {self.ctx.rank} ({self.ctx.host})")], True
+            return [
+                self._error(
+                    name,
+                    f"{name} did not finish within the deadline of {self.ctx.deadline_s:g} s "
+                    f"on rank {self.ctx.rank} ({self.ctx.host})",
+                )
+            ], True
         exc = box.get("exc")
         if isinstance(exc, BaseException):
             broke = is_dist_failure(exc)
@@ -173,9 +221,12 @@ class Runner:
             # The reason is one line (a CUDA/NCCL message runs to many); the whole
             # message and the stack stay in the details, i.e. results.json and the log.
             first = next((ln.strip() for ln in str(exc).splitlines() if ln.strip()), "")
-            r = self._error(name, f"{name} {kind} on rank {self.ctx.rank} ({self.ctx.host}): "
-                                  f"{type(exc).__name__}: {first}",
-                            {"traceback": str(box.get("tb", "")), "message": str(exc)})
+            r = self._error(
+                name,
+                f"{name} {kind} on rank {self.ctx.rank} ({self.ctx.host}): "
+                f"{type(exc).__name__}: {first}",
+                {"traceback": str(box.get("tb", "")), "message": str(exc)},
+            )
             r.duration_s = dt
             return [r], broke
         results = list(box.get("results") or [])  # type: ignore[call-overload]
@@ -203,7 +254,9 @@ class Runner:
         now = time.monotonic()
         if seen is not None and (seen[1].final or now - seen[0] < fresh_s):
             return seen[1]
-        life = probe(self.chan.life(rank), port_ok=self._ports.ok(rank) if self._ports is not None else True)
+        life = probe(
+            self.chan.life(rank), port_ok=self._ports.ok(rank) if self._ports is not None else True
+        )
         self._looked[rank] = (now, life)
         return life
 
@@ -220,19 +273,27 @@ class Runner:
         quiet = self.watch.quiet_for(r)
         stale = quiet > self.stale_s
         life = self.look(r, fresh_s=0.0)
-        self._verbs[r] = {GONE: "died"}.get(life.kind, "lost" if life.kind == UNKNOWN and stale else "hung")
+        self._verbs[r] = {GONE: "died"}.get(
+            life.kind, "lost" if life.kind == UNKNOWN and stale else "hung"
+        )
         if life.kind == GONE:
             silent = f"no result and no heartbeat for {quiet:.0f} s" if stale else "no result"
             why = f"{where} died during {name}: {silent} (killed or crashed; {life.text})"
         elif life.kind == UNKNOWN and stale:
-            why = f"{where} lost during {name}: no result and no heartbeat for {quiet:.0f} s, and {life.text}: " \
-                  "dead or frozen"
+            why = (
+                f"{where} lost during {name}: no result and no heartbeat for {quiet:.0f} s, and {life.text}: "
+                "dead or frozen"
+            )
         elif stale or life.halted:
-            why = f"{where} hung during {name}: no result within the deadline of {self.ctx.deadline_s:g} s and " \
-                  f"no heartbeat for {quiet:.0f} s; {life.text}"
+            why = (
+                f"{where} hung during {name}: no result within the deadline of {self.ctx.deadline_s:g} s and "
+                f"no heartbeat for {quiet:.0f} s; {life.text}"
+            )
         else:
-            why = f"{where} did not report {name} within the deadline of {self.ctx.deadline_s:g} s " \
-                  "(hung: alive but stuck)"
+            why = (
+                f"{where} did not report {name} within the deadline of {self.ctx.deadline_s:g} s "
+                "(hung: alive but stuck)"
+            )
         return self._error(name, why, rank=r)
 
     def gather(self, i: int, name: str, started: float) -> tuple[list[CheckResult], list[int]]:
@@ -270,7 +331,9 @@ class Runner:
             watch.poll()
             time.sleep(0.1)
         stale = watch.stale(sorted(pending))
-        return {r: self.look(r, fresh_s=0.0) for r in stale if self.chan.get_now(f"term/{r}") is None}
+        return {
+            r: self.look(r, fresh_s=0.0) for r in stale if self.chan.get_now(f"term/{r}") is None
+        }
 
     # -- the loop -------------------------------------------------------------------------
 
@@ -278,9 +341,16 @@ class Runner:
         """Run every check; rank 0 returns the gathered results."""
         out = Outcome()
         i = -1
-        if self.ctx.rank == 0 and self.ctx.world_size > 1:  # every rank posted its life with its hello
-            self._ports = PortCheck({r: life for r in range(1, self.ctx.world_size)
-                                     if (life := self.chan.life(r)) is not None})
+        if (
+            self.ctx.rank == 0 and self.ctx.world_size > 1
+        ):  # every rank posted its life with its hello
+            self._ports = PortCheck(
+                {
+                    r: life
+                    for r in range(1, self.ctx.world_size)
+                    if (life := self.chan.life(r)) is not None
+                }
+            )
         try:
             for i, cls in enumerate(self.checks):
                 self._posted = {}
@@ -288,7 +358,9 @@ class Runner:
                 self._apply_faults(cls.name)
                 own, broke = self.run_one(cls)
                 if self.ctx.rank != 0:
-                    self.chan.set(f"res/{i}/{self.ctx.rank}", json.dumps([r.to_dict() for r in own]))
+                    self.chan.set(
+                        f"res/{i}/{self.ctx.rank}", json.dumps([r.to_dict() for r in own])
+                    )
                     go = self.chan.wait_for(f"go/{i}", self.ctx.deadline_s + 60.0, self.poll_s)
                     if go is None or go.startswith("abort"):
                         out.aborted = True
@@ -314,22 +386,30 @@ class Runner:
                     return out
                 reason = ""
                 if missing:
-                    who = ", ".join(f"rank {r} ({self.hosts[r]}) {self._verbs.get(r, 'lost')}" for r in missing)
+                    who = ", ".join(
+                        f"rank {r} ({self.hosts[r]}) {self._verbs.get(r, 'lost')}" for r in missing
+                    )
                     reason = f"{who} during {cls.name}"
-                elif broke or any(r.status == Status.ERROR and "collective failed" in " ".join(r.reasons)
-                                  for r in results):
+                elif broke or any(
+                    r.status == Status.ERROR and "collective failed" in " ".join(r.reasons)
+                    for r in results
+                ):
                     reason = f"a collective failed during {cls.name}"
                 self.chan.set(f"go/{i}", f"abort:{reason}" if reason else "go")
                 if reason:
                     out.aborted = True
                     out.silent = missing
-                    out.notes.append(f"run stopped after {cls.name}: {reason}; the process group cannot be trusted")
+                    out.notes.append(
+                        f"run stopped after {cls.name}: {reason}; the process group cannot be trusted"
+                    )
                     self._skip_rest(out, i + 1, reason)
                     return out
         except Terminated as t:
             if self.ctx.rank != 0:
                 raise
-            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # finish the report; the launcher waits 30 s
+            signal.signal(
+                signal.SIGTERM, signal.SIG_IGN
+            )  # finish the report; the launcher waits 30 s
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             self._terminated(out, i, t.signum)
         return out
@@ -355,28 +435,53 @@ class Runner:
         lost = [k for k, life in silent.items() if life.kind == UNKNOWN]
         hung = [k for k in silent if k not in dead and k not in lost]
         got: list[CheckResult] = list(self._posted.get(0, [])) or [
-            self._stopped(name, 0, why) if why else
-            self._error(name, f"rank 0 ({self.hosts[0]}) was stopped by signal {signum} during {name} "
-                              "(launchers stop every rank once one exits)")]
+            self._stopped(name, 0, why)
+            if why
+            else self._error(
+                name,
+                f"rank 0 ({self.hosts[0]}) was stopped by signal {signum} during {name} "
+                "(launchers stop every rank once one exits)",
+            )
+        ]
         for k in range(1, self.ctx.world_size):
             if k in self._posted:
                 got += self._posted[k]
             elif k in dead:
-                got.append(self._error(name, f"rank {k} ({self.hosts[k]}) died during {name} "
-                                             f"(exited or killed without reporting; {silent[k].text})", rank=k))
+                got.append(
+                    self._error(
+                        name,
+                        f"rank {k} ({self.hosts[k]}) died during {name} "
+                        f"(exited or killed without reporting; {silent[k].text})",
+                        rank=k,
+                    )
+                )
             elif k in silent:
                 verb = "hung" if k in hung else "lost"
-                got.append(self._error(name, f"rank {k} ({self.hosts[k]}) {verb} during {name}: no heartbeat and "
-                                             f"no result; {silent[k].text}", rank=k))
+                got.append(
+                    self._error(
+                        name,
+                        f"rank {k} ({self.hosts[k]}) {verb} during {name}: no heartbeat and "
+                        f"no result; {silent[k].text}",
+                        rank=k,
+                    )
+                )
             elif why:
                 got.append(self._stopped(name, k, why))
             else:
-                got.append(self._error(name, f"rank {k} ({self.hosts[k]}) was stopped during {name} "
-                                             "before reporting", rank=k))
+                got.append(
+                    self._error(
+                        name,
+                        f"rank {k} ({self.hosts[k]}) was stopped during {name} before reporting",
+                        rank=k,
+                    )
+                )
         self.emit(got)
         out.results += got
-        said = [f"{', '.join(f'rank {k} ({self.hosts[k]})' for k in ks)} {verb} during {name}"
-                for ks, verb in ((dead, "died"), (hung, "hung"), (lost, "lost")) if ks]
+        said = [
+            f"{', '.join(f'rank {k} ({self.hosts[k]})' for k in ks)} {verb} during {name}"
+            for ks, verb in ((dead, "died"), (hung, "hung"), (lost, "lost"))
+            if ks
+        ]
         if why:
             reason = f"interrupted by {why} during {name}"
         else:
@@ -388,13 +493,23 @@ class Runner:
 
     def _stopped(self, name: str, rank: int, why: str) -> CheckResult:
         """A rank stopped on purpose before it reported: not measured, not broken."""
-        return CheckResult(name=name, status=Status.SKIP, scope="rank", node=self.hosts[rank], rank=rank,
-                           reasons=[f"not finished: the run was interrupted ({why}) during {name} "
-                                    f"before rank {rank} ({self.hosts[rank]}) reported"])
+        return CheckResult(
+            name=name,
+            status=Status.SKIP,
+            scope="rank",
+            node=self.hosts[rank],
+            rank=rank,
+            reasons=[
+                f"not finished: the run was interrupted ({why}) during {name} "
+                f"before rank {rank} ({self.hosts[rank]}) reported"
+            ],
+        )
 
     def _skip_rest(self, out: Outcome, start: int, reason: str, prefix: str = "not run") -> None:
         for cls in self.checks[start:]:
-            r = CheckResult(name=cls.name, status=Status.SKIP, scope="world", reasons=[f"{prefix}: {reason}"])
+            r = CheckResult(
+                name=cls.name, status=Status.SKIP, scope="world", reasons=[f"{prefix}: {reason}"]
+            )
             self.emit([r])
             out.results.append(r)
 

@@ -145,9 +145,11 @@ def select_device() -> tuple[str, str]:
     if local_rank >= ngpu:
         # Wrapping around would put two ranks on one GPU, which NCCL refuses with an
         # obscure error minutes later; more ranks than GPUs is a launch mistake.
-        raise InputError(f"local rank {local_rank} has no GPU of its own: this node has {ngpu} visible CUDA "
-                         f"device(s) (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); "
-                         f"launch at most {ngpu} rank(s) per node")
+        raise InputError(
+            f"local rank {local_rank} has no GPU of its own: this node has {ngpu} visible CUDA "
+            f"device(s) (CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}); "
+            f"launch at most {ngpu} rank(s) per node"
+        )
     torch.cuda.set_device(local_rank)
     # Must precede init: without blocking wait / async error handling, a hung NCCL
     # collective is killed by torch's watchdog (process dies) instead of raising in
@@ -158,7 +160,9 @@ def select_device() -> tuple[str, str]:
     return "nccl", f"cuda:{local_rank}"
 
 
-def _never_joined(missing: list[int], hosts: dict[int, str], env: LaunchEnv, waited_s: float) -> str:
+def _never_joined(
+    missing: list[int], hosts: dict[int, str], env: LaunchEnv, waited_s: float
+) -> str:
     """``rank 2, 3 (node 1: host-b) never joined …``: missing ranks with the node they belong to.
 
     The node of a rank is ``rank // local_world_size`` (launchers give every node the
@@ -171,14 +175,26 @@ def _never_joined(missing: list[int], hosts: dict[int, str], env: LaunchEnv, wai
     parts = []
     for node, ranks in sorted(by_node.items()):
         known = sorted({h for r, h in hosts.items() if r // per == node})
-        where = f"node {node}: {', '.join(known)}" if known else f"node {node}: no rank of it joined"
-        parts.append(f"{'ranks' if len(ranks) > 1 else 'rank'} {', '.join(map(str, ranks))} ({where})")
-    return f"{'; '.join(parts)} never joined the run within {waited_s:g} s (not started, or cannot reach " \
-           f"{env.master_addr}:{env.master_port})"
+        where = (
+            f"node {node}: {', '.join(known)}" if known else f"node {node}: no rank of it joined"
+        )
+        parts.append(
+            f"{'ranks' if len(ranks) > 1 else 'rank'} {', '.join(map(str, ranks))} ({where})"
+        )
+    return (
+        f"{'; '.join(parts)} never joined the run within {waited_s:g} s (not started, or cannot reach "
+        f"{env.master_addr}:{env.master_port})"
+    )
 
 
-def rendezvous(env: LaunchEnv, host: str, timeout_s: float, poll_s: float = 0.05,
-               failure: InputError | None = None, life: Life | None = None) -> tuple[Any, list[str]]:
+def rendezvous(
+    env: LaunchEnv,
+    host: str,
+    timeout_s: float,
+    poll_s: float = 0.05,
+    failure: InputError | None = None,
+    life: Life | None = None,
+) -> tuple[Any, list[str]]:
     """Join the run's TCPStore, say hello, and wait for every rank's hello: (store, hosts).
 
     The store is made here rather than by ``env://`` so that a rank that never joins
@@ -192,11 +208,18 @@ def rendezvous(env: LaunchEnv, host: str, timeout_s: float, poll_s: float = 0.05
 
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     try:
-        store = TCPStore(env.master_addr, env.master_port, is_master=env.rank == 0 and not agent,
-                         timeout=timedelta(seconds=timeout_s), wait_for_workers=False)
+        store = TCPStore(
+            env.master_addr,
+            env.master_port,
+            is_master=env.rank == 0 and not agent,
+            timeout=timedelta(seconds=timeout_s),
+            wait_for_workers=False,
+        )
     except Exception as e:  # no server: rank 0 (or the agent) is not there
-        raise InfraError(f"cannot reach the run's rendezvous store at {env.master_addr}:{env.master_port} "
-                         f"(rank 0 not started or unreachable): {e}") from e
+        raise InfraError(
+            f"cannot reach the run's rendezvous store at {env.master_addr}:{env.master_port} "
+            f"(rank 0 not started or unreachable): {e}"
+        ) from e
     prefix = f"mlenv/{env.restart}/hello"
     keys = [f"{prefix}/{r}" for r in range(env.world_size)]
     abort_key = f"{prefix}/abort"
@@ -215,8 +238,12 @@ def rendezvous(env: LaunchEnv, host: str, timeout_s: float, poll_s: float = 0.05
                 store.set(f"{prefix}/ack/{env.rank}", "1")
                 raise InfraError(bytes(store.get(abort_key)).decode())
             if time.monotonic() >= end:
-                joined = {r: bytes(store.get(k)).decode() for r, k in enumerate(keys) if store.check([k])}
-                msg = _never_joined([r for r in range(env.world_size) if r not in joined], joined, env, timeout_s)
+                joined = {
+                    r: bytes(store.get(k)).decode() for r, k in enumerate(keys) if store.check([k])
+                }
+                msg = _never_joined(
+                    [r for r in range(env.world_size) if r not in joined], joined, env, timeout_s
+                )
                 if env.rank == 0:
                     store.set(abort_key, msg)
                     _wait_for_acks(store, prefix, [r for r in joined if r != 0], ABORT_GRACE_S)
@@ -225,8 +252,10 @@ def rendezvous(env: LaunchEnv, host: str, timeout_s: float, poll_s: float = 0.05
     except InfraError:
         raise
     except Exception as e:  # the store went away under us: rank 0 (its host) ended
-        raise InfraError(f"lost the run's rendezvous store at {env.master_addr}:{env.master_port} while "
-                         f"waiting for the other ranks (rank 0 ended?): {e}") from e
+        raise InfraError(
+            f"lost the run's rendezvous store at {env.master_addr}:{env.master_port} while "
+            f"waiting for the other ranks (rank 0 ended?): {e}"
+        ) from e
     return store, [bytes(store.get(k)).decode() for k in keys]
 
 
@@ -237,8 +266,13 @@ def _wait_for_acks(store: Any, prefix: str, ranks: list[int], timeout_s: float) 
         time.sleep(0.05)
 
 
-def init_process_group(deadline_s: float, env: LaunchEnv, host: str,
-                       nccl_log_dir: Path | None = None, life: Life | None = None) -> tuple[str, str, list[str]]:
+def init_process_group(
+    deadline_s: float,
+    env: LaunchEnv,
+    host: str,
+    nccl_log_dir: Path | None = None,
+    life: Life | None = None,
+) -> tuple[str, str, list[str]]:
     """Choose the device, rendezvous, start the default process group: (backend, device, hosts).
 
     The group's timeout is the per-check deadline so a collective with a missing peer
@@ -262,8 +296,13 @@ def init_process_group(deadline_s: float, env: LaunchEnv, host: str,
         ncclcapture.start(os.environ, nccl_log_dir, env.rank, host)
     store, hosts = rendezvous(env, host, deadline_s, life=life)
     try:
-        dist.init_process_group(backend=backend, store=store, rank=env.rank, world_size=env.world_size,
-                                timeout=timedelta(seconds=deadline_s))
+        dist.init_process_group(
+            backend=backend,
+            store=store,
+            rank=env.rank,
+            world_size=env.world_size,
+            timeout=timedelta(seconds=deadline_s),
+        )
     except Exception as e:  # rendezvous failures are infrastructure, not the user's input
         raise InfraError(f"cannot start the process group ({backend}): {e}") from e
     return backend, device, hosts
@@ -271,7 +310,14 @@ def init_process_group(deadline_s: float, env: LaunchEnv, host: str,
 
 # -- where a rank's process can be looked at --------------------------------------------
 
-GONE, STOPPED, BLOCKED, ALIVE, THERE, UNKNOWN = "gone", "stopped", "blocked", "alive", "there", "unknown"
+GONE, STOPPED, BLOCKED, ALIVE, THERE, UNKNOWN = (
+    "gone",
+    "stopped",
+    "blocked",
+    "alive",
+    "there",
+    "unknown",
+)
 
 
 @dataclass(frozen=True)
@@ -312,8 +358,14 @@ class Life:
     def from_json(cls, text: str) -> Life | None:
         try:
             d = json.loads(text)
-            return cls(host=str(d["host"]), pid=int(d["pid"]), start=int(d["start"]), machine=str(d["machine"]),
-                       addr=str(d.get("addr", "")), port=int(d.get("port", 0)))
+            return cls(
+                host=str(d["host"]),
+                pid=int(d["pid"]),
+                start=int(d["start"]),
+                machine=str(d["machine"]),
+                addr=str(d.get("addr", "")),
+                port=int(d.get("port", 0)),
+            )
         except (ValueError, KeyError, TypeError):
             return None
 
@@ -322,7 +374,7 @@ def proc_stat(pid: int) -> tuple[str, int] | None:
     """(state letter, start time) of ``pid`` from ``/proc/<pid>/stat``; None when there is no such process."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text(encoding="ascii", errors="replace")
-        rest = raw[raw.rindex(")") + 2:].split()
+        rest = raw[raw.rindex(")") + 2 :].split()
         return rest[0], int(rest[19])
     except (OSError, ValueError, IndexError):
         return None
@@ -373,20 +425,34 @@ def probe(life: Life | None, timeout_s: float = 0.5, port_ok: bool | None = True
     if same_machine(life):
         return look_at_pid(life.pid, life.start)
     if not life.port:
-        return Liveness(UNKNOWN, f"its process on {life.host} cannot be looked at from here (it posted no port)")
+        return Liveness(
+            UNKNOWN, f"its process on {life.host} cannot be looked at from here (it posted no port)"
+        )
     if not port_ok:
-        return Liveness(UNKNOWN, f"its process on {life.host} cannot be looked at from here (its port "
-                                 f"{life.addr}:{life.port} {'was not checked yet' if port_ok is None else 'did not answer when the run started'})")
+        return Liveness(
+            UNKNOWN,
+            f"its process on {life.host} cannot be looked at from here (its port "
+            f"{life.addr}:{life.port} {'was not checked yet' if port_ok is None else 'did not answer when the run started'})",
+        )
     try:
         with socket.create_connection((life.addr, life.port), timeout=timeout_s):
             pass
     except ConnectionRefusedError:
-        return Liveness(GONE, f"its process on {life.host} has exited, its port {life.addr}:{life.port} is closed")
+        return Liveness(
+            GONE,
+            f"its process on {life.host} has exited, its port {life.addr}:{life.port} is closed",
+        )
     except OSError as e:
-        return Liveness(UNKNOWN, f"{life.host} does not answer on {life.addr}:{life.port} "
-                                 f"({e.strerror or type(e).__name__}: host down or unreachable)")
-    return Liveness(THERE, f"its process on {life.host} is still there (it holds its port "
-                           f"{life.addr}:{life.port}): frozen or stopped, not dead")
+        return Liveness(
+            UNKNOWN,
+            f"{life.host} does not answer on {life.addr}:{life.port} "
+            f"({e.strerror or type(e).__name__}: host down or unreachable)",
+        )
+    return Liveness(
+        THERE,
+        f"its process on {life.host} is still there (it holds its port "
+        f"{life.addr}:{life.port}): frozen or stopped, not dead",
+    )
 
 
 class PortCheck:
@@ -402,8 +468,11 @@ class PortCheck:
             from concurrent.futures import ThreadPoolExecutor
 
             with ThreadPoolExecutor(max_workers=32, thread_name_prefix="mlenv-portcheck") as pool:
-                for r, seen in zip(remote, pool.map(lambda life: probe(life, timeout_s), remote.values()),
-                                   strict=True):
+                for r, seen in zip(
+                    remote,
+                    pool.map(lambda life: probe(life, timeout_s), remote.values()),
+                    strict=True,
+                ):
                     self._ok[r] = seen.kind == THERE
 
         if remote:
@@ -425,7 +494,9 @@ class Lifeline:
         self._sock: socket.socket | None = None
         try:
             family, _, _, _, sockaddr = socket.getaddrinfo(toward, port, type=socket.SOCK_DGRAM)[0]
-            with socket.socket(family, socket.SOCK_DGRAM) as probe_sock:  # no packet: only the route
+            with socket.socket(
+                family, socket.SOCK_DGRAM
+            ) as probe_sock:  # no packet: only the route
                 probe_sock.connect(sockaddr)
                 ip = probe_sock.getsockname()[0]
             sock = socket.socket(family, socket.SOCK_STREAM)
@@ -448,8 +519,14 @@ class Lifeline:
     def life(self, host: str) -> Life:
         """This process's :class:`Life`."""
         st = proc_stat(os.getpid())
-        return Life(host=host, pid=os.getpid(), start=st[1] if st else 0, machine=machine_id(),
-                    addr=self.addr, port=self.port)
+        return Life(
+            host=host,
+            pid=os.getpid(),
+            start=st[1] if st else 0,
+            machine=machine_id(),
+            addr=self.addr,
+            port=self.port,
+        )
 
 
 class SideChannel:
@@ -465,7 +542,10 @@ class SideChannel:
 
         def client() -> Any:
             return TCPStore(
-                addr, port, is_master=False, timeout=timedelta(seconds=timeout_s),
+                addr,
+                port,
+                is_master=False,
+                timeout=timedelta(seconds=timeout_s),
                 wait_for_workers=False,
             )
 
@@ -549,8 +629,12 @@ class SideChannel:
                             self._rank0_hb, self._rank0_moved = v, time.monotonic()
                         if 0 not in self._lives and self._hb.check([self.key("life/0")]):
                             life = Life.from_json(bytes(self._hb.get(self.key("life/0"))).decode())
-                            if life is not None:  # rank 0 beats: its port, if any, answers now or never
-                                self._rank0_port_ok = same_machine(life) or probe(life, 1.0).kind == THERE
+                            if (
+                                life is not None
+                            ):  # rank 0 beats: its port, if any, answers now or never
+                                self._rank0_port_ok = (
+                                    same_machine(life) or probe(life, 1.0).kind == THERE
+                                )
                                 self._lives[0] = life
                     self._store_ok = time.monotonic()
                 except Exception:  # the store went away (rank 0 ended, or froze): watch_rank0 tells
@@ -587,9 +671,14 @@ class SideChannel:
         life = probe(self._lives.get(0), port_ok=self._rank0_port_ok)
         verb = {GONE: "died", UNKNOWN: "lost"}.get(life.kind, "hung")
         store = time.monotonic() - self._store_ok
-        frozen = f"; the run's store does not answer either (for {store:.0f} s)" if store > 2 * HEARTBEAT_PERIOD_S \
+        frozen = (
+            f"; the run's store does not answer either (for {store:.0f} s)"
+            if store > 2 * HEARTBEAT_PERIOD_S
             else ""
-        return f"rank 0 ({host0}) {verb}: no heartbeat from it for {quiet:.0f} s{frozen}; {life.text}"
+        )
+        return (
+            f"rank 0 ({host0}) {verb}: no heartbeat from it for {quiet:.0f} s{frozen}; {life.text}"
+        )
 
     def stop(self) -> None:
         """Stop the heartbeat thread (and the watch on rank 0)."""

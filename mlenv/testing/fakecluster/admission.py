@@ -23,6 +23,7 @@ STS_IMMUTABLE = ("selector", "volumeClaimTemplates", "serviceName", "podManageme
 
 def _pod_update_forbidden(old: Manifest, new: Manifest) -> bool:
     """True when a Pod spec change touches a field the API server refuses to update."""
+
     def view(spec: Manifest) -> Manifest:
         s = copy.deepcopy(spec)
         for key in ("containers", "initContainers"):
@@ -41,8 +42,15 @@ def _pod_update_forbidden(old: Manifest, new: Manifest) -> bool:
 class Admission(FakeState):
     """Who may do what, and which updates the API server refuses."""
 
-    def can_i(self, verb: str, resource: str, namespace: str | None = None, *,
-              as_user: str | None = None, subresource: str | None = None) -> bool:
+    def can_i(
+        self,
+        verb: str,
+        resource: str,
+        namespace: str | None = None,
+        *,
+        as_user: str | None = None,
+        subresource: str | None = None,
+    ) -> bool:
         """False for the ``"verb resource"`` pairs listed in ``denied`` (API group ignored;
         a subresource is listed ``"create pods/exec"``). As a service account, "use SCC"
         is answered from the live SCC and RoleBindings; ``"impersonate serviceaccounts"``
@@ -56,8 +64,10 @@ class Admission(FakeState):
         base = base.split(".")[0]
         if as_user is not None:
             if "impersonate serviceaccounts" in self.denied:
-                raise Forbidden(f'serviceaccounts "{as_user}" is forbidden: User "{self.user}" '
-                                'cannot impersonate resource "serviceaccounts" (fake)')
+                raise Forbidden(
+                    f'serviceaccounts "{as_user}" is forbidden: User "{self.user}" '
+                    'cannot impersonate resource "serviceaccounts" (fake)'
+                )
             if verb == "use" and base == "securitycontextconstraints" and name:
                 _, _, rest = as_user.partition("system:serviceaccount:")
                 ns, _, sa = rest.partition(":")
@@ -72,7 +82,10 @@ class Admission(FakeState):
         """Each question as :meth:`can_i` answers it (i22: the real client asks them in one
         List of SelfSubjectAccessReviews; the fake kubectl answers that with this logic)."""
         self._check_reachable()
-        return [self.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource) for q in questions]
+        return [
+            self.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource)
+            for q in questions
+        ]
 
     def _require(self, verb: str, resource: str, kind: str = "", name: str = "") -> None:
         """Forbidden (403) naming the object, as the API server words it, unless allowed
@@ -81,8 +94,12 @@ class Admission(FakeState):
         base, _, sub = resource.partition("/")
         if not self.can_i(verb, base, subresource=sub or None):
             what = f'{resource} "{name}"' if name else resource
-            raise Forbidden(f'{what} is forbidden: User "{self.user}" cannot {verb} '
-                            f"resource \"{resource}\" (fake)", kind=kind, name=name)
+            raise Forbidden(
+                f'{what} is forbidden: User "{self.user}" cannot {verb} '
+                f'resource "{resource}" (fake)',
+                kind=kind,
+                name=name,
+            )
 
     def _refuse_escalation(self, binding: Manifest, ns: str | None, name: str) -> None:
         """RBAC's escalation check, as the real API server runs it on every create or
@@ -100,9 +117,12 @@ class Admission(FakeState):
             # i26.3: the real server reads the role to compare grants; a missing one is a
             # refusal, not an empty role (dry runs too). (A missing ClusterRole stays
             # empty here: the fake does not hold OpenShift's system roles.)
-            raise Forbidden(f'rolebindings.rbac.authorization.k8s.io "{name}" is forbidden: '
-                            f'roles.rbac.authorization.k8s.io "{rname}" not found (fake)',
-                            kind="RoleBinding", name=name)
+            raise Forbidden(
+                f'rolebindings.rbac.authorization.k8s.io "{name}" is forbidden: '
+                f'roles.rbac.authorization.k8s.io "{rname}" not found (fake)',
+                kind="RoleBinding",
+                name=name,
+            )
         role = role or {}
         missing = []
         for rule in role.get("rules") or []:
@@ -112,50 +132,78 @@ class Admission(FakeState):
                     if not self.can_i(verb, base, ns, subresource=sub or None):
                         groups = " ".join(f'"{g}"' for g in rule.get("apiGroups") or [])
                         names = " ".join(f'"{n}"' for n in rule.get("resourceNames") or [])
-                        missing.append(f'{{APIGroups:[{groups}], Resources:["{r}"], '
-                                       f'ResourceNames:[{names}], Verbs:["{verb}"]}}')
+                        missing.append(
+                            f'{{APIGroups:[{groups}], Resources:["{r}"], '
+                            f'ResourceNames:[{names}], Verbs:["{verb}"]}}'
+                        )
         if missing:
             raise Forbidden(
                 f'rolebindings.rbac.authorization.k8s.io "{name}" is forbidden: user "{self.user}" '
-                "is attempting to grant RBAC permissions not currently held:\n" + "\n".join(missing)
-                + " (fake)", kind="RoleBinding", name=name)
+                "is attempting to grant RBAC permissions not currently held:\n"
+                + "\n".join(missing)
+                + " (fake)",
+                kind="RoleBinding",
+                name=name,
+            )
 
     def _served(self, kind: str) -> None:
         """NotFound for kinds this API does not serve (OpenShift kinds on plain Kubernetes)."""
         if not self.openshift and kind in OPENSHIFT_KINDS:
-            raise NotFound(f'the server doesn\'t have a resource type "{plural(kind)}" (fake)',
-                           kind=kind)
+            raise NotFound(
+                f'the server doesn\'t have a resource type "{plural(kind)}" (fake)', kind=kind
+            )
 
     def _refuse_update(self, kind: str, name: str, old: Manifest, merged: Manifest) -> None:
         """Invalid (422) for an update the API server refuses, with its message."""
         if old is not None and kind == "StatefulSet":
-            changed = [f for f in STS_IMMUTABLE
-                       if (old.get("spec") or {}).get(f) != (merged.get("spec") or {}).get(f)]
+            changed = [
+                f
+                for f in STS_IMMUTABLE
+                if (old.get("spec") or {}).get(f) != (merged.get("spec") or {}).get(f)
+            ]
             if changed:
                 raise Invalid(
                     f'StatefulSet.apps "{name}" is invalid: spec: Forbidden: updates to '
                     "statefulset spec for fields other than 'replicas', 'ordinals', "
                     "'template', 'updateStrategy', 'persistentVolumeClaimRetentionPolicy' "
                     f"and 'minReadySeconds' are forbidden (changed: {', '.join(changed)})",
-                    kind=kind, name=name)
-        if old is not None and kind in ("RoleBinding", "ClusterRoleBinding") and \
-                old.get("roleRef") != merged.get("roleRef"):
+                    kind=kind,
+                    name=name,
+                )
+        if (
+            old is not None
+            and kind in ("RoleBinding", "ClusterRoleBinding")
+            and old.get("roleRef") != merged.get("roleRef")
+        ):
             raise Invalid(
                 f'{kind}.rbac.authorization.k8s.io "{name}" is invalid: roleRef: Invalid '
-                f"value: {merged.get('roleRef')!r}: cannot change roleRef", kind=kind, name=name)
+                f"value: {merged.get('roleRef')!r}: cannot change roleRef",
+                kind=kind,
+                name=name,
+            )
         if old is not None and kind == "PersistentVolumeClaim" and _pvc_shrinks(old, merged):
             # the real server's words (ValidatePersistentVolumeClaimUpdate, 1.34): a bound
             # claim grows where its class allows expansion, never shrinks
-            raise Invalid(f'PersistentVolumeClaim "{name}" is invalid: spec.resources.requests.storage: '
-                          "Forbidden: field can not be less than status.capacity", kind=kind, name=name)
-        if old is not None and kind == "Pod" and _pod_update_forbidden(
-                old.get("spec") or {}, merged.get("spec") or {}):
+            raise Invalid(
+                f'PersistentVolumeClaim "{name}" is invalid: spec.resources.requests.storage: '
+                "Forbidden: field can not be less than status.capacity",
+                kind=kind,
+                name=name,
+            )
+        if (
+            old is not None
+            and kind == "Pod"
+            and _pod_update_forbidden(old.get("spec") or {}, merged.get("spec") or {})
+        ):
             raise Invalid(
                 f'Pod "{name}" is invalid: spec: Forbidden: pod updates may not change fields '
                 "other than `spec.containers[*].image`,`spec.initContainers[*].image`,"
                 "`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing "
                 "tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if "
-                "it was previously negative)", kind=kind, name=name)
+                "it was previously negative)",
+                kind=kind,
+                name=name,
+            )
 
     def _scc_denial(self, pspec: Manifest, ns: str) -> str:
         """Why SCC admission rejects a pod spec ("" when admitted), as OpenShift says it."""
@@ -176,11 +224,14 @@ class Admission(FakeState):
             allowed = set(scc.get("allowedCapabilities") or [])
             if not caps <= allowed or (privileged and not scc.get("allowPrivilegedContainer")):
                 continue
-            if self._sa_may_use(scc["metadata"]["name"], f"system:serviceaccount:{ns}:{sa}",
-                                ns, sa, scc):
+            if self._sa_may_use(
+                scc["metadata"]["name"], f"system:serviceaccount:{ns}:{sa}", ns, sa, scc
+            ):
                 return ""
-        return ("unable to validate against any security context constraint: "
-                f"[capabilities.add: Invalid value: {sorted(caps)}: capability may not be added]")
+        return (
+            "unable to validate against any security context constraint: "
+            f"[capabilities.add: Invalid value: {sorted(caps)}: capability may not be added]"
+        )
 
     def _sa_may_use(self, scc_name: str, user: str, ns: str, sa: str, scc: Manifest) -> bool:
         if user in (scc.get("users") or []):
@@ -188,15 +239,19 @@ class Admission(FakeState):
         for k, rb in self.objects.items():
             if not k.startswith(f"RoleBinding|{ns}|"):
                 continue
-            if not any(s.get("kind") == "ServiceAccount" and s.get("name") == sa
-                       for s in rb.get("subjects") or []):
+            if not any(
+                s.get("kind") == "ServiceAccount" and s.get("name") == sa
+                for s in rb.get("subjects") or []
+            ):
                 continue
             ref = rb.get("roleRef") or {}
             role = self.objects.get(_key(ref.get("kind", "Role"), ns, ref.get("name", "")))
             for rule in (role or {}).get("rules") or []:
-                if "use" in (rule.get("verbs") or []) and \
-                        "securitycontextconstraints" in (rule.get("resources") or []) and \
-                        scc_name in (rule.get("resourceNames") or [scc_name]):
+                if (
+                    "use" in (rule.get("verbs") or [])
+                    and "securitycontextconstraints" in (rule.get("resources") or [])
+                    and scc_name in (rule.get("resourceNames") or [scc_name])
+                ):
                     return True
         return False
 
@@ -208,8 +263,9 @@ def _pvc_shrinks(old: Manifest, new: Manifest) -> bool:
     status = old.get("status") or {}
     if status.get("phase") != "Bound":
         return False
-    have = (status.get("capacity") or {}).get("storage") or \
-        (((old.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
+    have = (status.get("capacity") or {}).get("storage") or (
+        ((old.get("spec") or {}).get("resources") or {}).get("requests") or {}
+    ).get("storage")
     want = (((new.get("spec") or {}).get("resources") or {}).get("requests") or {}).get("storage")
     if have is None or want is None:
         return False

@@ -26,8 +26,16 @@ NETWORKS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 def _quantity(v: Any) -> float:
     """Kubernetes quantity → number (enough for counts and simple CPU/memory values)."""
     s = str(v)
-    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6,
-             "G": 1e9, "m": 1e-3}
+    units = {
+        "Ki": 2**10,
+        "Mi": 2**20,
+        "Gi": 2**30,
+        "Ti": 2**40,
+        "k": 1e3,
+        "M": 1e6,
+        "G": 1e9,
+        "m": 1e-3,
+    }
     for u, f in units.items():
         if s.endswith(u):
             return float(s[: -len(u)]) * f
@@ -71,21 +79,35 @@ class Controllers(ObjectStore):
         replicas = int(spec.get("replicas", 1))
         tpl = spec.get("template") or {}
         sel = (spec.get("selector") or {}).get("matchLabels") or {}
-        owner = [{"apiVersion": "apps/v1", "kind": "StatefulSet", "name": name,
-                  "uid": sts["metadata"]["uid"], "controller": True}]
+        owner = [
+            {
+                "apiVersion": "apps/v1",
+                "kind": "StatefulSet",
+                "name": name,
+                "uid": sts["metadata"]["uid"],
+                "controller": True,
+            }
+        ]
         for k, pod in list(self.objects.items()):
             if k.startswith(f"Pod|{ns}|{name}-"):
                 refs = pod["metadata"].get("ownerReferences") or []
                 idx = pod["metadata"].get("labels", {}).get("apps.kubernetes.io/pod-index", "")
-                if any(r.get("uid") == sts["metadata"]["uid"] for r in refs) and \
-                        idx.isdigit() and int(idx) >= replicas:
+                if (
+                    any(r.get("uid") == sts["metadata"]["uid"] for r in refs)
+                    and idx.isdigit()
+                    and int(idx) >= replicas
+                ):
                     self.delete("Pod", pod["metadata"]["name"], ns)
         # The pod template's revision, as the real controller labels pods with it. A pod on
         # another revision is replaced, one per pass and only while the others are Ready
         # (RollingUpdate): the real plane showed the fake never replaced pods (i22.5).
         rev = f"{name}-" + hashlib.sha256(json.dumps(tpl, sort_keys=True).encode()).hexdigest()[:10]
-        old_rev = [p for i in range(replicas) if (p := self.objects.get(_key("Pod", ns, f"{name}-{i}"))) is not None
-                   and (p["metadata"].get("labels") or {}).get(REVISION_LABEL) != rev]
+        old_rev = [
+            p
+            for i in range(replicas)
+            if (p := self.objects.get(_key("Pod", ns, f"{name}-{i}"))) is not None
+            and (p["metadata"].get("labels") or {}).get(REVISION_LABEL) != rev
+        ]
         if old_rev and all(_pod_ready(p) for p in old_rev):
             self.delete("Pod", old_rev[-1]["metadata"]["name"], ns)  # highest ordinal first
         ready = 0
@@ -94,43 +116,76 @@ class Controllers(ObjectStore):
             claims = []
             for vct in spec.get("volumeClaimTemplates") or []:
                 cname = f"{vct['metadata']['name']}-{pod_name}"
-                claims.append({"name": vct["metadata"]["name"],
-                               "persistentVolumeClaim": {"claimName": cname}})
+                claims.append(
+                    {"name": vct["metadata"]["name"], "persistentVolumeClaim": {"claimName": cname}}
+                )
                 if _key("PersistentVolumeClaim", ns, cname) not in self.objects:
                     labels = {**(vct["metadata"].get("labels") or {}), **sel}
-                    self._store({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
-                                 "metadata": {"name": cname, "labels": labels},
-                                 "spec": copy.deepcopy(vct.get("spec") or {}),
-                                 "status": {"phase": "Pending"}}, ns)
+                    self._store(
+                        {
+                            "apiVersion": "v1",
+                            "kind": "PersistentVolumeClaim",
+                            "metadata": {"name": cname, "labels": labels},
+                            "spec": copy.deepcopy(vct.get("spec") or {}),
+                            "status": {"phase": "Pending"},
+                        },
+                        ns,
+                    )
             existing = self.objects.get(_key("Pod", ns, pod_name))
             if existing is not None:
                 ready += _pod_ready(existing)
                 continue
             denial = self._scc_denial(tpl.get("spec") or {}, ns)
             if denial:
-                self._event(ns, "StatefulSet", name, "Warning", "FailedCreate",
-                            f"create Pod {pod_name} in StatefulSet {name} failed error: "
-                            f"pods \"{pod_name}\" is forbidden: {denial}")
+                self._event(
+                    ns,
+                    "StatefulSet",
+                    name,
+                    "Warning",
+                    "FailedCreate",
+                    f"create Pod {pod_name} in StatefulSet {name} failed error: "
+                    f'pods "{pod_name}" is forbidden: {denial}',
+                )
                 continue
             pspec = copy.deepcopy(tpl.get("spec") or {})
             pspec["hostname"] = pod_name
             pspec["subdomain"] = spec.get("serviceName", "")
             pspec["volumes"] = list(pspec.get("volumes") or []) + claims
-            labels = {**((tpl.get("metadata") or {}).get("labels") or {}),
-                      "statefulset.kubernetes.io/pod-name": pod_name,
-                      "apps.kubernetes.io/pod-index": str(i), REVISION_LABEL: rev}
-            self._store({"apiVersion": "v1", "kind": "Pod",
-                         "metadata": {"name": pod_name, "labels": labels,
-                                      "annotations": copy.deepcopy(
-                                          (tpl.get("metadata") or {}).get("annotations") or {}),
-                                      "ownerReferences": copy.deepcopy(owner)},
-                         "spec": pspec,
-                         "status": {"phase": "Pending", "conditions": [
-                             {"type": "PodScheduled", "status": "False"}]}}, ns)
-        sts["status"] = {"replicas": replicas, "readyReplicas": ready, "updateRevision": rev,
-                         "currentRevision": rev if not old_rev else
-                         str((old_rev[0]["metadata"].get("labels") or {}).get(REVISION_LABEL, "")),
-                         "observedGeneration": sts["metadata"].get("generation", 1)}
+            labels = {
+                **((tpl.get("metadata") or {}).get("labels") or {}),
+                "statefulset.kubernetes.io/pod-name": pod_name,
+                "apps.kubernetes.io/pod-index": str(i),
+                REVISION_LABEL: rev,
+            }
+            self._store(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": pod_name,
+                        "labels": labels,
+                        "annotations": copy.deepcopy(
+                            (tpl.get("metadata") or {}).get("annotations") or {}
+                        ),
+                        "ownerReferences": copy.deepcopy(owner),
+                    },
+                    "spec": pspec,
+                    "status": {
+                        "phase": "Pending",
+                        "conditions": [{"type": "PodScheduled", "status": "False"}],
+                    },
+                },
+                ns,
+            )
+        sts["status"] = {
+            "replicas": replicas,
+            "readyReplicas": ready,
+            "updateRevision": rev,
+            "currentRevision": rev
+            if not old_rev
+            else str((old_rev[0]["metadata"].get("labels") or {}).get(REVISION_LABEL, "")),
+            "observedGeneration": sts["metadata"].get("generation", 1),
+        }
 
     def _bind(self, pvc: Manifest) -> None:
         if (pvc.get("status") or {}).get("phase") == "Bound":
@@ -140,8 +195,14 @@ class Controllers(ObjectStore):
         if _key("StorageClass", None, sc) in self.objects:
             pvc["status"] = {"phase": "Bound"}
         else:
-            self._event(ns, "PersistentVolumeClaim", pvc["metadata"]["name"], "Warning",
-                        "ProvisioningFailed", f'storageclass.storage.k8s.io "{sc}" not found')
+            self._event(
+                ns,
+                "PersistentVolumeClaim",
+                pvc["metadata"]["name"],
+                "Warning",
+                "ProvisioningFailed",
+                f'storageclass.storage.k8s.io "{sc}" not found',
+            )
 
     def _requests(self, pspec: Manifest) -> dict[str, float]:
         total: dict[str, float] = {}
@@ -161,9 +222,15 @@ class Controllers(ObjectStore):
             if claim:
                 pvc = self.objects.get(_key("PersistentVolumeClaim", ns, claim))
                 if pvc is None or (pvc.get("status") or {}).get("phase") != "Bound":
-                    self._event(ns, "Pod", name, "Warning", "FailedScheduling",
-                                f"0/{len(self._nodes())} nodes are available: pod has "
-                                "unbound immediate PersistentVolumeClaims.")
+                    self._event(
+                        ns,
+                        "Pod",
+                        name,
+                        "Warning",
+                        "FailedScheduling",
+                        f"0/{len(self._nodes())} nodes are available: pod has "
+                        "unbound immediate PersistentVolumeClaims.",
+                    )
                     return
         want = self._requests(spec)
         reasons: dict[str, int] = {}
@@ -176,15 +243,34 @@ class Controllers(ObjectStore):
                 chosen = node["metadata"]["name"]
         if not chosen:
             detail = ", ".join(f"{n} {r}" for r, n in sorted(reasons.items()))
-            self._event(ns, "Pod", name, "Warning", "FailedScheduling",
-                        f"0/{len(self._nodes())} nodes are available: {detail}.")
+            self._event(
+                ns,
+                "Pod",
+                name,
+                "Warning",
+                "FailedScheduling",
+                f"0/{len(self._nodes())} nodes are available: {detail}.",
+            )
             return
         spec["nodeName"] = chosen
-        pod["status"] = {"phase": "Pending", "conditions": [
-            {"type": "PodScheduled", "status": "True"}, {"type": "Ready", "status": "False"}],
-            "containerStatuses": [{"name": "main", "restartCount": 0, "ready": False,
-                                   "state": {"waiting": {"reason": "ContainerCreating"}}}]}
-        self._event(ns, "Pod", name, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {chosen}")
+        pod["status"] = {
+            "phase": "Pending",
+            "conditions": [
+                {"type": "PodScheduled", "status": "True"},
+                {"type": "Ready", "status": "False"},
+            ],
+            "containerStatuses": [
+                {
+                    "name": "main",
+                    "restartCount": 0,
+                    "ready": False,
+                    "state": {"waiting": {"reason": "ContainerCreating"}},
+                }
+            ],
+        }
+        self._event(
+            ns, "Pod", name, "Normal", "Scheduled", f"Successfully assigned {ns}/{name} to {chosen}"
+        )
 
     def _nodes(self) -> builtins.list[Manifest]:
         return [o for k, o in sorted(self.objects.items()) if k.startswith("Node|")]
@@ -195,26 +281,37 @@ class Controllers(ObjectStore):
         if conds.get("Ready") != "True":
             return "node(s) were not ready"
         tolerated = {(t.get("key"), t.get("effect")) for t in pod["spec"].get("tolerations") or []}
-        for t in (node.get("spec") or {}).get("taints") or []:  # i26: a quarantined node takes no pod
+        for t in (node.get("spec") or {}).get(
+            "taints"
+        ) or []:  # i26: a quarantined node takes no pod
             if t.get("effect") == "NoSchedule" and (t.get("key"), "NoSchedule") not in tolerated:
                 return "node(s) had untolerated taint(s)"
         aff = pod["spec"].get("affinity") or {}
-        req = ((aff.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
-               or {}).get("nodeSelectorTerms") or []
-        if req and not any(all(self._match_expr(node, e) for e in t.get("matchExpressions") or [])
-                           for t in req):
+        req = (
+            (aff.get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution")
+            or {}
+        ).get("nodeSelectorTerms") or []
+        if req and not any(
+            all(self._match_expr(node, e) for e in t.get("matchExpressions") or []) for t in req
+        ):
             return "node(s) didn't match Pod's node affinity/selector"
         for lk, lv in (pod["spec"].get("nodeSelector") or {}).items():
             if (node["metadata"].get("labels") or {}).get(lk) != lv:
                 return "node(s) didn't match Pod's node affinity/selector"
-        on_node = [o for k, o in self.objects.items() if k.startswith("Pod|")
-                   and o["spec"].get("nodeName") == nname and o is not pod]
+        on_node = [
+            o
+            for k, o in self.objects.items()
+            if k.startswith("Pod|") and o["spec"].get("nodeName") == nname and o is not pod
+        ]
         anti = (aff.get("podAntiAffinity") or {}).get(
-            "requiredDuringSchedulingIgnoredDuringExecution") or []
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or []
         for term in anti:
             ml = (term.get("labelSelector") or {}).get("matchLabels") or {}
-            if any(all((o["metadata"].get("labels") or {}).get(a) == b for a, b in ml.items())
-                   for o in on_node):
+            if any(
+                all((o["metadata"].get("labels") or {}).get(a) == b for a, b in ml.items())
+                for o in on_node
+            ):
                 return "node(s) didn't match pod anti-affinity rules"
         alloc = node["status"].get("allocatable") or {}
         for res, n in sorted(want.items()):
@@ -241,22 +338,36 @@ class Controllers(ObjectStore):
         for net in [n.strip() for n in str(nets).split(",") if n.strip()]:
             nns, _, nname = net.rpartition("/")
             if _key("NetworkAttachmentDefinition", nns or ns, nname) not in self.objects:
-                self._event(ns, "Pod", name, "Warning", "FailedCreatePodSandBox",
-                            f"Failed to create pod sandbox: multus: cannot find network-attachment-"
-                            f"definition {nns or ns}/{nname}")
+                self._event(
+                    ns,
+                    "Pod",
+                    name,
+                    "Warning",
+                    "FailedCreatePodSandBox",
+                    f"Failed to create pod sandbox: multus: cannot find network-attachment-"
+                    f"definition {nns or ns}/{nname}",
+                )
                 return
         images = [c.get("image", "") for c in pod["spec"].get("containers") or []]
         bad = [i for i in images if i in self.image_pull_failures]
         cs = status["containerStatuses"][0]
         if bad:
             cs["state"] = {"waiting": {"reason": "ImagePullBackOff"}}
-            self._event(ns, "Pod", name, "Warning", "Failed",
-                        f'Failed to pull image "{bad[0]}": ErrImagePull (fake registry)')
+            self._event(
+                ns,
+                "Pod",
+                name,
+                "Warning",
+                "Failed",
+                f'Failed to pull image "{bad[0]}": ErrImagePull (fake registry)',
+            )
             return
         ready = name not in self.unready_pods
         cs.update({"ready": ready, "state": {"running": {"startedAt": f"t={self.clock:.0f}"}}})
         status["phase"] = "Running"
-        status["conditions"] = [{"type": "PodScheduled", "status": "True"},
-                                {"type": "Ready", "status": "True" if ready else "False"}]
+        status["conditions"] = [
+            {"type": "PodScheduled", "status": "True"},
+            {"type": "Ready", "status": "True" if ready else "False"},
+        ]
         status["podIP"] = f"10.128.0.{len(self.objects) % 250 + 2}"
         self._event(ns, "Pod", name, "Normal", "Started", "Started container main")

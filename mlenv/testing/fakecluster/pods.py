@@ -71,7 +71,7 @@ _LINK = b"\0mlenv-fake-symlink\0"
 def _listed(data: bytes) -> str:
     """One LIST_SCRIPT value: sha256 of a file, ``symlink:TARGET`` of a link."""
     if data.startswith(_LINK):
-        return treehash.LINK_PREFIX + data[len(_LINK):].decode()
+        return treehash.LINK_PREFIX + data[len(_LINK) :].decode()
     return hashlib.sha256(data).hexdigest()
 
 
@@ -84,9 +84,12 @@ class Pods(Controllers):
         if obj is None:
             raise NotFound(f'pods "{pod}" not found', kind="Pod", name=pod)
         if (obj.get("status") or {}).get("phase") != "Running":
-            raise ApiError(f"pod {pod} is not running (phase "
-                           f"{(obj.get('status') or {}).get('phase')}): cannot exec into it",
-                           kind="Pod", name=pod)
+            raise ApiError(
+                f"pod {pod} is not running (phase "
+                f"{(obj.get('status') or {}).get('phase')}): cannot exec into it",
+                kind="Pod",
+                name=pod,
+            )
         return obj
 
     def _volume_for(self, pod: Manifest, path: str) -> tuple[str, str]:
@@ -100,7 +103,7 @@ class Pods(Controllers):
                 if (path == mp or path.startswith(mp + "/")) and len(mp) > len(best[1]):
                     best = (m["name"], mp)
         vname, mp = best
-        rel = path[len(mp):].strip("/") if mp != "/" else path.strip("/")
+        rel = path[len(mp) :].strip("/") if mp != "/" else path.strip("/")
         claim = (vols.get(vname, {}).get("persistentVolumeClaim") or {}).get("claimName")
         vid = f"pvc:{ns}/{claim}" if claim else f"pod:{ns}/{name}:{mp}"
         return vid, rel
@@ -109,17 +112,27 @@ class Pods(Controllers):
         """The files under ``root`` in a pod (relative path → content); for tests too."""
         vid, rel = self._volume_for(self._running_pod(pod, namespace), root.rstrip("/"))
         pre = f"{rel}/" if rel else ""
-        return {p[len(pre):]: base64.b64decode(d) for p, d in self.volumes.get(vid, {}).items()
-                if p.startswith(pre)}
+        return {
+            p[len(pre) :]: base64.b64decode(d)
+            for p, d in self.volumes.get(vid, {}).items()
+            if p.startswith(pre)
+        }
 
     def write_pod_file(self, pod: str, namespace: str, path: str, data: bytes) -> None:
         """Create a file in a pod (as a process in it would)."""
         vid, rel = self._volume_for(self._running_pod(pod, namespace), path)
         self.volumes.setdefault(vid, {})[rel] = base64.b64encode(data).decode()
 
-    def exec(self, pod: str, namespace: str, argv: Sequence[str], *,
-             stdin: str | None = None, check: bool = True,
-             timeout: float | None = None) -> ExecResult:
+    def exec(
+        self,
+        pod: str,
+        namespace: str,
+        argv: Sequence[str],
+        *,
+        stdin: str | None = None,
+        check: bool = True,
+        timeout: float | None = None,
+    ) -> ExecResult:
         """Run the commands the fake understands: the tree checksum and scripted ones
         (``pod_exec_responses[pod]`` before ``exec_responses``, longest prefix first)."""
         obj = self._running_pod(pod, namespace)
@@ -130,17 +143,31 @@ class Pods(Controllers):
         if len(args) == 4 and args[:2] == ("python3", "-c") and args[2] == treehash.SCRIPT:
             vid, rel = self._volume_for(obj, args[3].rstrip("/"))
             pre = f"{rel}/" if rel else ""
-            files = [(p[len(pre):], base64.b64decode(d))
-                     for p, d in self.volumes.get(vid, {}).items() if p.startswith(pre)]
+            files = [
+                (p[len(pre) :], base64.b64decode(d))
+                for p, d in self.volumes.get(vid, {}).items()
+                if p.startswith(pre)
+            ]
             res = ExecResult(args, 0, treehash.digest_files(files) + "\n")
-        elif len(args) == 4 and args[:2] == ("python3", "-c") and args[2] in (
-                treehash.LIST_SCRIPT, treehash.REMOVE_SCRIPT):
+        elif (
+            len(args) == 4
+            and args[:2] == ("python3", "-c")
+            and args[2] in (treehash.LIST_SCRIPT, treehash.REMOVE_SCRIPT)
+        ):
             res = self._tree_script(obj, args[2], args[3], stdin)
-        elif len(args) >= 4 and args[:2] == ("python3", "-c") and args[2] in (fetch.RUNS_SCRIPT, fetch.PACK_SCRIPT):
+        elif (
+            len(args) >= 4
+            and args[:2] == ("python3", "-c")
+            and args[2] in (fetch.RUNS_SCRIPT, fetch.PACK_SCRIPT)
+        ):
             res = self._read_only_script(obj, args)
         else:
-            res = ExecResult(args, 127, "", f"exec: \"{args[0] if args else ''}\": executable "
-                             "file not found in $PATH (fake)")
+            res = ExecResult(
+                args,
+                127,
+                "",
+                f'exec: "{args[0] if args else ""}": executable file not found in $PATH (fake)',
+            )
             line = " ".join(args)
             for table in (self.pod_exec_responses.get(pod, {}), self.exec_responses):
                 match = [(p, r) for p, r in table.items() if line.startswith(p)]
@@ -149,12 +176,17 @@ class Pods(Controllers):
                 _, resp = max(match, key=lambda x: len(x[0]))
                 if resp.get("hang"):
                     if math.isinf(limit):
-                        raise InfraError(f"fake: exec in {pod} hangs and has no timeout: "
-                                         "it would never return")
+                        raise InfraError(
+                            f"fake: exec in {pod} hangs and has no timeout: it would never return"
+                        )
                     self.clock += limit
                     raise ExecTimeout(f"exec of {' '.join(args[:3])}", pod, limit)
-                res = ExecResult(args, int(resp.get("rc", 0)), str(resp.get("stdout", "")),
-                                 str(resp.get("stderr", "")))
+                res = ExecResult(
+                    args,
+                    int(resp.get("rc", 0)),
+                    str(resp.get("stdout", "")),
+                    str(resp.get("stderr", "")),
+                )
                 break
         if check and res.returncode != 0:
             raise ExecFailed(pod, res)
@@ -173,29 +205,36 @@ class Pods(Controllers):
             for p, d in self.volumes.get(vid, {}).items():
                 if not p.startswith(pre):
                     continue
-                dest = os.path.join(tmp, p[len(pre):])
+                dest = os.path.join(tmp, p[len(pre) :])
                 os.makedirs(os.path.dirname(dest), exist_ok=True)
                 data = base64.b64decode(d)
                 if data.startswith(_LINK):
-                    os.symlink(data[len(_LINK):].decode(), dest)
+                    os.symlink(data[len(_LINK) :].decode(), dest)
                 else:
                     with open(dest, "wb") as fh:
                         fh.write(data)
-            done = subprocess.run([sys.executable, "-c", args[2], tmp, *args[4:]], capture_output=True,
-                                  text=True, check=False, timeout=60)
+            done = subprocess.run(
+                [sys.executable, "-c", args[2], tmp, *args[4:]],
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=60,
+            )
         return ExecResult(args, done.returncode, done.stdout, done.stderr)
 
-    def _tree_script(self, obj: Manifest, script: str, root: str,
-                     stdin: str | None) -> ExecResult:
+    def _tree_script(self, obj: Manifest, script: str, root: str, stdin: str | None) -> ExecResult:
         """What LIST_SCRIPT / REMOVE_SCRIPT do in a real pod, on the fake's volume."""
         vid, rel = self._volume_for(obj, root.rstrip("/"))
         vol = self.volumes.setdefault(vid, {})
         pre = f"{rel}/" if rel else ""
         args = ("python3", "-c", script, root)
         if script == treehash.LIST_SCRIPT:
-            listing = {p[len(pre):]: _listed(base64.b64decode(d))
-                       for p, d in vol.items() if p.startswith(pre)
-                       and not any(x in ("__pycache__", ".git") for x in p[len(pre):].split("/")[:-1])}
+            listing = {
+                p[len(pre) :]: _listed(base64.b64decode(d))
+                for p, d in vol.items()
+                if p.startswith(pre)
+                and not any(x in ("__pycache__", ".git") for x in p[len(pre) :].split("/")[:-1])
+            }
             return ExecResult(args, 0, json.dumps(listing, sort_keys=True))
         n = 0
         for rp in json.loads(stdin or "[]"):
@@ -205,17 +244,33 @@ class Pods(Controllers):
                 n += 1
         return ExecResult(args, 0, f"{n}\n")
 
-    def exec_stream(self, pod: str, namespace: str, argv: Sequence[str], out: Output, *,
-                    timeout: float | None = None) -> int:
+    def exec_stream(
+        self,
+        pod: str,
+        namespace: str,
+        argv: Sequence[str],
+        out: Output,
+        *,
+        timeout: float | None = None,
+    ) -> int:
         """Like :meth:`exec` (no limit unless ``timeout``), passing each line to ``out``."""
-        res = self.exec(pod, namespace, argv, check=False,
-                        timeout=math.inf if timeout is None else timeout)
+        res = self.exec(
+            pod, namespace, argv, check=False, timeout=math.inf if timeout is None else timeout
+        )
         for line in (res.stdout + res.stderr).splitlines():
             out(line)
         return res.returncode
 
-    def rsync(self, local_dir: str, pod: str, namespace: str, remote_dir: str, *,
-              exclude: Sequence[str] = (), timeout: float | None = None) -> None:
+    def rsync(
+        self,
+        local_dir: str,
+        pod: str,
+        namespace: str,
+        remote_dir: str,
+        *,
+        exclude: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> None:
         """Copy a local tree into the pod's volume with rsync's exclude semantics, adding
         and updating only (as the real clients do: nothing in the pod is deleted)."""
         obj = self._running_pod(pod, namespace)
@@ -226,21 +281,37 @@ class Pods(Controllers):
         vid, rel = self._volume_for(obj, remote_dir.rstrip("/"))
         vol = self.volumes.setdefault(vid, {})
         pre = f"{rel}/" if rel else ""
-        files = {f"{pre}{p}": d for p, d in _read_tree(local_dir).items()
-                 if not _rsync_excluded(p, exclude)}
+        files = {
+            f"{pre}{p}": d
+            for p, d in _read_tree(local_dir).items()
+            if not _rsync_excluded(p, exclude)
+        }
         for p, d in files.items():
             vol[p] = base64.b64encode(d).decode()
 
-    def logs(self, pod: str, namespace: str, *, follow: bool = False,
-             out: Output | None = None, tail: int | None = None) -> str:
+    def logs(
+        self,
+        pod: str,
+        namespace: str,
+        *,
+        follow: bool = False,
+        out: Output | None = None,
+        tail: int | None = None,
+    ) -> str:
         """The fake container log: the events of the pod, one per line (the last ``tail``)."""
         self._check_reachable()
         if _key("Pod", namespace, pod) not in self.objects:
             raise NotFound(f'pods "{pod}" not found', kind="Pod", name=pod)
         lines = [f"[fake] {e.reason}: {e.message}\n" for e in self.events(namespace, "Pod", pod)]
-        text = "".join(lines if tail is None else lines[len(lines) - tail:] if tail else [])
-        self.calls.append(["logs", pod, *(["-f"] if follow else []),
-                           *([f"--tail={tail}"] if tail is not None else [])])
+        text = "".join(lines if tail is None else lines[len(lines) - tail :] if tail else [])
+        self.calls.append(
+            [
+                "logs",
+                pod,
+                *(["-f"] if follow else []),
+                *([f"--tail={tail}"] if tail is not None else []),
+            ]
+        )
         if out is not None:
             for line in text.splitlines():
                 out(line)
@@ -262,8 +333,9 @@ class Pods(Controllers):
         """Run the scripted build of a BuildConfig that must exist."""
         self._check_reachable()
         if _key("BuildConfig", namespace, name) not in self.objects:
-            raise NotFound(f'buildconfigs.build.openshift.io "{name}" not found',
-                           kind="BuildConfig", name=name)
+            raise NotFound(
+                f'buildconfigs.build.openshift.io "{name}" not found', kind="BuildConfig", name=name
+            )
         self.calls.append(["start-build", name])
         b = self.builds.get(name, {"rc": 0, "log": f"build {name}-1 started\nPush successful\n"})
         for line in str(b["log"]).splitlines():

@@ -16,16 +16,23 @@ CLUSTER_SCOPED = CLUSTER_SCOPED_KINDS
 GPU = "nvidia.com/gpu"
 _F = TypeVar("_F", bound="FakeState")  # typing.Self needs Python 3.11
 
+
 def _key(kind: str, namespace: str | None, name: str) -> str:
     ns = "" if kind in CLUSTER_SCOPED else (namespace or "")
     return f"{kind}|{ns}|{name}"
 
+
 class FakeState:
     """The data of a :class:`~mlenv.testing.fakecluster.FakeCluster` and its persistence."""
 
-    def __init__(self, *, server: str = "https://api.fake.example:6443",
-                 user: str | None = "developer", openshift: bool = True,
-                 exec_timeout: float = DEFAULT_EXEC_TIMEOUT) -> None:
+    def __init__(
+        self,
+        *,
+        server: str = "https://api.fake.example:6443",
+        user: str | None = "developer",
+        openshift: bool = True,
+        exec_timeout: float = DEFAULT_EXEC_TIMEOUT,
+    ) -> None:
         self.server_url = server
         self.user = user  # None = not logged in
         self.reachable = True
@@ -62,45 +69,84 @@ class FakeState:
         """Create a namespace (and its OpenShift Project view)."""
         self._store({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}, None)
 
-    def add_node(self, name: str, *, gpus: int = 8, ready: bool = True,
-                 resources: dict[str, int] | None = None) -> None:
+    def add_node(
+        self,
+        name: str,
+        *,
+        gpus: int = 8,
+        ready: bool = True,
+        resources: dict[str, int] | None = None,
+    ) -> None:
         """Add a worker node with allocatable GPUs and extended resources."""
         alloc = {"cpu": "128", "memory": "2048Gi", GPU: str(gpus)}
         alloc.update({k: str(v) for k, v in (resources or {}).items()})
-        self._store({
-            "apiVersion": "v1", "kind": "Node",
-            # the NVIDIA GPU operator's feature discovery labels every GPU node so
-            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **(
-                {"nvidia.com/gpu.present": "true"} if gpus > 0 else {})}},
-            "status": {"allocatable": alloc, "capacity": dict(alloc), "conditions": [
-                {"type": "Ready", "status": "True" if ready else "False"}]},
-        }, None)
+        self._store(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                # the NVIDIA GPU operator's feature discovery labels every GPU node so
+                "metadata": {
+                    "name": name,
+                    "labels": {
+                        "kubernetes.io/hostname": name,
+                        **({"nvidia.com/gpu.present": "true"} if gpus > 0 else {}),
+                    },
+                },
+                "status": {
+                    "allocatable": alloc,
+                    "capacity": dict(alloc),
+                    "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                },
+            },
+            None,
+        )
 
     def label_node(self, name: str, labels: dict[str, str]) -> None:
         """Set labels on a Node (a rack or zone label, as an admin or the cloud provider would)."""
         self.objects[_key("Node", None, name)]["metadata"].setdefault("labels", {}).update(labels)
 
-    def add_storage_class(self, name: str, *, default: bool = False,
-                          provisioner: str = "fake.csi") -> None:
+    def add_storage_class(
+        self, name: str, *, default: bool = False, provisioner: str = "fake.csi"
+    ) -> None:
         """Add a StorageClass (PVCs naming a missing class stay Pending)."""
         meta: dict[str, Any] = {"name": name}
         if default:  # the annotation a real cluster marks its default class with
             meta["annotations"] = {"storageclass.kubernetes.io/is-default-class": "true"}
-        self._store({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                     "metadata": meta, "provisioner": provisioner}, None)
+        self._store(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": meta,
+                "provisioner": provisioner,
+            },
+            None,
+        )
         if default:
             self.default_storage_class = name
 
     def add_network(self, namespace: str, name: str) -> None:
         """Add a Multus NetworkAttachmentDefinition."""
-        self._store({"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
-                     "metadata": {"name": name, "namespace": namespace}, "spec": {"config": "{}"}},
-                    namespace)
+        self._store(
+            {
+                "apiVersion": "k8s.cni.cncf.io/v1",
+                "kind": "NetworkAttachmentDefinition",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"config": "{}"},
+            },
+            namespace,
+        )
 
     @classmethod
-    def typical(cls: type[_F], namespace: str, nodes: Sequence[str], *, gpus: int = 8,
-                resources: dict[str, int] | None = None, networks: Sequence[str] = (),
-                storage_classes: Sequence[str] = ("standard",)) -> _F:
+    def typical(
+        cls: type[_F],
+        namespace: str,
+        nodes: Sequence[str],
+        *,
+        gpus: int = 8,
+        resources: dict[str, int] | None = None,
+        networks: Sequence[str] = (),
+        storage_classes: Sequence[str] = ("standard",),
+    ) -> _F:
         """A logged-in OpenShift-like fake with a namespace, GPU nodes, networks and storage."""
         fake = cls()
         fake.add_namespace(namespace)
@@ -143,8 +189,10 @@ class FakeState:
 
     def _check_reachable(self) -> None:
         if not self.reachable:
-            raise Unreachable(f"Unable to connect to the server {self.server_url}: "
-                              "dial tcp: connect: connection refused (fake)")
+            raise Unreachable(
+                f"Unable to connect to the server {self.server_url}: "
+                "dial tcp: connect: connection refused (fake)"
+            )
         if self.user is None:
             raise Unreachable("not logged in: oc login first (fake)")
 
@@ -175,12 +223,27 @@ class FakeState:
         self.objects[k] = obj
         return obj
 
-    def _event(self, namespace: str, kind: str, name: str, type_: str, reason: str,
-               message: str) -> None:
+    def _event(
+        self, namespace: str, kind: str, name: str, type_: str, reason: str, message: str
+    ) -> None:
         for e in self.event_log:
             if (e["namespace"], e["kind"], e["name"], e["reason"], e["message"]) == (
-                    namespace, kind, name, reason, message):
+                namespace,
+                kind,
+                name,
+                reason,
+                message,
+            ):
                 e["count"] += 1
                 return
-        self.event_log.append({"namespace": namespace, "kind": kind, "name": name,
-                               "type": type_, "reason": reason, "message": message, "count": 1})
+        self.event_log.append(
+            {
+                "namespace": namespace,
+                "kind": kind,
+                "name": name,
+                "type": type_,
+                "reason": reason,
+                "message": message,
+                "count": 1,
+            }
+        )

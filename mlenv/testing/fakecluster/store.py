@@ -74,8 +74,18 @@ def _drop_paths(obj: dict[str, Any], paths: Sequence[str]) -> dict[str, Any]:
     return out
 
 
-_DECIMAL = ((18, "E"), (15, "P"), (12, "T"), (9, "G"), (6, "M"), (3, "k"), (0, ""), (-3, "m"), (-6, "u"),
-            (-9, "n"))
+_DECIMAL = (
+    (18, "E"),
+    (15, "P"),
+    (12, "T"),
+    (9, "G"),
+    (6, "M"),
+    (3, "k"),
+    (0, ""),
+    (-3, "m"),
+    (-6, "u"),
+    (-9, "n"),
+)
 _BINARY = ((60, "Ei"), (50, "Pi"), (40, "Ti"), (30, "Gi"), (20, "Mi"), (10, "Ki"))
 
 
@@ -97,7 +107,7 @@ def canonical_quantity(text: str) -> str:
         return "0"
     if text.endswith("i") and v == v.to_integral_value() and abs(v) >= 1024:
         for exp, suf in _BINARY:
-            m = v / (2 ** exp)
+            m = v / (2**exp)
             if m == m.to_integral_value():
                 return f"{int(m)}{suf}"
     for exp, suf in _DECIMAL:
@@ -117,9 +127,14 @@ def _canonical(obj: Any) -> Any:
     out: dict[str, Any] = {}
     for k, v in obj.items():
         if k == "resources" and isinstance(v, dict):
-            out[k] = {rk: ({q: canonical_quantity(str(x)) for q, x in rv.items()}
-                           if rk in ("requests", "limits") and isinstance(rv, dict) else _canonical(rv))
-                      for rk, rv in v.items()}
+            out[k] = {
+                rk: (
+                    {q: canonical_quantity(str(x)) for q, x in rv.items()}
+                    if rk in ("requests", "limits") and isinstance(rv, dict)
+                    else _canonical(rv)
+                )
+                for rk, rv in v.items()
+            }
         elif k == "sizeLimit" and isinstance(v, str):
             out[k] = canonical_quantity(v)
         else:
@@ -150,9 +165,16 @@ class ObjectStore(Admission):
         assert self.user is not None
         return self.user
 
-    def apply(self, manifest: Manifest, namespace: str | None, *,
-              field_manager: str = FIELD_MANAGER, force_conflicts: bool = False,
-              dry_run: bool = False, live: Manifest | None | Unread = Unread.UNREAD) -> ApplyResult:
+    def apply(
+        self,
+        manifest: Manifest,
+        namespace: str | None,
+        *,
+        field_manager: str = FIELD_MANAGER,
+        force_conflicts: bool = False,
+        dry_run: bool = False,
+        live: Manifest | None | Unread = Unread.UNREAD,
+    ) -> ApplyResult:
         """Server-side apply with field ownership, conflicts and immutable fields (``live``
         is ignored: the fake judges the action against its own state, which is live)."""
         self._check_reachable()
@@ -162,15 +184,20 @@ class ObjectStore(Admission):
             raise Invalid("object has no apiVersion, kind or metadata.name", kind=kind, name=name)
         if kind == "Project" or (kind in OPENSHIFT_KINDS and not self.openshift):
             raise NotFound(f'no matches for kind "{kind}"', kind=kind, name=name)
-        ns = None if kind in CLUSTER_SCOPED else (namespace or manifest["metadata"].get("namespace"))
+        ns = (
+            None if kind in CLUSTER_SCOPED else (namespace or manifest["metadata"].get("namespace"))
+        )
         if kind not in CLUSTER_SCOPED and (not ns or not self._ns_exists(ns)):
             raise NotFound(f'namespaces "{ns}" not found', kind=kind, name=name)
         k = _key(kind, ns, name)
         if not dry_run and self.apply_failures.get(f"{kind}/{name}", 0) > 0:
             self.apply_failures[f"{kind}/{name}"] -= 1
-            raise ApiError(f"Internal error occurred: failed calling webhook for {kind} "
-                           f"{name}: context deadline exceeded (fake, injected)",
-                           kind=kind, name=name)
+            raise ApiError(
+                f"Internal error occurred: failed calling webhook for {kind} "
+                f"{name}: context deadline exceeded (fake, injected)",
+                kind=kind,
+                name=name,
+            )
         # server-side apply is a PATCH: creating needs create, changing an existing one patch
         self._require("patch" if k in self.objects else "create", plural(kind), kind, name)
         if kind == "RoleBinding":
@@ -191,8 +218,12 @@ class ObjectStore(Admission):
                 owners[mgr] = _drop_paths(cfg, clash)
         if conflicts:
             detail = "; ".join(f'conflict with "{m}": .{p}' for p, m in conflicts)
-            raise Conflict(f"Apply failed with {len(conflicts)} conflict(s): {detail}",
-                           kind=kind, name=name, fields=conflicts)
+            raise Conflict(
+                f"Apply failed with {len(conflicts)} conflict(s): {detail}",
+                kind=kind,
+                name=name,
+                fields=conflicts,
+            )
         old = self.objects.get(k)
         # fields no apply manager set (scheduler's nodeName, controller defaults) stay,
         # as they belong to other managers on a real server
@@ -202,8 +233,11 @@ class ObjectStore(Admission):
         applied_paths = set(_flatten(previous))
         kept: Manifest = {}
         if old is not None:
-            foreign = {p: v for p, v in _flatten(_content(old)).items()
-                       if p not in applied_paths and not p.startswith("metadata.namespace")}
+            foreign = {
+                p: v
+                for p, v in _flatten(_content(old)).items()
+                if p not in applied_paths and not p.startswith("metadata.namespace")
+            }
             for p, v in foreign.items():
                 kept = _merge(kept, _unflatten(p, v))
         owners[field_manager] = config
@@ -239,12 +273,19 @@ class ObjectStore(Admission):
         live = self.objects.get(_key("ImageStream", ns, stream))
         if live is None:
             return
-        tags = [t for t in (live.setdefault("status", {}).get("tags") or []) if t.get("tag") != (tag or "latest")]
-        tags.append({"tag": tag or "latest", "items": [{"image": f"sha256:{len(self.builds_pushed) + 1:064x}",
-                                                         "generation": 1}]})
+        tags = [
+            t
+            for t in (live.setdefault("status", {}).get("tags") or [])
+            if t.get("tag") != (tag or "latest")
+        ]
+        tags.append(
+            {
+                "tag": tag or "latest",
+                "items": [{"image": f"sha256:{len(self.builds_pushed) + 1:064x}", "generation": 1}],
+            }
+        )
         live["status"]["tags"] = tags
         self.builds_pushed.append(f"{ns}/{stream}:{tag or 'latest'}")
-
 
     def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:
         """A deep copy of one object, or None."""
@@ -256,8 +297,9 @@ class ObjectStore(Admission):
         obj = self.objects.get(_key(kind, namespace, name))
         return copy.deepcopy(obj) if obj is not None else None
 
-    def dry_run_many(self, items: Sequence[DryRunItem], *,
-                     field_manager: str = FIELD_MANAGER) -> list[ApplyResult | ApiError]:
+    def dry_run_many(
+        self, items: Sequence[DryRunItem], *, field_manager: str = FIELD_MANAGER
+    ) -> list[ApplyResult | ApiError]:
         """Each item as :meth:`apply` answers its dry run alone (result or refusal)."""
         self._check_reachable()
         return dry_run_each(self.apply, items, field_manager)
@@ -267,8 +309,9 @@ class ObjectStore(Admission):
         self._check_reachable()
         return read_each(self.get, refs)
 
-    def list(self, kind: str, namespace: str | None,
-             selector: dict[str, str] | None = None) -> list[Manifest]:
+    def list(
+        self, kind: str, namespace: str | None, selector: dict[str, str] | None = None
+    ) -> list[Manifest]:
         """Objects of a kind in a namespace (all namespaces for None) matching the selector."""
         self._check_reachable()
         self._served(kind)
@@ -276,16 +319,23 @@ class ObjectStore(Admission):
         out = []
         for k, obj in sorted(self.objects.items()):
             okind, ons, _ = k.split("|", 2)
-            if okind != kind or (namespace is not None and kind not in CLUSTER_SCOPED
-                                 and ons != namespace):
+            if okind != kind or (
+                namespace is not None and kind not in CLUSTER_SCOPED and ons != namespace
+            ):
                 continue
             labels = obj["metadata"].get("labels") or {}
             if all(labels.get(lk) == lv for lk, lv in (selector or {}).items()):
                 out.append(copy.deepcopy(obj))
         return out
 
-    def delete(self, kind: str, name: str, namespace: str | None, *,
-               cascade: Literal["background", "foreground", "orphan"] = "background") -> bool:
+    def delete(
+        self,
+        kind: str,
+        name: str,
+        namespace: str | None,
+        *,
+        cascade: Literal["background", "foreground", "orphan"] = "background",
+    ) -> bool:
         """Delete an object; dependents too unless orphaned. PVCs are never dependents."""
         self._check_reachable()
         self._served(kind)
@@ -325,8 +375,11 @@ class ObjectStore(Admission):
         node = copy.deepcopy(self.objects[k])
         meta = node["metadata"]
         labels, notes = meta.setdefault("labels", {}), meta.setdefault("annotations", {})
-        taints = [t for t in (node.setdefault("spec", {}).get("taints") or [])
-                  if not (t.get("key") == LABEL_HEALTH and t.get("effect") == TAINT_EFFECT)]
+        taints = [
+            t
+            for t in (node.setdefault("spec", {}).get("taints") or [])
+            if not (t.get("key") == LABEL_HEALTH and t.get("effect") == TAINT_EFFECT)
+        ]
         if remove:
             labels.pop(LABEL_HEALTH, None)
             notes.pop(ANNOTATION_QUARANTINE, None)
@@ -338,10 +391,15 @@ class ObjectStore(Admission):
         self._store(node, None)
         self.calls.append(["mark-node", marks.node, "remove" if remove else "add"])
 
-    def events(self, namespace: str, kind: str | None = None,
-               name: str | None = None) -> builtins.list[Event]:
+    def events(
+        self, namespace: str, kind: str | None = None, name: str | None = None
+    ) -> builtins.list[Event]:
         """Recorded events, filtered by involved object."""
         self._check_reachable()
-        return [Event(e["kind"], e["name"], e["type"], e["reason"], e["message"], e["count"])
-                for e in self.event_log if e["namespace"] == namespace
-                and (kind is None or e["kind"] == kind) and (name is None or e["name"] == name)]
+        return [
+            Event(e["kind"], e["name"], e["type"], e["reason"], e["message"], e["count"])
+            for e in self.event_log
+            if e["namespace"] == namespace
+            and (kind is None or e["kind"] == kind)
+            and (name is None or e["name"] == name)
+        ]

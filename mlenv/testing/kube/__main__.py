@@ -28,8 +28,10 @@ def main(argv: list[str]) -> int:
         if verb == "up":
             tier = plane.up(os.environ.get("KUBE_FLAVOR", "openshift").strip() or "openshift", _say)
             print(f"export KUBECONFIG={shlex.quote(str(tier.admin_kubeconfig))}")
-            print(f"# non-admin: export KUBECONFIG={shlex.quote(str(tier.user_kubeconfig))} "
-                  "(python -m mlenv.testing.kube grant NAMESPACE gives it a namespace)")
+            print(
+                f"# non-admin: export KUBECONFIG={shlex.quote(str(tier.user_kubeconfig))} "
+                "(python -m mlenv.testing.kube grant NAMESPACE gives it a namespace)"
+            )
             return 0
         if verb == "down":
             plane.down(_say)
@@ -39,14 +41,22 @@ def main(argv: list[str]) -> int:
             return 0
         if verb == "build":
             b = build.build(_say)
-            print(f"kubernetes {build.K8S_VERSION}: {b.kube_bin}\netcd {build.ETCD_VERSION}: {b.etcd}\n"
-                  f"kwok {build.KWOK_VERSION}: {b.kwok}")
+            print(
+                f"kubernetes {build.K8S_VERSION}: {b.kube_bin}\netcd {build.ETCD_VERSION}: {b.etcd}\n"
+                f"kwok {build.KWOK_VERSION}: {b.kwok}"
+            )
             return 0
         if verb == "env":
-            print(f"export KUBECONFIG={shlex.quote(str(plane.Tier(plane.tier_dir()).admin_kubeconfig))}")
-            print(f"export PATH={shlex.quote(str(build.paths().kube_bin))}:\"$PATH\"")
+            print(
+                f"export KUBECONFIG={shlex.quote(str(plane.Tier(plane.tier_dir()).admin_kubeconfig))}"
+            )
+            print(f'export PATH={shlex.quote(str(build.paths().kube_bin))}:"$PATH"')
             return 0
-        if verb == "grant" and 1 <= len(rest) <= 2 and (rest[1:] or ["admin"])[0] in ("admin", "edit"):
+        if (
+            verb == "grant"
+            and 1 <= len(rest) <= 2
+            and (rest[1:] or ["admin"])[0] in ("admin", "edit")
+        ):
             role = (rest[1:] or ["admin"])[0]
             plane.grant(rest[0], role)
             print(f"{pki.USER_NAME} may now act in namespace {rest[0]} ({role})")

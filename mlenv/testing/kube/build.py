@@ -64,14 +64,18 @@ class Binaries:
 
 def paths() -> Binaries:
     root = cache_root()
-    return Binaries(kube_bin=root / f"kubernetes-{K8S_VERSION}" / "bin",
-                    etcd=root / f"etcd-{ETCD_VERSION}" / "bin" / "etcd",
-                    kwok=root / f"kwok-{KWOK_VERSION}" / "bin" / "kwok",
-                    kwok_source=_module_dir_guess("sigs.k8s.io/kwok", KWOK_VERSION))
+    return Binaries(
+        kube_bin=root / f"kubernetes-{K8S_VERSION}" / "bin",
+        etcd=root / f"etcd-{ETCD_VERSION}" / "bin" / "etcd",
+        kwok=root / f"kwok-{KWOK_VERSION}" / "bin" / "kwok",
+        kwok_source=_module_dir_guess("sigs.k8s.io/kwok", KWOK_VERSION),
+    )
 
 
 def _module_dir_guess(module: str, version: str) -> Path:
-    modcache = os.environ.get("GOMODCACHE") or str(Path(os.environ.get("GOPATH") or Path.home() / "go") / "pkg" / "mod")
+    modcache = os.environ.get("GOMODCACHE") or str(
+        Path(os.environ.get("GOPATH") or Path.home() / "go") / "pkg" / "mod"
+    )
     return Path(modcache) / f"{module}@{version}"
 
 
@@ -79,9 +83,14 @@ def version_ldflags(version: str) -> str:
     """``-X`` flags stamping ``version`` as kube's hack/lib/version.sh does, on both packages
     that report it (the server's /version and kubectl's client version)."""
     major, minor = version.lstrip("v").split(".")[:2]
-    values = {"gitVersion": version, "gitMajor": major, "gitMinor": minor,
-              "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
-              "buildDate": "1970-01-01T00:00:00Z"}
+    values = {
+        "gitVersion": version,
+        "gitMajor": major,
+        "gitMinor": minor,
+        "gitCommit": "0000000000000000000000000000000000000000",
+        "gitTreeState": "clean",
+        "buildDate": "1970-01-01T00:00:00Z",
+    }
     flags = []
     for pkg in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version"):
         flags += [f"-X '{pkg}.{key}={value}'" for key, value in values.items()]
@@ -95,11 +104,19 @@ def _go(args: list[str], cwd: Path, log: Path, env: dict[str, str] | None = None
     with log.open("ab") as out:
         out.write(f"\n$ go {' '.join(args)}   (in {cwd})\n".encode())
         out.flush()
-        rc = subprocess.run([go, *args], cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})}, check=False).returncode
+        rc = subprocess.run(
+            [go, *args],
+            cwd=cwd,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, **(env or {})},
+            check=False,
+        ).returncode
     if rc != 0:
         tail = log.read_text(errors="replace").splitlines()[-15:]
-        raise BuildError(f"go {' '.join(args[:2])} failed (exit {rc}); see {log}:\n" + "\n".join(tail))
+        raise BuildError(
+            f"go {' '.join(args[:2])} failed (exit {rc}); see {log}:\n" + "\n".join(tail)
+        )
 
 
 def _stage_module(name: str, dest: Path) -> None:
@@ -121,15 +138,28 @@ def build(say: Callable[[str], None] | None = None) -> Binaries:
         times: dict[str, float] = json.loads(timings.read_text()) if timings.exists() else {}
         missing = [b for b in KUBE_BINARIES if not out.kube(b).exists()]
         if missing:
-            _tell(say, f"building {', '.join(missing)} {K8S_VERSION} (cold: tens of minutes on 2 cores; log {log})")
+            _tell(
+                say,
+                f"building {', '.join(missing)} {K8S_VERSION} (cold: tens of minutes on 2 cores; log {log})",
+            )
             started = time.monotonic()
             src = out.kube_bin.parent / "src"
             _stage_module("kubernetes", src)
             tmp = out.kube_bin.parent / "bin.tmp"
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
-            _go(["build", "-ldflags", version_ldflags(K8S_VERSION), "-o", str(tmp) + "/",
-                 *(f"k8s.io/kubernetes/cmd/{b}" for b in missing)], src, log)
+            _go(
+                [
+                    "build",
+                    "-ldflags",
+                    version_ldflags(K8S_VERSION),
+                    "-o",
+                    str(tmp) + "/",
+                    *(f"k8s.io/kubernetes/cmd/{b}" for b in missing),
+                ],
+                src,
+                log,
+            )
             out.kube_bin.mkdir(parents=True, exist_ok=True)
             for b in missing:
                 os.replace(tmp / b, out.kube(b))
@@ -148,7 +178,10 @@ def build(say: Callable[[str], None] | None = None) -> Binaries:
             _go(["mod", "download", f"sigs.k8s.io/kwok@{KWOK_VERSION}"], root, log)
         marker = out.kwok.with_name(KWOK_PATCHED)
         if not out.kwok.exists() or not marker.exists() or marker.read_text() != KWOK_PATCHES:
-            _tell(say, f"building kwok {KWOK_VERSION} with our patches: {KWOK_PATCHES.strip()} (log {log})")
+            _tell(
+                say,
+                f"building kwok {KWOK_VERSION} with our patches: {KWOK_PATCHES.strip()} (log {log})",
+            )
             started = time.monotonic()
             src = out.kwok.parent.parent / "src"
             shutil.rmtree(src, ignore_errors=True)
@@ -172,8 +205,10 @@ def build(say: Callable[[str], None] | None = None) -> Binaries:
 # `kubectl cp` into a pod, and every `tar -x` that `mlenv sync` runs through exec, hang.
 # Our build closes the pipe when the stream ends, as a container runtime does.
 KWOK_PATCHED = "kwok.patched"
-_KWOK_STDIN = ("\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n",
-               "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n\t\t\t\t_ = inPipe.Close() // mlenv: EOF reaches the process\n")
+_KWOK_STDIN = (
+    "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n",
+    "\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n\t\t\t\t_ = inPipe.Close() // mlenv: EOF reaches the process\n",
+)
 
 
 # kwok 0.8.0 also returns an exec'd process's failure as a plain error, which the streaming
@@ -182,8 +217,10 @@ _KWOK_STDIN = ("\t\t\t\t_, _ = io.Copy(inPipe, opt.In)\n",
 # with it; `mlenv launch` maps 1 to an acceptance FAIL and 3 to an error, so the tier must
 # pass the status through. The patch wraps it as k8s.io/utils/exec.CodeExitError, the type
 # the streaming server reads the code from.
-_KWOK_EXIT = ("\terr := utilsexec.Exec(ctx, cmd[0], cmd[1:]...)\n\tif err != nil {\n\t\treturn err\n\t}\n\treturn nil\n}\n",
-              "\treturn mlenvExitCode(utilsexec.Exec(ctx, cmd[0], cmd[1:]...)) // mlenv: the exit status\n}\n")
+_KWOK_EXIT = (
+    "\terr := utilsexec.Exec(ctx, cmd[0], cmd[1:]...)\n\tif err != nil {\n\t\treturn err\n\t}\n\treturn nil\n}\n",
+    "\treturn mlenvExitCode(utilsexec.Exec(ctx, cmd[0], cmd[1:]...)) // mlenv: the exit status\n}\n",
+)
 _KWOK_EXIT_GO = """// Added by mlenv's kube tier build (mlenv/testing/kube/build.py), not part of kwok.
 
 package server
@@ -211,8 +248,10 @@ KWOK_PATCHES = "stdin-eof exit-code\n"
 def _patch(f: Path, old: str, new: str, what: str) -> None:
     text = f.read_text()
     if text.count(old) != 1:
-        raise BuildError(f"kwok {KWOK_VERSION}: {f} no longer has the code our {what} patch fixes; "
-                         "check whether upstream fixed it and drop the patch")
+        raise BuildError(
+            f"kwok {KWOK_VERSION}: {f} no longer has the code our {what} patch fixes; "
+            "check whether upstream fixed it and drop the patch"
+        )
     f.write_text(text.replace(old, new))
 
 

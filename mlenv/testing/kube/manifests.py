@@ -32,8 +32,13 @@ OURS = "kube-tier.mlenv.dev/minimal-crd"
 MISSING_REGISTRY = "registry.invalid/"
 DEFAULT_STORAGE_CLASS = "standard"
 # The example configs' storage classes, so they deploy unchanged (all served by our stage).
-STORAGE_CLASSES = (DEFAULT_STORAGE_CLASS, "ocs-storagecluster-ceph-rbd", "ocs-storagecluster-cephfs",
-                   "nfs-csi", "lustre-csi")
+STORAGE_CLASSES = (
+    DEFAULT_STORAGE_CLASS,
+    "ocs-storagecluster-ceph-rbd",
+    "ocs-storagecluster-cephfs",
+    "nfs-csi",
+    "lustre-csi",
+)
 PROVISIONER = "kube-tier.mlenv.dev/static"
 GPU_PRODUCT = "NVIDIA-H100-80GB-HBM3"
 SRIOV_POOL = "openshift.io/ib_rail"
@@ -42,65 +47,132 @@ SRIOV_POOL = "openshift.io/ib_rail"
 def gpu_node(name: str, gpus: int = 8) -> Obj:
     """A GPU worker as the GPU Operator, the RDMA shared device plugin and the SR-IOV
     operator leave it: extended resources in capacity/allocatable, GFD labels."""
-    res = {"cpu": "96", "memory": "1Ti", "pods": "110", "ephemeral-storage": "2Ti",
-           "nvidia.com/gpu": str(gpus), "rdma/rdma_shared_device_a": "1k", SRIOV_POOL: "8",
-           "hugepages-1Gi": "0", "hugepages-2Mi": "0"}
-    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-              "node-role.kubernetes.io/worker": "", "type": "kwok",
-              "nvidia.com/gpu.present": "true", "nvidia.com/gpu.product": GPU_PRODUCT,
-              "nvidia.com/gpu.count": str(gpus), "nvidia.com/gpu.memory": "81559",
-              "nvidia.com/gpu.family": "hopper", "nvidia.com/cuda.driver.major": "570",
-              "nvidia.com/mig.capable": "true", "nvidia.com/mig.strategy": "single",
-              "feature.node.kubernetes.io/rdma.available": "true",
-              "feature.node.kubernetes.io/network-sriov.capable": "true"}
+    res = {
+        "cpu": "96",
+        "memory": "1Ti",
+        "pods": "110",
+        "ephemeral-storage": "2Ti",
+        "nvidia.com/gpu": str(gpus),
+        "rdma/rdma_shared_device_a": "1k",
+        SRIOV_POOL: "8",
+        "hugepages-1Gi": "0",
+        "hugepages-2Mi": "0",
+    }
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node-role.kubernetes.io/worker": "",
+        "type": "kwok",
+        "nvidia.com/gpu.present": "true",
+        "nvidia.com/gpu.product": GPU_PRODUCT,
+        "nvidia.com/gpu.count": str(gpus),
+        "nvidia.com/gpu.memory": "81559",
+        "nvidia.com/gpu.family": "hopper",
+        "nvidia.com/cuda.driver.major": "570",
+        "nvidia.com/mig.capable": "true",
+        "nvidia.com/mig.strategy": "single",
+        "feature.node.kubernetes.io/rdma.available": "true",
+        "feature.node.kubernetes.io/network-sriov.capable": "true",
+    }
     return _node(name, labels, res)
 
 
 def cpu_node(name: str) -> Obj:
     res = {"cpu": "32", "memory": "128Gi", "pods": "110", "ephemeral-storage": "500Gi"}
-    labels = {"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
-              "node-role.kubernetes.io/worker": "", "type": "kwok"}
+    labels = {
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "node-role.kubernetes.io/worker": "",
+        "type": "kwok",
+    }
     return _node(name, labels, res)
 
 
 def _node(name: str, labels: dict[str, str], res: dict[str, str]) -> Obj:
-    return {"apiVersion": "v1", "kind": "Node",
-            "metadata": {"name": name, "labels": labels, "annotations": {KWOK_NODE: "fake"}},
-            "spec": {},
-            "status": {"capacity": res, "allocatable": res,
-                       # every field the API's schema requires (client-side validation refuses less)
-                       "nodeInfo": {"architecture": "amd64", "operatingSystem": "linux",
-                                    "osImage": "Red Hat Enterprise Linux CoreOS (kwok node)",
-                                    "machineID": name, "systemUUID": name, "bootID": name,
-                                    "kernelVersion": "kwok", "containerRuntimeVersion": "kwok://0.8.0",
-                                    "kubeletVersion": "kwok", "kubeProxyVersion": "kwok"}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": {KWOK_NODE: "fake"}},
+        "spec": {},
+        "status": {
+            "capacity": res,
+            "allocatable": res,
+            # every field the API's schema requires (client-side validation refuses less)
+            "nodeInfo": {
+                "architecture": "amd64",
+                "operatingSystem": "linux",
+                "osImage": "Red Hat Enterprise Linux CoreOS (kwok node)",
+                "machineID": name,
+                "systemUUID": name,
+                "bootID": name,
+                "kernelVersion": "kwok",
+                "containerRuntimeVersion": "kwok://0.8.0",
+                "kubeletVersion": "kwok",
+                "kubeProxyVersion": "kwok",
+            },
+        },
+    }
 
 
 def storage_classes() -> list[Obj]:
     out = []
     for name in STORAGE_CLASSES:
-        ann = {"storageclass.kubernetes.io/is-default-class": "true"} if name == DEFAULT_STORAGE_CLASS else {}
-        out.append({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
-                    "metadata": {"name": name, "annotations": ann},
-                    "provisioner": PROVISIONER, "reclaimPolicy": "Delete",
-                    "volumeBindingMode": "Immediate", "allowVolumeExpansion": True})
+        ann = (
+            {"storageclass.kubernetes.io/is-default-class": "true"}
+            if name == DEFAULT_STORAGE_CLASS
+            else {}
+        )
+        out.append(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": name, "annotations": ann},
+                "provisioner": PROVISIONER,
+                "reclaimPolicy": "Delete",
+                "volumeBindingMode": "Immediate",
+                "allowVolumeExpansion": True,
+            }
+        )
     return out
 
 
-def _minimal_crd(group: str, kind: str, plural: str, namespaced: bool = True,
-                 short: list[str] | None = None) -> Obj:
+def _minimal_crd(
+    group: str, kind: str, plural: str, namespaced: bool = True, short: list[str] | None = None
+) -> Obj:
     """A CRD of ours (openshift/api ships none for these kinds): any spec/status accepted."""
     schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
-    names: Obj = {"kind": kind, "listKind": kind + "List", "plural": plural, "singular": kind.lower()}
+    names: Obj = {
+        "kind": kind,
+        "listKind": kind + "List",
+        "plural": plural,
+        "singular": kind.lower(),
+    }
     if short:
         names["shortNames"] = short
-    return {"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-            "metadata": {"name": f"{plural}.{group}",
-                         "annotations": {OURS: "written by mlenv's kube tier, not shipped by openshift/api"}},
-            "spec": {"group": group, "scope": "Namespaced" if namespaced else "Cluster", "names": names,
-                     "versions": [{"name": "v1", "served": True, "storage": True,
-                                   "subresources": {"status": {}},
-                                   "schema": {"openAPIV3Schema": schema}}]}}
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": f"{plural}.{group}",
+            "annotations": {OURS: "written by mlenv's kube tier, not shipped by openshift/api"},
+        },
+        "spec": {
+            "group": group,
+            "scope": "Namespaced" if namespaced else "Cluster",
+            "names": names,
+            "versions": [
+                {
+                    "name": "v1",
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "schema": {"openAPIV3Schema": schema},
+                }
+            ],
+        },
+    }
 
 
 def openshift_crds() -> list[Path | Obj]:
@@ -111,8 +183,12 @@ def openshift_crds() -> list[Path | Obj]:
         _minimal_crd("build.openshift.io", "Build", "builds"),
         _minimal_crd("image.openshift.io", "ImageStream", "imagestreams", short=["is"]),
         _minimal_crd("image.openshift.io", "ImageStreamTag", "imagestreamtags", short=["istag"]),
-        _minimal_crd("k8s.cni.cncf.io", "NetworkAttachmentDefinition", "network-attachment-definitions",
-                     short=["net-attach-def"]),
+        _minimal_crd(
+            "k8s.cni.cncf.io",
+            "NetworkAttachmentDefinition",
+            "network-attachment-definitions",
+            short=["net-attach-def"],
+        ),
     ]
 
 
@@ -125,51 +201,107 @@ def kwok_crds(kwok_source: Path) -> list[Path]:
 def user_cluster_role() -> list[Obj]:
     """What a developer on a shared cluster may see cluster-wide: nodes and storage classes
     (read-only), as OpenShift's basic-user/cluster-reader lets preflight do."""
-    return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-             "metadata": {"name": "mlenv-tier-developer"},
-             "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
-                       {"apiGroups": ["storage.k8s.io"], "resources": ["storageclasses"],
-                        "verbs": ["get", "list", "watch"]}]}]
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "mlenv-tier-developer"},
+            "rules": [
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "list", "watch"]},
+                {
+                    "apiGroups": ["storage.k8s.io"],
+                    "resources": ["storageclasses"],
+                    "verbs": ["get", "list", "watch"],
+                },
+            ],
+        }
+    ]
 
 
 def openshift_aggregated_roles() -> list[Obj]:
     """On OpenShift, a project's admin and edit roles include builds, images, routes and
     Multus networks; our CRDs get the same through the roles' aggregation labels (without
     them a namespace admin of the tier could not deploy what a real project admin can)."""
-    rules = [{"apiGroups": ["build.openshift.io"], "resources": ["buildconfigs", "builds", "buildconfigs/instantiate"],
-              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-             {"apiGroups": ["image.openshift.io"], "resources": ["imagestreams", "imagestreamtags"],
-              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-             {"apiGroups": ["route.openshift.io"], "resources": ["routes"],
-              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-             {"apiGroups": ["k8s.cni.cncf.io"], "resources": ["network-attachment-definitions"],
-              "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}]
-    return [{"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-             "metadata": {"name": "mlenv-tier-openshift-project-kinds",
-                          "labels": {"rbac.authorization.k8s.io/aggregate-to-admin": "true",
-                                     "rbac.authorization.k8s.io/aggregate-to-edit": "true"}},
-             "rules": rules}]
+    rules = [
+        {
+            "apiGroups": ["build.openshift.io"],
+            "resources": ["buildconfigs", "builds", "buildconfigs/instantiate"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        },
+        {
+            "apiGroups": ["image.openshift.io"],
+            "resources": ["imagestreams", "imagestreamtags"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        },
+        {
+            "apiGroups": ["route.openshift.io"],
+            "resources": ["routes"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        },
+        {
+            "apiGroups": ["k8s.cni.cncf.io"],
+            "resources": ["network-attachment-definitions"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        },
+    ]
+    return [
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {
+                "name": "mlenv-tier-openshift-project-kinds",
+                "labels": {
+                    "rbac.authorization.k8s.io/aggregate-to-admin": "true",
+                    "rbac.authorization.k8s.io/aggregate-to-edit": "true",
+                },
+            },
+            "rules": rules,
+        }
+    ]
 
 
 def grant(namespace: str, user: str, role: str) -> list[Obj]:
     """The namespace and a RoleBinding of ``user`` to the ``role`` ClusterRole inside it."""
-    return [{"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-             "metadata": {"name": f"mlenv-tier-{role}", "namespace": namespace},
-             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
-             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}]
+    return [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": f"mlenv-tier-{role}", "namespace": namespace},
+            "roleRef": {
+                "apiGroup": "rbac.authorization.k8s.io",
+                "kind": "ClusterRole",
+                "name": role,
+            },
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        },
+    ]
 
 
 def developer_binding(user: str) -> Obj:
-    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-            "metadata": {"name": "mlenv-tier-developer"},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                        "name": "mlenv-tier-developer"},
-            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]}
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "mlenv-tier-developer"},
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": "mlenv-tier-developer",
+        },
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+    }
 
 
-def _stage(name: str, kind: str, api_group: str, selector: Obj, nxt: Obj | None = None,
-           steps: list[Obj] | None = None, weight: int = 0, delay_ms: int = 0) -> Obj:
+def _stage(
+    name: str,
+    kind: str,
+    api_group: str,
+    selector: Obj,
+    nxt: Obj | None = None,
+    steps: list[Obj] | None = None,
+    weight: int = 0,
+    delay_ms: int = 0,
+) -> Obj:
     spec: Obj = {"resourceRef": {"apiGroup": api_group, "kind": kind}, "selector": selector}
     if nxt is not None:
         spec["next"] = nxt
@@ -179,7 +311,12 @@ def _stage(name: str, kind: str, api_group: str, selector: Obj, nxt: Obj | None 
         spec["weight"] = weight
     if delay_ms:
         spec["delay"] = {"durationMilliseconds": delay_ms}
-    return {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Stage", "metadata": {"name": name}, "spec": spec}
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Stage",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
 
 
 def _cel(*exprs: str) -> Obj:
@@ -222,7 +359,11 @@ phase: Running
 
 # The pod-ready stage only starts pods that carry POD_IP (with ROOT_READY): kwok's own
 # address pool (PodIPWith) is not used, so an address is never given twice.
-POD_RUNNING = "{{ $podIP := index .metadata.annotations " + json.dumps(POD_IP) + " }}\n" + """{{ $now := Now }}
+POD_RUNNING = (
+    "{{ $podIP := index .metadata.annotations "
+    + json.dumps(POD_IP)
+    + " }}\n"
+    + """{{ $now := Now }}
 conditions:
 - lastTransitionTime: {{ $now | Quote }}
   status: "True"
@@ -275,6 +416,7 @@ podIPs:
 phase: Running
 startTime: {{ $now | Quote }}
 """
+)
 
 POD_IMAGE_PULL = """{{ $now := Now }}
 {{ $reason := "ErrImagePull" }}
@@ -316,8 +458,11 @@ startTime: {{ $now | Quote }}
 
 def _missing_image_cel(missing: list[str]) -> str:
     listed = json.dumps(missing)
-    return (f"self.spec.containers.exists(c, c.image.startsWith('{MISSING_REGISTRY}') || c.image in {listed})"
-            if missing else f"self.spec.containers.exists(c, c.image.startsWith('{MISSING_REGISTRY}'))")
+    return (
+        f"self.spec.containers.exists(c, c.image.startsWith('{MISSING_REGISTRY}') || c.image in {listed})"
+        if missing
+        else f"self.spec.containers.exists(c, c.image.startsWith('{MISSING_REGISTRY}'))"
+    )
 
 
 def stages(missing_images: list[str]) -> list[Obj]:
@@ -327,54 +472,134 @@ def stages(missing_images: list[str]) -> list[Obj]:
     missing = _missing_image_cel(missing_images)
     classes = json.dumps(list(STORAGE_CLASSES))
     return [
-        _stage("node-initialize", "Node", "v1",
-               {"matchExpressions": [{"key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
-                                      "operator": "NotIn", "values": ["True"]}]},
-               nxt={"statusTemplate": NODE_STATUS}),
-        _stage("node-heartbeat-with-lease", "Node", "v1",
-               {"matchExpressions": [{"key": ".status.phase", "operator": "In", "values": ["Running"]},
-                                     {"key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
-                                      "operator": "In", "values": ["True"]}]},
-               nxt={"statusTemplate": NODE_STATUS}, delay_ms=600000),
-        _stage("pod-image-pull-failed", "Pod", "v1",
-               # kwok 0.8's CEL knows v1.Container but not v1.ContainerStatus ("unexpected failed
-               # resolution"), so the status part is a jq expression: not yet in back-off.
-               {"matchExpressions": [
-                   *_cel("!has(self.metadata.deletionTimestamp)", "self.status.phase == 'Pending'",
-                         "has(self.spec.nodeName)", missing)["matchExpressions"],
-                   {"key": ".status.containerStatuses.[].state.waiting.reason", "operator": "NotIn",
-                    "values": ["ImagePullBackOff"]}]},
-               nxt={"statusTemplate": POD_IMAGE_PULL, "event": {"type": "Warning", "reason": "Failed",
-                                                                 "message": "Failed to pull image: not found"}},
-               weight=10000, delay_ms=500),
-        _stage("pod-ready", "Pod", "v1",
-               _cel("!has(self.metadata.deletionTimestamp)", "self.status.phase == 'Pending'",
-                    "has(self.spec.nodeName)", f"!({missing})",
-                    f"has(self.metadata.annotations) && '{ROOT_READY}' in self.metadata.annotations"
-                    f" && '{POD_IP}' in self.metadata.annotations"),
-               nxt={"statusTemplate": POD_RUNNING}),
-        _stage("pod-delete", "Pod", "v1",
-               {"matchExpressions": [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}]},
-               nxt={"delete": True}),
-        _stage("pvc-provision", "PersistentVolumeClaim", "v1",
-               _cel(f"has(self.spec.storageClassName) && self.spec.storageClassName in {classes}",
-                    "!has(self.metadata.deletionTimestamp)", "!has(self.spec.volumeName)",
-                    "!has(self.status.phase) || self.status.phase != 'Bound'"),
-               steps=[{"apply": {"template": PV_TEMPLATE}},
-                      {"patch": {"root": "metadata", "template": PVC_BIND_ANNOTATIONS}},
-                      {"patch": {"root": "spec", "template": "volumeName: pvc-{{ .metadata.uid }}\n"}},
-                      {"patch": {"root": "status", "subresource": "status", "template": PVC_BOUND}}]),
-        _stage("pv-bind", "PersistentVolume", "v1",
-               _cel(f"self.spec.storageClassName in {classes}", "!has(self.metadata.deletionTimestamp)",
-                    "has(self.spec.claimRef.name)",
-                    "!has(self.status.phase) || !(self.status.phase in ['Bound', 'Released', 'Failed'])"),
-               steps=[{"patch": {"root": "status", "subresource": "status",
-                                 "template": "phase: Bound\n"}}]),
-        _stage("pv-delete", "PersistentVolume", "v1",
-               _cel(f"self.spec.storageClassName in {classes}", "!has(self.metadata.deletionTimestamp)",
-                    "self.spec.persistentVolumeReclaimPolicy == 'Delete'",
-                    "has(self.status.phase) && self.status.phase == 'Released'"),
-               steps=[{"delete": True}]),
+        _stage(
+            "node-initialize",
+            "Node",
+            "v1",
+            {
+                "matchExpressions": [
+                    {
+                        "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+                        "operator": "NotIn",
+                        "values": ["True"],
+                    }
+                ]
+            },
+            nxt={"statusTemplate": NODE_STATUS},
+        ),
+        _stage(
+            "node-heartbeat-with-lease",
+            "Node",
+            "v1",
+            {
+                "matchExpressions": [
+                    {"key": ".status.phase", "operator": "In", "values": ["Running"]},
+                    {
+                        "key": '.status.conditions.[] | select( .type == "Ready" ) | .status',
+                        "operator": "In",
+                        "values": ["True"],
+                    },
+                ]
+            },
+            nxt={"statusTemplate": NODE_STATUS},
+            delay_ms=600000,
+        ),
+        _stage(
+            "pod-image-pull-failed",
+            "Pod",
+            "v1",
+            # kwok 0.8's CEL knows v1.Container but not v1.ContainerStatus ("unexpected failed
+            # resolution"), so the status part is a jq expression: not yet in back-off.
+            {
+                "matchExpressions": [
+                    *_cel(
+                        "!has(self.metadata.deletionTimestamp)",
+                        "self.status.phase == 'Pending'",
+                        "has(self.spec.nodeName)",
+                        missing,
+                    )["matchExpressions"],
+                    {
+                        "key": ".status.containerStatuses.[].state.waiting.reason",
+                        "operator": "NotIn",
+                        "values": ["ImagePullBackOff"],
+                    },
+                ]
+            },
+            nxt={
+                "statusTemplate": POD_IMAGE_PULL,
+                "event": {
+                    "type": "Warning",
+                    "reason": "Failed",
+                    "message": "Failed to pull image: not found",
+                },
+            },
+            weight=10000,
+            delay_ms=500,
+        ),
+        _stage(
+            "pod-ready",
+            "Pod",
+            "v1",
+            _cel(
+                "!has(self.metadata.deletionTimestamp)",
+                "self.status.phase == 'Pending'",
+                "has(self.spec.nodeName)",
+                f"!({missing})",
+                f"has(self.metadata.annotations) && '{ROOT_READY}' in self.metadata.annotations"
+                f" && '{POD_IP}' in self.metadata.annotations",
+            ),
+            nxt={"statusTemplate": POD_RUNNING},
+        ),
+        _stage(
+            "pod-delete",
+            "Pod",
+            "v1",
+            {"matchExpressions": [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}]},
+            nxt={"delete": True},
+        ),
+        _stage(
+            "pvc-provision",
+            "PersistentVolumeClaim",
+            "v1",
+            _cel(
+                f"has(self.spec.storageClassName) && self.spec.storageClassName in {classes}",
+                "!has(self.metadata.deletionTimestamp)",
+                "!has(self.spec.volumeName)",
+                "!has(self.status.phase) || self.status.phase != 'Bound'",
+            ),
+            steps=[
+                {"apply": {"template": PV_TEMPLATE}},
+                {"patch": {"root": "metadata", "template": PVC_BIND_ANNOTATIONS}},
+                {"patch": {"root": "spec", "template": "volumeName: pvc-{{ .metadata.uid }}\n"}},
+                {"patch": {"root": "status", "subresource": "status", "template": PVC_BOUND}},
+            ],
+        ),
+        _stage(
+            "pv-bind",
+            "PersistentVolume",
+            "v1",
+            _cel(
+                f"self.spec.storageClassName in {classes}",
+                "!has(self.metadata.deletionTimestamp)",
+                "has(self.spec.claimRef.name)",
+                "!has(self.status.phase) || !(self.status.phase in ['Bound', 'Released', 'Failed'])",
+            ),
+            steps=[
+                {"patch": {"root": "status", "subresource": "status", "template": "phase: Bound\n"}}
+            ],
+        ),
+        _stage(
+            "pv-delete",
+            "PersistentVolume",
+            "v1",
+            _cel(
+                f"self.spec.storageClassName in {classes}",
+                "!has(self.metadata.deletionTimestamp)",
+                "self.spec.persistentVolumeReclaimPolicy == 'Delete'",
+                "has(self.status.phase) && self.status.phase == 'Released'",
+            ),
+            steps=[{"delete": True}],
+        ),
     ]
 
 

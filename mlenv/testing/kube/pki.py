@@ -59,12 +59,40 @@ def _openssl(*args: str, cwd: Path) -> None:
 def _issue(pki: Pki, name: str, subject: str, ext: str) -> None:
     """Key ``name.key`` and certificate ``name.crt`` signed by the CA."""
     f = pki.folder
-    _openssl("req", "-new", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key",
-             "-subj", subject, "-out", f"{name}.csr", cwd=f)
+    _openssl(
+        "req",
+        "-new",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        f"{name}.key",
+        "-subj",
+        subject,
+        "-out",
+        f"{name}.csr",
+        cwd=f,
+    )
     (f / f"{name}.ext").write_text(ext)
-    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
-             "-CAcreateserial", "-days", DAYS, "-sha256", "-extfile", f"{name}.ext",
-             "-out", f"{name}.crt", cwd=f)
+    _openssl(
+        "x509",
+        "-req",
+        "-in",
+        f"{name}.csr",
+        "-CA",
+        "ca.crt",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-days",
+        DAYS,
+        "-sha256",
+        "-extfile",
+        f"{name}.ext",
+        "-out",
+        f"{name}.crt",
+        cwd=f,
+    )
     (f / f"{name}.csr").unlink()
     (f / f"{name}.ext").unlink()
 
@@ -74,19 +102,42 @@ def ensure(folder: Path) -> Pki:
     pki = Pki(folder)
     folder.mkdir(parents=True, exist_ok=True)
     folder.chmod(0o700)
-    if pki.ca.exists() and all(p.exists() for pair in (pki.serving, pki.admin, pki.user, pki.sa)
-                               for p in pair):
+    if pki.ca.exists() and all(
+        p.exists() for pair in (pki.serving, pki.admin, pki.user, pki.sa) for p in pair
+    ):
         return pki
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.crt",
-             "-days", DAYS, "-subj", "/CN=mlenv-kube-tier-ca",
-             "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign,digitalSignature", cwd=folder)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.crt",
+        "-days",
+        DAYS,
+        "-subj",
+        "/CN=mlenv-kube-tier-ca",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign,digitalSignature",
+        cwd=folder,
+    )
     leaf = "basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n"
-    _issue(pki, "serving", "/CN=kube-apiserver",
-           leaf + "extendedKeyUsage=serverAuth,clientAuth\n"
-           "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
-           "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n")
-    _issue(pki, "admin", f"/O={ADMIN_GROUP}/CN={ADMIN_USER}", leaf + "extendedKeyUsage=clientAuth\n")
+    _issue(
+        pki,
+        "serving",
+        "/CN=kube-apiserver",
+        leaf + "extendedKeyUsage=serverAuth,clientAuth\n"
+        "subjectAltName=IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,"
+        "DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local\n",
+    )
+    _issue(
+        pki, "admin", f"/O={ADMIN_GROUP}/CN={ADMIN_USER}", leaf + "extendedKeyUsage=clientAuth\n"
+    )
     _issue(pki, "user", f"/O={USER_GROUP}/CN={USER_NAME}", leaf + "extendedKeyUsage=clientAuth\n")
     _openssl("genrsa", "-out", "sa.key", "2048", cwd=folder)
     _openssl("rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub", cwd=folder)

@@ -98,9 +98,15 @@ def _alive(tier: Tier, name: str) -> int | None:
 
 def _spawn(tier: Tier, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
     log = tier.log(name).open("ab")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, env=env if env is not None else dict(os.environ),
-                            cwd=tier.folder)
+    proc = subprocess.Popen(
+        argv,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+        env=env if env is not None else dict(os.environ),
+        cwd=tier.folder,
+    )
     log.close()
     started = None
     for _ in range(50):
@@ -112,11 +118,24 @@ def _spawn(tier: Tier, name: str, argv: list[str], env: dict[str, str] | None = 
 
 
 def kubeconfig(server: str, ca: Path, cert: Path, key: Path, user: str) -> str:
-    return json.dumps({
-        "apiVersion": "v1", "kind": "Config", "current-context": "kube-tier",
-        "clusters": [{"name": "kube-tier", "cluster": {"server": server, "certificate-authority": str(ca)}}],
-        "users": [{"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}],
-        "contexts": [{"name": "kube-tier", "context": {"cluster": "kube-tier", "user": user}}]}, indent=1)
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "kube-tier",
+            "clusters": [
+                {
+                    "name": "kube-tier",
+                    "cluster": {"server": server, "certificate-authority": str(ca)},
+                }
+            ],
+            "users": [
+                {"name": user, "user": {"client-certificate": str(cert), "client-key": str(key)}}
+            ],
+            "contexts": [{"name": "kube-tier", "context": {"cluster": "kube-tier", "user": user}}],
+        },
+        indent=1,
+    )
 
 
 def _ready(url: str, p: pki.Pki, timeout: float = 2.0) -> bool:
@@ -148,16 +167,30 @@ class Kubectl:
     def __init__(self, binary: Path, config: Path) -> None:
         self.argv = [str(binary), f"--kubeconfig={config}"]
 
-    def run(self, *args: str, stdin: str | None = None, check: bool = True) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run([*self.argv, *args], input=stdin, capture_output=True, text=True,
-                             check=False, timeout=120)
+    def run(
+        self, *args: str, stdin: str | None = None, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        res = subprocess.run(
+            [*self.argv, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=120,
+        )
         if check and res.returncode != 0:
             raise PlaneError(f"kubectl {' '.join(args[:3])}: {res.stderr.strip()[-600:]}")
         return res
 
     def apply(self, objs: list[dict[str, Any]]) -> None:
-        self.run("apply", "--server-side", "--force-conflicts", "-f", "-",
-                 stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}))
+        self.run(
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-f",
+            "-",
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": objs}),
+        )
 
 
 def status(tier: Tier | None = None) -> dict[str, Any]:
@@ -168,8 +201,12 @@ def status(tier: Tier | None = None) -> dict[str, Any]:
     return {"up": up, "processes": procs, **st}
 
 
-def up(flavor: str = "openshift", say: Say = lambda _line: None, folder: Path | None = None,
-       missing_images: tuple[str, ...] = ()) -> Tier:
+def up(
+    flavor: str = "openshift",
+    say: Say = lambda _line: None,
+    folder: Path | None = None,
+    missing_images: tuple[str, ...] = (),
+) -> Tier:
     """Start the plane in ``folder`` (default: tier_dir()); say so and return when it is up."""
     if flavor not in FLAVORS:
         raise PlaneError(f"KUBE_FLAVOR={flavor!r}: expected one of {', '.join(FLAVORS)}")
@@ -186,8 +223,10 @@ def _up_locked(tier: Tier, flavor: str, say: Say, missing_images: tuple[str, ...
     st = status(tier)
     if st["up"]:
         if st.get("flavor") != flavor:
-            raise PlaneError(f"the tier is up with flavour {st.get('flavor')}, not {flavor}: "
-                             "`make kube-down` first")
+            raise PlaneError(
+                f"the tier is up with flavour {st.get('flavor')}, not {flavor}: "
+                "`make kube-down` first"
+            )
         say(f"kube tier already up ({st.get('flavor')}, {st.get('server')})")
         return tier
     if any(st["processes"].values()):
@@ -216,11 +255,19 @@ def _fresh_folders(tier: Tier) -> None:
     (tier.folder / "volumes").mkdir()
 
 
-def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_images: tuple[str, ...],
-           started: float) -> Tier:
+def _start(
+    tier: Tier,
+    flavor: str,
+    bins: build.Binaries,
+    say: Say,
+    missing_images: tuple[str, ...],
+    started: float,
+) -> Tier:
     _fresh_folders(tier)
     p = pki.ensure(tier.folder / "pki")
-    ports = {k: _free_port() for k in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")}
+    ports = {
+        k: _free_port() for k in ("etcd", "etcd-peer", "apiserver", "kcm", "scheduler", "kwok")
+    }
     server = f"https://127.0.0.1:{ports['apiserver']}"
     tier.admin_kubeconfig.write_text(kubeconfig(server, p.ca, *p.admin, pki.ADMIN_USER))
     tier.user_kubeconfig.write_text(kubeconfig(server, p.ca, *p.user, pki.USER_NAME))
@@ -229,47 +276,96 @@ def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_imag
 
     etcd_url = f"http://127.0.0.1:{ports['etcd']}"
     peer_url = f"http://127.0.0.1:{ports['etcd-peer']}"
-    _spawn(tier, "etcd", [str(bins.etcd), "--name=node0", f"--data-dir={tier.folder / 'etcd'}",
-                          f"--listen-client-urls={etcd_url}", f"--advertise-client-urls={etcd_url}",
-                          f"--listen-peer-urls={peer_url}", f"--initial-advertise-peer-urls={peer_url}",
-                          f"--initial-cluster=node0={peer_url}", "--auto-compaction-retention=1",
-                          "--quota-backend-bytes=2147483648", "--unsafe-no-fsync",
-                          "--listen-metrics-urls=", "--log-level=warn"])
+    _spawn(
+        tier,
+        "etcd",
+        [
+            str(bins.etcd),
+            "--name=node0",
+            f"--data-dir={tier.folder / 'etcd'}",
+            f"--listen-client-urls={etcd_url}",
+            f"--advertise-client-urls={etcd_url}",
+            f"--listen-peer-urls={peer_url}",
+            f"--initial-advertise-peer-urls={peer_url}",
+            f"--initial-cluster=node0={peer_url}",
+            "--auto-compaction-retention=1",
+            "--quota-backend-bytes=2147483648",
+            "--unsafe-no-fsync",
+            "--listen-metrics-urls=",
+            "--log-level=warn",
+        ],
+    )
     _wait("etcd", lambda: _http_ok(f"{etcd_url}/health"), tier, "etcd", 60)
     say(f"etcd {build.ETCD_VERSION} up on {etcd_url}")
 
     serving_crt, serving_key = p.serving
     sa_pub, sa_key = p.sa
-    _spawn(tier, "kube-apiserver", [
-        str(bins.kube("kube-apiserver")), f"--etcd-servers={etcd_url}", "--etcd-prefix=/registry",
-        "--bind-address=127.0.0.1", f"--secure-port={ports['apiserver']}", "--advertise-address=127.0.0.1",
-        f"--tls-cert-file={serving_crt}", f"--tls-private-key-file={serving_key}",
-        f"--client-ca-file={p.ca}", "--authorization-mode=Node,RBAC",
-        f"--service-account-key-file={sa_pub}", f"--service-account-signing-key-file={sa_key}",
-        "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-        "--service-cluster-ip-range=10.96.0.0/16", "--allow-privileged=true",
-        "--endpoint-reconciler-type=none", "--enable-priority-and-fairness=false",
-        "--profiling=false", "--v=1"])
+    _spawn(
+        tier,
+        "kube-apiserver",
+        [
+            str(bins.kube("kube-apiserver")),
+            f"--etcd-servers={etcd_url}",
+            "--etcd-prefix=/registry",
+            "--bind-address=127.0.0.1",
+            f"--secure-port={ports['apiserver']}",
+            "--advertise-address=127.0.0.1",
+            f"--tls-cert-file={serving_crt}",
+            f"--tls-private-key-file={serving_key}",
+            f"--client-ca-file={p.ca}",
+            "--authorization-mode=Node,RBAC",
+            f"--service-account-key-file={sa_pub}",
+            f"--service-account-signing-key-file={sa_key}",
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--allow-privileged=true",
+            "--endpoint-reconciler-type=none",
+            "--enable-priority-and-fairness=false",
+            "--profiling=false",
+            "--v=1",
+        ],
+    )
     _wait("kube-apiserver", lambda: _ready(f"{server}/readyz", p), tier, "kube-apiserver", 180)
     say(f"kube-apiserver {build.K8S_VERSION} up on {server}")
 
     kc = Kubectl(bins.kube("kubectl"), tier.admin_kubeconfig)
-    common = [f"--kubeconfig={tier.admin_kubeconfig}", "--bind-address=127.0.0.1", "--leader-elect=false",
-              "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics"]
-    _spawn(tier, "kube-controller-manager", [
-        str(bins.kube("kube-controller-manager")), *common, f"--secure-port={ports['kcm']}",
-        f"--root-ca-file={p.ca}", f"--service-account-private-key-file={sa_key}",
-        "--node-monitor-grace-period=60s", "--v=1"])
-    _spawn(tier, "kube-scheduler", [str(bins.kube("kube-scheduler")), *common,
-                                    f"--secure-port={ports['scheduler']}", "--v=1"])
+    common = [
+        f"--kubeconfig={tier.admin_kubeconfig}",
+        "--bind-address=127.0.0.1",
+        "--leader-elect=false",
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
+    ]
+    _spawn(
+        tier,
+        "kube-controller-manager",
+        [
+            str(bins.kube("kube-controller-manager")),
+            *common,
+            f"--secure-port={ports['kcm']}",
+            f"--root-ca-file={p.ca}",
+            f"--service-account-private-key-file={sa_key}",
+            "--node-monitor-grace-period=60s",
+            "--v=1",
+        ],
+    )
+    _spawn(
+        tier,
+        "kube-scheduler",
+        [str(bins.kube("kube-scheduler")), *common, f"--secure-port={ports['scheduler']}", "--v=1"],
+    )
 
     crds: list[Path | dict[str, Any]] = [*manifests.kwok_crds(bins.kwok_source)]
     if flavor == "openshift":
         crds += manifests.openshift_crds()
     _apply_crds(kc, crds)
-    kc.apply([*manifests.storage_classes(), *manifests.user_cluster_role(),
-              manifests.developer_binding(pki.USER_NAME),
-              *(manifests.openshift_aggregated_roles() if flavor == "openshift" else [])])
+    kc.apply(
+        [
+            *manifests.storage_classes(),
+            *manifests.user_cluster_role(),
+            manifests.developer_binding(pki.USER_NAME),
+            *(manifests.openshift_aggregated_roles() if flavor == "openshift" else []),
+        ]
+    )
 
     _start_kwok(tier, bins, p, ports, missing_images)
     # The plain flavour is a GPU-less cluster (kind, a CI cluster): the `local` example must
@@ -277,46 +373,101 @@ def _start(tier: Tier, flavor: str, bins: build.Binaries, say: Say, missing_imag
     gpus = GPU_NODES if flavor == "openshift" else ()
     kc.apply([manifests.gpu_node(n) for n in gpus] + [manifests.cpu_node(n) for n in CPU_NODES])
     _wait("nodes Ready", lambda: _nodes_ready(kc, len(gpus) + len(CPU_NODES)), tier, "kwok", 120)
-    _wait("the default ServiceAccount", lambda: kc.run("get", "serviceaccount", "default", check=False)
-          .returncode == 0, tier, "kube-controller-manager", 120)
+    _wait(
+        "the default ServiceAccount",
+        lambda: kc.run("get", "serviceaccount", "default", check=False).returncode == 0,
+        tier,
+        "kube-controller-manager",
+        120,
+    )
     for ns in [n for n in os.environ.get("KUBE_USER_NAMESPACES", "").split(",") if n.strip()]:
         kc.apply(manifests.grant(ns.strip(), pki.USER_NAME, "admin"))
     net = podnet.load_plane_net(tier.folder)
-    state = {"flavor": flavor, "server": server, "ports": ports,
-             "pod_network": {"bridge": net.bridge, "cidr": str(net.cidr)} if net else None,
-             "kubernetes": build.K8S_VERSION,
-             "etcd": build.ETCD_VERSION, "kwok": build.KWOK_VERSION, "kubectl": str(bins.kube("kubectl")),
-             "started_s": round(time.monotonic() - started, 1)}
+    state = {
+        "flavor": flavor,
+        "server": server,
+        "ports": ports,
+        "pod_network": {"bridge": net.bridge, "cidr": str(net.cidr)} if net else None,
+        "kubernetes": build.K8S_VERSION,
+        "etcd": build.ETCD_VERSION,
+        "kwok": build.KWOK_VERSION,
+        "kubectl": str(bins.kube("kubectl")),
+        "started_s": round(time.monotonic() - started, 1),
+    }
     tier.state_file.write_text(json.dumps(state, indent=1) + "\n")
-    say(f"kube tier up ({flavor}) in {state['started_s']} s: {len(gpus)} GPU and "
-        f"{len(CPU_NODES)} CPU kwok nodes")
+    say(
+        f"kube tier up ({flavor}) in {state['started_s']} s: {len(gpus)} GPU and "
+        f"{len(CPU_NODES)} CPU kwok nodes"
+    )
     return tier
 
 
-
-def _start_kwok(tier: Tier, bins: build.Binaries, p: pki.Pki, ports: dict[str, int],
-                missing_images: tuple[str, ...]) -> None:
+def _start_kwok(
+    tier: Tier,
+    bins: build.Binaries,
+    p: pki.Pki,
+    ports: dict[str, int],
+    missing_images: tuple[str, ...],
+) -> None:
     """kwok (confined: kwokns.sh) and the pod-root controller that prepares each pod's root
     and network (on the plane's bridge, made here first: podnet.py)."""
     serving_crt, serving_key = p.serving
     net = podnet.create_plane_net(tier.folder)
-    missing = [*missing_images, *(m for m in os.environ.get("KUBE_MISSING_IMAGES", "").split(",") if m.strip())]
+    missing = [
+        *missing_images,
+        *(m for m in os.environ.get("KUBE_MISSING_IMAGES", "").split(",") if m.strip()),
+    ]
     (tier.folder / "kwok.yaml").write_text(manifests.kwok_config(missing))
     _make_shims(tier)
-    kwok_env = {"PATH": str(tier.folder / "shims"), "HOME": str(tier.folder),
-                "MLENV_KUBE_TIER": str(tier.folder), "LANG": "C.UTF-8"}
-    _spawn(tier, "kwok", [
-        shutil.which("unshare") or "unshare", "--mount", "--propagation", "private", "--",
-        str(tier.folder / "bin" / "kwokns.sh"), str(tier.folder), str(bins.kwok),
-        f"--kubeconfig={tier.admin_kubeconfig}", f"--config={tier.folder / 'kwok.yaml'}",
-        "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={manifests.KWOK_NODE}=fake",
-        "--enable-crds=Exec,Logs", "--node-ip=", "--node-name=localhost",
-        f"--node-port={ports['kwok']}", f"--server-address=127.0.0.1:{ports['kwok']}",
-        f"--tls-cert-file={serving_crt}", f"--tls-private-key-file={serving_key}",
-        "--node-lease-duration-seconds=40", f"--cidr={net.cidr}"], env=kwok_env)
-    _spawn(tier, "podroots", [sys.executable, "-m", "mlenv.testing.kube", "podroots", str(tier.folder),
-                              str(bins.kube("kubectl")), str(tier.admin_kubeconfig)],
-           env={**os.environ, "PYTHONPATH": str(REPO)})
+    kwok_env = {
+        "PATH": str(tier.folder / "shims"),
+        "HOME": str(tier.folder),
+        "MLENV_KUBE_TIER": str(tier.folder),
+        "LANG": "C.UTF-8",
+    }
+    _spawn(
+        tier,
+        "kwok",
+        [
+            shutil.which("unshare") or "unshare",
+            "--mount",
+            "--propagation",
+            "private",
+            "--",
+            str(tier.folder / "bin" / "kwokns.sh"),
+            str(tier.folder),
+            str(bins.kwok),
+            f"--kubeconfig={tier.admin_kubeconfig}",
+            f"--config={tier.folder / 'kwok.yaml'}",
+            "--manage-all-nodes=false",
+            f"--manage-nodes-with-annotation-selector={manifests.KWOK_NODE}=fake",
+            "--enable-crds=Exec,Logs",
+            "--node-ip=",
+            "--node-name=localhost",
+            f"--node-port={ports['kwok']}",
+            f"--server-address=127.0.0.1:{ports['kwok']}",
+            f"--tls-cert-file={serving_crt}",
+            f"--tls-private-key-file={serving_key}",
+            "--node-lease-duration-seconds=40",
+            f"--cidr={net.cidr}",
+        ],
+        env=kwok_env,
+    )
+    _spawn(
+        tier,
+        "podroots",
+        [
+            sys.executable,
+            "-m",
+            "mlenv.testing.kube",
+            "podroots",
+            str(tier.folder),
+            str(bins.kube("kubectl")),
+            str(tier.admin_kubeconfig),
+        ],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+
 
 def _http_ok(url: str) -> bool:
     try:
@@ -328,8 +479,13 @@ def _http_ok(url: str) -> bool:
 
 
 def _nodes_ready(kc: Kubectl, count: int) -> bool:
-    res = kc.run("get", "nodes", "-o", "jsonpath={range .items[*]}{.status.conditions[?(@.type==\"Ready\")]"
-                 ".status}{\"\\n\"}{end}", check=False)
+    res = kc.run(
+        "get",
+        "nodes",
+        "-o",
+        'jsonpath={range .items[*]}{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
+        check=False,
+    )
     return res.returncode == 0 and res.stdout.split().count("True") >= count
 
 
@@ -354,8 +510,14 @@ def _make_shims(tier: Tier) -> None:
     shutil.rmtree(shims, ignore_errors=True)
     shims.mkdir()
     names: set[str] = set()
-    for d in (Path(sys.executable).parent, Path("/usr/local/bin"), Path("/usr/bin"), Path("/bin"),
-              Path("/usr/sbin"), Path("/sbin")):
+    for d in (
+        Path(sys.executable).parent,
+        Path("/usr/local/bin"),
+        Path("/usr/bin"),
+        Path("/bin"),
+        Path("/usr/sbin"),
+        Path("/sbin"),
+    ):
         if d.is_dir():
             names |= {p.name for p in d.iterdir() if not p.name.startswith(".")}
     for n in sorted(names):
@@ -386,7 +548,9 @@ def down(say: Say = lambda _line: None, folder: Path | None = None) -> None:
         tier.pid_file(name).unlink(missing_ok=True)
         stopped.append(name)
     # pods' processes go with the tier, as with a node's container runtime
-    gone = podroots.kill_pod_processes(tier.folder / "pods") if (tier.folder / "pods").is_dir() else []
+    gone = (
+        podroots.kill_pod_processes(tier.folder / "pods") if (tier.folder / "pods").is_dir() else []
+    )
     if gone:
         stopped.append(f"{len(gone)} pod process(es)")
     # then their networks (holders, veths) and the plane's bridge: only what was recorded
@@ -413,4 +577,6 @@ def grant(namespace: str, role: str = "admin", folder: Path | None = None) -> No
     st = tier.state()
     if not st:
         raise PlaneError("the kube tier is not up: `make kube-up` first")
-    Kubectl(Path(st["kubectl"]), tier.admin_kubeconfig).apply(manifests.grant(namespace, pki.USER_NAME, role))
+    Kubectl(Path(st["kubectl"]), tier.admin_kubeconfig).apply(
+        manifests.grant(namespace, pki.USER_NAME, role)
+    )

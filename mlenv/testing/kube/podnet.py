@@ -68,7 +68,12 @@ def _host_networks() -> list[tuple[str, ipaddress.IPv4Network]]:
     out: list[tuple[str, ipaddress.IPv4Network]] = []
     for link in json.loads(_ip("-4", "-j", "addr") or "[]"):
         for a in link.get("addr_info") or []:
-            out.append((link["ifname"], ipaddress.IPv4Network(f"{a['local']}/{a['prefixlen']}", strict=False)))
+            out.append(
+                (
+                    link["ifname"],
+                    ipaddress.IPv4Network(f"{a['local']}/{a['prefixlen']}", strict=False),
+                )
+            )
     for r in json.loads(_ip("-4", "-j", "route") or "[]"):
         if r.get("dst", "default") != "default":
             dst = r["dst"] if "/" in r["dst"] else f"{r['dst']}/32"
@@ -86,7 +91,12 @@ class PlaneNet:
         return self.cidr.network_address + 1
 
     def to_json(self) -> str:
-        return json.dumps({"bridge": self.bridge, "cidr": str(self.cidr), "gateway": str(self.gateway)}) + "\n"
+        return (
+            json.dumps(
+                {"bridge": self.bridge, "cidr": str(self.cidr), "gateway": str(self.gateway)}
+            )
+            + "\n"
+        )
 
 
 def load_plane_net(folder: Path) -> PlaneNet | None:
@@ -98,8 +108,12 @@ def load_plane_net(folder: Path) -> PlaneNet | None:
 
 
 def _link_exists(name: str) -> bool:
-    return subprocess.run(["ip", "link", "show", "dev", name], capture_output=True, check=False,
-                          timeout=30).returncode == 0
+    return (
+        subprocess.run(
+            ["ip", "link", "show", "dev", name], capture_output=True, check=False, timeout=30
+        ).returncode
+        == 0
+    )
 
 
 def _claim(bridge: str, cidr: ipaddress.IPv4Network) -> bool:
@@ -130,7 +144,9 @@ def create_plane_net(folder: Path) -> PlaneNet:
             (folder / NET_FILE).write_text(net.to_json())
             _ip("link", "set", bridge, "up")
             return net
-    raise NetError(f"no free /16 in 10.{SECOND_OCTETS.start}-{SECOND_OCTETS.stop - 1}.0.0 for the pods' bridge")
+    raise NetError(
+        f"no free /16 in 10.{SECOND_OCTETS.start}-{SECOND_OCTETS.stop - 1}.0.0 for the pods' bridge"
+    )
 
 
 def delete_plane_net(folder: Path) -> str | None:
@@ -194,8 +210,13 @@ def start_holder() -> tuple[int, str, int]:
     A session of its own, so that a signal to the controller's group leaves the pods'
     networks; they go when the pod goes (:func:`release`) or with the tier (``down``)."""
     unshare = shutil.which("unshare") or "unshare"
-    proc = subprocess.Popen([unshare, *HOLDER[1:]], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [unshare, *HOLDER[1:]],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     ours = _netns_inode(os.getpid())
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
@@ -227,7 +248,9 @@ def _kill(pid: int) -> None:
 
 def used_addresses(pods: Path) -> set[str]:
     """The addresses recorded by the pods under ``pods`` (the tier's ``pods/``)."""
-    return {rec.ip for f in pods.glob(f"*/*/{RECORD}") if (rec := read_record(f.parent)) is not None}
+    return {
+        rec.ip for f in pods.glob(f"*/*/{RECORD}") if (rec := read_record(f.parent)) is not None
+    }
 
 
 def allocate(net: PlaneNet, pods: Path) -> str:
@@ -273,7 +296,9 @@ def release(pod_folder: Path) -> PodNet | None:
     if start_time(rec.pid) == rec.started:
         _kill(rec.pid)
     if rec.veth.startswith(VETH_PREFIX) and _link_exists(rec.veth):
-        subprocess.run(["ip", "link", "del", rec.veth], capture_output=True, check=False, timeout=30)
+        subprocess.run(
+            ["ip", "link", "del", rec.veth], capture_output=True, check=False, timeout=30
+        )
     (pod_folder / RECORD).unlink(missing_ok=True)
     return rec
 

@@ -71,8 +71,14 @@ class Controller:
         self.net = podnet.load_plane_net(tier)
 
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*self.base, *args], input=stdin, capture_output=True, text=True,
-                              check=False, timeout=60)
+        return subprocess.run(
+            [*self.base, *args],
+            input=stdin,
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=60,
+        )
 
     def say(self, line: str) -> None:
         self.log.write(f"{time.strftime('%H:%M:%S')} {line}\n")
@@ -94,7 +100,9 @@ class Controller:
         folder.mkdir(parents=True, exist_ok=True)
         for kind, key in (("secret", "secretName"), ("configMap", "name")):
             if kind in vol:
-                res = self.kubectl("get", kind.lower(), "-n", ns, vol[kind].get(key, ""), "-o", "json")
+                res = self.kubectl(
+                    "get", kind.lower(), "-n", ns, vol[kind].get(key, ""), "-o", "json"
+                )
                 if res.returncode == 0:
                     obj = json.loads(res.stdout)
                     for k, v in (obj.get("data") or {}).items():
@@ -105,9 +113,12 @@ class Controller:
 
     def _env(self, pod: Obj, container: Obj) -> list[Obj]:
         meta = pod["metadata"]
-        fields = {"metadata.name": meta["name"], "metadata.namespace": meta["namespace"],
-                  "spec.nodeName": pod["spec"].get("nodeName", ""),
-                  "spec.serviceAccountName": pod["spec"].get("serviceAccountName", "")}
+        fields = {
+            "metadata.name": meta["name"],
+            "metadata.namespace": meta["namespace"],
+            "spec.nodeName": pod["spec"].get("nodeName", ""),
+            "spec.serviceAccountName": pod["spec"].get("serviceAccountName", ""),
+        }
         out: dict[str, str] = {}
         for e in container.get("env") or []:
             if "value" in e:
@@ -119,10 +130,15 @@ class Controller:
             if key.startswith("MLENV_KUBE_") or key == "PATH":
                 del out[key]
         venv_bin = str(Path(sys.executable).parent)
-        out.update({"HOSTNAME": meta["name"], "HOME": "/root",
-                    "MLENV_KUBE_PATH": f"{venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    "MLENV_KUBE_POD_NAME": meta["name"],
-                    "MLENV_KUBE_WORKDIR": container.get("workingDir") or "/"})
+        out.update(
+            {
+                "HOSTNAME": meta["name"],
+                "HOME": "/root",
+                "MLENV_KUBE_PATH": f"{venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "MLENV_KUBE_POD_NAME": meta["name"],
+                "MLENV_KUBE_WORKDIR": container.get("workingDir") or "/",
+            }
+        )
         # The package as an image would have it installed (the checkout, read-only below).
         repo = str(Path(__file__).resolve().parents[3])
         out["PYTHONPATH"] = repo + (":" + out["PYTHONPATH"] if out.get("PYTHONPATH") else "")
@@ -151,8 +167,10 @@ class Controller:
         if not logfile.exists():
             # The CRI log format (time, stream, P/F tag, text), which kwok's log reader parses.
             stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
-            logfile.write_text(f"{stamp} stdout F kube tier: {ns}/{name} container {container['name']} started on "
-                               f"{spec.get('nodeName')} (kwok: no container runtime; its command is not run)\n")
+            logfile.write_text(
+                f"{stamp} stdout F kube tier: {ns}/{name} container {container['name']} started on "
+                f"{spec.get('nodeName')} (kwok: no container runtime; its command is not run)\n"
+            )
         if self.net is None:
             self.say(f"{ns}/{name}: the plane has no pod network ({self.tier / podnet.NET_FILE})")
             return False
@@ -165,16 +183,30 @@ class Controller:
         except podnet.NetError as e:
             self.say(f"{ns}/{name}: no network: {e}")
             return False
-        env = [*self._env(pod, container), {"name": "MLENV_KUBE_POD_ROOT", "value": str(folder)},
-               {"name": "MLENV_KUBE_MOUNTS", "value": "\n".join(mounts)}]
+        env = [
+            *self._env(pod, container),
+            {"name": "MLENV_KUBE_POD_ROOT", "value": str(folder)},
+            {"name": "MLENV_KUBE_MOUNTS", "value": "\n".join(mounts)},
+        ]
         owner = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": meta["uid"]}]
-        objs = {"apiVersion": "v1", "kind": "List", "items": [
-            {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Exec",
-             "metadata": {"name": name, "namespace": ns, "ownerReferences": owner},
-             "spec": {"execs": [{"local": {"envs": env}}]}},
-            {"apiVersion": "kwok.x-k8s.io/v1alpha1", "kind": "Logs",
-             "metadata": {"name": name, "namespace": ns, "ownerReferences": owner},
-             "spec": {"logs": [{"logsFile": str(logfile), "follow": True}]}}]}
+        objs = {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": [
+                {
+                    "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                    "kind": "Exec",
+                    "metadata": {"name": name, "namespace": ns, "ownerReferences": owner},
+                    "spec": {"execs": [{"local": {"envs": env}}]},
+                },
+                {
+                    "apiVersion": "kwok.x-k8s.io/v1alpha1",
+                    "kind": "Logs",
+                    "metadata": {"name": name, "namespace": ns, "ownerReferences": owner},
+                    "spec": {"logs": [{"logsFile": str(logfile), "follow": True}]},
+                },
+            ],
+        }
         res = self.kubectl("apply", "-f", "-", stdin=json.dumps(objs))
         if res.returncode != 0:
             self.say(f"{ns}/{name}: Exec/Logs not written: {res.stderr.strip()}")
@@ -183,8 +215,16 @@ class Controller:
         # every prepared pod's, so the others learn this one's too (written once: the
         # annotation below changes nothing in them)
         self.write_hosts(ns, {name: net.ip})
-        res = self.kubectl("annotate", "pod", "-n", ns, name, f"{ROOT_READY}=true", f"{POD_IP}={net.ip}",
-                           "--overwrite")
+        res = self.kubectl(
+            "annotate",
+            "pod",
+            "-n",
+            ns,
+            name,
+            f"{ROOT_READY}=true",
+            f"{POD_IP}={net.ip}",
+            "--overwrite",
+        )
         if res.returncode != 0:
             self.say(f"{ns}/{name}: not annotated: {res.stderr.strip()}")
             return False
@@ -214,13 +254,22 @@ class Controller:
             if host and sub:
                 fq = f"{host}.{sub}.{ns}.svc"
                 names.append(f"{ip}\t{fq}.cluster.local {fq} {host}.{sub} {host}\n")
-        base = Path("/etc/hosts").read_text() if Path("/etc/hosts").is_file() else "127.0.0.1\tlocalhost\n"
+        base = (
+            Path("/etc/hosts").read_text()
+            if Path("/etc/hosts").is_file()
+            else "127.0.0.1\tlocalhost\n"
+        )
         base += "" if base.endswith("\n") else "\n"
         for upper in (self.tier / "pods" / ns).glob("*/upper"):
             pod = upper.parent.name
             own = f"{addresses[pod]}\t{pod}\n" if pod in addresses else ""
-            text = (base + "# kube tier: this pod\n" + own + "# kube tier: the namespace's pods\n"
-                    + "".join(sorted(names)))
+            text = (
+                base
+                + "# kube tier: this pod\n"
+                + own
+                + "# kube tier: the namespace's pods\n"
+                + "".join(sorted(names))
+            )
             etc = upper / "etc"
             etc.mkdir(exist_ok=True)
             tmp = etc / ".hosts.tmp"
@@ -235,7 +284,9 @@ class Controller:
             net = podnet.release(folder)
             if net is not None:
                 self.say(f"{ns}/{name}: network released ({net.ip}, {net.veth})")
-            subprocess.run(["umount", "-R", str(folder / "merged")], capture_output=True, check=False)
+            subprocess.run(
+                ["umount", "-R", str(folder / "merged")], capture_output=True, check=False
+            )
             shutil.rmtree(folder, ignore_errors=True)
             self.write_hosts(ns)
         res = self.kubectl("get", "pv", "-o", "jsonpath={.items[*].metadata.name}")
@@ -255,7 +306,9 @@ class Controller:
             return True
         if meta.get("deletionTimestamp") or not pod["spec"].get("nodeName"):
             return True
-        if (meta.get("annotations") or {}).get(ROOT_READY) and (self.pod_dir(ns, name) / "upper").is_dir():
+        if (meta.get("annotations") or {}).get(ROOT_READY) and (
+            self.pod_dir(ns, name) / "upper"
+        ).is_dir():
             return True
         return self.prepare(pod)
 
@@ -263,9 +316,22 @@ class Controller:
         # The watch ends every 10 s and starts again with a fresh list (every pod ADDED):
         # a pod that could not be prepared (its claim not bound yet) is tried again then.
         while True:
-            proc = subprocess.Popen([*self.base[:-1], "--request-timeout=10s", "get", "pods", "-A", "--watch",
-                                     "-o", "json", "--output-watch-events"],
-                                    stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+            proc = subprocess.Popen(
+                [
+                    *self.base[:-1],
+                    "--request-timeout=10s",
+                    "get",
+                    "pods",
+                    "-A",
+                    "--watch",
+                    "-o",
+                    "json",
+                    "--output-watch-events",
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )
             assert proc.stdout is not None
             decoder, buf = json.JSONDecoder(), ""
             for line in proc.stdout:
@@ -277,7 +343,10 @@ class Controller:
                         break
                     buf = buf.lstrip()[end:]
                     pod = event.get("object") or {}
-                    key = (pod.get("metadata", {}).get("namespace", ""), pod.get("metadata", {}).get("name", ""))
+                    key = (
+                        pod.get("metadata", {}).get("namespace", ""),
+                        pod.get("metadata", {}).get("name", ""),
+                    )
                     try:
                         self.handle(event.get("type", ""), pod)
                     except (OSError, subprocess.SubprocessError, KeyError, ValueError) as e:

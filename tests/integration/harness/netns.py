@@ -84,8 +84,11 @@ def _ip(*args: str, ns: str | None = None) -> None:
 
 def keypair(path: str) -> None:
     """An ed25519 key pair at ``path`` / ``path.pub`` (no passphrase)."""
-    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "mlenv-test", "-f", path],
-                   check=True, capture_output=True)
+    subprocess.run(
+        ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "mlenv-test", "-f", path],
+        check=True,
+        capture_output=True,
+    )
 
 
 @dataclass
@@ -169,12 +172,32 @@ class Cluster:
         _ip("addr", "add", f"{addr}/24", "dev", peer, ns=ns)
         _ip("link", "set", peer, "up", ns=ns)
         hostname = f"{self.statefulset}-{i}"
-        script = (f"mount --bind {shlex.quote(os.path.join(d, 'hosts'))} /etc/hosts "
-                  f"&& hostname {shlex.quote(hostname)} && mkdir -p /run/sshd && exec sleep infinity")
+        script = (
+            f"mount --bind {shlex.quote(os.path.join(d, 'hosts'))} /etc/hosts "
+            f"&& hostname {shlex.quote(hostname)} && mkdir -p /run/sshd && exec sleep infinity"
+        )
         proc = subprocess.Popen(
-            ["ip", "netns", "exec", ns, "unshare", "--mount", "--uts", "--pid", "--fork",
-             "--mount-proc", "--propagation", "private", "sh", "-c", script],
-            start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            [
+                "ip",
+                "netns",
+                "exec",
+                ns,
+                "unshare",
+                "--mount",
+                "--uts",
+                "--pid",
+                "--fork",
+                "--mount-proc",
+                "--propagation",
+                "private",
+                "sh",
+                "-c",
+                script,
+            ],
+            start_new_session=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
         return Pod(i, ns, hostname, addr, d, proc)
 
     def _wait_ready(self, pod: Pod, timeout: float = 20.0) -> None:
@@ -214,7 +237,8 @@ class Cluster:
             "MASTER_PORT": "29500",
             "DS_ACCELERATOR": "cpu",
             "TORCH_EXTENSIONS_DIR": os.environ.get(
-                "TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/mlenv/torch_extensions")),
+                "TORCH_EXTENSIONS_DIR", os.path.expanduser("~/.cache/mlenv/torch_extensions")
+            ),
             "OMP_NUM_THREADS": "1",
             "NCCL_DEBUG": "WARN",
         }
@@ -222,26 +246,62 @@ class Cluster:
             env.update(extra)
         return env
 
-    def popen(self, i: int, argv: Sequence[str], env: Mapping[str, str], cwd: str | None = None,
-              user: tuple[int, int] | None = None, **kw: object) -> subprocess.Popen[str]:
+    def popen(
+        self,
+        i: int,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        cwd: str | None = None,
+        user: tuple[int, int] | None = None,
+        **kw: object,
+    ) -> subprocess.Popen[str]:
         """Start ``argv`` inside pod ``i`` (all its namespaces).
 
         ``user``: ``(uid, gid)`` to run as, with no supplementary groups, like a pod under
         OpenShift's random UID (the harness itself is root).
         """
         pod = self.pods[i]
-        drop = ([] if user is None else
-                ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", "--"])
+        drop = (
+            []
+            if user is None
+            else ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups", "--"]
+        )
         # --wd: entering the mount namespace would otherwise leave us in the target's cwd (/).
-        full = ["nsenter", "-t", str(pod.pid1), "--mount", "--uts", "--net", "--pid",
-                f"--wd={cwd or self.root}", "--", *drop, *argv]
+        full = [
+            "nsenter",
+            "-t",
+            str(pod.pid1),
+            "--mount",
+            "--uts",
+            "--net",
+            "--pid",
+            f"--wd={cwd or self.root}",
+            "--",
+            *drop,
+            *argv,
+        ]
         return subprocess.Popen(full, env=dict(env), text=True, **kw)  # type: ignore[call-overload]
 
-    def run(self, i: int, argv: Sequence[str], env: Mapping[str, str], timeout: float = 120,
-            cwd: str | None = None, user: tuple[int, int] | None = None) -> subprocess.CompletedProcess[str]:
+    def run(
+        self,
+        i: int,
+        argv: Sequence[str],
+        env: Mapping[str, str],
+        timeout: float = 120,
+        cwd: str | None = None,
+        user: tuple[int, int] | None = None,
+    ) -> subprocess.CompletedProcess[str]:
         """Run ``argv`` in pod ``i`` to completion, capturing output."""
-        p = self.popen(i, argv, env, cwd=cwd, user=user, stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, start_new_session=True)
+        p = self.popen(
+            i,
+            argv,
+            env,
+            cwd=cwd,
+            user=user,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         return run_bounded(p, timeout)
 
     def bind_file(self, i: int, src: str, dst: str) -> None:
@@ -261,15 +321,19 @@ class Cluster:
         parts = target.strip("/").split("/")
         for depth in range(len(parts) - 1):
             ancestor = "/" + "/".join(parts[:depth])
-            r = self.run(i, ["sh", "-c", f"stat -c %a {shlex.quote(ancestor)}"], dict(os.environ), timeout=20)
+            r = self.run(
+                i, ["sh", "-c", f"stat -c %a {shlex.quote(ancestor)}"], dict(os.environ), timeout=20
+            )
             if r.returncode != 0 or int(r.stdout.strip(), 8) & 0o001:
                 continue
             branch = os.path.join(ancestor, parts[depth])
             stash = os.path.join(self.root, f"stash{i}-{depth}")
             os.makedirs(stash, exist_ok=True)
             q = shlex.quote
-            script = (f"mount --bind {q(branch)} {q(stash)} && mount -t tmpfs -o mode=0755 tmpfs {q(ancestor)} "
-                      f"&& mkdir {q(branch)} && mount --move {q(stash)} {q(branch)}")
+            script = (
+                f"mount --bind {q(branch)} {q(stash)} && mount -t tmpfs -o mode=0755 tmpfs {q(ancestor)} "
+                f"&& mkdir {q(branch)} && mount --move {q(stash)} {q(branch)}"
+            )
             r = self.run(i, ["sh", "-c", script], dict(os.environ), timeout=20)
             if r.returncode != 0:
                 raise HarnessUnavailable(f"pod {i}: cannot expose {target}: {r.stdout.strip()}")
@@ -291,8 +355,22 @@ class Cluster:
     def shape_pod(self, i: int, rate: str = "20mbit") -> None:
         """Slow every link of pod ``i``: a ``tbf`` rate limit on both ends of its veth (both directions)."""
         for inside in (False, True):
-            self._tc(i, "qdisc", "add", "dev", "{dev}", "root", "tbf", "rate", rate, "burst", "32kbit",
-                     "latency", "50ms", inside=inside)
+            self._tc(
+                i,
+                "qdisc",
+                "add",
+                "dev",
+                "{dev}",
+                "root",
+                "tbf",
+                "rate",
+                rate,
+                "burst",
+                "32kbit",
+                "latency",
+                "50ms",
+                inside=inside,
+            )
 
     def shape_path(self, i: int, j: int, rate: str = "20mbit") -> None:
         """Slow only what pod ``i`` sends to pod ``j``: ``htb`` on ``i``'s veth, a ``u32`` filter on
@@ -302,22 +380,88 @@ class Cluster:
     def shape_paths(self, i: int, dsts: Sequence[int], rate: str = "20mbit") -> None:
         """Slow what pod ``i`` sends to each of ``dsts`` (each path its own ``rate`` class): the
         pods of a rack behind a slow uplink, when every other rack is in ``dsts``."""
-        self._tc(i, "qdisc", "add", "dev", "{dev}", "root", "handle", "1:", "htb", "default", "20", inside=True)
-        self._tc(i, "class", "add", "dev", "{dev}", "parent", "1:", "classid", "1:20", "htb", "rate", "100gbit",
-                 inside=True)
+        self._tc(
+            i,
+            "qdisc",
+            "add",
+            "dev",
+            "{dev}",
+            "root",
+            "handle",
+            "1:",
+            "htb",
+            "default",
+            "20",
+            inside=True,
+        )
+        self._tc(
+            i,
+            "class",
+            "add",
+            "dev",
+            "{dev}",
+            "parent",
+            "1:",
+            "classid",
+            "1:20",
+            "htb",
+            "rate",
+            "100gbit",
+            inside=True,
+        )
         for k, j in enumerate(dsts):
             cls = f"1:{100 + k}"
-            self._tc(i, "class", "add", "dev", "{dev}", "parent", "1:", "classid", cls, "htb", "rate", rate,
-                     "burst", "32kbit", inside=True)
-            self._tc(i, "filter", "add", "dev", "{dev}", "protocol", "ip", "parent", "1:", "prio", "1", "u32",
-                     "match", "ip", "dst", f"{self.pods[j].address}/32", "flowid", cls, inside=True)
+            self._tc(
+                i,
+                "class",
+                "add",
+                "dev",
+                "{dev}",
+                "parent",
+                "1:",
+                "classid",
+                cls,
+                "htb",
+                "rate",
+                rate,
+                "burst",
+                "32kbit",
+                inside=True,
+            )
+            self._tc(
+                i,
+                "filter",
+                "add",
+                "dev",
+                "{dev}",
+                "protocol",
+                "ip",
+                "parent",
+                "1:",
+                "prio",
+                "1",
+                "u32",
+                "match",
+                "ip",
+                "dst",
+                f"{self.pods[j].address}/32",
+                "flowid",
+                cls,
+                inside=True,
+            )
 
     def unshape(self, i: int) -> None:
         """Remove any shaping of pod ``i`` (both ends of its veth); no error when there is none."""
         for inside in (False, True):
             dev = self.veths(i)[1 if inside else 0]
             argv = (["ip", "netns", "exec", self.pods[i].netns] if inside else []) + [
-                "tc", "qdisc", "del", "dev", dev, "root"]
+                "tc",
+                "qdisc",
+                "del",
+                "dev",
+                dev,
+                "root",
+            ]
             subprocess.run(argv, capture_output=True, check=False)
 
     def kill_pod(self, i: int) -> None:
@@ -346,9 +490,17 @@ class Cluster:
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True, check=False)
         end = time.monotonic() + 20
         while time.monotonic() < end:
-            names = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=False).stdout
-            nss = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True, check=False).stdout
-            if f"mlenv{self.tag}-" not in nss and f"v{self.tag}" not in names and self.bridge not in names:
+            names = subprocess.run(
+                ["ip", "-o", "link"], capture_output=True, text=True, check=False
+            ).stdout
+            nss = subprocess.run(
+                ["ip", "netns", "list"], capture_output=True, text=True, check=False
+            ).stdout
+            if (
+                f"mlenv{self.tag}-" not in nss
+                and f"v{self.tag}" not in names
+                and self.bridge not in names
+            ):
                 break
             time.sleep(0.05)
         self.pods = []

@@ -15,9 +15,15 @@ def node_python(root: Path) -> Path:
     """Make it under ``root/nodepy``; its ``bin/python``."""
     venv = root / "nodepy"
     base = getattr(sys, "_base_executable", sys.executable)
-    subprocess.run([base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True)
+    subprocess.run(
+        [base, "-m", "venv", "--without-pip", str(venv)], check=True, capture_output=True
+    )
     py = venv / "bin" / "python"
-    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+    purelib = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     Path(purelib, "project_venv.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     return py

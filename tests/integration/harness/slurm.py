@@ -36,17 +36,23 @@ CLIENTS = ("sbatch", "squeue", "scontrol", "scancel", "sinfo", "srun")
 
 
 def _sbin(name: str) -> str | None:
-    return shutil.which(name) or next((p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.path.exists(p)), None)
+    return shutil.which(name) or next(
+        (p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.path.exists(p)), None
+    )
 
 
 def unavailable_reason() -> str | None:
     """Why a real Slurm cluster cannot start here (None: it can)."""
     if os.geteuid() != 0:
         return "the Slurm harness runs slurmd/slurmctld as root"
-    missing = [d for d in DAEMONS if _sbin(d) is None] + [c for c in CLIENTS if shutil.which(c) is None]
+    missing = [d for d in DAEMONS if _sbin(d) is None] + [
+        c for c in CLIENTS if shutil.which(c) is None
+    ]
     if missing:
-        return (f"Slurm/munge not installed ({', '.join(missing)} missing; scripts/dev/system-deps.sh "
-                "installs slurmctld slurmd munge slurm-client with apt)")
+        return (
+            f"Slurm/munge not installed ({', '.join(missing)} missing; scripts/dev/system-deps.sh "
+            "installs slurmctld slurmd munge slurm-client with apt)"
+        )
     return None
 
 
@@ -64,7 +70,9 @@ class SlurmCluster:
     pods: Any = None  # harness.netns.Cluster (already set up) or None: the machine itself
     partition: str = "debug"
     cpus: int = 2
-    slurmd_timeout_s: int = 20  # a loaded 2-core machine answers pings late; 10 s flagged healthy nodes
+    slurmd_timeout_s: int = (
+        20  # a loaded 2-core machine answers pings late; 10 s flagged healthy nodes
+    )
     nodes: list[str] = field(default_factory=list)
     addrs: list[str] = field(default_factory=list)
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -87,8 +95,9 @@ class SlurmCluster:
 
     def run(self, *argv: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
         """A Slurm client command against this cluster (from the controller host)."""
-        return subprocess.run(list(argv), env=self.env(), capture_output=True, text=True, timeout=timeout,
-                              check=False)
+        return subprocess.run(
+            list(argv), env=self.env(), capture_output=True, text=True, timeout=timeout, check=False
+        )
 
     # --- start --------------------------------------------------------------------------
 
@@ -103,10 +112,20 @@ class SlurmCluster:
         os.chmod(key, 0o400)
         sock = os.path.join(self.root, "munge", "munge.sock")
         pid = os.path.join(self.root, "munge", "munged.pid")
-        r = subprocess.run([_sbin("munged") or "munged", f"--key-file={key}", f"--socket={sock}",
-                            f"--pid-file={pid}", f"--log-file={os.path.join(self.root, 'log', 'munged.log')}",
-                            f"--seed-file={os.path.join(self.root, 'munge', 'seed')}", "--force"],
-                           capture_output=True, text=True, check=False)
+        r = subprocess.run(
+            [
+                _sbin("munged") or "munged",
+                f"--key-file={key}",
+                f"--socket={sock}",
+                f"--pid-file={pid}",
+                f"--log-file={os.path.join(self.root, 'log', 'munged.log')}",
+                f"--seed-file={os.path.join(self.root, 'munge', 'seed')}",
+                "--force",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if r.returncode != 0:
             raise RuntimeError(f"munged: {r.stderr.strip()}")
         self._pidfiles.append(pid)
@@ -116,14 +135,22 @@ class SlurmCluster:
         else:
             net = self.pods._subnet()
             ctl_addr = f"{net}.1"
-            subprocess.run(["ip", "addr", "add", f"{ctl_addr}/24", "dev", self.pods.bridge], check=True,
-                           capture_output=True)
+            subprocess.run(
+                ["ip", "addr", "add", f"{ctl_addr}/24", "dev", self.pods.bridge],
+                check=True,
+                capture_output=True,
+            )
             self.nodes = [p.hostname for p in self.pods.pods]
             self.addrs = [p.address for p in self.pods.pods]
         self._write_conf(host, ctl_addr, sock)
         ctld_pid = os.path.join(self.root, "slurmctld.pid")
-        r = subprocess.run([_sbin("slurmctld") or "slurmctld", "-i", "-f", self.conf], env=self.env(),
-                           capture_output=True, text=True, check=False)
+        r = subprocess.run(
+            [_sbin("slurmctld") or "slurmctld", "-i", "-f", self.conf],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            check=False,
+        )
         if r.returncode != 0:
             raise RuntimeError(f"slurmctld: {r.stderr.strip()}")
         self._pidfiles.append(ctld_pid)
@@ -140,38 +167,72 @@ class SlurmCluster:
         r = self.root
         ctl = f"{host}({ctl_addr})" if ctl_addr else host
         lines = [
-            "ClusterName=mlenvtest", f"SlurmctldHost={ctl}", "SlurmUser=root", "SlurmdUser=root",
-            f"SlurmctldPort={_free_port()}", f"SlurmdPort={_free_port() if self.pods is None else 6818}",
-            "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={sock}",
-            f"StateSaveLocation={r}/state", f"SlurmdSpoolDir={r}/spool/%n",
-            f"SlurmctldPidFile={r}/slurmctld.pid", f"SlurmdPidFile={r}/spool/%n/slurmd.pid",
-            f"SlurmctldLogFile={r}/log/slurmctld.log", f"SlurmdLogFile={r}/log/slurmd-%n.log",
-            "ProctrackType=proctrack/linuxproc", "TaskPlugin=task/none", "MpiDefault=none",
-            "ReturnToService=2", "SchedulerType=sched/backfill", "SelectType=select/cons_tres",
-            "SelectTypeParameters=CR_CPU", "JobCompType=jobcomp/none",
-            "AccountingStorageType=accounting_storage/none", "JobAcctGatherType=jobacct_gather/none",
-            f"SlurmdTimeout={self.slurmd_timeout_s}", "SlurmctldTimeout=10", "MessageTimeout=10",
-            "InactiveLimit=0", "KillWait=5", "MinJobAge=600", "HealthCheckInterval=0",
+            "ClusterName=mlenvtest",
+            f"SlurmctldHost={ctl}",
+            "SlurmUser=root",
+            "SlurmdUser=root",
+            f"SlurmctldPort={_free_port()}",
+            f"SlurmdPort={_free_port() if self.pods is None else 6818}",
+            "AuthType=auth/munge",
+            "CredType=cred/munge",
+            f"AuthInfo=socket={sock}",
+            f"StateSaveLocation={r}/state",
+            f"SlurmdSpoolDir={r}/spool/%n",
+            f"SlurmctldPidFile={r}/slurmctld.pid",
+            f"SlurmdPidFile={r}/spool/%n/slurmd.pid",
+            f"SlurmctldLogFile={r}/log/slurmctld.log",
+            f"SlurmdLogFile={r}/log/slurmd-%n.log",
+            "ProctrackType=proctrack/linuxproc",
+            "TaskPlugin=task/none",
+            "MpiDefault=none",
+            "ReturnToService=2",
+            "SchedulerType=sched/backfill",
+            "SelectType=select/cons_tres",
+            "SelectTypeParameters=CR_CPU",
+            "JobCompType=jobcomp/none",
+            "AccountingStorageType=accounting_storage/none",
+            "JobAcctGatherType=jobacct_gather/none",
+            f"SlurmdTimeout={self.slurmd_timeout_s}",
+            "SlurmctldTimeout=10",
+            "MessageTimeout=10",
+            "InactiveLimit=0",
+            "KillWait=5",
+            "MinJobAge=600",
+            "HealthCheckInterval=0",
         ]
         for name, addr in zip(self.nodes, self.addrs, strict=True):
-            lines.append(f"NodeName={name}" + (f" NodeAddr={addr}" if addr else "") + f" CPUs={self.cpus} State=UNKNOWN")
-        lines.append(f"PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE")
+            lines.append(
+                f"NodeName={name}"
+                + (f" NodeAddr={addr}" if addr else "")
+                + f" CPUs={self.cpus} State=UNKNOWN"
+            )
+        lines.append(
+            f"PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE"
+        )
         if self.topology:
             lines.append("TopologyPlugin=topology/tree")
-            leaves = [f"SwitchName={leaf} Nodes={','.join(nodes)}" for leaf, nodes in self.topology.items()]
+            leaves = [
+                f"SwitchName={leaf} Nodes={','.join(nodes)}"
+                for leaf, nodes in self.topology.items()
+            ]
             with open(os.path.join(self.root, "topology.conf"), "w", encoding="utf-8") as f:
-                f.write("\n".join([*leaves, f"SwitchName=spine Switches={','.join(self.topology)}"]) + "\n")
+                f.write(
+                    "\n".join([*leaves, f"SwitchName=spine Switches={','.join(self.topology)}"])
+                    + "\n"
+                )
         with open(self.conf, "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
 
     def _cgroupfs(self, i: int) -> None:
         """``ip netns exec`` gives the host a fresh /sys without cgroups, and slurmd refuses to
         start without them: mount the machine's v1 controllers (and the v2 tree) again there."""
-        script = ("set -e; mount -t tmpfs -o mode=0755 cgroup /sys/fs/cgroup; "
-                  "for c in cpu cpuacct cpuset memory devices freezer pids; do "
-                  "mkdir -p /sys/fs/cgroup/$c; mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c || true; done; "
-                  "mkdir -p /sys/fs/cgroup/systemd; mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd || true; "
-                  "mkdir -p /sys/fs/cgroup/unified; mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified || true")
+        script = (
+            "set -e; mount -t tmpfs -o mode=0755 cgroup /sys/fs/cgroup; "
+            "for c in cpu cpuacct cpuset memory devices freezer pids; do "
+            "mkdir -p /sys/fs/cgroup/$c; mount -t cgroup -o $c cgroup /sys/fs/cgroup/$c || true; done; "
+            "mkdir -p /sys/fs/cgroup/systemd; mount -t cgroup -o none,name=systemd cgroup /sys/fs/cgroup/systemd || true; "
+            "mkdir -p /sys/fs/cgroup/unified; mount -t cgroup2 cgroup2 /sys/fs/cgroup/unified || true"
+        )
         r = self.pods.run(i, ["sh", "-c", script], dict(os.environ), timeout=20)
         if r.returncode != 0:
             raise RuntimeError(f"{self.nodes[i]}: cannot mount cgroups: {r.stdout.strip()}")
@@ -181,11 +242,22 @@ class SlurmCluster:
         name = self.nodes[i]
         argv = [_sbin("slurmd") or "slurmd", "-D", "-N", name, "-f", self.conf]
         if self.pods is None:
-            p = subprocess.Popen(argv, env=self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 start_new_session=True)
+            p = subprocess.Popen(
+                argv,
+                env=self.env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         else:
-            p = self.pods.popen(i, argv, self.env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                start_new_session=True)
+            p = self.pods.popen(
+                i,
+                argv,
+                self.env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         self._procs.append(p)
         self._slurmd[i] = p
 
@@ -206,7 +278,9 @@ class SlurmCluster:
             if len(states) == len(self.nodes) and all(s == "idle" for s in states.values()):
                 return
             time.sleep(0.3)
-        raise RuntimeError(f"Slurm nodes not idle within {timeout:g} s: {states}; see {self.root}/log")
+        raise RuntimeError(
+            f"Slurm nodes not idle within {timeout:g} s: {states}; see {self.root}/log"
+        )
 
     # --- faults -------------------------------------------------------------------------
 
@@ -268,8 +342,9 @@ class SlurmCluster:
 
 
 @contextlib.contextmanager
-def on_netns_hosts(root: str, hosts: int = 2, *,
-                   topology: dict[str, list[str]] | None = None) -> Iterator[SlurmCluster]:
+def on_netns_hosts(
+    root: str, hosts: int = 2, *, topology: dict[str, list[str]] | None = None
+) -> Iterator[SlurmCluster]:
     """A started :class:`SlurmCluster` with one slurmd in each of ``hosts`` netns hosts
     (``<root>/pods``, ``<root>/slurmd``); stopped, and the hosts torn down, on the way out.
     The shape the Slurm tests and the Slurm benchmark run on. ``topology``: leaf switch →
@@ -290,8 +365,12 @@ def private_shm(pods: Any, i: int) -> None:
     share this machine's: DeepSpeed's CPU all-reduce names its buffers after MASTER_ADDR,
     MASTER_PORT and the local rank, so local rank 0 of both hosts opened the same buffer
     and the training check hung now and then."""
-    r = pods.run(i, ["mount", "-t", "tmpfs", "-o", "mode=1777,size=2g", "tmpfs", "/dev/shm"], dict(os.environ),
-                 timeout=20)
+    r = pods.run(
+        i,
+        ["mount", "-t", "tmpfs", "-o", "mode=1777,size=2g", "tmpfs", "/dev/shm"],
+        dict(os.environ),
+        timeout=20,
+    )
     if r.returncode != 0:
         raise RuntimeError(f"host {i}: cannot mount a private /dev/shm: {r.stdout.strip()}")
 

@@ -24,11 +24,17 @@ def main() -> int:
     t = torch.tensor([float(rank)])
     dist.all_reduce(t)
     hosts: list[object] = [None] * world
-    dist.all_gather_object(hosts, {"rank": rank, "host": socket.gethostname(),
-                                   "local_rank": os.environ.get("LOCAL_RANK"),
-                                   "ds_accel": os.environ.get("DS_ACCELERATOR"),
-                                   "ns": os.environ.get("MLENV_NAMESPACE"),
-                                   "hca": os.environ.get("NCCL_IB_HCA")})
+    dist.all_gather_object(
+        hosts,
+        {
+            "rank": rank,
+            "host": socket.gethostname(),
+            "local_rank": os.environ.get("LOCAL_RANK"),
+            "ds_accel": os.environ.get("DS_ACCELERATOR"),
+            "ns": os.environ.get("MLENV_NAMESPACE"),
+            "hca": os.environ.get("NCCL_IB_HCA"),
+        },
+    )
     if rank == 0:
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump({"world": world, "sum": t.item(), "ranks": hosts}, f)

@@ -32,9 +32,19 @@ def main(argv: list[str]) -> int:
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", os.environ.get("LOCAL_SIZE", str(world))))
     dist.init_process_group("gloo", timeout=timedelta(seconds=120))
-    ctx = RunContext(rank=rank, world_size=world, local_rank=local_rank, local_world_size=local_world,
-                     node_rank=0, nnodes=1, host=f"{socket.gethostname()}-r{rank}", backend="gloo", device="cpu",
-                     options={"training": opts}, deadline_s=120.0)
+    ctx = RunContext(
+        rank=rank,
+        world_size=world,
+        local_rank=local_rank,
+        local_world_size=local_world,
+        node_rank=0,
+        nnodes=1,
+        host=f"{socket.gethostname()}-r{rank}",
+        backend="gloo",
+        device="cpu",
+        options={"training": opts},
+        deadline_s=120.0,
+    )
     check = TrainingCheck()
     check.setup(ctx)
     try:

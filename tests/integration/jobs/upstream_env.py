@@ -26,8 +26,15 @@ def main() -> int:
     rank, world = dist.get_rank(), dist.get_world_size()
     names = ("NODE_RANK", "POD_IP", "GPUS_PER_NODE", "LOCAL_WORLD_SIZE", "WORLD_SIZE")
     seen: list[object] = [None] * world
-    dist.all_gather_object(seen, {"rank": rank, "host": socket.gethostname(), "config": args.deepspeed_config,
-                                  **{n: os.environ.get(n) for n in names}})
+    dist.all_gather_object(
+        seen,
+        {
+            "rank": rank,
+            "host": socket.gethostname(),
+            "config": args.deepspeed_config,
+            **{n: os.environ.get(n) for n in names},
+        },
+    )
     if rank == 0:
         with open(args.out, "w", encoding="utf-8") as f:
             json.dump({"world": world, "ranks": seen}, f)

@@ -42,7 +42,12 @@ def test_bandwidth_is_bytes_over_time_times_factor() -> None:
 
 def test_size_sweep_multiplies_and_stops_at_max() -> None:
     assert size_sweep(1024, 16384, 2, elem_size=4, nranks=4, op="all_reduce") == [
-        1024, 2048, 4096, 8192, 16384]
+        1024,
+        2048,
+        4096,
+        8192,
+        16384,
+    ]
     assert size_sweep(1000, 5000, 4, elem_size=4, nranks=1, op="broadcast") == [1000, 4000]
 
 
@@ -76,8 +81,17 @@ def test_table_has_nccl_tests_columns_and_one_line_per_size() -> None:
     text = format_table(_rows(), "collectives.all_reduce world")
     lines = text.splitlines()
     assert lines[0] == "# collectives.all_reduce world"
-    assert lines[1].split()[1:] == ["size", "count", "type", "redop", "root", "time",
-                                    "algbw", "busbw", "#wrong"]
+    assert lines[1].split()[1:] == [
+        "size",
+        "count",
+        "type",
+        "redop",
+        "root",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+    ]
     assert lines[2].split()[1:] == ["(B)", "(elements)", "(us)", "(GB/s)", "(GB/s)"]
     body = [ln.split() for ln in lines[3:]]
     assert [b[0] for b in body] == ["1024", "4096", "16384"]
@@ -88,8 +102,13 @@ def test_table_has_nccl_tests_columns_and_one_line_per_size() -> None:
 
 def test_summary_takes_max_large_and_sums_wrong() -> None:
     m = summarize(_rows())
-    assert m == {"busbw_gbps_max": 0.31, "algbw_gbps_max": 0.41, "busbw_gbps_large": 0.29,
-                 "busbw_gbps_avg": pytest.approx((0.08 + 0.31 + 0.29) / 3), "wrong_elements": 3.0}
+    assert m == {
+        "busbw_gbps_max": 0.31,
+        "algbw_gbps_max": 0.41,
+        "busbw_gbps_large": 0.29,
+        "busbw_gbps_avg": pytest.approx((0.08 + 0.31 + 0.29) / 3),
+        "wrong_elements": 3.0,
+    }
     with pytest.raises(ValueError, match="no sizes"):
         summarize([])
 

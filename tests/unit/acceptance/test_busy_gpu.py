@@ -37,8 +37,17 @@ def _usage(case: str) -> list[envcheck.GpuUse]:
 
 
 def _ctx(device: str = "cuda:0", rank: int = 0) -> RunContext:
-    return RunContext(rank=rank, world_size=1, local_rank=rank, local_world_size=1, node_rank=0, nnodes=1,
-                      host="vm", backend="nccl", device=device)
+    return RunContext(
+        rank=rank,
+        world_size=1,
+        local_rank=rank,
+        local_world_size=1,
+        node_rank=0,
+        nnodes=1,
+        host="vm",
+        backend="nccl",
+        device=device,
+    )
 
 
 def test_i12_4_gpu_held_by_another_process_is_busy_and_named_in_one_line() -> None:
@@ -59,16 +68,28 @@ def test_i12_4_our_own_processes_never_make_a_gpu_busy() -> None:
 
 def test_i12_4_compute_busy_and_unlisted_processes_are_busy_too() -> None:
     hot, idle = _usage("hot")
-    assert hot.busy and "97% utilised before the checks started (pid 901)" in hot.why and not idle.busy
+    assert (
+        hot.busy and "97% utilised before the checks started (pid 901)" in hot.why and not idle.busy
+    )
     g0, g1 = _usage("container")
     # no process listed (another PID namespace): memory.used still tells, the PID cannot
     assert not g0.busy
-    assert g1.busy and g1.util_pct is None and g1.why == "GPU 1: 40 GiB of 79.6 GiB held by another process; not measured"
+    assert (
+        g1.busy
+        and g1.util_pct is None
+        and g1.why == "GPU 1: 40 GiB of 79.6 GiB held by another process; not measured"
+    )
 
 
 def test_i12_4_thresholds_are_the_documented_ones() -> None:
-    doc = (Path(__file__).resolve().parents[3] / "docs" / "acceptance.md").read_text(encoding="utf-8")
-    assert (envcheck.BUSY_MEM_GIB, envcheck.BUSY_MEM_FRAC, envcheck.BUSY_UTIL_PCT) == (2.0, 0.10, 50.0)
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "acceptance.md").read_text(
+        encoding="utf-8"
+    )
+    assert (envcheck.BUSY_MEM_GIB, envcheck.BUSY_MEM_FRAC, envcheck.BUSY_UTIL_PCT) == (
+        2.0,
+        0.10,
+        50.0,
+    )
     assert "2 GiB" in doc and "10%" in doc and "50%" in doc
     small = envcheck.GpuUse(index=0, uuid="u", used_mib=1700, total_mib=16384, util_pct=0)
     assert envcheck.judge_use(small, [], lambda pid: False).busy  # 10% of 16 GiB is less than 2 GiB
@@ -80,9 +101,13 @@ def test_i12_4_rank_finds_its_own_gpu_by_uuid_or_visible_devices() -> None:
     assert envcheck.my_gpu(gpus, 0, visible="1,0") is gpus[1]
     assert envcheck.my_gpu(gpus, 0, visible="GPU-5d2b1c7e") is gpus[0]
     assert envcheck.my_gpu(gpus, 1) is gpus[1]
-    busy, seen = envcheck.busy_gpu(_ctx("cuda:0"), _smi("busy"), lambda pid: pid in OURS, own_uuid="")
+    busy, seen = envcheck.busy_gpu(
+        _ctx("cuda:0"), _smi("busy"), lambda pid: pid in OURS, own_uuid=""
+    )
     assert busy == gpus[0] and len(seen) == 2
-    free, _ = envcheck.busy_gpu(_ctx("cuda:1", rank=1), _smi("busy"), lambda pid: pid in OURS, own_uuid="")
+    free, _ = envcheck.busy_gpu(
+        _ctx("cuda:1", rank=1), _smi("busy"), lambda pid: pid in OURS, own_uuid=""
+    )
     assert free is None
     # CPU ranks and machines without nvidia-smi are never busy
     assert envcheck.busy_gpu(_ctx("cpu"), _smi("busy")) == (None, [])
@@ -93,12 +118,16 @@ def test_i12_4_rank_finds_its_own_gpu_by_uuid_or_visible_devices() -> None:
 
 def test_i12_4_environment_result_is_error_with_the_one_line_and_the_rest_is_not_measured() -> None:
     busy = _usage("busy")[0]
-    r = envcheck.result(_ctx(), {"gpu_models": ["NVIDIA H100 80GB HBM3"], "gpu_busy": busy.to_dict(),
-                                 "missing_tools": []})
+    r = envcheck.result(
+        _ctx(),
+        {"gpu_models": ["NVIDIA H100 80GB HBM3"], "gpu_busy": busy.to_dict(), "missing_tools": []},
+    )
     assert r.status == Status.ERROR and r.reasons == [busy.why]
     assert busy_reason([r]) == "GPU 0 (vm) busy"
     j = judge([r])
-    assert j.reasons == ["ERROR: environment rank 0 (vm): GPU 0: 76.5 GiB of 79.6 GiB held by pid 558; not measured"]
+    assert j.reasons == [
+        "ERROR: environment rank 0 (vm): GPU 0: 76.5 GiB of 79.6 GiB held by pid 558; not measured"
+    ]
 
 
 class _Chan:
@@ -121,7 +150,9 @@ class _BusyEnv(Check):
     name = "environment"
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
-        return [envcheck.result(ctx, {"gpu_models": ["H100"], "gpu_busy": _usage("busy")[0].to_dict()})]
+        return [
+            envcheck.result(ctx, {"gpu_models": ["H100"], "gpu_busy": _usage("busy")[0].to_dict()})
+        ]
 
 
 class _Raises(Check):
@@ -130,44 +161,80 @@ class _Raises(Check):
     name = "compute.matmul"
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
-        raise RuntimeError("CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported\n"
-                           "For debugging consider passing CUDA_LAUNCH_BLOCKING=1")
+        raise RuntimeError(
+            "CUDA error: out of memory\nCUDA kernel errors might be asynchronously reported\n"
+            "For debugging consider passing CUDA_LAUNCH_BLOCKING=1"
+        )
 
 
 def _cpu_ctx() -> RunContext:
-    return RunContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, nnodes=1,
-                      host="vm", backend="gloo", device="cpu", deadline_s=10.0)
+    return RunContext(
+        rank=0,
+        world_size=1,
+        local_rank=0,
+        local_world_size=1,
+        node_rank=0,
+        nnodes=1,
+        host="vm",
+        backend="gloo",
+        device="cpu",
+        deadline_s=10.0,
+    )
 
 
 def test_i12_4_runner_marks_the_checks_after_a_busy_gpu_not_measured() -> None:
     shown: list[list[CheckResult]] = []
     chan: Any = _Chan()
     out = Runner(_cpu_ctx(), chan, ["vm"], [_BusyEnv, _Raises], emit=shown.append).run()
-    assert [(r.name, r.status) for r in out.results] == [("environment", Status.ERROR),
-                                                         ("compute.matmul", Status.SKIP)]
+    assert [(r.name, r.status) for r in out.results] == [
+        ("environment", Status.ERROR),
+        ("compute.matmul", Status.SKIP),
+    ]
     assert out.results[1].reasons == ["not measured: GPU 0 (vm) busy"]
     assert chan.kv["go/0"] == "abort:GPU 0 (vm) busy" and out.notes == []
-    assert [len(b) for b in shown] == [1, 1]  # one emit per check: the live judge sees all ranks at once
+    assert [len(b) for b in shown] == [
+        1,
+        1,
+    ]  # one emit per check: the live judge sees all ranks at once
     j = judge(out.results)
-    assert j.verdict.value == "ERROR" and len(j.reasons) == 1 and "held by pid 558; not measured" in j.reasons[0]
+    assert (
+        j.verdict.value == "ERROR"
+        and len(j.reasons) == 1
+        and "held by pid 558; not measured" in j.reasons[0]
+    )
 
 
 def test_i12_4_error_reasons_in_the_verdict_block_have_no_traceback() -> None:
     (r,), broke = Runner(_cpu_ctx(), _Chan(), ["vm"], [_Raises]).run_one(_Raises)  # type: ignore[arg-type]
     assert not broke
-    assert r.reasons == ["compute.matmul check raised on rank 0 (vm): RuntimeError: CUDA error: out of memory"]
+    assert r.reasons == [
+        "compute.matmul check raised on rank 0 (vm): RuntimeError: CUDA error: out of memory"
+    ]
     assert "Traceback" in r.details["traceback"] and "CUDA_LAUNCH_BLOCKING" in r.details["message"]
     # even a reason that arrives multi-line (an older results.jsonl) is one line in the block
-    old = CheckResult(name="memory.copy", status=Status.ERROR, scope="rank", node="vm", rank=0,
-                      reasons=["Traceback (most recent call last):\n  File \"x.py\", line 1\nRuntimeError: boom"])
-    doc: dict[str, Any] = {"verdict": judge([r, old]).verdict.value, "reasons": judge([r, old]).reasons}
+    old = CheckResult(
+        name="memory.copy",
+        status=Status.ERROR,
+        scope="rank",
+        node="vm",
+        rank=0,
+        reasons=['Traceback (most recent call last):\n  File "x.py", line 1\nRuntimeError: boom'],
+    )
+    doc: dict[str, Any] = {
+        "verdict": judge([r, old]).verdict.value,
+        "reasons": judge([r, old]).reasons,
+    }
     block = console.verdict_block(doc, "/tmp/r")
     reasons = [ln for ln in block.splitlines() if ln.startswith("  - ")]
     assert len(reasons) == 2 and len(block.splitlines()) == 4
-    assert "ERROR: compute.matmul check raised on rank 0 (vm): RuntimeError: CUDA error: out of memory" in block
-    assert not any("File \"" in ln for ln in block.splitlines())
-    assert "Traceback" not in block.replace("Traceback (most recent call last): (+2 more line(s) in results.json)",
-                                            "")
+    assert (
+        "ERROR: compute.matmul check raised on rank 0 (vm): RuntimeError: CUDA error: out of memory"
+        in block
+    )
+    assert not any('File "' in ln for ln in block.splitlines())
+    assert "Traceback" not in block.replace(
+        "Traceback (most recent call last): (+2 more line(s) in results.json)", ""
+    )
     print(block)
 
 

@@ -27,8 +27,9 @@ def _simulate(op: str, inputs: list[Any], n: int) -> list[Any]:
     raise AssertionError(op)
 
 
-@pytest.mark.parametrize("op", ["all_reduce", "broadcast", "all_gather", "reduce_scatter",
-                                "all_to_all"])
+@pytest.mark.parametrize(
+    "op", ["all_reduce", "broadcast", "all_gather", "reduce_scatter", "all_to_all"]
+)
 @pytest.mark.parametrize("n", [1, 2, 3, 5])
 def test_expected_output_matches_a_simulation_of_the_op(op: str, n: int) -> None:
     count = n * 23  # chunks of 23: not a multiple of the 7-element period

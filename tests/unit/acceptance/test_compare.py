@@ -18,28 +18,63 @@ from mlenv.cli.app import app
 HOSTS = ["h0"] * 4 + ["h1"] * 4  # 2 nodes x 4 GPUs
 
 
-def run_results(seed: int, drop: dict[int, float] | None = None, p50_up: float = 0.0) -> list[CheckResult]:
+def run_results(
+    seed: int, drop: dict[int, float] | None = None, p50_up: float = 0.0
+) -> list[CheckResult]:
     """8 H100-like ranks with a little jitter; ``drop`` {rank: fraction} lowers that GPU's TFLOPS."""
     rnd = random.Random(seed)
     out = []
     for r, h in enumerate(HOSTS):
         tf = 760.0 * (1 + rnd.uniform(-0.02, 0.02)) * (1 - (drop or {}).get(r, 0.0))
         out.append(CheckResult("compute.matmul", Status.PASS, "rank", h, r, {"tflops_bf16": tf}))
-        out.append(CheckResult("training.step_time", Status.PASS, "rank", h, r,
-                               {"p50_ms": 100.0 * (1 + p50_up), "p99_ms": 180.0 * rnd.uniform(1, 2)}))
-    out.append(CheckResult("collectives.all_reduce", Status.PASS, "world",
-                           metrics={"busbw_gbps_large": 360.0, "wrong_elements": 0.0}, details={"group": "world"}))
-    out.append(CheckResult("collectives.all_reduce", Status.PASS, "intra", "h1",
-                           metrics={"busbw_gbps_large": 400.0}, details={"group": "node 1 (h1)"}))
+        out.append(
+            CheckResult(
+                "training.step_time",
+                Status.PASS,
+                "rank",
+                h,
+                r,
+                {"p50_ms": 100.0 * (1 + p50_up), "p99_ms": 180.0 * rnd.uniform(1, 2)},
+            )
+        )
+    out.append(
+        CheckResult(
+            "collectives.all_reduce",
+            Status.PASS,
+            "world",
+            metrics={"busbw_gbps_large": 360.0, "wrong_elements": 0.0},
+            details={"group": "world"},
+        )
+    )
+    out.append(
+        CheckResult(
+            "collectives.all_reduce",
+            Status.PASS,
+            "intra",
+            "h1",
+            metrics={"busbw_gbps_large": 400.0},
+            details={"group": "node 1 (h1)"},
+        )
+    )
     return out
 
 
-def write_run(d: Path, run_id: str, rs: list[CheckResult], verdict: str = "PASS", baseline: str | None = None) -> Path:
+def write_run(
+    d: Path, run_id: str, rs: list[CheckResult], verdict: str = "PASS", baseline: str | None = None
+) -> Path:
     d.mkdir(parents=True)
-    doc = {"schema_version": 1, "run_id": run_id, "started": f"2026-01-01T00:0{run_id[-1]}:00+00:00",
-           "finished": "2026-01-01T00:10:00+00:00", "verdict": verdict, "reasons": [], "profile": "quick",
-           "baseline": baseline, "world": {"nodes": 2, "ranks": 8, "backend": "nccl", "device": "cuda", "hosts": HOSTS},
-           "checks": [r.to_dict() for r in rs]}
+    doc = {
+        "schema_version": 1,
+        "run_id": run_id,
+        "started": f"2026-01-01T00:0{run_id[-1]}:00+00:00",
+        "finished": "2026-01-01T00:10:00+00:00",
+        "verdict": verdict,
+        "reasons": [],
+        "profile": "quick",
+        "baseline": baseline,
+        "world": {"nodes": 2, "ranks": 8, "backend": "nccl", "device": "cuda", "hosts": HOSTS},
+        "checks": [r.to_dict() for r in rs],
+    }
     (d / "results.json").write_text(json.dumps(doc))
     return d
 
@@ -49,7 +84,9 @@ def test_a_planted_15_percent_drop_on_one_gpu_is_the_one_regression_named(tmp_pa
     b = load_run(str(write_run(tmp_path / "b", "run2", run_results(2, drop={5: 0.15}))))
     c = compare(a, b)
     regs = c.regressions
-    assert [(r.check, r.where, r.metric) for r in regs] == [("compute.matmul", "rank 5 (h1, GPU 1)", "tflops_bf16")]
+    assert [(r.check, r.where, r.metric) for r in regs] == [
+        ("compute.matmul", "rank 5 (h1, GPU 1)", "tflops_bf16")
+    ]
     assert regs[0].reason().startswith("compute.matmul rank 5 (h1, GPU 1): tflops_bf16 ")
     assert "% worse; tolerance 10%, default)" in regs[0].reason()
     assert -0.20 < (regs[0].delta_frac or 0) < -0.10
@@ -70,20 +107,33 @@ def test_a_drop_within_tolerance_and_an_improvement_are_not_regressions(tmp_path
 def test_lower_is_better_times_and_status_changes_regress(tmp_path: Path) -> None:
     a_rs, b_rs = run_results(1), run_results(1, p50_up=0.25)
     b_rs[-2].status = Status.FAIL  # the world all_reduce now fails its bar
-    c = compare(load_run(str(write_run(tmp_path / "a", "run1", a_rs))),
-                load_run(str(write_run(tmp_path / "b", "run2", b_rs, "FAIL"))))
+    c = compare(
+        load_run(str(write_run(tmp_path / "a", "run1", a_rs))),
+        load_run(str(write_run(tmp_path / "b", "run2", b_rs, "FAIL"))),
+    )
     names = {(r.check, r.metric) for r in c.regressions}
-    assert ("training.step_time", "p50_ms") in names and ("collectives.all_reduce", "status") in names
+    assert ("training.step_time", "p50_ms") in names and (
+        "collectives.all_reduce",
+        "status",
+    ) in names
     status = next(r for r in c.regressions if r.metric == "status")
-    assert status.where == "world" and status.reason() == "collectives.all_reduce world: status PASS → FAIL"
+    assert (
+        status.where == "world"
+        and status.reason() == "collectives.all_reduce world: status PASS → FAIL"
+    )
 
 
 def test_per_metric_tolerance_from_the_baseline_file(tmp_path: Path) -> None:
     base = tmp_path / "h100.yaml"
-    base.write_text("model: X\nrules: []\ntolerances:\n"
-                    "  - {check: 'compute.*', metric: 'tflops_*', value: 0.2, source: 'GEMM clocks vary 15% run to run'}\n")
+    base.write_text(
+        "model: X\nrules: []\ntolerances:\n"
+        "  - {check: 'compute.*', metric: 'tflops_*', value: 0.2, source: 'GEMM clocks vary 15% run to run'}\n"
+    )
     b_file = baselines.load(base)
-    assert tolerance_for("compute.matmul", "tflops_bf16", b_file) == (0.2, "baseline X: GEMM clocks vary 15% run to run")
+    assert tolerance_for("compute.matmul", "tflops_bf16", b_file) == (
+        0.2,
+        "baseline X: GEMM clocks vary 15% run to run",
+    )
     assert tolerance_for("memory.copy", "copy_gbps", b_file) == (0.1, "default")
     a = write_run(tmp_path / "a", "run1", run_results(1))
     b = write_run(tmp_path / "b", "run2", run_results(2, drop={5: 0.15}), baseline=f"X ({base})")
@@ -104,7 +154,11 @@ def test_cli_exit_codes_table_and_json(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["compare", str(a), str(b), "-o", "json"])
     assert r.exit_code == 1
     doc = json.loads(r.stdout)
-    assert doc["a"]["run_id"] == "run1" and len(doc["regressions"]) == 1 and "rank 5 (h1, GPU 1)" in doc["regressions"][0]
+    assert (
+        doc["a"]["run_id"] == "run1"
+        and len(doc["regressions"]) == 1
+        and "rank 5 (h1, GPU 1)" in doc["regressions"][0]
+    )
     assert CliRunner().invoke(app, ["compare", str(a), str(a)]).exit_code == 0
     r = CliRunner().invoke(app, ["compare", str(a), str(b), "--tolerance", "0.5"])
     assert r.exit_code == 0
@@ -122,7 +176,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path: Path, bad: str) -> None:
         (tmp_path / bad / "results.json").write_text('{"run_id": "x"}')
     elif bad == "--oops":  # an option-shaped run name after --: looked up as a name, never obeyed
         ref = "--oops"
-    r = CliRunner().invoke(app, ["compare", str(a), "--", ref], env={"MLENV_HISTORY_DIR": str(tmp_path / "reports")})
+    r = CliRunner().invoke(
+        app, ["compare", str(a), "--", ref], env={"MLENV_HISTORY_DIR": str(tmp_path / "reports")}
+    )
     assert r.exit_code == 2, r.output
     assert "Traceback" not in r.output and len(r.stderr.strip().splitlines()) == 1
 
@@ -156,19 +212,29 @@ def _training_world(setup: dict[str, object] | None, sps: float) -> CheckResult:
     details: dict[str, object] = {"precision": "bf16", "zero_stage": 2}
     if setup is not None:
         details["setup"] = setup
-    return CheckResult("training.deepspeed", Status.PASS, "world", metrics={"samples_per_s": sps}, details=details)
+    return CheckResult(
+        "training.deepspeed", Status.PASS, "world", metrics={"samples_per_s": sps}, details=details
+    )
 
 
 def test_compare_says_when_the_training_setups_differ(tmp_path: Path) -> None:
     """Issue 27: a run with the old DeepSpeed bf16 ZeRO-2 setup against one with torch_autocast
     ZeRO-0 is no regression or improvement of the cluster: the note says why the figures moved."""
     fast = {"name": "torch_autocast bf16, ZeRO-0, channels_last", "zero_stage": 0}
-    old = load_run(str(write_run(tmp_path / "a", "run1", [*run_results(1), _training_world(None, 2800.0)])))
-    new = load_run(str(write_run(tmp_path / "b", "run2", [*run_results(1), _training_world(fast, 3600.0)])))
-    again = load_run(str(write_run(tmp_path / "c", "run3", [*run_results(1), _training_world(fast, 3590.0)])))
+    old = load_run(
+        str(write_run(tmp_path / "a", "run1", [*run_results(1), _training_world(None, 2800.0)]))
+    )
+    new = load_run(
+        str(write_run(tmp_path / "b", "run2", [*run_results(1), _training_world(fast, 3600.0)]))
+    )
+    again = load_run(
+        str(write_run(tmp_path / "c", "run3", [*run_results(1), _training_world(fast, 3590.0)]))
+    )
     (note,) = compare(old, new).notes
-    assert note == ("note: the training runs used different setups (bf16, ZeRO-2 (setup not recorded) vs "
-                    "torch_autocast bf16, ZeRO-0, channels_last): their training figures are not comparable")
+    assert note == (
+        "note: the training runs used different setups (bf16, ZeRO-2 (setup not recorded) vs "
+        "torch_autocast bf16, ZeRO-0, channels_last): their training figures are not comparable"
+    )
     assert compare(new, again).notes == []
     assert "different setups" in compare(old, new).to_dict()["notes"][0]
 
@@ -203,12 +269,22 @@ def test_history_escapes_every_value_and_fits_the_terminal(tmp_path: Path) -> No
     """Issue 23 §8 and §9: a crafted history line reached the terminal as it was, and rows of a
     full run's headline metrics ran to about 400 characters."""
     root = tmp_path / "reports"
-    rec = {"schema_version": 2, "run_id": f"20260101-000000-aaaaaa{OSC}", "cluster": "barcelona",
-           "started": "2026-01-01T00:00:00.123+00:00", "verdict": "PASS\rFAIL", "profile": f"quick{OSC}",
-           "world": {"ranks": 16}, "versions": {"h0": {"torch": "2.13.0", "driver": "550.54.15", "cuda": "12.4",
-                                                       "nccl": "2.21.5"}},
-           "metrics": {f"collectives.op{i}": {"busbw_gbps_large": 123.456 + i, "alg_gbps": 99.5}
-                       for i in range(12)}}
+    rec = {
+        "schema_version": 2,
+        "run_id": f"20260101-000000-aaaaaa{OSC}",
+        "cluster": "barcelona",
+        "started": "2026-01-01T00:00:00.123+00:00",
+        "verdict": "PASS\rFAIL",
+        "profile": f"quick{OSC}",
+        "world": {"ranks": 16},
+        "versions": {
+            "h0": {"torch": "2.13.0", "driver": "550.54.15", "cuda": "12.4", "nccl": "2.21.5"}
+        },
+        "metrics": {
+            f"collectives.op{i}": {"busbw_gbps_large": 123.456 + i, "alg_gbps": 99.5}
+            for i in range(12)
+        },
+    }
     history.append(history.history_path(root, "barcelona"), rec)
     env = {"MLENV_HISTORY_DIR": str(root), "COLUMNS": "100"}
     r = CliRunner().invoke(app, ["history", "barcelona"], env=env)
@@ -221,10 +297,17 @@ def test_history_escapes_every_value_and_fits_the_terminal(tmp_path: Path) -> No
     r = CliRunner().invoke(app, ["history", "barcelona", "--wide"], env=env)
     _no_control(r.stdout)
     row = r.stdout.splitlines()[1]
-    assert len(row) > 300 and "2026-01-01 00:00Z" in row and "PASS\\rFAIL" in row and "op9.busbw_gbps_large=132.5" in row
+    assert (
+        len(row) > 300
+        and "2026-01-01 00:00Z" in row
+        and "PASS\\rFAIL" in row
+        and "op9.busbw_gbps_large=132.5" in row
+    )
     r = CliRunner().invoke(app, ["history", "barcelona", "-o", "json"], env=env)
     _no_control(r.stdout)
-    assert json.loads(r.stdout)[0]["verdict"] == "PASS\rFAIL"  # JSON keeps the value, escaped by JSON itself
+    assert (
+        json.loads(r.stdout)[0]["verdict"] == "PASS\rFAIL"
+    )  # JSON keeps the value, escaped by JSON itself
 
 
 def test_an_error_quoting_a_crafted_run_id_is_escaped_too(tmp_path: Path) -> None:

@@ -48,7 +48,12 @@ def write_cifar_batch(path: Path, n: int, seed: int) -> tuple[Any, list[int]]:
     rng = np.random.default_rng(seed)
     data = rng.integers(0, 256, (n, 3072), dtype=np.uint8)
     labels = [int(v) for v in rng.integers(0, 10, n)]
-    doc = {b"batch_label": b"training batch", b"labels": labels, b"data": data, b"filenames": [b"x.png"] * n}
+    doc = {
+        b"batch_label": b"training batch",
+        b"labels": labels,
+        b"data": data,
+        b"filenames": [b"x.png"] * n,
+    }
     path.write_bytes(pickle.dumps(doc, protocol=2))
     return data, labels
 
@@ -62,7 +67,9 @@ def test_synthetic_images_are_deterministic_and_balanced() -> None:
     xb, yb = b.get_batch(list(range(40)))
     assert torch.equal(xa, xb) and torch.equal(ya, yb)
     assert sorted(torch.bincount(ya, minlength=10).tolist()) == [4] * 10
-    assert not torch.equal(xa, SyntheticImages(40, 10, (3, 8, 8), seed=4).get_batch(list(range(40)))[0])
+    assert not torch.equal(
+        xa, SyntheticImages(40, 10, (3, 8, 8), seed=4).get_batch(list(range(40)))[0]
+    )
 
 
 def test_synthetic_images_are_learnable() -> None:
@@ -200,7 +207,9 @@ def test_cifar10_errors(tmp_path: Path) -> None:
     bad.write_bytes(pickle.dumps({b"data": np.zeros((2, 3072), dtype=np.uint8)}))
     with pytest.raises(InputError, match=r"missing key\(s\) \['labels'\]"):
         load_cifar10(tmp_path)
-    bad.write_bytes(pickle.dumps({b"data": np.zeros((2, 3072), dtype=np.uint8), b"labels": [0, 10]}))
+    bad.write_bytes(
+        pickle.dumps({b"data": np.zeros((2, 3072), dtype=np.uint8), b"labels": [0, 10]})
+    )
     with pytest.raises(InputError, match="labels out of range 0..10"):
         load_cifar10(tmp_path)
 

@@ -32,7 +32,10 @@ def test_v3_layout_failing_gpu_is_named_with_dcgms_messages() -> None:
     assert [g.gpu for g in gpus] == [0, 1]
     assert gpus[0].status == "PASS" and gpus[1].status == "FAIL"
     assert [t.test for t in gpus[1].failed()] == ["GPU Memory", "Diagnostic"]
-    assert "double bit ECC" in gpus[1].failed()[1].messages[0] and "(DCGM error 28)" in gpus[1].failed()[1].messages[0]
+    assert (
+        "double bit ECC" in gpus[1].failed()[1].messages[0]
+        and "(DCGM error 28)" in gpus[1].failed()[1].messages[0]
+    )
 
 
 def test_v4_layout_and_entity_id() -> None:
@@ -41,14 +44,23 @@ def test_v4_layout_and_entity_id() -> None:
 
 
 def test_check_gives_one_result_per_gpu_and_feeds_node_verdicts() -> None:
-    rs = diagnose("node-a", 2, 60.0, runner=_fake("synthetic-v3-r2-gpu1-fail.json", rc=226),
-                  which=lambda _: "/usr/bin/dcgmi")
+    rs = diagnose(
+        "node-a",
+        2,
+        60.0,
+        runner=_fake("synthetic-v3-r2-gpu1-fail.json", rc=226),
+        which=lambda _: "/usr/bin/dcgmi",
+    )
     assert [(r.details["gpu"], r.status) for r in rs] == [(0, Status.PASS), (1, Status.FAIL)]
     assert rs[1].reasons[0].startswith("GPU 1: DCGM level 2 GPU Memory FAIL")
     assert rs[1].metrics["tests_failed"] == 2.0
     sec = nodeverdicts.build(rs, [], {"device": "cuda", "hosts": ["node-a", "node-a"]})
     (n,) = sec["nodes"]
-    assert n["status"] == "FAIL" and n["action"]["id"] == "reset-gpu" and "reset GPU 1 on node-a" in n["action"]["text"]
+    assert (
+        n["status"] == "FAIL"
+        and n["action"]["id"] == "reset-gpu"
+        and "reset GPU 1 on node-a" in n["action"]["text"]
+    )
     assert [(g["gpu"], g["status"]) for g in n["gpus"]] == [(0, "PASS"), (1, "FAIL")]
 
 
@@ -61,13 +73,17 @@ def test_without_dcgmi_the_node_is_skip_with_the_reason_and_unknown() -> None:
 
 def test_garbage_output_is_error_not_pass() -> None:
     def run(words: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-        return subprocess.CompletedProcess(words, 1, stdout="Error: unable to connect to host engine", stderr="")
+        return subprocess.CompletedProcess(
+            words, 1, stdout="Error: unable to connect to host engine", stderr=""
+        )
 
     (r,) = diagnose("node-c", 1, 60.0, runner=run, which=lambda _: "/usr/bin/dcgmi")
     assert r.status == Status.ERROR and "no diagnostic JSON" in r.reasons[0]
 
 
-@pytest.mark.parametrize(("level", "timeout", "ok"), [(1, 0.0, True), (2, 0.0, True), (3, 0.0, False),
-                                                       (3, 1200.0, True), (4, 0.0, False)])
+@pytest.mark.parametrize(
+    ("level", "timeout", "ok"),
+    [(1, 0.0, True), (2, 0.0, True), (3, 0.0, False), (3, 1200.0, True), (4, 0.0, False)],
+)
 def test_level_3_only_with_its_own_timeout(level: int, timeout: float, ok: bool) -> None:
     assert (DcgmOptions(level=level, timeout_s=timeout).problems() == []) is ok

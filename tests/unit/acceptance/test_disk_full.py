@@ -22,13 +22,20 @@ from mlenv.acceptance.reports.jsonl import JsonlWriter, read_partial
 from mlenv.acceptance.run import local
 
 ENOSPC = OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-R = [CheckResult("compute.matmul", Status.PASS, "rank", "h0", i, {"tflops_fp32": 1.0 + i}) for i in range(3)]
+R = [
+    CheckResult("compute.matmul", Status.PASS, "rank", "h0", i, {"tflops_fp32": 1.0 + i})
+    for i in range(3)
+]
 
 
 def _meta() -> RunMeta:
-    return RunMeta(run_id="20260101-000000-abcdef", started="2026-01-01T00:00:00+00:00", profile="quick",
-                   checks=["compute.matmul"], world={"nodes": 1, "ranks": 3, "backend": "gloo", "device": "cpu",
-                                                     "hosts": ["h0"] * 3})
+    return RunMeta(
+        run_id="20260101-000000-abcdef",
+        started="2026-01-01T00:00:00+00:00",
+        profile="quick",
+        checks=["compute.matmul"],
+        world={"nodes": 1, "ranks": 3, "backend": "gloo", "device": "cpu", "hosts": ["h0"] * 3},
+    )
 
 
 def _half_then_full(monkeypatch: pytest.MonkeyPatch, name: str, after: int) -> None:
@@ -42,13 +49,15 @@ def _half_then_full(monkeypatch: pytest.MonkeyPatch, name: str, after: int) -> N
         if calls["n"] <= after:
             return int(real(fd, data, *rest))
         if calls["n"] == after + 1:
-            return int(real(fd, bytes(data)[:len(data) // 2], *rest))
+            return int(real(fd, bytes(data)[: len(data) // 2], *rest))
         raise ENOSPC
 
     monkeypatch.setattr(os, name, write)
 
 
-def test_results_jsonl_never_keeps_a_torn_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_results_jsonl_never_keeps_a_torn_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "results.jsonl"
     w = JsonlWriter(path)
     w.append(R[0])
@@ -63,7 +72,9 @@ def test_results_jsonl_never_keeps_a_torn_line(tmp_path: Path, monkeypatch: pyte
     assert read_partial(path) == ([R[0]], [])  # nothing for a reader to skip
 
 
-def test_a_history_append_cut_short_leaves_no_torn_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_history_append_cut_short_leaves_no_torn_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     path = tmp_path / "local" / "history.jsonl"
     history.append(path, {"run_id": "a", "verdict": "PASS"})
     _half_then_full(monkeypatch, "write", after=0)
@@ -73,8 +84,9 @@ def test_a_history_append_cut_short_leaves_no_torn_line(tmp_path: Path, monkeypa
     assert [json.loads(x)["run_id"] for x in path.read_text().splitlines()] == ["a"]
 
 
-def test_a_full_report_folder_still_gives_the_verdict_for_the_history(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_full_report_folder_still_gives_the_verdict_for_the_history(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """finalize that cannot write results.json raises with the document (ERROR, the folder and
     its free space first among the reasons) and leaves no temp file of its own behind."""
     real_open = Path.open
@@ -91,13 +103,18 @@ def test_a_full_report_folder_still_gives_the_verdict_for_the_history(tmp_path: 
     monkeypatch.undo()
     doc = e.value.doc
     assert doc["verdict"] == "ERROR" and len(doc["checks"]) == 3
-    assert doc["reasons"][0].startswith(f"the report could not be written: {tmp_path}: no space left on device (")
+    assert doc["reasons"][0].startswith(
+        f"the report could not be written: {tmp_path}: no space left on device ("
+    )
     assert str(e.value) == no_space_line(tmp_path) and " free)" in str(e.value)
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # results.json.tmp removed: it was ours
     # the history, elsewhere, still gets the run; record.json (in the full folder) is not needed for that
     lines = history.after_run(tmp_path / "gone", doc, tmp_path / "hist", "local", plots=False)
     assert lines[0].startswith("history: run 20260101-000000-abcdef appended")
-    assert json.loads((tmp_path / "hist" / "local" / "history.jsonl").read_text())["verdict"] == "ERROR"
+    assert (
+        json.loads((tmp_path / "hist" / "local" / "history.jsonl").read_text())["verdict"]
+        == "ERROR"
+    )
 
 
 def test_the_launcher_log_filling_up_costs_no_thread_traceback() -> None:

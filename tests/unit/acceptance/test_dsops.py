@@ -39,7 +39,9 @@ def _no_build(monkeypatch: pytest.MonkeyPatch, calls: list[str]) -> None:
     monkeypatch.setattr(ds_torch, "build_shm_op", lambda: calls.append("built"))
 
 
-def test_a_stale_build_lock_is_named_with_its_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stale_build_lock_is_named_with_its_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     calls: list[str] = []
     _no_build(monkeypatch, calls)
@@ -53,33 +55,51 @@ def test_a_stale_build_lock_is_named_with_its_path(tmp_path: Path, monkeypatch: 
 
 
 def test_the_training_check_stops_on_a_stale_lock_before_deepspeed_starts(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     calls: list[str] = []
     _no_build(monkeypatch, calls)
     _stale(tmp_path)
-    ctx = RunContext(rank=0, world_size=1, local_rank=0, local_world_size=1, node_rank=0, nnodes=1,
-                     host="vm", backend="gloo", device="cpu", deadline_s=10.0)
+    ctx = RunContext(
+        rank=0,
+        world_size=1,
+        local_rank=0,
+        local_world_size=1,
+        node_rank=0,
+        nnodes=1,
+        host="vm",
+        backend="gloo",
+        device="cpu",
+        deadline_s=10.0,
+    )
     t0 = time.monotonic()
     with pytest.raises(dsops.StaleBuildLock):
         TrainingCheck().setup(ctx)
     assert time.monotonic() - t0 < 5.0 and calls == []
 
 
-def test_a_build_in_progress_is_waited_for_not_called_stale(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_build_in_progress_is_waited_for_not_called_stale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another process holds our lock and torch's (a live build): we wait, then load."""
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     calls: list[str] = []
     _no_build(monkeypatch, calls)
     lock = _stale(tmp_path)
     holder = subprocess.Popen(
-        [sys.executable, "-c",
-         "import fcntl, sys, time, pathlib\n"
-         f"f = open({str(tmp_path / dsops.OUR_LOCK)!r}, 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n"
-         "print('held', flush=True); sys.stdin.readline()\n"
-         f"pathlib.Path({str(lock)!r}).unlink()\n"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, sys, time, pathlib\n"
+            f"f = open({str(tmp_path / dsops.OUR_LOCK)!r}, 'a'); fcntl.flock(f, fcntl.LOCK_EX)\n"
+            "print('held', flush=True); sys.stdin.readline()\n"
+            f"pathlib.Path({str(lock)!r}).unlink()\n",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout is not None and holder.stdout.readline() == "held\n"
         box: dict[str, BaseException | None] = {}
@@ -107,22 +127,33 @@ def test_a_build_in_progress_is_waited_for_not_called_stale(tmp_path: Path,
 
 def test_the_prebuild_command_exits_3_with_one_line_on_a_stale_lock(tmp_path: Path) -> None:
     lock = _stale(tmp_path)
-    p = subprocess.run([sys.executable, "-m", "mlenv.acceptance.checks.dsops"], capture_output=True, text=True,
-                       env={"PATH": "/usr/bin:/bin", "TORCH_EXTENSIONS_DIR": str(tmp_path),
-                            "PYTHONPATH": str(Path(__file__).resolve().parents[3])}, timeout=300)
+    p = subprocess.run(
+        [sys.executable, "-m", "mlenv.acceptance.checks.dsops"],
+        capture_output=True,
+        text=True,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "TORCH_EXTENSIONS_DIR": str(tmp_path),
+            "PYTHONPATH": str(Path(__file__).resolve().parents[3]),
+        },
+        timeout=300,
+    )
     assert p.returncode == 3, p.stderr
     assert p.stderr.count("\n") == 1 and str(lock) in p.stderr and "Traceback" not in p.stderr
 
 
 def test_a_lock_whose_folder_a_process_of_this_host_works_in_is_waited_for(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A build outside mlenv (no flock of ours) is still seen: ninja works in the op's folder."""
     monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
     lock = _stale(tmp_path)
     ninja = subprocess.Popen(["sleep", "30"], cwd=lock.parent)
     try:
         box: dict[str, list[tuple[Path, float]]] = {}
-        th = threading.Thread(target=lambda: box.update(out=dsops.stale_locks(tmp_path, poll_s=0.05)))
+        th = threading.Thread(
+            target=lambda: box.update(out=dsops.stale_locks(tmp_path, poll_s=0.05))
+        )
         th.start()
         th.join(0.5)
         assert th.is_alive()  # the "builder" is alive: not stale
@@ -135,8 +166,9 @@ def test_a_lock_whose_folder_a_process_of_this_host_works_in_is_waited_for(
         ninja.wait()
 
 
-def test_a_stale_lock_in_mlenvs_own_cache_is_removed_and_said(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_stale_lock_in_mlenvs_own_cache_is_removed_and_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Only mlenv's runs build in ~/.cache/mlenv/torch_extensions: a dead build's lock there is ours."""
     monkeypatch.setenv("HOME", str(tmp_path))
     root = tmp_path / ".cache" / "mlenv" / "torch_extensions" / "_venv"
@@ -167,7 +199,8 @@ def _buffer(path: Path) -> mmap.mmap:
 
 
 def test_the_ranks_own_deepspeed_buffer_is_unlinked_after_the_barrier_and_nothing_else(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
     monkeypatch.setenv("MASTER_PORT", "29512")
     ours, peer = dsops.shm_buffer_path(1, tmp_path), dsops.shm_buffer_path(0, tmp_path)
@@ -191,18 +224,21 @@ def test_the_ranks_own_deepspeed_buffer_is_unlinked_after_the_barrier_and_nothin
 
 
 def test_a_buffer_not_mapped_here_or_a_backend_without_the_op_is_left_alone(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("MASTER_ADDR", "10.0.0.5")
     monkeypatch.setenv("MASTER_PORT", "29500")
     ours = dsops.shm_buffer_path(0, tmp_path)
     ours.write_bytes(b"\0")  # another process's (another user's run under the same name)
     barriers: list[int] = []
-    assert not dsops.release_shm_buffer(0, lambda: barriers.append(1), types.SimpleNamespace(shm_comm_op=object()),
-                                        tmp_path)
+    assert not dsops.release_shm_buffer(
+        0, lambda: barriers.append(1), types.SimpleNamespace(shm_comm_op=object()), tmp_path
+    )
     assert ours.exists() and barriers == [1]
     m = _buffer(ours)
     # A GPU accelerator's backend has no op: no barrier (the same answer on every rank), nothing removed.
-    assert not dsops.release_shm_buffer(0, lambda: barriers.append(2), types.SimpleNamespace(shm_comm_op=None),
-                                        tmp_path)
+    assert not dsops.release_shm_buffer(
+        0, lambda: barriers.append(2), types.SimpleNamespace(shm_comm_op=None), tmp_path
+    )
     assert ours.exists() and barriers == [1]
     m.close()

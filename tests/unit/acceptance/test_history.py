@@ -15,39 +15,96 @@ from mlenv.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[3]
 
-ENV_DETAILS = {"host": "h0", "torch": "2.13.0", "cuda": "12.4", "nccl": "2.21.5", "deepspeed": "0.19.8",
-               "python": "3.11.7", "driver": "550.54.15", "gpu_models": ["NVIDIA H100 80GB HBM3"],
-               "ibv_devinfo": "hca_id:\tmlx5_0\n\ttransport:\t\t\tInfiniBand (0)\n\tfw_ver:\t\t\t\t28.39.1002\n"
-                              "hca_id:\tmlx5_1\n\tfw_ver:\t\t\t\t28.39.1002\n"}
+ENV_DETAILS = {
+    "host": "h0",
+    "torch": "2.13.0",
+    "cuda": "12.4",
+    "nccl": "2.21.5",
+    "deepspeed": "0.19.8",
+    "python": "3.11.7",
+    "driver": "550.54.15",
+    "gpu_models": ["NVIDIA H100 80GB HBM3"],
+    "ibv_devinfo": "hca_id:\tmlx5_0\n\ttransport:\t\t\tInfiniBand (0)\n\tfw_ver:\t\t\t\t28.39.1002\n"
+    "hca_id:\tmlx5_1\n\tfw_ver:\t\t\t\t28.39.1002\n",
+}
 
 
 def results() -> list[CheckResult]:
     return [
-        CheckResult("environment", Status.PASS, "rank", "h0", 0, {"gpu_count": 8.0}, details=ENV_DETAILS),
-        CheckResult("environment", Status.PASS, "rank", "h1", 1, {"gpu_count": 8.0},
-                    details={"host": "h1", "torch": "2.13.0", "python": "3.11.7", "gpu_models": []}),
-        CheckResult("compute.matmul", Status.PASS, "rank", "h0", 0, {"tflops_bf16": 700.0, "tflops_fp32": 50.0}),
-        CheckResult("compute.matmul", Status.PASS, "rank", "h1", 1, {"tflops_bf16": 600.0, "tflops_fp32": 40.0}),
-        CheckResult("collectives.all_reduce", Status.PASS, "world",
-                    metrics={"busbw_gbps_large": 300.0, "busbw_gbps_max": 310.0, "wrong_elements": 0.0}),
-        CheckResult("collectives.all_reduce", Status.PASS, "intra", "h0", metrics={"busbw_gbps_large": 400.0},
-                    details={"group": "node 0 (h0)"}),
+        CheckResult(
+            "environment", Status.PASS, "rank", "h0", 0, {"gpu_count": 8.0}, details=ENV_DETAILS
+        ),
+        CheckResult(
+            "environment",
+            Status.PASS,
+            "rank",
+            "h1",
+            1,
+            {"gpu_count": 8.0},
+            details={"host": "h1", "torch": "2.13.0", "python": "3.11.7", "gpu_models": []},
+        ),
+        CheckResult(
+            "compute.matmul",
+            Status.PASS,
+            "rank",
+            "h0",
+            0,
+            {"tflops_bf16": 700.0, "tflops_fp32": 50.0},
+        ),
+        CheckResult(
+            "compute.matmul",
+            Status.PASS,
+            "rank",
+            "h1",
+            1,
+            {"tflops_bf16": 600.0, "tflops_fp32": 40.0},
+        ),
+        CheckResult(
+            "collectives.all_reduce",
+            Status.PASS,
+            "world",
+            metrics={"busbw_gbps_large": 300.0, "busbw_gbps_max": 310.0, "wrong_elements": 0.0},
+        ),
+        CheckResult(
+            "collectives.all_reduce",
+            Status.PASS,
+            "intra",
+            "h0",
+            metrics={"busbw_gbps_large": 400.0},
+            details={"group": "node 0 (h0)"},
+        ),
         CheckResult("memory.copy", Status.ERROR, "rank", "h1", 1, {"copy_gbps": 1.0}),
         CheckResult("training.deepspeed", Status.SKIP, "world", reasons=["not run"]),
     ]
 
 
-def doc_for(rs: list[CheckResult], run_id: str = "r1", started: str = "2026-01-01T00:00:00+00:00") -> dict:
-    return {"run_id": run_id, "started": started, "finished": started, "verdict": "PASS", "profile": "quick",
-            "baseline": "CPU (x)", "world": {"nodes": 2, "ranks": 2, "backend": "nccl", "device": "cuda",
-                                             "hosts": ["h0", "h1"]},
-            "checks": [r.to_dict() for r in rs]}
+def doc_for(
+    rs: list[CheckResult], run_id: str = "r1", started: str = "2026-01-01T00:00:00+00:00"
+) -> dict:
+    return {
+        "run_id": run_id,
+        "started": started,
+        "finished": started,
+        "verdict": "PASS",
+        "profile": "quick",
+        "baseline": "CPU (x)",
+        "world": {
+            "nodes": 2,
+            "ranks": 2,
+            "backend": "nccl",
+            "device": "cuda",
+            "hosts": ["h0", "h1"],
+        },
+        "checks": [r.to_dict() for r in rs],
+    }
 
 
 def test_headline_is_the_median_of_measured_rank_and_world_figures() -> None:
     h = history.headline(results())
-    assert h == {"collectives.all_reduce": {"busbw_gbps_large": 300.0},  # world only, not the intra group
-                 "compute.matmul": {"tflops_bf16": 650.0, "tflops_fp32": 45.0}}  # ERROR/SKIP left out
+    assert h == {
+        "collectives.all_reduce": {"busbw_gbps_large": 300.0},  # world only, not the intra group
+        "compute.matmul": {"tflops_bf16": 650.0, "tflops_fp32": 45.0},
+    }  # ERROR/SKIP left out
 
 
 def test_versions_per_node_with_hca_firmware_and_not_present() -> None:
@@ -69,7 +126,12 @@ def test_record_is_one_ascii_line_and_record_json_matches(tmp_path: Path) -> Non
     assert raw.count(b"\n") == 1 and raw.isascii()
     line = json.loads(raw)
     assert line == rec and json.loads((tmp_path / "record.json").read_text()) == rec
-    assert (line["cluster"], line["run_id"], line["verdict"], line["config_sha256"]) == ("barcelona", "r1", "PASS", None)
+    assert (line["cluster"], line["run_id"], line["verdict"], line["config_sha256"]) == (
+        "barcelona",
+        "r1",
+        "PASS",
+        None,
+    )
     assert line["metrics"]["compute.matmul"]["tflops_bf16"] == 650.0
     assert line["versions"]["h0"]["driver"] == "ü-driver"
 
@@ -100,15 +162,21 @@ def test_parallel_processes_append_without_lost_or_torn_lines(tmp_path: Path) ->
     """Real processes, lines far larger than a pipe buffer or a page: the lock keeps each whole."""
     path = tmp_path / "local" / "history.jsonl"
     procs_n, lines_n, size = 6, 40, 100_000
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(path), str(p), str(lines_n), str(size)],
-                              cwd=ROOT) for p in range(procs_n)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(path), str(p), str(lines_n), str(size)], cwd=ROOT
+        )
+        for p in range(procs_n)
+    ]
     assert [p.wait(timeout=120) for p in procs] == [0] * procs_n
     raw = path.read_text()
     lines = raw.splitlines()
     assert raw.endswith("\n") and len(lines) == procs_n * lines_n
     recs = [json.loads(line) for line in lines]  # every line parses: nothing torn
     assert all(r["pad"] == r["run_id"][1] * size for r in recs)  # nothing interleaved
-    assert sorted(r["run_id"] for r in recs) == sorted(f"p{p}-{i}" for p in range(procs_n) for i in range(lines_n))
+    assert sorted(r["run_id"] for r in recs) == sorted(
+        f"p{p}-{i}" for p in range(procs_n) for i in range(lines_n)
+    )
     # each writer's own lines stay in its order
     for p in range(procs_n):
         mine = [int(r["run_id"].split("-")[1]) for r in recs if r["run_id"].startswith(f"p{p}-")]
@@ -125,8 +193,11 @@ def test_a_line_cut_short_by_a_crash_does_not_swallow_the_next(tmp_path: Path) -
 
 
 def test_newest_first_by_start_then_file_order() -> None:
-    recs = [{"run_id": "a", "started": "2026-01-02"}, {"run_id": "b", "started": "2026-01-03"},
-            {"run_id": "c", "started": "2026-01-02"}]
+    recs = [
+        {"run_id": "a", "started": "2026-01-02"},
+        {"run_id": "b", "started": "2026-01-03"},
+        {"run_id": "c", "started": "2026-01-02"},
+    ]
     assert [r["run_id"] for r in history.newest_first(recs)] == ["b", "c", "a"]
 
 
@@ -137,14 +208,21 @@ def test_after_run_appends_draws_trends_and_links_them_once(tmp_path: Path) -> N
     rs = results()
     for i, tf in enumerate((700.0, 690.0, 350.0)):
         rs[2].metrics["tflops_bf16"] = tf
-        lines = history.after_run(report, doc_for(rs, f"r{i}", f"2026-01-0{i + 1}T00:00:00+00:00"), root,
-                                  cluster="barcelona")
+        lines = history.after_run(
+            report,
+            doc_for(rs, f"r{i}", f"2026-01-0{i + 1}T00:00:00+00:00"),
+            root,
+            cluster="barcelona",
+        )
         assert lines == [f"history: run r{i} appended to {root / 'barcelona' / 'history.jsonl'}"]
     recs, _ = history.read(root / "barcelona" / "history.jsonl")
     assert [r["metrics"]["compute.matmul"]["tflops_bf16"] for r in recs] == [650.0, 645.0, 475.0]
     summary = (report / "summary.md").read_text()
     assert summary.count("## Trends on cluster `barcelona`") == 1 and "3 run(s)" in summary
-    for name in ("trend-compute.matmul-tflops_bf16.png", "trend-collectives.all_reduce-busbw_gbps_large.png"):
+    for name in (
+        "trend-compute.matmul-tflops_bf16.png",
+        "trend-collectives.all_reduce-busbw_gbps_large.png",
+    ):
         assert f"![{name}]({name})" in summary
         assert (report / name).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     history.clear_stale(report)
@@ -159,11 +237,18 @@ def test_a_metric_is_plotted_from_its_second_run(tmp_path: Path) -> None:
     for i, report in enumerate(reports):
         report.mkdir()
         (report / "summary.md").write_text("# Acceptance: PASS\n")
-        history.after_run(report, doc_for(results(), f"r{i}", f"2026-01-0{i + 1}T00:00:00+00:00"), root,
-                          cluster="barcelona")
+        history.after_run(
+            report,
+            doc_for(results(), f"r{i}", f"2026-01-0{i + 1}T00:00:00+00:00"),
+            root,
+            cluster="barcelona",
+        )
     first, second = ((r / "summary.md").read_text() for r in reports)
     assert not list(reports[0].glob("trend-*.png"))
-    assert "No trend plot yet: a metric is plotted from its second run on." in first and "![" not in first
+    assert (
+        "No trend plot yet: a metric is plotted from its second run on." in first
+        and "![" not in first
+    )
     made = sorted(p.name for p in reports[1].glob("trend-*.png"))
     assert "trend-compute.matmul-tflops_bf16.png" in made and "No trend plot yet" not in second
     assert all(f"![{m}]({m})" in second for m in made)
@@ -179,7 +264,14 @@ def test_after_run_never_raises_on_an_unwritable_history(tmp_path: Path) -> None
 def test_versions_without_the_environment_check_come_from_rank_0s_env() -> None:
     rs = [r for r in results() if r.name != "environment"]
     doc = doc_for(rs)
-    doc["env"] = {"torch": "2.13.0", "cuda": None, "nccl": None, "deepspeed": "0.19.8", "driver": None, "gpus": []}
+    doc["env"] = {
+        "torch": "2.13.0",
+        "cuda": None,
+        "nccl": None,
+        "deepspeed": "0.19.8",
+        "driver": None,
+        "gpus": [],
+    }
     v = history.node_versions(rs, doc)
     assert list(v) == ["h0"] and v["h0"]["torch"] == "2.13.0" and v["h0"]["cuda"] == "not present"
     assert history.node_versions(rs) == {}

@@ -23,8 +23,14 @@ from mlenv.errors import InputError
 def _run(tmp: Path, rid: str, cluster: str = "lab") -> tuple[dict, Path]:
     folder = tmp / "elsewhere" / rid
     (folder / "logs").mkdir(parents=True)
-    doc = {"run_id": rid, "started": "2026-11-22T03:00:00+00:00", "verdict": "PASS", "profile": "quick",
-           "checks": [], "world": {"ranks": 2}}
+    doc = {
+        "run_id": rid,
+        "started": "2026-11-22T03:00:00+00:00",
+        "verdict": "PASS",
+        "profile": "quick",
+        "checks": [],
+        "world": {"ranks": 2},
+    }
     (folder / "results.json").write_text(json.dumps(doc))
     (folder / "logs" / "rank0.log").write_text("ok\n")
     return make_record(doc, [], cluster, folder, origin="cluster"), folder
@@ -34,7 +40,9 @@ def test_each_run_is_added_once_with_its_folder(tmp_path: Path) -> None:
     root = tmp_path / "reports"
     a, b = _run(tmp_path, "20261122-030000-aaaaaa"), _run(tmp_path, "20261129-030000-bbbbbb")
     added, skipped = import_records("lab", [a, b, a], root)
-    assert added == ["20261122-030000-aaaaaa", "20261129-030000-bbbbbb"] and skipped == ["20261122-030000-aaaaaa"]
+    assert added == ["20261122-030000-aaaaaa", "20261129-030000-bbbbbb"] and skipped == [
+        "20261122-030000-aaaaaa"
+    ]
     recs, notes = read(root / "lab" / HISTORY_FILE)
     assert not notes and len(distinct(recs)) == len(recs) == 2
     dest = root / "lab" / "20261122-030000-aaaaaa"
@@ -42,7 +50,10 @@ def test_each_run_is_added_once_with_its_folder(tmp_path: Path) -> None:
     assert recs[0]["report_dir"] == str(dest.resolve())
     assert json.loads((dest / RECORD_FILE).read_text()) == recs[0]
     # a second import of the same runs adds nothing
-    assert import_records("lab", [a, b], root) == ([], ["20261122-030000-aaaaaa", "20261129-030000-bbbbbb"])
+    assert import_records("lab", [a, b], root) == (
+        [],
+        ["20261122-030000-aaaaaa", "20261129-030000-bbbbbb"],
+    )
     assert len(read(root / "lab" / HISTORY_FILE)[0]) == 2
 
 

@@ -72,25 +72,40 @@ def _life(p: subprocess.Popen[bytes], host: str = "vm") -> world.Life:
 # -- looking at a process ------------------------------------------------------------------
 
 
-def test_a_pid_is_alive_stopped_or_gone_and_a_killed_unreaped_one_is_gone(sleeper: subprocess.Popen[bytes]) -> None:
+def test_a_pid_is_alive_stopped_or_gone_and_a_killed_unreaped_one_is_gone(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
     life = _life(sleeper)
     assert world.probe(life).kind == world.ALIVE
     os.kill(sleeper.pid, signal.SIGSTOP)
     _wait_state(sleeper.pid, "T")
     seen = world.probe(life)
     assert seen.kind == world.STOPPED and seen.halted and not seen.final
-    assert seen.text == f"its process, pid {sleeper.pid}, is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)"
+    assert (
+        seen.text
+        == f"its process, pid {sleeper.pid}, is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)"
+    )
     os.kill(sleeper.pid, signal.SIGKILL)  # not reaped yet: a zombie is gone all the same
     _wait_state(sleeper.pid, "Z")
-    assert world.probe(life) == world.Liveness(world.GONE, f"its process, pid {sleeper.pid}, has exited")
-    assert world.look_at_pid(os.getpid(), start=1).kind == world.GONE  # a reused pid is not the rank
+    assert world.probe(life) == world.Liveness(
+        world.GONE, f"its process, pid {sleeper.pid}, has exited"
+    )
+    assert (
+        world.look_at_pid(os.getpid(), start=1).kind == world.GONE
+    )  # a reused pid is not the rank
 
 
 def _lifeline_holder() -> tuple[subprocess.Popen[str], world.Life]:
-    code = ("import time; from mlenv.acceptance.run.world import Lifeline; "
-            "print(Lifeline('127.0.0.1', 9).life('vm2').to_json(), flush=True); time.sleep(120)")
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    code = (
+        "import time; from mlenv.acceptance.run.world import Lifeline; "
+        "print(Lifeline('127.0.0.1', 9).life('vm2').to_json(), flush=True); time.sleep(120)"
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert p.stdout is not None
     life = world.Life.from_json(p.stdout.readline())
     assert life is not None and life.addr == "127.0.0.1" and life.port > 0
@@ -98,7 +113,9 @@ def _lifeline_holder() -> tuple[subprocess.Popen[str], world.Life]:
     return p, world.Life(life.host, life.pid, life.start, "another-machine", life.addr, life.port)
 
 
-def test_from_another_machine_a_held_port_says_there_even_stopped_and_a_closed_one_says_gone() -> None:
+def test_from_another_machine_a_held_port_says_there_even_stopped_and_a_closed_one_says_gone() -> (
+    None
+):
     p, life = _lifeline_holder()
     try:
         assert world.probe(life).kind == world.THERE
@@ -124,8 +141,11 @@ def test_a_process_that_cannot_be_looked_at_is_unknown_never_gone() -> None:
     closed = world.Life("vm3", 1, 1, "elsewhere", "127.0.0.1", world.free_port())
     assert world.probe(closed, timeout_s=0.3).kind in (world.GONE, world.UNKNOWN)
     seen = world.probe(closed, port_ok=False)
-    assert seen == world.Liveness(world.UNKNOWN, f"its process on vm3 cannot be looked at from here (its port "
-                                                 f"127.0.0.1:{closed.port} did not answer when the run started)")
+    assert seen == world.Liveness(
+        world.UNKNOWN,
+        f"its process on vm3 cannot be looked at from here (its port "
+        f"127.0.0.1:{closed.port} did not answer when the run started)",
+    )
     assert "not checked yet" in world.probe(closed, port_ok=None).text
 
 
@@ -138,7 +158,11 @@ def test_the_first_look_at_the_ports_says_which_can_tell_later() -> None:
         end = time.monotonic() + 10
         while (check.ok(1) is None or check.ok(2) is None) and time.monotonic() < end:
             time.sleep(0.02)
-        assert (check.ok(1), check.ok(2), check.ok(3)) == (True, False, None)  # rank 3: looked at by its pid
+        assert (check.ok(1), check.ok(2), check.ok(3)) == (
+            True,
+            False,
+            None,
+        )  # rank 3: looked at by its pid
     finally:
         _end(p)
 
@@ -166,8 +190,18 @@ class _Chan:
 
 
 def _gather(life1: world.Life, deadline_s: float = 1.5) -> tuple[CheckResult, float]:
-    ctx = RunContext(rank=0, world_size=2, local_rank=0, local_world_size=2, node_rank=0, nnodes=1,
-                     host="vm", backend="gloo", device="cpu", deadline_s=deadline_s)
+    ctx = RunContext(
+        rank=0,
+        world_size=2,
+        local_rank=0,
+        local_world_size=2,
+        node_rank=0,
+        nnodes=1,
+        host="vm",
+        backend="gloo",
+        device="cpu",
+        deadline_s=deadline_s,
+    )
     runner = Runner(ctx, _Chan(life1), ["vm", "vm"], [], stale_s=0.3, poll_s=0.02)  # type: ignore[arg-type]
     runner._posted = {0: [CheckResult("probe.x", Status.PASS, "rank", "vm", 0)]}
     t0 = time.monotonic()
@@ -176,39 +210,54 @@ def _gather(life1: world.Life, deadline_s: float = 1.5) -> tuple[CheckResult, fl
     return results[1], time.monotonic() - t0
 
 
-def test_a_stopped_rank_is_waited_for_until_the_deadline_then_named_hung(sleeper: subprocess.Popen[bytes]) -> None:
+def test_a_stopped_rank_is_waited_for_until_the_deadline_then_named_hung(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
     os.kill(sleeper.pid, signal.SIGSTOP)
     _wait_state(sleeper.pid, "T")
     r, took = _gather(_life(sleeper))
     assert took >= 1.5  # it may come back: the deadline, not the heartbeat's 0.3 s, decides
     (why,) = r.reasons
-    assert why.startswith("rank 1 (vm) hung during probe.x: no result within the deadline of 1.5 s and no "
-                          "heartbeat for "), why
-    assert why.endswith(f"; its process, pid {sleeper.pid}, is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)")
+    assert why.startswith(
+        "rank 1 (vm) hung during probe.x: no result within the deadline of 1.5 s and no "
+        "heartbeat for "
+    ), why
+    assert why.endswith(
+        f"; its process, pid {sleeper.pid}, is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)"
+    )
     assert "died" not in why
 
 
 def test_a_rank_whose_process_is_gone_is_named_died_without_waiting_for_the_deadline(
-        sleeper: subprocess.Popen[bytes]) -> None:
+    sleeper: subprocess.Popen[bytes],
+) -> None:
     life = _life(sleeper)
     os.kill(sleeper.pid, signal.SIGKILL)
     sleeper.wait()
     r, took = _gather(life, deadline_s=30.0)
     assert took < 10
-    assert r.reasons[0].startswith("rank 1 (vm) died during probe.x: no result and no heartbeat for "), r.reasons
-    assert r.reasons[0].endswith(f" (killed or crashed; its process, pid {sleeper.pid}, has exited)"), r.reasons
+    assert r.reasons[0].startswith(
+        "rank 1 (vm) died during probe.x: no result and no heartbeat for "
+    ), r.reasons
+    assert r.reasons[0].endswith(
+        f" (killed or crashed; its process, pid {sleeper.pid}, has exited)"
+    ), r.reasons
 
 
 # -- the other ranks watch rank 0 -----------------------------------------------------------
 
 
-def test_the_other_ranks_name_a_silent_rank_0_with_its_host_and_state(sleeper: subprocess.Popen[bytes]) -> None:
+def test_the_other_ranks_name_a_silent_rank_0_with_its_host_and_state(
+    sleeper: subprocess.Popen[bytes],
+) -> None:
     from datetime import timedelta
 
     from torch.distributed import TCPStore  # type: ignore[attr-defined]
 
     port = world.free_port()
-    server = TCPStore("127.0.0.1", port, is_master=True, timeout=timedelta(seconds=10), wait_for_workers=False)
+    server = TCPStore(
+        "127.0.0.1", port, is_master=True, timeout=timedelta(seconds=10), wait_for_workers=False
+    )
     chan = world.SideChannel("127.0.0.1", port, "mlenv/0", timeout_s=5)
     chan.post_life(0, _life(sleeper, "vm0"))  # rank 0 is the stopped sleeper
     said: list[str] = []
@@ -236,15 +285,24 @@ def test_the_other_ranks_name_a_silent_rank_0_with_its_host_and_state(sleeper: s
     # the seconds are when the watcher looked (1 s stale, checked every so often): 2 s in a
     # CI rehearsal on the loaded 2-core machine; who, where and in what state is the point
     assert re.match(r"rank 0 \(vm0\) hung: no heartbeat from it for [12] s; ", line), line
-    assert line.endswith(f"its process, pid {sleeper.pid}, is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)")
+    assert line.endswith(
+        f"its process, pid {sleeper.pid}, is stopped (state T: SIGSTOP, Ctrl-Z or a debugger)"
+    )
 
 
 # -- the local CLI watches its ranks ------------------------------------------------------
 
 
-def _watch(group: int, report_dir: Path, ranks: dict[int, subprocess.Popen[bytes]], hung_after_s: float,
-           said: list[str]) -> local.RankWatch:
-    w = local.RankWatch(group, report_dir, hung_after_s, nproc=len(ranks), on_hung=said.append, poll_s=0.1)
+def _watch(
+    group: int,
+    report_dir: Path,
+    ranks: dict[int, subprocess.Popen[bytes]],
+    hung_after_s: float,
+    said: list[str],
+) -> local.RankWatch:
+    w = local.RankWatch(
+        group, report_dir, hung_after_s, nproc=len(ranks), on_hung=said.append, poll_s=0.1
+    )
     for r, p in ranks.items():
         st = world.proc_stat(p.pid)
         assert st is not None
@@ -252,8 +310,9 @@ def _watch(group: int, report_dir: Path, ranks: dict[int, subprocess.Popen[bytes
     return w.start()
 
 
-def test_a_stopped_rank_0_is_named_hung_and_the_run_stopped_at_the_deadline(tmp_path: Path,
-                                                                           sleeper: subprocess.Popen[bytes]) -> None:
+def test_a_stopped_rank_0_is_named_hung_and_the_run_stopped_at_the_deadline(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
     said: list[str] = []
     os.kill(sleeper.pid, signal.SIGSTOP)
     t0 = time.monotonic()
@@ -263,12 +322,19 @@ def test_a_stopped_rank_0_is_named_hung_and_the_run_stopped_at_the_deadline(tmp_
     finally:
         w.stop()
     assert 1.0 <= time.monotonic() - t0 < 8
-    assert said == [w.hung] == [f"rank 0 (vm) hung: its process, pid {sleeper.pid}, has been stopped (state T: "
-                                "SIGSTOP, Ctrl-Z or a debugger) for 1 s, past the check's deadline of 1 s"]
+    assert (
+        said
+        == [w.hung]
+        == [
+            f"rank 0 (vm) hung: its process, pid {sleeper.pid}, has been stopped (state T: "
+            "SIGSTOP, Ctrl-Z or a debugger) for 1 s, past the check's deadline of 1 s"
+        ]
+    )
 
 
-def test_a_stopped_rank_is_killed_once_another_rank_has_ended(tmp_path: Path,
-                                                             sleeper: subprocess.Popen[bytes]) -> None:
+def test_a_stopped_rank_is_killed_once_another_rank_has_ended(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
     """Its SIGTERM from the launcher would wait, pending, while the launcher waits 30 s."""
     rank0 = subprocess.Popen(["sleep", "120"])
     said: list[str] = []
@@ -286,7 +352,9 @@ def test_a_stopped_rank_is_killed_once_another_rank_has_ended(tmp_path: Path,
     assert said == [] and w.hung is None  # rank 0 named it already
 
 
-def test_a_note_left_by_a_rank_about_rank_0_stops_the_run(tmp_path: Path, sleeper: subprocess.Popen[bytes]) -> None:
+def test_a_note_left_by_a_rank_about_rank_0_stops_the_run(
+    tmp_path: Path, sleeper: subprocess.Popen[bytes]
+) -> None:
     said: list[str] = []
     w = _watch(sleeper.pid, tmp_path, {1: sleeper}, 60.0, said)
     line = "rank 0 (vm) hung: no heartbeat from it for 65 s; its process, pid 1, is alive (state S)"
@@ -299,22 +367,34 @@ def test_a_note_left_by_a_rank_about_rank_0_stops_the_run(tmp_path: Path, sleepe
     assert said == [line] and w.hung == line == rundir.hung_note(tmp_path)
 
 
-def test_the_report_of_a_run_stopped_for_a_hung_rank_0_names_it_and_its_check(tmp_path: Path) -> None:
-    meta = RunMeta(run_id="20260101-000000-aaaaaa", started=now_iso(), profile="quick",
-                   checks=["environment", "pause.sleep"],
-                   world={"nodes": 1, "ranks": 2, "backend": "gloo", "device": "cpu", "hosts": ["vm", "vm"]})
+def test_the_report_of_a_run_stopped_for_a_hung_rank_0_names_it_and_its_check(
+    tmp_path: Path,
+) -> None:
+    meta = RunMeta(
+        run_id="20260101-000000-aaaaaa",
+        started=now_iso(),
+        profile="quick",
+        checks=["environment", "pause.sleep"],
+        world={"nodes": 1, "ranks": 2, "backend": "gloo", "device": "cpu", "hosts": ["vm", "vm"]},
+    )
     meta.write(tmp_path)
     jsonl = JsonlWriter(tmp_path / "results.jsonl")
     for r in (0, 1):
         jsonl.append(CheckResult("environment", Status.PASS, "rank", "vm", r))
     jsonl.close()
-    doc = local.recover(tmp_path, -9, hung="rank 0 (vm) hung: its process, pid 7, has been stopped (state T: "
-                                          "SIGSTOP, Ctrl-Z or a debugger) for 10 s")
+    doc = local.recover(
+        tmp_path,
+        -9,
+        hung="rank 0 (vm) hung: its process, pid 7, has been stopped (state T: "
+        "SIGSTOP, Ctrl-Z or a debugger) for 10 s",
+    )
     assert doc["verdict"] == "ERROR"
-    assert doc["reasons"][0] == ("rank 0 (vm) hung during pause.sleep: its process, pid 7, has been stopped (state "
-                                 "T: SIGSTOP, Ctrl-Z or a debugger) for 10 s; the run was stopped and its report "
-                                 "finalised without rank 0, 2 result(s) kept from results.jsonl; not measured: "
-                                 "pause.sleep")
+    assert doc["reasons"][0] == (
+        "rank 0 (vm) hung during pause.sleep: its process, pid 7, has been stopped (state "
+        "T: SIGSTOP, Ctrl-Z or a debugger) for 10 s; the run was stopped and its report "
+        "finalised without rank 0, 2 result(s) kept from results.jsonl; not measured: "
+        "pause.sleep"
+    )
     assert json.loads((tmp_path / "results.json").read_text())["reasons"] == doc["reasons"]
 
 

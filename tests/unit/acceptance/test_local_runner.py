@@ -24,7 +24,9 @@ REAL = """\
 # What a quick CPU run printed before i25.8 (abridged from a real run on the 2-core
 # sandbox): nccl-tests tables, FutureWarnings, DeepSpeed's argv and its sigkill_handler
 # line after a FAIL, around the lines a person needs.
-NOISY = REAL + """\
+NOISY = (
+    REAL
+    + """\
 #
 #                                                              out-of-place                       in-place
 #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
@@ -39,6 +41,7 @@ reports: /tmp/r/ (results.json, results.jsonl, junit.xml, summary.md)
 [2026-11-24 00:07:01,002] [ERROR] [launch.py:325:sigkill_handler] ['/work/main/.venv/bin/python', '-u', '-m', 'mlenv.acceptance'] exits with return code = 1
 error: rank 1 (vm): RuntimeError: boom
 """
+)
 
 
 def _shown(level: str, text: str = NOISY) -> list[str]:
@@ -75,7 +78,9 @@ def test_i25_8_quiet_shows_the_verdict_and_errors_verbose_everything() -> None:
     assert _shown("verbose") == NOISY.splitlines()  # as written: no time in front
     # an indented line is a reason only right after the verdict
     assert _shown("quiet", "  - not a reason\nverdict: PASS\n  - r\nx\n  - no\n") == [
-        "verdict: PASS", "  - r"]
+        "verdict: PASS",
+        "  - r",
+    ]
 
 
 def test_first_run_notice_only_without_the_built_op(tmp_path: Path) -> None:
@@ -99,29 +104,42 @@ def test_i25_11_no_compiler_is_one_line_naming_the_package(tmp_path: Path) -> No
     fake.parent.mkdir()
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
-    assert local.compiler_problem(0, {**env, "PATH": str(fake.parent), "CXX": "clang++"}, installed=False) is None
-    assert local.compiler_problem(8, env, installed=False) is None  # GPU runs build nothing at start
+    assert (
+        local.compiler_problem(
+            0, {**env, "PATH": str(fake.parent), "CXX": "clang++"}, installed=False
+        )
+        is None
+    )
+    assert (
+        local.compiler_problem(8, env, installed=False) is None
+    )  # GPU runs build nothing at start
     # DeepSpeed installed with the op compiled in (make venv): nothing is built, no compiler needed
     assert local.compiler_problem(0, env, installed=True) is None
     built = tmp_path / "ext" / "deepspeed_shm_comm"
     built.mkdir(parents=True)
     (built / "deepspeed_shm_comm.so").write_bytes(b"\x7fELF")
-    assert local.compiler_problem(0, env, installed=False) is None  # already built: no compiler needed
+    assert (
+        local.compiler_problem(0, env, installed=False) is None
+    )  # already built: no compiler needed
 
 
-def test_i25_11_ops_installed_reads_deepspeeds_record_without_importing_it(tmp_path: Path,
-                                                                         monkeypatch) -> None:
+def test_i25_11_ops_installed_reads_deepspeeds_record_without_importing_it(
+    tmp_path: Path, monkeypatch
+) -> None:
     import sys
 
     pkg = tmp_path / "deepspeed"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("raise RuntimeError('imported')\n")
     (pkg / "git_version_info_installed.py").write_text(
-        "version='0.19.8'\ninstalled_ops={'cpu_adam': False, 'deepspeed_shm_comm': 1}\n")
+        "version='0.19.8'\ninstalled_ops={'cpu_adam': False, 'deepspeed_shm_comm': 1}\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "deepspeed", raising=False)
     assert local.ops_installed() is True
-    (pkg / "git_version_info_installed.py").write_text("installed_ops={'deepspeed_shm_comm': False}\n")
+    (pkg / "git_version_info_installed.py").write_text(
+        "installed_ops={'deepspeed_shm_comm': False}\n"
+    )
     assert local.ops_installed() is False
     (pkg / "git_version_info_installed.py").unlink()  # a source checkout: nothing recorded
     assert local.ops_installed() is False

@@ -63,10 +63,20 @@ def test_slow_link_between_round_one_pairs_is_found_by_the_survey() -> None:
 
 def test_nothing_slow_surveys_new_pairs_up_to_the_budget_and_names_nobody() -> None:
     loc = localize(8, SimulatedFabric())
-    assert loc.outcome == L.NOBODY and loc.slow_nodes == [] and loc.slow_links == [] and loc.suspects == []
-    assert len(loc.rounds) == 3 and [len(r.pairs) for r in loc.rounds][:2] == [4, 4]  # the whole ring first
+    assert (
+        loc.outcome == L.NOBODY
+        and loc.slow_nodes == []
+        and loc.slow_links == []
+        and loc.suspects == []
+    )
+    assert len(loc.rounds) == 3 and [len(r.pairs) for r in loc.rounds][:2] == [
+        4,
+        4,
+    ]  # the whole ring first
     measured = [p for r in loc.rounds for p in r.pairs]
-    assert len(measured) == len(set(measured)) and loc.notes == [f"{len(measured)} of 28 node pairs measured, none slow"]
+    assert len(measured) == len(set(measured)) and loc.notes == [
+        f"{len(measured)} of 28 node pairs measured, none slow"
+    ]
     assert len(localize(4, SimulatedFabric()).figures) == 6  # four nodes: every pair
 
 
@@ -182,8 +192,11 @@ def test_every_round_is_recorded_with_names() -> None:
 @pytest.mark.parametrize("n", [64, 512])
 def test_large_plans_stay_logarithmic(n: int) -> None:
     budget = L.default_max_rounds(n)
-    for fab in (SimulatedFabric(slow_nodes={n - 1: 0.05}), SimulatedFabric(slow_links={(10, 11): 0.1}),
-                SimulatedFabric(slow_nodes={i: 0.05 for i in range(0, n, 9)}, noise=0.1)):
+    for fab in (
+        SimulatedFabric(slow_nodes={n - 1: 0.05}),
+        SimulatedFabric(slow_links={(10, 11): 0.1}),
+        SimulatedFabric(slow_nodes={i: 0.05 for i in range(0, n, 9)}, noise=0.1),
+    ):
         loc = localize(n, fab)
         assert loc.outcome == L.FOUND and len(loc.rounds) <= budget, loc.to_dict()
         _check_rounds(loc)
@@ -193,19 +206,30 @@ def test_large_plans_stay_logarithmic(n: int) -> None:
 
 # -- the check's judgement side (pure: results in, results out) ------------------------------
 
-def _coll(scope: str, busbw: float, wrong: float = 0.0, nodes: int = 4, status: str = "PASS") -> CheckResult:
-    return CheckResult(name="collectives.all_reduce", status=Status(status), scope=scope,
-                       metrics={"busbw_gbps_large": busbw, "wrong_elements": wrong},
-                       details={"group": "world" if scope == "world" else "local rank 0 across nodes",
-                                "nodes": nodes})
+
+def _coll(
+    scope: str, busbw: float, wrong: float = 0.0, nodes: int = 4, status: str = "PASS"
+) -> CheckResult:
+    return CheckResult(
+        name="collectives.all_reduce",
+        status=Status(status),
+        scope=scope,
+        metrics={"busbw_gbps_large": busbw, "wrong_elements": wrong},
+        details={
+            "group": "world" if scope == "world" else "local rank 0 across nodes",
+            "nodes": nodes,
+        },
+    )
 
 
 def _baseline(tmp_path: Path) -> Baseline:
     f = tmp_path / "b.yaml"
-    f.write_text("model: t\nmatch: []\nrules:\n"
-                 "  - {check: collectives.all_reduce, metric: busbw_gbps_large, op: '>=', value: 10, scope: world,"
-                 " source: test bar}\n"
-                 "  - {check: 'collectives.*', metric: wrong_elements, op: '==', value: 0, source: exact}\n")
+    f.write_text(
+        "model: t\nmatch: []\nrules:\n"
+        "  - {check: collectives.all_reduce, metric: busbw_gbps_large, op: '>=', value: 10, scope: world,"
+        " source: test bar}\n"
+        "  - {check: 'collectives.*', metric: wrong_elements, op: '==', value: 0, source: exact}\n"
+    )
     return load(f)
 
 
@@ -223,20 +247,38 @@ def test_trigger_on_a_multi_node_collective_below_its_bar(tmp_path: Path) -> Non
 
 def test_trigger_on_a_node_or_rail_outlier_but_not_on_a_compute_one() -> None:
     def rank(r: int, node: str, name: str, **m: float) -> CheckResult:
-        return CheckResult(name=name, status=Status.PASS, scope="rank", rank=r, node=node, metrics=m)
+        return CheckResult(
+            name=name, status=Status.PASS, scope="rank", rank=r, node=node, metrics=m
+        )
 
     # a rank-scope collectives check (a site plugin's point-to-point test, say) with one slow node
-    slow_p2p = [rank(i, f"h{i}", "collectives.p2p", p2p_gbps=1.0 if i == 2 else 10.0) for i in range(4)]
+    slow_p2p = [
+        rank(i, f"h{i}", "collectives.p2p", p2p_gbps=1.0 if i == 2 else 10.0) for i in range(4)
+    ]
     why = LC.triggers(slow_p2p, None, nodes=4)
     assert any("node h2" in w for w in why), why
-    slow_train = [rank(i, f"h{i}", "training.step_time", compute_ms=100.0 if i == 2 else 10.0) for i in range(4)]
+    slow_train = [
+        rank(i, f"h{i}", "training.step_time", compute_ms=100.0 if i == 2 else 10.0)
+        for i in range(4)
+    ]
     assert outliers.find(slow_train) and LC.triggers(slow_train, None, nodes=4) == []
-    slow_gemm = [rank(i, f"h{i}", "compute.matmul", tflops_fp32=1.0 if i == 2 else 10.0) for i in range(4)]
+    slow_gemm = [
+        rank(i, f"h{i}", "compute.matmul", tflops_fp32=1.0 if i == 2 else 10.0) for i in range(4)
+    ]
     assert LC.triggers(slow_gemm, None, nodes=4) == []
-    rails = [CheckResult(name="collectives.all_reduce", status=Status.PASS, scope="inter",
-                         metrics={"busbw_gbps_large": 1.0 if i == 3 else 10.0},
-                         details={"group": f"local rank {i} across nodes"}) for i in range(4)]
-    (why_rail,) = LC.triggers(rails, None, nodes=4)  # once, though both the result and a finding say it
+    rails = [
+        CheckResult(
+            name="collectives.all_reduce",
+            status=Status.PASS,
+            scope="inter",
+            metrics={"busbw_gbps_large": 1.0 if i == 3 else 10.0},
+            details={"group": f"local rank {i} across nodes"},
+        )
+        for i in range(4)
+    ]
+    (why_rail,) = LC.triggers(
+        rails, None, nodes=4
+    )  # once, though both the result and a finding say it
     assert "inter (local rank 3 across nodes)" in why_rail and "outlier" in why_rail
 
 
@@ -251,11 +293,17 @@ def test_results_name_the_node_and_the_link_with_every_round() -> None:
     assert link.group == "host-0 <-> host-1" and where(link) == "link (host-0 <-> host-1)"
     assert "cable/port/switch path between host-0 and host-1" in link.reasons[0]
     for r in rs:
-        assert [x["round"] for x in r.details["rounds"]] == [1, 2] and r.details["trigger"] == ["requested (--localize)"]
+        assert [x["round"] for x in r.details["rounds"]] == [1, 2] and r.details["trigger"] == [
+            "requested (--localize)"
+        ]
         # every round, every pair's figure, as the evidence summary.md and JUnit show
         ev = r.details["evidence"]
-        assert len(ev) == 2 and ev[0].startswith("round 1: host-0<->host-1 1 GB/s SLOW, host-2<->host-3 10 GB/s")
-        assert "host-4<->host-5 0.5 GB/s SLOW" in ev[0] and ev[1].endswith("in doubt after it: none")
+        assert len(ev) == 2 and ev[0].startswith(
+            "round 1: host-0<->host-1 1 GB/s SLOW, host-2<->host-3 10 GB/s"
+        )
+        assert "host-4<->host-5 0.5 GB/s SLOW" in ev[0] and ev[1].endswith(
+            "in doubt after it: none"
+        )
     assert len(json.dumps([r.to_dict() for r in rs])) > 0  # JSON-ready
 
 
@@ -264,7 +312,11 @@ def test_results_nobody_passes_and_ambiguous_warns() -> None:
     assert [(r.status, r.scope) for r in ok] == [(Status.PASS, "world")]
     assert ok[0].reasons[0].startswith("no slow node or link")
     two = LC.results_of(localize(2, SimulatedFabric()), ["a", "b"], [], {}, 0.1)
-    assert two[0].status == Status.WARN and "ambiguous" in two[0].reasons[0] and "third node" in two[0].reasons[0]
+    assert (
+        two[0].status == Status.WARN
+        and "ambiguous" in two[0].reasons[0]
+        and "third node" in two[0].reasons[0]
+    )
 
 
 def test_options_are_checked() -> None:

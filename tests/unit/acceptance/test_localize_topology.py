@@ -83,13 +83,17 @@ def test_two_bad_uplinks_are_two_findings() -> None:
     assert _kinds(loc) == [(T.UPLINK, ("a",)), (T.UPLINK, ("b",))] and loc.slow_nodes == []
 
 
-@pytest.mark.parametrize("fault,nodes,links", [
-    ({"slow_nodes": {3: 0.05}}, [3], []),
-    ({"slow_links": {(0, 1): 0.05}}, [], [(0, 1)]),  # inside rack a
-    ({"slow_links": {(0, 2): 0.05}}, [], [(0, 2)]),  # across racks, one cable
-])
-def test_a_node_or_a_link_stays_a_node_or_a_link(fault: dict[str, object], nodes: list[int],
-                                                  links: list[tuple[int, int]]) -> None:
+@pytest.mark.parametrize(
+    "fault,nodes,links",
+    [
+        ({"slow_nodes": {3: 0.05}}, [3], []),
+        ({"slow_links": {(0, 1): 0.05}}, [], [(0, 1)]),  # inside rack a
+        ({"slow_links": {(0, 2): 0.05}}, [], [(0, 2)]),  # across racks, one cable
+    ],
+)
+def test_a_node_or_a_link_stays_a_node_or_a_link(
+    fault: dict[str, object], nodes: list[int], links: list[tuple[int, int]]
+) -> None:
     loc = _run(R6, **fault)
     assert loc.rack_findings == [] and loc.slow_nodes == nodes and loc.slow_links == links
 
@@ -123,13 +127,16 @@ def test_racks_of_another_length_are_refused() -> None:
         localize(4, SimulatedFabric(), racks=["a", "a", "b"])
 
 
-@pytest.mark.parametrize("text,needle", [
-    ("{", "not JSON"),
-    ("[]", "JSON object"),
-    ('{"Rack_A": ["n1"]}', "not a DNS label"),
-    ('{"a": "n1"}', "must list node names"),
-    ('{"a": ["n1"], "b": ["n1"]}', "in two racks"),
-])
+@pytest.mark.parametrize(
+    "text,needle",
+    [
+        ("{", "not JSON"),
+        ("[]", "JSON object"),
+        ('{"Rack_A": ["n1"]}', "not a DNS label"),
+        ('{"a": "n1"}', "must list node names"),
+        ('{"a": ["n1"], "b": ["n1"]}', "in two racks"),
+    ],
+)
 def test_parse_refuses_bad_topology_in_one_line(text: str, needle: str) -> None:
     with pytest.raises(ValueError, match=needle) as e:
         T.parse(text)
@@ -138,14 +145,21 @@ def test_parse_refuses_bad_topology_in_one_line(text: str, needle: str) -> None:
 
 def test_rack_of_nodes_matches_any_name_a_node_goes_by() -> None:
     topo = T.parse('{"rack-a": ["worker-1", "gpu02"], "rack-b": ["worker-2"]}')
-    got = T.rack_of_nodes(topo, [["worker-1", "pod-0"], ["pod-1", "gpu02.example.com", "gpu02"], ["pod-9"]])
+    got = T.rack_of_nodes(
+        topo, [["worker-1", "pod-0"], ["pod-1", "gpu02.example.com", "gpu02"], ["pod-9"]]
+    )
     assert got == ["rack-a", "rack-a", None]
 
 
 # -- the check's side: MLENV_TOPOLOGY to racks, rack findings to results and node verdicts --
 
-LAYOUT = [(0, 0, "pod-0", "worker-a1"), (0, 1, "pod-0", "worker-a1"), (1, 0, "pod-1", "worker-a2"),
-          (2, 0, "gpu03.example.com", ""), (3, 0, "pod-3", "worker-x")]
+LAYOUT = [
+    (0, 0, "pod-0", "worker-a1"),
+    (0, 1, "pod-0", "worker-a1"),
+    (1, 0, "pod-1", "worker-a2"),
+    (2, 0, "gpu03.example.com", ""),
+    (3, 0, "pod-3", "worker-x"),
+]
 
 
 def test_racks_of_reads_the_topology_by_node_host_or_short_host() -> None:
@@ -179,7 +193,9 @@ def test_a_rack_finding_is_one_fail_of_scope_rack_and_a_rack_verdict() -> None:
     (rack,) = sec["racks"]
     assert rack["rack"] == "a" and rack["nodes"] == ["h0", "h1"] and rack["status"] == "FAIL"
     assert rack["action"]["id"] == "check-rack-uplink" and "rack a" in rack["action"]["text"]
-    assert sec["links"] == [] and all(n["status"] != "FAIL" for n in sec["nodes"])  # no node quarantined for it
+    assert sec["links"] == [] and all(
+        n["status"] != "FAIL" for n in sec["nodes"]
+    )  # no node quarantined for it
     assert any(line.startswith("| a | FAIL | `check-rack-uplink`") for line in nodes_section(sec))
 
 

@@ -10,7 +10,9 @@ from mlenv.acceptance.checks.models import build_model, count_parameters  # noqa
 from mlenv.errors import InputError  # noqa: E402
 
 
-@pytest.mark.parametrize(("name", "published"), [("resnet18", 11_689_512), ("resnet50", 25_557_032)])
+@pytest.mark.parametrize(
+    ("name", "published"), [("resnet18", 11_689_512), ("resnet50", 25_557_032)]
+)
 def test_resnet_parameter_count_matches_torchvision(name: str, published: int) -> None:
     # torchvision's figures for resnet18/resnet50 at 1000 classes (its model docs list
     # 11.7M and 25.6M); an exact match shows the layer layout is the real one.
@@ -18,7 +20,9 @@ def test_resnet_parameter_count_matches_torchvision(name: str, published: int) -
 
 
 @pytest.mark.parametrize("name", ["resnet18", "resnet50"])
-@pytest.mark.parametrize(("shape", "classes"), [((3, 32, 32), 10), ((1, 28, 28), 10), ((3, 64, 64), 7)])
+@pytest.mark.parametrize(
+    ("shape", "classes"), [((3, 32, 32), 10), ((1, 28, 28), 10), ((3, 64, 64), 7)]
+)
 def test_resnet_logits_shape(name: str, shape: tuple[int, int, int], classes: int) -> None:
     model = build_model(name, num_classes=classes, in_shape=shape).eval()
     with torch.no_grad():
@@ -52,7 +56,9 @@ def test_gpt_forward_backward_and_weight_tying() -> None:
 
 def test_gpt_is_causal() -> None:
     torch.manual_seed(0)
-    model = build_model("gpt", num_classes=50, in_shape=(8,), d_model=16, n_layer=1, n_head=2).eval()
+    model = build_model(
+        "gpt", num_classes=50, in_shape=(8,), d_model=16, n_layer=1, n_head=2
+    ).eval()
     a = torch.randint(50, (1, 8))
     b = a.clone()
     b[0, 5:] = (b[0, 5:] + 1) % 50  # change only the future of position 4

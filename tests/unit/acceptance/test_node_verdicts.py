@@ -13,8 +13,12 @@ from mlenv.acceptance.reports.markdown import to_markdown
 CPU = {"device": "cpu", "hosts": ["h0", "h1", "h2", "h3"]}
 
 
-def _r(name: str, rank: int, host: str, status: Status = Status.PASS, **metrics: float) -> CheckResult:
-    return CheckResult(name=name, status=status, scope="rank", node=host, rank=rank, metrics=dict(metrics))
+def _r(
+    name: str, rank: int, host: str, status: Status = Status.PASS, **metrics: float
+) -> CheckResult:
+    return CheckResult(
+        name=name, status=status, scope="rank", node=host, rank=rank, metrics=dict(metrics)
+    )
 
 
 def _by_node(section: dict) -> dict[str, dict]:
@@ -32,13 +36,19 @@ def test_a_slow_rank_makes_its_node_fail_with_drain_and_the_others_pass() -> Non
     f = nv["h2"]["findings"][0]
     assert f["check"] == "compute.matmul" and f["rank"] == 2 and "tflops_fp32 = 0.2" in f["figure"]
     for h in ("h0", "h1", "h3"):
-        assert nv[h]["status"] == "PASS" and nv[h]["action"]["id"] == "none" and nv[h]["checks"] == ["compute.matmul"]
+        assert (
+            nv[h]["status"] == "PASS"
+            and nv[h]["action"]["id"] == "none"
+            and nv[h]["checks"] == ["compute.matmul"]
+        )
 
 
 def test_a_node_nothing_measured_is_unknown_never_pass() -> None:
-    rs = [_r("compute.matmul", 0, "h0", tflops_fp32=1.0),
-          _r("environment", 1, "h1"),  # records versions: not a measurement
-          CheckResult(name="compute.matmul", status=Status.SKIP, scope="world", reasons=["not run"])]
+    rs = [
+        _r("compute.matmul", 0, "h0", tflops_fp32=1.0),
+        _r("environment", 1, "h1"),  # records versions: not a measurement
+        CheckResult(name="compute.matmul", status=Status.SKIP, scope="world", reasons=["not run"]),
+    ]
     nv = _by_node(nodeverdicts.build(rs, [], {"device": "cpu", "hosts": ["h0", "h1", "h2"]}))
     assert nv["h0"]["status"] == "PASS"
     assert nv["h1"]["status"] == "UNKNOWN" and nv["h1"]["action"]["id"] == "recheck"
@@ -47,10 +57,27 @@ def test_a_node_nothing_measured_is_unknown_never_pass() -> None:
 
 
 def test_error_beside_a_measurement_is_warn_and_alone_unknown() -> None:
-    err = CheckResult(name="memory.copy", status=Status.ERROR, scope="rank", node="h1", rank=1,
-                      reasons=["rank 1 (h1) died during memory.copy"])
-    rs = [_r("compute.matmul", 0, "h0", tflops_fp32=1.0), _r("compute.matmul", 1, "h1", tflops_fp32=1.0), err,
-          CheckResult(name="memory.copy", status=Status.ERROR, scope="rank", node="h2", rank=2, reasons=["hung"])]
+    err = CheckResult(
+        name="memory.copy",
+        status=Status.ERROR,
+        scope="rank",
+        node="h1",
+        rank=1,
+        reasons=["rank 1 (h1) died during memory.copy"],
+    )
+    rs = [
+        _r("compute.matmul", 0, "h0", tflops_fp32=1.0),
+        _r("compute.matmul", 1, "h1", tflops_fp32=1.0),
+        err,
+        CheckResult(
+            name="memory.copy",
+            status=Status.ERROR,
+            scope="rank",
+            node="h2",
+            rank=2,
+            reasons=["hung"],
+        ),
+    ]
     nv = _by_node(nodeverdicts.build(rs, [], {"device": "cpu", "hosts": ["h0", "h1", "h2"]}))
     assert nv["h1"]["status"] == "WARN" and nv["h1"]["action"]["id"] == "recheck"
     assert nv["h2"]["status"] == "UNKNOWN"
@@ -74,15 +101,29 @@ def test_one_gpu_of_eight_failing_is_reset_gpu_all_of_them_drain() -> None:
 
 
 def test_kubernetes_node_is_named_beside_its_pods() -> None:
-    env = [CheckResult(name="environment", status=Status.PASS, scope="rank", node=f"ml-dev-env-{i}", rank=i,
-                       details={"node_name": f"worker-{7 + i}"}) for i in range(2)]
-    rs = [*env, _r("memory.copy", 0, "ml-dev-env-0", copy_gbps=5.0),
-          _r("memory.copy", 1, "ml-dev-env-1", Status.FAIL, copy_gbps=0.1)]
+    env = [
+        CheckResult(
+            name="environment",
+            status=Status.PASS,
+            scope="rank",
+            node=f"ml-dev-env-{i}",
+            rank=i,
+            details={"node_name": f"worker-{7 + i}"},
+        )
+        for i in range(2)
+    ]
+    rs = [
+        *env,
+        _r("memory.copy", 0, "ml-dev-env-0", copy_gbps=5.0),
+        _r("memory.copy", 1, "ml-dev-env-1", Status.FAIL, copy_gbps=0.1),
+    ]
     rs[-1].reasons = ["copy_gbps = 0.1, expected >= 1"]
     sec = nodeverdicts.build(rs, [], {"device": "cpu", "hosts": ["ml-dev-env-0", "ml-dev-env-1"]})
     nv = _by_node(sec)
     assert set(nv) == {"worker-7", "worker-8"}
-    assert nv["worker-8"]["hosts"] == ["ml-dev-env-1"] and nv["worker-8"]["node_from"] == "kubernetes"
+    assert (
+        nv["worker-8"]["hosts"] == ["ml-dev-env-1"] and nv["worker-8"]["node_from"] == "kubernetes"
+    )
     assert nv["worker-8"]["status"] == "FAIL"
     root = ET.fromstring(to_junit(rs, "FAIL", [], nodes=sec))
     cases = {c.get("name"): c for c in root.iter("testcase") if c.get("classname") == "node"}
@@ -93,14 +134,37 @@ def test_kubernetes_node_is_named_beside_its_pods() -> None:
 
 def test_transport_busy_gpu_localize_node_and_link_actions() -> None:
     rs = [
-        CheckResult(name="fabric.transport", status=Status.FAIL, scope="rank", node="h0", rank=0,
-                    reasons=["rdma mode but NCCL used NET/Socket"]),
-        CheckResult(name="environment", status=Status.ERROR, scope="rank", node="h1", rank=1,
-                    reasons=["GPU 0: 76.5 GiB held by pid 558"], details={"gpu_busy": {"why": "x"}}),
-        CheckResult(name="fabric.localize", status=Status.FAIL, scope="node", node="h2",
-                    reasons=["slow node: every pair with it is below 0.5 GB/s"]),
-        CheckResult(name="fabric.localize", status=Status.FAIL, scope="link", details={"group": "h0 <-> h3"},
-                    reasons=["slow link: 0.1 GB/s between h0 and h3"]),
+        CheckResult(
+            name="fabric.transport",
+            status=Status.FAIL,
+            scope="rank",
+            node="h0",
+            rank=0,
+            reasons=["rdma mode but NCCL used NET/Socket"],
+        ),
+        CheckResult(
+            name="environment",
+            status=Status.ERROR,
+            scope="rank",
+            node="h1",
+            rank=1,
+            reasons=["GPU 0: 76.5 GiB held by pid 558"],
+            details={"gpu_busy": {"why": "x"}},
+        ),
+        CheckResult(
+            name="fabric.localize",
+            status=Status.FAIL,
+            scope="node",
+            node="h2",
+            reasons=["slow node: every pair with it is below 0.5 GB/s"],
+        ),
+        CheckResult(
+            name="fabric.localize",
+            status=Status.FAIL,
+            scope="link",
+            details={"group": "h0 <-> h3"},
+            reasons=["slow link: 0.1 GB/s between h0 and h3"],
+        ),
         _r("compute.matmul", 3, "h3", tflops_fp32=1.0),
     ]
     sec = nodeverdicts.build(rs, [], CPU)
@@ -118,7 +182,11 @@ def test_summary_shows_nodes_as_its_first_table_worst_first() -> None:
     rs = [_r("compute.matmul", i, f"h{i}", tflops_fp32=1.0) for i in range(4)]
     rs[3].metrics["tflops_fp32"] = 0.1
     j = judge(rs)
-    doc = {"verdict": j.verdict.value, "reasons": j.reasons, "node_verdicts": nodeverdicts.build(j.results, j.findings, CPU)}
+    doc = {
+        "verdict": j.verdict.value,
+        "reasons": j.reasons,
+        "node_verdicts": nodeverdicts.build(j.results, j.findings, CPU),
+    }
     md = to_markdown(doc, j.results, [])
     first_table = next(i for i, ln in enumerate(md.splitlines()) if ln.startswith("|"))
     lines = md.splitlines()
@@ -129,5 +197,7 @@ def test_summary_shows_nodes_as_its_first_table_worst_first() -> None:
 def test_every_action_has_a_known_severity_and_fills_its_names() -> None:
     for a in nodeverdicts.ACTIONS.values():
         assert a.severity in nodeverdicts.SEVERITIES
-        text = nodeverdicts.action_text(a.id, node="n", gpu=1, a="x", b="y", check="c", rack="r", racks="r and s")
+        text = nodeverdicts.action_text(
+            a.id, node="n", gpu=1, a="x", b="y", check="c", rack="r", racks="r and s"
+        )
         assert "{" not in text and "?" not in text

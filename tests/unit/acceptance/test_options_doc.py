@@ -13,8 +13,9 @@ DOC = Path(__file__).resolve().parents[3] / "docs" / "acceptance.md"
 
 def test_the_committed_options_table_is_fresh() -> None:
     committed = optionsdoc.committed_block(DOC.read_text(encoding="utf-8"))
-    assert committed == optionsdoc.render(), \
+    assert committed == optionsdoc.render(), (
         "regenerate: python -m mlenv.acceptance.core.optionsdoc --write docs/acceptance.md"
+    )
 
 
 def test_every_declared_option_is_in_the_table() -> None:
@@ -33,6 +34,10 @@ def test_write_replaces_only_the_block(tmp_path: Path) -> None:
     p.write_text(f"# before\n{optionsdoc.BEGIN}\nold\n{optionsdoc.END}\nafter\n", encoding="utf-8")
     assert optionsdoc.main(["--write", str(p)]) == 0
     text = p.read_text(encoding="utf-8")
-    assert text.startswith("# before\n") and text.endswith(f"{optionsdoc.END}\nafter\n") and "\nold\n" not in text
+    assert (
+        text.startswith("# before\n")
+        and text.endswith(f"{optionsdoc.END}\nafter\n")
+        and "\nold\n" not in text
+    )
     with pytest.raises(ValueError, match="markers are missing"):
         optionsdoc.replace_block("no markers", "x")

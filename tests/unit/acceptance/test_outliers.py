@@ -7,7 +7,9 @@ from mlenv.acceptance.evidence import outliers
 
 
 def _r(rank: int, node: str, **m: float) -> CheckResult:
-    return CheckResult(name="training.step_time", status=Status.PASS, scope="rank", node=node, rank=rank, metrics=m)
+    return CheckResult(
+        name="training.step_time", status=Status.PASS, scope="rank", node=node, rank=rank, metrics=m
+    )
 
 
 def test_two_ranks_slow_one_named_lower_is_better() -> None:
@@ -54,23 +56,36 @@ def test_direction_table() -> None:
 
 
 def _link(scope: str, group: str, bw: float, name: str = "collectives.all_reduce") -> CheckResult:
-    return CheckResult(name=name, status=Status.PASS, scope=scope, node=None, rank=None,
-                       metrics={"busbw_gbps_large": bw, "busbw_gbps_max": bw, "wrong_elements": 0.0},
-                       details={"group": group})
+    return CheckResult(
+        name=name,
+        status=Status.PASS,
+        scope=scope,
+        node=None,
+        rank=None,
+        metrics={"busbw_gbps_large": bw, "busbw_gbps_max": bw, "wrong_elements": 0.0},
+        details={"group": group},
+    )
 
 
 def test_slow_intra_node_fabric_named_by_its_node_and_judged() -> None:
     from mlenv.acceptance.judging.verdict import judge
 
-    rs = [_link("world", "world", 40.0),
-          *[_link("intra", f"node {i} (h{i})", 400.0 + i) for i in range(3)],
-          _link("intra", "node 3 (h3)", 150.0),
-          _link("inter", "local rank 0 across nodes", 45.0), _link("inter", "local rank 1 across nodes", 44.0)]
+    rs = [
+        _link("world", "world", 40.0),
+        *[_link("intra", f"node {i} (h{i})", 400.0 + i) for i in range(3)],
+        _link("intra", "node 3 (h3)", 150.0),
+        _link("inter", "local rank 0 across nodes", 45.0),
+        _link("inter", "local rank 1 across nodes", 44.0),
+    ]
     f = outliers.find(rs)
     # one finding: the bad node's group, on the largest-size figure only (not peak again)
     assert [(x.level, x.node, x.metric, x.severity) for x in f] == [
-        ("intra", "node 3 (h3)", "busbw_gbps_large", Status.FAIL)]
-    assert "intra-node group node 3 (h3) is an outlier: busbw_gbps_large = 150, 63% below" in f[0].reason()
+        ("intra", "node 3 (h3)", "busbw_gbps_large", Status.FAIL)
+    ]
+    assert (
+        "intra-node group node 3 (h3) is an outlier: busbw_gbps_large = 150, 63% below"
+        in f[0].reason()
+    )
     j = judge(rs)
     bad = [r for r in j.results if r.details.get("group") == "node 3 (h3)"]
     assert bad[0].status == Status.FAIL and j.verdict.value == "FAIL"
@@ -81,7 +96,9 @@ def test_a_bad_rail_is_named_among_inter_node_groups() -> None:
     rs = [_link("inter", f"local rank {i} across nodes", 48.0) for i in range(3)]
     rs.append(_link("inter", "local rank 3 across nodes", 30.0))
     f = outliers.find(rs, {"warn_frac": 0.1, "fail_frac": 0.2, "min_z": 3.5})
-    assert [(x.level, x.node, x.severity) for x in f] == [("inter", "local rank 3 across nodes", Status.FAIL)]
+    assert [(x.level, x.node, x.severity) for x in f] == [
+        ("inter", "local rank 3 across nodes", Status.FAIL)
+    ]
     # a skipped or errored group is not a peer, and the world is never compared with groups
     rs[-1].status = Status.ERROR
     assert outliers.find(rs + [_link("world", "world", 1.0)]) == []

@@ -70,8 +70,10 @@ def test_two_nodes_add_intra_and_inter_groups_in_a_fixed_order() -> None:
     plan = plan_groups(layout)
     assert [(g.scope, g.ranks) for g in plan] == [
         ("world", (0, 1, 2, 3)),
-        ("intra", (0, 1)), ("intra", (2, 3)),
-        ("inter", (0, 2)), ("inter", (1, 3)),
+        ("intra", (0, 1)),
+        ("intra", (2, 3)),
+        ("inter", (0, 2)),
+        ("inter", (1, 3)),
     ]
     assert "(b)" in plan[2].label
     # the plan depends only on the layout, so every rank builds the same groups

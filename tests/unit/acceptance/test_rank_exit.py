@@ -31,8 +31,13 @@ _leave(7)
 
 
 def test_leave_keeps_what_teardown_would_have_written(tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], capture_output=True, text=True,
-                       env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
     assert p.returncode == 7, p.stderr
     assert "python line without a flush" in p.stdout and "c-level line" in p.stdout, p.stdout
     assert (tmp_path / "atexit.txt").read_text() == "ran"

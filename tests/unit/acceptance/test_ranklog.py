@@ -23,15 +23,24 @@ os._exit(7)  # like the kill fault: no cleanup, no flush at exit
 
 
 def test_a_rank_that_exits_hard_keeps_everything_it_printed_in_its_log(tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "-c", _RANK, str(tmp_path)], capture_output=True, text=True, cwd=ROOT,
-                       timeout=60)
+    p = subprocess.run(
+        [sys.executable, "-c", _RANK, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=60,
+    )
     assert p.returncode == 7
     log = tmp_path / "logs" / "rank3.pod-1.svc_x_y.log"
     assert p.stdout.splitlines()[0] == str(log)  # the terminal still gets the output
     assert "rank 3 lost its peer" in p.stderr
     text = log.read_text()
     assert text.startswith("# rank 3 on pod-1.svc/x y, started ")
-    assert "measured 42 TFLOPS\n" in text and "rank 3 lost its peer\n" in text and text.endswith("no newline yet")
+    assert (
+        "measured 42 TFLOPS\n" in text
+        and "rank 3 lost its peer\n" in text
+        and text.endswith("no newline yet")
+    )
 
 
 def test_an_unwritable_report_folder_leaves_the_streams_alone(tmp_path: Path) -> None:

@@ -25,32 +25,44 @@ def test_one_run_id_format_everywhere() -> None:
     assert all(contract.is_run_id(i) for i in ids), ids
     assert len(set(ids)) == len(ids)  # same second, still distinct
     assert contract.new_run_id(0.0).startswith("19700101-000000-")  # UTC, sortable
-    assert all(check_run_id(i) == i for i in ids)  # a plain name: it names folders and crosses shells
-    assert not contract.is_run_id("20260101-000000") and not contract.is_run_id("../20260101-000000-abcdef")
+    assert all(
+        check_run_id(i) == i for i in ids
+    )  # a plain name: it names folders and crosses shells
+    assert not contract.is_run_id("20260101-000000") and not contract.is_run_id(
+        "../20260101-000000-abcdef"
+    )
 
 
 def test_claim_locks_and_refuses_a_second_run_until_released(tmp_path: Path) -> None:
     d = tmp_path / "r"
     c = rundir.claim(d, "20260101-000000-aaaaaa")
     assert rundir.lock_holder(d) == os.getpid()
-    with pytest.raises(InputError, match=rf"in use by a live run \(pid {os.getpid()}\); choose a new folder"):
+    with pytest.raises(
+        InputError, match=rf"in use by a live run \(pid {os.getpid()}\); choose a new folder"
+    ):
         rundir.claim(d, "20260101-000001-bbbbbb")
     c.release()
     assert not (d / rundir.LOCK_FILE).exists()
     rundir.claim(d, "20260101-000002-cccccc").release()  # empty again: usable
 
 
-@pytest.mark.parametrize("left", ["results.json", "results.jsonl", "run.json", "record.json", "launcher.log"])
+@pytest.mark.parametrize(
+    "left", ["results.json", "results.jsonl", "run.json", "record.json", "launcher.log"]
+)
 def test_claim_refuses_a_folder_holding_another_runs_results(tmp_path: Path, left: str) -> None:
     (tmp_path / left).write_text("{}")
-    with pytest.raises(InputError, match=rf"already holds another run's results \({left}\); choose a new folder"):
+    with pytest.raises(
+        InputError, match=rf"already holds another run's results \({left}\); choose a new folder"
+    ):
         rundir.claim(tmp_path, "20260101-000000-aaaaaa")
     assert (tmp_path / left).read_text() == "{}"  # never touched
     assert not (tmp_path / rundir.LOCK_FILE).exists()
 
 
 def test_a_stale_lock_of_a_dead_run_is_taken_over(tmp_path: Path) -> None:
-    p = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    p = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
     (tmp_path / rundir.LOCK_FILE).write_text(f"{p.stdout.strip()} old\n")
     c = rundir.claim(tmp_path, "20260101-000000-aaaaaa")
     assert rundir.lock_holder(tmp_path) == os.getpid()
@@ -72,7 +84,10 @@ def test_check_folder_refuses_a_folder_holding_another_run(tmp_path: Path) -> No
     d = tmp_path / "20260101-000000-aaaaaa"
     d.mkdir()
     doc = {"run_id": "20260101-000009-ffffff"}
-    with pytest.raises(InputError, match="named for run 20260101-000000-aaaaaa but holds run 20260101-000009-ffffff"):
+    with pytest.raises(
+        InputError,
+        match="named for run 20260101-000000-aaaaaa but holds run 20260101-000009-ffffff",
+    ):
         rundir.check_folder(d, doc)
     with pytest.raises(InputError, match="holds run 20260101-000009-ffffff, not run A1"):
         rundir.check_folder(tmp_path, doc, asked="A1")
@@ -83,7 +98,14 @@ def test_check_folder_refuses_a_folder_holding_another_run(tmp_path: Path) -> No
 
 
 def _rec(rid: str, verdict: str) -> dict[str, object]:
-    return {"run_id": rid, "cluster": "local", "verdict": verdict, "started": "s", "finished": "f", "report_dir": "/r"}
+    return {
+        "run_id": rid,
+        "cluster": "local",
+        "verdict": verdict,
+        "started": "s",
+        "finished": "f",
+        "report_dir": "/r",
+    }
 
 
 def test_the_same_record_twice_is_one_and_two_different_ones_are_an_error(tmp_path: Path) -> None:

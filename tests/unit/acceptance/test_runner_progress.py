@@ -21,11 +21,27 @@ class _Sleeper(Check):
 
 
 def _runner(said: list[str]) -> Runner:
-    ctx = RunContext(rank=1, world_size=2, local_rank=1, local_world_size=2, node_rank=0, nnodes=1,
-                     host="vm", backend="gloo", device="cpu", deadline_s=5.0)
+    ctx = RunContext(
+        rank=1,
+        world_size=2,
+        local_rank=1,
+        local_world_size=2,
+        node_rank=0,
+        nnodes=1,
+        host="vm",
+        backend="gloo",
+        device="cpu",
+        deadline_s=5.0,
+    )
     # rank 1 keeps run_one away from the store (no heartbeat watch), which is all this needs
-    return Runner(ctx, chan=None, hosts=["vm", "vm"], checks=[], progress=said.append,  # type: ignore[arg-type]
-                  progress_every_s=0.2)
+    return Runner(
+        ctx,
+        chan=None,  # type: ignore[arg-type]
+        hosts=["vm", "vm"],
+        checks=[],
+        progress=said.append,
+        progress_every_s=0.2,
+    )
 
 
 def test_a_long_check_reports_progress() -> None:
@@ -34,7 +50,9 @@ def test_a_long_check_reports_progress() -> None:
     results, broke = _runner(said).run_one(slow)
     assert not broke and results[0].status == Status.PASS
     assert 2 <= len(said) <= 4, said
-    assert all(s.startswith("… probe.sleep still running (") and "of its 5 s deadline" in s for s in said)
+    assert all(
+        s.startswith("… probe.sleep still running (") and "of its 5 s deadline" in s for s in said
+    )
 
 
 def test_a_quick_check_is_silent() -> None:

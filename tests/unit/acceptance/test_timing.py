@@ -11,8 +11,7 @@ from mlenv.acceptance.core.timing import Timing, measure, stretch_factor
 
 def test_warmup_runs_untimed_then_iters_samples_of_inner_calls() -> None:
     calls: list[float] = []
-    t = measure(lambda: calls.append(time.perf_counter()), device="cpu", iters=4, warmup=3,
-                inner=5)
+    t = measure(lambda: calls.append(time.perf_counter()), device="cpu", iters=4, warmup=3, inner=5)
     assert len(calls) == 3 + 4 * 5
     assert len(t.samples) == 4 and t.inner == 5 and t.method == "perf_counter"
     assert all(s > 0 for s in t.samples)
@@ -48,5 +47,10 @@ def test_rejects_empty_measurement() -> None:
 
 def test_describe_is_json_ready() -> None:
     d = Timing((0.2, 0.1, 0.3), 2, "cuda-events").describe()
-    assert d == {"method": "cuda-events", "samples": 3, "inner": 2, "best_s": 0.1,
-                 "mean_s": pytest.approx(0.2)}
+    assert d == {
+        "method": "cuda-events",
+        "samples": 3,
+        "inner": 2,
+        "best_s": 0.1,
+        "mean_s": pytest.approx(0.2),
+    }

@@ -17,14 +17,19 @@ def fake_for(cfg: ClusterConfig, *, nodes: int | None = None, rdma: bool = True)
     """A fake that satisfies every preflight check of ``cfg`` (tests then break one thing)."""
     names = list(cfg.gpu_nodes) or [f"gpu-{i}" for i in range(nodes or cfg.gpus.default_nodes)]
     fake = FakeCluster.typical(
-        cfg.namespace, names, gpus=cfg.gpus.per_node,
+        cfg.namespace,
+        names,
+        gpus=cfg.gpus.per_node,
         resources={r.name: r.count for r in cfg.rdma.resources} if rdma else None,
         networks=cfg.rdma.networks if rdma else (),
-        storage_classes=["standard"])
+        storage_classes=["standard"],
+    )
     for sc in {cfg.storage.class_rwx, cfg.storage.class_rwo} - {""}:
         fake.add_storage_class(sc)
     if cfg.cluster.api:
-        fake.server_url = cfg.cluster.api if "://" in cfg.cluster.api else f"https://{cfg.cluster.api}"
+        fake.server_url = (
+            cfg.cluster.api if "://" in cfg.cluster.api else f"https://{cfg.cluster.api}"
+        )
     return fake
 
 
@@ -46,7 +51,7 @@ def fake_for_fixture():
     return fake_for
 
 
-_FAKE_CLIENT = r'''
+_FAKE_CLIENT = r"""
 import json, os, sys, time
 argv = sys.argv[1:]
 # read stdin only where the real tool would (apply -f -, exec -i): an inherited terminal
@@ -62,7 +67,7 @@ for r in responses:
         sys.stdout.write(r.get("stdout", ""))
         sys.stderr.write(r.get("stderr", ""))
         sys.exit(r.get("rc", 0))
-'''
+"""
 
 
 class FakeBin:
@@ -89,10 +94,13 @@ class FakeBin:
         monkeypatch.setenv("PATH", str(self.bin))
         monkeypatch.setenv("FAKEBIN_LOG", str(self.log))
         monkeypatch.setenv("FAKEBIN_RESPONSES", str(self.responses))
-        for var in ("KUBECONFIG", "OPENSHIFT_CLIENT_PYTHON_DEFAULT_PROJECT",
-                    "OPENSHIFT_CLIENT_PYTHON_DEFAULT_CONFIG_PATH",
-                    "OPENSHIFT_CLIENT_PYTHON_DEFAULT_API_SERVER",
-                    "OPENSHIFT_CLIENT_PYTHON_DEFAULT_OC_LOGLEVEL"):
+        for var in (
+            "KUBECONFIG",
+            "OPENSHIFT_CLIENT_PYTHON_DEFAULT_PROJECT",
+            "OPENSHIFT_CLIENT_PYTHON_DEFAULT_CONFIG_PATH",
+            "OPENSHIFT_CLIENT_PYTHON_DEFAULT_API_SERVER",
+            "OPENSHIFT_CLIENT_PYTHON_DEFAULT_OC_LOGLEVEL",
+        ):
             monkeypatch.delenv(var, raising=False)
 
     def install(self, tool: str) -> str:

@@ -47,14 +47,19 @@ def deadlines(monkeypatch: pytest.MonkeyPatch) -> list[float]:
 def silent(fake_bin) -> OcCluster:
     """kubectl whose every server call hangs; config view answers the server's URL."""
     fake_bin.install("kubectl")
-    fake_bin.respond([{"match": ["config", "view"], "stdout": SERVER},
-                      {"match": ["exec"], "sleep": 2 + CALL_SLACK_S, "stdout": "done\n"},
-                      {"match": [], "sleep": HANG}])
+    fake_bin.respond(
+        [
+            {"match": ["config", "view"], "stdout": SERVER},
+            {"match": ["exec"], "sleep": 2 + CALL_SLACK_S, "stdout": "done\n"},
+            {"match": [], "sleep": HANG},
+        ]
+    )
     return OcCluster(api_timeout=0.5)
 
 
 def test_a_call_that_never_answers_is_killed_past_the_api_timeout_and_names_the_server(
-        silent: OcCluster, fake_bin, deadlines: list[float]) -> None:
+    silent: OcCluster, fake_bin, deadlines: list[float]
+) -> None:
     silent.server_url = SERVER  # what the probe found
     t0 = time.monotonic()
     with pytest.raises(Unreachable) as e:
@@ -62,19 +67,23 @@ def test_a_call_that_never_answers_is_killed_past_the_api_timeout_and_names_the_
     wall = time.monotonic() - t0
     assert deadlines == [0.5 + CALL_SLACK_S]
     assert wall < 0.5 + CALL_SLACK_S + LATE, wall
-    assert str(e.value) == (f"cannot reach the API server {SERVER}: no answer within 0.5 s "
-                            "(raise the limit with MLENV_API_TIMEOUT_S or --request-timeout)")
+    assert str(e.value) == (
+        f"cannot reach the API server {SERVER}: no answer within 0.5 s "
+        "(raise the limit with MLENV_API_TIMEOUT_S or --request-timeout)"
+    )
     assert "--request-timeout=500ms" in fake_bin.calls()[0]
 
 
 @pytest.mark.parametrize("call", ["list", "apply", "delete", "can_i", "logs"])
 def test_every_api_call_is_bounded(silent: OcCluster, call: str, deadlines: list[float]) -> None:
     cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}}
-    run = {"list": lambda: silent.list("Pod", "ns", {"a": "b"}),
-           "apply": lambda: silent.apply(cm, "ns"),
-           "delete": lambda: silent.delete("Pod", "p", "ns"),
-           "can_i": lambda: silent.can_i("create", "pods", "ns", subresource="exec"),
-           "logs": lambda: silent.logs("p", "ns")}[call]
+    run = {
+        "list": lambda: silent.list("Pod", "ns", {"a": "b"}),
+        "apply": lambda: silent.apply(cm, "ns"),
+        "delete": lambda: silent.delete("Pod", "p", "ns"),
+        "can_i": lambda: silent.can_i("create", "pods", "ns", subresource="exec"),
+        "logs": lambda: silent.logs("p", "ns"),
+    }[call]
     t0 = time.monotonic()
     with pytest.raises(Unreachable, match="no answer within 0.5 s"):
         run()
@@ -82,8 +91,9 @@ def test_every_api_call_is_bounded(silent: OcCluster, call: str, deadlines: list
     assert deadlines == [0.5 + CALL_SLACK_S]  # one call (apply's first read), not retried
 
 
-def test_the_probe_is_bounded_by_exactly_the_limit_it_names(silent: OcCluster,
-                                                          deadlines: list[float]) -> None:
+def test_the_probe_is_bounded_by_exactly_the_limit_it_names(
+    silent: OcCluster, deadlines: list[float]
+) -> None:
     """Before i22 the probe's process had its limit plus 5 s (and kubectl retried inside)."""
     t0 = time.monotonic()
     with pytest.raises(Unreachable) as e:
@@ -94,8 +104,9 @@ def test_the_probe_is_bounded_by_exactly_the_limit_it_names(silent: OcCluster,
     assert str(e.value).startswith(f"cannot reach the API server {SERVER}: no answer within 1 s")
 
 
-def test_exec_keeps_its_own_limit_not_the_api_timeout(silent: OcCluster,
-                                                     deadlines: list[float]) -> None:
+def test_exec_keeps_its_own_limit_not_the_api_timeout(
+    silent: OcCluster, deadlines: list[float]
+) -> None:
     """exec and rsync run user code for minutes: MLENV_EXEC_TIMEOUT bounds them, not the
     API timeout (this exec takes longer than api_timeout + CALL_SLACK_S and succeeds)."""
     assert silent.exec("p", "ns", ["true"], timeout=30).stdout == "done\n"
@@ -106,8 +117,12 @@ def test_after_the_probe_the_server_is_known_without_another_client_call(fake_bi
     """discover and preflight ask for the server; the probe read it from the same
     kubeconfig a moment before (one client process less in front of a verb)."""
     fake_bin.install("kubectl")
-    fake_bin.respond([{"match": ["config", "view"], "stdout": SERVER},
-                      {"match": ["--raw=/version"], "stdout": '{"major": "1"}'}])
+    fake_bin.respond(
+        [
+            {"match": ["config", "view"], "stdout": SERVER},
+            {"match": ["--raw=/version"], "stdout": '{"major": "1"}'},
+        ]
+    )
     c = OcCluster()
     assert c.probe(5.0) == SERVER
     before = len(fake_bin.calls())

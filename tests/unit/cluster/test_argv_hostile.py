@@ -80,8 +80,9 @@ LEGIT = {
 
 @pytest.mark.parametrize("tool", ["oc", "kubectl"])
 @pytest.mark.parametrize("site", sorted(CALLS))
-def test_i9_1_every_call_site_refuses_every_hostile_name(site: str, tool: str, fake_bin,
-                                                         tmp_path) -> None:
+def test_i9_1_every_call_site_refuses_every_hostile_name(
+    site: str, tool: str, fake_bin, tmp_path
+) -> None:
     fake_bin.install(tool)
     client = OcCluster()
     for value in HOSTILE:
@@ -104,8 +105,17 @@ def test_i9_1_storage_class_option_shaped_name_never_becomes_an_option(fake_bin)
         client.get("StorageClass", "--kubeconfig=/tmp/k", None)
     assert fake_bin.calls() == []
     client.get("StorageClass", "fast-rwx", None)
-    assert fake_bin.calls() == [["get", "--output=json", "--ignore-not-found",
-                                 "--request-timeout=10000ms", "--", "StorageClass", "fast-rwx"]]
+    assert fake_bin.calls() == [
+        [
+            "get",
+            "--output=json",
+            "--ignore-not-found",
+            "--request-timeout=10000ms",
+            "--",
+            "StorageClass",
+            "fast-rwx",
+        ]
+    ]
 
 
 # cobra (the parser of kubectl and oc) finds subcommands only among the words before
@@ -117,8 +127,9 @@ VALUE_FLAGS = {"-n"}  # short flags that take the next word; ours are otherwise 
 
 def cobra(call: list[str]) -> tuple[list[str], list[str], list[str]]:
     """(command path, positionals before ``--``, arguments after ``--``) for one argv."""
-    head, after = (call[:call.index("--")], call[call.index("--") + 1:]) if "--" in call \
-        else (call, [])
+    head, after = (
+        (call[: call.index("--")], call[call.index("--") + 1 :]) if "--" in call else (call, [])
+    )
     words, i = [], 0
     while i < len(head):
         w = head[i]
@@ -128,7 +139,7 @@ def cobra(call: list[str]) -> tuple[list[str], list[str], list[str]]:
     path = words[:1]
     if len(words) > 1 and words[1] in SUBCOMMANDS.get(words[0], ()):
         path.append(words[1])
-    return path, words[len(path):], after
+    return path, words[len(path) :], after
 
 
 def _walk_with_valid_names(c: OcCluster, ws: Path) -> list[list[str]]:
@@ -148,8 +159,20 @@ def _walk_with_valid_names(c: OcCluster, ws: Path) -> list[list[str]]:
     c.logs("p", "ns")
     c.logs("p", "ns", follow=True)
     c.port_forward("p", "ns", [(1, 2)])
-    want += [["get"], ["get"], ["delete"], ["get"], ["apply"], ["get"], ["auth", "can-i"],
-             ["exec"], ["exec"], ["logs"], ["logs"], ["port-forward"]]
+    want += [
+        ["get"],
+        ["get"],
+        ["delete"],
+        ["get"],
+        ["apply"],
+        ["get"],
+        ["auth", "can-i"],
+        ["exec"],
+        ["exec"],
+        ["logs"],
+        ["logs"],
+        ["port-forward"],
+    ]
     if c.is_oc:
         c.start_build("b", "ns", lambda _l: None)
         want.append(["start-build"])
@@ -159,8 +182,7 @@ def _walk_with_valid_names(c: OcCluster, ws: Path) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("tool", ["oc", "kubectl"])
-def test_i9_1_valid_names_put_double_dash_before_positionals(tool: str, fake_bin,
-                                                             tmp_path) -> None:
+def test_i9_1_valid_names_put_double_dash_before_positionals(tool: str, fake_bin, tmp_path) -> None:
     fake_bin.install(tool)
     fake_bin.respond([{"match": ["view"], "stdout": "https://api.example:6443"}])
     c = OcCluster()
@@ -188,12 +210,20 @@ def test_i9_1_auth_subcommand_before_double_dash() -> None:
         argv.kube("auth --as=x", [], [])
 
 
-@pytest.mark.parametrize("kind,value,ok", [
-    ("Namespace", "team-a", True), ("Namespace", "a.b", False),  # labels have no dots
-    ("Service", "x" * 63, True), ("Service", "x" * 64, False),
-    ("PersistentVolumeClaim", "a.b-c", True), ("Pod", "a" * 253, True), ("Pod", "a" * 254, False),
-    ("StorageClass", "gp3-csi", True), ("StorageClass", "--dry-run=none", False),
-])
+@pytest.mark.parametrize(
+    "kind,value,ok",
+    [
+        ("Namespace", "team-a", True),
+        ("Namespace", "a.b", False),  # labels have no dots
+        ("Service", "x" * 63, True),
+        ("Service", "x" * 64, False),
+        ("PersistentVolumeClaim", "a.b-c", True),
+        ("Pod", "a" * 253, True),
+        ("Pod", "a" * 254, False),
+        ("StorageClass", "gp3-csi", True),
+        ("StorageClass", "--dry-run=none", False),
+    ],
+)
 def test_i9_1_names_follow_the_rules_of_their_kind(kind: str, value: str, ok: bool) -> None:
     if ok:
         assert argv.name(kind, value) == value
@@ -215,8 +245,11 @@ def test_i9_1_builders_reject_programming_mistakes() -> None:
 
 @pytest.mark.parametrize("value", ["--kubeconfig=/tmp/k", "-n", "a;b", "$(id)"])
 def test_i9_1_preflight_refuses_a_hostile_storage_class_before_any_lookup(
-        value: str, barcelona: ClusterConfig, fake_for: Callable[..., FakeCluster],
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    value: str,
+    barcelona: ClusterConfig,
+    fake_for: Callable[..., FakeCluster],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     # defence in depth: the schema refuses these, but preflight must not pass one to a
     # client even when a config object was built without the loader
     from dataclasses import replace

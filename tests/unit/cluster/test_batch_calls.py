@@ -25,7 +25,12 @@ NS = "team-a"
 
 
 def cm(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": name}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name},
+        "data": {"k": name},
+    }
 
 
 def base() -> FakeCluster:
@@ -40,8 +45,14 @@ def client_of(fake: FakeCluster, side: str) -> FakeCluster | InProcess:
     return fake if side == "fake" else InProcess(fake)
 
 
-REFS: list[ObjectRef] = [("ConfigMap", "a", NS), ("ConfigMap", "a", "other"), ("ConfigMap", "b", "other"),
-                         ("Node", "n1", None), ("Namespace", NS, None), ("ConfigMap", "nope", NS)]
+REFS: list[ObjectRef] = [
+    ("ConfigMap", "a", NS),
+    ("ConfigMap", "a", "other"),
+    ("ConfigMap", "b", "other"),
+    ("Node", "n1", None),
+    ("Namespace", NS, None),
+    ("ConfigMap", "nope", NS),
+]
 
 
 @pytest.mark.parametrize("side", ["fake", "client"])
@@ -64,10 +75,17 @@ def test_a_refused_batch_falls_back_to_one_get_each_and_leaves_the_refused_out(s
     fake.openshift = False  # ImageStream: "the server doesn't have a resource type"
     fake.denied = ["get secrets"]
     c = client_of(fake, side)
-    refs: list[ObjectRef] = [("ConfigMap", "a", NS), ("Secret", "s", NS), ("ImageStream", "i", NS),
-                             ("ConfigMap", "nope", NS)]
+    refs: list[ObjectRef] = [
+        ("ConfigMap", "a", NS),
+        ("Secret", "s", NS),
+        ("ImageStream", "i", NS),
+        ("ConfigMap", "nope", NS),
+    ]
     got = c.get_many(refs)
-    assert got == {("ConfigMap", "a", NS): fake.get("ConfigMap", "a", NS), ("ConfigMap", "nope", NS): None}
+    assert got == {
+        ("ConfigMap", "a", NS): fake.get("ConfigMap", "a", NS),
+        ("ConfigMap", "nope", NS): None,
+    }
     if side == "client":  # the batch, then each ref alone: every answer is what get says
         assert isinstance(c, InProcess)
         assert len(c.calls) == 1 + len(refs)
@@ -80,7 +98,9 @@ def test_a_refused_batch_falls_back_to_one_get_each_and_leaves_the_refused_out(s
 
 @pytest.mark.parametrize("side", ["fake", "client"])
 @pytest.mark.parametrize("batch", ["objects", "questions"])
-def test_an_unreachable_server_is_said_once_not_asked_per_object_or_question(side: str, batch: str) -> None:
+def test_an_unreachable_server_is_said_once_not_asked_per_object_or_question(
+    side: str, batch: str
+) -> None:
     fake = base()
     fake.reachable = False
     c = client_of(fake, side)
@@ -110,14 +130,15 @@ def _single_gets(calls: list[list[str]]) -> list[tuple[str, str]]:
     out = []
     for call in calls:
         if call[0] == "get" and "--" in call:
-            names = call[call.index("--") + 1:]
+            names = call[call.index("--") + 1 :]
             if len(names) == 2:
                 out.append((names[0], names[1]))
     return out
 
 
-def test_a_deploy_reads_no_object_of_its_plan_alone_before_its_apply(local_cfg: ClusterConfig,
-                                                                      fake_for: Any) -> None:
+def test_a_deploy_reads_no_object_of_its_plan_alone_before_its_apply(
+    local_cfg: ClusterConfig, fake_for: Any
+) -> None:
     """Before i22's batch: each planned object was read alone by the checks, again by its
     dry-run apply and again by its apply (the kube tier: 44 gets in a deploy and a no-op
     redeploy). Now the checks' reads are one get per namespace, the dry run uses them,
@@ -133,18 +154,27 @@ def test_a_deploy_reads_no_object_of_its_plan_alone_before_its_apply(local_cfg: 
     planned.discard(("ImageStream", IMAGE_STREAM))
     for calls in (client.calls[:split], client.calls[split:]):
         last_apply = max(i for i, call in enumerate(calls) if call[0] == "apply")  # then wait_ready
-        alone = [ref for ref in _single_gets(calls[:last_apply]) if ref in planned or ref[0] == "Secret"]
+        alone = [
+            ref for ref in _single_gets(calls[:last_apply]) if ref in planned or ref[0] == "Secret"
+        ]
         assert alone == []
-        assert any(call[0] == "get" and any("/" in w for w in call) for call in calls), "read in batches"
+        assert any(call[0] == "get" and any("/" in w for w in call) for call in calls), (
+            "read in batches"
+        )
 
 
 # -- can_i_many -------------------------------------------------------------------------
 
-QUESTIONS = [Question("create", "configmaps", NS), Question("patch", "statefulsets.apps", NS),
-             Question("create", "pods", NS, "exec"), Question("create", "pods/exec", NS),
-             Question("bind", "clusterroles/scc-use", NS), Question("use", "securitycontextconstraints/x", NS),
-             Question("create", "widgets", NS),  # a word whose API group the client does not know
-             Question("create", "clusterroles")]  # no namespace: kubectl asks in the kubeconfig's
+QUESTIONS = [
+    Question("create", "configmaps", NS),
+    Question("patch", "statefulsets.apps", NS),
+    Question("create", "pods", NS, "exec"),
+    Question("create", "pods/exec", NS),
+    Question("bind", "clusterroles/scc-use", NS),
+    Question("use", "securitycontextconstraints/x", NS),
+    Question("create", "widgets", NS),  # a word whose API group the client does not know
+    Question("create", "clusterroles"),
+]  # no namespace: kubectl asks in the kubeconfig's
 DENIED = ["create configmaps", "create pods/exec", "bind clusterroles"]
 
 
@@ -157,7 +187,9 @@ def test_can_i_many_answers_each_question_as_can_i_does(side: str) -> None:
     fake = base()
     fake.denied = list(DENIED)
     c = client_of(fake, side)
-    alone = [fake.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource) for q in QUESTIONS]
+    alone = [
+        fake.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource) for q in QUESTIONS
+    ]
     assert c.can_i_many(QUESTIONS) == alone and not all(alone) and any(alone)
     if side == "client":  # one create of the reviews; the two it cannot put there exactly, alone
         assert isinstance(c, InProcess)
@@ -170,11 +202,20 @@ def test_can_i_many_answers_each_question_as_can_i_does(side: str) -> None:
 class FailingReviews(InProcess):
     """The reviews' create refused (an admission webhook, say): the rest answers as usual."""
 
-    def _call(self, line: Sequence[str], stdin: str | None,  # type: ignore[override]
-              timeout: float) -> tuple[int, str, str, bool]:
+    def _call(  # type: ignore[override]
+        self,
+        line: Sequence[str],
+        stdin: str | None,
+        timeout: float,
+    ) -> tuple[int, str, str, bool]:
         if line[1] == "create":
             self.calls.append(list(line[1:]))
-            return 1, "", "Error from server (InternalError): failed calling webhook: refused (test)\n", False
+            return (
+                1,
+                "",
+                "Error from server (InternalError): failed calling webhook: refused (test)\n",
+                False,
+            )
         return super()._call(line, stdin, timeout)
 
 
@@ -182,8 +223,9 @@ def test_a_refused_review_batch_asks_each_question_alone() -> None:
     fake = base()
     fake.denied = list(DENIED)
     c = FailingReviews(fake)
-    assert c.can_i_many(QUESTIONS) == [fake.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource)
-                                       for q in QUESTIONS]
+    assert c.can_i_many(QUESTIONS) == [
+        fake.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource) for q in QUESTIONS
+    ]
     assert _can_i_calls(c.calls) == len(QUESTIONS)
 
 
@@ -192,7 +234,9 @@ def test_read_once_keeps_the_answers_preflight_primed() -> None:
     asks = ReadOnce(inner)
     answers = asks.can_i_many(QUESTIONS)
     before = len(inner.calls)
-    assert [asks.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource) for q in QUESTIONS] == answers
+    assert [
+        asks.can_i(q.verb, q.resource, q.namespace, subresource=q.subresource) for q in QUESTIONS
+    ] == answers
     assert len(inner.calls) == before
 
 
@@ -205,10 +249,17 @@ def test_a_deploy_asks_its_permissions_in_one_call(local_cfg: ClusterConfig, fak
     assert [call[0] for call in client.calls].count("create") == 2
 
 
-@pytest.mark.parametrize("denied", [[], ["bind clusterroles", "use securitycontextconstraints"],
-                                    ["create pods/exec", "patch statefulsets", "bind roles"]])
-def test_preflight_decides_as_it_did_with_one_question_at_a_time(barcelona: ClusterConfig, fake_for: Any,
-                                                                 denied: list[str]) -> None:
+@pytest.mark.parametrize(
+    "denied",
+    [
+        [],
+        ["bind clusterroles", "use securitycontextconstraints"],
+        ["create pods/exec", "patch statefulsets", "bind roles"],
+    ],
+)
+def test_preflight_decides_as_it_did_with_one_question_at_a_time(
+    barcelona: ClusterConfig, fake_for: Any, denied: list[str]
+) -> None:
     """The same problems, notes and skips, word for word, whether preflight's questions
     reach the fake one by one or in one batch through the real client."""
     from mlenv.cluster.deploy import plan

@@ -33,18 +33,29 @@ LABELS = {"app.kubernetes.io/name": "contract"}
 
 
 def cm(name: str, data: dict[str, str], labels: dict[str, str] | None = None) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": name, "labels": dict(LABELS if labels is None else labels)},
-            "data": data}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": name, "labels": dict(LABELS if labels is None else labels)},
+        "data": data,
+    }
 
 
 def sts(service: str) -> dict[str, Any]:
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet",
-            "metadata": {"name": "web", "labels": dict(LABELS)},
-            "spec": {"serviceName": service, "replicas": 1,
-                     "selector": {"matchLabels": {"app": "web"}},
-                     "template": {"metadata": {"labels": {"app": "web"}},
-                                  "spec": {"containers": [{"name": "c", "image": "img:1"}]}}}}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": "web", "labels": dict(LABELS)},
+        "spec": {
+            "serviceName": service,
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": "web"}},
+            "template": {
+                "metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "img:1"}]},
+            },
+        },
+    }
 
 
 @dataclass
@@ -143,8 +154,12 @@ def scenario(side: Side) -> list[tuple[str, Any]]:
     step("apply other", lambda: c.apply(cm("d", {"b": "1"}, {"app": "x"}), NS).action)
     step("list by label", lambda: [o["metadata"]["name"] for o in c.list("ConfigMap", NS, LABELS)])
     step("list all", lambda: sorted(o["metadata"]["name"] for o in c.list("ConfigMap", NS)))
-    step("list every namespace", lambda: sorted(
-        (o["metadata"]["namespace"], o["metadata"]["name"]) for o in c.list("ConfigMap", None)))
+    step(
+        "list every namespace",
+        lambda: sorted(
+            (o["metadata"]["namespace"], o["metadata"]["name"]) for o in c.list("ConfigMap", None)
+        ),
+    )
     step("list cluster-scoped", lambda: [o["metadata"]["name"] for o in c.list("Node", None)])
     step("delete", lambda: c.delete("ConfigMap", "d", NS))
     step("delete again", lambda: c.delete("ConfigMap", "d", NS))
@@ -162,19 +177,29 @@ def scenario(side: Side) -> list[tuple[str, Any]]:
         fake.denied = []
     step("conflict", lambda: c.apply(cm("c", {"a": "3"}), NS, field_manager="other").action)
     step("unchanged after conflict", lambda: (c.get("ConfigMap", "c", NS) or {}).get("data"))
-    step("forced", lambda: c.apply(cm("c", {"a": "3"}), NS, field_manager="other",
-                                   force_conflicts=True).action)
+    step(
+        "forced",
+        lambda: (
+            c.apply(cm("c", {"a": "3"}), NS, field_manager="other", force_conflicts=True).action
+        ),
+    )
     step("after force", lambda: (c.get("ConfigMap", "c", NS) or {}).get("data"))
     step("create sts", lambda: c.apply(sts("s1"), NS).action)
     step("immutable field", lambda: c.apply(sts("s2"), NS).action)
-    step("mutable field", lambda: c.apply({**sts("s1"), "spec": {**sts("s1")["spec"],
-                                                                  "replicas": 2}}, NS).action)
+    step(
+        "mutable field",
+        lambda: c.apply({**sts("s1"), "spec": {**sts("s1")["spec"], "replicas": 2}}, NS).action,
+    )
     with side.edit() as fake:
         for _ in range(3):
             fake.pause(1)
     step("pods", lambda: sorted(o["metadata"]["name"] for o in c.list("Pod", NS, {"app": "web"})))
-    step("pod events", lambda: [(e.kind, e.name, e.type, e.reason, e.message)
-                                for e in c.events(NS, "Pod", "web-0")])
+    step(
+        "pod events",
+        lambda: [
+            (e.kind, e.name, e.type, e.reason, e.message) for e in c.events(NS, "Pod", "web-0")
+        ],
+    )
     step("events of the namespace", lambda: sorted({(e.kind, e.name) for e in c.events(NS)}))
     step("logs", lambda: c.logs("web-0", NS, tail=1))
     step("exec", lambda: c.exec("web-0", NS, ["nothing-here"], check=False).returncode)
@@ -212,8 +237,13 @@ EXPECTED: list[tuple[str, Any]] = [
     ("immutable field", ("Invalid", "StatefulSet", "web")),
     ("mutable field", "configured"),
     ("pods", ["web-0", "web-1"]),
-    ("pod events", [("Pod", "web-0", "Normal", "Scheduled", f"Successfully assigned {NS}/web-0 to n1"),
-                    ("Pod", "web-0", "Normal", "Started", "Started container main")]),
+    (
+        "pod events",
+        [
+            ("Pod", "web-0", "Normal", "Scheduled", f"Successfully assigned {NS}/web-0 to n1"),
+            ("Pod", "web-0", "Normal", "Started", "Started container main"),
+        ],
+    ),
     ("events of the namespace", [("Pod", "web-0"), ("Pod", "web-1")]),
     ("logs", "[fake] Started: Started container main\n"),
     ("exec", 127),
@@ -226,7 +256,8 @@ def test_the_fake_gives_the_written_down_results(direct: Side) -> None:
 
 @pytest.mark.parametrize("which", ["through_kubectl", "through_oc"])
 def test_the_client_over_the_fake_binary_gives_the_same_results(
-        which: str, request: pytest.FixtureRequest) -> None:
+    which: str, request: pytest.FixtureRequest
+) -> None:
     assert scenario(request.getfixturevalue(which)) == EXPECTED
 
 
@@ -247,7 +278,8 @@ def test_errors_name_what_they_are_about(which: str, request: pytest.FixtureRequ
 # in mlenv/cluster/oc.py: the `error: …` line is kept.
 @pytest.mark.parametrize("which", ["direct", "through_kubectl"])
 def test_a_conflict_names_the_other_manager_and_the_field(
-        which: str, request: pytest.FixtureRequest) -> None:
+    which: str, request: pytest.FixtureRequest
+) -> None:
     side: Side = request.getfixturevalue(which)
     side.client.apply(cm("c", {"a": "1"}), NS)
     with pytest.raises(Conflict) as err:
@@ -256,42 +288,88 @@ def test_a_conflict_names_the_other_manager_and_the_field(
 
 
 def _kubectl(args: list[str], state: Path, stdin: str = "") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "mlenv.testing.kubectl_cli", *args],
-                          input=stdin, capture_output=True, text=True, timeout=60,
-                          env={**os.environ, kubectl_cli.STATE_ENV: str(state)})
+    return subprocess.run(
+        [sys.executable, "-m", "mlenv.testing.kubectl_cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, kubectl_cli.STATE_ENV: str(state)},
+    )
 
 
 def test_the_fake_kubectl_answers_in_kubectls_formats(fake_kubectl: Path) -> None:
     r = _kubectl(["logs", f"--namespace={NS}", "--", "nope"], fake_kubectl)
     assert (r.returncode, r.stdout, r.stderr) == (
-        1, "", 'Error from server (NotFound): pods "nope" not found\n')
+        1,
+        "",
+        'Error from server (NotFound): pods "nope" not found\n',
+    )
     r = _kubectl(["auth", f"--namespace={NS}", "can-i", "--", "create", "pods"], fake_kubectl)
     assert (r.returncode, r.stdout) == (0, "yes\n")
-    r = _kubectl(["apply", f"--namespace={NS}", "--server-side", "--field-manager=m",
-                  "--output=json", "--filename=-"], fake_kubectl, json.dumps(cm("c", {"a": "1"})))
+    r = _kubectl(
+        [
+            "apply",
+            f"--namespace={NS}",
+            "--server-side",
+            "--field-manager=m",
+            "--output=json",
+            "--filename=-",
+        ],
+        fake_kubectl,
+        json.dumps(cm("c", {"a": "1"})),
+    )
     assert r.returncode == 0 and json.loads(r.stdout)["metadata"]["namespace"] == NS
-    r = _kubectl(["apply", f"--namespace={NS}", "--server-side", "--field-manager=n",
-                  "--output=json", "--filename=-"], fake_kubectl, json.dumps(cm("c", {"a": "2"})))
+    r = _kubectl(
+        [
+            "apply",
+            f"--namespace={NS}",
+            "--server-side",
+            "--field-manager=n",
+            "--output=json",
+            "--filename=-",
+        ],
+        fake_kubectl,
+        json.dumps(cm("c", {"a": "2"})),
+    )
     assert r.returncode == 1
-    assert r.stderr.startswith('error: Apply failed with 1 conflict: conflict with "m" using v1: '
-                               ".data.a\nPlease review the fields above")
-    r = _kubectl(["delete", f"--namespace={NS}", "--cascade=background", "--ignore-not-found",
-                  "--wait=false", "--output=name", "--", "ConfigMap", "c"], fake_kubectl)
+    assert r.stderr.startswith(
+        'error: Apply failed with 1 conflict: conflict with "m" using v1: '
+        ".data.a\nPlease review the fields above"
+    )
+    r = _kubectl(
+        [
+            "delete",
+            f"--namespace={NS}",
+            "--cascade=background",
+            "--ignore-not-found",
+            "--wait=false",
+            "--output=name",
+            "--",
+            "ConfigMap",
+            "c",
+        ],
+        fake_kubectl,
+    )
     assert (r.returncode, r.stdout) == (0, "configmap/c\n")
 
 
-@pytest.mark.parametrize("argv", [
-    ["get", "--output=yaml", "--", "Pod", "x"],  # an output format it does not produce
-    ["get", "--output=json", "--ignore-not-found", "Pod", "x"],  # names before "--"
-    ["get", "--output=json", "--", "pods"],  # a resource word the client never sends
-    ["get", f"--namespace={NS}", "--output=json", "--selector=a!=b", "--", "Pod"],
-    ["delete", "--cascade=background", "--", "Pod", "x"],  # without --ignore-not-found
-    ["apply", "--filename=-"],  # client-side apply
-    ["patch", "--", "Pod", "x"],  # a verb it does not know
-    ["exec", "-it", "p", "--", "sh"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["get", "--output=yaml", "--", "Pod", "x"],  # an output format it does not produce
+        ["get", "--output=json", "--ignore-not-found", "Pod", "x"],  # names before "--"
+        ["get", "--output=json", "--", "pods"],  # a resource word the client never sends
+        ["get", f"--namespace={NS}", "--output=json", "--selector=a!=b", "--", "Pod"],
+        ["delete", "--cascade=background", "--", "Pod", "x"],  # without --ignore-not-found
+        ["apply", "--filename=-"],  # client-side apply
+        ["patch", "--", "Pod", "x"],  # a verb it does not know
+        ["exec", "-it", "p", "--", "sh"],
+    ],
+)
 def test_an_argv_the_fake_kubectl_does_not_understand_fails_loudly(
-        argv: list[str], fake_kubectl: Path) -> None:
+    argv: list[str], fake_kubectl: Path
+) -> None:
     r = _kubectl(argv, fake_kubectl)
     assert r.returncode == kubectl_cli.UNSUPPORTED
     assert r.stderr.startswith("fake kubectl: unsupported argv") and json.dumps(argv) in r.stderr
@@ -303,7 +381,8 @@ def test_an_argv_the_fake_kubectl_does_not_understand_fails_loudly(
 # exceeded`): that is a server error (deploy retries it), not "cannot reach the API server".
 @pytest.mark.parametrize("which", ["direct", "through_kubectl"])
 def test_a_webhook_timeout_is_a_server_error_not_an_unreachable_server(
-        which: str, request: pytest.FixtureRequest) -> None:
+    which: str, request: pytest.FixtureRequest
+) -> None:
     side: Side = request.getfixturevalue(which)
     with side.edit() as fake:
         fake.apply_failures["ConfigMap/w"] = 1

@@ -40,7 +40,9 @@ def test_an_upper_bound_is_exclusive_and_named(monkeypatch: pytest.MonkeyPatch) 
     assert seconds_from_env(VAR, 1.0, below=86400) == 86399
     for raw in ("86400", "inf", "0"):
         monkeypatch.setenv(VAR, raw)
-        with pytest.raises(InputError, match=f"^{VAR}={raw}: expected a number of seconds between 0 and 86400$"):
+        with pytest.raises(
+            InputError, match=f"^{VAR}={raw}: expected a number of seconds between 0 and 86400$"
+        ):
             seconds_from_env(VAR, 1.0, below=86400)
 
 

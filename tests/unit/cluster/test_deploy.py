@@ -40,7 +40,9 @@ def test_missing_rdma_prerequisites_fall_back_to_tcp_or_fail(barcelona, fake_for
     assert any("FALLING BACK TO TCP" in s for s in said)
     assert any("NetworkAttachmentDefinition" in r for r in rep.fallback_reasons)
     sts = fake.get("StatefulSet", "ml-dev-env", barcelona.namespace)
-    env = {e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = {
+        e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
     assert env["NCCL_IB_DISABLE"] == "1"
     strict = fake_for(barcelona, rdma=False)
     with pytest.raises(PreflightFailed, match="fallback is off") as e:
@@ -72,22 +74,27 @@ def test_immutable_change_recreates_statefulset_and_keeps_pvcs(barcelona, fake_f
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     pvcs = {p["metadata"]["name"] for p in fake.list("PersistentVolumeClaim", barcelona.namespace)}
     uid = fake.get("StatefulSet", "ml-dev-env", barcelona.namespace)["metadata"]["uid"]
-    bigger = dataclasses.replace(barcelona, storage=dataclasses.replace(
-        barcelona.storage, workspace_size="400Gi"))
+    bigger = dataclasses.replace(
+        barcelona, storage=dataclasses.replace(barcelona.storage, workspace_size="400Gi")
+    )
     said: list[str] = []
     rep = deploy(bigger, DeployOptions(mode="rdma", timeout=60), fake, say=said.append)
     assert rep.recreated == ["statefulset/ml-dev-env"]
     assert any("immutable field(s) changed (volumeClaimTemplates)" in s for s in said)
     assert fake.get("StatefulSet", "ml-dev-env", barcelona.namespace)["metadata"]["uid"] != uid
-    assert pvcs <= {p["metadata"]["name"] for p in fake.list("PersistentVolumeClaim", barcelona.namespace)}
+    assert pvcs <= {
+        p["metadata"]["name"] for p in fake.list("PersistentVolumeClaim", barcelona.namespace)
+    }
 
 
 def test_an_image_that_cannot_be_pulled_stops_the_wait_in_seconds(barcelona, fake_for) -> None:
     """i22.8: ImagePullBackOff does not heal by waiting: said with the image and what to do
     within seconds, not at the 600 s timeout (on the code before: a DeployTimeout at 600 s)."""
     fake = fake_for(barcelona)
-    image = barcelona.image.ref or \
-        f"image-registry.openshift-image-registry.svc:5000/{barcelona.namespace}/ml-dev-env:latest"
+    image = (
+        barcelona.image.ref
+        or f"image-registry.openshift-image-registry.svc:5000/{barcelona.namespace}/ml-dev-env:latest"
+    )
     fake.image_pull_failures = [image]
     started = fake.monotonic()
     with pytest.raises(ImageUnavailable) as e:
@@ -96,7 +103,9 @@ def test_an_image_that_cannot_be_pulled_stops_the_wait_in_seconds(barcelona, fak
     msg = str(e.value)
     assert image in msg and "ImagePullBackOff" in msg and "ml-dev-env-0" in msg
     assert ("make build-image" in msg) if not barcelona.image.ref else ("image.ref" in msg)
-    assert isinstance(e.value, DeployTimeout)  # the CLI still remembers the deploy for status/teardown
+    assert isinstance(
+        e.value, DeployTimeout
+    )  # the CLI still remembers the deploy for status/teardown
 
 
 def test_err_image_pull_alone_gets_a_grace_period(barcelona, fake_for) -> None:
@@ -106,15 +115,26 @@ def test_err_image_pull_alone_gets_a_grace_period(barcelona, fake_for) -> None:
     from mlenv.cluster.deploy import PULL_GRACE_S, image_problem
 
     assert PULL_GRACE_S >= 10
-    line = image_problem(barcelona, [PodView("ml-dev-env-1", "Pending", False, 0, "n", {}, "ErrImagePull")])
+    line = image_problem(
+        barcelona, [PodView("ml-dev-env-1", "Pending", False, 0, "n", {}, "ErrImagePull")]
+    )
     assert line.startswith("ml-dev-env-1 cannot pull the image ") and "(ErrImagePull)" in line
 
 
 def test_teardown_only_touches_this_instance(barcelona, local_cfg, fake_for) -> None:
     fake = fake_for(barcelona)
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
-    other = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "keep", "labels": {
-        "app.kubernetes.io/name": "ml-dev-env", "app.kubernetes.io/instance": "other"}}}
+    other = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "keep",
+            "labels": {
+                "app.kubernetes.io/name": "ml-dev-env",
+                "app.kubernetes.io/instance": "other",
+            },
+        },
+    }
     fake.apply(other, barcelona.namespace)
     teardown(barcelona, fake)
     ns = barcelona.namespace
@@ -149,8 +169,9 @@ def test_sync_fans_out_keeps_pod_files_and_verifies(barcelona, tmp_path, fake_fo
         sync(barcelona, fake, str(ws))
 
 
-def test_i10_2_sync_delete_spares_results_checkpoints_and_dotfiles(barcelona, tmp_path,
-                                                                    fake_for) -> None:
+def test_i10_2_sync_delete_spares_results_checkpoints_and_dotfiles(
+    barcelona, tmp_path, fake_for
+) -> None:
     fake = fake_for(barcelona)
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     ns, pod = barcelona.namespace, "ml-dev-env-0"
@@ -159,8 +180,13 @@ def test_i10_2_sync_delete_spares_results_checkpoints_and_dotfiles(barcelona, tm
     (ws / "a.py").write_text("a")
     (ws / "gone.py").write_text("g")
     sync(barcelona, fake, str(ws))
-    for path in ("results/r/x.json", "checkpoints/step1.pt", ".cache/z", "sub/.hostfile",
-                 "old/stale.py"):
+    for path in (
+        "results/r/x.json",
+        "checkpoints/step1.pt",
+        ".cache/z",
+        "sub/.hostfile",
+        "old/stale.py",
+    ):
         fake.write_pod_file(pod, ns, f"/workspace/{path}", b"pod")
     (ws / "gone.py").unlink()
     rep = sync(barcelona, fake, str(ws), delete=True)
@@ -199,8 +225,12 @@ def test_in_pod_tree_script_matches_local_digest(tmp_path) -> None:
     (tmp_path / "d" / "__pycache__" / "x.pyc").write_bytes(b"zz")
     (tmp_path / "results" / "r.json").write_bytes(b"{}")
     (tmp_path / "top.sh").write_bytes(b"#!/bin/sh\n")
-    out = subprocess.run([sys.executable, "-c", treehash.SCRIPT, str(tmp_path)],
-                         capture_output=True, text=True, check=True).stdout.strip()
+    out = subprocess.run(
+        [sys.executable, "-c", treehash.SCRIPT, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     assert out == treehash.digest_files(treehash.local_files(str(tmp_path)))
     assert out.startswith("2 ")
 
@@ -223,17 +253,28 @@ def test_waiting_lines_name_why_a_pending_pod_waits(barcelona, fake_for) -> None
     assert all(s.rstrip().endswith(" s)") for s in said)
 
 
-@pytest.mark.parametrize("configured,live,same", [
-    # upstream's every barcelona config against what `oc whoami --show-server` says
-    ("barcelona.nerc.mghpcc.org", "https://api.barcelona.nerc.mghpcc.org:6443", True),
-    ("api.barcelona.nerc.mghpcc.org", "https://barcelona.nerc.mghpcc.org:6443", True),
-    ("https://API.Barcelona.nerc.mghpcc.org", "https://api.barcelona.nerc.mghpcc.org:6443", True),
-    ("barcelona.nerc.mghpcc.org:6443", "https://api.barcelona.nerc.mghpcc.org:6443", True),
-    ("barcelona.nerc.mghpcc.org:6443", "https://api.barcelona.nerc.mghpcc.org:8443", False),
-    ("barcelona.nerc.mghpcc.org", "https://api.cairo.nerc.mghpcc.org:6443", False),
-    ("barcelona.nerc.mghpcc.org", "https://api.barcelona.nerc.mghpcc.org.evil.example:6443", False),
-    ("barcelona.nerc.mghpcc.org", "https://apibarcelona.nerc.mghpcc.org:6443", False),
-])
+@pytest.mark.parametrize(
+    "configured,live,same",
+    [
+        # upstream's every barcelona config against what `oc whoami --show-server` says
+        ("barcelona.nerc.mghpcc.org", "https://api.barcelona.nerc.mghpcc.org:6443", True),
+        ("api.barcelona.nerc.mghpcc.org", "https://barcelona.nerc.mghpcc.org:6443", True),
+        (
+            "https://API.Barcelona.nerc.mghpcc.org",
+            "https://api.barcelona.nerc.mghpcc.org:6443",
+            True,
+        ),
+        ("barcelona.nerc.mghpcc.org:6443", "https://api.barcelona.nerc.mghpcc.org:6443", True),
+        ("barcelona.nerc.mghpcc.org:6443", "https://api.barcelona.nerc.mghpcc.org:8443", False),
+        ("barcelona.nerc.mghpcc.org", "https://api.cairo.nerc.mghpcc.org:6443", False),
+        (
+            "barcelona.nerc.mghpcc.org",
+            "https://api.barcelona.nerc.mghpcc.org.evil.example:6443",
+            False,
+        ),
+        ("barcelona.nerc.mghpcc.org", "https://apibarcelona.nerc.mghpcc.org:6443", False),
+    ],
+)
 def test_i25_5_cluster_api_matches_by_host(configured: str, live: str, same: bool) -> None:
     """Upstream configs say `api: barcelona.nerc.mghpcc.org`; deploy refused the server
     `oc` reports for that cluster (`https://api.barcelona…:6443`) with exit 2."""
@@ -242,9 +283,12 @@ def test_i25_5_cluster_api_matches_by_host(configured: str, live: str, same: boo
     assert same_server(configured, live) is same
 
 
-def test_i25_5_upstream_barcelona_deploys_when_logged_in_to_its_api_host(barcelona, fake_for) -> None:
-    cfg = dataclasses.replace(barcelona, cluster=dataclasses.replace(
-        barcelona.cluster, api="barcelona.nerc.mghpcc.org"))
+def test_i25_5_upstream_barcelona_deploys_when_logged_in_to_its_api_host(
+    barcelona, fake_for
+) -> None:
+    cfg = dataclasses.replace(
+        barcelona, cluster=dataclasses.replace(barcelona.cluster, api="barcelona.nerc.mghpcc.org")
+    )
     fake = fake_for(cfg)
     fake.server_url = "https://api.barcelona.nerc.mghpcc.org:6443"
     assert deploy(cfg, DeployOptions(mode="tcp", timeout=60), fake).ready == cfg.gpus.default_nodes
@@ -253,18 +297,39 @@ def test_i25_5_upstream_barcelona_deploys_when_logged_in_to_its_api_host(barcelo
     with pytest.raises(PreflightFailed, match="cluster.api") as e:
         deploy(cfg, DeployOptions(mode="tcp", timeout=60), other)
     assert e.value.exit_code == 2
-@pytest.mark.parametrize(("planned", "served", "changed"), [
-    ("1024Gi", "1Ti", False), ("1000Mi", "1000Mi", False), ("2048Mi", "2Gi", False), ("1Ti", "1T", True)])
+
+
+@pytest.mark.parametrize(
+    ("planned", "served", "changed"),
+    [
+        ("1024Gi", "1Ti", False),
+        ("1000Mi", "1000Mi", False),
+        ("2048Mi", "2Gi", False),
+        ("1Ti", "1T", True),
+    ],
+)
 def test_claim_sizes_compare_as_quantities(planned: str, served: str, changed: bool) -> None:
     """i22.7: the real API server canonicalises 1024Gi to 1Ti; compared as text, every
     re-deploy recreated the StatefulSet (fails on the code before: 1024Gi != 1Ti)."""
     from mlenv.cluster.deploy import immutable_changes
 
     def sts(size: str) -> dict:
-        return {"kind": "StatefulSet", "spec": {"serviceName": "s", "selector": {"matchLabels": {"a": "b"}},
-                                                "volumeClaimTemplates": [{"metadata": {"name": "workspace"}, "spec": {
-                                                    "accessModes": ["ReadWriteOnce"],
-                                                    "resources": {"requests": {"storage": size}}}}]}}
+        return {
+            "kind": "StatefulSet",
+            "spec": {
+                "serviceName": "s",
+                "selector": {"matchLabels": {"a": "b"}},
+                "volumeClaimTemplates": [
+                    {
+                        "metadata": {"name": "workspace"},
+                        "spec": {
+                            "accessModes": ["ReadWriteOnce"],
+                            "resources": {"requests": {"storage": size}},
+                        },
+                    }
+                ],
+            },
+        }
 
     assert (immutable_changes(sts(served), sts(planned)) != []) is changed
 
@@ -294,6 +359,7 @@ def test_a_changed_statefulset_is_done_when_every_pod_runs_the_new_spec(local_cf
     fake = FakeCluster.typical(local_cfg.namespace, ["n0", "n1"], gpus=0)
     deploy(local_cfg, DeployOptions(mode="tcp", timeout=60), fake)
     ns = local_cfg.namespace
+
     def live(kind: str, name: str) -> dict:
         obj = fake.get(kind, name, ns)
         assert obj is not None, f"{kind}/{name}"
@@ -306,7 +372,9 @@ def test_a_changed_statefulset_is_done_when_every_pod_runs_the_new_spec(local_cf
     rev = live("StatefulSet", "ml-dev-env")["status"]["updateRevision"]
     for i in (0, 1):
         pod = live("Pod", f"ml-dev-env-{i}")
-        assert pod["metadata"]["labels"][REVISION_LABEL] == rev and pod["metadata"]["uid"] != before[i]
+        assert (
+            pod["metadata"]["labels"][REVISION_LABEL] == rev and pod["metadata"]["uid"] != before[i]
+        )
     assert any("not yet replaced" in s for s in said), said
 
 
@@ -320,11 +388,16 @@ def test_a_smaller_claim_is_refused_naming_the_key_to_set_back(barcelona, fake_f
     fake = fake_for(barcelona)
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     uid = fake.get("StatefulSet", "ml-dev-env", barcelona.namespace)["metadata"]["uid"]
-    smaller = dataclasses.replace(barcelona, storage=dataclasses.replace(barcelona.storage, workspace_size="1Gi"))
+    smaller = dataclasses.replace(
+        barcelona, storage=dataclasses.replace(barcelona.storage, workspace_size="1Gi")
+    )
     with pytest.raises(DryRunRejected) as ei:
         deploy(smaller, DeployOptions(mode="rdma", timeout=60), fake)
     assert ei.value.exit_code == 2
     msg = str(ei.value)
-    assert "spec.resources.requests.storage" in msg and "cannot shrink: set storage.workspace_size back to " \
-        f"{barcelona.storage.workspace_size}" in msg, msg
+    assert (
+        "spec.resources.requests.storage" in msg
+        and f"cannot shrink: set storage.workspace_size back to {barcelona.storage.workspace_size}"
+        in msg
+    ), msg
     assert fake.get("StatefulSet", "ml-dev-env", barcelona.namespace)["metadata"]["uid"] == uid

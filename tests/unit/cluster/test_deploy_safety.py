@@ -25,12 +25,17 @@ from mlenv.testing.fakecluster import FakeCluster
 
 from .conftest import ROOT
 
-NON_ADMIN = ["create securitycontextconstraints", "patch securitycontextconstraints",
-             "create clusterroles", "patch clusterroles"]
+NON_ADMIN = [
+    "create securitycontextconstraints",
+    "patch securitycontextconstraints",
+    "create clusterroles",
+    "patch clusterroles",
+]
 
 
-def admin_applies(fake: FakeCluster, cfg, kinds=("SecurityContextConstraints", "ClusterRole"),
-                  change=None) -> list[str]:
+def admin_applies(
+    fake: FakeCluster, cfg, kinds=("SecurityContextConstraints", "ClusterRole"), change=None
+) -> list[str]:
     """What a cluster admin does once: apply the plan's cluster-scoped objects."""
     names = []
     for m in plan(cfg, "rdma", None):
@@ -44,8 +49,12 @@ def admin_applies(fake: FakeCluster, cfg, kinds=("SecurityContextConstraints", "
 
 
 def nothing_applied(fake: FakeCluster, ns: str) -> bool:
-    return (fake.list("ServiceAccount", ns) == [] and fake.get("Secret", SECRET_NAME, ns) is None
-            and fake.list("StatefulSet", ns) == [] and fake.list("Route", ns) == [])
+    return (
+        fake.list("ServiceAccount", ns) == []
+        and fake.get("Secret", SECRET_NAME, ns) is None
+        and fake.list("StatefulSet", ns) == []
+        and fake.list("Route", ns) == []
+    )
 
 
 def strict(cfg):
@@ -68,11 +77,19 @@ def test_non_admin_rdma_deploy_leaves_the_admins_scc_alone(barcelona, fake_for) 
 
 @pytest.mark.parametrize("case", ["missing", "differs"])
 def test_non_admin_without_the_scc_fails_in_preflight_with_the_file_to_apply(
-        case, barcelona, fake_for) -> None:
+    case, barcelona, fake_for
+) -> None:
     fake = fake_for(barcelona)
     if case == "differs":
-        admin_applies(fake, barcelona, change=lambda m: m.update(allowedCapabilities=["NET_RAW"])
-                      if m["kind"] == "SecurityContextConstraints" else None)
+        admin_applies(
+            fake,
+            barcelona,
+            change=lambda m: (
+                m.update(allowedCapabilities=["NET_RAW"])
+                if m["kind"] == "SecurityContextConstraints"
+                else None
+            ),
+        )
     fake.denied = list(NON_ADMIN)
     with pytest.raises(PreflightFailed) as e:
         deploy(strict(barcelona), DeployOptions(mode="rdma", timeout=60), fake)
@@ -83,8 +100,9 @@ def test_non_admin_without_the_scc_fails_in_preflight_with_the_file_to_apply(
     assert nothing_applied(fake, barcelona.namespace)
     # with fallback allowed the same finding is a reason to fall back, not a half-apply
     rep = deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
-    assert rep.mode == "tcp" and any("securitycontextconstraints.yaml" in r
-                                     for r in rep.fallback_reasons)
+    assert rep.mode == "tcp" and any(
+        "securitycontextconstraints.yaml" in r for r in rep.fallback_reasons
+    )
 
 
 def test_permissions_come_from_every_kind_in_the_plan(barcelona, fake_for) -> None:
@@ -106,8 +124,11 @@ def test_scc_use_is_asked_as_the_service_account(barcelona, fake_for) -> None:
     said: list[str] = []
     deploy(barcelona, DeployOptions(mode="rdma", dry_run="server"), fake, say=said.append)
     assert any("rolebinding/ml-dev-env-scc of this plan grants it" in s for s in said)
-    with pytest.raises(PreflightFailed, match=r"service account ml-dev-env/ml-dev-sa may not use "
-                       r"SCC ml-dev-env-ml-dev-env-barcelona-rdma and the plan does not grant it"):
+    with pytest.raises(
+        PreflightFailed,
+        match=r"service account ml-dev-env/ml-dev-sa may not use "
+        r"SCC ml-dev-env-ml-dev-env-barcelona-rdma and the plan does not grant it",
+    ):
         deploy(strict(barcelona), DeployOptions(mode="rdma"), fake, render=without_binding)
     fake.denied = ["impersonate serviceaccounts"]
     said.clear()
@@ -121,7 +142,9 @@ def test_a_conflict_in_the_dry_run_applies_nothing(barcelona, fake_for) -> None:
     theirs = copy.deepcopy(route)
     theirs["metadata"]["labels"]["app.kubernetes.io/managed-by"] = "someone-else"
     fake.apply(theirs, barcelona.namespace, field_manager="someone-else")
-    with pytest.raises(DryRunRejected, match=rf"route/{route['metadata']['name']}: Apply failed") as e:
+    with pytest.raises(
+        DryRunRejected, match=rf"route/{route['metadata']['name']}: Apply failed"
+    ) as e:
         deploy(barcelona, DeployOptions(mode="tcp", timeout=60), fake)
     assert e.value.exit_code == 3 and "nothing was applied" in str(e.value)
     assert fake.list("ServiceAccount", barcelona.namespace) == []
@@ -129,7 +152,9 @@ def test_a_conflict_in_the_dry_run_applies_nothing(barcelona, fake_for) -> None:
     assert fake.list("StatefulSet", barcelona.namespace) == []
 
 
-def test_an_invalid_object_in_the_dry_run_is_exit_2_and_applies_nothing(barcelona, fake_for) -> None:
+def test_an_invalid_object_in_the_dry_run_is_exit_2_and_applies_nothing(
+    barcelona, fake_for
+) -> None:
     def broken(cfg, mode, nodes):
         return [*plan(cfg, mode, nodes), {"kind": "ConfigMap", "metadata": {"name": "x"}}]
 
@@ -145,13 +170,15 @@ def test_a_dev_pod_change_recreates_the_bare_pod(barcelona, fake_for) -> None:
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     ns = barcelona.namespace
     uid = fake.get("Pod", "ml-dev-env-dev", ns)["metadata"]["uid"]
-    more = dataclasses.replace(barcelona, dev_tools=dataclasses.replace(barcelona.dev_tools,
-                                                                        jupyter=True))
+    more = dataclasses.replace(
+        barcelona, dev_tools=dataclasses.replace(barcelona.dev_tools, jupyter=True)
+    )
     said: list[str] = []
     rep = deploy(more, DeployOptions(mode="rdma", timeout=60), fake, say=said.append)
     assert rep.recreated == ["pod/ml-dev-env-dev"]
-    assert any(s.startswith("pod/ml-dev-env-dev: its spec changed") and "recreating" in s
-               for s in said)
+    assert any(
+        s.startswith("pod/ml-dev-env-dev: its spec changed") and "recreating" in s for s in said
+    )
     assert fake.get("Pod", "ml-dev-env-dev", ns)["metadata"]["uid"] != uid
 
 
@@ -159,29 +186,46 @@ def test_server_dry_run_of_an_immutable_change_says_would_recreate(barcelona, fa
     fake = fake_for(barcelona)
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     ns = barcelona.namespace
-    uids = {k: fake.get(k, n, ns)["metadata"]["uid"]
-            for k, n in (("StatefulSet", "ml-dev-env"), ("Pod", "ml-dev-env-dev"))}
+    uids = {
+        k: fake.get(k, n, ns)["metadata"]["uid"]
+        for k, n in (("StatefulSet", "ml-dev-env"), ("Pod", "ml-dev-env-dev"))
+    }
     changed = dataclasses.replace(
-        barcelona, storage=dataclasses.replace(barcelona.storage, workspace_size="400Gi"),
-        dev_tools=dataclasses.replace(barcelona.dev_tools, jupyter=True))
+        barcelona,
+        storage=dataclasses.replace(barcelona.storage, workspace_size="400Gi"),
+        dev_tools=dataclasses.replace(barcelona.dev_tools, jupyter=True),
+    )
     said: list[str] = []
     rep = deploy(changed, DeployOptions(mode="rdma", dry_run="server"), fake, say=said.append)
     assert rep.recreated == ["statefulset/ml-dev-env", "pod/ml-dev-env-dev"]
     assert sum("would delete and recreate it" in s for s in said) == 2
-    assert {k: fake.get(k, n, ns)["metadata"]["uid"]
-            for k, n in (("StatefulSet", "ml-dev-env"), ("Pod", "ml-dev-env-dev"))} == uids
+    assert {
+        k: fake.get(k, n, ns)["metadata"]["uid"]
+        for k, n in (("StatefulSet", "ml-dev-env"), ("Pod", "ml-dev-env-dev"))
+    } == uids
 
 
 def test_rdma_allow_tcp_fallback_false_in_the_config_forbids_fallback(barcelona, fake_for) -> None:
     fake = fake_for(barcelona, rdma=False)
-    with pytest.raises(PreflightFailed, match=r"TCP fallback is off \(rdma.allow_tcp_fallback is false\)"):
+    with pytest.raises(
+        PreflightFailed, match=r"TCP fallback is off \(rdma.allow_tcp_fallback is false\)"
+    ):
         deploy(strict(barcelona), DeployOptions(mode="rdma", timeout=60), fake)
     assert nothing_applied(fake, barcelona.namespace)
 
 
 def labelled(kind: str, name: str, instance: str = "barcelona") -> dict:
-    return {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "labels": {
-        "app.kubernetes.io/name": "ml-dev-env", "app.kubernetes.io/instance": instance}}}
+    return {
+        "apiVersion": "v1",
+        "kind": kind,
+        "metadata": {
+            "name": name,
+            "labels": {
+                "app.kubernetes.io/name": "ml-dev-env",
+                "app.kubernetes.io/instance": instance,
+            },
+        },
+    }
 
 
 def test_teardown_on_plain_kubernetes_skips_openshift_kinds(barcelona) -> None:
@@ -193,8 +237,12 @@ def test_teardown_on_plain_kubernetes_skips_openshift_kinds(barcelona) -> None:
         kube.apply(obj, barcelona.namespace)
     rep = teardown(barcelona, kube)
     assert sorted(rep.deleted) == ["configmap/a", "secret/s", "serviceaccount/ml-dev-sa"]
-    assert set(rep.absent_kinds) >= {"Route", "BuildConfig", "ImageStream",
-                                      "SecurityContextConstraints"}
+    assert set(rep.absent_kinds) >= {
+        "Route",
+        "BuildConfig",
+        "ImageStream",
+        "SecurityContextConstraints",
+    }
     assert rep.left == []
 
 
@@ -205,9 +253,12 @@ def test_teardown_names_the_cluster_scoped_objects_it_must_leave(barcelona, fake
     rep = teardown(barcelona, fake)
     assert fake.list("StatefulSet", barcelona.namespace) == []
     assert len(rep.left) == 2
-    assert rep.left[0].startswith("securitycontextconstraints/ml-dev-env-ml-dev-env-barcelona-rdma: you "
-                                  "may not list")
-    assert rep.left[1].startswith("clusterroles/ml-dev-env-ml-dev-env-barcelona-rdma-use: you may not delete")
+    assert rep.left[0].startswith(
+        "securitycontextconstraints/ml-dev-env-ml-dev-env-barcelona-rdma: you may not list"
+    )
+    assert rep.left[1].startswith(
+        "clusterroles/ml-dev-env-ml-dev-env-barcelona-rdma-use: you may not delete"
+    )
 
 
 def test_sync_copies_a_nested_results_folder_and_verifies_it(barcelona, fake_for, tmp_path) -> None:
@@ -278,24 +329,36 @@ def test_a_recreate_the_user_may_not_delete_is_refused_before_applying(barcelona
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     fake.denied = ["delete pods"]
     secret = fake.get("Secret", SECRET_NAME, barcelona.namespace)
-    more = dataclasses.replace(barcelona, dev_tools=dataclasses.replace(barcelona.dev_tools,
-                                                                        jupyter=True))
-    with pytest.raises(DryRunRejected, match="pod/ml-dev-env-dev: it must be deleted and "
-                       "recreated, and developer may not delete pods"):
+    more = dataclasses.replace(
+        barcelona, dev_tools=dataclasses.replace(barcelona.dev_tools, jupyter=True)
+    )
+    with pytest.raises(
+        DryRunRejected,
+        match="pod/ml-dev-env-dev: it must be deleted and "
+        "recreated, and developer may not delete pods",
+    ):
         deploy(more, DeployOptions(mode="rdma", timeout=60), fake)
-    assert not any(r.startswith("ml-dev-env-jupyter") for r in
-                   (o["metadata"]["name"] for o in fake.list("Route", barcelona.namespace)))
+    assert not any(
+        r.startswith("ml-dev-env-jupyter")
+        for r in (o["metadata"]["name"] for o in fake.list("Route", barcelona.namespace))
+    )
     assert fake.get("Secret", SECRET_NAME, barcelona.namespace) == secret
 
 
 def test_a_non_admin_who_may_not_bind_the_scc_role_is_told_before_anything_is_applied(
-        barcelona, fake_for) -> None:
+    barcelona, fake_for
+) -> None:
     """i22.3: binding the SCC's `use` ClusterRole needs `bind` on it (or holding `use` of the
     SCC); create/patch on rolebindings is not enough, and the real server refused the apply
     after preflight had said yes. Fails on the code before: the deploy went ahead."""
     fake = fake_for(barcelona)
     admin_applies(fake, barcelona)  # the SCC and its role exist: only the binding is the user's
-    fake.denied = [*NON_ADMIN, "bind clusterroles", "escalate clusterroles", "use securitycontextconstraints"]
+    fake.denied = [
+        *NON_ADMIN,
+        "bind clusterroles",
+        "escalate clusterroles",
+        "use securitycontextconstraints",
+    ]
     with pytest.raises(PreflightFailed) as e:
         deploy(strict(barcelona), DeployOptions(mode="rdma", timeout=60), fake)
     msg = str(e.value)
@@ -345,7 +408,9 @@ def test_the_checks_before_applying_read_each_object_once(barcelona, fake_for) -
     assert max(counting.reads.values()) == 1, counting.reads
 
 
-def test_pods_are_not_started_on_an_image_the_imagestream_does_not_have_yet(barcelona, fake_for) -> None:
+def test_pods_are_not_started_on_an_image_the_imagestream_does_not_have_yet(
+    barcelona, fake_for
+) -> None:
     """i22.8: on OpenShift without image.ref the pods run the BuildConfig's output, whose
     first build takes tens of minutes. Deploy applies everything else (the build starts
     from its ConfigChange trigger), starts no pod on an image that is not there, and says
@@ -364,6 +429,11 @@ def test_pods_are_not_started_on_an_image_the_imagestream_does_not_have_yet(barc
     assert fake.list("Pod", barcelona.namespace) == []
     for kind in ("ImageStream", "BuildConfig", "Service", "ServiceAccount"):
         assert fake.list(kind, barcelona.namespace), kind  # the rest is applied
-    assert fake.start_build("ml-dev-env", barcelona.namespace, lambda _line: None) == 0  # make build-image
+    assert (
+        fake.start_build("ml-dev-env", barcelona.namespace, lambda _line: None) == 0
+    )  # make build-image
     rep = deploy(barcelona, DeployOptions(mode="tcp", timeout=60), fake)
-    assert rep.ready == rep.nodes and fake.get("StatefulSet", "ml-dev-env", barcelona.namespace) is not None
+    assert (
+        rep.ready == rep.nodes
+        and fake.get("StatefulSet", "ml-dev-env", barcelona.namespace) is not None
+    )

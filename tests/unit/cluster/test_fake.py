@@ -14,25 +14,54 @@ from mlenv.testing.fakecluster import FakeCluster
 
 
 def sts(replicas: int = 2, vct_size: str = "1Gi", caps: list[str] | None = None) -> dict:
-    labels = {"app.kubernetes.io/name": "ml-dev-env", "app.kubernetes.io/instance": "t",
-              "app.kubernetes.io/component": "worker"}
+    labels = {
+        "app.kubernetes.io/name": "ml-dev-env",
+        "app.kubernetes.io/instance": "t",
+        "app.kubernetes.io/component": "worker",
+    }
     return {
-        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
         "metadata": {"name": "ml-dev-env", "labels": labels},
         "spec": {
-            "replicas": replicas, "serviceName": "ml-dev-env-headless",
-            "podManagementPolicy": "Parallel", "selector": {"matchLabels": labels},
-            "template": {"metadata": {"labels": labels}, "spec": {
-                "serviceAccountName": "sa",
-                "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
-                    {"labelSelector": {"matchLabels": labels}, "topologyKey": "kubernetes.io/hostname"}]}},
-                "containers": [{"name": "main", "image": "img:1",
-                                "securityContext": {"capabilities": {"add": caps or []}},
-                                "resources": {"limits": {"nvidia.com/gpu": 4}},
-                                "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}]}]}},
-            "volumeClaimTemplates": [{"metadata": {"name": "workspace", "labels": labels},
-                                      "spec": {"accessModes": ["ReadWriteOnce"],
-                                               "resources": {"requests": {"storage": vct_size}}}}],
+            "replicas": replicas,
+            "serviceName": "ml-dev-env-headless",
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": "sa",
+                    "affinity": {
+                        "podAntiAffinity": {
+                            "requiredDuringSchedulingIgnoredDuringExecution": [
+                                {
+                                    "labelSelector": {"matchLabels": labels},
+                                    "topologyKey": "kubernetes.io/hostname",
+                                }
+                            ]
+                        }
+                    },
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "img:1",
+                            "securityContext": {"capabilities": {"add": caps or []}},
+                            "resources": {"limits": {"nvidia.com/gpu": 4}},
+                            "volumeMounts": [{"name": "workspace", "mountPath": "/workspace"}],
+                        }
+                    ],
+                },
+            },
+            "volumeClaimTemplates": [
+                {
+                    "metadata": {"name": "workspace", "labels": labels},
+                    "spec": {
+                        "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": vct_size}},
+                    },
+                }
+            ],
         },
     }
 
@@ -106,8 +135,10 @@ def test_pending_reasons_insufficient_gpus_and_scc(fake: FakeCluster) -> None:
     scc.apply(sts(replicas=1, caps=["IPC_LOCK"]), "ns")
     ticks(scc)
     assert scc.list("Pod", "ns") == []
-    assert any(e.reason == "FailedCreate" and "security context constraint" in e.message
-               for e in scc.events("ns", "StatefulSet"))
+    assert any(
+        e.reason == "FailedCreate" and "security context constraint" in e.message
+        for e in scc.events("ns", "StatefulSet")
+    )
 
 
 def test_pvc_unbound_and_image_pull(fake: FakeCluster) -> None:
@@ -115,8 +146,10 @@ def test_pvc_unbound_and_image_pull(fake: FakeCluster) -> None:
     bad["spec"]["volumeClaimTemplates"][0]["spec"]["storageClassName"] = "missing"
     fake.apply(bad, "ns")
     ticks(fake)
-    assert any("unbound immediate PersistentVolumeClaims" in e.message
-               for e in fake.events("ns", "Pod", "ml-dev-env-0"))
+    assert any(
+        "unbound immediate PersistentVolumeClaims" in e.message
+        for e in fake.events("ns", "Pod", "ml-dev-env-0")
+    )
     img = FakeCluster.typical("ns", ["n1"], gpus=4)
     img.image_pull_failures = ["img:1"]
     img.apply(sts(replicas=1), "ns")
@@ -136,10 +169,15 @@ def test_state_round_trips_through_json(fake: FakeCluster, tmp_path) -> None:
 
 
 def dev_pod(env: str = "a", image: str = "img:1", tolerations: list | None = None) -> dict:
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "dev"},
-            "spec": {"containers": [{"name": "dev", "image": image,
-                                     "env": [{"name": "X", "value": env}]}],
-                     "tolerations": tolerations or []}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "dev"},
+        "spec": {
+            "containers": [{"name": "dev", "image": image, "env": [{"name": "X", "value": env}]}],
+            "tolerations": tolerations or [],
+        },
+    }
 
 
 def test_pod_spec_is_immutable_except_what_the_api_allows(fake: FakeCluster) -> None:
@@ -167,8 +205,12 @@ def test_plain_kubernetes_does_not_serve_openshift_kinds() -> None:
 
 
 def test_apply_needs_create_for_new_and_patch_for_existing(fake: FakeCluster) -> None:
-    scc = {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints",
-           "metadata": {"name": "s"}, "allowedCapabilities": ["IPC_LOCK"]}
+    scc = {
+        "apiVersion": "security.openshift.io/v1",
+        "kind": "SecurityContextConstraints",
+        "metadata": {"name": "s"},
+        "allowedCapabilities": ["IPC_LOCK"],
+    }
     fake.apply(scc, None, field_manager="admin")
     fake.denied = ["create securitycontextconstraints", "patch securitycontextconstraints"]
     assert not fake.can_i("patch", "securitycontextconstraints.security.openshift.io")
@@ -179,18 +221,40 @@ def test_apply_needs_create_for_new_and_patch_for_existing(fake: FakeCluster) ->
 
 
 def test_can_i_as_service_account_follows_rolebindings(fake: FakeCluster) -> None:
-    scc = {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints",
-           "metadata": {"name": "s"}}
+    scc = {
+        "apiVersion": "security.openshift.io/v1",
+        "kind": "SecurityContextConstraints",
+        "metadata": {"name": "s"},
+    }
     sa = "system:serviceaccount:ns:sa"
     assert not fake.can_i("use", "securitycontextconstraints/s", "ns", as_user=sa)  # no SCC
     fake.apply(scc, None)
     assert not fake.can_i("use", "securitycontextconstraints/s", "ns", as_user=sa)
-    fake.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-                "metadata": {"name": "use-s"}, "rules": [{"verbs": ["use"], "resources": [
-                    "securitycontextconstraints"], "resourceNames": ["s"]}]}, None)
-    fake.apply({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                "metadata": {"name": "b"}, "roleRef": {"kind": "ClusterRole", "name": "use-s"},
-                "subjects": [{"kind": "ServiceAccount", "name": "sa"}]}, "ns")
+    fake.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": "use-s"},
+            "rules": [
+                {
+                    "verbs": ["use"],
+                    "resources": ["securitycontextconstraints"],
+                    "resourceNames": ["s"],
+                }
+            ],
+        },
+        None,
+    )
+    fake.apply(
+        {
+            "apiVersion": "rbac.authorization.k8s.io/v1",
+            "kind": "RoleBinding",
+            "metadata": {"name": "b"},
+            "roleRef": {"kind": "ClusterRole", "name": "use-s"},
+            "subjects": [{"kind": "ServiceAccount", "name": "sa"}],
+        },
+        "ns",
+    )
     assert fake.can_i("use", "securitycontextconstraints/s", "ns", as_user=sa)
     fake.denied = ["impersonate serviceaccounts"]
     with pytest.raises(Forbidden, match="impersonate"):
@@ -205,8 +269,9 @@ def test_rsync_follows_rsync_exclude_rules(fake: FakeCluster, tmp_path) -> None:
         (tmp_path / rel).write_text(rel)
     fake.write_pod_file("ml-dev-env-0", "ns", "/workspace/results/run/keep", b"k")
     fake.write_pod_file("ml-dev-env-0", "ns", "/workspace/stale.py", b"s")
-    fake.rsync(str(tmp_path), "ml-dev-env-0", "ns", "/workspace",
-               exclude=["/results", "__pycache__"])
+    fake.rsync(
+        str(tmp_path), "ml-dev-env-0", "ns", "/workspace", exclude=["/results", "__pycache__"]
+    )
     files = set(fake.pod_files("ml-dev-env-0", "ns", "/workspace"))
     # /results: only the top-level one is skipped; the copy deletes nothing (stale.py stays)
     assert files == {"a.py", "x/results/deep.json", "results/run/keep", "stale.py"}
@@ -229,7 +294,8 @@ def test_exec_answers_per_pod_and_hangs_until_the_timeout(fake: FakeCluster) -> 
 
 
 def test_connect_builds_the_client_with_the_installed_factory_and_restores_the_real_one(
-        fake: FakeCluster, monkeypatch: pytest.MonkeyPatch) -> None:
+    fake: FakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from collections.abc import Iterator
     from contextlib import contextmanager
 

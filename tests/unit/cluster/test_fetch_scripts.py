@@ -14,21 +14,30 @@ from mlenv.cluster import fetch
 
 
 def _script(script: str, *args: str) -> object:
-    out = subprocess.run([sys.executable, "-c", script, *args], capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", script, *args], capture_output=True, text=True, check=True
+    )
     return json.loads(out.stdout)
 
 
 def test_the_listing_names_run_folders_only_and_reads_their_record(tmp_path: Path) -> None:
     res = tmp_path / "results"
     (res / "20261122-030000-aaaaaa").mkdir(parents=True)
-    (res / "20261122-030000-aaaaaa" / "record.json").write_text('{"run_id": "20261122-030000-aaaaaa"}')
+    (res / "20261122-030000-aaaaaa" / "record.json").write_text(
+        '{"run_id": "20261122-030000-aaaaaa"}'
+    )
     (res / "20261122-030000-aaaaaa" / "results.json").write_text("{}")
     (res / "20261129-030000-bbbbbb").mkdir()  # running: nothing written yet
     (res / "my-own-run").mkdir()  # `launch --run-id my-own-run`: not a run id, not listed
     os.symlink(tmp_path, res / "20261206-030000-cccccc")  # a link out of the volume
     got = _script(fetch.RUNS_SCRIPT, str(res), "1000")
-    assert got == {"20261122-030000-aaaaaa": {"record": '{"run_id": "20261122-030000-aaaaaa"}', "finished": True},
-                   "20261129-030000-bbbbbb": {"record": None, "finished": False}}
+    assert got == {
+        "20261122-030000-aaaaaa": {
+            "record": '{"run_id": "20261122-030000-aaaaaa"}',
+            "finished": True,
+        },
+        "20261129-030000-bbbbbb": {"record": None, "finished": False},
+    }
     assert _script(fetch.RUNS_SCRIPT, str(tmp_path / "absent"), "1000") == {}
 
 
@@ -46,6 +55,16 @@ def test_the_copy_holds_regular_files_only_and_has_a_size_limit(tmp_path: Path) 
 
 
 def test_paths_that_leave_the_run_folder_are_dropped() -> None:
-    files = {"ok.txt": b"1", "logs/r0.log": b"2", "../x": b"3", "/etc/x": b"4", "a/../../x": b"5",
-             "a//b": b"6", "nl\nx": b"7", "back\\slash": b"8", "": b"9", "./x": b"10"}
+    files = {
+        "ok.txt": b"1",
+        "logs/r0.log": b"2",
+        "../x": b"3",
+        "/etc/x": b"4",
+        "a/../../x": b"5",
+        "a//b": b"6",
+        "nl\nx": b"7",
+        "back\\slash": b"8",
+        "": b"9",
+        "./x": b"10",
+    }
     assert dict(fetch.safe_files(files)) == {"logs/r0.log": b"2", "ok.txt": b"1"}

@@ -14,13 +14,22 @@ DOCKERFILE = (ROOT / "Dockerfile").read_text()
 
 
 def test_lint_image_script_passes() -> None:
-    missing = [t for t, ok in (("hadolint", (ROOT / ".venv/bin/hadolint").exists()
-                                or shutil.which("hadolint") is not None),
-                               ("shellcheck", shutil.which("shellcheck") is not None)) if not ok]
+    missing = [
+        t
+        for t, ok in (
+            (
+                "hadolint",
+                (ROOT / ".venv/bin/hadolint").exists() or shutil.which("hadolint") is not None,
+            ),
+            ("shellcheck", shutil.which("shellcheck") is not None),
+        )
+        if not ok
+    ]
     if missing:  # under make/CI the script itself fails on this (next test)
         pytest.skip(f"not installed: {', '.join(missing)}")
-    proc = subprocess.run(["bash", "scripts/dev/lint-image.sh"], cwd=ROOT, capture_output=True,
-                          text=True, check=False)
+    proc = subprocess.run(
+        ["bash", "scripts/dev/lint-image.sh"], cwd=ROOT, capture_output=True, text=True, check=False
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "SKIP" not in proc.stderr
 
@@ -42,17 +51,25 @@ def bare_checkout(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     return tmp_path, env
 
 
-@pytest.mark.parametrize(("extra", "rc", "says"), [
-    ({}, 0, "SKIP hadolint: not installed"),  # by hand: a warning
-    ({"CI": "1"}, 1, "ERROR: hadolint is not installed"),
-    ({"CI": "true"}, 1, "ERROR: shellcheck is not installed"),
-    ({"MAKELEVEL": "1"}, 1, "Set MLENV_SKIP_IMAGE_LINT=1 to skip on purpose"),  # make test
-    ({"CI": "1", "MLENV_SKIP_IMAGE_LINT": "1"}, 0, "skipped on purpose"),
-])
+@pytest.mark.parametrize(
+    ("extra", "rc", "says"),
+    [
+        ({}, 0, "SKIP hadolint: not installed"),  # by hand: a warning
+        ({"CI": "1"}, 1, "ERROR: hadolint is not installed"),
+        ({"CI": "true"}, 1, "ERROR: shellcheck is not installed"),
+        ({"MAKELEVEL": "1"}, 1, "Set MLENV_SKIP_IMAGE_LINT=1 to skip on purpose"),  # make test
+        ({"CI": "1", "MLENV_SKIP_IMAGE_LINT": "1"}, 0, "skipped on purpose"),
+    ],
+)
 def test_missing_linters_fail_under_ci_and_make(bare_checkout, extra, rc, says) -> None:
     root, env = bare_checkout
-    proc = subprocess.run([shutil.which("bash") or "bash", str(root / "scripts/dev/lint-image.sh")],
-                          env={**env, **extra}, capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [shutil.which("bash") or "bash", str(root / "scripts/dev/lint-image.sh")],
+        env={**env, **extra},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == rc, proc.stderr
     assert says in proc.stderr
 
@@ -62,7 +79,14 @@ def test_dockerfile_pins_base_and_runs_non_root_under_random_uid() -> None:
     user = re.findall(r"^USER (\S+)$", DOCKERFILE, re.M)
     assert user and user[-1] not in ("root", "0")
     assert "--gid 0" in DOCKERFILE and "chmod g=u /etc/passwd" in DOCKERFILE
-    for pkg in ("openssh-server", "pdsh", "rdma-core", "ibverbs-utils", "perftest", "infiniband-diags"):
+    for pkg in (
+        "openssh-server",
+        "pdsh",
+        "rdma-core",
+        "ibverbs-utils",
+        "perftest",
+        "infiniband-diags",
+    ):
         assert pkg in DOCKERFILE
     assert 'ENTRYPOINT ["/opt/ml-dev-env/scripts/pod-init.sh"]' in DOCKERFILE
     assert "ssh_host_" in DOCKERFILE  # host keys removed: they come from the Secret
@@ -71,7 +95,9 @@ def test_dockerfile_pins_base_and_runs_non_root_under_random_uid() -> None:
 def test_the_venv_tests_the_deepspeed_the_image_ships() -> None:
     image = re.search(r"^ARG DEEPSPEED_VERSION=(\S+)$", DOCKERFILE, re.M)
     venv = re.search(r"^DEEPSPEED_PIN \?= deepspeed==(\S+)$", (ROOT / "Makefile").read_text(), re.M)
-    assert image and venv, "DEEPSPEED_VERSION (Dockerfile) and DEEPSPEED_PIN (Makefile) must both be pinned"
+    assert image and venv, (
+        "DEEPSPEED_VERSION (Dockerfile) and DEEPSPEED_PIN (Makefile) must both be pinned"
+    )
     assert image.group(1) == venv.group(1)
 
 
@@ -79,7 +105,7 @@ def test_i9_13_code_server_download_is_sha256_verified_and_fails_closed() -> Non
     version = re.search(r"^ARG CODE_SERVER_VERSION=(\S+)$", DOCKERFILE, re.M)
     digest = re.search(r"^ARG CODE_SERVER_SHA256=([0-9a-f]*)$", DOCKERFILE, re.M)
     assert version and digest and len(digest.group(1)) == 64, "pin the release and its sha256"
-    run = DOCKERFILE[DOCKERFILE.index("ARG CODE_SERVER_SHA256"):]
+    run = DOCKERFILE[DOCKERFILE.index("ARG CODE_SERVER_SHA256") :]
     run = run[: run.index("\n\n")]
     # downloaded to a file, checked, and only then unpacked: never curl | tar
     assert "| tar" not in run
@@ -90,13 +116,27 @@ def test_i9_13_code_server_download_is_sha256_verified_and_fails_closed() -> Non
 def test_i9_13_oauth_proxy_pinned_by_digest() -> None:
     from mlenv.render.workload import OAUTH_PROXY_IMAGE
 
-    assert re.fullmatch(r"quay\.io/openshift/origin-oauth-proxy@sha256:[0-9a-f]{64}", OAUTH_PROXY_IMAGE)
+    assert re.fullmatch(
+        r"quay\.io/openshift/origin-oauth-proxy@sha256:[0-9a-f]{64}", OAUTH_PROXY_IMAGE
+    )
 
 
 def test_i9_13_dockerignore_keeps_local_state_out_of_the_build_context() -> None:
-    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
-               if line.strip() and not line.startswith("#")}
-    for path in (".git", ".venv", ".mlenv", "reports", "k8s", "tests", ".pytest_cache", ".mypy_cache"):
+    ignored = {
+        line.strip()
+        for line in (ROOT / ".dockerignore").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    }
+    for path in (
+        ".git",
+        ".venv",
+        ".mlenv",
+        "reports",
+        "k8s",
+        "tests",
+        ".pytest_cache",
+        ".mypy_cache",
+    ):
         assert path in ignored, path
     # nothing the Dockerfile copies is excluded
     copied = re.findall(r"^COPY (.+) \S+$", DOCKERFILE, re.M)

@@ -10,7 +10,9 @@ ZONE = "topology.kubernetes.io/zone"
 
 
 def test_nodes_are_grouped_by_the_labels_value_in_pod_order() -> None:
-    got = racks_from_labels(ZONE, [("n1", {ZONE: "rack-b"}), ("n2", {ZONE: "rack-a"}), ("n3", {ZONE: "rack-b"})])
+    got = racks_from_labels(
+        ZONE, [("n1", {ZONE: "rack-b"}), ("n2", {ZONE: "rack-a"}), ("n3", {ZONE: "rack-b"})]
+    )
     assert got.racks == {"rack-b": ["n1", "n3"], "rack-a": ["n2"]} and got.warnings == []
     assert got.info == f"topology: 3 of 3 node(s) in 2 rack(s) from the Node label {ZONE}"
     value = got.env_value()
@@ -26,10 +28,14 @@ def test_label_values_that_are_not_dns_labels_are_rewritten_and_said() -> None:
 
 
 def test_two_values_with_one_rack_name_are_not_merged() -> None:
-    got = racks_from_labels(ZONE, [("n1", {ZONE: "Rack_A"}), ("n2", {ZONE: "rack-a"}), ("n3", {ZONE: "b"})])
+    got = racks_from_labels(
+        ZONE, [("n1", {ZONE: "Rack_A"}), ("n2", {ZONE: "rack-a"}), ("n3", {ZONE: "b"})]
+    )
     assert got.racks == {"b": ["n3"]}
-    assert got.warnings == ["topology: label values 'Rack_A', 'rack-a' all read as rack rack-a: their nodes are "
-                            "in no rack (rename the values apart)"]
+    assert got.warnings == [
+        "topology: label values 'Rack_A', 'rack-a' all read as rack rack-a: their nodes are "
+        "in no rack (rename the values apart)"
+    ]
 
 
 def test_unlabelled_nodes_are_in_no_rack_and_no_labels_no_racks() -> None:

@@ -35,7 +35,10 @@ def with_upstream(fake: FakeCluster, ns: str = NS) -> None:
 def migrating_config(tmp_path: Path) -> Path:
     """barcelona as a migrating team writes it: upstream's claims named."""
     data: dict[str, Any] = yaml.safe_load((ROOT / "clusters/barcelona.yaml").read_text())
-    data["storage"]["existing_claims"] = {"workspace": "ml-dev-workspace", "datasets": "ml-datasets"}
+    data["storage"]["existing_claims"] = {
+        "workspace": "ml-dev-workspace",
+        "datasets": "ml-datasets",
+    }
     path = tmp_path / "barcelona.yaml"
     path.write_text(yaml.safe_dump(data))
     return path
@@ -46,8 +49,11 @@ def test_i10_3_existing_claims_are_mounted_not_rendered(tmp_path: Path) -> None:
     assert cfg.storage.workspace_claim == "ml-dev-workspace"
     # volumeClaimTemplates mode: the dev Pod mounts both upstream claims, no dev PVC rendered
     pod = dev_pod(cfg, "rdma")
-    claims = {v["name"]: v["persistentVolumeClaim"]["claimName"]
-              for v in pod["spec"]["volumes"] if "persistentVolumeClaim" in v}
+    claims = {
+        v["name"]: v["persistentVolumeClaim"]["claimName"]
+        for v in pod["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    }
     assert claims == {"workspace": "ml-dev-workspace", "datasets": "ml-datasets"}
     assert names.DEV_WORKSPACE_PVC not in {p["metadata"]["name"] for p in _pvcs(cfg)}
     # rwx mode: every pod mounts them, neither of ours is created
@@ -72,17 +78,24 @@ def test_i10_3_find_upstream_objects_not_ours() -> None:
     fake.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "someone-else"}}, NS)
     found = legacy.find(fake, NS)
     refs = [o.ref for o in found]
-    assert refs == ["statefulset/ml-dev-env", "route/ml-dev-jupyter", "route/ml-dev-vscode",
-                    "service/ml-dev-env", "service/ml-dev-env-headless",
-                    "persistentvolumeclaim/ml-datasets", "persistentvolumeclaim/ml-dev-workspace"]
+    assert refs == [
+        "statefulset/ml-dev-env",
+        "route/ml-dev-jupyter",
+        "route/ml-dev-vscode",
+        "service/ml-dev-env",
+        "service/ml-dev-env-headless",
+        "persistentvolumeclaim/ml-datasets",
+        "persistentvolumeclaim/ml-dev-workspace",
+    ]
     # plain Kubernetes serves no Route: skipped, not an error
     k8s = FakeCluster.typical(NS, ["n0"])
     k8s.openshift = False
     assert legacy.find(k8s, NS) == []
 
 
-def test_i10_3_deploy_says_what_it_does_then_teardown_legacy(tmp_path: Path,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_i10_3_deploy_says_what_it_does_then_teardown_legacy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     state = fake_state(tmp_path)
     fake = FakeCluster.load(str(state))
     with_upstream(fake)
@@ -91,7 +104,10 @@ def test_i10_3_deploy_says_what_it_does_then_teardown_legacy(tmp_path: Path,
 
     r = run(["deploy", cfg, "--timeout", "60"], state, monkeypatch)
     assert "legacy: namespace ml-dev-env holds 7 object(s) of upstream ml-dev-env" in r.output
-    assert "persistentvolumeclaim/ml-dev-workspace (upstream ml-dev-env's name): kept and mounted" in r.output
+    assert (
+        "persistentvolumeclaim/ml-dev-workspace (upstream ml-dev-env's name): kept and mounted"
+        in r.output
+    )
     assert "statefulset/ml-dev-env (label app=ml-dev-env-multi): has the name ours uses" in r.output
     assert "mlenv teardown barcelona --legacy" in r.output
     assert r.exit_code == 2, r.output  # i9.4: upstream's StatefulSet is not overwritten silently
@@ -105,7 +121,9 @@ def test_i10_3_deploy_says_what_it_does_then_teardown_legacy(tmp_path: Path,
     assert "5 object(s) deleted; 2 PVC(s) kept" in r.output
     left = FakeCluster.load(str(state))
     assert [o.ref for o in legacy.find(left, NS)] == [
-        "persistentvolumeclaim/ml-datasets", "persistentvolumeclaim/ml-dev-workspace"]
+        "persistentvolumeclaim/ml-datasets",
+        "persistentvolumeclaim/ml-dev-workspace",
+    ]
 
     r = run(["deploy", cfg, "--timeout", "60"], state, monkeypatch)
     assert r.exit_code == 0, r.output
@@ -113,10 +131,16 @@ def test_i10_3_deploy_says_what_it_does_then_teardown_legacy(tmp_path: Path,
     dev = FakeCluster.load(str(state)).get("Pod", names.DEV_POD, NS)
     assert dev is not None
     assert {"ml-dev-workspace", "ml-datasets"} <= {
-        v["persistentVolumeClaim"]["claimName"] for v in dev["spec"]["volumes"] if "persistentVolumeClaim" in v}
+        v["persistentVolumeClaim"]["claimName"]
+        for v in dev["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    }
     r = run(["teardown", cfg, "--purge"], state, monkeypatch)  # ours, with purge: theirs stay
     assert r.exit_code == 0
-    pvcs = {p["metadata"]["name"] for p in FakeCluster.load(str(state)).list("PersistentVolumeClaim", NS)}
+    pvcs = {
+        p["metadata"]["name"]
+        for p in FakeCluster.load(str(state)).list("PersistentVolumeClaim", NS)
+    }
     assert {"ml-dev-workspace", "ml-datasets"} <= pvcs
 
     r = run(["teardown", cfg, "--legacy", "--purge", "--yes"], state, monkeypatch)

@@ -50,8 +50,9 @@ def test_neighbour_pod_with_our_labels_is_ignored_everywhere(local_cfg, fake_for
     (ws / "secret.env").write_text("TOKEN=x\n")
     srep = sync(cfg, fake, str(ws))
     assert set(srep.copied) <= set(names) and "intruder" not in srep.verified
-    assert not [c for c in fake.calls if c[:2] in (["rsync", "intruder"],
-                                                   ["rsync", "ml-dev-env-99"])]
+    assert not [
+        c for c in fake.calls if c[:2] in (["rsync", "intruder"], ["rsync", "ml-dev-env-99"])
+    ]
 
     said: list[str] = []
     deploy(cfg, DeployOptions(mode="tcp", timeout=120), fake, say=said.append)

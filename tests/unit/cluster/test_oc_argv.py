@@ -17,10 +17,21 @@ CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data"
 
 
 def live_cm(data: str, rv: str = "5", when: str = "2024-01-01T00:00:00Z") -> str:
-    return json.dumps({**CM, "data": {"a": data}, "metadata": {
-        "name": "c", "namespace": NS, "resourceVersion": rv, "uid": "u1", "generation": 1,
-        "creationTimestamp": "2024-01-01T00:00:00Z",
-        "managedFields": [{"manager": "mlenv", "operation": "Apply", "time": when}]}})
+    return json.dumps(
+        {
+            **CM,
+            "data": {"a": data},
+            "metadata": {
+                "name": "c",
+                "namespace": NS,
+                "resourceVersion": rv,
+                "uid": "u1",
+                "generation": 1,
+                "creationTimestamp": "2024-01-01T00:00:00Z",
+                "managedFields": [{"manager": "mlenv", "operation": "Apply", "time": when}],
+            },
+        }
+    )
 
 
 @pytest.fixture
@@ -36,8 +47,9 @@ def test_exec_puts_the_namespace_before_the_argv(oc, fake_bin) -> None:
     res = oc.exec("ml-dev-env-0", NS, ["python3", "-c", "print(1)", "-n", "x"])
     assert res.stdout == "hi\n"
     # before the fix the flag was appended after the argv: `exec POD -- ARGV -n NS`
-    assert fake_bin.calls() == [["exec", f"--namespace={NS}", "ml-dev-env-0", "--",
-                                 "python3", "-c", "print(1)", "-n", "x"]]
+    assert fake_bin.calls() == [
+        ["exec", f"--namespace={NS}", "ml-dev-env-0", "--", "python3", "-c", "print(1)", "-n", "x"]
+    ]
 
 
 def test_exec_with_stdin_and_the_verbs_that_stream(oc, fake_bin) -> None:
@@ -53,82 +65,177 @@ def test_exec_with_stdin_and_the_verbs_that_stream(oc, fake_bin) -> None:
 
 
 def test_apply_is_server_side_with_the_field_manager(oc, fake_bin) -> None:
-    fake_bin.respond([{"match": ["get"], "stdout": ""},
-                      {"match": ["apply"], "stdout": live_cm("1", rv="1")}])
+    fake_bin.respond(
+        [{"match": ["get"], "stdout": ""}, {"match": ["apply"], "stdout": live_cm("1", rv="1")}]
+    )
     assert oc.apply(CM, NS).action == "created"
     get, apply = fake_bin.records()
-    assert get["argv"] == ["get", f"--namespace={NS}", "--output=json", "--ignore-not-found",
-                           "--request-timeout=10000ms", "--", "ConfigMap", "c"]
-    assert apply["argv"] == ["apply", f"--namespace={NS}", "--server-side",
-                             "--field-manager=mlenv", "--output=json", "--filename=-",
-                             "--request-timeout=10000ms"]
+    assert get["argv"] == [
+        "get",
+        f"--namespace={NS}",
+        "--output=json",
+        "--ignore-not-found",
+        "--request-timeout=10000ms",
+        "--",
+        "ConfigMap",
+        "c",
+    ]
+    assert apply["argv"] == [
+        "apply",
+        f"--namespace={NS}",
+        "--server-side",
+        "--field-manager=mlenv",
+        "--output=json",
+        "--filename=-",
+        "--request-timeout=10000ms",
+    ]
     assert json.loads(str(apply["stdin"])) == CM
 
 
 def test_apply_cluster_scoped_has_no_namespace_and_flags_pass_through(oc, fake_bin) -> None:
-    scc = {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints",
-           "metadata": {"name": "s"}}
+    scc = {
+        "apiVersion": "security.openshift.io/v1",
+        "kind": "SecurityContextConstraints",
+        "metadata": {"name": "s"},
+    }
     oc.apply(scc, None, field_manager="other", force_conflicts=True, dry_run=True)
-    assert fake_bin.calls()[-1] == ["apply", "--server-side", "--field-manager=other",
-                                    "--output=json", "--filename=-", "--force-conflicts",
-                                    "--dry-run=server", "--request-timeout=10000ms"]
+    assert fake_bin.calls()[-1] == [
+        "apply",
+        "--server-side",
+        "--field-manager=other",
+        "--output=json",
+        "--filename=-",
+        "--force-conflicts",
+        "--dry-run=server",
+        "--request-timeout=10000ms",
+    ]
 
 
 def test_dry_run_apply_compares_content_not_resource_version(oc, fake_bin) -> None:
     # a server-side dry run bumps no resourceVersion: equal versions do not mean unchanged
-    fake_bin.respond([{"match": ["get"], "stdout": live_cm("1")},
-                      {"match": ["apply"], "stdout": live_cm("2")}])
+    fake_bin.respond(
+        [{"match": ["get"], "stdout": live_cm("1")}, {"match": ["apply"], "stdout": live_cm("2")}]
+    )
     assert oc.apply(CM, NS, dry_run=True).action == "configured"
     # fresh managedFields timestamps alone are not a change
-    fake_bin.respond([{"match": ["get"], "stdout": live_cm("1")},
-                      {"match": ["apply"], "stdout": live_cm("1", when="2025-06-01T00:00:00Z")}])
+    fake_bin.respond(
+        [
+            {"match": ["get"], "stdout": live_cm("1")},
+            {"match": ["apply"], "stdout": live_cm("1", when="2025-06-01T00:00:00Z")},
+        ]
+    )
     assert oc.apply(CM, NS, dry_run=True).action == "unchanged"
     # a real apply still reads the resourceVersion
-    fake_bin.respond([{"match": ["get"], "stdout": live_cm("1")},
-                      {"match": ["apply"], "stdout": live_cm("1", rv="6")}])
+    fake_bin.respond(
+        [
+            {"match": ["get"], "stdout": live_cm("1")},
+            {"match": ["apply"], "stdout": live_cm("1", rv="6")},
+        ]
+    )
     assert oc.apply(CM, NS).action == "configured"
 
 
 def test_get_list_delete_logs_and_can_i(oc, fake_bin) -> None:
-    fake_bin.respond([{"match": ["get", "Pod"], "stdout": json.dumps({"items": [{"metadata": {"name": "p"}}]})},
-                      {"match": ["delete"], "stdout": "statefulset.apps/x\n"},
-                      {"match": ["logs"], "stdout": "l1\nl2\n"},
-                      {"match": ["can-i", "--as=system:serviceaccount:team-a:sa"], "rc": 1,
-                       "stdout": "no\n"},
-                      {"match": ["can-i"], "stdout": "yes\n"}])
+    fake_bin.respond(
+        [
+            {
+                "match": ["get", "Pod"],
+                "stdout": json.dumps({"items": [{"metadata": {"name": "p"}}]}),
+            },
+            {"match": ["delete"], "stdout": "statefulset.apps/x\n"},
+            {"match": ["logs"], "stdout": "l1\nl2\n"},
+            {"match": ["can-i", "--as=system:serviceaccount:team-a:sa"], "rc": 1, "stdout": "no\n"},
+            {"match": ["can-i"], "stdout": "yes\n"},
+        ]
+    )
     assert [p["metadata"]["name"] for p in oc.list("Pod", NS, {"b": "2", "a": "1"})] == ["p"]
     assert oc.delete("StatefulSet", "x", NS, cascade="foreground") is True
     assert oc.logs("p", NS) == "l1\nl2\n"
     assert oc.can_i("create", "routes.route.openshift.io", NS) is True
-    assert oc.can_i("use", "securitycontextconstraints/s", NS,
-                    as_user="system:serviceaccount:team-a:sa") is False
+    assert (
+        oc.can_i(
+            "use", "securitycontextconstraints/s", NS, as_user="system:serviceaccount:team-a:sa"
+        )
+        is False
+    )
     assert fake_bin.calls() == [
-        ["get", f"--namespace={NS}", "--output=json", "--selector=a=1,b=2",
-         "--request-timeout=10000ms", "--", "Pod"],
-        ["delete", f"--namespace={NS}", "--cascade=foreground", "--ignore-not-found",
-         "--wait=false", "--output=name", "--request-timeout=10000ms", "--", "StatefulSet", "x"],
+        [
+            "get",
+            f"--namespace={NS}",
+            "--output=json",
+            "--selector=a=1,b=2",
+            "--request-timeout=10000ms",
+            "--",
+            "Pod",
+        ],
+        [
+            "delete",
+            f"--namespace={NS}",
+            "--cascade=foreground",
+            "--ignore-not-found",
+            "--wait=false",
+            "--output=name",
+            "--request-timeout=10000ms",
+            "--",
+            "StatefulSet",
+            "x",
+        ],
         ["logs", f"--namespace={NS}", "--request-timeout=10000ms", "--", "p"],
-        ["auth", f"--namespace={NS}", "can-i", "--request-timeout=10000ms", "--", "create",
-         "routes.route.openshift.io"],
-        ["auth", f"--namespace={NS}", "can-i", "--as=system:serviceaccount:team-a:sa",
-         "--request-timeout=10000ms", "--", "use", "securitycontextconstraints/s"],
+        [
+            "auth",
+            f"--namespace={NS}",
+            "can-i",
+            "--request-timeout=10000ms",
+            "--",
+            "create",
+            "routes.route.openshift.io",
+        ],
+        [
+            "auth",
+            f"--namespace={NS}",
+            "can-i",
+            "--as=system:serviceaccount:team-a:sa",
+            "--request-timeout=10000ms",
+            "--",
+            "use",
+            "securitycontextconstraints/s",
+        ],
     ]
 
 
 def test_can_i_as_a_service_account_says_when_impersonation_is_forbidden(oc, fake_bin) -> None:
-    fake_bin.respond([{"match": ["can-i"], "rc": 1, "stderr":
-                       'Error from server (Forbidden): serviceaccounts "sa" is forbidden: User '
-                       '"dev" cannot impersonate resource "serviceaccounts"\n'}])
+    fake_bin.respond(
+        [
+            {
+                "match": ["can-i"],
+                "rc": 1,
+                "stderr": 'Error from server (Forbidden): serviceaccounts "sa" is forbidden: User '
+                '"dev" cannot impersonate resource "serviceaccounts"\n',
+            }
+        ]
+    )
     with pytest.raises(Forbidden, match="impersonate"):
-        oc.can_i("use", "securitycontextconstraints/s", NS, as_user="system:serviceaccount:team-a:sa")
+        oc.can_i(
+            "use", "securitycontextconstraints/s", NS, as_user="system:serviceaccount:team-a:sa"
+        )
 
 
 def test_rsync_anchors_results_at_the_top_and_never_deletes(oc, fake_bin, tmp_path) -> None:
     oc.rsync(str(tmp_path), "p", NS, "/workspace", exclude=treehash.RSYNC_EXCLUDES)
     # i10: no --delete, ever (sync deletes an explicit protected list, only when asked)
-    assert fake_bin.calls() == [["rsync", f"--namespace={NS}", "--no-perms",
-                                 "--exclude=/results", "--exclude=__pycache__",
-                                 "--exclude=.git", "--", f"{tmp_path}/", "p:/workspace"]]
+    assert fake_bin.calls() == [
+        [
+            "rsync",
+            f"--namespace={NS}",
+            "--no-perms",
+            "--exclude=/results",
+            "--exclude=__pycache__",
+            "--exclude=.git",
+            "--",
+            f"{tmp_path}/",
+            "p:/workspace",
+        ]
+    ]
 
 
 def test_exec_and_rsync_time_out_with_one_line(fake_bin, tmp_path) -> None:
@@ -157,8 +264,20 @@ def test_kubectl_fallback_uses_the_same_namespace_order(fake_bin, tmp_path) -> N
     assert [r["tool"] for r in rec] == ["kubectl"] * 2
     assert rec[0]["argv"] == ["exec", f"--namespace={NS}", "p", "--", "true"]
     # no prune step before (or after) the copy: the kubectl path only adds and updates
-    assert rec[1]["argv"] == ["-n", NS, "exec", "-i", "p", "--", "tar", "-x", "-f", "-", "-C",
-                              "/workspace"]
+    assert rec[1]["argv"] == [
+        "-n",
+        NS,
+        "exec",
+        "-i",
+        "p",
+        "--",
+        "tar",
+        "-x",
+        "-f",
+        "-",
+        "-C",
+        "/workspace",
+    ]
     assert "a.py" in str(rec[1]["stdin"]) and "r.json" not in str(rec[1]["stdin"])
 
 
@@ -169,18 +288,49 @@ def test_a_dry_run_of_many_objects_is_one_apply_per_namespace(oc, fake_bin) -> N
     from mlenv.cluster.api import DryRunItem
 
     other = {**CM, "metadata": {"name": "d"}}
-    scc = {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints", "metadata": {"name": "s"}}
-    answer = {"apiVersion": "v1", "kind": "List", "items": [json.loads(live_cm("1")), {**other, "data": {"a": "1"}}]}
-    fake_bin.respond([{"match": ["apply", f"--namespace={NS}"], "stdout": json.dumps(answer)},
-                      {"match": ["apply"], "stdout": json.dumps(scc)}])
-    got = oc.dry_run_many([DryRunItem(CM, NS, live=json.loads(live_cm("1"))), DryRunItem(other, NS, live=None),
-                           DryRunItem(scc, None, live=None)])
-    assert [(r.name, r.action) for r in got] == [("c", "unchanged"), ("d", "created"), ("s", "created")]
+    scc = {
+        "apiVersion": "security.openshift.io/v1",
+        "kind": "SecurityContextConstraints",
+        "metadata": {"name": "s"},
+    }
+    answer = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [json.loads(live_cm("1")), {**other, "data": {"a": "1"}}],
+    }
+    fake_bin.respond(
+        [
+            {"match": ["apply", f"--namespace={NS}"], "stdout": json.dumps(answer)},
+            {"match": ["apply"], "stdout": json.dumps(scc)},
+        ]
+    )
+    got = oc.dry_run_many(
+        [
+            DryRunItem(CM, NS, live=json.loads(live_cm("1"))),
+            DryRunItem(other, NS, live=None),
+            DryRunItem(scc, None, live=None),
+        ]
+    )
+    assert [(r.name, r.action) for r in got] == [
+        ("c", "unchanged"),
+        ("d", "created"),
+        ("s", "created"),
+    ]
     batch, alone = fake_bin.records()
-    assert batch["argv"] == ["apply", f"--namespace={NS}", "--server-side", "--field-manager=mlenv",
-                             "--dry-run=server", "--output=json", "--filename=-", "--request-timeout=10000ms"]
+    assert batch["argv"] == [
+        "apply",
+        f"--namespace={NS}",
+        "--server-side",
+        "--field-manager=mlenv",
+        "--dry-run=server",
+        "--output=json",
+        "--filename=-",
+        "--request-timeout=10000ms",
+    ]
     assert [i["metadata"]["name"] for i in json.loads(str(batch["stdin"]))["items"]] == ["c", "d"]
-    assert alone["argv"][:2] == ["apply", "--server-side"] and "--namespace" not in " ".join(alone["argv"])
+    assert alone["argv"][:2] == ["apply", "--server-side"] and "--namespace" not in " ".join(
+        alone["argv"]
+    )
 
 
 def test_a_refused_dry_run_batch_asks_each_object_alone(oc, fake_bin) -> None:
@@ -189,11 +339,25 @@ def test_a_refused_dry_run_batch_asks_each_object_alone(oc, fake_bin) -> None:
     from mlenv.cluster.api import DryRunItem
 
     other = {**CM, "metadata": {"name": "d"}}
-    fake_bin.respond([{"match": ["apply"], "stdin_has": '"kind": "List"', "rc": 1,
-                       "stderr": 'Error from server (Forbidden): configmaps "d" is forbidden\n'},
-                      {"match": ["apply"], "stdin_has": '"name": "d"', "rc": 1,
-                       "stderr": 'Error from server (Forbidden): configmaps "d" is forbidden\n'},
-                      {"match": ["apply"], "stdout": live_cm("1")}])
-    got = oc.dry_run_many([DryRunItem(CM, NS, live=json.loads(live_cm("1"))), DryRunItem(other, NS, live=None)])
+    fake_bin.respond(
+        [
+            {
+                "match": ["apply"],
+                "stdin_has": '"kind": "List"',
+                "rc": 1,
+                "stderr": 'Error from server (Forbidden): configmaps "d" is forbidden\n',
+            },
+            {
+                "match": ["apply"],
+                "stdin_has": '"name": "d"',
+                "rc": 1,
+                "stderr": 'Error from server (Forbidden): configmaps "d" is forbidden\n',
+            },
+            {"match": ["apply"], "stdout": live_cm("1")},
+        ]
+    )
+    got = oc.dry_run_many(
+        [DryRunItem(CM, NS, live=json.loads(live_cm("1"))), DryRunItem(other, NS, live=None)]
+    )
     assert got[0].action == "unchanged" and isinstance(got[1], Forbidden), got
     assert len(fake_bin.calls()) == 3

@@ -20,13 +20,13 @@ import pytest
 from mlenv.cluster.api import Unreachable
 from mlenv.cluster.oc import CALL_SLACK_S, OcCluster
 
-KUBECTL = r'''
+KUBECTL = r"""
 import json, os, sys
 with open(os.environ["ARGV_LOG"], "a") as fh:
     fh.write(json.dumps({"argv": sys.argv[1:], "stdin": sys.stdin.read(),
                          "lc_all": os.environ.get("LC_ALL")}) + "\n")
 print(json.dumps({"kind": "ConfigMap", "metadata": {"name": "x", "resourceVersion": "1"}}))
-'''
+"""
 # How late a kill may come on the wall clock: a Python process starting on a loaded
 # 2-core machine (as tests/unit/cluster/test_api_timeout.py allows).
 LATE = 5.0
@@ -71,9 +71,18 @@ def test_the_argv_is_the_one_openshift_client_ran(client, tmp_path: Path) -> Non
     c = OcCluster(exe, kubeconfig=str(kc), context="ctx-a", api_timeout=7)
     c.get("ConfigMap", "x", "ns-a")
     (call,) = _calls(client[1])
-    assert call["argv"] == ["get", "--namespace=ns-a", f"--kubeconfig={kc}", "--context=ctx-a",
-                            "--output=json", "--ignore-not-found", "--request-timeout=7000ms",
-                            "--", "ConfigMap", "x"]
+    assert call["argv"] == [
+        "get",
+        "--namespace=ns-a",
+        f"--kubeconfig={kc}",
+        "--context=ctx-a",
+        "--output=json",
+        "--ignore-not-found",
+        "--request-timeout=7000ms",
+        "--",
+        "ConfigMap",
+        "x",
+    ]
 
 
 def test_stdin_is_empty_unless_given_and_messages_are_english(client) -> None:
@@ -94,8 +103,18 @@ def test_stdin_is_empty_unless_given_and_messages_are_english(client) -> None:
 def test_no_shell_reads_the_argv() -> None:
     """Each word reaches the process as it is: nothing is expanded, split or run."""
     rc, out, err, timed_out = OcCluster._call(
-        [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))",
-         "a b", "$(touch /nonexistent-mlenv)", "x; y", "*"], None, 10)
+        [
+            sys.executable,
+            "-c",
+            "import json, sys; print(json.dumps(sys.argv[1:]))",
+            "a b",
+            "$(touch /nonexistent-mlenv)",
+            "x; y",
+            "*",
+        ],
+        None,
+        10,
+    )
     assert (rc, timed_out, err) == (0, False, "")
     assert json.loads(out) == ["a b", "$(touch /nonexistent-mlenv)", "x; y", "*"]
 
@@ -103,9 +122,11 @@ def test_no_shell_reads_the_argv() -> None:
 def test_a_process_past_its_deadline_is_killed_there_with_its_output_so_far() -> None:
     """Exit -1 and timed_out, as invoke reported it. A child it left holding the output
     (an exec credential plugin) does not keep the call waiting: the output goes to files."""
-    script = ("import subprocess, sys, time; "
-              "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
-              "print(p.pid, flush=True); time.sleep(60)")
+    script = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        "print(p.pid, flush=True); time.sleep(60)"
+    )
     t0 = time.monotonic()
     rc, out, _err, timed_out = OcCluster._call([sys.executable, "-c", script], None, 1.5)
     wall = time.monotonic() - t0
@@ -119,7 +140,8 @@ def test_a_process_past_its_deadline_is_killed_there_with_its_output_so_far() ->
 def test_no_positive_finite_deadline_waits_for_the_end(timeout: float) -> None:
     """NO_TIMEOUT (launch's exec streams a whole run), and 0 as invoke read it: no limit."""
     rc, out, _err, timed_out = OcCluster._call(
-        [sys.executable, "-c", "import time, sys; time.sleep(0.3); sys.exit(3)"], None, timeout)
+        [sys.executable, "-c", "import time, sys; time.sleep(0.3); sys.exit(3)"], None, timeout
+    )
     assert (rc, timed_out, out) == (3, False, "")
 
 
@@ -130,7 +152,9 @@ def test_a_killed_call_is_unreachable_naming_the_server(fake_bin) -> None:
     c = OcCluster(api_timeout=0.5)
     c.server_url = "https://api.example.test:6443"
     t0 = time.monotonic()
-    with pytest.raises(Unreachable, match="^cannot reach the API server https://api.example.test:6443: "
-                                          "no answer within 0.5 s"):
+    with pytest.raises(
+        Unreachable,
+        match="^cannot reach the API server https://api.example.test:6443: no answer within 0.5 s",
+    ):
         c.get("Pod", "p", "ns")
     assert time.monotonic() - t0 < 0.5 + CALL_SLACK_S + LATE

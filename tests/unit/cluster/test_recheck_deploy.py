@@ -76,5 +76,7 @@ def test_a_user_who_may_not_exec_is_told_before_anything_is_applied(local_cfg) -
     fake.denied += ["bind roles", "escalate roles", "create pods/exec"]
     with pytest.raises(PreflightFailed) as e:
         deploy(cfg, DeployOptions(mode="tcp", timeout=60), fake)
-    assert f"may not bind role {RECHECK}" in str(e.value) and "create pods/exec/ml-dev-env-0" in str(e.value)
+    assert f"may not bind role {RECHECK}" in str(
+        e.value
+    ) and "create pods/exec/ml-dev-env-0" in str(e.value)
     assert fake.get("Role", RECHECK, cfg.namespace) is None

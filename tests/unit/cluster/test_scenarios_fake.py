@@ -35,6 +35,7 @@ class _AsUser:
                 return attr(*args, **kwargs)
             finally:
                 self._fake.denied = saved
+
         return as_user
 
 
@@ -45,8 +46,14 @@ def fake_stage(openshift: bool) -> Stage:
         fake.add_node(f"cpu-node-{i}", gpus=0)
     fake.add_storage_class("standard", default=True)
     fake.image_pull_failures = [MISSING_IMAGE]
-    return Stage("fake", fake, cast(ClusterClient, _AsUser(fake, NON_ADMIN_DENIED)), "scenario",
-                 MISSING_IMAGE, openshift=openshift)
+    return Stage(
+        "fake",
+        fake,
+        cast(ClusterClient, _AsUser(fake, NON_ADMIN_DENIED)),
+        "scenario",
+        MISSING_IMAGE,
+        openshift=openshift,
+    )
 
 
 @pytest.mark.parametrize("flavor", ["openshift", "plain"])

@@ -27,7 +27,7 @@ from mlenv.cluster.oc import OcCluster
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.testing.fakecluster import FakeCluster
 
-POD_KUBECTL = r'''
+POD_KUBECTL = r"""
 import os, subprocess, sys
 argv = sys.argv[1:]
 root = os.environ["FAKE_POD_ROOT"]
@@ -40,7 +40,7 @@ if cmd and cmd[0] == "python3":
 if cmd and cmd[0] == "tar":
     cmd[0] = "/bin/tar"  # the pod's tar: GNU, whatever the control host packs with
 sys.exit(subprocess.call(cmd, cwd=root))
-'''
+"""
 
 
 @pytest.fixture
@@ -60,8 +60,9 @@ def pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize("local_tar", ["gnu", "bsdtar"])
-def test_i9_2_option_shaped_file_names_are_files_not_tar_options(pod, tmp_path, monkeypatch,
-                                                                 local_tar: str) -> None:
+def test_i9_2_option_shaped_file_names_are_files_not_tar_options(
+    pod, tmp_path, monkeypatch, local_tar: str
+) -> None:
     """The control host packs with its own tar: GNU on Linux, bsdtar on a Mac (i22.9: the
     GNU-only --verbatim-files-from made bsdtar refuse every kubectl sync)."""
     if local_tar == "bsdtar":
@@ -72,8 +73,13 @@ def test_i9_2_option_shaped_file_names_are_files_not_tar_options(pod, tmp_path, 
     ws = tmp_path / "ws"
     ws.mkdir()
     monkeypatch.chdir(ws)  # where a hijacked local tar would run its --checkpoint-action
-    evil = ["--checkpoint=1", "--checkpoint-action=exec=touch PWNED",
-            "--to-command=touch PWNED2", "-T", "--use-compress-program=touch PWNED3"]
+    evil = [
+        "--checkpoint=1",
+        "--checkpoint-action=exec=touch PWNED",
+        "--to-command=touch PWNED2",
+        "-T",
+        "--use-compress-program=touch PWNED3",
+    ]
     for name in evil:
         (ws / name).write_text(name)
     (ws / "sub").mkdir()
@@ -108,28 +114,39 @@ def test_i10_2_list_and_remove_scripts_agree_with_the_planner(tmp_path: Path) ->
     for rel in ("a.py", "results/r.json", ".cache/x", "sub/b.txt", "__pycache__/c.pyc"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(rel.encode())
-    out = subprocess.run([sys.executable, "-c", treehash.LIST_SCRIPT, str(root)],
-                         capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", treehash.LIST_SCRIPT, str(root)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     listing = json.loads(out)
     assert "__pycache__/c.pyc" not in listing
     files = {rel: rel.encode() for rel in ("a.py", "results/r.json", ".cache/x", "sub/b.txt")}
     assert listing == treehash.sha256_files(files)
     # the remover takes exactly its list, and nothing that climbs out of the root
     (tmp_path / "outside").write_text("keep")
-    rm = subprocess.run([sys.executable, "-c", treehash.REMOVE_SCRIPT, str(root)],
-                        input=json.dumps(["sub/b.txt", "../outside", "/etc/passwd"]),
-                        capture_output=True, text=True, check=True)
+    rm = subprocess.run(
+        [sys.executable, "-c", treehash.REMOVE_SCRIPT, str(root)],
+        input=json.dumps(["sub/b.txt", "../outside", "/etc/passwd"]),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert rm.stdout.strip() == "1"
     assert not (root / "sub" / "b.txt").exists() and (tmp_path / "outside").exists()
 
 
 def test_i10_2_kubectl_path_keeps_pod_files_and_deletes_only_when_asked(
-        pod: Path, tmp_path: Path, barcelona: ClusterConfig,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    pod: Path, tmp_path: Path, barcelona: ClusterConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The whole sync (plan listing, tar copy, verify, remove list) through kubectl."""
     # one pod, reached only through the fake kubectl (worker_pods' `get` is not under test)
-    monkeypatch.setattr(syncmod, "worker_pods", lambda _cfg, _client: [
-        PodView("ml-dev-env-0", "Running", True, 0, "gpu-0")])
+    monkeypatch.setattr(
+        syncmod,
+        "worker_pods",
+        lambda _cfg, _client: [PodView("ml-dev-env-0", "Running", True, 0, "gpu-0")],
+    )
     client = OcCluster()
     assert not client.is_oc
     ws = tmp_path / "ws"
@@ -148,8 +165,14 @@ def test_i10_2_kubectl_path_keeps_pod_files_and_deletes_only_when_asked(
     (ws / "gone.py").unlink()
     rep = syncmod.sync(barcelona, client, str(ws))  # default: adds and updates only
     assert (pod / "a.py").read_text() == "a2"
-    for rel in ("gone.py", "results/r.json", "checkpoints/step1.pt", ".cache/z",
-                "sub/.hostfile", "hostfile"):
+    for rel in (
+        "gone.py",
+        "results/r.json",
+        "checkpoints/step1.pt",
+        ".cache/z",
+        "sub/.hostfile",
+        "hostfile",
+    ):
         assert (pod / rel).exists(), f"{rel} was deleted by a sync without --delete"
     assert rep.plans[0].delete == [] and "hostfile" in rep.plans[0].kept
 
@@ -162,21 +185,39 @@ def test_i10_2_kubectl_path_keeps_pod_files_and_deletes_only_when_asked(
 
     syncmod.sync(barcelona, client, str(ws), delete=True)
     assert not (pod / "gone.py").exists() and not (pod / "hostfile").exists()
-    for rel in ("results/r.json", "checkpoints/step1.pt", ".cache/z", "sub/.hostfile", "a.py",
-                "--checkpoint-action=exec=touch PWNED"):
+    for rel in (
+        "results/r.json",
+        "checkpoints/step1.pt",
+        ".cache/z",
+        "sub/.hostfile",
+        "a.py",
+        "--checkpoint-action=exec=touch PWNED",
+    ):
         assert (pod / rel).exists(), f"{rel} was deleted by --delete"
     assert list(tmp_path.rglob("PWNED")) == []
 
 
-@pytest.mark.parametrize("rel,keep", [
-    ("results/run1/x.json", True), ("checkpoints/step1/m.bin", True),
-    ("out/checkpoint-500/optimizer.bin", True), ("out/Checkpoint_best", True),
-    ("save/global_step100/mp_rank_00_model_states.pt", True), ("model.ckpt", True),
-    ("w/model.safetensors", True), ("w/final.pth", True), (".cache/z", True),
-    ("sub/.hostfile", True), ("a/__pycache__/m.pyc", True),
-    ("gone.py", False), ("hostfile", False), ("sub/results/r.json", False),
-    ("data/train.jsonl", False), ("notes-on-checkpoints.md", False),
-])
+@pytest.mark.parametrize(
+    "rel,keep",
+    [
+        ("results/run1/x.json", True),
+        ("checkpoints/step1/m.bin", True),
+        ("out/checkpoint-500/optimizer.bin", True),
+        ("out/Checkpoint_best", True),
+        ("save/global_step100/mp_rank_00_model_states.pt", True),
+        ("model.ckpt", True),
+        ("w/model.safetensors", True),
+        ("w/final.pth", True),
+        (".cache/z", True),
+        ("sub/.hostfile", True),
+        ("a/__pycache__/m.pyc", True),
+        ("gone.py", False),
+        ("hostfile", False),
+        ("sub/results/r.json", False),
+        ("data/train.jsonl", False),
+        ("notes-on-checkpoints.md", False),
+    ],
+)
 def test_i10_2_delete_protects_results_checkpoints_and_dotfiles(rel: str, keep: bool) -> None:
     assert treehash.protected(rel) is keep
     plan = syncmod.plan_pod("p", {}, {rel: "h"}, delete=True)
@@ -194,41 +235,55 @@ def _tree_with_links(ws: Path) -> None:
 
 
 def test_sync_copies_symlinks_as_links_and_verifies_them(
-        pod: Path, tmp_path: Path, barcelona: ClusterConfig,
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    pod: Path, tmp_path: Path, barcelona: ClusterConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # oc rsync -a and tar keep a link a link; the check once hashed the local target and
     # skipped links in the pod, so any symlink in workspace/ failed every sync (exit 3)
-    monkeypatch.setattr(syncmod, "worker_pods", lambda _cfg, _client: [
-        PodView("ml-dev-env-0", "Running", True, 0, "gpu-0")])
+    monkeypatch.setattr(
+        syncmod,
+        "worker_pods",
+        lambda _cfg, _client: [PodView("ml-dev-env-0", "Running", True, 0, "gpu-0")],
+    )
     ws = tmp_path / "ws"
     _tree_with_links(ws)
     rep = syncmod.sync(barcelona, OcCluster(), str(ws))
     assert os.readlink(pod / "link.py") == "a.py" and os.readlink(pod / "dl") == "d"
     assert os.readlink(pod / "dangling") == "no-such-file"
     assert rep.verified == ["ml-dev-env-0"]
-    listing = json.loads(subprocess.run([sys.executable, "-c", treehash.LIST_SCRIPT, str(pod)],
-                                        capture_output=True, text=True, check=True).stdout)
+    listing = json.loads(
+        subprocess.run(
+            [sys.executable, "-c", treehash.LIST_SCRIPT, str(pod)],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    )
     assert listing == treehash.local_listing(str(ws))
     assert listing["dl"] == "symlink:d" and "dl/x" not in listing
 
 
-def test_fake_cluster_models_symlinks_like_the_pod(barcelona: ClusterConfig, tmp_path: Path,
-                                                   fake_for: Callable[..., FakeCluster]) -> None:
+def test_fake_cluster_models_symlinks_like_the_pod(
+    barcelona: ClusterConfig, tmp_path: Path, fake_for: Callable[..., FakeCluster]
+) -> None:
     fake = fake_for(barcelona)
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     ws = tmp_path / "ws"
     _tree_with_links(ws)
     rep = syncmod.sync(barcelona, fake, str(ws))
-    assert rep.verified and all(not p.add for p in syncmod.sync(
-        barcelona, fake, str(ws), dry_run=True).plans)
+    assert rep.verified and all(
+        not p.add for p in syncmod.sync(barcelona, fake, str(ws), dry_run=True).plans
+    )
 
 
-def test_sync_non_utf8_and_newline_file_names(pod: Path, tmp_path: Path,
-                                               barcelona: ClusterConfig,
-                                               monkeypatch: pytest.MonkeyPatch) -> None:
+def test_sync_non_utf8_and_newline_file_names(
+    pod: Path, tmp_path: Path, barcelona: ClusterConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # names are bytes on Linux: the NUL-separated list must carry any of them, unchanged
-    monkeypatch.setattr(syncmod, "worker_pods", lambda _cfg, _client: [
-        PodView("ml-dev-env-0", "Running", True, 0, "gpu-0")])
+    monkeypatch.setattr(
+        syncmod,
+        "worker_pods",
+        lambda _cfg, _client: [PodView("ml-dev-env-0", "Running", True, 0, "gpu-0")],
+    )
     ws = tmp_path / "ws"
     ws.mkdir()
     odd = [b"caf\xe9.txt", b"new\nline.py", b"tab\there", b" lead-space"]
@@ -246,13 +301,16 @@ def test_sync_non_utf8_and_newline_file_names(pod: Path, tmp_path: Path,
             assert fh.read() == raw
 
 
-def test_i10_2_delete_removes_a_link_never_its_target(pod: Path, tmp_path: Path,
-                                                      barcelona: ClusterConfig,
-                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_i10_2_delete_removes_a_link_never_its_target(
+    pod: Path, tmp_path: Path, barcelona: ClusterConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # the remover once resolved the whole path: deleting a link deleted what it pointed
     # to (a checkpoint, a file outside the tree); it must resolve the folder only
-    monkeypatch.setattr(syncmod, "worker_pods", lambda _cfg, _client: [
-        PodView("ml-dev-env-0", "Running", True, 0, "gpu-0")])
+    monkeypatch.setattr(
+        syncmod,
+        "worker_pods",
+        lambda _cfg, _client: [PodView("ml-dev-env-0", "Running", True, 0, "gpu-0")],
+    )
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.py").write_text("a")
@@ -274,8 +332,9 @@ def test_i10_2_delete_removes_a_link_never_its_target(pod: Path, tmp_path: Path,
     assert (pod / "sub" / "x").read_text() == "x"
 
 
-def test_sync_excludes_what_rsync_excludes_files_too(barcelona: ClusterConfig, tmp_path: Path,
-                                                     fake_for: Callable[..., FakeCluster]) -> None:
+def test_sync_excludes_what_rsync_excludes_files_too(
+    barcelona: ClusterConfig, tmp_path: Path, fake_for: Callable[..., FakeCluster]
+) -> None:
     # rsync's `.git` / `/results` patterns match files as well as folders: a submodule's
     # `.git` file was skipped by the copy but expected by the check (every sync exit 3)
     fake = fake_for(barcelona)

@@ -64,7 +64,9 @@ def test_schema_file_and_symlink() -> None:
     jsonschema.Draft202012Validator.check_schema(schema())
 
 
-def _walk(node: dict[str, Any], path: tuple[str, ...] = ()) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
+def _walk(
+    node: dict[str, Any], path: tuple[str, ...] = ()
+) -> list[tuple[tuple[str, ...], dict[str, Any]]]:
     out = []
     for k, sub in node.get("properties", {}).items():
         out.append(((*path, k), sub))
@@ -77,7 +79,9 @@ def test_schema_strict_and_documented() -> None:
         assert sub.get("description") or path == (), path
         if sub.get("type") == "object" and "properties" in sub:
             assert sub.get("additionalProperties") is False, path
-        required = path[-1:] in (("cluster",), ("name",), ("namespace",)) and path[:1] == ("cluster",)
+        required = path[-1:] in (("cluster",), ("name",), ("namespace",)) and path[:1] == (
+            "cluster",
+        )
         if path and not required:
             assert "default" in sub, path
 
@@ -87,7 +91,10 @@ _RENAMES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("nodes", "gpu_nodes"): ("gpu_nodes",),
     ("nodes", "topology"): ("topology",),
     ("nodes", "topology_label"): ("topology_label",),
-    **{("acceptance", k): ("recheck", k) for k in ("schedule", "profile", "priority_class", "runner_image")},
+    **{
+        ("acceptance", k): ("recheck", k)
+        for k in ("schedule", "profile", "priority_class", "runner_image")
+    },
     ("nccl", "env"): ("nccl", "extra_env"),
     ("storage", "existing_claims", "workspace"): ("storage", "workspace_claim"),
     ("storage", "existing_claims", "datasets"): ("storage", "datasets_claim"),
@@ -139,13 +146,18 @@ def test_minimal_config_builds_the_default_model() -> None:
 
 def test_resolve_and_unknown_names() -> None:
     assert resolve("local", REPO) == REPO / "clusters" / "local.yaml"
-    with pytest.raises(InputError, match=r"unknown cluster 'barcelna' \(did you mean 'barcelona'\?\); known clusters: "):
+    with pytest.raises(
+        InputError,
+        match=r"unknown cluster 'barcelna' \(did you mean 'barcelona'\?\); known clusters: ",
+    ):
         load("barcelna", REPO)
     with pytest.raises(InputError, match="no such file"):
         load("clusters/none.yaml", REPO)
 
 
-def test_a_bare_name_is_always_the_checkouts_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_bare_name_is_always_the_checkouts_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 23 §8: `mlenv status barcelona` read a file named `barcelona` in the current
     folder before clusters/barcelona.yaml. A name without `/` or .yaml/.yml is a cluster."""
     monkeypatch.chdir(tmp_path)
@@ -168,7 +180,9 @@ def test_a_linked_config_is_refused_not_followed(tmp_path: Path, target: str) ->
     link = tmp_path / "clusters" / "x.yaml"
     link.symlink_to(secret if target == "kubeconfig" else target)
     for ref in ("x", str(link)):
-        with pytest.raises(InputError, match="a symbolic link .*a cluster config must be a regular file"):
+        with pytest.raises(
+            InputError, match="a symbolic link .*a cluster config must be a regular file"
+        ):
             resolve(ref, tmp_path)
     with pytest.raises(ConfigError) as e:
         load_all(tmp_path)
@@ -195,10 +209,15 @@ def test_load_all_reports_every_file_and_duplicate_names(tmp_path: Path) -> None
     with pytest.raises(ConfigError) as info:
         load_all(tmp_path)
     assert [(Path(x.file).name, x.path) for x in info.value.diagnostics] == [
-        ("c.yaml", "gpus.per_node"), ("d.yaml", ""), ("b.yaml", "cluster.name"),
+        ("c.yaml", "gpus.per_node"),
+        ("d.yaml", ""),
+        ("b.yaml", "cluster.name"),
     ]
     # the duplicate points at where b.yaml writes the name, not at 0:0
-    assert info.value.diagnostics[-1].format() == f"{d / 'b.yaml'}:4:11: cluster.name: cluster name 'same' is also used by {d / 'a.yaml'}"
+    assert (
+        info.value.diagnostics[-1].format()
+        == f"{d / 'b.yaml'}:4:11: cluster.name: cluster name 'same' is also used by {d / 'a.yaml'}"
+    )
 
 
 def test_mode_warnings() -> None:
@@ -213,6 +232,8 @@ def test_mode_warnings() -> None:
 
 def test_config_reference_is_fresh() -> None:
     committed = (REPO / "docs" / "config-reference.md").read_text()
-    assert committed == render(), "regenerate: python -m mlenv.config.docs > docs/config-reference.md"
+    assert committed == render(), (
+        "regenerate: python -m mlenv.config.docs > docs/config-reference.md"
+    )
     for path, _ in _walk(schema()):
         assert f"`{'.'.join(path)}`" in committed

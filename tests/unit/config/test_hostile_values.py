@@ -27,8 +27,10 @@ ROOT = Path(__file__).resolve().parents[3]
 CORPUS = ROOT / "tests" / "data" / "hostile" / "strings.txt"
 # Two bases: CPU/TCP (local) and RDMA with devices, networks and resources (barcelona), so
 # an accepted value in an RDMA field reaches the rendered RDMA environment too.
-BASES = {name: yaml.safe_load((ROOT / "clusters" / f"{name}.yaml").read_text())
-         for name in ("local", "barcelona")}
+BASES = {
+    name: yaml.safe_load((ROOT / "clusters" / f"{name}.yaml").read_text())
+    for name in ("local", "barcelona")
+}
 BASE = BASES["local"]
 
 
@@ -111,14 +113,22 @@ def _commands(objs: list[dict[str, Any]]) -> list[str]:
 
 def test_every_string_field_is_found() -> None:
     flat = {".".join(p) for p in FIELDS}
-    for must in ("cluster.name", "storage.class_rwx", "image.ref", "image.build.git_uri",
-                 "nccl.env.*", "security.service_account", "nodes.gpu_nodes.[]"):
+    for must in (
+        "cluster.name",
+        "storage.class_rwx",
+        "image.ref",
+        "image.build.git_uri",
+        "nccl.env.*",
+        "security.service_account",
+        "nodes.gpu_nodes.[]",
+    ):
         assert must in flat, must
 
 
 @pytest.mark.parametrize("field", FIELDS, ids=[".".join(f) for f in FIELDS])
-def test_i9_11_hostile_value_in_field_is_refused_or_harmless(field: tuple[str, ...],
-                                                              tmp_path: Path) -> None:
+def test_i9_11_hostile_value_in_field_is_refused_or_harmless(
+    field: tuple[str, ...], tmp_path: Path
+) -> None:
     accepted = 0
     for i, (value, base) in enumerate((v, b) for v in VALUES for b in BASES):
         cfg_file = tmp_path / f"c{i}.yaml"
@@ -138,8 +148,17 @@ def test_i9_11_hostile_value_in_field_is_refused_or_harmless(field: tuple[str, .
                 # accepted text may be data (an annotation, an env value), never a command word
                 assert not any(value in w for w in words), (field, value)
     # free-text fields (description, notes) accept most of the corpus; names accept none
-    if field[-1] in ("name", "namespace", "service_account", "class_rwx", "class_rwo", "ref",
-                     "git_uri", "git_ref", "dockerfile_path"):
+    if field[-1] in (
+        "name",
+        "namespace",
+        "service_account",
+        "class_rwx",
+        "class_rwo",
+        "ref",
+        "git_uri",
+        "git_ref",
+        "dockerfile_path",
+    ):
         assert accepted <= 4, f"{'.'.join(field)} accepted {accepted} hostile values (2 bases)"
 
 
@@ -164,11 +183,17 @@ def test_i9_11_hostile_values_through_mlenv_validate_exit_0_or_2(tmp_path: Path)
         cfg_file.write_text(json.dumps(inject(field, value)))
         r = runner.invoke(app, ["validate", str(cfg_file)], env={"MLENV_ROOT": str(ROOT)})
         assert r.exit_code in (0, 2), (field, value, r.output)
-        assert "Traceback" not in r.output and r.exception is None or \
-            isinstance(r.exception, SystemExit), (field, value, r.exception)
+        assert (
+            "Traceback" not in r.output
+            and r.exception is None
+            or isinstance(r.exception, SystemExit)
+        ), (field, value, r.exception)
         if r.exit_code == 0:
-            r = runner.invoke(app, ["render", str(cfg_file), "--out", str(tmp_path / "k8s")],
-                              env={"MLENV_ROOT": str(ROOT)})
+            r = runner.invoke(
+                app,
+                ["render", str(cfg_file), "--out", str(tmp_path / "k8s")],
+                env={"MLENV_ROOT": str(ROOT)},
+            )
             assert r.exit_code in (0, 2) and "Traceback" not in r.output, (field, value, r.output)
         seen_fields.add(field)
         seen_values.add(value)

@@ -36,8 +36,14 @@ def test_just_under_the_cap_parses() -> None:
 def test_random_binary() -> None:
     raw = bytes(range(256)) * 4
     # 0x80 at offset 128 is the first invalid UTF-8 byte; 0x0a at offset 10 ends line 1.
-    assert _one(raw) == "f.yaml:2:118: not UTF-8 text (byte 0x80 at offset 128); is this a binary file?"
-    assert _one(bytes(range(1, 128))[:5] + b"\x00") == "f.yaml:1:6: contains a NUL character; is this a binary file?"
+    assert (
+        _one(raw)
+        == "f.yaml:2:118: not UTF-8 text (byte 0x80 at offset 128); is this a binary file?"
+    )
+    assert (
+        _one(bytes(range(1, 128))[:5] + b"\x00")
+        == "f.yaml:1:6: contains a NUL character; is this a binary file?"
+    )
 
 
 def test_utf8_bom_is_fine(check: Check, tmp_path: Path) -> None:
@@ -54,7 +60,10 @@ def test_billion_laughs_is_bounded() -> None:
         cur = chr(ord("a") + i)
         lines.append(f"{cur}: &{cur} [" + ",".join([f"*{prev}"] * 9) + "]")
     msg = _one("\n".join(lines).encode())
-    assert msg == f"f.yaml:1:1: document expands to more than {MAX_NODES} values through aliases (an alias bomb?)"
+    assert (
+        msg
+        == f"f.yaml:1:1: document expands to more than {MAX_NODES} values through aliases (an alias bomb?)"
+    )
 
 
 def test_recursive_alias() -> None:
@@ -69,13 +78,14 @@ def test_deep_nesting() -> None:
 
 
 def test_aliases_and_merge_keys_work(check: Check) -> None:
-    text = BASE + (
-        "limits_base: &lim {cpu: '4', memory: 8Gi}\n"
-    )
+    text = BASE + ("limits_base: &lim {cpu: '4', memory: 8Gi}\n")
     # An unknown top-level key is still an error; anchors elsewhere are fine:
     _, diags = check(text)
     assert [d.path for d in diags] == ["limits_base"]
-    text = BASE + "resources:\n  limits: &lim {cpu: '4', memory: 8Gi}\n  requests:\n    <<: *lim\n    memory: 4Gi\n"
+    text = (
+        BASE
+        + "resources:\n  limits: &lim {cpu: '4', memory: 8Gi}\n  requests:\n    <<: *lim\n    memory: 4Gi\n"
+    )
     cluster, diags = check(text)
     assert diags == []
     assert cluster is not None

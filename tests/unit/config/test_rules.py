@@ -17,8 +17,14 @@ RDMA = RDMA_BARE + "    resources: {rdma/rdma_shared_device_a: 1}\n"
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("100Gi", Decimal(100 * 2**30)), ("500m", Decimal("0.5")), ("8", Decimal(8)),
-     ("1.5G", Decimal("1.5e9")), ("1e3", Decimal(1000)), (".5Ki", Decimal(512))],
+    [
+        ("100Gi", Decimal(100 * 2**30)),
+        ("500m", Decimal("0.5")),
+        ("8", Decimal(8)),
+        ("1.5G", Decimal("1.5e9")),
+        ("1e3", Decimal(1000)),
+        (".5Ki", Decimal(512)),
+    ],
 )
 def test_quantity_parse(text: str, value: Decimal) -> None:
     assert parse_quantity(text) == value
@@ -37,7 +43,9 @@ def test_split_list_forms() -> None:
 
 def test_comma_string_and_list_are_equivalent(check: Check) -> None:
     a, da = check(RDMA + "    devices: mlx5_6,mlx5_7\n    interfaces: net1, net2\n")
-    b, db = check(RDMA + "    devices: [mlx5_6, mlx5_7]\n    interfaces:\n      - net1\n      - net2\n")
+    b, db = check(
+        RDMA + "    devices: [mlx5_6, mlx5_7]\n    interfaces:\n      - net1\n      - net2\n"
+    )
     assert da == [] and db == [] and a is not None and b is not None
     assert a.rdma.devices == b.rdma.devices == ("mlx5_6", "mlx5_7")
     assert a.rdma.interfaces == b.rdma.interfaces == ("net1", "net2")
@@ -93,20 +101,31 @@ def test_interface_name_length(check: Check) -> None:
 @pytest.mark.parametrize(("nodes", "default", "ok"), [(2, 2, True), (2, 3, False), (0, 64, True)])
 def test_default_nodes_vs_pinned(check: Check, nodes: int, default: int, ok: bool) -> None:
     listed = "".join(f"    - node-{i}\n" for i in range(nodes))
-    text = BASE + ("nodes:\n  gpu_nodes:\n" + listed if nodes else "") + f"gpus:\n  default_nodes: {default}\n"
+    text = (
+        BASE
+        + ("nodes:\n  gpu_nodes:\n" + listed if nodes else "")
+        + f"gpus:\n  default_nodes: {default}\n"
+    )
     c, d = check(text)
     assert (c is not None) == ok, d
 
 
 def test_names(check: Check) -> None:
-    ok, d = check("cluster:\n  name: a" + "b" * 62 + "\n  namespace: x-1\nsecurity:\n  service_account: sa.team-1\n")
+    ok, d = check(
+        "cluster:\n  name: a"
+        + "b" * 62
+        + "\n  namespace: x-1\nsecurity:\n  service_account: sa.team-1\n"
+    )
     assert d == [] and ok is not None
     _, d = check(BASE + "nodes:\n  gpu_nodes: [node.example.com, -bad]\n")
     assert [x.path for x in d] == ["nodes.gpu_nodes[1]"]
 
 
 def test_requests_and_limits(check: Check) -> None:
-    ok, d = check(BASE + "resources:\n  requests: {cpu: 500m, memory: 1Gi}\n  limits: {cpu: 1, memory: 1024Mi}\n")
+    ok, d = check(
+        BASE
+        + "resources:\n  requests: {cpu: 500m, memory: 1Gi}\n  limits: {cpu: 1, memory: 1024Mi}\n"
+    )
     assert d == [] and ok is not None
     assert ok.resources.limits.cpu == "1" and ok.resources.requests.cpu == "500m"
     _, d = check(BASE + "resources:\n  requests: {cpu: '2'}\n  limits: {cpu: 1500m}\n")
@@ -118,7 +137,9 @@ def test_nccl_env(check: Check) -> None:
     assert d == [] and c is not None
     assert c.nccl.extra_env == (("NCCL_ALGO", "Ring"), ("NCCL_NSOCKS_PERTHREAD", "4"))
     _, d = check(BASE + "nccl:\n  env:\n    NCCL_DEBUG: INFO\n")
-    assert messages(d) == ["nccl.env.NCCL_DEBUG: NCCL_DEBUG is set from nccl.debug; set it there instead"]
+    assert messages(d) == [
+        "nccl.env.NCCL_DEBUG: NCCL_DEBUG is set from nccl.debug; set it there instead"
+    ]
 
 
 def test_resources_and_networks(check: Check) -> None:
@@ -127,7 +148,10 @@ def test_resources_and_networks(check: Check) -> None:
         "    networks: [rail-1, ns-2/rail-2]\n"
     )
     assert d == [] and c is not None
-    assert [(r.name, r.count) for r in c.rdma.resources] == [("openshift.io/mlnx", 2), ("rdma/a", 1)]
+    assert [(r.name, r.count) for r in c.rdma.resources] == [
+        ("openshift.io/mlnx", 2),
+        ("rdma/a", 1),
+    ]
     assert c.rdma.networks == ("rail-1", "ns-2/rail-2")
     _, d = check(BASE + "network:\n  rdma:\n    networks: [a/b/c]\n")
     assert [x.path for x in d] == ["network.rdma.networks[0]"]
@@ -138,14 +162,25 @@ def test_all_errors_of_a_file_at_once(check: Check) -> None:
         "cluster:\n  name: X\n  namespace: Y\nstorage:\n  mode: nope\nshm_size: lots\n"
         "gpus:\n  per_node: -1\nssh_port: 80\n"
     )
-    assert [x.path for x in d] == ["cluster.name", "cluster.namespace", "storage.mode", "shm_size", "gpus.per_node", "ssh_port"]
+    assert [x.path for x in d] == [
+        "cluster.name",
+        "cluster.namespace",
+        "storage.mode",
+        "shm_size",
+        "gpus.per_node",
+        "ssh_port",
+    ]
     assert [x.line for x in d] == [2, 3, 5, 6, 8, 9]
 
 
 @pytest.mark.parametrize(
     ("text", "value"),
-    [("1e999999999", Decimal("Infinity")), ("1e" + "9" * 5000, Decimal("Infinity")),
-     ("9" * 5000 + "e999999", Decimal("Infinity")), ("1e-" + "9" * 5000, Decimal(0))],
+    [
+        ("1e999999999", Decimal("Infinity")),
+        ("1e" + "9" * 5000, Decimal("Infinity")),
+        ("9" * 5000 + "e999999", Decimal("Infinity")),
+        ("1e-" + "9" * 5000, Decimal(0)),
+    ],
 )
 def test_quantity_beyond_decimal_range_never_raises(text: str, value: Decimal) -> None:
     assert parse_quantity(text) == value
@@ -186,11 +221,15 @@ def test_rdma_without_device_or_network_warns(check: Check, rdma: str, warned: b
     assert c is not None, "a warning never blocks the config"
     assert [x.severity for x in d] == (["warning"] if warned else [])
     if warned:
-        assert d[0].format().endswith(
-            "c.yaml:6:14: warning: network.rdma.enabled: RDMA is enabled but neither network.rdma.resources "
-            "nor network.rdma.networks is set, so the pods request no RDMA device and no Multus network "
-            "(add the device-plugin resource, e.g. 'rdma/rdma_shared_device_a: 1', and the "
-            "NetworkAttachmentDefinition names)"
+        assert (
+            d[0]
+            .format()
+            .endswith(
+                "c.yaml:6:14: warning: network.rdma.enabled: RDMA is enabled but neither network.rdma.resources "
+                "nor network.rdma.networks is set, so the pods request no RDMA device and no Multus network "
+                "(add the device-plugin resource, e.g. 'rdma/rdma_shared_device_a: 1', and the "
+                "NetworkAttachmentDefinition names)"
+            )
         )
 
 
@@ -220,4 +259,7 @@ def test_schema_patterns_use_ecma_end_of_input() -> None:
 
     walk(schema())
     assert len(patterns) >= 4
-    assert all(r"\Z" in python_pattern(p).pattern and "$" not in python_pattern(p).pattern for p in patterns)
+    assert all(
+        r"\Z" in python_pattern(p).pattern and "$" not in python_pattern(p).pattern
+        for p in patterns
+    )

@@ -32,8 +32,9 @@ def test_i10_1_upstream_config_validates_and_renders(case: Path, mode: str) -> N
     objs = render_cluster(cluster, mode, None)  # type: ignore[arg-type]
     validate_manifests(objs)
     sts = next(o for o in objs if o["kind"] == "StatefulSet")
-    env = {e["name"]: e.get("value") for e in
-           sts["spec"]["template"]["spec"]["containers"][0]["env"]}
+    env = {
+        e["name"]: e.get("value") for e in sts["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
     if mode == "rdma" and cluster.rdma.enabled:
         # the quoted knobs arrive as the numbers they are
         assert env["NCCL_CROSS_NIC"] == "1" and env["NCCL_IB_TIMEOUT"] == "22"
@@ -52,7 +53,13 @@ def test_i10_1_quoted_integers_become_integers_in_the_model() -> None:
     cluster, _ = check_file(UPSTREAM / "cairo.yaml")
     assert cluster is not None
     r = cluster.rdma
-    assert (r.cross_nic, r.ib_timeout, r.min_nchannels, r.gid_index, r.gdr_level) == (1, 22, 4, 3, 5)
+    assert (r.cross_nic, r.ib_timeout, r.min_nchannels, r.gid_index, r.gdr_level) == (
+        1,
+        22,
+        4,
+        3,
+        5,
+    )
     assert all(isinstance(v, int) for v in (r.cross_nic, r.ib_timeout, r.min_nchannels))
 
 
@@ -60,8 +67,11 @@ def test_i25_6_upstream_discovered_config_gets_a_fix_it(tmp_path: Path) -> None:
     """Upstream's discover_cluster.py wrote `interfaces: "net1,net2,net3,net4"` whatever it
     found; with 2 devices we refuse the config (it deployed upstream): the error says why
     and what to write."""
-    text = (UPSTREAM / "barcelona.yaml").read_text().replace(
-        'devices: "mlx5_6,mlx5_7,mlx5_8,mlx5_9"', 'devices: "mlx5_6,mlx5_7"')
+    text = (
+        (UPSTREAM / "barcelona.yaml")
+        .read_text()
+        .replace('devices: "mlx5_6,mlx5_7,mlx5_8,mlx5_9"', 'devices: "mlx5_6,mlx5_7"')
+    )
     assert 'interfaces: "net1,net2,net3,net4"' in text
     path = tmp_path / "discovered.yaml"
     path.write_text(text)
@@ -69,8 +79,10 @@ def test_i25_6_upstream_discovered_config_gets_a_fix_it(tmp_path: Path) -> None:
     errors = [d.format() for d in diags if d.severity == "error"]
     assert cluster is None and len(errors) == 1
     assert "4 interface(s) for 2 RDMA device(s)" in errors[0]
-    assert ("upstream's discover_cluster.py always wrote net1-net4: with 2 device(s) write "
-            'interfaces: "net1,net2"') in errors[0]
+    assert (
+        "upstream's discover_cluster.py always wrote net1-net4: with 2 device(s) write "
+        'interfaces: "net1,net2"'
+    ) in errors[0]
     assert "mlenv discover NAME" in errors[0]
     fixed = tmp_path / "fixed.yaml"
     fixed.write_text(text.replace('"net1,net2,net3,net4"', '"net1,net2"'))

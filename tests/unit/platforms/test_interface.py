@@ -31,19 +31,25 @@ def test_every_config_platform_has_an_implementation() -> None:
 
 
 def test_the_verb_list_is_the_protocol() -> None:
-    protocol = {n for n, v in vars(Platform).items() if inspect.isfunction(v) and not n.startswith("_")}
+    protocol = {
+        n for n, v in vars(Platform).items() if inspect.isfunction(v) and not n.startswith("_")
+    }
     assert protocol == {_method(v) for v in VERBS} | {"storage_label"}
 
 
 @pytest.mark.parametrize("name", sorted(PLATFORMS))
 @pytest.mark.parametrize("verb", VERBS)
-def test_each_implementation_has_each_verb_with_the_protocol_signature(name: str, verb: str) -> None:
+def test_each_implementation_has_each_verb_with_the_protocol_signature(
+    name: str, verb: str
+) -> None:
     impl = getattr(PLATFORMS[name], _method(verb))
     want = inspect.signature(getattr(Platform, _method(verb)))
     got = inspect.signature(impl)
     # the bound method drops self
     assert list(got.parameters) == list(want.parameters)[1:], (name, verb)
-    assert [p.kind for p in got.parameters.values()] == [p.kind for p in want.parameters.values()][1:]
+    assert [p.kind for p in got.parameters.values()] == [p.kind for p in want.parameters.values()][
+        1:
+    ]
 
 
 @pytest.mark.parametrize("verb", VERBS)
@@ -53,7 +59,9 @@ def test_the_base_says_not_supported_in_one_line_exit_2(verb: str) -> None:
         hints = {"build": "use the other thing"}
 
     sig = inspect.signature(getattr(Platform, _method(verb)))
-    args = [object() for p in list(sig.parameters.values())[1:] if p.kind is p.POSITIONAL_OR_KEYWORD]
+    args = [
+        object() for p in list(sig.parameters.values())[1:] if p.kind is p.POSITIONAL_OR_KEYWORD
+    ]
     kwargs = {p.name: None for p in sig.parameters.values() if p.kind is p.KEYWORD_ONLY}
     with pytest.raises(Unsupported) as e:
         getattr(Nowhere(), _method(verb))(*args, **kwargs)
@@ -78,11 +86,20 @@ def slurm_checkout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("argv", [["build", "cpu-slurm"], ["url", "cpu-slurm", "jupyter"],
-                                  ["gpu-info", "cpu-slurm"], ["port-forward", "cpu-slurm"],
-                                  ["launch", "cpu-slurm"], ["secrets", "cpu-slurm"]])
-def test_a_kubernetes_verb_on_slurm_is_refused_before_any_cluster_call(slurm_checkout: Path,
-                                                                       argv: list[str]) -> None:
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["build", "cpu-slurm"],
+        ["url", "cpu-slurm", "jupyter"],
+        ["gpu-info", "cpu-slurm"],
+        ["port-forward", "cpu-slurm"],
+        ["launch", "cpu-slurm"],
+        ["secrets", "cpu-slurm"],
+    ],
+)
+def test_a_kubernetes_verb_on_slurm_is_refused_before_any_cluster_call(
+    slurm_checkout: Path, argv: list[str]
+) -> None:
     # Before the interface these went straight to oc/kubectl with a Slurm config.
     r = CliRunner().invoke(app, argv)
     assert r.exit_code == EXIT_INPUT, r.output

@@ -40,7 +40,10 @@ class FakeSlurm(SlurmReader):
 
     def _phase(self) -> Phase:
         if self.cancelled_at is not None:
-            script = [Phase(p.since + self.cancelled_at, p.state, p.reason, p.nodes) for p in self.after_cancel]
+            script = [
+                Phase(p.since + self.cancelled_at, p.state, p.reason, p.nodes)
+                for p in self.after_cancel
+            ]
         else:
             script = self.phases
         return [p for p in script if p.since <= self.t][-1]
@@ -49,13 +52,27 @@ class FakeSlurm(SlurmReader):
         self.calls.append((self.t, "job"))
         p = self._phase()
         nodelist = "(null)" if p.state == "PENDING" else "n[1-2]"
-        return {"JobId": job, "JobState": p.state, "Reason": p.reason, "NodeList": nodelist, "ExitCode": "0:0"}
+        return {
+            "JobId": job,
+            "JobState": p.state,
+            "Reason": p.reason,
+            "NodeList": nodelist,
+            "ExitCode": "0:0",
+        }
 
     def nodes(self, names: list[str]) -> dict[str, dict[str, str]]:
         self.calls.append((self.t, "nodes"))
         st = self._phase().nodes
-        return {n: {"NodeName": n, "State": st[n], "Reason": "bad DIMM [root@2026-11-27T10:00:00]"
-                    if "DRAIN" in st[n] or "DOWN" in st[n] else ""} for n in names}
+        return {
+            n: {
+                "NodeName": n,
+                "State": st[n],
+                "Reason": "bad DIMM [root@2026-11-27T10:00:00]"
+                if "DRAIN" in st[n] or "DOWN" in st[n]
+                else "",
+            }
+            for n in names
+        }
 
     def hostnames(self, nodelist: str) -> list[str]:
         return list(NODES)
@@ -71,7 +88,9 @@ class FakeSlurm(SlurmReader):
 
 
 def _sub(tmp: Path) -> Submission:
-    return Submission("cpu-slurm", "41", "run-1", str(tmp / "results" / "run-1"), str(tmp / "a.sbatch"), 0.0)
+    return Submission(
+        "cpu-slurm", "41", "run-1", str(tmp / "results" / "run-1"), str(tmp / "a.sbatch"), 0.0
+    )
 
 
 def _follow(tmp: Path, fake: FakeSlurm, limit: float) -> tuple[Outcome, list[str]]:
@@ -81,8 +100,13 @@ def _follow(tmp: Path, fake: FakeSlurm, limit: float) -> tuple[Outcome, list[str
 
 def test_time_in_the_queue_does_not_count_against_the_limit(tmp_path: Path) -> None:
     limit = 60.0
-    fake = FakeSlurm([Phase(0, "PENDING", "Priority"), Phase(3 * limit, "RUNNING"),
-                      Phase(3 * limit + limit / 2, "COMPLETED")])
+    fake = FakeSlurm(
+        [
+            Phase(0, "PENDING", "Priority"),
+            Phase(3 * limit, "RUNNING"),
+            Phase(3 * limit + limit / 2, "COMPLETED"),
+        ]
+    )
     out, said = _follow(tmp_path, fake, limit)
     assert out.state == "COMPLETED" and not out.cancelled, said
     assert fake.cancelled_at is None
@@ -90,7 +114,9 @@ def test_time_in_the_queue_does_not_count_against_the_limit(tmp_path: Path) -> N
 
 def test_a_job_running_past_the_limit_from_its_start_is_cancelled(tmp_path: Path) -> None:
     limit = 60.0
-    fake = FakeSlurm([Phase(0, "PENDING", "Resources"), Phase(10, "RUNNING"), Phase(10 + 3 * limit, "COMPLETED")])
+    fake = FakeSlurm(
+        [Phase(0, "PENDING", "Resources"), Phase(10, "RUNNING"), Phase(10 + 3 * limit, "COMPLETED")]
+    )
     out, said = _follow(tmp_path, fake, limit)
     assert fake.cancelled_at is not None and limit < fake.cancelled_at - 10 < limit + 10
     assert out.cancelled == f"not finished within {limit:.0f} s of its start"
@@ -98,18 +124,37 @@ def test_a_job_running_past_the_limit_from_its_start_is_cancelled(tmp_path: Path
 
 
 def test_each_pending_reason_is_said_as_it_changes(tmp_path: Path) -> None:
-    fake = FakeSlurm([Phase(0, "PENDING"), Phase(6, "PENDING", "Priority"), Phase(20, "PENDING", "JobHeldAdmin"),
-                      Phase(40, "PENDING", "Resources"), Phase(50, "RUNNING"), Phase(60, "COMPLETED")])
+    fake = FakeSlurm(
+        [
+            Phase(0, "PENDING"),
+            Phase(6, "PENDING", "Priority"),
+            Phase(20, "PENDING", "JobHeldAdmin"),
+            Phase(40, "PENDING", "Resources"),
+            Phase(50, "RUNNING"),
+            Phase(60, "COMPLETED"),
+        ]
+    )
     out, said = _follow(tmp_path, fake, 600)
-    assert said[:5] == ["job 41: PENDING", "job 41: PENDING (Priority)", "job 41: PENDING (JobHeldAdmin)",
-                        "job 41: PENDING (Resources)", "job 41: RUNNING on n1, n2"], said
+    assert said[:5] == [
+        "job 41: PENDING",
+        "job 41: PENDING (Priority)",
+        "job 41: PENDING (JobHeldAdmin)",
+        "job 41: PENDING (Resources)",
+        "job 41: RUNNING on n1, n2",
+    ], said
     assert out.state == "COMPLETED"
 
 
 def test_a_drained_node_is_noted_once_and_the_job_goes_on(tmp_path: Path) -> None:
     drained = {"n1": "ALLOCATED", "n2": "MIXED+DRAIN"}
-    fake = FakeSlurm([Phase(0, "RUNNING"), Phase(10, "RUNNING", nodes=drained),
-                      Phase(40, "COMPLETING", nodes=drained), Phase(45, "COMPLETED", nodes=drained)])
+    fake = FakeSlurm(
+        [
+            Phase(0, "RUNNING"),
+            Phase(10, "RUNNING", nodes=drained),
+            Phase(40, "COMPLETING", nodes=drained),
+            Phase(45, "COMPLETED", nodes=drained),
+        ]
+    )
     out, said = _follow(tmp_path, fake, 600)
     assert fake.cancelled_at is None and out.state == "COMPLETED" and not out.cancelled
     notes = [s for s in said if "n2 (draining: bad DIMM)" in s]
@@ -120,18 +165,29 @@ def test_a_node_gone_cancels_and_the_outcome_waits_for_slurms_final_state(tmp_pa
     """The report is judged (and copied) only once Slurm has ended the job: rank 0 may
     still be writing while it is COMPLETING."""
     down = {"n1": "ALLOCATED", "n2": "DOWN*"}
-    fake = FakeSlurm([Phase(0, "RUNNING"), Phase(10, "RUNNING", nodes=down)],
-                     after_cancel=[Phase(0, "RUNNING", nodes=down), Phase(4, "COMPLETING", nodes=down),
-                                   Phase(15, "CANCELLED", nodes=down)])
+    fake = FakeSlurm(
+        [Phase(0, "RUNNING"), Phase(10, "RUNNING", nodes=down)],
+        after_cancel=[
+            Phase(0, "RUNNING", nodes=down),
+            Phase(4, "COMPLETING", nodes=down),
+            Phase(15, "CANCELLED", nodes=down),
+        ],
+    )
     out, said = _follow(tmp_path, fake, 600)
     assert fake.cancelled_at is not None
-    assert out.state == "CANCELLED" and out.failed_nodes == ["n2 (down and not responding: bad DIMM)"]
+    assert out.state == "CANCELLED" and out.failed_nodes == [
+        "n2 (down and not responding: bad DIMM)"
+    ]
     assert out.cancelled.startswith("node n2 (down")
     assert fake.t >= fake.cancelled_at + 15  # followed until Slurm ended it
 
 
-def test_scontrol_is_asked_at_most_once_a_second_while_running_and_less_while_pending(tmp_path: Path) -> None:
-    fake = FakeSlurm([Phase(0, "PENDING", "Priority"), Phase(300, "RUNNING"), Phase(600, "COMPLETED")])
+def test_scontrol_is_asked_at_most_once_a_second_while_running_and_less_while_pending(
+    tmp_path: Path,
+) -> None:
+    fake = FakeSlurm(
+        [Phase(0, "PENDING", "Priority"), Phase(300, "RUNNING"), Phase(600, "COMPLETED")]
+    )
     _follow(tmp_path, fake, 3600)
     pending = [c for c in fake.calls if c[0] < 300]
     running = [c for c in fake.calls if 300 <= c[0] < 600]
@@ -141,28 +197,45 @@ def test_scontrol_is_asked_at_most_once_a_second_while_running_and_less_while_pe
 
 def test_mlenvs_own_cancel_is_error_with_slurms_final_state_not_interrupted(tmp_path: Path) -> None:
     sub = _sub(tmp_path)
-    for why, nodes in (("node n2 (down) while the job ran", ["n2 (down)"]),
-                       ("not finished within 780 s of its start", [])):
-        doc = judge(load(CPU), sub, Outcome("CANCELLED", {"NodeList": "n[1-2]"}, nodes, 1.0, cancelled=why))
+    for why, nodes in (
+        ("node n2 (down) while the job ran", ["n2 (down)"]),
+        ("not finished within 780 s of its start", []),
+    ):
+        doc = judge(
+            load(CPU), sub, Outcome("CANCELLED", {"NodeList": "n[1-2]"}, nodes, 1.0, cancelled=why)
+        )
         assert doc["verdict"] == "ERROR", doc
-        assert doc["reasons"][0].startswith(f"mlenv cancelled job 41: {why}; Slurm's final state CANCELLED")
+        assert doc["reasons"][0].startswith(
+            f"mlenv cancelled job 41: {why}; Slurm's final state CANCELLED"
+        )
 
 
-TORCH_EADDRINUSE = ("mlenv: job 41 on 2 node(s) (n[1-2]), rendezvous n1:29500, report dir /s/results/r\n"
-                    "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
-                    "network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: "
-                    "address already in use\n")
+TORCH_EADDRINUSE = (
+    "mlenv: job 41 on 2 node(s) (n[1-2]), rendezvous n1:29500, report dir /s/results/r\n"
+    "torch.distributed.DistNetworkError: The server socket has failed to listen on any local "
+    "network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: "
+    "address already in use\n"
+)
 
 
 def test_a_rendezvous_port_in_use_is_named_as_such(tmp_path: Path) -> None:
     out = tmp_path / "job.out"
     out.write_text(TORCH_EADDRINUSE)
-    doc = judge(load(CPU), _sub(tmp_path), Outcome("FAILED", {"ExitCode": "1:0", "StdOut": str(out)}, [], 1.0))
+    doc = judge(
+        load(CPU),
+        _sub(tmp_path),
+        Outcome("FAILED", {"ExitCode": "1:0", "StdOut": str(out)}, [], 1.0),
+    )
     assert doc["verdict"] == "ERROR"
-    assert "the rendezvous port 29500 on n1 was already in use (EADDRINUSE)" in doc["reasons"][0], doc["reasons"]
+    assert "the rendezvous port 29500 on n1 was already in use (EADDRINUSE)" in doc["reasons"][0], (
+        doc["reasons"]
+    )
     assert port_clash("RuntimeError: Address already in use\n")
     assert port_clash("ran fine\n") == ""
-    assert json.loads((Path(_sub(tmp_path).report_dir) / "results.json").read_text())["verdict"] == "ERROR"
+    assert (
+        json.loads((Path(_sub(tmp_path).report_dir) / "results.json").read_text())["verdict"]
+        == "ERROR"
+    )
 
 
 def test_a_nodes_features_against_the_constraint_as_slurm_reads_it() -> None:
@@ -176,16 +249,30 @@ def test_a_nodes_features_against_the_constraint_as_slurm_reads_it() -> None:
     assert satisfies("a100_80g*2", node) is None  # a count is about the whole job, not one node
 
 
-def test_a_run_the_trap_stopped_before_the_time_limit_is_error_naming_the_limit(tmp_path: Path) -> None:
+def test_a_run_the_trap_stopped_before_the_time_limit_is_error_naming_the_limit(
+    tmp_path: Path,
+) -> None:
     """Rank 0 judged its SIGTERM as an interrupt; the job's output says the USR1 trap sent
     it before slurm.time_limit: ERROR naming the limit, not INTERRUPTED (nobody stopped it)."""
     sub = _sub(tmp_path)
     report = Path(sub.report_dir)
     report.mkdir(parents=True)
-    (report / "results.json").write_text(json.dumps({"verdict": "INTERRUPTED", "reasons": [], "checks": [],
-                                                     "interrupted": {"signal": "SIGTERM"}}))
+    (report / "results.json").write_text(
+        json.dumps(
+            {
+                "verdict": "INTERRUPTED",
+                "reasons": [],
+                "checks": [],
+                "interrupted": {"signal": "SIGTERM"},
+            }
+        )
+    )
     out = tmp_path / "job.out"
-    out.write_text("mlenv: job 41 is near its time limit: stopping the ranks so they write their reports\n")
-    doc = judge(load(CPU), sub, Outcome("FAILED", {"ExitCode": "143:0", "StdOut": str(out)}, [], 1.0))
+    out.write_text(
+        "mlenv: job 41 is near its time limit: stopping the ranks so they write their reports\n"
+    )
+    doc = judge(
+        load(CPU), sub, Outcome("FAILED", {"ExitCode": "143:0", "StdOut": str(out)}, [], 1.0)
+    )
     assert doc["verdict"] == "ERROR" and "interrupted" not in doc
     assert doc["reasons"][0].startswith("job 41 reached slurm.time_limit 00:10:00: Slurm warned it")

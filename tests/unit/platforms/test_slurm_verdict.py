@@ -19,13 +19,23 @@ CPU = REPO / "tests" / "data" / "platforms" / "cpu-slurm.yaml"
 
 
 def _sub(tmp: Path) -> Submission:
-    return Submission("cpu-slurm", "41", "run-1", str(tmp / "results" / "run-1"), str(tmp / "a.sbatch"), 0.0)
+    return Submission(
+        "cpu-slurm", "41", "run-1", str(tmp / "results" / "run-1"), str(tmp / "a.sbatch"), 0.0
+    )
 
 
 def _measured(report: Path) -> None:
     report.mkdir(parents=True)
     w = JsonlWriter(report / "results.jsonl")
-    w.append(CheckResult(name="compute.matmul", status=Status.PASS, node="n1", rank=0, metrics={"tflops_fp32": 1.0}))
+    w.append(
+        CheckResult(
+            name="compute.matmul",
+            status=Status.PASS,
+            node="n1",
+            rank=0,
+            metrics={"tflops_fp32": 1.0},
+        )
+    )
     w.close()
 
 
@@ -34,8 +44,14 @@ def test_a_job_slurm_ended_is_error_even_if_rank_0_wrote_pass(state: str, tmp_pa
     sub = _sub(tmp_path)
     report = Path(sub.report_dir)
     _measured(report)
-    (report / "results.json").write_text(json.dumps({"verdict": "PASS", "reasons": [], "checks": []}))
-    doc = judge(load(CPU), sub, Outcome(state, {"NodeList": "n[1-2]", "Reason": "NodeDown"}, ["n2 (down)"], 1.0))
+    (report / "results.json").write_text(
+        json.dumps({"verdict": "PASS", "reasons": [], "checks": []})
+    )
+    doc = judge(
+        load(CPU),
+        sub,
+        Outcome(state, {"NodeList": "n[1-2]", "Reason": "NodeDown"}, ["n2 (down)"], 1.0),
+    )
     assert doc["verdict"] == "ERROR"
     assert doc["reasons"][0].startswith(f"Slurm ended job 41 ({state}: NodeDown) on node n2 (down)")
     assert [c["name"] for c in doc["checks"]] == ["compute.matmul"]  # what was measured is kept
@@ -46,7 +62,9 @@ def test_completed_job_keeps_rank_0s_verdict(tmp_path: Path) -> None:
     sub = _sub(tmp_path)
     report = Path(sub.report_dir)
     report.mkdir(parents=True)
-    (report / "results.json").write_text(json.dumps({"verdict": "FAIL", "reasons": ["x"], "checks": []}))
+    (report / "results.json").write_text(
+        json.dumps({"verdict": "FAIL", "reasons": ["x"], "checks": []})
+    )
     assert judge(load(CPU), sub, Outcome("COMPLETED", {}, [], 1.0))["verdict"] == "FAIL"
 
 
@@ -55,10 +73,14 @@ def test_failed_job_without_results_json_is_error_from_what_was_measured(tmp_pat
     _measured(Path(sub.report_dir))
     doc = judge(load(CPU), sub, Outcome("FAILED", {"ExitCode": "1:0"}, [], 1.0))
     assert doc["verdict"] == "ERROR"
-    assert doc["reasons"][0].startswith("job 41 ended FAILED (exit 1:0) before rank 0 wrote results.json")
+    assert doc["reasons"][0].startswith(
+        "job 41 ended FAILED (exit 1:0) before rank 0 wrote results.json"
+    )
 
 
-def test_a_users_scancel_is_interrupted_and_timeout_node_fail_preemption_stay_error(tmp_path: Path) -> None:
+def test_a_users_scancel_is_interrupted_and_timeout_node_fail_preemption_stay_error(
+    tmp_path: Path,
+) -> None:
     """Issue 23 §3: a CANCELLED job on healthy nodes is someone's scancel: INTERRUPTED
     (exit 143), what was measured kept; Slurm's own endings stay ERROR."""
     from mlenv.contract import exit_for_doc
@@ -68,7 +90,9 @@ def test_a_users_scancel_is_interrupted_and_timeout_node_fail_preemption_stay_er
     _measured(report)
     doc = judge(load(CPU), sub, Outcome("CANCELLED", {"NodeList": "n[1-2]"}, [], 1.0))
     assert doc["verdict"] == "INTERRUPTED" and doc["interrupted"] == {"signal": "scancel"}
-    assert doc["reasons"][0].startswith("INTERRUPTED: the run was stopped by scancel; 1 result(s) kept")
+    assert doc["reasons"][0].startswith(
+        "INTERRUPTED: the run was stopped by scancel; 1 result(s) kept"
+    )
     assert [c["name"] for c in doc["checks"]] == ["compute.matmul"]
     assert exit_for_doc(doc) == 143
     for state in ("TIMEOUT", "NODE_FAIL", "PREEMPTED"):
@@ -78,8 +102,9 @@ def test_a_users_scancel_is_interrupted_and_timeout_node_fail_preemption_stay_er
         assert exit_for_doc(doc) == 3
 
 
-def test_the_run_is_in_the_control_hosts_history_with_its_job_id_once(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_run_is_in_the_control_hosts_history_with_its_job_id_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Issue 24 §3, one run id: rank 0 recorded the run under slurm.shared_dir, so `mlenv
     history CLUSTER` here said "no runs recorded"; the job id was in neither results.json
     nor record.json. The judged document is recorded here (origin cluster, the local copy
@@ -101,8 +126,12 @@ def test_the_run_is_in_the_control_hosts_history_with_its_job_id_once(tmp_path: 
     lines, _ = history.read(history.history_path(root / "reports", "cpu-slurm"))
     assert len(lines) == 1, said
     (line,) = lines
-    assert line["run_id"] == sub.run_id and line["verdict"] == "ERROR" and line["origin"] == "cluster"
-    assert line["job"] == {"scheduler": "slurm", "id": "41"} and line["report_dir"] == str(dest.resolve())
+    assert (
+        line["run_id"] == sub.run_id and line["verdict"] == "ERROR" and line["origin"] == "cluster"
+    )
+    assert line["job"] == {"scheduler": "slurm", "id": "41"} and line["report_dir"] == str(
+        dest.resolve()
+    )
     assert json.loads((dest / "record.json").read_text()) == line
     assert said[1].endswith("(the job wrote it)"), said
 
@@ -113,7 +142,13 @@ def test_the_suite_in_a_slurm_job_puts_the_job_id_in_results_json(tmp_path: Path
 
     job = batch_job({"SLURM_JOB_ID": "4242"})
     assert job == {"scheduler": "slurm", "id": "4242"} and batch_job({}) is None
-    meta = RunMeta(run_id="20261127-000000-abcdef", started="2026-11-27T00:00:00+00:00", profile="quick", checks=[],
-                   world={"nodes": 1, "ranks": 1, "hosts": ["n1"]}, job=job)
+    meta = RunMeta(
+        run_id="20261127-000000-abcdef",
+        started="2026-11-27T00:00:00+00:00",
+        profile="quick",
+        checks=[],
+        world={"nodes": 1, "ranks": 1, "hosts": ["n1"]},
+        job=job,
+    )
     doc = finalize(tmp_path, meta, [], plots=False)
     assert doc["job"] == job and json.loads((tmp_path / "results.json").read_text())["job"] == job

@@ -25,10 +25,13 @@ def test_rank_from_pod_name_env() -> None:
     assert node_rank({"MLENV_POD_NAME": "ml-dev-env-4"}, hostname=None) == 4
 
 
-@pytest.mark.parametrize("env,host,needle", [
-    ({"MLENV_POD_INDEX": "x1"}, "ml-dev-env-0", "MLENV_POD_INDEX='x1'"),
-    ({}, "workstation", "no '-<ordinal>' suffix"),
-])
+@pytest.mark.parametrize(
+    "env,host,needle",
+    [
+        ({"MLENV_POD_INDEX": "x1"}, "ml-dev-env-0", "MLENV_POD_INDEX='x1'"),
+        ({}, "workstation", "no '-<ordinal>' suffix"),
+    ],
+)
 def test_rank_errors_say_what_is_wrong(env: dict[str, str], host: str, needle: str) -> None:
     with pytest.raises(InputError) as e:
         node_rank(env, hostname=host)
@@ -42,13 +45,16 @@ def test_pod_env_defaults_and_dns_names() -> None:
     assert pe.master_addr == pe.hosts[0]
 
 
-@pytest.mark.parametrize("extra,needle", [
-    ({"MLENV_NAMESPACE": ""}, "MLENV_NAMESPACE is not set"),
-    ({"MLENV_NNODES": "zero"}, "MLENV_NNODES='zero'"),
-    ({"MLENV_POD_INDEX": "3"}, "node rank 3 is not below MLENV_NNODES=3"),
-    ({"MLENV_NETWORK_MODE": "ib"}, "expected 'tcp' or 'rdma'"),
-    ({"MLENV_SSH_PORT": "70000"}, "MLENV_SSH_PORT=70000"),
-])
+@pytest.mark.parametrize(
+    "extra,needle",
+    [
+        ({"MLENV_NAMESPACE": ""}, "MLENV_NAMESPACE is not set"),
+        ({"MLENV_NNODES": "zero"}, "MLENV_NNODES='zero'"),
+        ({"MLENV_POD_INDEX": "3"}, "node rank 3 is not below MLENV_NNODES=3"),
+        ({"MLENV_NETWORK_MODE": "ib"}, "expected 'tcp' or 'rdma'"),
+        ({"MLENV_SSH_PORT": "70000"}, "MLENV_SSH_PORT=70000"),
+    ],
+)
 def test_pod_env_rejects_bad_values(extra: dict[str, str], needle: str) -> None:
     with pytest.raises(InputError) as e:
         pod_env({**BASE, "MLENV_POD_INDEX": "0", **extra})

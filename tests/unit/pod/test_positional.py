@@ -30,24 +30,49 @@ def test_i10_4_upstream_positional_form(ws: Path) -> None:
     assert f.words == ["train.py", "--deepspeed", "--deepspeed_config", "ds_config.json"]
     assert f.ds_config == "ds_config.json" and f.hostfile is None
     f = positional.parse(["train.py", "ds_config.json", "hosts", "--steps", "3"])
-    assert f.words == ["train.py", "--steps", "3", "--deepspeed", "--deepspeed_config", "ds_config.json"]
+    assert f.words == [
+        "train.py",
+        "--steps",
+        "3",
+        "--deepspeed",
+        "--deepspeed_config",
+        "ds_config.json",
+    ]
     assert f.hostfile == "hosts"
 
 
 def test_current_form_is_unchanged(ws: Path) -> None:
-    for words in ([], ["train.py"], ["train.py", "--steps", "3"], ["--checks", "x"], ["train.py", "notes.txt"]):
+    for words in (
+        [],
+        ["train.py"],
+        ["train.py", "--steps", "3"],
+        ["--checks", "x"],
+        ["train.py", "notes.txt"],
+    ):
         f = positional.parse(words)
         assert f.words == words and f.ds_config is None and f.hostfile is None, words
 
 
 def test_ambiguous_cases(ws: Path) -> None:
     # A hostfile without a config; a non-hostfile file after the config stays an argument.
-    assert positional.parse(["train.py", "hosts", "-v"]) == positional.Positional(["train.py", "-v"], None, "hosts")
+    assert positional.parse(["train.py", "hosts", "-v"]) == positional.Positional(
+        ["train.py", "-v"], None, "hosts"
+    )
     f = positional.parse(["train.py", "ds_config.json", "notes.txt"])
-    assert f.words == ["train.py", "notes.txt", "--deepspeed", "--deepspeed_config", "ds_config.json"]
+    assert f.words == [
+        "train.py",
+        "notes.txt",
+        "--deepspeed",
+        "--deepspeed_config",
+        "ds_config.json",
+    ]
     # A missing .json is an argument, not a config; only the word right after SCRIPT counts.
     assert positional.parse(["train.py", "missing.json"]).words == ["train.py", "missing.json"]
-    assert positional.parse(["train.py", "--x", "data.json"]).words == ["train.py", "--x", "data.json"]
+    assert positional.parse(["train.py", "--x", "data.json"]).words == [
+        "train.py",
+        "--x",
+        "data.json",
+    ]
     # Any existing .json right after SCRIPT is the config (documented; pod-launch.sh passes it through).
     assert positional.parse(["train.py", "data.json"]).ds_config == "data.json"
     # A .py second word is never a hostfile.
@@ -55,14 +80,18 @@ def test_ambiguous_cases(ws: Path) -> None:
 
 
 def test_flags_already_given_are_not_doubled(ws: Path) -> None:
-    f = positional.parse(["train.py", "ds_config.json", "--deepspeed", "--deepspeed_config=other.json"])
+    f = positional.parse(
+        ["train.py", "ds_config.json", "--deepspeed", "--deepspeed_config=other.json"]
+    )
     assert f.words == ["train.py", "--deepspeed", "--deepspeed_config=other.json"]
     f = positional.parse(["train.py", "ds_config.json", "--deepspeed_config", "x.json"])
     assert f.words == ["train.py", "--deepspeed_config", "x.json", "--deepspeed"]
 
 
 def test_example_script_accepts_the_upstream_flags() -> None:
-    spec = importlib.util.spec_from_file_location("train_multi_node", ROOT / "workspace" / "train_multi_node.py")
+    spec = importlib.util.spec_from_file_location(
+        "train_multi_node", ROOT / "workspace" / "train_multi_node.py"
+    )
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -76,8 +105,19 @@ def test_launch_script_sets_the_upstream_form_flag(tmp_path: Path) -> None:
     fake = tmp_path / "py"
     fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {rec}\n')
     fake.chmod(0o755)
-    r = subprocess.run([str(ROOT / "workspace" / "launch_deepspeed.sh"), "train_multi_node.py", "ds_config.json"],
-                       env={**os.environ, "MLENV_PYTHON": str(fake)}, capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        [str(ROOT / "workspace" / "launch_deepspeed.sh"), "train_multi_node.py", "ds_config.json"],
+        env={**os.environ, "MLENV_PYTHON": str(fake)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
-    assert rec.read_text().split() == ["-m", "mlenv.pod", "launch", "--upstream-form", "train_multi_node.py",
-                                       "ds_config.json"]
+    assert rec.read_text().split() == [
+        "-m",
+        "mlenv.pod",
+        "launch",
+        "--upstream-form",
+        "train_multi_node.py",
+        "ds_config.json",
+    ]

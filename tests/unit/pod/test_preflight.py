@@ -55,7 +55,9 @@ def test_a_peer_that_comes_up_late_is_waited_for() -> None:
     th = threading.Thread(target=late)
     th.start()
     try:
-        res = preflight([Peer("127.0.0.1", port)], deadline_s=5, interval_s=0.1, connect_timeout_s=0.5)
+        res = preflight(
+            [Peer("127.0.0.1", port)], deadline_s=5, interval_s=0.1, connect_timeout_s=0.5
+        )
     finally:
         th.join()
         srv.close()
@@ -115,7 +117,9 @@ def test_many_black_holed_peers_end_within_the_deadline(black_hole: int) -> None
     assert tried and all(r.stage == "connect" and "timed out" in r.error for r in tried)
     # Every peer is named, tried or not.
     assert all(r.peer.host in r.describe() for r in res)
-    assert any("not checked" in r.describe() for r in res if not r.attempts) or len(tried) == len(res)
+    assert any("not checked" in r.describe() for r in res if not r.attempts) or len(tried) == len(
+        res
+    )
 
 
 def test_a_hanging_dns_lookup_is_bounded_and_does_not_hold_up_other_peers() -> None:
@@ -138,8 +142,13 @@ def test_a_hanging_dns_lookup_is_bounded_and_does_not_hold_up_other_peers() -> N
     th.start()
     try:
         t0 = time.monotonic()
-        res = preflight([Peer("hung.svc", 22), Peer("127.0.0.1", port)], deadline_s=1.5, interval_s=0.1,
-                        connect_timeout_s=0.5, resolve=resolve)
+        res = preflight(
+            [Peer("hung.svc", 22), Peer("127.0.0.1", port)],
+            deadline_s=1.5,
+            interval_s=0.1,
+            connect_timeout_s=0.5,
+            resolve=resolve,
+        )
         elapsed = time.monotonic() - t0
     finally:
         release.set()

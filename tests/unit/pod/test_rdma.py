@@ -23,7 +23,12 @@ def fake_sysfs(root: Path, devices: dict[str, str]) -> str:
     return str(root)
 
 
-DEVS = {"mlx5_0": "0000:0c:00.0", "mlx5_1": "0000:0d:00.0", "mlx5_6": "0000:3b:00.1", "mlx5_7": "0000:3c:00.1"}
+DEVS = {
+    "mlx5_0": "0000:0c:00.0",
+    "mlx5_1": "0000:0d:00.0",
+    "mlx5_6": "0000:3b:00.1",
+    "mlx5_7": "0000:3c:00.1",
+}
 
 
 def test_ib_devices_reads_pci_addresses(tmp_path: Path) -> None:

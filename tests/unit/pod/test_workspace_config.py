@@ -11,7 +11,9 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("train_multi_node", ROOT / "workspace" / "train_multi_node.py")
+    spec = importlib.util.spec_from_file_location(
+        "train_multi_node", ROOT / "workspace" / "train_multi_node.py"
+    )
     assert spec is not None and spec.loader is not None
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -43,5 +45,7 @@ def test_auto_bf16_follows_the_gpu() -> None:
 
 
 def test_an_explicit_bf16_setting_is_kept() -> None:
-    cfg = _script().resolve_config({**CONFIG, "bf16": {"enabled": False}}, cuda=True, bf16_ok=True, micro_batch=None)
+    cfg = _script().resolve_config(
+        {**CONFIG, "bf16": {"enabled": False}}, cuda=True, bf16_ok=True, micro_batch=None
+    )
     assert cfg["bf16"]["enabled"] is False

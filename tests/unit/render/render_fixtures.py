@@ -36,8 +36,9 @@ def rdma_cluster(**overrides: Any) -> Cluster:
             networks=("nccl-test/rdma-net-1", "nccl-test/rdma-net-2"),
         ),
         gpus=Gpus(per_node=4, type="H100-80GB", default_nodes=2),
-        resources=Resources(requests=ResourceList(cpu="32", memory="256Gi"),
-                            limits=ResourceList(memory="512Gi")),
+        resources=Resources(
+            requests=ResourceList(cpu="32", memory="256Gi"), limits=ResourceList(memory="512Gi")
+        ),
         nccl=Nccl(debug="INFO", extra_env=(("NCCL_ALGO", "Ring"),)),
     )
     return replace(base, **overrides)

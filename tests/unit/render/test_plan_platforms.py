@@ -30,8 +30,11 @@ def test_plain_kubernetes_renders_no_openshift_kind(barcelona, mode: Mode) -> No
     assert not kinds & OPENSHIFT_KINDS, kinds & OPENSHIFT_KINDS
     assert "StatefulSet" in kinds and "Service" in kinds
     # no binding to an SCC role either: nothing on plain Kubernetes serves it
-    assert not [m for m in render_cluster(plain, mode) if m["kind"] in ("ClusterRole", "RoleBinding")
-                and "scc" in str(m).lower()]
+    assert not [
+        m
+        for m in render_cluster(plain, mode)
+        if m["kind"] in ("ClusterRole", "RoleBinding") and "scc" in str(m).lower()
+    ]
 
 
 def test_the_features_left_off_are_said(barcelona) -> None:

@@ -62,7 +62,9 @@ def test_rdma_cluster_in_tcp_mode_has_no_ib_settings():
 
 
 def test_extra_env_passes_through_and_wins():
-    c = tcp_cluster(nccl=Nccl(debug="WARN", extra_env=(("NCCL_ALGO", "Tree"), ("NCCL_P2P_LEVEL", "SYS"))))
+    c = tcp_cluster(
+        nccl=Nccl(debug="WARN", extra_env=(("NCCL_ALGO", "Tree"), ("NCCL_P2P_LEVEL", "SYS")))
+    )
     env = nccl_env(c, "tcp")
     assert env["NCCL_ALGO"] == "Tree"
     assert env["NCCL_P2P_LEVEL"] == "SYS"

@@ -14,7 +14,7 @@ from mlenv.render.plan import render_cluster
 from mlenv.render.tree import render_tree
 
 HOSTILE = [
-    'say "hi" and \'bye\'',
+    "say \"hi\" and 'bye'",
     "line one\nkind: Secret\n---\napiVersion: v1",
     "{{ cluster.name }} {% if true %}x{% endif %}",
     "key: value # not a comment",
@@ -59,9 +59,14 @@ def test_free_text_round_trips_verbatim(value):
 def test_template_fields_round_trip_through_files(value):
     """Values inserted by templates (BuildConfig git fields) survive render → YAML files → parse."""
     base = tcp_cluster()
-    c = replace(base, image=replace(base.image, build=ImageBuild(git_uri="https://x/" + value,
-                                                                git_ref=value, dockerfile_path=value)),
-                notes=value)
+    c = replace(
+        base,
+        image=replace(
+            base.image,
+            build=ImageBuild(git_uri="https://x/" + value, git_ref=value, dockerfile_path=value),
+        ),
+        notes=value,
+    )
     files = render_tree(c, "tcp")
     docs = list(yaml.safe_load_all(files["buildconfig.yaml"]))
     assert len(docs) == 1

@@ -17,7 +17,9 @@ def _worker(manifests: list[dict]) -> dict:
     return one(manifests, "StatefulSet")["spec"]["template"]["spec"]["containers"][0]
 
 
-@pytest.mark.parametrize("make,mode", [(rdma_cluster, "rdma"), (rdma_cluster, "tcp"), (tcp_cluster, "tcp")])
+@pytest.mark.parametrize(
+    "make,mode", [(rdma_cluster, "rdma"), (rdma_cluster, "tcp"), (tcp_cluster, "tcp")]
+)
 def test_every_object_carries_the_labels(make, mode):
     c = make()
     for m in render_cluster(c, mode):
@@ -91,7 +93,9 @@ def test_gpu_and_rdma_resources():
 
 def test_multus_annotation_only_in_rdma():
     c = rdma_cluster()
-    ann = one(render_cluster(c, "rdma"), "StatefulSet")["spec"]["template"]["metadata"]["annotations"]
+    ann = one(render_cluster(c, "rdma"), "StatefulSet")["spec"]["template"]["metadata"][
+        "annotations"
+    ]
     assert ann["k8s.v1.cni.cncf.io/networks"] == ",".join(c.rdma.networks)
     tcp_meta = one(render_cluster(c, "tcp"), "StatefulSet")["spec"]["template"]["metadata"]
     assert "k8s.v1.cni.cncf.io/networks" not in tcp_meta.get("annotations", {})
@@ -112,7 +116,9 @@ def test_shm_and_ssh_volumes():
     mounts = {m["name"]: m for m in pod["containers"][0]["volumeMounts"]}
     assert mounts["ssh"] == {"name": "ssh", "mountPath": names.SSH_DIR, "readOnly": True}
     assert mounts["dshm"]["mountPath"] == "/dev/shm"
-    assert not any(m["kind"] == "Secret" for m in ms), "the ssh Secret is created by deploy, never rendered"
+    assert not any(m["kind"] == "Secret" for m in ms), (
+        "the ssh Secret is created by deploy, never rendered"
+    )
 
 
 def test_per_pod_storage_uses_volume_claim_templates():
@@ -138,8 +144,11 @@ def test_rwx_storage_uses_shared_pvcs():
     for spec in pvcs.values():
         assert spec["accessModes"] == ["ReadWriteMany"]
         assert spec["storageClassName"] == c.storage.class_rwx
-    claims = {v["persistentVolumeClaim"]["claimName"] for v in sts["spec"]["template"]["spec"]["volumes"]
-              if "persistentVolumeClaim" in v}
+    claims = {
+        v["persistentVolumeClaim"]["claimName"]
+        for v in sts["spec"]["template"]["spec"]["volumes"]
+        if "persistentVolumeClaim" in v
+    }
     assert claims == set(pvcs)
 
 
@@ -151,8 +160,11 @@ def test_default_storage_class_is_left_out():
 
 def test_headless_service():
     c = rdma_cluster()
-    svc = [s for s in by_kind(render_cluster(c, "rdma"), "Service")
-           if s["metadata"]["name"] == names.HEADLESS_SERVICE][0]
+    svc = [
+        s
+        for s in by_kind(render_cluster(c, "rdma"), "Service")
+        if s["metadata"]["name"] == names.HEADLESS_SERVICE
+    ][0]
     assert svc["spec"]["clusterIP"] == "None"
     assert svc["spec"]["publishNotReadyAddresses"] is True
     assert {p["port"] for p in svc["spec"]["ports"]} == {c.ssh_port, c.master_port}
@@ -163,8 +175,12 @@ def test_headless_service():
 def test_tcp_security_is_restricted_compatible():
     ms = render_cluster(rdma_cluster(), "tcp")
     sc = _worker(ms)["securityContext"]
-    assert sc == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]},
-                  "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"}}
+    assert sc == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     assert not by_kind(ms, "SecurityContextConstraints")
     assert not by_kind(ms, "RoleBinding")
 
@@ -182,21 +198,34 @@ def test_rdma_security_adds_only_ipc_lock():
     assert scc["requiredDropCapabilities"] == ["ALL"]
     assert scc["runAsUser"]["type"] == "MustRunAsRange"
     assert scc["seLinuxContext"]["type"] == "MustRunAs"
-    assert not any(scc[k] for k in ("allowHostNetwork", "allowHostPID", "allowHostIPC",
-                                    "allowHostPorts", "allowHostDirVolumePlugin"))
+    assert not any(
+        scc[k]
+        for k in (
+            "allowHostNetwork",
+            "allowHostPID",
+            "allowHostIPC",
+            "allowHostPorts",
+            "allowHostDirVolumePlugin",
+        )
+    )
     assert "hostPath" not in scc["volumes"]
     # every volume type the pods use is allowed
-    used = {k for m in by_kind(ms, "StatefulSet") + by_kind(ms, "Pod")
-            for v in (m["spec"].get("template", {}).get("spec") or m["spec"])["volumes"]
-            for k in v if k != "name"}
+    used = {
+        k
+        for m in by_kind(ms, "StatefulSet") + by_kind(ms, "Pod")
+        for v in (m["spec"].get("template", {}).get("spec") or m["spec"])["volumes"]
+        for k in v
+        if k != "name"
+    }
     assert used <= set(scc["volumes"])
     role = one(ms, "ClusterRole")
     assert role["rules"][0]["resourceNames"] == [scc["metadata"]["name"]]
     assert role["rules"][0]["verbs"] == ["use"]
     rb = one(ms, "RoleBinding")
     assert rb["roleRef"]["name"] == role["metadata"]["name"]
-    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": c.security.service_account,
-                               "namespace": c.namespace}]
+    assert rb["subjects"] == [
+        {"kind": "ServiceAccount", "name": c.security.service_account, "namespace": c.namespace}
+    ]
 
 
 def test_no_ipc_lock_when_not_asked():
@@ -225,7 +254,9 @@ def test_privileged_only_when_the_config_demands_it():
         assert scc["requiredDropCapabilities"] == ["ALL"]
         assert scc["runAsUser"]["type"] != "RunAsAny"
     for m in unprivileged:
-        assert not _grants_privilege(m), f"{m['kind']}/{m['metadata']['name']}: {_grants_privilege(m)}"
+        assert not _grants_privilege(m), (
+            f"{m['kind']}/{m['metadata']['name']}: {_grants_privilege(m)}"
+        )
 
 
 def _grants_privilege(obj: object, path: str = "") -> list[str]:
@@ -262,8 +293,12 @@ def test_worker_env_contract():
     assert env["MLENV_GPUS_PER_NODE"] == str(c.gpus.per_node)
     assert env["MLENV_NETWORK_MODE"] == "rdma"
     assert env["MLENV_RDMA_DEVICES"] == ",".join(c.rdma.devices)
-    assert env["MLENV_POD_INDEX"] == {"fieldRef": {"apiVersion": "v1",
-                                                   "fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']"}}
+    assert env["MLENV_POD_INDEX"] == {
+        "fieldRef": {
+            "apiVersion": "v1",
+            "fieldPath": "metadata.labels['apps.kubernetes.io/pod-index']",
+        }
+    }
     assert env["MLENV_NAMESPACE"]["fieldRef"]["fieldPath"] == "metadata.namespace"
     assert env["MLENV_SSH_DIR"] == names.SSH_DIR
     assert env["NCCL_IB_DISABLE"] == "0"
@@ -299,7 +334,10 @@ def test_dev_tools_routes_are_tls_and_authenticated():
         assert "@sha256:" in proxy["image"]
     sa = one(ms, "ServiceAccount")
     for tool in ("vscode", "jupyter", "tensorboard"):
-        assert f"serviceaccounts.openshift.io/oauth-redirectreference.{tool}" in sa["metadata"]["annotations"]
+        assert (
+            f"serviceaccounts.openshift.io/oauth-redirectreference.{tool}"
+            in sa["metadata"]["annotations"]
+        )
 
 
 def test_no_dev_tools_no_routes():
@@ -316,8 +354,11 @@ def test_dev_pod_requests_no_gpu_and_has_a_workspace():
         pod = one(ms, "Pod")
         assert pod["metadata"]["name"] == names.DEV_POD
         assert "nvidia.com/gpu" not in str(pod["spec"]["containers"])
-        claims = [v["persistentVolumeClaim"]["claimName"] for v in pod["spec"]["volumes"]
-                  if "persistentVolumeClaim" in v]
+        claims = [
+            v["persistentVolumeClaim"]["claimName"]
+            for v in pod["spec"]["volumes"]
+            if "persistentVolumeClaim" in v
+        ]
         pvcs = [p["metadata"]["name"] for p in by_kind(ms, "PersistentVolumeClaim")]
         assert claims and set(claims) <= set(pvcs)
 
@@ -327,11 +368,19 @@ def test_image_build():
     ms = render_cluster(c, "rdma")
     bc = one(ms, "BuildConfig")
     assert bc["spec"]["strategy"]["type"] == "Docker"
-    assert bc["spec"]["strategy"]["dockerStrategy"]["dockerfilePath"] == c.image.build.dockerfile_path
-    assert bc["spec"]["source"]["git"] == {"uri": c.image.build.git_uri, "ref": c.image.build.git_ref}
+    assert (
+        bc["spec"]["strategy"]["dockerStrategy"]["dockerfilePath"] == c.image.build.dockerfile_path
+    )
+    assert bc["spec"]["source"]["git"] == {
+        "uri": c.image.build.git_uri,
+        "ref": c.image.build.git_ref,
+    }
     assert bc["spec"]["output"]["to"] == {"kind": "ImageStreamTag", "name": "ml-dev-env:latest"}
     assert one(ms, "ImageStream")["metadata"]["name"] == "ml-dev-env"
-    assert _worker(ms)["image"] == f"image-registry.openshift-image-registry.svc:5000/{c.namespace}/ml-dev-env:latest"
+    assert (
+        _worker(ms)["image"]
+        == f"image-registry.openshift-image-registry.svc:5000/{c.namespace}/ml-dev-env:latest"
+    )
     ext = replace(c, image=replace(c.image, ref="quay.io/me/img:1"))
     ext_ms = render_cluster(ext, "rdma")
     assert _worker(ext_ms)["image"] == "quay.io/me/img:1"
@@ -340,7 +389,9 @@ def test_image_build():
 
 
 def test_apply_order():
-    kinds = [m["kind"] for m in render_cluster(rdma_cluster(dev_tools=DevTools(vscode=True)), "rdma")]
+    kinds = [
+        m["kind"] for m in render_cluster(rdma_cluster(dev_tools=DevTools(vscode=True)), "rdma")
+    ]
     first = {k: kinds.index(k) for k in kinds}
     assert first["ServiceAccount"] < first["RoleBinding"] < first["StatefulSet"]
     assert first["SecurityContextConstraints"] < first["StatefulSet"]

@@ -53,7 +53,9 @@ def _shellcheck(text: str, tmp: Path) -> None:
         pytest.skip("shellcheck is not installed (scripts/dev/system-deps.sh installs it)")
     f = tmp / "s.sbatch"
     f.write_text(text)
-    r = subprocess.run(["shellcheck", "--shell=bash", str(f)], capture_output=True, text=True, check=False)
+    r = subprocess.run(
+        ["shellcheck", "--shell=bash", str(f)], capture_output=True, text=True, check=False
+    )
     assert r.returncode == 0, r.stdout
 
 
@@ -72,7 +74,7 @@ def _directives(text: str) -> list[str]:
     out = []
     for line in text.splitlines()[1:]:
         if line.startswith("#SBATCH"):
-            out.append(line[len("#SBATCH "):])
+            out.append(line[len("#SBATCH ") :])
         elif line.strip() and not line.startswith("#"):
             break
     return out
@@ -81,17 +83,34 @@ def _directives(text: str) -> list[str]:
 def test_held_out_directives_and_environment() -> None:
     text = render_slurm(load(HELD_OUT))["acceptance.sbatch"]
     assert _directives(text) == [
-        "--job-name=mlenv-acceptance-held-out-slurm", "--partition=gpu", "--account=ml-team", "--qos=high",
-        "--constraint=h100", "--nodes=2", "--ntasks-per-node=1", "--no-requeue", "--time=02:00:00", "--exclusive",
-        "--gpus-per-node=8", "--output=/shared/mlenv/results/%x-%j.out", "--signal=B:USR1@90"]
+        "--job-name=mlenv-acceptance-held-out-slurm",
+        "--partition=gpu",
+        "--account=ml-team",
+        "--qos=high",
+        "--constraint=h100",
+        "--nodes=2",
+        "--ntasks-per-node=1",
+        "--no-requeue",
+        "--time=02:00:00",
+        "--exclusive",
+        "--gpus-per-node=8",
+        "--output=/shared/mlenv/results/%x-%j.out",
+        "--signal=B:USR1@90",
+    ]
     # the same NCCL variables a pod gets, and the Slurm-given rendezvous
-    for line in ("export NCCL_IB_HCA=mlx5_0,mlx5_1", "export NCCL_SOCKET_IFNAME=ib0,ib1", "export NCCL_ALGO=Ring",
-                 'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
-                 "CONTAINER_IMAGE=nvcr.io/nvidia/pytorch:24.05-py3",
-                 "CONTAINER_MOUNTS=/shared/mlenv:/shared/mlenv,/datasets:/datasets:ro"):
+    for line in (
+        "export NCCL_IB_HCA=mlx5_0,mlx5_1",
+        "export NCCL_SOCKET_IFNAME=ib0,ib1",
+        "export NCCL_ALGO=Ring",
+        'MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"',
+        "CONTAINER_IMAGE=nvcr.io/nvidia/pytorch:24.05-py3",
+        "CONTAINER_MOUNTS=/shared/mlenv:/shared/mlenv,/datasets:/datasets:ro",
+    ):
         assert line in text.splitlines(), line
     code = [ln for ln in text.splitlines() if not ln.startswith("#")]
-    assert any("--node_rank=\"$SLURM_NODEID\"" in ln for ln in code) and not any("ssh" in ln for ln in code)
+    assert any('--node_rank="$SLURM_NODEID"' in ln for ln in code) and not any(
+        "ssh" in ln for ln in code
+    )
 
 
 def test_cpu_directives_have_no_gpu_request() -> None:
@@ -116,8 +135,20 @@ def test_a_value_without_the_quote_filter_cannot_render() -> None:
         env.from_string("{{ nope | q }}").render()
 
 
-SLURM_STRING_FIELDS = ["partition", "account", "qos", "time_limit", "constraint", "container_image",
-                       "shared_dir", "python", "container_mounts", "reservation", "gpu_type", "sbatch_args"]
+SLURM_STRING_FIELDS = [
+    "partition",
+    "account",
+    "qos",
+    "time_limit",
+    "constraint",
+    "container_image",
+    "shared_dir",
+    "python",
+    "container_mounts",
+    "reservation",
+    "gpu_type",
+    "sbatch_args",
+]
 LIST_FIELDS = ("container_mounts", "sbatch_args")
 _META = re.compile(r"[$`;|&<>\n\\'\" ]")
 
@@ -145,9 +176,11 @@ def test_hostile_values_are_refused_or_one_quoted_word(key: str, tmp_path: Path)
 
 def test_hosts_hostfile_and_plan(tmp_path: Path) -> None:
     f = tmp_path / "h.yaml"
-    f.write_text("cluster: {name: lab, namespace: unused}\nplatform: hosts\n"
-                 "nodes: {gpu_nodes: [gpu-a, gpu-b.lab]}\ngpus: {per_node: 4, type: A100-80GB}\n"
-                 "hosts: {ssh_user: ml, ssh_port: 2200, shared_dir: /nfs/ml}\n")
+    f.write_text(
+        "cluster: {name: lab, namespace: unused}\nplatform: hosts\n"
+        "nodes: {gpu_nodes: [gpu-a, gpu-b.lab]}\ngpus: {per_node: 4, type: A100-80GB}\n"
+        "hosts: {ssh_user: ml, ssh_port: 2200, shared_dir: /nfs/ml}\n"
+    )
     files = render_hosts(load(f))
     assert files["hostfile"].splitlines()[2:] == ["gpu-a slots=4", "gpu-b.lab slots=4"]
     plan = json.loads(files["launch-plan.json"])
@@ -173,7 +206,9 @@ def test_mlenv_render_writes_and_checks_the_slurm_folder(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(("given", "job"), [("", "123456789"), ("20260101-000000-abcdef", "7")])
-def test_a_slurm_run_has_the_one_run_id_format_and_the_suite_is_given_it(given: str, job: str) -> None:
+def test_a_slurm_run_has_the_one_run_id_format_and_the_suite_is_given_it(
+    given: str, job: str
+) -> None:
     """Issue 23 §1: a hand-submitted job's run id (no MLENV_RUN_ID) is in the one format, not
     slurm-<job id>; with MLENV_RUN_ID (mlenv acceptance --cluster) that one. The suite gets it
     as --run-id, so results.json, the folder and the history carry one id."""
@@ -181,12 +216,20 @@ def test_a_slurm_run_has_the_one_run_id_format_and_the_suite_is_given_it(given: 
 
     text = render_slurm(load(CPU))["acceptance.sbatch"]
     (line,) = [ln for ln in text.splitlines() if ln.startswith("RUN_ID=")]
-    r = subprocess.run(["bash", "-c", f'set -euo pipefail; {line}; printf %s "$RUN_ID"'], capture_output=True,
-                       text=True, check=False, env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": job,
-                                                    **({"MLENV_RUN_ID": given} if given else {})})
+    r = subprocess.run(
+        ["bash", "-c", f'set -euo pipefail; {line}; printf %s "$RUN_ID"'],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "SLURM_JOB_ID": job,
+            **({"MLENV_RUN_ID": given} if given else {}),
+        },
+    )
     assert r.returncode == 0, r.stderr
     assert is_run_id(r.stdout), r.stdout
-    assert r.stdout == given if given else r.stdout.endswith(f"-{int(job) % 2 ** 24:06x}")
+    assert r.stdout == given if given else r.stdout.endswith(f"-{int(job) % 2**24:06x}")
     assert '--report-dir "$REPORT_DIR" --run-id "$RUN_ID"' in text
 
 
@@ -202,14 +245,25 @@ def test_a_shared_node_job_asks_for_its_cpus_and_memory(tmp_path: Path) -> None:
     (or resources.requests.cpu) and the requested memory; srun passes the CPUs on."""
     text = render_slurm(load(CPU))["acceptance.sbatch"]
     d = _directives(text)
-    assert "--cpus-per-task=2" in d and not any(x.startswith("--mem") for x in d)  # 2 ranks per node
+    assert "--cpus-per-task=2" in d and not any(
+        x.startswith("--mem") for x in d
+    )  # 2 ranks per node
     assert 'SRUN+=(--cpus-per-task="$SLURM_CPUS_PER_TASK")' in text
-    d = _directives(render_slurm(load(_with(tmp_path, "resources:\n  requests:\n    cpu: 7500m\n"
-                                                      "    memory: 64Gi\n")))["train.sbatch"])
+    d = _directives(
+        render_slurm(
+            load(_with(tmp_path, "resources:\n  requests:\n    cpu: 7500m\n    memory: 64Gi\n"))
+        )["train.sbatch"]
+    )
     assert "--cpus-per-task=8" in d and "--mem=65536M" in d
     # a site's own sbatch_args choice is left to it, never doubled
-    site = _with(tmp_path, "resources:\n  requests:\n    cpu: '4'\n    memory: 8Gi\n").read_text().replace(
-        "  exclusive: false\n", "  exclusive: false\n  sbatch_args: ['--mem-per-cpu=4G', '--cpus-per-gpu=8']\n")
+    site = (
+        _with(tmp_path, "resources:\n  requests:\n    cpu: '4'\n    memory: 8Gi\n")
+        .read_text()
+        .replace(
+            "  exclusive: false\n",
+            "  exclusive: false\n  sbatch_args: ['--mem-per-cpu=4G', '--cpus-per-gpu=8']\n",
+        )
+    )
     (tmp_path / "c.yaml").write_text(site)
     d = _directives(render_slurm(load(tmp_path / "c.yaml"))["acceptance.sbatch"])
     assert not any(x.startswith(("--cpus-per-task", "--mem=")) for x in d), d
@@ -220,8 +274,13 @@ def test_a_shared_node_job_asks_for_its_cpus_and_memory(tmp_path: Path) -> None:
 
 def _port(text: str, job: str) -> str:
     (line,) = [ln for ln in text.splitlines() if ln.startswith("MASTER_PORT=")]
-    r = subprocess.run(["bash", "-c", f'set -euo pipefail; {line}; printf %s "$MASTER_PORT"'], capture_output=True,
-                       text=True, check=True, env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": job})
+    r = subprocess.run(
+        ["bash", "-c", f'set -euo pipefail; {line}; printf %s "$MASTER_PORT"'],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PATH": "/usr/bin:/bin", "SLURM_JOB_ID": job},
+    )
     return r.stdout
 
 
@@ -237,7 +296,9 @@ def test_master_port_is_the_configs_or_derived_from_the_job_id(tmp_path: Path) -
 
 
 @pytest.mark.parametrize(("limit", "before"), [("00:10:00", 90), ("1", 15), ("UNLIMITED", None)])
-def test_the_acceptance_job_is_warned_before_its_time_limit(limit: str, before: int | None, tmp_path: Path) -> None:
+def test_the_acceptance_job_is_warned_before_its_time_limit(
+    limit: str, before: int | None, tmp_path: Path
+) -> None:
     """Issue 24 §3: Slurm sends the acceptance job's shell USR1 before the limit (a quarter
     of it, at most 90 s); its trap signals the ranks' step so they write their reports.
     A training job keeps Slurm's own end."""
@@ -245,7 +306,9 @@ def test_the_acceptance_job_is_warned_before_its_time_limit(limit: str, before: 
     f.write_text(CPU.read_text().replace('time_limit: "00:10:00"', f'time_limit: "{limit}"'))
     files = render_slurm(load(f))
     d = _directives(files["acceptance.sbatch"])
-    assert [x for x in d if x.startswith("--signal")] == ([f"--signal=B:USR1@{before}"] if before else [])
+    assert [x for x in d if x.startswith("--signal")] == (
+        [f"--signal=B:USR1@{before}"] if before else []
+    )
     assert not any(x.startswith("--signal") for x in _directives(files["train.sbatch"]))
     assert "trap stop_before_limit USR1" in files["acceptance.sbatch"]
     assert 'scancel --signal=TERM "$SLURM_JOB_ID"' in files["acceptance.sbatch"]

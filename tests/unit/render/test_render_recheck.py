@@ -25,14 +25,18 @@ def test_without_a_schedule_nothing_new_is_rendered() -> None:
 
 
 @pytest.mark.parametrize("platform", ["openshift", "kubernetes"])
-def test_a_schedule_renders_four_namespaced_objects_and_nothing_cluster_scoped(platform: str) -> None:
+def test_a_schedule_renders_four_namespaced_objects_and_nothing_cluster_scoped(
+    platform: str,
+) -> None:
     c = tcp_cluster(recheck=WEEKLY, platform=platform)
     ms = render_cluster(c, "tcp")
     ours = [m for m in ms if m["metadata"]["name"] == recheck.RECHECK]
     assert sorted(m["kind"] for m in ours) == ["CronJob", "Role", "RoleBinding", "ServiceAccount"]
     for m in ours:
         assert m["metadata"]["namespace"] == c.namespace
-        assert m["metadata"]["labels"]["app.kubernetes.io/instance"] == c.name  # teardown selects on it
+        assert (
+            m["metadata"]["labels"]["app.kubernetes.io/instance"] == c.name
+        )  # teardown selects on it
     assert not by_kind(ms, "PriorityClass") and not by_kind(ms, "ClusterRole")
     # after the StatefulSet it execs into
     kinds = [m["kind"] for m in ms]
@@ -49,14 +53,24 @@ def test_the_cronjob_runs_the_profile_through_pod_0_like_mlenv_launch() -> None:
     assert 0 < spec["successfulJobsHistoryLimit"] <= 5 and 0 < spec["failedJobsHistoryLimit"] <= 5
     job = spec["jobTemplate"]["spec"]
     assert job["backoffLimit"] == 0
-    assert job["activeDeadlineSeconds"] == recheck.PROFILE_BOUND_S["full"] > recheck.PROFILE_BOUND_S["quick"]
+    assert (
+        job["activeDeadlineSeconds"]
+        == recheck.PROFILE_BOUND_S["full"]
+        > recheck.PROFILE_BOUND_S["quick"]
+    )
     (ctr,) = job["template"]["spec"]["containers"]
     cmd = ctr["command"]
     assert "args" not in ctr and cmd[0] == "oc" and cmd[1] == "exec"
     dash = cmd.index("--")
-    assert cmd[:dash] == ["oc", "exec", f"--namespace={c.namespace}", "--container=worker", "ml-dev-env-0"]
+    assert cmd[:dash] == [
+        "oc",
+        "exec",
+        f"--namespace={c.namespace}",
+        "--container=worker",
+        "ml-dev-env-0",
+    ]
     # what `mlenv launch` runs in pod-0, with the pod launcher's own --profile
-    assert cmd[dash + 1:] == [*pod_argv("launch", []), "--profile", "full"]
+    assert cmd[dash + 1 :] == [*pod_argv("launch", []), "--profile", "full"]
     assert ctr["image"] == recheck.OPENSHIFT_CLI_IMAGE and ctr["imagePullPolicy"] == "Always"
 
 
@@ -85,7 +99,9 @@ def test_plain_kubernetes_runs_kubectl_as_a_fixed_non_root_user() -> None:
 
 
 def test_a_configured_priority_class_and_runner_image_are_used() -> None:
-    c = tcp_cluster(recheck=Recheck("@daily", "quick", "batch-low", "quay.io/me/oc@sha256:" + "a" * 64))
+    c = tcp_cluster(
+        recheck=Recheck("@daily", "quick", "batch-low", "quay.io/me/oc@sha256:" + "a" * 64)
+    )
     ms = render_cluster(c, "tcp")
     pod = _pod(ms)["spec"]
     assert pod["priorityClassName"] == "batch-low"
@@ -97,12 +113,23 @@ def test_the_role_allows_exec_into_pod_0_only() -> None:
     c = tcp_cluster(recheck=WEEKLY)
     ms = render_cluster(c, "tcp")
     role = [m for m in by_kind(ms, "Role") if m["metadata"]["name"] == recheck.RECHECK][0]
-    grants = {(v, r, n) for rule in role["rules"] for v in rule["verbs"] for r in rule["resources"]
-              for n in rule["resourceNames"]}
+    grants = {
+        (v, r, n)
+        for rule in role["rules"]
+        for v in rule["verbs"]
+        for r in rule["resources"]
+        for n in rule["resourceNames"]
+    }
     assert grants == {("get", "pods", "ml-dev-env-0"), ("create", "pods/exec", "ml-dev-env-0")}
     rb = [m for m in by_kind(ms, "RoleBinding") if m["metadata"]["name"] == recheck.RECHECK][0]
-    assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": recheck.RECHECK}
-    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": recheck.RECHECK, "namespace": c.namespace}]
+    assert rb["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "Role",
+        "name": recheck.RECHECK,
+    }
+    assert rb["subjects"] == [
+        {"kind": "ServiceAccount", "name": recheck.RECHECK, "namespace": c.namespace}
+    ]
     sa = [m for m in by_kind(ms, "ServiceAccount") if m["metadata"]["name"] == recheck.RECHECK][0]
     assert sa["automountServiceAccountToken"] is False  # only the CronJob's pod mounts it
 

@@ -48,4 +48,6 @@ def test_undefined_template_variable_is_an_error():
 
 def test_wrong_kind_is_caught():
     with pytest.raises(ValueError, match="expected 'Route'"):
-        templating.render_template("imagestream.yaml.j2", "Route", name="x", namespace="y", labels={})
+        templating.render_template(
+            "imagestream.yaml.j2", "Route", name="x", namespace="y", labels={}
+        )

@@ -60,16 +60,31 @@ def test_wrong_type_is_named_with_its_path():
 @pytest.mark.parametrize(
     "kind,mutate,path",
     [
-        ("SecurityContextConstraints", lambda m: m.update(allowHostNetwork="yes"), "allowHostNetwork"),
+        (
+            "SecurityContextConstraints",
+            lambda m: m.update(allowHostNetwork="yes"),
+            "allowHostNetwork",
+        ),
         ("SecurityContextConstraints", lambda m: m.pop("volumes"), "(root)"),
         ("SecurityContextConstraints", lambda m: m.update(spec={}), "(root)"),
-        ("SecurityContextConstraints", lambda m: m["runAsUser"].update(type="Sometimes"), "runAsUser.type"),
+        (
+            "SecurityContextConstraints",
+            lambda m: m["runAsUser"].update(type="Sometimes"),
+            "runAsUser.type",
+        ),
         ("Route", lambda m: m["spec"]["tls"].update(termination="plain"), "spec.tls.termination"),
         ("Route", lambda m: m["spec"].pop("to"), "spec"),
-        ("Route", lambda m: m["spec"]["tls"].update(insecureEdgeTerminationPolicy="Maybe"),
-         "spec.tls.insecureEdgeTerminationPolicy"),
+        (
+            "Route",
+            lambda m: m["spec"]["tls"].update(insecureEdgeTerminationPolicy="Maybe"),
+            "spec.tls.insecureEdgeTerminationPolicy",
+        ),
         ("ImageStream", lambda m: m["spec"].update(lookup=True), "spec"),
-        ("BuildConfig", lambda m: m["spec"]["strategy"].update(type="Podman"), "spec.strategy.type"),
+        (
+            "BuildConfig",
+            lambda m: m["spec"]["strategy"].update(type="Podman"),
+            "spec.strategy.type",
+        ),
         ("BuildConfig", lambda m: m["spec"]["source"]["git"].pop("uri"), "spec.source.git"),
     ],
 )
@@ -99,7 +114,9 @@ def test_all_errors_reported_at_once_as_input_error():
 
 
 def test_unknown_kind_has_no_schema():
-    errs = manifest_errors({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})
+    errs = manifest_errors(
+        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}}
+    )
     assert errs == ["Widget/w: no schema for apiVersion 'example.com/v1' kind 'Widget'"]
 
 
@@ -116,7 +133,10 @@ def test_openshift_schema_files_are_valid_draft_2020_12(fname):
 def test_render_cluster_validates_by_default():
     """deploy calls render_cluster directly: a bad plan must raise before anything is applied."""
     c = rdma_cluster(ssh_port="2222")  # a model built in code with the wrong type
-    with pytest.raises(InputError, match=r"StatefulSet/ml-dev-env: spec\.template\.spec\.containers\[0\]\.ports\[0\]\.containerPort"):
+    with pytest.raises(
+        InputError,
+        match=r"StatefulSet/ml-dev-env: spec\.template\.spec\.containers\[0\]\.ports\[0\]\.containerPort",
+    ):
         render_cluster(c, "rdma")
     assert render_cluster(c, "rdma", validate=False)  # the raw plan is still inspectable
 
@@ -126,7 +146,11 @@ def test_agrees_with_kubernetes_validate_itself(cluster, mode):
     """Our cached validator uses kubernetes-validate's schema files; its own validate() agrees."""
     import kubernetes_validate
 
-    k8s = [m for m in render_cluster(cluster, mode) if (m["apiVersion"], m["kind"]) not in OPENSHIFT_SCHEMAS]
+    k8s = [
+        m
+        for m in render_cluster(cluster, mode)
+        if (m["apiVersion"], m["kind"]) not in OPENSHIFT_SCHEMAS
+    ]
     assert {m["kind"] for m in k8s} >= {"StatefulSet", "Service", "Pod", "ServiceAccount"}
     for m in k8s:
         kubernetes_validate.validate(m, K8S_VERSION, strict=True)
@@ -142,4 +166,6 @@ def test_dependency_floor_ships_the_pinned_schemas():
     # a regex, not tomllib: the package supports Python 3.10
     text = (Path(__file__).resolve().parents[3] / "pyproject.toml").read_text()
     (floor,) = re.findall(r'"kubernetes-validate>=([0-9.]+)[",]', text)
-    assert tuple(map(int, floor.split(".")))[:2] >= tuple(map(int, K8S_VERSION.split(".")))[:2], floor
+    assert tuple(map(int, floor.split(".")))[:2] >= tuple(map(int, K8S_VERSION.split(".")))[:2], (
+        floor
+    )

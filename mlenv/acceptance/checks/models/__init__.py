@@ -34,8 +34,16 @@ def is_image_model(name: str) -> bool:
     return name in IMAGE_MODELS
 
 
-def build_model(name: str, num_classes: int, in_shape: Sequence[int] | None = None, *,
-                stem: str = "auto", d_model: int = 128, n_layer: int = 2, n_head: int = 4) -> nn.Module:
+def build_model(
+    name: str,
+    num_classes: int,
+    in_shape: Sequence[int] | None = None,
+    *,
+    stem: str = "auto",
+    d_model: int = 128,
+    n_layer: int = 2,
+    n_head: int = 4,
+) -> nn.Module:
     """Build model ``name`` (``resnet18`` | ``resnet50`` | ``gpt``).
 
     ``num_classes`` is the number of classes for a ResNet and the vocabulary size for
@@ -58,8 +66,13 @@ def build_model(name: str, num_classes: int, in_shape: Sequence[int] | None = No
         if len(shape) != 1:
             raise InputError(f"model gpt: in_shape must be (seq_len,), got {shape}")
         try:
-            cfg = GPTConfig(vocab_size=num_classes, seq_len=int(shape[0]), d_model=d_model,
-                            n_layer=n_layer, n_head=n_head)
+            cfg = GPTConfig(
+                vocab_size=num_classes,
+                seq_len=int(shape[0]),
+                d_model=d_model,
+                n_layer=n_layer,
+                n_head=n_head,
+            )
         except ValueError as e:
             raise InputError(f"model gpt: {e}") from None
         return GPT(cfg)

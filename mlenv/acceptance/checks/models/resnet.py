@@ -31,7 +31,9 @@ class BasicBlock(nn.Module):
 
     expansion = 1
 
-    def __init__(self, cin: int, width: int, stride: int = 1, downsample: nn.Module | None = None) -> None:
+    def __init__(
+        self, cin: int, width: int, stride: int = 1, downsample: nn.Module | None = None
+    ) -> None:
         super().__init__()
         self.conv1 = _conv3x3(cin, width, stride)
         self.bn1 = nn.BatchNorm2d(width)
@@ -54,7 +56,9 @@ class Bottleneck(nn.Module):
 
     expansion = 4
 
-    def __init__(self, cin: int, width: int, stride: int = 1, downsample: nn.Module | None = None) -> None:
+    def __init__(
+        self, cin: int, width: int, stride: int = 1, downsample: nn.Module | None = None
+    ) -> None:
         super().__init__()
         self.conv1 = _conv1x1(cin, width)
         self.bn1 = nn.BatchNorm2d(width)
@@ -78,8 +82,14 @@ class Bottleneck(nn.Module):
 class ResNet(nn.Module):
     """A ResNet for image classification: ``(N, C, H, W)`` in, ``(N, num_classes)`` logits out."""
 
-    def __init__(self, block: type[BasicBlock] | type[Bottleneck], layers: list[int], num_classes: int = 1000,
-                 in_channels: int = 3, stem: str = "imagenet") -> None:
+    def __init__(
+        self,
+        block: type[BasicBlock] | type[Bottleneck],
+        layers: list[int],
+        num_classes: int = 1000,
+        in_channels: int = 3,
+        stem: str = "imagenet",
+    ) -> None:
         super().__init__()
         if stem not in ("imagenet", "cifar"):
             raise ValueError(f"stem must be 'imagenet' or 'cifar', got {stem!r}")
@@ -87,10 +97,14 @@ class ResNet(nn.Module):
         if stem == "imagenet":
             self.stem: nn.Module = nn.Sequential(
                 nn.Conv2d(in_channels, 64, kernel_size=7, stride=2, padding=3, bias=False),
-                nn.BatchNorm2d(64), nn.ReLU(inplace=True),
-                nn.MaxPool2d(kernel_size=3, stride=2, padding=1))
+                nn.BatchNorm2d(64),
+                nn.ReLU(inplace=True),
+                nn.MaxPool2d(kernel_size=3, stride=2, padding=1),
+            )
         else:
-            self.stem = nn.Sequential(_conv3x3(in_channels, 64), nn.BatchNorm2d(64), nn.ReLU(inplace=True))
+            self.stem = nn.Sequential(
+                _conv3x3(in_channels, 64), nn.BatchNorm2d(64), nn.ReLU(inplace=True)
+            )
         self.layer1 = self._make_layer(block, 64, layers[0])
         self.layer2 = self._make_layer(block, 128, layers[1], stride=2)
         self.layer3 = self._make_layer(block, 256, layers[2], stride=2)
@@ -111,12 +125,15 @@ class ResNet(nn.Module):
             elif isinstance(m, BasicBlock):
                 nn.init.zeros_(m.bn2.weight)
 
-    def _make_layer(self, block: type[BasicBlock] | type[Bottleneck], width: int, blocks: int,
-                    stride: int = 1) -> nn.Sequential:
+    def _make_layer(
+        self, block: type[BasicBlock] | type[Bottleneck], width: int, blocks: int, stride: int = 1
+    ) -> nn.Sequential:
         downsample: nn.Module | None = None
         if stride != 1 or self.inplanes != width * block.expansion:
-            downsample = nn.Sequential(_conv1x1(self.inplanes, width * block.expansion, stride),
-                                       nn.BatchNorm2d(width * block.expansion))
+            downsample = nn.Sequential(
+                _conv1x1(self.inplanes, width * block.expansion, stride),
+                nn.BatchNorm2d(width * block.expansion),
+            )
         layers: list[nn.Module] = [block(self.inplanes, width, stride, downsample)]
         self.inplanes = width * block.expansion
         layers += [block(self.inplanes, width) for _ in range(1, blocks)]
