@@ -34,7 +34,7 @@ RUN python -m pip install --no-cache-dir "deepspeed==${DEEPSPEED_VERSION}"
 # and tensorboard come with the NGC base. They listen on 127.0.0.1 behind an oauth-proxy
 # sidecar, or (dev_tools.auth: token) take their password/token from Secret
 # ml-dev-env-devtools through the environment (docs/rendering.md). The release tarball is
-# checked against a pinned sha256 before anything is unpacked (i9.13): a tag or asset
+# checked against a pinned sha256 before anything is unpacked: a tag or asset
 # re-pushed upstream, or a tampered mirror, fails the build instead of landing in the image.
 # An empty checksum fails too (no silent unverified download). Bump version and checksum
 # together (sha256 of code-server-<v>-linux-amd64.tar.gz from the release page), and
@@ -49,7 +49,7 @@ RUN test -n "${CODE_SERVER_SHA256}" || { echo "CODE_SERVER_SHA256 is empty: refu
  && rm -f /tmp/code-server.tar.gz \
  && ln -s "/opt/code-server-${CODE_SERVER_VERSION}-linux-amd64/bin/code-server" /usr/local/bin/code-server
 
-# debugpy: `make dev-session` attaches a remote debugger to a rank on port 5678 (issue 10).
+# debugpy: `make dev-session` attaches a remote debugger to a rank on port 5678.
 ARG DEBUGPY_VERSION=1.8.22
 RUN python -m pip install --no-cache-dir "debugpy==${DEBUGPY_VERSION}"
 

@@ -6,9 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 MLENV := $(VENV)/bin/mlenv
 # The cluster the cluster targets act on: CLUSTER=x, else the last one `mlenv deploy`
-# deployed from this checkout (.mlenv/current-cluster, git-ignored). i16: with neither, a
+# deployed from this checkout (.mlenv/current-cluster, git-ignored). with neither, a
 # cluster target stops and says how to pick one; it never falls back to `local`.
-# i9.12: the file is read back as untrusted: only a first line that is a DNS-1123 label
+# the file is read back as untrusted: only a first line that is a DNS-1123 label
 # (what mlenv/cli/_clusterctx.py writes) is used; anything else is ignored with a warning.
 CURRENT_CLUSTER := $(shell head -n1 .mlenv/current-cluster 2>/dev/null | grep -xE '[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?')
 ifeq ($(origin CLUSTER)$(CURRENT_CLUSTER),undefined)
@@ -18,15 +18,15 @@ endif
 endif
 CLUSTER ?= $(CURRENT_CLUSTER)
 CLUSTER_NAMES := $(basename $(notdir $(wildcard clusters/*.yaml)))
-# $(C): the cluster as one quoted word, or stop when none was given or recorded (i16).
+# $(C): the cluster as one quoted word, or stop when none was given or recorded.
 need_cluster = $(if $(CLUSTER),,$(error no cluster was deployed from this checkout (no .mlenv/current-cluster) and CLUSTER is not set: pick one with `make $@ CLUSTER=<name>`$(if $(CLUSTER_NAMES), (clusters/: $(CLUSTER_NAMES)),)))
-# i25.3: upstream ml-dev-env's make variables. NAMESPACE and LOCAL_DIR are honoured (-n,
+# upstream ml-dev-env's make variables. NAMESPACE and LOCAL_DIR are honoured (-n,
 # sync --dir), DEBUG_PORT too (the debugger port of dev-session/debug-remote/port-forward);
 # POD_NAME and REMOTE_DIR have no meaning here and stop a cluster target with what to use.
 refuse_upstream = $(if $(filter-out undefined,$(origin POD_NAME)),$(error POD_NAME is upstream ml-dev-env's: the pods here are ml-dev-env-0..N-1; pick one with POD=<index> (e.g. POD=1)))$(if $(filter-out /workspace /workspace/,$(REMOTE_DIR)),$(error REMOTE_DIR=$(REMOTE_DIR): the code folder in the pods is always /workspace (the workspace volume); unset REMOTE_DIR))
 NS_FLAG = $(if $(NAMESPACE),--namespace $(call q,$(NAMESPACE)),)
 C = $(need_cluster)$(refuse_upstream)$(call q,$(CLUSTER)) $(NS_FLAG)
-# i25.4: no MODE → the config's own mode (rdma when network.rdma.enabled, else tcp);
+# no MODE → the config's own mode (rdma when network.rdma.enabled, else tcp);
 # upstream's default was tcp, ours was rdma: now neither is guessed.
 MODE ?=
 MODE_FLAG = $(if $(MODE),--mode $(call q,$(MODE)),)
@@ -43,7 +43,7 @@ export TORCH_EXTENSIONS_DIR ?= $(HOME)/.cache/mlenv/torch_extensions/$(subst /,_
 export DS_ACCELERATOR ?= cpu
 export MPLBACKEND ?= Agg
 
-# i9.12: every variable that reaches a recipe goes through q: one single-quoted shell
+# every variable that reaches a recipe goes through q: one single-quoted shell
 # word, so CLUSTER='x; rm -rf ~' is a (bad) cluster name, never a command.
 q = '$(subst ','\'',$(1))'
 NODES_FLAG = $(if $(NODES),--nodes $(call q,$(NODES)),)
@@ -71,7 +71,7 @@ help: ## this list
 	@echo "  upstream's: NAMESPACE=ns (-n) LOCAL_DIR=dir (sync --dir) DEBUG_PORT=N NAME=x (discover) CONFIG=file"
 	@echo "  POD_NAME and REMOTE_DIR stop with what to use instead (POD=<index>; the pods' /workspace)"
 
-# i25.11: DeepSpeed's CPU op is compiled when DeepSpeed is installed (DS_INSTALL below):
+# DeepSpeed's CPU op is compiled when DeepSpeed is installed (DS_INSTALL below):
 # without a C++ compiler that failed minutes in, with pages of compiler output. Said first,
 # in one line naming the package (mlenv acceptance --local says the same for a venv whose
 # DeepSpeed lacks the op).
@@ -144,11 +144,11 @@ typecheck: venv ## mypy --strict on mlenv/, and on tests/ and benchmarks/ (tests
 lint-image: venv system-deps ## hadolint + shellcheck for the Dockerfile and shell entry points
 	bash scripts/dev/lint-image.sh
 
-# i11.5: tests run on TEST_WORKERS pytest-xdist workers. On 2 cores 3 workers win: most
+# tests run on TEST_WORKERS pytest-xdist workers. On 2 cores 3 workers win: most
 # integration time is waiting (sshd, Slurm, deadlines), not computing. Order and grouping
 # live in tests/conftest.py; docs/architecture.md "Tests by tier" has the measurements.
 TEST_WORKERS ?= 3
-# i22: each phase of `make test` ends with its slowest tests, so every CI log says where
+# each phase of `make test` ends with its slowest tests, so every CI log says where
 # the time went (the issue's "about 20 minutes" is judged on those logs).
 DURATIONS = --durations=25
 PYTEST_PARALLEL = $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
@@ -182,7 +182,7 @@ test: venv system-deps lint typecheck lint-image kube-build ## everything CI run
 	$(VENV)/bin/pytest -q $(DURATIONS) -m "serial and not kube" tests || rc=$$((rc ? rc : $$?)); \
 	exit $$rc
 
-# i22: the kube tier. A real Kubernetes control plane on loopback (etcd, kube-apiserver,
+# the kube tier. A real Kubernetes control plane on loopback (etcd, kube-apiserver,
 # kube-controller-manager, kube-scheduler built from Go modules and cached in
 # ~/.cache/mlenv/kube; kwok for nodes and pods), started by pid, stopped by pid
 # (docs/deploy.md "The kube tier"). KUBE_FLAVOR=openshift|plain.
@@ -247,7 +247,7 @@ build-image: venv ## oc start-build of the pod image
 bench: venv ## every benchmarks/bench_*.py
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
-# i27: the checks against plain PyTorch on one GPU. No `venv` prerequisite: a GPU machine
+# the checks against plain PyTorch on one GPU. No `venv` prerequisite: a GPU machine
 # has its own python and torch (and no network); DeepSpeed comes from dist/ wheels built here
 # by bench-gpu-bundle and carried along. Here the venv's python is used when it exists.
 BENCH_OUT ?= bench-gpu-rows.jsonl
@@ -323,7 +323,7 @@ deploy-multi-node-tcp: venv ## deploy-cluster in TCP mode (upstream name)
 
 list-projects: list-clusters ## alias of list-clusters: upstream's deployments/<project>/ are clusters/<name>.yaml here
 
-# i25.1: upstream's discover_cluster.py and deployment wizard. NAME names the new
+# upstream's discover_cluster.py and deployment wizard. NAME names the new
 # clusters/NAME.yaml (upstream's variable); NAMESPACE the namespace it will deploy into.
 discover-cluster: venv ## clusters/NAME.yaml from the live cluster (NAME=x NAMESPACE=ns) (upstream name)
 	$(MLENV) discover $(call q,$(or $(NAME),$(error discover-cluster needs NAME=<new cluster name>, e.g. make discover-cluster NAME=mycluster NAMESPACE=team-a))) $(NS_FLAG)

@@ -1,6 +1,6 @@
 """Config validation time for a 512-node config, and `mlenv --help` start-up time.
 
-Issue 2 targets: validate + render of a 512-node config under 1 s; `mlenv --help`
+Targets: validate + render of a 512-node config under 1 s; `mlenv --help`
 under 0.3 s (heavy imports stay inside functions).
 
 Measures, in this process:

@@ -2,7 +2,7 @@
 
 For each figure, rounds of *reference, ours* then *ours, reference* (the order alternates)
 on one GPU in one process, each matmul pair after a second of untimed GEMMs, so both
-sides of a pair see the same clocks and temperature (issue 27):
+sides of a pair see the same clocks and temperature:
 
 * ``matmul_bf16`` / ``matmul_tf32``: a plain ``a @ b`` loop (written here, the TF32 switch
   the check's own, so both run with the same setting, recorded in the row) against the

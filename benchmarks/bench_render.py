@@ -1,4 +1,4 @@
-"""Render time for a 512-node config (issue 2 target: validate + render under 1 s).
+"""Render time for a 512-node config (target: validate + render under 1 s).
 
 Builds a 512-node variant of clusters/large-h200.yaml (512 pinned nodes, 512 pods) in a
 temporary directory, then measures, in one process:

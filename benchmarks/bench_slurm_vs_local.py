@@ -1,4 +1,4 @@
-"""Issue 13: Slurm submit→verdict wall time for 2 nodes x 2 CPU ranks vs the same suite
+"""Slurm submit→verdict wall time for 2 nodes x 2 CPU ranks vs the same suite
 through `mlenv acceptance --local --nproc 4`.
 
 Starts the real-Slurm harness of the integration tests (munged + slurmctld on this

@@ -189,7 +189,7 @@ def kube_exec(pod: str, command: Sequence[str], options: Sequence[str] = ()) -> 
     return ["exec", *options_before(options), name("Pod", pod), "--", *command]
 
 
-# -- client-wide flags (i16: kubectl habits) -------------------------------------------
+# -- client-wide flags (kubectl habits) -------------------------------------------
 # kubeconfig context names are free-form in the file; what `oc login` writes looks like
 # `team-a/api-x-example-com:6443/alice`. Allowed: letters, digits and . _ : / @ + = -,
 # never a leading '-', at most 253 characters.
@@ -257,7 +257,7 @@ def count(value: int, what: str = "count") -> int:
     return value
 
 
-# -- Slurm and plain hosts (issue 13) ---------------------------------------------------
+# -- Slurm and plain hosts ---------------------------------------------------
 # Slurm's tools parse options with getopt_long, which ends them at '--' too; the values
 # they carry are validated per kind first, as for kubectl.
 SLURM_COMMANDS = frozenset(
@@ -481,7 +481,7 @@ def job_id(value: str | int) -> str:
     return text
 
 
-# The text of a quarantine note (issue 26): a Kubernetes annotation value and a Slurm
+# The text of a quarantine note: a Kubernetes annotation value and a Slurm
 # drain Reason. "mlenv <run-id>: <check> <figure>": letters, digits and the punctuation a
 # figure needs; never a quote, $, `, backslash, newline or a leading '-'.
 _NOTE = re.compile(r"[A-Za-z0-9_.,:;%=<>()+/*][A-Za-z0-9 _.,:;%=<>()+/*-]{0,255}")

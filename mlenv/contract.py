@@ -77,7 +77,7 @@ LABEL_NAMESPACE = "ml-dev-env.io/namespace"
 # Set by `mlenv deploy` on the objects it created (never on ones that existed before and
 # were adopted, such as a pre-created ServiceAccount); teardown deletes only these.
 ANNOTATION_CREATED = "ml-dev-env.io/created-by"
-# Set by `mlenv quarantine RUN --apply` on a Kubernetes Node that failed a run (issue 26):
+# Set by `mlenv quarantine RUN --apply` on a Kubernetes Node that failed a run:
 # the label and a NoSchedule taint with this key, the run id and check in the annotation.
 # `mlenv release` removes only what carries its own run id there.
 LABEL_HEALTH = "ml-dev-env.io/health"
@@ -89,7 +89,7 @@ RESULTS_JSONL = "results.jsonl"  # one line per result as measured, kept through
 
 _VERDICT_EXIT = {"PASS": EXIT_OK, "FAIL": EXIT_FAIL}
 
-# One run-id format everywhere (issue 23): results.json, the report folder's name, what the
+# One run-id format everywhere: results.json, the report folder's name, what the
 # CLI prints, the history line, Slurm and hosts runs. UTC time first (sorts by start), then
 # 6 hex digits so two runs started in the same second never share an id.
 RUN_ID_FORMAT = "YYYYMMDD-HHMMSS-xxxxxx"
@@ -159,8 +159,7 @@ def shown(value: object, keep: str = "") -> str:
     write, ``\\r`` moving back over a REGRESSION line, ``\\n`` forging one), DEL, bidi
     overrides and other format characters — is written as its escape (``\\x1b``,
     ``\\r``, ``\\u202e``). Results documents, history lines and bundles come from
-    anywhere, so every value read from them passes through here before it is printed
-    (issue 23). ``keep``: characters left as they are (``"\\n"`` for a message of
+    anywhere, so every value read from them passes through here before it is printed. ``keep``: characters left as they are (``"\\n"`` for a message of
     several lines of our own).
     """
     text = str(value)
@@ -172,7 +171,7 @@ def shown(value: object, keep: str = "") -> str:
     )
 
 
-# --- racks (issue 26 §5) ---------------------------------------------------------------
+# --- racks ---------------------------------------------------------------
 # MLENV_TOPOLOGY: rack → nodes for fabric.localize on rank 0. JSON wherever a value is
 # quoted for us (the StatefulSet env, the sbatch exports, the hosts plan, the pod
 # launcher's --topology); in .deepspeed_env the compact form "rack=node,node;rack=node",

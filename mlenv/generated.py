@@ -109,7 +109,7 @@ def stale_paths(
 ) -> list[str]:
     """Every difference between the planned trees and the disk; with ``known`` (the cluster
     names of ``--all``), also folders under ``out_root`` that no config renders any more
-    (left behind by a deleted or renamed cluster). ``platform_roots`` (i25.12): the same
+    (left behind by a deleted or renamed cluster). ``platform_roots``: the same
     for ``slurm/`` and ``hosts/``, each with the names that render there; a folder there
     counts only when it holds a generated file (those roots may hold the user's own)."""
     stale = [p for d, files in planned for p in check_tree(files, d)]

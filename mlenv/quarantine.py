@@ -1,4 +1,4 @@
-"""``mlenv quarantine RUN`` / ``mlenv release RUN`` (issue 26): hand FAILED nodes to the
+"""``mlenv quarantine RUN`` / ``mlenv release RUN``: hand FAILED nodes to the
 scheduler's own quarantine, dry run first, and undo exactly that.
 
 The plan comes from the run's ``node_verdicts`` (results.json): every FAIL node, with the
@@ -80,7 +80,7 @@ class Run:
     cluster: str | None
 
     def verdicts(self) -> list[dict[str, Any]]:
-        """The run's node verdicts (empty for a run written before issue 26)."""
+        """The run's node verdicts (empty for a run written before node verdicts existed)."""
         sec = self.doc.get("node_verdicts")
         nodes = sec.get("nodes") if isinstance(sec, dict) else None
         return [n for n in nodes if isinstance(n, dict)] if isinstance(nodes, list) else []

@@ -145,7 +145,7 @@ def make_bundle(
         rec.get("origin") == "local" or rec.get("cluster") == LOCAL_CLUSTER
     )  # record.json says so
     # `--cluster X` of a run that ran here must not label it X's: the bundle names what ran
-    # (issue 23) and carries X's config and manifests for reference only
+    # and carries X's config and manifests for reference only
     name = check_cluster_name(
         LOCAL_CLUSTER if ran_here else cluster or str(rec.get("cluster") or LOCAL_CLUSTER)
     )

@@ -33,7 +33,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--micro-batch", type=int, default=None, help="override train_micro_batch_size_per_gpu"
     )
     # --deepspeed_config / --deepspeed: what upstream ml-dev-env's form
-    # (./launch_deepspeed.sh train_multi_node.py ds_config.json) passes, i10.4.
+    # (./launch_deepspeed.sh train_multi_node.py ds_config.json) passes.
     ap.add_argument(
         "--ds-config",
         "--deepspeed_config",

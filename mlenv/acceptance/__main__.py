@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
 def _leave_without_rank0(report_dir: Path, rank: int, host: str, line: str) -> None:
     """A rank other than 0 whose rank 0 went silent (hung, died): say so, leave the line
     for whoever finalises the report (``rundir.HUNG_FILE``: the local CLI, ``mlenv
-    finalize``), and leave the run (issue 23 §4: a frozen rank 0 was silence)."""
+    finalize``), and leave the run (a frozen rank 0 was silence)."""
     from mlenv.acceptance.records import rundir
 
     print(f"error: rank {rank} ({host}): {line}; leaving the run", file=sys.stderr, flush=True)
@@ -351,7 +351,7 @@ def _others_left(
 class _Sink:
     """Rank 0's results.jsonl. A folder it cannot write (a full disk) is said once, in one line,
     and then :meth:`stop_reason` asks the runner to stop the run at the next check boundary;
-    the results stay in memory for the verdict and the history line (issue 23)."""
+    the results stay in memory for the verdict and the history line."""
 
     def __init__(self, report_dir: Path, host: str) -> None:
         self.report_dir, self.host = report_dir, host

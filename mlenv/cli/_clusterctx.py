@@ -25,7 +25,7 @@ MODES = ("rdma", "tcp")
 def load_config(name_or_path: str) -> ClusterConfig:
     """Load and validate a cluster config (ConfigError/InputError → exit 2 at the boundary).
 
-    ``-n/--namespace`` (i16) replaces ``cluster.namespace``, validated as the config's own
+    ``-n/--namespace`` replaces ``cluster.namespace``, validated as the config's own
     would be (a DNS-1123 label)."""
     import dataclasses
 
@@ -100,10 +100,10 @@ def _clear_progress() -> None:
 def cluster_client() -> Iterator[ClusterClient]:
     """The cluster for one command.
 
-    i16: before the verb does anything, the real client probes the API server (one
+    before the verb does anything, the real client probes the API server (one
     request, :func:`api_timeout` seconds): unreachable, hanging or not logged in is one
     line and exit 3 for every verb, never a verb's own failure (``launch`` would report
-    kubectl's exit 1 as an acceptance FAIL). i22: the same limit bounds every later call,
+    kubectl's exit 1 as an acceptance FAIL). the same limit bounds every later call,
     so a server that answers the probe and hangs afterwards is exit 3 within it too.
     ``--kubeconfig``/``--context`` reach every oc/kubectl call; ``--verbose`` prints each
     command line. A client notice (kubectl instead of oc) goes to stderr once, after the
@@ -150,7 +150,7 @@ def remember_cluster(cfg: ClusterConfig) -> None:
     when ``CLUSTER`` is not given, so ``make sync-multi-node`` after ``make deploy-cluster
     CLUSTER=x`` targets x. Failing to write it only warns.
 
-    i9.12: what is stored is the validated ``cluster.name``, never the raw argument (which
+    what is stored is the validated ``cluster.name``, never the raw argument (which
     reaches a shell through make). A name means ``clusters/<name>.yaml``, so a config
     deployed from anywhere else is not recorded: storing its name would point the next
     ``make teardown`` at a different config.
@@ -202,7 +202,7 @@ def _confirm(question: str) -> bool:
 
 
 def session() -> Session:
-    """What every platform verb gets from the CLI (issue 21): stdout/stderr lines, the
+    """What every platform verb gets from the CLI: stdout/stderr lines, the
     cluster client of the global options, the checkout root, the current-cluster record."""
     import typer
 

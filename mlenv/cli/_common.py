@@ -22,7 +22,7 @@ R = TypeVar("R")
 def err(msg: str) -> None:
     """Print one line for humans on stderr. Control characters other than newline and tab
     are escaped: messages quote values from reports, history lines and configs, which
-    must not drive the terminal (issue 23)."""
+    must not drive the terminal."""
     from mlenv.contract import shown
 
     typer.echo(shown(msg, keep="\n\t"), err=True)

@@ -1,4 +1,4 @@
-"""Shell completion of option and argument values (i25.10): what `mlenv completion bash`
+"""Shell completion of option and argument values: what `mlenv completion bash`
 completes after a verb, by the parameter's name on any verb.
 
 Each completer takes the word typed so far and returns the candidates; none may fail

@@ -1,4 +1,4 @@
-"""Global options, kubectl style (i16): ``-n/--namespace``, ``--context``, ``--kubeconfig``,
+"""Global options, kubectl style: ``-n/--namespace``, ``--context``, ``--kubeconfig``,
 ``--request-timeout`` on every cluster verb, ``-q/--quiet`` and ``-v/--verbose`` on every
 verb, accepted before the verb (``mlenv -n team-b status x``) and after it
 (``mlenv status x -n team-b``, as kubectl users type them; after the verb wins).
@@ -38,7 +38,7 @@ CLUSTER_VERBS = frozenset(
         "url",
         "gpu-info",
         "discover",
-        "history",  # i26.3: --fetch reads pod-0's results folder
+        "history",  # --fetch reads pod-0's results folder
     }
 )
 

@@ -1,8 +1,8 @@
-"""``-o/--output``: the output format, the same option on every verb that has one (i25.9).
+"""``-o/--output``: the output format, the same option on every verb that has one.
 
 ``table`` (the default: for people), ``json``, and ``yaml`` where a verb prints objects
 (status, list-clusters, validate, secrets): one document on stdout, for scripts and CI, as
-``kubectl get -o json`` (i16). Anything else is refused with the allowed values. A path
+``kubectl get -o json``. Anything else is refused with the allowed values. A path
 to write to is ``--out`` (render, bundle), never ``-o``.
 """
 

@@ -30,7 +30,7 @@ VERB_MODULES = (
     "deploy",
     "status",
     "sync",
-    "stage",  # issue 24 §2: mlenv and DeepSpeed onto Slurm/hosts nodes
+    "stage",  # mlenv and DeepSpeed onto Slurm/hosts nodes
     "shell",
     "logs",
     "port_forward",
@@ -44,7 +44,7 @@ VERB_MODULES = (
     "finalize",
     "history",
     "compare",
-    "quarantine",  # quarantine RUN, release RUN (issue 26)
+    "quarantine",  # quarantine RUN, release RUN
     "help",  # help [VERB], completion bash|zsh|fish
 )
 
@@ -99,7 +99,7 @@ for _verb in VERB_MODULES:
     # (tests/cli/test_verbs.py), not vanish from `mlenv --help`
     importlib.import_module(f"mlenv.cli.cmd_{_verb}").register(app)
 
-# i16: the global options after the verb too (defined once in mlenv/cli/_globals.py)
+# the global options after the verb too (defined once in mlenv/cli/_globals.py)
 for _info in app.registered_commands:
     if _info.callback is not None:
         _name = _info.name or _info.callback.__name__.replace("_", "-")

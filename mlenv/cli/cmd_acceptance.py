@@ -25,8 +25,8 @@ if TYPE_CHECKING:
 
 
 def _claim_report_dir(report_dir: Path, run_id: str) -> Claim:
-    """The run's own folder, claimed before anything runs (issue 23). An unusable
-    ``--report-dir`` (a file, a folder we may not write, a dangling link; i16), one that holds
+    """The run's own folder, claimed before anything runs. An unusable
+    ``--report-dir`` (a file, a folder we may not write, a dangling link), one that holds
     another run's results or one a live run uses is bad input: exit 2 and one line."""
     from mlenv.acceptance.records import rundir
     from mlenv.generated import unwritable_reason
@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Run the acceptance suite and print the verdict (0 PASS, 1 FAIL, 2 bad input, 3 ERROR,
         130/143 interrupted)."""
-        if cluster is not None:  # issue 13: the suite as a job of the config's platform
+        if cluster is not None:  # the suite as a job of the config's platform
             raise typer.Exit(
                 _on_platform(
                     cluster,
@@ -201,7 +201,7 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
     history_root = history.default_root(repo_root())
     suite += ["--history-dir", str(history_root.resolve())]
     cmd = local.build_command(n, gpus, world.free_port(), report_dir.resolve(), suite)
-    # i25.8: the terminal gets progress and the verdict; the launcher's argv is in
+    # the terminal gets progress and the verdict; the launcher's argv is in
     # launcher.log (and here with -v)
     note(
         f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed; "
@@ -211,7 +211,7 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
     # Worst case: every check runs into its deadline (the suite itself aborts sooner).
     budget = plan.n_checks * dl + local.STARTUP_SLACK_S
     env = local.launch_env(n, gpus)
-    no_cxx = local.compiler_problem(gpus, env)  # i25.11: one line, before anything starts
+    no_cxx = local.compiler_problem(gpus, env)  # one line, before anything starts
     if no_cxx:
         raise InfraError(no_cxx)
     first = local.first_run_notice(gpus, env) if not local.ops_installed() else None
@@ -235,7 +235,7 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
         on_hung=lambda line: err(f"error: {line}: stopping the run and finalising its report"),
     )
     # Output from here on goes through echo_out: with `| head` the reader may be gone, and
-    # the exit code must still be the verdict's, not a BrokenPipeError's (issue 23).
+    # the exit code must still be the verdict's, not a BrokenPipeError's.
     if run.recovered:  # rank 0 died or was stopped: only this process can tell the verdict
         if run.unwritten is None:
             echo_out(console.verdict_block(run.doc, str(report_dir)))
@@ -249,7 +249,7 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
             ):
                 if run.unwritten is None or not line.startswith("history:"):
                     note(line)
-        if run.unwritten is not None:  # a full disk: one line, not a traceback (issue 23)
+        if run.unwritten is not None:  # a full disk: one line, not a traceback
             where = history.history_path(history_root, history.LOCAL_CLUSTER)
             kept = (
                 f"it is recorded in the history as {run.doc.get('verdict')} ({where})"
@@ -258,7 +258,7 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
             )
             err(f"error: {run.unwritten}: the run's report could not be written there; {kept}")
             return exit_for_doc(run.doc)
-    # else rank 0 printed the verdict block, once (i25.8: the second verdict line is gone)
+    # else rank 0 printed the verdict block, once (the second verdict line is gone)
     note(f"wall time: {run.wall_s:.1f} s")
     if plan.bundle:
         from mlenv.signoff import make_bundle
@@ -290,7 +290,7 @@ def platform_suite_args(
     )
     args += ["--options", str(options.resolve())] if options else []
     args += ["--deadline", str(deadline)] if deadline else []
-    # i26.5: --localize was dropped here, so the job's localize stayed on "auto" (SKIP)
+    # --localize was dropped here, so the job's localize stayed on "auto" (SKIP)
     return args + (["--localize"] if localize else [])
 
 

@@ -62,7 +62,7 @@ def deploy(
     if timeout <= 0:
         raise InputError(f"--timeout must be positive, got {timeout:g}")
     cfg = load_config(cluster)
-    # i25.4: no --mode is the config's own (rdma when network.rdma.enabled, else tcp)
+    # no --mode is the config's own (rdma when network.rdma.enabled, else tcp)
     platform(cfg).deploy(
         cfg,
         session(),

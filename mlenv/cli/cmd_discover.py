@@ -1,5 +1,5 @@
-"""``mlenv discover NAME --namespace NS``: write a starting ``clusters/NAME.yaml`` (i10.8);
-``mlenv wizard``: the same, with a few questions on the way (upstream's ``make wizard``, i25.1)."""
+"""``mlenv discover NAME --namespace NS``: write a starting ``clusters/NAME.yaml``;
+``mlenv wizard``: the same, with a few questions on the way (upstream's ``make wizard``)."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def discover(
 
 def _check_discovered(name: str, text: str) -> None:
     """InputError unless ``text`` validates: clusters/ never holds a file `mlenv validate`
-    rejects, and --dry-run never prints one (i25.6)."""
+    rejects, and --dry-run never prints one."""
     import tempfile
 
     from mlenv.config import check_file

@@ -1,4 +1,4 @@
-"""``mlenv help [VERB]`` and ``mlenv completion bash|zsh|fish`` (kubectl habits, i16)."""
+"""``mlenv help [VERB]`` and ``mlenv completion bash|zsh|fish`` (kubectl habits)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Reads ``reports/<cluster>/history.jsonl`` under the repository root (or
 ``$MLENV_HISTORY_DIR``); a ``--local`` run's cluster is ``local``. ``--fetch`` first copies
-the runs recorded on the cluster itself (i26.3: the scheduled re-checks' in pod-0's
+the runs recorded on the cluster itself (the scheduled re-checks' in pod-0's
 workspace) that the history lacks. Exit 0, or 2 for a bad cluster name, output format,
 unreadable history or a platform without fetch, 3 when the cluster cannot be reached.
 """
@@ -148,7 +148,7 @@ def _known_or_did_you_mean(cluster: str, root: Path) -> None:
 
 
 def _fetch(cluster: str, root: Path, *, to_stderr: bool) -> None:
-    """i26.3: the platform copies the cluster's new runs into ``root`` (a line per run; on
+    """the platform copies the cluster's new runs into ``root`` (a line per run; on
     stderr under ``-o json``, which keeps stdout one document). No such config, or a
     platform without fetch: exit 2; an unreachable cluster: exit 3."""
     import dataclasses

@@ -1,4 +1,4 @@
-"""``mlenv quarantine RUN`` and ``mlenv release RUN`` (issue 26, docs/acceptance.md).
+"""``mlenv quarantine RUN`` and ``mlenv release RUN`` (docs/acceptance.md).
 
 quarantine prints the exact commands that take the run's FAILED nodes out of scheduling
 (a dry run: nothing changes); ``--apply`` checks permission first, then runs them and

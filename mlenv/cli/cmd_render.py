@@ -56,7 +56,7 @@ def render(
     root = Path(repo_root())
     warnings: list[Diagnostic] = []
     if all_:
-        # i25.12: outside a checkout `--all --check` checked 0 trees and said "up to date"
+        # outside a checkout `--all --check` checked 0 trees and said "up to date"
         if not (root / "clusters").is_dir():
             raise InputError(
                 f"--all: no clusters/ folder in {root} or above: run inside a "
@@ -84,7 +84,7 @@ def render(
 
     if check:
         platform_roots: list[tuple[Path, set[str]]] = []
-        if all_ and out is None:  # i25.12: slurm/<name>/ and hosts/<name>/ of deleted configs too
+        if all_ and out is None:  # slurm/<name>/ and hosts/<name>/ of deleted configs too
             from mlenv.render.platforms import PLATFORM_ROOTS
 
             for folder in sorted(set(PLATFORM_ROOTS.values())):
@@ -114,7 +114,7 @@ def render(
 
 
 def _recheck_hints(root: Path, clusters: list[Any], out: Path | None) -> None:
-    """i26.3: how to install each slurm/hosts cluster's scheduled re-check (render wrote it)."""
+    """how to install each slurm/hosts cluster's scheduled re-check (render wrote it)."""
     from mlenv.render.platforms import recheck_hints
 
     for line in recheck_hints(root, clusters, out):

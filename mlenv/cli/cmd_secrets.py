@@ -1,4 +1,4 @@
-"""``mlenv secrets``: the Secrets a rendered tree needs, for GitOps (i16).
+"""``mlenv secrets``: the Secrets a rendered tree needs, for GitOps.
 
 ``k8s/<cluster>/<mode>/`` holds no Secret: keys never go into git in the clear. ``mlenv
 deploy`` creates them; a GitOps tool that applies the folder alone needs them from
@@ -39,9 +39,9 @@ def secrets(
 
     if mode is not None and mode not in ("rdma", "tcp"):
         raise InputError(f"--mode must be rdma or tcp, got {mode!r}")
-    check_format(output, ("yaml", "json"))  # i25.9: one message for every verb's -o
+    check_format(output, ("yaml", "json"))  # one message for every verb's -o
     cfg = load_config(cluster)
-    docs = platform(cfg).secrets(cfg, session(), mode=mode or cfg.own_mode)  # i25.4
+    docs = platform(cfg).secrets(cfg, session(), mode=mode or cfg.own_mode)  # .4
     if output == "json":
         typer.echo(
             json.dumps(

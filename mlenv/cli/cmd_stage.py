@@ -1,5 +1,5 @@
 """``mlenv stage``: bring mlenv (and DeepSpeed where the node lacks it) from this machine to
-the nodes of a Slurm or hosts cluster, which often cannot download anything (issue 24 §2)."""
+the nodes of a Slurm or hosts cluster, which often cannot download anything."""
 
 from __future__ import annotations
 

@@ -42,7 +42,7 @@ GPU_RESOURCE = "nvidia.com/gpu"
 DEFAULT_EXEC_TIMEOUT = 600.0
 NO_TIMEOUT = math.inf
 # Seconds the API server has for each other call (get, apply, delete, auth can-i, the
-# reachability probe): MLENV_API_TIMEOUT_S or --request-timeout override it (i22).
+# reachability probe): MLENV_API_TIMEOUT_S or --request-timeout override it.
 DEFAULT_API_TIMEOUT = 10.0
 
 CLUSTER_SCOPED_KINDS = frozenset(
@@ -344,7 +344,7 @@ class ClusterClient(Protocol):
         ...
 
     def can_i_many(self, questions: Sequence[Question]) -> builtins.list[bool]:
-        """Each question as :meth:`can_i` answers it, in order. i22: OcCluster asks them
+        """Each question as :meth:`can_i` answers it, in order. OcCluster asks them
         in one process (a List of SelfSubjectAccessReviews), each one it cannot put there
         exactly (no namespace, an API group it does not know) and all of them when that
         call fails by itself; Unreachable raises."""
@@ -364,7 +364,7 @@ class ClusterClient(Protocol):
 
         ``live``: the object as the caller last read it (None: it did not exist), when
         nothing has written it since; the action (created/configured/unchanged) is then
-        judged against it instead of a fresh read (i22: one client process fewer)."""
+        judged against it instead of a fresh read (one client process fewer)."""
         ...
 
     def dry_run_many(
@@ -372,7 +372,7 @@ class ClusterClient(Protocol):
     ) -> builtins.list[ApplyResult | ApiError]:
         """Server-side dry-run apply of each item, answered in order as :meth:`apply`
         answers it alone (``dry_run=True``): its result, or its refusal (ApiError) in its
-        place; Unreachable raises. i22: OcCluster sends them in one process per namespace
+        place; Unreachable raises. OcCluster sends them in one process per namespace
         (a List on stdin), and asks each alone only when that call is refused, so every
         refusal is exactly the one the object meets by itself."""
         ...
@@ -385,7 +385,7 @@ class ClusterClient(Protocol):
         """Several objects at once, each answered as :meth:`get` answers it (None: it does
         not exist). A ref the server would not read in the batch or alone (a kind it does
         not serve, Forbidden) is left out: :meth:`get` it to hear why. Raises Unreachable.
-        i22: one client process per namespace instead of one per object."""
+        one client process per namespace instead of one per object."""
         ...
 
     def list(

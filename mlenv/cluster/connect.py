@@ -10,7 +10,7 @@ entry point live in :mod:`mlenv.testing`, which the wheel does not ship).
 :data:`~mlenv.cluster.api.DEFAULT_EXEC_TIMEOUT`). ``MLENV_API_TIMEOUT_S`` (or the CLI's
 ``--request-timeout``) bounds every other ``oc``/``kubectl`` call, the reachability probe
 included (default :data:`DEFAULT_API_TIMEOUT`): one setting, so an API server that
-answers ``/version`` and hangs elsewhere costs one timeout, not one per call (i22).
+answers ``/version`` and hangs elsewhere costs one timeout, not one per call.
 """
 
 from __future__ import annotations

@@ -135,7 +135,7 @@ def image_problem(cfg: ClusterConfig, stuck: list[PodView]) -> str:
 
 
 class ImageNotBuilt(InfraError):
-    """i22.8: the pods' image comes from this deployment's ImageStream and the BuildConfig
+    """the pods' image comes from this deployment's ImageStream and the BuildConfig
     has not pushed it yet (a first deploy on OpenShift: its build takes tens of minutes).
     Everything else is applied; the pods are not started on an image that is not there."""
 
@@ -247,7 +247,7 @@ class ReadOnce:
         return None if got is None else json.loads(json.dumps(got))  # callers may change theirs
 
     def get_many(self, refs: Sequence[ObjectRef]) -> dict[ObjectRef, Manifest | None]:
-        """i22: the refs not read yet in one :meth:`ClusterClient.get_many` (one client
+        """the refs not read yet in one :meth:`ClusterClient.get_many` (one client
         process per namespace, not one per object), then every ref as :meth:`get` has it.
         A ref the server refused stays unread: the caller's own :meth:`get` meets the
         refusal where it met it before."""
@@ -263,7 +263,7 @@ class ReadOnce:
         as_user: str | None = None,
         subresource: str | None = None,
     ) -> bool:
-        """The answer as first given (i22: preflight primes them all at once, then asks
+        """The answer as first given (preflight primes them all at once, then asks
         one by one); an impersonated question is always asked."""
         if as_user is not None:
             return self._client.can_i(
@@ -379,12 +379,12 @@ def deploy(
     if client is None:
         raise InputError("no cluster connection (internal: client is None)")
     applier, client = client, cast(ClusterClient, ReadOnce(client))  # reads until the apply
-    # i22: every object the checks below read, in one get per namespace
+    # every object the checks below read, in one get per namespace
     client.get_many(
         [(str(m["kind"]), str(m["metadata"]["name"]), _scope(cfg, m)) for m in manifests]
         + [("Secret", n, cfg.namespace) for n in (keys.SECRET_NAME, keys.DEVTOOLS_SECRET)]
     )
-    from mlenv.cluster import legacy  # i10.3: say what happens to upstream ml-dev-env's objects
+    from mlenv.cluster import legacy  # say what happens to upstream ml-dev-env's objects
 
     for line in legacy.deploy_notice(cfg, legacy.find(client, cfg.namespace)):
         say(line)
@@ -416,7 +416,7 @@ def deploy(
         rep.mode, rep.manifests = mode, manifests
     rep.preflight = pre
     neighbours = neighbour_pods(cfg, client)
-    if neighbours:  # i22: ignored everywhere, but someone in the namespace made them
+    if neighbours:  # ignored everywhere, but someone in the namespace made them
         say(
             f"preflight: warning: pod(s) {', '.join(neighbours)} carry the labels of "
             f"{cfg.name} but are not its StatefulSet's: sync, status, launch and teardown "
@@ -460,7 +460,7 @@ def _apply_phase(
     remove it."""
     done: list[str] = []
     try:
-        # i22: each object's state before its apply, in one read: the applies before it
+        # each object's state before its apply, in one read: the applies before it
         # write only themselves (a controller's status write in between reads as
         # "configured", as it could within the one call's time before)
         reads = client.get_many(
@@ -493,7 +493,7 @@ def _apply_phase(
 def _check_ownership(
     cfg: ClusterConfig, todo: list[Manifest], client: ClusterClient, take_over: bool, say: Say
 ) -> None:
-    """i9.4: refuse to overwrite live objects of another instance unless ``take_over``."""
+    """refuse to overwrite live objects of another instance unless ``take_over``."""
     names = {keys.SECRET_NAME, keys.DEVTOOLS_SECRET}
     probes = todo + [{"kind": "Secret", "metadata": {"name": n}} for n in sorted(names)]
     foreign = foreign_objects(cfg, probes, client)
@@ -544,7 +544,7 @@ def _apply_retrying(
 ) -> ApplyResult:
     """Apply, retrying a failure that is not the plan's fault (not 422, not 403) twice
     with a growing pause: a flaky API must not leave a half-applied namespace. A server
-    that did not answer at all is not retried (i22: each try would cost the full API
+    that did not answer at all is not retried (each try would cost the full API
     timeout again). ``live`` serves the first try only: a failed try may have written."""
     for attempt in range(1, APPLY_TRIES + 1):
         try:
@@ -658,7 +658,7 @@ def _sa_created_here(m: Manifest, objs: list[Manifest], client: ClusterClient, n
 
 def _role_created_here(m: Manifest, objs: list[Manifest], client: ClusterClient, ns: str) -> str:
     """The Role a RoleBinding of the plan refers to when this deploy creates it ("" otherwise).
-    i26.3: for a user without ``bind``, the API server's escalation check reads the Role the
+    for a user without ``bind``, the API server's escalation check reads the Role the
     binding names, and refuses a binding to one that does not exist yet (Forbidden, "not
     found") even in a dry run; the real apply creates the Role first."""
     ref = m.get("roleRef") or {}
@@ -711,7 +711,7 @@ def dry_run_plan(
             )
             continue
         asked.append(m)
-    # i22: all of them in one client call per namespace, each answered as it would be alone,
+    # all of them in one client call per namespace, each answered as it would be alone,
     # judged against deploy's read (ReadOnce: nothing wrote it since)
     answers = client.dry_run_many(
         [
@@ -859,7 +859,7 @@ def _apply_unless_unbuilt(
     reads: dict[ObjectRef, Manifest | None] | None = None,
 ) -> None:
     """:func:`_apply_all` in plan order, but the workloads that run the ImageStream's image
-    only once it has one (i22.8): it is looked at when the first workload is due (the
+    only once it has one: it is looked at when the first workload is due (the
     ImageStream and BuildConfig come before it in the plan, so a first deploy has made
     them). Held workloads: everything else is applied, then ImageNotBuilt."""
     first = next((i for i, m in enumerate(todo) if _runs_our_image(cfg, m)), len(todo))
@@ -955,7 +955,7 @@ def _our_statefulset(cfg: ClusterConfig, client: ClusterClient) -> Manifest | No
 
 @dataclass(frozen=True)
 class PodSplit:
-    """The pods carrying this instance's labels, sorted by who made them (i22)."""
+    """The pods carrying this instance's labels, sorted by who made them."""
 
     workers: list[Manifest]  # the StatefulSet's own, ordered by ordinal
     dev: list[Manifest]  # the bare dev Pod deploy makes (fixed name, no controller)
@@ -971,7 +971,7 @@ class PodSplit:
 def split_pods(cfg: ClusterConfig, client: ClusterClient) -> PodSplit:
     """Every pod carrying this instance's labels, split into :class:`PodSplit`.
 
-    i22: labels alone are not ownership: anyone who may create pods in the namespace can
+    labels alone are not ownership: anyone who may create pods in the namespace can
     put ours on one (and the NetworkPolicy admits such a pod by them). A worker is a pod
     the StatefulSet controls (its controller ownerReference carries the uid of this
     instance's StatefulSet) named ``<sts>-<i>`` with ``0 <= i < spec.replicas``; pod names
@@ -1012,7 +1012,7 @@ REVISION_LABEL = "controller-revision-hash"
 
 
 def not_rolled_out(sts: Manifest | None, pods: list[PodView]) -> list[str]:
-    """i22.5: pods (by name) still on the StatefulSet's old revision, or the StatefulSet
+    """pods (by name) still on the StatefulSet's old revision, or the StatefulSet
     itself while its controller has not seen the latest spec. A changed StatefulSet keeps
     its old pods Ready while the controller replaces them one by one: counting Ready pods
     alone declared the deploy done before any pod ran the new spec."""

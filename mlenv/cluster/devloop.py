@@ -33,7 +33,7 @@ class ToolUrl:
 
 def require_tool(cfg: ClusterConfig, tool: str) -> None:
     """InputError unless ``tool`` is a dev tool ``cfg`` enables; the message says in one
-    line how to enable it (i25.4: upstream's configs have no dev_tools, and `make vscode`
+    line how to enable it (upstream's configs have no dev_tools, and `make vscode`
     was its habit). Checked before any cluster call."""
     from mlenv.render.workload import DEV_TOOLS, enabled_dev_tools
 
@@ -119,7 +119,7 @@ def gpu_table(cfg: ClusterConfig, client: ClusterClient, *, workers: int = 16) -
         return [row for rows in pool.map(ask, pods) for row in rows]
 
 
-# i25.7: upstream's `make gpu-info` also showed the GPU topology and the InfiniBand ports.
+# upstream's `make gpu-info` also showed the GPU topology and the InfiniBand ports.
 TOPO = ["nvidia-smi", "topo", "-m"]
 IBSTAT = ["ibstat"]
 NOT_FOUND_RC = 127  # exec: the binary is not in the image

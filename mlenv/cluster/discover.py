@@ -1,4 +1,4 @@
-"""``mlenv discover``: a starting ``clusters/<name>.yaml`` read from a live cluster (i10.8).
+"""``mlenv discover``: a starting ``clusters/<name>.yaml`` read from a live cluster.
 
 Successor of upstream ml-dev-env's ``discover_cluster.py``: it reads what the API server
 already knows (GPU nodes and the GPU operator's product labels, RDMA device-plugin
@@ -45,7 +45,7 @@ class Discovered:
     default_class: str = ""
     rwx_class: str = ""
     notes: list[str] = field(default_factory=list)
-    # Answers of `mlenv wizard` (i25.1); left as they are, `discover` decides alone.
+    # Answers of `mlenv wizard`; left as they are, `discover` decides alone.
     use_rdma: bool | None = None  # None: RDMA when a device-plugin resource was found
     default_nodes: int | None = None  # None: up to 2 of the GPU nodes found
     dev_tools: list[str] = field(default_factory=list)  # vscode, jupyter, tensorboard

@@ -1,4 +1,4 @@
-"""Read finished runs out of pod-0's results folder (``mlenv history CLUSTER --fetch``, i26.3).
+"""Read finished runs out of pod-0's results folder (``mlenv history CLUSTER --fetch``).
 
 Scheduled re-checks (the CronJob) and any ``mlenv launch`` leave each run's report folder
 in pod-0's workspace volume, ``/workspace/results/<run-id>/``. Two read-only scripts run

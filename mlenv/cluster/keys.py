@@ -77,7 +77,7 @@ def planned_ssh_secret(
 
 def reusable(live: Manifest | None, keys: tuple[str, ...], labels: dict[str, str]) -> bool:
     """True when a live Secret can be kept: every key present and non-empty, and labelled
-    for this instance (i9.8: an empty value, or another deployment's keys, is never
+    for this instance (an empty value, or another deployment's keys, is never
     reused; deploy regenerates the Secret instead and says so)."""
     if live is None:
         return False

@@ -1,4 +1,4 @@
-"""Upstream ml-dev-env's objects in a namespace we deploy into (i10.3 migration).
+"""Upstream ml-dev-env's objects in a namespace we deploy into (the migration from upstream).
 
 The public ml-dev-env project (EldritchJS/ml-dev-env) applied hand-written manifests:
 StatefulSet ``ml-dev-env`` + headless Service ``ml-dev-env-headless`` (label

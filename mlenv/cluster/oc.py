@@ -13,7 +13,7 @@ Captured calls run through :meth:`OcCluster._call` (``subprocess.run``, output i
 files); streaming verbs (exec for launch, logs -f, rsh, port-forward, build logs) read the
 process's output as it comes.
 
-i22: the captured calls went through openshift-client's ``invoke`` until the kube tier
+the captured calls went through openshift-client's ``invoke`` until the kube tier
 measured it. It polls each process (10 ms, doubling to 1 s), so a kubectl call that took
 0.2 s returned 0.1-0.3 s late, 80 times per deploy, and a killed call up to a second
 past its deadline. ``_call`` runs the argv invoke ran (binary, verb, ``--namespace=NS``,
@@ -80,7 +80,7 @@ if TYPE_CHECKING:
     from mlenv.cluster.nodemarks import NodeMarks
 
 # A client process past its --request-timeout by this much is killed: kubectl's discovery
-# retries a hanging /api five times (memcache.go), each with the full timeout (i22). One
+# retries a hanging /api five times (memcache.go), each with the full timeout. One
 # second outlasts kubectl reporting its own timeout, and a verb against a half-up server
 # has the timeout plus 5 s in all, the probe (two client processes) included.
 CALL_SLACK_S = 1.0
@@ -252,7 +252,7 @@ def comparable(obj: Manifest) -> Manifest:
     return dict(o)
 
 
-# i22.9: the API server reaches a pod only through its node's kubelet (exec, logs, cp,
+# the API server reaches a pod only through its node's kubelet (exec, logs, cp,
 # port-forward). When the kubelet does not answer, the server's refusal comes back in one
 # of these shapes (kubectl 1.34 against the kube tier with kwok stopped: `error: Internal
 # error occurred: error sending request: Post "https://…/exec/ns/pod/c?…": dial tcp …:
@@ -302,7 +302,7 @@ def tar_pack(local_dir: str, tar: str = "tar") -> tuple[list[str], bytes]:
     NUL-separated names it reads on stdin (30,000 files do not overflow an argument list).
 
     Every name starts with ``./``, so a file named ``--checkpoint-action=exec=…`` is a
-    file, never an option, in GNU tar and in bsdtar (macOS's tar) alike. i22.9: GNU tar's
+    file, never an option, in GNU tar and in bsdtar (macOS's tar) alike. GNU tar's
     ``--verbatim-files-from``, which did that before, is GNU-only: bsdtar refused it
     ("Option --verbatim-files-from is not supported") and no kubectl sync from a Mac ran.
     Only long options both tars take."""
@@ -341,7 +341,7 @@ def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraErr
             f"on (exec, logs and copies go through that node's kubelet): {node_why}; "
             "check the node (kubectl get nodes, describe node)"
         )
-    # i22: an answer of the API server is never "unreachable", whatever it quotes (an
+    # an answer of the API server is never "unreachable", whatever it quotes (an
     # admission webhook's "context deadline exceeded" or "dial tcp …: i/o timeout")
     answered = any(ln.lower().startswith("error from server") for ln in lines)
     if not answered and (
@@ -358,7 +358,7 @@ def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraErr
         return Invalid(msg, kind=kind, name=name)
     if "apply failed with" in low and "conflict" in low:
         return Conflict(msg, kind=kind, name=name)
-    # i22.9: the server's own reason comes first. A Forbidden can quote a "not found" (an
+    # the server's own reason comes first. A Forbidden can quote a "not found" (an
     # admission plugin's "serviceaccount \"sa\" not found"), and a NotFound can name an
     # object called "forbidden-…": retried as NotFound, a Forbidden never ended.
     reason = re.match(r"error from server \((\w+)\)", msg.lower())
@@ -394,7 +394,7 @@ def json_documents(text: str) -> list[dict[str, Any]]:
 
 
 def event_time(e: dict[str, Any]) -> str:
-    """When an event last happened, as the server records it (i22.9). Events written through
+    """When an event last happened, as the server records it. Events written through
     events.k8s.io (the kubelet and controllers today) carry ``eventTime`` and, once repeated,
     ``series.lastObservedTime``; ``lastTimestamp`` is then empty. RFC 3339 strings with or
     without fractions sort as text once the fraction is padded."""
@@ -428,7 +428,7 @@ class OcCluster:
         context: str | None = None,
         api_timeout: float = DEFAULT_API_TIMEOUT,
     ) -> None:
-        # i16: --kubeconfig/--context reach every call (captured and streamed) as
+        # --kubeconfig/--context reach every call (captured and streamed) as
         # `--flag=VALUE`, validated by mlenv.argv
         self._flags = argv.client_flags(kubeconfig, context)
         check_kubeconfig(kubeconfig)
@@ -443,7 +443,7 @@ class OcCluster:
             )
         self.binary = chosen
         self.exec_timeout = exec_timeout
-        # i22: every captured call but exec/rsync carries --request-timeout=api_timeout and
+        # every captured call but exec/rsync carries --request-timeout=api_timeout and
         # its process is killed CALL_SLACK_S later (no 30 s of its own, no retry loop)
         self.api_timeout = api_timeout
         self.server_url = ""  # what the probe found; named in every "cannot reach" line
@@ -491,7 +491,7 @@ class OcCluster:
         context put it): appended after ARGS it would land behind ``exec POD --`` in the
         container's argv. Returns (rc, stdout, stderr, timed_out).
 
-        i22: a call without ``raw`` carries ``--request-timeout`` (``request_timeout``, else
+        a call without ``raw`` carries ``--request-timeout`` (``request_timeout``, else
         the client's ``api_timeout``) and, unless ``timeout`` says otherwise, its process is
         killed :data:`CALL_SLACK_S` after that: kubectl retries discovery of a hanging
         ``/api`` five times, each with the full request timeout.
@@ -582,7 +582,7 @@ class OcCluster:
         self, stderr: str, stuck: bool, kind: str = "", name: str = ""
     ) -> ApiError | InfraError:
         """The exception for a failed call; an unreachable or silent server is one line
-        naming it (i22: not kubectl's "Unable to connect to the server: context deadline
+        naming it (not kubectl's "Unable to connect to the server: context deadline
         exceeded", which names nothing)."""
         e = Unreachable("no answer") if stuck else classify(stderr, kind, name)
         if type(e) is not Unreachable:
@@ -600,7 +600,7 @@ class OcCluster:
         if self.trace is not None:
             self.trace(shlex.join(cmd))
 
-    # -- reachability (i16) -----------------------------------------------------------
+    # -- reachability -----------------------------------------------------------
 
     def probe(self, timeout: float, say: Output | None = None, *, slow_after: float = 2.0) -> str:
         """Make sure the API server answers before a verb starts; return its URL.
@@ -645,7 +645,7 @@ class OcCluster:
             timer.daemon = True
             timer.start()
         try:
-            # i22: the process is bounded by the same number it says ("no answer within
+            # the process is bounded by the same number it says ("no answer within
             # N s"): N, not N + 5 or kubectl's own retries
             rc, out, err, timed_out = self._run(
                 "get", ["--raw=/version"], request_timeout=timeout, timeout=timeout
@@ -670,7 +670,7 @@ class OcCluster:
 
     def server(self) -> str:
         """``oc whoami --show-server`` (kubectl: the current context's server); after the
-        probe, the server it found (i22: the same kubeconfig read, so one client process
+        probe, the server it found (the same kubeconfig read, so one client process
         less before a verb's first real call)."""
         if "://" in self.server_url:
             return self.server_url
@@ -698,7 +698,7 @@ class OcCluster:
         as_user: str | None = None,
         subresource: str | None = None,
     ) -> bool:
-        """``auth can-i VERB RESOURCE [--subresource=SUB] [--as=USER]`` (i22: kubectl reads
+        """``auth can-i VERB RESOURCE [--subresource=SUB] [--as=USER]`` (kubectl reads
         ``pods/exec`` as a pod named exec; a subresource needs the flag)."""
         opts = [f"--as={argv.user(as_user)}"] if as_user else []
         if subresource:
@@ -802,7 +802,7 @@ class OcCluster:
         action judged as :meth:`apply` judges a dry run (:func:`judged`, against the caller's read, or one
         read here). When that call is refused for any object (rc != 0) or answers anything
         else, its items are asked one by one, so every refusal is the one the object meets
-        alone. i22: a deploy's dry run was one kubectl process per object (12 for the
+        alone. a deploy's dry run was one kubectl process per object (12 for the
         ``local`` example); Unreachable raises."""
         out: dict[int, ApplyResult | ApiError] = {}
         groups: dict[tuple[str | None, bool], builtins.list[int]] = {}

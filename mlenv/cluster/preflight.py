@@ -70,7 +70,7 @@ class PreflightReport:
 def _host_port(url: str) -> tuple[str, int | None]:
     u = urlparse(url if "://" in url else f"https://{url}")
     host = (u.hostname or "").lower()
-    # i25.5: upstream configs name the cluster (`barcelona.nerc.mghpcc.org`) where `oc`
+    # upstream configs name the cluster (`barcelona.nerc.mghpcc.org`) where `oc`
     # reports its API host (`api.barcelona.nerc.mghpcc.org`): both spellings are one server.
     return host.removeprefix("api."), u.port
 
@@ -88,8 +88,8 @@ def same_server(configured: str, live: str) -> bool:
 
 def _quantity(v: object) -> float:
     """A node's allocatable amount. The API server writes quantities in canonical form: a
-    device plugin's 1000 shared RDMA devices come back as ``1k`` (seen on the real plane,
-    i22), which float() refused, so preflight counted 0 and refused RDMA."""
+    device plugin's 1000 shared RDMA devices come back as ``1k`` (seen on the real plane),
+    which float() refused, so preflight counted 0 and refused RDMA."""
     from mlenv.config.rules import parse_quantity
 
     q = parse_quantity(str(v))
@@ -165,7 +165,7 @@ def run_preflight(
         else {st.class_rwo: "storage.class_rwo"}
     )
     for sc in sorted(c for c in field_of if c):
-        # i9.1, defence in depth: the schema refuses such names too, but a name that
+        # Defence in depth: the schema refuses such names too, but a name that
         # reached here unchecked must never become an argv word (`--kubeconfig=FILE`).
         try:
             argv.name("StorageClass", sc)
@@ -211,7 +211,7 @@ def _check_permissions(
     ns: str, manifests: list[Manifest], client: ClusterClient, rep: PreflightReport
 ) -> None:
     """create + patch for every namespaced kind of the plan (and the ssh Secret), exec.
-    i22: asked in one :meth:`ClusterClient.can_i_many` with the questions the bind checks
+    asked in one :meth:`ClusterClient.can_i_many` with the questions the bind checks
     may ask later (deploy's client keeps the answers: they ask again one by one)."""
     kinds = _kinds(manifests)
     kinds.setdefault("Secret", "v1")  # the per-deployment ssh key Secret
@@ -221,7 +221,7 @@ def _check_permissions(
         if kind not in CLUSTER_SCOPED_KINDS  # _check_cluster_scoped: maybe an admin's
         for verb in ("create", "patch")
     ] + [("", "create", "pods/exec")]
-    # i22: the exec subresource, not `can-i create pods/exec` (a pod named exec)
+    # the exec subresource, not `can-i create pods/exec` (a pod named exec)
     asked = [
         Question(verb, res, ns) if kind else Question(verb, "pods", ns, "exec")
         for kind, verb, res in questions
@@ -421,7 +421,7 @@ def _role_grants(
 def _check_binds(
     ns: str, manifests: list[Manifest], client: ClusterClient, rep: PreflightReport
 ) -> None:
-    """i22.3: RBAC lets a user bind a ClusterRole in a RoleBinding only with ``bind`` (or
+    """RBAC lets a user bind a ClusterRole in a RoleBinding only with ``bind`` (or
     ``escalate``) on that role, or when the user already holds everything it grants.
     create/patch on rolebindings alone is not enough: a non-admin's RDMA apply was refused
     by the server after preflight said yes. Said before anything is applied (rdma: the
@@ -473,7 +473,7 @@ def _check_role_bind(
     client: ClusterClient,
     rep: PreflightReport,
 ) -> None:
-    """i26.3: the re-check's RoleBinding to the plan's own Role passes RBAC's escalation
+    """the re-check's RoleBinding to the plan's own Role passes RBAC's escalation
     check only with ``bind`` on roles, or when the user holds what the Role grants
     (``get`` and exec on pod-0, which anyone who may `mlenv launch` does)."""
     role = str((binding.get("roleRef") or {}).get("name", ""))
@@ -528,7 +528,7 @@ def _check_nodes(
     from mlenv.render.workload import cpu_only
 
     add = rep.problems.append
-    # i22.2: `gpus.type: cpu` (the local demo) requests no nvidia.com/gpu, so a GPU-less
+    # `gpus.type: cpu` (the local demo) requests no nvidia.com/gpu, so a GPU-less
     # cluster (kind, CRC, CPU-only nodes) must pass: any Ready node will do.
     per_node = 0 if cpu_only(cfg) else cfg.gpus.per_node
     rdma_res = cfg.rdma.resources if mode == "rdma" else ()

@@ -18,9 +18,9 @@ class StatusReport:
     desired: int = 0
     ready: int = 0
     pvcs: list[tuple[str, str, str]] = field(default_factory=list)  # name, phase, size
-    # pod → one line on its RDMA interfaces (from <state>/interfaces.json, i10.7)
+    # pod → one line on its RDMA interfaces (from <state>/interfaces.json)
     interfaces: dict[str, str] = field(default_factory=dict)
-    # i22: pods that carry this instance's labels but are not its own (ignored, named)
+    # pods that carry this instance's labels but are not its own (ignored, named)
     neighbours: list[str] = field(default_factory=list)
 
 
@@ -81,7 +81,7 @@ def status(cfg: ClusterConfig, client: ClusterClient) -> StatusReport:
     if sts is not None:
         rep.desired = int((sts.get("spec") or {}).get("replicas", 0))
         rep.ready = int((sts.get("status") or {}).get("readyReplicas", 0))
-    # i22: the StatefulSet's own pods (ownerReference uid, ordinals) and the dev Pod deploy
+    # the StatefulSet's own pods (ownerReference uid, ordinals) and the dev Pod deploy
     # made under its fixed name; any other pod with our labels is a neighbour's
     from mlenv.cluster.deploy import split_pods
 

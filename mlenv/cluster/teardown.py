@@ -18,7 +18,7 @@ from mlenv.contract import ANNOTATION_CREATED, APP, LABEL_NAME, LABEL_NAMESPACE
 from mlenv.errors import InputError
 
 # Every kind the plan or deploy can create, in delete order: workloads first so pods
-# stop before the objects they use go away (i26.3: the re-check CronJob before all, so no
+# stop before the objects they use go away (the re-check CronJob before all, so no
 # scheduled run starts into a half-deleted deployment; its Jobs and pods go with it).
 # PVCs come last and only with --purge.
 TEARDOWN_KINDS = (
@@ -37,7 +37,7 @@ TEARDOWN_KINDS = (
     "ConfigMap",
 )
 CLUSTER_KINDS = ("SecurityContextConstraints", "ClusterRole")
-# i25.4: the image build survives a teardown (upstream's clean-multi-node kept it): a
+# the image build survives a teardown (upstream's clean-multi-node kept it): a
 # redeploy then starts from the built image instead of a 15-minute rebuild. --purge deletes it.
 BUILD_KINDS = ("BuildConfig", "ImageStream")
 
@@ -117,7 +117,7 @@ def teardown(
 ) -> TeardownReport:
     """Delete what this deployment created, nothing else.
 
-    ``dry_run`` (i16): read and decide exactly as a real teardown, change nothing;
+    ``dry_run``: read and decide exactly as a real teardown, change nothing;
     ``deleted`` then lists what would be deleted, ``left`` what would be kept.
 
     - Namespaced objects labelled with this instance, and only those deploy created
@@ -128,9 +128,9 @@ def teardown(
       the old way (without the namespace) is left, with why.
     - PVCs (including the volumeClaimTemplate ones) only with ``purge``, and never one a
       pod of another instance mounts; the BuildConfig and ImageStream too (``kept``
-      otherwise: a redeploy then starts from the built image, i25.4).
+      otherwise: a redeploy then starts from the built image).
     - Pods only the StatefulSet's own (by ownership and ordinal) and the dev Pod: a pod
-      that merely carries our labels is a namespace neighbour's and is kept (i22).
+      that merely carries our labels is a namespace neighbour's and is kept.
 
     Kinds the API does not serve (Route, BuildConfig, ImageStream, SCC on plain
     Kubernetes) are skipped. Cluster-scoped objects the user may not list or delete are
@@ -141,7 +141,7 @@ def teardown(
 
     sel = instance_selector(cfg.name)
     rep = TeardownReport()
-    split = split_pods(cfg, client)  # i22: read before the StatefulSet (and its uid) goes
+    split = split_pods(cfg, client)  # read before the StatefulSet (and its uid) goes
     ours = {str(p["metadata"]["name"]) for p in split.workers + split.leaving + split.dev}
     for kind in TEARDOWN_KINDS:
         try:
@@ -184,7 +184,7 @@ def _own_pods(
     """The pods among ``objs`` (all carrying this instance's labels) that are this
     deployment's: ``ours``, the StatefulSet's own and the bare dev Pod deploy makes
     (:func:`~mlenv.cluster.deploy.split_pods`, read before the StatefulSet was deleted).
-    i22: anyone who may create pods in the namespace can put our labels on one; such a
+    anyone who may create pods in the namespace can put our labels on one; such a
     pod is a neighbour's, kept and named in ``rep.left``, never deleted."""
     kept = [o for o in objs if str(o["metadata"]["name"]) not in ours]
     rep.left += [

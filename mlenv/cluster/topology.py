@@ -1,4 +1,4 @@
-"""Racks from a Kubernetes Node label for fabric.localize (issue 26 §5, ``nodes.topology_label``).
+"""Racks from a Kubernetes Node label for fabric.localize (``nodes.topology_label``).
 
 At ``mlenv launch`` the control host reads the Nodes the StatefulSet's pods run on (one
 ``get Node`` each: the run's nodes only, not every Node of a large cluster) and groups

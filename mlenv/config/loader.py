@@ -66,7 +66,7 @@ def cluster_files(root: str | os.PathLike[str] | None = None) -> list[Path]:
 
 
 def is_bare_name(text: str) -> bool:
-    """A cluster name, not a path: no ``/`` and no ``.yaml``/``.yml`` suffix (issue 23: a
+    """A cluster name, not a path: no ``/`` and no ``.yaml``/``.yml`` suffix (a
     file named ``barcelona`` in the current folder must not stand in for the cluster)."""
     return not ("/" in text or os.sep in text) and Path(text).suffix not in (".yaml", ".yml")
 
@@ -160,7 +160,7 @@ def check_file(path: Path) -> tuple[Cluster | None, list[Diagnostic]]:
     """
     file = str(path)
     if not path.name.isprintable():
-        # i9.11: the file name is written into the header of every rendered manifest and
+        # the file name is written into the header of every rendered manifest and
         # script; a newline there would inject lines into them
         return None, [
             Diagnostic(
@@ -532,7 +532,7 @@ def _hosts(section: dict[str, Any]) -> Hosts:
 
 
 def _recheck(section: dict[str, Any]) -> Recheck:
-    """``acceptance:`` (i26.3) with the model's defaults for unset keys."""
+    """``acceptance:`` with the model's defaults for unset keys."""
     default = Recheck()
     return Recheck(
         schedule=section.get("schedule", default.schedule),

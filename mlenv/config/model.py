@@ -38,7 +38,7 @@ class Storage:
     class_rwo: str = ""
     workspace_size: str = "100Gi"
     datasets_size: str = "500Gi"
-    # i10.3: claims that already exist (upstream's ml-dev-workspace / ml-datasets): mounted,
+    # claims that already exist (upstream's ml-dev-workspace / ml-datasets): mounted,
     # never rendered, so a migration keeps its data; "" = create ours
     workspace_claim: str = ""
     datasets_claim: str = ""
@@ -85,7 +85,7 @@ class Security:
     service_account: str = "ml-dev-sa"
     requires_privileged_scc: bool = False  # only when the config demands it
     ipc_lock: bool = True  # RDMA memory registration needs CAP_IPC_LOCK
-    network_policy: bool = True  # render NetworkPolicies (i9.7)
+    network_policy: bool = True  # render NetworkPolicies
     allow_from_namespaces: tuple[str, ...] = ()  # extra namespaces that may reach dev-tool ports
 
 
@@ -202,7 +202,7 @@ class Hosts:
 
 @dataclass(frozen=True)
 class Recheck:
-    """``acceptance:`` — the acceptance suite on a schedule (i26.3); ``schedule`` "" = none."""
+    """``acceptance:`` — the acceptance suite on a schedule; ``schedule`` "" = none."""
 
     schedule: str = ""  # cron: five numeric fields or an @shorthand (rules.cron_problem)
     profile: str = "quick"
@@ -216,9 +216,9 @@ class Cluster:
 
     cluster: ClusterInfo
     gpu_nodes: tuple[str, ...] = ()  # nodes.gpu_nodes: pin to these (empty = any GPU node)
-    # nodes.topology (i26.5): (rack, its nodes) in file order, hostlists expanded on Slurm
+    # nodes.topology: (rack, its nodes) in file order, hostlists expanded on Slurm
     topology: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    # nodes.topology_label (i26.5): the Node label naming each node's rack, read at launch
+    # nodes.topology_label: the Node label naming each node's rack, read at launch
     topology_label: str = ""
     storage: Storage = field(default_factory=Storage)
     rdma: Rdma = field(default_factory=Rdma)
@@ -255,7 +255,7 @@ class Cluster:
 
     @property
     def own_mode(self) -> Mode:
-        """The mode used when none is asked for (i25.4): rdma when ``network.rdma.enabled``,
+        """The mode used when none is asked for: rdma when ``network.rdma.enabled``,
         else tcp."""
         return "rdma" if self.rdma.enabled else "tcp"
 

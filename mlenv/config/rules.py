@@ -114,7 +114,7 @@ def _get(data: Any, *path: str) -> Any:
     return data
 
 
-# Upstream ml-dev-env's discover_cluster.py wrote these four whatever it found (i25.6).
+# Upstream ml-dev-env's discover_cluster.py wrote these four whatever it found.
 UPSTREAM_DISCOVERED_INTERFACES = ["net1", "net2", "net3", "net4"]
 
 
@@ -315,7 +315,7 @@ class _Rules:
             return []
 
     def topology(self) -> None:
-        """``nodes.topology`` (i26.5): rack names are DNS-1123 labels, nodes are named as
+        """``nodes.topology``: rack names are DNS-1123 labels, nodes are named as
         ``gpu_nodes`` names them, and no node is in two racks."""
         racks = _get(self.data, "nodes", "topology")
         label = _get(self.data, "nodes", "topology_label")
@@ -360,7 +360,7 @@ class _Rules:
                     where.setdefault(name, str(rack))
 
     def recheck(self) -> None:
-        """``acceptance:`` (i26.3): each cron field within its range (the schema checked the
+        """``acceptance:``: each cron field within its range (the schema checked the
         characters); the PriorityClass a name; the runner image a reference. The two
         Kubernetes-only keys are warnings elsewhere."""
         sec = _get(self.data, "acceptance")
@@ -407,7 +407,7 @@ class _Rules:
         except hostlist.HostlistError:
             return None
 
-    # --- platforms (issue 13) ------------------------------------------------------------
+    # --- platforms ------------------------------------------------------------
 
     def platform(self) -> None:
         """``slurm:``/``hosts:`` values reach batch scripts and ssh command lines: each is
@@ -605,7 +605,7 @@ class _Rules:
                     self.err(where, f"expected an integer {want}, got string {v!r}")
 
     def service_account(self) -> None:
-        """i9.5: the namespace's built-in service accounts are shared by every pod there:
+        """the namespace's built-in service accounts are shared by every pod there:
         labelling, granting an SCC to or deleting one of them affects the neighbours."""
         sa = _get(self.data, "security", "service_account")
         if isinstance(sa, str) and sa in BUILTIN_SERVICE_ACCOUNTS:
@@ -618,7 +618,7 @@ class _Rules:
             )
 
     def image(self) -> None:
-        """i9.11: image refs and build sources reach the registry, git and BuildConfigs."""
+        """image refs and build sources reach the registry, git and BuildConfigs."""
         ref = _get(self.data, "image", "ref")
         if isinstance(ref, str) and ref and not _IMAGE_REF.fullmatch(ref):
             self.err(
@@ -650,7 +650,7 @@ class _Rules:
             )
 
     def free_text(self) -> None:
-        """i9.11: the free-text fields reach a terminal (``list-clusters``, deploy's
+        """the free-text fields reach a terminal (``list-clusters``, deploy's
         output) and rendered annotations. Text is fine; a control character (an ANSI escape
         that rewrites the screen, a NUL, a carriage return) or a bidi override that makes
         the text read differently from what it is, is not. ``notes`` may span lines."""
@@ -832,7 +832,7 @@ class _Rules:
             return
         for name, value in env.items():
             before = len(self.out)
-            # i9.11: the pod refuses these (mlenv/pod/dsenv.py) and would crash-loop in init:
+            # the pod refuses these (mlenv/pod/dsenv.py) and would crash-loop in init:
             # the DeepSpeed launcher writes each value into a double-quoted shell export.
             if isinstance(value, str):
                 bad = _ENV_UNSAFE.search(value)

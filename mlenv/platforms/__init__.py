@@ -1,4 +1,4 @@
-"""Where a config's environment lives, behind one interface (issue 21).
+"""Where a config's environment lives, behind one interface.
 
 ``base.py`` holds :class:`Platform`, the Protocol with one method per CLI verb, and
 :class:`PlatformBase` ("not supported" for every verb, exit 2); ``dispatch.py`` maps

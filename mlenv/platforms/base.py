@@ -1,4 +1,4 @@
-"""The one interface every CLI verb calls (issue 21): :class:`Platform`.
+"""The one interface every CLI verb calls: :class:`Platform`.
 
 A platform is where a cluster config's environment lives: OpenShift/Kubernetes (the
 manifests of ``mlenv/render`` applied through ``mlenv/cluster``), Slurm (sbatch scripts)
@@ -169,7 +169,7 @@ class Platform(Protocol):
 
     def url(self, cfg: Cluster, s: Session, *, tool: str) -> None: ...
 
-    # ``ask`` (``mlenv wizard``, i25.1): shown what was found, it may change the answers
+    # ``ask`` (``mlenv wizard``): shown what was found, it may change the answers
     # (pods, RDMA, dev tools) before the config is written out.
     def discover(
         self,
@@ -182,7 +182,7 @@ class Platform(Protocol):
 
     def gpu_info(self, cfg: Cluster, s: Session) -> int: ...
 
-    # issue 24 §2: a wheelhouse here and a venv on the nodes with what the job imports
+    # a wheelhouse here and a venv on the nodes with what the job imports
     def stage(self, cfg: Cluster, s: Session) -> None: ...
 
     def teardown(
@@ -191,7 +191,7 @@ class Platform(Protocol):
 
     def secrets(self, cfg: Cluster, s: Session, *, mode: str) -> list[dict[str, Any]]: ...
 
-    # Issue 26: a finished run's FAILED nodes (``targets``) handed to the scheduler, and back.
+    # a finished run's FAILED nodes (``targets``) handed to the scheduler, and back.
     # ``cluster`` is the run's cluster name (a run on this machine has no config: hosts).
     def quarantine(
         self,
@@ -218,7 +218,7 @@ class Platform(Protocol):
         history_root: Path,
     ) -> None: ...
 
-    # i26.3: ``mlenv history CLUSTER --fetch``: copy the runs recorded on the cluster (the
+    # ``mlenv history CLUSTER --fetch``: copy the runs recorded on the cluster (the
     # scheduled re-checks') into the control host's history; (added, skipped) run ids.
     def history_fetch(
         self, cfg: Cluster, s: Session, *, history_root: Path

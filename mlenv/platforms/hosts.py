@@ -9,7 +9,7 @@ MLENV_*) is passed as ``env K=V …`` words, each one quoted by :func:`mlenv.arg
 Nothing on this machine is a path on the hosts: the ``--options``/``--baseline`` files
 travel as tar over ssh into the run's folder, and, without ``hosts.shared_dir``, the run's
 folder (``~/mlenv-results/<run-id>`` on each host) comes back the same way once the run
-ended, into ``reports/<cluster>/<run-id>/``, where it is judged and recorded (issue 24 §3).
+ended, into ``reports/<cluster>/<run-id>/``, where it is judged and recorded.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ SSH_OPTIONS = (
 # importing torch and DeepSpeed, which took over 20 s on a loaded 2-core test machine
 # (status then said "no answer over ssh" of a host that had answered).
 PROBE_TIMEOUT_S = 60.0
-PROBE = nodeprobe.PROBE  # versions, GPUs, and what the suite cannot import (issue 24 §2)
+PROBE = nodeprobe.PROBE  # versions, GPUs, and what the suite cannot import
 UNREACHABLE = "ssh unreachable: "  # how a probe says ssh itself failed (exit 255)
 
 
@@ -195,7 +195,7 @@ def run_inputs(
     ``$MLENV_BASELINE``) pointing at its copy in ``<report>/inputs/``, and the files to ship
     there as (path here, name there).
 
-    The files are on the control host: a host sees none of its paths (issue 24 §3: the
+    The files are on the control host: a host sees none of its paths (the
     ranks read a control-host path and failed, or read another file of that name). A
     ``--baseline`` that is no file here is a GPU model name and stays as it is.
     """
@@ -314,7 +314,7 @@ def acceptance(
     # The ssh sessions run in their own sessions (a Ctrl-C at this terminal must not cut
     # them before the ranks are told), so no signal given to mlenv reaches them or the
     # remote ranks: Ctrl-C, SIGTERM and SIGHUP are turned into Interrupted here and the
-    # run is stopped on every host (issue 24 §3: SIGTERM left 6 remote ranks running).
+    # run is stopped on every host (SIGTERM left 6 remote ranks running).
     with signals_as_interrupts():
         try:
             for i, h in enumerate(plan["hosts"]):
@@ -627,7 +627,7 @@ def status_report(cluster: Cluster) -> tuple[list[str], list[str]]:
     """:func:`status_lines` and the hosts ssh could not reach.
 
     InfraError (exit 3, one line) when ssh reaches no host at all: a status of nothing but
-    "unreachable" lines is the cluster being unreachable, not a report (issue 24 §3)."""
+    "unreachable" lines is the cluster being unreachable, not a report."""
     hosts = hosts_of(cluster, None)
     with ThreadPoolExecutor(max_workers=min(32, len(hosts))) as pool:
         found = list(pool.map(lambda h: _probe(cluster, h, PROBE_TIMEOUT_S), hosts))

@@ -70,7 +70,7 @@ def require_running(
     """InfraError (exit 3, one line) unless ``pod`` exists and is Running (and, with
     ``owner``, is one of that deployment's StatefulSet pods: :func:`require_own_worker`).
 
-    i16: for the verbs that hand the terminal to ``kubectl exec``/``rsh``/``port-forward``
+    for the verbs that hand the terminal to ``kubectl exec``/``rsh``/``port-forward``
     (launch, shell, port-forward), whose own failure is exit 1 plus client chatter: a
     missing pod must not read as the remote command's (or an acceptance run's) exit 1.
     """
@@ -88,7 +88,7 @@ def require_running(
 
 def require_own_worker(client: ClusterClient, cfg: Cluster, pod: str) -> None:
     """InfraError (exit 3) unless ``pod`` belongs to the deployment's StatefulSet (its
-    controller ownerReference, an ordinal below ``replicas``): i22, a pod a namespace
+    controller ownerReference, an ordinal below ``replicas``): a pod a namespace
     neighbour made under our labels (and a free name) gets no shell, job or log reading."""
     from mlenv.cluster.deploy import worker_pods
 
@@ -107,7 +107,7 @@ def require_own_worker(client: ClusterClient, cfg: Cluster, pod: str) -> None:
 
 
 def label_topology(cfg: Cluster, client: ClusterClient, s: Session) -> str | None:
-    """i26.5: with ``nodes.topology_label`` (and no ``nodes.topology``, which the pods
+    """with ``nodes.topology_label`` (and no ``nodes.topology``, which the pods
     already carry), the racks of the pods' Nodes as ``MLENV_TOPOLOGY`` for pod-0's
     launcher; None without. What the cluster refuses is a warning, never the run's end."""
     if not cfg.topology_label or cfg.topology:
@@ -269,7 +269,7 @@ class KubernetesPlatform(PlatformBase):
                     f"{p.name:<24} {(p.waiting_reason or p.phase):<10} "
                     f"{'yes' if p.ready else 'no':<6} {p.restarts:<9} {p.node or '-'}"
                 )
-        if rep.neighbours:  # i22: ignored everywhere, named here
+        if rep.neighbours:  # ignored everywhere, named here
             s.warn(
                 f"warning: pod(s) {', '.join(rep.neighbours)} carry the labels of {cfg.name} "
                 f"but are not its StatefulSet's: ignored (someone else in namespace "
@@ -284,7 +284,7 @@ class KubernetesPlatform(PlatformBase):
 
     def logs(self, cfg: Cluster, s: Session, *, pod: str, follow: bool, tail: int | None) -> None:
         with s.client() as client:
-            require_own_worker(client, cfg, pod)  # i22: not a neighbour's pod
+            require_own_worker(client, cfg, pod)  # not a neighbour's pod
             client.logs(pod, cfg.namespace, follow=follow, out=s.say, tail=tail)
 
     def shell(self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]) -> int:
@@ -353,7 +353,7 @@ class KubernetesPlatform(PlatformBase):
                     s.warn(f"warning: {o.pod} exited {o.returncode}: {o.detail}")
                 rc = rep.returncode
             else:
-                # i16: kubectl's own failure (no such pod, pod not running) exits 1, which
+                # kubectl's own failure (no such pod, pod not running) exits 1, which
                 # would read as an acceptance FAIL: pod-0 must be Running first (else exit 3)
                 require_running(client, cfg.namespace, pod_name(0), cfg.name, owner=cfg)
                 rc = client.exec_stream(
@@ -397,7 +397,7 @@ class KubernetesPlatform(PlatformBase):
         from mlenv.cluster.api import NotFound
 
         with s.client() as client:
-            # i22: one bounded read first. `start-build --follow` streams the build's log,
+            # one bounded read first. `start-build --follow` streams the build's log,
             # so it carries no request timeout: against a server that answers the probe
             # and hangs afterwards it would wait forever, not exit 3 within the timeout
             if client.get("BuildConfig", BUILD_CONFIG, cfg.namespace) is None:
@@ -417,9 +417,7 @@ class KubernetesPlatform(PlatformBase):
     def url(self, cfg: Cluster, s: Session, *, tool: str) -> None:
         from mlenv.cluster.devloop import require_tool, tool_url
 
-        require_tool(
-            cfg, tool
-        )  # i25.4: before connecting: a config without the tool needs no cluster
+        require_tool(cfg, tool)  # before connecting: a config without the tool needs no cluster
         with s.client() as client:
             u = tool_url(cfg, client, tool)
         s.say(f"{u.tool}: {u.url}")
@@ -447,7 +445,7 @@ class KubernetesPlatform(PlatformBase):
 
         with s.client() as client:
             rows = gpu_table(cfg, client)
-            sections = gpu_sections(cfg, client)  # i25.7: upstream's topo -m and ibstat
+            sections = gpu_sections(cfg, client)  # upstream's topo -m and ibstat
         s.say(f"{'POD':<20} {'GPU':<4} {'NAME':<28} {'MEM USED/TOTAL MiB':<20} UTIL")
         for r in rows:
             if r.error:
@@ -474,7 +472,7 @@ class KubernetesPlatform(PlatformBase):
 
         with s.client() as client:
             rep = run_teardown(cfg, client, purge=purge, dry_run=dry_run)
-        # i25.4: the image build is kept too (upstream's clean-multi-node kept it)
+        # the image build is kept too (upstream's clean-multi-node kept it)
         kept = (
             ""
             if purge
@@ -594,7 +592,7 @@ class KubernetesPlatform(PlatformBase):
 def fetch_runs(
     cfg: Cluster, s: Session, client: ClusterClient, history_root: Path
 ) -> tuple[list[str], list[str]]:
-    """i26.3: the finished runs in pod-0's results folder that ``cfg``'s history lacks,
+    """the finished runs in pod-0's results folder that ``cfg``'s history lacks,
     copied to ``<history_root>/<cluster>/<run-id>/`` with their records appended (one per
     run id). A run still going is left for the next fetch; a folder whose record names
     another run or cluster is skipped with a warning (pods are written by code we do not

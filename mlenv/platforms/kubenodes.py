@@ -1,4 +1,4 @@
-"""Marking Kubernetes Nodes for ``mlenv quarantine`` / ``mlenv release`` (issue 26).
+"""Marking Kubernetes Nodes for ``mlenv quarantine`` / ``mlenv release``.
 
 :class:`KubeMarker` is the Kubernetes/OpenShift :class:`mlenv.quarantine.Marker`: the
 label ``ml-dev-env.io/health=fail``, the note in the ``ml-dev-env.io/quarantine``

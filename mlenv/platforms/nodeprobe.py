@@ -1,4 +1,4 @@
-"""What a node's python can import, asked before a run (issue 24 §2), for Slurm and hosts.
+"""What a node's python can import, asked before a run, for Slurm and hosts.
 
 The acceptance job runs ``python -m mlenv.acceptance`` with the configured ``python``; an
 image that lacks mlenv or DeepSpeed used to end the job in seconds, the cause

@@ -1,5 +1,5 @@
 """``platform: slurm`` and ``platform: hosts`` behind :class:`~mlenv.platforms.base.Platform`
-(issue 13's verbs). The machinery is ``slurm.py`` (sbatch/squeue/scontrol/scancel/sinfo/
+(the cluster verbs). The machinery is ``slurm.py`` (sbatch/squeue/scontrol/scancel/sinfo/
 sacct) and ``hosts.py`` (ssh); this module is what each verb does with it and prints.
 Kubernetes-only verbs (build, url, port-forward, gpu-info, secrets, discover, launch)
 stay "not supported" from :class:`PlatformBase`, with a hint where there is another way.
@@ -53,7 +53,7 @@ def deploy_plan(cfg: Cluster, *, nodes: int | None) -> str:
 
 
 def _dry_run(cfg: Cluster, s: Session, nodes: int | None, dry_run: str | None) -> bool:
-    """issue 24: ``--dry-run client`` prints the plan and sends nothing to Slurm or the
+    """``--dry-run client`` prints the plan and sends nothing to Slurm or the
     hosts; ``--dry-run server`` has no API server to ask. True when the verb is done."""
     if dry_run == "client":
         s.raw(deploy_plan(cfg, nodes=nodes))
@@ -150,7 +150,7 @@ class _OffKube(PlatformBase):
 
     def stage(self, cfg: Cluster, s: Session) -> None:
         """A wheelhouse of mlenv (and DeepSpeed/PyYAML where the node lacks them) in the shared
-        folder, and a venv over the node's python that later runs use (issue 24 §2)."""
+        folder, and a venv over the node's python that later runs use."""
         from mlenv.platforms import stage
 
         s.say(stage.stage(cfg, s.say))
@@ -180,7 +180,7 @@ class SlurmPlatform(_OffKube):
     def history_fetch(
         self, cfg: Cluster, s: Session, *, history_root: Path
     ) -> tuple[list[str], list[str]]:
-        """i26.3: runs Slurm started on its own (the scheduled re-check, a hand-submitted
+        """runs Slurm started on its own (the scheduled re-check, a hand-submitted
         job) from ``shared_dir/results/`` into this machine's history, once each."""
         from mlenv.platforms import slurmfetch
 
@@ -295,7 +295,7 @@ class HostsPlatform(_OffKube):
     def history_fetch(
         self, cfg: Cluster, s: Session, *, history_root: Path
     ) -> tuple[list[str], list[str]]:
-        """i26.3: a hosts run, the cron line's too, is recorded here when it ends (it runs from
+        """a hosts run, the cron line's too, is recorded here when it ends (it runs from
         this machine): nothing is out there to bring."""
         s.say(
             f"fetch: nothing to fetch: hosts runs are recorded in {history_root / cfg.name} when they end"

@@ -225,7 +225,7 @@ def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
 
 
 def probe_imports(cluster: Cluster, say: Say) -> None:
-    """issue 24 §2: one node's python imports what the job needs (torch, mlenv, DeepSpeed),
+    """one node's python imports what the job needs (torch, mlenv, DeepSpeed),
     or preflight stops with the missing module and the fix (``mlenv stage``), exit 3.
 
     Not while no listed partition is UP: sbatch queues a job there (it pends,

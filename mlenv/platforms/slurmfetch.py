@@ -1,5 +1,5 @@
 """Runs that Slurm started on its own (the scheduled re-check, ``recheck.sbatch``; a
-hand-submitted ``sbatch acceptance.sbatch``) into this machine's history (i26.3).
+hand-submitted ``sbatch acceptance.sbatch``) into this machine's history.
 
 ``mlenv acceptance --cluster`` copies its run back and records it here as it ends; a run
 nobody waited for stays under ``<shared_dir>/results/<run-id>/``, recorded only in the

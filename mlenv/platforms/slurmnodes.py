@@ -1,4 +1,4 @@
-"""Draining and resuming Slurm nodes for ``mlenv quarantine`` / ``mlenv release`` (issue 26).
+"""Draining and resuming Slurm nodes for ``mlenv quarantine`` / ``mlenv release``.
 
 The argv comes from :func:`mlenv.argv.slurm` (values after ``--``, the node a validated
 host name, the reason a validated note), the same lists printed in a dry run and run by

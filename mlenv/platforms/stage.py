@@ -1,4 +1,4 @@
-"""``mlenv stage CLUSTER`` (issue 24 §2): bring what the acceptance job imports to nodes
+"""``mlenv stage CLUSTER``: bring what the acceptance job imports to nodes
 that cannot download it.
 
 On this machine, a wheelhouse in ``<shared_dir>/.mlenv/wheelhouse/<cluster>/``: a wheel of

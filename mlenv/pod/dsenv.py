@@ -20,7 +20,7 @@ from mlenv import contract
 from mlenv.errors import InputError
 
 # GPUS_PER_NODE, LOCAL_WORLD_SIZE, WORLD_SIZE: static names upstream ml-dev-env's scripts
-# read (i10.4), the same in every pod; an ssh session does not see the pod's own env.
+# read, the same in every pod; an ssh session does not see the pod's own env.
 FORWARD_EXACT = (
     "PATH",
     "PYTHONPATH",
@@ -60,7 +60,7 @@ def select(
     ``per_pod_hca``: NCCL_IB_HCA was discovered per pod (``devices: auto``), so pod-0's
     value must not be forwarded; each pod's sshd sets its own instead. ``node_keys``:
     any other variable this pod's init set for itself (e.g. NCCL_SOCKET_IFNAME filtered
-    to the interfaces the pod has, i10.7), kept out for the same reason.
+    to the interfaces the pod has), kept out for the same reason.
     """
     out: dict[str, str] = {}
     for k in sorted(env):
@@ -69,7 +69,7 @@ def select(
         if k in FORWARD_EXACT or k.startswith(FORWARD_PREFIXES):
             out[k] = env[k]
     if out.get(contract.TOPOLOGY_ENV, "").strip():
-        # i26.5: JSON's double quotes cannot pass DeepSpeed's double-quoted export (init
+        # JSON's double quotes cannot pass DeepSpeed's double-quoted export (init
         # refused the whole file, exit 2); the same racks in the form without quotes
         with contextlib.suppress(ValueError):  # unreadable: left as is, check_value names it
             out[contract.TOPOLOGY_ENV] = contract.topology_compact(out[contract.TOPOLOGY_ENV])

@@ -122,7 +122,7 @@ def pod_ip(
 ) -> str | None:
     """This pod's address: ``POD_IP`` (downward API ``status.podIP``), else what the
     hostname resolves to (``hostname -i``; a pod's /etc/hosts maps it to the pod IP),
-    else None. Upstream ml-dev-env's scripts read ``POD_IP`` (i10.4)."""
+    else None. Upstream ml-dev-env's scripts read ``POD_IP``."""
     raw = env.get("POD_IP", "").strip()
     if raw:
         return raw

@@ -1,4 +1,4 @@
-"""RDMA mode: keep only the configured network interfaces this pod really has (i10.7).
+"""RDMA mode: keep only the configured network interfaces this pod really has.
 
 Upstream configs name ``interfaces: net1..net4`` with no Multus network in the manifest
 (their clusters attached the networks outside it), so the config stays valid and the

@@ -233,7 +233,7 @@ def deepspeed_env(
     env = dict(base)
     env.update({k: v for k, v in node.items() if k in NSS_VARS})
     for k in node:
-        if k.startswith("NCCL_"):  # per pod (HCA discovery, i10.7's interface filter)
+        if k.startswith("NCCL_"):  # per pod (HCA discovery.7's interface filter)
             env.pop(k, None)
     extra = f"-F {ssh_client_config}"
     env["PDSH_SSH_ARGS_APPEND"] = f"{env.get('PDSH_SSH_ARGS_APPEND', '')} {extra}".strip()
@@ -337,7 +337,7 @@ def run(
     """Run ``argv`` in its own process group, its output passed through line by line;
     returns its exit status.
 
-    i9.10: when pdsh reports that ssh to a host exited 255 (host down, sshd frozen — the
+    when pdsh reports that ssh to a host exited 255 (host down, sshd frozen — the
     ssh client config's ServerAlive probes notice within ~30 s — or unreachable), the
     ranks elsewhere would wait for it in their first collective for torch's 30-minute
     default. The job gets ``lost_grace_s`` (``MLENV_PEER_LOST_GRACE_S``, default 60) to

@@ -1,4 +1,4 @@
-"""Upstream ml-dev-env's launcher form: ``launch_deepspeed.sh SCRIPT [DS_CONFIG] [HOSTFILE] [ARGS…]`` (i10.4).
+"""Upstream ml-dev-env's launcher form: ``launch_deepspeed.sh SCRIPT [DS_CONFIG] [HOSTFILE] [ARGS…]``.
 
 Upstream's ``./launch_deepspeed.sh train_multi_node.py ds_config.json`` gave the config
 to the DeepSpeed runner, which the script then received as ``--deepspeed

@@ -3,7 +3,7 @@
 "Answers" means the server speaks: for an ssh peer the probe reads the ``SSH-2.0-…``
 banner, because a TCP connect alone is completed by the peer's kernel from the listen
 backlog even when sshd is frozen (SIGSTOP, a hung node filesystem) — such a peer passed
-the old check and the launch then hung for minutes (i9.10).
+the old check and the launch then hung for minutes.
 
 Peers are checked concurrently and re-checked until a deadline, because pods of a
 Parallel StatefulSet come up in any order; what is still missing at the deadline is

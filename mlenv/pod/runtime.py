@@ -97,7 +97,7 @@ def upstream_hostfile_path(env: Mapping[str, str]) -> str:
 
 
 def _upstream_hostfile(env: Mapping[str, str], text: str) -> None:
-    """i25.2: the hostfile at upstream's path too. Only inside a workspace that exists (the
+    """the hostfile at upstream's path too. Only inside a workspace that exists (the
     mounted volume; never created here). ``sync --delete`` leaves it: dot paths are
     protected (cluster/treehash.py). A read-only workspace costs a warning, not the pod."""
     path = upstream_hostfile_path(env)
@@ -139,9 +139,9 @@ def verb_init(
     say(f"node rank {pe.rank} of {pe.nnodes}; hostfile {p.hostfile} ({slots} slot(s) per node)")
     _upstream_hostfile(env, hostfile.render_hostfile(pe.hosts, slots))
 
-    # i10.4: upstream's per-pod names; each pod's sshd sets its own (never pod-0's).
+    # upstream's per-pod names; each pod's sshd sets its own (never pod-0's).
     node_vars: dict[str, str] = upstream_vars(env, pe.rank)
-    if env.get("MLENV_NODE_NAME", "").strip():  # i26: the Kubernetes Node, for node verdicts
+    if env.get("MLENV_NODE_NAME", "").strip():  # the Kubernetes Node, for node verdicts
         node_vars["MLENV_NODE_NAME"] = env["MLENV_NODE_NAME"].strip()
     if "POD_IP" not in node_vars:
         say("warning: POD_IP is not set and the hostname does not resolve; POD_IP stays unset")
@@ -155,7 +155,7 @@ def verb_init(
             hca = rdma.discover_hca(env, sysfs_root)
             node_vars["NCCL_IB_HCA"] = ",".join(hca)
             say(f"RDMA devices (auto): NCCL_IB_HCA={node_vars['NCCL_IB_HCA']}")
-        # i10.7: keep only the configured interfaces (and listed HCAs) this pod has.
+        # keep only the configured interfaces (and listed HCAs) this pod has.
         pod_name = env.get("MLENV_POD_NAME", "").strip() or f"{pe.statefulset}-{pe.rank}"
         found = interfaces.check(
             env, pod_name, sysfs_root, hca_names=interfaces.ib_names(sysfs_root)
@@ -241,7 +241,7 @@ def history_dir(env: Mapping[str, str]) -> str | None:
             try:
                 os.makedirs(os.path.dirname(moved), exist_ok=True)
                 shutil.copyfile(old, moved)
-                say(f"history: {old} copied to {moved} (the history's place in a pod since i22)")
+                say(f"history: {old} copied to {moved} (the history's place in a pod now)")
             except OSError as e:  # the run goes on; its history starts afresh there
                 say(f"history: could not copy {old} to {moved}: {e}")
     return new

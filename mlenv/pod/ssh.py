@@ -197,7 +197,7 @@ def client_config(paths: SshPaths, port: int, host_patterns: list[str]) -> str:
         "  BatchMode yes\n"
         "  ConnectTimeout 10\n"
         # a peer frozen after preflight: 3 unanswered probes 10 s apart end ssh with 255,
-        # which pod launch turns into "lost <host>" (i9.10)
+        # which pod launch turns into "lost <host>"
         "  ServerAliveInterval 10\n"
         "  ServerAliveCountMax 3\n"
         "  LogLevel ERROR\n"

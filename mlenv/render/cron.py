@@ -1,4 +1,4 @@
-"""A validated cron schedule (``acceptance.schedule``, i26.3) as explicit sets (pure).
+"""A validated cron schedule (``acceptance.schedule``) as explicit sets (pure).
 
 The Slurm re-check queues each next run itself (``sbatch --begin``, :mod:`mlenv.render.platforms`),
 so its batch script has to find "the next minute the schedule names" in bash on a compute

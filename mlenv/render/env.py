@@ -54,7 +54,7 @@ def nccl_env(cluster: Cluster, mode: Mode) -> dict[str, str]:
 
 
 def topology_env(cluster: Cluster) -> dict[str, str]:
-    """``MLENV_TOPOLOGY`` (i26.5): ``nodes.topology`` as JSON rack → nodes, for fabric.localize on
+    """``MLENV_TOPOLOGY``: ``nodes.topology`` as JSON rack → nodes, for fabric.localize on
     rank 0; nothing without a topology (the rendered trees stay as they were)."""
     if not cluster.topology:
         return {}
@@ -93,7 +93,7 @@ def pod_env(cluster: Cluster, mode: Mode, nodes: int) -> list[dict[str, Any]]:
         {"name": "MLENV_SSH_DIR", "value": names.SSH_DIR},
         {"name": "MASTER_ADDR", "value": names.master_addr(cluster)},
         {"name": "MASTER_PORT", "value": str(cluster.master_port)},
-        # i10.4: the names upstream ml-dev-env's training scripts read. NODE_RANK is not
+        # the names upstream ml-dev-env's training scripts read. NODE_RANK is not
         # here: the pod init derives it from MLENV_POD_INDEX.
         {"name": "POD_IP", **_field("status.podIP")},
         {"name": "GPUS_PER_NODE", "value": str(cluster.gpus.per_node)},

@@ -33,7 +33,7 @@ DATASETS_PVC = "ml-dev-env-datasets"
 SCC_ROLEBINDING = "ml-dev-env-scc"
 NETWORK_POLICY_INSTANCE = "ml-dev-env-instance"  # the instance's pods reach each other
 NETWORK_POLICY_DEVTOOLS = "ml-dev-env-devtools"  # the router reaches the exposed dev tools
-# i26.3: the scheduled re-check's ServiceAccount, Role, RoleBinding and CronJob, and the
+# the scheduled re-check's ServiceAccount, Role, RoleBinding and CronJob, and the
 # app name its pods carry (mlenv.render.recheck)
 RECHECK = "ml-dev-env-recheck"
 

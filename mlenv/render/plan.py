@@ -32,7 +32,7 @@ from mlenv.render.workload import (
 PRIVILEGED_SCC_ROLE = "system:openshift:scc:privileged"
 # Volume types the SCC allows: restricted-v2's own list (the RDMA SCC is restricted-v2
 # plus IPC_LOCK). "projected" is the service-account token volume the kubelet adds to
-# every pod; i22.9: the SR-IOV network resources injector adds a downwardAPI volume to
+# every pod; the SR-IOV network resources injector adds a downwardAPI volume to
 # pods that request an SR-IOV resource, and with our first four types alone those pods
 # were refused at creation.
 SCC_VOLUMES = [
@@ -62,7 +62,7 @@ KIND_ORDER = [
     "NetworkPolicy",
     "StatefulSet",
     "Pod",
-    "CronJob",  # i26.3: the scheduled re-check execs into pod-0, so after the workloads
+    "CronJob",  # the scheduled re-check execs into pod-0, so after the workloads
     "Route",
 ]
 
@@ -106,7 +106,7 @@ def _service_account(cluster: Cluster) -> dict[str, Any]:
 
 def _rdma_security(cluster: Cluster) -> list[dict[str, Any]]:
     if not cluster.security.requires_privileged_scc and not cluster.security.ipc_lock:
-        # i10.7: the RDMA SCC is restricted-v2 plus IPC_LOCK; without IPC_LOCK it would add
+        # the RDMA SCC is restricted-v2 plus IPC_LOCK; without IPC_LOCK it would add
         # nothing, and asking a non-admin to create it only forced a TCP fallback. The pods
         # run under restricted-v2 (device-plugin resources and Multus need no SCC).
         return []
@@ -192,7 +192,7 @@ def _pvcs(cluster: Cluster) -> list[dict[str, Any]]:
     else:
         # workers get theirs from volumeClaimTemplates; the dev Pod needs its own
         claims = [(names.DEV_WORKSPACE_PVC, "ReadWriteOnce", st.class_rwo, st.workspace_size)]
-    # i10.3: an existing claim named in the config is mounted, never created
+    # an existing claim named in the config is mounted, never created
     skip = set()
     if st.workspace_claim:
         skip.add(names.WORKSPACE_PVC if st.mode == "rwx" else names.DEV_WORKSPACE_PVC)
@@ -286,7 +286,7 @@ NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"  # set on every namespace s
 
 
 def _network_policies(cluster: Cluster) -> list[dict[str, Any]]:
-    """i9.7: ingress to this deployment's pods only from its own pods (sshd, rendezvous,
+    """ingress to this deployment's pods only from its own pods (sshd, rendezvous,
     NCCL: NCCL's data ports are ephemeral, so every port), and to the dev-tool ports also
     from the router and ``security.allow_from_namespaces``.
 
@@ -367,7 +367,7 @@ def render_cluster(
     n = resolve_nodes(cluster, nodes)
     eff = cluster.effective_mode(mode)
     manifests: list[dict[str, Any]] = [_service_account(cluster)]
-    # i22.1: plain Kubernetes serves none of OpenShift's kinds; what `render` writes is
+    # plain Kubernetes serves none of OpenShift's kinds; what `render` writes is
     # exactly what `deploy` applies, so they are left out here, not skipped at apply time.
     openshift = cluster.platform == "openshift"
     if eff == "rdma" and openshift:
@@ -383,7 +383,7 @@ def render_cluster(
     manifests.append(dev_pod(cluster, mode))
     if openshift:
         manifests += _routes(cluster)
-    manifests += recheck.manifests(cluster)  # i26.3: none without acceptance.schedule
+    manifests += recheck.manifests(cluster)  # none without acceptance.schedule
     order = {k: i for i, k in enumerate(KIND_ORDER)}
     # stable sort keeps the within-kind order above
     manifests.sort(key=lambda m: order[m["kind"]])

@@ -1,8 +1,8 @@
-"""Render the non-Kubernetes platforms (issue 13): Slurm batch scripts and the hosts plan (pure).
+"""Render the non-Kubernetes platforms: Slurm batch scripts and the hosts plan (pure).
 
 ``platform: slurm`` → ``slurm/<cluster>/acceptance.sbatch`` and ``train.sbatch``;
 ``platform: hosts`` → ``hosts/<cluster>/hostfile`` (DeepSpeed's format) and
-``launch-plan.json``. With ``acceptance.schedule`` (i26.3) also ``recheck.sbatch`` (the
+``launch-plan.json``. With ``acceptance.schedule`` also ``recheck.sbatch`` (the
 acceptance job queueing its own next run) or ``acceptance.cron`` (the control host's line). The network keys become the same NCCL variables as in a pod
 (:func:`mlenv.render.env.nccl_env`), in the effective mode: RDMA when the config enables it.
 """
@@ -26,7 +26,7 @@ from mlenv.render.shell import render_script
 from mlenv.render.tree import source_label
 
 SLURM_FILES = ("acceptance.sbatch", "train.sbatch")
-# acceptance.schedule (i26.3): the acceptance job that queues its own next run
+# acceptance.schedule: the acceptance job that queues its own next run
 RECHECK_SBATCH = "recheck.sbatch"
 HOSTS_CRON = "acceptance.cron"
 HOSTFILE = "hostfile"

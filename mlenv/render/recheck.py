@@ -1,4 +1,4 @@
-"""Re-checks on a schedule (issue 26 §3) on Kubernetes/OpenShift: a CronJob and its identity.
+"""Re-checks on a schedule on Kubernetes/OpenShift: a CronJob and its identity.
 
 With ``acceptance.schedule`` set, the plan gains four namespaced objects, all named
 :data:`RECHECK` (``ml-dev-env-recheck``):

@@ -19,7 +19,7 @@ HOSTNAME_KEY = "kubernetes.io/hostname"
 GPU_RESOURCE = "nvidia.com/gpu"
 MULTUS_ANNOTATION = "k8s.v1.cni.cncf.io/networks"
 # OpenShift's oauth-proxy authenticates the dev tools (with dev_tools.auth: oauth-proxy)
-# against the cluster's OAuth server. Pinned by digest (i9.13): a tag can be re-pushed, a
+# against the cluster's OAuth server. Pinned by digest: a tag can be re-pushed, a
 # digest cannot. Digest of quay.io/openshift/origin-oauth-proxy as pinned by
 # opendatahub-io's components/origin-oauth-proxy image; re-pin with
 # `skopeo inspect docker://quay.io/openshift/origin-oauth-proxy:<tag>` when bumping.
@@ -29,7 +29,7 @@ OAUTH_PROXY_IMAGE = "quay.io/openshift/origin-oauth-proxy@sha256:1ece77d14a685ef
 # readable in both cases, never by "other": the pod's UID always has group 0 (the image's
 # user and OpenShift's random UID both run with GID 0; we never set runAsGroup) or the
 # fsGroup. 0400 (owner = root only) was unreadable by a non-root UID without fsGroup
-# (i9.9). The pod init copies the private keys into a 0700 dir with mode 0600 (sshd's rule).
+# . The pod init copies the private keys into a 0700 dir with mode 0600 (sshd's rule).
 SECRET_MODE = 0o440
 
 # dev tool -> (service/route suffix, port name, oauth-proxy port, upstream port). With
@@ -41,7 +41,7 @@ DEV_TOOLS: dict[str, tuple[str, str, int, int]] = {
     "jupyter": ("jupyter", "jupyter", 8445, 8888),
     "tensorboard": ("tensorboard", "tensorboard", 8443, 6006),
 }
-# GPU scheduling defaults (i10.6): the taint the NVIDIA GPU operator / cloud GPU pools put on
+# GPU scheduling defaults: the taint the NVIDIA GPU operator / cloud GPU pools put on
 # GPU nodes, and the label GPU feature discovery sets on them.
 GPU_TOLERATION: dict[str, Any] = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 GPU_NODE_SELECTOR = {"nvidia.com/gpu.present": "true"}
@@ -157,7 +157,7 @@ def _toleration(t: Toleration) -> dict[str, Any]:
 
 
 def _scheduling(cluster: Cluster) -> dict[str, Any]:
-    """``tolerations`` / ``nodeSelector`` of a GPU pod (i10.6): the config's, else the defaults.
+    """``tolerations`` / ``nodeSelector`` of a GPU pod: the config's, else the defaults.
 
     The default node selector only applies when ``nodes.gpu_nodes`` pins no nodes: pinned
     nodes were chosen by name, and a missing feature-discovery label on them must not
@@ -269,12 +269,12 @@ def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
     ]
     volumes: list[dict[str, Any]] = [
         _shm_volume(cluster),
-        # SECRET_MODE: readable by the pod's UID with or without an fsGroup (i9.9)
+        # SECRET_MODE: readable by the pod's UID with or without an fsGroup
         {"name": "ssh", "secret": {"secretName": names.SSH_SECRET, "defaultMode": SECRET_MODE}},
     ]
     claim_templates: list[dict[str, Any]] = []
     if st.mode == "rwx":
-        volumes += [  # existing claims (i10.3) keep a migrated namespace's data
+        volumes += [  # existing claims keep a migrated namespace's data
             {
                 "name": "workspace",
                 "persistentVolumeClaim": {"claimName": st.workspace_claim or names.WORKSPACE_PVC},
@@ -310,7 +310,7 @@ def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
             "periodSeconds": 5,
             "failureThreshold": 3,
         },
-        # i10.6: restart a pod whose sshd is gone (the launcher cannot reach it), and never a
+        # restart a pod whose sshd is gone (the launcher cannot reach it), and never a
         # busy one. A TCP connect is completed by the kernel from the listen backlog, so
         # it succeeds however loaded the CPUs, GPUs or sshd itself are; it fails only
         # when nothing listens on the port. An HTTP or exec probe would need a process
@@ -347,7 +347,7 @@ def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
             "metadata": template_meta,
             "spec": {
                 "serviceAccountName": cluster.security.service_account,
-                # i9.9: nothing in a worker talks to the API server; without this every
+                # nothing in a worker talks to the API server; without this every
                 # shell (and every training script) there could act as the service account
                 "automountServiceAccountToken": False,
                 "affinity": _affinity(cluster, component),
@@ -402,7 +402,7 @@ def _oauth_proxy(cluster: Cluster, tool: str, sar: dict[str, str]) -> dict[str, 
             f"--openshift-sar={json.dumps({'namespace': cluster.namespace, **sar}, sort_keys=True)}",
             "--tls-cert=/etc/tls/private/tls.crt",
             "--tls-key=/etc/tls/private/tls.key",
-            # a file path, not the value: argv is world-readable in /proc (i9.8)
+            # a file path, not the value: argv is world-readable in /proc
             "--cookie-secret-file=/etc/oauth/cookie/cookie_secret",
         ],
         "ports": [{"name": port_name, "containerPort": port, "protocol": "TCP"}],
@@ -410,7 +410,7 @@ def _oauth_proxy(cluster: Cluster, tool: str, sar: dict[str, str]) -> dict[str, 
         "volumeMounts": [
             {"name": f"{suffix}-tls", "mountPath": "/etc/tls/private", "readOnly": True},
             {"name": "oauth-cookie", "mountPath": "/etc/oauth/cookie", "readOnly": True},
-            # i9.9: the SA token only here (oauth-proxy is an OAuth client as the SA and
+            # the SA token only here (oauth-proxy is an OAuth client as the SA and
             # posts SubjectAccessReviews with it); the pod does not automount it
             {"name": "oauth-sa-token", "mountPath": SA_TOKEN_DIR, "readOnly": True},
         ],
@@ -455,7 +455,7 @@ def _dev_tool_containers(
             "volumeMounts": [dict(m) for m in ws],
         }
         if not proxied:
-            # code-server reads $PASSWORD itself: the value never reaches argv (i9.8)
+            # code-server reads $PASSWORD itself: the value never reaches argv
             vscode["env"] = [_secret_env("PASSWORD", "code-server-password")]
             vscode["ports"] = [{"name": port_name, "containerPort": port, "protocol": "TCP"}]
         out.append(vscode)
@@ -488,7 +488,7 @@ def _dev_tool_containers(
             ]
         else:
             # Jupyter Server reads $JUPYTER_TOKEN itself: the token never reaches argv
-            # (i9.8: argv is world-readable in /proc and shown by `ps`)
+            # (argv is world-readable in /proc and shown by `ps`)
             jupyter["env"] = [_secret_env("JUPYTER_TOKEN", "jupyter-token")]
             jupyter["ports"] = [{"name": port_name, "containerPort": port, "protocol": "TCP"}]
         out.append(jupyter)
@@ -531,7 +531,7 @@ def tls_secret(tool: str) -> str:
 
 def _sa_token_volume() -> dict[str, Any]:
     """The service-account token, CA and namespace the kubelet would automount, as an
-    explicit projected volume that only the oauth-proxy containers mount (i9.9)."""
+    explicit projected volume that only the oauth-proxy containers mount."""
     return {
         "name": "oauth-sa-token",
         "projected": {
@@ -580,7 +580,7 @@ def dev_pod(cluster: Cluster, mode: Mode) -> dict[str, Any]:
     st = cluster.storage
     if st.mode == "rwx":
         mounts.append({"name": "datasets", "mountPath": names.DATASETS_DIR})
-        volumes += [  # existing claims (i10.3) keep a migrated namespace's data
+        volumes += [  # existing claims keep a migrated namespace's data
             {
                 "name": "workspace",
                 "persistentVolumeClaim": {"claimName": st.workspace_claim or names.WORKSPACE_PVC},
@@ -654,7 +654,7 @@ def dev_pod(cluster: Cluster, mode: Mode) -> dict[str, Any]:
         "metadata": meta,
         "spec": {
             "serviceAccountName": cluster.security.service_account,
-            # i9.9: the token is not automounted: a shell here must not hold the SA's
+            # the token is not automounted: a shell here must not hold the SA's
             # rights. Only oauth-proxy needs it, and gets it from an explicit projected
             # volume mounted into its container alone.
             "automountServiceAccountToken": False,

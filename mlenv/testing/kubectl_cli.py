@@ -328,7 +328,7 @@ def _get(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:
 
 def _get_refs(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:
     """``get KIND/NAME … --ignore-not-found``: one object as itself, several as a List of
-    those found (i22: get_many). A refused read fails the whole call (kubectl prints the
+    those found (get_many). A refused read fails the whole call (kubectl prints the
     objects it found, the client discards them on exit 1)."""
     if set(call.options) != {"--output", "--ignore-not-found"}:
         raise Unsupported("get KIND/NAME … needs exactly --output=json --ignore-not-found")
@@ -431,7 +431,7 @@ def _apply(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]
         raise KubectlError(f"error: error parsing STDIN: {e}") from None
     dry = "--dry-run" in call.options
     if isinstance(manifest, dict) and manifest.get("kind") == "List" and dry:
-        # i22: deploy's server dry run sends its objects as one List. kubectl applies each
+        # deploy's server dry run sends its objects as one List. kubectl applies each
         # and prints what the server returned as a List; a refused object fails the call
         # (the client then asks each alone), which the first refusal here stands for.
         items = [_apply_one(fake, call, m, manager, dry) for m in manifest.get("items") or []]
@@ -587,7 +587,7 @@ def _reads_stdin(call: Call) -> bool:
 
 def answer(fake: FakeCluster, args: Sequence[str], stdin: str) -> tuple[int, str, str]:
     """What ``kubectl ARGS`` prints against ``fake``: (exit code, stdout, stderr). The fake
-    is changed as the call changes it (the caller saves it). i22: the deploy call-count
+    is changed as the call changes it (the caller saves it). the deploy call-count
     test runs :class:`~mlenv.cluster.oc.OcCluster` through this in one process."""
     try:
         call = parse(args)

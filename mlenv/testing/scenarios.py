@@ -1,5 +1,4 @@
-"""One scenario set, run against the fake cluster and against the real control plane
-(issue 22 §3).
+"""One scenario set, run against the fake cluster and against the real control plane.
 
 The fake (:mod:`mlenv.testing.fakecluster`) stands in for the API server in the fast
 tiers, and we wrote both it and the code it tests: where it drifts from the real server
@@ -209,7 +208,7 @@ def binding_a_cluster_role_needs_bind_or_its_grants(st: Stage) -> None:
 
 def quantities_come_back_in_canonical_form(st: Stage) -> None:
     """The API server stores quantities canonically: a claim of ``1024Gi`` reads back as
-    ``1Ti``, CPU ``1000m`` as ``1``, memory ``2048Mi`` as ``2Gi``. Code that compares strings sees a change on every re-apply (i22.7: the StatefulSet was
+    ``1Ti``, CPU ``1000m`` as ``1``, memory ``2048Mi`` as ``2Gi``. Code that compares strings sees a change on every re-apply (the StatefulSet was
     recreated every deploy). (The fake kept the text as sent: found, fixed.)"""
     sts = _statefulset("quant", 0, "one", "1024Gi")
     sts["spec"]["template"]["spec"]["containers"][0]["resources"] = {
@@ -388,7 +387,7 @@ def _one_by_one(client: ClusterClient, refs: list[ObjectRef]) -> dict[ObjectRef,
 
 
 def many_objects_read_at_once_answer_as_each_alone(st: Stage) -> None:
-    """i22: ``get_many`` (one ``kubectl get KIND/NAME …`` per namespace, kubectl answering
+    """``get_many`` (one ``kubectl get KIND/NAME …`` per namespace, kubectl answering
     a List) reads what ``get`` reads one by one, for the admin and for the project admin,
     whom the API refuses cluster-scoped reads (the batch fails and falls back to one get
     each); a kind the server does not serve (ImageStream off OpenShift) is left out."""
@@ -426,7 +425,7 @@ def many_objects_read_at_once_answer_as_each_alone(st: Stage) -> None:
 
 
 def many_questions_asked_at_once_answer_as_each_alone(st: Stage) -> None:
-    """i22: ``can_i_many`` (one List of SelfSubjectAccessReviews, the API group given
+    """``can_i_many`` (one List of SelfSubjectAccessReviews, the API group given
     where ``auth can-i`` finds it through discovery) answers what ``auth can-i`` answers
     one by one, for the admin and for the project admin; a subresource is not a name
     (``pods`` + exec vs a pod named exec), and an unknown word or a question without a
@@ -478,7 +477,7 @@ def _outcome(res: Any) -> str:
 
 
 def many_objects_dry_run_at_once_answer_as_each_alone(st: Stage) -> None:
-    """i22: ``dry_run_many`` (deploy's server dry run: one ``apply --dry-run=server`` of a
+    """``dry_run_many`` (deploy's server dry run: one ``apply --dry-run=server`` of a
     List per namespace) answers what ``apply(dry_run=True)`` answers one by one: unchanged,
     configured, created, and a refusal in the refused object's place, which makes the real
     batch fail and fall back to one call each; for the admin and for the project admin

@@ -13,7 +13,7 @@ command -v shellcheck >/dev/null 2>&1 || need+=(shellcheck)
 command -v bsdtar >/dev/null 2>&1 || need+=(libarchive-tools)
 # nss_wrapper: the random-UID harness test's read-only /etc/passwd variant (the image has it too).
 compgen -G '/usr/lib/*/libnss_wrapper.so*' >/dev/null || need+=(libnss-wrapper)
-# Slurm (issue 13): the integration tests start a real controller and slurmd's under a temp dir.
+# Slurm: the integration tests start a real controller and slurmd's under a temp dir.
 command -v slurmctld >/dev/null 2>&1 || [ -x /usr/sbin/slurmctld ] || need+=(slurmctld)
 command -v slurmd >/dev/null 2>&1 || [ -x /usr/sbin/slurmd ] || need+=(slurmd)
 command -v munged >/dev/null 2>&1 || [ -x /usr/sbin/munged ] || need+=(munge)

@@ -121,7 +121,7 @@ def test_missing_oc_is_announced_once_on_stderr(tmp_path, monkeypatch) -> None:
     assert "oc not found" not in r.stdout
 
 
-def test_i9_4_take_over_flag_through_the_cli(tmp_path, monkeypatch) -> None:
+def test_take_over_flag_through_the_cli(tmp_path, monkeypatch) -> None:
     from mlenv.testing.fakecluster import FakeCluster
 
     state = fake_state(tmp_path)
@@ -151,7 +151,7 @@ def test_i9_4_take_over_flag_through_the_cli(tmp_path, monkeypatch) -> None:
     assert r.exit_code == 0, r.output
 
 
-def test_i9_12_current_cluster_stores_the_name_not_the_path(tmp_path, monkeypatch) -> None:
+def test_current_cluster_stores_the_name_not_the_path(tmp_path, monkeypatch) -> None:
     state = fake_state(tmp_path)
     current = tmp_path / ".mlenv" / "current-cluster"
     # by path to clusters/barcelona.yaml: the name is stored, not the argument
@@ -169,7 +169,7 @@ def test_i9_12_current_cluster_stores_the_name_not_the_path(tmp_path, monkeypatc
     assert "not recording" in r.stderr and current.read_text() == "barcelona\n"
 
 
-def test_i25_4_no_mode_is_the_configs_own_mode(tmp_path, monkeypatch) -> None:
+def test_no_mode_is_the_configs_own_mode(tmp_path, monkeypatch) -> None:
     """`--mode` defaulted to rdma whatever the config said (upstream's MODE defaulted to
     tcp): a TCP config deployed in "rdma" mode with a fall-back warning. With no --mode the
     config's own mode is used; a --mode given is still honoured, warning and all."""

@@ -1,4 +1,4 @@
-"""i10.5: the dev loop's verbs on the fake cluster: url, gpu-info, port-forward --debug,
+"""the dev loop's verbs on the fake cluster: url, gpu-info, port-forward --debug,
 shell -- CMD."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ def deployed(tmp_path, monkeypatch):
     return state
 
 
-def test_i10_5_url_prints_the_route_and_how_to_sign_in(tmp_path, monkeypatch) -> None:
+def test_url_prints_the_route_and_how_to_sign_in(tmp_path, monkeypatch) -> None:
     state = deployed(tmp_path, monkeypatch)
     fake = FakeCluster.load(str(state))
     route = fake.get("Route", "ml-dev-env-vscode", "ml-dev-env")
@@ -31,7 +31,7 @@ def test_i10_5_url_prints_the_route_and_how_to_sign_in(tmp_path, monkeypatch) ->
     assert r.exit_code == 2 and "unknown dev tool 'nope'" in r.output
 
 
-def test_i10_5_gpu_info_is_one_table_for_every_pod(tmp_path, monkeypatch) -> None:
+def test_gpu_info_is_one_table_for_every_pod(tmp_path, monkeypatch) -> None:
     state = deployed(tmp_path, monkeypatch)
     fake = FakeCluster.load(str(state))
     line = " ".join(GPU_QUERY)
@@ -59,7 +59,7 @@ def test_i10_5_gpu_info_is_one_table_for_every_pod(tmp_path, monkeypatch) -> Non
     assert any(x.startswith("ml-dev-env-1") and "couldn't communicate" in x for x in rows)
 
 
-def test_i10_5_port_forward_debug_and_shell_command(tmp_path, monkeypatch) -> None:
+def test_port_forward_debug_and_shell_command(tmp_path, monkeypatch) -> None:
     state = deployed(tmp_path, monkeypatch)
     r = run(
         ["port-forward", "barcelona", "--debug", "--pod", "1", "--port", "6006"], state, monkeypatch
@@ -75,9 +75,7 @@ def test_i10_5_port_forward_debug_and_shell_command(tmp_path, monkeypatch) -> No
     assert r.exit_code == 2 and "expected PORT or LOCAL:REMOTE" in r.output
 
 
-def test_i25_4_url_on_a_config_without_the_tool_says_how_to_enable_it(
-    tmp_path, monkeypatch
-) -> None:
+def test_url_on_a_config_without_the_tool_says_how_to_enable_it(tmp_path, monkeypatch) -> None:
     """Upstream's configs have no dev_tools: `make vscode` on one is one line saying what to
     add where, and needs no cluster (no state: not even a client is built)."""
     upstream = ROOT / "tests" / "data" / "upstream" / "barcelona.yaml"
@@ -107,7 +105,7 @@ CA 'mlx5_6'
 \t\tRate: 400"""
 
 
-def test_i25_7_gpu_info_shows_topology_and_ibstat_when_present(tmp_path, monkeypatch) -> None:
+def test_gpu_info_shows_topology_and_ibstat_when_present(tmp_path, monkeypatch) -> None:
     """Upstream's `make gpu-info` showed `nvidia-smi topo -m` and `ibstat`; ours dropped both."""
     state = deployed(tmp_path, monkeypatch)
     fake = FakeCluster.load(str(state))

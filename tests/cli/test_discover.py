@@ -1,4 +1,4 @@
-"""i10.8: ``mlenv discover`` writes a starting config from a live cluster (the fake, with
+"""``mlenv discover`` writes a starting config from a live cluster (the fake, with
 the objects a real GPU cluster carries: GPU-operator labels, RDMA device-plugin resources,
 Multus networks, a default RWO class and a CephFS RWX class)."""
 
@@ -46,9 +46,7 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return r
 
 
-def test_i10_8_discover_writes_valid_config(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_discover_writes_valid_config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state = cluster_state(tmp_path)
     r = root(tmp_path, monkeypatch)
     res = run(["discover", "newcluster", "--namespace", NS], state, monkeypatch)
@@ -68,7 +66,7 @@ def test_i10_8_discover_writes_valid_config(
     assert run(["validate", str(path)], None, monkeypatch).exit_code == 0
 
 
-def test_i10_8_discover_refuses_overwrite_and_dry_run_prints(
+def test_discover_refuses_overwrite_and_dry_run_prints(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state = cluster_state(tmp_path)
@@ -86,7 +84,7 @@ def test_i10_8_discover_refuses_overwrite_and_dry_run_prints(
     assert check_file(path)[0] is not None
 
 
-def test_i10_8_discover_tcp_cluster_without_gpus_still_valid(
+def test_discover_tcp_cluster_without_gpus_still_valid(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     fake = FakeCluster.typical(NS, [], storage_classes=("standard",))
@@ -102,7 +100,7 @@ def test_i10_8_discover_tcp_cluster_without_gpus_still_valid(
     assert run(["discover", "Bad;name", "-n", NS], state, monkeypatch).exit_code == 2
 
 
-def test_i16_discover_takes_the_global_namespace_before_the_verb(
+def test_discover_takes_the_global_namespace_before_the_verb(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state = cluster_state(tmp_path)
@@ -118,7 +116,7 @@ def test_i16_discover_takes_the_global_namespace_before_the_verb(
     assert "namespace: ml-dev-env" in res.stdout.replace('"', "")
 
 
-def test_i25_1_wizard_asks_and_writes_a_config_that_validates(
+def test_wizard_asks_and_writes_a_config_that_validates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Upstream's `make wizard`: discovery plus questions, answered here on stdin (name,
@@ -144,7 +142,7 @@ def test_i25_1_wizard_asks_and_writes_a_config_that_validates(
     assert not cfg.dev_tools.vscode
 
 
-def test_i25_1_wizard_refuses_bad_answers_with_one_line(
+def test_wizard_refuses_bad_answers_with_one_line(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state = cluster_state(tmp_path)
@@ -156,9 +154,7 @@ def test_i25_1_wizard_refuses_bad_answers_with_one_line(
     assert not (r / "clusters" / "mine.yaml").exists()
 
 
-def test_i25_6_discover_dry_run_output_validates(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_discover_dry_run_output_validates(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state = cluster_state(tmp_path)
     root(tmp_path, monkeypatch)
     res = run(["discover", "newcluster", "--namespace", NS, "--dry-run"], state, monkeypatch)

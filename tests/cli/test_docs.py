@@ -1,4 +1,4 @@
-"""The docs agree with the code (i16): every command the README and docs/ show exists with
+"""The docs agree with the code: every command the README and docs/ show exists with
 the flags shown, the ones that need no cluster run and succeed, and every config key they
 name exists in the schema.
 

@@ -1,4 +1,4 @@
-"""The fake cluster behind a real ``mlenv`` process (i11.3).
+"""The fake cluster behind a real ``mlenv`` process.
 
 ``python -m mlenv.testing.fake_mlenv STATE -- ARGS`` runs the real CLI with the fake
 installed through the client factory; make's ``MLENV`` variable takes that command line,

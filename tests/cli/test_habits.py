@@ -1,4 +1,4 @@
-"""kubectl/oc habits (i16): global -n/--context/--kubeconfig/-q/-v before or after the
+"""kubectl/oc habits: global -n/--context/--kubeconfig/-q/-v before or after the
 verb, -o json|yaml, -h, mlenv help, completion, teardown --dry-run, logs --tail, and
 mlenv found from any folder of the checkout."""
 
@@ -305,7 +305,7 @@ def test_logs_tail(tmp_path, monkeypatch) -> None:
 
 def _deployment_answers(cluster: str, pods: int) -> str:
     """REC_ANSWERS: the recorder answers with a StatefulSet of ``cluster`` and its pods
-    (i22: logs, shell, launch first check that the pod is one of the StatefulSet's own)."""
+    (logs, shell, launch first check that the pod is one of the StatefulSet's own)."""
     owner = [
         {
             "apiVersion": "apps/v1",
@@ -427,7 +427,7 @@ def verb(
         (["secrets", "local"], "yaml, json"),
     ],
 )
-def test_i25_9_output_is_the_format_everywhere_and_refused_with_the_allowed_values(
+def test_output_is_the_format_everywhere_and_refused_with_the_allowed_values(
     monkeypatch, args, allowed
 ) -> None:
     """`-o` meant a format on some verbs and a path on others (`bundle -o json` wrote a
@@ -437,7 +437,7 @@ def test_i25_9_output_is_the_format_everywhere_and_refused_with_the_allowed_valu
     assert r.stderr.strip() == f"error: -o/--output must be one of {allowed}, got 'wide'"
 
 
-def test_i25_9_table_is_a_format_and_bundle_has_no_o(tmp_path, monkeypatch) -> None:
+def test_table_is_a_format_and_bundle_has_no_o(tmp_path, monkeypatch) -> None:
     plain = run(["list-clusters"], None, monkeypatch)
     table = run(["list-clusters", "-o", "table"], None, monkeypatch)
     assert table.exit_code == 0 and table.stdout == plain.stdout
@@ -447,7 +447,7 @@ def test_i25_9_table_is_a_format_and_bundle_has_no_o(tmp_path, monkeypatch) -> N
     assert not (tmp_path / "json").exists() and not (ROOT / "json").exists()
 
 
-def test_i25_10_bash_completion_completes_option_values(tmp_path) -> None:
+def test_bash_completion_completes_option_values(tmp_path) -> None:
     """Completion stopped at option values: now cluster names (argument and --cluster),
     modes, profiles, check names (a comma list) and run ids from the history."""
     if shutil.which("bash") is None:

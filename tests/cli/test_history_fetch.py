@@ -1,4 +1,4 @@
-"""``mlenv history CLUSTER --fetch`` (i26.3): the runs in pod-0's results folder (the
+"""``mlenv history CLUSTER --fetch``: the runs in pod-0's results folder (the
 scheduled re-checks') join the control host's history, one record per run id; against
 the fake, whose exec runs the real in-pod scripts over the pod's volume."""
 

@@ -1,4 +1,4 @@
-"""Issue 24 §3, hosts: ``status`` with hosts ssh cannot reach, ``shell`` when ssh itself
+"""Hosts: ``status`` with hosts ssh cannot reach, ``shell`` when ssh itself
 fails, and ``logs`` (the head host's run log), against a fake ``ssh`` on PATH.
 
 The fake behaves as OpenSSH does: a host listed in ``$FAKE_SSH_DOWN`` is refused (exit
@@ -265,7 +265,7 @@ def test_sigterm_during_a_run_stops_the_ranks_on_every_host_and_exits_143(
         assert (run / ".interrupted").is_file()  # and the copy brought it back
 
 
-# --- issue 24 §3: a run without hosts.shared_dir ---------------------------------------
+# --- a run without hosts.shared_dir ---------------------------------------
 
 
 def _real_ranks(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:

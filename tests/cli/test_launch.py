@@ -114,7 +114,7 @@ def test_torchrun_needs_every_pod_running(tmp_path, monkeypatch) -> None:
     assert not [c for c in FakeCluster.load(str(state)).calls if "run-torchrun" in c]
 
 
-def test_i16_launch_before_deploy_is_exit_3_never_a_fail(tmp_path, monkeypatch) -> None:
+def test_launch_before_deploy_is_exit_3_never_a_fail(tmp_path, monkeypatch) -> None:
     """kubectl exec of a missing pod exits 1, which launch would have passed on as an
     acceptance FAIL: pod-0 is checked first."""
     state = fake_state(tmp_path)
@@ -128,7 +128,7 @@ def test_i16_launch_before_deploy_is_exit_3_never_a_fail(tmp_path, monkeypatch) 
 
 
 def test_peer_deadline_reaches_pod_0s_launcher_and_bad_values_exit_2(tmp_path, monkeypatch) -> None:
-    """i22 §2: pod 0's launcher waits --deadline (120 s) for its peers; the control host
+    """pod 0's launcher waits --deadline (120 s) for its peers; the control host
     can now set it (the kube tier's launch test needs seconds, a slow cluster more)."""
     state, fake = deployed(tmp_path, monkeypatch)
     fake.exec_responses["python -m mlenv.pod launch"] = {
@@ -156,7 +156,7 @@ def test_peer_deadline_reaches_pod_0s_launcher_and_bad_values_exit_2(tmp_path, m
         assert r.exit_code == 2 and "--peer-deadline" in r.output, (bad, r.output)
 
 
-# -- i26.5: racks from a Node label (nodes.topology_label), read at launch --
+# -- racks from a Node label (nodes.topology_label), read at launch --
 
 ZONE = "topology.kubernetes.io/zone"
 

@@ -50,7 +50,7 @@ def test_invalid_file_is_reported_after_the_table(tmp_path: Path) -> None:
 
 
 def test_slurm_and_hosts_rows_say_their_platform_and_shared_folder(tmp_path: Path) -> None:
-    """Issue 24: a Slurm config is not listed as if it were an OpenShift one."""
+    """a Slurm config is not listed as if it were an OpenShift one."""
     (tmp_path / "clusters").mkdir()
     data = REPO / "tests" / "data" / "platforms"
     for f in ("site-university-gres.yaml", "site-baremetal-lab.yaml"):

@@ -132,9 +132,7 @@ NO_CLUSTER = (
         "shell-multi-node",
     ],
 )
-def test_i16_no_cluster_deployed_and_none_given_stops_and_says_how(
-    checkout: Path, target: str
-) -> None:
+def test_no_cluster_deployed_and_none_given_stops_and_says_how(checkout: Path, target: str) -> None:
     """Before any deploy, with no CLUSTER: a cluster target says so instead of acting on
     `local` (it did: `make shell` opened a shell in local's namespace)."""
     (checkout / "clusters").mkdir()
@@ -181,7 +179,7 @@ HOSTILE_MAKE_VALUES = [
 
 
 @pytest.mark.parametrize("value", HOSTILE_MAKE_VALUES)
-def test_i9_12_makefile_passes_cluster_as_one_word(checkout: Path, value: str) -> None:
+def test_makefile_passes_cluster_as_one_word(checkout: Path, value: str) -> None:
     """Real make, a recording stand-in for mlenv: the value arrives as one argv word and
     no command in it runs (before the fix `$(CLUSTER)` was pasted into bash unquoted)."""
     import json
@@ -220,7 +218,7 @@ def test_i9_12_makefile_passes_cluster_as_one_word(checkout: Path, value: str) -
         )
     calls = [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
     assert not list(checkout.rglob("PWNED"))
-    if value.startswith("$("):  # make expands it to an empty CLUSTER: every target stops (i16)
+    if value.startswith("$("):  # make expands it to an empty CLUSTER: every target stops
         assert calls == []
         return
     assert len(calls) == 4
@@ -239,7 +237,7 @@ def _targets() -> list[str]:
     return sorted({m.group(1) for m in re.finditer(r"^([a-z][a-z0-9-]*):", text, re.M)})
 
 
-def test_i10_5_make_help_lists_every_target(checkout: Path) -> None:
+def test_make_help_lists_every_target(checkout: Path) -> None:
     out = subprocess.run(
         ["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", str(checkout), "help"],
         capture_output=True,
@@ -273,7 +271,7 @@ def test_i10_5_make_help_lists_every_target(checkout: Path) -> None:
         ("status", [], [".venv/bin/mlenv status 'local'"]),
         ("deploy-multi-node", [], [".venv/bin/mlenv deploy 'local'"]),
         ("deploy-multi-node", ["MODE=tcp"], [".venv/bin/mlenv deploy 'local' --mode 'tcp'"]),
-        # i25.1: the rest of upstream's targets
+        # the rest of upstream's targets
         ("deploy-multi-node-rdma", [], [".venv/bin/mlenv deploy 'local' --mode rdma"]),
         (
             "deploy-multi-node-tcp",
@@ -299,7 +297,7 @@ def test_i10_5_make_help_lists_every_target(checkout: Path) -> None:
                 ".venv/bin/mlenv port-forward 'local' --debug --pod '0'",
             ],
         ),
-        # i25.3: upstream's variables, honoured
+        # upstream's variables, honoured
         (
             "deploy",
             ["NAMESPACE=ml-prod"],
@@ -320,13 +318,13 @@ def test_i10_5_make_help_lists_every_target(checkout: Path) -> None:
         ("clean-multi-node", ["PURGE=1"], [".venv/bin/mlenv teardown 'local' --purge"]),
     ],
 )
-def test_i10_5_upstream_targets_map_to_mlenv_verbs(
+def test_upstream_targets_map_to_mlenv_verbs(
     checkout: Path, target: str, extra: list[str], want: list[str]
 ) -> None:
     assert dry(checkout, target, "CLUSTER=local", *extra) == want
 
 
-def test_i10_5_dev_session_syncs_watches_and_forwards_the_debug_port(checkout: Path) -> None:
+def test_dev_session_syncs_watches_and_forwards_the_debug_port(checkout: Path) -> None:
     lines = dry(checkout, "dev-session", "FILE=train.py", "CLUSTER=local")
     assert lines[0] == ".venv/bin/mlenv sync 'local'"
     assert lines[1].startswith(
@@ -349,7 +347,7 @@ def test_i10_5_dev_session_syncs_watches_and_forwards_the_debug_port(checkout: P
         "\n",
     ],
 )
-def test_i9_12_corrupt_current_cluster_file_is_ignored_with_a_warning(
+def test_corrupt_current_cluster_file_is_ignored_with_a_warning(
     checkout: Path, content: str
 ) -> None:
     """The state file is read back as untrusted: only a DNS-1123 label is used (before the
@@ -372,7 +370,7 @@ def test_i9_12_corrupt_current_cluster_file_is_ignored_with_a_warning(
         check=False,
         env=make_env(checkout),
     )
-    assert out.returncode != 0 and "mlenv" not in out.stdout  # i16: no fallback to local
+    assert out.returncode != 0 and "mlenv" not in out.stdout  # no fallback to local
     assert "ignoring .mlenv/current-cluster: not a cluster name" in out.stderr
     assert NO_CLUSTER.format(target="status-cluster") in out.stderr
     assert not (checkout / "PWNED").exists()
@@ -389,7 +387,7 @@ def test_i9_12_corrupt_current_cluster_file_is_ignored_with_a_warning(
         ("\xff\xfe", None),
     ],
 )
-def test_i9_12_current_cluster_is_read_back_validated(
+def test_current_cluster_is_read_back_validated(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -515,7 +513,7 @@ def test_deepspeed_is_built_with_its_op_once_per_machine_and_installed_from_ther
         ),
     ],
 )
-def test_i25_3_upstream_variables_without_meaning_here_stop_with_one_line(
+def test_upstream_variables_without_meaning_here_stop_with_one_line(
     checkout: Path, target: str, var: str, want: str
 ) -> None:
     """`POD_NAME=my-pod make dev-session` used to act on ml-dev-env-0 without a word."""
@@ -524,7 +522,7 @@ def test_i25_3_upstream_variables_without_meaning_here_stop_with_one_line(
     assert len(lines) == 1 and want in lines[0], err
 
 
-def test_i25_3_upstream_variables_reach_the_environment_form_too(checkout: Path) -> None:
+def test_upstream_variables_reach_the_environment_form_too(checkout: Path) -> None:
     """`NAMESPACE=ml-prod make deploy` (upstream's examples set them in the environment)."""
     out = subprocess.run(
         [
@@ -555,11 +553,11 @@ def test_i25_3_upstream_variables_reach_the_environment_form_too(checkout: Path)
     "target,need",
     [("discover-cluster", "NAME="), ("wizard-load", "CONFIG="), ("debug-remote", "FILE=")],
 )
-def test_i25_1_upstream_targets_say_what_they_need(checkout: Path, target: str, need: str) -> None:
+def test_upstream_targets_say_what_they_need(checkout: Path, target: str, need: str) -> None:
     assert f"{target} needs {need}" in dry_fails(checkout, target, "CLUSTER=local")
 
 
-def test_i25_1_every_upstream_target_exists_or_help_names_its_replacement(checkout: Path) -> None:
+def test_every_upstream_target_exists_or_help_names_its_replacement(checkout: Path) -> None:
     """Upstream ml-dev-env's 36 make targets (all its Makefile versions): each is a target
     here (same meaning or an alias). `test` and `clean` keep this project's meaning; the
     README's "Coming from ml-dev-env" table names what replaced them."""
@@ -614,7 +612,7 @@ def test_i25_1_every_upstream_target_exists_or_help_names_its_replacement(checko
         assert path in table, path
 
 
-def test_i25_13_pre_commit_hooks_are_local_and_run_the_venvs_tools() -> None:
+def test_pre_commit_hooks_are_local_and_run_the_venvs_tools() -> None:
     """Upstream's hooks cloned five repositories at run time; ours run the venv's ruff and
     mypy (`repo: local`), the same commands `make lint` / `make typecheck` run."""
     import yaml
@@ -636,7 +634,7 @@ def test_i25_13_pre_commit_hooks_are_local_and_run_the_venvs_tools() -> None:
     assert re.search(r"^pre-commit: lint typecheck ##", makefile, re.M)
 
 
-def test_i25_11_make_venv_says_a_missing_compiler_first(checkout: Path, tmp_path: Path) -> None:
+def test_make_venv_says_a_missing_compiler_first(checkout: Path, tmp_path: Path) -> None:
     """DeepSpeed's op is compiled at install: without a compiler `make venv` failed minutes
     in with pages of compiler output; now its first line stops with the package to install."""
     (checkout / ".venv" / ".installed").unlink()

@@ -1,4 +1,4 @@
-"""i22 item 10 through the CLI: a pod someone else in the namespace made with our labels
+"""Through the CLI: a pod someone else in the namespace made with our labels
 is not ours. Each verb that reaches pods (shell, logs, port-forward, launch, status,
 teardown, gpu-info) leaves it alone; status and teardown name it. The cluster-layer
 twin (sync, deploy's warning, the ownership rule itself) is

@@ -1,4 +1,4 @@
-"""Issue 24 §4: each verb does the platform's right thing or says in one line that it does
+"""each verb does the platform's right thing or says in one line that it does
 not apply (exit 2). The Slurm clients on PATH here are tripwires: they record that they
 were called and fail, so a verb that must not talk to Slurm is caught doing so."""
 
@@ -115,7 +115,7 @@ def test_scontrol_fatal_error_has_a_hint(stderr: str, hint: str) -> None:
 
 
 def test_acceptance_on_a_platform_hands_localize_to_the_job(tmp_path: Path) -> None:
-    """i26.5: ``mlenv acceptance --cluster NAME --localize`` dropped --localize, so the job's
+    """``mlenv acceptance --cluster NAME --localize`` dropped --localize, so the job's
     fabric.localize stayed on auto and SKIPped (found on the real Slurm harness)."""
     from mlenv.cli.cmd_acceptance import platform_suite_args
 

@@ -1,4 +1,4 @@
-"""``mlenv quarantine`` / ``mlenv release`` on the fake cluster (i26.2): dry run first,
+"""``mlenv quarantine`` / ``mlenv release`` on the fake cluster: dry run first,
 --apply through the client with a permission check, release only what this run set."""
 
 from __future__ import annotations

@@ -236,7 +236,7 @@ def test_make_demo_renders_and_uses_the_default_rank_count():
     assert "--nproc" not in acceptance
 
 
-def test_i25_12_all_outside_a_checkout_is_exit_2(tmp_path):
+def test_all_outside_a_checkout_is_exit_2(tmp_path):
     """`render --all --check` with no clusters/ checked 0 trees and exited 0."""
     bare = tmp_path / "not-a-checkout"
     bare.mkdir()
@@ -250,7 +250,7 @@ def test_i25_12_all_outside_a_checkout_is_exit_2(tmp_path):
     assert not (bare / "k8s").exists()
 
 
-def test_i25_12_stale_slurm_and_hosts_trees_of_deleted_configs_are_flagged(root):
+def test_stale_slurm_and_hosts_trees_of_deleted_configs_are_flagged(root):
     """A deleted slurm/hosts config left slurm/<name>/ (hosts/<name>/) behind unflagged."""
     slurm_cfg = REPO / "tests" / "data" / "platforms" / "cpu-slurm.yaml"
     shutil.copy(slurm_cfg, root / "clusters" / "cpu-slurm.yaml")

@@ -1,5 +1,5 @@
 """An unusable ``--report-dir`` is bad input: exit 2 and one line, before anything runs
-(i16; it was ``internal error: OSError…``, exit 3)."""
+(it was ``internal error: OSError…``, exit 3)."""
 
 from __future__ import annotations
 

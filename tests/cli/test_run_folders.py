@@ -1,4 +1,4 @@
-"""Issue 23 §1 at the CLI: a run never reuses a folder, and compare/bundle/history never take
+"""At the CLI: a run never reuses a folder, and compare/bundle/history never take
 one run for another (exit 2, one line, before anything runs)."""
 
 from __future__ import annotations
@@ -227,7 +227,7 @@ def test_a_killed_run_is_named_by_bundle_and_history_and_finalize_finalises_it(
 
 
 def test_compare_refuses_an_interrupted_run_unless_asked(tmp_path: Path) -> None:
-    """Issue 23 §3: someone stopped the run, so its figures may be cut short."""
+    """someone stopped the run, so its figures may be cut short."""
     _run_folder(tmp_path / "a", A, "PASS")
     _run_folder(tmp_path / "b", B, "INTERRUPTED")
     r = CliRunner().invoke(app, ["compare", str(tmp_path / "a"), str(tmp_path / "b")])
@@ -244,7 +244,7 @@ def test_compare_refuses_an_interrupted_run_unless_asked(tmp_path: Path) -> None
 
 
 def test_a_verb_whose_reader_left_exits_141_quietly(tmp_path: Path) -> None:
-    """Issue 23 §6: `mlenv history local | head` with the reader gone: no BrokenPipe traceback,
+    """`mlenv history local | head` with the reader gone: no BrokenPipe traceback,
     no "internal error", exit 128 + SIGPIPE. The pipe's read end is closed before the verb
     starts, so its first write fails whatever the timing."""
     import os

@@ -1,4 +1,4 @@
-"""``mlenv secrets`` (i16, GitOps): the Secrets a rendered tree needs, printed for sealing."""
+"""``mlenv secrets`` (GitOps): the Secrets a rendered tree needs, printed for sealing."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ def test_shell_opens_in_the_chosen_pod(tmp_path, monkeypatch) -> None:
     assert run(["shell", "barcelona", "--pod", "1"], state, monkeypatch).exit_code == 0
     assert ["interactive", "ml-dev-env-1", "bash", "-l"] in FakeCluster.load(str(state)).calls
     r = run(["shell", "barcelona", "--pod", "7"], state, monkeypatch)
-    assert r.exit_code == 3 and r.stderr == (  # i16: one line, before kubectl's own exit 1
+    assert r.exit_code == 3 and r.stderr == (  # one line, before kubectl's own exit 1
         "error: pod ml-dev-env-7 in ml-dev-env is not there: nothing was started "
         "(mlenv status barcelona; mlenv deploy barcelona)\n"
     )
@@ -28,7 +28,7 @@ def test_port_forward_uses_the_dev_pod(tmp_path, monkeypatch) -> None:
     assert calls and calls[0][1] == "ml-dev-env-dev"
 
 
-def test_i16_shell_and_port_forward_before_deploy_are_exit_3(tmp_path, monkeypatch) -> None:
+def test_shell_and_port_forward_before_deploy_are_exit_3(tmp_path, monkeypatch) -> None:
     state = fake_state(tmp_path)
     for args in (
         ["shell", "barcelona"],

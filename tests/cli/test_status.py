@@ -10,7 +10,7 @@ def test_status_without_deployment(tmp_path, monkeypatch) -> None:
     assert r.exit_code == 0 and "no pods (not deployed?" in r.output
 
 
-def test_i10_7_status_shows_each_pods_rdma_interfaces(tmp_path, monkeypatch) -> None:
+def test_status_shows_each_pods_rdma_interfaces(tmp_path, monkeypatch) -> None:
     import json
 
     from mlenv.cluster.status import READ_INTERFACES
@@ -46,7 +46,7 @@ def test_i10_7_status_shows_each_pods_rdma_interfaces(tmp_path, monkeypatch) -> 
     assert "ml-dev-env-0: RDMA interfaces" not in r.output
 
 
-def test_i10_7_the_in_pod_reader_finds_what_pod_init_wrote(tmp_path) -> None:
+def test_the_in_pod_reader_finds_what_pod_init_wrote(tmp_path) -> None:
     import os
     import subprocess
     import sys

@@ -61,7 +61,7 @@ def _deployed_with_workspace(tmp_path, monkeypatch):
     return state, ws
 
 
-def test_i10_2_file_written_in_a_pod_survives_sync_and_watch(tmp_path, monkeypatch) -> None:
+def test_file_written_in_a_pod_survives_sync_and_watch(tmp_path, monkeypatch) -> None:
     state, ws = _deployed_with_workspace(tmp_path, monkeypatch)
     fake = FakeCluster.load(str(state))
     for pod in ("ml-dev-env-0", "ml-dev-env-1"):
@@ -97,7 +97,7 @@ def test_i10_2_file_written_in_a_pod_survives_sync_and_watch(tmp_path, monkeypat
         assert files["train.py"] == b"v2" and "train.py.bak" in files
 
 
-def test_i10_2_sync_delete_and_dry_run_through_the_cli(tmp_path, monkeypatch) -> None:
+def test_sync_delete_and_dry_run_through_the_cli(tmp_path, monkeypatch) -> None:
     state, ws = _deployed_with_workspace(tmp_path, monkeypatch)
     fake = FakeCluster.load(str(state))
     fake.write_pod_file("ml-dev-env-0", "ml-dev-env", "/workspace/results/run1/results.json", b"{}")

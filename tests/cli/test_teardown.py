@@ -41,9 +41,7 @@ def test_teardown_names_what_it_had_to_leave_behind(tmp_path, monkeypatch) -> No
     assert "deleted clusterrole/ml-dev-env-ml-dev-env-barcelona-rdma-use" in r.stdout
 
 
-def test_i9_7_deploy_applies_network_policies_and_teardown_removes_them(
-    tmp_path, monkeypatch
-) -> None:
+def test_deploy_applies_network_policies_and_teardown_removes_them(tmp_path, monkeypatch) -> None:
     state = fake_state(tmp_path, "nerc-tcp")
     r = run(["deploy", "nerc-tcp", "--mode", "tcp", "--timeout", "60"], state, monkeypatch)
     assert r.exit_code == 0, r.output
@@ -56,7 +54,7 @@ def test_i9_7_deploy_applies_network_policies_and_teardown_removes_them(
     assert FakeCluster.load(str(state)).list("NetworkPolicy", "ml-dev-env") == []
 
 
-def test_i25_4_teardown_keeps_the_image_build_unless_purge(tmp_path, monkeypatch) -> None:
+def test_teardown_keeps_the_image_build_unless_purge(tmp_path, monkeypatch) -> None:
     """Upstream's clean-multi-node kept the BuildConfig and ImageStream; ours deleted them,
     so a redeploy needed a rebuild."""
     state = fake_state(tmp_path)

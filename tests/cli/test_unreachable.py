@@ -1,4 +1,4 @@
-"""Every cluster verb against an API server that is not there (i16), through the REAL
+"""Every cluster verb against an API server that is not there, through the REAL
 ``oc``/``kubectl`` client binary on PATH (no fake: the CLI's own client factory):
 
 - a closed port (connection refused),
@@ -349,7 +349,7 @@ def test_kubeconfig_without_a_context_names_the_file(tmp_path) -> None:
     ]
 
 
-# -- i22: a half-up API server ---------------------------------------------------------
+# -- a half-up API server ---------------------------------------------------------
 
 
 def _real_kubectl() -> str | None:
@@ -416,7 +416,7 @@ def test_half_up_server_every_verb_exits_3_within_the_timeout(
     half_up,
     monkeypatch,
 ) -> None:
-    """/version answers, everything else hangs: before i22 the probe passed and each later
+    """/version answers, everything else hangs: once the probe passed and each later
     call had 30 s of its own (kubectl retried discovery five times): 122-152 s and raw
     kubectl text. Now every call is bounded by the one setting and the verb is exit 3,
     one line naming the server, within the timeout plus 5 s (measured in process: no

@@ -135,7 +135,7 @@ UPSTREAM_CASES = sorted(UPSTREAM.glob("*.yaml"))
 
 @pytest.mark.parametrize("mode", ["rdma", "tcp"])
 @pytest.mark.parametrize("case", UPSTREAM_CASES, ids=[c.stem for c in UPSTREAM_CASES])
-def test_i10_1_upstream_config_validates_and_renders_through_the_cli(
+def test_upstream_config_validates_and_renders_through_the_cli(
     root: Path, tmp_path: Path, case: Path, mode: str
 ) -> None:
     """The four upstream ml-dev-env configs, verbatim, through `mlenv validate` and

@@ -1,4 +1,4 @@
-"""The verb list (i11.4): every ``mlenv/cli/cmd_*.py`` is registered, every registered
+"""The verb list: every ``mlenv/cli/cmd_*.py`` is registered, every registered
 module exists, and ``mlenv --help`` shows exactly the verbs users are told about."""
 
 from __future__ import annotations

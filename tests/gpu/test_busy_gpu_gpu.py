@@ -1,4 +1,4 @@
-"""Issue 12.4 on a real GPU: another process holding memory is named before anything is measured.
+"""On a real GPU: another process holding memory is named before anything is measured.
 
 Skipped without CUDA or nvidia-smi. A child process (not ours: its command line does not
 run ``mlenv.acceptance``) holds 8 GiB of GPU 0; the environment check's probe must call
@@ -49,7 +49,7 @@ def _ctx() -> object:
     )
 
 
-def test_i12_4_gpu_held_by_another_process_is_busy_on_a_real_gpu() -> None:
+def test_gpu_held_by_another_process_is_busy_on_a_real_gpu() -> None:
     from mlenv.acceptance.checks.environment import busy_gpu
 
     child = subprocess.Popen(
@@ -67,7 +67,7 @@ def test_i12_4_gpu_held_by_another_process_is_busy_on_a_real_gpu() -> None:
         child.wait(timeout=30)
 
 
-def test_i12_4_memory_this_process_holds_is_never_busy_on_a_real_gpu() -> None:
+def test_memory_this_process_holds_is_never_busy_on_a_real_gpu() -> None:
     from mlenv.acceptance.checks.environment import QUERY_APPS, busy_gpu, parse_apps, run_tool
 
     x = torch.empty(4 * 2**30, dtype=torch.uint8, device="cuda:0")

@@ -75,7 +75,7 @@ def test_mixed_precision_training_on_one_gpu(one_gpu_group: None, model: str) ->
 
 
 def test_fast_setup_trains_beside_its_plain_loop(one_gpu_group: None) -> None:
-    """Issue 27's setup on a real GPU: torch_autocast bf16, ZeRO-0, channels_last applied after
+    """The measured setup on a real GPU: torch_autocast bf16, ZeRO-0, channels_last applied after
     initialize (before it, DeepSpeed's broadcast raised), with the plain loop interleaved."""
     from mlenv.acceptance.checks.training import loss_trend, train_one
     from mlenv.acceptance.datasets import build_dataset

@@ -43,7 +43,7 @@ def _worker(rank: int, spec: WorldSpec, port: int, out: str) -> None:
     from mlenv.acceptance.core.base import RunContext, registry
     from mlenv.acceptance.core.registry import load_shipped
 
-    # Every shipped check, through the registry (issue 21): importing three check modules
+    # Every shipped check, through the registry: importing three check modules
     # by hand left fabric.localize, which has its own module now, unregistered (KeyError).
     load_shipped()
 

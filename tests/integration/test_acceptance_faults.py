@@ -2,7 +2,7 @@
 
 Killed rank, hung rank, slow rank, corrupted compute rank, a killed rank with no
 launcher to stop the others (the store heartbeat names it), and a stopped (SIGSTOP)
-rank 0 or 1 (issue 23 §4: named hung, with its host, not "died", and the run finalised).
+rank 0 or 1 (named hung, with its host, not "died", and the run finalised).
 Each must finish within its deadline with ERROR/FAIL naming the rank and host, keeping
 what was measured.
 """
@@ -245,7 +245,7 @@ def test_a_rank_whose_rank_0_never_starts_says_so_and_exits_3(tmp_path: Path) ->
     assert not (tmp_path / "report" / "results.json").exists()  # only rank 0 writes reports
 
 
-# -- a stopped rank (issue 23 §4) ------------------------------------------------------------
+# -- a stopped rank ------------------------------------------------------------
 
 STOP_DEADLINE = 10.0
 
@@ -352,8 +352,8 @@ def _stop_a_rank(tmp_path: Path, rank: int) -> dict[str, Any]:
             p.wait(timeout=STOP_DEADLINE + 100)
         except subprocess.TimeoutExpired:
             pytest.fail(
-                f"rank {rank} stopped: still running {STOP_DEADLINE + 100:g} s later (the silence of issue 23 "
-                "§4): " + "\n".join(x for _, x in out + err)[-3000:]
+                f"rank {rank} stopped: still running {STOP_DEADLINE + 100:g} s later (a silent stop): "
+                + "\n".join(x for _, x in out + err)[-3000:]
             )
         ended = time.monotonic()
         for t in readers:
@@ -410,7 +410,7 @@ def _judge_the_stopped_run(tmp_path: Path, run: dict[str, Any], said: str) -> di
 
 
 def test_a_stopped_rank_0_is_named_hung_with_its_host_and_the_run_finalised(tmp_path: Path) -> None:
-    """Issue 23 §4: SIGSTOP on rank 0 printed nothing until the CLI's whole budget ran out,
+    """SIGSTOP on rank 0 printed nothing until the CLI's whole budget ran out,
     and the reason did not name rank 0. Rank 0 hosts the run's store, so the other rank
     cannot report for it: the CLI sees its state (T) and, past the check's deadline, says
     so in one line, stops the run and finalises the report from results.jsonl."""
@@ -430,7 +430,7 @@ def test_a_stopped_rank_0_is_named_hung_with_its_host_and_the_run_finalised(tmp_
 
 
 def test_a_stopped_rank_1_is_named_hung_with_its_host_not_died(tmp_path: Path) -> None:
-    """Issue 23 §4: a stopped rank 1 was reported as "died (killed or crashed)" once its
+    """a stopped rank 1 was reported as "died (killed or crashed)" once its
     heartbeat went stale, though it was alive. Its process is there, stopped: rank 0 waits
     for it until the check's deadline (it may be continued), then names it hung."""
     run = _stop_a_rank(tmp_path, 1)

@@ -92,11 +92,11 @@ def test_local_suite_passes_with_every_report(tmp_path: Path) -> None:
     lines = (report / "results.jsonl").read_text().splitlines()
     assert len(lines) == len(doc["checks"])
     cases = ET.parse(report / "junit.xml").getroot().findall("testsuite/testcase")
-    # one per result, one per node (i26: node verdicts), and the verdict's own testcase
+    # one per result, one per node (node verdicts), and the verdict's own testcase
     assert len(cases) == len(doc["checks"]) + len(doc["node_verdicts"]["nodes"]) + 1
     assert (report / "summary.md").read_text().startswith("# Acceptance: PASS")
     assert (report / "tflops.png").exists()
-    # i25.8: the terminal holds progress and the verdict (it held ~65 lines of nccl-tests
+    # the terminal holds progress and the verdict (it held ~65 lines of nccl-tests
     # tables, DeepSpeed's argv, warnings and a second verdict); the log holds the rest
     lines = [ln for ln in out.splitlines() if ln.strip()]
     assert len(lines) <= len(doc["checks"]) + 8, out
@@ -123,7 +123,7 @@ def test_local_suite_passes_with_every_report(tmp_path: Path) -> None:
     assert "deepspeed.launcher" in log and "out-of-place" in log  # the argv and the tables
 
 
-def test_i25_8_quiet_fail_shows_the_verdict_and_errors_only(tmp_path: Path) -> None:
+def test_quiet_fail_shows_the_verdict_and_errors_only(tmp_path: Path) -> None:
     """`-q` on a FAIL: the verdict block, nothing else (DeepSpeed's `[ERROR] sigkill_handler`
     line after a FAIL used to follow it)."""
     p, report = run_local(

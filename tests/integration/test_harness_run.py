@@ -1,4 +1,4 @@
-"""i9.10: the harness's bounded run never hangs on a pipe a grandchild still holds."""
+"""the harness's bounded run never hangs on a pipe a grandchild still holds."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ time.sleep(60)
 """
 
 
-def test_i9_10_harness_run_returns_after_its_timeout_despite_a_grandchild() -> None:
+def test_harness_run_returns_after_its_timeout_despite_a_grandchild() -> None:
     p = subprocess.Popen(
         [sys.executable, "-c", SCRIPT],
         stdout=subprocess.PIPE,

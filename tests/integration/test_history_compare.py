@@ -1,4 +1,4 @@
-"""Issue 15 end to end: two real `mlenv acceptance --local` runs, the second with a slow rank;
+"""History and compare end to end: two real `mlenv acceptance --local` runs, the second with a slow rank;
 both land in the history, the second is bundled and verifies, and `mlenv compare` exits 1
 naming the slowed rank.
 

@@ -1,4 +1,4 @@
-"""Issue 13, ``platform: hosts``: the suite over real sshd on two netns hosts.
+"""``platform: hosts``: the suite over real sshd on two netns hosts.
 
 This machine is the head (it runs ``mlenv``); each netns host runs an sshd that accepts
 a key made for the test. ``nodes.gpu_nodes`` lists the hosts' addresses (this machine
@@ -170,7 +170,7 @@ def test_hosts_preflight_and_acceptance_2x2_pass(env: Env) -> None:
     )  # run folders (history.jsonl beside them)
     assert len(runs) == 1
     doc = json.loads((runs[0] / "results.json").read_text())
-    # i26.3: the run is in the control host's history (a scheduled cron run is in the trends)
+    # the run is in the control host's history (a scheduled cron run is in the trends)
     hist = [
         json.loads(line)
         for line in (env.root / "reports" / CLUSTER / "history.jsonl").read_text().splitlines()
@@ -185,7 +185,7 @@ def test_hosts_preflight_and_acceptance_2x2_pass(env: Env) -> None:
 
 
 def test_hosts_without_shared_dir_ship_the_options_and_copy_the_reports_back(env: Env) -> None:
-    """issue 24 §3: the options and baseline files are on this machine only (the hosts
+    """the options and baseline files are on this machine only (the hosts
     cannot see ctl/); each host gets a copy and the option shows in results.json; rank 0's
     reports come back from host 0's own folder into reports/<cluster>/<run-id>/ with every
     host's rank logs, and this machine's history gets the run once. Before: exit 2."""
@@ -271,7 +271,7 @@ def test_hosts_sync_status_teardown(env: Env) -> None:
 
 
 def test_a_host_python_without_mlenv_is_stopped_and_stage_brings_it(env: Env) -> None:
-    """issue 24 §2 over ssh: preflight names the missing module and `mlenv stage`; stage
+    """Over ssh: preflight names the missing module and `mlenv stage`; stage
     makes the venv in the shared folder through host 0; the run then passes through it."""
     name = "hosts-stage"
     py = node_python(env.root)
@@ -294,7 +294,7 @@ def test_a_host_python_without_mlenv_is_stopped_and_stage_brings_it(env: Env) ->
     venv = env.root / "shared" / ".mlenv" / "venv" / name
     assert f"staged {venv}" in r.stdout
     print(f"\nmlenv stage over ssh: {time.monotonic() - t0:.1f} s")
-    # The compute checks only (i22): what this proves is that all 4 ranks run through the
+    # The compute checks only: what this proves is that all 4 ranks run through the
     # staged venv; the whole suite over ssh is test_hosts_preflight_and_acceptance_2x2_pass's
     # (with it this test took 165 s of a CI worker, mostly DeepSpeed's training check).
     r = env.mlenv(
@@ -324,7 +324,7 @@ def _running(pattern: str) -> list[str]:
 
 
 def test_sigterm_stops_the_run_on_every_host_and_logs_shows_the_heads_log(env: Env) -> None:
-    """issue 24 §3: SIGTERM to mlenv once the 4 ranks run: every rank and ssh session ends
+    """SIGTERM to mlenv once the 4 ranks run: every rank and ssh session ends
     (pkill over ssh), exit 143; `logs` then prints rank 0's log of that run."""
     ranks = f"mlenv.acceptance.*{env.root}/shared/results/"
     p = subprocess.Popen(
@@ -409,7 +409,7 @@ def test_host_with_ssh_down_is_named_before_launch(env: Env) -> None:
     assert (
         r.returncode == 0 and f"unreachable over ssh: {victim.address} (1 of 2 hosts)" in r.stderr
     ), r.stderr
-    # issue 24 §3: ssh's own failure is one line naming the host, exit 3 (not 255 and ssh's text)
+    # ssh's own failure is one line naming the host, exit 3 (not 255 and ssh's text)
     r = env.mlenv("shell", CLUSTER, "--pod", "1", "--", "true", timeout=60)
     assert r.returncode == 3, r.stdout + r.stderr
     assert (

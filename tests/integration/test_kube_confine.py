@@ -1,4 +1,4 @@
-"""Host safety of the kube tier's exec (issue 22 §1), with real mount namespaces.
+"""Host safety of the kube tier's exec, with real mount namespaces.
 
 kwok runs every exec as a process on this machine, as root. The tier starts kwok through
 kwokns.sh (the whole host read-only in kwok's mount namespace, except the tier's folder)
@@ -155,7 +155,7 @@ def _netns(pid: int | str) -> int:
 
 def test_each_pods_commands_run_in_its_own_network_namespace(tier: plane.Tier) -> None:
     """As in a pod of a real node: its network namespace, not this machine's, and not its
-    neighbour's (issue 22 §2: each pod's sshd on the same port)."""
+    neighbour's (each pod's sshd on the same port)."""
     seen = {}
     for pod in ("a", "b"):
         env = _pod_env(tier, "ns", pod, tier.folder / "volumes" / pod)

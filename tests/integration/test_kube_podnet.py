@@ -1,4 +1,4 @@
-"""The kube tier's pod network (issue 22 §2), with real network namespaces, veths and a
+"""The kube tier's pod network, with real network namespaces, veths and a
 bridge: what the pod-root controller gives each pod (mlenv/testing/kube/podnet.py), and
 that only what it made is removed. tests/kube proves it again through kwok: a DeepSpeed
 run over ssh between two pods (tests/kube/test_flows.py).

@@ -272,7 +272,7 @@ def test_slow_path_between_two_hosts_names_the_pair(
 
 @needs_harness
 def test_slow_rack_uplink_is_named_as_the_rack(hosts: Cluster, tmp_path: Path) -> None:
-    """i26.5: hosts 0 and 1 are rack-a, 2 and 3 racks of their own; everything hosts 0 and 1
+    """hosts 0 and 1 are rack-a, 2 and 3 racks of their own; everything hosts 0 and 1
     send out of the rack is shaped (their leaf's uplink), nothing between them. With the
     topology the report names rack-a once; the same shaping without it names links."""
     topology = {

@@ -1,4 +1,4 @@
-"""Node verdicts on real CPU ranks (i26.1): two torchrun agents play two nodes (each its
+"""Node verdicts on real CPU ranks: two torchrun agents play two nodes (each its
 own MLENV_HOST, and MLENV_NODE_NAME as the downward API gives a pod its Kubernetes
 Node); rank 1 is made 4x slower (MLENV_FAULT). Its node must FAIL with the drain action,
 named as the Node beside its pod, and the other node PASS; summary.md leads with the

@@ -125,7 +125,7 @@ def test_preflight_names_the_pod_whose_sshd_is_down(cluster: Callable[..., Clust
 
 
 @needs_harness
-def test_i9_10_preflight_names_the_pod_whose_sshd_is_frozen(
+def test_preflight_names_the_pod_whose_sshd_is_frozen(
     cluster: Callable[..., Cluster],
 ) -> None:
     """SIGSTOP, not kill: the kernel still completes the TCP connect, only the banner is
@@ -177,7 +177,7 @@ def test_acceptance_suite_on_the_torchrun_path_without_ssh(
     assert codes == [0, 0], [t[-3000:] for t in texts]
     report = ws[0] / "results" / run_id / "results.json"
     assert report.is_file()
-    # pod-1 keeps only its own rank log (i15: every rank's output survives it); the report
+    # pod-1 keeps only its own rank log (every rank's output survives it); the report
     # itself exists only where rank 0 ran
     left = sorted(p.relative_to(ws[1]).as_posix() for p in ws[1].rglob("*") if p.is_file())
     assert left == [f"results/{run_id}/logs/rank1.ml-dev-env-1.log"], left
@@ -194,7 +194,7 @@ def test_acceptance_suite_on_the_torchrun_path_without_ssh(
 
 
 # The whole quick suite once, at 2 ranks per pod; one rank per pod proves the attribution
-# with the checks that run on every rank (i22: the whole suite there too cost a CI worker
+# with the checks that run on every rank (the whole suite there too cost a CI worker
 # 91 s more, for the training check the other case runs).
 @needs_harness
 @pytest.mark.parametrize(
@@ -314,7 +314,7 @@ def _rank_pid(rank: int, marker: str) -> int | None:
 def test_a_stopped_rank_on_another_node_is_named_hung_not_died(
     cluster: Callable[..., Cluster], tmp_path: Path
 ) -> None:
-    """Issue 23 §4 across nodes: rank 0 cannot see rank 1's pid (another pod: another pid
+    """Across nodes: rank 0 cannot see rank 1's pid (another pod: another pid
     namespace), so it connects to the port rank 1 holds: accepted from the backlog though
     the process is stopped, so rank 1 is named hung ("still there"), not died, at the
     check's deadline."""
@@ -493,7 +493,7 @@ LAUNCH_DEEPSPEED = str(Path(__file__).resolve().parents[2] / "workspace" / "laun
 
 
 @needs_harness
-def test_i10_4_upstream_positional_form_on_the_harness(
+def test_upstream_positional_form_on_the_harness(
     cluster: Callable[..., Cluster], tmp_path: Path
 ) -> None:
     """``./launch_deepspeed.sh SCRIPT DS_CONFIG HOSTFILE ARGS`` as upstream's users type it:
@@ -534,7 +534,7 @@ def test_i10_4_upstream_positional_form_on_the_harness(
 
 
 @needs_harness
-def test_i10_7_missing_interfaces_filtered_on_the_harness(tmp_path: Path) -> None:
+def test_missing_interfaces_filtered_on_the_harness(tmp_path: Path) -> None:
     """RDMA-mode init in a real network namespace: of the configured names, the pod's
     own veth is kept and ``net9`` is dropped and named; none present is exit 3."""
     c = Cluster(1, str(tmp_path))
@@ -575,7 +575,7 @@ def test_i10_7_missing_interfaces_filtered_on_the_harness(tmp_path: Path) -> Non
 
 
 @needs_harness
-def test_i9_10_launch_with_a_peer_frozen_after_preflight_stops_naming_it(
+def test_launch_with_a_peer_frozen_after_preflight_stops_naming_it(
     cluster: Callable[..., Cluster],
 ) -> None:
     """sshd of node 1 frozen after preflight (simulated: preflight skipped): pdsh's ssh

@@ -1,4 +1,4 @@
-"""Issue 23 with real processes: every run finalised, kept and compared exactly.
+"""Run records with real processes: every run finalised, kept and compared exactly.
 
 `mlenv acceptance --local` with 2 CPU ranks (gloo) through the DeepSpeed launcher, only
 the checks each case needs.
@@ -111,7 +111,7 @@ def _run_processes(marker: str) -> list[str]:
 def test_a_signal_to_the_cli_stops_the_run_and_finalises_it_as_interrupted(
     tmp_path: Path, sig: signal.Signals, code: int
 ) -> None:
-    """Issue 23 §2, §3: what CI cancelling, `timeout` or a closed terminal send is handled like
+    """What CI cancelling, `timeout` or a closed terminal send is handled like
     Ctrl-C: the ranks are stopped, the report finalised with verdict INTERRUPTED (exit 130
     for SIGINT, 143 for SIGTERM/SIGHUP), what was measured kept, the history line written,
     and nothing of the run still running when the CLI has exited. Rank 1 hangs in the
@@ -177,7 +177,7 @@ def test_a_signal_to_the_cli_stops_the_run_and_finalises_it_as_interrupted(
 
 
 def test_acceptance_whose_reader_left_exits_by_its_verdict_quietly(tmp_path: Path) -> None:
-    """Issue 23 §6: `mlenv acceptance … | head -3`: the run completes and is recorded, and
+    """`mlenv acceptance … | head -3`: the run completes and is recorded, and
     the exit is the verdict's (0), with no BrokenPipe traceback. The pipe's read end is
     closed before the run starts, so every write to stdout fails."""
     rd, wr = os.pipe()
@@ -240,7 +240,7 @@ def full_disk(tmp_path: Path) -> Iterator[Path]:
 def test_a_disk_full_early_is_one_line_and_the_run_is_still_in_the_history(
     tmp_path: Path, full_disk: Path
 ) -> None:
-    """Issue 23 §5, on a real full disk: today a thread traceback, "internal error", exit 3,
+    """On a real full disk: once a thread traceback, "internal error", exit 3,
     no history line though the history folder had room. Now: the run stops after its first
     check, one line names the folder and its free space, the history records it as ERROR,
     and results.jsonl (if any) holds only whole lines."""

@@ -1,4 +1,4 @@
-"""Issue 13 on a real Slurm cluster: one controller (this machine) and two compute hosts
+"""A real Slurm cluster: one controller (this machine) and two compute hosts
 (network namespaces of the netns harness, one slurmd each, NodeName = the host's name,
 CPU-only), munge shared. Every command is the real one: ``mlenv`` in a subprocess, which
 runs ``sbatch``/``scontrol``/``scancel``/``sinfo``; the job runs the rendered
@@ -148,7 +148,7 @@ def test_unknown_partition_is_exit_2_with_the_config_location(env: Env, tmp_path
 def test_listed_nodes_without_the_constraints_features_are_named_before_submitting(
     env: Env, tmp_path: Path
 ) -> None:
-    """Issue 24 §3: nodes.gpu_nodes (--nodelist) against slurm.constraint. sbatch only said
+    """nodes.gpu_nodes (--nodelist) against slurm.constraint. sbatch only said
     "Requested node configuration is not available" (exit 3); preflight names each listed
     node and the features it has (exit 2), and nothing is submitted."""
     bad = tmp_path / "constrained.yaml"
@@ -209,7 +209,7 @@ def test_deploy_status_logs_run_the_rendered_acceptance_sbatch_2x2_to_pass(env: 
     assert doc["verdict"] == "PASS", doc["reasons"]
     assert doc["world"]["nodes"] == 2 and doc["world"]["ranks"] == 4
     assert sorted(set(doc["world"]["hosts"])) == sorted(env.slurm.nodes)
-    # i26: node verdicts name the Slurm nodes and measured both. Not PASS for both: on this
+    # node verdicts name the Slurm nodes and measured both. Not PASS for both: on this
     # shared CPU harness a collective outlier WARNs a node of a PASS run now and then.
     statuses = {n["node"]: n["status"] for n in doc["node_verdicts"]["nodes"]}
     assert set(statuses) == set(env.slurm.nodes) and set(statuses.values()) <= {"PASS", "WARN"}, (
@@ -301,7 +301,7 @@ def _node(env: Env, node: str) -> dict[str, str]:
 def test_quarantine_drains_failed_nodes_leaves_a_human_drain_alone_and_release_resumes(
     env: Env, tmp_path: Path
 ) -> None:
-    """i26.2 on real slurmctld: dry run changes nothing; --apply drains the FAILED node with
+    """Quarantine on real slurmctld: dry run changes nothing; --apply drains the FAILED node with
     the run id and check as reason; a node an operator drained for another reason is left
     alone at apply and at release; release --after a later run that passed the node
     resumes exactly the node quarantine drained."""
@@ -416,7 +416,7 @@ def _finish(p: subprocess.Popen[str], timeout: float = 300) -> str:
 
 
 def test_two_jobs_sharing_the_nodes_each_get_their_port_and_cpus(env: Env) -> None:
-    """Issue 24 §3, shared nodes: two jobs at once on the same two nodes (exclusive: false).
+    """Shared nodes: two jobs at once on the same two nodes (exclusive: false).
     Both bound MASTER_PORT 29500 on the first node and one ended FAILED; now the port comes
     from the job id, and each job asks for a CPU per rank, not Slurm's one per node."""
     env.slurm.wait_idle(90)
@@ -445,7 +445,7 @@ def _run_ids(outs: list[str]) -> list[str]:
 
 
 def test_a_job_pending_in_the_queue_says_why_and_then_runs(env: Env) -> None:
-    """Issue 24 §3, pending time: the partition is down and the job is held by an admin;
+    """Pending time: the partition is down and the job is held by an admin;
     each pending reason Slurm gives is said (only the first was, the state being the same),
     and the wait is not counted against the run: it runs once released."""
     env.slurm.wait_idle(90)
@@ -475,7 +475,7 @@ def test_a_job_pending_in_the_queue_says_why_and_then_runs(env: Env) -> None:
 def test_a_node_drained_mid_job_lets_the_job_finish_and_the_reports_are_copied_whole(
     env: Env,
 ) -> None:
-    """Issue 24 §3, drain: DRAIN lets running jobs finish; mlenv cancelled within a poll and
+    """Drain: DRAIN lets running jobs finish; mlenv cancelled within a poll and
     said NODE_FAIL. Now the drain is said and the job runs to its end; the copy is taken
     after the job ended (the same results.json as on the shared folder), and the run is in
     this host's history under its one run id, with its job id."""
@@ -528,7 +528,7 @@ def _wait_results(env: Env, before: str) -> str:
 def test_the_ranks_are_stopped_before_the_time_limit_and_the_run_says_so(
     env: Env, tmp_path: Path
 ) -> None:
-    """Issue 24 §3, signals before the limit: the job asks Slurm for USR1 before its time
+    """Signals before the limit: the job asks Slurm for USR1 before its time
     limit (--signal=B:USR1@15 for one minute) and its trap stops the ranks through srun, so
     they write their reports before Slurm's kill; the run is ERROR naming the limit (not
     someone's interrupt), and the job ended before the limit (not Slurm's TIMEOUT)."""

@@ -1,4 +1,4 @@
-"""i26.3 on the real Slurm harness: the scheduled re-check (``acceptance.schedule``).
+"""On the real Slurm harness: the scheduled re-check (``acceptance.schedule``).
 
 ``mlenv render`` writes ``recheck.sbatch``; ``bash recheck.sbatch --install`` (what the docs
 tell a login node to run) queues the first run with ``sbatch --begin`` at the schedule's

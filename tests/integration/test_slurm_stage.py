@@ -1,4 +1,4 @@
-"""Issue 24 §2 on the real Slurm harness: a node python that lacks mlenv is stopped by
+"""On the real Slurm harness: a node python that lacks mlenv is stopped by
 preflight (one line, the fix named, nothing submitted); ``mlenv stage`` brings mlenv to the
 nodes in a venv over that python; the acceptance job then passes through the venv.
 
@@ -20,7 +20,7 @@ from harness import netns
 from harness import slurm as slurm_harness
 from harness.nodepy import node_python
 
-# Its Slurm cluster is its own, but it shares test_slurm.py's group on purpose: i22 tried a
+# Its Slurm cluster is its own, but it shares test_slurm.py's group on purpose: with a
 # group of its own, and its job and a test_slurm job ran at once (8 DeepSpeed ranks on
 # the 2 cores): both missed training.deepspeed's 120 s deadline (sandbox load about 20).
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("slurm")]
@@ -121,7 +121,7 @@ def test_preflight_names_the_missing_module_and_stage_then_the_run_passes(env: E
 
     env.slurm.wait_idle(90)
     t0 = time.monotonic()
-    # The compute checks only (i22): what this proves is the job's ranks running through
+    # The compute checks only: what this proves is the job's ranks running through
     # the staged venv on both nodes; the whole suite on Slurm is test_slurm.py's deploy
     # test (with it this test took 104 s of a CI worker, mostly DeepSpeed's training check).
     r = env.mlenv("acceptance", "--cluster", CLUSTER, "--checks", "compute", timeout=400)

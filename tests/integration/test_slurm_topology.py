@@ -1,4 +1,4 @@
-"""Issue 26 §5 on a real Slurm cluster whose slurmctld runs the topology/tree plugin: two
+"""Racks on a real Slurm cluster whose slurmctld runs the topology/tree plugin: two
 netns hosts (one slurmd each), each behind a leaf switch of its own in topology.conf, and
 no ``nodes.topology`` in the config. Rank 0 of the job reads ``scontrol show topology``
 and fabric.localize's racks are the leaf switches.

@@ -81,7 +81,7 @@ def test_resnet18_trains_and_passes(tmp_path: Path) -> None:
         and m["loss_drop_frac"] >= world["details"]["min_loss_drop"]
     )
     assert m["samples_per_s"] == pytest.approx(2 * m["samples_per_s_per_rank"])
-    # i27: one node trains at ZeRO-0 (stage 2 is for gradients that cross nodes); fp32 on a CPU.
+    # one node trains at ZeRO-0 (stage 2 is for gradients that cross nodes); fp32 on a CPU.
     assert world["details"]["zero_stage"] == 0 and world["details"]["precision"] == "fp32"
     assert (
         world["metrics"]["stack_ratio"] > 0

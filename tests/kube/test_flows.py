@@ -1,4 +1,4 @@
-"""The cluster verbs against the real control plane (issue 22 §2): what a user runs, as a
+"""The cluster verbs against the real control plane: what a user runs, as a
 process, with the plane's kubeconfig and the tier's kubectl on PATH (no `oc`).
 
 deploy → pods Running → status → logs → sync (files verified in the pods' volumes under
@@ -536,7 +536,7 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     assert took < deadline + 45, took
 
 
-# -- issue 26 §5: racks from a Node label. The kwok nodes the two pods run on carry a rack
+# -- racks from a Node label. The kwok nodes the two pods run on carry a rack
 # label each; `mlenv launch --torchrun` reads those Nodes and fabric.localize's racks are
 # the label's values (as rack names). The refused `get nodes` is the fake's
 # (tests/cli/test_launch.py): the tier's developer may read Nodes, as OpenShift's

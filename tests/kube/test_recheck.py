@@ -1,4 +1,4 @@
-"""Re-checks on a schedule (issue 26 §3) on the real control plane: the CronJob and its
+"""Re-checks on a schedule on the real control plane: the CronJob and its
 identity as deploy applies them, RBAC as the API server answers it, the CronJob's own
 command run for real with its ServiceAccount's token, and `mlenv history --fetch`.
 

@@ -1,4 +1,4 @@
-"""Issue 22 §3: the shared scenario set (mlenv/testing/scenarios.py) on the real plane,
+"""the shared scenario set (mlenv/testing/scenarios.py) on the real plane,
 through OcCluster and the tier's kubectl: what the fake must match
 (tests/unit/cluster/test_scenarios_fake.py runs the same scenarios on it)."""
 
@@ -31,7 +31,7 @@ def test_the_real_server_does_what_the_scenario_says(scenario: str, openshift: P
     SCENARIOS[scenario](plane_stage(openshift, True))
 
 
-# i22: the batched calls meet a plain API too (ImageStream unserved: the batch falls back)
+# the batched calls meet a plain API too (ImageStream unserved: the batch falls back)
 @pytest.mark.parametrize(
     "scenario",
     [
@@ -54,7 +54,7 @@ def _config_map(name: str) -> dict[str, object]:
 
 
 def test_each_batch_is_one_kubectl_call_on_the_real_server(openshift: Plane) -> None:
-    """i22: the scenarios above hold even where a batch falls back to one call per object
+    """the scenarios above hold even where a batch falls back to one call per object
     or question; here the real kubectl and server take each batch as it is sent: `get
     KIND/NAME …` answers a List, `create -f -` of a List of SelfSubjectAccessReviews
     answers each review, and `apply --dry-run=server -f -` of a List (deploy's dry run)

@@ -1,4 +1,4 @@
-"""The kube tier itself: what the plane is (issue 22 §1), proven against it.
+"""The kube tier itself: what the plane is, proven against it.
 
 Real parts only: the apiserver's version and TLS, RBAC for the non-admin identity,
 discovery per flavour, kwok nodes as the GPU Operator leaves them, claims that bind, a
@@ -253,7 +253,7 @@ def test_logs_and_cp_reach_the_pod(openshift: Plane, tmp_path: Path) -> None:
 def test_a_pod_whose_node_does_not_answer_is_unreachable_not_a_failed_command(
     openshift: Plane,
 ) -> None:
-    """i22.9 on the real server: exec and logs reach a pod through its node's kubelet. A
+    """On the real server: exec and logs reach a pod through its node's kubelet. A
     node that kwok does not serve (its kubelet port closed) makes the server answer with a
     refused dial; mlenv says exit 3 naming the pod and the node's dial, where it said
     "exec failed (exit 1)" (or, with check=False, handed exit 1 to the caller as the
@@ -387,7 +387,7 @@ def test_the_cluster_live_tier_passes_against_the_plane(flavor: str, user: bool,
 
 
 def test_the_plain_flavour_is_a_gpu_less_cluster(plain: Plane) -> None:
-    """i22.2 needs a cluster without GPUs (kind, CRC): the plain flavour's nodes have no
+    """This needs a cluster without GPUs (kind, CRC): the plain flavour's nodes have no
     nvidia.com/gpu, so its main flow proves the `local` example deploys there."""
     nodes = plain.json("get", "nodes")["items"]
     assert nodes and all(

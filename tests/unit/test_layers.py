@@ -31,8 +31,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "generated": {"render"},
     # The sign-off bundle's operator-side parts: the run's cluster, config, deployed trees.
     "signoff": {"errors", "contract", "config", "render", "acceptance"},
-    # The platform interface (issue 21): Kubernetes through cluster/ and render/, Slurm and hosts.
-    # Issue 26: platforms mark nodes for quarantine (their Marker) and run its verbs.
+    # The platform interface: Kubernetes through cluster/ and render/, Slurm and hosts.
+    # platforms mark nodes for quarantine (their Marker) and run its verbs.
     "platforms": {
         "config",
         "render",
@@ -44,7 +44,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         "acceptance",
         "quarantine",
     },
-    # Issue 26: quarantine/release of a run's FAILED nodes, platform-neutral: the run, the
+    # quarantine/release of a run's FAILED nodes, platform-neutral: the run, the
     # targets, the records; what a mark is comes from the platform (a Marker).
     "quarantine": {"errors", "contract", "argv", "acceptance"},
     "cluster": {"config", "render", "errors", "contract", "argv", "generated"},
@@ -579,7 +579,7 @@ def _platform_tests(tree: ast.Module) -> list[int]:
 
 @pytest.mark.parametrize("m", [m for m in MODULES if m.layer == "cli"], ids=lambda m: m.path)
 def test_no_cli_verb_tests_a_platform_string(m: Module) -> None:
-    # issue 21: a verb calls platform_for(cfg).<verb>(); the platform decides, not the verb
+    # a verb calls platform_for(cfg).<verb>(); the platform decides, not the verb
     bad = [
         f"{m.path}:{line}: compares .platform (call the Platform interface instead)"
         for line in _platform_tests(m.tree)

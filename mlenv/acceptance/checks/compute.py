@@ -123,7 +123,7 @@ def matmul_tf32(enabled: bool) -> Iterator[None]:
     torch >= 2.9 has ``fp32_precision``; mixing it with the legacy ``allow_tf32`` flag
     raises once anything in the process used the new one, so the new API wins where
     it exists. The plain reference of ``benchmarks/bench_gpu.py`` sets TF32 through this
-    same switch (issue 27: the check and its reference run with the same settings).
+    same switch (the check and its reference run with the same settings).
     """
     import torch
 

@@ -6,7 +6,7 @@ first time its communication backend starts, under
 ``FileBaton``: no owner, removed when the build ends). A process killed while building
 (a check past its deadline, scancel, Ctrl-C) leaves the file behind, and every later
 start waits on it for ever: each later run came out ERROR at the training check's
-deadline, on a fresh CI machine as on a Slurm site (issue 24 §3).
+deadline, on a fresh CI machine as on a Slurm site.
 
 So mlenv builds under a lock of its own first, an ``flock`` on
 ``TORCH_EXTENSIONS_DIR/.mlenv-build.lock``, which the kernel drops when its holder dies:

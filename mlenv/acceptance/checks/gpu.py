@@ -1,4 +1,4 @@
-"""gpu.dcgm: NVIDIA's DCGM diagnostics on each node's GPUs (issue 26).
+"""gpu.dcgm: NVIDIA's DCGM diagnostics on each node's GPUs.
 
 Where a node has ``dcgmi``, its first rank runs ``dcgmi diag -r <level> -j`` (level 1,
 seconds, in the quick profile; 2, about two minutes, in full; 3, about 15 minutes, only

@@ -28,7 +28,7 @@ timed calls to what fits in the time rank 0 gave the round. Fault ``slow:node=N`
 (``check=fabric.localize``) stretches node N's leader's timed calls: a genuinely slow
 node for tests that cannot shape a real link.
 
-Racks (issue 26 §5): when ``MLENV_TOPOLOGY`` holds the config's ``nodes.topology``
+Racks: when ``MLENV_TOPOLOGY`` holds the config's ``nodes.topology``
 (JSON rack → nodes; the pods get it from the StatefulSet, Slurm and hosts jobs from their
 launch environment), each node is looked up by its Kubernetes Node (``MLENV_NODE_NAME``),
 its host name and the host's short form; the plan then pairs within and across racks first
@@ -130,7 +130,7 @@ def scontrol_topology(env: Any, timeout_s: float = 15.0) -> tuple[str, str]:
 
 
 def slurm_topology(env: Any, names: list[str]) -> tuple[str, str]:
-    """i26.5: on Slurm without ``MLENV_TOPOLOGY``, the racks of ``topology/tree``'s leaf
+    """on Slurm without ``MLENV_TOPOLOGY``, the racks of ``topology/tree``'s leaf
     switches among ``names`` (the job's nodes) as ``MLENV_TOPOLOGY``'s JSON, with a note
     saying where they came from; ("", "") when Slurm has no topology."""
     out, why = scontrol_topology(env)

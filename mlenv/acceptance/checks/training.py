@@ -3,7 +3,7 @@
 Each rank trains the same model (ResNet-18/50 or a small GPT, see
 :mod:`mlenv.acceptance.checks.models`) with ``deepspeed.initialize`` on its shard of a dataset
 (:mod:`mlenv.acceptance.checks.datasets`), reusing the process group the runner already started.
-The setup is the fastest one measured on an H100 (shared/gpu-findings.md, issue 27):
+The setup is the fastest one measured on an H100 (shared/gpu-findings.md):
 ``torch_autocast`` bf16 (fp32 parameters) instead of DeepSpeed's ``bf16`` mode, ZeRO-0 on
 one node (ZeRO-2 across nodes, or the ``zero_stage`` option), and channels_last weights
 applied *after* ``initialize`` where the stage allows it (stage 0 only: stages 1-3 make
@@ -341,7 +341,7 @@ def choose_setup(
     zero_stage: int = AUTO_STAGE,
     precision: str = "",
 ) -> TrainingSetup:
-    """The setup the check trains with (issue 27; figures in shared/gpu-findings.md).
+    """The setup the check trains with (figures in shared/gpu-findings.md).
 
     * precision: bf16 on a GPU that has it (through ``torch_autocast``: DeepSpeed's
       ``bf16`` mode ran at 63 % of a plain loop on an H100, autocast at 87-90 %), fp16

@@ -264,7 +264,7 @@ def _build(
     fam = family(check)
     allowed_in_family = set(specs) | set(family_keys)
     sections = [fam, check] if fam != check else [check]
-    problems: list[_Problem] = []  # i25.12: every problem of the file at once
+    problems: list[_Problem] = []  # every problem of the file at once
     for section in sections:
         kv = layer.get(section)
         if not kv:

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 from enum import Enum
 from typing import Any
 
-# 2 (issue 23): the verdict may be INTERRUPTED, with "interrupted": {"signal": NAME}. Every
+# 2: the verdict may be INTERRUPTED, with "interrupted": {"signal": NAME}. Every
 # version-1 document is still a version-2 one (nothing removed or renamed), so readers of
 # both need no branch.
 SCHEMA_VERSION = 2

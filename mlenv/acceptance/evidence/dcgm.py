@@ -1,4 +1,4 @@
-"""Reading ``dcgmi diag -r <level> -j`` (issue 26): per-GPU results of NVIDIA's DCGM
+"""Reading ``dcgmi diag -r <level> -j``: per-GPU results of NVIDIA's DCGM
 diagnostics, for the ``gpu.dcgm`` check and the node verdicts.
 
 Two JSON layouts exist. DCGM 3.x: ``{"DCGM GPU Diagnostic": {"test_categories": [{"category",

@@ -31,7 +31,7 @@ Plan:
   until the round budget: a healthy run measures ``budget × N/2`` distinct pairs (all of
   them for four nodes) and names nobody. Once something is named and nobody is left in
   doubt, it stops.
-- Racks (issue 26 §5): with a topology (``racks``, a rack per node), the survey is
+- Racks: with a topology (``racks``, a rack per node), the survey is
   :func:`mlenv.acceptance.evidence.topology.topology_rounds` (pairs inside each rack, then
   across racks), run to its end before any targeted round, and every judgement first asks
   :func:`~mlenv.acceptance.evidence.topology.rack_findings` what the racks explain: a slow

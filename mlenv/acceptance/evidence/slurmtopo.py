@@ -1,4 +1,4 @@
-"""Racks from Slurm's ``topology/tree`` plugin (issue 26 §5): ``scontrol show topology``'s
+"""Racks from Slurm's ``topology/tree`` plugin: ``scontrol show topology``'s
 leaf switches as the rack → nodes map ``MLENV_TOPOLOGY`` carries (pure logic).
 
 ``scontrol show topology`` prints one line per switch (Slurm 22.05, captured on the

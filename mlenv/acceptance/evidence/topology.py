@@ -1,4 +1,4 @@
-"""Racks for fabric.localize (issue 26 §5): pair within and across racks first, and name a
+"""Racks for fabric.localize: pair within and across racks first, and name a
 rack's leaf switch or uplinks as one finding instead of N slow links (pure logic).
 
 A topology maps each node to its rack (``nodes.topology`` in the config, handed to the

@@ -1,4 +1,4 @@
-"""Node verdicts (issue 26): one status per node, GPU and link, with the action to take.
+"""Node verdicts: one status per node, GPU and link, with the action to take.
 
 Pure and stdlib only: the judged results of a run (and the verdict's node-level outlier
 findings) in, the ``node_verdicts`` section of ``results.json`` out (docs/contracts.md,
@@ -91,7 +91,7 @@ ACTIONS: dict[str, Action] = {
             "path between them",
             False,
         ),
-        # i26.5: a rack's leaf switch or uplinks (fabric.localize with nodes.topology): its nodes
+        # a rack's leaf switch or uplinks (fabric.localize with nodes.topology): its nodes
         # are fine with each other, so none of them is quarantined for it.
         Action(
             "check-rack-uplink",

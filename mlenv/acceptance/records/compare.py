@@ -330,7 +330,7 @@ def compare(
 def training_setup(run: Run) -> str | None:
     """The training setup of ``run``'s ``training.deepspeed`` result as one line, or None (no training).
 
-    Runs from before the setup was recorded (issue 27) name their precision and ZeRO stage.
+    Runs from before the setup was recorded name their precision and ZeRO stage.
     """
     for r in run.results:
         if r.name != "training.deepspeed" or not isinstance(r.details, dict):
@@ -374,7 +374,7 @@ def table(c: Comparison, everything: bool = False) -> str:
     rows = c.rows if everything else [r for r in c.rows if r.state not in ("not judged",)]
     head = ("check", "where", "metric", "A", "B", "delta", "tolerance", "")
     # every value read from the runs is escaped (shown): a crafted check name must not write
-    # an OSC sequence to the terminal or \r over a REGRESSION line (issue 23)
+    # an OSC sequence to the terminal or \r over a REGRESSION line
     body = [
         tuple(
             shown(x)

@@ -27,7 +27,7 @@ from mlenv.acceptance.evidence.outliers import direction
 from mlenv.contract import RESULTS_JSON, is_dns_label, is_run_id
 from mlenv.errors import InputError
 
-# 2 (issue 23): verdict may be INTERRUPTED. Version-1 lines are read as they are (nothing
+# 2: verdict may be INTERRUPTED. Version-1 lines are read as they are (nothing
 # was removed or renamed).
 HISTORY_SCHEMA = 2
 HISTORY_FILE = "history.jsonl"
@@ -407,7 +407,7 @@ def after_run(
     return out
 
 
-# -- runs recorded elsewhere (i26.3) ----------------------------------------------------
+# -- runs recorded elsewhere ----------------------------------------------------
 
 
 def known_run_ids(root: Path, cluster: str) -> set[str]:

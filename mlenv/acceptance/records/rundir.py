@@ -1,4 +1,4 @@
-"""A run's own report folder (issue 23): one folder per run, never reused, never overwritten.
+"""A run's own report folder: one folder per run, never reused, never overwritten.
 
 By default ``mlenv acceptance --local`` writes to ``acceptance-report/<run-id>/`` and
 points ``acceptance-report/latest`` at it (a symlink for humans: nothing of ours reads
@@ -31,7 +31,7 @@ LOCK_FILE = ".mlenv-run.lock"
 # (sent when a rank crashed, which is an ERROR). Holds the signal's name.
 INTERRUPT_FILE = ".interrupted"
 INTERRUPT_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP")
-# Written by a rank that gave up on a silent rank 0 (issue 23 §4): one line naming rank 0,
+# Written by a rank that gave up on a silent rank 0: one line naming rank 0,
 # its host and what its process was doing, for whoever finalises the report (rank 0 cannot).
 HUNG_FILE = ".hung"
 # What a run leaves in its folder: any of them means the folder belongs to a run already.

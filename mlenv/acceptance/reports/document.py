@@ -55,7 +55,7 @@ def no_space_line(folder: Path) -> str:
 class ReportWriteError(InfraError):
     """The run was judged but its report could not be written (a full disk, an I/O error):
     ``doc`` is the document, marked ERROR with the reason, for the history line, which
-    lives elsewhere and may still have room (issue 23)."""
+    lives elsewhere and may still have room."""
 
     def __init__(
         self, folder: Path, doc: dict[str, Any], error: OSError, *, results_written: bool = False

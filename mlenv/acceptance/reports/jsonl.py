@@ -25,7 +25,7 @@ class JsonlWriter:
 
         A write that fails part way (a full disk: the first bytes fit, the rest did not) is
         cut back to the last whole line before the error goes up, so results.jsonl never
-        holds a torn line that readers would have to skip (issue 23).
+        holds a torn line that readers would have to skip.
         """
         line = (json.dumps(result.to_dict(), sort_keys=False) + "\n").encode("utf-8")
         done = 0

@@ -126,7 +126,7 @@ def nodes_section(section: Any) -> list[str]:
             f"`{act.get('id')}`: {_cell(str(act.get('text')))} | "
             f"{_cell(figs or ', '.join(n.get('checks', [])) or 'nothing measured it')} |"
         )
-    for key in ("racks", "links"):  # a rack's leaf switch before single links (i26.5)
+    for key in ("racks", "links"):  # a rack's leaf switch before single links
         rows = [x for x in section.get(key, []) if isinstance(x, dict)]
         if rows:
             out += ["", f"| {key[:-1]} | status | action | figure |", "|---|---|---|---|"]

@@ -96,7 +96,7 @@ def launch_env(nproc: int, gpus: int) -> dict[str, str]:
         # cores this process may run on (a cpuset), not the machine's (core/cpus.py).
         env.setdefault("OMP_NUM_THREADS", str(threads_per_rank(nproc, {})))
     env.setdefault("TORCH_EXTENSIONS_DIR", extensions_dir())
-    # i25.11: this venv's bin folder first, so an op that is still built at start is built
+    # this venv's bin folder first, so an op that is still built at start is built
     # with this venv's ninja whether mlenv came from `make` (.venv/bin not on PATH: the
     # system's ninja) or from an activated venv; two ninjas rebuilt the op (30-50 s) at
     # every switch. Not for an interpreter outside a venv (its bin is /usr/bin or so).
@@ -243,7 +243,7 @@ class _Rank:
 
 
 class RankWatch:
-    """The CLI's eye on the ranks it launched, through ``/proc`` (issue 23 §4).
+    """The CLI's eye on the ranks it launched, through ``/proc``.
 
     A stopped process (SIGSTOP, a debugger) stops beating like a dead one, and a stopped
     rank 0 freezes the run's store with it, so no rank can report it. Polled every
@@ -441,7 +441,7 @@ Level = Literal["quiet", "normal", "verbose"]
 
 
 class ConsoleFilter:
-    """What of the launcher's output reaches the terminal (i25.8); launcher.log gets all.
+    """What of the launcher's output reaches the terminal; launcher.log gets all.
 
     - ``normal``: progress and the verdict: rank 0's ``[acceptance]`` lines (a line per
       check, run-level notes, history), the verdict block (``verdict:``, its ``  - ``
@@ -536,7 +536,7 @@ def ops_installed(op: str = "deepspeed_shm_comm") -> bool:
     return False
 
 
-# i25.11: what to install, said where the compiler is missing (README "prerequisites" too).
+# what to install, said where the compiler is missing (README "prerequisites" too).
 COMPILER_PACKAGES = "Debian/Ubuntu: apt-get install g++; Fedora/RHEL: dnf install gcc-c++; macOS: xcode-select --install"
 
 
@@ -594,7 +594,7 @@ def run_local(
 
     With ``hung_after_s`` (the check's deadline) a :class:`RankWatch` watches the ``nproc``
     ranks: a rank 0 stopped that long is named hung (``on_hung`` is told), the run stopped,
-    and the report finalised here (issue 23 §4)."""
+    and the report finalised here."""
     console = out or sys.stdout
     t0 = time.monotonic()
     timed_out = False

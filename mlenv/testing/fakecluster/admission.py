@@ -56,7 +56,7 @@ class Admission(FakeState):
         is answered from the live SCC and RoleBindings; ``"impersonate serviceaccounts"``
         in ``denied`` → Forbidden.
 
-        i22, as the real API server reads ``auth can-i``: ``RESOURCE/NAME`` names an
+        As the real API server reads ``auth can-i``: ``RESOURCE/NAME`` names an
         object (``pods/exec`` is a pod named exec, answered by the ``pods`` permission);
         a subresource is asked only with ``subresource`` (``--subresource=exec``)."""
         self._check_reachable()
@@ -79,7 +79,7 @@ class Admission(FakeState):
         return f"{verb} {base}" not in self.denied
 
     def can_i_many(self, questions: Sequence[Question]) -> list[bool]:
-        """Each question as :meth:`can_i` answers it (i22: the real client asks them in one
+        """Each question as :meth:`can_i` answers it (the real client asks them in one
         List of SelfSubjectAccessReviews; the fake kubectl answers that with this logic)."""
         self._check_reachable()
         return [
@@ -104,7 +104,7 @@ class Admission(FakeState):
     def _refuse_escalation(self, binding: Manifest, ns: str | None, name: str) -> None:
         """RBAC's escalation check, as the real API server runs it on every create or
         update of a RoleBinding (dry runs too): binding a role needs ``bind`` (or
-        ``escalate``) on it, or holding every rule it grants. i22: the fake accepted any
+        ``escalate``) on it, or holding every rule it grants. the fake accepted any
         RoleBinding create/patch allowed, and a non-admin's RDMA deploy that the real
         server refused passed here; the message is the real one (kube tier, v1.34)."""
         ref = binding.get("roleRef") or {}
@@ -114,7 +114,7 @@ class Admission(FakeState):
             return
         role = self.objects.get(_key(rkind, None if rkind == "ClusterRole" else ns, rname))
         if role is None and rkind == "Role":
-            # i26.3: the real server reads the role to compare grants; a missing one is a
+            # the real server reads the role to compare grants; a missing one is a
             # refusal, not an empty role (dry runs too). (A missing ClusterRole stays
             # empty here: the fake does not hold OpenShift's system roles.)
             raise Forbidden(

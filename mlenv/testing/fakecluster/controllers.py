@@ -100,7 +100,7 @@ class Controllers(ObjectStore):
                     self.delete("Pod", pod["metadata"]["name"], ns)
         # The pod template's revision, as the real controller labels pods with it. A pod on
         # another revision is replaced, one per pass and only while the others are Ready
-        # (RollingUpdate): the real plane showed the fake never replaced pods (i22.5).
+        # (RollingUpdate): the real plane showed the fake never replaced pods.
         rev = f"{name}-" + hashlib.sha256(json.dumps(tpl, sort_keys=True).encode()).hexdigest()[:10]
         old_rev = [
             p
@@ -281,9 +281,7 @@ class Controllers(ObjectStore):
         if conds.get("Ready") != "True":
             return "node(s) were not ready"
         tolerated = {(t.get("key"), t.get("effect")) for t in pod["spec"].get("tolerations") or []}
-        for t in (node.get("spec") or {}).get(
-            "taints"
-        ) or []:  # i26: a quarantined node takes no pod
+        for t in (node.get("spec") or {}).get("taints") or []:  # a quarantined node takes no pod
             if t.get("effect") == "NoSchedule" and (t.get("key"), "NoSchedule") not in tolerated:
                 return "node(s) had untolerated taint(s)"
         aff = pod["spec"].get("affinity") or {}

@@ -193,7 +193,7 @@ class Pods(Controllers):
         return res
 
     def _read_only_script(self, obj: Manifest, args: tuple[str, ...]) -> ExecResult:
-        """i26.3: the fetch scripts, run for real (this interpreter) over a copy of the
+        """the fetch scripts, run for real (this interpreter) over a copy of the
         volume's files under ``args[3]``: what they print is what a pod would."""
         import subprocess
         import sys

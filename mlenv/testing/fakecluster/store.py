@@ -93,7 +93,7 @@ def canonical_quantity(text: str) -> str:
     """A quantity as the API server stores it (apimachinery's canonical form): binary
     suffixes stay binary with the largest exact one (``1024Gi`` → ``1Ti``, ``2048Mi`` →
     ``2Gi``); decimal ones take the largest exact power of 1000 (``1000m`` → ``1``,
-    ``1000`` → ``1k``); below 1024 a binary quantity is written in decimal. i22 §3: the fake
+    ``1000`` → ``1k``); below 1024 a binary quantity is written in decimal. the fake
     kept the text as sent, so string comparisons that the real server breaks passed here.
     Exponent forms and sub-nano fractions are left as sent (never rendered by mlenv)."""
     from decimal import Decimal

@@ -1,6 +1,6 @@
 """Build the kube tier's binaries from Go modules, pinned and cached outside the checkout.
 
-What is built (issue 22 §1), each into ``<cache>/<component>-<version>/bin`` where
+What is built, each into ``<cache>/<component>-<version>/bin`` where
 ``<cache>`` is ``$MLENV_KUBE_CACHE`` or ``~/.cache/mlenv/kube``:
 
 - ``kube-apiserver``, ``kube-controller-manager``, ``kube-scheduler``, ``kubectl`` from

@@ -1,5 +1,5 @@
 #!/bin/sh
-# A pod's process, confined to the pod's own root (issue 22 §1, host safety).
+# A pod's process, confined to the pod's own root (host safety).
 #
 # kwok runs every exec with its own PATH, which holds only the tier's shims folder: each
 # command name there is a link to this script. The pod's Exec object (written by the

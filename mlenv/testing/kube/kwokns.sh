@@ -1,6 +1,6 @@
 #!/bin/sh
 # Start kwok in a mount namespace of its own in which the whole host is read-only except
-# the tier's folder (issue 22 §1, host safety). Every process kwok starts for exec,
+# the tier's folder (host safety). Every process kwok starts for exec,
 # port-forward or logs inherits this namespace, so even a command named by absolute path
 # (which bypasses the per-pod wrapper, confine.sh) cannot write outside the tier's folder.
 # Run as: unshare --mount --propagation private -- kwokns.sh TIER KWOK ARGS...

@@ -369,7 +369,7 @@ def _start(
 
     _start_kwok(tier, bins, p, ports, missing_images)
     # The plain flavour is a GPU-less cluster (kind, a CI cluster): the `local` example must
-    # deploy there (i22.2); the OpenShift flavour has GPU Operator nodes and CPU-only ones.
+    # deploy there; the OpenShift flavour has GPU Operator nodes and CPU-only ones.
     gpus = GPU_NODES if flavor == "openshift" else ()
     kc.apply([manifests.gpu_node(n) for n in gpus] + [manifests.cpu_node(n) for n in CPU_NODES])
     _wait("nodes Ready", lambda: _nodes_ready(kc, len(gpus) + len(CPU_NODES)), tier, "kwok", 120)

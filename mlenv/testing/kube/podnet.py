@@ -1,5 +1,5 @@
 """Pod networking for the kube tier: what a CNI bridge plugin and a pause container give a
-pod on a real node (issue 22 §2: a DeepSpeed run over ssh between the pods).
+pod on a real node (a DeepSpeed run over ssh between the pods).
 
 Per plane, ``up`` makes a bridge ``mlkb<tag>`` holding the gateway (the first address) of
 a /16 chosen free on this machine at start (:func:`create_plane_net`, recorded in the

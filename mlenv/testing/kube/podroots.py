@@ -237,7 +237,7 @@ class Controller:
         namespace with a hostname and subdomain (a StatefulSet's pods behind its headless
         Service) by the names cluster DNS would give them, at its address. The tier has no
         cluster DNS, so this is how pod 0's launcher and rendezvous name reach the other
-        pods (i22 §2). An address is the pod's ``POD_IP`` annotation, or ``known``'s (a pod
+        pods. An address is the pod's ``POD_IP`` annotation, or ``known``'s (a pod
         whose annotation is not written yet)."""
         res = self.kubectl("get", "pods", "-n", ns, "-o", "json")
         if res.returncode != 0:

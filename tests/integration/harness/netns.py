@@ -35,7 +35,7 @@ def run_bounded(p: subprocess.Popen[str], timeout: float) -> subprocess.Complete
     """Wait for ``p`` (started with ``start_new_session=True``) and its output, never much
     past ``timeout``: on expiry its whole process group is killed, and if a descendant
     that left the group still holds the pipe, the pipe is abandoned rather than read to
-    EOF (i9.10: ``communicate()`` after ``kill()`` blocked on a grandchild's stdout)."""
+    EOF (``communicate()`` after ``kill()`` blocked on a grandchild's stdout)."""
     try:
         out, _ = p.communicate(timeout=timeout)
         return subprocess.CompletedProcess(p.args, p.returncode, out, "")

@@ -1,4 +1,4 @@
-"""A "node python" without mlenv (issue 24 §2): a venv of this machine's base interpreter
+"""A "node python" without mlenv: a venv of this machine's base interpreter
 whose site-packages point, by a plain ``.pth`` line, at the project venv's. torch,
 DeepSpeed and PyYAML import; mlenv does not (the project venv's editable hook is a ``.pth``
 of its own, which a plain path line does not read), as on an NGC image."""

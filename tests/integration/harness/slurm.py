@@ -79,7 +79,7 @@ class SlurmCluster:
     _slurmd: dict[int, subprocess.Popen[bytes]] = field(default_factory=dict)
     _pidfiles: list[str] = field(default_factory=list)
     start_s: float = 0.0
-    # i26.5: leaf switch → its nodes; with it, slurm.conf names topology/tree and a
+    # leaf switch → its nodes; with it, slurm.conf names topology/tree and a
     # topology.conf beside it gives one level-0 switch per entry under one spine
     topology: dict[str, list[str]] | None = None
 

@@ -1,4 +1,4 @@
-"""A job in upstream ml-dev-env's style for the i10.4 harness test: it requires
+"""A job in upstream ml-dev-env's style for the.4 harness test: it requires
 ``--deepspeed --deepspeed_config FILE`` (argparse error without them, as upstream's
 scripts) and rank 0 writes, per rank, the upstream env names it saw to ``--out``."""
 

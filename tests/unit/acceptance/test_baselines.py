@@ -31,7 +31,7 @@ def test_shipped_baselines_parse_with_a_source_for_every_number() -> None:
 
 
 def test_every_shipped_figure_says_whether_it_was_measured_or_published() -> None:
-    """Issue 27: each expected figure has a structured source, a dated measurement on a named
+    """each expected figure has a structured source, a dated measurement on a named
     machine or a citation, so a reader can tell a figure we measured from one we read."""
     import datetime
 
@@ -82,7 +82,7 @@ def test_structured_sources_parse(tmp_path: Path) -> None:
     b = baselines.load(_write(tmp_path, SOURCED.replace("SRC", cited)))
     assert b.expected[0].source == "floor (https://example.org/x.conf)"
     assert b.expected[0].provenance is not None and b.expected[0].provenance.kind == "cited"
-    # A plain note still works (users' own baselines from before issue 27).
+    # A plain note still works (users' own baselines from before provenance was kept).
     assert (
         baselines.load(_write(tmp_path, SOURCED.replace("SRC", '"a note"'))).expected[0].provenance
         is None

@@ -268,7 +268,7 @@ def _forge(src: Path, dst: Path, *, junk: bytes, member: str, data: bytes, after
 def test_data_the_verification_did_not_read_is_refused(
     built: tuple[Path, dict], tmp_path: Path, where: str
 ) -> None:
-    """Issue 23 §8: a junk header then a forged run/results.json (PASS where the real one says
+    """a junk header then a forged run/results.json (PASS where the real one says
     FAIL). Python's tarfile stops at the junk (or at the end blocks) and verify said "OK";
     GNU tar skips the junk and unpacks the forgery over the real file."""
     path, _ = built
@@ -388,7 +388,7 @@ def test_unknown_cluster_named_on_the_command_line_exits_2(tmp_path: Path) -> No
 def test_a_linked_or_oversized_cluster_config_stays_out_of_the_bundle(
     tmp_path: Path, what: str
 ) -> None:
-    """Issue 23 §8: clusters/<name>.yaml linked to a kubeconfig was bundled with its token, and
+    """clusters/<name>.yaml linked to a kubeconfig was bundled with its token, and
     the config was read without the loader's size cap (an oversized one was bundled as is)."""
     root = tmp_path / "repo"
     (root / "clusters").mkdir(parents=True)
@@ -412,7 +412,7 @@ def test_a_linked_or_oversized_cluster_config_stays_out_of_the_bundle(
 
 
 def test_bundle_of_a_local_run_with_cluster_says_what_actually_ran(tmp_path: Path) -> None:
-    """Issue 23 §8: `mlenv bundle --cluster barcelona` of a CPU --local run labelled it
+    """`mlenv bundle --cluster barcelona` of a CPU --local run labelled it
     barcelona's PASS. The bundle says what ran (this machine, CPU ranks, nodes); the
     config it was asked for is there for reference only."""
     report = make_report(tmp_path / "report")

@@ -1,4 +1,4 @@
-"""Issue 12.4: a GPU another job holds is named before it is measured (recorded nvidia-smi output)."""
+"""a GPU another job holds is named before it is measured (recorded nvidia-smi output)."""
 
 from __future__ import annotations
 
@@ -50,7 +50,7 @@ def _ctx(device: str = "cuda:0", rank: int = 0) -> RunContext:
     )
 
 
-def test_i12_4_gpu_held_by_another_process_is_busy_and_named_in_one_line() -> None:
+def test_gpu_held_by_another_process_is_busy_and_named_in_one_line() -> None:
     g0, g1 = _usage("busy")
     assert g0.busy and g0.other_pids == [558] and g0.own_pids == [4242]
     assert g0.other_mib == 78848 - 512  # memory.used minus what our rank holds
@@ -58,7 +58,7 @@ def test_i12_4_gpu_held_by_another_process_is_busy_and_named_in_one_line() -> No
     assert not g1.busy and g1.other_mib == 0
 
 
-def test_i12_4_our_own_processes_never_make_a_gpu_busy() -> None:
+def test_our_own_processes_never_make_a_gpu_busy() -> None:
     own = _usage("own-only")
     assert [g.busy for g in own] == [False, False] and own[0].util_pct == 88  # our load, our memory
     # the same GPUs with those PIDs not ours: 30 GiB held by someone else is busy
@@ -66,7 +66,7 @@ def test_i12_4_our_own_processes_never_make_a_gpu_busy() -> None:
     assert other is not None and all(g.busy for g in other)
 
 
-def test_i12_4_compute_busy_and_unlisted_processes_are_busy_too() -> None:
+def test_compute_busy_and_unlisted_processes_are_busy_too() -> None:
     hot, idle = _usage("hot")
     assert (
         hot.busy and "97% utilised before the checks started (pid 901)" in hot.why and not idle.busy
@@ -81,7 +81,7 @@ def test_i12_4_compute_busy_and_unlisted_processes_are_busy_too() -> None:
     )
 
 
-def test_i12_4_thresholds_are_the_documented_ones() -> None:
+def test_thresholds_are_the_documented_ones() -> None:
     doc = (Path(__file__).resolve().parents[3] / "docs" / "acceptance.md").read_text(
         encoding="utf-8"
     )
@@ -95,7 +95,7 @@ def test_i12_4_thresholds_are_the_documented_ones() -> None:
     assert envcheck.judge_use(small, [], lambda pid: False).busy  # 10% of 16 GiB is less than 2 GiB
 
 
-def test_i12_4_rank_finds_its_own_gpu_by_uuid_or_visible_devices() -> None:
+def test_rank_finds_its_own_gpu_by_uuid_or_visible_devices() -> None:
     gpus = _usage("busy")
     assert envcheck.my_gpu(gpus, 0, own_uuid="5d2b1c7e-8f3a-4c1e-9b6d-2a7e4f0c9d11") is gpus[0]
     assert envcheck.my_gpu(gpus, 0, visible="1,0") is gpus[1]
@@ -116,7 +116,7 @@ def test_i12_4_rank_finds_its_own_gpu_by_uuid_or_visible_devices() -> None:
     assert missing == ["nvidia-smi"]
 
 
-def test_i12_4_environment_result_is_error_with_the_one_line_and_the_rest_is_not_measured() -> None:
+def test_environment_result_is_error_with_the_one_line_and_the_rest_is_not_measured() -> None:
     busy = _usage("busy")[0]
     r = envcheck.result(
         _ctx(),
@@ -182,7 +182,7 @@ def _cpu_ctx() -> RunContext:
     )
 
 
-def test_i12_4_runner_marks_the_checks_after_a_busy_gpu_not_measured() -> None:
+def test_runner_marks_the_checks_after_a_busy_gpu_not_measured() -> None:
     shown: list[list[CheckResult]] = []
     chan: Any = _Chan()
     out = Runner(_cpu_ctx(), chan, ["vm"], [_BusyEnv, _Raises], emit=shown.append).run()
@@ -204,7 +204,7 @@ def test_i12_4_runner_marks_the_checks_after_a_busy_gpu_not_measured() -> None:
     )
 
 
-def test_i12_4_error_reasons_in_the_verdict_block_have_no_traceback() -> None:
+def test_error_reasons_in_the_verdict_block_have_no_traceback() -> None:
     (r,), broke = Runner(_cpu_ctx(), _Chan(), ["vm"], [_Raises]).run_one(_Raises)  # type: ignore[arg-type]
     assert not broke
     assert r.reasons == [
@@ -239,5 +239,5 @@ def test_i12_4_error_reasons_in_the_verdict_block_have_no_traceback() -> None:
 
 
 @pytest.mark.parametrize("case", ["busy", "own-only", "hot", "container"])
-def test_i12_4_fixtures_parse_into_two_gpus(case: str) -> None:
+def test_fixtures_parse_into_two_gpus(case: str) -> None:
     assert [g.index for g in _usage(case)] == [0, 1]

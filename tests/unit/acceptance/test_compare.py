@@ -218,7 +218,7 @@ def _training_world(setup: dict[str, object] | None, sps: float) -> CheckResult:
 
 
 def test_compare_says_when_the_training_setups_differ(tmp_path: Path) -> None:
-    """Issue 27: a run with the old DeepSpeed bf16 ZeRO-2 setup against one with torch_autocast
+    """a run with the old DeepSpeed bf16 ZeRO-2 setup against one with torch_autocast
     ZeRO-0 is no regression or improvement of the cluster: the note says why the figures moved."""
     fast = {"name": "torch_autocast bf16, ZeRO-0, channels_last", "zero_stage": 0}
     old = load_run(
@@ -247,7 +247,7 @@ def _no_control(text: str) -> None:
 
 
 def test_compare_escapes_every_value_read_from_the_runs(tmp_path: Path) -> None:
-    """Issue 23 §8: a crafted results.json drove the terminal through compare: OSC title and
+    """a crafted results.json drove the terminal through compare: OSC title and
     clipboard writes, and a check name whose \\r went back over the REGRESSION line."""
     a = write_run(tmp_path / "a", "run1", run_results(1))
     hide = f"compute.matmul\r{' ' * 40}\rno regression beyond tolerance{OSC}"
@@ -266,7 +266,7 @@ def test_compare_escapes_every_value_read_from_the_runs(tmp_path: Path) -> None:
 
 
 def test_history_escapes_every_value_and_fits_the_terminal(tmp_path: Path) -> None:
-    """Issue 23 §8 and §9: a crafted history line reached the terminal as it was, and rows of a
+    """A crafted history line reached the terminal as it was, and rows of a
     full run's headline metrics ran to about 400 characters."""
     root = tmp_path / "reports"
     rec = {

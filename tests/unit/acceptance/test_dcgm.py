@@ -1,4 +1,4 @@
-"""gpu.dcgm (i26.4): dcgmi diag -j read per GPU, a failing GPU named, SKIP without dcgmi.
+"""gpu.dcgm: dcgmi diag -j read per GPU, a failing GPU named, SKIP without dcgmi.
 
 Fixtures: tests/data/dcgm/ (synthetic, in the layouts public reports show; README there)."""
 

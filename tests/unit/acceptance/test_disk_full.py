@@ -1,4 +1,4 @@
-"""Issue 23 §5: a full disk at the writers' boundary (OSError ENOSPC injected where the bytes
+"""a full disk at the writers' boundary (OSError ENOSPC injected where the bytes
 go): no torn line, the verdict still known and recorded, one line naming the folder and its
 free space. The real thing, a small tmpfs under a whole run, is in
 tests/integration/test_run_records.py."""

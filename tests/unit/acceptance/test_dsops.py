@@ -1,6 +1,6 @@
 """DeepSpeed's start op: a lock left by a killed build is named at once, a live build is waited for.
 
-The fault it pins (issue 24 §3, and the CI runs of stop 28): a DeepSpeed op build killed
+The fault it pins (and the CI runs of stop 28): a DeepSpeed op build killed
 at a check's deadline left torch's bare ``lock`` file, and every later DeepSpeed start
 waited on it until the training check's 120 s deadline.
 """

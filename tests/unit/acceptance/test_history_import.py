@@ -1,4 +1,4 @@
-"""i26.3: ``import_records`` adds runs recorded elsewhere (a pod, Slurm's shared_dir) to a
+"""``import_records`` adds runs recorded elsewhere (a pod, Slurm's shared_dir) to a
 cluster's history, one record per run id, with the run folder copied beside it."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 23 §4: a rank that stops progressing is named hung, not died, whichever rank it is.
+"""a rank that stops progressing is named hung, not died, whichever rank it is.
 
 Real processes stand in for ranks here (``sleep``, a Lifeline holder) so that stopped,
 killed-not-reaped and gone are the kernel's, not a fake's; the whole run with a stopped

@@ -1,4 +1,4 @@
-"""Issue 23 §3, §7, §9: INTERRUPTED is a verdict of its own; times, summary and plots say
+"""INTERRUPTED is a verdict of its own; times, summary and plots say
 what happened."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 16 (reports CI pages show): JUnit wall time, the verdict as a testcase, timestamp and hostname."""
+"""JUnit wall time, the verdict as a testcase, timestamp and hostname."""
 
 from __future__ import annotations
 
@@ -37,14 +37,14 @@ def _suite(xml: str) -> ET.Element:
     return s
 
 
-def test_i16_junit_suite_time_is_wall_time_not_the_sum_of_durations() -> None:
+def test_junit_suite_time_is_wall_time_not_the_sum_of_durations() -> None:
     s = _suite(to_junit(TRAINING, "PASS", [], wall_s=32.0))
     assert s.get("time") == "32.000"
     # without a wall time the longest result stands in: never 92.4 s for a 32 s run
     assert _suite(to_junit(TRAINING, "PASS", [])).get("time") == "30.800"
 
 
-def test_i16_junit_verdict_and_reasons_are_a_testcase() -> None:
+def test_junit_verdict_and_reasons_are_a_testcase() -> None:
     reasons = ["FAIL: compute.matmul rank 0 (vm): tflops_bf16 = 340.6, expected >= 700", "WARN: x"]
     s = _suite(to_junit(TRAINING, "FAIL", reasons, wall_s=32.0))
     case = s.findall("testcase")[-1]
@@ -66,7 +66,7 @@ def test_i16_junit_verdict_and_reasons_are_a_testcase() -> None:
     assert "note: no baseline" in (ok.findtext("system-out") or "")
 
 
-def test_i16_junit_finalize_writes_wall_time_timestamp_and_hostname(tmp_path: Path) -> None:
+def test_junit_finalize_writes_wall_time_timestamp_and_hostname(tmp_path: Path) -> None:
     meta = RunMeta(
         run_id="r",
         started="2026-01-01T00:00:00+00:00",

@@ -1,4 +1,4 @@
-"""Issue 12.3: the live console line carries the status and reason the verdict will use, written once."""
+"""the live console line carries the status and reason the verdict will use, written once."""
 
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def _measured() -> list[list[CheckResult]]:
     return [[env], [mm], [cp]]
 
 
-def test_i12_3_live_line_says_fail_with_the_reason_the_verdict_prints(tmp_path: Path) -> None:
+def test_live_line_says_fail_with_the_reason_the_verdict_prints(tmp_path: Path) -> None:
     b = tmp_path / "shared.yaml"
     b.write_text(BASELINE, encoding="utf-8")
     out = io.StringIO()
@@ -90,7 +90,7 @@ def test_i12_3_live_line_says_fail_with_the_reason_the_verdict_prints(tmp_path: 
     assert "tflops_bf16 = 340.6, expected >= 700" in mm
 
 
-def test_i12_3_live_baseline_is_the_one_the_verdict_picks_by_device(tmp_path: Path) -> None:
+def test_live_baseline_is_the_one_the_verdict_picks_by_device(tmp_path: Path) -> None:
     out = io.StringIO()
     meta = _meta(tmp_path / "unused.yaml")
     meta.baseline_spec = None
@@ -110,7 +110,7 @@ def test_i12_3_live_baseline_is_the_one_the_verdict_picks_by_device(tmp_path: Pa
     )
 
 
-def test_i12_3_live_line_shows_peer_outliers_as_the_verdict_does() -> None:
+def test_live_line_shows_peer_outliers_as_the_verdict_does() -> None:
     rs = [
         CheckResult(
             name="compute.matmul",
@@ -137,7 +137,7 @@ def test_i12_3_live_line_shows_peer_outliers_as_the_verdict_does() -> None:
     assert out.getvalue().splitlines()[4].split()[1] == "FAIL"
 
 
-def test_i12_3_reasons_are_written_once_with_their_prefix() -> None:
+def test_reasons_are_written_once_with_their_prefix() -> None:
     prefix = "compute.matmul rank 0 (vm): "
     rule_fail = CheckResult(
         name="compute.matmul",
@@ -185,7 +185,7 @@ def test_i12_3_reasons_are_written_once_with_their_prefix() -> None:
     assert line.count("compute.matmul") == 1 and line.count("rank 1 (vm)") == 1
 
 
-def test_i12_3_a_live_judging_error_never_costs_the_run(tmp_path: Path) -> None:
+def test_a_live_judging_error_never_costs_the_run(tmp_path: Path) -> None:
     out = io.StringIO()
     meta = _meta(tmp_path / "missing.yaml")
     live = LiveJudge(

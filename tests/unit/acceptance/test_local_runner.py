@@ -1,4 +1,4 @@
-"""The local runner's console (i16, i25.8): the terminal gets progress and the verdict,
+"""The local runner's console: the terminal gets progress and the verdict,
 launcher.log everything (with the wall time); the one-time op build is announced before
 its silence."""
 
@@ -21,7 +21,7 @@ REAL = """\
 """
 
 
-# What a quick CPU run printed before i25.8 (abridged from a real run on the 2-core
+# What a quick CPU run printed before.8 (abridged from a real run on the 2-core
 # sandbox): nccl-tests tables, FutureWarnings, DeepSpeed's argv and its sigkill_handler
 # line after a FAIL, around the lines a person needs.
 NOISY = (
@@ -54,7 +54,7 @@ def _shown(level: str, text: str = NOISY) -> list[str]:
     return out.getvalue().splitlines()
 
 
-def test_i25_8_terminal_shows_progress_and_the_verdict_only() -> None:
+def test_terminal_shows_progress_and_the_verdict_only() -> None:
     shown = _shown("normal")
     assert shown == [
         "[acceptance] 3 check(s), 2 rank(s) on 1 node(s), gloo/cpu, profile quick, deadline 120 s per check",
@@ -68,7 +68,7 @@ def test_i25_8_terminal_shows_progress_and_the_verdict_only() -> None:
     ]
 
 
-def test_i25_8_quiet_shows_the_verdict_and_errors_verbose_everything() -> None:
+def test_quiet_shows_the_verdict_and_errors_verbose_everything() -> None:
     assert _shown("quiet") == [
         "verdict: FAIL",
         "  - collectives.all_reduce: rank 1 returned wrong data",
@@ -92,7 +92,7 @@ def test_first_run_notice_only_without_the_built_op(tmp_path: Path) -> None:
     assert local.first_run_notice(8, {}) is None  # GPU runs build nothing at start
 
 
-def test_i25_11_no_compiler_is_one_line_naming_the_package(tmp_path: Path) -> None:
+def test_no_compiler_is_one_line_naming_the_package(tmp_path: Path) -> None:
     """A missing C++ compiler ended the first CPU run in ERROR with a 700-character
     compiler line; now preflight says it before anything starts."""
     env = {"TORCH_EXTENSIONS_DIR": str(tmp_path / "ext"), "PATH": str(tmp_path / "empty")}
@@ -123,7 +123,7 @@ def test_i25_11_no_compiler_is_one_line_naming_the_package(tmp_path: Path) -> No
     )  # already built: no compiler needed
 
 
-def test_i25_11_ops_installed_reads_deepspeeds_record_without_importing_it(
+def test_ops_installed_reads_deepspeeds_record_without_importing_it(
     tmp_path: Path, monkeypatch
 ) -> None:
     import sys
@@ -146,7 +146,7 @@ def test_i25_11_ops_installed_reads_deepspeeds_record_without_importing_it(
     assert "deepspeed" not in sys.modules
 
 
-def test_i25_11_ranks_use_this_venvs_ninja(monkeypatch) -> None:
+def test_ranks_use_this_venvs_ninja(monkeypatch) -> None:
     """`make` (no .venv/bin on PATH) and an activated venv found different ninjas, and the
     op rebuilt at every switch; the ranks now get this interpreter's bin folder first."""
     import os

@@ -1,4 +1,4 @@
-"""fabric.localize with racks (issue 26 §5), against a simulated fabric (SimulatedFabric is a
+"""fabric.localize with racks, against a simulated fabric (SimulatedFabric is a
 fake; the real links are tests/integration/test_localize.py's). A slow leaf switch or uplink
 must come out as one rack finding, not as N slow links or as slow nodes."""
 

@@ -1,4 +1,4 @@
-"""Node verdicts (i26.1): a status, severity and action per node, GPU and link."""
+"""Node verdicts: a status, severity and action per node, GPU and link."""
 
 from __future__ import annotations
 

@@ -458,7 +458,7 @@ def test_a_plugin_checks_options_are_resolved_and_refused_like_a_shipped_ones(
     sys.modules.pop("site_plugin_i11", None)
 
 
-def test_i25_12_every_problem_of_an_options_file_at_once(tmp_path: Path) -> None:
+def test_every_problem_of_an_options_file_at_once(tmp_path: Path) -> None:
     """They came one at a time (fix one, run again, meet the next), unlike config errors."""
     p = _write(tmp_path, "compute:\n  nn: 4\ntraining:\n  steps: ten\ncolectives:\n  iters: 2\n")
     with pytest.raises(InputError) as e:
@@ -473,7 +473,7 @@ def test_i25_12_every_problem_of_an_options_file_at_once(tmp_path: Path) -> None
     assert len(lines) == 4  # each problem once, though several checks and both devices see it
 
 
-def test_i25_12_help_says_what_nproc_0_means() -> None:
+def test_help_says_what_nproc_0_means() -> None:
     """`--help` showed `--nproc [default: 0]` and nothing said what 0 does."""
     from typer.testing import CliRunner
 

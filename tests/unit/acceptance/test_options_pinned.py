@@ -19,7 +19,7 @@ from mlenv.acceptance.core.base import RunContext, registry
 MiB = 2**20
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast")
 TRAINING_COMMON: dict[str, Any] = {
-    # Issue 27: the stage is chosen by node count (-1: 0 on one node, 2 across nodes), and the
+    # the stage is chosen by node count (-1: 0 on one node, 2 across nodes), and the
     # plain-loop reference with its stack-ratio bars is new (judged on a GPU only: CPU_STACK).
     "zero_stage": -1,
     "plain_loop": True,

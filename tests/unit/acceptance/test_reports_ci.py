@@ -1,4 +1,4 @@
-"""Reports CI pages show (issue 16): summary.md's collectives tables, host lists, JUnit names,
+"""Reports CI pages show: summary.md's collectives tables, host lists, JUnit names,
 the console's list of report files."""
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def test_junit_names_a_world_result_once() -> None:
 
 
 def test_junit_suite_has_wall_time_timestamp_hostname_and_the_verdict_case() -> None:
-    """Issue 16's JUnit items, verified: wall time (not the sum), timestamp, hostname, verdict testcase."""
+    """The JUnit items, verified: wall time (not the sum), timestamp, hostname, verdict testcase."""
     rs = [_ag(), _ar_headline_only()]
     rs[0].duration_s, rs[1].duration_s = 20.0, 30.0
     root = ET.fromstring(

@@ -1,4 +1,4 @@
-"""Issue 23 §1: one folder per run, never reused; one run-id format; records kept exactly."""
+"""one folder per run, never reused; one run-id format; records kept exactly."""
 
 from __future__ import annotations
 

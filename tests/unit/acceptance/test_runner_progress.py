@@ -1,4 +1,4 @@
-"""Long checks say they are alive (i16): rank 0 prints "still running" lines at an interval,
+"""Long checks say they are alive: rank 0 prints "still running" lines at an interval,
 with the elapsed time and the deadline; a quick check prints none."""
 
 from __future__ import annotations

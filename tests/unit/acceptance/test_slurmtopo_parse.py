@@ -1,4 +1,4 @@
-"""Racks from Slurm's topology/tree plugin (issue 26 §5): ``scontrol show topology`` as
+"""Racks from Slurm's topology/tree plugin: ``scontrol show topology`` as
 captured from Slurm 22.05 on the harness, parsed into the racks ``MLENV_TOPOLOGY`` carries,
 and rank 0 reading them when the job has no topology of its own."""
 

@@ -176,7 +176,7 @@ def test_ds_config_follows_options() -> None:
 
 
 def test_setup_is_the_measured_fast_one_where_it_applies() -> None:
-    """Issue 27: torch_autocast bf16, ZeRO-0 on one node (2 across nodes), channels_last at stage 0."""
+    """torch_autocast bf16, ZeRO-0 on one node (2 across nodes), channels_last at stage 0."""
     one = choose_setup(cuda=True, bf16=True, image_model=True, nnodes=1)
     assert (one.precision, one.mixed, one.zero_stage, one.channels_last) == (
         "bf16",

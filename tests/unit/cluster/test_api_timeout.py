@@ -1,4 +1,4 @@
-"""i22 item 11: one API timeout bounds every ``oc``/``kubectl`` call but exec and rsync.
+"""One API timeout bounds every ``oc``/``kubectl`` call but exec and rsync.
 
 Against a fake ``kubectl`` that never answers (it sleeps a minute): each call carries
 ``--request-timeout`` = the client's ``api_timeout`` and its process is killed
@@ -94,7 +94,7 @@ def test_every_api_call_is_bounded(silent: OcCluster, call: str, deadlines: list
 def test_the_probe_is_bounded_by_exactly_the_limit_it_names(
     silent: OcCluster, deadlines: list[float]
 ) -> None:
-    """Before i22 the probe's process had its limit plus 5 s (and kubectl retried inside)."""
+    """Once the probe's process had its limit plus 5 s (and kubectl retried inside)."""
     t0 = time.monotonic()
     with pytest.raises(Unreachable) as e:
         silent.probe(1.0)
@@ -131,7 +131,7 @@ def test_after_the_probe_the_server_is_known_without_another_client_call(fake_bi
 
 def test_deploy_does_not_retry_a_server_that_did_not_answer() -> None:
     """Each try would cost the whole API timeout again; a server error is still retried
-    (tests/unit/cluster/test_ownership.py::test_i9_6_transient_failure_is_retried)."""
+    (tests/unit/cluster/test_ownership.py::test_transient_failure_is_retried)."""
 
     class Silent:
         tries = 0

@@ -1,4 +1,4 @@
-"""i9.1: no name can become an option or code on the operator's machine.
+"""no name can become an option or code on the operator's machine.
 
 Every value in ``tests/data/hostile/argv-names.txt`` is pushed into every name position
 of every :class:`~mlenv.cluster.oc.OcCluster` method, with a fake ``oc`` (and ``kubectl``)
@@ -80,7 +80,7 @@ LEGIT = {
 
 @pytest.mark.parametrize("tool", ["oc", "kubectl"])
 @pytest.mark.parametrize("site", sorted(CALLS))
-def test_i9_1_every_call_site_refuses_every_hostile_name(
+def test_every_call_site_refuses_every_hostile_name(
     site: str, tool: str, fake_bin, tmp_path
 ) -> None:
     fake_bin.install(tool)
@@ -97,7 +97,7 @@ def test_i9_1_every_call_site_refuses_every_hostile_name(
     assert not Path("/tmp/mlenv-pwned").exists()
 
 
-def test_i9_1_storage_class_option_shaped_name_never_becomes_an_option(fake_bin) -> None:
+def test_storage_class_option_shaped_name_never_becomes_an_option(fake_bin) -> None:
     # the audit's case: `get StorageClass --kubeconfig=FILE` loaded FILE's exec plugin
     fake_bin.install("oc")
     client = OcCluster()
@@ -182,7 +182,7 @@ def _walk_with_valid_names(c: OcCluster, ws: Path) -> list[list[str]]:
 
 
 @pytest.mark.parametrize("tool", ["oc", "kubectl"])
-def test_i9_1_valid_names_put_double_dash_before_positionals(tool: str, fake_bin, tmp_path) -> None:
+def test_valid_names_put_double_dash_before_positionals(tool: str, fake_bin, tmp_path) -> None:
     fake_bin.install(tool)
     fake_bin.respond([{"match": ["view"], "stdout": "https://api.example:6443"}])
     c = OcCluster()
@@ -201,7 +201,7 @@ def test_i9_1_valid_names_put_double_dash_before_positionals(tool: str, fake_bin
     assert execs[0][-3:] == ["p", "--", "--not-an-oc-flag"]
 
 
-def test_i9_1_auth_subcommand_before_double_dash() -> None:
+def test_auth_subcommand_before_double_dash() -> None:
     # `auth -- can-i use pods` would run `auth` with arguments: "unknown command"
     line = argv.kube("auth can-i", ["--as=system:serviceaccount:a:b"], ["use", "pods"])
     assert line == ["auth", "can-i", "--as=system:serviceaccount:a:b", "--", "use", "pods"]
@@ -224,7 +224,7 @@ def test_i9_1_auth_subcommand_before_double_dash() -> None:
         ("StorageClass", "--dry-run=none", False),
     ],
 )
-def test_i9_1_names_follow_the_rules_of_their_kind(kind: str, value: str, ok: bool) -> None:
+def test_names_follow_the_rules_of_their_kind(kind: str, value: str, ok: bool) -> None:
     if ok:
         assert argv.name(kind, value) == value
     else:
@@ -232,7 +232,7 @@ def test_i9_1_names_follow_the_rules_of_their_kind(kind: str, value: str, ok: bo
             argv.name(kind, value)
 
 
-def test_i9_1_builders_reject_programming_mistakes() -> None:
+def test_builders_reject_programming_mistakes() -> None:
     # options are the code's own constants: a bare word among them is a bug, caught loudly
     with pytest.raises(ValueError, match="positionals go after"):
         argv.kube("get", ["--output=json", "pods"], [])
@@ -244,7 +244,7 @@ def test_i9_1_builders_reject_programming_mistakes() -> None:
 
 
 @pytest.mark.parametrize("value", ["--kubeconfig=/tmp/k", "-n", "a;b", "$(id)"])
-def test_i9_1_preflight_refuses_a_hostile_storage_class_before_any_lookup(
+def test_preflight_refuses_a_hostile_storage_class_before_any_lookup(
     value: str,
     barcelona: ClusterConfig,
     fake_for: Callable[..., FakeCluster],

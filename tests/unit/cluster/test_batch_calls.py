@@ -1,4 +1,4 @@
-"""i22: fewer client processes per deploy. ``get_many`` reads several objects in one
+"""fewer client processes per deploy. ``get_many`` reads several objects in one
 ``kubectl get`` per namespace; deploy reads the plan's objects that way, and its applies
 are judged against reads it already holds.
 
@@ -139,7 +139,7 @@ def _single_gets(calls: list[list[str]]) -> list[tuple[str, str]]:
 def test_a_deploy_reads_no_object_of_its_plan_alone_before_its_apply(
     local_cfg: ClusterConfig, fake_for: Any
 ) -> None:
-    """Before i22's batch: each planned object was read alone by the checks, again by its
+    """Before the batch: each planned object was read alone by the checks, again by its
     dry-run apply and again by its apply (the kube tier: 44 gets in a deploy and a no-op
     redeploy). Now the checks' reads are one get per namespace, the dry run uses them,
     and the applies one more read of all; wait_ready still reads the StatefulSet."""
@@ -241,7 +241,7 @@ def test_read_once_keeps_the_answers_preflight_primed() -> None:
 
 
 def test_a_deploy_asks_its_permissions_in_one_call(local_cfg: ClusterConfig, fake_for: Any) -> None:
-    """Before i22's batch: 14 `auth can-i` processes per deploy of the local example."""
+    """Before the batch: 14 `auth can-i` processes per deploy of the local example."""
     client = InProcess(fake_for(local_cfg))
     for _ in range(2):
         deploy(local_cfg, DeployOptions(mode="tcp", timeout=60), client)

@@ -1,4 +1,4 @@
-"""One scenario, two clients (i11.3): the fake cannot drift from the client.
+"""One scenario, two clients: the fake cannot drift from the client.
 
 The same operations run against (a) :class:`FakeCluster` directly and (b) the real
 :class:`OcCluster` driving a stateful fake ``kubectl`` (``mlenv/testing/kubectl_cli.py``)
@@ -375,7 +375,7 @@ def test_an_argv_the_fake_kubectl_does_not_understand_fails_loudly(
     assert r.stderr.startswith("fake kubectl: unsupported argv") and json.dumps(argv) in r.stderr
 
 
-# i22.11: "context deadline exceeded" became a sign of a silent server, but an admission
+# "context deadline exceeded" became a sign of a silent server, but an admission
 # webhook that times out says it too, inside an answer of the API server
 # (`Error from server (InternalError): … failed calling webhook …: context deadline
 # exceeded`): that is a server error (deploy retries it), not "cannot reach the API server".

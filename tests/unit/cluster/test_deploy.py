@@ -88,7 +88,7 @@ def test_immutable_change_recreates_statefulset_and_keeps_pvcs(barcelona, fake_f
 
 
 def test_an_image_that_cannot_be_pulled_stops_the_wait_in_seconds(barcelona, fake_for) -> None:
-    """i22.8: ImagePullBackOff does not heal by waiting: said with the image and what to do
+    """ImagePullBackOff does not heal by waiting: said with the image and what to do
     within seconds, not at the 600 s timeout (on the code before: a DeployTimeout at 600 s)."""
     fake = fake_for(barcelona)
     image = (
@@ -158,7 +158,7 @@ def test_sync_fans_out_keeps_pod_files_and_verifies(barcelona, tmp_path, fake_fo
     (ws / "a.py").unlink()
     sync(barcelona, fake, str(ws))
     files = fake.pod_files("ml-dev-env-1", barcelona.namespace, "/workspace")
-    # i10: a plain sync never deletes (upstream's sync did not): a.py stays in the pod
+    # a plain sync never deletes (upstream's sync did not): a.py stays in the pod
     assert files["a.py"] == b"print(1)\n" and files["results/r1/x"] == b"keep"
     fake.write_pod_file("ml-dev-env-0", barcelona.namespace, "/workspace/stray", b"x")
     (ws / "sub" / "b.json").write_text('{"changed": 1}')
@@ -169,9 +169,7 @@ def test_sync_fans_out_keeps_pod_files_and_verifies(barcelona, tmp_path, fake_fo
         sync(barcelona, fake, str(ws))
 
 
-def test_i10_2_sync_delete_spares_results_checkpoints_and_dotfiles(
-    barcelona, tmp_path, fake_for
-) -> None:
+def test_sync_delete_spares_results_checkpoints_and_dotfiles(barcelona, tmp_path, fake_for) -> None:
     fake = fake_for(barcelona)
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     ns, pod = barcelona.namespace, "ml-dev-env-0"
@@ -199,7 +197,7 @@ def test_i10_2_sync_delete_spares_results_checkpoints_and_dotfiles(
     assert {"checkpoints/step1.pt", ".cache/z", "sub/.hostfile"} <= set(plan.kept)
 
 
-def test_i10_2_sync_dry_run_lists_and_changes_nothing(barcelona, tmp_path, fake_for) -> None:
+def test_sync_dry_run_lists_and_changes_nothing(barcelona, tmp_path, fake_for) -> None:
     fake = fake_for(barcelona)
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     ns, pod = barcelona.namespace, "ml-dev-env-0"
@@ -236,7 +234,7 @@ def test_in_pod_tree_script_matches_local_digest(tmp_path) -> None:
 
 
 def test_waiting_lines_name_why_a_pending_pod_waits(barcelona, fake_for) -> None:
-    """i16: while waiting, a Pending pod shows its latest Warning (FailedScheduling), not
+    """while waiting, a Pending pod shows its latest Warning (FailedScheduling), not
     just "Pending", and each line carries the time spent so far."""
     from mlenv.cluster.deploy import wait_ready
 
@@ -275,7 +273,7 @@ def test_waiting_lines_name_why_a_pending_pod_waits(barcelona, fake_for) -> None
         ("barcelona.nerc.mghpcc.org", "https://apibarcelona.nerc.mghpcc.org:6443", False),
     ],
 )
-def test_i25_5_cluster_api_matches_by_host(configured: str, live: str, same: bool) -> None:
+def test_cluster_api_matches_by_host(configured: str, live: str, same: bool) -> None:
     """Upstream configs say `api: barcelona.nerc.mghpcc.org`; deploy refused the server
     `oc` reports for that cluster (`https://api.barcelona…:6443`) with exit 2."""
     from mlenv.cluster.preflight import same_server
@@ -283,9 +281,7 @@ def test_i25_5_cluster_api_matches_by_host(configured: str, live: str, same: boo
     assert same_server(configured, live) is same
 
 
-def test_i25_5_upstream_barcelona_deploys_when_logged_in_to_its_api_host(
-    barcelona, fake_for
-) -> None:
+def test_upstream_barcelona_deploys_when_logged_in_to_its_api_host(barcelona, fake_for) -> None:
     cfg = dataclasses.replace(
         barcelona, cluster=dataclasses.replace(barcelona.cluster, api="barcelona.nerc.mghpcc.org")
     )
@@ -309,7 +305,7 @@ def test_i25_5_upstream_barcelona_deploys_when_logged_in_to_its_api_host(
     ],
 )
 def test_claim_sizes_compare_as_quantities(planned: str, served: str, changed: bool) -> None:
-    """i22.7: the real API server canonicalises 1024Gi to 1Ti; compared as text, every
+    """the real API server canonicalises 1024Gi to 1Ti; compared as text, every
     re-deploy recreated the StatefulSet (fails on the code before: 1024Gi != 1Ti)."""
     from mlenv.cluster.deploy import immutable_changes
 
@@ -335,7 +331,7 @@ def test_claim_sizes_compare_as_quantities(planned: str, served: str, changed: b
 
 
 def test_the_cpu_demo_deploys_on_a_cluster_without_gpus(local_cfg) -> None:
-    """i22.2: `gpus.type: cpu` requests no nvidia.com/gpu, so preflight must not ask for
+    """`gpus.type: cpu` requests no nvidia.com/gpu, so preflight must not ask for
     it (kind, CRC: no GPU nodes). Fails on the code before: '0 Ready node(s) with 2
     allocatable nvidia.com/gpu'."""
     from mlenv.testing.fakecluster import FakeCluster
@@ -350,7 +346,7 @@ def test_the_cpu_demo_deploys_on_a_cluster_without_gpus(local_cfg) -> None:
 
 
 def test_a_changed_statefulset_is_done_when_every_pod_runs_the_new_spec(local_cfg) -> None:
-    """i22.5: a changed StatefulSet keeps its old pods Ready while its controller replaces
+    """a changed StatefulSet keeps its old pods Ready while its controller replaces
     them one by one; deploy is done when every pod is on the new revision. Fails on the
     code before: deploy returned while the old pods were still Ready."""
     from mlenv.cluster.deploy import REVISION_LABEL

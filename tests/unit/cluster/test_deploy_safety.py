@@ -348,7 +348,7 @@ def test_a_recreate_the_user_may_not_delete_is_refused_before_applying(barcelona
 def test_a_non_admin_who_may_not_bind_the_scc_role_is_told_before_anything_is_applied(
     barcelona, fake_for
 ) -> None:
-    """i22.3: binding the SCC's `use` ClusterRole needs `bind` on it (or holding `use` of the
+    """binding the SCC's `use` ClusterRole needs `bind` on it (or holding `use` of the
     SCC); create/patch on rolebindings is not enough, and the real server refused the apply
     after preflight had said yes. Fails on the code before: the deploy went ahead."""
     fake = fake_for(barcelona)
@@ -395,7 +395,7 @@ class _CountingReads:
 
 
 def test_the_checks_before_applying_read_each_object_once(barcelona, fake_for) -> None:
-    """i22: preflight, the ownership check, the created-by mark, the secrets and the dry
+    """preflight, the ownership check, the created-by mark, the secrets and the dry
     run each read every planned object: on the kube tier one deploy of `local` ran 53
     `kubectl get` of its 95 processes, each object read 4 to 8 times (fails on the code
     before: up to 5 reads)."""
@@ -411,7 +411,7 @@ def test_the_checks_before_applying_read_each_object_once(barcelona, fake_for) -
 def test_pods_are_not_started_on_an_image_the_imagestream_does_not_have_yet(
     barcelona, fake_for
 ) -> None:
-    """i22.8: on OpenShift without image.ref the pods run the BuildConfig's output, whose
+    """on OpenShift without image.ref the pods run the BuildConfig's output, whose
     first build takes tens of minutes. Deploy applies everything else (the build starts
     from its ConfigChange trigger), starts no pod on an image that is not there, and says
     what to do; once the build has pushed, deploy starts them. Fails on the code before:

@@ -1,4 +1,4 @@
-"""i22 item 4: the exec permission is the ``exec`` subresource of pods. ``auth can-i
+"""The exec permission is the ``exec`` subresource of pods. ``auth can-i
 create pods/exec`` asks (in real kubectl) for a *pod named exec*; the question is
 ``auth can-i create pods --subresource=exec``, and the fake reads both as the API server
 does."""

@@ -1,4 +1,4 @@
-"""i26.3: the in-pod scripts of ``history --fetch`` over real folders (the fake runs the
+"""the in-pod scripts of ``history --fetch`` over real folders (the fake runs the
 same scripts), and the path check on what a pod sends back."""
 
 from __future__ import annotations

@@ -101,7 +101,7 @@ def test_the_venv_tests_the_deepspeed_the_image_ships() -> None:
     assert image.group(1) == venv.group(1)
 
 
-def test_i9_13_code_server_download_is_sha256_verified_and_fails_closed() -> None:
+def test_code_server_download_is_sha256_verified_and_fails_closed() -> None:
     version = re.search(r"^ARG CODE_SERVER_VERSION=(\S+)$", DOCKERFILE, re.M)
     digest = re.search(r"^ARG CODE_SERVER_SHA256=([0-9a-f]*)$", DOCKERFILE, re.M)
     assert version and digest and len(digest.group(1)) == 64, "pin the release and its sha256"
@@ -113,7 +113,7 @@ def test_i9_13_code_server_download_is_sha256_verified_and_fails_closed() -> Non
     assert 'test -n "${CODE_SERVER_SHA256}"' in run  # an emptied ARG fails the build
 
 
-def test_i9_13_oauth_proxy_pinned_by_digest() -> None:
+def test_oauth_proxy_pinned_by_digest() -> None:
     from mlenv.render.workload import OAUTH_PROXY_IMAGE
 
     assert re.fullmatch(
@@ -121,7 +121,7 @@ def test_i9_13_oauth_proxy_pinned_by_digest() -> None:
     )
 
 
-def test_i9_13_dockerignore_keeps_local_state_out_of_the_build_context() -> None:
+def test_dockerignore_keeps_local_state_out_of_the_build_context() -> None:
     ignored = {
         line.strip()
         for line in (ROOT / ".dockerignore").read_text().splitlines()

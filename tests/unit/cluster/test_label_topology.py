@@ -1,4 +1,4 @@
-"""Racks from a Kubernetes Node label (issue 26 §5): the pure grouping and rack names."""
+"""Racks from a Kubernetes Node label: the pure grouping and rack names."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""i10.3: migration of a namespace holding upstream ml-dev-env's objects: existing claims
+"""migration of a namespace holding upstream ml-dev-env's objects: existing claims
 mounted (never rendered), upstream objects found by name/label, deploy says what it does,
 ``teardown --legacy`` lists, confirms and removes them (PVCs only with --purge)."""
 
@@ -44,7 +44,7 @@ def migrating_config(tmp_path: Path) -> Path:
     return path
 
 
-def test_i10_3_existing_claims_are_mounted_not_rendered(tmp_path: Path) -> None:
+def test_existing_claims_are_mounted_not_rendered(tmp_path: Path) -> None:
     cfg = load(str(migrating_config(tmp_path)))
     assert cfg.storage.workspace_claim == "ml-dev-workspace"
     # volumeClaimTemplates mode: the dev Pod mounts both upstream claims, no dev PVC rendered
@@ -61,7 +61,7 @@ def test_i10_3_existing_claims_are_mounted_not_rendered(tmp_path: Path) -> None:
     assert _pvcs(rwx) == []
 
 
-def test_i10_3_existing_claim_name_is_validated(tmp_path: Path) -> None:
+def test_existing_claim_name_is_validated(tmp_path: Path) -> None:
     from mlenv.config import check_file
 
     data: dict[str, Any] = yaml.safe_load((ROOT / "clusters/barcelona.yaml").read_text())
@@ -72,7 +72,7 @@ def test_i10_3_existing_claim_name_is_validated(tmp_path: Path) -> None:
     assert cfg is None and any("existing_claims.workspace" in str(d) for d in diags)
 
 
-def test_i10_3_find_upstream_objects_not_ours() -> None:
+def test_find_upstream_objects_not_ours() -> None:
     fake = FakeCluster.typical(NS, ["n0"])
     with_upstream(fake)
     fake.apply({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "someone-else"}}, NS)
@@ -93,7 +93,7 @@ def test_i10_3_find_upstream_objects_not_ours() -> None:
     assert legacy.find(k8s, NS) == []
 
 
-def test_i10_3_deploy_says_what_it_does_then_teardown_legacy(
+def test_deploy_says_what_it_does_then_teardown_legacy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state = fake_state(tmp_path)
@@ -110,7 +110,7 @@ def test_i10_3_deploy_says_what_it_does_then_teardown_legacy(
     )
     assert "statefulset/ml-dev-env (label app=ml-dev-env-multi): has the name ours uses" in r.output
     assert "mlenv teardown barcelona --legacy" in r.output
-    assert r.exit_code == 2, r.output  # i9.4: upstream's StatefulSet is not overwritten silently
+    assert r.exit_code == 2, r.output  # upstream's StatefulSet is not overwritten silently
 
     r = run(["teardown", cfg, "--legacy"], state, monkeypatch)  # no answer: nothing deleted
     assert "route/ml-dev-vscode" in r.output and "nothing deleted" in r.output

@@ -1,4 +1,4 @@
-"""i22 item 10: a pod a namespace neighbour made with our labels is not ours. Workers are
+"""A pod a namespace neighbour made with our labels is not ours. Workers are
 selected by the StatefulSet's ownership (controller ownerReference uid) and ordinals
 ``0..replicas-1``, never by labels alone (fake cluster; the real-plane twin lives in
 tests/kube/ once that tier is on main)."""

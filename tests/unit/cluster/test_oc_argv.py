@@ -222,7 +222,7 @@ def test_can_i_as_a_service_account_says_when_impersonation_is_forbidden(oc, fak
 
 def test_rsync_anchors_results_at_the_top_and_never_deletes(oc, fake_bin, tmp_path) -> None:
     oc.rsync(str(tmp_path), "p", NS, "/workspace", exclude=treehash.RSYNC_EXCLUDES)
-    # i10: no --delete, ever (sync deletes an explicit protected list, only when asked)
+    # no --delete, ever (sync deletes an explicit protected list, only when asked)
     assert fake_bin.calls() == [
         [
             "rsync",
@@ -282,7 +282,7 @@ def test_kubectl_fallback_uses_the_same_namespace_order(fake_bin, tmp_path) -> N
 
 
 def test_a_dry_run_of_many_objects_is_one_apply_per_namespace(oc, fake_bin) -> None:
-    """i22: deploy's server dry run ran one kubectl process per object (12 for the `local`
+    """deploy's server dry run ran one kubectl process per object (12 for the `local`
     example); now one `apply --dry-run=server` of a List per namespace, each action judged
     against the caller's read (fails on the code before: no dry_run_many)."""
     from mlenv.cluster.api import DryRunItem

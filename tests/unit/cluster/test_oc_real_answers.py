@@ -1,4 +1,4 @@
-"""i22.9: what a real API server answers, read as it means it (the fake always answered
+"""what a real API server answers, read as it means it (the fake always answered
 in one shape: lastTimestamp and count filled, and no Forbidden that quotes a NotFound)."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ SPDY_NODE_DOWN = "Error from server: error dialing backend: dial tcp 10.0.3.17:1
 
 @pytest.mark.parametrize("stderr", [EXEC_NODE_DOWN, LOGS_NODE_DOWN, SPDY_NODE_DOWN])
 def test_a_node_the_server_cannot_reach_is_said_as_such(stderr: str) -> None:
-    """i22.9: the API server answered, its kubelet call failed: exit 3 naming the pod and
+    """the API server answered, its kubelet call failed: exit 3 naming the pod and
     the dial that failed, never "cannot reach the API server" nor a generic API error."""
     from mlenv.cluster.api import NodeUnreachable
 

@@ -1,5 +1,5 @@
 """OcCluster's captured calls: one client process each, run by ``subprocess.run`` with no
-shell (i22: openshift-client's ``invoke`` polled each process, 0.1-0.3 s past its end per
+shell (openshift-client's ``invoke`` polled each process, 0.1-0.3 s past its end per
 kubectl call on the kube tier). What invoke did stays: the argv (namespace right after the
 verb, nothing of one call in the next), an empty stdin unless one is given, LC_ALL for
 English messages, a kill at the deadline with exit -1 and the output so far."""

@@ -1,4 +1,4 @@
-"""i9.3–i9.6, i9.8: one deployment must not hurt another, and a deploy that fails half-way
+"""One deployment must not hurt another, and a deploy that fails half-way
 says exactly what is applied and how to finish or remove it (fake cluster)."""
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def uid(fake, kind: str, name: str, ns: str | None) -> str:
     return str(fake.get(kind, name, ns)["metadata"]["uid"])
 
 
-def test_i9_3_same_cluster_name_in_two_namespaces_gets_two_sccs(barcelona, fake_for) -> None:
+def test_same_cluster_name_in_two_namespaces_gets_two_sccs(barcelona, fake_for) -> None:
     fake = fake_for(barcelona)
     fake.add_namespace("team-b")
     team_b = in_namespace(barcelona, "team-b")
@@ -49,7 +49,7 @@ def test_i9_3_same_cluster_name_in_two_namespaces_gets_two_sccs(barcelona, fake_
     assert fake.get("StatefulSet", "ml-dev-env", "team-b") is not None
 
 
-def test_i9_3_cluster_role_still_granted_elsewhere_is_kept(barcelona, fake_for) -> None:
+def test_cluster_role_still_granted_elsewhere_is_kept(barcelona, fake_for) -> None:
     fake = fake_for(barcelona)
     fake.add_namespace("other")
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
@@ -74,7 +74,7 @@ def test_i9_3_cluster_role_still_granted_elsewhere_is_kept(barcelona, fake_for) 
     assert any("still granted by rolebinding other/borrowed" in x for x in rep.left)
 
 
-def test_i9_3_scc_named_the_old_way_is_left_with_why(barcelona, fake_for) -> None:
+def test_scc_named_the_old_way_is_left_with_why(barcelona, fake_for) -> None:
     fake = fake_for(barcelona)
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     fake.apply(
@@ -96,7 +96,7 @@ def test_i9_3_scc_named_the_old_way_is_left_with_why(barcelona, fake_for) -> Non
     assert any("named before mlenv put the namespace" in x for x in rep.left)
 
 
-def test_i9_4_deploying_another_config_into_the_namespace_is_refused(barcelona, fake_for) -> None:
+def test_deploying_another_config_into_the_namespace_is_refused(barcelona, fake_for) -> None:
     fake = fake_for(barcelona)
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     ns = barcelona.namespace
@@ -124,7 +124,7 @@ def test_i9_4_deploying_another_config_into_the_namespace_is_refused(barcelona, 
     assert labels["app.kubernetes.io/instance"] == "team-b"
 
 
-def test_i9_4_purge_keeps_a_claim_another_instance_mounts(barcelona, fake_for) -> None:
+def test_purge_keeps_a_claim_another_instance_mounts(barcelona, fake_for) -> None:
     fake = fake_for(barcelona)
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     ns = barcelona.namespace
@@ -151,7 +151,7 @@ def test_i9_4_purge_keeps_a_claim_another_instance_mounts(barcelona, fake_for) -
     assert all(fake.get("PersistentVolumeClaim", c, ns) is None for c in claims if c != shared)
 
 
-def test_i9_5_pre_created_service_account_is_adopted_never_deleted(barcelona, fake_for) -> None:
+def test_pre_created_service_account_is_adopted_never_deleted(barcelona, fake_for) -> None:
     fake = fake_for(barcelona)
     ns = barcelona.namespace
     fake.apply(
@@ -174,7 +174,7 @@ def test_i9_5_pre_created_service_account_is_adopted_never_deleted(barcelona, fa
     assert fake.get("StatefulSet", "ml-dev-env", ns) is None
 
 
-def test_i9_5_service_account_deploy_created_is_deleted_and_marker_survives_redeploy(
+def test_service_account_deploy_created_is_deleted_and_marker_survives_redeploy(
     barcelona, fake_for
 ) -> None:
     fake = fake_for(barcelona)
@@ -199,7 +199,7 @@ STEPS = len(_objects_in_apply_order(load("barcelona", ROOT)))
 
 
 @pytest.mark.parametrize("step", range(STEPS))
-def test_i9_6_a_failure_at_every_step_says_what_is_applied(barcelona, fake_for, step: int) -> None:
+def test_a_failure_at_every_step_says_what_is_applied(barcelona, fake_for, step: int) -> None:
     fake = fake_for(barcelona)
     order = _objects_in_apply_order(barcelona)
     target = order[step]
@@ -227,7 +227,7 @@ def test_i9_6_a_failure_at_every_step_says_what_is_applied(barcelona, fake_for, 
     assert fake.apply_failures[target] == 5 - 3  # tried three times
 
 
-def test_i9_6_transient_failure_is_retried(barcelona, fake_for) -> None:
+def test_transient_failure_is_retried(barcelona, fake_for) -> None:
     fake = fake_for(barcelona)
     fake.apply_failures["StatefulSet/ml-dev-env"] = 2
     said: list[str] = []
@@ -236,7 +236,7 @@ def test_i9_6_transient_failure_is_retried(barcelona, fake_for) -> None:
     assert fake.get("StatefulSet", "ml-dev-env", barcelona.namespace) is not None
 
 
-def test_i9_6_recreated_statefulset_comes_back_or_is_named_as_deleted(barcelona, fake_for) -> None:
+def test_recreated_statefulset_comes_back_or_is_named_as_deleted(barcelona, fake_for) -> None:
     fake = fake_for(barcelona)
     deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake)
     ns = barcelona.namespace
@@ -257,7 +257,7 @@ def test_i9_6_recreated_statefulset_comes_back_or_is_named_as_deleted(barcelona,
     assert "statefulset/ml-dev-env: DELETED to be recreated, not yet re-applied" in str(e.value)
 
 
-def test_i9_8_empty_or_foreign_secret_is_regenerated(barcelona, fake_for) -> None:
+def test_empty_or_foreign_secret_is_regenerated(barcelona, fake_for) -> None:
     fake = fake_for(barcelona)
     ns = barcelona.namespace
     empty = base64.b64encode(b"").decode()
@@ -292,7 +292,7 @@ def test_i9_8_empty_or_foreign_secret_is_regenerated(barcelona, fake_for) -> Non
     assert all(base64.b64decode(v) for v in data.values())
 
 
-def test_i10_7_no_scc_when_it_would_add_nothing_so_non_admins_keep_rdma(fake_for, tmp_path) -> None:
+def test_no_scc_when_it_would_add_nothing_so_non_admins_keep_rdma(fake_for, tmp_path) -> None:
     # upstream's barcelona: RDMA on, ipc_lock false, not privileged
     up = load(ROOT / "tests" / "data" / "upstream" / "barcelona.yaml")
     assert up.rdma.enabled and not up.security.ipc_lock
@@ -310,7 +310,7 @@ def test_i10_7_no_scc_when_it_would_add_nothing_so_non_admins_keep_rdma(fake_for
     assert rep.mode == "rdma" and not rep.fallback_reasons, said
 
 
-def test_i9_3_upgrade_from_the_old_scc_name_re_points_the_role_binding(barcelona, fake_for) -> None:
+def test_upgrade_from_the_old_scc_name_re_points_the_role_binding(barcelona, fake_for) -> None:
     # a deployment made before SCC names carried the namespace: its RoleBinding grants the
     # old ClusterRole, and roleRef is immutable (422 "cannot change roleRef")
     fake = fake_for(barcelona)

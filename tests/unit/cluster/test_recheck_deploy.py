@@ -1,4 +1,4 @@
-"""i26.3: deploy applies the scheduled re-check's objects, teardown deletes them, preflight
+"""deploy applies the scheduled re-check's objects, teardown deletes them, preflight
 asks what applying them needs (the fake, real renderer, the `local` example + a schedule)."""
 
 from __future__ import annotations

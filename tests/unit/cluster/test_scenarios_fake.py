@@ -1,4 +1,4 @@
-"""Issue 22 §3: the shared scenario set (mlenv/testing/scenarios.py) on the fake cluster.
+"""the shared scenario set (mlenv/testing/scenarios.py) on the fake cluster.
 
 The same scenarios run on the real control plane in tests/kube/test_scenarios.py; where
 the two disagreed, the real plane was right and the fake was fixed (RBAC's escalation

@@ -1,4 +1,4 @@
-"""i9.2: the kubectl path's tar stream, against a faithful stand-in for the pod.
+"""the kubectl path's tar stream, against a faithful stand-in for the pod.
 
 The fake ``kubectl`` on PATH runs what a pod would: ``exec … -- tar -x -f - -C /workspace``
 is a real GNU tar extracting into a folder that plays the pod's /workspace, and
@@ -60,10 +60,10 @@ def pod(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.mark.parametrize("local_tar", ["gnu", "bsdtar"])
-def test_i9_2_option_shaped_file_names_are_files_not_tar_options(
+def test_option_shaped_file_names_are_files_not_tar_options(
     pod, tmp_path, monkeypatch, local_tar: str
 ) -> None:
-    """The control host packs with its own tar: GNU on Linux, bsdtar on a Mac (i22.9: the
+    """The control host packs with its own tar: GNU on Linux, bsdtar on a Mac (the
     GNU-only --verbatim-files-from made bsdtar refuse every kubectl sync)."""
     if local_tar == "bsdtar":
         found = shutil.which("bsdtar")
@@ -94,7 +94,7 @@ def test_i9_2_option_shaped_file_names_are_files_not_tar_options(
     assert pwned == [], f"a file name ran a command: {pwned}"
 
 
-def test_i9_2_thirty_thousand_files_do_not_overflow_the_argument_list(pod, tmp_path) -> None:
+def test_thirty_thousand_files_do_not_overflow_the_argument_list(pod, tmp_path) -> None:
     ws = tmp_path / "ws"
     n = 0
     for d in range(150):
@@ -109,7 +109,7 @@ def test_i9_2_thirty_thousand_files_do_not_overflow_the_argument_list(pod, tmp_p
     assert got == n
 
 
-def test_i10_2_list_and_remove_scripts_agree_with_the_planner(tmp_path: Path) -> None:
+def test_list_and_remove_scripts_agree_with_the_planner(tmp_path: Path) -> None:
     root = tmp_path / "w"
     for rel in ("a.py", "results/r.json", ".cache/x", "sub/b.txt", "__pycache__/c.pyc"):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
@@ -137,7 +137,7 @@ def test_i10_2_list_and_remove_scripts_agree_with_the_planner(tmp_path: Path) ->
     assert not (root / "sub" / "b.txt").exists() and (tmp_path / "outside").exists()
 
 
-def test_i10_2_kubectl_path_keeps_pod_files_and_deletes_only_when_asked(
+def test_kubectl_path_keeps_pod_files_and_deletes_only_when_asked(
     pod: Path, tmp_path: Path, barcelona: ClusterConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The whole sync (plan listing, tar copy, verify, remove list) through kubectl."""
@@ -218,7 +218,7 @@ def test_i10_2_kubectl_path_keeps_pod_files_and_deletes_only_when_asked(
         ("notes-on-checkpoints.md", False),
     ],
 )
-def test_i10_2_delete_protects_results_checkpoints_and_dotfiles(rel: str, keep: bool) -> None:
+def test_delete_protects_results_checkpoints_and_dotfiles(rel: str, keep: bool) -> None:
     assert treehash.protected(rel) is keep
     plan = syncmod.plan_pod("p", {}, {rel: "h"}, delete=True)
     # results/ at the top is neither copied nor compared: never planned at all
@@ -301,7 +301,7 @@ def test_sync_non_utf8_and_newline_file_names(
             assert fh.read() == raw
 
 
-def test_i10_2_delete_removes_a_link_never_its_target(
+def test_delete_removes_a_link_never_its_target(
     pod: Path, tmp_path: Path, barcelona: ClusterConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the remover once resolved the whole path: deleting a link deleted what it pointed

@@ -158,7 +158,7 @@ def test_resolve_and_unknown_names() -> None:
 def test_a_bare_name_is_always_the_checkouts_cluster(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 23 §8: `mlenv status barcelona` read a file named `barcelona` in the current
+    """`mlenv status barcelona` read a file named `barcelona` in the current
     folder before clusters/barcelona.yaml. A name without `/` or .yaml/.yml is a cluster."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "barcelona").write_text("cluster: {name: impostor, namespace: x}\n")

@@ -1,4 +1,4 @@
-"""i9.11: every hostile string in every string field — validate says 0 or 2, never crashes,
+"""every hostile string in every string field — validate says 0 or 2, never crashes,
 and what it accepts renders without becoming shell code.
 
 The fields are found by walking the JSON Schema (every string-typed leaf, list item and
@@ -126,7 +126,7 @@ def test_every_string_field_is_found() -> None:
 
 
 @pytest.mark.parametrize("field", FIELDS, ids=[".".join(f) for f in FIELDS])
-def test_i9_11_hostile_value_in_field_is_refused_or_harmless(
+def test_hostile_value_in_field_is_refused_or_harmless(
     field: tuple[str, ...], tmp_path: Path
 ) -> None:
     accepted = 0
@@ -169,7 +169,7 @@ def _cli_sample() -> list[tuple[tuple[str, ...], str]]:
     return [(FIELDS[i % len(FIELDS)], VALUES[i % len(VALUES)]) for i in range(n)]
 
 
-def test_i9_11_hostile_values_through_mlenv_validate_exit_0_or_2(tmp_path: Path) -> None:
+def test_hostile_values_through_mlenv_validate_exit_0_or_2(tmp_path: Path) -> None:
     """`mlenv validate` itself: exit 0 or 2, never a traceback or exit 3; what it accepts
     `mlenv render` writes (or refuses with 2) without a traceback either."""
     from typer.testing import CliRunner

@@ -1,4 +1,4 @@
-"""Issue 13: ``platform:``, ``slurm:`` and ``hosts:`` — located errors for values that would
+"""``platform:``, ``slurm:`` and ``hosts:`` — located errors for values that would
 reach a batch script or an ssh command line, located warnings for another platform's keys."""
 
 from __future__ import annotations

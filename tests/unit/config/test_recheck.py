@@ -1,4 +1,4 @@
-"""``acceptance:`` (i26.3): the scheduled re-check's settings, validated with located errors."""
+"""``acceptance:``: the scheduled re-check's settings, validated with located errors."""
 
 from __future__ import annotations
 

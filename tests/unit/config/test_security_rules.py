@@ -1,4 +1,4 @@
-"""Named regression tests for the config side of issue 9 (the corpus in
+"""Named regression tests for the config side of the security review (the corpus in
 tests/data/bad-configs/ holds the exact messages; these say which item each guards)."""
 
 from __future__ import annotations
@@ -23,20 +23,20 @@ def errors_for(tmp_path: Path, patch: dict, name: str = "c.yaml") -> list[str]:
 
 
 @pytest.mark.parametrize("sa", ["default", "builder", "deployer", "pipeline"])
-def test_i9_5_builtin_service_accounts_are_refused(tmp_path: Path, sa: str) -> None:
+def test_builtin_service_accounts_are_refused(tmp_path: Path, sa: str) -> None:
     errs = errors_for(tmp_path, {"security": {"service_account": sa}})
     assert len(errs) == 1 and "built-in service account" in errs[0]
 
 
 @pytest.mark.parametrize("value", ["a$b", "a`b`", "a\\b", 'a"b', "a'b", "a\nb", " lead"])
-def test_i9_11_nccl_env_values_the_pod_refuses_are_refused_by_validate(
+def test_nccl_env_values_the_pod_refuses_are_refused_by_validate(
     tmp_path: Path, value: str
 ) -> None:
     errs = errors_for(tmp_path, {"nccl": {"env": {"NCCL_ALGO": value}}})
     assert len(errs) == 1 and "nccl.env.NCCL_ALGO" in errs[0]
 
 
-def test_i9_11_gpu_resource_under_rdma_resources_is_refused(tmp_path: Path) -> None:
+def test_gpu_resource_under_rdma_resources_is_refused(tmp_path: Path) -> None:
     errs = errors_for(
         tmp_path, {"network": {"rdma": {"enabled": False, "resources": {"nvidia.com/gpu": 8}}}}
     )
@@ -51,7 +51,7 @@ def test_i9_11_gpu_resource_under_rdma_resources_is_refused(tmp_path: Path) -> N
         ("ref", "a b"),
     ],
 )
-def test_i9_11_bad_image_refs_are_refused(tmp_path: Path, key: str, value: str) -> None:
+def test_bad_image_refs_are_refused(tmp_path: Path, key: str, value: str) -> None:
     assert errors_for(tmp_path, {"image": {key: value}})
 
 
@@ -67,12 +67,12 @@ def test_i9_11_bad_image_refs_are_refused(tmp_path: Path, key: str, value: str) 
         ({"dockerfile_path": "/etc/passwd"}, "dockerfile_path"),
     ],
 )
-def test_i9_11_hostile_build_sources_are_refused(tmp_path: Path, build: dict, field: str) -> None:
+def test_hostile_build_sources_are_refused(tmp_path: Path, build: dict, field: str) -> None:
     errs = errors_for(tmp_path, {"image": {"build": build}})
     assert errs and f"image.build.{field}" in errs[0]
 
 
-def test_i9_11_good_build_sources_pass(tmp_path: Path) -> None:
+def test_good_build_sources_pass(tmp_path: Path) -> None:
     assert (
         errors_for(
             tmp_path,
@@ -91,16 +91,14 @@ def test_i9_11_good_build_sources_pass(tmp_path: Path) -> None:
     )
 
 
-def test_i9_11_newline_in_the_config_file_name_is_refused(tmp_path: Path) -> None:
+def test_newline_in_the_config_file_name_is_refused(tmp_path: Path) -> None:
     errs = errors_for(tmp_path, {}, name="evil\nname.yaml")
     assert len(errs) == 1 and "control character" in errs[0]
 
 
 @pytest.mark.parametrize("key", ["class_rwx", "class_rwo"])
 @pytest.mark.parametrize("value", ["--kubeconfig=/tmp/k", "-n", "Fast_SSD", "a b"])
-def test_i9_11_storage_class_names_must_be_dns_subdomains(
-    tmp_path: Path, key: str, value: str
-) -> None:
+def test_storage_class_names_must_be_dns_subdomains(tmp_path: Path, key: str, value: str) -> None:
     errs = errors_for(tmp_path, {"storage": {**BASE.get("storage", {}), key: value}})
     assert len(errs) == 1 and f"storage.{key}" in errs[0]
 
@@ -117,7 +115,7 @@ def test_i9_11_storage_class_names_must_be_dns_subdomains(
         (("cluster", "api"), "file:///etc/passwd"),
     ],
 )
-def test_i9_11_free_text_control_characters_are_refused(
+def test_free_text_control_characters_are_refused(
     tmp_path: Path, path: tuple[str, ...], value: str
 ) -> None:
     """Free text reaches terminals (list-clusters, deploy) and annotations: an ANSI escape
@@ -129,7 +127,7 @@ def test_i9_11_free_text_control_characters_are_refused(
     assert len(errs) == 1 and ".".join(path) in errs[0]
 
 
-def test_i9_11_free_text_that_is_just_text_passes(tmp_path: Path) -> None:
+def test_free_text_that_is_just_text_passes(tmp_path: Path) -> None:
     assert (
         errors_for(
             tmp_path,

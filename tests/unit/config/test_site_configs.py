@@ -1,4 +1,4 @@
-"""Issue 24 §1: configs written the way real Slurm and bare-metal sites write them validate;
+"""configs written the way real Slurm and bare-metal sites write them validate;
 every hostile value refused before stays refused. Grammars widen per key and per platform
 (Slurm hostlists, constraint expressions, Pyxis images and mount flags), never to free text."""
 

@@ -1,4 +1,4 @@
-"""``nodes.topology`` (i26.5): racks for fabric.localize, validated with located errors and
+"""``nodes.topology``: racks for fabric.localize, validated with located errors and
 handed to the ranks as ``MLENV_TOPOLOGY`` on every platform that renders an environment."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""i10.1: the public ml-dev-env project's cluster configs validate and render verbatim.
+"""the public ml-dev-env project's cluster configs validate and render verbatim.
 
 The four configs under tests/data/upstream/ are copied unchanged from upstream (see the
 header of each). They quote every NCCL knob (`cross_nic: "1"`) and leave `gpu_nodes:`
@@ -25,7 +25,7 @@ def test_all_four_upstream_configs_are_here() -> None:
 
 @pytest.mark.parametrize("mode", ["rdma", "tcp"])
 @pytest.mark.parametrize("case", CASES, ids=[c.stem for c in CASES])
-def test_i10_1_upstream_config_validates_and_renders(case: Path, mode: str) -> None:
+def test_upstream_config_validates_and_renders(case: Path, mode: str) -> None:
     cluster, diags = check_file(case)
     errors = [d.format() for d in diags if d.severity == "error"]
     assert cluster is not None and errors == []
@@ -41,7 +41,7 @@ def test_i10_1_upstream_config_validates_and_renders(case: Path, mode: str) -> N
         assert env["NCCL_MIN_NCHANNELS"] == "4" and env["NCCL_IB_GID_INDEX"] == "3"
 
 
-def test_i10_1_empty_gpu_nodes_means_any_gpu_node() -> None:
+def test_empty_gpu_nodes_means_any_gpu_node() -> None:
     cluster, _ = check_file(UPSTREAM / "nerc-production.yaml")
     assert cluster is not None and cluster.gpu_nodes == ()
     sts = next(o for o in render_cluster(cluster, "tcp", None) if o["kind"] == "StatefulSet")
@@ -49,7 +49,7 @@ def test_i10_1_empty_gpu_nodes_means_any_gpu_node() -> None:
     assert "nodeAffinity" not in affinity  # no pinning to a node list
 
 
-def test_i10_1_quoted_integers_become_integers_in_the_model() -> None:
+def test_quoted_integers_become_integers_in_the_model() -> None:
     cluster, _ = check_file(UPSTREAM / "cairo.yaml")
     assert cluster is not None
     r = cluster.rdma
@@ -63,7 +63,7 @@ def test_i10_1_quoted_integers_become_integers_in_the_model() -> None:
     assert all(isinstance(v, int) for v in (r.cross_nic, r.ib_timeout, r.min_nchannels))
 
 
-def test_i25_6_upstream_discovered_config_gets_a_fix_it(tmp_path: Path) -> None:
+def test_upstream_discovered_config_gets_a_fix_it(tmp_path: Path) -> None:
     """Upstream's discover_cluster.py wrote `interfaces: "net1,net2,net3,net4"` whatever it
     found; with 2 devices we refuse the config (it deployed upstream): the error says why
     and what to write."""

@@ -1,4 +1,4 @@
-"""The platform interface (issue 21): every implementation has every verb of the Protocol
+"""The platform interface: every implementation has every verb of the Protocol
 with the Protocol's signature, every config platform has an implementation, a verb a
 platform lacks is one line and exit 2, and the CLI reaches every platform through it."""
 

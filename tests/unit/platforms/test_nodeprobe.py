@@ -1,4 +1,4 @@
-"""issue 24 §2: preflight asks one node's python what it cannot import, and stops with one
+"""preflight asks one node's python what it cannot import, and stops with one
 line naming the module and the fix (``mlenv stage CLUSTER``), before anything is submitted.
 
 The probe's words are pinned here (the container form included: it can only be rendered

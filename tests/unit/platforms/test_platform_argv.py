@@ -1,4 +1,4 @@
-"""Issue 13: every value that reaches sbatch/scontrol/scancel/ssh goes through mlenv.argv,
+"""every value that reaches sbatch/scontrol/scancel/ssh goes through mlenv.argv,
 validated per kind, positionals after '--'; plus the parsers of Slurm's output."""
 
 from __future__ import annotations

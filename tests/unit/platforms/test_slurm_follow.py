@@ -1,4 +1,4 @@
-"""Issue 24 §3: how ``mlenv acceptance --cluster`` follows a Slurm job, against a scripted
+"""how ``mlenv acceptance --cluster`` follows a Slurm job, against a scripted
 Slurm (a fake :class:`~mlenv.platforms.slurm.SlurmReader` with a fake clock): the limit
 counts from the job's start, a pending reason is said, a drain is noted and the job goes
 on, mlenv's own cancel waits for Slurm's final state, and scontrol is asked less often.

@@ -1,4 +1,4 @@
-"""Issue 13: a job Slurm ends is ERROR naming the node, never PASS, whatever rank 0 wrote;
+"""a job Slurm ends is ERROR naming the node, never PASS, whatever rank 0 wrote;
 the results measured before are kept. (The report functions are the real ones; only the
 job's end is given here: tests/integration/test_slurm.py kills a real slurmd.)"""
 
@@ -81,7 +81,7 @@ def test_failed_job_without_results_json_is_error_from_what_was_measured(tmp_pat
 def test_a_users_scancel_is_interrupted_and_timeout_node_fail_preemption_stay_error(
     tmp_path: Path,
 ) -> None:
-    """Issue 23 §3: a CANCELLED job on healthy nodes is someone's scancel: INTERRUPTED
+    """a CANCELLED job on healthy nodes is someone's scancel: INTERRUPTED
     (exit 143), what was measured kept; Slurm's own endings stay ERROR."""
     from mlenv.contract import exit_for_doc
 
@@ -105,7 +105,7 @@ def test_a_users_scancel_is_interrupted_and_timeout_node_fail_preemption_stay_er
 def test_the_run_is_in_the_control_hosts_history_with_its_job_id_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Issue 24 §3, one run id: rank 0 recorded the run under slurm.shared_dir, so `mlenv
+    """One run id: rank 0 recorded the run under slurm.shared_dir, so `mlenv
     history CLUSTER` here said "no runs recorded"; the job id was in neither results.json
     nor record.json. The judged document is recorded here (origin cluster, the local copy
     as report_dir, the job id), once."""

@@ -1,4 +1,4 @@
-"""i26.3: runs Slurm started on its own (the scheduled re-check) into this machine's history,
+"""runs Slurm started on its own (the scheduled re-check) into this machine's history,
 one record per run id (``mlenv.platforms.slurmfetch.fetch_runs``).
 
 The shared folder is laid out as the batch script leaves it: ``results/<run-id>/`` with rank

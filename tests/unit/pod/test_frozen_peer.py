@@ -1,4 +1,4 @@
-"""i9.10: a frozen peer (sshd stopped, the kernel still completing TCP connects) is named
+"""a frozen peer (sshd stopped, the kernel still completing TCP connects) is named
 by preflight, and a peer lost after preflight stops the launch instead of hanging it."""
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def listener(greeting: bytes | None) -> tuple[socket.socket, int]:
     return srv, srv.getsockname()[1]
 
 
-def test_i9_10_frozen_peer_named_by_preflight() -> None:
+def test_frozen_peer_named_by_preflight() -> None:
     srv, port = listener(None)
     try:
         # the old check (a completed connect) passes a frozen sshd: that was the bug
@@ -58,7 +58,7 @@ def test_i9_10_frozen_peer_named_by_preflight() -> None:
     assert took < 2.5  # bounded by the deadline, not by the frozen peer
 
 
-def test_i9_10_live_sshd_banner_passes_and_a_wrong_server_does_not() -> None:
+def test_live_sshd_banner_passes_and_a_wrong_server_does_not() -> None:
     good, gport = listener(b"SSH-2.0-OpenSSH_9.2p1 Debian\r\n")
     bad, bport = listener(b"HTTP/1.1 400 Bad Request\r\n\r\n")
     try:
@@ -98,7 +98,7 @@ def _alive(pid: int) -> bool:
     return stat.exists() and stat.read_text().split()[2] != "Z"
 
 
-def test_i9_10_launch_stops_when_pdsh_loses_a_host(tmp_path: Path) -> None:
+def test_launch_stops_when_pdsh_loses_a_host(tmp_path: Path) -> None:
     pidfile = tmp_path / "child.pid"
     line = "pdsh@ml-dev-env-0: ml-dev-env-1: ssh exited with exit code 255"
     out = io.StringIO()
@@ -119,7 +119,7 @@ def test_i9_10_launch_stops_when_pdsh_loses_a_host(tmp_path: Path) -> None:
     assert not _alive(child), "the launcher's children outlived the stop"
 
 
-def test_i9_10_a_job_that_ends_within_the_grace_keeps_its_own_exit_code() -> None:
+def test_a_job_that_ends_within_the_grace_keeps_its_own_exit_code() -> None:
     # the acceptance suite's rank 0 writes its ERROR report after a peer is lost: that
     # must finish, and its exit code (3) is the launch's
     script = (
@@ -133,7 +133,7 @@ def test_i9_10_a_job_that_ends_within_the_grace_keeps_its_own_exit_code() -> Non
     assert "stopping the launch in 30 s unless the job ends first" in out.getvalue()
 
 
-def test_i9_10_a_rank_failing_is_not_a_lost_peer(tmp_path: Path) -> None:
+def test_a_rank_failing_is_not_a_lost_peer(tmp_path: Path) -> None:
     script = (
         "import sys; print('pdsh@ml-dev-env-0: ml-dev-env-1: ssh exited with exit code 1');"
         " sys.exit(1)"

@@ -1,4 +1,4 @@
-"""i10.7: each pod keeps only the configured interfaces / HCAs it really has (fake sysfs root)."""
+"""each pod keeps only the configured interfaces / HCAs it really has (fake sysfs root)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ def no_fallback() -> list[tuple[int, str]]:
     raise AssertionError("sysfs was readable: the fallback must not be used")
 
 
-def test_i10_7_missing_interfaces_filtered(tmp_path: Path) -> None:
+def test_missing_interfaces_filtered(tmp_path: Path) -> None:
     root = sysfs(tmp_path, ["lo", "eth0", "net1", "net3"])
     rep = interfaces.check(rdma_env(), "ml-dev-env-1", root, fallback=no_fallback)
     assert rep.env == {"NCCL_SOCKET_IFNAME": "net1,net3"}
@@ -44,7 +44,7 @@ def test_i10_7_missing_interfaces_filtered(tmp_path: Path) -> None:
     assert doc["checks"][0]["missing"] == ["net2", "net4"] and "eth0" in doc["interfaces"]
 
 
-def test_i10_7_no_configured_interface_present_is_an_error_naming_the_pod(tmp_path: Path) -> None:
+def test_no_configured_interface_present_is_an_error_naming_the_pod(tmp_path: Path) -> None:
     root = sysfs(tmp_path, ["lo", "eth0"])
     with pytest.raises(InfraError) as e:
         interfaces.check(rdma_env(), "ml-dev-env-3", root, fallback=no_fallback)

@@ -1,4 +1,4 @@
-"""i10.4: upstream ml-dev-env's ``launch_deepspeed.sh SCRIPT [DS_CONFIG] [HOSTFILE] [ARGS…]``."""
+"""upstream ml-dev-env's ``launch_deepspeed.sh SCRIPT [DS_CONFIG] [HOSTFILE] [ARGS…]``."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def ws(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
-def test_i10_4_upstream_positional_form(ws: Path) -> None:
+def test_upstream_positional_form(ws: Path) -> None:
     f = positional.parse(["train.py", "ds_config.json"])
     assert f.words == ["train.py", "--deepspeed", "--deepspeed_config", "ds_config.json"]
     assert f.ds_config == "ds_config.json" and f.hostfile is None

@@ -123,7 +123,7 @@ def test_the_cli_turns_a_low_memlock_into_exit_3(tmp_path: Path) -> None:
     assert "locked-memory limit" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_i10_7_init_exports_only_present_interfaces_per_pod(tmp_path: Path) -> None:
+def test_init_exports_only_present_interfaces_per_pod(tmp_path: Path) -> None:
     root = Path(fake_sysfs(tmp_path / "sys", {"mlx5_0": "0000:0c:00.0"}))
     for n in ("lo", "eth0", "net2"):
         (root / "class" / "net" / n).mkdir(parents=True)
@@ -155,7 +155,7 @@ def test_i10_7_init_exports_only_present_interfaces_per_pod(tmp_path: Path) -> N
     ]
 
 
-def test_i10_7_init_fails_when_no_configured_interface_exists(tmp_path: Path) -> None:
+def test_init_fails_when_no_configured_interface_exists(tmp_path: Path) -> None:
     root = tmp_path / "sys"
     (root / "class" / "net" / "eth0").mkdir(parents=True)
     env = {
@@ -170,7 +170,7 @@ def test_i10_7_init_fails_when_no_configured_interface_exists(tmp_path: Path) ->
         runtime.verb_init(env, start_sshd=False, sysfs_root=str(root), memlock_check=lambda: None)
 
 
-def test_i25_2_hostfile_at_upstreams_path_and_the_three_argument_form(tmp_path: Path) -> None:
+def test_hostfile_at_upstreams_path_and_the_three_argument_form(tmp_path: Path) -> None:
     """Upstream's `./launch_deepspeed.sh SCRIPT ds_config.json /workspace/.deepspeed/hostfile`
     exited 2: init wrote the hostfile only under $HOME/.mlenv."""
     from mlenv.cluster import treehash

@@ -1,4 +1,4 @@
-"""``MLENV_TOPOLOGY`` (issue 26 §5) reaching the ranks through ``.deepspeed_env``: the
+"""``MLENV_TOPOLOGY`` reaching the ranks through ``.deepspeed_env``: the
 StatefulSet carries it as JSON, whose double quotes DeepSpeed's double-quoted export
 cannot pass, so init and launch write it in the compact form rank 0 reads alike."""
 

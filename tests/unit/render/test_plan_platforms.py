@@ -1,4 +1,4 @@
-"""i22.1: what `platform: kubernetes` renders (and so what deploy applies) holds no OpenShift kind."""
+"""what `platform: kubernetes` renders (and so what deploy applies) holds no OpenShift kind."""
 
 from __future__ import annotations
 

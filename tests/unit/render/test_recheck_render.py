@@ -1,4 +1,4 @@
-"""i26.3, re-checks on a schedule off Kubernetes: the Slurm ``recheck.sbatch`` (a batch job that
+"""Re-checks on a schedule off Kubernetes: the Slurm ``recheck.sbatch`` (a batch job that
 queues its own next run with ``sbatch --begin``) and the hosts ``acceptance.cron`` line.
 
 The script is run for real: ``--next EPOCH`` against a minute-by-minute reading of the

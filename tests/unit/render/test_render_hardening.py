@@ -1,4 +1,4 @@
-"""Network exposure, dev-tool auth, token/secret mounts, scheduling defaults (issues 9 and 10)."""
+"""Network exposure, dev-tool auth, token/secret mounts, scheduling defaults."""
 
 from __future__ import annotations
 
@@ -48,10 +48,10 @@ def _all_variants() -> list[tuple[Cluster, str]]:
     return out
 
 
-# --- i9.7 NetworkPolicy ---------------------------------------------------------------------
+# --- NetworkPolicy --------------------------------------------------------------------------
 
 
-def test_i9_7_network_policy_admits_only_this_instances_pods_and_the_router() -> None:
+def test_network_policy_admits_only_this_instances_pods_and_the_router() -> None:
     c = tcp_cluster()
     ms = render_cluster(c, "tcp")
     pols = {p["metadata"]["name"]: p["spec"] for p in by_kind(ms, "NetworkPolicy")}
@@ -92,7 +92,7 @@ _EXAMPLES = [
 
 @pytest.mark.parametrize("mode", ["rdma", "tcp"])
 @pytest.mark.parametrize("cluster", _EXAMPLES, ids=lambda c: c.name)
-def test_i9_7_every_example_cluster_renders_its_network_policy(cluster: Cluster, mode: str) -> None:
+def test_every_example_cluster_renders_its_network_policy(cluster: Cluster, mode: str) -> None:
     """clusters/*.yaml and upstream's configs, both modes: every pod the render creates is
     guarded by the instance policy, whose only peers are this instance's pods."""
     ms = render_cluster(cluster, mode)  # type: ignore[arg-type]
@@ -127,7 +127,7 @@ def test_i9_7_every_example_cluster_renders_its_network_policy(cluster: Cluster,
         assert {p["port"] for p in rule["ports"]} == svc_ports
 
 
-def test_i9_7_network_policy_applies_before_the_pods_and_is_in_the_kustomization() -> None:
+def test_network_policy_applies_before_the_pods_and_is_in_the_kustomization() -> None:
     ms = render_cluster(rdma_cluster(), "rdma")
     kinds = [m["kind"] for m in ms]
     assert kinds.index("NetworkPolicy") < kinds.index("StatefulSet") < kinds.index("Pod")
@@ -139,7 +139,7 @@ def test_i9_7_network_policy_applies_before_the_pods_and_is_in_the_kustomization
     assert [p["metadata"]["name"] for p in by_kind(ms, "NetworkPolicy")] == ["ml-dev-env-instance"]
 
 
-def test_i9_7_network_policy_widened_by_config() -> None:
+def test_network_policy_widened_by_config() -> None:
     c = tcp_cluster(security=Security(allow_from_namespaces=("ingress-nginx",)))
     dev = next(
         p
@@ -154,7 +154,7 @@ def test_i9_7_network_policy_widened_by_config() -> None:
     )
 
 
-def test_i9_7_network_policy_keys_validated(tmp_path: Path) -> None:
+def test_network_policy_keys_validated(tmp_path: Path) -> None:
     f = tmp_path / "x.yaml"
     f.write_text(
         "cluster: {name: x, namespace: y}\nsecurity:\n  network_policy: false\n"
@@ -171,7 +171,7 @@ def test_i9_7_network_policy_keys_validated(tmp_path: Path) -> None:
         load(f)
 
 
-# --- i9.8 dev-tool auth --------------------------------------------------------------------
+# --- dev-tool auth -------------------------------------------------------------------------
 
 
 # flags that would carry a credential's value on a command line
@@ -192,7 +192,7 @@ _ALLOWED = {
         f"{'all' if v.dev_tools.tensorboard and v.dev_tools.vscode else 'cfg'}"
     ),
 )
-def test_i9_8_no_secret_value_in_any_container_argv(cluster: Cluster, mode: str) -> None:
+def test_no_secret_value_in_any_container_argv(cluster: Cluster, mode: str) -> None:
     """argv is world-readable (/proc/PID/cmdline, `ps`): a secret may reach a process only
     through its environment or a file. Secrets are created by deploy, never rendered, so
     the one way a value could land in argv is the kubelet's $(VAR) expansion of an env var
@@ -212,7 +212,7 @@ def test_i9_8_no_secret_value_in_any_container_argv(cluster: Cluster, mode: str)
                     assert not _SECRET_FLAGS.search(arg), (ct["name"], arg)
 
 
-def test_i9_8_oauth_proxy_in_front_of_every_tool() -> None:
+def test_oauth_proxy_in_front_of_every_tool() -> None:
     ms = render_cluster(tcp_cluster(), "tcp")
     containers = {ct["name"]: ct for ct in one(ms, "Pod")["spec"]["containers"]}
     sars = {}
@@ -239,7 +239,7 @@ def test_i9_8_oauth_proxy_in_front_of_every_tool() -> None:
             )
 
 
-def test_i9_8_token_mode_takes_credentials_from_the_environment() -> None:
+def test_token_mode_takes_credentials_from_the_environment() -> None:
     c = tcp_cluster(dev_tools=DevTools(vscode=True, jupyter=True, tensorboard=True, auth="token"))
     ms = render_cluster(c, "tcp")
     containers = {ct["name"]: ct for ct in one(ms, "Pod")["spec"]["containers"]}
@@ -266,18 +266,18 @@ def test_i9_8_token_mode_takes_credentials_from_the_environment() -> None:
     assert "oauth-sa-token" not in str(one(ms, "Pod")["spec"]["volumes"])
 
 
-def test_i9_8_auth_key_validated(tmp_path: Path) -> None:
+def test_auth_key_validated(tmp_path: Path) -> None:
     f = tmp_path / "x.yaml"
     f.write_text("cluster: {name: x, namespace: y}\ndev_tools: {jupyter: true, auth: none}\n")
     with pytest.raises(ConfigError, match="auth"):
         load(f)
 
 
-# --- i9.9 service-account token and Secret modes -------------------------------------------
+# --- service-account token and Secret modes -------------------------------------------
 
 
 @pytest.mark.parametrize(("cluster", "mode"), [(rdma_cluster(), "rdma"), (tcp_cluster(), "tcp")])
-def test_i9_9_no_automounted_token_and_secret_modes_readable_by_a_random_uid(
+def test_no_automounted_token_and_secret_modes_readable_by_a_random_uid(
     cluster: Cluster, mode: str
 ) -> None:
     ms = render_cluster(cluster, mode)  # type: ignore[arg-type]
@@ -301,13 +301,13 @@ def test_i9_9_no_automounted_token_and_secret_modes_readable_by_a_random_uid(
     assert "oauth-sa-token" not in str(_pod_spec(ms, "StatefulSet"))
 
 
-def test_i9_9_rdma_scc_allows_the_projected_token_volume() -> None:
+def test_rdma_scc_allows_the_projected_token_volume() -> None:
     from mlenv.render.plan import SCC_VOLUMES
 
     assert "projected" in SCC_VOLUMES and "secret" in SCC_VOLUMES
 
 
-def test_i22_9_rdma_scc_allows_what_restricted_v2_allows() -> None:
+def test_rdma_scc_allows_what_restricted_v2_allows() -> None:
     """The SR-IOV injector adds a downwardAPI volume; restricted-v2 allows configMap, csi,
     downwardAPI, emptyDir, ephemeral, persistentVolumeClaim, projected and secret. Fails on
     the code before (4 types)."""
@@ -331,10 +331,10 @@ def test_i22_9_rdma_scc_allows_what_restricted_v2_allows() -> None:
     assert "downwardAPI" in scc["volumes"]
 
 
-# --- i10.6 scheduling defaults ----------------------------------------------------------------
+# ---.6 scheduling defaults ----------------------------------------------------------------
 
 
-def test_i10_6_gpu_pods_tolerate_the_gpu_taint_and_select_gpu_nodes() -> None:
+def test_gpu_pods_tolerate_the_gpu_taint_and_select_gpu_nodes() -> None:
     free = _pod_spec(render_cluster(tcp_cluster(), "tcp"), "StatefulSet")  # no pinned nodes
     assert free["tolerations"] == [GPU_TOLERATION]
     assert free["nodeSelector"] == GPU_NODE_SELECTOR == {"nvidia.com/gpu.present": "true"}
@@ -349,7 +349,7 @@ def test_i10_6_gpu_pods_tolerate_the_gpu_taint_and_select_gpu_nodes() -> None:
     assert "tolerations" not in dev and "nodeSelector" not in dev
 
 
-def test_i10_6_scheduling_overrides() -> None:
+def test_scheduling_overrides() -> None:
     off = tcp_cluster(scheduling=Scheduling(tolerations=(), node_selector=()))
     spec = _pod_spec(render_cluster(off, "tcp"), "StatefulSet")
     assert "tolerations" not in spec and "nodeSelector" not in spec
@@ -385,7 +385,7 @@ def test_i10_6_scheduling_overrides() -> None:
         render_cluster(bad, "tcp")
 
 
-def test_i10_6_scheduling_keys_validated(tmp_path: Path) -> None:
+def test_scheduling_keys_validated(tmp_path: Path) -> None:
     f = tmp_path / "x.yaml"
     f.write_text(
         "cluster: {name: x, namespace: y}\nscheduling:\n  tolerations:\n"
@@ -411,7 +411,7 @@ def test_i10_6_scheduling_keys_validated(tmp_path: Path) -> None:
             load(f)
 
 
-def test_i10_6_liveness_probe_cannot_kill_a_busy_pod() -> None:
+def test_liveness_probe_cannot_kill_a_busy_pod() -> None:
     w = _pod_spec(render_cluster(rdma_cluster(), "rdma"), "StatefulSet")["containers"][0]
     for probe in ("livenessProbe", "startupProbe"):
         p = w[probe]
@@ -442,7 +442,7 @@ def test_i10_6_liveness_probe_cannot_kill_a_busy_pod() -> None:
         ("quay.io/team/ml:1.0", "Always", "Always"),
     ],
 )
-def test_i10_6_pull_policy_always_for_mutable_tags(ref: str, explicit: str, want: str) -> None:
+def test_pull_policy_always_for_mutable_tags(ref: str, explicit: str, want: str) -> None:
     c = tcp_cluster(image=Image(ref=ref, pull_policy=explicit))
     ms = render_cluster(c, "tcp")
     image = names.default_image(c)
@@ -453,7 +453,7 @@ def test_i10_6_pull_policy_always_for_mutable_tags(ref: str, explicit: str, want
                 assert ct["imagePullPolicy"] == want, (kind, ct["name"])
 
 
-def test_i10_6_pull_policy_default_through_the_loader(tmp_path: Path) -> None:
+def test_pull_policy_default_through_the_loader(tmp_path: Path) -> None:
     """The loader leaves image.pull_policy unset unless the config names one, so the
     derived default applies to configs and an explicit value still wins."""
     f = tmp_path / "x.yaml"
@@ -470,10 +470,10 @@ def test_i10_6_pull_policy_default_through_the_loader(tmp_path: Path) -> None:
         assert worker["imagePullPolicy"] == want, image
 
 
-# --- i10.4 upstream env names ---------------------------------------------------------------
+# ---.4 upstream env names ---------------------------------------------------------------
 
 
-def test_i10_4_statefulset_exports_upstream_env_names() -> None:
+def test_statefulset_exports_upstream_env_names() -> None:
     c = rdma_cluster()
     env = env_of(
         one(render_cluster(c, "rdma", nodes=3), "StatefulSet")["spec"]["template"]["spec"][

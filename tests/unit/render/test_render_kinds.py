@@ -232,7 +232,7 @@ def test_no_ipc_lock_when_not_asked():
     c = rdma_cluster(security=Security(ipc_lock=False))
     ms = render_cluster(c, "rdma")
     assert "add" not in _worker(ms)["securityContext"]["capabilities"]
-    # i10.7: an SCC without IPC_LOCK would add nothing to restricted-v2: none is rendered
+    # an SCC without IPC_LOCK would add nothing to restricted-v2: none is rendered
     assert not by_kind(ms, "SecurityContextConstraints") and not by_kind(ms, "RoleBinding")
 
 

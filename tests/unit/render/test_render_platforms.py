@@ -1,4 +1,4 @@
-"""Issue 13: Slurm batch scripts and the hosts plan from the same cluster config.
+"""Slurm batch scripts and the hosts plan from the same cluster config.
 
 The scripts are real bash: every rendering is checked with ``bash -n`` and, where it is
 installed, ``shellcheck``; hostile values in every ``slurm.*`` string field are refused by
@@ -209,7 +209,7 @@ def test_mlenv_render_writes_and_checks_the_slurm_folder(tmp_path: Path) -> None
 def test_a_slurm_run_has_the_one_run_id_format_and_the_suite_is_given_it(
     given: str, job: str
 ) -> None:
-    """Issue 23 §1: a hand-submitted job's run id (no MLENV_RUN_ID) is in the one format, not
+    """a hand-submitted job's run id (no MLENV_RUN_ID) is in the one format, not
     slurm-<job id>; with MLENV_RUN_ID (mlenv acceptance --cluster) that one. The suite gets it
     as --run-id, so results.json, the folder and the history carry one id."""
     from mlenv.contract import is_run_id
@@ -240,7 +240,7 @@ def _with(tmp: Path, extra: str, base: Path = CPU) -> Path:
 
 
 def test_a_shared_node_job_asks_for_its_cpus_and_memory(tmp_path: Path) -> None:
-    """Issue 24 §3: ``exclusive: false`` asked Slurm for one CPU per node (its default), so
+    """``exclusive: false`` asked Slurm for one CPU per node (its default), so
     under task/cgroup every rank of a node shared one core: the job asks for a CPU per rank
     (or resources.requests.cpu) and the requested memory; srun passes the CPUs on."""
     text = render_slurm(load(CPU))["acceptance.sbatch"]
@@ -285,7 +285,7 @@ def _port(text: str, job: str) -> str:
 
 
 def test_master_port_is_the_configs_or_derived_from_the_job_id(tmp_path: Path) -> None:
-    """Issue 24 §3: a fixed 29500 made a second job sharing a node fail with EADDRINUSE.
+    """a fixed 29500 made a second job sharing a node fail with EADDRINUSE.
     Left unset, the port comes from the job id (consecutive jobs differ, below Linux's
     ephemeral range); a master_port in the config wins."""
     text = render_slurm(load(CPU))["acceptance.sbatch"]
@@ -299,7 +299,7 @@ def test_master_port_is_the_configs_or_derived_from_the_job_id(tmp_path: Path) -
 def test_the_acceptance_job_is_warned_before_its_time_limit(
     limit: str, before: int | None, tmp_path: Path
 ) -> None:
-    """Issue 24 §3: Slurm sends the acceptance job's shell USR1 before the limit (a quarter
+    """Slurm sends the acceptance job's shell USR1 before the limit (a quarter
     of it, at most 90 s); its trap signals the ranks' step so they write their reports.
     A training job keeps Slurm's own end."""
     f = tmp_path / "c.yaml"

@@ -1,4 +1,4 @@
-"""i26.3: ``acceptance.schedule`` renders a CronJob, its ServiceAccount, Role and RoleBinding."""
+"""``acceptance.schedule`` renders a CronJob, its ServiceAccount, Role and RoleBinding."""
 
 from __future__ import annotations
 
