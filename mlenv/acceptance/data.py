@@ -1,12 +1,7 @@
-"""Compatibility name: the datasets module is :mod:`mlenv.acceptance.checks.datasets`.
-
-Kept because training scripts synced into pods (``workspace/train_multi_node.py`` before
-the rename, and users' copies of it) import ``mlenv.acceptance.data``: a newer image must
-not break them.
-"""
+"""The old name of :mod:`mlenv.acceptance.datasets` (the datasets API for training scripts),
+kept so scripts written before the rename still import."""
 
 from __future__ import annotations
 
-from mlenv.acceptance.checks.datasets import *  # noqa: F403
-from mlenv.acceptance.checks.datasets import build_dataset as build_dataset
-from mlenv.acceptance.checks.datasets import canonical_name as canonical_name
+from mlenv.acceptance.datasets import *  # noqa: F403
+from mlenv.acceptance.datasets import __all__ as __all__

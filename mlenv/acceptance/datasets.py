@@ -1,11 +1,32 @@
-"""Compatibility name: the datasets module is :mod:`mlenv.acceptance.checks.datasets`.
+"""The datasets API for training scripts: what ``workspace/train_multi_node.py`` (and users'
+copies of it, synced into pods whose image may be newer than the script) imports.
 
-Kept because ``workspace/train_multi_node.py`` and users' synced copies of it import
-``mlenv.acceptance.datasets`` inside pods whose image may be newer than the script.
+The implementation lives in :mod:`mlenv.acceptance.checks.datasets`, beside the training
+check that uses it; this module is the stable name, and these are its names.
 """
 
 from __future__ import annotations
 
-from mlenv.acceptance.checks.datasets import *  # noqa: F403
-from mlenv.acceptance.checks.datasets import build_dataset as build_dataset
-from mlenv.acceptance.checks.datasets import canonical_name as canonical_name
+from mlenv.acceptance.checks.datasets import (
+    DATASETS,
+    SyntheticImages,
+    SyntheticTokens,
+    TensorDataset,
+    build_dataset,
+    canonical_name,
+    load_cifar10,
+    load_fashionmnist,
+    read_idx,
+)
+
+__all__ = [
+    "DATASETS",
+    "SyntheticImages",
+    "SyntheticTokens",
+    "TensorDataset",
+    "build_dataset",
+    "canonical_name",
+    "load_cifar10",
+    "load_fashionmnist",
+    "read_idx",
+]
