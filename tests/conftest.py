@@ -46,45 +46,7 @@ def _start_rank(nodeid: str) -> tuple[int, int]:
     return tier, long
 
 
-def _group_suffix(item: pytest.Item) -> str:
-    """``@<group>`` for an ``xdist_group`` test, as pytest-xdist's ``--dist loadgroup`` marks it."""
-    names = sorted(
-        {
-            str(m.args[0] if m.args else m.kwargs.get("name", "default"))
-            for m in item.iter_markers("xdist_group")
-        }
-    )
-    return f"@{'_'.join(names)}" if names else ""
-
-
-def _keep_groups(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Make ``--dist loadgroup`` group again under pytest 9.2.
-
-    xdist (3.8) groups a test by appending ``@<group>`` to its node id on each worker, by
-    setting ``item._nodeid``; pytest 9.2 keeps the id in ``item._id`` (a ``NodeId``) and
-    ignores ``_nodeid``, so every group was silently split over the workers: a module's
-    expensive module-scoped fixture (a Slurm cluster, the netns hosts, the checks' worlds,
-    ``test_bench_gpu``'s CPU path) was built once per worker that drew one of its tests
-    (CI: ``test_bench_gpu``'s 117 s fixture twice). The same suffix, set where this pytest
-    reads it; nothing when xdist already set it or this pytest has no ``_id``."""
-    if not config.getoption("loadgroup", default=False):
-        return
-    try:
-        from _pytest.nodeid import NodeId
-    except ImportError:  # an older pytest: xdist's own marking works there
-        return
-    for item in items:
-        suffix = _group_suffix(item)
-        if (
-            suffix
-            and "@" not in item.nodeid.rsplit("]", 1)[-1]
-            and isinstance(getattr(item, "_id", None), NodeId)
-        ):
-            item._id = NodeId.parse(item.nodeid + suffix)
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    _keep_groups(config, items)
     # A stable sort: tests of one module keep their order (and their fixtures' reuse).
     items.sort(key=lambda item: _start_rank(item.nodeid))
     for item in items:

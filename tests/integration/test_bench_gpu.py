@@ -18,8 +18,8 @@ pytest.importorskip("deepspeed")
 torch = pytest.importorskip("torch")
 
 # One worker for the module: its fixture (the CPU path, about two minutes) is module-scoped,
-# and CI ran it twice (117 s setup each) on two workers while no xdist group held under
-# pytest 9.2 (tests/conftest.py's _keep_groups mends that; docs/benchmarks.md).
+# and CI ran it twice (117 s setup each) on two workers while no xdist group held
+# (docs/benchmarks.md; pyproject.toml pins the pytest that keeps groups).
 pytestmark = [pytest.mark.integration, pytest.mark.xdist_group("bench_gpu")]
 ROOT = Path(__file__).resolve().parents[2]
 # A script of benchmarks/, not a package: loaded from its file.
