@@ -134,8 +134,3 @@ def debug(msg: str) -> None:
     """A line only ``--verbose`` shows (the oc/kubectl command lines run)."""
     if SETTINGS.verbose and not SETTINGS.quiet:
         err(msg)
-
-
-def stdout_is_tty() -> bool:
-    """True when stdout is an interactive terminal (progress displays only then)."""
-    return sys.stdout.isatty()

@@ -161,9 +161,4 @@ def to_yaml(d: Discovered) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_discovered(client: ClusterClient, name: str, namespace: str) -> str:
-    """discover + to_yaml."""
-    return to_yaml(discover(client, name, namespace))
-
-
-__all__: Sequence[str] = ("Discovered", "discover", "render_discovered", "to_yaml")
+__all__: Sequence[str] = ("Discovered", "discover", "to_yaml")

@@ -162,9 +162,3 @@ def safe_files(files: dict[str, bytes]) -> Iterator[tuple[str, bytes]]:
         ):
             continue
         yield rel, data
-
-
-def finished_without_record(run: PodRun) -> bool:
-    """A run whose rank 0 wrote ``results.json`` but no ``record.json`` (its history line
-    could not be written): its record is made from the results on the control host."""
-    return run.record is None and run.finished

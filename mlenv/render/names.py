@@ -56,11 +56,6 @@ def scc_name(cluster: Cluster) -> str:
     return f"ml-dev-env-{cluster.namespace}-{cluster.name}-rdma"
 
 
-def legacy_scc_name(cluster: Cluster) -> str:
-    """The SCC name before it carried the namespace (teardown recognises, never deletes it)."""
-    return f"ml-dev-env-{cluster.name}-rdma"
-
-
 def scc_role_name(cluster: Cluster) -> str:
     """The ClusterRole granting ``use`` on :func:`scc_name`."""
     return f"{scc_name(cluster)}-use"

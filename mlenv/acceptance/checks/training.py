@@ -527,15 +527,6 @@ class _Clock:
         }
 
 
-def pick_precision(cuda: bool) -> str:
-    """bf16 on a GPU that supports it, fp16 on older GPUs, fp32 on CPU."""
-    if not cuda:
-        return "fp32"
-    import torch
-
-    return "bf16" if torch.cuda.is_bf16_supported() else "fp16"
-
-
 def train_one(
     model_name: str = "resnet18",
     *,

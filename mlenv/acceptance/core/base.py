@@ -8,7 +8,7 @@ from rank 0 only. The runner gathers all ranks' results on rank 0 under a deadli
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, TypeVar
@@ -103,9 +103,6 @@ def register(cls: C) -> C:
 def registry() -> dict[str, type[Check]]:
     """All registered checks by name (:func:`mlenv.acceptance.core.registry.load` fills it)."""
     return dict(_REGISTRY)
-
-
-CheckFactory = Callable[[], Check]
 
 
 def option_classes() -> dict[str, type[CheckOptions]]:

@@ -139,11 +139,6 @@ class Localization:
     racks: list[str | None] | None = None  # the rack of each node, when a topology was given
     rack_findings: list[topo.RackFinding] = field(default_factory=list)
 
-    def worst_figure(self, node: int) -> float | None:
-        """The lowest figure measured with ``node`` in the pair."""
-        xs = [v for p, v in self.figures.items() if node in p]
-        return min(xs) if xs else None
-
     def to_dict(self, names: Sequence[str] | None = None) -> dict[str, Any]:
         """JSON-ready summary and rounds."""
 
