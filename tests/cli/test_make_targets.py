@@ -620,7 +620,7 @@ def test_pre_commit_hooks_are_local_and_run_the_venvs_tools() -> None:
     doc = yaml.safe_load((ROOT / ".pre-commit-config.yaml").read_text())
     assert [r["repo"] for r in doc["repos"]] == ["local"]
     hooks = doc["repos"][0]["hooks"]
-    assert {h["id"] for h in hooks} == {"ruff", "mypy", "mypy-tests"}
+    assert {h["id"] for h in hooks} == {"ruff", "ruff-format", "mypy", "mypy-tests"}
     assert all(h["language"] == "system" and "rev" not in h for h in hooks)
     makefile = (ROOT / "Makefile").read_text()
     for h in hooks:
@@ -631,6 +631,9 @@ def test_pre_commit_hooks_are_local_and_run_the_venvs_tools() -> None:
     (tests_hook,) = [h for h in hooks if h["id"] == "mypy-tests"]
     assert tests_hook["entry"].replace(".venv/", "$(VENV)/") in makefile
     assert "--config-file tests/mypy.ini" in tests_hook["entry"]
+    (format_hook,) = [h for h in hooks if h["id"] == "ruff-format"]
+    assert "ruff format --check" in format_hook["entry"]
+    assert "$(VENV)/bin/ruff format --check" in makefile
     assert re.search(r"^pre-commit: lint typecheck ##", makefile, re.M)
 
 
