@@ -123,6 +123,9 @@ class Rule(_Applies):
     scope: str | None = None
     when: tuple[tuple[str, Scalar], ...] = ()
     provenance: Provenance | None = None
+    # Which table the rule comes from ("baseline H100 80GB", "per-SKU floor H200"): what a
+    # result's details.judged_by names, so a report says which source judged each figure.
+    origin: str = ""
 
     def holds(self, measured: float) -> bool:
         """Apply the rule's operator from the fixed table."""
@@ -371,6 +374,7 @@ def load(path: str | Path) -> Baseline:
                 value=d.number(m["value"][1], f"{w}.value"),
                 source=text,
                 provenance=prov,
+                origin=f"baseline {model}",
             )
         )
     outliers: dict[str, float] = {}
@@ -446,10 +450,18 @@ def find_for_device(names: list[str]) -> Baseline | None:
 
 
 def resolve(spec: str | None, device_names: list[str]) -> Baseline | None:
-    """``--baseline FILE|MODEL`` or, without it, the match for the devices (None: no baseline).
+    """``--baseline FILE|MODEL`` or, without it, the match for the devices (None: no baseline),
+    with the devices' per-SKU floors (:mod:`~mlenv.acceptance.judging.floors`) added for
+    what it does not judge itself.
 
     Raises InputError for a named model that no shipped baseline matches.
     """
+    from mlenv.acceptance.judging import floors  # floors reads this module's parser
+
+    return floors.with_floors(_resolve(spec, device_names), device_names)
+
+
+def _resolve(spec: str | None, device_names: list[str]) -> Baseline | None:
     if spec:
         if Path(spec).exists() or spec.endswith((".yaml", ".yml")):
             return load(spec)
