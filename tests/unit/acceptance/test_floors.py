@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mlenv.acceptance.core.result import CheckResult, Status
-from mlenv.acceptance.judging import baselines, floors
+from mlenv.acceptance.judging import baselines
 from mlenv.acceptance.judging.verdict import judge
 from mlenv.errors import InputError
 
@@ -27,7 +27,7 @@ def _h2d(gbps: float, *, d2h: float = 60.0) -> CheckResult:
 
 
 def test_every_shipped_floor_is_a_published_figure() -> None:
-    table = floors.load()
+    table = baselines.load_floors()
     assert {s.model for s in table} >= {"H100 SXM", "H200", "A100 80GB SXM", "A100 40GB SXM"}
     for sku in table:
         assert sku.rules, sku.model
@@ -39,7 +39,7 @@ def test_every_shipped_floor_is_a_published_figure() -> None:
 
 def test_the_azure_h100_floors_are_read_as_published() -> None:
     """check_cuda_bw 52 and check_hw_ib 400 in Azure's ND96isr H100 v5 file."""
-    sku = floors.for_devices([H100])
+    sku = baselines.floors_for([H100])
     assert sku is not None and sku.model == "H100 SXM"
     got = {(r.check, r.metric): (r.op, r.value) for r in sku.rules}
     assert got[("memory.h2d", "h2d_gbps")] == (">=", 52.0)
@@ -48,12 +48,12 @@ def test_the_azure_h100_floors_are_read_as_published() -> None:
 
 
 def test_longest_name_wins_and_an_unlisted_model_has_no_floor() -> None:
-    a80 = floors.for_devices(["NVIDIA A100-SXM4-80GB"])
-    a40 = floors.for_devices(["NVIDIA A100-SXM4-40GB"])
+    a80 = baselines.floors_for(["NVIDIA A100-SXM4-80GB"])
+    a40 = baselines.floors_for(["NVIDIA A100-SXM4-40GB"])
     assert a80 is not None and a80.model == "A100 80GB SXM"
     assert a40 is not None and a40.model == "A100 40GB SXM"
-    assert floors.for_devices(["NVIDIA L40S"]) is None
-    assert floors.for_devices(["cpu"]) is None
+    assert baselines.floors_for(["NVIDIA L40S"]) is None
+    assert baselines.floors_for(["cpu"]) is None
 
 
 def test_a_baseline_rule_wins_over_the_floor_for_the_same_figure() -> None:
@@ -64,7 +64,7 @@ def test_a_baseline_rule_wins_over_the_floor_for_the_same_figure() -> None:
             baselines.Rule(check="memory.h2d", metric="h2d_gbps", op=">=", value=20, source="ours"),
         ),
     )
-    merged = floors.with_floors(own, [H100])
+    merged = baselines.with_floors(own, [H100])
     assert merged is not None
     h2d = [r for r in merged.rules if r.metric == "h2d_gbps"]
     assert [r.value for r in h2d] == [20]  # the floor of 52 is not added
@@ -72,9 +72,9 @@ def test_a_baseline_rule_wins_over_the_floor_for_the_same_figure() -> None:
 
 
 def test_without_a_baseline_a_listed_model_is_judged_by_its_floors() -> None:
-    got = floors.with_floors(None, ["NVIDIA H200"])
+    got = baselines.with_floors(None, ["NVIDIA H200"])
     assert got is not None and got.model == "per-SKU floors: H200"
-    assert floors.with_floors(None, ["NVIDIA L40S"]) is None
+    assert baselines.with_floors(None, ["NVIDIA L40S"]) is None
 
 
 def test_a_slow_copy_fails_on_the_floor_and_says_which_source_judged_it() -> None:
@@ -112,4 +112,4 @@ def test_a_floor_without_a_citation_is_refused_with_its_line(tmp_path: Path) -> 
         'source: "I think so"}\n'
     )
     with pytest.raises(InputError, match=r"floors.yaml:5:.*a floor is a published figure"):
-        floors.load(p)
+        baselines.load_floors(p)
