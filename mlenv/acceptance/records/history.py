@@ -315,7 +315,23 @@ def record_run(
     except OSError:  # a full report folder: the history line above is what counts
         with contextlib.suppress(OSError):
             (report_dir / RECORD_FILE).unlink(missing_ok=True)  # ours, and maybe half written
+    write_metrics(report_dir, doc, cluster)
     return path, rec
+
+
+def write_metrics(report_dir: Path, doc: dict[str, Any], cluster: str) -> str | None:
+    """The run's metrics.prom beside record.json (records/prom.py); best effort like the
+    record: returns why it was not written (an image without prometheus_client, a full
+    disk), None when it was. A stale one from an earlier run in this folder goes first."""
+    from mlenv.acceptance.records import prom
+
+    with contextlib.suppress(OSError):
+        (report_dir / prom.METRICS_FILE).unlink(missing_ok=True)
+    try:
+        prom.write(report_dir, doc, cluster)
+    except (ImportError, OSError, ValueError) as e:
+        return f"{prom.METRICS_FILE} not written: {type(e).__name__}: {e}"
+    return None
 
 
 def _brief(rec: dict[str, Any]) -> str:
