@@ -24,6 +24,7 @@ from typing import Any
 
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.evidence.outliers import direction
+from mlenv.acceptance.records.gpus import per_gpu
 from mlenv.contract import RESULTS_JSON, is_dns_label, is_run_id
 from mlenv.errors import InputError
 
@@ -221,6 +222,8 @@ def make_record(
         "checks": sorted({r.name for r in results}),
         "versions": node_versions(results, doc),
         "metrics": headline(results),
+        # per GPU, keyed by UUID (records/gpus.py): absent when no check named a GPU
+        **({"gpus": g} if (g := per_gpu(results)) else {}),
         "report_dir": str(report_dir.resolve()),
     }
 

@@ -19,9 +19,11 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
+
+from mlenv.acceptance.core.result import CheckResult
+from mlenv.acceptance.records import gpus
 
 METRICS_FILE = "metrics.prom"
 VERDICTS = ("PASS", "FAIL", "ERROR", "INTERRUPTED")
@@ -82,23 +84,6 @@ def _timestamp(text: Any) -> float | None:
         return None
 
 
-def gpu_uuids(checks: Iterable[dict[str, Any]]) -> dict[tuple[str, int], str]:
-    """(node, rank) → GPU UUID, from every result that named its GPU's UUID: a rank's other
-    results (compute, training) are about the same GPU and get its UUID too."""
-    out: dict[tuple[str, int], str] = {}
-    for c in checks:
-        d = c.get("details")
-        if (
-            isinstance(d, dict)
-            and isinstance(d.get("gpu_uuid"), str)
-            and d["gpu_uuid"]
-            and isinstance(c.get("rank"), int)
-            and c.get("scope") == "rank"
-        ):
-            out[(str(c.get("node") or ""), int(c["rank"]))] = str(d["gpu_uuid"])
-    return out
-
-
 def registry_for(doc: dict[str, Any], cluster: str) -> Any:
     """A ``prometheus_client`` registry holding ``doc``'s (results.json's) series."""
     from prometheus_client import CollectorRegistry, Gauge
@@ -133,7 +118,7 @@ def registry_for(doc: dict[str, Any], cluster: str) -> Any:
             quarantine="true" if act.get("quarantine") else "false",
         ).set(1.0)
     checks = [c for c in doc.get("checks", []) if isinstance(c, dict)]
-    uuids = gpu_uuids(checks)
+    known = gpus.uuid_map([CheckResult.from_dict(c) for c in checks])
     for c in checks:
         d = c.get("details") if isinstance(c.get("details"), dict) else {}
         node = str(c.get("node") or "")
@@ -144,7 +129,7 @@ def registry_for(doc: dict[str, Any], cluster: str) -> Any:
             "node": node,
             "rank": "" if rank is None else str(rank),
             "gpu_uuid": str(
-                d.get("gpu_uuid") or (uuids.get((node, rank), "") if isinstance(rank, int) else "")
+                d.get("gpu_uuid") or (known.get((node, rank), "") if isinstance(rank, int) else "")
             ),
             "port": str(d.get("port") or ""),
         }
