@@ -59,7 +59,9 @@ def build(timeout_s: float = 1800.0) -> Path:
         tmp = out.parent.parent / "bin.tmp"
         shutil.rmtree(tmp, ignore_errors=True)
         log = out.parent.parent / "build.log"
-        argv = [go, "install", f"{MODULE}@{VERSION}"]
+        # stamped like a release build, so `node_exporter --version` names what was built
+        stamp = f"-X github.com/prometheus/common/version.Version={VERSION.removeprefix('v')}"
+        argv = [go, "install", f"-ldflags={stamp}", f"{MODULE}@{VERSION}"]
         with open(log, "wb") as f:
             rc = subprocess.run(
                 argv,

@@ -84,6 +84,22 @@ def _timestamp(text: Any) -> float | None:
         return None
 
 
+def _dict(x: Any) -> dict[str, Any]:
+    return x if isinstance(x, dict) else {}
+
+
+def _results(checks: list[dict[str, Any]]) -> list[CheckResult]:
+    """The entries that read as results (a malformed one is still exported, without a UUID
+    borrowed from its rank's other results)."""
+    out = []
+    for c in checks:
+        try:
+            out.append(CheckResult.from_dict(c))
+        except (KeyError, ValueError, TypeError):
+            continue
+    return out
+
+
 def registry_for(doc: dict[str, Any], cluster: str) -> Any:
     """A ``prometheus_client`` registry holding ``doc``'s (results.json's) series."""
     from prometheus_client import CollectorRegistry, Gauge
@@ -110,7 +126,7 @@ def registry_for(doc: dict[str, Any], cluster: str) -> Any:
             g["mlenv_acceptance_node_verdict"].labels(**run, node=node, status=s).set(
                 1.0 if s == st else 0.0
             )
-        act = n.get("action") if isinstance(n.get("action"), dict) else {}
+        act = _dict(n.get("action"))
         g["mlenv_acceptance_node_action"].labels(
             **run,
             node=node,
@@ -118,9 +134,9 @@ def registry_for(doc: dict[str, Any], cluster: str) -> Any:
             quarantine="true" if act.get("quarantine") else "false",
         ).set(1.0)
     checks = [c for c in doc.get("checks", []) if isinstance(c, dict)]
-    known = gpus.uuid_map([CheckResult.from_dict(c) for c in checks])
+    known = gpus.uuid_map(_results(checks))
     for c in checks:
-        d = c.get("details") if isinstance(c.get("details"), dict) else {}
+        d = _dict(c.get("details"))
         node = str(c.get("node") or "")
         rank = c.get("rank")
         where = {
@@ -138,8 +154,8 @@ def registry_for(doc: dict[str, Any], cluster: str) -> Any:
             g["mlenv_acceptance_result_status"].labels(**run, **where, status=s).set(
                 1.0 if s == st else 0.0
             )
-        metrics = c.get("metrics") if isinstance(c.get("metrics"), dict) else {}
-        judged = d.get("judged_by") if isinstance(d.get("judged_by"), dict) else {}
+        metrics = _dict(c.get("metrics"))
+        judged = _dict(d.get("judged_by"))
         for metric, value in metrics.items():
             if not isinstance(value, int | float):
                 continue
