@@ -28,6 +28,7 @@ exits 2).
 from __future__ import annotations
 
 import fnmatch
+import functools
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -560,11 +561,17 @@ def load_floors(path: str | Path | None = None) -> list[SkuFloors]:
     return out
 
 
+@functools.cache
+def _shipped_floors() -> tuple[SkuFloors, ...]:
+    """The shipped table, parsed once per process (every judged run consults it)."""
+    return tuple(load_floors())
+
+
 def floors_for(names: list[str], table: list[SkuFloors] | None = None) -> SkuFloors | None:
     """The table's model whose ``match`` (or model) occurs in one of the device names; the
     longest match wins (``A100-SXM4-80GB`` before a bare ``A100``). None: no floor."""
     best: tuple[int, SkuFloors] | None = None
-    for sku in load_floors() if table is None else table:
+    for sku in _shipped_floors() if table is None else table:
         for pat in (sku.model, *sku.match):
             np_ = _norm(pat)
             if np_ and any(np_ in _norm(n) for n in names):

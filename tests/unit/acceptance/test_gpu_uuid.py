@@ -81,3 +81,25 @@ def test_compare_follows_a_gpu_that_changed_rank() -> None:
     # the rank's other results are keyed by its GPU too
     assert ("compute.matmul", A, "tflops_bf16") in rows
     assert not any(r.where.startswith("rank ") for r in c.rows if r.check == "memory.h2d")
+
+
+def test_trend_series_follows_one_gpu_by_uuid(tmp_path: Path) -> None:
+    """Per-GPU trend: GPU B's own figures across runs, whichever rank drove it (the PNG
+    itself is drawn in tests/integration/test_gpu_trends.py: matplotlib takes seconds)."""
+    from mlenv.acceptance.records import trend
+
+    r1 = history.make_record(
+        {"run_id": "r1", "started": "2026-11-01T00:00:00", "verdict": "PASS", "world": {}},
+        _results((A, B), (53.0, 52.0)),
+        "prod",
+        tmp_path,
+    )
+    r2 = history.make_record(
+        {"run_id": "r2", "started": "2026-11-02T00:00:00", "verdict": "PASS", "world": {}},
+        _results((B, A), (20.0, 53.0)),
+        "prod",
+        tmp_path,
+    )
+    assert [p[2] for p in trend.series([r2, r1], "memory.h2d", "h2d_gbps", gpu=B)] == [52.0, 20.0]
+    assert [p[2] for p in trend.series([r1, r2], "memory.h2d", "h2d_gbps", gpu=A)] == [53.0, 53.0]
+    assert r2["gpus"][B]["rank"] == 0 and r1["gpus"][B]["rank"] == 1
