@@ -151,8 +151,9 @@ class _Gateway(http.server.BaseHTTPRequestHandler):
             self.send_response(404)
             self.end_headers()
             return
-        if type(self).refuse:
-            msg = type(self).refuse.encode()
+        refuse = type(self).refuse
+        if refuse:
+            msg = refuse.encode()
             self.send_response(400)
             self.send_header("Content-Length", str(len(msg)))
             self.end_headers()
