@@ -534,7 +534,7 @@ def load_floors(path: str | Path | None = None) -> list[SkuFloors]:
         for j, fn in enumerate(d.seq(m["floors"][1], f"{w}.floors")):
             fw = f"{w}.floors[{j}]"
             f = d.mapping(fn, fw)
-            d.keys(f, fn, fw, ("check", "metric", "op", "value", "scope", "source"))
+            d.keys(f, fn, fw, ("check", "metric", "op", "value", "scope", "source"), ("when",))
             op_node = f["op"][1]
             op = str(getattr(op_node, "value", ""))
             if op not in OPS:

@@ -113,3 +113,24 @@ def test_a_floor_without_a_citation_is_refused_with_its_line(tmp_path: Path) -> 
     )
     with pytest.raises(InputError, match=r"floors.yaml:5:.*a floor is a published figure"):
         baselines.load_floors(p)
+
+
+def test_the_port_rate_floor_judges_infiniband_rails_not_the_ethernet_nic() -> None:
+    """Azure asks check_hw_ib 400 of the mlx5_ib* rails; an H200 VM's 100 Gb/s Ethernet NIC
+    under /sys/class/infiniband (mlx5_an0) is no rail and must not fail on that floor."""
+    b = baselines.resolve(None, ["NVIDIA H200"])
+
+    def port(name: str, layer: str, rate: float) -> CheckResult:
+        return CheckResult(
+            name="fabric.ports",
+            status=Status.PASS,
+            scope="node",
+            node="n1",
+            metrics={"rate_gbps": rate},
+            details={"port": name, "link_layer": layer},
+        )
+
+    j = judge([port("mlx5_an0:1", "Ethernet", 100), port("mlx5_ib0:1", "InfiniBand", 200)], b)
+    eth, ib = j.results
+    assert eth.status == Status.PASS and "judged_by" not in eth.details
+    assert ib.status == Status.FAIL and "rate_gbps = 200" in ib.reasons[0]
