@@ -264,8 +264,7 @@ class HealthCheck(Check):
             time.sleep(o.load_s)
             got = read(ctx.host, timeout)
         took = time.perf_counter() - t0
-        if isinstance(got, CheckResult):
-            got.rank = ctx.rank
+        if isinstance(got, CheckResult):  # the node's: no nvidia-smi, or unreadable output
             got.duration_s = took
             return [got] if ctx.local_rank == 0 else []
         out: list[CheckResult] = []
