@@ -60,7 +60,7 @@ COPY scripts ./scripts
 COPY workspace ./workspace-template
 # torch and deepspeed come from the base image and the step above: don't let pip swap them
 RUN python -m pip install --no-cache-dir --no-deps . \
- && python -m pip install --no-cache-dir "typer>=0.12" "pyyaml>=6.0" "jsonschema>=4.20" "jinja2>=3.1" \
+ && python -m pip install --no-cache-dir "typer>=0.12" "pyyaml>=6.0" "jsonschema>=4.20" "jinja2>=3.1" "prometheus-client>=0.20" \
  && chmod 0755 scripts/*.sh
 
 # Non-root user in group 0; everything it writes is g=u so a random UID (also in group 0)

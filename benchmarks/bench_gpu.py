@@ -10,6 +10,8 @@ sides of a pair see the same clocks and temperature:
   samples;
 * ``copy``: a plain ``dst.copy_(src)`` loop against the check's
   :func:`~mlenv.acceptance.checks.memory.time_copy`;
+* ``h2d`` / ``d2h`` (GPU only): a plain pinned ``copy_`` each way against memory.h2d's
+  :func:`~mlenv.acceptance.checks.hostcopy.time_h2d_d2h`, 128 MiB;
 * ``training_plain`` / ``training_deepspeed``: a plain autocast training loop written
   here against the training check's :func:`~mlenv.acceptance.checks.training.train_one`
   (its own plain loop, the hardware figure, and its DeepSpeed run), same model and batch.
@@ -141,6 +143,33 @@ def plain_copy_gbps(nbytes: int, *, device: str, iters: int, warmup: int, inner:
     return 2.0 * (nbytes // 4 * 4) / best / 1e9
 
 
+def plain_h2d_gbps(
+    nbytes: int, *, device: str, iters: int, warmup: int, inner: int
+) -> tuple[float, float]:
+    """A plain pinned ``copy_`` each way between host and GPU: (H2D GB/s, D2H GB/s), bytes
+    counted once (what crosses the link), as the check and CUDA's bandwidthTest count them."""
+    import torch
+
+    host = torch.ones(nbytes // 4).pin_memory()
+    dev = torch.empty(nbytes // 4, device=device)
+    moved = nbytes // 4 * 4
+    up = _best_per_call_s(
+        lambda: dev.copy_(host, non_blocking=True),
+        cuda=True,
+        iters=iters,
+        warmup=warmup,
+        inner=inner,
+    )
+    down = _best_per_call_s(
+        lambda: host.copy_(dev, non_blocking=True),
+        cuda=True,
+        iters=iters,
+        warmup=warmup,
+        inner=inner,
+    )
+    return moved / up / 1e9, moved / down / 1e9
+
+
 def plain_training_sps(
     model_name: str, dataset: Any, *, device: str, batch: int, steps: int, warmup: int, lr: float
 ) -> float:
@@ -260,6 +289,11 @@ def sizes(cpu: bool) -> dict[str, Any]:
         "copy_iters": 10,
         "copy_warmup": 3,
         "copy_inner": 5,
+        # memory.h2d's GPU defaults (128 MiB, Azure's check_cuda_bw size)
+        "h2d_bytes": 128 * 2**20,
+        "h2d_iters": 10,
+        "h2d_warmup": 3,
+        "h2d_inner": 5,
         "model": "resnet50",
         "batch": 256,
         "image_size": 224,
@@ -325,6 +359,7 @@ def run(cpu: bool, rounds: int, say: Callable[[str], None]) -> list[dict[str, An
 
     from mlenv.acceptance.checks.compute import time_matmul
     from mlenv.acceptance.checks.datasets import build_dataset
+    from mlenv.acceptance.checks.hostcopy import time_h2d_d2h
     from mlenv.acceptance.checks.memory import time_copy
     from mlenv.acceptance.run.world import free_port
 
@@ -384,6 +419,15 @@ def run(cpu: bool, rounds: int, say: Callable[[str], None]) -> list[dict[str, An
             partial(time_copy, z["copy_bytes"], device=device, **kw),
         )
         add("copy", "GB/s", ref, ours)
+        if cuda:  # host<->device needs a GPU: memory.h2d against a plain pinned copy
+            kw = {"iters": z["h2d_iters"], "warmup": z["h2d_warmup"], "inner": z["h2d_inner"]}
+            (ref_up, ref_down), (up, down, _) = in_turn(
+                r,
+                partial(plain_h2d_gbps, z["h2d_bytes"], device=device, **kw),
+                partial(time_h2d_d2h, z["h2d_bytes"], device=device, **kw),
+            )
+            add("h2d", "GB/s", ref_up, up, "pinned, one buffer each way")
+            add("d2h", "GB/s", ref_down, down, "pinned, one buffer each way")
         ref_sps, plain_sps, ds_sps, setup = _training_pair(z, ds, device, ours_first=r % 2 == 1)
         add("training_plain", "samples/s", ref_sps, plain_sps, setup)
         add("training_deepspeed", "samples/s", ref_sps, ds_sps, setup)

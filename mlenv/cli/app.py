@@ -44,6 +44,7 @@ VERB_MODULES = (
     "finalize",
     "history",
     "compare",
+    "metrics",  # metrics RUN [--textfile DIR | --push URL]: the run's Prometheus series
     "quarantine",  # quarantine RUN, release RUN
     "help",  # help [VERB], completion bash|zsh|fish
 )

@@ -39,6 +39,7 @@ EXPECTED = [
     "finalize",
     "history",
     "compare",
+    "metrics",
     "quarantine",
     "release",
     "help",

@@ -75,7 +75,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "platforms": {"yaml", "jinja2"},
     "cluster": {"yaml"},
     "pod": set(),  # the pod image's Python may have nothing but the stdlib
-    "acceptance": {"torch", "deepspeed", "numpy", "matplotlib", "yaml"},
+    "acceptance": {"torch", "deepspeed", "numpy", "matplotlib", "yaml", "prometheus_client"},
     "testing": {"yaml"},
     "cli": {"typer", "click", "yaml"},
 }

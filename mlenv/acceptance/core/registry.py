@@ -22,10 +22,13 @@ from mlenv.acceptance.core.options import CheckOptions
 SHIPPED = (
     "mlenv.acceptance.checks.environment",
     "mlenv.acceptance.checks.gpu",
+    "mlenv.acceptance.checks.gpuhealth",
     "mlenv.acceptance.checks.compute",
     "mlenv.acceptance.checks.memory",
+    "mlenv.acceptance.checks.hostcopy",
     "mlenv.acceptance.checks.collectives",
     "mlenv.acceptance.checks.fabric",
+    "mlenv.acceptance.checks.ports",
     "mlenv.acceptance.checks.localize",
     "mlenv.acceptance.checks.training",
 )

@@ -127,6 +127,7 @@ def action_text(action_id: str, **names: Any) -> str:
 RECORD_ONLY = frozenset({"environment"})
 _FABRIC_NET = "fabric.transport"
 _LOCALIZE = "fabric.localize"
+_PORTS = "fabric.ports"  # an RDMA port down, slow or flapping: the NIC, its cable or switch port
 
 
 def _gpu_of(rank: int | None, hosts: list[str], cuda: bool) -> int | None:
@@ -152,7 +153,7 @@ def _action_for(
         return "free-gpu" if busy else "recheck"
     if check == _FABRIC_NET:
         return "check-nccl-net"
-    if check == _LOCALIZE and scope == "node":
+    if (check == _LOCALIZE and scope == "node") or check == _PORTS:
         return "check-nic"
     if gpu is not None and not whole_node:
         return "reset-gpu"  # one GPU of several (NVIDIA's ladder: reset first, drain if it fails again)

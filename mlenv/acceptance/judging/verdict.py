@@ -66,6 +66,13 @@ def apply_rules(results: list[CheckResult], baseline: Baseline) -> None:
         for r in results:
             if not rule.applies_to(r) or r.status in (Status.ERROR, Status.SKIP):
                 continue
+            if rule.metric in r.metrics and rule.origin:
+                # Which table judged this figure (a baseline, or the per-SKU floors).
+                judged = r.details.setdefault("judged_by", {})
+                if isinstance(judged, dict):
+                    judged.setdefault(rule.metric, []).append(
+                        {"op": rule.op, "value": rule.value, "by": rule.origin}
+                    )
             if rule.metric not in r.metrics:
                 _raise(
                     r,

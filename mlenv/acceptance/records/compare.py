@@ -23,6 +23,7 @@ from typing import Any
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.evidence.outliers import direction
 from mlenv.acceptance.judging import baselines
+from mlenv.acceptance.records import gpus
 from mlenv.acceptance.records.history import RECORD_FILE, find_run
 from mlenv.contract import shown
 from mlenv.errors import InputError
@@ -225,9 +226,13 @@ def _where(r: CheckResult, run: Run) -> str:
 
 
 def _index(run: Run) -> dict[tuple[str, str], CheckResult]:
+    # A rank's result whose GPU the run named is keyed by the GPU's UUID, not by its rank
+    # and index: a GPU moved or re-indexed between the runs is compared with itself.
+    known = gpus.uuid_map(run.results)
     out: dict[tuple[str, str], CheckResult] = {}
     for r in run.results:
-        out.setdefault((r.name, _where(r, run)), r)
+        uuid = gpus.uuid_of(r, known)
+        out.setdefault((r.name, uuid if uuid else _where(r, run)), r)
     return out
 
 

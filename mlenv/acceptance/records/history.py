@@ -24,6 +24,7 @@ from typing import Any
 
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.evidence.outliers import direction
+from mlenv.acceptance.records.gpus import per_gpu
 from mlenv.contract import RESULTS_JSON, is_dns_label, is_run_id
 from mlenv.errors import InputError
 
@@ -221,6 +222,8 @@ def make_record(
         "checks": sorted({r.name for r in results}),
         "versions": node_versions(results, doc),
         "metrics": headline(results),
+        # per GPU, keyed by UUID (records/gpus.py): absent when no check named a GPU
+        **({"gpus": g} if (g := per_gpu(results)) else {}),
         "report_dir": str(report_dir.resolve()),
     }
 
@@ -315,7 +318,23 @@ def record_run(
     except OSError:  # a full report folder: the history line above is what counts
         with contextlib.suppress(OSError):
             (report_dir / RECORD_FILE).unlink(missing_ok=True)  # ours, and maybe half written
+    write_metrics(report_dir, doc, cluster)
     return path, rec
+
+
+def write_metrics(report_dir: Path, doc: dict[str, Any], cluster: str) -> str | None:
+    """The run's metrics.prom beside record.json (records/prom.py); best effort like the
+    record: returns why it was not written (an image without prometheus_client, a full
+    disk), None when it was. A stale one from an earlier run in this folder goes first."""
+    from mlenv.acceptance.records import prom
+
+    with contextlib.suppress(OSError):
+        (report_dir / prom.METRICS_FILE).unlink(missing_ok=True)
+    try:
+        prom.write(report_dir, doc, cluster)
+    except (ImportError, OSError, ValueError) as e:
+        return f"{prom.METRICS_FILE} not written: {type(e).__name__}: {e}"
+    return None
 
 
 def _brief(rec: dict[str, Any]) -> str:

@@ -28,17 +28,26 @@ def trend_file(check: str, metric: str) -> str:
 
 
 def series(
-    records: list[dict[str, Any]], check: str, metric: str, include_interrupted: bool = False
+    records: list[dict[str, Any]],
+    check: str,
+    metric: str,
+    include_interrupted: bool = False,
+    gpu: str | None = None,
 ) -> list[tuple[str, str, float, str]]:
     """(run id, started, value, verdict) of every record holding ``check``/``metric``, oldest first.
 
     INTERRUPTED runs are left out unless ``include_interrupted``: someone stopped them, so
-    their figures may be cut short and say nothing about the cluster's trend."""
+    their figures may be cut short and say nothing about the cluster's trend. ``gpu``: that
+    GPU's own figure (the line's ``gpus``, keyed by UUID) instead of the run's median."""
     pts: list[tuple[str, str, float, str]] = []
     for rec in sorted(records, key=lambda r: str(r.get("started") or "")):
         if rec.get("verdict") == "INTERRUPTED" and not include_interrupted:
             continue
         m = rec.get("metrics")
+        if gpu is not None:
+            g = rec.get("gpus")
+            one = g.get(gpu) if isinstance(g, dict) else None
+            m = one.get("metrics") if isinstance(one, dict) else None
         v = (
             m.get(check, {}).get(metric)
             if isinstance(m, dict) and isinstance(m.get(check), dict)
@@ -69,6 +78,13 @@ def plot_trends(
         for metric in sorted(ms)
         if len(pts := series(records, check, metric)) >= MIN_RUNS
     ]
+    gpus = current.get("gpus") if isinstance(current.get("gpus"), dict) else {}
+    per_gpu: list[tuple[str, str, dict[str, list[tuple[str, str, float, str]]]]] = []
+    for check, metric, _ in todo:
+        lines = {u: series(records, check, metric, gpu=u) for u in sorted(gpus or {})}
+        lines = {u: pts for u, pts in lines.items() if len(pts) >= MIN_RUNS}
+        if lines:
+            per_gpu.append((check, metric, lines))
     if not todo:
         return []
     import matplotlib
@@ -96,6 +112,23 @@ def plot_trends(
         ax.grid(True, alpha=0.3)
         fig.tight_layout()
         name = trend_file(check, metric)
+        fig.savefig(out_dir / name, dpi=90)
+        plt.close(fig)
+        made.append(name)
+    for check, metric, lines in per_gpu:
+        # one line per GPU, keyed by UUID: a GPU that moved to another index or node is
+        # still one line, and the one that lost ground is named in the legend
+        fig, ax = plt.subplots(figsize=(7, 3.5))
+        for u, pts in lines.items():
+            ax.plot([p[1][:16] for p in pts], [p[2] for p in pts], marker="o", label=u[:12])
+        ax.set_ylabel(metric)
+        ax.set_title(f"{check} {metric} on {cluster}, per GPU (by UUID)", fontsize=9)
+        ax.tick_params(axis="x", labelsize=7, rotation=30)
+        if len(lines) <= 16:
+            ax.legend(fontsize=6, loc="center left", bbox_to_anchor=(1.0, 0.5))
+        ax.grid(True, alpha=0.3)
+        fig.tight_layout()
+        name = trend_file(f"gpus-{check}", metric)
         fig.savefig(out_dir / name, dpi=90)
         plt.close(fig)
         made.append(name)
