@@ -121,17 +121,38 @@ def missing_line(
 
 
 def container_options(cluster: Cluster) -> list[str]:
-    """pyxis's ``--container-image``/``--container-mounts`` as the batch script has them
-    (``shared_dir`` at the same path, then ``slurm.container_mounts``); [] without a container."""
-    from mlenv.render.platforms import pyxis_mounts
+    """pyxis's ``--container-*`` options as the batch script has them (``shared_dir`` at the
+    same path, then ``slurm.container.mounts``); [] without a container or with apptainer."""
+    from mlenv.render.platforms import container_flags, pyxis_mounts
 
     s = cluster.slurm
-    if not s.container_image:
+    if not s.container_image or s.container_runtime != "pyxis":
         return []
     return [
         f"--container-image={s.container_image}",
         f"--container-mounts={pyxis_mounts(s)}",
         f"--container-workdir={s.shared_dir}",
+        *container_flags(cluster),
+    ]
+
+
+def container_prefix(cluster: Cluster) -> list[str]:
+    """``apptainer exec … IMAGE`` before the task's command, as the batch script has it;
+    [] without a container or with pyxis (srun's own options)."""
+    from mlenv.render.platforms import container_flags, container_mounts
+
+    s = cluster.slurm
+    if not s.container_image or s.container_runtime != "apptainer":
+        return []
+    return [
+        "apptainer",
+        "exec",
+        *container_flags(cluster),
+        "--bind",
+        container_mounts(s),
+        "--pwd",
+        s.shared_dir,
+        s.container_image,
     ]
 
 
@@ -153,7 +174,7 @@ def srun_words(
         "--job-name=mlenv-preflight",
         *container_options(cluster),
     ]
-    return argv.slurm("srun", opts, command)
+    return argv.slurm("srun", opts, [*container_prefix(cluster), *command])
 
 
 # How mlenv.platforms.slurm runs a client (its errors and hints): passed in, as slurm imports this.
@@ -193,11 +214,13 @@ def slurm_probe(
 def slurm_check(cluster: Cluster, say: Say, run: Run, base: list[str]) -> dict[str, Any] | None:
     """The probe with the python runs use; InfraError (exit 3) with :func:`missing_line` when a
     module is missing. None (said) when no node was free in time: the job finds out itself."""
+    from mlenv.platforms.slurm import partition_words
+
     py = node_python(cluster)
     found = slurm_probe(cluster, py, run, base)
     if found is None:
         say(
-            f"preflight: no node of partition {cluster.slurm.partition} free within {SRUN_IMMEDIATE_S} s "
+            f"preflight: no node of {partition_words(cluster)} free within {SRUN_IMMEDIATE_S} s "
             "for the import probe; the job will find out itself"
         )
         return None

@@ -169,7 +169,11 @@ def partition_nodes(cluster: Cluster) -> dict[str, tuple[str, str]]:
     """Every node of the config's partition(s) (a comma list is the union): name → (state,
     reason). InputError (exit 2, located at ``slurm.partition``) when a partition does not exist."""
     names: list[str] = []
-    for part in argv.slurm_partitions(cluster.slurm.partition).split(","):
+    if not cluster.slurm.partition:
+        # no partition: Slurm's default one, or the site's choice from QOS/constraint/account;
+        # only the listed nodes (if any) can be checked
+        names = list(cluster.gpu_nodes)
+    for part in partitions(cluster):
         r = _run(argv.slurm("scontrol", ["--oneliner"], ["show", "partition", part]))
         if r.returncode != 0 or "PartitionName=" not in r.stdout:
             known = _run(argv.slurm("sinfo", ["--noheader", "--format=%R"]))
@@ -189,6 +193,18 @@ def partition_nodes(cluster: Cluster) -> dict[str, tuple[str, str]]:
     }
 
 
+def partitions(cluster: Cluster) -> list[str]:
+    """The partitions ``slurm.partition`` names ([] when none is set)."""
+    p = cluster.slurm.partition
+    return argv.slurm_partitions(p).split(",") if p else []
+
+
+def partition_words(cluster: Cluster) -> str:
+    """``partition 'gpu'`` for messages, or what stands for it without one."""
+    p = cluster.slurm.partition
+    return f"partition {p!r}" if p else "the Slurm cluster (no slurm.partition)"
+
+
 def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
     """Before submitting: the partition exists, and the nodes the job needs are usable.
 
@@ -202,7 +218,8 @@ def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
     if missing:
         raise InputError(
             f"{where(cluster, 'nodes', 'gpu_nodes')}: node(s) {', '.join(missing)} are not in "
-            f"partition {cluster.slurm.partition!r} ({', '.join(states) or 'no nodes'})"
+            f"{partition_words(cluster)}"
+            + (f" ({', '.join(states) or 'no nodes'})" if cluster.slurm.partition else "")
         )
     bad = {n: states[n] for n in wanted if BAD_NODE.search(states[n][0])}
     usable = [n for n in wanted if n not in bad]
@@ -212,8 +229,8 @@ def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
             for n, (s, why) in bad.items()
         ]
         raise InfraError(
-            f"preflight: {'; '.join(lines)}: the job needs {nodes} node(s) of partition "
-            f"{cluster.slurm.partition!r} and was not submitted (resume with: scontrol update "
+            f"preflight: {'; '.join(lines)}: the job needs {nodes} node(s) of "
+            f"{partition_words(cluster)} and was not submitted (resume with: scontrol update "
             f"NodeName=NODE State=RESUME)"
         )
     if cluster.gpu_nodes and cluster.slurm.constraint:
@@ -235,7 +252,7 @@ def probe_imports(cluster: Cluster, say: Say) -> None:
     from mlenv.platforms import nodeprobe
 
     states = {}
-    for part in argv.slurm_partitions(cluster.slurm.partition).split(","):
+    for part in partitions(cluster):
         r = _run(argv.slurm("scontrol", ["--oneliner"], ["show", "partition", part]))
         if r.returncode == 0 and "PartitionName=" in r.stdout:
             states[part] = parse_record(r.stdout.splitlines()[0]).get("State", "UNKNOWN")
@@ -900,9 +917,11 @@ def srun_options(cluster: Cluster, node: int) -> list[str]:
     """``--nodes=1 --ntasks=1 --partition=… [--account/--qos/--reservation] [--nodelist=NODE]``:
     one task on node ``node`` of ``nodes.gpu_nodes`` (any node of the partition without it)."""
     s = cluster.slurm
-    opts = ["--nodes=1", "--ntasks=1", f"--partition={argv.slurm_partitions(s.partition)}"]
+    opts = ["--nodes=1", "--ntasks=1"]
+    if s.partition:
+        opts.append(f"--partition={argv.slurm_partitions(s.partition)}")
     if s.account:
-        opts.append(f"--account={argv.slurm_name(s.account, 'account')}")
+        opts.append(f"--account={argv.slurm_account(s.account)}")
     if s.qos:
         opts.append(f"--qos={argv.slurm_name(s.qos, 'qos')}")
     if s.reservation:
