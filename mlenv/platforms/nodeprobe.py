@@ -133,6 +133,7 @@ def container_options(cluster: Cluster) -> list[str]:
         f"--container-mounts={pyxis_mounts(s)}",
         f"--container-workdir={s.shared_dir}",
         *container_flags(cluster),
+        *([f"--container-env={','.join(s.container_env)}"] if s.container_env else []),
     ]
 
 

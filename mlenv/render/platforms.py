@@ -95,7 +95,8 @@ def container_mounts(s: Slurm) -> str:
 
 
 def container_flags(cluster: Cluster) -> list[str]:
-    """The runtime's options from ``slurm.container`` beyond image, mounts and workdir."""
+    """The runtime's options from ``slurm.container`` beyond image, mounts, workdir and
+    pyxis's ``--container-env`` (a comma list: the scripts hold it in a variable)."""
     s = cluster.slurm
     if s.container_runtime == "apptainer":
         return [
@@ -106,7 +107,6 @@ def container_flags(cluster: Cluster) -> list[str]:
     return [
         *(["--container-writable"] if s.container_writable else []),
         *([] if s.container_mount_home else ["--no-container-mount-home"]),
-        *([f"--container-env={','.join(s.container_env)}"] if s.container_env else []),
         *([f"--container-name={s.container_name}"] if s.container_name else []),
     ]
 
