@@ -663,6 +663,15 @@ class _Rules:
             if opt in seen:
                 self.err(path, f"--{opt} is given twice")
             seen.add(opt)
+            box = s.get("container")
+            image = s.get("container_image") or (box.get("image") if isinstance(box, dict) else "")
+            if opt in ("environment", "uenv") and image:
+                self.err(
+                    path,
+                    f"--{opt} and slurm.container both give the job its software: the "
+                    "tasks would start in one inside the other",
+                    "keep one of them",
+                )
             if opt == "gres" and s.get("gpus_flag", "gpus-per-node") != "none":
                 self.err(
                     path,

@@ -79,6 +79,13 @@ def test_cscs_sbatch_options(check: Check) -> None:
         assert errors(d) == ["slurm.sbatch_args[0]"], bad
 
 
+def test_cscs_environment_and_a_container_not_both(check: Check) -> None:
+    _, d = check(
+        SLURM + "  sbatch_args: ['--environment=pytorch']\n  container:\n    image: /i/x.sqsh\n"
+    )
+    assert errors(d) == ["slurm.sbatch_args[0]"]
+
+
 # --- slurm.env: FI_* and GLOO_SOCKET_IFNAME --------------------------------------------------
 
 
