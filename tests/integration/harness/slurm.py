@@ -82,6 +82,10 @@ class SlurmCluster:
     # i26.5: leaf switch → its nodes; with it, slurm.conf names topology/tree and a
     # topology.conf beside it gives one level-0 switch per entry under one spine
     topology: dict[str, list[str]] | None = None
+    # Slurm node names other than the hosts' names (NodeName=alias NodeHostname=host), as
+    # at sites whose nodes' hostnames are FQDNs or vendor names; None: NodeName = hostname
+    aliases: list[str] | None = None
+    hostnames: list[str] = field(default_factory=list)
 
     @property
     def conf(self) -> str:
@@ -140,8 +144,11 @@ class SlurmCluster:
                 check=True,
                 capture_output=True,
             )
-            self.nodes = [p.hostname for p in self.pods.pods]
+            self.hostnames = [p.hostname for p in self.pods.pods]
+            self.nodes = list(self.aliases or self.hostnames)
             self.addrs = [p.address for p in self.pods.pods]
+            if self.aliases:
+                self._resolve_aliases()
         self._write_conf(host, ctl_addr, sock)
         ctld_pid = os.path.join(self.root, "slurmctld.pid")
         r = subprocess.run(
@@ -162,6 +169,14 @@ class SlurmCluster:
             self.start_slurmd(i)
         self.wait_idle(timeout)
         self.start_s = time.monotonic() - t0
+
+    def _resolve_aliases(self) -> None:
+        """Every host resolves the Slurm node names too (a site's NodeNames resolve; the
+        rendezvous host is one): appended to each host's bind-mounted /etc/hosts file."""
+        lines = "".join(f"{a} {n}\n" for a, n in zip(self.addrs, self.nodes, strict=True))
+        for i in range(len(self.nodes)):
+            with open(os.path.join(self.pods.root, f"pod{i}", "hosts"), "a", encoding="utf-8") as f:
+                f.write(lines)
 
     def _write_conf(self, host: str, ctl_addr: str, sock: str) -> None:
         r = self.root
@@ -200,9 +215,10 @@ class SlurmCluster:
             "MinJobAge=600",
             "HealthCheckInterval=0",
         ]
-        for name, addr in zip(self.nodes, self.addrs, strict=True):
+        for i, (name, addr) in enumerate(zip(self.nodes, self.addrs, strict=True)):
             lines.append(
                 f"NodeName={name}"
+                + (f" NodeHostname={self.hostnames[i]}" if self.aliases else "")
                 + (f" NodeAddr={addr}" if addr else "")
                 + f" CPUs={self.cpus} State=UNKNOWN"
             )
@@ -343,15 +359,20 @@ class SlurmCluster:
 
 @contextlib.contextmanager
 def on_netns_hosts(
-    root: str, hosts: int = 2, *, topology: dict[str, list[str]] | None = None
+    root: str,
+    hosts: int = 2,
+    *,
+    topology: dict[str, list[str]] | None = None,
+    aliases: list[str] | None = None,
 ) -> Iterator[SlurmCluster]:
     """A started :class:`SlurmCluster` with one slurmd in each of ``hosts`` netns hosts
     (``<root>/pods``, ``<root>/slurmd``); stopped, and the hosts torn down, on the way out.
     The shape the Slurm tests and the Slurm benchmark run on. ``topology``: leaf switch →
-    host names, for Slurm's topology/tree plugin (none by default)."""
+    host names, for Slurm's topology/tree plugin (none by default). ``aliases``: the
+    hosts' Slurm node names when they are not their host names."""
     pods = netns.Cluster(hosts, os.path.join(root, "pods"))
     pods.setup()
-    sl = SlurmCluster(os.path.join(root, "slurmd"), pods=pods, topology=topology)
+    sl = SlurmCluster(os.path.join(root, "slurmd"), pods=pods, topology=topology, aliases=aliases)
     try:
         sl.start()
         yield sl
