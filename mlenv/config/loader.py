@@ -526,6 +526,7 @@ def _slurm(section: dict[str, Any]) -> Slurm:
         env=tuple((str(k), str(v)) for k, v in (section.get("env") or {}).items()),
         master_addr_suffix=section.get("master_addr_suffix", default.master_addr_suffix),
         modules=tuple(section.get("modules") or ()),
+        import_probe=section.get("import_probe", default.import_probe),
     )
 
 

@@ -189,7 +189,9 @@ class Slurm:
     container_mounts: tuple[str, ...] = ()
     container_runtime: ContainerRuntime = "pyxis"  # srun --container-image, or apptainer exec
     container_writable: bool = False  # pyxis --container-writable / apptainer --writable-tmpfs
-    container_mount_home: bool = True  # False: pyxis --no-container-mount-home / apptainer --no-home
+    container_mount_home: bool = (
+        True  # False: pyxis --no-container-mount-home / apptainer --no-home
+    )
     container_env: tuple[str, ...] = ()  # pyxis --container-env (variable names)
     container_name: str = ""  # pyxis --container-name (a named container the job reuses)
     shared_dir: str = ""  # required on platform: slurm
@@ -197,6 +199,7 @@ class Slurm:
     env: tuple[tuple[str, str], ...] = ()  # allow-listed job variables (FI_*, GLOO_SOCKET_IFNAME)
     master_addr_suffix: str = ""  # appended to the first node's name (JSC: "i", the IB name)
     modules: tuple[str, ...] = ()  # `module load` in the job before its python runs
+    import_probe: bool = True  # the preflight's one-node srun import check
 
 
 @dataclass(frozen=True)

@@ -201,14 +201,21 @@ def slurm_probe(
     found = parse(r.stdout) if r.returncode == 0 else None
     if found is not None:
         return found
-    err = (r.stderr or r.stdout).strip().splitlines()
+    from mlenv.platforms.slurm import refusal
+
+    text = r.stderr or r.stdout
     # only "no node free in time" skips the probe; a refused account or partition is an error
     if re.search(r"Requested nodes are busy|[Ii]mmediate execution impossible", r.stderr or ""):
         return None
     where = f" in {cluster.slurm.container_image}" if cluster.slurm.container_image else ""
     raise InfraError(
         f"preflight: the import probe (srun -N1 {python}{where}) failed: "
-        f"{err[-1] if err else f'exit {r.returncode}'}; nothing was submitted"
+        f"{refusal(text) if text.strip() else f'exit {r.returncode}'}; nothing was submitted"
+        + (
+            " (where the site refuses such a job, set slurm.import_probe: false)"
+            if r.returncode != 0 and text.strip()
+            else ""
+        )
     )
 
 
