@@ -425,9 +425,22 @@ class _Rules:
                     key=True,
                 )
         if plat in ("slurm", "hosts"):
+            shared = plat == "slurm" and _get(self.data, "slurm", "exclusive") is False
             for key, why in _K8S_ONLY.items():
-                if key in self.data:
-                    self.warn((key,), f"'{key}' is {why}; platform {plat} ignores it", key=True)
+                if key not in self.data:
+                    continue
+                if key == "resources" and shared:
+                    # slurm.exclusive: false asks for resources.requests (--cpus-per-task,
+                    # --mem); only the limits mean nothing there
+                    if _get(self.data, "resources", "limits"):
+                        self.warn(
+                            ("resources", "limits"),
+                            "resources.limits are the containers' limits; platform slurm "
+                            "ignores them (resources.requests become --cpus-per-task and --mem)",
+                            key=True,
+                        )
+                    continue
+                self.warn((key,), f"'{key}' is {why}; platform {plat} ignores it", key=True)
             ref = _get(self.data, "image", "ref")
             if isinstance(ref, str) and ref:
                 where = "slurm.container_image" if plat == "slurm" else "the hosts' own Python"

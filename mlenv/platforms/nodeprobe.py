@@ -14,6 +14,7 @@ Runs use the staged venv's python when ``mlenv stage`` made one (:func:`node_pyt
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -34,6 +35,9 @@ STAGED = {"mlenv": "mlenv", "yaml": "PyYAML", "deepspeed": "DeepSpeed"}
 # (the job itself would queue behind the same work) instead of holding preflight.
 SRUN_IMMEDIATE_S = 60
 PROBE_TIMEOUT_S = 180.0  # srun's wait + a loaded node's python importing torch and DeepSpeed
+# A node that has not run the image yet imports it first (Pyxis/enroot pulls and unpacks
+# an NGC image of several GB; Apptainer converts docker:// to a .sif): minutes.
+IMAGE_IMPORT_S = 900.0
 
 PROBE = (
     "import json, platform, socket, sys\n"
@@ -194,10 +198,33 @@ def slurm_probe(
     """:data:`PROBE` run by ``python`` on one node (``srun`` with ``base`` options, through
     ``run``): what it found; None when no node was free within ``immediate`` s; InfraError
     (exit 3) when srun or the python failed."""
-    r = run(
-        srun_words(cluster, base, [python, "-c", PROBE], immediate=immediate),
-        timeout=timeout + immediate,
-    )
+    from mlenv.platforms.slurm import ClientTimeout
+
+    image = cluster.slurm.container_image
+    allow = timeout + (IMAGE_IMPORT_S if image else 0.0)
+    try:
+        r = run(
+            srun_words(
+                cluster,
+                base,
+                [python, "-c", PROBE],
+                immediate=immediate,
+                minutes=max(5, math.ceil(allow / 60) + 1),
+            ),
+            timeout=allow + immediate,
+        )
+    except ClientTimeout:
+        raise InfraError(
+            f"preflight: the import probe (srun -N1 {python}"
+            + (f" in {image}" if image else "")
+            + f") did not finish within {allow + immediate:g} s (up to {immediate} s for a free node, "
+            + (
+                f"{IMAGE_IMPORT_S:g} s for the node to import the image on first use, "
+                if image
+                else ""
+            )
+            + f"{timeout:g} s for python to import torch, DeepSpeed and mlenv); nothing was submitted"
+        ) from None
     found = parse(r.stdout) if r.returncode == 0 else None
     if found is not None:
         return found

@@ -27,7 +27,7 @@ _HINTS = {
     "gpu-info": "mlenv shell NAME -- nvidia-smi",
     "secrets": "Kubernetes Secrets for a GitOps tree; Slurm and hosts jobs use the cluster's own ssh "
     "and filesystem",
-    "discover": "write clusters/NAME.yaml by hand (docs/platforms.md)",
+    "discover": "write clusters/NAME.yaml by hand (docs/config-reference.md; examples/sites/)",
 }
 
 

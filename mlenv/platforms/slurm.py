@@ -70,6 +70,10 @@ _WHOLE_LINE = re.compile(
 STARTUP_SLACK_S = 180.0
 
 
+class ClientTimeout(InfraError):
+    """A Slurm client that did not return within its time (exit 3, like any InfraError)."""
+
+
 def _run(words: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
@@ -86,7 +90,7 @@ def _run(words: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess
             "SLURM_CONF or /etc/slurm/slurm.conf set)?"
         ) from None
     except subprocess.TimeoutExpired:
-        raise InfraError(
+        raise ClientTimeout(
             f"{words[0]} did not answer within {timeout:g} s (slurmctld unreachable?)"
         ) from None
 

@@ -423,3 +423,16 @@ def test_site_config_lands_its_values(site: str, lines: list[str]) -> None:
         assert line in got, line
     if site in ("bsc-marenostrum5", "nersc-perlmutter", "alliance-apptainer", "idris-jean-zay"):
         assert "--partition" not in text
+
+
+def test_resources_on_shared_slurm_nodes_are_used_not_warned(check: Check) -> None:
+    res = "resources:\n  requests:\n    cpu: '8'\n    memory: 64Gi\n"
+    c, d = check(SLURM + "  exclusive: false\n" + res)
+    assert d == [] and c is not None
+    lines = render_slurm(c)["acceptance.sbatch"].splitlines()
+    assert "#SBATCH --cpus-per-task=8" in lines and "#SBATCH --mem=65536M" in lines
+    # the limits are still nothing to Slurm, and exclusive nodes use neither
+    _, d = check(SLURM + "  exclusive: false\n" + res + "  limits:\n    cpu: '16'\n")
+    assert [(x.severity, x.path) for x in d] == [("warning", "resources.limits")]
+    _, d = check(SLURM + res)
+    assert [(x.severity, x.path) for x in d] == [("warning", "resources")]

@@ -154,3 +154,36 @@ def test_status_json_and_logs_follow_are_refused_in_one_line(tmp_path: Path) -> 
     )
     with pytest.raises(InputError, match=r"logs -f: .*tail -f "):
         p.logs(c, s, pod="", follow=True, tail=None)
+
+
+def test_a_cold_image_gets_its_import_time_and_a_timeout_says_what_it_waited_for(
+    tmp_path: Path,
+) -> None:
+    c = _cfg(tmp_path, "  container:\n    image: 'nvcr.io#nvidia/pytorch:24.08-py3'\n")
+    seen: list[tuple[list[str], float]] = []
+
+    def run(words: list[str], timeout: float = 0) -> subprocess.CompletedProcess[str]:
+        seen.append((words, timeout))
+        raise slurm.ClientTimeout("srun did not answer")
+
+    with pytest.raises(InfraError) as e:
+        nodeprobe.slurm_probe(c, "python3", run, slurm.srun_options(c, 0))  # type: ignore[arg-type]
+    words, timeout = seen[0]
+    assert timeout >= nodeprobe.IMAGE_IMPORT_S + nodeprobe.PROBE_TIMEOUT_S
+    minutes = int(next(w for w in words if w.startswith("--time="))[7:])
+    assert minutes * 60 >= nodeprobe.IMAGE_IMPORT_S + nodeprobe.PROBE_TIMEOUT_S
+    assert "import the image on first use" in str(e.value)
+    assert "nothing was submitted" in str(e.value)
+
+
+def test_no_hint_names_a_document_that_does_not_exist() -> None:
+    import re
+
+    root = Path(__file__).resolve().parents[3]
+    named = {
+        m
+        for f in (root / "mlenv").rglob("*")
+        if f.suffix in (".py", ".j2", ".json")
+        for m in re.findall(r"docs/[A-Za-z0-9_-]+\.md", f.read_text(encoding="utf-8"))
+    }
+    assert named and not [d for d in sorted(named) if not (root / d).is_file()]
