@@ -187,3 +187,22 @@ def test_no_hint_names_a_document_that_does_not_exist() -> None:
         for m in re.findall(r"docs/[A-Za-z0-9_-]+\.md", f.read_text(encoding="utf-8"))
     }
     assert named and not [d for d in sorted(named) if not (root / d).is_file()]
+
+
+def test_stage_asks_pip_for_every_manylinux_tag_the_node_s_glibc_accepts(tmp_path: Path) -> None:
+    from mlenv.platforms import stage
+
+    found = {"python": "3.10.12", "machine": "x86_64", "glibc": "2.35", "missing": {"yaml": "x"}}
+    binary = next(
+        c
+        for c in stage.wheelhouse_commands(tmp_path / "wh", tmp_path / "src", found)
+        if "--only-binary=:all:" in c
+    )
+    tags = [w.split("=", 1)[1] for w in binary if w.startswith("--platform=")]
+    # newest first, down to manylinux1; PyYAML's and msgpack's wheels say manylinux_2_17/2_28
+    assert tags[0] == "manylinux_2_35_x86_64" and tags[-1] == "manylinux1_x86_64"
+    assert {"manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64"} <= set(tags)
+    assert "manylinux_2_36_x86_64" not in tags  # never newer than the node's glibc
+    arm = stage.platform_tags("2.28", "aarch64")
+    assert arm[-2:] == ["manylinux_2_17_aarch64", "manylinux2014_aarch64"]
+    assert stage.platform_tags("", "x86_64")[0] == "manylinux_2_17_x86_64"  # glibc unknown
