@@ -54,6 +54,26 @@ PROBE = (
 )
 
 
+class ClientTimeout(InfraError):
+    """A Slurm client that did not return within its time (exit 3, like any InfraError)."""
+
+
+def refusal(text: str, limit: int = 2000) -> str:
+    """Every line a Slurm client printed about a refusal, joined: a site's job_submit.lua
+    explains itself on the lines before Slurm's own last one ("Unspecified error")."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return "no output"
+    joined = " / ".join(lines)
+    return joined if len(joined) <= limit else "... " + joined[-limit:]
+
+
+def partition_words(cluster: Cluster) -> str:
+    """``partition 'gpu'`` for messages, or what stands for it without one."""
+    p = cluster.slurm.partition
+    return f"partition {p!r}" if p else "the Slurm cluster (no slurm.partition)"
+
+
 def shared_dir(cluster: Cluster) -> str:
     """The folder every node and this machine see (``slurm.shared_dir`` / ``hosts.shared_dir``)."""
     return cluster.slurm.shared_dir if cluster.platform == "slurm" else cluster.hosts.shared_dir
@@ -198,8 +218,6 @@ def slurm_probe(
     """:data:`PROBE` run by ``python`` on one node (``srun`` with ``base`` options, through
     ``run``): what it found; None when no node was free within ``immediate`` s; InfraError
     (exit 3) when srun or the python failed."""
-    from mlenv.platforms.slurm import ClientTimeout
-
     image = cluster.slurm.container_image
     allow = timeout + (IMAGE_IMPORT_S if image else 0.0)
     try:
@@ -228,8 +246,6 @@ def slurm_probe(
     found = parse(r.stdout) if r.returncode == 0 else None
     if found is not None:
         return found
-    from mlenv.platforms.slurm import refusal
-
     text = r.stderr or r.stdout
     # only "no node free in time" skips the probe; a refused account or partition is an error
     if re.search(r"Requested nodes are busy|[Ii]mmediate execution impossible", r.stderr or ""):
@@ -249,8 +265,6 @@ def slurm_probe(
 def slurm_check(cluster: Cluster, say: Say, run: Run, base: list[str]) -> dict[str, Any] | None:
     """The probe with the python runs use; InfraError (exit 3) with :func:`missing_line` when a
     module is missing. None (said) when no node was free in time: the job finds out itself."""
-    from mlenv.platforms.slurm import partition_words
-
     py = node_python(cluster)
     found = slurm_probe(cluster, py, run, base)
     if found is None:

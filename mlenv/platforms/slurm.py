@@ -29,6 +29,7 @@ from mlenv import argv, contract
 from mlenv.config.model import Cluster
 from mlenv.contract import RESULTS_JSONL, read_results
 from mlenv.errors import InfraError, InputError
+from mlenv.platforms.nodeprobe import ClientTimeout, partition_words, refusal
 
 Say = Callable[[str], None]
 
@@ -70,10 +71,6 @@ _WHOLE_LINE = re.compile(
 STARTUP_SLACK_S = 180.0
 
 
-class ClientTimeout(InfraError):
-    """A Slurm client that did not return within its time (exit 3, like any InfraError)."""
-
-
 def _run(words: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
     try:
         return subprocess.run(
@@ -102,16 +99,6 @@ def _check(r: subprocess.CompletedProcess[str]) -> str:
             f"{client_hint(r.stderr or r.stdout)}"
         )
     return r.stdout
-
-
-def refusal(text: str, limit: int = 2000) -> str:
-    """Every line a Slurm client printed about a refusal, joined: a site's job_submit.lua
-    explains itself on the lines before Slurm's own last one ("Unspecified error")."""
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    if not lines:
-        return "no output"
-    joined = " / ".join(lines)
-    return joined if len(joined) <= limit else "... " + joined[-limit:]
 
 
 def client_hint(text: str) -> str:
@@ -229,12 +216,6 @@ def partitions(cluster: Cluster) -> list[str]:
     """The partitions ``slurm.partition`` names ([] when none is set)."""
     p = cluster.slurm.partition
     return argv.slurm_partitions(p).split(",") if p else []
-
-
-def partition_words(cluster: Cluster) -> str:
-    """``partition 'gpu'`` for messages, or what stands for it without one."""
-    p = cluster.slurm.partition
-    return f"partition {p!r}" if p else "the Slurm cluster (no slurm.partition)"
 
 
 def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
