@@ -218,6 +218,21 @@ def partitions(cluster: Cluster) -> list[str]:
     return argv.slurm_partitions(p).split(",") if p else []
 
 
+def without_probe(cluster: Cluster) -> Cluster:
+    """``cluster`` with the import probe off (``--skip-probe``, as ``slurm.import_probe:
+    false``); InputError off Slurm, where there is no such probe to skip."""
+    import dataclasses
+
+    if cluster.platform != "slurm":
+        raise InputError(
+            f"--skip-probe: the one-node import probe is Slurm's; platform {cluster.platform} "
+            "has none to skip"
+        )
+    return dataclasses.replace(
+        cluster, slurm=dataclasses.replace(cluster.slurm, import_probe=False)
+    )
+
+
 def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
     """Before submitting: the partition exists, and the nodes the job needs are usable.
 

@@ -206,3 +206,31 @@ def test_stage_asks_pip_for_every_manylinux_tag_the_node_s_glibc_accepts(tmp_pat
     arm = stage.platform_tags("2.28", "aarch64")
     assert arm[-2:] == ["manylinux_2_17_aarch64", "manylinux2014_aarch64"]
     assert stage.platform_tags("", "x86_64")[0] == "manylinux_2_17_x86_64"  # glibc unknown
+
+
+def test_skip_probe_flag_turns_the_probe_off_on_slurm_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from mlenv.cli import cmd_deploy
+    from mlenv.cli.app import app
+
+    got: list[bool] = []
+
+    class Fake:
+        def deploy(self, cfg: object, s: object, **kw: object) -> None:
+            got.append(cfg.slurm.import_probe)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(cmd_deploy, "platform", lambda cfg: Fake())
+    monkeypatch.setenv("MLENV_ROOT", str(tmp_path))
+    cpu = str(DATA / "cpu-slurm.yaml")
+    r = CliRunner().invoke(app, ["deploy", cpu, "--skip-probe"])
+    assert r.exit_code == 0 and got == [False], r.output
+    r = CliRunner().invoke(app, ["deploy", cpu])
+    assert r.exit_code == 0 and got == [False, True], r.output
+    lab = str(DATA / "site-baremetal-lab.yaml")
+    r = CliRunner().invoke(app, ["deploy", lab, "--skip-probe"])
+    assert r.exit_code == 2 and "platform hosts has none to skip" in r.output
+    r = CliRunner().invoke(app, ["acceptance", "--local", "--skip-probe"])
+    assert r.exit_code == 2 and "--skip-probe goes with --cluster" in r.output
