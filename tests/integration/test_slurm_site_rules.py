@@ -1,7 +1,9 @@
 """A site rule on the real Slurm harness: a ``job_submit.lua`` that refuses any job in the
 partition that asks for no GPU (as GPU sites write it; ``slurm.log_user`` is what the
 user sees). mlenv's probe, ``shell`` and the batch job ask for the job's GPUs, so the run
-goes through; a job that asks for none is refused with the site's own words, whole.
+goes through; a job that asks for none is refused with the site's own words, whole. The
+job carries a ``--comment`` of ``Key=value`` words, which status and logs do not take
+for Slurm's own fields.
 The nodes declare GPU GRES by count only: the ranks stay on CPU.
 """
 
@@ -67,8 +69,12 @@ def test_the_rule_is_on(env: Env) -> None:
     assert r.returncode != 0 and RULE in r.stderr, r.stderr
 
 
+# A site's --comment of Key=value words: status and logs read Slurm's fields, not these.
+COMMENT = "--comment=JobState=FAILED StdOut=/nonexistent/x.out NodeList=evil[1-2]"
+
+
 def test_shell_and_the_probe_ask_for_the_job_s_gpus_and_the_run_passes(env: Env) -> None:
-    _use(env, config(env.shared, "gpus-per-node"))
+    _use(env, config(env.shared, "gpus-per-node", f"  sbatch_args: [{COMMENT!r}]\n"))
     r = env.mlenv("shell", CLUSTER, "--", "sh", "-c", "echo gpus=$SLURM_GPUS_ON_NODE")
     assert r.returncode == 0 and r.stdout.strip() == "gpus=1", r.stdout + r.stderr
     env.slurm.wait_idle(90)
@@ -77,6 +83,11 @@ def test_shell_and_the_probe_ask_for_the_job_s_gpus_and_the_run_passes(env: Env)
     assert "preflight: node " in r.stdout and "mlenv importable" in r.stdout, r.stdout
     state = env.wait_job_end(env.record()["job_id"], timeout=240)
     assert state == "COMPLETED", env.mlenv("logs", CLUSTER).stdout
+    st = env.mlenv("status", CLUSTER)
+    assert st.returncode == 0 and "): COMPLETED" in st.stdout, st.stdout + st.stderr
+    assert "evil" not in st.stdout and all(f"node {n}:" in st.stdout for n in env.slurm.nodes)
+    logs = env.mlenv("logs", CLUSTER, "--tail", "5")
+    assert logs.returncode == 0 and "verdict:" in logs.stdout, logs.stdout + logs.stderr
 
 
 def test_a_refused_probe_and_job_print_the_site_s_whole_message(env: Env) -> None:
