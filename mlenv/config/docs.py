@@ -81,7 +81,8 @@ RULES = """\
   destination is `shared_dir` or a folder above it (it would hide it in the container).
 - `slurm.env` names are `FI_*` or `GLOO_SOCKET_IFNAME` only (NCCL_* go in `nccl.env`);
   `GLOO_SOCKET_IFNAME` is a comma list of interface names, an `FI_*` value a plain word
-  (letters, digits, `_ . , : / + = -`, not starting with `-`).
+  (letters, digits, `_ . , / + = -`, not starting with `-`; so not a layered provider's
+  `tcp;ofi_rxm`).
 - `slurm.master_addr_suffix` is letters, digits, `.`, `-`; `slurm.modules` entries are
   module names (`Stages/2024`, `PyTorch/2.1.2-foss-2023a`: parts of letters, digits,
   `_ . + -` joined by `/`, not starting with `-`, `.` or `/`).

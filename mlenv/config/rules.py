@@ -653,7 +653,7 @@ class _Rules:
                 self.err(
                     path,
                     f"{_short(text)} is not a plain libfabric value (letters, digits, '_', '.', "
-                    "',', ':', '/', '+', '=', '-', not starting with '-'; at most 256 characters)",
+                    "',', '/', '+', '=', '-', not starting with '-'; at most 256 characters)",
                 )
 
     def sbatch_args(self, s: dict[str, Any]) -> None:
@@ -1083,8 +1083,9 @@ _ADDR_SUFFIX = re.compile(r"[A-Za-z0-9.-]{1,63}")
 # Lmod/Tcl module names: Stages/2024, PyTorch/2.1.2-foss-2023a-CUDA-12.1.1, cray-python.
 _MODULE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*(/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-# libfabric variables' values: 1, userfaultfd, cxi, tcp;ofi_rxm is not (no ';')
-_FI_VALUE = re.compile(r"[A-Za-z0-9_.,:/+=][A-Za-z0-9_.,:/+=-]{0,255}")
+# libfabric variables' values: 1, userfaultfd, cxi, 131072, a path (FI_PROVIDER_PATH);
+# not a layered provider's 'tcp;ofi_rxm' (no ';': the value stays free of shell syntax)
+_FI_VALUE = re.compile(r"[A-Za-z0-9_.,/+=][A-Za-z0-9_.,/+=-]{0,255}")
 _DOCKER_URI = re.compile(
     rf"docker://{_DOMAIN}/?{_NAME_COMP}(?:/{_NAME_COMP})*"
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
