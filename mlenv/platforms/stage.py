@@ -254,7 +254,7 @@ def _probe(cluster: Cluster, python: str) -> dict[str, Any]:
             immediate=int(STAGE_TIMEOUT_S),
         )
         if found is None:
-            raise InfraError(f"stage: no node of {slurm.partition_words(cluster)} became free")
+            raise InfraError(f"stage: no node of {nodeprobe.partition_words(cluster)} became free")
         return found
     from mlenv.platforms import hosts
 

@@ -164,7 +164,7 @@ def test_a_cold_image_gets_its_import_time_and_a_timeout_says_what_it_waited_for
 
     def run(words: list[str], timeout: float = 0) -> subprocess.CompletedProcess[str]:
         seen.append((words, timeout))
-        raise slurm.ClientTimeout("srun did not answer")
+        raise nodeprobe.ClientTimeout("srun did not answer")
 
     with pytest.raises(InfraError) as e:
         nodeprobe.slurm_probe(c, "python3", run, slurm.srun_options(c, 0))  # type: ignore[arg-type]
