@@ -264,6 +264,9 @@ SLURM_COMMANDS = frozenset(
     {"sbatch", "squeue", "sacct", "sacctmgr", "scancel", "scontrol", "sinfo", "srun"}
 )
 _SLURM_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+# Accounts may carry '@' (IDRIS Jean Zay: ``xyz@a100``, ``xyz@v100``): the project and the
+# hours' kind in one Slurm account name.
+_SLURM_ACCOUNT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
 _SLURM_NODE = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,252})")
 _JOB_ID = re.compile(r"[0-9]{1,12}")
 _SSH_USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
@@ -275,6 +278,16 @@ def slurm_name(value: str, what: str = "Slurm name") -> str:
         raise UnsafeArgument(
             f"{what} {_show(value)} is not a plain Slurm name (letters, digits, "
             "'_', '.', '-', not starting with '-')"
+        )
+    return value
+
+
+def slurm_account(value: str) -> str:
+    """An account: a plain Slurm name that may also hold ``@`` (``xyz@a100``)."""
+    if not isinstance(value, str) or not _SLURM_ACCOUNT.fullmatch(value):
+        raise UnsafeArgument(
+            f"account {_show(value)} is not a Slurm account name (letters, digits, "
+            "'_', '.', '@', '-', not starting with '-' or '@')"
         )
     return value
 
@@ -407,6 +420,11 @@ SBATCH_OPTIONS: dict[str, str] = {
             "tres-per-task",
             "delay-boot",
             "extra",
+            # CSCS Alps: the Container Engine's environment definition file (a name or a
+            # path to its .toml) and user environments (uenv image, and its view)
+            "environment",
+            "uenv",
+            "view",
         ),
         "value",
     ),
@@ -432,8 +450,14 @@ SBATCH_OWNED = {
     "error": "(reports go to slurm.shared_dir)",
     "ntasks-per-node": "(one task per node starts the ranks)",
     "signal": "(mlenv sets it)",
-    "container-image": "slurm.container_image",
-    "container-mounts": "slurm.container_mounts",
+    "container-image": "slurm.container.image",
+    "container-mounts": "slurm.container.mounts",
+    "container-writable": "slurm.container.writable",
+    "no-container-mount-home": "slurm.container.mount_home",
+    "container-mount-home": "slurm.container.mount_home",
+    "container-env": "slurm.container.env",
+    "container-name": "slurm.container.name",
+    "container-workdir": "(mlenv runs in slurm.shared_dir)",
 }
 # A value as sbatch reads it from a '#SBATCH' line: no quote, backslash, '#', '$', '`',
 # ';', '<', '>', '!' or control character; spaces only inside (one quoted word).

@@ -102,6 +102,13 @@ def register(app: typer.Typer) -> None:
                 "--bundle", help="Also write the run's sign-off bundle (see mlenv bundle)."
             ),
         ] = False,
+        skip_probe: Annotated[
+            bool,
+            typer.Option(
+                "--skip-probe",
+                help="With --cluster on Slurm: no one-node import probe before sbatch (as slurm.import_probe: false).",
+            ),
+        ] = False,
     ) -> None:
         """Run the acceptance suite and print the verdict (0 PASS, 1 FAIL, 2 bad input, 3 ERROR,
         130/143 interrupted)."""
@@ -116,8 +123,11 @@ def register(app: typer.Typer) -> None:
                     deadline=deadline,
                     localize=localize,
                     bundle=bundle,
+                    skip_probe=skip_probe,
                 )
             )
+        if skip_probe:
+            raise InputError("--skip-probe goes with --cluster (a Slurm config)")
         from mlenv.acceptance.core import profiles
         from mlenv.acceptance.records import rundir
         from mlenv.acceptance.run import local
@@ -304,6 +314,7 @@ def _on_platform(
     deadline: float,
     localize: bool = False,
     bundle: bool = False,
+    skip_probe: bool = False,
 ) -> int:
     """``mlenv acceptance --cluster NAME``: the suite on the config's platform (Slurm, hosts).
 
@@ -315,6 +326,10 @@ def _on_platform(
     from mlenv.cli._clusterctx import load_config, platform, session
 
     cfg = load_config(cluster)
+    if skip_probe:
+        from mlenv.platforms.slurm import without_probe
+
+        cfg = without_probe(cfg)
     if profile not in profiles.profile_names():
         raise InputError(
             f"--profile: expected one of {', '.join(profiles.profile_names())}, got {profile!r}"

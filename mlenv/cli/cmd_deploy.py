@@ -47,6 +47,13 @@ def deploy(
             help="Overwrite objects in the namespace that belong to another deployment (or were not created by mlenv); refused otherwise.",
         ),
     ] = False,
+    skip_probe: Annotated[
+        bool,
+        typer.Option(
+            "--skip-probe",
+            help="Slurm: no one-node import probe before sbatch (sites that forbid small jobs; as slurm.import_probe: false).",
+        ),
+    ] = False,
 ) -> None:
     """Deploy a cluster config: preflight explains what is missing and a server-side dry
     run checks every object before anything is applied.
@@ -62,6 +69,10 @@ def deploy(
     if timeout <= 0:
         raise InputError(f"--timeout must be positive, got {timeout:g}")
     cfg = load_config(cluster)
+    if skip_probe:
+        from mlenv.platforms.slurm import without_probe
+
+        cfg = without_probe(cfg)
     # no --mode is the config's own (rdma when network.rdma.enabled, else tcp)
     platform(cfg).deploy(
         cfg,

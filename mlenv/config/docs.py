@@ -61,18 +61,34 @@ RULES = """\
 - `ssh_port` and `master_port` differ.
 - Deploying with MODE=rdma on a cluster with `network.rdma.enabled: false` falls back to
   TCP with a warning.
-- `platform: slurm` needs `slurm.partition` and `slurm.shared_dir`. `account`, `qos` and
-  `gpu_type` are plain words (letters, digits, `_`, `.`, `-`, not starting with `-`);
+- `platform: slurm` needs `slurm.shared_dir`; `slurm.partition` may be empty (no
+  `--partition`: Slurm's default, or the site's choice by QOS, account or constraint).
+  `qos` and `gpu_type` are plain words (letters, digits, `_`, `.`, `-`, not starting with
+  `-`); `account` too, and it may hold `@` (`xyz@a100`);
   `partition` and `reservation` a plain word or a comma list of them; `constraint` is parsed
   as a Slurm constraint expression (features joined by `&`, `|`, `,`, counts `*N`, groups
   `[...]`/`(...)`, nothing else); `time_limit` parses as a Slurm time and is not zero;
   `shared_dir` (and `hosts.shared_dir`) is an absolute path without `..`, spaces or shell
-  metacharacters; `python` is a command name or an absolute path; `container_image` is an
-  image reference, `REGISTRY#IMAGE[:TAG]` or an absolute `.sqsh`/`.sqfs`/`.squashfs` path;
-  `container_mounts` entries are `SRC[:DST[:FLAGS]]` absolute paths, FLAGS enroot mount
-  flags (`ro`, `rw`, `bind`, `rbind`, `private`, `rprivate`, `slave`, `rslave`, `shared`,
-  `rshared`, `nosuid`, `nodev`, `noexec`, `x-create=dir|file|auto`) joined by `+` or `,`
-  (rendered with `+`).
+  metacharacters; `python` is a command name or an absolute path.
+- `slurm.container` (or the flat `container_image`/`container_mounts`, not both): with
+  `runtime: pyxis` the image is an image reference, `REGISTRY#IMAGE[:TAG]` or an absolute
+  `.sqsh`/`.sqfs`/`.squashfs` path, and mounts are `SRC[:DST[:FLAGS]]` absolute paths, FLAGS
+  enroot mount flags (`ro`, `rw`, `bind`, `rbind`, `private`, `rprivate`, `slave`, `rslave`,
+  `shared`, `rshared`, `nosuid`, `nodev`, `noexec`, `x-create=dir|file|auto`) joined by `+` or
+  `,` (rendered with `+`); `env` entries are variable names and `name` a plain word. With
+  `runtime: apptainer` the image is an absolute `.sif` path or `docker://IMAGE[:TAG]`, mounts
+  take `ro` or `rw` only, and `env`/`name` (pyxis options) are refused. No mount's
+  destination is `shared_dir` or a folder above it (it would hide it in the container).
+- `slurm.env` names are `FI_*` or `GLOO_SOCKET_IFNAME` only (NCCL_* go in `nccl.env`);
+  `GLOO_SOCKET_IFNAME` is a comma list of interface names, an `FI_*` value a plain word
+  (letters, digits, `_ . , / + = -`, not starting with `-`; so not a layered provider's
+  `tcp;ofi_rxm`).
+- `slurm.master_addr_suffix` is letters, digits, `.`, `-`; `slurm.modules` entries are
+  module names (`Stages/2024`, `PyTorch/2.1.2-foss-2023a`: parts of letters, digits,
+  `_ . + -` joined by `/`, not starting with `-`, `.` or `/`).
+- On `slurm`/`hosts`, `network.rdma.devices` may start with NCCL_IB_HCA's prefixes, once,
+  before the whole list: `=` (exact names: `=mlx5_1` does not also select `mlx5_10`), `^`
+  (exclude: `^mlx5_bond_0`) or `^=`.
 - `slurm.sbatch_args` entries are `--option[=value]` of this allow-list, each once, the value
   plain (no quotes, `#`, `$`, `;`, `` ` ``, `\\`, `<`, `>`, `!` or control characters; spaces
   only inside): ALLOWED. Options that

@@ -499,8 +499,10 @@ def _dev_tools(section: dict[str, Any]) -> DevTools:
 
 
 def _slurm(section: dict[str, Any]) -> Slurm:
-    """``slurm:`` with the model's defaults for unset keys."""
+    """``slurm:`` with the model's defaults for unset keys; ``slurm.container`` (or the flat
+    ``container_image``/``container_mounts`` earlier configs write) is the container."""
     default = Slurm()
+    box = section.get("container") or {}
     return Slurm(
         partition=section.get("partition", default.partition),
         account=section.get("account", default.account),
@@ -512,10 +514,19 @@ def _slurm(section: dict[str, Any]) -> Slurm:
         sbatch_args=tuple(section.get("sbatch_args") or ()),
         exclusive=section.get("exclusive", default.exclusive),
         gpus_flag=section.get("gpus_flag", default.gpus_flag),
-        container_image=section.get("container_image", default.container_image),
-        container_mounts=tuple(section.get("container_mounts") or ()),
+        container_image=box.get("image", section.get("container_image", default.container_image)),
+        container_mounts=tuple(box.get("mounts", section.get("container_mounts")) or ()),
+        container_runtime=box.get("runtime", default.container_runtime),
+        container_writable=box.get("writable", default.container_writable),
+        container_mount_home=box.get("mount_home", default.container_mount_home),
+        container_env=tuple(box.get("env") or ()),
+        container_name=box.get("name", default.container_name),
         shared_dir=section.get("shared_dir", default.shared_dir),
         python=section.get("python", default.python),
+        env=tuple((str(k), str(v)) for k, v in (section.get("env") or {}).items()),
+        master_addr_suffix=section.get("master_addr_suffix", default.master_addr_suffix),
+        modules=tuple(section.get("modules") or ()),
+        import_probe=section.get("import_probe", default.import_probe),
     )
 
 

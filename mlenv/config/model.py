@@ -15,6 +15,7 @@ Mode = Literal["rdma", "tcp"]
 StorageMode = Literal["rwx", "volumeClaimTemplates"]
 Platform = Literal["openshift", "kubernetes", "slurm", "hosts"]
 GpusFlag = Literal["gpus-per-node", "gres", "none"]
+ContainerRuntime = Literal["pyxis", "apptainer"]
 
 
 @dataclass(frozen=True)
@@ -183,10 +184,22 @@ class Slurm:
     sbatch_args: tuple[str, ...] = ()  # allow-listed --option[=value] (argv.sbatch_option)
     exclusive: bool = True
     gpus_flag: GpusFlag = "gpus-per-node"
-    container_image: str = ""  # "" = the nodes' own Python; set = srun --container-image (pyxis)
+    # slurm.container (or the flat container_image/container_mounts of earlier configs)
+    container_image: str = ""  # "" = the nodes' own Python
     container_mounts: tuple[str, ...] = ()
+    container_runtime: ContainerRuntime = "pyxis"  # srun --container-image, or apptainer exec
+    container_writable: bool = False  # pyxis --container-writable / apptainer --writable-tmpfs
+    container_mount_home: bool = (
+        True  # False: pyxis --no-container-mount-home / apptainer --no-home
+    )
+    container_env: tuple[str, ...] = ()  # pyxis --container-env (variable names)
+    container_name: str = ""  # pyxis --container-name (a named container the job reuses)
     shared_dir: str = ""  # required on platform: slurm
     python: str = "python3"
+    env: tuple[tuple[str, str], ...] = ()  # allow-listed job variables (FI_*, GLOO_SOCKET_IFNAME)
+    master_addr_suffix: str = ""  # appended to the first node's name (JSC: "i", the IB name)
+    modules: tuple[str, ...] = ()  # `module load` in the job before its python runs
+    import_probe: bool = True  # the preflight's one-node srun import check
 
 
 @dataclass(frozen=True)

@@ -425,9 +425,22 @@ class _Rules:
                     key=True,
                 )
         if plat in ("slurm", "hosts"):
+            shared = plat == "slurm" and _get(self.data, "slurm", "exclusive") is False
             for key, why in _K8S_ONLY.items():
-                if key in self.data:
-                    self.warn((key,), f"'{key}' is {why}; platform {plat} ignores it", key=True)
+                if key not in self.data:
+                    continue
+                if key == "resources" and shared:
+                    # slurm.exclusive: false asks for resources.requests (--cpus-per-task,
+                    # --mem); only the limits mean nothing there
+                    if _get(self.data, "resources", "limits"):
+                        self.warn(
+                            ("resources", "limits"),
+                            "resources.limits are the containers' limits; platform slurm "
+                            "ignores them (resources.requests become --cpus-per-task and --mem)",
+                            key=True,
+                        )
+                    continue
+                self.warn((key,), f"'{key}' is {why}; platform {plat} ignores it", key=True)
             ref = _get(self.data, "image", "ref")
             if isinstance(ref, str) and ref:
                 where = "slurm.container_image" if plat == "slurm" else "the hosts' own Python"
@@ -442,19 +455,25 @@ class _Rules:
         s = _get(self.data, "slurm")
         s = s if isinstance(s, dict) else {}
         base: JsonPath = ("slurm",)
-        for key in ("partition", "shared_dir"):
-            if active and not s.get(key):
-                self.err(
-                    (*base, key)
-                    if key in s
-                    else ((*base,) if "slurm" in self.data else ("platform",)),
-                    f"slurm.{key} is required on platform: slurm",
-                    "the partition to submit to"
-                    if key == "partition"
-                    else "a filesystem every node sees, e.g. /shared/mlenv",
-                    key=key not in s,
-                )
-        for key in ("partition", "account", "qos", "reservation", "gpu_type"):
+        # No partition is a site's choice (MareNostrum 5, Perlmutter: -q/-C/-A pick the
+        # nodes); shared_dir is where the job's files live, so it stays required.
+        if active and not s.get("shared_dir"):
+            self.err(
+                (*base, "shared_dir")
+                if "shared_dir" in s
+                else ((*base,) if "slurm" in self.data else ("platform",)),
+                "slurm.shared_dir is required on platform: slurm",
+                "a filesystem every node sees, e.g. /shared/mlenv",
+                key="shared_dir" not in s,
+            )
+        acct = s.get("account")
+        if isinstance(acct, str) and acct and not _SLURM_ACCOUNT.fullmatch(acct):
+            self.err(
+                (*base, "account"),
+                f"{_short(acct)} is not a Slurm account name (letters, digits, '_', '.', '@', "
+                "'-', not starting with '-' or '@', at most 64 characters)",
+            )
+        for key in ("partition", "qos", "reservation", "gpu_type"):
             v = s.get(key)
             # partition and reservation take comma lists (sbatch: the first that can start it)
             words = (
@@ -493,29 +512,149 @@ class _Rules:
                 self.err((*base, "time_limit"), f"{_short(tl)} is zero: the job could not run")
         self._abs_path((*base, "shared_dir"), s.get("shared_dir"))
         self._python((*base, "python"), s.get("python"))
-        img = s.get("container_image")
-        if (
+        self.container(s)
+        self.job_env(s)
+        suffix = s.get("master_addr_suffix")
+        if isinstance(suffix, str) and suffix and not _ADDR_SUFFIX.fullmatch(suffix):
+            self.err(
+                (*base, "master_addr_suffix"),
+                f"{_short(suffix)} is not a host name suffix (letters, digits, '.', '-', at most "
+                "63 characters; e.g. 'i' for JUWELS' InfiniBand names)",
+            )
+        mods = s.get("modules")
+        if isinstance(mods, list):
+            for i, m in enumerate(mods):
+                if isinstance(m, str) and not _MODULE.fullmatch(m):
+                    self.err(
+                        (*base, "modules", i),
+                        f"{_short(m)} is not a module name (letters, digits, '_', '.', '+', '-', "
+                        "'/' between parts, e.g. Stages/2024 or PyTorch/2.1.2-foss-2023a; no "
+                        "spaces, options or shell metacharacters)",
+                    )
+
+    def container(self, s: dict[str, Any]) -> None:
+        """``slurm.container`` (or the flat ``container_image``/``container_mounts``): the
+        image and mounts in its runtime's grammar; the pyxis-only keys on pyxis; no mount that
+        would hide ``shared_dir``."""
+        box = s.get("container")
+        box = box if isinstance(box, dict) else {}
+        base: JsonPath = ("slurm", "container")
+        for flat, key in (("container_image", "image"), ("container_mounts", "mounts")):
+            if flat in s and key in box:
+                self.err(
+                    ("slurm", flat),
+                    f"slurm.{flat} and slurm.container.{key} are both set",
+                    f"keep slurm.container.{key} only",
+                    key=True,
+                )
+        runtime = box.get("runtime", "pyxis")
+        img_path: JsonPath = (*base, "image") if "image" in box else ("slurm", "container_image")
+        img = box.get("image", s.get("container_image"))
+        if runtime == "apptainer":
+            if isinstance(img, str) and img and not (_sif_ok(img) or _DOCKER_URI.fullmatch(img)):
+                self.err(
+                    img_path,
+                    f"{_short(img)} is not an Apptainer image (an absolute path to a .sif file, or "
+                    "docker://IMAGE[:TAG]; no spaces or shell metacharacters)",
+                )
+            for key in ("env", "name"):
+                if box.get(key):
+                    self.err(
+                        (*base, key),
+                        f"slurm.container.{key} is a pyxis option; apptainer "
+                        + (
+                            "passes the job's environment into the container itself"
+                            if key == "env"
+                            else "starts each task's container from the image"
+                        ),
+                        key=True,
+                    )
+        elif (
             isinstance(img, str)
             and img
             and not (_IMAGE_REF.fullmatch(img) or _PYXIS_IMAGE.fullmatch(img) or _sqsh_ok(img))
         ):
             self.err(
-                (*base, "container_image"),
+                img_path,
                 f"{_short(img)} is not an image reference ([REGISTRY#]IMAGE"
                 "[:TAG], e.g. nvcr.io#nvidia/pytorch:24.08-py3) or an absolute path to a squashfs file "
                 "(.sqsh, .sqfs, .squashfs; no spaces, commas or shell metacharacters)",
             )
-        mounts = s.get("container_mounts")
-        if isinstance(mounts, list):
-            for i, m in enumerate(mounts):
-                if isinstance(m, str) and not mount_ok(m):
+        name = box.get("name")
+        if isinstance(name, str) and name and not _SLURM_WORD.fullmatch(name):
+            self.err(
+                (*base, "name"),
+                f"{_short(name)} is not a container name (letters, digits, '_', '.', '-', not "
+                "starting with '-')",
+            )
+        env = box.get("env")
+        if isinstance(env, list):
+            for i, n in enumerate(env):
+                if isinstance(n, str) and not _ENV_NAME.fullmatch(n):
                     self.err(
-                        (*base, "container_mounts", i),
-                        f"{_short(m)} is not a mount 'SRC[:DST[:FLAGS]]' "
-                        "of absolute paths (FLAGS: "
-                        + ", ".join(sorted(MOUNT_FLAGS))
-                        + ", joined by '+' or ','; no spaces or shell metacharacters)",
+                        (*base, "env", i),
+                        f"{_short(n)} is not a variable name (letters, digits, '_', not "
+                        "starting with a digit)",
                     )
+        mounts_path: JsonPath = (
+            (*base, "mounts") if "mounts" in box else ("slurm", "container_mounts")
+        )
+        mounts = box.get("mounts", s.get("container_mounts"))
+        if not isinstance(mounts, list):
+            return
+        shared = s.get("shared_dir")
+        for i, m in enumerate(mounts):
+            if not isinstance(m, str):
+                continue
+            if runtime == "apptainer" and not _apptainer_mount_ok(m):
+                self.err(
+                    (*mounts_path, i),
+                    f"{_short(m)} is not an Apptainer bind 'SRC[:DST[:ro|rw]]' of absolute paths "
+                    "(no spaces or shell metacharacters)",
+                )
+            elif runtime != "apptainer" and not mount_ok(m):
+                self.err(
+                    (*mounts_path, i),
+                    f"{_short(m)} is not a mount 'SRC[:DST[:FLAGS]]' "
+                    "of absolute paths (FLAGS: "
+                    + ", ".join(sorted(MOUNT_FLAGS))
+                    + ", joined by '+' or ','; no spaces or shell metacharacters)",
+                )
+            elif isinstance(shared, str) and _abs_path_ok(shared):
+                parts = m.split(":")
+                dst = parts[1] if len(parts) > 1 else parts[0]
+                if _covers(dst, shared):
+                    self.err(
+                        (*mounts_path, i),
+                        f"{_short(m)} mounts onto {dst}, which would hide slurm.shared_dir "
+                        f"{shared} in the container (the job's scripts, venv and reports)",
+                        "mount it elsewhere, e.g. under /mnt",
+                    )
+
+    def job_env(self, s: dict[str, Any]) -> None:
+        """``slurm.env``: the schema allows the names (FI_*, GLOO_SOCKET_IFNAME); here each
+        value's grammar (interface names; libfabric's plain words)."""
+        env = s.get("env")
+        if not isinstance(env, dict):
+            return
+        for name, v in env.items():
+            if not isinstance(name, str) or isinstance(v, bool) or not isinstance(v, (str, int)):
+                continue
+            text = str(v)
+            path: JsonPath = ("slurm", "env", name)
+            if name == "GLOO_SOCKET_IFNAME":
+                if not all(_IFNAME.match(p) for p in text.split(",")):
+                    self.err(
+                        path,
+                        f"{_short(text)} is not a list of interface names (comma-separated, "
+                        "at most 15 characters each, no spaces or '/')",
+                    )
+            elif not _FI_VALUE.fullmatch(text):
+                self.err(
+                    path,
+                    f"{_short(text)} is not a plain libfabric value (letters, digits, '_', '.', "
+                    "',', '/', '+', '=', '-', not starting with '-'; at most 256 characters)",
+                )
 
     def sbatch_args(self, s: dict[str, Any]) -> None:
         """``slurm.sbatch_args``: allow-listed long options with plain values (argv.sbatch_option);
@@ -537,6 +676,15 @@ class _Rules:
             if opt in seen:
                 self.err(path, f"--{opt} is given twice")
             seen.add(opt)
+            box = s.get("container")
+            image = s.get("container_image") or (box.get("image") if isinstance(box, dict) else "")
+            if opt in ("environment", "uenv") and image:
+                self.err(
+                    path,
+                    f"--{opt} and slurm.container both give the job its software: the "
+                    "tasks would start in one inside the other",
+                    "keep one of them",
+                )
             if opt == "gres" and s.get("gpus_flag", "gpus-per-node") != "none":
                 self.err(
                     path,
@@ -701,6 +849,9 @@ class _Rules:
         interfaces = split_list(rdma.get("interfaces", []))
         if devices is not None:
             if self.off_k8s:
+                # NCCL_IB_HCA's '=' (exact names: mlx5_1 without mlx5_10-17) and '^'
+                # (exclude) prefixes: read once, before the whole list
+                devices = self._hca_prefix((*base, "devices"), raw_devices, devices)
                 self._names(
                     (*base, "devices"),
                     raw_devices,
@@ -781,6 +932,23 @@ class _Rules:
                 _upstream_discovered_hint(interfaces, devices),
                 key="interfaces" not in rdma,
             )
+
+    def _hca_prefix(self, path: JsonPath, raw: Any, devices: list[str]) -> list[str]:
+        """``devices`` without NCCL's leading ``^``/``=``/``^=`` (first entry only; a prefix on
+        a later entry is an error, as NCCL would take it for part of a name)."""
+        out = list(devices)
+        if out and out[0][:1] in ("^", "="):
+            out[0] = out[0][2:] if out[0].startswith("^=") else out[0][1:]
+        for i, d in enumerate(out):
+            if d[:1] in ("^", "="):
+                self.err(
+                    (*path, i) if isinstance(raw, list) else path,
+                    f"device {d!r}: NCCL reads '^' (exclude) and '=' (exact names) only before "
+                    "the first device, for the whole list",
+                    "write e.g. '=mlx5_1,mlx5_2' or '^mlx5_bond_0'",
+                )
+                out[i] = d.lstrip("^=")
+        return out
 
     def _names(
         self,
@@ -909,6 +1077,19 @@ _K8S_ONLY = {
     "ssh_port": "the pods' launcher sshd port",
 }
 _SLURM_WORD = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+_SLURM_ACCOUNT = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
+# A host name's tail: "i" (JSC: jwb0001i), "-ib", ".ib.cluster".
+_ADDR_SUFFIX = re.compile(r"[A-Za-z0-9.-]{1,63}")
+# Lmod/Tcl module names: Stages/2024, PyTorch/2.1.2-foss-2023a-CUDA-12.1.1, cray-python.
+_MODULE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]*(/[A-Za-z0-9_][A-Za-z0-9_.+-]*)*")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+# libfabric variables' values: 1, userfaultfd, cxi, 131072, a path (FI_PROVIDER_PATH);
+# not a layered provider's 'tcp;ofi_rxm' (no ';': the value stays free of shell syntax)
+_FI_VALUE = re.compile(r"[A-Za-z0-9_.,/+=][A-Za-z0-9_.,/+=-]{0,255}")
+_DOCKER_URI = re.compile(
+    rf"docker://{_DOMAIN}/?{_NAME_COMP}(?:/{_NAME_COMP})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?(?:@sha256:[a-f0-9]{64})?"
+)
 _COMMAND = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}")
 _USER = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
 _PATH_CHARS = r"[A-Za-z0-9_./+-]*"
@@ -946,6 +1127,26 @@ def _abs_path_ok(v: str) -> bool:
         and ".." not in v.split("/")
         and len(v) <= 1024
     )
+
+
+def _sif_ok(v: str) -> bool:
+    return _abs_path_ok(v) and v.endswith(".sif")
+
+
+def _apptainer_mount_ok(v: str) -> bool:
+    """An Apptainer ``--bind`` entry ``SRC[:DST[:ro|rw]]`` of absolute paths."""
+    parts = v.split(":")
+    if len(parts) == 3:
+        if parts[2] not in ("ro", "rw"):
+            return False
+        parts = parts[:2]
+    return len(parts) in (1, 2) and all(_abs_path_ok(p) for p in parts)
+
+
+def _covers(dst: str, shared: str) -> bool:
+    """Whether a mount onto ``dst`` hides ``shared`` (the same folder or one above it)."""
+    d = [p for p in dst.split("/") if p]
+    return d == [p for p in shared.split("/") if p][: len(d)]
 
 
 def _sqsh_ok(v: str) -> bool:

@@ -14,6 +14,7 @@ Runs use the staged venv's python when ``mlenv stage`` made one (:func:`node_pyt
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import subprocess
@@ -34,6 +35,9 @@ STAGED = {"mlenv": "mlenv", "yaml": "PyYAML", "deepspeed": "DeepSpeed"}
 # (the job itself would queue behind the same work) instead of holding preflight.
 SRUN_IMMEDIATE_S = 60
 PROBE_TIMEOUT_S = 180.0  # srun's wait + a loaded node's python importing torch and DeepSpeed
+# A node that has not run the image yet imports it first (Pyxis/enroot pulls and unpacks
+# an NGC image of several GB; Apptainer converts docker:// to a .sif): minutes.
+IMAGE_IMPORT_S = 900.0
 
 PROBE = (
     "import json, platform, socket, sys\n"
@@ -48,6 +52,26 @@ PROBE = (
     "except Exception: out['deepspeed'] = None\n"
     "print(json.dumps(out))\n"
 )
+
+
+class ClientTimeout(InfraError):
+    """A Slurm client that did not return within its time (exit 3, like any InfraError)."""
+
+
+def refusal(text: str, limit: int = 2000) -> str:
+    """Every line a Slurm client printed about a refusal, joined: a site's job_submit.lua
+    explains itself on the lines before Slurm's own last one ("Unspecified error")."""
+    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
+    if not lines:
+        return "no output"
+    joined = " / ".join(lines)
+    return joined if len(joined) <= limit else "... " + joined[-limit:]
+
+
+def partition_words(cluster: Cluster) -> str:
+    """``partition 'gpu'`` for messages, or what stands for it without one."""
+    p = cluster.slurm.partition
+    return f"partition {p!r}" if p else "the Slurm cluster (no slurm.partition)"
 
 
 def shared_dir(cluster: Cluster) -> str:
@@ -121,17 +145,39 @@ def missing_line(
 
 
 def container_options(cluster: Cluster) -> list[str]:
-    """pyxis's ``--container-image``/``--container-mounts`` as the batch script has them
-    (``shared_dir`` at the same path, then ``slurm.container_mounts``); [] without a container."""
-    from mlenv.render.platforms import pyxis_mounts
+    """pyxis's ``--container-*`` options as the batch script has them (``shared_dir`` at the
+    same path, then ``slurm.container.mounts``); [] without a container or with apptainer."""
+    from mlenv.render.platforms import container_flags, pyxis_mounts
 
     s = cluster.slurm
-    if not s.container_image:
+    if not s.container_image or s.container_runtime != "pyxis":
         return []
     return [
         f"--container-image={s.container_image}",
         f"--container-mounts={pyxis_mounts(s)}",
         f"--container-workdir={s.shared_dir}",
+        *container_flags(cluster),
+        *([f"--container-env={','.join(s.container_env)}"] if s.container_env else []),
+    ]
+
+
+def container_prefix(cluster: Cluster) -> list[str]:
+    """``apptainer exec … IMAGE`` before the task's command, as the batch script has it;
+    [] without a container or with pyxis (srun's own options)."""
+    from mlenv.render.platforms import container_flags, container_mounts
+
+    s = cluster.slurm
+    if not s.container_image or s.container_runtime != "apptainer":
+        return []
+    return [
+        "apptainer",
+        "exec",
+        *container_flags(cluster),
+        "--bind",
+        container_mounts(s),
+        "--pwd",
+        s.shared_dir,
+        s.container_image,
     ]
 
 
@@ -153,7 +199,7 @@ def srun_words(
         "--job-name=mlenv-preflight",
         *container_options(cluster),
     ]
-    return argv.slurm("srun", opts, command)
+    return argv.slurm("srun", opts, [*container_prefix(cluster), *command])
 
 
 # How mlenv.platforms.slurm runs a client (its errors and hints): passed in, as slurm imports this.
@@ -172,21 +218,47 @@ def slurm_probe(
     """:data:`PROBE` run by ``python`` on one node (``srun`` with ``base`` options, through
     ``run``): what it found; None when no node was free within ``immediate`` s; InfraError
     (exit 3) when srun or the python failed."""
-    r = run(
-        srun_words(cluster, base, [python, "-c", PROBE], immediate=immediate),
-        timeout=timeout + immediate,
-    )
+    image = cluster.slurm.container_image
+    allow = timeout + (IMAGE_IMPORT_S if image else 0.0)
+    try:
+        r = run(
+            srun_words(
+                cluster,
+                base,
+                [python, "-c", PROBE],
+                immediate=immediate,
+                minutes=max(5, math.ceil(allow / 60) + 1),
+            ),
+            timeout=allow + immediate,
+        )
+    except ClientTimeout:
+        raise InfraError(
+            f"preflight: the import probe (srun -N1 {python}"
+            + (f" in {image}" if image else "")
+            + f") did not finish within {allow + immediate:g} s (up to {immediate} s for a free node, "
+            + (
+                f"{IMAGE_IMPORT_S:g} s for the node to import the image on first use, "
+                if image
+                else ""
+            )
+            + f"{timeout:g} s for python to import torch, DeepSpeed and mlenv); nothing was submitted"
+        ) from None
     found = parse(r.stdout) if r.returncode == 0 else None
     if found is not None:
         return found
-    err = (r.stderr or r.stdout).strip().splitlines()
+    text = r.stderr or r.stdout
     # only "no node free in time" skips the probe; a refused account or partition is an error
     if re.search(r"Requested nodes are busy|[Ii]mmediate execution impossible", r.stderr or ""):
         return None
     where = f" in {cluster.slurm.container_image}" if cluster.slurm.container_image else ""
     raise InfraError(
         f"preflight: the import probe (srun -N1 {python}{where}) failed: "
-        f"{err[-1] if err else f'exit {r.returncode}'}; nothing was submitted"
+        f"{refusal(text) if text.strip() else f'exit {r.returncode}'}; nothing was submitted"
+        + (
+            " (where the site refuses such a job, set slurm.import_probe: false)"
+            if r.returncode != 0 and text.strip()
+            else ""
+        )
     )
 
 
@@ -197,7 +269,7 @@ def slurm_check(cluster: Cluster, say: Say, run: Run, base: list[str]) -> dict[s
     found = slurm_probe(cluster, py, run, base)
     if found is None:
         say(
-            f"preflight: no node of partition {cluster.slurm.partition} free within {SRUN_IMMEDIATE_S} s "
+            f"preflight: no node of {partition_words(cluster)} free within {SRUN_IMMEDIATE_S} s "
             "for the import probe; the job will find out itself"
         )
         return None

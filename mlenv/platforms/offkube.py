@@ -27,7 +27,7 @@ _HINTS = {
     "gpu-info": "mlenv shell NAME -- nvidia-smi",
     "secrets": "Kubernetes Secrets for a GitOps tree; Slurm and hosts jobs use the cluster's own ssh "
     "and filesystem",
-    "discover": "write clusters/NAME.yaml by hand (docs/platforms.md)",
+    "discover": "write clusters/NAME.yaml by hand (docs/config-reference.md; examples/sites/)",
 }
 
 
@@ -212,12 +212,23 @@ class SlurmPlatform(_OffKube):
     def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None:
         from mlenv.platforms import slurm
 
+        if output is not None:
+            # never silently the plain lines where a script asked for a document
+            raise InputError(
+                f"status -o {output}: platform slurm prints its job's lines only (omit -o)"
+            )
         for line in slurm.status_lines(cfg, s.root):
             s.say(line)
 
     def logs(self, cfg: Cluster, s: Session, *, pod: str, follow: bool, tail: int | None) -> None:
         from mlenv.platforms import slurm
 
+        if follow:
+            raise InputError(
+                "logs -f: platform slurm shows the job's output file as it is now; follow it "
+                f"with `tail -f {slurm.output_file(cfg, slurm.last_submission(s.root, cfg).job_id)}`, or "
+                f"run `mlenv acceptance --cluster {cfg.name}`, which prints progress until the verdict"
+            )
         s.say(slurm.log_text(cfg, s.root, tail).rstrip("\n"))
 
     def shell(self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]) -> int:

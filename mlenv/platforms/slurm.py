@@ -29,6 +29,7 @@ from mlenv import argv, contract
 from mlenv.config.model import Cluster
 from mlenv.contract import RESULTS_JSONL, read_results
 from mlenv.errors import InfraError, InputError
+from mlenv.platforms.nodeprobe import ClientTimeout, partition_words, refusal
 
 Say = Callable[[str], None]
 
@@ -58,7 +59,13 @@ KILLED = {
     "CANCELLED",
 }
 BAD_NODE = re.compile(r"DOWN|DRAIN|FAIL|NOT_RESPONDING|UNKNOWN|\*")
-_KV = re.compile(r"(\w+)=(.*?)(?= \w+=|$)")
+# Slurm's field names hold ':' and '/' too (CPUs/Task, ReqB:S:C:T, AllocNode:Sid)
+_KV = re.compile(r"([A-Za-z][\w:/]*)=(.*?)(?= [A-Za-z][\w:/]*=|$)")
+# In ``scontrol show job`` (not -o) these have a line each and take all of it: free text
+# (a --comment of 'Key=value' words) or paths with spaces must not read as further fields.
+_WHOLE_LINE = re.compile(
+    r"(AdminComment|Comment|SystemComment|Command|WorkDir|StdErr|StdIn|StdOut)=(.*)"
+)
 # mlenv's own limit past slurm.time_limit, from the job's start: Slurm's KillWait and epilog
 # end a job over its limit first, and that is judged as Slurm's TIMEOUT.
 STARTUP_SLACK_S = 180.0
@@ -80,17 +87,16 @@ def _run(words: list[str], timeout: float = 30.0) -> subprocess.CompletedProcess
             "SLURM_CONF or /etc/slurm/slurm.conf set)?"
         ) from None
     except subprocess.TimeoutExpired:
-        raise InfraError(
+        raise ClientTimeout(
             f"{words[0]} did not answer within {timeout:g} s (slurmctld unreachable?)"
         ) from None
 
 
 def _check(r: subprocess.CompletedProcess[str]) -> str:
     if r.returncode != 0:
-        msg = (r.stderr or r.stdout).strip().splitlines()
-        last = msg[-1] if msg else "no output"
         raise InfraError(
-            f"{r.args[0]} failed (exit {r.returncode}): {last}{client_hint(r.stderr or r.stdout)}"
+            f"{r.args[0]} failed (exit {r.returncode}): {refusal(r.stderr or r.stdout)}"
+            f"{client_hint(r.stderr or r.stdout)}"
         )
     return r.stdout
 
@@ -114,6 +120,19 @@ def client_hint(text: str) -> str:
 def parse_record(line: str) -> dict[str, str]:
     """One ``scontrol -o`` record (``Key=value Key=value with spaces …``) as a dict."""
     return {m.group(1): m.group(2) for m in _KV.finditer(line.strip())}
+
+
+def parse_show(text: str) -> dict[str, str]:
+    """The first record of ``scontrol show job`` (several lines, not -o) as a dict: the
+    free-text fields (:data:`_WHOLE_LINE`) are their whole line, the others as in -o."""
+    rec: dict[str, str] = {}
+    for line in text.strip().split("\n\n")[0].splitlines():
+        whole = _WHOLE_LINE.fullmatch(line.strip())
+        if whole:
+            rec[whole.group(1)] = whole.group(2).rstrip()
+        else:
+            rec.update(parse_record(line))
+    return rec
 
 
 # --- where a config value is written (for located exit-2 errors) -----------------------
@@ -169,7 +188,11 @@ def partition_nodes(cluster: Cluster) -> dict[str, tuple[str, str]]:
     """Every node of the config's partition(s) (a comma list is the union): name → (state,
     reason). InputError (exit 2, located at ``slurm.partition``) when a partition does not exist."""
     names: list[str] = []
-    for part in argv.slurm_partitions(cluster.slurm.partition).split(","):
+    if not cluster.slurm.partition:
+        # no partition: Slurm's default one, or the site's choice from QOS/constraint/account;
+        # only the listed nodes (if any) can be checked
+        names = list(cluster.gpu_nodes)
+    for part in partitions(cluster):
         r = _run(argv.slurm("scontrol", ["--oneliner"], ["show", "partition", part]))
         if r.returncode != 0 or "PartitionName=" not in r.stdout:
             known = _run(argv.slurm("sinfo", ["--noheader", "--format=%R"]))
@@ -189,6 +212,27 @@ def partition_nodes(cluster: Cluster) -> dict[str, tuple[str, str]]:
     }
 
 
+def partitions(cluster: Cluster) -> list[str]:
+    """The partitions ``slurm.partition`` names ([] when none is set)."""
+    p = cluster.slurm.partition
+    return argv.slurm_partitions(p).split(",") if p else []
+
+
+def without_probe(cluster: Cluster) -> Cluster:
+    """``cluster`` with the import probe off (``--skip-probe``, as ``slurm.import_probe:
+    false``); InputError off Slurm, where there is no such probe to skip."""
+    import dataclasses
+
+    if cluster.platform != "slurm":
+        raise InputError(
+            f"--skip-probe: the one-node import probe is Slurm's; platform {cluster.platform} "
+            "has none to skip"
+        )
+    return dataclasses.replace(
+        cluster, slurm=dataclasses.replace(cluster.slurm, import_probe=False)
+    )
+
+
 def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
     """Before submitting: the partition exists, and the nodes the job needs are usable.
 
@@ -202,7 +246,8 @@ def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
     if missing:
         raise InputError(
             f"{where(cluster, 'nodes', 'gpu_nodes')}: node(s) {', '.join(missing)} are not in "
-            f"partition {cluster.slurm.partition!r} ({', '.join(states) or 'no nodes'})"
+            f"{partition_words(cluster)}"
+            + (f" ({', '.join(states) or 'no nodes'})" if cluster.slurm.partition else "")
         )
     bad = {n: states[n] for n in wanted if BAD_NODE.search(states[n][0])}
     usable = [n for n in wanted if n not in bad]
@@ -212,8 +257,8 @@ def preflight(cluster: Cluster, nodes: int, say: Say) -> list[str]:
             for n, (s, why) in bad.items()
         ]
         raise InfraError(
-            f"preflight: {'; '.join(lines)}: the job needs {nodes} node(s) of partition "
-            f"{cluster.slurm.partition!r} and was not submitted (resume with: scontrol update "
+            f"preflight: {'; '.join(lines)}: the job needs {nodes} node(s) of "
+            f"{partition_words(cluster)} and was not submitted (resume with: scontrol update "
             f"NodeName=NODE State=RESUME)"
         )
     if cluster.gpu_nodes and cluster.slurm.constraint:
@@ -234,8 +279,14 @@ def probe_imports(cluster: Cluster, say: Say) -> None:
     test's submission past its wait."""
     from mlenv.platforms import nodeprobe
 
+    if not cluster.slurm.import_probe:
+        say(
+            "preflight: the import probe is off (slurm.import_probe: false); the job finds a "
+            "missing module itself"
+        )
+        return
     states = {}
-    for part in argv.slurm_partitions(cluster.slurm.partition).split(","):
+    for part in partitions(cluster):
         r = _run(argv.slurm("scontrol", ["--oneliner"], ["show", "partition", part]))
         if r.returncode == 0 and "PartitionName=" in r.stdout:
             states[part] = parse_record(r.stdout.splitlines()[0]).get("State", "UNKNOWN")
@@ -406,7 +457,7 @@ def submit(
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text(json.dumps(asdict(sub), indent=2) + "\n", encoding="utf-8")
     say(
-        f"submitted job {job} to partition {cluster.slurm.partition} ({n} node(s) x {cluster.gpus.per_node} "
+        f"submitted job {job} to {partition_words(cluster)} ({n} node(s) x {cluster.gpus.per_node} "
         f"rank(s)), run {rid}; reports: {sub.report_dir}"
     )
     return sub
@@ -414,9 +465,9 @@ def submit(
 
 def job_info(job: str) -> dict[str, str] | None:
     """The job's ``scontrol show job`` record; then ``sacct``'s; None when Slurm forgot it."""
-    r = _run(argv.slurm("scontrol", ["--oneliner"], ["show", "job", argv.job_id(job)]))
+    r = _run(argv.slurm("scontrol", [], ["show", "job", argv.job_id(job)]))
     if r.returncode == 0 and "JobState=" in r.stdout:
-        return parse_record(r.stdout.splitlines()[0])
+        return parse_show(r.stdout)
     acct = _run(
         argv.slurm(
             "sacct",
@@ -843,15 +894,23 @@ def status_lines(cluster: Cluster, root: Path) -> list[str]:
     return lines
 
 
+def output_file(cluster: Cluster, job: str) -> str:
+    """Where acceptance.sbatch's ``--output`` puts job ``job``'s output."""
+    return str(
+        Path(cluster.slurm.shared_dir) / "results" / f"mlenv-acceptance-{cluster.name}-{job}.out"
+    )
+
+
+def log_path(cluster: Cluster, sub: Submission) -> str:
+    """The recorded job's output file (Slurm's StdOut, else where the script puts it)."""
+    info = job_info(sub.job_id) or {}
+    return info.get("StdOut") or output_file(cluster, sub.job_id)
+
+
 def log_text(cluster: Cluster, root: Path, tail: int | None = None) -> str:
     """The job's output file (on the shared filesystem)."""
     sub = last_submission(root, cluster)
-    info = job_info(sub.job_id) or {}
-    path = info.get("StdOut") or str(
-        Path(cluster.slurm.shared_dir)
-        / "results"
-        / f"mlenv-acceptance-{cluster.name}-{sub.job_id}.out"
-    )
+    path = log_path(cluster, sub)
     try:
         text = Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError as e:
@@ -886,13 +945,25 @@ def sync(cluster: Cluster, root: Path) -> str:
     return f"synced {src} -> {dest}"
 
 
+# sbatch_args that srun takes alike and that shape what a task gets (its GPUs, the site's
+# software environment): the probe, stage and shell carry them as the job does.
+SRUN_TOO = frozenset({"gres", "gres-flags", "environment", "uenv", "view"})
+
+
 def shell_argv(cluster: Cluster, command: list[str], node: int = 0, tty: bool = False) -> list[str]:
     """``srun [--pty] --nodes=1 --ntasks=1 --partition=… [--nodelist=NODE] -- COMMAND…``:
-    a shell (or COMMAND) on one node of the partition, under the config's account/QOS."""
+    a shell (or COMMAND) on one node of the partition, under the config's account/QOS,
+    with the job's GPUs, constraint and container."""
+    from mlenv.platforms import nodeprobe
+
     return argv.slurm(
         "srun",
-        [*(["--pty"] if tty else []), *srun_options(cluster, node)],
-        command or ["bash", "-l"],
+        [
+            *(["--pty"] if tty else []),
+            *srun_options(cluster, node),
+            *nodeprobe.container_options(cluster),
+        ],
+        [*nodeprobe.container_prefix(cluster), *(command or ["bash", "-l"])],
     )
 
 
@@ -900,9 +971,21 @@ def srun_options(cluster: Cluster, node: int) -> list[str]:
     """``--nodes=1 --ntasks=1 --partition=… [--account/--qos/--reservation] [--nodelist=NODE]``:
     one task on node ``node`` of ``nodes.gpu_nodes`` (any node of the partition without it)."""
     s = cluster.slurm
-    opts = ["--nodes=1", "--ntasks=1", f"--partition={argv.slurm_partitions(s.partition)}"]
+    opts = ["--nodes=1", "--ntasks=1"]
+    if s.partition:
+        opts.append(f"--partition={argv.slurm_partitions(s.partition)}")
+    # what the batch job asks for, so that a site rule the job meets (a GPU in a GPU
+    # partition, a feature, a CSCS environment) admits this one too
+    if s.constraint:
+        opts.append(f"--constraint={argv.slurm_constraint(s.constraint)}")
+    count = f"{s.gpu_type}:{cluster.gpus.per_node}" if s.gpu_type else str(cluster.gpus.per_node)
+    if s.gpus_flag == "gpus-per-node":
+        opts.append(f"--gpus-per-node={count}")
+    elif s.gpus_flag == "gres":
+        opts.append(f"--gres=gpu:{count}")
+    opts += [argv.sbatch_option(a) for a in s.sbatch_args if a[2:].partition("=")[0] in SRUN_TOO]
     if s.account:
-        opts.append(f"--account={argv.slurm_name(s.account, 'account')}")
+        opts.append(f"--account={argv.slurm_account(s.account)}")
     if s.qos:
         opts.append(f"--qos={argv.slurm_name(s.qos, 'qos')}")
     if s.reservation:

@@ -3,8 +3,8 @@ that cannot download it.
 
 On this machine, a wheelhouse in ``<shared_dir>/.mlenv/wheelhouse/<cluster>/``: a wheel of
 mlenv built from its source tree (``pip wheel --no-deps --no-build-isolation``, offline),
-and, where the node's python lacks them, PyYAML (a wheel for the node's python and
-platform) and DeepSpeed (its sdist, built on the node against the node's torch, plus its
+and, where the node's python lacks them, PyYAML (a wheel for the node's python, for any
+manylinux tag its glibc accepts) and DeepSpeed (its sdist, built on the node against the node's torch, plus its
 dependencies but torch as wheels). Then, on one node (``srun -N1``, inside the container
 when one is configured; ssh to host 0 on hosts), the node's own python makes
 ``<shared_dir>/.mlenv/venv/<cluster>`` with ``--system-site-packages`` (the image's torch
@@ -57,12 +57,18 @@ py = os.path.join(venv, 'bin', 'python')
 def ask(code):
     return json.loads(subprocess.run([py, '-c', code], capture_output=True, text=True, check=True).stdout)
 seen = ask('import sys, json; print(json.dumps(sys.path))')
-extra = [p for p in sys.path if p and os.path.isdir(p) and os.path.basename(p) in ('site-packages', 'dist-packages')
-         and p not in seen]
+extra = [p for p in sys.path if p and os.path.isdir(p) and p not in seen]
 if extra:
+    # site-packages folders through site.addsitedir, which also reads their own .pth files
+    # (an image's paths); any other folder a .pth added to the node's path as it is
     purelib = ask('import sysconfig, json; print(json.dumps(sysconfig.get_paths()["purelib"]))')
     with open(os.path.join(purelib, '_mlenv_node_python.pth'), 'w') as f:
-        f.write(''.join(p + '\n' for p in extra))
+        for p in extra:
+            site_dir = os.path.basename(p) in ('site-packages', 'dist-packages')
+            f.write(('import site; site.addsitedir(%r)' % p if site_dir else p) + '\n')
+    missing = [p for p in extra if p not in ask('import sys, json; print(json.dumps(sys.path))')]
+    if missing:
+        sys.exit('the venv lost %s of the node python\'s path' % ', '.join(missing))
 pip = [py, '-m', 'pip', 'install', '--no-index', '--find-links', wheelhouse, '--disable-pip-version-check',
        '--no-warn-script-location']
 if subprocess.run([py, '-m', 'pip', '--version'], capture_output=True).returncode != 0:
@@ -131,14 +137,13 @@ def wheelhouse_commands(wheelhouse: Path, src: Path, found: dict[str, Any]) -> l
     ]
     if binary:
         ver = "".join(str(found.get("python", "3")).split(".")[:2])
-        arch = found.get("machine") or "x86_64"
-        glibc = str(found.get("glibc") or "2.17").replace(".", "_")
+        tags = platform_tags(str(found.get("glibc") or ""), str(found.get("machine") or "x86_64"))
         cmds.append(
             pip_words(
                 "download",
                 "--only-binary=:all:",
                 f"--python-version={ver}",
-                f"--platform=manylinux_{glibc}_{arch}",
+                *(f"--platform={t}" for t in tags),
                 "--implementation=cp",
                 "--dest",
                 str(wheelhouse),
@@ -159,6 +164,28 @@ def wheelhouse_commands(wheelhouse: Path, src: Path, found: dict[str, Any]) -> l
             )
         )
     return cmds
+
+
+# The oldest glibc a manylinux wheel of each architecture may ask for (PEP 600: manylinux1
+# and manylinux2010 were x86 only; manylinux2014, glibc 2.17, added the others).
+_OLDEST = {"x86_64": 5, "i686": 5}
+_LEGACY = {17: "manylinux2014", 12: "manylinux2010", 5: "manylinux1"}
+
+
+def platform_tags(glibc: str, arch: str) -> list[str]:
+    """Every manylinux tag a node with ``glibc`` (``2.35``) on ``arch`` accepts, newest first,
+    as pip on the node would (PEP 600, with the legacy aliases): a wheel built for an older
+    glibc runs on a newer one, and ``pip download --platform`` takes each of them; one exact
+    tag found no msgpack or PyYAML wheel for Ubuntu 22.04's 2.35. An unknown glibc counts as
+    2.17 (manylinux2014's)."""
+    major, _, minor = glibc.partition(".")
+    top = int(minor) if major == "2" and minor.isdigit() else 17
+    tags = []
+    for m in range(top, _OLDEST.get(arch, 17) - 1, -1):
+        tags.append(f"manylinux_2_{m}_{arch}")
+        if m in _LEGACY and (m == 17 or arch in _OLDEST):
+            tags.append(f"{_LEGACY[m]}_{arch}")
+    return tags
 
 
 def _local_deepspeed() -> str | None:
@@ -227,7 +254,7 @@ def _probe(cluster: Cluster, python: str) -> dict[str, Any]:
             immediate=int(STAGE_TIMEOUT_S),
         )
         if found is None:
-            raise InfraError(f"stage: no node of partition {cluster.slurm.partition} became free")
+            raise InfraError(f"stage: no node of {nodeprobe.partition_words(cluster)} became free")
         return found
     from mlenv.platforms import hosts
 

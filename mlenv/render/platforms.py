@@ -72,7 +72,8 @@ def slurm_values(cluster: Cluster, nodes: int | None = None) -> dict[str, Any]:
         else cluster.gpus.per_node,
         "nodelist": ",".join(cluster.gpu_nodes[:n]) if cluster.gpu_nodes else "",
         "results_dir": results_dir,
-        "mounts": pyxis_mounts(s),
+        "mounts": container_mounts(s),
+        "container_flags": container_flags(cluster),
         "master_port": cluster.master_port,
         "master_port_set": cluster.master_port_set,
         **shared_node_request(cluster),
@@ -83,6 +84,31 @@ def slurm_values(cluster: Cluster, nodes: int | None = None) -> dict[str, Any]:
         "source": source_label(cluster),
         "regen": _regen(cluster, nodes),
     }
+
+
+def container_mounts(s: Slurm) -> str:
+    """The runtime's mount list: ``shared_dir`` at the same path, then ``container.mounts``
+    (pyxis: flags joined by '+'; apptainer ``--bind``: as written, ``ro``/``rw``)."""
+    if s.container_runtime == "apptainer":
+        return ",".join([f"{s.shared_dir}:{s.shared_dir}", *s.container_mounts])
+    return pyxis_mounts(s)
+
+
+def container_flags(cluster: Cluster) -> list[str]:
+    """The runtime's options from ``slurm.container`` beyond image, mounts, workdir and
+    pyxis's ``--container-env`` (a comma list: the scripts hold it in a variable)."""
+    s = cluster.slurm
+    if s.container_runtime == "apptainer":
+        return [
+            *([] if cluster.gpus.type.lower() == "cpu" else ["--nv"]),
+            *(["--writable-tmpfs"] if s.container_writable else []),
+            *([] if s.container_mount_home else ["--no-home"]),
+        ]
+    return [
+        *(["--container-writable"] if s.container_writable else []),
+        *([] if s.container_mount_home else ["--no-container-mount-home"]),
+        *([f"--container-name={s.container_name}"] if s.container_name else []),
+    ]
 
 
 def pyxis_mounts(s: Slurm) -> str:

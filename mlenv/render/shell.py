@@ -31,7 +31,10 @@ def q(value: Any) -> Quoted:
         value = "true" if value else "false"
     if not isinstance(value, (str, int)):
         raise TypeError(f"q: cannot quote a {type(value).__name__} for the shell")
-    return Quoted(shlex.quote(str(value)))
+    text = shlex.quote(str(value))
+    # shlex leaves '=x' bare; bash reads `export V==x` right, but shellcheck and people read
+    # it as a typo (NCCL_IB_HCA's exact-match form starts with '=')
+    return Quoted(f"'{text}'" if text.startswith("=") else text)
 
 
 def comment(value: Any) -> Quoted:

@@ -22,6 +22,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import time
 from collections.abc import Iterator
@@ -82,6 +83,15 @@ class SlurmCluster:
     # leaf switch → its nodes; with it, slurm.conf names topology/tree and a
     # topology.conf beside it gives one level-0 switch per entry under one spine
     topology: dict[str, list[str]] | None = None
+    # Slurm node names other than the hosts' names (NodeName=alias NodeHostname=host), as
+    # at sites whose nodes' hostnames are FQDNs or vendor names; None: NodeName = hostname
+    aliases: list[str] | None = None
+    hostnames: list[str] = field(default_factory=list)
+    # GPUs each node declares as GRES (count only: no device files, the ranks stay on CPU),
+    # so that jobs can request them and site rules can demand they do; 0 = none
+    gpus: int = 0
+    # a site's job_submit.lua (JobSubmitPlugins=lua), written beside slurm.conf
+    job_submit_lua: str | None = None
 
     @property
     def conf(self) -> str:
@@ -140,8 +150,11 @@ class SlurmCluster:
                 check=True,
                 capture_output=True,
             )
-            self.nodes = [p.hostname for p in self.pods.pods]
+            self.hostnames = [p.hostname for p in self.pods.pods]
+            self.nodes = list(self.aliases or self.hostnames)
             self.addrs = [p.address for p in self.pods.pods]
+            if self.aliases:
+                self._resolve_aliases()
         self._write_conf(host, ctl_addr, sock)
         ctld_pid = os.path.join(self.root, "slurmctld.pid")
         r = subprocess.run(
@@ -162,6 +175,14 @@ class SlurmCluster:
             self.start_slurmd(i)
         self.wait_idle(timeout)
         self.start_s = time.monotonic() - t0
+
+    def _resolve_aliases(self) -> None:
+        """Every host resolves the Slurm node names too (a site's NodeNames resolve; the
+        rendezvous host is one): appended to each host's bind-mounted /etc/hosts file."""
+        lines = "".join(f"{a} {n}\n" for a, n in zip(self.addrs, self.nodes, strict=True))
+        for i in range(len(self.nodes)):
+            with open(os.path.join(self.pods.root, f"pod{i}", "hosts"), "a", encoding="utf-8") as f:
+                f.write(lines)
 
     def _write_conf(self, host: str, ctl_addr: str, sock: str) -> None:
         r = self.root
@@ -200,11 +221,28 @@ class SlurmCluster:
             "MinJobAge=600",
             "HealthCheckInterval=0",
         ]
-        for name, addr in zip(self.nodes, self.addrs, strict=True):
+        if self.gpus:
+            # slurmd counts a GPU per device file and finds none with Count alone: stand-ins
+            # for /dev/nvidiaN that are /dev/null's device (nothing opens them here)
+            for g in range(self.gpus):
+                dev = os.path.join(r, f"gpu{g}")
+                if not os.path.exists(dev):
+                    os.mknod(dev, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            lines.append("GresTypes=gpu")
+            with open(os.path.join(r, "gres.conf"), "w", encoding="utf-8") as f:
+                f.write(f"Name=gpu File={r}/gpu[0-{self.gpus - 1}]\n")
+        if self.job_submit_lua:
+            lines.append("JobSubmitPlugins=lua")
+            with open(os.path.join(self.root, "job_submit.lua"), "w", encoding="utf-8") as f:
+                f.write(self.job_submit_lua)
+        for i, (name, addr) in enumerate(zip(self.nodes, self.addrs, strict=True)):
             lines.append(
                 f"NodeName={name}"
+                + (f" NodeHostname={self.hostnames[i]}" if self.aliases else "")
                 + (f" NodeAddr={addr}" if addr else "")
-                + f" CPUs={self.cpus} State=UNKNOWN"
+                + f" CPUs={self.cpus}"
+                + (f" Gres=gpu:{self.gpus}" if self.gpus else "")
+                + " State=UNKNOWN"
             )
         lines.append(
             f"PartitionName={self.partition} Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE"
@@ -343,15 +381,30 @@ class SlurmCluster:
 
 @contextlib.contextmanager
 def on_netns_hosts(
-    root: str, hosts: int = 2, *, topology: dict[str, list[str]] | None = None
+    root: str,
+    hosts: int = 2,
+    *,
+    topology: dict[str, list[str]] | None = None,
+    aliases: list[str] | None = None,
+    gpus: int = 0,
+    job_submit_lua: str | None = None,
 ) -> Iterator[SlurmCluster]:
     """A started :class:`SlurmCluster` with one slurmd in each of ``hosts`` netns hosts
     (``<root>/pods``, ``<root>/slurmd``); stopped, and the hosts torn down, on the way out.
     The shape the Slurm tests and the Slurm benchmark run on. ``topology``: leaf switch →
-    host names, for Slurm's topology/tree plugin (none by default)."""
+    host names, for Slurm's topology/tree plugin (none by default). ``aliases``: the
+    hosts' Slurm node names when they are not their host names. ``gpus``: GPU GRES per
+    node (count only); ``job_submit_lua``: a site's submission rule."""
     pods = netns.Cluster(hosts, os.path.join(root, "pods"))
     pods.setup()
-    sl = SlurmCluster(os.path.join(root, "slurmd"), pods=pods, topology=topology)
+    sl = SlurmCluster(
+        os.path.join(root, "slurmd"),
+        pods=pods,
+        topology=topology,
+        aliases=aliases,
+        gpus=gpus,
+        job_submit_lua=job_submit_lua,
+    )
     try:
         sl.start()
         yield sl

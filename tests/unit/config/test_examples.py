@@ -98,6 +98,10 @@ _RENAMES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("nccl", "env"): ("nccl", "extra_env"),
     ("storage", "existing_claims", "workspace"): ("storage", "workspace_claim"),
     ("storage", "existing_claims", "datasets"): ("storage", "datasets_claim"),
+    **{
+        ("slurm", "container", k): ("slurm", f"container_{k}")
+        for k in ("runtime", "image", "mounts", "writable", "mount_home", "env", "name")
+    },
 }
 
 
@@ -130,7 +134,7 @@ def test_schema_defaults_equal_model_defaults() -> None:
         default = sub["default"]
         if path[-1] == "resources" and default == {}:
             got = got or {}
-        if path in (("nccl", "env"), ("nodes", "topology")):
+        if path in (("nccl", "env"), ("nodes", "topology"), ("slurm", "env")):
             got = got or {}
         if path == ("nodes", "topology_label"):  # null in YAML, "" in the model: none
             got = got or None

@@ -148,8 +148,16 @@ SLURM_STRING_FIELDS = [
     "reservation",
     "gpu_type",
     "sbatch_args",
+    "master_addr_suffix",
+    "modules",
+    "container.image",
+    "container.mounts",
+    "container.name",
+    "container.env",
+    "env.FI_PROVIDER",
+    "env.GLOO_SOCKET_IFNAME",
 ]
-LIST_FIELDS = ("container_mounts", "sbatch_args")
+LIST_FIELDS = ("container_mounts", "sbatch_args", "modules", "container.mounts", "container.env")
 _META = re.compile(r"[$`;|&<>\n\\'\" ]")
 
 
@@ -159,7 +167,13 @@ def test_hostile_values_are_refused_or_one_quoted_word(key: str, tmp_path: Path)
     accepted = 0
     for i, value in enumerate(hostile_strings()):
         data = json.loads(json.dumps(base))
-        data["slurm"][key] = [value] if key in LIST_FIELDS else value
+        section, _, sub = key.partition(".")
+        if section == "container":  # the section form instead of the flat keys
+            data["slurm"].pop("container_image", None)
+            data["slurm"].pop("container_mounts", None)
+            data["slurm"]["container"] = {"image": "nvcr.io#nvidia/pytorch:24.08-py3"}
+        target = data["slurm"].setdefault(section, {}) if sub else data["slurm"]
+        target[sub or key] = [value] if key in LIST_FIELDS else value
         f = tmp_path / f"c{i}.yaml"
         f.write_text(json.dumps(data))
         cluster, diags = check_file(f)
