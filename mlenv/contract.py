@@ -87,7 +87,9 @@ ANNOTATION_QUARANTINE = "ml-dev-env.io/quarantine"
 RESULTS_JSON = "results.json"  # the verdict document rank 0 (or the CLI's recovery) writes
 RESULTS_JSONL = "results.jsonl"  # one line per result as measured, kept through crashes
 
-_VERDICT_EXIT = {"PASS": EXIT_OK, "FAIL": EXIT_FAIL}
+# SKIPPED (no check measured anything) is not a pass: 1, like FAIL, so a CI gate on the
+# exit code stops; the verdict line tells the two apart.
+_VERDICT_EXIT = {"PASS": EXIT_OK, "FAIL": EXIT_FAIL, "SKIPPED": EXIT_FAIL}
 
 # One run-id format everywhere (issue 23): results.json, the report folder's name, what the
 # CLI prints, the history line, Slurm and hosts runs. UTC time first (sorts by start), then
@@ -107,7 +109,7 @@ def is_run_id(text: object) -> bool:
 
 
 def exit_for_verdict(verdict: object, interrupted_by: object = None) -> int:
-    """0 PASS, 1 FAIL, INTERRUPTED 130 (SIGINT) or 143 (any other signal, ``interrupted_by``),
+    """0 PASS, 1 FAIL or SKIPPED, INTERRUPTED 130 (SIGINT) or 143 (any other signal, ``interrupted_by``),
     3 for ERROR and anything else (a missing or unknown verdict is never a pass)."""
     if verdict == "INTERRUPTED":
         return EXIT_SIGINT if interrupted_by in (None, "SIGINT") else EXIT_SIGTERM

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from mlenv.contract import RESULTS_JSON, read_results
+from mlenv.contract import shown as shown_value
 from mlenv.errors import InputError
 
 
@@ -117,6 +118,7 @@ def make_bundle(
     cluster: str | None = None,
     mode: str | None = None,
     asked: str | None = None,
+    allow_skipped: bool = False,
 ) -> tuple[Path, dict[str, Any]]:
     """Bundle the run in ``report_dir`` (``mlenv bundle`` and ``mlenv acceptance --bundle``).
 
@@ -124,7 +126,8 @@ def make_bundle(
     ``--local``) includes its config and deployed trees; when the config is not here the
     bundle says so instead, unless ``cluster`` named it (then a typo is an InputError).
     ``asked``: the run id the folder must hold (``mlenv bundle RUN_ID``); a folder holding
-    another run than it names is refused either way (``rundir.check_folder``).
+    another run than it names is refused either way (``rundir.check_folder``). A SKIPPED
+    run (nothing measured) is refused unless ``allow_skipped``: a bundle is a sign-off.
     """
     from mlenv.acceptance.records import bundle
     from mlenv.acceptance.records.compare import Run, baseline_of
@@ -155,6 +158,11 @@ def make_bundle(
     from mlenv.acceptance.records.rundir import check_folder
 
     check_folder(report_dir, doc, asked)
+    if doc.get("verdict") == "SKIPPED" and not allow_skipped:
+        raise InputError(
+            f"{report_dir}: run {shown_value(doc.get('run_id'))} is SKIPPED (no check measured "
+            "anything): nothing to sign off; --allow-skipped bundles it anyway"
+        )
     base = baseline_of(Run(ref=str(report_dir), doc=doc, results=[]))
     config: tuple[str, bytes] | None = None
     deployment: dict[str, Any] | None = None

@@ -260,11 +260,23 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
             return exit_for_doc(run.doc)
     # else rank 0 printed the verdict block, once (i25.8: the second verdict line is gone)
     note(f"wall time: {run.wall_s:.1f} s")
-    if plan.bundle:
+    if plan.bundle and not _skipped_no_bundle(run.doc):
         from mlenv.signoff import make_bundle
 
         echo_out(f"bundle: {make_bundle(report_dir, Path(repo_root()))[0]}")
     return exit_for_doc(run.doc)
+
+
+def _skipped_no_bundle(doc: dict[str, object] | None) -> bool:
+    """True (and said in one line) when ``--bundle`` is not honoured: the run is SKIPPED, and
+    a sign-off bundle of a run that measured nothing is only made on purpose."""
+    if not isinstance(doc, dict) or doc.get("verdict") != "SKIPPED":
+        return False
+    err(
+        "bundle: not written: the run is SKIPPED (no check measured anything); "
+        "`mlenv bundle RUN --allow-skipped` makes one on purpose"
+    )
+    return True
 
 
 def _recorded(root: Path, run_id: str) -> bool:
@@ -409,6 +421,8 @@ def _bundle_new_run(cluster: str, before: set[str]) -> None:
     ]
     if not new or not new[-1].get("report_dir"):
         err(f"bundle: no run of {cluster} was recorded by this call: nothing to bundle")
+        return
+    if _skipped_no_bundle(new[-1]):
         return
     echo_out(
         f"bundle: {make_bundle(Path(str(new[-1]['report_dir'])), Path(repo_root()), cluster=cluster)[0]}"

@@ -5,7 +5,8 @@ with its sha256, the rendered manifests with their sha256 and whether each match
 fresh ``render`` (as ``render --check`` would say), the baseline with every threshold's
 source, the versions seen per node, and a MANIFEST of every file's sha256.
 Exit: 0 written / verified, 1 the bundle does not verify (each bad file named),
-2 bad input (no such run folder or file, unknown cluster).
+2 bad input (no such run folder or file, unknown cluster, a SKIPPED run without
+``--allow-skipped``).
 """
 
 from __future__ import annotations
@@ -46,6 +47,13 @@ def bundle_cmd(
     mode: Annotated[
         str | None, typer.Option("--mode", help="rdma or tcp: only that tree (default: both).")
     ] = None,
+    allow_skipped: Annotated[
+        bool,
+        typer.Option(
+            "--allow-skipped",
+            help="Bundle a SKIPPED run too (every check skipped: nothing measured).",
+        ),
+    ] = False,
 ) -> None:
     """Write a run's sign-off bundle, or verify one (mlenv bundle verify FILE: exit 0 ok, 1 naming each bad file)."""
     if target == "verify":
@@ -62,7 +70,9 @@ def bundle_cmd(
     report_dir, asked = _run_folder(target)
     from mlenv.signoff import make_bundle
 
-    path, index = make_bundle(report_dir, Path(repo_root()), out, cluster, mode, asked)
+    path, index = make_bundle(
+        report_dir, Path(repo_root()), out, cluster, mode, asked, allow_skipped=allow_skipped
+    )
     for note in index.get("left_out", []):
         err(f"note: {note}")
     from mlenv.acceptance.records.bundle import manifest_sha256
