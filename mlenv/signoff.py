@@ -10,11 +10,10 @@ file with a fresh render of the config (``matches``, ``differs``, ``not rendered
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from mlenv.contract import RESULTS_JSON, read_results
+from mlenv.contract import RESULTS_JSON, loads_bounded, read_regular, read_results
 from mlenv.contract import shown as shown_value
 from mlenv.errors import InputError
 
@@ -24,7 +23,7 @@ def _record(report_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
     from mlenv.acceptance.records.history import RECORD_FILE
 
     try:
-        rec = json.loads((report_dir / RECORD_FILE).read_text(encoding="utf-8"))
+        rec = loads_bounded(read_regular(report_dir / RECORD_FILE))
     except (OSError, ValueError):
         return {}
     return rec if isinstance(rec, dict) and rec.get("run_id") == doc.get("run_id") else {}

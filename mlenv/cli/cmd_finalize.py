@@ -52,6 +52,9 @@ def finalize_cmd(
         raise InputError(
             f"{run_dir}: in use by a live run (pid {holder}); it finalises its own report"
         )
+    odd = rundir.odd_entries(run_dir)
+    if odd:  # a FIFO would hang the reader, a link would be written through
+        raise InputError(f"{run_dir}: {odd[0]}; not finalised")
     doc = read_results(run_dir)
     if doc is not None:
         raise InputError(

@@ -170,7 +170,7 @@ def check_folder(report_dir: Path, doc: dict[str, Any], asked: str | None = None
 
     A history line points at a folder; an older version wrote every run to one folder, so
     the folder may now hold a later run: comparing that would compare the wrong run."""
-    import json
+    from mlenv.contract import loads_bounded, read_regular
 
     have = str(doc.get("run_id"))
     if asked is not None and have != asked:
@@ -182,13 +182,31 @@ def check_folder(report_dir: Path, doc: dict[str, Any], asked: str | None = None
     if is_run_id(name) and name != have:
         raise InputError(f"{report_dir}: the folder is named for run {name} but holds run {have}")
     try:
-        rec = json.loads((report_dir / "record.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        rec = loads_bounded(read_regular(report_dir / "record.json"))
+    except (OSError, ValueError):  # absent, a link, a FIFO, torn: it names no other run
         return
     if isinstance(rec, dict) and rec.get("run_id") not in (None, have):
         raise InputError(
             f"{report_dir}: record.json names run {rec.get('run_id')} but results.json run {have}"
         )
+
+
+def odd_entries(report_dir: Path) -> list[str]:
+    """One line per run file of ``report_dir`` that is there but not a regular file (a link,
+    a FIFO, a device, a folder): a reader would hang on it or follow it elsewhere."""
+    import stat
+
+    out = []
+    for name in RUN_FILES:
+        try:
+            mode = (report_dir / name).lstat().st_mode
+        except OSError:
+            continue
+        if stat.S_ISLNK(mode):
+            out.append(f"{name} is a symbolic link (never followed)")
+        elif not stat.S_ISREG(mode):
+            out.append(f"{name} is not a regular file (a FIFO, a device or a folder)")
+    return out
 
 
 def unfinalised(parent: Path) -> list[Path]:
