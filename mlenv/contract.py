@@ -287,7 +287,9 @@ def shown(value: object, keep: str = "") -> str:
     overrides and other format characters — is written as its escape (``\\x1b``,
     ``\\r``, ``\\u202e``). Results documents, history lines and bundles come from
     anywhere, so every value read from them passes through here before it is printed
-    (issue 23). ``keep``: characters left as they are (``"\\n"`` for a message of
+    (issue 23). It is the one rule for every output (issue 41): the terminal, ``summary.md``
+    and ``junit.xml`` too; its result holds only printable characters (and ``keep``), each
+    of which XML 1.0 allows, so a JUnit file stays valid XML whatever a report held. ``keep``: characters left as they are (``"\\n"`` for a message of
     several lines of our own).
     """
     text = str(value)
