@@ -81,12 +81,21 @@ def default_path(report_dir: Path, run_id: str) -> Path:
     return report_dir / f"{top_dir(run_id)}.tar.gz"
 
 
-def run_files(report_dir: Path) -> tuple[list[Path], list[str]]:
+# A file last written this long before the run started is not the run's (clocks of the
+# hosts writing to shared storage may differ by a little; an earlier run's logs by far more).
+BEFORE_RUN_SLACK_S = 300.0
+
+
+def run_files(report_dir: Path, started: float | None = None) -> tuple[list[Path], list[str]]:
     """Regular files of the report folder (recursively) and notes on what was left out.
 
-    Left out: earlier bundles, temp files, and links (a link could pull any file of the
-    machine into what a customer receives).
+    Left out: earlier bundles, temp files, the run's claim lock, links (a link could pull any
+    file of the machine into what a customer receives), and with ``started`` (the run's
+    start, epoch seconds) every file last written well before it: another run's or another
+    host's leftovers are not this run's evidence.
     """
+    from mlenv.acceptance.records.rundir import LOCK_FILE
+
     files: list[Path] = []
     notes: list[str] = []
     for dirpath, dirnames, filenames in os.walk(report_dir):
@@ -108,13 +117,27 @@ def run_files(report_dir: Path) -> tuple[list[Path], list[str]]:
                 name.startswith(ARCHIVE_PREFIX)
                 and name.endswith(".tar.gz")
                 or name.endswith(".tmp")
+                or rel == LOCK_FILE
             ):
                 continue
-            elif p.is_file():
-                files.append(p)
-            else:
+            elif not p.is_file():
                 notes.append(f"left out {rel}: not a regular file")
+            elif started is not None and p.stat().st_mtime < started - BEFORE_RUN_SLACK_S:
+                notes.append(f"left out {rel}: written before the run started (not this run's)")
+            else:
+                files.append(p)
     return files, notes
+
+
+def _epoch(iso: object) -> float | None:
+    """Seconds since the epoch of an ISO time with its zone (``started``), else None."""
+    from datetime import datetime
+
+    try:
+        t = datetime.fromisoformat(str(iso))
+    except ValueError:
+        return None
+    return t.timestamp() if t.tzinfo is not None else None
 
 
 def baseline_index(b: baselines.Baseline | None, archived_as: str | None) -> dict[str, Any] | None:
@@ -171,7 +194,7 @@ def build(
             f"{report_dir}: no readable {RESULTS_JSON} ({type(e).__name__}: {e})"
         ) from None
     run_id = str(doc.get("run_id") or "unknown")
-    files, notes = run_files(report_dir)
+    files, notes = run_files(report_dir, _epoch(doc.get("started")))
     entries: dict[str, bytes | Path] = {
         f"run/{p.relative_to(report_dir).as_posix()}": p for p in files
     }
