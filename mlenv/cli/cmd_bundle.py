@@ -47,6 +47,15 @@ def bundle_cmd(
     mode: Annotated[
         str | None, typer.Option("--mode", help="rdma or tcp: only that tree (default: both).")
     ] = None,
+    extract: Annotated[
+        Path | None,
+        typer.Option(
+            "--extract",
+            help="With 'verify': also write the verified files under DIR/<top folder>/ "
+            "(exactly the bytes that were hashed; nothing when it does not verify).",
+            metavar="DIR",
+        ),
+    ] = None,
     allow_skipped: Annotated[
         bool,
         typer.Option(
@@ -55,12 +64,14 @@ def bundle_cmd(
         ),
     ] = False,
 ) -> None:
-    """Write a run's sign-off bundle, or verify one (mlenv bundle verify FILE: exit 0 ok, 1 naming each bad file)."""
+    """Write a run's sign-off bundle, or verify one (mlenv bundle verify FILE [--extract DIR]: exit 0 ok, 1 naming each bad file)."""
     if target == "verify":
         if file is None:
             raise InputError("mlenv bundle verify FILE: give the bundle to check")
-        _verify(Path(file))
+        _verify(Path(file), extract)
         return
+    if extract is not None:
+        raise InputError("--extract goes with mlenv bundle verify FILE")
     if file is not None:
         raise InputError(
             f"unexpected argument {file!r}: mlenv bundle RUN_DIR, or mlenv bundle verify FILE"
@@ -114,12 +125,19 @@ def _run_folder(target: str) -> tuple[Path, str | None]:
     raise InputError(f"{target}: no such report folder (nor a run id in the history)")
 
 
-def _verify(path: Path) -> None:
+def _verify(path: Path, extract: Path | None) -> None:
+    from mlenv.acceptance.records.bundle import extract as extract_to
     from mlenv.acceptance.records.bundle import verify
 
     if not path.is_file():
         raise InputError(f"{path}: no such file")
-    problems = verify(path)
+    if extract is not None and extract.exists() and not extract.is_dir():
+        raise InputError(f"--extract {extract}: not a folder")
+    where = None
+    if extract is not None:
+        where, problems = extract_to(path, extract)
+    else:
+        problems = verify(path)
     for p in problems:
         err(p)
     if problems:
@@ -128,6 +146,8 @@ def _verify(path: Path) -> None:
     from mlenv.acceptance.records.bundle import manifest_sha256
 
     typer.echo(f"{path}: OK, every file matches its MANIFEST sha256")
+    if where is not None:
+        typer.echo(f"extracted: {where}/ (the verified bytes)")
     typer.echo(
         f"MANIFEST sha256: {manifest_sha256(path)} (compare it with the one the sender gave you)"
     )

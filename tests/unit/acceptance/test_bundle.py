@@ -199,6 +199,7 @@ def test_missing_and_extra_files_are_named(built: tuple[Path, dict], tmp_path: P
     extra.size = 3
     bad = rewrite(path, tmp_path / "bad.tar.gz", {"run/junit.xml": None}, [extra], [b"rm\n"])
     assert bundle.verify(bad) == [
+        f"refused: {top}/run/fix.sh: out of order (MANIFEST first, then names in byte order)",
         "missing: run/junit.xml (listed in MANIFEST)",
         "extra: run/fix.sh (not in MANIFEST)",
     ]
