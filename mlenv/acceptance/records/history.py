@@ -417,6 +417,10 @@ def after_run(
     """
     name = cluster or current_cluster()
     try:
+        path = history_path(root, name)
+        if str(doc.get("run_id")) in known_run_ids(root, name):
+            # one line per run id: a copy of a run's folder finalised again is the same run
+            return [f"history: run {doc.get('run_id')} is already in {path}: not added twice"]
         results = [CheckResult.from_dict(c) for c in doc.get("checks", [])]
         path, rec = record_run(report_dir, doc, results, name, root)
     except (OSError, ValueError, KeyError, TypeError, InputError) as e:

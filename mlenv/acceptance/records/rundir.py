@@ -67,6 +67,15 @@ def lock_holder(report_dir: Path) -> int | None:
     return pid if _pid_alive(pid) else None
 
 
+def lock_run_id(report_dir: Path) -> str | None:
+    """The run id a claim lock names (``<pid> <run id>``), live or stale; None without one."""
+    try:
+        words = (report_dir / LOCK_FILE).read_text(encoding="ascii").split()
+    except (OSError, ValueError):
+        return None
+    return words[1] if len(words) > 1 and is_run_id(words[1]) else None
+
+
 @dataclass
 class Claim:
     """A report folder this process holds for one run; :meth:`release` when the run is over."""
@@ -274,7 +283,7 @@ def odd_entries(report_dir: Path) -> list[str]:
 
 def unfinalised(parent: Path) -> list[Path]:
     """The run folders under ``parent`` whose run was killed before its report was written
-    (run.json or results.jsonl, no results.json, no live run holding them)."""
+    (run.json, results.jsonl or a dead run's lock; no results.json, no live run holding them)."""
     try:
         dirs = sorted(d for d in parent.iterdir() if d.is_dir() and not d.is_symlink())
     except OSError:
@@ -284,5 +293,5 @@ def unfinalised(parent: Path) -> list[Path]:
         for d in dirs
         if not (d / RESULTS_JSON).exists()
         and lock_holder(d) is None
-        and any((d / f).is_file() for f in ("run.json", RESULTS_JSONL))
+        and any((d / f).is_file() for f in ("run.json", RESULTS_JSONL, LOCK_FILE))
     ]
