@@ -7,20 +7,21 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
+from test_run_folders import A, B, _history, _rec, _run_folder
 from typer.testing import CliRunner
 
 from mlenv.acceptance.records import history
 from mlenv.cli.app import app
 from mlenv.contract import MAX_JSON_DEPTH, dumps_safe, loads_bounded, read_regular
-from tests.cli.test_run_folders import A, B, _history, _rec, _run_folder
 
 HUGE = "1" + "0" * 4000  # 10**4000: Python's own int limit (4300 digits) lets it through
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
-def _strict(text: str) -> object:
+def _strict(text: str) -> Any:
     def refuse(name: str) -> object:
         raise AssertionError(f"{name} in JSON output")
 
@@ -79,7 +80,7 @@ def test_one_bad_history_line_is_skipped_and_counted_once(tmp_path: Path, fmt: s
     ]
     assert A in r.stdout and B in r.stdout
     if fmt == "json":
-        assert [x["run_id"] for x in _strict(r.stdout)] == [B, A]  # type: ignore[union-attr]
+        assert [x["run_id"] for x in _strict(r.stdout)] == [B, A]
 
 
 @pytest.mark.parametrize("kind", ["fifo", "link"])

@@ -9,10 +9,10 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from test_run_folders import A, _killed_run
 from typer.testing import CliRunner
 
 from mlenv.cli.app import app
-from tests.cli.test_run_folders import A, _killed_run
 
 EVIL = "\x1b]0;pwned\x07\x1b[2J\u202egnp.exe\x00\x0b\x85\ufffe"
 

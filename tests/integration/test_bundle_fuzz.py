@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import tarfile
 from pathlib import Path
+from typing import Literal
 
 import pytest
 from typer.testing import CliRunner
@@ -26,7 +27,6 @@ from typer.testing import CliRunner
 from mlenv.acceptance.judging import baselines
 from mlenv.acceptance.records import bundle
 from mlenv.cli.app import app
-from tests.unit.acceptance.test_bundle import make_report
 
 pytestmark = [
     pytest.mark.integration,
@@ -81,7 +81,7 @@ def _set_name(head: bytearray, name: str) -> None:
     _checksum(head)
 
 
-def _extra(name: str, data: bytes, fmt: int, **pax: str) -> bytes:
+def _extra(name: str, data: bytes, fmt: Literal[0, 1, 2], **pax: str) -> bytes:
     ti = tarfile.TarInfo(name)
     ti.size, ti.mode, ti.mtime = len(data), 0o644, 0
     if pax:
@@ -155,17 +155,8 @@ def _mutate(rng: random.Random, raw: bytes, results: bytes) -> tuple[bytes, str]
                 "uid": "0",
                 "mtime": "1",
             }[key]
-            fmt = rng.choice((tarfile.PAX_FORMAT, tarfile.PAX_FORMAT))
-            extra = _extra(
-                _name(head),
-                data[: _size(head)],
-                fmt,
-                **{key: value},
-            )
-            members[i] = (bytearray(extra[:BLOCK]), extra[BLOCK:])
-            if len(extra) > BLOCK:
-                ext = _members(extra + b"\0" * 1024)[0]
-                members[i : i + 1] = ext
+            extra = _extra(_name(head), data[: _size(head)], tarfile.PAX_FORMAT, **{key: value})
+            members[i : i + 1] = _members(extra + b"\0" * 1024)[0]
         elif op == "gnu-long":
             long = f"{TOP}/run/" + "l" * rng.randrange(90, 300) + ".log"
             extra = _extra(long, b"x", tarfile.GNU_FORMAT)
@@ -261,6 +252,40 @@ def _expected(manifest: bytes) -> dict[str, str]:
     want = {f"{TOP}/{line[66:]}": line[:64] for line in manifest.decode().splitlines()}
     want[f"{TOP}/MANIFEST"] = hashlib.sha256(manifest).hexdigest()
     return want
+
+
+def make_report(d: Path) -> Path:
+    """A finished run's report folder: results, JUnit, summary, a PNG and rank/NCCL logs."""
+    d.mkdir(parents=True)
+    check = {
+        "name": "compute.matmul",
+        "status": "PASS",
+        "scope": "rank",
+        "node": "h0",
+        "rank": 0,
+        "metrics": {"tflops_fp32": 0.1},
+    }
+    doc = {
+        "schema_version": 3,
+        "run_id": RUN,
+        "started": "2026-01-01T00:00:00+00:00",
+        "finished": "2026-01-01T00:01:00+00:00",
+        "verdict": "PASS",
+        "reasons": [],
+        "profile": "quick",
+        "world": {"nodes": 1, "ranks": 1, "backend": "gloo", "device": "cpu", "hosts": ["h0"]},
+        "checks": [check],
+    }
+    (d / "results.json").write_text(json.dumps(doc))
+    (d / "results.jsonl").write_text(json.dumps(check) + "\n")
+    (d / "junit.xml").write_text("<testsuites/>\n")
+    (d / "summary.md").write_text("# Acceptance: PASS\n")
+    (d / "tflops.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(range(64)))
+    (d / "logs").mkdir()
+    (d / "logs" / "rank-0.log").write_text("rank 0 says hello\n")
+    (d / "nccl").mkdir()
+    (d / "nccl" / "rank0.h0.123.log").write_text("NCCL INFO Bootstrap\n")
+    return d
 
 
 @pytest.fixture(scope="module")

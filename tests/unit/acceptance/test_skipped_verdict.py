@@ -11,7 +11,8 @@ from mlenv.acceptance.core.result import SCHEMA_VERSION, CheckResult, Status, Ve
 from mlenv.acceptance.judging.verdict import judge
 from mlenv.cli.app import app
 from mlenv.contract import exit_for_doc, exit_for_verdict
-from tests.unit.acceptance.test_bundle import REPO, make_report
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 def _skip(name: str, rank: int) -> CheckResult:
@@ -37,9 +38,19 @@ def test_an_interrupted_run_of_skips_stays_interrupted() -> None:
 
 
 def _skipped_report(tmp_path: Path) -> Path:
-    report = make_report(tmp_path / "report")
-    doc = json.loads((report / "results.json").read_text())
-    doc.update(schema_version=3, verdict="SKIPPED", checks=[_skip("gpu.dcgm", 0).to_dict()])
+    report = tmp_path / "report"
+    report.mkdir()
+    doc = {
+        "schema_version": 3,
+        "run_id": "20260101-000000-abc123",
+        "started": "2026-01-01T00:00:00+00:00",
+        "finished": "2026-01-01T00:01:00+00:00",
+        "verdict": "SKIPPED",
+        "reasons": ["SKIPPED: every check skipped (1 result(s)), nothing was measured"],
+        "profile": "quick",
+        "world": {"nodes": 1, "ranks": 1, "backend": "gloo", "device": "cpu", "hosts": ["h0"]},
+        "checks": [_skip("gpu.dcgm", 0).to_dict()],
+    }
     (report / "results.json").write_text(json.dumps(doc))
     return report
 
