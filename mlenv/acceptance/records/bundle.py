@@ -379,9 +379,9 @@ def _header(block: bytes) -> tuple[str, bytes, int]:
     for start, size_, what in ((265, 32, "owner name"), (297, 32, "group name")):
         if _field(block, start, size_):
             raise _Refused(f"an {what}")
-    if block[329:345].strip(b"\0 ") and kind != b"3":
-        _octal(block, 329, 8, "device number")
-        _octal(block, 337, 8, "device number")
+    for start in (329, 337):  # device numbers: empty or plain octal, as tarfile writes them
+        if block[start : start + 8].strip(b"\0 "):
+            _octal(block, start, 8, "device number")
     if block[500:].strip(b"\0"):
         raise _Refused("data in the header's unused bytes")
     if kind == _FOLDER and size:
@@ -452,14 +452,14 @@ class _Scan:
                     self.problems.append(f"refused: {shown}: {why}")
                 return  # past a header it does not take, nothing can be read alike
             at += _BLOCK
-            if not self._entry(name, kind, size, seen, at):
+            if not self._entry(name, kind, seen):
                 return
             if not self._data(f, name, kind, size):
                 self._refuse_at(at, "a file cut short")
                 return
             at += size + (-size % _BLOCK)
 
-    def _entry(self, name: str, kind: bytes, size: int, seen: set[str], at: int) -> bool:
+    def _entry(self, name: str, kind: bytes, seen: set[str]) -> bool:
         why = _unsafe(name)
         if why:
             self.problems.append(f"refused: {_shown(name)}: {why}")
