@@ -9,6 +9,7 @@ by ``mlenv.pod launch`` inside pod-0 and by the records of past runs. Stdlib onl
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import secrets
@@ -39,7 +40,11 @@ __all__ = [
     "TOPOLOGY_ENV",
     "exit_for_doc",
     "exit_for_verdict",
+    "dumps_safe",
     "is_run_id",
+    "json_safe",
+    "loads_bounded",
+    "read_regular",
     "new_run_id",
     "pod_name",
     "read_results",
@@ -87,7 +92,9 @@ ANNOTATION_QUARANTINE = "ml-dev-env.io/quarantine"
 RESULTS_JSON = "results.json"  # the verdict document rank 0 (or the CLI's recovery) writes
 RESULTS_JSONL = "results.jsonl"  # one line per result as measured, kept through crashes
 
-_VERDICT_EXIT = {"PASS": EXIT_OK, "FAIL": EXIT_FAIL}
+# SKIPPED (no check measured anything) is not a pass: 1, like FAIL, so a CI gate on the
+# exit code stops; the verdict line tells the two apart.
+_VERDICT_EXIT = {"PASS": EXIT_OK, "FAIL": EXIT_FAIL, "SKIPPED": EXIT_FAIL}
 
 # One run-id format everywhere: results.json, the report folder's name, what the
 # CLI prints, the history line, Slurm and hosts runs. UTC time first (sorts by start), then
@@ -107,7 +114,7 @@ def is_run_id(text: object) -> bool:
 
 
 def exit_for_verdict(verdict: object, interrupted_by: object = None) -> int:
-    """0 PASS, 1 FAIL, INTERRUPTED 130 (SIGINT) or 143 (any other signal, ``interrupted_by``),
+    """0 PASS, 1 FAIL or SKIPPED, INTERRUPTED 130 (SIGINT) or 143 (any other signal, ``interrupted_by``),
     3 for ERROR and anything else (a missing or unknown verdict is never a pass)."""
     if verdict == "INTERRUPTED":
         return EXIT_SIGINT if interrupted_by in (None, "SIGINT") else EXIT_SIGTERM
@@ -136,6 +143,127 @@ def after_verdict_grace_s(environ: Mapping[str, str]) -> float:
     return float(environ.get(AFTER_VERDICT_GRACE_ENV) or AFTER_VERDICT_GRACE_S)
 
 
+# The most nodes (pods, hosts) one deployment or run may have: far above any cluster mlenv
+# deploys to, and far below where a pasted 20-digit number would become a StatefulSet's
+# replicas (int32) or a hostfile of that many lines.
+MAX_NODES = 10_000
+
+
+# --- reading what anyone may have written (issue 41) ---------------------------------------
+# Results documents, history lines and bundles come from other machines and other hands: a
+# reader opens only regular files (a FIFO would hang it, a link would read what it points
+# at), reads a bounded amount, and parses numbers only within what a measurement can be.
+MAX_DOC_BYTES = 256 * 2**20
+MAX_INT_DIGITS = 20  # 2**64 has 20 digits: no count, byte size or id of ours is longer
+MAX_JSON_DEPTH = 64  # results.json nests 4 deep; this leaves room and stops a stack bomb
+
+
+def read_regular(path: str | os.PathLike[str], max_bytes: int = MAX_DOC_BYTES) -> bytes:
+    """The bytes of ``path`` if it is a regular file and at most ``max_bytes``; OSError with
+    one line (``strerror``) otherwise: a link (never followed), a FIFO, a device, a folder,
+    or a file too big. Opening never blocks (a FIFO without a writer is refused, not waited on)."""
+    import errno
+    import stat
+
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise OSError(
+                errno.ELOOP, "a symbolic link: refused (never followed)", str(path)
+            ) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = (
+                "a FIFO"
+                if stat.S_ISFIFO(st.st_mode)
+                else "a folder"
+                if stat.S_ISDIR(st.st_mode)
+                else "a device"
+                if stat.S_ISCHR(st.st_mode) or stat.S_ISBLK(st.st_mode)
+                else "a socket"
+                if stat.S_ISSOCK(st.st_mode)
+                else "not a file"
+            )
+            raise OSError(errno.EINVAL, f"{kind}, not a regular file: refused", str(path))
+        if st.st_size > max_bytes:
+            raise OSError(errno.EFBIG, f"{st.st_size} bytes, more than {max_bytes}", str(path))
+        chunks: list[bytes] = []
+        got = 0
+        while chunk := os.read(fd, min(1 << 20, max_bytes + 1 - got)):
+            chunks.append(chunk)
+            got += len(chunk)
+            if got > max_bytes:  # it grew while read
+                raise OSError(errno.EFBIG, f"more than {max_bytes} bytes", str(path))
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(
+            f"a number of {len(text.lstrip('-'))} digits (at most {MAX_INT_DIGITS} are read)"
+        )
+    return int(text)
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads_bounded(text: str | bytes) -> Any:
+    """``json.loads`` for documents from elsewhere: integers of at most
+    :data:`MAX_INT_DIGITS` digits, finite floats, no ``NaN``/``Infinity``, nesting at most
+    :data:`MAX_JSON_DEPTH` deep. Every refusal is a ValueError with one line (a nesting
+    bomb too, never a RecursionError)."""
+    try:
+        doc = json.loads(
+            text,
+            parse_int=_bounded_int,
+            parse_float=_finite_float,
+            parse_constant=_no_constant,
+        )
+    except RecursionError:
+        raise ValueError(f"nested more than {MAX_JSON_DEPTH} deep") from None
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict | list):
+            if depth > MAX_JSON_DEPTH:
+                raise ValueError(f"nested more than {MAX_JSON_DEPTH} deep")
+            items = value.values() if isinstance(value, dict) else value
+            stack.extend((v, depth + 1) for v in items if isinstance(v, dict | list))
+    return doc
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with every non-finite float (NaN, ±Infinity) as None: what JSON can hold.
+    Written documents and ``-o json`` go through here, so no reader ever meets ``NaN``."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    return value
+
+
+def dumps_safe(value: Any, **kw: Any) -> str:
+    """``json.dumps`` of :func:`json_safe` ``(value)``, strict (``allow_nan=False``)."""
+    return json.dumps(json_safe(value), allow_nan=False, **kw)
+
+
 def read_results(report_dir: str | Path, since: float | None = None) -> dict[str, Any] | None:
     """``report_dir/results.json`` as a dict, or None when absent, unreadable, not an object,
     or (with ``since``, a ``time.time()``) written before that moment: a report left by an
@@ -146,9 +274,8 @@ def read_results(report_dir: str | Path, since: float | None = None) -> dict[str
             since is not None and os.stat(path).st_mtime < since - 1.0
         ):  # coarse mtime on some filesystems
             return None
-        with open(path, encoding="utf-8") as f:
-            doc = json.load(f)
-    except (OSError, ValueError):
+        doc = loads_bounded(read_regular(path).decode("utf-8"))
+    except (OSError, ValueError):  # UnicodeDecodeError is a ValueError
         return None
     return doc if isinstance(doc, dict) else None
 
@@ -159,7 +286,11 @@ def shown(value: object, keep: str = "") -> str:
     write, ``\\r`` moving back over a REGRESSION line, ``\\n`` forging one), DEL, bidi
     overrides and other format characters — is written as its escape (``\\x1b``,
     ``\\r``, ``\\u202e``). Results documents, history lines and bundles come from
-    anywhere, so every value read from them passes through here before it is printed. ``keep``: characters left as they are (``"\\n"`` for a message of
+    anywhere, so every value read from them passes through here before it is printed.
+    It is the one rule for every output: the terminal, ``summary.md`` and ``junit.xml``
+    too; its result holds only printable characters (and ``keep``), each of which XML 1.0
+    allows, so a JUnit file stays valid XML whatever a report held. ``keep``: characters
+    left as they are (``"\\n"`` for a message of
     several lines of our own).
     """
     text = str(value)

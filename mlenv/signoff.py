@@ -10,11 +10,11 @@ file with a fresh render of the config (``matches``, ``differs``, ``not rendered
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from mlenv.contract import RESULTS_JSON, read_results
+from mlenv.contract import RESULTS_JSON, loads_bounded, read_regular, read_results
+from mlenv.contract import shown as shown_value
 from mlenv.errors import InputError
 
 
@@ -23,7 +23,7 @@ def _record(report_dir: Path, doc: dict[str, Any]) -> dict[str, Any]:
     from mlenv.acceptance.records.history import RECORD_FILE
 
     try:
-        rec = json.loads((report_dir / RECORD_FILE).read_text(encoding="utf-8"))
+        rec = loads_bounded(read_regular(report_dir / RECORD_FILE))
     except (OSError, ValueError):
         return {}
     return rec if isinstance(rec, dict) and rec.get("run_id") == doc.get("run_id") else {}
@@ -117,6 +117,7 @@ def make_bundle(
     cluster: str | None = None,
     mode: str | None = None,
     asked: str | None = None,
+    allow_skipped: bool = False,
 ) -> tuple[Path, dict[str, Any]]:
     """Bundle the run in ``report_dir`` (``mlenv bundle`` and ``mlenv acceptance --bundle``).
 
@@ -124,7 +125,8 @@ def make_bundle(
     ``--local``) includes its config and deployed trees; when the config is not here the
     bundle says so instead, unless ``cluster`` named it (then a typo is an InputError).
     ``asked``: the run id the folder must hold (``mlenv bundle RUN_ID``); a folder holding
-    another run than it names is refused either way (``rundir.check_folder``).
+    another run than it names is refused either way (``rundir.check_folder``). A SKIPPED
+    run (nothing measured) is refused unless ``allow_skipped``: a bundle is a sign-off.
     """
     from mlenv.acceptance.records import bundle
     from mlenv.acceptance.records.compare import Run, baseline_of
@@ -155,6 +157,11 @@ def make_bundle(
     from mlenv.acceptance.records.rundir import check_folder
 
     check_folder(report_dir, doc, asked)
+    if doc.get("verdict") == "SKIPPED" and not allow_skipped:
+        raise InputError(
+            f"{report_dir}: run {shown_value(doc.get('run_id'))} is SKIPPED (no check measured "
+            "anything): nothing to sign off; --allow-skipped bundles it anyway"
+        )
     base = baseline_of(Run(ref=str(report_dir), doc=doc, results=[]))
     config: tuple[str, bytes] | None = None
     deployment: dict[str, Any] | None = None

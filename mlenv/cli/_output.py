@@ -8,11 +8,11 @@ to write to is ``--out`` (render, bundle), never ``-o``.
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Any
 
 import typer
 
+from mlenv.contract import dumps_safe
 from mlenv.errors import InputError
 
 FORMATS = ("table", "json", "yaml")
@@ -38,7 +38,7 @@ def check_format(fmt: str | None, allowed: tuple[str, ...] = FORMATS) -> str | N
 def emit(doc: Any, fmt: str) -> None:
     """Print ``doc`` as JSON (2-space indent) or YAML (block style, no anchors/aliases)."""
     if fmt == "json":
-        typer.echo(json.dumps(doc, indent=2, ensure_ascii=False))
+        typer.echo(dumps_safe(doc, indent=2, ensure_ascii=False))  # never NaN: not JSON
         return
     from mlenv.render.serialize import dump_all
 

@@ -158,7 +158,7 @@ def register(app: typer.Typer) -> None:
         plan = _Plan(n, gpus, dl, n_checks, profile, checks, baseline, options, localize, bundle)
         claim = _claim_report_dir(report_dir, run_id)
         try:
-            code = _run(claim, per_run, plan)
+            code = _run_recorded(claim, per_run, plan)
         finally:
             claim.release()
         raise typer.Exit(code)
@@ -180,8 +180,51 @@ class _Plan:
     bundle: bool
 
 
-def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
-    """Launch the ranks into the claimed folder, wait, print the verdict; the exit code."""
+def _run_recorded(claim: Claim, per_run: bool, plan: _Plan) -> int:
+    """:func:`_run`, with a stop at any moment from the claim on recorded: Ctrl-C, SIGTERM or
+    SIGHUP before the launcher started (or before rank 0 wrote run.json, which
+    ``run_local`` handles) ends INTERRUPTED with its exit code, a report and a history line,
+    like a stop later in the run; never "no report"."""
+    from mlenv.acceptance.run import local
+    from mlenv.errors import Interrupted
+
+    launched: list[bool] = []
+    with local.signals_as_interrupts():
+        try:
+            return _run(claim, per_run, plan, launched)
+        except KeyboardInterrupt as e:
+            local.ignore_signals()
+            if launched:  # the run's own record is done: only its printing was cut short
+                raise
+            return _record_early_stop(
+                claim, e.signal_name if isinstance(e, Interrupted) else "SIGINT"
+            )
+
+
+def _record_early_stop(claim: Claim, signal_name: str) -> int:
+    """Finalise and record a run stopped before it launched anything (INTERRUPTED)."""
+    from mlenv.acceptance.records import history, rundir
+    from mlenv.acceptance.reports import console
+    from mlenv.acceptance.run import local
+    from mlenv.contract import exit_for_doc, read_results
+
+    report_dir, run_id = claim.path, claim.run_id
+    err(f"{signal_name}: stopping the run and finalising its report")
+    doc = read_results(report_dir)  # a signal just after the report was written: it stands
+    if doc is None:
+        rundir.mark_interrupted(report_dir, signal_name)
+        doc = local.recover(report_dir, None, run_id, signal_name)
+        echo_out(console.verdict_block(doc, str(report_dir)))
+    root = history.default_root(repo_root())
+    if not _recorded(root, run_id):
+        for line in history.after_run(report_dir, doc, root, history.LOCAL_CLUSTER):
+            note(line)
+    return exit_for_doc(doc)
+
+
+def _run(claim: Claim, per_run: bool, plan: _Plan, launched: list[bool]) -> int:
+    """Launch the ranks into the claimed folder, wait, print the verdict; the exit code.
+    ``launched`` gets True once the run has ended and been judged (its record is its own)."""
     from mlenv.acceptance.records import history, rundir
     from mlenv.acceptance.reports import console
     from mlenv.acceptance.run import local, world
@@ -244,6 +287,8 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
         nproc=n,
         on_hung=lambda line: err(f"error: {line}: stopping the run and finalising its report"),
     )
+    local.ignore_signals()  # the run is over: what follows prints and records it
+    launched.append(True)
     # Output from here on goes through echo_out: with `| head` the reader may be gone, and
     # the exit code must still be the verdict's, not a BrokenPipeError's.
     if run.recovered:  # rank 0 died or was stopped: only this process can tell the verdict
@@ -270,11 +315,23 @@ def _run(claim: Claim, per_run: bool, plan: _Plan) -> int:
             return exit_for_doc(run.doc)
     # else rank 0 printed the verdict block, once (the second verdict line is gone)
     note(f"wall time: {run.wall_s:.1f} s")
-    if plan.bundle:
+    if plan.bundle and not _skipped_no_bundle(run.doc):
         from mlenv.signoff import make_bundle
 
         echo_out(f"bundle: {make_bundle(report_dir, Path(repo_root()))[0]}")
     return exit_for_doc(run.doc)
+
+
+def _skipped_no_bundle(doc: dict[str, object] | None) -> bool:
+    """True (and said in one line) when ``--bundle`` is not honoured: the run is SKIPPED, and
+    a sign-off bundle of a run that measured nothing is only made on purpose."""
+    if not isinstance(doc, dict) or doc.get("verdict") != "SKIPPED":
+        return False
+    err(
+        "bundle: not written: the run is SKIPPED (no check measured anything); "
+        "`mlenv bundle RUN --allow-skipped` makes one on purpose"
+    )
+    return True
 
 
 def _recorded(root: Path, run_id: str) -> bool:
@@ -424,6 +481,8 @@ def _bundle_new_run(cluster: str, before: set[str]) -> None:
     ]
     if not new or not new[-1].get("report_dir"):
         err(f"bundle: no run of {cluster} was recorded by this call: nothing to bundle")
+        return
+    if _skipped_no_bundle(new[-1]):
         return
     echo_out(
         f"bundle: {make_bundle(Path(str(new[-1]['report_dir'])), Path(repo_root()), cluster=cluster)[0]}"

@@ -5,7 +5,8 @@ with its sha256, the rendered manifests with their sha256 and whether each match
 fresh ``render`` (as ``render --check`` would say), the baseline with every threshold's
 source, the versions seen per node, and a MANIFEST of every file's sha256.
 Exit: 0 written / verified, 1 the bundle does not verify (each bad file named),
-2 bad input (no such run folder or file, unknown cluster).
+2 bad input (no such run folder or file, unknown cluster, a SKIPPED run without
+``--allow-skipped``).
 """
 
 from __future__ import annotations
@@ -46,13 +47,31 @@ def bundle_cmd(
     mode: Annotated[
         str | None, typer.Option("--mode", help="rdma or tcp: only that tree (default: both).")
     ] = None,
+    extract: Annotated[
+        Path | None,
+        typer.Option(
+            "--extract",
+            help="With 'verify': also write the verified files under DIR/<top folder>/ "
+            "(exactly the bytes that were hashed; nothing when it does not verify).",
+            metavar="DIR",
+        ),
+    ] = None,
+    allow_skipped: Annotated[
+        bool,
+        typer.Option(
+            "--allow-skipped",
+            help="Bundle a SKIPPED run too (every check skipped: nothing measured).",
+        ),
+    ] = False,
 ) -> None:
-    """Write a run's sign-off bundle, or verify one (mlenv bundle verify FILE: exit 0 ok, 1 naming each bad file)."""
+    """Write a run's sign-off bundle, or verify one (mlenv bundle verify FILE [--extract DIR]: exit 0 ok, 1 naming each bad file)."""
     if target == "verify":
         if file is None:
             raise InputError("mlenv bundle verify FILE: give the bundle to check")
-        _verify(Path(file))
+        _verify(Path(file), extract)
         return
+    if extract is not None:
+        raise InputError("--extract goes with mlenv bundle verify FILE")
     if file is not None:
         raise InputError(
             f"unexpected argument {file!r}: mlenv bundle RUN_DIR, or mlenv bundle verify FILE"
@@ -62,7 +81,9 @@ def bundle_cmd(
     report_dir, asked = _run_folder(target)
     from mlenv.signoff import make_bundle
 
-    path, index = make_bundle(report_dir, Path(repo_root()), out, cluster, mode, asked)
+    path, index = make_bundle(
+        report_dir, Path(repo_root()), out, cluster, mode, asked, allow_skipped=allow_skipped
+    )
     for note in index.get("left_out", []):
         err(f"note: {note}")
     from mlenv.acceptance.records.bundle import manifest_sha256
@@ -104,12 +125,19 @@ def _run_folder(target: str) -> tuple[Path, str | None]:
     raise InputError(f"{target}: no such report folder (nor a run id in the history)")
 
 
-def _verify(path: Path) -> None:
+def _verify(path: Path, extract: Path | None) -> None:
+    from mlenv.acceptance.records.bundle import extract as extract_to
     from mlenv.acceptance.records.bundle import verify
 
     if not path.is_file():
         raise InputError(f"{path}: no such file")
-    problems = verify(path)
+    if extract is not None and extract.exists() and not extract.is_dir():
+        raise InputError(f"--extract {extract}: not a folder")
+    where = None
+    if extract is not None:
+        where, problems = extract_to(path, extract)
+    else:
+        problems = verify(path)
     for p in problems:
         err(p)
     if problems:
@@ -118,6 +146,8 @@ def _verify(path: Path) -> None:
     from mlenv.acceptance.records.bundle import manifest_sha256
 
     typer.echo(f"{path}: OK, every file matches its MANIFEST sha256")
+    if where is not None:
+        typer.echo(f"extracted: {where}/ (the verified bytes)")
     typer.echo(
         f"MANIFEST sha256: {manifest_sha256(path)} (compare it with the one the sender gave you)"
     )

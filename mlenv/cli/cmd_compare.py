@@ -10,7 +10,6 @@ a folder that no longer holds the run asked for).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +17,7 @@ import typer
 
 from mlenv.cli._common import err, guarded, repo_root
 from mlenv.cli._output import check_format
+from mlenv.contract import dumps_safe
 from mlenv.errors import EXIT_FAIL, InputError
 
 
@@ -85,7 +85,7 @@ def compare_cmd(
     base = baselines.resolve(baseline, []) if baseline else baseline_of(b)
     c = compare(a, b, base, tolerance)
     if output == "json":
-        typer.echo(json.dumps(c.to_dict(), indent=2))
+        typer.echo(dumps_safe(c.to_dict(), indent=2))
     else:
         typer.echo(table(c, everything=all_rows))
     if c.regressions:

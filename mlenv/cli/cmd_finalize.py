@@ -3,8 +3,11 @@
 A SIGKILL (the OOM killer, ``kill -9``, a lost machine) leaves ``run.json`` and
 ``results.jsonl`` but no ``results.json``, JUnit, summary or history line; this verb
 writes them from ``results.jsonl`` (verdict ERROR saying so, or INTERRUPTED when the CLI
-had been asked to stop the run) and appends the history line. Exit 0 finalised (the
-verdict is printed), 2 not a run folder, already finalised, or in use by a live run.
+had been asked to stop the run) and appends the history line. A run killed before rank 0 wrote ``run.json`` is
+finalised too (its claim lock names the run). The history gets one line per run id: a
+run already recorded (a copy of its folder finalised again) is not added twice. Exit 0
+finalised (the verdict is printed), 2 not a run folder, already finalised, or in use by a
+live run.
 """
 
 from __future__ import annotations
@@ -52,6 +55,9 @@ def finalize_cmd(
         raise InputError(
             f"{run_dir}: in use by a live run (pid {holder}); it finalises its own report"
         )
+    odd = rundir.odd_entries(run_dir)
+    if odd:  # a FIFO would hang the reader, a link would be written through
+        raise InputError(f"{run_dir}: {odd[0]}; not finalised")
     doc = read_results(run_dir)
     if doc is not None:
         raise InputError(
@@ -61,11 +67,17 @@ def finalize_cmd(
         err(
             f"note: {run_dir / RESULTS_JSON} is unreadable (torn); written again from results.jsonl"
         )
-    if not any((run_dir / f).is_file() for f in ("run.json", "results.jsonl")):
-        raise InputError(f"{run_dir}: not a run's report folder (no run.json, no results.jsonl)")
+    # killed before rank 0 wrote run.json: the claim's lock (it names the run) or the
+    # launcher's log is all there is, and the run is still one to record
+    marks = ("run.json", "results.jsonl", rundir.LOCK_FILE, local.LAUNCHER_LOG)
+    if not any((run_dir / f).is_file() for f in marks):
+        raise InputError(
+            f"{run_dir}: not a run's report folder (no run.json, results.jsonl, "
+            f"{rundir.LOCK_FILE} or {local.LAUNCHER_LOG})"
+        )
     name = cluster or history.current_cluster()
     history.check_cluster_name(name)
-    run_id = run_dir.name if is_run_id(run_dir.name) else "unknown"
+    run_id = rundir.lock_run_id(run_dir) or (run_dir.name if is_run_id(run_dir.name) else "unknown")
     doc = local.recover(
         run_dir, None, run_id, rundir.interrupted_by(run_dir), rundir.hung_note(run_dir)
     )

@@ -9,7 +9,6 @@ unreadable history or a platform without fetch, 3 when the cluster cannot be rea
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -17,7 +16,7 @@ import typer
 
 from mlenv.cli._common import err, guarded, repo_root
 from mlenv.cli._output import check_format
-from mlenv.contract import shown
+from mlenv.contract import dumps_safe, shown
 from mlenv.errors import InputError
 
 
@@ -236,7 +235,7 @@ def history_cmd(
     if limit:
         records = records[:limit]
     if output == "json":
-        typer.echo(json.dumps(records, indent=2))
+        typer.echo(dumps_safe(records, indent=2))
         return
     if not records:
         err(f"no runs recorded for cluster {cluster!r} ({path})")

@@ -16,6 +16,7 @@ from mlenv import argv
 from mlenv.config import hostlist
 from mlenv.config.model import Cluster
 from mlenv.config.yamlpos import JsonPath, Parsed, format_path
+from mlenv.contract import MAX_NODES
 from mlenv.errors import Diagnostic
 
 # Every pattern ends in \Z, not $: Python's $ also matches before a trailing newline,
@@ -84,7 +85,7 @@ def parse_quantity(text: str) -> Decimal | None:
     suf = m.group("suf") or ""
     try:
         num = Decimal(m.group("num"))
-        if suf[:1] in ("e", "E"):
+        if suf not in _SUFFIX:  # an exponent (1e3); "E" and "Ei" are exa and exbi
             exp = suf[1:]
             # int() of a 5000-digit exponent raises; any exponent this long overflows anyway.
             if len(exp.lstrip("+-").lstrip("0")) > 6:
@@ -987,6 +988,9 @@ class _Rules:
     def gpus(self) -> None:
         count = self.node_count()
         default = _as_int(_get(self.data, "gpus", "default_nodes"))
+        if default is not None and default > MAX_NODES:
+            self.err(("gpus", "default_nodes"), f"{default} is more than {MAX_NODES} nodes")
+            return
         if count and default is not None:
             if default > count:
                 self.err(

@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from mlenv.config.model import Cluster, Mode
+from mlenv.contract import MAX_NODES
 from mlenv.errors import InputError
 from mlenv.render import names, recheck
 from mlenv.render.templating import render_template
@@ -72,6 +73,8 @@ def resolve_nodes(cluster: Cluster, nodes: int | None) -> int:
     n = cluster.gpus.default_nodes if nodes is None else nodes
     if n < 1:
         raise InputError(f"--nodes must be at least 1, got {n}")
+    if n > MAX_NODES:
+        raise InputError(f"--nodes {n}: at most {MAX_NODES} nodes")
     if cluster.gpu_nodes and n > len(cluster.gpu_nodes):
         # required anti-affinity + node pinning: pod n+1 would stay Pending forever
         raise InputError(

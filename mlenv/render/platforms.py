@@ -19,6 +19,7 @@ from typing import Any
 
 from mlenv.config.model import Cluster, Mode, Slurm
 from mlenv.config.rules import parse_quantity, slurm_minutes
+from mlenv.contract import MAX_NODES
 from mlenv.errors import InputError
 from mlenv.render import cron
 from mlenv.render.env import nccl_env, topology_env
@@ -44,6 +45,8 @@ def node_count(cluster: Cluster, nodes: int | None = None) -> int:
     n = nodes if nodes is not None else cluster.gpus.default_nodes
     if n < 1:
         raise InputError(f"--nodes must be at least 1, got {n}")
+    if n > MAX_NODES:
+        raise InputError(f"--nodes {n}: at most {MAX_NODES} nodes")
     if cluster.gpu_nodes and n > len(cluster.gpu_nodes):
         raise InputError(
             f"--nodes {n}: {source_label(cluster)} lists only {len(cluster.gpu_nodes)} node(s) "

@@ -286,3 +286,65 @@ def test_a_disk_full_early_is_one_line_and_the_run_is_still_in_the_history(
     if jsonl.exists():
         assert all(json.loads(x) for x in jsonl.read_text().splitlines())
     assert not (report / ".mlenv-run.lock").exists()  # released at the end
+
+
+@pytest.mark.parametrize(
+    ("sig", "code", "after"),
+    [
+        (signal.SIGTERM, 143, "reports in"),  # before the launcher starts
+        (signal.SIGINT, 130, "launching"),  # launcher starting, rank 0 has no run.json yet
+        (signal.SIGHUP, 143, "launching"),
+    ],
+    ids=["SIGTERM-before-launch", "SIGINT-while-launching", "SIGHUP-while-launching"],
+)
+def test_a_stop_in_the_first_seconds_is_recorded_as_interrupted(
+    tmp_path: Path, sig: signal.Signals, code: int, after: str
+) -> None:
+    """A stop before rank 0 wrote run.json used to exit 3 "no report" and record nothing."""
+    report = (tmp_path / "report").resolve()
+    p = subprocess.Popen(
+        [
+            *MLENV,
+            "acceptance",
+            "--local",
+            "--nproc",
+            "2",
+            "--checks",
+            "environment",
+            "--report-dir",
+            str(report),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(tmp_path),
+        cwd=tmp_path,
+    )
+    seen = []
+    try:
+        assert p.stderr is not None
+        for line in p.stderr:
+            seen.append(line)
+            if after in line:
+                p.send_signal(sig)
+                break
+        early = not (report / "run.json").exists()
+        out, err = p.communicate(timeout=120)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.communicate()
+    err = "".join(seen) + err
+    name = signal.Signals(sig).name
+    assert p.returncode == code, (out + err)[-4000:]
+    assert early  # the stop came before rank 0 wrote run.json
+    assert "no report" not in err and "Traceback" not in out + err
+    doc = json.loads((report / "results.json").read_text())
+    assert doc["verdict"] == "INTERRUPTED" and doc["interrupted"] == {"signal": name}
+    (rec,) = [
+        json.loads(x)
+        for x in (tmp_path / "hist" / "local" / "history.jsonl").read_text().splitlines()
+    ]
+    assert rec["run_id"] == doc["run_id"] and rec["verdict"] == "INTERRUPTED"
+    assert not (report / ".mlenv-run.lock").exists()
+    assert _run_processes(str(report)) == []

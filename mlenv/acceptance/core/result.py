@@ -11,8 +11,9 @@ from typing import Any
 
 # 2: the verdict may be INTERRUPTED, with "interrupted": {"signal": NAME}. Every
 # version-1 document is still a version-2 one (nothing removed or renamed), so readers of
-# both need no branch.
-SCHEMA_VERSION = 2
+# both need no branch. 3: the verdict may be SKIPPED (no check measured anything); again
+# nothing removed or renamed.
+SCHEMA_VERSION = 3
 
 
 class Status(str, Enum):
@@ -27,12 +28,14 @@ class Status(str, Enum):
 
 class Verdict(str, Enum):
     """The run's verdict. INTERRUPTED: someone stopped the run (Ctrl-C, SIGTERM/SIGHUP to the
-    CLI, a user's ``scancel``); what was measured is kept, nothing is judged broken."""
+    CLI, a user's ``scancel``); what was measured is kept, nothing is judged broken.
+    SKIPPED: every check skipped, so nothing was measured and nothing can be signed off."""
 
     PASS = "PASS"
     FAIL = "FAIL"
     ERROR = "ERROR"
     INTERRUPTED = "INTERRUPTED"
+    SKIPPED = "SKIPPED"
 
 
 @dataclass

@@ -218,6 +218,10 @@ def judge(
         reasons.append("ERROR: no check produced a result")
     elif worst == 2 or node_fail:
         verdict = Verdict.FAIL
+    elif all(r.status == Status.SKIP for r in rs):
+        # a run that measured nothing vouches for nothing: never a PASS to sign off
+        verdict = Verdict.SKIPPED
+        reasons.append(f"SKIPPED: every check skipped ({len(rs)} result(s)), nothing was measured")
     else:
         verdict = Verdict.PASS
     if interrupted:
@@ -228,7 +232,7 @@ def judge(
             f"{sum(1 for r in rs if r.status != Status.SKIP)} result(s) kept, not a verdict on the cluster",
         )
     # ERROR reasons first: they say why the rest may be missing.
-    order = {"INTERRUPTED": -1, "ERROR": 0, "FAIL": 1, "WARN": 2}
+    order = {"INTERRUPTED": -1, "ERROR": 0, "FAIL": 1, "WARN": 2, "SKIPPED": 3}
     reasons.sort(key=lambda s: order.get(s.split(":", 1)[0], -0.5))
     expected = compare_expected(rs, baseline) if baseline else []
     return Judgement(verdict, reasons, rs, findings, expected)

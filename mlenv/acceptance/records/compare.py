@@ -15,7 +15,6 @@ A run is a report folder (``results.json``), a ``results.json`` file, a sign-off
 from __future__ import annotations
 
 import fnmatch
-import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from mlenv.acceptance.evidence.outliers import direction
 from mlenv.acceptance.judging import baselines
 from mlenv.acceptance.records import gpus
 from mlenv.acceptance.records.history import RECORD_FILE, find_run
-from mlenv.contract import shown
+from mlenv.contract import loads_bounded, read_regular, shown
 from mlenv.errors import InputError
 
 DEFAULT_TOLERANCE = 0.10
@@ -100,7 +99,7 @@ def _num(v: float | None) -> str:
 
 def _doc_from_bytes(data: bytes, where: str) -> dict[str, Any]:
     try:
-        doc = json.loads(data.decode("utf-8"))
+        doc = loads_bounded(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError) as e:
         raise InputError(f"{where}: not a results document: {e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("checks"), list):
@@ -119,7 +118,7 @@ def _from_bundle(path: Path) -> tuple[dict[str, Any], str | None]:
     cluster = None
     if rec:
         try:
-            cluster = json.loads(rec).get("cluster")
+            cluster = loads_bounded(rec).get("cluster")
         except ValueError:
             cluster = None
     return _doc_from_bytes(data or b"", f"{path}:run/results.json"), cluster
@@ -140,14 +139,14 @@ def load_run(ref: str, history_root: Path | None = None, asked: str | None = Non
         doc, cluster = _from_bundle(p)
     elif p.is_file():
         try:
-            doc = _doc_from_bytes(p.read_bytes(), str(p))
+            doc = _doc_from_bytes(read_regular(p), str(p))
         except OSError as e:
             raise InputError(f"{p}: cannot read: {e.strerror or e}") from None
         check_folder(p.parent, doc, asked)
         rec_path = p.parent / RECORD_FILE
         if rec_path.is_file():
             try:
-                rec = json.loads(rec_path.read_text(encoding="utf-8"))
+                rec = loads_bounded(read_regular(rec_path))
                 if rec.get("run_id") == doc.get("run_id"):
                     cluster = rec.get("cluster")
             except (OSError, ValueError, AttributeError):

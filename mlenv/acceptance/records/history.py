@@ -15,7 +15,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import fnmatch
-import json
 import os
 import statistics
 from collections.abc import Iterable
@@ -25,7 +24,14 @@ from typing import Any
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.evidence.outliers import direction
 from mlenv.acceptance.records.gpus import per_gpu
-from mlenv.contract import RESULTS_JSON, is_dns_label, is_run_id
+from mlenv.contract import (
+    RESULTS_JSON,
+    dumps_safe,
+    is_dns_label,
+    is_run_id,
+    loads_bounded,
+    read_regular,
+)
 from mlenv.errors import InputError
 
 # 2: verdict may be INTERRUPTED. Version-1 lines are read as they are (nothing
@@ -233,9 +239,7 @@ def make_record(
 
 def encode(record: dict[str, Any]) -> bytes:
     """One line: compact JSON, ASCII only (a newline in a value is escaped, never a line break)."""
-    return (
-        json.dumps(record, ensure_ascii=True, separators=(",", ":"), allow_nan=False) + "\n"
-    ).encode("ascii")
+    return (dumps_safe(record, ensure_ascii=True, separators=(",", ":")) + "\n").encode("ascii")
 
 
 def append(path: Path, record: dict[str, Any]) -> None:
@@ -270,27 +274,59 @@ def append(path: Path, record: dict[str, Any]) -> None:
 
 
 def read(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """Every readable line of a history file (file order) and a note per unreadable one."""
+    """Every readable line of a history file (file order) and at most one note for the
+    lines it skipped (how many, and which).
+
+    One bad line (a 4000-digit number, a nesting bomb, a record of the wrong shape) is
+    skipped and counted, never the end of the listing. The file itself must be a regular
+    file: a link, a FIFO or a device is an InputError in one line (a FIFO would hang the
+    reader, a link would read whatever it points at).
+    """
     records: list[dict[str, Any]] = []
-    notes: list[str] = []
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_regular(path).decode("utf-8", errors="replace")
     except FileNotFoundError:
-        return records, notes
+        return records, []
     except OSError as e:
         raise InputError(f"{path}: cannot read history: {e.strerror or e}") from None
+    bad: list[int] = []
     for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            rec = json.loads(line)
+            rec = loads_bounded(line)
         except ValueError:
             rec = None
-        if not isinstance(rec, dict) or not isinstance(rec.get("run_id"), str):
-            notes.append(f"{path.name}:{i}: unreadable line skipped")
+        if not _readable_record(rec):
+            bad.append(i)
             continue
         records.append(rec)
+    notes: list[str] = []
+    if bad:
+        which = ", ".join(str(i) for i in bad[:5]) + (", …" if len(bad) > 5 else "")
+        notes.append(f"{path.name}: {len(bad)} unreadable line(s) skipped (line {which})")
     return records, notes
+
+
+_TEXT_KEYS = ("cluster", "started", "finished", "verdict", "profile", "report_dir")
+
+
+def _readable_record(rec: object) -> bool:
+    """A history line the listings can show: a run id, text where text is expected, and
+    numbers (or null) as its metrics."""
+    if not isinstance(rec, dict) or not isinstance(rec.get("run_id"), str):
+        return False
+    if any(not isinstance(rec.get(k), str | None) for k in _TEXT_KEYS):
+        return False
+    for key in ("world", "versions", "metrics"):
+        if not isinstance(rec.get(key), dict | None):
+            return False
+    metrics = rec.get("metrics") or {}
+    return all(
+        isinstance(m, dict)
+        and all(isinstance(v, int | float | None) and not isinstance(v, bool) for v in m.values())
+        for m in metrics.values()
+    )
 
 
 def newest_first(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -400,6 +436,10 @@ def after_run(
     """
     name = cluster or current_cluster()
     try:
+        path = history_path(root, name)
+        if str(doc.get("run_id")) in known_run_ids(root, name):
+            # one line per run id: a copy of a run's folder finalised again is the same run
+            return [f"history: run {doc.get('run_id')} is already in {path}: not added twice"]
         results = [CheckResult.from_dict(c) for c in doc.get("checks", [])]
         path, rec = record_run(report_dir, doc, results, name, root)
     except (OSError, ValueError, KeyError, TypeError, InputError) as e:
@@ -498,7 +538,7 @@ def record_from_folder(folder: Path, cluster: str) -> dict[str, Any] | None:
     ``record.json`` (its rank 0 could not write the history): made here, as rank 0 would
     have (origin ``cluster``). None when the results are unreadable."""
     try:
-        doc = json.loads((folder / RESULTS_JSON).read_text(encoding="utf-8"))
+        doc = loads_bounded(read_regular(folder / RESULTS_JSON))
         results = [CheckResult.from_dict(c) for c in doc.get("checks", [])]
         return make_record(doc, results, cluster, folder, origin="cluster")
     except (OSError, ValueError, KeyError, TypeError, AttributeError, InputError):

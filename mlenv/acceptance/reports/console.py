@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 from mlenv.acceptance.core.result import CheckResult
 from mlenv.acceptance.judging import baselines
 from mlenv.acceptance.judging.verdict import judge_check, one_line, reason_text, where
+from mlenv.contract import shown
 
 if TYPE_CHECKING:
     from mlenv.acceptance.reports.document import RunMeta
@@ -25,7 +26,7 @@ def check_line(r: CheckResult, max_metrics: int = 4) -> str:
     metrics = "  ".join(f"{k}={v:.4g}" for k, v in sorted(r.metrics.items())[:max_metrics])
     text = reason_text(r)
     why = f"  — {text}" if text else ""
-    return (
+    return shown(
         f"  {r.status.value:<5} {r.name:<28} {where(r):<24} {metrics}  ({r.duration_s:.1f} s){why}"
     )
 
@@ -40,7 +41,7 @@ def print_check(r: CheckResult, out: TextIO | None = None) -> None:
 def print_note(line: str, out: TextIO | None = None) -> None:
     """A run-level finding as it is known (a node outlier), in the verdict's own words."""
     stream = out or sys.stdout
-    stream.write(f"[acceptance]   {one_line(line)}\n")
+    stream.write(f"[acceptance]   {shown(one_line(line))}\n")
     stream.flush()
 
 
@@ -109,9 +110,11 @@ def report_files(report_dir: str) -> list[str]:
 
 def verdict_block(doc: dict[str, Any], report_dir: str) -> str:
     """The verdict, its reasons (one line each: stacks stay in results.json) and where the reports are."""
-    lines = [f"verdict: {doc['verdict']}"]
-    lines += [f"  - {one_line(str(r))}" for r in doc.get("reasons", [])]
+    lines = [f"verdict: {doc.get('verdict')}"]
+    reasons = doc.get("reasons")
+    lines += [f"  - {one_line(str(r))}" for r in (reasons if isinstance(reasons, list) else [])]
     lines.append(
         f"reports: {report_dir}/ ({', '.join(report_files(report_dir)) or 'none written'})"
     )
-    return "\n".join(lines)
+    # a report may come from anywhere (mlenv finalize reads one): nothing in it drives the terminal
+    return "\n".join(shown(line) for line in lines)

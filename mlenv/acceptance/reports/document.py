@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import errno
-import json
 import os
 import socket
 from dataclasses import asdict, dataclass, field
@@ -14,7 +13,7 @@ from typing import Any
 from mlenv.acceptance.core.result import SCHEMA_VERSION, CheckResult
 from mlenv.acceptance.judging import baselines, nodeverdicts
 from mlenv.acceptance.judging.verdict import Judgement, judge
-from mlenv.contract import RESULTS_JSON, RESULTS_JSONL
+from mlenv.contract import RESULTS_JSON, RESULTS_JSONL, dumps_safe, loads_bounded, read_regular
 from mlenv.errors import InfraError
 
 RUN_META = "run.json"
@@ -130,7 +129,7 @@ class RunMeta:
     def read(cls, report_dir: Path) -> RunMeta | None:
         """Read ``run.json``; None when absent or unreadable."""
         try:
-            d = json.loads((report_dir / RUN_META).read_text(encoding="utf-8"))
+            d = loads_bounded(read_regular(report_dir / RUN_META))
             return cls(**d)
         except (OSError, ValueError, TypeError):
             return None
@@ -143,7 +142,7 @@ def write_json(path: Path, doc: Any) -> None:
     tmp = path.with_suffix(path.suffix + ".tmp")
     try:
         with tmp.open("w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=2)
+            f.write(dumps_safe(doc, indent=2))  # NaN never reaches a reader: JSON has none
             f.write("\n")
             f.flush()
             os.fsync(f.fileno())

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 from pathlib import Path
 
 from mlenv.acceptance.core.result import CheckResult
+from mlenv.contract import dumps_safe, loads_bounded, read_regular
 
 
 class JsonlWriter:
@@ -27,7 +27,7 @@ class JsonlWriter:
         cut back to the last whole line before the error goes up, so results.jsonl never
         holds a torn line that readers would have to skip.
         """
-        line = (json.dumps(result.to_dict(), sort_keys=False) + "\n").encode("utf-8")
+        line = (dumps_safe(result.to_dict(), sort_keys=False) + "\n").encode("utf-8")
         done = 0
         try:
             while done < len(line):
@@ -54,13 +54,17 @@ def read_partial(path: Path) -> tuple[list[CheckResult], list[str]]:
     """
     results: list[CheckResult] = []
     notes: list[str] = []
-    if not path.exists():
+    try:
+        text = read_regular(path).decode("utf-8", errors="replace")
+    except FileNotFoundError:
         return results, notes
-    for i, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+    except OSError as e:  # a link, a FIFO: never followed, never waited on
+        return results, [f"{path.name}: not read: {e.strerror or e}"]
+    for i, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:
-            results.append(CheckResult.from_dict(json.loads(line)))
+            results.append(CheckResult.from_dict(loads_bounded(line)))
         except (ValueError, KeyError, TypeError) as e:
             notes.append(f"{path.name}:{i}: unreadable entry skipped ({type(e).__name__})")
     return results, notes

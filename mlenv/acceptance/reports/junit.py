@@ -13,6 +13,7 @@ import xml.etree.ElementTree as ET
 from typing import Any
 
 from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.contract import shown
 
 
 def testcase_name(r: CheckResult) -> str:
@@ -115,7 +116,11 @@ def to_junit(
         _node_case(ts, n)
     _verdict_case(ts, verdict, reasons, total_time)
     ET.indent(root)
-    return '<?xml version="1.0" encoding="UTF-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    # ElementTree writes control characters as they are, and most are not allowed in XML
+    # at all: the one rule for every output (mlenv.contract.shown) makes each visible as
+    # its escape (\x1b), which also keeps the file valid XML for every CI reader
+    xml = ET.tostring(root, encoding="unicode")
+    return '<?xml version="1.0" encoding="UTF-8"?>\n' + shown(xml, keep="\n\t") + "\n"
 
 
 NODE_CLASS = "node"

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.reports.junit import evidence_lines, testcase_name
 from mlenv.acceptance.reports.units import hosts_text, human_bytes
+from mlenv.contract import shown
 
 if TYPE_CHECKING:
     from mlenv.acceptance.judging.baselines import Baseline
@@ -95,7 +96,9 @@ def to_markdown(
         lines.append("")
     if plots:
         lines += ["## Plots", ""] + [f"![{p}]({p})" for p in plots] + [""]
-    return "\n".join(lines)
+    # one rule for every output (mlenv.contract.shown): a check's reason or a host name
+    # may hold ESC or bidi overrides, which a terminal showing the file would act on
+    return shown("\n".join(lines), keep="\n")
 
 
 def nodes_section(section: Any) -> list[str]:

@@ -629,10 +629,6 @@ def run_local(
                 on_timeout(budget_s)
         except KeyboardInterrupt as e:  # Ctrl-C, SIGTERM or SIGHUP (signals_as_interrupts)
             interrupted = e.signal_name if isinstance(e, Interrupted) else "SIGINT"
-            if proc is None:
-                with contextlib.suppress(OSError):
-                    log.close()
-                raise
             from mlenv.acceptance.records.rundir import mark_interrupted
 
             mark_interrupted(report_dir, interrupted)  # before the SIGTERM: rank 0 reads it
@@ -641,13 +637,11 @@ def run_local(
         ignore_signals()
         if watch is not None:  # from here on the CLI stops what is left itself
             watch.stop()
-        assert (
-            proc is not None
-        )  # only a signal before Popen returned leaves it None, and that re-raised
         try:
-            if timed_out or interrupted:
+            # proc is None only when the signal came before the launcher started: nothing to stop
+            if proc is not None and (timed_out or interrupted):
                 stop(proc)
-            else:
+            elif proc is not None:
                 end_group(proc.pid)
             if (
                 pump is not None
@@ -656,7 +650,7 @@ def run_local(
         finally:
             with contextlib.suppress(OSError):  # flushing the last lines into a full disk
                 log.close()
-        rc = EXIT_ERROR if timed_out else proc.returncode
+        rc = EXIT_ERROR if timed_out or proc is None else proc.returncode
         wall = time.monotonic() - t0
         hung = (watch.hung if watch is not None else None) or hung_note(report_dir)
         run = _report(report_dir, rc, run_id, interrupted, wall, timed_out, hung)
@@ -699,7 +693,13 @@ def _report(
     from mlenv.acceptance.reports.document import MIN_REPORT_FREE, ReportWriteError, free_space
 
     try:
-        if (report_dir / "results.jsonl").exists() or (report_dir / "run.json").exists():
+        # a stop before rank 0 wrote run.json is still a run someone stopped: INTERRUPTED,
+        # recorded like any other, not "no report"
+        if (
+            interrupted
+            or (report_dir / "results.jsonl").exists()
+            or (report_dir / "run.json").exists()
+        ):
             return LocalRun(
                 recover(report_dir, rc, run_id, interrupted, hung),
                 True,

@@ -199,6 +199,7 @@ def test_missing_and_extra_files_are_named(built: tuple[Path, dict], tmp_path: P
     extra.size = 3
     bad = rewrite(path, tmp_path / "bad.tar.gz", {"run/junit.xml": None}, [extra], [b"rm\n"])
     assert bundle.verify(bad) == [
+        f"refused: {top}/run/fix.sh: out of order (MANIFEST first, then names in byte order)",
         "missing: run/junit.xml (listed in MANIFEST)",
         "extra: run/fix.sh (not in MANIFEST)",
     ]
@@ -501,3 +502,32 @@ def test_manifest_digest_is_printed_and_odd_names_stay_out(tmp_path: Path) -> No
         {"MANIFEST": (manifest + manifest.splitlines()[0] + "\n").encode()},
     )
     assert bundle.verify(twice)[0].startswith("tampered: MANIFEST lists ")
+
+
+def test_the_bundle_takes_only_this_runs_files(tmp_path: Path) -> None:
+    """Not the run's own claim lock, and not a log last written long before the run started
+    (another host's or another run's NCCL log left in a shared folder)."""
+    import time
+
+    from mlenv.acceptance.records.rundir import LOCK_FILE
+
+    report = make_report(tmp_path / "report")
+    doc = json.loads((report / "results.json").read_text())
+    doc["started"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    (report / "results.json").write_text(json.dumps(doc))
+    (report / LOCK_FILE).write_text(f"{os.getpid()} {doc['run_id']}\n")
+    (report / "nccl").mkdir()
+    stale = report / "nccl" / "rank0.otherhost.77.log"
+    stale.write_text("NCCL INFO NET/IB : Using [0]mlx5_9\n")
+    old = time.time() - 86400
+    os.utime(stale, (old, old))
+    (report / "nccl" / "rank0.h0.12.log").write_text("NCCL INFO NET/Socket\n")
+    out, index = bundle.build(report, tmp_path / "b.tar.gz")
+    names = {n.split("/", 1)[1] for n in members(out)}
+    assert "run/nccl/rank0.h0.12.log" in names
+    assert "run/nccl/rank0.otherhost.77.log" not in names
+    assert f"run/{LOCK_FILE}" not in names
+    assert (
+        "left out nccl/rank0.otherhost.77.log: written before the run started (not this run's)"
+        in index["left_out"]
+    )

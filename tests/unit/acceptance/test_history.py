@@ -189,7 +189,7 @@ def test_a_line_cut_short_by_a_crash_does_not_swallow_the_next(tmp_path: Path) -
     history.append(path, {"run_id": "next"})
     recs, notes = history.read(path)
     assert [r["run_id"] for r in recs] == ["ok", "next"]
-    assert notes == ["history.jsonl:2: unreadable line skipped"]
+    assert notes == ["history.jsonl: 1 unreadable line(s) skipped (line 2)"]
 
 
 def test_newest_first_by_start_then_file_order() -> None:

@@ -6,7 +6,7 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from mlenv.acceptance.core.result import CheckResult, Status
+from mlenv.acceptance.core.result import SCHEMA_VERSION, CheckResult, Status
 from mlenv.acceptance.reports import RunMeta, finalize
 from mlenv.acceptance.reports.jsonl import JsonlWriter, read_partial
 from mlenv.acceptance.reports.junit import to_junit
@@ -144,7 +144,7 @@ def test_jsonl_partial_recovery_keeps_results_and_is_error(tmp_path: Path) -> No
     assert doc["verdict"] == "ERROR"
     assert doc["reasons"][0] == "rank 0 died before results.json"
     on_disk = json.loads((tmp_path / "results.json").read_text())
-    assert on_disk["schema_version"] == 2 and len(on_disk["checks"]) == 2
+    assert on_disk["schema_version"] == SCHEMA_VERSION and len(on_disk["checks"]) == 2
     assert (tmp_path / "junit.xml").exists() and (tmp_path / "summary.md").exists()
 
 

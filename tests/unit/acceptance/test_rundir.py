@@ -119,3 +119,37 @@ def test_the_same_record_twice_is_one_and_two_different_ones_are_an_error(tmp_pa
         history.find_run(tmp_path, "b")
     assert "run b is recorded twice with different content" in str(e.value)
     assert "local: FAIL" in str(e.value) and "local: PASS" in str(e.value)
+
+
+def test_claim_never_runs_into_a_folder_holding_links(tmp_path: Path) -> None:
+    """A pre-made --report-dir with a dangling link where the run would write (results.jsonl
+    pointing at /tmp/elsewhere): the run must not write through it."""
+    (tmp_path / "results.jsonl").symlink_to(tmp_path / "nowhere")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "rank-0.log").symlink_to("/etc/passwd")
+    with pytest.raises(InputError, match=r"already holds another run's results \(results.jsonl\)"):
+        rundir.claim(tmp_path, "20260101-000000-aaaaaa")
+    (tmp_path / "results.jsonl").unlink()
+    with pytest.raises(InputError, match=r"holds a link \(logs/rank-0.log\)"):
+        rundir.claim(tmp_path, "20260101-000000-aaaaaa")
+    assert not (tmp_path / "nowhere").exists()
+    assert not (tmp_path / rundir.LOCK_FILE).exists()
+
+
+def test_claim_refuses_another_runs_logs(tmp_path: Path) -> None:
+    (tmp_path / "nccl").mkdir()
+    (tmp_path / "nccl" / "rank0.otherhost.77.log").write_text("NCCL INFO\n")
+    with pytest.raises(
+        InputError, match=r"holds another run's logs \(nccl/rank0.otherhost.77.log\)"
+    ):
+        rundir.claim(tmp_path, "20260101-000000-aaaaaa")
+
+
+def test_a_stale_lock_is_replaced_and_the_new_one_is_never_empty(tmp_path: Path) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / rundir.LOCK_FILE).write_text(f"{dead.pid} 20260101-000000-aaaaaa\n")
+    c = rundir.claim(tmp_path, "20260101-000001-bbbbbb")
+    assert (tmp_path / rundir.LOCK_FILE).read_text() == f"{os.getpid()} 20260101-000001-bbbbbb\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [rundir.LOCK_FILE]  # no temp left
+    c.release()

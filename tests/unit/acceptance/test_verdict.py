@@ -69,7 +69,7 @@ def test_error_and_skip_results_are_not_judged_by_rules() -> None:
     rs = [CheckResult(name="memory.copy", status=Status.SKIP, scope="world", reasons=["not run"])]
     j = judge(rs, _baseline(Rule("memory.copy", "copy_gbps", ">=", 1.0, "floor")))
     assert j.results[0].status == Status.SKIP
-    assert j.verdict == Verdict.PASS
+    assert j.verdict == Verdict.SKIPPED  # nothing measured: not a PASS
 
 
 def test_run_notes_make_error_and_empty_run_is_error() -> None:

@@ -24,6 +24,8 @@ RDMA = RDMA_BARE + "    resources: {rdma/rdma_shared_device_a: 1}\n"
         ("1.5G", Decimal("1.5e9")),
         ("1e3", Decimal(1000)),
         (".5Ki", Decimal(512)),
+        ("1Ei", Decimal(2**60)),  # exbi and exa once read as an exponent: a crash, exit 3
+        ("2E", Decimal(2 * 10**18)),
     ],
 )
 def test_quantity_parse(text: str, value: Decimal) -> None:
