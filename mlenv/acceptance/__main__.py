@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     ranklog.start(report_dir, env.rank, host)  # logs/rank<R>.<host>.log, for the sign-off bundle
     lifeline = world.Lifeline(env.master_addr, env.master_port)  # held until this process ends
     try:
-        backend, device, hosts = world.init_process_group(
+        backend, device, hosts, nodes = world.init_process_group(
             deadline, env, host, nccl_log_dir=report_dir / "nccl", life=lifeline.life(host)
         )
     except Exception as e:  # a peer that never joins is named here (world.rendezvous)
@@ -173,6 +173,9 @@ def main(argv: list[str] | None = None) -> int:
         "backend": backend,
         "device": "cuda" if ctx.is_cuda else "cpu",
         "hosts": hosts,
+        # The node each rank ran on as its platform names it, whatever checks run (node verdicts).
+        "node_names": [n for n, _ in nodes],
+        "node_sources": [src for _, src in nodes],
     }
     meta = RunMeta(
         run_id=run_id,
