@@ -471,10 +471,12 @@ def quarantine_verb(
         )
         return
     lines: list[str] = []
+    cannot: list[str] = []  # FAILED nodes this platform cannot mark: never a quiet exit 0
     for t in ts:
         why = marker.unusable(t)
         if why:
             warn(f"note: {t.node}: {why}")
+            cannot.append(f"{t.node}: {why}")
             continue
         lines += marker.commands(t)
     if not apply_them:
@@ -484,6 +486,7 @@ def quarantine_verb(
         )
         for ln in lines:
             say(ln)
+        _unmarkable(cannot)
         return
     if not marker.acts:
         for ln in lines:
@@ -502,6 +505,15 @@ def quarantine_verb(
     say(
         f"quarantine of run {run.run_id}: {len(out.done)} node(s) quarantined, {len(out.left)} left alone"
     )
+    _unmarkable(cannot)
+
+
+def _unmarkable(cannot: list[str]) -> None:
+    """InfraError (exit 3) naming every FAILED node that cannot be marked, and why."""
+    if cannot:
+        raise InfraError(
+            f"{len(cannot)} FAILED node(s) cannot be quarantined here: " + "; ".join(cannot)
+        )
 
 
 def release_verb(

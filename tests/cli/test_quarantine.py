@@ -248,3 +248,22 @@ def test_release_of_a_run_that_quarantined_nothing_is_bad_input_before_any_permi
         ["release", str(rep), "--force", "--history-dir", str(tmp_path / "h")], state, monkeypatch
     )
     assert r.exit_code == 2 and "nothing was quarantined" in r.stderr
+
+
+def test_a_failed_node_that_cannot_be_marked_exits_3_and_says_why(tmp_path, monkeypatch) -> None:
+    """A run whose pods did not know their Node: the FAILED node is named, never a quiet 0."""
+    state = fake_state(tmp_path)
+    rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
+    doc = json.loads((rep / "results.json").read_text())
+    for n in doc["node_verdicts"]["nodes"]:
+        n["node_from"], n["node"] = "host", n["hosts"][0]  # no Node name recorded
+    (rep / "results.json").write_text(json.dumps(doc))
+    for extra in ([], ["--apply"]):
+        r = run(
+            ["quarantine", str(rep), *extra, "--history-dir", str(tmp_path / "h")],
+            state,
+            monkeypatch,
+        )
+        assert r.exit_code == 3, r.output
+        assert "1 FAILED node(s) cannot be quarantined here: ml-dev-env-2:" in r.stderr
+        assert "did not record the Kubernetes Node" in r.stderr
