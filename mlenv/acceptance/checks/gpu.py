@@ -183,13 +183,13 @@ def diagnose(
             f"dcgmi diag -r {level}: DCGM runtime error: {diag.runtime_error}",
             {**base, "runtime_error": diag.runtime_error},
         )
-    for e in diag.entities:
-        if e.group == dcgm.GPU and e.entity not in index_of:
+    for ent in diag.entities:
+        if ent.group == dcgm.GPU and ent.entity not in index_of:
             continue  # not this pod's (DCGM ran with -i: should not happen)
-        status, action = dcgm.judge(e)
-        if e.group != dcgm.GPU and status not in ("FAIL", "WARN"):
+        status, action = dcgm.judge(ent)
+        if ent.group != dcgm.GPU and status not in ("FAIL", "WARN"):
             continue  # a healthy switch or CPU says nothing about the node a GPU does not
-        out.append(_entity_result(host, level, e, status, action, index_of, base, took))
+        out.append(_entity_result(host, level, ent, status, action, index_of, base, took))
     if not out:
         out += _node_result(host, Status.ERROR, f"dcgmi diag -r {level} named no GPU", base)
     return out
