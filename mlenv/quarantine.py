@@ -42,6 +42,8 @@ from mlenv.errors import InfraError, InputError
 
 QUARANTINE_FILE = "quarantine.json"
 QUARANTINE_HISTORY = "quarantine.jsonl"
+# Record states release undoes: fully applied, or stopped half-way through the marks.
+MARKED = ("applied", "applying")
 VERSION = 1
 
 Say = Callable[[str], None]
@@ -64,6 +66,8 @@ class Target:
     run_id: str
     # FAILed on hardware evidence (wrong answers, DCGM, XID-class): confirmed by one run
     hard: bool = False
+    # release of a quarantine that stopped half-way: some marks may never have been set
+    partial: bool = False
 
     @property
     def note(self) -> str:
@@ -409,17 +413,21 @@ def apply(
         if why is not None:
             out.left.append((t.node, why))
             continue
-        marker.mark(t)
-        at = now_iso()
+        # Recorded before the first mark: a step failing half-way leaves a record that
+        # release can undo ("applying": whatever of the marks is there).
         rec.nodes[t.node] = {
-            "state": "applied",
+            "state": "applying",
             "note": t.note,
             "check": t.check,
             "figure": t.figure,
             "hosts": list(t.hosts),
             "commands": marker.commands(t),
-            "applied_at": at,
+            "started_at": now_iso(),
         }
+        rec.write(run.report_dir)
+        marker.mark(t)
+        at = now_iso()
+        rec.nodes[t.node].update({"state": "applied", "applied_at": at})
         rec.write(run.report_dir)  # after each node: a failure half-way keeps what was done
         log_event(
             history_root,
@@ -443,7 +451,7 @@ def _releasable(
 ) -> Record:
     """The run's record when release may go ahead; InputError (exit 2) naming why not."""
     assert run.report_dir is not None
-    if rec is None or not any(v.get("state") == "applied" for v in rec.nodes.values()):
+    if rec is None or not any(v.get("state") in MARKED for v in rec.nodes.values()):
         raise InputError(
             f"run {run.run_id}: nothing was quarantined by it (no applied node in "
             f"{run.report_dir / QUARANTINE_FILE}); nothing to release"
@@ -487,7 +495,7 @@ def release(
     rec = _releasable(run, Record.read(run.report_dir), after=after, force=force, only=only)
     out = Outcome()
     for node, entry in sorted(rec.nodes.items()):
-        if (only is not None and node != only) or entry.get("state") != "applied":
+        if (only is not None and node != only) or entry.get("state") not in MARKED:
             continue
         if after is not None and not force:
             st = after.node_status(node)
@@ -506,6 +514,7 @@ def release(
             check=str(entry.get("check")),
             figure=str(entry.get("figure")),
             run_id=run.run_id,
+            partial=entry.get("state") == "applying",
         )
         why = marker.not_ours_now(t)
         if why is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from _fakeenv import fake_state, run
 
 from mlenv.acceptance.core.result import CheckResult, Status
@@ -411,3 +412,98 @@ def test_release_after_only_accepts_a_later_run_of_the_same_cluster(tmp_path, mo
         monkeypatch,
     )
     assert r.exit_code == 2 and "not after run 20261125-090000-aaaaaa" in r.stderr
+
+
+def test_release_leaves_a_label_a_human_changed_and_its_taint(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path)
+    hist = tmp_path / "h"
+    rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
+    r = run(
+        ["quarantine", str(rep), *ONE_RUN, "--apply", "--history-dir", str(hist)],
+        state,
+        monkeypatch,
+    )
+    assert r.exit_code == 0, r.output
+    fake = FakeCluster.load(str(state))
+    fake.objects[f"Node||{NODES[2]}"]["metadata"]["labels"][LABEL_HEALTH] = "rma"  # a human's
+    fake.save(str(state))
+    r = run(["release", str(rep), "--force", "--history-dir", str(hist)], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert f"kept: {NODES[2]}: its {LABEL_HEALTH} label is now 'rma'" in r.stderr
+    n = _node(state, NODES[2])
+    assert n["metadata"]["labels"][LABEL_HEALTH] == "rma"
+    assert any(t["key"] == LABEL_HEALTH for t in n["spec"]["taints"])  # still out of service
+    assert (
+        json.loads((rep / "quarantine.json").read_text())["nodes"][NODES[2]]["state"] == "applied"
+    )
+
+
+def test_a_node_with_someone_elses_health_taint_is_left_alone_before_any_mark(
+    tmp_path, monkeypatch
+) -> None:
+    state = fake_state(tmp_path)
+    rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
+    fake = FakeCluster.load(str(state))
+    node = fake.objects[f"Node||{NODES[2]}"]
+    node.setdefault("spec", {})["taints"] = [
+        {"key": LABEL_HEALTH, "value": "maintenance", "effect": "NoExecute"}
+    ]
+    fake.save(str(state))
+    r = run(
+        ["quarantine", str(rep), *ONE_RUN, "--apply", "--history-dir", str(tmp_path / "h")],
+        state,
+        monkeypatch,
+    )
+    assert r.exit_code == 0, r.output
+    assert (
+        f"left alone: {NODES[2]}: already carries the taint "
+        f"{LABEL_HEALTH}=maintenance:NoExecute" in r.stderr
+    )
+    n = _node(state, NODES[2])
+    assert LABEL_HEALTH not in (n["metadata"].get("labels") or {})
+    assert ANNOTATION_QUARANTINE not in (n["metadata"].get("annotations") or {})
+    assert n["spec"]["taints"] == [
+        {"key": LABEL_HEALTH, "value": "maintenance", "effect": "NoExecute"}
+    ]
+
+
+def test_a_quarantine_that_stops_half_way_is_recorded_and_release_undoes_it(tmp_path) -> None:
+    """The taint step fails after the label: the record says so and release removes the label."""
+    from mlenv import quarantine as q
+
+    class HalfMarker(q.ListMarker):
+        kind, acts = "kubernetes", True
+
+        def __init__(self) -> None:
+            self.marks: set[str] = set()
+
+        def mark(self, t: q.Target, *, remove: bool = False) -> None:
+            if remove:
+                self.marks.discard(t.node)
+                return
+            self.marks.add(t.node)  # the label went on
+            raise RuntimeError("taint: Forbidden")  # the taint did not
+
+        def not_ours_now(self, t: q.Target) -> str | None:
+            return None if t.partial or t.node not in self.marks else "?"
+
+    rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
+    the_run = q.load_run(str(rep), tmp_path / "h")
+    marker = HalfMarker()
+    with pytest.raises(RuntimeError):
+        q.apply(the_run, marker, "barcelona", q.targets(the_run), history_root=tmp_path / "h")
+    entry = json.loads((rep / "quarantine.json").read_text())["nodes"][NODES[2]]
+    assert entry["state"] == "applying" and entry["note"].startswith("mlenv 20261125-090000-aaaaaa")
+    out = q.release(
+        the_run,
+        marker,
+        "barcelona",
+        after=None,
+        force=True,
+        only=None,
+        history_root=tmp_path / "h",
+    )
+    assert out.done == [NODES[2]] and marker.marks == set()
+    assert (
+        json.loads((rep / "quarantine.json").read_text())["nodes"][NODES[2]]["state"] == "released"
+    )
