@@ -62,7 +62,7 @@ FOUND = "found"  # one or more slow nodes and/or links named
 AMBIGUOUS = "ambiguous"  # two nodes: one pair, nothing to tell node from link (or from normal)
 INCONCLUSIVE = "inconclusive"  # suspects left when the rounds or the deadline ran out
 
-DEFAULT_SLOW_FRAC = 0.5
+DEFAULT_SLOW_FRAC = 0.2
 REFERENCE_QUANTILE = 0.75
 
 
@@ -488,6 +488,7 @@ class SimulatedFabric:
     slow_between: Mapping[tuple[str, str], float] = field(
         default_factory=dict
     )  # (rack, rack) sorted -> factor
+    seed: int = 0  # another seed, another draw of the noise (repeated trials)
 
     def figure(self, p: Pair, salt: int = 0) -> float:
         """The figure pair ``p`` would measure (in round ``salt``)."""
@@ -500,7 +501,7 @@ class SimulatedFabric:
             f *= min(self.slow_uplinks.get(ra or "", 1.0), self.slow_uplinks.get(rb or "", 1.0))
             f *= self.slow_between.get((min(ra or "", rb or ""), max(ra or "", rb or "")), 1.0)
         # A fixed pseudo-random wobble in [-noise, +noise]: reproducible without a RNG seed.
-        wobble = ((a * 7919 + b * 104729 + salt * 1299709) % 2001) / 1000.0 - 1.0
+        wobble = ((a * 7919 + b * 104729 + (salt + 7 * self.seed) * 1299709) % 2001) / 1000.0 - 1.0
         return self.healthy_gbps * f * (1.0 + self.noise * wobble)
 
     def __call__(self, pairs: Sequence[Pair]) -> dict[Pair, float]:
