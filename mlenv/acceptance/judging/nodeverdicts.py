@@ -459,6 +459,12 @@ class _Collector:
 
     def add_result(self, r: CheckResult) -> None:
         """One judged result: what it measured on its node (and GPU), and its finding if any."""
+        proved = r.details.get("healthy_nodes") if isinstance(r.details, dict) else None
+        if isinstance(proved, list) and r.status in (Status.PASS, Status.WARN, Status.FAIL):
+            # fabric.localize: the nodes a fast pair proved healthy were measured by it
+            for h in proved:
+                if isinstance(h, str) and self.node_of(h) in self.per:
+                    self.measured[self.node_of(h)].add(r.name)
         blamed = _blamed(r) if r.scope not in ("rank", "node") else []
         if blamed and r.status in (Status.FAIL, Status.WARN):
             self.add_blame(r, blamed)

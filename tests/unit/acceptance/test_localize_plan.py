@@ -336,6 +336,31 @@ def test_results_nobody_passes_and_ambiguous_warns() -> None:
     )
 
 
+def test_triggered_by_a_slow_collective_and_finding_nobody_is_warn_not_pass() -> None:
+    """The collective that triggered it was below its bar: all pairs fast does not clear it."""
+    why = ["collectives.all_reduce (world): busbw_gbps 2 below its bar 8"]
+    (r,) = LC.results_of(localize(4, SimulatedFabric()), list("abcd"), why, {}, 0.1)
+    assert r.status == Status.WARN and r.reasons[0].startswith("no slow node or link")
+    assert "yet collectives.all_reduce (world): busbw_gbps 2 below its bar 8" in r.reasons[0]
+    assert "the slowness is not one node or link" in r.reasons[0]
+    (asked,) = LC.results_of(localize(4, SimulatedFabric()), list("abcd"), [LC.REQUESTED], {}, 0.1)
+    assert asked.status == Status.PASS
+
+
+def test_the_nodes_it_proved_healthy_are_named_and_measured_in_the_node_verdicts() -> None:
+    from mlenv.acceptance.judging import nodeverdicts
+
+    loc = localize(4, SimulatedFabric(slow_nodes={2: 0.1}))
+    rs = LC.results_of(loc, list("abcd"), [LC.REQUESTED], {}, 0.1)
+    assert rs[0].details["healthy_nodes"] == ["a", "b", "d"]
+    nv = {
+        n["node"]: n
+        for n in nodeverdicts.build(rs, [], {"device": "cpu", "hosts": list("abcd")})["nodes"]
+    }
+    assert nv["c"]["status"] == "FAIL" and nv["c"]["action"]["id"] == "check-nic"
+    assert {nv[x]["status"] for x in "abd"} == {"PASS"}  # proved healthy, not UNKNOWN
+
+
 def test_options_are_checked() -> None:
     assert LC.LocalizeOptions().problems() == []
     bad = LC.LocalizeOptions(mode="sometimes", slow_frac=1.0, iters=0)
