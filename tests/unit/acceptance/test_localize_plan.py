@@ -69,10 +69,15 @@ def test_nothing_slow_surveys_new_pairs_up_to_the_budget_and_names_nobody() -> N
         and loc.slow_links == []
         and loc.suspects == []
     )
-    assert len(loc.rounds) == 3 and [len(r.pairs) for r in loc.rounds][:2] == [
+    assert len(loc.rounds) == 4 and [len(r.pairs) for r in loc.rounds] == [
         4,
         4,
-    ]  # the whole ring first
+        4,
+        4,
+    ]  # the whole ring first, then every pair at distance 2
+    assert {p for r in loc.rounds[2:] for p in r.pairs} == {
+        L.norm(i, (i + 2) % 8) for i in range(8)
+    }
     measured = [p for r in loc.rounds for p in r.pairs]
     assert len(measured) == len(set(measured)) and loc.notes == [
         f"{len(measured)} of 28 node pairs measured, none slow"
@@ -218,7 +223,18 @@ def test_large_plans_stay_logarithmic(n: int) -> None:
         assert loc.outcome == L.FOUND and len(loc.rounds) <= budget, loc.to_dict()
         _check_rounds(loc)
     assert budget == {64: 6, 512: 9}[n]
-    assert L.default_max_rounds(8) == 3
+    assert L.default_max_rounds(8) == 4
+
+
+@pytest.mark.parametrize("n", [8, 64])
+def test_a_slow_link_off_the_ring_is_found_wherever_it_is(n: int) -> None:
+    """A link between p and p + 2, which a ring all_reduce never crosses: the survey's
+    distance-2 rounds pair its ends within the budget, for every p."""
+    for p in range(n):
+        link = L.norm(p, (p + 2) % n)
+        loc = localize(n, SimulatedFabric(slow_links={link: 0.1}))
+        assert loc.slow_links == [link] and loc.slow_nodes == [], (p, loc.notes)
+        assert len(loc.rounds) <= L.default_max_rounds(n)
 
 
 # -- the check's judgement side (pure: results in, results out) ------------------------------
