@@ -52,7 +52,7 @@ def _fake(name: str, rc: int = 0, gpus: str = POD_GPUS, discovery: str = DISCOVE
 def _diagnose(name: str, **kw: Any):
     runner = _fake(name, **kw)
     rs = diagnose("node-a", 2, 60.0, runner=runner, which=lambda _: "/usr/bin/dcgmi")
-    return rs, runner.calls  # type: ignore[attr-defined]
+    return rs, runner.calls
 
 
 def _verdict(rs) -> dict:
