@@ -42,6 +42,8 @@ from mlenv.errors import InfraError, InputError
 
 QUARANTINE_FILE = "quarantine.json"
 QUARANTINE_HISTORY = "quarantine.jsonl"
+# Record states release undoes: fully applied, or stopped half-way through the marks.
+MARKED = ("applied", "applying")
 VERSION = 1
 
 Say = Callable[[str], None]
@@ -62,6 +64,10 @@ class Target:
     check: str
     figure: str
     run_id: str
+    # FAILed on hardware evidence (wrong answers, DCGM, XID-class): confirmed by one run
+    hard: bool = False
+    # release of a quarantine that stopped half-way: some marks may never have been set
+    partial: bool = False
 
     @property
     def note(self) -> str:
@@ -163,9 +169,96 @@ def targets(run: Run, only: str | None = None) -> list[Target]:
                 check=str(first.get("check") or "?"),
                 figure=str(first.get("figure") or ""),
                 run_id=run.run_id,
+                hard=any(str(f.get("check")) in HARD_EVIDENCE for f in findings),
             )
         )
     return out
+
+
+# --- confirmation: N FAILs of the last M runs of the cluster ---------------------------
+
+# Checks whose FAIL is evidence enough in one run: a GPU computing wrong answers (silent
+# data corruption), DCGM's hardware diagnostics, XID/ECC-class health. A slow figure may
+# be load or noise (a healthy 3-node run under load FAILed one node): it must repeat.
+HARD_EVIDENCE = frozenset({"compute.quorum", "gpu.dcgm", "gpu.health"})
+DEFAULT_CONFIRM = (2, 3)
+MAX_CONFIRM_RUNS = 50
+
+
+def parse_confirm(text: str) -> tuple[int, int]:
+    """``N/M`` (1 <= N <= M <= 50); InputError (exit 2) otherwise."""
+    n_s, sep, m_s = text.strip().partition("/")
+    if sep and n_s.strip().isdigit() and m_s.strip().isdigit():
+        n, m = int(n_s), int(m_s)
+        if 1 <= n <= m <= MAX_CONFIRM_RUNS:
+            return n, m
+    raise InputError(
+        f"--confirm {text!r}: expected N/M, N FAILs in the last M runs "
+        f"(1 <= N <= M <= {MAX_CONFIRM_RUNS}), e.g. 2/3"
+    )
+
+
+def earlier_runs(run: Run, cluster: str, history_root: Path, count: int) -> list[tuple[str, Any]]:
+    """Up to ``count`` runs of ``cluster`` that started before ``run``, newest first, each
+    (run id, its results document or None when its report is gone)."""
+    from mlenv.acceptance.records import history
+    from mlenv.contract import read_results
+
+    records, _ = history.read(history.history_path(history_root, cluster))
+    out: list[tuple[str, Any]] = []
+    for rec in history.distinct(history.newest_first(records)):
+        rid, started = str(rec.get("run_id")), str(rec.get("started") or "")
+        if rid == run.run_id or not started or not run.started or started >= run.started:
+            continue
+        folder = rec.get("report_dir")
+        out.append((rid, read_results(str(folder)) if folder else None))
+        if len(out) >= count:
+            break
+    return out
+
+
+def _status_in(doc: Any, node: str) -> str | None:
+    sec = doc.get("node_verdicts") if isinstance(doc, dict) else None
+    for n in sec.get("nodes", []) if isinstance(sec, dict) else []:
+        if isinstance(n, dict) and (n.get("node") == node or node in (n.get("hosts") or [])):
+            return str(n.get("status"))
+    return None
+
+
+def confirm(
+    run: Run,
+    ts: list[Target],
+    cluster: str,
+    history_root: Path,
+    rule: tuple[int, int] = DEFAULT_CONFIRM,
+) -> tuple[list[Target], list[str]]:
+    """The targets confirmed (hardware evidence: this run; else FAILed in N of the last M
+    runs of the cluster, this one included) and one line per target, naming the runs."""
+    n, m = rule
+    earlier = earlier_runs(run, cluster, history_root, m - 1) if m > 1 else []
+    ok: list[Target] = []
+    lines: list[str] = []
+    for t in ts:
+        if t.hard:
+            ok.append(t)
+            lines.append(
+                f"{t.node}: confirmed by run {run.run_id} alone ({t.check}: hardware evidence)"
+            )
+            continue
+        failed = [run.run_id] + [rid for rid, doc in earlier if _status_in(doc, t.node) == "FAIL"]
+        seen = 1 + len(earlier)
+        said = (
+            f"FAILed in {len(failed)} of the last {seen} run(s) of {cluster} ({', '.join(failed)})"
+        )
+        if len(failed) >= n:
+            ok.append(t)
+            lines.append(f"{t.node}: confirmed: {said}, --confirm {n}/{m}")
+        else:
+            lines.append(
+                f"{t.node}: not confirmed, left in service: {said}; --confirm {n}/{m} needs {n} "
+                f"of the last {m} (re-run the suite, or --confirm 1/1 to act on this run alone)"
+            )
+    return ok, lines
 
 
 # --- what a mark is, per platform ------------------------------------------------------
@@ -320,17 +413,21 @@ def apply(
         if why is not None:
             out.left.append((t.node, why))
             continue
-        marker.mark(t)
-        at = now_iso()
+        # Recorded before the first mark: a step failing half-way leaves a record that
+        # release can undo ("applying": whatever of the marks is there).
         rec.nodes[t.node] = {
-            "state": "applied",
+            "state": "applying",
             "note": t.note,
             "check": t.check,
             "figure": t.figure,
             "hosts": list(t.hosts),
             "commands": marker.commands(t),
-            "applied_at": at,
+            "started_at": now_iso(),
         }
+        rec.write(run.report_dir)
+        marker.mark(t)
+        at = now_iso()
+        rec.nodes[t.node].update({"state": "applied", "applied_at": at})
         rec.write(run.report_dir)  # after each node: a failure half-way keeps what was done
         log_event(
             history_root,
@@ -354,7 +451,7 @@ def _releasable(
 ) -> Record:
     """The run's record when release may go ahead; InputError (exit 2) naming why not."""
     assert run.report_dir is not None
-    if rec is None or not any(v.get("state") == "applied" for v in rec.nodes.values()):
+    if rec is None or not any(v.get("state") in MARKED for v in rec.nodes.values()):
         raise InputError(
             f"run {run.run_id}: nothing was quarantined by it (no applied node in "
             f"{run.report_dir / QUARANTINE_FILE}); nothing to release"
@@ -368,11 +465,17 @@ def _releasable(
         raise InputError(
             "release needs --after RUN2 (a later run that measured the node and passed it) or --force"
         )
-    if after is not None and after.started and run.started and after.started <= run.started:
-        raise InputError(
-            f"--after {after.run_id}: started {after.started}, not after run {run.run_id} "
-            f"({run.started})"
-        )
+    if after is not None:
+        if not after.started or not run.started or after.started <= run.started:
+            raise InputError(
+                f"--after {after.run_id}: started {after.started or 'at an unknown time'}, not "
+                f"after run {run.run_id} ({run.started or 'unknown'})"
+            )
+        if after.cluster != rec.cluster:
+            raise InputError(
+                f"--after {after.run_id}: a run of {after.cluster or 'an unknown cluster'}, not of "
+                f"{rec.cluster} where run {run.run_id} quarantined its nodes"
+            )
     return rec
 
 
@@ -392,7 +495,7 @@ def release(
     rec = _releasable(run, Record.read(run.report_dir), after=after, force=force, only=only)
     out = Outcome()
     for node, entry in sorted(rec.nodes.items()):
-        if (only is not None and node != only) or entry.get("state") != "applied":
+        if (only is not None and node != only) or entry.get("state") not in MARKED:
             continue
         if after is not None and not force:
             st = after.node_status(node)
@@ -411,6 +514,7 @@ def release(
             check=str(entry.get("check")),
             figure=str(entry.get("figure")),
             run_id=run.run_id,
+            partial=entry.get("state") == "applying",
         )
         why = marker.not_ours_now(t)
         if why is not None:
@@ -471,10 +575,12 @@ def quarantine_verb(
         )
         return
     lines: list[str] = []
+    cannot: list[str] = []  # FAILED nodes this platform cannot mark: never a quiet exit 0
     for t in ts:
         why = marker.unusable(t)
         if why:
             warn(f"note: {t.node}: {why}")
+            cannot.append(f"{t.node}: {why}")
             continue
         lines += marker.commands(t)
     if not apply_them:
@@ -484,6 +590,7 @@ def quarantine_verb(
         )
         for ln in lines:
             say(ln)
+        _unmarkable(cannot)
         return
     if not marker.acts:
         for ln in lines:
@@ -502,6 +609,15 @@ def quarantine_verb(
     say(
         f"quarantine of run {run.run_id}: {len(out.done)} node(s) quarantined, {len(out.left)} left alone"
     )
+    _unmarkable(cannot)
+
+
+def _unmarkable(cannot: list[str]) -> None:
+    """InfraError (exit 3) naming every FAILED node that cannot be marked, and why."""
+    if cannot:
+        raise InfraError(
+            f"{len(cannot)} FAILED node(s) cannot be quarantined here: " + "; ".join(cannot)
+        )
 
 
 def release_verb(

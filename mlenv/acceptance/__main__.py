@@ -23,7 +23,13 @@ from mlenv.acceptance.core import profiles
 from mlenv.acceptance.core.base import Check, RunContext, registry
 from mlenv.acceptance.core.options import OptionLayer
 from mlenv.acceptance.core.result import CheckResult
-from mlenv.acceptance.core.selection import ORDER, load_checks, order_key, select_checks  # noqa: F401 - ORDER re-exported
+from mlenv.acceptance.core.selection import (  # noqa: F401 - ORDER re-exported
+    ORDER,
+    check_deadlines,
+    load_checks,
+    order_key,
+    select_checks,
+)
 from mlenv.acceptance.judging import baselines
 from mlenv.acceptance.records import history
 from mlenv.acceptance.reports import RunMeta, console, finalize
@@ -128,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     ranklog.start(report_dir, env.rank, host)  # logs/rank<R>.<host>.log, for the sign-off bundle
     lifeline = world.Lifeline(env.master_addr, env.master_port)  # held until this process ends
     try:
-        backend, device, hosts = world.init_process_group(
+        backend, device, hosts, nodes = world.init_process_group(
             deadline, env, host, nccl_log_dir=report_dir / "nccl", life=lifeline.life(host)
         )
     except Exception as e:  # a peer that never joins is named here (world.rendezvous)
@@ -173,6 +179,9 @@ def main(argv: list[str] | None = None) -> int:
         "backend": backend,
         "device": "cuda" if ctx.is_cuda else "cpu",
         "hosts": hosts,
+        # The node each rank ran on as its platform names it, whatever checks run (node verdicts).
+        "node_names": [n for n, _ in nodes],
+        "node_sources": [src for _, src in nodes],
     }
     meta = RunMeta(
         run_id=run_id,
@@ -270,6 +279,11 @@ def _plan(args: argparse.Namespace) -> tuple[OptionLayer, list[type[Check]]]:
     checks = select_checks(args.checks)
     if args.localize and LOCALIZE not in [c.name for c in checks]:
         checks = sorted([*checks, registry()[LOCALIZE]], key=lambda c: order_key(c.name))
+    # A check that cannot finish within the per-check deadline would be named hung and
+    # stop the suite: refused here, before any rank starts.
+    check_deadlines(
+        checks, overrides, args.profile, float(args.deadline or profiles.DEADLINES[args.profile])
+    )
     return overrides, checks
 
 

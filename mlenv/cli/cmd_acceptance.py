@@ -142,7 +142,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--nproc: expected a positive number, got {nproc}")
         if deadline < 0:
             raise InputError(f"--deadline: expected seconds > 0, got {deadline}")
-        n_checks = local.validate(profile, checks, baseline, options) + int(localize)
+        n_checks = local.validate(profile, checks, baseline, options, deadline) + int(localize)
         gpus = local.gpu_count()
         if gpus and nproc > gpus:
             raise InputError(

@@ -3,7 +3,9 @@
 quarantine prints the exact commands that take the run's FAILED nodes out of scheduling
 (a dry run: nothing changes); ``--apply`` checks permission first, then runs them and
 records what it did. release undoes exactly that, only for nodes a later run passed
-(``--after``) or with ``--force``. Exit 0 done/printed, 2 bad input (no such run, a node
+(``--after``, a later run of the same cluster) or with ``--force``. A node is acted on
+once confirmed (``--confirm N/M``: FAILed in N of the cluster's last M runs; hardware
+evidence in this run alone). Exit 0 done/printed, 2 bad input (no such run, a node
 not in the run), 3 cluster unreachable or not permitted (the commands are printed for an
 admin). The verb finds the run and its cluster; the cluster's platform does the rest
 (``platform.quarantine``/``release``, mlenv/platforms).
@@ -68,16 +70,40 @@ def quarantine_cmd(
             help="History root (default $MLENV_HISTORY_DIR, else reports/ in the repository).",
         ),
     ] = None,
+    confirm: Annotated[
+        str,
+        typer.Option(
+            "--confirm",
+            metavar="N/M",
+            help="Act on a node only once it FAILed in N of the cluster's last M runs (this one "
+            "included); wrong answers, DCGM and XID-class failures need this run alone.",
+        ),
+    ] = "2/3",
 ) -> None:
     """Take the nodes that FAILED a run out of scheduling: Kubernetes label, annotation and
     NoSchedule taint; Slurm drain with the run id and check as reason; hosts: the list."""
     from mlenv import quarantine as q
+    from mlenv.contract import shown
 
+    def out(line: str) -> None:  # node names come from a report: never terminal control
+        typer.echo(shown(line, keep="\t"))
+
+    rule = q.parse_confirm(confirm)
     root = _history_root(history_dir)
     run = q.load_run(run_ref, root)
     ts = q.targets(run, node)
     name, p = _platform(run, cluster)
-    p.quarantine(name, session(), run=run, targets=ts, apply=apply, only=node, history_root=root)
+    confirmed, lines = q.confirm(run, ts, name, root, rule)
+    for line in lines:
+        out(f"# {line}")
+    if ts and not confirmed:
+        out(
+            f"run {run.run_id}: no FAILED node confirmed (--confirm {confirm}); nothing to quarantine"
+        )
+        return
+    p.quarantine(
+        name, session(), run=run, targets=confirmed, apply=apply, only=node, history_root=root
+    )
 
 
 @guarded

@@ -70,3 +70,37 @@ def marked(node: dict[str, object]) -> str | None:
     labels = (meta or {}).get("labels") if isinstance(meta, dict) else None
     value = labels.get(LABEL_HEALTH) if isinstance(labels, dict) else None
     return value if isinstance(value, str) else None
+
+
+def health_taints(node: dict[str, object]) -> list[str]:
+    """Every taint on ``node`` with the quarantine key, as ``key=value:effect``."""
+    spec = node.get("spec") if isinstance(node, dict) else None
+    taints = (spec or {}).get("taints") if isinstance(spec, dict) else None
+    listed = taints if isinstance(taints, list) else []
+    return [
+        f"{t.get('key')}={t.get('value') or ''}:{t.get('effect')}"
+        for t in listed
+        if isinstance(t, dict) and t.get("key") == LABEL_HEALTH
+    ]
+
+
+OUR_TAINT = f"{LABEL_HEALTH}={HEALTH_FAIL}:{TAINT_EFFECT}"
+
+
+def changed_marks(node: dict[str, object], run_id: str) -> str | None:
+    """What someone else changed of this run's marks on ``node`` (None: all still ours, or gone).
+
+    A label that now says something else (``rma``), a taint with our key that is not ours,
+    an annotation that is not this run's: release must leave such a node as it is."""
+    value = marked(node)
+    if value is not None and value != HEALTH_FAIL:
+        return f"its {LABEL_HEALTH} label is now {value!r}"
+    other = [t for t in health_taints(node) if t != OUR_TAINT]
+    if other:
+        return f"it carries the taint {', '.join(other)}"
+    meta = node.get("metadata") if isinstance(node, dict) else None
+    notes = (meta or {}).get("annotations") if isinstance(meta, dict) else None
+    note = notes.get(ANNOTATION_QUARANTINE) if isinstance(notes, dict) else None
+    if note is not None and not ours(node, run_id):
+        return f"its {ANNOTATION_QUARANTINE} annotation is no longer this run's"
+    return None

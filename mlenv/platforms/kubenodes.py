@@ -4,8 +4,9 @@
 label ``ml-dev-env.io/health=fail``, the note in the ``ml-dev-env.io/quarantine``
 annotation and a ``NoSchedule`` taint, printed and run from the same argument lists
 (:class:`mlenv.cluster.nodemarks.NodeMarks`, applied by ``ClusterClient.mark_node``). A
-Node whose label someone else set, or whose annotation is no longer this run's, is left
-alone. A dry run has no client: it only prints.
+Node whose label or quarantine taint someone else set is left alone at quarantine
+(checked before any mark); at release, one whose label, taint or annotation someone
+changed (``health=rma``) is left as it is. A dry run has no client: it only prints.
 """
 
 from __future__ import annotations
@@ -66,13 +67,21 @@ class KubeMarker:
             return (
                 "already carries the ml-dev-env.io/health label, set by someone else or another run"
             )
+        # Checked before any mark: a taint with our key that is not ours would make the
+        # taint step fail after the label and annotation were set.
+        taints = nodemarks.health_taints(node)
+        if taints and not nodemarks.ours(node, t.run_id):
+            return f"already carries the taint {', '.join(taints)}, set by someone else"
         return None
 
     def not_ours_now(self, t: Target) -> str | None:
         node = self._node(t.node)
         if node is None:
             return "no such Node in the cluster any more"
-        if not nodemarks.ours(node, t.run_id):
+        changed = nodemarks.changed_marks(node, t.run_id)
+        if changed:
+            return f"{changed} (changed by someone else): left alone"
+        if not nodemarks.ours(node, t.run_id) and not t.partial:
             return "its quarantine annotation is no longer this run's (changed by someone else): left alone"
         return None
 

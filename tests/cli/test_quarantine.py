@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from _fakeenv import fake_state, run
 
 from mlenv.acceptance.core.result import CheckResult, Status
@@ -15,6 +16,9 @@ from mlenv.contract import ANNOTATION_QUARANTINE, LABEL_HEALTH
 from mlenv.testing.fakecluster import FakeCluster
 
 NODES = [f"gpu-node-0{i}.barcelona.example.com" for i in range(1, 5)]
+# These runs FAIL a node on a slow figure, which needs 2 of 3 runs by default: the
+# marking itself is tested on one run's evidence.
+ONE_RUN = ["--confirm", "1/1"]
 
 
 def _report(tmp_path: Path, name: str, run_id: str, started: str, slow: int | None) -> Path:
@@ -70,7 +74,9 @@ def _node(state: Path, name: str) -> dict:
 def test_dry_run_prints_the_exact_commands_and_changes_nothing(tmp_path, monkeypatch) -> None:
     state = fake_state(tmp_path)
     rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
-    r = run(["quarantine", str(rep), "--history-dir", str(tmp_path / "h")], state, monkeypatch)
+    r = run(
+        ["quarantine", str(rep), *ONE_RUN, "--history-dir", str(tmp_path / "h")], state, monkeypatch
+    )
     assert r.exit_code == 0, r.output
     bad = NODES[2]
     assert f"oc label --overwrite -- node {bad} ml-dev-env.io/health=fail" in r.stdout
@@ -100,7 +106,11 @@ def test_apply_marks_records_and_release_after_a_passing_run_undoes_exactly_that
     node = fake.objects[f"Node||{bad}"]
     node.setdefault("spec", {})["taints"] = [{"key": "gpu-maintenance", "effect": "NoSchedule"}]
     fake.save(str(state))
-    r = run(["quarantine", str(rep), "--apply", "--history-dir", str(hist)], state, monkeypatch)
+    r = run(
+        ["quarantine", str(rep), *ONE_RUN, "--apply", "--history-dir", str(hist)],
+        state,
+        monkeypatch,
+    )
     assert r.exit_code == 0, r.output
     n = _node(state, bad)
     assert n["metadata"]["labels"][LABEL_HEALTH] == "fail"
@@ -161,7 +171,7 @@ def test_a_node_someone_else_labelled_is_left_alone(tmp_path, monkeypatch) -> No
     meta["annotations"] = {ANNOTATION_QUARANTINE: "ops: bad PSU, ticket 4711"}
     fake.save(str(state))
     r = run(
-        ["quarantine", str(rep), "--apply", "--history-dir", str(tmp_path / "h")],
+        ["quarantine", str(rep), *ONE_RUN, "--apply", "--history-dir", str(tmp_path / "h")],
         state,
         monkeypatch,
     )
@@ -181,7 +191,7 @@ def test_not_permitted_prints_the_commands_for_an_admin_and_exits_3(tmp_path, mo
     fake.denied = ["patch nodes"]
     fake.save(str(state))
     r = run(
-        ["quarantine", str(rep), "--apply", "--history-dir", str(tmp_path / "h")],
+        ["quarantine", str(rep), *ONE_RUN, "--apply", "--history-dir", str(tmp_path / "h")],
         state,
         monkeypatch,
     )
@@ -195,7 +205,15 @@ def test_bad_input_exits_2(tmp_path, monkeypatch) -> None:
     state = fake_state(tmp_path)
     rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=3)
     r = run(
-        ["quarantine", str(rep), "--node", "gpu-node-99", "--history-dir", str(tmp_path / "h")],
+        [
+            "quarantine",
+            str(rep),
+            *ONE_RUN,
+            "--node",
+            "gpu-node-99",
+            "--history-dir",
+            str(tmp_path / "h"),
+        ],
         state,
         monkeypatch,
     )
@@ -219,12 +237,14 @@ def test_a_run_on_this_machine_goes_to_the_hosts_list_without_a_config_or_a_clus
         json.dumps({"run_id": "20261125-090000-aaaaaa", "cluster": "local"})
     )
     hist = tmp_path / "h"
-    r = run(["quarantine", str(rep), "--history-dir", str(hist)], None, monkeypatch)
+    r = run(["quarantine", str(rep), *ONE_RUN, "--history-dir", str(hist)], None, monkeypatch)
     assert r.exit_code == 0, r.output
     assert "(local, hosts): 1 FAILED node(s); dry run" in r.stdout
     assert f"# take out of the hosts list: {NODES[2]} (compute.matmul:" in r.stdout
     assert not (rep / "quarantine.json").exists()
-    r = run(["quarantine", str(rep), "--apply", "--history-dir", str(hist)], None, monkeypatch)
+    r = run(
+        ["quarantine", str(rep), *ONE_RUN, "--apply", "--history-dir", str(hist)], None, monkeypatch
+    )
     assert r.exit_code == 0, r.output
     assert f"quarantined {NODES[2]} (hosts)" in r.stdout
     rec = json.loads((rep / "quarantine.json").read_text())
@@ -248,3 +268,242 @@ def test_release_of_a_run_that_quarantined_nothing_is_bad_input_before_any_permi
         ["release", str(rep), "--force", "--history-dir", str(tmp_path / "h")], state, monkeypatch
     )
     assert r.exit_code == 2 and "nothing was quarantined" in r.stderr
+
+
+def test_a_failed_node_that_cannot_be_marked_exits_3_and_says_why(tmp_path, monkeypatch) -> None:
+    """A run whose pods did not know their Node: the FAILED node is named, never a quiet 0."""
+    state = fake_state(tmp_path)
+    rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
+    doc = json.loads((rep / "results.json").read_text())
+    for n in doc["node_verdicts"]["nodes"]:
+        n["node_from"], n["node"] = "host", n["hosts"][0]  # no Node name recorded
+    (rep / "results.json").write_text(json.dumps(doc))
+    for extra in ([], ["--apply"]):
+        r = run(
+            ["quarantine", str(rep), *ONE_RUN, *extra, "--history-dir", str(tmp_path / "h")],
+            state,
+            monkeypatch,
+        )
+        assert r.exit_code == 3, r.output
+        assert "1 FAILED node(s) cannot be quarantined here: ml-dev-env-2:" in r.stderr
+        assert "did not record the Kubernetes Node" in r.stderr
+
+
+def _history(root: Path, cluster: str, *reports: tuple[str, str, Path]) -> None:
+    """Record runs (run id, started, report folder) in ``cluster``'s history under ``root``."""
+    from mlenv.acceptance.records import history
+
+    for rid, started, folder in reports:
+        history.append(
+            history.history_path(root, cluster),
+            {"run_id": rid, "cluster": cluster, "started": started, "report_dir": str(folder)},
+        )
+
+
+def test_a_slow_node_is_acted_on_only_once_it_failed_in_2_of_the_last_3_runs(
+    tmp_path, monkeypatch
+) -> None:
+    state = fake_state(tmp_path)
+    hist = tmp_path / "h"
+    r1 = _report(tmp_path, "r1", "20261125-080000-aaaaaa", "2026-11-25T08:00:00+00:00", slow=None)
+    r2 = _report(tmp_path, "r2", "20261125-090000-bbbbbb", "2026-11-25T09:00:00+00:00", slow=2)
+    other = _report(tmp_path, "o1", "20261125-083000-oooooo", "2026-11-25T08:30:00+00:00", slow=2)
+    _history(hist, "barcelona", ("20261125-080000-aaaaaa", "2026-11-25T08:00:00+00:00", r1))
+    _history(hist, "madrid", ("20261125-083000-oooooo", "2026-11-25T08:30:00+00:00", other))
+    _history(hist, "barcelona", ("20261125-090000-bbbbbb", "2026-11-25T09:00:00+00:00", r2))
+    r = run(["quarantine", str(r2), "--apply", "--history-dir", str(hist)], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert (
+        f"# {NODES[2]}: not confirmed, left in service: FAILed in 1 of the last 2 run(s) of "
+        "barcelona (20261125-090000-bbbbbb); --confirm 2/3 needs 2" in r.stdout
+    )  # madrid's FAIL of a node with the same name does not count
+    assert LABEL_HEALTH not in (_node(state, NODES[2])["metadata"].get("labels") or {})
+    r3 = _report(tmp_path, "r3", "20261125-100000-cccccc", "2026-11-25T10:00:00+00:00", slow=2)
+    _history(hist, "barcelona", ("20261125-100000-cccccc", "2026-11-25T10:00:00+00:00", r3))
+    r = run(["quarantine", str(r3), "--history-dir", str(hist)], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert (
+        f"# {NODES[2]}: confirmed: FAILed in 2 of the last 3 run(s) of barcelona "
+        "(20261125-100000-cccccc, 20261125-090000-bbbbbb), --confirm 2/3" in r.stdout
+    )
+    assert f"oc taint -- node {NODES[2]} ml-dev-env.io/health=fail:NoSchedule" in r.stdout
+    r = run(
+        ["quarantine", str(r3), "--confirm", "3/3", "--history-dir", str(hist)],
+        state,
+        monkeypatch,
+    )
+    assert "not confirmed" in r.stdout and "oc taint" not in r.stdout
+    r = run(
+        ["quarantine", str(r3), "--confirm", "3/2", "--history-dir", str(hist)],
+        state,
+        monkeypatch,
+    )
+    assert r.exit_code == 2 and "--confirm '3/2': expected N/M" in r.stderr
+
+
+def test_wrong_answers_are_confirmed_by_one_run(tmp_path, monkeypatch) -> None:
+    """compute.quorum naming a rank is silent data corruption: never waits for a repeat."""
+    state = fake_state(tmp_path)
+    pods = [f"ml-dev-env-{i}" for i in range(4)]
+    world = {
+        "nodes": 4,
+        "ranks": 4,
+        "device": "cpu",
+        "hosts": pods,
+        "node_names": NODES,
+        "node_sources": ["kubernetes"] * 4,
+    }
+    quorum = CheckResult(
+        name="compute.quorum",
+        status=Status.FAIL,
+        scope="world",
+        reasons=["rank 1 (ml-dev-env-1): matmul checksum differs"],
+        details={"blame": [{"rank": 1, "action": "drain", "figure": "rank 1: SDC"}]},
+    )
+    j = judge([quorum])
+    doc = {
+        "schema_version": 2,
+        "run_id": "20261125-090000-qqqqqq",
+        "started": "2026-11-25T09:00:00+00:00",
+        "verdict": j.verdict.value,
+        "world": world,
+        "node_verdicts": nodeverdicts.build(j.results, j.findings, world),
+        "checks": [r.to_dict() for r in j.results],
+    }
+    d = tmp_path / "q"
+    d.mkdir()
+    (d / "results.json").write_text(json.dumps(doc))
+    (d / "record.json").write_text(
+        json.dumps({"run_id": "20261125-090000-qqqqqq", "cluster": "barcelona"})
+    )
+    r = run(["quarantine", str(d), "--history-dir", str(tmp_path / "h")], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert (
+        f"# {NODES[1]}: confirmed by run 20261125-090000-qqqqqq alone (compute.quorum" in r.stdout
+    )
+    assert f"oc taint -- node {NODES[1]} ml-dev-env.io/health=fail:NoSchedule" in r.stdout
+
+
+def test_release_after_only_accepts_a_later_run_of_the_same_cluster(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path)
+    hist = tmp_path / "h"
+    rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
+    r = run(
+        ["quarantine", str(rep), *ONE_RUN, "--apply", "--history-dir", str(hist)],
+        state,
+        monkeypatch,
+    )
+    assert r.exit_code == 0, r.output
+    good = _report(tmp_path, "r2", "20261125-100000-bbbbbb", "2026-11-25T10:00:00+00:00", slow=None)
+    (good / "record.json").write_text(
+        json.dumps({"run_id": "20261125-100000-bbbbbb", "cluster": "madrid"})
+    )
+    r = run(
+        ["release", str(rep), "--after", str(good), "--history-dir", str(hist)], state, monkeypatch
+    )
+    assert r.exit_code == 2 and "a run of madrid, not of barcelona" in r.stderr
+    assert _node(state, NODES[2])["metadata"]["labels"][LABEL_HEALTH] == "fail"
+    earlier = _report(
+        tmp_path, "r0", "20261125-080000-cccccc", "2026-11-25T08:00:00+00:00", slow=None
+    )
+    r = run(
+        ["release", str(rep), "--after", str(earlier), "--history-dir", str(hist)],
+        state,
+        monkeypatch,
+    )
+    assert r.exit_code == 2 and "not after run 20261125-090000-aaaaaa" in r.stderr
+
+
+def test_release_leaves_a_label_a_human_changed_and_its_taint(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path)
+    hist = tmp_path / "h"
+    rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
+    r = run(
+        ["quarantine", str(rep), *ONE_RUN, "--apply", "--history-dir", str(hist)],
+        state,
+        monkeypatch,
+    )
+    assert r.exit_code == 0, r.output
+    fake = FakeCluster.load(str(state))
+    fake.objects[f"Node||{NODES[2]}"]["metadata"]["labels"][LABEL_HEALTH] = "rma"  # a human's
+    fake.save(str(state))
+    r = run(["release", str(rep), "--force", "--history-dir", str(hist)], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert f"kept: {NODES[2]}: its {LABEL_HEALTH} label is now 'rma'" in r.stderr
+    n = _node(state, NODES[2])
+    assert n["metadata"]["labels"][LABEL_HEALTH] == "rma"
+    assert any(t["key"] == LABEL_HEALTH for t in n["spec"]["taints"])  # still out of service
+    assert (
+        json.loads((rep / "quarantine.json").read_text())["nodes"][NODES[2]]["state"] == "applied"
+    )
+
+
+def test_a_node_with_someone_elses_health_taint_is_left_alone_before_any_mark(
+    tmp_path, monkeypatch
+) -> None:
+    state = fake_state(tmp_path)
+    rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
+    fake = FakeCluster.load(str(state))
+    node = fake.objects[f"Node||{NODES[2]}"]
+    node.setdefault("spec", {})["taints"] = [
+        {"key": LABEL_HEALTH, "value": "maintenance", "effect": "NoExecute"}
+    ]
+    fake.save(str(state))
+    r = run(
+        ["quarantine", str(rep), *ONE_RUN, "--apply", "--history-dir", str(tmp_path / "h")],
+        state,
+        monkeypatch,
+    )
+    assert r.exit_code == 0, r.output
+    assert (
+        f"left alone: {NODES[2]}: already carries the taint "
+        f"{LABEL_HEALTH}=maintenance:NoExecute" in r.stderr
+    )
+    n = _node(state, NODES[2])
+    assert LABEL_HEALTH not in (n["metadata"].get("labels") or {})
+    assert ANNOTATION_QUARANTINE not in (n["metadata"].get("annotations") or {})
+    assert n["spec"]["taints"] == [
+        {"key": LABEL_HEALTH, "value": "maintenance", "effect": "NoExecute"}
+    ]
+
+
+def test_a_quarantine_that_stops_half_way_is_recorded_and_release_undoes_it(tmp_path) -> None:
+    """The taint step fails after the label: the record says so and release removes the label."""
+    from mlenv import quarantine as q
+
+    class HalfMarker(q.ListMarker):
+        kind, acts = "kubernetes", True
+
+        def __init__(self) -> None:
+            self.marks: set[str] = set()
+
+        def mark(self, t: q.Target, *, remove: bool = False) -> None:
+            if remove:
+                self.marks.discard(t.node)
+                return
+            self.marks.add(t.node)  # the label went on
+            raise RuntimeError("taint: Forbidden")  # the taint did not
+
+        def not_ours_now(self, t: q.Target) -> str | None:
+            return None if t.partial or t.node not in self.marks else "?"
+
+    rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
+    the_run = q.load_run(str(rep), tmp_path / "h")
+    marker = HalfMarker()
+    with pytest.raises(RuntimeError):
+        q.apply(the_run, marker, "barcelona", q.targets(the_run), history_root=tmp_path / "h")
+    entry = json.loads((rep / "quarantine.json").read_text())["nodes"][NODES[2]]
+    assert entry["state"] == "applying" and entry["note"].startswith("mlenv 20261125-090000-aaaaaa")
+    out = q.release(
+        the_run,
+        marker,
+        "barcelona",
+        after=None,
+        force=True,
+        only=None,
+        history_root=tmp_path / "h",
+    )
+    assert out.done == [NODES[2]] and marker.marks == set()
+    assert (
+        json.loads((rep / "quarantine.json").read_text())["nodes"][NODES[2]]["state"] == "released"
+    )

@@ -2,7 +2,8 @@
 own MLENV_HOST, and MLENV_NODE_NAME as the downward API gives a pod its Kubernetes
 Node); rank 1 is made 4x slower (MLENV_FAULT). Its node must FAIL with the drain action,
 named as the Node beside its pod, and the other node PASS; summary.md leads with the
-Nodes table and junit.xml has a testcase per node."""
+Nodes table and junit.xml has a testcase per node. A corrupting rank named only by a
+world result (compute.quorum) fails its Node the same way, with no environment check."""
 
 from __future__ import annotations
 
@@ -21,12 +22,10 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.serial  # judges one CPU rank against the other
-def test_a_slow_rank_fails_its_node_with_the_action_and_the_other_node_passes(
-    tmp_path: Path,
-) -> None:
-    opts = tmp_path / "options.yaml"
-    opts.write_text("compute: {n: 256, iters: 3, warmup: 1}\nmemory: {bytes: 4194304, iters: 3}\n")
+def _two_pods(
+    tmp_path: Path, checks: str, fault: str, opts: Path | None = None
+) -> list[tuple[subprocess.Popen[str], str]]:
+    """Two torchrun agents as two pods on two Kubernetes Nodes; their (process, output)."""
     port = free_port()
     procs = []
     for i, (pod, node) in enumerate((("ml-dev-env-0", "worker-a"), ("ml-dev-env-1", "worker-b"))):
@@ -36,7 +35,7 @@ def test_a_slow_rank_fails_its_node_with_the_action_and_the_other_node_passes(
             MLENV_HOST=pod,
             MLENV_NODE_NAME=node,
             OMP_NUM_THREADS="1",
-            MLENV_FAULT="slow:rank=1,factor=4",
+            MLENV_FAULT=fault,
             MLENV_HISTORY_DIR=str(tmp_path / "history"),
         )
         cmd = [
@@ -56,9 +55,8 @@ def test_a_slow_rank_fails_its_node_with_the_action_and_the_other_node_passes(
             "-m",
             "mlenv.acceptance",
             "--checks",
-            "environment,compute.matmul,memory.copy",
-            "--options",
-            str(opts),
+            checks,
+            *(["--options", str(opts)] if opts else []),
             "--report-dir",
             str(tmp_path / f"report{i}"),
             "--deadline",
@@ -74,7 +72,19 @@ def test_a_slow_rank_fails_its_node_with_the_action_and_the_other_node_passes(
                 text=True,
             )
         )
-    outs = [p.communicate(timeout=240)[0] for p in procs]
+    return [(p, p.communicate(timeout=240)[0]) for p in procs]
+
+
+@pytest.mark.serial  # judges one CPU rank against the other
+def test_a_slow_rank_fails_its_node_with_the_action_and_the_other_node_passes(
+    tmp_path: Path,
+) -> None:
+    opts = tmp_path / "options.yaml"
+    opts.write_text("compute: {n: 256, iters: 3, warmup: 1}\nmemory: {bytes: 4194304, iters: 3}\n")
+    ran = _two_pods(
+        tmp_path, "environment,compute.matmul,memory.copy", "slow:rank=1,factor=4", opts
+    )
+    procs, outs = [p for p, _ in ran], [o for _, o in ran]
     assert procs[0].returncode == 1, outs[0][-4000:]
     report = tmp_path / "report0"
     doc = json.loads((report / "results.json").read_text())
@@ -101,3 +111,22 @@ def test_a_slow_rank_fails_its_node_with_the_action_and_the_other_node_passes(
     }
     assert set(cases) == {"worker-a (ml-dev-env-0)", "worker-b (ml-dev-env-1)"}
     assert cases["worker-b (ml-dev-env-1)"].find("failure") is not None
+
+
+def test_a_corrupting_rank_fails_its_node_with_drain_without_the_environment_check(
+    tmp_path: Path,
+) -> None:
+    """compute.quorum alone: the world result names rank 1; its Node (from the rank's own
+    start-up report, no environment check) FAILs with drain, the other Node PASSes."""
+    (p0, out0), _ = _two_pods(tmp_path, "compute.quorum", "corrupt:rank=1")
+    assert p0.returncode == 1, out0[-4000:]
+    doc = json.loads((tmp_path / "report0" / "results.json").read_text())
+    assert doc["world"]["node_names"] == ["worker-a", "worker-b"]
+    nodes = {n["node"]: n for n in doc["node_verdicts"]["nodes"]}
+    assert set(nodes) == {"worker-a", "worker-b"}
+    bad = nodes["worker-b"]
+    assert bad["node_from"] == "kubernetes" and bad["hosts"] == ["ml-dev-env-1"]
+    assert bad["status"] == "FAIL" and bad["action"]["id"] == "drain", bad
+    assert bad["findings"][0]["check"] == "compute.quorum" and bad["findings"][0]["rank"] == 1
+    assert "silent data corruption" in bad["findings"][0]["figure"]
+    assert nodes["worker-a"]["status"] == "PASS", nodes["worker-a"]

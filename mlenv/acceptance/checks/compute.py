@@ -322,6 +322,16 @@ class QuorumCheck(Check):
                     "hosts": hosts,
                     "reference": reference,
                     "disagreeing": list(outcome.disagreeing),
+                    # Node verdicts: a GPU computing wrong answers is drained, never reset.
+                    "blame": [
+                        {
+                            "rank": r,
+                            "action": "drain",
+                            "figure": f"rank {r}: matmul checksum differs from the majority "
+                            f"({outcome.agreeing}/{len(digests)} ranks): silent data corruption",
+                        }
+                        for r in outcome.disagreeing
+                    ],
                 },
                 duration_s=time.perf_counter() - t_start,
             )

@@ -56,6 +56,7 @@ from mlenv.acceptance.evidence import topology as topo
 from mlenv.acceptance.reports import console
 
 NAME = "fabric.localize"
+REQUESTED = "requested (--localize)"  # the trigger of a run that asked for localization
 MODES = ("auto", "always", "off")
 DEADLINE_SHARE = 0.8
 _DONE = "done"
@@ -345,7 +346,7 @@ class LocalizeCheck(Check):
             return self._skip(ctx, "one node: no link between nodes to localize")
         if mode == "off":
             return self._skip(ctx, "mode off")
-        why: list[str] = ["requested (--localize)"] if mode == "always" else []
+        why: list[str] = [REQUESTED] if mode == "always" else []
         if mode == "auto":
             decided: tuple[list[str], str] = ([], "")
             if ctx.rank == 0:
@@ -521,6 +522,12 @@ def results_of(
     and per slow link (scope link), else one world result: PASS (nobody), WARN (ambiguous /
     inconclusive). Every result carries every round in its details."""
     details = {**loc.to_dict(names), "trigger": why, **setup, "evidence": evidence(loc, names)}
+    # The nodes a fast pair proved healthy (neither end of it is slow): node verdicts count
+    # them as measured by this check, whatever else it found.
+    if loc.bar_gbps is not None:
+        details["healthy_nodes"] = sorted(
+            {names[x] for p, v in loc.figures.items() if v >= loc.bar_gbps for x in p}
+        )
     ref, bar = _fmt(loc.reference_gbps), _fmt(loc.bar_gbps)
     out: list[CheckResult] = rack_results(loc, names, details, duration_s)
     for x in loc.slow_nodes:
@@ -568,16 +575,28 @@ def results_of(
     metrics = {"reference_gbps": loc.reference_gbps} if loc.reference_gbps is not None else {}
     if loc.outcome == plan.NOBODY:
         low = min(loc.figures.values())
+        found = (
+            f"no slow node or link: all {len(loc.figures)} of {loc.n * (loc.n - 1) // 2} pair(s) "
+            f"at or above {bar} GB/s (lowest {low:.3g}, healthy {ref}) in {rounds} round(s)"
+        )
+        # Run because a collective was below its bar (auto): every pair being fast does not
+        # clear that collective, so the result cannot be PASS; it says where to look next.
+        triggered = [w for w in why if w != REQUESTED]
         return [
             CheckResult(
                 name=NAME,
-                status=Status.PASS,
+                status=Status.WARN if triggered else Status.PASS,
                 scope="world",
                 metrics={**metrics, "pair_gbps_min": low},
                 reasons=[
-                    f"no slow node or link: all {len(loc.figures)} of {loc.n * (loc.n - 1) // 2} pair(s) at or "
-                    f"above {bar} GB/s "
-                    f"(lowest {low:.3g}, healthy {ref}) in {rounds} round(s)"
+                    found
+                    + (
+                        f"; yet {'; '.join(triggered)}: the slowness is not one node or link "
+                        "(it shows only at full scale: the collective's algorithm, the switch "
+                        "fabric under all pairs at once, or the bar itself)"
+                        if triggered
+                        else ""
+                    )
                 ],
                 details=details,
                 duration_s=duration_s,

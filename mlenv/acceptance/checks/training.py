@@ -1117,6 +1117,16 @@ def world_result(
             {"rank": s.rank, "host": s.host, "compute_p50_ms": s.value_ms, "ratio": s.ratio}
             for s in stragglers
         ],
+        # Node verdicts: a straggler's GPU is slow (reset it; its node drained if all are).
+        "blame": [
+            {
+                "rank": s.rank,
+                "action": "reset-gpu",
+                "status": straggler_status,
+                "figure": s.reason(),
+            }
+            for s in stragglers
+        ],
         "straggler_factor": straggler_factor,
         "min_loss_drop": min_loss_drop,
         "setup": setup,

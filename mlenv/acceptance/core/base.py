@@ -86,6 +86,12 @@ class Check(ABC):
     def teardown(self, ctx: RunContext) -> None:  # noqa: B027 - optional hook
         """Release what setup took. Default: nothing."""
 
+    @classmethod
+    def deadline_problem(cls, options: CheckOptions, deadline_s: float) -> str | None:
+        """Why this check cannot finish within a per-check deadline of ``deadline_s`` with
+        ``options`` (None: it can); asked before the suite starts. Default: it can."""
+        return None
+
 
 _REGISTRY: dict[str, type[Check]] = {}
 C = TypeVar("C", bound=type[Check])

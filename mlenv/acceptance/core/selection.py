@@ -9,6 +9,9 @@ launches anything.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from mlenv.acceptance.core import registry as _registry
 from mlenv.acceptance.core.base import Check, registry
 from mlenv.acceptance.core.registry import PLUGINS_ENV, plugin_modules  # noqa: F401 - their old home
@@ -43,3 +46,24 @@ def select_checks(spec: str) -> list[type[Check]]:
             )
         chosen += [h for h in hits if h not in chosen]
     return [reg[n] for n in sorted(chosen, key=order_key)]
+
+
+def check_deadlines(
+    checks: list[type[Check]],
+    overrides: Mapping[str, Mapping[str, Any]],
+    profile: str,
+    deadline_s: float,
+) -> None:
+    """InputError naming the first check that cannot finish within the per-check deadline
+    with its options (``Check.deadline_problem``): such a check would be named hung and
+    stop the suite, so it is refused before any rank starts."""
+    from mlenv.acceptance.core import profiles
+
+    for cls in checks:
+        for cuda in (False, True):
+            opts = profiles.options_for(
+                cls.Options, cls.name, profile=profile, cuda=cuda, overrides=overrides
+            )
+            why = cls.deadline_problem(opts, deadline_s)
+            if why:
+                raise InputError(f"{cls.name}: {why}")

@@ -38,7 +38,7 @@ Plan:
   leaf switch or uplink is one finding (``rack_findings``), its pairs neither slow links
   nor evidence against their nodes. A targeted round pairs a doubtful node with a good
   node of its own rack first.
-- Bounds: ``max_rounds`` (default ``max(3, ceil(log2 N))``) and ``deadline_s``: a round
+- Bounds: ``max_rounds`` (default ``max(4, ceil(log2 N))``) and ``deadline_s``: a round
   starts only when the time left is at least the longest round so far. Whatever is not
   resolved then is reported as suspects (*inconclusive*), never guessed.
 """
@@ -62,15 +62,16 @@ FOUND = "found"  # one or more slow nodes and/or links named
 AMBIGUOUS = "ambiguous"  # two nodes: one pair, nothing to tell node from link (or from normal)
 INCONCLUSIVE = "inconclusive"  # suspects left when the rounds or the deadline ran out
 
-DEFAULT_SLOW_FRAC = 0.5
+DEFAULT_SLOW_FRAC = 0.2
 REFERENCE_QUANTILE = 0.75
 
 
 def default_max_rounds(n: int) -> int:
-    """The round budget for ``n`` nodes: 1 for two, else ``max(3, ceil(log2 n))``."""
+    """The round budget for ``n`` nodes: 1 for two, else ``max(4, ceil(log2 n))`` (four: the
+    ring's two rounds and the two at distance 2, so a link off the ring is surveyed too)."""
     if n <= 2:
         return 1
-    return max(3, math.ceil(math.log2(n)))
+    return max(4, math.ceil(math.log2(n)))
 
 
 def norm(a: int, b: int) -> Pair:
@@ -218,7 +219,8 @@ def survey_schedule(n: int) -> Iterator[list[Pair]]:
 
     Round 1 pairs neighbours, ``(0, 1), (2, 3), …``; round 2 the other neighbours,
     ``(1, 2), (3, 4), …, (n-1, 0)``: together the ring a ring all_reduce in node order
-    uses. Then the rounds of a round-robin tournament (the circle method: node 0 fixed,
+    uses. Then the pairs at distance 2, 4, 8, … (two rounds each, each disjoint). Then the
+    rounds of a round-robin tournament (the circle method: node 0 fixed,
     the others rotating, a bye when ``n`` is odd) without the pairs already planned; a
     pair left out of its round that way is carried into the next round where both its
     nodes are free.
@@ -229,6 +231,22 @@ def survey_schedule(n: int) -> Iterator[list[Pair]]:
     if second:
         yield second
     seen = set(first) | set(second)
+    # Then the pairs at distance 2, 4, 8, … (recursive doubling and tree algorithms pair
+    # nodes that far apart): a link the ring never crosses, say between p and p + 2, is
+    # surveyed in the next rounds rather than left to a round robin's chance.
+    d = 2
+    while 2 * d <= n:
+        ring = [norm(i, (i + d) % n) for i in range(n)]
+        # the first half of each block of 2d first: those pairs are disjoint, then the rest
+        ordered = [p for i, p in enumerate(ring) if (i // d) % 2 == 0] + [
+            p for i, p in enumerate(ring) if (i // d) % 2 == 1
+        ]
+        fresh = list(dict.fromkeys(p for p in ordered if p not in seen))
+        seen.update(fresh)
+        while fresh:
+            now, _, fresh = _pack([], fresh)
+            yield now
+        d *= 2
     m = n + n % 2
     rest = list(range(1, m))
     carry: list[Pair] = []
@@ -483,6 +501,7 @@ class SimulatedFabric:
     slow_between: Mapping[tuple[str, str], float] = field(
         default_factory=dict
     )  # (rack, rack) sorted -> factor
+    seed: int = 0  # another seed, another draw of the noise (repeated trials)
 
     def figure(self, p: Pair, salt: int = 0) -> float:
         """The figure pair ``p`` would measure (in round ``salt``)."""
@@ -495,7 +514,7 @@ class SimulatedFabric:
             f *= min(self.slow_uplinks.get(ra or "", 1.0), self.slow_uplinks.get(rb or "", 1.0))
             f *= self.slow_between.get((min(ra or "", rb or ""), max(ra or "", rb or "")), 1.0)
         # A fixed pseudo-random wobble in [-noise, +noise]: reproducible without a RNG seed.
-        wobble = ((a * 7919 + b * 104729 + salt * 1299709) % 2001) / 1000.0 - 1.0
+        wobble = ((a * 7919 + b * 104729 + (salt + 7 * self.seed) * 1299709) % 2001) / 1000.0 - 1.0
         return self.healthy_gbps * f * (1.0 + self.noise * wobble)
 
     def __call__(self, pairs: Sequence[Pair]) -> dict[Pair, float]:

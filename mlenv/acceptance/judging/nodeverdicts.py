@@ -6,11 +6,21 @@ versioned by its own ``version``). Each verdict names the checks and figures beh
 a severity, and one action from a small catalogue (:data:`ACTIONS`, docs/acceptance.md
 "Node verdicts"), so an operator (or ``mlenv quarantine``) knows what to do with the node.
 
-A node is the machine a rank ran on: the Kubernetes Node when the pod learnt it through
-the downward API (``MLENV_NODE_NAME`` = ``spec.nodeName``, recorded by the environment
-check), else the host (the Slurm node or plain host; on Kubernetes without it, the
-pod). A node that no check measured is UNKNOWN, never PASS: the environment check only
-records versions, so it counts only when it finds the GPU busy.
+A node is the machine a rank ran on, as its platform names it: every rank reports it at
+start-up, whatever checks run (``world.node_names``: the Kubernetes Node from the downward
+API, ``MLENV_NODE_NAME`` = ``spec.nodeName``; the Slurm node from ``SLURMD_NODENAME``),
+else the host (the plain host of the plan). Results written before that carry it in the
+environment check's ``node_name``, still read. A node that no check measured is UNKNOWN,
+never PASS: the environment check only records versions, so it counts only when it finds
+the GPU busy.
+
+A result of the whole world (or of a group of ranks) reaches the nodes two ways: a
+result that every rank took part in and that passed measured every node; a result that
+names ranks or nodes (``details.blame``: ``[{"rank" or "node", "action", "figure",
+"status"?, "gpu"?, "uuid"?}]``, e.g. compute.quorum's disagreeing ranks, training's stragglers) is a finding
+on each node it names, with the action its cause needs (silent data corruption: drain;
+a slow GPU: reset it, or drain the node when all its GPUs are slow; a NIC: check-nic).
+A rank or node result may name its action the same way (``details.action``).
 """
 
 from __future__ import annotations
@@ -64,6 +74,15 @@ ACTIONS: dict[str, Action] = {
             "GPU {gpu} on {node} is held by another process: free it, then re-check",
             False,
         ),
+        # DCGM's CONFIG severity (persistence mode off, a clock or ECC setting): a setting to
+        # change, not a hardware ticket, and no reason to take the node out.
+        Action(
+            "configure-gpu",
+            "warning",
+            "fix the configuration DCGM named on {node} ({check}), e.g. enable persistence mode "
+            "(nvidia-smi -pm 1 or the nvidia-persistenced service), then re-check",
+            False,
+        ),
         Action(
             "reset-gpu",
             "warning",
@@ -108,6 +127,18 @@ ACTIONS: dict[str, Action] = {
             False,
         ),
         Action("drain", "critical", "drain {node} and open a hardware ticket ({check})", True),
+        Action(
+            "check-nvswitch",
+            "critical",
+            "drain {node} and have its NvSwitch checked (fabric manager, nvidia-smi nvlink -s; {check})",
+            True,
+        ),
+        Action(
+            "check-cpu",
+            "critical",
+            "drain {node} and have its CPU checked ({check})",
+            True,
+        ),
     )
 }
 
@@ -145,12 +176,22 @@ def _figure(r: CheckResult) -> str:
 
 
 def _action_for(
-    check: str, scope: str, status: str, *, busy: bool, gpu: int | None, whole_node: bool
+    check: str,
+    scope: str,
+    status: str,
+    *,
+    busy: bool,
+    gpu: int | None,
+    whole_node: bool,
+    named: str | None = None,
 ) -> str:
-    if status == WARN:
-        return "watch"
     if status == "ERROR":
         return "free-gpu" if busy else "recheck"
+    if named is not None:  # the result knows its cause (DCGM's severity, quorum's SDC, ...)
+        # A GPU to reset is the node's to drain once every GPU of it failed.
+        return "drain" if named == "reset-gpu" and whole_node else named
+    if status == WARN:
+        return "watch"
     if check == _FABRIC_NET:
         return "check-nccl-net"
     if (check == _LOCALIZE and scope == "node") or check == _PORTS:
@@ -171,6 +212,8 @@ class _Finding:
     metric: str | None = None
     value: float | None = None
     busy: bool = False
+    action: str | None = None  # the action the result named for its cause
+    uuid: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -179,7 +222,7 @@ class _Finding:
             "status": self.status,
             "figure": self.figure,
         }
-        for k in ("rank", "gpu", "metric", "value"):
+        for k in ("rank", "gpu", "uuid", "metric", "value", "action"):
             v = getattr(self, k)
             if v is not None:
                 d[k] = v
@@ -206,18 +249,56 @@ def _pick(cands: list[tuple[str, _Finding | None]]) -> tuple[str, _Finding | Non
     )
 
 
-def _kubernetes_nodes(results: list[CheckResult]) -> dict[str, str]:
-    """Host (pod) → the Kubernetes Node the environment check recorded for it (``node_name``)."""
-    k8s: dict[str, str] = {}
+# Where a node name came from, as world.node_sources records it per rank.
+NODE_SOURCES = ("kubernetes", "slurm", "host")
+
+
+def _platform_nodes(
+    results: list[CheckResult], world: dict[str, Any]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """Host (pod) → the node its platform named, and → where the name came from.
+
+    Every rank reports its node at start-up (``world.node_names``/``node_sources``, one
+    per rank, "" where the platform names none); runs recorded before that carry the
+    Kubernetes Node in the environment check's ``node_name``.
+    """
+    names: dict[str, str] = {}
+    sources: dict[str, str] = {}
+    hosts, raw_names, raw_sources = (
+        world.get("hosts"),
+        world.get("node_names"),
+        world.get("node_sources"),
+    )
+    if isinstance(hosts, list) and isinstance(raw_names, list):
+        srcs = raw_sources if isinstance(raw_sources, list) else []
+        for i, (h, n) in enumerate(zip(hosts, raw_names, strict=False)):
+            src = str(srcs[i]) if i < len(srcs) else ""
+            if isinstance(n, str) and n and src in NODE_SOURCES and str(h) not in names:
+                names[str(h)], sources[str(h)] = n, src
     for r in results:
         name = (
             r.details.get("node_name")
             if r.name == "environment" and isinstance(r.details, dict)
             else None
         )
-        if r.node and isinstance(name, str) and name:
-            k8s[r.node] = name
-    return k8s
+        if r.node and isinstance(name, str) and name and r.node not in names:
+            names[r.node], sources[r.node] = name, "kubernetes"
+    return names, sources
+
+
+def _blamed(r: CheckResult) -> list[dict[str, Any]]:
+    """The ranks or nodes a result names as the cause (``details.blame``), well-formed ones only."""
+    raw = r.details.get("blame") if isinstance(r.details, dict) else None
+    out = []
+    for b in raw if isinstance(raw, list) else []:
+        if not isinstance(b, dict) or b.get("action") not in ACTIONS:
+            continue
+        rank, node = b.get("rank"), b.get("node")
+        if (isinstance(rank, int) and not isinstance(rank, bool)) or (
+            isinstance(node, str) and node
+        ):
+            out.append(b)
+    return out
 
 
 @dataclass
@@ -226,13 +307,15 @@ class _Collector:
 
     hosts: list[str]
     cuda: bool
-    k8s: dict[str, str]
+    k8s: dict[str, str]  # host → the node its platform named
+    sources: dict[str, str] = field(default_factory=dict)  # host → kubernetes | slurm
     order: list[str] = field(default_factory=list)
     members: dict[str, list[str]] = field(default_factory=dict)
     per: dict[str, list[_Finding]] = field(default_factory=dict)
     measured: dict[str, set[str]] = field(default_factory=dict)
     gpu_findings: dict[tuple[str, int], list[_Finding]] = field(default_factory=dict)
     gpu_measured: set[tuple[str, int]] = field(default_factory=set)
+    gpu_uuids: dict[tuple[str, int], str] = field(default_factory=dict)
     links: list[dict[str, Any]] = field(default_factory=list)
     racks: list[dict[str, Any]] = field(default_factory=list)
 
@@ -317,8 +400,85 @@ class _Collector:
             }
         )
 
+    def add_blame(self, r: CheckResult, blamed: list[dict[str, Any]]) -> None:
+        """A result naming ranks or nodes: a finding on each; a measurement of every other node
+        of the ranks it covered (``details.ranks``, else the whole world)."""
+        for b in blamed:
+            rank = b.get("rank")
+            if isinstance(rank, int) and 0 <= rank < len(self.hosts):
+                host: str = self.hosts[rank]
+            elif isinstance(b.get("node"), str):
+                host = str(b["node"])
+                rank = None
+            else:
+                continue
+            node = self.node_of(host)
+            if node not in self.per:
+                continue
+            gpu = b.get("gpu")
+            if not isinstance(gpu, int) or isinstance(gpu, bool):
+                gpu = _gpu_of(rank if isinstance(rank, int) else None, self.hosts, self.cuda)
+            figure = str(b.get("figure") or "") or _figure(r)
+            # An entry may grade itself below its result (a straggler WARNs in a FAILed run).
+            status = FAIL if r.status == Status.FAIL else WARN
+            if b.get("status") in (WARN, FAIL) and not (status == WARN and b["status"] == FAIL):
+                status = str(b["status"])
+            f = _Finding(
+                r.name,
+                r.scope,
+                status,
+                figure,
+                rank=rank if isinstance(rank, int) else None,
+                gpu=gpu,
+                action=str(b["action"]),
+                uuid=str(b["uuid"]) if isinstance(b.get("uuid"), str) else None,
+            )
+            self.per[node].append(f)
+            self.measured[node].add(r.name)
+            if gpu is not None:
+                self.gpu_findings.setdefault((node, gpu), []).append(f)
+        for node in self.covered(r):
+            self.measured[node].add(r.name)
+
+    def covered(self, r: CheckResult) -> list[str]:
+        """The nodes a result's ranks ran on (``details.ranks`` when it lists them, else all),
+        their GPUs counted as measured."""
+        raw = r.details.get("ranks") if isinstance(r.details, dict) else None
+        listed = [x for x in raw if isinstance(x, int)] if isinstance(raw, list) else []
+        ranks = [k for k in listed if 0 <= k < len(self.hosts)] or range(len(self.hosts))
+        nodes: list[str] = []
+        for k in ranks:
+            node = self.node_of(self.hosts[k])
+            if node not in self.per:
+                continue
+            if node not in nodes:
+                nodes.append(node)
+            gpu = _gpu_of(k, self.hosts, self.cuda)
+            if gpu is not None:
+                self.gpu_measured.add((node, gpu))
+        return nodes
+
     def add_result(self, r: CheckResult) -> None:
         """One judged result: what it measured on its node (and GPU), and its finding if any."""
+        proved = r.details.get("healthy_nodes") if isinstance(r.details, dict) else None
+        if isinstance(proved, list) and r.status in (Status.PASS, Status.WARN, Status.FAIL):
+            # fabric.localize: the nodes a fast pair proved healthy were measured by it
+            for h in proved:
+                if isinstance(h, str) and self.node_of(h) in self.per:
+                    self.measured[self.node_of(h)].add(r.name)
+        blamed = _blamed(r) if r.scope not in ("rank", "node") else []
+        if blamed and r.status in (Status.FAIL, Status.WARN):
+            self.add_blame(r, blamed)
+            if r.scope in ("link", "inter"):
+                self.add_link(r)
+            return
+        if r.scope in ("world", "intra", "inter") and r.status == Status.PASS:
+            # Every rank it covered took part and agreed: each of their nodes was measured.
+            if r.name not in RECORD_ONLY:
+                for node in self.covered(r):
+                    self.measured[node].add(r.name)
+            if r.scope == "intra":
+                return
         if r.scope in ("link", "inter"):
             self.add_link(r)
             return
@@ -339,14 +499,26 @@ class _Collector:
             named, bool
         ):  # a check that names the GPU (gpu.dcgm)
             gpu = named
+        uuid = r.details.get("uuid") if isinstance(r.details, dict) else None
+        if gpu is not None and isinstance(uuid, str) and uuid:
+            self.gpu_uuids[(node, gpu)] = uuid
         if r.status in (Status.PASS, Status.WARN, Status.FAIL) and r.name not in RECORD_ONLY:
             self.measured[node].add(r.name)
             if gpu is not None:
                 self.gpu_measured.add((node, gpu))
         if r.status in (Status.WARN, Status.FAIL, Status.ERROR):
             busy = isinstance(r.details, dict) and isinstance(r.details.get("gpu_busy"), dict)
+            said = r.details.get("action") if isinstance(r.details, dict) else None
             f = _Finding(
-                r.name, r.scope, r.status.value, _figure(r), rank=r.rank, gpu=gpu, busy=busy
+                r.name,
+                r.scope,
+                r.status.value,
+                _figure(r),
+                rank=r.rank,
+                gpu=gpu,
+                busy=busy,
+                action=said if isinstance(said, str) and said in ACTIONS else None,
+                uuid=uuid if isinstance(uuid, str) and uuid else None,
             )
             self.per[node].append(f)
             if gpu is not None:
@@ -391,18 +563,30 @@ class _Collector:
                 [
                     (
                         _action_for(
-                            f.check, f.scope, f.status, busy=f.busy, gpu=f.gpu, whole_node=whole
+                            f.check,
+                            f.scope,
+                            f.status,
+                            busy=f.busy,
+                            gpu=f.gpu,
+                            whole_node=whole,
+                            named=f.action,
                         ),
                         f,
                     )
                     for f in fs
                 ]
             )
-        names = {"node": node, "gpu": why.gpu if why else None, "check": why.check if why else None}
+        gpu_name: Any = None
+        if why is not None and why.gpu is not None:
+            # The UUID where known: a pod's index is not the host's, the UUID is the GPU.
+            gpu_name = why.uuid or self.gpu_uuids.get((node, why.gpu)) or why.gpu
+        names = {"node": node, "gpu": gpu_name, "check": why.check if why else None}
         out: dict[str, Any] = {
             "node": node,
             "hosts": self.members[node] or [node],
-            "node_from": "kubernetes" if any(h in self.k8s for h in self.members[node]) else "host",
+            "node_from": next(
+                (self.sources[h] for h in self.members[node] if h in self.sources), "host"
+            ),
             "status": status,
             "severity": ACTIONS[act].severity,
             "action": {
@@ -418,7 +602,12 @@ class _Collector:
             for g in gpus_of_node:
                 gf = self.gpu_findings.get((node, g), [])
                 gst = _worst_status(gf, (node, g) in self.gpu_measured)
-                out["gpus"].append({"gpu": g, "status": gst, "findings": [f.to_dict() for f in gf]})
+                entry: dict[str, Any] = {"gpu": g}
+                uuid = self.gpu_uuids.get((node, g)) or next((f.uuid for f in gf if f.uuid), None)
+                if uuid:
+                    entry["uuid"] = uuid
+                entry.update({"status": gst, "findings": [f.to_dict() for f in gf]})
+                out["gpus"].append(entry)
         return out
 
 
@@ -431,10 +620,12 @@ def build(
     finding); ``world`` is results.json's ``world`` (``hosts`` per rank, ``device``).
     """
     raw_hosts = world.get("hosts")
+    names, sources = _platform_nodes(results, world)
     c = _Collector(
         hosts=[str(h) for h in raw_hosts] if isinstance(raw_hosts, list) else [],
         cuda=world.get("device") == "cuda",
-        k8s=_kubernetes_nodes(results),
+        k8s=names,
+        sources=sources,
     )
     c.add_nodes(results)
     for r in results:

@@ -109,10 +109,17 @@ def launch_env(nproc: int, gpus: int) -> dict[str, str]:
     return env
 
 
-def validate(profile: str, checks: str, baseline: str | None, options: Path | None) -> int:
-    """Check flags and files before launching anything; returns the number of checks."""
+def validate(
+    profile: str,
+    checks: str,
+    baseline: str | None,
+    options: Path | None,
+    deadline_s: float | None = None,
+) -> int:
+    """Check flags and files before launching anything; returns the number of checks.
+    ``deadline_s`` (the per-check deadline, 0 or None: the profile's): every check must fit."""
     from mlenv.acceptance.core import profiles
-    from mlenv.acceptance.core.selection import load_checks, select_checks
+    from mlenv.acceptance.core.selection import check_deadlines, load_checks, select_checks
     from mlenv.acceptance.judging import baselines
 
     overrides = profiles.load_options_file(options) if options else {}
@@ -120,7 +127,10 @@ def validate(profile: str, checks: str, baseline: str | None, options: Path | No
     if baseline:
         baselines.resolve(baseline, [])
     load_checks()
-    return len(select_checks(checks))
+    selected = select_checks(checks)
+    if deadline_s is not None:
+        check_deadlines(selected, overrides, profile, deadline_s or profiles.DEADLINES[profile])
+    return len(selected)
 
 
 def recover(

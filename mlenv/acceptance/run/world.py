@@ -24,7 +24,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import timedelta
 from pathlib import Path
@@ -118,6 +118,21 @@ def read_launch_env() -> LaunchEnv:
 def hostname() -> str:
     """This node's name (MLENV_HOST overrides, for harnesses that fake several nodes)."""
     return os.environ.get("MLENV_HOST") or socket.gethostname()
+
+
+def platform_node(environ: Mapping[str, str] | None = None) -> tuple[str, str]:
+    """(name, source) of the node this rank runs on as its platform names it, ("", "") if none.
+
+    Kubernetes: the Node from the downward API (``MLENV_NODE_NAME`` = ``spec.nodeName``,
+    the pod's name being no node); Slurm: ``SLURMD_NODENAME``, the name scontrol knows
+    (a host's own name may differ from it). Elsewhere the host is the node.
+    """
+    env = os.environ if environ is None else environ
+    for var, source in (("MLENV_NODE_NAME", "kubernetes"), ("SLURMD_NODENAME", "slurm")):
+        name = env.get(var, "").strip()
+        if name:
+            return name, source
+    return "", ""
 
 
 def node_layout(hosts: list[str], env: LaunchEnv) -> tuple[int, int]:
@@ -228,6 +243,8 @@ def rendezvous(
         raise failure
     if life is not None:  # before the hello: once every rank said hello, every rank's life is there
         store.set(f"mlenv/{env.restart}/life/{env.rank}", life.to_json())
+    # Before the hello: once every rank said hello, every rank's node name is there.
+    store.set(f"{prefix}/node/{env.rank}", json.dumps(platform_node()))
     store.set(keys[env.rank], host)
     # Rank 0 decides; the others wait a little longer so they hear its verdict (which
     # names the missing ranks) rather than racing it to the same conclusion.
@@ -259,6 +276,21 @@ def rendezvous(
     return store, [bytes(store.get(k)).decode() for k in keys]
 
 
+def node_names(store: Any, env: LaunchEnv) -> list[tuple[str, str]]:
+    """Every rank's (node name, source) as it posted them at the rendezvous (("", "") if unreadable)."""
+    out: list[tuple[str, str]] = []
+    for r in range(env.world_size):
+        key = f"mlenv/{env.restart}/hello/node/{r}"
+        try:
+            if not store.check([key]):  # get would wait for it until the store's timeout
+                raise KeyError(key)
+            name, source = json.loads(bytes(store.get(key)))
+            out.append((str(name), str(source)))
+        except Exception:  # a rank of an older mlenv, or a value that is not ours
+            out.append(("", ""))
+    return out
+
+
 def _wait_for_acks(store: Any, prefix: str, ranks: list[int], timeout_s: float) -> None:
     """Give the ranks that joined a moment to read the abort before rank 0's store goes away."""
     end = time.monotonic() + timeout_s
@@ -272,8 +304,10 @@ def init_process_group(
     host: str,
     nccl_log_dir: Path | None = None,
     life: Life | None = None,
-) -> tuple[str, str, list[str]]:
-    """Choose the device, rendezvous, start the default process group: (backend, device, hosts).
+) -> tuple[str, str, list[str], list[tuple[str, str]]]:
+    """Choose the device, rendezvous, start the default process group: (backend, device,
+    hosts, nodes), ``nodes`` being every rank's (platform node name, source) on rank 0
+    (:func:`platform_node`; empty on the other ranks).
 
     The group's timeout is the per-check deadline so a collective with a missing peer
     raises instead of waiting forever. Raises InputError (more ranks than GPUs) or
@@ -295,6 +329,7 @@ def init_process_group(
 
         ncclcapture.start(os.environ, nccl_log_dir, env.rank, host)
     store, hosts = rendezvous(env, host, deadline_s, life=life)
+    nodes = node_names(store, env) if env.rank == 0 else []
     try:
         dist.init_process_group(
             backend=backend,
@@ -305,7 +340,7 @@ def init_process_group(
         )
     except Exception as e:  # rendezvous failures are infrastructure, not the user's input
         raise InfraError(f"cannot start the process group ({backend}): {e}") from e
-    return backend, device, hosts
+    return backend, device, hosts, nodes
 
 
 # -- where a rank's process can be looked at --------------------------------------------

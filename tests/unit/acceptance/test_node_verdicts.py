@@ -201,3 +201,151 @@ def test_every_action_has_a_known_severity_and_fills_its_names() -> None:
             a.id, node="n", gpu=1, a="x", b="y", check="c", rack="r", racks="r and s"
         )
         assert "{" not in text and "?" not in text
+
+
+def _quorum(hosts: list[str], bad: list[int]) -> CheckResult:
+    """compute.quorum's world result as the check writes it (ranks ``bad`` disagreeing)."""
+    return CheckResult(
+        name="compute.quorum",
+        status=Status.FAIL if bad else Status.PASS,
+        scope="world",
+        metrics={"disagreeing_ranks": float(len(bad))},
+        reasons=[f"rank {r} ({hosts[r]}): matmul checksum differs" for r in bad],
+        details={
+            "disagreeing": bad,
+            "blame": [
+                {"rank": r, "action": "drain", "figure": f"rank {r}: silent data corruption"}
+                for r in bad
+            ],
+        },
+    )
+
+
+def test_a_world_result_naming_a_rank_fails_that_node_with_drain_and_passes_the_others() -> None:
+    hosts = ["n0"] * 2 + ["n1"] * 2
+    world = {"device": "cuda", "hosts": hosts}
+    nv = _by_node(nodeverdicts.build([_quorum(hosts, [3])], [], world))
+    assert nv["n1"]["status"] == "FAIL" and nv["n1"]["action"]["id"] == "drain"
+    assert nv["n1"]["action"]["quarantine"] is True
+    (f,) = nv["n1"]["findings"]
+    assert f["check"] == "compute.quorum" and f["rank"] == 3 and f["gpu"] == 1
+    assert "silent data corruption" in f["figure"]
+    # The other node took part and agreed: measured, PASS (not UNKNOWN/recheck).
+    assert nv["n0"]["status"] == "PASS" and nv["n0"]["checks"] == ["compute.quorum"]
+    # One GPU of two corrupting is still a drain: SDC is never a reset.
+    assert [g["status"] for g in nv["n1"]["gpus"]] == ["PASS", "FAIL"]
+
+
+def test_a_passing_world_result_measures_every_node_a_failing_one_naming_nobody_does_not() -> None:
+    world = {"device": "cpu", "hosts": ["h0", "h1"]}
+    nv = _by_node(nodeverdicts.build([_quorum(["h0", "h1"], [])], [], world))
+    assert {n["status"] for n in nv.values()} == {"PASS"}
+    anon = CheckResult(
+        name="training.deepspeed", status=Status.FAIL, scope="world", reasons=["loss flat"]
+    )
+    nv = _by_node(nodeverdicts.build([anon], [], world))
+    assert {n["status"] for n in nv.values()} == {"UNKNOWN"}
+
+
+def test_a_straggler_is_its_gpus_reset_and_keeps_its_own_grade_in_a_failed_run() -> None:
+    hosts = ["n0"] * 2 + ["n1"] * 2
+    r = CheckResult(
+        name="training.deepspeed",
+        status=Status.FAIL,  # failed for the stack ratio, not for the straggler
+        scope="world",
+        reasons=["the DeepSpeed stack reached 40%"],
+        details={
+            "blame": [
+                {"rank": 2, "action": "reset-gpu", "status": "WARN", "figure": "straggler: rank 2"}
+            ]
+        },
+    )
+    nv = _by_node(nodeverdicts.build([r], [], {"device": "cuda", "hosts": hosts}))
+    assert nv["n1"]["status"] == "WARN" and nv["n1"]["action"]["id"] == "reset-gpu"
+    assert "reset GPU 0 on n1" in nv["n1"]["action"]["text"]
+    assert nv["n0"]["status"] == "PASS"
+
+
+def test_node_names_come_from_the_platform_whatever_checks_ran() -> None:
+    """No environment check: the names every rank reported at start-up (world.node_names)."""
+    pods = ["ml-dev-env-0", "ml-dev-env-1"]
+    world = {
+        "device": "cpu",
+        "hosts": pods,
+        "node_names": ["worker-7", "worker-8"],
+        "node_sources": ["kubernetes", "kubernetes"],
+    }
+    nv = _by_node(nodeverdicts.build([_quorum(pods, [1])], [], world))
+    assert set(nv) == {"worker-7", "worker-8"}
+    assert nv["worker-8"]["hosts"] == ["ml-dev-env-1"]
+    assert nv["worker-8"]["node_from"] == "kubernetes" and nv["worker-8"]["status"] == "FAIL"
+    slurm = {
+        "device": "cpu",
+        "hosts": ["c1.cluster", "c2.cluster"],
+        "node_names": ["c1", "c2"],
+        "node_sources": ["slurm", "slurm"],
+    }
+    nv = _by_node(nodeverdicts.build([_quorum(["c1", "c2"], [0])], [], slurm))
+    assert nv["c1"]["node_from"] == "slurm" and nv["c1"]["status"] == "FAIL"
+    plain = {"device": "cpu", "hosts": ["a", "b"], "node_names": ["", ""], "node_sources": ["", ""]}
+    nv = _by_node(nodeverdicts.build([_quorum(["a", "b"], [])], [], plain))
+    assert set(nv) == {"a", "b"} and nv["a"]["node_from"] == "host"
+
+
+def test_a_result_naming_its_action_and_gpu_uuid_is_named_by_both() -> None:
+    r = CheckResult(
+        name="gpu.dcgm",
+        status=Status.FAIL,
+        scope="node",
+        node="n0",
+        reasons=["GPU 1: DCGM level 2 memory Fail"],
+        details={"gpu": 1, "uuid": "GPU-5c1a", "action": "reset-gpu"},
+    )
+    ok = CheckResult(
+        name="gpu.dcgm",
+        status=Status.PASS,
+        scope="node",
+        node="n0",
+        details={"gpu": 0, "uuid": "GPU-0b0b"},
+    )
+    nv = _by_node(nodeverdicts.build([ok, r], [], {"device": "cuda", "hosts": ["n0", "n0"]}))
+    n0 = nv["n0"]
+    assert n0["action"]["id"] == "reset-gpu" and "GPU-5c1a" in n0["action"]["text"]
+    assert [(g["gpu"], g.get("uuid")) for g in n0["gpus"]] == [(0, "GPU-0b0b"), (1, "GPU-5c1a")]
+    assert n0["findings"][0]["uuid"] == "GPU-5c1a"
+
+
+def test_each_platform_names_its_node_kubernetes_first_then_slurm_else_none() -> None:
+    from mlenv.acceptance.run.world import platform_node
+
+    assert platform_node({"MLENV_NODE_NAME": " worker-3 ", "SLURMD_NODENAME": "x"}) == (
+        "worker-3",
+        "kubernetes",
+    )
+    assert platform_node({"SLURMD_NODENAME": "c7"}) == ("c7", "slurm")
+    assert platform_node({"MLENV_NODE_NAME": "", "HOSTNAME": "h"}) == ("", "")
+
+
+def test_rank_zero_reads_every_ranks_node_from_the_rendezvous_store() -> None:
+    import json
+
+    from mlenv.acceptance.run.world import LaunchEnv, node_names
+
+    class Store:
+        def __init__(self, d: dict[str, bytes]) -> None:
+            self.d = d
+
+        def check(self, keys: list[str]) -> bool:
+            return all(k in self.d for k in keys)
+
+        def get(self, key: str) -> bytes:
+            return self.d[key]
+
+    env = LaunchEnv(0, 3, 0, 1, "127.0.0.1", 1, None, None, 0)
+    store = Store(
+        {
+            "mlenv/0/hello/node/0": json.dumps(["worker-a", "kubernetes"]).encode(),
+            "mlenv/0/hello/node/1": b"not json",
+        }
+    )
+    assert node_names(store, env) == [("worker-a", "kubernetes"), ("", ""), ("", "")]
