@@ -68,16 +68,34 @@ def quarantine_cmd(
             help="History root (default $MLENV_HISTORY_DIR, else reports/ in the repository).",
         ),
     ] = None,
+    condition: Annotated[
+        bool,
+        typer.Option(
+            "--condition",
+            help="Kubernetes: also set the Node condition MlenvAcceptance=False "
+            "(needs patch nodes/status; release sets it back).",
+        ),
+    ] = False,
 ) -> None:
     """Take the nodes that FAILED a run out of scheduling: Kubernetes label, annotation and
-    NoSchedule taint; Slurm drain with the run id and check as reason; hosts: the list."""
+    NoSchedule taint, and an Event on the Node; Slurm drain with the run id and check as
+    reason; hosts: the list."""
     from mlenv import quarantine as q
 
     root = _history_root(history_dir)
     run = q.load_run(run_ref, root)
     ts = q.targets(run, node)
     name, p = _platform(run, cluster)
-    p.quarantine(name, session(), run=run, targets=ts, apply=apply, only=node, history_root=root)
+    p.quarantine(
+        name,
+        session(),
+        run=run,
+        targets=ts,
+        apply=apply,
+        only=node,
+        history_root=root,
+        condition=condition,
+    )
 
 
 @guarded

@@ -525,6 +525,7 @@ class KubernetesPlatform(PlatformBase):
         apply: bool,
         only: str | None,
         history_root: Path,
+        condition: bool = False,
     ) -> None:
         from mlenv import quarantine as q
         from mlenv.platforms.kubenodes import KubeMarker
@@ -532,7 +533,7 @@ class KubernetesPlatform(PlatformBase):
         if not apply or not targets:  # printing the commands reads nothing from the cluster
             q.quarantine_verb(
                 run,
-                KubeMarker(self.binary),
+                KubeMarker(self.binary, condition=condition),
                 cluster,
                 targets,
                 apply_them=apply,
@@ -545,7 +546,7 @@ class KubernetesPlatform(PlatformBase):
         with s.client() as client:
             q.quarantine_verb(
                 run,
-                KubeMarker(self.binary, client),
+                KubeMarker(self.binary, client, condition=condition),
                 cluster,
                 targets,
                 apply_them=True,
@@ -573,7 +574,7 @@ class KubernetesPlatform(PlatformBase):
         with s.client() as client:  # a dry run too: it reads whose mark each node carries
             q.release_verb(
                 run,
-                KubeMarker(self.binary, client),
+                KubeMarker.for_release(self.binary, client, run),
                 cluster,
                 after=after,
                 force=force,
