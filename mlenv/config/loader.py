@@ -539,6 +539,7 @@ def _recheck(section: dict[str, Any]) -> Recheck:
         profile=section.get("profile", default.profile),
         priority_class=section.get("priority_class", default.priority_class),
         runner_image=section.get("runner_image", default.runner_image),
+        metrics_push=(section.get("metrics") or {}).get("push", default.metrics_push),
     )
 
 

@@ -208,6 +208,7 @@ class Recheck:
     profile: str = "quick"
     priority_class: str = ""  # an existing PriorityClass; "" = none (never created by mlenv)
     runner_image: str = ""  # "" = the platform's client image (render decides)
+    metrics_push: str = ""  # acceptance.metrics.push: a Pushgateway URL; "" = no push
 
 
 @dataclass(frozen=True)

@@ -385,6 +385,12 @@ class _Rules:
                 f"{_short(img)} is not an image reference "
                 "(registry/name[:tag][@sha256:digest], no spaces or control characters)",
             )
+        push = _get(self.data, "acceptance", "metrics", "push")
+        if isinstance(push, str) and push:
+            try:
+                argv.push_url(push, "")
+            except argv.UnsafeArgument as e:
+                self.err(("acceptance", "metrics", "push"), str(e).strip())
         if self.off_k8s:
             for key in ("priority_class", "runner_image"):
                 if sec.get(key):
