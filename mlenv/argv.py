@@ -557,32 +557,3 @@ def ssh(
     if log:  # ssh's own messages (connect and auth failures) to this file instead of stderr
         argv += ["-E", local_path(log, "ssh log")]
     return [*argv, "--", slurm_node(host), *(shlex.quote(w) for w in remote)]
-
-
-# -- a Pushgateway URL (acceptance.metrics.push, mlenv metrics --push) ---------------------
-# It reaches a pod's argv, an sbatch script and a cron line: scheme, host, port and a plain
-# path only. No query, no ``%`` (cron turns it into a newline), no spaces, and never
-# credentials: a config, a CronJob and a crontab are read by many.
-_PUSH_URL = re.compile(
-    r"https?://(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\])"
-    r"(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~/-]{0,200})?"
-)
-
-
-def push_url(value: str, what: str = "Pushgateway URL") -> str:
-    """``value`` if it is an ``http(s)://HOST[:PORT][/PATH]`` without credentials."""
-    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
-        raise UnsafeArgument(f"{what} {_show(value)}: expected an http:// or https:// URL")
-    authority = value.split("://", 1)[1].split("/", 1)[0]
-    if "@" in authority:
-        raise UnsafeArgument(
-            f"{what} {value.split('://', 1)[0]}://…@{authority.rsplit('@', 1)[1]}: carries "
-            "credentials (user:password@); configs, CronJobs and crontabs are read by many, "
-            "so a URL here may not hold them"
-        )
-    if not _PUSH_URL.fullmatch(value):
-        raise UnsafeArgument(
-            f"{what} {_show(value)}: expected http(s)://HOST[:PORT][/PATH], the path of letters, "
-            "digits and . _ ~ / - (no query, no %, no spaces)"
-        )
-    return value

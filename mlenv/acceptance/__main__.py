@@ -39,8 +39,7 @@ from mlenv.acceptance.reports.document import (
 )
 from mlenv.acceptance.reports.jsonl import JsonlWriter
 from mlenv.acceptance.run import ranklog, world
-from mlenv.argv import push_url
-from mlenv.contract import RESULTS_JSONL, exit_for_doc
+from mlenv.contract import RESULTS_JSONL, exit_for_doc, push_url
 from mlenv.errors import EXIT_ERROR, EXIT_INPUT, EXIT_OK, InputError, MlenvError
 
 if TYPE_CHECKING:

@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import typer
 
 from mlenv.cli._common import err, guarded, repo_root
+from mlenv.contract import push_url
 from mlenv.errors import EXIT_ERROR, InputError
 
 LATEST = "latest"  # RUN: the latest run of --cluster in this checkout's history
@@ -93,14 +94,13 @@ def metrics_cmd(
     ] = None,
 ) -> None:
     """Print a run's Prometheus series, or write them for node_exporter (--textfile) or push them (--push)."""
-    from mlenv import argv
     from mlenv.acceptance.records import prom
     from mlenv.cli.cmd_bundle import _run_folder
 
     if textfile is not None and push is not None:
         raise InputError("--textfile and --push: give one")
     if push is not None:
-        argv.push_url(push, "--push")
+        push_url(push, "--push")
     report_dir = _latest(cluster) if target == LATEST else _run_folder(target)[0]
     doc = _document(report_dir)
     name = _cluster_of(report_dir, cluster)

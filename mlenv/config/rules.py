@@ -16,7 +16,8 @@ from mlenv import argv
 from mlenv.config import hostlist
 from mlenv.config.model import Cluster
 from mlenv.config.yamlpos import JsonPath, Parsed, format_path
-from mlenv.errors import Diagnostic
+from mlenv.contract import push_url
+from mlenv.errors import Diagnostic, InputError
 
 # Every pattern ends in \Z, not $: Python's $ also matches before a trailing newline,
 # so "demo\n" would pass as a name and become a folder and a manifest name.
@@ -388,8 +389,8 @@ class _Rules:
         push = _get(self.data, "acceptance", "metrics", "push")
         if isinstance(push, str) and push:
             try:
-                argv.push_url(push, "")
-            except argv.UnsafeArgument as e:
+                push_url(push, "")
+            except InputError as e:
                 self.err(("acceptance", "metrics", "push"), str(e).strip())
         if self.off_k8s:
             for key in ("priority_class", "runner_image"):

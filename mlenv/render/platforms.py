@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlenv import argv
 from mlenv.config.model import Cluster, Mode, Slurm
 from mlenv.config.rules import parse_quantity, slurm_minutes
+from mlenv.contract import push_url
 from mlenv.errors import InputError
 from mlenv.render import cron
 from mlenv.render.env import nccl_env, topology_env
@@ -171,7 +171,7 @@ def recheck_values(cluster: Cluster) -> dict[str, Any]:
     return {
         "schedule": sched,
         "profile": cluster.recheck.profile,
-        "metrics_push": argv.push_url(cluster.recheck.metrics_push)
+        "metrics_push": push_url(cluster.recheck.metrics_push)
         if cluster.recheck.metrics_push
         else "",
         "recheck_script": recheck_script_path(cluster),
@@ -265,7 +265,7 @@ def hosts_cron(cluster: Cluster, control: Control) -> str:
     push = cluster.recheck.metrics_push
     if push:  # after any verdict (`;`): a FAIL is what a fleet's alert wants to see
         pushing = [*control.mlenv, "metrics", "latest", "--cluster", cluster.name]
-        run = f"{{ {run}; {shlex.join([*pushing, '--push', argv.push_url(push)])}; }}"
+        run = f"{{ {run}; {shlex.join([*pushing, '--push', push_url(push)])}; }}"
         then = (
             f"# Then `mlenv metrics latest --cluster {cluster.name} --push URL` sends the run's series\n"
             "# to the Pushgateway of acceptance.metrics.push.\n"

@@ -26,7 +26,7 @@ from typing import Any
 
 from mlenv import argv
 from mlenv.config.model import Cluster
-from mlenv.contract import pod_name
+from mlenv.contract import pod_name, push_url
 from mlenv.render import names
 from mlenv.render.validate import K8S_VERSION
 from mlenv.render.workload import default_pull_policy
@@ -102,7 +102,7 @@ def command(cluster: Cluster) -> list[str]:
     options = [f"--namespace={ns}", f"--container={WORKER_CONTAINER}"]
     launch = [*POD_LAUNCH, "--profile", cluster.recheck.profile]
     if cluster.recheck.metrics_push:
-        launch += ["--", "--push-metrics", argv.push_url(cluster.recheck.metrics_push)]
+        launch += ["--", "--push-metrics", push_url(cluster.recheck.metrics_push)]
     return [client_binary(cluster), *argv.kube_exec(pod_name(0), launch, options)]
 
 

@@ -95,6 +95,7 @@ _RENAMES: dict[tuple[str, ...], tuple[str, ...]] = {
         ("acceptance", k): ("recheck", k)
         for k in ("schedule", "profile", "priority_class", "runner_image")
     },
+    ("acceptance", "metrics", "push"): ("recheck", "metrics_push"),
     ("nccl", "env"): ("nccl", "extra_env"),
     ("storage", "existing_claims", "workspace"): ("storage", "workspace_claim"),
     ("storage", "existing_claims", "datasets"): ("storage", "datasets_claim"),

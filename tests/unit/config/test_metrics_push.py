@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from mlenv import argv
+from mlenv.contract import push_url
+from mlenv.errors import InputError
 
 from .conftest import BASE, Check, messages
 
@@ -57,8 +58,8 @@ def test_an_unknown_key_under_metrics_is_refused(check: Check) -> None:
     assert c is None and any("acceptance.metrics" in m for m in messages(d)), messages(d)
 
 
-def test_the_argv_validator_refuses_what_would_become_an_option_or_a_second_word() -> None:
+def test_the_validator_refuses_what_would_become_an_option_or_a_second_word() -> None:
     for bad in ("--push=http://x", "http://x:9091 --insecure", "http://x/\n"):
-        with pytest.raises(argv.UnsafeArgument):
-            argv.push_url(bad)
-    assert argv.push_url("https://gw.example.com:9091/") == "https://gw.example.com:9091/"
+        with pytest.raises(InputError):
+            push_url(bad)
+    assert push_url("https://gw.example.com:9091/") == "https://gw.example.com:9091/"
