@@ -157,3 +157,38 @@ def merge_condition(node: dict[str, Any], entry: dict[str, str]) -> None:
             conds[i] = {**c, **entry}
             return
     conds.append(dict(entry))
+
+
+def run_tells(doc: dict[str, Any], at: str) -> list[NodeTell]:
+    """The Events a finished run tells its judged Kubernetes Nodes (``acceptance.node_events``):
+    a FAIL node ``MlenvAcceptanceFailed`` with its action and first finding, a PASS node
+    ``MlenvAcceptancePassed``. A WARN or UNKNOWN node, and a node that is a host or a pod
+    rather than a Kubernetes Node, gets none (its status is in ``metrics.prom``)."""
+    run_id = str(doc.get("run_id") or "")
+    sec = doc.get("node_verdicts")
+    nodes = sec.get("nodes") if isinstance(sec, dict) else None
+    out = []
+    for n in nodes if isinstance(nodes, list) else []:
+        if not isinstance(n, dict) or n.get("node_from") != "kubernetes":
+            continue
+        status = n.get("status")
+        if status not in ("PASS", "FAIL"):
+            continue
+        action = n.get("action") if isinstance(n.get("action"), dict) else {}
+        found = [f for f in n.get("findings") or [] if isinstance(f, dict)]
+        first = next((f for f in found if f.get("status") == "FAIL"), None)
+        out.append(
+            NodeTell(
+                node=str(n.get("node")),
+                run_id=run_id,
+                reason=REASON_FAILED if status == "FAIL" else REASON_PASSED,
+                action=f"{status}, action {action.get('id') or 'none'}",
+                why=(
+                    f"{first.get('check')} {first.get('figure')}"
+                    if first
+                    else f"{len(n.get('checks') or [])} check(s) passed"
+                ),
+                at=at,
+            )
+        )
+    return out

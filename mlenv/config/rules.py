@@ -393,6 +393,12 @@ class _Rules:
             except InputError as e:
                 self.err(("acceptance", "metrics", "push"), str(e).strip())
         if self.off_k8s:
+            if sec.get("node_events"):
+                self.warn(
+                    ("acceptance", "node_events"),
+                    f"acceptance.node_events tells Kubernetes Nodes; platform {self.plat} ignores it",
+                    key=True,
+                )
             for key in ("priority_class", "runner_image"):
                 if sec.get(key):
                     self.warn(

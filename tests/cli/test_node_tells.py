@@ -5,13 +5,19 @@ condition ``MlenvAcceptance``, permission for ``nodes/status`` asked before anyt
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from _fakeenv import fake_state, run
+from _fakeenv import ROOT, fake_state, run
 from test_quarantine import NODES, _node, _report
+from typer.testing import CliRunner
 
+from mlenv.acceptance.records.history import make_record
+from mlenv.cli.app import app
 from mlenv.cluster import nodetell
+from mlenv.cluster.connect import use_factory
 from mlenv.contract import LABEL_HEALTH
 from mlenv.testing.fakecluster import FakeCluster
+from mlenv.testing.fakecluster.session import state_file
 
 RUN1 = "20261125-090000-aaaaaa"
 
@@ -162,3 +168,116 @@ def test_condition_on_a_run_without_kubernetes_nodes_is_bad_input(tmp_path, monk
         monkeypatch,
     )
     assert r.exit_code == 2 and "--condition: a Node condition is a Kubernetes Node's" in r.stderr
+
+
+def _with_node_events(tmp_path: Path, monkeypatch) -> tuple[Path, Path]:
+    """A checkout whose barcelona config sets acceptance.node_events, deployed on the fake."""
+    root = tmp_path / "checkout"
+    (root / "clusters").mkdir(parents=True)
+    text = (ROOT / "clusters" / "barcelona.yaml").read_text()
+    (root / "clusters" / "barcelona.yaml").write_text(text + "acceptance:\n  node_events: true\n")
+    state = fake_state(tmp_path)
+    monkeypatch.setenv("MLENV_HISTORY_DIR", str(tmp_path / "reports"))
+    assert _in(root, ["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
+    return root, state
+
+
+def _in(root: Path, args: list[str], state: Path, monkeypatch):
+    """``mlenv ARGS`` with ``root`` as the checkout and the fake as the cluster."""
+    monkeypatch.setenv("MLENV_ROOT", str(root))
+    monkeypatch.setenv("MLENV_STATE_DIR", str(state.parent / ".mlenv"))
+    with use_factory(state_file(state)):
+        return CliRunner().invoke(app, args)
+
+
+def _scheduled_run(fake: FakeCluster, rid: str, bad: str, good: str, host: str) -> None:
+    """A finished run in pod-0's results folder: ``bad`` FAILED, ``good`` passed, ``host`` a
+    node known only as a pod (no Kubernetes Node name), ``NODES[3]`` a WARN."""
+
+    def verdict(node: str, status: str, node_from: str = "kubernetes") -> dict:
+        failed = [{"status": "FAIL", "check": "memory.h2d", "figure": "h2d_gbps = 12.2"}]
+        return {
+            "node": node,
+            "hosts": ["ml-dev-env-0"],
+            "node_from": node_from,
+            "status": status,
+            "action": {"id": "reset-gpu" if status == "FAIL" else "none"},
+            "checks": ["memory.h2d", "compute.matmul"],
+            "findings": failed if status == "FAIL" else [],
+        }
+
+    doc = {
+        "run_id": rid,
+        "started": "2026-11-22T03:00:00+00:00",
+        "finished": "2026-11-22T03:05:00+00:00",
+        "verdict": "FAIL",
+        "profile": "quick",
+        "checks": [],
+        "node_verdicts": {
+            "nodes": [
+                verdict(bad, "FAIL"),
+                verdict(good, "PASS"),
+                verdict(host, "FAIL", node_from="host"),
+                verdict(NODES[3], "WARN"),
+            ]
+        },
+    }
+    base = f"/workspace/results/{rid}"
+    fake.write_pod_file(
+        "ml-dev-env-0", "ml-dev-env", f"{base}/results.json", json.dumps(doc).encode()
+    )
+    rec = make_record(doc, [], "barcelona", Path(base), origin="cluster")
+    fake.write_pod_file(
+        "ml-dev-env-0", "ml-dev-env", f"{base}/record.json", json.dumps(rec).encode()
+    )
+
+
+def test_with_node_events_each_fetched_run_tells_the_nodes_it_judged(tmp_path, monkeypatch) -> None:
+    root, state = _with_node_events(tmp_path, monkeypatch)
+    fake = FakeCluster.load(str(state))
+    rid = "20261122-030000-aaaaaa"
+    _scheduled_run(fake, rid, NODES[0], NODES[1], "ml-dev-env-2")
+    fake.save(str(state))
+    r = _in(root, ["history", "barcelona", "--fetch"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert f"told 2 Node(s) run {rid}'s verdict" in r.stdout
+    [failed] = _events(state, NODES[0])
+    assert (failed.type, failed.reason) == ("Warning", "MlenvAcceptanceFailed")
+    assert failed.message == f"mlenv run {rid}: FAIL, action reset-gpu: memory.h2d h2d_gbps = 12.2"
+    [passed] = _events(state, NODES[1])
+    assert (passed.type, passed.reason) == ("Normal", "MlenvAcceptancePassed")
+    assert passed.message == f"mlenv run {rid}: PASS, action none: 2 check(s) passed"
+    # a WARN node and a node known only as a pod get none; nothing touches a Node's status
+    assert _events(state, NODES[3]) == [] and _events(state, "ml-dev-env-2") == []
+    assert all(nodetell.condition_of(_node(state, n)) is None for n in NODES)
+    # a second fetch brings nothing and tells nothing again
+    r = _in(root, ["history", "barcelona", "--fetch"], state, monkeypatch)
+    assert r.exit_code == 0 and "told" not in r.stdout, r.output
+    assert len(_events(state, NODES[0])) == 1
+
+
+def test_node_events_without_the_right_warn_once_and_still_fetch(tmp_path, monkeypatch) -> None:
+    root, state = _with_node_events(tmp_path, monkeypatch)
+    fake = FakeCluster.load(str(state))
+    rid = "20261122-030000-aaaaaa"
+    _scheduled_run(fake, rid, NODES[0], NODES[1], "ml-dev-env-2")
+    fake.denied = ["create events"]
+    fake.save(str(state))
+    r = _in(root, ["history", "barcelona", "--fetch"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert f"fetched run {rid}" in r.stdout
+    warned = [ln for ln in r.stderr.splitlines() if "acceptance.node_events" in ln]
+    assert len(warned) == 1 and "may not create events in default" in warned[0], r.stderr
+    assert _events(state, NODES[0]) == []
+
+
+def test_without_node_events_a_fetch_tells_no_node(tmp_path, monkeypatch) -> None:
+    state = fake_state(tmp_path)
+    monkeypatch.setenv("MLENV_HISTORY_DIR", str(tmp_path / "reports"))
+    assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
+    fake = FakeCluster.load(str(state))
+    _scheduled_run(fake, "20261122-030000-aaaaaa", NODES[0], NODES[1], "ml-dev-env-2")
+    fake.save(str(state))
+    r = run(["history", "barcelona", "--fetch"], state, monkeypatch)
+    assert r.exit_code == 0 and "told" not in r.stdout, r.output
+    assert _events(state, NODES[0]) == [] and _events(state, NODES[1]) == []

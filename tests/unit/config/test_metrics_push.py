@@ -63,3 +63,17 @@ def test_the_validator_refuses_what_would_become_an_option_or_a_second_word() ->
         with pytest.raises(InputError):
             push_url(bad)
     assert push_url("https://gw.example.com:9091/") == "https://gw.example.com:9091/"
+
+
+def test_node_events_is_read_and_off_kubernetes_a_warning(check: Check) -> None:
+    c, d = check(BASE + "acceptance:\n  node_events: true\n")
+    assert messages(d) == [] and c is not None and c.recheck.node_events is True
+    c, d = check(
+        BASE + "platform: slurm\nslurm:\n  partition: gpu\n  shared_dir: /shared/mlenv\n"
+        "acceptance:\n  node_events: true\n"
+    )
+    assert c is not None and messages(d) == []
+    warned = [x for x in d if x.severity == "warning" and x.path == "acceptance.node_events"]
+    assert len(warned) == 1 and "tells Kubernetes Nodes" in warned[0].message
+    c, d = check(BASE + "acceptance:\n  node_events: 'yes'\n")
+    assert c is None and any("acceptance.node_events" in m for m in messages(d)), messages(d)
