@@ -174,7 +174,8 @@ def run_tells(doc: dict[str, Any], at: str) -> list[NodeTell]:
         status = n.get("status")
         if status not in ("PASS", "FAIL"):
             continue
-        action = n.get("action") if isinstance(n.get("action"), dict) else {}
+        action = n.get("action")
+        action_id = action.get("id") if isinstance(action, dict) else None
         found = [f for f in n.get("findings") or [] if isinstance(f, dict)]
         first = next((f for f in found if f.get("status") == "FAIL"), None)
         out.append(
@@ -182,7 +183,7 @@ def run_tells(doc: dict[str, Any], at: str) -> list[NodeTell]:
                 node=str(n.get("node")),
                 run_id=run_id,
                 reason=REASON_FAILED if status == "FAIL" else REASON_PASSED,
-                action=f"{status}, action {action.get('id') or 'none'}",
+                action=f"{status}, action {action_id or 'none'}",
                 why=(
                     f"{first.get('check')} {first.get('figure')}"
                     if first
