@@ -44,19 +44,32 @@ class KubeMarker:
     ) -> None:
         self.binary = binary
         self.client = client
-        self.condition = condition
+        self._condition: bool | None = condition
+        self._release_of: Run | None = None
 
     @classmethod
     def for_release(cls, binary: str, client: ClusterClient, run: Run) -> KubeMarker:
         """The marker that undoes ``run``'s quarantine: it sets the condition back when a
         node the run still holds carries this run's ``MlenvAcceptance=False`` (and then
-        asks for ``patch nodes/status`` first)."""
-        from mlenv.quarantine import Record
+        asks for ``patch nodes/status`` first). The nodes are read when first needed, after
+        release has checked the request (a bad one is exit 2 before any cluster call)."""
+        m = cls(binary, client)
+        m._condition, m._release_of = None, run
+        return m
 
-        rec = Record.read(run.report_dir) if run.report_dir is not None else None
-        held = [n for n, e in (rec.nodes.items() if rec else []) if e.get("state") == "applied"]
-        told = any(nodetell.ours(client.get("Node", n, None), run.run_id) for n in held)
-        return cls(binary, client, condition=told)
+    @property
+    def condition(self) -> bool:
+        """Whether this marker writes the ``MlenvAcceptance`` condition."""
+        if self._condition is None:
+            from mlenv.quarantine import Record
+
+            run = self._release_of
+            rec = Record.read(run.report_dir) if run and run.report_dir is not None else None
+            held = [n for n, e in (rec.nodes.items() if rec else []) if e.get("state") == "applied"]
+            self._condition = run is not None and any(
+                nodetell.ours(self._node(n), run.run_id) for n in held
+            )
+        return self._condition
 
     def _tell(self, t: Target, *, remove: bool, condition: bool | None = None) -> NodeTell:
         return NodeTell(

@@ -281,3 +281,22 @@ def test_without_node_events_a_fetch_tells_no_node(tmp_path, monkeypatch) -> Non
     r = run(["history", "barcelona", "--fetch"], state, monkeypatch)
     assert r.exit_code == 0 and "told" not in r.stdout, r.output
     assert _events(state, NODES[0]) == [] and _events(state, NODES[1]) == []
+
+
+def test_release_checks_the_request_before_it_reads_any_node(tmp_path, monkeypatch) -> None:
+    """A release naming a node the run never quarantined is bad input (exit 2), decided
+    before the Nodes are read for this run's condition."""
+    state = fake_state(tmp_path)
+    hist = tmp_path / "h"
+    rep = _report(tmp_path, "r1", RUN1, "2026-11-25T09:00:00+00:00", slow=2)
+    args = ["quarantine", str(rep), "--apply", "--condition", "--history-dir", str(hist)]
+    assert run(args, state, monkeypatch).exit_code == 0
+    fake = FakeCluster.load(str(state))
+    fake.denied = ["get nodes"]
+    fake.save(str(state))
+    r = run(
+        ["release", str(rep), "--force", "--node", NODES[0], "--history-dir", str(hist)],
+        state,
+        monkeypatch,
+    )
+    assert r.exit_code == 2 and "quarantined no such node" in r.stderr, r.output
