@@ -7,6 +7,7 @@ verdict. The scripts and the cron line are run for real against stubs."""
 from __future__ import annotations
 
 import shlex
+import shutil
 import subprocess
 from dataclasses import replace
 from pathlib import Path
@@ -63,6 +64,11 @@ def test_recheck_sbatch_hands_the_suite_the_gateway(tmp_path: Path) -> None:
         ["bash", str(f)], capture_output=True, text=True, env=env, timeout=60, check=False
     )
     assert r.returncode == 0, r.stderr
+    if shutil.which("shellcheck"):
+        sc = subprocess.run(
+            ["shellcheck", "--shell=bash", str(f)], capture_output=True, text=True, check=False
+        )
+        assert sc.returncode == 0, sc.stdout
     srun = next(line for line in calls.read_text().splitlines() if line.startswith("srun "))
     assert srun.endswith(f"--push-metrics {URL}"), srun
     # without the key the suite gets no such flag; the acceptance job never does
