@@ -18,7 +18,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM
+from mlenv.errors import (
+    EXIT_ERROR,
+    EXIT_FAIL,
+    EXIT_INPUT,
+    EXIT_OK,
+    EXIT_SIGINT,
+    EXIT_SIGTERM,
+    InputError,
+)
 
 __all__ = [
     "ANNOTATION_CREATED",
@@ -364,3 +372,39 @@ def topology_compact(text: str) -> str:
             f"{TOPOLOGY_ENV}: a rack or node name holds '=', ',', ';', a quote or a blank"
         )
     return ";".join(f"{rack}={','.join(str(n) for n in nodes)}" for rack, nodes in doc.items())
+
+
+# -- a Pushgateway URL (acceptance.metrics.push, mlenv metrics --push) ---------------------
+# It reaches a pod's argv, an sbatch script and a cron line: scheme, host, port and a plain
+# path only. No query, no ``%`` (cron turns it into a newline), no spaces, and never
+# credentials: a config, a CronJob and a crontab are read by many.
+_PUSH_URL = re.compile(
+    r"https?://(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?|\[[0-9A-Fa-f:.]{2,45}\])"
+    r"(?::[0-9]{1,5})?(?:/[A-Za-z0-9._~/-]{0,200})?"
+)
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def push_url(value: str, what: str = "Pushgateway URL") -> str:
+    """``value`` if it is an ``http(s)://HOST[:PORT][/PATH]`` without credentials; InputError
+    (exit 2) otherwise. One grammar for the config key, ``mlenv metrics --push`` and the
+    suite's ``--push-metrics``."""
+    if not isinstance(value, str) or not value.startswith(("http://", "https://")):
+        raise InputError(f"{what} {_shown(value)}: expected an http:// or https:// URL")
+    authority = value.split("://", 1)[1].split("/", 1)[0]
+    if "@" in authority:
+        raise InputError(
+            f"{what} {value.split('://', 1)[0]}://…@{authority.rsplit('@', 1)[1]}: carries "
+            "credentials (user:password@); configs, CronJobs and crontabs are read by many, "
+            "so a URL here may not hold them"
+        )
+    if not _PUSH_URL.fullmatch(value):
+        raise InputError(
+            f"{what} {_shown(value)}: expected http(s)://HOST[:PORT][/PATH], the path of letters, "
+            "digits and . _ ~ / - (no query, no %, no spaces)"
+        )
+    return value

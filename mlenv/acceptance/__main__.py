@@ -17,7 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from mlenv.acceptance.core import profiles
 from mlenv.acceptance.core.base import Check, RunContext, registry
@@ -45,7 +45,7 @@ from mlenv.acceptance.reports.document import (
 )
 from mlenv.acceptance.reports.jsonl import JsonlWriter
 from mlenv.acceptance.run import ranklog, world
-from mlenv.contract import RESULTS_JSONL, exit_for_doc
+from mlenv.contract import RESULTS_JSONL, exit_for_doc, push_url
 from mlenv.errors import EXIT_ERROR, EXIT_INPUT, EXIT_OK, InputError, MlenvError
 
 if TYPE_CHECKING:
@@ -83,6 +83,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--localize",
         action="store_true",
         help=f"run {LOCALIZE} (name the slow node or link) even when no earlier check asks for it",
+    )
+    p.add_argument(
+        "--push-metrics",
+        default=None,
+        metavar="URL",
+        help="rank 0: once the run is recorded, push its series to this Pushgateway "
+        "(as `mlenv metrics RUN --push URL`; the scheduled re-check's acceptance.metrics.push)",
     )
     p.add_argument("--local_rank", "--local-rank", type=int, default=None, help=argparse.SUPPRESS)
     return p.parse_args(argv)
@@ -265,8 +272,24 @@ def _leave_without_rank0(report_dir: Path, rank: int, host: str, line: str) -> N
     os._exit(EXIT_ERROR)
 
 
+def _push(url: str, doc: dict[str, Any]) -> str:
+    """Push the run's series to the Pushgateway at ``url``; the line saying where, or why
+    not. A gateway that is down never changes the verdict or the exit code: the run is
+    recorded, and ``mlenv metrics RUN --push URL`` can push it again."""
+    from mlenv.acceptance.records import prom
+
+    cluster = history.current_cluster()
+    try:
+        where = prom.push(url, doc, cluster)
+    except (ImportError, OSError, ValueError) as e:
+        return f"warning: metrics not pushed to {url}: {type(e).__name__}: {e}"
+    return f"metrics pushed to {url}{where}"
+
+
 def _plan(args: argparse.Namespace) -> tuple[OptionLayer, list[type[Check]]]:
     """The options file's overrides and the checks to run; InputError before any rendezvous."""
+    if args.push_metrics:
+        push_url(args.push_metrics, "--push-metrics")
     overrides = profiles.load_options_file(args.options) if args.options else OptionLayer()
     if args.localize:  # the flag wins over an options file's mode
         overrides.setdefault(LOCALIZE, {})["mode"] = "always"
@@ -335,6 +358,8 @@ def _judge(
     root = Path(args.history_dir) if args.history_dir else history.default_root()
     for line in history.after_run(report_dir, doc, root, plots=plots):
         print(f"[acceptance] {line}", flush=True)
+    if args.push_metrics:
+        print(f"[acceptance] {_push(args.push_metrics, doc)}", flush=True)
     code = exit_for_doc(doc)
     if outcome.aborted:
         sys.stderr.flush()

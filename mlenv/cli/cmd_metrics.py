@@ -4,7 +4,8 @@ Without an option, prints the run's series (the text of its ``metrics.prom``, wr
 from results.json so an older run gets one too). ``--textfile DIR`` writes them, atomically,
 to ``DIR/mlenv_acceptance_<cluster>.prom`` for node_exporter's textfile collector
 (``--collector.textfile.directory=DIR``); ``--push URL`` PUTs them to a Pushgateway
-(job ``mlenv_acceptance``, grouped by cluster). Exit: 0 done; 2 bad input (no such run,
+(job ``mlenv_acceptance``, grouped by cluster). ``mlenv metrics latest --cluster NAME``: that
+cluster's latest run in this checkout's history (the hosts re-check's cron line). Exit: 0 done; 2 bad input (no such run,
 an unreadable results.json, a URL that is not http(s)); 3 the gateway could not be
 reached or refused the push.
 """
@@ -17,8 +18,11 @@ from typing import Annotated, Any
 
 import typer
 
-from mlenv.cli._common import err, guarded
+from mlenv.cli._common import err, guarded, repo_root
+from mlenv.contract import push_url
 from mlenv.errors import EXIT_ERROR, InputError
+
+LATEST = "latest"  # RUN: the latest run of --cluster in this checkout's history
 
 
 def _cluster_of(report_dir: Path, given: str | None) -> str:
@@ -49,12 +53,28 @@ def _document(report_dir: Path) -> dict[str, Any]:
     return doc
 
 
+def _latest(cluster: str | None) -> Path:
+    """The report folder of ``cluster``'s latest run in this checkout's history (what the
+    hosts re-check's cron line pushes after each run)."""
+    from mlenv.acceptance.records import history
+
+    if not cluster:
+        raise InputError(f"{LATEST}: give --cluster NAME (whose latest run)")
+    path = history.history_path(history.default_root(repo_root()), cluster)
+    records, _ = history.read(path)
+    folder = records[-1].get("report_dir") if records else None
+    if not isinstance(folder, str) or not Path(folder).is_dir():
+        raise InputError(f"{LATEST} --cluster {cluster}: no recorded run with a folder in {path}")
+    return Path(folder)
+
+
 @guarded
 def metrics_cmd(
     target: Annotated[
         str,
         typer.Argument(
-            help="RUN_DIR (a report folder) or a run id from the history.", metavar="RUN"
+            help="RUN_DIR (a report folder), a run id from the history, or 'latest' (with --cluster).",
+            metavar="RUN",
         ),
     ],
     textfile: Annotated[
@@ -79,9 +99,9 @@ def metrics_cmd(
 
     if textfile is not None and push is not None:
         raise InputError("--textfile and --push: give one")
-    if push is not None and not push.startswith(("http://", "https://")):
-        raise InputError(f"--push {push!r}: expected the Pushgateway's http:// or https:// URL")
-    report_dir, _ = _run_folder(target)
+    if push is not None:
+        push_url(push, "--push")
+    report_dir = _latest(cluster) if target == LATEST else _run_folder(target)[0]
     doc = _document(report_dir)
     name = _cluster_of(report_dir, cluster)
     if textfile is not None:

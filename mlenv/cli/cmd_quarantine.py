@@ -79,9 +79,18 @@ def quarantine_cmd(
             "included); wrong answers, DCGM and XID-class failures need this run alone.",
         ),
     ] = "2/3",
+    condition: Annotated[
+        bool,
+        typer.Option(
+            "--condition",
+            help="Kubernetes: also set the Node condition MlenvAcceptance=False "
+            "(needs patch nodes/status; release sets it back).",
+        ),
+    ] = False,
 ) -> None:
     """Take the nodes that FAILED a run out of scheduling: Kubernetes label, annotation and
-    NoSchedule taint; Slurm drain with the run id and check as reason; hosts: the list."""
+    NoSchedule taint, and an Event on the Node; Slurm drain with the run id and check as
+    reason; hosts: the list."""
     from mlenv import quarantine as q
     from mlenv.contract import shown
 
@@ -102,7 +111,14 @@ def quarantine_cmd(
         )
         return
     p.quarantine(
-        name, session(), run=run, targets=confirmed, apply=apply, only=node, history_root=root
+        name,
+        session(),
+        run=run,
+        targets=confirmed,
+        apply=apply,
+        only=node,
+        history_root=root,
+        condition=condition,
     )
 
 

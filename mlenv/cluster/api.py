@@ -27,6 +27,7 @@ from mlenv.errors import InfraError, InputError
 
 if TYPE_CHECKING:
     from mlenv.cluster.nodemarks import NodeMarks
+    from mlenv.cluster.nodetell import NodeTell
 
 Manifest = dict[str, Any]
 Output = Callable[[str], None]
@@ -415,6 +416,12 @@ class ClusterClient(Protocol):
     def mark_node(self, marks: NodeMarks, *, remove: bool = False) -> None:
         """Label, annotate and taint a Node for quarantine (``remove``: take the three off),
         exactly as :meth:`NodeMarks.commands` prints them; Forbidden without ``patch nodes``."""
+        ...
+
+    def tell_node(self, tell: NodeTell) -> None:
+        """Record the Event about a Node and, with ``tell.condition``, patch its
+        ``MlenvAcceptance`` condition, exactly as :meth:`NodeTell.shell_lines` prints them;
+        Forbidden without ``create events`` (namespace default) or ``patch nodes/status``."""
         ...
 
     def exec(

@@ -78,6 +78,7 @@ from mlenv.errors import InfraError
 
 if TYPE_CHECKING:
     from mlenv.cluster.nodemarks import NodeMarks
+    from mlenv.cluster.nodetell import NodeTell
 
 # A client process past its --request-timeout by this much is killed: kubectl's discovery
 # retries a hanging /api five times (memcache.go), each with the full timeout. One
@@ -865,6 +866,20 @@ class OcCluster:
             rc, out, err, _ = self._run(verb, rest[:cut], rest[cut + 1 :])
             if rc != 0 and not (remove and re.search(r"not found", err or out)):
                 raise classify(err or out, "Node", marks.node)
+
+    def tell_node(self, tell: NodeTell) -> None:
+        """``create`` the Event from stdin, then (``tell.condition``) ``patch`` the Node's
+        status: the argv :class:`NodeTell` prints."""
+        words, body = tell.event_command()
+        rc, out, err, _ = self._run(words[0], words[1:], stdin=body)
+        if rc != 0:
+            raise classify(err or out, "Event", tell.node)
+        if tell.condition:
+            words = tell.condition_command()
+            cut = words.index("--")
+            rc, out, err, _ = self._run(words[0], words[1:cut], words[cut + 1 :])
+            if rc != 0:
+                raise classify(err or out, "Node", tell.node)
 
     def get(self, kind: str, name: str, namespace: str | None) -> Manifest | None:
         """``get KIND NAME -o json --ignore-not-found``."""

@@ -56,6 +56,8 @@ RULES = """\
   1-31, month 1-12, day of week 0-7), ranges not backwards, steps at least 1;
   `acceptance.priority_class` a DNS-1123 subdomain, `acceptance.runner_image` an image reference
   (both warnings on `slurm`/`hosts`, which ignore them).
+  `acceptance.metrics.push` is `http(s)://HOST[:PORT][/PATH]`: no credentials (`user:password@`),
+  no query, no `%`, no spaces (it reaches a pod's argv, a batch script and a cron line).
 - `nccl.env` may not set variables that other keys control (NCCL_IB_HCA, NCCL_DEBUG, …),
   except `NCCL_SOCKET_IFNAME` on `slurm`/`hosts` (interface names, optionally after `^` or `=`).
 - `ssh_port` and `master_port` differ.

@@ -550,6 +550,8 @@ def _recheck(section: dict[str, Any]) -> Recheck:
         profile=section.get("profile", default.profile),
         priority_class=section.get("priority_class", default.priority_class),
         runner_image=section.get("runner_image", default.runner_image),
+        metrics_push=(section.get("metrics") or {}).get("push", default.metrics_push),
+        node_events=section.get("node_events", default.node_events),
     )
 
 

@@ -221,6 +221,8 @@ class Recheck:
     profile: str = "quick"
     priority_class: str = ""  # an existing PriorityClass; "" = none (never created by mlenv)
     runner_image: str = ""  # "" = the platform's client image (render decides)
+    metrics_push: str = ""  # acceptance.metrics.push: a Pushgateway URL; "" = no push
+    node_events: bool = False  # acceptance.node_events: fetched runs tell their Nodes
 
 
 @dataclass(frozen=True)

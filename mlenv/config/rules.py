@@ -16,8 +16,8 @@ from mlenv import argv
 from mlenv.config import hostlist
 from mlenv.config.model import Cluster
 from mlenv.config.yamlpos import JsonPath, Parsed, format_path
-from mlenv.contract import MAX_NODES
-from mlenv.errors import Diagnostic
+from mlenv.contract import MAX_NODES, push_url
+from mlenv.errors import Diagnostic, InputError
 
 # Every pattern ends in \Z, not $: Python's $ also matches before a trailing newline,
 # so "demo\n" would pass as a name and become a folder and a manifest name.
@@ -386,7 +386,19 @@ class _Rules:
                 f"{_short(img)} is not an image reference "
                 "(registry/name[:tag][@sha256:digest], no spaces or control characters)",
             )
+        push = _get(self.data, "acceptance", "metrics", "push")
+        if isinstance(push, str) and push:
+            try:
+                push_url(push, "")
+            except InputError as e:
+                self.err(("acceptance", "metrics", "push"), str(e).strip())
         if self.off_k8s:
+            if sec.get("node_events"):
+                self.warn(
+                    ("acceptance", "node_events"),
+                    f"acceptance.node_events tells Kubernetes Nodes; platform {self.plat} ignores it",
+                    key=True,
+                )
             for key in ("priority_class", "runner_image"):
                 if sec.get(key):
                     self.warn(

@@ -203,6 +203,7 @@ class Platform(Protocol):
         apply: bool,
         only: str | None,
         history_root: Path,
+        condition: bool = False,
     ) -> None: ...
 
     def release(
@@ -347,6 +348,7 @@ class PlatformBase:
         apply: bool,
         only: str | None,
         history_root: Path,
+        condition: bool = False,
     ) -> None:
         raise self._no("quarantine")
 

@@ -523,6 +523,7 @@ class KubernetesPlatform(PlatformBase):
         apply: bool,
         only: str | None,
         history_root: Path,
+        condition: bool = False,
     ) -> None:
         from mlenv import quarantine as q
         from mlenv.platforms.kubenodes import KubeMarker
@@ -530,7 +531,7 @@ class KubernetesPlatform(PlatformBase):
         if not apply or not targets:  # printing the commands reads nothing from the cluster
             q.quarantine_verb(
                 run,
-                KubeMarker(self.binary),
+                KubeMarker(self.binary, condition=condition),
                 cluster,
                 targets,
                 apply_them=apply,
@@ -543,7 +544,7 @@ class KubernetesPlatform(PlatformBase):
         with s.client() as client:
             q.quarantine_verb(
                 run,
-                KubeMarker(self.binary, client),
+                KubeMarker(self.binary, client, condition=condition),
                 cluster,
                 targets,
                 apply_them=True,
@@ -571,7 +572,7 @@ class KubernetesPlatform(PlatformBase):
         with s.client() as client:  # a dry run too: it reads whose mark each node carries
             q.release_verb(
                 run,
-                KubeMarker(self.binary, client),
+                KubeMarker.for_release(self.binary, client, run),
                 cluster,
                 after=after,
                 force=force,
@@ -640,6 +641,8 @@ def fetch_runs(
             f"fetched run {rid}: {contract.shown(r.get('verdict'))} ({contract.shown(r.get('profile'))}, "
             f"started {contract.shown(r.get('started'))}) -> {history_root / cfg.name / rid}"
         )
+    if cfg.recheck.node_events and added:
+        tell_fetched(client, s, [history_root / cfg.name / rid for rid in added])
     there = sorted(known & {r.run_id for r in runs})
     if not added:
         s.say(
@@ -647,6 +650,40 @@ def fetch_runs(
             f"already in the history of {cfg.name}"
         )
     return added, [*skipped, *there]
+
+
+def tell_fetched(client: ClusterClient, s: Session, folders: list[Path]) -> None:
+    """``acceptance.node_events``: each fetched run's Event on every Node it judged
+    (:func:`mlenv.cluster.nodetell.run_tells`). Telling is not fetching: a user who may
+    not create Events gets one warning and the runs stay fetched."""
+    from datetime import datetime, timezone
+
+    from mlenv.cluster import nodetell
+    from mlenv.cluster.api import ApiError
+    from mlenv.contract import read_results
+
+    if not client.can_i("create", "events", nodetell.EVENT_NAMESPACE):
+        s.warn(
+            f"warning: acceptance.node_events: {client.whoami()} may not create events in "
+            f"{nodetell.EVENT_NAMESPACE} (kubectl auth can-i create events "
+            f"--namespace={nodetell.EVENT_NAMESPACE}: no); the fetched runs told no Node"
+        )
+        return
+    at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    for folder in folders:
+        doc = read_results(folder)
+        tells = nodetell.run_tells(doc, at) if doc else []
+        told = 0
+        for t in tells:
+            try:
+                client.tell_node(t)
+                told += 1
+            except ApiError as e:
+                s.warn(f"warning: run {t.run_id}: no Event on Node {t.node}: {e}")
+        if tells:
+            s.say(
+                f"told {told} Node(s) run {tells[0].run_id}'s verdict (Events, namespace default)"
+            )
 
 
 def _teardown_legacy(cfg: Cluster, s: Session, *, purge: bool, yes: bool) -> None:

@@ -7,18 +7,30 @@ annotation and a ``NoSchedule`` taint, printed and run from the same argument li
 Node whose label or quarantine taint someone else set is left alone at quarantine
 (checked before any mark); at release, one whose label, taint or annotation someone
 changed (``health=rma``) is left as it is. A dry run has no client: it only prints.
+
+Each mark and its removal is also told where a fleet looks
+(:mod:`mlenv.cluster.nodetell`, through ``ClusterClient.tell_node``): an Event about the
+Node, and with ``condition`` (``mlenv quarantine --condition``) the Node condition
+``MlenvAcceptance=False``, set back to ``True`` by release where this run set it. Every
+permission the marks and tells need is asked before the first node is changed.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from mlenv.cluster import nodemarks
+from mlenv.cluster import nodemarks, nodetell
+from mlenv.cluster.api import Question
 from mlenv.cluster.nodemarks import NodeMarks
+from mlenv.cluster.nodetell import NodeTell
 
 if TYPE_CHECKING:
     from mlenv.cluster.api import ClusterClient
-    from mlenv.quarantine import Target
+    from mlenv.quarantine import Run, Target
+
+MARKED = "quarantined (health label, note and NoSchedule taint set)"
+UNMARKED = "released (health label, note and taint removed)"
 
 
 class KubeMarker:
@@ -28,9 +40,48 @@ class KubeMarker:
     kind = "kubernetes"
     acts = True
 
-    def __init__(self, binary: str, client: ClusterClient | None = None) -> None:
+    def __init__(
+        self, binary: str, client: ClusterClient | None = None, *, condition: bool = False
+    ) -> None:
         self.binary = binary
         self.client = client
+        self._condition: bool | None = condition
+        self._release_of: Run | None = None
+
+    @classmethod
+    def for_release(cls, binary: str, client: ClusterClient, run: Run) -> KubeMarker:
+        """The marker that undoes ``run``'s quarantine: it sets the condition back when a
+        node the run still holds carries this run's ``MlenvAcceptance=False`` (and then
+        asks for ``patch nodes/status`` first). The nodes are read when first needed, after
+        release has checked the request (a bad one is exit 2 before any cluster call)."""
+        m = cls(binary, client)
+        m._condition, m._release_of = None, run
+        return m
+
+    @property
+    def condition(self) -> bool:
+        """Whether this marker writes the ``MlenvAcceptance`` condition."""
+        if self._condition is None:
+            from mlenv.quarantine import Record
+
+            run = self._release_of
+            rec = Record.read(run.report_dir) if run and run.report_dir is not None else None
+            held = [n for n, e in (rec.nodes.items() if rec else []) if e.get("state") == "applied"]
+            self._condition = run is not None and any(
+                nodetell.ours(self._node(n), run.run_id) for n in held
+            )
+        return self._condition
+
+    def _tell(self, t: Target, *, remove: bool, condition: bool | None = None) -> NodeTell:
+        return NodeTell(
+            node=t.node,
+            run_id=t.run_id,
+            reason=nodetell.REASON_RELEASED if remove else nodetell.REASON_FAILED,
+            action=UNMARKED if remove else MARKED,
+            why=f"{t.check} {t.figure}",
+            at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            condition=self.condition if condition is None else condition,
+        )
 
     def _client(self) -> ClusterClient:
         if self.client is None:
@@ -41,7 +92,8 @@ class KubeMarker:
         return self._client().get("Node", name, None)
 
     def commands(self, t: Target, *, remove: bool = False) -> list[str]:
-        return NodeMarks(t.node, t.note).shell_lines(self.binary, remove=remove)
+        marks = NodeMarks(t.node, t.note).shell_lines(self.binary, remove=remove)
+        return marks + self._tell(t, remove=remove).shell_lines(self.binary)
 
     def unusable(self, t: Target) -> str | None:
         if t.node_from != "kubernetes":
@@ -53,10 +105,29 @@ class KubeMarker:
 
     def permitted(self) -> tuple[bool, str]:
         c = self._client()
-        ok = c.can_i("patch", "nodes")
-        return (
-            ok,
-            "" if ok else f"{c.whoami()} may not patch nodes (kubectl auth can-i patch nodes: no)",
+        ns = nodetell.EVENT_NAMESPACE
+        asks = [  # (question, what it allows, as kubectl asks it)
+            (Question("patch", "nodes"), "patch nodes", "patch nodes"),
+            (
+                Question("create", "events", ns),
+                f"create events in {ns}",
+                f"create events --namespace={ns}",
+            ),
+        ]
+        if self.condition:
+            asks.append(
+                (
+                    Question("patch", "nodes", subresource="status"),
+                    "patch nodes/status",
+                    "patch nodes --subresource=status",
+                )
+            )
+        answers = c.can_i_many([q for q, _, _ in asks])
+        refused = [(what, ask) for (_, what, ask), ok in zip(asks, answers, strict=True) if not ok]
+        if not refused:
+            return True, ""
+        return False, f"{c.whoami()} may not " + "; ".join(
+            f"{what} (kubectl auth can-i {ask}: no)" for what, ask in refused
         )
 
     def foreign_mark(self, t: Target) -> str | None:
@@ -86,4 +157,8 @@ class KubeMarker:
         return None
 
     def mark(self, t: Target, *, remove: bool = False) -> None:
-        self._client().mark_node(NodeMarks(t.node, t.note), remove=remove)
+        c = self._client()
+        c.mark_node(NodeMarks(t.node, t.note), remove=remove)
+        # release sets back only a condition this run set (the node may never have had one)
+        told = self.condition and (not remove or nodetell.ours(self._node(t.node), t.run_id))
+        c.tell_node(self._tell(t, remove=remove, condition=told))

@@ -104,9 +104,16 @@ class _OffKube(PlatformBase):
         apply: bool,
         only: str | None,
         history_root: Path,
+        condition: bool = False,
     ) -> None:
         """Print (and with --apply, set) the platform's mark on each FAILED node."""
         from mlenv import quarantine as q
+
+        if condition:
+            raise InputError(
+                f"--condition: a Node condition is a Kubernetes Node's; run {run.run_id} "
+                f"ran on {self.marker().kind} (its mark is the one printed without --condition)"
+            )
 
         q.quarantine_verb(
             run,

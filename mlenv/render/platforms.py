@@ -19,7 +19,7 @@ from typing import Any
 
 from mlenv.config.model import Cluster, Mode, Slurm
 from mlenv.config.rules import parse_quantity, slurm_minutes
-from mlenv.contract import MAX_NODES
+from mlenv.contract import MAX_NODES, push_url
 from mlenv.errors import InputError
 from mlenv.render import cron
 from mlenv.render.env import nccl_env, topology_env
@@ -199,6 +199,9 @@ def recheck_values(cluster: Cluster) -> dict[str, Any]:
     return {
         "schedule": sched,
         "profile": cluster.recheck.profile,
+        "metrics_push": push_url(cluster.recheck.metrics_push)
+        if cluster.recheck.metrics_push
+        else "",
         "recheck_script": recheck_script_path(cluster),
         "cron_minutes": cron.words(e.minutes),
         "cron_hours": cron.words(e.hours),
@@ -285,9 +288,19 @@ def hosts_cron(cluster: Cluster, control: Control) -> str:
         "--profile",
         cluster.recheck.profile,
     ]
+    run = shlex.join(words)
+    then = ""
+    push = cluster.recheck.metrics_push
+    if push:  # after any verdict (`;`): a FAIL is what a fleet's alert wants to see
+        pushing = [*control.mlenv, "metrics", "latest", "--cluster", cluster.name]
+        run = f"{{ {run}; {shlex.join([*pushing, '--push', push_url(push)])}; }}"
+        then = (
+            f"# Then `mlenv metrics latest --cluster {cluster.name} --push URL` sends the run's series\n"
+            "# to the Pushgateway of acceptance.metrics.push.\n"
+        )
     command = (
         f"cd {shlex.quote(root)} && mkdir -p {shlex.quote(os.path.dirname(log))} && "
-        f"{shlex.join(words)} >> {shlex.quote(log)} 2>&1"
+        f"{run} >> {shlex.quote(log)} 2>&1"
     )
     return (
         f"# Re-checks on a schedule: acceptance.schedule {cluster.recheck.schedule} on this control host's cron\n"
@@ -295,6 +308,7 @@ def hosts_cron(cluster: Cluster, control: Control) -> str:
         f"#   (crontab -l 2>/dev/null; grep -v '^#' hosts/{cluster.name}/{HOSTS_CRON}) | crontab -\n"
         f"# Each run is `mlenv acceptance --cluster {cluster.name}` from this checkout: reports in\n"
         f"# reports/{cluster.name}/<run-id>/, one line in its history; the output in {log}.\n"
+        f"{then}"
         f"{cron.five_fields(cluster.recheck.schedule)} {command}\n"
     )
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from mlenv import argv
 from mlenv.config.model import Cluster
-from mlenv.contract import pod_name
+from mlenv.contract import pod_name, push_url
 from mlenv.render import names
 from mlenv.render.validate import K8S_VERSION
 from mlenv.render.workload import default_pull_policy
@@ -93,10 +93,16 @@ def runner_image(cluster: Cluster) -> str:
 def command(cluster: Cluster) -> list[str]:
     """The CronJob container's argv: ``CLIENT exec --namespace=NS --container=worker
     ml-dev-env-0 -- python -m mlenv.pod launch --profile P``. No shell; the namespace is
-    validated before it becomes a flag value, the pod name stands before the ``--``."""
+    validated before it becomes a flag value, the pod name stands before the ``--``.
+
+    With ``acceptance.metrics.push`` the suite gets ``--push-metrics URL`` after the
+    launcher's ``--`` (the suite's own flags): rank 0 pushes the run's series from pod-0
+    once the run is recorded, the in-pod ``mlenv metrics RUN --push URL``."""
     ns = argv.name("Namespace", cluster.namespace)
     options = [f"--namespace={ns}", f"--container={WORKER_CONTAINER}"]
     launch = [*POD_LAUNCH, "--profile", cluster.recheck.profile]
+    if cluster.recheck.metrics_push:
+        launch += ["--", "--push-metrics", push_url(cluster.recheck.metrics_push)]
     return [client_binary(cluster), *argv.kube_exec(pod_name(0), launch, options)]
 
 

@@ -216,3 +216,86 @@ def test_a_refused_or_unreachable_push_is_an_error(tmp_path: Path) -> None:
     port = nodeexporter.free_port()
     r = CliRunner().invoke(app, ["metrics", str(run), "--push", f"http://127.0.0.1:{port}"])
     assert r.exit_code == 3 and "failed" in r.output, r.output
+
+
+def test_latest_pushes_the_clusters_last_recorded_run(tmp_path: Path, monkeypatch) -> None:
+    """What the hosts re-check's cron line runs after each run."""
+    run = _run_folder(tmp_path)
+    hist = tmp_path / "history"
+    (hist / "prod-h100").mkdir(parents=True)
+    (hist / "prod-h100" / "history.jsonl").write_text(
+        json.dumps({"run_id": "20261128-020000-000000", "report_dir": str(tmp_path / "gone")})
+        + "\n"
+        + json.dumps({"run_id": RUN_ID, "report_dir": str(run)})
+        + "\n"
+    )
+    monkeypatch.setenv("MLENV_HISTORY_DIR", str(hist))
+    with _gateway() as url:
+        r = CliRunner().invoke(app, ["metrics", "latest", "--cluster", "prod-h100", "--push", url])
+    assert r.exit_code == 0, r.output
+    (req,) = _Gateway.seen
+    assert req["path"] == "/metrics/job/mlenv_acceptance/cluster/prod-h100"
+    assert any(
+        s.labels.get("run_id") == RUN_ID
+        for f in text_string_to_metric_families(req["body"])
+        for s in f.samples
+    )
+    r = CliRunner().invoke(app, ["metrics", "latest", "--push", "http://127.0.0.1:9"])
+    assert r.exit_code == 2 and "give --cluster NAME" in r.output, r.output
+    r = CliRunner().invoke(app, ["metrics", "latest", "--cluster", "other"])
+    assert r.exit_code == 2 and "no recorded run" in r.output, r.output
+
+
+def test_a_push_url_with_credentials_is_refused_without_echoing_them(tmp_path: Path) -> None:
+    run = _run_folder(tmp_path)
+    r = CliRunner().invoke(app, ["metrics", str(run), "--push", "http://ops:hunter2@gw:9091"])
+    assert r.exit_code == 2 and "carries credentials" in r.output, r.output
+    assert "hunter2" not in r.output
+
+
+def test_the_suite_pushes_its_run_when_asked(tmp_path: Path) -> None:
+    """``python -m mlenv.acceptance --push-metrics URL``, as the Kubernetes and Slurm
+    re-checks run it: rank 0 pushes the recorded run under its cluster's group; a gateway
+    that is down is a warning, never the verdict."""
+    import os
+    import subprocess
+    import sys
+
+    env = {
+        **os.environ,
+        "MLENV_CLUSTER": "lab",
+        "MLENV_HISTORY_DIR": str(tmp_path / "h"),
+        "PYTHONPATH": str(Path(__file__).resolve().parents[2]),
+    }
+    cmd = [sys.executable, "-m", "mlenv.acceptance", "--checks", "environment"]
+    with _gateway() as url:
+        r = subprocess.run(
+            [*cmd, "--report-dir", str(tmp_path / "r1"), "--push-metrics", url],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+            check=False,
+        )
+    assert r.returncode == 0, r.stdout + r.stderr
+    (req,) = _Gateway.seen
+    assert req["path"] == "/metrics/job/mlenv_acceptance/cluster/lab"
+    run_id = json.loads((tmp_path / "r1" / "results.json").read_text())["run_id"]
+    verdicts = {
+        s.labels.get("run_id"): s.labels.get("verdict")
+        for f in text_string_to_metric_families(req["body"])
+        for s in f.samples
+        if s.name == "mlenv_acceptance_run_verdict" and s.value == 1.0
+    }
+    assert verdicts.get(run_id) == "PASS", verdicts
+    assert f"metrics pushed to {url}" in r.stdout
+    port = nodeexporter.free_port()
+    r = subprocess.run(
+        [*cmd, "--report-dir", str(tmp_path / "r2"), "--push-metrics", f"http://127.0.0.1:{port}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        check=False,
+    )
+    assert r.returncode == 0 and "warning: metrics not pushed" in r.stdout, r.stdout + r.stderr

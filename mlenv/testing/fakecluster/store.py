@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import copy
+import json
 from collections.abc import Sequence
 from typing import Any, Literal
 
@@ -28,6 +29,7 @@ from mlenv.cluster.api import (
     read_each,
 )
 from mlenv.cluster.nodemarks import HEALTH_FAIL, TAINT_EFFECT, NodeMarks
+from mlenv.cluster.nodetell import EVENT_NAMESPACE, NodeTell, merge_condition
 from mlenv.contract import ANNOTATION_QUARANTINE, LABEL_HEALTH
 from mlenv.testing.fakecluster.admission import Admission
 from mlenv.testing.fakecluster.state import CLUSTER_SCOPED, _key
@@ -390,6 +392,35 @@ class ObjectStore(Admission):
         node["spec"]["taints"] = taints
         self._store(node, None)
         self.calls.append(["mark-node", marks.node, "remove" if remove else "add"])
+
+    def tell_node(self, tell: NodeTell) -> None:
+        """The Event about a Node (``create events`` in its namespace) and, with
+        ``tell.condition``, the ``MlenvAcceptance`` condition merged into its status by type
+        (``patch nodes/status``), each refused as the API server refuses it."""
+        self._check_reachable()
+        words, body = tell.event_command()  # the same validation the real client's argv gets
+        event = json.loads(body)
+        if tell.condition:
+            tell.condition_command()
+        self._require("create", "events", "Event", event["metadata"]["generateName"])
+        k = _key("Node", None, tell.node)
+        if tell.condition:
+            self._require("patch", "nodes/status", "Node", tell.node)
+            if k not in self.objects:
+                raise NotFound(f'nodes "{tell.node}" not found (fake)', kind="Node", name=tell.node)
+        self._event(
+            EVENT_NAMESPACE,
+            "Node",
+            tell.node,
+            event["type"],
+            event["reason"],
+            event["message"],
+        )
+        self.calls.append(["tell-node", tell.node, tell.reason])
+        if tell.condition:
+            node = copy.deepcopy(self.objects[k])
+            merge_condition(node, tell.condition_entry())
+            self._store(node, None)
 
     def events(
         self, namespace: str, kind: str | None = None, name: str | None = None

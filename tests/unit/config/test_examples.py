@@ -93,8 +93,9 @@ _RENAMES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("nodes", "topology_label"): ("topology_label",),
     **{
         ("acceptance", k): ("recheck", k)
-        for k in ("schedule", "profile", "priority_class", "runner_image")
+        for k in ("schedule", "profile", "priority_class", "runner_image", "node_events")
     },
+    ("acceptance", "metrics", "push"): ("recheck", "metrics_push"),
     ("nccl", "env"): ("nccl", "extra_env"),
     ("storage", "existing_claims", "workspace"): ("storage", "workspace_claim"),
     ("storage", "existing_claims", "datasets"): ("storage", "datasets_claim"),
