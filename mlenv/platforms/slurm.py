@@ -764,7 +764,7 @@ def judge_report(
     then (or when rank 0 wrote nothing readable) ERROR with that reason, from ``results.jsonl``
     (INTERRUPTED with ``interrupted``, the way someone stopped it)."""
     from mlenv.acceptance.reports import RunMeta, finalize
-    from mlenv.acceptance.reports.document import now_iso
+    from mlenv.acceptance.reports.document import control_host_job, now_iso
     from mlenv.acceptance.reports.jsonl import read_partial
 
     doc = read_results(report) if forced_error is None else None
@@ -779,7 +779,7 @@ def judge_report(
         profile="",
         checks=[],
         world={"nodes": None, "ranks": None, "hosts": []},
-        job={"scheduler": "slurm", "id": job} if job else None,
+        job=control_host_job(job) if job else None,
     )
     missing = [c for c in meta.checks if c not in {r.name for r in results}]
     why += f"; {len(results)} result(s) kept from results.jsonl"

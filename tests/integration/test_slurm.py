@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import socket
 import subprocess
 import sys
 import threading
@@ -498,7 +499,10 @@ def test_a_node_drained_mid_job_lets_the_job_finish_and_the_reports_are_copied_w
     assert (copy / "results.json").read_text() == (shared / "results.json").read_text()
     # one run id, and the job id beside it, in the folder, results.json, record.json and the
     # history `mlenv history` reads on this (the control) host
-    job = {"scheduler": "slurm", "id": env.record()["job_id"]}
+    # with Slurm's ClusterName and the control host that submitted it, from the job's own
+    # environment (SLURM_CLUSTER_NAME, SLURM_SUBMIT_HOST)
+    job = {"scheduler": "slurm", "id": env.record()["job_id"], "cluster": "mlenvtest"}
+    job["control_host"] = socket.gethostname()
     doc, rec = (json.loads((copy / f).read_text()) for f in ("results.json", "record.json"))
     assert (doc["run_id"], doc["job"]) == (rec["run_id"], rec["job"]) == (rid, job), (
         doc["run_id"],

@@ -221,7 +221,11 @@ def make_record(
         # where the suite ran: "cluster" (MLENV_CLUSTER set: a pod, a Slurm job) or "local" (this machine)
         "origin": origin or ("cluster" if os.environ.get("MLENV_CLUSTER", "").strip() else "local"),
         # the batch job the run was (Slurm), beside the run id
-        "job": {"scheduler": str(job.get("scheduler")), "id": str(job.get("id"))}
+        "job": {
+            "scheduler": str(job.get("scheduler")),
+            "id": str(job.get("id")),
+            **{k: str(job[k]) for k in ("cluster", "control_host") if job.get(k)},
+        }
         if isinstance(job, dict)
         else None,
         "world": {k: world.get(k) for k in ("nodes", "ranks", "backend", "device")},

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import socket
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -178,11 +179,36 @@ def build_document(
     return doc
 
 
+# Slurm names a job's cluster and submit host in its environment; kept only when they are
+# host-like words (they reach history listings and file names).
+_SLURM_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,252}\Z")
+
+
 def batch_job(environ: dict[str, str] | None = None) -> dict[str, str] | None:
     """The Slurm job this process runs in (``SLURM_JOB_ID``), None outside one: results.json
-    and the history line carry it beside the run id."""
-    job = (environ if environ is not None else os.environ).get("SLURM_JOB_ID", "").strip()
-    return {"scheduler": "slurm", "id": job} if job.isdigit() else None
+    and the history line carry it beside the run id, with Slurm's ClusterName
+    (``SLURM_CLUSTER_NAME``) as ``cluster`` and the control host that submitted it
+    (``SLURM_SUBMIT_HOST``) as ``control_host``, where Slurm set them."""
+    env = environ if environ is not None else os.environ
+    job = env.get("SLURM_JOB_ID", "").strip()
+    if not job.isdigit():
+        return None
+    out = {"scheduler": "slurm", "id": job}
+    for key, var in (("cluster", "SLURM_CLUSTER_NAME"), ("control_host", "SLURM_SUBMIT_HOST")):
+        value = env.get(var, "").strip()
+        if _SLURM_NAME.match(value):
+            out[key] = value
+    return out
+
+
+def control_host_job(job: str) -> dict[str, str]:
+    """The job record the control host writes for a job whose rank 0 recorded nothing: the
+    job id and this host, the one that submitted it."""
+    out = {"scheduler": "slurm", "id": job}
+    host = socket.gethostname()
+    if _SLURM_NAME.match(host):
+        out["control_host"] = host
+    return out
 
 
 def device_names(meta: RunMeta, results: list[CheckResult]) -> list[str]:

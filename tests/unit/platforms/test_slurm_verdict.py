@@ -5,6 +5,7 @@ job's end is given here: tests/integration/test_slurm.py kills a real slurmd.)""
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import pytest
@@ -117,7 +118,8 @@ def test_the_run_is_in_the_control_hosts_history_with_its_job_id_once(
     sub = _sub(tmp_path / "shared")
     _measured(Path(sub.report_dir))  # no run.json: the job never reached rank 0's start
     doc = judge(load(CPU), sub, Outcome("NODE_FAIL", {"NodeList": "n[1-2]"}, ["n2 (down)"], 1.0))
-    assert doc["job"] == {"scheduler": "slurm", "id": "41"} and doc["run_id"] == sub.run_id
+    job = {"scheduler": "slurm", "id": "41", "control_host": socket.gethostname()}
+    assert doc["job"] == job and doc["run_id"] == sub.run_id
     root, dest = tmp_path / "repo", tmp_path / "repo" / "reports" / "cpu-slurm" / sub.run_id
     dest.mkdir(parents=True)
     said: list[str] = []
@@ -129,9 +131,7 @@ def test_the_run_is_in_the_control_hosts_history_with_its_job_id_once(
     assert (
         line["run_id"] == sub.run_id and line["verdict"] == "ERROR" and line["origin"] == "cluster"
     )
-    assert line["job"] == {"scheduler": "slurm", "id": "41"} and line["report_dir"] == str(
-        dest.resolve()
-    )
+    assert line["job"] == job and line["report_dir"] == str(dest.resolve())
     assert json.loads((dest / "record.json").read_text()) == line
     assert said[1].endswith("(the job wrote it)"), said
 
