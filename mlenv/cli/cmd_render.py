@@ -67,6 +67,8 @@ def render(
             raise InputError(f"--all: {root / 'clusters'} holds no cluster config (*.yaml)")
     else:
         clusters = [loader.load(cluster or "", root, warnings=warnings)]
+        if out is None and not check:
+            loader.refuse_other_tree(clusters[0], root)
     for w in warnings:
         err(w.format())
     out_root = out if out is not None else root / "k8s"
