@@ -68,7 +68,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "__init__": set(),
     "__main__": set(),
     "config": {"yaml", "jsonschema"},
-    "render": {"yaml", "jsonschema", "jinja2", "referencing", "kubernetes_validate"},
+    "render": {"yaml", "jsonschema", "jinja2", "referencing"},
     "generated": set(),
     "signoff": set(),
     "quarantine": set(),
