@@ -7,6 +7,8 @@ functions so ``mlenv --help`` stays instant.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 import typer
 
@@ -106,9 +108,28 @@ for _info in app.registered_commands:
         _info.callback = with_globals(_name, _info.callback)
 
 
+# What each exit code means, for the line below (docs/contracts.md, "Exit codes").
+EXIT_MEANINGS = {1: "FAIL", 2: "bad input", 3: "ERROR", 130: "INTERRUPTED", 143: "INTERRUPTED"}
+
+
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point.
+
+    Under make (the Makefile sets MLENV_EXIT_LINE=1 on its mlenv calls) a failing verb ends
+    with one line giving its exit code: make itself exits 2 for any failed recipe, so FAIL
+    (1) and ERROR (3) could not be told apart through a make target.
+    """
+    if os.environ.get("MLENV_EXIT_LINE") != "1":
+        app()
+        return
+    try:
+        app()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+        if code:
+            meaning = EXIT_MEANINGS.get(code, "exit status")
+            sys.stderr.write(f"mlenv-exit: {code} ({meaning})\n")
+        raise
 
 
 if __name__ == "__main__":
