@@ -836,3 +836,13 @@ def test_dev_session_first_syncs_local_dir(checkout: Path) -> None:
     lines = dry(checkout, "dev-session", "CLUSTER=local", "LOCAL_DIR=./src")
     assert lines[0] == ".venv-cli/bin/mlenv sync 'local' --dir './src'"
     assert any("sync 'local' --watch --dir './src'" in line for line in lines[1:])
+
+
+def test_make_help_and_the_readme_give_make_unit_one_time() -> None:
+    """make help said "about a minute", the README "2 min 37 s"."""
+    makefile = (ROOT / "Makefile").read_text()
+    (help_line,) = re.findall(r"^unit: .*## (.*)$", makefile, re.M)
+    (figure,) = re.findall(r"\((\d+ min \d+ s) on a 2-core machine\)", help_line)
+    readme = (ROOT / "README.md").read_text()
+    sentence = readme[readme.index("`make unit` is the inner loop") :].split("\n")[0]
+    assert f"{figure} on a 2-core machine" in sentence
