@@ -78,7 +78,7 @@ help: ## this list
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-22s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "Variables: CLUSTER=<name> (default: the last one deployed from here; render: local)"
 	@echo "  MODE=rdma|tcp (default: the config's: rdma when network.rdma.enabled, else tcp)"
-	@echo "  NODES=N POD=N DRY_RUN=client|server WATCH=1 DELETE=1 SYNC_DRY_RUN=1 PURGE=1 FILE=script.py"
+	@echo "  NODES=N POD=N DRY_RUN=client|server WATCH=1 DELETE=1 SYNC_DRY_RUN=1 PURGE=1 SCALE_DOWN=1 YES=1 FILE=script.py"
 	@echo "  upstream's: NAMESPACE=ns (-n) LOCAL_DIR=dir (sync --dir) DEBUG_PORT=N NAME=x (discover) CONFIG=file"
 	@echo "  POD_NAME and REMOTE_DIR stop with what to use instead (POD=<index>; the pods' /workspace)"
 
@@ -314,8 +314,8 @@ clean-reports: ## delete the run history (reports/) and acceptance-report/, afte
 
 # -- upstream ml-dev-env's dev loop and target names (docs/deploy.md "Coming from ml-dev-env")
 
-deploy: need-cluster cli ## single-node dev environment: one pod with the configured GPUs (upstream `make deploy`)
-	$(CLI) deploy $(C) $(MODE_FLAG) --nodes 1
+deploy: need-cluster cli ## single-node dev environment: one pod (a live multi-node one: refused unless SCALE_DOWN=1) (upstream `make deploy`)
+	$(CLI) deploy $(C) $(MODE_FLAG) --nodes 1 $(if $(SCALE_DOWN),--scale-down,)
 
 deploy-cluster-dry-run: need-cluster cli ## the plan, printed, nothing sent (upstream name)
 	$(CLI) deploy $(C) $(MODE_FLAG) $(NODES_FLAG) --dry-run client

@@ -47,6 +47,13 @@ def deploy(
             help="Overwrite objects in the namespace that belong to another deployment (or were not created by mlenv); refused otherwise.",
         ),
     ] = False,
+    scale_down: Annotated[
+        bool,
+        typer.Option(
+            "--scale-down",
+            help="Allow --nodes below the live deployment's pod count (refused otherwise).",
+        ),
+    ] = False,
 ) -> None:
     """Deploy a cluster config: preflight explains what is missing and a server-side dry
     run checks every object before anything is applied.
@@ -72,6 +79,7 @@ def deploy(
         timeout=timeout,
         no_fallback=no_fallback,
         take_over=take_over,
+        scale_down=scale_down,
     )
 
 

@@ -120,6 +120,7 @@ class Platform(Protocol):
         timeout: float,
         no_fallback: bool,
         take_over: bool,
+        scale_down: bool = False,
     ) -> None: ...
 
     def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None: ...
@@ -260,6 +261,7 @@ class PlatformBase:
         timeout: float,
         no_fallback: bool,
         take_over: bool,
+        scale_down: bool = False,
     ) -> None:
         raise self._no("deploy")
 

@@ -194,6 +194,7 @@ class KubernetesPlatform(PlatformBase):
         timeout: float,
         no_fallback: bool,
         take_over: bool,
+        scale_down: bool = False,
     ) -> None:
         from mlenv.cluster.deploy import DeployOptions, DeployTimeout
         from mlenv.cluster.deploy import deploy as run_deploy
@@ -213,6 +214,7 @@ class KubernetesPlatform(PlatformBase):
             timeout=timeout,
             no_fallback=no_fallback,
             take_over=take_over,
+            scale_down=scale_down,
             dry_run=cast(Literal["client", "server"] | None, dry_run),
         )
         if dry_run == "client":

@@ -197,6 +197,7 @@ class SlurmPlatform(_OffKube):
         timeout: float,
         no_fallback: bool,
         take_over: bool,
+        scale_down: bool = False,
     ) -> None:
         """Preflight, then ``sbatch`` the acceptance job and record its id."""
         from mlenv.platforms import slurm
@@ -313,6 +314,7 @@ class HostsPlatform(_OffKube):
         timeout: float,
         no_fallback: bool,
         take_over: bool,
+        scale_down: bool = False,
     ) -> None:
         from mlenv.platforms import hosts
 

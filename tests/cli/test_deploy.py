@@ -181,3 +181,33 @@ def test_i25_4_no_mode_is_the_configs_own_mode(tmp_path, monkeypatch) -> None:
     assert r.exit_code == 0 and "falls back to TCP" in r.stderr, r.stderr
     r = run(["deploy", "barcelona", "--dry-run", "client"], None, monkeypatch)  # rdma.enabled: rdma
     assert r.exit_code == 0 and "(rdma, " in r.stderr, r.stderr
+
+
+def test_a_live_multi_node_deployment_is_not_scaled_down_unless_asked(
+    tmp_path, monkeypatch
+) -> None:
+    """Upstream's `make deploy` (one pod, `--nodes 1`) on a live 2-pod deployment silently
+    scaled it to 1 and restarted pod-0; now it is refused, naming both ways on."""
+    state = fake_state(tmp_path)
+    r = run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    r = run(["deploy", "barcelona", "--nodes", "1", "--timeout", "60"], state, monkeypatch)
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines()[-1] == (
+        "error: barcelona runs 2 pods; --nodes 1 would stop pods 1..1 and restart the others: "
+        "add --scale-down if that is meant (make deploy SCALE_DOWN=1), or keep 2 with "
+        "`mlenv deploy barcelona` (make deploy-cluster)"
+    )
+    sts = FakeCluster.load(str(state)).get("StatefulSet", "ml-dev-env", "ml-dev-env")
+    assert sts is not None and sts["spec"]["replicas"] == 2  # nothing applied
+    # as many pods, or more, is no scale-down
+    r = run(["deploy", "barcelona", "--nodes", "2", "--timeout", "60"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    r = run(
+        ["deploy", "barcelona", "--nodes", "1", "--scale-down", "--timeout", "60"],
+        state,
+        monkeypatch,
+    )
+    assert r.exit_code == 0, r.output
+    sts = FakeCluster.load(str(state)).get("StatefulSet", "ml-dev-env", "ml-dev-env")
+    assert sts is not None and sts["spec"]["replicas"] == 1

@@ -55,6 +55,8 @@ MAKE_VARIABLES = {
     "DELETE",
     "SYNC_DRY_RUN",
     "PURGE",
+    "SCALE_DOWN",
+    "YES",
     "FILE",
     "NAMESPACE",
     "POD_NAME",
@@ -292,6 +294,7 @@ def test_i10_5_make_help_lists_every_target(checkout: Path) -> None:
     "target,extra,want",
     [
         ("deploy", [], [".venv-cli/bin/mlenv deploy 'local' --nodes 1"]),
+        ("deploy", ["SCALE_DOWN=1"], [".venv-cli/bin/mlenv deploy 'local' --nodes 1 --scale-down"]),
         ("deploy-cluster-dry-run", [], [".venv-cli/bin/mlenv deploy 'local' --dry-run client"]),
         ("sync-once", [], [".venv-cli/bin/mlenv sync 'local'"]),
         (
