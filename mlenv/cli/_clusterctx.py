@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlenv.cli._common import SETTINGS, debug, err, note, repo_root
+from mlenv.cli._common import SETTINGS, debug, err, note_once, repo_root
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.contract import pod_name
 from mlenv.errors import InputError
@@ -126,7 +126,7 @@ def cluster_client() -> Iterator[ClusterClient]:
                 _clear_progress()
             notice = getattr(client, "notice", "")
             if notice:
-                note(notice)
+                note_once("client", notice)
         yield client
 
 

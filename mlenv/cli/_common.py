@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import typer
@@ -128,6 +129,38 @@ def note(msg: str) -> None:
     """A notice or progress line on stderr; ``--quiet`` drops it (errors and warnings stay)."""
     if not SETTINGS.quiet:
         err(msg)
+
+
+NOTICE_DIR_ENV = "MLENV_NOTICE_DIR"
+
+
+def note_once(key: str, msg: str) -> None:
+    """A notice that does not change between commands (kubectl instead of oc): on a terminal,
+    once per terminal session (its session id, kept under ~/.cache/mlenv/notices/) and again
+    under ``--verbose``; elsewhere (scripts, CI logs, where each command's output may be read
+    alone) every time."""
+    if SETTINGS.quiet:
+        return
+    if SETTINGS.verbose or not sys.stderr.isatty():
+        err(msg)
+        return
+    folder = Path(
+        os.environ.get(NOTICE_DIR_ENV)
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mlenv" / "notices"
+    )
+    seen = folder / key
+    session = str(os.getsid(0))
+    try:
+        if seen.read_text() == session:
+            return
+    except OSError:
+        pass
+    err(msg)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        seen.write_text(session)
+    except OSError:
+        pass  # an unwritable cache: the notice shows each time, nothing worse
 
 
 def debug(msg: str) -> None:

@@ -459,10 +459,7 @@ class OcCluster:
         self.notice = (
             ""
             if self.is_oc
-            else (
-                f"notice: oc not found on PATH: using kubectl ({chosen}) for the verbs it shares "
-                "with oc (sync copies through a tar stream; `build` needs oc)"
-            )
+            else (f"notice: oc not found on PATH: kubectl ({chosen}) runs every verb but `build`")
         )
 
     # -- plumbing ---------------------------------------------------------------------

@@ -115,10 +115,36 @@ def test_missing_oc_is_announced_once_on_stderr(tmp_path, monkeypatch) -> None:
     assert r.exit_code == 0, r.output
     notices = [line for line in r.stderr.splitlines() if "oc not found" in line]
     assert notices == [
-        f"notice: oc not found on PATH: using kubectl ({kubectl}) for the verbs "
-        "it shares with oc (sync copies through a tar stream; `build` needs oc)"
+        f"notice: oc not found on PATH: kubectl ({kubectl}) runs every verb but `build`"
     ]
     assert "oc not found" not in r.stdout
+
+
+def test_the_client_notice_shows_once_per_terminal_session(tmp_path, monkeypatch) -> None:
+    """On a terminal, "oc not found" (170 characters) came with every cluster verb; now
+    once per terminal session, and again with -v. Scripts still get it every time."""
+    import sys
+
+    from mlenv.cli import _common
+
+    class Tty:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setenv("MLENV_NOTICE_DIR", str(tmp_path / "notices"))
+    shown: list[str] = []
+    monkeypatch.setattr(_common, "err", shown.append)
+    monkeypatch.setattr(sys, "stderr", Tty())
+    for _ in range(3):
+        _common.note_once("client", "notice: oc not found on PATH")
+    assert shown == ["notice: oc not found on PATH"]
+    monkeypatch.setattr(_common.SETTINGS, "verbose", True)
+    _common.note_once("client", "notice: oc not found on PATH")
+    assert len(shown) == 2
+    monkeypatch.setattr(_common.SETTINGS, "verbose", False)
+    (tmp_path / "notices" / "client").write_text("another session")
+    _common.note_once("client", "notice: oc not found on PATH")
+    assert len(shown) == 3
 
 
 def test_i9_4_take_over_flag_through_the_cli(tmp_path, monkeypatch) -> None:
