@@ -370,8 +370,7 @@ def deploy(
     """Deploy a cluster config. ``client`` may be None only for ``dry_run="client"``."""
     requested: Mode = opts.mode
     mode = cfg.effective_mode(requested)
-    if mode != requested:
-        say(f"notice: cluster {cfg.name} has network.rdma.enabled false: deploying in TCP mode")
+    # (a requested mode the config cannot give: the caller has already warned, once)
     manifests = plan(cfg, mode, opts.nodes, render)
     nodes = _worker_count(manifests)
     rep = DeployReport(requested, mode, nodes, manifests)

@@ -326,12 +326,12 @@ def mode_warnings(cluster: Cluster, mode: str) -> list[str]:
         raise InputError(f"unknown mode {mode!r}: expected rdma or tcp")
     wanted: Mode = "rdma" if mode == "rdma" else "tcp"
     if cluster.effective_mode(wanted) != wanted:
-        where = f" ({cluster.source})" if cluster.source else ""
+        # two short lines (a terminal of 100 columns): what happens, then the details
         return [
-            f"cluster '{cluster.name}'{where} has network.rdma.enabled: false, so MODE=rdma "
-            "falls back to TCP: NCCL runs over sockets (NCCL_IB_DISABLE=1), no RDMA devices, "
-            "Multus networks or IPC_LOCK are requested. Set network.rdma.enabled: true with "
-            "devices and interfaces once the cluster has an RDMA fabric."
+            f"cluster '{cluster.name}': network.rdma.enabled: false, so rdma falls back to TCP\n"
+            "  NCCL over sockets (NCCL_IB_DISABLE=1), no RDMA devices, Multus networks or "
+            "IPC_LOCK;\n  set network.rdma.enabled: true (with devices and interfaces) once "
+            "the cluster has an RDMA fabric"
         ]
     return []
 

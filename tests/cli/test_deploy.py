@@ -237,3 +237,18 @@ def test_a_live_multi_node_deployment_is_not_scaled_down_unless_asked(
     assert r.exit_code == 0, r.output
     sts = FakeCluster.load(str(state)).get("StatefulSet", "ml-dev-env", "ml-dev-env")
     assert sts is not None and sts["spec"]["replicas"] == 1
+
+
+def test_rdma_on_an_rdma_less_config_is_said_once_in_lines_that_fit(tmp_path, monkeypatch) -> None:
+    """`deploy --mode rdma` on a TCP-only config warned (one 300-character line) and then
+    said the same again as a notice."""
+    state = fake_state(tmp_path, "nerc-tcp", rdma=False)
+    r = run(["deploy", "nerc-tcp", "--mode", "rdma", "--timeout", "60"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    said = [line for line in r.stderr.splitlines() if "TCP" in line and "rdma" in line.lower()]
+    assert said == [
+        "warning: cluster 'nerc-tcp': network.rdma.enabled: false, so rdma falls back to TCP"
+    ], r.stderr
+    lines = r.stderr.splitlines()
+    start = lines.index(said[0])
+    assert all(len(line) <= 100 for line in lines[start : start + 3]), lines[start : start + 3]
