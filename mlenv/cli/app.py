@@ -9,9 +9,15 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import typing
+from typing import IO, Any
 
 import typer
+from typer import BadParameter
+from typer._click.exceptions import ClickException, MissingParameter
+from typer.core import TyperGroup
 
+from mlenv.cli._common import err
 from mlenv.cli._globals import (
     ContextOpt,
     KubeconfigOpt,
@@ -22,6 +28,7 @@ from mlenv.cli._globals import (
     reset,
     with_globals,
 )
+from mlenv.errors import EXIT_INPUT
 
 # Order here is the order in `mlenv --help`.
 VERB_MODULES = (
@@ -50,8 +57,66 @@ VERB_MODULES = (
     "help",  # help [VERB], completion bash|zsh|fish
 )
 
+
+class _Refused(ClickException):
+    """A usage problem in mlenv's words: one ``error:`` line and exit 2, as for every other
+    bad input (Click's own form is a usage block and a sentence from its type converter)."""
+
+    exit_code = EXIT_INPUT
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        err(f"error: {self.format_message()}")
+
+
+def _given(args: list[str], opts: list[str]) -> str | None:
+    """The value given on the command line to an option spelled one of ``opts``."""
+    for i, word in enumerate(args):
+        for opt in opts:
+            if word == opt and i + 1 < len(args):
+                return args[i + 1]
+            if word.startswith(opt + "="):
+                return word[len(opt) + 1 :]
+    return None
+
+
+def _kinds(annotation: Any) -> set[Any]:
+    return {annotation, *typing.get_args(annotation)}
+
+
+class _Group(TyperGroup):
+    """The app's group: a verb's bad integer or missing cluster said the way mlenv says
+    everything else."""
+
+    def invoke(self, ctx: Any) -> Any:
+        given = [*ctx._protected_args, *ctx.args]
+        try:
+            return super().invoke(ctx)
+        except MissingParameter as e:
+            if e.param is None or e.param.name != "cluster":
+                raise
+            from mlenv.cli._common import repo_root
+            from mlenv.config import cluster_files
+
+            verb = ctx.invoked_subcommand or "VERB"
+            names = [f.stem for f in cluster_files(repo_root())]
+            known = ", ".join(names) if names else "none: no clusters/*.yaml here"
+            raise _Refused(
+                f"mlenv {verb} needs a CLUSTER (clusters/<name>.yaml): {known}"
+            ) from None
+        except BadParameter as e:
+            param = e.param
+            kinds = _kinds(getattr(getattr(param, "type_descriptor", None), "annotation", None))
+            wanted = "an integer" if int in kinds else "a number" if float in kinds else ""
+            if param is None or not wanted or not getattr(param, "opts", None):
+                raise
+            value = _given(given, list(param.opts))
+            got = f", got {value!r}" if value is not None else ""
+            raise _Refused(f"{param.opts[0]}: expected {wanted}{got}") from None
+
+
 app = typer.Typer(
     name="mlenv",
+    cls=_Group,
     help="ml-dev-env: cluster YAML in, multi-node DeepSpeed on OpenShift and an acceptance verdict out.",
     add_completion=False,
     pretty_exceptions_show_locals=False,

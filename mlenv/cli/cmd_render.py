@@ -9,7 +9,7 @@ import typer
 
 from mlenv.cli._clusterctx import platform, session
 from mlenv.cli._common import err, guarded, repo_root
-from mlenv.errors import EXIT_FAIL, InputError
+from mlenv.errors import EXIT_FAIL, InputError, did_you_mean
 
 
 @guarded
@@ -51,7 +51,9 @@ def render(
     if all_ and nodes is not None:
         raise InputError("--nodes applies to one cluster; it cannot be combined with --all")
     if mode is not None and mode not in MODES:
-        raise InputError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise InputError(
+            f"--mode must be one of {', '.join(MODES)}, got {mode!r}{did_you_mean(mode, MODES)}"
+        )
     modes = MODES if mode is None else (mode,)
     root = Path(repo_root())
     warnings: list[Diagnostic] = []
