@@ -7,6 +7,7 @@ functions so ``mlenv --help`` stays instant.
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import sys
 import typing
@@ -18,6 +19,7 @@ from typer._click.exceptions import ClickException, MissingParameter
 from typer.core import TyperGroup
 
 from mlenv.cli._common import err
+from mlenv.cli._examples import help_with_examples
 from mlenv.cli._globals import (
     ContextOpt,
     KubeconfigOpt,
@@ -170,6 +172,9 @@ for _verb in VERB_MODULES:
 for _info in app.registered_commands:
     if _info.callback is not None:
         _name = _info.name or _info.callback.__name__.replace("_", "-")
+        # every verb's help ends with examples (mlenv/cli/_examples.py)
+        _doc = _info.help or inspect.getdoc(_info.callback) or ""
+        _info.help = help_with_examples(_doc, _name)
         _info.callback = with_globals(_name, _info.callback)
 
 

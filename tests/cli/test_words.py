@@ -77,3 +77,29 @@ def test_did_you_mean_prefers_case_then_the_one_prefix_then_spelling() -> None:
     assert did_you_mean("fabric.tr", ["fabric.transport"]) == " (did you mean 'fabric.transport'?)"
     assert did_you_mean("jsn", ["table", "json", "yaml"]) == " (did you mean 'json'?)"
     assert did_you_mean("zzz", ["table", "json"]) == ""
+
+
+def test_every_verbs_help_ends_with_examples_that_parse() -> None:
+    """4 of 27 verbs' --help showed an example; now every one does, and each example is a
+    command line its verb accepts (parsed, not run)."""
+    import shlex
+
+    import typer.main
+
+    from mlenv.cli._examples import EXAMPLES
+
+    group = typer.main.get_command(app)
+    verbs = sorted(group.commands)  # type: ignore[attr-defined]
+    assert len(verbs) >= 27 and sorted(EXAMPLES) == verbs
+    for verb in verbs:
+        r = _run(verb, "--help")
+        assert r.exit_code == 0, r.output
+        text = r.stdout[r.stdout.index("Examples:") :]
+        for line in EXAMPLES[verb]:
+            assert f"    {line}\n" in text, (verb, line)
+            words = shlex.split(line)
+            if words[0] != "mlenv":  # completion's: source <(mlenv completion bash)
+                words = shlex.split(line[line.index("mlenv") :].rstrip(")"))
+            assert words[:2] == ["mlenv", verb], line
+            command = group.commands[verb]  # type: ignore[attr-defined]
+            command.make_context(verb, words[2:])  # raises on an unknown option or value
