@@ -241,8 +241,8 @@ validate: cli ## every clusters/*.yaml, all errors at once
 render: cli ## k8s/$(CLUSTER)/<mode>/ from the config (CLUSTER default: local; MODE default: both)
 	$(CLI) render $(call q,$(or $(CLUSTER),local)) $(MODE_FLAG) $(NODES_FLAG)
 
-render-all: cli ## every cluster, both modes
-	$(CLI) render --all
+render-all: cli ## every cluster, both modes (PRUNE=1: also remove the trees of deleted configs)
+	$(CLI) render --all $(if $(PRUNE),--prune,)
 
 list-clusters: cli ## name, modes and nodes of every clusters/*.yaml
 	$(CLI) list-clusters
