@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 
 from mlenv import contract
 from mlenv.contract import BUILD_CONFIG, STATEFULSET, pod_name
-from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InfraError
+from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InfraError, InputError
 from mlenv.platforms.base import PlatformBase, Session
 
 if TYPE_CHECKING:
@@ -379,7 +379,6 @@ class KubernetesPlatform(PlatformBase):
                 for a, b in ports:
                     s.say(f"127.0.0.1:{a} -> {pod}:{b}")
                 return client.port_forward(pod, cfg.namespace, ports)
-        from mlenv.errors import InputError
         from mlenv.render.names import DEV_POD
         from mlenv.render.workload import forward_ports
 
@@ -398,6 +397,18 @@ class KubernetesPlatform(PlatformBase):
     def build(self, cfg: Cluster, s: Session) -> int:
         from mlenv.cluster.api import NotFound
 
+        # deploy renders no BuildConfig for these (mlenv/cluster/deploy.py, image_not_built):
+        # "deploy first" would send the user round in a circle
+        if cfg.image.ref:
+            raise InputError(
+                f"{cfg.name} runs image.ref ({cfg.image.ref}): there is nothing to build on the "
+                "cluster; push a new image there, or clear image.ref to build the Dockerfile"
+            )
+        if cfg.platform != "openshift":
+            raise InputError(
+                f"{cfg.name} is platform {cfg.platform}: builds are OpenShift BuildConfigs; build "
+                "the Dockerfile elsewhere and set image.ref to the image"
+            )
         with s.client() as client:
             # i22: one bounded read first. `start-build --follow` streams the build's log,
             # so it carries no request timeout: against a server that answers the probe
