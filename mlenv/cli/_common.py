@@ -52,6 +52,14 @@ def echo_out(text: str) -> bool:
     return True
 
 
+def error_line(message: str) -> str:
+    """``error: MESSAGE``, once: a message that quotes oc/kubectl ("error: the server
+    doesn't have a resource type ...") printed as ``error: error: ...``."""
+    while message.lower().startswith("error: "):
+        message = message[len("error: ") :]
+    return f"error: {message}"
+
+
 def guarded(fn: Callable[P, R]) -> Callable[P, R]:
     """Wrap a command: MlenvError → message + its exit code; anything else → exit 3.
 
@@ -72,7 +80,7 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
             err(f"{n} error(s)")
             raise typer.Exit(EXIT_INPUT) from None
         except MlenvError as e:
-            err(f"error: {e}")
+            err(error_line(str(e)))
             raise typer.Exit(e.exit_code) from None
         except (
             KeyboardInterrupt
