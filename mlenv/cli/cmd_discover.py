@@ -33,7 +33,11 @@ def discover(
     name: Annotated[str, typer.Argument(help="Cluster name: the file is clusters/NAME.yaml.")],
     namespace: Annotated[
         str | None,
-        typer.Option("--namespace", "-n", help="Namespace to deploy into (default: ml-dev-env)."),
+        typer.Option(
+            "--namespace",
+            "-n",
+            help="Namespace to deploy into (default: the kubeconfig context's, else ml-dev-env).",
+        ),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the config, write nothing.")
@@ -41,11 +45,18 @@ def discover(
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
 ) -> None:
     """Read GPU nodes, RDMA resources, networks and storage classes; write a starting config."""
+    from mlenv.cluster.kubeconfig import current_namespace
     from mlenv.platforms.dispatch import platform_named
 
     # `mlenv -n NS discover NAME` (the global option before the verb) means the same; the
-    # default namespace is named after the app, as upstream's was
-    namespace = namespace or SETTINGS.namespace or APP
+    # default is the namespace you work in (the current context's: upstream read `oc
+    # project -q`), else one named after the app
+    namespace = (
+        namespace
+        or SETTINGS.namespace
+        or current_namespace(SETTINGS.kubeconfig, SETTINGS.context)
+        or APP
+    )
     _check_names(("NAME", name), ("--namespace", namespace))
     path = Path(repo_root()) / "clusters" / f"{name}.yaml"
     if path.exists() and not force and not dry_run:
