@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def _root() -> Path:
@@ -90,14 +91,11 @@ def dev_tools(incomplete: str) -> list[str]:
     return [t for t in DEV_TOOLS if t.startswith(incomplete)]
 
 
-def verbs(incomplete: str) -> list[str]:
-    """`help VERB`: the verbs, as `mlenv --help` lists them."""
+def verbs(ctx: Any, incomplete: str) -> list[str]:
+    """`help VERB`: the verbs, as `mlenv --help` lists them (from the running command's
+    root: importing the app here would make an import cycle)."""
     try:
-        import typer.main
-
-        from mlenv.cli.app import app
-
-        names = list(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+        names = list(ctx.find_root().command.commands)
     except Exception:  # never a traceback in the prompt
         return []
     return [v for v in names if v.startswith(incomplete)]
@@ -117,7 +115,8 @@ def bundle_targets(incomplete: str) -> list[str]:
 
 
 # parameter name (on any verb) → what completes its value
-BY_PARAMETER: dict[str, Callable[[str], list[str]]] = {
+# (Typer passes a completer the arguments its signature names: incomplete, and ctx)
+BY_PARAMETER: dict[str, Callable[..., list[str]]] = {
     "cluster": cluster_names,
     "mode": modes,
     "profile": profile_names,

@@ -11,6 +11,7 @@ import typer
 
 from mlenv.cli._clusterctx import session
 from mlenv.cli._common import SETTINGS, guarded, repo_root
+from mlenv.cli._output import check_format, emit
 from mlenv.contract import APP
 from mlenv.errors import InputError
 
@@ -43,6 +44,12 @@ def discover(
         bool, typer.Option("--dry-run", help="Print the config, write nothing.")
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output", "-o", help="With --dry-run: yaml (default, the file as written) or json."
+        ),
+    ] = None,
 ) -> None:
     """Read GPU nodes, RDMA resources, networks and storage classes; write a starting config."""
     from mlenv.cluster.kubeconfig import current_namespace
@@ -58,13 +65,21 @@ def discover(
         or APP
     )
     _check_names(("NAME", name), ("--namespace", namespace))
+    fmt = check_format(output, ("json", "yaml"))
+    if fmt is not None and not dry_run:
+        raise InputError("-o/--output prints the config: it goes with --dry-run")
     path = Path(repo_root()) / "clusters" / f"{name}.yaml"
     if path.exists() and not force and not dry_run:
         raise InputError(f"{path} exists: pass --force to overwrite it, or --dry-run to print")
     text = platform_named("openshift").discover(name, session(), namespace=namespace)
     _check_discovered(name, text)
     if dry_run:
-        typer.echo(text, nl=False)
+        if fmt == "json":
+            import yaml
+
+            emit(yaml.safe_load(text), "json")
+        else:
+            typer.echo(text, nl=False)
         return
     _write(path, name, text)
 

@@ -86,6 +86,8 @@ class Session:
     emit: Callable[[Any, str], None] = lambda doc, fmt: None
     # a yes/no question on the terminal (no terminal: False)
     confirm: Callable[[str], bool] = lambda question: False
+    # -o json|yaml of a verb whose data is a plan (deploy --dry-run client); None: as text
+    output: str | None = None
 
 
 class Platform(Protocol):

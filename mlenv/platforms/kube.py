@@ -219,7 +219,10 @@ class KubernetesPlatform(PlatformBase):
         )
         if dry_run == "client":
             rep = run_deploy(cfg, opts, None)
-            s.raw(dump_all(rep.manifests, sort_keys=False))
+            if s.output:  # one document, as `kubectl apply --dry-run=client -o json` prints
+                s.emit({"apiVersion": "v1", "kind": "List", "items": rep.manifests}, s.output)
+            else:
+                s.raw(dump_all(rep.manifests, sort_keys=False))
             s.warn(
                 f"plan: {len(rep.manifests)} object(s) for {cfg.name} ({rep.mode}, {rep.nodes} "
                 "node(s)); nothing was sent to a cluster (--dry-run client)"

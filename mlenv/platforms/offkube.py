@@ -56,6 +56,10 @@ def _dry_run(cfg: Cluster, s: Session, nodes: int | None, dry_run: str | None) -
     """issue 24: ``--dry-run client`` prints the plan and sends nothing to Slurm or the
     hosts; ``--dry-run server`` has no API server to ask. True when the verb is done."""
     if dry_run == "client":
+        if s.output:
+            raise InputError(
+                f"-o/--output: platform {cfg.platform}'s plan is a script, printed as is"
+            )
         s.raw(deploy_plan(cfg, nodes=nodes))
         s.warn(
             f"plan: what mlenv deploy {cfg.name} would submit on platform {cfg.platform}; nothing was "

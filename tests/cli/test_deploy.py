@@ -252,3 +252,17 @@ def test_rdma_on_an_rdma_less_config_is_said_once_in_lines_that_fit(tmp_path, mo
     lines = r.stderr.splitlines()
     start = lines.index(said[0])
     assert all(len(line) <= 100 for line in lines[start : start + 3]), lines[start : start + 3]
+
+
+def test_dry_run_client_prints_the_plan_as_one_json_or_yaml_list(monkeypatch) -> None:
+    """deploy --dry-run client printed data with no -o json|yaml."""
+    import json
+
+    r = run(["deploy", "barcelona", "--dry-run", "client", "-o", "json"], None, monkeypatch)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "List" and [i["kind"] for i in doc["items"]].count("StatefulSet") == 1
+    r = run(["deploy", "barcelona", "--dry-run", "client", "-o", "yaml"], None, monkeypatch)
+    assert yaml.safe_load(r.stdout)["kind"] == "List"
+    r = run(["deploy", "barcelona", "-o", "json"], None, monkeypatch)
+    assert r.exit_code == 2 and "goes with --dry-run client" in r.stderr

@@ -193,3 +193,19 @@ def test_i25_6_discover_dry_run_output_validates(
     out = tmp_path / "printed.yaml"
     out.write_text(res.stdout)
     assert check_file(out)[0] is not None
+
+
+def test_discover_dry_run_prints_json_with_o(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """discover --dry-run printed data (the config) with no -o json|yaml."""
+    import json
+
+    state = cluster_state(tmp_path)
+    root(tmp_path, monkeypatch)
+    res = run(["discover", "newcluster", "-n", NS, "--dry-run", "-o", "json"], state, monkeypatch)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["cluster"]["name"] == "newcluster" and doc["cluster"]["namespace"] == NS
+    res = run(["discover", "newcluster", "-n", NS, "-o", "json"], state, monkeypatch)
+    assert res.exit_code == 2 and "goes with --dry-run" in res.stderr
