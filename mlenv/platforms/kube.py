@@ -9,6 +9,7 @@ from the global options and which has already probed the API server.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
@@ -464,6 +465,16 @@ class KubernetesPlatform(PlatformBase):
         with s.client() as client:
             rows = gpu_table(cfg, client)
             sections = gpu_sections(cfg, client)  # i25.7: upstream's topo -m and ibstat
+        failed = EXIT_ERROR if any(r.error for r in rows) else EXIT_OK
+        if s.output:
+            s.emit(
+                {
+                    "gpus": [dataclasses.asdict(r) for r in rows],
+                    "sections": [dataclasses.asdict(sec) for sec in sections],
+                },
+                s.output,
+            )
+            return failed
         s.say(f"{'POD':<20} {'GPU':<4} {'NAME':<28} {'MEM USED/TOTAL MiB':<20} UTIL")
         for r in rows:
             if r.error:
@@ -496,6 +507,12 @@ class KubernetesPlatform(PlatformBase):
             if purge
             else "; PVCs and the image build (BuildConfig, ImageStream) kept (--purge deletes them)"
         )
+        if dry_run and s.output:
+            s.emit(
+                {"cluster": cfg.name, "delete": rep.deleted, "keep": [*rep.left, *rep.kept]},
+                s.output,
+            )
+            return
         if dry_run:
             for d in rep.deleted:
                 s.say(f"would delete {d}")

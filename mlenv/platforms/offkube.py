@@ -52,6 +52,12 @@ def deploy_plan(cfg: Cluster, *, nodes: int | None) -> str:
     )
 
 
+def _no_output(cfg: Cluster, s: Session, verb: str) -> None:
+    """-o json|yaml is the Kubernetes platforms' (a list of objects); here there is none."""
+    if s.output:
+        raise InputError(f"-o/--output: {verb} on platform {cfg.platform} prints text only")
+
+
 def _dry_run(cfg: Cluster, s: Session, nodes: int | None, dry_run: str | None) -> bool:
     """issue 24: ``--dry-run client`` prints the plan and sends nothing to Slurm or the
     hosts; ``--dry-run server`` has no API server to ask. True when the verb is done."""
@@ -265,6 +271,7 @@ class SlurmPlatform(_OffKube):
         self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool
     ) -> None:
         """``scancel`` the recorded job."""
+        _no_output(cfg, s, "teardown")
         from mlenv.platforms import slurm
 
         _teardown_flags(self.name, dry_run, legacy)
@@ -379,6 +386,7 @@ class HostsPlatform(_OffKube):
     def teardown(
         self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool
     ) -> None:
+        _no_output(cfg, s, "teardown")
         _teardown_flags(self.name, dry_run, legacy)
         s.say(
             f"{cfg.name}: platform hosts leaves nothing running: acceptance runs in the foreground "
