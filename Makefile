@@ -1,10 +1,15 @@
 # ml-dev-env front door. Every target is a one-line call of `mlenv` (or the test tools)
-# and bootstraps .venv on its own from nothing.
+# and bootstraps its install on its own from nothing: the cluster targets the light
+# CLI_VENV (mlenv and its runtime dependencies), the rest the full VENV (torch, DeepSpeed).
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-MLENV := $(VENV)/bin/mlenv
+# MLENV_EXIT_LINE=1: a failing verb ends with `mlenv-exit: N (FAIL|bad input|ERROR)`, since
+# make exits 2 for any failed recipe (README, "Exit codes through make").
+MLENV := MLENV_EXIT_LINE=1 $(VENV)/bin/mlenv
+CLI_VENV ?= .venv-cli
+CLI := MLENV_EXIT_LINE=1 $(CLI_VENV)/bin/mlenv
 # The cluster the cluster targets act on: CLUSTER=x, else the last one `mlenv deploy`
 # deployed from this checkout (.mlenv/current-cluster, git-ignored). with neither, a
 # cluster target stops and says how to pick one; it never falls back to `local`.
@@ -18,12 +23,17 @@ endif
 endif
 CLUSTER ?= $(CURRENT_CLUSTER)
 CLUSTER_NAMES := $(basename $(notdir $(wildcard clusters/*.yaml)))
-# $(C): the cluster as one quoted word, or stop when none was given or recorded.
-need_cluster = $(if $(CLUSTER),,$(error no cluster was deployed from this checkout (no .mlenv/current-cluster) and CLUSTER is not set: pick one with `make $@ CLUSTER=<name>`$(if $(CLUSTER_NAMES), (clusters/: $(CLUSTER_NAMES)),)))
-# upstream ml-dev-env's make variables. NAMESPACE and LOCAL_DIR are honoured (-n,
+# $(C): the cluster as one quoted word, or stop when none was given or recorded (i16).
+# The target named is the one typed (an alias's too), checked by need-cluster before any
+# install is built.
+need_cluster = $(if $(CLUSTER),,$(error no cluster was deployed from this checkout (no .mlenv/current-cluster) and CLUSTER is not set: pick one with `make $(or $(firstword $(MAKECMDGOALS)),$@) CLUSTER=<name>`$(if $(CLUSTER_NAMES), (clusters/: $(CLUSTER_NAMES)),)))
+# i25.3: upstream ml-dev-env's make variables. NAMESPACE and LOCAL_DIR are honoured (-n,
 # sync --dir), DEBUG_PORT too (the debugger port of dev-session/debug-remote/port-forward);
 # POD_NAME and REMOTE_DIR have no meaning here and stop a cluster target with what to use.
-refuse_upstream = $(if $(filter-out undefined,$(origin POD_NAME)),$(error POD_NAME is upstream ml-dev-env's: the pods here are ml-dev-env-0..N-1; pick one with POD=<index> (e.g. POD=1)))$(if $(filter-out /workspace /workspace/,$(REMOTE_DIR)),$(error REMOTE_DIR=$(REMOTE_DIR): the code folder in the pods is always /workspace (the workspace volume); unset REMOTE_DIR))
+# PROJECT, IMAGE_TAG, BUILD_CONFIG and POD_CONFIG were read by upstream's targets and would
+# be ignored here: each stops with where its setting lives now.
+refuse_upstream = $(if $(filter-out undefined,$(origin POD_NAME)),$(error POD_NAME is upstream ml-dev-env's: the pods here are ml-dev-env-0..N-1; pick one with POD=<index> (e.g. POD=1)))$(if $(filter-out /workspace /workspace/,$(REMOTE_DIR)),$(error REMOTE_DIR=$(REMOTE_DIR): the code folder in the pods is always /workspace (the workspace volume); unset REMOTE_DIR))$(call refuse_var,PROJECT,upstream's deployments/<project>/ is clusters/<name>.yaml here: use CLUSTER=<name>)$(call refuse_var,IMAGE_TAG,the image is the config's image.ref (clusters/<name>.yaml))$(call refuse_var,BUILD_CONFIG,the BuildConfig is rendered from the config's image.build (clusters/<name>.yaml))$(call refuse_var,POD_CONFIG,pods are rendered from the cluster config: set gpus and resources in clusters/<name>.yaml)
+refuse_var = $(if $(filter-out undefined environment,$(origin $(1))),$(error $(1) is upstream ml-dev-env's and means nothing here: $(2)))
 NS_FLAG = $(if $(NAMESPACE),--namespace $(call q,$(NAMESPACE)),)
 C = $(need_cluster)$(refuse_upstream)$(call q,$(CLUSTER)) $(NS_FLAG)
 # no MODE → the config's own mode (rdma when network.rdma.enabled, else tcp);
@@ -59,7 +69,8 @@ FILE ?=
         deploy dev-session vscode jupyter gpu-info shell-multi-node build status \
         deploy-multi-node clean-multi-node status-multi-node sync-code debug-remote \
         deploy-multi-node-rdma deploy-multi-node-tcp list-projects discover-cluster wizard \
-        wizard-load dev-setup format pre-commit kube-up kube-build kube-down kube-test
+        wizard-load dev-setup format pre-commit kube-up kube-build kube-down kube-test \
+        cli need-cluster clean-reports
 
 # `make help` lists every target from its `## ` comment, so the list cannot drift from
 # the targets (a test checks each target has one).
@@ -67,7 +78,7 @@ help: ## this list
 	@awk 'BEGIN {FS = ":[^#]*## "} /^[a-zA-Z_-]+:.*## / {printf "  make %-22s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 	@echo "Variables: CLUSTER=<name> (default: the last one deployed from here; render: local)"
 	@echo "  MODE=rdma|tcp (default: the config's: rdma when network.rdma.enabled, else tcp)"
-	@echo "  NODES=N POD=N DRY_RUN=client|server WATCH=1 DELETE=1 SYNC_DRY_RUN=1 PURGE=1 FILE=script.py"
+	@echo "  NODES=N POD=N DRY_RUN=client|server WATCH=1 DELETE=1 SYNC_DRY_RUN=1 PURGE=1 SCALE_DOWN=1 YES=1 FILE=script.py"
 	@echo "  upstream's: NAMESPACE=ns (-n) LOCAL_DIR=dir (sync --dir) DEBUG_PORT=N NAME=x (discover) CONFIG=file"
 	@echo "  POD_NAME and REMOTE_DIR stop with what to use instead (POD=<index>; the pods' /workspace)"
 
@@ -116,6 +127,28 @@ $(VENV)/.ds-ops: $(VENV)/.installed
 
 venv: $(VENV)/.installed $(VENV)/.ds-ops ## set up .venv (torch CPU, DeepSpeed and its CPU op, dev tools)
 
+# The cluster verbs' own install: mlenv (editable) and its runtime dependencies, no torch,
+# DeepSpeed, compiler or dev tools. Through uv when it is on PATH (10 s and 34 MB on the
+# shared 2-core sandbox), else pip (34 s, 59 MB): docs/benchmarks.md, "The light install".
+# `pipx install .` is the same set of packages, outside the checkout.
+UV_BIN ?= $(shell command -v uv 2>/dev/null)
+$(CLI_VENV)/.installed: pyproject.toml
+ifneq ($(UV_BIN),)
+	@test -x $(CLI_VENV)/bin/python || $(UV_BIN) venv -q --python $(PYTHON) $(CLI_VENV)
+	$(UV_BIN) pip install -q --compile-bytecode --python $(CLI_VENV)/bin/python -e .
+else
+	@test -x $(CLI_VENV)/bin/python || $(PYTHON) -m venv $(CLI_VENV)
+	$(CLI_VENV)/bin/python -m pip install -q --disable-pip-version-check -e .
+endif
+	@touch $@
+
+cli: $(CLI_VENV)/.installed ## the light install for the cluster targets: .venv-cli/bin/mlenv (no torch, ~35-60 MB)
+
+# Every target that acts on a cluster names it first: no install is built for a target
+# that will stop on "no cluster".
+need-cluster: ## (first step of every cluster target) stop unless CLUSTER is given or recorded
+	@: $(need_cluster)$(refuse_upstream)
+
 # Tools the integration tier needs (sshd, pdsh, iproute2, shellcheck). Installed only
 # when missing and we are root with apt; otherwise those tests skip with the reason.
 system-deps: ## install the integration tier's system tools (sshd, pdsh, iproute2, shellcheck) when root
@@ -153,7 +186,7 @@ TEST_WORKERS ?= 3
 DURATIONS = --durations=25
 PYTEST_PARALLEL = $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
-unit: venv ## the inner loop (about a minute on 2 cores): unit and CLI tests, in parallel
+unit: venv ## the inner loop: unit and CLI tests, in parallel (2 min 37 s on a 2-core machine)
 	$(PYTEST_PARALLEL) tests/unit tests/cli
 
 # Two phases: everything but the `serial` tests in parallel, then those alone (they judge
@@ -202,47 +235,47 @@ kube-test: venv ## the kube tier's tests (tests/kube, -m kube) against a plane s
 	$(VENV)/bin/pytest -q -m kube tests/kube || rc=$$?; \
 	$(PY) -m mlenv.testing.kube down; exit $$rc
 
-validate: venv ## every clusters/*.yaml, all errors at once
-	$(MLENV) validate
+validate: cli ## every clusters/*.yaml, all errors at once
+	$(CLI) validate
 
-render: venv ## k8s/$(CLUSTER)/<mode>/ from the config (CLUSTER default: local; MODE default: both)
-	$(MLENV) render $(call q,$(or $(CLUSTER),local)) $(MODE_FLAG) $(NODES_FLAG)
+render: cli ## k8s/$(CLUSTER)/<mode>/ from the config (CLUSTER default: local; MODE default: both)
+	$(CLI) render $(call q,$(or $(CLUSTER),local)) $(MODE_FLAG) $(NODES_FLAG)
 
-render-all: venv ## every cluster, both modes
-	$(MLENV) render --all
+render-all: cli ## every cluster, both modes (PRUNE=1: also remove the trees of deleted configs)
+	$(CLI) render --all $(if $(PRUNE),--prune,)
 
-list-clusters: venv ## name, modes and nodes of every clusters/*.yaml
-	$(MLENV) list-clusters
+list-clusters: cli ## name, modes and nodes of every clusters/*.yaml
+	$(CLI) list-clusters
 
 acceptance: venv ## the acceptance suite on this machine (NPROC=2 PROFILE=quick)
 	$(MLENV) acceptance --local --nproc $(call q,$(or $(NPROC),2)) --profile $(call q,$(or $(PROFILE),quick))
 
-deploy-cluster: venv ## validate, render, preflight, dry run, apply, wait (NODES=N DRY_RUN=client|server)
-	$(MLENV) deploy $(C) $(MODE_FLAG) $(NODES_FLAG) $(DRY_FLAG)
+deploy-cluster: need-cluster cli ## validate, render, preflight, dry run, apply, wait (NODES=N DRY_RUN=client|server)
+	$(CLI) deploy $(C) $(MODE_FLAG) $(NODES_FLAG) $(DRY_FLAG)
 
-sync-multi-node: venv ## workspace/ into every pod, adds/updates only (WATCH=1 DELETE=1 SYNC_DRY_RUN=1 LOCAL_DIR=dir)
-	$(MLENV) sync $(C) $(if $(WATCH),--watch,) $(SYNC_FLAGS)
+sync-multi-node: need-cluster cli ## workspace/ into every pod, adds/updates only (WATCH=1 DELETE=1 SYNC_DRY_RUN=1 LOCAL_DIR=dir)
+	$(CLI) sync $(C) $(if $(WATCH),--watch,) $(SYNC_FLAGS)
 
-shell: venv ## bash in pod POD (default 0)
-	$(MLENV) shell $(C) --pod $(call q,$(POD))
+shell: need-cluster cli ## bash in pod POD (default 0)
+	$(CLI) shell $(C) --pod $(call q,$(POD))
 
-status-cluster: venv ## pods, readiness, PVCs, RDMA interfaces
-	$(MLENV) status $(C)
+status-cluster: need-cluster cli ## pods, readiness, PVCs, RDMA interfaces
+	$(CLI) status $(C)
 
-logs: venv ## log of pod POD
-	$(MLENV) logs $(C) --pod $(call q,$(POD))
+logs: need-cluster cli ## log of pod POD
+	$(CLI) logs $(C) --pod $(call q,$(POD))
 
-port-forward: venv ## dev tools of the dev Pod on 127.0.0.1 (DEBUG_PORT=N: that debugger port of pod POD instead)
-	$(MLENV) port-forward $(C) $(if $(DEBUG_PORT),--port $(call q,$(DEBUG_PORT):$(DEBUG_PORT)) --pod $(call q,$(POD)),)
+port-forward: need-cluster cli ## dev tools of the dev Pod on 127.0.0.1 (DEBUG_PORT=N: that debugger port of pod POD instead)
+	$(CLI) port-forward $(C) $(if $(DEBUG_PORT),--port $(call q,$(DEBUG_PORT):$(DEBUG_PORT)) --pod $(call q,$(POD)),)
 
-launch: venv ## SCRIPT=… (default: acceptance) across the pods (TORCHRUN=1: ssh-less)
-	$(MLENV) launch $(C) $(if $(TORCHRUN),--torchrun,) $(if $(SCRIPT),$(call q,$(SCRIPT)),)
+launch: need-cluster cli ## SCRIPT=… (default: acceptance) across the pods (TORCHRUN=1: ssh-less)
+	$(CLI) launch $(C) $(if $(TORCHRUN),--torchrun,) $(if $(SCRIPT),$(call q,$(SCRIPT)),)
 
-clean-cluster: venv ## delete what mlenv created (PVCs, BuildConfig and ImageStream only with PURGE=1)
-	$(MLENV) teardown $(C) $(if $(PURGE),--purge,)
+clean-cluster: need-cluster cli ## delete what mlenv created (PVCs, BuildConfig and ImageStream only with PURGE=1)
+	$(CLI) teardown $(C) $(if $(PURGE),--purge,)
 
-build-image: venv ## oc start-build of the pod image
-	$(MLENV) build $(C)
+build-image: need-cluster cli ## oc start-build of the pod image
+	$(CLI) build $(C)
 
 bench: venv ## every benchmarks/bench_*.py
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
@@ -263,51 +296,64 @@ bench-gpu-bundle: venv ## dist/ wheels (mlenv, DeepSpeed and its small deps) to 
 bench-record: ## append BENCH_OUT's rows (from a GPU machine) to docs/benchmarks.md
 	$(BENCH_PY) benchmarks/bench_gpu.py --record $(call q,$(BENCH_OUT)) --doc $(call q,$(BENCH_DOC))
 
-clean: ## remove the local .venv, caches and reports (not the cluster: see clean-cluster)
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache reports acceptance-report
+# Never the run history or the reports (upstream's clean removed the deployment and had
+# nothing of the kind to lose): those go only through clean-reports, which asks.
+clean: ## remove the local installs (.venv, .venv-cli) and caches; keeps reports (clean-reports) and the cluster (clean-cluster)
+	rm -rf $(VENV) $(CLI_VENV) .pytest_cache .mypy_cache .ruff_cache
+	@echo "kept reports/ and acceptance-report/ (make clean-reports asks, then deletes); the cluster: make clean-cluster"
+
+clean-reports: ## delete the run history (reports/) and acceptance-report/, after asking (YES=1: without asking)
+	@there=; for d in reports acceptance-report; do [ -e "$$d" ] && there="$$there$${there:+ }$$d/"; done; \
+	if [ -z "$$there" ]; then echo "no reports/ or acceptance-report/ here: nothing to delete"; exit 0; fi; \
+	if [ -z $(call q,$(YES)) ]; then \
+		if [ ! -t 0 ]; then echo "clean-reports: no terminal to ask on; YES=1 deletes $$there" >&2; exit 2; fi; \
+		read -r -p "delete $$there (the run history and every acceptance report)? [y/N] " answer; \
+		case "$$answer" in y|Y|yes) ;; *) echo "kept $$there"; exit 0;; esac; \
+	fi; \
+	rm -rf reports acceptance-report && echo "deleted $$there"
 
 # -- upstream ml-dev-env's dev loop and target names (docs/deploy.md "Coming from ml-dev-env")
 
-deploy: venv ## single-node dev environment: one pod with the configured GPUs (upstream `make deploy`)
-	$(MLENV) deploy $(C) $(MODE_FLAG) --nodes 1
+deploy: need-cluster cli ## single-node dev environment: one pod (a live multi-node one: refused unless SCALE_DOWN=1) (upstream `make deploy`)
+	$(CLI) deploy $(C) $(MODE_FLAG) --nodes 1 $(if $(SCALE_DOWN),--scale-down,)
 
-deploy-cluster-dry-run: venv ## the plan, printed, nothing sent (upstream name)
-	$(MLENV) deploy $(C) $(MODE_FLAG) $(NODES_FLAG) --dry-run client
+deploy-cluster-dry-run: need-cluster cli ## the plan, printed, nothing sent (upstream name)
+	$(CLI) deploy $(C) $(MODE_FLAG) $(NODES_FLAG) --dry-run client
 
-sync-once: venv ## one sync of workspace/ (upstream name)
-	$(MLENV) sync $(C) $(SYNC_FLAGS)
+sync-once: need-cluster cli ## one sync of workspace/ (upstream name)
+	$(CLI) sync $(C) $(SYNC_FLAGS)
 
-sync-code: venv ## keep syncing on every change (upstream name)
-	$(MLENV) sync $(C) --watch $(SYNC_FLAGS)
+sync-code: need-cluster cli ## keep syncing on every change (upstream name)
+	$(CLI) sync $(C) --watch $(SYNC_FLAGS)
 
 # FILE under debugpy (listening on DEBUG_PORT, default 5678) in pod POD, and the forward of
 # that port; the port and the file reach the pod's shell as positional arguments ($$1, $$2).
-DEBUGPY = $(if $(FILE),$(MLENV) shell $(C) --pod $(call q,$(POD)) -- sh -c 'nohup python -m debugpy --listen "127.0.0.1:$$2" --wait-for-client "/workspace/$$1" >/tmp/mlenv-debugpy.log 2>&1 &' debugpy $(call q,$(FILE)) $(call q,$(or $(DEBUG_PORT),5678)),)
-DEBUG_FORWARD = $(MLENV) port-forward $(C) $(if $(DEBUG_PORT),--port $(call q,$(DEBUG_PORT):$(DEBUG_PORT)),--debug) --pod $(call q,$(POD))
+DEBUGPY = $(if $(FILE),$(CLI) shell $(C) --pod $(call q,$(POD)) -- sh -c 'nohup python -m debugpy --listen "127.0.0.1:$$2" --wait-for-client "/workspace/$$1" >/tmp/mlenv-debugpy.log 2>&1 &' debugpy $(call q,$(FILE)) $(call q,$(or $(DEBUG_PORT),5678)),)
+DEBUG_FORWARD = $(CLI) port-forward $(C) $(if $(DEBUG_PORT),--port $(call q,$(DEBUG_PORT):$(DEBUG_PORT)),--debug) --pod $(call q,$(POD))
 
 # Watch + sync in the background, the debugger port forwarded in the foreground; with
 # FILE=x.py, x.py starts in pod POD under debugpy, waiting for your IDE on 127.0.0.1:5678.
-dev-session: venv ## sync --watch + port-forward 5678 (+ FILE under debugpy) (upstream `make dev-session`)
-	$(MLENV) sync $(C)
+dev-session: need-cluster cli ## sync --watch + port-forward 5678 (+ FILE under debugpy) (upstream `make dev-session`)
+	$(CLI) sync $(C) $(if $(LOCAL_DIR),--dir $(call q,$(LOCAL_DIR)),)
 	$(DEBUGPY)
-	@set -m; $(MLENV) sync $(C) --watch $(SYNC_FLAGS) & watcher=$$!; \
+	@set -m; $(CLI) sync $(C) --watch $(SYNC_FLAGS) & watcher=$$!; \
 	trap 'kill $$watcher 2>/dev/null' EXIT INT TERM; \
 	$(DEBUG_FORWARD)
 
 # Upstream's debug-remote: FILE under debugpy in pod POD, the debugger port forwarded (no sync).
-debug-remote: venv ## FILE=x.py under debugpy in pod POD, port 5678 (DEBUG_PORT) forwarded (upstream name)
+debug-remote: need-cluster cli ## FILE=x.py under debugpy in pod POD, port 5678 (DEBUG_PORT) forwarded (upstream name)
 	$(if $(FILE),,$(error debug-remote needs FILE=<script under workspace/>, e.g. make debug-remote FILE=train_multi_node.py))
 	$(DEBUGPY)
 	$(DEBUG_FORWARD)
 
-vscode: venv ## the code-server URL and how to sign in (upstream name)
-	$(MLENV) url $(C) vscode
+vscode: need-cluster cli ## the code-server URL and how to sign in (upstream name)
+	$(CLI) url $(C) vscode
 
-jupyter: venv ## the Jupyter URL and how to sign in (upstream name)
-	$(MLENV) url $(C) jupyter
+jupyter: need-cluster cli ## the Jupyter URL and how to sign in (upstream name)
+	$(CLI) url $(C) jupyter
 
-gpu-info: venv ## nvidia-smi on every pod, one table (upstream name)
-	$(MLENV) gpu-info $(C)
+gpu-info: need-cluster cli ## nvidia-smi on every pod, one table (upstream name)
+	$(CLI) gpu-info $(C)
 
 shell-multi-node: shell ## alias of shell (pod 0) (upstream name)
 build: build-image ## alias of build-image (upstream name)
@@ -315,24 +361,24 @@ status: status-cluster ## alias of status-cluster (upstream name)
 status-multi-node: status-cluster ## alias of status-cluster (upstream name)
 deploy-multi-node: deploy-cluster ## alias of deploy-cluster (upstream name)
 clean-multi-node: clean-cluster ## alias of clean-cluster (upstream name)
-deploy-multi-node-rdma: venv ## deploy-cluster in RDMA mode (upstream name)
-	$(MLENV) deploy $(C) --mode rdma $(NODES_FLAG) $(DRY_FLAG)
+deploy-multi-node-rdma: need-cluster cli ## deploy-cluster in RDMA mode (upstream name)
+	$(CLI) deploy $(C) --mode rdma $(NODES_FLAG) $(DRY_FLAG)
 
-deploy-multi-node-tcp: venv ## deploy-cluster in TCP mode (upstream name)
-	$(MLENV) deploy $(C) --mode tcp $(NODES_FLAG) $(DRY_FLAG)
+deploy-multi-node-tcp: need-cluster cli ## deploy-cluster in TCP mode (upstream name)
+	$(CLI) deploy $(C) --mode tcp $(NODES_FLAG) $(DRY_FLAG)
 
 list-projects: list-clusters ## alias of list-clusters: upstream's deployments/<project>/ are clusters/<name>.yaml here
 
 # upstream's discover_cluster.py and deployment wizard. NAME names the new
 # clusters/NAME.yaml (upstream's variable); NAMESPACE the namespace it will deploy into.
-discover-cluster: venv ## clusters/NAME.yaml from the live cluster (NAME=x NAMESPACE=ns) (upstream name)
-	$(MLENV) discover $(call q,$(or $(NAME),$(error discover-cluster needs NAME=<new cluster name>, e.g. make discover-cluster NAME=mycluster NAMESPACE=team-a))) $(NS_FLAG)
+discover-cluster: cli ## clusters/NAME.yaml from the live cluster (NAME=x NAMESPACE=ns) (upstream name)
+	$(CLI) discover $(call q,$(or $(NAME),$(error discover-cluster needs NAME=<new cluster name>, e.g. make discover-cluster NAME=mycluster NAMESPACE=team-a))) $(NS_FLAG)
 
-wizard: venv ## discover the cluster, ask a few questions, write clusters/NAME.yaml (upstream name)
-	$(MLENV) wizard $(if $(NAME),$(call q,$(NAME)),) $(NS_FLAG)
+wizard: cli ## discover the cluster, ask a few questions, write clusters/NAME.yaml (upstream name)
+	$(CLI) wizard $(if $(NAME),$(call q,$(NAME)),) $(NS_FLAG)
 
-wizard-load: venv ## deploy from a saved config file: CONFIG=path.yaml (upstream name; mlenv deploy takes a file)
-	$(MLENV) deploy $(call q,$(or $(CONFIG),$(error wizard-load needs CONFIG=<config file>, e.g. make wizard-load CONFIG=clusters/mycluster.yaml))) $(NS_FLAG) $(MODE_FLAG) $(NODES_FLAG) $(DRY_FLAG)
+wizard-load: cli ## deploy from a saved config file: CONFIG=path.yaml (upstream name; mlenv deploy takes a file)
+	$(CLI) deploy $(call q,$(or $(CONFIG),$(error wizard-load needs CONFIG=<config file>, e.g. make wizard-load CONFIG=clusters/mycluster.yaml))) $(NS_FLAG) $(MODE_FLAG) $(NODES_FLAG) $(DRY_FLAG)
 
 # -- upstream's developer targets. The hooks in .pre-commit-config.yaml are `repo: local`:
 # they run this venv's ruff and mypy, so nothing is cloned when they run.

@@ -9,6 +9,8 @@ Stdlib only: ``mlenv.pod`` and ``mlenv.acceptance`` import this inside pods.
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 EXIT_OK = 0
@@ -19,6 +21,18 @@ EXIT_ERROR = 3
 # SIGHUP is reported as a SIGTERM (both mean "the session asked us to stop").
 EXIT_SIGINT = 130
 EXIT_SIGTERM = 143
+
+
+def did_you_mean(value: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for a mistyped choice, or "": the same word in other case
+    (``RDMA``), then the only choice it begins (``comput`` → ``compute``), then the closest
+    by spelling."""
+    known = list(dict.fromkeys(choices))
+    folded = [c for c in known if c.lower() == value.lower()]
+    starts = [c for c in known if value and c.startswith(value)]
+    close = difflib.get_close_matches(value, known, n=1)
+    pick = folded or (starts if len(starts) == 1 else []) or close
+    return f" (did you mean {pick[0]!r}?)" if pick else ""
 
 
 @dataclass(frozen=True)

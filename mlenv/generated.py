@@ -128,3 +128,40 @@ def stale_paths(
                 if d.is_dir() and d.name not in names and _holds_generated(d)
             ]
     return stale
+
+
+def extra_folders(
+    out_root: Path, known: set[str], platform_roots: Iterable[tuple[Path, set[str]]] = ()
+) -> list[Path]:
+    """The folders :func:`stale_paths` calls extra: under ``out_root``, those no config
+    renders any more; under each platform root, those among them holding a generated file."""
+    found = (
+        [d for d in sorted(out_root.iterdir()) if d.is_dir() and d.name not in known]
+        if out_root.is_dir()
+        else []
+    )
+    for base, names in platform_roots:
+        if base.is_dir():
+            found += [
+                d
+                for d in sorted(base.iterdir())
+                if d.is_dir() and d.name not in names and _holds_generated(d)
+            ]
+    return found
+
+
+def prune(folder: Path) -> list[Path]:
+    """Remove the generated files under ``folder`` (a deleted config's tree), then the
+    folders left empty; hand-written files stay, and are returned."""
+    kept = []
+    for p in sorted(folder.rglob("*"), reverse=True):
+        if p.is_symlink() or p.is_file():
+            if not p.is_symlink() and _marked(p):
+                p.unlink()
+            else:
+                kept.append(p)
+        elif p.is_dir() and not any(p.iterdir()):
+            p.rmdir()
+    if folder.is_dir() and not any(folder.iterdir()):
+        folder.rmdir()
+    return sorted(kept)

@@ -21,7 +21,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """The script's flags (``--local_rank`` comes from the DeepSpeed launcher)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="resnet18", help="resnet18 | resnet50 | gpt")
-    ap.add_argument("--steps", type=int, default=100)
+    length = ap.add_mutually_exclusive_group()
+    length.add_argument("--steps", type=int, default=None, help="optimizer steps (default 100)")
+    # upstream ml-dev-env's script counted passes over the data: kept, one or the other
+    length.add_argument(
+        "--epochs", type=int, default=None, help="passes over the data set, instead of --steps"
+    )
     ap.add_argument("--data", default="synthetic", help="synthetic | fashionmnist | cifar10")
     ap.add_argument(
         "--data-dir", default="/datasets", help="folder holding the real dataset's files"
@@ -52,7 +57,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         default=int(os.environ.get("LOCAL_RANK", "0")),
         help="set by the DeepSpeed launcher",
     )
-    return ap.parse_args(argv)
+    args = ap.parse_args(argv)
+    for flag in ("steps", "epochs"):
+        if getattr(args, flag) is not None and getattr(args, flag) < 1:
+            ap.error(f"--{flag} must be at least 1, got {getattr(args, flag)}")
+    return args
+
+
+DEFAULT_STEPS = 100
+
+
+def total_steps(steps: int | None, epochs: int | None, batches_per_epoch: int) -> int:
+    """The run's optimizer steps: ``--steps``, or ``--epochs`` passes of ``batches_per_epoch``
+    (this rank's loader length), or the default."""
+    if epochs is not None:
+        return epochs * max(1, batches_per_epoch)
+    return steps if steps is not None else DEFAULT_STEPS
 
 
 def resolve_config(
@@ -102,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             data,
             model=args.model,
             root=args.data_dir,
-            size=micro * args.steps if data == "synthetic" else None,
+            size=micro * (args.steps or DEFAULT_STEPS) if data == "synthetic" else None,
             image_size=args.image_size,
         )
         model = build_model(
@@ -132,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     # DeepSpeed's CPU all-reduce op leaves a 67 MB /dev/shm file per rank behind; mlenv
     # removes this rank's once every rank has mapped them (a no-op on GPUs).
     release_own_shm_buffer()
+    args.steps = total_steps(args.steps, args.epochs, len(loader))
     dtype = torch.bfloat16 if config["bf16"].get("enabled") else torch.float32
     loss_fn = torch.nn.CrossEntropyLoss()
     losses: list[float] = []

@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from mlenv.cli._common import SETTINGS, debug, err, note, repo_root
+from mlenv.cli._common import SETTINGS, debug, err, note_once, repo_root
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.contract import pod_name
-from mlenv.errors import InputError
+from mlenv.errors import InputError, did_you_mean
 
 if TYPE_CHECKING:
     from mlenv.cluster.api import ClusterClient
@@ -50,7 +50,9 @@ def load_config(name_or_path: str) -> ClusterConfig:
 def check_mode(mode: str) -> None:
     """InputError unless ``mode`` is rdma or tcp."""
     if mode not in MODES:
-        raise InputError(f"--mode must be one of {', '.join(MODES)}, got {mode!r}")
+        raise InputError(
+            f"--mode must be one of {', '.join(MODES)}, got {mode!r}{did_you_mean(mode, MODES)}"
+        )
 
 
 def worker_pod(index: int) -> str:
@@ -126,7 +128,7 @@ def cluster_client() -> Iterator[ClusterClient]:
                 _clear_progress()
             notice = getattr(client, "notice", "")
             if notice:
-                note(notice)
+                note_once("client", notice)
         yield client
 
 

@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 import typer
@@ -51,6 +52,14 @@ def echo_out(text: str) -> bool:
     return True
 
 
+def error_line(message: str) -> str:
+    """``error: MESSAGE``, once: a message that quotes oc/kubectl ("error: the server
+    doesn't have a resource type ...") printed as ``error: error: ...``."""
+    while message.lower().startswith("error: "):
+        message = message[len("error: ") :]
+    return f"error: {message}"
+
+
 def guarded(fn: Callable[P, R]) -> Callable[P, R]:
     """Wrap a command: MlenvError → message + its exit code; anything else → exit 3.
 
@@ -71,7 +80,7 @@ def guarded(fn: Callable[P, R]) -> Callable[P, R]:
             err(f"{n} error(s)")
             raise typer.Exit(EXIT_INPUT) from None
         except MlenvError as e:
-            err(f"error: {e}")
+            err(error_line(str(e)))
             raise typer.Exit(e.exit_code) from None
         except (
             KeyboardInterrupt
@@ -128,6 +137,38 @@ def note(msg: str) -> None:
     """A notice or progress line on stderr; ``--quiet`` drops it (errors and warnings stay)."""
     if not SETTINGS.quiet:
         err(msg)
+
+
+NOTICE_DIR_ENV = "MLENV_NOTICE_DIR"
+
+
+def note_once(key: str, msg: str) -> None:
+    """A notice that does not change between commands (kubectl instead of oc): on a terminal,
+    once per terminal session (its session id, kept under ~/.cache/mlenv/notices/) and again
+    under ``--verbose``; elsewhere (scripts, CI logs, where each command's output may be read
+    alone) every time."""
+    if SETTINGS.quiet:
+        return
+    if SETTINGS.verbose or not sys.stderr.isatty():
+        err(msg)
+        return
+    folder = Path(
+        os.environ.get(NOTICE_DIR_ENV)
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mlenv" / "notices"
+    )
+    seen = folder / key
+    session = str(os.getsid(0))
+    try:
+        if seen.read_text() == session:
+            return
+    except OSError:
+        pass
+    err(msg)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        seen.write_text(session)
+    except OSError:
+        pass  # an unwritable cache: the notice shows each time, nothing worse
 
 
 def debug(msg: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 
 def _root() -> Path:
@@ -78,8 +79,44 @@ def run_ids(incomplete: str) -> list[str]:
     return [i for i in dict.fromkeys(ids) if i.startswith(incomplete)]
 
 
+def output_formats(incomplete: str) -> list[str]:
+    """-o/--output: table, json, yaml (a verb that prints no table refuses it by name)."""
+    return [f for f in ("table", "json", "yaml") if f.startswith(incomplete)]
+
+
+def dev_tools(incomplete: str) -> list[str]:
+    """`url CLUSTER TOOL`: vscode, jupyter, tensorboard."""
+    from mlenv.render.workload import DEV_TOOLS
+
+    return [t for t in DEV_TOOLS if t.startswith(incomplete)]
+
+
+def verbs(ctx: Any, incomplete: str) -> list[str]:
+    """`help VERB`: the verbs, as `mlenv --help` lists them (from the running command's
+    root: importing the app here would make an import cycle)."""
+    try:
+        names = list(ctx.find_root().command.commands)
+    except Exception:  # never a traceback in the prompt
+        return []
+    return [v for v in names if v.startswith(incomplete)]
+
+
+def shells(incomplete: str) -> list[str]:
+    """`completion SHELL`."""
+    from mlenv.cli.cmd_help import SHELLS
+
+    return [s for s in SHELLS if s.startswith(incomplete)]
+
+
+def bundle_targets(incomplete: str) -> list[str]:
+    """`bundle RUN_ID|RUN_DIR|verify`: run ids and the word verify (folders: the shell's)."""
+    extra = ["verify"] if "verify".startswith(incomplete) else []
+    return [*run_ids(incomplete), *extra]
+
+
 # parameter name (on any verb) → what completes its value
-BY_PARAMETER: dict[str, Callable[[str], list[str]]] = {
+# (Typer passes a completer the arguments its signature names: incomplete, and ctx)
+BY_PARAMETER: dict[str, Callable[..., list[str]]] = {
     "cluster": cluster_names,
     "mode": modes,
     "profile": profile_names,
@@ -88,4 +125,9 @@ BY_PARAMETER: dict[str, Callable[[str], list[str]]] = {
     "run_b": run_ids,
     "run_ref": run_ids,  # quarantine, release
     "after": run_ids,  # release --after
+    "output": output_formats,
+    "tool": dev_tools,  # url
+    "verb": verbs,  # help
+    "shell": shells,  # completion
+    "target": bundle_targets,  # bundle
 }

@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 
 from mlenv.contract import dumps_safe
-from mlenv.errors import InputError
+from mlenv.errors import InputError, did_you_mean
 
 FORMATS = ("table", "json", "yaml")
 
@@ -31,7 +31,10 @@ def check_format(fmt: str | None, allowed: tuple[str, ...] = FORMATS) -> str | N
     """``fmt`` as a machine format (json, yaml), None for the table; InputError naming the
     allowed values otherwise (checked before any work)."""
     if fmt is not None and fmt not in allowed:
-        raise InputError(f"-o/--output must be one of {', '.join(allowed)}, got {fmt!r}")
+        raise InputError(
+            f"-o/--output must be one of {', '.join(allowed)}, got {fmt!r}"
+            f"{did_you_mean(fmt, allowed)}"
+        )
     return None if fmt == "table" else fmt
 
 

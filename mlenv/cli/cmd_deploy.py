@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 import typer
 
 from mlenv.cli._clusterctx import check_mode, load_config, platform, session
 from mlenv.cli._common import guarded
+from mlenv.cli._output import check_format
 from mlenv.errors import InputError
 
 
@@ -54,6 +56,19 @@ def deploy(
             help="Slurm: no one-node import probe before sbatch (sites that forbid small jobs; as slurm.import_probe: false).",
         ),
     ] = False,
+    scale_down: Annotated[
+        bool,
+        typer.Option(
+            "--scale-down",
+            help="Allow --nodes below the live deployment's pod count (refused otherwise).",
+        ),
+    ] = False,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output", "-o", help="With --dry-run client: the plan as json or yaml (one List)."
+        ),
+    ] = None,
 ) -> None:
     """Deploy a cluster config: preflight explains what is missing and a server-side dry
     run checks every object before anything is applied.
@@ -68,6 +83,9 @@ def deploy(
         raise InputError(f"--dry-run must be client or server, got {dry_run!r}")
     if timeout <= 0:
         raise InputError(f"--timeout must be positive, got {timeout:g}")
+    fmt = check_format(output, ("json", "yaml"))
+    if fmt is not None and dry_run != "client":
+        raise InputError("-o/--output prints the plan: it goes with --dry-run client")
     cfg = load_config(cluster)
     if skip_probe:
         from mlenv.platforms.slurm import without_probe
@@ -76,13 +94,14 @@ def deploy(
     # no --mode is the config's own (rdma when network.rdma.enabled, else tcp)
     platform(cfg).deploy(
         cfg,
-        session(),
+        dataclasses.replace(session(), output=fmt),
         mode=mode or cfg.own_mode,
         nodes=nodes,
         dry_run=dry_run,
         timeout=timeout,
         no_fallback=no_fallback,
         take_over=take_over,
+        scale_down=scale_down,
     )
 
 

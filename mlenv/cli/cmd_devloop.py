@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 import typer
 
 from mlenv.cli._clusterctx import load_config, platform, session
 from mlenv.cli._common import guarded
+from mlenv.cli._output import OutputOpt, check_format
 
 
 @guarded
@@ -24,11 +26,13 @@ def url(
 @guarded
 def gpu_info(
     cluster: Annotated[str, typer.Argument(help="Cluster name or config file.")],
+    output: OutputOpt = None,
 ) -> None:
     """nvidia-smi on every running pod of the deployment, as one table; then each pod's
     GPU topology (nvidia-smi topo -m) and InfiniBand ports (ibstat, when the image has it)."""
+    fmt = check_format(output)
     cfg = load_config(cluster)
-    raise typer.Exit(platform(cfg).gpu_info(cfg, session()))
+    raise typer.Exit(platform(cfg).gpu_info(cfg, dataclasses.replace(session(), output=fmt)))
 
 
 def register(app: typer.Typer) -> None:

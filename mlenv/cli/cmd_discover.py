@@ -11,6 +11,7 @@ import typer
 
 from mlenv.cli._clusterctx import session
 from mlenv.cli._common import SETTINGS, guarded, repo_root
+from mlenv.cli._output import check_format, emit
 from mlenv.contract import APP
 from mlenv.errors import InputError
 
@@ -33,27 +34,52 @@ def discover(
     name: Annotated[str, typer.Argument(help="Cluster name: the file is clusters/NAME.yaml.")],
     namespace: Annotated[
         str | None,
-        typer.Option("--namespace", "-n", help="Namespace to deploy into (default: ml-dev-env)."),
+        typer.Option(
+            "--namespace",
+            "-n",
+            help="Namespace to deploy into (default: the kubeconfig context's, else ml-dev-env).",
+        ),
     ] = None,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Print the config, write nothing.")
     ] = False,
     force: Annotated[bool, typer.Option("--force", help="Overwrite an existing file.")] = False,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output", "-o", help="With --dry-run: yaml (default, the file as written) or json."
+        ),
+    ] = None,
 ) -> None:
     """Read GPU nodes, RDMA resources, networks and storage classes; write a starting config."""
+    from mlenv.cluster.kubeconfig import current_namespace
     from mlenv.platforms.dispatch import platform_named
 
     # `mlenv -n NS discover NAME` (the global option before the verb) means the same; the
-    # default namespace is named after the app, as upstream's was
-    namespace = namespace or SETTINGS.namespace or APP
+    # default is the namespace you work in (the current context's: upstream read `oc
+    # project -q`), else one named after the app
+    namespace = (
+        namespace
+        or SETTINGS.namespace
+        or current_namespace(SETTINGS.kubeconfig, SETTINGS.context)
+        or APP
+    )
     _check_names(("NAME", name), ("--namespace", namespace))
+    fmt = check_format(output, ("json", "yaml"))
+    if fmt is not None and not dry_run:
+        raise InputError("-o/--output prints the config: it goes with --dry-run")
     path = Path(repo_root()) / "clusters" / f"{name}.yaml"
     if path.exists() and not force and not dry_run:
         raise InputError(f"{path} exists: pass --force to overwrite it, or --dry-run to print")
     text = platform_named("openshift").discover(name, session(), namespace=namespace)
     _check_discovered(name, text)
     if dry_run:
-        typer.echo(text, nl=False)
+        if fmt == "json":
+            import yaml
+
+            emit(yaml.safe_load(text), "json")
+        else:
+            typer.echo(text, nl=False)
         return
     _write(path, name, text)
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Annotated
 
 import typer
 
 from mlenv.cli._clusterctx import load_config, platform, session
 from mlenv.cli._common import guarded
+from mlenv.cli._output import check_format
 from mlenv.errors import InputError
 
 
@@ -33,6 +35,10 @@ def teardown(
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="List what would be deleted and kept; delete nothing.")
     ] = False,
+    output: Annotated[
+        str | None,
+        typer.Option("--output", "-o", help="With --dry-run: the lists as json or yaml."),
+    ] = None,
 ) -> None:
     """Delete everything labelled app.kubernetes.io/instance=<cluster>, name=ml-dev-env.
     PVCs (volumeClaimTemplate ones too) and the image build (BuildConfig, ImageStream) are
@@ -45,8 +51,12 @@ def teardown(
             "--legacy lists what it would remove and asks first (answer no to "
             "change nothing)"
         )
+    fmt = check_format(output, ("json", "yaml"))
+    if fmt is not None and not dry_run:
+        raise InputError("-o/--output prints what would be deleted: it goes with --dry-run")
     cfg = load_config(cluster)
-    platform(cfg).teardown(cfg, session(), purge=purge, dry_run=dry_run, legacy=legacy, yes=yes)
+    s = dataclasses.replace(session(), output=fmt)
+    platform(cfg).teardown(cfg, s, purge=purge, dry_run=dry_run, legacy=legacy, yes=yes)
 
 
 def register(app: typer.Typer) -> None:

@@ -195,6 +195,7 @@ class DeployOptions:
     timeout: float = 900.0
     no_fallback: bool = False
     take_over: bool = False  # overwrite objects labelled for another instance (or unlabelled)
+    scale_down: bool = False  # --nodes below the live deployment's pod count is meant
 
 
 @dataclass
@@ -369,8 +370,7 @@ def deploy(
     """Deploy a cluster config. ``client`` may be None only for ``dry_run="client"``."""
     requested: Mode = opts.mode
     mode = cfg.effective_mode(requested)
-    if mode != requested:
-        say(f"notice: cluster {cfg.name} has network.rdma.enabled false: deploying in TCP mode")
+    # (a requested mode the config cannot give: the caller has already warned, once)
     manifests = plan(cfg, mode, opts.nodes, render)
     nodes = _worker_count(manifests)
     rep = DeployReport(requested, mode, nodes, manifests)
@@ -384,7 +384,9 @@ def deploy(
         [(str(m["kind"]), str(m["metadata"]["name"]), _scope(cfg, m)) for m in manifests]
         + [("Secret", n, cfg.namespace) for n in (keys.SECRET_NAME, keys.DEVTOOLS_SECRET)]
     )
-    from mlenv.cluster import legacy  # say what happens to upstream ml-dev-env's objects
+    if opts.nodes is not None and not opts.scale_down:
+        _refuse_silent_scale_down(cfg, client, nodes)
+    from mlenv.cluster import legacy  # i10.3: say what happens to upstream ml-dev-env's objects
 
     for line in legacy.deploy_notice(cfg, legacy.find(client, cfg.namespace)):
         say(line)
@@ -942,6 +944,24 @@ def _owned_by(pod: Manifest, uid: str) -> bool:
         r.get("uid") == uid and r.get("controller") is True
         for r in (pod.get("metadata") or {}).get("ownerReferences") or []
     )
+
+
+def _refuse_silent_scale_down(cfg: ClusterConfig, client: ClusterClient, nodes: int) -> None:
+    """An explicit --nodes below the live deployment's pod count stops pods and rolls pod-0
+    onto the new spec: upstream's `make deploy` (one pod) did that to a running multi-node
+    deployment without a word. Refused unless --scale-down says it is meant.
+
+    Raises:
+        InputError: this instance's StatefulSet runs more pods than ``nodes``.
+    """
+    sts = _our_statefulset(cfg, client)
+    live = int(((sts or {}).get("spec") or {}).get("replicas", 0)) if sts else 0
+    if live > nodes:
+        raise InputError(
+            f"{cfg.name} runs {live} pods; --nodes {nodes} would stop pods {nodes}..{live - 1} "
+            f"and restart the others: add --scale-down if that is meant (make deploy "
+            f"SCALE_DOWN=1), or keep {live} with `mlenv deploy {cfg.name}` (make deploy-cluster)"
+        )
 
 
 def _our_statefulset(cfg: ClusterConfig, client: ClusterClient) -> Manifest | None:

@@ -13,7 +13,7 @@ from mlenv.cluster.api import ClusterClient
 from mlenv.cluster.deploy import worker_pods
 from mlenv.cluster.keys import DEVTOOLS_SECRET
 from mlenv.config.model import Cluster as ClusterConfig
-from mlenv.errors import InfraError, InputError
+from mlenv.errors import InfraError, InputError, did_you_mean
 
 GPU_QUERY = [
     "nvidia-smi",
@@ -38,7 +38,8 @@ def require_tool(cfg: ClusterConfig, tool: str) -> None:
     from mlenv.render.workload import DEV_TOOLS, enabled_dev_tools
 
     if tool not in DEV_TOOLS:
-        raise InputError(f"unknown dev tool {tool!r}: one of {', '.join(DEV_TOOLS)}")
+        hint = did_you_mean(tool, DEV_TOOLS)
+        raise InputError(f"unknown dev tool {tool!r}{hint}: one of {', '.join(DEV_TOOLS)}")
     if tool not in enabled_dev_tools(cfg):
         where = str(cfg.source) if cfg.source else f"clusters/{cfg.name}.yaml"
         raise InputError(

@@ -3,7 +3,8 @@
 The public ml-dev-env project (EldritchJS/ml-dev-env) applied hand-written manifests:
 StatefulSet ``ml-dev-env`` + headless Service ``ml-dev-env-headless`` (label
 ``app=ml-dev-env-multi``), a single-node Pod (label ``app=ml-dev-env``), Service
-``ml-dev-env``, Routes ``ml-dev-vscode`` / ``ml-dev-jupyter`` / ``ml-dev-tensorboard`` and
+``ml-dev-env``, Routes ``ml-dev-vscode`` / ``ml-dev-jupyter`` / ``ml-dev-tensorboard`` (later
+``ml-dev-env-vscode`` / ``-jupyter`` / ``-tensorboard``) and
 the PVCs ``ml-dev-workspace`` / ``ml-datasets``. None carry our labels, so teardown never
 sees them, and the StatefulSet and headless Service have the names ours use. This module
 finds them (by those labels and names, never anything labelled managed-by mlenv), says
@@ -20,7 +21,18 @@ from mlenv.config.model import Cluster as ClusterConfig
 LEGACY_APP_LABELS = frozenset({"ml-dev-env-multi", "ml-dev-env"})
 LEGACY_NAMES: dict[str, frozenset[str]] = {
     "Service": frozenset({"ml-dev-env", "ml-dev-env-headless"}),
-    "Route": frozenset({"ml-dev-vscode", "ml-dev-jupyter", "ml-dev-tensorboard"}),
+    # the names of upstream's first and last releases: its Routes were renamed to those ours
+    # carry (ours are labelled managed-by mlenv, so never taken for upstream's)
+    "Route": frozenset(
+        {
+            "ml-dev-vscode",
+            "ml-dev-jupyter",
+            "ml-dev-tensorboard",
+            "ml-dev-env-vscode",
+            "ml-dev-env-jupyter",
+            "ml-dev-env-tensorboard",
+        }
+    ),
     "PersistentVolumeClaim": frozenset({"ml-dev-workspace", "ml-datasets"}),
 }
 # Order of removal: the workloads first, so no pod still holds a claim when PVCs go.

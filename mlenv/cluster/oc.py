@@ -36,6 +36,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -459,10 +460,7 @@ class OcCluster:
         self.notice = (
             ""
             if self.is_oc
-            else (
-                f"notice: oc not found on PATH: using kubectl ({chosen}) for the verbs it shares "
-                "with oc (sync copies through a tar stream; `build` needs oc)"
-            )
+            else (f"notice: oc not found on PATH: kubectl ({chosen}) runs every verb but `build`")
         )
 
     # -- plumbing ---------------------------------------------------------------------
@@ -1207,10 +1205,13 @@ class OcCluster:
         # rsh parses flags only before the pod name (cobra SetInterspersed(false)): the
         # validated pod name comes first and ends the options; a `--` there would reach the
         # shell as its first argument
+        # a terminal only when there is one: from a script (`mlenv shell x -- cmd | ...`)
+        # a forced one made kubectl say "Unable to use a TTY - input is not a terminal"
+        tty = sys.stdin.isatty()
         if self.is_oc:
-            line = ["rsh", argv.name("Pod", pod), *command]
+            line = ["rsh", *([] if tty else ["-T"]), argv.name("Pod", pod), *command]
         else:
-            line = argv.kube_exec(pod, command, ["-it"])
+            line = argv.kube_exec(pod, command, ["-it"] if tty else ["-i"])
         self._popen_trace([*self._base(namespace), *line])
         return subprocess.call([*self._base(namespace), *line])
 

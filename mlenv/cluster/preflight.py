@@ -126,7 +126,12 @@ def run_preflight(
     try:
         present = client.get("Namespace", ns, None) is not None
     except Forbidden:
-        present = client.get("Project", ns, None) is not None
+        try:
+            present = client.get("Project", ns, None) is not None
+        except ApiError:
+            # Forbidden here too, or no Project API (plain Kubernetes): whether it exists
+            # cannot be read by this user; the permission checks below ask inside it
+            present = True
     if not present:
         add(
             Problem(

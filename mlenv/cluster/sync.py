@@ -127,6 +127,13 @@ def sync(
     if not pods:
         raise InfraError(f"no running pods of {cfg.name} in {cfg.namespace}: deploy first")
     targets = [p.name for p in (pods[:1] if cfg.storage.mode == "rwx" else pods)]
+    tools = cfg.dev_tools.vscode or cfg.dev_tools.jupyter or cfg.dev_tools.tensorboard
+    if tools and cfg.storage.mode != "rwx":
+        # upstream's dev tools saw the synced code; here, per pod, they have their own volume
+        say(
+            "note: the dev tools' /workspace is their own volume (storage.mode: "
+            "volumeClaimTemplates): sync fills the workers'; storage.mode: rwx shares one"
+        )
     local = treehash.local_listing(local_dir)
     want = treehash.listing_digest(local)
     pool_size = max(1, min(workers, len(pods)))

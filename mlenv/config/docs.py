@@ -35,6 +35,11 @@ RULES = """\
   `nodes.gpu_nodes` entry on `openshift`/`kubernetes`; on `hosts` an entry is a host name
   (letters, digits, `-`, `_`, `.`: `Lambda-H100-2`, `GPU_Node7`), on `slurm` a host name or a
   hostlist (`hgx[01-04]`, at most 4096 hosts, no host twice).
+- A file in `clusters/` is named after its `cluster.name` (`clusters/NAME.yaml`): a copy
+  saved as `clusters/mine.yaml` that still says `name: barcelona` would render into
+  `k8s/barcelona/`, over that config's tree, so it is refused. A file outside `clusters/`
+  may carry any name, but `mlenv render` will not write it into `k8s/NAME/` when
+  `clusters/NAME.yaml` is another file (`--out DIR` renders it elsewhere).
   `network.rdma.networks` entries are `name` or `namespace/name`.
 - Sizes (`storage.*_size`, `shm_size`) and `resources` are Kubernetes quantities
   (`100Gi`, `512Mi`, `8`, `500m`; no surrounding spaces, at most 2^63-1 base units);

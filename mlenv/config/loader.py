@@ -184,7 +184,26 @@ def check_file(path: Path) -> tuple[Cluster | None, list[Diagnostic]]:
     diags.sort(key=lambda diag: (diag.line, diag.col, diag.path, diag.message))
     if any(d.severity == "error" for d in diags):
         return None, diags
-    return build(parsed.data, source=path), diags
+    cluster = build(parsed.data, source=path)
+    if path.parent.name == CLUSTERS_DIR and path.stem != cluster.name:
+        pos = parsed.pos(("cluster", "name"))
+        return None, [*diags, _name_mismatch(path, cluster.name, pos)]
+    return cluster, diags
+
+
+def _name_mismatch(path: Path, name: str, pos: Pos) -> Diagnostic:
+    """A config in clusters/ is known by its file name, but renders and deploys under its
+    cluster.name: the two must agree, or `mlenv render OTHER` writes into k8s/<name>/, the
+    committed tree of the config that really is <name>."""
+    return Diagnostic(
+        str(path),
+        pos.line,
+        pos.col,
+        "cluster.name",
+        f"cluster name '{name}' differs from the file name '{path.name}': its manifests would "
+        f"go to k8s/{name}/ (the tree of {CLUSTERS_DIR}/{name}.yaml); rename the file to "
+        f"{name}{path.suffix} or set cluster.name: {path.stem}",
+    )
 
 
 def load(
@@ -211,6 +230,34 @@ def load(
     if warnings is not None:
         warnings += [diag for diag in diags if diag.severity == "warning"]
     return cluster
+
+
+def refuse_other_tree(cluster: Cluster, root: str | os.PathLike[str] | None = None) -> None:
+    """Before rendering into k8s/: a config file outside clusters/ (a saved or upstream
+    file, a copy being tried) whose cluster.name is that of a config in clusters/ would
+    write over that config's committed tree; refused, naming the file that owns the name.
+
+    Raises:
+        InputError: clusters/<cluster.name>.yaml exists and is another file.
+    """
+    path = cluster.source
+    if path is None:
+        return
+    for suffix in (".yaml", ".yml"):
+        owner = _root(root) / CLUSTERS_DIR / f"{cluster.name}{suffix}"
+        try:
+            same = owner.samefile(path)
+        except OSError:
+            continue
+        if same:
+            return
+        pos = _name_pos(path)
+        raise InputError(
+            f"{path}:{pos.line}:{pos.col}: cluster.name: '{cluster.name}' is the cluster of "
+            f"{CLUSTERS_DIR}/{owner.name}; rendering this file would write over that config's "
+            f"k8s/{cluster.name}/ tree: give it a cluster.name of its own, or render it "
+            f"elsewhere with --out DIR"
+        )
 
 
 def load_all(
@@ -279,12 +326,12 @@ def mode_warnings(cluster: Cluster, mode: str) -> list[str]:
         raise InputError(f"unknown mode {mode!r}: expected rdma or tcp")
     wanted: Mode = "rdma" if mode == "rdma" else "tcp"
     if cluster.effective_mode(wanted) != wanted:
-        where = f" ({cluster.source})" if cluster.source else ""
+        # two short lines (a terminal of 100 columns): what happens, then the details
         return [
-            f"cluster '{cluster.name}'{where} has network.rdma.enabled: false, so MODE=rdma "
-            "falls back to TCP: NCCL runs over sockets (NCCL_IB_DISABLE=1), no RDMA devices, "
-            "Multus networks or IPC_LOCK are requested. Set network.rdma.enabled: true with "
-            "devices and interfaces once the cluster has an RDMA fabric."
+            f"cluster '{cluster.name}': network.rdma.enabled: false, so rdma falls back to TCP\n"
+            "  NCCL over sockets (NCCL_IB_DISABLE=1), no RDMA devices, Multus networks or "
+            "IPC_LOCK;\n  set network.rdma.enabled: true (with devices and interfaces) once "
+            "the cluster has an RDMA fabric"
         ]
     return []
 

@@ -86,6 +86,8 @@ class Session:
     emit: Callable[[Any, str], None] = lambda doc, fmt: None
     # a yes/no question on the terminal (no terminal: False)
     confirm: Callable[[str], bool] = lambda question: False
+    # -o json|yaml of a verb whose data is a plan (deploy --dry-run client); None: as text
+    output: str | None = None
 
 
 class Platform(Protocol):
@@ -120,6 +122,7 @@ class Platform(Protocol):
         timeout: float,
         no_fallback: bool,
         take_over: bool,
+        scale_down: bool = False,
     ) -> None: ...
 
     def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None: ...
@@ -261,6 +264,7 @@ class PlatformBase:
         timeout: float,
         no_fallback: bool,
         take_over: bool,
+        scale_down: bool = False,
     ) -> None:
         raise self._no("deploy")
 

@@ -9,13 +9,14 @@ from the global options and which has already probed the API server.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from mlenv import contract
 from mlenv.contract import BUILD_CONFIG, STATEFULSET, pod_name
-from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InfraError
+from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InfraError, InputError
 from mlenv.platforms.base import PlatformBase, Session
 
 if TYPE_CHECKING:
@@ -194,6 +195,7 @@ class KubernetesPlatform(PlatformBase):
         timeout: float,
         no_fallback: bool,
         take_over: bool,
+        scale_down: bool = False,
     ) -> None:
         from mlenv.cluster.deploy import DeployOptions, DeployTimeout
         from mlenv.cluster.deploy import deploy as run_deploy
@@ -213,11 +215,15 @@ class KubernetesPlatform(PlatformBase):
             timeout=timeout,
             no_fallback=no_fallback,
             take_over=take_over,
+            scale_down=scale_down,
             dry_run=cast(Literal["client", "server"] | None, dry_run),
         )
         if dry_run == "client":
             rep = run_deploy(cfg, opts, None)
-            s.raw(dump_all(rep.manifests, sort_keys=False))
+            if s.output:  # one document, as `kubectl apply --dry-run=client -o json` prints
+                s.emit({"apiVersion": "v1", "kind": "List", "items": rep.manifests}, s.output)
+            else:
+                s.raw(dump_all(rep.manifests, sort_keys=False))
             s.warn(
                 f"plan: {len(rep.manifests)} object(s) for {cfg.name} ({rep.mode}, {rep.nodes} "
                 "node(s)); nothing was sent to a cluster (--dry-run client)"
@@ -377,7 +383,6 @@ class KubernetesPlatform(PlatformBase):
                 for a, b in ports:
                     s.say(f"127.0.0.1:{a} -> {pod}:{b}")
                 return client.port_forward(pod, cfg.namespace, ports)
-        from mlenv.errors import InputError
         from mlenv.render.names import DEV_POD
         from mlenv.render.workload import forward_ports
 
@@ -396,6 +401,18 @@ class KubernetesPlatform(PlatformBase):
     def build(self, cfg: Cluster, s: Session) -> int:
         from mlenv.cluster.api import NotFound
 
+        # deploy renders no BuildConfig for these (mlenv/cluster/deploy.py, image_not_built):
+        # "deploy first" would send the user round in a circle
+        if cfg.image.ref:
+            raise InputError(
+                f"{cfg.name} runs image.ref ({cfg.image.ref}): there is nothing to build on the "
+                "cluster; push a new image there, or clear image.ref to build the Dockerfile"
+            )
+        if cfg.platform != "openshift":
+            raise InputError(
+                f"{cfg.name} is platform {cfg.platform}: builds are OpenShift BuildConfigs; build "
+                "the Dockerfile elsewhere and set image.ref to the image"
+            )
         with s.client() as client:
             # one bounded read first. `start-build --follow` streams the build's log,
             # so it carries no request timeout: against a server that answers the probe
@@ -445,7 +462,17 @@ class KubernetesPlatform(PlatformBase):
 
         with s.client() as client:
             rows = gpu_table(cfg, client)
-            sections = gpu_sections(cfg, client)  # upstream's topo -m and ibstat
+            sections = gpu_sections(cfg, client)  # i25.7: upstream's topo -m and ibstat
+        failed = EXIT_ERROR if any(r.error for r in rows) else EXIT_OK
+        if s.output:
+            s.emit(
+                {
+                    "gpus": [dataclasses.asdict(r) for r in rows],
+                    "sections": [dataclasses.asdict(sec) for sec in sections],
+                },
+                s.output,
+            )
+            return failed
         s.say(f"{'POD':<20} {'GPU':<4} {'NAME':<28} {'MEM USED/TOTAL MiB':<20} UTIL")
         for r in rows:
             if r.error:
@@ -478,6 +505,12 @@ class KubernetesPlatform(PlatformBase):
             if purge
             else "; PVCs and the image build (BuildConfig, ImageStream) kept (--purge deletes them)"
         )
+        if dry_run and s.output:
+            s.emit(
+                {"cluster": cfg.name, "delete": rep.deleted, "keep": [*rep.left, *rep.kept]},
+                s.output,
+            )
+            return
         if dry_run:
             for d in rep.deleted:
                 s.say(f"would delete {d}")

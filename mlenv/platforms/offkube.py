@@ -52,10 +52,20 @@ def deploy_plan(cfg: Cluster, *, nodes: int | None) -> str:
     )
 
 
+def _no_output(cfg: Cluster, s: Session, verb: str) -> None:
+    """-o json|yaml is the Kubernetes platforms' (a list of objects); here there is none."""
+    if s.output:
+        raise InputError(f"-o/--output: {verb} on platform {cfg.platform} prints text only")
+
+
 def _dry_run(cfg: Cluster, s: Session, nodes: int | None, dry_run: str | None) -> bool:
     """``--dry-run client`` prints the plan and sends nothing to Slurm or the
     hosts; ``--dry-run server`` has no API server to ask. True when the verb is done."""
     if dry_run == "client":
+        if s.output:
+            raise InputError(
+                f"-o/--output: platform {cfg.platform}'s plan is a script, printed as is"
+            )
         s.raw(deploy_plan(cfg, nodes=nodes))
         s.warn(
             f"plan: what mlenv deploy {cfg.name} would submit on platform {cfg.platform}; nothing was "
@@ -204,6 +214,7 @@ class SlurmPlatform(_OffKube):
         timeout: float,
         no_fallback: bool,
         take_over: bool,
+        scale_down: bool = False,
     ) -> None:
         """Preflight, then ``sbatch`` the acceptance job and record its id."""
         from mlenv.platforms import slurm
@@ -278,6 +289,7 @@ class SlurmPlatform(_OffKube):
         self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool
     ) -> None:
         """``scancel`` the recorded job."""
+        _no_output(cfg, s, "teardown")
         from mlenv.platforms import slurm
 
         _teardown_flags(self.name, dry_run, legacy)
@@ -331,6 +343,7 @@ class HostsPlatform(_OffKube):
         timeout: float,
         no_fallback: bool,
         take_over: bool,
+        scale_down: bool = False,
     ) -> None:
         from mlenv.platforms import hosts
 
@@ -391,6 +404,7 @@ class HostsPlatform(_OffKube):
     def teardown(
         self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool
     ) -> None:
+        _no_output(cfg, s, "teardown")
         _teardown_flags(self.name, dry_run, legacy)
         s.say(
             f"{cfg.name}: platform hosts leaves nothing running: acceptance runs in the foreground "

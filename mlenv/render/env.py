@@ -96,6 +96,8 @@ def pod_env(cluster: Cluster, mode: Mode, nodes: int) -> list[dict[str, Any]]:
         # the names upstream ml-dev-env's training scripts read. NODE_RANK is not
         # here: the pod init derives it from MLENV_POD_INDEX.
         {"name": "POD_IP", **_field("status.podIP")},
+        {"name": "POD_NAME", **_field("metadata.name")},
+        {"name": "POD_NAMESPACE", **_field("metadata.namespace")},
         {"name": "GPUS_PER_NODE", "value": str(cluster.gpus.per_node)},
         {"name": "LOCAL_WORLD_SIZE", "value": str(cluster.gpus.per_node)},
         {"name": "WORLD_SIZE", "value": str(nodes * cluster.gpus.per_node)},

@@ -82,6 +82,12 @@ def selector_labels(cluster: Cluster, component: str) -> dict[str, str]:
     }
 
 
+# Upstream ml-dev-env's pods carried app=ml-dev-env-multi, and `oc get pods -l
+# app=ml-dev-env-multi` is in its users' fingers and scripts: the workers carry it too
+# (never in a selector: the app.kubernetes.io/* ones are ours).
+UPSTREAM_POD_LABEL = ("app", "ml-dev-env-multi")
+
+
 def labels(cluster: Cluster, component: str) -> dict[str, str]:
     """The ``app.kubernetes.io/*`` labels every rendered object carries."""
     return {

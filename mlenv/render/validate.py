@@ -2,7 +2,9 @@
 
 Kubernetes kinds are checked against the upstream OpenAPI-derived JSON Schemas that the
 ``kubernetes-validate`` package ships (strict variant: unknown fields are errors; offline;
-pinned to ``K8S_VERSION``). The OpenShift kinds (SCC, Route, BuildConfig, ImageStream)
+pinned to ``K8S_VERSION``). The one folder of them mlenv reads is carried in
+``mlenv/render/schemas/`` (scripts/dev/vendor-k8s-schemas.py writes it): the package holds
+every version since 1.25, 108 MB, more than the rest of the cluster verbs' install. The OpenShift kinds (SCC, Route, BuildConfig, ImageStream)
 are checked against the JSON Schemas in ``mlenv/render/schemas/``, written from the
 OpenShift API reference. Every error of every manifest is reported at once.
 """
@@ -10,10 +12,12 @@ OpenShift API reference. Every error of every manifest is reported at once.
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import re
 from collections.abc import Iterable
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from mlenv.errors import InputError
@@ -30,20 +34,27 @@ OPENSHIFT_SCHEMAS = {
 }
 
 
-def _k8s_dir() -> Any:
-    return resources.files("kubernetes_validate").joinpath(
-        "kubernetes-json-schema", f"v{K8S_VERSION}-local-strict"
+def vendored_schemas_path() -> Path:
+    """The file holding kubernetes-validate's ``v<K8S_VERSION>-local-strict`` folder: one
+    JSON object, file name → parsed content, gzip-compressed."""
+    return Path(str(resources.files("mlenv.render").joinpath("schemas"))) / (
+        f"kubernetes-v{K8S_VERSION}-local-strict.json.gz"
     )
 
 
 @functools.lru_cache(maxsize=1)
+def _k8s_schemas() -> dict[str, Any]:
+    # Read once (0.1 s): kubernetes_validate.validate reloaded its 1.4 MB definitions file
+    # per call, which made validating a whole tree slow.
+    schemas: dict[str, Any] = json.loads(gzip.decompress(vendored_schemas_path().read_bytes()))
+    return schemas
+
+
+@functools.lru_cache(maxsize=1)
 def _k8s_registry() -> Any:
-    # Loading the 1.4 MB definitions file once (kubernetes_validate.validate reloads it
-    # per call) keeps validating a whole tree fast.
     from referencing import Registry, Resource
 
-    defs = json.loads(_k8s_dir().joinpath("_definitions.json").read_text())
-    return Resource.from_contents(defs) @ Registry()
+    return Resource.from_contents(_k8s_schemas()["_definitions.json"]) @ Registry()
 
 
 @functools.cache
@@ -58,10 +69,10 @@ def _validator(api_version: str, kind: str) -> Any:
         return jsonschema.Draft202012Validator(json.loads(text))
     # same file naming as kubernetes_validate.validate: rbac.authorization.k8s.io/v1 -> rbac-v1
     group_version = re.sub(r"^([^./]*)(?:\.[^/]*)?/", r"\1-", api_version)
-    ref = _k8s_dir().joinpath(f"{kind.lower()}-{group_version}.json")
-    if not ref.is_file():
+    schema = _k8s_schemas().get(f"{kind.lower()}-{group_version}.json")
+    if schema is None:
         return None
-    return jsonschema.Draft202012Validator(json.loads(ref.read_text()), registry=_k8s_registry())
+    return jsonschema.Draft202012Validator(schema, registry=_k8s_registry())
 
 
 def _path(parts: Iterable[Any]) -> str:

@@ -335,7 +335,8 @@ def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
     template_annotations = text_annotations(cluster)
     if eff == "rdma" and cluster.rdma.networks:
         template_annotations[MULTUS_ANNOTATION] = ",".join(cluster.rdma.networks)
-    template_meta: dict[str, Any] = {"labels": names.labels(cluster, component)}
+    key, value = names.UPSTREAM_POD_LABEL
+    template_meta: dict[str, Any] = {"labels": {**names.labels(cluster, component), key: value}}
     if template_annotations:
         template_meta["annotations"] = template_annotations
     spec: dict[str, Any] = {

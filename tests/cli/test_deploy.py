@@ -115,13 +115,39 @@ def test_missing_oc_is_announced_once_on_stderr(tmp_path, monkeypatch) -> None:
     assert r.exit_code == 0, r.output
     notices = [line for line in r.stderr.splitlines() if "oc not found" in line]
     assert notices == [
-        f"notice: oc not found on PATH: using kubectl ({kubectl}) for the verbs "
-        "it shares with oc (sync copies through a tar stream; `build` needs oc)"
+        f"notice: oc not found on PATH: kubectl ({kubectl}) runs every verb but `build`"
     ]
     assert "oc not found" not in r.stdout
 
 
-def test_take_over_flag_through_the_cli(tmp_path, monkeypatch) -> None:
+def test_the_client_notice_shows_once_per_terminal_session(tmp_path, monkeypatch) -> None:
+    """On a terminal, "oc not found" (170 characters) came with every cluster verb; now
+    once per terminal session, and again with -v. Scripts still get it every time."""
+    import sys
+
+    from mlenv.cli import _common
+
+    class Tty:
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setenv("MLENV_NOTICE_DIR", str(tmp_path / "notices"))
+    shown: list[str] = []
+    monkeypatch.setattr(_common, "err", shown.append)
+    monkeypatch.setattr(sys, "stderr", Tty())
+    for _ in range(3):
+        _common.note_once("client", "notice: oc not found on PATH")
+    assert shown == ["notice: oc not found on PATH"]
+    monkeypatch.setattr(_common.SETTINGS, "verbose", True)
+    _common.note_once("client", "notice: oc not found on PATH")
+    assert len(shown) == 2
+    monkeypatch.setattr(_common.SETTINGS, "verbose", False)
+    (tmp_path / "notices" / "client").write_text("another session")
+    _common.note_once("client", "notice: oc not found on PATH")
+    assert len(shown) == 3
+
+
+def test_i9_4_take_over_flag_through_the_cli(tmp_path, monkeypatch) -> None:
     from mlenv.testing.fakecluster import FakeCluster
 
     state = fake_state(tmp_path)
@@ -181,3 +207,62 @@ def test_no_mode_is_the_configs_own_mode(tmp_path, monkeypatch) -> None:
     assert r.exit_code == 0 and "falls back to TCP" in r.stderr, r.stderr
     r = run(["deploy", "barcelona", "--dry-run", "client"], None, monkeypatch)  # rdma.enabled: rdma
     assert r.exit_code == 0 and "(rdma, " in r.stderr, r.stderr
+
+
+def test_a_live_multi_node_deployment_is_not_scaled_down_unless_asked(
+    tmp_path, monkeypatch
+) -> None:
+    """Upstream's `make deploy` (one pod, `--nodes 1`) on a live 2-pod deployment silently
+    scaled it to 1 and restarted pod-0; now it is refused, naming both ways on."""
+    state = fake_state(tmp_path)
+    r = run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    r = run(["deploy", "barcelona", "--nodes", "1", "--timeout", "60"], state, monkeypatch)
+    assert r.exit_code == 2
+    assert r.stderr.strip().splitlines()[-1] == (
+        "error: barcelona runs 2 pods; --nodes 1 would stop pods 1..1 and restart the others: "
+        "add --scale-down if that is meant (make deploy SCALE_DOWN=1), or keep 2 with "
+        "`mlenv deploy barcelona` (make deploy-cluster)"
+    )
+    sts = FakeCluster.load(str(state)).get("StatefulSet", "ml-dev-env", "ml-dev-env")
+    assert sts is not None and sts["spec"]["replicas"] == 2  # nothing applied
+    # as many pods, or more, is no scale-down
+    r = run(["deploy", "barcelona", "--nodes", "2", "--timeout", "60"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    r = run(
+        ["deploy", "barcelona", "--nodes", "1", "--scale-down", "--timeout", "60"],
+        state,
+        monkeypatch,
+    )
+    assert r.exit_code == 0, r.output
+    sts = FakeCluster.load(str(state)).get("StatefulSet", "ml-dev-env", "ml-dev-env")
+    assert sts is not None and sts["spec"]["replicas"] == 1
+
+
+def test_rdma_on_an_rdma_less_config_is_said_once_in_lines_that_fit(tmp_path, monkeypatch) -> None:
+    """`deploy --mode rdma` on a TCP-only config warned (one 300-character line) and then
+    said the same again as a notice."""
+    state = fake_state(tmp_path, "nerc-tcp", rdma=False)
+    r = run(["deploy", "nerc-tcp", "--mode", "rdma", "--timeout", "60"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    said = [line for line in r.stderr.splitlines() if "TCP" in line and "rdma" in line.lower()]
+    assert said == [
+        "warning: cluster 'nerc-tcp': network.rdma.enabled: false, so rdma falls back to TCP"
+    ], r.stderr
+    lines = r.stderr.splitlines()
+    start = lines.index(said[0])
+    assert all(len(line) <= 100 for line in lines[start : start + 3]), lines[start : start + 3]
+
+
+def test_dry_run_client_prints_the_plan_as_one_json_or_yaml_list(monkeypatch) -> None:
+    """deploy --dry-run client printed data with no -o json|yaml."""
+    import json
+
+    r = run(["deploy", "barcelona", "--dry-run", "client", "-o", "json"], None, monkeypatch)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "List" and [i["kind"] for i in doc["items"]].count("StatefulSet") == 1
+    r = run(["deploy", "barcelona", "--dry-run", "client", "-o", "yaml"], None, monkeypatch)
+    assert yaml.safe_load(r.stdout)["kind"] == "List"
+    r = run(["deploy", "barcelona", "-o", "json"], None, monkeypatch)
+    assert r.exit_code == 2 and "goes with --dry-run client" in r.stderr

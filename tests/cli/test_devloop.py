@@ -57,6 +57,14 @@ def test_gpu_info_is_one_table_for_every_pod(tmp_path, monkeypatch) -> None:
     rows = r.output.splitlines()
     assert any(x.split()[:2] == ["ml-dev-env-0", "0"] and "1024/81559" in x for x in rows)
     assert any(x.startswith("ml-dev-env-1") and "couldn't communicate" in x for x in rows)
+    # the same rows as one document (gpu-info printed data with no -o json|yaml)
+    r = run(["gpu-info", "barcelona", "-o", "json"], state, monkeypatch)
+    assert r.exit_code == 3, r.output
+    import json
+
+    gpus = json.loads(r.stdout)["gpus"]
+    assert {"pod": "ml-dev-env-0", "index": "0"}.items() <= gpus[0].items(), gpus[0]
+    assert any(g["pod"] == "ml-dev-env-1" and "couldn't communicate" in g["error"] for g in gpus)
 
 
 def test_port_forward_debug_and_shell_command(tmp_path, monkeypatch) -> None:

@@ -112,11 +112,38 @@ def test_discover_takes_the_global_namespace_before_the_verb(
         res = run(args, state, monkeypatch)
         assert res.exit_code == 0, res.output
         assert f"namespace: {NS}" in res.stdout.replace('"', "")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "no-such-kubeconfig"))
     res = run(["discover", "newcluster", "--dry-run"], state, monkeypatch)
     assert "namespace: ml-dev-env" in res.stdout.replace('"', "")
 
 
-def test_wizard_asks_and_writes_a_config_that_validates(
+def test_discover_defaults_to_the_current_contexts_namespace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Upstream's discover_cluster.py took the namespace you work in (`oc project -q`);
+    ours took a fixed `ml-dev-env`. The kubeconfig's current context (or --context's)
+    namespace is the default now; KUBECONFIG's files merge as kubectl merges them."""
+    state = cluster_state(tmp_path)
+    root(tmp_path, monkeypatch)
+    first, second = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    first.write_text("current-context: work\n")
+    second.write_text(
+        "contexts:\n"
+        "- name: work\n  context: {cluster: c, user: u, namespace: team-llm}\n"
+        "- name: other\n  context: {cluster: c, user: u, namespace: team-b}\n"
+    )
+    monkeypatch.setenv("KUBECONFIG", f"{first}:{second}")
+    res = run(["discover", "newcluster", "--dry-run"], state, monkeypatch)
+    assert res.exit_code == 0, res.output
+    assert f"namespace: {NS}" in res.stdout.replace('"', "")
+    from mlenv.cluster.kubeconfig import current_namespace
+
+    assert current_namespace(None, "other") == "team-b"
+    assert current_namespace(str(second), None) is None  # no current context in that file
+    assert current_namespace(str(tmp_path / "missing"), None) is None
+
+
+def test_i25_1_wizard_asks_and_writes_a_config_that_validates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Upstream's `make wizard`: discovery plus questions, answered here on stdin (name,
@@ -162,3 +189,19 @@ def test_discover_dry_run_output_validates(tmp_path: Path, monkeypatch: pytest.M
     out = tmp_path / "printed.yaml"
     out.write_text(res.stdout)
     assert check_file(out)[0] is not None
+
+
+def test_discover_dry_run_prints_json_with_o(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """discover --dry-run printed data (the config) with no -o json|yaml."""
+    import json
+
+    state = cluster_state(tmp_path)
+    root(tmp_path, monkeypatch)
+    res = run(["discover", "newcluster", "-n", NS, "--dry-run", "-o", "json"], state, monkeypatch)
+    assert res.exit_code == 0, res.output
+    doc = json.loads(res.stdout)
+    assert doc["cluster"]["name"] == "newcluster" and doc["cluster"]["namespace"] == NS
+    res = run(["discover", "newcluster", "-n", NS, "-o", "json"], state, monkeypatch)
+    assert res.exit_code == 2 and "goes with --dry-run" in res.stderr

@@ -489,3 +489,14 @@ def test_bash_completion_completes_option_values(tmp_path) -> None:
     assert "environment,compute" in complete("mlenv", "acceptance", "--checks", "environment,comp")
     assert complete("mlenv", "compare", "''") == ["20261121-111111-bbbb", "20261120-101010-aaaa"]
     assert complete("mlenv", "compare", "x", "20261120") == ["20261120-101010-aaaa"]
+    # -o values, url's tools, help's verbs, completion's shells, bundle's run ids
+    assert complete("mlenv", "status", "barcelona", "-o", "''") == ["table", "json", "yaml"]
+    assert complete("mlenv", "history", "local", "--output", "j") == ["json"]
+    assert complete("mlenv", "url", "barcelona", "''") == ["vscode", "jupyter", "tensorboard"]
+    assert complete("mlenv", "help", "dep") == ["deploy"]
+    assert complete("mlenv", "completion", "''") == ["bash", "zsh", "fish"]
+    assert complete("mlenv", "bundle", "''") == [
+        "20261121-111111-bbbb",
+        "20261120-101010-aaaa",
+        "verify",
+    ]

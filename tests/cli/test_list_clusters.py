@@ -53,8 +53,12 @@ def test_slurm_and_hosts_rows_say_their_platform_and_shared_folder(tmp_path: Pat
     """a Slurm config is not listed as if it were an OpenShift one."""
     (tmp_path / "clusters").mkdir()
     data = REPO / "tests" / "data" / "platforms"
-    for f in ("site-university-gres.yaml", "site-baremetal-lab.yaml"):
-        shutil.copy(data / f, tmp_path / "clusters" / f)
+    # each under its cluster.name (a config is known by its file name)
+    for f, name in (
+        ("site-university-gres", "site-university"),
+        ("site-baremetal-lab", "site-lab"),
+    ):
+        shutil.copy(data / f"{f}.yaml", tmp_path / "clusters" / f"{name}.yaml")
     r = CliRunner().invoke(app, ["list-clusters"], env={"MLENV_ROOT": str(tmp_path)})
     assert r.exit_code == 0, r.output
     rows = {line.split()[0]: line.split() for line in r.stdout.strip().splitlines()[1:]}

@@ -29,6 +29,11 @@ def checkout(tmp_path: Path) -> Path:
     ops = tmp_path / ".venv" / ".ds-ops"
     ops.write_text("")
     os.utime(ops, (later + 1, later + 1))
+    # the cluster targets' light install (make cli), built too
+    (tmp_path / ".venv-cli").mkdir()
+    light = tmp_path / ".venv-cli" / ".installed"
+    light.write_text("")
+    os.utime(light, (later, later))
     return tmp_path
 
 
@@ -50,6 +55,8 @@ MAKE_VARIABLES = {
     "DELETE",
     "SYNC_DRY_RUN",
     "PURGE",
+    "SCALE_DOWN",
+    "YES",
     "FILE",
     "NAMESPACE",
     "POD_NAME",
@@ -82,7 +89,9 @@ def dry(checkout: Path, *args: str) -> list[str]:
         check=True,
         env=make_env(checkout),
     )
-    return [" ".join(line.split()) for line in out.stdout.splitlines() if "mlenv" in line]
+    # every mlenv call carries MLENV_EXIT_LINE=1 (test_every_mlenv_call_reports_its_exit_code)
+    lines = [" ".join(line.split()) for line in out.stdout.splitlines() if "mlenv" in line]
+    return [line.replace("MLENV_EXIT_LINE=1 ", "") for line in lines]
 
 
 def dry_fails(checkout: Path, *args: str) -> str:
@@ -139,32 +148,60 @@ def test_no_cluster_deployed_and_none_given_stops_and_says_how(checkout: Path, t
     for name in ("barcelona", "local"):
         (checkout / "clusters" / f"{name}.yaml").write_text("")
     err = dry_fails(checkout, target)
-    alias = {"status": "status-cluster", "shell-multi-node": "shell"}.get(target, target)
-    assert NO_CLUSTER.format(target=alias) + " (clusters/: barcelona local)" in err
+    # the target typed, an alias too: that is the command to repeat with CLUSTER=
+    assert NO_CLUSTER.format(target=target) + " (clusters/: barcelona local)" in err
     assert dry_fails(checkout, target, "CLUSTER=")  # an empty CLUSTER is none too
 
 
+@pytest.mark.parametrize("target", ["deploy", "status", "shell", "sync-once", "vscode"])
+def test_no_cluster_stops_before_any_install_is_built(checkout: Path, target: str) -> None:
+    """On a fresh clone (no venv at all) the one-line stop came after a 5 GB build of the
+    full venv; now it comes first, and the cluster targets build only the light install."""
+    shutil.rmtree(checkout / ".venv")
+    shutil.rmtree(checkout / ".venv-cli")
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", str(checkout)]
+        + ["-n", target],
+        capture_output=True,
+        text=True,
+        env=make_env(checkout),
+    )
+    assert out.returncode != 0 and out.stdout == "", out.stdout
+    assert "no cluster was deployed from this checkout" in out.stderr
+    plan = subprocess.run(
+        ["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", str(checkout)]
+        + ["-n", target, "CLUSTER=local"],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=make_env(checkout),
+    ).stdout
+    assert "install -q" in plan and "-e ." in plan  # the light one: mlenv itself
+    for heavy in ("torch", "deepspeed", "[dev]", "NEED_CXX", "c++", " .venv/bin/"):
+        assert heavy not in plan, heavy
+
+
 def test_render_still_defaults_to_local(checkout: Path) -> None:
-    assert dry(checkout, "render") == [".venv/bin/mlenv render 'local'"]
+    assert dry(checkout, "render") == [".venv-cli/bin/mlenv render 'local'"]
 
 
 def test_cluster_targets_follow_the_last_deploy(checkout: Path) -> None:
     assert NO_CLUSTER.format(target="sync-multi-node") in dry_fails(checkout, "sync-multi-node")
     (checkout / ".mlenv").mkdir()
     (checkout / ".mlenv" / "current-cluster").write_text("barcelona\n")
-    assert dry(checkout, "sync-multi-node") == [".venv/bin/mlenv sync 'barcelona'"]
-    assert dry(checkout, "status-cluster") == [".venv/bin/mlenv status 'barcelona'"]
+    assert dry(checkout, "sync-multi-node") == [".venv-cli/bin/mlenv sync 'barcelona'"]
+    assert dry(checkout, "status-cluster") == [".venv-cli/bin/mlenv status 'barcelona'"]
     assert dry(checkout, "sync-multi-node", "CLUSTER=nerc-tcp") == [
-        ".venv/bin/mlenv sync 'nerc-tcp'"
+        ".venv-cli/bin/mlenv sync 'nerc-tcp'"
     ]
 
 
 def test_watch_and_torchrun_variables(checkout: Path) -> None:
     assert dry(checkout, "sync-multi-node", "WATCH=1", "CLUSTER=local") == [
-        ".venv/bin/mlenv sync 'local' --watch"
+        ".venv-cli/bin/mlenv sync 'local' --watch"
     ]
     assert dry(checkout, "launch", "TORCHRUN=1", "SCRIPT=train.py", "CLUSTER=local") == [
-        ".venv/bin/mlenv launch 'local' --torchrun 'train.py'"
+        ".venv-cli/bin/mlenv launch 'local' --torchrun 'train.py'"
     ]
 
 
@@ -186,7 +223,7 @@ def test_makefile_passes_cluster_as_one_word(checkout: Path, value: str) -> None
     import sys
 
     log = checkout / "argv.jsonl"
-    fake = checkout / ".venv" / "bin" / "mlenv"
+    fake = checkout / ".venv-cli" / "bin" / "mlenv"
     fake.parent.mkdir(parents=True, exist_ok=True)
     fake.write_text(
         f"#!{sys.executable}\nimport json, sys\n"
@@ -254,68 +291,73 @@ def test_make_help_lists_every_target(checkout: Path) -> None:
 @pytest.mark.parametrize(
     "target,extra,want",
     [
-        ("deploy", [], [".venv/bin/mlenv deploy 'local' --nodes 1"]),
-        ("deploy-cluster-dry-run", [], [".venv/bin/mlenv deploy 'local' --dry-run client"]),
-        ("sync-once", [], [".venv/bin/mlenv sync 'local'"]),
+        ("deploy", [], [".venv-cli/bin/mlenv deploy 'local' --nodes 1"]),
+        ("deploy", ["SCALE_DOWN=1"], [".venv-cli/bin/mlenv deploy 'local' --nodes 1 --scale-down"]),
+        ("deploy-cluster-dry-run", [], [".venv-cli/bin/mlenv deploy 'local' --dry-run client"]),
+        ("sync-once", [], [".venv-cli/bin/mlenv sync 'local'"]),
         (
             "sync-once",
             ["DELETE=1", "SYNC_DRY_RUN=1"],
-            [".venv/bin/mlenv sync 'local' --delete --dry-run"],
+            [".venv-cli/bin/mlenv sync 'local' --delete --dry-run"],
         ),
-        ("sync-code", [], [".venv/bin/mlenv sync 'local' --watch"]),
-        ("vscode", [], [".venv/bin/mlenv url 'local' vscode"]),
-        ("jupyter", [], [".venv/bin/mlenv url 'local' jupyter"]),
-        ("gpu-info", [], [".venv/bin/mlenv gpu-info 'local'"]),
-        ("shell-multi-node", [], [".venv/bin/mlenv shell 'local' --pod '0'"]),
-        ("build", [], [".venv/bin/mlenv build 'local'"]),
-        ("status", [], [".venv/bin/mlenv status 'local'"]),
-        ("deploy-multi-node", [], [".venv/bin/mlenv deploy 'local'"]),
-        ("deploy-multi-node", ["MODE=tcp"], [".venv/bin/mlenv deploy 'local' --mode 'tcp'"]),
-        # the rest of upstream's targets
-        ("deploy-multi-node-rdma", [], [".venv/bin/mlenv deploy 'local' --mode rdma"]),
+        ("sync-code", [], [".venv-cli/bin/mlenv sync 'local' --watch"]),
+        ("vscode", [], [".venv-cli/bin/mlenv url 'local' vscode"]),
+        ("jupyter", [], [".venv-cli/bin/mlenv url 'local' jupyter"]),
+        ("gpu-info", [], [".venv-cli/bin/mlenv gpu-info 'local'"]),
+        ("shell-multi-node", [], [".venv-cli/bin/mlenv shell 'local' --pod '0'"]),
+        ("build", [], [".venv-cli/bin/mlenv build 'local'"]),
+        ("status", [], [".venv-cli/bin/mlenv status 'local'"]),
+        ("deploy-multi-node", [], [".venv-cli/bin/mlenv deploy 'local'"]),
+        ("deploy-multi-node", ["MODE=tcp"], [".venv-cli/bin/mlenv deploy 'local' --mode 'tcp'"]),
+        # i25.1: the rest of upstream's targets
+        ("deploy-multi-node-rdma", [], [".venv-cli/bin/mlenv deploy 'local' --mode rdma"]),
         (
             "deploy-multi-node-tcp",
             ["NODES=3"],
-            [".venv/bin/mlenv deploy 'local' --mode tcp --nodes '3'"],
+            [".venv-cli/bin/mlenv deploy 'local' --mode tcp --nodes '3'"],
         ),
-        ("list-projects", [], [".venv/bin/mlenv list-clusters"]),
+        ("list-projects", [], [".venv-cli/bin/mlenv list-clusters"]),
         (
             "discover-cluster",
             ["NAME=mine", "NAMESPACE=team-a"],
-            [".venv/bin/mlenv discover 'mine' --namespace 'team-a'"],
+            [".venv-cli/bin/mlenv discover 'mine' --namespace 'team-a'"],
         ),
-        ("wizard", [], [".venv/bin/mlenv wizard"]),
-        ("wizard", ["NAME=mine"], [".venv/bin/mlenv wizard 'mine'"]),
-        ("wizard-load", ["CONFIG=saved/mine.yaml"], [".venv/bin/mlenv deploy 'saved/mine.yaml'"]),
+        ("wizard", [], [".venv-cli/bin/mlenv wizard"]),
+        ("wizard", ["NAME=mine"], [".venv-cli/bin/mlenv wizard 'mine'"]),
+        (
+            "wizard-load",
+            ["CONFIG=saved/mine.yaml"],
+            [".venv-cli/bin/mlenv deploy 'saved/mine.yaml'"],
+        ),
         (
             "debug-remote",
             ["FILE=train.py"],
             [
-                ".venv/bin/mlenv shell 'local' --pod '0' -- sh -c 'nohup python -m debugpy --listen "
+                ".venv-cli/bin/mlenv shell 'local' --pod '0' -- sh -c 'nohup python -m debugpy --listen "
                 '"127.0.0.1:$2" --wait-for-client "/workspace/$1" >/tmp/mlenv-debugpy.log 2>&1 &\' '
                 "debugpy 'train.py' '5678'",
-                ".venv/bin/mlenv port-forward 'local' --debug --pod '0'",
+                ".venv-cli/bin/mlenv port-forward 'local' --debug --pod '0'",
             ],
         ),
         # upstream's variables, honoured
         (
             "deploy",
             ["NAMESPACE=ml-prod"],
-            [".venv/bin/mlenv deploy 'local' --namespace 'ml-prod' --nodes 1"],
+            [".venv-cli/bin/mlenv deploy 'local' --namespace 'ml-prod' --nodes 1"],
         ),
-        ("sync-once", ["LOCAL_DIR=./src"], [".venv/bin/mlenv sync 'local' --dir './src'"]),
+        ("sync-once", ["LOCAL_DIR=./src"], [".venv-cli/bin/mlenv sync 'local' --dir './src'"]),
         (
             "sync-code",
             ["LOCAL_DIR=./src", "REMOTE_DIR=/workspace"],
-            [".venv/bin/mlenv sync 'local' --watch --dir './src'"],
+            [".venv-cli/bin/mlenv sync 'local' --watch --dir './src'"],
         ),
         (
             "port-forward",
             ["DEBUG_PORT=5679"],
-            [".venv/bin/mlenv port-forward 'local' --port '5679:5679' --pod '0'"],
+            [".venv-cli/bin/mlenv port-forward 'local' --port '5679:5679' --pod '0'"],
         ),
-        ("clean-multi-node", [], [".venv/bin/mlenv teardown 'local'"]),
-        ("clean-multi-node", ["PURGE=1"], [".venv/bin/mlenv teardown 'local' --purge"]),
+        ("clean-multi-node", [], [".venv-cli/bin/mlenv teardown 'local'"]),
+        ("clean-multi-node", ["PURGE=1"], [".venv-cli/bin/mlenv teardown 'local' --purge"]),
     ],
 )
 def test_upstream_targets_map_to_mlenv_verbs(
@@ -326,14 +368,14 @@ def test_upstream_targets_map_to_mlenv_verbs(
 
 def test_dev_session_syncs_watches_and_forwards_the_debug_port(checkout: Path) -> None:
     lines = dry(checkout, "dev-session", "FILE=train.py", "CLUSTER=local")
-    assert lines[0] == ".venv/bin/mlenv sync 'local'"
+    assert lines[0] == ".venv-cli/bin/mlenv sync 'local'"
     assert lines[1].startswith(
-        ".venv/bin/mlenv shell 'local' --pod '0' -- sh -c 'nohup python -m "
+        ".venv-cli/bin/mlenv shell 'local' --pod '0' -- sh -c 'nohup python -m "
         'debugpy --listen "127.0.0.1:$2" --wait-for-client'
     )
     assert lines[1].endswith("debugpy 'train.py' '5678'")
     assert any("mlenv sync 'local' --watch &" in x for x in lines)
-    assert lines[-1] == ".venv/bin/mlenv port-forward 'local' --debug --pod '0'"
+    assert lines[-1] == ".venv-cli/bin/mlenv port-forward 'local' --debug --pod '0'"
 
 
 @pytest.mark.parametrize(
@@ -541,12 +583,12 @@ def test_upstream_variables_reach_the_environment_form_too(checkout: Path) -> No
         check=True,
         env={**make_env(checkout), "NAMESPACE": "ml-prod", "DEBUG_PORT": "6000"},
     )
-    assert ".venv/bin/mlenv deploy 'local' --namespace 'ml-prod' --nodes 1" in " ".join(
+    assert ".venv-cli/bin/mlenv deploy 'local' --namespace 'ml-prod' --nodes 1" in " ".join(
         out.stdout.split()
     )
     lines = dry(checkout, "dev-session", "CLUSTER=local", "FILE=t.py", "DEBUG_PORT=6000")
     assert lines[1].endswith("debugpy 't.py' '6000'")
-    assert lines[-1] == ".venv/bin/mlenv port-forward 'local' --port '6000:6000' --pod '0'"
+    assert lines[-1] == ".venv-cli/bin/mlenv port-forward 'local' --port '6000:6000' --pod '0'"
 
 
 @pytest.mark.parametrize(
@@ -624,12 +666,14 @@ def test_pre_commit_hooks_are_local_and_run_the_venvs_tools() -> None:
     assert all(h["language"] == "system" and "rev" not in h for h in hooks)
     makefile = (ROOT / "Makefile").read_text()
     for h in hooks:
-        tool = h["entry"].split()[0]
-        assert tool.startswith(".venv/bin/"), h
-        assert tool.replace(".venv/", "$(VENV)/") in makefile  # the tools make lint/typecheck run
+        # .venv/bin/TOOL through scripts/dev/venv-tool.sh (a missing venv: one line, what to run)
+        runner, tool, *_ = h["entry"].split()
+        assert runner == "scripts/dev/venv-tool.sh", h
+        assert f"$(VENV)/bin/{tool}" in makefile  # the tools make lint/typecheck run
     # the same command line, its own cache included (make typecheck runs both mypy at once)
     (tests_hook,) = [h for h in hooks if h["id"] == "mypy-tests"]
-    assert tests_hook["entry"].replace(".venv/", "$(VENV)/") in makefile
+    command = tests_hook["entry"].replace("scripts/dev/venv-tool.sh ", "$(VENV)/bin/")
+    assert command in makefile
     assert "--config-file tests/mypy.ini" in tests_hook["entry"]
     (format_hook,) = [h for h in hooks if h["id"] == "ruff-format"]
     assert "ruff format --check" in format_hook["entry"]
@@ -680,3 +724,129 @@ def test_make_venv_says_a_missing_compiler_first(checkout: Path, tmp_path: Path)
         < line.index('command -v "${CXX:-c++}"')
         < line.index("deepspeed==")
     )
+
+
+def test_every_mlenv_call_reports_its_exit_code() -> None:
+    """make exits 2 for any failed recipe: each mlenv call runs with MLENV_EXIT_LINE=1, so a
+    failing verb's last line says its own code (FAIL 1 and ERROR 3 stay apart)."""
+    text = (ROOT / "Makefile").read_text()
+    recipes = [line for line in text.splitlines() if line.startswith("\t")]
+    calls = [line for line in recipes if re.search(r"\$\((MLENV|CLI)\) ", line)]
+    assert len(calls) > 25
+    assert re.search(r"^MLENV := MLENV_EXIT_LINE=1 \$\(VENV\)/bin/mlenv$", text, re.M)
+    assert re.search(r"^CLI := MLENV_EXIT_LINE=1 \$\(CLI_VENV\)/bin/mlenv$", text, re.M)
+    assert not [line for line in recipes if "/bin/mlenv" in line]  # none around them
+
+
+def test_a_failing_verb_says_its_code_through_real_make(checkout: Path) -> None:
+    """Real make, real mlenv: `make render CLUSTER=nope` (bad input) ends, before make's own
+    line, with mlenv's code; CI reads it back from the `mlenv-exit:` line."""
+    import sys
+
+    shutil.copytree(ROOT / "clusters", checkout / "clusters")
+    fake = checkout / ".venv-cli" / "bin" / "mlenv"
+    fake.parent.mkdir(parents=True, exist_ok=True)
+    fake.write_text(f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m mlenv "$@"\n')
+    fake.chmod(0o755)
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", str(checkout)]
+        + ["render", "CLUSTER=nope"],
+        capture_output=True,
+        text=True,
+        env=make_env(checkout),
+    )
+    assert out.returncode == 2  # make's, whatever mlenv said
+    lines = out.stderr.strip().splitlines()
+    assert lines[-2] == "mlenv-exit: 2 (bad input)", lines
+    assert lines[-1].endswith("Error 2")
+
+
+def test_pre_commit_without_a_venv_says_what_to_run(tmp_path: Path) -> None:
+    """In a clone without .venv every hook failed with "Executable not found" and no hint."""
+    r = subprocess.run(
+        [str(ROOT / "scripts" / "dev" / "venv-tool.sh"), "ruff", "check"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr == (
+        "pre-commit: .venv/bin/ruff is missing: run `make venv` (the hooks use the venv's "
+        "ruff and mypy)\n"
+    )
+    r = subprocess.run(
+        [str(ROOT / "scripts" / "dev" / "venv-tool.sh"), "ruff", "--version"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert r.returncode == 0 and r.stdout.startswith("ruff "), r.stderr
+
+
+def _make(checkout: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", str(checkout), *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=make_env(checkout),
+    )
+
+
+def test_clean_never_deletes_the_run_history_and_clean_reports_asks(checkout: Path) -> None:
+    """`make clean` deleted reports/ (the run history) and every acceptance report without
+    asking; now it keeps them, says so, and only clean-reports deletes them."""
+    for folder in ("reports", "acceptance-report/run-1"):
+        (checkout / folder).mkdir(parents=True)
+        (checkout / folder / "results.json").write_text("{}")
+    r = _make(checkout, "clean")
+    assert r.returncode == 0, r.stderr
+    assert not (checkout / ".venv").exists() and not (checkout / ".venv-cli").exists()
+    assert (checkout / "reports" / "results.json").exists()
+    assert (checkout / "acceptance-report" / "run-1" / "results.json").exists()
+    assert "make clean-reports" in r.stdout.splitlines()[-1]
+    # no terminal to ask on (CI, a pipe): nothing deleted, one line, exit 2 (make's own)
+    r = _make(checkout, "clean-reports")
+    assert r.returncode == 2
+    assert (
+        "clean-reports: no terminal to ask on; YES=1 deletes reports/ acceptance-report/\n"
+        in r.stderr
+    )
+    assert (checkout / "reports" / "results.json").exists()
+    r = _make(checkout, "clean-reports", "YES=1")
+    assert r.returncode == 0, r.stderr
+    assert not (checkout / "reports").exists() and not (checkout / "acceptance-report").exists()
+
+
+@pytest.mark.parametrize(
+    "var,says",
+    [
+        ("PROJECT=barcelona", "use CLUSTER=<name>"),
+        ("IMAGE_TAG=v2", "the config's image.ref"),
+        ("BUILD_CONFIG=x", "the config's image.build"),
+        ("POD_CONFIG=pod.yaml", "set gpus and resources in clusters/<name>.yaml"),
+    ],
+)
+def test_upstream_variables_that_would_be_ignored_stop_with_the_new_way(
+    checkout: Path, var: str, says: str
+) -> None:
+    err = dry_fails(checkout, "deploy", "CLUSTER=local", var)
+    name = var.split("=")[0]
+    assert f"{name} is upstream ml-dev-env's and means nothing here: " in err and says in err
+
+
+def test_dev_session_first_syncs_local_dir(checkout: Path) -> None:
+    """`make dev-session LOCAL_DIR=dir` first synced workspace/, then watched dir."""
+    lines = dry(checkout, "dev-session", "CLUSTER=local", "LOCAL_DIR=./src")
+    assert lines[0] == ".venv-cli/bin/mlenv sync 'local' --dir './src'"
+    assert any("sync 'local' --watch --dir './src'" in line for line in lines[1:])
+
+
+def test_make_help_and_the_readme_give_make_unit_one_time() -> None:
+    """make help said "about a minute", the README "2 min 37 s"."""
+    makefile = (ROOT / "Makefile").read_text()
+    (help_line,) = re.findall(r"^unit: .*## (.*)$", makefile, re.M)
+    (figure,) = re.findall(r"\((\d+ min \d+ s) on a 2-core machine\)", help_line)
+    readme = (ROOT / "README.md").read_text()
+    sentence = readme[readme.index("`make unit` is the inner loop") :].split("\n")[0]
+    assert f"{figure} on a 2-core machine" in sentence

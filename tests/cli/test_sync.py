@@ -19,6 +19,11 @@ def test_sync_copies_to_every_pod_and_verifies(tmp_path, monkeypatch) -> None:
     fake = FakeCluster.load(str(state))
     for pod in ("ml-dev-env-0", "ml-dev-env-1"):
         assert fake.pod_files(pod, "ml-dev-env", "/workspace") == {"train.py": b"print('x')\n"}
+    # per-pod storage with dev tools: upstream's tools saw the synced code; these do not
+    assert (
+        "note: the dev tools' /workspace is their own volume (storage.mode: volumeClaimTemplates): "
+        "sync fills the workers'; storage.mode: rwx shares one"
+    ) in r.output.splitlines()
 
 
 def test_sync_watch_is_bounded(tmp_path, monkeypatch) -> None:

@@ -83,3 +83,20 @@ def test_teardown_keeps_the_image_build_unless_purge(tmp_path, monkeypatch) -> N
     assert FakeCluster.load(str(state)).list("StatefulSet", "ml-dev-env") == []
     assert run(["teardown", "barcelona", "--purge"], state, monkeypatch).exit_code == 0
     assert live() == set()
+
+
+def test_teardown_dry_run_prints_its_lists_with_o(tmp_path, monkeypatch) -> None:
+    """teardown --dry-run printed data with no -o json|yaml."""
+    import json
+
+    state = fake_state(tmp_path)
+    assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
+    r = run(["teardown", "barcelona", "--dry-run", "-o", "json"], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    assert doc["cluster"] == "barcelona" and "statefulset/ml-dev-env" in [
+        d.lower() for d in doc["delete"]
+    ]
+    assert FakeCluster.load(str(state)).list("StatefulSet", "ml-dev-env")  # nothing deleted
+    r = run(["teardown", "barcelona", "-o", "json"], state, monkeypatch)
+    assert r.exit_code == 2 and "goes with --dry-run" in r.stderr

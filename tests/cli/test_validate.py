@@ -61,15 +61,51 @@ def test_no_args_reports_bad_file_in_clusters(root: Path) -> None:
 
 
 def test_duplicate_cluster_names(root: Path) -> None:
-    shutil.copy(root / "clusters" / "local.yaml", root / "clusters" / "local-copy.yaml")
+    shutil.copy(root / "clusters" / "local.yaml", root / "clusters" / "local.yml")
     r = _run(root)
     assert r.exit_code == 2
-    # files are read in name order: local-copy.yaml first, so local.yaml is the duplicate
-    later, first = root / "clusters" / "local.yaml", root / "clusters" / "local-copy.yaml"
+    # files are read in name order: local.yaml first, so local.yml is the duplicate
+    later, first = root / "clusters" / "local.yml", root / "clusters" / "local.yaml"
     line = later.read_text().splitlines().index("  name: local") + 1
     assert (
         f"{later}:{line}:9: cluster.name: cluster name 'local' is also used by {first}" in r.stderr
     )
+
+
+def test_a_copy_under_another_file_name_is_refused_not_rendered_over_the_original(
+    root: Path,
+) -> None:
+    """A config copied to clusters/mine.yaml still saying `name: local` rendered into
+    k8s/local/, over the committed tree of clusters/local.yaml."""
+    shutil.copy(root / "clusters" / "local.yaml", root / "clusters" / "mine.yaml")
+    copy = root / "clusters" / "mine.yaml"
+    line = copy.read_text().splitlines().index("  name: local") + 1
+    r = _run(root)
+    assert r.exit_code == 2
+    assert (
+        f"{copy}:{line}:9: cluster.name: cluster name 'local' differs from the file name "
+        "'mine.yaml'"
+    ) in r.stderr
+    r = CliRunner().invoke(app, ["render", "local"], env={"MLENV_ROOT": str(root)})
+    assert r.exit_code == 0, r.output
+    before = {p: p.read_bytes() for p in (root / "k8s").rglob("*") if p.is_file()}
+    assert before
+    r = CliRunner().invoke(app, ["render", "mine"], env={"MLENV_ROOT": str(root)})
+    assert r.exit_code == 2 and "rename the file to local.yaml" in r.stderr
+    assert {p: p.read_bytes() for p in (root / "k8s").rglob("*") if p.is_file()} == before
+    # a file outside clusters/ with the name of one in it: validates, but renders only elsewhere
+    outside = root / "saved.yaml"
+    shutil.copy(root / "clusters" / "local.yaml", outside)
+    assert _run(root, str(outside)).exit_code == 0
+    r = CliRunner().invoke(app, ["render", str(outside)], env={"MLENV_ROOT": str(root)})
+    assert r.exit_code == 2 and "would write over that config's k8s/local/ tree" in r.stderr
+    assert {p: p.read_bytes() for p in (root / "k8s").rglob("*") if p.is_file()} == before
+    r = CliRunner().invoke(
+        app,
+        ["render", str(outside), "--out", str(root / "elsewhere")],
+        env={"MLENV_ROOT": str(root)},
+    )
+    assert r.exit_code == 0, r.output
 
 
 @pytest.mark.parametrize(
@@ -117,11 +153,11 @@ def test_no_configs(tmp_path: Path) -> None:
 
 
 def test_warnings_are_printed_but_do_not_fail(root: Path) -> None:
-    f = root / "clusters" / "bare-rdma.yaml"
+    f = root / "clusters" / "bare.yaml"
     f.write_text(
         "cluster: {name: bare, namespace: ns}\nnetwork:\n  rdma:\n    enabled: true\n    devices: auto\n"
     )
-    r = _run(root, "bare-rdma")
+    r = _run(root, "bare")
     assert r.exit_code == 0, r.output
     assert r.stderr.startswith(
         f"{f}:4:14: warning: network.rdma.enabled: RDMA is enabled but neither"

@@ -28,7 +28,7 @@ from mlenv.acceptance.core.options import (
     merge,
     validate,
 )
-from mlenv.errors import InputError
+from mlenv.errors import InputError, did_you_mean
 
 Overrides = dict[str, dict[str, Any]]
 
@@ -94,7 +94,8 @@ def get(profile: str) -> Profile:
     """The profile called ``profile``; InputError naming the known ones."""
     if profile not in PROFILES:
         raise InputError(
-            f"unknown profile {profile!r} (expected one of: {', '.join(profile_names())})"
+            f"unknown profile {profile!r}{did_you_mean(profile, profile_names())} "
+            f"(expected one of: {', '.join(profile_names())})"
         )
     return PROFILES[profile]
 

@@ -15,7 +15,7 @@ from typing import Any
 from mlenv.acceptance.core import registry as _registry
 from mlenv.acceptance.core.base import Check, registry
 from mlenv.acceptance.core.registry import PLUGINS_ENV, plugin_modules  # noqa: F401 - their old home
-from mlenv.errors import InputError
+from mlenv.errors import InputError, did_you_mean
 
 # The order checks run in: cheap and informative first, the long training run last.
 ORDER = ("environment", "gpu", "compute", "memory", "collectives", "fabric", "training")
@@ -41,8 +41,11 @@ def select_checks(spec: str) -> list[type[Check]]:
     for want in (s.strip() for s in spec.split(",") if s.strip()):
         hits = [n for n in reg if n == want or n.startswith(want + ".")]
         if not hits:
+            names = sorted(reg, key=order_key)
+            families = sorted({n.split(".", 1)[0] for n in names}, key=order_key)
             raise InputError(
-                f"--checks: unknown check {want!r} (known: {', '.join(sorted(reg, key=order_key))})"
+                f"--checks: unknown check {want!r}{did_you_mean(want, families + names)} "
+                f"(known: {', '.join(names)})"
             )
         chosen += [h for h in hits if h not in chosen]
     return [reg[n] for n in sorted(chosen, key=order_key)]

@@ -32,3 +32,24 @@ def test_preflight_names_a_missing_exec_permission(fake_for, local_cfg) -> None:
     manifests = plan(local_cfg, "tcp", None)
     rep = run_preflight(local_cfg, "tcp", 1, manifests, fake)
     assert any("may not create pods/exec" in p.message for p in rep.blocking), rep.problems
+
+
+def test_no_namespace_read_and_no_project_api_is_not_a_doubled_error(fake_for, local_cfg) -> None:
+    """On plain Kubernetes a user who may not get namespaces got `error: error: the server
+    doesn't have a resource type "Project"`: preflight asked OpenShift's Project API as the
+    fallback and let its refusal through. Now the checks inside the namespace decide."""
+    fake = fake_for(local_cfg, rdma=False)
+    fake.openshift = False
+    fake.denied.append("get namespaces")
+    manifests = plan(local_cfg, "tcp", None)
+    rep = run_preflight(local_cfg, "tcp", 1, manifests, fake)
+    assert not any("does not exist" in p.message for p in rep.blocking), rep.problems
+
+
+def test_an_error_quoted_from_the_client_is_said_once() -> None:
+    from mlenv.cli._common import error_line
+
+    assert error_line('error: the server doesn\'t have a resource type "Project"') == (
+        'error: the server doesn\'t have a resource type "Project"'
+    )
+    assert error_line("no such pod") == "error: no such pod"

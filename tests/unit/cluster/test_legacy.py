@@ -93,7 +93,31 @@ def test_find_upstream_objects_not_ours() -> None:
     assert legacy.find(k8s, NS) == []
 
 
-def test_deploy_says_what_it_does_then_teardown_legacy(
+def test_upstreams_last_route_names_are_found_and_ours_never() -> None:
+    """Upstream's last release named its Routes ml-dev-env-vscode/-jupyter/-tensorboard, the
+    names ours carry: teardown --legacy missed them and the next deploy refused."""
+    fake = FakeCluster.typical(NS, ["n0"])
+    for tool in ("vscode", "jupyter", "tensorboard"):
+        route = {"apiVersion": "route.openshift.io/v1", "kind": "Route"}
+        fake.apply({**route, "metadata": {"name": f"ml-dev-env-{tool}"}}, NS)
+    ours = {
+        "apiVersion": "route.openshift.io/v1",
+        "kind": "Route",
+        "metadata": {
+            "name": "ml-dev-env-vscode",
+            "labels": {"app.kubernetes.io/managed-by": "mlenv"},
+        },
+    }
+    assert [o.ref for o in legacy.find(fake, NS)] == [
+        "route/ml-dev-env-jupyter",
+        "route/ml-dev-env-tensorboard",
+        "route/ml-dev-env-vscode",
+    ]
+    fake.apply(ours, NS)  # our own Route of that name is never upstream's
+    assert "route/ml-dev-env-vscode" not in [o.ref for o in legacy.find(fake, NS)]
+
+
+def test_i10_3_deploy_says_what_it_does_then_teardown_legacy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state = fake_state(tmp_path)

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from mlenv.config import cluster_files, load, load_all, mode_warnings, resolve
+from mlenv.config import check_file, cluster_files, load, load_all, mode_warnings, resolve
 from mlenv.config.docs import render
-from mlenv.config.loader import build
+from mlenv.config.loader import build, refuse_other_tree
 from mlenv.config.model import Cluster, ClusterInfo
 from mlenv.config.schema import schema
 from mlenv.errors import ConfigError, InputError
@@ -207,8 +207,9 @@ def test_load_all_reports_every_file_and_duplicate_names(tmp_path: Path) -> None
     d = tmp_path / "clusters"
     d.mkdir()
     ok = "cluster:\n  name: same\n  namespace: ns\n"
-    (d / "a.yaml").write_text(ok)
-    (d / "b.yaml").write_text("# the copy\ncluster:\n  namespace: ns\n  name:   same\n")
+    # the file name is the cluster's name, so only .yaml and .yml can still collide
+    (d / "same.yaml").write_text(ok)
+    (d / "same.yml").write_text("# the copy\ncluster:\n  namespace: ns\n  name:   same\n")
     (d / "c.yaml").write_text("cluster: {name: c, namespace: ns}\ngpus: {per_node: 0}\n")
     (d / "d.yaml").write_text("- not a mapping\n")
     with pytest.raises(ConfigError) as info:
@@ -216,13 +217,50 @@ def test_load_all_reports_every_file_and_duplicate_names(tmp_path: Path) -> None
     assert [(Path(x.file).name, x.path) for x in info.value.diagnostics] == [
         ("c.yaml", "gpus.per_node"),
         ("d.yaml", ""),
-        ("b.yaml", "cluster.name"),
+        ("same.yml", "cluster.name"),
     ]
-    # the duplicate points at where b.yaml writes the name, not at 0:0
-    assert (
-        info.value.diagnostics[-1].format()
-        == f"{d / 'b.yaml'}:4:11: cluster.name: cluster name 'same' is also used by {d / 'a.yaml'}"
+    # the duplicate points at where same.yml writes the name, not at 0:0
+    assert info.value.diagnostics[-1].format() == (
+        f"{d / 'same.yml'}:4:11: cluster.name: cluster name 'same' is also used by "
+        f"{d / 'same.yaml'}"
     )
+
+
+def test_a_config_in_clusters_is_named_as_its_file(tmp_path: Path) -> None:
+    d = tmp_path / "clusters"
+    d.mkdir()
+    (d / "mine.yaml").write_text(
+        "# copied from barcelona\ncluster:\n  name: barcelona\n  namespace: ns\n"
+    )
+    cluster, diags = check_file(d / "mine.yaml")
+    assert cluster is None
+    assert [x.format() for x in diags] == [
+        f"{d / 'mine.yaml'}:3:9: cluster.name: cluster name 'barcelona' differs from the file "
+        "name 'mine.yaml': its manifests would go to k8s/barcelona/ (the tree of "
+        "clusters/barcelona.yaml); rename the file to barcelona.yaml or set cluster.name: mine"
+    ]
+    with pytest.raises(ConfigError):
+        load("mine", tmp_path)
+
+
+def test_a_file_elsewhere_never_renders_over_a_configs_tree(tmp_path: Path) -> None:
+    d = tmp_path / "clusters"
+    d.mkdir()
+    (d / "barcelona.yaml").write_text("cluster:\n  name: barcelona\n  namespace: ns\n")
+    saved = tmp_path / "saved.yaml"
+    saved.write_text("cluster:\n  name: barcelona\n  namespace: ns\n")
+    with pytest.raises(InputError) as info:
+        refuse_other_tree(load(saved, tmp_path), tmp_path)
+    assert str(info.value) == (
+        f"{saved}:2:9: cluster.name: 'barcelona' is the cluster of clusters/barcelona.yaml; "
+        "rendering this file would write over that config's k8s/barcelona/ tree: give it a "
+        "cluster.name of its own, or render it elsewhere with --out DIR"
+    )
+    # the config itself, by name or by any path to it, and a file with a name of its own pass
+    refuse_other_tree(load("barcelona", tmp_path), tmp_path)
+    refuse_other_tree(load(d / ".." / "clusters" / "barcelona.yaml", tmp_path), tmp_path)
+    saved.write_text("cluster:\n  name: trial\n  namespace: ns\n")
+    refuse_other_tree(load(saved, tmp_path), tmp_path)
 
 
 def test_mode_warnings() -> None:

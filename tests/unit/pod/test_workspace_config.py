@@ -49,3 +49,19 @@ def test_an_explicit_bf16_setting_is_kept() -> None:
         {**CONFIG, "bf16": {"enabled": False}}, cuda=True, bf16_ok=True, micro_batch=None
     )
     assert cfg["bf16"]["enabled"] is False
+
+
+def test_epochs_is_upstreams_length_of_a_run() -> None:
+    """Upstream's `train_multi_node.py --epochs N` was refused ("unrecognized arguments")."""
+    import pytest
+
+    mod = _script()
+    args = mod.parse_args(["--epochs", "3"])
+    assert (args.epochs, args.steps) == (3, None)
+    assert mod.total_steps(args.steps, args.epochs, batches_per_epoch=25) == 75
+    assert mod.total_steps(None, None, batches_per_epoch=25) == 100  # the default: 100 steps
+    assert mod.total_steps(40, None, batches_per_epoch=25) == 40
+    for bad in (["--epochs", "2", "--steps", "5"], ["--epochs", "0"]):
+        with pytest.raises(SystemExit) as info:
+            mod.parse_args(bad)
+        assert info.value.code == 2

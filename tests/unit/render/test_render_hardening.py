@@ -481,6 +481,19 @@ def test_statefulset_exports_upstream_env_names() -> None:
         ][0]
     )
     assert env["POD_IP"] == {"fieldRef": {"apiVersion": "v1", "fieldPath": "status.podIP"}}
+    # upstream's scripts read these two too
+    assert env["POD_NAME"] == {"fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.name"}}
+    assert env["POD_NAMESPACE"] == {
+        "fieldRef": {"apiVersion": "v1", "fieldPath": "metadata.namespace"}
+    }
     assert env["GPUS_PER_NODE"] == env["LOCAL_WORLD_SIZE"] == str(c.gpus.per_node)
     assert env["WORLD_SIZE"] == str(3 * c.gpus.per_node)
     assert "NODE_RANK" not in env  # per pod, computed by the pod init from the pod index
+
+
+def test_workers_carry_upstreams_app_label_outside_every_selector() -> None:
+    """`oc get pods -l app=ml-dev-env-multi` (upstream's habit) lists the workers again."""
+    sts = one(render_cluster(rdma_cluster(), "rdma", nodes=2), "StatefulSet")
+    assert sts["spec"]["template"]["metadata"]["labels"]["app"] == "ml-dev-env-multi"
+    assert "app" not in sts["spec"]["selector"]["matchLabels"]
+    assert "app" not in sts["metadata"]["labels"]  # the StatefulSet is ours, not upstream's

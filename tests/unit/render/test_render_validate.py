@@ -169,3 +169,29 @@ def test_dependency_floor_ships_the_pinned_schemas():
     assert tuple(map(int, floor.split(".")))[:2] >= tuple(map(int, K8S_VERSION.split(".")))[:2], (
         floor
     )
+
+
+def test_the_carried_schemas_are_kubernetes_validates_own():
+    """The cluster verbs' install has no kubernetes-validate: mlenv carries the one folder of
+    it that it reads. That copy must be the package's folder, whole (a kind missing from it
+    would be "no schema", a changed one a different verdict)."""
+    import gzip
+    import importlib.util
+    import json
+
+    from mlenv.render.validate import vendored_schemas_path
+
+    if importlib.util.find_spec("kubernetes_validate") is None:
+        pytest.skip("kubernetes-validate (a dev dependency) is not installed")
+    from importlib import resources
+
+    folder = resources.files("kubernetes_validate").joinpath(
+        "kubernetes-json-schema", f"v{K8S_VERSION}-local-strict"
+    )
+    theirs = {
+        e.name: json.loads(e.read_text()) for e in folder.iterdir() if e.name.endswith(".json")
+    }
+    ours = json.loads(gzip.decompress(vendored_schemas_path().read_bytes()))
+    assert len(theirs) > 700 and ours == theirs, (
+        "regenerate with: .venv/bin/python scripts/dev/vendor-k8s-schemas.py"
+    )
