@@ -92,7 +92,8 @@ def test_an_xdist_group_runs_on_one_worker_and_builds_its_module_fixture_once(
 ) -> None:
     """pytest 9.2 ignores the node-id suffix xdist 3.8 sets for ``--dist loadgroup``, so a
     group was spread over the workers and its module fixture built on each (CI: the bench
-    fixture's 117 s, twice). With the suite's conftest the group is one worker's again."""
+    fixture's 117 s, twice). The dev extra pins pytest below 9.2, where the group is one
+    worker's again."""
     pytester.makeconftest(CONFTEST.read_text())
     pytester.makeini("[pytest]\nmarkers =\n    serial: alone\n")
     made = pytester.path / "made.log"
