@@ -23,11 +23,11 @@ endif
 endif
 CLUSTER ?= $(CURRENT_CLUSTER)
 CLUSTER_NAMES := $(basename $(notdir $(wildcard clusters/*.yaml)))
-# $(C): the cluster as one quoted word, or stop when none was given or recorded (i16).
+# $(C): the cluster as one quoted word, or stop when none was given or recorded.
 # The target named is the one typed (an alias's too), checked by need-cluster before any
 # install is built.
 need_cluster = $(if $(CLUSTER),,$(error no cluster was deployed from this checkout (no .mlenv/current-cluster) and CLUSTER is not set: pick one with `make $(or $(firstword $(MAKECMDGOALS)),$@) CLUSTER=<name>`$(if $(CLUSTER_NAMES), (clusters/: $(CLUSTER_NAMES)),)))
-# i25.3: upstream ml-dev-env's make variables. NAMESPACE and LOCAL_DIR are honoured (-n,
+# upstream ml-dev-env's make variables. NAMESPACE and LOCAL_DIR are honoured (-n,
 # sync --dir), DEBUG_PORT too (the debugger port of dev-session/debug-remote/port-forward);
 # POD_NAME and REMOTE_DIR have no meaning here and stop a cluster target with what to use.
 # PROJECT, IMAGE_TAG, BUILD_CONFIG and POD_CONFIG were read by upstream's targets and would

@@ -157,7 +157,7 @@ def after_verdict_grace_s(environ: Mapping[str, str]) -> float:
 MAX_NODES = 10_000
 
 
-# --- reading what anyone may have written (issue 41) ---------------------------------------
+# --- reading what anyone may have written ---------------------------------------
 # Results documents, history lines and bundles come from other machines and other hands: a
 # reader opens only regular files (a FIFO would hang it, a link would read what it points
 # at), reads a bounded amount, and parses numbers only within what a measurement can be.

@@ -98,7 +98,7 @@ def render(
             raise InputError(f"{flag} {out_root}: cannot write {d}: {why}")
 
     platform_roots: list[tuple[Path, set[str]]] = []
-    if all_ and out is None:  # i25.12: slurm/<name>/ and hosts/<name>/ of deleted configs too
+    if all_ and out is None:  # slurm/<name>/ and hosts/<name>/ of deleted configs too
         from mlenv.render.platforms import PLATFORM_ROOTS
 
         for folder in sorted(set(PLATFORM_ROOTS.values())):

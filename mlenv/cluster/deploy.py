@@ -386,7 +386,7 @@ def deploy(
     )
     if opts.nodes is not None and not opts.scale_down:
         _refuse_silent_scale_down(cfg, client, nodes)
-    from mlenv.cluster import legacy  # i10.3: say what happens to upstream ml-dev-env's objects
+    from mlenv.cluster import legacy  # say what happens to upstream ml-dev-env's objects
 
     for line in legacy.deploy_notice(cfg, legacy.find(client, cfg.namespace)):
         say(line)

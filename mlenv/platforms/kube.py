@@ -462,7 +462,7 @@ class KubernetesPlatform(PlatformBase):
 
         with s.client() as client:
             rows = gpu_table(cfg, client)
-            sections = gpu_sections(cfg, client)  # i25.7: upstream's topo -m and ibstat
+            sections = gpu_sections(cfg, client)  # upstream's topo -m and ibstat
         failed = EXIT_ERROR if any(r.error for r in rows) else EXIT_OK
         if s.output:
             s.emit(

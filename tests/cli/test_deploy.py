@@ -147,7 +147,7 @@ def test_the_client_notice_shows_once_per_terminal_session(tmp_path, monkeypatch
     assert len(shown) == 3
 
 
-def test_i9_4_take_over_flag_through_the_cli(tmp_path, monkeypatch) -> None:
+def test_take_over_flag_through_the_cli(tmp_path, monkeypatch) -> None:
     from mlenv.testing.fakecluster import FakeCluster
 
     state = fake_state(tmp_path)

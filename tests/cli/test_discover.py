@@ -143,7 +143,7 @@ def test_discover_defaults_to_the_current_contexts_namespace(
     assert current_namespace(str(tmp_path / "missing"), None) is None
 
 
-def test_i25_1_wizard_asks_and_writes_a_config_that_validates(
+def test_wizard_asks_and_writes_a_config_that_validates(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Upstream's `make wizard`: discovery plus questions, answered here on stdin (name,

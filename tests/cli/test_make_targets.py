@@ -309,7 +309,7 @@ def test_make_help_lists_every_target(checkout: Path) -> None:
         ("status", [], [".venv-cli/bin/mlenv status 'local'"]),
         ("deploy-multi-node", [], [".venv-cli/bin/mlenv deploy 'local'"]),
         ("deploy-multi-node", ["MODE=tcp"], [".venv-cli/bin/mlenv deploy 'local' --mode 'tcp'"]),
-        # i25.1: the rest of upstream's targets
+        # the rest of upstream's targets
         ("deploy-multi-node-rdma", [], [".venv-cli/bin/mlenv deploy 'local' --mode rdma"]),
         (
             "deploy-multi-node-tcp",

@@ -117,7 +117,7 @@ def test_upstreams_last_route_names_are_found_and_ours_never() -> None:
     assert "route/ml-dev-env-vscode" not in [o.ref for o in legacy.find(fake, NS)]
 
 
-def test_i10_3_deploy_says_what_it_does_then_teardown_legacy(
+def test_deploy_says_what_it_does_then_teardown_legacy(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     state = fake_state(tmp_path)
