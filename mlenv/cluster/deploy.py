@@ -436,12 +436,72 @@ def deploy(
     server_dry = opts.dry_run == "server"
     recreate = dry_run_plan(cfg, secrets + todo, client, rep, say, report=server_dry)
     if server_dry:
+        going = terminating(cfg, secrets + todo, client)
+        if going:
+            say(f"would wait for {', '.join(going)} to finish Terminating before applying")
         return rep
     say(f"server-side dry run: {len(secrets) + len(todo)} object(s) accepted; applying")
     client = applier  # from here on every read is fresh
+    spent = wait_terminating(cfg, secrets + todo, client, opts.timeout, say)
     _apply_phase(cfg, opts, mode, secrets, todo, client, rep, recreate, say)
-    rep.ready = wait_ready(cfg, nodes, client, opts.timeout, say)
+    rep.ready = wait_ready(cfg, nodes, client, max(opts.timeout - spent, POLL_S), say)
     return rep
+
+
+def _deleted(m: Manifest | None) -> bool:
+    return m is not None and "deletionTimestamp" in (m.get("metadata") or {})
+
+
+def terminating(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient) -> list[str]:
+    """The objects of the plan, and this instance's pods and claims, that are Terminating
+    (deleted, within a grace period or held by a finalizer). On a real cluster a teardown
+    leaves them so for seconds: an apply then finds the dying object, says "unchanged", and
+    the garbage collector removes it (and the StatefulSet's pods, the dev Pod, a purged
+    claim) after the deploy has counted it."""
+    refs = [(str(m["kind"]), str(m["metadata"]["name"]), _scope(cfg, m)) for m in objs]
+    out = [f"{k.lower()}/{n}" for (k, n, _), live in client.get_many(refs).items() if _deleted(live)]
+    sel = instance_selector(cfg.name)
+    for p in client.list("Pod", cfg.namespace, sel):
+        meta = p.get("metadata") or {}
+        owners = meta.get("ownerReferences") or []
+        ours = meta.get("name") == DEV_POD or any(
+            r.get("kind") == "StatefulSet" and r.get("name") == STATEFULSET for r in owners
+        )
+        if ours and _deleted(p) and f"pod/{meta.get('name')}" not in out:
+            out.append(f"pod/{meta.get('name')}")
+    for c in client.list("PersistentVolumeClaim", cfg.namespace, sel):
+        ref = f"persistentvolumeclaim/{c['metadata']['name']}"
+        if _deleted(c) and ref not in out:
+            out.append(ref)
+    return out
+
+
+def wait_terminating(
+    cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient, timeout: float, say: Say
+) -> float:
+    """Wait (at most ``timeout``) until nothing :func:`terminating` names is left, saying
+    so in one line; the seconds spent. Nothing is applied before: an object applied while
+    it is Terminating is gone seconds later."""
+    start = client.monotonic()
+    going = terminating(cfg, objs, client)
+    if not going:
+        return 0.0
+    say(
+        f"{', '.join(going)}: Terminating (deleted by an earlier teardown or delete): "
+        "waiting for them to go before applying"
+    )
+    while going:
+        if client.monotonic() - start >= timeout:
+            raise DeployTimeout(
+                f"{', '.join(going)} still Terminating after {timeout:g} s; nothing was "
+                "applied: a finalizer may hold them (kubectl get -o yaml shows "
+                "metadata.finalizers); deploy again once they are gone"
+            )
+        client.pause(POLL_S)
+        going = terminating(cfg, objs, client)
+    spent = client.monotonic() - start
+    say(f"the Terminating objects are gone ({spent:.0f} s); applying")
+    return spent
 
 
 def _apply_phase(
@@ -1055,7 +1115,14 @@ def wait_ready(
         line = (
             f"waiting: {ready}/{nodes} pods Ready "
             + " ".join(
-                f"{p.name}={'Ready' if p.ready else p.waiting_reason or why.get(p.name) or p.phase}"
+                f"{p.name}="
+                + (
+                    "Terminating"
+                    if p.terminating
+                    else "Ready"
+                    if p.ready
+                    else p.waiting_reason or why.get(p.name) or p.phase
+                )
                 for p in pods
             )
             + (f" (rollout: {', '.join(stale)} not yet replaced)" if stale else "")
