@@ -279,6 +279,7 @@ class Event:
     reason: str
     message: str
     count: int = 1
+    uid: str = ""  # the involved object's uid: tells a replaced object's events from its own
 
 
 @dataclass

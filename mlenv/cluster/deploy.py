@@ -112,6 +112,64 @@ PULL_FAILED = frozenset(
 PULL_GRACE_S = 15.0
 
 
+class AdmissionRefused(DeployTimeout):
+    """The API server's admission refused a pod the StatefulSet tried to create (Pod
+    Security, an SCC, a ResourceQuota, a LimitRange, a webhook). The StatefulSet's
+    FailedCreate event says so from the first try; waiting does not heal it, so it is said
+    within seconds instead of at the Ready timeout (exit 3)."""
+
+
+# How the API server words each admission refusal (in the FailedCreate event's message),
+# with the policy it names and what the user can change.
+ADMISSION_REFUSALS = (
+    (
+        "violates PodSecurity",
+        "Pod Security admission",
+        "the namespace's pod-security.kubernetes.io/enforce label does not allow what the "
+        "pods ask for (RDMA pods add IPC_LOCK): ask its admin for the privileged level, or "
+        "deploy with --mode tcp",
+    ),
+    (
+        "exceeded quota",
+        "a ResourceQuota",
+        "the namespace's quota has no room for the pod: ask its admin for more, or deploy "
+        "fewer pods (--nodes) or smaller ones (gpus.per_node, resources)",
+    ),
+    (
+        "usage per ",
+        "a LimitRange",
+        "a LimitRange of the namespace bounds each container or pod: keep the pods' "
+        "resources within it (kubectl describe limitrange) or ask its admin to widen it",
+    ),
+    (
+        "security context constraint",
+        "SCC admission",
+        "no SecurityContextConstraints the service account may use admits the pods: deploy "
+        "with --mode tcp, or have an admin apply the RDMA SCC (docs/deploy.md)",
+    ),
+    (
+        "admission webhook",
+        "an admission webhook",
+        "a webhook of the cluster refused the pod: its message says why; ask the cluster's admin",
+    ),
+)
+# A FailedCreate already there at the first look may be a former refusal the StatefulSet
+# got past; one that is still the state of things this long after is not.
+REFUSAL_SETTLE_S = 8.0
+
+
+def admission_refusal(cfg: ClusterConfig, message: str) -> str:
+    """One line for a FailedCreate message that is an admission refusal ("" otherwise)."""
+    for marker, policy, change in ADMISSION_REFUSALS:
+        if marker in message:
+            why = message.split("is forbidden: ", 1)[-1]
+            return (
+                f"{policy} refused pods of statefulset/{STATEFULSET} in namespace "
+                f"{cfg.namespace}: {why}; {change}"
+            )
+    return ""
+
+
 def image_problem(cfg: ClusterConfig, stuck: list[PodView]) -> str:
     """One line: which pods, which image, why, and what to do."""
     from mlenv.render.names import default_image
@@ -974,7 +1032,11 @@ def pending_reasons(cfg: ClusterConfig, client: ClusterClient, pods: list[PodVie
     for p in pods:
         if p.ready:
             continue
-        warnings = [e for e in client.events(cfg.namespace, "Pod", p.name) if e.type == "Warning"]
+        warnings = [
+            e
+            for e in client.events(cfg.namespace, "Pod", p.name)
+            if e.type == "Warning" and (not e.uid or not p.uid or e.uid == p.uid)
+        ]
         if warnings:
             e = warnings[-1]
             out.append(f"{p.name}: {e.reason}: {e.message}")
@@ -985,14 +1047,33 @@ def pending_reasons(cfg: ClusterConfig, client: ClusterClient, pods: list[PodVie
     return out
 
 
-def _latest_warnings(cfg: ClusterConfig, client: ClusterClient) -> dict[str, str]:
+def _latest_warnings(
+    cfg: ClusterConfig, client: ClusterClient, pods: list[PodView]
+) -> dict[str, str]:
     """Pod name → reason of its latest Warning event (FailedScheduling, FailedMount,
     FailedCreatePodSandBox…), one events call per poll: a Pending pod with no container
-    yet has no waiting reason of its own, and "Pending" alone tells nobody anything."""
+    yet has no waiting reason of its own, and "Pending" alone tells nobody anything. Only
+    the current pod's events count (by uid): a replaced pod has its predecessor's name,
+    and its FailedScheduling would be shown for minutes."""
+    uids = {p.name: p.uid for p in pods}
     out: dict[str, str] = {}
     for ev in client.events(cfg.namespace, "Pod"):
-        if ev.type == "Warning":
+        if ev.type == "Warning" and (not ev.uid or ev.uid == uids.get(ev.name, ev.uid)):
             out[ev.name] = ev.reason
+    return out
+
+
+def _refusals(
+    cfg: ClusterConfig, client: ClusterClient, sts: Manifest | None
+) -> dict[str, int]:
+    """The StatefulSet's FailedCreate events that are admission refusals: line → count.
+    Only this StatefulSet's (by uid): one torn down before kept its events for an hour."""
+    uid = str(((sts or {}).get("metadata") or {}).get("uid", ""))
+    out: dict[str, int] = {}
+    for ev in client.events(cfg.namespace, "StatefulSet", STATEFULSET):
+        line = admission_refusal(cfg, ev.message) if ev.reason == "FailedCreate" else ""
+        if line and ev.type == "Warning" and (not ev.uid or ev.uid == uid):
+            out[line] = max(out.get(line, 0), ev.count)
     return out
 
 
@@ -1095,9 +1176,26 @@ def wait_ready(
     deadline = start + timeout
     last = ""
     pull_failed_since: float | None = None
+    first_refusals: dict[str, int] | None = None
     while True:
         split = split_pods(cfg, client)
         pods = [PodView.of(p) for p in split.workers]
+        if len(pods) < nodes and split.statefulset is not None:
+            # a pod not created yet: admission may have refused it (the StatefulSet's
+            # event says so from the first try; the pods' events never will)
+            now_refused = _refusals(cfg, client, split.statefulset)
+            first_refusals = now_refused if first_refusals is None else first_refusals
+            settled = client.monotonic() - start >= REFUSAL_SETTLE_S
+            fresh = [
+                line
+                for line, n in now_refused.items()
+                if settled or n > first_refusals.get(line, 0)
+            ]
+            if fresh:
+                raise AdmissionRefused(
+                    f"{len(pods)}/{nodes} pods created: {fresh[0]} (nothing was rolled back: "
+                    f"`mlenv teardown {cfg.name}` removes what was applied)"
+                )
         ready = sum(p.ready for p in pods)
         stuck = [p for p in pods if not p.ready and p.waiting_reason in PULL_FAILED]
         if not stuck:
@@ -1110,7 +1208,7 @@ def wait_ready(
                 or now - pull_failed_since >= PULL_GRACE_S
             ):
                 raise ImageUnavailable(image_problem(cfg, stuck))
-        why = _latest_warnings(cfg, client) if ready < len(pods) else {}
+        why = _latest_warnings(cfg, client, pods) if ready < len(pods) else {}
         stale = not_rolled_out(split.statefulset, pods)
         line = (
             f"waiting: {ready}/{nodes} pods Ready "

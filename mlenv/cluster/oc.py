@@ -1000,6 +1000,7 @@ class OcCluster:
                 str(e.get("reason", "")),
                 str(e.get("message", "")),
                 event_count(e),
+                str((e.get("involvedObject") or {}).get("uid", "")),
             )
             for e in items
         ]

@@ -233,14 +233,12 @@ class FakeState:
     def _event(
         self, namespace: str, kind: str, name: str, type_: str, reason: str, message: str
     ) -> None:
+        obj = self.objects.get(_key(kind, namespace, name)) or {}
+        uid = str((obj.get("metadata") or {}).get("uid", ""))
         for e in self.event_log:
-            if (e["namespace"], e["kind"], e["name"], e["reason"], e["message"]) == (
-                namespace,
-                kind,
-                name,
-                reason,
-                message,
-            ):
+            if (e["namespace"], e["kind"], e["name"], e.get("uid", ""), e["reason"]) + (
+                e["message"],
+            ) == (namespace, kind, name, uid, reason, message):
                 e["count"] += 1
                 return
         self.event_log.append(
@@ -248,6 +246,7 @@ class FakeState:
                 "namespace": namespace,
                 "kind": kind,
                 "name": name,
+                "uid": uid,
                 "type": type_,
                 "reason": reason,
                 "message": message,

@@ -480,7 +480,15 @@ class ObjectStore(Admission):
         """Recorded events, filtered by involved object."""
         self._check_reachable()
         return [
-            Event(e["kind"], e["name"], e["type"], e["reason"], e["message"], e["count"])
+            Event(
+                e["kind"],
+                e["name"],
+                e["type"],
+                e["reason"],
+                e["message"],
+                e["count"],
+                e.get("uid", ""),
+            )
             for e in self.event_log
             if e["namespace"] == namespace
             and (kind is None or e["kind"] == kind)
