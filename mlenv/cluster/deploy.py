@@ -444,7 +444,9 @@ def deploy(
     )
     from mlenv.cluster import legacy  # i10.3: say what happens to upstream ml-dev-env's objects
 
-    for line in legacy.deploy_notice(cfg, legacy.find(client, cfg.namespace)):
+    for line in legacy.deploy_notice(
+        cfg, legacy.find(client, cfg.namespace, openshift=cfg.platform == "openshift")
+    ):
         say(line)
     pre = run_preflight(cfg, mode, nodes, manifests, client)
     for note in pre.notes:

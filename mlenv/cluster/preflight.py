@@ -123,10 +123,42 @@ def run_preflight(
             )
         )
         return rep  # everything else would describe the wrong cluster
+    if cfg.platform == "kubernetes" and not cfg.image.ref:
+        add(
+            Problem(
+                "blocking",
+                f"{cfg.name}: platform: kubernetes needs image.ref (plain Kubernetes has no "
+                "BuildConfig to build the image): push the image to a registry the nodes can "
+                "pull from and set image.ref",
+                input=True,
+            )
+        )
+        return rep
+    if cfg.platform == "openshift" and not serves_openshift(client, ns):
+        add(
+            Problem(
+                "blocking",
+                f"this server is not OpenShift (no route/security.openshift.io APIs): set "
+                f"platform: kubernetes in the config of {cfg.name}",
+                input=True,
+            )
+        )
+        return rep
     try:
-        present = client.get("Namespace", ns, None) is not None
+        live_ns = client.get("Namespace", ns, None)
+        present = live_ns is not None
     except Forbidden:
+        live_ns = None
         present = client.get("Project", ns, None) is not None
+    if "deletionTimestamp" in ((live_ns or {}).get("metadata") or {}):
+        add(
+            Problem(
+                "blocking",
+                f"namespace {ns!r} is Terminating (being deleted): wait until it is gone and "
+                f"create it again, or deploy into another namespace",
+            )
+        )
+        return rep
     if not present:
         add(
             Problem(
@@ -178,6 +210,24 @@ def run_preflight(
         except Forbidden:
             rep.notes.append(f"cannot read storage classes (forbidden): {sc!r} not checked")
     return rep
+
+
+def serves_openshift(client: ClusterClient, ns: str) -> bool:
+    """Does the API server serve OpenShift's security.openshift.io or route.openshift.io
+    group? A refusal to read counts as served (the server knows the resource); only "no
+    such resource type" for both says this is plain Kubernetes."""
+    for kind, name, scope in (
+        ("SecurityContextConstraints", "restricted-v2", None),
+        ("Route", "ml-dev-env", ns),
+    ):
+        try:
+            client.get(kind, name, scope)
+        except NotFound:
+            continue
+        except Forbidden:
+            return True
+        return True
+    return False
 
 
 def _kinds(manifests: list[Manifest]) -> dict[str, str]:
