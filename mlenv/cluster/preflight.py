@@ -173,7 +173,7 @@ def run_preflight(
     if "SecurityContextConstraints" not in unserved:
         _check_scc_use(ns, manifests, client, rep)
         _check_binds(ns, manifests, client, rep)
-    _check_nodes(cfg, mode, nodes, client, rep)
+    _check_nodes(cfg, mode, nodes, client, rep, manifests)
     if mode == "rdma":
         for net in cfg.rdma.networks:
             nns, _, name = net.rpartition("/")
@@ -572,8 +572,58 @@ def _granting_binding(manifests: list[Manifest], ns: str, sa: str, scc: str) -> 
     return ""
 
 
+def _pod_template(manifests: list[Manifest]) -> Manifest:
+    """The StatefulSet's pod spec in the plan ({} when there is none)."""
+    for m in manifests:
+        if m.get("kind") == "StatefulSet":
+            return dict(((m.get("spec") or {}).get("template") or {}).get("spec") or {})
+    return {}
+
+
+def _tolerates(tolerations: list[Manifest], taint: Manifest) -> bool:
+    """Kubernetes' rule: a toleration matches a taint's effect (or all effects) and its key
+    (``Exists``: any value; an empty key with ``Exists``: every taint) and value."""
+    for t in tolerations:
+        if t.get("effect") and t.get("effect") != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists":
+            if not t.get("key") or t.get("key") == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and str(t.get("value", "")) == str(
+            taint.get("value", "")
+        ):
+            return True
+    return False
+
+
+def unschedulable(node: Manifest, pod: Manifest) -> str:
+    """Why the scheduler would not put the planned pod on this node ("" when it may):
+    cordoned, a NoSchedule/NoExecute taint the pod does not tolerate, or a label of the
+    pod's nodeSelector (``scheduling.node_selector``) the node lacks."""
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return "cordoned"
+    tolerations = list(pod.get("tolerations") or [])
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(
+            tolerations, taint
+        ):
+            value = f"={taint['value']}" if taint.get("value") else ""
+            return f"taint {taint.get('key')}{value}:{taint.get('effect')} not tolerated"
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    missing = [f"{k}={v}" for k, v in (pod.get("nodeSelector") or {}).items() if labels.get(k) != v]
+    if missing:
+        return f"no label {', '.join(missing)} (scheduling.node_selector)"
+    return ""
+
+
 def _check_nodes(
-    cfg: ClusterConfig, mode: Mode, nodes: int, client: ClusterClient, rep: PreflightReport
+    cfg: ClusterConfig,
+    mode: Mode,
+    nodes: int,
+    client: ClusterClient,
+    rep: PreflightReport,
+    manifests: list[Manifest] | None = None,
 ) -> None:
     from mlenv.render.workload import cpu_only
 
@@ -601,11 +651,19 @@ def _check_nodes(
         rep.notes.append("cannot read nodes (forbidden): GPU and RDMA capacity not checked")
         return
     usable = []
+    left_out: list[str] = []
+    pod = _pod_template(manifests or [])
     for node in objs:
         name = node["metadata"]["name"]
         if not node_ready(node):
             if cfg.gpu_nodes:
                 add(Problem("blocking", f"node {name} is not Ready"))
+            continue
+        why = unschedulable(node, pod)
+        if why:
+            left_out.append(f"{name} ({why})")
+            if cfg.gpu_nodes:
+                add(Problem("blocking", f"node {name} (nodes.gpu_nodes) takes no pod: {why}"))
             continue
         gpus = _alloc(node, GPU_RESOURCE)
         if gpus < per_node:
@@ -624,7 +682,8 @@ def _check_nodes(
                 "blocking",
                 f"{len(usable)} Ready node(s)"
                 + (f" with {per_node} allocatable {GPU_RESOURCE}" if per_node else "")
-                + f", {nodes} needed (one pod per node)",
+                + f", {nodes} needed (one pod per node)"
+                + (f"; left out: {', '.join(left_out)}" if left_out else ""),
             )
         )
     for r in rdma_res:
