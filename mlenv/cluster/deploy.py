@@ -599,13 +599,22 @@ def _apply_phase(
     except (ApiError, InfraError) as e:
         applied = {d.split(":", 1)[0] for d in done}
         pending = [_ref(m) for m in secrets + todo if _ref(m) not in applied]
+        again = f"mlenv deploy {cfg.name} --mode {mode}" + (
+            f" --nodes {opts.nodes}" if opts.nodes else ""
+        )
+        # a refusal (admission, RBAC, an invalid object) meets the same plan again: the
+        # retry is only worth suggesting after the cause is changed
+        refused = isinstance(e, (Forbidden, Invalid))
         raise DeployIncomplete(
             e,
             done,
             pending,
-            restore=f"mlenv deploy {cfg.name} --mode {mode}"
-            + (f" --nodes {opts.nodes}" if opts.nodes else "")
-            + " (re-runs the same plan)",
+            restore=(
+                f"change what the refusal above names (the config, or the namespace's "
+                f"policy), then {again}"
+                if refused
+                else f"{again} (re-runs the same plan)"
+            ),
             remove=f"mlenv teardown {cfg.name} (deletes only what mlenv created)",
         ) from e
 

@@ -109,3 +109,28 @@ def test_the_waiting_line_and_the_timeout_ignore_a_replaced_pods_events(
     assert not any("FailedScheduling" in s for s in said)
     assert "ml-dev-env-0: Running, not Ready yet" in str(e.value)
     assert "FailedScheduling" not in str(e.value)
+
+
+def test_a_half_way_refusal_never_suggests_the_same_deploy_as_the_fix(local_cfg, fake_for) -> None:
+    from mlenv.cluster.api import Forbidden
+    from mlenv.cluster.deploy import DeployIncomplete
+
+    fake = fake_for(local_cfg)
+    real_apply = fake.apply
+
+    def apply(manifest, namespace, **kw):
+        if manifest["kind"] == "Pod" and not kw.get("dry_run"):
+            raise Forbidden(
+                'pods "ml-dev-env-dev" is forbidden: exceeded quota: compute, requested: '
+                "limits.cpu=2, used: limits.cpu=8, limited: limits.cpu=8",
+                kind="Pod",
+                name="ml-dev-env-dev",
+            )
+        return real_apply(manifest, namespace, **kw)
+
+    fake.apply = apply
+    with pytest.raises(DeployIncomplete) as e:
+        deploy(local_cfg, DeployOptions(mode="tcp", timeout=60), fake)
+    msg = str(e.value)
+    assert "exceeded quota" in msg and "re-runs the same plan" not in msg
+    assert "to finish it: change what the refusal above names" in msg
