@@ -519,7 +519,9 @@ def terminating(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient)
     the garbage collector removes it (and the StatefulSet's pods, the dev Pod, a purged
     claim) after the deploy has counted it."""
     refs = [(str(m["kind"]), str(m["metadata"]["name"]), _scope(cfg, m)) for m in objs]
-    out = [f"{k.lower()}/{n}" for (k, n, _), live in client.get_many(refs).items() if _deleted(live)]
+    out = [
+        f"{k.lower()}/{n}" for (k, n, _), live in client.get_many(refs).items() if _deleted(live)
+    ]
     sel = instance_selector(cfg.name)
     for p in client.list("Pod", cfg.namespace, sel):
         meta = p.get("metadata") or {}
@@ -1074,9 +1076,7 @@ def _latest_warnings(
     return out
 
 
-def _refusals(
-    cfg: ClusterConfig, client: ClusterClient, sts: Manifest | None
-) -> dict[str, int]:
+def _refusals(cfg: ClusterConfig, client: ClusterClient, sts: Manifest | None) -> dict[str, int]:
     """The StatefulSet's FailedCreate events that are admission refusals: line → count.
     Only this StatefulSet's (by uid): one torn down before kept its events for an hour."""
     uid = str(((sts or {}).get("metadata") or {}).get("uid", ""))

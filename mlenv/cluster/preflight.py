@@ -28,6 +28,7 @@ from mlenv.cluster.api import (
     Manifest,
     NotFound,
     Question,
+    instance_selector,
     plural,
     resource_for,
 )
@@ -169,6 +170,7 @@ def run_preflight(
         )
         return rep
     _check_permissions(ns, manifests, client, rep)
+    _check_admission(cfg, mode, live_ns, manifests, client, rep)
     unserved = _check_cluster_scoped(cfg, mode, manifests, client, rep)
     if "SecurityContextConstraints" not in unserved:
         _check_scc_use(ns, manifests, client, rep)
@@ -210,6 +212,37 @@ def run_preflight(
         except Forbidden:
             rep.notes.append(f"cannot read storage classes (forbidden): {sc!r} not checked")
     return rep
+
+
+def _check_admission(
+    cfg: ClusterConfig,
+    mode: Mode,
+    live_ns: Manifest | None,
+    manifests: list[Manifest],
+    client: ClusterClient,
+    rep: PreflightReport,
+) -> None:
+    """What the namespace's admission would refuse after the apply (its Pod Security
+    level, its ResourceQuotas), said before it: the refusal would otherwise surface
+    only as the StatefulSet's FailedCreate events once everything is applied."""
+    from mlenv.cluster import admission
+
+    for line in admission.pod_security_refusals(live_ns, manifests):
+        # RDMA pods add IPC_LOCK: the TCP fallback may still fit the namespace
+        rdma = mode == "rdma" and "IPC_LOCK" in line
+        rep.problems.append(Problem("rdma" if rdma else "blocking", line))
+    try:
+        quotas = client.list("ResourceQuota", cfg.namespace)
+        ours = [
+            p
+            for p in client.list("Pod", cfg.namespace, instance_selector(cfg.name))
+            if "deletionTimestamp" not in (p.get("metadata") or {})
+        ]
+    except Forbidden:
+        rep.notes.append("cannot read ResourceQuotas (forbidden): quota room not checked")
+        return
+    for line in admission.quota_refusals(quotas, manifests, ours):
+        rep.problems.append(Problem("blocking", line))
 
 
 def serves_openshift(client: ClusterClient, ns: str) -> bool:

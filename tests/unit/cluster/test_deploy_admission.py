@@ -8,8 +8,8 @@ import pytest
 
 from mlenv.cluster.deploy import (
     AdmissionRefused,
-    DeployTimeout,
     DeployOptions,
+    DeployTimeout,
     admission_refusal,
     deploy,
     wait_ready,
@@ -84,7 +84,9 @@ def test_a_refusal_of_a_torn_down_statefulset_is_not_this_ones(local_cfg, fake_f
     ],
 )
 def test_each_admission_refusal_names_its_policy(local_cfg, message: str, policy: str) -> None:
-    line = admission_refusal(local_cfg, f"create Pod x in StatefulSet ml-dev-env failed error: {message}")
+    line = admission_refusal(
+        local_cfg, f"create Pod x in StatefulSet ml-dev-env failed error: {message}"
+    )
     assert line.startswith(f"{policy} refused pods of statefulset/ml-dev-env")
     assert message.split("is forbidden: ")[1] in line
 

@@ -60,9 +60,7 @@ def test_a_terminating_pod_is_never_ready() -> None:
     assert view.terminating and not view.ready
 
 
-def test_an_object_that_stays_terminating_ends_the_wait_at_the_timeout(
-    local_cfg, fake_for
-) -> None:
+def test_an_object_that_stays_terminating_ends_the_wait_at_the_timeout(local_cfg, fake_for) -> None:
     fake = fake_for(local_cfg)
     fake.grace_s = 10_000.0  # a finalizer nobody removes
     _deploy(local_cfg, fake, [])

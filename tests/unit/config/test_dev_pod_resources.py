@@ -3,8 +3,8 @@ default), so a namespace with a compute ResourceQuota admits the dev Pod."""
 
 from __future__ import annotations
 
-from mlenv.render.plan import render_cluster
 from mlenv.render.names import DEV_POD
+from mlenv.render.plan import render_cluster
 
 from .conftest import BASE, Check
 
