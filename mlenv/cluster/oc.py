@@ -36,6 +36,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -376,6 +377,13 @@ def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraErr
     ):
         return NotFound(msg, kind=kind, name=name)
     return ApiError(msg, kind=kind, name=name)
+
+
+def _stdin_is_tty() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):  # closed or detached
+        return False
 
 
 def json_documents(text: str) -> list[dict[str, Any]]:
@@ -1196,7 +1204,9 @@ class OcCluster:
         if self.is_oc:
             line = ["rsh", argv.name("Pod", pod), *command]
         else:
-            line = argv.kube_exec(pod, command, ["-it"])
+            # a terminal only when there is one: `-t` on a pipe makes kubectl print
+            # "Unable to use a TTY" before a scripted `shell -- CMD`'s output
+            line = argv.kube_exec(pod, command, ["-it"] if _stdin_is_tty() else ["-i"])
         self._popen_trace([*self._base(namespace), *line])
         return subprocess.call([*self._base(namespace), *line])
 

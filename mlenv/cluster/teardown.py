@@ -244,8 +244,10 @@ def _drop(
             f"{r.get('kind', '').lower()}/{r.get('name')}"
             for r in o["metadata"].get("ownerReferences") or []
         }
-        if dry_run and owners & set(rep.deleted):
-            continue  # goes with its owner (foreground cascade), as in a real teardown
+        if owners & set(rep.deleted):
+            # goes with its owner (foreground cascade); a real teardown lists it while it
+            # is Terminating, and counting it again would differ from the dry run's list
+            continue
         if not created_by_mlenv(o):
             if not dry_run:
                 _release(client, o, ns)

@@ -67,3 +67,13 @@ def test_an_object_that_stays_terminating_ends_the_wait_at_the_timeout(local_cfg
     teardown(local_cfg, fake)
     with pytest.raises(DeployTimeout, match="still Terminating after 30 s; nothing was applied"):
         _deploy(local_cfg, fake, [], timeout=30)
+
+
+def test_teardown_dry_run_lists_what_the_teardown_deletes(local_cfg, fake_for) -> None:
+    fake = fake_for(local_cfg)
+    fake.grace_s = 10.0  # the StatefulSet's pods are still listed, Terminating, after it
+    _deploy(local_cfg, fake, [])
+    dry = teardown(local_cfg, fake, purge=True, dry_run=True)
+    real = teardown(local_cfg, fake, purge=True)
+    assert sorted(dry.deleted) == sorted(real.deleted)
+    assert "statefulset/ml-dev-env" in real.deleted
