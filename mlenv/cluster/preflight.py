@@ -374,9 +374,14 @@ def _check_cluster_scoped(
         if kind not in CLUSTER_SCOPED_KINDS:
             continue
         res = resource_for(kind, str(m.get("apiVersion", "v1")))
+        rel = f"k8s/{cfg.name}/{mode}/{file_name(kind)}"
+        rendered = cfg.source is not None and (cfg.source.parent.parent / rel).is_file()
         hint = (
-            f"ask a cluster admin to apply k8s/{cfg.name}/{mode}/{file_name(kind)} "
-            f"(oc apply --server-side -f k8s/{cfg.name}/{mode}/{file_name(kind)})"
+            f"ask a cluster admin to apply {rel} (oc apply --server-side -f {rel})"
+            if rendered
+            # a file that is not there yet is no help to the admin: say how to make it
+            else f"render it (`mlenv render {cfg.name} --mode {mode}` writes {rel}) and ask "
+            f"a cluster admin to apply it (oc apply --server-side -f {rel})"
         )
         try:
             live = client.get(kind, name, None)
