@@ -393,3 +393,25 @@ def test_the_plain_flavour_is_a_gpu_less_cluster(plain: Plane) -> None:
     assert nodes and all(
         "nvidia.com/gpu" not in (n["status"].get("allocatable") or {}) for n in nodes
     )
+
+
+def test_a_dead_component_is_not_taken_for_a_live_one(tmp_path: Path) -> None:
+    """A component that exited but is not reaped yet (a zombie) keeps its pid and start
+    time: `status`, and so `up`, must not count it as running."""
+    import subprocess
+
+    from mlenv.testing.kube import plane, podnet
+
+    tier = plane.Tier(tmp_path)
+    (tmp_path / "pids").mkdir()
+    child = subprocess.Popen(["sleep", "0.1"])
+    try:
+        tier.pid_file("etcd").write_text(f"{child.pid} {podnet.start_time(child.pid)}\n")
+        assert plane._alive(tier, "etcd") == child.pid
+        deadline = time.monotonic() + 10
+        while not plane._zombie(child.pid):  # exited, not reaped
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert plane._alive(tier, "etcd") is None
+    finally:
+        child.wait()

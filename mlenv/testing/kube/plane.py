@@ -93,7 +93,9 @@ def _alive(tier: Tier, name: str) -> int | None:
     except (OSError, ValueError):
         return None
     pid = int(pid_s)
-    return pid if podnet.start_time(pid) == started else None
+    # a zombie keeps its pid and start time until reaped: it is not a live component, and
+    # `up` taking it for one reported a dead plane as up
+    return pid if podnet.start_time(pid) == started and not _zombie(pid) else None
 
 
 def _spawn(tier: Tier, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
