@@ -1036,11 +1036,14 @@ def _recreate(client: ClusterClient, kind: str, ns: str, name: str, why: str, sa
         client.pause(1.0)
 
 
-def pending_reasons(cfg: ClusterConfig, client: ClusterClient, pods: list[PodView]) -> list[str]:
-    """Why pods are not Ready, from their events and the StatefulSet's (latest first)."""
+def pending_reasons(
+    cfg: ClusterConfig, client: ClusterClient, pods: list[PodView], sts_uid: str = ""
+) -> list[str]:
+    """Why pods are not Ready, from their events and the StatefulSet's (latest first);
+    with ``sts_uid``, only that StatefulSet's (a torn-down one's events outlive it)."""
     out: list[str] = []
     for ev in client.events(cfg.namespace, "StatefulSet", STATEFULSET):
-        if ev.type == "Warning":
+        if ev.type == "Warning" and (not sts_uid or not ev.uid or ev.uid == sts_uid):
             out.append(f"statefulset/{STATEFULSET}: {ev.reason}: {ev.message}")
     for p in pods:
         if p.ready:
@@ -1245,7 +1248,8 @@ def wait_ready(
         if ready >= nodes and len(pods) >= nodes and not stale:
             return ready
         if client.monotonic() >= deadline:
-            reasons = pending_reasons(cfg, client, pods) or ["no pods were created"]
+            uid = str(((split.statefulset or {}).get("metadata") or {}).get("uid", ""))
+            reasons = pending_reasons(cfg, client, pods, uid) or ["no pods were created"]
             raise DeployTimeout(
                 f"{ready}/{nodes} pods Ready after {timeout:g} s; why:\n"
                 + "\n".join(f"  - {r}" for r in reasons)

@@ -136,3 +136,17 @@ def test_a_half_way_refusal_never_suggests_the_same_deploy_as_the_fix(local_cfg,
     msg = str(e.value)
     assert "exceeded quota" in msg and "re-runs the same plan" not in msg
     assert "to finish it: change what the refusal above names" in msg
+
+
+def test_the_timeout_reasons_leave_out_a_torn_down_statefulsets_events(local_cfg, fake_for) -> None:
+    fake = fake_for(local_cfg)
+    ns = local_cfg.namespace
+    fake.apply(_sts([]), ns)
+    fake._event(ns, "StatefulSet", "ml-dev-env", "Warning", "FailedCreate", "an old refusal")
+    fake.delete("StatefulSet", "ml-dev-env", ns)
+    fake.apply(_sts([]), ns)  # a new one, same name
+    fake.unready_pods = ["ml-dev-env-0", "ml-dev-env-1"]
+    with pytest.raises(DeployTimeout) as e:
+        wait_ready(local_cfg, 2, fake, 6, lambda _l: None)
+    assert "an old refusal" not in str(e.value)
+    assert "ml-dev-env-0: Running, not Ready yet" in str(e.value)
