@@ -34,7 +34,7 @@ from mlenv.cluster.api import (
 )
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.config.model import Mode
-from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME, LABEL_NAMESPACE
+from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME, LABEL_NAMESPACE, STATEFULSET
 from mlenv.render.serialize import file_name
 
 
@@ -251,7 +251,7 @@ def serves_openshift(client: ClusterClient, ns: str) -> bool:
     such resource type" for both says this is plain Kubernetes."""
     for kind, name, scope in (
         ("SecurityContextConstraints", "restricted-v2", None),
-        ("Route", "ml-dev-env", ns),
+        ("Route", STATEFULSET, ns),
     ):
         try:
             client.get(kind, name, scope)
