@@ -4,6 +4,8 @@ room against their requests."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from mlenv.cluster.admission import pod_security_refusals, quantity, quota_refusals
@@ -53,11 +55,12 @@ def test_the_rendered_tcp_pods_meet_the_restricted_level(local_cfg, fake_for) ->
 
 
 def test_restricted_refuses_what_baseline_allows() -> None:
-    ns = {"metadata": {"name": "n", "labels": {"pod-security.kubernetes.io/enforce": "restricted"}}}
+    labels = {"pod-security.kubernetes.io/enforce": "restricted"}
+    ns: dict[str, Any] = {"metadata": {"name": "n", "labels": labels}}
     pod = {"kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
     (line,) = pod_security_refusals(ns, [pod])
     assert "allowPrivilegeEscalation=false" in line and "runAsNonRoot" in line
-    ns["metadata"]["labels"]["pod-security.kubernetes.io/enforce"] = "baseline"
+    labels["pod-security.kubernetes.io/enforce"] = "baseline"
     assert pod_security_refusals(ns, [pod]) == []
 
 
@@ -87,7 +90,10 @@ def test_a_compute_quota_needs_every_container_to_state_the_resource() -> None:
         "metadata": {"name": "p"},
         "spec": {"containers": [{"name": "c", "resources": {"requests": {"cpu": "1"}}}]},
     }
-    quota = {"metadata": {"name": "q"}, "status": {"hard": {"limits.cpu": "8"}, "used": {}}}
+    quota: dict[str, Any] = {
+        "metadata": {"name": "q"},
+        "status": {"hard": {"limits.cpu": "8"}, "used": {}},
+    }
     (line,) = quota_refusals([quota], [pod], [])
     assert 'limits limits.cpu, which pod/p container "c" does not state' in line
     quota["status"]["hard"] = {"requests.cpu": "500m"}
