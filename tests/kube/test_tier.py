@@ -415,3 +415,35 @@ def test_a_dead_component_is_not_taken_for_a_live_one(tmp_path: Path) -> None:
         assert plane._alive(tier, "etcd") is None
     finally:
         child.wait()
+
+
+def test_the_control_plane_restarts_keeping_etcd_and_pods_start_after_it(plain: Plane) -> None:
+    """`restart` replaces the apiserver, controller-manager and scheduler; etcd keeps the
+    state, and the pod-root controller (whose watch the restart cut) prepares a pod
+    created after it within seconds."""
+    from mlenv.testing.kube import plane
+
+    ns = plain.namespace("restart", user_role=None)
+    plain.apply(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept", "namespace": ns}}
+    )
+    plane.restart(folder=plain.tier.folder)
+    assert plain.json("get", "configmap", "-n", ns, "kept")["metadata"]["name"] == "kept"
+    t0 = time.monotonic()
+    plain.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "after", "namespace": ns},
+            "spec": {
+                "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "1d"]}]
+            },
+        }
+    )
+    while True:
+        pod = plain.json("get", "pod", "-n", ns, "after")
+        ready = [c for c in pod.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
+        if ready and ready[0]["status"] == "True":
+            break
+        assert time.monotonic() - t0 < 60, pod.get("status")
+        time.sleep(0.5)
