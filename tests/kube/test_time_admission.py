@@ -12,6 +12,8 @@ import pytest
 import yaml
 from _kubeenv import Plane, checkout, mlenv
 
+from mlenv.testing.kube.podroots import GRACE_CAP_ANNOTATION
+
 pytestmark = [pytest.mark.kube]
 
 
@@ -43,6 +45,9 @@ def test_deploy_teardown_deploy_ten_times_converges_through_grace_periods(
     plain: Plane, tmp_path: Path
 ) -> None:
     root, name, ns = _setup(plain, tmp_path, "loop")
+    # deletes here take 8 s (the plane's default cap is 3 s): longer than a teardown's
+    # tail and the next deploy's checks, so every deploy meets the last teardown's objects
+    plain.ok("annotate", "namespace", ns, f"{GRACE_CAP_ANNOTATION}=8")
     waited = 0
     for i in range(10):
         out = _ok(mlenv(root, plain, "deploy", name, "--mode", "tcp", "--timeout", "120"), "deploy")
@@ -55,9 +60,9 @@ def test_deploy_teardown_deploy_ten_times_converges_through_grace_periods(
             # it (foreground delete), as a kubelet and the garbage collector do
             sts = plain.json("get", "statefulset", "-n", ns, "ml-dev-env")
             assert "deletionTimestamp" in sts["metadata"]
-    assert waited >= 1  # at least one deploy met the previous teardown's Terminating objects
+    assert waited >= 5  # the deploys met the previous teardown's Terminating objects
     out = _ok(mlenv(root, plain, "deploy", name, "--mode", "tcp", "--timeout", "120"), "deploy")
-    time.sleep(6)  # past every grace period: nothing of the deployment may vanish now
+    time.sleep(10)  # past every grace period: nothing of the deployment may vanish now
     sts = plain.json("get", "statefulset", "-n", ns, "ml-dev-env")
     assert "deletionTimestamp" not in sts["metadata"]
     pods = plain.json("get", "pods", "-n", ns)["items"]

@@ -47,6 +47,7 @@ Obj = dict[str, Any]
 # a pod's own terminationGracePeriodSeconds (30 by default) when shorter. A real kubelet
 # takes the whole period; tests that delete and recreate many times would wait minutes.
 GRACE_CAP_S = 3.0
+GRACE_CAP_ANNOTATION = "kube-tier.mlenv.dev/grace-cap-s"
 
 
 def grace_cap() -> float:
@@ -341,11 +342,21 @@ class Controller:
         self.terminating.add(key)
         if (self.pod_dir(key[0], key[1]) / "merged").is_dir():
             kill_pod_processes(self.pod_dir(key[0], key[1]), signal.SIGTERM)
-        due = _deletion_due(pod, self.cap, time.time())
+        due = _deletion_due(pod, self.namespace_cap(key[0]), time.time())
         self.say(f"{key[0]}/{key[1]}: Terminating: SIGTERM sent, removed in {due:.1f} s")
         timer = threading.Timer(due, self._finish, key)
         timer.daemon = True
         timer.start()
+
+    def namespace_cap(self, ns: str) -> float:
+        """The tier's cap, or the namespace's own (annotation GRACE_CAP_ANNOTATION, for a
+        test that needs deletes to take longer than the plane's default)."""
+        res = self.kubectl("get", "namespace", ns, "--output=jsonpath={.metadata.annotations}")
+        try:
+            notes = json.loads(res.stdout or "{}") if res.returncode == 0 else {}
+            return max(0.0, float(notes.get(GRACE_CAP_ANNOTATION, self.cap)))
+        except (ValueError, AttributeError):
+            return self.cap
 
     def _finish(self, ns: str, name: str, uid: str) -> None:
         if (self.pod_dir(ns, name) / "merged").is_dir():
