@@ -280,6 +280,7 @@ class Event:
     reason: str
     message: str
     count: int = 1
+    uid: str = ""  # the involved object's uid: tells a replaced object's events from its own
 
 
 @dataclass
@@ -293,11 +294,16 @@ class PodView:
     node: str
     labels: dict[str, str] = field(default_factory=dict)
     waiting_reason: str = ""
+    # deleted and within its grace period: its Ready condition may still say True until
+    # the kubelet stops it, but it is on its way out and never counts as Ready
+    terminating: bool = False
+    uid: str = ""
 
     @staticmethod
     def of(pod: Manifest) -> PodView:
         """Read a pod object as returned by ``get``/``list``."""
         status = pod.get("status") or {}
+        terminating = "deletionTimestamp" in (pod.get("metadata") or {})
         conds = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
         cstat = status.get("containerStatuses") or []
         waiting = ""
@@ -308,11 +314,13 @@ class PodView:
         return PodView(
             name=pod["metadata"]["name"],
             phase=str(status.get("phase", "Pending")),
-            ready=conds.get("Ready") == "True",
+            ready=conds.get("Ready") == "True" and not terminating,
             restarts=sum(int(cs.get("restartCount", 0)) for cs in cstat),
             node=str((pod.get("spec") or {}).get("nodeName", "")),
             labels=dict(pod["metadata"].get("labels") or {}),
             waiting_reason=waiting,
+            terminating=terminating,
+            uid=str(pod["metadata"].get("uid", "")),
         )
 
 

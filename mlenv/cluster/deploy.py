@@ -112,6 +112,64 @@ PULL_FAILED = frozenset(
 PULL_GRACE_S = 15.0
 
 
+class AdmissionRefused(DeployTimeout):
+    """The API server's admission refused a pod the StatefulSet tried to create (Pod
+    Security, an SCC, a ResourceQuota, a LimitRange, a webhook). The StatefulSet's
+    FailedCreate event says so from the first try; waiting does not heal it, so it is said
+    within seconds instead of at the Ready timeout (exit 3)."""
+
+
+# How the API server words each admission refusal (in the FailedCreate event's message),
+# with the policy it names and what the user can change.
+ADMISSION_REFUSALS = (
+    (
+        "violates PodSecurity",
+        "Pod Security admission",
+        "the namespace's pod-security.kubernetes.io/enforce label does not allow what the "
+        "pods ask for (RDMA pods add IPC_LOCK): ask its admin for the privileged level, or "
+        "deploy with --mode tcp",
+    ),
+    (
+        "exceeded quota",
+        "a ResourceQuota",
+        "the namespace's quota has no room for the pod: ask its admin for more, or deploy "
+        "fewer pods (--nodes) or smaller ones (gpus.per_node, resources)",
+    ),
+    (
+        "usage per ",
+        "a LimitRange",
+        "a LimitRange of the namespace bounds each container or pod: keep the pods' "
+        "resources within it (kubectl describe limitrange) or ask its admin to widen it",
+    ),
+    (
+        "security context constraint",
+        "SCC admission",
+        "no SecurityContextConstraints the service account may use admits the pods: deploy "
+        "with --mode tcp, or have an admin apply the RDMA SCC (docs/deploy.md)",
+    ),
+    (
+        "admission webhook",
+        "an admission webhook",
+        "a webhook of the cluster refused the pod: its message says why; ask the cluster's admin",
+    ),
+)
+# A FailedCreate already there at the first look may be a former refusal the StatefulSet
+# got past; one that is still the state of things this long after is not.
+REFUSAL_SETTLE_S = 8.0
+
+
+def admission_refusal(cfg: ClusterConfig, message: str) -> str:
+    """One line for a FailedCreate message that is an admission refusal ("" otherwise)."""
+    for marker, policy, change in ADMISSION_REFUSALS:
+        if marker in message:
+            why = message.split("is forbidden: ", 1)[-1]
+            return (
+                f"{policy} refused pods of statefulset/{STATEFULSET} in namespace "
+                f"{cfg.namespace}: {why}; {change}"
+            )
+    return ""
+
+
 def image_problem(cfg: ClusterConfig, stuck: list[PodView]) -> str:
     """One line: which pods, which image, why, and what to do."""
     from mlenv.render.names import default_image
@@ -388,7 +446,9 @@ def deploy(
         _refuse_silent_scale_down(cfg, client, nodes)
     from mlenv.cluster import legacy  # say what happens to upstream ml-dev-env's objects
 
-    for line in legacy.deploy_notice(cfg, legacy.find(client, cfg.namespace)):
+    for line in legacy.deploy_notice(
+        cfg, legacy.find(client, cfg.namespace, openshift=cfg.platform == "openshift")
+    ):
         say(line)
     pre = run_preflight(cfg, mode, nodes, manifests, client)
     for note in pre.notes:
@@ -438,12 +498,74 @@ def deploy(
     server_dry = opts.dry_run == "server"
     recreate = dry_run_plan(cfg, secrets + todo, client, rep, say, report=server_dry)
     if server_dry:
+        going = terminating(cfg, secrets + todo, client)
+        if going:
+            say(f"would wait for {', '.join(going)} to finish Terminating before applying")
         return rep
     say(f"server-side dry run: {len(secrets) + len(todo)} object(s) accepted; applying")
     client = applier  # from here on every read is fresh
+    spent = wait_terminating(cfg, secrets + todo, client, opts.timeout, say)
     _apply_phase(cfg, opts, mode, secrets, todo, client, rep, recreate, say)
-    rep.ready = wait_ready(cfg, nodes, client, opts.timeout, say)
+    rep.ready = wait_ready(cfg, nodes, client, max(opts.timeout - spent, POLL_S), say)
     return rep
+
+
+def _deleted(m: Manifest | None) -> bool:
+    return m is not None and "deletionTimestamp" in (m.get("metadata") or {})
+
+
+def terminating(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient) -> list[str]:
+    """The objects of the plan, and this instance's pods and claims, that are Terminating
+    (deleted, within a grace period or held by a finalizer). On a real cluster a teardown
+    leaves them so for seconds: an apply then finds the dying object, says "unchanged", and
+    the garbage collector removes it (and the StatefulSet's pods, the dev Pod, a purged
+    claim) after the deploy has counted it."""
+    refs = [(str(m["kind"]), str(m["metadata"]["name"]), _scope(cfg, m)) for m in objs]
+    out = [
+        f"{k.lower()}/{n}" for (k, n, _), live in client.get_many(refs).items() if _deleted(live)
+    ]
+    sel = instance_selector(cfg.name)
+    for p in client.list("Pod", cfg.namespace, sel):
+        meta = p.get("metadata") or {}
+        owners = meta.get("ownerReferences") or []
+        ours = meta.get("name") == DEV_POD or any(
+            r.get("kind") == "StatefulSet" and r.get("name") == STATEFULSET for r in owners
+        )
+        if ours and _deleted(p) and f"pod/{meta.get('name')}" not in out:
+            out.append(f"pod/{meta.get('name')}")
+    for c in client.list("PersistentVolumeClaim", cfg.namespace, sel):
+        ref = f"persistentvolumeclaim/{c['metadata']['name']}"
+        if _deleted(c) and ref not in out:
+            out.append(ref)
+    return out
+
+
+def wait_terminating(
+    cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient, timeout: float, say: Say
+) -> float:
+    """Wait (at most ``timeout``) until nothing :func:`terminating` names is left, saying
+    so in one line; the seconds spent. Nothing is applied before: an object applied while
+    it is Terminating is gone seconds later."""
+    start = client.monotonic()
+    going = terminating(cfg, objs, client)
+    if not going:
+        return 0.0
+    say(
+        f"{', '.join(going)}: Terminating (deleted by an earlier teardown or delete): "
+        "waiting for them to go before applying"
+    )
+    while going:
+        if client.monotonic() - start >= timeout:
+            raise DeployTimeout(
+                f"{', '.join(going)} still Terminating after {timeout:g} s; nothing was "
+                "applied: a finalizer may hold them (kubectl get -o yaml shows "
+                "metadata.finalizers); deploy again once they are gone"
+            )
+        client.pause(POLL_S)
+        going = terminating(cfg, objs, client)
+    spent = client.monotonic() - start
+    say(f"the Terminating objects are gone ({spent:.0f} s); applying")
+    return spent
 
 
 def _apply_phase(
@@ -481,13 +603,22 @@ def _apply_phase(
     except (ApiError, InfraError) as e:
         applied = {d.split(":", 1)[0] for d in done}
         pending = [_ref(m) for m in secrets + todo if _ref(m) not in applied]
+        again = f"mlenv deploy {cfg.name} --mode {mode}" + (
+            f" --nodes {opts.nodes}" if opts.nodes else ""
+        )
+        # a refusal (admission, RBAC, an invalid object) meets the same plan again: the
+        # retry is only worth suggesting after the cause is changed
+        refused = isinstance(e, (Forbidden, Invalid))
         raise DeployIncomplete(
             e,
             done,
             pending,
-            restore=f"mlenv deploy {cfg.name} --mode {mode}"
-            + (f" --nodes {opts.nodes}" if opts.nodes else "")
-            + " (re-runs the same plan)",
+            restore=(
+                f"change what the refusal above names (the config, or the namespace's "
+                f"policy), then {again}"
+                if refused
+                else f"{again} (re-runs the same plan)"
+            ),
             remove=f"mlenv teardown {cfg.name} (deletes only what mlenv created)",
         ) from e
 
@@ -907,16 +1038,23 @@ def _recreate(client: ClusterClient, kind: str, ns: str, name: str, why: str, sa
         client.pause(1.0)
 
 
-def pending_reasons(cfg: ClusterConfig, client: ClusterClient, pods: list[PodView]) -> list[str]:
-    """Why pods are not Ready, from their events and the StatefulSet's (latest first)."""
+def pending_reasons(
+    cfg: ClusterConfig, client: ClusterClient, pods: list[PodView], sts_uid: str = ""
+) -> list[str]:
+    """Why pods are not Ready, from their events and the StatefulSet's (latest first);
+    with ``sts_uid``, only that StatefulSet's (a torn-down one's events outlive it)."""
     out: list[str] = []
     for ev in client.events(cfg.namespace, "StatefulSet", STATEFULSET):
-        if ev.type == "Warning":
+        if ev.type == "Warning" and (not sts_uid or not ev.uid or ev.uid == sts_uid):
             out.append(f"statefulset/{STATEFULSET}: {ev.reason}: {ev.message}")
     for p in pods:
         if p.ready:
             continue
-        warnings = [e for e in client.events(cfg.namespace, "Pod", p.name) if e.type == "Warning"]
+        warnings = [
+            e
+            for e in client.events(cfg.namespace, "Pod", p.name)
+            if e.type == "Warning" and (not e.uid or not p.uid or e.uid == p.uid)
+        ]
         if warnings:
             e = warnings[-1]
             out.append(f"{p.name}: {e.reason}: {e.message}")
@@ -927,14 +1065,31 @@ def pending_reasons(cfg: ClusterConfig, client: ClusterClient, pods: list[PodVie
     return out
 
 
-def _latest_warnings(cfg: ClusterConfig, client: ClusterClient) -> dict[str, str]:
+def _latest_warnings(
+    cfg: ClusterConfig, client: ClusterClient, pods: list[PodView]
+) -> dict[str, str]:
     """Pod name → reason of its latest Warning event (FailedScheduling, FailedMount,
     FailedCreatePodSandBox…), one events call per poll: a Pending pod with no container
-    yet has no waiting reason of its own, and "Pending" alone tells nobody anything."""
+    yet has no waiting reason of its own, and "Pending" alone tells nobody anything. Only
+    the current pod's events count (by uid): a replaced pod has its predecessor's name,
+    and its FailedScheduling would be shown for minutes."""
+    uids = {p.name: p.uid for p in pods}
     out: dict[str, str] = {}
     for ev in client.events(cfg.namespace, "Pod"):
-        if ev.type == "Warning":
+        if ev.type == "Warning" and (not ev.uid or ev.uid == uids.get(ev.name, ev.uid)):
             out[ev.name] = ev.reason
+    return out
+
+
+def _refusals(cfg: ClusterConfig, client: ClusterClient, sts: Manifest | None) -> dict[str, int]:
+    """The StatefulSet's FailedCreate events that are admission refusals: line → count.
+    Only this StatefulSet's (by uid): one torn down before kept its events for an hour."""
+    uid = str(((sts or {}).get("metadata") or {}).get("uid", ""))
+    out: dict[str, int] = {}
+    for ev in client.events(cfg.namespace, "StatefulSet", STATEFULSET):
+        line = admission_refusal(cfg, ev.message) if ev.reason == "FailedCreate" else ""
+        if line and ev.type == "Warning" and (not ev.uid or ev.uid == uid):
+            out[line] = max(out.get(line, 0), ev.count)
     return out
 
 
@@ -1055,9 +1210,26 @@ def wait_ready(
     deadline = start + timeout
     last = ""
     pull_failed_since: float | None = None
+    first_refusals: dict[str, int] | None = None
     while True:
         split = split_pods(cfg, client)
         pods = [PodView.of(p) for p in split.workers]
+        if len(pods) < nodes and split.statefulset is not None:
+            # a pod not created yet: admission may have refused it (the StatefulSet's
+            # event says so from the first try; the pods' events never will)
+            now_refused = _refusals(cfg, client, split.statefulset)
+            first_refusals = now_refused if first_refusals is None else first_refusals
+            settled = client.monotonic() - start >= REFUSAL_SETTLE_S
+            fresh = [
+                line
+                for line, n in now_refused.items()
+                if settled or n > first_refusals.get(line, 0)
+            ]
+            if fresh:
+                raise AdmissionRefused(
+                    f"{len(pods)}/{nodes} pods created: {fresh[0]} (nothing was rolled back: "
+                    f"`mlenv teardown {cfg.name}` removes what was applied)"
+                )
         ready = sum(p.ready for p in pods)
         stuck = [p for p in pods if not p.ready and p.waiting_reason in PULL_FAILED]
         if not stuck:
@@ -1070,12 +1242,19 @@ def wait_ready(
                 or now - pull_failed_since >= PULL_GRACE_S
             ):
                 raise ImageUnavailable(image_problem(cfg, stuck))
-        why = _latest_warnings(cfg, client) if ready < len(pods) else {}
+        why = _latest_warnings(cfg, client, pods) if ready < len(pods) else {}
         stale = not_rolled_out(split.statefulset, pods)
         line = (
             f"waiting: {ready}/{nodes} pods Ready "
             + " ".join(
-                f"{p.name}={'Ready' if p.ready else p.waiting_reason or why.get(p.name) or p.phase}"
+                f"{p.name}="
+                + (
+                    "Terminating"
+                    if p.terminating
+                    else "Ready"
+                    if p.ready
+                    else p.waiting_reason or why.get(p.name) or p.phase
+                )
                 for p in pods
             )
             + (f" (rollout: {', '.join(stale)} not yet replaced)" if stale else "")
@@ -1089,7 +1268,8 @@ def wait_ready(
         if ready >= nodes and len(pods) >= nodes and not stale:
             return ready
         if client.monotonic() >= deadline:
-            reasons = pending_reasons(cfg, client, pods) or ["no pods were created"]
+            uid = str(((split.statefulset or {}).get("metadata") or {}).get("uid", ""))
+            reasons = pending_reasons(cfg, client, pods, uid) or ["no pods were created"]
             raise DeployTimeout(
                 f"{ready}/{nodes} pods Ready after {timeout:g} s; why:\n"
                 + "\n".join(f"  - {r}" for r in reasons)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlenv.cluster.api import ApiError, ClusterClient, Manifest
+from mlenv.cluster.api import OPENSHIFT_KINDS, ApiError, ClusterClient, Manifest
 from mlenv.config.model import Cluster as ClusterConfig
 
 LEGACY_APP_LABELS = frozenset({"ml-dev-env-multi", "ml-dev-env"})
@@ -67,12 +67,15 @@ def _legacy(kind: str, obj: Manifest) -> str:
     return ""
 
 
-def find(client: ClusterClient, namespace: str) -> list[LegacyObject]:
+def find(client: ClusterClient, namespace: str, *, openshift: bool = True) -> list[LegacyObject]:
     """Upstream ml-dev-env objects in ``namespace``, in removal order. Kinds this user may
     not list (or this API server does not serve, e.g. Route off OpenShift) are skipped:
-    detection informs a deploy, it must never be what breaks one."""
+    detection informs a deploy, it must never be what breaks one. ``openshift`` False
+    (``platform: kubernetes``): no OpenShift kind is asked for."""
     out: list[LegacyObject] = []
     for kind in KINDS:
+        if not openshift and kind in OPENSHIFT_KINDS:
+            continue
         try:
             objs = client.list(kind, namespace)
         except ApiError:

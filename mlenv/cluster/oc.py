@@ -380,6 +380,13 @@ def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraErr
     return ApiError(msg, kind=kind, name=name)
 
 
+def _stdin_is_tty() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (ValueError, OSError):  # closed or detached
+        return False
+
+
 def json_documents(text: str) -> list[dict[str, Any]]:
     """The JSON objects in a client's output, one after another (``create -f -`` of a List
     prints each object it made; ``get`` of several prints one List)."""
@@ -1013,6 +1020,7 @@ class OcCluster:
                 str(e.get("reason", "")),
                 str(e.get("message", "")),
                 event_count(e),
+                str((e.get("involvedObject") or {}).get("uid", "")),
             )
             for e in items
         ]
@@ -1207,7 +1215,7 @@ class OcCluster:
         # shell as its first argument
         # a terminal only when there is one: from a script (`mlenv shell x -- cmd | ...`)
         # a forced one made kubectl say "Unable to use a TTY - input is not a terminal"
-        tty = sys.stdin.isatty()
+        tty = _stdin_is_tty()
         if self.is_oc:
             line = ["rsh", *([] if tty else ["-T"]), argv.name("Pod", pod), *command]
         else:

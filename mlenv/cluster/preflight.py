@@ -28,12 +28,13 @@ from mlenv.cluster.api import (
     Manifest,
     NotFound,
     Question,
+    instance_selector,
     plural,
     resource_for,
 )
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.config.model import Mode
-from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME, LABEL_NAMESPACE
+from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME, LABEL_NAMESPACE, STATEFULSET
 from mlenv.render.serialize import file_name
 
 
@@ -123,15 +124,47 @@ def run_preflight(
             )
         )
         return rep  # everything else would describe the wrong cluster
+    if cfg.platform == "kubernetes" and not cfg.image.ref:
+        add(
+            Problem(
+                "blocking",
+                f"{cfg.name}: platform: kubernetes needs image.ref (plain Kubernetes has no "
+                "BuildConfig to build the image): push the image to a registry the nodes can "
+                "pull from and set image.ref",
+                input=True,
+            )
+        )
+        return rep
+    if cfg.platform == "openshift" and not serves_openshift(client, ns):
+        add(
+            Problem(
+                "blocking",
+                f"this server is not OpenShift (no route/security.openshift.io APIs): set "
+                f"platform: kubernetes in the config of {cfg.name}",
+                input=True,
+            )
+        )
+        return rep
     try:
-        present = client.get("Namespace", ns, None) is not None
+        live_ns = client.get("Namespace", ns, None)
+        present = live_ns is not None
     except Forbidden:
+        live_ns = None
         try:
             present = client.get("Project", ns, None) is not None
         except ApiError:
             # Forbidden here too, or no Project API (plain Kubernetes): whether it exists
             # cannot be read by this user; the permission checks below ask inside it
             present = True
+    if "deletionTimestamp" in ((live_ns or {}).get("metadata") or {}):
+        add(
+            Problem(
+                "blocking",
+                f"namespace {ns!r} is Terminating (being deleted): wait until it is gone and "
+                f"create it again, or deploy into another namespace",
+            )
+        )
+        return rep
     if not present:
         add(
             Problem(
@@ -142,11 +175,12 @@ def run_preflight(
         )
         return rep
     _check_permissions(ns, manifests, client, rep)
+    _check_admission(cfg, mode, live_ns, manifests, client, rep)
     unserved = _check_cluster_scoped(cfg, mode, manifests, client, rep)
     if "SecurityContextConstraints" not in unserved:
         _check_scc_use(ns, manifests, client, rep)
         _check_binds(ns, manifests, client, rep)
-    _check_nodes(cfg, mode, nodes, client, rep)
+    _check_nodes(cfg, mode, nodes, client, rep, manifests)
     if mode == "rdma":
         for net in cfg.rdma.networks:
             nns, _, name = net.rpartition("/")
@@ -183,6 +217,55 @@ def run_preflight(
         except Forbidden:
             rep.notes.append(f"cannot read storage classes (forbidden): {sc!r} not checked")
     return rep
+
+
+def _check_admission(
+    cfg: ClusterConfig,
+    mode: Mode,
+    live_ns: Manifest | None,
+    manifests: list[Manifest],
+    client: ClusterClient,
+    rep: PreflightReport,
+) -> None:
+    """What the namespace's admission would refuse after the apply (its Pod Security
+    level, its ResourceQuotas), said before it: the refusal would otherwise surface
+    only as the StatefulSet's FailedCreate events once everything is applied."""
+    from mlenv.cluster import admission
+
+    for line in admission.pod_security_refusals(live_ns, manifests):
+        # RDMA pods add IPC_LOCK: the TCP fallback may still fit the namespace
+        rdma = mode == "rdma" and "IPC_LOCK" in line
+        rep.problems.append(Problem("rdma" if rdma else "blocking", line))
+    try:
+        quotas = client.list("ResourceQuota", cfg.namespace)
+        ours = [
+            p
+            for p in client.list("Pod", cfg.namespace, instance_selector(cfg.name))
+            if "deletionTimestamp" not in (p.get("metadata") or {})
+        ]
+    except Forbidden:
+        rep.notes.append("cannot read ResourceQuotas (forbidden): quota room not checked")
+        return
+    for line in admission.quota_refusals(quotas, manifests, ours):
+        rep.problems.append(Problem("blocking", line))
+
+
+def serves_openshift(client: ClusterClient, ns: str) -> bool:
+    """Does the API server serve OpenShift's security.openshift.io or route.openshift.io
+    group? A refusal to read counts as served (the server knows the resource); only "no
+    such resource type" for both says this is plain Kubernetes."""
+    for kind, name, scope in (
+        ("SecurityContextConstraints", "restricted-v2", None),
+        ("Route", STATEFULSET, ns),
+    ):
+        try:
+            client.get(kind, name, scope)
+        except NotFound:
+            continue
+        except Forbidden:
+            return True
+        return True
+    return False
 
 
 def _kinds(manifests: list[Manifest]) -> dict[str, str]:
@@ -296,9 +379,14 @@ def _check_cluster_scoped(
         if kind not in CLUSTER_SCOPED_KINDS:
             continue
         res = resource_for(kind, str(m.get("apiVersion", "v1")))
+        rel = f"k8s/{cfg.name}/{mode}/{file_name(kind)}"
+        rendered = cfg.source is not None and (cfg.source.parent.parent / rel).is_file()
         hint = (
-            f"ask a cluster admin to apply k8s/{cfg.name}/{mode}/{file_name(kind)} "
-            f"(oc apply --server-side -f k8s/{cfg.name}/{mode}/{file_name(kind)})"
+            f"ask a cluster admin to apply {rel} (oc apply --server-side -f {rel})"
+            if rendered
+            # a file that is not there yet is no help to the admin: say how to make it
+            else f"render it (`mlenv render {cfg.name} --mode {mode}` writes {rel}) and ask "
+            f"a cluster admin to apply it (oc apply --server-side -f {rel})"
         )
         try:
             live = client.get(kind, name, None)
@@ -527,8 +615,58 @@ def _granting_binding(manifests: list[Manifest], ns: str, sa: str, scc: str) -> 
     return ""
 
 
+def _pod_template(manifests: list[Manifest]) -> Manifest:
+    """The StatefulSet's pod spec in the plan ({} when there is none)."""
+    for m in manifests:
+        if m.get("kind") == "StatefulSet":
+            return dict(((m.get("spec") or {}).get("template") or {}).get("spec") or {})
+    return {}
+
+
+def _tolerates(tolerations: list[Manifest], taint: Manifest) -> bool:
+    """Kubernetes' rule: a toleration matches a taint's effect (or all effects) and its key
+    (``Exists``: any value; an empty key with ``Exists``: every taint) and value."""
+    for t in tolerations:
+        if t.get("effect") and t.get("effect") != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists":
+            if not t.get("key") or t.get("key") == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and str(t.get("value", "")) == str(
+            taint.get("value", "")
+        ):
+            return True
+    return False
+
+
+def unschedulable(node: Manifest, pod: Manifest) -> str:
+    """Why the scheduler would not put the planned pod on this node ("" when it may):
+    cordoned, a NoSchedule/NoExecute taint the pod does not tolerate, or a label of the
+    pod's nodeSelector (``scheduling.node_selector``) the node lacks."""
+    spec = node.get("spec") or {}
+    if spec.get("unschedulable"):
+        return "cordoned"
+    tolerations = list(pod.get("tolerations") or [])
+    for taint in spec.get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(
+            tolerations, taint
+        ):
+            value = f"={taint['value']}" if taint.get("value") else ""
+            return f"taint {taint.get('key')}{value}:{taint.get('effect')} not tolerated"
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    missing = [f"{k}={v}" for k, v in (pod.get("nodeSelector") or {}).items() if labels.get(k) != v]
+    if missing:
+        return f"no label {', '.join(missing)} (scheduling.node_selector)"
+    return ""
+
+
 def _check_nodes(
-    cfg: ClusterConfig, mode: Mode, nodes: int, client: ClusterClient, rep: PreflightReport
+    cfg: ClusterConfig,
+    mode: Mode,
+    nodes: int,
+    client: ClusterClient,
+    rep: PreflightReport,
+    manifests: list[Manifest] | None = None,
 ) -> None:
     from mlenv.render.workload import cpu_only
 
@@ -556,11 +694,19 @@ def _check_nodes(
         rep.notes.append("cannot read nodes (forbidden): GPU and RDMA capacity not checked")
         return
     usable = []
+    left_out: list[str] = []
+    pod = _pod_template(manifests or [])
     for node in objs:
         name = node["metadata"]["name"]
         if not node_ready(node):
             if cfg.gpu_nodes:
                 add(Problem("blocking", f"node {name} is not Ready"))
+            continue
+        why = unschedulable(node, pod)
+        if why:
+            left_out.append(f"{name} ({why})")
+            if cfg.gpu_nodes:
+                add(Problem("blocking", f"node {name} (nodes.gpu_nodes) takes no pod: {why}"))
             continue
         gpus = _alloc(node, GPU_RESOURCE)
         if gpus < per_node:
@@ -579,7 +725,8 @@ def _check_nodes(
                 "blocking",
                 f"{len(usable)} Ready node(s)"
                 + (f" with {per_node} allocatable {GPU_RESOURCE}" if per_node else "")
-                + f", {nodes} needed (one pod per node)",
+                + f", {nodes} needed (one pod per node)"
+                + (f"; left out: {', '.join(left_out)}" if left_out else ""),
             )
         )
     for r in rdma_res:

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from mlenv.cluster.api import (
     LABEL_INSTANCE,
+    OPENSHIFT_KINDS,
     ClusterClient,
     Forbidden,
     Manifest,
@@ -65,6 +66,28 @@ def _cluster_scoped_names(cfg: ClusterConfig) -> dict[str, list[str]]:
         if m.get("kind") in CLUSTER_KINDS:
             out.setdefault(str(m["kind"]), []).append(str(m["metadata"]["name"]))
     return out
+
+
+# Kinds made outside the plan: deploy's Secrets; the re-check's CronJob (and its pods).
+MADE_BESIDE_PLAN = frozenset({"Secret", "Pod", "CronJob", "ConfigMap"})
+
+
+def planned_kinds(cfg: ClusterConfig) -> frozenset[str] | None:
+    """Every kind a deploy of ``cfg`` can make, in any mode (None: the config no longer
+    renders, so any kind may be there). Teardown lists only these: a namespace ``edit``
+    user may not list RoleBindings, and a TCP deployment never made one; on
+    ``platform: kubernetes`` no OpenShift kind is read at all."""
+    from mlenv.cluster.deploy import plan
+
+    kinds: set[str] = set(MADE_BESIDE_PLAN)
+    try:
+        for mode in ("tcp", "rdma") if cfg.rdma.enabled else ("tcp",):
+            kinds |= {str(m["kind"]) for m in plan(cfg, mode, None)}
+    except InputError:
+        return None
+    if cfg.platform != "openshift":
+        kinds -= OPENSHIFT_KINDS
+    return frozenset(kinds)
 
 
 def created_by_mlenv(obj: Manifest) -> bool:
@@ -132,10 +155,12 @@ def teardown(
     - Pods only the StatefulSet's own (by ownership and ordinal) and the dev Pod: a pod
       that merely carries our labels is a namespace neighbour's and is kept.
 
-    Kinds the API does not serve (Route, BuildConfig, ImageStream, SCC on plain
-    Kubernetes) are skipped. Cluster-scoped objects the user may not list or delete are
-    reported in ``left`` by name, for an admin to remove; a Forbidden on a namespaced
-    kind raises (exit 3).
+    Only kinds a deploy of ``cfg`` can make are read (:func:`planned_kinds`: no OpenShift
+    kind for ``platform: kubernetes``); kinds the API does not serve are skipped.
+    Cluster-scoped objects the user may not list or delete are reported in ``left`` by
+    name, for an admin to remove; a Forbidden on a namespaced kind raises (exit 3) unless
+    the user may not create that kind either (then they made none: a namespace ``edit``
+    user and RoleBindings).
     """
     from mlenv.cluster.deploy import split_pods
 
@@ -143,12 +168,19 @@ def teardown(
     rep = TeardownReport()
     split = split_pods(cfg, client)  # read before the StatefulSet (and its uid) goes
     ours = {str(p["metadata"]["name"]) for p in split.workers + split.leaving + split.dev}
+    made = planned_kinds(cfg)
     for kind in TEARDOWN_KINDS:
+        if made is not None and kind not in made:
+            continue
         try:
             objs = client.list(kind, cfg.namespace, sel)
         except NotFound:  # e.g. Route on plain Kubernetes: nothing of that kind can exist
             rep.absent_kinds.append(kind)
             continue
+        except Forbidden:
+            if client.can_i("create", plural(kind), cfg.namespace):
+                raise  # it could have made some: they cannot be found, let alone deleted
+            continue  # a user who may neither list nor create them made none
         if kind in BUILD_KINDS and not purge:
             rep.kept += [f"{kind.lower()}/{o['metadata']['name']}" for o in objs]
             continue
@@ -156,7 +188,8 @@ def teardown(
             objs = _own_pods(cfg, rep, objs, ours)
         _drop(client, rep, kind, objs, cfg.namespace, dry_run)
     for kind in CLUSTER_KINDS:
-        _drop_cluster_scoped(cfg, client, rep, kind, sel, dry_run)
+        if made is None or kind in made:
+            _drop_cluster_scoped(cfg, client, rep, kind, sel, dry_run)
     if purge:
         busy = _pvcs_in_use_by_others(cfg, client)
         claims = client.list("PersistentVolumeClaim", cfg.namespace, sel)
@@ -211,8 +244,10 @@ def _drop(
             f"{r.get('kind', '').lower()}/{r.get('name')}"
             for r in o["metadata"].get("ownerReferences") or []
         }
-        if dry_run and owners & set(rep.deleted):
-            continue  # goes with its owner (foreground cascade), as in a real teardown
+        if owners & set(rep.deleted):
+            # goes with its owner (foreground cascade); a real teardown lists it while it
+            # is Terminating, and counting it again would differ from the dry run's list
+            continue
         if not created_by_mlenv(o):
             if not dry_run:
                 _release(client, o, ns)

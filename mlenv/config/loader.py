@@ -19,6 +19,7 @@ from mlenv.config import hostlist
 from mlenv.config.model import (
     Cluster,
     ClusterInfo,
+    DevPodResources,
     DevTools,
     ExtendedResource,
     Gpus,
@@ -501,17 +502,26 @@ def _gpus(section: dict[str, Any]) -> Gpus:
 
 def _resources(section: dict[str, Any]) -> Resources:
     """``resources:`` requests and limits; quantities are kept as the text written."""
+    dev = _section(section, "dev_pod")
+    defaults = DevPodResources()
     return Resources(
         requests=_resource_list(_section(section, "requests")),
         limits=_resource_list(_section(section, "limits")),
+        dev_pod=DevPodResources(
+            requests=_resource_list(_section(dev, "requests"), defaults.requests),
+            limits=_resource_list(_section(dev, "limits"), defaults.limits),
+        ),
     )
 
 
-def _resource_list(section: dict[str, Any]) -> ResourceList:
-    def text(value: Any) -> str | None:
+def _resource_list(section: dict[str, Any], default: ResourceList | None = None) -> ResourceList:
+    """Quantities as written; a key left out takes ``default``'s, null unsets it."""
+
+    def text(key: str) -> str | None:
+        value = section.get(key, getattr(default, key) if default else None)
         return None if value is None else str(value)
 
-    return ResourceList(cpu=text(section.get("cpu")), memory=text(section.get("memory")))
+    return ResourceList(cpu=text("cpu"), memory=text("memory"))
 
 
 def _nccl(section: dict[str, Any]) -> Nccl:

@@ -108,11 +108,22 @@ class ResourceList:
 
 
 @dataclass(frozen=True)
+class DevPodResources:
+    """``resources.dev_pod:`` — each dev Pod container's requests and limits: small by
+    default, so a namespace with a compute ResourceQuota (which refuses a container
+    without them) admits the dev Pod."""
+
+    requests: ResourceList = field(default_factory=lambda: ResourceList("100m", "256Mi"))
+    limits: ResourceList = field(default_factory=lambda: ResourceList("2", "4Gi"))
+
+
+@dataclass(frozen=True)
 class Resources:
     """``resources:`` — container requests and limits besides GPUs/RDMA."""
 
     requests: ResourceList = field(default_factory=ResourceList)
     limits: ResourceList = field(default_factory=ResourceList)
+    dev_pod: DevPodResources = field(default_factory=DevPodResources)
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 
-from mlenv.errors import InputError
+from mlenv.errors import InfraError, InputError
 
 _LINE = re.compile(r"^(\S+)\s+slots=(\d+)\s*$")
 
@@ -54,11 +54,26 @@ def render_hostfile(hosts: list[str], slots: int) -> str:
     return "".join(f"{h} slots={slots}\n" for h in hosts)
 
 
+class NotInitialised(InfraError):
+    """A file ``pod init`` writes is not there yet: the pod's entry point has not finished
+    (a launch right after a deploy, or after a pod was replaced). Not the user's input:
+    waiting, or the pod's log, says why (exit 3)."""
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            f"the pod is not initialised yet ({path} is missing: its entry point's "
+            "'pod init' has not finished): wait until `mlenv status` shows every pod Ready, "
+            "and read `mlenv logs` if it does not"
+        )
+
+
 def parse_hostfile(path: str) -> list[tuple[str, int]]:
     """``[(host, slots), …]`` from ``path``; raises InputError naming file and line."""
     try:
         with open(path, encoding="utf-8") as f:
             lines = f.read().splitlines()
+    except FileNotFoundError:
+        raise NotInitialised(path) from None
     except OSError as e:
         raise InputError(
             f"{path}: cannot read the hostfile ({e.strerror}); run 'pod init' first"

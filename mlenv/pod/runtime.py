@@ -322,7 +322,7 @@ def verb_launch(
     if len(hosts) != pe.nnodes:
         say(f"warning: {hf} lists {len(hosts)} host(s) but MLENV_NNODES={pe.nnodes}")
     if not os.path.isfile(p.ssh.client_config):
-        raise InputError(f"{p.ssh.client_config} is missing: run 'python -m mlenv.pod init' first")
+        raise hostfile.NotInitialised(p.ssh.client_config)
     if not job.module and not os.path.exists(job.target):
         raise InputError(f"{job.target}: no such script (relative to {os.getcwd()})")
     launch.check_remote_job(job, os.getcwd())

@@ -181,6 +181,17 @@ def _scheduling(cluster: Cluster) -> dict[str, Any]:
     return out
 
 
+def _dev_resources(cluster: Cluster) -> dict[str, Any]:
+    """Each dev Pod container's ``resources`` (``resources.dev_pod``; null keys left out)."""
+    dev = cluster.resources.dev_pod
+    out: dict[str, Any] = {}
+    for part, rl in (("requests", dev.requests), ("limits", dev.limits)):
+        values = {k: v for k, v in (("cpu", rl.cpu), ("memory", rl.memory)) if v is not None}
+        if values:
+            out[part] = values
+    return out
+
+
 def _resources(cluster: Cluster, eff: Mode) -> dict[str, Any]:
     requests: dict[str, Any] = {}
     limits: dict[str, Any] = {}
@@ -660,7 +671,10 @@ def dev_pod(cluster: Cluster, mode: Mode) -> dict[str, Any]:
             # volume mounted into its container alone.
             "automountServiceAccountToken": False,
             "securityContext": _pod_security(),
-            "containers": [main, *_dev_tool_containers(cluster, image, mounts)],
+            "containers": [
+                {**c, "resources": _dev_resources(cluster)} if _dev_resources(cluster) else c
+                for c in [main, *_dev_tool_containers(cluster, image, mounts)]
+            ],
             "volumes": volumes,
         },
     }

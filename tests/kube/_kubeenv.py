@@ -26,6 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # An image the ErrImagePull stage fails on every plane (anything under registry.invalid/;
 # the tier also fails images named in KUBE_MISSING_IMAGES).
 MISSING_IMAGE = "registry.invalid/mlenv-tests/never-built:missing"
+# An image the tier "pulls" (its pods run the host's files, not an image).
+PULLABLE = "registry.access.redhat.com/ubi9/ubi-minimal:latest"
 
 
 @dataclass
@@ -170,6 +172,8 @@ def checkout(tmp: Path, name: str, base: str, namespace: str, mode: str, flavor:
     data.pop("nodes", None)
     if flavor == "plain":
         data["platform"] = "kubernetes"
+        # plain Kubernetes builds no image: a config names one (preflight refuses it otherwise)
+        data.setdefault("image", {}).setdefault("ref", PULLABLE)
     # ssh_port and master_port stay the example's: each pod has a network namespace and an
     # address of its own (the tier's pod network), so the two planes' pods, which make test
     # runs side by side, each listen on the same ports without meeting.

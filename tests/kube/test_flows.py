@@ -170,8 +170,10 @@ def test_deploy_status_logs_sync_exec_teardown_deploy(
     assert f"{name} tcp" in shown
 
     _ok(mlenv(root, p, "teardown", name, user=user), "teardown")
-    assert p.run("get", "statefulset", "-n", ns, "ml-dev-env").returncode != 0
-    # and straight back up: nothing left Terminating gets in the way
+    # gone, or Terminating while its pods have their grace period (foreground delete)
+    left = p.run("get", "statefulset", "-n", ns, "ml-dev-env", "-o", "json")
+    assert left.returncode != 0 or "deletionTimestamp" in json.loads(left.stdout)["metadata"]
+    # and straight back up: deploy waits for what is still Terminating, then applies
     out = _ok(mlenv(root, p, "deploy", name, "--mode", "tcp", user=user), "deploy after teardown")
     assert f"deployed {name}: 2/2 pods Ready" in out
     # the claims were kept by teardown: the synced files are still there

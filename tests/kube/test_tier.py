@@ -393,3 +393,57 @@ def test_the_plain_flavour_is_a_gpu_less_cluster(plain: Plane) -> None:
     assert nodes and all(
         "nvidia.com/gpu" not in (n["status"].get("allocatable") or {}) for n in nodes
     )
+
+
+def test_a_dead_component_is_not_taken_for_a_live_one(tmp_path: Path) -> None:
+    """A component that exited but is not reaped yet (a zombie) keeps its pid and start
+    time: `status`, and so `up`, must not count it as running."""
+    import subprocess
+
+    from mlenv.testing.kube import plane, podnet
+
+    tier = plane.Tier(tmp_path)
+    (tmp_path / "pids").mkdir()
+    child = subprocess.Popen(["sleep", "0.1"])
+    try:
+        tier.pid_file("etcd").write_text(f"{child.pid} {podnet.start_time(child.pid)}\n")
+        assert plane._alive(tier, "etcd") == child.pid
+        deadline = time.monotonic() + 10
+        while not plane._zombie(child.pid):  # exited, not reaped
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert plane._alive(tier, "etcd") is None
+    finally:
+        child.wait()
+
+
+def test_the_control_plane_restarts_keeping_etcd_and_pods_start_after_it(plain: Plane) -> None:
+    """`restart` replaces the apiserver, controller-manager and scheduler; etcd keeps the
+    state, and the pod-root controller (whose watch the restart cut) prepares a pod
+    created after it within seconds."""
+    from mlenv.testing.kube import plane
+
+    ns = plain.namespace("restart", user_role=None)
+    plain.apply(
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "kept", "namespace": ns}}
+    )
+    plane.restart(folder=plain.tier.folder)
+    assert plain.json("get", "configmap", "-n", ns, "kept")["metadata"]["name"] == "kept"
+    t0 = time.monotonic()
+    plain.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "after", "namespace": ns},
+            "spec": {
+                "containers": [{"name": "main", "image": "busybox", "command": ["sleep", "1d"]}]
+            },
+        }
+    )
+    while True:
+        pod = plain.json("get", "pod", "-n", ns, "after")
+        ready = [c for c in pod.get("status", {}).get("conditions", []) if c["type"] == "Ready"]
+        if ready and ready[0]["status"] == "True":
+            break
+        assert time.monotonic() - t0 < 60, pod.get("status")
+        time.sleep(0.5)

@@ -61,9 +61,11 @@ class Controllers(ObjectStore):
         self.tick()
 
     def tick(self) -> None:
-        """One pass of the StatefulSet controller, PVC binder, scheduler and kubelet."""
+        """One pass of the garbage collector, StatefulSet controller, PVC binder,
+        scheduler and kubelet."""
+        self.reap()
         for k, sts in sorted(self.objects.items()):
-            if k.startswith("StatefulSet|"):
+            if k.startswith("StatefulSet|") and "deletionTimestamp" not in sts["metadata"]:
                 self._reconcile_sts(sts)
         for k, pvc in sorted(self.objects.items()):
             if k.startswith("PersistentVolumeClaim|"):

@@ -62,6 +62,10 @@ class FakeState:
         # "Kind/name" → how many more (non-dry-run) applies of it fail with a server error,
         # as a flaky API or an admission webhook timing out would
         self.apply_failures: dict[str, int] = {}
+        # seconds a deleted pod stays Terminating (0: deletes are immediate); with it,
+        # foreground deletes and mounted claims wait too (store.ObjectStore._terminate)
+        self.grace_s = 0.0
+        self.terminating: dict[str, float] = {}  # object key → when the pod's grace ends
 
     # -- test setup -------------------------------------------------------------------
 
@@ -216,6 +220,9 @@ class FakeState:
         else:
             for f in ("uid", "creationTimestamp"):
                 meta[f] = old["metadata"][f]
+            for f in ("deletionTimestamp", "finalizers"):  # an apply cannot undo a delete
+                if f in old["metadata"]:
+                    meta[f] = old["metadata"][f]
             gen = int(old["metadata"].get("generation", 1))
             meta["generation"] = gen + (1 if old.get("spec") != obj.get("spec") else 0)
             if "status" not in obj and "status" in old:
@@ -226,14 +233,12 @@ class FakeState:
     def _event(
         self, namespace: str, kind: str, name: str, type_: str, reason: str, message: str
     ) -> None:
+        obj = self.objects.get(_key(kind, namespace, name)) or {}
+        uid = str((obj.get("metadata") or {}).get("uid", ""))
         for e in self.event_log:
-            if (e["namespace"], e["kind"], e["name"], e["reason"], e["message"]) == (
-                namespace,
-                kind,
-                name,
-                reason,
-                message,
-            ):
+            if (e["namespace"], e["kind"], e["name"], e.get("uid", ""), e["reason"]) + (
+                e["message"],
+            ) == (namespace, kind, name, uid, reason, message):
                 e["count"] += 1
                 return
         self.event_log.append(
@@ -241,6 +246,7 @@ class FakeState:
                 "namespace": namespace,
                 "kind": kind,
                 "name": name,
+                "uid": uid,
                 "type": type_,
                 "reason": reason,
                 "message": message,

@@ -34,7 +34,19 @@ from mlenv.contract import ANNOTATION_QUARANTINE, LABEL_HEALTH
 from mlenv.testing.fakecluster.admission import Admission
 from mlenv.testing.fakecluster.state import CLUSTER_SCOPED, _key
 
-SERVER_META = ("uid", "resourceVersion", "generation", "creationTimestamp", "managedFields")
+# Kinds whose delete takes time on a real cluster (grace periods, finalizers); the rest go
+# at once.
+GRACEFUL_KINDS = frozenset({"Pod", "StatefulSet", "PersistentVolumeClaim"})
+
+SERVER_META = (
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "managedFields",
+    "deletionTimestamp",
+    "finalizers",
+)
 
 
 def _flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
@@ -343,6 +355,8 @@ class ObjectStore(Admission):
         self._served(kind)
         self._require("delete", plural(kind), kind, name)
         k = _key(kind, namespace, name)
+        if self.grace_s > 0 and kind in GRACEFUL_KINDS and k in self.objects:
+            return self._terminate(k, cascade)
         obj = self.objects.pop(k, None)
         self.managers.pop(k, None)
         if obj is None:
@@ -363,6 +377,75 @@ class ObjectStore(Admission):
             for vid in [v for v in self.volumes if v.startswith(f"pod:{namespace}/{name}:")]:
                 del self.volumes[vid]
         return True
+
+    def _terminate(self, k: str, cascade: str) -> bool:
+        """A delete that takes time, as on a real cluster with ``grace_s`` set: a pod stays
+        Terminating (``deletionTimestamp`` set) for its grace period; a foreground delete
+        keeps its owner (finalizer ``foregroundDeletion``) until the dependents are gone; a
+        claim a pod still mounts keeps its ``kubernetes.io/pvc-protection`` finalizer.
+        :meth:`reap` removes them as time passes."""
+        obj = self.objects[k]
+        meta = obj["metadata"]
+        if "deletionTimestamp" in meta:
+            return True  # a second delete of a Terminating object changes nothing
+        kind, ns, name = k.split("|", 2)
+        meta["deletionTimestamp"] = f"t={self.clock + self.grace_s:.0f}"
+        self.terminating[k] = self.clock + (self.grace_s if kind == "Pod" else 0.0)
+        if kind == "Pod":
+            return True
+        if kind == "PersistentVolumeClaim":
+            meta["finalizers"] = ["kubernetes.io/pvc-protection"]
+            return True
+        if cascade == "foreground":
+            meta["finalizers"] = ["foregroundDeletion"]
+        uid = meta["uid"]
+        for ok, o in builtins.list(self.objects.items()):
+            if any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or []):
+                okind, ons, oname = ok.split("|", 2)
+                self.delete(okind, oname, ons or None)
+        if cascade != "foreground":
+            self.objects.pop(k, None)
+            self.managers.pop(k, None)
+            self.terminating.pop(k, None)
+        return True
+
+    def reap(self) -> None:
+        """Remove the Terminating objects whose time has come: pods past their grace
+        period, then owners in foreground deletion with no dependent left, then claims no
+        pod mounts any more (the garbage collector and the pvc-protection controller)."""
+        for k, when in sorted(self.terminating.items()):
+            if k.startswith("Pod|") and when <= self.clock:
+                self._forget(k)
+        for k in sorted(self.terminating):
+            if k.startswith("Pod|") or k not in self.objects:
+                continue
+            uid = self.objects[k]["metadata"]["uid"]
+            kind, ns, name = k.split("|", 2)
+            if kind == "PersistentVolumeClaim":
+                busy = any(
+                    (v.get("persistentVolumeClaim") or {}).get("claimName") == name
+                    for ok, pod in self.objects.items()
+                    if ok.startswith(f"Pod|{ns}|")
+                    for v in (pod.get("spec") or {}).get("volumes") or []
+                )
+            else:
+                busy = any(
+                    any(r.get("uid") == uid for r in o["metadata"].get("ownerReferences") or [])
+                    for o in self.objects.values()
+                )
+            if not busy:
+                self._forget(k)
+
+    def _forget(self, k: str) -> None:
+        self.objects.pop(k, None)
+        self.managers.pop(k, None)
+        self.terminating.pop(k, None)
+        kind, ns, name = k.split("|", 2)
+        if kind == "Pod":
+            for vid in [v for v in self.volumes if v.startswith(f"pod:{ns}/{name}:")]:
+                del self.volumes[vid]
+        if kind == "PersistentVolumeClaim":
+            self.volumes.pop(f"pvc:{ns}/{name}", None)
 
     def mark_node(self, marks: NodeMarks, *, remove: bool = False) -> None:
         """The quarantine label, annotation and taint on a Node (``remove``: off), as
@@ -428,7 +511,15 @@ class ObjectStore(Admission):
         """Recorded events, filtered by involved object."""
         self._check_reachable()
         return [
-            Event(e["kind"], e["name"], e["type"], e["reason"], e["message"], e["count"])
+            Event(
+                e["kind"],
+                e["name"],
+                e["type"],
+                e["reason"],
+                e["message"],
+                e["count"],
+                e.get("uid", ""),
+            )
             for e in self.event_log
             if e["namespace"] == namespace
             and (kind is None or e["kind"] == kind)

@@ -12,7 +12,7 @@ import sys
 
 from mlenv.testing.kube import build, pki, plane, podroots
 
-USAGE = "usage: python -m mlenv.testing.kube up|down|status|build|env|grant NAMESPACE [admin|edit]"
+USAGE = "usage: python -m mlenv.testing.kube up|down|restart|status|build|env|grant NAMESPACE [admin|edit]"
 
 
 def _say(line: str) -> None:
@@ -35,6 +35,9 @@ def main(argv: list[str]) -> int:
             return 0
         if verb == "down":
             plane.down(_say)
+            return 0
+        if verb == "restart":
+            plane.restart(_say)
             return 0
         if verb == "status":
             print(json.dumps(plane.status(), indent=1))

@@ -301,6 +301,7 @@ def _stage(
     steps: list[Obj] | None = None,
     weight: int = 0,
     delay_ms: int = 0,
+    delay_from: str = "",
 ) -> Obj:
     spec: Obj = {"resourceRef": {"apiGroup": api_group, "kind": kind}, "selector": selector}
     if nxt is not None:
@@ -311,6 +312,8 @@ def _stage(
         spec["weight"] = weight
     if delay_ms:
         spec["delay"] = {"durationMilliseconds": delay_ms}
+    if delay_from:
+        spec.setdefault("delay", {})["durationFrom"] = {"expressionFrom": delay_from}
     return {
         "apiVersion": "kwok.x-k8s.io/v1alpha1",
         "kind": "Stage",
@@ -556,6 +559,10 @@ def stages(missing_images: list[str]) -> list[Obj]:
             "v1",
             {"matchExpressions": [{"key": ".metadata.deletionTimestamp", "operator": "Exists"}]},
             nxt={"delete": True},
+            # at the deletionTimestamp (delete time + the pod's grace period), as a kubelet
+            # reports the containers stopped; the pod-root controller (podroots.py) ends
+            # it sooner, at the tier's cap
+            delay_from=".metadata.deletionTimestamp",
         ),
         _stage(
             "pvc-provision",

@@ -75,6 +75,9 @@ class Tier:
     def pid_file(self, name: str) -> Path:
         return self.folder / "pids" / f"{name}.pid"
 
+    def argv_file(self, name: str) -> Path:
+        return self.folder / "pids" / f"{name}.argv.json"
+
     def log(self, name: str) -> Path:
         return self.folder / "logs" / f"{name}.log"
 
@@ -93,7 +96,9 @@ def _alive(tier: Tier, name: str) -> int | None:
     except (OSError, ValueError):
         return None
     pid = int(pid_s)
-    return pid if podnet.start_time(pid) == started else None
+    # a zombie keeps its pid and start time until reaped: it is not a live component, and
+    # `up` taking it for one reported a dead plane as up
+    return pid if podnet.start_time(pid) == started and not _zombie(pid) else None
 
 
 def _spawn(tier: Tier, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
@@ -108,6 +113,10 @@ def _spawn(tier: Tier, name: str, argv: list[str], env: dict[str, str] | None = 
         cwd=tier.folder,
     )
     log.close()
+    # how to start it again (`restart`): the argv only; one started with an environment of
+    # its own (kwok, the pod-root controller) is not restarted
+    if env is None:
+        tier.argv_file(name).write_text(json.dumps(argv) + "\n")
     started = None
     for _ in range(50):
         started = podnet.start_time(proc.pid)
@@ -524,29 +533,65 @@ def _make_shims(tier: Tier) -> None:
         (shims / n).symlink_to(tier.folder / "bin" / "confine.sh")
 
 
+def _stop(tier: Tier, name: str) -> bool:
+    """SIGTERM the component's process group, SIGKILL after 10 s; False if it was not running."""
+    pid = _alive(tier, name)
+    if pid is None:
+        tier.pid_file(name).unlink(missing_ok=True)
+        return False
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        pass
+    for _ in range(100):
+        if podnet.start_time(pid) is None or _zombie(pid):
+            break
+        time.sleep(0.1)
+    else:
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    tier.pid_file(name).unlink(missing_ok=True)
+    return True
+
+
+# The control plane a restart replaces; etcd (the state), kwok and the pod-root controller
+# (the nodes) keep running, as on a cluster whose masters are restarted.
+CONTROL_PLANE = ("kube-apiserver", "kube-controller-manager", "kube-scheduler")
+
+
+def restart(say: Say = lambda _line: None, folder: Path | None = None) -> None:
+    """Stop and start the apiserver, controller-manager and scheduler again with the same
+    flags, ports and keys, keeping etcd's data: what the plane's clients, kwok and the
+    pod-root controller see when a cluster's API server restarts."""
+    tier = Tier(tier_dir(folder))
+    st = tier.state()
+    if not st or _alive(tier, "etcd") is None:
+        raise PlaneError("the kube tier is not up: `make kube-up` first")
+    started = time.monotonic()
+    for name in CONTROL_PLANE:
+        _stop(tier, name)
+    p = pki.ensure(tier.folder / "pki")
+    for name in CONTROL_PLANE:
+        _spawn(tier, name, json.loads(tier.argv_file(name).read_text()))
+        if name == "kube-apiserver":
+            _wait(
+                "kube-apiserver",
+                lambda: _ready(f"{st['server']}/readyz", p),
+                tier,
+                name,
+                180,
+            )
+    say(f"kube tier control plane restarted in {time.monotonic() - started:.1f} s (etcd kept)")
+
+
 def down(say: Say = lambda _line: None, folder: Path | None = None) -> None:
     tier = Tier(tier_dir(folder))
     stopped = []
     for name in reversed(ORDER):
-        pid = _alive(tier, name)
-        if pid is None:
-            tier.pid_file(name).unlink(missing_ok=True)
-            continue
-        try:
-            os.killpg(pid, signal.SIGTERM)
-        except ProcessLookupError:
-            pass
-        for _ in range(100):
-            if podnet.start_time(pid) is None or _zombie(pid):
-                break
-            time.sleep(0.1)
-        else:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        tier.pid_file(name).unlink(missing_ok=True)
-        stopped.append(name)
+        if _stop(tier, name):
+            stopped.append(name)
     # pods' processes go with the tier, as with a node's container runtime
     gone = (
         podroots.kill_pod_processes(tier.folder / "pods") if (tier.folder / "pods").is_dir() else []

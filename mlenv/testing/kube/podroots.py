@@ -25,11 +25,14 @@ Runs as ``python -m mlenv.testing.kube podroots TIER KUBECTL KUBECONFIG``.
 from __future__ import annotations
 
 import base64
+import calendar
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -40,9 +43,36 @@ from mlenv.testing.kube.manifests import POD_IP, ROOT_READY
 Obj = dict[str, Any]
 
 
-def kill_pod_processes(pods: Path) -> list[int]:
-    """SIGKILL every process running in a pod root under ``pods`` (a pod's folder, or the
-    tier's ``pods/``): what a container runtime does when a pod goes. kwok runs no
+# The longest grace period the tier gives a deleted pod (MLENV_KUBE_GRACE_S, seconds):
+# a pod's own terminationGracePeriodSeconds (30 by default) when shorter. A real kubelet
+# takes the whole period; tests that delete and recreate many times would wait minutes.
+GRACE_CAP_S = 3.0
+GRACE_CAP_ANNOTATION = "kube-tier.mlenv.dev/grace-cap-s"
+
+
+def grace_cap() -> float:
+    raw = os.environ.get("MLENV_KUBE_GRACE_S", "").strip()
+    try:
+        return max(0.0, float(raw)) if raw else GRACE_CAP_S
+    except ValueError:
+        return GRACE_CAP_S
+
+
+def _deletion_due(pod: Obj, cap: float, now: float) -> float:
+    """Seconds from ``now`` until the kubelet would SIGKILL the pod: its deletionTimestamp
+    (delete time + grace period), at most ``cap`` after now."""
+    stamp = str(pod["metadata"].get("deletionTimestamp", ""))
+    try:
+        left = calendar.timegm(time.strptime(stamp, "%Y-%m-%dT%H:%M:%SZ")) - now
+    except ValueError:
+        left = 0.0
+    return max(0.0, min(left, cap))
+
+
+def kill_pod_processes(pods: Path, sig: int = signal.SIGKILL) -> list[int]:
+    """Send ``sig`` (SIGKILL by default) to every process running in a pod root under
+    ``pods`` (a pod's folder, or the tier's ``pods/``): what a container runtime does when
+    a pod goes (SIGTERM first, at the start of its grace period). kwok runs no
     container, so a daemon a pod's exec left behind (``mlenv.pod init`` starts sshd)
     would otherwise outlive its pod, and the tier. A confined process's root, read from
     the host, is its pod's ``merged`` overlay (confine.sh chroots there)."""
@@ -56,7 +86,7 @@ def kill_pod_processes(pods: Path) -> list[int]:
             continue
         if root.name == "merged" and (root == pods / "merged" or pods in root.parents):
             try:
-                os.kill(int(proc.name), 9)
+                os.kill(int(proc.name), sig)
                 killed.append(int(proc.name))
             except OSError:
                 pass
@@ -69,6 +99,8 @@ class Controller:
         self.base = [kubectl, f"--kubeconfig={kubeconfig}", "--request-timeout=20s"]
         self.log = sys.stderr
         self.net = podnet.load_plane_net(tier)
+        self.cap = grace_cap()
+        self.terminating: set[tuple[str, str, str]] = set()  # (ns, name, uid) in their grace
 
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -297,14 +329,75 @@ class Controller:
                 if d.name not in live:
                     shutil.rmtree(d, ignore_errors=True)
 
+    def terminate(self, pod: Obj) -> None:
+        """A deleted pod's grace period, as a kubelet runs it: SIGTERM to its processes
+        now, SIGKILL at its deletionTimestamp (at most ``cap`` seconds on), then the pod
+        object goes (a delete with no grace left, as the kubelet's final status does).
+        kwok's pod-delete stage waits for the deletionTimestamp too: a tier without this
+        controller still keeps the grace, uncapped."""
+        meta = pod["metadata"]
+        key = (meta["namespace"], meta["name"], str(meta.get("uid", "")))
+        if key in self.terminating:
+            return
+        self.terminating.add(key)
+        if (self.pod_dir(key[0], key[1]) / "merged").is_dir():
+            kill_pod_processes(self.pod_dir(key[0], key[1]), signal.SIGTERM)
+        due = _deletion_due(pod, self.namespace_cap(key[0]), time.time())
+        self.say(f"{key[0]}/{key[1]}: Terminating: SIGTERM sent, removed in {due:.1f} s")
+        timer = threading.Timer(due, self._finish, key)
+        timer.daemon = True
+        timer.start()
+
+    def namespace_cap(self, ns: str) -> float:
+        """The tier's cap, or the namespace's own (annotation GRACE_CAP_ANNOTATION, for a
+        test that needs deletes to take longer than the plane's default)."""
+        res = self.kubectl("get", "namespace", ns, "--output=jsonpath={.metadata.annotations}")
+        try:
+            notes = json.loads(res.stdout or "{}") if res.returncode == 0 else {}
+            return max(0.0, float(notes.get(GRACE_CAP_ANNOTATION, self.cap)))
+        except (ValueError, AttributeError):
+            return self.cap
+
+    def _finish(self, ns: str, name: str, uid: str) -> None:
+        if (self.pod_dir(ns, name) / "merged").is_dir():
+            kill_pod_processes(self.pod_dir(ns, name))
+        # only this pod: a successor of the same name is not ours to delete (a StatefulSet
+        # makes one only once this one is gone, so the window is the two calls' time)
+        live = self.kubectl(
+            "get",
+            "pod",
+            f"--namespace={ns}",
+            name,
+            "--ignore-not-found",
+            "--output=jsonpath={.metadata.uid}",
+        )
+        if live.returncode != 0 or live.stdout.strip() != uid:
+            return
+        res = self.kubectl(
+            "delete",
+            "pod",
+            f"--namespace={ns}",
+            name,
+            "--grace-period=0",
+            "--force",
+            "--wait=false",
+            "--ignore-not-found",
+        )
+        if res.returncode != 0:
+            self.say(f"{ns}/{name}: delete at the end of its grace failed: {res.stderr.strip()}")
+
     def handle(self, kind: str, pod: Obj) -> bool:
         """Act on one watch event; False when the pod must be looked at again."""
         meta = pod["metadata"]
         ns, name = meta["namespace"], meta["name"]
         if kind == "DELETED":
+            self.terminating.discard((ns, name, str(meta.get("uid", ""))))
             self.forget(ns, name)
             return True
-        if meta.get("deletionTimestamp") or not pod["spec"].get("nodeName"):
+        if meta.get("deletionTimestamp"):
+            self.terminate(pod)
+            return True
+        if not pod["spec"].get("nodeName"):
             return True
         if (meta.get("annotations") or {}).get(ROOT_READY) and (
             self.pod_dir(ns, name) / "upper"

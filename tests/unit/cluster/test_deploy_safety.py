@@ -437,3 +437,18 @@ def test_pods_are_not_started_on_an_image_the_imagestream_does_not_have_yet(
         rep.ready == rep.nodes
         and fake.get("StatefulSet", "ml-dev-env", barcelona.namespace) is not None
     )
+
+
+def test_the_admin_hint_says_how_to_render_a_file_that_is_not_there(
+    barcelona, fake_for, tmp_path
+) -> None:
+    """A config outside this checkout (or never rendered) has no k8s/ tree: the hint
+    must not name a file the admin cannot find."""
+    elsewhere = dataclasses.replace(barcelona, source=tmp_path / "clusters" / "barcelona.yaml")
+    fake = fake_for(barcelona)
+    fake.denied = list(NON_ADMIN)
+    with pytest.raises(PreflightFailed) as e:
+        deploy(strict(elsewhere), DeployOptions(mode="rdma", timeout=60), fake)
+    msg = str(e.value)
+    assert "ask a cluster admin to apply k8s/barcelona/rdma/" not in msg
+    assert "render it (`mlenv render barcelona --mode rdma` writes k8s/barcelona/rdma/" in msg

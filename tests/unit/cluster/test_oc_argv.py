@@ -361,3 +361,12 @@ def test_a_refused_dry_run_batch_asks_each_object_alone(oc, fake_bin) -> None:
     )
     assert got[0].action == "unchanged" and isinstance(got[1], Forbidden), got
     assert len(fake_bin.calls()) == 3
+
+
+def test_a_scripted_shell_asks_kubectl_for_no_terminal(fake_bin) -> None:
+    fake_bin.install("kubectl")
+    client = OcCluster()
+    # under pytest stdin is no terminal, as in `mlenv shell NAME -- CMD | tee` or CI:
+    # `-t` there makes kubectl print "Unable to use a TTY" before the command's output
+    assert client.interactive("p", NS, ["cat", "/etc/hostname"]) == 0
+    assert fake_bin.calls() == [["-n", NS, "exec", "-i", "p", "--", "cat", "/etc/hostname"]]

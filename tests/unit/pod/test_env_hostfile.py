@@ -8,7 +8,7 @@ import pytest
 
 from mlenv.errors import InputError
 from mlenv.pod.env import node_rank, pod_env
-from mlenv.pod.hostfile import parse_hostfile, render_hostfile, slots_per_node
+from mlenv.pod.hostfile import NotInitialised, parse_hostfile, render_hostfile, slots_per_node
 
 BASE = {"MLENV_NAMESPACE": "team-a", "MLENV_NNODES": "3"}
 
@@ -89,5 +89,7 @@ def test_hostfile_errors_name_file_and_line(tmp_path: Path) -> None:
     with pytest.raises(InputError) as e:
         parse_hostfile(str(path))
     assert f"{path}:3:" in str(e.value)
-    with pytest.raises(InputError, match="run 'pod init' first"):
+    # not there yet: the pod's entry point has not run pod init (exit 3, not bad input)
+    with pytest.raises(NotInitialised, match="the pod is not initialised yet") as missing:
         parse_hostfile(str(path) + ".missing")
+    assert missing.value.exit_code == 3

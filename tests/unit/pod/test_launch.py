@@ -292,7 +292,11 @@ def test_cli_refusal_exit_code_and_message(tmp_path: Path) -> None:
     assert "pod 0 only" in r.stderr and "Traceback" not in r.stderr
 
 
-def test_cli_launch_without_init_is_a_clear_input_error(tmp_path: Path) -> None:
+def test_cli_launch_before_init_is_exit_3_saying_the_pod_is_not_initialised(
+    tmp_path: Path,
+) -> None:
+    """Right after a deploy the pods' entry point may not have run pod init yet: that is
+    the cluster's state, not bad input (it was exit 2)."""
     env = {**os.environ, **ENV, "MLENV_POD_INDEX": "0", "HOME": str(tmp_path)}
     r = subprocess.run(
         [sys.executable, "-m", "mlenv.pod", "launch"],
@@ -301,7 +305,8 @@ def test_cli_launch_without_init_is_a_clear_input_error(tmp_path: Path) -> None:
         text=True,
         check=False,
     )
-    assert r.returncode == 2 and "hostfile" in r.stderr and "pod init" in r.stderr
+    assert r.returncode == 3, r.stderr
+    assert "the pod is not initialised yet" in r.stderr and "hostfile" in r.stderr
 
 
 def test_printed_torchrun_command_is_shell_quoted(

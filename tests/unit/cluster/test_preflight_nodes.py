@@ -1,0 +1,72 @@
+"""Preflight counts only nodes the planned pods can be scheduled on, and says which it
+left out and why."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from mlenv.cluster.deploy import DeployOptions, PreflightFailed, deploy
+from mlenv.cluster.preflight import unschedulable
+
+
+def _first_node(fake) -> dict:
+    return next(o for k, o in sorted(fake.objects.items()) if k.startswith("Node|"))
+
+
+def _refused(cfg, fake) -> str:
+    with pytest.raises(PreflightFailed) as e:
+        deploy(cfg, DeployOptions(mode="tcp", timeout=60), fake)
+    assert fake.list("StatefulSet", cfg.namespace) == []
+    return str(e.value)
+
+
+def test_a_cordoned_node_is_not_counted(local_cfg, fake_for) -> None:
+    fake = fake_for(local_cfg)
+    node = _first_node(fake)
+    node.setdefault("spec", {})["unschedulable"] = True
+    msg = _refused(local_cfg, fake)
+    assert f"left out: {node['metadata']['name']} (cordoned)" in msg
+
+
+def test_a_taint_the_pods_do_not_tolerate_leaves_the_node_out(local_cfg, fake_for) -> None:
+    fake = fake_for(local_cfg)
+    node = _first_node(fake)
+    node.setdefault("spec", {})["taints"] = [
+        {"key": "dedicated", "value": "infra", "effect": "NoSchedule"}
+    ]
+    msg = _refused(local_cfg, fake)
+    assert "(taint dedicated=infra:NoSchedule not tolerated)" in msg
+
+
+def test_nodes_without_the_node_selector_labels_are_left_out(local_cfg, fake_for) -> None:
+    cfg = dataclasses.replace(
+        local_cfg,
+        scheduling=dataclasses.replace(local_cfg.scheduling, node_selector=(("pool", "a"),)),
+    )
+    fake = fake_for(cfg)
+    msg = _refused(cfg, fake)
+    assert "no label pool=a (scheduling.node_selector)" in msg
+    for k, node in fake.objects.items():
+        if k.startswith("Node|"):
+            node["metadata"].setdefault("labels", {})["pool"] = "a"
+    assert deploy(cfg, DeployOptions(mode="tcp", timeout=60), fake).ready > 0
+
+
+@pytest.mark.parametrize(
+    ("toleration", "tolerated"),
+    [
+        ({"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}, True),
+        ({"key": "k", "value": "v"}, True),  # every effect
+        ({"key": "k", "operator": "Exists"}, True),
+        ({"operator": "Exists"}, True),  # every taint
+        ({"key": "k", "value": "other"}, False),
+        ({"key": "k", "operator": "Exists", "effect": "NoExecute"}, False),
+    ],
+)
+def test_tolerations_match_as_the_scheduler_matches_them(toleration, tolerated: bool) -> None:
+    node = {"spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}]}}
+    assert (unschedulable(node, {"tolerations": [toleration]}) == "") is tolerated
+    soft = {"spec": {"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}}
+    assert unschedulable(soft, {}) == ""
