@@ -34,7 +34,15 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
     "finalize": ("mlenv finalize acceptance-report/RUN_ID",),
     "history": ("mlenv history local", "mlenv history barcelona --fetch -o json"),
     "compare": ("mlenv compare RUN_A RUN_B", "mlenv compare RUN_A RUN_B --tolerance 0.05"),
-    "quarantine": ("mlenv quarantine RUN_ID", "mlenv quarantine RUN_ID --apply"),
+    "metrics": (
+        "mlenv metrics RUN_ID --textfile /var/lib/node_exporter/textfile",
+        "mlenv metrics latest --cluster barcelona --push http://pushgateway:9091",
+    ),
+    "quarantine": (
+        "mlenv quarantine RUN_ID",
+        "mlenv quarantine RUN_ID --apply",
+        "mlenv quarantine RUN_ID --apply --confirm 1/1 --condition",
+    ),
     "release": ("mlenv release RUN_ID --after RUN_ID2", "mlenv release RUN_ID --force --dry-run"),
     "help": ("mlenv help deploy",),
     "completion": ("source <(mlenv completion bash)",),

@@ -105,10 +105,14 @@ def checkout(tmp_path: Path) -> Path:
     ops = co / ".venv" / ".ds-ops"  # DeepSpeed's CPU op installed: make venv's second stamp
     ops.write_text("")
     os.utime(ops, (later + 1, later + 1))
+    light = co / ".venv-cli" / ".installed"  # the cluster targets' light install (make cli)
+    light.parent.mkdir()
+    light.write_text("")
+    os.utime(light, (later, later))
     return co
 
 
-def test_make_targets_run_against_the_fake_through_the_mlenv_variable(
+def test_make_targets_run_against_the_fake_through_the_cli_variable(
     checkout: Path, tmp_path: Path
 ) -> None:
     state = fake_state(tmp_path)
@@ -125,7 +129,7 @@ def test_make_targets_run_against_the_fake_through_the_mlenv_variable(
                 str(checkout),
                 *args,
                 "CLUSTER=barcelona",
-                f"MLENV={mlenv}",
+                f"CLI={mlenv}",  # the cluster targets' mlenv (the light install's)
             ],
             capture_output=True,
             text=True,

@@ -78,7 +78,15 @@ def test_node_verdicts_and_quarantine_use_slurm_node_names(env: Env, tmp_path: P
     )
     (run / "record.json").write_text(json.dumps({"run_id": run.name, "cluster": CLUSTER}))
     try:
-        r = env.mlenv("quarantine", str(run), "--apply", "--history-dir", str(tmp_path / "h"))
+        r = env.mlenv(
+            "quarantine",
+            str(run),
+            "--apply",
+            "--confirm",
+            "1/1",
+            "--history-dir",
+            str(tmp_path / "h"),
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         assert "DRAIN" in _node(env, ALIASES[1])["State"], r.stdout + r.stderr
         # every node the plan names is a Slurm node, none a host name (on this shared
