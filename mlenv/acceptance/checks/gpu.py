@@ -69,7 +69,9 @@ class DcgmOptions(CheckOptions):
         return out
 
 
-def _run(words: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+def run_tool(words: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """A node tool's run (dcgmi, nvidia-smi): output kept, no stdin, never raising on its
+    exit code; the checks that read GPUs share it."""
     return subprocess.run(
         words,
         capture_output=True,
@@ -121,7 +123,7 @@ def diagnose(
     host: str,
     level: int,
     timeout_s: float,
-    runner: Runner = _run,
+    runner: Runner = run_tool,
     which: Callable[[str], str | None] = shutil.which,
 ) -> list[CheckResult]:
     """Run dcgmi on this node's GPUs and return one result per GPU, and one per NvSwitch,

@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from mlenv.acceptance.checks.gpu import run_tool
 from mlenv.acceptance.core.base import Check, RunContext, register
 from mlenv.acceptance.core.options import CheckOptions, at_least, option
 from mlenv.acceptance.core.result import CheckResult, Status
@@ -166,21 +167,10 @@ def pick(log: nvsmi.NvsmiLog, uuid: str, index: int) -> nvsmi.GpuState | None:
     return log.gpus[index] if 0 <= index < len(log.gpus) else None
 
 
-def _run(words: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        words,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        stdin=subprocess.DEVNULL,
-    )
-
-
 def read(
     host: str,
     timeout_s: float,
-    runner: Runner = _run,
+    runner: Runner = run_tool,
     which: Callable[[str], str | None] = shutil.which,
 ) -> nvsmi.NvsmiLog | CheckResult:
     """``nvidia-smi -q -x`` parsed, or the ERROR/SKIP result that says why it could not be."""
