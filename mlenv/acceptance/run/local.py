@@ -414,7 +414,11 @@ def signals_as_interrupts() -> Iterator[None]:
     def on_signal(signum: int, frame: FrameType | None) -> None:
         for s in _SIGNAL_NAMES:
             signal.signal(s, signal.SIG_IGN)
-        raise Interrupted(_SIGNAL_NAMES.get(signal.Signals(signum), "SIGTERM"))
+        name = _SIGNAL_NAMES.get(signal.Signals(signum), "SIGTERM")
+        if _HOLD.active:  # raised when interrupts_held's block ends
+            _HOLD.pending = name
+            return
+        raise Interrupted(name)
 
     old = {s: signal.signal(s, on_signal) for s in _SIGNAL_NAMES}
     try:
@@ -422,6 +426,31 @@ def signals_as_interrupts() -> Iterator[None]:
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+
+
+@dataclass
+class _Hold:
+    active: bool = False
+    pending: str | None = None
+
+
+_HOLD = _Hold()
+
+
+@contextlib.contextmanager
+def interrupts_held() -> Iterator[None]:
+    """Inside :func:`signals_as_interrupts`: a signal that arrives in this block is raised as
+    :class:`Interrupted` when the block ends, not in the middle of it. Starting the launcher
+    is such a block: a Ctrl-C between the fork and ``Popen`` returning left a launcher the
+    stopping code never knew of, running after the run was recorded."""
+    _HOLD.active = True
+    try:
+        yield
+    finally:
+        _HOLD.active = False
+        pending, _HOLD.pending = _HOLD.pending, None
+        if pending is not None:
+            raise Interrupted(pending)
 
 
 def ignore_signals() -> None:
@@ -615,16 +644,17 @@ def run_local(
     watch: RankWatch | None = None
     with signals_as_interrupts():
         try:
-            proc = subprocess.Popen(
-                cmd,
-                env=env,
-                start_new_session=True,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                text=True,
-                bufsize=1,
-                errors="replace",
-            )
+            with interrupts_held():
+                proc = subprocess.Popen(
+                    cmd,
+                    env=env,
+                    start_new_session=True,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    text=True,
+                    bufsize=1,
+                    errors="replace",
+                )
             assert proc.stdout is not None
             pump = threading.Thread(
                 target=_pump, args=(proc.stdout, log, console, ConsoleFilter(level)), daemon=True
