@@ -12,7 +12,14 @@ from typing import ParamSpec, TypeVar
 
 import typer
 
-from mlenv.errors import EXIT_ERROR, EXIT_INPUT, EXIT_SIGINT, ConfigError, MlenvError
+from mlenv.errors import (
+    EXIT_ERROR,
+    EXIT_INPUT,
+    EXIT_SIGINT,
+    ConfigError,
+    InputError,
+    MlenvError,
+)
 
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what a shell reports for a writer whose reader left
 
@@ -175,3 +182,20 @@ def debug(msg: str) -> None:
     """A line only ``--verbose`` shows (the oc/kubectl command lines run)."""
     if SETTINGS.verbose and not SETTINGS.quiet:
         err(msg)
+
+
+def run_folder(target: str) -> tuple[Path, str | None]:
+    """(report folder, the run id it must hold) for a verb's RUN argument (bundle, metrics):
+    a folder as given, or a run id's folder from the history (which must still hold that
+    run: an old version reused one folder)."""
+    from mlenv.acceptance.records.history import default_root, find_run
+    from mlenv.contract import is_run_id
+
+    report_dir = Path(target)
+    if report_dir.is_dir():
+        return report_dir, None
+    if is_run_id(target):
+        rec = find_run(default_root(repo_root()), target)
+        if rec is not None and isinstance(rec.get("report_dir"), str):
+            return Path(rec["report_dir"]), target
+    raise InputError(f"{target}: no such report folder (nor a run id in the history)")

@@ -16,7 +16,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._common import err, guarded, repo_root
+from mlenv.cli._common import err, guarded, repo_root, run_folder
 from mlenv.errors import EXIT_FAIL, InputError
 
 
@@ -78,7 +78,7 @@ def bundle_cmd(
         )
     if mode is not None and mode not in ("rdma", "tcp"):
         raise InputError(f"--mode must be rdma or tcp, got {mode!r}")
-    report_dir, asked = _run_folder(target)
+    report_dir, asked = run_folder(target)
     from mlenv.signoff import make_bundle
 
     path, index = make_bundle(
@@ -107,22 +107,6 @@ def bundle_cmd(
     typer.echo(
         f"MANIFEST sha256: {manifest_sha256(path)} (send it to the reviewer by a second channel)"
     )
-
-
-def _run_folder(target: str) -> tuple[Path, str | None]:
-    """(report folder, the run id it must hold): a folder as given, or a run id's folder from
-    the history (which must still hold that run: an old version reused one folder)."""
-    from mlenv.acceptance.records.history import default_root, find_run
-    from mlenv.contract import is_run_id
-
-    report_dir = Path(target)
-    if report_dir.is_dir():
-        return report_dir, None
-    if is_run_id(target):
-        rec = find_run(default_root(repo_root()), target)
-        if rec is not None and isinstance(rec.get("report_dir"), str):
-            return Path(rec["report_dir"]), target
-    raise InputError(f"{target}: no such report folder (nor a run id in the history)")
 
 
 def _verify(path: Path, extract: Path | None) -> None:

@@ -95,13 +95,13 @@ def metrics_cmd(
 ) -> None:
     """Print a run's Prometheus series, or write them for node_exporter (--textfile) or push them (--push)."""
     from mlenv.acceptance.records import prom
-    from mlenv.cli.cmd_bundle import _run_folder
+    from mlenv.cli._common import run_folder
 
     if textfile is not None and push is not None:
         raise InputError("--textfile and --push: give one")
     if push is not None:
         push_url(push, "--push")
-    report_dir = _latest(cluster) if target == LATEST else _run_folder(target)[0]
+    report_dir = _latest(cluster) if target == LATEST else run_folder(target)[0]
     doc = _document(report_dir)
     name = _cluster_of(report_dir, cluster)
     if textfile is not None:
