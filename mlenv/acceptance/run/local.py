@@ -412,12 +412,13 @@ def signals_as_interrupts() -> Iterator[None]:
         return
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
-        for s in _SIGNAL_NAMES:
-            signal.signal(s, signal.SIG_IGN)
         name = _SIGNAL_NAMES.get(signal.Signals(signum), "SIGTERM")
         if _HOLD.active:  # raised when interrupts_held's block ends
-            _HOLD.pending = name
+            # Not "ignore" yet: a process forked in the block would inherit it across exec
+            # and shrug off the SIGTERM that stops it. A second signal only repeats this.
+            _HOLD.pending = _HOLD.pending or name
             return
+        ignore_signals()
         raise Interrupted(name)
 
     old = {s: signal.signal(s, on_signal) for s in _SIGNAL_NAMES}
@@ -450,6 +451,7 @@ def interrupts_held() -> Iterator[None]:
         _HOLD.active = False
         pending, _HOLD.pending = _HOLD.pending, None
         if pending is not None:
+            ignore_signals()
             raise Interrupted(pending)
 
 
