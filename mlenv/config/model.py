@@ -19,6 +19,31 @@ ContainerRuntime = Literal["pyxis", "apptainer"]
 
 
 @dataclass(frozen=True)
+class PlatformTraits:
+    """What a platform serves, declared once per platform name here, where the names are
+    defined. The layers below ``mlenv/platforms/`` (render, cluster, signoff) cannot ask
+    the Platform object, so they ask ``cluster.traits`` instead of comparing
+    ``cluster.platform`` with a name; the Platform objects carry the same ``traits``."""
+
+    # objects applied to a Kubernetes API, rendered to k8s/<cluster>/<mode>/
+    kubernetes: bool = False
+    # and OpenShift's own kinds (SCC, ImageStream/BuildConfig, Route), through `oc`
+    openshift: bool = False
+    # jobs are sbatch scripts queued on Slurm (off Kubernetes without it: ssh and cron)
+    sbatch: bool = False
+    # off Kubernetes: the folder `mlenv render` writes the scripts to (<folder>/<cluster>/)
+    folder: str = ""
+
+
+PLATFORM_TRAITS: dict[Platform, PlatformTraits] = {
+    "openshift": PlatformTraits(kubernetes=True, openshift=True),
+    "kubernetes": PlatformTraits(kubernetes=True),
+    "slurm": PlatformTraits(sbatch=True, folder="slurm"),
+    "hosts": PlatformTraits(folder="hosts"),
+}
+
+
+@dataclass(frozen=True)
 class ClusterInfo:
     """``cluster:`` — identity of the target cluster."""
 
@@ -273,6 +298,11 @@ class Cluster:
     def name(self) -> str:
         """The cluster's name (``cluster.name``)."""
         return self.cluster.name
+
+    @property
+    def traits(self) -> PlatformTraits:
+        """What the config's platform serves (ask this, not ``platform == "…"``)."""
+        return PLATFORM_TRAITS[self.platform]
 
     @property
     def namespace(self) -> str:

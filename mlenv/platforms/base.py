@@ -5,9 +5,9 @@ manifests of ``mlenv/render`` applied through ``mlenv/cluster``), Slurm (sbatch 
 or plain hosts over ssh. ``mlenv/cli/cmd_<verb>.py`` parses and checks its flags, loads
 the config, asks :func:`mlenv.platforms.dispatch.platform_for` for the config's platform
 and calls the verb's method; it never tests a platform string. A verb a platform does
-not support raises :class:`Unsupported` (one line, exit 2) from :class:`PlatformBase`,
-which every implementation extends, so a new verb is added here once and is "not
-supported" everywhere until a platform implements it.
+not support raises :class:`Unsupported` (one line, exit 2) from :class:`Platform`'s own
+method, which every implementation extends, so a new verb is written here once and is
+"not supported" everywhere until a platform overrides it.
 
 The CLI hands each call a :class:`Session`: where lines go (stdout, stderr), the cluster
 client factory the global options configured (``--kubeconfig``, ``--context``, timeouts;
@@ -20,8 +20,9 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
+from mlenv.config.model import PlatformTraits
 from mlenv.errors import InputError
 
 if TYPE_CHECKING:
@@ -90,153 +91,20 @@ class Session:
     output: str | None = None
 
 
-class Platform(Protocol):
-    """The verbs, one method each. Arguments are already checked by the CLI (ranges,
-    choices); a method raises the typed errors of ``mlenv/errors.py``, returns an exit
-    code where the verb has one, and prints only through ``s``."""
-
-    name: str
-
-    def storage_label(self, cfg: Cluster) -> str:
-        """What ``list-clusters`` shows as the config's storage."""
-        ...
-
-    def render(
-        self,
-        cfg: Cluster,
-        s: Session,
-        *,
-        modes: tuple[str, ...],
-        nodes: int | None,
-        out: Path | None,
-    ) -> list[tuple[Path, Any]]: ...
-
-    def deploy(
-        self,
-        cfg: Cluster,
-        s: Session,
-        *,
-        mode: str,
-        nodes: int | None,
-        dry_run: str | None,
-        timeout: float,
-        no_fallback: bool,
-        take_over: bool,
-        scale_down: bool = False,
-    ) -> None: ...
-
-    def status(self, cfg: Cluster, s: Session, *, output: str | None) -> None: ...
-
-    def logs(
-        self, cfg: Cluster, s: Session, *, pod: str, follow: bool, tail: int | None
-    ) -> None: ...
-
-    def shell(
-        self, cfg: Cluster, s: Session, *, index: int, pod: str, command: list[str]
-    ) -> int: ...
-
-    def sync(
-        self,
-        cfg: Cluster,
-        s: Session,
-        *,
-        src: str,
-        watch: bool,
-        interval: float,
-        max_rounds: int | None,
-        timeout: float | None,
-        delete: bool,
-        dry_run: bool,
-    ) -> None: ...
-
-    def launch(
-        self,
-        cfg: Cluster,
-        s: Session,
-        *,
-        script: list[str],
-        torchrun: bool,
-        timeout: float | None,
-        peer_deadline: float | None = None,
-    ) -> int: ...
-
-    def acceptance(
-        self, cfg: Cluster, s: Session, *, profile: str, suite_args: list[str]
-    ) -> int: ...
-
-    def port_forward(
-        self, cfg: Cluster, s: Session, *, pod: str, ports: list[tuple[int, int]]
-    ) -> int: ...
-
-    def build(self, cfg: Cluster, s: Session) -> int: ...
-
-    def url(self, cfg: Cluster, s: Session, *, tool: str) -> None: ...
-
-    # ``ask`` (``mlenv wizard``): shown what was found, it may change the answers
-    # (pods, RDMA, dev tools) before the config is written out.
-    def discover(
-        self,
-        name: str,
-        s: Session,
-        *,
-        namespace: str,
-        ask: Callable[[Discovered], None] | None = None,
-    ) -> str: ...
-
-    def gpu_info(self, cfg: Cluster, s: Session) -> int: ...
-
-    # a wheelhouse here and a venv on the nodes with what the job imports
-    def stage(self, cfg: Cluster, s: Session) -> None: ...
-
-    def teardown(
-        self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool
-    ) -> None: ...
-
-    def secrets(self, cfg: Cluster, s: Session, *, mode: str) -> list[dict[str, Any]]: ...
-
-    # a finished run's FAILED nodes (``targets``) handed to the scheduler, and back.
-    # ``cluster`` is the run's cluster name (a run on this machine has no config: hosts).
-    def quarantine(
-        self,
-        cluster: str,
-        s: Session,
-        *,
-        run: Run,
-        targets: list[Target],
-        apply: bool,
-        only: str | None,
-        history_root: Path,
-        condition: bool = False,
-    ) -> None: ...
-
-    def release(
-        self,
-        cluster: str,
-        s: Session,
-        *,
-        run: Run,
-        after: Run | None,
-        force: bool,
-        only: str | None,
-        dry_run: bool,
-        history_root: Path,
-    ) -> None: ...
-
-    # ``mlenv history CLUSTER --fetch``: copy the runs recorded on the cluster (the
-    # scheduled re-checks') into the control host's history; (added, skipped) run ids.
-    def history_fetch(
-        self, cfg: Cluster, s: Session, *, history_root: Path
-    ) -> tuple[list[str], list[str]]: ...
-
-
-class PlatformBase:
-    """Every verb "not supported" (exit 2, one line): implementations override what they
-    have. ``hints`` maps a verb to what to use instead on this platform."""
+class Platform:
+    """The verbs, one method each; every one "not supported" here (exit 2, one line), and
+    each implementation overrides what it has. Arguments are already checked by the CLI
+    (ranges, choices); a method raises the typed errors of ``mlenv/errors.py``, returns an
+    exit code where the verb has one, and prints only through ``s``. ``hints`` maps a verb
+    to what to use instead on this platform; ``traits`` is what the platform serves, the
+    same object the layers below this one read as ``cfg.traits``."""
 
     name = "?"
+    traits = PlatformTraits()
     hints: dict[str, str] = {}
 
     def storage_label(self, cfg: Cluster) -> str:
+        """What ``list-clusters`` shows as the config's storage."""
         return cfg.storage.mode
 
     def _no(self, verb: str) -> Unsupported:
@@ -318,6 +186,8 @@ class PlatformBase:
     def url(self, cfg: Cluster, s: Session, *, tool: str) -> None:
         raise self._no("url")
 
+    # ``ask`` (``mlenv wizard``): shown what was found, it may change the answers
+    # (pods, RDMA, dev tools) before the config is written out.
     def discover(
         self,
         name: str,
@@ -331,6 +201,7 @@ class PlatformBase:
     def gpu_info(self, cfg: Cluster, s: Session) -> int:
         raise self._no("gpu-info")
 
+    # a wheelhouse here and a venv on the nodes with what the job imports
     def stage(self, cfg: Cluster, s: Session) -> None:
         raise self._no("stage")
 
@@ -342,6 +213,8 @@ class PlatformBase:
     def secrets(self, cfg: Cluster, s: Session, *, mode: str) -> list[dict[str, Any]]:
         raise self._no("secrets")
 
+    # a finished run's FAILED nodes (``targets``) handed to the scheduler, and back.
+    # ``cluster`` is the run's cluster name (a run on this machine has no config: hosts).
     def quarantine(
         self,
         cluster: str,
@@ -370,6 +243,8 @@ class PlatformBase:
     ) -> None:
         raise self._no("release")
 
+    # ``mlenv history CLUSTER --fetch``: copy the runs recorded on the cluster (the
+    # scheduled re-checks') into the control host's history; (added, skipped) run ids.
     def history_fetch(
         self, cfg: Cluster, s: Session, *, history_root: Path
     ) -> tuple[list[str], list[str]]:

@@ -15,9 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 from mlenv import contract
+from mlenv.config.model import PLATFORM_TRAITS
+from mlenv.config.model import Platform as PlatformName
 from mlenv.contract import BUILD_CONFIG, STATEFULSET, pod_name
 from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InfraError, InputError
-from mlenv.platforms.base import PlatformBase, Session
+from mlenv.platforms.base import Platform, Session
 
 if TYPE_CHECKING:
     from mlenv.cluster.api import ClusterClient
@@ -146,7 +148,7 @@ def status_doc(name: str, namespace: str, rep: StatusReport) -> dict[str, Any]:
     }
 
 
-class KubernetesPlatform(PlatformBase):
+class KubernetesPlatform(Platform):
     """``platform: openshift`` and ``platform: kubernetes``: a StatefulSet of pods."""
 
     hints = {
@@ -155,8 +157,9 @@ class KubernetesPlatform(PlatformBase):
         "stage": "the pods run the image mlenv build makes, which carries mlenv and DeepSpeed",
     }
 
-    def __init__(self, name: str = "openshift") -> None:
+    def __init__(self, name: PlatformName = "openshift") -> None:
         self.name = name
+        self.traits = PLATFORM_TRAITS[name]
 
     def render(
         self,
@@ -408,7 +411,7 @@ class KubernetesPlatform(PlatformBase):
                 f"{cfg.name} runs image.ref ({cfg.image.ref}): there is nothing to build on the "
                 "cluster; push a new image there, or clear image.ref to build the Dockerfile"
             )
-        if cfg.platform != "openshift":
+        if not cfg.traits.openshift:
             raise InputError(
                 f"{cfg.name} is platform {cfg.platform}: builds are OpenShift BuildConfigs; build "
                 "the Dockerfile elsewhere and set image.ref to the image"
@@ -544,7 +547,7 @@ class KubernetesPlatform(PlatformBase):
     @property
     def binary(self) -> str:
         """The client an operator types in the commands printed for them."""
-        return "oc" if self.name == "openshift" else "kubectl"
+        return "oc" if self.traits.openshift else "kubectl"
 
     def quarantine(
         self,

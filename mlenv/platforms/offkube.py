@@ -2,7 +2,7 @@
 (the cluster verbs). The machinery is ``slurm.py`` (sbatch/squeue/scontrol/scancel/sinfo/
 sacct) and ``hosts.py`` (ssh); this module is what each verb does with it and prints.
 Kubernetes-only verbs (build, url, port-forward, gpu-info, secrets, discover, launch)
-stay "not supported" from :class:`PlatformBase`, with a hint where there is another way.
+stay "not supported" from :class:`~mlenv.platforms.base.Platform`, with a hint where there is another way.
 """
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from mlenv.config.model import PLATFORM_TRAITS
 from mlenv.errors import InfraError, InputError
-from mlenv.platforms.base import PlatformBase, Session
+from mlenv.platforms.base import Platform, Session
 
 if TYPE_CHECKING:
     from mlenv.config.model import Cluster
@@ -97,7 +98,7 @@ def _teardown_flags(name: str, dry_run: bool, legacy: bool) -> None:
         raise InputError(f"--dry-run: not for platform {name} (nothing to list)")
 
 
-class _OffKube(PlatformBase):
+class _OffKube(Platform):
     """What Slurm and hosts share: quarantine and release through their node marker."""
 
     def marker(self) -> Marker:
@@ -177,6 +178,7 @@ class SlurmPlatform(_OffKube):
     """The acceptance job through sbatch; the job's state, log and cancel."""
 
     name = "slurm"
+    traits = PLATFORM_TRAITS["slurm"]
     hints = _HINTS
 
     def storage_label(self, cfg: Cluster) -> str:
@@ -306,6 +308,7 @@ class HostsPlatform(_OffKube):
     """Plain hosts over ssh: preflight, copy, run in the foreground."""
 
     name = "hosts"
+    traits = PLATFORM_TRAITS["hosts"]
     hints = {**_HINTS, "gpu-info": "mlenv shell NAME -- nvidia-smi"}
 
     def storage_label(self, cfg: Cluster) -> str:
