@@ -64,22 +64,19 @@ def deployment_for(
         deployment["note"] = f"{shown} does not validate, so nothing was rendered to compare: {e}"
         return (shown, data), deployment, files
     trees: list[tuple[str, Path, dict[str, str]]] = []
-    deployment["platform"] = str(getattr(c, "platform", "openshift"))
-    if getattr(c, "platform", "openshift") in (
-        "slurm",
-        "hosts",
-    ):  # scripts under slurm/<name>/, hosts/<name>/
+    deployment["platform"] = c.platform
+    if c.traits.folder:  # scripts under slurm/<name>/, hosts/<name>/
         from mlenv.render.platforms import planned
 
         d, fresh = planned(root, c)
-        trees.append((str(c.platform), d, fresh))
+        trees.append((c.platform, d, fresh))
         deployment["note"] = deployment["note"].replace(
-            f"k8s/{cluster}/<mode>/", f"{c.platform}/{c.name}/"
+            f"k8s/{cluster}/<mode>/", f"{c.traits.folder}/{c.name}/"
         )
     else:
-        for mode in modes or MODES:
-            d = out_dir(root / "k8s", c, mode)  # type: ignore[arg-type]
-            trees.append((mode, d, render_tree(c, mode) if d.is_dir() else {}))  # type: ignore[arg-type]
+        for mode in (m for m in MODES if not modes or m in modes):
+            d = out_dir(root / "k8s", c, mode)
+            trees.append((mode, d, render_tree(c, mode) if d.is_dir() else {}))
     for label, d, fresh in trees:
         rel = d.relative_to(root).as_posix() if d.is_relative_to(root) else str(d)
         tree: dict[str, Any] = {"mode": label, "dir": rel, "present": d.is_dir(), "files": []}

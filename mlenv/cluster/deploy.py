@@ -203,7 +203,7 @@ def image_not_built(cfg: ClusterConfig, client: ClusterClient) -> str:
     our ImageStream: image.ref set, or plain Kubernetes). The BuildConfig pushes to
     ``ml-dev-env:latest``; the ImageStream lists a pushed tag under ``status.tags`` with
     at least one item (the image's digest)."""
-    if cfg.platform != "openshift" or cfg.image.ref:
+    if not cfg.traits.openshift or cfg.image.ref:
         return ""
     from mlenv.render.names import IMAGE_STREAM
 
@@ -447,7 +447,7 @@ def deploy(
     from mlenv.cluster import legacy  # say what happens to upstream ml-dev-env's objects
 
     for line in legacy.deploy_notice(
-        cfg, legacy.find(client, cfg.namespace, openshift=cfg.platform == "openshift")
+        cfg, legacy.find(client, cfg.namespace, openshift=cfg.traits.openshift)
     ):
         say(line)
     pre = run_preflight(cfg, mode, nodes, manifests, client)

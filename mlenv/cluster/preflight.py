@@ -124,7 +124,7 @@ def run_preflight(
             )
         )
         return rep  # everything else would describe the wrong cluster
-    if cfg.platform == "kubernetes" and not cfg.image.ref:
+    if cfg.traits.kubernetes and not cfg.traits.openshift and not cfg.image.ref:
         add(
             Problem(
                 "blocking",
@@ -135,7 +135,7 @@ def run_preflight(
             )
         )
         return rep
-    if cfg.platform == "openshift" and not serves_openshift(client, ns):
+    if cfg.traits.openshift and not serves_openshift(client, ns):
         add(
             Problem(
                 "blocking",

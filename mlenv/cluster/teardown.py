@@ -85,7 +85,7 @@ def planned_kinds(cfg: ClusterConfig) -> frozenset[str] | None:
             kinds |= {str(m["kind"]) for m in plan(cfg, mode, None)}
     except InputError:
         return None
-    if cfg.platform != "openshift":
+    if not cfg.traits.openshift:
         kinds -= OPENSHIFT_KINDS
     return frozenset(kinds)
 

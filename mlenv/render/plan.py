@@ -342,7 +342,7 @@ def _network_policies(cluster: Cluster) -> list[dict[str, Any]]:
 
 def openshift_features_off(cluster: Cluster) -> list[str]:
     """What ``platform: kubernetes`` leaves out of the plan (said once by deploy): empty on OpenShift."""
-    if cluster.platform == "openshift":
+    if cluster.traits.openshift:
         return []
     off = ["the SCC for IPC_LOCK (RDMA pods need a namespace whose PodSecurity level allows it)"]
     off.append(
@@ -372,7 +372,7 @@ def render_cluster(
     manifests: list[dict[str, Any]] = [_service_account(cluster)]
     # plain Kubernetes serves none of OpenShift's kinds; what `render` writes is
     # exactly what `deploy` applies, so they are left out here, not skipped at apply time.
-    openshift = cluster.platform == "openshift"
+    openshift = cluster.traits.openshift
     if eff == "rdma" and openshift:
         manifests += _rdma_security(cluster)
     if not cluster.image.ref and openshift:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlenv.config.model import Cluster, Mode, Slurm
+from mlenv.config.model import PLATFORM_TRAITS, Cluster, Mode, Slurm
 from mlenv.config.rules import parse_quantity, slurm_minutes
 from mlenv.contract import MAX_NODES, push_url
 from mlenv.errors import InputError
@@ -32,7 +32,8 @@ RECHECK_SBATCH = "recheck.sbatch"
 HOSTS_CRON = "acceptance.cron"
 HOSTFILE = "hostfile"
 LAUNCH_PLAN = "launch-plan.json"
-PLATFORM_ROOTS = {"slurm": "slurm", "hosts": "hosts"}
+# the folder each off-Kubernetes platform renders its scripts to
+PLATFORM_ROOTS = {name: t.folder for name, t in PLATFORM_TRAITS.items() if t.folder}
 
 
 def mode_of(cluster: Cluster) -> Mode:
@@ -318,11 +319,11 @@ def recheck_hints(root: Path, clusters: list[Cluster], out: Path | None = None) 
     (none for a cluster without ``acceptance.schedule`` or on Kubernetes)."""
     lines = []
     for c in clusters:
-        if not c.recheck.schedule or c.platform not in PLATFORM_ROOTS:
+        if not c.recheck.schedule or not c.traits.folder:
             continue
         d = platform_dir(root, c, out)
         folder = d.relative_to(root) if d.is_relative_to(root) else d
-        if c.platform == "slurm":
+        if c.traits.sbatch:
             lines.append(
                 f"re-check on schedule {c.recheck.schedule!r}: install it from a login node with "
                 f"`bash {folder}/{RECHECK_SBATCH} --install` (remove: --remove)"
@@ -339,18 +340,18 @@ def render_platform(
     cluster: Cluster, nodes: int | None = None, control: Control | None = None
 ) -> dict[str, str]:
     """The files of ``cluster``'s platform folder (slurm or hosts)."""
-    if cluster.platform == "slurm":
+    if not cluster.traits.folder:
+        raise ValueError(
+            f"platform {cluster.platform} renders Kubernetes manifests, not a platform folder"
+        )
+    if cluster.traits.sbatch:
         return render_slurm(cluster, nodes)
-    if cluster.platform == "hosts":
-        return render_hosts(cluster, nodes, control)
-    raise ValueError(
-        f"platform {cluster.platform} renders Kubernetes manifests, not a platform folder"
-    )
+    return render_hosts(cluster, nodes, control)
 
 
 def platform_dir(root: Path, cluster: Cluster, out: Path | None = None) -> Path:
     """``<root>/slurm/<cluster>`` (or ``hosts/``); with ``--out DIR``: ``DIR/<cluster>``."""
-    base = out if out is not None else root / PLATFORM_ROOTS[cluster.platform]
+    base = out if out is not None else root / cluster.traits.folder
     return base / cluster.name
 
 
