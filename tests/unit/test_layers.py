@@ -567,28 +567,99 @@ def test_the_length_rule_catches_a_long_function() -> None:
         test_no_function_over_75_logical_lines(m)
 
 
-def _platform_tests(tree: ast.Module) -> list[int]:
-    """Lines comparing an ``x.platform`` attribute (``cfg.platform == "slurm"``, ``in (…)``)."""
-    return [
-        n.lineno
-        for n in ast.walk(tree)
-        if isinstance(n, ast.Compare)
-        and any(
-            isinstance(e, ast.Attribute) and e.attr == "platform" for e in [n.left, *n.comparators]
-        )
-    ]
+def _platform_names() -> frozenset[str]:
+    """The names ``cluster.platform`` may take, read from the ``Platform`` Literal of
+    ``mlenv/config/model.py`` (where the platforms are defined)."""
+    tree = ast.parse((PKG / "config" / "model.py").read_text(encoding="utf-8"))
+    for n in tree.body:
+        if isinstance(n, ast.Assign) and [ast.unparse(t) for t in n.targets] == ["Platform"]:
+            return frozenset(
+                c.value for c in ast.walk(n.value) if isinstance(c, ast.Constant) and c.value
+            )
+    raise AssertionError("mlenv/config/model.py defines no Platform Literal")
 
 
-@pytest.mark.parametrize("m", [m for m in MODULES if m.layer == "cli"], ids=lambda m: m.path)
-def test_no_cli_verb_tests_a_platform_string(m: Module) -> None:
-    # a verb calls platform_for(cfg).<verb>(); the platform decides, not the verb
+PLATFORM_NAMES = _platform_names()
+# Where a platform name may be tested: the platforms, and config, which defines the names
+# (schema, rules, the traits). Everything else asks ``cfg.traits`` or the Platform object.
+PLATFORM_TESTS_AT_HOME = ("mlenv/platforms/", "mlenv/config/")
+# path → the comparisons (as ast.unparse writes them) left there, each with why; None: all.
+PLATFORM_TESTS_ALLOWED: dict[str, frozenset[str] | None] = {
+    # The one left: the re-check CronJob's client (oc or kubectl) and image, until its
+    # rewrite asks cfg.traits like the rest of render/.
+    "mlenv/render/recheck.py": None,
+    # a node's source in the verdicts ("kubernetes", "slurm", "host"), not a platform
+    "mlenv/cluster/nodetell.py": frozenset({"n.get('node_from') != 'kubernetes'"}),
+    # a rank reads what its launcher exported: it has no config and no Platform object
+    "mlenv/acceptance/checks/localize.py": frozenset({"env.get('MLENV_PLATFORM') == 'slurm'"}),
+    # the kube tier's control plane flavour (OpenShift's APIs or plain), not a config's
+    "mlenv/testing/kube/plane.py": frozenset({"flavor == 'openshift'"}),
+}
+
+
+def _names_platform(e: ast.expr) -> bool:
+    """``x.platform``, or a platform name (alone or in a tuple/list/set of constants)."""
+    if isinstance(e, ast.Attribute):
+        return e.attr == "platform"
+    if isinstance(e, ast.Constant):
+        return e.value in PLATFORM_NAMES
+    if isinstance(e, (ast.Tuple, ast.List, ast.Set)):
+        return any(_names_platform(x) for x in e.elts)
+    return False
+
+
+def _platform_tests(tree: ast.Module) -> list[tuple[int, str]]:
+    """(line, source) of each test of a platform name: a comparison with ``x.platform`` or
+    a platform name (``cfg.platform == "slurm"``, ``kind in ("slurm", "hosts")``), a
+    ``case "slurm":``, or a lookup keyed by ``x.platform`` (``{"slurm": …}[cfg.platform]``)."""
+    out = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Compare) and any(map(_names_platform, [n.left, *n.comparators])):
+            out.append((n.lineno, ast.unparse(n)))
+        elif isinstance(n, ast.MatchValue) and _names_platform(n.value):
+            out.append((n.lineno, f"case {ast.unparse(n.value)}"))
+        elif (
+            isinstance(n, ast.Subscript)
+            and isinstance(n.slice, ast.Attribute)
+            and n.slice.attr == "platform"
+        ):
+            out.append((n.lineno, ast.unparse(n)))
+    return sorted(out)
+
+
+@pytest.mark.parametrize("m", MODULES, ids=lambda m: m.path)
+def test_no_platform_name_is_tested_outside_the_platforms(m: Module) -> None:
+    # a verb calls platform_for(cfg).<verb>(); render and cluster ask cfg.traits
+    home = m.path.startswith(PLATFORM_TESTS_AT_HOME)
+    allowed = None if home else PLATFORM_TESTS_ALLOWED.get(m.path, frozenset())
     bad = [
-        f"{m.path}:{line}: compares .platform (call the Platform interface instead)"
-        for line in _platform_tests(m.tree)
+        f"{m.path}:{line}: {src}: tests a platform name (ask cfg.traits or the Platform)"
+        for line, src in _platform_tests(m.tree)
+        if allowed is not None and src not in allowed
     ]
     assert not bad, "\n".join(bad)
 
 
-def test_the_platform_string_rule_catches_a_comparison() -> None:
-    planted = ast.parse('if cfg.platform in ("slurm", "hosts"):\n    pass\nok = cfg.name == "x"\n')
-    assert _platform_tests(planted) == [1]
+def test_the_platform_name_rule_catches_a_comparison() -> None:
+    planted = ast.parse(
+        'if cfg.platform in ("slurm", "hosts"):\n    pass\n'
+        'ok = cfg.name == "x"\n'
+        'kube = kind != "kubernetes"\n'
+        'root = {"slurm": "s"}[c.platform]\n'
+        'match p:\n    case "hosts":\n        pass\n'
+        "plain = not cfg.traits.openshift\n"
+    )
+    assert [line for line, _ in _platform_tests(planted)] == [1, 4, 5, 7]
+    assert PLATFORM_NAMES == {"openshift", "kubernetes", "slurm", "hosts"}
+    m = Module("mlenv/render/new.py", "render", planted)
+    with pytest.raises(AssertionError, match=r"new.py:4: kind != 'kubernetes': tests a platform"):
+        test_no_platform_name_is_tested_outside_the_platforms(m)
+    # at home the same source passes, and an allow-listed comparison passes only as written
+    test_no_platform_name_is_tested_outside_the_platforms(
+        Module("mlenv/config/new.py", "config", planted)
+    )
+    other = Module(
+        "mlenv/cluster/nodetell.py", "cluster", ast.parse('if n.get("node_from") != "slurm": pass')
+    )
+    with pytest.raises(AssertionError, match="nodetell.py:1"):
+        test_no_platform_name_is_tested_outside_the_platforms(other)
