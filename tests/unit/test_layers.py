@@ -574,7 +574,9 @@ def _platform_names() -> frozenset[str]:
     for n in tree.body:
         if isinstance(n, ast.Assign) and [ast.unparse(t) for t in n.targets] == ["Platform"]:
             return frozenset(
-                c.value for c in ast.walk(n.value) if isinstance(c, ast.Constant) and c.value
+                c.value
+                for c in ast.walk(n.value)
+                if isinstance(c, ast.Constant) and isinstance(c.value, str)
             )
     raise AssertionError("mlenv/config/model.py defines no Platform Literal")
 

@@ -39,8 +39,8 @@ def test_the_verb_list_is_the_interface() -> None:
     assert methods == {_method(v) for v in VERBS} | {"storage_label"}
 
 
-@pytest.mark.parametrize("name", sorted(PLATFORMS))
-def test_each_implementation_is_the_interface_and_declares_its_traits(name: str) -> None:
+@pytest.mark.parametrize("name", sorted(PLATFORM_TRAITS))
+def test_each_implementation_is_the_interface_and_declares_its_traits(name: PlatformName) -> None:
     impl = PLATFORMS[name]
     assert isinstance(impl, Platform)
     # the same facts the layers below read from a config of this platform
