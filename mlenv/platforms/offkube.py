@@ -99,7 +99,19 @@ def _teardown_flags(name: str, dry_run: bool, legacy: bool) -> None:
 
 
 class _OffKube(Platform):
-    """What Slurm and hosts share: quarantine and release through their node marker."""
+    """What Slurm and hosts share: their script folder, and quarantine and release through
+    their node marker."""
+
+    def render(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        modes: tuple[str, ...],
+        nodes: int | None,
+        out: Path | None,
+    ) -> list[tuple[Path, Any]]:
+        return _render(cfg, s, nodes, out)
 
     def marker(self) -> Marker:
         """How this platform marks a node (a Slurm drain, or the list of hosts to leave out)."""
@@ -184,17 +196,6 @@ class SlurmPlatform(_OffKube):
     def storage_label(self, cfg: Cluster) -> str:
         # pods' storage means nothing off Kubernetes: the shared folder does
         return cfg.slurm.shared_dir
-
-    def render(
-        self,
-        cfg: Cluster,
-        s: Session,
-        *,
-        modes: tuple[str, ...],
-        nodes: int | None,
-        out: Path | None,
-    ) -> list[tuple[Path, Any]]:
-        return _render(cfg, s, nodes, out)
 
     def history_fetch(
         self, cfg: Cluster, s: Session, *, history_root: Path
@@ -313,17 +314,6 @@ class HostsPlatform(_OffKube):
 
     def storage_label(self, cfg: Cluster) -> str:
         return cfg.hosts.shared_dir or "copied over ssh"
-
-    def render(
-        self,
-        cfg: Cluster,
-        s: Session,
-        *,
-        modes: tuple[str, ...],
-        nodes: int | None,
-        out: Path | None,
-    ) -> list[tuple[Path, Any]]:
-        return _render(cfg, s, nodes, out)
 
     def history_fetch(
         self, cfg: Cluster, s: Session, *, history_root: Path
