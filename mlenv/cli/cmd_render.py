@@ -84,8 +84,8 @@ def render(
     )
     if check:
         stale = service.check(plan)
-        if stale.paths:
-            for p in stale.paths:
+        if stale.differences:
+            for p in stale.differences:
                 err(f"stale: {p}")
             how = (
                 "mlenv render --all --prune (make render-all PRUNE=1)"

@@ -45,10 +45,11 @@ class RenderPlan:
 
 @dataclass(frozen=True)
 class Staleness:
-    """What :func:`check` found: the paths that differ from a fresh render, and whether
-    some are trees of configs no longer in ``clusters/`` (``--prune`` removes those)."""
+    """What :func:`check` found: each path that differs from a fresh render, with how
+    (``k8s/x/tcp/pod.yaml (missing)``), and whether some are trees of configs no longer in
+    ``clusters/`` (``--prune`` removes those)."""
 
-    paths: list[str]
+    differences: list[str]
     extra: bool = False
 
 
