@@ -15,18 +15,16 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING
 
 from mlenv.errors import InfraError, InputError
 from mlenv.service import Notifier
 
 if TYPE_CHECKING:
     from mlenv.acceptance.records.rundir import Claim
-    from mlenv.acceptance.run.local import LocalRun
+    from mlenv.acceptance.run.local import Level, LocalRun
     from mlenv.config.model import Cluster
     from mlenv.platforms.base import Session
-
-Level = Literal["quiet", "normal", "verbose"]
 
 
 @dataclass(frozen=True)
