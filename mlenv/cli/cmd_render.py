@@ -1,15 +1,24 @@
-"""``mlenv render``: write (or ``--check``) the manifests of ``k8s/<cluster>/<mode>/``."""
+"""``mlenv render``: write (or ``--check``) the manifests of ``k8s/<cluster>/<mode>/``.
+
+The verb checks its flags and prints; loading, rendering, comparing and writing are
+:mod:`mlenv.service.render`.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import platform, session
-from mlenv.cli._common import err, guarded, repo_root
+from mlenv.cli._clusterctx import session
+from mlenv.cli._common import err, guarded, note, repo_root
 from mlenv.errors import EXIT_FAIL, InputError, did_you_mean
+from mlenv.service import Notifier
+
+# The service's lines: what was written on stdout (typer.echo: a reader that leaves early
+# ends the command, exit 141), warnings and kept files on stderr.
+SAY = Notifier(out=typer.echo, note=note, err=err)
 
 
 @guarded
@@ -48,10 +57,7 @@ def render(
     tree (--check), 2 invalid config/flags/manifests or an output folder that is not a
     writable directory, 3 a write that fails midway (disk full, I/O error).
     """
-    from mlenv.config import loader
-    from mlenv.errors import Diagnostic
-    from mlenv.generated import extra_folders, stale_paths, unwritable_reason
-    from mlenv.render.tree import MODES
+    from mlenv.service import render as service
 
     if all_ == (cluster is not None):
         raise InputError("give exactly one of CLUSTER or --all")
@@ -61,109 +67,36 @@ def render(
         raise InputError(
             "--prune goes with --all, without --check (it removes what --check calls extra)"
         )
-    if mode is not None and mode not in MODES:
+    if mode is not None and mode not in service.MODES:
         raise InputError(
-            f"--mode must be one of {', '.join(MODES)}, got {mode!r}{did_you_mean(mode, MODES)}"
+            f"--mode must be one of {', '.join(service.MODES)}, got {mode!r}"
+            f"{did_you_mean(mode, service.MODES)}"
         )
-    modes = MODES if mode is None else (mode,)
-    root = Path(repo_root())
-    warnings: list[Diagnostic] = []
-    if all_:
-        # outside a checkout `--all --check` checked 0 trees and said "up to date"
-        if not (root / "clusters").is_dir():
-            raise InputError(
-                f"--all: no clusters/ folder in {root} or above: run inside a "
-                "checkout (or set MLENV_ROOT)"
-            )
-        clusters = loader.load_all(root, warnings=warnings)
-        if not clusters:
-            raise InputError(f"--all: {root / 'clusters'} holds no cluster config (*.yaml)")
-    else:
-        clusters = [loader.load(cluster or "", root, warnings=warnings)]
-        if out is None and not check:
-            loader.refuse_other_tree(clusters[0], root)
-    for w in warnings:
-        err(w.format())
-    out_root = out if out is not None else root / "k8s"
-
-    # render + validate everything first: a bad manifest must leave the tree untouched
-    planned: list[tuple[Path, Any]] = []
-    s = session()
-    for c in clusters:  # k8s/<c>/<mode>/, or slurm/<c>/ and hosts/<c>/ beside it
-        planned += platform(c).render(c, s, modes=modes, nodes=nodes, out=out)
-    flag = "--out" if out is not None else "output folder"
-    for d, _ in planned:
-        why = unwritable_reason(d, writing=not check)
-        if why is not None:
-            raise InputError(f"{flag} {out_root}: cannot write {d}: {why}")
-
-    platform_roots: list[tuple[Path, set[str]]] = []
-    if all_ and out is None:  # slurm/<name>/ and hosts/<name>/ of deleted configs too
-        from mlenv.render.platforms import PLATFORM_ROOTS
-
-        for folder in sorted(set(PLATFORM_ROOTS.values())):
-            base = root / folder
-            platform_roots.append((base, {d.name for d, _ in planned if d.parent == base}))
-    known = {c.name for c in clusters}
+    plan = service.plan(
+        Path(repo_root()),
+        session(),
+        cluster=None if all_ else cluster,
+        modes=service.MODES if mode is None else (mode,),
+        nodes=nodes,
+        out=out,
+        writing=not check,
+        say=SAY,
+    )
     if check:
-        stale = stale_paths(planned, out_root, known if all_ else None, platform_roots)
-        if stale:
-            for p in stale:
+        stale = service.check(plan)
+        if stale.differences:
+            for p in stale.differences:
                 err(f"stale: {p}")
-            extra = all_ and extra_folders(out_root, known, platform_roots)
             how = (
                 "mlenv render --all --prune (make render-all PRUNE=1)"
-                if extra
+                if stale.extra
                 else ("mlenv render --all (make render-all)")
             )
             err(f"the rendered manifests are out of date; regenerate with: {how} and commit them")
             raise typer.Exit(EXIT_FAIL)
-        typer.echo(f"{len(planned)} manifest tree(s) up to date under {out_root}")
+        typer.echo(f"{len(plan.planned)} manifest tree(s) up to date under {plan.out_root}")
         return
-    _write_all(planned, root)
-    if prune:
-        _prune(root, extra_folders(out_root, known, platform_roots))
-    _recheck_hints(root, clusters, out)
-
-
-def _write_all(planned: list[tuple[Path, Any]], root: Path) -> None:
-    """Write every tree, then say so: a reader that leaves early (`render --all | head -1`)
-    ended the command after the first tree when each was announced as written."""
-    from mlenv.errors import InfraError
-    from mlenv.generated import write_tree
-
-    done: list[str] = []
-    for d, files in planned:
-        try:
-            write_tree(files, d)
-        except OSError as e:
-            for line in done:
-                typer.echo(line)
-            raise InfraError(f"cannot write {e.filename or d}: {e.strerror or e}") from None
-        shown = d.relative_to(root) if d.is_relative_to(root) else d
-        done.append(f"wrote {len(files)} files to {shown}/")
-    for line in done:
-        typer.echo(line)
-
-
-def _prune(root: Path, folders: list[Path]) -> None:
-    """--prune: the generated files of trees no config renders any more, and their folders."""
-    from mlenv.generated import prune
-
-    for d in folders:
-        kept = prune(d)
-        shown = d.relative_to(root) if d.is_relative_to(root) else d
-        typer.echo(f"removed the generated files of {shown}/ (no clusters/*.yaml renders it)")
-        for p in kept:
-            err(f"kept {p}: not generated by mlenv render")
-
-
-def _recheck_hints(root: Path, clusters: list[Any], out: Path | None) -> None:
-    """how to install each slurm/hosts cluster's scheduled re-check (render wrote it)."""
-    from mlenv.render.platforms import recheck_hints
-
-    for line in recheck_hints(root, clusters, out):
-        typer.echo(line)
+    service.write(plan, prune=prune, say=SAY)
 
 
 def register(app: typer.Typer) -> None:

@@ -117,7 +117,7 @@ def test_scontrol_fatal_error_has_a_hint(stderr: str, hint: str) -> None:
 def test_acceptance_on_a_platform_hands_localize_to_the_job(tmp_path: Path) -> None:
     """``mlenv acceptance --cluster NAME --localize`` dropped --localize, so the job's
     fabric.localize stayed on auto and SKIPped (found on the real Slurm harness)."""
-    from mlenv.cli.cmd_acceptance import platform_suite_args
+    from mlenv.service.acceptance import platform_suite_args
 
     opts = tmp_path / "o.json"
     args = platform_suite_args(

@@ -53,6 +53,18 @@ MAY_IMPORT: dict[str, set[str]] = {
     # Also inside pods; reads options/baselines with the config layer's strict YAML loader
     # and counts GPUs like pod-init does.
     "acceptance": {"errors", "contract", "config", "pod"},
+    # What a verb does, below the CLI (acceptance's run/record/bundle, render's
+    # check/write): everything the CLI calls, never the CLI itself.
+    "service": {
+        "errors",
+        "contract",
+        "config",
+        "render",
+        "generated",
+        "platforms",
+        "acceptance",
+        "signoff",
+    },
     # Test support, not in the wheel: the fake cluster, fake kubectl, fake_mlenv (runs the CLI).
     "testing": {"config", "render", "errors", "contract", "argv", "cluster", "cli"},
     "cli": {"*"},
@@ -72,6 +84,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "generated": set(),
     "signoff": set(),
     "quarantine": set(),
+    "service": set(),  # it speaks through a Notifier: no typer, no terminal
     "platforms": {"yaml", "jinja2"},
     "cluster": {"yaml"},
     "pod": set(),  # the pod image's Python may have nothing but the stdlib
@@ -287,6 +300,69 @@ def test_object_names_are_typed_in_one_place(m: Module) -> None:
         for line, text in _name_literals(m)
     ]
     assert not bad, "\n".join(bad)
+
+
+# Verbs whose work lives in mlenv/service/: they parse and check flags, call their service
+# and print what it says; the layers below are the service's to call, not theirs.
+SERVICE_VERBS = {
+    "mlenv/cli/cmd_acceptance.py": "mlenv.service.acceptance",
+    "mlenv/cli/cmd_render.py": "mlenv.service.render",
+}
+SERVICE_VERB_MAY_IMPORT = {"cli", "service", "errors", "contract"}
+
+
+@pytest.mark.parametrize("m", [m for m in MODULES if m.path in SERVICE_VERBS], ids=lambda m: m.path)
+def test_verbs_with_a_service_call_it_not_the_layers_below(m: Module) -> None:
+    found = _all_imports(m)
+    bad = [
+        f"{m.path}:{line}: imports {mod} (a verb with a service imports "
+        f"{', '.join(sorted(SERVICE_VERB_MAY_IMPORT))}; move the work into {SERVICE_VERBS[m.path]})"
+        for line, mod, _ in found
+        if mod.split(".")[0] == "mlenv"
+        and len(mod.split(".")) > 1
+        and mod.split(".")[1] not in SERVICE_VERB_MAY_IMPORT
+    ]
+    service, _, name = SERVICE_VERBS[m.path].rpartition(".")
+    if not any(
+        mod == SERVICE_VERBS[m.path] or (mod == service and name in names)
+        for _, mod, names in found
+    ):
+        bad.append(f"{m.path}: never imports {SERVICE_VERBS[m.path]}")
+    assert not bad, "\n".join(bad)
+
+
+def test_the_service_rules_catch_a_violation() -> None:
+    """A service module importing the CLI, or printing, is flagged; so is a verb with a
+    service that reaches past it into the platforms and never calls it."""
+    planted = Module(
+        "mlenv/service/evil.py",
+        "service",
+        ast.parse(
+            "import typer\nfrom mlenv.cli._common import err\n\ndef f():\n    typer.echo('x')\n"
+        ),
+    )
+    with pytest.raises(AssertionError, match="layer 'service' imports mlenv.cli._common"):
+        test_imports_follow_the_layering(planted)
+    with pytest.raises(AssertionError, match="third-party 'typer'"):
+        test_third_party_imports_per_layer(planted)
+    with pytest.raises(AssertionError, match="typer.echo"):
+        test_only_the_edges_print(planted)
+    verb = Module(
+        "mlenv/cli/cmd_render.py",
+        "cli",
+        ast.parse("def render():\n    from mlenv.platforms.dispatch import platform_for\n"),
+    )
+    with pytest.raises(
+        AssertionError,
+        match=r"(?s)cmd_render.py:2: imports mlenv.platforms.dispatch.*never imports mlenv.service.render",
+    ):
+        test_verbs_with_a_service_call_it_not_the_layers_below(verb)
+    calls = Module(
+        "mlenv/cli/cmd_render.py",
+        "cli",
+        ast.parse("def render():\n    from mlenv.service import render as service\n"),
+    )
+    test_verbs_with_a_service_call_it_not_the_layers_below(calls)
 
 
 def test_the_rules_catch_a_violation(tmp_path: Path) -> None:
