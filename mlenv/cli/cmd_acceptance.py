@@ -235,7 +235,8 @@ def _run(claim: Claim, per_run: bool, plan: _Plan, launched: list[bool]) -> int:
         said = rundir.point_latest(report_dir.parent, run_id)
         if said:
             note(said)
-    note(f"run {run_id}: reports in {report_dir}")
+    for line in console.fold(f"run {run_id}: reports in {report_dir}"):  # 100 columns
+        note(line)
     n, gpus, dl = plan.n, plan.gpus, plan.deadline
     suite = [
         "--profile",
@@ -256,10 +257,11 @@ def _run(claim: Claim, per_run: bool, plan: _Plan, launched: list[bool]) -> int:
     cmd = local.build_command(n, gpus, world.free_port(), report_dir.resolve(), suite)
     # the terminal gets progress and the verdict; the launcher's argv is in
     # launcher.log (and here with -v)
-    note(
+    for line in console.fold(
         f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed; "
         f"details in {report_dir / local.LAUNCHER_LOG}"
-    )
+    ):
+        note(line)
     debug(f"launcher: {shlex.join(cmd)}")
     # Worst case: every check runs into its deadline (the suite itself aborts sooner).
     budget = plan.n_checks * dl + local.STARTUP_SLACK_S
