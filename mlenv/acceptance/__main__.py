@@ -357,9 +357,9 @@ def _judge(
     print(console.verdict_block(doc, str(report_dir)), flush=True)
     root = Path(args.history_dir) if args.history_dir else history.default_root()
     for line in history.after_run(report_dir, doc, root, plots=plots):
-        print(f"[acceptance] {line}", flush=True)
+        console.print_note(line.strip(), indent="")
     if args.push_metrics:
-        print(f"[acceptance] {_push(args.push_metrics, doc)}", flush=True)
+        console.print_note(_push(args.push_metrics, doc), indent="")
     code = exit_for_doc(doc)
     if outcome.aborted:
         sys.stderr.flush()

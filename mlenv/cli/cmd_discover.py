@@ -84,7 +84,63 @@ def discover(
     _write(path, name, text)
 
 
-def _check_discovered(name: str, text: str) -> None:
+def _from_wizard_file(src: Path, name: str | None, force: bool) -> None:
+    """clusters/NAME.yaml from upstream's saved wizard answers and the config they name."""
+    import yaml
+
+    from mlenv.config import loader
+    from mlenv.config.wizardfile import WizardFileError, convert, is_wizard_file
+    from mlenv.config.yamlpos import parse
+
+    def read(path: Path) -> object:
+        parsed = parse(loader.read_capped(path), str(path))
+        if parsed.data is None:
+            raise InputError("\n".join(d.format() for d in parsed.diagnostics))
+        return parsed.data
+
+    try:
+        wizard = read(src)
+    except OSError as e:
+        raise InputError(f"--from {src}: cannot read it ({e.strerror or e})") from None
+    if not is_wizard_file(wizard):
+        raise InputError(
+            f"--from {src}: not a file saved by upstream's deployment wizard (it has a "
+            "`deployment:` block naming a cluster); a cluster config deploys as it is"
+        )
+    assert isinstance(wizard, dict)
+    name = name or src.stem
+    _check_names(("cluster name (NAME)", name))
+    cluster = wizard["deployment"]["cluster"]
+    if not loader.is_bare_name(cluster):  # a name under clusters/, never a path to read
+        raise InputError(f"{src}: deployment.cluster: {cluster!r} is not a cluster name")
+    base_path = loader.resolve(cluster, repo_root())  # the cluster the answers were for
+    base = read(base_path)
+    if not isinstance(base, dict):
+        raise InputError(f"{base_path}: not a cluster config (a mapping)")
+    try:
+        made = convert(wizard, base, name)
+    except WizardFileError as e:
+        raise InputError(f"{src}: {e}") from None
+    text = (
+        f"# Converted by `mlenv wizard --from {src.name}` from upstream's saved wizard answers\n"
+        f"# and clusters/{base_path.name}; review it, then `mlenv validate {name}`.\n"
+        + yaml.safe_dump(made.data, sort_keys=False, default_flow_style=False)
+    )
+    _check_discovered(name, text, what="the converted config")
+    path = Path(repo_root()) / "clusters" / f"{name}.yaml"
+    if path.resolve() == base_path.resolve() or path.resolve() == src.resolve():
+        raise InputError(
+            f"NAME {name!r} would overwrite {path}, which it was made from: pick another"
+        )
+    if path.exists() and not force:
+        raise InputError(f"{path} exists and was kept: pass --force, or give another NAME")
+    _write(path, name, text)
+    for line in made.left_out:
+        typer.echo(f"note: {line}")
+    typer.echo(f"next: make deploy-cluster CLUSTER={name}")
+
+
+def _check_discovered(name: str, text: str, what: str = "the discovered config") -> None:
     """InputError unless ``text`` validates: clusters/ never holds a file `mlenv validate`
     rejects, and --dry-run never prints one."""
     import tempfile
@@ -96,9 +152,7 @@ def _check_discovered(name: str, text: str) -> None:
         tmp.write_text(text)
         cfg, diags = check_file(tmp)
     if cfg is None:
-        raise InputError(
-            "the discovered config does not validate:\n" + "\n".join(d.format() for d in diags)
-        )
+        raise InputError(f"{what} does not validate:\n" + "\n".join(d.format() for d in diags))
 
 
 def _write(path: Path, name: str, text: str) -> None:
@@ -148,12 +202,23 @@ def wizard(
     force: Annotated[
         bool, typer.Option("--force", help="Overwrite an existing file without asking.")
     ] = False,
+    from_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--from",
+            help="Convert a file saved by upstream ml-dev-env's deployment wizard instead "
+            "(no discovery, no questions); NAME defaults to the file's name.",
+        ),
+    ] = None,
 ) -> None:
     """Discover the cluster you are logged in to, ask what to use of it (pods, RDMA, dev
     tools), and write a starting clusters/NAME.yaml that validates. Answers come from the
     terminal or standard input, one a line (an empty line takes the default)."""
     from mlenv.platforms.dispatch import platform_named
 
+    if from_file is not None:
+        _from_wizard_file(from_file, name, force)
+        return
     try:
         if name is None:
             name = str(typer.prompt("Cluster name (the file is clusters/NAME.yaml)"))

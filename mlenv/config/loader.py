@@ -41,6 +41,8 @@ from mlenv.config.model import (
 )
 from mlenv.config.rules import semantic_diagnostics, split_list
 from mlenv.config.schema import schema_diagnostics
+from mlenv.config.wizardfile import is_wizard_file
+from mlenv.config.wizardfile import summary as wizard_summary
 from mlenv.config.yamlpos import MAX_BYTES, Pos, parse, too_large
 from mlenv.errors import ConfigError, Diagnostic, InputError
 
@@ -179,6 +181,19 @@ def check_file(path: Path) -> tuple[Cluster | None, list[Diagnostic]]:
     parsed = parse(raw, file)
     if parsed.data is None:
         return None, parsed.diagnostics
+    if is_wizard_file(parsed.data):  # not a config at all: one line saying what it is
+        pos = parsed.pos(("deployment",), key=True)
+        return None, [
+            Diagnostic(
+                file,
+                pos.line,
+                pos.col,
+                "deployment",
+                f"a saved file of upstream ml-dev-env's deployment wizard "
+                f"({wizard_summary(parsed.data)}), not a cluster config",
+                hint=f"convert it: mlenv wizard --from {file} NAME (writes clusters/NAME.yaml)",
+            )
+        ]
     diags = list(parsed.diagnostics)
     diags += schema_diagnostics(parsed, file)
     diags += semantic_diagnostics(parsed, file)

@@ -195,17 +195,21 @@ def _run(r: _Run, launched: list[bool]) -> int:
         said = rundir.point_latest(report_dir.parent, run_id)
         if said:
             say.note(said)
-    say.note(f"run {run_id}: reports in {report_dir}")
+    from mlenv.acceptance.reports.console import fold  # 100 columns; a path is never cut
+
+    for line in fold(f"run {run_id}: reports in {report_dir}"):
+        say.note(line)
     n, gpus, dl = plan.n, plan.gpus, plan.deadline
     history_root = history.default_root(r.root)
     suite = _suite_args(r, history_root)
     cmd = local.build_command(n, gpus, world.free_port(), report_dir.resolve(), suite)
     # the terminal gets progress and the verdict; the launcher's argv is in
     # launcher.log (and here with -v)
-    say.note(
+    for line in fold(
         f"launching {n} rank(s) ({'GPU' if gpus else 'CPU, gloo'}) through DeepSpeed; "
         f"details in {report_dir / local.LAUNCHER_LOG}"
-    )
+    ):
+        say.note(line)
     say.debug(f"launcher: {shlex.join(cmd)}")
     # Worst case: every check runs into its deadline (the suite itself aborts sooner).
     budget = plan.n_checks * dl + local.STARTUP_SLACK_S

@@ -21,27 +21,66 @@ if TYPE_CHECKING:
     from mlenv.acceptance.reports.document import RunMeta
 
 
-def check_line(r: CheckResult, max_metrics: int = 4) -> str:
-    """``  PASS  compute.matmul        rank 0 (host)  tflops_fp32=0.41  (1.2 s)``."""
-    metrics = "  ".join(f"{k}={v:.4g}" for k, v in sorted(r.metrics.items())[:max_metrics])
+PREFIX = "[acceptance] "
+WIDTH = 100  # the terminal a run's default output fits (a quick run printed up to 235 columns)
+_INDENT = " " * 8  # a check line's continuation: under the check's name
+
+
+def fold(text: str, width: int = WIDTH, indent: str = "    ") -> list[str]:
+    """``text`` in lines of at most ``width`` columns, the later ones indented; a word longer
+    than a line (a path) is kept whole rather than cut."""
+    import textwrap
+
+    return textwrap.wrap(
+        text,
+        width,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [""]
+
+
+def check_lines(r: CheckResult, width: int = WIDTH - len(PREFIX)) -> list[str]:
+    """``  PASS  compute.matmul             rank 0 (host)  tflops_fp32=0.41  (1.2 s)``, in
+    ``width`` columns: the metrics that fit (``+N``: how many more results.json holds), then
+    the reason on lines of its own."""
+    head = shown(f"  {r.status.value:<5} {r.name:<26} {where(r):<12}")
+    tail = f"  ({r.duration_s:.1f} s)"
+    metrics = [shown(f"{k}={v:.4g}") for k, v in sorted(r.metrics.items())]
     text = reason_text(r)
-    why = f"  — {text}" if text else ""
-    return shown(
-        f"  {r.status.value:<5} {r.name:<28} {where(r):<24} {metrics}  ({r.duration_s:.1f} s){why}"
-    )
+    why = fold(f"{_INDENT}— {shown(text)}", width, _INDENT + "  ") if text else []
+    first = len(metrics[0]) + 2 if metrics else 0
+    if len(head) + first + len(tail) > width:  # a long host name: the figures go below it
+        return [head.rstrip(), *fold(_INDENT + "  ".join(metrics) + tail, width, _INDENT), *why]
+    kept: list[str] = []
+    for i, m in enumerate(metrics):
+        more = len(metrics) - i - 1
+        mark = f" +{more}" if more else ""
+        if kept and len(head) + 2 + len("  ".join([*kept, m])) + len(mark) + len(tail) > width:
+            break
+        kept.append(m)
+    left = len(metrics) - len(kept)
+    line = head + ("  " + "  ".join(kept) if kept else "") + (f" +{left}" if left else "") + tail
+    return [line, *why]
+
+
+def check_line(r: CheckResult) -> str:
+    """The check's lines as one string (newline-separated), for tests and logs."""
+    return "\n".join(check_lines(r))
 
 
 def print_check(r: CheckResult, out: TextIO | None = None) -> None:
-    """Print one check line and flush (the launcher interleaves ranks' output)."""
+    """Print one check's lines and flush (the launcher interleaves ranks' output)."""
     stream = out or sys.stdout
-    stream.write(f"[acceptance] {check_line(r)}\n")
+    stream.write("".join(f"{PREFIX}{line}\n" for line in check_lines(r)))
     stream.flush()
 
 
-def print_note(line: str, out: TextIO | None = None) -> None:
+def print_note(line: str, out: TextIO | None = None, indent: str = "  ") -> None:
     """A run-level finding as it is known (a node outlier), in the verdict's own words."""
     stream = out or sys.stdout
-    stream.write(f"[acceptance]   {shown(one_line(line))}\n")
+    lines = fold(f"{indent}{shown(one_line(line))}", WIDTH - len(PREFIX), indent + "  ")
+    stream.write("".join(f"{PREFIX}{x}\n" for x in lines))
     stream.flush()
 
 
@@ -110,11 +149,12 @@ def report_files(report_dir: str) -> list[str]:
 
 def verdict_block(doc: dict[str, Any], report_dir: str) -> str:
     """The verdict, its reasons (one line each: stacks stay in results.json) and where the reports are."""
-    lines = [f"verdict: {doc.get('verdict')}"]
+    # a report may come from anywhere (mlenv finalize reads one): nothing in it drives the
+    # terminal. Each line fits WIDTH; what runs over continues on lines indented by four.
+    lines = [f"verdict: {shown(str(doc.get('verdict')))}"]
     reasons = doc.get("reasons")
-    lines += [f"  - {one_line(str(r))}" for r in (reasons if isinstance(reasons, list) else [])]
-    lines.append(
-        f"reports: {report_dir}/ ({', '.join(report_files(report_dir)) or 'none written'})"
-    )
-    # a report may come from anywhere (mlenv finalize reads one): nothing in it drives the terminal
-    return "\n".join(shown(line) for line in lines)
+    for r in reasons if isinstance(reasons, list) else []:
+        lines += fold(f"  - {shown(one_line(str(r)))}")
+    files = ", ".join(report_files(report_dir)) or "none written"
+    lines += fold(f"reports: {shown(report_dir)}/ ({files})")
+    return "\n".join(lines)

@@ -505,9 +505,8 @@ class ConsoleFilter:
         if text.startswith("verdict: "):
             self._in_verdict = True
             return True
-        if self._in_verdict and text.startswith(("  - ", "reports: ")):
-            self._in_verdict = not text.startswith("reports: ")
-            return True
+        if self._in_verdict and text.startswith(("  - ", "reports: ", "    ")):
+            return True  # a reason, the reports line, or the continuation of a long one
         self._in_verdict = False
         if text.startswith("error: "):
             return True

@@ -60,6 +60,18 @@ def _measured() -> list[list[CheckResult]]:
     return [[env], [mm], [cp]]
 
 
+def _joined(lines: list[str], name: str) -> str:
+    """A check's head line with the reason lines that continue it, as one line."""
+    i = next(i for i, ln in enumerate(lines) if f" {name} " in ln)
+    more = []
+    for ln in lines[i + 1 :]:
+        body = ln.removeprefix("[acceptance] ")
+        if not body.startswith(" " * 8):  # the next check's line
+            break
+        more.append(body.strip())
+    return " ".join([lines[i], *more])
+
+
 def test_live_line_says_fail_with_the_reason_the_verdict_prints(tmp_path: Path) -> None:
     b = tmp_path / "shared.yaml"
     b.write_text(BASELINE, encoding="utf-8")
@@ -77,8 +89,7 @@ def test_live_line_says_fail_with_the_reason_the_verdict_prints(tmp_path: Path) 
         plots=False,
     )
     assert doc["verdict"] == "FAIL"
-    mm = next(ln for ln in lines if "compute.matmul" in ln)
-    cp = next(ln for ln in lines if "memory.copy" in ln)
+    mm, cp = (_joined(lines, name) for name in ("compute.matmul", "memory.copy"))
     assert mm.split()[1] == "FAIL" and cp.split()[1] == "FAIL", (
         lines
     )  # never PASS before a FAIL verdict
