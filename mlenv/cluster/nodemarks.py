@@ -13,10 +13,7 @@ import shlex
 from dataclasses import dataclass
 
 from mlenv import argv
-from mlenv.contract import ANNOTATION_QUARANTINE, LABEL_HEALTH
-
-HEALTH_FAIL = "fail"
-TAINT_EFFECT = "NoSchedule"
+from mlenv.contract import ANNOTATION_QUARANTINE, HEALTH_FAIL, LABEL_HEALTH, TAINT_EFFECT
 
 
 @dataclass(frozen=True)

@@ -53,6 +53,7 @@ VERBS = (
     "release",
     "stage",
     "history-fetch",
+    "recheck",
 )
 
 
@@ -228,6 +229,21 @@ class Platform(Protocol):
         self, cfg: Cluster, s: Session, *, history_root: Path
     ) -> tuple[list[str], list[str]]: ...
 
+    # ``mlenv recheck RUN``: the suite on each of ``nodes`` (the run's quarantined ones)
+    # where it stands, recorded as a later run of the cluster; the exit code.
+    def recheck(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        run_id: str,
+        nodes: list[str],
+        profile: str,
+        suite_args: list[str],
+        history_root: Path,
+        wait_s: float,
+    ) -> int: ...
+
 
 class PlatformBase:
     """Every verb "not supported" (exit 2, one line): implementations override what they
@@ -374,3 +390,17 @@ class PlatformBase:
         self, cfg: Cluster, s: Session, *, history_root: Path
     ) -> tuple[list[str], list[str]]:
         raise self._no("history-fetch")  # the CLI words it `mlenv history --fetch`
+
+    def recheck(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        run_id: str,
+        nodes: list[str],
+        profile: str,
+        suite_args: list[str],
+        history_root: Path,
+        wait_s: float,
+    ) -> int:
+        raise self._no("recheck")
