@@ -13,7 +13,9 @@ import shlex
 from dataclasses import dataclass
 
 from mlenv import argv
-from mlenv.contract import ANNOTATION_QUARANTINE, HEALTH_FAIL, LABEL_HEALTH, TAINT_EFFECT
+from mlenv.contract import ANNOTATION_QUARANTINE, LABEL_HEALTH
+from mlenv.contract import HEALTH_FAIL as HEALTH_FAIL
+from mlenv.contract import TAINT_EFFECT as TAINT_EFFECT
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,9 @@ so no ordinary run can measure it again. Per node, in order:
    pod template (the live StatefulSet's, else the config's), pinned to the node and
    tolerating our taint and nothing broader. A Pod of that name already there means a
    re-check of that node is under way: refused (exit 3), nothing created;
-2. once it runs, the suite runs in it through exec (torchrun ``--standalone``, one rank
-   per GPU), its output streamed;
+2. once it runs, the suite runs in it through exec (the pod launcher's ``run-torchrun``
+   in a world of this one node, as many ranks as a worker runs there), its output
+   streamed;
 3. its report folder is copied home and imported into the cluster's history, as
    ``mlenv history --fetch`` imports pod-0's runs: ``mlenv release RUN --after <id>``
    then has a later run of the same cluster that measured the node;
@@ -163,7 +164,7 @@ def recheck_node(
         s.say(
             f"re-check of node {node} (quarantined by run {quarantined_by}): run {run_id} in pod {name}"
         )
-        suite = recheck.node_suite_argv(cfg, run_id, profile=profile, suite_args=suite_args)
+        suite = recheck.node_suite_argv(run_id, profile=profile, suite_args=suite_args)
         rc = client.exec_stream(
             name, ns, suite, s.say, timeout=float(recheck.PROFILE_BOUND_S[profile])
         )

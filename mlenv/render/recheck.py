@@ -252,19 +252,15 @@ NODE_COMPONENT = "recheck-node"
 # container's own filesystem, gone with the Pod once ``mlenv recheck`` has copied it home.
 NODE_DIR = "/tmp/mlenv-recheck"
 # The workers' variables that describe the StatefulSet's world (its pods, their count, the
-# rendezvous at pod-0): the lone Pod is a world of one node, which torchrun's
-# ``--standalone`` sets up itself.
-WORLD_ENV = frozenset(
-    {
-        "MLENV_POD_INDEX",
-        "MLENV_NNODES",
-        "MLENV_TOPOLOGY",
-        "WORLD_SIZE",
-        "LOCAL_WORLD_SIZE",
-        "MASTER_ADDR",
-        "MASTER_PORT",
-    }
-)
+# rendezvous at pod-0, the racks): the lone Pod is a world of one node, rank 0, with its
+# rendezvous on itself; the pod launcher (``run-torchrun``) reads these as in a worker.
+WORLD_ENV = {
+    "MLENV_POD_INDEX": "0",
+    "MLENV_NNODES": "1",
+    "MASTER_ADDR": "127.0.0.1",
+    "MLENV_HISTORY_DIR": f"{NODE_DIR}/history",  # no workspace volume here
+}
+DROPPED_ENV = frozenset({"MLENV_TOPOLOGY", "WORLD_SIZE", "LOCAL_WORLD_SIZE"})
 # What the re-check asks of the node: CPU, memory and its GPUs (RDMA devices and their
 # Multus networks belong to the fabric checks of a multi-node run, not to one node).
 NODE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
@@ -325,7 +321,14 @@ def node_pod(
         "name": COMPONENT,
         "image": worker.get("image") or names.default_image(cluster),
         "command": ["sleep", str(bound)],
-        "env": [e for e in worker.get("env") or [] if e.get("name") not in WORLD_ENV],
+        "env": [
+            *(
+                e
+                for e in worker.get("env") or []
+                if e.get("name") not in WORLD_ENV and e.get("name") not in DROPPED_ENV
+            ),
+            *({"name": k, "value": v} for k, v in WORLD_ENV.items()),
+        ],
         "resources": {part: rl for part, rl in resources.items() if rl},
         "volumeMounts": [{"name": "dshm", "mountPath": names.SHM_DIR}],
     }
@@ -374,32 +377,23 @@ def node_pod(
     }
 
 
-def node_suite_argv(
-    cluster: Cluster, run_id: str, *, profile: str, suite_args: list[str]
-) -> list[str]:
-    """What ``mlenv recheck`` runs in the re-check Pod through exec: torchrun
-    ``--standalone`` with one rank per GPU (``gpus.per_node``), the suite writing
-    ``NODE_DIR/<run-id>/`` and its history under ``NODE_DIR/history``; ``suite_args``
-    (after ``--`` on the command line) go to the suite as ``mlenv launch``'s do."""
+def node_suite_argv(run_id: str, *, profile: str, suite_args: list[str]) -> list[str]:
+    """What ``mlenv recheck`` runs in the re-check Pod through exec: the pod launcher's
+    ssh-less path (``python -m mlenv.pod run-torchrun``), as ``mlenv launch --torchrun``
+    runs it in a worker, in a world of one node (:data:`WORLD_ENV`): as many ranks as a
+    worker runs there, this pod's one-suite-at-a-time lock, the report folder
+    ``NODE_DIR/<run-id>/``; ``suite_args`` (after ``--`` on the command line) go to the
+    suite as ``mlenv launch``'s do."""
     return [
         "python",
-        "-u",
         "-m",
-        "torch.distributed.run",
-        "--standalone",
-        "--nnodes",
-        "1",
-        "--nproc-per-node",
-        str(max(1, cluster.gpus.per_node)),
-        "-m",
-        "mlenv.acceptance",
-        "--report-dir",
-        f"{NODE_DIR}/{run_id}",
+        "mlenv.pod",
+        "run-torchrun",
         "--run-id",
         run_id,
-        "--history-dir",
-        f"{NODE_DIR}/history",
+        "--report-dir",
+        f"{NODE_DIR}/{run_id}",
         "--profile",
         profile,
-        *suite_args,
+        *(["--", *suite_args] if suite_args else []),
     ]

@@ -123,13 +123,13 @@ def test_the_pod_lands_on_the_quarantined_node_alone_and_a_run_without_results_i
     rep = _quarantined(tmp_path, NODES[2])
     _taint(state, NODES[2], OUR_TAINT)
     fake = FakeCluster.load(str(state))
-    fake.exec_responses["python -u -m torch.distributed.run --standalone"] = {"rc": 0}
+    fake.exec_responses["python -m mlenv.pod run-torchrun"] = {"rc": 0}
     fake.save(str(state))
     r = run(["recheck", str(rep), "--history-dir", str(tmp_path / "h")], state, monkeypatch)
     assert r.exit_code == 3, r.output
     fake = FakeCluster.load(str(state))
     name = recheck.node_pod_name(NODES[2])
-    suite = [c for c in fake.calls if c[:2] == ["exec", name] and "mlenv.acceptance" in c]
+    suite = [c for c in fake.calls if c[:2] == ["exec", name] and "run-torchrun" in c]
     assert len(suite) == 1, fake.calls
     assigned = [
         e.message for e in fake.events("ml-dev-env", "Pod", name) if e.reason == "Scheduled"

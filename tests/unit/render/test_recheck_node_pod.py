@@ -57,9 +57,12 @@ def test_the_container_is_the_workers_without_their_world() -> None:
     [ctr] = recheck.node_pod(c, NODE, _template(c), profile="full")["spec"]["containers"]
     assert ctr["image"] == worker["image"] and ctr["securityContext"] == worker["securityContext"]
     assert ctr["command"] == ["sleep", str(recheck.PROFILE_BOUND_S["full"])]
-    names = [e["name"] for e in ctr["env"]]
-    assert "MLENV_NODE_NAME" in names and "MLENV_CLUSTER" in names  # node verdicts, history
-    assert not set(names) & recheck.WORLD_ENV  # torchrun --standalone makes a world of one
+    env = {e["name"]: e for e in ctr["env"]}
+    assert "MLENV_NODE_NAME" in env and "MLENV_CLUSTER" in env  # node verdicts, history
+    # a world of one node, rank 0, its rendezvous on itself; no racks, no worker count
+    assert {k: env[k].get("value") for k in recheck.WORLD_ENV} == recheck.WORLD_ENV
+    assert not set(env) & recheck.DROPPED_ENV
+    assert len(env) == len(ctr["env"])  # each variable once
     # GPUs, CPU and memory; not the RDMA devices (no Multus network comes with the pod)
     assert ctr["resources"]["limits"][GPU_RESOURCE] == 4
     assert "rdma/rdma_shared_device_a" not in ctr["resources"]["limits"]
@@ -109,13 +112,32 @@ def test_the_workers_never_tolerate_the_quarantine_taint(make) -> None:  # type:
     assert not recheck.tolerates_quarantine(sts["spec"]["template"]["spec"].get("tolerations"))
 
 
-def test_the_suite_runs_standalone_with_one_rank_per_gpu_into_the_pods_folder() -> None:
-    c = rdma_cluster()
+def test_the_suite_runs_through_the_pod_launcher_into_the_pods_folder() -> None:
     argv = recheck.node_suite_argv(
-        c, "20261129-040000-abcdef", profile="quick", suite_args=["--checks", "compute"]
+        "20261129-040000-abcdef", profile="quick", suite_args=["--checks", "compute"]
     )
-    assert argv[:5] == ["python", "-u", "-m", "torch.distributed.run", "--standalone"]
-    assert argv[argv.index("--nproc-per-node") + 1] == "4"
+    assert argv[:4] == ["python", "-m", "mlenv.pod", "run-torchrun"]
     assert argv[argv.index("--report-dir") + 1] == f"{recheck.NODE_DIR}/20261129-040000-abcdef"
     assert argv[argv.index("--run-id") + 1] == "20261129-040000-abcdef"
-    assert argv[-2:] == ["--checks", "compute"]
+    assert argv[-3:] == ["--", "--checks", "compute"]
+    assert "--" not in recheck.node_suite_argv(
+        "20261129-040000-abcdef", profile="full", suite_args=[]
+    )
+
+
+def test_the_pod_launcher_reads_the_pods_env_as_a_world_of_one_node() -> None:
+    from mlenv.pod.env import pod_env
+
+    c = rdma_cluster()
+    [ctr] = recheck.node_pod(c, NODE, _template(c), profile="quick")["spec"]["containers"]
+    # the downward API's values, as the kubelet fills them in
+    fields = {"metadata.namespace": c.namespace, "metadata.name": "x", "spec.nodeName": NODE}
+    env = {
+        e["name"]: e["value"]
+        if "value" in e
+        else fields.get(e["valueFrom"]["fieldRef"]["fieldPath"], "")
+        for e in ctr["env"]
+    }
+    pe = pod_env(env)
+    assert (pe.nnodes, pe.rank, pe.master_addr) == (1, 0, "127.0.0.1")
+    assert env["MLENV_NODE_NAME"] == NODE
