@@ -39,6 +39,8 @@ if TYPE_CHECKING:
     from mlenv.platforms.base import Session
 
 POLL_S = 1.0
+# The re-check Pod's grace period (render/recheck.py) and a margin for the kubelet.
+GONE_S = 60.0
 
 
 def worker_template(cfg: Cluster, client: ClusterClient) -> dict[str, Any]:
@@ -85,6 +87,14 @@ def _wait_running(client: ClusterClient, ns: str, name: str, node: str, wait_s: 
                 f"node {node} not re-checked: pod {name} did not start within {wait_s:g} s "
                 f"({_pending_reason(client, pod, ns, name)})"
             )
+        client.pause(POLL_S)
+
+
+def _wait_gone(client: ClusterClient, ns: str, name: str, wait_s: float) -> None:
+    """Until the Pod is deleted for good, at most ``wait_s`` (a Pod left is said by the
+    next re-check of that node, which finds it)."""
+    end = client.monotonic() + wait_s
+    while client.get("Pod", name, ns) is not None and client.monotonic() < end:
         client.pause(POLL_S)
 
 
@@ -152,7 +162,11 @@ def recheck_node(
     pod = recheck.node_pod(cfg, node, template, profile=profile)
     name = pod["metadata"]["name"]
     ns = cfg.namespace
-    if client.get("Pod", name, ns) is not None:
+    before = client.get("Pod", name, ns)
+    if before is not None and (before.get("metadata") or {}).get("deletionTimestamp"):
+        _wait_gone(client, ns, name, wait_s)  # an earlier re-check's Pod, still going away
+        before = client.get("Pod", name, ns)
+    if before is not None:
         raise InfraError(
             f"a re-check of node {node} is in progress (pod {name} in {ns}): nothing started "
             f"(wait for it to end, or delete that pod if it is left over)"
@@ -171,6 +185,8 @@ def recheck_node(
         doc = _bring_home(cfg, client, name, run_id, history_root)
     finally:
         client.delete("Pod", name, ns)
+        # gone before the next re-check of this node looks for it (or reads "in progress")
+        _wait_gone(client, ns, name, GONE_S)
     status = _node_status(doc, node)
     if status is None:
         s.warn(

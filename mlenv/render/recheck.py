@@ -265,6 +265,7 @@ DROPPED_ENV = frozenset({"MLENV_TOPOLOGY", "WORLD_SIZE", "LOCAL_WORLD_SIZE"})
 # Multus networks belong to the fabric checks of a multi-node run, not to one node).
 NODE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
 NODE_ANNOTATION = "ml-dev-env.io/recheck-node"
+GRACE_S = 5
 
 
 def quarantine_toleration() -> dict[str, str]:
@@ -340,6 +341,9 @@ def node_pod(
         "automountServiceAccountToken": False,
         "restartPolicy": "Never",  # a failed re-check is a finding, not something to retry
         "activeDeadlineSeconds": bound,
+        # its container only sleeps (PID 1 ignores SIGTERM): nothing to flush, and the next
+        # re-check of this node waits for the name to be free
+        "terminationGracePeriodSeconds": GRACE_S,
         "affinity": {
             "nodeAffinity": {
                 "requiredDuringSchedulingIgnoredDuringExecution": {

@@ -137,3 +137,37 @@ def test_the_pod_lands_on_the_quarantined_node_alone_and_a_run_without_results_i
     assert assigned == [f"Successfully assigned ml-dev-env/{name} to {NODES[2]}"]
     assert "no record of this run of cluster barcelona" in r.stderr
     assert _pods(state) == []
+
+
+def test_the_pod_is_gone_when_the_verb_ends_so_the_next_recheck_is_not_refused(
+    tmp_path, monkeypatch
+) -> None:
+    """Deleting a Pod takes its grace period (the kube tier showed the first re-check's
+    Pod still Terminating when the next began, which then read "in progress"): the verb
+    waits for it to go, and one still going away is waited for, not refused."""
+    state = fake_state(tmp_path)
+    rep = _quarantined(tmp_path, NODES[2])
+    _taint(state, NODES[2], OUR_TAINT)
+    fake = FakeCluster.load(str(state))
+    fake.grace_s = 8.0
+    fake.exec_responses["python -m mlenv.pod run-torchrun"] = {"rc": 0}
+    fake.save(str(state))
+    args = ["recheck", str(rep), "--history-dir", str(tmp_path / "h")]
+    first = run(args, state, monkeypatch)
+    assert first.exit_code == 3 and "no record of this run" in first.stderr, first.output
+    assert _pods(state) == []  # gone, not Terminating
+    # a Pod of an earlier re-check still going away: waited for, then this one runs
+    name = recheck.node_pod_name(NODES[2])
+    fake = FakeCluster.load(str(state))
+    fake.objects[f"Pod|ml-dev-env|{name}"] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": "ml-dev-env", "deletionTimestamp": "t=0"},
+        "spec": {"containers": [{"name": "recheck", "image": "x"}]},
+        "status": {"phase": "Running"},
+    }
+    fake.terminating[f"Pod|ml-dev-env|{name}"] = fake.clock + 5
+    fake.save(str(state))
+    second = run(args, state, monkeypatch)
+    assert "in progress" not in second.stderr and "no record of this run" in second.stderr
+    assert _pods(state) == []
