@@ -40,7 +40,12 @@ def test_run_torchrun_in_a_pod_where_a_run_is_going_starts_nothing_and_exits_3(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     started: list[list[str]] = []
-    monkeypatch.setattr(launch, "run", lambda argv, *a, **k: started.append(argv) or 0)
+
+    def fake_run(argv: list[str], *a: object, **k: object) -> int:
+        started.append(argv)
+        return 0
+
+    monkeypatch.setattr(launch, "run", fake_run)
     for k, v in {**ENV, "MLENV_POD_INDEX": "1", "HOME": str(tmp_path)}.items():
         monkeypatch.setenv(k, v)
     monkeypatch.delenv("MLENV_STATE_DIR", raising=False)

@@ -5,11 +5,12 @@ template; and the workers themselves never tolerate that taint."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import pytest
 from render_fixtures import one, rdma_cluster, tcp_cluster
 
-from mlenv.config.model import Scheduling, Toleration
+from mlenv.config.model import Cluster, Mode, Scheduling, Toleration
 from mlenv.contract import HEALTH_FAIL, LABEL_HEALTH, TAINT_EFFECT
 from mlenv.render import recheck
 from mlenv.render.plan import render_cluster
@@ -18,8 +19,9 @@ from mlenv.render.workload import GPU_RESOURCE, statefulset
 NODE = "gpu-node-03.barcelona.example.com"
 
 
-def _template(cluster, mode="rdma"):  # type: ignore[no-untyped-def]
-    return statefulset(cluster, mode, 2)["spec"]["template"]
+def _template(cluster: Cluster, mode: Mode = "rdma") -> dict[str, Any]:
+    template: dict[str, Any] = statefulset(cluster, mode, 2)["spec"]["template"]
+    return template
 
 
 def test_the_pod_is_pinned_to_the_node_by_name_and_tolerates_exactly_our_taint() -> None:
@@ -104,10 +106,9 @@ def test_a_broad_toleration_of_the_workers_is_not_carried_into_the_recheck_pod()
     assert pod["spec"]["tolerations"] == [recheck.quarantine_toleration()]
 
 
-@pytest.mark.parametrize("make", [rdma_cluster, tcp_cluster])
-def test_the_workers_never_tolerate_the_quarantine_taint(make) -> None:  # type: ignore[no-untyped-def]
-    c = make()
-    mode = "rdma" if make is rdma_cluster else "tcp"
+@pytest.mark.parametrize("mode", ["rdma", "tcp"])
+def test_the_workers_never_tolerate_the_quarantine_taint(mode: Mode) -> None:
+    c = rdma_cluster() if mode == "rdma" else tcp_cluster()
     sts = one(render_cluster(c, mode), "StatefulSet")
     assert not recheck.tolerates_quarantine(sts["spec"]["template"]["spec"].get("tolerations"))
 
