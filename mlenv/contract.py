@@ -94,6 +94,10 @@ ANNOTATION_CREATED = "ml-dev-env.io/created-by"
 # the label and a NoSchedule taint with this key, the run id and check in the annotation.
 # `mlenv release` removes only what carries its own run id there.
 LABEL_HEALTH = "ml-dev-env.io/health"
+# The quarantine's label value and its taint, ``ml-dev-env.io/health=fail:NoSchedule``: the
+# marks (cluster/nodemarks.py) and the re-check Pod's one toleration (render/recheck.py).
+HEALTH_FAIL = "fail"
+TAINT_EFFECT = "NoSchedule"
 ANNOTATION_QUARANTINE = "ml-dev-env.io/quarantine"
 
 # --- results of a run ---------------------------------------------------------------------

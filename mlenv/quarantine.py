@@ -479,6 +479,27 @@ def _releasable(
     return rec
 
 
+def quarantined_nodes(run: Run, only: str | None = None) -> list[str]:
+    """The nodes ``run`` quarantined and has not released (``only``: that one), for
+    ``mlenv recheck``; InputError (exit 2) when there are none."""
+    assert run.report_dir is not None
+    rec = Record.read(run.report_dir)
+    nodes = sorted(n for n, v in (rec.nodes if rec else {}).items() if v.get("state") in MARKED)
+    if only is not None:
+        if only not in nodes:
+            raise InputError(
+                f"--node {only}: run {run.run_id} has no such node in quarantine "
+                f"(it has: {', '.join(nodes) or 'none'})"
+            )
+        return [only]
+    if not nodes:
+        raise InputError(
+            f"run {run.run_id}: no node of it is in quarantine (no applied node in "
+            f"{run.report_dir / QUARANTINE_FILE}); nothing to re-check"
+        )
+    return nodes
+
+
 def release(
     run: Run,
     marker: Marker,

@@ -123,7 +123,7 @@ BY_PARAMETER: dict[str, Callable[..., list[str]]] = {
     "checks": check_names,
     "run_a": run_ids,  # compare
     "run_b": run_ids,
-    "run_ref": run_ids,  # quarantine, release
+    "run_ref": run_ids,  # quarantine, release, recheck
     "after": run_ids,  # release --after
     "output": output_formats,
     "tool": dev_tools,  # url

@@ -44,6 +44,10 @@ EXAMPLES: dict[str, tuple[str, ...]] = {
         "mlenv quarantine RUN_ID --apply --confirm 1/1 --condition",
     ),
     "release": ("mlenv release RUN_ID --after RUN_ID2", "mlenv release RUN_ID --force --dry-run"),
+    "recheck": (
+        "mlenv recheck RUN_ID",
+        "mlenv recheck RUN_ID --node gpu-node-03 -- --checks compute",
+    ),
     "help": ("mlenv help deploy",),
     "completion": ("source <(mlenv completion bash)",),
 }

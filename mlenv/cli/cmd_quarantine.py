@@ -174,7 +174,65 @@ def release_cmd(
     )
 
 
+@guarded
+def recheck_cmd(
+    run_ref: Annotated[
+        str, typer.Argument(metavar="RUN", help="The run whose quarantined nodes to re-check.")
+    ],
+    suite: Annotated[
+        list[str] | None,
+        typer.Argument(
+            metavar="[-- SUITE-ARGS]", help="Flags for the suite, e.g. -- --checks compute."
+        ),
+    ] = None,
+    node: Annotated[str | None, typer.Option("--node", help="Only this node.")] = None,
+    profile: Annotated[
+        str, typer.Option("--profile", help="The suite's profile (quick or full).")
+    ] = "quick",
+    wait: Annotated[
+        float,
+        typer.Option("--wait", help="Seconds each re-check Pod may take to start (default 300)."),
+    ] = 300.0,
+    cluster: Annotated[
+        str | None, typer.Option("--cluster", help="Cluster name (default: the run's record).")
+    ] = None,
+    history_dir: Annotated[Path | None, typer.Option("--history-dir", help="History root.")] = None,
+) -> None:
+    """Run the suite again on each node RUN quarantined, where it stands (Kubernetes: a Pod
+    pinned to the node, tolerating only the quarantine taint), and record it as a later
+    run of the cluster, the evidence `mlenv release RUN --after` needs. Exit 0 every node
+    passed, 1 one failed (it stays quarantined), 2 bad input, 3 one could not be re-checked."""
+    from mlenv import quarantine as q
+    from mlenv.acceptance.core import profiles
+
+    if profile not in profiles.profile_names():
+        raise InputError(
+            f"--profile {profile!r}: expected one of {', '.join(profiles.profile_names())}"
+        )
+    if not 0 < wait <= 3600:
+        raise InputError(f"--wait must be between 0 and 3600 seconds, got {wait:g}")
+    root = _history_root(history_dir)
+    run = q.load_run(run_ref, root)
+    nodes = q.quarantined_nodes(run, only=node)
+    if cluster is None and not run.cluster:
+        raise InputError(f"run {run.run_id}: its record names no cluster; pass --cluster NAME")
+    cfg = load_config(cluster or str(run.cluster))
+    raise typer.Exit(
+        platform(cfg).recheck(
+            cfg,
+            session(),
+            run_id=run.run_id,
+            nodes=nodes,
+            profile=profile,
+            suite_args=list(suite or []),
+            history_root=root,
+            wait_s=wait,
+        )
+    )
+
+
 def register(app: typer.Typer) -> None:
-    """Add ``quarantine`` and ``release`` to the app."""
+    """Add ``quarantine``, ``release`` and ``recheck`` to the app."""
     app.command("quarantine")(quarantine_cmd)
     app.command("release")(release_cmd)
+    app.command("recheck")(recheck_cmd)

@@ -122,29 +122,37 @@ def list_runs(
 
 
 def read_run(
-    client: ClusterClient, namespace: str, run_id: str, *, timeout: float | None = None
+    client: ClusterClient,
+    namespace: str,
+    run_id: str,
+    *,
+    timeout: float | None = None,
+    pod: str | None = None,
+    root: str = RESULTS_DIR,
 ) -> dict[str, bytes]:
-    """The files of one run folder in pod-0 (relative path → content), checked by
+    """The files of one run folder (relative path → content) under ``root`` in ``pod``
+    (default pod-0's results folder; the re-check Pod's is another), checked by
     :func:`safe_files`; InfraError when the pod refuses or the folder is too large."""
     if not is_run_id(run_id):
         raise InfraError(f"{run_id!r} is not a run id")
+    where = pod or pod_name(0)
     res = client.exec(
-        pod_name(0),
+        where,
         namespace,
-        ["python3", "-c", PACK_SCRIPT, RESULTS_DIR, run_id, str(MAX_RUN_BYTES)],
+        ["python3", "-c", PACK_SCRIPT, root, run_id, str(MAX_RUN_BYTES)],
         timeout=timeout,
     )
     data = _json(res.stdout, f"the copy of run {run_id}")
     if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
         why = data.get("error") if isinstance(data, dict) else None
-        raise InfraError(f"{pod_name(0)}: run {run_id} not copied: {why or 'unexpected answer'}")
+        raise InfraError(f"{where}: run {run_id} not copied: {why or 'unexpected answer'}")
     files: dict[str, bytes] = {}
     for rel, b64 in data["files"].items():
         if isinstance(rel, str) and isinstance(b64, str):
             try:
                 files[rel] = base64.b64decode(b64, validate=True)
             except ValueError:
-                raise InfraError(f"{pod_name(0)}: run {run_id}: {rel!r} is not base64") from None
+                raise InfraError(f"{where}: run {run_id}: {rel!r} is not base64") from None
     return dict(safe_files(files))
 
 

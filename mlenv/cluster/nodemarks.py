@@ -14,9 +14,8 @@ from dataclasses import dataclass
 
 from mlenv import argv
 from mlenv.contract import ANNOTATION_QUARANTINE, LABEL_HEALTH
-
-HEALTH_FAIL = "fail"
-TAINT_EFFECT = "NoSchedule"
+from mlenv.contract import HEALTH_FAIL as HEALTH_FAIL
+from mlenv.contract import TAINT_EFFECT as TAINT_EFFECT
 
 
 @dataclass(frozen=True)

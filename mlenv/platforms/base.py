@@ -54,6 +54,7 @@ VERBS = (
     "release",
     "stage",
     "history-fetch",
+    "recheck",
 )
 
 
@@ -249,3 +250,19 @@ class Platform:
         self, cfg: Cluster, s: Session, *, history_root: Path
     ) -> tuple[list[str], list[str]]:
         raise self._no("history-fetch")  # the CLI words it `mlenv history --fetch`
+
+    # ``mlenv recheck RUN``: the suite on each of ``nodes`` (the run's quarantined ones)
+    # where it stands, recorded as a later run of the cluster; the exit code.
+    def recheck(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        run_id: str,
+        nodes: list[str],
+        profile: str,
+        suite_args: list[str],
+        history_root: Path,
+        wait_s: float,
+    ) -> int:
+        raise self._no("recheck")

@@ -625,6 +625,33 @@ class KubernetesPlatform(Platform):
         with s.client() as client:
             return fetch_runs(cfg, s, client, history_root)
 
+    def recheck(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        run_id: str,
+        nodes: list[str],
+        profile: str,
+        suite_args: list[str],
+        history_root: Path,
+        wait_s: float,
+    ) -> int:
+        from mlenv.platforms import kuberecheck
+
+        with s.client() as client:
+            return kuberecheck.recheck(
+                cfg,
+                s,
+                client,
+                run_id=run_id,
+                nodes=nodes,
+                profile=profile,
+                suite_args=suite_args,
+                history_root=history_root,
+                wait_s=wait_s,
+            )
+
 
 def fetch_runs(
     cfg: Cluster, s: Session, client: ClusterClient, history_root: Path

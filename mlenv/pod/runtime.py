@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from mlenv.contract import is_dns_label
 from mlenv.errors import EXIT_OK, InfraError, InputError
-from mlenv.pod import dsenv, hostfile, interfaces, launch, preflight, rdma, ssh
+from mlenv.pod import dsenv, hostfile, interfaces, launch, preflight, rdma, runlock, ssh
 from mlenv.pod.env import PodEnv, pod_env, upstream_vars
 
 
@@ -330,20 +330,21 @@ def verb_launch(
     launcher_env = launch.deepspeed_env(env, p.ssh.client_config, p.deepspeed_env, node_vars)
     launch.require_tools(launcher_env)
     hostfile.write_text(p.deepspeed_env, launch_deepspeed_env(env, p, node_vars))
-    if not skip_preflight:
-        check_peers(pe, hosts, deadline_s)
-    argv = launch.deepspeed_argv(
-        job,
-        os.path.abspath(hf),
-        pe.master_addr,
-        pe.master_port,
-        pe.ssh_port,
-        user=ssh.current_user(),
-    )
-    say(f"run id {rid}; launching on {len(hosts)} node(s)")
-    started = time.time()
-    acceptance = job.target == launch.ACCEPTANCE_MODULE
-    rc = launch.run(argv, launcher_env, verdict_in=(rdir, started) if acceptance else None)
+    with runlock.held(p.state_dir, rid):  # one suite at a time in these pods
+        if not skip_preflight:
+            check_peers(pe, hosts, deadline_s)
+        argv = launch.deepspeed_argv(
+            job,
+            os.path.abspath(hf),
+            pe.master_addr,
+            pe.master_port,
+            pe.ssh_port,
+            user=ssh.current_user(),
+        )
+        say(f"run id {rid}; launching on {len(hosts)} node(s)")
+        started = time.time()
+        acceptance = job.target == launch.ACCEPTANCE_MODULE
+        rc = launch.run(argv, launcher_env, verdict_in=(rdir, started) if acceptance else None)
     return _finish(rc, rdir if acceptance or report_dir else None, acceptance, started)
 
 
@@ -402,7 +403,8 @@ def verb_run_torchrun(
     acceptance = job.target == launch.ACCEPTANCE_MODULE
     # Only pod-0 holds the report (rank 0 writes it); elsewhere the exit status alone.
     mine = rdir if pe.rank == 0 and acceptance else None
-    rc = launch.run(argv, child_env, verdict_in=(mine, started) if mine else None)
+    with runlock.held(p.state_dir, rid):  # each pod: one suite at a time
+        rc = launch.run(argv, child_env, verdict_in=(mine, started) if mine else None)
     return _finish(rc, mine, acceptance, started)
 
 

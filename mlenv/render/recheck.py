@@ -18,15 +18,21 @@ Built as dicts in Python, like the StatefulSet: the argv and the platform varian
 logic, and no value is ever spliced into text. No cluster-scoped object and never a
 PriorityClass: one named in the config (``acceptance.priority_class``) is only referred to.
 docs/security.md says what the ServiceAccount can do; docs/acceptance.md how runs are fetched.
+
+The re-check of a quarantined node (``mlenv recheck RUN``, :func:`node_pod`) is a lone Pod
+pinned to that node by name and tolerating our quarantine taint and no other: the
+workers never tolerate it (a quarantined node takes no ordinary pod), so without this Pod
+no later run could measure the node and ``release --after`` would have no evidence.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 from mlenv import argv
 from mlenv.config.model import Cluster
-from mlenv.contract import pod_name, push_url
+from mlenv.contract import HEALTH_FAIL, LABEL_HEALTH, TAINT_EFFECT, pod_name, push_url
 from mlenv.render import names
 from mlenv.render.validate import K8S_VERSION
 from mlenv.render.workload import default_pull_policy
@@ -237,3 +243,161 @@ def manifests(cluster: Cluster) -> list[dict[str, Any]]:
     if not enabled(cluster):
         return []
     return [service_account(cluster), role(cluster), role_binding(cluster), cron_job(cluster)]
+
+
+# --- the re-check Pod on a quarantined node (``mlenv recheck RUN``) ----------------------
+
+NODE_COMPONENT = "recheck-node"
+# Where the suite run through exec writes its report folder and history in that Pod: the
+# container's own filesystem, gone with the Pod once ``mlenv recheck`` has copied it home.
+NODE_DIR = "/tmp/mlenv-recheck"
+# The workers' variables that describe the StatefulSet's world (its pods, their count, the
+# rendezvous at pod-0, the racks): the lone Pod is a world of one node, rank 0, with its
+# rendezvous on itself; the pod launcher (``run-torchrun``) reads these as in a worker.
+WORLD_ENV = {
+    "MLENV_POD_INDEX": "0",
+    "MLENV_NNODES": "1",
+    "MASTER_ADDR": "127.0.0.1",
+    "MLENV_HISTORY_DIR": f"{NODE_DIR}/history",  # no workspace volume here
+}
+DROPPED_ENV = frozenset({"MLENV_TOPOLOGY", "WORLD_SIZE", "LOCAL_WORLD_SIZE"})
+# What the re-check asks of the node: CPU, memory and its GPUs (RDMA devices and their
+# Multus networks belong to the fabric checks of a multi-node run, not to one node).
+NODE_RESOURCES = ("cpu", "memory", "nvidia.com/gpu")
+NODE_ANNOTATION = "ml-dev-env.io/recheck-node"
+GRACE_S = 5
+
+
+def quarantine_toleration() -> dict[str, str]:
+    """The toleration of exactly our taint (key, value and effect, operator ``Equal``):
+    the re-check Pod reaches the node we quarantined, and no node someone else tainted."""
+    return {"key": LABEL_HEALTH, "operator": "Equal", "value": HEALTH_FAIL, "effect": TAINT_EFFECT}
+
+
+def tolerates_quarantine(tolerations: object) -> bool:
+    """Whether a pod with ``tolerations`` (a pod spec's list) is scheduled despite our
+    taint, by Kubernetes' matching rule: the effect empty or ours, and either ``Exists``
+    with the key empty or ours, or ``Equal`` (the default) with our key and value."""
+    for t in tolerations if isinstance(tolerations, list) else []:
+        if not isinstance(t, dict) or t.get("effect") not in (None, "", TAINT_EFFECT):
+            continue
+        key = t.get("key") or ""
+        if t.get("operator") == "Exists":
+            if key in ("", LABEL_HEALTH):
+                return True
+        elif key == LABEL_HEALTH and (t.get("value") or "") == HEALTH_FAIL:
+            return True
+    return False
+
+
+def node_pod_name(node: str) -> str:
+    """``ml-dev-env-recheck-node-<10 hex>``, one name per node (a hash: a Node name may be
+    253 characters): a second re-check of the same node finds the first one's Pod."""
+    return f"{RECHECK}-node-{hashlib.sha256(node.encode()).hexdigest()[:10]}"
+
+
+def node_pod(
+    cluster: Cluster, node: str, template: dict[str, Any], *, profile: str
+) -> dict[str, Any]:
+    """The re-check Pod for ``node``, from the workers' pod ``template`` (the live
+    StatefulSet's, so the node is measured with the image and environment the workers
+    run): pinned to the node by name (required node affinity on ``metadata.name``, so the
+    scheduler still checks taints and resources, which ``nodeName`` would skip), tolerating
+    our taint exactly and whatever else the workers tolerate, never anything tolerating
+    our taint more broadly. Its container only holds the node (``sleep``) until the
+    profile's bound: ``mlenv recheck`` runs the suite in it through exec."""
+    spec = template.get("spec") or {}
+    containers = spec.get("containers") or [{}]
+    worker = next((c for c in containers if c.get("name") == WORKER_CONTAINER), containers[0])
+    bound = PROFILE_BOUND_S[profile]
+    resources = {
+        part: {
+            k: v
+            for k, v in (worker.get("resources") or {}).get(part, {}).items()
+            if k in NODE_RESOURCES
+        }
+        for part in ("requests", "limits")
+    }
+    container: dict[str, Any] = {
+        "name": COMPONENT,
+        "image": worker.get("image") or names.default_image(cluster),
+        "command": ["sleep", str(bound)],
+        "env": [
+            *(
+                e
+                for e in worker.get("env") or []
+                if e.get("name") not in WORLD_ENV and e.get("name") not in DROPPED_ENV
+            ),
+            *({"name": k, "value": v} for k, v in WORLD_ENV.items()),
+        ],
+        "resources": {part: rl for part, rl in resources.items() if rl},
+        "volumeMounts": [{"name": "dshm", "mountPath": names.SHM_DIR}],
+    }
+    for key in ("imagePullPolicy", "securityContext"):
+        if worker.get(key) is not None:
+            container[key] = worker[key]
+    dshm = [v for v in spec.get("volumes") or [] if v.get("name") == "dshm"]
+    pod_spec: dict[str, Any] = {
+        "automountServiceAccountToken": False,
+        "restartPolicy": "Never",  # a failed re-check is a finding, not something to retry
+        "activeDeadlineSeconds": bound,
+        # its container only sleeps (PID 1 ignores SIGTERM): nothing to flush, and the next
+        # re-check of this node waits for the name to be free
+        "terminationGracePeriodSeconds": GRACE_S,
+        "affinity": {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchFields": [
+                                {"key": "metadata.name", "operator": "In", "values": [node]}
+                            ]
+                        }
+                    ]
+                }
+            }
+        },
+        "tolerations": [
+            *(t for t in spec.get("tolerations") or [] if not tolerates_quarantine([t])),
+            quarantine_toleration(),
+        ],
+        "containers": [container],
+        "volumes": dshm or [{"name": "dshm", "emptyDir": {"medium": "Memory"}}],
+    }
+    for key in ("serviceAccountName", "securityContext", "priorityClassName"):
+        if spec.get(key) is not None:
+            pod_spec[key] = spec[key]
+    labels = {**pod_labels(cluster), names.LABEL_COMPONENT: NODE_COMPONENT}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": node_pod_name(node),
+            "namespace": cluster.namespace,
+            "labels": labels,
+            "annotations": {NODE_ANNOTATION: node},
+        },
+        "spec": pod_spec,
+    }
+
+
+def node_suite_argv(run_id: str, *, profile: str, suite_args: list[str]) -> list[str]:
+    """What ``mlenv recheck`` runs in the re-check Pod through exec: the pod launcher's
+    ssh-less path (``python -m mlenv.pod run-torchrun``), as ``mlenv launch --torchrun``
+    runs it in a worker, in a world of one node (:data:`WORLD_ENV`): as many ranks as a
+    worker runs there, this pod's one-suite-at-a-time lock, the report folder
+    ``NODE_DIR/<run-id>/``; ``suite_args`` (after ``--`` on the command line) go to the
+    suite as ``mlenv launch``'s do."""
+    return [
+        "python",
+        "-m",
+        "mlenv.pod",
+        "run-torchrun",
+        "--run-id",
+        run_id,
+        "--report-dir",
+        f"{NODE_DIR}/{run_id}",
+        "--profile",
+        profile,
+        *(["--", *suite_args] if suite_args else []),
+    ]

@@ -99,6 +99,40 @@ def quorum_reasons(
     return out
 
 
+def quorum_blame(
+    outcome: QuorumOutcome, digests: Sequence[str], hosts: Sequence[str], reference: str
+) -> list[dict[str, Any]]:
+    """The ranks the node verdicts blame (action ``drain``: a GPU computing wrong answers
+    is drained, never reset): those that disagree with the majority; and when the
+    majority itself is wrong, every rank that differs from the exact reference, unless
+    those span every node of a world of several (all nodes agreeing on a wrong answer
+    points at the software, not at one node). A world of one node whose ranks agree on a
+    wrong answer (a re-check on a quarantined node) is that node's FAIL."""
+    n = len(digests)
+    if outcome.matches_reference is not False:
+        return [
+            {
+                "rank": r,
+                "action": "drain",
+                "figure": f"rank {r}: matmul checksum differs from the majority "
+                f"({outcome.agreeing}/{n} ranks): silent data corruption",
+            }
+            for r in outcome.disagreeing
+        ]
+    wrong = [r for r, d in enumerate(digests) if d != reference]
+    if len({hosts[r] for r in wrong}) == len(set(hosts)) > 1:
+        return []
+    return [
+        {
+            "rank": r,
+            "action": "drain",
+            "figure": f"rank {r}: matmul checksum differs from the exact float64 reference: "
+            "silent data corruption",
+        }
+        for r in wrong
+    ]
+
+
 def _digest(t: Any) -> str:
     return hashlib.sha256(t.detach().cpu().contiguous().numpy().tobytes()).hexdigest()
 
@@ -322,16 +356,7 @@ class QuorumCheck(Check):
                     "hosts": hosts,
                     "reference": reference,
                     "disagreeing": list(outcome.disagreeing),
-                    # Node verdicts: a GPU computing wrong answers is drained, never reset.
-                    "blame": [
-                        {
-                            "rank": r,
-                            "action": "drain",
-                            "figure": f"rank {r}: matmul checksum differs from the majority "
-                            f"({outcome.agreeing}/{len(digests)} ranks): silent data corruption",
-                        }
-                        for r in outcome.disagreeing
-                    ],
+                    "blame": quorum_blame(outcome, digests, hosts, reference),
                 },
                 duration_s=time.perf_counter() - t_start,
             )

@@ -292,7 +292,14 @@ class Controllers(ObjectStore):
             or {}
         ).get("nodeSelectorTerms") or []
         if req and not any(
-            all(self._match_expr(node, e) for e in t.get("matchExpressions") or []) for t in req
+            all(self._match_expr(node, e) for e in t.get("matchExpressions") or [])
+            and all(  # matchFields: the Node's name, as the scheduler (and DaemonSets) use it
+                f.get("key") == "metadata.name"
+                and f.get("operator") == "In"
+                and nname in (f.get("values") or [])
+                for f in t.get("matchFields") or []
+            )
+            for t in req
         ):
             return "node(s) didn't match Pod's node affinity/selector"
         for lk, lv in (pod["spec"].get("nodeSelector") or {}).items():
