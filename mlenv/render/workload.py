@@ -1,4 +1,5 @@
-"""The StatefulSet and the dev Pod, built as dicts in Python (kr8s style).
+"""The worker pods (their template, wrapped by the cluster's ``mlenv.workload``) and the
+dev Pod, built as dicts in Python (kr8s style).
 
 These two carry the logic (mode variants, storage variants, optional dev-tool
 containers), which reads better as code than as template conditionals. Values are
