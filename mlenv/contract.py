@@ -44,7 +44,6 @@ __all__ = [
     "MANAGED_BY",
     "RESULTS_JSON",
     "RESULTS_JSONL",
-    "STATEFULSET",
     "TOPOLOGY_ENV",
     "exit_for_doc",
     "exit_for_verdict",
@@ -54,7 +53,6 @@ __all__ = [
     "loads_bounded",
     "read_regular",
     "new_run_id",
-    "pod_name",
     "read_results",
     "rack_name",
     "shown",
@@ -65,16 +63,11 @@ __all__ = [
 
 # --- names (not configurable: one deployment per namespace) ---------------------------
 APP = "ml-dev-env"  # app.kubernetes.io/name and part-of; also upstream ml-dev-env's prefix
-STATEFULSET = "ml-dev-env"
+# (the worker object, mlenv.workload, is named APP too)
 HEADLESS_SERVICE = "ml-dev-env-headless"
 IMAGE_STREAM = "ml-dev-env"
 BUILD_CONFIG = "ml-dev-env"
 MANAGED_BY = "mlenv"
-
-
-def pod_name(index: int) -> str:
-    """The StatefulSet's pod ``index`` (Kubernetes names them ``<statefulset>-<ordinal>``)."""
-    return f"{STATEFULSET}-{index}"
 
 
 # --- label keys ---------------------------------------------------------------------------

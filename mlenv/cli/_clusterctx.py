@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from mlenv.cli._common import SETTINGS, debug, err, note_once, repo_root
 from mlenv.config.model import Cluster as ClusterConfig
-from mlenv.contract import pod_name
 from mlenv.errors import InputError, did_you_mean
 
 if TYPE_CHECKING:
@@ -55,11 +54,13 @@ def check_mode(mode: str) -> None:
         )
 
 
-def worker_pod(index: int) -> str:
-    """StatefulSet pod name for an index (docs/contracts.md)."""
+def worker_pod(cfg: ClusterConfig, index: int) -> str:
+    """The name of ``cfg``'s worker pod ``index`` (docs/contracts.md)."""
     if index < 0:
         raise InputError(f"--pod must be 0 or more, got {index}")
-    return pod_name(index)
+    from mlenv.render.names import workload
+
+    return workload(cfg).pod_name(index)
 
 
 def workspace_dir() -> str:

@@ -26,8 +26,8 @@ def logs(
 
     if tail is not None and tail < 0:
         raise InputError(f"--tail must be 0 or more, got {tail}")
-    name = worker_pod(pod)
     cfg = load_config(cluster)
+    name = worker_pod(cfg, pod)
     platform(cfg).logs(cfg, session(), pod=name, follow=follow, tail=tail)
 
 

@@ -44,7 +44,7 @@ def port_forward(
     --debug or --port, the given ports of worker pod ml-dev-env-<pod> instead."""
     cfg = load_config(cluster)
     wanted = [_port_pair(p) for p in port or []] + ([(DEBUG_PORT, DEBUG_PORT)] if debug else [])
-    target = worker_pod(pod) if wanted else ""
+    target = worker_pod(cfg, pod) if wanted else ""
     raise typer.Exit(platform(cfg).port_forward(cfg, session(), pod=target, ports=wanted))
 
 

@@ -22,7 +22,7 @@ def shell(
     COMMAND there with the terminal attached: `mlenv shell x -- nvidia-smi topo -m`."""
 
     cfg = load_config(cluster)
-    name = worker_pod(pod)
+    name = worker_pod(cfg, pod)
     raise typer.Exit(
         platform(cfg).shell(cfg, session(), index=pod, pod=name, command=list(command or []))
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from mlenv.cluster.api import Manifest
+from mlenv.workload import worker_of
 
 ENFORCE_LABEL = "pod-security.kubernetes.io/enforce"
 LEVELS = ("privileged", "baseline", "restricted")
@@ -61,9 +62,10 @@ def planned_pods(manifests: list[Manifest]) -> list[tuple[str, Manifest, int]]:
     for m in manifests:
         spec = m.get("spec") or {}
         ref = f"{str(m.get('kind', '')).lower()}/{(m.get('metadata') or {}).get('name', '')}"
-        if m.get("kind") == "StatefulSet":
-            pod = ((spec.get("template") or {}).get("spec")) or {}
-            out.append((ref, pod, int(spec.get("replicas", 1))))
+        wl = worker_of(m)
+        if wl is not None:
+            pod = wl.pod_template(m).get("spec") or {}
+            out.append((ref, pod, wl.desired(m)))
         elif m.get("kind") == "Pod":
             out.append((ref, spec, 1))
     return out

@@ -3,7 +3,7 @@
 Nothing is applied unless the whole plan rendered and validated, preflight found no
 blocking problem, and a server-side dry run of every object (the Secrets included)
 was accepted: a Forbidden, Conflict or 422 found there applies nothing. Objects the API
-cannot update in place (immutable StatefulSet fields, a bare Pod's spec) are deleted
+cannot update in place (the workload's immutable fields, a bare Pod's spec) are deleted
 and recreated, after saying so; ``--dry-run server`` reports "would recreate" instead.
 Progress goes to the ``say`` callback; only the CLI prints.
 """
@@ -47,11 +47,10 @@ from mlenv.contract import (
     LABEL_NAME,
     LABEL_PART_OF,
     MANAGED_BY,
-    STATEFULSET,
-    pod_name,
 )
 from mlenv.errors import InfraError, InputError
-from mlenv.render.names import DATASETS_PVC, DEV_POD, DEV_WORKSPACE_PVC, WORKSPACE_PVC
+from mlenv.render.names import DATASETS_PVC, DEV_POD, DEV_WORKSPACE_PVC, WORKSPACE_PVC, workload
+from mlenv.workload import WORKER_KINDS, WORKLOADS
 
 Renderer = Callable[[ClusterConfig, Mode, "int | None"], list[Manifest]]
 Say = Callable[[str], None]
@@ -59,13 +58,13 @@ POLL_S = 2.0
 DELETE_WAIT_S = 120.0
 # A RoleBinding's roleRef is immutable too: an RDMA deployment from before SCC names carried
 # the namespace points its binding at the old ClusterRole, and the upgrade re-points it.
-RECREATABLE = ("StatefulSet", "Pod", "RoleBinding")
+RECREATABLE = (*WORKER_KINDS, "Pod", "RoleBinding")
 APPLY_TRIES = 3
 # How the API server words a 422 for a field it cannot update in place.
 IMMUTABLE_MARKERS = (
     "pod updates may not change fields",
     "cannot change roleref",
-    "updates to statefulset spec for fields other than",
+    *(w.immutable_marker for w in WORKLOADS),
     "field is immutable",
 )
 
@@ -164,7 +163,7 @@ def admission_refusal(cfg: ClusterConfig, message: str) -> str:
         if marker in message:
             why = message.split("is forbidden: ", 1)[-1]
             return (
-                f"{policy} refused pods of statefulset/{STATEFULSET} in namespace "
+                f"{policy} refused pods of {workload(cfg).ref} in namespace "
                 f"{cfg.namespace}: {why}; {change}"
             )
     return ""
@@ -360,11 +359,12 @@ def plan(
     return (render or default_renderer)(cfg, mode, nodes)
 
 
-def _worker_count(manifests: list[Manifest]) -> int:
+def _worker_count(cfg: ClusterConfig, manifests: list[Manifest]) -> int:
+    wl = workload(cfg)
     for m in manifests:
-        if m.get("kind") == "StatefulSet":
-            return int((m.get("spec") or {}).get("replicas", 1))
-    raise InputError("the plan has no StatefulSet")
+        if m.get("kind") == wl.kind:
+            return wl.desired(m)
+    raise InputError(f"the plan has no {wl.kind}")
 
 
 def _same_quantity(requests: dict[str, Any]) -> Any:
@@ -377,44 +377,10 @@ def _same_quantity(requests: dict[str, Any]) -> Any:
     return raw if value is None else value
 
 
-def _immutable_view(sts: Manifest) -> dict[str, Any]:
-    """The immutable StatefulSet fields, normalised so server defaults don't count as changes."""
-    spec = sts.get("spec") or {}
-    vcts = []
-    for v in spec.get("volumeClaimTemplates") or []:
-        vs = v.get("spec") or {}
-        vcts.append(
-            {
-                "name": (v.get("metadata") or {}).get("name"),
-                "accessModes": vs.get("accessModes"),
-                "storageClassName": vs.get("storageClassName"),
-                "storage": _same_quantity((vs.get("resources") or {}).get("requests") or {}),
-            }
-        )
-    return {
-        "selector": (spec.get("selector") or {}).get("matchLabels"),
-        "serviceName": spec.get("serviceName"),
-        "podManagementPolicy": spec.get("podManagementPolicy", "OrderedReady"),
-        "volumeClaimTemplates": vcts,
-    }
-
-
-def immutable_changes(live: Manifest, planned: Manifest) -> list[str]:
-    """Names of the immutable StatefulSet fields that differ between live and planned."""
-    a, b = _immutable_view(live), _immutable_view(planned)
-    changed = []
-    for k in a:
-        if k == "volumeClaimTemplates":
-            # the server fills in the default storage class: only an explicit change counts
-            la = [
-                {**x, "storageClassName": x["storageClassName"] if y["storageClassName"] else None}
-                for x, y in zip(a[k], b[k], strict=False)
-            ]
-            if len(a[k]) != len(b[k]) or la != b[k]:
-                changed.append(k)
-        elif a[k] != b[k]:
-            changed.append(k)
-    return changed
+def immutable_changes(cfg: ClusterConfig, live: Manifest, planned: Manifest) -> list[str]:
+    """Names of the workload's immutable fields that differ between live and planned
+    (claim sizes compared as quantities)."""
+    return workload(cfg).immutable_changes(live, planned, _same_quantity)
 
 
 def deploy(
@@ -430,7 +396,7 @@ def deploy(
     mode = cfg.effective_mode(requested)
     # (a requested mode the config cannot give: the caller has already warned, once)
     manifests = plan(cfg, mode, opts.nodes, render)
-    nodes = _worker_count(manifests)
+    nodes = _worker_count(cfg, manifests)
     rep = DeployReport(requested, mode, nodes, manifests)
     if opts.dry_run == "client":
         return rep
@@ -481,7 +447,7 @@ def deploy(
     if neighbours:  # ignored everywhere, but someone in the namespace made them
         say(
             f"preflight: warning: pod(s) {', '.join(neighbours)} carry the labels of "
-            f"{cfg.name} but are not its StatefulSet's: sync, status, launch and teardown "
+            f"{cfg.name} but are not its {workload(cfg).kind}'s: sync, status, launch and teardown "
             f"ignore them; the namespace {cfg.namespace} is the trust boundary for the NCCL "
             "world and the c10d store (docs/security.md)"
         )
@@ -527,10 +493,7 @@ def terminating(cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient)
     sel = instance_selector(cfg.name)
     for p in client.list("Pod", cfg.namespace, sel):
         meta = p.get("metadata") or {}
-        owners = meta.get("ownerReferences") or []
-        ours = meta.get("name") == DEV_POD or any(
-            r.get("kind") == "StatefulSet" and r.get("name") == STATEFULSET for r in owners
-        )
+        ours = meta.get("name") == DEV_POD or workload(cfg).made(p)
         if ours and _deleted(p) and f"pod/{meta.get('name')}" not in out:
             out.append(f"pod/{meta.get('name')}")
     for c in client.list("PersistentVolumeClaim", cfg.namespace, sel):
@@ -822,9 +785,9 @@ def dry_run_plan(
     asked: list[Manifest] = []
     for m in objs:
         kind, name, ref = str(m["kind"]), m["metadata"]["name"], _ref(m)
-        if kind == "StatefulSet":
+        if kind == workload(cfg).kind:
             live = client.get(kind, name, ns)
-            changed = immutable_changes(live, m) if live is not None else []
+            changed = immutable_changes(cfg, live, m) if live is not None else []
             if changed:
                 recreate[ref] = f"immutable field(s) changed ({', '.join(changed)})"
                 continue
@@ -1012,9 +975,9 @@ def _apply_unless_unbuilt(
 
 
 def _recreate(client: ClusterClient, kind: str, ns: str, name: str, why: str, say: Say) -> None:
-    if kind == "StatefulSet":
+    if kind in WORKER_KINDS:
         say(
-            f"statefulset/{name}: {why}: deleting and recreating it; pods are replaced, "
+            f"{kind.lower()}/{name}: {why}: deleting and recreating it; pods are replaced, "
             "PVCs are kept"
         )
         # foreground: the pods go with it before the new one takes their names
@@ -1041,12 +1004,13 @@ def _recreate(client: ClusterClient, kind: str, ns: str, name: str, why: str, sa
 def pending_reasons(
     cfg: ClusterConfig, client: ClusterClient, pods: list[PodView], sts_uid: str = ""
 ) -> list[str]:
-    """Why pods are not Ready, from their events and the StatefulSet's (latest first);
-    with ``sts_uid``, only that StatefulSet's (a torn-down one's events outlive it)."""
+    """Why pods are not Ready, from their events and the workload's (latest first);
+    with ``sts_uid``, only that workload object's (a torn-down one's events outlive it)."""
     out: list[str] = []
-    for ev in client.events(cfg.namespace, "StatefulSet", STATEFULSET):
+    wl = workload(cfg)
+    for ev in client.events(cfg.namespace, wl.kind, wl.name):
         if ev.type == "Warning" and (not sts_uid or not ev.uid or ev.uid == sts_uid):
-            out.append(f"statefulset/{STATEFULSET}: {ev.reason}: {ev.message}")
+            out.append(f"{wl.ref}: {ev.reason}: {ev.message}")
     for p in pods:
         if p.ready:
             continue
@@ -1082,23 +1046,16 @@ def _latest_warnings(
 
 
 def _refusals(cfg: ClusterConfig, client: ClusterClient, sts: Manifest | None) -> dict[str, int]:
-    """The StatefulSet's FailedCreate events that are admission refusals: line → count.
-    Only this StatefulSet's (by uid): one torn down before kept its events for an hour."""
+    """The workload's FailedCreate events that are admission refusals: line → count.
+    Only this object's (by uid): one torn down before kept its events for an hour."""
     uid = str(((sts or {}).get("metadata") or {}).get("uid", ""))
     out: dict[str, int] = {}
-    for ev in client.events(cfg.namespace, "StatefulSet", STATEFULSET):
+    wl = workload(cfg)
+    for ev in client.events(cfg.namespace, wl.kind, wl.name):
         line = admission_refusal(cfg, ev.message) if ev.reason == "FailedCreate" else ""
         if line and ev.type == "Warning" and (not ev.uid or ev.uid == uid):
             out[line] = max(out.get(line, 0), ev.count)
     return out
-
-
-def _owned_by(pod: Manifest, uid: str) -> bool:
-    """True when the pod's controller ownerReference is the object with ``uid``."""
-    return any(
-        r.get("uid") == uid and r.get("controller") is True
-        for r in (pod.get("metadata") or {}).get("ownerReferences") or []
-    )
 
 
 def _refuse_silent_scale_down(cfg: ClusterConfig, client: ClusterClient, nodes: int) -> None:
@@ -1107,10 +1064,9 @@ def _refuse_silent_scale_down(cfg: ClusterConfig, client: ClusterClient, nodes: 
     deployment without a word. Refused unless --scale-down says it is meant.
 
     Raises:
-        InputError: this instance's StatefulSet runs more pods than ``nodes``.
+        InputError: this instance's workload runs more pods than ``nodes``.
     """
-    sts = _our_statefulset(cfg, client)
-    live = int(((sts or {}).get("spec") or {}).get("replicas", 0)) if sts else 0
+    live = workload(cfg).desired(_our_workload(cfg, client))
     if live > nodes:
         raise InputError(
             f"{cfg.name} runs {live} pods; --nodes {nodes} would stop pods {nodes}..{live - 1} "
@@ -1119,9 +1075,10 @@ def _refuse_silent_scale_down(cfg: ClusterConfig, client: ClusterClient, nodes: 
         )
 
 
-def _our_statefulset(cfg: ClusterConfig, client: ClusterClient) -> Manifest | None:
-    """This instance's StatefulSet (its labels name the instance), or None."""
-    sts = client.get("StatefulSet", STATEFULSET, cfg.namespace)
+def _our_workload(cfg: ClusterConfig, client: ClusterClient) -> Manifest | None:
+    """This instance's workload object (its labels name the instance), or None."""
+    wl = workload(cfg)
+    sts = client.get(wl.kind, wl.name, cfg.namespace)
     labels = ((sts or {}).get("metadata") or {}).get("labels") or {}
     if sts is None or labels.get(LABEL_INSTANCE) != cfg.name or labels.get(LABEL_NAME) != APP:
         return None
@@ -1132,15 +1089,15 @@ def _our_statefulset(cfg: ClusterConfig, client: ClusterClient) -> Manifest | No
 class PodSplit:
     """The pods carrying this instance's labels, sorted by who made them."""
 
-    workers: list[Manifest]  # the StatefulSet's own, ordered by ordinal
+    workers: list[Manifest]  # the workload's own, ordered by rank
     dev: list[Manifest]  # the bare dev Pod deploy makes (fixed name, no controller)
     neighbours: list[Manifest]  # anyone else's: ignored by every verb, named by deploy/status
-    # the StatefulSet's own past spec.replicas (a scale-down still terminating them): ours,
+    # the workload's own past its desired count (a scale-down still terminating them): ours,
     # listed by status and left to the controller, but no worker (sync/launch skip them)
     leaving: list[Manifest] = field(default_factory=list)
-    # the StatefulSet the split was made against (None: not this instance's or absent);
-    # its status tells wait_ready whether the rollout is done, with no second read
-    statefulset: Manifest | None = None
+    # the workload object the split was made against (None: not this instance's or
+    # absent); its status tells wait_ready whether the rollout is done, with no second read
+    live: Manifest | None = None
 
 
 def split_pods(cfg: ClusterConfig, client: ClusterClient) -> PodSplit:
@@ -1148,19 +1105,19 @@ def split_pods(cfg: ClusterConfig, client: ClusterClient) -> PodSplit:
 
     labels alone are not ownership: anyone who may create pods in the namespace can
     put ours on one (and the NetworkPolicy admits such a pod by them). A worker is a pod
-    the StatefulSet controls (its controller ownerReference carries the uid of this
-    instance's StatefulSet) named ``<sts>-<i>`` with ``0 <= i < spec.replicas``; pod names
-    are unique, so a neighbour cannot take one while ours exists."""
+    this instance's workload object controls (its controller ownerReference carries the
+    object's uid) with one of the pod names the workload runs now (:meth:`Workload.ranks`,
+    ``<sts>-<i>`` with ``0 <= i < spec.replicas`` for the StatefulSet); pod names are
+    unique, so a neighbour cannot take one while ours exists."""
     labelled = client.list("Pod", cfg.namespace, instance_selector(cfg.name))
-    sts = _our_statefulset(cfg, client)
-    uid = str(((sts or {}).get("metadata") or {}).get("uid", ""))
-    replicas = int(((sts or {}).get("spec") or {}).get("replicas", 1))
-    names = {pod_name(i): i for i in range(replicas)} if uid else {}
-    split = PodSplit([], [], [], statefulset=sts)
+    wl = workload(cfg)
+    sts = _our_workload(cfg, client)
+    names = wl.ranks(sts) if sts is not None else {}
+    split = PodSplit([], [], [], live=sts)
     for p in labelled:
         meta = p.get("metadata") or {}
         name = str(meta.get("name", ""))
-        if uid and _owned_by(p, uid):
+        if sts is not None and wl.owns(sts, p):
             (split.workers if name in names else split.leaving).append(p)
         elif name == DEV_POD and not meta.get("ownerReferences"):
             split.dev.append(p)
@@ -1172,34 +1129,15 @@ def split_pods(cfg: ClusterConfig, client: ClusterClient) -> PodSplit:
 
 
 def worker_pods(cfg: ClusterConfig, client: ClusterClient) -> list[PodView]:
-    """The StatefulSet's pods, ordered by index: owned by this instance's StatefulSet
-    (uid) with ordinals ``0..replicas-1``, never a pod that only carries our labels."""
+    """The workload's pods, in rank order: controlled by this instance's workload object
+    (uid) with the names it runs now, never a pod that only carries our labels."""
     return [PodView.of(p) for p in split_pods(cfg, client).workers]
 
 
 def neighbour_pods(cfg: ClusterConfig, client: ClusterClient) -> list[str]:
-    """Names of pods that carry this instance's labels but are neither its StatefulSet's
+    """Names of pods that carry this instance's labels but are neither its workload's
     nor the dev Pod deploy made (someone else in the namespace made them; ignored)."""
     return sorted(str(p["metadata"]["name"]) for p in split_pods(cfg, client).neighbours)
-
-
-REVISION_LABEL = "controller-revision-hash"
-
-
-def not_rolled_out(sts: Manifest | None, pods: list[PodView]) -> list[str]:
-    """pods (by name) still on the StatefulSet's old revision, or the StatefulSet
-    itself while its controller has not seen the latest spec. A changed StatefulSet keeps
-    its old pods Ready while the controller replaces them one by one: counting Ready pods
-    alone declared the deploy done before any pod ran the new spec."""
-    status, meta = (sts or {}).get("status") or {}, (sts or {}).get("metadata") or {}
-    if "observedGeneration" in status and int(status["observedGeneration"]) < int(
-        meta.get("generation", 0)
-    ):
-        return [f"statefulset/{STATEFULSET} (generation {meta.get('generation')} not yet observed)"]
-    rev = str(status.get("updateRevision", ""))
-    if not rev:
-        return []  # a controller that reports no revisions (or none yet): Ready is all we know
-    return [p.name for p in pods if p.labels.get(REVISION_LABEL, rev) != rev]
 
 
 def wait_ready(
@@ -1214,10 +1152,10 @@ def wait_ready(
     while True:
         split = split_pods(cfg, client)
         pods = [PodView.of(p) for p in split.workers]
-        if len(pods) < nodes and split.statefulset is not None:
-            # a pod not created yet: admission may have refused it (the StatefulSet's
+        if len(pods) < nodes and split.live is not None:
+            # a pod not created yet: admission may have refused it (the workload's
             # event says so from the first try; the pods' events never will)
-            now_refused = _refusals(cfg, client, split.statefulset)
+            now_refused = _refusals(cfg, client, split.live)
             first_refusals = now_refused if first_refusals is None else first_refusals
             settled = client.monotonic() - start >= REFUSAL_SETTLE_S
             fresh = [
@@ -1243,7 +1181,7 @@ def wait_ready(
             ):
                 raise ImageUnavailable(image_problem(cfg, stuck))
         why = _latest_warnings(cfg, client, pods) if ready < len(pods) else {}
-        stale = not_rolled_out(split.statefulset, pods)
+        stale = workload(cfg).not_rolled_out(split.live, pods)
         line = (
             f"waiting: {ready}/{nodes} pods Ready "
             + " ".join(
@@ -1268,7 +1206,7 @@ def wait_ready(
         if ready >= nodes and len(pods) >= nodes and not stale:
             return ready
         if client.monotonic() >= deadline:
-            uid = str(((split.statefulset or {}).get("metadata") or {}).get("uid", ""))
+            uid = str(((split.live or {}).get("metadata") or {}).get("uid", ""))
             reasons = pending_reasons(cfg, client, pods, uid) or ["no pods were created"]
             raise DeployTimeout(
                 f"{ready}/{nodes} pods Ready after {timeout:g} s; why:\n"

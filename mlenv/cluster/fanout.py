@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from mlenv.cluster.api import NO_TIMEOUT, ClusterClient, ExecResult, Output
 from mlenv.cluster.deploy import worker_pods
 from mlenv.config.model import Cluster as ClusterConfig
-from mlenv.contract import STATEFULSET
 from mlenv.errors import InfraError, MlenvError
+from mlenv.render.names import workload
 
 
 @dataclass(frozen=True)
@@ -57,13 +57,14 @@ def run_everywhere(
     """Start ``argv`` in every worker pod in parallel through exec; stream pod 0 to ``out``.
 
     ``timeout`` bounds each pod's run (None: no limit, a training run takes what it takes).
-    Raises InfraError when not every pod of the StatefulSet is Running, and ExecTimeout
+    Raises InfraError when not every pod of the workload is Running, and ExecTimeout
     when pod 0 outlives ``timeout``.
     """
     ns = cfg.namespace
     pods = worker_pods(cfg, client)
-    sts = client.get("StatefulSet", STATEFULSET, ns)
-    want = int(((sts or {}).get("spec") or {}).get("replicas", 0))
+    wl = workload(cfg)
+    sts = client.get(wl.kind, wl.name, ns)
+    want = wl.desired(sts)
     down = [f"{p.name} ({p.phase})" for p in pods if p.phase != "Running"]
     if sts is None or not pods:
         raise InfraError(f"no pods of {cfg.name} in {ns}: deploy first")

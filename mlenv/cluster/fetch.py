@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from mlenv.cluster.api import ClusterClient
-from mlenv.contract import is_run_id, pod_name
+from mlenv.contract import is_run_id
 from mlenv.errors import InfraError
 
 RESULTS_DIR = "/workspace/results"  # where `mlenv.pod launch` puts a run (docs/contracts.md)
@@ -86,26 +86,27 @@ class PodRun:
     finished: bool
 
 
-def _json(text: str, what: str) -> object:
+def _json(text: str, what: str, pod: str) -> object:
     try:
         return json.loads(text or "null")
     except ValueError:
-        raise InfraError(f"{pod_name(0)}: {what} printed no JSON: {text.strip()[:200]!r}") from None
+        raise InfraError(f"{pod}: {what} printed no JSON: {text.strip()[:200]!r}") from None
 
 
 def list_runs(
-    client: ClusterClient, namespace: str, *, timeout: float | None = None
+    client: ClusterClient, namespace: str, pod: str, *, timeout: float | None = None
 ) -> list[PodRun]:
-    """The run folders under pod-0's :data:`RESULTS_DIR`, oldest first (run ids sort by start)."""
+    """The run folders under :data:`RESULTS_DIR` in ``pod`` (pod-0), oldest first (run
+    ids sort by start)."""
     res = client.exec(
-        pod_name(0),
+        pod,
         namespace,
         ["python3", "-c", RUNS_SCRIPT, RESULTS_DIR, str(MAX_RECORD_BYTES)],
         timeout=timeout,
     )
-    data = _json(res.stdout, "the run listing")
+    data = _json(res.stdout, "the run listing", pod)
     if not isinstance(data, dict):
-        raise InfraError(f"{pod_name(0)}: the run listing is not a mapping")
+        raise InfraError(f"{pod}: the run listing is not a mapping")
     out = []
     for name, entry in sorted(data.items()):
         if not is_run_id(name) or not isinstance(entry, dict):
@@ -124,35 +125,34 @@ def list_runs(
 def read_run(
     client: ClusterClient,
     namespace: str,
+    pod: str,
     run_id: str,
     *,
     timeout: float | None = None,
-    pod: str | None = None,
     root: str = RESULTS_DIR,
 ) -> dict[str, bytes]:
-    """The files of one run folder (relative path → content) under ``root`` in ``pod``
-    (default pod-0's results folder; the re-check Pod's is another), checked by
+    """The files of one run folder under ``root`` in ``pod`` (pod-0's results folder; the
+    re-check Pod's is another; relative path → content), checked by
     :func:`safe_files`; InfraError when the pod refuses or the folder is too large."""
     if not is_run_id(run_id):
         raise InfraError(f"{run_id!r} is not a run id")
-    where = pod or pod_name(0)
     res = client.exec(
-        where,
+        pod,
         namespace,
         ["python3", "-c", PACK_SCRIPT, root, run_id, str(MAX_RUN_BYTES)],
         timeout=timeout,
     )
-    data = _json(res.stdout, f"the copy of run {run_id}")
+    data = _json(res.stdout, f"the copy of run {run_id}", pod)
     if not isinstance(data, dict) or not isinstance(data.get("files"), dict):
         why = data.get("error") if isinstance(data, dict) else None
-        raise InfraError(f"{where}: run {run_id} not copied: {why or 'unexpected answer'}")
+        raise InfraError(f"{pod}: run {run_id} not copied: {why or 'unexpected answer'}")
     files: dict[str, bytes] = {}
     for rel, b64 in data["files"].items():
         if isinstance(rel, str) and isinstance(b64, str):
             try:
                 files[rel] = base64.b64decode(b64, validate=True)
             except ValueError:
-                raise InfraError(f"{where}: run {run_id}: {rel!r} is not base64") from None
+                raise InfraError(f"{pod}: run {run_id}: {rel!r} is not base64") from None
     return dict(safe_files(files))
 
 

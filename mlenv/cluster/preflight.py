@@ -34,8 +34,9 @@ from mlenv.cluster.api import (
 )
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.config.model import Mode
-from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME, LABEL_NAMESPACE, STATEFULSET
+from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME, LABEL_NAMESPACE
 from mlenv.render.serialize import file_name
+from mlenv.workload import worker_of
 
 
 @dataclass(frozen=True)
@@ -256,7 +257,7 @@ def serves_openshift(client: ClusterClient, ns: str) -> bool:
     such resource type" for both says this is plain Kubernetes."""
     for kind, name, scope in (
         ("SecurityContextConstraints", "restricted-v2", None),
-        ("Route", STATEFULSET, ns),
+        ("Route", APP, ns),
     ):
         try:
             client.get(kind, name, scope)
@@ -449,13 +450,9 @@ def _check_scc_use(
     ]
     sas = sorted(
         {
-            str(
-                ((m.get("spec") or {}).get("template") or {})
-                .get("spec", {})
-                .get("serviceAccountName", "default")
-            )
+            str(_pod_template([m]).get("serviceAccountName", "default"))
             for m in manifests
-            if m.get("kind") == "StatefulSet"
+            if worker_of(m) is not None
         }
     )
     for scc in sccs:
@@ -616,10 +613,11 @@ def _granting_binding(manifests: list[Manifest], ns: str, sa: str, scc: str) -> 
 
 
 def _pod_template(manifests: list[Manifest]) -> Manifest:
-    """The StatefulSet's pod spec in the plan ({} when there is none)."""
+    """The worker pods' spec in the plan ({} when there is none)."""
     for m in manifests:
-        if m.get("kind") == "StatefulSet":
-            return dict(((m.get("spec") or {}).get("template") or {}).get("spec") or {})
+        wl = worker_of(m)
+        if wl is not None:
+            return dict(wl.pod_template(m).get("spec") or {})
     return {}
 
 

@@ -6,14 +6,15 @@ from dataclasses import dataclass, field
 
 from mlenv.cluster.api import ClusterClient, PodView, instance_selector
 from mlenv.config.model import Cluster as ClusterConfig
-from mlenv.contract import STATEFULSET
 from mlenv.errors import InfraError, InputError
+from mlenv.render.names import workload
 
 
 @dataclass
 class StatusReport:
-    """Pods, StatefulSet readiness and PVCs of one deployment."""
+    """Pods, workload readiness and PVCs of one deployment."""
 
+    name: str = ""  # the workload object's
     pods: list[PodView] = field(default_factory=list)
     desired: int = 0
     ready: int = 0
@@ -77,11 +78,13 @@ def status(cfg: ClusterConfig, client: ClusterClient) -> StatusReport:
     """Read the deployment's state."""
     sel = instance_selector(cfg.name)
     rep = StatusReport()
-    sts = client.get("StatefulSet", STATEFULSET, cfg.namespace)
+    wl = workload(cfg)
+    rep.name = wl.name
+    sts = client.get(wl.kind, wl.name, cfg.namespace)
     if sts is not None:
-        rep.desired = int((sts.get("spec") or {}).get("replicas", 0))
-        rep.ready = int((sts.get("status") or {}).get("readyReplicas", 0))
-    # the StatefulSet's own pods (ownerReference uid, ordinals) and the dev Pod deploy
+        rep.desired = wl.desired(sts)
+        rep.ready = wl.ready(sts)
+    # the workload's own pods (ownerReference uid, ranks) and the dev Pod deploy
     # made under its fixed name; any other pod with our labels is a neighbour's
     from mlenv.cluster.deploy import split_pods
 

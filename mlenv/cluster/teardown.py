@@ -17,6 +17,8 @@ from mlenv.cluster.api import (
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.contract import ANNOTATION_CREATED, APP, LABEL_NAME, LABEL_NAMESPACE
 from mlenv.errors import InputError
+from mlenv.render.names import workload
+from mlenv.workload import WORKER_KINDS
 
 # Every kind the plan or deploy can create, in delete order: workloads first so pods
 # stop before the objects they use go away (the re-check CronJob before all, so no
@@ -24,7 +26,7 @@ from mlenv.errors import InputError
 # PVCs come last and only with --purge.
 TEARDOWN_KINDS = (
     "CronJob",
-    "StatefulSet",
+    *WORKER_KINDS,
     "Pod",
     "Route",
     "Service",
@@ -152,7 +154,7 @@ def teardown(
     - PVCs (including the volumeClaimTemplate ones) only with ``purge``, and never one a
       pod of another instance mounts; the BuildConfig and ImageStream too (``kept``
       otherwise: a redeploy then starts from the built image).
-    - Pods only the StatefulSet's own (by ownership and ordinal) and the dev Pod: a pod
+    - Pods only the workload's own (by ownership and rank) and the dev Pod: a pod
       that merely carries our labels is a namespace neighbour's and is kept.
 
     Only kinds a deploy of ``cfg`` can make are read (:func:`planned_kinds`: no OpenShift
@@ -166,7 +168,7 @@ def teardown(
 
     sel = instance_selector(cfg.name)
     rep = TeardownReport()
-    split = split_pods(cfg, client)  # read before the StatefulSet (and its uid) goes
+    split = split_pods(cfg, client)  # read before the workload (and its uid) goes
     ours = {str(p["metadata"]["name"]) for p in split.workers + split.leaving + split.dev}
     made = planned_kinds(cfg)
     for kind in TEARDOWN_KINDS:
@@ -215,14 +217,14 @@ def _own_pods(
     cfg: ClusterConfig, rep: TeardownReport, objs: list[Manifest], ours: set[str]
 ) -> list[Manifest]:
     """The pods among ``objs`` (all carrying this instance's labels) that are this
-    deployment's: ``ours``, the StatefulSet's own and the bare dev Pod deploy makes
-    (:func:`~mlenv.cluster.deploy.split_pods`, read before the StatefulSet was deleted).
+    deployment's: ``ours``, the workload's own and the bare dev Pod deploy makes
+    (:func:`~mlenv.cluster.deploy.split_pods`, read before the workload was deleted).
     anyone who may create pods in the namespace can put our labels on one; such a
     pod is a neighbour's, kept and named in ``rep.left``, never deleted."""
     kept = [o for o in objs if str(o["metadata"]["name"]) not in ours]
     rep.left += [
         f"pod/{o['metadata']['name']}: kept: it carries the labels of {cfg.name} but "
-        "neither its StatefulSet nor deploy made it (a namespace neighbour's; see "
+        f"neither its {workload(cfg).kind} nor deploy made it (a namespace neighbour's; see "
         "docs/security.md)"
         for o in kept
     ]

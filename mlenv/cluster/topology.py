@@ -1,6 +1,6 @@
 """Racks from a Kubernetes Node label for fabric.localize (``nodes.topology_label``).
 
-At ``mlenv launch`` the control host reads the Nodes the StatefulSet's pods run on (one
+At ``mlenv launch`` the control host reads the Nodes the workload's pods run on (one
 ``get Node`` each: the run's nodes only, not every Node of a large cluster) and groups
 them by the label's value into the same rack → nodes map ``nodes.topology`` gives
 (``MLENV_TOPOLOGY``, :mod:`mlenv.contract`), so localization does not know where its
@@ -83,13 +83,14 @@ def racks_from_labels(label: str, nodes: Sequence[tuple[str, Mapping[str, str]]]
 
 
 def read(cfg: ClusterConfig, client: ClusterClient) -> LabelTopology:
-    """The racks of the Nodes the StatefulSet's pods run on, from ``cfg.topology_label``.
+    """The racks of the Nodes the workload's pods run on, from ``cfg.topology_label``.
 
     Never raises for what the cluster refuses: ``get nodes`` forbidden, a Node gone, a
     pod not scheduled yet each become a warning and the run goes on (without racks, or
     without those nodes).
     """
     from mlenv.cluster.deploy import worker_pods
+    from mlenv.render.names import workload
 
     label = cfg.topology_label
     nodes = list(dict.fromkeys(p.node for p in worker_pods(cfg, client) if p.node))
@@ -116,7 +117,7 @@ def read(cfg: ClusterConfig, client: ClusterClient) -> LabelTopology:
         out.warnings.append(f"warning: topology: Node {', '.join(gone)} not found: in no rack")
     if not nodes:
         out.warnings.append(
-            "warning: topology: no pod of the StatefulSet is on a Node yet: no racks"
+            f"warning: topology: no pod of the {workload(cfg).kind} is on a Node yet: no racks"
         )
     return out
 

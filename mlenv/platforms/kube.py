@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, cast
 from mlenv import contract
 from mlenv.config.model import PLATFORM_TRAITS
 from mlenv.config.model import Platform as PlatformName
-from mlenv.contract import BUILD_CONFIG, STATEFULSET, pod_name
+from mlenv.contract import BUILD_CONFIG
 from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_INPUT, EXIT_OK, InfraError, InputError
 from mlenv.platforms.base import Platform, Session
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from mlenv.cluster.status import StatusReport
     from mlenv.config.model import Cluster
     from mlenv.quarantine import Run, Target
+    from mlenv.workload import Workload
 
 POD = ["python", "-m", "mlenv.pod"]
 
@@ -67,11 +68,22 @@ def pod_argv(
     return argv + (["--"] if script and script[0].startswith("-") else []) + script
 
 
+def _workload(cfg: Cluster) -> Workload:
+    from mlenv.render.names import workload
+
+    return workload(cfg)
+
+
+def _pod0(cfg: Cluster) -> str:
+    """Pod 0 of ``cfg``'s workload: where the launcher runs and the results are."""
+    return _workload(cfg).pod_name(0)
+
+
 def require_running(
     client: ClusterClient, namespace: str, pod: str, cluster: str, *, owner: Cluster | None = None
 ) -> None:
     """InfraError (exit 3, one line) unless ``pod`` exists and is Running (and, with
-    ``owner``, is one of that deployment's StatefulSet pods: :func:`require_own_worker`).
+    ``owner``, is one of that deployment's worker pods: :func:`require_own_worker`).
 
     for the verbs that hand the terminal to ``kubectl exec``/``rsh``/``port-forward``
     (launch, shell, port-forward), whose own failure is exit 1 plus client chatter: a
@@ -90,8 +102,8 @@ def require_running(
 
 
 def require_own_worker(client: ClusterClient, cfg: Cluster, pod: str) -> None:
-    """InfraError (exit 3) unless ``pod`` belongs to the deployment's StatefulSet (its
-    controller ownerReference, an ordinal below ``replicas``): a pod a namespace
+    """InfraError (exit 3) unless ``pod`` belongs to the deployment's workload (its
+    controller ownerReference, a name the workload runs now): a pod a namespace
     neighbour made under our labels (and a free name) gets no shell, job or log reading."""
     from mlenv.cluster.deploy import worker_pods
 
@@ -104,7 +116,7 @@ def require_own_worker(client: ClusterClient, cfg: Cluster, pod: str) -> None:
         )
     raise InfraError(
         f"pod {pod} in {cfg.namespace} is not a pod of {cfg.name}'s "
-        "StatefulSet (someone else made it): nothing was started "
+        f"{_workload(cfg).kind} (someone else made it): nothing was started "
         f"(mlenv status {cfg.name})"
     )
 
@@ -130,7 +142,8 @@ def status_doc(name: str, namespace: str, rep: StatusReport) -> dict[str, Any]:
     return {
         "cluster": name,
         "namespace": namespace,
-        "statefulset": {"name": STATEFULSET, "desired": rep.desired, "ready": rep.ready},
+        # the key stays "statefulset" whatever the kind: scripts read -o json by it
+        "statefulset": {"name": rep.name, "desired": rep.desired, "ready": rep.ready},
         "pods": [
             {
                 "name": p.name,
@@ -267,7 +280,8 @@ class KubernetesPlatform(Platform):
             s.emit(status_doc(cfg.name, cfg.namespace, rep), output)
             return
         s.say(
-            f"{cfg.name} in {cfg.namespace}: statefulset ml-dev-env {rep.ready}/{rep.desired} Ready"
+            f"{cfg.name} in {cfg.namespace}: {_workload(cfg).kind.lower()} {rep.name} "
+            f"{rep.ready}/{rep.desired} Ready"
         )
         if not rep.pods:
             s.say("no pods (not deployed? run: mlenv deploy " + cfg.name + ")")
@@ -281,7 +295,7 @@ class KubernetesPlatform(Platform):
         if rep.neighbours:  # ignored everywhere, named here
             s.warn(
                 f"warning: pod(s) {', '.join(rep.neighbours)} carry the labels of {cfg.name} "
-                f"but are not its StatefulSet's: ignored (someone else in namespace "
+                f"but are not its {_workload(cfg).kind}'s: ignored (someone else in namespace "
                 f"{cfg.namespace} made them; see docs/security.md)"
             )
         for pod, line in sorted(rep.interfaces.items()):
@@ -364,9 +378,9 @@ class KubernetesPlatform(Platform):
             else:
                 # kubectl's own failure (no such pod, pod not running) exits 1, which
                 # would read as an acceptance FAIL: pod-0 must be Running first (else exit 3)
-                require_running(client, cfg.namespace, pod_name(0), cfg.name, owner=cfg)
+                require_running(client, cfg.namespace, _pod0(cfg), cfg.name, owner=cfg)
                 rc = client.exec_stream(
-                    pod_name(0),
+                    _pod0(cfg),
                     cfg.namespace,
                     pod_argv("launch", script, deadline=peer_deadline, topology=topology),
                     s.say,
@@ -666,8 +680,8 @@ def fetch_runs(
     from mlenv.acceptance.records import history
     from mlenv.cluster import fetch
 
-    require_running(client, cfg.namespace, pod_name(0), cfg.name, owner=cfg)
-    runs = fetch.list_runs(client, cfg.namespace)
+    require_running(client, cfg.namespace, _pod0(cfg), cfg.name, owner=cfg)
+    runs = fetch.list_runs(client, cfg.namespace, _pod0(cfg))
     known = history.known_run_ids(history_root, cfg.name)
     new = [r for r in runs if r.run_id not in known]
     with tempfile.TemporaryDirectory(prefix="mlenv-fetch-") as tmp:
@@ -675,12 +689,12 @@ def fetch_runs(
         for run in new:
             if run.record is None and not run.finished:
                 s.warn(
-                    f"note: run {run.run_id} in {pod_name(0)} has no results yet (still running, or "
+                    f"note: run {run.run_id} in {_pod0(cfg)} has no results yet (still running, or "
                     "stopped before rank 0 wrote them): not fetched"
                 )
                 continue
             folder = Path(tmp) / run.run_id
-            for rel, data in fetch.read_run(client, cfg.namespace, run.run_id).items():
+            for rel, data in fetch.read_run(client, cfg.namespace, _pod0(cfg), run.run_id).items():
                 (folder / rel).parent.mkdir(parents=True, exist_ok=True)
                 (folder / rel).write_bytes(data)
             rec = (
@@ -690,7 +704,7 @@ def fetch_runs(
             )
             if rec is None or rec.get("run_id") != run.run_id or rec.get("cluster") != cfg.name:
                 s.warn(
-                    f"warning: run folder {run.run_id} in {pod_name(0)}: its record does not name this run "
+                    f"warning: run folder {run.run_id} in {_pod0(cfg)}: its record does not name this run "
                     f"of cluster {cfg.name} (run {contract.shown(str((rec or {}).get('run_id')))[:40]}, cluster "
                     f"{contract.shown(str((rec or {}).get('cluster')))[:40]}): not fetched"
                 )
@@ -709,7 +723,7 @@ def fetch_runs(
     there = sorted(known & {r.run_id for r in runs})
     if not added:
         s.say(
-            f"nothing new: {len(runs)} run folder(s) in {pod_name(0)}:{fetch.RESULTS_DIR}, {len(there)} of them "
+            f"nothing new: {len(runs)} run folder(s) in {_pod0(cfg)}:{fetch.RESULTS_DIR}, {len(there)} of them "
             f"already in the history of {cfg.name}"
         )
     return added, [*skipped, *there]

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from mlenv import contract
-from mlenv.contract import STATEFULSET
 from mlenv.errors import EXIT_ERROR, EXIT_FAIL, EXIT_OK, InfraError
 
 if TYPE_CHECKING:
@@ -44,16 +43,18 @@ GONE_S = 60.0
 
 
 def worker_template(cfg: Cluster, client: ClusterClient) -> dict[str, Any]:
-    """The live StatefulSet's pod template (what the workers run now), else the one the
+    """The live worker object's pod template (what the workers run now), else the one the
     config renders (nothing deployed: the re-check still measures the node)."""
-    live = client.get("StatefulSet", STATEFULSET, cfg.namespace)
-    template = ((live or {}).get("spec") or {}).get("template")
+    from mlenv.render.names import workload
+    from mlenv.render.workload import workers
+
+    wl = workload(cfg)
+    live = client.get(wl.kind, wl.name, cfg.namespace)
+    template = wl.pod_template(live) if live else None
     if isinstance(template, dict) and template.get("spec"):
         return template
-    from mlenv.render.workload import statefulset
-
-    rendered: dict[str, Any] = statefulset(cfg, cfg.own_mode, 1)["spec"]["template"]
-    return rendered
+    rendered = next(o for o in workers(cfg, cfg.own_mode, 1) if o.get("kind") in wl.kinds)
+    return wl.pod_template(rendered)
 
 
 def _pending_reason(client: ClusterClient, pod: dict[str, Any] | None, ns: str, name: str) -> str:
@@ -110,7 +111,7 @@ def _bring_home(
     from mlenv.cluster import fetch
     from mlenv.render.recheck import NODE_DIR
 
-    files = fetch.read_run(client, cfg.namespace, run_id, pod=name, root=NODE_DIR)
+    files = fetch.read_run(client, cfg.namespace, name, run_id, root=NODE_DIR)
     with tempfile.TemporaryDirectory(prefix="mlenv-recheck-") as tmp:
         folder = Path(tmp) / run_id
         for rel, data in files.items():

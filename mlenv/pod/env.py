@@ -1,43 +1,54 @@
 """What this pod is: its rank, its peers and its settings, read from the environment.
 
-The StatefulSet sets these variables (table in docs/contracts.md); everything here is
-pure so it can be unit-tested with a plain dict instead of ``os.environ``.
+The rendered worker pods set these variables (table in docs/contracts.md); everything
+here is pure so it can be unit-tested with a plain dict instead of ``os.environ``.
 """
 
 from __future__ import annotations
 
-import re
+import dataclasses
 import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from mlenv.contract import HEADLESS_SERVICE, STATEFULSET
+from mlenv.contract import HEADLESS_SERVICE
 from mlenv.errors import InputError
+from mlenv.workload import Workload, workload_for
 
-_ORDINAL = re.compile(r"-(\d+)$")
+
+def _workload(env: Mapping[str, str]) -> Workload:
+    """The workload that made this pod, its object named by ``MLENV_STATEFULSET``."""
+    wl = workload_for()
+    name = env.get("MLENV_STATEFULSET", "").strip()
+    return dataclasses.replace(wl, name=name) if name else wl
 
 
 def node_rank(env: Mapping[str, str], hostname: str | None = None) -> int:
-    """This pod's ordinal: ``MLENV_POD_INDEX`` when set, else the hostname's ``-<n>`` suffix.
+    """This pod's rank: ``MLENV_POD_INDEX``, which the rendered pod sets from the
+    workload's rank label by the downward API.
 
+    The pod name is read only when the variable is empty: a pod rendered by an older
+    mlenv (or on a cluster too old to label pods with their index) has no rank in its
+    environment, and its workload can still tell the rank from the name it gave the pod.
     Raises InputError when neither gives a non-negative integer.
     """
+    wl = _workload(env)
     raw = env.get("MLENV_POD_INDEX", "").strip()
     if raw:
         if not raw.isdigit():
             raise InputError(
                 f"MLENV_POD_INDEX={raw!r}: expected a non-negative integer "
-                "(the apps.kubernetes.io/pod-index label)"
+                f"(the {wl.rank_label} label)"
             )
         return int(raw)
     name = hostname if hostname is not None else env.get("MLENV_POD_NAME") or socket.gethostname()
-    m = _ORDINAL.search(name)
-    if not m:
+    rank = wl.rank_of(name)
+    if rank is None:
         raise InputError(
             f"cannot tell this pod's rank: MLENV_POD_INDEX is empty and the hostname {name!r} "
-            "has no '-<ordinal>' suffix (expected e.g. ml-dev-env-0)"
+            f"has no '-<ordinal>' suffix (expected e.g. {wl.pod_name(0)})"
         )
-    return int(m.group(1))
+    return rank
 
 
 def _int(env: Mapping[str, str], key: str, default: int | None, minimum: int = 0) -> int:
@@ -68,9 +79,18 @@ class PodEnv:
     master_addr: str
     master_port: int
 
+    @property
+    def workload(self) -> Workload:
+        """The workload whose pod this is (its object named ``statefulset``)."""
+        return _workload({"MLENV_STATEFULSET": self.statefulset})
+
+    def pod_name(self, i: int) -> str:
+        """The name of pod ``i``."""
+        return self.workload.pod_name(i)
+
     def pod_dns(self, i: int) -> str:
         """The stable DNS name of pod ``i`` (docs/contracts.md, "Pod DNS")."""
-        return f"{self.statefulset}-{i}.{self.headless}.{self.namespace}.svc"
+        return self.workload.pod_dns(i, self.headless, self.namespace)
 
     @property
     def hosts(self) -> list[str]:
@@ -83,7 +103,7 @@ def pod_env(env: Mapping[str, str], hostname: str | None = None) -> PodEnv:
     namespace = env.get("MLENV_NAMESPACE", "").strip()
     if not namespace:
         raise InputError("MLENV_NAMESPACE is not set: expected the pod's namespace (downward API)")
-    sts = env.get("MLENV_STATEFULSET", "").strip() or STATEFULSET
+    sts = _workload(env).name
     headless = env.get("MLENV_HEADLESS_SERVICE", "").strip() or HEADLESS_SERVICE
     nnodes = _int(env, "MLENV_NNODES", None, minimum=1)
     rank = node_rank(env, hostname)

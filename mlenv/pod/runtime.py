@@ -156,7 +156,7 @@ def verb_init(
             node_vars["NCCL_IB_HCA"] = ",".join(hca)
             say(f"RDMA devices (auto): NCCL_IB_HCA={node_vars['NCCL_IB_HCA']}")
         # keep only the configured interfaces (and listed HCAs) this pod has.
-        pod_name = env.get("MLENV_POD_NAME", "").strip() or f"{pe.statefulset}-{pe.rank}"
+        pod_name = env.get("MLENV_POD_NAME", "").strip() or pe.pod_name(pe.rank)
         found = interfaces.check(
             env, pod_name, sysfs_root, hca_names=interfaces.ib_names(sysfs_root)
         )
@@ -289,7 +289,7 @@ def verb_launch(
     if pe.rank != 0:
         raise InputError(
             f"'launch' runs on pod 0 only (this is node rank {pe.rank}); "
-            f"open a shell in {pe.statefulset}-0 ('make shell') and launch there"
+            f"open a shell in {pe.pod_name(0)} ('make shell') and launch there"
         )
     p = paths_from(env)
     rid = launch.check_run_id(run_id) if run_id else launch.new_run_id()

@@ -70,15 +70,17 @@ def _field(path: str) -> dict[str, Any]:
 
 
 def pod_env(cluster: Cluster, mode: Mode, nodes: int) -> list[dict[str, Any]]:
-    """The container ``env`` list of the StatefulSet (docs/contracts.md), in a fixed order."""
+    """The worker pods' container ``env`` list (docs/contracts.md), in a fixed order."""
     eff = cluster.effective_mode(mode)
+    wl = names.workload(cluster)
     env: list[dict[str, Any]] = [
         {"name": "MLENV_CLUSTER", "value": cluster.name},
         {"name": "MLENV_NAMESPACE", **_field("metadata.namespace")},
         {"name": "MLENV_POD_NAME", **_field("metadata.name")},
-        {"name": "MLENV_POD_INDEX", **_field(f"metadata.labels['{names.POD_INDEX_LABEL}']")},
+        # the rank, from the label the workload puts on each pod (pod/env.py reads it)
+        {"name": "MLENV_POD_INDEX", **_field(f"metadata.labels['{wl.rank_label}']")},
         {"name": "MLENV_NODE_NAME", **_field("spec.nodeName")},
-        {"name": "MLENV_STATEFULSET", "value": names.STATEFULSET},
+        {"name": "MLENV_STATEFULSET", "value": wl.name},
         {"name": "MLENV_HEADLESS_SERVICE", "value": names.HEADLESS_SERVICE},
         {"name": "MLENV_NNODES", "value": str(nodes)},
         {"name": "MLENV_GPUS_PER_NODE", "value": str(cluster.gpus.per_node)},

@@ -22,7 +22,7 @@ from mlenv.contract import LABEL_NAME as LABEL_NAME
 from mlenv.contract import LABEL_NAMESPACE as LABEL_NAMESPACE
 from mlenv.contract import LABEL_PART_OF as LABEL_PART_OF
 from mlenv.contract import MANAGED_BY as MANAGED_BY
-from mlenv.contract import STATEFULSET as STATEFULSET
+from mlenv.workload import Workload, workload_for
 
 SSH_SECRET = "ml-dev-env-ssh"
 DEVTOOLS_SECRET = "ml-dev-env-devtools"  # created by `mlenv deploy`, never rendered
@@ -42,7 +42,6 @@ DATASETS_DIR = "/datasets"
 SSH_DIR = "/etc/mlenv/ssh"
 SHM_DIR = "/dev/shm"
 POD_INIT = "/opt/ml-dev-env/scripts/pod-init.sh"
-POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
 
 # Annotation keys carrying free text from the config (description, notes) so a reviewer
 # sees them on the objects; they are also what the injection tests push hostile text into.
@@ -68,13 +67,19 @@ def default_image(cluster: Cluster) -> str:
     return f"image-registry.openshift-image-registry.svc:5000/{cluster.namespace}/{IMAGE_STREAM}:latest"
 
 
+def workload(cluster: Cluster) -> Workload:
+    """The object that runs ``cluster``'s worker pods: the one place a config chooses it
+    (every kind today is the StatefulSet; docs/architecture.md, "The Workload seam")."""
+    return workload_for()
+
+
 def master_addr(cluster: Cluster) -> str:
     """DNS name of pod 0 through the headless Service (the rendezvous host)."""
-    return f"{STATEFULSET}-0.{HEADLESS_SERVICE}.{cluster.namespace}.svc"
+    return workload(cluster).pod_dns(0, HEADLESS_SERVICE, cluster.namespace)
 
 
 def selector_labels(cluster: Cluster, component: str) -> dict[str, str]:
-    """The immutable subset used in selectors (StatefulSet, Services)."""
+    """The immutable subset used in selectors (the workload, Services)."""
     return {
         LABEL_NAME: APP,
         LABEL_INSTANCE: cluster.name,

@@ -1,7 +1,8 @@
 """``render_cluster``: a Cluster model in, the manifests ``deploy`` would apply out (pure).
 
-Simple kinds come from templates (``mlenv/data/templates/``); the StatefulSet and the
-dev Pod are built in Python (``mlenv.render.workload``). Nothing here touches files or
+Simple kinds come from templates (``mlenv/data/templates/``); the worker objects (their
+pod template, wrapped by the cluster's ``mlenv.workload``) and the dev Pod are built in
+Python (``mlenv.render.workload``). Nothing here touches files or
 a cluster; validation (``mlenv.render.validate``) and serialising (``mlenv.render.serialize``; writing is ``mlenv.generated``'s)
 are separate steps.
 """
@@ -25,10 +26,11 @@ from mlenv.render.workload import (
     oauth,
     route_termination,
     service_port,
-    statefulset,
     text_annotations,
     tls_secret,
+    workers,
 )
+from mlenv.workload import WORKER_KINDS
 
 PRIVILEGED_SCC_ROLE = "system:openshift:scc:privileged"
 # Volume types the SCC allows: restricted-v2's own list (the RDMA SCC is restricted-v2
@@ -61,7 +63,7 @@ KIND_ORDER = [
     "PersistentVolumeClaim",
     "Service",
     "NetworkPolicy",
-    "StatefulSet",
+    *WORKER_KINDS,
     "Pod",
     "CronJob",  # the scheduled re-check execs into pod-0, so after the workloads
     "Route",
@@ -382,7 +384,7 @@ def render_cluster(
     manifests += _pvcs(cluster)
     manifests += _services(cluster)
     manifests += _network_policies(cluster)
-    manifests.append(statefulset(cluster, mode, n))
+    manifests += workers(cluster, mode, n)
     manifests.append(dev_pod(cluster, mode))
     if openshift:
         manifests += _routes(cluster)

@@ -32,7 +32,7 @@ from typing import Any
 
 from mlenv import argv
 from mlenv.config.model import Cluster
-from mlenv.contract import HEALTH_FAIL, LABEL_HEALTH, TAINT_EFFECT, pod_name, push_url
+from mlenv.contract import HEALTH_FAIL, LABEL_HEALTH, TAINT_EFFECT, push_url
 from mlenv.render import names
 from mlenv.render.validate import K8S_VERSION
 from mlenv.render.workload import default_pull_policy
@@ -109,7 +109,10 @@ def command(cluster: Cluster) -> list[str]:
     launch = [*POD_LAUNCH, "--profile", cluster.recheck.profile]
     if cluster.recheck.metrics_push:
         launch += ["--", "--push-metrics", push_url(cluster.recheck.metrics_push)]
-    return [client_binary(cluster), *argv.kube_exec(pod_name(0), launch, options)]
+    return [
+        client_binary(cluster),
+        *argv.kube_exec(names.workload(cluster).pod_name(0), launch, options),
+    ]
 
 
 def pod_labels(cluster: Cluster) -> dict[str, str]:
@@ -144,7 +147,7 @@ def service_account(cluster: Cluster) -> dict[str, Any]:
 
 def role(cluster: Cluster) -> dict[str, Any]:
     """exec into pod-0 and read it (kubectl/oc exec gets the pod first), nothing else."""
-    pod0 = [pod_name(0)]
+    pod0 = [names.workload(cluster).pod_name(0)]
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1",
         "kind": "Role",

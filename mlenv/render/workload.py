@@ -1,4 +1,5 @@
-"""The StatefulSet and the dev Pod, built as dicts in Python (kr8s style).
+"""The worker pods (their template, wrapped by the cluster's ``mlenv.workload``) and the
+dev Pod, built as dicts in Python (kr8s style).
 
 These two carry the logic (mode variants, storage variants, optional dev-tool
 containers), which reads better as code than as template conditionals. Values are
@@ -267,8 +268,9 @@ def _affinity(cluster: Cluster, component: str) -> dict[str, Any]:
     return affinity
 
 
-def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
-    """The worker StatefulSet for ``nodes`` pods in the effective ``mode``."""
+def workers(cluster: Cluster, mode: Mode, nodes: int) -> list[dict[str, Any]]:
+    """The worker objects for ``nodes`` pods in the effective ``mode``: the pod template
+    and claim templates built here, wrapped by the cluster's workload (mlenv.workload)."""
     eff = cluster.effective_mode(mode)
     component = "worker"
     st = cluster.storage
@@ -350,36 +352,34 @@ def statefulset(cluster: Cluster, mode: Mode, nodes: int) -> dict[str, Any]:
     template_meta: dict[str, Any] = {"labels": {**names.labels(cluster, component), key: value}}
     if template_annotations:
         template_meta["annotations"] = template_annotations
-    spec: dict[str, Any] = {
-        "serviceName": names.HEADLESS_SERVICE,
-        "replicas": nodes,
-        "podManagementPolicy": "Parallel",  # all pods at once: the job needs every rank
-        "selector": {"matchLabels": names.selector_labels(cluster, component)},
-        "template": {
-            "metadata": template_meta,
-            "spec": {
-                "serviceAccountName": cluster.security.service_account,
-                # nothing in a worker talks to the API server; without this every
-                # shell (and every training script) there could act as the service account
-                "automountServiceAccountToken": False,
-                "affinity": _affinity(cluster, component),
-                **_scheduling(cluster),
-                "securityContext": _pod_security(),
-                "containers": [container],
-                "volumes": volumes,
-            },
+    template: dict[str, Any] = {
+        "metadata": template_meta,
+        "spec": {
+            "serviceAccountName": cluster.security.service_account,
+            # nothing in a worker talks to the API server; without this every
+            # shell (and every training script) there could act as the service account
+            "automountServiceAccountToken": False,
+            "affinity": _affinity(cluster, component),
+            **_scheduling(cluster),
+            "securityContext": _pod_security(),
+            "containers": [container],
+            "volumes": volumes,
         },
     }
-    if claim_templates:
-        spec["volumeClaimTemplates"] = claim_templates
     meta: dict[str, Any] = {
-        "name": names.STATEFULSET,
         "namespace": cluster.namespace,
         "labels": names.labels(cluster, component),
     }
     if text_annotations(cluster):
         meta["annotations"] = text_annotations(cluster)
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": spec}
+    return names.workload(cluster).objects(
+        template,
+        nodes=nodes,
+        metadata=meta,
+        selector=names.selector_labels(cluster, component),
+        service=names.HEADLESS_SERVICE,
+        claims=claim_templates,
+    )
 
 
 def _secret_env(name: str, key: str) -> dict[str, Any]:

@@ -17,8 +17,12 @@ import typer
 import yaml
 from _fakeenv import ROOT, fake_state, run
 
-from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME, STATEFULSET, pod_name
+from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME
 from mlenv.testing.fakecluster import FakeCluster
+from mlenv.workload import workload_for
+
+STATEFULSET = workload_for().name
+pod_name = workload_for().pod_name
 
 # -- a recording stand-in for the client binary (argv checks only; the real kubectl is
 #    exercised by test_unreachable.py) -------------------------------------------------

@@ -12,8 +12,10 @@ from pathlib import Path
 
 from _fakeenv import fake_state, run
 
-from mlenv.contract import pod_name
 from mlenv.testing.fakecluster import FakeCluster
+from mlenv.workload import workload_for
+
+pod_name = workload_for().pod_name
 
 NS = "ml-dev-env"  # barcelona's namespace
 FREE = pod_name(5)  # an ordinal past replicas: a free name anyone may take

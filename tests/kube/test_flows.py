@@ -168,6 +168,17 @@ def test_deploy_status_logs_sync_exec_teardown_deploy(
         "shell -- cat",
     )
     assert f"{name} tcp" in shown
+    # the pod's rank is in its environment (the workload's rank label, by the downward
+    # API): read with a hostname that holds no rank, it is still pod 1's
+    probe = (
+        "import os; from mlenv.pod.env import node_rank; "
+        "print('rank', os.environ['MLENV_POD_INDEX'], node_rank(os.environ, hostname='no-rank'))"
+    )
+    ranked = _ok(
+        mlenv(root, p, "shell", name, "--pod", "1", "--", "python3", "-c", probe, user=user),
+        "shell -- python3 (rank)",
+    )
+    assert "rank 1 1" in ranked, ranked
 
     _ok(mlenv(root, p, "teardown", name, user=user), "teardown")
     # gone, or Terminating while its pods have their grace period (foreground delete)

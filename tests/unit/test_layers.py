@@ -26,8 +26,11 @@ MAY_IMPORT: dict[str, set[str]] = {
     "errors": set(),
     "argv": {"errors"},
     "contract": {"errors"},
+    # The worker object of a Kubernetes deployment (mlenv.workload): pure, stdlib only,
+    # since the pods name their peers through it.
+    "workload": {"errors", "contract"},
     "config": {"errors", "contract", "argv"},
-    "render": {"config", "errors", "contract", "argv"},
+    "render": {"config", "errors", "contract", "argv", "workload"},
     "generated": {"render"},
     # The sign-off bundle's operator-side parts: the run's cluster, config, deployed trees.
     "signoff": {"errors", "contract", "config", "render", "acceptance"},
@@ -43,13 +46,14 @@ MAY_IMPORT: dict[str, set[str]] = {
         "generated",
         "acceptance",
         "quarantine",
+        "workload",
     },
     # quarantine/release of a run's FAILED nodes, platform-neutral: the run, the
     # targets, the records; what a mark is comes from the platform (a Marker).
     "quarantine": {"errors", "contract", "argv", "acceptance"},
-    "cluster": {"config", "render", "errors", "contract", "argv", "generated"},
+    "cluster": {"config", "render", "errors", "contract", "argv", "generated", "workload"},
     # Runs inside pods from the package alone: never the operator-side layers.
-    "pod": {"errors", "contract", "argv"},
+    "pod": {"errors", "contract", "argv", "workload"},
     # Also inside pods; reads options/baselines with the config layer's strict YAML loader
     # and counts GPUs like pod-init does.
     "acceptance": {"errors", "contract", "config", "pod"},
@@ -77,6 +81,7 @@ THIRD_PARTY: dict[str, set[str]] = {
     "errors": set(),
     "argv": set(),
     "contract": set(),
+    "workload": set(),
     "__init__": set(),
     "__main__": set(),
     "config": {"yaml", "jsonschema"},
@@ -755,3 +760,124 @@ def test_every_allowed_platform_test_is_still_there() -> None:
         if not found.get(path) or (want is not None and not want <= found[path])
     ]
     assert not stale, "\n".join(stale)
+
+
+# -- the workload kind lives behind the Workload seam ----------------------------------------
+# Which object runs the worker pods is mlenv/workload/'s to say (docs/architecture.md, "The
+# Workload seam"): no other module names the kind ("StatefulSet", its resource
+# "statefulsets"), the constant it once had in contract.py, or builds a pod name as
+# ``<name>-<ordinal>``; they ask the Workload. mlenv/testing/ is exempt (the fake API server
+# plays Kubernetes' own StatefulSet controller), and so is cluster/legacy.py (upstream
+# ml-dev-env's objects, whose kinds are fixed by what upstream created). Docstrings and
+# comments may mention the kind; code may not.
+WORKLOAD_AT_HOME = ("mlenv/workload/", "mlenv/testing/", "mlenv/cluster/legacy.py")
+# (module, text) → why that text is no choice of workload
+WORKLOAD_TEXT_ALLOWED = {
+    ("mlenv/argv.py", "statefulset"): "Kubernetes' naming rule for the kind, whoever uses it",
+    ("mlenv/platforms/kube.py", "statefulset"): "the `status -o json` key scripts read",
+}
+WORKLOAD_KIND_TEXT = re.compile(r"\bstatefulsets?\b", re.IGNORECASE)
+WORKLOAD_CONSTANT = "STATEFULSET"
+# a pod name built from a workload name and an index: f"{STATEFULSET}-{i}", f"ml-dev-env-{i}"
+ORDINAL_NAME_LITERAL = re.compile(r"^ml-dev-env-\d+$")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string constants that stand alone as statements (docstrings and the like)."""
+    return {
+        id(n.value)
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)
+    }
+
+
+def _ordinal_name(n: ast.JoinedStr) -> bool:
+    """``f"{x}-{i}"`` where ``x`` names the workload object, or ``f"ml-dev-env-{i}"``."""
+    parts = n.values
+    for a, dash, b in zip(parts, parts[1:], parts[2:], strict=False):
+        if (
+            isinstance(a, ast.FormattedValue)
+            and isinstance(dash, ast.Constant)
+            and dash.value == "-"
+            and isinstance(b, ast.FormattedValue)
+            and any(_names_the_workload(x) for x in ast.walk(a.value))
+        ):
+            return True
+    # "ml-dev-env-{i}", alone or as the first label of a DNS name
+    head, rest = (parts[0], parts[1:]) if parts else (None, [])
+    return (
+        isinstance(head, ast.Constant)
+        and head.value == "ml-dev-env-"
+        and bool(rest)
+        and isinstance(rest[0], ast.FormattedValue)
+        and (
+            len(rest) == 1
+            or (isinstance(rest[1], ast.Constant) and str(rest[1].value).startswith("."))
+        )
+    )
+
+
+def _names_the_workload(n: ast.AST) -> bool:
+    """A name like ``STATEFULSET``, ``pe.statefulset`` or ``sts_name``."""
+    word = getattr(n, "id", None) or getattr(n, "attr", None) or ""
+    return "statefulset" in word.lower() or "sts" in word.lower().split("_")
+
+
+def workload_kind_uses(m: Module) -> list[str]:
+    """Where ``m`` names the workload kind or builds an ordinal pod name, one line each."""
+    docs = _docstrings(m.tree)
+    out = []
+    for n in ast.walk(m.tree):
+        where = f"{m.path}:{getattr(n, 'lineno', '?')}"
+        if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs:
+            if (m.path, n.value) in WORKLOAD_TEXT_ALLOWED:
+                continue
+            if WORKLOAD_KIND_TEXT.search(n.value):
+                out.append(f"{where}: {n.value[:60]!r} names the workload kind")
+            elif ORDINAL_NAME_LITERAL.match(n.value):
+                out.append(f"{where}: {n.value!r} is an ordinal pod name")
+        elif isinstance(n, (ast.Name, ast.Attribute)) and WORKLOAD_CONSTANT in (
+            getattr(n, "id", None),
+            getattr(n, "attr", None),
+        ):
+            out.append(f"{where}: {WORKLOAD_CONSTANT} (ask mlenv.workload for the name)")
+        elif isinstance(n, ast.ImportFrom) and WORKLOAD_CONSTANT in [a.name for a in n.names]:
+            out.append(f"{where}: imports {WORKLOAD_CONSTANT} (ask mlenv.workload for the name)")
+        elif isinstance(n, ast.JoinedStr) and _ordinal_name(n):
+            out.append(f"{where}: {ast.unparse(n)} builds an ordinal pod name")
+    return out
+
+
+@pytest.mark.parametrize("m", MODULES, ids=lambda m: m.path)
+def test_no_workload_kind_outside_the_workload_seam(m: Module) -> None:
+    if m.path.startswith(WORKLOAD_AT_HOME):
+        return
+    bad = workload_kind_uses(m)
+    assert not bad, "\n".join(b + " (call mlenv.workload's Workload instead)" for b in bad)
+
+
+def test_the_workload_rule_catches_each_form() -> None:
+    """Each form is caught, and a docstring or an unrelated ``f"{a}-{b}"`` is not."""
+    src = (
+        '"""The StatefulSet\'s pods."""\n'
+        'KIND = "StatefulSet"\n'
+        'RES = "statefulsets"\n'
+        "from mlenv.contract import STATEFULSET\n"
+        'pod = f"{STATEFULSET}-{i}"\n'
+        'other = f"{sts_name}-{rank}"\n'
+        'fixed = "ml-dev-env-0"\n'
+        'built = f"ml-dev-env-{i}"\n'
+        'fine = f"{cluster}-{rank}"\n'
+        'ok = "ml-dev-env-dev"\n'
+    )
+    found = workload_kind_uses(Module("mlenv/cluster/x.py", "cluster", ast.parse(src)))
+    lines = sorted({int(f.split(":")[1]) for f in found})
+    assert lines == [2, 3, 4, 5, 6, 7, 8], found
+    with pytest.raises(AssertionError, match=r"x.py:2: 'StatefulSet' names the workload kind"):
+        test_no_workload_kind_outside_the_workload_seam(
+            Module("mlenv/cluster/x.py", "cluster", ast.parse(src))
+        )
+    # the implementation itself is where the kind lives
+    test_no_workload_kind_outside_the_workload_seam(
+        Module("mlenv/workload/statefulset.py", "workload", ast.parse(src))
+    )

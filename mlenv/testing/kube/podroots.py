@@ -151,6 +151,15 @@ class Controller:
             "spec.nodeName": pod["spec"].get("nodeName", ""),
             "spec.serviceAccountName": pod["spec"].get("serviceAccountName", ""),
         }
+        # the downward API's label and annotation paths, as a kubelet resolves them (a key
+        # the pod lacks gives ""): the workers' rank comes from a label so
+        for field in ("labels", "annotations"):
+            for k, v in (meta.get(field) or {}).items():
+                fields[f"metadata.{field}['{k}']"] = str(v)
+            for e in container.get("env") or []:
+                path = str(((e.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath", ""))
+                if path.startswith(f"metadata.{field}['"):
+                    fields.setdefault(path, "")
         out: dict[str, str] = {}
         for e in container.get("env") or []:
             if "value" in e:

@@ -304,7 +304,9 @@ def test_upstream_barcelona_deploys_when_logged_in_to_its_api_host(barcelona, fa
         ("1Ti", "1T", True),
     ],
 )
-def test_claim_sizes_compare_as_quantities(planned: str, served: str, changed: bool) -> None:
+def test_claim_sizes_compare_as_quantities(
+    local_cfg, planned: str, served: str, changed: bool
+) -> None:
     """the real API server canonicalises 1024Gi to 1Ti; compared as text, every
     re-deploy recreated the StatefulSet (fails on the code before: 1024Gi != 1Ti)."""
     from mlenv.cluster.deploy import immutable_changes
@@ -327,7 +329,7 @@ def test_claim_sizes_compare_as_quantities(planned: str, served: str, changed: b
             },
         }
 
-    assert (immutable_changes(sts(served), sts(planned)) != []) is changed
+    assert (immutable_changes(local_cfg, sts(served), sts(planned)) != []) is changed
 
 
 def test_the_cpu_demo_deploys_on_a_cluster_without_gpus(local_cfg) -> None:
@@ -349,8 +351,8 @@ def test_a_changed_statefulset_is_done_when_every_pod_runs_the_new_spec(local_cf
     """a changed StatefulSet keeps its old pods Ready while its controller replaces
     them one by one; deploy is done when every pod is on the new revision. Fails on the
     code before: deploy returned while the old pods were still Ready."""
-    from mlenv.cluster.deploy import REVISION_LABEL
     from mlenv.testing.fakecluster import FakeCluster
+    from mlenv.workload.statefulset import REVISION_LABEL
 
     fake = FakeCluster.typical(local_cfg.namespace, ["n0", "n1"], gpus=0)
     deploy(local_cfg, DeployOptions(mode="tcp", timeout=60), fake)

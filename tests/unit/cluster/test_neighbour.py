@@ -11,7 +11,9 @@ from mlenv.cluster.deploy import DeployOptions, deploy, neighbour_pods, split_po
 from mlenv.cluster.status import status
 from mlenv.cluster.sync import sync
 from mlenv.cluster.teardown import teardown
-from mlenv.contract import pod_name
+from mlenv.workload import workload_for
+
+pod_name = workload_for().pod_name
 
 
 def _plant(fake, ns: str, name: str) -> None:

@@ -37,7 +37,7 @@ def test_statefulset_shape():
     c = rdma_cluster()
     sts = one(render_cluster(c, "rdma", nodes=3), "StatefulSet")
     spec = sts["spec"]
-    assert sts["metadata"]["name"] == names.STATEFULSET
+    assert sts["metadata"]["name"] == names.workload(c).name
     assert spec["replicas"] == 3
     assert spec["podManagementPolicy"] == "Parallel"
     assert spec["serviceName"] == names.HEADLESS_SERVICE
