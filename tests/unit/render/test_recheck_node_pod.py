@@ -14,13 +14,16 @@ from mlenv.config.model import Cluster, Mode, Scheduling, Toleration
 from mlenv.contract import HEALTH_FAIL, LABEL_HEALTH, TAINT_EFFECT
 from mlenv.render import recheck
 from mlenv.render.plan import render_cluster
-from mlenv.render.workload import GPU_RESOURCE, statefulset
+from mlenv.render.names import workload
+from mlenv.render.workload import GPU_RESOURCE, workers
 
 NODE = "gpu-node-03.barcelona.example.com"
 
 
 def _template(cluster: Cluster, mode: Mode = "rdma") -> dict[str, Any]:
-    template: dict[str, Any] = statefulset(cluster, mode, 2)["spec"]["template"]
+    wl = workload(cluster)
+    obj = next(o for o in workers(cluster, mode, 2) if o["kind"] in wl.kinds)
+    template: dict[str, Any] = wl.pod_template(obj)
     return template
 
 
