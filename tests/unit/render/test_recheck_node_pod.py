@@ -13,8 +13,8 @@ from render_fixtures import one, rdma_cluster, tcp_cluster
 from mlenv.config.model import Cluster, Mode, Scheduling, Toleration
 from mlenv.contract import HEALTH_FAIL, LABEL_HEALTH, TAINT_EFFECT
 from mlenv.render import recheck
-from mlenv.render.plan import render_cluster
 from mlenv.render.names import workload
+from mlenv.render.plan import render_cluster
 from mlenv.render.workload import GPU_RESOURCE, workers
 
 NODE = "gpu-node-03.barcelona.example.com"
