@@ -18,7 +18,9 @@ from mlenv.acceptance.core.metrics import Declared
 from mlenv.acceptance.core.options import CheckOptions
 
 # The registry's front door, where check modules and site plugins have always imported it.
-from mlenv.acceptance.core.registry import option_classes, register, registry  # noqa: F401
+from mlenv.acceptance.core.registry import option_classes as option_classes
+from mlenv.acceptance.core.registry import register as register
+from mlenv.acceptance.core.registry import registry as registry
 from mlenv.acceptance.core.result import CheckResult
 
 OptT = TypeVar("OptT", bound=CheckOptions)

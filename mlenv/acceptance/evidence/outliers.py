@@ -114,7 +114,9 @@ def _link_findings(
     for (scope, check), rs in sorted(by_check.items()):
         m = metrics.meaning(table, check, LINK_METRIC)
         if m.peers:
-            vals = [(None, r.group, r.metrics[LINK_METRIC]) for r in rs]
+            vals: list[tuple[int | None, str | None, float]] = [
+                (None, r.group, r.metrics[LINK_METRIC]) for r in rs
+            ]
             out += _flag(vals, check, LINK_METRIC, scope, cfg, m.direction)
     return out
 
@@ -137,11 +139,11 @@ def find(
             by_metric.setdefault((r.name, m), []).append(r)
     findings: list[Finding] = []
     for (check, metric), rs in sorted(by_metric.items()):
-        m = metrics.meaning(table, check, metric)
-        if not m.peers:
+        meant = metrics.meaning(table, check, metric)
+        if not meant.peers:
             continue
         vals = [(r.rank, r.node, r.metrics[metric]) for r in rs]
-        findings += _flag(vals, check, metric, "rank", cfg, m.direction)
+        findings += _flag(vals, check, metric, "rank", cfg, meant.direction)
         per_node: dict[str, list[float]] = {}
         for r in rs:
             if r.node is not None:
@@ -150,5 +152,5 @@ def find(
             agg: list[tuple[int | None, str | None, float]] = [
                 (None, n, statistics.median(v)) for n, v in sorted(per_node.items())
             ]
-            findings += _flag(agg, check, metric, "node", cfg, m.direction)
+            findings += _flag(agg, check, metric, "node", cfg, meant.direction)
     return findings + _link_findings(results, cfg, table)
