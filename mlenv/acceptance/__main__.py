@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from mlenv.acceptance.core import profiles
 from mlenv.acceptance.core.base import Check, RunContext, registry
 from mlenv.acceptance.core.options import OptionLayer
-from mlenv.acceptance.core.registry import check_deadlines, load, order_key, select_checks
+from mlenv.acceptance.core.profiles import check_deadlines
+from mlenv.acceptance.core.registry import load, order_key, select_checks
 from mlenv.acceptance.core.result import CheckResult
 from mlenv.acceptance.judging import baselines
 from mlenv.acceptance.records import history

@@ -19,15 +19,16 @@ from __future__ import annotations
 import functools
 import importlib
 import os
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from mlenv.acceptance.core import metrics
 from mlenv.acceptance.core.options import CheckOptions
 from mlenv.errors import InputError, did_you_mean
 
-if TYPE_CHECKING:
-    from mlenv.acceptance.core.base import Check
+# A check class: a subclass of mlenv.acceptance.core.base.Check. Not named by its type here:
+# base re-exports this module's names for plugins, so this module cannot import base, even
+# for typing; the callers that run checks hold them as ``type[Check]``.
+CheckClass = type[Any]
 
 # The shipped checks' modules. A new check module is added here (test_layers checks that
 # every module of mlenv/acceptance/checks/ that defines a check is listed).
@@ -54,9 +55,9 @@ class RegistryError(InputError, ValueError):
     """A check the registry refuses (a plugin's mistake is named, never a traceback)."""
 
 
-_REGISTRY: dict[str, type[Check]] = {}
+_REGISTRY: dict[str, CheckClass] = {}
 _PLACES: dict[str, tuple[int, str]] = {}  # family -> (place, the check that declared it)
-C = TypeVar("C", bound="type[Check]")
+C = TypeVar("C", bound=CheckClass)
 
 
 def family(name: str) -> str:
@@ -72,7 +73,7 @@ def config_sections() -> frozenset[str]:
     return frozenset(schema().get("properties", {}))
 
 
-def _refuse(cls: type[Check]) -> None:
+def _refuse(cls: CheckClass) -> None:
     name, fam = cls.name, family(cls.name)
     if name in _REGISTRY and _REGISTRY[name] is not cls:
         raise RegistryError(f"duplicate check name {name!r}")
@@ -121,7 +122,7 @@ def unregister(name: str) -> None:
         del _PLACES[fam]
 
 
-def registry() -> dict[str, type[Check]]:
+def registry() -> dict[str, CheckClass]:
     """All registered checks by name (:func:`load` fills it)."""
     return dict(_REGISTRY)
 
@@ -183,7 +184,7 @@ def order_key(name: str) -> tuple[int, str]:
     return (place[0] if place else LAST, name)
 
 
-def select_checks(spec: str) -> list[type[Check]]:
+def select_checks(spec: str) -> list[CheckClass]:
     """Checks named by ``spec`` (names or family prefixes), in run order. InputError if unknown."""
     reg = registry()
     if not spec.strip():
@@ -200,24 +201,3 @@ def select_checks(spec: str) -> list[type[Check]]:
             )
         chosen += [h for h in hits if h not in chosen]
     return [reg[n] for n in sorted(chosen, key=order_key)]
-
-
-def check_deadlines(
-    checks: list[type[Check]],
-    overrides: Mapping[str, Mapping[str, Any]],
-    profile: str,
-    deadline_s: float,
-) -> None:
-    """InputError naming the first check that cannot finish within the per-check deadline
-    with its options (``Check.deadline_problem``): such a check would be named hung and
-    stop the suite, so it is refused before any rank starts."""
-    from mlenv.acceptance.core import profiles
-
-    for cls in checks:
-        for cuda in (False, True):
-            opts = profiles.options_for(
-                cls.Options, cls.name, profile=profile, cuda=cuda, overrides=overrides
-            )
-            why = cls.deadline_problem(opts, deadline_s)
-            if why:
-                raise InputError(f"{cls.name}: {why}")

@@ -119,7 +119,8 @@ def validate(
     """Check flags and files before launching anything; returns the number of checks.
     ``deadline_s`` (the per-check deadline, 0 or None: the profile's): every check must fit."""
     from mlenv.acceptance.core import profiles
-    from mlenv.acceptance.core.registry import check_deadlines, load, select_checks
+    from mlenv.acceptance.core.profiles import check_deadlines
+    from mlenv.acceptance.core.registry import load, select_checks
     from mlenv.acceptance.judging import baselines
 
     overrides = profiles.load_options_file(options) if options else {}
