@@ -135,7 +135,10 @@ def option_classes() -> dict[str, type[CheckOptions]]:
 def metric_table(names: Any = None) -> dict[str, metrics.Declared]:
     """``{result name: {metric: Metric}}`` declared by the registered checks (those whose
     results are named in ``names``, when given). A check that declares nothing is absent:
-    its metrics fall back to the name rule (:func:`mlenv.acceptance.core.metrics.meaning`)."""
+    its metrics fall back to the name rule (:func:`mlenv.acceptance.core.metrics.meaning`).
+    The shipped checks are loaded first, so what a shipped metric means never depends on
+    whether something imported them before."""
+    load_shipped()
     out: dict[str, metrics.Declared] = {}
     for cls in _REGISTRY.values():
         out.update(cls.declared_metrics())
