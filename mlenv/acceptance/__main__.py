@@ -22,14 +22,9 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from mlenv.acceptance.core import profiles
 from mlenv.acceptance.core.base import Check, RunContext, registry
 from mlenv.acceptance.core.options import OptionLayer
+from mlenv.acceptance.core.profiles import check_deadlines
+from mlenv.acceptance.core.registry import load, order_key, select_checks
 from mlenv.acceptance.core.result import CheckResult
-from mlenv.acceptance.core.selection import (  # noqa: F401 - ORDER re-exported
-    ORDER,
-    check_deadlines,
-    load_checks,
-    order_key,
-    select_checks,
-)
 from mlenv.acceptance.judging import baselines
 from mlenv.acceptance.records import history
 from mlenv.acceptance.reports import RunMeta, console, finalize
@@ -298,7 +293,7 @@ def _plan(args: argparse.Namespace) -> tuple[OptionLayer, list[type[Check]]]:
     )  # validated here; resolved again once the device is known
     if args.baseline:
         baselines.resolve(args.baseline, [])  # fail fast on a bad file, before any rendezvous
-    load_checks()
+    load()
     checks = select_checks(args.checks)
     if args.localize and LOCALIZE not in [c.name for c in checks]:
         checks = sorted([*checks, registry()[LOCALIZE]], key=lambda c: order_key(c.name))

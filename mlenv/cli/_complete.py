@@ -46,10 +46,9 @@ def check_names(incomplete: str) -> list[str]:
     """Check names and families for ``--checks``, a comma list: the last item completes,
     the ones before it are kept and not offered again."""
     try:
-        from mlenv.acceptance.core.base import registry
-        from mlenv.acceptance.core.selection import load_checks, order_key
+        from mlenv.acceptance.core.registry import load, order_key, registry
 
-        load_checks()
+        load()
         names = sorted(registry(), key=order_key)
     except Exception:  # a broken plugin module: complete nothing rather than fail
         return []

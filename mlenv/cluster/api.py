@@ -3,7 +3,7 @@
 Two implementations: :class:`mlenv.cluster.oc.OcCluster` (the ``oc`` binary, or
 ``kubectl`` for the shared verbs) and
 :class:`mlenv.testing.fakecluster.FakeCluster` (a stateful in-memory fake for tests and
-benchmarks, not shipped; tests/unit/cluster/test_client_contract.py keeps the two
+benchmarks, not shipped; tests/integration/test_client_contract.py keeps the two
 agreeing). Callers receive one injected
 (``cluster: ClusterClient | None = None``), so nothing is monkeypatched in tests.
 

@@ -2,7 +2,7 @@
 to a :class:`~mlenv.testing.fakecluster.FakeCluster` loaded from (and saved back to) a
 state file, answered the way ``kubectl`` answers.
 
-It exists for the client contract suite (tests/unit/cluster/test_client_contract.py):
+It exists for the client contract suite (tests/integration/test_client_contract.py):
 the same scenario runs against ``FakeCluster`` directly and against ``OcCluster`` driving
 this program, so the fake cannot drift from the client. Run it as a script
 (``python -m mlenv.testing.kubectl_cli``) through a small ``kubectl`` (or ``oc``: it also

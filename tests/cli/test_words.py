@@ -59,14 +59,14 @@ def test_a_bad_value_is_one_line_in_mlenvs_words(args: list[str], line: str) -> 
 
 
 def test_acceptance_choices_get_a_did_you_mean() -> None:
-    from mlenv.acceptance.core import profiles, selection
+    from mlenv.acceptance.core import profiles, registry
     from mlenv.errors import InputError
 
-    selection.load_checks()
+    registry.load()
     with pytest.raises(InputError, match=r"unknown check 'comput' \(did you mean 'compute'\?\)"):
-        selection.select_checks("comput")
+        registry.select_checks("comput")
     with pytest.raises(InputError, match=r"'collectives.al_reduce' \(did you mean 'collectives"):
-        selection.select_checks("collectives.al_reduce")
+        registry.select_checks("collectives.al_reduce")
     with pytest.raises(InputError, match=r"unknown profile 'quik' \(did you mean 'quick'\?\)"):
         profiles.get("quik")
 

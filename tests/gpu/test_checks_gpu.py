@@ -107,7 +107,7 @@ def test_collectives_skip_a_world_of_one(ctx: object) -> None:
     from mlenv.acceptance.checks import collectives  # noqa: F401 - registers the ops
     from mlenv.acceptance.core.base import registry
 
-    (r,) = registry()["collectives.all_reduce"]().run(ctx)  # type: ignore[arg-type]
+    (r,) = registry()["collectives.all_reduce"]().run(ctx)
     assert r.status.value == "SKIP" and "one rank" in r.reasons[0]
 
 

@@ -41,6 +41,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.metrics import higher, info
 from mlenv.acceptance.core.options import CheckOptions, at_least, option
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.core.timing import measure
@@ -485,6 +486,17 @@ class CollectiveCheck(Check):
 
     op: str
     Options = CollectiveOptions
+    run_order = 50
+    # Groups (a node's ranks, a rail across nodes) are compared on the bus bandwidth at the
+    # largest size, where the fabric rather than latency decides; the sweep's peak and
+    # average would repeat the same finding.
+    metrics = {
+        "busbw_gbps_large": higher("GB/s", trend=True),
+        "busbw_gbps_max": higher("GB/s", peers=False),
+        "algbw_gbps_max": higher("GB/s", peers=False),
+        "busbw_gbps_avg": higher("GB/s", peers=False),
+        "wrong_elements*": info("elements"),
+    }
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """Sweep the op on every planned group; group leaders return the results."""

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.metrics import higher, info
 from mlenv.acceptance.core.options import CheckOptions, at_least, option
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.core.timing import measure, stretch_factor
@@ -264,6 +265,8 @@ class MatmulCheck(Check):
     name = "compute.matmul"
     description = "matmul TFLOPS per device (bf16/fp16/tf32 on GPU, fp32 on CPU)"
     Options = MatmulOptions
+    run_order = 30
+    metrics = {"tflops_*": higher("TFLOP/s", trend=True)}
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """Time square multiplies per precision; one rank-scope result."""
@@ -313,6 +316,7 @@ class QuorumCheck(Check):
     name = "compute.quorum"
     description = "every rank multiplies the same seeded inputs; disagreeing ranks are named"
     Options = QuorumOptions
+    metrics = {"disagreeing_ranks": info("ranks")}
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """All ranks compute and all-gather a checksum; rank 0 returns the world result."""

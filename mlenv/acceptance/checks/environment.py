@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.metrics import info
 from mlenv.acceptance.core.options import CheckOptions, option
 from mlenv.acceptance.core.result import CheckResult, Status
 
@@ -368,6 +369,8 @@ class Environment(Check):
     name = "environment"
     description = "versions, GPUs, driver, NCCL settings, topology and RDMA devices"
     Options = EnvironmentOptions
+    run_order = 10
+    metrics = {"gpu_count": info("GPUs")}
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """One rank-scope result per rank; metrics: gpu_count. ERROR when this rank's GPU is busy."""

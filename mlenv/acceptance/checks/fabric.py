@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.metrics import info
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.evidence import nccllog
 from mlenv.acceptance.evidence.nccllog import IfSpec, NcclLog
@@ -356,6 +357,12 @@ class FabricTransport(Check):
     """Which network NCCL used, on which HCAs/interfaces, with or without GPUDirect RDMA."""
 
     name = NAME
+    run_order = 60
+    metrics = {
+        "net_channels": info("channels"),
+        "gdr_channels": info("channels"),
+        "ib_hcas": info("HCAs"),
+    }
     description = "NCCL used the fabric the config names (IB/RoCE on the listed HCAs with GDR, or the allowed interface)"
 
     def run(self, ctx: RunContext) -> list[CheckResult]:

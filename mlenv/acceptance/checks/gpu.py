@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.metrics import info
 from mlenv.acceptance.core.options import CheckOptions, option
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.evidence import dcgm
@@ -258,6 +259,8 @@ class DcgmCheck(Check):
     name = NAME
     description = "NVIDIA DCGM diagnostics (dcgmi diag -r 1 quick, 2 full) per GPU; SKIP where dcgmi is absent"
     Options = DcgmOptions
+    run_order = 20
+    metrics = {"tests_run": info("tests"), "tests_failed": info("tests")}
 
     @classmethod
     def deadline_problem(cls, options: CheckOptions, deadline_s: float) -> str | None:

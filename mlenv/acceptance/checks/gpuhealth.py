@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from mlenv.acceptance.checks.gpu import run_tool
 from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.metrics import info
 from mlenv.acceptance.core.options import CheckOptions, at_least, option
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.evidence import nvsmi
@@ -238,6 +239,14 @@ class HealthCheck(Check):
         "row remapping, clock throttle reasons, GPU UUID (nvidia-smi -q -x)"
     )
     Options = HealthOptions
+    run_order = 20
+    metrics = {
+        "pcie_gen_*": info("PCIe generation"),
+        "pcie_width_*": info("PCIe lanes"),
+        "ecc_*": info("errors"),
+        "remap_*": info("rows"),
+        "gpu_count": info("GPUs"),
+    }
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """One result per GPU (its rank) and one per node (local rank 0); one SKIP on a CPU run."""

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.metrics import higher
 from mlenv.acceptance.core.options import CheckOptions, at_least, option
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.core.timing import measure, stretch_factor
@@ -89,6 +90,7 @@ class H2dCheck(Check):
     name = NAME
     description = "pinned host-to-device and device-to-host copy bandwidth per GPU (GB/s each way)"
     Options = H2dOptions
+    metrics = {"h2d_gbps": higher("GB/s", trend=True), "d2h_gbps": higher("GB/s", trend=True)}
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """One rank-scope result with ``h2d_gbps`` and ``d2h_gbps``; one SKIP on a CPU run."""

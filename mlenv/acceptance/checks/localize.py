@@ -47,6 +47,7 @@ from typing import Any
 
 from mlenv import contract
 from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.metrics import higher
 from mlenv.acceptance.core.options import CheckOptions, at_least, option
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.core.timing import measure, stretch_factor
@@ -321,6 +322,14 @@ class LocalizeCheck(Check):
         "pairwise all_reduce between disjoint node pairs, re-pairing suspects with good nodes"
     )
     Options = LocalizeOptions
+    # Pairs are judged against the healthy reference here, not by peer outliers; the
+    # run's reference and slowest pair are kept as trends.
+    metrics = {
+        "reference_gbps": higher("GB/s", peers=False, trend=True),
+        "pair_gbps_min": higher("GB/s", peers=False, trend=True),
+        "pair_gbps_max": higher("GB/s", peers=False),
+        "pair_gbps": higher("GB/s", peers=False),
+    }
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """Decide (rank 0, broadcast), then measure rounds until the plan is done."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.metrics import higher
 from mlenv.acceptance.core.options import CheckOptions, at_least, option
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.core.timing import measure, stretch_factor
@@ -71,6 +72,8 @@ class CopyCheck(Check):
     name = "memory.copy"
     description = "device-to-device copy bandwidth (GPU) or large host-memory copy (CPU)"
     Options = CopyOptions
+    run_order = 40
+    metrics = {"copy_gbps": higher("GB/s", trend=True)}
 
     def run(self, ctx: RunContext) -> list[CheckResult]:
         """Time ``dst.copy_(src)`` of a large buffer; one rank-scope result."""

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from mlenv.acceptance.core.base import Check, RunContext, register
+from mlenv.acceptance.core.metrics import higher, info
 from mlenv.acceptance.core.options import CheckOptions, at_least, option
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.evidence import ibports
@@ -159,6 +160,11 @@ class PortsCheck(Check):
         "a burst of all_reduce (/sys/class/infiniband)"
     )
     Options = PortsOptions
+    metrics = {
+        "rate_gbps": higher("Gb/s"),
+        "active": info("flag"),
+        "delta_*": info("count"),
+    }
 
     def run(self, ctx: RunContext, root: Path = ibports.SYSFS) -> list[CheckResult]:
         """Node-scope results from each node's first rank; every rank drives the load."""

@@ -57,6 +57,7 @@ from typing import Any
 from mlenv.acceptance.checks.dsops import release_own_shm_buffer
 from mlenv.acceptance.core.base import Check, RunContext, register
 from mlenv.acceptance.core.cpus import threads_per_rank
+from mlenv.acceptance.core.metrics import higher, info, lower
 from mlenv.acceptance.core.options import CheckOptions, at_least, build, option
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.errors import InputError
@@ -864,6 +865,34 @@ class TrainingCheck(Check):
         "DeepSpeed ZeRO training of a ResNet or GPT: samples/s, step times, loss drop, stragglers"
     )
     Options = TrainingOptions
+    run_order = 70  # the long run last
+    metrics = {
+        "samples_per_s": higher("samples/s", trend=True),
+        "samples_per_s_per_rank": higher("samples/s"),
+        "plain_samples_per_s_per_rank": higher("samples/s"),
+        "step_time_p50_ms": lower("ms"),
+        "loss_first": info("loss"),
+        "loss_last": info("loss"),
+        "loss_drop_frac": info("fraction"),
+        "stack_ratio*": info("ratio"),
+    }
+    # Times are compared by their median only (p90/p99 of a short run are noise), and never
+    # the communication phase: a fast rank waits longer for its slow peer, so its comm time
+    # is high for the peer's fault.
+    more_results = {
+        RANK_CHECK: {
+            "p50_ms": lower("ms", trend=True),
+            "p90_ms": info("ms"),
+            "p99_ms": info("ms"),
+            "samples_per_s": higher("samples/s"),
+            "plain_samples_per_s": higher("samples/s"),
+            "compute_p50_ms": lower("ms"),
+            "optimizer_p50_ms": lower("ms"),
+            "plain_p50_ms": lower("ms"),
+            "comm_p50_ms": info("ms"),
+            "stack_ratio": info("ratio"),
+        }
+    }
 
     def __init__(self) -> None:
         self._threads: int | None = None

@@ -14,8 +14,13 @@ from pathlib import Path
 from typing import Any, ClassVar, TypeVar
 
 from mlenv.acceptance.core import faults, profiles
-from mlenv.acceptance.core import registry as _registry
+from mlenv.acceptance.core.metrics import Declared
 from mlenv.acceptance.core.options import CheckOptions
+
+# The registry's front door, where check modules and site plugins have always imported it.
+from mlenv.acceptance.core.registry import option_classes as option_classes
+from mlenv.acceptance.core.registry import register as register
+from mlenv.acceptance.core.registry import registry as registry
 from mlenv.acceptance.core.result import CheckResult
 
 OptT = TypeVar("OptT", bound=CheckOptions)
@@ -75,6 +80,16 @@ class Check(ABC):
     # The check's options (mlenv.acceptance.core.options): a frozen dataclass of option(...)
     # fields with CPU and GPU defaults; read them with ctx.options_of(TheOptions, self.name).
     Options: ClassVar[type[CheckOptions]] = CheckOptions
+    # The family's place in the run order, cheap and informative first (environment 10,
+    # gpu 20, compute 30, memory 40, collectives 50, fabric 60, training 70: the long run
+    # last). None: the place another check of the family declares, else after them all.
+    run_order: ClassVar[int | None] = None
+    # What each metric of its results means ({name or fnmatch pattern: Metric}, see
+    # mlenv.acceptance.core.metrics): unit, direction, compared with peers, trended.
+    # None declares nothing: the old name rule then guesses (a plugin written before).
+    metrics: ClassVar[Declared | None] = None
+    # The declarations for results it reports under other names of its family.
+    more_results: ClassVar[Mapping[str, Declared]] = {}
 
     def setup(self, ctx: RunContext) -> None:  # noqa: B027 - optional hook
         """Prepare (allocate buffers, build models). Default: nothing."""
@@ -87,34 +102,15 @@ class Check(ABC):
         """Release what setup took. Default: nothing."""
 
     @classmethod
+    def declared_metrics(cls) -> dict[str, Declared]:
+        """``{result name: declarations}`` for every result name this check reports."""
+        out = dict(cls.more_results)
+        if cls.metrics is not None:
+            out[cls.name] = cls.metrics
+        return out
+
+    @classmethod
     def deadline_problem(cls, options: CheckOptions, deadline_s: float) -> str | None:
         """Why this check cannot finish within a per-check deadline of ``deadline_s`` with
         ``options`` (None: it can); asked before the suite starts. Default: it can."""
         return None
-
-
-_REGISTRY: dict[str, type[Check]] = {}
-C = TypeVar("C", bound=type[Check])
-
-
-def register(cls: C) -> C:
-    """Class decorator: add a check to the registry under ``cls.name``."""
-    if cls.name in _REGISTRY and _REGISTRY[cls.name] is not cls:
-        raise ValueError(f"duplicate check name {cls.name!r}")
-    cls.Options.specs()  # a malformed options declaration fails at import, not mid-run
-    _REGISTRY[cls.name] = cls
-    return cls
-
-
-def registry() -> dict[str, type[Check]]:
-    """All registered checks by name (:func:`mlenv.acceptance.core.registry.load` fills it)."""
-    return dict(_REGISTRY)
-
-
-def option_classes() -> dict[str, type[CheckOptions]]:
-    """Each registered check's options class by check name (for validating an options layer)."""
-    return {name: cls.Options for name, cls in _REGISTRY.items()}
-
-
-# profiles (which base imports) reads the options classes through the registry module.
-_registry.use_store(option_classes)

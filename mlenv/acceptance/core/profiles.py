@@ -169,3 +169,22 @@ def validate_options(
     (``file:line:col: section.option: what is wrong`` where the value came from a file).
     """
     validate(layer, checks)
+
+
+def check_deadlines(
+    checks: list[registry.CheckClass],
+    overrides: Mapping[str, Mapping[str, Any]],
+    profile: str,
+    deadline_s: float,
+) -> None:
+    """InputError naming the first check that cannot finish within the per-check deadline
+    with its options (``Check.deadline_problem``): such a check would be named hung and
+    stop the suite, so it is refused before any rank starts."""
+    for cls in checks:
+        for cuda in (False, True):
+            opts = options_for(
+                cls.Options, cls.name, profile=profile, cuda=cuda, overrides=overrides
+            )
+            why = cls.deadline_problem(opts, deadline_s)
+            if why:
+                raise InputError(f"{cls.name}: {why}")

@@ -17,31 +17,17 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 
+from mlenv.acceptance.core import metrics, registry
 from mlenv.acceptance.core.result import CheckResult, Status
 
 DEFAULTS: dict[str, float] = {"warn_frac": 0.2, "fail_frac": 0.5, "min_z": 3.5}
 
-# Metrics where higher is better / lower is better; metrics in neither (counts, losses,
-# tail percentiles) are not compared across peers. Times are compared by their median
-# only (p90/p99 of a short run are noise), and never a communication phase: a fast rank
-# waits longer for its slow peer, so its comm time is high for the peer's fault.
-_HIGHER = ("tflops", "gbps", "samples_per_s")
+# Which metrics are compared, and which way is worse, is what each check declares
+# (mlenv.acceptance.core.metrics: ``peers`` and ``direction``), never read from a name.
 # The link figure groups are compared on: bandwidth at the largest message, where the
 # fabric rather than latency decides (the sweep's peak would repeat the same finding).
 LINK_METRIC = "busbw_gbps_large"
 LINK_SCOPES = ("intra", "inter")
-_NOT_COMPARED_PREFIX = ("comm_", "wait_")
-
-
-def direction(metric: str) -> int:
-    """+1 if higher is better, -1 if lower is better, 0 if not compared across peers."""
-    if metric.endswith("_ms"):
-        if metric.startswith(_NOT_COMPARED_PREFIX) or metric.endswith(("p90_ms", "p99_ms")):
-            return 0
-        return -1
-    if any(metric.startswith(p) or metric.endswith(p) or f"_{p}" in metric for p in _HIGHER):
-        return 1
-    return 0
 
 
 @dataclass(frozen=True)
@@ -68,7 +54,7 @@ class Finding:
 
     def short_reason(self) -> str:
         """The value and by how much, for a result that already names its check and where."""
-        word = "below" if direction(self.metric) > 0 else "above"
+        word = "below" if self.value < self.reference else "above"
         return (
             f"is an outlier: {self.metric} = {self.value:.4g}, "
             f"{100 * self.frac:.0f}% {word} its peers' median {self.reference:.4g}"
@@ -90,8 +76,8 @@ def _flag(
     metric: str,
     level: str,
     cfg: dict[str, float],
+    sign: int,
 ) -> list[Finding]:
-    sign = direction(metric)
     out: list[Finding] = []
     if sign == 0 or len(values) < 2:
         return out
@@ -113,7 +99,9 @@ def _flag(
     return out
 
 
-def _link_findings(results: list[CheckResult], cfg: dict[str, float]) -> list[Finding]:
+def _link_findings(
+    results: list[CheckResult], cfg: dict[str, float], table: metrics.Table
+) -> list[Finding]:
     by_check: dict[tuple[str, str], list[CheckResult]] = {}
     for r in results:
         if (
@@ -124,16 +112,25 @@ def _link_findings(results: list[CheckResult], cfg: dict[str, float]) -> list[Fi
             by_check.setdefault((r.scope, r.name), []).append(r)
     out: list[Finding] = []
     for (scope, check), rs in sorted(by_check.items()):
-        out += _flag(
-            [(None, r.group, r.metrics[LINK_METRIC]) for r in rs], check, LINK_METRIC, scope, cfg
-        )
+        m = metrics.meaning(table, check, LINK_METRIC)
+        if m.peers:
+            vals: list[tuple[int | None, str | None, float]] = [
+                (None, r.group, r.metrics[LINK_METRIC]) for r in rs
+            ]
+            out += _flag(vals, check, LINK_METRIC, scope, cfg, m.direction)
     return out
 
 
-def find(results: list[CheckResult], config: dict[str, float] | None = None) -> list[Finding]:
+def find(
+    results: list[CheckResult],
+    config: dict[str, float] | None = None,
+    table: metrics.Table | None = None,
+) -> list[Finding]:
     """Outliers among rank-scope results (per rank, and per node when there are ≥ 2 nodes),
-    and among the intra-node and inter-node collective groups (links)."""
+    and among the intra-node and inter-node collective groups (links), on the metrics
+    their checks declare ``peers`` (``table``; None: the registered checks' declarations)."""
     cfg = {**DEFAULTS, **(config or {})}
+    table = registry.metric_table() if table is None else table
     by_metric: dict[tuple[str, str], list[CheckResult]] = {}
     for r in results:
         if r.scope != "rank" or r.status in (Status.ERROR, Status.SKIP):
@@ -142,8 +139,11 @@ def find(results: list[CheckResult], config: dict[str, float] | None = None) -> 
             by_metric.setdefault((r.name, m), []).append(r)
     findings: list[Finding] = []
     for (check, metric), rs in sorted(by_metric.items()):
+        meant = metrics.meaning(table, check, metric)
+        if not meant.peers:
+            continue
         vals = [(r.rank, r.node, r.metrics[metric]) for r in rs]
-        findings += _flag(vals, check, metric, "rank", cfg)
+        findings += _flag(vals, check, metric, "rank", cfg, meant.direction)
         per_node: dict[str, list[float]] = {}
         for r in rs:
             if r.node is not None:
@@ -152,5 +152,5 @@ def find(results: list[CheckResult], config: dict[str, float] | None = None) -> 
             agg: list[tuple[int | None, str | None, float]] = [
                 (None, n, statistics.median(v)) for n, v in sorted(per_node.items())
             ]
-            findings += _flag(agg, check, metric, "node", cfg)
-    return findings + _link_findings(results, cfg)
+            findings += _flag(agg, check, metric, "node", cfg, meant.direction)
+    return findings + _link_findings(results, cfg, table)

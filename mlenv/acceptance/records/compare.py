@@ -1,7 +1,8 @@
 """Compare two acceptance runs: per check, per place (rank/GPU, node, group), per metric.
 
-A metric whose better direction is known (``outliers.direction``: rates up, median
-times down) is a **regression** when run B is worse than run A by more than its
+A metric whose better direction is known (declared by its check, in the run's
+``metric_meaning``; the name rule for a document from before: rates up, median times
+down) is a **regression** when run B is worse than run A by more than its
 tolerance: 10 % unless the baseline's ``tolerances:`` names the metric (a check glob and
 a metric, with a source). Both runs may be far above the absolute bar: a GPU that lost
 15 % after a driver update is still news. A check whose status got worse (PASS/WARN to
@@ -19,8 +20,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from mlenv.acceptance.core import metrics
 from mlenv.acceptance.core.result import CheckResult, Status
-from mlenv.acceptance.evidence.outliers import direction
 from mlenv.acceptance.judging import baselines
 from mlenv.acceptance.records import gpus
 from mlenv.acceptance.records.history import RECORD_FILE, find_run
@@ -45,6 +46,12 @@ class Run:
     def run_id(self) -> str:
         """The run id from results.json."""
         return str(self.doc.get("run_id") or "?")
+
+    @property
+    def meaning(self) -> dict[str, dict[str, metrics.Metric]]:
+        """What its checks declared their metrics to mean (``metric_meaning``; a document
+        from before declarations has none, and its figures are judged by the name rule)."""
+        return metrics.table_from_json(self.doc.get("metric_meaning"))
 
     def label(self) -> str:
         """``<run id> (<verdict>, <started>)``."""
@@ -301,6 +308,7 @@ def compare(
             "are not comparable"
         )
     ia, ib = _index(a), _index(b)
+    table = metrics.merged([a.meaning, b.meaning])  # B's declaration wins: the newer run
     rows: list[Row] = []
     for key in sorted(set(ia) | set(ib), key=lambda k: (k[0], k[1])):
         ra, rb = ia.get(key), ib.get(key)
@@ -327,7 +335,8 @@ def compare(
             )
         for metric in sorted(set(ra.metrics) | set(rb.metrics)):
             va, vb = ra.metrics.get(metric), rb.metrics.get(metric)
-            rows.append(_row(check, where, metric, va, vb, base, default_tolerance))
+            d = metrics.meaning(table, check, metric).direction
+            rows.append(_row(check, where, metric, va, vb, d, base, default_tolerance))
     return Comparison(a, b, rows, notes)
 
 
@@ -356,6 +365,7 @@ def _row(
     metric: str,
     va: float | None,
     vb: float | None,
+    d: int,
     base: baselines.Baseline | None,
     default_tolerance: float,
 ) -> Row:
@@ -364,7 +374,6 @@ def _row(
             check, where, metric, va, vb, None, None, "", "only in A" if vb is None else "only in B"
         )
     delta = (vb - va) / abs(va) if va else None
-    d = direction(metric)
     if d == 0 or delta is None:
         return Row(check, where, metric, va, vb, delta, None, "", "not judged")
     tol, src = tolerance_for(check, metric, base, default_tolerance)

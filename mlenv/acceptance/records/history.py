@@ -14,15 +14,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import fnmatch
 import os
 import statistics
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from mlenv.acceptance.core import metrics, registry
 from mlenv.acceptance.core.result import CheckResult, Status
-from mlenv.acceptance.evidence.outliers import direction
 from mlenv.acceptance.records.gpus import per_gpu
 from mlenv.contract import (
     RESULTS_JSON,
@@ -80,37 +79,24 @@ def history_path(root: Path, cluster: str) -> Path:
 # -- what a line holds ---------------------------------------------------------------
 
 
-# The figure each shipped check is trended on (metric globs); a check not listed here
-# (a plugin, a newer check) is trended on every rate or median time it reports.
-HEADLINE_METRICS: dict[str, tuple[str, ...]] = {
-    "compute.matmul": ("tflops_*",),
-    "memory.copy": ("copy_gbps",),
-    "collectives.*": ("busbw_gbps_large",),
-    "training.deepspeed": ("samples_per_s",),
-    "training.step_time": ("p50_ms",),
-    "compute.quorum": (),
-    "environment": (),
-}
+def is_headline(check: str, metric: str, scope: str, table: metrics.Table) -> bool:
+    """A figure worth a trend: one its check declares ``trend`` (the name rule for a check
+    that declares nothing), per GPU (median over ranks) or for the world."""
+    return scope in _HEADLINE_SCOPES and metrics.meaning(table, check, metric).trend
 
 
-def is_headline(check: str, metric: str, scope: str) -> bool:
-    """A figure worth a trend: per GPU (median over ranks) or for the world, see HEADLINE_METRICS."""
-    if scope not in _HEADLINE_SCOPES:
-        return False
-    for pattern, metrics in HEADLINE_METRICS.items():
-        if fnmatch.fnmatchcase(check, pattern):
-            return any(fnmatch.fnmatchcase(metric, m) for m in metrics)
-    return direction(metric) != 0 and not metric.endswith("_max")
-
-
-def headline(results: list[CheckResult]) -> dict[str, dict[str, float]]:
-    """``{check: {metric: median}}`` over the PASS/WARN/FAIL results of rank or world scope."""
+def headline(
+    results: list[CheckResult], table: metrics.Table | None = None
+) -> dict[str, dict[str, float]]:
+    """``{check: {metric: median}}`` over the PASS/WARN/FAIL results of rank or world scope,
+    on the metrics ``table`` declares trended (None: the registered checks' declarations)."""
+    table = registry.metric_table() if table is None else table
     vals: dict[tuple[str, str], list[float]] = {}
     for r in results:
         if r.status in (Status.ERROR, Status.SKIP):
             continue
         for m, v in r.metrics.items():
-            if is_headline(r.name, m, r.scope):
+            if is_headline(r.name, m, r.scope, table):
                 vals.setdefault((r.name, m), []).append(float(v))
     out: dict[str, dict[str, float]] = {}
     for (check, metric), xs in sorted(vals.items()):
@@ -231,7 +217,7 @@ def make_record(
         "world": {k: world.get(k) for k in ("nodes", "ranks", "backend", "device")},
         "checks": sorted({r.name for r in results}),
         "versions": node_versions(results, doc),
-        "metrics": headline(results),
+        "metrics": headline(results, metrics.table_from_json(doc.get("metric_meaning"))),
         # per GPU, keyed by UUID (records/gpus.py): absent when no check named a GPU
         **({"gpus": g} if (g := per_gpu(results)) else {}),
         "report_dir": str(report_dir.resolve()),

@@ -11,6 +11,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from mlenv.acceptance.core import metrics, registry
 from mlenv.acceptance.core.result import SCHEMA_VERSION, CheckResult
 from mlenv.acceptance.judging import baselines, nodeverdicts
 from mlenv.acceptance.judging.verdict import Judgement, judge
@@ -171,6 +172,8 @@ def build_document(
         "expected": j.expected,
         "node_verdicts": nodeverdicts.build(j.results, j.findings, meta.world),
         "checks": [r.to_dict() for r in j.results],
+        # what each check's metrics mean, as declared where they were measured
+        "metric_meaning": metrics.table_to_json(registry.metric_table({r.name for r in j.results})),
     }
     if meta.job:
         doc["job"] = dict(meta.job)
@@ -263,6 +266,9 @@ def judged(
     """The judgement, the results document and the baseline used, written nowhere (what
     :func:`finalize` writes; a run whose folder is full is still recorded from it)."""
     notes = list(notes or [])
+    # the checks declare what their metrics mean; the host that writes a document for
+    # ranks that could not (a control host) has not imported them yet
+    registry.load(skip_missing_plugins=True)
     if baseline is None:
         baseline = baselines.resolve(meta.baseline_spec, device_names(meta, results))
     j = judge(results, baseline, notes=notes, interrupted=interrupted)

@@ -119,14 +119,15 @@ def validate(
     """Check flags and files before launching anything; returns the number of checks.
     ``deadline_s`` (the per-check deadline, 0 or None: the profile's): every check must fit."""
     from mlenv.acceptance.core import profiles
-    from mlenv.acceptance.core.selection import check_deadlines, load_checks, select_checks
+    from mlenv.acceptance.core.profiles import check_deadlines
+    from mlenv.acceptance.core.registry import load, select_checks
     from mlenv.acceptance.judging import baselines
 
     overrides = profiles.load_options_file(options) if options else {}
     profiles.resolve(profile, overrides)  # every check's options, typed and located (InputError)
     if baseline:
         baselines.resolve(baseline, [])
-    load_checks()
+    load()
     selected = select_checks(checks)
     if deadline_s is not None:
         check_deadlines(selected, overrides, profile, deadline_s or profiles.DEADLINES[profile])

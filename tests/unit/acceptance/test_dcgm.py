@@ -258,7 +258,7 @@ def test_level_3_under_a_deadline_it_cannot_meet_is_refused_before_the_suite_sta
     tmp_path: Path,
 ) -> None:
     from mlenv.acceptance.__main__ import main
-    from mlenv.acceptance.core.selection import check_deadlines
+    from mlenv.acceptance.core.profiles import check_deadlines
 
     opts = DcgmOptions(level=3, timeout_s=1200.0)
     assert "at least 1205 s, got 900" in str(DcgmCheck.deadline_problem(opts, 900.0))

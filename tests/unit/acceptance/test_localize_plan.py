@@ -291,7 +291,7 @@ def test_trigger_on_a_node_or_rail_outlier_but_not_on_a_compute_one() -> None:
     why = LC.triggers(slow_p2p, None, nodes=4)
     assert any("node h2" in w for w in why), why
     slow_train = [
-        rank(i, f"h{i}", "training.step_time", compute_ms=100.0 if i == 2 else 10.0)
+        rank(i, f"h{i}", "training.step_time", compute_p50_ms=100.0 if i == 2 else 10.0)
         for i in range(4)
     ]
     assert outliers.find(slow_train) and LC.triggers(slow_train, None, nodes=4) == []

@@ -437,11 +437,12 @@ class SiteCheck(Check):
 def test_a_plugin_checks_options_are_resolved_and_refused_like_a_shipped_ones(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from mlenv.acceptance.core import base
+    from mlenv.acceptance.core import base, registry
 
     (tmp_path / "site_plugin_i11.py").write_text(PLUGIN, encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(base, "_REGISTRY", dict(base._REGISTRY))  # the plugin registers into a copy
+    # the plugin registers into a copy
+    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
     monkeypatch.delitem(sys.modules, "site_plugin_i11", raising=False)
     monkeypatch.setenv("MLENV_ACCEPTANCE_PLUGINS", "site_plugin_i11")
     layer = profiles.resolve("quick", {"site": {"rounds": 5}}, device="cuda:0")

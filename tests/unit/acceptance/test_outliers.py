@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from mlenv.acceptance.core import metrics
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.evidence import outliers
 
@@ -43,16 +44,12 @@ def test_bad_node_named_from_node_medians() -> None:
     assert f[0].reason().startswith("training.step_time: node n2 is an outlier")
 
 
-def test_direction_table() -> None:
-    assert outliers.direction("tflops_bf16") == 1
-    assert outliers.direction("copy_gbps") == 1
-    assert outliers.direction("samples_per_s_per_rank") == 1
-    assert outliers.direction("p50_ms") == -1
-    assert outliers.direction("compute_p50_ms") == -1
-    assert outliers.direction("p99_ms") == 0  # tails of a short run are noise
-    assert outliers.direction("comm_p50_ms") == 0  # a fast rank waits for its slow peer
-    assert outliers.direction("gpu_count") == 0
-    assert outliers.direction("loss_first") == 0
+def test_only_metrics_declared_for_peers_are_compared() -> None:
+    table = {"training.step_time": {"p50_ms": metrics.info("ms")}}
+    rs = [_r(0, "a", p50_ms=100.0), _r(1, "a", p50_ms=400.0)]
+    assert outliers.find(rs, table=table) == []
+    table = {"training.step_time": {"p50_ms": metrics.higher("ms")}}  # declared the other way
+    assert [x.rank for x in outliers.find(rs, table=table)] == [0]
 
 
 def _link(scope: str, group: str, bw: float, name: str = "collectives.all_reduce") -> CheckResult:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import subprocess
 import sys
@@ -83,21 +84,26 @@ def test_launcher_env_names_the_env_file_and_carries_this_pods_identity() -> Non
     assert "NCCL_IB_HCA" not in env
 
 
-def test_deepspeed_reads_the_env_file_ds_env_file_names(tmp_path: Path) -> None:
+def test_deepspeed_reads_the_env_file_ds_env_file_names(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # Pins the DeepSpeed behaviour launch relies on: an absolute DS_ENV_FILE is the file read.
-    code = (
-        "import os; from deepspeed.launcher import runner as r; "
-        "print({os.path.join(p, r.DEEPSPEED_ENVIRONMENT_NAME) for p in r.DEEPSPEED_ENVIRONMENT_PATHS})"
-    )
+    # DeepSpeed reads DS_ENV_FILE when its runner module is imported: reloaded here under the
+    # variable, as a fresh launcher process would import it, then reloaded back without it.
+    from deepspeed.launcher import runner as r
+
     f = str(tmp_path / "x.env")
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        env={**os.environ, "DS_ENV_FILE": f},
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert out.strip().splitlines()[-1] == repr({f})
+    monkeypatch.setenv("DS_ENV_FILE", f)
+    try:
+        importlib.reload(r)
+        read = {
+            os.path.join(p, r.DEEPSPEED_ENVIRONMENT_NAME) for p in r.DEEPSPEED_ENVIRONMENT_PATHS
+        }
+    finally:
+        monkeypatch.delenv("DS_ENV_FILE")
+        importlib.reload(r)
+    assert read == {f}
+    assert r.DEEPSPEED_ENVIRONMENT_NAME == ".deepspeed_env"
 
 
 def test_a_state_dir_with_whitespace_is_refused_for_pdsh() -> None:

@@ -33,7 +33,7 @@ CORPUS = REPO / "tests" / "data" / "hostile" / "strings.txt"
 
 
 def hostile_strings() -> list[str]:
-    """The hostile corpus, decoded as tests/unit/config/test_hostile_values.py reads it."""
+    """The hostile corpus, decoded as tests/integration/test_hostile_values.py reads it."""
     out = []
     for line in CORPUS.read_text(encoding="utf-8").splitlines():
         if line and not line.startswith("#"):

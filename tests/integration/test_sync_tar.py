@@ -9,6 +9,7 @@ the pod.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ from mlenv.cluster import treehash
 from mlenv.cluster.api import PodView
 from mlenv.cluster.deploy import DeployOptions, deploy
 from mlenv.cluster.oc import OcCluster
+from mlenv.config import load
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.testing.fakecluster import FakeCluster
 
@@ -41,6 +43,29 @@ if cmd and cmd[0] == "tar":
     cmd[0] = "/bin/tar"  # the pod's tar: GNU, whatever the control host packs with
 sys.exit(subprocess.call(cmd, cwd=root))
 """
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# The cluster tests' fixtures (the example configs, a fake that fits them), from their conftest.
+_spec = importlib.util.spec_from_file_location(
+    "cluster_conftest", ROOT / "tests" / "unit" / "cluster" / "conftest.py"
+)
+assert _spec and _spec.loader
+_cluster = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_cluster)
+
+
+@pytest.fixture
+def barcelona() -> ClusterConfig:
+    """The RDMA example: 4 pinned nodes, RoCE networks, per-pod volumes."""
+    return load("barcelona", ROOT)
+
+
+@pytest.fixture(name="fake_for")
+def fake_for_fixture() -> Callable[..., FakeCluster]:
+    """A fake that satisfies every preflight check of a config."""
+    fake_for: Callable[..., FakeCluster] = _cluster.fake_for
+    return fake_for
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import pytest
 from mlenv.config.loader import load
 from mlenv.platforms import hosts
 
-SITE = Path(__file__).resolve().parents[2] / "data" / "platforms" / "site-baremetal-lab.yaml"
+SITE = Path(__file__).resolve().parents[1] / "data" / "platforms" / "site-baremetal-lab.yaml"
 
 
 @pytest.fixture

@@ -48,8 +48,8 @@ def test_integration_starts_first_and_its_long_modules_before_the_rest() -> None
 
 
 def test_every_test_carries_its_tiers_marker(request: pytest.FixtureRequest) -> None:
-    assert request.node.get_closest_marker("unit") is not None
-    assert request.node.get_closest_marker("integration") is None
+    assert request.node.get_closest_marker("integration") is not None
+    assert request.node.get_closest_marker("unit") is None
 
 
 def _suite(pytester: pytest.Pytester) -> None:

@@ -29,7 +29,7 @@ from mlenv.acceptance.reports.jsonl import JsonlWriter
 from mlenv.acceptance.run import local, world
 from mlenv.acceptance.run.runner import Runner
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _wait_state(pid: int, want: str, limit_s: float = 10.0) -> None:

@@ -23,7 +23,7 @@ from mlenv.config.schema import schema
 from mlenv.errors import InputError
 from mlenv.render.plan import render_cluster
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "data" / "hostile" / "strings.txt"
 # Two bases: CPU/TCP (local) and RDMA with devices, networks and resources (barcelona), so
 # an accepted value in an RDMA field reaches the rendered RDMA environment too.
