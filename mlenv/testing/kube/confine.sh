@@ -7,7 +7,8 @@
 # in a new mount and UTS namespace, chrooted into an overlay of the host's (read-only) /
 # whose upper layer is <pod root>/upper: every write lands in the pod's folder. The pod's
 # volumes (MLENV_KUBE_MOUNTS, "dest=src" lines: claims' and emptyDirs' folders under the
-# tier) are bind-mounted at their mount paths, and the tier's own folder (keys, other
+# tier) are bind-mounted at their mount paths, the namespace's names file's folder
+# (MLENV_KUBE_NAMES) read-only at /run/kube-tier, and the tier's own folder (keys, other
 # pods) is hidden. The command runs in the pod's own network namespace, held by the pod's
 # holder process (podnet.py: the pause container), entered through /proc/PID/ns/net after
 # checking that the namespace there is the one recorded in <pod root>/netns (a pid reused
@@ -67,8 +68,19 @@ printf '%s\n' "${MLENV_KUBE_MOUNTS:-}" | while IFS='=' read -r dest src; do
     real=$(chroot "$m" realpath -e -- "$dest")
     mount --bind "$src" "$m$real"
 done
+# The namespace's names file (the pod's /etc/hosts links to it), read-only: one pod
+# cannot change the names the others see.
+names=${MLENV_KUBE_NAMES:-}
+case "$names" in
+    "$tier"/pods/*/.names)
+        mkdir -p "$names" "$m/run/kube-tier"
+        mount --bind "$names" "$m/run/kube-tier"
+        mount -o remount,bind,ro "$m/run/kube-tier" ;;
+    "") ;;
+    *) echo "kube tier: names folder $names outside the tier: skipped" >&2 ;;
+esac
 hostname "${MLENV_KUBE_POD_NAME:-pod}"
-unset MLENV_KUBE_POD_ROOT MLENV_KUBE_MOUNTS MLENV_KUBE_TIER
+unset MLENV_KUBE_POD_ROOT MLENV_KUBE_MOUNTS MLENV_KUBE_TIER MLENV_KUBE_NAMES
 # chroot is found with the system PATH above: the pod's own PATH (below) may lack /usr/sbin.
 chroot_bin=$(command -v chroot)
 PATH=${MLENV_KUBE_PATH:-/usr/local/bin:/usr/bin:/bin}

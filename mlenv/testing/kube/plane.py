@@ -462,6 +462,12 @@ def _start_kwok(
         ],
         env=kwok_env,
     )
+    start_podroots(tier, bins.kube("kubectl"))
+
+
+def start_podroots(tier: Tier, kubectl: Path) -> None:
+    """Start the pod-root controller (also what a test does to start it again after
+    stopping it: it catches up from one list of every pod)."""
     _spawn(
         tier,
         "podroots",
@@ -471,7 +477,7 @@ def _start_kwok(
             "mlenv.testing.kube",
             "podroots",
             str(tier.folder),
-            str(bins.kube("kubectl")),
+            str(kubectl),
             str(tier.admin_kubeconfig),
         ],
         env={**os.environ, "PYTHONPATH": str(REPO)},
