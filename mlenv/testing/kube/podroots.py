@@ -44,6 +44,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,11 @@ NAMES_MOUNT = "/run/kube-tier"
 # may wait: a burst of new pods is annotated after one names write, not one per pod.
 QUIET_S = 0.05
 BATCH = 64
+# The host's folders a pod does not see (empty in its root, as in an image's): its home
+# folders and /tmp; the paths the "image" needs below them come back read-only
+# (image_paths). Modes as an image has them.
+HIDDEN = (("root", 0o700), ("home", 0o755), ("tmp", 0o1777))
+ROOT_RECORD = "rootns"
 # How often a pod that could not be prepared yet (its claim not bound) is tried again.
 RETRY_S = 1.0
 # Each watch request's length: the server ends it, and the next starts from the last event.
@@ -116,6 +122,128 @@ def kill_pod_processes(pods: Path, sig: int = signal.SIGKILL) -> list[int]:
             except OSError:
                 pass
     return killed
+
+
+@dataclass(frozen=True)
+class RootNs:
+    """The process holding a pod's mount namespace (podroot.sh, then ``sleep``)."""
+
+    pid: int
+    started: str
+    inode: int
+
+
+def read_root(folder: Path) -> RootNs | None:
+    try:
+        pid, started, inode = (folder / ROOT_RECORD).read_text().split()
+        return RootNs(int(pid), started, int(inode))
+    except (OSError, ValueError):
+        return None
+
+
+def root_alive(rec: RootNs) -> bool:
+    try:
+        inode = os.stat(f"/proc/{rec.pid}/ns/mnt").st_ino
+    except OSError:
+        return False
+    return podnet.start_time(rec.pid) == rec.started and inode == rec.inode
+
+
+def release_root(folder: Path) -> RootNs | None:
+    """Kill the pod's root holder (only the recorded process): its mount namespace, and
+    the overlay in it, go with the pod's last process. The record, or None."""
+    rec = read_root(folder)
+    if rec is None:
+        return None
+    if podnet.start_time(rec.pid) == rec.started:
+        try:
+            os.kill(rec.pid, signal.SIGKILL)
+            os.waitpid(rec.pid, 0)  # ours to reap when this process started it
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    (folder / ROOT_RECORD).unlink(missing_ok=True)
+    return rec
+
+
+def release_all_roots(pods: Path) -> list[RootNs]:
+    """Every pod root recorded under ``pods`` (the tier's ``pods/``), released."""
+    return [r for f in sorted(pods.glob(f"*/*/{ROOT_RECORD}")) if (r := release_root(f.parent))]
+
+
+def image_paths() -> list[str]:
+    """What a pod's image would hold that lies in a folder the pod does not see (HIDDEN):
+    the Python installation and virtual environment the tier runs, and the checkout
+    (the package, on the pods' PYTHONPATH)."""
+    hidden = [Path("/", d) for d, _ in HIDDEN]
+    wanted = {
+        Path(sys.base_prefix).resolve(),
+        Path(sys.prefix).resolve(),
+        Path(sys.executable).resolve().parent.parent,
+        Path(__file__).resolve().parents[3],
+    }
+    return sorted(str(p) for p in wanted if any(h in p.parents for h in hidden))
+
+
+class RootError(Exception):
+    pass
+
+
+def start_root(
+    tier: Path, folder: Path, name: str, mounts: list[str], names: Path | None
+) -> RootNs:
+    """Start the pod's root holder (podroot.sh): a mount and UTS namespace of the pod's own,
+    made from a copy of the host made read-only as kwok's is (kwokns.sh), in which the
+    pod's overlay, volumes (``mounts``: "dest=src") and names folder are mounted once
+    and held for the pod's life; every process of the pod enters it (confine.sh), so the
+    container command, each exec and what they start (sshd's sessions) see the same
+    files. Returns once the holder has recorded itself in ``<folder>/rootns``."""
+    for d, mode in HIDDEN:
+        # an opaque folder of the upper layer: the host's folder below it is not seen
+        path = folder / "upper" / d
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(mode)
+        os.setxattr(path, "trusted.overlay.opaque", b"y")
+    unshare = shutil.which("unshare") or "unshare"
+    private = [unshare, "--mount", "--propagation", "private", "--"]
+    proc = subprocess.Popen(
+        [
+            *private,
+            str(tier / "bin" / "kwokns.sh"),
+            str(tier),
+            *private[:1],
+            "--mount",
+            "--uts",
+            *private[2:],
+            str(tier / "bin" / "podroot.sh"),
+            str(tier),
+            str(folder),
+            name,
+        ],
+        env={
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "MLENV_KUBE_MOUNTS": "\n".join(mounts),
+            "MLENV_KUBE_NAMES": str(names or ""),
+            "MLENV_KUBE_IMAGE": "\n".join(image_paths()),
+        },
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # a signal to the controller's group leaves the pods
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            raise RootError(f"podroot.sh: exit {proc.returncode}: {err.strip()}")
+        rec = read_root(folder)
+        if rec is not None and rec.pid == proc.pid:
+            if proc.stderr is not None:
+                proc.stderr.close()
+            return rec
+        time.sleep(0.01)
+    proc.kill()
+    proc.wait()
+    raise RootError("podroot.sh: no pod root after 20 s")
 
 
 class Controller:
@@ -249,11 +377,11 @@ class Controller:
         except podnet.NetError as e:
             self.say(f"{ns}/{name}: no network: {e}")
             return False
+        if not self.mount_root(folder, ns, name, mounts):
+            return False
         env = [
             *self._env(pod, container),
             {"name": "MLENV_KUBE_POD_ROOT", "value": str(folder)},
-            {"name": "MLENV_KUBE_MOUNTS", "value": "\n".join(mounts)},
-            {"name": "MLENV_KUBE_NAMES", "value": str(self.names_dir(ns))},
         ]
         owner = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": meta["uid"]}]
         objs = {
@@ -291,6 +419,20 @@ class Controller:
         self.unannotated[(ns, name)] = net.ip
         self.dirty.add(ns)
         self.say(f"{ns}/{name}: root ready ({len(mounts)} mounts), address {net.ip}")
+        return True
+
+    def mount_root(self, folder: Path, ns: str, name: str, mounts: list[str]) -> bool:
+        """The pod's root, mounted once for the pod's life (start_root); kept when its
+        holder still runs (the controller started again)."""
+        rec = read_root(folder)
+        if rec is not None and root_alive(rec):
+            return True
+        release_root(folder)
+        try:
+            start_root(self.tier, folder, name, mounts, self.names_dir(ns))
+        except RootError as e:
+            self.say(f"{ns}/{name}: pod root not mounted: {e}")
+            return False
         return True
 
     def names_dir(self, ns: str) -> Path:
@@ -383,12 +525,10 @@ class Controller:
         if folder.is_dir() and (self.tier / "pods") in folder.parents:
             for pid in kill_pod_processes(folder):
                 self.say(f"{ns}/{name}: killed process {pid} left in the pod")
+            release_root(folder)
             net = podnet.release(folder)
             if net is not None:
                 self.say(f"{ns}/{name}: network released ({net.ip}, {net.veth})")
-            subprocess.run(
-                ["umount", "-R", str(folder / "merged")], capture_output=True, check=False
-            )
             shutil.rmtree(folder, ignore_errors=True)
 
     def sweep_volumes(self) -> None:
