@@ -377,6 +377,16 @@ class Controller:
         except podnet.NetError as e:
             self.say(f"{ns}/{name}: no network: {e}")
             return False
+        # The pod's /etc/hosts: a link to its namespace's names file (podroot.sh mounts its
+        # folder read-only at NAMES_MOUNT). The file is written, with this pod in it, before
+        # the pod is annotated ROOT_READY (flush), so no pod starts without its own name.
+        # Made before the root is mounted: the upper layer is not to change under the overlay.
+        etc = folder / "upper" / "etc"
+        etc.mkdir(exist_ok=True)
+        hosts = etc / "hosts"
+        if not hosts.is_symlink():
+            hosts.unlink(missing_ok=True)
+            hosts.symlink_to(f"{NAMES_MOUNT}/hosts")
         if not self.mount_root(folder, ns, name, mounts):
             return False
         env = [
@@ -406,15 +416,6 @@ class Controller:
         if res.returncode != 0:
             self.say(f"{ns}/{name}: Exec/Logs not written: {res.stderr.strip()}")
             return False
-        # The pod's /etc/hosts: a link to its namespace's names file (confine.sh mounts its
-        # folder read-only at NAMES_MOUNT). The file is written, with this pod in it, before
-        # the pod is annotated ROOT_READY (flush), so no pod starts without its own name.
-        etc = folder / "upper" / "etc"
-        etc.mkdir(exist_ok=True)
-        hosts = etc / "hosts"
-        if not hosts.is_symlink():
-            hosts.unlink(missing_ok=True)
-            hosts.symlink_to(f"{NAMES_MOUNT}/hosts")
         self.ips[(ns, name)] = net.ip
         self.unannotated[(ns, name)] = net.ip
         self.dirty.add(ns)
