@@ -240,5 +240,5 @@ def test_a_pod_sees_no_home_folder_tmp_or_tier_but_runs_the_image_python(
         f"{sys.executable} -c 'import mlenv, sys; print(sys.version_info[0])'",
     )
     assert res.returncode == 0 and res.stdout == "3\n", res.stderr
-    for image in podroots.image_paths():
-        assert _as_kwok(tier, env, "sh", "-c", f"touch {image}/.x").returncode != 0
+    for path in podroots.image_paths():
+        assert _as_kwok(tier, env, "sh", "-c", f"touch {path}/.x").returncode != 0
