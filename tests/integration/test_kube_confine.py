@@ -2,8 +2,9 @@
 
 kwok runs every exec as a process on this machine, as root. The tier starts kwok through
 kwokns.sh (the whole host read-only in kwok's mount namespace, except the tier's folder)
-with a PATH that holds only links to confine.sh, which runs the command chrooted into an
-overlay whose upper layer is the pod's folder. Here the same scripts run as kwok would
+with a PATH that holds only links to confine.sh, which runs the command chrooted into the
+pod's overlay (upper layer: the pod's folder), mounted once by the pod's root holder
+(podroot.sh, started here as the pod-root controller starts it). Here the same scripts run as kwok would
 run them (``env -i PATH=<shims> … sh -c …`` inside kwokns.sh), so what is proven is the
 confinement itself; tests/kube proves it again through the apiserver and kwok. Each pod
 here has a network namespace of its own (a holder process, as the tier's pod-root
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from mlenv.testing.kube import plane, podnet
+from mlenv.testing.kube import plane, podnet, podroots
 
 pytestmark = [
     pytest.mark.skipif(
@@ -39,6 +40,7 @@ def tier(tmp_path: Path) -> Iterator[plane.Tier]:
         (t.folder / sub).mkdir(parents=True)
     plane._make_shims(t)
     yield t
+    podroots.release_all_roots(t.folder / "pods")
     podnet.release_all(t.folder / "pods")
 
 
@@ -80,12 +82,8 @@ def _pod_env(tier: plane.Tier, ns: str, pod: str, volume: Path) -> dict[str, str
     root.mkdir(parents=True)
     _holder(root)
     volume.mkdir(parents=True, exist_ok=True)
-    return {
-        "MLENV_KUBE_POD_ROOT": str(root),
-        "MLENV_KUBE_POD_NAME": pod,
-        "HOME": "/root",
-        "MLENV_KUBE_MOUNTS": f"/workspace={volume}",
-    }
+    podroots.start_root(tier.folder, root, pod, [f"/workspace={volume}"], None)
+    return {"MLENV_KUBE_POD_ROOT": str(root), "MLENV_KUBE_POD_NAME": pod, "HOME": "/root"}
 
 
 def test_a_pods_writes_land_in_its_own_root(tier: plane.Tier) -> None:
@@ -185,3 +183,62 @@ def test_a_pod_without_its_network_runs_nothing(tier: plane.Tier) -> None:
     res = _as_kwok(tier, env, "sh", "-c", f"touch {marker}")
     assert res.returncode == 126 and "is gone" in res.stderr, res.stderr
     assert not marker.exists()
+
+
+def test_every_process_of_a_pod_sees_one_root_mounted_once(tier: plane.Tier) -> None:
+    """What one exec writes or starts, the next one sees: one mount namespace (the root
+    holder's), one overlay, whatever number of execs (each exec mounted an overlay of its
+    own on the shared upper folder, and sshd's sessions saw other files than later execs)."""
+    env = _pod_env(tier, "ns", "p", tier.folder / "volumes" / "v")
+    root = Path(env["MLENV_KUBE_POD_ROOT"])
+    rec = podroots.read_root(root)
+    assert rec is not None and podroots.root_alive(rec)
+    first = _as_kwok(
+        tier, env, "sh", "-c", "echo one > /etc/first && stat -L -c %i /proc/self/ns/mnt"
+    )
+    assert first.returncode == 0, first.stderr
+    second = _as_kwok(
+        tier,
+        env,
+        "sh",
+        "-c",
+        "cat /etc/first; stat -L -c %i /proc/self/ns/mnt; grep -c ' overlay ' /proc/self/mounts",
+    )
+    assert second.returncode == 0, second.stderr
+    seen, inode, overlays = second.stdout.split()
+    assert seen == "one"
+    assert int(inode) == int(first.stdout) == rec.inode
+    assert overlays == "1"
+
+
+def test_a_pod_sees_no_home_folder_tmp_or_tier_but_runs_the_image_python(
+    tier: plane.Tier,
+) -> None:
+    """The host's /root, /home and /tmp are empty in a pod (an image's are), the tier's
+    folder is hidden; the Python installation and checkout the pods run come back read-only."""
+    import sys
+
+    env = _pod_env(tier, "ns", "p", tier.folder / "volumes" / "v")
+    for folder in ("/root", "/home", "/tmp"):
+        # only the first folders of the image's paths below it (/root/.pyenv here)
+        image = {
+            Path(p).relative_to(folder).parts[0]
+            for p in podroots.image_paths()
+            if p.startswith(folder + "/")
+        }
+        res = _as_kwok(tier, env, "ls", "-A", folder)
+        assert res.returncode == 0, res.stderr
+        assert set(res.stdout.split()) == image, (folder, res.stdout)
+    hidden = _as_kwok(tier, env, "sh", "-c", f"ls -A {tier.folder} 2>/dev/null | wc -l")
+    assert hidden.stdout.strip() == "0", hidden.stdout
+    # through sh (a shim): a command by absolute path would bypass the pod
+    res = _as_kwok(
+        tier,
+        env,
+        "sh",
+        "-c",
+        f"{sys.executable} -c 'import mlenv, sys; print(sys.version_info[0])'",
+    )
+    assert res.returncode == 0 and res.stdout == "3\n", res.stderr
+    for path in podroots.image_paths():
+        assert _as_kwok(tier, env, "sh", "-c", f"touch {path}/.x").returncode != 0

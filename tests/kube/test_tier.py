@@ -447,3 +447,55 @@ def test_the_control_plane_restarts_keeping_etcd_and_pods_start_after_it(plain: 
             break
         assert time.monotonic() - t0 < 60, pod.get("status")
         time.sleep(0.5)
+
+
+def test_the_pod_root_controller_catches_up_past_500_pods_and_missed_deletions(
+    plain: Plane,
+) -> None:
+    """Stopped and started again (as after a crash), the controller catches up from one
+    list: with more than 500 pods (kubectl's page) it still starts a pod created while it
+    was away, and a pod deleted while it was away loses its folder, network holder and
+    address. A pod's /etc/hosts is its namespace's one names file: a pod started later is
+    known to the earlier ones without their files being rewritten."""
+    from mlenv.testing.kube import plane, podnet
+
+    crowd = plain.namespace("crowd", user_role=None)
+    # Pending pods (no node matches), enough for the pod list to need two of kubectl's pages.
+    unschedulable = {"nodeSelector": {"kube-tier.mlenv.dev/nowhere": "x"}}
+    items = [
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"idle-{i}", "namespace": crowd},
+            "spec": {**unschedulable, "containers": [{"name": "main", "image": "busybox"}]},
+        }
+        for i in range(510)
+    ]
+    plain.ok(
+        "apply", "-f", "-", stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": items})
+    )
+    ns = plain.namespace("catchup", user_role=None)
+    plain.apply(_pod(ns, "early"), _pod(ns, "gone"))
+    for name in ("early", "gone"):
+        _wait(f"{name} Running", lambda name=name: _running(plain, ns, name))
+    gone = plain.pod_dir(ns, "gone")
+    rec = podnet.read_record(gone)
+    assert rec is not None and podnet.holder_alive(rec)
+    link = plain.pod_dir(ns, "early") / "upper" / "etc" / "hosts"
+    assert link.is_symlink(), "a pod's /etc/hosts is a link to its namespace's names file"
+    before = link.lstat()
+
+    assert plane._stop(plain.tier, "podroots")
+    try:
+        plain.ok("delete", "pod", "-n", ns, "gone", "--grace-period=0", "--force")
+        plain.apply(_pod(ns, "late"))
+    finally:
+        plane.start_podroots(plain.tier, build.paths().kube("kubectl"))
+
+    _wait("late Running", lambda: _running(plain, ns, "late"), seconds=60)
+    _wait("the deleted pod's folder gone", lambda: not gone.exists(), seconds=30)
+    assert not podnet.holder_alive(rec), "the deleted pod's network holder still runs"
+    hosts = plain.ok("exec", "-n", ns, "early", "--", "cat", "/etc/hosts")
+    assert "\tlate\n" in hosts and "\tgone\n" not in hosts, hosts
+    assert link.lstat().st_mtime_ns == before.st_mtime_ns, "the pod's own file was rewritten"
+    plain.ok("delete", "namespace", crowd, ns, "--wait=false")

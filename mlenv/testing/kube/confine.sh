@@ -4,14 +4,13 @@
 # kwok runs every exec with its own PATH, which holds only the tier's shims folder: each
 # command name there is a link to this script. The pod's Exec object (written by the
 # tier's pod-root controller, podroots.py) gives MLENV_KUBE_POD_ROOT; the command then runs
-# in a new mount and UTS namespace, chrooted into an overlay of the host's (read-only) /
-# whose upper layer is <pod root>/upper: every write lands in the pod's folder. The pod's
-# volumes (MLENV_KUBE_MOUNTS, "dest=src" lines: claims' and emptyDirs' folders under the
-# tier) are bind-mounted at their mount paths, and the tier's own folder (keys, other
-# pods) is hidden. The command runs in the pod's own network namespace, held by the pod's
-# holder process (podnet.py: the pause container), entered through /proc/PID/ns/net after
-# checking that the namespace there is the one recorded in <pod root>/netns (a pid reused
-# by another process has another namespace). Without a pod root, or without its network,
+# in the pod's mount and UTS namespace, held by the pod's root holder (podroot.sh: the
+# pod's overlay, volumes and names, mounted once for the pod's life), chrooted into the
+# overlay, and in the pod's own network namespace, held by the pod's network holder
+# (podnet.py: the pause container). Both are entered through /proc/PID/ns/* after
+# checking that the namespace there is the one recorded in <pod root>/rootns and
+# <pod root>/netns (a pid reused by another process has another namespace). So every
+# process of a pod sees the same files. Without a pod root, its mounts or its network,
 # nothing runs.
 set -eu
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
@@ -35,40 +34,38 @@ case "$netns_pid:$netns_inode" in
     :*|*:|*[!0-9:]*) echo "kube tier: pod $root has no network (no $root/netns): refusing to run $(basename "$0")" >&2
                  exit 126 ;;
 esac
+# The root record's first and third fields: the holder's pid and its mount namespace's inode.
+root_pid= root_inode=
+if [ -r "$root/rootns" ]; then
+    read -r root_pid _ root_inode _ < "$root/rootns" || true
+fi
+case "$root_pid:$root_inode" in
+    :*|*:|*[!0-9:]*) echo "kube tier: pod $root has no root mounted (no $root/rootns): refusing to run $(basename "$0")" >&2
+                 exit 126 ;;
+esac
 if [ "${1:-}" != "--mlenv-kube-inner" ]; then
     if [ "$(stat -L -c %i "/proc/$netns_pid/ns/net" 2>/dev/null)" != "$netns_inode" ]; then
         echo "kube tier: the network holder of $root (pid $netns_pid) is gone: refusing to run $(basename "$0")" >&2
         exit 126
     fi
-    exec nsenter "--net=/proc/$netns_pid/ns/net" -- \
-        unshare --mount --uts --propagation private -- "$tier/bin/confine.sh" --mlenv-kube-inner "$(basename "$0")" "$@"
+    if [ "$(stat -L -c %i "/proc/$root_pid/ns/mnt" 2>/dev/null)" != "$root_inode" ]; then
+        echo "kube tier: the root holder of $root (pid $root_pid) is gone: refusing to run $(basename "$0")" >&2
+        exit 126
+    fi
+    exec nsenter "--net=/proc/$netns_pid/ns/net" "--mount=/proc/$root_pid/ns/mnt" \
+        "--uts=/proc/$root_pid/ns/uts" -- "$tier/bin/confine.sh" --mlenv-kube-inner "$(basename "$0")" "$@"
 fi
 shift
-# Checked again from inside: the pid could have been reused between the check and nsenter.
-if [ "$(stat -L -c %i /proc/self/ns/net)" != "$netns_inode" ]; then
-    echo "kube tier: $root: not in the pod's network namespace: refusing" >&2
+# Checked again from inside: a pid could have been reused between the check and nsenter.
+if [ "$(stat -L -c %i /proc/self/ns/net)" != "$netns_inode" ] ||
+    [ "$(stat -L -c %i /proc/self/ns/mnt)" != "$root_inode" ]; then
+    echo "kube tier: $root: not in the pod's namespaces: refusing" >&2
     exit 126
 fi
 cmd=$1
 shift
 m=$root/merged
-mkdir -p "$root/upper" "$root/work" "$m"
-mount -t overlay overlay -o "lowerdir=/,upperdir=$root/upper,workdir=$root/work" "$m"
-mount --rbind /dev "$m/dev"
-mount --rbind /proc "$m/proc"
-mount --rbind /sys "$m/sys"
-mount -t tmpfs -o size=64k,mode=0700 tier-hidden "$m$tier"
-printf '%s\n' "${MLENV_KUBE_MOUNTS:-}" | while IFS='=' read -r dest src; do
-    [ -n "$dest" ] || continue
-    case "$src" in "$tier"/*) ;; *) echo "kube tier: volume $src outside the tier: skipped" >&2; continue ;; esac
-    # Resolved inside the pod's root: /var/run is a link to /run, and a link followed
-    # from outside the chroot would land on the host's /run (read-only here, and not ours).
-    chroot "$m" mkdir -p -- "$dest"
-    real=$(chroot "$m" realpath -e -- "$dest")
-    mount --bind "$src" "$m$real"
-done
-hostname "${MLENV_KUBE_POD_NAME:-pod}"
-unset MLENV_KUBE_POD_ROOT MLENV_KUBE_MOUNTS MLENV_KUBE_TIER
+unset MLENV_KUBE_POD_ROOT MLENV_KUBE_MOUNTS MLENV_KUBE_TIER MLENV_KUBE_NAMES
 # chroot is found with the system PATH above: the pod's own PATH (below) may lack /usr/sbin.
 chroot_bin=$(command -v chroot)
 PATH=${MLENV_KUBE_PATH:-/usr/local/bin:/usr/bin:/bin}

@@ -257,6 +257,7 @@ def _fresh_folders(tier: Tier) -> None:
     # A fresh plane each time: etcd's data and the pods' roots from a previous run go (and
     # any pod network a previous run recorded and left: its records are in the pods' folders).
     if (tier.folder / "pods").is_dir():
+        podroots.release_all_roots(tier.folder / "pods")
         podnet.release_all(tier.folder / "pods")
     for sub in ("etcd", "pods", "volumes"):
         shutil.rmtree(tier.folder / sub, ignore_errors=True)
@@ -462,6 +463,12 @@ def _start_kwok(
         ],
         env=kwok_env,
     )
+    start_podroots(tier, bins.kube("kubectl"))
+
+
+def start_podroots(tier: Tier, kubectl: Path) -> None:
+    """Start the pod-root controller (also what a test does to start it again after
+    stopping it: it catches up from one list of every pod)."""
     _spawn(
         tier,
         "podroots",
@@ -471,7 +478,7 @@ def _start_kwok(
             "mlenv.testing.kube",
             "podroots",
             str(tier.folder),
-            str(bins.kube("kubectl")),
+            str(kubectl),
             str(tier.admin_kubeconfig),
         ],
         env={**os.environ, "PYTHONPATH": str(REPO)},
@@ -512,7 +519,7 @@ def _apply_crds(kc: Kubectl, crds: list[Path | dict[str, Any]]) -> None:
 def _make_shims(tier: Tier) -> None:
     """kwok's PATH: one link to confine.sh per command name found on the host, so a bare
     command name always runs confined (kwok resolves names with its own PATH)."""
-    for script in ("confine.sh", "kwokns.sh"):
+    for script in ("confine.sh", "kwokns.sh", "podroot.sh"):
         shutil.copyfile(HERE / script, tier.folder / "bin" / script)
         (tier.folder / "bin" / script).chmod(0o755)
     shims = tier.folder / "shims"
@@ -598,7 +605,10 @@ def down(say: Say = lambda _line: None, folder: Path | None = None) -> None:
     )
     if gone:
         stopped.append(f"{len(gone)} pod process(es)")
-    # then their networks (holders, veths) and the plane's bridge: only what was recorded
+    # then their roots' and networks' holders (and veths), and the plane's bridge: only
+    # what was recorded
+    if (tier.folder / "pods").is_dir():
+        podroots.release_all_roots(tier.folder / "pods")
     nets = podnet.release_all(tier.folder / "pods") if (tier.folder / "pods").is_dir() else []
     if nets:
         stopped.append(f"{len(nets)} pod network(s)")

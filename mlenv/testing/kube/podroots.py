@@ -1,5 +1,11 @@
 """The tier's pod-root controller: what a kubelet would do before starting a container.
 
+It keeps every pod in view as an informer does: one unpaged list of every pod, then a
+watch from that list's resourceVersion (restarted from the last event's, so nothing
+between two watches is missed); a new list only when the watch fails (the API server
+restarted, or the resourceVersion is too old). After a list, a pod folder on disk whose
+pod is not in it is a pod deleted while nobody watched: it goes like any deleted pod.
+
 For every pod kwok is to run (scheduled on a kwok node), it
 
 1. makes the pod's folder ``<tier>/pods/<namespace>/<pod>/`` (the overlay's upper layer
@@ -13,9 +19,12 @@ For every pod kwok is to run (scheduled on a kwok node), it
 3. writes the pod's kwok ``Exec`` (environment for confine.sh: the pod root, the volume
    mounts, the container's literal and field env) and ``Logs`` (its log file), owned by
    the pod so they go with it;
-4. annotates the pod ``ROOT_READY`` and ``POD_IP`` (its address), which the pod-ready stage
-   waits for and reports as ``status.podIP``;
-5. writes every pod's ``/etc/hosts`` of the namespace (write_hosts).
+4. writes the namespace's names file (write_hosts), then annotates the pod ``ROOT_READY``
+   and ``POD_IP`` (its address), which the pod-ready stage waits for and reports as
+   ``status.podIP``.
+
+Steps 4 are batched: the pods prepared while events keep coming are annotated together,
+after one write of their namespace's names file.
 
 When a pod is deleted its processes, network and folder go; a volume's folder goes when
 its PV is gone.
@@ -28,12 +37,14 @@ import base64
 import calendar
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +52,26 @@ from mlenv.testing.kube import podnet
 from mlenv.testing.kube.manifests import POD_IP, ROOT_READY
 
 Obj = dict[str, Any]
+Key = tuple[str, str]  # (namespace, pod name)
+
+# The folder of a namespace's names file, beside its pods' folders (a pod's name never
+# starts with a dot), and where each pod sees it, read-only: the pod's /etc/hosts is a
+# link to the file there, so one write reaches every pod of the namespace.
+NAMES_DIR = ".names"
+NAMES_MOUNT = "/run/kube-tier"
+# How long the watch may stay quiet before the prepared pods are annotated, and how many
+# may wait: a burst of new pods is annotated after one names write, not one per pod.
+QUIET_S = 0.05
+BATCH = 64
+# The host's folders a pod does not see (empty in its root, as in an image's): its home
+# folders and /tmp; the paths the "image" needs below them come back read-only
+# (image_paths). Modes as an image has them.
+HIDDEN = (("root", 0o700), ("home", 0o755), ("tmp", 0o1777))
+ROOT_RECORD = "rootns"
+# How often a pod that could not be prepared yet (its claim not bound) is tried again.
+RETRY_S = 1.0
+# Each watch request's length: the server ends it, and the next starts from the last event.
+WATCH_S = 30
 
 
 # The longest grace period the tier gives a deleted pod (MLENV_KUBE_GRACE_S, seconds):
@@ -93,6 +124,128 @@ def kill_pod_processes(pods: Path, sig: int = signal.SIGKILL) -> list[int]:
     return killed
 
 
+@dataclass(frozen=True)
+class RootNs:
+    """The process holding a pod's mount namespace (podroot.sh, then ``sleep``)."""
+
+    pid: int
+    started: str
+    inode: int
+
+
+def read_root(folder: Path) -> RootNs | None:
+    try:
+        pid, started, inode = (folder / ROOT_RECORD).read_text().split()
+        return RootNs(int(pid), started, int(inode))
+    except (OSError, ValueError):
+        return None
+
+
+def root_alive(rec: RootNs) -> bool:
+    try:
+        inode = os.stat(f"/proc/{rec.pid}/ns/mnt").st_ino
+    except OSError:
+        return False
+    return podnet.start_time(rec.pid) == rec.started and inode == rec.inode
+
+
+def release_root(folder: Path) -> RootNs | None:
+    """Kill the pod's root holder (only the recorded process): its mount namespace, and
+    the overlay in it, go with the pod's last process. The record, or None."""
+    rec = read_root(folder)
+    if rec is None:
+        return None
+    if podnet.start_time(rec.pid) == rec.started:
+        try:
+            os.kill(rec.pid, signal.SIGKILL)
+            os.waitpid(rec.pid, 0)  # ours to reap when this process started it
+        except (ProcessLookupError, ChildProcessError):
+            pass
+    (folder / ROOT_RECORD).unlink(missing_ok=True)
+    return rec
+
+
+def release_all_roots(pods: Path) -> list[RootNs]:
+    """Every pod root recorded under ``pods`` (the tier's ``pods/``), released."""
+    return [r for f in sorted(pods.glob(f"*/*/{ROOT_RECORD}")) if (r := release_root(f.parent))]
+
+
+def image_paths() -> list[str]:
+    """What a pod's image would hold that lies in a folder the pod does not see (HIDDEN):
+    the Python installation and virtual environment the tier runs, and the checkout
+    (the package, on the pods' PYTHONPATH)."""
+    hidden = [Path("/", d) for d, _ in HIDDEN]
+    wanted = {
+        Path(sys.base_prefix).resolve(),
+        Path(sys.prefix).resolve(),
+        Path(sys.executable).resolve().parent.parent,
+        Path(__file__).resolve().parents[3],
+    }
+    return sorted(str(p) for p in wanted if any(h in p.parents for h in hidden))
+
+
+class RootError(Exception):
+    pass
+
+
+def start_root(
+    tier: Path, folder: Path, name: str, mounts: list[str], names: Path | None
+) -> RootNs:
+    """Start the pod's root holder (podroot.sh): a mount and UTS namespace of the pod's own,
+    made from a copy of the host made read-only as kwok's is (kwokns.sh), in which the
+    pod's overlay, volumes (``mounts``: "dest=src") and names folder are mounted once
+    and held for the pod's life; every process of the pod enters it (confine.sh), so the
+    container command, each exec and what they start (sshd's sessions) see the same
+    files. Returns once the holder has recorded itself in ``<folder>/rootns``."""
+    for d, mode in HIDDEN:
+        # an opaque folder of the upper layer: the host's folder below it is not seen
+        path = folder / "upper" / d
+        path.mkdir(parents=True, exist_ok=True)
+        path.chmod(mode)
+        os.setxattr(path, "trusted.overlay.opaque", b"y")
+    unshare = shutil.which("unshare") or "unshare"
+    private = [unshare, "--mount", "--propagation", "private", "--"]
+    proc = subprocess.Popen(
+        [
+            *private,
+            str(tier / "bin" / "kwokns.sh"),
+            str(tier),
+            *private[:1],
+            "--mount",
+            "--uts",
+            *private[2:],
+            str(tier / "bin" / "podroot.sh"),
+            str(tier),
+            str(folder),
+            name,
+        ],
+        env={
+            "PATH": "/usr/sbin:/usr/bin:/sbin:/bin",
+            "MLENV_KUBE_MOUNTS": "\n".join(mounts),
+            "MLENV_KUBE_NAMES": str(names or ""),
+            "MLENV_KUBE_IMAGE": "\n".join(image_paths()),
+        },
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,  # a signal to the controller's group leaves the pods
+    )
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            raise RootError(f"podroot.sh: exit {proc.returncode}: {err.strip()}")
+        rec = read_root(folder)
+        if rec is not None and rec.pid == proc.pid:
+            if proc.stderr is not None:
+                proc.stderr.close()
+            return rec
+        time.sleep(0.01)
+    proc.kill()
+    proc.wait()
+    raise RootError("podroot.sh: no pod root after 20 s")
+
+
 class Controller:
     def __init__(self, tier: Path, kubectl: str, kubeconfig: str) -> None:
         self.tier = tier
@@ -101,6 +254,13 @@ class Controller:
         self.net = podnet.load_plane_net(tier)
         self.cap = grace_cap()
         self.terminating: set[tuple[str, str, str]] = set()  # (ns, name, uid) in their grace
+        self.pods: dict[Key, Obj] = {}  # every pod, as the list and the watch last showed it
+        self.ips: dict[Key, str] = {}  # the address of each prepared pod
+        self.unannotated: dict[Key, str] = {}  # prepared, to be annotated: its address
+        self.retry: set[Key] = set()  # not prepared yet: tried again every RETRY_S
+        self.dirty: set[str] = set()  # namespaces whose names file is to be written
+        self.sweep = False  # a pod went: look for volumes whose PV is gone
+        self.last_retry = 0.0
 
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -190,6 +350,8 @@ class Controller:
         ns, name = meta["namespace"], meta["name"]
         folder = self.pod_dir(ns, name)
         (folder / "upper").mkdir(parents=True, exist_ok=True)
+        # whose folder this is: a pod of the same name later is not this one
+        (folder / "uid").write_text(meta["uid"] + "\n")
         container = spec["containers"][0]
         vols = {v["name"]: v for v in spec.get("volumes") or []}
         mounts = []
@@ -224,10 +386,21 @@ class Controller:
         except podnet.NetError as e:
             self.say(f"{ns}/{name}: no network: {e}")
             return False
+        # The pod's /etc/hosts: a link to its namespace's names file (podroot.sh mounts its
+        # folder read-only at NAMES_MOUNT). The file is written, with this pod in it, before
+        # the pod is annotated ROOT_READY (flush), so no pod starts without its own name.
+        # Made before the root is mounted: the upper layer is not to change under the overlay.
+        etc = folder / "upper" / "etc"
+        etc.mkdir(exist_ok=True)
+        hosts = etc / "hosts"
+        if not hosts.is_symlink():
+            hosts.unlink(missing_ok=True)
+            hosts.symlink_to(f"{NAMES_MOUNT}/hosts")
+        if not self.mount_root(folder, ns, name, mounts):
+            return False
         env = [
             *self._env(pod, container),
             {"name": "MLENV_KUBE_POD_ROOT", "value": str(folder)},
-            {"name": "MLENV_KUBE_MOUNTS", "value": "\n".join(mounts)},
         ]
         owner = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": meta["uid"]}]
         objs = {
@@ -252,84 +425,123 @@ class Controller:
         if res.returncode != 0:
             self.say(f"{ns}/{name}: Exec/Logs not written: {res.stderr.strip()}")
             return False
-        # /etc/hosts before the pod can start (ROOT_READY): its own name at its address, and
-        # every prepared pod's, so the others learn this one's too (written once: the
-        # annotation below changes nothing in them)
-        self.write_hosts(ns, {name: net.ip})
-        res = self.kubectl(
-            "annotate",
-            "pod",
-            "-n",
-            ns,
-            name,
-            f"{ROOT_READY}=true",
-            f"{POD_IP}={net.ip}",
-            "--overwrite",
-        )
-        if res.returncode != 0:
-            self.say(f"{ns}/{name}: not annotated: {res.stderr.strip()}")
-            return False
+        self.ips[(ns, name)] = net.ip
+        self.unannotated[(ns, name)] = net.ip
+        self.dirty.add(ns)
         self.say(f"{ns}/{name}: root ready ({len(mounts)} mounts), address {net.ip}")
         return True
 
-    def write_hosts(self, ns: str, known: dict[str, str] | None = None) -> None:
-        """Each prepared pod's ``/etc/hosts`` (in its overlay's upper layer): this machine's,
-        the pod's own name at its address (as the kubelet writes it), and every pod of the
-        namespace with a hostname and subdomain (a StatefulSet's pods behind its headless
-        Service) by the names cluster DNS would give them, at its address. The tier has no
-        cluster DNS, so this is how pod 0's launcher and rendezvous name reach the other
-        pods. An address is the pod's ``POD_IP`` annotation, or ``known``'s (a pod
-        whose annotation is not written yet)."""
-        res = self.kubectl("get", "pods", "-n", ns, "-o", "json")
-        if res.returncode != 0:
-            return
-        addresses = dict(known or {})
-        names = []
-        for p in json.loads(res.stdout or "{}").get("items") or []:
-            meta = p["metadata"]
-            ip = addresses.get(meta["name"]) or (meta.get("annotations") or {}).get(POD_IP)
-            if not ip or meta.get("deletionTimestamp"):
+    def mount_root(self, folder: Path, ns: str, name: str, mounts: list[str]) -> bool:
+        """The pod's root, mounted once for the pod's life (start_root); kept when its
+        holder still runs (the controller started again)."""
+        rec = read_root(folder)
+        if rec is not None and root_alive(rec):
+            return True
+        release_root(folder)
+        try:
+            start_root(self.tier, folder, name, mounts, self.names_dir(ns))
+        except RootError as e:
+            self.say(f"{ns}/{name}: pod root not mounted: {e}")
+            return False
+        return True
+
+    def names_dir(self, ns: str) -> Path:
+        return self.tier / "pods" / ns / NAMES_DIR
+
+    def flush(self) -> None:
+        """The batched end of preparing: each changed namespace's names file written once,
+        then every prepared pod annotated ``ROOT_READY`` (the pod-ready stage starts it)."""
+        for ns in sorted(self.dirty):
+            self.write_hosts(ns)
+        self.dirty.clear()
+        for (ns, name), ip in list(self.unannotated.items()):
+            del self.unannotated[(ns, name)]
+            res = self.kubectl(
+                "annotate",
+                "pod",
+                "-n",
+                ns,
+                name,
+                f"{ROOT_READY}=true",
+                f"{POD_IP}={ip}",
+                "--overwrite",
+            )
+            if res.returncode != 0 and (ns, name) in self.pods:
+                self.say(f"{ns}/{name}: not annotated: {res.stderr.strip()}")
+                self.retry.add((ns, name))
+        if self.sweep:
+            self.sweep = False
+            self.sweep_volumes()
+
+    def write_hosts(self, ns: str) -> None:
+        """The namespace's names file, every pod's ``/etc/hosts`` (a link to it): this
+        machine's, then each prepared pod's name at its address (the line the kubelet
+        writes into the pod's own file), and a pod with a hostname and subdomain (a
+        StatefulSet's pod behind its headless Service) also by the names cluster DNS would
+        give it. The tier has no cluster DNS, so this is how pod 0's launcher and
+        rendezvous name reach the other pods. One file for the namespace, written once per
+        batch: the cost of a new pod does not grow with the pods already there (each pod's
+        own file, rewritten for every new pod, made a deploy of N pods write N² files).
+        Written only when it changes; gone with the namespace's last pod folder."""
+        lines = []
+        for (pns, name), pod in sorted(self.pods.items()):
+            ip = self.ips.get((pns, name))
+            if pns != ns or not ip or pod["metadata"].get("deletionTimestamp"):
                 continue
-            addresses[meta["name"]] = ip
-            host, sub = p["spec"].get("hostname"), p["spec"].get("subdomain")
+            host, sub = pod["spec"].get("hostname"), pod["spec"].get("subdomain")
+            names = [name]
             if host and sub:
                 fq = f"{host}.{sub}.{ns}.svc"
-                names.append(f"{ip}\t{fq}.cluster.local {fq} {host}.{sub} {host}\n")
+                names = [f"{fq}.cluster.local", fq, f"{host}.{sub}", host]
+                names += [name] if name != host else []
+            lines.append(f"{ip}\t{' '.join(names)}\n")
+        folder = self.names_dir(ns)
+        pods = (
+            [d for d in folder.parent.iterdir() if d.name != NAMES_DIR]
+            if folder.parent.is_dir()
+            else []
+        )
+        if not lines and not pods:
+            shutil.rmtree(folder.parent, ignore_errors=True)
+            return
         base = (
             Path("/etc/hosts").read_text()
             if Path("/etc/hosts").is_file()
             else "127.0.0.1\tlocalhost\n"
         )
         base += "" if base.endswith("\n") else "\n"
-        for upper in (self.tier / "pods" / ns).glob("*/upper"):
-            pod = upper.parent.name
-            own = f"{addresses[pod]}\t{pod}\n" if pod in addresses else ""
-            text = (
-                base
-                + "# kube tier: this pod\n"
-                + own
-                + "# kube tier: the namespace's pods\n"
-                + "".join(sorted(names))
-            )
-            etc = upper / "etc"
-            etc.mkdir(exist_ok=True)
-            tmp = etc / ".hosts.tmp"
-            tmp.write_text(text)
-            os.replace(tmp, etc / "hosts")
+        text = base + "# kube tier: the namespace's pods\n" + "".join(lines)
+        folder.mkdir(parents=True, exist_ok=True)
+        hosts = folder / "hosts"
+        try:
+            if hosts.read_text() == text:
+                return
+        except OSError:
+            pass
+        tmp = folder / ".hosts.tmp"
+        tmp.write_text(text)
+        tmp.chmod(0o644)
+        os.replace(tmp, hosts)
 
     def forget(self, ns: str, name: str) -> None:
+        """A pod that is gone: its processes, network and folder go (and, at the next
+        flush, its name and any volume whose PV went with it)."""
+        self.ips.pop((ns, name), None)
+        self.unannotated.pop((ns, name), None)
+        self.retry.discard((ns, name))
+        self.dirty.add(ns)
+        self.sweep = True
         folder = self.pod_dir(ns, name)
         if folder.is_dir() and (self.tier / "pods") in folder.parents:
             for pid in kill_pod_processes(folder):
                 self.say(f"{ns}/{name}: killed process {pid} left in the pod")
+            release_root(folder)
             net = podnet.release(folder)
             if net is not None:
                 self.say(f"{ns}/{name}: network released ({net.ip}, {net.veth})")
-            subprocess.run(
-                ["umount", "-R", str(folder / "merged")], capture_output=True, check=False
-            )
             shutil.rmtree(folder, ignore_errors=True)
-            self.write_hosts(ns)
+
+    def sweep_volumes(self) -> None:
         res = self.kubectl("get", "pv", "-o", "jsonpath={.items[*].metadata.name}")
         if res.returncode == 0:
             live = set(res.stdout.split())
@@ -395,66 +607,159 @@ class Controller:
         if res.returncode != 0:
             self.say(f"{ns}/{name}: delete at the end of its grace failed: {res.stderr.strip()}")
 
+    def folder_uid(self, ns: str, name: str) -> str | None:
+        try:
+            return (self.pod_dir(ns, name) / "uid").read_text().strip()
+        except OSError:
+            return None
+
     def handle(self, kind: str, pod: Obj) -> bool:
         """Act on one watch event; False when the pod must be looked at again."""
         meta = pod["metadata"]
         ns, name = meta["namespace"], meta["name"]
+        key, uid = (ns, name), str(meta.get("uid", ""))
         if kind == "DELETED":
-            self.terminating.discard((ns, name, str(meta.get("uid", ""))))
+            self.pods.pop(key, None)
+            self.terminating.discard((ns, name, uid))
             self.forget(ns, name)
             return True
+        self.pods[key] = pod
         if meta.get("deletionTimestamp"):
+            self.dirty.add(ns)  # out of the names file from its first Terminating second
             self.terminate(pod)
             return True
         if not pod["spec"].get("nodeName"):
             return True
-        if (meta.get("annotations") or {}).get(ROOT_READY) and (
-            self.pod_dir(ns, name) / "upper"
-        ).is_dir():
+        held = self.folder_uid(ns, name)
+        if held is not None and held != uid:
+            # the folder of a pod of the same name before this one, whose deletion was
+            # missed: a new pod starts on a new root
+            self.say(f"{ns}/{name}: the folder of an earlier pod {held} goes")
+            self.forget(ns, name)
+        notes = meta.get("annotations") or {}
+        if held == uid and notes.get(ROOT_READY) and (self.pod_dir(ns, name) / "upper").is_dir():
+            if notes.get(POD_IP) and self.ips.get(key) != notes[POD_IP]:
+                self.ips[key] = notes[POD_IP]  # prepared by an earlier run of the controller
+                self.dirty.add(ns)
+            return True
+        if key in self.unannotated:
             return True
         return self.prepare(pod)
 
-    def run(self) -> None:
-        # The watch ends every 10 s and starts again with a fresh list (every pod ADDED):
-        # a pod that could not be prepared (its claim not bound yet) is tried again then.
-        while True:
-            proc = subprocess.Popen(
-                [
-                    *self.base[:-1],
-                    "--request-timeout=10s",
-                    "get",
-                    "pods",
-                    "-A",
-                    "--watch",
-                    "-o",
-                    "json",
-                    "--output-watch-events",
-                ],
-                stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL,
-                text=True,
-            )
-            assert proc.stdout is not None
-            decoder, buf = json.JSONDecoder(), ""
-            for line in proc.stdout:
-                buf += line
-                while buf.strip():
+    def event(self, kind: str, pod: Obj) -> None:
+        meta = pod.get("metadata") or {}
+        key = (str(meta.get("namespace", "")), str(meta.get("name", "")))
+        try:
+            ok = self.handle(kind, pod)
+        except (OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
+            self.say(f"{key[0]}/{key[1]}: {type(e).__name__}: {e}")
+            ok = False
+        if ok or kind == "DELETED":
+            self.retry.discard(key)
+        else:
+            self.retry.add(key)
+
+    def relist(self) -> str:
+        """Every pod in one request (kubectl's own list pages at 500 pods, and its watch
+        output then starts with a List, not a pod: the controller took none of them), each
+        handled as an event; a pod folder whose pod is not listed is a deletion missed.
+        The list's resourceVersion ("" when the list failed)."""
+        res = self.kubectl("get", "--raw", "/api/v1/pods")
+        if res.returncode != 0:
+            self.say(f"pods not listed: {res.stderr.strip()}")
+            return ""
+        listed = json.loads(res.stdout)
+        pods = listed.get("items") or []
+        live = {(p["metadata"]["namespace"], p["metadata"]["name"]) for p in pods}
+        for key in set(self.pods) - live:
+            self.pods.pop(key, None)
+        root = self.tier / "pods"
+        for ns_dir in sorted(root.iterdir()) if root.is_dir() else []:
+            for folder in sorted(ns_dir.iterdir()) if ns_dir.is_dir() else []:
+                if folder.name != NAMES_DIR and (ns_dir.name, folder.name) not in live:
+                    self.say(f"{ns_dir.name}/{folder.name}: deleted while not watched")
+                    self.forget(ns_dir.name, folder.name)
+        for p in pods:
+            self.event("ADDED", p)
+        self.flush()
+        return str(listed.get("metadata", {}).get("resourceVersion", ""))
+
+    def watch(self, rv: str) -> str:
+        """Follow the pods from ``rv`` until the server ends the request; the last event's
+        resourceVersion to go on from ("" when a new list is needed)."""
+        proc = subprocess.Popen(
+            [
+                *self.base[:-1],
+                f"--request-timeout={WATCH_S + 30}s",
+                "get",
+                "--raw",
+                f"/api/v1/pods?watch=1&allowWatchBookmarks=true&resourceVersion={rv}"
+                f"&timeoutSeconds={WATCH_S}",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
+        assert proc.stdout is not None
+        fd, buf = proc.stdout.fileno(), b""
+        try:
+            while True:
+                busy = bool(self.unannotated or self.dirty or self.sweep)
+                ready, _, _ = select.select([fd], [], [], QUIET_S if busy else RETRY_S)
+                if not ready:
+                    self.flush()
+                    self.retry_due()
+                    continue
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    proc.wait()
+                    break
+                buf += chunk
+                *lines, buf = buf.split(b"\n")
+                for line in lines:
+                    if not line.strip():
+                        continue
                     try:
-                        event, end = decoder.raw_decode(buf.lstrip())
+                        event = json.loads(line)
                     except ValueError:
-                        break
-                    buf = buf.lstrip()[end:]
-                    pod = event.get("object") or {}
-                    key = (
-                        pod.get("metadata", {}).get("namespace", ""),
-                        pod.get("metadata", {}).get("name", ""),
-                    )
-                    try:
-                        self.handle(event.get("type", ""), pod)
-                    except (OSError, subprocess.SubprocessError, KeyError, ValueError) as e:
-                        self.say(f"{key[0]}/{key[1]}: {type(e).__name__}: {e}")
-            proc.wait()
-            time.sleep(0.2)
+                        self.say(f"watch: not an event: {line[:200]!r}")
+                        return ""
+                    obj = event.get("object") or {}
+                    if event.get("type") == "ERROR":  # 410 Gone: the resourceVersion is too old
+                        self.say(f"watch ended: {obj.get('message', obj)}")
+                        return ""
+                    rv = str(obj.get("metadata", {}).get("resourceVersion", rv))
+                    if event.get("type") != "BOOKMARK":
+                        self.event(str(event.get("type", "")), obj)
+                if len(self.unannotated) >= BATCH:
+                    self.flush()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self.flush()
+        return rv if proc.returncode == 0 else ""
+
+    def retry_due(self) -> None:
+        now = time.monotonic()
+        if not self.retry or now - self.last_retry < RETRY_S:
+            return
+        self.last_retry = now
+        for key in sorted(self.retry):
+            pod = self.pods.get(key)
+            if pod is None:
+                self.retry.discard(key)
+            else:
+                self.event("MODIFIED", pod)
+
+    def run(self) -> None:
+        rv = ""
+        while True:
+            if not rv:
+                rv = self.relist()
+                if not rv:
+                    time.sleep(0.5)  # the API server is away: try again
+                    continue
+            rv = self.watch(rv)
 
 
 def main(argv: list[str]) -> int:
