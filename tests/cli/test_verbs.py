@@ -42,6 +42,7 @@ EXPECTED = [
     "metrics",
     "quarantine",
     "release",
+    "recheck",
     "help",
     "completion",
 ]
