@@ -220,8 +220,8 @@ test: venv system-deps lint typecheck lint-image kube-build ## everything CI run
 # ~/.cache/mlenv/kube; kwok for nodes and pods), started by pid, stopped by pid
 # (docs/deploy.md "The kube tier"). KUBE_FLAVOR=openshift|plain.
 KUBE_FLAVOR ?= openshift
-kube-up: venv ## build (once) and start the kube tier on loopback; prints export KUBECONFIG=… (KUBE_FLAVOR=openshift|plain)
-	@KUBE_FLAVOR=$(call q,$(KUBE_FLAVOR)) $(PY) -m mlenv.testing.kube up
+kube-up: venv ## build (once) and start the kube tier on loopback; prints export KUBECONFIG=… (KUBE_FLAVOR=openshift|plain, KUBE_SCALE_NODES=N extra GPU nodes)
+	@KUBE_FLAVOR=$(call q,$(KUBE_FLAVOR)) KUBE_SCALE_NODES=$(call q,$(KUBE_SCALE_NODES)) $(PY) -m mlenv.testing.kube up
 
 kube-build: venv ## build the kube tier's binaries from Go modules (once; cached in ~/.cache/mlenv/kube by version)
 	@$(PY) -m mlenv.testing.kube build

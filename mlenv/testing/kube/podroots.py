@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from mlenv.testing.kube import podnet
-from mlenv.testing.kube.manifests import POD_IP, ROOT_READY
+from mlenv.testing.kube.manifests import POD_IP, ROOT_READY, is_scale_pod
 
 Obj = dict[str, Any]
 
@@ -397,7 +397,8 @@ class Controller:
         if meta.get("deletionTimestamp"):
             self.terminate(pod)
             return True
-        if not pod["spec"].get("nodeName"):
+        # unscheduled, or on a scale node (kwok-only: no root, no network of its own)
+        if not pod["spec"].get("nodeName") or is_scale_pod(pod):
             return True
         if (meta.get("annotations") or {}).get(ROOT_READY) and (
             self.pod_dir(ns, name) / "upper"
