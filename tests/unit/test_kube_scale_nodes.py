@@ -52,6 +52,7 @@ def test_kwok_starts_scale_pods_without_a_root_and_execs_them_in_the_shared_one(
     env = {e["name"]: e["value"] for e in cluster_exec["spec"]["execs"][0]["local"]["envs"]}
     assert env["MLENV_KUBE_POD_ROOT"] == str(root)
     assert env["MLENV_KUBE_MOUNTS"] == f"/workspace={root / 'workspace'}"
+    assert env["MLENV_KUBE_SHARED_ROOT"] == "1"  # an overlay per exec: they run at once
     assert env["PYTHONPATH"] == "/repo"
 
 

@@ -51,9 +51,17 @@ if [ "$(stat -L -c %i /proc/self/ns/net)" != "$netns_inode" ]; then
 fi
 cmd=$1
 shift
-m=$root/merged
-mkdir -p "$root/upper" "$root/work" "$m"
-mount -t overlay overlay -o "lowerdir=/,upperdir=$root/upper,workdir=$root/work" "$m"
+m=$root/merged upper=$root/upper work=$root/work
+if [ "${MLENV_KUBE_SHARED_ROOT:-}" = 1 ]; then
+    # The scale nodes' pods share one root (docs/deploy.md "Scale nodes"): two overlays
+    # cannot share a work folder, so each exec gets its own, on a tmpfs of this mount
+    # namespace that goes with it; only the volumes persist.
+    mkdir -p "$root/exec"
+    mount -t tmpfs -o mode=0755 scale-exec "$root/exec"
+    m=$root/exec/merged upper=$root/exec/upper work=$root/exec/work
+fi
+mkdir -p "$upper" "$work" "$m"
+mount -t overlay overlay -o "lowerdir=/,upperdir=$upper,workdir=$work" "$m"
 mount --rbind /dev "$m/dev"
 mount --rbind /proc "$m/proc"
 mount --rbind /sys "$m/sys"
@@ -68,7 +76,7 @@ printf '%s\n' "${MLENV_KUBE_MOUNTS:-}" | while IFS='=' read -r dest src; do
     mount --bind "$src" "$m$real"
 done
 hostname "${MLENV_KUBE_POD_NAME:-pod}"
-unset MLENV_KUBE_POD_ROOT MLENV_KUBE_MOUNTS MLENV_KUBE_TIER
+unset MLENV_KUBE_POD_ROOT MLENV_KUBE_MOUNTS MLENV_KUBE_TIER MLENV_KUBE_SHARED_ROOT
 # chroot is found with the system PATH above: the pod's own PATH (below) may lack /usr/sbin.
 chroot_bin=$(command -v chroot)
 PATH=${MLENV_KUBE_PATH:-/usr/local/bin:/usr/bin:/bin}

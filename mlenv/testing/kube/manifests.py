@@ -108,6 +108,7 @@ def scale_exec(root: Path, env: dict[str, str]) -> Obj:
     envs = [{"name": k, "value": v} for k, v in env.items()]
     envs += [
         {"name": "MLENV_KUBE_POD_ROOT", "value": str(root)},
+        {"name": "MLENV_KUBE_SHARED_ROOT", "value": "1"},  # an overlay per exec (confine.sh)
         # the pods' code folder, as their workspace claim would give it
         {"name": "MLENV_KUBE_MOUNTS", "value": f"/workspace={root / 'workspace'}"},
     ]

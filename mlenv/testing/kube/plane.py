@@ -523,6 +523,8 @@ def _scale_env() -> dict[str, str]:
         "MLENV_KUBE_POD_NAME": "scale-shared",
         "MLENV_KUBE_WORKDIR": "/workspace",
         "PYTHONPATH": str(REPO),
+        # each exec's overlay goes with it: nothing to cache there
+        "PYTHONDONTWRITEBYTECODE": "1",
     }
 
 
