@@ -135,3 +135,30 @@ def test_sync_holds_mlenv_fanout(local_cfg, fake_for, tmp_path, monkeypatch) -> 
     sync(local_cfg, fake, str(tmp_path), say=said.append)
     assert 1 <= state["peak"] <= 2
     assert f"synced {n}/{n}" in said and f"checked {n}/{n}" in said
+
+
+def test_status_asks_the_pods_through_the_pool_and_not_at_all_for_a_tcp_deploy(
+    barcelona, fake_for, monkeypatch
+) -> None:
+    """status read each pod's RDMA interfaces with one exec after another (116 s at 512
+    pods), also for a TCP deploy of an RDMA config, where pod init checked none. Fails on
+    the code before: the TCP deploy's status ran an exec per pod."""
+    from mlenv.cluster.deploy import DeployOptions, deploy
+    from mlenv.cluster.status import status
+
+    execs: list[str] = []
+    for mode in ("tcp", "rdma"):
+        fake = fake_for(barcelona)
+        deploy(barcelona, DeployOptions(mode=mode, timeout=60), fake)
+        inner = fake.exec
+        execs.clear()
+
+        def counted(pod, *args, _inner=inner, **kwargs):
+            execs.append(pod)
+            return _inner(pod, *args, **kwargs)
+
+        monkeypatch.setattr(fake, "exec", counted)
+        rep = status(barcelona, fake)
+        running = sorted(p.name for p in rep.pods if p.phase == "Running")
+        assert len(running) > barcelona.gpus.default_nodes - 1  # the workers (and dev Pod)
+        assert sorted(execs) == ([] if mode == "tcp" else running), mode
