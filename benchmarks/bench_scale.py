@@ -18,8 +18,8 @@ processes at once:
 - teardown: one ``kubectl delete`` of every kind with the selector (not waiting for the
   pods' grace periods, as ``mlenv teardown``);
 - quarantine / release: ``kubectl label``, ``annotate`` and ``taint`` of every node, one
-  call each; mlenv: ``quarantine RUN --apply`` of a run where every node FAILED, and
-  ``release RUN --force``;
+  call each (and their undoing); mlenv: ``quarantine RUN --apply`` of a run where every
+  node FAILED (label, note, taint and an Event per node), and ``release RUN --force``;
 - quarantine-dry-run: mlenv's plan only (no floor: nothing is sent).
 
 Every kubectl process, mlenv's and the floors', goes through a PATH shim that logs its
@@ -146,7 +146,7 @@ class Bench:
             timeout=3600,
         )
 
-    def fan_out(self, fn: Callable[[str], None], pods: list[str]) -> None:
+    def fan_out(self, fn: Callable[[str], object], pods: list[str]) -> None:
         with ThreadPoolExecutor(max_workers=self.bound) as pool:
             list(pool.map(fn, pods))
 
@@ -161,13 +161,14 @@ class Bench:
     def row(
         self,
         verb: str,
-        mine: Callable[[], Any],
+        mine: Callable[[], Any] | tuple[float, int, int, Any],
         floor: Callable[[], Any] | tuple[float, int, int, Any] | None,
         expect: tuple[int, ...] = (0,),
     ) -> None:
-        """Measure ``mine``, then ``floor`` (or take the floor measured before it: deploy's
-        and teardown's floors change the state the verb starts from), print the row."""
-        seconds, procs, peak, res = self.measure(mine)
+        """Measure ``mine``, then ``floor``, and print the row; either may be measured
+        before (deploy's and teardown's floors change the state the verb starts from, and
+        quarantine's must not meet mlenv's marks)."""
+        seconds, procs, peak, res = mine if isinstance(mine, tuple) else self.measure(mine)
         row: dict[str, Any] = {
             "verb": verb,
             "pods": self.pods,
@@ -329,18 +330,18 @@ class Bench:
             lambda: self.mlenv("quarantine", run, "--confirm", "1/1", "--history-dir", hist),
             None,
         )
-        self.row(
-            "quarantine",
+        # mlenv's quarantine and release first, then the floors' marks and their undoing:
+        # release leaves a node alone whose marks someone else changed
+        mark = self.measure(
             lambda: self.mlenv(
                 "quarantine", run, "--confirm", "1/1", "--apply", "--history-dir", hist
-            ),
-            lambda: (self.floor_mark(undo=False), self.floor_mark(undo=True)),
+            )
         )
-        self.row(
-            "release",
-            lambda: self.mlenv("release", run, "--force", "--history-dir", hist),
-            None,
-        )
+        unmark = self.measure(lambda: self.mlenv("release", run, "--force", "--history-dir", hist))
+        floor_mark = self.measure(lambda: self.floor_mark(undo=False))
+        floor_unmark = self.measure(lambda: self.floor_mark(undo=True))
+        self.row("quarantine", mark, floor_mark)
+        self.row("release", unmark, floor_unmark)
         self.row("teardown", lambda: self.mlenv("teardown", NAME), f_teardown)
 
     def wait_gone(self) -> None:

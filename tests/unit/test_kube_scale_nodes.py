@@ -15,9 +15,9 @@ from mlenv.testing.kube import manifests, podroots
 def test_a_scale_node_is_a_gpu_node_with_a_pod_range_of_its_own() -> None:
     gpu = manifests.gpu_node("gpu-node-0")
     nodes = [manifests.scale_node(i) for i in (0, 1, 511, 16383)]
-    cidrs = [ipaddress.ip_network(n["spec"]["podCIDR"]) for n in nodes]
+    cidrs = [ipaddress.IPv4Network(n["spec"]["podCIDR"]) for n in nodes]
     assert len(set(cidrs)) == len(cidrs)
-    shared = ipaddress.ip_network("100.64.0.0/10")
+    shared = ipaddress.IPv4Network("100.64.0.0/10")
     assert all(c.subnet_of(shared) and c.prefixlen == 24 for c in cidrs)
     for n in nodes:
         assert n["metadata"]["name"].startswith(manifests.SCALE_NODE_PREFIX)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from mlenv.cluster.api import Manifest
 from mlenv.cluster.deploy import DeployOptions, deploy
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.testing.fakecluster import FakeCluster
-from mlenv.testing.fakecluster.controllers import Manifest
 
 
 class OneReadyPerPoll(FakeCluster):
