@@ -117,6 +117,9 @@ class Bench:
             "MLENV_ROOT": str(work / "co"),
             "MLENV_STATE_DIR": str(work / "co" / ".mlenv"),
             "PYTHONPATH": str(ROOT),
+            # a 2-core plane starting hundreds of pods answers slowly: mlenv's default 10 s
+            # for the server's first answer ended a deploy at 128 pods here
+            "MLENV_API_TIMEOUT_S": os.environ.get("MLENV_API_TIMEOUT_S", "60"),
         }
         self.failed = False
 
@@ -321,6 +324,8 @@ class Bench:
         f_teardown = self.measure(self.floor_teardown)
         self.wait_gone()
         self.row("deploy", lambda: self.mlenv("deploy", NAME, "--mode", "tcp"), f_deploy)
+        if self.failed:
+            raise RuntimeError("mlenv deploy failed (its row says why): nothing left to measure")
         self.row("status", lambda: self.mlenv("status", NAME), self.floor_status)
         self.row("sync", lambda: self.mlenv("sync", NAME), self.floor_sync)
         # gpu-info ends 3 here (the tier's pods have no nvidia-smi), after asking every pod
