@@ -518,65 +518,79 @@ def release(
     assert run.report_dir is not None
     rec = _releasable(run, Record.read(run.report_dir), after=after, force=force, only=only)
     out = Outcome()
-    released = 0
     # The record is written once at the end (also when an undo fails half-way), not after
     # every node: rewriting it per node made a release grow with the square of its nodes.
     try:
-        for node, entry in sorted(rec.nodes.items()):
-            if (only is not None and node != only) or entry.get("state") not in MARKED:
-                continue
-            if after is not None and not force:
-                st = after.node_status(node)
-                if st != "PASS":
-                    out.left.append(
-                        (
-                            node,
-                            f"run {after.run_id} did not pass it ({st or 'not measured by that run'})",
-                        )
-                    )
-                    continue
-            t = Target(
-                node=node,
-                hosts=tuple(entry.get("hosts") or []),
-                node_from="kubernetes",
-                check=str(entry.get("check")),
-                figure=str(entry.get("figure")),
-                run_id=run.run_id,
-                partial=entry.get("state") == "applying",
-            )
-            why = marker.not_ours_now(t)
-            if why is not None:
-                out.left.append((node, why))
-                continue
-            out.lines += marker.commands(t, remove=True)
-            if dry_run:
-                out.done.append(node)
-                continue
-            marker.mark(t, remove=True)
-            at = now_iso()
-            why_released = (
-                "forced (--force)" if force else f"passed run {after.run_id if after else '?'}"
-            )
-            entry.update({"state": "released", "released_at": at, "released_because": why_released})
-            released += 1
-            log_event(
-                history_root,
-                cluster,
-                {
-                    "run_id": run.run_id,
-                    "cluster": cluster,
-                    "platform": marker.kind,
-                    "node": node,
-                    "event": "release",
-                    "at": at,
-                    "because": why_released,
-                },
-            )
-            out.done.append(node)
+        _release_nodes(run, marker, cluster, rec, out, after, force, only, history_root, dry_run)
     finally:
-        if released:
+        if out.done and not dry_run:
             rec.write(run.report_dir)
     return out
+
+
+def _release_nodes(
+    run: Run,
+    marker: Marker,
+    cluster: str,
+    rec: Record,
+    out: Outcome,
+    after: Run | None,
+    force: bool,
+    only: str | None,
+    history_root: Path,
+    dry_run: bool,
+) -> None:
+    """The loop of :func:`release`, recording in ``rec`` (written by the caller)."""
+    for node, entry in sorted(rec.nodes.items()):
+        if (only is not None and node != only) or entry.get("state") not in MARKED:
+            continue
+        if after is not None and not force:
+            st = after.node_status(node)
+            if st != "PASS":
+                out.left.append(
+                    (
+                        node,
+                        f"run {after.run_id} did not pass it ({st or 'not measured by that run'})",
+                    )
+                )
+                continue
+        t = Target(
+            node=node,
+            hosts=tuple(entry.get("hosts") or []),
+            node_from="kubernetes",
+            check=str(entry.get("check")),
+            figure=str(entry.get("figure")),
+            run_id=run.run_id,
+            partial=entry.get("state") == "applying",
+        )
+        why = marker.not_ours_now(t)
+        if why is not None:
+            out.left.append((node, why))
+            continue
+        out.lines += marker.commands(t, remove=True)
+        if dry_run:
+            out.done.append(node)
+            continue
+        marker.mark(t, remove=True)
+        at = now_iso()
+        why_released = (
+            "forced (--force)" if force else f"passed run {after.run_id if after else '?'}"
+        )
+        entry.update({"state": "released", "released_at": at, "released_because": why_released})
+        log_event(
+            history_root,
+            cluster,
+            {
+                "run_id": run.run_id,
+                "cluster": cluster,
+                "platform": marker.kind,
+                "node": node,
+                "event": "release",
+                "at": at,
+                "because": why_released,
+            },
+        )
+        out.done.append(node)
 
 
 # --- the verbs, as every platform runs them ---------------------------------------------
