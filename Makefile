@@ -65,7 +65,7 @@ FILE ?=
 .PHONY: help venv system-deps demo test lint typecheck lint-image unit validate render render-all \
         list-clusters acceptance deploy-cluster deploy-cluster-dry-run sync-multi-node sync-once \
         shell status-cluster logs clean-cluster launch build-image port-forward bench clean \
-        bench-gpu bench-gpu-bundle bench-record \
+        bench-gpu bench-gpu-bundle bench-record bench-scale \
         deploy dev-session vscode jupyter gpu-info shell-multi-node build status \
         deploy-multi-node clean-multi-node status-multi-node sync-code debug-remote \
         deploy-multi-node-rdma deploy-multi-node-tcp list-projects discover-cluster wizard \
@@ -220,8 +220,8 @@ test: venv system-deps lint typecheck lint-image kube-build ## everything CI run
 # ~/.cache/mlenv/kube; kwok for nodes and pods), started by pid, stopped by pid
 # (docs/deploy.md "The kube tier"). KUBE_FLAVOR=openshift|plain.
 KUBE_FLAVOR ?= openshift
-kube-up: venv ## build (once) and start the kube tier on loopback; prints export KUBECONFIG=… (KUBE_FLAVOR=openshift|plain)
-	@KUBE_FLAVOR=$(call q,$(KUBE_FLAVOR)) $(PY) -m mlenv.testing.kube up
+kube-up: venv ## build (once) and start the kube tier on loopback; prints export KUBECONFIG=… (KUBE_FLAVOR=openshift|plain, KUBE_SCALE_NODES=N extra GPU nodes)
+	@KUBE_FLAVOR=$(call q,$(KUBE_FLAVOR)) KUBE_SCALE_NODES=$(call q,$(KUBE_SCALE_NODES)) $(PY) -m mlenv.testing.kube up
 
 kube-build: venv ## build the kube tier's binaries from Go modules (once; cached in ~/.cache/mlenv/kube by version)
 	@$(PY) -m mlenv.testing.kube build
@@ -279,6 +279,13 @@ build-image: need-cluster cli ## oc start-build of the pod image
 
 bench: venv ## every benchmarks/bench_*.py
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# The control path at scale: every cluster verb at PODS pods on the kube tier's scale
+# nodes beside its floor, one JSON line per verb (docs/benchmarks.md, "Scale of the
+# control path"). Not in `make test`: 32 pods take about 5 minutes here.
+PODS ?= 32
+bench-scale: venv kube-build ## every cluster verb at PODS pods (default 32) on the kube tier, beside kubectl's floor
+	$(PY) benchmarks/bench_scale.py $(call q,$(PODS))
 
 # the checks against plain PyTorch on one GPU. No `venv` prerequisite: a GPU machine
 # has its own python and torch (and no network); DeepSpeed comes from dist/ wheels built here

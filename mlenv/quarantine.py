@@ -403,6 +403,7 @@ def apply(
     assert run.report_dir is not None
     out = Outcome()
     rec = Record.read(run.report_dir) or Record(run.run_id, cluster, marker.kind)
+    chosen = []
     for t in ts:
         why = marker.unusable(t)
         prior = rec.nodes.get(t.node, {})
@@ -424,26 +425,49 @@ def apply(
             "commands": marker.commands(t),
             "started_at": now_iso(),
         }
+        chosen.append(t)
+    if not chosen:
+        return out
+    # The record is written twice, not twice per node (rewriting it after every node made
+    # a quarantine grow with the square of its nodes: 77 s at 4096): once with every node
+    # "applying" before the first mark, once at the end, also when a mark fails half-way,
+    # so what was done reads "applied" and the rest stays "applying" for release to undo.
+    rec.write(run.report_dir)
+    try:
+        for t in chosen:
+            _mark_one(run, marker, cluster, t, rec, out, history_root)
+    finally:
         rec.write(run.report_dir)
-        marker.mark(t)
-        at = now_iso()
-        rec.nodes[t.node].update({"state": "applied", "applied_at": at})
-        rec.write(run.report_dir)  # after each node: a failure half-way keeps what was done
-        log_event(
-            history_root,
-            cluster,
-            {
-                "run_id": run.run_id,
-                "cluster": cluster,
-                "platform": marker.kind,
-                "node": t.node,
-                "event": "quarantine",
-                "at": at,
-                "note": t.note,
-            },
-        )
-        out.done.append(t.node)
     return out
+
+
+def _mark_one(
+    run: Run,
+    marker: Marker,
+    cluster: str,
+    t: Target,
+    rec: Record,
+    out: Outcome,
+    history_root: Path,
+) -> None:
+    """Mark one chosen target, note it applied in ``rec`` (written by the caller) and log it."""
+    marker.mark(t)
+    at = now_iso()
+    rec.nodes[t.node].update({"state": "applied", "applied_at": at})
+    log_event(
+        history_root,
+        cluster,
+        {
+            "run_id": run.run_id,
+            "cluster": cluster,
+            "platform": marker.kind,
+            "node": t.node,
+            "event": "quarantine",
+            "at": at,
+            "note": t.note,
+        },
+    )
+    out.done.append(t.node)
 
 
 def _releasable(
@@ -515,6 +539,29 @@ def release(
     assert run.report_dir is not None
     rec = _releasable(run, Record.read(run.report_dir), after=after, force=force, only=only)
     out = Outcome()
+    # The record is written once at the end (also when an undo fails half-way), not after
+    # every node: rewriting it per node made a release grow with the square of its nodes.
+    try:
+        _release_nodes(run, marker, cluster, rec, out, after, force, only, history_root, dry_run)
+    finally:
+        if out.done and not dry_run:
+            rec.write(run.report_dir)
+    return out
+
+
+def _release_nodes(
+    run: Run,
+    marker: Marker,
+    cluster: str,
+    rec: Record,
+    out: Outcome,
+    after: Run | None,
+    force: bool,
+    only: str | None,
+    history_root: Path,
+    dry_run: bool,
+) -> None:
+    """The loop of :func:`release`, recording in ``rec`` (written by the caller)."""
     for node, entry in sorted(rec.nodes.items()):
         if (only is not None and node != only) or entry.get("state") not in MARKED:
             continue
@@ -551,7 +598,6 @@ def release(
             "forced (--force)" if force else f"passed run {after.run_id if after else '?'}"
         )
         entry.update({"state": "released", "released_at": at, "released_because": why_released})
-        rec.write(run.report_dir)
         log_event(
             history_root,
             cluster,
@@ -566,7 +612,6 @@ def release(
             },
         )
         out.done.append(node)
-    return out
 
 
 # --- the verbs, as every platform runs them ---------------------------------------------

@@ -1147,6 +1147,7 @@ def wait_ready(
     start = client.monotonic()
     deadline = start + timeout
     last = ""
+    last_states: dict[str, str] = {}
     pull_failed_since: float | None = None
     first_refusals: dict[str, int] | None = None
     while True:
@@ -1182,27 +1183,38 @@ def wait_ready(
                 raise ImageUnavailable(image_problem(cfg, stuck))
         why = _latest_warnings(cfg, client, pods) if ready < len(pods) else {}
         stale = workload(cfg).not_rolled_out(split.live, pods)
+        states = {
+            p.name: "Terminating"
+            if p.terminating
+            else "Ready"
+            if p.ready
+            else p.waiting_reason or why.get(p.name) or p.phase
+            for p in pods
+        }
         line = (
-            f"waiting: {ready}/{nodes} pods Ready "
-            + " ".join(
-                f"{p.name}="
-                + (
-                    "Terminating"
-                    if p.terminating
-                    else "Ready"
-                    if p.ready
-                    else p.waiting_reason or why.get(p.name) or p.phase
-                )
-                for p in pods
+            f"waiting: {ready}/{nodes} pods Ready"
+            + (
+                f" (rollout: {len(stale)} not yet replaced: {', '.join(stale[:5])}"
+                + (" …)" if len(stale) > 5 else ")")
+                if stale
+                else ""
             )
-            + (f" (rollout: {', '.join(stale)} not yet replaced)" if stale else "")
             if pods
             else f"waiting: 0/{nodes} pods Ready (none created yet)"
         )
-        if line != last:
+        # Only the pods whose state changed since the last line: every pod on every line
+        # made the output grow with the square of the pod count (2.7 MB at 512 pods).
+        changed = [f"{n}={st}" for n, st in states.items() if last_states.get(n) != st]
+        gone = [n for n in last_states if n not in states]
+        if line != last or changed or gone:
             # the state changed: say it, with the time spent so far (a stuck pull shows)
-            say(f"{line} ({client.monotonic() - start:.0f} s)")
-            last = line
+            say(
+                line
+                + "".join(f" {c}" for c in changed)
+                + (f" (gone: {' '.join(gone)})" if gone else "")
+                + f" ({client.monotonic() - start:.0f} s)"
+            )
+            last, last_states = line, states
         if ready >= nodes and len(pods) >= nodes and not stale:
             return ready
         if client.monotonic() >= deadline:

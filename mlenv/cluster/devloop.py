@@ -6,12 +6,12 @@ They back ``mlenv url`` and ``mlenv gpu-info`` (``make vscode`` / ``make jupyter
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from mlenv.cluster.api import ClusterClient
 from mlenv.cluster.deploy import worker_pods
 from mlenv.cluster.keys import DEVTOOLS_SECRET
+from mlenv.cluster.pool import bounded_map
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.errors import InfraError, InputError, did_you_mean
 
@@ -90,7 +90,9 @@ class GpuRow:
     error: str = ""
 
 
-def gpu_table(cfg: ClusterConfig, client: ClusterClient, *, workers: int = 16) -> list[GpuRow]:
+def gpu_table(
+    cfg: ClusterConfig, client: ClusterClient, *, workers: int | None = None
+) -> list[GpuRow]:
     """``nvidia-smi`` on every Running worker pod at once, one row per GPU."""
     pods = [p.name for p in worker_pods(cfg, client) if p.phase == "Running"]
     if not pods:
@@ -116,8 +118,7 @@ def gpu_table(cfg: ClusterConfig, client: ClusterClient, *, workers: int = 16) -
                 rows.append(GpuRow(pod, *cols))
         return rows or [GpuRow(pod, error="nvidia-smi listed no GPU")]
 
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(pods)))) as pool:
-        return [row for rows in pool.map(ask, pods) for row in rows]
+    return [row for rows in bounded_map(ask, pods, bound=workers) for row in rows]
 
 
 # upstream's `make gpu-info` also showed the GPU topology and the InfiniBand ports.
@@ -137,7 +138,7 @@ class PodSection:
 
 
 def gpu_sections(
-    cfg: ClusterConfig, client: ClusterClient, *, workers: int = 16
+    cfg: ClusterConfig, client: ClusterClient, *, workers: int | None = None
 ) -> list[PodSection]:
     """``nvidia-smi topo -m`` and ``ibstat`` (when the image has it) on every Running
     worker pod, in pod order."""
@@ -165,5 +166,4 @@ def gpu_sections(
                 out.append(PodSection(pod, title, text=res.stdout.rstrip("\n")))
         return out
 
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(pods) or 1))) as pool:
-        return [sec for secs in pool.map(ask, pods) for sec in secs]
+    return [sec for secs in bounded_map(ask, pods, bound=workers) for sec in secs]

@@ -23,12 +23,12 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from mlenv.cluster import treehash
 from mlenv.cluster.api import ClusterClient
 from mlenv.cluster.deploy import worker_pods
+from mlenv.cluster.pool import bounded_map
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.errors import InfraError, InputError
 
@@ -109,7 +109,7 @@ def sync(
     client: ClusterClient,
     local_dir: str,
     *,
-    workers: int = 8,
+    workers: int | None = None,
     timeout: float | None = None,
     delete: bool = False,
     dry_run: bool = False,
@@ -117,6 +117,8 @@ def sync(
 ) -> SyncReport:
     """Copy ``local_dir`` to every Running worker pod and verify every file arrived.
 
+    At most ``workers`` pods at once (default: MLENV_FANOUT, 16; mlenv/cluster/pool.py),
+    with a progress line (``synced 312/512``) on large fan-outs.
     ``delete`` removes pod files gone locally (protected paths never); ``dry_run`` only
     plans and says what would change. ``timeout`` bounds each copy and exec (None: the
     client's default); raises ExecTimeout, SyncMismatch, or InfraError when no pod runs.
@@ -136,13 +138,11 @@ def sync(
         )
     local = treehash.local_listing(local_dir)
     want = treehash.listing_digest(local)
-    pool_size = max(1, min(workers, len(pods)))
 
     def plan(pod: str) -> PodPlan:
         return plan_pod(pod, local, _listing(client, cfg, pod, timeout), delete=delete)
 
-    with ThreadPoolExecutor(max_workers=pool_size) as pool:
-        plans = list(pool.map(plan, targets))
+    plans = bounded_map(plan, targets, bound=workers, progress=say, what="listed")
     shared = " (shared rwx volume)" if cfg.storage.mode == "rwx" else ""
     if dry_run:
         for pl in plans:
@@ -173,8 +173,7 @@ def sync(
             )
         return pl.pod
 
-    with ThreadPoolExecutor(max_workers=pool_size) as pool:
-        copied = list(pool.map(copy, plans))
+    copied = bounded_map(copy, plans, bound=workers, progress=say, what="synced")
     for pl in plans:
         say(pl.summary() + shared)
 
@@ -182,8 +181,7 @@ def sync(
         remote = _listing(client, cfg, pod, timeout)
         return pod, [rel for rel, h in sorted(local.items()) if remote.get(rel) != h]
 
-    with ThreadPoolExecutor(max_workers=pool_size) as pool:
-        got = list(pool.map(check, [p.name for p in pods]))
+    got = bounded_map(check, [p.name for p in pods], bound=workers, progress=say, what="checked")
     bad = [
         f"{pod}: {len(missing)} file(s) missing or different: "
         f"{', '.join(treehash.shown(m) for m in missing[:5])}" + (" …" if len(missing) > 5 else "")

@@ -499,3 +499,34 @@ def test_the_pod_root_controller_catches_up_past_500_pods_and_missed_deletions(
     assert "\tlate\n" in hosts and "\tgone\n" not in hosts, hosts
     assert link.lstat().st_mtime_ns == before.st_mtime_ns, "the pod's own file was rewritten"
     plain.ok("delete", "namespace", crowd, ns, "--wait=false")
+
+
+def test_a_scale_node_runs_kwok_only_pods_in_the_shared_root(openshift: Plane) -> None:
+    """A scale node (what KUBE_SCALE_NODES adds at up) is a GPU node whose pods the pod-root
+    controller leaves alone: Running at an address of the node's podCIDR, no folder or
+    network of their own, and their execs land in the one shared root. Tainted here so no
+    other test's pod is scheduled onto it while it exists."""
+    node = manifests.scale_node(16383)
+    name = node["metadata"]["name"]
+    node["spec"]["taints"] = [{"key": manifests.SCALE_NODE_LABEL, "effect": "NoSchedule"}]
+    openshift.apply(node)
+    try:
+        ns = openshift.namespace("scale")
+        pod = _pod(ns, "lite", node=name)
+        pod["spec"].pop("volumes", None)
+        pod["spec"]["containers"][0].pop("volumeMounts", None)
+        openshift.apply(pod, user=True)
+        _wait("scale pod Running", lambda: _running(openshift, ns, "lite"))
+        got = openshift.json("get", "pod", "-n", ns, "lite")
+        assert got["status"]["podIP"].startswith("100.127.255.")  # the node's /24
+        assert manifests.ROOT_READY not in (got["metadata"].get("annotations") or {})
+        token = uuid.uuid4().hex
+        res = openshift.run(
+            "exec", "-n", ns, "lite", "--", "sh", "-c", f"echo {token} > /workspace/{token}"
+        )
+        assert res.returncode == 0, res.stderr
+        shared = openshift.tier.folder / "pods" / "_scale" / "shared"
+        assert (shared / "workspace" / token).read_text() == f"{token}\n"
+        assert not openshift.pod_dir(ns, "lite").exists()
+    finally:
+        openshift.run("delete", "node", name, "--wait=false")

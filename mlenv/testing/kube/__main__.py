@@ -26,7 +26,15 @@ def main(argv: list[str]) -> int:
     verb, rest = argv[0], argv[1:]
     try:
         if verb == "up":
-            tier = plane.up(os.environ.get("KUBE_FLAVOR", "openshift").strip() or "openshift", _say)
+            raw = os.environ.get("KUBE_SCALE_NODES", "").strip() or "0"
+            if not raw.isdigit():
+                print(
+                    f"kube tier: KUBE_SCALE_NODES={raw!r}: expected a count of nodes (0 or more)",
+                    file=sys.stderr,
+                )
+                return 2
+            flavor = os.environ.get("KUBE_FLAVOR", "openshift").strip() or "openshift"
+            tier = plane.up(flavor, _say, scale_nodes=int(raw))
             print(f"export KUBECONFIG={shlex.quote(str(tier.admin_kubeconfig))}")
             print(
                 f"# non-admin: export KUBECONFIG={shlex.quote(str(tier.user_kubeconfig))} "

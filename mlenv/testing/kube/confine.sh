@@ -11,7 +11,9 @@
 # checking that the namespace there is the one recorded in <pod root>/rootns and
 # <pod root>/netns (a pid reused by another process has another namespace). So every
 # process of a pod sees the same files. Without a pod root, its mounts or its network,
-# nothing runs.
+# nothing runs. The scale nodes' kwok-only pods (MLENV_KUBE_SHARED_ROOT=1, docs/deploy.md
+# "Scale nodes") have no root holder: each of their execs mounts an overlay of its own in
+# a new mount namespace, over their one shared root's network.
 set -eu
 PATH=/usr/sbin:/usr/bin:/sbin:/bin
 tier=${MLENV_KUBE_TIER:-}
@@ -34,19 +36,25 @@ case "$netns_pid:$netns_inode" in
     :*|*:|*[!0-9:]*) echo "kube tier: pod $root has no network (no $root/netns): refusing to run $(basename "$0")" >&2
                  exit 126 ;;
 esac
+shared=${MLENV_KUBE_SHARED_ROOT:-}
 # The root record's first and third fields: the holder's pid and its mount namespace's inode.
 root_pid= root_inode=
 if [ -r "$root/rootns" ]; then
     read -r root_pid _ root_inode _ < "$root/rootns" || true
 fi
-case "$root_pid:$root_inode" in
-    :*|*:|*[!0-9:]*) echo "kube tier: pod $root has no root mounted (no $root/rootns): refusing to run $(basename "$0")" >&2
+case "$shared:$root_pid:$root_inode" in
+    1:*) ;;
+    *::*|*:|*[!0-9:]*) echo "kube tier: pod $root has no root mounted (no $root/rootns): refusing to run $(basename "$0")" >&2
                  exit 126 ;;
 esac
 if [ "${1:-}" != "--mlenv-kube-inner" ]; then
     if [ "$(stat -L -c %i "/proc/$netns_pid/ns/net" 2>/dev/null)" != "$netns_inode" ]; then
         echo "kube tier: the network holder of $root (pid $netns_pid) is gone: refusing to run $(basename "$0")" >&2
         exit 126
+    fi
+    if [ "$shared" = 1 ]; then
+        exec nsenter "--net=/proc/$netns_pid/ns/net" -- \
+            unshare --mount --uts --propagation private -- "$tier/bin/confine.sh" --mlenv-kube-inner "$(basename "$0")" "$@"
     fi
     if [ "$(stat -L -c %i "/proc/$root_pid/ns/mnt" 2>/dev/null)" != "$root_inode" ]; then
         echo "kube tier: the root holder of $root (pid $root_pid) is gone: refusing to run $(basename "$0")" >&2
@@ -58,14 +66,37 @@ fi
 shift
 # Checked again from inside: a pid could have been reused between the check and nsenter.
 if [ "$(stat -L -c %i /proc/self/ns/net)" != "$netns_inode" ] ||
-    [ "$(stat -L -c %i /proc/self/ns/mnt)" != "$root_inode" ]; then
+    { [ "$shared" != 1 ] && [ "$(stat -L -c %i /proc/self/ns/mnt)" != "$root_inode" ]; }; then
     echo "kube tier: $root: not in the pod's namespaces: refusing" >&2
     exit 126
 fi
 cmd=$1
 shift
 m=$root/merged
-unset MLENV_KUBE_POD_ROOT MLENV_KUBE_MOUNTS MLENV_KUBE_TIER MLENV_KUBE_NAMES
+if [ "$shared" = 1 ]; then
+    # Two overlays cannot share a work folder, so each exec gets its own, on a tmpfs of
+    # this mount namespace that goes with it; only the volumes persist.
+    mkdir -p "$root/exec"
+    mount -t tmpfs -o mode=0755 scale-exec "$root/exec"
+    m=$root/exec/merged upper=$root/exec/upper work=$root/exec/work
+    mkdir -p "$upper" "$work" "$m"
+    mount -t overlay overlay -o "lowerdir=/,upperdir=$upper,workdir=$work" "$m"
+    mount --rbind /dev "$m/dev"
+    mount --rbind /proc "$m/proc"
+    mount --rbind /sys "$m/sys"
+    mount -t tmpfs -o size=64k,mode=0700 tier-hidden "$m$tier"
+    printf '%s\n' "${MLENV_KUBE_MOUNTS:-}" | while IFS='=' read -r dest src; do
+        [ -n "$dest" ] || continue
+        case "$src" in "$tier"/*) ;; *) echo "kube tier: volume $src outside the tier: skipped" >&2; continue ;; esac
+        # Resolved inside the pod's root: /var/run is a link to /run, and a link followed
+        # from outside the chroot would land on the host's /run (read-only here, and not ours).
+        chroot "$m" mkdir -p -- "$dest"
+        real=$(chroot "$m" realpath -e -- "$dest")
+        mount --bind "$src" "$m$real"
+    done
+    hostname "${MLENV_KUBE_POD_NAME:-pod}"
+fi
+unset MLENV_KUBE_POD_ROOT MLENV_KUBE_MOUNTS MLENV_KUBE_TIER MLENV_KUBE_NAMES MLENV_KUBE_SHARED_ROOT
 # chroot is found with the system PATH above: the pod's own PATH (below) may lack /usr/sbin.
 chroot_bin=$(command -v chroot)
 PATH=${MLENV_KUBE_PATH:-/usr/local/bin:/usr/bin:/bin}

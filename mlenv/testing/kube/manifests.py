@@ -10,6 +10,7 @@ NetworkAttachmentDefinition).
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,13 @@ ROOT_READY = "kube-tier.mlenv.dev/root-ready"
 # the address its CNI plugin gave the pod's sandbox.
 POD_IP = "kube-tier.mlenv.dev/pod-ip"
 OURS = "kube-tier.mlenv.dev/minimal-crd"
+# The scale tier's extra GPU nodes (KUBE_SCALE_NODES): shaped like the GPU nodes, but their
+# pods are kwok-only. The pod-root controller leaves them alone (no root, no network of
+# their own, so thousands fit on one machine); the pod-ready-scale stage starts them with
+# an address of their node's podCIDR, and their execs all run in one shared root (scale_exec).
+# The node name's prefix is what both go by: a kwok stage sees the pod, not its node.
+SCALE_NODE_PREFIX = "scale-node-"
+SCALE_NODE_LABEL = "kube-tier.mlenv.dev/scale"
 # Registry host that can never resolve (RFC 2606): any image under it fails to pull.
 MISSING_REGISTRY = "registry.invalid/"
 DEFAULT_STORAGE_CLASS = "standard"
@@ -76,6 +84,40 @@ def gpu_node(name: str, gpus: int = 8) -> Obj:
         "feature.node.kubernetes.io/network-sriov.capable": "true",
     }
     return _node(name, labels, res)
+
+
+def scale_node(index: int, gpus: int = 8) -> Obj:
+    """One of the scale tier's extra nodes (index < 16384): a GPU node (same capacity and
+    labels) whose pods kwok alone runs, marked by its name's prefix and SCALE_NODE_LABEL."""
+    node = gpu_node(f"{SCALE_NODE_PREFIX}{index}", gpus)
+    node["metadata"]["labels"][SCALE_NODE_LABEL] = "true"
+    # a /24 of its own in 100.64.0.0/10 (shared address space), never the plane's pod range
+    node["spec"]["podCIDR"] = str(ipaddress.ip_network("100.64.0.0/10")[index * 256]) + "/24"
+    return node
+
+
+def is_scale_pod(pod: Obj) -> bool:
+    """A pod scheduled on one of the scale tier's extra nodes (kwok-only: no root of its own)."""
+    return str((pod.get("spec") or {}).get("nodeName") or "").startswith(SCALE_NODE_PREFIX)
+
+
+def scale_exec(root: Path, env: dict[str, str]) -> Obj:
+    """kwok's fallback exec for every pod without an Exec of its own (the scale nodes'
+    pods): confine.sh in the one shared root ``root`` (under the tier's pods/, with its
+    own network holder), with ``env`` (PATH, PYTHONPATH, workdir as a pod's)."""
+    envs = [{"name": k, "value": v} for k, v in env.items()]
+    envs += [
+        {"name": "MLENV_KUBE_POD_ROOT", "value": str(root)},
+        {"name": "MLENV_KUBE_SHARED_ROOT", "value": "1"},  # an overlay per exec (confine.sh)
+        # the pods' code folder, as their workspace claim would give it
+        {"name": "MLENV_KUBE_MOUNTS", "value": f"/workspace={root / 'workspace'}"},
+    ]
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "ClusterExec",
+        "metadata": {"name": "scale-nodes-shared-root"},
+        "spec": {"execs": [{"local": {"envs": envs}}]},
+    }
 
 
 def cpu_node(name: str) -> Obj:
@@ -421,6 +463,13 @@ startTime: {{ $now | Quote }}
 """
 )
 
+# The scale nodes' pods: the same status, at an address kwok gives from their node's
+# podCIDR (scale_node: outside the plane's pod network; nothing answers there).
+POD_RUNNING_SCALE = (
+    "{{ $podIP := PodIPWith .spec.nodeName false .metadata.uid .metadata.name"
+    " .metadata.namespace }}\n" + POD_RUNNING.split("\n", 1)[1]
+)
+
 POD_IMAGE_PULL = """{{ $now := Now }}
 {{ $reason := "ErrImagePull" }}
 {{ range .status.containerStatuses }}{{ if .state.waiting }}{{ if eq .state.waiting.reason "ErrImagePull" }}{{ $reason = "ImagePullBackOff" }}{{ end }}{{ end }}{{ end }}
@@ -554,6 +603,19 @@ def stages(missing_images: list[str]) -> list[Obj]:
             nxt={"statusTemplate": POD_RUNNING},
         ),
         _stage(
+            "pod-ready-scale",
+            "Pod",
+            "v1",
+            _cel(
+                "!has(self.metadata.deletionTimestamp)",
+                "self.status.phase == 'Pending'",
+                "has(self.spec.nodeName)",
+                f"self.spec.nodeName.startsWith('{SCALE_NODE_PREFIX}')",
+                f"!({missing})",
+            ),
+            nxt={"statusTemplate": POD_RUNNING_SCALE},
+        ),
+        _stage(
             "pod-delete",
             "Pod",
             "v1",
@@ -650,6 +712,8 @@ capacity:
 """
 
 
-def kwok_config(missing_images: list[str]) -> str:
-    """kwok's --config: the stages as a YAML stream (JSON documents are YAML)."""
-    return "\n---\n".join(json.dumps(s) for s in stages(missing_images)) + "\n"
+def kwok_config(missing_images: list[str], extra: list[Obj] | None = None) -> str:
+    """kwok's --config: the stages (and ``extra``: the scale nodes' ClusterExec) as a YAML
+    stream (JSON documents are YAML)."""
+    docs = [*stages(missing_images), *(extra or [])]
+    return "\n---\n".join(json.dumps(s) for s in docs) + "\n"

@@ -35,6 +35,8 @@ FLAVORS = ("openshift", "plain")
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "podroots")
 GPU_NODES = ("gpu-node-0", "gpu-node-1", "gpu-node-2", "gpu-node-3")
 CPU_NODES = ("cpu-node-0", "cpu-node-1")
+# Where the scale nodes' pods run their execs: one root and network shared by all of them.
+SCALE_ROOT = ("_scale", "shared")
 Say = Callable[[str], None]
 
 
@@ -215,26 +217,37 @@ def up(
     say: Say = lambda _line: None,
     folder: Path | None = None,
     missing_images: tuple[str, ...] = (),
+    scale_nodes: int = 0,
 ) -> Tier:
-    """Start the plane in ``folder`` (default: tier_dir()); say so and return when it is up."""
+    """Start the plane in ``folder`` (default: tier_dir()); say so and return when it is up.
+    ``scale_nodes`` extra kwok GPU nodes (manifests.scale_node) take a benchmark's pods."""
     if flavor not in FLAVORS:
         raise PlaneError(f"KUBE_FLAVOR={flavor!r}: expected one of {', '.join(FLAVORS)}")
+    if scale_nodes < 0:
+        raise PlaneError(f"KUBE_SCALE_NODES={scale_nodes}: expected a count of nodes (0 or more)")
     tier = Tier(tier_dir(folder))
     tier.folder.mkdir(parents=True, exist_ok=True)
     # One `up` per folder at a time: two starting the same plane rewrote each other's keys
     # while an apiserver read them (seen in CI); the second now finds the plane up.
     with (tier.folder / "up.lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return _up_locked(tier, flavor, say, missing_images)
+        return _up_locked(tier, flavor, say, missing_images, scale_nodes)
 
 
-def _up_locked(tier: Tier, flavor: str, say: Say, missing_images: tuple[str, ...]) -> Tier:
+def _up_locked(
+    tier: Tier, flavor: str, say: Say, missing_images: tuple[str, ...], scale_nodes: int
+) -> Tier:
     st = status(tier)
     if st["up"]:
         if st.get("flavor") != flavor:
             raise PlaneError(
                 f"the tier is up with flavour {st.get('flavor')}, not {flavor}: "
                 "`make kube-down` first"
+            )
+        if int(st.get("scale_nodes") or 0) != scale_nodes:
+            raise PlaneError(
+                f"the tier is up with {st.get('scale_nodes') or 0} scale nodes, not "
+                f"{scale_nodes}: `make kube-down` first"
             )
         say(f"kube tier already up ({st.get('flavor')}, {st.get('server')})")
         return tier
@@ -244,7 +257,7 @@ def _up_locked(tier: Tier, flavor: str, say: Say, missing_images: tuple[str, ...
     started = time.monotonic()
     bins = build.build(say)
     try:
-        return _start(tier, flavor, bins, say, missing_images, started)
+        return _start(tier, flavor, bins, say, missing_images, started, scale_nodes)
     except BaseException:
         # a plane that failed half way is not left running (nor a Ctrl-C's half)
         down(folder=tier.folder)
@@ -272,6 +285,7 @@ def _start(
     say: Say,
     missing_images: tuple[str, ...],
     started: float,
+    scale_nodes: int = 0,
 ) -> Tier:
     _fresh_folders(tier)
     p = pki.ensure(tier.folder / "pki")
@@ -381,8 +395,14 @@ def _start(
     # The plain flavour is a GPU-less cluster (kind, a CI cluster): the `local` example must
     # deploy there; the OpenShift flavour has GPU Operator nodes and CPU-only ones.
     gpus = GPU_NODES if flavor == "openshift" else ()
-    kc.apply([manifests.gpu_node(n) for n in gpus] + [manifests.cpu_node(n) for n in CPU_NODES])
-    _wait("nodes Ready", lambda: _nodes_ready(kc, len(gpus) + len(CPU_NODES)), tier, "kwok", 120)
+    kc.apply(
+        [manifests.gpu_node(n) for n in gpus]
+        + [manifests.cpu_node(n) for n in CPU_NODES]
+        + [manifests.scale_node(i) for i in range(scale_nodes)]
+    )
+    count = len(gpus) + len(CPU_NODES) + scale_nodes
+    # kwok makes nodes Ready a few hundred a second here: the wait grows with their number
+    _wait("nodes Ready", lambda: _nodes_ready(kc, count), tier, "kwok", 120 + scale_nodes / 4)
     _wait(
         "the default ServiceAccount",
         lambda: kc.run("get", "serviceaccount", "default", check=False).returncode == 0,
@@ -403,11 +423,13 @@ def _start(
         "kwok": build.KWOK_VERSION,
         "kubectl": str(bins.kube("kubectl")),
         "started_s": round(time.monotonic() - started, 1),
+        "scale_nodes": scale_nodes,
     }
     tier.state_file.write_text(json.dumps(state, indent=1) + "\n")
     say(
         f"kube tier up ({flavor}) in {state['started_s']} s: {len(gpus)} GPU and "
         f"{len(CPU_NODES)} CPU kwok nodes"
+        + (f", {scale_nodes} scale nodes (kwok-only pods)" if scale_nodes else "")
     )
     return tier
 
@@ -420,14 +442,17 @@ def _start_kwok(
     missing_images: tuple[str, ...],
 ) -> None:
     """kwok (confined: kwokns.sh) and the pod-root controller that prepares each pod's root
-    and network (on the plane's bridge, made here first: podnet.py)."""
+    and network (on the plane's bridge, made here first: podnet.py). The pods of scale
+    nodes (made at up, or added later by a test) get kwok's fallback exec, in one shared
+    root and network (SCALE_ROOT)."""
     serving_crt, serving_key = p.serving
     net = podnet.create_plane_net(tier.folder)
     missing = [
         *missing_images,
         *(m for m in os.environ.get("KUBE_MISSING_IMAGES", "").split(",") if m.strip()),
     ]
-    (tier.folder / "kwok.yaml").write_text(manifests.kwok_config(missing))
+    extra = [manifests.scale_exec(_scale_root(tier, net), _scale_env())]
+    (tier.folder / "kwok.yaml").write_text(manifests.kwok_config(missing, extra))
     _make_shims(tier)
     kwok_env = {
         "PATH": str(tier.folder / "shims"),
@@ -483,6 +508,31 @@ def start_podroots(tier: Tier, kubectl: Path) -> None:
         ],
         env={**os.environ, "PYTHONPATH": str(REPO)},
     )
+
+
+def _scale_root(tier: Tier, net: podnet.PlaneNet) -> Path:
+    """The scale nodes' shared pod root, with a network holder of its own (confine.sh runs
+    nothing without one); released with the pods' networks at ``down``."""
+    root = tier.folder / "pods" / SCALE_ROOT[0] / SCALE_ROOT[1]
+    (root / "upper").mkdir(parents=True, exist_ok=True)
+    (root / "workspace").mkdir(exist_ok=True)
+    podnet.attach(root, net, "scale-shared-root")
+    return root
+
+
+def _scale_env() -> dict[str, str]:
+    """What a pod's exec gets from the pod-root controller (podroots.Controller._env), for
+    the shared root: the package on PYTHONPATH, the venv first on PATH."""
+    venv_bin = str(Path(sys.executable).parent)
+    return {
+        "HOME": "/root",
+        "MLENV_KUBE_PATH": f"{venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "MLENV_KUBE_POD_NAME": "scale-shared",
+        "MLENV_KUBE_WORKDIR": "/workspace",
+        "PYTHONPATH": str(REPO),
+        # each exec's overlay goes with it: nothing to cache there
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
 
 
 def _http_ok(url: str) -> bool:

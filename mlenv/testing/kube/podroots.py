@@ -49,7 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from mlenv.testing.kube import podnet
-from mlenv.testing.kube.manifests import POD_IP, ROOT_READY
+from mlenv.testing.kube.manifests import POD_IP, ROOT_READY, is_scale_pod
 
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, pod name)
@@ -628,7 +628,8 @@ class Controller:
             self.dirty.add(ns)  # out of the names file from its first Terminating second
             self.terminate(pod)
             return True
-        if not pod["spec"].get("nodeName"):
+        # unscheduled, or on a scale node (kwok-only: no root, no network of its own)
+        if not pod["spec"].get("nodeName") or is_scale_pod(pod):
             return True
         held = self.folder_uid(ns, name)
         if held is not None and held != uid:

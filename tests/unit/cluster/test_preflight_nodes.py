@@ -70,3 +70,30 @@ def test_tolerations_match_as_the_scheduler_matches_them(toleration, tolerated: 
     assert (unschedulable(node, {"tolerations": [toleration]}) == "") is tolerated
     soft = {"spec": {"taints": [{"key": "k", "effect": "PreferNoSchedule"}]}}
     assert unschedulable(soft, {}) == ""
+
+
+def test_the_pinned_nodes_are_read_in_one_call_and_a_missing_one_is_named(
+    barcelona, fake_for
+) -> None:
+    """Preflight read each pinned node with a process of its own (512 at 512 nodes). Now
+    one ``get`` reads them all, and a pinned node that does not exist is still named.
+    Fails on the code before: one call per pinned node."""
+    from mlenv.cluster.deploy import plan
+    from mlenv.cluster.preflight import run_preflight
+    from mlenv.testing.kubectl_cli import InProcess
+
+    fake = fake_for(barcelona)
+    client = InProcess(fake)
+    manifests = plan(barcelona, "rdma", 4)
+    rep = run_preflight(barcelona, "rdma", 4, manifests, client)
+    node_reads = [c for c in client.calls if c[0] == "get" and any("node" in w for w in c)]
+    assert len(node_reads) == 1, node_reads
+    assert not [p for p in rep.problems if "node" in p.message], rep.problems
+    gone = barcelona.gpu_nodes[2]
+    del fake.objects[f"Node||{gone}"]
+    rep = run_preflight(barcelona, "rdma", 4, manifests, InProcess(fake))
+    assert any(f"node {gone} (nodes.gpu_nodes) does not exist" in p.message for p in rep.problems)
+    # a user who may not read nodes is told capacity was not checked, as before
+    fake.denied = ["get nodes"]
+    rep = run_preflight(barcelona, "rdma", 4, manifests, InProcess(fake))
+    assert any("cannot read nodes (forbidden)" in n for n in rep.notes), rep.notes

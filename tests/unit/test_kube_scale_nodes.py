@@ -1,0 +1,77 @@
+"""The kube tier's scale nodes, as data: GPU nodes whose pods kwok alone runs."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from mlenv.testing.kube import manifests, podroots
+
+
+def test_a_scale_node_is_a_gpu_node_with_a_pod_range_of_its_own() -> None:
+    gpu = manifests.gpu_node("gpu-node-0")
+    nodes = [manifests.scale_node(i) for i in (0, 1, 511, 16383)]
+    cidrs = [ipaddress.IPv4Network(n["spec"]["podCIDR"]) for n in nodes]
+    assert len(set(cidrs)) == len(cidrs)
+    shared = ipaddress.IPv4Network("100.64.0.0/10")
+    assert all(c.subnet_of(shared) and c.prefixlen == 24 for c in cidrs)
+    for n in nodes:
+        assert n["metadata"]["name"].startswith(manifests.SCALE_NODE_PREFIX)
+        assert n["status"]["allocatable"] == gpu["status"]["allocatable"]
+        labels = n["metadata"]["labels"]
+        assert labels[manifests.SCALE_NODE_LABEL] == "true"
+        same = {k: v for k, v in gpu["metadata"]["labels"].items() if k != "kubernetes.io/hostname"}
+        assert labels.items() >= same.items()
+
+
+def test_only_pods_on_scale_nodes_are_scale_pods() -> None:
+    assert manifests.is_scale_pod({"spec": {"nodeName": "scale-node-7"}})
+    assert not manifests.is_scale_pod({"spec": {"nodeName": "gpu-node-0"}})
+    assert not manifests.is_scale_pod({"spec": {}})
+
+
+def test_kwok_starts_scale_pods_without_a_root_and_execs_them_in_the_shared_one() -> None:
+    root = Path("/tier/pods/_scale/shared")
+    docs = list(
+        yaml.safe_load_all(
+            manifests.kwok_config([], [manifests.scale_exec(root, {"PYTHONPATH": "/repo"})])
+        )
+    )
+    stages = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Stage"}
+    scale = json.dumps(stages["pod-ready-scale"]["spec"]["selector"])
+    assert f"startsWith('{manifests.SCALE_NODE_PREFIX}')" in scale
+    assert manifests.ROOT_READY not in scale
+    assert "PodIPWith .spec.nodeName" in stages["pod-ready-scale"]["spec"]["next"]["statusTemplate"]
+    # the ordinary pods still wait for their root
+    assert manifests.ROOT_READY in json.dumps(stages["pod-ready"]["spec"]["selector"])
+    (cluster_exec,) = [d for d in docs if d["kind"] == "ClusterExec"]
+    env = {e["name"]: e["value"] for e in cluster_exec["spec"]["execs"][0]["local"]["envs"]}
+    assert env["MLENV_KUBE_POD_ROOT"] == str(root)
+    assert env["MLENV_KUBE_MOUNTS"] == f"/workspace={root / 'workspace'}"
+    assert env["MLENV_KUBE_SHARED_ROOT"] == "1"  # an overlay per exec: they run at once
+    assert env["PYTHONPATH"] == "/repo"
+
+
+def test_the_pod_root_controller_leaves_scale_pods_alone() -> None:
+    prepared: list[str] = []
+
+    class Recording(podroots.Controller):
+        def __init__(self) -> None:  # no tier, no kubectl: only handle() is exercised
+            self.terminating = set()
+
+        def prepare(self, pod: dict[str, Any]) -> bool:
+            prepared.append(pod["metadata"]["name"])
+            return True
+
+    ctl = Recording()
+    for name, node in (("lite", "scale-node-3"), ("real", "gpu-node-0")):
+        pod = {
+            "metadata": {"namespace": "ns", "name": name, "uid": name},
+            "spec": {"nodeName": node},
+        }
+        assert ctl.handle("ADDED", pod)
+    assert prepared == ["real"]
