@@ -62,6 +62,12 @@ def test_the_pod_root_controller_leaves_scale_pods_alone() -> None:
     class Recording(podroots.Controller):
         def __init__(self) -> None:  # no tier, no kubectl: only handle() is exercised
             self.terminating = set()
+            self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+            self.dirty: set[str] = set()
+            self.unannotated: set[tuple[str, str]] = set()
+
+        def folder_uid(self, ns: str, name: str) -> str | None:
+            return None  # no pod folder yet
 
         def prepare(self, pod: dict[str, Any]) -> bool:
             prepared.append(pod["metadata"]["name"])
