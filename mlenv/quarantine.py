@@ -47,6 +47,8 @@ MARKED = ("applied", "applying")
 VERSION = 1
 
 Say = Callable[[str], None]
+# takes a dry run as data (``-o json|yaml``) instead of its printed commands
+Plan = Callable[[dict[str, Any]], None]
 
 
 def now_iso() -> str:
@@ -628,11 +630,18 @@ def quarantine_verb(
     history_root: Path,
     say: Say,
     warn: Say,
+    plan: Plan | None = None,
 ) -> None:
     """``mlenv quarantine``: print the commands (dry run), or check permission and apply them.
+    ``plan`` takes the dry run as data instead (``-o json|yaml``): the run, its cluster and
+    platform, each node's commands, and the FAILED nodes that cannot be marked here.
 
     Not permitted: the commands are printed for an admin and InfraError (exit 3) is
     raised, nothing changed."""
+    if plan is not None and not apply_them:
+        plan(_plan_doc(run, marker, cluster, ts))
+        _unmarkable([f"{t.node}: {why}" for t in ts if (why := marker.unusable(t))])
+        return
     if not ts:
         say(
             f"run {run.run_id}: no FAILED node"
@@ -676,6 +685,25 @@ def quarantine_verb(
         f"quarantine of run {run.run_id}: {len(out.done)} node(s) quarantined, {len(out.left)} left alone"
     )
     _unmarkable(cannot)
+
+
+def _plan_doc(run: Run, marker: Marker, cluster: str, ts: list[Target]) -> dict[str, Any]:
+    """The dry run as data: what ``--apply`` would run on each node, and what it cannot."""
+    nodes: list[dict[str, Any]] = []
+    for t in ts:
+        why = marker.unusable(t)
+        nodes.append(
+            {"node": t.node, "commands": [], "cannot": why}
+            if why
+            else {"node": t.node, "commands": marker.commands(t), "cannot": None}
+        )
+    return {
+        "run_id": run.run_id,
+        "cluster": cluster,
+        "platform": marker.kind,
+        "dry_run": True,
+        "nodes": nodes,
+    }
 
 
 def _unmarkable(cannot: list[str]) -> None:

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from mlenv.cli._clusterctx import load_config, platform, session
-from mlenv.cli._common import err, guarded, repo_root
+from mlenv.cli._common import err, guarded, note, repo_root
+from mlenv.cli._output import check_format, emit
 from mlenv.errors import InputError
 
 if TYPE_CHECKING:
@@ -87,6 +88,14 @@ def quarantine_cmd(
             "(needs patch nodes/status; release sets it back).",
         ),
     ] = False,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            "-o",
+            help="The dry run as data: json or yaml (each node's commands; not with --apply).",
+        ),
+    ] = None,
 ) -> None:
     """Take the nodes that FAILED a run out of scheduling: Kubernetes label, annotation and
     NoSchedule taint, and an Event on the Node; Slurm drain with the run id and check as
@@ -97,19 +106,27 @@ def quarantine_cmd(
     def out(line: str) -> None:  # node names come from a report: never terminal control
         typer.echo(shown(line, keep="\t"))
 
+    fmt = check_format(output, ("json", "yaml"))
+    if fmt is not None and apply:
+        raise InputError("-o/--output prints the dry run as data: it goes without --apply")
     rule = q.parse_confirm(confirm)
     root = _history_root(history_dir)
     run = q.load_run(run_ref, root)
     ts = q.targets(run, node)
     name, p = _platform(run, cluster)
     confirmed, lines = q.confirm(run, ts, name, root, rule)
-    for line in lines:
-        out(f"# {line}")
+    if fmt is not None:  # the confirmation's words go to stderr: stdout is the document
+        for line in lines:
+            note(line)
+    else:
+        for line in lines:
+            out(f"# {line}")
     if ts and not confirmed:
-        out(
+        (note if fmt is not None else out)(
             f"run {run.run_id}: no FAILED node confirmed (--confirm {confirm}); nothing to quarantine"
         )
-        return
+        if fmt is None:
+            return  # with -o the document follows: no node in it
     p.quarantine(
         name,
         session(),
@@ -119,6 +136,7 @@ def quarantine_cmd(
         only=node,
         history_root=root,
         condition=condition,
+        plan=(lambda doc: emit(doc, fmt)) if fmt is not None else None,
     )
 
 

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from mlenv.cluster.api import ClusterClient
     from mlenv.cluster.discover import Discovered
     from mlenv.config.model import Cluster
-    from mlenv.quarantine import Run, Target
+    from mlenv.quarantine import Plan, Run, Target
 
 Say = Callable[[str], None]
 
@@ -227,6 +227,7 @@ class Platform:
         only: str | None,
         history_root: Path,
         condition: bool = False,
+        plan: Plan | None = None,
     ) -> None:
         raise self._no("quarantine")
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from mlenv.cluster.discover import Discovered
     from mlenv.cluster.status import StatusReport
     from mlenv.config.model import Cluster
-    from mlenv.quarantine import Run, Target
+    from mlenv.quarantine import Plan, Run, Target
     from mlenv.workload import Workload
 
 POD = ["python", "-m", "mlenv.pod"]
@@ -574,6 +574,7 @@ class KubernetesPlatform(Platform):
         only: str | None,
         history_root: Path,
         condition: bool = False,
+        plan: Plan | None = None,
     ) -> None:
         from mlenv import quarantine as q
         from mlenv.platforms.kubenodes import KubeMarker
@@ -589,6 +590,7 @@ class KubernetesPlatform(Platform):
                 history_root=history_root,
                 say=s.say,
                 warn=s.warn,
+                plan=plan,
             )
             return
         with s.client() as client:
@@ -602,6 +604,7 @@ class KubernetesPlatform(Platform):
                 history_root=history_root,
                 say=s.say,
                 warn=s.warn,
+                plan=plan,
             )
 
     def release(

@@ -18,7 +18,7 @@ from mlenv.platforms.base import Platform, Session
 
 if TYPE_CHECKING:
     from mlenv.config.model import Cluster
-    from mlenv.quarantine import Marker, Run, Target
+    from mlenv.quarantine import Marker, Plan, Run, Target
 
 _HINTS = {
     "launch": "the suite runs as a job: mlenv acceptance --cluster NAME",
@@ -128,6 +128,7 @@ class _OffKube(Platform):
         only: str | None,
         history_root: Path,
         condition: bool = False,
+        plan: Plan | None = None,
     ) -> None:
         """Print (and with --apply, set) the platform's mark on each FAILED node."""
         from mlenv import quarantine as q
@@ -148,6 +149,7 @@ class _OffKube(Platform):
             history_root=history_root,
             say=s.say,
             warn=s.warn,
+            plan=plan,
         )
 
     def release(

@@ -93,6 +93,30 @@ def test_dry_run_prints_the_exact_commands_and_changes_nothing(tmp_path, monkeyp
     assert not (rep / "quarantine.json").exists()
 
 
+@pytest.mark.parametrize("fmt", ["json", "yaml"])
+def test_the_dry_run_as_data_names_each_node_s_commands(tmp_path, monkeypatch, fmt: str) -> None:
+    import yaml
+
+    state = fake_state(tmp_path)
+    rep = _report(tmp_path, "r1", "20261125-090000-aaaaaa", "2026-11-25T09:00:00+00:00", slow=2)
+    args = ["quarantine", str(rep), *ONE_RUN, "--history-dir", str(tmp_path / "h"), "-o", fmt]
+    r = run(args, state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout) if fmt == "json" else yaml.safe_load(r.stdout)
+    assert {k: doc[k] for k in ("run_id", "platform", "dry_run")} == {
+        "run_id": "20261125-090000-aaaaaa",
+        "platform": "kubernetes",
+        "dry_run": True,
+    }
+    (only,) = doc["nodes"]
+    assert only["node"] == NODES[2] and only["cannot"] is None
+    assert f"oc taint -- node {NODES[2]} ml-dev-env.io/health=fail:NoSchedule" in only["commands"]
+    assert LABEL_HEALTH not in (_node(state, NODES[2])["metadata"].get("labels") or {})
+    # data is for the dry run: with --apply it is refused before anything is read
+    r = run([*args, "--apply"], state, monkeypatch)
+    assert r.exit_code == 2 and "goes without --apply" in r.output
+
+
 def test_apply_marks_records_and_release_after_a_passing_run_undoes_exactly_that(
     tmp_path, monkeypatch
 ) -> None:

@@ -99,7 +99,12 @@ def test_local_suite_passes_with_every_report(tmp_path: Path) -> None:
     # the terminal holds progress and the verdict (it held ~65 lines of nccl-tests
     # tables, DeepSpeed's argv, warnings and a second verdict); the log holds the rest
     lines = [ln for ln in out.splitlines() if ln.strip()]
-    assert len(lines) <= len(doc["checks"]) + 8, out
+    # a reason or a long line continues on indented lines (the terminal is 100 columns)
+    # a check still running says so every 30 s, and a loaded machine's outliers add WARN
+    # reasons to the verdict: none of these counts against the bound
+    more = re.compile(r"^(    |  - |\[acceptance\] +[—…/]|\[acceptance\] {8})")
+    heads = [ln for ln in lines if not more.match(ln)]
+    assert len(heads) <= len(doc["checks"]) + 8, out
     assert [ln for ln in lines if ln.startswith("verdict:")] == ["verdict: PASS"]
     assert all(
         ln.startswith(
@@ -108,6 +113,7 @@ def test_local_suite_passes_with_every_report(tmp_path: Path) -> None:
                 "verdict: ",
                 "  - ",
                 "reports: ",
+                "    ",
                 "launching ",
                 "run ",
                 "wall time: ",
@@ -133,6 +139,9 @@ def test_quiet_fail_shows_the_verdict_and_errors_only(tmp_path: Path) -> None:
     assert p.returncode == 1, out[-4000:]
     lines = [ln for ln in out.splitlines() if ln.strip()]
     assert lines[0] == "verdict: FAIL", out
-    assert lines[-1].startswith(f"reports: {report}"), out
-    assert all(ln.startswith(("verdict: ", "  - ", "reports: ", "error: ")) for ln in lines), out
+    start = next(i for i, ln in enumerate(lines) if ln.startswith("reports: "))
+    assert " ".join(ln.strip() for ln in lines[start:]).startswith(f"reports: {report}"), out
+    assert all(
+        ln.startswith(("verdict: ", "  - ", "reports: ", "    ", "error: ")) for ln in lines
+    ), out
     assert "sigkill_handler" in (report / "launcher.log").read_text()
