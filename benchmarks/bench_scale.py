@@ -55,9 +55,12 @@ from mlenv.contract import (  # noqa: E402
     LABEL_HEALTH,
     LABEL_INSTANCE,
     LABEL_NAME,
-    STATEFULSET,
 )
 from mlenv.testing.kube import build, manifests, plane  # noqa: E402
+from mlenv.workload import DEFAULT, workload_for  # noqa: E402
+
+# the deployment's worker object, as the floor's plain kubectl commands name it
+WORKERS = workload_for(DEFAULT)
 
 PULLABLE = "registry.access.redhat.com/ubi9/ubi-minimal:latest"
 NAME = "bench-scale"
@@ -197,7 +200,7 @@ class Bench:
 
     @property
     def pod_names(self) -> list[str]:
-        return [f"{STATEFULSET}-{i}" for i in range(self.pods)]
+        return [WORKERS.pod_name(i) for i in range(self.pods)]
 
     @property
     def nodes(self) -> list[str]:
@@ -257,9 +260,7 @@ class Bench:
 
     def floor_deploy(self) -> None:
         self.kubectl("apply", "-n", self.ns, "-f", "-", stdin=self.plan.stdout)
-        self.kubectl(
-            "rollout", "status", "-n", self.ns, f"statefulset/{STATEFULSET}", "--timeout=3600s"
-        )
+        self.kubectl("rollout", "status", "-n", self.ns, WORKERS.ref, "--timeout=3600s")
 
     def floor_teardown(self) -> None:
         # as mlenv's teardown: sent, not waited for (the pods have their grace period)

@@ -64,7 +64,7 @@ def test_the_pod_root_controller_leaves_scale_pods_alone() -> None:
             self.terminating = set()
             self.pods: dict[tuple[str, str], dict[str, Any]] = {}
             self.dirty: set[str] = set()
-            self.unannotated: set[tuple[str, str]] = set()
+            self.unannotated: dict[tuple[str, str], str] = {}
 
         def folder_uid(self, ns: str, name: str) -> str | None:
             return None  # no pod folder yet
