@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import re
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -101,7 +102,9 @@ def test_the_recheck_pushes_from_pod_0_and_the_fetch_tells_the_node(
             ]
             res = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=300)
             said = res.stdout + res.stderr
-            assert res.returncode == 0 and f"metrics pushed to {url}" in said, said[-4000:]
+            # a line past 100 columns goes on under the prefix: read it back as one
+            joined = re.sub(r"\n\[acceptance\] +", " ", said)
+            assert res.returncode == 0 and f"metrics pushed to {url}" in joined, said[-4000:]
             (req,) = _Gateway.seen
             assert req["path"] == f"/metrics/job/mlenv_acceptance/cluster/{name}"
             verdict = {

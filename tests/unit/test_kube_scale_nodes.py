@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from mlenv.testing.kube import manifests, podroots
+from mlenv.testing.kube import manifests, plane, podroots
 
 
 def test_a_scale_node_is_a_gpu_node_with_a_pod_range_of_its_own() -> None:
@@ -81,3 +82,34 @@ def test_the_pod_root_controller_leaves_scale_pods_alone() -> None:
         }
         assert ctl.handle("ADDED", pod)
     assert prepared == ["real"]
+
+
+def test_a_relist_leaves_the_scale_nodes_shared_root_and_forgets_a_pod_missed(
+    tmp_path: Path,
+) -> None:
+    """After a list, a pod folder whose pod is gone is a deletion the watch missed; the
+    scale nodes' shared root is no pod's folder, and releasing it left their execs with no
+    network ("has no network ... refusing to run")."""
+    forgotten: list[tuple[str, str]] = []
+
+    class Sweeping(podroots.Controller):
+        def __init__(self) -> None:  # a tier folder, and a server that lists no pod
+            self.tier = tmp_path
+            self.pods: dict[tuple[str, str], dict[str, Any]] = {}
+
+        def kubectl(self, *args: str, stdin: str | None = None) -> Any:
+            return subprocess.CompletedProcess(args, 0, '{"items": [], "metadata": {}}', "")
+
+        def say(self, line: str) -> None:
+            pass
+
+        def forget(self, ns: str, name: str) -> None:
+            forgotten.append((ns, name))
+
+        def flush(self) -> None:
+            pass
+
+    for ns, name in ((*plane.SCALE_ROOT,), ("team", "gone")):
+        (tmp_path / "pods" / ns / name).mkdir(parents=True)
+    Sweeping().relist()
+    assert forgotten == [("team", "gone")]

@@ -676,6 +676,10 @@ class Controller:
             self.pods.pop(key, None)
         root = self.tier / "pods"
         for ns_dir in sorted(root.iterdir()) if root.is_dir() else []:
+            if ns_dir.name.startswith("_"):
+                # the tier's own roots (the scale nodes' shared one, plane.SCALE_ROOT): no
+                # namespace name starts with "_", so no pod ever owned them
+                continue
             for folder in sorted(ns_dir.iterdir()) if ns_dir.is_dir() else []:
                 if folder.name != NAMES_DIR and (ns_dir.name, folder.name) not in live:
                     self.say(f"{ns_dir.name}/{folder.name}: deleted while not watched")
