@@ -639,8 +639,9 @@ def quarantine_verb(
     Not permitted: the commands are printed for an admin and InfraError (exit 3) is
     raised, nothing changed."""
     if plan is not None and not apply_them:
-        plan(_plan_doc(run, marker, cluster, ts))
-        _unmarkable([f"{t.node}: {why}" for t in ts if (why := marker.unusable(t))])
+        doc = _plan_doc(run, marker, cluster, ts)
+        plan(doc)
+        _unmarkable([f"{n['node']}: {n['cannot']}" for n in doc["nodes"] if n["cannot"]])
         return
     if not ts:
         say(
