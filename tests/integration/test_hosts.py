@@ -114,16 +114,17 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
                     timeout=20,
                 )
                 assert r.returncode == 0, f"host {i}: mount {d}: {r.stdout}"
-            sshd.append(
-                pods.popen(
-                    i,
-                    [sshd_bin, "-D", "-e", "-f", str(cfg)],
-                    dict(os.environ),
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    start_new_session=True,
+            with open(root / f"sshd-{i}.log", "w", encoding="utf-8") as log:
+                sshd.append(
+                    pods.popen(
+                        i,
+                        [sshd_bin, "-D", "-e", "-f", str(cfg)],
+                        dict(os.environ),
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,
+                    )
                 )
-            )
         (root / "clusters").mkdir()
         (root / "shared").mkdir()
         addrs = [p.address for p in pods.pods]
@@ -141,10 +142,19 @@ def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         )
         e = Env(root, pods, sshd)
         end = time.monotonic() + 20
-        while time.monotonic() < end:
+        while True:
             r = e.mlenv("deploy", CLUSTER, timeout=60)
             if r.returncode == 0:
                 break
+            if time.monotonic() > end:
+                # every test of the module would fail the same way: say why once, with
+                # what each sshd printed and whether it still runs
+                logs = "\n".join(
+                    f"sshd {i} ({'running' if p.poll() is None else f'exited {p.returncode}'}): "
+                    + (root / f"sshd-{i}.log").read_text()[-1500:]
+                    for i, p in enumerate(sshd)
+                )
+                pytest.fail(f"the hosts never answered: {r.stdout}{r.stderr}\n{logs}")
             time.sleep(0.5)
         yield e
     finally:

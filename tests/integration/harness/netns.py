@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -27,6 +28,9 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+
+# Machine-wide claims of the 10.231.x/24 subnets, shared by every test worker and run.
+SUBNETS = "/run/mlenv-netns-subnets"
 
 TOOLS = ("ip", "unshare", "nsenter", "ssh", "ssh-keygen", "pdsh", "mount")
 
@@ -117,6 +121,7 @@ class Cluster:
     pods: list[Pod] = field(default_factory=list)
     setup_s: float = 0.0
     teardown_s: float = 0.0
+    octet: int = -1
 
     @property
     def bridge(self) -> str:
@@ -131,9 +136,65 @@ class Cluster:
         return f"{self.statefulset}-{i}.{self.headless}.{self.namespace}.svc"
 
     def _subnet(self) -> str:
-        # Addresses live only on our own bridge inside our namespaces, so two runs can
-        # never clash; a random third octet still keeps captures/logs apart.
-        return f"10.231.{int(self.tag[:2], 16)}"
+        """This cluster's /24 (without the last octet), claimed for it in ``setup``.
+
+        The pods' addresses live in their own namespaces, but the Slurm and hosts harnesses
+        give this machine ``<subnet>.1`` on the bridge: two clusters alive at once with the
+        same /24 would route one's traffic to the other's pods (ssh then met a Slurm node
+        with no sshd: "connection refused"). So the octet is claimed machine-wide."""
+        if self.octet < 0:
+            raise HarnessUnavailable("the cluster has no subnet before setup()")
+        return f"10.231.{self.octet}"
+
+    def _claim_subnet(self) -> None:
+        """Claim a third octet no other live cluster holds and this machine does not route.
+
+        A claim is a file ``SUBNETS/<octet>`` made with O_EXCL holding the claimer's PID;
+        a claim whose PID is gone (a killed test run) is taken over."""
+        os.makedirs(SUBNETS, exist_ok=True)
+        routed = set(
+            int(m)
+            for m in re.findall(
+                r"\b10\.231\.(\d+)\.",
+                subprocess.run(
+                    ["ip", "-4", "route", "show", "table", "all"],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                ).stdout,
+            )
+        )
+        start = int(self.tag[:2], 16)
+        for k in range(256):
+            octet = (start + k) % 256
+            if octet in routed or octet in (0, 255):
+                continue
+            path = os.path.join(SUBNETS, str(octet))
+            for _ in range(2):
+                try:
+                    fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+                except FileExistsError:
+                    if _claim_alive(path):
+                        break
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+                    continue
+                with os.fdopen(fd, "w", encoding="ascii") as f:
+                    f.write(f"{os.getpid()}\n")
+                self.octet = octet
+                return
+        raise HarnessUnavailable(f"no free 10.231.x/24 subnet (claims in {SUBNETS})")
+
+    def _release_subnet(self) -> None:
+        if self.octet < 0:
+            return
+        path = os.path.join(SUBNETS, str(self.octet))
+        with contextlib.suppress(OSError):
+            with open(path, encoding="ascii") as f:
+                mine = f.read().strip() == str(os.getpid())
+            if mine:
+                os.unlink(path)
+        self.octet = -1
 
     def setup(self) -> None:
         """Create the bridge, the pods and the Secret; raises HarnessUnavailable on failure."""
@@ -141,13 +202,14 @@ class Cluster:
         os.makedirs(self.secret_dir, exist_ok=True)
         keypair(os.path.join(self.secret_dir, "id_ed25519"))
         keypair(os.path.join(self.secret_dir, "ssh_host_ed25519_key"))
+        self._claim_subnet()
         net = self._subnet()
         addrs = [f"{net}.{10 + i}" for i in range(self.n)]
         hosts_lines = ["127.0.0.1 localhost", "::1 localhost"]
         hosts_lines += [f"{a} {self.dns(i)} {self.statefulset}-{i}" for i, a in enumerate(addrs)]
-        _ip("link", "add", self.bridge, "type", "bridge")
-        _ip("link", "set", self.bridge, "up")
         try:
+            _ip("link", "add", self.bridge, "type", "bridge")
+            _ip("link", "set", self.bridge, "up")
             for i in range(self.n):
                 self.pods.append(self._start_pod(i, addrs[i], "\n".join(hosts_lines) + "\n"))
             for pod in self.pods:
@@ -504,7 +566,31 @@ class Cluster:
                 break
             time.sleep(0.05)
         self.pods = []
+        self._release_subnet()
         self.teardown_s = time.monotonic() - t0
+
+
+def _claim_alive(path: str) -> bool:
+    """Whether the subnet claim at ``path`` belongs to a live process."""
+    try:
+        with open(path, encoding="ascii") as f:
+            text = f.read().strip()
+        age = time.time() - os.stat(path).st_mtime
+    except OSError:
+        return True
+    if not text.isdigit():
+        # just made, its PID not written yet; one left empty by a crash expires
+        return age < 10
+    pid = int(text)
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _children(pid: int) -> list[int]:
