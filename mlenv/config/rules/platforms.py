@@ -4,6 +4,7 @@ own section (:mod:`.slurm`, :mod:`.hosts`)."""
 
 from __future__ import annotations
 
+from mlenv import contract
 from mlenv.config.rules import hosts, slurm
 from mlenv.config.rules.common import Checker, _get
 
@@ -60,3 +61,36 @@ def check(c: Checker) -> None:
             )
     slurm.check(c, plat == "slurm")
     hosts.check(c, plat == "hosts")
+    if plat not in ("slurm", "hosts"):
+        quarantine_tolerated(c)
+
+
+def quarantine_tolerated(c: Checker) -> None:
+    """A worker toleration that matches the quarantine taint (``ml-dev-env.io/health=fail:
+    NoSchedule``) lets the workers back onto the nodes `mlenv quarantine` took out, so the
+    next run measures the node it was meant to avoid: a warning, since a site may want it.
+    An empty key with ``operator: Exists`` tolerates every taint, this one included."""
+    tolerations = _get(c.data, "scheduling", "tolerations")
+    if not isinstance(tolerations, list):
+        return
+    for i, t in enumerate(tolerations):
+        if not isinstance(t, dict):
+            continue
+        key, op = t.get("key") or "", t.get("operator") or "Equal"
+        effect = t.get("effect") or ""
+        if effect not in ("", contract.TAINT_EFFECT):
+            continue
+        if key == "" and op == "Exists":
+            what = "tolerates every taint (empty key, operator: Exists)"
+        elif key == contract.LABEL_HEALTH and (
+            op == "Exists" or t.get("value", "") == contract.HEALTH_FAIL
+        ):
+            what = f"tolerates the quarantine taint {contract.LABEL_HEALTH}"
+        else:
+            continue
+        c.warn(
+            ("scheduling", "tolerations", i),
+            f"this toleration {what}, so the workers still land on nodes that "
+            "`mlenv quarantine --apply` took out of service",
+            "give it the key of the taint it is meant for",
+        )

@@ -207,3 +207,51 @@ def test_hosts_needs_hosts_and_plain_values(check: Check) -> None:
 def test_unknown_platform_is_a_schema_error(check: Check) -> None:
     _, d = check(BASE + "platform: lsf\n")
     assert [x.path for x in d if x.severity == "error"] == ["platform"]
+
+
+@pytest.mark.parametrize(
+    "toleration,what",
+    [
+        ("{operator: Exists}", "tolerates every taint"),
+        ("{operator: Exists, effect: NoSchedule}", "tolerates every taint"),
+        ("{key: ml-dev-env.io/health, operator: Exists}", "tolerates the quarantine taint"),
+        (
+            "{key: ml-dev-env.io/health, value: fail, effect: NoSchedule}",
+            "tolerates the quarantine",
+        ),
+    ],
+)
+def test_a_toleration_that_lets_workers_onto_quarantined_nodes_is_a_located_warning(
+    check: Check, toleration: str, what: str
+) -> None:
+    text = (
+        BASE + "scheduling:\n  tolerations:\n"
+        "    - {key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}\n"
+        f"    - {toleration}\n"
+    )
+    c, d = check(text)
+    assert c is not None and [x for x in d if x.severity == "error"] == []
+    (w,) = warnings(d)
+    line = text.splitlines().index(f"    - {toleration}") + 1
+    assert w.startswith(f"{line}:scheduling.tolerations[1]: this toleration {what}"), w
+    assert "mlenv quarantine --apply" in w
+
+
+@pytest.mark.parametrize(
+    "toleration",
+    [
+        "{key: nvidia.com/gpu, operator: Exists}",
+        "{operator: Exists, effect: NoExecute}",
+        "{key: ml-dev-env.io/health, value: rma, effect: NoSchedule}",
+    ],
+)
+def test_tolerations_of_other_taints_are_quiet(check: Check, toleration: str) -> None:
+    _, d = check(BASE + f"scheduling:\n  tolerations:\n    - {toleration}\n")
+    assert warnings(d) == []
+
+
+def test_a_quarantine_toleration_on_slurm_is_left_to_the_ignored_key_warning(check: Check) -> None:
+    _, d = check(SLURM + "scheduling:\n  tolerations:\n    - {operator: Exists}\n")
+    assert [w.split(": ", 1)[1] for w in warnings(d)] == [
+        "'scheduling' is the pods' tolerations and node selector; platform slurm ignores it"
+    ]
