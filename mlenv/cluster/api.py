@@ -468,11 +468,15 @@ class ClusterClient(Protocol):
         *,
         exclude: Sequence[str] = (),
         timeout: float | None = None,
-    ) -> None:
+        then: Sequence[str] = (),
+    ) -> str:
         """Copy the contents of ``local_dir`` to ``remote_dir`` in the pod, adding and
         updating files only: no client deletes (``sync --delete`` removes an explicit,
         protected list through exec). ``exclude`` holds rsync patterns: ``/x`` only at the
-        top of the tree, ``x`` at any depth. ExecTimeout as for :meth:`exec`."""
+        top of the tree, ``x`` at any depth. ``then``: an argument list run in the pod once
+        the copy landed, in the copy's own exec where the client can (one process per pod
+        instead of two); its output is returned ("" without it; a failure of it is
+        ExecFailed). ExecTimeout as for :meth:`exec`."""
         ...
 
     def logs(

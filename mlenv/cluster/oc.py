@@ -299,6 +299,11 @@ def kubelet_unreachable(stderr: str) -> str | None:
     return (m.group(0) if m else last).strip()
 
 
+# The copy and the command after it in one exec: the folder is $1, the command the rest of
+# the arguments; a failed unpack runs nothing.
+_UNPACK_THEN = 'tar -x -f - -C "$1" && shift && exec "$@"'
+
+
 def tar_pack(local_dir: str, tar: str = "tar") -> tuple[list[str], bytes]:
     """The control host's ``tar`` that packs ``local_dir`` for the kubectl copy, and the
     NUL-separated names it reads on stdin (30,000 files do not overflow an argument list).
@@ -1120,12 +1125,15 @@ class OcCluster:
         *,
         exclude: Sequence[str] = (),
         timeout: float | None = None,
-    ) -> None:
+        then: Sequence[str] = (),
+    ) -> str:
         """Copy ``local_dir`` into ``POD:REMOTE``, adding and updating files only.
 
         oc: ``oc rsync --no-perms --exclude=… -- DIR/ POD:REMOTE`` (never ``--delete``:
-        deletions are :mod:`~mlenv.cluster.sync`'s explicit, protected list). kubectl: a
-        tar stream (:func:`tar_pack`) unpacked by the pod's ``tar -x``.
+        deletions are :mod:`~mlenv.cluster.sync`'s explicit, protected list), then ``then``
+        by its own exec. kubectl: a tar stream (:func:`tar_pack`) unpacked by the pod's
+        ``tar -x``, and ``then`` in the same exec (``sh -c`` with every value a positional
+        argument, never part of the script).
         """
         limit = self._limit(timeout)
         argv.abs_path(remote_dir, "remote directory")
@@ -1140,12 +1148,12 @@ class OcCluster:
                 raise ExecTimeout(f"rsync of {local_dir}", pod, limit)
             if rc != 0:
                 raise classify(err or out, "Pod", pod)
-            return
+            return self.exec(pod, namespace, then, timeout=timeout).stdout if then else ""
         tar, listing = tar_pack(local_dir)
-        remote = [
-            *self._base(namespace),
-            *argv.kube_exec(pod, ["tar", "-x", "-f", "-", "-C", remote_dir], ["-i"]),
-        ]
+        unpack = ["tar", "-x", "-f", "-", "-C", remote_dir]
+        if then:
+            unpack = ["sh", "-c", _UNPACK_THEN, "sh", remote_dir, *then]
+        remote = [*self._base(namespace), *argv.kube_exec(pod, unpack, ["-i"])]
         try:
             with subprocess.Popen(
                 tar, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
@@ -1172,6 +1180,7 @@ class OcCluster:
             )
         if proc.returncode != 0:
             raise classify(proc.stderr.decode(errors="replace"), "Pod", pod)
+        return proc.stdout.decode(errors="replace") if then else ""
 
     def logs(
         self,

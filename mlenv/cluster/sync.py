@@ -15,7 +15,10 @@ lists what would change, per pod, and changes nothing.
 
 The plan and the check both come from a listing of the pod's tree (path → sha256,
 :data:`~mlenv.cluster.treehash.LIST_SCRIPT` run through exec), so the oc and kubectl
-clients behave the same and the fake cluster can model it faithfully.
+clients behave the same and the fake cluster can model it faithfully. The check's listing
+of a pod that was copied to is taken by the copy's own exec (kubectl: one stream that
+unpacks, then lists), and a pod that needed nothing is proven by its plan's listing: a
+first sync is two processes per pod (list, copy and list), a sync with nothing to do one.
 """
 
 from __future__ import annotations
@@ -69,17 +72,22 @@ class SyncReport:
     dry_run: bool = False
 
 
+# The pod's tree as path -> sha256 (treehash.LIST_SCRIPT), by exec or after a copy.
+_LIST = ("python3", "-c", treehash.LIST_SCRIPT, REMOTE_DIR)
+
+
 def _listing(
     client: ClusterClient, cfg: ClusterConfig, pod: str, timeout: float | None
 ) -> dict[str, str]:
-    res = client.exec(
-        pod, cfg.namespace, ["python3", "-c", treehash.LIST_SCRIPT, REMOTE_DIR], timeout=timeout
-    )
+    return _parse_listing(pod, client.exec(pod, cfg.namespace, _LIST, timeout=timeout).stdout)
+
+
+def _parse_listing(pod: str, stdout: str) -> dict[str, str]:
     try:
-        data = json.loads(res.stdout or "{}")
+        data = json.loads(stdout or "{}")
     except json.JSONDecodeError:
         raise InfraError(
-            f"{pod}: the tree listing printed no JSON: {res.stdout.strip()[:200]!r}"
+            f"{pod}: the tree listing printed no JSON: {stdout.strip()[:200]!r}"
         ) from None
     if not isinstance(data, dict):
         raise InfraError(f"{pod}: the tree listing is not a mapping")
@@ -139,8 +147,11 @@ def sync(
     local = treehash.local_listing(local_dir)
     want = treehash.listing_digest(local)
 
+    planned: dict[str, dict[str, str]] = {}
+
     def plan(pod: str) -> PodPlan:
-        return plan_pod(pod, local, _listing(client, cfg, pod, timeout), delete=delete)
+        planned[pod] = _listing(client, cfg, pod, timeout)
+        return plan_pod(pod, local, planned[pod], delete=delete)
 
     plans = bounded_map(plan, targets, bound=workers, progress=say, what="listed")
     shared = " (shared rwx volume)" if cfg.storage.mode == "rwx" else ""
@@ -152,16 +163,27 @@ def sync(
                     say(f"  {mark} {treehash.shown(rel)}")
         return SyncReport([], [], want, plans, dry_run=True)
 
+    # What each pod holds once its copy is done, where that is already known without
+    # another exec: the pod's tree listed by the copy's own exec, or the plan's listing of
+    # a pod that needed nothing. A pod that shares another's rwx volume, or had files
+    # deleted after its copy, is listed again.
+    after: dict[str, dict[str, str]] = {}
+
     def copy(pl: PodPlan) -> str:
         if pl.add or pl.update:
-            client.rsync(
+            listed = client.rsync(
                 local_dir,
                 pl.pod,
                 cfg.namespace,
                 REMOTE_DIR,
                 exclude=list(treehash.RSYNC_EXCLUDES),
                 timeout=timeout,
+                then=() if pl.delete else _LIST,
             )
+            if not pl.delete:
+                after[pl.pod] = _parse_listing(pl.pod, listed)
+        elif not pl.delete:
+            after[pl.pod] = planned[pl.pod]
         # delete only after the copy succeeded: a failed copy must not leave fewer files
         if pl.delete:
             client.exec(
@@ -178,7 +200,7 @@ def sync(
         say(pl.summary() + shared)
 
     def check(pod: str) -> tuple[str, list[str]]:
-        remote = _listing(client, cfg, pod, timeout)
+        remote = after[pod] if pod in after else _listing(client, cfg, pod, timeout)
         return pod, [rel for rel, h in sorted(local.items()) if remote.get(rel) != h]
 
     got = bounded_map(check, [p.name for p in pods], bound=workers, progress=say, what="checked")

@@ -374,3 +374,24 @@ def test_sync_excludes_what_rsync_excludes_files_too(
     for rel in ("repo/.git", "results", "x/__pycache__"):
         assert treehash.excluded(rel), rel
     assert not treehash.excluded("sub/results")
+
+
+def test_the_copy_and_its_listing_are_one_exec(pod, tmp_path) -> None:
+    """sync's check of a pod it copied to comes from the copy's own stream (one kubectl
+    process, not a copy and then a listing); the folder and the command are arguments of
+    ``sh -c``, never part of its script."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (ws / "a.py").write_text("print(1)\n")
+    (ws / "sub" / "$(touch PWNED).txt").write_text("x")
+    listed = OcCluster().rsync(
+        str(ws),
+        "ml-dev-env-0",
+        "ns",
+        "/workspace",
+        then=("python3", "-c", treehash.LIST_SCRIPT, "/workspace"),
+    )
+    assert json.loads(listed) == treehash.local_listing(str(ws))
+    assert len((tmp_path / "log").read_text().splitlines()) == 1
+    assert (pod / "sub" / "$(touch PWNED).txt").read_text() == "x"
+    assert list(tmp_path.rglob("PWNED")) == []

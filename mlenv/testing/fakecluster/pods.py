@@ -140,6 +140,15 @@ class Pods(Controllers):
         args = tuple(argv)
         self.calls.append(["exec", pod, *args])
         limit = self.exec_timeout if timeout is None else timeout
+        res = self._run_in(obj, pod, args, stdin, limit)
+        if check and res.returncode != 0:
+            raise ExecFailed(pod, res)
+        return res
+
+    def _run_in(
+        self, obj: Manifest, pod: str, args: tuple[str, ...], stdin: str | None, limit: float
+    ) -> ExecResult:
+        """What ``args`` does in the running pod ``obj`` (not recorded as a call)."""
         if len(args) == 4 and args[:2] == ("python3", "-c") and args[2] == treehash.SCRIPT:
             vid, rel = self._volume_for(obj, args[3].rstrip("/"))
             pre = f"{rel}/" if rel else ""
@@ -188,8 +197,6 @@ class Pods(Controllers):
                     str(resp.get("stderr", "")),
                 )
                 break
-        if check and res.returncode != 0:
-            raise ExecFailed(pod, res)
         return res
 
     def _read_only_script(self, obj: Manifest, args: tuple[str, ...]) -> ExecResult:
@@ -270,14 +277,16 @@ class Pods(Controllers):
         *,
         exclude: Sequence[str] = (),
         timeout: float | None = None,
-    ) -> None:
+        then: Sequence[str] = (),
+    ) -> str:
         """Copy a local tree into the pod's volume with rsync's exclude semantics, adding
-        and updating only (as the real clients do: nothing in the pod is deleted)."""
+        and updating only (as the real clients do: nothing in the pod is deleted); then run
+        ``then`` as :meth:`exec` would, in the same call."""
         obj = self._running_pod(pod, namespace)
         self._require("create", "pods/exec", "Pod", pod)
-        self.calls.append(["rsync", pod, local_dir, remote_dir])
+        self.calls.append(["rsync", pod, local_dir, remote_dir, *then])
         if pod in self.rsync_failures:
-            return
+            return self._then(obj, pod, then, timeout)
         vid, rel = self._volume_for(obj, remote_dir.rstrip("/"))
         vol = self.volumes.setdefault(vid, {})
         pre = f"{rel}/" if rel else ""
@@ -288,6 +297,17 @@ class Pods(Controllers):
         }
         for p, d in files.items():
             vol[p] = base64.b64encode(d).decode()
+        return self._then(obj, pod, then, timeout)
+
+    def _then(self, obj: Manifest, pod: str, then: Sequence[str], timeout: float | None) -> str:
+        """``rsync``'s command after the copy: in the copy's own call, as kubectl runs it."""
+        if not then:
+            return ""
+        limit = self.exec_timeout if timeout is None else timeout
+        res = self._run_in(obj, pod, tuple(then), None, limit)
+        if res.returncode != 0:
+            raise ExecFailed(pod, res)
+        return res.stdout
 
     def logs(
         self,

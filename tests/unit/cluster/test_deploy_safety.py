@@ -17,6 +17,7 @@ from mlenv.cluster.deploy import (
     deploy,
     plan,
 )
+from mlenv.cluster import treehash
 from mlenv.cluster.keys import SECRET_NAME
 from mlenv.cluster.sync import sync, watch
 from mlenv.cluster.teardown import teardown
@@ -307,10 +308,14 @@ def test_rwx_copies_once_and_checks_every_pod(fake_for, tmp_path) -> None:
     fake.calls.clear()
     rep = sync(cfg, fake, str(ws))
     assert [c[:2] for c in fake.calls if c[0] == "rsync"] == [["rsync", "ml-dev-env-0"]]
-    # one listing to plan the copy (pod-0 holds the shared volume), then one check per pod
+    # one listing to plan the copy (pod-0 holds the shared volume); pod-0's check is the
+    # listing its copy's own call made, every other pod is listed once to check it
+    (copy,) = [c for c in fake.calls if c[0] == "rsync"]
+    assert copy[4:] == ["python3", "-c", treehash.LIST_SCRIPT, "/workspace"]
     checks = [c[1] for c in fake.calls if c[0] == "exec"][1:]
-    assert checks == [f"ml-dev-env-{i}" for i in range(cfg.gpus.default_nodes)]
-    assert rep.copied == ["ml-dev-env-0"] and rep.verified == checks
+    n = cfg.gpus.default_nodes
+    assert checks == [f"ml-dev-env-{i}" for i in range(1, n)]
+    assert rep.copied == ["ml-dev-env-0"] and rep.verified == [f"ml-dev-env-{i}" for i in range(n)]
 
 
 def test_unreadable_admin_objects_are_left_to_the_admin(barcelona, fake_for) -> None:
