@@ -53,7 +53,9 @@ def trial(n: int, noise: float, factor: float | None, sf: float, seed: int) -> d
         "healthy_named": healthy_named,
         "healthy": n - (1 if factor is not None else 0),
         "false_trial": int(healthy_named > 0 or bool(wrong_links)),
+        "wrong_links": len(wrong_links),
         "rounds": len(loc.rounds),
+        "confirms": sum(r.confirm for r in loc.rounds),
     }
 
 
@@ -70,8 +72,12 @@ def table(
             for sf in slow_fracs:
                 row: dict[str, Any] = {"nodes": n, "noise": noise, "slow_frac": sf}
                 healthy_named = healthy = false_trials = runs = 0
+                rounds: list[int] = []
+                confirms: list[int] = []
                 for factor in (*FACTORS, None):
                     got = [trial(n, noise, factor, sf, s) for s in range(trials)]
+                    rounds += [g["rounds"] for g in got]
+                    confirms += [g["confirms"] for g in got]
                     healthy_named += sum(g["healthy_named"] for g in got)
                     healthy += sum(g["healthy"] for g in got)
                     false_trials += sum(g["false_trial"] for g in got)
@@ -81,6 +87,9 @@ def table(
                         row[f"as_link_{factor:.2f}"] = sum(g["as_link"] for g in got) / trials
                 row["false_node"] = healthy_named / healthy
                 row["false_trial"] = false_trials / runs
+                row["rounds_mean"] = sum(rounds) / len(rounds)
+                row["rounds_max"] = max(rounds)
+                row["confirms_mean"] = sum(confirms) / len(confirms)
                 rows.append(row)
     return rows
 
@@ -104,9 +113,9 @@ def main() -> None:
     print(
         "| nodes | noise | slow_frac | "
         + " | ".join(f"named at {int(f * 100)} %" for f in FACTORS)
-        + " | false (node) | false (trial) |"
+        + " | false (node) | false (trial) | rounds (of them confirmations), mean / max |"
     )
-    print("|---" * (5 + len(FACTORS)) + "|")
+    print("|---" * (6 + len(FACTORS)) + "|")
     for r in rows:
         print(
             f"| {r['nodes']} | {int(r['noise'] * 100)} % | {r['slow_frac']:.2f} | "
@@ -119,7 +128,8 @@ def main() -> None:
                 )
                 for c in cols
             )
-            + f" | {100 * r['false_node']:.2f} % | {100 * r['false_trial']:.0f} % |"
+            + f" | {100 * r['false_node']:.2f} % | {100 * r['false_trial']:.0f} %"
+            + f" | {r['rounds_mean']:.1f} ({r['confirms_mean']:.1f}) / {r['rounds_max']} |"
         )
     print(f"\n{a.trials} trials per cell, {time.perf_counter() - t0:.0f} s")
     if a.json:

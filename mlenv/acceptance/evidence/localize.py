@@ -38,6 +38,16 @@ Plan:
   leaf switch or uplink is one finding (``rack_findings``), its pairs neither slow links
   nor evidence against their nodes. A targeted round pairs a doubtful node with a good
   node of its own rack first.
+- Noise: one figure per pair cannot tell a healthy pair that read low from a slow one
+  that read high when the fabric's figures spread as wide as the gap (at ±20 % a healthy
+  pair reads 80-120 % of healthy, a node at 75 % reads 60-90 %). So a pair whose figure
+  lands near the bar (within the spread the survey itself shows: the interquartile range
+  of its figures over the reference, at most half of it) is measured again in a
+  *confirmation* round, up to :data:`READINGS` readings, and judged on their mean (its
+  spread falls with the square root of the readings). A quiet fabric shows no spread and
+  measures nothing twice. Confirmation rounds sit outside the round budget (each pair is
+  re-read at most ``READINGS - 1`` times, so they are bounded by it); the deadline bounds
+  them as any round.
 - Bounds: ``max_rounds`` (default ``max(4, ceil(log2 N))``) and ``deadline_s``: a round
   starts only when the time left is at least the longest round so far. Whatever is not
   resolved then is reported as suspects (*inconclusive*), never guessed.
@@ -64,6 +74,10 @@ INCONCLUSIVE = "inconclusive"  # suspects left when the rounds or the deadline r
 
 DEFAULT_SLOW_FRAC = 0.2
 REFERENCE_QUANTILE = 0.75
+# The most readings of one pair near the bar (the first and its confirmations).
+READINGS = 3
+# The widest band around the bar that asks for a confirmation, as a fraction of the bar.
+MAX_SPREAD = 0.5
 
 
 def default_max_rounds(n: int) -> int:
@@ -87,6 +101,21 @@ def reference(figures: Sequence[float]) -> float | None:
     return xs[int(REFERENCE_QUANTILE * (len(xs) - 1) + 0.5)]
 
 
+def spread(figures: Sequence[float], ref: float | None, bar: float | None) -> float:
+    """How widely healthy figures scatter, as a fraction of ``ref``: the interquartile range
+    of the figures at or above ``bar`` over ``ref`` (slow pairs, a slow uplink's many,
+    are not noise; 0 below four such figures; at most :data:`MAX_SPREAD`). Figures spread
+    uniformly by ±x give about x."""
+    if ref is None or ref <= 0 or bar is None:
+        return 0.0
+    xs = sorted(v for v in figures if v >= bar)
+    if len(xs) < 4:
+        return 0.0
+    lo = xs[int((1.0 - REFERENCE_QUANTILE) * (len(xs) - 1) + 0.5)]
+    hi = xs[int(REFERENCE_QUANTILE * (len(xs) - 1) + 0.5)]
+    return min(MAX_SPREAD, max(0.0, (hi - lo) / ref))
+
+
 @dataclass
 class Round:
     """One round: what was measured, against what, and who is in doubt afterwards."""
@@ -99,6 +128,7 @@ class Round:
     good: list[int]
     suspects: list[int]
     duration_s: float
+    confirm: bool = False  # pairs read near the bar, measured again
 
     def to_dict(self, names: Sequence[str] | None = None) -> dict[str, Any]:
         """JSON-ready, with node names when given (``results.json`` details)."""
@@ -108,6 +138,7 @@ class Round:
 
         return {
             "round": self.index,
+            **({"confirm": True} if self.confirm else {}),
             "pairs": [
                 {
                     "nodes": [nm(a), nm(b)],
@@ -177,9 +208,27 @@ class Localization:
 @dataclass
 class _State:
     n: int
-    figures: dict[Pair, float] = field(default_factory=dict)
+    figures: dict[Pair, float] = field(default_factory=dict)  # the mean of each pair's readings
+    readings: dict[Pair, list[float]] = field(default_factory=dict)
     racks: Sequence[str | None] | None = None
     rack_findings: list[topo.RackFinding] = field(default_factory=list)
+
+    def read(self, figs: Mapping[Pair, float]) -> None:
+        for p, v in figs.items():
+            self.readings.setdefault(p, []).append(v)
+            self.figures[p] = sum(self.readings[p]) / len(self.readings[p])
+
+    def unsure(self, bar: float | None, band: float) -> list[Pair]:
+        """Pairs whose mean is within ``band`` (a fraction of the bar, shrinking with the
+        square root of the readings) of the bar and that may be read again."""
+        if bar is None or band <= 0:
+            return []
+        return sorted(
+            p
+            for p, v in self.figures.items()
+            if len(self.readings[p]) < READINGS
+            and abs(v - bar) < bar * band / math.sqrt(len(self.readings[p]))
+        )
 
     def judge(
         self, ref: float | None, slow_frac: float
@@ -342,9 +391,11 @@ def localize(
     # targeted rounds pair suspects on purpose, and their figures would drag it down.
     survey: list[float] = []
     surveying = True
+    confirming = False
+    confirms = 0  # confirmation rounds so far (outside the budget)
     pairs = next(schedule)
     while pairs:
-        if len(loc.rounds) >= budget:
+        if not confirming and len(loc.rounds) - confirms >= budget:
             if not surveying:  # nodes were still in doubt; a survey that used its rounds is done
                 loc.notes.append(
                     f"stopped after {budget} round(s) (the round budget for {n} nodes)"
@@ -366,8 +417,8 @@ def localize(
             if v is None or not math.isfinite(v) or v < 0:
                 raise ValueError(f"measure returned no usable figure for pair {p}: {v!r}")
             figs[p] = float(v)
-        st.figures.update(figs)
-        if surveying:
+        st.read(figs)
+        if surveying and not confirming:
             survey += figs.values()
         ref = expected_gbps if expected_gbps is not None else reference(survey)
         slow, good, bad, links = st.judge(ref, slow_frac)
@@ -386,11 +437,22 @@ def localize(
                 sorted(good),
                 [x for x in doubtful if any(x in p for p in st.figures)],
                 dur,
+                confirming,
             )
         )
+        confirms += confirming
         loc.reference_gbps, loc.slow_nodes, loc.slow_links = ref, sorted(bad), sorted(links)
         loc.bar_gbps = None if ref is None else (1.0 - slow_frac) * ref
-        if len(loc.rounds) < len(by_rack):  # the topology survey first, whatever it shows
+        unsure = st.unsure(loc.bar_gbps, spread(survey, ref, loc.bar_gbps))
+        if unsure:
+            # read them again before the next planned round: what it pairs depends on them
+            confirming = True
+            pairs, _, _ = _pack([], unsure)
+            continue
+        confirming = False
+        if len(loc.rounds) - confirms < len(
+            by_rack
+        ):  # the topology survey first, whatever it shows
             pairs = [p for p in next(schedule) if p not in st.figures]
         elif ref is None or not (doubtful or bad or links or st.rack_findings):
             # Nothing to judge yet, or nothing found: survey pairs not measured so far
