@@ -10,8 +10,9 @@ node count, noise and ``slow_frac``:
 - **as link**: trials in which it was named only as one end of a slow link (the right
   place, the wrong action);
 - **false (node)**: healthy nodes named slow, over all healthy nodes of every trial,
-  with and without a slow node in the fabric; **false (trial)**: trials naming any healthy
-  node or link.
+  with and without a slow node in the fabric; **false (link)**: healthy links named slow,
+  per trial; **false (trial)**: trials naming any healthy node or link;
+- **rounds**: per localization, mean and most, and of them the confirmation rounds.
 
     python benchmarks/bench_slow_frac.py [--trials 40] [--json out.json]
 """
@@ -74,10 +75,12 @@ def table(
                 healthy_named = healthy = false_trials = runs = 0
                 rounds: list[int] = []
                 confirms: list[int] = []
+                wrong_links = 0
                 for factor in (*FACTORS, None):
                     got = [trial(n, noise, factor, sf, s) for s in range(trials)]
                     rounds += [g["rounds"] for g in got]
                     confirms += [g["confirms"] for g in got]
+                    wrong_links += sum(g["wrong_links"] for g in got)
                     healthy_named += sum(g["healthy_named"] for g in got)
                     healthy += sum(g["healthy"] for g in got)
                     false_trials += sum(g["false_trial"] for g in got)
@@ -87,6 +90,7 @@ def table(
                         row[f"as_link_{factor:.2f}"] = sum(g["as_link"] for g in got) / trials
                 row["false_node"] = healthy_named / healthy
                 row["false_trial"] = false_trials / runs
+                row["wrong_links_per_trial"] = wrong_links / runs
                 row["rounds_mean"] = sum(rounds) / len(rounds)
                 row["rounds_max"] = max(rounds)
                 row["confirms_mean"] = sum(confirms) / len(confirms)
@@ -113,9 +117,9 @@ def main() -> None:
     print(
         "| nodes | noise | slow_frac | "
         + " | ".join(f"named at {int(f * 100)} %" for f in FACTORS)
-        + " | false (node) | false (trial) | rounds (of them confirmations), mean / max |"
+        + " | false (node) | false (link) | false (trial) | rounds (of them confirmations), mean / max |"
     )
-    print("|---" * (6 + len(FACTORS)) + "|")
+    print("|---" * (7 + len(FACTORS)) + "|")
     for r in rows:
         print(
             f"| {r['nodes']} | {int(r['noise'] * 100)} % | {r['slow_frac']:.2f} | "
@@ -128,7 +132,8 @@ def main() -> None:
                 )
                 for c in cols
             )
-            + f" | {100 * r['false_node']:.2f} % | {100 * r['false_trial']:.0f} %"
+            + f" | {100 * r['false_node']:.2f} % | {r['wrong_links_per_trial']:.2f}"
+            + f" | {100 * r['false_trial']:.0f} %"
             + f" | {r['rounds_mean']:.1f} ({r['confirms_mean']:.1f}) / {r['rounds_max']} |"
         )
     print(f"\n{a.trials} trials per cell, {time.perf_counter() - t0:.0f} s")

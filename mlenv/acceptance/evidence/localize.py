@@ -212,6 +212,7 @@ class _State:
     readings: dict[Pair, list[float]] = field(default_factory=dict)
     racks: Sequence[str | None] | None = None
     rack_findings: list[topo.RackFinding] = field(default_factory=list)
+    band: float = 0.0  # the noise band around the bar (spread()), as a fraction of it
 
     def read(self, figs: Mapping[Pair, float]) -> None:
         for p, v in figs.items():
@@ -254,7 +255,16 @@ class _State:
             partners = {a if b == x else b for a, b in slow if x in (a, b)}
             if len(partners & good) >= 2:
                 bad.add(x)
-        links = {p for p in slow if p[0] in good and p[1] in good}
+        # A link is named on its own figures only, nobody else's: one still within the
+        # noise band after its last reading is left unnamed (at ±20 % noise a few healthy
+        # pairs of thousands average under the bar).
+        links = {
+            p
+            for p in slow
+            if p[0] in good
+            and p[1] in good
+            and figures[p] < bar * (1.0 - self.band / math.sqrt(len(self.readings.get(p, [0.0]))))
+        }
         return slow, good, bad, links
 
 
@@ -421,6 +431,8 @@ def localize(
         if surveying and not confirming:
             survey += figs.values()
         ref = expected_gbps if expected_gbps is not None else reference(survey)
+        if ref is not None:
+            st.band = spread(survey, ref, (1.0 - slow_frac) * ref)
         slow, good, bad, links = st.judge(ref, slow_frac)
         explained = good | bad
         doubtful = [x for x in range(n) if x not in explained]
@@ -443,7 +455,7 @@ def localize(
         confirms += confirming
         loc.reference_gbps, loc.slow_nodes, loc.slow_links = ref, sorted(bad), sorted(links)
         loc.bar_gbps = None if ref is None else (1.0 - slow_frac) * ref
-        unsure = st.unsure(loc.bar_gbps, spread(survey, ref, loc.bar_gbps))
+        unsure = st.unsure(loc.bar_gbps, st.band)
         if unsure:
             # read them again before the next planned round: what it pairs depends on them
             confirming = True
