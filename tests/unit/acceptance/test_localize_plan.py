@@ -404,6 +404,7 @@ def test_at_twenty_percent_noise_a_slow_node_is_named_and_no_healthy_one(factor:
         assert loc.slow_nodes == [slow], (seed, loc.slow_nodes, loc.slow_links)
         healthy = localize(n, SimulatedFabric(noise=0.2, seed=seed))
         assert healthy.slow_nodes == [], (seed, healthy.slow_nodes)
+        assert loc.slow_links == [] and healthy.slow_links == [], (seed, healthy.slow_links)
 
 
 def test_confirmations_read_pairs_near_the_bar_again_and_a_quiet_fabric_none() -> None:
