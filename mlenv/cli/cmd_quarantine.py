@@ -245,6 +245,7 @@ def recheck_cmd(
             suite_args=list(suite or []),
             history_root=root,
             wait_s=wait,
+            run=run,
         )
     )
 
