@@ -340,7 +340,14 @@ class SlurmPlatform(_OffKube):
         # reservation deleted before mlenv exits (130/143)
         with signals_as_interrupts():
             return sr.recheck(
-                sr.SlurmOps(), report_dir, run_id, reasons, suite, s.say, s.warn, held=interrupts_held
+                sr.SlurmOps(),
+                report_dir,
+                run_id,
+                reasons,
+                suite,
+                s.say,
+                s.warn,
+                held=interrupts_held,
             )
 
     def release(
@@ -369,7 +376,9 @@ class SlurmPlatform(_OffKube):
         ]
         if left and dry_run:
             for n in left:
-                s.say(f"# would first finish the stopped re-check of node {n} (drain it, delete its reservation)")
+                s.say(
+                    f"# would first finish the stopped re-check of node {n} (drain it, delete its reservation)"
+                )
         elif left:
             self._permitted()
             sr.finish_all(sr.SlurmOps(), run.report_dir, left, s.say)

@@ -77,9 +77,7 @@ def _user() -> str:
     try:
         return argv.ssh_user(pwd.getpwuid(uid).pw_name)
     except KeyError:
-        raise InfraError(
-            f"uid {uid} has no login name: the reservation names its user"
-        ) from None
+        raise InfraError(f"uid {uid} has no login name: the reservation names its user") from None
 
 
 def create_argv(name: str, node: str, user: str) -> list[str]:

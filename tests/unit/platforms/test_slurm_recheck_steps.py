@@ -10,7 +10,6 @@ The same loop on a real slurmctld: tests/integration/test_slurm_recheck_node.py.
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 from pathlib import Path
 
@@ -251,7 +250,9 @@ def test_a_recheck_while_one_runs_is_refused_and_changes_nothing(tmp_path: Path)
     said: list[str] = []
     code = sr.recheck(fake, tmp_path, RUN, {NODE: REASON}, _suite(fake), said.append, said.append)
     assert code == EXIT_ERROR and fake.calls == []
-    assert any(f"a re-check of node {NODE} is in progress (reservation {RES} exists" in s for s in said)
+    assert any(
+        f"a re-check of node {NODE} is in progress (reservation {RES} exists" in s for s in said
+    )
     assert fake.reservations[RES]["Users"] == "alice"
 
 
@@ -291,7 +292,9 @@ def test_someone_elses_drain_during_the_recheck_is_kept(tmp_path: Path) -> None:
 def test_a_job_that_outlives_its_scancel_keeps_the_reservation(tmp_path: Path) -> None:
     fake = FakeSlurm()
     fake.cancel_jobs_in = lambda name: fake.calls.append("scancel ignored")  # type: ignore[method-assign]
-    with pytest.raises(InfraError, match="has not ended 120 s after scancel; the node stays reserved"):
+    with pytest.raises(
+        InfraError, match="has not ended 120 s after scancel; the node stays reserved"
+    ):
         sr.recheck_node(
             fake, tmp_path, NODE, REASON, _suite(fake, stop=KeyboardInterrupt()), print,
             quarantined_by=RUN,
@@ -305,10 +308,14 @@ def test_argv_puts_every_value_after_the_double_dash_and_validates_it() -> None:
     words = sr.create_argv(RES, NODE, "alice")
     assert words[:2] == ["scontrol", "--"] and words[2:4] == ["create", "reservation"]
     assert "Flags=MAINT,IGNORE_JOBS" in words and "Duration=UNLIMITED" in words
-    assert f"Users=alice" in words and f"Nodes={NODE}" in words
+    assert "Users=alice" in words and f"Nodes={NODE}" in words
     assert sr.delete_argv(RES) == ["scontrol", "--", "delete", f"ReservationName={RES}"]
     assert sr.cancel_argv(RES) == ["scancel", f"--reservation={RES}"]
-    assert sr.sbatch_options(RES, NODE) == [f"--reservation={RES}", f"--nodelist={NODE}", "--nodes=1"]
+    assert sr.sbatch_options(RES, NODE) == [
+        f"--reservation={RES}",
+        f"--nodelist={NODE}",
+        "--nodes=1",
+    ]
     assert sr.reservation_name("gpu-a02.example.com") != RES  # one per node, a plain name
     for bad in ("-x", "a b", "n;rm", "n\nx"):
         with pytest.raises(argv.UnsafeArgument):
