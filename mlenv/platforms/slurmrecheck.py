@@ -19,13 +19,13 @@ every other job off the node as well. Per node, in this order:
 5. the reservation deleted, last.
 
 Each step is written to ``<report dir>/recheck/<node>.json`` before it is taken, and the
-file is locked (``flock``) while this process works on the node. A re-check stopped at
-any point (Ctrl-C, SIGTERM, SIGHUP: the steps 4-5 run then; SIGKILL or a lost control
-host: they do not) leaves the file and the reservation; the next ``mlenv recheck`` or
-``mlenv release`` of the run finds the file unlocked and finishes it (cancels the job
-left in the reservation, drains the node with the quarantine's reason, deletes the
-reservation) before anything else. So the node is never resumed without its
-reservation. A reservation of the node that exists while the file is locked (or that
+file is locked (``flock``) while this process works on the node. Ctrl-C, SIGTERM and
+SIGHUP stop a re-check through steps 4-5. One stopped where those cannot run (SIGKILL,
+a lost control host, scontrol failing) leaves the file and the reservation; the next
+``mlenv recheck`` or ``mlenv release`` of the run finds the file unlocked and finishes
+it (cancels the job left in the reservation, drains the node with the quarantine's
+reason, deletes the reservation) before anything else. So the node is never resumed
+without its reservation. A reservation of the node that exists while the file is locked (or that
 this history does not know) is a re-check in progress: refused in one line.
 
 Every scontrol/scancel/squeue/sbatch argv comes from :func:`mlenv.argv.slurm`, the node
@@ -82,8 +82,9 @@ def _user() -> str:
 
 def create_argv(name: str, node: str, user: str) -> list[str]:
     """``scontrol -- create reservation …``: the node alone, for ``user``, from now, with no
-    end of its own (UNLIMITED), MAINT (a maintenance reservation: the node counts as
-    down for accounting) and IGNORE_JOBS (a job still ending on the node does not stop it)."""
+    end of its own (UNLIMITED; 22.05 makes it 365 days), MAINT (maintenance: Slurm's
+    special accounting, and it may take a node another reservation holds) and
+    IGNORE_JOBS (a job still ending on the node does not stop it)."""
     return argv.slurm(
         "scontrol",
         [],
