@@ -419,7 +419,7 @@ def recheck_node(
                 "started_at": contract_now(),
             },
         )
-        created = False
+        created = finished = False
         status: str | None = None
         rid = ""
         try:
@@ -435,10 +435,16 @@ def recheck_node(
                 st.step("running", job_id=job, run_id=run_id)
 
             status, rid = suite(node, name, on_job)
+            finished = True
         finally:
             with held():
                 if created:
                     restore(ops, st, say)
+                    if not finished:
+                        say(
+                            f"node {node}: re-check stopped; drained again ({reason}), "
+                            f"reservation {name} deleted"
+                        )
                 else:  # the reservation was refused: nothing was changed
                     st.done()
     return status or "UNKNOWN", rid

@@ -22,7 +22,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -122,7 +122,7 @@ def _recheck_run(out: str, node: str) -> str:
     return tail.split("): run ", 1)[1].split()[0]
 
 
-def _until(what: str, cond, timeout: float = 120.0) -> None:  # type: ignore[no-untyped-def]
+def _until(what: str, cond: Callable[[], bool], timeout: float = 120.0) -> None:
     end = time.monotonic() + timeout
     while not cond():
         assert time.monotonic() < end, f"not within {timeout:g} s: {what}"

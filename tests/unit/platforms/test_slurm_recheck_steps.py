@@ -162,10 +162,14 @@ def test_a_stopped_recheck_cancels_its_job_drains_again_and_deletes_the_reservat
     tmp_path: Path, stop: BaseException
 ) -> None:
     fake = FakeSlurm()
+    said: list[str] = []
     with pytest.raises(type(stop)):
         sr.recheck_node(
-            fake, tmp_path, NODE, REASON, _suite(fake, stop=stop), print, quarantined_by=RUN
+            fake, tmp_path, NODE, REASON, _suite(fake, stop=stop), said.append, quarantined_by=RUN
         )
+    assert said == [
+        f"node {NODE}: re-check stopped; drained again ({REASON}), reservation {RES} deleted"
+    ]
     assert fake.calls[-3:] == [
         f"scancel --reservation={RES}",
         f"drain {NODE} {REASON}",
@@ -322,3 +326,18 @@ def test_argv_puts_every_value_after_the_double_dash_and_validates_it() -> None:
             sr.reservation_name(bad)
     with pytest.raises(argv.UnsafeArgument):
         sr.create_argv(RES, NODE, "alice Flags=ANY_NODES")
+
+
+def test_a_run_quarantined_off_slurm_is_not_rechecked_here(tmp_path: Path) -> None:
+    from mlenv.errors import InputError
+    from mlenv.platforms.offkube import SlurmPlatform
+    from mlenv.quarantine import Record, Run
+
+    Record(RUN, "barcelona", "kubernetes", {NODE: {"state": "applied", "note": REASON}}).write(
+        tmp_path
+    )
+    run = Run(RUN, "2026-11-29T01:00:00+00:00", tmp_path, {}, "barcelona")
+    with pytest.raises(InputError, match="its quarantine was not a Slurm drain .kubernetes."):
+        SlurmPlatform._drained_by(run, [NODE])
+    Record(RUN, "barcelona", "slurm", {NODE: {"state": "applied", "note": REASON}}).write(tmp_path)
+    assert SlurmPlatform._drained_by(run, [NODE]) == (tmp_path, {NODE: REASON})
