@@ -6,8 +6,9 @@ again: with the fault kept the node FAILs and ``release --after`` keeps it; with
 fault gone it PASSes (the job ran on that node: the re-check run's only node is it) and
 ``release --after`` resumes it. A re-check stopped by SIGTERM restores the drain itself;
 one SIGKILLed leaves the node resumed but reserved, and the next ``recheck`` (or
-``release``) drains it again and deletes the reservation. Throughout, a job of another
-user and one of ours without the reservation, both asking for that node, stay PENDING.
+``release``) drains it again and deletes the reservation; a second re-check while one
+runs is refused. Throughout, a job of another user and one of ours without the
+reservation, both asking for that node, stay PENDING.
 
 The fault is ``MLENV_FAULT`` (the suite's own test hook) in mlenv's environment, which
 ``sbatch --export=ALL`` hands to the ranks.
@@ -197,6 +198,10 @@ def test_a_corrupting_node_is_drained_rechecked_in_a_reservation_and_resumed_onl
         _wait_running(root, run1, bad, res, sl)
         assert "DRAIN" not in _node_state(sl, bad)["State"]  # resumed, but reserved
         others_pending()
+        # a second re-check of the node meanwhile: refused, nothing touched
+        out = _ok(_mlenv(root, sl, "recheck", run1.name, *QUORUM), 3, "a second re-check")
+        assert f"a re-check of node {bad} is in progress (reservation {res}" in out, out
+        assert _reservation(sl, res) and p.poll() is None
         p.send_signal(signal.SIGTERM)
         said, _ = p.communicate(timeout=200)
         assert p.returncode == 143, said
@@ -215,6 +220,7 @@ def test_a_corrupting_node_is_drained_rechecked_in_a_reservation_and_resumed_onl
         # the job ran on that node, and only there
         assert [n["node"] for n in rdoc["node_verdicts"]["nodes"]] == [bad], rdoc["node_verdicts"]
         assert rdoc["node_verdicts"]["nodes"][0]["status"] == "PASS"
+        assert set(rdoc["world"]["hosts"]) == {bad} and rdoc["world"]["nodes"] == 1, rdoc["world"]
         assert json.loads((hist / passed / "record.json").read_text())["cluster"] == CLUSTER
         _drained_by_us(sl, bad, reason, res)  # a PASS is evidence; release frees the node
         others_pending()
