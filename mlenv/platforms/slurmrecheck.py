@@ -245,7 +245,7 @@ class State:
 
     def step(self, step: str, **more: Any) -> None:
         """Record ``step`` (and ``more``) before it is taken; written atomically."""
-        self.doc.update(step=step, at=contract_now(), **more)
+        self.doc.update(step=step, at=_now(), **more)
         self.doc.setdefault("steps", []).append(step)
         tmp = self.path.with_suffix(".json.tmp")
         tmp.write_text(json.dumps(self.doc, indent=2) + "\n", encoding="utf-8")
@@ -256,7 +256,7 @@ class State:
             self.path.unlink()
 
 
-def contract_now() -> str:
+def _now() -> str:
     from mlenv.quarantine import now_iso
 
     return now_iso()
@@ -416,7 +416,7 @@ def recheck_node(
                 "reason": reason,
                 "user": user,
                 "quarantined_by": quarantined_by,
-                "started_at": contract_now(),
+                "started_at": _now(),
             },
         )
         created = finished = False
