@@ -209,7 +209,10 @@ def recheck_cmd(
     ] = "quick",
     wait: Annotated[
         float,
-        typer.Option("--wait", help="Seconds each re-check Pod may take to start (default 300)."),
+        typer.Option(
+            "--wait",
+            help="Kubernetes: seconds each re-check Pod may take to start (default 300).",
+        ),
     ] = 300.0,
     cluster: Annotated[
         str | None, typer.Option("--cluster", help="Cluster name (default: the run's record).")
@@ -217,7 +220,8 @@ def recheck_cmd(
     history_dir: Annotated[Path | None, typer.Option("--history-dir", help="History root.")] = None,
 ) -> None:
     """Run the suite again on each node RUN quarantined, where it stands (Kubernetes: a Pod
-    pinned to the node, tolerating only the quarantine taint), and record it as a later
+    pinned to the node, tolerating only the quarantine taint; Slurm: the drain traded for
+    a maintenance reservation of the node, drained again after), and record it as a later
     run of the cluster, the evidence `mlenv release RUN --after` needs. Exit 0 every node
     passed, 1 one failed (it stays quarantined), 2 bad input, 3 one could not be re-checked."""
     from mlenv import quarantine as q
@@ -245,6 +249,7 @@ def recheck_cmd(
             suite_args=list(suite or []),
             history_root=root,
             wait_s=wait,
+            run=run,
         )
     )
 

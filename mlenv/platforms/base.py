@@ -253,7 +253,8 @@ class Platform:
         raise self._no("history-fetch")  # the CLI words it `mlenv history --fetch`
 
     # ``mlenv recheck RUN``: the suite on each of ``nodes`` (the run's quarantined ones)
-    # where it stands, recorded as a later run of the cluster; the exit code.
+    # where it stands, recorded as a later run of the cluster; the exit code. ``run``: the
+    # quarantined run (its report folder holds the quarantine record).
     def recheck(
         self,
         cfg: Cluster,
@@ -265,5 +266,6 @@ class Platform:
         suite_args: list[str],
         history_root: Path,
         wait_s: float,
+        run: Run | None = None,
     ) -> int:
         raise self._no("recheck")

@@ -653,6 +653,7 @@ class KubernetesPlatform(Platform):
         suite_args: list[str],
         history_root: Path,
         wait_s: float,
+        run: Run | None = None,
     ) -> int:
         from mlenv.platforms import kuberecheck
 

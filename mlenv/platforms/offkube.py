@@ -306,6 +306,116 @@ class SlurmPlatform(_OffKube):
 
         return SlurmMarker()
 
+    def recheck(
+        self,
+        cfg: Cluster,
+        s: Session,
+        *,
+        run_id: str,
+        nodes: list[str],
+        profile: str,
+        suite_args: list[str],
+        history_root: Path,
+        wait_s: float,
+        run: Run | None = None,
+    ) -> int:
+        """Each drained node traded for a reservation of it, resumed, the suite run there
+        (``--reservation --nodelist``), drained again, the reservation deleted
+        (``slurmrecheck.py``); a re-check stopped earlier is finished first."""
+        from mlenv.acceptance.run.local import interrupts_held, signals_as_interrupts
+        from mlenv.platforms import slurmrecheck as sr
+
+        report_dir, reasons = self._drained_by(run, nodes)
+        self._permitted()
+        suite = sr.run_suite(
+            cfg,
+            s.root,
+            s.say,
+            profile=profile,
+            suite_args=suite_args,
+            history_root=history_root,
+            quarantined_by=run_id,
+        )
+        # Ctrl-C, SIGTERM and SIGHUP become Interrupted: the node is drained again and its
+        # reservation deleted before mlenv exits (130/143)
+        with signals_as_interrupts():
+            return sr.recheck(
+                sr.SlurmOps(),
+                report_dir,
+                run_id,
+                reasons,
+                suite,
+                s.say,
+                s.warn,
+                held=interrupts_held,
+            )
+
+    def release(
+        self,
+        cluster: str,
+        s: Session,
+        *,
+        run: Run,
+        after: Run | None,
+        force: bool,
+        only: str | None,
+        dry_run: bool,
+        history_root: Path,
+    ) -> None:
+        """A re-check of a node that was stopped half-way is finished first (the node drained
+        again with the run's reason, its reservation deleted), then the drains are undone."""
+        from mlenv import quarantine as q
+        from mlenv.platforms import slurmrecheck as sr
+
+        assert run.report_dir is not None
+        rec = q.Record.read(run.report_dir)
+        left = [
+            n
+            for n in sorted(rec.nodes if rec else {})
+            if (only is None or n == only) and sr.state_path(run.report_dir, n).is_file()
+        ]
+        if left and dry_run:
+            for n in left:
+                s.say(
+                    f"# would first finish the stopped re-check of node {n} (drain it, delete its reservation)"
+                )
+        elif left:
+            self._permitted()
+            sr.finish_all(sr.SlurmOps(), run.report_dir, left, s.say)
+        super().release(
+            cluster,
+            s,
+            run=run,
+            after=after,
+            force=force,
+            only=only,
+            dry_run=dry_run,
+            history_root=history_root,
+        )
+
+    @staticmethod
+    def _permitted() -> None:
+        from mlenv.platforms.slurmnodes import may_update_nodes
+
+        ok, why = may_update_nodes()
+        if not ok:
+            raise InfraError(f"not permitted: {why}; nothing was changed")
+
+    @staticmethod
+    def _drained_by(run: Run | None, nodes: list[str]) -> tuple[Path, dict[str, str]]:
+        """The run's report folder and, for each node, the drain reason its quarantine set."""
+        from mlenv import quarantine as q
+
+        if run is None or run.report_dir is None:
+            raise InputError("mlenv recheck on Slurm needs the quarantined run's report folder")
+        rec = q.Record.read(run.report_dir)
+        if rec is None or rec.platform != "slurm":
+            raise InputError(
+                f"run {run.run_id}: its quarantine was not a Slurm drain "
+                f"({rec.platform if rec else 'no record'}); nothing to re-check here"
+            )
+        return run.report_dir, {n: str(rec.nodes[n].get("note") or "") for n in nodes}
+
 
 class HostsPlatform(_OffKube):
     """Plain hosts over ssh: preflight, copy, run in the foreground."""

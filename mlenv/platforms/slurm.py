@@ -422,15 +422,24 @@ def submit(
     profile: str = "quick",
     suite_args: list[str] | None = None,
     run_id: str | None = None,
+    sbatch_options: list[str] | None = None,
+    check_nodes: bool = True,
 ) -> Submission:
-    """Preflight, render, ``sbatch`` the acceptance script; the job id is recorded."""
+    """Preflight, render, ``sbatch`` the acceptance script; the job id is recorded.
+
+    ``sbatch_options``: the code's own options after the script's (``mlenv recheck``: its
+    reservation and node, which win over the script's ``#SBATCH`` lines). ``check_nodes``
+    False: the caller has chosen and checked the node itself (a re-check's node is
+    reserved for it), so the partition preflight and its import probe on some node of the
+    partition are skipped."""
     from mlenv.render.platforms import node_count, render_slurm
 
     n = node_count(cluster, nodes)
     rid = run_id or new_run_id()
     argv.slurm_name(rid, "run id")
     argv.slurm_name(profile, "profile")
-    preflight(cluster, n, say)
+    if check_nodes:
+        preflight(cluster, n, say)
     shared = Path(cluster.slurm.shared_dir)
     jobs = shared / ".mlenv" / "jobs" / rid
     try:
@@ -445,7 +454,11 @@ def submit(
         ) from None
     words = argv.slurm(
         "sbatch",
-        ["--parsable", f"--export=ALL,MLENV_RUN_ID={rid},MLENV_PROFILE={profile}"],
+        [
+            "--parsable",
+            f"--export=ALL,MLENV_RUN_ID={rid},MLENV_PROFILE={profile}",
+            *(sbatch_options or []),
+        ],
         [str(script), *(suite_args or [])],
     )
     out = _check(_run(words, timeout=60)).strip()
