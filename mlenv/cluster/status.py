@@ -91,15 +91,16 @@ def status(cfg: ClusterConfig, client: ClusterClient) -> StatusReport:
     rep = StatusReport()
     wl = workload(cfg)
     rep.name = wl.name
-    sts = client.get(wl.kind, wl.name, cfg.namespace)
-    if sts is not None:
-        rep.desired = wl.desired(sts)
-        rep.ready = wl.ready(sts)
     # the workload's own pods (ownerReference uid, ranks) and the dev Pod deploy
-    # made under its fixed name; any other pod with our labels is a neighbour's
+    # made under its fixed name; any other pod with our labels is a neighbour's. The
+    # workload object is the one the split read (one read, not two): an object of that
+    # name that is not this instance's counts as none, as its pods are no workers.
     from mlenv.cluster.deploy import split_pods
 
     split = split_pods(cfg, client)
+    if split.live is not None:
+        rep.desired = wl.desired(split.live)
+        rep.ready = wl.ready(split.live)
     rep.pods = [PodView.of(p) for p in split.workers + split.leaving + split.dev]
     rep.neighbours = sorted(str(p["metadata"]["name"]) for p in split.neighbours)
     for pvc in client.list("PersistentVolumeClaim", cfg.namespace, sel):

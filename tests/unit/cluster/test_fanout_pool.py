@@ -162,3 +162,26 @@ def test_status_asks_the_pods_through_the_pool_and_not_at_all_for_a_tcp_deploy(
         running = sorted(p.name for p in rep.pods if p.phase == "Running")
         assert len(running) > barcelona.gpus.default_nodes - 1  # the workers (and dev Pod)
         assert sorted(execs) == ([] if mode == "tcp" else running), mode
+
+
+def test_status_reads_the_workload_object_once(barcelona, fake_for, monkeypatch) -> None:
+    """Every read is a client process (each 0.5-3 s on the loaded tier): status read the
+    StatefulSet for its counts and again to split the pods. Fails on the code before: two gets."""
+    from mlenv.cluster.deploy import DeployOptions, deploy
+    from mlenv.cluster.status import status
+
+    fake = fake_for(barcelona)
+    deploy(barcelona, DeployOptions(mode="tcp", timeout=60), fake)
+    gets: list[tuple[str, str]] = []
+    inner = fake.get
+
+    def counted(kind, name, *args, **kwargs):
+        gets.append((kind, name))
+        return inner(kind, name, *args, **kwargs)
+
+    monkeypatch.setattr(fake, "get", counted)
+    rep = status(barcelona, fake)
+    assert gets.count(("StatefulSet", rep.name)) == 1, gets
+    sts = inner("StatefulSet", rep.name, barcelona.namespace)
+    assert rep.desired == sts["spec"]["replicas"] > 0
+    assert rep.ready == int((sts.get("status") or {}).get("readyReplicas") or 0)
