@@ -27,6 +27,7 @@ by plane.py as ``python -m mlenv.testing.kube scc TIER PORT``.
 
 from __future__ import annotations
 
+import base64
 import copy
 import http.client
 import json
@@ -138,23 +139,23 @@ def default_sccs() -> list[Obj]:
         users=["system:admin"],
         groups=["system:cluster-admins", "system:nodes", "system:masters"],
     )
-    out = [restricted, privileged]
-    for scc in out:
-        role = f"system:openshift:scc:{scc['metadata']['name']}"
-        out_role: Obj = {
+    roles = [
+        {
             "apiVersion": "rbac.authorization.k8s.io/v1",
             "kind": "ClusterRole",
-            "metadata": {"name": role},
+            "metadata": {"name": f"system:openshift:scc:{name}"},
             "rules": [
                 {
                     "apiGroups": ["security.openshift.io"],
                     "resources": ["securitycontextconstraints"],
-                    "resourceNames": [scc["metadata"]["name"]],
+                    "resourceNames": [name],
                     "verbs": ["use"],
                 }
             ],
         }
-        out = [*out, out_role]
+        for name in ("restricted-v2", "privileged")
+    ]
+    out = [restricted, privileged, *roles]
     return [
         *out,
         {
@@ -181,7 +182,7 @@ def webhooks(ca_pem: str, port: int) -> Obj:
     """The MutatingWebhookConfiguration: pods on create (SCC admission) and namespaces on
     create (their UID block). ``Fail``: as on OpenShift, where the plugin is in the API
     server, no pod is admitted past it."""
-    bundle = __import__("base64").b64encode(ca_pem.encode()).decode()
+    bundle = base64.b64encode(ca_pem.encode()).decode()
     not_system = {
         "matchExpressions": [
             {
@@ -754,7 +755,7 @@ def _deny(message: str, code: int) -> Obj:
 
 
 def _patch(ops: list[Obj]) -> Obj:
-    b64 = __import__("base64").b64encode(json.dumps(ops).encode()).decode()
+    b64 = base64.b64encode(json.dumps(ops).encode()).decode()
     return {"allowed": True, "patchType": "JSONPatch", "patch": b64}
 
 
