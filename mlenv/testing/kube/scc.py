@@ -357,15 +357,8 @@ def _uid_range(scc: Obj, ns_ann: dict[str, str]) -> tuple[int, int] | str:
     return got if got else f"unable to find annotation {UID_RANGE}"
 
 
-def try_scc(pod: Obj, scc: Obj, ns_ann: dict[str, str]) -> tuple[Obj | None, list[str]]:
-    """The pod as ``scc`` mutates it, or the reasons it refuses it (OpenShift's field
-    paths and words)."""
-    p = copy.deepcopy(pod)
-    spec = p.setdefault("spec", {})
-    psc = spec.get("securityContext") or {}
-    errs: list[str] = []
-
-    # host access
+def _host_and_volumes(spec: Obj, scc: Obj) -> list[str]:
+    errs = []
     for field_, allow, what in (
         ("hostNetwork", "allowHostNetwork", "Host network"),
         ("hostPID", "allowHostPID", "Host PID"),
@@ -375,7 +368,6 @@ def try_scc(pod: Obj, scc: Obj, ns_ann: dict[str, str]) -> tuple[Obj | None, lis
             errs.append(
                 f"spec.securityContext.{field_}: Invalid value: true: {what} is not allowed to be used"
             )
-    # volumes
     allowed_vols = set(scc.get("volumes") or [])
     for i, vol in enumerate(spec.get("volumes") or []):
         vt = _volume_type(vol)
@@ -388,10 +380,14 @@ def try_scc(pod: Obj, scc: Obj, ns_ann: dict[str, str]) -> tuple[Obj | None, lis
             errs.append(
                 f'spec.volumes[{i}]: Invalid value: "{vt}": {vt} volumes are not allowed to be used'
             )
+    return errs
 
-    # pod-level groups
-    fs = _strategy(scc, "fsGroup")
-    if fs == "MustRunAs":
+
+def _pod_groups(psc: Obj, scc: Obj, ns_ann: dict[str, str]) -> list[str]:
+    """fsGroup and supplemental groups: assigned from the range when unset (MustRunAs),
+    refused outside it."""
+    errs = []
+    if _strategy(scc, "fsGroup") == "MustRunAs":
         rng = _group_range(scc, "fsGroup", ns_ann)
         if isinstance(rng, str):
             errs.append(rng)
@@ -402,132 +398,165 @@ def try_scc(pod: Obj, scc: Obj, ns_ann: dict[str, str]) -> tuple[Obj | None, lis
                 f"spec.securityContext.fsGroup: Invalid value: []int64{{{psc['fsGroup']}}}: "
                 f"{psc['fsGroup']} is not an allowed group"
             )
-    sg = _strategy(scc, "supplementalGroups")
-    if sg == "MustRunAs":
+    if _strategy(scc, "supplementalGroups") == "MustRunAs":
         rng = _group_range(scc, "supplementalGroups", ns_ann)
         if isinstance(rng, str):
             errs.append(rng)
         elif not psc.get("supplementalGroups"):
             psc["supplementalGroups"] = [rng[0]]
         else:
-            for g in psc["supplementalGroups"]:
-                if not rng[0] <= int(g) <= rng[1]:
-                    errs.append(
-                        f"spec.securityContext.supplementalGroups: Invalid value: "
-                        f"[]int64{{{g}}}: {g} is not an allowed group"
-                    )
-    # seccomp
-    seccomps = list(scc.get("seccompProfiles") or [])
-    if seccomps:
-        name = _seccomp_name(psc.get("seccompProfile"))
-        if not name and "*" not in seccomps:
-            first = seccomps[0]
-            psc["seccompProfile"] = (
-                {"type": "RuntimeDefault"}
-                if first in ("runtime/default", "docker/default")
-                else {"type": "Localhost", "localhostProfile": first.split("/", 1)[1]}
-                if first.startswith("localhost/")
-                else {"type": "Unconfined"}
-            )
-        elif name and not _seccomp_allowed(name, seccomps):
-            errs.append(
-                f'spec.securityContext.seccompProfile.type: Invalid value: "{name}": '
-                f"{name} is not an allowed seccomp profile. Valid values are {', '.join(seccomps)}"
-            )
+            errs += [
+                f"spec.securityContext.supplementalGroups: Invalid value: []int64{{{g}}}: "
+                f"{g} is not an allowed group"
+                for g in psc["supplementalGroups"]
+                if not rng[0] <= int(g) <= rng[1]
+            ]
+    return errs
 
-    # the UID range, once
-    ru = _strategy(scc, "runAsUser")
-    uid_rng = _uid_range(scc, ns_ann) if ru == "MustRunAsRange" else None
-    if isinstance(uid_rng, str):
-        errs.append(uid_rng)
-        uid_rng = None
 
-    allowed_caps = {_cap(c) for c in scc.get("allowedCapabilities") or []}
-    default_caps = [_cap(c) for c in scc.get("defaultAddCapabilities") or []]
+def _pod_seccomp(psc: Obj, seccomps: list[str]) -> list[str]:
+    """The pod's seccomp profile: the SCC's first when unset, refused when not allowed."""
+    if not seccomps:
+        return []
+    name = _seccomp_name(psc.get("seccompProfile"))
+    if not name and "*" not in seccomps:
+        first = seccomps[0]
+        psc["seccompProfile"] = (
+            {"type": "RuntimeDefault"}
+            if first in ("runtime/default", "docker/default")
+            else {"type": "Localhost", "localhostProfile": first.split("/", 1)[1]}
+            if first.startswith("localhost/")
+            else {"type": "Unconfined"}
+        )
+    elif name and not _seccomp_allowed(name, seccomps):
+        return [
+            f'spec.securityContext.seccompProfile.type: Invalid value: "{name}": '
+            f"{name} is not an allowed seccomp profile. Valid values are {', '.join(seccomps)}"
+        ]
+    return []
+
+
+def _capabilities(sc: Obj, at: str, scc: Obj) -> list[str]:
+    """Added capabilities must be allowed (or default); the SCC's defaults are added and
+    its required drops dropped."""
+    allowed = {_cap(c) for c in scc.get("allowedCapabilities") or []}
+    default = [_cap(c) for c in scc.get("defaultAddCapabilities") or []]
     required_drop = [_cap(c) for c in scc.get("requiredDropCapabilities") or []]
+    caps = sc.get("capabilities") or {}
+    add = [_cap(x) for x in caps.get("add") or []]
+    errs = [
+        f'.{at}.capabilities.add: Invalid value: "{cap}": capability may not be added'
+        for cap in add
+        if "*" not in allowed and cap not in allowed and cap not in default
+    ]
+    drop = [_cap(x) for x in caps.get("drop") or []]
+    new_add = add + [d for d in default if d not in add and d not in drop]
+    new_drop = drop + [d for d in required_drop if d not in drop and d not in new_add]
+    if new_add or new_drop:
+        sc["capabilities"] = {
+            **({"add": new_add} if new_add else {}),
+            **({"drop": new_drop} if new_drop else {}),
+        }
+    return errs
+
+
+def _container(c: Obj, at: str, scc: Obj, seccomps: list[str]) -> list[str]:
+    """Privilege, capabilities, host ports, privilege escalation, read-only root and
+    seccomp of one container (its securityContext mutated in place)."""
+    sc = c.setdefault("securityContext", {})
+    errs = []
+    if sc.get("privileged") and not scc.get("allowPrivilegedContainer"):
+        errs.append(f".{at}.privileged: Invalid value: true: Privileged containers are not allowed")
+    errs += _capabilities(sc, at, scc)
+    for j, port in enumerate(c.get("ports") or []):
+        if port.get("hostPort") and not scc.get("allowHostPorts"):
+            errs.append(
+                f".{at}.ports[{j}].hostPort: Invalid value: {port['hostPort']}: Host "
+                "ports are not allowed to be used"
+            )
+    if scc.get("allowPrivilegeEscalation") is False:
+        if sc.get("allowPrivilegeEscalation") is True:
+            errs.append(
+                f".{at}.allowPrivilegeEscalation: Invalid value: true: Allowing "
+                "privilege escalation for containers is not allowed"
+            )
+        sc["allowPrivilegeEscalation"] = False
+    elif (
+        sc.get("allowPrivilegeEscalation") is None
+        and scc.get("defaultAllowPrivilegeEscalation") is not None
+    ):
+        sc["allowPrivilegeEscalation"] = bool(scc["defaultAllowPrivilegeEscalation"])
+    if scc.get("readOnlyRootFilesystem"):
+        if sc.get("readOnlyRootFilesystem") is False:
+            errs.append(
+                f".{at}.readOnlyRootFilesystem: Invalid value: false: "
+                "ReadOnlyRootFilesystem must be set to true"
+            )
+        sc["readOnlyRootFilesystem"] = True
+    name = _seccomp_name(sc.get("seccompProfile"))
+    if name and seccomps and not _seccomp_allowed(name, seccomps):
+        errs.append(
+            f'.{at}.seccompProfile.type: Invalid value: "{name}": {name} is not an '
+            "allowed seccomp profile"
+        )
+    return errs
+
+
+def _container_uid(
+    sc: Obj, at: str, scc: Obj, psc: Obj, uid_rng: tuple[int, int] | None
+) -> list[str]:
+    """The container's UID by the SCC's runAsUser strategy: the range's first UID (or the
+    SCC's UID) when unset, refused when outside; MustRunAsNonRoot refuses root."""
+    ru = _strategy(scc, "runAsUser")
+    uid = sc.get("runAsUser", psc.get("runAsUser"))
+    non_root = sc.get("runAsNonRoot", psc.get("runAsNonRoot"))
+    if ru == "MustRunAsRange" and uid_rng is not None:
+        if uid is None:
+            sc["runAsUser"] = uid_rng[0]
+        elif not uid_rng[0] <= int(uid) <= uid_rng[1]:
+            return [
+                f".{at}.runAsUser: Invalid value: {uid}: must be in the ranges: "
+                f"[{uid_rng[0]}, {uid_rng[1]}]"
+            ]
+    elif ru == "MustRunAs":
+        want = (scc.get("runAsUser") or {}).get("uid")
+        if uid is None and want is not None:
+            sc["runAsUser"] = int(want)
+        elif uid is not None and want is not None and int(uid) != int(want):
+            return [f".{at}.runAsUser: Invalid value: {uid}: must be: {want}"]
+    elif ru == "MustRunAsNonRoot":
+        if uid is not None and int(uid) == 0:
+            return [f".{at}.runAsUser: Invalid value: 0: running with the root UID is forbidden"]
+        if uid is None and non_root is False:
+            return [f".{at}.runAsNonRoot: Invalid value: false: must be true"]
+        if uid is None and non_root is None:
+            sc["runAsNonRoot"] = True
+    return []
+
+
+def try_scc(pod: Obj, scc: Obj, ns_ann: dict[str, str]) -> tuple[Obj | None, list[str]]:
+    """The pod as ``scc`` mutates it, or the reasons it refuses it (OpenShift's field
+    paths and words)."""
+    p = copy.deepcopy(pod)
+    spec = p.setdefault("spec", {})
+    psc = spec.get("securityContext") or {}
+    seccomps = list(scc.get("seccompProfiles") or [])
+    errs = _host_and_volumes(spec, scc) + _pod_groups(psc, scc, ns_ann)
+    errs += _pod_seccomp(psc, seccomps)
+    uid_rng: tuple[int, int] | None = None
+    if _strategy(scc, "runAsUser") == "MustRunAsRange":
+        got = _uid_range(scc, ns_ann)
+        if isinstance(got, str):
+            errs.append(got)
+        else:
+            uid_rng = got
     for kind in ("initContainers", "containers"):
         for i, c in enumerate(spec.get(kind) or []):
             at = f"{kind}[{i}]"
-            sc = c.get("securityContext") or {}
-            if sc.get("privileged") and not scc.get("allowPrivilegedContainer"):
-                errs.append(
-                    f".{at}.privileged: Invalid value: true: Privileged containers are not allowed"
-                )
-            caps = sc.get("capabilities") or {}
-            add = [_cap(x) for x in caps.get("add") or []]
-            for cap in add:
-                if "*" not in allowed_caps and cap not in allowed_caps and cap not in default_caps:
-                    errs.append(
-                        f'.{at}.capabilities.add: Invalid value: "{cap}": capability may not be added'
-                    )
-            drop = [_cap(x) for x in caps.get("drop") or []]
-            new_add = add + [d for d in default_caps if d not in add and d not in drop]
-            new_drop = drop + [d for d in required_drop if d not in drop and d not in new_add]
-            if new_add or new_drop:
-                sc["capabilities"] = {
-                    **({"add": new_add} if new_add else {}),
-                    **({"drop": new_drop} if new_drop else {}),
-                }
-            for j, port in enumerate(c.get("ports") or []):
-                if port.get("hostPort") and not scc.get("allowHostPorts"):
-                    errs.append(
-                        f".{at}.ports[{j}].hostPort: Invalid value: {port['hostPort']}: Host "
-                        "ports are not allowed to be used"
-                    )
-            # privilege escalation
-            if scc.get("allowPrivilegeEscalation") is False:
-                if sc.get("allowPrivilegeEscalation") is True:
-                    errs.append(
-                        f".{at}.allowPrivilegeEscalation: Invalid value: true: Allowing "
-                        "privilege escalation for containers is not allowed"
-                    )
-                sc["allowPrivilegeEscalation"] = False
-            elif (
-                sc.get("allowPrivilegeEscalation") is None
-                and scc.get("defaultAllowPrivilegeEscalation") is not None
-            ):
-                sc["allowPrivilegeEscalation"] = bool(scc["defaultAllowPrivilegeEscalation"])
-            if scc.get("readOnlyRootFilesystem"):
-                if sc.get("readOnlyRootFilesystem") is False:
-                    errs.append(
-                        f".{at}.readOnlyRootFilesystem: Invalid value: false: "
-                        "ReadOnlyRootFilesystem must be set to true"
-                    )
-                sc["readOnlyRootFilesystem"] = True
-            name = _seccomp_name(sc.get("seccompProfile"))
-            if name and seccomps and not _seccomp_allowed(name, seccomps):
-                errs.append(
-                    f'.{at}.seccompProfile.type: Invalid value: "{name}": {name} is not an '
-                    "allowed seccomp profile"
-                )
-            # the UID
-            uid = sc.get("runAsUser", psc.get("runAsUser"))
-            non_root = sc.get("runAsNonRoot", psc.get("runAsNonRoot"))
-            if ru == "MustRunAsRange" and uid_rng is not None:
-                if uid is None:
-                    sc["runAsUser"] = uid_rng[0]
-                elif not uid_rng[0] <= int(uid) <= uid_rng[1]:
-                    errs.append(
-                        f".{at}.runAsUser: Invalid value: {uid}: must be in the ranges: "
-                        f"[{uid_rng[0]}, {uid_rng[1]}]"
-                    )
-            elif ru == "MustRunAs":
-                want = (scc.get("runAsUser") or {}).get("uid")
-                if uid is None and want is not None:
-                    sc["runAsUser"] = int(want)
-                elif uid is not None and want is not None and int(uid) != int(want):
-                    errs.append(f".{at}.runAsUser: Invalid value: {uid}: must be: {want}")
-            elif ru == "MustRunAsNonRoot":
-                if uid is not None and int(uid) == 0:
-                    errs.append(
-                        f".{at}.runAsUser: Invalid value: 0: running with the root UID is forbidden"
-                    )
-                elif uid is None and non_root is False:
-                    errs.append(f".{at}.runAsNonRoot: Invalid value: false: must be true")
-                elif uid is None and non_root is None:
-                    sc["runAsNonRoot"] = True
-            if sc:
-                c["securityContext"] = sc
+            errs += _container(c, at, scc, seccomps)
+            errs += _container_uid(c["securityContext"], at, scc, psc, uid_rng)
+            if not c["securityContext"]:
+                del c["securityContext"]
     if psc:
         spec["securityContext"] = psc
     if errs:
