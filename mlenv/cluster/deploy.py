@@ -143,8 +143,7 @@ ADMISSION_REFUSALS = (
     (
         "security context constraint",
         "SCC admission",
-        "no SecurityContextConstraints the service account may use admits the pods: deploy "
-        "with --mode tcp, or have an admin apply the RDMA SCC (docs/deploy.md)",
+        "",  # names the service account and the files: admission_refusal
     ),
     (
         "admission webhook",
@@ -162,6 +161,17 @@ def admission_refusal(cfg: ClusterConfig, message: str) -> str:
     for marker, policy, change in ADMISSION_REFUSALS:
         if marker in message:
             why = message.split("is forbidden: ", 1)[-1]
+            if policy == "SCC admission":
+                # the grant that is missing is the pods' service account's (the
+                # StatefulSet controller creates them, and may use restricted-v2 only)
+                rdma = f"k8s/{cfg.name}/rdma"
+                change = (
+                    f"the service account {cfg.security.service_account} may use no "
+                    "SecurityContextConstraints that admits the pods: deploy with --mode tcp, "
+                    f"or have a cluster admin apply the RDMA SCC and its role "
+                    f"({rdma}/securitycontextconstraints.yaml, {rdma}/clusterrole.yaml; "
+                    "docs/deploy.md)"
+                )
             return (
                 f"{policy} refused pods of {workload(cfg).ref} in namespace "
                 f"{cfg.namespace}: {why}; {change}"

@@ -345,6 +345,148 @@ def an_image_that_cannot_be_pulled_is_said_by_the_pod(st: Stage) -> None:
     st.user.delete("Pod", "nopull", st.namespace)
 
 
+def _ipc_lock_statefulset(name: str, service_account: str) -> Manifest:
+    """One pod adding IPC_LOCK (what the product's RDMA workers add), created by the
+    StatefulSet controller: SCC admission turns on the pod's service account."""
+    labels = {**LABELS, "scenario/sts": name}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "labels": dict(LABELS)},
+        "spec": {
+            "replicas": 1,
+            "serviceName": name,
+            "podManagementPolicy": "Parallel",
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {
+                    "serviceAccountName": service_account,
+                    "containers": [
+                        {
+                            "name": "main",
+                            "image": "registry.access.redhat.com/ubi9/ubi-minimal:latest",
+                            "command": ["sleep", "infinity"],
+                            "securityContext": {
+                                "capabilities": {"add": ["IPC_LOCK"], "drop": ["ALL"]}
+                            },
+                        }
+                    ],
+                },
+            },
+        },
+    }
+
+
+def a_pod_is_admitted_only_through_an_scc_its_service_account_may_use(st: Stage) -> None:
+    """OpenShift's SCC admission: a StatefulSet pod adding IPC_LOCK whose service account
+    may use only restricted-v2 is refused (the StatefulSet's FailedCreate event says
+    "unable to validate against any security context constraint"); with an SCC allowing
+    IPC_LOCK that its service account may use, it is created and annotated
+    ``openshift.io/scc`` with that SCC. Plain Kubernetes has no SCCs: the pod is created."""
+    st.user.apply(_ipc_lock_statefulset("scc-refused", "default"), st.namespace)
+    if not st.openshift:
+        st.until(
+            "the pod is created (no SCC on plain Kubernetes)",
+            lambda: st.user.get("Pod", "scc-refused-0", st.namespace),
+        )
+        st.user.delete("StatefulSet", "scc-refused", st.namespace)
+        return
+
+    def refusal() -> str:
+        for ev in st.user.events(st.namespace, "StatefulSet", "scc-refused"):
+            if ev.reason == "FailedCreate" and "security context constraint" in ev.message:
+                return ev.message
+        return ""
+
+    said = st.until("the StatefulSet's FailedCreate event names SCC admission", refusal)
+    st.expect("IPC_LOCK" in said, "the refusal names the capability", said)
+    st.expect(st.user.get("Pod", "scc-refused-0", st.namespace) is None, "no pod was created", said)
+    scc_name = f"scenario-ipc-lock-{st.namespace}"
+    role = f"{scc_name}-use"
+    st.admin.apply(
+        {
+            "apiVersion": "security.openshift.io/v1",
+            "kind": "SecurityContextConstraints",
+            "metadata": {"name": scc_name},
+            "priority": None,
+            "allowHostDirVolumePlugin": False,
+            "allowHostIPC": False,
+            "allowHostNetwork": False,
+            "allowHostPID": False,
+            "allowHostPorts": False,
+            "allowPrivilegeEscalation": False,
+            "allowPrivilegedContainer": False,
+            "allowedCapabilities": ["IPC_LOCK"],
+            "defaultAddCapabilities": None,
+            "readOnlyRootFilesystem": False,
+            "requiredDropCapabilities": ["ALL"],
+            "runAsUser": {"type": "MustRunAsRange"},
+            "seLinuxContext": {"type": "MustRunAs"},
+            "fsGroup": {"type": "MustRunAs"},
+            "supplementalGroups": {"type": "RunAsAny"},
+            "volumes": ["configMap", "emptyDir", "persistentVolumeClaim", "projected", "secret"],
+            "users": [],
+            "groups": [],
+        },
+        None,
+    )
+    try:
+        st.admin.apply(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": {"name": role},
+                "rules": [
+                    {
+                        "apiGroups": ["security.openshift.io"],
+                        "resources": ["securitycontextconstraints"],
+                        "resourceNames": [scc_name],
+                        "verbs": ["use"],
+                    }
+                ],
+            },
+            None,
+        )
+        st.user.apply(
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "rdma"}},
+            st.namespace,
+        )
+        st.admin.apply(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "rdma-scc"},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": role,
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": "rdma", "namespace": st.namespace}],
+            },
+            st.namespace,
+        )
+        st.user.apply(_ipc_lock_statefulset("scc-granted", "rdma"), st.namespace)
+        pod = st.until(
+            "the granted service account's pod is created",
+            lambda: st.user.get("Pod", "scc-granted-0", st.namespace),
+        )
+        got = ((pod.get("metadata") or {}).get("annotations") or {}).get("openshift.io/scc")
+        st.expect(
+            got == scc_name, f"the admitted pod is annotated openshift.io/scc: {scc_name}", got
+        )
+        st.expect(
+            st.user.get("Pod", "scc-refused-0", st.namespace) is None,
+            "the default service account's pod is still refused",
+        )
+    finally:
+        for name in ("scc-refused", "scc-granted"):
+            st.user.delete("StatefulSet", name, st.namespace)
+        st.admin.delete("RoleBinding", "rdma-scc", st.namespace)
+        st.admin.delete("ClusterRole", role, None)
+        st.admin.delete("SecurityContextConstraints", scc_name, None)
+
+
 def openshift_kinds_exist_only_on_openshift(st: Stage) -> None:
     """A plain Kubernetes API does not serve Route, ImageStream, BuildConfig or SCC: get
     answers NotFound (as "no such resource", not "no such object") and apply is refused."""
@@ -551,6 +693,7 @@ SCENARIOS: dict[str, Callable[[Stage], None]] = {
         a_changed_template_replaces_every_pod_with_the_new_revision,
         an_image_that_cannot_be_pulled_is_said_by_the_pod,
         openshift_kinds_exist_only_on_openshift,
+        a_pod_is_admitted_only_through_an_scc_its_service_account_may_use,
         many_objects_read_at_once_answer_as_each_alone,
         many_questions_asked_at_once_answer_as_each_alone,
         many_objects_dry_run_at_once_answer_as_each_alone,

@@ -38,6 +38,8 @@ def test_the_real_server_does_what_the_scenario_says(scenario: str, openshift: P
         "openshift_kinds_exist_only_on_openshift",
         "many_objects_read_at_once_answer_as_each_alone",
         "many_questions_asked_at_once_answer_as_each_alone",
+        # and no SCC admission: the IPC_LOCK pod is created
+        "a_pod_is_admitted_only_through_an_scc_its_service_account_may_use",
     ],
 )
 def test_the_plain_flavour_serves_no_openshift_kind(scenario: str, plain: Plane) -> None:

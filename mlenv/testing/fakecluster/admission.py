@@ -205,10 +205,12 @@ class Admission(FakeState):
                 name=name,
             )
 
-    def _scc_denial(self, pspec: Manifest, ns: str) -> str:
-        """Why SCC admission rejects a pod spec ("" when admitted), as OpenShift says it."""
+    def _scc_admission(self, pspec: Manifest, ns: str) -> tuple[str, str]:
+        """(the SCC that admits a pod spec, "") or ("", why SCC admission refuses it); on
+        plain Kubernetes ("", ""). The admitted pod carries the SCC's name in its
+        ``openshift.io/scc`` annotation, as OpenShift writes it."""
         if not self.openshift:
-            return ""
+            return "", ""
         caps: set[str] = set()
         privileged = False
         for c in pspec.get("containers") or []:
@@ -216,7 +218,7 @@ class Admission(FakeState):
             caps |= set((sc.get("capabilities") or {}).get("add") or [])
             privileged = privileged or bool(sc.get("privileged"))
         if not caps and not privileged:
-            return ""  # the restricted SCC admits it
+            return "restricted-v2", ""  # the default SCC admits it
         sa = pspec.get("serviceAccountName", "default")
         for k, scc in self.objects.items():
             if not k.startswith("SecurityContextConstraints|"):
@@ -227,8 +229,8 @@ class Admission(FakeState):
             if self._sa_may_use(
                 scc["metadata"]["name"], f"system:serviceaccount:{ns}:{sa}", ns, sa, scc
             ):
-                return ""
-        return (
+                return str(scc["metadata"]["name"]), ""
+        return "", (
             "unable to validate against any security context constraint: "
             f"[capabilities.add: Invalid value: {sorted(caps)}: capability may not be added]"
         )

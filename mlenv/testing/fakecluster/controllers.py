@@ -137,7 +137,7 @@ class Controllers(ObjectStore):
             if existing is not None:
                 ready += _pod_ready(existing)
                 continue
-            denial = self._scc_denial(tpl.get("spec") or {}, ns)
+            admitted_by, denial = self._scc_admission(tpl.get("spec") or {}, ns)
             if denial:
                 self._event(
                     ns,
@@ -166,9 +166,10 @@ class Controllers(ObjectStore):
                     "metadata": {
                         "name": pod_name,
                         "labels": labels,
-                        "annotations": copy.deepcopy(
-                            (tpl.get("metadata") or {}).get("annotations") or {}
-                        ),
+                        "annotations": {
+                            **copy.deepcopy((tpl.get("metadata") or {}).get("annotations") or {}),
+                            **({"openshift.io/scc": admitted_by} if admitted_by else {}),
+                        },
                         "ownerReferences": copy.deepcopy(owner),
                     },
                     "spec": pspec,

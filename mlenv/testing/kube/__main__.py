@@ -10,7 +10,7 @@ import os
 import shlex
 import sys
 
-from mlenv.testing.kube import build, pki, plane, podroots
+from mlenv.testing.kube import build, pki, plane, podroots, scc
 
 USAGE = "usage: python -m mlenv.testing.kube up|down|restart|status|build|env|grant NAMESPACE [admin|edit]"
 
@@ -74,6 +74,8 @@ def main(argv: list[str]) -> int:
             return 0
         if verb == "podroots" and len(rest) == 3:
             return podroots.main(rest)
+        if verb == "scc" and len(rest) == 2:
+            return scc.main(rest)
     except (plane.PlaneError, build.BuildError) as e:
         print(f"kube tier: {e}", file=sys.stderr)
         return 3

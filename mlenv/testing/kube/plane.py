@@ -27,12 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlenv.testing.kube import build, manifests, pki, podnet, podroots
+from mlenv.testing.kube import build, manifests, pki, podnet, podroots, scc
 
 REPO = Path(__file__).resolve().parents[3]
 HERE = Path(__file__).resolve().parent
 FLAVORS = ("openshift", "plain")
 ORDER = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok", "podroots")
+# The OpenShift flavour's SCC admission webhook (scc.py): a process of the plane there only.
+SCC_ADMISSION = "scc-admission"
 GPU_NODES = ("gpu-node-0", "gpu-node-1", "gpu-node-2", "gpu-node-3")
 CPU_NODES = ("cpu-node-0", "cpu-node-1")
 # Where the scale nodes' pods run their execs: one root and network shared by all of them.
@@ -204,11 +206,18 @@ class Kubectl:
         )
 
 
+def _components(flavor: str | None) -> tuple[str, ...]:
+    """The plane's processes: ORDER, and the SCC admission webhook on OpenShift."""
+    return (*ORDER, SCC_ADMISSION) if flavor == "openshift" else ORDER
+
+
 def status(tier: Tier | None = None) -> dict[str, Any]:
     tier = tier or Tier(tier_dir())
     st = tier.state()
-    procs = {name: _alive(tier, name) for name in ORDER}
+    procs = {name: _alive(tier, name) for name in _components(st.get("flavor"))}
     up = bool(st) and all(procs.values())
+    if not st and _alive(tier, SCC_ADMISSION):
+        procs[SCC_ADMISSION] = _alive(tier, SCC_ADMISSION)  # a half-up plane's webhook
     return {"up": up, "processes": procs, **st}
 
 
@@ -368,6 +377,11 @@ def _start(
             f"--secure-port={ports['kcm']}",
             f"--root-ca-file={p.ca}",
             f"--service-account-private-key-file={sa_key}",
+            # each controller acts as its own service account (kube-system:statefulset-
+            # controller, ...), as kubeadm and OpenShift run them: the StatefulSet's pods are
+            # then created by a user that may use no SCC but restricted-v2, and SCC
+            # admission turns on the pods' service account, as on OpenShift
+            "--use-service-account-credentials",
             "--node-monitor-grace-period=60s",
             "--v=1",
         ],
@@ -390,6 +404,8 @@ def _start(
             *(manifests.openshift_aggregated_roles() if flavor == "openshift" else []),
         ]
     )
+    if flavor == "openshift":
+        _start_scc_admission(tier, kc, p, server)
 
     _start_kwok(tier, bins, p, ports, missing_images)
     # The plain flavour is a GPU-less cluster (kind, a CI cluster): the `local` example must
@@ -432,6 +448,46 @@ def _start(
         + (f", {scale_nodes} scale nodes (kwok-only pods)" if scale_nodes else "")
     )
     return tier
+
+
+def _start_scc_admission(tier: Tier, kc: Kubectl, p: pki.Pki, server: str) -> None:
+    """OpenShift's SCC admission (scc.py): the webhook process, the SCCs OpenShift ships
+    with their RBAC, a UID block for the namespaces already there, then the webhook's
+    registration (from then on no pod is admitted without an SCC)."""
+    port = _free_port()
+    (tier.folder / "scc-admission.json").write_text(json.dumps({"server": server, "port": port}))
+    _spawn(
+        tier,
+        SCC_ADMISSION,
+        [sys.executable, "-m", "mlenv.testing.kube", "scc", str(tier.folder), str(port)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    _wait("the SCC admission webhook", lambda: _tls_up(port), tier, SCC_ADMISSION, 60)
+    kc.apply(scc.default_sccs())
+    taken: list[str] = []
+    for ns in kc.run("get", "namespaces", "-o", "name").stdout.split():
+        name = ns.split("/", 1)[1]
+        if name in scc.SYSTEM_NAMESPACES:
+            continue
+        block = f"{scc.next_block(taken)}/{scc.UID_BLOCK}"
+        taken.append(block)
+        kc.run(
+            "annotate",
+            "--overwrite",
+            "namespace",
+            name,
+            f"{scc.UID_RANGE}={block}",
+            f"{scc.SUPPLEMENTAL_GROUPS}={block}",
+        )
+    kc.apply([scc.webhooks(p.ca.read_text(), port)])
+
+
+def _tls_up(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return True
+    except OSError:
+        return False
 
 
 def _start_kwok(
@@ -646,7 +702,7 @@ def restart(say: Say = lambda _line: None, folder: Path | None = None) -> None:
 def down(say: Say = lambda _line: None, folder: Path | None = None) -> None:
     tier = Tier(tier_dir(folder))
     stopped = []
-    for name in reversed(ORDER):
+    for name in reversed((*ORDER, SCC_ADMISSION)):
         if _stop(tier, name):
             stopped.append(name)
     # pods' processes go with the tier, as with a node's container runtime

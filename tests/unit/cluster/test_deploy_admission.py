@@ -51,6 +51,8 @@ def test_an_scc_refusal_is_reported_in_seconds_not_at_the_timeout(local_cfg, fak
     assert fake.monotonic() - start <= 15
     msg = str(e.value)
     assert "SCC admission refused pods of statefulset/ml-dev-env" in msg
+    assert f"the service account {local_cfg.security.service_account} may use no" in msg
+    assert f"k8s/{local_cfg.name}/rdma/securitycontextconstraints.yaml" in msg
     assert "--mode tcp" in msg and e.value.exit_code == 3
 
 
