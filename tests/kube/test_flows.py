@@ -521,12 +521,14 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     for i, pod in enumerate(pods):
         # kwok runs no container command: what the entry point (scripts/pod-init.sh) does,
         # with sshd in the background instead of the foreground
-        _ok(
-            openshift.run(
-                "exec", "-n", ns, pod, "--", "python", "-m", "mlenv.pod", "init", timeout=120
-            ),
-            f"pod init in pod {i}",
+        res = openshift.run(
+            "exec", "-n", ns, pod, "--", "python", "-m", "mlenv.pod", "init", timeout=120
         )
+        _ok(res, f"pod init in pod {i}")
+        # the range's UID has no passwd entry and the pod's /etc/passwd is not writable:
+        # sshd admits it through nss_wrapper
+        said = res.stdout + res.stderr
+        assert f"admits mlenv-{RANGE_UID}" in said and "served by nss_wrapper" in said, said
     # the pod's eth0 holds its status.podIP, and pod 0 resolves pod 1's name to pod 1's
     seen = _ok(
         openshift.run(
