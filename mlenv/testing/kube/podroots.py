@@ -604,6 +604,7 @@ class Controller:
         self.ips.pop((ns, name), None)
         self.unannotated.pop((ns, name), None)
         self.retry.discard((ns, name))
+        self.refused = {r for r in self.refused if r[:2] != (ns, name)}
         self.dirty.add(ns)
         self.sweep = True
         folder = self.pod_dir(ns, name)
