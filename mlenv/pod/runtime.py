@@ -395,6 +395,10 @@ def verb_run_torchrun(
     job = _job(env, script, module, rdir, profile, rid)
     slots = hostfile.slots_per_node(pe.gpus_per_node, hostfile.count_gpus(env), env)
     child_env = {**env, **read_node_env(p.node_env)}
+    # The ranks' HOME is the one the pod's state lives in, as the ssh path's ranks get it
+    # from their passwd entry: a random UID's HOME is often "/" (the runtime's default for
+    # a UID the image does not know), where DeepSpeed and matplotlib cannot make ~/.cache.
+    child_env["HOME"] = p.home
     argv = launch.torchrun_argv(job, pe.nnodes, pe.rank, slots, pe.master_addr, pe.master_port)
     say(
         f"torchrun node {pe.rank}/{pe.nnodes}, {slots} proc(s), rendezvous {pe.master_addr}:{pe.master_port}"

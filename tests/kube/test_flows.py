@@ -438,8 +438,18 @@ def test_a_non_admin_rdma_deploy_is_told_what_rbac_refuses_before_applying(
     assert "may not bind clusterrole" in loose and "(tcp mode, fell back from rdma)" in loose, loose
 
 
+# OpenShift's namespace ranges, as its cluster-policy-controller writes them: the tier runs a
+# pod that names no UID as the first (and, as restricted-v2, gives it that fsGroup).
+RANGE_UID = 1000680000
+RANGES = (
+    f"openshift.io/sa.scc.uid-range={RANGE_UID}/10000",
+    f"openshift.io/sa.scc.supplemental-groups={RANGE_UID}/10000",
+)
+
+
+@pytest.mark.parametrize("storage", ["volumeClaimTemplates", "rwx"])
 def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a_peer_it_cannot_reach(
-    openshift: Plane, tmp_path: Path
+    openshift: Plane, tmp_path: Path, storage: str
 ) -> None:
     """§2's launch on the product's main path. Each pod has a network namespace and an
     address of its own (status.podIP, on the plane's bridge) and resolves the others' names
@@ -450,12 +460,39 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     volume. Then pod 1's sshd is stopped: the preflight names that peer (and only it) and
     exits 3, and so does `mlenv launch` (found here: kwok sent every failed exec as an
     internal error, so kubectl exited 1, an acceptance FAIL). The ssh-less path
-    (`--torchrun`) runs across the pods in test_launch_reads_the_racks_from_a_node_label."""
+    (`--torchrun`) runs across the pods in test_launch_reads_the_racks_from_a_node_label.
+
+    The random-UID path: the namespace carries OpenShift's ranges, so every process of the
+    pods (pod init, sshd and the ranks it starts, sync's tar, shell) runs as the range's
+    first UID with GID 0, the fsGroup and no capability, with per-pod claims and with RWX
+    ones; the quick profile PASSes over DeepSpeed/ssh and over torchrun."""
     import os
     import signal
 
     root, name, ns = _setup(openshift, tmp_path, "launch", user=False)
+    openshift.ok("annotate", "namespace", ns, *RANGES)
+    if storage == "rwx":
+        _config(root, name, storage__mode="rwx", storage__workspace_size="1Gi")
     _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")
+    _ok(mlenv(root, openshift, "sync", name), "sync as the range's UID")
+    for i in (0, 1):
+        who = _ok(
+            mlenv(
+                root,
+                openshift,
+                "shell",
+                name,
+                "--pod",
+                str(i),
+                "--",
+                "sh",
+                "-c",
+                "id -u; id -G; cat /workspace/data/notes.txt",
+            ),
+            f"shell in pod {i}",
+        )
+        assert who.split("\n")[:2] == [str(RANGE_UID), f"0 {RANGE_UID}"], who
+        assert f"{name} tcp" in who, who
     pods = ("ml-dev-env-0", "ml-dev-env-1")
     ips = {
         p: openshift.ok("get", "pod", "-n", ns, p, "-o", "jsonpath={.status.podIP}").strip()
@@ -484,12 +521,14 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     for i, pod in enumerate(pods):
         # kwok runs no container command: what the entry point (scripts/pod-init.sh) does,
         # with sshd in the background instead of the foreground
-        _ok(
-            openshift.run(
-                "exec", "-n", ns, pod, "--", "python", "-m", "mlenv.pod", "init", timeout=120
-            ),
-            f"pod init in pod {i}",
+        res = openshift.run(
+            "exec", "-n", ns, pod, "--", "python", "-m", "mlenv.pod", "init", timeout=120
         )
+        _ok(res, f"pod init in pod {i}")
+        # the range's UID has no passwd entry and the pod's /etc/passwd is not writable:
+        # sshd admits it through nss_wrapper
+        said = res.stdout + res.stderr
+        assert f"admits mlenv-{RANGE_UID}" in said and "served by nss_wrapper" in said, said
     # the pod's eth0 holds its status.podIP, and pod 0 resolves pod 1's name to pod 1's
     seen = _ok(
         openshift.run(
@@ -519,22 +558,45 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     out = res.stdout + res.stderr
     assert res.returncode == 0 and "verdict: PASS" in out, out[-4000:]
     assert "preflight: all 2 peer(s) answer on port 2222" in out, out[-4000:]
-    results = sorted(
-        (openshift.volume_dir(ns, "workspace-ml-dev-env-0") / "results").glob("*/results.json")
-    )
+    workspace = "workspace-ml-dev-env-0" if storage != "rwx" else "ml-dev-env-workspace"
+    results = sorted((openshift.volume_dir(ns, workspace) / "results").glob("*/results.json"))
     assert len(results) == 1, results
+    assert results[0].stat().st_uid == RANGE_UID, results[0].stat()
     doc = json.loads(results[0].read_text())
     assert doc["verdict"] == "PASS", doc["reasons"]
     assert doc["world"]["ranks"] == 2 and doc["world"]["hosts"] == list(pods), doc["world"]
     assert doc.get("profile", "quick") == "quick", doc.get("profile")
     assert sorted(c["rank"] for c in doc["checks"] if c["name"] == "environment") == [0, 1]
     print(
-        f"\n[measured] kube tier: mlenv launch (DeepSpeed over ssh, 2 pods, quick profile): {took:.1f} s; "
-        f"pod addresses {ips}"
+        f"\n[measured] kube tier ({storage}, UID {RANGE_UID}): mlenv launch (DeepSpeed over ssh, "
+        f"2 pods, quick profile): {took:.1f} s; pod addresses {ips}"
     )
+    # the ssh-less path of the same profile, as the same UID
+    started = time.monotonic()
+    res = mlenv(
+        root,
+        openshift,
+        "launch",
+        name,
+        "--torchrun",
+        "--",
+        "--profile",
+        "quick",
+        *suite,
+        timeout=600,
+    )
+    took = time.monotonic() - started
+    out = res.stdout + res.stderr
+    assert res.returncode == 0 and "verdict: PASS" in out, out[-4000:]
+    print(
+        f"\n[measured] kube tier ({storage}): mlenv launch --torchrun, quick profile: {took:.1f} s"
+    )
+    if storage == "rwx":
+        return  # the missing peer below is the same on either storage
 
-    # pod 1's sshd goes (its pid, as sshd wrote it in the pod's root); pod 0's stays
-    pidfile = openshift.pod_dir(ns, pods[1]) / "upper" / "root" / ".mlenv" / "ssh" / "sshd.pid"
+    # pod 1's sshd goes (its pid, as sshd wrote it in the pod's root: the UID's HOME is "/",
+    # which it cannot write, so the pod's state is under /tmp); pod 0's stays
+    pidfile = openshift.pod_dir(ns, pods[1]) / "upper" / "tmp" / ".mlenv" / "ssh" / "sshd.pid"
     pid = int(pidfile.read_text().split()[0])
     assert Path(f"/proc/{pid}/comm").read_text().strip() == "sshd"
     os.kill(pid, signal.SIGTERM)

@@ -96,9 +96,33 @@ if [ "$shared" = 1 ]; then
     done
     hostname "${MLENV_KUBE_POD_NAME:-pod}"
 fi
+# The container's identity (the pod-root controller's, mlenv/testing/kube/identity.py):
+# its UID, GID, supplementary groups, bounding set of capabilities (root's effective set;
+# a non-root UID keeps none, as CRI-O and containerd run it) and no_new_privs. setpriv
+# drops to it inside the pod's root, after chroot, which needs CAP_SYS_CHROOT. An exec
+# without one (the scale nodes' shared root) runs as before.
+drop=
+if [ -n "${MLENV_KUBE_UID+x}" ]; then
+    uid=${MLENV_KUBE_UID} gid=${MLENV_KUBE_GID:-0} groups=${MLENV_KUBE_GROUPS:-}
+    caps=${MLENV_KUBE_CAPS:-} nnp=${MLENV_KUBE_NNP:-}
+    case "$uid:$gid:$groups:$caps:$nnp" in
+        :*|*[!0-9a-z_,:]*|*:*:*[!0-9,]*:*:*|*[!0-9]*:*:*:*:*|*:*[!0-9]*:*:*:*)
+            echo "kube tier: $root: identity '$uid:$gid:$groups:$caps:$nnp' is not UID:GID:GROUPS:CAPS:NNP: refusing" >&2
+            exit 126 ;;
+    esac
+    bounding=-all
+    for c in $(printf '%s' "$caps" | tr ',' ' '); do bounding="$bounding,+$c"; done
+    if [ -n "$groups" ]; then grouping=--groups=$groups; else grouping=--clear-groups; fi
+    drop="/usr/bin/setpriv --reuid=$uid --regid=$gid $grouping --inh-caps=-all --ambient-caps=-all --bounding-set=$bounding"
+    [ "$nnp" = 1 ] && drop="$drop --no-new-privs"
+    drop="$drop --"
+fi
 unset MLENV_KUBE_POD_ROOT MLENV_KUBE_MOUNTS MLENV_KUBE_TIER MLENV_KUBE_NAMES MLENV_KUBE_SHARED_ROOT
+unset MLENV_KUBE_UID MLENV_KUBE_GID MLENV_KUBE_GROUPS MLENV_KUBE_CAPS MLENV_KUBE_NNP
 # chroot is found with the system PATH above: the pod's own PATH (below) may lack /usr/sbin.
 chroot_bin=$(command -v chroot)
 PATH=${MLENV_KUBE_PATH:-/usr/local/bin:/usr/bin:/bin}
 export PATH
-exec "$chroot_bin" "$m" /bin/sh -c 'cd "${MLENV_KUBE_WORKDIR:-/}" 2>/dev/null || cd /; exec "$@"' sh "$cmd" "$@"
+# $drop unquoted: its words were checked above (digits, commas, capability names)
+# shellcheck disable=SC2086
+exec "$chroot_bin" "$m" $drop /bin/sh -c 'cd "${MLENV_KUBE_WORKDIR:-/}" 2>/dev/null || cd /; exec "$@"' sh "$cmd" "$@"

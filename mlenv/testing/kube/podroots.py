@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from mlenv.testing.kube import podnet
+from mlenv.testing.kube.identity import Identity, IdentityError, pod_identity, set_volume_ownership
 from mlenv.testing.kube.manifests import POD_IP, ROOT_READY, is_scale_pod
 
 Obj = dict[str, Any]
@@ -197,10 +198,15 @@ def start_root(
     and held for the pod's life; every process of the pod enters it (confine.sh), so the
     container command, each exec and what they start (sshd's sessions) see the same
     files. Returns once the holder has recorded itself in ``<folder>/rootns``."""
+    image = [Path(p) for p in image_paths()]
     for d, mode in HIDDEN:
         # an opaque folder of the upper layer: the host's folder below it is not seen
         path = folder / "upper" / d
         path.mkdir(parents=True, exist_ok=True)
+        if any(Path("/", d) in p.parents for p in image):
+            # the image's Python lives below it here (in an image it would be in /usr):
+            # every UID may pass through to it, none may list it
+            mode |= 0o111
         path.chmod(mode)
         os.setxattr(path, "trusted.overlay.opaque", b"y")
     unshare = shutil.which("unshare") or "unshare"
@@ -261,6 +267,14 @@ class Controller:
         self.dirty: set[str] = set()  # namespaces whose names file is to be written
         self.sweep = False  # a pod went: look for volumes whose PV is gone
         self.last_retry = 0.0
+        # the plane's flavour decides the runtime's default capabilities and whether the
+        # namespace's OpenShift ranges give the pods their UID (identity.py)
+        try:
+            state = json.loads((tier / "state.json").read_text())
+        except (OSError, ValueError):
+            state = {}
+        self.flavor = str(state.get("flavor") or "openshift")
+        self.refused: set[tuple[str, str, Any]] = set()  # pods whose identity cannot start
 
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -279,31 +293,46 @@ class Controller:
     def pod_dir(self, ns: str, name: str) -> Path:
         return self.tier / "pods" / ns / name
 
-    def _volume_source(self, pod: Obj, vol: Obj) -> Path | None:
+    def _volume_source(self, pod: Obj, vol: Obj, ident: Identity) -> Path | None:
+        """The folder of one of the pod's volumes, made as a kubelet would set it up, and
+        given to the pod's fsGroup when it has one (set_volume_ownership)."""
         ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        read_only = False
         if "persistentVolumeClaim" in vol:
             claim = vol["persistentVolumeClaim"]["claimName"]
             res = self.kubectl("get", "pvc", "-n", ns, claim, "-o", "jsonpath={.spec.volumeName}")
             pv = res.stdout.strip()
             if res.returncode != 0 or not pv:
                 return None
-            return self.tier / "volumes" / pv
-        folder: Path = self.pod_dir(ns, name) / "volumes" / str(vol["name"])
-        folder.mkdir(parents=True, exist_ok=True)
+            folder: Path = self.tier / "volumes" / pv
+            folder.mkdir(parents=True, exist_ok=True)
+        else:
+            folder = self.pod_dir(ns, name) / "volumes" / str(vol["name"])
+            folder.mkdir(parents=True, exist_ok=True)
+        if "emptyDir" in vol:
+            folder.chmod(0o777)  # a kubelet makes every emptyDir 0777
         for kind, key in (("secret", "secretName"), ("configMap", "name")):
             if kind in vol:
+                read_only = True
                 res = self.kubectl(
                     "get", kind.lower(), "-n", ns, vol[kind].get(key, ""), "-o", "json"
                 )
+                # each key's file has the volume's defaultMode (0644 when unset), as written
+                # by the kubelet, owned by root
+                mode = int(vol[kind].get("defaultMode", 0o644)) & 0o777
                 if res.returncode == 0:
                     obj = json.loads(res.stdout)
                     for k, v in (obj.get("data") or {}).items():
                         data = base64.b64decode(v) if kind == "secret" else str(v).encode()
                         (folder / k).write_bytes(data)
-                        (folder / k).chmod(0o600 if kind == "secret" else 0o644)
+                        (folder / k).chmod(mode)
+        if ident.fs_group is not None and (
+            "persistentVolumeClaim" in vol or "emptyDir" in vol or read_only
+        ):
+            set_volume_ownership(folder, ident.fs_group, read_only, ident.fs_group_policy)
         return folder
 
-    def _env(self, pod: Obj, container: Obj) -> list[Obj]:
+    def _env(self, pod: Obj, container: Obj, ident: Identity | None = None) -> list[Obj]:
         meta = pod["metadata"]
         fields = {
             "metadata.name": meta["name"],
@@ -343,7 +372,40 @@ class Controller:
         # The package as an image would have it installed (the checkout, read-only below).
         repo = str(Path(__file__).resolve().parents[3])
         out["PYTHONPATH"] = repo + (":" + out["PYTHONPATH"] if out.get("PYTHONPATH") else "")
+        if ident is not None:
+            out.update(ident.env())  # confine.sh drops to it (setpriv); HOME is the UID's
         return [{"name": k, "value": v} for k, v in out.items()]
+
+    def namespace_annotations(self, ns: str) -> dict[str, str] | None:
+        """The namespace's annotations (None when they could not be read)."""
+        res = self.kubectl("get", "namespace", ns, "--output=jsonpath={.metadata.annotations}")
+        if res.returncode != 0:
+            return None
+        try:
+            notes = json.loads(res.stdout or "{}")
+        except ValueError:
+            return None
+        return {str(k): str(v) for k, v in notes.items()} if isinstance(notes, dict) else {}
+
+    def identities(self, pod: Obj) -> dict[str, Identity] | None:
+        """Each container's identity (identity.pod_identity), by container name; None when
+        the pod cannot start as specified (said once in the controller's log; the pod stays
+        unready, as a kubelet's CreateContainerConfigError leaves it) or its namespace
+        could not be read."""
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        notes = self.namespace_annotations(ns)
+        if notes is None:
+            return None
+        try:
+            return {
+                str(c["name"]): pod_identity(pod, c, notes, self.flavor)
+                for c in pod["spec"]["containers"]
+            }
+        except IdentityError as e:
+            if (ns, name, pod["metadata"].get("uid")) not in self.refused:
+                self.refused.add((ns, name, pod["metadata"].get("uid")))
+                self.say(f"{ns}/{name}: not started (CreateContainerConfigError): {e}")
+            return None
 
     def prepare(self, pod: Obj) -> bool:
         meta, spec = pod["metadata"], pod["spec"]
@@ -353,13 +415,16 @@ class Controller:
         # whose folder this is: a pod of the same name later is not this one
         (folder / "uid").write_text(meta["uid"] + "\n")
         container = spec["containers"][0]
+        idents = self.identities(pod)
+        if idents is None:
+            return False
         vols = {v["name"]: v for v in spec.get("volumes") or []}
         mounts = []
         for vm in container.get("volumeMounts") or []:
             vol = vols.get(vm["name"])
             if vol is None:
                 continue
-            src = self._volume_source(pod, vol)
+            src = self._volume_source(pod, vol, idents[container["name"]])
             if src is None:
                 return False  # its claim is not bound yet: try again on the next event
             if vm.get("subPath"):
@@ -398,9 +463,19 @@ class Controller:
             hosts.symlink_to(f"{NAMES_MOUNT}/hosts")
         if not self.mount_root(folder, ns, name, mounts):
             return False
-        env = [
-            *self._env(pod, container),
-            {"name": "MLENV_KUBE_POD_ROOT", "value": str(folder)},
+        # one exec entry per container: each runs as its own identity (the pod's root and
+        # mounts are the first container's, as before)
+        execs = [
+            {
+                "containers": [c["name"]],
+                "local": {
+                    "envs": [
+                        *self._env(pod, c, idents[c["name"]]),
+                        {"name": "MLENV_KUBE_POD_ROOT", "value": str(folder)},
+                    ]
+                },
+            }
+            for c in spec["containers"]
         ]
         owner = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": meta["uid"]}]
         objs = {
@@ -411,7 +486,7 @@ class Controller:
                     "apiVersion": "kwok.x-k8s.io/v1alpha1",
                     "kind": "Exec",
                     "metadata": {"name": name, "namespace": ns, "ownerReferences": owner},
-                    "spec": {"execs": [{"local": {"envs": env}}]},
+                    "spec": {"execs": execs},
                 },
                 {
                     "apiVersion": "kwok.x-k8s.io/v1alpha1",
@@ -529,6 +604,7 @@ class Controller:
         self.ips.pop((ns, name), None)
         self.unannotated.pop((ns, name), None)
         self.retry.discard((ns, name))
+        self.refused = {r for r in self.refused if r[:2] != (ns, name)}
         self.dirty.add(ns)
         self.sweep = True
         folder = self.pod_dir(ns, name)
@@ -572,11 +648,10 @@ class Controller:
     def namespace_cap(self, ns: str) -> float:
         """The tier's cap, or the namespace's own (annotation GRACE_CAP_ANNOTATION, for a
         test that needs deletes to take longer than the plane's default)."""
-        res = self.kubectl("get", "namespace", ns, "--output=jsonpath={.metadata.annotations}")
+        notes = self.namespace_annotations(ns) or {}
         try:
-            notes = json.loads(res.stdout or "{}") if res.returncode == 0 else {}
             return max(0.0, float(notes.get(GRACE_CAP_ANNOTATION, self.cap)))
-        except (ValueError, AttributeError):
+        except ValueError:
             return self.cap
 
     def _finish(self, ns: str, name: str, uid: str) -> None:

@@ -60,3 +60,23 @@ def test_run_torchrun_in_a_pod_where_a_run_is_going_starts_nothing_and_exits_3(
     ]
     # once it is over, the same command runs
     assert pod_main.main(["run-torchrun", "--run-id", SECOND]) == 0 and len(started) == 1
+
+
+def test_run_torchrun_gives_its_ranks_a_writable_home_when_home_is_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A random UID's HOME is "/" (CRI-O's default for a UID the image does not know): the
+    ranks get the home the pod's state is in, as the ssh path's ranks get it from their
+    passwd entry (DeepSpeed's ~/.cache failed with "Permission denied: '/.cache'")."""
+    envs: list[dict[str, str]] = []
+
+    def fake_run(argv: list[str], env: dict[str, str], *a: object, **k: object) -> int:
+        envs.append(dict(env))
+        return 0
+
+    monkeypatch.setattr(launch, "run", fake_run)
+    for k, v in {**ENV, "MLENV_POD_INDEX": "1", "HOME": "/", "TMPDIR": str(tmp_path)}.items():
+        monkeypatch.setenv(k, v)
+    monkeypatch.delenv("MLENV_STATE_DIR", raising=False)
+    assert pod_main.main(["run-torchrun", "--run-id", SECOND]) == 0
+    assert envs[0]["HOME"] == str(tmp_path)
