@@ -438,8 +438,9 @@ def test_a_non_admin_rdma_deploy_is_told_what_rbac_refuses_before_applying(
     assert "may not bind clusterrole" in loose and "(tcp mode, fell back from rdma)" in loose, loose
 
 
-# OpenShift's namespace ranges, as its cluster-policy-controller writes them: the tier runs a
-# pod that names no UID as the first (and, as restricted-v2, gives it that fsGroup).
+# OpenShift's namespace ranges, as its cluster-policy-controller writes them: the tier's SCC
+# admission gives a pod that names no UID the first (and, as restricted-v2, that fsGroup).
+# The plane already gave the namespace a block of its own; the test sets a known one.
 RANGE_UID = 1000680000
 RANGES = (
     f"openshift.io/sa.scc.uid-range={RANGE_UID}/10000",
@@ -470,7 +471,7 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     import signal
 
     root, name, ns = _setup(openshift, tmp_path, "launch", user=False)
-    openshift.ok("annotate", "namespace", ns, *RANGES)
+    openshift.ok("annotate", "--overwrite", "namespace", ns, *RANGES)
     if storage == "rwx":
         _config(root, name, storage__mode="rwx", storage__workspace_size="1Gi")
     _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")

@@ -95,7 +95,9 @@ def test_exec_runs_as_run_as_user_with_its_groups_and_no_extra_capabilities(
     capability: CRI-O sets no ambient ones) and the bounding set holds only the added
     one; the claim and the emptyDir are the fsGroup's (setgid, group-writable), so the
     UID writes both. The second container, with no securityContext, is the image's root
-    with CRI-O's default capabilities in the same pod."""
+    with CRI-O's default capabilities in the same pod: UID 1234 is outside the namespace's
+    range, so restricted-v2 refuses the pod and privileged (RunAsAny) admits it, writing
+    no UID."""
     ns = openshift.namespace("ident")
     restricted = {
         "runAsUser": 1234,
@@ -106,6 +108,10 @@ def test_exec_runs_as_run_as_user_with_its_groups_and_no_extra_capabilities(
     pod_sc = {"fsGroup": 3456, "supplementalGroups": [4567]}
     openshift.apply(*_pod(ns, "p0", pod_sc, {"main": restricted, "rootful": {}}))
     _wait_running(openshift, ns, "p0")
+    scc = openshift.run(
+        "get", "pod", "-n", ns, "p0", "-o", "jsonpath={.metadata.annotations.openshift\\.io/scc}"
+    )
+    assert scc.stdout == "privileged", scc.stdout + scc.stderr
     seen = _probe(openshift, ns, "p0", "main")
     assert (seen["uid"], seen["gid"]) == ("1234", "2345"), seen
     assert set(seen["groups"].split()) == {"2345", "3456", "4567"}, seen
@@ -129,6 +135,7 @@ def test_a_pod_in_an_annotated_namespace_runs_as_the_ranges_first_uid(openshift:
     ns = openshift.namespace("ident-range")
     openshift.ok(
         "annotate",
+        "--overwrite",  # the plane gave the namespace a block at its creation, as OpenShift does
         "namespace",
         ns,
         f"{UID_RANGE}=1000680000/10000",

@@ -26,6 +26,7 @@ def _pod(
     image: str = "registry.access.redhat.com/ubi9/ubi-minimal:latest",
     claim: str | None = None,
     node: str | None = None,
+    run_as: int | None = None,
 ) -> dict:
     spec: dict = {
         "containers": [
@@ -48,6 +49,8 @@ def _pod(
     }
     if node:
         spec["nodeName"] = node
+    if run_as is not None:
+        spec["securityContext"] = {"runAsUser": run_as}
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -199,7 +202,10 @@ def test_exec_runs_confined_to_the_pods_own_root(openshift: Plane) -> None:
     never on this machine; a command named by absolute path (which bypasses the per-pod
     wrapper) finds the host read-only."""
     ns = openshift.namespace("confine")
-    openshift.apply(_claim(ns, "ws"), _pod(ns, "p0", claim="ws"), user=True)
+    # root, as the image's user: a namespace user's pod would run as the namespace's range
+    # UID (restricted-v2), which may not write /root; root is what could reach the host
+    openshift.apply(_claim(ns, "ws"), user=True)
+    openshift.apply(_pod(ns, "p0", claim="ws", run_as=0))
     _wait("pod Running", lambda: _running(openshift, ns, "p0"))
     token = uuid.uuid4().hex
     host_ws, host_root = Path("/workspace") / token, Path("/root") / token

@@ -53,6 +53,20 @@ def test_an_annotated_openshift_namespace_gives_its_first_uid_gid_0_and_an_fs_gr
         pod_identity(pod, c, {"openshift.io/sa.scc.uid-range": "many"}, "openshift")
 
 
+def test_a_pod_an_scc_admitted_runs_as_its_spec_says_not_the_range() -> None:
+    """The tier's SCC admission writes what the chosen SCC assigns; a pod privileged
+    (RunAsAny) admitted with no runAsUser runs as the image's root, in a namespace with
+    ranges too (the range was given to such a pod's container before: UID 1000070000)."""
+    pod, c = _pod()
+    pod["metadata"] = {"annotations": {"openshift.io/scc": "privileged"}}
+    ident = pod_identity(pod, c, RANGES, "openshift")
+    assert (ident.uid, ident.fs_group, ident.groups) == (0, None, ())
+    pod, c = _pod({"fsGroup": 1000690000}, {"runAsUser": 1000680000})
+    pod["metadata"] = {"annotations": {"openshift.io/scc": "restricted-v2"}}
+    ident = pod_identity(pod, c, RANGES, "openshift")
+    assert (ident.uid, ident.fs_group) == (1000680000, 1000690000)
+
+
 def test_groups_are_fs_group_then_supplemental_groups() -> None:
     pod, c = _pod({"runAsUser": 5, "fsGroup": 7, "supplementalGroups": [9, 7, 11]})
     assert pod_identity(pod, c, {}, "plain").groups == (7, 9, 11)

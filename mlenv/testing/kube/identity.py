@@ -8,9 +8,10 @@ util-linux ``setpriv`` after chrooting into the pod's root. The rules (docs/depl
 "The kube tier"):
 
 - UID: the container's ``runAsUser``, else the pod's; else, on the OpenShift flavour in a
-  namespace annotated ``openshift.io/sa.scc.uid-range`` (``1000680000/10000``), the
-  range's first UID; else root (the tier's "image" user: the pods run this machine's
-  files, whose only user is root).
+  namespace annotated ``openshift.io/sa.scc.uid-range`` (``1000680000/10000``), for a pod
+  no SCC admitted (no ``openshift.io/scc``: the tier's SCC admission writes the UID of
+  the SCC it chose into the pod), the range's first UID; else root (the tier's "image"
+  user: the pods run this machine's files, whose only user is root).
 - GID: ``runAsGroup`` (container, then pod), else 0: OpenShift runs its random UIDs with
   GID 0, and an image's user without a group entry gets 0 too.
 - Supplementary groups: ``fsGroup`` then ``supplementalGroups``. On the OpenShift flavour
@@ -37,6 +38,7 @@ from typing import Any
 Obj = dict[str, Any]
 
 UID_RANGE = "openshift.io/sa.scc.uid-range"
+SCC_ANNOTATION = "openshift.io/scc"  # the SCC that admitted the pod
 SUPPLEMENTAL_GROUPS = "openshift.io/sa.scc.supplemental-groups"
 
 # Every capability setpriv knows (Linux's, by their names without CAP_).
@@ -135,7 +137,11 @@ def pod_identity(pod: Obj, container: Obj, ns_annotations: dict[str, str], flavo
     if uid is None:
         uid = _int(psc.get("runAsUser"), "pod securityContext.runAsUser")
     fs_group = _int(psc.get("fsGroup"), "pod securityContext.fsGroup")
-    if flavor in RANGE_FLAVORS and UID_RANGE in ns_annotations:
+    # A pod the tier's SCC admission admitted (scc.py) already holds what its SCC assigns
+    # (restricted-v2 writes the range's UID; privileged, RunAsAny, writes none and the
+    # image's user runs): only a pod that went through no SCC gets the range here.
+    admitted = SCC_ANNOTATION in ((pod.get("metadata") or {}).get("annotations") or {})
+    if flavor in RANGE_FLAVORS and UID_RANGE in ns_annotations and not admitted:
         first = range_start(ns_annotations[UID_RANGE])
         if first is None:
             raise IdentityError(
