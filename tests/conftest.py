@@ -71,13 +71,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # -- the unit tier's one-second budget ------------------------------------------------
 #
 # A unit or CLI test is meant to take under a second (docs/architecture.md, "Tests by
-# tier"). The run's output ends with the ones that did not, each with the CPU its
-# process and the children it waited for used in the test's call, and the time its
-# thread sat runnable in the kernel's run queue: a test that took the time in CPU is
-# slow on any machine; one that queued was slowed by a loaded machine; one that did
-# neither waited (a sleep, a deadline, a process). A report, not a failure: on a shared
-# 2-core machine the wall clock of a 0.5 s test varies past 1 s. The failing rule is
-# tests/unit/test_unit_tier.py (no mlenv process in the unit tier).
+# tier"). The run's output ends with the setups and calls that did not, each with the
+# CPU its process and the children it waited for used, and the time its thread sat
+# runnable in the kernel's run queue: one that took the time in CPU is slow on any
+# machine; one that queued was slowed by a loaded machine; one that did neither waited
+# (a sleep, a deadline, a child process, whose own queueing is not seen here). A
+# report, not a failure: on a shared 2-core machine the wall clock of a 0.5 s test
+# varies past 1 s. The failing rule is tests/unit/test_unit_tier.py (no mlenv CLI
+# process in the unit tier).
 
 UNIT_TIERS = ("tests/unit/", "tests/cli/")
 UNIT_BUDGET_S = 1.0
@@ -98,32 +99,44 @@ def _queued_s() -> float:
         return 0.0
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+def _timed(item: pytest.Item, phase: str) -> Iterator[None]:
     if not item.nodeid.startswith(UNIT_TIERS):
         yield
         return
     cpu, queued, t0 = _cpu_s(), _queued_s(), time.perf_counter()
     yield
     # user_properties travel with the report from an xdist worker to the controller
-    item.user_properties.append(("call_wall_s", time.perf_counter() - t0))
-    item.user_properties.append(("call_cpu_s", _cpu_s() - cpu))
-    item.user_properties.append(("call_queued_s", _queued_s() - queued))
+    item.user_properties.append(
+        (f"{phase}_s", (time.perf_counter() - t0, _cpu_s() - cpu, _queued_s() - queued))
+    )
+
+
+# The setup is timed too: a module-scoped fixture's setup is paid in the first test that
+# uses it, and it counts against the budget like a test (shared, but not free).
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    yield from _timed(item, "setup")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    yield from _timed(item, "call")
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.when != "call" or not report.nodeid.startswith(UNIT_TIERS):
+    if report.when not in ("setup", "call") or not report.nodeid.startswith(UNIT_TIERS):
         return
-    props = {k: float(v) for k, v in report.user_properties if k.startswith("call_")}
-    wall = props.get("call_wall_s", report.duration)
+    timed = dict(report.user_properties).get(f"{report.when}_s")
+    if timed is None:
+        return
+    wall, cpu, queued = timed  # type: ignore[misc]
     if wall >= UNIT_BUDGET_S:
-        cpu, queued = props.get("call_cpu_s", 0.0), props.get("call_queued_s", 0.0)
-        _over_budget.append((wall, cpu, queued, report.nodeid))
+        _over_budget.append((wall, cpu, queued, f"{report.nodeid} ({report.when})"))
 
 
 def over_budget_lines(slow: list[tuple[float, float, float, str]]) -> list[str]:
-    """The report: the unit-tier tests whose call took the budget or more, slowest first,
-    each saying where its time went."""
+    """The report: the unit-tier setups and calls that took the budget or more, slowest
+    first, each saying where its time went."""
     if not slow:
         return [f"unit tier: no test took {UNIT_BUDGET_S:g} s or more"]
     lines = [
