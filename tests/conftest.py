@@ -144,13 +144,12 @@ def over_budget_lines(slow: list[tuple[float, float, float, str]]) -> list[str]:
         '(docs/architecture.md, "Tests by tier"):'
     ]
     for wall, cpu, queued, nodeid in sorted(slow, reverse=True):
-        why = (
-            "CPU"
-            if cpu >= wall / 2
-            else "queued: a loaded machine"
-            if queued >= wall / 2
-            else "waiting"
-        )
+        if cpu >= UNIT_BUDGET_S or cpu >= wall / 2:
+            why = "CPU"
+        elif queued >= wall / 2:
+            why = "queued: a loaded machine"
+        else:
+            why = "waiting"
         lines.append(
             f"  {wall:5.2f} s wall, {cpu:5.2f} s CPU, {queued:5.2f} s queued ({why})  {nodeid}"
         )
