@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 
@@ -129,7 +130,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     timed = dict(report.user_properties).get(f"{report.when}_s")
     if timed is None:
         return
-    wall, cpu, queued = timed  # type: ignore[misc]
+    wall, cpu, queued = cast("tuple[float, float, float]", timed)
     if wall >= UNIT_BUDGET_S:
         _over_budget.append((wall, cpu, queued, f"{report.nodeid} ({report.when})"))
 

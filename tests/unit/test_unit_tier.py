@@ -70,7 +70,7 @@ def mlenv_processes(source: str, filename: str = "<test>") -> list[tuple[int, st
             for a, b in zip(words, words[1:], strict=False):
                 if a == "-m" and b in HEAVY:
                     found.append((node.lineno, f"sys.executable -m {b}"))
-        elif (text := _text(node)) is not None and (m := _IN_TEXT.search(text)):
+        elif isinstance(node, ast.Constant) and (m := _IN_TEXT.search(_text(node) or "")):
             found.append((node.lineno, f"a command line with `-m {m.group(1)}`"))
         elif (
             isinstance(node, ast.BinOp)
@@ -83,8 +83,9 @@ def mlenv_processes(source: str, filename: str = "<test>") -> list[tuple[int, st
 
 
 def _may_start_one(text: str) -> bool:
-    """Cheap first look: only a file with ``-m`` or ``/ "mlenv"`` in it is parsed."""
-    return "-m" in text or '"mlenv"' in text
+    """Cheap first look: every form names ``sys.executable`` or has ``-m MODULE`` in a
+    string, so only such a file is parsed."""
+    return "sys.executable" in text or _IN_TEXT.search(text) is not None
 
 
 def test_no_unit_tier_test_starts_an_mlenv_process() -> None:
