@@ -186,7 +186,7 @@ TEST_WORKERS ?= 3
 DURATIONS = --durations=25
 PYTEST_PARALLEL = $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
-unit: venv ## the inner loop: unit and CLI tests, in parallel (2 min 37 s on a 2-core machine)
+unit: venv ## the inner loop: unit and CLI tests, in parallel (2 min 21 s on a 2-core machine)
 	$(PYTEST_PARALLEL) tests/unit tests/cli
 
 # Two phases: everything but the `serial` tests in parallel, then those alone (they judge

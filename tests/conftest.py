@@ -13,6 +13,9 @@
 from __future__ import annotations
 
 import os
+import time
+from collections.abc import Iterator
+from typing import cast
 
 import pytest
 
@@ -21,6 +24,7 @@ import pytest
 # a stale entry costs minutes, never a result.
 LONG_FIRST = (
     "tests/integration/test_pod_launch.py",
+    "tests/integration/test_unreachable_client.py",
     "tests/integration/test_slurm.py",
     "tests/integration/test_hosts.py",
     "tests/integration/test_localize.py",
@@ -63,3 +67,102 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         for item in items:
             if item.get_closest_marker("serial"):
                 item.add_marker(alone)
+
+
+# -- the unit tier's one-second budget ------------------------------------------------
+#
+# A unit or CLI test is meant to take under a second (docs/architecture.md, "Tests by
+# tier"). The run's output ends with the setups and calls that did not, each with the
+# CPU its process and the children it waited for used, and the time its thread sat
+# runnable in the kernel's run queue: one that took the time in CPU is slow on any
+# machine; one that queued was slowed by a loaded machine; one that did neither waited
+# (a sleep, a deadline, a child process, whose own queueing is not seen here). A
+# report, not a failure: on a shared 2-core machine the wall clock of a 0.5 s test
+# varies past 1 s. The failing rule is tests/unit/test_unit_tier.py (no mlenv CLI
+# process in the unit tier).
+
+UNIT_TIERS = ("tests/unit/", "tests/cli/")
+UNIT_BUDGET_S = 1.0
+_over_budget: list[tuple[float, float, float, str]] = []
+
+
+def _cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+def _queued_s() -> float:
+    """Seconds this thread has been runnable but not running (Linux schedstat; else 0)."""
+    try:
+        with open("/proc/thread-self/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _timed(item: pytest.Item, phase: str) -> Iterator[None]:
+    if not item.nodeid.startswith(UNIT_TIERS):
+        yield
+        return
+    cpu, queued, t0 = _cpu_s(), _queued_s(), time.perf_counter()
+    yield
+    # user_properties travel with the report from an xdist worker to the controller
+    item.user_properties.append(
+        (f"{phase}_s", (time.perf_counter() - t0, _cpu_s() - cpu, _queued_s() - queued))
+    )
+
+
+# The setup is timed too: a module-scoped fixture's setup is paid in the first test that
+# uses it, and it counts against the budget like a test (shared, but not free).
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
+    yield from _timed(item, "setup")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    yield from _timed(item, "call")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when not in ("setup", "call") or not report.nodeid.startswith(UNIT_TIERS):
+        return
+    timed = dict(report.user_properties).get(f"{report.when}_s")
+    if timed is None:
+        return
+    wall, cpu, queued = cast("tuple[float, float, float]", timed)
+    if wall >= UNIT_BUDGET_S:
+        _over_budget.append((wall, cpu, queued, f"{report.nodeid} ({report.when})"))
+
+
+def over_budget_lines(slow: list[tuple[float, float, float, str]]) -> list[str]:
+    """The report: the unit-tier setups and calls that took the budget or more, slowest
+    first, each saying where its time went."""
+    if not slow:
+        return [f"unit tier: no test took {UNIT_BUDGET_S:g} s or more"]
+    lines = [
+        f"unit tier: {len(slow)} test(s) took {UNIT_BUDGET_S:g} s or more "
+        '(docs/architecture.md, "Tests by tier"):'
+    ]
+    for wall, cpu, queued, nodeid in sorted(slow, reverse=True):
+        if cpu >= UNIT_BUDGET_S or cpu >= wall / 2:
+            why = "CPU"
+        elif queued >= wall / 2:
+            why = "queued: a loaded machine"
+        else:
+            why = "waiting"
+        lines.append(
+            f"  {wall:5.2f} s wall, {cpu:5.2f} s CPU, {queued:5.2f} s queued ({why})  {nodeid}"
+        )
+    return lines
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    ran_unit = any(
+        r.nodeid.startswith(UNIT_TIERS)
+        for key in ("passed", "failed")
+        for r in terminalreporter.stats.get(key, [])
+    )
+    if ran_unit:
+        for line in over_budget_lines(_over_budget):
+            terminalreporter.write_line(line)

@@ -1,10 +1,9 @@
-"""The two ways in that are not a verb: ``python -m mlenv`` outside an install, and the exit
-line a failing verb ends with under make."""
+"""The exit line a failing verb ends with under make (the entry point in process; ``python
+-m mlenv`` outside an install, a process of its own, is
+``tests/integration/test_cli_processes.py``)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -13,25 +12,6 @@ import pytest
 import mlenv.cli.app as cli_app
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_python_m_mlenv_outside_an_install_says_what_to_run_in_one_line() -> None:
-    """`python3 -m mlenv` in a checkout with a Python that lacks the dependencies printed a
-    ModuleNotFoundError traceback; now one line naming the two installs, exit 2."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    # -S: no site-packages, so typer and the rest are missing, as in a bare system Python
-    r = subprocess.run(
-        [sys.executable, "-S", "-m", "mlenv", "--help"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-    )
-    assert r.returncode == 2 and r.stdout == ""
-    assert r.stderr.splitlines() == [
-        "mlenv: typer is missing from this Python: `make cli` installs mlenv into "
-        ".venv-cli/bin, or `pipx install .`"
-    ]
 
 
 @pytest.mark.parametrize(

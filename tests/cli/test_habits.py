@@ -1,13 +1,11 @@
 """kubectl/oc habits: global -n/--context/--kubeconfig/-q/-v before or after the
-verb, -o json|yaml, -h, mlenv help, completion, teardown --dry-run, logs --tail, and
-mlenv found from any folder of the checkout."""
+verb, -o json|yaml, -h, mlenv help, completion, teardown --dry-run, logs --tail. Bash
+completion as the shell runs it and mlenv found from any folder of the checkout start
+``mlenv`` processes: ``tests/integration/test_cli_processes.py``."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -25,7 +23,7 @@ STATEFULSET = workload_for().name
 pod_name = workload_for().pod_name
 
 # -- a recording stand-in for the client binary (argv checks only; the real kubectl is
-#    exercised by test_unreachable.py) -------------------------------------------------
+#    exercised by tests/integration/test_unreachable_client.py) -------------------------
 
 _RECORDER = """#!{python}
 import json, os, sys
@@ -228,47 +226,6 @@ def test_completion_script(monkeypatch, shell: str) -> None:
     assert run(["completion", "tcsh"], None, monkeypatch).exit_code == 2
 
 
-def _mlenv_bin() -> str:
-    exe = Path(sys.executable).parent / "mlenv"
-    if not exe.exists():
-        pytest.skip("the mlenv console script is not installed next to this python")
-    return str(exe)
-
-
-def test_bash_completion_completes_verbs_and_options(tmp_path) -> None:
-    """The script as bash runs it: source it, call its function, read COMPREPLY."""
-    if shutil.which("bash") is None:
-        pytest.skip("no bash")
-    exe = _mlenv_bin()
-    env = {
-        **os.environ,
-        "PATH": f"{Path(exe).parent}:{os.environ.get('PATH', '')}",
-        "MLENV_ROOT": str(ROOT),
-    }
-    script = subprocess.run(
-        [exe, "completion", "bash"], capture_output=True, text=True, env=env, check=True
-    ).stdout
-
-    def complete(*words: str) -> list[str]:
-        line = " ".join(words)
-        prog = (
-            f"{script}\nCOMP_WORDS=({line}); COMP_CWORD={len(words) - 1}; "
-            '_mlenv_completion mlenv; printf "%s\\n" "${COMPREPLY[@]}"'
-        )
-        out = subprocess.run(
-            ["bash", "-c", prog], capture_output=True, text=True, env=env, timeout=60
-        )
-        return out.stdout.split()
-
-    assert "status" in complete("mlenv", "sta")
-    assert {"--namespace", "--output"} <= set(complete("mlenv", "status", "x", "--"))
-    assert complete("mlenv", "status", "b") == ["barcelona"]  # cluster names from clusters/
-    assert complete("mlenv", "status", "clusters/") == []  # a path: the shell's file names
-    assert set(complete("mlenv", "shell", "''")) == {
-        p.stem for p in (ROOT / "clusters").glob("*.yaml")
-    }
-
-
 def test_teardown_dry_run_lists_and_deletes_nothing(tmp_path, monkeypatch) -> None:
     state = fake_state(tmp_path)
     assert run(["deploy", "barcelona", "--timeout", "60"], state, monkeypatch).exit_code == 0
@@ -366,43 +323,6 @@ def test_quiet_drops_notices_verbose_shows_commands(monkeypatch, recorder) -> No
     assert ran and ran[0].endswith("kubectl get --raw=/version --request-timeout=10000ms")
 
 
-def test_mlenv_is_found_from_any_folder_of_the_checkout(tmp_path) -> None:
-    env = {k: v for k, v in os.environ.items() if k != "MLENV_ROOT"}
-    sub = ROOT / "workspace"
-    r = subprocess.run(
-        [sys.executable, "-m", "mlenv", "list-clusters", "-o", "json"],
-        cwd=sub,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 0, r.stderr
-    assert {c["name"] for c in json.loads(r.stdout)} == {
-        p.stem for p in (ROOT / "clusters").glob("*.yaml")
-    }
-    # MLENV_ROOT still wins
-    other = tmp_path / "other"
-    (other / "clusters").mkdir(parents=True)
-    shutil.copy(ROOT / "clusters" / "local.yaml", other / "clusters" / "local.yaml")
-    r = subprocess.run(
-        [sys.executable, "-m", "mlenv", "list-clusters", "-o", "json"],
-        cwd=sub,
-        env={**env, "MLENV_ROOT": str(other)},
-        capture_output=True,
-        text=True,
-    )
-    assert [c["name"] for c in json.loads(r.stdout)] == ["local"]
-    # outside any checkout: the current folder, as before
-    r = subprocess.run(
-        [sys.executable, "-m", "mlenv", "list-clusters"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert r.returncode == 2 and "no cluster configs found" in r.stderr
-
-
 def test_a_verbs_own_option_keeps_its_spelling() -> None:
     """A verb added later with its own -v (or -n, -o…) keeps it: the global of the same
     spelling is not added to that verb."""
@@ -449,58 +369,3 @@ def test_table_is_a_format_and_bundle_has_no_o(tmp_path, monkeypatch) -> None:
     r = run(["bundle", str(tmp_path), "-o", "json"], None, monkeypatch)
     assert r.exit_code == 2 and "No such option: -o" in r.output
     assert not (tmp_path / "json").exists() and not (ROOT / "json").exists()
-
-
-def test_bash_completion_completes_option_values(tmp_path) -> None:
-    """Completion stopped at option values: now cluster names (argument and --cluster),
-    modes, profiles, check names (a comma list) and run ids from the history."""
-    if shutil.which("bash") is None:
-        pytest.skip("no bash")
-    exe = _mlenv_bin()
-    hist = tmp_path / "history"
-    (hist / "barcelona").mkdir(parents=True)
-    (hist / "barcelona" / "history.jsonl").write_text(
-        '{"schema": 1, "run_id": "20261120-101010-aaaa", "cluster": "barcelona", "started": "2026-11-20T10:10:10Z"}\n'
-        '{"schema": 1, "run_id": "20261121-111111-bbbb", "cluster": "barcelona", "started": "2026-11-21T11:11:11Z"}\n'
-    )
-    env = {
-        **os.environ,
-        "PATH": f"{Path(exe).parent}:{os.environ.get('PATH', '')}",
-        "MLENV_ROOT": str(ROOT),
-        "MLENV_HISTORY_DIR": str(hist),
-    }
-    script = subprocess.run(
-        [exe, "completion", "bash"], capture_output=True, text=True, env=env, check=True
-    ).stdout
-
-    def complete(*words: str) -> list[str]:
-        prog = (
-            f"{script}\nCOMP_WORDS=({' '.join(words)}); COMP_CWORD={len(words) - 1}; "
-            '_mlenv_completion mlenv; printf "%s\\n" "${COMPREPLY[@]}"'
-        )
-        out = subprocess.run(
-            ["bash", "-c", prog], capture_output=True, text=True, env=env, timeout=60
-        )
-        return out.stdout.split()
-
-    assert complete("mlenv", "deploy", "barcelona", "--mode", "''") == ["rdma", "tcp"]
-    assert complete("mlenv", "render", "local", "--mode", "t") == ["tcp"]
-    assert complete("mlenv", "acceptance", "--profile", "''") == ["full", "quick"]
-    assert complete("mlenv", "acceptance", "--cluster", "b") == ["barcelona"]
-    got = complete("mlenv", "acceptance", "--checks", "coll")
-    assert "collectives" in got and all(x.startswith("collectives") for x in got)
-    assert complete("mlenv", "acceptance", "--checks", "environment,envi") == []  # not twice
-    assert "environment,compute" in complete("mlenv", "acceptance", "--checks", "environment,comp")
-    assert complete("mlenv", "compare", "''") == ["20261121-111111-bbbb", "20261120-101010-aaaa"]
-    assert complete("mlenv", "compare", "x", "20261120") == ["20261120-101010-aaaa"]
-    # -o values, url's tools, help's verbs, completion's shells, bundle's run ids
-    assert complete("mlenv", "status", "barcelona", "-o", "''") == ["table", "json", "yaml"]
-    assert complete("mlenv", "history", "local", "--output", "j") == ["json"]
-    assert complete("mlenv", "url", "barcelona", "''") == ["vscode", "jupyter", "tensorboard"]
-    assert complete("mlenv", "help", "dep") == ["deploy"]
-    assert complete("mlenv", "completion", "''") == ["bash", "zsh", "fish"]
-    assert complete("mlenv", "bundle", "''") == [
-        "20261121-111111-bbbb",
-        "20261120-101010-aaaa",
-        "verify",
-    ]

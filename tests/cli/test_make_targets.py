@@ -7,69 +7,17 @@ import os
 import re
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
+from _makeenv import make_env, scratch_checkout
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def checkout(tmp_path: Path) -> Path:
-    if shutil.which("make") is None:
-        pytest.skip("make is not installed")
-    (tmp_path / "pyproject.toml").write_text("")
-    (tmp_path / ".venv").mkdir()
-    stamp = tmp_path / ".venv" / ".installed"
-    stamp.write_text("")
-    later = time.time() + 10  # the venv stamp must look newer than pyproject.toml
-    os.utime(stamp, (later, later))
-    # DeepSpeed installed with its CPU op (make venv's second step): here, already done.
-    ops = tmp_path / ".venv" / ".ds-ops"
-    ops.write_text("")
-    os.utime(ops, (later + 1, later + 1))
-    # the cluster targets' light install (make cli), built too
-    (tmp_path / ".venv-cli").mkdir()
-    light = tmp_path / ".venv-cli" / ".installed"
-    light.write_text("")
-    os.utime(light, (later, later))
-    return tmp_path
-
-
-def make_env(checkout: Path) -> dict[str, str]:
-    """The caller's environment, make's own variables cleared, and none of the variables
-    the Makefile reads from it (a NAMESPACE or MODE exported in the shell that runs the
-    tests would change every recipe)."""
-    env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
-    return {**env, "MAKEFLAGS": "", "MAKELEVEL": ""}
-
-
-MAKE_VARIABLES = {
-    "CLUSTER",
-    "MODE",
-    "NODES",
-    "POD",
-    "DRY_RUN",
-    "WATCH",
-    "DELETE",
-    "SYNC_DRY_RUN",
-    "PURGE",
-    "SCALE_DOWN",
-    "YES",
-    "FILE",
-    "NAMESPACE",
-    "POD_NAME",
-    "LOCAL_DIR",
-    "REMOTE_DIR",
-    "DEBUG_PORT",
-    "NAME",
-    "CONFIG",
-    "SCRIPT",
-    "TORCHRUN",
-    "NPROC",
-    "PROFILE",
-}
+    return scratch_checkout(tmp_path)
 
 
 def dry(checkout: Path, *args: str) -> list[str]:
@@ -736,29 +684,6 @@ def test_every_mlenv_call_reports_its_exit_code() -> None:
     assert re.search(r"^MLENV := MLENV_EXIT_LINE=1 \$\(VENV\)/bin/mlenv$", text, re.M)
     assert re.search(r"^CLI := MLENV_EXIT_LINE=1 \$\(CLI_VENV\)/bin/mlenv$", text, re.M)
     assert not [line for line in recipes if "/bin/mlenv" in line]  # none around them
-
-
-def test_a_failing_verb_says_its_code_through_real_make(checkout: Path) -> None:
-    """Real make, real mlenv: `make render CLUSTER=nope` (bad input) ends, before make's own
-    line, with mlenv's code; CI reads it back from the `mlenv-exit:` line."""
-    import sys
-
-    shutil.copytree(ROOT / "clusters", checkout / "clusters")
-    fake = checkout / ".venv-cli" / "bin" / "mlenv"
-    fake.parent.mkdir(parents=True, exist_ok=True)
-    fake.write_text(f'#!/bin/sh\nPYTHONPATH={ROOT} exec {sys.executable} -m mlenv "$@"\n')
-    fake.chmod(0o755)
-    out = subprocess.run(
-        ["make", "--no-print-directory", "-f", str(ROOT / "Makefile"), "-C", str(checkout)]
-        + ["render", "CLUSTER=nope"],
-        capture_output=True,
-        text=True,
-        env=make_env(checkout),
-    )
-    assert out.returncode == 2  # make's, whatever mlenv said
-    lines = out.stderr.strip().splitlines()
-    assert lines[-2] == "mlenv-exit: 2 (bad input)", lines
-    assert lines[-1].endswith("Error 2")
 
 
 def test_pre_commit_without_a_venv_says_what_to_run(tmp_path: Path) -> None:

@@ -16,14 +16,37 @@ from mlenv.config import load_all
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _root_with(path: Path, *names: str) -> Path:
+    """A repo-like root at ``path`` holding copies of the example cluster files (only
+    ``names``, when given: a test of --all's bookkeeping needs a few trees, not all;
+    rendering every example costs about half a second of CPU each time)."""
+    (path / "clusters").mkdir(parents=True)
+    for f in sorted((REPO / "clusters").glob("*.yaml")):
+        if not names or f.stem in names:
+            shutil.copy(f, path / "clusters" / f.name)
+    assert any((path / "clusters").iterdir()), "the repository ships example clusters/*.yaml"
+    return path
+
+
 @pytest.fixture
 def root(tmp_path: Path) -> Path:
     """A repo-like root holding copies of the example cluster files."""
-    (tmp_path / "clusters").mkdir()
-    for f in sorted((REPO / "clusters").glob("*.yaml")):
-        shutil.copy(f, tmp_path / "clusters" / f.name)
-    assert any((tmp_path / "clusters").iterdir()), "the repository ships example clusters/*.yaml"
-    return tmp_path
+    return _root_with(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def rendered_once(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """Every example rendered by ``render --all`` once for the module: (root, its stdout)."""
+    root = _root_with(tmp_path_factory.mktemp("rendered"))
+    res = _run(root, "--all")
+    assert res.exit_code == 0, res.output
+    return root, res.stdout
+
+
+@pytest.fixture
+def rendered(rendered_once: tuple[Path, str], tmp_path: Path) -> Path:
+    """A copy of :func:`rendered_once`'s root that the test may change."""
+    return Path(shutil.copytree(rendered_once[0], tmp_path / "rendered"))
 
 
 def _run(root: Path, *args: str):
@@ -78,36 +101,39 @@ def test_out_dir(root, tmp_path):
     assert not (root / "k8s").exists()
 
 
-def test_all_then_check_then_stale(root):
-    res = _run(root, "--all")
-    assert res.exit_code == 0, res.output
+def test_all_writes_every_tree_and_check_finds_them_up_to_date(rendered_once, rendered):
+    root, stdout = rendered_once
     names = [c.name for c in load_all(root)]
-    assert res.stdout.count("wrote ") == 2 * len(names)
+    assert stdout.count("wrote ") == 2 * len(names)
     for name in names:
         for mode in ("rdma", "tcp"):
-            assert f"to k8s/{name}/{mode}/\n" in res.stdout
-    res = _run(root, "--all", "--check")
+            assert f"to k8s/{name}/{mode}/\n" in stdout
+    res = _run(rendered, "--all", "--check")
     assert res.exit_code == 0, res.output
     assert "up to date" in res.stdout
 
-    target = root / "k8s" / names[0] / "tcp" / "statefulset.yaml"
+
+def test_check_names_a_changed_and_an_extra_file_and_never_writes(rendered):
+    names = [c.name for c in load_all(rendered)]
+    target = rendered / "k8s" / names[0] / "tcp" / "statefulset.yaml"
     target.write_text(target.read_text().replace("replicas:", "replicas: 99 #"))
-    extra = root / "k8s" / names[-1] / "rdma" / "configmap.yaml"
+    extra = rendered / "k8s" / names[-1] / "rdma" / "configmap.yaml"
     extra.write_text("# stray\n")
     before = target.read_bytes()
-    res = _run(root, "--all", "--check")
+    res = _run(rendered, "--all", "--check")
     assert res.exit_code == 1
     assert f"stale: {target} (differs)" in res.stderr
     assert f"stale: {extra} (extra)" in res.stderr
     assert "mlenv render --all" in res.stderr
     assert target.read_bytes() == before, "--check never writes"
 
-    shutil.rmtree(root / "k8s")
-    assert _run(root, "--all").exit_code == 0
-    (root / "clusters" / f"{names[0]}.yaml").rename(root / "clusters" / "gone.txt")
-    res = _run(root, "--all", "--check")
+
+def test_check_names_the_tree_of_a_deleted_config(rendered):
+    names = [c.name for c in load_all(rendered)]
+    (rendered / "clusters" / f"{names[0]}.yaml").rename(rendered / "clusters" / "gone.txt")
+    res = _run(rendered, "--all", "--check")
     assert res.exit_code == 1
-    assert f"stale: {root / 'k8s' / names[0]}/ (extra" in res.stderr
+    assert f"stale: {rendered / 'k8s' / names[0]}/ (extra" in res.stderr
 
 
 @pytest.mark.parametrize(
@@ -142,18 +168,26 @@ def test_invalid_config_exit_2_with_location(root):
     assert not (root / "k8s").exists(), "one bad file stops --all before anything is written"
 
 
-def test_all_warns_about_every_tcp_fallback(root):
+def _warns_of_each_tcp_fallback(root: Path, *args: str) -> None:
     tcp_only = [c.name for c in load_all(root) if not c.rdma.enabled]
-    assert tcp_only, "the examples include TCP-only clusters"
-    for args in (["--all"], ["--all", "--check"]):
-        res = _run(root, *args)
-        warnings = [line for line in res.stderr.splitlines() if "falls back to TCP" in line]
-        assert [w.split("'")[1] for w in warnings] == tcp_only, res.stderr
-        assert all(w.startswith("warning: ") for w in warnings)
-        assert "falls back" not in res.stdout
+    assert len(tcp_only) == 2, "the examples include TCP-only clusters"
+    res = _run(root, *args)
+    warnings = [line for line in res.stderr.splitlines() if "falls back to TCP" in line]
+    assert [w.split("'")[1] for w in warnings] == tcp_only, res.stderr
+    assert all(w.startswith("warning: ") for w in warnings)
+    assert "falls back" not in res.stdout
 
 
-def test_config_warnings_are_printed(root):
+def test_all_warns_about_every_tcp_fallback(tmp_path):
+    _warns_of_each_tcp_fallback(_root_with(tmp_path, "barcelona", "local", "nerc-tcp"), "--all")
+
+
+def test_all_check_warns_about_every_tcp_fallback(rendered):
+    _warns_of_each_tcp_fallback(rendered, "--all", "--check")
+
+
+def test_config_warnings_are_printed(tmp_path):
+    root = _root_with(tmp_path, "barcelona")  # an RDMA example that warns of nothing
     (root / "clusters" / "bare.yaml").write_text(
         "cluster: {name: bare, namespace: ns}\nnetwork:\n  rdma:\n    enabled: true\n    devices: auto\n"
     )
@@ -250,8 +284,9 @@ def test_all_outside_a_checkout_is_exit_2(tmp_path):
     assert not (bare / "k8s").exists()
 
 
-def test_stale_slurm_and_hosts_trees_of_deleted_configs_are_flagged(root):
+def test_stale_slurm_and_hosts_trees_of_deleted_configs_are_flagged(tmp_path):
     """A deleted slurm/hosts config left slurm/<name>/ (hosts/<name>/) behind unflagged."""
+    root = _root_with(tmp_path, "local")  # one Kubernetes example beside the Slurm config
     slurm_cfg = REPO / "tests" / "data" / "platforms" / "cpu-slurm.yaml"
     shutil.copy(slurm_cfg, root / "clusters" / "cpu-slurm.yaml")
     name = yaml.safe_load(slurm_cfg.read_text())["cluster"]["name"]
@@ -271,35 +306,10 @@ def test_stale_slurm_and_hosts_trees_of_deleted_configs_are_flagged(root):
     assert "notes" not in res.stderr
 
 
-def test_all_trees_are_written_when_the_reader_leaves_early(tmp_path):
-    """`mlenv render --all | head -1` stopped writing after the first tree (the next line
-    hit the closed pipe): every tree is now written before the first line is printed."""
-    import os
-    import subprocess
-    import sys
-
-    shutil.copytree(REPO / "clusters", tmp_path / "clusters")
-    out = tmp_path / "out"
-    env = {**os.environ, "PYTHONPATH": str(REPO), "MLENV_ROOT": str(tmp_path)}
-    r = subprocess.run(
-        [
-            "sh",
-            "-c",
-            f'"{sys.executable}" -m mlenv render --all --out "{out}" 2>/dev/null | head -1',
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-    )
-    assert r.stdout.startswith("wrote ") and len(r.stdout.splitlines()) == 1
-    names = sorted(p.stem for p in (tmp_path / "clusters").glob("*.yaml"))
-    assert sorted(d.name for d in out.iterdir()) == names
-    assert all(sorted(x.name for x in (out / n).iterdir()) == ["rdma", "tcp"] for n in names)
-
-
-def test_check_names_prune_for_a_deleted_configs_tree_and_prune_removes_it(root):
+def test_check_names_prune_for_a_deleted_configs_tree_and_prune_removes_it(tmp_path):
     """`render --all --check` said to run `render --all` for a deleted config's k8s/ tree,
     which never removed it; now it names --prune, which removes only generated files."""
+    root = _root_with(tmp_path, "local", "nerc-tcp")  # one deleted, one that stays
     assert _run(root, "--all").exit_code == 0
     (root / "clusters" / "nerc-tcp.yaml").unlink()
     mine = root / "k8s" / "nerc-tcp" / "NOTES.md"

@@ -7,6 +7,7 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from mlenv.cli import app as app_module
@@ -67,7 +68,7 @@ def test_help_lists_every_verb_in_order() -> None:
     assert shown == EXPECTED
 
 
-def test_each_verb_has_help() -> None:
-    for verb in EXPECTED:
-        r = CliRunner().invoke(app, [verb, "--help"])
-        assert r.exit_code == 0 and "Usage:" in r.output, (verb, r.output)
+@pytest.mark.parametrize("verb", EXPECTED)
+def test_each_verb_has_help(verb: str) -> None:
+    r = CliRunner().invoke(app, [verb, "--help"])
+    assert r.exit_code == 0 and "Usage:" in r.output, (verb, r.output)

@@ -191,3 +191,51 @@ def test_plain(plain, i):
     }
     assert sorted(x.split()[1] for x in lines) == ["openshift", "plain"], lines  # each plane once
     assert workers["openshift"] != workers["plain"], lines  # on two workers
+
+
+def test_a_unit_test_over_the_budget_is_reported_with_where_its_time_went(
+    pytester: pytest.Pytester,
+) -> None:
+    """The unit tier's report (tests/conftest.py), on xdist workers as make unit runs it:
+    a test that sleeps past a second is listed as waiting, one that computes past it as
+    CPU, a module fixture's slow setup as that test's setup; a quick test and a slow test
+    outside the unit tier are not. It reports, it does not fail."""
+    pytester.makeconftest(CONFTEST.read_text())
+    pytester.makeini(
+        "[pytest]\nmarkers =\n    serial: alone\n    unit: tier\n    integration: tier\n"
+    )
+    unit = pytester.path / "tests" / "unit"
+    unit.mkdir(parents=True)
+    (unit / "test_budget.py").write_text(
+        "import time\n"
+        "import pytest\n\n"
+        "@pytest.fixture(scope='module')\n"
+        "def slow_fixture():\n"
+        "    time.sleep(1.1)\n\n"
+        "def test_sleeps():\n"
+        "    time.sleep(1.1)\n\n"
+        "def test_computes():\n"
+        "    end = time.process_time() + 1.1\n"
+        "    while time.process_time() < end:\n"
+        "        pass\n\n"
+        "def test_quick():\n"
+        "    pass\n\n"
+        "def test_uses_the_fixture(slow_fixture):\n"
+        "    pass\n"
+    )
+    other = pytester.path / "tests" / "integration"
+    other.mkdir(parents=True)
+    (other / "test_long.py").write_text("import time\n\ndef test_waits():\n    time.sleep(1.1)\n")
+    res = pytester.runpytest_subprocess("-p", "xdist", "-n", "2", "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=5)
+    res.stdout.fnmatch_lines(
+        [
+            "unit tier: 3 test(s) took 1 s or more*",
+            "*s wall,*s CPU,*s queued (*)  tests/unit/test_budget.py::*",
+        ]
+    )
+    out = res.stdout.str()
+    assert "(waiting)  tests/unit/test_budget.py::test_sleeps (call)" in out, out
+    assert "(CPU)  tests/unit/test_budget.py::test_computes (call)" in out, out
+    assert "tests/unit/test_budget.py::test_uses_the_fixture (setup)" in out, out
+    assert "test_quick" not in out and "test_long.py" not in out, out

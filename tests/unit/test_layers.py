@@ -185,6 +185,9 @@ def _modules() -> list[Module]:
 
 
 MODULES = _modules()
+# The package's files as parsed once above: the import graph reads them again from here
+# (parsing the package took about a second of the cycle test), a planted tree from disk.
+PARSED: dict[Path, ast.Module] = {PKG.parent / m.path: m.tree for m in MODULES}
 
 
 def _imports(m: Module) -> list[tuple[int, str, bool]]:
@@ -495,7 +498,8 @@ def import_graph(root: Path, top: str = "mlenv") -> dict[str, set[str]]:
         is_pkg = p.name == "__init__.py"
         own = name.split(".") if is_pkg else name.split(".")[:-1]
         ancestors = {".".join(own[:i]) for i in range(1, len(own) + 1)}
-        mod = Module(p.relative_to(root).as_posix(), "", ast.parse(p.read_text(encoding="utf-8")))
+        tree = PARSED.get(p) or ast.parse(p.read_text(encoding="utf-8"))
+        mod = Module(p.relative_to(root).as_posix(), "", tree)
         for _, target, names in _all_imports(mod):
             hits = [f"{target}.{n}" for n in names if f"{target}.{n}" in files]
             if target in files and len(hits) < len(names) or not names:

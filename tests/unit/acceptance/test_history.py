@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 
@@ -10,6 +11,15 @@ import pytest
 from mlenv.acceptance.core.result import CheckResult, Status
 from mlenv.acceptance.records import history
 from mlenv.errors import InputError
+
+# matplotlib (about 0.6 s of CPU to import) comes in with the module, once per worker, as
+# the torch tests import torch: the first test that draws does not carry the import.
+# Without it, only the tests that draw fail.
+with contextlib.suppress(ImportError):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot  # noqa: F401
 
 ENV_DETAILS = {
     "host": "h0",

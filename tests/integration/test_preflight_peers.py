@@ -1,4 +1,8 @@
-"""Preflight against real local listeners standing in for peers."""
+"""Preflight against real local listeners standing in for peers.
+
+Integration tier: real sockets (a listener that comes up late, a port whose SYNs are
+dropped) and the preflight's deadline, judged on the wall clock.
+"""
 
 from __future__ import annotations
 
