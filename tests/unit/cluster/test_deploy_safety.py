@@ -10,6 +10,7 @@ import os
 
 import pytest
 
+from mlenv.cluster import treehash
 from mlenv.cluster.deploy import (
     DeployOptions,
     DryRunRejected,
@@ -17,7 +18,6 @@ from mlenv.cluster.deploy import (
     deploy,
     plan,
 )
-from mlenv.cluster import treehash
 from mlenv.cluster.keys import SECRET_NAME
 from mlenv.cluster.sync import sync, watch
 from mlenv.cluster.teardown import teardown
