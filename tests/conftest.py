@@ -27,7 +27,6 @@ LONG_FIRST = (
     "tests/integration/test_unreachable_client.py",
     "tests/integration/test_slurm.py",
     "tests/integration/test_hosts.py",
-    "tests/integration/test_localize.py",
     "tests/integration/test_pod_workspace.py",
 )
 TIERS = ("tests/integration/", "tests/cli/", "tests/unit/")

@@ -92,6 +92,8 @@ class SlurmCluster:
     gpus: int = 0
     # a site's job_submit.lua (JobSubmitPlugins=lua), written beside slurm.conf
     job_submit_lua: str | None = None
+    # slurmd's spool as slurm.conf names it: a short link to <root>/spool (below)
+    spool: str = ""
 
     @property
     def conf(self) -> str:
@@ -115,6 +117,12 @@ class SlurmCluster:
         t0 = time.monotonic()
         for d in ("munge", "state", "spool", "log"):
             os.makedirs(os.path.join(self.root, d), exist_ok=True)
+        # A job step's Unix socket is <SlurmdSpoolDir>/<node>_<job>.<step> and may be at most
+        # 108 bytes: under pytest's basetemp of a test worker with a long folder name it was
+        # 113, and slurmstepd died ("Could not launch job 2 and not able to requeue it,
+        # cancelling job"). So slurm.conf names the spool by a short link.
+        self.spool = f"/tmp/mlsl-{os.urandom(4).hex()}"
+        os.symlink(os.path.join(self.root, "spool"), self.spool)
         os.chmod(os.path.join(self.root, "munge"), 0o700)
         key = os.path.join(self.root, "munge", "munge.key")
         with open(key, "wb") as f:
@@ -198,9 +206,9 @@ class SlurmCluster:
             "CredType=cred/munge",
             f"AuthInfo=socket={sock}",
             f"StateSaveLocation={r}/state",
-            f"SlurmdSpoolDir={r}/spool/%n",
+            f"SlurmdSpoolDir={self.spool}/%n",
             f"SlurmctldPidFile={r}/slurmctld.pid",
-            f"SlurmdPidFile={r}/spool/%n/slurmd.pid",
+            f"SlurmdPidFile={self.spool}/%n/slurmd.pid",
             f"SlurmctldLogFile={r}/log/slurmctld.log",
             f"SlurmdLogFile={r}/log/slurmd-%n.log",
             "ProctrackType=proctrack/linuxproc",
@@ -377,6 +385,8 @@ class SlurmCluster:
             for pid in _pids_named("slurmstepd", self.conf):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
+        if self.spool and os.path.islink(self.spool):
+            os.unlink(self.spool)
 
 
 @contextlib.contextmanager
