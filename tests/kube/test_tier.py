@@ -508,31 +508,47 @@ def test_the_pod_root_controller_catches_up_past_500_pods_and_missed_deletions(
 
 
 def test_a_scale_node_runs_kwok_only_pods_in_the_shared_root(openshift: Plane) -> None:
-    """A scale node (what KUBE_SCALE_NODES adds at up) is a GPU node whose pods the pod-root
-    controller leaves alone: Running at an address of the node's podCIDR, no folder or
-    network of their own, and their execs land in the one shared root. Tainted here so no
-    other test's pod is scheduled onto it while it exists."""
+    """A scale node (what KUBE_SCALE_NODES adds at up) is a GPU node whose pods have no
+    folder or network of their own: Running at an address of the node's podCIDR, their
+    execs in the one shared root, each with a ``/workspace`` of its own (its per-pod
+    claim: sync copies into every pod at once, and one shared folder had the copies
+    overwrite each other under the check). Tainted here so no other test's pod is
+    scheduled onto it while it exists."""
     node = manifests.scale_node(16383)
     name = node["metadata"]["name"]
     node["spec"]["taints"] = [{"key": manifests.SCALE_NODE_LABEL, "effect": "NoSchedule"}]
     openshift.apply(node)
     try:
         ns = openshift.namespace("scale")
-        pod = _pod(ns, "lite", node=name)
-        pod["spec"].pop("volumes", None)
-        pod["spec"]["containers"][0].pop("volumeMounts", None)
-        openshift.apply(pod, user=True)
-        _wait("scale pod Running", lambda: _running(openshift, ns, "lite"))
+        for pod_name in ("lite", "lite2"):
+            pod = _pod(ns, pod_name, node=name)
+            pod["spec"].pop("volumes", None)
+            pod["spec"]["containers"][0].pop("volumeMounts", None)
+            openshift.apply(pod, user=True)
+        for pod_name in ("lite", "lite2"):
+            _wait("scale pod Running", lambda n=pod_name: _running(openshift, ns, n))
         got = openshift.json("get", "pod", "-n", ns, "lite")
         assert got["status"]["podIP"].startswith("100.127.255.")  # the node's /24
-        assert manifests.ROOT_READY not in (got["metadata"].get("annotations") or {})
+        # started once its own Exec was written
+        assert manifests.ROOT_READY in (got["metadata"].get("annotations") or {})
         token = uuid.uuid4().hex
-        res = openshift.run(
-            "exec", "-n", ns, "lite", "--", "sh", "-c", f"echo {token} > /workspace/{token}"
-        )
-        assert res.returncode == 0, res.stderr
+        for pod_name in ("lite", "lite2"):
+            res = openshift.run(
+                "exec",
+                "-n",
+                ns,
+                pod_name,
+                "--",
+                "sh",
+                "-c",
+                f"echo {pod_name} > /workspace/{token} && hostname",
+            )
+            assert res.returncode == 0, res.stderr
+            assert res.stdout.strip() == pod_name
         shared = openshift.tier.folder / "pods" / "_scale" / "shared"
-        assert (shared / "workspace" / token).read_text() == f"{token}\n"
+        for pod_name in ("lite", "lite2"):
+            mine = shared / manifests.SCALE_WORKSPACES / ns / pod_name / token
+            assert mine.read_text() == f"{pod_name}\n"
         assert not openshift.pod_dir(ns, "lite").exists()
     finally:
         openshift.run("delete", "node", name, "--wait=false")

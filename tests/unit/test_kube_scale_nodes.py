@@ -45,7 +45,8 @@ def test_kwok_starts_scale_pods_without_a_root_and_execs_them_in_the_shared_one(
     stages = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Stage"}
     scale = json.dumps(stages["pod-ready-scale"]["spec"]["selector"])
     assert f"startsWith('{manifests.SCALE_NODE_PREFIX}')" in scale
-    assert manifests.ROOT_READY not in scale
+    # started once the pod-root controller wrote its own Exec; no address of the plane's
+    assert manifests.ROOT_READY in scale and manifests.POD_IP not in scale
     assert "PodIPWith .spec.nodeName" in stages["pod-ready-scale"]["spec"]["next"]["statusTemplate"]
     # the ordinary pods still wait for their root
     assert manifests.ROOT_READY in json.dumps(stages["pod-ready"]["spec"]["selector"])
@@ -57,8 +58,29 @@ def test_kwok_starts_scale_pods_without_a_root_and_execs_them_in_the_shared_one(
     assert env["PYTHONPATH"] == "/repo"
 
 
-def test_the_pod_root_controller_leaves_scale_pods_alone() -> None:
+def test_each_scale_pod_gets_an_exec_of_its_own_with_its_own_workspace() -> None:
+    root = Path("/tier/pods/_scale/shared")
+    env = {"PYTHONPATH": "/repo", "MLENV_KUBE_POD_NAME": "x"}
+    pod = {"metadata": {"namespace": "team", "name": "ml-dev-env-7", "uid": "u7"}}
+    own = manifests.scale_pod_exec(root, env, pod)
+    assert own["kind"] == "Exec" and own["metadata"]["name"] == "ml-dev-env-7"
+    assert own["metadata"]["namespace"] == "team"
+    assert own["metadata"]["ownerReferences"][0]["uid"] == "u7"  # goes with the pod
+    env = {e["name"]: e["value"] for e in own["spec"]["execs"][0]["local"]["envs"]}
+    assert env["MLENV_KUBE_MOUNTS"] == f"/workspace={root / 'workspaces' / 'team' / 'ml-dev-env-7'}"
+    assert env["MLENV_KUBE_POD_NAME"] == "ml-dev-env-7"
+    assert env["MLENV_KUBE_POD_ROOT"] == str(root) and env["MLENV_KUBE_SHARED_ROOT"] == "1"
+    assert env["PYTHONPATH"] == "/repo"
+    # kwok's fallback for every other scale pod keeps the shared folder
+    shared = manifests.scale_exec(root, {"PYTHONPATH": "/repo"})
+    assert "workspaces" not in json.dumps(shared)
+
+
+def test_the_pod_root_controller_gives_scale_pods_no_root_and_writes_their_execs_in_one_call(
+    tmp_path: Path,
+) -> None:
     prepared: list[str] = []
+    calls: list[tuple[str, ...]] = []
 
     class Recording(podroots.Controller):
         def __init__(self) -> None:  # no tier, no kubectl: only handle() is exercised
@@ -66,6 +88,16 @@ def test_the_pod_root_controller_leaves_scale_pods_alone() -> None:
             self.pods: dict[tuple[str, str], dict[str, Any]] = {}
             self.dirty: set[str] = set()
             self.unannotated: dict[tuple[str, str], str] = {}
+            self.scale_pending: dict[tuple[str, str], dict[str, Any]] = {}
+            self.retry: set[tuple[str, str]] = set()
+            self.sweep = False
+
+        def kubectl(self, *args: str, stdin: str | None = None) -> Any:
+            calls.append(args)
+            return subprocess.CompletedProcess(args, 0, "", "")
+
+        def write_hosts(self, ns: str) -> None:
+            pass
 
         def folder_uid(self, ns: str, name: str) -> str | None:
             return None  # no pod folder yet
@@ -75,13 +107,21 @@ def test_the_pod_root_controller_leaves_scale_pods_alone() -> None:
             return True
 
     ctl = Recording()
-    for name, node in (("lite", "scale-node-3"), ("real", "gpu-node-0")):
+    ctl.tier = tmp_path
+    for name, node in (("lite", "scale-node-3"), ("lite2", "scale-node-4"), ("real", "gpu-node-0")):
         pod = {
             "metadata": {"namespace": "ns", "name": name, "uid": name},
             "spec": {"nodeName": node},
         }
         assert ctl.handle("ADDED", pod)
     assert prepared == ["real"]
+    ctl.flush()
+    # one apply of both Execs, one annotate of both pods
+    assert [c[0] for c in calls] == ["apply", "annotate"]
+    assert calls[1][3:6] == ("ns", "lite", "lite2")
+    for name in ("lite", "lite2"):
+        assert (tmp_path / "pods" / "_scale" / "shared" / "workspaces" / "ns" / name).is_dir()
+    assert ctl.scale_pending == {}
 
 
 def test_a_relist_leaves_the_scale_nodes_shared_root_and_forgets_a_pod_missed(

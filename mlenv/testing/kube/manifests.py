@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +100,53 @@ def scale_node(index: int, gpus: int = 8) -> Obj:
 def is_scale_pod(pod: Obj) -> bool:
     """A pod scheduled on one of the scale tier's extra nodes (kwok-only: no root of its own)."""
     return str((pod.get("spec") or {}).get("nodeName") or "").startswith(SCALE_NODE_PREFIX)
+
+
+# The scale pods' shared root, under the tier's pods/ (no namespace name starts with "_"),
+# and the folder of their per-pod workspaces in it.
+SCALE_ROOT = ("_scale", "shared")
+SCALE_WORKSPACES = "workspaces"
+
+
+def scale_env() -> dict[str, str]:
+    """What a pod's exec gets from the pod-root controller (podroots.Controller._env), for
+    the shared root: the package on PYTHONPATH, the venv first on PATH."""
+    venv_bin = str(Path(sys.executable).parent)
+    return {
+        "HOME": "/root",
+        "MLENV_KUBE_PATH": f"{venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "MLENV_KUBE_POD_NAME": "scale-shared",
+        "MLENV_KUBE_WORKDIR": "/workspace",
+        "PYTHONPATH": str(REPO),
+        # each exec's overlay goes with it: nothing to cache there
+        "PYTHONDONTWRITEBYTECODE": "1",
+    }
+
+
+def scale_pod_exec(root: Path, env: dict[str, str], pod: Obj) -> Obj:
+    """The scale pod ``pod``'s own kwok Exec: kwok's fallback for the scale pods
+    (scale_exec with the shared root ``root`` and ``env``) with ``/workspace`` the pod's
+    own folder, ``<root>/workspaces/<namespace>/<pod>`` (its claim: per-pod volumes are
+    per pod, and sync's copies into one shared folder from many pods at once overwrote
+    each other under its check), and the pod's name as its hostname; owned by the pod,
+    so it goes with it."""
+    meta = pod["metadata"]
+    ns, name = str(meta["namespace"]), str(meta["name"])
+    shared = scale_exec(root, env)
+    envs = [dict(e) for e in shared["spec"]["execs"][0]["local"]["envs"]]
+    workspace = root / SCALE_WORKSPACES / ns / name
+    for e in envs:
+        if e["name"] == "MLENV_KUBE_MOUNTS":
+            e["value"] = f"/workspace={workspace}"
+        elif e["name"] == "MLENV_KUBE_POD_NAME":
+            e["value"] = name
+    owner = [{"apiVersion": "v1", "kind": "Pod", "name": name, "uid": meta["uid"]}]
+    return {
+        "apiVersion": "kwok.x-k8s.io/v1alpha1",
+        "kind": "Exec",
+        "metadata": {"name": name, "namespace": ns, "ownerReferences": owner},
+        "spec": {"execs": [{"local": {"envs": envs}}]},
+    }
 
 
 def scale_exec(root: Path, env: dict[str, str]) -> Obj:
@@ -612,6 +660,8 @@ def stages(missing_images: list[str]) -> list[Obj]:
                 "has(self.spec.nodeName)",
                 f"self.spec.nodeName.startsWith('{SCALE_NODE_PREFIX}')",
                 f"!({missing})",
+                # its own Exec written (podroots.py), so no exec lands in another's folder
+                f"has(self.metadata.annotations) && '{ROOT_READY}' in self.metadata.annotations",
             ),
             nxt={"statusTemplate": POD_RUNNING_SCALE},
         ),

@@ -38,7 +38,7 @@ SCC_ADMISSION = "scc-admission"
 GPU_NODES = ("gpu-node-0", "gpu-node-1", "gpu-node-2", "gpu-node-3")
 CPU_NODES = ("cpu-node-0", "cpu-node-1")
 # Where the scale nodes' pods run their execs: one root and network shared by all of them.
-SCALE_ROOT = ("_scale", "shared")
+SCALE_ROOT = manifests.SCALE_ROOT
 Say = Callable[[str], None]
 
 
@@ -507,7 +507,7 @@ def _start_kwok(
         *missing_images,
         *(m for m in os.environ.get("KUBE_MISSING_IMAGES", "").split(",") if m.strip()),
     ]
-    extra = [manifests.scale_exec(_scale_root(tier, net), _scale_env())]
+    extra = [manifests.scale_exec(_scale_root(tier, net), manifests.scale_env())]
     (tier.folder / "kwok.yaml").write_text(manifests.kwok_config(missing, extra))
     _make_shims(tier)
     kwok_env = {
@@ -574,21 +574,6 @@ def _scale_root(tier: Tier, net: podnet.PlaneNet) -> Path:
     (root / "workspace").mkdir(exist_ok=True)
     podnet.attach(root, net, "scale-shared-root")
     return root
-
-
-def _scale_env() -> dict[str, str]:
-    """What a pod's exec gets from the pod-root controller (podroots.Controller._env), for
-    the shared root: the package on PYTHONPATH, the venv first on PATH."""
-    venv_bin = str(Path(sys.executable).parent)
-    return {
-        "HOME": "/root",
-        "MLENV_KUBE_PATH": f"{venv_bin}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "MLENV_KUBE_POD_NAME": "scale-shared",
-        "MLENV_KUBE_WORKDIR": "/workspace",
-        "PYTHONPATH": str(REPO),
-        # each exec's overlay goes with it: nothing to cache there
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
 
 
 def _http_ok(url: str) -> bool:

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlenv.testing.kube import podnet
+from mlenv.testing.kube import manifests, podnet
 from mlenv.testing.kube.identity import Identity, IdentityError, pod_identity, set_volume_ownership
 from mlenv.testing.kube.manifests import POD_IP, ROOT_READY, is_scale_pod
 
@@ -275,6 +275,8 @@ class Controller:
             state = {}
         self.flavor = str(state.get("flavor") or "openshift")
         self.refused: set[tuple[str, str, Any]] = set()  # pods whose identity cannot start
+        # scale pods whose Exec is to be written, then annotated ROOT_READY (flush)
+        self.scale_pending: dict[Key, Obj] = {}
 
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -544,9 +546,44 @@ class Controller:
             if res.returncode != 0 and (ns, name) in self.pods:
                 self.say(f"{ns}/{name}: not annotated: {res.stderr.strip()}")
                 self.retry.add((ns, name))
+        if self.scale_pending:
+            self.flush_scale()
         if self.sweep:
             self.sweep = False
             self.sweep_volumes()
+
+    def flush_scale(self) -> None:
+        """The scale pods seen since the last flush: each its own Exec (manifests.
+        scale_pod_exec: the shared root with a ``/workspace`` of its own), all in one apply,
+        then annotated ``ROOT_READY`` with one call per namespace (the pod-ready-scale stage
+        waits for it). Two calls whatever the count: thousands of them fit here."""
+        pending, self.scale_pending = self.scale_pending, {}
+        root = self.tier / "pods" / manifests.SCALE_ROOT[0] / manifests.SCALE_ROOT[1]
+        env = manifests.scale_env()  # this process runs the tier's Python and checkout too
+        execs = []
+        for (ns, name), pod in pending.items():
+            (root / manifests.SCALE_WORKSPACES / ns / name).mkdir(parents=True, exist_ok=True)
+            execs.append(manifests.scale_pod_exec(root, env, pod))
+        res = self.kubectl(
+            "apply",
+            "-f",
+            "-",
+            stdin=json.dumps({"apiVersion": "v1", "kind": "List", "items": execs}),
+        )
+        if res.returncode != 0:
+            self.say(f"{len(execs)} scale pod Exec(s) not written: {res.stderr.strip()}")
+            self.retry.update(pending)
+            return
+        by_ns: dict[str, list[str]] = {}
+        for ns, name in pending:
+            by_ns.setdefault(ns, []).append(name)
+        for ns, names in sorted(by_ns.items()):
+            res = self.kubectl(
+                "annotate", "pod", "-n", ns, *sorted(names), f"{ROOT_READY}=true", "--overwrite"
+            )
+            if res.returncode != 0:
+                self.say(f"{ns}: {len(names)} scale pod(s) not annotated: {res.stderr.strip()}")
+                self.retry.update((ns, n) for n in names if (ns, n) in self.pods)
 
     def write_hosts(self, ns: str) -> None:
         """The namespace's names file, every pod's ``/etc/hosts`` (a link to it): this
@@ -695,6 +732,7 @@ class Controller:
         key, uid = (ns, name), str(meta.get("uid", ""))
         if kind == "DELETED":
             self.pods.pop(key, None)
+            self.scale_pending.pop(key, None)
             self.terminating.discard((ns, name, uid))
             self.forget(ns, name)
             return True
@@ -703,8 +741,11 @@ class Controller:
             self.dirty.add(ns)  # out of the names file from its first Terminating second
             self.terminate(pod)
             return True
-        # unscheduled, or on a scale node (kwok-only: no root, no network of its own)
-        if not pod["spec"].get("nodeName") or is_scale_pod(pod):
+        if not pod["spec"].get("nodeName"):
+            return True
+        if is_scale_pod(pod):  # kwok-only: no root, no network of its own; an Exec of its own
+            if not (meta.get("annotations") or {}).get(ROOT_READY):
+                self.scale_pending[key] = pod
             return True
         held = self.folder_uid(ns, name)
         if held is not None and held != uid:
