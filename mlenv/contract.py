@@ -285,6 +285,16 @@ def read_results(report_dir: str | Path, since: float | None = None) -> dict[str
     return doc if isinstance(doc, dict) else None
 
 
+def node_status(doc: dict[str, Any], node: str) -> str | None:
+    """The status a results document's ``node_verdicts`` give ``node`` (its Kubernetes or
+    Slurm name), or None when the run has no verdict for it."""
+    sec = doc.get("node_verdicts")
+    for n in sec.get("nodes", []) if isinstance(sec, dict) else []:
+        if isinstance(n, dict) and n.get("node") == node:
+            return str(n.get("status"))
+    return None
+
+
 def shown(value: object, keep: str = "") -> str:
     """``value`` as text that is safe on a terminal: each character a terminal would act on
     instead of showing it — C0 and C1 controls (ESC starting an OSC title or clipboard

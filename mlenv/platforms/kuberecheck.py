@@ -135,14 +135,6 @@ def _bring_home(
     return doc if isinstance(doc, dict) else {}
 
 
-def _node_status(doc: dict[str, Any], node: str) -> str | None:
-    sec = doc.get("node_verdicts")
-    for n in sec.get("nodes", []) if isinstance(sec, dict) else []:
-        if isinstance(n, dict) and n.get("node") == node:
-            return str(n.get("status"))
-    return None
-
-
 def recheck_node(
     cfg: Cluster,
     s: Session,
@@ -188,7 +180,7 @@ def recheck_node(
         client.delete("Pod", name, ns)
         # gone before the next re-check of this node looks for it (or reads "in progress")
         _wait_gone(client, ns, name, GONE_S)
-    status = _node_status(doc, node)
+    status = contract.node_status(doc, node)
     if status is None:
         s.warn(
             f"warning: re-check run {run_id} (exit {rc}) has no verdict for node {node}: "

@@ -488,7 +488,7 @@ def run_suite(
         dest = slurm.copy_back(root, cfg, sub, out.info)
         _import(cfg, dest, rid, history_root, say)
         say(f"re-check run {rid}: {doc.get('verdict')}")
-        return _node_status(doc, node), rid
+        return contract.node_status(doc, node), rid
 
     return suite
 
@@ -508,14 +508,6 @@ def _import(cfg: Cluster, folder: Path, rid: str, history_root: Path, say: Say) 
     added, _ = history.import_records(cfg.name, [(rec, folder)], history_root)
     if added:
         say(f"history: run {rid} added to {history.history_path(history_root, cfg.name)}")
-
-
-def _node_status(doc: dict[str, Any], node: str) -> str | None:
-    sec = doc.get("node_verdicts")
-    for n in sec.get("nodes", []) if isinstance(sec, dict) else []:
-        if isinstance(n, dict) and n.get("node") == node:
-            return str(n.get("status"))
-    return None
 
 
 # --- the verb ---------------------------------------------------------------------------------
