@@ -404,31 +404,19 @@ def a_pod_is_admitted_only_through_an_scc_its_service_account_may_use(st: Stage)
     st.expect(st.user.get("Pod", "scc-refused-0", st.namespace) is None, "no pod was created", said)
     scc_name = f"scenario-ipc-lock-{st.namespace}"
     role = f"{scc_name}-use"
+    from mlenv.testing.kube.scc import scc_object
+
     st.admin.apply(
-        {
-            "apiVersion": "security.openshift.io/v1",
-            "kind": "SecurityContextConstraints",
-            "metadata": {"name": scc_name},
-            "priority": None,
-            "allowHostDirVolumePlugin": False,
-            "allowHostIPC": False,
-            "allowHostNetwork": False,
-            "allowHostPID": False,
-            "allowHostPorts": False,
-            "allowPrivilegeEscalation": False,
-            "allowPrivilegedContainer": False,
-            "allowedCapabilities": ["IPC_LOCK"],
-            "defaultAddCapabilities": None,
-            "readOnlyRootFilesystem": False,
-            "requiredDropCapabilities": ["ALL"],
-            "runAsUser": {"type": "MustRunAsRange"},
-            "seLinuxContext": {"type": "MustRunAs"},
-            "fsGroup": {"type": "MustRunAs"},
-            "supplementalGroups": {"type": "RunAsAny"},
-            "volumes": ["configMap", "emptyDir", "persistentVolumeClaim", "projected", "secret"],
-            "users": [],
-            "groups": [],
-        },
+        scc_object(
+            scc_name,
+            allowedCapabilities=["IPC_LOCK"],
+            requiredDropCapabilities=["ALL"],
+            runAsUser={"type": "MustRunAsRange"},
+            seLinuxContext={"type": "MustRunAs"},
+            fsGroup={"type": "MustRunAs"},
+            supplementalGroups={"type": "RunAsAny"},
+            volumes=["configMap", "emptyDir", "persistentVolumeClaim", "projected", "secret"],
+        ),
         None,
     )
     try:

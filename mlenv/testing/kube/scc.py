@@ -59,7 +59,9 @@ SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 log = logging.getLogger("mlenv.kube.scc")
 
 
-def _scc(name: str, **fields: Any) -> Obj:
+def scc_object(name: str, **fields: Any) -> Obj:
+    """An SCC named ``name`` that allows nothing beyond its ``fields`` (OpenShift's fields,
+    each host feature off, no capability, no user or group)."""
     base: Obj = {
         "apiVersion": "security.openshift.io/v1",
         "kind": "SecurityContextConstraints",
@@ -89,7 +91,7 @@ def default_sccs() -> list[Obj]:
     and privileged (cluster admins only, and whoever is bound to
     ``system:openshift:scc:privileged``, as the product's ``requires_privileged_scc``
     does). Their rules are OpenShift 4's."""
-    restricted = _scc(
+    restricted = scc_object(
         "restricted-v2",
         metadata={
             "name": "restricted-v2",
@@ -119,7 +121,7 @@ def default_sccs() -> list[Obj]:
             "secret",
         ],
     )
-    privileged = _scc(
+    privileged = scc_object(
         "privileged",
         allowHostDirVolumePlugin=True,
         allowHostIPC=True,
