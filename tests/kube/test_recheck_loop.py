@@ -9,7 +9,8 @@ it. A human's label and someone else's taints on the node survive it all, and a
 The fault (``MLENV_FAULT``, the suite's own test hook) is put in the StatefulSet's pod
 template, under ``OnDelete`` so the running workers keep theirs: the re-check Pod is built
 from the live template (what the workers run), so it carries what is there at its start.
-kwok runs no container command: the pods' init is run by hand, as in test_flows.py.
+The pods' init is their container command (pod-init.sh), run by the tier's kubelet; Ready
+is its readiness probe (sshd answers).
 """
 
 from __future__ import annotations
@@ -97,11 +98,6 @@ def test_a_corrupting_node_is_quarantined_rechecked_where_it_stands_and_freed_on
     }
     bad, good = on[PODS[1]], on[PODS[0]]
     assert bad != good, on
-    for pod in PODS:
-        _ok(
-            p.run("exec", "-n", ns, pod, "--", "python", "-m", "mlenv.pod", "init", timeout=120),
-            f"pod init in {pod}",
-        )
     p.ok("label", "node", bad, f"{HUMAN_LABEL}=team-a", "--overwrite")
     p.ok("taint", "node", bad, f"{SOFT_TAINT}=planned:PreferNoSchedule")
     try:

@@ -84,13 +84,6 @@ def test_the_recheck_pushes_from_pod_0_and_the_fetch_tells_the_node(
             cj = p.json("get", "cronjob", SA, "-n", ns)
             (ctr,) = cj["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"]
             assert ctr["command"][-3:] == ["--", "--push-metrics", url]
-            _ok(
-                p.run(
-                    "exec", "-n", ns, "ml-dev-env-0", "--", "python", "-m", "mlenv.pod", "init",
-                    timeout=120,
-                ),
-                "pod init",
-            )  # fmt: skip
             kubeconfig = _token_kubeconfig(p, ns, tmp_path / "sa.kubeconfig")
             # the CronJob's own command (its --push-metrics last), the checks narrowed after it
             argv = [

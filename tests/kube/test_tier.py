@@ -242,10 +242,15 @@ def test_exec_runs_confined_to_the_pods_own_root(openshift: Plane) -> None:
 
 def test_logs_and_cp_reach_the_pod(openshift: Plane, tmp_path: Path) -> None:
     ns = openshift.namespace("logs")
-    openshift.apply(_pod(ns, "p1", node="cpu-node-0"), user=True)
+    pod = _pod(ns, "p1", node="cpu-node-0")
+    # the container's command runs (the tier's kubelet): what it prints is the pod's log
+    pod["spec"]["containers"][0]["command"] = [
+        "sh", "-c", 'echo "$GREETING in $MY_POD"; exec sleep infinity'
+    ]  # fmt: skip
+    openshift.apply(pod, user=True)
     _wait("pod Running", lambda: _running(openshift, ns, "p1"))
-    log = openshift.ok("logs", "-n", ns, "p1", user=True)
-    assert f"{ns}/p1" in log and "cpu-node-0" in log
+    log = _wait("the pod's log", lambda: openshift.ok("logs", "-n", ns, "p1", user=True))
+    assert log == "hello from the pod spec in p1\n", log
     src = tmp_path / "payload.txt"
     src.write_text("copied in\n")
     openshift.ok("cp", str(src), f"{ns}/p1:/workspace/payload.txt", user=True)

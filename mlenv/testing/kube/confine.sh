@@ -48,20 +48,29 @@ case "$shared:$root_pid:$root_inode" in
                  exit 126 ;;
 esac
 if [ "${1:-}" != "--mlenv-kube-inner" ]; then
+    # Called by a command's name (a shim: kwok's exec), or as confine.sh with the command
+    # as its first argument (the kubelet's container command and exec probes, which may
+    # name it by path: /opt/ml-dev-env/scripts/pod-init.sh).
+    name=$(basename "$0")
+    if [ "$name" = confine.sh ]; then
+        [ $# -ge 1 ] || { echo "kube tier: confine.sh: no command" >&2; exit 126; }
+        name=$1
+        shift
+    fi
     if [ "$(stat -L -c %i "/proc/$netns_pid/ns/net" 2>/dev/null)" != "$netns_inode" ]; then
         echo "kube tier: the network holder of $root (pid $netns_pid) is gone: refusing to run $(basename "$0")" >&2
         exit 126
     fi
     if [ "$shared" = 1 ]; then
         exec nsenter "--net=/proc/$netns_pid/ns/net" -- \
-            unshare --mount --uts --propagation private -- "$tier/bin/confine.sh" --mlenv-kube-inner "$(basename "$0")" "$@"
+            unshare --mount --uts --propagation private -- "$tier/bin/confine.sh" --mlenv-kube-inner "$name" "$@"
     fi
     if [ "$(stat -L -c %i "/proc/$root_pid/ns/mnt" 2>/dev/null)" != "$root_inode" ]; then
         echo "kube tier: the root holder of $root (pid $root_pid) is gone: refusing to run $(basename "$0")" >&2
         exit 126
     fi
     exec nsenter "--net=/proc/$netns_pid/ns/net" "--mount=/proc/$root_pid/ns/mnt" \
-        "--uts=/proc/$root_pid/ns/uts" -- "$tier/bin/confine.sh" --mlenv-kube-inner "$(basename "$0")" "$@"
+        "--uts=/proc/$root_pid/ns/uts" -- "$tier/bin/confine.sh" --mlenv-kube-inner "$name" "$@"
 fi
 shift
 # Checked again from inside: a pid could have been reused between the check and nsenter.

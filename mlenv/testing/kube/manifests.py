@@ -451,21 +451,25 @@ phase: Running
 """
 
 # The pod-ready stage only starts pods that carry POD_IP (with ROOT_READY): kwok's own
-# address pool (PodIPWith) is not used, so an address is never given twice.
+# address pool (PodIPWith) is not used, so an address is never given twice. A container
+# with a readiness or startup probe starts unready, as a kubelet reports it: the tier's
+# kubelet (kubelet.py) runs the probe and reports it ready.
 POD_RUNNING = (
     "{{ $podIP := index .metadata.annotations "
     + json.dumps(POD_IP)
     + " }}\n"
     + """{{ $now := Now }}
+{{ $ready := "True" }}
+{{ range .spec.containers }}{{ if or .readinessProbe .startupProbe }}{{ $ready = "False" }}{{ end }}{{ end }}
 conditions:
 - lastTransitionTime: {{ $now | Quote }}
   status: "True"
   type: Initialized
 - lastTransitionTime: {{ $now | Quote }}
-  status: "True"
+  status: {{ $ready | Quote }}
   type: Ready
 - lastTransitionTime: {{ $now | Quote }}
-  status: "True"
+  status: {{ $ready | Quote }}
   type: ContainersReady
 - lastTransitionTime: {{ $now | Quote }}
   status: "True"
@@ -480,8 +484,8 @@ containerStatuses:
 - image: {{ .image | Quote }}
   imageID: {{ printf "%s@sha256:0000000000000000000000000000000000000000000000000000000000000000" .image | Quote }}
   name: {{ .name | Quote }}
-  ready: true
-  started: true
+  ready: {{ if or .readinessProbe .startupProbe }}false{{ else }}true{{ end }}
+  started: {{ if .startupProbe }}false{{ else }}true{{ end }}
   restartCount: 0
   state:
     running:
@@ -515,7 +519,18 @@ startTime: {{ $now | Quote }}
 # podCIDR (scale_node: outside the plane's pod network; nothing answers there).
 POD_RUNNING_SCALE = (
     "{{ $podIP := PodIPWith .spec.nodeName false .metadata.uid .metadata.name"
-    " .metadata.namespace }}\n" + POD_RUNNING.split("\n", 1)[1]
+    " .metadata.namespace }}\n"
+    # no kubelet runs their containers or probes: ready as kwok starts them
+    + POD_RUNNING.split("\n", 1)[1]
+    .replace('{{ $ready := "True" }}\n', "")
+    .replace(
+        "{{ range .spec.containers }}{{ if or .readinessProbe .startupProbe }}"
+        '{{ $ready = "False" }}{{ end }}{{ end }}\n',
+        "",
+    )
+    .replace("{{ $ready | Quote }}", '"True"')
+    .replace("{{ if or .readinessProbe .startupProbe }}false{{ else }}true{{ end }}", "true")
+    .replace("{{ if .startupProbe }}false{{ else }}true{{ end }}", "true")
 )
 
 POD_IMAGE_PULL = """{{ $now := Now }}

@@ -21,10 +21,13 @@ For every pod kwok is to run (scheduled on a kwok node), it
    the pod so they go with it;
 4. writes the namespace's names file (write_hosts), then annotates the pod ``ROOT_READY``
    and ``POD_IP`` (its address), which the pod-ready stage waits for and reports as
-   ``status.podIP``.
+   ``status.podIP``;
+5. hands the pod to the kubelet (kubelet.py, a thread of this process), which runs its
+   containers' commands, probes and restarts them and reports their state.
 
 Steps 4 are batched: the pods prepared while events keep coming are annotated together,
-after one write of their namespace's names file.
+after one write of their namespace's names file. The image's ``/opt/ml-dev-env`` (the
+workers' entry point) is put in each pod's upper layer as links into the checkout.
 
 When a pod is deleted its processes, network and folder go; a volume's folder goes when
 its PV is gone.
@@ -50,6 +53,7 @@ from typing import Any
 
 from mlenv.testing.kube import manifests, podnet
 from mlenv.testing.kube.identity import Identity, IdentityError, pod_identity, set_volume_ownership
+from mlenv.testing.kube.kubelet import Kubelet
 from mlenv.testing.kube.manifests import POD_IP, ROOT_READY, is_scale_pod
 
 Obj = dict[str, Any]
@@ -104,10 +108,10 @@ def _deletion_due(pod: Obj, cap: float, now: float) -> float:
 def kill_pod_processes(pods: Path, sig: int = signal.SIGKILL) -> list[int]:
     """Send ``sig`` (SIGKILL by default) to every process running in a pod root under
     ``pods`` (a pod's folder, or the tier's ``pods/``): what a container runtime does when
-    a pod goes (SIGTERM first, at the start of its grace period). kwok runs no
-    container, so a daemon a pod's exec left behind (``mlenv.pod init`` starts sshd)
-    would otherwise outlive its pod, and the tier. A confined process's root, read from
-    the host, is its pod's ``merged`` overlay (confine.sh chroots there)."""
+    a pod goes (SIGTERM first, at the start of its grace period): the containers the
+    kubelet started and whatever a pod's exec left behind (a daemon, an ssh session's
+    ranks), which would otherwise outlive its pod, and the tier. A confined process's
+    root, read from the host, is its pod's ``merged`` overlay (confine.sh chroots there)."""
     killed = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -183,6 +187,23 @@ def image_paths() -> list[str]:
         Path(__file__).resolve().parents[3],
     }
     return sorted(str(p) for p in wanted if any(h in p.parents for h in hidden))
+
+
+def image_files(upper: Path) -> None:
+    """What the project's image holds under /opt/ml-dev-env (the Dockerfile's COPY lines),
+    as links into the checkout (the pods see it, read-only), in a pod's upper layer: the
+    workers' container command is /opt/ml-dev-env/scripts/pod-init.sh."""
+    repo = Path(__file__).resolve().parents[3]
+    home = upper / "opt" / "ml-dev-env"
+    home.mkdir(parents=True, exist_ok=True)
+    for name, target in (
+        ("scripts", "scripts"),
+        ("mlenv", "mlenv"),
+        ("workspace-template", "workspace"),
+    ):
+        link = home / name
+        if not link.is_symlink():
+            link.symlink_to(repo / target)
 
 
 class RootError(Exception):
@@ -277,6 +298,11 @@ class Controller:
         self.refused: set[tuple[str, str, Any]] = set()  # pods whose identity cannot start
         # scale pods whose Exec is to be written, then annotated ROOT_READY (flush)
         self.scale_pending: dict[Key, Obj] = {}
+        # each prepared pod's containers' environments (what confine.sh reads), by name
+        self.envs: dict[Key, dict[str, dict[str, str]]] = {}
+        self.kubelet = Kubelet(
+            tier, self.kubectl, self.say, self.namespace_cap, self.namespace_annotations
+        )
 
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
@@ -433,14 +459,13 @@ class Controller:
                 src = src / vm["subPath"]
             src.mkdir(parents=True, exist_ok=True)
             mounts.append(f"{vm['mountPath']}={src}")
-        logfile = folder / "container.log"
-        if not logfile.exists():
-            # The CRI log format (time, stream, P/F tag, text), which kwok's log reader parses.
-            stamp = time.strftime("%Y-%m-%dT%H:%M:%S.000000000Z", time.gmtime())
-            logfile.write_text(
-                f"{stamp} stdout F kube tier: {ns}/{name} container {container['name']} started on "
-                f"{spec.get('nodeName')} (kwok: no container runtime; its command is not run)\n"
-            )
+        # each container's log (the kubelet's shim writes it in the CRI format kwok's log
+        # reader parses) and its last run's (--previous)
+        logs = folder / "containers"
+        logs.mkdir(exist_ok=True)
+        for c in spec["containers"]:
+            for f in (logs / f"{c['name']}.log", logs / f"{c['name']}.previous.log"):
+                f.touch(exist_ok=True)
         if self.net is None:
             self.say(f"{ns}/{name}: the plane has no pod network ({self.tier / podnet.NET_FILE})")
             return False
@@ -463,6 +488,7 @@ class Controller:
         if not hosts.is_symlink():
             hosts.unlink(missing_ok=True)
             hosts.symlink_to(f"{NAMES_MOUNT}/hosts")
+        image_files(folder / "upper")
         if not self.mount_root(folder, ns, name, mounts):
             return False
         # one exec entry per container: each runs as its own identity (the pod's root and
@@ -494,7 +520,17 @@ class Controller:
                     "apiVersion": "kwok.x-k8s.io/v1alpha1",
                     "kind": "Logs",
                     "metadata": {"name": name, "namespace": ns, "ownerReferences": owner},
-                    "spec": {"logs": [{"logsFile": str(logfile), "follow": True}]},
+                    "spec": {
+                        "logs": [
+                            {
+                                "containers": [c["name"]],
+                                "logsFile": str(logs / f"{c['name']}.log"),
+                                "previousLogsFile": str(logs / f"{c['name']}.previous.log"),
+                                "follow": True,
+                            }
+                            for c in spec["containers"]
+                        ]
+                    },
                 },
             ],
         }
@@ -504,6 +540,7 @@ class Controller:
             return False
         self.ips[(ns, name)] = net.ip
         self.unannotated[(ns, name)] = net.ip
+        self.envs[(ns, name)] = self.container_envs(pod, idents)
         self.dirty.add(ns)
         self.say(f"{ns}/{name}: root ready ({len(mounts)} mounts), address {net.ip}")
         return True
@@ -521,6 +558,14 @@ class Controller:
             self.say(f"{ns}/{name}: pod root not mounted: {e}")
             return False
         return True
+
+    def start_containers(self, ns: str, name: str) -> None:
+        """Hand a prepared pod to the kubelet, which runs its containers."""
+        pod, envs = self.pods.get((ns, name)), self.envs.get((ns, name))
+        ip = self.ips.get((ns, name))
+        if pod is None or envs is None or ip is None:
+            return
+        self.kubelet.start(pod, self.pod_dir(ns, name), ip, envs)
 
     def names_dir(self, ns: str) -> Path:
         return self.tier / "pods" / ns / NAMES_DIR
@@ -546,6 +591,8 @@ class Controller:
             if res.returncode != 0 and (ns, name) in self.pods:
                 self.say(f"{ns}/{name}: not annotated: {res.stderr.strip()}")
                 self.retry.add((ns, name))
+            elif res.returncode == 0:
+                self.start_containers(ns, name)
         if self.scale_pending:
             self.flush_scale()
         if self.sweep:
@@ -638,6 +685,8 @@ class Controller:
     def forget(self, ns: str, name: str) -> None:
         """A pod that is gone: its processes, network and folder go (and, at the next
         flush, its name and any volume whose PV went with it)."""
+        self.kubelet.forget(ns, name)
+        self.envs.pop((ns, name), None)
         self.ips.pop((ns, name), None)
         self.unannotated.pop((ns, name), None)
         self.retry.discard((ns, name))
@@ -674,6 +723,7 @@ class Controller:
         if key in self.terminating:
             return
         self.terminating.add(key)
+        self.kubelet.forget(key[0], key[1])  # nothing of it restarts now
         if (self.pod_dir(key[0], key[1]) / "merged").is_dir():
             kill_pod_processes(self.pod_dir(key[0], key[1]), signal.SIGTERM)
         due = _deletion_due(pod, self.namespace_cap(key[0]), time.time())
@@ -737,6 +787,7 @@ class Controller:
             self.forget(ns, name)
             return True
         self.pods[key] = pod
+        self.kubelet.update(pod)
         if meta.get("deletionTimestamp"):
             self.dirty.add(ns)  # out of the names file from its first Terminating second
             self.terminate(pod)
@@ -758,10 +809,34 @@ class Controller:
             if notes.get(POD_IP) and self.ips.get(key) != notes[POD_IP]:
                 self.ips[key] = notes[POD_IP]  # prepared by an earlier run of the controller
                 self.dirty.add(ns)
+            if not self.kubelet.managed(ns, name, uid):
+                return self.adopt(pod)
             return True
         if key in self.unannotated:
             return True
         return self.prepare(pod)
+
+    def adopt(self, pod: Obj) -> bool:
+        """A pod an earlier run of the controller prepared: its containers go back to the
+        kubelet (running ones adopted from their records)."""
+        ns, name = pod["metadata"]["namespace"], pod["metadata"]["name"]
+        idents = self.identities(pod)
+        if idents is None:
+            return False
+        self.envs[(ns, name)] = self.container_envs(pod, idents)
+        self.start_containers(ns, name)
+        return True
+
+    def container_envs(self, pod: Obj, idents: dict[str, Identity]) -> dict[str, dict[str, str]]:
+        """Each container's environment for confine.sh (its Exec entry's), by name."""
+        folder = self.pod_dir(pod["metadata"]["namespace"], pod["metadata"]["name"])
+        return {
+            str(c["name"]): {
+                **{v["name"]: v["value"] for v in self._env(pod, c, idents[c["name"]])},
+                "MLENV_KUBE_POD_ROOT": str(folder),
+            }
+            for c in pod["spec"]["containers"]
+        }
 
     def event(self, kind: str, pod: Obj) -> None:
         meta = pod.get("metadata") or {}
@@ -873,6 +948,7 @@ class Controller:
                 self.event("MODIFIED", pod)
 
     def run(self) -> None:
+        threading.Thread(target=self.kubelet.run, name="kubelet", daemon=True).start()
         rv = ""
         while True:
             if not rv:
