@@ -256,8 +256,8 @@ deploy-cluster: need-cluster cli ## validate, render, preflight, dry run, apply,
 sync-multi-node: need-cluster cli ## workspace/ into every pod, adds/updates only (WATCH=1 DELETE=1 SYNC_DRY_RUN=1 LOCAL_DIR=dir)
 	$(CLI) sync $(C) $(if $(WATCH),--watch,) $(SYNC_FLAGS)
 
-shell: need-cluster cli ## bash in pod POD (default 0)
-	$(CLI) shell $(C) --pod $(call q,$(POD))
+shell: need-cluster cli ## bash in pod POD (default 0); CMD='...' runs that command there instead
+	$(CLI) shell $(C) --pod $(call q,$(POD))$(if $(CMD), -- sh -c $(call q,$(CMD)))
 
 status-cluster: need-cluster cli ## pods, readiness, PVCs, RDMA interfaces
 	$(CLI) status $(C)

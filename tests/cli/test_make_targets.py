@@ -183,6 +183,7 @@ def test_makefile_passes_cluster_as_one_word(checkout: Path, value: str) -> None
         ("shell", [f"POD={value}"]),
         ("launch", [f"SCRIPT={value}"]),
         ("deploy-cluster", [f"MODE={value}"]),
+        ("shell", ["POD=0", f"CMD={value}"]),
     ):
         subprocess.run(
             [
@@ -206,12 +207,14 @@ def test_makefile_passes_cluster_as_one_word(checkout: Path, value: str) -> None
     if value.startswith("$("):  # make expands it to an empty CLUSTER: every target stops
         assert calls == []
         return
-    assert len(calls) == 4
+    assert len(calls) == 5
     # make expands `$(...)` on its own command line as a make variable (empty here): still
     # one word, and nothing reaches the shell as code
     want = value
-    assert [c[1] for c in calls] == [want] * 4
+    assert [c[1] for c in calls] == [want] * 5
     assert calls[1][-1] == want and calls[2][-1] == want and calls[3][3] == want
+    # CMD is code, but the pod's: one word for the pod's `sh -c`, never this machine's shell
+    assert calls[4][-4:] == ["--", "sh", "-c", want]
     assert not list(checkout.rglob("PWNED"))
 
 
@@ -253,6 +256,11 @@ def test_make_help_lists_every_target(checkout: Path) -> None:
         ("jupyter", [], [".venv-cli/bin/mlenv url 'local' jupyter"]),
         ("gpu-info", [], [".venv-cli/bin/mlenv gpu-info 'local'"]),
         ("shell-multi-node", [], [".venv-cli/bin/mlenv shell 'local' --pod '0'"]),
+        (
+            "shell",
+            ["POD=1", "CMD=nvidia-smi -L; id -u"],
+            [".venv-cli/bin/mlenv shell 'local' --pod '1' -- sh -c 'nvidia-smi -L; id -u'"],
+        ),
         ("build", [], [".venv-cli/bin/mlenv build 'local'"]),
         ("status", [], [".venv-cli/bin/mlenv status 'local'"]),
         ("deploy-multi-node", [], [".venv-cli/bin/mlenv deploy 'local'"]),
