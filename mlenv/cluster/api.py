@@ -298,6 +298,8 @@ class PodView:
     # the kubelet stops it, but it is on its way out and never counts as Ready
     terminating: bool = False
     uid: str = ""
+    # the exit code of a container's last run (lastState.terminated), when one ended
+    last_exit: int | None = None
 
     @staticmethod
     def of(pod: Manifest) -> PodView:
@@ -307,10 +309,14 @@ class PodView:
         conds = {c.get("type"): c.get("status") for c in status.get("conditions") or []}
         cstat = status.get("containerStatuses") or []
         waiting = ""
+        last_exit: int | None = None
         for cs in cstat:
             w = (cs.get("state") or {}).get("waiting")
             if w:
                 waiting = str(w.get("reason", ""))
+            ended = ((cs.get("lastState") or {}).get("terminated") or {}).get("exitCode")
+            if isinstance(ended, int) and (last_exit is None or w):
+                last_exit = ended
         return PodView(
             name=pod["metadata"]["name"],
             phase=str(status.get("phase", "Pending")),
@@ -321,6 +327,7 @@ class PodView:
             waiting_reason=waiting,
             terminating=terminating,
             uid=str(pod["metadata"].get("uid", "")),
+            last_exit=last_exit,
         )
 
 
@@ -487,8 +494,10 @@ class ClusterClient(Protocol):
         follow: bool = False,
         out: Output | None = None,
         tail: int | None = None,
+        previous: bool = False,
     ) -> str:
-        """A pod's log (streamed to ``out`` when following); ``tail``: only the last N lines."""
+        """A pod's log (streamed to ``out`` when following); ``tail``: only the last N lines;
+        ``previous``: its container's run before this one (a restarted container's)."""
         ...
 
     def interactive(self, pod: str, namespace: str, argv: Sequence[str]) -> int:

@@ -47,6 +47,7 @@ from mlenv.contract import (
     LABEL_NAME,
     LABEL_PART_OF,
     MANAGED_BY,
+    shown,
 )
 from mlenv.errors import InfraError, InputError
 from mlenv.render.names import DATASETS_PVC, DEV_POD, DEV_WORKSPACE_PVC, WORKSPACE_PVC, workload
@@ -109,6 +110,47 @@ PULL_FAILED = frozenset(
 # ErrImagePull alone may be a registry's hiccup that the kubelet's next try survives;
 # back-off, or the same failure for this long, is not.
 PULL_GRACE_S = 15.0
+
+
+class CrashLooping(DeployTimeout):
+    """A worker's container keeps ending (CrashLoopBackOff): pod init failed, the same way
+    each time. Said once it has been restarted CRASH_RESTARTS times, with its exit code and
+    the end of its last run's log, instead of at the Ready timeout."""
+
+
+# Restarts after which a crash loop is not a slow start: the kubelet restarts at once, then
+# after 10 s and 20 s, so this is said about half a minute after the first failure.
+CRASH_RESTARTS = 2
+CRASH_LOG_LINES = 15
+
+
+def crash_problem(cfg: ClusterConfig, client: ClusterClient, pod: PodView) -> str:
+    """The crash loop in a few lines: the pod, its last exit code, its last run's log."""
+    head = (
+        f"{pod.name}: its container keeps exiting (CrashLoopBackOff, "
+        + (f"exit {pod.last_exit}, " if pod.last_exit is not None else "")
+        + f"{pod.restarts} restarts): pod init failed"
+    )
+    try:
+        log = client.logs(pod.name, cfg.namespace, tail=CRASH_LOG_LINES, previous=True)
+    except InfraError:
+        try:
+            log = client.logs(pod.name, cfg.namespace, tail=CRASH_LOG_LINES)
+        except InfraError:
+            log = ""
+    lines = [shown(line) for line in log.splitlines() if line.strip()]
+    body = (
+        "; its last run's log ends:\n" + "\n".join(f"    {line}" for line in lines)
+        if lines
+        else "; its log is empty"
+    )
+    pod_index = pod.name.rsplit("-", 1)[-1]
+    return (
+        head
+        + body
+        + f"\n(`mlenv logs {cfg.name} --pod {pod_index}` shows it whole; nothing was rolled back: "
+        f"`mlenv teardown {cfg.name}` removes what was applied)"
+    )
 
 
 class AdmissionRefused(DeployTimeout):
@@ -1191,6 +1233,15 @@ def wait_ready(
                 or now - pull_failed_since >= PULL_GRACE_S
             ):
                 raise ImageUnavailable(image_problem(cfg, stuck))
+        looping = [
+            p
+            for p in pods
+            if not p.ready
+            and p.waiting_reason == "CrashLoopBackOff"
+            and p.restarts >= CRASH_RESTARTS
+        ]
+        if looping:
+            raise CrashLooping(crash_problem(cfg, client, looping[0]))
         why = _latest_warnings(cfg, client, pods) if ready < len(pods) else {}
         stale = workload(cfg).not_rolled_out(split.live, pods)
         states = {

@@ -1190,9 +1190,12 @@ class OcCluster:
         follow: bool = False,
         out: Output | None = None,
         tail: int | None = None,
+        previous: bool = False,
     ) -> str:
-        """``logs POD [-f] [--tail=N]``."""
+        """``logs POD [-f] [--tail=N] [--previous]``."""
         opts = [] if tail is None else [f"--tail={argv.count(tail, '--tail')}"]
+        if previous:
+            opts.append("--previous")
         if not follow:
             text = self._ok(
                 "logs", opts, [argv.name("Pod", pod)], namespace=namespace, kind="Pod", name=pod

@@ -370,6 +370,21 @@ class Controllers(ObjectStore):
                 f'Failed to pull image "{bad[0]}": ErrImagePull (fake registry)',
             )
             return
+        if name in self.crash_loops:
+            code = self.crash_loops[name][0]
+            cs.update(
+                {
+                    "ready": False,
+                    "restartCount": 3,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"exitCode": code, "reason": "Error"}},
+                }
+            )
+            status["phase"] = "Running"
+            self._event(
+                ns, "Pod", name, "Warning", "BackOff", "Back-off restarting failed container"
+            )
+            return
         ready = name not in self.unready_pods
         cs.update({"ready": ready, "state": {"running": {"startedAt": f"t={self.clock:.0f}"}}})
         status["phase"] = "Running"

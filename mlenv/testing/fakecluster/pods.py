@@ -317,12 +317,20 @@ class Pods(Controllers):
         follow: bool = False,
         out: Output | None = None,
         tail: int | None = None,
+        previous: bool = False,
     ) -> str:
-        """The fake container log: the events of the pod, one per line (the last ``tail``)."""
+        """The fake container log: the events of the pod, one per line (the last ``tail``);
+        ``previous``: a crash-looping pod's (``crash_loops``) last run's log."""
         self._check_reachable()
         if _key("Pod", namespace, pod) not in self.objects:
             raise NotFound(f'pods "{pod}" not found', kind="Pod", name=pod)
-        lines = [f"[fake] {e.reason}: {e.message}\n" for e in self.events(namespace, "Pod", pod)]
+        if previous and pod not in self.crash_loops:
+            raise ApiError(f'previous terminated container "worker" in pod "{pod}" not found')
+        lines = (
+            self.crash_loops[pod][1].splitlines(keepends=True)
+            if previous
+            else [f"[fake] {e.reason}: {e.message}\n" for e in self.events(namespace, "Pod", pod)]
+        )
         text = "".join(lines if tail is None else lines[len(lines) - tail :] if tail else [])
         self.calls.append(
             [
@@ -330,6 +338,7 @@ class Pods(Controllers):
                 pod,
                 *(["-f"] if follow else []),
                 *([f"--tail={tail}"] if tail is not None else []),
+                *(["--previous"] if previous else []),
             ]
         )
         if out is not None:

@@ -399,3 +399,30 @@ def test_a_smaller_claim_is_refused_naming_the_key_to_set_back(barcelona, fake_f
         in msg
     ), msg
     assert fake.get("StatefulSet", "ml-dev-env", barcelona.namespace)["metadata"]["uid"] == uid
+
+
+def test_a_crash_looping_pod_stops_the_wait_with_its_exit_code_and_log(barcelona, fake_for) -> None:
+    """Pod init that fails each time (CrashLoopBackOff) does not heal by waiting: said with
+    the pod, its exit code and its last run's log once it was restarted twice, not at the
+    600 s timeout (on the code before: a DeployTimeout at 600 s naming only the reason)."""
+    from mlenv.cluster.deploy import CrashLooping
+
+    fake = fake_for(barcelona)
+    fake.crash_loops = {
+        "ml-dev-env-1": (1, "rank 1: writing the hostfile\npod init: \x1b]0;x\x07no RDMA device\n")
+    }
+    started = fake.monotonic()
+    with pytest.raises(CrashLooping) as e:
+        deploy(barcelona, DeployOptions(mode="rdma", timeout=600), fake)
+    assert fake.monotonic() - started < 30
+    msg = str(e.value)
+    assert msg.startswith(
+        "ml-dev-env-1: its container keeps exiting (CrashLoopBackOff, exit 1, 3 restarts)"
+    )
+    assert "    rank 1: writing the hostfile\n" in msg and "no RDMA device" in msg
+    assert "\x1b" not in msg and "\x07" not in msg  # a log drives no terminal
+    assert (
+        f"mlenv logs {barcelona.name} --pod 1" in msg and f"mlenv teardown {barcelona.name}" in msg
+    )
+    assert ["logs", "ml-dev-env-1", "--tail=15", "--previous"] in [c[:4] for c in fake.calls]
+    assert isinstance(e.value, DeployTimeout)  # the CLI still remembers the deploy
