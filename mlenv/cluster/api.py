@@ -268,6 +268,9 @@ class ApplyResult:
     kind: str
     name: str
     action: ApplyAction
+    # what the server warned of while applying it (admission's ``Warning:`` lines, such as
+    # Pod Security's "would violate PodSecurity ..." for a workload's pod template)
+    warnings: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -872,6 +872,15 @@ def dry_run_plan(
             for m in asked
         ]
     )
+    warned: list[str] = []
+    for res in answers:
+        if isinstance(res, ApplyResult):
+            warned += [w for w in res.warnings if w not in warned]
+    for w in warned:
+        # Pod Security warns of a workload's pod template at the namespace's warn (and
+        # audit) level; its enforce level refuses the pods themselves, which the wait
+        # reports within seconds (AdmissionRefused)
+        say(f"server warning (dry run): {shown(w)}")
     for m, res in zip(asked, answers, strict=True):
         kind, name, ref = str(m["kind"]), m["metadata"]["name"], _ref(m)
         if isinstance(res, Invalid):

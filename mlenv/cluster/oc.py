@@ -42,6 +42,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any, Literal
 
 from mlenv import argv
@@ -224,6 +225,15 @@ def unreachable_reason(stderr: str, timed_out: bool, timeout: float) -> str | No
 
 # Server-populated fields that differ between two reads of an object the apply did not change.
 _VOLATILE_META = ("managedFields", "resourceVersion", "generation", "creationTimestamp", "uid")
+
+
+def server_warnings(stderr: str) -> tuple[str, ...]:
+    """The API server's warnings kubectl printed (``Warning: ...`` lines), without the prefix."""
+    return tuple(
+        ln.strip()[len("Warning: ") :]
+        for ln in stderr.splitlines()
+        if ln.strip().startswith("Warning: ")
+    )
 
 
 def judged(
@@ -798,11 +808,15 @@ class OcCluster:
             args.append("--force-conflicts")
         if dry_run:
             args.append("--dry-run=server")
-        out = self._ok(
-            "apply", args, stdin=json.dumps(manifest), namespace=namespace, kind=kind, name=name
+        rc, out, err, stuck = self._run(
+            "apply", args, stdin=json.dumps(manifest), namespace=namespace
         )
+        if stuck or rc != 0:
+            raise self._error(err or out, stuck, kind, name)
         after = json.loads(out) if before is not None and out.strip() else {}
-        return judged(kind, name, before, after, dry_run=dry_run)
+        return replace(
+            judged(kind, name, before, after, dry_run=dry_run), warnings=server_warnings(err)
+        )
 
     def dry_run_many(
         self, items: Sequence[DryRunItem], *, field_manager: str = FIELD_MANAGER
@@ -850,7 +864,8 @@ class OcCluster:
             "--filename=-",
             *(["--force-conflicts"] if force_conflicts else []),
         ]
-        docs = self._batch("apply", opts, [], namespace, json.dumps(body))
+        warned: builtins.list[str] = []
+        docs = self._batch("apply", opts, [], namespace, json.dumps(body), warned)
         if docs is None or len(docs) != len(items):
             return None
         for d, it in zip(docs, items, strict=True):
@@ -863,7 +878,10 @@ class OcCluster:
         for d, it in zip(docs, items, strict=True):
             kind, name = str(it.manifest["kind"]), str(it.manifest["metadata"]["name"])
             before = self.get(kind, name, namespace) if isinstance(it.live, Unread) else it.live
-            results.append(judged(kind, name, before, d, dry_run=True))
+            # kubectl does not say which object a warning was about: each carries the batch's
+            results.append(
+                replace(judged(kind, name, before, d, dry_run=True), warnings=tuple(warned))
+            )
         return results
 
     def mark_node(self, marks: NodeMarks, *, remove: bool = False) -> None:
@@ -929,12 +947,15 @@ class OcCluster:
         args: builtins.list[str],
         namespace: str | None,
         stdin: str | None = None,
+        warnings: builtins.list[str] | None = None,
     ) -> builtins.list[dict[str, Any]] | None:
         """The objects one batched call printed (a List's items, or the objects one after
         another); None when the call failed or printed no JSON, for the caller to fall back
         to single calls. Unreachable raises: a server that does not answer the batch would
-        not answer each call either."""
+        not answer each call either. The server's warnings go to ``warnings``."""
         rc, out, err, stuck = self._run(command, opts, args, namespace=namespace, stdin=stdin)
+        if warnings is not None and not stuck and rc == 0:
+            warnings.extend(server_warnings(err))
         if stuck or rc != 0:
             e = self._error(err or out, stuck)
             if isinstance(e, Unreachable):

@@ -47,6 +47,8 @@ class FakeState:
         self.denied: list[str] = []  # "verb resource" pairs the user may not do
         self.image_pull_failures: list[str] = []
         self.unready_pods: list[str] = []  # pods that run but never pass readiness
+        # what the server warns of in a dry run of each kind (admission's Warning: lines)
+        self.dry_run_warnings: dict[str, list[str]] = {}
         # pods whose container keeps ending: name -> (its exit code, its last run's log)
         self.crash_loops: dict[str, tuple[int, str]] = {}
         # argv prefix → {"rc", "stdout", "stderr", "hang"}; per pod first, then for any pod

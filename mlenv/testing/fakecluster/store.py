@@ -267,7 +267,12 @@ class ObjectStore(Admission):
         if old is not None:
             self._refuse_update(kind, name, old, merged)
         if dry_run:
-            return ApplyResult(kind, name, "created" if old is None else "configured")
+            return ApplyResult(
+                kind,
+                name,
+                "created" if old is None else "configured",
+                tuple(self.dry_run_warnings.get(kind, ())),
+            )
         self.managers[k] = owners
         self._store(merged, ns)
         if kind == "PersistentVolumeClaim":

@@ -426,3 +426,36 @@ def test_a_crash_looping_pod_stops_the_wait_with_its_exit_code_and_log(barcelona
     )
     assert ["logs", "ml-dev-env-1", "--tail=15", "--previous"] in [c[:4] for c in fake.calls]
     assert isinstance(e.value, DeployTimeout)  # the CLI still remembers the deploy
+
+
+def test_the_dry_run_s_server_warnings_are_said_once_and_do_not_stop_the_deploy(
+    barcelona, fake_for
+) -> None:
+    """A Pod Security warn level (namespace label or cluster default) warns of the
+    StatefulSet's pod template in the server-side dry run; kubectl printed it and deploy
+    dropped it (on the code before: no line). Said once, escaped; the deploy goes on (the
+    warn level refuses nothing; an enforce refusal is read from FailedCreate)."""
+    fake = fake_for(barcelona)
+    warning = (
+        'would violate PodSecurity "restricted:latest": allowPrivilegeEscalation != false '
+        '(container "worker" must set securityContext.allowPrivilegeEscalation=false)\x1b[2J'
+    )
+    fake.dry_run_warnings = {"StatefulSet": [warning], "Pod": [warning]}
+    said: list[str] = []
+    deploy(barcelona, DeployOptions(mode="rdma", timeout=60), fake, say=said.append)
+    lines = [s for s in said if s.startswith("server warning (dry run): ")]
+    assert len(lines) == 1, said
+    assert 'would violate PodSecurity "restricted:latest"' in lines[0] and "\x1b" not in lines[0]
+
+
+def test_kubectl_s_warning_lines_are_the_server_s_warnings() -> None:
+    from mlenv.cluster.oc import server_warnings
+
+    err = (
+        'Warning: would violate PodSecurity "baseline:latest": non-default capabilities\n'
+        "error-free line\n  Warning: spec.template: deprecated field\n"
+    )
+    assert server_warnings(err) == (
+        'would violate PodSecurity "baseline:latest": non-default capabilities',
+        "spec.template: deprecated field",
+    )
