@@ -142,8 +142,9 @@ def test_deploy_status_logs_sync_exec_teardown_deploy(
     for pod in ("ml-dev-env-0", "ml-dev-env-1"):
         assert pod in status
     assert "Running" in status
+    # pod 0's log is its container's output: pod init, then sshd in the foreground
     logs = _ok(mlenv(root, p, "logs", name, user=user), "logs")
-    assert f"{ns}/ml-dev-env-0" in logs
+    assert "mlenv.pod: node rank 0 of 2" in logs and "mlenv.pod: exec sshd on port" in logs, logs
 
     _ok(mlenv(root, p, "sync", name, user=user), "sync")
     for i in (0, 1):  # the files are in each pod's own workspace volume, as the pod sees it

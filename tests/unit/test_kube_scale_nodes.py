@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from mlenv.testing.kube import manifests, plane, podroots
+from mlenv.testing.kube.kubelet import Kubelet
 
 
 def test_a_scale_node_is_a_gpu_node_with_a_pod_range_of_its_own() -> None:
@@ -108,6 +109,8 @@ def test_the_pod_root_controller_gives_scale_pods_no_root_and_writes_their_execs
 
     ctl = Recording()
     ctl.tier = tmp_path
+    # the kubelet only hears of the pods here (it runs no container of a scale pod)
+    ctl.kubelet = Kubelet(tmp_path, ctl.kubectl, lambda line: None, lambda ns: 0.0, lambda ns: {})
     for name, node in (("lite", "scale-node-3"), ("lite2", "scale-node-4"), ("real", "gpu-node-0")):
         pod = {
             "metadata": {"namespace": "ns", "name": name, "uid": name},
