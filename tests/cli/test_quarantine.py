@@ -94,7 +94,9 @@ def test_dry_run_prints_the_exact_commands_and_changes_nothing(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
-def test_the_dry_run_as_data_names_each_node_s_commands(tmp_path, monkeypatch, fmt: str) -> None:
+def test_the_dry_run_as_data_names_the_commands_and_each_node(
+    tmp_path, monkeypatch, fmt: str
+) -> None:
     import yaml
 
     state = fake_state(tmp_path)
@@ -110,7 +112,8 @@ def test_the_dry_run_as_data_names_each_node_s_commands(tmp_path, monkeypatch, f
     }
     (only,) = doc["nodes"]
     assert only["node"] == NODES[2] and only["cannot"] is None
-    assert f"oc taint -- node {NODES[2]} ml-dev-env.io/health=fail:NoSchedule" in only["commands"]
+    assert only["note"].startswith("mlenv 20261125-090000-aaaaaa: compute.matmul")
+    assert f"oc taint -- node {NODES[2]} ml-dev-env.io/health=fail:NoSchedule" in doc["commands"]
     assert LABEL_HEALTH not in (_node(state, NODES[2])["metadata"].get("labels") or {})
     # data is for the dry run: with --apply it is refused before anything is read
     r = run([*args, "--apply"], state, monkeypatch)
