@@ -5,14 +5,15 @@ The plan comes from the run's ``node_verdicts`` (results.json): every FAIL node,
 check and figure that failed it in the note ``mlenv <run-id>: <check> <figure>``.
 
 This module is the platform-neutral half: reading the run, the targets, the records and
-the order of things (permission first, then each node, recorded after each). What a mark
-is on each platform is a :class:`Marker` the platform supplies (``mlenv/platforms``, the
-CLI calls ``platform.quarantine``/``release``):
+the order of things (permission first, then each node judged, then the marks, the record
+written before and after). What a mark is on each platform, and how many nodes one
+command marks, is a :class:`Marker` the platform supplies (``mlenv/platforms``, the CLI
+calls ``platform.quarantine``/``release``):
 
 - Kubernetes/OpenShift: label ``ml-dev-env.io/health=fail``, the note in the annotation
   ``ml-dev-env.io/quarantine``, a ``NoSchedule`` taint with the label's key
   (``mlenv/platforms/kubenodes.py`` over :mod:`mlenv.cluster.nodemarks`, run through
-  ``ClusterClient.mark_node``);
+  ``ClusterClient.mark_nodes``: one call per kind of mark for all the nodes);
 - Slurm: ``scontrol update NodeName=X State=DRAIN Reason="<note>"``
   (``mlenv/platforms/slurmnodes.py``);
 - plain hosts: the list (:class:`ListMarker`: there is no scheduler to tell).
