@@ -35,6 +35,11 @@ if TYPE_CHECKING:
     from mlenv.cluster.api import ClusterClient
     from mlenv.quarantine import Marked, Run, Target
 
+# Nodes per ``get``: kubectl reads each named Node with a request of its own, and one
+# call has one call's deadline (the client's API timeout), so a read of thousands of
+# Nodes is many calls of a few dozen names each.
+READ_NAMES = 50
+
 MARKED = "quarantined (health label, note and NoSchedule taint set)"
 UNMARKED = "released (health label, note and taint removed)"
 
@@ -99,11 +104,17 @@ class KubeMarker:
         return self.client
 
     def read(self, nodes: list[str]) -> None:
-        """Each Node not read yet, in one ``get`` (a Node that is not there: None)."""
-        new = [n for n in dict.fromkeys(nodes) if n not in self._nodes]
-        if new:
-            got = self._client().get_many([("Node", n, None) for n in new])
-            self._nodes.update({n: got.get(("Node", n, None)) for n in new})
+        """Each Node not read yet, :data:`READ_NAMES` to a ``get`` (a Node that is not
+        there: None)."""
+        self._nodes.update(self._read([n for n in dict.fromkeys(nodes) if n not in self._nodes]))
+
+    def _read(self, nodes: list[str]) -> dict[str, dict[str, Any] | None]:
+        out: dict[str, dict[str, Any] | None] = {}
+        for i in range(0, len(nodes), READ_NAMES):
+            chunk = nodes[i : i + READ_NAMES]
+            got = self._client().get_many([("Node", n, None) for n in chunk])
+            out.update({n: got.get(("Node", n, None)) for n in chunk})
+        return out
 
     def _node(self, name: str) -> dict[str, Any] | None:
         self.read([name])
@@ -189,9 +200,9 @@ class KubeMarker:
         said = c.mark_nodes([NodeMarks(t.node, t.note) for t in ts], remove=remove)
         failed: dict[str, str] = {}
         if said:
-            now = c.get_many([("Node", t.node, None) for t in ts])
+            now = self._read([t.node for t in ts])
             for t in ts:
-                why = _not_as_meant(now.get(("Node", t.node, None)), t.note, remove=remove)
+                why = _not_as_meant(now.get(t.node), t.note, remove=remove)
                 if why is not None:
                     named = [ln for ln in said if f'"{t.node}"' in ln or f" {t.node} " in ln]
                     failed[t.node] = f"{why} ({'; '.join(dict.fromkeys(named or said))})"

@@ -703,3 +703,26 @@ def test_a_half_marked_node_is_judged_by_what_it_carries_at_release(tmp_path) ->
     assert back.done == NODES and not back.failed
     rec = json.loads((rep / "quarantine.json").read_text())["nodes"]
     assert {v["state"] for v in rec.values()} == {"released"}
+
+
+def test_nodes_are_read_once_a_few_dozen_to_a_get(tmp_path) -> None:
+    """Each Node is read once however often it is judged (quarantine and the condition at
+    release), and never more than READ_NAMES to one ``get``, whose deadline is one call's."""
+    from mlenv.platforms import kubenodes
+    from mlenv.platforms.kubenodes import KubeMarker
+
+    names = [f"gpu-{i:03d}" for i in range(120)]
+    fake = FakeCluster.typical("ml-dev", names, gpus=8)
+    asked: list[int] = []
+    real = fake.get_many
+
+    def counted(refs):  # type: ignore[no-untyped-def]
+        asked.append(len(refs))
+        return real(refs)
+
+    fake.get_many = counted  # type: ignore[method-assign]
+    marker = KubeMarker("oc", fake)
+    marker.read(names)
+    marker.read(names[:10])
+    assert asked == [kubenodes.READ_NAMES, kubenodes.READ_NAMES, 20]
+    assert marker._node("gpu-007") is not None and len(asked) == 3
