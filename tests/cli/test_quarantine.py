@@ -670,7 +670,8 @@ def test_a_node_gone_after_it_was_read_is_named_and_the_others_are_marked(tmp_pa
     }
     assert "no such Node" in rec[NODES[1]]["error"]
     for node in (NODES[0], NODES[2], NODES[3]):
-        assert fake.get("Node", node, None)["metadata"]["labels"][LABEL_HEALTH] == "fail"
+        n = fake.get("Node", node, None)
+        assert n is not None and n["metadata"]["labels"][LABEL_HEALTH] == "fail"
 
 
 def test_a_half_marked_node_is_judged_by_what_it_carries_at_release(tmp_path) -> None:
@@ -716,7 +717,7 @@ def test_nodes_are_read_once_a_few_dozen_to_a_get(tmp_path) -> None:
     asked: list[int] = []
     real = fake.get_many
 
-    def counted(refs):  # type: ignore[no-untyped-def]
+    def counted(refs):
         asked.append(len(refs))
         return real(refs)
 

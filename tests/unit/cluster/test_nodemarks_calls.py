@@ -4,6 +4,7 @@ annotation one per distinct note), bounded in names per call, and the tells the 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -101,7 +102,7 @@ def test_a_node_named_twice_is_marked_once_and_a_bad_name_never_reaches_kubectl(
 
 def test_carried_reads_which_marks_a_node_has() -> None:
     note = f"mlenv {RUN}: compute.matmul tflops = 0.2"
-    node = {
+    node: dict[str, Any] = {
         "metadata": {"name": "n", "labels": {KEY: "fail"}, "annotations": {NOTE_KEY: note}},
         "spec": {"taints": [{"key": KEY, "value": "fail", "effect": "NoSchedule"}]},
     }
