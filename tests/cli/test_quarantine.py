@@ -657,7 +657,7 @@ def test_a_node_gone_after_it_was_read_is_named_and_the_others_are_marked(tmp_pa
         )
     assert str(e.value).startswith(f"1 node(s) not quarantined: {NODES[1]}: no such Node")
     assert f'nodes "{NODES[1]}" not found' in str(e.value)
-    assert f"quarantine of run 20261125-090000-aaaaaa: 3 node(s) quarantined" in said[-1]
+    assert "quarantine of run 20261125-090000-aaaaaa: 3 node(s) quarantined" in said[-1]
     # still one call per kind for all four names
     assert [c[0] for c in fake.calls] == ["label", "annotate", "taint", "create-events"]
     assert fake.calls[-1] == ["create-events", NODES[0], NODES[2], NODES[3]]
