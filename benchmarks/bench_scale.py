@@ -19,7 +19,8 @@ processes at once:
   pods' grace periods, as ``mlenv teardown``);
 - quarantine / release: ``kubectl label``, ``annotate`` and ``taint`` of every node, one
   call each (and their undoing); mlenv: ``quarantine RUN --apply`` of a run where every
-  node FAILED (label, note, taint and an Event per node), and ``release RUN --force``;
+  node FAILED (label, note and taint, one call per kind, and an Event per node in one
+  List), and ``release RUN --force``;
 - quarantine-dry-run: mlenv's plan only (no floor: nothing is sent).
 
 Every kubectl process, mlenv's and the floors', goes through a PATH shim that logs its

@@ -5,14 +5,15 @@ The plan comes from the run's ``node_verdicts`` (results.json): every FAIL node,
 check and figure that failed it in the note ``mlenv <run-id>: <check> <figure>``.
 
 This module is the platform-neutral half: reading the run, the targets, the records and
-the order of things (permission first, then each node, recorded after each). What a mark
-is on each platform is a :class:`Marker` the platform supplies (``mlenv/platforms``, the
-CLI calls ``platform.quarantine``/``release``):
+the order of things (permission first, then each node judged, then the marks, the record
+written before and after). What a mark is on each platform, and how many nodes one
+command marks, is a :class:`Marker` the platform supplies (``mlenv/platforms``, the CLI
+calls ``platform.quarantine``/``release``):
 
 - Kubernetes/OpenShift: label ``ml-dev-env.io/health=fail``, the note in the annotation
   ``ml-dev-env.io/quarantine``, a ``NoSchedule`` taint with the label's key
   (``mlenv/platforms/kubenodes.py`` over :mod:`mlenv.cluster.nodemarks`, run through
-  ``ClusterClient.mark_node``);
+  ``ClusterClient.mark_nodes``: one call per kind of mark for all the nodes);
 - Slurm: ``scontrol update NodeName=X State=DRAIN Reason="<note>"``
   (``mlenv/platforms/slurmnodes.py``);
 - plain hosts: the list (:class:`ListMarker`: there is no scheduler to tell).
@@ -266,14 +267,25 @@ def confirm(
 # --- what a mark is, per platform ------------------------------------------------------
 
 
+@dataclass
+class Marked:
+    """What :meth:`Marker.mark_all` could not do: the nodes whose marks did not (all) go on,
+    or off, and why; and what could not be told of nodes that are marked (an Event, a
+    condition): their marks stand, the verb still ends in an error."""
+
+    failed: dict[str, str] = field(default_factory=dict)
+    untold: list[str] = field(default_factory=list)
+
+
 class Marker(Protocol):
-    """How one platform marks a node (the platform builds it; the order is this module's)."""
+    """How one platform marks nodes (the platform builds it; the order is this module's)."""
 
     kind: str  # "kubernetes" | "slurm" | "hosts": recorded as the record's ``platform``
     acts: bool  # False: nothing to run (hosts), the printed list is the hand-off
 
-    def commands(self, t: Target, *, remove: bool = False) -> list[str]:
-        """The exact commands for one target, as an operator would type them."""
+    def plan(self, ts: list[Target], *, remove: bool = False) -> list[str]:
+        """The exact commands for these targets, as an operator would type them, in the
+        calls :meth:`mark_all` makes (on Kubernetes one per kind of mark, not per node)."""
         ...
 
     def unusable(self, t: Target) -> str | None:
@@ -284,6 +296,11 @@ class Marker(Protocol):
         """Whether this user may change nodes, checked before anything is changed: (ok, why not)."""
         ...
 
+    def read(self, nodes: list[str]) -> None:
+        """Read what :meth:`foreign_mark` and :meth:`not_ours_now` need of these nodes, in
+        as few calls as the platform allows (before they are asked node by node)."""
+        ...
+
     def foreign_mark(self, t: Target) -> str | None:
         """Why the node must be left alone because someone else marked it (None: it is free)."""
         ...
@@ -292,12 +309,42 @@ class Marker(Protocol):
         """Why the mark on the node is no longer this run's (someone changed it): left alone."""
         ...
 
-    def mark(self, t: Target, *, remove: bool = False) -> None:
-        """Run :meth:`commands` (``remove``: the ones undoing them)."""
+    def mark_all(
+        self, ts: list[Target], *, remove: bool = False, done: Callable[[Target], None]
+    ) -> Marked:
+        """Run :meth:`plan` (``remove``: the commands undoing it), calling ``done`` for each
+        target as soon as its marks are known to be on (off); a node a call could not mark
+        is in the answer with why. Raises when nothing more can be known (unreachable)."""
         ...
 
 
-class ListMarker:
+class OneByOne:
+    """A platform that marks one node after another (Slurm, hosts): :meth:`plan` and
+    :meth:`mark_all` are its per-node ``commands`` and ``mark``; the first failure stops
+    the rest (it raises), the nodes before it stay done."""
+
+    def commands(self, t: Target, *, remove: bool = False) -> list[str]:
+        raise NotImplementedError
+
+    def mark(self, t: Target, *, remove: bool = False) -> None:
+        raise NotImplementedError
+
+    def plan(self, ts: list[Target], *, remove: bool = False) -> list[str]:
+        return [line for t in ts for line in self.commands(t, remove=remove)]
+
+    def read(self, nodes: list[str]) -> None:
+        return None
+
+    def mark_all(
+        self, ts: list[Target], *, remove: bool = False, done: Callable[[Target], None]
+    ) -> Marked:
+        for t in ts:
+            self.mark(t, remove=remove)
+            done(t)
+        return Marked()
+
+
+class ListMarker(OneByOne):
     """Plain hosts: no scheduler to tell; the list is the hand-off and nothing is run."""
 
     kind = "hosts"
@@ -335,6 +382,8 @@ class Record:
     cluster: str
     platform: str
     nodes: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # the commands each --apply ran, in order (one per kind of mark and group of nodes)
+    commands: list[str] = field(default_factory=list)
 
     @classmethod
     def read(cls, report_dir: Path) -> Record | None:
@@ -349,6 +398,7 @@ class Record:
                 cluster=str(d["cluster"]),
                 platform=str(d["platform"]),
                 nodes={str(k): dict(v) for k, v in dict(d["nodes"]).items()},
+                commands=[str(c) for c in d.get("commands") or []],
             )
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise InputError(
@@ -367,6 +417,7 @@ class Record:
                     "cluster": self.cluster,
                     "platform": self.platform,
                     "nodes": self.nodes,
+                    "commands": self.commands,
                 },
                 indent=2,
             )
@@ -396,6 +447,9 @@ class Outcome:
     done: list[str] = field(default_factory=list)  # nodes changed
     left: list[tuple[str, str]] = field(default_factory=list)  # (node, why it was left alone)
     lines: list[str] = field(default_factory=list)
+    # nodes a call could not mark (unmark), and why; what could not be told of marked ones
+    failed: list[tuple[str, str]] = field(default_factory=list)
+    untold: list[str] = field(default_factory=list)
 
 
 def apply(
@@ -405,6 +459,13 @@ def apply(
     assert run.report_dir is not None
     out = Outcome()
     rec = Record.read(run.report_dir) or Record(run.run_id, cluster, marker.kind)
+    marker.read(
+        [
+            t.node
+            for t in ts
+            if marker.unusable(t) is None and rec.nodes.get(t.node, {}).get("state") != "applied"
+        ]
+    )
     chosen = []
     for t in ts:
         why = marker.unusable(t)
@@ -416,7 +477,7 @@ def apply(
         if why is not None:
             out.left.append((t.node, why))
             continue
-        # Recorded before the first mark: a step failing half-way leaves a record that
+        # Recorded before the first mark: a call failing half-way leaves a record that
         # release can undo ("applying": whatever of the marks is there).
         rec.nodes[t.node] = {
             "state": "applying",
@@ -424,52 +485,44 @@ def apply(
             "check": t.check,
             "figure": t.figure,
             "hosts": list(t.hosts),
-            "commands": marker.commands(t),
             "started_at": now_iso(),
         }
         chosen.append(t)
     if not chosen:
         return out
+    rec.commands += marker.plan(chosen)
     # The record is written twice, not twice per node (rewriting it after every node made
     # a quarantine grow with the square of its nodes: 77 s at 4096): once with every node
-    # "applying" before the first mark, once at the end, also when a mark fails half-way,
-    # so what was done reads "applied" and the rest stays "applying" for release to undo.
+    # "applying" before the first mark, once at the end, also when a call fails, so what
+    # was done reads "applied" and the rest stays "applying" for release to undo.
     rec.write(run.report_dir)
+
+    def done(t: Target) -> None:
+        at = now_iso()
+        rec.nodes[t.node].update({"state": "applied", "applied_at": at})
+        log_event(
+            history_root,
+            cluster,
+            {
+                "run_id": run.run_id,
+                "cluster": cluster,
+                "platform": marker.kind,
+                "node": t.node,
+                "event": "quarantine",
+                "at": at,
+                "note": t.note,
+            },
+        )
+        out.done.append(t.node)
+
     try:
-        for t in chosen:
-            _mark_one(run, marker, cluster, t, rec, out, history_root)
+        res = marker.mark_all(chosen, done=done)
+        for node, why in res.failed.items():
+            rec.nodes[node]["error"] = why
+        out.failed, out.untold = list(res.failed.items()), list(res.untold)
     finally:
         rec.write(run.report_dir)
     return out
-
-
-def _mark_one(
-    run: Run,
-    marker: Marker,
-    cluster: str,
-    t: Target,
-    rec: Record,
-    out: Outcome,
-    history_root: Path,
-) -> None:
-    """Mark one chosen target, note it applied in ``rec`` (written by the caller) and log it."""
-    marker.mark(t)
-    at = now_iso()
-    rec.nodes[t.node].update({"state": "applied", "applied_at": at})
-    log_event(
-        history_root,
-        cluster,
-        {
-            "run_id": run.run_id,
-            "cluster": cluster,
-            "platform": marker.kind,
-            "node": t.node,
-            "event": "quarantine",
-            "at": at,
-            "note": t.note,
-        },
-    )
-    out.done.append(t.node)
 
 
 def _releasable(
@@ -563,7 +616,10 @@ def _release_nodes(
     history_root: Path,
     dry_run: bool,
 ) -> None:
-    """The loop of :func:`release`, recording in ``rec`` (written by the caller)."""
+    """The work of :func:`release`, recording in ``rec`` (written by the caller): each
+    node judged on its own (the later run's evidence, whose marks it carries now), the
+    ones released undone together (one call per kind of mark on Kubernetes)."""
+    held: list[tuple[Target, dict[str, Any]]] = []
     for node, entry in sorted(rec.nodes.items()):
         if (only is not None and node != only) or entry.get("state") not in MARKED:
             continue
@@ -586,20 +642,28 @@ def _release_nodes(
             run_id=run.run_id,
             partial=entry.get("state") == "applying",
         )
+        held.append((t, entry))
+    marker.read([t.node for t, _ in held])
+    chosen: list[Target] = []
+    for t, _ in held:
         why = marker.not_ours_now(t)
         if why is not None:
-            out.left.append((node, why))
+            out.left.append((t.node, why))
             continue
-        out.lines += marker.commands(t, remove=True)
-        if dry_run:
-            out.done.append(node)
-            continue
-        marker.mark(t, remove=True)
+        chosen.append(t)
+    if not chosen:
+        return
+    out.lines += marker.plan(chosen, remove=True)
+    if dry_run:
+        out.done += [t.node for t in chosen]
+        return
+    why_released = "forced (--force)" if force else f"passed run {after.run_id if after else '?'}"
+
+    def done(t: Target) -> None:
         at = now_iso()
-        why_released = (
-            "forced (--force)" if force else f"passed run {after.run_id if after else '?'}"
+        rec.nodes[t.node].update(
+            {"state": "released", "released_at": at, "released_because": why_released}
         )
-        entry.update({"state": "released", "released_at": at, "released_because": why_released})
         log_event(
             history_root,
             cluster,
@@ -607,13 +671,16 @@ def _release_nodes(
                 "run_id": run.run_id,
                 "cluster": cluster,
                 "platform": marker.kind,
-                "node": node,
+                "node": t.node,
                 "event": "release",
                 "at": at,
                 "because": why_released,
             },
         )
-        out.done.append(node)
+        out.done.append(t.node)
+
+    res = marker.mark_all(chosen, remove=True, done=done)
+    out.failed, out.untold = list(res.failed.items()), list(res.untold)
 
 
 # --- the verbs, as every platform runs them ---------------------------------------------
@@ -634,7 +701,8 @@ def quarantine_verb(
 ) -> None:
     """``mlenv quarantine``: print the commands (dry run), or check permission and apply them.
     ``plan`` takes the dry run as data instead (``-o json|yaml``): the run, its cluster and
-    platform, each node's commands, and the FAILED nodes that cannot be marked here.
+    platform, the commands, each node and the FAILED nodes that cannot be marked here.
+    A node a call could not mark is named, recorded ``applying`` and the verb exits 3.
 
     Not permitted: the commands are printed for an admin and InfraError (exit 3) is
     raised, nothing changed."""
@@ -650,7 +718,7 @@ def quarantine_verb(
             + "; nothing to quarantine"
         )
         return
-    lines: list[str] = []
+    markable: list[Target] = []
     cannot: list[str] = []  # FAILED nodes this platform cannot mark: never a quiet exit 0
     for t in ts:
         why = marker.unusable(t)
@@ -658,7 +726,8 @@ def quarantine_verb(
             warn(f"note: {t.node}: {why}")
             cannot.append(f"{t.node}: {why}")
             continue
-        lines += marker.commands(t)
+        markable.append(t)
+    lines = marker.plan(markable) if markable else []
     if not apply_them:
         say(
             f"# run {run.run_id} ({cluster}, {marker.kind}): {len(ts)} FAILED node(s); dry run, nothing changed "
@@ -682,29 +751,42 @@ def quarantine_verb(
         warn(f"left alone: {n}: {why}")
     for n in out.done:
         say(f"quarantined {n} ({marker.kind}): recorded in {run.report_dir}/{QUARANTINE_FILE}")
+    for n, why in out.failed:
+        warn(f"not quarantined: {n}: {why}")
     say(
         f"quarantine of run {run.run_id}: {len(out.done)} node(s) quarantined, {len(out.left)} left alone"
+        + (f", {len(out.failed)} not quarantined (recorded as applying)" if out.failed else "")
     )
+    _not_done("quarantined", out)
     _unmarkable(cannot)
 
 
 def _plan_doc(run: Run, marker: Marker, cluster: str, ts: list[Target]) -> dict[str, Any]:
-    """The dry run as data: what ``--apply`` would run on each node, and what it cannot."""
-    nodes: list[dict[str, Any]] = []
-    for t in ts:
-        why = marker.unusable(t)
-        nodes.append(
-            {"node": t.node, "commands": [], "cannot": why}
-            if why
-            else {"node": t.node, "commands": marker.commands(t), "cannot": None}
-        )
+    """The dry run as data: the commands ``--apply`` would run (one per kind of mark and
+    group of nodes on Kubernetes, so they are the plan's, not each node's), the nodes it
+    would mark with their notes, and those it cannot mark, with why."""
+    markable = [t for t in ts if marker.unusable(t) is None]
     return {
         "run_id": run.run_id,
         "cluster": cluster,
         "platform": marker.kind,
         "dry_run": True,
-        "nodes": nodes,
+        "commands": marker.plan(markable) if markable else [],
+        "nodes": [{"node": t.node, "note": t.note, "cannot": marker.unusable(t)} for t in ts],
     }
+
+
+def _not_done(what: str, out: Outcome) -> None:
+    """InfraError (exit 3) naming every node whose marks a call could not set (or take
+    off), and what could not be told of marked ones; printed and recorded before."""
+    parts = [f"{n}: {why}" for n, why in out.failed] + [f"not told: {u}" for u in out.untold]
+    if parts:
+        raise InfraError(
+            f"{len(out.failed)} node(s) not {what}"
+            + (f", {len(out.untold)} tell(s) failed" if out.untold else "")
+            + ": "
+            + "; ".join(parts)
+        )
 
 
 def _unmarkable(cannot: list[str]) -> None:
@@ -729,7 +811,8 @@ def release_verb(
     warn: Say,
 ) -> None:
     """``mlenv release``: the request checked (exit 2), then permission (unless a dry run,
-    exit 3), then undo node by node."""
+    exit 3), then each node judged and the released ones undone together; a node a call
+    could not undo is named and the verb exits 3."""
     assert run.report_dir is not None
     _releasable(run, Record.read(run.report_dir), after=after, force=force, only=only)
     if not dry_run:
@@ -753,4 +836,10 @@ def release_verb(
     verb = "would release" if dry_run else "released"
     for n in out.done:
         say(f"{verb} {n}")
-    say(f"release of run {run.run_id}: {len(out.done)} node(s) {verb}, {len(out.left)} kept")
+    for n, why in out.failed:
+        warn(f"not released: {n}: {why}")
+    say(
+        f"release of run {run.run_id}: {len(out.done)} node(s) {verb}, {len(out.left)} kept"
+        + (f", {len(out.failed)} not released (still recorded as held)" if out.failed else "")
+    )
+    _not_done("released", out)

@@ -93,7 +93,7 @@ def quarantine_cmd(
         typer.Option(
             "--output",
             "-o",
-            help="The dry run as data: json or yaml (each node's commands; not with --apply).",
+            help="The dry run as data: json or yaml (the commands and each node; not with --apply).",
         ),
     ] = None,
 ) -> None:

@@ -431,15 +431,25 @@ class ClusterClient(Protocol):
         """Events in a namespace, optionally only those about one object."""
         ...
 
-    def mark_node(self, marks: NodeMarks, *, remove: bool = False) -> None:
-        """Label, annotate and taint a Node for quarantine (``remove``: take the three off),
-        exactly as :meth:`NodeMarks.commands` prints them; Forbidden without ``patch nodes``."""
+    def mark_nodes(self, marks: Sequence[NodeMarks], *, remove: bool = False) -> builtins.list[str]:
+        """Label, annotate and taint Nodes for quarantine (``remove``: take the three off),
+        in the calls :func:`mlenv.cluster.nodemarks.mark_calls` prints, one per kind of mark.
+        A node a call cannot mark (gone, refused) does not stop the others: what the calls
+        said of it comes back, one line each (empty: every call succeeded); which marks
+        each node carries is for the caller to read back. Unreachable raises."""
         ...
 
     def tell_node(self, tell: NodeTell) -> None:
         """Record the Event about a Node and, with ``tell.condition``, patch its
         ``MlenvAcceptance`` condition, exactly as :meth:`NodeTell.shell_lines` prints them;
         Forbidden without ``create events`` (namespace default) or ``patch nodes/status``."""
+        ...
+
+    def tell_nodes(self, tells: Sequence[NodeTell]) -> builtins.list[str]:
+        """:meth:`tell_node` for many Nodes in the calls
+        :func:`mlenv.cluster.nodetell.tell_calls` prints (the Events in one List, each
+        condition group in one patch); what failed comes back, one line each (empty: all
+        told). Unreachable raises."""
         ...
 
     def exec(

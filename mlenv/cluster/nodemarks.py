@@ -1,21 +1,34 @@
-"""The marks ``mlenv quarantine`` puts on a Kubernetes Node, as kubectl/oc argument lists.
+"""The marks ``mlenv quarantine`` puts on Kubernetes Nodes, as kubectl/oc argument lists.
 
 One builder for both the dry run (the commands printed for an operator or an admin) and
-``--apply`` (:meth:`mlenv.cluster.oc.OcCluster.mark_node` runs the very same lists), so
+``--apply`` (:meth:`mlenv.cluster.oc.OcCluster.mark_nodes` runs the very same lists), so
 what is printed is what runs. Every value is validated for its key: the node a name, the
 label and taint ``fail``, the annotation text from a narrow alphabet (run id, check name
 and figure), and everything stands after ``--``.
+
+The marks go on in one call per kind of mark, not per node (:func:`mark_calls`):
+``kubectl label``, ``annotate`` and ``taint`` each take many node names, and a node
+kubectl cannot mark (deleted since it was read, refused) is one line of its own while the
+others are marked. The label and the taint are the same on every node: one call for all.
+The annotation carries each node's note, so nodes share a call only when their notes are
+the same.
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mlenv import argv
 from mlenv.contract import ANNOTATION_QUARANTINE, LABEL_HEALTH
 from mlenv.contract import HEALTH_FAIL as HEALTH_FAIL
 from mlenv.contract import TAINT_EFFECT as TAINT_EFFECT
+
+# Names per kubectl call. kubectl reads and patches each named node in turn, so a call's
+# time grows with its names; 200 keep one call's argv under 52 KB (at 253-character
+# names) and its deadline within minutes, and 4096 nodes take 21 calls per kind.
+MAX_NAMES = 200
 
 
 @dataclass(frozen=True)
@@ -28,31 +41,93 @@ class NodeMarks:
     def commands(self, *, remove: bool = False) -> list[list[str]]:
         """``[[verb, options…, --, positionals…], …]`` without the binary: label, annotate,
         taint (or, with ``remove``, the three undoing them)."""
-        node = argv.name("Node", self.node)
-        key = argv.label_key(LABEL_HEALTH)
-        if remove:
-            return [
-                argv.kube("taint", [], ["node", node, f"{key}={HEALTH_FAIL}:{TAINT_EFFECT}-"]),
-                argv.kube(
-                    "annotate", [], ["node", node, f"{argv.label_key(ANNOTATION_QUARANTINE)}-"]
-                ),
-                argv.kube("label", [], ["node", node, f"{key}-"]),
-            ]
-        return [
-            argv.kube(
-                "label", ["--overwrite"], ["node", node, f"{key}={argv.label_value(HEALTH_FAIL)}"]
-            ),
-            argv.kube(
-                "annotate",
-                ["--overwrite"],
-                ["node", node, f"{argv.label_key(ANNOTATION_QUARANTINE)}={argv.note(self.note)}"],
-            ),
-            argv.kube("taint", [], ["node", node, f"{key}={HEALTH_FAIL}:{TAINT_EFFECT}"]),
-        ]
+        return [c.words() for c in mark_calls([self], remove=remove)]
 
     def shell_lines(self, binary: str = "kubectl", *, remove: bool = False) -> list[str]:
         """The commands as an operator types them (shell-quoted)."""
-        return [shlex.join([binary, *c]) for c in self.commands(remove=remove)]
+        return shell_lines(mark_calls([self], remove=remove), binary)
+
+
+@dataclass(frozen=True)
+class MarkCall:
+    """One kubectl call putting one kind of mark on (or taking it off) several nodes."""
+
+    verb: str  # label | annotate | taint
+    options: tuple[str, ...]
+    nodes: tuple[str, ...]
+    mark: str  # key=value, key=value:effect; with a trailing "-" its removal
+
+    def words(self) -> list[str]:
+        """``[verb, options…, --, node, NODE…, mark]`` without the binary."""
+        return argv.kube(self.verb, list(self.options), ["node", *self.nodes, self.mark])
+
+
+def _chunks(nodes: Sequence[str], size: int) -> list[tuple[str, ...]]:
+    return [tuple(nodes[i : i + size]) for i in range(0, len(nodes), size)]
+
+
+def mark_calls(
+    marks: Sequence[NodeMarks], *, remove: bool = False, per_call: int = MAX_NAMES
+) -> list[MarkCall]:
+    """The calls that put the marks on every node of ``marks`` (``remove``: take them off),
+    in the order they run: label, annotate, taint (undone in reverse). One call per kind
+    of mark for every ``per_call`` nodes; the annotation one per distinct note (nodes
+    with the same note share it). Each node once, in the order given."""
+    if per_call < 1:
+        raise ValueError(f"per_call must be 1 or more, got {per_call}")
+    notes: dict[str, str] = {}
+    for m in marks:
+        notes.setdefault(argv.name("Node", m.node), argv.note(m.note))
+    nodes = list(notes)
+    key = argv.label_key(LABEL_HEALTH)
+    note_key = argv.label_key(ANNOTATION_QUARANTINE)
+    taint = f"{key}={argv.label_value(HEALTH_FAIL)}:{TAINT_EFFECT}"
+
+    def each(
+        verb: str, options: tuple[str, ...], names: Sequence[str], mark: str
+    ) -> list[MarkCall]:
+        return [MarkCall(verb, options, c, mark) for c in _chunks(names, per_call)]
+
+    if remove:
+        return [
+            *each("taint", (), nodes, f"{taint}-"),
+            *each("annotate", (), nodes, f"{note_key}-"),
+            *each("label", (), nodes, f"{key}-"),
+        ]
+    by_note: dict[str, list[str]] = {}
+    for node, note in notes.items():
+        by_note.setdefault(note, []).append(node)
+    return [
+        *each("label", ("--overwrite",), nodes, f"{key}={argv.label_value(HEALTH_FAIL)}"),
+        *(
+            call
+            for note, group in by_note.items()
+            for call in each("annotate", ("--overwrite",), group, f"{note_key}={note}")
+        ),
+        *each("taint", (), nodes, taint),
+    ]
+
+
+def shell_lines(calls: Sequence[MarkCall], binary: str = "kubectl") -> list[str]:
+    """The calls as an operator types them (shell-quoted)."""
+    return [shlex.join([binary, *c.words()]) for c in calls]
+
+
+def carried(node: dict[str, object] | None, note: str) -> list[str]:
+    """Which of one quarantine's marks (``label``, ``annotation`` with ``note``, ``taint``)
+    ``node`` carries: read back after a call that failed, to know what it did."""
+    if node is None:
+        return []
+    meta = node.get("metadata") if isinstance(node, dict) else None
+    notes = (meta or {}).get("annotations") if isinstance(meta, dict) else None
+    out = []
+    if marked(node) == HEALTH_FAIL:
+        out.append("label")
+    if isinstance(notes, dict) and notes.get(ANNOTATION_QUARANTINE) == note:
+        out.append("annotation")
+    if OUR_TAINT in health_taints(node):
+        out.append("taint")
+    return out
 
 
 def ours(node: dict[str, object], run_id: str) -> bool:

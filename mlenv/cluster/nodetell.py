@@ -14,12 +14,16 @@ One builder for the printed commands and the ones :meth:`ClusterClient.tell_node
 validated for its key (the node a name, the message a quarantine note, the rest this
 module's constants), the JSON is built with :mod:`json` and reaches kubectl as a file on
 stdin or as the value of ``--patch=``, never as a word of its own.
+
+Many nodes are told in few calls (:func:`tell_calls`): their Events in one List per
+``create``, their conditions in one ``patch`` per group of nodes with the same entry.
 """
 
 from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -125,6 +129,52 @@ class NodeTell:
         if self.condition:
             lines.append(shlex.join([binary, *self.condition_command()]))
         return lines
+
+
+# Events per ``create`` call (one List each), as nodemarks' names per call.
+MAX_TELLS = 200
+
+
+def tell_calls(
+    tells: Sequence[NodeTell], per_call: int = MAX_TELLS
+) -> list[tuple[list[str], str | None, tuple[str, ...]]]:
+    """The calls that tell every node of ``tells``, each ``(argv, stdin, nodes)``: one
+    ``create`` of a List of Events per ``per_call`` tells, then one ``patch`` of the
+    condition per group of nodes whose condition entry is the same (``at`` and the
+    message: a run's nodes with the same check and figure share one)."""
+    if per_call < 1:
+        raise ValueError(f"per_call must be 1 or more, got {per_call}")
+    out: list[tuple[list[str], str | None, tuple[str, ...]]] = []
+    for i in range(0, len(tells), per_call):
+        chunk = tells[i : i + per_call]
+        body = {"apiVersion": "v1", "kind": "List", "items": [t.event() for t in chunk]}
+        words, _ = chunk[0].event_command()
+        out.append((words, json.dumps(body, sort_keys=True), tuple(t.node for t in chunk)))
+    groups: dict[str, list[str]] = {}
+    for t in tells:
+        if t.condition:
+            patch = json.dumps({"status": {"conditions": [t.condition_entry()]}}, sort_keys=True)
+            groups.setdefault(patch, []).append(argv.name("Node", t.node))
+    for patch, nodes in groups.items():
+        for i in range(0, len(nodes), per_call):
+            names = tuple(nodes[i : i + per_call])
+            words = argv.kube(
+                "patch",
+                ["--subresource=status", "--type=strategic", f"--patch={patch}"],
+                ["node", *names],
+            )
+            out.append((words, None, names))
+    return out
+
+
+def tell_lines(tells: Sequence[NodeTell], binary: str = "kubectl") -> list[str]:
+    """:func:`tell_calls` as an operator types them (each List through a pipe)."""
+    return [
+        f"echo {shlex.quote(body)} | {shlex.join([binary, *words])}"
+        if body is not None
+        else shlex.join([binary, *words])
+        for words, body, _ in tell_calls(tells)
+    ]
 
 
 def condition_of(node: dict[str, Any] | None) -> dict[str, Any] | None:

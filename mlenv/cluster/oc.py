@@ -46,7 +46,7 @@ from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any, Literal
 
 from mlenv import argv
-from mlenv.cluster import treehash
+from mlenv.cluster import nodemarks, nodetell, treehash
 from mlenv.cluster.api import (
     CLUSTER_SCOPED_KINDS,
     DEFAULT_API_TIMEOUT,
@@ -87,6 +87,9 @@ if TYPE_CHECKING:
 # second outlasts kubectl reporting its own timeout, and a verb against a half-up server
 # has the timeout plus 5 s in all, the probe (two client processes) included.
 CALL_SLACK_S = 1.0
+# Seconds a call that acts on many objects may take per object, beyond one call's
+# deadline: kubectl reads and patches each named node in turn (two requests each).
+PER_NAME_S = 0.5
 _TIMEOUT_MARKERS = (
     "context deadline exceeded",
     "client.timeout",
@@ -884,16 +887,43 @@ class OcCluster:
             )
         return results
 
-    def mark_node(self, marks: NodeMarks, *, remove: bool = False) -> None:
-        """``label`` / ``annotate`` / ``taint`` the Node, the argv :class:`NodeMarks` prints.
+    def mark_nodes(self, marks: Sequence[NodeMarks], *, remove: bool = False) -> builtins.list[str]:
+        """``label`` / ``annotate`` / ``taint`` the Nodes, one call per kind of mark (the
+        argv :func:`nodemarks.mark_calls` prints). kubectl goes on past a name it cannot
+        mark and says so on a line of its own: the lines of every call that failed come
+        back for the caller, which reads back what each node carries."""
+        said: builtins.list[str] = []
+        for call in nodemarks.mark_calls(marks, remove=remove):
+            said += self._each(call.words(), None, len(call.nodes))
+        return said
 
-        Removing a mark that is already gone is not an error (a re-run of ``release``)."""
-        for words in marks.commands(remove=remove):
-            verb, rest = words[0], words[1:]
-            cut = rest.index("--")
-            rc, out, err, _ = self._run(verb, rest[:cut], rest[cut + 1 :])
-            if rc != 0 and not (remove and re.search(r"not found", err or out)):
-                raise classify(err or out, "Node", marks.node)
+    def tell_nodes(self, tells: Sequence[NodeTell]) -> builtins.list[str]:
+        """The Events of ``tells`` in one ``create`` of a List per chunk, then each group's
+        condition in one ``patch``: :func:`nodetell.tell_calls`."""
+        said: builtins.list[str] = []
+        for words, body, nodes in nodetell.tell_calls(tells):
+            said += self._each(words, body, len(nodes))
+        return said
+
+    def _each(self, words: builtins.list[str], stdin: str | None, names: int) -> builtins.list[str]:
+        """Run one call that acts on ``names`` objects in turn; what it said when it failed
+        (one line per complaint), nothing when it succeeded. Its deadline grows with its
+        names (kubectl reads and writes each in turn); Unreachable raises."""
+        verb, rest = words[0], words[1:]
+        cut = rest.index("--") if "--" in rest else len(rest)
+        rc, out, err, stuck = self._run(
+            verb,
+            rest[:cut],
+            rest[cut + 1 :],
+            stdin=stdin,
+            timeout=self.api_timeout + CALL_SLACK_S + PER_NAME_S * names,
+        )
+        if not stuck and rc == 0:
+            return []
+        e = self._error(err or out, stuck)
+        if isinstance(e, Unreachable):
+            raise e
+        return [ln.strip() for ln in (err or out).splitlines() if ln.strip()] or [str(e)]
 
     def tell_node(self, tell: NodeTell) -> None:
         """``create`` the Event from stdin, then (``tell.condition``) ``patch`` the Node's

@@ -3,20 +3,26 @@
 :class:`KubeMarker` is the Kubernetes/OpenShift :class:`mlenv.quarantine.Marker`: the
 label ``ml-dev-env.io/health=fail``, the note in the ``ml-dev-env.io/quarantine``
 annotation and a ``NoSchedule`` taint, printed and run from the same argument lists
-(:class:`mlenv.cluster.nodemarks.NodeMarks`, applied by ``ClusterClient.mark_node``). A
-Node whose label or quarantine taint someone else set is left alone at quarantine
-(checked before any mark); at release, one whose label, taint or annotation someone
-changed (``health=rma``) is left as it is. A dry run has no client: it only prints.
+(:func:`mlenv.cluster.nodemarks.mark_calls`, applied by ``ClusterClient.mark_nodes``):
+one call per kind of mark for all the nodes, not three per node. A Node whose label or
+quarantine taint someone else set is left alone at quarantine (checked before any mark);
+at release, one whose label, taint or annotation someone changed (``health=rma``) is
+left as it is. The nodes are read in one call before they are judged, and read back in
+one more only when a call failed: kubectl marks the names it can and names the ones it
+cannot, and what each node carries then is its verdict. A dry run has no client: it
+only prints.
 
 Each mark and its removal is also told where a fleet looks
 (:mod:`mlenv.cluster.nodetell`, through ``ClusterClient.tell_node``): an Event about the
 Node, and with ``condition`` (``mlenv quarantine --condition``) the Node condition
-``MlenvAcceptance=False``, set back to ``True`` by release where this run set it. Every
-permission the marks and tells need is asked before the first node is changed.
+``MlenvAcceptance=False``, set back to ``True`` by release where this run set it, in
+few calls too (:func:`mlenv.cluster.nodetell.tell_calls`). Every permission the marks and
+tells need is asked before the first node is changed.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +33,12 @@ from mlenv.cluster.nodetell import NodeTell
 
 if TYPE_CHECKING:
     from mlenv.cluster.api import ClusterClient
-    from mlenv.quarantine import Run, Target
+    from mlenv.quarantine import Marked, Run, Target
+
+# Nodes per ``get``: kubectl reads each named Node with a request of its own, and one
+# call has one call's deadline (the client's API timeout), so a read of thousands of
+# Nodes is many calls of a few dozen names each.
+READ_NAMES = 50
 
 MARKED = "quarantined (health label, note and NoSchedule taint set)"
 UNMARKED = "released (health label, note and taint removed)"
@@ -47,6 +58,7 @@ class KubeMarker:
         self.client = client
         self._condition: bool | None = condition
         self._release_of: Run | None = None
+        self._nodes: dict[str, dict[str, Any] | None] = {}  # read once, judged from here
 
     @classmethod
     def for_release(cls, binary: str, client: ClusterClient, run: Run) -> KubeMarker:
@@ -67,20 +79,23 @@ class KubeMarker:
             run = self._release_of
             rec = Record.read(run.report_dir) if run and run.report_dir is not None else None
             held = [n for n, e in (rec.nodes.items() if rec else []) if e.get("state") == "applied"]
+            self.read(held)
             self._condition = run is not None and any(
                 nodetell.ours(self._node(n), run.run_id) for n in held
             )
         return self._condition
 
-    def _tell(self, t: Target, *, remove: bool, condition: bool | None = None) -> NodeTell:
+    def _tell(self, t: Target, at: str, *, remove: bool) -> NodeTell:
+        # release sets back only a condition this run set (the node may never have had one)
+        told = self.condition and (not remove or nodetell.ours(self._node(t.node), t.run_id))
         return NodeTell(
             node=t.node,
             run_id=t.run_id,
             reason=nodetell.REASON_RELEASED if remove else nodetell.REASON_FAILED,
             action=UNMARKED if remove else MARKED,
             why=f"{t.check} {t.figure}",
-            at=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            condition=self.condition if condition is None else condition,
+            at=at,
+            condition=told,
         )
 
     def _client(self) -> ClusterClient:
@@ -88,12 +103,28 @@ class KubeMarker:
             raise AssertionError("a dry run reads and changes nothing on the cluster")
         return self.client
 
-    def _node(self, name: str) -> dict[str, Any] | None:
-        return self._client().get("Node", name, None)
+    def read(self, nodes: list[str]) -> None:
+        """Each Node not read yet, :data:`READ_NAMES` to a ``get`` (a Node that is not
+        there: None)."""
+        self._nodes.update(self._read([n for n in dict.fromkeys(nodes) if n not in self._nodes]))
 
-    def commands(self, t: Target, *, remove: bool = False) -> list[str]:
-        marks = NodeMarks(t.node, t.note).shell_lines(self.binary, remove=remove)
-        return marks + self._tell(t, remove=remove).shell_lines(self.binary)
+    def _read(self, nodes: list[str]) -> dict[str, dict[str, Any] | None]:
+        out: dict[str, dict[str, Any] | None] = {}
+        for i in range(0, len(nodes), READ_NAMES):
+            chunk = nodes[i : i + READ_NAMES]
+            got = self._client().get_many([("Node", n, None) for n in chunk])
+            out.update({n: got.get(("Node", n, None)) for n in chunk})
+        return out
+
+    def _node(self, name: str) -> dict[str, Any] | None:
+        self.read([name])
+        return self._nodes[name]
+
+    def plan(self, ts: list[Target], *, remove: bool = False) -> list[str]:
+        at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        calls = nodemarks.mark_calls([NodeMarks(t.node, t.note) for t in ts], remove=remove)
+        tells = [self._tell(t, at, remove=remove) for t in ts]
+        return nodemarks.shell_lines(calls, self.binary) + nodetell.tell_lines(tells, self.binary)
 
     def unusable(self, t: Target) -> str | None:
         if t.node_from != "kubernetes":
@@ -156,9 +187,41 @@ class KubeMarker:
             return "its quarantine annotation is no longer this run's (changed by someone else): left alone"
         return None
 
-    def mark(self, t: Target, *, remove: bool = False) -> None:
+    def mark_all(
+        self, ts: list[Target], *, remove: bool = False, done: Callable[[Target], None]
+    ) -> Marked:
+        """The marks in one call per kind (:meth:`ClusterClient.mark_nodes`); when a call
+        failed, the nodes read back in one ``get`` and each judged by what it carries (a
+        node that has every mark is done whatever the call said of the others); then the
+        marked nodes told, in one List of Events (and the condition's patches)."""
+        from mlenv.quarantine import Marked
+
         c = self._client()
-        c.mark_node(NodeMarks(t.node, t.note), remove=remove)
-        # release sets back only a condition this run set (the node may never have had one)
-        told = self.condition and (not remove or nodetell.ours(self._node(t.node), t.run_id))
-        c.tell_node(self._tell(t, remove=remove, condition=told))
+        said = c.mark_nodes([NodeMarks(t.node, t.note) for t in ts], remove=remove)
+        failed: dict[str, str] = {}
+        if said:
+            now = self._read([t.node for t in ts])
+            for t in ts:
+                why = _not_as_meant(now.get(t.node), t.note, remove=remove)
+                if why is not None:
+                    named = [ln for ln in said if f'"{t.node}"' in ln or f" {t.node} " in ln]
+                    failed[t.node] = f"{why} ({'; '.join(dict.fromkeys(named or said))})"
+        ok = [t for t in ts if t.node not in failed]
+        for t in ok:
+            done(t)
+        at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+        untold = c.tell_nodes([self._tell(t, at, remove=remove) for t in ok]) if ok else []
+        return Marked(failed=failed, untold=untold)
+
+
+def _not_as_meant(node: dict[str, Any] | None, note: str, *, remove: bool) -> str | None:
+    """Why a Node read back does not carry what the calls meant it to (None: it does):
+    every mark of the quarantine, or (``remove``) none of them. A Node that is gone
+    carries none."""
+    has = nodemarks.carried(node, note)
+    if remove:
+        return f"its {', '.join(has)} still on" if has else None
+    if node is None:
+        return "no such Node in the cluster any more"
+    lacks = [m for m in ("label", "annotation", "taint") if m not in has]
+    return f"its {', '.join(lacks)} not set" if lacks else None

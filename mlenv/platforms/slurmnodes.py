@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from mlenv import argv
 from mlenv.errors import InfraError
 from mlenv.platforms.slurm import _check, _run, nodes_info
+from mlenv.quarantine import OneByOne
 
 if TYPE_CHECKING:
     from mlenv.quarantine import Target
@@ -101,9 +102,9 @@ def may_update_nodes() -> tuple[bool, str]:
     return False, f"{me} is neither root, the SlurmUser nor a Slurm Operator/Administrator"
 
 
-class SlurmMarker:
-    """The Slurm :class:`mlenv.quarantine.Marker`: drain with the note as reason, resume;
-    a node drained for another reason is left alone."""
+class SlurmMarker(OneByOne):
+    """The Slurm :class:`mlenv.quarantine.Marker`: drain with the note as reason, resume,
+    one node after another; a node drained for another reason is left alone."""
 
     kind = "slurm"
     acts = True

@@ -94,7 +94,9 @@ def test_dry_run_prints_the_exact_commands_and_changes_nothing(tmp_path, monkeyp
 
 
 @pytest.mark.parametrize("fmt", ["json", "yaml"])
-def test_the_dry_run_as_data_names_each_node_s_commands(tmp_path, monkeypatch, fmt: str) -> None:
+def test_the_dry_run_as_data_names_the_commands_and_each_node(
+    tmp_path, monkeypatch, fmt: str
+) -> None:
     import yaml
 
     state = fake_state(tmp_path)
@@ -110,7 +112,8 @@ def test_the_dry_run_as_data_names_each_node_s_commands(tmp_path, monkeypatch, f
     }
     (only,) = doc["nodes"]
     assert only["node"] == NODES[2] and only["cannot"] is None
-    assert f"oc taint -- node {NODES[2]} ml-dev-env.io/health=fail:NoSchedule" in only["commands"]
+    assert only["note"].startswith("mlenv 20261125-090000-aaaaaa: compute.matmul")
+    assert f"oc taint -- node {NODES[2]} ml-dev-env.io/health=fail:NoSchedule" in doc["commands"]
     assert LABEL_HEALTH not in (_node(state, NODES[2])["metadata"].get("labels") or {})
     # data is for the dry run: with --apply it is refused before anything is read
     r = run([*args, "--apply"], state, monkeypatch)
@@ -531,3 +534,196 @@ def test_a_quarantine_that_stops_half_way_is_recorded_and_release_undoes_it(tmp_
     assert (
         json.loads((rep / "quarantine.json").read_text())["nodes"][NODES[2]]["state"] == "released"
     )
+
+
+def _all_failed(tmp_path: Path, run_id: str, figures: list[str]) -> Path:
+    """A 4-node run of barcelona in which every node FAILED, node i with ``figures[i]``."""
+    nodes = [
+        {
+            "node": node,
+            "hosts": [f"ml-dev-env-{i}"],
+            "node_from": "kubernetes",
+            "status": "FAIL",
+            "findings": [{"status": "FAIL", "check": "compute.matmul", "figure": figures[i]}],
+        }
+        for i, node in enumerate(NODES)
+    ]
+    doc = {
+        "schema_version": 1,
+        "run_id": run_id,
+        "started": "2026-11-25T09:00:00+00:00",
+        "verdict": "FAIL",
+        "node_verdicts": {"nodes": nodes},
+        "checks": [],
+    }
+    d = tmp_path / "all"
+    d.mkdir()
+    (d / "results.json").write_text(json.dumps(doc))
+    (d / "record.json").write_text(json.dumps({"run_id": run_id, "cluster": "barcelona"}))
+    return d
+
+
+def _mark_calls(state: Path) -> list[list[str]]:
+    kinds = ("label", "annotate", "taint", "create-events", "patch-status", "mark-node")
+    return [c for c in FakeCluster.load(str(state)).calls if c[0] in kinds]
+
+
+def test_every_node_is_marked_in_one_call_per_kind_and_released_the_same(
+    tmp_path, monkeypatch
+) -> None:
+    """Four FAILED nodes, two figures: one label, one taint, one annotation per note and one
+    List of Events, not three calls and an Event per node (the code before: four
+    ``mark-node`` and four ``tell-node``). The dry run prints exactly those calls."""
+    state = fake_state(tmp_path)
+    hist = tmp_path / "h"
+    rep = _all_failed(tmp_path, "20261125-090000-aaaaaa", ["tflops = 0.2", "tflops = 0.3"] * 2)
+    r = run(["quarantine", str(rep), *ONE_RUN, "--history-dir", str(hist)], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    printed = [ln for ln in r.stdout.splitlines() if ln.startswith("oc ")]
+    assert printed == [
+        f"oc label --overwrite -- node {' '.join(NODES)} ml-dev-env.io/health=fail",
+        f"oc annotate --overwrite -- node {NODES[0]} {NODES[2]} "
+        "'ml-dev-env.io/quarantine=mlenv 20261125-090000-aaaaaa: compute.matmul tflops = 0.2'",
+        f"oc annotate --overwrite -- node {NODES[1]} {NODES[3]} "
+        "'ml-dev-env.io/quarantine=mlenv 20261125-090000-aaaaaa: compute.matmul tflops = 0.3'",
+        f"oc taint -- node {' '.join(NODES)} ml-dev-env.io/health=fail:NoSchedule",
+    ]
+    assert sum(ln.startswith("echo ") for ln in r.stdout.splitlines()) == 1  # one List
+    r = run(
+        ["quarantine", str(rep), *ONE_RUN, "--apply", "--history-dir", str(hist)],
+        state,
+        monkeypatch,
+    )
+    assert r.exit_code == 0, r.output
+    assert "4 node(s) quarantined, 0 left alone" in r.stdout
+    assert _mark_calls(state) == [
+        ["label", *NODES],
+        ["annotate", NODES[0], NODES[2]],
+        ["annotate", NODES[1], NODES[3]],
+        ["taint", *NODES],
+        ["create-events", *NODES],
+    ]
+    for i, node in enumerate(NODES):
+        n = _node(state, node)
+        assert n["metadata"]["labels"][LABEL_HEALTH] == "fail"
+        assert n["metadata"]["annotations"][ANNOTATION_QUARANTINE].endswith(f"0.{2 + i % 2}")
+    rec = json.loads((rep / "quarantine.json").read_text())
+    assert {v["state"] for v in rec["nodes"].values()} == {"applied"}
+    assert [c for c in rec["commands"] if c.startswith("oc ")] == printed
+
+    fake = FakeCluster.load(str(state))
+    fake.calls.clear()
+    fake.save(str(state))
+    r = run(["release", str(rep), "--force", "--history-dir", str(hist)], state, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert _mark_calls(state) == [
+        ["taint", *NODES],
+        ["annotate", *NODES],
+        ["label", *NODES],
+        ["create-events", *NODES],
+    ]
+    rec = json.loads((rep / "quarantine.json").read_text())
+    assert {v["state"] for v in rec["nodes"].values()} == {"released"}
+    for node in NODES:
+        assert LABEL_HEALTH not in _node(state, node)["metadata"]["labels"]
+
+
+def test_a_node_gone_after_it_was_read_is_named_and_the_others_are_marked(tmp_path) -> None:
+    """One batched call fails for one name (kubectl marks the others and names it): the
+    nodes are read back, each judged by what it carries; the record says which are
+    marked, the gone one stays "applying" with why, and the verb ends in exit 3 naming it."""
+    from mlenv import quarantine as q
+    from mlenv.errors import InfraError
+    from mlenv.platforms.kubenodes import KubeMarker
+
+    fake = FakeCluster.typical("ml-dev", NODES, gpus=8)
+    rep = _all_failed(tmp_path, "20261125-090000-aaaaaa", ["tflops = 0.2"] * 4)
+    the_run = q.load_run(str(rep), tmp_path / "h")
+    marker = KubeMarker("oc", fake)
+    marker.read(NODES)  # what quarantine reads before it marks …
+    del fake.objects[f"Node||{NODES[1]}"]  # … and the node deleted right after
+    said: list[str] = []
+    with pytest.raises(InfraError) as e:
+        q.quarantine_verb(
+            the_run,
+            marker,
+            "barcelona",
+            q.targets(the_run),
+            apply_them=True,
+            only=None,
+            history_root=tmp_path / "h",
+            say=said.append,
+            warn=said.append,
+        )
+    assert str(e.value).startswith(f"1 node(s) not quarantined: {NODES[1]}: no such Node")
+    assert f'nodes "{NODES[1]}" not found' in str(e.value)
+    assert "quarantine of run 20261125-090000-aaaaaa: 3 node(s) quarantined" in said[-1]
+    # still one call per kind for all four names
+    assert [c[0] for c in fake.calls] == ["label", "annotate", "taint", "create-events"]
+    assert fake.calls[-1] == ["create-events", NODES[0], NODES[2], NODES[3]]
+    rec = json.loads((rep / "quarantine.json").read_text())["nodes"]
+    assert {n: v["state"] for n, v in rec.items()} == {
+        NODES[0]: "applied",
+        NODES[1]: "applying",
+        NODES[2]: "applied",
+        NODES[3]: "applied",
+    }
+    assert "no such Node" in rec[NODES[1]]["error"]
+    for node in (NODES[0], NODES[2], NODES[3]):
+        n = fake.get("Node", node, None)
+        assert n is not None and n["metadata"]["labels"][LABEL_HEALTH] == "fail"
+
+
+def test_a_half_marked_node_is_judged_by_what_it_carries_at_release(tmp_path) -> None:
+    """The taint of one node was taken off by hand: the batched taint removal fails for that
+    name, the read-back finds none of the marks left, and the node counts as released."""
+    from mlenv import quarantine as q
+    from mlenv.platforms.kubenodes import KubeMarker
+
+    fake = FakeCluster.typical("ml-dev", NODES, gpus=8)
+    rep = _all_failed(tmp_path, "20261125-090000-aaaaaa", ["tflops = 0.2"] * 4)
+    the_run = q.load_run(str(rep), tmp_path / "h")
+    out = q.apply(
+        the_run,
+        KubeMarker("oc", fake),
+        "barcelona",
+        q.targets(the_run),
+        history_root=tmp_path / "h",
+    )
+    assert len(out.done) == 4 and not out.failed
+    fake.objects[f"Node||{NODES[3]}"]["spec"]["taints"] = []
+    back = q.release(
+        the_run,
+        KubeMarker.for_release("oc", fake, the_run),
+        "barcelona",
+        after=None,
+        force=True,
+        only=None,
+        history_root=tmp_path / "h",
+    )
+    assert back.done == NODES and not back.failed
+    rec = json.loads((rep / "quarantine.json").read_text())["nodes"]
+    assert {v["state"] for v in rec.values()} == {"released"}
+
+
+def test_nodes_are_read_once_a_few_dozen_to_a_get(tmp_path) -> None:
+    """Each Node is read once however often it is judged (quarantine and the condition at
+    release), and never more than READ_NAMES to one ``get``, whose deadline is one call's."""
+    from mlenv.platforms import kubenodes
+    from mlenv.platforms.kubenodes import KubeMarker
+
+    names = [f"gpu-{i:03d}" for i in range(120)]
+    fake = FakeCluster.typical("ml-dev", names, gpus=8)
+    asked: list[int] = []
+    real = fake.get_many
+
+    def counted(refs):
+        asked.append(len(refs))
+        return real(refs)
+
+    fake.get_many = counted  # type: ignore[method-assign]
+    marker = KubeMarker("oc", fake)
+    marker.read(names)
+    marker.read(names[:10])
+    assert asked == [kubenodes.READ_NAMES, kubenodes.READ_NAMES, 20]
+    assert marker._node("gpu-007") is not None and len(asked) == 3

@@ -14,8 +14,9 @@ from mlenv.quarantine import Record, Target
 RUN = "20261129-000000-abcdef"
 
 
-class Marks:
-    """A platform's Marker that changes nothing: it notes each mark, and fails on one."""
+class Marks(quarantine.OneByOne):
+    """A platform's Marker that marks one node after another and changes nothing: it
+    notes each mark, and fails on one."""
 
     kind = "kubernetes"
     acts = True

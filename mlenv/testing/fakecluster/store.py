@@ -19,6 +19,7 @@ from mlenv.cluster.api import (
     Conflict,
     DryRunItem,
     Event,
+    Forbidden,
     Invalid,
     Manifest,
     NotFound,
@@ -28,9 +29,8 @@ from mlenv.cluster.api import (
     plural,
     read_each,
 )
-from mlenv.cluster.nodemarks import HEALTH_FAIL, TAINT_EFFECT, NodeMarks
-from mlenv.cluster.nodetell import EVENT_NAMESPACE, NodeTell, merge_condition
-from mlenv.contract import ANNOTATION_QUARANTINE, LABEL_HEALTH
+from mlenv.cluster.nodemarks import NodeMarks, mark_calls
+from mlenv.cluster.nodetell import EVENT_NAMESPACE, NodeTell, merge_condition, tell_calls
 from mlenv.testing.fakecluster.admission import Admission
 from mlenv.testing.fakecluster.state import CLUSTER_SCOPED, _key
 
@@ -452,50 +452,73 @@ class ObjectStore(Admission):
         if kind == "PersistentVolumeClaim":
             self.volumes.pop(f"pvc:{ns}/{name}", None)
 
-    def mark_node(self, marks: NodeMarks, *, remove: bool = False) -> None:
-        """The quarantine label, annotation and taint on a Node (``remove``: off), as
-        ``kubectl label/annotate/taint`` would: Forbidden without ``patch nodes``,
-        NotFound for a node that does not exist."""
+    def mark_nodes(self, marks: Sequence[NodeMarks], *, remove: bool = False) -> builtins.list[str]:
+        """The quarantine label, annotation and taint on Nodes (``remove``: off), call by
+        call as :func:`mark_calls` builds them (``calls`` gets ``[verb, NODE…]`` per call),
+        each name as kubectl treats it: a node that does not exist, or a user without
+        ``patch nodes``, is a line of its own and the other names are marked; adding the
+        taint to a node that has it, or taking it off one that has not, is refused for
+        that node (kubectl's words)."""
         self._check_reachable()
-        self._require("patch", "nodes", "Node", marks.node)
-        marks.commands(remove=remove)  # the same validation the real client's argv gets
-        k = _key("Node", None, marks.node)
-        if k not in self.objects:
-            raise NotFound(f'nodes "{marks.node}" not found (fake)', kind="Node", name=marks.node)
-        node = copy.deepcopy(self.objects[k])
-        meta = node["metadata"]
-        labels, notes = meta.setdefault("labels", {}), meta.setdefault("annotations", {})
-        taints = [
-            t
-            for t in (node.setdefault("spec", {}).get("taints") or [])
-            if not (t.get("key") == LABEL_HEALTH and t.get("effect") == TAINT_EFFECT)
-        ]
-        if remove:
-            labels.pop(LABEL_HEALTH, None)
-            notes.pop(ANNOTATION_QUARANTINE, None)
-        else:
-            labels[LABEL_HEALTH] = HEALTH_FAIL
-            notes[ANNOTATION_QUARANTINE] = marks.note
-            taints.append({"key": LABEL_HEALTH, "value": HEALTH_FAIL, "effect": TAINT_EFFECT})
-        node["spec"]["taints"] = taints
-        self._store(node, None)
-        self.calls.append(["mark-node", marks.node, "remove" if remove else "add"])
+        said: builtins.list[str] = []
+        for call in mark_calls(marks, remove=remove):
+            self.calls.append([call.verb, *call.nodes])
+            for name in call.nodes:
+                try:
+                    self._require("patch", "nodes", "Node", name)
+                except Forbidden as e:
+                    said.append(f"Error from server (Forbidden): {e}")
+                    continue
+                k = _key("Node", None, name)
+                if k not in self.objects:
+                    said.append(f'Error from server (NotFound): nodes "{name}" not found')
+                    continue
+                node = copy.deepcopy(self.objects[k])
+                why = _put_mark(node, call.verb, call.mark)
+                if why:
+                    said.append(why)
+                    continue
+                self._store(node, None)
+        return said
+
+    def tell_nodes(self, tells: Sequence[NodeTell]) -> builtins.list[str]:
+        """:meth:`tell_node` call by call as :func:`tell_calls` builds them (``calls`` gets
+        ``[create-events|patch-status, NODE…]`` per call); a tell refused is a line."""
+        said: builtins.list[str] = []
+        by_node = {t.node: t for t in tells}
+        for _words, body, nodes in tell_calls(tells):
+            self.calls.append(["create-events" if body is not None else "patch-status", *nodes])
+            for name in nodes:
+                t = by_node[name]
+                try:
+                    if body is not None:
+                        self._tell_event(t)
+                    else:
+                        self._condition(t)
+                except ApiError as e:
+                    said.append(f"Error from server: {e}")
+        return said
 
     def tell_node(self, tell: NodeTell) -> None:
         """The Event about a Node (``create events`` in its namespace) and, with
         ``tell.condition``, the ``MlenvAcceptance`` condition merged into its status by type
         (``patch nodes/status``), each refused as the API server refuses it."""
         self._check_reachable()
-        words, body = tell.event_command()  # the same validation the real client's argv gets
-        event = json.loads(body)
-        if tell.condition:
+        if tell.condition:  # the same validation the real client's argv gets
             tell.condition_command()
-        self._require("create", "events", "Event", event["metadata"]["generateName"])
-        k = _key("Node", None, tell.node)
-        if tell.condition:
             self._require("patch", "nodes/status", "Node", tell.node)
-            if k not in self.objects:
+            if _key("Node", None, tell.node) not in self.objects:
                 raise NotFound(f'nodes "{tell.node}" not found (fake)', kind="Node", name=tell.node)
+        self._tell_event(tell)
+        self.calls.append(["tell-node", tell.node, tell.reason])
+        if tell.condition:
+            self._condition(tell)
+
+    def _tell_event(self, tell: NodeTell) -> None:
+        """``create`` one tell's Event (``create events`` in its namespace)."""
+        _, body = tell.event_command()
+        event = json.loads(body)
+        self._require("create", "events", "Event", event["metadata"]["generateName"])
         self._event(
             EVENT_NAMESPACE,
             "Node",
@@ -504,11 +527,18 @@ class ObjectStore(Admission):
             event["reason"],
             event["message"],
         )
-        self.calls.append(["tell-node", tell.node, tell.reason])
-        if tell.condition:
-            node = copy.deepcopy(self.objects[k])
-            merge_condition(node, tell.condition_entry())
-            self._store(node, None)
+
+    def _condition(self, tell: NodeTell) -> None:
+        """``patch nodes/status`` of one Node's ``MlenvAcceptance`` condition."""
+        self._check_reachable()
+        tell.condition_command()
+        self._require("patch", "nodes/status", "Node", tell.node)
+        k = _key("Node", None, tell.node)
+        if k not in self.objects:
+            raise NotFound(f'nodes "{tell.node}" not found (fake)', kind="Node", name=tell.node)
+        node = copy.deepcopy(self.objects[k])
+        merge_condition(node, tell.condition_entry())
+        self._store(node, None)
 
     def events(
         self, namespace: str, kind: str | None = None, name: str | None = None
@@ -530,3 +560,35 @@ class ObjectStore(Admission):
             and (kind is None or e["kind"] == kind)
             and (name is None or e["name"] == name)
         ]
+
+
+def _put_mark(node: Manifest, verb: str, mark: str) -> str | None:
+    """One :class:`MarkCall`'s mark on a Node object in place, as kubectl ``label``,
+    ``annotate`` and ``taint`` put it; what kubectl says when it refuses, else None."""
+    meta = node["metadata"]
+    name = meta["name"]
+    if verb == "taint":
+        spec, off = (mark[:-1], True) if mark.endswith("-") else (mark, False)
+        kv, _, effect = spec.rpartition(":")
+        key, _, value = kv.partition("=")
+        taints = node.setdefault("spec", {}).get("taints") or []
+        same = [t for t in taints if t.get("key") == key and t.get("effect") == effect]
+        if off:
+            if not same:
+                return f'taint "{key}:{effect}" not found'
+            node["spec"]["taints"] = [t for t in taints if t not in same]
+        elif same:
+            return (
+                f"error: node {name} already has {key} taint(s) with same effect(s) "
+                "and --overwrite is false"
+            )
+        else:
+            node["spec"]["taints"] = [*taints, {"key": key, "value": value, "effect": effect}]
+        return None
+    where = meta.setdefault("labels" if verb == "label" else "annotations", {})
+    if mark.endswith("-"):
+        where.pop(mark[:-1], None)
+    else:
+        key, _, value = mark.partition("=")
+        where[key] = value
+    return None
