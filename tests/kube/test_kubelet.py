@@ -163,7 +163,9 @@ def test_a_restarted_controller_adopts_running_containers(plain: Plane) -> None:
     plain.apply(_pod(ns, "kept", ["sh", "-c", "echo started; exec sleep infinity"]))
     _until("kept Ready", lambda: _ready(_status(plain, ns, "kept")) == "True")
     record = plain.pod_dir(ns, "kept") / "containers" / "main.json"
-    pid = _until("the container's record", lambda: record.exists() and json.loads(record.read_text())["pid"])
+    pid = _until(
+        "the container's record", lambda: record.exists() and json.loads(record.read_text())["pid"]
+    )
     assert plane._stop(plain.tier, "podroots")
     try:
         assert Path(f"/proc/{pid}").exists()  # the container outlives its controller

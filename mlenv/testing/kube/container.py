@@ -58,8 +58,7 @@ def pump(src: IO[bytes], stream: str, log: IO[bytes], lock: threading.Lock) -> N
 
 def main(argv: list[str]) -> int:
     if len(argv) < 4 or argv[2] != "--":
-        sys.stderr.write("usage: container.py RECORD LOG -- ARGV...\n")
-        return 2
+        raise SystemExit("usage: container.py RECORD LOG -- ARGV...")
     record, logfile, command = argv[0], argv[1], argv[3:]
     started = time.time()
     with open(logfile, "ab") as log:
