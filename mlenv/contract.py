@@ -415,3 +415,27 @@ def push_url(value: str, what: str = "Pushgateway URL") -> str:
             "digits and . _ ~ / - (no query, no %, no spaces)"
         )
     return value
+
+
+# -- the follow stream of a detached run (``python -m mlenv.pod run-follow``) -------------
+# "@mlenv:o END TEXT": a line of the run's output that ends at byte END of its output
+# file; "@mlenv:x STATUS": the run ended with that exit status ("lost": its supervisor
+# died without writing one; "none": no such run in the pod). A follower whose stream
+# dropped re-opens it from the last END: no line lost or repeated. Anything else on the
+# stream is the follower's own message (or the client's), passed on as it is.
+FOLLOW_OUT = "@mlenv:o "
+FOLLOW_EXIT = "@mlenv:x "
+FOLLOW_LOST = "lost"
+FOLLOW_NONE = "none"
+
+
+def follow_frame(line: str) -> tuple[str, str, int]:
+    """One line of a follow stream read back as ``(kind, text, end)``: kind "out" (a line
+    of output ending at byte ``end``), "exit" (text: the status, or lost/none) or "other"."""
+    if line.startswith(FOLLOW_OUT):
+        end, _, text = line[len(FOLLOW_OUT) :].partition(" ")
+        if end.isdigit() and len(end) <= MAX_INT_DIGITS:
+            return "out", text, int(end)
+    elif line.startswith(FOLLOW_EXIT):
+        return "exit", line[len(FOLLOW_EXIT) :].strip(), 0
+    return "other", line, 0

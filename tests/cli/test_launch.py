@@ -75,7 +75,25 @@ def test_torchrun_starts_every_pod_with_one_run_id_and_returns_pod0s_code(
     assert sorted(c[1] for c in runs) == ["ml-dev-env-0", "ml-dev-env-1"]
     argv0, argv1 = (c[2:] for c in sorted(runs))
     assert argv0 == argv1  # the same run id in every pod: one static rendezvous
-    assert argv0[4] == "--run-id" and argv0[6:] == ["train.py", "--epochs", "1"]
+    # started detached: a short exec each, then pod 0 followed and pod 1 asked how it ended
+    assert argv0[4] == "--detach" and argv0[5] == "--run-id"
+    assert argv0[7:] == ["train.py", "--epochs", "1"]
+    rid = argv0[6]
+    after = [c[1:] for c in FakeCluster.load(str(state)).calls if c[0] == "exec" and c not in runs]
+    assert after == [
+        [
+            "ml-dev-env-0",
+            "python",
+            "-m",
+            "mlenv.pod",
+            "run-follow",
+            "--run-id",
+            rid,
+            "--offset",
+            "0",
+        ],
+        ["ml-dev-env-1", "python", "-m", "mlenv.pod", "run-state", "--run-id", rid],
+    ]
 
 
 def test_torchrun_maps_codes_and_names_a_failing_pod(tmp_path, monkeypatch) -> None:
