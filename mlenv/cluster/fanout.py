@@ -191,6 +191,7 @@ class DetachedRun:
             zip(
                 self.pods,
                 bounded_map(one, self.pods, bound=self.bound, progress=self.out, what="started"),
+                strict=True,
             )
         )
         failed = {
@@ -348,7 +349,7 @@ class DetachedRun:
             for o in got:
                 if o is not None and o.pod not in self.ended:
                     self.ended[o.pod] = o
-        return [p for p, o in zip(pods, got) if o is None]
+        return [p for p, o in zip(pods, got, strict=True) if o is None]
 
     def settle(self, grace: float = STRAGGLER_GRACE_S, poll_s: float = 5.0) -> list[PodOutcome]:
         """Once pod 0's run ended: every other pod's outcome; a rank still running

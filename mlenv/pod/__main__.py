@@ -108,14 +108,14 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     if args.verb == "run-torchrun" and args.supervised:
         # the detached rank: its pid, then its status, in its run's folder
-        from mlenv.pod import runtime
+        from mlenv.pod import detach, runtime
 
         try:
             where = runtime.detached_dir(env, args.run_id)
         except MlenvError as e:
             print(f"error: {e}", file=sys.stderr)
             return e.exit_code
-        with runtime.detach.supervised(where) as set_status:
+        with detach.supervised(where) as set_status:
             rc = _run(args, env)
             set_status(rc)
         return rc

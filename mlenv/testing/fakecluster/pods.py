@@ -15,6 +15,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from mlenv.cluster import fetch, treehash
 from mlenv.cluster.api import (
@@ -29,7 +30,6 @@ from mlenv.cluster.api import (
 from mlenv.errors import InfraError
 from mlenv.testing.fakecluster.controllers import Controllers
 from mlenv.testing.fakecluster.state import _key
-
 
 POD = ("python", "-m", "mlenv.pod")
 
@@ -207,7 +207,7 @@ class Pods(Controllers):
                 )
         return res
 
-    def _scripted(self, pod: str, line: str) -> dict[str, object] | None:
+    def _scripted(self, pod: str, line: str) -> dict[str, Any] | None:
         """The scripted response for the command line ``line`` in ``pod``: the pod's own
         table first, then the shared one, the longest matching prefix in each."""
         for table in (self.pod_exec_responses.get(pod, {}), self.exec_responses):
@@ -220,6 +220,16 @@ class Pods(Controllers):
         """``run-torchrun --detach``: the rank runs as the scripted response of the same
         command without ``--detach`` says (its output and status; "hang": it runs until
         stopped), and the start returns at once as the pod's does."""
+        line = " ".join(args)
+        for table in (self.pod_exec_responses.get(pod, {}), self.exec_responses):
+            for prefix, said in table.items():  # a pod that answers --detach itself (an old mlenv)
+                if "--detach" in prefix and line.startswith(prefix):
+                    return ExecResult(
+                        args,
+                        int(said.get("rc", 0)),
+                        str(said.get("stdout", "")),
+                        str(said.get("stderr", "")),
+                    )
         rid = _arg(args, "--run-id")
         key = f"{pod}/{rid}"
         if key in self.detached:
