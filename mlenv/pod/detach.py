@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
 import subprocess
 import time
@@ -34,7 +33,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import FrameType
 
-from mlenv.contract import FOLLOW_EXIT, FOLLOW_LOST, FOLLOW_NONE, FOLLOW_OUT
+from mlenv.contract import FOLLOW_EXIT, FOLLOW_LOST, FOLLOW_NONE, FOLLOW_OUT, follow_lines
 from mlenv.errors import EXIT_ERROR, InfraError, Interrupted
 
 RUNS = "runs"
@@ -45,14 +44,10 @@ START_WAIT_S = 60.0
 # how often a follower looks for new output and for the exit file
 FOLLOW_POLL_S = 0.2
 READ_CHUNK = 1 << 20
-# A line longer than this without an end is sent as it is (a progress bar that never
-# prints a newline must not hold the follower's output back without bound).
-LONG_LINE = 64 * 1024
 
 # The frames of ``run-follow`` (mlenv.contract.FOLLOW_OUT: the operator reads them back)
 FRAME_OUT, FRAME_EXIT = FOLLOW_OUT, FOLLOW_EXIT
 LOST, NONE = FOLLOW_LOST, FOLLOW_NONE
-_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 def run_dir(state_dir: str, run_id: str) -> str:
@@ -233,32 +228,6 @@ def supervised(d: str) -> Iterator[Callable[[int], None]]:
 # -- following ---------------------------------------------------------------------------
 
 
-def frames(buf: bytes, base: int, final: bool) -> tuple[list[tuple[int, str]], int]:
-    """The complete lines of ``buf`` (read from byte ``base`` of the output) as
-    ``(end offset, text)``, and how many bytes of it they took. ``\\r`` ends a line too
-    (progress bars), except as the last byte while more may follow (it may be half of
-    ``\\r\\n``). ``final``: the run has ended, so the rest is a line whatever its end; a
-    line over :data:`LONG_LINE` bytes goes as it is."""
-    out: list[tuple[int, str]] = []
-    pos = 0
-    for m in _LINE_END.finditer(buf):
-        if m.group() == b"\r" and m.end() == len(buf) and not final:
-            break
-        out.append((base + m.end(), _text(buf[pos : m.start()])))
-        pos = m.end()
-    while len(buf) - pos > LONG_LINE:
-        out.append((base + pos + LONG_LINE, _text(buf[pos : pos + LONG_LINE])))
-        pos += LONG_LINE
-    if final and pos < len(buf):
-        out.append((base + len(buf), _text(buf[pos:])))
-        pos = len(buf)
-    return out, pos
-
-
-def _text(b: bytes) -> str:
-    return b.decode("utf-8", "replace")
-
-
 def follow(
     state_dir: str,
     run_id: str,
@@ -289,12 +258,12 @@ def follow(
             f.seek(pos + len(pending))
             while chunk := f.read(READ_CHUNK):
                 pending += chunk
-                lines, used = frames(pending, pos, final=False)
+                lines, used = follow_lines(pending, pos, final=False)
                 for end, text in lines:
                     write(f"{FRAME_OUT}{end} {text}")
                 pos, pending = pos + used, pending[used:]
         if rc is not None or gone:
-            for end, text in frames(pending, pos, final=True)[0]:
+            for end, text in follow_lines(pending, pos, final=True)[0]:
                 write(f"{FRAME_OUT}{end} {text}")
             write(f"{FRAME_EXIT}{rc if rc is not None else LOST}")
             return

@@ -251,7 +251,6 @@ class Pods(Controllers):
         hangs until the call's timeout; ``follow_drops`` cuts a stream half-way),
         run-state and run-stop (a running rank ends with 130, as a stopped one does)."""
         from mlenv import contract
-        from mlenv.pod import detach
 
         rid = _arg(args, "--run-id")
         run = self.detached.get(f"{pod}/{rid}")
@@ -276,7 +275,7 @@ class Pods(Controllers):
             return ExecResult(args, 0, f"{contract.FOLLOW_EXIT}{contract.FOLLOW_NONE}\n")
         offset = int(_arg(args, "--offset") or 0)
         data = str(run["output"]).encode()
-        got, _ = detach.frames(data[offset:], offset, final=run["rc"] is not None)
+        got, _ = contract.follow_lines(data[offset:], offset, final=run["rc"] is not None)
         lines = [f"{contract.FOLLOW_OUT}{end} {text}" for end, text in got]
         if self.follow_drops.get(pod, 0) > 0:
             self.follow_drops[pod] -= 1

@@ -84,22 +84,22 @@ def test_a_start_whose_process_cannot_start_says_so_and_leaves_a_status(tmp_path
 
 def test_frames_carry_the_offset_after_each_line_and_keep_an_unfinished_one() -> None:
     buf = b"one\ntwo\r\nbar 10%\rbar 20%\rhalf"
-    got, used = detach.frames(buf, 100, final=False)
+    got, used = contract.follow_lines(buf, 100, final=False)
     assert got == [(104, "one"), (109, "two"), (117, "bar 10%"), (125, "bar 20%")]
     assert used == len(buf) - len(b"half")
     # a trailing \r may be half of \r\n: kept until more comes (or the run ends)
-    assert detach.frames(b"x\r", 0, final=False) == ([], 0)
-    assert detach.frames(b"x\r", 0, final=True) == ([(2, "x")], 2)
-    assert detach.frames(b"tail", 7, final=True) == ([(11, "tail")], 4)
+    assert contract.follow_lines(b"x\r", 0, final=False) == ([], 0)
+    assert contract.follow_lines(b"x\r", 0, final=True) == ([(2, "x")], 2)
+    assert contract.follow_lines(b"tail", 7, final=True) == ([(11, "tail")], 4)
     # bytes that are no UTF-8 cannot break the stream
-    assert detach.frames(b"\xff\xfe\n", 0, final=False) == ([(3, "\ufffd\ufffd")], 3)
+    assert contract.follow_lines(b"\xff\xfe\n", 0, final=False) == ([(3, "\ufffd\ufffd")], 3)
 
 
 def test_a_line_that_never_ends_is_sent_in_pieces() -> None:
-    buf = b"x" * (detach.LONG_LINE * 2 + 5)
-    got, used = detach.frames(buf, 0, final=False)
-    assert [end for end, _ in got] == [detach.LONG_LINE, 2 * detach.LONG_LINE]
-    assert used == 2 * detach.LONG_LINE
+    buf = b"x" * (contract.FOLLOW_LONG_LINE * 2 + 5)
+    got, used = contract.follow_lines(buf, 0, final=False)
+    assert [end for end, _ in got] == [contract.FOLLOW_LONG_LINE, 2 * contract.FOLLOW_LONG_LINE]
+    assert used == 2 * contract.FOLLOW_LONG_LINE
 
 
 def test_follow_from_any_offset_gives_each_line_once_then_the_status(tmp_path: Path) -> None:
