@@ -272,7 +272,7 @@ class DetachedRun:
             left = math.inf if deadline is None else deadline - self.client.monotonic()
             if left <= 0:
                 raise ExecTimeout(f"exec of {' '.join(POD)}", pod0, float(timeout or 0))
-            shown = self.offset
+            shown, opened = self.offset, self.client.monotonic()
             try:
                 status = self.follow_once(NO_TIMEOUT if math.isinf(left) else left)
                 why = "the stream ended"
@@ -283,7 +283,9 @@ class DetachedRun:
             if status is not None:
                 return self._status(pod0, status)
             now = self.client.monotonic()
-            if self.offset > shown or failing_since is None:
+            # a stream that showed output, or stayed open a while (an idle run's stream cut
+            # by a proxy now and then), worked: only streams failing one after another count
+            if self.offset > shown or now - opened >= RECONNECT_MAX_WAIT_S or failing_since is None:
                 failing_since, wait = now, 1.0
             if now - failing_since > window:
                 raise InfraError(
@@ -351,7 +353,7 @@ class DetachedRun:
                     self.ended[o.pod] = o
         return [p for p, o in zip(pods, got, strict=True) if o is None]
 
-    def settle(self, grace: float = STRAGGLER_GRACE_S, poll_s: float = 5.0) -> list[PodOutcome]:
+    def settle(self, grace: float = STRAGGLER_GRACE_S, poll_s: float = 2.0) -> list[PodOutcome]:
         """Once pod 0's run ended: every other pod's outcome; a rank still running
         ``grace`` seconds later is stopped."""
         end = self.client.monotonic() + grace

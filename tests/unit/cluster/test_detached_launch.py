@@ -97,6 +97,27 @@ def test_a_stream_that_never_comes_back_ends_the_launch_with_an_error(local_cfg,
         run_everywhere(local_cfg, fake, ARGV, lambda s: None, run_id=RID, warn=lambda s: None)
 
 
+def test_an_idle_stream_cut_now_and_then_is_reopened_for_as_long_as_the_run_lasts(
+    local_cfg, fake_for, monkeypatch
+) -> None:
+    """A proxy that cuts an idle exec stream every 10 minutes is no lost pod: each stream
+    worked while it was open. Fails on the code before this: the window counted from the
+    first drop, so the second one, 10 minutes on, ended the launch."""
+    fake = _deployed(local_cfg, fake_for, 2)
+    fake.exec_responses[RUN] = {"rc": 0, "stdout": "done\n"}
+    fake.follow_drops["ml-dev-env-0"] = 5
+    inner = fake.exec_stream
+
+    def open_ten_minutes(*args, **kw):
+        fake.clock += 600
+        return inner(*args, **kw)
+
+    monkeypatch.setattr(fake, "exec_stream", open_ten_minutes)
+    rep = run_everywhere(local_cfg, fake, ARGV, lambda s: None, run_id=RID, warn=lambda s: None)
+    assert rep.returncode == 0
+    assert len([c for c in fake.calls if "run-follow" in c]) == 6
+
+
 def test_an_interrupt_stops_every_rank_and_shows_pod_0s_last_words(
     local_cfg, fake_for, monkeypatch
 ) -> None:
