@@ -254,3 +254,41 @@ def test_without_topology_label_no_node_is_read(tmp_path, monkeypatch) -> None:
     r = run(["launch", "barcelona"], state, monkeypatch)
     assert r.exit_code == 0 and "topology" not in r.output
     assert _topology_arg(FakeCluster.load(str(state)).calls, "launch") is None
+
+
+def test_sigterm_during_a_torchrun_launch_stops_every_rank_and_exits_143(
+    tmp_path, monkeypatch
+) -> None:
+    """The ranks run detached, so nothing stops them unless launch does: a SIGTERM (CI
+    cancelling the job) while pod 0 is followed stops the rank in every pod, pod 0 is
+    followed to its end, and the exit is 143 with one line."""
+    import os
+    import signal
+
+    state, fake = deployed(tmp_path, monkeypatch)
+    fake.exec_responses[RUN_TORCHRUN] = {"hang": True}
+    fake.save(str(state))
+    inner = FakeCluster.exec_stream
+    follows: list[int] = []
+
+    def signalled(self, pod, ns, argv, out, **kw):
+        follows.append(1)
+        if len(follows) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return inner(self, pod, ns, argv, out, **kw)
+
+    def unhandled(signum, frame):  # what would end mlenv (and this test run) without launch's
+        raise RuntimeError("SIGTERM not handled by launch")
+
+    monkeypatch.setattr(FakeCluster, "exec_stream", signalled)
+    before = signal.signal(signal.SIGTERM, unhandled)
+    try:
+        r = run(["launch", "barcelona", "--torchrun"], state, monkeypatch)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert r.exit_code == 143, r.output
+    assert r.stderr.strip().splitlines()[-1] == "interrupted"
+    calls = FakeCluster.load(str(state)).calls
+    stopped = sorted(c[1] for c in calls if c[0] == "exec" and "run-stop" in c)
+    assert stopped == ["ml-dev-env-0", "ml-dev-env-1"]
+    assert len(follows) == 2 and "interrupted" in r.stdout  # pod 0's last words
