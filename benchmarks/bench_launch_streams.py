@@ -71,10 +71,9 @@ def measure(pods: int, run_s: float) -> dict[str, Any]:
     argv = ["python", "-m", "mlenv.pod", "run-torchrun", "--run-id", RID]
     detached = "run_id" in inspect.signature(fanout.run_everywhere).parameters
     started = time.perf_counter()
-    if detached:
-        rep = fanout.run_everywhere(cfg, fake, argv, lambda s: None, run_id=RID)
-    else:
-        rep = fanout.run_everywhere(cfg, fake, argv, lambda s: None)
+    # the tree before the detached launch has no run_id (this script measures both)
+    extra: dict[str, Any] = {"run_id": RID} if detached else {}
+    rep = fanout.run_everywhere(cfg, fake, argv, lambda s: None, **extra)
     took = time.perf_counter() - started
     assert rep.returncode == 0 and not rep.failed, rep
     return {
