@@ -40,6 +40,7 @@ from mlenv.render.names import workload
 
 POD = ("python", "-m", "mlenv.pod")
 START_TIMEOUT_S = 120.0  # one short exec: a cold Python and the rank's pid file
+START_TRIES = 3
 STATE_TIMEOUT_S = 60.0
 POLL_S = 30.0  # between rounds asking the other pods (at 2048 pods a round is 128 batches)
 STRAGGLER_GRACE_S = 60.0  # the after-verdict grace of the pod launcher (contract)
@@ -180,12 +181,21 @@ class DetachedRun:
         words = detached(argv)
 
         def one(pod: str) -> ExecResult | MlenvError:
-            try:
-                return self.client.exec(
-                    pod, self.namespace, words, check=False, timeout=START_TIMEOUT_S
-                )
-            except MlenvError as e:
-                return e
+            got: ExecResult | MlenvError = InfraError("not tried")
+            for attempt in range(START_TRIES):
+                if attempt:
+                    self.client.pause(attempt)
+                try:
+                    got = self.client.exec(
+                        pod, self.namespace, words, check=False, timeout=START_TIMEOUT_S
+                    )
+                except MlenvError as e:
+                    got = e
+                # the exec failed, not the start (which answers 0, 2 or 3): tried again,
+                # which starts nothing twice (a started run's folder is there)
+                if isinstance(got, ExecResult) and got.returncode != 1:
+                    return got
+            return got
 
         got = dict(
             zip(

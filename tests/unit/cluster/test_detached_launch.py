@@ -158,6 +158,35 @@ def test_a_pod_that_cannot_start_its_rank_stops_the_others_and_is_named(
     assert _verbs(fake, "ml-dev-env-1") == ["run-torchrun", "run-stop"]
 
 
+def test_a_start_whose_exec_broke_is_tried_again_and_starts_nothing_twice(
+    local_cfg, fake_for, monkeypatch
+) -> None:
+    """The short exec's stream can break after the pod started the rank (the answer is
+    lost) or before: either way the start is asked again, and the pod finds the run
+    started instead of starting a second rank."""
+    from mlenv.cluster.api import ApiError
+
+    fake = _deployed(local_cfg, fake_for, 3)
+    fake.exec_responses[RUN] = {"rc": 0, "stdout": "ok\n"}
+    inner = fake.exec
+    broken = {"ml-dev-env-1": "after", "ml-dev-env-2": "before"}
+
+    def flaky(pod, ns, argv, **kw):
+        when = broken.pop(pod, "") if "--detach" in argv else ""
+        if when == "before":
+            raise ApiError("error: unable to upgrade connection: EOF")
+        res = inner(pod, ns, argv, **kw)
+        if when == "after":
+            raise ApiError("error: lost connection to pod")
+        return res
+
+    monkeypatch.setattr(fake, "exec", flaky)
+    rep = run_everywhere(local_cfg, fake, ARGV, lambda s: None, run_id=RID)
+    assert rep.returncode == 0 and not rep.failed
+    assert [_verbs(fake, f"ml-dev-env-{i}").count("run-torchrun") for i in range(3)] == [1, 2, 1]
+    assert sorted(fake.detached) == [f"ml-dev-env-{i}/{RID}" for i in range(3)]  # one rank each
+
+
 def test_pod_0s_refusal_is_its_exit_code_with_its_words(local_cfg, fake_for) -> None:
     """A bad --topology is exit 2 in pod 0's start, as it was in its stream."""
     fake = _deployed(local_cfg, fake_for, 2)
