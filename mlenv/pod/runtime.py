@@ -449,10 +449,10 @@ def verb_run_follow(env: Mapping[str, str], run_id: str, offset: int) -> int:
     detached_dir(env, run_id)
     if offset < 0:
         raise InputError(f"--offset must be 0 or more, got {offset}")
-    out = sys.stdout
+    out = sys.stdout.buffer  # UTF-8 whatever the pod's locale: the rank's bytes may be anything
 
     def write(line: str) -> None:
-        out.write(line + "\n")
+        out.write(f"{line}\n".encode("utf-8", "replace"))
         out.flush()
 
     detach.follow(paths_from(env).state_dir, run_id, offset, write)

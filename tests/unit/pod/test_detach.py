@@ -233,3 +233,20 @@ def test_the_supervised_words_repeat_the_runs_options(tmp_path: Path) -> None:
         "--checks",
         "x",
     ]
+
+
+def test_the_follow_writes_utf_8_whatever_the_pods_locale(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pod whose Python writes ASCII to stdout (an image without a UTF-8 locale) must
+    not end the follow on the first 'é' a rank prints."""
+    import io
+
+    _run(tmp_path, b"caf\xc3\xa9 \xff\n", rc=0)
+    raw = io.BytesIO()
+    monkeypatch.setattr("sys.stdout", io.TextIOWrapper(raw, encoding="ascii"))
+    monkeypatch.setenv("MLENV_STATE_DIR", str(tmp_path))
+    assert pod_main.main(["run-follow", "--run-id", RID]) == 0
+    assert (
+        raw.getvalue().decode() == f"{contract.FOLLOW_OUT}8 café \ufffd\n{contract.FOLLOW_EXIT}0\n"
+    )
