@@ -1,7 +1,9 @@
 """What the fake does inside pods: an in-memory filesystem per volume (PVC-backed volumes
 are shared by every pod that mounts the claim, as RWX storage is); exec of the tree
 checksum, listing and removal scripts and of scripted responses (per pod first, longest
-prefix first, one that hangs until the call's timeout); rsync with rsync's exclude rules
+prefix first, one that hangs until the call's timeout), and a rank started detached
+(``run-torchrun --detach``: it runs as the scripted ``run-torchrun`` response says, and
+``run-follow``/``run-state``/``run-stop`` answer as in a pod); rsync with rsync's exclude rules
 (``/x`` at the top only, ``x`` at any depth, excluded paths neither copied nor deleted);
 logs (the pod's events), interactive sessions, port-forwards and builds, recorded in
 ``calls``."""
