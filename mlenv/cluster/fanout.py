@@ -402,6 +402,13 @@ class DetachedRun:
         bounded_map(one, self.pods if pods is None else pods, bound=self.bound)
 
 
+def next_wait(interval: float, round_s: float) -> float:
+    """Seconds before the next round asking the other pods: ``interval``, or twice the
+    last round's length when that is longer (thousands of pods make a round long: asking
+    then stays a third of the time at most, not back to back)."""
+    return max(interval, 2 * round_s)
+
+
 class _Poller(threading.Thread):
     """Asks the other pods how their run stands every ``interval`` seconds while pod 0 is
     followed, and says at once when one's rank ended with a failure."""
@@ -416,8 +423,7 @@ class _Poller(threading.Thread):
         while todo and not self.done.wait(wait):
             began = time.monotonic()
             left = self.launch.poll(todo, self.done)
-            # thousands of pods make a round long: asking stays a third of the time at most
-            wait = max(self.interval, 2 * (time.monotonic() - began))
+            wait = next_wait(self.interval, time.monotonic() - began)
             for p in todo:
                 o = self.launch.ended.get(p)
                 if p not in left and o is not None and o.returncode != 0:
