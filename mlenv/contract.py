@@ -415,3 +415,57 @@ def push_url(value: str, what: str = "Pushgateway URL") -> str:
             "digits and . _ ~ / - (no query, no %, no spaces)"
         )
     return value
+
+
+# -- the follow stream of a detached run (``python -m mlenv.pod run-follow``) -------------
+# "@mlenv:o END TEXT": a line of the run's output that ends at byte END of its output
+# file; "@mlenv:x STATUS": the run ended with that exit status ("lost": its supervisor
+# died without writing one; "none": no such run in the pod). A follower whose stream
+# dropped re-opens it from the last END: no line lost or repeated. Anything else on the
+# stream is the follower's own message (or the client's), passed on as it is.
+FOLLOW_OUT = "@mlenv:o "
+FOLLOW_EXIT = "@mlenv:x "
+FOLLOW_LOST = "lost"
+FOLLOW_NONE = "none"
+# A line longer than this without an end is sent as it is (a progress bar that never
+# prints a newline must not hold the follower's output back without bound).
+FOLLOW_LONG_LINE = 64 * 1024
+_LINE_END = re.compile(rb"\r\n|\r|\n")
+
+
+def follow_lines(buf: bytes, base: int, final: bool) -> tuple[list[tuple[int, str]], int]:
+    """The complete lines of ``buf`` (read from byte ``base`` of the output) as
+    ``(end offset, text)``, and how many bytes of it they took. ``\\r`` ends a line too
+    (progress bars), except as the last byte while more may follow (it may be half of
+    ``\\r\\n``). ``final``: the run has ended, so the rest is a line whatever its end; a
+    line over :data:`FOLLOW_LONG_LINE` bytes goes as it is."""
+    out: list[tuple[int, str]] = []
+    pos = 0
+    for m in _LINE_END.finditer(buf):
+        if m.group() == b"\r" and m.end() == len(buf) and not final:
+            break
+        out.append((base + m.end(), _follow_text(buf[pos : m.start()])))
+        pos = m.end()
+    while len(buf) - pos > FOLLOW_LONG_LINE:
+        out.append((base + pos + FOLLOW_LONG_LINE, _follow_text(buf[pos : pos + FOLLOW_LONG_LINE])))
+        pos += FOLLOW_LONG_LINE
+    if final and pos < len(buf):
+        out.append((base + len(buf), _follow_text(buf[pos:])))
+        pos = len(buf)
+    return out, pos
+
+
+def _follow_text(b: bytes) -> str:
+    return b.decode("utf-8", "replace")
+
+
+def follow_frame(line: str) -> tuple[str, str, int]:
+    """One line of a follow stream read back as ``(kind, text, end)``: kind "out" (a line
+    of output ending at byte ``end``), "exit" (text: the status, or lost/none) or "other"."""
+    if line.startswith(FOLLOW_OUT):
+        end, _, text = line[len(FOLLOW_OUT) :].partition(" ")
+        if end.isdigit() and len(end) <= MAX_INT_DIGITS:
+            return "out", text, int(end)
+    elif line.startswith(FOLLOW_EXIT):
+        return "exit", line[len(FOLLOW_EXIT) :].strip(), 0
+    return "other", line, 0

@@ -360,18 +360,24 @@ class KubernetesPlatform(Platform):
         timeout: float | None,
         peer_deadline: float | None = None,
     ) -> int:
+        from mlenv.acceptance.run.local import signals_as_interrupts
         from mlenv.cluster.fanout import run_everywhere
 
         with s.client() as client:
             topology = label_topology(cfg, client, s)
             if torchrun:
-                rep = run_everywhere(
-                    cfg,
-                    client,
-                    pod_argv("run-torchrun", script, run_id=new_run_id(), topology=topology),
-                    s.say,
-                    timeout=timeout,
-                )
+                rid = new_run_id()
+                # each pod's rank runs detached: SIGTERM and SIGHUP stop them all, as Ctrl-C does
+                with signals_as_interrupts():
+                    rep = run_everywhere(
+                        cfg,
+                        client,
+                        pod_argv("run-torchrun", script, run_id=rid, topology=topology),
+                        s.say,
+                        run_id=rid,
+                        timeout=timeout,
+                        warn=s.warn,
+                    )
                 for o in rep.failed:
                     s.warn(f"warning: {o.pod} exited {o.returncode}: {o.detail}")
                 rc = rep.returncode

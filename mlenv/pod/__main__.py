@@ -1,4 +1,5 @@
-"""``python -m mlenv.pod init|launch|run-torchrun|preflight`` (runs inside the pods).
+"""``python -m mlenv.pod init|launch|run-torchrun|run-follow|run-state|run-stop|preflight``
+(runs inside the pods).
 
 Exit codes follow docs/contracts.md: 0 ok, 1 acceptance FAIL, 2 bad input, 3 ERROR.
 This is the pod side's boundary, so errors become one message here, never a traceback.
@@ -67,7 +68,24 @@ def _parser() -> argparse.ArgumentParser:
     tr = sub.add_parser(
         "run-torchrun", help="every pod: torchrun with the shared static rendezvous"
     )
+    tr.add_argument(
+        "--detach",
+        action="store_true",
+        help="start it under a supervisor and return once it runs (output and status in "
+        "the state dir's runs/RUN_ID; see run-follow, run-state, run-stop); needs --run-id",
+    )
+    tr.add_argument("--supervised", action="store_true", help=argparse.SUPPRESS)
     job_args(tr)
+
+    for verb, what in (
+        ("run-follow", "print a detached run's output from a byte offset, framed, to its end"),
+        ("run-state", "one line: how a detached run stands (running, exited STATUS, ...)"),
+        ("run-stop", "stop a detached run (SIGINT to its process group)"),
+    ):
+        rp = sub.add_parser(verb, help=what)
+        rp.add_argument("--run-id", required=True)
+        if verb == "run-follow":
+            rp.add_argument("--offset", type=int, default=0, help="byte offset to start from")
 
     pf = sub.add_parser("preflight", help="check that every peer resolves and its sshd answers")
     pf.add_argument("--deadline", type=float, default=60.0)
@@ -87,11 +105,49 @@ def _topology(text: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Parse ``argv`` and run one verb; returns the exit code."""
     args = _parser().parse_args(argv)
+    env = dict(os.environ)
+    if args.verb == "run-torchrun" and args.supervised:
+        # the detached rank: its pid, then its status, in its run's folder
+        from mlenv.pod import detach, runtime
+
+        try:
+            where = runtime.detached_dir(env, args.run_id)
+        except MlenvError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return e.exit_code
+        with detach.supervised(where) as set_status:
+            rc = _run(args, env)
+            set_status(rc)
+        return rc
+    return _run(args, env)
+
+
+def _torchrun_words(args: argparse.Namespace) -> list[str]:
+    """The supervised run-torchrun's own options and script, from the parsed ones."""
+    words = ["--run-id", args.run_id]
+    for flag, value in (
+        ("--report-dir", args.report_dir),
+        ("--profile", args.profile),
+        ("--module", args.module),
+        ("--topology", args.topology),
+    ):
+        if value is not None:
+            words += [flag, value]
+    script = list(args.script)
+    return [*words, "--", *(script[1:] if script[:1] == ["--"] else script)]
+
+
+def _run(args: argparse.Namespace, env: dict[str, str]) -> int:
     # Imported here so '--help' stays cheap and argparse errors come first.
     from mlenv.pod import runtime
 
-    env = dict(os.environ)
     try:
+        if args.verb == "run-follow":
+            return runtime.verb_run_follow(env, args.run_id, args.offset)
+        if args.verb == "run-state":
+            return runtime.verb_run_state(env, args.run_id)
+        if args.verb == "run-stop":
+            return runtime.verb_run_stop(env, args.run_id)
         if args.verb == "init":
             return runtime.verb_init(
                 env,
@@ -129,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
                 skip_preflight=args.no_preflight,
                 hostfile_path=hostfile_path,
             )
+        if args.verb == "run-torchrun" and args.detach:
+            if not args.run_id:
+                raise InputError("run-torchrun --detach: pass the run's --run-id")
+            return runtime.verb_start_detached(env, args.run_id, _torchrun_words(args))
         if args.verb == "run-torchrun":
             return runtime.verb_run_torchrun(
                 env,

@@ -33,6 +33,25 @@ def _holder(fd: int) -> str:
     return text if text.replace("-", "").isalnum() else ""
 
 
+def busy(state_dir: str) -> str | None:
+    """The run id holding the pod's lock ("" when unreadable), or None when it is free
+    (a look only: the lock is not kept)."""
+    path = os.path.join(state_dir, LOCK_FILE)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return _holder(fd)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return None
+    finally:
+        os.close(fd)
+
+
 @contextmanager
 def held(state_dir: str, run_id: str) -> Iterator[None]:
     """Hold the pod's run lock for ``run_id`` while the block runs; InfraError (exit 3),

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from mlenv.contract import is_dns_label
 from mlenv.errors import EXIT_OK, InfraError, InputError
-from mlenv.pod import dsenv, hostfile, interfaces, launch, preflight, rdma, runlock, ssh
+from mlenv.pod import detach, dsenv, hostfile, interfaces, launch, preflight, rdma, runlock, ssh
 from mlenv.pod.env import PodEnv, pod_env, upstream_vars
 
 
@@ -410,6 +410,67 @@ def verb_run_torchrun(
     with runlock.held(p.state_dir, rid):  # each pod: one suite at a time
         rc = launch.run(argv, child_env, verdict_in=(mine, started) if mine else None)
     return _finish(rc, mine, acceptance, started)
+
+
+def detached_dir(env: Mapping[str, str], run_id: str | None) -> str:
+    """The folder of the detached run ``run_id`` in this pod (InputError for a bad id)."""
+    if not run_id:
+        raise InputError("a detached run needs its --run-id")
+    return detach.run_dir(paths_from(env).state_dir, launch.check_run_id(run_id))
+
+
+def verb_start_detached(env: Mapping[str, str], run_id: str, words: list[str]) -> int:
+    """``run-torchrun --detach``: start the supervised ``run-torchrun WORDS…`` in this pod
+    and return once it has written its pid; a second start of the same run finds it and
+    starts nothing. A run of another id holding the pod's lock is refused here, before
+    anything starts (exit 3), as the run itself would be."""
+    state_dir = paths_from(env).state_dir
+    detached_dir(env, run_id)  # the id names a folder: checked first
+    if not os.path.isdir(detach.run_dir(state_dir, run_id)):
+        other = runlock.busy(state_dir)
+        if other is not None:
+            raise InfraError(
+                f"run {other or '(id unreadable)'} is in progress in this pod: nothing "
+                "started (wait for it to end; two suites would measure each other)"
+            )
+    argv = [sys.executable, "-m", "mlenv.pod", "run-torchrun", "--supervised", *words]
+    got = detach.start(state_dir, run_id, argv, env)
+    where = detach.run_dir(state_dir, run_id)
+    say(
+        f"run {run_id} started detached (pid {got.pid}); output in {where}/{detach.OUTPUT}"
+        if got.fresh
+        else f"run {run_id} was already started here (pid {got.pid}): nothing started again"
+    )
+    return EXIT_OK
+
+
+def verb_run_follow(env: Mapping[str, str], run_id: str, offset: int) -> int:
+    """``run-follow``: the detached run's output from byte ``offset``, framed, to its end."""
+    detached_dir(env, run_id)
+    if offset < 0:
+        raise InputError(f"--offset must be 0 or more, got {offset}")
+    out = sys.stdout.buffer  # UTF-8 whatever the pod's locale: the rank's bytes may be anything
+
+    def write(line: str) -> None:
+        out.write(f"{line}\n".encode("utf-8", "replace"))
+        out.flush()
+
+    detach.follow(paths_from(env).state_dir, run_id, offset, write)
+    return EXIT_OK
+
+
+def verb_run_state(env: Mapping[str, str], run_id: str) -> int:
+    """``run-state``: one line saying how the detached run stands."""
+    detached_dir(env, run_id)
+    print(detach.state(paths_from(env).state_dir, run_id), flush=True)
+    return EXIT_OK
+
+
+def verb_run_stop(env: Mapping[str, str], run_id: str) -> int:
+    """``run-stop``: stop the detached run (nothing to stop is no error: stopping is retried)."""
+    detached_dir(env, run_id)
+    print(detach.stop(paths_from(env).state_dir, run_id), flush=True)
+    return EXIT_OK
 
 
 def verb_preflight(env: Mapping[str, str], deadline_s: float) -> int:

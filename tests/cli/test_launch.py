@@ -75,7 +75,25 @@ def test_torchrun_starts_every_pod_with_one_run_id_and_returns_pod0s_code(
     assert sorted(c[1] for c in runs) == ["ml-dev-env-0", "ml-dev-env-1"]
     argv0, argv1 = (c[2:] for c in sorted(runs))
     assert argv0 == argv1  # the same run id in every pod: one static rendezvous
-    assert argv0[4] == "--run-id" and argv0[6:] == ["train.py", "--epochs", "1"]
+    # started detached: a short exec each, then pod 0 followed and pod 1 asked how it ended
+    assert argv0[4] == "--detach" and argv0[5] == "--run-id"
+    assert argv0[7:] == ["train.py", "--epochs", "1"]
+    rid = argv0[6]
+    after = [c[1:] for c in FakeCluster.load(str(state)).calls if c[0] == "exec" and c not in runs]
+    assert after == [
+        [
+            "ml-dev-env-0",
+            "python",
+            "-m",
+            "mlenv.pod",
+            "run-follow",
+            "--run-id",
+            rid,
+            "--offset",
+            "0",
+        ],
+        ["ml-dev-env-1", "python", "-m", "mlenv.pod", "run-state", "--run-id", rid],
+    ]
 
 
 def test_torchrun_maps_codes_and_names_a_failing_pod(tmp_path, monkeypatch) -> None:
@@ -236,3 +254,41 @@ def test_without_topology_label_no_node_is_read(tmp_path, monkeypatch) -> None:
     r = run(["launch", "barcelona"], state, monkeypatch)
     assert r.exit_code == 0 and "topology" not in r.output
     assert _topology_arg(FakeCluster.load(str(state)).calls, "launch") is None
+
+
+def test_sigterm_during_a_torchrun_launch_stops_every_rank_and_exits_143(
+    tmp_path, monkeypatch
+) -> None:
+    """The ranks run detached, so nothing stops them unless launch does: a SIGTERM (CI
+    cancelling the job) while pod 0 is followed stops the rank in every pod, pod 0 is
+    followed to its end, and the exit is 143 with one line."""
+    import os
+    import signal
+
+    state, fake = deployed(tmp_path, monkeypatch)
+    fake.exec_responses[RUN_TORCHRUN] = {"hang": True}
+    fake.save(str(state))
+    inner = FakeCluster.exec_stream
+    follows: list[int] = []
+
+    def signalled(self, pod, ns, argv, out, **kw):
+        follows.append(1)
+        if len(follows) == 1:
+            os.kill(os.getpid(), signal.SIGTERM)
+        return inner(self, pod, ns, argv, out, **kw)
+
+    def unhandled(signum, frame):  # what would end mlenv (and this test run) without launch's
+        raise RuntimeError("SIGTERM not handled by launch")
+
+    monkeypatch.setattr(FakeCluster, "exec_stream", signalled)
+    before = signal.signal(signal.SIGTERM, unhandled)
+    try:
+        r = run(["launch", "barcelona", "--torchrun"], state, monkeypatch)
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert r.exit_code == 143, r.output
+    assert r.stderr.strip().splitlines()[-1] == "interrupted"
+    calls = FakeCluster.load(str(state)).calls
+    stopped = sorted(c[1] for c in calls if c[0] == "exec" and "run-stop" in c)
+    assert stopped == ["ml-dev-env-0", "ml-dev-env-1"]
+    assert len(follows) == 2 and "interrupted" in r.stdout  # pod 0's last words

@@ -1,7 +1,9 @@
 """What the fake does inside pods: an in-memory filesystem per volume (PVC-backed volumes
 are shared by every pod that mounts the claim, as RWX storage is); exec of the tree
 checksum, listing and removal scripts and of scripted responses (per pod first, longest
-prefix first, one that hangs until the call's timeout); rsync with rsync's exclude rules
+prefix first, one that hangs until the call's timeout), and a rank started detached
+(``run-torchrun --detach``: it runs as the scripted ``run-torchrun`` response says, and
+``run-follow``/``run-state``/``run-stop`` answer as in a pod); rsync with rsync's exclude rules
 (``/x`` at the top only, ``x`` at any depth, excluded paths neither copied nor deleted);
 logs (the pod's events), interactive sessions, port-forwards and builds, recorded in
 ``calls``."""
@@ -15,6 +17,7 @@ import json
 import math
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from mlenv.cluster import fetch, treehash
 from mlenv.cluster.api import (
@@ -29,6 +32,13 @@ from mlenv.cluster.api import (
 from mlenv.errors import InfraError
 from mlenv.testing.fakecluster.controllers import Controllers
 from mlenv.testing.fakecluster.state import _key
+
+POD = ("python", "-m", "mlenv.pod")
+
+
+def _arg(args: Sequence[str], flag: str) -> str:
+    """The value after ``flag`` in ``args`` ("" when absent)."""
+    return args[args.index(flag) + 1] if flag in args[:-1] else ""
 
 
 def _rsync_excluded(rel: str, patterns: Sequence[str]) -> bool:
@@ -170,6 +180,10 @@ class Pods(Controllers):
             and args[2] in (fetch.RUNS_SCRIPT, fetch.PACK_SCRIPT)
         ):
             res = self._read_only_script(obj, args)
+        elif args[:3] == POD and args[3:5] == ("run-torchrun", "--detach"):
+            res = self._start_detached(pod, args, limit)
+        elif args[:3] == POD and args[3:4] in (("run-follow",), ("run-state",), ("run-stop",)):
+            res = self._detached_verb(pod, args, limit)
         else:
             res = ExecResult(
                 args,
@@ -178,11 +192,8 @@ class Pods(Controllers):
                 f'exec: "{args[0] if args else ""}": executable file not found in $PATH (fake)',
             )
             line = " ".join(args)
-            for table in (self.pod_exec_responses.get(pod, {}), self.exec_responses):
-                match = [(p, r) for p, r in table.items() if line.startswith(p)]
-                if not match:
-                    continue
-                _, resp = max(match, key=lambda x: len(x[0]))
+            resp = self._scripted(pod, line)
+            if resp is not None:
                 if resp.get("hang"):
                     if math.isinf(limit):
                         raise InfraError(
@@ -196,8 +207,91 @@ class Pods(Controllers):
                     str(resp.get("stdout", "")),
                     str(resp.get("stderr", "")),
                 )
-                break
         return res
+
+    def _scripted(self, pod: str, line: str) -> dict[str, Any] | None:
+        """The scripted response for the command line ``line`` in ``pod``: the pod's own
+        table first, then the shared one, the longest matching prefix in each."""
+        for table in (self.pod_exec_responses.get(pod, {}), self.exec_responses):
+            match = [(p, r) for p, r in table.items() if line.startswith(p)]
+            if match:
+                return max(match, key=lambda x: len(x[0]))[1]
+        return None
+
+    def _start_detached(self, pod: str, args: tuple[str, ...], limit: float) -> ExecResult:
+        """``run-torchrun --detach``: the rank runs as the scripted response of the same
+        command without ``--detach`` says (its output and status; "hang": it runs until
+        stopped), and the start returns at once as the pod's does."""
+        line = " ".join(args)
+        for table in (self.pod_exec_responses.get(pod, {}), self.exec_responses):
+            for prefix, said in table.items():  # a pod that answers --detach itself (an old mlenv)
+                if "--detach" in prefix and line.startswith(prefix):
+                    return ExecResult(
+                        args,
+                        int(said.get("rc", 0)),
+                        str(said.get("stdout", "")),
+                        str(said.get("stderr", "")),
+                    )
+        rid = _arg(args, "--run-id")
+        key = f"{pod}/{rid}"
+        if key in self.detached:
+            return ExecResult(args, 0, "", f"mlenv.pod: run {rid} was already started here\n")
+        resp = self._scripted(pod, " ".join(a for a in args if a != "--detach"))
+        if resp is None:
+            return ExecResult(
+                args, 127, "", 'exec: "python": executable file not found in $PATH (fake)'
+            )
+        hangs = bool(resp.get("hang"))
+        self.detached[key] = {
+            "output": "" if hangs else f"{resp.get('stdout', '')}{resp.get('stderr', '')}",
+            "rc": None if hangs else int(str(resp.get("rc", 0))),
+        }
+        return ExecResult(args, 0, "", f"mlenv.pod: run {rid} started detached\n")
+
+    def _detached_verb(self, pod: str, args: tuple[str, ...], limit: float) -> ExecResult:
+        """run-follow (frames from ``--offset``, the pod's framing; a run still going
+        hangs until the call's timeout; ``follow_drops`` cuts a stream half-way),
+        run-state and run-stop (a running rank ends with 130, as a stopped one does)."""
+        from mlenv import contract
+
+        rid = _arg(args, "--run-id")
+        run = self.detached.get(f"{pod}/{rid}")
+        verb = args[3]
+        if verb == "run-state":
+            if run is None:
+                return ExecResult(args, 0, "none\n")
+            if run["rc"] is None:
+                return ExecResult(args, 0, "running 4242\n")
+            lines = [ln for ln in str(run["output"]).splitlines() if ln.strip()]
+            last = lines[-1].strip() if lines else ""
+            return ExecResult(args, 0, f"exited {run['rc']} {last}".rstrip() + "\n")
+        if verb == "run-stop":
+            if run is None:
+                return ExecResult(args, 0, "no such run\n")
+            if run["rc"] is not None:
+                return ExecResult(args, 0, "already ended\n")
+            run["output"] = f"{run['output']}interrupted\n"
+            run["rc"] = 130
+            return ExecResult(args, 0, "stopped (SIGINT to process group 4242)\n")
+        if run is None:
+            return ExecResult(args, 0, f"{contract.FOLLOW_EXIT}{contract.FOLLOW_NONE}\n")
+        offset = int(_arg(args, "--offset") or 0)
+        data = str(run["output"]).encode()
+        got, _ = contract.follow_lines(data[offset:], offset, final=run["rc"] is not None)
+        lines = [f"{contract.FOLLOW_OUT}{end} {text}" for end, text in got]
+        if self.follow_drops.get(pod, 0) > 0:
+            self.follow_drops[pod] -= 1
+            half = lines[: (len(lines) + 1) // 2]
+            return ExecResult(
+                args, 1, "".join(f"{ln}\n" for ln in half), "error: lost connection to pod\n"
+            )
+        if run["rc"] is None:
+            if math.isinf(limit):
+                raise InfraError(f"fake: the run in {pod} never ends and the follow has no timeout")
+            self.clock += limit
+            raise ExecTimeout(f"exec of {' '.join(args[:3])}", pod, limit)
+        lines.append(f"{contract.FOLLOW_EXIT}{run['rc']}")
+        return ExecResult(args, 0, "".join(f"{ln}\n" for ln in lines))
 
     def _read_only_script(self, obj: Manifest, args: tuple[str, ...]) -> ExecResult:
         """the fetch scripts, run for real (this interpreter) over a copy of the

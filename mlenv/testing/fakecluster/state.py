@@ -54,6 +54,11 @@ class FakeState:
         # argv prefix → {"rc", "stdout", "stderr", "hang"}; per pod first, then for any pod
         self.exec_responses: dict[str, dict[str, Any]] = {}
         self.pod_exec_responses: dict[str, dict[str, dict[str, Any]]] = {}
+        # ranks started detached ("run-torchrun --detach"): "pod/run id" → {"output", "rc"}
+        # (rc None: still running), from the scripted response of the run-torchrun argv
+        self.detached: dict[str, dict[str, Any]] = {}
+        # pod → how many more of its follow streams ("run-follow") drop half-way
+        self.follow_drops: dict[str, int] = {}
         self.exec_timeout = exec_timeout
         self.builds: dict[str, dict[str, Any]] = {}  # BuildConfig name → rc/log
         # a BuildConfig's first build finishes as it is created (False: still running, as
