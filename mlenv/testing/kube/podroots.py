@@ -51,7 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from mlenv.render import names
+from mlenv.render.names import POD_INIT
 from mlenv.testing.kube import manifests, podnet
 from mlenv.testing.kube.identity import Identity, IdentityError, pod_identity, set_volume_ownership
 from mlenv.testing.kube.kubelet import Kubelet
@@ -195,7 +195,7 @@ def image_files(upper: Path) -> None:
     as links into the checkout (the pods see it, read-only), in a pod's upper layer: the
     workers' container command is /opt/ml-dev-env/scripts/pod-init.sh."""
     repo = Path(__file__).resolve().parents[3]
-    home = upper / Path(names.POD_INIT).parent.parent.relative_to("/")
+    home = upper / Path(POD_INIT).parent.parent.relative_to("/")
     home.mkdir(parents=True, exist_ok=True)
     for name, target in (
         ("scripts", "scripts"),
