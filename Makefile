@@ -192,10 +192,11 @@ unit: venv ## the inner loop: unit and CLI tests, in parallel (2 min 21 s on a 2
 # Two phases: everything but the `serial` tests in parallel, then those alone (they judge
 # CPU ranks against each other or a wall-clock deadline). Both always run; either failing
 # fails the target.
-# The kube tier (tests/kube) is a pytest run of its own, after the parallel phase: two
-# workers, one per flavour (tests/kube/conftest.py groups the tests by the plane they use),
-# each starting its plane and stopping it at its end. A plane alone kept the 2 cores about
-# 58 % busy, so the second one fills the rest. Not beside the parallel phase: its
+# The kube tier (tests/kube) is a pytest run of its own, after the parallel phase: three
+# workers, one per plane (tests/kube/conftest.py groups the tests by the plane they use: one
+# per flavour and a second plain one), each starting its plane and stopping it at its end.
+# A plane alone kept the 2 cores about 58 % busy; two left them 27 % idle, waiting on the
+# plain worker's readiness probes and grace periods, which a third worker fills. Not beside the parallel phase: its
 # apiservers and kubectl calls took the CPU that the timing-judged integration tests
 # (outliers, deadlines) need, and three of them failed under it.
 # Its binaries are built first (kube-build: cached, a cold build once per machine).
@@ -208,8 +209,8 @@ test: venv system-deps lint typecheck lint-image kube-build ## everything CI run
 	@rc=0; \
 	echo "== tests, in parallel ($(TEST_WORKERS) workers): all but the serial ones and the kube tier"; \
 	$(PYTEST_PARALLEL) $(DURATIONS) -m "not serial and not kube" tests || rc=$$?; \
-	echo "== the kube tier (tests/kube): two real control planes, a worker each"; \
-	$(VENV)/bin/pytest -q -p no:cacheprovider -n 2 --dist loadgroup $(DURATIONS) -m kube tests/kube \
+	echo "== the kube tier (tests/kube): three real control planes, a worker each"; \
+	$(VENV)/bin/pytest -q -p no:cacheprovider -n 3 --dist loadgroup $(DURATIONS) -m kube tests/kube \
 		|| rc=$$((rc ? rc : $$?)); \
 	echo "== tests that run alone (-m serial)"; \
 	$(VENV)/bin/pytest -q $(DURATIONS) -m "serial and not kube" tests || rc=$$((rc ? rc : $$?)); \

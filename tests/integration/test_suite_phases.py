@@ -122,13 +122,14 @@ def test_an_xdist_group_runs_on_one_worker_and_builds_its_module_fixture_once(
     res.stdout.fnmatch_lines(["*test_uses_it[[]0[]]@g*"])
 
 
-def test_the_kube_tier_runs_each_flavour_on_one_worker_and_starts_each_plane_once(
+def test_the_kube_tier_runs_each_plane_on_one_worker_and_starts_each_plane_once(
     pytester: pytest.Pytester,
 ) -> None:
-    """make test runs tests/kube on two workers: tests/kube/conftest.py groups its tests by
-    the plane they use, so each worker starts one plane, and a flavour is never started by
-    two workers at once (they would share its folder). The planes are stand-ins here that
-    record who started them; the hook is the tier's own conftest."""
+    """make test runs tests/kube on three workers: tests/kube/conftest.py groups its tests by
+    the plane they use (one per flavour, and a second plain one for the modules it names),
+    so each worker starts one plane, and a plane is never started by two workers at once
+    (they would share its folder). The planes are stand-ins here that record who started
+    them; the hook is the tier's own conftest."""
     pytester.makeconftest(CONFTEST.read_text())
     pytester.makeini("[pytest]\nmarkers =\n    serial: alone\n    kube: tier\n")
     started = pytester.path / "started.log"
@@ -143,9 +144,15 @@ class Plane:
 
 
 class Planes:
-    def get(self, flavor):
-        with open({str(started)!r}, "a") as f:
-            f.write(os.environ["PYTEST_XDIST_WORKER"] + " " + flavor + "\\n")
+    def __init__(self):
+        self.seen = {{}}
+
+    def get(self, flavor, slot=""):
+        key = flavor + ("-" + slot if slot else "")
+        if key not in self.seen:
+            with open({str(started)!r}, "a") as f:
+                f.write(os.environ["PYTEST_XDIST_WORKER"] + " " + key + "\\n")
+            self.seen[key] = flavor
         return flavor
 
     def stop(self):
@@ -170,11 +177,19 @@ def test_openshift(openshift, i):
 def test_plain(plain, i):
     assert plain == "plain"
 """)
+    (kube / "test_time_admission.py").write_text("""
+import pytest
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_on_the_second_plain_plane(plain, i):
+    assert plain == "plain"
+""")
     res = pytester.runpytest_subprocess(
         "-p",
         "xdist",
         "-n",
-        "2",
+        "3",
         "--dist",
         "loadgroup",
         "-p",
@@ -183,14 +198,12 @@ def test_plain(plain, i):
         str(pytester.path),
         "tests/kube",
     )
-    res.assert_outcomes(passed=10)
+    res.assert_outcomes(passed=14)
     lines = started.read_text().split("\n")[:-1]
-    workers = {
-        flavor: {w for w, f in (x.split() for x in lines) if f == flavor}
-        for flavor in ("openshift", "plain")
-    }
-    assert sorted(x.split()[1] for x in lines) == ["openshift", "plain"], lines  # each plane once
-    assert workers["openshift"] != workers["plain"], lines  # on two workers
+    # each plane once, the second plain one for its module only
+    assert sorted(x.split()[1] for x in lines) == ["openshift", "plain", "plain-2"], lines
+    workers = {plane: w for w, plane in (x.split() for x in lines)}
+    assert len(set(workers.values())) == 3, lines  # on three workers
 
 
 def test_a_unit_test_over_the_budget_is_reported_with_where_its_time_went(

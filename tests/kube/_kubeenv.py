@@ -110,9 +110,11 @@ class Planes:
     def __init__(self) -> None:
         self.started: dict[str, Plane] = {}
 
-    def get(self, flavor: str) -> Plane:
-        if flavor in self.started:
-            return self.started[flavor]
+    def get(self, flavor: str, slot: str = "") -> Plane:
+        """The flavour's plane (``slot``: which one of it, "" the first), started once."""
+        key = flavor + (f"-{slot}" if slot else "")
+        if key in self.started:
+            return self.started[key]
         if not binaries_built():
             pytest.skip(
                 "the kube tier's binaries are not built: `make kube-up` builds them "
@@ -120,13 +122,13 @@ class Planes:
             )
         default = plane.Tier(plane.tier_dir())
         st = plane.status(default)
-        if st["up"] and st.get("flavor") == flavor:
+        if st["up"] and st.get("flavor") == flavor and not slot:
             p = Plane(default, flavor, owned=False)
         else:
-            folder = ROOT / ".mlenv" / f"kube-tests-{flavor}"
+            folder = ROOT / ".mlenv" / f"kube-tests-{key}"
             tier = plane.up(flavor, folder=folder, missing_images=(MISSING_IMAGE,))
             p = Plane(tier, flavor, owned=True)
-        self.started[flavor] = p
+        self.started[key] = p
         return p
 
     def stop(self) -> None:

@@ -1,17 +1,30 @@
 """The kube tier's fixtures (tests/kube/_kubeenv.py says how the planes are started), and
-its schedule: one xdist group per flavour, so that under ``pytest -n 2 --dist loadgroup``
+its schedule: one xdist group per plane, so that under ``pytest -n 3 --dist loadgroup``
 (make test) each worker starts one plane and runs that plane's tests one after another.
-A plane is started in a folder per flavour: two workers starting the same flavour would
-rewrite each other's keys (seen in CI when the groups did not hold)."""
+A plane is started in a folder of its own: two workers starting the same plane would
+rewrite each other's keys (seen in CI when the groups did not hold).
+
+The planes are one per flavour, and a second plain one for the modules in SECOND_PLANE:
+the plain flavour's tests took twice the OpenShift one's time once the tier's kubelet
+made every deploy wait for real readiness probes (the ten-round deploy/teardown loop
+alone 454 s), so the phase waited on one worker while the other two cores' worth idled."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 from _kubeenv import Plane, Planes
 
 FLAVORS = ("openshift", "plain")
+# modules that run on a plane of their own (the flavour's second), as the group's suffix
+SECOND_PLANE = {"test_time_admission.py": "2"}
+
+
+def slot_of(item: pytest.Item) -> str:
+    """Which plane of its flavour a test runs against ("" the first, "2" the second)."""
+    return SECOND_PLANE.get(item.path.name, "")
 
 
 def flavor_of(item: pytest.Item) -> str:
@@ -33,7 +46,9 @@ def flavor_of(item: pytest.Item) -> str:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if item.nodeid.startswith("tests/kube/"):
-            item.add_marker(pytest.mark.xdist_group(f"kube-{flavor_of(item)}"))
+            slot = slot_of(item)
+            group = f"kube-{flavor_of(item)}" + (f"-{slot}" if slot else "")
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
@@ -43,11 +58,16 @@ def planes() -> Iterator[Planes]:
     ps.stop()
 
 
-@pytest.fixture(scope="session")
-def openshift(planes: Planes) -> Plane:
-    return planes.get("openshift")
+def _slot(request: pytest.FixtureRequest) -> str:
+    # one process running every group (no xdist: make kube-test) needs no second plane
+    return slot_of(request.node) if os.environ.get("PYTEST_XDIST_WORKER") else ""
 
 
-@pytest.fixture(scope="session")
-def plain(planes: Planes) -> Plane:
-    return planes.get("plain")
+@pytest.fixture
+def openshift(planes: Planes, request: pytest.FixtureRequest) -> Plane:
+    return planes.get("openshift", _slot(request))
+
+
+@pytest.fixture
+def plain(planes: Planes, request: pytest.FixtureRequest) -> Plane:
+    return planes.get("plain", _slot(request))
