@@ -13,9 +13,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -97,6 +100,19 @@ class Plane:
         pv = self.ok("get", "pvc", "-n", ns, claim, "-o", "jsonpath={.spec.volumeName}").strip()
         assert pv, f"claim {ns}/{claim} is not bound"
         return self.tier.folder / "volumes" / pv
+
+
+def until(what: str, check: Callable[[], Any], seconds: float = 60, step: float = 0.5) -> Any:
+    """``check()``'s first truthy answer within ``seconds``; an AssertionError naming
+    ``what`` and the last answer otherwise."""
+    deadline = time.monotonic() + seconds
+    last = None
+    while time.monotonic() < deadline:
+        last = check()
+        if last:
+            return last
+        time.sleep(step)
+    raise AssertionError(f"{what}: not within {seconds} s (last: {last!r})")
 
 
 def binaries_built() -> bool:

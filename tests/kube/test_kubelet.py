@@ -13,11 +13,13 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
-from _kubeenv import Plane
+from _kubeenv import Plane, until
 
 from mlenv.testing.kube import build, plane
 from mlenv.testing.kube.kubelet import BACKOFF_ANNOTATION
@@ -39,19 +41,17 @@ def _pod(ns: str, name: str, command: list[str], **extra: Any) -> dict:
     }
 
 
-def _until(what: str, check, seconds: float = 60) -> Any:
-    deadline = time.monotonic() + seconds
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.3)
-    raise AssertionError(f"{what}: not within {seconds} s (last: {last!r})")
+def _until(what: str, check: Callable[[], Any], seconds: float = 60) -> Any:
+    return until(what, check, seconds, step=0.3)
 
 
 def _status(p: Plane, ns: str, name: str) -> dict:
     return p.json("get", "pod", "-n", ns, name).get("status") or {}
+
+
+def _in_phase(p: Plane, ns: str, name: str, phase: str) -> dict | None:
+    status = _status(p, ns, name)
+    return status if status.get("phase") == phase else None
 
 
 def _ready(status: dict) -> str:
@@ -108,8 +108,7 @@ def test_the_restart_policy_decides_what_an_ended_command_leaves(plain: Plane) -
     )
     for name, phase, code in (("never-ok", "Succeeded", 0), ("never-bad", "Failed", 7),
                               ("onfailure-ok", "Succeeded", 0)):  # fmt: skip
-        st = _until(f"{name} {phase}", lambda n=name, ph=phase: (s := _status(plain, ns, n))
-                    and s.get("phase") == ph and s)  # fmt: skip
+        st = _until(f"{name} {phase}", partial(_in_phase, plain, ns, name, phase))
         cs = _container(st)
         assert cs["state"]["terminated"]["exitCode"] == code and cs["restartCount"] == 0, cs
         assert _ready(st) == "False", st

@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from _kubeenv import MISSING_IMAGE, Plane
+from _kubeenv import MISSING_IMAGE, Plane, until
 
 from mlenv.testing.kube import build, manifests, pki
 
@@ -68,15 +68,7 @@ def _claim(ns: str, name: str) -> dict:
     }
 
 
-def _wait(what: str, check, seconds: float = 60):
-    deadline = time.monotonic() + seconds
-    last = None
-    while time.monotonic() < deadline:
-        last = check()
-        if last:
-            return last
-        time.sleep(0.5)
-    raise AssertionError(f"{what}: not within {seconds} s (last: {last!r})")
+_wait = until
 
 
 def _running(p: Plane, ns: str, name: str) -> bool:
