@@ -449,9 +449,16 @@ RANGES = (
 )
 
 
-@pytest.mark.parametrize("storage", ["volumeClaimTemplates", "rwx"])
+@pytest.mark.parametrize(
+    "flavor,storage",
+    [
+        ("openshift", "volumeClaimTemplates"),
+        ("openshift", "rwx"),
+        ("plain", "volumeClaimTemplates"),
+    ],
+)
 def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a_peer_it_cannot_reach(
-    openshift: Plane, tmp_path: Path, storage: str
+    flavor: str, storage: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     """§2's launch on the product's main path. Each pod has a network namespace and an
     address of its own (status.podIP, on the plane's bridge) and resolves the others' names
@@ -467,21 +474,25 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     The random-UID path: the namespace carries OpenShift's ranges, so every process of the
     pods (pod init, sshd and the ranks it starts, sync's tar, shell) runs as the range's
     first UID with GID 0, the fsGroup and no capability, with per-pod claims and with RWX
-    ones; the quick profile PASSes over DeepSpeed/ssh and over torchrun."""
+    ones; the quick profile PASSes over DeepSpeed/ssh and over torchrun. On the plain
+    flavour (no SCC, no ranges: the pods run as the image's root) the quick profile over
+    DeepSpeed/ssh PASSes too; its torchrun launch is the rack test's."""
     import os
     import signal
 
-    root, name, ns = _setup(openshift, tmp_path, "launch", user=False)
-    openshift.ok("annotate", "--overwrite", "namespace", ns, *RANGES)
+    p: Plane = request.getfixturevalue(flavor)
+    uid = RANGE_UID if flavor == "openshift" else 0
+    root, name, ns = _setup(p, tmp_path, "launch", user=False)
+    p.ok("annotate", "--overwrite", "namespace", ns, *RANGES)
     if storage == "rwx":
         _config(root, name, storage__mode="rwx", storage__workspace_size="1Gi")
-    _ok(mlenv(root, openshift, "deploy", name, "--mode", "tcp"), "deploy")
-    _ok(mlenv(root, openshift, "sync", name), "sync as the range's UID")
+    _ok(mlenv(root, p, "deploy", name, "--mode", "tcp"), "deploy")
+    _ok(mlenv(root, p, "sync", name), "sync as the range's UID")
     for i in (0, 1):
         who = _ok(
             mlenv(
                 root,
-                openshift,
+                p,
                 "shell",
                 name,
                 "--pod",
@@ -493,12 +504,15 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
             ),
             f"shell in pod {i}",
         )
-        assert who.split("\n")[:2] == [str(RANGE_UID), f"0 {RANGE_UID}"], who
+        if uid:  # the range's UID, GID 0 and the fsGroup restricted-v2 gave
+            assert who.split("\n")[:2] == [str(uid), f"0 {uid}"], who
+        else:  # no SCC on the plain flavour: the image's user
+            assert who.split("\n")[0] == "0", who
         assert f"{name} tcp" in who, who
     pods = ("ml-dev-env-0", "ml-dev-env-1")
     ips = {
-        p: openshift.ok("get", "pod", "-n", ns, p, "-o", "jsonpath={.status.podIP}").strip()
-        for p in pods
+        pod: p.ok("get", "pod", "-n", ns, pod, "-o", "jsonpath={.status.podIP}").strip()
+        for pod in pods
     }
     assert len(set(ips.values())) == 2 and not any(ip.startswith("127.") for ip in ips.values()), (
         ips
@@ -510,7 +524,7 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     while not set(ips.values()) <= set(listed):
         assert time.monotonic() < deadline, f"endpoints {listed}, pods {ips}"
         time.sleep(0.5)
-        listed = openshift.ok(
+        listed = p.ok(
             "get",
             "endpointslices",
             "-n",
@@ -525,10 +539,11 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
         # pod's init and is sshd now; what it said is the pod's log. The range's UID has no
         # passwd entry and the pod's /etc/passwd is not writable: sshd admits it through
         # nss_wrapper
-        said = openshift.ok("logs", "-n", ns, pod)
-        assert f"admits mlenv-{RANGE_UID}" in said and "served by nss_wrapper" in said, said
+        said = p.ok("logs", "-n", ns, pod)
+        if uid:
+            assert f"admits mlenv-{uid}" in said and "served by nss_wrapper" in said, said
         assert (
-            openshift.ok(
+            p.ok(
                 "get",
                 "pod",
                 "-n",
@@ -541,7 +556,7 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
         ), f"pod {i} restarted:\n{said}"
     # the pod's eth0 holds its status.podIP, and pod 0 resolves pod 1's name to pod 1's
     seen = _ok(
-        openshift.run(
+        p.run(
             "exec",
             "-n",
             ns,
@@ -563,29 +578,31 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     suite = ["--options", str(harness / "acceptance_small.json")]
     suite += ["--baseline", str(harness / "baseline_harness.yaml")]
     started = time.monotonic()
-    res = mlenv(root, openshift, "launch", name, "--", "--profile", "quick", *suite, timeout=600)
+    res = mlenv(root, p, "launch", name, "--", "--profile", "quick", *suite, timeout=600)
     took = time.monotonic() - started
     out = res.stdout + res.stderr
     assert res.returncode == 0 and "verdict: PASS" in out, out[-4000:]
     assert "preflight: all 2 peer(s) answer on port 2222" in out, out[-4000:]
     workspace = "workspace-ml-dev-env-0" if storage != "rwx" else "ml-dev-env-workspace"
-    results = sorted((openshift.volume_dir(ns, workspace) / "results").glob("*/results.json"))
+    results = sorted((p.volume_dir(ns, workspace) / "results").glob("*/results.json"))
     assert len(results) == 1, results
-    assert results[0].stat().st_uid == RANGE_UID, results[0].stat()
+    assert results[0].stat().st_uid == uid, results[0].stat()
     doc = json.loads(results[0].read_text())
     assert doc["verdict"] == "PASS", doc["reasons"]
     assert doc["world"]["ranks"] == 2 and doc["world"]["hosts"] == list(pods), doc["world"]
     assert doc.get("profile", "quick") == "quick", doc.get("profile")
     assert sorted(c["rank"] for c in doc["checks"] if c["name"] == "environment") == [0, 1]
     print(
-        f"\n[measured] kube tier ({storage}, UID {RANGE_UID}): mlenv launch (DeepSpeed over ssh, "
+        f"\n[measured] kube tier ({flavor}, {storage}, UID {uid}): mlenv launch (DeepSpeed over ssh, "
         f"2 pods, quick profile): {took:.1f} s; pod addresses {ips}"
     )
+    if flavor == "plain":
+        return  # torchrun on the plain plane: the rack test
     # the ssh-less path of the same profile, as the same UID
     started = time.monotonic()
     res = mlenv(
         root,
-        openshift,
+        p,
         "launch",
         name,
         "--torchrun",
@@ -608,16 +625,14 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     # exec'd it): a stopped one would be restarted by the kubelet, a frozen one is not (its
     # kernel still completes TCP connects from the listen backlog, so the liveness probe
     # passes), which is the case the preflight's banner read exists for.
-    record = json.loads((openshift.pod_dir(ns, pods[1]) / "containers" / "worker.json").read_text())
+    record = json.loads((p.pod_dir(ns, pods[1]) / "containers" / "worker.json").read_text())
     pid = int(record["pid"])
     assert Path(f"/proc/{pid}/comm").read_text().strip() == "sshd"
     os.kill(pid, signal.SIGSTOP)
     try:
         deadline = 6.0
         started = time.monotonic()
-        res = mlenv(
-            root, openshift, "launch", name, "--peer-deadline", f"{deadline:g}", timeout=300
-        )
+        res = mlenv(root, p, "launch", name, "--peer-deadline", f"{deadline:g}", timeout=300)
         took = time.monotonic() - started
     finally:
         os.kill(pid, signal.SIGCONT)
@@ -633,7 +648,7 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     assert took < deadline + 45, took
     # nothing was restarted meanwhile: the frozen sshd is the same process
     assert (
-        openshift.ok(
+        p.ok(
             "get",
             "pod",
             "-n",

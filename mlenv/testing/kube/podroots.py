@@ -78,6 +78,9 @@ ROOT_RECORD = "rootns"
 RETRY_S = 1.0
 # Each watch request's length: the server ends it, and the next starts from the last event.
 WATCH_S = 30
+# How long a namespace's annotations (grace cap, back-off, UID ranges) are taken as read: a
+# test sets them before it creates the namespace's pods, well over this before any delete.
+NOTES_TTL_S = 2.0
 
 
 # The longest grace period the tier gives a deleted pod (MLENV_KUBE_GRACE_S, seconds):
@@ -301,6 +304,9 @@ class Controller:
         self.scale_pending: dict[Key, Obj] = {}
         # each prepared pod's containers' environments (what confine.sh reads), by name
         self.envs: dict[Key, dict[str, dict[str, str]]] = {}
+        # namespace -> (when read, its annotations): namespace_annotations
+        self.notes: dict[str, tuple[float, dict[str, str]]] = {}
+        self.notes_lock = threading.Lock()
         self.kubelet = Kubelet(
             tier, self.kubectl, self.say, self.namespace_cap, self.namespace_annotations
         )
@@ -406,15 +412,25 @@ class Controller:
         return [{"name": k, "value": v} for k, v in out.items()]
 
     def namespace_annotations(self, ns: str) -> dict[str, str] | None:
-        """The namespace's annotations (None when they could not be read)."""
+        """The namespace's annotations (None when they could not be read), read at most
+        once per NOTES_TTL_S: a burst of 500 deletions in one namespace read them once per
+        pod, one kubectl call each, and held every other pod of the plane for 50 s."""
+        now = time.monotonic()
+        with self.notes_lock:  # the kubelet's thread asks too
+            held = self.notes.get(ns)
+            if held is not None and now - held[0] < NOTES_TTL_S:
+                return held[1]
         res = self.kubectl("get", "namespace", ns, "--output=jsonpath={.metadata.annotations}")
         if res.returncode != 0:
             return None
         try:
-            notes = json.loads(res.stdout or "{}")
+            raw = json.loads(res.stdout or "{}")
         except ValueError:
             return None
-        return {str(k): str(v) for k, v in notes.items()} if isinstance(notes, dict) else {}
+        notes = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+        with self.notes_lock:
+            self.notes[ns] = (now, notes)
+        return notes
 
     def identities(self, pod: Obj) -> dict[str, Identity] | None:
         """Each container's identity (identity.pod_identity), by container name; None when
