@@ -475,13 +475,16 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
     pods (pod init, sshd and the ranks it starts, sync's tar, shell) runs as the range's
     first UID with GID 0, the fsGroup and no capability, with per-pod claims and with RWX
     ones; the quick profile PASSes over DeepSpeed/ssh and over torchrun. On the plain
-    flavour (no SCC, no ranges: the pods run as the image's root) the quick profile over
-    DeepSpeed/ssh PASSes too; its torchrun launch is the rack test's."""
+    flavour the quick profile over DeepSpeed/ssh PASSes too (its torchrun launch is the rack
+    test's), as the same non-root UID: no SCC there, the tier gives a pod without runAsUser
+    the namespace's range, standing in for the image's non-root user (the tier's "image"
+    user is root, which the pods' runAsNonRoot would refuse on a real node, and as root
+    pdsh's ssh exits 255)."""
     import os
     import signal
 
     p: Plane = request.getfixturevalue(flavor)
-    uid = RANGE_UID if flavor == "openshift" else 0
+    uid = RANGE_UID
     root, name, ns = _setup(p, tmp_path, "launch", user=False)
     p.ok("annotate", "--overwrite", "namespace", ns, *RANGES)
     if storage == "rwx":
@@ -504,10 +507,7 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
             ),
             f"shell in pod {i}",
         )
-        if uid:  # the range's UID, GID 0 and the fsGroup restricted-v2 gave
-            assert who.split("\n")[:2] == [str(uid), f"0 {uid}"], who
-        else:  # no SCC on the plain flavour: the image's user
-            assert who.split("\n")[0] == "0", who
+        assert who.split("\n")[:2] == [str(uid), f"0 {uid}"], who
         assert f"{name} tcp" in who, who
     pods = ("ml-dev-env-0", "ml-dev-env-1")
     ips = {
@@ -540,8 +540,7 @@ def test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a
         # passwd entry and the pod's /etc/passwd is not writable: sshd admits it through
         # nss_wrapper
         said = p.ok("logs", "-n", ns, pod)
-        if uid:
-            assert f"admits mlenv-{uid}" in said and "served by nss_wrapper" in said, said
+        assert f"admits mlenv-{uid}" in said and "served by nss_wrapper" in said, said
         assert (
             p.ok(
                 "get",
