@@ -4,7 +4,7 @@ its schedule: one xdist group per plane, so that under ``pytest -n 3 --dist load
 A plane is started in a folder of its own: two workers starting the same plane would
 rewrite each other's keys (seen in CI when the groups did not hold).
 
-The planes are one per flavour, and a second plain one for the modules in SECOND_PLANE:
+The planes are one per flavour, and a second plain one for the tests in SECOND_PLAIN:
 the plain flavour's tests took twice the OpenShift one's time once the tier's kubelet
 made every deploy wait for real readiness probes (the ten-round deploy/teardown loop
 alone 454 s), so the phase waited on one worker while the other two cores' worth idled."""
@@ -18,13 +18,21 @@ import pytest
 from _kubeenv import Plane, Planes
 
 FLAVORS = ("openshift", "plain")
-# modules that run on a plane of their own (the flavour's second), as the group's suffix
-SECOND_PLANE = {"test_time_admission.py": "2"}
+# the plain flavour's tests that run on its second plane: whole modules, or one test
+# function (its plain variants) by "module::function"
+SECOND_PLAIN = {
+    "test_time_admission.py",
+    "test_flows.py::test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a_peer_it_cannot_reach",
+}
 
 
 def slot_of(item: pytest.Item) -> str:
     """Which plane of its flavour a test runs against ("" the first, "2" the second)."""
-    return SECOND_PLANE.get(item.path.name, "")
+    if flavor_of(item) != "plain":
+        return ""
+    function = getattr(item, "originalname", item.name)
+    named = {item.path.name, f"{item.path.name}::{function}"}
+    return "2" if named & SECOND_PLAIN else ""
 
 
 def flavor_of(item: pytest.Item) -> str:
