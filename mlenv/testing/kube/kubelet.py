@@ -134,6 +134,11 @@ class Ctr:
     def name(self) -> str:
         return str(self.spec["name"])
 
+    @property
+    def owner(self) -> Path:
+        """The file naming the pod (uid) whose container the record is."""
+        return self.record.parent / f"{self.name}.uid"
+
 
 @dataclass
 class PodRun:
@@ -245,7 +250,7 @@ class Kubelet:
     @staticmethod
     def _owner(ctr: Ctr) -> str:
         try:
-            return (ctr.record.parent / f"{ctr.name}.uid").read_text().strip()
+            return ctr.owner.read_text().strip()
         except OSError:
             return ""
 
@@ -256,6 +261,11 @@ class Kubelet:
         except (OSError, ValueError):
             return None
         return rec if isinstance(rec, dict) else None
+
+    def _confine_env(self, ctr: Ctr) -> dict[str, str]:
+        """The environment of a process confine.sh runs in the container (its command, an
+        exec probe), as kwok's exec gives it."""
+        return {**ctr.env, "MLENV_KUBE_TIER": str(self.tier), "PATH": str(self.tier / "shims")}
 
     def _launch(self, run: PodRun, ctr: Ctr) -> None:
         command = [str(a) for a in ctr.spec.get("command") or []]
@@ -281,12 +291,7 @@ class Kubelet:
                 f.write(f"{stamp()} stdout F {line}\n")
             return
         ctr.record.unlink(missing_ok=True)
-        env = {
-            **ctr.env,
-            "MLENV_KUBE_TIER": str(self.tier),
-            "PATH": str(self.tier / "shims"),
-            "LANG": "C.UTF-8",
-        }
+        env = {**self._confine_env(ctr), "LANG": "C.UTF-8"}
         ctr.shim = subprocess.Popen(
             [
                 sys.executable,
@@ -307,7 +312,7 @@ class Kubelet:
             start_new_session=True,
         )
         # the record names the pod: a pod of the same name later adopts nothing of this one
-        (ctr.record.parent / f"{ctr.name}.uid").write_text(run.uid)
+        ctr.owner.write_text(run.uid)
         self.say(f"{run.ns}/{run.name}: container {ctr.name} started (shim {ctr.shim.pid})")
 
     def _adopt(self, run: PodRun, ctr: Ctr, rec: Obj) -> None:
@@ -465,9 +470,10 @@ class Kubelet:
         elif p.kind == "readiness":
             if ok and p.successes >= need:
                 ctr.ready = True
-        if not ok and p.failures >= probe_field(p.spec, "failureThreshold"):
+        threshold = probe_field(p.spec, "failureThreshold")
+        if not ok and p.failures >= threshold:
             label = p.kind.capitalize()
-            if p.failures == probe_field(p.spec, "failureThreshold"):
+            if p.failures == threshold:
                 self._event(run, "Warning", "Unhealthy", f"{label} probe failed: {why}")
             if p.kind == "readiness":
                 ctr.ready = False
@@ -479,13 +485,12 @@ class Kubelet:
         try:
             if isinstance(probe.get("exec"), dict):
                 cmd = [str(a) for a in probe["exec"].get("command") or []]
-                env = {
-                    **ctr.env,
-                    "MLENV_KUBE_TIER": str(self.tier),
-                    "PATH": str(self.tier / "shims"),
-                }
                 res = subprocess.run(
-                    [self.confine, *cmd], env=env, capture_output=True, timeout=timeout, check=False
+                    [self.confine, *cmd],
+                    env=self._confine_env(ctr),
+                    capture_output=True,
+                    timeout=timeout,
+                    check=False,
                 )
                 out = (res.stdout + res.stderr).decode(errors="replace").strip()[-200:]
                 return res.returncode == 0, out or f"exit {res.returncode}"
@@ -603,7 +608,7 @@ class Kubelet:
             [
                 body["phase"],
                 [(c.get("type"), c.get("status")) for c in body["conditions"]],
-                [{k: v for k, v in cs.items()} for cs in body["containerStatuses"]],
+                body["containerStatuses"],
             ],
             sort_keys=True,
         )

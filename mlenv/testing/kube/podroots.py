@@ -510,15 +510,11 @@ class Controller:
             return False
         # one exec entry per container: each runs as its own identity (the pod's root and
         # mounts are the first container's, as before)
+        envs = self.container_envs(pod, idents)
         execs = [
             {
                 "containers": [c["name"]],
-                "local": {
-                    "envs": [
-                        *self._env(pod, c, idents[c["name"]]),
-                        {"name": "MLENV_KUBE_POD_ROOT", "value": str(folder)},
-                    ]
-                },
+                "local": {"envs": [{"name": k, "value": v} for k, v in envs[c["name"]].items()]},
             }
             for c in spec["containers"]
         ]
@@ -557,7 +553,7 @@ class Controller:
             return False
         self.ips[(ns, name)] = net.ip
         self.unannotated[(ns, name)] = net.ip
-        self.envs[(ns, name)] = self.container_envs(pod, idents)
+        self.envs[(ns, name)] = envs
         self.dirty.add(ns)
         self.say(f"{ns}/{name}: root ready ({len(mounts)} mounts), address {net.ip}")
         return True
