@@ -437,6 +437,33 @@ def log_event(history_root: Path, cluster: str, event: dict[str, Any]) -> Path:
     return path
 
 
+def log_node_event(
+    history_root: Path,
+    cluster: str,
+    run: Run,
+    platform: str,
+    node: str,
+    event: str,
+    at: str,
+    **more: str,
+) -> Path:
+    """One node's quarantine or release as an event line (log_event): the run, platform,
+    node, event and time, then what only that event says (its note, why it was released)."""
+    return log_event(
+        history_root,
+        cluster,
+        {
+            "run_id": run.run_id,
+            "cluster": cluster,
+            "platform": platform,
+            "node": node,
+            "event": event,
+            "at": at,
+            **more,
+        },
+    )
+
+
 # --- acting -------------------------------------------------------------------------------
 
 
@@ -500,18 +527,8 @@ def apply(
     def done(t: Target) -> None:
         at = now_iso()
         rec.nodes[t.node].update({"state": "applied", "applied_at": at})
-        log_event(
-            history_root,
-            cluster,
-            {
-                "run_id": run.run_id,
-                "cluster": cluster,
-                "platform": marker.kind,
-                "node": t.node,
-                "event": "quarantine",
-                "at": at,
-                "note": t.note,
-            },
+        log_node_event(
+            history_root, cluster, run, marker.kind, t.node, "quarantine", at, note=t.note
         )
         out.done.append(t.node)
 
@@ -664,18 +681,8 @@ def _release_nodes(
         rec.nodes[t.node].update(
             {"state": "released", "released_at": at, "released_because": why_released}
         )
-        log_event(
-            history_root,
-            cluster,
-            {
-                "run_id": run.run_id,
-                "cluster": cluster,
-                "platform": marker.kind,
-                "node": t.node,
-                "event": "release",
-                "at": at,
-                "because": why_released,
-            },
+        log_node_event(
+            history_root, cluster, run, marker.kind, t.node, "release", at, because=why_released
         )
         out.done.append(t.node)
 
