@@ -6,6 +6,7 @@ They back ``mlenv url`` and ``mlenv gpu-info`` (``make vscode`` / ``make jupyter
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 
 from mlenv.cluster.api import ClusterClient
@@ -90,41 +91,19 @@ class GpuRow:
     error: str = ""
 
 
-def gpu_table(
-    cfg: ClusterConfig, client: ClusterClient, *, workers: int | None = None
-) -> list[GpuRow]:
-    """``nvidia-smi`` on every Running worker pod at once, one row per GPU."""
-    pods = [p.name for p in worker_pods(cfg, client) if p.phase == "Running"]
-    if not pods:
-        raise InfraError(f"no running pods of {cfg.name} in {cfg.namespace}: deploy first")
-
-    def ask(pod: str) -> list[GpuRow]:
-        try:
-            res = client.exec(pod, cfg.namespace, GPU_QUERY, check=False, timeout=30)
-        except InfraError as e:
-            return [GpuRow(pod, error=str(e).splitlines()[0])]
-        if res.returncode != 0:
-            why = (res.stderr or res.stdout).strip().splitlines()
-            return [
-                GpuRow(
-                    pod,
-                    error=f"nvidia-smi exit {res.returncode}: {why[-1] if why else 'no output'}",
-                )
-            ]
-        rows = []
-        for line in res.stdout.splitlines():
-            cols = [c.strip() for c in line.split(",")]
-            if len(cols) == 5:
-                rows.append(GpuRow(pod, *cols))
-        return rows or [GpuRow(pod, error="nvidia-smi listed no GPU")]
-
-    return [row for rows in bounded_map(ask, pods, bound=workers) for row in rows]
-
-
 # upstream's `make gpu-info` also showed the GPU topology and the InfiniBand ports.
 TOPO = ["nvidia-smi", "topo", "-m"]
 IBSTAT = ["ibstat"]
 NOT_FOUND_RC = 127  # exec: the binary is not in the image
+# The three commands, in this order, in one exec per pod (three execs per pod were
+# three client processes and API streams each: 3.5x kubectl's one exec at 32 pods).
+GPU_COMMANDS = (GPU_QUERY, TOPO, IBSTAT)
+# Runs each command with its errors in its output, then a line "MARK STATUS" that ends
+# its section; MARK is $1, a fresh random word per call, so no command's output can end
+# a section early. Every command is fixed text here: nothing of the caller's is in it.
+GPU_SCRIPT = 'm="$1"\n' + "".join(
+    f'{" ".join(argv)} 2>&1; printf \'\\n%s %s\\n\' "$m" "$?"\n' for argv in GPU_COMMANDS
+)
 
 
 @dataclass(frozen=True)
@@ -137,33 +116,89 @@ class PodSection:
     note: str = ""
 
 
-def gpu_sections(
+@dataclass(frozen=True)
+class CommandOutput:
+    """What one of :data:`GPU_COMMANDS` printed (stdout and stderr together) and its status."""
+
+    returncode: int
+    output: str
+
+
+def split_sections(stdout: str, mark: str, count: int) -> list[CommandOutput] | None:
+    """The outputs of :data:`GPU_SCRIPT`'s commands, in order; None unless exactly
+    ``count`` sections, each ended by its ``MARK STATUS`` line, came back."""
+    found: list[CommandOutput] = []
+    lines: list[str] = []
+    for line in stdout.split("\n"):
+        head, _, rc = line.partition(" ")
+        if head == mark and rc.isdigit():
+            # the text before the printf's leading newline: the command's output, exactly
+            found.append(CommandOutput(int(rc), "\n".join(lines)))
+            lines = []
+        else:
+            lines.append(line)
+    return found if len(found) == count else None
+
+
+def _last_line(text: str) -> str:
+    lines = text.strip().splitlines()
+    return lines[-1] if lines else "no output"
+
+
+def _gpu_rows(pod: str, out: CommandOutput) -> list[GpuRow]:
+    if out.returncode != 0:
+        return [GpuRow(pod, error=f"nvidia-smi exit {out.returncode}: {_last_line(out.output)}")]
+    rows = []
+    for line in out.output.splitlines():
+        cols = [c.strip() for c in line.split(",")]
+        if len(cols) == 5:
+            rows.append(GpuRow(pod, *cols))
+    return rows or [GpuRow(pod, error="nvidia-smi listed no GPU")]
+
+
+def _section(pod: str, argv: list[str], out: CommandOutput) -> PodSection:
+    title = " ".join(argv)
+    if out.returncode == NOT_FOUND_RC and argv is IBSTAT:
+        return PodSection(pod, title, note="not in the image (no InfiniBand tools)")
+    if out.returncode != 0:
+        return PodSection(pod, title, note=f"exit {out.returncode}: {_last_line(out.output)}")
+    return PodSection(pod, title, text=out.output.rstrip("\n"))
+
+
+def gpu_report(
     cfg: ClusterConfig, client: ClusterClient, *, workers: int | None = None
-) -> list[PodSection]:
-    """``nvidia-smi topo -m`` and ``ibstat`` (when the image has it) on every Running
-    worker pod, in pod order."""
+) -> tuple[list[GpuRow], list[PodSection]]:
+    """``nvidia-smi`` on every Running worker pod at once, one row per GPU, and each pod's
+    ``nvidia-smi topo -m`` and ``ibstat`` (when the image has it), in pod order: one read
+    of the pods and one exec per pod (:data:`GPU_SCRIPT`) through the bounded pool."""
     pods = [p.name for p in worker_pods(cfg, client) if p.phase == "Running"]
+    if not pods:
+        raise InfraError(f"no running pods of {cfg.name} in {cfg.namespace}: deploy first")
 
-    def ask(pod: str) -> list[PodSection]:
-        out = []
-        for argv in (TOPO, IBSTAT):
-            title = " ".join(argv)
-            try:
-                res = client.exec(pod, cfg.namespace, argv, check=False, timeout=30)
-            except InfraError as e:
-                out.append(PodSection(pod, title, note=str(e).splitlines()[0]))
-                continue
-            if res.returncode == NOT_FOUND_RC and argv is IBSTAT:
-                out.append(PodSection(pod, title, note="not in the image (no InfiniBand tools)"))
-            elif res.returncode != 0:
-                why = (res.stderr or res.stdout).strip().splitlines()
-                out.append(
-                    PodSection(
-                        pod, title, note=f"exit {res.returncode}: {why[-1] if why else 'no output'}"
-                    )
-                )
-            else:
-                out.append(PodSection(pod, title, text=res.stdout.rstrip("\n")))
-        return out
+    def ask(pod: str) -> tuple[list[GpuRow], list[PodSection]]:
+        mark = f"mlenv-{secrets.token_hex(8)}"
+        argv = ["sh", "-c", GPU_SCRIPT, "sh", mark]
+        try:
+            res = client.exec(pod, cfg.namespace, argv, check=False, timeout=60)
+        except InfraError as e:
+            why = str(e).splitlines()[0]
+        else:
+            outs = split_sections(res.stdout, mark, len(GPU_COMMANDS))
+            if outs is not None:
+                query, topo, ibstat = outs
+                return _gpu_rows(pod, query), [
+                    _section(pod, TOPO, topo),
+                    _section(pod, IBSTAT, ibstat),
+                ]
+            # sh itself did not run the script (no sh in the image, the exec refused)
+            why = f"exit {res.returncode}: {_last_line(res.stderr or res.stdout)}"
+        return [GpuRow(pod, error=why)], [
+            PodSection(pod, " ".join(argv), note=why) for argv in (TOPO, IBSTAT)
+        ]
 
-    return [sec for secs in bounded_map(ask, pods, bound=workers) for sec in secs]
+    rows: list[GpuRow] = []
+    sections: list[PodSection] = []
+    for pod_rows, pod_sections in bounded_map(ask, pods, bound=workers):
+        rows += pod_rows
+        sections += pod_sections
+    return rows, sections

@@ -481,11 +481,10 @@ class KubernetesPlatform(Platform):
         return to_yaml(found)
 
     def gpu_info(self, cfg: Cluster, s: Session) -> int:
-        from mlenv.cluster.devloop import gpu_sections, gpu_table
+        from mlenv.cluster.devloop import gpu_report
 
         with s.client() as client:
-            rows = gpu_table(cfg, client)
-            sections = gpu_sections(cfg, client)  # upstream's topo -m and ibstat
+            rows, sections = gpu_report(cfg, client)  # with upstream's topo -m and ibstat
         failed = EXIT_ERROR if any(r.error for r in rows) else EXIT_OK
         if s.output:
             s.emit(

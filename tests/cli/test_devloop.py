@@ -133,3 +133,18 @@ def test_gpu_info_shows_topology_and_ibstat_when_present(tmp_path, monkeypatch) 
     assert f"== ml-dev-env-0: ibstat\n{IBSTAT_OUT}\n" in r.output
     assert f"== ml-dev-env-1: nvidia-smi topo -m\n{TOPO_OUT}\n" in r.output
     assert "== ml-dev-env-1: ibstat: not in the image (no InfiniBand tools)" in r.output
+
+
+def test_gpu_info_asks_each_pod_once(tmp_path, monkeypatch) -> None:
+    """The query, topo -m and ibstat in one exec per pod (three were three client processes
+    and API streams per pod: 3.5x kubectl's one exec per pod at 32 pods)."""
+    state = deployed(tmp_path, monkeypatch)
+    before = len(FakeCluster.load(str(state)).calls)
+    r = run(["gpu-info", "barcelona"], state, monkeypatch)
+    assert r.exit_code == 3, r.output  # the fake's pods have no nvidia-smi
+    calls = FakeCluster.load(str(state)).calls[before:]
+    execs = [c[1] for c in calls if c[0] == "exec"]
+    assert sorted(execs) == ["ml-dev-env-0", "ml-dev-env-1"], calls
+    # each pod's three commands are still three answers, each saying why
+    assert r.output.count("executable file not found") == 4, r.output  # query, topo -m
+    assert r.output.count("ibstat: not in the image") == 2, r.output

@@ -19,7 +19,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from mlenv.cluster import fetch, treehash
+from mlenv.cluster import devloop, fetch, treehash
 from mlenv.cluster.api import (
     ApiError,
     ExecFailed,
@@ -180,6 +180,8 @@ class Pods(Controllers):
             and args[2] in (fetch.RUNS_SCRIPT, fetch.PACK_SCRIPT)
         ):
             res = self._read_only_script(obj, args)
+        elif len(args) == 5 and args[:3] == ("sh", "-c", devloop.GPU_SCRIPT):
+            res = self._gpu_script(obj, pod, args, stdin, limit)
         elif args[:3] == POD and args[3:5] == ("run-torchrun", "--detach"):
             res = self._start_detached(pod, args, limit)
         elif args[:3] == POD and args[3:4] in (("run-follow",), ("run-state",), ("run-stop",)):
@@ -208,6 +210,17 @@ class Pods(Controllers):
                     str(resp.get("stderr", "")),
                 )
         return res
+
+    def _gpu_script(
+        self, obj: Manifest, pod: str, args: tuple[str, ...], stdin: str | None, limit: float
+    ) -> ExecResult:
+        """gpu-info's one exec: each of its commands as the fake answers that command alone,
+        framed as the script frames them (output and errors together, then ``MARK STATUS``)."""
+        out = []
+        for argv in devloop.GPU_COMMANDS:
+            one = self._run_in(obj, pod, tuple(argv), stdin, limit)
+            out.append(f"{one.stdout}{one.stderr}\n{args[4]} {one.returncode}\n")
+        return ExecResult(args, 0, "".join(out), "")
 
     def _scripted(self, pod: str, line: str) -> dict[str, Any] | None:
         """The scripted response for the command line ``line`` in ``pod``: the pod's own
