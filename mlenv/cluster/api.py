@@ -499,6 +499,23 @@ class ClusterClient(Protocol):
         ExecFailed). ExecTimeout as for :meth:`exec`."""
         ...
 
+    def copy_listed(
+        self,
+        local_dir: str,
+        pod: str,
+        namespace: str,
+        remote_dir: str,
+        *,
+        listing: Sequence[str],
+        exclude: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> tuple[str, str] | None:
+        """:meth:`rsync` in one stream per pod: ``listing`` (an argument list) run in the
+        pod before the copy and again after it, in the copy's own exec; their outputs
+        (before, after). None when the client cannot do it in one stream and copy every
+        file (oc's rsync copies only what changed: the caller lists, then copies)."""
+        ...
+
     def logs(
         self,
         pod: str,

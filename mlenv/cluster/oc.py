@@ -33,6 +33,7 @@ import json
 import math
 import os
 import re
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -315,6 +316,12 @@ def kubelet_unreachable(stderr: str) -> str | None:
 # The copy and the command after it in one exec: the folder is $1, the command the rest of
 # the arguments; a failed unpack runs nothing.
 _UNPACK_THEN = 'tar -x -f - -C "$1" && shift && exec "$@"'
+# copy_listed's one stream: the listing ("$@", kept off the tar stream), a line with the
+# caller's random mark, the unpack, the listing again; $1 the folder, $2 the mark.
+_LIST_UNPACK_LIST = (
+    'd="$1"; m="$2"; shift 2; "$@" </dev/null || exit; printf \'\\n%s\\n\' "$m"; '
+    'tar -x -f - -C "$d" && exec "$@"'
+)
 
 
 def tar_pack(local_dir: str, tar: str = "tar") -> tuple[list[str], bytes]:
@@ -1200,10 +1207,44 @@ class OcCluster:
             if rc != 0:
                 raise classify(err or out, "Pod", pod)
             return self.exec(pod, namespace, then, timeout=timeout).stdout if then else ""
-        tar, listing = tar_pack(local_dir)
         unpack = ["tar", "-x", "-f", "-", "-C", remote_dir]
         if then:
             unpack = ["sh", "-c", _UNPACK_THEN, "sh", remote_dir, *then]
+        out = self._tar_into(local_dir, pod, namespace, unpack, limit)
+        return out if then else ""
+
+    def copy_listed(
+        self,
+        local_dir: str,
+        pod: str,
+        namespace: str,
+        remote_dir: str,
+        *,
+        listing: Sequence[str],
+        exclude: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> tuple[str, str] | None:
+        """kubectl: ``listing``, the tar stream's unpack and ``listing`` again in one exec
+        (``sh -c`` with every value a positional argument); oc: None (``oc rsync`` copies
+        only what changed, by a process of its own: the caller lists first)."""
+        if self.is_oc:
+            return None
+        limit = self._limit(timeout)
+        argv.abs_path(remote_dir, "remote directory")
+        mark = f"mlenv-{secrets.token_hex(8)}"
+        script = ["sh", "-c", _LIST_UNPACK_LIST, "sh", remote_dir, mark, *listing]
+        out = self._tar_into(local_dir, pod, namespace, script, limit)
+        before, sep, after = out.partition(f"\n{mark}\n")
+        if not sep:
+            raise InfraError(f"{pod}: the copy's stream ended before its listing: {out[-200:]!r}")
+        return before, after
+
+    def _tar_into(
+        self, local_dir: str, pod: str, namespace: str, unpack: builtins.list[str], limit: float
+    ) -> str:
+        """The local tar of ``local_dir`` (:func:`tar_pack`) streamed into ``unpack`` run
+        in the pod by ``exec -i``; its output."""
+        tar, listing = tar_pack(local_dir)
         remote = [*self._base(namespace), *argv.kube_exec(pod, unpack, ["-i"])]
         try:
             with subprocess.Popen(
@@ -1231,7 +1272,7 @@ class OcCluster:
             )
         if proc.returncode != 0:
             raise classify(proc.stderr.decode(errors="replace"), "Pod", pod)
-        return proc.stdout.decode(errors="replace") if then else ""
+        return proc.stdout.decode(errors="replace")
 
     def logs(
         self,

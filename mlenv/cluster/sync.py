@@ -15,10 +15,13 @@ lists what would change, per pod, and changes nothing.
 
 The plan and the check both come from a listing of the pod's tree (path → sha256,
 :data:`~mlenv.cluster.treehash.LIST_SCRIPT` run through exec), so the oc and kubectl
-clients behave the same and the fake cluster can model it faithfully. The check's listing
-of a pod that was copied to is taken by the copy's own exec (kubectl: one stream that
-unpacks, then lists), and a pod that needed nothing is proven by its plan's listing: a
-first sync is two processes per pod (list, copy and list), a sync with nothing to do one.
+clients behave the same and the fake cluster can model it faithfully. kubectl copies by a
+tar stream of every file anyway, so there a sync is one exec per pod: the listing before
+(the plan the summary reports), the unpack, the listing after (the check), as
+:meth:`~mlenv.cluster.api.ClusterClient.copy_listed`. oc rsync copies only what changed,
+so there the plan comes first, by a listing of its own: a first sync is two processes per
+pod (list; copy and list), a sync with nothing to do one. ``--delete`` and ``--dry-run``
+plan first on both.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from mlenv.cluster import treehash
-from mlenv.cluster.api import ClusterClient
+from mlenv.cluster.api import ClusterClient, PodView
 from mlenv.cluster.deploy import worker_pods
 from mlenv.cluster.pool import bounded_map
 from mlenv.config.model import Cluster as ClusterConfig
@@ -147,6 +150,38 @@ def sync(
     local = treehash.local_listing(local_dir)
     want = treehash.listing_digest(local)
 
+    shared = " (shared rwx volume)" if cfg.storage.mode == "rwx" else ""
+    # What each pod holds once its copy is done, where that is already known without
+    # another exec: the pod's tree listed by the copy's own exec, or the plan's listing of
+    # a pod that needed nothing. A pod that shares another's rwx volume, or had files
+    # deleted after its copy, is listed again.
+    after: dict[str, dict[str, str]] = {}
+    if not dry_run and not delete:
+        # one stream per pod where the client copies every file anyway (kubectl's tar):
+        # the listing before (the plan, for the summary), the copy, the listing after
+        # (the check), all in one exec; oc rsync answers None and is planned as below
+        def stream(pod: str) -> PodPlan | None:
+            got = client.copy_listed(
+                local_dir,
+                pod,
+                cfg.namespace,
+                REMOTE_DIR,
+                listing=_LIST,
+                exclude=list(treehash.RSYNC_EXCLUDES),
+                timeout=timeout,
+            )
+            if got is None:
+                return None
+            after[pod] = _parse_listing(pod, got[1])
+            return plan_pod(pod, local, _parse_listing(pod, got[0]), delete=False)
+
+        streamed = bounded_map(stream, targets, bound=workers, progress=say, what="synced")
+        if all(pl is not None for pl in streamed):
+            plans = [pl for pl in streamed if pl is not None]
+            for pl in plans:
+                say(pl.summary() + shared)
+            return _verify(cfg, client, pods, local, want, after, plans, workers, timeout, say)
+
     planned: dict[str, dict[str, str]] = {}
 
     def plan(pod: str) -> PodPlan:
@@ -154,7 +189,6 @@ def sync(
         return plan_pod(pod, local, planned[pod], delete=delete)
 
     plans = bounded_map(plan, targets, bound=workers, progress=say, what="listed")
-    shared = " (shared rwx volume)" if cfg.storage.mode == "rwx" else ""
     if dry_run:
         for pl in plans:
             say(f"dry run: {pl.summary()}{shared}")
@@ -162,12 +196,6 @@ def sync(
                 for rel in paths:
                     say(f"  {mark} {treehash.shown(rel)}")
         return SyncReport([], [], want, plans, dry_run=True)
-
-    # What each pod holds once its copy is done, where that is already known without
-    # another exec: the pod's tree listed by the copy's own exec, or the plan's listing of
-    # a pod that needed nothing. A pod that shares another's rwx volume, or had files
-    # deleted after its copy, is listed again.
-    after: dict[str, dict[str, str]] = {}
 
     def copy(pl: PodPlan) -> str:
         if pl.add or pl.update:
@@ -195,9 +223,26 @@ def sync(
             )
         return pl.pod
 
-    copied = bounded_map(copy, plans, bound=workers, progress=say, what="synced")
+    bounded_map(copy, plans, bound=workers, progress=say, what="synced")
     for pl in plans:
         say(pl.summary() + shared)
+    return _verify(cfg, client, pods, local, want, after, plans, workers, timeout, say)
+
+
+def _verify(
+    cfg: ClusterConfig,
+    client: ClusterClient,
+    pods: list[PodView],
+    local: dict[str, str],
+    want: str,
+    after: dict[str, dict[str, str]],
+    plans: list[PodPlan],
+    workers: int | None,
+    timeout: float | None,
+    say: Say,
+) -> SyncReport:
+    """Every pod holds every local file (``after``: listings already taken; the others are
+    listed now); SyncMismatch naming what is missing where."""
 
     def check(pod: str) -> tuple[str, list[str]]:
         remote = after[pod] if pod in after else _listing(client, cfg, pod, timeout)
@@ -219,7 +264,7 @@ def sync(
         f"verified {len(got)} pod(s): all {want.split()[0]} local files present "
         f"(sha256 {want.split()[1][:16]}…)"
     )
-    return SyncReport(copied, [p for p, _ in got], want, plans)
+    return SyncReport([pl.pod for pl in plans], [p for p, _ in got], want, plans)
 
 
 def tree_mtimes(root: str) -> dict[str, tuple[int, int]]:

@@ -395,3 +395,29 @@ def test_the_copy_and_its_listing_are_one_exec(pod, tmp_path) -> None:
     assert len((tmp_path / "log").read_text().splitlines()) == 1
     assert (pod / "sub" / "$(touch PWNED).txt").read_text() == "x"
     assert list(tmp_path.rglob("PWNED")) == []
+
+
+def test_the_listing_before_the_copy_and_after_it_are_one_exec(pod, tmp_path) -> None:
+    """kubectl's sync is one stream per pod: the pod's tree before the copy (the plan,
+    for the summary), the copy, the tree after it (the check). The folder, the mark and
+    the command are arguments of ``sh -c``, never part of its script; a file the pod had
+    is kept."""
+    ws = tmp_path / "ws"
+    (ws / "sub").mkdir(parents=True)
+    (ws / "a.py").write_text("print(1)\n")
+    (ws / "sub" / "$(touch PWNED).txt").write_text("x")
+    (pod / "old.txt").write_text("kept")
+    listing = ("python3", "-c", treehash.LIST_SCRIPT, "/workspace")
+    got = OcCluster().copy_listed(str(ws), "ml-dev-env-0", "ns", "/workspace", listing=listing)
+    assert got is not None
+    before, after = (json.loads(x) for x in got)
+    assert list(before) == ["old.txt"]
+    assert after == {**treehash.local_listing(str(ws)), "old.txt": before["old.txt"]}
+    assert len((tmp_path / "log").read_text().splitlines()) == 1
+    assert (pod / "sub" / "$(touch PWNED).txt").read_text() == "x"
+    assert list(tmp_path.rglob("PWNED")) == []
+    # oc rsync copies only what changed: it is planned by a listing of its own
+    assert (
+        OcCluster(binary="oc").copy_listed(str(ws), "p", "ns", "/workspace", listing=listing)
+        is None
+    )

@@ -392,8 +392,13 @@ class Pods(Controllers):
         obj = self._running_pod(pod, namespace)
         self._require("create", "pods/exec", "Pod", pod)
         self.calls.append(["rsync", pod, local_dir, remote_dir, *then])
-        if pod in self.rsync_failures:
-            return self._then(obj, pod, then, timeout)
+        if pod not in self.rsync_failures:
+            self._copy_into(obj, local_dir, remote_dir, exclude)
+        return self._then(obj, pod, then, timeout)
+
+    def _copy_into(
+        self, obj: Manifest, local_dir: str, remote_dir: str, exclude: Sequence[str]
+    ) -> None:
         vid, rel = self._volume_for(obj, remote_dir.rstrip("/"))
         vol = self.volumes.setdefault(vid, {})
         pre = f"{rel}/" if rel else ""
@@ -404,7 +409,29 @@ class Pods(Controllers):
         }
         for p, d in files.items():
             vol[p] = base64.b64encode(d).decode()
-        return self._then(obj, pod, then, timeout)
+
+    def copy_listed(
+        self,
+        local_dir: str,
+        pod: str,
+        namespace: str,
+        remote_dir: str,
+        *,
+        listing: Sequence[str],
+        exclude: Sequence[str] = (),
+        timeout: float | None = None,
+    ) -> tuple[str, str] | None:
+        """As kubectl does it: ``listing``, the copy, ``listing`` again, in one call (the
+        fake's ``one_stream_copy = False`` answers None, as oc does)."""
+        if not self.one_stream_copy:
+            return None
+        obj = self._running_pod(pod, namespace)
+        self._require("create", "pods/exec", "Pod", pod)
+        self.calls.append(["copy_listed", pod, local_dir, remote_dir, *listing])
+        before = self._then(obj, pod, listing, timeout)
+        if pod not in self.rsync_failures:
+            self._copy_into(obj, local_dir, remote_dir, exclude)
+        return before, self._then(obj, pod, listing, timeout)
 
     def _then(self, obj: Manifest, pod: str, then: Sequence[str], timeout: float | None) -> str:
         """``rsync``'s command after the copy: in the copy's own call, as kubectl runs it."""

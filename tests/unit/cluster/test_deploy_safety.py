@@ -297,22 +297,28 @@ def test_watch_resyncs_a_changed_file_without_sleeping(barcelona, fake_for, tmp_
         assert fake.pod_files(pod, barcelona.namespace, "/workspace") == {"train.py": b"v2-longer"}
 
 
-def test_rwx_copies_once_and_checks_every_pod(fake_for, tmp_path) -> None:
+@pytest.mark.parametrize("one_stream", [True, False], ids=["kubectl", "oc"])
+def test_rwx_copies_once_and_checks_every_pod(fake_for, tmp_path, one_stream) -> None:
     cfg = load("nerc-tcp", ROOT)
     assert cfg.storage.mode == "rwx"
     fake = fake_for(cfg)
+    fake.one_stream_copy = one_stream
     deploy(cfg, DeployOptions(mode="tcp", timeout=60), fake)
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.py").write_text("a")
     fake.calls.clear()
     rep = sync(cfg, fake, str(ws))
-    assert [c[:2] for c in fake.calls if c[0] == "rsync"] == [["rsync", "ml-dev-env-0"]]
-    # one listing to plan the copy (pod-0 holds the shared volume); pod-0's check is the
-    # listing its copy's own call made, every other pod is listed once to check it
-    (copy,) = [c for c in fake.calls if c[0] == "rsync"]
+    verb = "copy_listed" if one_stream else "rsync"
+    assert [c[:2] for c in fake.calls if c[0] in ("rsync", "copy_listed")] == [
+        [verb, "ml-dev-env-0"]
+    ]
+    # pod-0 holds the shared volume: kubectl lists, copies and lists again in one stream;
+    # oc lists to plan its copy first. pod-0's check is the listing its copy's own call
+    # made, every other pod is listed once to check it
+    (copy,) = [c for c in fake.calls if c[0] == verb]
     assert copy[4:] == ["python3", "-c", treehash.LIST_SCRIPT, "/workspace"]
-    checks = [c[1] for c in fake.calls if c[0] == "exec"][1:]
+    checks = [c[1] for c in fake.calls if c[0] == "exec"][0 if one_stream else 1 :]
     n = cfg.gpus.default_nodes
     assert checks == [f"ml-dev-env-{i}" for i in range(1, n)]
     assert rep.copied == ["ml-dev-env-0"] and rep.verified == [f"ml-dev-env-{i}" for i in range(n)]

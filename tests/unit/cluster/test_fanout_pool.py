@@ -113,7 +113,7 @@ def test_sync_holds_mlenv_fanout(local_cfg, fake_for, tmp_path, monkeypatch) -> 
     (tmp_path / "a.py").write_text("x = 1\n")
     lock = threading.Lock()
     state = {"now": 0, "peak": 0}
-    inner_exec, inner_rsync = fake.exec, fake.rsync
+    inner_exec, inner_rsync, inner_stream = fake.exec, fake.rsync, fake.copy_listed
 
     def counted(fn):
         def call(*args, **kwargs):
@@ -130,6 +130,7 @@ def test_sync_holds_mlenv_fanout(local_cfg, fake_for, tmp_path, monkeypatch) -> 
 
     monkeypatch.setattr(fake, "exec", counted(inner_exec))
     monkeypatch.setattr(fake, "rsync", counted(inner_rsync))
+    monkeypatch.setattr(fake, "copy_listed", counted(inner_stream))
     monkeypatch.setenv("MLENV_FANOUT", "2")
     said: list[str] = []
     sync(local_cfg, fake, str(tmp_path), say=said.append)
@@ -185,3 +186,37 @@ def test_status_reads_the_workload_object_once(barcelona, fake_for, monkeypatch)
     sts = inner("StatefulSet", rep.name, barcelona.namespace)
     assert rep.desired == sts["spec"]["replicas"] > 0
     assert rep.ready == int((sts.get("status") or {}).get("readyReplicas") or 0)
+
+
+@pytest.mark.parametrize("one_stream", [True, False], ids=["kubectl", "oc"])
+def test_a_sync_is_one_call_per_pod_where_the_client_streams(
+    local_cfg, fake_for, tmp_path, one_stream
+) -> None:
+    """kubectl copies every file by a tar stream anyway: the listing before, the copy and
+    the listing after are one exec per pod (two processes per pod were 2.7x kubectl's one
+    copy per pod at 32 pods). oc rsync copies only what changed, so it is still planned by
+    a listing first; a second sync with nothing to do is then one listing per pod."""
+    from mlenv.cluster.deploy import DeployOptions, deploy
+    from mlenv.cluster.sync import sync
+
+    n = 4
+    fake = fake_for(local_cfg, nodes=n)
+    fake.one_stream_copy = one_stream
+    deploy(local_cfg, DeployOptions(mode="tcp", timeout=60, nodes=n), fake)
+    (tmp_path / "a.py").write_text("x = 1\n")
+    for round_ in (1, 2):
+        fake.calls.clear()
+        rep = sync(local_cfg, fake, str(tmp_path))
+        per_pod = [c[:2] for c in fake.calls]
+        pods = [f"ml-dev-env-{i}" for i in range(n)]
+        if one_stream:
+            assert sorted(per_pod) == [["copy_listed", p] for p in pods], per_pod
+        elif round_ == 1:
+            assert sorted(per_pod) == sorted(
+                [["exec", p] for p in pods] + [["rsync", p] for p in pods]
+            ), per_pod
+        else:
+            assert sorted(per_pod) == [["exec", p] for p in pods], per_pod
+        assert rep.verified == pods
+        added = 1 if round_ == 1 else 0
+        assert [len(pl.add) for pl in rep.plans] == [added] * n
