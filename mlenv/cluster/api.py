@@ -414,6 +414,15 @@ class ClusterClient(Protocol):
         means cluster-scoped kinds, or every namespace for a namespaced kind."""
         ...
 
+    def list_many(
+        self, kinds: Sequence[str], namespace: str, selector: dict[str, str] | None = None
+    ) -> dict[str, builtins.list[Manifest]]:
+        """:meth:`list` of several namespaced kinds at once, by kind (every kind asked is a
+        key). OcCluster asks in one process (``get K1,K2 -l … -o json``), and each kind
+        alone when that call fails by itself, so a refusal is the one :meth:`list` of its
+        kind meets; Unreachable raises."""
+        ...
+
     def delete(
         self,
         kind: str,

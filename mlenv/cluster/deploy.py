@@ -1161,7 +1161,9 @@ class PodSplit:
     live: Manifest | None = None
 
 
-def split_pods(cfg: ClusterConfig, client: ClusterClient) -> PodSplit:
+def split_pods(
+    cfg: ClusterConfig, client: ClusterClient, listed: dict[str, list[Manifest]] | None = None
+) -> PodSplit:
     """Every pod carrying this instance's labels, split into :class:`PodSplit`.
 
     labels alone are not ownership: anyone who may create pods in the namespace can
@@ -1169,10 +1171,17 @@ def split_pods(cfg: ClusterConfig, client: ClusterClient) -> PodSplit:
     this instance's workload object controls (its controller ownerReference carries the
     object's uid) with one of the pod names the workload runs now (:meth:`Workload.ranks`,
     ``<sts>-<i>`` with ``0 <= i < spec.replicas`` for the StatefulSet); pod names are
-    unique, so a neighbour cannot take one while ours exists."""
-    labelled = client.list("Pod", cfg.namespace, instance_selector(cfg.name))
+    unique, so a neighbour cannot take one while ours exists.
+
+    The workload object and the pods are read in one list of both kinds by this
+    instance's labels (the object by its name among them: what :func:`_our_workload`
+    reads by name and label), or taken from ``listed`` (kind → objects, read by the same
+    selector) by a caller that lists more kinds at once."""
     wl = workload(cfg)
-    sts = _our_workload(cfg, client)
+    if listed is None:
+        listed = client.list_many([wl.kind, "Pod"], cfg.namespace, instance_selector(cfg.name))
+    labelled = listed["Pod"]
+    sts = next((o for o in listed[wl.kind] if o["metadata"].get("name") == wl.name), None)
     names = wl.ranks(sts) if sts is not None else {}
     split = PodSplit([], [], [], live=sts)
     for p in labelled:

@@ -97,13 +97,15 @@ def status(cfg: ClusterConfig, client: ClusterClient) -> StatusReport:
     # name that is not this instance's counts as none, as its pods are no workers.
     from mlenv.cluster.deploy import split_pods
 
-    split = split_pods(cfg, client)
+    # the workload object, its pods and the claims in one read
+    listed = client.list_many([wl.kind, "Pod", "PersistentVolumeClaim"], cfg.namespace, sel)
+    split = split_pods(cfg, client, listed)
     if split.live is not None:
         rep.desired = wl.desired(split.live)
         rep.ready = wl.ready(split.live)
     rep.pods = [PodView.of(p) for p in split.workers + split.leaving + split.dev]
     rep.neighbours = sorted(str(p["metadata"]["name"]) for p in split.neighbours)
-    for pvc in client.list("PersistentVolumeClaim", cfg.namespace, sel):
+    for pvc in listed["PersistentVolumeClaim"]:
         size = (((pvc.get("spec") or {}).get("resources") or {}).get("requests") or {}).get(
             "storage", ""
         )

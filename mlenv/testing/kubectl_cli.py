@@ -302,15 +302,20 @@ def _get(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:
         return 0
     if len(names) != 1 or set(opts) - {"--output", "--all-namespaces", "--selector"}:
         raise Unsupported("get KIND [--all-namespaces] [--selector=…]")
-    kind = _kind(names[0])
+    # `get K1,K2`: one List of every kind's objects (a refusal of any fails the call)
+    kinds = [_kind(word) for word in names[0].split(",")]
     every = "--all-namespaces" in opts
-    if every == bool(call.namespace) and kind not in CLUSTER_SCOPED_KINDS:
+    if any(every == bool(call.namespace) and k not in CLUSTER_SCOPED_KINDS for k in kinds):
         raise Unsupported("a namespaced list needs exactly one of --namespace, --all-namespaces")
-    items = fake.list(
-        kind,
-        None if every else _ns(kind, call),
-        _selector(opts["--selector"]) if "--selector" in opts else None,
-    )
+    items = [
+        item
+        for kind in kinds
+        for item in fake.list(
+            kind,
+            None if every else _ns(kind, call),
+            _selector(opts["--selector"]) if "--selector" in opts else None,
+        )
+    ]
     out(
         json.dumps(
             {

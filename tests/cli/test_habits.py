@@ -290,8 +290,11 @@ def _deployment_answers(cluster: str, pods: int) -> str:
         }
         for i in range(pods)
     ]
+    both = {"kind": "List", "items": [sts, *items]}
     return json.dumps(
         [
+            # the workload object and its pods in one list (what split_pods reads)
+            {"match": ["StatefulSet,Pod"], "stdout": json.dumps(both)},
             {"match": ["StatefulSet", STATEFULSET], "stdout": json.dumps(sts)},
             {"match": ["Pod"], "stdout": json.dumps({"items": items})},
         ]

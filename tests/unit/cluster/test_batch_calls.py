@@ -273,3 +273,34 @@ def test_preflight_decides_as_it_did_with_one_question_at_a_time(
         c = ReadOnce(client_of(fake, side))
         reports.append(run_preflight(barcelona, "rdma", barcelona.gpus.default_nodes, manifests, c))
     assert reports[0] == reports[1]
+
+
+@pytest.mark.parametrize("side", ["fake", "client"])
+def test_list_many_answers_each_kind_as_list_does_in_one_call(side: str) -> None:
+    fake = base()
+    labels = {"app": "x"}
+    for name in ("c1", "c2"):
+        obj = cm(name)
+        obj["metadata"]["labels"] = labels
+        fake.apply(obj, NS)
+    fake.apply({**cm("c3"), "metadata": {"name": "c3", "labels": {"app": "y"}}}, NS)
+    c = client_of(fake, side)
+    kinds = ["ConfigMap", "Secret", "Pod"]
+    got = c.list_many(kinds, NS, labels)
+    assert got == {k: fake.list(k, NS, labels) for k in kinds}
+    assert [o["metadata"]["name"] for o in got["ConfigMap"]] == ["c1", "c2"]
+    if side == "client":
+        assert isinstance(c, InProcess)
+        assert len(c.calls) == 1 and "ConfigMap,Secret,Pod" in c.calls[0]
+
+
+@pytest.mark.parametrize("side", ["fake", "client"])
+def test_a_refused_list_many_falls_back_to_each_kind_and_its_own_refusal(side: str) -> None:
+    fake = base()
+    fake.denied = ["list secrets"]
+    c = client_of(fake, side)
+    with pytest.raises(Forbidden, match="secrets"):
+        c.list_many(["ConfigMap", "Secret"], NS)
+    if side == "client":  # the batch, then each kind alone until the refused one
+        assert isinstance(c, InProcess)
+        assert len(c.calls) == 3

@@ -165,24 +165,45 @@ def test_status_asks_the_pods_through_the_pool_and_not_at_all_for_a_tcp_deploy(
         assert sorted(execs) == ([] if mode == "tcp" else running), mode
 
 
-def test_status_reads_the_workload_object_once(barcelona, fake_for, monkeypatch) -> None:
+def test_status_reads_the_workload_its_pods_and_claims_in_one_call(
+    barcelona, fake_for, monkeypatch
+) -> None:
     """Every read is a client process (each 0.5-3 s on the loaded tier): status read the
-    StatefulSet for its counts and again to split the pods. Fails on the code before: two gets."""
+    StatefulSet for its counts and again to split the pods, then the pods and the claims
+    (four processes; kubectl's floor is one ``get pods,pvc``). Now one list of the three
+    kinds by the instance's labels, nothing read alone."""
     from mlenv.cluster.deploy import DeployOptions, deploy
     from mlenv.cluster.status import status
 
     fake = fake_for(barcelona)
     deploy(barcelona, DeployOptions(mode="tcp", timeout=60), fake)
-    gets: list[tuple[str, str]] = []
-    inner = fake.get
+    reads: list[tuple[str, ...]] = []
+    inner_get, inner_list, inner_many = fake.get, fake.list, fake.list_many
 
-    def counted(kind, name, *args, **kwargs):
-        gets.append((kind, name))
-        return inner(kind, name, *args, **kwargs)
+    inside = []  # the fake's list_many answers by its own list: not a read of the caller's
 
-    monkeypatch.setattr(fake, "get", counted)
+    def counted(what, fn):
+        def call(*args, **kwargs):
+            if not inside:
+                reads.append((what, *map(str, args[:1])))
+            inside.append(what)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                inside.pop()
+
+        return call
+
+    monkeypatch.setattr(fake, "get", counted("get", inner_get))
+    monkeypatch.setattr(fake, "list", counted("list", inner_list))
+    monkeypatch.setattr(fake, "list_many", counted("list_many", inner_many))
     rep = status(barcelona, fake)
-    assert gets.count(("StatefulSet", rep.name)) == 1, gets
+    assert reads == [("list_many", "['StatefulSet', 'Pod', 'PersistentVolumeClaim']")], reads
+    assert [p.name for p in rep.pods] == [
+        f"ml-dev-env-{i}" for i in range(barcelona.gpus.default_nodes)
+    ] + ["ml-dev-env-dev"]
+    assert rep.pvcs and all(phase for _, phase, _ in rep.pvcs), rep.pvcs
+    inner = inner_get
     sts = inner("StatefulSet", rep.name, barcelona.namespace)
     assert rep.desired == sts["spec"]["replicas"] > 0
     assert rep.ready == int((sts.get("status") or {}).get("readyReplicas") or 0)
