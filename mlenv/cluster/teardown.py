@@ -168,14 +168,23 @@ def teardown(
 
     sel = instance_selector(cfg.name)
     rep = TeardownReport()
-    split = split_pods(cfg, client)  # read before the workload (and its uid) goes
-    ours = {str(p["metadata"]["name"]) for p in split.workers + split.leaving + split.dev}
     made = planned_kinds(cfg)
-    for kind in TEARDOWN_KINDS:
-        if made is not None and kind not in made:
-            continue
+    kinds = [k for k in TEARDOWN_KINDS if made is None or k in made]
+    wl = workload(cfg).kind
+    # every kind in one read (one process, not one per kind); when that fails (a kind
+    # the API does not serve, one the user may not list) each kind is read alone below,
+    # meeting its own refusal
+    try:
+        listed: dict[str, list[Manifest]] | None = client.list_many(kinds, cfg.namespace, sel)
+    except (NotFound, Forbidden):
+        listed = None
+    # the workload's pods, read before the workload (and its uid) goes
+    both = {wl, "Pod"} <= set(kinds) and listed is not None
+    split = split_pods(cfg, client, listed if both else None)
+    ours = {str(p["metadata"]["name"]) for p in split.workers + split.leaving + split.dev}
+    for kind in kinds:
         try:
-            objs = client.list(kind, cfg.namespace, sel)
+            objs = listed[kind] if listed is not None else client.list(kind, cfg.namespace, sel)
         except NotFound:  # e.g. Route on plain Kubernetes: nothing of that kind can exist
             rep.absent_kinds.append(kind)
             continue

@@ -304,3 +304,20 @@ def test_a_refused_list_many_falls_back_to_each_kind_and_its_own_refusal(side: s
     if side == "client":  # the batch, then each kind alone until the refused one
         assert isinstance(c, InProcess)
         assert len(c.calls) == 3
+
+
+def test_teardown_reads_every_kind_in_one_call(local_cfg: ClusterConfig, fake_for) -> None:
+    """teardown listed each kind it can have made with a process of its own, and the
+    workload object and its pods again to split them (17 kubectl processes at any pod
+    count on the kube tier; kubectl's floor is one delete). Now one get of every kind;
+    the deletes are as before."""
+    from mlenv.cluster.teardown import teardown
+
+    fake = fake_for(local_cfg)
+    deploy(local_cfg, DeployOptions(mode="tcp", timeout=60), fake)
+    c = InProcess(fake)
+    rep = teardown(local_cfg, c)
+    gets = [call for call in c.calls if call[0] == "get"]
+    assert len(gets) == 1, gets
+    assert {"statefulset/ml-dev-env", "service/ml-dev-env-headless"} <= set(rep.deleted)
+    assert fake.list("StatefulSet", local_cfg.namespace) == []
