@@ -66,6 +66,19 @@ def _chunks(nodes: Sequence[str], size: int) -> list[tuple[str, ...]]:
     return [tuple(nodes[i : i + size]) for i in range(0, len(nodes), size)]
 
 
+def mark_phases(calls: Sequence[MarkCall]) -> list[list[MarkCall]]:
+    """``calls`` (as :func:`mark_calls` orders them) in the steps that may run at once:
+    the taint's calls alone, the label's and the notes' together, in the calls' order."""
+    phases: list[list[MarkCall]] = []
+    for call in calls:
+        alone = call.verb == "taint"
+        if phases and (phases[-1][0].verb == "taint") == alone:
+            phases[-1].append(call)
+        else:
+            phases.append([call])
+    return phases
+
+
 def mark_calls(
     marks: Sequence[NodeMarks], *, remove: bool = False, per_call: int = MAX_NAMES
 ) -> list[MarkCall]:

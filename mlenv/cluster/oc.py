@@ -77,6 +77,7 @@ from mlenv.cluster.api import (
     dry_run_each,
     read_each,
 )
+from mlenv.cluster.pool import bounded_map
 from mlenv.errors import InfraError
 
 if TYPE_CHECKING:
@@ -898,10 +899,18 @@ class OcCluster:
         """``label`` / ``annotate`` / ``taint`` the Nodes, one call per kind of mark (the
         argv :func:`nodemarks.mark_calls` prints). kubectl goes on past a name it cannot
         mark and says so on a line of its own: the lines of every call that failed come
-        back for the caller, which reads back what each node carries."""
+        back for the caller, which reads back what each node carries.
+
+        The label and the note touch different fields and kubectl patches each without a
+        resourceVersion, so their calls run at once (bounded); the taint, which is what
+        keeps work off a node, comes after them and goes first on removal: a stop part-way
+        never leaves a node tainted without the label that lets release find it."""
         said: builtins.list[str] = []
-        for call in nodemarks.mark_calls(marks, remove=remove):
-            said += self._each(call.words(), None, len(call.nodes))
+        for phase in nodemarks.mark_phases(nodemarks.mark_calls(marks, remove=remove)):
+            for lines in bounded_map(
+                lambda call: self._each(call.words(), None, len(call.nodes)), phase
+            ):
+                said += lines
         return said
 
     def tell_nodes(self, tells: Sequence[NodeTell]) -> builtins.list[str]:
