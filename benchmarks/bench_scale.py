@@ -325,7 +325,11 @@ class Bench:
         f_deploy = self.measure(self.floor_deploy)
         f_teardown = self.measure(self.floor_teardown)
         self.wait_gone()
-        self.row("deploy", lambda: self.mlenv("deploy", NAME, "--mode", "tcp"), f_deploy)
+        self.row(
+            "deploy",
+            lambda: self.mlenv("deploy", NAME, "--mode", "tcp", "--timeout", "3600"),
+            f_deploy,
+        )
         if self.failed:
             raise RuntimeError("mlenv deploy failed (its row says why): nothing left to measure")
         self.row("status", lambda: self.mlenv("status", NAME), self.floor_status)
