@@ -107,11 +107,20 @@ class Counter:
 
 
 class Bench:
-    def __init__(self, pods: int, tier: plane.Tier, work: Path, bound: int) -> None:
+    """The verbs and their floors at ``pods`` pods on ``tier``'s scale nodes (named
+    ``SCALE_NODE_PREFIX<i>``, i < pods); ``tolerate``: a taint key those nodes carry that
+    the deployment tolerates (a plane shared with other tests keeps their pods off them).
+    Each row is printed and kept in ``rows``."""
+
+    def __init__(
+        self, pods: int, tier: plane.Tier, work: Path, bound: int, tolerate: str | None = None
+    ) -> None:
         self.pods = pods
         self.tier = tier
         self.work = work
         self.bound = bound
+        self.tolerate = tolerate
+        self.rows: list[dict[str, Any]] = []
         self.ns = f"bench-scale-{pods}"
         self.counter = Counter(work / "shim", str(build.paths().kube("kubectl")))
         self.env = {
@@ -197,6 +206,7 @@ class Bench:
                 floor_peak_concurrent=f_peak,
                 ratio=round(seconds / f_seconds, 2) if f_seconds else None,
             )
+        self.rows.append(row)
         print(json.dumps(row), flush=True)
 
     @property
@@ -215,6 +225,10 @@ class Bench:
         data["nodes"] = {"gpu_nodes": self.nodes}
         data["gpus"].update({"per_node": 8, "type": "H100-80GB", "default_nodes": self.pods})
         data["image"] = {"ref": PULLABLE}
+        if self.tolerate:
+            gpu = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+            mine = {"key": self.tolerate, "operator": "Exists", "effect": "NoSchedule"}
+            data["scheduling"] = {"tolerations": [gpu, mine]}
         (co / "clusters").mkdir(parents=True)
         (co / "clusters" / f"{NAME}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
         ws = co / "workspace"

@@ -79,6 +79,7 @@ from mlenv.cluster.api import (
 )
 from mlenv.cluster.pool import bounded_map
 from mlenv.errors import InfraError
+from mlenv.workload import WORKLOADS
 
 if TYPE_CHECKING:
     from mlenv.cluster.nodemarks import NodeMarks
@@ -449,6 +450,39 @@ def event_time(e: dict[str, Any]) -> str:
 def event_count(e: dict[str, Any]) -> int:
     """How many times it happened: ``count`` (core/v1) or ``series.count`` (events.k8s.io)."""
     return int(e.get("count") or (e.get("series") or {}).get("count") or 1)
+
+
+# The kinds read by ``get --raw`` (:func:`raw_list_path`): those whose lists grow with the
+# pods (pods, their claims) and the workload objects: (API group, version, resource).
+RAW_LISTS: dict[str, tuple[str, str, str]] = {
+    "Pod": ("", "v1", "pods"),
+    "PersistentVolumeClaim": ("", "v1", "persistentvolumeclaims"),
+    **{
+        w.kind: (w.api_version.rpartition("/")[0], w.api_version.rpartition("/")[2], w.resource)
+        for w in WORKLOADS
+        if w.resource
+    },
+}
+
+
+def raw_list_path(kind: str, namespace: str | None, selector: dict[str, str] | None) -> str:
+    """The API path of a list of ``kind`` (one of :data:`RAW_LISTS`; every namespace for
+    None) with its label selector, for ``get --raw``: kubectl passes the server's compact
+    List through, where ``-o json`` decodes it and prints it again, indented. Measured at
+    512 pods on the kube tier: the pods in 0.3 s and 10.8 MB against 3.2 s and 26.5 MB
+    (each pod's node affinity names every pinned node, so a pod list grows with the square
+    of the nodes); kubectl's own ``get pods -o wide`` took 0.8 s. Every value is
+    validated, then percent-encoded."""
+    from urllib.parse import quote
+
+    group, version, resource = RAW_LISTS[kind]
+    path = f"/apis/{group}/{version}" if group else f"/api/{version}"
+    if namespace is not None:
+        path += f"/namespaces/{argv.name('Namespace', namespace)}"
+    path += f"/{resource}"
+    if selector:
+        path += "?labelSelector=" + quote(argv.selector(selector), safe="")
+    return path
 
 
 class OcCluster:
@@ -1041,7 +1075,10 @@ class OcCluster:
     def list(
         self, kind: str, namespace: str | None, selector: dict[str, str] | None = None
     ) -> builtins.list[Manifest]:
-        """``get KIND -l k=v,… -o json``."""
+        """``get KIND -l k=v,… -o json``; the kinds of :data:`RAW_LISTS` by ``get --raw``
+        (:func:`raw_list_path`)."""
+        if kind in RAW_LISTS:
+            return self._raw_list(kind, namespace, selector)
         opts = ["--output=json"]
         if namespace is None and kind not in CLUSTER_SCOPED_KINDS:
             opts.append("--all-namespaces")  # as the fake and the protocol mean None
@@ -1051,25 +1088,56 @@ class OcCluster:
         items: builtins.list[Manifest] = json.loads(out).get("items", []) if out.strip() else []
         return items
 
+    def _raw_list(
+        self, kind: str, namespace: str | None, selector: dict[str, str] | None
+    ) -> builtins.list[Manifest]:
+        """``kind``'s objects as the server's List (:func:`raw_list_path`), each with the
+        kind and apiVersion ``-o json`` would print."""
+        group, version, _ = RAW_LISTS[kind]
+        out = self._ok("get", [f"--raw={raw_list_path(kind, namespace, selector)}"], kind=kind)
+        items: builtins.list[Manifest] = json.loads(out).get("items") or [] if out.strip() else []
+        for item in items:
+            item.setdefault("apiVersion", f"{group}/{version}" if group else version)
+            item.setdefault("kind", kind)
+        return items
+
     def list_many(
         self, kinds: Sequence[str], namespace: str, selector: dict[str, str] | None = None
     ) -> dict[str, builtins.list[Manifest]]:
-        """``get K1,K2,… -l k=v,… -o json`` in one process (the List's items by kind);
-        each kind by :meth:`list` when that call fails (a kind not served, Forbidden on
-        one), so its error is its own."""
+        """The kinds of :data:`RAW_LISTS` each by its own ``get --raw``, every other kind
+        in one ``get K1,K2,… -l k=v,… -o json`` (the List's items by kind), all at once;
+        when that one call fails (a kind not served, Forbidden on one) each of its kinds
+        by :meth:`list`, so an error is its own kind's."""
         asked = list(dict.fromkeys(kinds))
-        if len(asked) > 1:
-            opts = ["--output=json"]
-            if selector:
-                opts.append(f"--selector={argv.selector(selector)}")
-            words = ",".join(argv.resource(k) for k in asked)
-            items = self._batch("get", opts, [words], namespace)
-            if items is not None and all(str(o.get("kind", "")) in asked for o in items):
-                out: dict[str, builtins.list[Manifest]] = {k: [] for k in asked}
-                for o in items:
-                    out[str(o["kind"])].append(o)
-                return out
-        return {k: self.list(k, namespace, selector) for k in asked}
+        rest = [k for k in asked if k not in RAW_LISTS]
+        calls: builtins.list[builtins.list[str]] = [[k] for k in asked if k in RAW_LISTS]
+        if rest:
+            calls.append(rest)
+
+        def read(group: builtins.list[str]) -> dict[str, builtins.list[Manifest]]:
+            if len(group) == 1:
+                return {group[0]: self.list(group[0], namespace, selector)}
+            return self._list_batch(group, namespace, selector)
+
+        out: dict[str, builtins.list[Manifest]] = {}
+        for got in bounded_map(read, calls):
+            out.update(got)
+        return {k: out[k] for k in asked}
+
+    def _list_batch(
+        self, kinds: builtins.list[str], namespace: str, selector: dict[str, str] | None
+    ) -> dict[str, builtins.list[Manifest]]:
+        opts = ["--output=json"]
+        if selector:
+            opts.append(f"--selector={argv.selector(selector)}")
+        words = ",".join(argv.resource(k) for k in kinds)
+        items = self._batch("get", opts, [words], namespace)
+        if items is not None and all(str(o.get("kind", "")) in kinds for o in items):
+            out: dict[str, builtins.list[Manifest]] = {k: [] for k in kinds}
+            for o in items:
+                out[str(o["kind"])].append(o)
+            return out
+        return {k: self.list(k, namespace, selector) for k in kinds}
 
     def delete(
         self,

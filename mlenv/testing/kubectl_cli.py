@@ -251,8 +251,10 @@ def run(fake: FakeCluster, call: Call, stdin: str, out: Callable[[str], None]) -
         out("yes\n" if allowed else "no\n")
         return 0 if allowed else 1
     if c == "get" and "--raw" in opts:
-        if opts["--raw"] != "/version" or names or len(opts) != 1:
-            raise Unsupported("get --raw other than /version")
+        if names or len(opts) != 1 or call.namespace:
+            raise Unsupported("get --raw=PATH alone")
+        if opts["--raw"] != "/version":
+            return _raw_list(fake, opts["--raw"], out)
         fake.server()
         out(json.dumps({"major": "1", "minor": "30", "gitVersion": "v1.30.0-fake"}))
         return 0
@@ -328,6 +330,38 @@ def _get(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:
         )
         + "\n"
     )
+    return 0
+
+
+def _raw_list(fake: FakeCluster, raw: str, out: Callable[[str], None]) -> int:
+    """``get --raw=/api/v1[/namespaces/NS]/pods[?labelSelector=…]`` (and the other lists
+    of :data:`~mlenv.cluster.oc.RAW_LISTS`): the server's List, compact, its items without
+    kind and apiVersion (as the API sends them)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from mlenv.cluster.oc import RAW_LISTS
+
+    url = urlsplit(raw)
+    parts = url.path.strip("/").split("/")
+    head = 2 if parts[:1] == ["api"] else 3
+    base, rest = parts[:head], parts[head:]
+    namespace = None
+    if len(rest) == 3 and rest[0] == "namespaces":
+        namespace, rest = rest[1], rest[2:]
+    kinds = [
+        k
+        for k, (group, version, resource) in RAW_LISTS.items()
+        if base == (["apis", group, version] if group else ["api", version]) and rest == [resource]
+    ]
+    query = parse_qs(url.query)
+    if len(kinds) != 1 or set(query) - {"labelSelector"}:
+        raise Unsupported(f"get --raw={raw}")
+    selector = _selector(query["labelSelector"][0]) if "labelSelector" in query else None
+    items = [
+        {k: v for k, v in obj.items() if k not in ("kind", "apiVersion")}
+        for obj in fake.list(kinds[0], namespace, selector)
+    ]
+    out(json.dumps({"kind": f"{kinds[0]}List", "items": items}))
     return 0
 
 

@@ -46,6 +46,8 @@ class Workload:
     # the API kind and version of the worker object
     kind = ""
     api_version = ""
+    # its resource in the API's paths (``/apis/apps/v1/namespaces/NS/statefulsets``)
+    resource = ""
     # how the API server words a refused update of this kind's immutable fields (lower
     # case; "" when its generic "field is immutable" says it)
     immutable_marker = ""

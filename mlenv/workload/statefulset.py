@@ -27,6 +27,7 @@ class StatefulSet(Workload):
     key = "statefulset"
     kind = "StatefulSet"
     api_version = "apps/v1"
+    resource = "statefulsets"
     immutable_marker = "updates to statefulset spec for fields other than"
 
     def objects(

@@ -15,6 +15,7 @@ import typer
 import yaml
 from _fakeenv import ROOT, fake_state, run
 
+from mlenv.cluster.oc import raw_list_path
 from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME
 from mlenv.testing.fakecluster import FakeCluster
 from mlenv.workload import workload_for
@@ -290,11 +291,14 @@ def _deployment_answers(cluster: str, pods: int) -> str:
         }
         for i in range(pods)
     ]
-    both = {"kind": "List", "items": [sts, *items]}
+    sel = {LABEL_NAME: APP, LABEL_INSTANCE: cluster}
+    pods_raw = "--raw=" + raw_list_path("Pod", "ml-dev-env", sel)
+    sts_raw = "--raw=" + raw_list_path("StatefulSet", "ml-dev-env", sel)
     return json.dumps(
         [
-            # the workload object and its pods in one list (what split_pods reads)
-            {"match": ["StatefulSet,Pod"], "stdout": json.dumps(both)},
+            # split_pods: the workload object and its pods, each by the server's List
+            {"match": [pods_raw], "stdout": json.dumps({"kind": "PodList", "items": items})},
+            {"match": [sts_raw], "stdout": json.dumps({"kind": "List", "items": [sts]})},
             {"match": ["StatefulSet", STATEFULSET], "stdout": json.dumps(sts)},
             {"match": ["Pod"], "stdout": json.dumps({"items": items})},
         ]

@@ -22,6 +22,7 @@ FLAVORS = ("openshift", "plain")
 # function (its plain variants) by "module::function"
 SECOND_PLAIN = {
     "test_time_admission.py",
+    "test_scale_smoke.py",
     "test_flows.py::test_launch_runs_deepspeed_over_ssh_across_the_pods_to_a_verdict_and_names_a_peer_it_cannot_reach",
 }
 

@@ -291,7 +291,10 @@ def test_list_many_answers_each_kind_as_list_does_in_one_call(side: str) -> None
     assert [o["metadata"]["name"] for o in got["ConfigMap"]] == ["c1", "c2"]
     if side == "client":
         assert isinstance(c, InProcess)
-        assert len(c.calls) == 1 and "ConfigMap,Secret,Pod" in c.calls[0]
+        # the pods by the server's own List (get --raw), every other kind in one get
+        raw = [call for call in c.calls if any(w.startswith("--raw=") for w in call)]
+        rest = [call for call in c.calls if call not in raw]
+        assert len(raw) == 1 and len(rest) == 1 and "ConfigMap,Secret" in rest[0], c.calls
 
 
 @pytest.mark.parametrize("side", ["fake", "client"])
@@ -309,7 +312,8 @@ def test_a_refused_list_many_falls_back_to_each_kind_and_its_own_refusal(side: s
 def test_teardown_reads_every_kind_in_one_call(local_cfg: ClusterConfig, fake_for) -> None:
     """teardown listed each kind it can have made with a process of its own, and the
     workload object and its pods again to split them (17 kubectl processes at any pod
-    count on the kube tier; kubectl's floor is one delete). Now one get of every kind;
+    count on the kube tier; kubectl's floor is one delete). Now one get of every kind
+    but the workload and its pods, and those two by the server's own List, all at once;
     the deletes are as before."""
     from mlenv.cluster.teardown import teardown
 
@@ -318,6 +322,7 @@ def test_teardown_reads_every_kind_in_one_call(local_cfg: ClusterConfig, fake_fo
     c = InProcess(fake)
     rep = teardown(local_cfg, c)
     gets = [call for call in c.calls if call[0] == "get"]
-    assert len(gets) == 1, gets
+    raw = [g for g in gets if any(w.startswith("--raw=") for w in g)]
+    assert len(raw) == 2 and len(gets) == 3, gets  # the workload and its pods by --raw
     assert {"statefulset/ml-dev-env", "service/ml-dev-env-headless"} <= set(rep.deleted)
     assert fake.list("StatefulSet", local_cfg.namespace) == []

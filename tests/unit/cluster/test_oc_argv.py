@@ -139,8 +139,9 @@ def test_get_list_delete_logs_and_can_i(oc, fake_bin) -> None:
     fake_bin.respond(
         [
             {
-                "match": ["get", "Pod"],
-                "stdout": json.dumps({"items": [{"metadata": {"name": "p"}}]}),
+                # a pod list is the server's own List (get --raw): no kind on its items
+                "match": ["get", f"--raw=/api/v1/namespaces/{NS}/pods?labelSelector=a%3D1%2Cb%3D2"],
+                "stdout": json.dumps({"kind": "PodList", "items": [{"metadata": {"name": "p"}}]}),
             },
             {"match": ["delete"], "stdout": "statefulset.apps/x\n"},
             {"match": ["logs"], "stdout": "l1\nl2\n"},
@@ -148,7 +149,8 @@ def test_get_list_delete_logs_and_can_i(oc, fake_bin) -> None:
             {"match": ["can-i"], "stdout": "yes\n"},
         ]
     )
-    assert [p["metadata"]["name"] for p in oc.list("Pod", NS, {"b": "2", "a": "1"})] == ["p"]
+    pods = oc.list("Pod", NS, {"b": "2", "a": "1"})
+    assert pods == [{"metadata": {"name": "p"}, "apiVersion": "v1", "kind": "Pod"}]
     assert oc.delete("StatefulSet", "x", NS, cascade="foreground") is True
     assert oc.logs("p", NS) == "l1\nl2\n"
     assert oc.can_i("create", "routes.route.openshift.io", NS) is True
@@ -161,12 +163,8 @@ def test_get_list_delete_logs_and_can_i(oc, fake_bin) -> None:
     assert fake_bin.calls() == [
         [
             "get",
-            f"--namespace={NS}",
-            "--output=json",
-            "--selector=a=1,b=2",
+            f"--raw=/api/v1/namespaces/{NS}/pods?labelSelector=a%3D1%2Cb%3D2",
             "--request-timeout=10000ms",
-            "--",
-            "Pod",
         ],
         [
             "delete",
@@ -370,3 +368,20 @@ def test_a_scripted_shell_asks_kubectl_for_no_terminal(fake_bin) -> None:
     # `-t` there makes kubectl print "Unable to use a TTY" before the command's output
     assert client.interactive("p", NS, ["cat", "/etc/hostname"]) == 0
     assert fake_bin.calls() == [["-n", NS, "exec", "-i", "p", "--", "cat", "/etc/hostname"]]
+
+
+def test_a_raw_list_path_holds_only_validated_names_percent_encoded() -> None:
+    """``get --raw`` takes one path: the namespace is a name, the selector's keys and
+    values are validated, then every reserved character is encoded, so no value can add
+    a path segment or a query parameter."""
+    from mlenv.argv import UnsafeArgument
+    from mlenv.cluster.oc import raw_list_path
+
+    assert (
+        raw_list_path("Pod", "team-a", {"app.kubernetes.io/name": "ml-dev-env"})
+        == "/api/v1/namespaces/team-a/pods?labelSelector=app.kubernetes.io%2Fname%3Dml-dev-env"
+    )
+    assert raw_list_path("PersistentVolumeClaim", None, None) == "/api/v1/persistentvolumeclaims"
+    for ns, sel in (("../x", None), ("a/b", None), ("ok", {"k": "v&limit=1"})):
+        with pytest.raises(UnsafeArgument):
+            raw_list_path("Pod", ns, sel)
