@@ -93,6 +93,8 @@ CALL_SLACK_S = 1.0
 # Seconds a call that acts on many objects may take per object, beyond one call's
 # deadline: kubectl reads and patches each named node in turn (two requests each).
 PER_NAME_S = 0.5
+# get_many reads more Nodes than this by one list of every Node instead of by name
+NODES_BY_NAME = 16
 _TIMEOUT_MARKERS = (
     "context deadline exceeded",
     "client.timeout",
@@ -455,6 +457,7 @@ def event_count(e: dict[str, Any]) -> int:
 # The kinds read by ``get --raw`` (:func:`raw_list_path`): those whose lists grow with the
 # pods (pods, their claims) and the workload objects: (API group, version, resource).
 RAW_LISTS: dict[str, tuple[str, str, str]] = {
+    "Node": ("", "v1", "nodes"),
     "Pod": ("", "v1", "pods"),
     "PersistentVolumeClaim": ("", "v1", "persistentvolumeclaims"),
     **{
@@ -1012,13 +1015,33 @@ class OcCluster:
         call are read one by one, so each answer, and each refusal a later :meth:`get`
         repeats, is exactly what it is alone; a refused ref is left out."""
         groups: dict[str | None, builtins.list[ObjectRef]] = {}
-        for ref in dict.fromkeys(refs):  # once each, in order
-            groups.setdefault(None if ref[0] in CLUSTER_SCOPED_KINDS else ref[2], []).append(ref)
         out: dict[ObjectRef, Manifest | None] = {}
+        refs = list(dict.fromkeys(refs))  # once each, in order
+        nodes = [r for r in refs if r[0] == "Node"]
+        if len(nodes) > NODES_BY_NAME:
+            listed = self._nodes_listed(nodes)
+            if listed is not None:
+                out.update(listed)
+                refs = [r for r in refs if r not in listed]
+        for ref in refs:
+            groups.setdefault(None if ref[0] in CLUSTER_SCOPED_KINDS else ref[2], []).append(ref)
         for namespace, group in groups.items():
             got = self._get_batch(namespace, group) if len(group) > 1 else None
             out.update(read_each(self.get, group) if got is None else got)
         return out
+
+    def _nodes_listed(
+        self, refs: builtins.list[ObjectRef]
+    ) -> dict[ObjectRef, Manifest | None] | None:
+        """The Nodes of ``refs`` from one list of every Node (``get --raw``: one request;
+        ``get Node/a Node/b …`` reads each in turn, and 512 of them outlasted a 60 s
+        deadline on the kube tier). None when the list is refused (a user who may get the
+        named Nodes but not list them): they are read by name then."""
+        try:
+            every = {str(n["metadata"]["name"]): n for n in self._raw_list("Node", None, None)}
+        except ApiError:
+            return None
+        return {r: every.get(r[1]) for r in refs}
 
     def _batch(
         self,
@@ -1033,7 +1056,11 @@ class OcCluster:
         another); None when the call failed or printed no JSON, for the caller to fall back
         to single calls. Unreachable raises: a server that does not answer the batch would
         not answer each call either. The server's warnings go to ``warnings``."""
-        rc, out, err, stuck = self._run(command, opts, args, namespace=namespace, stdin=stdin)
+        # kubectl reads (or writes) each named object in turn: the deadline grows with them
+        limit = self.api_timeout + CALL_SLACK_S + PER_NAME_S * len(args)
+        rc, out, err, stuck = self._run(
+            command, opts, args, namespace=namespace, stdin=stdin, timeout=limit
+        )
         if warnings is not None and not stuck and rc == 0:
             warnings.extend(server_warnings(err))
         if stuck or rc != 0:

@@ -326,3 +326,20 @@ def test_teardown_reads_every_kind_in_one_call(local_cfg: ClusterConfig, fake_fo
     assert len(raw) == 2 and len(gets) == 3, gets  # the workload and its pods by --raw
     assert {"statefulset/ml-dev-env", "service/ml-dev-env-headless"} <= set(rep.deleted)
     assert fake.list("StatefulSet", local_cfg.namespace) == []
+
+
+@pytest.mark.parametrize("side", ["fake", "client"])
+def test_many_nodes_are_read_by_one_list_not_one_get_each(side: str) -> None:
+    """``get Node/a Node/b …`` reads each node in turn: 512 pinned nodes outlasted deploy's
+    60 s deadline on the kube tier. Past a handful, one list of every Node answers them,
+    each as get would (None: no such node)."""
+    names = [f"gpu-{i:03d}" for i in range(40)]
+    fake = FakeCluster.typical(NS, names, gpus=1)
+    c = client_of(fake, side)
+    refs: list[ObjectRef] = [("Node", n, None) for n in names] + [("Node", "gone", None)]
+    got = c.get_many([*refs, ("ConfigMap", "nope", NS)])
+    assert got == {**{r: fake.get(*r) for r in refs}, ("ConfigMap", "nope", NS): None}
+    if side == "client":
+        assert isinstance(c, InProcess)
+        assert c.calls[0] == ["get", "--raw=/api/v1/nodes", "--request-timeout=10000ms"]
+        assert len(c.calls) == 2, c.calls  # the node list, the ConfigMap by name
