@@ -156,3 +156,44 @@ def test_a_relist_leaves_the_scale_nodes_shared_root_and_forgets_a_pod_missed(
         (tmp_path / "pods" / ns / name).mkdir(parents=True)
     Sweeping().relist()
     assert forgotten == [("team", "gone")]
+
+
+def test_a_slow_annotate_of_many_scale_pods_is_chunked_and_retried_not_fatal(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """At 512 pods one ``kubectl annotate`` of every new scale pod outlasted its minute on
+    the loaded plane: the TimeoutExpired ended the controller's watch, and no pod created
+    after it ever started (deploy waited for ever). Now at most SCALE_ANNOTATE_CHUNK pods
+    per call, and a call past its minute is a failed call, its pods retried."""
+    ctl = podroots.Controller.__new__(podroots.Controller)
+    ctl.base = ["kubectl"]
+    ctl.tier = tmp_path
+    ctl.pods = {}
+    ctl.retry = set()
+    ctl.scale_pending = {}
+    said: list[str] = []
+    ctl.say = said.append  # type: ignore[method-assign]
+    calls: list[list[str]] = []
+
+    def run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
+        calls.append(argv)
+        if argv[1] == "annotate" and "ml-dev-env-000" in argv:
+            raise subprocess.TimeoutExpired(argv, 60)
+        return subprocess.CompletedProcess(argv, 0, "", "")
+
+    monkeypatch.setattr(podroots.subprocess, "run", run)
+    n = 2 * podroots.SCALE_ANNOTATE_CHUNK + 10
+    for i in range(n):
+        key = ("ns", f"ml-dev-env-{i:03d}")
+        pod = {"metadata": {"namespace": "ns", "name": key[1], "uid": str(i)}}
+        ctl.pods[key] = pod
+        ctl.scale_pending[key] = pod
+    ctl.flush_scale()
+    annotates = [c for c in calls if c[1] == "annotate"]
+    # kubectl annotate pod -n ns NAME… KEY=true --overwrite
+    assert [len(c) - 7 for c in annotates] == [podroots.SCALE_ANNOTATE_CHUNK] * 2 + [10]
+    # the first chunk's call timed out: its pods are retried, the others were annotated
+    assert ctl.retry == {
+        ("ns", f"ml-dev-env-{i:03d}") for i in range(podroots.SCALE_ANNOTATE_CHUNK)
+    }
+    assert any("not annotated" in line and "no answer within 60 s" in line for line in said)

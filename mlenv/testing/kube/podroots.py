@@ -57,6 +57,9 @@ from mlenv.testing.kube.identity import Identity, IdentityError, pod_identity, s
 from mlenv.testing.kube.kubelet import Kubelet
 from mlenv.testing.kube.manifests import POD_IP, ROOT_READY, is_scale_pod
 
+# scale pods annotated ROOT_READY per kubectl call (it patches each in turn)
+SCALE_ANNOTATE_CHUNK = 100
+
 Obj = dict[str, Any]
 Key = tuple[str, str]  # (namespace, pod name)
 
@@ -312,14 +315,20 @@ class Controller:
         )
 
     def kubectl(self, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [*self.base, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            check=False,
-            timeout=60,
-        )
+        """One kubectl call; past its minute it is a failed call (exit 124), for the
+        caller's retry, never an exception: one slow annotate of hundreds of scale pods on
+        a loaded plane ended the watch, and no pod created after it ever started."""
+        try:
+            return subprocess.run(
+                [*self.base, *args],
+                input=stdin,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=60,
+            )
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(args, 124, "", "kubectl: no answer within 60 s")
 
     def say(self, line: str) -> None:
         self.log.write(f"{time.strftime('%H:%M:%S')} {line}\n")
@@ -637,13 +646,17 @@ class Controller:
         by_ns: dict[str, list[str]] = {}
         for ns, name in pending:
             by_ns.setdefault(ns, []).append(name)
-        for ns, names in sorted(by_ns.items()):
-            res = self.kubectl(
-                "annotate", "pod", "-n", ns, *sorted(names), f"{ROOT_READY}=true", "--overwrite"
-            )
-            if res.returncode != 0:
-                self.say(f"{ns}: {len(names)} scale pod(s) not annotated: {res.stderr.strip()}")
-                self.retry.update((ns, n) for n in names if (ns, n) in self.pods)
+        for ns, every in sorted(by_ns.items()):
+            # kubectl patches each named pod in turn: a call of hundreds outlasted its minute
+            ordered = sorted(every)
+            for at in range(0, len(ordered), SCALE_ANNOTATE_CHUNK):
+                names = ordered[at : at + SCALE_ANNOTATE_CHUNK]
+                res = self.kubectl(
+                    "annotate", "pod", "-n", ns, *names, f"{ROOT_READY}=true", "--overwrite"
+                )
+                if res.returncode != 0:
+                    self.say(f"{ns}: {len(names)} scale pod(s) not annotated: {res.stderr.strip()}")
+                    self.retry.update((ns, n) for n in names if (ns, n) in self.pods)
 
     def write_hosts(self, ns: str) -> None:
         """The namespace's names file, every pod's ``/etc/hosts`` (a link to it): this
