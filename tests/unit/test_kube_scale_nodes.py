@@ -172,7 +172,7 @@ def test_a_slow_annotate_of_many_scale_pods_is_chunked_and_retried_not_fatal(
     ctl.retry = set()
     ctl.scale_pending = {}
     said: list[str] = []
-    ctl.say = said.append  # type: ignore[method-assign]
+    ctl.say = said.append  # type: ignore[method-assign,assignment]
     calls: list[list[str]] = []
 
     def run(argv: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -181,7 +181,7 @@ def test_a_slow_annotate_of_many_scale_pods_is_chunked_and_retried_not_fatal(
             raise subprocess.TimeoutExpired(argv, 60)
         return subprocess.CompletedProcess(argv, 0, "", "")
 
-    monkeypatch.setattr(podroots.subprocess, "run", run)
+    monkeypatch.setattr(subprocess, "run", run)  # the module podroots calls it through
     n = 2 * podroots.SCALE_ANNOTATE_CHUNK + 10
     for i in range(n):
         key = ("ns", f"ml-dev-env-{i:03d}")

@@ -336,7 +336,7 @@ def test_many_nodes_are_read_by_one_list_not_one_get_each(side: str) -> None:
     names = [f"gpu-{i:03d}" for i in range(40)]
     fake = FakeCluster.typical(NS, names, gpus=1)
     c = client_of(fake, side)
-    refs: list[ObjectRef] = [("Node", n, None) for n in names] + [("Node", "gone", None)]
+    refs: list[ObjectRef] = [("Node", n, None) for n in [*names, "gone"]]
     got = c.get_many([*refs, ("ConfigMap", "nope", NS)])
     assert got == {**{r: fake.get(*r) for r in refs}, ("ConfigMap", "nope", NS): None}
     if side == "client":

@@ -180,7 +180,9 @@ def test_status_reads_the_workload_its_pods_and_claims_in_one_call(
     reads: list[tuple[str, ...]] = []
     inner_get, inner_list, inner_many = fake.get, fake.list, fake.list_many
 
-    inside = []  # the fake's list_many answers by its own list: not a read of the caller's
+    inside: list[
+        str
+    ] = []  # the fake's list_many answers by its own list: not a read of the caller's
 
     def counted(what, fn):
         def call(*args, **kwargs):
