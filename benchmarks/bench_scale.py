@@ -109,17 +109,25 @@ class Counter:
 class Bench:
     """The verbs and their floors at ``pods`` pods on ``tier``'s scale nodes (named
     ``SCALE_NODE_PREFIX<i>``, i < pods); ``tolerate``: a taint key those nodes carry that
-    the deployment tolerates (a plane shared with other tests keeps their pods off them).
-    Each row is printed and kept in ``rows``."""
+    the deployment tolerates (a plane shared with other tests keeps their pods off them);
+    ``platform``: the config's (``kubernetes`` on the plain flavour). Each row is printed
+    and kept in ``rows``."""
 
     def __init__(
-        self, pods: int, tier: plane.Tier, work: Path, bound: int, tolerate: str | None = None
+        self,
+        pods: int,
+        tier: plane.Tier,
+        work: Path,
+        bound: int,
+        tolerate: str | None = None,
+        platform: str | None = None,
     ) -> None:
         self.pods = pods
         self.tier = tier
         self.work = work
         self.bound = bound
         self.tolerate = tolerate
+        self.platform = platform  # the config's platform: (none) for OpenShift, kubernetes
         self.rows: list[dict[str, Any]] = []
         self.ns = f"bench-scale-{pods}"
         self.counter = Counter(work / "shim", str(build.paths().kube("kubectl")))
@@ -225,6 +233,8 @@ class Bench:
         data["nodes"] = {"gpu_nodes": self.nodes}
         data["gpus"].update({"per_node": 8, "type": "H100-80GB", "default_nodes": self.pods})
         data["image"] = {"ref": PULLABLE}
+        if self.platform:
+            data["platform"] = self.platform
         if self.tolerate:
             gpu = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
             mine = {"key": self.tolerate, "operator": "Exists", "effect": "NoSchedule"}

@@ -41,7 +41,9 @@ def test_every_verb_at_32_pods_beside_its_floor_holds_its_bound(
         nodes.append(node)
     plain.apply(*nodes)
     try:
-        bench = _bench().Bench(PODS, plain.tier, tmp_path, BOUND, manifests.SCALE_NODE_LABEL)
+        bench = _bench().Bench(
+            PODS, plain.tier, tmp_path, BOUND, manifests.SCALE_NODE_LABEL, platform="kubernetes"
+        )
         bench.checkout(files=50)
         bench.run()
     finally:
