@@ -1056,11 +1056,7 @@ class OcCluster:
         another); None when the call failed or printed no JSON, for the caller to fall back
         to single calls. Unreachable raises: a server that does not answer the batch would
         not answer each call either. The server's warnings go to ``warnings``."""
-        # kubectl reads (or writes) each named object in turn: the deadline grows with them
-        limit = self.api_timeout + CALL_SLACK_S + PER_NAME_S * len(args)
-        rc, out, err, stuck = self._run(
-            command, opts, args, namespace=namespace, stdin=stdin, timeout=limit
-        )
+        rc, out, err, stuck = self._run(command, opts, args, namespace=namespace, stdin=stdin)
         if warnings is not None and not stuck and rc == 0:
             warnings.extend(server_warnings(err))
         if stuck or rc != 0:
