@@ -223,8 +223,9 @@ class KubernetesPlatform(Platform):
         for w in mode_warnings(cfg, m):
             s.warn(f"warning: {w}")
         off = openshift_features_off(cfg)
-        if off:
-            s.say(f"platform {cfg.platform}: OpenShift-only features are off: {'; '.join(off)}")
+        if off:  # beside -o json|yaml's one document, on stderr
+            note = f"platform {cfg.platform}: OpenShift-only features are off: {'; '.join(off)}"
+            (s.warn if s.output else s.say)(note)
         opts = DeployOptions(
             mode=m,
             nodes=nodes,

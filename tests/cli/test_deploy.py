@@ -254,7 +254,7 @@ def test_rdma_on_an_rdma_less_config_is_said_once_in_lines_that_fit(tmp_path, mo
     assert all(len(line) <= 100 for line in lines[start : start + 3]), lines[start : start + 3]
 
 
-def test_dry_run_client_prints_the_plan_as_one_json_or_yaml_list(monkeypatch) -> None:
+def test_dry_run_client_prints_the_plan_as_one_json_or_yaml_list(monkeypatch, tmp_path) -> None:
     """deploy --dry-run client printed data with no -o json|yaml."""
     import json
 
@@ -266,3 +266,15 @@ def test_dry_run_client_prints_the_plan_as_one_json_or_yaml_list(monkeypatch) ->
     assert yaml.safe_load(r.stdout)["kind"] == "List"
     r = run(["deploy", "barcelona", "-o", "json"], None, monkeypatch)
     assert r.exit_code == 2 and "goes with --dry-run client" in r.stderr
+    # a plain Kubernetes config's note on the OpenShift features it leaves off goes to
+    # stderr: stdout is the one document (it broke `kubectl apply -f -` of it)
+    data = yaml.safe_load((ROOT / "clusters" / "local.yaml").read_text())
+    data["platform"] = "kubernetes"
+    data["image"] = {"ref": "registry.example.com/ml:1"}
+    plain = tmp_path / "plain-local.yaml"
+    plain.write_text(yaml.safe_dump(data))
+    for fmt, load in (("json", json.loads), ("yaml", yaml.safe_load)):
+        r = run(["deploy", str(plain), "--dry-run", "client", "-o", fmt], None, monkeypatch)
+        assert r.exit_code == 0, r.output
+        assert load(r.stdout)["kind"] == "List", r.stdout[:200]
+        assert "OpenShift-only features are off" in r.stderr
