@@ -339,6 +339,13 @@ class ClusterClient(Protocol):
 
     description: str  # e.g. "oc", "kubectl at PATH (oc not found: …)", "fake"
 
+    @property
+    def one_stream_copy(self) -> bool:
+        """Whether :meth:`copy_listed` serves: kubectl copies by a tar stream of every
+        file, listings in the same exec; False: oc rsync copies only what changed, so a
+        caller plans before it copies."""
+        ...
+
     def server(self) -> str:
         """The API server URL the client is logged in to; raises Unreachable if none."""
         ...
@@ -418,9 +425,10 @@ class ClusterClient(Protocol):
         self, kinds: Sequence[str], namespace: str, selector: dict[str, str] | None = None
     ) -> dict[str, builtins.list[Manifest]]:
         """:meth:`list` of several namespaced kinds at once, by kind (every kind asked is a
-        key). OcCluster asks in one process (``get K1,K2 -l … -o json``), and each kind
-        alone when that call fails by itself, so a refusal is the one :meth:`list` of its
-        kind meets; Unreachable raises."""
+        key). OcCluster reads them all at once: each kind of its ``RAW_LISTS`` by its own
+        ``get --raw``, the others in one ``get K1,K2 -l … -o json`` (each alone when that
+        call fails by itself), so a refusal is the one :meth:`list` of its kind meets;
+        Unreachable raises."""
         ...
 
     def delete(
@@ -518,11 +526,10 @@ class ClusterClient(Protocol):
         listing: Sequence[str],
         exclude: Sequence[str] = (),
         timeout: float | None = None,
-    ) -> tuple[str, str] | None:
-        """:meth:`rsync` in one stream per pod: ``listing`` (an argument list) run in the
-        pod before the copy and again after it, in the copy's own exec; their outputs
-        (before, after). None when the client cannot do it in one stream and copy every
-        file (oc's rsync copies only what changed: the caller lists, then copies)."""
+    ) -> tuple[str, str]:
+        """:meth:`rsync` in one stream per pod, for a client whose :attr:`one_stream_copy`:
+        ``listing`` (an argument list) run in the pod before the copy and again after it,
+        in the copy's own exec; their outputs (before, after)."""
         ...
 
     def logs(

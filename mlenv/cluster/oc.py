@@ -1333,6 +1333,12 @@ class OcCluster:
         out = self._tar_into(local_dir, pod, namespace, unpack, limit)
         return out if then else ""
 
+    @property
+    def one_stream_copy(self) -> bool:
+        """kubectl copies by a tar stream of every file, in one exec with its listings;
+        ``oc rsync`` copies only what changed."""
+        return not self.is_oc
+
     def copy_listed(
         self,
         local_dir: str,
@@ -1343,12 +1349,12 @@ class OcCluster:
         listing: Sequence[str],
         exclude: Sequence[str] = (),
         timeout: float | None = None,
-    ) -> tuple[str, str] | None:
+    ) -> tuple[str, str]:
         """kubectl: ``listing``, the tar stream's unpack and ``listing`` again in one exec
-        (``sh -c`` with every value a positional argument); oc: None (``oc rsync`` copies
-        only what changed, by a process of its own: the caller lists first)."""
+        (``sh -c`` with every value a positional argument). Not for oc
+        (:attr:`one_stream_copy` is False: its caller plans, then :meth:`rsync`)."""
         if self.is_oc:
-            return None
+            raise InfraError("copy_listed is kubectl's one stream: with oc, plan and rsync")
         limit = self._limit(timeout)
         argv.abs_path(remote_dir, "remote directory")
         mark = f"mlenv-{secrets.token_hex(8)}"

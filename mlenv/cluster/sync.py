@@ -156,12 +156,12 @@ def sync(
     # a pod that needed nothing. A pod that shares another's rwx volume, or had files
     # deleted after its copy, is listed again.
     after: dict[str, dict[str, str]] = {}
-    if not dry_run and not delete:
+    if not dry_run and not delete and client.one_stream_copy:
         # one stream per pod where the client copies every file anyway (kubectl's tar):
         # the listing before (the plan, for the summary), the copy, the listing after
-        # (the check), all in one exec; oc rsync answers None and is planned as below
-        def stream(pod: str) -> PodPlan | None:
-            got = client.copy_listed(
+        # (the check), all in one exec; oc rsync is planned first, as below
+        def stream(pod: str) -> PodPlan:
+            before, listed = client.copy_listed(
                 local_dir,
                 pod,
                 cfg.namespace,
@@ -170,17 +170,13 @@ def sync(
                 exclude=list(treehash.RSYNC_EXCLUDES),
                 timeout=timeout,
             )
-            if got is None:
-                return None
-            after[pod] = _parse_listing(pod, got[1])
-            return plan_pod(pod, local, _parse_listing(pod, got[0]), delete=False)
+            after[pod] = _parse_listing(pod, listed)
+            return plan_pod(pod, local, _parse_listing(pod, before), delete=False)
 
-        streamed = bounded_map(stream, targets, bound=workers, progress=say, what="synced")
-        if all(pl is not None for pl in streamed):
-            plans = [pl for pl in streamed if pl is not None]
-            for pl in plans:
-                say(pl.summary() + shared)
-            return _verify(cfg, client, pods, local, want, after, plans, workers, timeout, say)
+        plans = bounded_map(stream, targets, bound=workers, progress=say, what="synced")
+        for pl in plans:
+            say(pl.summary() + shared)
+        return _verify(cfg, client, pods, local, want, after, plans, workers, timeout, say)
 
     planned: dict[str, dict[str, str]] = {}
 

@@ -420,11 +420,9 @@ class Pods(Controllers):
         listing: Sequence[str],
         exclude: Sequence[str] = (),
         timeout: float | None = None,
-    ) -> tuple[str, str] | None:
-        """As kubectl does it: ``listing``, the copy, ``listing`` again, in one call (the
-        fake's ``one_stream_copy = False`` answers None, as oc does)."""
-        if not self.one_stream_copy:
-            return None
+    ) -> tuple[str, str]:
+        """As kubectl does it: ``listing``, the copy, ``listing`` again, in one call (sync
+        calls it only where ``one_stream_copy``)."""
         obj = self._running_pod(pod, namespace)
         self._require("create", "pods/exec", "Pod", pod)
         self.calls.append(["copy_listed", pod, local_dir, remote_dir, *listing])
