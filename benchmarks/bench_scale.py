@@ -1,6 +1,6 @@
 """Every cluster verb at PODS pods on the kube tier's scale nodes, beside its floor.
 
-Usage: python benchmarks/bench_scale.py [PODS] [--keep] [--files N] [--bound B]
+Usage: python benchmarks/bench_scale.py [PODS] [--keep] [--files N] [--bound B] [--only V,…]
 
 Starts (or reuses) a kube tier with PODS scale nodes (KUBE_SCALE_NODES: kwok-only pods,
 docs/deploy.md "Scale nodes") in ``.mlenv/kube-scale``, writes a checkout whose config
@@ -67,6 +67,16 @@ PULLABLE = "registry.access.redhat.com/ubi9/ubi-minimal:latest"
 NAME = "bench-scale"
 RUN_ID = "20261129-000000-benchs"
 # What `mlenv teardown` deletes, named for the floor's one delete (it keeps claims too).
+VERBS = (
+    "deploy",
+    "status",
+    "sync",
+    "exec",
+    "quarantine-dry-run",
+    "quarantine",
+    "release",
+    "teardown",
+)
 KINDS = "statefulset,service,secret,configmap,serviceaccount,networkpolicy,pod"
 
 SHIM = """#!/bin/bash
@@ -342,42 +352,83 @@ class Bench:
         self.kubectl("taint", "nodes", *self.nodes, taint, *([] if undo else ["--overwrite"]))
 
     # -- the run ------------------------------------------------------------------------
-    def run(self) -> None:
+    def run(self, only: frozenset[str] | None = None) -> None:
+        """Every row, or those in ``only``; without ``deploy`` there, the deployment is
+        made (or, kept from an earlier ``--keep`` run, re-applied) unmeasured, and without
+        ``teardown`` it is left up for the next run."""
+
+        def wanted(verb: str) -> bool:
+            return only is None or verb in only
+
         hist = str(self.work / "history")
         run = str(self.report())
-        # deploy's floor first, then its own teardown's floor, so mlenv deploys afresh
-        f_deploy = self.measure(self.floor_deploy)
-        f_teardown = self.measure(self.floor_teardown)
-        self.wait_gone()
-        self.row(
-            "deploy",
-            lambda: self.mlenv("deploy", NAME, "--mode", "tcp", "--timeout", "3600"),
-            f_deploy,
-        )
+        deploy = lambda: self.mlenv("deploy", NAME, "--mode", "tcp", "--timeout", "3600")  # noqa: E731
+        if wanted("deploy"):
+            # deploy's floor first, then its own teardown's floor, so mlenv deploys afresh
+            f_deploy = self.measure(self.floor_deploy)
+            f_teardown = self.measure(self.floor_teardown)
+            self.wait_gone()
+            self.row("deploy", deploy, f_deploy)
+        else:
+            f_teardown = None
+            res = deploy()
+            if res.returncode != 0:
+                self.failed = True
+                print(f"# mlenv deploy: exit {res.returncode}: {res.stderr[-400:]}", flush=True)
         if self.failed:
             raise RuntimeError("mlenv deploy failed (its row says why): nothing left to measure")
-        self.row("status", lambda: self.mlenv("status", NAME), self.floor_status)
-        self.row("sync", lambda: self.mlenv("sync", NAME), self.floor_sync)
-        # gpu-info ends 3 here (the tier's pods have no nvidia-smi), after asking every pod
-        self.row("exec", lambda: self.mlenv("gpu-info", NAME), self.floor_exec, expect=(3,))
-        self.row(
-            "quarantine-dry-run",
-            lambda: self.mlenv("quarantine", run, "--confirm", "1/1", "--history-dir", hist),
-            None,
-        )
-        # mlenv's quarantine and release first, then the floors' marks and their undoing:
-        # release leaves a node alone whose marks someone else changed
-        mark = self.measure(
-            lambda: self.mlenv(
-                "quarantine", run, "--confirm", "1/1", "--apply", "--history-dir", hist
+        if wanted("status"):
+            self.row("status", lambda: self.mlenv("status", NAME), self.floor_status)
+        if wanted("sync"):
+            self.row("sync", lambda: self.mlenv("sync", NAME), self.floor_sync)
+        if wanted("exec"):
+            # gpu-info ends 3 here (the tier's pods have no nvidia-smi), after asking every pod
+            self.row("exec", lambda: self.mlenv("gpu-info", NAME), self.floor_exec, expect=(3,))
+        if wanted("quarantine-dry-run"):
+            self.row(
+                "quarantine-dry-run",
+                lambda: self.mlenv("quarantine", run, "--confirm", "1/1", "--history-dir", hist),
+                None,
             )
-        )
-        unmark = self.measure(lambda: self.mlenv("release", run, "--force", "--history-dir", hist))
-        floor_mark = self.measure(lambda: self.floor_mark(undo=False))
-        floor_unmark = self.measure(lambda: self.floor_mark(undo=True))
-        self.row("quarantine", mark, floor_mark)
-        self.row("release", unmark, floor_unmark)
-        self.row("teardown", lambda: self.mlenv("teardown", NAME), f_teardown)
+        if wanted("quarantine") or wanted("release"):
+            # mlenv's quarantine and release first, then the floors' marks and their
+            # undoing: release leaves a node alone whose marks someone else changed
+            mark = self.measure(
+                lambda: self.mlenv(
+                    "quarantine", run, "--confirm", "1/1", "--apply", "--history-dir", hist
+                )
+            )
+            unmark = self.measure(
+                lambda: self.mlenv("release", run, "--force", "--history-dir", hist)
+            )
+            floor_mark = self.measure(lambda: self.floor_mark(undo=False))
+            floor_unmark = self.measure(lambda: self.floor_mark(undo=True))
+            self.row("quarantine", mark, floor_mark)
+            self.row("release", unmark, floor_unmark)
+        if wanted("teardown") and f_teardown is not None:
+            self.row("teardown", lambda: self.mlenv("teardown", NAME), f_teardown)
+
+    def wait_nodes(self) -> None:
+        """Until every scale node is Ready: a tier just started has them NotReady (and
+        tainted not-ready) for a while, and deploy's preflight refuses such a node."""
+        deadline = time.monotonic() + 600
+        want = set(self.nodes)
+        while True:
+            ready = set(
+                self.kubectl(
+                    "get",
+                    "nodes",
+                    "-o",
+                    "jsonpath={range .items[*]}{.metadata.name} "
+                    '{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
+                ).split("\n")
+            )
+            missing = {n for n in want if f"{n} True" not in ready}
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(missing)} scale nodes not Ready after 600 s")
+            time.sleep(2)
 
     def wait_gone(self) -> None:
         deadline = time.monotonic() + 600
@@ -406,7 +457,19 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="leave the tier up at the end")
     ap.add_argument("--files", type=int, default=200, help="files in the synced tree")
     ap.add_argument("--bound", type=int, default=16, help="the floors' fan-out bound")
+    ap.add_argument(
+        "--only",
+        default="",
+        help=f"comma-separated rows to measure (of {','.join(VERBS)}; default all)",
+    )
     args = ap.parse_args()
+    only = frozenset(v for v in args.only.split(",") if v) or None
+    if only is not None and (only - set(VERBS) or ("teardown" in only and "deploy" not in only)):
+        print(
+            f"bench_scale: --only takes {','.join(VERBS)}; teardown's floor needs deploy",
+            file=sys.stderr,
+        )
+        return 2
     if args.pods < 1:
         print("bench_scale: PODS must be 1 or more", file=sys.stderr)
         return 2
@@ -419,8 +482,9 @@ def main() -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     try:
         bench = Bench(args.pods, tier, work, args.bound)
+        bench.wait_nodes()
         bench.checkout(args.files)
-        bench.run()
+        bench.run(only)
         return 1 if bench.failed else 0
     finally:
         shutil.rmtree(work, ignore_errors=True)
