@@ -15,6 +15,7 @@ from __future__ import annotations
 import builtins
 import math
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any, Literal, Protocol
@@ -516,20 +517,25 @@ class ClusterClient(Protocol):
         ExecFailed). ExecTimeout as for :meth:`exec`."""
         ...
 
+    def packed(self, local_dir: str, names: Sequence[str]) -> AbstractContextManager[str]:
+        """``names`` (relative paths) of ``local_dir`` as one tar file for
+        :meth:`copy_listed`, made once for every pod and removed on the way out: its path."""
+        ...
+
     def copy_listed(
         self,
-        local_dir: str,
+        archive: str,
         pod: str,
         namespace: str,
         remote_dir: str,
         *,
-        listing: Sequence[str],
-        exclude: Sequence[str] = (),
         timeout: float | None = None,
     ) -> tuple[str, str]:
         """:meth:`rsync` in one stream per pod, for a client whose :attr:`one_stream_copy`:
-        ``listing`` (an argument list) run in the pod before the copy and again after it,
-        in the copy's own exec; their outputs (before, after)."""
+        ``archive``, a tar file of the tree (:meth:`packed`, made once for every pod),
+        unpacked into ``remote_dir`` by one exec that lists the folder
+        (:data:`~mlenv.cluster.treehash.LIST_SCRIPT`'s output) before and after; the two
+        listings (before, after). Adds and updates only, as :meth:`rsync`."""
         ...
 
     def logs(

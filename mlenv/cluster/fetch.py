@@ -23,6 +23,7 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from mlenv.cluster import treehash
 from mlenv.cluster.api import ClusterClient
 from mlenv.contract import is_run_id
 from mlenv.errors import InfraError
@@ -32,7 +33,7 @@ RECORD_JSON = "record.json"  # the run's history line (mlenv.acceptance.records.
 MAX_RECORD_BYTES = 1 << 20
 MAX_RUN_BYTES = 256 << 20  # one run's folder: reports and per-rank logs, not checkpoints
 
-# Stdlib only and short: it runs with the pod image's python3.
+# Stdlib only and short: it runs with the pod image's python3 (treehash.POD_PYTHON).
 RUNS_SCRIPT = r"""
 import json, os, re, sys
 root, limit = sys.argv[1], int(sys.argv[2])
@@ -101,7 +102,7 @@ def list_runs(
     res = client.exec(
         pod,
         namespace,
-        ["python3", "-c", RUNS_SCRIPT, RESULTS_DIR, str(MAX_RECORD_BYTES)],
+        [*treehash.POD_PYTHON, RUNS_SCRIPT, RESULTS_DIR, str(MAX_RECORD_BYTES)],
         timeout=timeout,
     )
     data = _json(res.stdout, "the run listing", pod)
@@ -139,7 +140,7 @@ def read_run(
     res = client.exec(
         pod,
         namespace,
-        ["python3", "-c", PACK_SCRIPT, root, run_id, str(MAX_RUN_BYTES)],
+        [*treehash.POD_PYTHON, PACK_SCRIPT, root, run_id, str(MAX_RUN_BYTES)],
         timeout=timeout,
     )
     data = _json(res.stdout, f"the copy of run {run_id}", pod)

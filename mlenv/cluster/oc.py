@@ -41,8 +41,9 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any, Literal
 
@@ -320,25 +321,24 @@ def kubelet_unreachable(stderr: str) -> str | None:
 # The copy and the command after it in one exec: the folder is $1, the command the rest of
 # the arguments; a failed unpack runs nothing.
 _UNPACK_THEN = 'tar -x -f - -C "$1" && shift && exec "$@"'
-# copy_listed's one stream: the listing ("$@", kept off the tar stream), a line with the
-# caller's random mark, the unpack, the listing again; $1 the folder, $2 the mark.
-_LIST_UNPACK_LIST = (
-    'd="$1"; m="$2"; shift 2; "$@" </dev/null || exit; printf \'\\n%s\\n\' "$m"; '
-    'tar -x -f - -C "$d" && exec "$@"'
-)
 
 
-def tar_pack(local_dir: str, tar: str = "tar") -> tuple[list[str], bytes]:
+def tar_pack(
+    local_dir: str, names: Iterable[str] | None = None, tar: str = "tar"
+) -> tuple[list[str], bytes]:
     """The control host's ``tar`` that packs ``local_dir`` for the kubectl copy, and the
-    NUL-separated names it reads on stdin (30,000 files do not overflow an argument list).
+    NUL-separated names it reads on stdin (30,000 files do not overflow an argument list):
+    ``names`` (relative paths, as :func:`local_listing` keys them), else every file of
+    :func:`local_listing`.
 
     Every name starts with ``./``, so a file named ``--checkpoint-action=exec=…`` is a
     file, never an option, in GNU tar and in bsdtar (macOS's tar) alike. GNU tar's
     ``--verbatim-files-from``, which did that before, is GNU-only: bsdtar refused it
     ("Option --verbatim-files-from is not supported") and no kubectl sync from a Mac ran.
     Only long options both tars take."""
-    names = sorted(treehash.local_listing(local_dir))  # links go as links, like oc rsync
-    listing = b"".join(b"./" + os.fsencode(n) + b"\0" for n in names)  # any bytes
+    if names is None:
+        names = treehash.local_listing(local_dir)  # links go as links, like oc rsync
+    listing = b"".join(b"./" + os.fsencode(n) + b"\0" for n in sorted(names))  # any bytes
     return (
         [
             tar,
@@ -350,6 +350,27 @@ def tar_pack(local_dir: str, tar: str = "tar") -> tuple[list[str], bytes]:
         ],
         listing,
     )
+
+
+@contextmanager
+def pack_tree(local_dir: str, names: Sequence[str]) -> Iterator[str]:
+    """``names`` of ``local_dir`` packed once (:func:`tar_pack`) into a temporary file,
+    for a sync that streams the same tree into every pod: one local pass however many
+    pods, where packing per pod read (and before that hashed) the whole tree once per pod.
+    The file is removed on the way out, whatever happened."""
+    cmd, listing = tar_pack(local_dir, names)
+    fd, path = tempfile.mkstemp(prefix="mlenv-sync-", suffix=".tar")
+    try:
+        with os.fdopen(fd, "wb") as out:
+            done = subprocess.run(
+                cmd, input=listing, stdout=out, stderr=subprocess.PIPE, check=False
+            )
+        if done.returncode != 0:
+            why = done.stderr.decode(errors="replace").strip()[-300:]
+            raise InfraError(f"tar of {local_dir} failed: {why}")
+        yield path
+    finally:
+        os.unlink(path)
 
 
 def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraError:
@@ -1310,8 +1331,8 @@ class OcCluster:
         oc: ``oc rsync --no-perms --exclude=… -- DIR/ POD:REMOTE`` (never ``--delete``:
         deletions are :mod:`~mlenv.cluster.sync`'s explicit, protected list), then ``then``
         by its own exec. kubectl: a tar stream (:func:`tar_pack`) unpacked by the pod's
-        ``tar -x``, and ``then`` in the same exec (``sh -c`` with every value a positional
-        argument, never part of the script).
+        ``tar -x``, and ``then`` in the same exec (``sh -c`` with
+        every value a positional argument, never part of the script).
         """
         limit = self._limit(timeout)
         argv.abs_path(remote_dir, "remote directory")
@@ -1339,27 +1360,44 @@ class OcCluster:
         ``oc rsync`` copies only what changed."""
         return not self.is_oc
 
+    def packed(self, local_dir: str, names: Sequence[str]) -> AbstractContextManager[str]:
+        """The tree packed once for :meth:`copy_listed` (:func:`pack_tree`)."""
+        return pack_tree(local_dir, names)
+
     def copy_listed(
         self,
-        local_dir: str,
+        archive: str,
         pod: str,
         namespace: str,
         remote_dir: str,
         *,
-        listing: Sequence[str],
-        exclude: Sequence[str] = (),
         timeout: float | None = None,
     ) -> tuple[str, str]:
-        """kubectl: ``listing``, the tar stream's unpack and ``listing`` again in one exec
-        (``sh -c`` with every value a positional argument). Not for oc
+        """kubectl: the tar file ``archive`` streamed into one exec of
+        :data:`~mlenv.cluster.treehash.COPY_SCRIPT` (the listing, the unpack, the listing
+        again; the folder and a random mark its arguments). Not for oc
         (:attr:`one_stream_copy` is False: its caller plans, then :meth:`rsync`)."""
         if self.is_oc:
             raise InfraError("copy_listed is kubectl's one stream: with oc, plan and rsync")
         limit = self._limit(timeout)
         argv.abs_path(remote_dir, "remote directory")
         mark = f"mlenv-{secrets.token_hex(8)}"
-        script = ["sh", "-c", _LIST_UNPACK_LIST, "sh", remote_dir, mark, *listing]
-        out = self._tar_into(local_dir, pod, namespace, script, limit)
+        script = [*treehash.POD_PYTHON, treehash.COPY_SCRIPT, remote_dir, mark]
+        remote = [*self._base(namespace), *argv.kube_exec(pod, script, ["-i"])]
+        try:
+            with open(archive, "rb") as stream:
+                proc = subprocess.run(
+                    remote,
+                    stdin=stream,
+                    capture_output=True,
+                    check=False,
+                    timeout=None if math.isinf(limit) else limit,
+                )
+        except subprocess.TimeoutExpired:
+            raise ExecTimeout(f"copy (tar stream) of {archive}", pod, limit) from None
+        if proc.returncode != 0:
+            raise classify(proc.stderr.decode(errors="replace"), "Pod", pod)
+        out = proc.stdout.decode(errors="replace")
         before, sep, after = out.partition(f"\n{mark}\n")
         if not sep:
             raise InfraError(f"{pod}: the copy's stream ended before its listing: {out[-200:]!r}")
@@ -1368,8 +1406,8 @@ class OcCluster:
     def _tar_into(
         self, local_dir: str, pod: str, namespace: str, unpack: builtins.list[str], limit: float
     ) -> str:
-        """The local tar of ``local_dir`` (:func:`tar_pack`) streamed into ``unpack`` run
-        in the pod by ``exec -i``; its output."""
+        """The local tar of ``local_dir`` (:func:`tar_pack`)
+        streamed into ``unpack`` run in the pod by ``exec -i``; its output."""
         tar, listing = tar_pack(local_dir)
         remote = [*self._base(namespace), *argv.kube_exec(pod, unpack, ["-i"])]
         try:

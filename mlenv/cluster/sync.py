@@ -16,9 +16,10 @@ lists what would change, per pod, and changes nothing.
 The plan and the check both come from a listing of the pod's tree (path → sha256,
 :data:`~mlenv.cluster.treehash.LIST_SCRIPT` run through exec), so the oc and kubectl
 clients behave the same and the fake cluster can model it faithfully. kubectl copies by a
-tar stream of every file anyway, so there a sync is one exec per pod: the listing before
-(the plan the summary reports), the unpack, the listing after (the check), as
-:meth:`~mlenv.cluster.api.ClusterClient.copy_listed`. oc rsync copies only what changed,
+tar stream of every file anyway, so there a sync is one exec (and one interpreter) per pod:
+the listing before (the plan the summary reports), the unpack, the listing after (the
+check), as :meth:`~mlenv.cluster.api.ClusterClient.copy_listed`, of one archive packed once
+for every pod. oc rsync copies only what changed,
 so there the plan comes first, by a listing of its own: a first sync is two processes per
 pod (list; copy and list), a sync with nothing to do one. ``--delete`` and ``--dry-run``
 plan first on both.
@@ -76,7 +77,7 @@ class SyncReport:
 
 
 # The pod's tree as path -> sha256 (treehash.LIST_SCRIPT), by exec or after a copy.
-_LIST = ("python3", "-c", treehash.LIST_SCRIPT, REMOTE_DIR)
+_LIST = (*treehash.POD_PYTHON, treehash.LIST_SCRIPT, REMOTE_DIR)
 
 
 def _listing(
@@ -162,18 +163,14 @@ def sync(
         # (the check), all in one exec; oc rsync is planned first, as below
         def stream(pod: str) -> PodPlan:
             before, listed = client.copy_listed(
-                local_dir,
-                pod,
-                cfg.namespace,
-                REMOTE_DIR,
-                listing=_LIST,
-                exclude=list(treehash.RSYNC_EXCLUDES),
-                timeout=timeout,
+                archive, pod, cfg.namespace, REMOTE_DIR, timeout=timeout
             )
             after[pod] = _parse_listing(pod, listed)
             return plan_pod(pod, local, _parse_listing(pod, before), delete=False)
 
-        plans = bounded_map(stream, targets, bound=workers, progress=say, what="synced")
+        # the tree packed once for every pod, exactly the files of the local listing
+        with client.packed(local_dir, sorted(local)) as archive:
+            plans = bounded_map(stream, targets, bound=workers, progress=say, what="synced")
         for pl in plans:
             say(pl.summary() + shared)
         return _verify(cfg, client, pods, local, want, after, plans, workers, timeout, say)
@@ -213,7 +210,7 @@ def sync(
             client.exec(
                 pl.pod,
                 cfg.namespace,
-                ["python3", "-c", treehash.REMOVE_SCRIPT, REMOTE_DIR],
+                [*treehash.POD_PYTHON, treehash.REMOVE_SCRIPT, REMOTE_DIR],
                 stdin=json.dumps(pl.delete),
                 timeout=timeout,
             )

@@ -2,7 +2,8 @@
 
 The fake ``kubectl`` on PATH runs what a pod would: ``exec … -- tar -x -f - -C /workspace``
 is a real GNU tar extracting into a folder that plays the pod's /workspace, and
-``exec … -- python3 -c SCRIPT /workspace`` runs the real script over that folder. So the
+``exec … -- python3 -I -S -c SCRIPT /workspace`` runs the real script over that folder,
+from it, as the image's WORKDIR. So the
 file names travel exactly as they would: through our local tar, the stream, and tar in
 the pod.
 """
@@ -20,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from mlenv.cluster import fetch, treehash
 from mlenv.cluster import sync as syncmod
-from mlenv.cluster import treehash
 from mlenv.cluster.api import PodView
 from mlenv.cluster.deploy import DeployOptions, deploy
 from mlenv.cluster.oc import OcCluster
@@ -41,7 +42,8 @@ if cmd and cmd[0] == "python3":
     cmd[0] = sys.executable
 if cmd and cmd[0] == "tar":
     cmd[0] = "/bin/tar"  # the pod's tar: GNU, whatever the control host packs with
-sys.exit(subprocess.call(cmd, cwd=root))
+# the image's WORKDIR, as a real exec runs in: /workspace, the synced tree
+sys.exit(subprocess.call(cmd, cwd=root + "/workspace"))
 """
 
 
@@ -160,6 +162,34 @@ def test_list_and_remove_scripts_agree_with_the_planner(tmp_path: Path) -> None:
     )
     assert rm.stdout.strip() == "1"
     assert not (root / "sub" / "b.txt").exists() and (tmp_path / "outside").exists()
+
+
+def test_the_pod_listing_is_json_for_any_file_name(tmp_path: Path) -> None:
+    """The pod's listing is written without the json module: quotes, backslashes, control
+    characters, non-ASCII and characters beyond the BMP, a name's undecodable byte and a
+    link's target all read back as the planner's own listing has them."""
+    root = tmp_path / "w"
+    root.mkdir()
+    names = ['q"uote', "back\\slash", "new\nline\ttab\x7f", "é-ü", "\U0001f600.py", "ok.txt"]
+    for i, name in enumerate(names):
+        (root / name).write_text(str(i))
+    (root / os.fsdecode(b"raw-\xff")).write_text("bytes")
+    (root / "link").symlink_to('../"odd" target\n')
+    want = treehash.local_listing(str(root))
+
+    def run(script: str, *extra: str, stdin: bytes = b"") -> str:
+        done = subprocess.run(
+            [sys.executable, *treehash.POD_PYTHON[1:], script, str(root), *extra],
+            input=stdin,
+            capture_output=True,
+            check=True,
+        )
+        return done.stdout.decode()
+
+    assert json.loads(run(treehash.LIST_SCRIPT)) == want
+    # the copy's two listings around an empty archive (all-zero blocks)
+    before, _, after = run(treehash.COPY_SCRIPT, "MARK", stdin=bytes(10240)).partition("\nMARK\n")
+    assert json.loads(before) == json.loads(after) == want
 
 
 def test_kubectl_path_keeps_pod_files_and_deletes_only_when_asked(
@@ -389,7 +419,7 @@ def test_the_copy_and_its_listing_are_one_exec(pod, tmp_path) -> None:
         "ml-dev-env-0",
         "ns",
         "/workspace",
-        then=("python3", "-c", treehash.LIST_SCRIPT, "/workspace"),
+        then=(*treehash.POD_PYTHON, treehash.LIST_SCRIPT, "/workspace"),
     )
     assert json.loads(listed) == treehash.local_listing(str(ws))
     assert len((tmp_path / "log").read_text().splitlines()) == 1
@@ -399,22 +429,67 @@ def test_the_copy_and_its_listing_are_one_exec(pod, tmp_path) -> None:
 
 def test_the_listing_before_the_copy_and_after_it_are_one_exec(pod, tmp_path) -> None:
     """kubectl's sync is one stream per pod: the pod's tree before the copy (the plan,
-    for the summary), the copy, the tree after it (the check). The folder, the mark and
-    the command are arguments of ``sh -c``, never part of its script; a file the pod had
-    is kept."""
+    for the summary), the copy, the tree after it (the check), in one interpreter. The
+    folder and the mark are arguments, never part of the script; a file the pod had is
+    kept."""
     ws = tmp_path / "ws"
     (ws / "sub").mkdir(parents=True)
     (ws / "a.py").write_text("print(1)\n")
     (ws / "sub" / "$(touch PWNED).txt").write_text("x")
     (pod / "old.txt").write_text("kept")
-    listing = ("python3", "-c", treehash.LIST_SCRIPT, "/workspace")
-    got = OcCluster().copy_listed(str(ws), "ml-dev-env-0", "ns", "/workspace", listing=listing)
-    assert got is not None
+    local = treehash.local_listing(str(ws))
+    with OcCluster().packed(str(ws), sorted(local)) as archive:
+        got = OcCluster().copy_listed(archive, "ml-dev-env-0", "ns", "/workspace")
+    assert not os.path.exists(archive)
     before, after = (json.loads(x) for x in got)
     assert list(before) == ["old.txt"]
-    assert after == {**treehash.local_listing(str(ws)), "old.txt": before["old.txt"]}
+    assert after == {**local, "old.txt": before["old.txt"]}
     assert len((tmp_path / "log").read_text().splitlines()) == 1
     assert (pod / "sub" / "$(touch PWNED).txt").read_text() == "x"
     assert list(tmp_path.rglob("PWNED")) == []
     # oc rsync copies only what changed: it is planned by a listing of its own
     assert OcCluster(binary="oc").one_stream_copy is False
+
+
+def test_a_users_module_named_like_the_stdlib_is_not_what_the_pod_scripts_import(
+    pod, tmp_path
+) -> None:
+    """The pod's working directory is /workspace, the tree sync fills, and ``python3 -c``
+    puts it first on sys.path: a user's own json.py was the listing's json (every later
+    sync failed, after running the user's module)."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    for mod in ("json", "hashlib", "subprocess", "re", "base64"):
+        (ws / f"{mod}.py").write_text("raise SystemExit('the user module ran')\n")
+    local = treehash.local_listing(str(ws))
+    client = OcCluster()
+    with OcCluster().packed(str(ws), sorted(local)) as archive:
+        client.copy_listed(archive, "ml-dev-env-0", "ns", "/workspace")
+        before, after = client.copy_listed(archive, "ml-dev-env-0", "ns", "/workspace")
+    assert json.loads(before) == json.loads(after) == local
+    res = client.exec(
+        "ml-dev-env-0", "ns", [*treehash.POD_PYTHON, fetch.RUNS_SCRIPT, "/workspace/results", "9"]
+    )
+    assert (res.returncode, json.loads(res.stdout)) == (0, {})
+
+
+def test_the_tree_is_packed_once_for_every_pod(
+    pod: Path, tmp_path: Path, barcelona: ClusterConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """kubectl's sync packs the local tree once and streams the same archive into each
+    pod: packing per pod ran the local tar (and hashed the tree first) once per pod."""
+    pods = [PodView(f"ml-dev-env-{i}", "Running", True, i, f"gpu-{i}") for i in range(4)]
+    monkeypatch.setattr(syncmod, "worker_pods", lambda _cfg, _client: pods)
+    log = tmp_path / "tar.log"
+    shim = tmp_path / "bin" / "tar"
+    shim.write_text(f'#!/bin/sh\necho "$@" >> {log}\nexec /bin/tar "$@"\n')
+    shim.chmod(0o755)
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    (ws / "a.py").write_text("a")
+    rep = syncmod.sync(barcelona, OcCluster(), str(ws))
+    assert rep.verified == [p.name for p in pods]
+    # the pods' tar -x goes through the same PATH here: count the packing only
+    assert sum("--create" in ln for ln in log.read_text().splitlines()) == 1
+    assert len((tmp_path / "log").read_text().splitlines()) == len(pods)  # one exec each
+    assert list(Path(os.environ.get("TMPDIR", "/tmp")).glob("mlenv-sync-*")) == []

@@ -16,7 +16,8 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from mlenv.cluster import devloop, fetch, treehash
@@ -159,8 +160,10 @@ class Pods(Controllers):
         self, obj: Manifest, pod: str, args: tuple[str, ...], stdin: str | None, limit: float
     ) -> ExecResult:
         """What ``args`` does in the running pod ``obj`` (not recorded as a call)."""
-        if len(args) == 4 and args[:2] == ("python3", "-c") and args[2] == treehash.SCRIPT:
-            vid, rel = self._volume_for(obj, args[3].rstrip("/"))
+        # the stdlib scripts, as the product runs them (treehash.POD_PYTHON)
+        py = args[len(treehash.POD_PYTHON) :] if args[:4] == treehash.POD_PYTHON else ()
+        if len(py) == 2 and py[0] == treehash.SCRIPT:
+            vid, rel = self._volume_for(obj, py[1].rstrip("/"))
             pre = f"{rel}/" if rel else ""
             files = [
                 (p[len(pre) :], base64.b64decode(d))
@@ -168,17 +171,9 @@ class Pods(Controllers):
                 if p.startswith(pre)
             ]
             res = ExecResult(args, 0, treehash.digest_files(files) + "\n")
-        elif (
-            len(args) == 4
-            and args[:2] == ("python3", "-c")
-            and args[2] in (treehash.LIST_SCRIPT, treehash.REMOVE_SCRIPT)
-        ):
-            res = self._tree_script(obj, args[2], args[3], stdin)
-        elif (
-            len(args) >= 4
-            and args[:2] == ("python3", "-c")
-            and args[2] in (fetch.RUNS_SCRIPT, fetch.PACK_SCRIPT)
-        ):
+        elif len(py) == 2 and py[0] in (treehash.LIST_SCRIPT, treehash.REMOVE_SCRIPT):
+            res = self._tree_script(obj, py[0], py[1], stdin)
+        elif len(py) >= 2 and py[0] in (fetch.RUNS_SCRIPT, fetch.PACK_SCRIPT):
             res = self._read_only_script(obj, args)
         elif len(args) == 5 and args[:3] == ("sh", "-c", devloop.GPU_SCRIPT):
             res = self._gpu_script(obj, pod, args, stdin, limit)
@@ -308,12 +303,14 @@ class Pods(Controllers):
 
     def _read_only_script(self, obj: Manifest, args: tuple[str, ...]) -> ExecResult:
         """the fetch scripts, run for real (this interpreter) over a copy of the
-        volume's files under ``args[3]``: what they print is what a pod would."""
+        volume's files under their first argument: what they print is what a pod would."""
         import subprocess
         import sys
         import tempfile
 
-        vid, rel = self._volume_for(obj, args[3].rstrip("/"))
+        n = len(treehash.POD_PYTHON)
+        script, root, rest = args[n], args[n + 1], args[n + 2 :]
+        vid, rel = self._volume_for(obj, root.rstrip("/"))
         pre = f"{rel}/" if rel else ""
         with tempfile.TemporaryDirectory(prefix="fake-pod-") as tmp:
             for p, d in self.volumes.get(vid, {}).items():
@@ -328,7 +325,7 @@ class Pods(Controllers):
                     with open(dest, "wb") as fh:
                         fh.write(data)
             done = subprocess.run(
-                [sys.executable, "-c", args[2], tmp, *args[4:]],
+                [sys.executable, *treehash.POD_PYTHON[1:], script, tmp, *rest],
                 capture_output=True,
                 text=True,
                 check=False,
@@ -341,7 +338,7 @@ class Pods(Controllers):
         vid, rel = self._volume_for(obj, root.rstrip("/"))
         vol = self.volumes.setdefault(vid, {})
         pre = f"{rel}/" if rel else ""
-        args = ("python3", "-c", script, root)
+        args = (*treehash.POD_PYTHON, script, root)
         if script == treehash.LIST_SCRIPT:
             listing = {
                 p[len(pre) :]: _listed(base64.b64decode(d))
@@ -410,25 +407,57 @@ class Pods(Controllers):
         for p, d in files.items():
             vol[p] = base64.b64encode(d).decode()
 
+    @contextmanager
+    def packed(self, local_dir: str, names: Sequence[str]) -> Iterator[str]:
+        """The tree as kubectl's client packs it (a tar of ``./NAME`` entries, links as
+        links), written by the tarfile module into a temporary file, removed on the way out."""
+        import tarfile
+        import tempfile
+
+        fd, path = tempfile.mkstemp(prefix="fake-sync-", suffix=".tar")
+        os.close(fd)
+        try:
+            with tarfile.open(path, "w") as tar:
+                for rel in sorted(names):
+                    tar.add(os.path.join(local_dir, rel), arcname=f"./{rel}", recursive=False)
+            yield path
+        finally:
+            os.unlink(path)
+
     def copy_listed(
         self,
-        local_dir: str,
+        archive: str,
         pod: str,
         namespace: str,
         remote_dir: str,
         *,
-        listing: Sequence[str],
-        exclude: Sequence[str] = (),
         timeout: float | None = None,
     ) -> tuple[str, str]:
-        """As kubectl does it: ``listing``, the copy, ``listing`` again, in one call (sync
-        calls it only where ``one_stream_copy``)."""
+        """As kubectl does it: the listing, the archive's files unpacked, the listing
+        again, in one call (sync calls it only where ``one_stream_copy``)."""
+        import tarfile
+
         obj = self._running_pod(pod, namespace)
         self._require("create", "pods/exec", "Pod", pod)
-        self.calls.append(["copy_listed", pod, local_dir, remote_dir, *listing])
+        self.calls.append(["copy_listed", pod, archive, remote_dir])
+        listing = (*treehash.POD_PYTHON, treehash.LIST_SCRIPT, remote_dir)
         before = self._then(obj, pod, listing, timeout)
         if pod not in self.rsync_failures:
-            self._copy_into(obj, local_dir, remote_dir, exclude)
+            vid, rel = self._volume_for(obj, remote_dir.rstrip("/"))
+            vol = self.volumes.setdefault(vid, {})
+            pre = f"{rel}/" if rel else ""
+            with tarfile.open(archive) as tar:
+                for m in tar.getmembers():
+                    name = m.name.removeprefix("./")
+                    if m.issym():
+                        data = _LINK + m.linkname.encode()
+                    elif m.isfile():
+                        fh = tar.extractfile(m)
+                        assert fh is not None
+                        data = fh.read()
+                    else:
+                        continue
+                    vol[f"{pre}{name}"] = base64.b64encode(data).decode()
         return before, self._then(obj, pod, listing, timeout)
 
     def _then(self, obj: Manifest, pod: str, then: Sequence[str], timeout: float | None) -> str:

@@ -317,7 +317,10 @@ def test_rwx_copies_once_and_checks_every_pod(fake_for, tmp_path, one_stream) ->
     # oc lists to plan its copy first. pod-0's check is the listing its copy's own call
     # made, every other pod is listed once to check it
     (copy,) = [c for c in fake.calls if c[0] == verb]
-    assert copy[4:] == ["python3", "-c", treehash.LIST_SCRIPT, "/workspace"]
+    if one_stream:
+        assert copy[3:] == ["/workspace"]
+    else:
+        assert copy[4:] == [*treehash.POD_PYTHON, treehash.LIST_SCRIPT, "/workspace"]
     checks = [c[1] for c in fake.calls if c[0] == "exec"][0 if one_stream else 1 :]
     n = cfg.gpus.default_nodes
     assert checks == [f"ml-dev-env-{i}" for i in range(1, n)]
