@@ -33,6 +33,7 @@ in "error" (and the benchmark exits 1 at the end).
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import shutil
@@ -409,21 +410,26 @@ class Bench:
             self.row("teardown", lambda: self.mlenv("teardown", NAME), f_teardown)
 
     def wait_nodes(self) -> None:
-        """Until every scale node is Ready: a tier just started has them NotReady (and
-        tainted not-ready) for a while, and deploy's preflight refuses such a node."""
+        """Until every scale node is Ready and rid of its not-ready taint: a tier just
+        started has them NotReady, and tainted until the node controller's next pass, and
+        deploy's preflight refuses such a node."""
         deadline = time.monotonic() + 600
         want = set(self.nodes)
         while True:
-            ready = set(
-                self.kubectl(
-                    "get",
-                    "nodes",
-                    "-o",
-                    "jsonpath={range .items[*]}{.metadata.name} "
-                    '{.status.conditions[?(@.type=="Ready")].status}{"\\n"}{end}',
-                ).split("\n")
-            )
-            missing = {n for n in want if f"{n} True" not in ready}
+            rows = self.kubectl(
+                "get",
+                "nodes",
+                "-o",
+                "jsonpath={range .items[*]}{.metadata.name} "
+                '{.status.conditions[?(@.type=="Ready")].status} '
+                '{.spec.taints[*].key}{"\\n"}{end}',
+            ).splitlines()
+            fine = {
+                r.split()[0]
+                for r in rows
+                if r.split()[1:2] == ["True"] and "node.kubernetes.io/" not in r
+            }
+            missing = want - fine
             if not missing:
                 return
             if time.monotonic() > deadline:
@@ -473,6 +479,9 @@ def main() -> int:
     if args.pods < 1:
         print("bench_scale: PODS must be 1 or more", file=sys.stderr)
         return 2
+    # mlenv as installed: its bytecode compiled (pip does; a checkout under
+    # PYTHONDONTWRITEBYTECODE would compile every changed module in every verb's process)
+    compileall.compile_dir(str(ROOT / "mlenv"), quiet=1)
     started = time.perf_counter()
     tier, owned = tier_for(args.pods)
     print(
