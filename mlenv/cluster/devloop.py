@@ -10,8 +10,8 @@ import secrets
 from dataclasses import dataclass
 
 from mlenv.cluster.api import ClusterClient
-from mlenv.cluster.deploy import worker_pods
 from mlenv.cluster.keys import DEVTOOLS_SECRET
+from mlenv.cluster.pods import worker_pods
 from mlenv.cluster.pool import bounded_map
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.errors import InfraError, InputError, did_you_mean

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from mlenv import contract
 from mlenv.cluster.api import NO_TIMEOUT, ClusterClient, ExecResult, ExecTimeout, Output
-from mlenv.cluster.deploy import worker_pods
+from mlenv.cluster.pods import worker_pods
 from mlenv.cluster.pool import bounded_map
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.errors import InfraError, MlenvError

@@ -36,6 +36,7 @@ import re
 import secrets
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -79,7 +80,7 @@ from mlenv.cluster.api import (
     read_each,
 )
 from mlenv.cluster.pool import bounded_map
-from mlenv.errors import InfraError
+from mlenv.errors import InfraError, InputError
 from mlenv.workload import WORKLOADS
 
 if TYPE_CHECKING:
@@ -117,6 +118,35 @@ def _feed(pipe: IO[bytes], data: bytes) -> None:
         pass
     finally:
         pipe.close()
+
+
+def _wait_killing(proc: subprocess.Popen[bytes], limit: float | None) -> tuple[int, bool]:
+    """Wait for ``proc``, killed ``limit`` seconds after now (none: no limit); its
+    (returncode, timed_out), -1 for a killed one. A blocking wait with a timer to kill:
+    ``Popen.wait(timeout)`` polls, and its sleeps (up to 50 ms apart) added about 15 ms
+    to each client call's end."""
+    fired = threading.Event()
+
+    def kill() -> None:
+        fired.set()
+        proc.kill()
+
+    timer = None if limit is None else threading.Timer(limit, kill)
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        rc = proc.wait()
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+    if fired.is_set() and rc == -signal.SIGKILL:
+        return -1, True
+    return rc, False
 
 
 def _resource_ref(ref: str) -> str:
@@ -630,19 +660,9 @@ class OcCluster:
             if stdin:
                 fin.write(stdin.encode())
                 fin.seek(0)
-            try:
-                rc = subprocess.run(
-                    list(line),
-                    stdin=fin,
-                    stdout=fout,
-                    stderr=ferr,
-                    env=env,
-                    timeout=limit,
-                    check=False,
-                ).returncode
-                timed_out = False
-            except subprocess.TimeoutExpired:  # run() killed it and reaped it
-                rc, timed_out = -1, True
+            rc, timed_out = _wait_killing(
+                subprocess.Popen(list(line), stdin=fin, stdout=fout, stderr=ferr, env=env), limit
+            )
             fout.seek(0)
             ferr.seek(0)
             return (
@@ -703,35 +723,56 @@ class OcCluster:
         403, is reachable.
         """
         # a local read; only a wrapper that contacts the server (gcloud's version-picking
-        # kubectl) takes seconds here: bounded, generously
+        # kubectl) takes seconds here: bounded, generously. Run beside the request to
+        # /version (one client process's time in front of every verb, not two), and read
+        # first: a kubeconfig without a context is that error, whatever /version said.
         view_limit = max(30.0, timeout + 5)
-        rc, out, err, stuck = self._run(
+        pool = ThreadPoolExecutor(max_workers=1)
+        view = pool.submit(
+            self._run,
             "config view",
             ["--minify", "--output=jsonpath={.clusters[0].cluster.server}"],
             timeout=view_limit,
         )
-        server = out.strip()
-        if stuck:
-            raise Unreachable(f"{self.binary} config view did not answer within {view_limit:g} s")
-        if rc != 0:
-            low = err.lower()
-            if "context" in low and "does not exist" in low:
-                raise KubeconfigError(_one_line(err))
-            if not any(s in low for s in _NO_CONTEXT):
-                raise KubeconfigError(f"the kubeconfig cannot be read: {_one_line(err)}")
-            if not os.environ.get("KUBERNETES_SERVICE_HOST"):  # in a pod: its account
-                flag = [
-                    f.removeprefix("--kubeconfig=")
-                    for f in self._flags
-                    if f.startswith("--kubeconfig=")
-                ]
-                where = flag[0] if flag else os.environ.get("KUBECONFIG") or "~/.kube/config"
-                raise NotLoggedIn(f"not logged in: {LOGIN_HINT} (no current context in {where})")
-            server = "the in-cluster API server"
-        server = server or "the default API server (localhost:8080)"
+        pool.shutdown(wait=False)
+
+        def named() -> str:
+            """The server the kubeconfig names (raises what its read found wrong)."""
+            rc, out, err, stuck = view.result()
+            server = out.strip()
+            if stuck:
+                raise Unreachable(
+                    f"{self.binary} config view did not answer within {view_limit:g} s"
+                )
+            if rc != 0:
+                low = err.lower()
+                if "context" in low and "does not exist" in low:
+                    raise KubeconfigError(_one_line(err))
+                if not any(s in low for s in _NO_CONTEXT):
+                    raise KubeconfigError(f"the kubeconfig cannot be read: {_one_line(err)}")
+                if not os.environ.get("KUBERNETES_SERVICE_HOST"):  # in a pod: its account
+                    flag = [
+                        f.removeprefix("--kubeconfig=")
+                        for f in self._flags
+                        if f.startswith("--kubeconfig=")
+                    ]
+                    where = flag[0] if flag else os.environ.get("KUBECONFIG") or "~/.kube/config"
+                    raise NotLoggedIn(
+                        f"not logged in: {LOGIN_HINT} (no current context in {where})"
+                    )
+                server = "the in-cluster API server"
+            return server or "the default API server (localhost:8080)"
+
+        def slow() -> None:
+            assert say is not None
+            try:
+                say(f"contacting {named()}…")
+            except (InfraError, InputError):
+                pass  # the probe's own error says it, once it ends
+
         timer = None
         if say is not None and timeout > slow_after:
-            timer = threading.Timer(slow_after, say, args=(f"contacting {server}…",))
+            timer = threading.Timer(slow_after, slow)
             timer.daemon = True
             timer.start()
         try:
@@ -743,6 +784,8 @@ class OcCluster:
         finally:
             if timer is not None:
                 timer.cancel()
+                timer.join()  # a "contacting" line under way is said before any error
+        server = named()
         self.server_url = server
         if rc == 0:
             return server

@@ -95,7 +95,7 @@ def status(cfg: ClusterConfig, client: ClusterClient) -> StatusReport:
     # made under its fixed name; any other pod with our labels is a neighbour's. The
     # workload object is the one the split read (one read, not two): an object of that
     # name that is not this instance's counts as none, as its pods are no workers.
-    from mlenv.cluster.deploy import split_pods
+    from mlenv.cluster.pods import split_pods
 
     # the workload object, its pods and the claims in one read
     listed = client.list_many([wl.kind, "Pod", "PersistentVolumeClaim"], cfg.namespace, sel)

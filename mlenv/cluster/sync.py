@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 from mlenv.cluster import treehash
 from mlenv.cluster.api import ClusterClient, PodView
-from mlenv.cluster.deploy import worker_pods
+from mlenv.cluster.pods import worker_pods
 from mlenv.cluster.pool import bounded_map
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.errors import InfraError, InputError

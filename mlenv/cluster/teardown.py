@@ -164,7 +164,7 @@ def teardown(
     the user may not create that kind either (then they made none: a namespace ``edit``
     user and RoleBindings).
     """
-    from mlenv.cluster.deploy import split_pods
+    from mlenv.cluster.pods import split_pods
 
     sel = instance_selector(cfg.name)
     rep = TeardownReport()

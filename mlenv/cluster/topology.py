@@ -89,7 +89,7 @@ def read(cfg: ClusterConfig, client: ClusterClient) -> LabelTopology:
     pod not scheduled yet each become a warning and the run goes on (without racks, or
     without those nodes).
     """
-    from mlenv.cluster.deploy import worker_pods
+    from mlenv.cluster.pods import worker_pods
     from mlenv.render.names import workload
 
     label = cfg.topology_label

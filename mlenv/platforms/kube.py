@@ -105,7 +105,7 @@ def require_own_worker(client: ClusterClient, cfg: Cluster, pod: str) -> None:
     """InfraError (exit 3) unless ``pod`` belongs to the deployment's workload (its
     controller ownerReference, a name the workload runs now): a pod a namespace
     neighbour made under our labels (and a free name) gets no shell, job or log reading."""
-    from mlenv.cluster.deploy import worker_pods
+    from mlenv.cluster.pods import worker_pods
 
     if pod in {p.name for p in worker_pods(cfg, client)}:
         return

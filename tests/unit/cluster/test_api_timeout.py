@@ -49,3 +49,35 @@ def test_deploy_does_not_retry_a_server_that_did_not_answer() -> None:
     with pytest.raises(Unreachable):
         _apply_retrying(client, cm, "ns", said.append)  # type: ignore[arg-type]
     assert client.tries == 1 and not said
+
+
+def test_the_kubeconfig_read_and_the_server_request_run_at_once(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The probe's two client processes are in front of every verb: run side by side, not
+    one after the other. This kubectl's ``config view`` answers only once the request to
+    /version has started (one after the other, it gives up after 20 s and fails)."""
+    import sys
+
+    mark = tmp_path / "version-started"
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys, time\n"
+        f"mark = {str(mark)!r}\n"
+        "if '--raw=/version' in sys.argv:\n"
+        "    open(mark, 'w').close()\n"
+        "    print('{}')\n"
+        "    sys.exit(0)\n"
+        "for _ in range(400):\n"
+        "    if os.path.exists(mark):\n"
+        f"        print({SERVER!r})\n"
+        "        sys.exit(0)\n"
+        "    time.sleep(0.05)\n"
+        "sys.exit('error: no /version request while the kubeconfig was read')\n"
+    )
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    c = OcCluster()
+    c.probe(30.0)
+    assert c.server() == SERVER

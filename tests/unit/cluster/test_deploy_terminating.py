@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from mlenv.cluster.api import PodView
-from mlenv.cluster.deploy import DeployOptions, DeployTimeout, deploy, worker_pods
+from mlenv.cluster.deploy import DeployOptions, DeployTimeout, deploy
+from mlenv.cluster.pods import worker_pods
 from mlenv.cluster.teardown import teardown
 from mlenv.render.names import DEV_POD
 

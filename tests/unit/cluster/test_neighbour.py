@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import copy
 
-from mlenv.cluster.deploy import DeployOptions, deploy, neighbour_pods, split_pods, worker_pods
+from mlenv.cluster.deploy import DeployOptions, deploy
+from mlenv.cluster.pods import neighbour_pods, split_pods, worker_pods
 from mlenv.cluster.status import status
 from mlenv.cluster.sync import sync
 from mlenv.cluster.teardown import teardown
