@@ -11,7 +11,8 @@ processes at once:
 
 - deploy: ``kubectl apply`` of the plan (``mlenv deploy --dry-run client -o json``) and
   ``kubectl rollout status``; mlenv: ``deploy`` to every pod Ready;
-- status: one ``kubectl get pods,pvc -l SELECTOR -o wide``;
+- status: one ``kubectl get pods,pvc -l SELECTOR -o wide`` (each side the median of five
+  runs, alternating);
 - sync: ``tar c | kubectl exec -i POD -- tar x`` into every pod, 16 at once;
 - exec: ``kubectl exec POD -- true`` in every pod, 16 at once; mlenv: ``gpu-info`` (one
   exec per pod: the shell-style fan-out);
@@ -199,10 +200,20 @@ class Bench:
         mine: Callable[[], Any] | tuple[float, int, int, Any],
         floor: Callable[[], Any] | tuple[float, int, int, Any] | None,
         expect: tuple[int, ...] = (0,),
+        repeat: int = 1,
     ) -> None:
         """Measure ``mine``, then ``floor``, and print the row; either may be measured
         before (deploy's and teardown's floors change the state the verb starts from, and
-        quarantine's must not meet mlenv's marks)."""
+        quarantine's must not meet mlenv's marks). ``repeat``: a read that changes nothing
+        is measured that many times, alternating with its floor, and each side's median
+        kept (one second's worth of work on a shared 2-core machine varies by a tenth)."""
+        if repeat > 1 and callable(mine) and callable(floor):
+            mine_runs, floor_runs = [], []
+            for _ in range(repeat):
+                mine_runs.append(self.measure(mine))
+                floor_runs.append(self.measure(floor))
+            mine = sorted(mine_runs, key=lambda m: m[0])[repeat // 2]
+            floor = sorted(floor_runs, key=lambda m: m[0])[repeat // 2]
         seconds, procs, peak, res = mine if isinstance(mine, tuple) else self.measure(mine)
         row: dict[str, Any] = {
             "verb": verb,
@@ -379,7 +390,7 @@ class Bench:
         if self.failed:
             raise RuntimeError("mlenv deploy failed (its row says why): nothing left to measure")
         if wanted("status"):
-            self.row("status", lambda: self.mlenv("status", NAME), self.floor_status)
+            self.row("status", lambda: self.mlenv("status", NAME), self.floor_status, repeat=5)
         if wanted("sync"):
             self.row("sync", lambda: self.mlenv("sync", NAME), self.floor_sync)
         if wanted("exec"):

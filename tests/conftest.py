@@ -19,6 +19,13 @@ from typing import cast
 
 import pytest
 
+# mlenv's cache (configs remembered as valid) for every test and every mlenv process they
+# start: one folder for the suite, never the developer's ~/.cache. Content-addressed, so
+# workers and runs may share it.
+os.environ["MLENV_CACHE_DIR"] = os.path.join(
+    os.environ.get("TMPDIR", "/tmp"), f"mlenv-test-cache-{os.getuid()}"
+)
+
 # Where the parallel phase's time goes (seconds each on the 2-core sandbox): these start
 # first, so the long ones do not begin when every other worker has run dry. Only an order:
 # a stale entry costs minutes, never a result.

@@ -29,6 +29,7 @@ through :mod:`mlenv.argv`), as it always was for the streaming verbs.
 from __future__ import annotations
 
 import builtins
+import gc
 import json
 import math
 import os
@@ -465,6 +466,32 @@ def _stdin_is_tty() -> bool:
         return sys.stdin is not None and sys.stdin.isatty()
     except (ValueError, OSError):  # closed or detached
         return False
+
+
+_GC_PAUSE = threading.Lock()
+_gc_pausers = 0  # parses under way
+_gc_was_on = True  # the collector's state when the first of them began
+
+
+def parsed_list(text: str) -> Any:
+    """``json.loads`` of a List with the cyclic garbage collector paused: parsing creates
+    only acyclic objects, millions of them for a pod list at 512 pods (10.8 MB), and the
+    collections those allocations set off were a third of the parse (about 50 ms of 150).
+    Lists are read from several threads at once: the collector runs again when the last
+    of them is done, if it ran before."""
+    global _gc_pausers, _gc_was_on
+    with _GC_PAUSE:
+        if _gc_pausers == 0:
+            _gc_was_on = gc.isenabled()
+            gc.disable()
+        _gc_pausers += 1
+    try:
+        return json.loads(text)
+    finally:
+        with _GC_PAUSE:
+            _gc_pausers -= 1
+            if _gc_pausers == 0 and _gc_was_on:
+                gc.enable()
 
 
 def json_documents(text: str) -> list[dict[str, Any]]:
@@ -1172,7 +1199,7 @@ class OcCluster:
         if selector:
             opts.append(f"--selector={argv.selector(selector)}")
         out = self._ok("get", opts, [argv.resource(kind)], namespace=namespace, kind=kind)
-        items: builtins.list[Manifest] = json.loads(out).get("items", []) if out.strip() else []
+        items: builtins.list[Manifest] = parsed_list(out).get("items", []) if out.strip() else []
         return items
 
     def _raw_list(
@@ -1182,7 +1209,7 @@ class OcCluster:
         kind and apiVersion ``-o json`` would print."""
         group, version, _ = RAW_LISTS[kind]
         out = self._ok("get", [f"--raw={raw_list_path(kind, namespace, selector)}"], kind=kind)
-        items: builtins.list[Manifest] = json.loads(out).get("items") or [] if out.strip() else []
+        items: builtins.list[Manifest] = parsed_list(out).get("items") or [] if out.strip() else []
         for item in items:
             item.setdefault("apiVersion", f"{group}/{version}" if group else version)
             item.setdefault("kind", kind)

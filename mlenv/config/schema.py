@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import difflib
 import functools
+import hashlib
 import json
+import os
 import re
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from mlenv.config.yamlpos import JsonPath, Parsed, format_path
@@ -30,12 +33,50 @@ _TYPE_WORDS = {
 }
 
 
+# Where a config that passed the schema is remembered (see valid_mark).
+CACHE_ENV = "MLENV_CACHE_DIR"
+
+
+@functools.cache
+def _schema_text() -> str:
+    return resources.files("mlenv.config").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
+
+
 @functools.cache
 def schema() -> dict[str, Any]:
     """The parsed cluster config schema (cached)."""
-    text = resources.files("mlenv.config").joinpath(SCHEMA_FILE).read_text(encoding="utf-8")
-    loaded: dict[str, Any] = json.loads(text)
+    loaded: dict[str, Any] = json.loads(_schema_text())
     return loaded
+
+
+def cache_dir() -> Path:
+    """mlenv's own cache: ``$MLENV_CACHE_DIR``, else ``$XDG_CACHE_HOME/mlenv``, else
+    ``~/.cache/mlenv``."""
+    given = os.environ.get(CACHE_ENV)
+    if given:
+        return Path(given)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mlenv"
+
+
+def _tagged(value: Any) -> Any:
+    # a YAML value that is no JSON (a date): by its type and text, never mistaken for a string
+    return {"$mlenv-python": type(value).__name__, "repr": repr(value)}
+
+
+def valid_mark(data: Any) -> Path | None:
+    """The file that says ``data`` passed this schema with this validator: named by a
+    digest of the document, the schema and this module's source (a change to any of them
+    is a new name). Every verb loads its config, and importing jsonschema (attrs,
+    referencing) and running it was about 80 ms of each verb's start; a document that
+    passed once passes again. None where the document has no stable text."""
+    try:
+        doc = json.dumps(data, sort_keys=True, allow_nan=False, default=_tagged)
+    except (TypeError, ValueError):
+        return None
+    h = hashlib.sha256()
+    for part in (_schema_text().encode(), Path(__file__).read_bytes(), doc.encode()):
+        h.update(len(part).to_bytes(8, "big") + part)
+    return cache_dir() / "valid-configs" / h.hexdigest()
 
 
 @functools.cache
@@ -136,14 +177,28 @@ def _close(word: str, choices: list[str]) -> str:
 
 
 def schema_diagnostics(parsed: Parsed, file: str) -> list[Diagnostic]:
-    """Every schema violation of ``parsed.data``, located and worded for humans."""
+    """Every schema violation of ``parsed.data``, located and worded for humans; none,
+    without running the validator, for a document remembered as valid (:func:`valid_mark`),
+    and a document with no violation at all is remembered (an unwritable cache only
+    means it is validated each time)."""
+    mark = None if parsed.unreadable else valid_mark(parsed.data)
+    if mark is not None and mark.is_file():
+        return []
     out: list[Diagnostic] = []
+    errors = 0
     for error in _validator().iter_errors(parsed.data):
+        errors += 1
         path = tuple(error.absolute_path)
         # A value YAML could not construct was reported already; its stand-in None is not news.
         if any(path[: len(u)] == u for u in parsed.unreadable):
             continue
         out.extend(_translate(error, parsed, file))
+    if errors == 0 and mark is not None:
+        try:
+            mark.parent.mkdir(parents=True, exist_ok=True)
+            mark.touch()
+        except OSError:
+            pass
     # jsonschema's order follows the schema; humans read files top to bottom.
     out.sort(key=lambda d: (d.line, d.col, d.path, d.message))
     return out

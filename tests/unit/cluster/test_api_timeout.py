@@ -81,3 +81,29 @@ def test_the_kubeconfig_read_and_the_server_request_run_at_once(
     c = OcCluster()
     c.probe(30.0)
     assert c.server() == SERVER
+
+
+def test_a_list_is_parsed_with_the_collector_paused_and_restored() -> None:
+    """Parsing a big List only allocates (no cycles): the collector is paused for it,
+    from several threads at once, and left as it was found."""
+    import gc
+    import json
+    from concurrent.futures import ThreadPoolExecutor
+
+    from mlenv.cluster.oc import parsed_list
+
+    doc = json.dumps({"items": [{"metadata": {"name": f"p{i}"}} for i in range(20000)]})
+
+    def parse(_: int) -> int:
+        return len(parsed_list(doc)["items"])
+
+    assert gc.isenabled()
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(parse, range(8))) == [20000] * 8
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        parsed_list(doc)
+        assert not gc.isenabled()  # a caller's own pause is kept
+    finally:
+        gc.enable()
