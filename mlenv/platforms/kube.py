@@ -287,12 +287,15 @@ class KubernetesPlatform(Platform):
         if not rep.pods:
             s.say("no pods (not deployed? run: mlenv deploy " + cfg.name + ")")
         else:
-            s.say(f"{'POD':<24} {'PHASE':<10} {'READY':<6} {'RESTARTS':<9} NODE")
-            for p in rep.pods:
-                s.say(
-                    f"{p.name:<24} {(p.waiting_reason or p.phase):<10} "
-                    f"{'yes' if p.ready else 'no':<6} {p.restarts:<9} {p.node or '-'}"
-                )
+            # each table one write, not one per row (a line's echo costs 60 µs: 0.1 s at
+            # 512 pods and their claims)
+            rows = [f"{'POD':<24} {'PHASE':<10} {'READY':<6} {'RESTARTS':<9} NODE"]
+            rows += [
+                f"{p.name:<24} {(p.waiting_reason or p.phase):<10} "
+                f"{'yes' if p.ready else 'no':<6} {p.restarts:<9} {p.node or '-'}"
+                for p in rep.pods
+            ]
+            s.say("\n".join(rows))
         if rep.neighbours:  # ignored everywhere, named here
             s.warn(
                 f"warning: pod(s) {', '.join(rep.neighbours)} carry the labels of {cfg.name} "
@@ -302,9 +305,9 @@ class KubernetesPlatform(Platform):
         for pod, line in sorted(rep.interfaces.items()):
             s.say(f"{pod}: RDMA interfaces: {line}")
         if rep.pvcs:
-            s.say(f"{'PVC':<40} {'STATUS':<8} SIZE")
-            for name, phase, size in rep.pvcs:
-                s.say(f"{name:<40} {phase:<8} {size}")
+            rows = [f"{'PVC':<40} {'STATUS':<8} SIZE"]
+            rows += [f"{name:<40} {phase:<8} {size}" for name, phase, size in rep.pvcs]
+            s.say("\n".join(rows))
 
     def logs(self, cfg: Cluster, s: Session, *, pod: str, follow: bool, tail: int | None) -> None:
         with s.client() as client:
