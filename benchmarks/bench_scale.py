@@ -376,6 +376,11 @@ class Bench:
         run = str(self.report())
         deploy = lambda: self.mlenv("deploy", NAME, "--mode", "tcp", "--timeout", "3600")  # noqa: E731
         if wanted("deploy"):
+            # from nothing: a deployment kept by an earlier --keep run goes first, unmeasured
+            # (its apply and rollout would be a no-op measured as the floor)
+            if self.kubectl("get", f"{WORKERS.kind},pods", "-n", self.ns, "-o", "name").split():
+                self.floor_teardown()
+                self.wait_gone()
             # deploy's floor first, then its own teardown's floor, so mlenv deploys afresh
             f_deploy = self.measure(self.floor_deploy)
             f_teardown = self.measure(self.floor_teardown)
@@ -450,11 +455,12 @@ class Bench:
     def wait_gone(self) -> None:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
-            left = self.kubectl("get", "pods", "-n", self.ns, "-o", "name").split()
-            if not left:
+            # the workload object too: one still being deleted is what a new apply meets
+            left = self.kubectl("get", f"{WORKERS.kind},pods", "-n", self.ns, "-o", "name")
+            if not left.split():
                 return
             time.sleep(1)
-        raise RuntimeError(f"{len(left)} pods still there 600 s after the floor's delete")
+        raise RuntimeError(f"{len(left.split())} objects still there 600 s after the delete")
 
 
 def tier_for(pods: int) -> tuple[plane.Tier, bool]:
