@@ -105,6 +105,8 @@ POD_PYTHON = ("python3", "-I", "-S", "-c")
 _LISTING = r"""
 import hashlib, os, sys
 def quoted(s):
+    if s.isascii() and s.isprintable() and '"' not in s and "\\" not in s:
+        return '"' + s + '"'
     out = []
     for c in s:
         n = ord(c)
