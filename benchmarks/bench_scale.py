@@ -68,7 +68,7 @@ WORKERS = workload_for(DEFAULT)
 PULLABLE = "registry.access.redhat.com/ubi9/ubi-minimal:latest"
 NAME = "bench-scale"
 RUN_ID = "20261129-000000-benchs"
-# What `mlenv teardown` deletes, named for the floor's one delete (it keeps claims too).
+# The rows, in the order they are measured (--only picks some).
 VERBS = (
     "deploy",
     "status",
@@ -79,6 +79,7 @@ VERBS = (
     "release",
     "teardown",
 )
+# What `mlenv teardown` deletes, named for the floor's one delete (it keeps claims too).
 KINDS = "statefulset,service,secret,configmap,serviceaccount,networkpolicy,pod"
 
 SHIM = """#!/bin/bash
