@@ -49,13 +49,20 @@ def schema() -> dict[str, Any]:
     return loaded
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Path | None:
     """mlenv's own cache: ``$MLENV_CACHE_DIR``, else ``$XDG_CACHE_HOME/mlenv``, else
-    ``~/.cache/mlenv``."""
+    ``~/.cache/mlenv``; None where there is no home to put it in (a pod's arbitrary UID
+    with no passwd entry and no HOME)."""
     given = os.environ.get(CACHE_ENV)
     if given:
         return Path(given)
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "mlenv"
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg:
+        return Path(xdg) / "mlenv"
+    try:
+        return Path.home() / ".cache" / "mlenv"
+    except RuntimeError:
+        return None
 
 
 def _tagged(value: Any) -> Any:
@@ -68,7 +75,11 @@ def valid_mark(data: Any) -> Path | None:
     digest of the document, the schema and this module's source (a change to any of them
     is a new name). Every verb loads its config, and importing jsonschema (attrs,
     referencing) and running it was about 80 ms of each verb's start; a document that
-    passed once passes again. None where the document has no stable text."""
+    passed once passes again. None where the document has no stable text, or mlenv no
+    cache."""
+    folder = cache_dir()
+    if folder is None:
+        return None
     try:
         doc = json.dumps(data, sort_keys=True, allow_nan=False, default=_tagged)
     except (TypeError, ValueError):
@@ -76,7 +87,7 @@ def valid_mark(data: Any) -> Path | None:
     h = hashlib.sha256()
     for part in (_schema_text().encode(), Path(__file__).read_bytes(), doc.encode()):
         h.update(len(part).to_bytes(8, "big") + part)
-    return cache_dir() / "valid-configs" / h.hexdigest()
+    return folder / "valid-configs" / h.hexdigest()
 
 
 @functools.cache

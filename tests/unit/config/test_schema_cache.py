@@ -84,3 +84,18 @@ def test_an_unwritable_cache_only_means_validating_each_time(
     monkeypatch.setenv(schema.CACHE_ENV, str(blocker))
     assert load("local", checkout).name == "local"
     assert load("local", checkout).name == "local"
+
+
+def test_no_home_means_no_cache_and_still_a_load(
+    checkout: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A pod's arbitrary UID may have no passwd entry and no HOME: Path.home() raises."""
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    for var in (schema.CACHE_ENV, "XDG_CACHE_HOME", "HOME"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    assert schema.cache_dir() is None and schema.valid_mark({"a": 1}) is None
+    assert load("local", checkout).name == "local"
