@@ -32,6 +32,11 @@ READ_INTERFACES = (
     "p = os.path.join(paths_from(os.environ).state_dir, 'interfaces.json'); "
     "print(open(p).read() if os.path.exists(p) else '')"
 )
+# How it runs: from /, not the exec's working directory, the image's WORKDIR /workspace,
+# which ``python3 -c`` puts first on sys.path: a user's own ``mlenv/`` folder synced there
+# was imported instead of the image's package. (``-I`` would also drop the PYTHONPATH the
+# image may find its package by.)
+READ_ARGV = ("sh", "-c", 'cd / && exec python3 -c "$1"', "sh", READ_INTERFACES)
 
 
 def _interface_line(doc: dict[str, object]) -> str:
@@ -56,9 +61,7 @@ def _interfaces(cfg: ClusterConfig, client: ClusterClient, pods: list[PodView]) 
 
     def ask(p: PodView) -> tuple[str, str | None]:
         try:
-            res = client.exec(
-                p.name, cfg.namespace, ["python3", "-c", READ_INTERFACES], check=False, timeout=15
-            )
+            res = client.exec(p.name, cfg.namespace, list(READ_ARGV), check=False, timeout=15)
         except (InfraError, InputError):
             return p.name, None
         text = res.stdout.strip()
