@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
-from typing import IO, TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from mlenv import argv
 from mlenv.cluster import nodemarks, nodetell, treehash
@@ -108,17 +108,6 @@ _TIMEOUT_MARKERS = (
 # What `kubectl config view --minify` says when there is no kubeconfig or no current context.
 _NO_CONTEXT = ("current-context must exist", "current-context is not set")
 LOGIN_HINT = "run `oc login <server>` (or `kubectl config use-context`) or set KUBECONFIG"
-
-
-def _feed(pipe: IO[bytes], data: bytes) -> None:
-    """Write ``data`` to a child's stdin and close it (in a thread: the child's stdout is
-    read at the same time, so neither side blocks on a full pipe)."""
-    try:
-        pipe.write(data)
-    except BrokenPipeError:
-        pass
-    finally:
-        pipe.close()
 
 
 def _wait_killing(proc: subprocess.Popen[bytes], limit: float | None) -> tuple[int, bool]:
@@ -354,21 +343,17 @@ def kubelet_unreachable(stderr: str) -> str | None:
 _UNPACK_THEN = 'tar -x -f - -C "$1" && shift && exec "$@"'
 
 
-def tar_pack(
-    local_dir: str, names: Iterable[str] | None = None, tar: str = "tar"
-) -> tuple[list[str], bytes]:
-    """The control host's ``tar`` that packs ``local_dir`` for the kubectl copy, and the
-    NUL-separated names it reads on stdin (30,000 files do not overflow an argument list):
-    ``names`` (relative paths, as :func:`local_listing` keys them), else every file of
-    :func:`local_listing`.
+def tar_pack(local_dir: str, names: Iterable[str], tar: str = "tar") -> tuple[list[str], bytes]:
+    """The control host's ``tar`` that packs ``names`` (relative paths, as
+    :func:`~mlenv.cluster.treehash.local_listing` keys them) of ``local_dir`` for the
+    kubectl copy, and the NUL-separated names it reads on stdin (30,000 files do not
+    overflow an argument list).
 
     Every name starts with ``./``, so a file named ``--checkpoint-action=exec=…`` is a
     file, never an option, in GNU tar and in bsdtar (macOS's tar) alike. GNU tar's
     ``--verbatim-files-from``, which did that before, is GNU-only: bsdtar refused it
     ("Option --verbatim-files-from is not supported") and no kubectl sync from a Mac ran.
     Only long options both tars take."""
-    if names is None:
-        names = treehash.local_listing(local_dir)  # links go as links, like oc rsync
     listing = b"".join(b"./" + os.fsencode(n) + b"\0" for n in sorted(names))  # any bytes
     return (
         [
@@ -384,7 +369,7 @@ def tar_pack(
 
 
 @contextmanager
-def pack_tree(local_dir: str, names: Sequence[str]) -> Iterator[str]:
+def pack_tree(local_dir: str, names: Iterable[str]) -> Iterator[str]:
     """``names`` of ``local_dir`` packed once (:func:`tar_pack`) into a temporary file,
     for a sync that streams the same tree into every pod: one local pass however many
     pods, where packing per pod read (and before that hashed) the whole tree once per pod.
@@ -1400,9 +1385,9 @@ class OcCluster:
 
         oc: ``oc rsync --no-perms --exclude=… -- DIR/ POD:REMOTE`` (never ``--delete``:
         deletions are :mod:`~mlenv.cluster.sync`'s explicit, protected list), then ``then``
-        by its own exec. kubectl: a tar stream (:func:`tar_pack`) unpacked by the pod's
-        ``tar -x``, and ``then`` in the same exec (``sh -c`` with
-        every value a positional argument, never part of the script).
+        by its own exec. kubectl: a tar stream (:func:`pack_tree`) unpacked by the pod's
+        ``tar -x``, and ``then`` in the same exec (``sh -c`` with every value a positional
+        argument, never part of the script).
         """
         limit = self._limit(timeout)
         argv.abs_path(remote_dir, "remote directory")
@@ -1421,7 +1406,10 @@ class OcCluster:
         unpack = ["tar", "-x", "-f", "-", "-C", remote_dir]
         if then:
             unpack = ["sh", "-c", _UNPACK_THEN, "sh", remote_dir, *then]
-        out = self._tar_into(local_dir, pod, namespace, unpack, limit)
+        remote = self._exec_i(pod, namespace, unpack)  # every value checked before any work
+        # links go as links, like oc rsync
+        with pack_tree(local_dir, treehash.local_listing(local_dir)) as archive:
+            out = self._stream_into(archive, remote, pod, limit, f"of {local_dir}")
         return out if then else ""
 
     @property
@@ -1453,7 +1441,22 @@ class OcCluster:
         argv.abs_path(remote_dir, "remote directory")
         mark = f"mlenv-{secrets.token_hex(8)}"
         script = [*treehash.POD_PYTHON, treehash.COPY_SCRIPT, remote_dir, mark]
-        remote = [*self._base(namespace), *argv.kube_exec(pod, script, ["-i"])]
+        remote = self._exec_i(pod, namespace, script)
+        out = self._stream_into(archive, remote, pod, limit, f"into {remote_dir}")
+        before, sep, after = out.partition(f"\n{mark}\n")
+        if not sep:
+            raise InfraError(f"{pod}: the copy's stream ended before its listing: {out[-200:]!r}")
+        return before, after
+
+    def _exec_i(self, pod: str, namespace: str, command: Sequence[str]) -> builtins.list[str]:
+        """``exec -i POD -- COMMAND`` in ``namespace``, every value checked."""
+        return [*self._base(namespace), *argv.kube_exec(pod, command, ["-i"])]
+
+    def _stream_into(
+        self, archive: str, remote: builtins.list[str], pod: str, limit: float, what: str
+    ) -> str:
+        """The tar file ``archive`` (:func:`pack_tree`) as the stdin of ``remote``
+        (:meth:`_exec_i`); its output. ``what``: the copy, in a timeout's message."""
         try:
             with open(archive, "rb") as stream:
                 proc = subprocess.run(
@@ -1464,46 +1467,7 @@ class OcCluster:
                     timeout=None if math.isinf(limit) else limit,
                 )
         except subprocess.TimeoutExpired:
-            raise ExecTimeout(f"copy (tar stream) of {archive}", pod, limit) from None
-        if proc.returncode != 0:
-            raise classify(proc.stderr.decode(errors="replace"), "Pod", pod)
-        out = proc.stdout.decode(errors="replace")
-        before, sep, after = out.partition(f"\n{mark}\n")
-        if not sep:
-            raise InfraError(f"{pod}: the copy's stream ended before its listing: {out[-200:]!r}")
-        return before, after
-
-    def _tar_into(
-        self, local_dir: str, pod: str, namespace: str, unpack: builtins.list[str], limit: float
-    ) -> str:
-        """The local tar of ``local_dir`` (:func:`tar_pack`)
-        streamed into ``unpack`` run in the pod by ``exec -i``; its output."""
-        tar, listing = tar_pack(local_dir)
-        remote = [*self._base(namespace), *argv.kube_exec(pod, unpack, ["-i"])]
-        try:
-            with subprocess.Popen(
-                tar, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-            ) as packer:
-                assert packer.stdin is not None and packer.stdout is not None
-                feeder = threading.Thread(target=_feed, args=(packer.stdin, listing), daemon=True)
-                feeder.start()
-                proc = subprocess.run(
-                    remote,
-                    stdin=packer.stdout,
-                    capture_output=True,
-                    check=False,
-                    timeout=None if math.isinf(limit) else limit,
-                )
-                packer.stdout.close()
-                feeder.join()
-                tar_err = packer.stderr.read() if packer.stderr else b""
-                tar_rc = packer.wait()
-        except subprocess.TimeoutExpired:
-            raise ExecTimeout(f"copy (tar stream) of {local_dir}", pod, limit) from None
-        if tar_rc != 0:
-            raise InfraError(
-                f"tar of {local_dir} failed: {tar_err.decode(errors='replace').strip()[-300:]}"
-            )
+            raise ExecTimeout(f"copy (tar stream) {what}", pod, limit) from None
         if proc.returncode != 0:
             raise classify(proc.stderr.decode(errors="replace"), "Pod", pod)
         return proc.stdout.decode(errors="replace")

@@ -169,7 +169,7 @@ def sync(
             return plan_pod(pod, local, _parse_listing(pod, before), delete=False)
 
         # the tree packed once for every pod, exactly the files of the local listing
-        with client.packed(local_dir, sorted(local)) as archive:
+        with client.packed(local_dir, list(local)) as archive:
             plans = bounded_map(stream, targets, bound=workers, progress=say, what="synced")
         for pl in plans:
             say(pl.summary() + shared)
