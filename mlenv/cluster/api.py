@@ -29,6 +29,7 @@ from mlenv.errors import InfraError, InputError
 if TYPE_CHECKING:
     from mlenv.cluster.nodemarks import NodeMarks
     from mlenv.cluster.nodetell import NodeTell
+    from mlenv.cluster.packs import TreePacks
 
 Manifest = dict[str, Any]
 Output = Callable[[str], None]
@@ -342,9 +343,9 @@ class ClusterClient(Protocol):
 
     @property
     def one_stream_copy(self) -> bool:
-        """Whether :meth:`copy_listed` serves: kubectl copies by a tar stream of every
-        file, listings in the same exec; False: oc rsync copies only what changed, so a
-        caller plans before it copies."""
+        """Whether :meth:`copy_planned` serves: kubectl copies by a tar stream, planned
+        inside the same exec; False: oc rsync plans for itself, so a caller lists first
+        (for the summary and the check) and then rsyncs."""
         ...
 
     def server(self) -> str:
@@ -517,25 +518,28 @@ class ClusterClient(Protocol):
         ExecFailed). ExecTimeout as for :meth:`exec`."""
         ...
 
-    def packed(self, local_dir: str, names: Sequence[str]) -> AbstractContextManager[str]:
-        """``names`` (relative paths) of ``local_dir`` as one tar file for
-        :meth:`copy_listed`, made once for every pod and removed on the way out: its path."""
+    def packs(self, local_dir: str, names: Sequence[str]) -> AbstractContextManager[TreePacks]:
+        """The tar files of ``local_dir`` (``names``: its whole listing) for
+        :meth:`copy_planned`, each set of files packed once for every pod that needs it,
+        all removed on the way out."""
         ...
 
-    def copy_listed(
+    def copy_planned(
         self,
-        archive: str,
+        packs: TreePacks,
         pod: str,
         namespace: str,
         remote_dir: str,
+        choose: Callable[[str], Sequence[str]],
         *,
         timeout: float | None = None,
-    ) -> tuple[str, str]:
+    ) -> str:
         """:meth:`rsync` in one stream per pod, for a client whose :attr:`one_stream_copy`:
-        ``archive``, a tar file of the tree (:meth:`packed`, made once for every pod),
-        unpacked into ``remote_dir`` by one exec that lists the folder
-        (:data:`~mlenv.cluster.treehash.LIST_SCRIPT`'s output) before and after; the two
-        listings (before, after). Adds and updates only, as :meth:`rsync`."""
+        one exec lists ``remote_dir`` (:data:`~mlenv.cluster.treehash.LIST_SCRIPT`'s
+        output, handed to ``choose``), receives the tar of just the names ``choose``
+        returns (from ``packs``; none: nothing is unpacked) and lists those names again as
+        they landed: that last listing (the names actually sent, which may be the whole
+        tree: :class:`~mlenv.cluster.packs.TreePacks`). Adds and updates only."""
         ...
 
     def logs(

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import IO, TYPE_CHECKING, Any, Literal
 
 from mlenv import argv
 from mlenv.cluster import nodemarks, nodetell, treehash
@@ -80,6 +80,7 @@ from mlenv.cluster.api import (
     dry_run_each,
     read_each,
 )
+from mlenv.cluster.packs import TreePacks
 from mlenv.cluster.pool import bounded_map
 from mlenv.errors import InfraError, InputError
 from mlenv.workload import WORKLOADS
@@ -110,11 +111,10 @@ _NO_CONTEXT = ("current-context must exist", "current-context is not set")
 LOGIN_HINT = "run `oc login <server>` (or `kubectl config use-context`) or set KUBECONFIG"
 
 
-def _wait_killing(proc: subprocess.Popen[bytes], limit: float | None) -> tuple[int, bool]:
-    """Wait for ``proc``, killed ``limit`` seconds after now (none: no limit); its
-    (returncode, timed_out), -1 for a killed one. A blocking wait with a timer to kill:
-    ``Popen.wait(timeout)`` polls, and its sleeps (up to 50 ms apart) added about 15 ms
-    to each client call's end."""
+@contextmanager
+def _killed_after(proc: subprocess.Popen[bytes], limit: float | None) -> Iterator[threading.Event]:
+    """``proc`` killed ``limit`` seconds from now (none: never) unless the block ends
+    first; the event says whether the timer fired."""
     fired = threading.Event()
 
     def kill() -> None:
@@ -126,17 +126,66 @@ def _wait_killing(proc: subprocess.Popen[bytes], limit: float | None) -> tuple[i
         timer.daemon = True
         timer.start()
     try:
-        rc = proc.wait()
-    except BaseException:
-        proc.kill()
-        proc.wait()
-        raise
+        yield fired
     finally:
         if timer is not None:
             timer.cancel()
+
+
+def _wait_killing(proc: subprocess.Popen[bytes], limit: float | None) -> tuple[int, bool]:
+    """Wait for ``proc``, killed ``limit`` seconds after now (none: no limit); its
+    (returncode, timed_out), -1 for a killed one. A blocking wait with a timer to kill:
+    ``Popen.wait(timeout)`` polls, and its sleeps (up to 50 ms apart) added about 15 ms
+    to each client call's end."""
+    with _killed_after(proc, limit) as fired:
+        try:
+            rc = proc.wait()
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
     if fired.is_set() and rc == -signal.SIGKILL:
         return -1, True
     return rc, False
+
+
+def _read_to(stream: IO[bytes], mark: bytes) -> bytes | None:
+    """What ``stream`` (a pipe's buffered reader) yields before ``mark``, which ends it;
+    None when the stream ends first."""
+    got = bytearray()
+    read1 = getattr(stream, "read1", stream.read)
+    while True:
+        chunk = read1(1 << 16)
+        if not chunk:
+            return None
+        start = max(0, len(got) - len(mark) + 1)
+        got += chunk
+        at = got.find(mark, start)
+        if at >= 0:
+            if at + len(mark) != len(got):
+                # the pod says nothing after its mark until it is answered
+                raise InfraError(f"the copy's stream went on past its mark: {bytes(got[-200:])!r}")
+            return bytes(got[:at])
+
+
+def _send(stdin: IO[bytes], pack: tuple[str, Sequence[str]] | None) -> None:
+    """The names of ``pack`` and its tar file into ``stdin``, closed after; nothing but an
+    empty list of names when there is nothing to send. A pod that stopped reading (its
+    script failed: its exit status and stderr say why) ends the writing quietly."""
+    try:
+        if pack is None:
+            stdin.write(treehash.names_header([]))
+        else:
+            path, names = pack
+            stdin.write(treehash.names_header(names))
+            with open(path, "rb") as fh:
+                shutil.copyfileobj(fh, stdin, 1 << 16)
+        stdin.close()
+    except BrokenPipeError:
+        try:
+            stdin.close()
+        except BrokenPipeError:
+            pass
 
 
 def _resource_ref(ref: str) -> str:
@@ -368,25 +417,38 @@ def tar_pack(local_dir: str, names: Iterable[str], tar: str = "tar") -> tuple[li
     )
 
 
+def write_pack(local_dir: str, names: Sequence[str], path: str) -> None:
+    """``names`` of ``local_dir`` packed by :func:`tar_pack` into the file ``path``."""
+    cmd, listing = tar_pack(local_dir, names)
+    with open(path, "wb") as out:
+        done = subprocess.run(cmd, input=listing, stdout=out, stderr=subprocess.PIPE, check=False)
+    if done.returncode != 0:
+        why = done.stderr.decode(errors="replace").strip()[-300:]
+        raise InfraError(f"tar of {local_dir} failed: {why}")
+
+
 @contextmanager
 def pack_tree(local_dir: str, names: Iterable[str]) -> Iterator[str]:
-    """``names`` of ``local_dir`` packed once (:func:`tar_pack`) into a temporary file,
-    for a sync that streams the same tree into every pod: one local pass however many
-    pods, where packing per pod read (and before that hashed) the whole tree once per pod.
-    The file is removed on the way out, whatever happened."""
-    cmd, listing = tar_pack(local_dir, names)
+    """``names`` of ``local_dir`` packed (:func:`write_pack`) into a temporary file,
+    removed on the way out, whatever happened."""
     fd, path = tempfile.mkstemp(prefix="mlenv-sync-", suffix=".tar")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "wb") as out:
-            done = subprocess.run(
-                cmd, input=listing, stdout=out, stderr=subprocess.PIPE, check=False
-            )
-        if done.returncode != 0:
-            why = done.stderr.decode(errors="replace").strip()[-300:]
-            raise InfraError(f"tar of {local_dir} failed: {why}")
+        write_pack(local_dir, list(names), path)
         yield path
     finally:
         os.unlink(path)
+
+
+@contextmanager
+def tree_packs(local_dir: str, names: Iterable[str]) -> Iterator[TreePacks]:
+    """:class:`~mlenv.cluster.packs.TreePacks` of ``local_dir`` by the control host's tar,
+    every file removed on the way out."""
+    packs = TreePacks(local_dir, names, write_pack)
+    try:
+        yield packs
+    finally:
+        packs.close()
 
 
 def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraError:
@@ -1414,39 +1476,65 @@ class OcCluster:
 
     @property
     def one_stream_copy(self) -> bool:
-        """kubectl copies by a tar stream of every file, in one exec with its listings;
-        ``oc rsync`` copies only what changed."""
+        """kubectl copies by a tar stream of what the pod lacks, planned inside one exec
+        (:meth:`copy_planned`); ``oc rsync`` plans for itself."""
         return not self.is_oc
 
-    def packed(self, local_dir: str, names: Sequence[str]) -> AbstractContextManager[str]:
-        """The tree packed once for :meth:`copy_listed` (:func:`pack_tree`)."""
-        return pack_tree(local_dir, names)
+    def packs(self, local_dir: str, names: Sequence[str]) -> AbstractContextManager[TreePacks]:
+        """The tree's tar files for :meth:`copy_planned` (:func:`tree_packs`)."""
+        return tree_packs(local_dir, names)
 
-    def copy_listed(
+    def copy_planned(
         self,
-        archive: str,
+        packs: TreePacks,
         pod: str,
         namespace: str,
         remote_dir: str,
+        choose: Callable[[str], Sequence[str]],
         *,
         timeout: float | None = None,
-    ) -> tuple[str, str]:
-        """kubectl: the tar file ``archive`` streamed into one exec of
-        :data:`~mlenv.cluster.treehash.COPY_SCRIPT` (the listing, the unpack, the listing
-        again; the folder and a random mark its arguments). Not for oc
-        (:attr:`one_stream_copy` is False: its caller plans, then :meth:`rsync`)."""
+    ) -> str:
+        """kubectl: one exec of :data:`~mlenv.cluster.treehash.COPY_SCRIPT` (the folder
+        and a random mark its arguments), talked to while it runs: its listing, up to the
+        mark, goes to ``choose``; the names chosen (:func:`~mlenv.cluster.treehash.
+        names_header`) and their tar from ``packs`` go back on its stdin; what it prints
+        after is those names' listing once unpacked. Not for oc (:attr:`one_stream_copy`
+        is False: its caller plans, then :meth:`rsync`)."""
         if self.is_oc:
-            raise InfraError("copy_listed is kubectl's one stream: with oc, plan and rsync")
+            raise InfraError("copy_planned is kubectl's one stream: with oc, plan and rsync")
         limit = self._limit(timeout)
         argv.abs_path(remote_dir, "remote directory")
-        mark = f"mlenv-{secrets.token_hex(8)}"
-        script = [*treehash.POD_PYTHON, treehash.COPY_SCRIPT, remote_dir, mark]
+        tag = f"mlenv-{secrets.token_hex(8)}"
+        mark = f"\n{tag}\n".encode()
+        script = [*treehash.POD_PYTHON, treehash.COPY_SCRIPT, remote_dir, tag]
         remote = self._exec_i(pod, namespace, script)
-        out = self._stream_into(archive, remote, pod, limit, f"into {remote_dir}")
-        before, sep, after = out.partition(f"\n{mark}\n")
-        if not sep:
+        self._popen_trace(remote)
+        with tempfile.TemporaryFile() as ferr:
+            proc = subprocess.Popen(
+                remote, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=ferr
+            )
+            assert proc.stdin is not None and proc.stdout is not None
+            with _killed_after(proc, None if math.isinf(limit) else limit) as fired:
+                try:
+                    before = _read_to(proc.stdout, mark)
+                    if before is not None:
+                        names = list(choose(before.decode(errors="replace")))
+                        _send(proc.stdin, packs.archive(names) if names else None)
+                    out = proc.stdout.read()
+                    rc = proc.wait()
+                except BaseException:
+                    proc.kill()
+                    proc.wait()
+                    raise
+            if fired.is_set():
+                raise ExecTimeout(f"copy (tar stream) into {remote_dir}", pod, limit)
+            ferr.seek(0)
+            err = ferr.read().decode(errors="replace")
+        if rc != 0:
+            raise classify(err or out.decode(errors="replace"), "Pod", pod)
+        if before is None:
             raise InfraError(f"{pod}: the copy's stream ended before its listing: {out[-200:]!r}")
-        return before, after
+        return out.decode(errors="replace")
 
     def _exec_i(self, pod: str, namespace: str, command: Sequence[str]) -> builtins.list[str]:
         """``exec -i POD -- COMMAND`` in ``namespace``, every value checked."""

@@ -15,14 +15,15 @@ lists what would change, per pod, and changes nothing.
 
 The plan and the check both come from a listing of the pod's tree (path → sha256,
 :data:`~mlenv.cluster.treehash.LIST_SCRIPT` run through exec), so the oc and kubectl
-clients behave the same and the fake cluster can model it faithfully. kubectl copies by a
-tar stream of every file anyway, so there a sync is one exec (and one interpreter) per pod:
-the listing before (the plan the summary reports), the unpack, the listing after (the
-check), as :meth:`~mlenv.cluster.api.ClusterClient.copy_listed`, of one archive packed once
-for every pod. oc rsync copies only what changed,
-so there the plan comes first, by a listing of its own: a first sync is two processes per
-pod (list; copy and list), a sync with nothing to do one. ``--delete`` and ``--dry-run``
-plan first on both.
+clients behave the same and the fake cluster can model it faithfully. With kubectl a sync
+is one exec (and one interpreter) per pod, planned while it runs
+(:meth:`~mlenv.cluster.api.ClusterClient.copy_planned`): the pod lists its tree, the plan
+is made from that here, the pod receives a tar of just the files it lacks or holds
+otherwise (each such set packed once for every pod that needs it) and lists those files
+again as they landed (the check). A sync with nothing to do lists once and writes nothing.
+oc rsync plans for itself, so there the plan comes first, by a listing of its own: a first
+sync is two processes per pod (list; copy and list), a sync with nothing to do one.
+``--delete`` and ``--dry-run`` plan first on both.
 """
 
 from __future__ import annotations
@@ -158,18 +159,27 @@ def sync(
     # deleted after its copy, is listed again.
     after: dict[str, dict[str, str]] = {}
     if not dry_run and not delete and client.one_stream_copy:
-        # one stream per pod where the client copies every file anyway (kubectl's tar):
-        # the listing before (the plan, for the summary), the copy, the listing after
-        # (the check), all in one exec; oc rsync is planned first, as below
+        # one exec per pod where the client streams a tar (kubectl): the pod's listing,
+        # the plan made from it here, the tar of just what it lacks, the check of those
+        # files as they landed; oc rsync is planned first, as below
         def stream(pod: str) -> PodPlan:
-            before, listed = client.copy_listed(
-                archive, pod, cfg.namespace, REMOTE_DIR, timeout=timeout
-            )
-            after[pod] = _parse_listing(pod, listed)
-            return plan_pod(pod, local, _parse_listing(pod, before), delete=False)
+            seen: list[tuple[dict[str, str], PodPlan]] = []
 
-        # the tree packed once for every pod, exactly the files of the local listing
-        with client.packed(local_dir, list(local)) as archive:
+            def choose(listed: str) -> list[str]:
+                before = _parse_listing(pod, listed)
+                pl = plan_pod(pod, local, before, delete=False)
+                seen.append((before, pl))
+                return pl.add + pl.update
+
+            landed = client.copy_planned(
+                packs, pod, cfg.namespace, REMOTE_DIR, choose, timeout=timeout
+            )
+            before, pl = seen[0]
+            # the files not sent were listed, as the local ones, moments before
+            after[pod] = {**before, **_parse_listing(pod, landed)}
+            return pl
+
+        with client.packs(local_dir, list(local)) as packs:
             plans = bounded_map(stream, targets, bound=workers, progress=say, what="synced")
         for pl in plans:
             say(pl.summary() + shared)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 # Paths never synced nor compared: ``results/`` at the top of the tree (runs write there
 # in the pods; a ``results`` folder deeper down is ordinary content) and caches at any
@@ -120,32 +120,38 @@ def quoted(s):
     return '"' + "".join(out) + '"'
 def dump(d):
     sys.stdout.write("{" + ", ".join(quoted(k) + ": " + quoted(d[k]) for k in sorted(d)) + "}")
+def entry(p):
+    if os.path.islink(p):
+        return "symlink:" + os.readlink(p)
+    if not os.path.isfile(p):
+        return None
+    h = hashlib.sha256()
+    with open(p, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 def listing(root):
     out = {}
     for d, dirs, files in os.walk(root):
         dirs[:] = sorted(x for x in dirs if x not in ("__pycache__", ".git"))
         for f in files + [x for x in dirs if os.path.islink(os.path.join(d, x))]:
             p = os.path.join(d, f)
-            if os.path.islink(p):
-                out[os.path.relpath(p, root).replace(os.sep, "/")] = "symlink:" + os.readlink(p)
-                continue
-            if not os.path.isfile(p):
-                continue
-            h = hashlib.sha256()
-            with open(p, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
-            out[os.path.relpath(p, root).replace(os.sep, "/")] = h.hexdigest()
+            e = entry(p)
+            if e is not None:
+                out[os.path.relpath(p, root).replace(os.sep, "/")] = e
     return out
 """
 
 LIST_SCRIPT = _LISTING + "dump(listing(sys.argv[1]))\n"
 
-# kubectl's sync of one pod in one exec and one interpreter: the tree before (the plan,
-# for the summary), a line with the caller's random mark, ``tar -x`` of the stream on
-# stdin (spawned with this process's stdin, which it never reads: tar gets all of it;
-# tar's own output to stderr), the tree after (the check). ROOT and MARK are arguments,
-# never part of the script.
+# kubectl's sync of one pod: one exec, one interpreter, planned by the caller in the
+# middle of it. The pod prints its tree (the plan's input) and a line with the caller's
+# random mark; the caller answers on stdin with the names it sends (a decimal length, a
+# newline, the names NUL-separated) and, when there are any, a tar of just those files,
+# which ``tar -x`` unpacks (spawned with this process's stdin, read here only up to the
+# names, byte by byte; tar's own output to stderr); then the pod prints the sent names'
+# entries as they landed (the check). A sync with nothing to send unpacks nothing and
+# lists once. ROOT and MARK are arguments, never part of the script.
 COPY_SCRIPT = (
     _LISTING
     + r"""
@@ -153,17 +159,44 @@ root, mark = sys.argv[1], sys.argv[2]
 dump(listing(root))
 sys.stdout.write("\n" + mark + "\n")
 sys.stdout.flush()
-pid = os.posix_spawnp(
-    "tar", ["tar", "-x", "-f", "-", "-C", root], os.environ,
-    file_actions=[(os.POSIX_SPAWN_DUP2, 2, 1)],
-)
-st = os.waitpid(pid, 0)[1]
-rc = os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st)
-if rc:
-    sys.exit(rc)
-dump(listing(root))
+def take(n):
+    got = b""
+    while len(got) < n:
+        part = os.read(0, n - len(got))
+        if not part:
+            sys.exit("mlenv sync: the stream ended before the names to unpack")
+        got += part
+    return got
+head = b""
+while not head.endswith(b"\n"):
+    head += take(1)
+size = int(head)
+names = [os.fsdecode(n) for n in take(size).split(b"\0")] if size else []
+if names:
+    pid = os.posix_spawnp(
+        "tar", ["tar", "-x", "-f", "-", "-C", root], os.environ,
+        file_actions=[(os.POSIX_SPAWN_DUP2, 2, 1)],
+    )
+    st = os.waitpid(pid, 0)[1]
+    rc = os.WEXITSTATUS(st) if os.WIFEXITED(st) else 128 + os.WTERMSIG(st)
+    if rc:
+        sys.exit(rc)
+landed = {}
+for n in names:
+    e = entry(os.path.join(root, n))
+    if e is not None:
+        landed[n] = e
+dump(landed)
 """
 )
+
+
+def names_header(names: Sequence[str]) -> bytes:
+    """What the caller of :data:`COPY_SCRIPT` sends before the tar: the names' length in
+    bytes, a newline, the names NUL-separated (any bytes a file name holds)."""
+    body = b"\0".join(os.fsencode(n) for n in names)
+    return str(len(body)).encode() + b"\n" + body
+
 
 # Removes exactly the relative paths on stdin (a JSON list) under ROOT, refusing any path
 # that is absolute or climbs out; prints how many went. Nothing else is touched. Only the

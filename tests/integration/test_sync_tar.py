@@ -10,6 +10,7 @@ the pod.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -25,7 +26,7 @@ from mlenv.cluster import fetch, treehash
 from mlenv.cluster import sync as syncmod
 from mlenv.cluster.api import PodView
 from mlenv.cluster.deploy import DeployOptions, deploy
-from mlenv.cluster.oc import OcCluster
+from mlenv.cluster.oc import OcCluster, tar_pack
 from mlenv.config import load
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.testing.fakecluster import FakeCluster
@@ -187,8 +188,12 @@ def test_the_pod_listing_is_json_for_any_file_name(tmp_path: Path) -> None:
         return done.stdout.decode()
 
     assert json.loads(run(treehash.LIST_SCRIPT)) == want
-    # the copy's two listings around an empty archive (all-zero blocks)
-    before, _, after = run(treehash.COPY_SCRIPT, "MARK", stdin=bytes(10240)).partition("\nMARK\n")
+    # the copy's listing, then every name sent back (the pod's own tree as the tar) and
+    # listed again as it landed
+    cmd, listed = tar_pack(str(root), want)
+    archive = subprocess.run(cmd, input=listed, capture_output=True, check=True).stdout
+    sent = treehash.names_header(list(want)) + archive
+    before, _, after = run(treehash.COPY_SCRIPT, "MARK", stdin=sent).partition("\nMARK\n")
     assert json.loads(before) == json.loads(after) == want
 
 
@@ -427,28 +432,72 @@ def test_the_copy_and_its_listing_are_one_exec(pod, tmp_path) -> None:
     assert list(tmp_path.rglob("PWNED")) == []
 
 
-def test_the_listing_before_the_copy_and_after_it_are_one_exec(pod, tmp_path) -> None:
-    """kubectl's sync is one stream per pod: the pod's tree before the copy (the plan,
-    for the summary), the copy, the tree after it (the check), in one interpreter. The
-    folder and the mark are arguments, never part of the script; a file the pod had is
-    kept."""
+def _copy(ws: Path, choose: Callable[[str], list[str]], client: OcCluster | None = None) -> str:
+    """One planned copy of ``ws`` into the stand-in's pod, its packs removed after."""
+    client = client or OcCluster()
+    local = treehash.local_listing(str(ws))
+    with client.packs(str(ws), list(local)) as packs:
+        return client.copy_planned(packs, "ml-dev-env-0", "ns", "/workspace", choose)
+
+
+def test_a_copy_is_planned_inside_its_one_exec(pod, tmp_path) -> None:
+    """kubectl's sync is one stream per pod: the pod's tree (the plan's input, handed to
+    the caller mid-exec), the tar of just the names the caller chose, those names listed
+    as they landed, in one interpreter. The folder and the mark are arguments, never
+    part of the script; a file the pod had is kept, and one not chosen is not touched."""
     ws = tmp_path / "ws"
     (ws / "sub").mkdir(parents=True)
     (ws / "a.py").write_text("print(1)\n")
     (ws / "sub" / "$(touch PWNED).txt").write_text("x")
+    (ws / "same.txt").write_text("same")
     (pod / "old.txt").write_text("kept")
+    (pod / "same.txt").write_text("same")
+    same = os.stat(pod / "same.txt")
     local = treehash.local_listing(str(ws))
-    with OcCluster().packed(str(ws), sorted(local)) as archive:
-        got = OcCluster().copy_listed(archive, "ml-dev-env-0", "ns", "/workspace")
-    assert not os.path.exists(archive)
-    before, after = (json.loads(x) for x in got)
-    assert list(before) == ["old.txt"]
-    assert after == {**local, "old.txt": before["old.txt"]}
+    seen: list[dict[str, str]] = []
+
+    def choose(listed: str) -> list[str]:
+        seen.append(json.loads(listed))
+        return [n for n in local if seen[0].get(n) != local[n]]
+
+    landed = json.loads(_copy(ws, choose))
+    assert seen == [{"old.txt": hashlib.sha256(b"kept").hexdigest(), "same.txt": local["same.txt"]}]
+    assert landed == {n: h for n, h in local.items() if n != "same.txt"}
+    assert os.stat(pod / "same.txt").st_ctime_ns == same.st_ctime_ns  # never rewritten
+    assert (pod / "old.txt").read_text() == "kept"
     assert len((tmp_path / "log").read_text().splitlines()) == 1
     assert (pod / "sub" / "$(touch PWNED).txt").read_text() == "x"
     assert list(tmp_path.rglob("PWNED")) == []
+    assert list(Path(os.environ.get("TMPDIR", "/tmp")).glob("mlenv-sync-*")) == []
     # oc rsync copies only what changed: it is planned by a listing of its own
     assert OcCluster(binary="oc").one_stream_copy is False
+
+
+def test_names_of_any_bytes_cross_the_stream_and_nothing_chosen_writes_nothing(
+    pod, tmp_path
+) -> None:
+    """The names go to the pod NUL-separated after their length: a newline, a NUL-free
+    odd byte or a name like the mark are names. Choosing none unpacks nothing (no tar
+    runs in the pod) and lists nothing more."""
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    odd = ["two\nlines.txt", os.fsdecode(b"latin-\xe9.txt"), "12\n", "mlenv-0.txt", " lead"]
+    for name in odd:
+        (ws / name).write_bytes(name.encode("utf-8", "surrogateescape"))
+    local = treehash.local_listing(str(ws))
+    landed = json.loads(_copy(ws, lambda _listed: list(local)))
+    assert landed == local and sorted(landed) == sorted(odd)
+    shim = tmp_path / "bin" / "tar"
+    shim.write_text("#!/bin/sh\necho tar ran >&2\nexit 9\n")
+    shim.chmod(0o755)
+    got: list[dict[str, str]] = []
+
+    def none(listed: str) -> list[str]:
+        got.append(json.loads(listed))
+        return []
+
+    assert json.loads(_copy(ws, none)) == {}
+    assert got == [local]
 
 
 def test_a_users_module_named_like_the_stdlib_is_not_what_the_pod_scripts_import(
@@ -462,11 +511,16 @@ def test_a_users_module_named_like_the_stdlib_is_not_what_the_pod_scripts_import
     for mod in ("json", "hashlib", "subprocess", "re", "base64"):
         (ws / f"{mod}.py").write_text("raise SystemExit('the user module ran')\n")
     local = treehash.local_listing(str(ws))
+    seen: list[dict[str, str]] = []
+
+    def every(listed: str) -> list[str]:
+        seen.append(json.loads(listed))
+        return list(local)
+
     client = OcCluster()
-    with OcCluster().packed(str(ws), sorted(local)) as archive:
-        client.copy_listed(archive, "ml-dev-env-0", "ns", "/workspace")
-        before, after = client.copy_listed(archive, "ml-dev-env-0", "ns", "/workspace")
-    assert json.loads(before) == json.loads(after) == local
+    _copy(ws, every, client)
+    assert json.loads(_copy(ws, every, client)) == local
+    assert seen == [{}, local]
     res = client.exec(
         "ml-dev-env-0", "ns", [*treehash.POD_PYTHON, fetch.RUNS_SCRIPT, "/workspace/results", "9"]
     )
@@ -476,8 +530,9 @@ def test_a_users_module_named_like_the_stdlib_is_not_what_the_pod_scripts_import
 def test_the_tree_is_packed_once_for_every_pod(
     pod: Path, tmp_path: Path, barcelona: ClusterConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """kubectl's sync packs the local tree once and streams the same archive into each
-    pod: packing per pod ran the local tar (and hashed the tree first) once per pod."""
+    """kubectl's sync packs what pods lack once and streams it only into the pods that
+    lack it: packing per pod ran the local tar (and hashed the tree first) once per pod,
+    and a pod that held the tree had all of it unpacked again."""
     pods = [PodView(f"ml-dev-env-{i}", "Running", True, i, f"gpu-{i}") for i in range(4)]
     monkeypatch.setattr(syncmod, "worker_pods", lambda _cfg, _client: pods)
     log = tmp_path / "tar.log"
@@ -487,10 +542,18 @@ def test_the_tree_is_packed_once_for_every_pod(
     ws = tmp_path / "ws"
     ws.mkdir()
     (ws / "a.py").write_text("a")
-    # one pod at a time: the stand-in's pods share one folder
+    # one pod at a time: the stand-in's pods share one folder, so only the first lacks it
     rep = syncmod.sync(barcelona, OcCluster(), str(ws), workers=1)
     assert rep.verified == [p.name for p in pods]
-    # the pods' tar -x goes through the same PATH here: count the packing only
-    assert sum("--create" in ln for ln in log.read_text().splitlines()) == 1
+    assert [(len(pl.add), len(pl.update)) for pl in rep.plans] == [(1, 0)] + [(0, 0)] * 3
+    # the pods' tar -x goes through the same PATH here
+    tars = log.read_text().splitlines()
+    assert sum("--create" in ln for ln in tars) == 1
+    assert sum(ln.startswith("-x") for ln in tars) == 1  # what the others hold is not sent
     assert len((tmp_path / "log").read_text().splitlines()) == len(pods)  # one exec each
     assert list(Path(os.environ.get("TMPDIR", "/tmp")).glob("mlenv-sync-*")) == []
+    # again, with nothing changed: nothing packed, nothing unpacked, one exec each
+    log.unlink()
+    rep = syncmod.sync(barcelona, OcCluster(), str(ws))
+    assert rep.verified == [p.name for p in pods] and not log.exists()
+    assert len((tmp_path / "log").read_text().splitlines()) == 2 * len(pods)

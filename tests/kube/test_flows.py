@@ -153,6 +153,15 @@ def test_deploy_status_logs_sync_exec_teardown_deploy(
             root / "workspace" / "train_probe.py"
         ).read_text()
         assert (ws / "data" / "notes.txt").read_text() == f"{name} tcp\n"
+    # again, one file added: only it crosses the stream (kubectl plans inside each pod's
+    # exec), the files the pods hold are not rewritten, and every file is proven
+    held = p.volume_dir(ns, "workspace-ml-dev-env-1") / "train_probe.py"
+    before = held.stat().st_ctime_ns
+    (root / "workspace" / "data" / "more.txt").write_text("more\n")
+    again = _ok(mlenv(root, p, "sync", name, user=user), "sync again")
+    assert again.count("1 added, 0 updated") == 2 and "verified 2 pod(s)" in again, again
+    assert held.stat().st_ctime_ns == before
+    assert (p.volume_dir(ns, "workspace-ml-dev-env-1") / "data" / "more.txt").exists()
     shown = _ok(
         mlenv(
             root,

@@ -16,7 +16,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,6 +30,7 @@ from mlenv.cluster.api import (
     NotFound,
     Output,
 )
+from mlenv.cluster.packs import TreePacks
 from mlenv.errors import InfraError
 from mlenv.testing.fakecluster.controllers import Controllers
 from mlenv.testing.fakecluster.state import _key
@@ -77,6 +78,15 @@ def _read_tree(root: str) -> dict[str, bytes]:
 
 # How the fake's volumes hold a symbolic link: a marker no real file content starts with.
 _LINK = b"\0mlenv-fake-symlink\0"
+
+
+def _write_tar(local_dir: str, names: Sequence[str], path: str) -> None:
+    """A tar of ``names`` of ``local_dir`` in ``path``, as kubectl's client packs it."""
+    import tarfile
+
+    with tarfile.open(path, "w") as tar:
+        for rel in names:
+            tar.add(os.path.join(local_dir, rel), arcname=f"./{rel}", recursive=False)
 
 
 def _listed(data: bytes) -> str:
@@ -408,40 +418,38 @@ class Pods(Controllers):
             vol[p] = base64.b64encode(d).decode()
 
     @contextmanager
-    def packed(self, local_dir: str, names: Sequence[str]) -> Iterator[str]:
-        """The tree as kubectl's client packs it (a tar of ``./NAME`` entries, links as
-        links), written by the tarfile module into a temporary file, removed on the way out."""
-        import tarfile
-        import tempfile
-
-        fd, path = tempfile.mkstemp(prefix="fake-sync-", suffix=".tar")
-        os.close(fd)
+    def packs(self, local_dir: str, names: Sequence[str]) -> Iterator[TreePacks]:
+        """The tree's tar files as kubectl's client packs them (``./NAME`` entries, links
+        as links), each written by the tarfile module, all removed on the way out."""
+        packs = TreePacks(local_dir, names, _write_tar)
         try:
-            with tarfile.open(path, "w") as tar:
-                for rel in sorted(names):
-                    tar.add(os.path.join(local_dir, rel), arcname=f"./{rel}", recursive=False)
-            yield path
+            yield packs
         finally:
-            os.unlink(path)
+            packs.close()
 
-    def copy_listed(
+    def copy_planned(
         self,
-        archive: str,
+        packs: TreePacks,
         pod: str,
         namespace: str,
         remote_dir: str,
+        choose: Callable[[str], Sequence[str]],
         *,
         timeout: float | None = None,
-    ) -> tuple[str, str]:
-        """As kubectl does it: the listing, the archive's files unpacked, the listing
-        again, in one call (sync calls it only where ``one_stream_copy``)."""
+    ) -> str:
+        """As kubectl does it: the pod's listing to ``choose``, the tar of the names it
+        chose unpacked, those names listed again, in one call (sync calls it only where
+        ``one_stream_copy``)."""
         import tarfile
 
         obj = self._running_pod(pod, namespace)
         self._require("create", "pods/exec", "Pod", pod)
-        self.calls.append(["copy_listed", pod, archive, remote_dir])
         listing = (*treehash.POD_PYTHON, treehash.LIST_SCRIPT, remote_dir)
-        before = self._then(obj, pod, listing, timeout)
+        names: Sequence[str] = list(choose(self._then(obj, pod, listing, timeout)))
+        self.calls.append(["copy_planned", pod, remote_dir, str(len(names))])
+        if not names:
+            return "{}"
+        archive, names = packs.archive(names)
         if pod not in self.rsync_failures:
             vid, rel = self._volume_for(obj, remote_dir.rstrip("/"))
             vol = self.volumes.setdefault(vid, {})
@@ -458,7 +466,8 @@ class Pods(Controllers):
                     else:
                         continue
                     vol[f"{pre}{name}"] = base64.b64encode(data).decode()
-        return before, self._then(obj, pod, listing, timeout)
+        landed = json.loads(self._then(obj, pod, listing, timeout) or "{}")
+        return json.dumps({n: landed[n] for n in names if n in landed})
 
     def _then(self, obj: Manifest, pod: str, then: Sequence[str], timeout: float | None) -> str:
         """``rsync``'s command after the copy: in the copy's own call, as kubectl runs it."""

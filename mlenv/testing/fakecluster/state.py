@@ -68,7 +68,7 @@ class FakeState:
         self.calls: list[list[str]] = []  # exec/interactive/port-forward/build history
         self.default_storage_class = "standard"
         self.rsync_failures: list[str] = []  # pods where rsync "succeeds" but copies nothing
-        # sync copies as kubectl does, by copy_listed (False: plans first, as for oc rsync)
+        # sync copies as kubectl does, by copy_planned (False: plans first, as for oc rsync)
         self.one_stream_copy = True
         # "Kind/name" → how many more (non-dry-run) applies of it fail with a server error,
         # as a flaky API or an admission webhook timing out would

@@ -54,13 +54,16 @@ def fake_for_fixture():
 _FAKE_CLIENT = r"""
 import json, os, sys, time
 argv = sys.argv[1:]
-# read stdin only where the real tool would (apply -f -, exec -i): an inherited terminal
-# or pipe must not block the fake
-stdin = sys.stdin.read() if ("--filename=-" in argv or "-i" in argv) and sys.stdin else ""
-with open(os.environ["FAKEBIN_LOG"], "a", encoding="utf-8") as fh:
-    fh.write(json.dumps({"tool": os.path.basename(sys.argv[0]), "argv": argv, "stdin": stdin}) + "\n")
 with open(os.environ["FAKEBIN_RESPONSES"], encoding="utf-8") as fh:
     responses = json.load(fh)
+# read stdin only where the real tool would (apply -f -, exec -i): an inherited terminal
+# or pipe must not block the fake; an "early" answer comes before any input is read (a
+# missing pod, a command that never reads), as kubectl gives it to a caller still writing
+early = any(r.get("early") and all(t in argv for t in r.get("match", [])) for r in responses)
+wants = ("--filename=-" in argv or "-i" in argv) and sys.stdin and not early
+stdin = sys.stdin.read() if wants else ""
+with open(os.environ["FAKEBIN_LOG"], "a", encoding="utf-8") as fh:
+    fh.write(json.dumps({"tool": os.path.basename(sys.argv[0]), "argv": argv, "stdin": stdin}) + "\n")
 for r in responses:
     if all(tok in argv for tok in r.get("match", [])) and r.get("stdin_has", "") in stdin:
         time.sleep(r.get("sleep", 0))
@@ -73,7 +76,7 @@ for r in responses:
 class FakeBin:
     """A PATH holding a fake ``oc`` or ``kubectl`` that records every argv (and stdin) and
     answers from a list of ``{"match": [tokens…], "stdin_has": text, "stdout", "stderr", "rc",
-    "sleep"}``."""
+    "sleep", "early"}`` (``early``: answered before any stdin is read)."""
 
     def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         import shutil

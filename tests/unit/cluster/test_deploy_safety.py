@@ -309,8 +309,8 @@ def test_rwx_copies_once_and_checks_every_pod(fake_for, tmp_path, one_stream) ->
     (ws / "a.py").write_text("a")
     fake.calls.clear()
     rep = sync(cfg, fake, str(ws))
-    verb = "copy_listed" if one_stream else "rsync"
-    assert [c[:2] for c in fake.calls if c[0] in ("rsync", "copy_listed")] == [
+    verb = "copy_planned" if one_stream else "rsync"
+    assert [c[:2] for c in fake.calls if c[0] in ("rsync", "copy_planned")] == [
         [verb, "ml-dev-env-0"]
     ]
     # pod-0 holds the shared volume: kubectl lists, copies and lists again in one stream;
@@ -318,7 +318,7 @@ def test_rwx_copies_once_and_checks_every_pod(fake_for, tmp_path, one_stream) ->
     # made, every other pod is listed once to check it
     (copy,) = [c for c in fake.calls if c[0] == verb]
     if one_stream:
-        assert copy[3:] == ["/workspace"]
+        assert copy[2:] == ["/workspace", "1"]
     else:
         assert copy[4:] == [*treehash.POD_PYTHON, treehash.LIST_SCRIPT, "/workspace"]
     checks = [c[1] for c in fake.calls if c[0] == "exec"][0 if one_stream else 1 :]

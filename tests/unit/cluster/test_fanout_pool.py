@@ -113,7 +113,7 @@ def test_sync_holds_mlenv_fanout(local_cfg, fake_for, tmp_path, monkeypatch) -> 
     (tmp_path / "a.py").write_text("x = 1\n")
     lock = threading.Lock()
     state = {"now": 0, "peak": 0}
-    inner_exec, inner_rsync, inner_stream = fake.exec, fake.rsync, fake.copy_listed
+    inner_exec, inner_rsync, inner_stream = fake.exec, fake.rsync, fake.copy_planned
 
     def counted(fn):
         def call(*args, **kwargs):
@@ -130,7 +130,7 @@ def test_sync_holds_mlenv_fanout(local_cfg, fake_for, tmp_path, monkeypatch) -> 
 
     monkeypatch.setattr(fake, "exec", counted(inner_exec))
     monkeypatch.setattr(fake, "rsync", counted(inner_rsync))
-    monkeypatch.setattr(fake, "copy_listed", counted(inner_stream))
+    monkeypatch.setattr(fake, "copy_planned", counted(inner_stream))
     monkeypatch.setenv("MLENV_FANOUT", "2")
     said: list[str] = []
     sync(local_cfg, fake, str(tmp_path), say=said.append)
@@ -215,10 +215,11 @@ def test_status_reads_the_workload_its_pods_and_claims_in_one_call(
 def test_a_sync_is_one_call_per_pod_where_the_client_streams(
     local_cfg, fake_for, tmp_path, one_stream
 ) -> None:
-    """kubectl copies every file by a tar stream anyway: the listing before, the copy and
-    the listing after are one exec per pod (two processes per pod were 2.7x kubectl's one
-    copy per pod at 32 pods). oc rsync copies only what changed, so it is still planned by
-    a listing first; a second sync with nothing to do is then one listing per pod."""
+    """kubectl's copy is planned inside one exec per pod: the listing, the tar of what the
+    pod lacks, the check of it (two processes per pod were 2.7x kubectl's one copy per
+    pod at 32 pods); a second sync with nothing to do sends nothing. oc rsync plans for
+    itself, so it is still planned by a listing first; a second sync with nothing to do
+    is then one listing per pod."""
     from mlenv.cluster.deploy import DeployOptions, deploy
     from mlenv.cluster.sync import sync
 
@@ -233,7 +234,10 @@ def test_a_sync_is_one_call_per_pod_where_the_client_streams(
         per_pod = [c[:2] for c in fake.calls]
         pods = [f"ml-dev-env-{i}" for i in range(n)]
         if one_stream:
-            assert sorted(per_pod) == [["copy_listed", p] for p in pods], per_pod
+            assert sorted(per_pod) == [["copy_planned", p] for p in pods], per_pod
+            # what each pod lacked, and nothing more, went into its stream
+            sent = {c[1]: c[3] for c in fake.calls}
+            assert sent == dict.fromkeys(pods, "1" if round_ == 1 else "0")
         elif round_ == 1:
             assert sorted(per_pod) == sorted(
                 [["exec", p] for p in pods] + [["rsync", p] for p in pods]

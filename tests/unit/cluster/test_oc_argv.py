@@ -11,6 +11,7 @@ import pytest
 from mlenv.cluster import treehash
 from mlenv.cluster.api import ExecTimeout, Forbidden
 from mlenv.cluster.oc import OcCluster
+from mlenv.errors import InfraError
 
 NS = "team-a"
 CM = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a": "1"}}
@@ -247,6 +248,46 @@ def test_exec_and_rsync_time_out_with_one_line(fake_bin, tmp_path) -> None:
     with pytest.raises(ExecTimeout, match="rsync"):
         oc.rsync(str(tmp_path), "p", NS, "/workspace", timeout=0.3)
     assert time.monotonic() - t < 10  # killed, not waited for
+
+
+def test_a_planned_copy_ends_at_its_deadline_and_says_why_a_pod_refused(fake_bin, tmp_path) -> None:
+    """kubectl's sync talks to its exec while it runs: a pod that never lists is killed
+    at the deadline (one line, exit 3), one that ends before its listing says why, and
+    neither asks the caller to plan."""
+    from mlenv.cluster.api import NotFound
+
+    fake_bin.install("kubectl")
+    client = OcCluster(exec_timeout=0.3)
+    asked: list[str] = []
+
+    def plan(listed: str) -> list[str]:
+        asked.append(listed)
+        return []
+
+    (tmp_path / "a.py").write_text("x")
+    fake_bin.respond([{"match": ["exec"], "sleep": 30, "early": True}])
+    t = time.monotonic()
+    with client.packs(str(tmp_path), ["a.py"]) as packs:
+        with pytest.raises(ExecTimeout, match=r"copy .*within 0\.3 s") as e:
+            client.copy_planned(packs, "p", NS, "/workspace", plan)
+        assert "\n" not in str(e.value) and e.value.exit_code == 3
+        assert time.monotonic() - t < 10  # killed, not waited for
+        fake_bin.respond(
+            [
+                {
+                    "match": ["exec"],
+                    "rc": 1,
+                    "stderr": 'Error from server (NotFound): pods "p" not found\n',
+                    "early": True,
+                }
+            ]
+        )
+        with pytest.raises(NotFound):
+            client.copy_planned(packs, "p", NS, "/workspace", plan, timeout=30)
+        fake_bin.respond([{"match": ["exec"], "stdout": "{}", "early": True}])
+        with pytest.raises(InfraError, match="ended before its listing"):
+            client.copy_planned(packs, "p", NS, "/workspace", plan, timeout=30)
+    assert asked == []
 
 
 def test_kubectl_fallback_uses_the_same_namespace_order(fake_bin, tmp_path) -> None:
