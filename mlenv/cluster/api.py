@@ -445,9 +445,16 @@ class ClusterClient(Protocol):
         ...
 
     def events(
-        self, namespace: str, kind: str | None = None, name: str | None = None
+        self,
+        namespace: str,
+        kind: str | None = None,
+        name: str | None = None,
+        *,
+        warnings: bool = False,
     ) -> builtins.list[Event]:
-        """Events in a namespace, optionally only those about one object."""
+        """Events in a namespace, optionally only those about one kind or object, and with
+        ``warnings`` only those of type Warning (chosen by the server: a deployment of 512
+        pods has thousands of Normal ones, Scheduled, Pulled, Started, read on every poll)."""
         ...
 
     def mark_nodes(self, marks: Sequence[NodeMarks], *, remove: bool = False) -> builtins.list[str]:

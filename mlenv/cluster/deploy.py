@@ -57,6 +57,12 @@ from mlenv.workload import WORKER_KINDS, WORKLOADS
 Renderer = Callable[[ClusterConfig, Mode, "int | None"], list[Manifest]]
 Say = Callable[[str], None]
 POLL_S = 2.0
+# A poll of the wait reads every pod (with the workload and the warnings): at 512 pods
+# about 11 MB through the API server, kubectl and this process, on the machines the pods
+# start on. The next poll comes POLL_S after one ends, or POLL_SPACING times as long as
+# that one took when it took longer, so the wait's own reads are at most a fifth of its
+# time whatever the pod count (kubectl rollout status watches one object).
+POLL_SPACING = 4.0
 DELETE_WAIT_S = 120.0
 # A RoleBinding's roleRef is immutable too: an RDMA deployment from before SCC names carried
 # the namespace points its binding at the old ClusterRole, and the upgrade re-points it.
@@ -1070,16 +1076,16 @@ def pending_reasons(
     with ``sts_uid``, only that workload object's (a torn-down one's events outlive it)."""
     out: list[str] = []
     wl = workload(cfg)
-    for ev in client.events(cfg.namespace, wl.kind, wl.name):
-        if ev.type == "Warning" and (not sts_uid or not ev.uid or ev.uid == sts_uid):
+    for ev in client.events(cfg.namespace, wl.kind, wl.name, warnings=True):
+        if not sts_uid or not ev.uid or ev.uid == sts_uid:
             out.append(f"{wl.ref}: {ev.reason}: {ev.message}")
     for p in pods:
         if p.ready:
             continue
         warnings = [
             e
-            for e in client.events(cfg.namespace, "Pod", p.name)
-            if e.type == "Warning" and (not e.uid or not p.uid or e.uid == p.uid)
+            for e in client.events(cfg.namespace, "Pod", p.name, warnings=True)
+            if not e.uid or not p.uid or e.uid == p.uid
         ]
         if warnings:
             e = warnings[-1]
@@ -1101,8 +1107,8 @@ def _latest_warnings(
     and its FailedScheduling would be shown for minutes."""
     uids = {p.name: p.uid for p in pods}
     out: dict[str, str] = {}
-    for ev in client.events(cfg.namespace, "Pod"):
-        if ev.type == "Warning" and (not ev.uid or ev.uid == uids.get(ev.name, ev.uid)):
+    for ev in client.events(cfg.namespace, "Pod", warnings=True):
+        if not ev.uid or ev.uid == uids.get(ev.name, ev.uid):
             out[ev.name] = ev.reason
     return out
 
@@ -1113,9 +1119,9 @@ def _refusals(cfg: ClusterConfig, client: ClusterClient, sts: Manifest | None) -
     uid = str(((sts or {}).get("metadata") or {}).get("uid", ""))
     out: dict[str, int] = {}
     wl = workload(cfg)
-    for ev in client.events(cfg.namespace, wl.kind, wl.name):
+    for ev in client.events(cfg.namespace, wl.kind, wl.name, warnings=True):
         line = admission_refusal(cfg, ev.message) if ev.reason == "FailedCreate" else ""
-        if line and ev.type == "Warning" and (not ev.uid or ev.uid == uid):
+        if line and (not ev.uid or ev.uid == uid):
             out[line] = max(out.get(line, 0), ev.count)
     return out
 
@@ -1150,7 +1156,8 @@ def _our_workload(cfg: ClusterConfig, client: ClusterClient) -> Manifest | None:
 def wait_ready(
     cfg: ClusterConfig, nodes: int, client: ClusterClient, timeout: float, say: Say
 ) -> int:
-    """Poll until ``nodes`` worker pods are Ready; DeployTimeout with reasons at the deadline."""
+    """Poll until ``nodes`` worker pods are Ready (polls spaced by their cost:
+    POLL_SPACING); DeployTimeout with reasons at the deadline."""
     start = client.monotonic()
     deadline = start + timeout
     last = ""
@@ -1158,6 +1165,7 @@ def wait_ready(
     pull_failed_since: float | None = None
     first_refusals: dict[str, int] | None = None
     while True:
+        polled = client.monotonic()
         split = split_pods(cfg, client)
         pods = [PodView.of(p) for p in split.workers]
         if len(pods) < nodes and split.live is not None:
@@ -1240,4 +1248,4 @@ def wait_ready(
                 f"{ready}/{nodes} pods Ready after {timeout:g} s; why:\n"
                 + "\n".join(f"  - {r}" for r in reasons)
             )
-        client.pause(POLL_S)
+        client.pause(max(POLL_S, POLL_SPACING * (client.monotonic() - polled)))

@@ -1320,14 +1320,21 @@ class OcCluster:
         return bool(out.strip())
 
     def events(
-        self, namespace: str, kind: str | None = None, name: str | None = None
+        self,
+        namespace: str,
+        kind: str | None = None,
+        name: str | None = None,
+        *,
+        warnings: bool = False,
     ) -> builtins.list[Event]:
-        """``get events`` filtered by involved object, oldest first."""
+        """``get events`` filtered by involved object (and type), oldest first."""
         sel = {}
         if kind:
             sel["involvedObject.kind"] = argv.resource(kind)
         if name:
             sel["involvedObject.name"] = argv.name(kind or "object", name)
+        if warnings:
+            sel["type"] = "Warning"
         opts = ["--output=json"] + ([f"--field-selector={argv.field_selector(sel)}"] if sel else [])
         items = json.loads(self._ok("get", opts, ["events"], namespace=namespace) or "{}").get(
             "items", []

@@ -65,7 +65,7 @@ def _pending_reason(client: ClusterClient, pod: dict[str, Any] | None, ns: str, 
     for c in status.get("conditions") or []:
         if c.get("type") == "PodScheduled" and c.get("status") == "False" and c.get("message"):
             return str(c["message"])
-    warnings = [e for e in client.events(ns, "Pod", name) if e.type == "Warning"]
+    warnings = client.events(ns, "Pod", name, warnings=True)
     if warnings:
         return warnings[-1].message
     return f"phase {status.get('phase') or 'Pending'}"

@@ -420,10 +420,16 @@ def _events(fake: FakeCluster, call: Call, out: Callable[[str], None]) -> int:
     if not call.namespace or set(call.options) - {"--output", "--field-selector"}:
         raise Unsupported("get events needs --namespace (and at most --field-selector)")
     sel = _selector(call.options["--field-selector"]) if "--field-selector" in call.options else {}
-    if set(sel) - {"involvedObject.kind", "involvedObject.name"}:
-        raise Unsupported(f"event field selector {sorted(sel)}")
+    if (
+        set(sel) - {"involvedObject.kind", "involvedObject.name", "type"}
+        or sel.get("type", "Warning") != "Warning"
+    ):
+        raise Unsupported(f"event field selector {sorted(sel.items())}")
     events = fake.events(
-        call.namespace, sel.get("involvedObject.kind"), sel.get("involvedObject.name")
+        call.namespace,
+        sel.get("involvedObject.kind"),
+        sel.get("involvedObject.name"),
+        warnings="type" in sel,
     )
     items = [
         {

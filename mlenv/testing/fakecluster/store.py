@@ -547,9 +547,14 @@ class ObjectStore(Admission):
         self._store(node, None)
 
     def events(
-        self, namespace: str, kind: str | None = None, name: str | None = None
+        self,
+        namespace: str,
+        kind: str | None = None,
+        name: str | None = None,
+        *,
+        warnings: bool = False,
     ) -> builtins.list[Event]:
-        """Recorded events, filtered by involved object."""
+        """Recorded events, filtered by involved object (and type)."""
         self._check_reachable()
         return [
             Event(
@@ -565,6 +570,7 @@ class ObjectStore(Admission):
             if e["namespace"] == namespace
             and (kind is None or e["kind"] == kind)
             and (name is None or e["name"] == name)
+            and (not warnings or e["type"] == "Warning")
         ]
 
 

@@ -152,3 +152,59 @@ def test_the_timeout_reasons_leave_out_a_torn_down_statefulsets_events(local_cfg
         wait_ready(local_cfg, 2, fake, 6, lambda _l: None)
     assert "an old refusal" not in str(e.value)
     assert "ml-dev-env-0: Running, not Ready yet" in str(e.value)
+
+
+def test_the_wait_reads_only_warnings(local_cfg, fake_for) -> None:
+    """Every events read of the wait and its timeout reasons asks for Warnings only (the
+    kubectl client has the server pick them: test_oc_argv): thousands of Normal events
+    (Scheduled, Pulled, Started per pod) were listed on every 2 s poll."""
+    fake = fake_for(local_cfg)
+    deploy(local_cfg, DeployOptions(mode="tcp", timeout=60), fake)
+    ns = local_cfg.namespace
+    for i in range(200):
+        fake._event(ns, "Pod", "ml-dev-env-1", "Normal", "Pulled", f"pulled {i}")
+    fake.delete("Pod", "ml-dev-env-1", ns)  # the StatefulSet makes a new one
+    fake.unready_pods = ["ml-dev-env-1"]  # it runs, and is not Ready yet
+    fake.pause(1)
+    fake._event(ns, "Pod", "ml-dev-env-1", "Warning", "FailedMount", "no volume")
+    asked: list[bool] = []
+    inner = fake.events
+
+    def events(namespace, kind=None, name=None, *, warnings=False):
+        asked.append(warnings)
+        return inner(namespace, kind, name, warnings=warnings)
+
+    fake.events = events
+    said: list[str] = []
+    with pytest.raises(DeployTimeout) as e:
+        wait_ready(local_cfg, 2, fake, 6, said.append)
+    assert asked and all(asked)
+    assert any("ml-dev-env-1=FailedMount" in s for s in said)
+    assert "ml-dev-env-1: FailedMount: no volume" in str(e.value)
+
+
+def test_polls_are_spaced_by_what_a_poll_costs(local_cfg, fake_for) -> None:
+    """A poll that takes long (a big deployment's pod list) is followed by a longer
+    pause, so the wait's own reads stay a bounded share of its time: every 2 s whatever
+    a poll cost, a 512-pod wait read 11 MB about every 2.7 s."""
+    from mlenv.cluster.deploy import POLL_S, POLL_SPACING
+
+    fake = fake_for(local_cfg)
+    deploy(local_cfg, DeployOptions(mode="tcp", timeout=60), fake)
+    fake.delete("Pod", "ml-dev-env-1", local_cfg.namespace)
+    fake.unready_pods = ["ml-dev-env-1"]
+    inner_list, inner_pause = fake.list_many, fake.pause
+    pauses: list[float] = []
+
+    def slow_list(*args, **kwargs):
+        fake.clock += 1.5  # the poll's read takes 1.5 s
+        return inner_list(*args, **kwargs)
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        inner_pause(seconds)
+
+    fake.list_many, fake.pause = slow_list, pause
+    with pytest.raises(DeployTimeout):
+        wait_ready(local_cfg, 2, fake, 30, lambda _m: None)
+    assert pauses and all(p >= POLL_SPACING * 1.5 > POLL_S for p in pauses), pauses

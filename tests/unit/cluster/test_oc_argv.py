@@ -426,3 +426,17 @@ def test_a_raw_list_path_holds_only_validated_names_percent_encoded() -> None:
     for ns, sel in (("../x", None), ("a/b", None), ("ok", {"k": "v&limit=1"})):
         with pytest.raises(UnsafeArgument):
             raw_list_path("Pod", ns, sel)
+
+
+def test_warnings_are_picked_by_the_server(fake_bin) -> None:
+    """deploy's wait reads only Warning events: the field selector asks the server for
+    them, so the Normal ones (thousands at 512 pods) never cross the wire."""
+    fake_bin.install("kubectl")
+    OcCluster().events(NS, "Pod", warnings=True)
+    OcCluster().events(NS, "StatefulSet", "ml-dev-env", warnings=True)
+    OcCluster().events(NS, "Pod")
+    assert [a for c in fake_bin.calls() for a in c if a.startswith("--field-selector")] == [
+        "--field-selector=involvedObject.kind=Pod,type=Warning",
+        "--field-selector=involvedObject.kind=StatefulSet,involvedObject.name=ml-dev-env,type=Warning",
+        "--field-selector=involvedObject.kind=Pod",
+    ]
