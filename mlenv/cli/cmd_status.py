@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from mlenv.cli._clusterctx import load_config, platform, session
+from mlenv.cli._clusterctx import READS_FIRST, load_config, platform, session
 from mlenv.cli._common import guarded
 from mlenv.cli._output import OutputOpt, check_format
 
@@ -20,7 +20,12 @@ def status(
     one document."""
     output = check_format(output)
     cfg = load_config(cluster)
-    platform(cfg).status(cfg, session(), output=output)
+    # status only reads: its reads start beside the server probe, not after it
+    reads_first = READS_FIRST.set(True)
+    try:
+        platform(cfg).status(cfg, session(), output=output)
+    finally:
+        READS_FIRST.reset(reads_first)
 
 
 def register(app: typer.Typer) -> None:

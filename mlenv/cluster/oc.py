@@ -44,7 +44,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -644,6 +644,7 @@ class OcCluster:
         # its process is killed CALL_SLACK_S later (no 30 s of its own, no retry loop)
         self.api_timeout = api_timeout
         self.server_url = ""  # what the probe found; named in every "cannot reach" line
+        self._probing: Future[str] | None = None  # probe_beside's, until it is settled
         self.is_oc = os.path.basename(chosen).startswith("oc")
         self.description = (
             "oc"
@@ -674,6 +675,7 @@ class OcCluster:
         timeout: float = NO_TIMEOUT,
         raw: Sequence[str] | None = None,
         request_timeout: float | None = None,
+        probing: bool = False,
     ) -> tuple[int, str, str, bool]:
         """Run ``oc VERB [--namespace=NS] [SUBCOMMAND] OPTIONS… -- NAMES…`` to its end or
         its deadline (``verb`` may be a command path such as ``auth can-i``).
@@ -712,7 +714,10 @@ class OcCluster:
         ]  # `--flag=VALUE` right after the verb, before any "--"
         if self.trace is not None:
             self.trace(shlex.join(line))
-        return self._call(line, stdin, timeout)
+        done = self._call(line, stdin, timeout)
+        if not probing:  # the probe's own calls are what the others wait for
+            self.probed()
+        return done
 
     @staticmethod
     def _call(line: Sequence[str], stdin: str | None, timeout: float) -> tuple[int, str, str, bool]:
@@ -780,7 +785,10 @@ class OcCluster:
             ["-n", argv.name("Namespace", namespace)] if namespace else []
         )
 
-    def _popen_trace(self, cmd: Sequence[str]) -> None:
+    def _starting(self, cmd: Sequence[str]) -> None:
+        """Before a streamed call starts (its output is the user's at once): the probe
+        settled (:meth:`probed`), the command line traced."""
+        self.probed()
         if self.trace is not None:
             self.trace(shlex.join(cmd))
 
@@ -807,6 +815,7 @@ class OcCluster:
             "config view",
             ["--minify", "--output=jsonpath={.clusters[0].cluster.server}"],
             timeout=view_limit,
+            probing=True,
         )
         pool.shutdown(wait=False)
 
@@ -853,7 +862,7 @@ class OcCluster:
             # the process is bounded by the same number it says ("no answer within
             # N s"): N, not N + 5 or kubectl's own retries
             rc, out, err, timed_out = self._run(
-                "get", ["--raw=/version"], request_timeout=timeout, timeout=timeout
+                "get", ["--raw=/version"], request_timeout=timeout, timeout=timeout, probing=True
             )
         finally:
             if timer is not None:
@@ -872,6 +881,39 @@ class OcCluster:
         if why is not None:
             raise Unreachable(f"cannot reach the API server {server}: {why}")
         return server
+
+    def probe_beside(
+        self,
+        timeout: float,
+        say: Output | None = None,
+        then: Callable[[bool], None] | None = None,
+    ) -> None:
+        """:meth:`probe` started in the background, for a verb whose first calls only
+        read (``status``): they run beside it instead of after it, one client process's
+        time off the verb, and each waits for it before it answers (:meth:`probed`), so
+        an unreachable, hanging or refusing server is still the probe's one line (exit 3),
+        never the call's own failure. ``then(ok)`` runs when it ends, before any call
+        answers."""
+
+        def run() -> str:
+            ok = False
+            try:
+                server = self.probe(timeout, say)
+                ok = True
+                return server
+            finally:
+                if then is not None:
+                    then(ok)
+
+        pool = ThreadPoolExecutor(max_workers=1)
+        self._probing = pool.submit(run)
+        pool.shutdown(wait=False)
+
+    def probed(self) -> None:
+        """Wait for :meth:`probe_beside`'s probe, if one runs or ran; raise its error."""
+        probing = self._probing
+        if probing is not None:
+            probing.result()
 
     # -- identity ---------------------------------------------------------------------
 
@@ -1395,7 +1437,7 @@ class OcCluster:
     ) -> int:
         """``exec POD -- ARGV`` with output streamed line by line; the exit code passes through."""
         cmdline = [*self._base(namespace), *argv.kube_exec(pod, command)]
-        self._popen_trace(cmdline)
+        self._starting(cmdline)
         proc = subprocess.Popen(
             cmdline, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
@@ -1515,7 +1557,7 @@ class OcCluster:
         mark = f"\n{tag}\n".encode()
         script = [*treehash.POD_PYTHON, treehash.COPY_SCRIPT, remote_dir, tag]
         remote = self._exec_i(pod, namespace, script)
-        self._popen_trace(remote)
+        self._starting(remote)
         with tempfile.TemporaryFile() as ferr:
             proc = subprocess.Popen(
                 remote, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=ferr
@@ -1552,6 +1594,7 @@ class OcCluster:
     ) -> str:
         """The tar file ``archive`` (:func:`pack_tree`) as the stdin of ``remote``
         (:meth:`_exec_i`); its output. ``what``: the copy, in a timeout's message."""
+        self._starting(remote)
         try:
             with open(archive, "rb") as stream:
                 proc = subprocess.run(
@@ -1593,7 +1636,7 @@ class OcCluster:
             *self._base(namespace),
             *argv.kube("logs", ["-f", *opts], [argv.name("Pod", pod)]),
         ]
-        self._popen_trace(cmdline)
+        self._starting(cmdline)
         proc = subprocess.Popen(
             cmdline, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
@@ -1617,7 +1660,7 @@ class OcCluster:
             line = ["rsh", *([] if tty else ["-T"]), argv.name("Pod", pod), *command]
         else:
             line = argv.kube_exec(pod, command, ["-it"] if tty else ["-i"])
-        self._popen_trace([*self._base(namespace), *line])
+        self._starting([*self._base(namespace), *line])
         return subprocess.call([*self._base(namespace), *line])
 
     def port_forward(self, pod: str, namespace: str, ports: Sequence[tuple[int, int]]) -> int:
@@ -1630,7 +1673,7 @@ class OcCluster:
                 [f"pod/{argv.name('Pod', pod)}", *(argv.port_pair(a, b) for a, b in ports)],
             ),
         ]
-        self._popen_trace(line)
+        self._starting(line)
         return subprocess.call(line)
 
     def start_build(self, name: str, namespace: str, out: Output) -> int:

@@ -72,3 +72,41 @@ def test_probe_answers_become_one_line(
         return
     assert r.exit_code == 3, r.output
     assert r.stderr.splitlines() == [want]
+
+
+_WAITS_FOR_A_READ = """#!{python}
+import os, sys, time
+argv = sys.argv[1:]
+mark = {mark!r}
+if "view" in argv:
+    print("https://api.example.test:6443", end="")
+elif "--raw=/version" in argv:
+    for _ in range(400):
+        if os.path.exists(mark):
+            print("{{}}")
+            sys.exit(0)
+        time.sleep(0.05)
+    sys.stderr.write("Unable to connect to the server: no read came while /version waited\\n")
+    sys.exit(1)
+else:
+    open(mark, "w").close()
+    print('{{"items": []}}')
+"""
+
+
+def test_status_reads_beside_the_probe(tmp_path, monkeypatch) -> None:
+    """status only reads, so its reads start beside the server probe instead of after it
+    (one client process's time less): this stand-in answers /version only once a read
+    has started (probed first, status waited 20 s for it and failed)."""
+    from _fakeenv import run
+
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "kubectl"
+    exe.write_text(_WAITS_FOR_A_READ.format(python=sys.executable, mark=str(tmp_path / "read")))
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bindir))
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    r = run(["-q", "status", "barcelona"], None, monkeypatch)
+    assert r.exit_code == 0, r.output
+    assert "no pods" in r.stdout

@@ -107,3 +107,45 @@ def test_a_list_is_parsed_with_the_collector_paused_and_restored() -> None:
         assert not gc.isenabled()  # a caller's own pause is kept
     finally:
         gc.enable()
+
+
+def test_a_call_beside_the_probe_answers_after_it_with_its_error_first(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """probe_beside: a read starts while the probe runs and answers only once the probe
+    ended; when the probe failed, the read raises the probe's error (one line, exit 3),
+    never its own."""
+    import sys
+
+    from mlenv.errors import InfraError
+
+    for refused in (False, True):
+        kubectl = tmp_path / "kubectl"
+        kubectl.write_text(
+            f"#!{sys.executable}\n"
+            "import sys\n"
+            "if 'view' in sys.argv:\n"
+            f"    print({SERVER!r}, end='')\n"
+            "elif '--raw=/version' in sys.argv:\n"
+            + (
+                "    sys.stderr.write('The connection to the server api was refused\\n')\n"
+                "    sys.exit(1)\n"
+                if refused
+                else "    print('{}')\n"
+            )
+            + "else:\n"
+            "    sys.stderr.write('error: the read failed its own way\\n')\n"
+            "    sys.exit(1)\n"
+        )
+        kubectl.chmod(0o755)
+        monkeypatch.setenv("PATH", str(tmp_path))
+        c = OcCluster()
+        ended: list[bool] = []
+        c.probe_beside(30.0, None, ended.append)
+        with pytest.raises(InfraError) as e:
+            c.get("Pod", "p", "ns")
+        assert ended == [not refused]
+        if refused:
+            assert isinstance(e.value, Unreachable) and "refused" in str(e.value)
+        else:
+            assert "its own way" in str(e.value)
