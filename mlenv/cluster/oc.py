@@ -173,12 +173,9 @@ def _send(stdin: IO[bytes], pack: tuple[str, Sequence[str]] | None) -> None:
     empty list of names when there is nothing to send. A pod that stopped reading (its
     script failed: its exit status and stderr say why) ends the writing quietly."""
     try:
-        if pack is None:
-            stdin.write(treehash.names_header([]))
-        else:
-            path, names = pack
-            stdin.write(treehash.names_header(names))
-            with open(path, "rb") as fh:
+        stdin.write(treehash.names_header(pack[1] if pack else []))
+        if pack is not None:
+            with open(pack[0], "rb") as fh:
                 shutil.copyfileobj(fh, stdin, 1 << 16)
         stdin.close()
     except BrokenPipeError:
@@ -425,30 +422,6 @@ def write_pack(local_dir: str, names: Sequence[str], path: str) -> None:
     if done.returncode != 0:
         why = done.stderr.decode(errors="replace").strip()[-300:]
         raise InfraError(f"tar of {local_dir} failed: {why}")
-
-
-@contextmanager
-def pack_tree(local_dir: str, names: Iterable[str]) -> Iterator[str]:
-    """``names`` of ``local_dir`` packed (:func:`write_pack`) into a temporary file,
-    removed on the way out, whatever happened."""
-    fd, path = tempfile.mkstemp(prefix="mlenv-sync-", suffix=".tar")
-    os.close(fd)
-    try:
-        write_pack(local_dir, list(names), path)
-        yield path
-    finally:
-        os.unlink(path)
-
-
-@contextmanager
-def tree_packs(local_dir: str, names: Iterable[str]) -> Iterator[TreePacks]:
-    """:class:`~mlenv.cluster.packs.TreePacks` of ``local_dir`` by the control host's tar,
-    every file removed on the way out."""
-    packs = TreePacks(local_dir, names, write_pack)
-    try:
-        yield packs
-    finally:
-        packs.close()
 
 
 def classify(stderr: str, kind: str = "", name: str = "") -> ApiError | InfraError:
@@ -1496,7 +1469,7 @@ class OcCluster:
 
         oc: ``oc rsync --no-perms --exclude=… -- DIR/ POD:REMOTE`` (never ``--delete``:
         deletions are :mod:`~mlenv.cluster.sync`'s explicit, protected list), then ``then``
-        by its own exec. kubectl: a tar stream (:func:`pack_tree`) unpacked by the pod's
+        by its own exec. kubectl: a tar stream (:func:`write_pack`) unpacked by the pod's
         ``tar -x``, and ``then`` in the same exec (``sh -c`` with every value a positional
         argument, never part of the script).
         """
@@ -1518,8 +1491,9 @@ class OcCluster:
         if then:
             unpack = ["sh", "-c", _UNPACK_THEN, "sh", remote_dir, *then]
         remote = self._exec_i(pod, namespace, unpack)  # every value checked before any work
-        # links go as links, like oc rsync
-        with pack_tree(local_dir, treehash.local_listing(local_dir)) as archive:
+        listing = treehash.local_listing(local_dir)  # links go as links, like oc rsync
+        with self.packs(local_dir, list(listing)) as packs:
+            archive, _ = packs.archive(listing)
             out = self._stream_into(archive, remote, pod, limit, f"of {local_dir}")
         return out if then else ""
 
@@ -1530,8 +1504,9 @@ class OcCluster:
         return not self.is_oc
 
     def packs(self, local_dir: str, names: Sequence[str]) -> AbstractContextManager[TreePacks]:
-        """The tree's tar files for :meth:`copy_planned` (:func:`tree_packs`)."""
-        return tree_packs(local_dir, names)
+        """The tree's tar files for :meth:`copy_planned`, by the control host's tar
+        (:func:`write_pack`)."""
+        return TreePacks(local_dir, names, write_pack)
 
     def copy_planned(
         self,
@@ -1592,7 +1567,7 @@ class OcCluster:
     def _stream_into(
         self, archive: str, remote: builtins.list[str], pod: str, limit: float, what: str
     ) -> str:
-        """The tar file ``archive`` (:func:`pack_tree`) as the stdin of ``remote``
+        """The tar file ``archive`` (:func:`write_pack`) as the stdin of ``remote``
         (:meth:`_exec_i`); its output. ``what``: the copy, in a timeout's message."""
         self._starting(remote)
         try:

@@ -29,7 +29,8 @@ Writer = Callable[[str, Sequence[str], str], None]
 
 class TreePacks:
     """Tar files of ``names`` of ``local_dir`` (the whole tree's listing), one per
-    distinct set asked for, removed by :meth:`close` whatever happened."""
+    distinct set asked for, removed by :meth:`close` (or at the end of a ``with`` block)
+    whatever happened."""
 
     def __init__(self, local_dir: str, names: Iterable[str], write: Writer) -> None:
         self.local_dir = local_dir
@@ -61,6 +62,12 @@ class TreePacks:
                 self._write(self.local_dir, key, path)
                 slot.path = path
             return slot.path, key
+
+    def __enter__(self) -> TreePacks:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         """Remove every tar file made."""

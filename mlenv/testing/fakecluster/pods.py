@@ -16,8 +16,7 @@ import hashlib
 import json
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from mlenv.cluster import devloop, fetch, treehash
@@ -417,15 +416,10 @@ class Pods(Controllers):
         for p, d in files.items():
             vol[p] = base64.b64encode(d).decode()
 
-    @contextmanager
-    def packs(self, local_dir: str, names: Sequence[str]) -> Iterator[TreePacks]:
+    def packs(self, local_dir: str, names: Sequence[str]) -> TreePacks:
         """The tree's tar files as kubectl's client packs them (``./NAME`` entries, links
         as links), each written by the tarfile module, all removed on the way out."""
-        packs = TreePacks(local_dir, names, _write_tar)
-        try:
-            yield packs
-        finally:
-            packs.close()
+        return TreePacks(local_dir, names, _write_tar)
 
     def copy_planned(
         self,

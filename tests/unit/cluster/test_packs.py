@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mlenv.cluster import packs as packsmod
-from mlenv.cluster.oc import tree_packs
+from mlenv.cluster.oc import write_pack
 from mlenv.cluster.packs import TreePacks
 
 
@@ -57,7 +57,7 @@ def test_past_the_bound_a_pod_gets_the_whole_tree(tmp_path: Path) -> None:
     sets the whole tree goes instead (tar overwrites what the pod holds with the same
     bytes), so a sync's temporary files stay bounded; the whole tree's pack is shared."""
     names = _tree(tmp_path, packsmod.MAX_PACKS + 3)
-    with tree_packs(str(tmp_path), names) as packs:
+    with TreePacks(str(tmp_path), names, write_pack) as packs:
         firsts = [packs.archive([n]) for n in names[: packsmod.MAX_PACKS]]
         assert [k for _, k in firsts] == [(n,) for n in names[: packsmod.MAX_PACKS]]
         late, sent = packs.archive([names[-1]])
