@@ -1,23 +1,26 @@
 """Every cluster verb at PODS pods on the kube tier's scale nodes, beside its floor.
 
 Usage: python benchmarks/bench_scale.py [PODS] [--keep] [--files N] [--bound B] [--only V,…]
+       [--pin-by label|name]
 
 Starts (or reuses) a kube tier with PODS scale nodes (KUBE_SCALE_NODES: kwok-only pods,
 docs/deploy.md "Scale nodes") in ``.mlenv/kube-scale``, writes a checkout whose config
-pins PODS pods to those nodes, and runs each verb as a developer does (``mlenv VERB`` as
+pins PODS pods to those nodes (``nodes.pin_by: label`` unless ``--pin-by name``), and runs each verb as a developer does (``mlenv VERB`` as
 a process, the tier's kubectl first on PATH). Each verb's floor is the same work done with
 one plain ``kubectl`` command, or a fan-out of ``kubectl`` bounded at ``--bound`` (16)
 processes at once:
 
 - deploy: ``kubectl apply`` of the plan (``mlenv deploy --dry-run client -o json``) and
-  ``kubectl rollout status``; mlenv: ``deploy`` to every pod Ready;
+  ``kubectl rollout status``, after one ``kubectl label nodes`` of the pool label when the
+  pods are pinned by it; mlenv: ``deploy`` to every pod Ready;
 - status: one ``kubectl get pods,pvc -l SELECTOR -o wide`` (each side the median of five
   runs, alternating);
 - sync: ``tar c | kubectl exec -i POD -- tar x`` into every pod, 16 at once;
 - exec: ``kubectl exec POD -- true`` in every pod, 16 at once; mlenv: ``gpu-info`` (one
   exec per pod: the shell-style fan-out);
 - teardown: one ``kubectl delete`` of every kind with the selector (not waiting for the
-  pods' grace periods, as ``mlenv teardown``);
+  pods' grace periods, as ``mlenv teardown``), and one ``kubectl label nodes -l`` taking
+  the pool label off;
 - quarantine / release: ``kubectl label``, ``annotate`` and ``taint`` of every node, one
   call each (and their undoing); mlenv: ``quarantine RUN --apply`` of a run where every
   node FAILED (label, note and taint, one call per kind, and an Event per node in one
@@ -58,6 +61,7 @@ from mlenv.contract import (  # noqa: E402
     LABEL_HEALTH,
     LABEL_INSTANCE,
     LABEL_NAME,
+    LABEL_POOL_PREFIX,
 )
 from mlenv.testing.kube import build, manifests, plane  # noqa: E402
 from mlenv.workload import DEFAULT, workload_for  # noqa: E402
@@ -134,6 +138,7 @@ class Bench:
         bound: int,
         tolerate: str | None = None,
         platform: str | None = None,
+        pin_by: str = "label",
     ) -> None:
         self.pods = pods
         self.tier = tier
@@ -141,6 +146,7 @@ class Bench:
         self.bound = bound
         self.tolerate = tolerate
         self.platform = platform  # the config's platform: (none) for OpenShift, kubernetes
+        self.pin_by = pin_by  # nodes.pin_by: the pool label (the default here) or each name
         self.rows: list[dict[str, Any]] = []
         self.ns = f"bench-scale-{pods}"
         self.counter = Counter(work / "shim", str(build.paths().kube("kubectl")))
@@ -253,7 +259,7 @@ class Bench:
         co = self.work / "co"
         data = yaml.safe_load((ROOT / "clusters" / "local.yaml").read_text())
         data["cluster"].update({"name": NAME, "namespace": self.ns})
-        data["nodes"] = {"gpu_nodes": self.nodes}
+        data["nodes"] = {"gpu_nodes": self.nodes, "pin_by": self.pin_by}
         data["gpus"].update({"per_node": 8, "type": "H100-80GB", "default_nodes": self.pods})
         data["image"] = {"ref": PULLABLE}
         if self.platform:
@@ -306,13 +312,24 @@ class Bench:
     def selector(self) -> str:
         return f"{LABEL_INSTANCE}={NAME},{LABEL_NAME}={APP}"
 
+    def pool(self) -> str:
+        """The pool label's ``key=value`` (nodes.pin_by: label)."""
+        return f"{LABEL_POOL_PREFIX}{self.ns}={NAME}"
+
     def floor_deploy(self) -> None:
+        if self.pin_by == "label":  # the pods select the label: the nodes need it first
+            # chosen by hostname: kubectl reads named nodes one rate-limited GET at a time
+            chosen = f"kubernetes.io/hostname in ({','.join(self.nodes)})"
+            self.kubectl("label", "nodes", "--overwrite", "-l", chosen, self.pool())
         self.kubectl("apply", "-n", self.ns, "-f", "-", stdin=self.plan.stdout)
         self.kubectl("rollout", "status", "-n", self.ns, WORKERS.ref, "--timeout=3600s")
 
     def floor_teardown(self) -> None:
         # as mlenv's teardown: sent, not waited for (the pods have their grace period)
         self.kubectl("delete", KINDS, "-n", self.ns, "-l", self.selector(), "--wait=false")
+        if self.pin_by == "label":
+            key = self.pool().partition("=")[0]
+            self.kubectl("label", "nodes", "-l", self.pool(), f"{key}-")
 
     def floor_status(self) -> None:
         self.kubectl("get", "pods,pvc", "-n", self.ns, "-l", self.selector(), "-o", "wide")
@@ -482,6 +499,12 @@ def main() -> int:
     ap.add_argument("--files", type=int, default=200, help="files in the synced tree")
     ap.add_argument("--bound", type=int, default=16, help="the floors' fan-out bound")
     ap.add_argument(
+        "--pin-by",
+        choices=("label", "name"),
+        default="label",
+        help="nodes.pin_by of the benchmark's config (default label)",
+    )
+    ap.add_argument(
         "--only",
         default="",
         help=f"comma-separated rows to measure (of {','.join(VERBS)}; default all)",
@@ -508,7 +531,7 @@ def main() -> int:
     )
     work = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     try:
-        bench = Bench(args.pods, tier, work, args.bound)
+        bench = Bench(args.pods, tier, work, args.bound, pin_by=args.pin_by)
         bench.wait_nodes()
         bench.checkout(args.files)
         bench.run(only)

@@ -120,6 +120,13 @@ def selector(labels: Mapping[str, str]) -> str:
     return ",".join(f"{label_key(k)}={label_value(v)}" for k, v in sorted(labels.items()))
 
 
+def selector_in(key: str, values: Sequence[str]) -> str:
+    """``key in (v1,v2,…)`` for ``-l``: the key and every value validated as a label's."""
+    if not values:
+        raise UnsafeArgument(f"selector {_show(key)} in (): expected one value or more")
+    return f"{label_key(key)} in ({','.join(label_value(v) for v in values)})"
+
+
 def field_selector(pairs: Mapping[str, str]) -> str:
     """``involvedObject.kind=Pod,…`` for ``--field-selector``; values are names or kinds."""
     out = []

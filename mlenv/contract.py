@@ -92,6 +92,13 @@ LABEL_HEALTH = "ml-dev-env.io/health"
 HEALTH_FAIL = "fail"
 TAINT_EFFECT = "NoSchedule"
 ANNOTATION_QUARANTINE = "ml-dev-env.io/quarantine"
+# With `nodes.pin_by: label`, `mlenv deploy` labels each pinned Node
+# ``pool.ml-dev-env.io/<namespace>=<cluster.name>`` and the pods select that one label, where
+# a node affinity naming every pinned node would repeat all N names in each of N pods (a pod
+# list of 11 MB at 512 pinned nodes). The key carries the namespace, the value the cluster
+# name: a node pinned by two deployments in one namespace is refused, not stolen.
+# Teardown takes the label off the nodes that carry this deployment's value.
+LABEL_POOL_PREFIX = "pool.ml-dev-env.io/"
 
 # --- results of a run ---------------------------------------------------------------------
 RESULTS_JSON = "results.json"  # the verdict document rank 0 (or the CLI's recovery) writes

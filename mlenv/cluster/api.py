@@ -27,7 +27,7 @@ from mlenv.contract import LABEL_NAME as LABEL_NAME
 from mlenv.errors import InfraError, InputError
 
 if TYPE_CHECKING:
-    from mlenv.cluster.nodemarks import NodeMarks
+    from mlenv.cluster.nodemarks import MarkCall, NodeMarks
     from mlenv.cluster.nodetell import NodeTell
     from mlenv.cluster.packs import TreePacks
 
@@ -463,6 +463,13 @@ class ClusterClient(Protocol):
         A node a call cannot mark (gone, refused) does not stop the others: what the calls
         said of it comes back, one line each (empty: every call succeeded); which marks
         each node carries is for the caller to read back. Unreachable raises."""
+        ...
+
+    def run_marks(self, calls: Sequence[MarkCall]) -> builtins.list[str]:
+        """Run ``label`` / ``annotate`` / ``taint`` calls on Nodes as they stand (the
+        pool label of ``nodes.pin_by: label``); like :meth:`mark_nodes`, a node a call
+        cannot mark does not stop the others, and what was said of it comes back, one
+        line each. Unreachable raises."""
         ...
 
     def tell_node(self, tell: NodeTell) -> None:

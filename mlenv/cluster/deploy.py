@@ -36,6 +36,13 @@ from mlenv.cluster.api import (
     plural,
     resource_for,
 )
+from mlenv.cluster.nodepool import (
+    labelled_nodes,
+    pinned_by_label,
+    pool_label,
+    put_labels,
+    take_labels,
+)
 from mlenv.cluster.pods import neighbour_pods, split_pods
 from mlenv.cluster.preflight import PreflightReport, Problem, foreign_objects, run_preflight
 from mlenv.config.model import Cluster as ClusterConfig
@@ -526,13 +533,35 @@ def deploy(
         going = terminating(cfg, secrets + todo, client)
         if going:
             say(f"would wait for {', '.join(going)} to finish Terminating before applying")
+        if pre.unlabelled:
+            say(f"would label {len(pre.unlabelled)} pinned node(s) {'='.join(pool_label(cfg))}")
         return rep
     say(f"server-side dry run: {len(secrets) + len(todo)} object(s) accepted; applying")
     client = applier  # from here on every read is fresh
     spent = wait_terminating(cfg, secrets + todo, client, opts.timeout, say)
+    _pin_pool(cfg, pre, client, say)
     _apply_phase(cfg, opts, mode, secrets, todo, client, rep, recreate, say)
     rep.ready = wait_ready(cfg, nodes, client, max(opts.timeout - spent, POLL_S), say)
     return rep
+
+
+def _pin_pool(cfg: ClusterConfig, pre: PreflightReport, client: ClusterClient, say: Say) -> None:
+    """``nodes.pin_by: label``: the pool label on the pinned nodes that lack it (before the
+    pods, which select it, exist), and off the nodes a config pinned before and no longer
+    lists (one read by the label; a user who may not list or patch Nodes is told)."""
+    if not pinned_by_label(cfg):
+        return
+    label = "=".join(pool_label(cfg))
+    put_labels(cfg, client, pre.unlabelled)
+    if pre.unlabelled:
+        say(f"labelled {len(pre.unlabelled)} pinned node(s) {label} (nodes.pin_by: label)")
+    pinned = set(cfg.gpu_nodes)
+    stale = [n for n in labelled_nodes(cfg, client) or [] if n not in pinned]
+    said = take_labels(cfg, client, stale)
+    if stale and not said:
+        say(f"took {label} off {len(stale)} node(s) no longer in nodes.gpu_nodes")
+    for line in said:
+        say(f"warning: {line}")
 
 
 def _deleted(m: Manifest | None) -> bool:

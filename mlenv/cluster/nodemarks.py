@@ -29,6 +29,7 @@ from mlenv.contract import TAINT_EFFECT as TAINT_EFFECT
 # time grows with its names; 200 keep one call's argv under 52 KB (at 253-character
 # names) and its deadline within minutes, and 4096 nodes take 21 calls per kind.
 MAX_NAMES = 200
+HOSTNAME_LABEL = "kubernetes.io/hostname"  # the name a node carries as a label value
 
 
 @dataclass(frozen=True)
@@ -56,9 +57,17 @@ class MarkCall:
     options: tuple[str, ...]
     nodes: tuple[str, ...]
     mark: str  # key=value, key=value:effect; with a trailing "-" its removal
+    # the nodes chosen by their hostname label (``-l 'kubernetes.io/hostname in (…)'``)
+    # instead of by name: kubectl reads named objects one GET at a time under its
+    # client-side rate limit (5 a second: 4.5 s for 32 nodes), a selector in one list
+    by_hostname: bool = False
 
     def words(self) -> list[str]:
-        """``[verb, options…, --, node, NODE…, mark]`` without the binary."""
+        """``[verb, options…, --, node, NODE…, mark]`` without the binary; by hostname
+        ``[verb, options…, --selector=…, --, node, mark]``."""
+        if self.by_hostname:
+            chosen = f"--selector={argv.selector_in(HOSTNAME_LABEL, self.nodes)}"
+            return argv.kube(self.verb, [*self.options, chosen], ["node", self.mark])
         return argv.kube(self.verb, list(self.options), ["node", *self.nodes, self.mark])
 
 

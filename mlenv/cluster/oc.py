@@ -86,7 +86,7 @@ from mlenv.errors import InfraError, InputError
 from mlenv.workload import WORKLOADS
 
 if TYPE_CHECKING:
-    from mlenv.cluster.nodemarks import NodeMarks
+    from mlenv.cluster.nodemarks import MarkCall, NodeMarks
     from mlenv.cluster.nodetell import NodeTell
 
 # A client process past its --request-timeout by this much is killed: kubectl's discovery
@@ -1097,10 +1097,16 @@ class OcCluster:
         never leaves a node tainted without the label that lets release find it."""
         said: builtins.list[str] = []
         for phase in nodemarks.mark_phases(nodemarks.mark_calls(marks, remove=remove)):
-            for lines in bounded_map(
-                lambda call: self._each(call.words(), None, len(call.nodes)), phase
-            ):
-                said += lines
+            said += self.run_marks(phase)
+        return said
+
+    def run_marks(self, calls: Sequence[MarkCall]) -> builtins.list[str]:
+        """The calls at once (bounded), each with a deadline that grows with its names."""
+        said: builtins.list[str] = []
+        for lines in bounded_map(
+            lambda call: self._each(call.words(), None, len(call.nodes)), calls
+        ):
+            said += lines
         return said
 
     def tell_nodes(self, tells: Sequence[NodeTell]) -> builtins.list[str]:

@@ -33,6 +33,7 @@ from mlenv.cluster.api import (
     plural,
     resource_for,
 )
+from mlenv.cluster.nodepool import label_lines, pinned_by_label, pool_label, pool_state
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.config.model import Mode
 from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME, LABEL_NAMESPACE
@@ -58,6 +59,8 @@ class PreflightReport:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skip: list[tuple[str, str]] = field(default_factory=list)  # (kind, name) left as they are
+    # nodes.pin_by: label: the pinned nodes deploy must label (all of them when unreadable)
+    unlabelled: list[str] = field(default_factory=list)
 
     @property
     def blocking(self) -> list[Problem]:
@@ -696,10 +699,20 @@ def _check_nodes(
             objs = client.list("Node", None)
     except Forbidden:
         rep.notes.append("cannot read nodes (forbidden): GPU and RDMA capacity not checked")
+        if pinned_by_label(cfg):
+            rep.unlabelled = list(cfg.gpu_nodes)
+            _check_pool_rights(cfg, client, rep)
         return
     usable = []
     left_out: list[str] = []
     pod = _pod_template(manifests or [])
+    if pinned_by_label(cfg):
+        objs = _check_pool(cfg, objs, client, rep)
+        key = pool_label(cfg)[0]
+        pod = {
+            **pod,
+            "nodeSelector": {k: v for k, v in (pod.get("nodeSelector") or {}).items() if k != key},
+        }
     for node in objs:
         name = node["metadata"]["name"]
         if not node_ready(node):
@@ -744,6 +757,51 @@ def _check_nodes(
                     f"{nodes} needed" + (f" (lacking: {', '.join(lacking)})" if lacking else ""),
                 )
             )
+
+
+def _check_pool(
+    cfg: ClusterConfig, objs: list[Manifest], client: ClusterClient, rep: PreflightReport
+) -> list[Manifest]:
+    """``nodes.pin_by: label``: the pinned nodes that lack the pool label go in
+    ``rep.unlabelled`` (deploy labels them, so the pods' selector is not held against them
+    here); one pinned by another deployment of the namespace is blocking, and is left
+    out of the nodes that count."""
+    key = pool_label(cfg)[0]
+    kept = []
+    for node in objs:
+        state = pool_state(cfg, node)
+        if state.startswith("other:"):
+            rep.problems.append(
+                Problem(
+                    "blocking",
+                    f"node {node['metadata']['name']} (nodes.gpu_nodes) carries "
+                    f"{key}={state.removeprefix('other:')}: another deployment of namespace "
+                    f"{cfg.namespace} is pinned to it (nodes.pin_by: label); take it out of "
+                    "one of the two lists",
+                )
+            )
+            continue
+        if not state:
+            rep.unlabelled.append(str(node["metadata"]["name"]))
+        kept.append(node)
+    _check_pool_rights(cfg, client, rep)
+    return kept
+
+
+def _check_pool_rights(cfg: ClusterConfig, client: ClusterClient, rep: PreflightReport) -> None:
+    """Labelling the nodes in ``rep.unlabelled`` needs ``patch nodes``: without it, the
+    commands for an admin (after which deploy needs no rights on Nodes)."""
+    if not rep.unlabelled or client.can_i("patch", "nodes"):
+        return
+    rep.problems.append(
+        Problem(
+            "blocking",
+            f"nodes.pin_by: label: {len(rep.unlabelled)} pinned node(s) lack the label "
+            f"{'='.join(pool_label(cfg))} and {rep.user or 'this user'} may not patch nodes; "
+            "an admin can label them once (deploy then needs no rights on Nodes):\n    "
+            + "\n    ".join(label_lines(cfg, rep.unlabelled)),
+        )
+    )
 
 
 # The objects deploy applies have fixed names (docs/contracts.md), so a second config

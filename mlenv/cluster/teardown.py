@@ -14,10 +14,11 @@ from mlenv.cluster.api import (
     instance_selector,
     plural,
 )
+from mlenv.cluster.nodepool import labelled_nodes, take_labels
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.contract import ANNOTATION_CREATED, APP, LABEL_NAME, LABEL_NAMESPACE
 from mlenv.errors import InputError
-from mlenv.render.names import workload
+from mlenv.render.names import pinned_by_label, pool_label, workload
 from mlenv.workload import WORKER_KINDS
 
 # Every kind the plan or deploy can create, in delete order: workloads first so pods
@@ -53,6 +54,8 @@ class TeardownReport:
     left: list[str] = field(default_factory=list)  # one line each: what, why, what to do
     kept: list[str] = field(default_factory=list)  # kind/name kept on purpose (the image build)
     absent_kinds: list[str] = field(default_factory=list)  # kinds this API does not serve
+    # nodes.pin_by: label: the pinned nodes the pool label was taken off (would be, dry run)
+    unlabelled: list[str] = field(default_factory=list)
 
 
 def _cluster_scoped_names(cfg: ClusterConfig) -> dict[str, list[str]]:
@@ -201,6 +204,8 @@ def teardown(
     for kind in CLUSTER_KINDS:
         if made is None or kind in made:
             _drop_cluster_scoped(cfg, client, rep, kind, sel, dry_run)
+    if pinned_by_label(cfg):
+        _unpin(cfg, client, rep, dry_run)
     if purge:
         busy = _pvcs_in_use_by_others(cfg, client)
         claims = client.list("PersistentVolumeClaim", cfg.namespace, sel)
@@ -220,6 +225,25 @@ def teardown(
             dry_run,
         )
     return rep
+
+
+def _unpin(cfg: ClusterConfig, client: ClusterClient, rep: TeardownReport, dry_run: bool) -> None:
+    """The pool label off every node that carries this deployment's (found by the label,
+    so nodes a config listed before are found too); a user who may not list or patch
+    Nodes leaves it, with the command for an admin."""
+    key, value = pool_label(cfg)
+    nodes = labelled_nodes(cfg, client)
+    if nodes is None:
+        rep.left.append(
+            f"the node label {key}={value} (may not list nodes): an admin can take it off "
+            f"with `{'oc' if cfg.traits.openshift else 'kubectl'} label nodes -l {key}={value} {key}-`"
+        )
+        return
+    said = [] if dry_run else take_labels(cfg, client, nodes)
+    rep.left += [f"the node label {key}={value}: {line}" for line in said]
+    rep.unlabelled = (
+        nodes if not said else [n for n in nodes if not any(f'"{n}"' in x for x in said)]
+    )
 
 
 def _own_pods(

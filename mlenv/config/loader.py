@@ -382,6 +382,7 @@ def build(data: dict[str, Any], source: Path | None = None) -> Cluster:
     return Cluster(
         cluster=_cluster_info(_section(data, "cluster")),
         gpu_nodes=_gpu_nodes(data),
+        pin_by=str(_section(data, "nodes").get("pin_by") or _field_default(Cluster, "pin_by")),
         topology=_topology(data),
         topology_label=str(_section(data, "nodes").get("topology_label") or ""),
         storage=_storage(_section(data, "storage")),

@@ -267,6 +267,8 @@ class Cluster:
 
     cluster: ClusterInfo
     gpu_nodes: tuple[str, ...] = ()  # nodes.gpu_nodes: pin to these (empty = any GPU node)
+    # nodes.pin_by: "name" (a node affinity naming them) or "label" (deploy labels them)
+    pin_by: str = "name"
     # nodes.topology: (rack, its nodes) in file order, hostlists expanded on Slurm
     topology: tuple[tuple[str, tuple[str, ...]], ...] = ()
     # nodes.topology_label: the Node label naming each node's rack, read at launch

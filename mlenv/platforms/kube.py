@@ -533,7 +533,12 @@ class KubernetesPlatform(Platform):
         )
         if dry_run and s.output:
             s.emit(
-                {"cluster": cfg.name, "delete": rep.deleted, "keep": [*rep.left, *rep.kept]},
+                {
+                    "cluster": cfg.name,
+                    "delete": rep.deleted,
+                    "keep": [*rep.left, *rep.kept],
+                    "unlabel": rep.unlabelled,
+                },
                 s.output,
             )
             return
@@ -544,6 +549,8 @@ class KubernetesPlatform(Platform):
                 s.say(f"would keep {left}")
             for k in rep.kept:
                 s.say(f"would keep {k}")
+            if rep.unlabelled:
+                s.say(f"would take the label {_pool(cfg)} off {len(rep.unlabelled)} node(s)")
             s.say(
                 f"teardown of {cfg.name} (dry run): {len(rep.deleted)} object(s) would be "
                 "deleted" + kept + "; nothing was changed"
@@ -555,6 +562,8 @@ class KubernetesPlatform(Platform):
             s.warn(f"warning: left behind: {left}")
         for k in rep.kept:
             s.say(f"kept {k}")
+        if rep.unlabelled:
+            s.say(f"took the label {_pool(cfg)} off {len(rep.unlabelled)} node(s)")
         s.say(
             f"teardown of {cfg.name}: {len(rep.deleted)} object(s) deleted"
             + kept
@@ -802,3 +811,10 @@ def _teardown_legacy(cfg: Cluster, s: Session, *, purge: bool, yes: bool) -> Non
         f"legacy teardown: {len(deleted)} object(s) deleted"
         + (f"; {len(kept)} PVC(s) kept (--purge deletes them)" if kept else "")
     )
+
+
+def _pool(cfg: Cluster) -> str:
+    """``key=value`` of the pool label of ``nodes.pin_by: label``."""
+    from mlenv.render.names import pool_label
+
+    return "=".join(pool_label(cfg))

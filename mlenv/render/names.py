@@ -21,6 +21,7 @@ from mlenv.contract import LABEL_MANAGED_BY as LABEL_MANAGED_BY
 from mlenv.contract import LABEL_NAME as LABEL_NAME
 from mlenv.contract import LABEL_NAMESPACE as LABEL_NAMESPACE
 from mlenv.contract import LABEL_PART_OF as LABEL_PART_OF
+from mlenv.contract import LABEL_POOL_PREFIX as LABEL_POOL_PREFIX
 from mlenv.contract import MANAGED_BY as MANAGED_BY
 from mlenv.workload import Workload, workload_for
 
@@ -76,6 +77,19 @@ def workload(cluster: Cluster) -> Workload:
 def master_addr(cluster: Cluster) -> str:
     """DNS name of pod 0 through the headless Service (the rendezvous host)."""
     return workload(cluster).pod_dns(0, HEADLESS_SERVICE, cluster.namespace)
+
+
+def pool_label(cluster: Cluster) -> tuple[str, str]:
+    """``(key, value)`` of the Node label that pins the pods with ``nodes.pin_by: label``:
+    ``pool.ml-dev-env.io/<namespace>``, ``<cluster.name>`` (both DNS-1123 labels, so the
+    key's name part and the value fit a label's 63 characters)."""
+    return f"{LABEL_POOL_PREFIX}{cluster.namespace}", cluster.name
+
+
+def pinned_by_label(cluster: Cluster) -> bool:
+    """Whether the pods select the pool label deploy puts on ``nodes.gpu_nodes``
+    (``nodes.pin_by: label``) instead of a node affinity naming each of them."""
+    return bool(cluster.gpu_nodes) and cluster.pin_by == "label" and cluster.traits.kubernetes
 
 
 def selector_labels(cluster: Cluster, component: str) -> dict[str, str]:

@@ -175,6 +175,9 @@ def _scheduling(cluster: Cluster) -> dict[str, Any]:
         selector = dict(GPU_NODE_SELECTOR) if gpu and not cluster.gpu_nodes else {}
     else:
         selector = dict(sched.node_selector)
+    if names.pinned_by_label(cluster):
+        key, value = names.pool_label(cluster)
+        selector[key] = value
     if tolerations:
         out["tolerations"] = tolerations
     if selector:
@@ -249,7 +252,7 @@ def _affinity(cluster: Cluster, component: str) -> dict[str, Any]:
             ]
         }
     }
-    if cluster.gpu_nodes:
+    if cluster.gpu_nodes and not names.pinned_by_label(cluster):
         affinity["nodeAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": {
                 "nodeSelectorTerms": [

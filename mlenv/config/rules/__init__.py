@@ -51,6 +51,7 @@ def semantic_diagnostics(parsed: Parsed, file: str) -> list[Diagnostic]:
     image.check(c)
     cluster.free_text(c)
     nodes.gpu_nodes(c)
+    nodes.pin_by(c)
     nodes.topology(c)
     acceptance.check(c)
     storage.claims_and_sizes(c)

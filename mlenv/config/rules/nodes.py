@@ -33,6 +33,27 @@ def gpu_nodes(c: Checker) -> None:
         seen.update(names)
 
 
+def pin_by(c: Checker) -> None:
+    """``nodes.pin_by: label`` labels the nodes ``gpu_nodes`` lists, on Kubernetes: without
+    that list there is nothing to label, and off Kubernetes there are no Node labels."""
+    how = _get(c.data, "nodes", "pin_by")
+    if how != "label":
+        return
+    if c.off_k8s:
+        c.warn(
+            ("nodes", "pin_by"),
+            f"nodes.pin_by: label labels Kubernetes Nodes; platform {c.plat} ignores it",
+            key=True,
+        )
+    elif not _get(c.data, "nodes", "gpu_nodes"):
+        c.err(
+            ("nodes", "pin_by"),
+            "nodes.pin_by: label pins the nodes nodes.gpu_nodes lists, and it lists none: "
+            "list them, or leave pin_by out",
+            key=True,
+        )
+
+
 def node_names(c: Checker, path: JsonPath, n: Any) -> list[str]:
     """One node entry checked as the platform names nodes; the names it stands for ([] when bad)."""
     if not isinstance(n, str):

@@ -29,7 +29,7 @@ from mlenv.cluster.api import (
     plural,
     read_each,
 )
-from mlenv.cluster.nodemarks import NodeMarks, mark_calls
+from mlenv.cluster.nodemarks import HOSTNAME_LABEL, MarkCall, NodeMarks, mark_calls
 from mlenv.cluster.nodetell import EVENT_NAMESPACE, NodeTell, merge_condition, tell_calls
 from mlenv.testing.fakecluster.admission import Admission
 from mlenv.testing.fakecluster.state import CLUSTER_SCOPED, _key
@@ -465,11 +465,32 @@ class ObjectStore(Admission):
         ``patch nodes``, is a line of its own and the other names are marked; adding the
         taint to a node that has it, or taking it off one that has not, is refused for
         that node (kubectl's words)."""
+        return self.run_marks(mark_calls(marks, remove=remove))
+
+    def run_marks(self, calls: Sequence[MarkCall]) -> builtins.list[str]:
+        """Each call's mark node by node as kubectl puts it (see :meth:`mark_nodes`);
+        ``label`` without ``--overwrite`` refuses a key that holds another value. A call
+        choosing its nodes by hostname lists them first (``list nodes``) and passes over
+        a name no node carries, as a selector does."""
         self._check_reachable()
         said: builtins.list[str] = []
-        for call in mark_calls(marks, remove=remove):
+        for call in calls:
             self.calls.append([call.verb, *call.nodes])
-            for name in call.nodes:
+            names = list(call.nodes)
+            if call.by_hostname:
+                try:
+                    self._require("list", "nodes")
+                except Forbidden as e:
+                    said.append(f"Error from server (Forbidden): {e}")
+                    continue
+                chosen = set(names)
+                names = [
+                    str(o["metadata"]["name"])
+                    for k, o in sorted(self.objects.items())
+                    if k.startswith("Node|")
+                    and (o["metadata"].get("labels") or {}).get(HOSTNAME_LABEL) in chosen
+                ]
+            for name in names:
                 try:
                     self._require("patch", "nodes", "Node", name)
                 except Forbidden as e:
@@ -480,7 +501,7 @@ class ObjectStore(Admission):
                     said.append(f'Error from server (NotFound): nodes "{name}" not found')
                     continue
                 node = copy.deepcopy(self.objects[k])
-                why = _put_mark(node, call.verb, call.mark)
+                why = _put_mark(node, call.verb, call.mark, "--overwrite" in call.options)
                 if why:
                     said.append(why)
                     continue
@@ -574,7 +595,7 @@ class ObjectStore(Admission):
         ]
 
 
-def _put_mark(node: Manifest, verb: str, mark: str) -> str | None:
+def _put_mark(node: Manifest, verb: str, mark: str, overwrite: bool = True) -> str | None:
     """One :class:`MarkCall`'s mark on a Node object in place, as kubectl ``label``,
     ``annotate`` and ``taint`` put it; what kubectl says when it refuses, else None."""
     meta = node["metadata"]
@@ -602,5 +623,7 @@ def _put_mark(node: Manifest, verb: str, mark: str) -> str | None:
         where.pop(mark[:-1], None)
     else:
         key, _, value = mark.partition("=")
+        if not overwrite and where.get(key, value) != value:
+            return f"error: '{key}' already has a value ({where[key]}), and --overwrite is false"
         where[key] = value
     return None

@@ -89,6 +89,7 @@ def test_schema_strict_and_documented() -> None:
 # schema path → model attribute path, where the two differ
 _RENAMES: dict[tuple[str, ...], tuple[str, ...]] = {
     ("nodes", "gpu_nodes"): ("gpu_nodes",),
+    ("nodes", "pin_by"): ("pin_by",),
     ("nodes", "topology"): ("topology",),
     ("nodes", "topology_label"): ("topology_label",),
     **{

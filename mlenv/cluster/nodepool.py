@@ -1,0 +1,111 @@
+"""The pool label of ``nodes.pin_by: label``: deploy puts it on the pinned Nodes, the pods
+select it, teardown takes it off.
+
+A node affinity naming the pinned nodes repeats all N names in each of the N pods, so
+every pod list, watch and status read grows with N² (11 MB of pods at 512 nodes, about
+300 MB at 2048). One label, ``pool.ml-dev-env.io/<namespace>=<cluster.name>``, keeps each
+pod the same size whatever the node count. The cost is rights on Nodes: labelling needs
+``patch nodes``, which a namespace user seldom has. Deploy labels only the nodes that lack
+the label, so nodes an admin labelled once (the commands :func:`label_lines` prints) need
+no rights at all, and a re-deploy patches nothing.
+
+The calls are the quarantine's (:class:`mlenv.cluster.nodemarks.MarkCall`): one ``label``
+per 200 nodes, every value checked for its key, the names after ``--``. Labelling never
+overwrites: a node pinned by another deployment of the namespace (the key's value another
+cluster name) is kubectl's refusal, and preflight names it before anything is applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from mlenv import argv
+from mlenv.cluster.api import ClusterClient, Forbidden
+from mlenv.cluster.nodemarks import MAX_NAMES, MarkCall, shell_lines
+from mlenv.config.model import Cluster
+from mlenv.errors import InfraError
+from mlenv.render.names import pinned_by_label, pool_label
+
+__all__ = [
+    "PoolLabelFailed",
+    "label_calls",
+    "label_lines",
+    "labelled_nodes",
+    "pinned_by_label",
+    "pool_label",
+    "pool_state",
+    "put_labels",
+    "take_labels",
+]
+
+
+class PoolLabelFailed(InfraError):
+    """kubectl did not put the pool label on every pinned node (exit 3)."""
+
+
+def label_calls(cluster: Cluster, nodes: Sequence[str], *, remove: bool = False) -> list[MarkCall]:
+    """``kubectl label -l 'kubernetes.io/hostname in (N,…)' -- node KEY=VALUE``
+    (``remove``: ``KEY-``) for every 200 nodes; a node whose name is too long for a label
+    value (over 63 characters) by its name."""
+    key, value = pool_label(cluster)
+    mark = (
+        f"{argv.label_key(key)}-" if remove else f"{argv.label_key(key)}={argv.label_value(value)}"
+    )
+    names = [argv.name("Node", n) for n in nodes]
+    short = [n for n in names if len(n) <= 63]
+    long = [n for n in names if len(n) > 63]
+    return [
+        MarkCall("label", (), tuple(group[i : i + MAX_NAMES]), mark, by_hostname=chosen)
+        for group, chosen in ((short, True), (long, False))
+        for i in range(0, len(group), MAX_NAMES)
+    ]
+
+
+def label_lines(cluster: Cluster, nodes: Sequence[str]) -> list[str]:
+    """The commands an admin runs to label ``nodes`` (shell-quoted; ``oc`` on OpenShift)."""
+    return shell_lines(label_calls(cluster, nodes), "oc" if cluster.traits.openshift else "kubectl")
+
+
+def pool_state(cluster: Cluster, node: dict[str, object]) -> str:
+    """``"ours"`` when the node carries this deployment's pool label, ``"other:<value>"``
+    when the key holds another cluster's name, ``""`` when it has no pool label."""
+    key, value = pool_label(cluster)
+    meta = node.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, dict) else None
+    have = labels.get(key) if isinstance(labels, dict) else None
+    if have is None:
+        return ""
+    return "ours" if have == value else f"other:{have}"
+
+
+def labelled_nodes(cluster: Cluster, client: ClusterClient) -> list[str] | None:
+    """The Nodes carrying this deployment's pool label, in one list by label; None when
+    the user may not list Nodes."""
+    key, value = pool_label(cluster)
+    try:
+        nodes = client.list("Node", None, {key: value})
+    except Forbidden:
+        return None
+    return sorted(str(n["metadata"]["name"]) for n in nodes)
+
+
+def put_labels(cluster: Cluster, client: ClusterClient, nodes: Sequence[str]) -> None:
+    """Label ``nodes`` with the pool label; PoolLabelFailed with kubectl's lines (and the
+    commands for an admin) when any node was not labelled."""
+    if not nodes:
+        return
+    said = client.run_marks(label_calls(cluster, nodes))
+    if said:
+        raise PoolLabelFailed(
+            "nodes.pin_by: label: the pool label did not go on every pinned node:\n  "
+            + "\n  ".join(said)
+            + "\nan admin can label them (then deploy needs no rights on Nodes):\n  "
+            + "\n  ".join(label_lines(cluster, nodes))
+        )
+
+
+def take_labels(cluster: Cluster, client: ClusterClient, nodes: Sequence[str]) -> list[str]:
+    """Take the pool label off ``nodes``; what kubectl said of those it could not unlabel."""
+    if not nodes:
+        return []
+    return client.run_marks(label_calls(cluster, nodes, remove=True))
