@@ -325,11 +325,11 @@ class Bench:
         self.kubectl("rollout", "status", "-n", self.ns, WORKERS.ref, "--timeout=3600s")
 
     def floor_teardown(self) -> None:
-        # as mlenv's teardown: sent, not waited for (the pods have their grace period)
-        self.kubectl("delete", KINDS, "-n", self.ns, "-l", self.selector(), "--wait=false")
-        if self.pin_by == "label":
+        if self.pin_by == "label":  # first, as mlenv's: on a server not yet deleting pods
             key = self.pool().partition("=")[0]
             self.kubectl("label", "nodes", "-l", self.pool(), f"{key}-")
+        # as mlenv's teardown: sent, not waited for (the pods have their grace period)
+        self.kubectl("delete", KINDS, "-n", self.ns, "-l", self.selector(), "--wait=false")
 
     def floor_status(self) -> None:
         self.kubectl("get", "pods,pvc", "-n", self.ns, "-l", self.selector(), "-o", "wide")

@@ -789,15 +789,17 @@ def _check_pool(
 
 
 def _check_pool_rights(cfg: ClusterConfig, client: ClusterClient, rep: PreflightReport) -> None:
-    """Labelling the nodes in ``rep.unlabelled`` needs ``patch nodes``: without it, the
-    commands for an admin (after which deploy needs no rights on Nodes)."""
-    if not rep.unlabelled or client.can_i("patch", "nodes"):
+    """Labelling the nodes in ``rep.unlabelled`` needs ``patch nodes`` (and ``list``: they
+    are chosen by a selector): without both, the commands for an admin (after which
+    deploy needs no rights on Nodes)."""
+    if not rep.unlabelled or (client.can_i("patch", "nodes") and client.can_i("list", "nodes")):
         return
     rep.problems.append(
         Problem(
             "blocking",
             f"nodes.pin_by: label: {len(rep.unlabelled)} pinned node(s) lack the label "
-            f"{'='.join(pool_label(cfg))} and {rep.user or 'this user'} may not patch nodes; "
+            f"{'='.join(pool_label(cfg))} and {rep.user or 'this user'} may not list and patch "
+            "nodes; "
             "an admin can label them once (deploy then needs no rights on Nodes):\n    "
             + "\n    ".join(label_lines(cfg, rep.unlabelled)),
         )

@@ -58,7 +58,8 @@ RULES = """\
 - `nodes.topology_label` and `nodes.topology` are not both set (one source of racks);
   `topology_label` off Kubernetes is a warning (ignored).
 - `nodes.pin_by: label` needs `nodes.gpu_nodes` listed (it labels those nodes); off Kubernetes
-  it is a warning (ignored).
+  it is a warning (ignored). 128 or more `gpu_nodes` pinned by name on Kubernetes is a
+  warning: each pod names them all, and pod lists grow with their square.
 - `acceptance.schedule`: each cron field within its range (minute 0-59, hour 0-23, day of month
   1-31, month 1-12, day of week 0-7), ranges not backwards, steps at least 1;
   `acceptance.priority_class` a DNS-1123 subdomain, `acceptance.runner_image` an image reference

@@ -33,10 +33,25 @@ def gpu_nodes(c: Checker) -> None:
         seen.update(names)
 
 
+# From here a node affinity naming every pinned node weighs on every pod list: at 128
+# names each pod carries about 3 KB of them, 0.4 MB a list, and four times that per doubling.
+MANY_PINNED = 128
+
+
 def pin_by(c: Checker) -> None:
     """``nodes.pin_by: label`` labels the nodes ``gpu_nodes`` lists, on Kubernetes: without
     that list there is nothing to label, and off Kubernetes there are no Node labels."""
     how = _get(c.data, "nodes", "pin_by")
+    listed = _get(c.data, "nodes", "gpu_nodes")
+    if how in (None, "name") and not c.off_k8s and isinstance(listed, list):
+        if len(listed) >= MANY_PINNED:
+            c.warn(
+                ("nodes", "gpu_nodes"),
+                f"nodes.gpu_nodes pins {len(listed)} nodes by name: each pod names all of "
+                "them, so every pod list grows with their square (11 MB at 512); "
+                "nodes.pin_by: label keeps each pod one label (docs/deploy.md)",
+                key=True,
+            )
     if how != "label":
         return
     if c.off_k8s:

@@ -84,15 +84,16 @@ def test_deploy_labels_the_pinned_nodes_once_and_the_pods_land_on_them(pinned, f
     assert _labels(fake) == []
 
 
+@pytest.mark.parametrize("denied", ["patch nodes", "list nodes"])
 def test_without_rights_on_nodes_the_admin_commands_are_given_and_then_suffice(
-    pinned, fake_for
+    pinned, fake_for, denied: str
 ) -> None:
     fake = fake_for(pinned)
-    fake.denied = ["patch nodes"]
+    fake.denied = [denied]
     with pytest.raises(PreflightFailed) as e:
         deploy(pinned, DeployOptions(mode="tcp", timeout=60, nodes=4), fake)
     msg = str(e.value)
-    assert "4 pinned node(s) lack the label" in msg and "may not patch nodes" in msg
+    assert "4 pinned node(s) lack the label" in msg and "may not list and patch nodes" in msg
     chosen = f"'--selector=kubernetes.io/hostname in ({','.join(pinned.gpu_nodes)})'"
     assert f"oc label {chosen} -- node {KEY}={pinned.name}" in msg
     assert fake.list("StatefulSet", pinned.namespace) == []  # nothing applied

@@ -29,3 +29,15 @@ def test_pin_by_label_off_kubernetes_is_a_warning(check: Check) -> None:
     c, d = check(BASE + "platform: hosts\nnodes:\n  gpu_nodes: [node-a, node-b]\n  pin_by: label\n")
     assert c is not None and messages(d) == []
     assert [(x.severity, x.path) for x in d] == [("warning", "nodes.pin_by")]
+
+
+def test_many_nodes_pinned_by_name_is_a_warning_naming_pin_by_label(check: Check) -> None:
+    many = "nodes:\n  gpu_nodes: [" + ", ".join(f"gpu-{i}" for i in range(128)) + "]\n"
+    c, d = check(BASE + many)
+    assert c is not None and messages(d) == []
+    assert [(x.severity, x.path) for x in d] == [("warning", "nodes.gpu_nodes")]
+    assert "nodes.pin_by: label" in d[0].message
+    _, d = check(BASE + many + "  pin_by: label\n")
+    assert d == []
+    _, d = check(BASE + many.replace("gpu-0, ", ""))  # 127
+    assert d == []
