@@ -117,9 +117,20 @@ def test_a_node_pinned_by_another_deployment_of_the_namespace_is_refused_not_tak
     assert _labels(fake) == []
 
 
-def test_teardown_takes_off_only_this_deployments_label(pinned, fake_for) -> None:
+def test_teardown_takes_off_only_this_deployments_label_before_deleting(
+    pinned, fake_for, monkeypatch
+) -> None:
     fake = fake_for(pinned)
     deploy(pinned, DeployOptions(mode="tcp", timeout=60, nodes=4), fake)
+    # the label goes first: a Node patch waits behind hundreds of pods' deletions
+    workload_then: list[bool] = []
+    marks = fake.run_marks
+
+    def spy(calls):
+        workload_then.append(fake.get("StatefulSet", "ml-dev-env", pinned.namespace) is not None)
+        return marks(calls)
+
+    monkeypatch.setattr(fake, "run_marks", spy)
     # a label of the same key prefix for another namespace stays
     other = "pool.ml-dev-env.io/another-team"
     first = fake.objects[f"Node||{pinned.gpu_nodes[0]}"]["metadata"]["labels"]
@@ -129,6 +140,8 @@ def test_teardown_takes_off_only_this_deployments_label(pinned, fake_for) -> Non
     assert set(_pool(fake, pinned).values()) == {pinned.name}  # a dry run changes nothing
     rep = teardown(pinned, fake)
     assert rep.unlabelled == sorted(pinned.gpu_nodes) and rep.left == []
+    assert workload_then == [True]
+    assert fake.get("StatefulSet", "ml-dev-env", pinned.namespace) is None
     assert set(_pool(fake, pinned).values()) == {None}
     assert first[other] == "x"
 
