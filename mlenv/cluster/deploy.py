@@ -39,7 +39,7 @@ from mlenv.cluster.api import (
 from mlenv.cluster.nodepool import (
     labelled_nodes,
     pinned_by_label,
-    pool_label,
+    pool_selector,
     put_labels,
     take_labels,
 )
@@ -534,7 +534,7 @@ def deploy(
         if going:
             say(f"would wait for {', '.join(going)} to finish Terminating before applying")
         if pre.unlabelled:
-            say(f"would label {len(pre.unlabelled)} pinned node(s) {'='.join(pool_label(cfg))}")
+            say(f"would label {len(pre.unlabelled)} pinned node(s) {pool_selector(cfg)}")
         return rep
     say(f"server-side dry run: {len(secrets) + len(todo)} object(s) accepted; applying")
     client = applier  # from here on every read is fresh
@@ -551,7 +551,7 @@ def _pin_pool(cfg: ClusterConfig, pre: PreflightReport, client: ClusterClient, s
     lists (one read by the label; a user who may not list or patch Nodes is told)."""
     if not pinned_by_label(cfg):
         return
-    label = "=".join(pool_label(cfg))
+    label = pool_selector(cfg)
     put_labels(cfg, client, pre.unlabelled)
     if pre.unlabelled:
         say(f"labelled {len(pre.unlabelled)} pinned node(s) {label} (nodes.pin_by: label)")

@@ -24,7 +24,7 @@ from mlenv.cluster.api import ClusterClient, Forbidden
 from mlenv.cluster.nodemarks import MAX_NAMES, MarkCall, shell_lines
 from mlenv.config.model import Cluster
 from mlenv.errors import InfraError
-from mlenv.render.names import pinned_by_label, pool_label
+from mlenv.render.names import pinned_by_label, pool_label, pool_selector
 
 __all__ = [
     "PoolLabelFailed",
@@ -32,8 +32,9 @@ __all__ = [
     "label_lines",
     "labelled_nodes",
     "pinned_by_label",
+    "pool_holder",
     "pool_label",
-    "pool_state",
+    "pool_selector",
     "put_labels",
     "take_labels",
 ]
@@ -66,16 +67,13 @@ def label_lines(cluster: Cluster, nodes: Sequence[str]) -> list[str]:
     return shell_lines(label_calls(cluster, nodes), "oc" if cluster.traits.openshift else "kubectl")
 
 
-def pool_state(cluster: Cluster, node: dict[str, object]) -> str:
-    """``"ours"`` when the node carries this deployment's pool label, ``"other:<value>"``
-    when the key holds another cluster's name, ``""`` when it has no pool label."""
-    key, value = pool_label(cluster)
+def pool_holder(cluster: Cluster, node: dict[str, object]) -> str | None:
+    """The cluster name the node's pool label key of this namespace holds (this
+    deployment's, or another's), None when it has none."""
     meta = node.get("metadata")
     labels = meta.get("labels") if isinstance(meta, dict) else None
-    have = labels.get(key) if isinstance(labels, dict) else None
-    if have is None:
-        return ""
-    return "ours" if have == value else f"other:{have}"
+    held = labels.get(pool_label(cluster)[0]) if isinstance(labels, dict) else None
+    return None if held is None else str(held)
 
 
 def labelled_nodes(cluster: Cluster, client: ClusterClient) -> list[str] | None:

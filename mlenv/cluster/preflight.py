@@ -33,7 +33,13 @@ from mlenv.cluster.api import (
     plural,
     resource_for,
 )
-from mlenv.cluster.nodepool import label_lines, pinned_by_label, pool_label, pool_state
+from mlenv.cluster.nodepool import (
+    label_lines,
+    pinned_by_label,
+    pool_holder,
+    pool_label,
+    pool_selector,
+)
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.config.model import Mode
 from mlenv.contract import APP, LABEL_INSTANCE, LABEL_NAME, LABEL_NAMESPACE
@@ -769,19 +775,19 @@ def _check_pool(
     key = pool_label(cfg)[0]
     kept = []
     for node in objs:
-        state = pool_state(cfg, node)
-        if state.startswith("other:"):
+        holder = pool_holder(cfg, node)
+        if holder not in (None, cfg.name):
             rep.problems.append(
                 Problem(
                     "blocking",
                     f"node {node['metadata']['name']} (nodes.gpu_nodes) carries "
-                    f"{key}={state.removeprefix('other:')}: another deployment of namespace "
+                    f"{key}={holder}: another deployment of namespace "
                     f"{cfg.namespace} is pinned to it (nodes.pin_by: label); take it out of "
                     "one of the two lists",
                 )
             )
             continue
-        if not state:
+        if holder is None:
             rep.unlabelled.append(str(node["metadata"]["name"]))
         kept.append(node)
     _check_pool_rights(cfg, client, rep)
@@ -798,7 +804,7 @@ def _check_pool_rights(cfg: ClusterConfig, client: ClusterClient, rep: Preflight
         Problem(
             "blocking",
             f"nodes.pin_by: label: {len(rep.unlabelled)} pinned node(s) lack the label "
-            f"{'='.join(pool_label(cfg))} and {rep.user or 'this user'} may not list and patch "
+            f"{pool_selector(cfg)} and {rep.user or 'this user'} may not list and patch "
             "nodes; "
             "an admin can label them once (deploy then needs no rights on Nodes):\n    "
             + "\n    ".join(label_lines(cfg, rep.unlabelled)),

@@ -14,11 +14,17 @@ from mlenv.cluster.api import (
     instance_selector,
     plural,
 )
-from mlenv.cluster.nodepool import labelled_nodes, take_labels
+from mlenv.cluster.nodepool import (
+    labelled_nodes,
+    pinned_by_label,
+    pool_label,
+    pool_selector,
+    take_labels,
+)
 from mlenv.config.model import Cluster as ClusterConfig
 from mlenv.contract import ANNOTATION_CREATED, APP, LABEL_NAME, LABEL_NAMESPACE
 from mlenv.errors import InputError
-from mlenv.render.names import pinned_by_label, pool_label, workload
+from mlenv.render.names import workload
 from mlenv.workload import WORKER_KINDS
 
 # Every kind the plan or deploy can create, in delete order: workloads first so pods
@@ -233,19 +239,18 @@ def _unpin(cfg: ClusterConfig, client: ClusterClient, rep: TeardownReport, dry_r
     """The pool label off every node that carries this deployment's (found by the label,
     so nodes a config listed before are found too); a user who may not list or patch
     Nodes leaves it, with the command for an admin."""
-    key, value = pool_label(cfg)
+    label = pool_selector(cfg)
     nodes = labelled_nodes(cfg, client)
     if nodes is None:
+        binary = "oc" if cfg.traits.openshift else "kubectl"
         rep.left.append(
-            f"the node label {key}={value} (may not list nodes): an admin can take it off "
-            f"with `{'oc' if cfg.traits.openshift else 'kubectl'} label nodes -l {key}={value} {key}-`"
+            f"the node label {label} (may not list nodes): an admin can take it off "
+            f"with `{binary} label nodes -l {label} {pool_label(cfg)[0]}-`"
         )
         return
     said = [] if dry_run else take_labels(cfg, client, nodes)
-    rep.left += [f"the node label {key}={value}: {line}" for line in said]
-    rep.unlabelled = (
-        nodes if not said else [n for n in nodes if not any(f'"{n}"' in x for x in said)]
-    )
+    rep.left += [f"the node label {label}: {line}" for line in said]
+    rep.unlabelled = [n for n in nodes if not any(f'"{n}"' in x for x in said)]
 
 
 def _own_pods(

@@ -518,6 +518,7 @@ class KubernetesPlatform(Platform):
         self, cfg: Cluster, s: Session, *, purge: bool, dry_run: bool, legacy: bool, yes: bool
     ) -> None:
         from mlenv.cluster.teardown import teardown as run_teardown
+        from mlenv.render.names import pool_selector
 
         if legacy:
             _teardown_legacy(cfg, s, purge=purge, yes=yes)
@@ -550,7 +551,9 @@ class KubernetesPlatform(Platform):
             for k in rep.kept:
                 s.say(f"would keep {k}")
             if rep.unlabelled:
-                s.say(f"would take the label {_pool(cfg)} off {len(rep.unlabelled)} node(s)")
+                s.say(
+                    f"would take the label {pool_selector(cfg)} off {len(rep.unlabelled)} node(s)"
+                )
             s.say(
                 f"teardown of {cfg.name} (dry run): {len(rep.deleted)} object(s) would be "
                 "deleted" + kept + "; nothing was changed"
@@ -563,7 +566,7 @@ class KubernetesPlatform(Platform):
         for k in rep.kept:
             s.say(f"kept {k}")
         if rep.unlabelled:
-            s.say(f"took the label {_pool(cfg)} off {len(rep.unlabelled)} node(s)")
+            s.say(f"took the label {pool_selector(cfg)} off {len(rep.unlabelled)} node(s)")
         s.say(
             f"teardown of {cfg.name}: {len(rep.deleted)} object(s) deleted"
             + kept
@@ -811,10 +814,3 @@ def _teardown_legacy(cfg: Cluster, s: Session, *, purge: bool, yes: bool) -> Non
         f"legacy teardown: {len(deleted)} object(s) deleted"
         + (f"; {len(kept)} PVC(s) kept (--purge deletes them)" if kept else "")
     )
-
-
-def _pool(cfg: Cluster) -> str:
-    """``key=value`` of the pool label of ``nodes.pin_by: label``."""
-    from mlenv.render.names import pool_label
-
-    return "=".join(pool_label(cfg))

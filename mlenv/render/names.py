@@ -86,6 +86,11 @@ def pool_label(cluster: Cluster) -> tuple[str, str]:
     return f"{LABEL_POOL_PREFIX}{cluster.namespace}", cluster.name
 
 
+def pool_selector(cluster: Cluster) -> str:
+    """The pool label as ``key=value``: what the messages name and ``-l`` selects."""
+    return "=".join(pool_label(cluster))
+
+
 def pinned_by_label(cluster: Cluster) -> bool:
     """Whether the pods select the pool label deploy puts on ``nodes.gpu_nodes``
     (``nodes.pin_by: label``) instead of a node affinity naming each of them."""

@@ -43,15 +43,15 @@ def pin_by(c: Checker) -> None:
     that list there is nothing to label, and off Kubernetes there are no Node labels."""
     how = _get(c.data, "nodes", "pin_by")
     listed = _get(c.data, "nodes", "gpu_nodes")
-    if how in (None, "name") and not c.off_k8s and isinstance(listed, list):
-        if len(listed) >= MANY_PINNED:
-            c.warn(
-                ("nodes", "gpu_nodes"),
-                f"nodes.gpu_nodes pins {len(listed)} nodes by name: each pod names all of "
-                "them, so every pod list grows with their square (11 MB at 512); "
-                "nodes.pin_by: label keeps each pod one label (docs/deploy.md)",
-                key=True,
-            )
+    many = isinstance(listed, list) and len(listed) >= MANY_PINNED
+    if how in (None, "name") and not c.off_k8s and many:
+        c.warn(
+            ("nodes", "gpu_nodes"),
+            f"nodes.gpu_nodes pins {len(listed)} nodes by name: each pod names all of "
+            "them, so every pod list grows with their square (11 MB at 512); "
+            "nodes.pin_by: label keeps each pod one label (docs/deploy.md)",
+            key=True,
+        )
     if how != "label":
         return
     if c.off_k8s:
@@ -60,7 +60,7 @@ def pin_by(c: Checker) -> None:
             f"nodes.pin_by: label labels Kubernetes Nodes; platform {c.plat} ignores it",
             key=True,
         )
-    elif not _get(c.data, "nodes", "gpu_nodes"):
+    elif not listed:
         c.err(
             ("nodes", "pin_by"),
             "nodes.pin_by: label pins the nodes nodes.gpu_nodes lists, and it lists none: "
