@@ -26,8 +26,11 @@ def run_local(
 ) -> tuple[subprocess.CompletedProcess[str], Path]:
     """Run `mlenv acceptance --local --nproc 2` with small sizes; returns (process, report dir)."""
     opts = tmp_path / "options.yaml"
+    # Several multiplies per timed sample: one 256³ GEMM is a fifth of a millisecond on
+    # a CPU core, and three such samples are a window that one scheduler hiccup fills
+    # (a rank then reads as a peer outlier in a run where nothing was slow).
     opts.write_text(
-        "compute: {n: 256, iters: 3, warmup: 1}\n"
+        "compute: {n: 256, iters: 5, warmup: 1, inner: 8}\n"
         "memory: {bytes: 4194304, iters: 3}\n"
         "collectives: {min_bytes: 1024, max_bytes: 65536, factor: 8, iters: 3, warmup: 1}\n"
         "training: {model: resnet18, steps: 6, batch_size: 4}\n"

@@ -80,7 +80,10 @@ def test_a_slow_rank_fails_its_node_with_the_action_and_the_other_node_passes(
     tmp_path: Path,
 ) -> None:
     opts = tmp_path / "options.yaml"
-    opts.write_text("compute: {n: 256, iters: 3, warmup: 1}\nmemory: {bytes: 4194304, iters: 3}\n")
+    # Eight multiplies a sample: one 256³ GEMM alone is too short a window to judge by.
+    opts.write_text(
+        "compute: {n: 256, iters: 5, warmup: 1, inner: 8}\nmemory: {bytes: 4194304, iters: 3}\n"
+    )
     ran = _two_pods(
         tmp_path, "environment,compute.matmul,memory.copy", "slow:rank=1,factor=4", opts
     )
