@@ -552,11 +552,11 @@ def _pin_pool(cfg: ClusterConfig, pre: PreflightReport, client: ClusterClient, s
     if not pinned_by_label(cfg):
         return
     label = pool_selector(cfg)
-    put_labels(cfg, client, pre.unlabelled)
+    put_labels(cfg, client, pre.unlabelled, pre.named)
     if pre.unlabelled:
         say(f"labelled {len(pre.unlabelled)} pinned node(s) {label} (nodes.pin_by: label)")
     pinned = set(cfg.gpu_nodes)
-    stale = [n for n in labelled_nodes(cfg, client) or [] if n not in pinned]
+    stale = [n for n in labelled_nodes(cfg, client) or [] if n["metadata"]["name"] not in pinned]
     said = take_labels(cfg, client, stale)
     if stale and not said:
         say(f"took {label} off {len(stale)} node(s) no longer in nodes.gpu_nodes")

@@ -10,18 +10,22 @@ the label, so nodes an admin labelled once (the commands :func:`label_lines` pri
 no rights at all, and a re-deploy patches nothing.
 
 The calls are the quarantine's (:class:`mlenv.cluster.nodemarks.MarkCall`): one ``label``
-per 200 nodes, every value checked for its key, the names after ``--``. Labelling never
+per 200 nodes, every value checked for its key, the names after ``--``. They choose the
+nodes by their ``kubernetes.io/hostname`` label, which is one list where names are a GET
+each; a selector passes over a node it does not match without a word, so a node whose
+hostname label is not its name (a kubelet's ``--hostname-override``) is named instead,
+known from the node objects preflight and teardown read anyway. Labelling never
 overwrites: a node pinned by another deployment of the namespace (the key's value another
 cluster name) is kubectl's refusal, and preflight names it before anything is applied.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 from mlenv import argv
-from mlenv.cluster.api import ClusterClient, Forbidden
-from mlenv.cluster.nodemarks import MAX_NAMES, MarkCall, shell_lines
+from mlenv.cluster.api import ClusterClient, Forbidden, Manifest
+from mlenv.cluster.nodemarks import HOSTNAME_LABEL, MAX_NAMES, MarkCall, shell_lines
 from mlenv.config.model import Cluster
 from mlenv.errors import InfraError
 from mlenv.render.names import pinned_by_label, pool_label, pool_selector
@@ -31,6 +35,7 @@ __all__ = [
     "label_calls",
     "label_lines",
     "labelled_nodes",
+    "named_nodes",
     "pinned_by_label",
     "pool_holder",
     "pool_label",
@@ -44,27 +49,44 @@ class PoolLabelFailed(InfraError):
     """kubectl did not put the pool label on every pinned node (exit 3)."""
 
 
-def label_calls(cluster: Cluster, nodes: Sequence[str], *, remove: bool = False) -> list[MarkCall]:
+def named_nodes(nodes: Iterable[Manifest]) -> set[str]:
+    """The names of ``nodes`` whose ``kubernetes.io/hostname`` label is not their name (or
+    absent): a hostname selector would not find them, so their calls name them."""
+    out: set[str] = set()
+    for node in nodes:
+        meta = node.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        name = str(meta.get("name"))
+        if not isinstance(labels, dict) or labels.get(HOSTNAME_LABEL) != name:
+            out.add(name)
+    return out
+
+
+def label_calls(
+    cluster: Cluster, nodes: Sequence[str], *, remove: bool = False, named: Collection[str] = ()
+) -> list[MarkCall]:
     """``kubectl label -l 'kubernetes.io/hostname in (N,…)' -- node KEY=VALUE``
-    (``remove``: ``KEY-``) for every 200 nodes; a node whose name is too long for a label
-    value (over 63 characters) by its name."""
+    (``remove``: ``KEY-``) for every 200 nodes; the nodes in ``named`` (hostname label not
+    their name) and any whose name is too long for a label value (over 63 characters) by
+    their names."""
     key, value = pool_label(cluster)
     mark = (
         f"{argv.label_key(key)}-" if remove else f"{argv.label_key(key)}={argv.label_value(value)}"
     )
     names = [argv.name("Node", n) for n in nodes]
-    short = [n for n in names if len(n) <= 63]
-    long = [n for n in names if len(n) > 63]
+    by_name = [n for n in names if len(n) > 63 or n in named]
+    short = [n for n in names if n not in by_name]
     return [
         MarkCall("label", (), tuple(group[i : i + MAX_NAMES]), mark, by_hostname=chosen)
-        for group, chosen in ((short, True), (long, False))
+        for group, chosen in ((short, True), (by_name, False))
         for i in range(0, len(group), MAX_NAMES)
     ]
 
 
-def label_lines(cluster: Cluster, nodes: Sequence[str]) -> list[str]:
+def label_lines(cluster: Cluster, nodes: Sequence[str], named: Collection[str] = ()) -> list[str]:
     """The commands an admin runs to label ``nodes`` (shell-quoted; ``oc`` on OpenShift)."""
-    return shell_lines(label_calls(cluster, nodes), "oc" if cluster.traits.openshift else "kubectl")
+    binary = "oc" if cluster.traits.openshift else "kubectl"
+    return shell_lines(label_calls(cluster, nodes, named=named), binary)
 
 
 def pool_holder(cluster: Cluster, node: dict[str, object]) -> str | None:
@@ -76,34 +98,39 @@ def pool_holder(cluster: Cluster, node: dict[str, object]) -> str | None:
     return None if held is None else str(held)
 
 
-def labelled_nodes(cluster: Cluster, client: ClusterClient) -> list[str] | None:
-    """The Nodes carrying this deployment's pool label, in one list by label; None when
-    the user may not list Nodes."""
+def labelled_nodes(cluster: Cluster, client: ClusterClient) -> list[Manifest] | None:
+    """The Nodes carrying this deployment's pool label, in one list by label, by name;
+    None when the user may not list Nodes."""
     key, value = pool_label(cluster)
     try:
         nodes = client.list("Node", None, {key: value})
     except Forbidden:
         return None
-    return sorted(str(n["metadata"]["name"]) for n in nodes)
+    return sorted(nodes, key=lambda n: str(n["metadata"]["name"]))
 
 
-def put_labels(cluster: Cluster, client: ClusterClient, nodes: Sequence[str]) -> None:
-    """Label ``nodes`` with the pool label; PoolLabelFailed with kubectl's lines (and the
-    commands for an admin) when any node was not labelled."""
+def put_labels(
+    cluster: Cluster, client: ClusterClient, nodes: Sequence[str], named: Collection[str] = ()
+) -> None:
+    """Label ``nodes`` with the pool label (``named``: by name, see :func:`label_calls`);
+    PoolLabelFailed with kubectl's lines (and the commands for an admin) when any node
+    was not labelled."""
     if not nodes:
         return
-    said = client.run_marks(label_calls(cluster, nodes))
+    said = client.run_marks(label_calls(cluster, nodes, named=named))
     if said:
         raise PoolLabelFailed(
             "nodes.pin_by: label: the pool label did not go on every pinned node:\n  "
             + "\n  ".join(said)
             + "\nan admin can label them (then deploy needs no rights on Nodes):\n  "
-            + "\n  ".join(label_lines(cluster, nodes))
+            + "\n  ".join(label_lines(cluster, nodes, named))
         )
 
 
-def take_labels(cluster: Cluster, client: ClusterClient, nodes: Sequence[str]) -> list[str]:
-    """Take the pool label off ``nodes``; what kubectl said of those it could not unlabel."""
+def take_labels(cluster: Cluster, client: ClusterClient, nodes: Sequence[Manifest]) -> list[str]:
+    """Take the pool label off ``nodes`` (read from the cluster: those whose hostname
+    label is not their name go by name); what kubectl said of those it could not unlabel."""
     if not nodes:
         return []
-    return client.run_marks(label_calls(cluster, nodes, remove=True))
+    names = [str(n["metadata"]["name"]) for n in nodes]
+    return client.run_marks(label_calls(cluster, names, remove=True, named=named_nodes(nodes)))

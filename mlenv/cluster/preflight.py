@@ -35,6 +35,7 @@ from mlenv.cluster.api import (
 )
 from mlenv.cluster.nodepool import (
     label_lines,
+    named_nodes,
     pinned_by_label,
     pool_holder,
     pool_label,
@@ -65,8 +66,10 @@ class PreflightReport:
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     skip: list[tuple[str, str]] = field(default_factory=list)  # (kind, name) left as they are
-    # nodes.pin_by: label: the pinned nodes deploy must label (all of them when unreadable)
+    # nodes.pin_by: label: the pinned nodes deploy must label (none known when unreadable),
+    # and those of them a hostname selector would miss, which its calls name
     unlabelled: list[str] = field(default_factory=list)
+    named: set[str] = field(default_factory=set)
 
     @property
     def blocking(self) -> list[Problem]:
@@ -706,8 +709,15 @@ def _check_nodes(
     except Forbidden:
         rep.notes.append("cannot read nodes (forbidden): GPU and RDMA capacity not checked")
         if pinned_by_label(cfg):
-            rep.unlabelled = list(cfg.gpu_nodes)
-            _check_pool_rights(cfg, client, rep)
+            # The usual namespace user may not even get a Node: an admin labelled them
+            # once, or did not, and the pods' Pending reason will say which. Refusing
+            # here would refuse that user forever, labelled or not.
+            rep.notes.append(
+                f"nodes.pin_by: label: the pinned nodes' label {pool_selector(cfg)} not "
+                "checked (cannot read nodes): the pods start only on nodes that carry it; "
+                "an admin labels them once with:\n    "
+                + "\n    ".join(label_lines(cfg, cfg.gpu_nodes))
+            )
         return
     usable = []
     left_out: list[str] = []
@@ -789,6 +799,7 @@ def _check_pool(
             continue
         if holder is None:
             rep.unlabelled.append(str(node["metadata"]["name"]))
+            rep.named |= named_nodes([node])
         kept.append(node)
     _check_pool_rights(cfg, client, rep)
     return kept
@@ -807,7 +818,7 @@ def _check_pool_rights(cfg: ClusterConfig, client: ClusterClient, rep: Preflight
             f"{pool_selector(cfg)} and {rep.user or 'this user'} may not list and patch "
             "nodes; "
             "an admin can label them once (deploy then needs no rights on Nodes):\n    "
-            + "\n    ".join(label_lines(cfg, rep.unlabelled)),
+            + "\n    ".join(label_lines(cfg, rep.unlabelled, rep.named)),
         )
     )
 

@@ -250,7 +250,8 @@ def _unpin(cfg: ClusterConfig, client: ClusterClient, rep: TeardownReport, dry_r
         return
     said = [] if dry_run else take_labels(cfg, client, nodes)
     rep.left += [f"the node label {label}: {line}" for line in said]
-    rep.unlabelled = [n for n in nodes if not any(f'"{n}"' in x for x in said)]
+    names = [str(n["metadata"]["name"]) for n in nodes]
+    rep.unlabelled = [n for n in names if not any(f'"{n}"' in x for x in said)]
 
 
 def _own_pods(

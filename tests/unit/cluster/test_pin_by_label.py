@@ -104,6 +104,41 @@ def test_without_rights_on_nodes_the_admin_commands_are_given_and_then_suffice(
     assert _labels(fake) == []
 
 
+def test_a_user_who_may_not_read_nodes_deploys_onto_nodes_an_admin_labelled(
+    pinned, fake_for
+) -> None:
+    """The usual namespace user may not even get a Node: preflight cannot tell labelled
+    from unlabelled, so it says what an admin runs and goes on, labelling nothing."""
+    fake = fake_for(pinned)
+    fake.denied = ["get nodes", "list nodes", "patch nodes"]
+    for n in pinned.gpu_nodes:
+        fake.objects[f"Node||{n}"]["metadata"].setdefault("labels", {})[KEY] = pinned.name
+    said: list[str] = []
+    assert (
+        deploy(pinned, DeployOptions(mode="tcp", timeout=60, nodes=4), fake, say=said.append).ready
+        == 4
+    )
+    assert _labels(fake) == []
+    told = "\n".join(said)
+    assert f"label {KEY}={pinned.name} not checked (cannot read nodes)" in told, told
+    assert "oc label '--selector=kubernetes.io/hostname in (" in told
+
+
+def test_a_node_whose_hostname_label_is_not_its_name_is_labelled_by_name(pinned, fake_for) -> None:
+    """A hostname selector passes over a node it does not match without a word (a
+    kubelet's --hostname-override): that node is named, on and off."""
+    fake = fake_for(pinned)
+    odd = pinned.gpu_nodes[2]
+    fake.objects[f"Node||{odd}"]["metadata"]["labels"]["kubernetes.io/hostname"] = "ip-10-0-0-7"
+    assert deploy(pinned, DeployOptions(mode="tcp", timeout=60, nodes=4), fake).ready == 4
+    assert set(_pool(fake, pinned).values()) == {pinned.name}
+    rest = [n for n in pinned.gpu_nodes if n != odd]
+    assert _labels(fake) == [["label", *rest], ["label", odd]]
+    rep = teardown(pinned, fake)
+    assert rep.unlabelled == sorted(pinned.gpu_nodes) and rep.left == []
+    assert set(_pool(fake, pinned).values()) == {None}
+
+
 def test_a_node_pinned_by_another_deployment_of_the_namespace_is_refused_not_taken(
     pinned, fake_for
 ) -> None:
