@@ -22,7 +22,8 @@ processes at once:
   pods' grace periods, as ``mlenv teardown``), and one ``kubectl label nodes -l`` taking
   the pool label off;
 - quarantine / release: ``kubectl label``, ``annotate`` and ``taint`` of every node, one
-  call each (and their undoing); mlenv: ``quarantine RUN --apply`` of a run where every
+  call each choosing them by a hostname selector (and their undoing); mlenv:
+  ``quarantine RUN --apply`` of a run where every
   node FAILED (label, note and taint, one call per kind, and an Event per node in one
   List), and ``release RUN --force``;
 - quarantine-dry-run: mlenv's plan only (no floor: nothing is sent).
@@ -316,11 +317,14 @@ class Bench:
         """The pool label's ``key=value`` (nodes.pin_by: label)."""
         return f"{LABEL_POOL_PREFIX}{self.ns}={NAME}"
 
+    def by_hostname(self) -> str:
+        """A selector of the scale nodes by their hostname label (each one's name)."""
+        return f"kubernetes.io/hostname in ({','.join(self.nodes)})"
+
     def floor_deploy(self) -> None:
         if self.pin_by == "label":  # the pods select the label: the nodes need it first
             # chosen by hostname: kubectl reads named nodes one rate-limited GET at a time
-            chosen = f"kubernetes.io/hostname in ({','.join(self.nodes)})"
-            self.kubectl("label", "nodes", "--overwrite", "-l", chosen, self.pool())
+            self.kubectl("label", "nodes", "--overwrite", "-l", self.by_hostname(), self.pool())
         self.kubectl("apply", "-n", self.ns, "-f", "-", stdin=self.plan.stdout)
         self.kubectl("rollout", "status", "-n", self.ns, WORKERS.ref, "--timeout=3600s")
 
@@ -377,9 +381,12 @@ class Bench:
         label = LABEL_HEALTH + ("-" if undo else "=quarantined")
         note = ANNOTATION_QUARANTINE + ("-" if undo else f"={RUN_ID}")
         taint = LABEL_HEALTH + (":NoSchedule-" if undo else f"={RUN_ID}:NoSchedule")
-        self.kubectl("label", "nodes", *self.nodes, label, "--overwrite")
-        self.kubectl("annotate", "nodes", *self.nodes, note, "--overwrite")
-        self.kubectl("taint", "nodes", *self.nodes, taint, *([] if undo else ["--overwrite"]))
+        # chosen by hostname, as mlenv's --apply chooses the nodes it read: named nodes
+        # are one rate-limited GET each (301 s a quarantine at 512 nodes)
+        chosen = ["-l", self.by_hostname()]
+        self.kubectl("label", "nodes", *chosen, label, "--overwrite")
+        self.kubectl("annotate", "nodes", *chosen, note, "--overwrite")
+        self.kubectl("taint", "nodes", *chosen, taint, *([] if undo else ["--overwrite"]))
 
     # -- the run ------------------------------------------------------------------------
     def run(self, only: frozenset[str] | None = None) -> None:

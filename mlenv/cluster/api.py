@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import builtins
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import Enum
@@ -457,12 +457,20 @@ class ClusterClient(Protocol):
         pods has thousands of Normal ones, Scheduled, Pulled, Started, read on every poll)."""
         ...
 
-    def mark_nodes(self, marks: Sequence[NodeMarks], *, remove: bool = False) -> builtins.list[str]:
+    def mark_nodes(
+        self,
+        marks: Sequence[NodeMarks],
+        *,
+        remove: bool = False,
+        by_hostname: Collection[str] = (),
+    ) -> builtins.list[str]:
         """Label, annotate and taint Nodes for quarantine (``remove``: take the three off),
         in the calls :func:`mlenv.cluster.nodemarks.mark_calls` prints, one per kind of mark.
         A node a call cannot mark (gone, refused) does not stop the others: what the calls
         said of it comes back, one line each (empty: every call succeeded); which marks
-        each node carries is for the caller to read back. Unreachable raises."""
+        each node carries is for the caller to read back. The nodes in ``by_hostname``
+        (read: their hostname label is their name) are chosen by a hostname selector, one
+        list where names are a throttled GET each. Unreachable raises."""
         ...
 
     def run_marks(self, calls: Sequence[MarkCall]) -> builtins.list[str]:

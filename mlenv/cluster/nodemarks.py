@@ -1,8 +1,8 @@
 """The marks ``mlenv quarantine`` puts on Kubernetes Nodes, as kubectl/oc argument lists.
 
 One builder for both the dry run (the commands printed for an operator or an admin) and
-``--apply`` (:meth:`mlenv.cluster.oc.OcCluster.mark_nodes` runs the very same lists), so
-what is printed is what runs. Every value is validated for its key: the node a name, the
+``--apply`` (:meth:`mlenv.cluster.oc.OcCluster.mark_nodes` runs the very same lists, and
+the record keeps them). Every value is validated for its key: the node a name, the
 label and taint ``fail``, the annotation text from a narrow alphabet (run id, check name
 and figure), and everything stands after ``--``.
 
@@ -12,13 +12,23 @@ kubectl cannot mark (deleted since it was read, refused) is one line of its own 
 others are marked. The label and the taint are the same on every node: one call for all.
 The annotation carries each node's note, so nodes share a call only when their notes are
 the same.
+
+kubectl reads each *named* node with a GET of its own under its client-side rate limit
+(five a second: 4.5 s for 32 nodes, about 100 s a call for 512), so a caller that has
+read the nodes passes those whose ``kubernetes.io/hostname`` label is their name
+(:func:`hostname_is_name`) and their calls choose them by that label in one list. A
+selector passes over a node it does not match without a word; a node never read (the
+dry run's plan, which reads nothing, prints names an operator can run anywhere) or whose
+hostname label is another is named, and ``--apply`` reads the nodes back after selector
+calls to judge each by what it carries.
 """
 
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from mlenv import argv
 from mlenv.contract import ANNOTATION_QUARANTINE, LABEL_HEALTH
@@ -71,6 +81,21 @@ class MarkCall:
         return argv.kube(self.verb, list(self.options), ["node", *self.nodes, self.mark])
 
 
+def hostname_is_name(node: Mapping[str, Any]) -> bool:
+    """Whether a Node read from the cluster carries its own name as its
+    ``kubernetes.io/hostname`` label (a kubelet's ``--hostname-override`` makes it
+    another), short enough for a label value: a hostname selector finds it."""
+    meta = node.get("metadata") or {}
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return (
+        isinstance(labels, Mapping)
+        and isinstance(name, str)
+        and len(name) <= 63
+        and labels.get(HOSTNAME_LABEL) == name
+    )
+
+
 def _chunks(nodes: Sequence[str], size: int) -> list[tuple[str, ...]]:
     return [tuple(nodes[i : i + size]) for i in range(0, len(nodes), size)]
 
@@ -89,12 +114,18 @@ def mark_phases(calls: Sequence[MarkCall]) -> list[list[MarkCall]]:
 
 
 def mark_calls(
-    marks: Sequence[NodeMarks], *, remove: bool = False, per_call: int = MAX_NAMES
+    marks: Sequence[NodeMarks],
+    *,
+    remove: bool = False,
+    per_call: int = MAX_NAMES,
+    by_hostname: Collection[str] = (),
 ) -> list[MarkCall]:
     """The calls that put the marks on every node of ``marks`` (``remove``: take them off),
     in the order they run: label, annotate, taint (undone in reverse). One call per kind
     of mark for every ``per_call`` nodes; the annotation one per distinct note (nodes
-    with the same note share it). Each node once, in the order given."""
+    with the same note share it). Each node once, in the order given. The nodes in
+    ``by_hostname`` (read, :func:`hostname_is_name`) are chosen by a hostname selector,
+    the rest named."""
     if per_call < 1:
         raise ValueError(f"per_call must be 1 or more, got {per_call}")
     notes: dict[str, str] = {}
@@ -108,7 +139,13 @@ def mark_calls(
     def each(
         verb: str, options: tuple[str, ...], names: Sequence[str], mark: str
     ) -> list[MarkCall]:
-        return [MarkCall(verb, options, c, mark) for c in _chunks(names, per_call)]
+        chosen = [n for n in names if n in by_hostname and len(n) <= 63]
+        named = [n for n in names if n not in chosen]
+        return [
+            MarkCall(verb, options, c, mark, by_hostname=group is chosen)
+            for group in (chosen, named)
+            for c in _chunks(group, per_call)
+        ]
 
     if remove:
         return [

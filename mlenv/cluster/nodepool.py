@@ -25,7 +25,7 @@ from collections.abc import Collection, Iterable, Sequence
 
 from mlenv import argv
 from mlenv.cluster.api import ClusterClient, Forbidden, Manifest
-from mlenv.cluster.nodemarks import HOSTNAME_LABEL, MAX_NAMES, MarkCall, shell_lines
+from mlenv.cluster.nodemarks import MAX_NAMES, MarkCall, hostname_is_name, shell_lines
 from mlenv.config.model import Cluster
 from mlenv.errors import InfraError
 from mlenv.render.names import pinned_by_label, pool_label, pool_selector
@@ -50,16 +50,9 @@ class PoolLabelFailed(InfraError):
 
 
 def named_nodes(nodes: Iterable[Manifest]) -> set[str]:
-    """The names of ``nodes`` whose ``kubernetes.io/hostname`` label is not their name (or
-    absent): a hostname selector would not find them, so their calls name them."""
-    out: set[str] = set()
-    for node in nodes:
-        meta = node.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        name = str(meta.get("name"))
-        if not isinstance(labels, dict) or labels.get(HOSTNAME_LABEL) != name:
-            out.add(name)
-    return out
+    """The names of ``nodes`` a hostname selector would not find (their
+    ``kubernetes.io/hostname`` label another, or absent): their calls name them."""
+    return {str(n["metadata"]["name"]) for n in nodes if not hostname_is_name(n)}
 
 
 def label_calls(

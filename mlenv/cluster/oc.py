@@ -43,7 +43,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import replace
@@ -1085,7 +1085,13 @@ class OcCluster:
             )
         return results
 
-    def mark_nodes(self, marks: Sequence[NodeMarks], *, remove: bool = False) -> builtins.list[str]:
+    def mark_nodes(
+        self,
+        marks: Sequence[NodeMarks],
+        *,
+        remove: bool = False,
+        by_hostname: Collection[str] = (),
+    ) -> builtins.list[str]:
         """``label`` / ``annotate`` / ``taint`` the Nodes, one call per kind of mark (the
         argv :func:`nodemarks.mark_calls` prints). kubectl goes on past a name it cannot
         mark and says so on a line of its own: the lines of every call that failed come
@@ -1096,7 +1102,9 @@ class OcCluster:
         keeps work off a node, comes after them and goes first on removal: a stop part-way
         never leaves a node tainted without the label that lets release find it."""
         said: builtins.list[str] = []
-        for phase in nodemarks.mark_phases(nodemarks.mark_calls(marks, remove=remove)):
+        for phase in nodemarks.mark_phases(
+            nodemarks.mark_calls(marks, remove=remove, by_hostname=by_hostname)
+        ):
             said += self.run_marks(phase)
         return said
 

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from mlenv.cluster import nodemarks, nodetell
 from mlenv.cluster.api import Question
-from mlenv.cluster.nodemarks import NodeMarks
+from mlenv.cluster.nodemarks import NodeMarks, hostname_is_name
 from mlenv.cluster.nodetell import NodeTell
 
 if TYPE_CHECKING:
@@ -120,9 +120,19 @@ class KubeMarker:
         self.read([name])
         return self._nodes[name]
 
+    def _by_hostname(self, ts: list[Target]) -> set[str]:
+        """The targets' nodes read so far whose hostname label is their name: their calls
+        choose them by a selector. The dry run reads nothing, so its plan names every
+        node; ``--apply`` plans (for its record) and marks after reading them, alike."""
+        return {t.node for t in ts if (n := self._nodes.get(t.node)) and hostname_is_name(n)}
+
     def plan(self, ts: list[Target], *, remove: bool = False) -> list[str]:
         at = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-        calls = nodemarks.mark_calls([NodeMarks(t.node, t.note) for t in ts], remove=remove)
+        calls = nodemarks.mark_calls(
+            [NodeMarks(t.node, t.note) for t in ts],
+            remove=remove,
+            by_hostname=self._by_hostname(ts),
+        )
         tells = [self._tell(t, at, remove=remove) for t in ts]
         return nodemarks.shell_lines(calls, self.binary) + nodetell.tell_lines(tells, self.binary)
 
@@ -191,21 +201,28 @@ class KubeMarker:
         self, ts: list[Target], *, remove: bool = False, done: Callable[[Target], None]
     ) -> Marked:
         """The marks in one call per kind (:meth:`ClusterClient.mark_nodes`); when a call
-        failed, the nodes read back in one ``get`` and each judged by what it carries (a
+        failed or chose nodes by a selector, the nodes read back (one list for many) and
+        each judged by what it carries (a
         node that has every mark is done whatever the call said of the others); then the
         marked nodes told, in one List of Events (and the condition's patches)."""
         from mlenv.quarantine import Marked
 
         c = self._client()
-        said = c.mark_nodes([NodeMarks(t.node, t.note) for t in ts], remove=remove)
+        chosen = self._by_hostname(ts)
+        said = c.mark_nodes(
+            [NodeMarks(t.node, t.note) for t in ts], remove=remove, by_hostname=chosen
+        )
         failed: dict[str, str] = {}
-        if said:
+        # A selector passes over a node it no longer matches (deleted since it was read)
+        # without a word: after selector calls every node is read back, as after a failure.
+        if said or chosen:
             now = self._read([t.node for t in ts])
             for t in ts:
                 why = _not_as_meant(now.get(t.node), t.note, remove=remove)
                 if why is not None:
                     named = [ln for ln in said if f'"{t.node}"' in ln or f" {t.node} " in ln]
-                    failed[t.node] = f"{why} ({'; '.join(dict.fromkeys(named or said))})"
+                    heard = "; ".join(dict.fromkeys(named or said))
+                    failed[t.node] = f"{why} ({heard})" if heard else why
         ok = [t for t in ts if t.node not in failed]
         for t in ok:
             done(t)

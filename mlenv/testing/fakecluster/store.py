@@ -8,7 +8,7 @@ from __future__ import annotations
 import builtins
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
 from mlenv.cluster.api import (
@@ -458,14 +458,20 @@ class ObjectStore(Admission):
         if kind == "PersistentVolumeClaim":
             self.volumes.pop(f"pvc:{ns}/{name}", None)
 
-    def mark_nodes(self, marks: Sequence[NodeMarks], *, remove: bool = False) -> builtins.list[str]:
+    def mark_nodes(
+        self,
+        marks: Sequence[NodeMarks],
+        *,
+        remove: bool = False,
+        by_hostname: Collection[str] = (),
+    ) -> builtins.list[str]:
         """The quarantine label, annotation and taint on Nodes (``remove``: off), call by
         call as :func:`mark_calls` builds them (``calls`` gets ``[verb, NODE…]`` per call),
         each name as kubectl treats it: a node that does not exist, or a user without
         ``patch nodes``, is a line of its own and the other names are marked; adding the
         taint to a node that has it, or taking it off one that has not, is refused for
         that node (kubectl's words)."""
-        return self.run_marks(mark_calls(marks, remove=remove))
+        return self.run_marks(mark_calls(marks, remove=remove, by_hostname=by_hostname))
 
     def run_marks(self, calls: Sequence[MarkCall]) -> builtins.list[str]:
         """Each call's mark node by node as kubectl puts it (see :meth:`mark_nodes`);

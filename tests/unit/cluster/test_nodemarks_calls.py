@@ -167,3 +167,32 @@ def test_the_label_and_the_notes_run_at_once_and_the_taint_never_before_them() -
     assert [sorted({c.verb for c in phase}) for phase in off] == [["taint"], ["annotate", "label"]]
     # every call once, in mark_calls' order
     assert [c for phase in on for c in phase] == mark_calls(marks, per_call=200)
+
+
+def test_nodes_read_with_their_own_hostname_label_are_chosen_by_a_selector() -> None:
+    """kubectl reads each named node with a throttled GET of its own; a hostname selector
+    is one list. A node not known to carry its name as its hostname label (never read,
+    overridden, or too long for a label value) is named."""
+    marks = _marks(3)
+    long = NodeMarks("n" * 64, marks[0].note)
+    calls = mark_calls([*marks, long], by_hostname={"gpu-0000", "gpu-0002", long.node})
+    chosen = "--selector=kubernetes.io/hostname in (gpu-0000,gpu-0002)"
+    assert [c.words() for c in calls if c.verb == "taint"] == [
+        ["taint", chosen, "--", "node", f"{KEY}=fail:NoSchedule"],
+        ["taint", "--", "node", "gpu-0001", long.node, f"{KEY}=fail:NoSchedule"],
+    ]
+    assert [
+        len(c.nodes)
+        for c in mark_calls(_marks(450), by_hostname={m.node for m in _marks(450)})
+        if c.verb == "label"
+    ] == [MAX_NAMES, MAX_NAMES, 50]
+
+    def node(name: str, hostname: str | None) -> dict[str, Any]:
+        labels = {} if hostname is None else {nodemarks.HOSTNAME_LABEL: hostname}
+        return {"metadata": {"name": name, "labels": labels}}
+
+    assert nodemarks.hostname_is_name(node("gpu-0000", "gpu-0000"))
+    assert not nodemarks.hostname_is_name(node("gpu-0000", "ip-10-0-0-7"))
+    assert not nodemarks.hostname_is_name(node("gpu-0000", None))
+    assert not nodemarks.hostname_is_name(node("n" * 64, "n" * 64))
+    assert not nodemarks.hostname_is_name({"metadata": {"name": "gpu-0000", "labels": None}})
