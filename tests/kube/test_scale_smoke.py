@@ -74,5 +74,7 @@ def test_every_verb_at_32_pods_beside_its_floor_holds_its_bound(
     # the workload's objects)
     assert rows["teardown"]["processes"] <= 13, rows["teardown"]
     assert bench.pin_by == "label" and still == [], still
-    assert rows["quarantine"]["processes"] <= 9 and rows["release"]["processes"] <= 9
+    # the probe, the rights, one read of the nodes, three calls choosing them by hostname,
+    # one read back (a selector says nothing of a node it passed over), the Events
+    assert rows["quarantine"]["processes"] <= 10 and rows["release"]["processes"] <= 10
     assert rows["quarantine-dry-run"]["processes"] == 0
