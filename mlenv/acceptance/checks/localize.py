@@ -50,7 +50,7 @@ from mlenv.acceptance.core.base import Check, RunContext, register
 from mlenv.acceptance.core.metrics import higher
 from mlenv.acceptance.core.options import CheckOptions, at_least, option
 from mlenv.acceptance.core.result import CheckResult, Status
-from mlenv.acceptance.core.timing import measure, stretch_factor
+from mlenv.acceptance.core.timing import Stretch, measure, stretch_factor
 from mlenv.acceptance.evidence import localize as plan
 from mlenv.acceptance.evidence import slurmtopo
 from mlenv.acceptance.evidence import topology as topo
@@ -254,14 +254,16 @@ def _measure_pair(
         dist.all_reduce(buf, group=group)
 
     # One call, timed, agreed between the two: how many timed calls fit in the budget.
-    first = measure(once, device=ctx.device, iters=1, warmup=0, stretch=stretch).mean_s
+    # One Stretch for both measures: the probe call's time is the padding's base.
+    pad = Stretch(stretch)
+    first = measure(once, device=ctx.device, iters=1, warmup=0, stretch=pad).mean_s
     agreed = torch.tensor([first], dtype=torch.float64, device=dev)
     dist.all_reduce(agreed, op=dist.ReduceOp.MAX, group=group)
     per_call = max(float(agreed.item()), 1e-9)
     fit = int(budget_s / per_call) - 1
     n_iter = max(1, min(iters, fit))
     n_warm = max(0, min(warmup - 1, fit - n_iter))
-    t = measure(once, device=ctx.device, iters=n_iter, warmup=n_warm, stretch=stretch)
+    t = measure(once, device=ctx.device, iters=n_iter, warmup=n_warm, stretch=pad)
     # The best sample: a link that is slow is slow on every call, while a rank that lost
     # its core for a moment (a busy host) is slow on some; the slower member's best counts.
     sec = torch.tensor([t.best_s], dtype=torch.float64, device=dev)

@@ -54,3 +54,29 @@ def test_describe_is_json_ready() -> None:
         "best_s": 0.1,
         "mean_s": pytest.approx(0.2),
     }
+
+
+def test_stretch_does_not_feed_a_slow_call_into_a_longer_sleep() -> None:
+    """A collective's call right after a long sleep is slower on its own (its partner
+    wakes from a long wait). Padding each sample by its own time compounded (here 0.1,
+    0.28, 0.6, 1.2 s), and a 200x fault overran localization's deadline at 6,000x. The
+    padding is the fastest call's, so every sample stays near the factor."""
+    last_end = [time.perf_counter()]
+
+    def call() -> None:
+        idle = time.perf_counter() - last_end[0]
+        time.sleep(0.01 + 0.2 * idle)  # slower after a longer wait
+        last_end[0] = time.perf_counter()
+
+    t = measure(call, device="cpu", iters=4, warmup=1, stretch=10.0)
+    assert max(t.samples) < 3 * min(t.samples), t.samples
+    assert min(t.samples) > 9 * 0.01  # still really about ten calls long
+
+
+def test_one_stretch_spans_a_probe_and_the_timed_calls() -> None:
+    from mlenv.acceptance.core.timing import Stretch
+
+    pad = Stretch(5.0)
+    measure(lambda: time.sleep(0.004), device="cpu", iters=1, warmup=0, stretch=pad)
+    assert 0.004 <= pad.fastest_s < 0.02
+    assert Stretch(1.0).pad_s(1.0) == 0.0 and not Stretch().active
