@@ -99,6 +99,9 @@ CALL_SLACK_S = 1.0
 PER_NAME_S = 0.5
 # get_many reads more Nodes than this by one list of every Node instead of by name
 NODES_BY_NAME = 16
+# Names to one batched ``get``: kubectl reads each named object with a request of its
+# own, and one call has one call's deadline, so thousands are many calls of a few dozen.
+GET_NAMES = 50
 _TIMEOUT_MARKERS = (
     "context deadline exceeded",
     "client.timeout",
@@ -1180,7 +1183,9 @@ class OcCluster:
         kind, name and namespace. When that call fails for any reason but an unreachable
         server (a kind the server does not serve, Forbidden on one kind) the refs of that
         call are read one by one, so each answer, and each refusal a later :meth:`get`
-        repeats, is exactly what it is alone; a refused ref is left out."""
+        repeats, is exactly what it is alone; a refused ref is left out. More than
+        :data:`NODES_BY_NAME` Nodes are one list of every Node; named refs go
+        :data:`GET_NAMES` to a call."""
         groups: dict[str | None, builtins.list[ObjectRef]] = {}
         out: dict[ObjectRef, Manifest | None] = {}
         refs = list(dict.fromkeys(refs))  # once each, in order
@@ -1192,9 +1197,11 @@ class OcCluster:
                 refs = [r for r in refs if r not in listed]
         for ref in refs:
             groups.setdefault(None if ref[0] in CLUSTER_SCOPED_KINDS else ref[2], []).append(ref)
-        for namespace, group in groups.items():
-            got = self._get_batch(namespace, group) if len(group) > 1 else None
-            out.update(read_each(self.get, group) if got is None else got)
+        for namespace, named in groups.items():
+            for i in range(0, len(named), GET_NAMES):
+                group = named[i : i + GET_NAMES]
+                got = self._get_batch(namespace, group) if len(group) > 1 else None
+                out.update(read_each(self.get, group) if got is None else got)
         return out
 
     def _nodes_listed(

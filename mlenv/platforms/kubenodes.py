@@ -35,11 +35,6 @@ if TYPE_CHECKING:
     from mlenv.cluster.api import ClusterClient
     from mlenv.quarantine import Marked, Run, Target
 
-# Nodes per ``get``: kubectl reads each named Node with a request of its own, and one
-# call has one call's deadline (the client's API timeout), so a read of thousands of
-# Nodes is many calls of a few dozen names each.
-READ_NAMES = 50
-
 MARKED = "quarantined (health label, note and NoSchedule taint set)"
 UNMARKED = "released (health label, note and taint removed)"
 
@@ -104,17 +99,17 @@ class KubeMarker:
         return self.client
 
     def read(self, nodes: list[str]) -> None:
-        """Each Node not read yet, :data:`READ_NAMES` to a ``get`` (a Node that is not
-        there: None)."""
+        """Each Node not read yet (a Node that is not there: None)."""
         self._nodes.update(self._read([n for n in dict.fromkeys(nodes) if n not in self._nodes]))
 
     def _read(self, nodes: list[str]) -> dict[str, dict[str, Any] | None]:
-        out: dict[str, dict[str, Any] | None] = {}
-        for i in range(0, len(nodes), READ_NAMES):
-            chunk = nodes[i : i + READ_NAMES]
-            got = self._client().get_many([("Node", n, None) for n in chunk])
-            out.update({n: got.get(("Node", n, None)) for n in chunk})
-        return out
+        """The Nodes in one ``get_many``: one list of every Node for more than a handful
+        (read in chunks of 50 names, every chunk listed every Node: 11 lists at 512), a
+        few dozen names to a call where the user may not list."""
+        if not nodes:
+            return {}
+        got = self._client().get_many([("Node", n, None) for n in nodes])
+        return {n: got.get(("Node", n, None)) for n in nodes}
 
     def _node(self, name: str) -> dict[str, Any] | None:
         self.read([name])

@@ -751,10 +751,10 @@ def test_a_half_marked_node_is_judged_by_what_it_carries_at_release(tmp_path) ->
     assert {v["state"] for v in rec.values()} == {"released"}
 
 
-def test_nodes_are_read_once_a_few_dozen_to_a_get(tmp_path) -> None:
+def test_nodes_are_read_once_in_one_read(tmp_path) -> None:
     """Each Node is read once however often it is judged (quarantine and the condition at
-    release), and never more than READ_NAMES to one ``get``, whose deadline is one call's."""
-    from mlenv.platforms import kubenodes
+    release), all of them in one ``get_many`` (one list of every Node on the client; read
+    in chunks of 50, each chunk listed every Node again: 11 lists at 512)."""
     from mlenv.platforms.kubenodes import KubeMarker
 
     names = [f"gpu-{i:03d}" for i in range(120)]
@@ -770,5 +770,5 @@ def test_nodes_are_read_once_a_few_dozen_to_a_get(tmp_path) -> None:
     marker = KubeMarker("oc", fake)
     marker.read(names)
     marker.read(names[:10])
-    assert asked == [kubenodes.READ_NAMES, kubenodes.READ_NAMES, 20]
-    assert marker._node("gpu-007") is not None and len(asked) == 3
+    assert asked == [120]
+    assert marker._node("gpu-007") is not None and len(asked) == 1

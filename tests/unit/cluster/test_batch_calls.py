@@ -343,3 +343,20 @@ def test_many_nodes_are_read_by_one_list_not_one_get_each(side: str) -> None:
         assert isinstance(c, InProcess)
         assert c.calls[0] == ["get", "--raw=/api/v1/nodes", "--request-timeout=10000ms"]
         assert len(c.calls) == 2, c.calls  # the node list, the ConfigMap by name
+
+
+def test_nodes_read_by_name_go_a_few_dozen_to_a_call() -> None:
+    """A user who may get Nodes but not list them: the names go 50 to a ``get`` (kubectl
+    reads each in turn, and one call has one call's deadline), every node answered."""
+    from mlenv.cluster.oc import GET_NAMES
+
+    names = [f"gpu-{i:03d}" for i in range(120)]
+    fake = FakeCluster.typical(NS, names, gpus=1)
+    fake.denied = ["list nodes"]
+    c = InProcess(fake)
+    refs: list[ObjectRef] = [("Node", n, None) for n in names]
+    got = c.get_many(refs)
+    assert got == {r: fake.get(*r) for r in refs}
+    named = [k for k in c.calls if k[0] == "get" and not any(w.startswith("--raw") for w in k)]
+    sizes = [sum(w.startswith("Node/") for w in k) for k in named]
+    assert sizes == [GET_NAMES, GET_NAMES, 20], c.calls
