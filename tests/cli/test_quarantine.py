@@ -640,6 +640,23 @@ def test_every_node_is_marked_in_one_call_per_kind_and_released_the_same(
         assert LABEL_HEALTH not in _node(state, node)["metadata"]["labels"]
 
 
+def _apply_all(the_run, marker, history: Path, said: list[str]) -> None:
+    """``quarantine --apply`` of every FAILED node of ``the_run``, what it says into ``said``."""
+    from mlenv import quarantine as q
+
+    q.quarantine_verb(
+        the_run,
+        marker,
+        "barcelona",
+        q.targets(the_run),
+        apply_them=True,
+        only=None,
+        history_root=history,
+        say=said.append,
+        warn=said.append,
+    )
+
+
 def test_a_node_gone_after_it_was_read_is_named_and_the_others_are_marked(tmp_path) -> None:
     """The calls choose the nodes by their hostname label, and a selector passes over the
     gone node without a word: the nodes are read back, each judged by what it carries;
@@ -657,17 +674,7 @@ def test_a_node_gone_after_it_was_read_is_named_and_the_others_are_marked(tmp_pa
     del fake.objects[f"Node||{NODES[1]}"]  # … and the node deleted right after
     said: list[str] = []
     with pytest.raises(InfraError) as e:
-        q.quarantine_verb(
-            the_run,
-            marker,
-            "barcelona",
-            q.targets(the_run),
-            apply_them=True,
-            only=None,
-            history_root=tmp_path / "h",
-            say=said.append,
-            warn=said.append,
-        )
+        _apply_all(the_run, marker, tmp_path / "h", said)
     assert str(e.value).startswith(f"1 node(s) not quarantined: {NODES[1]}: no such Node")
     assert "quarantine of run 20261125-090000-aaaaaa: 3 node(s) quarantined" in said[-1]
     # still one call per kind for all four names
@@ -697,17 +704,7 @@ def test_a_node_whose_hostname_label_is_not_its_name_is_marked_by_name(tmp_path)
     rep = _all_failed(tmp_path, "20261125-090000-aaaaaa", ["tflops = 0.2"] * 4)
     the_run = q.load_run(str(rep), tmp_path / "h")
     said: list[str] = []
-    q.quarantine_verb(
-        the_run,
-        KubeMarker("oc", fake),
-        "barcelona",
-        q.targets(the_run),
-        apply_them=True,
-        only=None,
-        history_root=tmp_path / "h",
-        say=said.append,
-        warn=said.append,
-    )
+    _apply_all(the_run, KubeMarker("oc", fake), tmp_path / "h", said)
     assert "4 node(s) quarantined" in said[-1], said
     for node in NODES:
         n = fake.get("Node", node, None)
