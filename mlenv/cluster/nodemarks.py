@@ -26,7 +26,7 @@ calls to judge each by what it carries.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +100,26 @@ def _chunks(nodes: Sequence[str], size: int) -> list[tuple[str, ...]]:
     return [tuple(nodes[i : i + size]) for i in range(0, len(nodes), size)]
 
 
+def chosen_calls(
+    verb: str,
+    options: tuple[str, ...],
+    names: Sequence[str],
+    mark: str,
+    selectable: Callable[[str], bool],
+    per_call: int = MAX_NAMES,
+) -> list[MarkCall]:
+    """One call of ``verb`` per ``per_call`` names: first those ``selectable`` by a
+    hostname selector (and short enough for a label value), then the rest by name."""
+    chosen = [n for n in names if len(n) <= 63 and selectable(n)]
+    picked = set(chosen)
+    named = [n for n in names if n not in picked]
+    return [
+        MarkCall(verb, options, c, mark, by_hostname=group is chosen)
+        for group in (chosen, named)
+        for c in _chunks(group, per_call)
+    ]
+
+
 def mark_phases(calls: Sequence[MarkCall]) -> list[list[MarkCall]]:
     """``calls`` (as :func:`mark_calls` orders them) in the steps that may run at once:
     the taint's calls alone, the label's and the notes' together, in the calls' order."""
@@ -139,13 +159,7 @@ def mark_calls(
     def each(
         verb: str, options: tuple[str, ...], names: Sequence[str], mark: str
     ) -> list[MarkCall]:
-        chosen = [n for n in names if n in by_hostname and len(n) <= 63]
-        named = [n for n in names if n not in chosen]
-        return [
-            MarkCall(verb, options, c, mark, by_hostname=group is chosen)
-            for group in (chosen, named)
-            for c in _chunks(group, per_call)
-        ]
+        return chosen_calls(verb, options, names, mark, by_hostname.__contains__, per_call)
 
     if remove:
         return [

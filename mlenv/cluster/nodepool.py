@@ -25,7 +25,7 @@ from collections.abc import Collection, Iterable, Sequence
 
 from mlenv import argv
 from mlenv.cluster.api import ClusterClient, Forbidden, Manifest
-from mlenv.cluster.nodemarks import MAX_NAMES, MarkCall, hostname_is_name, shell_lines
+from mlenv.cluster.nodemarks import MarkCall, chosen_calls, hostname_is_name, shell_lines
 from mlenv.config.model import Cluster
 from mlenv.errors import InfraError
 from mlenv.render.names import pinned_by_label, pool_label, pool_selector
@@ -67,13 +67,7 @@ def label_calls(
         f"{argv.label_key(key)}-" if remove else f"{argv.label_key(key)}={argv.label_value(value)}"
     )
     names = [argv.name("Node", n) for n in nodes]
-    by_name = [n for n in names if len(n) > 63 or n in named]
-    short = [n for n in names if n not in by_name]
-    return [
-        MarkCall("label", (), tuple(group[i : i + MAX_NAMES]), mark, by_hostname=chosen)
-        for group, chosen in ((short, True), (by_name, False))
-        for i in range(0, len(group), MAX_NAMES)
-    ]
+    return chosen_calls("label", (), names, mark, lambda n: n not in named)
 
 
 def label_lines(cluster: Cluster, nodes: Sequence[str], named: Collection[str] = ()) -> list[str]:
